@@ -1,0 +1,194 @@
+//! The one error type of the crate.
+//!
+//! Every message is a sentence that names what failed and where: the file and byte
+//! position, or the topic, partition and offset. Corruption is its own variant so that a
+//! caller can tell "the disk holds bad bytes" apart from "the disk is unreachable".
+
+use std::io;
+use std::path::PathBuf;
+
+/// `Result` with tidelog's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tidelog.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation on a file or directory failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("open", "fsync", "rename", ...).
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Bytes on disk or received from outside are not a valid record batch, index or
+    /// checkpoint.
+    #[error("corrupt data in {location} at byte {position}: {reason}")]
+    Corrupt {
+        /// The file (or "input" for bytes handed in by a caller or client).
+        location: String,
+        /// Byte position of the bad data inside `location`.
+        position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A read asked for an offset outside the log's valid range `[start, end)`.
+    #[error("offset {offset} is out of range for {partition}: valid offsets are {start}..{end}")]
+    OffsetOutOfRange {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The offset that was asked for.
+        offset: i64,
+        /// The log start offset (first readable offset).
+        start: i64,
+        /// The log end offset (next offset to be written).
+        end: i64,
+    },
+
+    /// A batch is larger than `max_message_bytes`.
+    #[error("batch of {size} bytes for {partition} exceeds max_message_bytes = {max}")]
+    MessageTooLarge {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The batch size in bytes.
+        size: usize,
+        /// The configured limit.
+        max: usize,
+    },
+
+    /// A batch handed in by a caller or client is malformed (not corruption on disk).
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(String),
+
+    /// The log, partition, producer, consumer or broker was closed.
+    #[error("{0} is closed")]
+    Closed(String),
+
+    /// An earlier fsync failed, so the page cache state is unknown and the partition
+    /// refuses writes until it is reopened.
+    #[error("{partition} refuses writes after an earlier failure: {reason}; reopen the broker")]
+    Poisoned {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The failure that poisoned it.
+        reason: String,
+    },
+
+    /// Another process (or another `Broker` in this process) holds the data directory.
+    #[error("data directory {0} is in use by another tidelog instance")]
+    DirectoryLocked(PathBuf),
+
+    /// No topic of that name exists.
+    #[error("unknown topic {0:?}")]
+    UnknownTopic(String),
+
+    /// The topic exists but has no such partition.
+    #[error("unknown partition {partition} of topic {topic:?} (it has {count} partitions)")]
+    UnknownPartition {
+        /// Topic name.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+        /// How many partitions the topic has.
+        count: i32,
+    },
+
+    /// A topic of that name already exists.
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+
+    /// A topic name breaks Kafka's naming rules.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName {
+        /// The name given.
+        name: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+
+    /// A configuration key or value is not valid.
+    #[error("invalid configuration {key}: {reason}")]
+    InvalidConfig {
+        /// The setting's name.
+        key: String,
+        /// Why the value was rejected.
+        reason: String,
+    },
+
+    /// A consumer group operation was refused (unknown member, stale generation,
+    /// rebalance in progress, ...).
+    #[error("consumer group {group:?}: {reason}")]
+    Group {
+        /// The group id.
+        group: String,
+        /// Kafka's error code for the refusal, as sent on the wire.
+        code: i16,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.
+    #[error(
+        "no valid position for {partition}: offset {offset} is outside {start}..{end} and auto_offset_reset is none"
+    )]
+    NoOffsetForPartition {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The committed or requested offset.
+        offset: i64,
+        /// The log start offset.
+        start: i64,
+        /// The log end offset.
+        end: i64,
+    },
+
+    /// An operation did not complete in the time allowed.
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+impl Error {
+    /// An [`Error::Io`] for `op` on `path`.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// An [`Error::Corrupt`] at `position` of `location`.
+    pub(crate) fn corrupt(
+        location: impl std::fmt::Display,
+        position: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corrupt {
+            location: location.to_string(),
+            position,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors that mean the bytes are bad (as opposed to unreachable).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}
+
+/// Attach a path and an operation name to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}
