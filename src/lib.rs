@@ -3,5 +3,9 @@
 #![warn(missing_docs)]
 
 mod error;
+mod producer;
 
 pub use error::{Error, Result};
+pub use producer::{
+    DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
+};
