@@ -2,9 +2,18 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod consumer;
 mod error;
 mod producer;
 
+pub use consumer::coordinator::codes as group_codes;
+pub use consumer::{
+    Assignment, Assignor, CommitOffset, CoordinatorConfig, FetchedOffset, GroupCoordinator,
+    GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest, JoinGroupResponse, JoinStart,
+    JoinTicket, LeaveGroupResponse, LeavingMember, ListedGroup, MemberDescription,
+    OffsetCommitRequest, OffsetCommitResult, OffsetFetchResponse, RangeAssignor,
+    RoundRobinAssignor, Subscription, SyncGroupRequest, SyncGroupResponse,
+};
 pub use error::{Error, Result};
 pub use producer::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
