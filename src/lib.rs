@@ -3,5 +3,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod record;
 
 pub use error::{Error, Result};
+pub use record::{Batch, BatchBuilder, Headers, Record};
