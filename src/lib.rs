@@ -5,6 +5,7 @@
 mod consumer;
 mod error;
 mod producer;
+pub mod record;
 
 pub use consumer::coordinator::codes as group_codes;
 pub use consumer::{
@@ -18,3 +19,4 @@ pub use error::{Error, Result};
 pub use producer::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
 };
+pub use record::{Batch, BatchBuilder, Headers, Record};
