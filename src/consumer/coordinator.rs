@@ -870,7 +870,10 @@ impl GroupCoordinator {
     }
 
     /// SyncGroup: the leader hands in every member's assignment; followers wait (up to
-    /// `timeout`) for it. Answers the member's own assignment.
+    /// `timeout`) for it. Answers the member's own assignment, `REBALANCE_IN_PROGRESS`
+    /// if the group started another rebalance meanwhile, or `REQUEST_TIMED_OUT` if the
+    /// leader has not synced within `timeout` (the member may call again; a leader that
+    /// never syncs is removed when its session expires).
     pub fn sync_group(&self, req: SyncGroupRequest, timeout: Duration) -> SyncGroupResponse {
         if self.is_closed() {
             return SyncGroupResponse::error(codes::COORDINATOR_NOT_AVAILABLE);
@@ -952,7 +955,8 @@ impl GroupCoordinator {
                 };
             }
             if now >= deadline {
-                break SyncGroupResponse::error(codes::REBALANCE_IN_PROGRESS);
+                // Still waiting for the leader: the member may simply call again.
+                break SyncGroupResponse::error(codes::REQUEST_TIMED_OUT);
             }
             self.inner.changed.wait_until(&mut st, deadline);
         };
