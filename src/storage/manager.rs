@@ -44,7 +44,7 @@ struct Inner {
 /// // A second manager on the same directory is refused.
 /// assert!(LogManager::open(dir.path()).is_err());
 /// manager.close()?;
-/// # Ok::<(), tidelog::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
 pub struct LogManager {
