@@ -6,6 +6,7 @@ mod consumer;
 mod error;
 mod producer;
 pub mod record;
+pub mod storage;
 
 pub use consumer::coordinator::codes as group_codes;
 pub use consumer::{
@@ -20,3 +21,7 @@ pub use producer::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
 };
 pub use record::{Batch, BatchBuilder, Headers, Record};
+pub use storage::{
+    AppendInfo, CleanupOutcome, CleanupPolicy, LogConfig, LogManager, LogSlice, PartitionLog,
+    RecoveryReport,
+};
