@@ -23,7 +23,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
 use crate::consumer::GroupCoordinator;
 use crate::consumer::offsets::{self, LogJournal};
-use crate::storage::{CleanupPolicy, LogConfig, LogManager, checkpoint};
+use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::{Error, Result};
 
@@ -284,7 +284,7 @@ impl Broker {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
         let logs = LogManager::open(&dir)?;
         let registry_path = dir.join(REGISTRY_FILE);
-        let entries = match checkpoint::read(&registry_path)? {
+        let entries = match read_checkpoint(&registry_path)? {
             Some(bytes) => decode_registry(&registry_path, &bytes)?,
             None => Vec::new(),
         };
@@ -360,7 +360,10 @@ impl Broker {
 
     fn check_open(&self) -> Result<()> {
         if self.is_closed() {
-            Err(Error::Closed(format!("broker at {}", self.inner.dir.display())))
+            Err(Error::Closed(format!(
+                "broker at {}",
+                self.inner.dir.display()
+            )))
         } else {
             Ok(())
         }
@@ -446,7 +449,10 @@ impl Broker {
                 config: t.config(),
             })
             .collect();
-        checkpoint::write(&self.inner.dir.join(REGISTRY_FILE), &encode_registry(&entries))
+        write_checkpoint(
+            &self.inner.dir.join(REGISTRY_FILE),
+            &encode_registry(&entries),
+        )
     }
 
     /// The topic named `name`, or `Error::UnknownTopic` (created with the default
@@ -457,7 +463,11 @@ impl Broker {
             return Ok(t.clone());
         }
         if self.inner.config.auto_create_topics && name != OFFSETS_TOPIC {
-            return match self.create_topic(name, self.inner.config.default_partitions, TopicConfig::new()) {
+            return match self.create_topic(
+                name,
+                self.inner.config.default_partitions,
+                TopicConfig::new(),
+            ) {
                 Ok(t) => Ok(t),
                 Err(Error::TopicExists(_)) => self.topic(name),
                 Err(e) => Err(e),

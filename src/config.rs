@@ -215,7 +215,12 @@ mod tests {
         let log = c.apply(&LogConfig::default()).unwrap();
         assert_eq!(log.retention_ms, None);
         assert_eq!(log.cleanup_policy, CleanupPolicy::Compact);
-        assert!(TopicConfig::new().set("retention.ms", "soon").validate().is_err());
+        assert!(
+            TopicConfig::new()
+                .set("retention.ms", "soon")
+                .validate()
+                .is_err()
+        );
         assert!(TopicConfig::new().set("no.such", "1").validate().is_err());
     }
 }

@@ -287,10 +287,10 @@ impl Assignor for RangeAssignor {
                 let i = i as i32;
                 let start = per * i + i.min(extra);
                 let len = per + i32::from(i < extra);
-                if len > 0 {
-                    if let Some(m) = out.get_mut(member) {
-                        m.insert(topic.clone(), (start..start + len).collect());
-                    }
+                if len > 0
+                    && let Some(m) = out.get_mut(member)
+                {
+                    m.insert(topic.clone(), (start..start + len).collect());
                 }
             }
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
 use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest, codes};
-use crate::record::{Headers, batches};
+use crate::record::Headers;
 use crate::storage::LogSlice;
 use crate::topic::{Partition, Signal};
 use crate::{Error, Result};
@@ -146,29 +146,20 @@ impl ConsumerRecords {
             let topic: &str = &f.topic;
             let partition = f.partition;
             let from = f.from;
-            batches(&f.slice).flat_map(move |batch| {
-                let (records, err) = match batch {
-                    Ok(b) => (Some(b.records()), None),
-                    Err(e) => (None, Some(Err(e))),
-                };
-                err.into_iter().chain(
-                    records
-                        .into_iter()
-                        .flatten()
-                        .filter_map(move |r| match r {
-                            Ok(r) if r.offset < from => None,
-                            Ok(r) => Some(Ok(ConsumerRecord {
-                                topic,
-                                partition,
-                                offset: r.offset,
-                                timestamp: r.timestamp,
-                                key: r.key,
-                                value: r.value,
-                                headers: r.headers,
-                            })),
-                            Err(e) => Some(Err(e)),
-                        }),
-                )
+            f.slice.batches().flat_map(move |batch| {
+                batch.records().filter_map(move |r| match r {
+                    Ok(r) if r.offset < from => None,
+                    Ok(r) => Some(Ok(ConsumerRecord {
+                        topic,
+                        partition,
+                        offset: r.offset,
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers,
+                    })),
+                    Err(e) => Some(Err(e)),
+                })
             })
         })
     }
@@ -250,10 +241,11 @@ impl Fetcher {
     fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
         let start = a.partition.log_start_offset();
         let end = a.partition.log_end_offset();
-        if let Some(c) = committed {
-            if c >= start && c <= end {
-                return Ok(c);
-            }
+        if let Some(c) = committed
+            && c >= start
+            && c <= end
+        {
+            return Ok(c);
         }
         match self.config.auto_offset_reset {
             OffsetReset::Earliest => Ok(start),
@@ -295,7 +287,8 @@ impl Fetcher {
         let committed = self.fetch_committed();
         for i in 0..self.assigned.len() {
             if self.assigned[i].position.is_none() {
-                let pos = self.reset_position(&self.assigned[i], committed.get(i).copied().flatten())?;
+                let pos =
+                    self.reset_position(&self.assigned[i], committed.get(i).copied().flatten())?;
                 self.assigned[i].position = Some(pos);
             }
         }
@@ -331,13 +324,8 @@ impl Fetcher {
             if slice.is_empty() {
                 continue;
             }
-            let mut last = None;
-            for b in batches(&slice) {
-                last = Some(b?.last_offset());
-            }
-            let Some(last) = last else { continue };
             let a = &mut self.assigned[i];
-            a.position = Some(last + 1);
+            a.position = Some(slice.next_offset());
             budget = budget.saturating_sub(slice.len());
             out.fetched.push(Fetched {
                 topic: Arc::clone(&a.topic),
@@ -406,13 +394,16 @@ impl Fetcher {
         if offsets.is_empty() {
             return Ok(());
         }
-        let results = self.broker.group_coordinator().offset_commit(OffsetCommitRequest {
-            group_id: group.clone(),
-            generation_id,
-            member_id: member_id.to_string(),
-            group_instance_id: None,
-            offsets,
-        });
+        let results = self
+            .broker
+            .group_coordinator()
+            .offset_commit(OffsetCommitRequest {
+                group_id: group.clone(),
+                generation_id,
+                member_id: member_id.to_string(),
+                group_instance_id: None,
+                offsets,
+            });
         match results.iter().find(|r| r.error_code != codes::NONE) {
             None => Ok(()),
             Some(r) => Err(Error::Group {

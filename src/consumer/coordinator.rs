@@ -713,12 +713,12 @@ impl GroupCoordinator {
         let mut member_id = req.member_id.clone();
         if member_id.is_empty() {
             // Static member coming back: it takes over its old entry's id slot.
-            if let Some(instance) = &req.group_instance_id {
-                if let Some(old) = group.instances.remove(instance) {
-                    group.members.remove(&old);
-                    if group.leader.as_deref() == Some(old.as_str()) {
-                        group.leader = None;
-                    }
+            if let Some(instance) = &req.group_instance_id
+                && let Some(old) = group.instances.remove(instance)
+            {
+                group.members.remove(&old);
+                if group.leader.as_deref() == Some(old.as_str()) {
+                    group.leader = None;
                 }
             }
             if group.members.len() + group.pending.len() >= cfg.max_group_size {
@@ -747,15 +747,14 @@ impl GroupCoordinator {
                 ));
             }
         } else {
-            if let Some(instance) = &req.group_instance_id {
-                if let Some(current) = group.instances.get(instance) {
-                    if *current != member_id {
-                        return JoinStart::Done(JoinGroupResponse::error(
-                            codes::FENCED_INSTANCE_ID,
-                            &member_id,
-                        ));
-                    }
-                }
+            if let Some(instance) = &req.group_instance_id
+                && let Some(current) = group.instances.get(instance)
+                && *current != member_id
+            {
+                return JoinStart::Done(JoinGroupResponse::error(
+                    codes::FENCED_INSTANCE_ID,
+                    &member_id,
+                ));
             }
             if !group.members.contains_key(&member_id) && !group.pending.remove(&member_id) {
                 return JoinStart::Done(JoinGroupResponse::error(
@@ -839,12 +838,12 @@ impl GroupCoordinator {
                     &ticket.member_id,
                 ));
             };
-            if let Some((seq, _)) = &member.join_result {
-                if *seq == ticket.join_seq {
-                    let (_, resp) = member.join_result.take()?;
-                    member.last_heartbeat = now;
-                    return Some(resp);
-                }
+            if let Some((seq, _)) = &member.join_result
+                && *seq == ticket.join_seq
+            {
+                let (_, resp) = member.join_result.take()?;
+                member.last_heartbeat = now;
+                return Some(resp);
             }
             if member.awaiting_join != ticket.join_seq && member.join_result.is_none() {
                 // A newer JoinGroup of the same member replaced this one.
@@ -1410,12 +1409,11 @@ fn protocol_metadata(m: &Member, protocol: &str) -> Vec<u8> {
 /// Checks that `member_id` belongs to the group (and is not fenced by a newer static
 /// member). None if it does.
 fn check_member(group: &Group, member_id: &str, instance: Option<&str>) -> Option<i16> {
-    if let Some(instance) = instance {
-        if let Some(current) = group.instances.get(instance) {
-            if current != member_id {
-                return Some(codes::FENCED_INSTANCE_ID);
-            }
-        }
+    if let Some(instance) = instance
+        && let Some(current) = group.instances.get(instance)
+        && current != member_id
+    {
+        return Some(codes::FENCED_INSTANCE_ID);
     }
     if group.members.contains_key(member_id) {
         None
@@ -1441,10 +1439,10 @@ fn remove_member(group: &mut Group, member_id: &str, now: Instant) {
     let Some(m) = group.members.remove(member_id) else {
         return;
     };
-    if let Some(instance) = &m.group_instance_id {
-        if group.instances.get(instance).map(String::as_str) == Some(member_id) {
-            group.instances.remove(instance);
-        }
+    if let Some(instance) = &m.group_instance_id
+        && group.instances.get(instance).map(String::as_str) == Some(member_id)
+    {
+        group.instances.remove(instance);
     }
     if group.leader.as_deref() == Some(member_id) {
         group.leader = None;
@@ -1492,10 +1490,10 @@ fn try_complete_join(group: &mut Group, now: Instant) -> bool {
         .map(|(id, _)| id.clone())
         .collect();
     for id in laggards {
-        if let Some(m) = group.members.remove(&id) {
-            if let Some(instance) = &m.group_instance_id {
-                group.instances.remove(instance);
-            }
+        if let Some(m) = group.members.remove(&id)
+            && let Some(instance) = &m.group_instance_id
+        {
+            group.instances.remove(instance);
         }
         if group.leader.as_deref() == Some(id.as_str()) {
             group.leader = None;

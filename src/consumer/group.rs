@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, OFFSETS_TOPIC};
-use crate::consumer::assignor::{Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription};
+use crate::consumer::assignor::{
+    Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
+};
 use crate::consumer::consumer::{ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset};
 use crate::consumer::coordinator::{
     GroupCoordinator, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeavingMember,
@@ -71,7 +73,11 @@ impl std::fmt::Debug for GroupConfig {
             .field("topics", &self.topics)
             .field(
                 "assignors",
-                &self.assignors.iter().map(|a| a.name().to_string()).collect::<Vec<_>>(),
+                &self
+                    .assignors
+                    .iter()
+                    .map(|a| a.name().to_string())
+                    .collect::<Vec<_>>(),
             )
             .field("session_timeout", &self.session_timeout)
             .field("enable_auto_commit", &self.enable_auto_commit)
@@ -320,9 +326,10 @@ impl ConsumerGroup {
 
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
-        let resp = self
-            .coordinator()
-            .offset_fetch(&self.config.group_id, Some(&[(topic.to_string(), partition)]));
+        let resp = self.coordinator().offset_fetch(
+            &self.config.group_id,
+            Some(&[(topic.to_string(), partition)]),
+        );
         resp.offsets
             .first()
             .and_then(|o| (o.offset >= 0).then_some(o.offset))
@@ -374,7 +381,9 @@ impl ConsumerGroup {
             .assignors
             .iter()
             .find(|a| a.name() == protocol)
-            .ok_or_else(|| self.group_error(codes::INCONSISTENT_GROUP_PROTOCOL, "choosing an assignor"))?;
+            .ok_or_else(|| {
+                self.group_error(codes::INCONSISTENT_GROUP_PROTOCOL, "choosing an assignor")
+            })?;
         let mut members = BTreeMap::new();
         let mut counts = BTreeMap::new();
         for m in &resp.members {
@@ -382,10 +391,10 @@ impl ConsumerGroup {
             // the whole group.
             let sub = Subscription::decode(&m.metadata).unwrap_or_default();
             for t in &sub.topics {
-                if !counts.contains_key(t) {
-                    if let Ok(topic) = self.fetcher.broker.topic(t) {
-                        counts.insert(t.clone(), topic.partition_count());
-                    }
+                if !counts.contains_key(t)
+                    && let Ok(topic) = self.fetcher.broker.topic(t)
+                {
+                    counts.insert(t.clone(), topic.partition_count());
                 }
             }
             members.insert(m.member_id.clone(), sub);
@@ -581,9 +590,9 @@ impl ConsumerGroup {
                 && now >= self.last_auto_commit + self.config.auto_commit_interval
             {
                 self.last_auto_commit = now;
-                let _ = self
-                    .fetcher
-                    .commit(self.generation, &self.member_id, self.fetcher.positions());
+                let _ =
+                    self.fetcher
+                        .commit(self.generation, &self.member_id, self.fetcher.positions());
             }
             let wake = deadline.min(self.last_heartbeat + self.config.heartbeat_interval);
             let records = self.fetcher.poll_until(wake)?;

@@ -170,6 +170,58 @@ pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<Entry>> 
     }))
 }
 
+/// The journal on partition 0 of `__consumer_offsets`.
+pub(crate) struct LogJournal {
+    pub(crate) partition: crate::topic::Partition,
+}
+
+impl OffsetJournal for LogJournal {
+    fn append(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let mut builder = crate::record::BatchBuilder::new();
+        for (key, value) in records {
+            builder.push(ts, Some(key), value.as_deref(), &[]);
+        }
+        self.partition.append_batch(&builder.finish()).map(|_| ())
+    }
+}
+
+/// Reads every commit record of the partition, oldest first.
+pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    let end = partition.log_end_offset();
+    let mut offset = partition.log_start_offset();
+    while offset < end {
+        let slice = partition.read(offset, 1 << 20)?;
+        if slice.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        for batch in crate::record::batches(&slice) {
+            let batch = batch?;
+            for record in batch.records() {
+                let record = record?;
+                if record.offset < offset {
+                    continue;
+                }
+                let Some(key) = record.key else { continue };
+                if let Some(entry) = decode(key, record.value)? {
+                    entries.push(entry);
+                }
+            }
+            next = batch.last_offset() + 1;
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,56 +274,4 @@ mod tests {
     fn group_metadata_records_are_skipped() {
         assert_eq!(decode(&[0, 2, 0, 1, b'g'], Some(&[0, 3])).unwrap(), None);
     }
-}
-
-/// The journal on partition 0 of `__consumer_offsets`.
-pub(crate) struct LogJournal {
-    pub(crate) partition: crate::topic::Partition,
-}
-
-impl OffsetJournal for LogJournal {
-    fn append(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        let mut builder = crate::record::BatchBuilder::new();
-        for (key, value) in records {
-            builder.push(ts, Some(key), value.as_deref(), &[]);
-        }
-        self.partition.append_batch(&builder.finish()).map(|_| ())
-    }
-}
-
-/// Reads every commit record of the partition, oldest first.
-pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
-    let mut entries = Vec::new();
-    let end = partition.log_end_offset();
-    let mut offset = partition.log_start_offset();
-    while offset < end {
-        let slice = partition.read(offset, 1 << 20)?;
-        if slice.is_empty() {
-            break;
-        }
-        let mut next = offset;
-        for batch in crate::record::batches(&slice) {
-            let batch = batch?;
-            for record in batch.records() {
-                let record = record?;
-                if record.offset < offset {
-                    continue;
-                }
-                let Some(key) = record.key else { continue };
-                if let Some(entry) = decode(key, record.value)? {
-                    entries.push(entry);
-                }
-            }
-            next = batch.last_offset() + 1;
-        }
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
-    Ok(entries)
 }

@@ -205,10 +205,10 @@ impl PartitionAccumulator {
     /// Appends the open batch if it is at least `linger` old. Does not wait for a busy
     /// partition.
     pub(crate) fn flush_if_older(&self, linger: Duration, fsync: bool) {
-        if let Some(mut st) = self.state.try_lock() {
-            if st.opened.is_some_and(|t| t.elapsed() >= linger) {
-                self.append_locked(&mut st, fsync);
-            }
+        if let Some(mut st) = self.state.try_lock()
+            && st.opened.is_some_and(|t| t.elapsed() >= linger)
+        {
+            self.append_locked(&mut st, fsync);
         }
     }
 

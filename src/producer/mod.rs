@@ -137,7 +137,10 @@ pub struct DeliveryReceipt {
 }
 
 impl DeliveryReceipt {
-    fn metadata(&self, r: std::result::Result<accumulator::Appended, Arc<Error>>) -> Result<RecordMetadata> {
+    fn metadata(
+        &self,
+        r: std::result::Result<accumulator::Appended, Arc<Error>>,
+    ) -> Result<RecordMetadata> {
         match r {
             Ok(a) => Ok(RecordMetadata {
                 partition: self.partition,
@@ -336,10 +339,10 @@ impl Producer {
     }
 
     fn accumulators(&self, topic: &str) -> Result<Arc<TopicAccumulators>> {
-        if let Some(t) = self.inner.topics.read().get(topic) {
-            if !t.topic.inner.deleted.load(Ordering::Acquire) {
-                return Ok(Arc::clone(t));
-            }
+        if let Some(t) = self.inner.topics.read().get(topic)
+            && !t.topic.inner.deleted.load(Ordering::Acquire)
+        {
+            return Ok(Arc::clone(t));
         }
         let t = self.inner.broker.topic(topic)?;
         let accs = Arc::new(TopicAccumulators {
@@ -378,12 +381,11 @@ impl Producer {
         let count = accs.topic.partition_count();
         let partition = match record.partition {
             Some(p) => p,
-            None => self.inner.config.partitioner.partition(
-                topic,
-                record.key,
-                record.value,
-                count,
-            ),
+            None => self
+                .inner
+                .config
+                .partitioner
+                .partition(topic, record.key, record.value, count),
         };
         if partition < 0 || partition >= count {
             return Err(Error::UnknownPartition {
@@ -518,10 +520,10 @@ impl ProducerInner {
         let fsync = self.config.durability == Durability::Fsync;
         let mut first = Ok(());
         for acc in self.all_accumulators() {
-            if let Err(e) = acc.flush(fsync) {
-                if first.is_ok() {
-                    first = Err(e);
-                }
+            if let Err(e) = acc.flush(fsync)
+                && first.is_ok()
+            {
+                first = Err(e);
             }
         }
         first
