@@ -303,24 +303,29 @@ impl Fetcher {
         let mut budget = self.config.fetch_max_bytes;
         for k in 0..n {
             let i = (self.next + k) % n;
-            let pos = self.assigned[i].position.unwrap_or(0);
+            let mut pos = self.assigned[i].position.unwrap_or(0);
             let hw = self.assigned[i].partition.high_watermark();
-            if pos >= hw {
-                continue;
-            }
             let max = self.config.max_partition_fetch_bytes.min(budget.max(1));
-            let slice = match self.assigned[i].partition.read(pos, max) {
-                Ok(s) => s,
-                Err(Error::OffsetOutOfRange { .. }) => {
-                    // Retention removed the position (or the log was truncated): apply
-                    // the reset policy as Kafka does.
-                    let a = &self.assigned[i];
-                    let reset = self.reset_position(a, None)?;
-                    self.assigned[i].position = Some(reset);
-                    continue;
+            let slice = loop {
+                if pos >= hw {
+                    break None;
                 }
-                Err(e) => return Err(e),
+                match self.assigned[i].partition.read(pos, max) {
+                    Ok(s) => break Some(s),
+                    Err(Error::OffsetOutOfRange { .. }) => {
+                        // Retention removed the position (or the log was truncated):
+                        // apply the reset policy as Kafka does, then read from there.
+                        let reset = self.reset_position(&self.assigned[i], Some(pos))?;
+                        self.assigned[i].position = Some(reset);
+                        if reset == pos {
+                            break None;
+                        }
+                        pos = reset;
+                    }
+                    Err(e) => return Err(e),
+                }
             };
+            let Some(slice) = slice else { continue };
             if slice.is_empty() {
                 continue;
             }
