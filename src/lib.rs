@@ -1,4 +1,23 @@
 //! tidelog: an embeddable, Kafka-compatible commit log.
+//!
+//! Durable topics split into partitions, producers and consumer groups between the
+//! threads of one process:
+//!
+//! ```
+//! use std::time::Duration;
+//! use tidelog::{Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig};
+//! # let dir = tempfile::tempdir().unwrap();
+//! let broker = Broker::open(dir.path())?;
+//! broker.create_topic("events", 3, TopicConfig::new())?;
+//! let producer = Producer::new(&broker)?;
+//! producer.send("events", ProducerRecord::keyed(b"user-1", b"signed up"))?;
+//! let group = GroupConfig::new("mailer", &["events"]).auto_offset_reset(OffsetReset::Earliest);
+//! let mut consumer = ConsumerGroup::join(&broker, group)?;
+//! for record in consumer.poll(Duration::from_secs(5))?.iter() {
+//!     assert_eq!(record?.value, Some(&b"signed up"[..]));
+//! }
+//! # Ok::<(), tidelog::Error>(())
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
