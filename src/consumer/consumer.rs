@@ -221,6 +221,42 @@ impl Fetcher {
         Ok(())
     }
 
+    /// Changes the assignment to `partitions`, keeping the positions of partitions
+    /// that stay (the cooperative protocol's incremental assignment).
+    pub(crate) fn update_assignment(&mut self, partitions: &[(String, i32)]) -> Result<()> {
+        let keep = |a: &Assigned| {
+            partitions
+                .iter()
+                .any(|(t, p)| **t == *a.topic && *p == a.partition.index())
+        };
+        let mut kept = Vec::with_capacity(partitions.len());
+        for a in self.assigned.drain(..) {
+            if keep(&a) {
+                kept.push(a);
+            } else {
+                a.partition.unwatch(&self.signal);
+            }
+        }
+        for (topic, p) in partitions {
+            if kept
+                .iter()
+                .any(|a| *a.topic == **topic && a.partition.index() == *p)
+            {
+                continue;
+            }
+            let partition = self.broker.topic(topic)?.partition(*p)?;
+            partition.watch(&self.signal);
+            kept.push(Assigned {
+                topic: Arc::from(topic.as_str()),
+                partition,
+                position: None,
+            });
+        }
+        self.assigned = kept;
+        self.next = 0;
+        Ok(())
+    }
+
     pub(crate) fn unassign(&mut self) {
         for a in self.assigned.drain(..) {
             a.partition.unwatch(&self.signal);

@@ -12,9 +12,13 @@
 //! move to the others; `session_timeout` plays the role of both Kafka's
 //! `session.timeout.ms` and `max.poll.interval.ms`.
 //!
-//! Rebalances are eager (as with Kafka's range and round-robin assignors): before
-//! rejoining, a member auto-commits its positions (if auto-commit is on), calls the
-//! listener's `on_partitions_revoked` (where it may commit), and gives up its partitions.
+//! Rebalances are eager with the range and round-robin assignors: before rejoining, a
+//! member auto-commits its positions (if auto-commit is on), calls the listener's
+//! `on_partitions_revoked` (where it may commit), and gives up all its partitions. With
+//! only cooperative assignors (`cooperative-sticky`), rebalances are incremental as in
+//! Kafka: a member keeps its partitions while rejoining, sends them as
+//! `owned_partitions`, and gives up only those the new assignment moves elsewhere
+//! (committing them first), which their new owner receives in a follow-up rebalance.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -335,6 +339,12 @@ impl ConsumerGroup {
             .and_then(|o| (o.offset >= 0).then_some(o.offset))
     }
 
+    /// True if every configured assignor is cooperative (as in Kafka, the group then
+    /// uses the incremental protocol; one eager assignor makes it eager).
+    fn cooperative(&self) -> bool {
+        self.config.assignors.iter().all(|a| a.is_cooperative())
+    }
+
     fn coordinator(&self) -> &GroupCoordinator {
         self.fetcher.broker.group_coordinator()
     }
@@ -348,10 +358,17 @@ impl ConsumerGroup {
     }
 
     fn join_request(&self) -> JoinGroupRequest {
+        // Cooperative members tell the leader what they own, so it can keep it there.
+        let mut owned: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        if self.cooperative() {
+            for (t, p) in self.assignment() {
+                owned.entry(t).or_default().push(p);
+            }
+        }
         let subscription = Subscription {
             topics: self.config.topics.clone(),
             user_data: None,
-            owned_partitions: Vec::new(),
+            owned_partitions: owned.into_iter().collect(),
         }
         .encode();
         JoinGroupRequest {
@@ -488,13 +505,14 @@ impl ConsumerGroup {
                                 .iter()
                                 .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
                                 .collect();
-                            self.fetcher.assign(&list)?;
-                            self.fetcher.init_positions()?;
-                            self.state = MemberState::Stable;
                             self.last_heartbeat = Instant::now();
-                            if let Some(mut l) = self.listener.take() {
-                                l.on_partitions_assigned(&list);
-                                self.listener = Some(l);
+                            if self.cooperative() {
+                                self.apply_incremental(&list)?;
+                            } else {
+                                self.fetcher.assign(&list)?;
+                                self.fetcher.init_positions()?;
+                                self.state = MemberState::Stable;
+                                self.notify_assigned(&list);
                             }
                         }
                         codes::REQUEST_TIMED_OUT => {
@@ -516,6 +534,59 @@ impl ConsumerGroup {
         }
     }
 
+    fn notify_assigned(&mut self, partitions: &[(String, i32)]) {
+        if let Some(mut l) = self.listener.take() {
+            l.on_partitions_assigned(partitions);
+            self.listener = Some(l);
+        }
+    }
+
+    fn notify_revoked(&mut self, partitions: &[(String, i32)]) {
+        if let Some(mut l) = self.listener.take() {
+            let ctx = RebalanceContext {
+                fetcher: &self.fetcher,
+                generation: self.generation,
+                member_id: &self.member_id,
+            };
+            l.on_partitions_revoked(&ctx, partitions);
+            self.listener = Some(l);
+        }
+    }
+
+    /// Cooperative protocol: keeps the partitions that stay, revokes those that go
+    /// (committing them first) and adds the new ones. If any were revoked, the member
+    /// rejoins at once so that their new owner gets them in the follow-up rebalance.
+    fn apply_incremental(&mut self, list: &[(String, i32)]) -> Result<()> {
+        let current = self.assignment();
+        let revoked: Vec<(String, i32)> = current
+            .iter()
+            .filter(|tp| !list.contains(tp))
+            .cloned()
+            .collect();
+        let added: Vec<(String, i32)> = list
+            .iter()
+            .filter(|tp| !current.contains(tp))
+            .cloned()
+            .collect();
+        if !revoked.is_empty() {
+            if self.config.enable_auto_commit {
+                let _ =
+                    self.fetcher
+                        .commit(self.generation, &self.member_id, self.fetcher.positions());
+            }
+            self.notify_revoked(&revoked);
+        }
+        self.fetcher.update_assignment(list)?;
+        self.fetcher.init_positions()?;
+        self.notify_assigned(&added);
+        self.state = if revoked.is_empty() {
+            MemberState::Stable
+        } else {
+            MemberState::Unjoined
+        };
+        Ok(())
+    }
+
     /// Gives up the assignment before rejoining: auto-commit (if `commit`), listener,
     /// unassign.
     fn revoke(&mut self, commit: bool) {
@@ -525,15 +596,7 @@ impl ConsumerGroup {
                 .commit(self.generation, &self.member_id, self.fetcher.positions());
         }
         let revoked = self.assignment();
-        if let Some(mut l) = self.listener.take() {
-            let ctx = RebalanceContext {
-                fetcher: &self.fetcher,
-                generation: self.generation,
-                member_id: &self.member_id,
-            };
-            l.on_partitions_revoked(&ctx, &revoked);
-            self.listener = Some(l);
-        }
+        self.notify_revoked(&revoked);
         self.fetcher.unassign();
         self.state = MemberState::Unjoined;
     }
@@ -548,6 +611,17 @@ impl ConsumerGroup {
         );
         match code {
             codes::NONE => {}
+            codes::REBALANCE_IN_PROGRESS if self.cooperative() => {
+                // Keep the partitions (and their positions) while rejoining.
+                if self.config.enable_auto_commit {
+                    let _ = self.fetcher.commit(
+                        self.generation,
+                        &self.member_id,
+                        self.fetcher.positions(),
+                    );
+                }
+                self.state = MemberState::Unjoined;
+            }
             codes::REBALANCE_IN_PROGRESS => self.revoke(true),
             codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID => {
                 // Removed from the group (missed its session): the partitions are lost,

@@ -8,7 +8,10 @@ pub mod coordinator;
 mod group;
 pub(crate) mod offsets;
 
-pub use assignor::{Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription};
+pub use assignor::{
+    Assignment, Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
+    Subscription,
+};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
 pub use coordinator::{
     CommitOffset, CoordinatorConfig, FetchedOffset, GroupCoordinator, GroupDescription, GroupState,
