@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Error, Result};
+use super::wire::{Reader, put_bytes, put_str};
+use crate::Result;
 
 /// A member's subscription, as carried in JoinGroup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,22 +34,6 @@ pub struct Assignment {
     pub user_data: Option<Vec<u8>>,
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    let len = s.len().min(i16::MAX as usize);
-    out.extend_from_slice(&(len as i16).to_be_bytes());
-    out.extend_from_slice(&s.as_bytes()[..len]);
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
-    match b {
-        None => out.extend_from_slice(&(-1i32).to_be_bytes()),
-        Some(b) => {
-            out.extend_from_slice(&(b.len() as i32).to_be_bytes());
-            out.extend_from_slice(b);
-        }
-    }
-}
-
 fn put_topic_partitions(out: &mut Vec<u8>, tps: &[(String, Vec<i32>)]) {
     out.extend_from_slice(&(tps.len() as i32).to_be_bytes());
     for (topic, parts) in tps {
@@ -57,82 +42,6 @@ fn put_topic_partitions(out: &mut Vec<u8>, tps: &[(String, Vec<i32>)]) {
         for p in parts {
             out.extend_from_slice(&p.to_be_bytes());
         }
-    }
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn err(&self, reason: impl Into<String>) -> Error {
-        Error::corrupt(self.what, self.pos as u64, reason)
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        match self.pos.checked_add(n).filter(|&e| e <= self.buf.len()) {
-            Some(end) => {
-                let s = &self.buf[self.pos..end];
-                self.pos = end;
-                Ok(s)
-            }
-            None => Err(self.err(format!(
-                "needs {n} more bytes but {} remain",
-                self.buf.len() - self.pos
-            ))),
-        }
-    }
-    fn at_end(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-    fn i16(&mut self) -> Result<i16> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self) -> Result<i32> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn count(&mut self) -> Result<usize> {
-        let n = self.i32()?;
-        if n < 0 {
-            return Ok(0);
-        }
-        // Every element takes at least 2 bytes: refuse counts the input cannot hold.
-        if n as usize > self.buf.len() - self.pos {
-            return Err(self.err(format!("array count {n} exceeds the remaining bytes")));
-        }
-        Ok(n as usize)
-    }
-    fn string(&mut self) -> Result<String> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(String::new());
-        }
-        let b = self.take(len as usize)?;
-        String::from_utf8(b.to_vec()).map_err(|_| self.err("topic name is not UTF-8"))
-    }
-    fn bytes(&mut self) -> Result<Option<Vec<u8>>> {
-        let len = self.i32()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        Ok(Some(self.take(len as usize)?.to_vec()))
-    }
-    fn topic_partitions(&mut self) -> Result<Vec<(String, Vec<i32>)>> {
-        let n = self.count()?;
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let topic = self.string()?;
-            let m = self.count()?;
-            let mut parts = Vec::with_capacity(m);
-            for _ in 0..m {
-                parts.push(self.i32()?);
-            }
-            out.push((topic, parts));
-        }
-        Ok(out)
     }
 }
 
@@ -161,11 +70,7 @@ impl Subscription {
     /// Decodes a subscription of any version (fields added after version 1 are
     /// ignored). Errors name the byte position of the malformed field.
     pub fn decode(bytes: &[u8]) -> Result<Subscription> {
-        let mut r = Reader {
-            buf: bytes,
-            pos: 0,
-            what: "consumer protocol subscription",
-        };
+        let mut r = Reader::new(bytes, "consumer protocol subscription");
         let version = r.i16()?;
         if version < 0 {
             return Err(r.err(format!("unsupported subscription version {version}")));
@@ -205,11 +110,7 @@ impl Assignment {
         if bytes.is_empty() {
             return Ok(Assignment::default());
         }
-        let mut r = Reader {
-            buf: bytes,
-            pos: 0,
-            what: "consumer protocol assignment",
-        };
+        let mut r = Reader::new(bytes, "consumer protocol assignment");
         let version = r.i16()?;
         if version < 0 {
             return Err(r.err(format!("unsupported assignment version {version}")));

@@ -295,6 +295,19 @@ impl Fetcher {
         }
     }
 
+    /// The group's committed offset for one partition (None without a group or a
+    /// commit).
+    pub(crate) fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
+        let group = self.config.group_id.as_ref()?;
+        let resp = self
+            .broker
+            .group_coordinator()
+            .offset_fetch(group, Some(&[(topic.to_string(), partition)]));
+        resp.offsets
+            .first()
+            .and_then(|o| (o.offset >= 0).then_some(o.offset))
+    }
+
     /// Committed offsets of the group for the assigned partitions (-1 = none).
     pub(crate) fn fetch_committed(&self) -> Vec<Option<i64>> {
         let Some(group) = &self.config.group_id else {
@@ -597,18 +610,7 @@ impl Consumer {
 
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
-        let Some(group) = &self.fetcher.config.group_id else {
-            return Ok(None);
-        };
-        let resp = self
-            .fetcher
-            .broker
-            .group_coordinator()
-            .offset_fetch(group, Some(&[(topic.to_string(), partition)]));
-        Ok(resp
-            .offsets
-            .first()
-            .and_then(|o| (o.offset >= 0).then_some(o.offset)))
+        Ok(self.fetcher.committed(topic, partition))
     }
 
     /// Releases the assignment; later calls return `Error::Closed`.

@@ -47,7 +47,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::storage::now_ms;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -522,13 +524,6 @@ impl std::fmt::Debug for GroupCoordinator {
             .field("closed", &self.inner.closed.load(Ordering::Relaxed))
             .finish()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl GroupCoordinator {

@@ -330,13 +330,7 @@ impl ConsumerGroup {
 
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
-        let resp = self.coordinator().offset_fetch(
-            &self.config.group_id,
-            Some(&[(topic.to_string(), partition)]),
-        );
-        resp.offsets
-            .first()
-            .and_then(|o| (o.offset >= 0).then_some(o.offset))
+        self.fetcher.committed(topic, partition)
     }
 
     /// True if every configured assignor is cooperative (as in Kafka, the group then

@@ -7,6 +7,7 @@ mod consumer;
 pub mod coordinator;
 mod group;
 pub(crate) mod offsets;
+mod wire;
 
 pub use assignor::{
     Assignment, Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,

@@ -14,7 +14,8 @@
 //! replays the whole topic in order and the last record per key wins.
 
 use super::coordinator::Committed;
-use crate::{Error, Result};
+use super::wire::{Reader, put_str};
+use crate::Result;
 
 /// Where the coordinator writes commit records (the `__consumer_offsets` partition).
 pub(crate) trait OffsetJournal: Send + Sync {
@@ -41,12 +42,6 @@ pub(crate) enum Entry {
     },
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    let len = s.len().min(i16::MAX as usize);
-    out.extend_from_slice(&(len as i16).to_be_bytes());
-    out.extend_from_slice(&s.as_bytes()[..len]);
-}
-
 /// The key of a commit record.
 pub(crate) fn encode_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
     let mut out = Vec::with_capacity(10 + group.len() + topic.len());
@@ -68,71 +63,10 @@ pub(crate) fn encode_value(c: &Committed) -> Vec<u8> {
     out
 }
 
-/// A cursor over bytes of one record, with errors naming what was being read.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        match end {
-            Some(end) => {
-                let s = &self.buf[self.pos..end];
-                self.pos = end;
-                Ok(s)
-            }
-            None => Err(Error::corrupt(
-                format!("__consumer_offsets {}", self.what),
-                self.pos as u64,
-                format!(
-                    "needs {n} more bytes but {} remain",
-                    self.buf.len() - self.pos
-                ),
-            )),
-        }
-    }
-    fn i16(&mut self) -> Result<i16> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self) -> Result<i32> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self) -> Result<i64> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(i64::from_be_bytes(a))
-    }
-    fn string(&mut self) -> Result<String> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(String::new());
-        }
-        let pos = self.pos as u64;
-        let b = self.take(len as usize)?;
-        String::from_utf8(b.to_vec()).map_err(|_| {
-            Error::corrupt(
-                format!("__consumer_offsets {}", self.what),
-                pos,
-                "string is not UTF-8",
-            )
-        })
-    }
-}
-
 /// Decodes one record of `__consumer_offsets`. `Ok(None)` for record kinds that are not
 /// offset commits (Kafka's group metadata records, key version 2).
 pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<Entry>> {
-    let mut k = Reader {
-        buf: key,
-        pos: 0,
-        what: "key",
-    };
+    let mut k = Reader::new(key, "__consumer_offsets key");
     let version = k.i16()?;
     if !(0..=1).contains(&version) {
         return Ok(None);
@@ -147,11 +81,7 @@ pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<Entry>> 
             partition,
         }));
     };
-    let mut v = Reader {
-        buf: value,
-        pos: 0,
-        what: "value",
-    };
+    let mut v = Reader::new(value, "__consumer_offsets value");
     let version = v.i16()?;
     let offset = v.i64()?;
     let leader_epoch = if version >= 3 { v.i32()? } else { -1 };
@@ -177,10 +107,7 @@ pub(crate) struct LogJournal {
 
 impl OffsetJournal for LogJournal {
     fn append(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let ts = crate::storage::now_ms();
         let mut builder = crate::record::BatchBuilder::new();
         for (key, value) in records {
             builder.push(ts, Some(key), value.as_deref(), &[]);

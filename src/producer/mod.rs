@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::storage::now_ms;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -288,13 +290,6 @@ impl std::fmt::Debug for Producer {
             .field("config", &self.inner.config)
             .finish()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl Producer {
