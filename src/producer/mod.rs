@@ -262,6 +262,28 @@ impl ProducerBuilder {
     }
 }
 
+/// FNV-1a: topic names are the application's own, so a fast hash without DoS
+/// resistance suits the per-record lookup.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type TopicMap = HashMap<String, Arc<TopicAccumulators>, std::hash::BuildHasherDefault<Fnv>>;
+
 /// The accumulators of one topic.
 struct TopicAccumulators {
     topic: Topic,
@@ -271,7 +293,7 @@ struct TopicAccumulators {
 struct ProducerInner {
     broker: Broker,
     config: ProducerConfig,
-    topics: RwLock<HashMap<String, Arc<TopicAccumulators>>>,
+    topics: RwLock<TopicMap>,
     closed: AtomicBool,
     linger_thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -312,7 +334,7 @@ impl Producer {
             inner: Arc::new(ProducerInner {
                 broker,
                 config,
-                topics: RwLock::new(HashMap::new()),
+                topics: RwLock::new(TopicMap::default()),
                 closed: AtomicBool::new(false),
                 linger_thread: Mutex::new(None),
             }),
@@ -333,24 +355,6 @@ impl Producer {
         &self.inner.config
     }
 
-    fn accumulators(&self, topic: &str) -> Result<Arc<TopicAccumulators>> {
-        if let Some(t) = self.inner.topics.read().get(topic)
-            && !t.topic.inner.deleted.load(Ordering::Acquire)
-        {
-            return Ok(Arc::clone(t));
-        }
-        let t = self.inner.broker.topic(topic)?;
-        let accs = Arc::new(TopicAccumulators {
-            topic: t,
-            parts: RwLock::new(Vec::new()),
-        });
-        self.inner
-            .topics
-            .write()
-            .insert(topic.to_string(), Arc::clone(&accs));
-        Ok(accs)
-    }
-
     fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("producer".into()));
@@ -364,70 +368,110 @@ impl Producer {
         Ok(())
     }
 
+    /// Registers `topic`'s accumulators (first send to it, or after it was deleted and
+    /// created again).
+    fn add_topic(&self, topic: &str) -> Result<()> {
+        let t = self.inner.broker.topic(topic)?;
+        let accs = Arc::new(TopicAccumulators {
+            topic: t,
+            parts: RwLock::new(Vec::new()),
+        });
+        self.inner.topics.write().insert(topic.to_string(), accs);
+        Ok(())
+    }
+
+    /// Runs `f` on the accumulator of `topic`'s partition chosen for `record`, under
+    /// read locks only: no reference count is touched per record.
+    fn with_accumulator<R>(
+        &self,
+        topic: &str,
+        record: &ProducerRecord<'_>,
+        f: impl FnOnce(i32, &PartitionAccumulator) -> R,
+    ) -> Result<R> {
+        loop {
+            let topics = self.inner.topics.read();
+            let accs = match topics.get(topic) {
+                Some(a) if !a.topic.inner.deleted.load(Ordering::Acquire) => a,
+                _ => {
+                    drop(topics);
+                    self.add_topic(topic)?;
+                    continue;
+                }
+            };
+            let count = accs.topic.partition_count();
+            let partition = match record.partition {
+                Some(p) => p,
+                None => self.inner.config.partitioner.partition(
+                    topic,
+                    record.key,
+                    record.value,
+                    count,
+                ),
+            };
+            if partition < 0 || partition >= count {
+                return Err(Error::UnknownPartition {
+                    topic: topic.to_string(),
+                    partition,
+                    count,
+                });
+            }
+            {
+                let parts = accs.parts.read();
+                if let Some(acc) = parts.get(partition as usize) {
+                    return Ok(f(partition, acc));
+                }
+            }
+            // First record for this partition (or the topic grew): add accumulators.
+            let mut parts = accs.parts.write();
+            while parts.len() < count as usize {
+                let p = accs.topic.partition(parts.len() as i32)?;
+                parts.push(Arc::new(PartitionAccumulator::new(
+                    p,
+                    self.inner.config.batch_size,
+                )));
+            }
+        }
+    }
+
     /// Puts the record in its partition's batch. `flush_now` appends the batch at once.
     fn enqueue(
         &self,
         topic: &str,
         record: &ProducerRecord<'_>,
         flush_now: bool,
-    ) -> Result<(DeliveryReceipt, Arc<PartitionAccumulator>)> {
+    ) -> Result<DeliveryReceipt> {
         self.check_open()?;
-        let accs = self.accumulators(topic)?;
-        let count = accs.topic.partition_count();
-        let partition = match record.partition {
-            Some(p) => p,
-            None => self
-                .inner
-                .config
-                .partitioner
-                .partition(topic, record.key, record.value, count),
-        };
-        if partition < 0 || partition >= count {
-            return Err(Error::UnknownPartition {
-                topic: topic.to_string(),
-                partition,
-                count,
-            });
-        }
-        let acc = {
-            let parts = accs.parts.read();
-            parts.get(partition as usize).cloned()
-        };
-        let acc = match acc {
-            Some(acc) => acc,
-            None => {
-                let mut parts = accs.parts.write();
-                while parts.len() < count as usize {
-                    let p = accs.topic.partition(parts.len() as i32)?;
-                    parts.push(Arc::new(PartitionAccumulator::new(
-                        p,
-                        self.inner.config.batch_size,
-                    )));
-                }
-                Arc::clone(&parts[partition as usize])
-            }
-        };
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let fsync = self.inner.config.durability == Durability::Fsync;
         let flush_now = flush_now || self.inner.config.linger.is_zero();
-        let pending = acc.push(
-            timestamp,
-            record.key,
-            record.value,
-            record.headers,
-            self.inner.config.batch_size,
-            fsync,
-            flush_now,
-        );
-        Ok((
+        let batch_size = self.inner.config.batch_size;
+        self.with_accumulator(topic, record, |partition, acc| {
+            let pending = acc.push(
+                timestamp,
+                record.key,
+                record.value,
+                record.headers,
+                batch_size,
+                fsync,
+                flush_now,
+            );
             DeliveryReceipt {
                 slot: pending.slot,
                 index: pending.index,
                 partition,
                 timestamp,
-            },
-            acc,
-        ))
+            }
+        })
+    }
+
+    /// Appends the open batch of one partition now.
+    fn flush_partition(&self, topic: &str, partition: i32) -> Result<()> {
+        let fsync = self.inner.config.durability == Durability::Fsync;
+        let record = ProducerRecord {
+            partition: Some(partition),
+            ..Default::default()
+        };
+        self.with_accumulator(topic, &record, |_, acc| acc.flush(fsync))?
     }
 
     /// Sends one record and returns where it was stored (after its batch is appended;
@@ -435,7 +479,7 @@ impl Producer {
     /// for the same partition go in the same batch.
     pub fn send(&self, topic: &str, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
         let none = self.inner.config.acks == Acks::None;
-        let (receipt, _) = self.enqueue(topic, &record, !none)?;
+        let receipt = self.enqueue(topic, &record, !none)?;
         if none {
             return Ok(RecordMetadata {
                 partition: receipt.partition,
@@ -449,7 +493,7 @@ impl Producer {
     /// Sends a record without waiting; the receipt gives its offset once its batch is
     /// appended (after `linger`, when the batch is full, or on `flush`).
     pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
-        self.enqueue(topic, &record, false).map(|(r, _)| r)
+        self.enqueue(topic, &record, false)
     }
 
     /// Sends several records (possibly to several partitions) and returns their
@@ -460,17 +504,16 @@ impl Producer {
         records: &[ProducerRecord<'_>],
     ) -> Result<Vec<RecordMetadata>> {
         let mut receipts = Vec::with_capacity(records.len());
-        let mut touched: Vec<Arc<PartitionAccumulator>> = Vec::new();
+        let mut touched: Vec<i32> = Vec::new();
         for r in records {
-            let (receipt, acc) = self.enqueue(topic, r, false)?;
-            if !touched.iter().any(|a| Arc::ptr_eq(a, &acc)) {
-                touched.push(acc);
+            let receipt = self.enqueue(topic, r, false)?;
+            if !touched.contains(&receipt.partition) {
+                touched.push(receipt.partition);
             }
             receipts.push(receipt);
         }
-        let fsync = self.inner.config.durability == Durability::Fsync;
-        for acc in &touched {
-            acc.flush(fsync)?;
+        for p in touched {
+            self.flush_partition(topic, p)?;
         }
         if self.inner.config.acks == Acks::None {
             return Ok(receipts
