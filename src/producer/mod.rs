@@ -273,7 +273,11 @@ impl std::hash::Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -401,12 +405,12 @@ impl Producer {
             let count = accs.topic.partition_count();
             let partition = match record.partition {
                 Some(p) => p,
-                None => self.inner.config.partitioner.partition(
-                    topic,
-                    record.key,
-                    record.value,
-                    count,
-                ),
+                None => {
+                    self.inner
+                        .config
+                        .partitioner
+                        .partition(topic, record.key, record.value, count)
+                }
             };
             if partition < 0 || partition >= count {
                 return Err(Error::UnknownPartition {
