@@ -590,6 +590,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn handles_are_thread_safe() {
+        fn send_sync<T: Send + Sync + Clone>() {}
+        fn send<T: Send>() {}
+        send_sync::<Broker>();
+        send_sync::<crate::Producer>();
+        send_sync::<Topic>();
+        send_sync::<Partition>();
+        send_sync::<GroupCoordinator>();
+        send::<crate::Consumer>();
+        send::<crate::ConsumerGroup>();
+    }
+
+    #[test]
+    fn a_data_directory_opens_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("first open");
+        assert!(matches!(
+            Broker::open(dir.path()),
+            Err(Error::DirectoryLocked(_))
+        ));
+        broker.close().expect("close");
+        assert!(matches!(broker.topic("x"), Err(Error::Closed(_))));
+    }
+
+    #[test]
     fn registry_round_trips() {
         let entries = vec![RegistryEntry {
             name: "events".into(),

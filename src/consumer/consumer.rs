@@ -170,6 +170,16 @@ impl ConsumerRecords {
     }
 }
 
+impl<'a> IntoIterator for &'a ConsumerRecords {
+    type Item = Result<ConsumerRecord<'a>>;
+    type IntoIter = Box<dyn Iterator<Item = Result<ConsumerRecord<'a>>> + 'a>;
+
+    /// `for record in &records` is `records.iter()`.
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
 /// One assigned partition and the consumer's position in it.
 pub(crate) struct Assigned {
     pub(crate) topic: Arc<str>,

@@ -173,8 +173,8 @@ pub struct JoinGroupRequest {
     pub protocols: Vec<(String, Vec<u8>)>,
     /// The member is removed if it sends no heartbeat for this long.
     pub session_timeout: Duration,
-    /// How long a rebalance waits for this member to rejoin (JoinGroup v1+; v0 uses the
-    /// session timeout).
+    /// How long a rebalance waits for this member to rejoin (JoinGroup v1+; zero, as
+    /// for v0, means the session timeout).
     pub rebalance_timeout: Duration,
     /// JoinGroup v4+: a first join with an empty member id gets `MEMBER_ID_REQUIRED`
     /// and a member id to rejoin with.
@@ -776,7 +776,12 @@ impl GroupCoordinator {
         });
         member.protocols = req.protocols.clone();
         member.session_timeout = req.session_timeout;
-        member.rebalance_timeout = req.rebalance_timeout.max(Duration::from_millis(1));
+        // JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+        member.rebalance_timeout = if req.rebalance_timeout.is_zero() {
+            req.session_timeout
+        } else {
+            req.rebalance_timeout
+        };
         member.last_heartbeat = now;
         member.awaiting_join = seq;
         member.join_result = None;

@@ -328,6 +328,12 @@ impl ConsumerGroup {
         Ok(self.fetcher.find(topic, partition)?.position.unwrap_or(0))
     }
 
+    /// The next poll reads this partition (which the member owns) from `offset`.
+    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        self.fetcher.find(topic, partition)?.position = Some(offset);
+        Ok(())
+    }
+
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
         self.fetcher.committed(topic, partition)
