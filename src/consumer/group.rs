@@ -509,8 +509,10 @@ impl ConsumerGroup {
                             if self.cooperative() {
                                 self.apply_incremental(&list)?;
                             } else {
+                                // Positions are set on the first fetch (committed
+                                // offset or reset policy): a policy error then comes
+                                // from poll without forcing another rebalance.
                                 self.fetcher.assign(&list)?;
-                                self.fetcher.init_positions()?;
                                 self.state = MemberState::Stable;
                                 self.notify_assigned(&list);
                             }
@@ -576,14 +578,13 @@ impl ConsumerGroup {
             }
             self.notify_revoked(&revoked);
         }
-        self.fetcher.update_assignment(list)?;
-        self.fetcher.init_positions()?;
-        self.notify_assigned(&added);
         self.state = if revoked.is_empty() {
             MemberState::Stable
         } else {
             MemberState::Unjoined
         };
+        self.fetcher.update_assignment(list)?;
+        self.notify_assigned(&added);
         Ok(())
     }
 
