@@ -464,8 +464,9 @@ struct Group {
     generation: i32,
     leader: Option<String>,
     members: BTreeMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED, not joined yet.
-    pending: HashSet<String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not joined yet, with when they
+    /// are forgotten if the member does not rejoin (its session timeout, as in Kafka).
+    pending: HashMap<String, Instant>,
     /// group_instance_id -> member id, for static members.
     instances: HashMap<String, String>,
     /// When a PreparingRebalance gives up on members that have not rejoined.
@@ -484,7 +485,7 @@ impl Group {
             generation: 0,
             leader: None,
             members: BTreeMap::new(),
-            pending: HashSet::new(),
+            pending: HashMap::new(),
             instances: HashMap::new(),
             rebalance_deadline: None,
             initial_delay_until: None,
@@ -732,10 +733,9 @@ impl GroupCoordinator {
                 });
             member_id = format!("{prefix}-{seq:016x}");
             if req.require_known_member_id && req.group_instance_id.is_none() {
-                group.pending.insert(member_id.clone());
-                if group.members.is_empty() && group.state == GroupState::Empty {
-                    // Keep the (otherwise empty) group alive until the member rejoins.
-                }
+                group
+                    .pending
+                    .insert(member_id.clone(), now + req.session_timeout);
                 return JoinStart::Done(JoinGroupResponse::error(
                     codes::MEMBER_ID_REQUIRED,
                     &member_id,
@@ -751,7 +751,8 @@ impl GroupCoordinator {
                     &member_id,
                 ));
             }
-            if !group.members.contains_key(&member_id) && !group.pending.remove(&member_id) {
+            if !group.members.contains_key(&member_id) && group.pending.remove(&member_id).is_none()
+            {
                 return JoinStart::Done(JoinGroupResponse::error(
                     codes::UNKNOWN_MEMBER_ID,
                     &member_id,
@@ -1329,11 +1330,22 @@ impl GroupCoordinator {
 }
 
 fn tick_groups(st: &mut State, now: Instant) -> Option<Instant> {
+    // Groups with nothing left (no members, no pending joins, no offsets) are forgotten.
+    st.groups.retain(|_, g| {
+        !(g.state == GroupState::Empty
+            && g.members.is_empty()
+            && g.pending.is_empty()
+            && g.offsets.is_empty())
+    });
     let mut next: Option<Instant> = None;
     let mut soonest = |t: Instant| {
         next = Some(next.map_or(t, |n| n.min(t)));
     };
     for group in st.groups.values_mut() {
+        group.pending.retain(|_, until| *until > now);
+        for until in group.pending.values() {
+            soonest(*until);
+        }
         let expired: Vec<String> = group
             .members
             .iter()
@@ -1750,7 +1762,12 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(30));
         }
-        assert_eq!(c.describe_group("g").state, GroupState::Empty);
+        // Empty, then forgotten by the reaper (it has no offsets): Dead.
+        let state = c.describe_group("g").state;
+        assert!(
+            matches!(state, GroupState::Empty | GroupState::Dead),
+            "{state:?}"
+        );
         c.shutdown();
         assert_eq!(
             c.heartbeat("g", 1, "x", None),
