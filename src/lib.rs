@@ -35,12 +35,12 @@ pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::coordinator::codes as group_codes;
 pub use consumer::{
     Assignment, Assignor, CommitOffset, Consumer, ConsumerConfig, ConsumerGroup, ConsumerRecord,
-    ConsumerRecords, CooperativeStickyAssignor, CoordinatorConfig, FetchedOffset, GroupConfig,
-    GroupCoordinator, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
-    JoinGroupResponse, JoinStart, JoinTicket, LeaveGroupResponse, LeavingMember, ListedGroup,
-    MemberDescription, OffsetCommitRequest, OffsetCommitResult, OffsetFetchResponse, OffsetReset,
-    RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor, Subscription,
-    SyncGroupRequest, SyncGroupResponse,
+    ConsumerRecords, ConsumerRecordsIter, CooperativeStickyAssignor, CoordinatorConfig,
+    FetchedOffset, GroupConfig, GroupCoordinator, GroupDescription, GroupState, JoinGroupMember,
+    JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeaveGroupResponse, LeavingMember,
+    ListedGroup, MemberDescription, OffsetCommitRequest, OffsetCommitResult, OffsetFetchResponse,
+    OffsetReset, RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor,
+    Subscription, SyncGroupRequest, SyncGroupResponse,
 };
 pub use error::{Error, Result};
 pub use producer::{

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
 use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest, codes};
-use crate::record::Headers;
+use crate::record::{Batch, Headers, Records};
 use crate::storage::LogSlice;
 use crate::topic::{Partition, Signal};
 use crate::{Error, Result};
@@ -141,27 +141,15 @@ impl ConsumerRecords {
     /// Iterates the records, partition by partition, in offset order within each.
     /// An item is an error only for a batch that cannot be decoded (a compression
     /// codec tidelog does not decode, or malformed records from a client).
-    pub fn iter(&self) -> impl Iterator<Item = Result<ConsumerRecord<'_>>> + '_ {
-        self.fetched.iter().flat_map(|f| {
-            let topic: &str = &f.topic;
-            let partition = f.partition;
-            let from = f.from;
-            f.slice.batches().flat_map(move |batch| {
-                batch.records().filter_map(move |r| match r {
-                    Ok(r) if r.offset < from => None,
-                    Ok(r) => Some(Ok(ConsumerRecord {
-                        topic,
-                        partition,
-                        offset: r.offset,
-                        timestamp: r.timestamp,
-                        key: r.key,
-                        value: r.value,
-                        headers: r.headers,
-                    })),
-                    Err(e) => Some(Err(e)),
-                })
-            })
-        })
+    pub fn iter(&self) -> ConsumerRecordsIter<'_> {
+        ConsumerRecordsIter {
+            fetched: self.fetched.iter(),
+            topic: "",
+            partition: -1,
+            from: 0,
+            rest: &[],
+            records: None,
+        }
     }
 
     /// Number of records (decodes the batches' record headers).
@@ -172,11 +160,79 @@ impl ConsumerRecords {
 
 impl<'a> IntoIterator for &'a ConsumerRecords {
     type Item = Result<ConsumerRecord<'a>>;
-    type IntoIter = Box<dyn Iterator<Item = Result<ConsumerRecord<'a>>> + 'a>;
+    type IntoIter = ConsumerRecordsIter<'a>;
 
     /// `for record in &records` is `records.iter()`.
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
+    }
+}
+
+/// Iterator over the records of a [`ConsumerRecords`]: walks the batch headers of each
+/// fetched slice and decodes records in place (no copy, no allocation).
+pub struct ConsumerRecordsIter<'a> {
+    fetched: std::slice::Iter<'a, Fetched>,
+    topic: &'a str,
+    partition: i32,
+    /// Records before this offset (in the first batch) were already consumed.
+    from: i64,
+    /// Bytes of the current slice not yet walked.
+    rest: &'a [u8],
+    records: Option<Records<'a>>,
+}
+
+impl std::fmt::Debug for ConsumerRecordsIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerRecordsIter")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .finish()
+    }
+}
+
+impl<'a> Iterator for ConsumerRecordsIter<'a> {
+    type Item = Result<ConsumerRecord<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(records) = &mut self.records {
+                match records.next() {
+                    Some(Ok(r)) if r.offset < self.from => continue,
+                    Some(Ok(r)) => {
+                        return Some(Ok(ConsumerRecord {
+                            topic: self.topic,
+                            partition: self.partition,
+                            offset: r.offset,
+                            timestamp: r.timestamp,
+                            key: r.key,
+                            value: r.value,
+                            headers: r.headers,
+                        }));
+                    }
+                    Some(Err(e)) => return Some(Err(e)),
+                    None => self.records = None,
+                }
+            }
+            if !self.rest.is_empty() {
+                // The slice holds whole batches validated when they were appended.
+                match Batch::parse_header_at(self.rest, self.topic, 0) {
+                    Ok(b) => {
+                        self.rest = &self.rest[b.len()..];
+                        self.records = Some(b.records());
+                    }
+                    Err(e) => {
+                        self.rest = &[];
+                        return Some(Err(e));
+                    }
+                }
+                continue;
+            }
+            let f = self.fetched.next()?;
+            self.topic = &f.topic;
+            self.partition = f.partition;
+            self.from = f.from;
+            self.rest = &f.slice;
+        }
     }
 }
 

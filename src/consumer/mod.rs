@@ -13,7 +13,9 @@ pub use assignor::{
     Assignment, Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
     Subscription,
 };
-pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
+pub use consumer::{
+    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, OffsetReset,
+};
 pub use coordinator::{
     CommitOffset, CoordinatorConfig, FetchedOffset, GroupCoordinator, GroupDescription, GroupState,
     JoinGroupMember, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
