@@ -124,10 +124,18 @@ struct AccState {
     slot: Arc<BatchSlot>,
     /// When the first record of the open batch arrived.
     opened: Option<Instant>,
-    /// Timestamp of the open batch's first record (its base timestamp).
-    base_ts: i64,
     /// Reused buffer the finished batch is written into.
     scratch: Vec<u8>,
+}
+
+/// An upper bound of the bytes a record adds to a batch: its fields plus the largest
+/// varint overheads (length 5, attributes 1, timestamp delta 10, offset delta 5, key
+/// and value lengths 5 each, header count 5, each header's two lengths 10). Cheaper than
+/// the exact size; a batch may end a few bytes short of `batch_size`.
+fn max_record_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, &[u8])]) -> usize {
+    let len = |b: Option<&[u8]>| b.map_or(0, <[u8]>::len);
+    let h: usize = headers.iter().map(|(k, v)| 10 + k.len() + v.len()).sum();
+    36 + len(key) + len(value) + h
 }
 
 /// The accumulator of one partition.
@@ -150,7 +158,6 @@ impl PartitionAccumulator {
                 builder: BatchBuilder::with_capacity(batch_size + 1024),
                 slot: Arc::new(BatchSlot::default()),
                 opened: None,
-                base_ts: 0,
                 scratch: Vec::with_capacity(batch_size + 1024),
             }),
         }
@@ -170,17 +177,13 @@ impl PartitionAccumulator {
         flush_now: bool,
     ) -> Pending {
         let mut st = self.state.lock();
-        if !st.builder.is_empty() {
-            let delta = timestamp.wrapping_sub(st.base_ts);
-            let extra =
-                BatchBuilder::record_size(delta, st.builder.len() as i32, key, value, headers);
-            if st.builder.size_bytes() + extra > batch_size {
-                self.append_locked(&mut st, fsync);
-            }
+        if !st.builder.is_empty()
+            && st.builder.size_bytes() + max_record_size(key, value, headers) > batch_size
+        {
+            self.append_locked(&mut st, fsync);
         }
         if st.builder.is_empty() {
             st.opened = Some(Instant::now());
-            st.base_ts = timestamp;
         }
         st.builder.push(timestamp, key, value, headers);
         let pending = Pending {
