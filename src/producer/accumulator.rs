@@ -141,6 +141,9 @@ fn max_record_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, &
 /// The accumulator of one partition.
 pub(crate) struct PartitionAccumulator {
     pub(crate) partition: Partition,
+    /// The topic's `max.message.bytes`: batches are cut below it even if the producer's
+    /// `batch_size` is larger (a single larger record still fails, as in Kafka).
+    max_batch: usize,
     state: Mutex<AccState>,
 }
 
@@ -152,13 +155,15 @@ pub(crate) struct Pending {
 
 impl PartitionAccumulator {
     pub(crate) fn new(partition: Partition, batch_size: usize) -> Self {
+        let max_batch = partition.log().config().max_message_bytes as usize;
         PartitionAccumulator {
             partition,
+            max_batch,
             state: Mutex::new(AccState {
-                builder: BatchBuilder::with_capacity(batch_size + 1024),
+                builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024),
                 slot: Arc::new(BatchSlot::default()),
                 opened: None,
-                scratch: Vec::with_capacity(batch_size + 1024),
+                scratch: Vec::with_capacity(batch_size.min(max_batch) + 1024),
             }),
         }
     }
@@ -176,6 +181,7 @@ impl PartitionAccumulator {
         fsync: bool,
         flush_now: bool,
     ) -> Pending {
+        let batch_size = batch_size.min(self.max_batch);
         let mut st = self.state.lock();
         if !st.builder.is_empty()
             && st.builder.size_bytes() + max_record_size(key, value, headers) > batch_size
