@@ -236,6 +236,20 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
     }
 }
 
+/// (topic, partition, offset) triples as OffsetCommit entries.
+pub(crate) fn commit_entries(offsets: &[(&str, i32, i64)]) -> Vec<CommitOffset> {
+    offsets
+        .iter()
+        .map(|(t, p, o)| CommitOffset {
+            topic: t.to_string(),
+            partition: *p,
+            offset: *o,
+            leader_epoch: -1,
+            metadata: None,
+        })
+        .collect()
+}
+
 /// One assigned partition and the consumer's position in it.
 pub(crate) struct Assigned {
     pub(crate) topic: Arc<str>,
@@ -661,17 +675,7 @@ impl Consumer {
     /// Commits explicit offsets (the next offset to read) for the consumer's group.
     pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
         self.check_open()?;
-        let offsets = offsets
-            .iter()
-            .map(|(t, p, o)| CommitOffset {
-                topic: t.to_string(),
-                partition: *p,
-                offset: *o,
-                leader_epoch: -1,
-                metadata: None,
-            })
-            .collect();
-        self.fetcher.commit(-1, "", offsets)
+        self.fetcher.commit(-1, "", commit_entries(offsets))
     }
 
     /// The group's committed offset for a partition, None if there is none.

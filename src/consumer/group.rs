@@ -28,7 +28,9 @@ use crate::broker::{Broker, OFFSETS_TOPIC};
 use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
-use crate::consumer::consumer::{ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset};
+use crate::consumer::consumer::{
+    ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
+};
 use crate::consumer::coordinator::{
     GroupCoordinator, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeavingMember,
     SyncGroupRequest, codes,
@@ -677,13 +679,10 @@ impl ConsumerGroup {
         }
     }
 
+    /// Commits the positions of the owned partitions (none after an eager revocation:
+    /// then there is nothing to commit) with the member's generation; the coordinator
+    /// refuses it if that generation is over.
     fn commit_positions(&mut self, fsync: bool) -> Result<()> {
-        if !matches!(self.state, MemberState::Stable) {
-            return Err(self.group_error(
-                codes::REBALANCE_IN_PROGRESS,
-                "committing while the member is not in a stable generation",
-            ));
-        }
         self.fetcher
             .commit(self.generation, &self.member_id, self.fetcher.positions())?;
         if fsync {
@@ -703,6 +702,13 @@ impl ConsumerGroup {
     /// cache, visible to every member at once, and durable after the next flush).
     pub fn commit_async(&mut self) -> Result<()> {
         self.commit_positions(false)
+    }
+
+    /// Commits explicit offsets (topic, partition, next offset to read) for partitions
+    /// the member owns, with its generation.
+    pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
+        self.fetcher
+            .commit(self.generation, &self.member_id, commit_entries(offsets))
     }
 
     /// Commits (if auto-commit is on) and leaves the group. Later polls return
