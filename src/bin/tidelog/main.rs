@@ -13,13 +13,20 @@
 //! work, `out` wraps stdout so a closed pipe (`| head`) ends the program quietly.
 
 mod cli;
+mod common;
+mod consume;
 mod dump;
+mod format;
+mod groups;
 mod out;
+mod perf;
+mod produce;
 #[cfg(feature = "server")]
 mod serve;
+mod topics;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Command, PerfCmd};
 use std::process::ExitCode;
 
 /// Why a subcommand stopped early.
@@ -55,7 +62,14 @@ fn main() -> ExitCode {
     }));
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Topics(cmd) => topics::run(&cli.data, &cmd),
+        Command::Produce(args) => produce::run(&cli.data, &args),
+        Command::Consume(args) => consume::run(&cli.data, &args),
+        Command::Groups(cmd) => groups::run(&cli.data, &cmd),
         Command::Dump(args) => dump::run(&args),
+        Command::Perf(PerfCmd::Produce(args)) => perf::produce(&cli.data, &args),
+        Command::Perf(PerfCmd::Consume(args)) => perf::consume(&cli.data, &args),
+        Command::Perf(PerfCmd::Pubsub(args)) => perf::pubsub(&cli.data, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&cli.data, &args),
     };

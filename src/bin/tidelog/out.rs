@@ -31,6 +31,11 @@ impl Out {
         writeln!(self.w, "{s}").map_err(stdout_err)
     }
 
+    /// Writes raw bytes.
+    pub(crate) fn bytes(&mut self, b: &[u8]) -> CliResult {
+        self.w.write_all(b).map_err(stdout_err)
+    }
+
     /// Flushes what is buffered.
     pub(crate) fn flush(&mut self) -> CliResult {
         self.w.flush().map_err(stdout_err)
