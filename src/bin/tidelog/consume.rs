@@ -89,14 +89,12 @@ pub(crate) fn run(data: &Path, args: &ConsumeArgs) -> CliResult {
             printed: None,
         });
     }
+    // Ctrl-C (or SIGTERM) ends the command cleanly, after committing the group's
+    // offsets: without -e it is the normal way to stop.
     let stop = Arc::new(AtomicBool::new(false));
-    if !args.exit_at_end {
-        // Without -e the command runs until interrupted: let Ctrl-C end it cleanly so
-        // the group's offsets are committed.
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, Arc::clone(&stop))
-                .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
-        }
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
     let mut out = Out::new();
     let result = read_loop(args, &format, &mut readers, &mut out, &stop);
@@ -182,8 +180,7 @@ fn read_loop(
                 break;
             }
             if r.position < r.partition.high_watermark() {
-                read_some(r, format, &mut remaining, &mut buf, out)?;
-                progressed = true;
+                progressed |= read_some(r, format, &mut remaining, &mut buf, out)?;
             }
         }
         if progressed {
@@ -208,20 +205,22 @@ fn read_loop(
 }
 
 /// Reads one slice of a partition, checks its batches and prints their records.
+/// Returns false when there was nothing to read.
 fn read_some(
     r: &mut Reader,
     format: &Format,
     remaining: &mut u64,
     buf: &mut Vec<u8>,
     out: &mut Out,
-) -> CliResult {
+) -> CliResult<bool> {
+    let from = r.position;
     let slice = match r.partition.read(r.position, READ_BYTES) {
         Ok(s) => s,
         Err(tidelog::Error::OffsetOutOfRange { start, .. }) if r.position < start => {
             // Retention removed records ahead of us: continue from the new start, as
             // a Kafka consumer with auto.offset.reset=earliest does.
             r.position = start;
-            return Ok(());
+            return Ok(true);
         }
         Err(e) => return Err(e.into()),
     };
@@ -267,13 +266,13 @@ fn read_some(
             r.printed = Some(rec.offset + 1);
             *remaining -= 1;
             if *remaining == 0 {
-                return Ok(());
+                return Ok(true);
             }
         }
         r.position = r.position.max(batch.last_offset() + 1);
     }
     r.position = r.position.max(slice.next_offset());
-    Ok(())
+    Ok(r.position > from)
 }
 
 /// Commits, for each partition something was printed from, the offset after it.
