@@ -197,7 +197,7 @@ fn read_loop(
             }
             r.partition.wait_for(
                 r.position,
-                Duration::from_millis(100) / readers.len() as u32,
+                Duration::from_millis(100) / readers.len().max(1) as u32,
             );
         }
     }

@@ -370,9 +370,9 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
             let mut count = ReadCount::default();
             read_range(&part, from, to, &mut count, &mut progress, &stop, |v| {
                 let now = origin.elapsed().as_nanos() as u64;
-                let mut stamp = [0u8; 8];
-                stamp.copy_from_slice(&v[..8]);
-                lat.push(now.saturating_sub(u64::from_be_bytes(stamp)));
+                if let Some(stamp) = v.first_chunk::<8>() {
+                    lat.push(now.saturating_sub(u64::from_be_bytes(*stamp)));
+                }
             })?;
             Ok(lat)
         })
