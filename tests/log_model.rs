@@ -230,7 +230,7 @@ fn apply(log: &PartitionLog, m: &mut Model, op: &Op) {
                 want.extend_from_slice(&m.batches[j].bytes);
                 j += 1;
             }
-            assert!(&s[..] == &want[..], "read({offset}) bytes differ");
+            assert!(s[..] == want[..], "read({offset}) bytes differ");
             assert!(j == i + 1 || s.len() <= *max_bytes, "read over max_bytes");
             assert_eq!(s.next_offset(), m.batches[j - 1].last() + 1);
             let p = s.path().expect("a slice names its file");
