@@ -186,6 +186,20 @@ impl<'a> Batch<'a> {
         let b = Batch {
             bytes: &bytes[..size],
         };
+        if b.base_offset()
+            .checked_add(b.last_offset_delta() as i64)
+            .is_none()
+        {
+            return Err(Error::corrupt(
+                location,
+                position,
+                format!(
+                    "baseOffset {} + lastOffsetDelta {} overflows an i64",
+                    b.base_offset(),
+                    b.last_offset_delta()
+                ),
+            ));
+        }
         if b.record_count() < 0 || b.last_offset_delta() < 0 {
             return Err(Error::corrupt(
                 location,
@@ -406,7 +420,8 @@ impl<'a> Records<'a> {
         self.rest = &self.rest[n + len as usize..];
         self.position += n + len as usize;
         Ok(Record {
-            offset: self.base_offset + off_delta as i64,
+            // Malformed deltas must not overflow (the batch's own range cannot).
+            offset: self.base_offset.wrapping_add(off_delta as i64),
             timestamp: self
                 .log_append_time
                 .unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
@@ -488,7 +503,9 @@ impl<'a> Headers<'a> {
 pub struct BatchIter<'a> {
     bytes: &'a [u8],
     at: usize,
-    location: String,
+    /// Source of the bytes for error messages; `None` is "input" (no allocation on the
+    /// append path).
+    location: Option<String>,
     failed: bool,
 }
 
@@ -497,7 +514,7 @@ pub fn batches(bytes: &[u8]) -> BatchIter<'_> {
     BatchIter {
         bytes,
         at: 0,
-        location: "input".to_string(),
+        location: None,
         failed: false,
     }
 }
@@ -505,7 +522,7 @@ pub fn batches(bytes: &[u8]) -> BatchIter<'_> {
 impl<'a> BatchIter<'a> {
     /// Names the source of the bytes (a file path) for error messages.
     pub fn with_location(mut self, location: impl Into<String>) -> Self {
-        self.location = location.into();
+        self.location = Some(location.into());
         self
     }
     /// Byte position of the next batch.
@@ -521,7 +538,8 @@ impl<'a> Iterator for BatchIter<'a> {
         if self.failed || self.at >= self.bytes.len() {
             return None;
         }
-        match Batch::parse_at(&self.bytes[self.at..], &self.location, self.at as u64) {
+        let location = self.location.as_deref().unwrap_or("input");
+        match Batch::parse_at(&self.bytes[self.at..], location, self.at as u64) {
             Ok(b) => {
                 self.at += b.len();
                 Some(Ok(b))
