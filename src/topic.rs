@@ -374,3 +374,30 @@ pub struct TopicDescription {
     /// One entry per partition.
     pub partitions: Vec<PartitionDescription>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_wakes_a_sleeping_waiter_and_never_loses_a_notify() {
+        let s = Arc::new(Signal::default());
+        // A notify between `current` and `wait_past` is not lost.
+        let seen = s.current();
+        s.notify();
+        assert!(s.wait_past(seen, Instant::now() + Duration::from_secs(5)));
+        // Nothing new: the wait times out.
+        let seen = s.current();
+        assert!(!s.wait_past(seen, Instant::now() + Duration::from_millis(5)));
+        // A waiter past its spin phase is woken by a notify from another thread.
+        let notifier = {
+            let s = Arc::clone(&s);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                s.notify();
+            })
+        };
+        assert!(s.wait_past(seen, Instant::now() + Duration::from_secs(10)));
+        notifier.join().expect("notifier");
+    }
+}
