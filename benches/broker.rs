@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tidelog::{
-    Broker, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    BatchBuilder, Broker, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
+    TopicConfig,
 };
 
 const VALUE: [u8; 100] = [7u8; 100];
@@ -114,6 +115,40 @@ fn pubsub_once(broker: &Broker, topic: &str, n: u64) -> Duration {
     start.elapsed()
 }
 
+/// The same, with the producer thread building whole batches itself and appending
+/// them to the partition (the path the network server's Produce takes).
+fn pubsub_prebatched_once(broker: &Broker, topic: &str, n: u64) -> Duration {
+    let partition = broker
+        .topic(topic)
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    let mut consumer = Consumer::new(broker, ConsumerConfig::default());
+    consumer.assign(&[(topic, 0)]).expect("assign");
+    consumer.seek_to_end().expect("seek");
+    let start = Instant::now();
+    let reader = std::thread::spawn(move || {
+        let mut got = 0u64;
+        while got < n {
+            let batch = consumer.poll(Duration::from_secs(5)).expect("poll");
+            for r in batch.iter() {
+                got += u64::from(r.expect("record").value.is_some());
+            }
+        }
+    });
+    let mut builder = BatchBuilder::with_capacity(128 * 1024);
+    let mut sent = 0;
+    while sent < n {
+        let ts = start.elapsed().as_millis() as i64;
+        for _ in 0..(n - sent).min(1000) {
+            builder.push(ts, None, Some(&VALUE), &[]);
+            sent += 1;
+        }
+        partition.append_batch(&builder.finish()).expect("append");
+    }
+    reader.join().expect("reader");
+    start.elapsed()
+}
+
 fn crossbeam_once(n: u64) -> Duration {
     let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(4096);
     let start = Instant::now();
@@ -139,6 +174,13 @@ fn pubsub(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("tidelog_100k_x100B", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| pubsub_once(&broker, "live", N)).sum())
+    });
+    g.bench_function("tidelog_prebatched_100k_x100B", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| pubsub_prebatched_once(&broker, "live", N))
+                .sum()
+        })
     });
     g.bench_function("crossbeam_vec_100k_x100B", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| crossbeam_once(N)).sum())

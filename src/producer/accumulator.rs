@@ -29,24 +29,25 @@ pub(crate) struct Appended {
     pub(crate) log_append_time: Option<i64>,
 }
 
+/// The outcome of appending one batch, shared by its records (the error is shared too:
+/// `Error` is not `Clone`).
+pub(crate) type AppendResult = std::result::Result<Appended, Arc<Error>>;
+
 /// Completion of one batch, shared by the receipts of its records.
 #[derive(Debug, Default)]
 pub(crate) struct BatchSlot {
-    done: Mutex<Option<std::result::Result<Appended, Arc<Error>>>>,
+    done: Mutex<Option<AppendResult>>,
     cv: Condvar,
 }
 
 impl BatchSlot {
-    fn complete(&self, result: std::result::Result<Appended, Arc<Error>>) {
+    fn complete(&self, result: AppendResult) {
         *self.done.lock() = Some(result);
         self.cv.notify_all();
     }
 
     /// Waits until the batch is appended, or `deadline` (None = forever).
-    pub(crate) fn wait(
-        &self,
-        deadline: Option<Instant>,
-    ) -> Option<std::result::Result<Appended, Arc<Error>>> {
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> Option<AppendResult> {
         let mut done = self.done.lock();
         loop {
             if let Some(r) = done.as_ref() {
@@ -221,11 +222,7 @@ impl PartitionAccumulator {
         }
     }
 
-    fn append_locked(
-        &self,
-        st: &mut AccState,
-        fsync: bool,
-    ) -> Option<std::result::Result<Appended, Arc<Error>>> {
+    fn append_locked(&self, st: &mut AccState, fsync: bool) -> Option<AppendResult> {
         if st.builder.is_empty() {
             return None;
         }

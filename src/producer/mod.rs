@@ -21,7 +21,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::broker::Broker;
 use crate::topic::Topic;
 use crate::{Error, Result};
-use accumulator::{BatchSlot, PartitionAccumulator, clone_error};
+use accumulator::{AppendResult, BatchSlot, PartitionAccumulator, clone_error};
 
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
@@ -139,10 +139,7 @@ pub struct DeliveryReceipt {
 }
 
 impl DeliveryReceipt {
-    fn metadata(
-        &self,
-        r: std::result::Result<accumulator::Appended, Arc<Error>>,
-    ) -> Result<RecordMetadata> {
+    fn metadata(&self, r: AppendResult) -> Result<RecordMetadata> {
         match r {
             Ok(a) => Ok(RecordMetadata {
                 partition: self.partition,
@@ -529,7 +526,24 @@ impl Producer {
                 })
                 .collect());
         }
-        receipts.into_iter().map(DeliveryReceipt::wait).collect()
+        // Records of one batch share a slot: wait once per batch, not per record.
+        let mut out = Vec::with_capacity(receipts.len());
+        let mut last: Option<(&Arc<BatchSlot>, AppendResult)> = None;
+        for r in &receipts {
+            let result = match &last {
+                Some((slot, result)) if Arc::ptr_eq(slot, &r.slot) => result.clone(),
+                _ => {
+                    let result = r
+                        .slot
+                        .wait(None)
+                        .ok_or_else(|| Error::Timeout("delivery receipt".into()))?;
+                    last = Some((&r.slot, result.clone()));
+                    result
+                }
+            };
+            out.push(r.metadata(result)?);
+        }
+        Ok(out)
     }
 
     /// Appends every open batch now; returns the first append error.
