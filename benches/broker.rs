@@ -88,17 +88,12 @@ fn poll(c: &mut Criterion) {
     g.finish();
 }
 
-/// One producer thread, one consumer thread, `n` records of 100 bytes.
-fn pubsub_once(broker: &Broker, topic: &str, n: u64) -> Duration {
-    let producer = Producer::builder(broker)
-        .linger(Duration::from_millis(1))
-        .build()
-        .expect("producer");
+/// A consumer thread at the end of `topic`-0 that returns once it read `n` records.
+fn spawn_reader(broker: &Broker, topic: &str, n: u64) -> std::thread::JoinHandle<()> {
     let mut consumer = Consumer::new(broker, ConsumerConfig::default());
     consumer.assign(&[(topic, 0)]).expect("assign");
     consumer.seek_to_end().expect("seek");
-    let start = Instant::now();
-    let reader = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let mut got = 0u64;
         while got < n {
             let batch = consumer.poll(Duration::from_secs(5)).expect("poll");
@@ -106,7 +101,17 @@ fn pubsub_once(broker: &Broker, topic: &str, n: u64) -> Duration {
                 got += u64::from(r.expect("record").value.is_some());
             }
         }
-    });
+    })
+}
+
+/// One producer thread, one consumer thread, `n` records of 100 bytes.
+fn pubsub_once(broker: &Broker, topic: &str, n: u64) -> Duration {
+    let producer = Producer::builder(broker)
+        .linger(Duration::from_millis(1))
+        .build()
+        .expect("producer");
+    let reader = spawn_reader(broker, topic, n);
+    let start = Instant::now();
     for _ in 0..n {
         drop(producer.send_async(topic, ProducerRecord::new(&VALUE).partition(0)));
     }
@@ -122,19 +127,8 @@ fn pubsub_prebatched_once(broker: &Broker, topic: &str, n: u64) -> Duration {
         .topic(topic)
         .and_then(|t| t.partition(0))
         .expect("partition");
-    let mut consumer = Consumer::new(broker, ConsumerConfig::default());
-    consumer.assign(&[(topic, 0)]).expect("assign");
-    consumer.seek_to_end().expect("seek");
+    let reader = spawn_reader(broker, topic, n);
     let start = Instant::now();
-    let reader = std::thread::spawn(move || {
-        let mut got = 0u64;
-        while got < n {
-            let batch = consumer.poll(Duration::from_secs(5)).expect("poll");
-            for r in batch.iter() {
-                got += u64::from(r.expect("record").value.is_some());
-            }
-        }
-    });
     let mut builder = BatchBuilder::with_capacity(128 * 1024);
     let mut sent = 0;
     while sent < n {
