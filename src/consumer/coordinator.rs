@@ -21,7 +21,11 @@
 //! | DeleteGroups (42) | [`GroupCoordinator::delete_group`]`(group_id) -> i16` | no |
 //!
 //! Every answer carries a Kafka error code (constants in [`codes`]); `0` means success.
-//! Timeouts are `std::time::Duration`s; the server converts the `*_ms` fields.
+//! Timeouts are `std::time::Duration`s; the server converts the `*_ms` fields (a zero
+//! `rebalance_timeout`, as JoinGroup v0 has none, means the session timeout). A
+//! follower's SyncGroup that outlives its `timeout` answers `REQUEST_TIMED_OUT` and may
+//! be sent again; JoinGroup v4+ sets `require_known_member_id` and gets
+//! `MEMBER_ID_REQUIRED` with the id to rejoin with.
 //!
 //! # Protocol (as in Kafka's `GroupCoordinator`, classic protocol)
 //!
