@@ -202,3 +202,40 @@ fn emit_batch_for_kafka_python() {
         std::fs::write(&path, &bytes).expect("write TIDELOG_INTEROP_OUT");
     }
 }
+
+/// A batch from outside is validated before anything is written: a damaged one (alone or
+/// after a good one in the same append) is `Error::Corrupt` naming the input and leaves
+/// the log untouched; the undamaged kafka-python batch is stored byte for byte.
+#[test]
+fn append_validates_batches_from_outside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let good = include_bytes!("fixtures/kafka-python/batch.bin").to_vec();
+    let mut flipped = good.clone();
+    flipped[200] ^= 1;
+    let mut bad_magic = good.clone();
+    bad_magic[16] = 0;
+    let both = [good.clone(), flipped.clone()].concat();
+    for (what, bytes) in [
+        ("flipped bit", &flipped[..]),
+        ("bad magic", &bad_magic[..]),
+        ("torn", &good[..good.len() - 1]),
+        ("header only", &good[..HEADER_LEN]),
+        ("good then damaged", &both[..]),
+    ] {
+        let err = log.append(bytes).unwrap_err();
+        assert!(err.is_corruption(), "{what}: {err}");
+        assert!(err.to_string().contains("input"), "{what}: {err}");
+        assert_eq!(log.log_end_offset(), 0, "{what}: nothing written");
+    }
+    assert!(matches!(log.append(&[]), Err(Error::InvalidBatch(_))));
+    let info = log.append(&good).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 4));
+    let slice = log.read(0, 1 << 20).unwrap();
+    assert_eq!(
+        &slice[..],
+        &good[..],
+        "stored as sent (base offset 0 stamped)"
+    );
+    log.close().unwrap();
+}
