@@ -192,14 +192,30 @@ fn damaged_fixture_is_corrupt_naming_the_input() {
 }
 
 /// Writes a tidelog-encoded batch for `tests/interop/record_roundtrip.py` (which decodes
-/// it with kafka-python) to the path in `TIDELOG_INTEROP_OUT`; without the variable it
-/// only checks the batch.
+/// it with kafka-python) to the path in `TIDELOG_INTEROP_OUT`, and to
+/// `$TIDELOG_INTEROP_OUT.fetched` the bytes a read of a log holding it returns; without
+/// the variable it only checks them.
 #[test]
 fn emit_batch_for_kafka_python() {
     let bytes = encode_with_tidelog();
     check_batch(&Batch::parse(&bytes).unwrap(), -1);
+    // The same batch as a consumer fetches it: read back from a log where it landed at
+    // offset 3, after a 3-record batch (stamped baseOffset, two batches back to back).
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let mut first = BatchBuilder::new();
+    for i in 0..3u8 {
+        first.push(1_600_000_000_000 + i as i64, None, Some(&[i]), &[]);
+    }
+    log.append(&first.finish()).unwrap();
+    assert_eq!(log.append(&bytes).unwrap().base_offset, 3);
+    let fetched = log.read(0, 1 << 20).unwrap().to_vec();
+    assert_eq!(batches(&fetched).count(), 2);
     if let Some(path) = std::env::var_os("TIDELOG_INTEROP_OUT") {
         std::fs::write(&path, &bytes).expect("write TIDELOG_INTEROP_OUT");
+        let mut fetched_path = path;
+        fetched_path.push(".fetched");
+        std::fs::write(&fetched_path, &fetched).expect("write TIDELOG_INTEROP_OUT.fetched");
     }
 }
 
