@@ -6,6 +6,7 @@
 //! assigned partition notifies on append: it wakes as soon as any of them grows.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
@@ -478,8 +479,14 @@ impl Fetcher {
         Ok(out)
     }
 
-    /// Fetches, waiting until records arrive or `deadline`.
-    pub(crate) fn poll_until(&mut self, deadline: Instant) -> Result<ConsumerRecords> {
+    /// Fetches, waiting until records arrive, `deadline`, or `interrupt` is raised (then
+    /// it returns what it has, possibly nothing).
+    pub(crate) fn poll_until(
+        &mut self,
+        deadline: Instant,
+        interrupt: Option<&AtomicBool>,
+    ) -> Result<ConsumerRecords> {
+        let interrupted = || interrupt.is_some_and(|f| f.load(Ordering::Acquire));
         loop {
             if self.broker.is_closed() {
                 return Err(Error::Closed(format!(
@@ -489,7 +496,7 @@ impl Fetcher {
             }
             let seen = self.signal.current();
             let records = self.fetch_once()?;
-            if !records.is_empty() || Instant::now() >= deadline {
+            if !records.is_empty() || Instant::now() >= deadline || interrupted() {
                 return Ok(records);
             }
             self.signal.wait_past(seen, deadline);
@@ -661,7 +668,7 @@ impl Consumer {
     /// the timeout. `Error::Closed` once the broker is closed.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         self.check_open()?;
-        self.fetcher.poll_until(Instant::now() + timeout)
+        self.fetcher.poll_until(Instant::now() + timeout, None)
     }
 
     /// Commits the current positions for the consumer's group (a "simple" commit:

@@ -458,6 +458,24 @@ struct Member {
     /// Threads blocked in SyncGroup for this member (they count as alive).
     syncing: u32,
     assignment: Vec<u8>,
+    /// In-process members: raised and signalled when a rebalance starts, so a member
+    /// blocked in `poll` rejoins at once instead of at its next heartbeat.
+    waker: Option<RebalanceWaker>,
+}
+
+/// How the coordinator tells an in-process member that the group is rebalancing.
+#[derive(Clone)]
+pub(crate) struct RebalanceWaker {
+    pub(crate) flag: Arc<AtomicBool>,
+    pub(crate) signal: Arc<crate::topic::Signal>,
+}
+
+impl std::fmt::Debug for RebalanceWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RebalanceWaker")
+            .field("raised", &self.flag.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 #[derive(Debug)]
@@ -778,6 +796,7 @@ impl GroupCoordinator {
             join_result: None,
             syncing: 0,
             assignment: Vec::new(),
+            waker: None,
         });
         member.protocols = req.protocols.clone();
         member.session_timeout = req.session_timeout;
@@ -1315,6 +1334,18 @@ impl GroupCoordinator {
         codes::NONE
     }
 
+    /// Registers how to wake an in-process member when its group starts a rebalance.
+    pub(crate) fn set_waker(&self, group_id: &str, member_id: &str, waker: RebalanceWaker) {
+        let mut st = self.inner.state.lock();
+        if let Some(m) = st
+            .groups
+            .get_mut(group_id)
+            .and_then(|g| g.members.get_mut(member_id))
+        {
+            m.waker = Some(waker);
+        }
+    }
+
     /// Removes a member as if its session had timed out (the reaper's action, for
     /// tests that simulate a dead member without waiting).
     #[doc(hidden)]
@@ -1448,6 +1479,12 @@ fn prepare_rebalance(group: &mut Group, now: Instant) {
             .unwrap_or(Duration::ZERO);
         group.rebalance_deadline = Some(now + timeout);
         group.state = GroupState::PreparingRebalance;
+        for m in group.members.values() {
+            if let Some(w) = &m.waker {
+                w.flag.store(true, Ordering::Release);
+                w.signal.notify();
+            }
+        }
     }
 }
 

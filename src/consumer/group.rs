@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, OFFSETS_TOPIC};
@@ -33,7 +34,7 @@ use crate::consumer::consumer::{
 };
 use crate::consumer::coordinator::{
     GroupCoordinator, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeavingMember,
-    SyncGroupRequest, codes,
+    RebalanceWaker, SyncGroupRequest, codes,
 };
 use crate::{Error, Result};
 
@@ -53,9 +54,9 @@ pub struct GroupConfig {
     /// How long a rebalance waits for this member to rejoin (`max.poll.interval.ms`,
     /// sent as the rebalance timeout). Default 5 min.
     pub rebalance_timeout: Duration,
-    /// How often `poll` heartbeats, and so how soon a member notices a rebalance
-    /// (`heartbeat.interval.ms`). Default 100 ms (Kafka: 3 s; an in-process heartbeat
-    /// costs a mutex, not a round trip).
+    /// How often `poll` heartbeats to keep the session alive (`heartbeat.interval.ms`).
+    /// Default 1 s (Kafka: 3 s). A rebalance does not wait for it: the coordinator wakes
+    /// an in-process member blocked in `poll` as soon as its group starts one.
     pub heartbeat_interval: Duration,
     /// Commit positions every `auto_commit_interval` from `poll`, before a rebalance and
     /// on close (`enable.auto.commit`). Default true.
@@ -101,7 +102,7 @@ impl GroupConfig {
             assignors: vec![Arc::new(RangeAssignor), Arc::new(RoundRobinAssignor)],
             session_timeout: Duration::from_secs(10),
             rebalance_timeout: Duration::from_secs(300),
-            heartbeat_interval: Duration::from_millis(100),
+            heartbeat_interval: Duration::from_secs(1),
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_secs(5),
             auto_offset_reset: OffsetReset::Latest,
@@ -244,6 +245,9 @@ pub struct ConsumerGroup {
     listener: Option<Box<dyn RebalanceListener>>,
     last_heartbeat: Instant,
     last_auto_commit: Instant,
+    /// Raised by the coordinator when the group starts a rebalance (see
+    /// `RebalanceWaker`): the next poll heartbeats at once.
+    rebalance_flag: Arc<AtomicBool>,
     closed: bool,
 }
 
@@ -296,6 +300,7 @@ impl ConsumerGroup {
             listener: None,
             last_heartbeat: now,
             last_auto_commit: now,
+            rebalance_flag: Arc::new(AtomicBool::new(false)),
             closed: false,
         })
     }
@@ -467,6 +472,14 @@ impl ConsumerGroup {
                             codes::NONE => {
                                 self.member_id = resp.member_id.clone();
                                 self.generation = resp.generation_id;
+                                self.coordinator().set_waker(
+                                    &self.config.group_id,
+                                    &self.member_id,
+                                    RebalanceWaker {
+                                        flag: Arc::clone(&self.rebalance_flag),
+                                        signal: Arc::clone(&self.fetcher.signal),
+                                    },
+                                );
                                 let assignments = if resp.leader == resp.member_id {
                                     self.compute_assignment(&resp)?
                                 } else {
@@ -657,7 +670,8 @@ impl ConsumerGroup {
                 return Ok(ConsumerRecords::default());
             }
             let now = Instant::now();
-            if now >= self.last_heartbeat + self.config.heartbeat_interval {
+            let rebalancing = self.rebalance_flag.swap(false, Ordering::AcqRel);
+            if rebalancing || now >= self.last_heartbeat + self.config.heartbeat_interval {
                 self.heartbeat();
                 if !matches!(self.state, MemberState::Stable) {
                     continue;
@@ -672,7 +686,7 @@ impl ConsumerGroup {
                         .commit(self.generation, &self.member_id, self.fetcher.positions());
             }
             let wake = deadline.min(self.last_heartbeat + self.config.heartbeat_interval);
-            let records = self.fetcher.poll_until(wake)?;
+            let records = self.fetcher.poll_until(wake, Some(&self.rebalance_flag))?;
             if !records.is_empty() || Instant::now() >= deadline {
                 return Ok(records);
             }
