@@ -7,7 +7,9 @@
 //! So in-process members and Kafka clients can share one group.
 //!
 //! The member is driven by `poll`: joining, heartbeats, auto-commit and rebalances all
-//! happen inside it (there is no background thread per member). A member that does not
+//! happen inside it (there is no background thread per member). When its group starts
+//! a rebalance, the coordinator wakes a member blocked in `poll` at once, so a long poll
+//! never holds the others up. A member that does not
 //! call `poll` within `session_timeout` is therefore considered dead and its partitions
 //! move to the others; `session_timeout` plays the role of both Kafka's
 //! `session.timeout.ms` and `max.poll.interval.ms`.
