@@ -3,5 +3,12 @@
 #![warn(missing_docs)]
 
 mod error;
+#[cfg(feature = "server")]
+mod server;
 
 pub use error::{Error, Result};
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub use server::fuzz_decode_request;
+#[cfg(feature = "server")]
+pub use server::{Server, ServerBuilder, ServerHandle, sendfile_bytes_sent};

@@ -1,0 +1,244 @@
+//! The Kafka wire protocol over TCP (feature `server`).
+//!
+//! [`Server::builder`] takes a broker and serves it to unmodified Kafka clients
+//! (librdkafka, kcat, kafka-python, confluent-kafka, ...). A request flows
+//! listener -> connection (framing, header, in-order replies) -> api handler -> broker.
+//!
+//! - One thread per connection, blocking I/O, requests answered one at a time in order.
+//! - Request and response types come from the `kafka-protocol` crate, except the Fetch
+//!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
+//!   segment file ([`sendfile_bytes_sent`] counts them).
+//! - Limits: `max_connections` (refusals logged with the peer address) and
+//!   `max_request_size` (Kafka's `socket.request.max.bytes`).
+//! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
+//!   every connection and joins every thread.
+
+mod api;
+mod codec;
+mod connection;
+mod listener;
+mod sendfile;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::Result;
+use crate::error::IoContext;
+
+pub use sendfile::sendfile_bytes_sent;
+
+/// Parse `frame` (one request without its size prefix) as the server would and decode
+/// its body, acting on nothing. For the request-decoder fuzz target; returns whether the
+/// request was accepted.
+#[doc(hidden)]
+pub fn fuzz_decode_request(frame: &[u8]) -> bool {
+    match connection::parse(frame.to_vec()) {
+        Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
+        Ok(connection::Parsed::Reply(_)) => true,
+        Err(_) => false,
+    }
+}
+
+/// Settings of a server; see the setters of [`ServerBuilder`] for each default.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// `host:port` put in Metadata responses; `None` = the bound address.
+    pub advertised: Option<String>,
+    /// Most connections served at once.
+    pub max_connections: usize,
+    /// Largest request accepted, in bytes.
+    pub max_request_size: usize,
+    /// Whether Metadata requests that allow it create missing topics.
+    pub auto_create_topics: bool,
+    /// A connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A write that makes no progress for this long closes the connection.
+    pub write_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised: None,
+            max_connections: 10_000,
+            max_request_size: codec::DEFAULT_MAX_REQUEST_SIZE,
+            auto_create_topics: true,
+            idle_timeout: Duration::from_secs(600),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// State shared by the accept thread and every connection thread.
+pub(crate) struct Shared {
+    /// The settings the server was started with.
+    pub config: Config,
+    /// Raised once by shutdown; connections finish their current request and leave.
+    pub stopping: AtomicBool,
+    /// Number of open connections (checked against `max_connections`).
+    pub active: AtomicUsize,
+    /// Open connections, for shutdown.
+    pub registry: listener::Registry,
+}
+
+impl Shared {
+    fn new(config: Config) -> Shared {
+        Shared {
+            config,
+            stopping: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            registry: listener::Registry::default(),
+        }
+    }
+}
+
+/// Entry point of the network server: `Server::builder(broker)...start()`.
+#[derive(Debug)]
+pub struct Server {
+    _private: (),
+}
+
+impl Server {
+    /// A builder for a server with no broker behind it: it answers ApiVersions only.
+    /// Temporary, until the broker is wired in.
+    #[doc(hidden)]
+    pub fn builder_without_broker() -> ServerBuilder {
+        ServerBuilder::with_config(Config::default())
+    }
+}
+
+/// Configures and starts a [`Server`].
+#[derive(Debug)]
+#[must_use]
+pub struct ServerBuilder {
+    config: Config,
+}
+
+impl ServerBuilder {
+    fn with_config(config: Config) -> ServerBuilder {
+        ServerBuilder { config }
+    }
+
+    /// Address to listen on. Default = `127.0.0.1:9092`; port 0 picks a free port (see
+    /// [`ServerHandle::local_addr`]).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.config.listen = addr;
+        self
+    }
+
+    /// `host:port` that clients are told to connect to in Metadata and FindCoordinator
+    /// responses, for when the bind address is not reachable from them (Kafka's
+    /// `advertised.listeners`). Default = the address actually bound.
+    pub fn advertised(mut self, host_port: impl Into<String>) -> Self {
+        self.config.advertised = Some(host_port.into());
+        self
+    }
+
+    /// Most client connections served at once; further connections are accepted, logged
+    /// with the peer address and closed. Default = 10,000.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n;
+        self
+    }
+
+    /// Largest request accepted, in bytes; a larger size prefix closes the connection.
+    /// Default = 100 MiB (Kafka's `socket.request.max.bytes`).
+    pub fn max_request_size(mut self, bytes: usize) -> Self {
+        self.config.max_request_size = bytes.min(i32::MAX as usize);
+        self
+    }
+
+    /// Whether a Metadata request for an unknown topic (that allows it) creates the topic
+    /// with the broker's defaults. Default = true (Kafka's
+    /// `auto.create.topics.enable`).
+    pub fn auto_create_topics(mut self, on: bool) -> Self {
+        self.config.auto_create_topics = on;
+        self
+    }
+
+    /// Close connections that send no request for this long. Default = 10 minutes
+    /// (Kafka's `connections.max.idle.ms`).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// Bind the address and start the accept thread.
+    pub fn start(self) -> Result<ServerHandle> {
+        let listen = self.config.listen;
+        let listener = TcpListener::bind(listen).ctx("bind", listen.to_string())?;
+        let local = listener.local_addr().ctx("bind", listen.to_string())?;
+        let shared = Arc::new(Shared::new(self.config));
+        let accept = listener::spawn(shared.clone(), listener)
+            .ctx("spawn the accept thread for", local.to_string())?;
+        tracing::info!(%local, "listening");
+        Ok(ServerHandle {
+            shared,
+            accept: Some(accept),
+            local,
+        })
+    }
+}
+
+/// A running server. Dropping it shuts it down like [`ServerHandle::shutdown`].
+#[derive(Debug)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    local: SocketAddr,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Stop accepting connections, let requests in flight finish and get their
+    /// responses, close every connection and join every server thread.
+    pub fn shutdown(mut self) -> Result<()> {
+        self.stop();
+        Ok(())
+    }
+
+    /// Block until SIGINT or SIGTERM, then shut down like [`ServerHandle::shutdown`].
+    pub fn run_until_signal(self) -> Result<()> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+            .ctx("install signal handlers for", self.local.to_string())?;
+        if let Some(sig) = signals.forever().next() {
+            tracing::info!(signal = sig, "shutting down");
+        }
+        self.shutdown()
+    }
+
+    fn stop(&mut self) {
+        if let Some(accept) = self.accept.take() {
+            listener::shutdown(&self.shared, accept, self.local);
+            tracing::info!(local = %self.local, "server stopped");
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests;
