@@ -3,10 +3,12 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod record;
 #[cfg(feature = "server")]
 mod server;
 
 pub use error::{Error, Result};
+pub use record::{Batch, BatchBuilder, Headers, Record};
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub use server::fuzz_decode_request;

@@ -1,0 +1,205 @@
+//! Encoding records into one RecordBatch v2.
+
+use super::batch::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD};
+use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
+
+/// Builds one RecordBatch v2 from records, writing straight into one buffer.
+///
+/// The batch's `baseOffset` is 0 (the log stamps the real one on append) and its CRC-32C
+/// is computed by [`BatchBuilder::finish`]. The builder is reusable after `finish`.
+///
+/// ```
+/// use tidelog::{Batch, BatchBuilder};
+///
+/// let mut b = BatchBuilder::new();
+/// b.push(1_700_000_000_000, Some(b"k"), Some(b"hello"), &[("trace", b"42")]);
+/// b.push(1_700_000_000_005, None, Some(b"world"), &[]);
+/// let bytes = b.finish();
+/// let batch = Batch::parse(&bytes)?;
+/// assert_eq!(batch.record_count(), 2);
+/// let second = batch.records().nth(1).unwrap()?;
+/// assert_eq!(second.value, Some(&b"world"[..]));
+/// assert_eq!(second.timestamp, 1_700_000_000_005);
+/// # Ok::<(), tidelog::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    attributes: i16,
+}
+
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BatchBuilder {
+    /// An empty builder (no producer id, CreateTime timestamps, no compression).
+    pub fn new() -> Self {
+        Self::with_capacity(1024)
+    }
+
+    /// An empty builder whose buffer starts with room for `bytes`.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(bytes.max(HEADER_LEN));
+        buf.resize(HEADER_LEN, 0);
+        BatchBuilder {
+            buf,
+            count: 0,
+            base_timestamp: 0,
+            max_timestamp: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            attributes: 0,
+        }
+    }
+
+    /// Sets the idempotent producer id, epoch and base sequence of the batch.
+    #[must_use]
+    pub fn producer(mut self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = producer_id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Number of records pushed so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True if no record was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded size of the batch so far, header included.
+    pub fn size_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Encoded size a record would add to a batch (for batch-size limits).
+    pub fn record_size(
+        timestamp_delta: i64,
+        offset_delta: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) -> usize {
+        let body = Self::body_len(timestamp_delta, offset_delta, key, value, headers);
+        varint_len(body as i32) + body
+    }
+
+    fn body_len(
+        ts_delta: i64,
+        off_delta: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) -> usize {
+        let bytes_len = |b: Option<&[u8]>| match b {
+            None => 1,
+            Some(b) => varint_len(b.len() as i32) + b.len(),
+        };
+        let mut n = 1 + varlong_len(ts_delta) + varint_len(off_delta);
+        n += bytes_len(key) + bytes_len(value) + varint_len(headers.len() as i32);
+        for (k, v) in headers {
+            n += bytes_len(Some(k.as_bytes())) + bytes_len(Some(v));
+        }
+        n
+    }
+
+    /// Appends one record. `timestamp_ms` is milliseconds since the Unix epoch.
+    pub fn push(
+        &mut self,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) {
+        if self.count == 0 {
+            self.base_timestamp = timestamp_ms;
+        }
+        let ts_delta = timestamp_ms.wrapping_sub(self.base_timestamp);
+        let off_delta = self.count;
+        let body = Self::body_len(ts_delta, off_delta, key, value, headers);
+        let buf = &mut self.buf;
+        buf.reserve(body + 5);
+        put_varint(buf, body as i32);
+        buf.push(0); // record attributes: unused
+        put_varlong(buf, ts_delta);
+        put_varint(buf, off_delta);
+        let put_bytes = |buf: &mut Vec<u8>, b: Option<&[u8]>| match b {
+            None => put_varint(buf, -1),
+            Some(b) => {
+                put_varint(buf, b.len() as i32);
+                buf.extend_from_slice(b);
+            }
+        };
+        put_bytes(buf, key);
+        put_bytes(buf, value);
+        put_varint(buf, headers.len() as i32);
+        for (k, v) in headers {
+            put_bytes(buf, Some(k.as_bytes()));
+            put_bytes(buf, Some(v));
+        }
+        self.count += 1;
+        self.max_timestamp = self.max_timestamp.max(timestamp_ms);
+    }
+
+    /// Writes the header and CRC-32C and returns the finished batch; the builder is
+    /// empty again afterwards (same producer settings, sequence advanced by the count).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let cap = self.buf.capacity();
+        let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(cap));
+        self.write_header(&mut out);
+        self.reset();
+        out
+    }
+
+    /// Like [`BatchBuilder::finish`] but appends the batch to `out`, keeping this
+    /// builder's buffer for reuse (no allocation in steady state).
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        let mut buf = std::mem::take(&mut self.buf);
+        self.write_header(&mut buf);
+        out.extend_from_slice(&buf);
+        self.buf = buf;
+        self.reset();
+    }
+
+    fn reset(&mut self) {
+        if self.base_sequence >= 0 {
+            self.base_sequence = self.base_sequence.wrapping_add(self.count) & i32::MAX;
+        }
+        self.buf.clear();
+        self.buf.resize(HEADER_LEN, 0);
+        self.count = 0;
+        self.max_timestamp = -1;
+    }
+
+    fn write_header(&self, out: &mut [u8]) {
+        let len = (out.len() - LOG_OVERHEAD) as i32;
+        out[0..8].copy_from_slice(&0i64.to_be_bytes());
+        out[8..12].copy_from_slice(&len.to_be_bytes());
+        out[12..16].copy_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
+        out[16] = 2; // magic
+        out[21..23].copy_from_slice(&self.attributes.to_be_bytes());
+        out[23..27].copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
+        out[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
+        out[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
+        out[43..51].copy_from_slice(&self.producer_id.to_be_bytes());
+        out[51..53].copy_from_slice(&self.producer_epoch.to_be_bytes());
+        out[53..57].copy_from_slice(&self.base_sequence.to_be_bytes());
+        out[57..61].copy_from_slice(&self.count.to_be_bytes());
+        let crc = crc32c::crc32c(&out[ATTRIBUTES_POS..]);
+        out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}

@@ -1,0 +1,168 @@
+use super::*;
+use crate::Error;
+
+fn sample() -> Vec<u8> {
+    let mut b = BatchBuilder::new().producer(7, 1, 10);
+    b.push(
+        1000,
+        Some(b"key"),
+        Some(b"value"),
+        &[("h1", b"v1"), ("h2", b"")],
+    );
+    b.push(990, None, None, &[]);
+    b.push(1500, Some(b""), Some(&[0u8; 300]), &[]);
+    b.finish()
+}
+
+#[test]
+fn round_trip() {
+    let bytes = sample();
+    let batch = Batch::parse(&bytes).unwrap();
+    assert_eq!(batch.record_count(), 3);
+    assert_eq!(batch.base_offset(), 0);
+    assert_eq!(batch.last_offset(), 2);
+    assert_eq!(batch.base_timestamp(), 1000);
+    assert_eq!(batch.max_timestamp(), 1500);
+    assert_eq!(batch.producer_id(), 7);
+    assert_eq!(batch.producer_epoch(), 1);
+    assert_eq!(batch.base_sequence(), 10);
+    assert_eq!(batch.partition_leader_epoch(), -1);
+    let recs: Vec<_> = batch.records().collect::<Result<_, _>>().unwrap();
+    assert_eq!(recs.len(), 3);
+    assert_eq!(recs[0].key, Some(&b"key"[..]));
+    assert_eq!(recs[0].value, Some(&b"value"[..]));
+    let hs: Vec<_> = recs[0].headers.iter().collect();
+    assert_eq!(hs, vec![("h1", Some(&b"v1"[..])), ("h2", Some(&b""[..]))]);
+    assert_eq!(recs[1].timestamp, 990);
+    assert_eq!(recs[1].key, None);
+    assert_eq!(recs[1].value, None);
+    assert_eq!(recs[1].offset, 1);
+    assert_eq!(recs[2].key, Some(&b""[..]));
+    assert_eq!(recs[2].value.unwrap().len(), 300);
+}
+
+#[test]
+fn builder_is_reusable_and_advances_sequence() {
+    let mut b = BatchBuilder::new().producer(1, 0, 0);
+    b.push(1, None, Some(b"a"), &[]);
+    b.push(2, None, Some(b"b"), &[]);
+    let first = b.finish();
+    assert!(b.is_empty());
+    b.push(3, None, Some(b"c"), &[]);
+    let mut second = Vec::new();
+    b.finish_into(&mut second);
+    assert_eq!(Batch::parse(&first).unwrap().base_sequence(), 0);
+    let s = Batch::parse(&second).unwrap();
+    assert_eq!(s.base_sequence(), 2);
+    assert_eq!(s.record_count(), 1);
+    assert_eq!(s.base_timestamp(), 3);
+}
+
+#[test]
+fn record_size_matches_encoding() {
+    let mut b = BatchBuilder::new();
+    let before = b.size_bytes();
+    b.push(5, Some(b"k"), Some(&[1u8; 200]), &[("x", b"y")]);
+    assert_eq!(
+        b.size_bytes() - before,
+        BatchBuilder::record_size(0, 0, Some(b"k"), Some(&[1u8; 200]), &[("x", b"y")])
+    );
+}
+
+#[test]
+fn stamping_offset_and_epoch_keeps_crc_valid() {
+    let mut bytes = sample();
+    set_base_offset(&mut bytes, 1_000_000);
+    set_partition_leader_epoch(&mut bytes, 5);
+    let batch = Batch::parse(&bytes).unwrap();
+    assert_eq!(batch.base_offset(), 1_000_000);
+    assert_eq!(batch.last_offset(), 1_000_002);
+    let offsets: Vec<i64> = batch.records().map(|r| r.unwrap().offset).collect();
+    assert_eq!(offsets, vec![1_000_000, 1_000_001, 1_000_002]);
+}
+
+#[test]
+fn log_append_time_rewrites_timestamps_and_crc() {
+    let mut bytes = sample();
+    set_log_append_time(&mut bytes, 42_000);
+    let batch = Batch::parse(&bytes).unwrap();
+    assert!(batch.timestamp_type_log_append());
+    assert!(batch.records().all(|r| r.unwrap().timestamp == 42_000));
+}
+
+#[test]
+fn every_flipped_bit_in_crc_range_is_detected() {
+    let bytes = sample();
+    for pos in 17..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[pos] ^= 0x10;
+        let err = Batch::parse(&bad).unwrap_err();
+        assert!(err.is_corruption(), "flip at {pos} gave {err}");
+    }
+}
+
+#[test]
+fn truncation_and_bad_lengths_are_errors_not_panics() {
+    let bytes = sample();
+    for cut in 0..bytes.len() {
+        assert!(Batch::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut bad = bytes.clone();
+    bad[8..12].copy_from_slice(&(-5i32).to_be_bytes());
+    assert!(Batch::parse(&bad).is_err());
+    let mut bad = bytes.clone();
+    bad[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    let msg = Batch::parse(&bad).unwrap_err().to_string();
+    assert!(msg.contains("torn batch"), "{msg}");
+    let mut bad = bytes.clone();
+    bad[16] = 1;
+    let msg = Batch::parse(&bad).unwrap_err().to_string();
+    assert!(msg.contains("magic"), "{msg}");
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(Batch::parse(&long).is_err());
+}
+
+#[test]
+fn malformed_records_inside_a_valid_crc_are_errors() {
+    // A batch whose record section is garbage but whose CRC matches.
+    let mut bytes = sample();
+    for b in &mut bytes[61..70] {
+        *b = 0xff;
+    }
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    let batch = Batch::parse(&bytes).unwrap();
+    let results: Vec<_> = batch.records().collect();
+    assert_eq!(results.len(), 1);
+    assert!(matches!(results[0], Err(Error::InvalidBatch(_))));
+}
+
+#[test]
+fn compressed_batches_report_the_codec() {
+    let mut bytes = sample();
+    bytes[22] |= 2; // snappy
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    let batch = Batch::parse(&bytes).unwrap();
+    assert_eq!(batch.compression(), 2);
+    let err = batch.records().next().unwrap().unwrap_err().to_string();
+    assert!(err.contains("codec 2"), "{err}");
+}
+
+#[test]
+fn batch_iterator_walks_and_stops_at_damage() {
+    let a = sample();
+    let mut run = a.clone();
+    run.extend_from_slice(&a);
+    run.extend_from_slice(&a[..30]);
+    let mut it = batches(&run).with_location("seg.log");
+    assert!(it.next().unwrap().is_ok());
+    assert!(it.next().unwrap().is_ok());
+    let err = it.next().unwrap().unwrap_err().to_string();
+    assert!(
+        err.contains("seg.log") && err.contains(&format!("{}", 2 * a.len())),
+        "{err}"
+    );
+    assert!(it.next().is_none());
+}

@@ -1,0 +1,106 @@
+//! Zigzag varints as Kafka's RecordBatch v2 uses them (protobuf-style, 7 bits a byte).
+
+/// Number of bytes `v` takes as a zigzag varint.
+#[inline]
+pub fn varint_len(v: i32) -> usize {
+    varlong_len(v as i64)
+}
+
+/// Number of bytes `v` takes as a zigzag varlong.
+#[inline]
+pub fn varlong_len(v: i64) -> usize {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    // Bits needed, at least 1; 7 payload bits per byte.
+    let bits = 64 - (z | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Appends `v` as a zigzag varint.
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, v: i32) {
+    put_varlong(out, v as i64)
+}
+
+/// Appends `v` as a zigzag varlong.
+#[inline]
+pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// Reads a zigzag varlong from the front of `buf`; returns the value and the bytes used,
+/// or `None` if `buf` ends first or the encoding is longer than 10 bytes.
+#[inline]
+pub fn get_varlong(buf: &[u8]) -> Option<(i64, usize)> {
+    let mut z: u64 = 0;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        z |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            let v = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Reads a zigzag varint; `None` if it is truncated or does not fit in an `i32`.
+#[inline]
+pub fn get_varint(buf: &[u8]) -> Option<(i32, usize)> {
+    let (v, n) = get_varlong(buf)?;
+    if n > 5 {
+        return None;
+    }
+    i32::try_from(v).ok().map(|v| (v, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_encodings() {
+        // Examples from the protobuf zigzag table.
+        for (v, bytes) in [
+            (0i64, vec![0u8]),
+            (-1, vec![1]),
+            (1, vec![2]),
+            (-2, vec![3]),
+            (63, vec![0x7e]),
+            (-64, vec![0x7f]),
+            (64, vec![0x80, 0x01]),
+            (300, vec![0xd8, 0x04]),
+        ] {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            assert_eq!(out, bytes, "encoding of {v}");
+            assert_eq!(varlong_len(v), bytes.len());
+            assert_eq!(get_varlong(&bytes), Some((v, bytes.len())));
+        }
+    }
+
+    #[test]
+    fn round_trip_extremes() {
+        for v in [i64::MIN, i64::MAX, i32::MIN as i64, i32::MAX as i64, 0, -1] {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            assert_eq!(out.len(), varlong_len(v));
+            assert_eq!(get_varlong(&out), Some((v, out.len())));
+        }
+        let mut out = Vec::new();
+        put_varint(&mut out, i32::MIN);
+        assert_eq!(get_varint(&out), Some((i32::MIN, 5)));
+    }
+
+    #[test]
+    fn truncated_and_overlong() {
+        assert_eq!(get_varlong(&[0x80]), None);
+        assert_eq!(get_varlong(&[0xff; 11]), None);
+        let mut out = Vec::new();
+        put_varlong(&mut out, i64::MAX);
+        assert_eq!(get_varint(&out), None);
+    }
+}
