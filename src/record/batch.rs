@@ -472,7 +472,7 @@ impl<'a> Headers<'a> {
     }
     /// The `(key, value)` pairs in order. They were validated when the record was
     /// decoded, so this never fails.
-    pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a [u8]>)> + 'a {
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a [u8]>)> + Clone + 'a {
         let bytes = self.bytes;
         let mut at = 0;
         (0..self.count).map_while(move |_| {

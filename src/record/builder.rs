@@ -32,6 +32,8 @@ pub struct BatchBuilder {
     producer_epoch: i16,
     base_sequence: i32,
     attributes: i16,
+    /// Offset delta of the last record pushed.
+    last_offset_delta: i32,
 }
 
 impl Default for BatchBuilder {
@@ -59,6 +61,7 @@ impl BatchBuilder {
             producer_epoch: -1,
             base_sequence: -1,
             attributes: 0,
+            last_offset_delta: -1,
         }
     }
 
@@ -68,6 +71,14 @@ impl BatchBuilder {
         self.producer_id = producer_id;
         self.producer_epoch = epoch;
         self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Sets the batch attributes (timestamp type, transactional and control bits). The
+    /// compression bits are cleared: the builder writes uncompressed records.
+    #[must_use]
+    pub fn attributes(mut self, attributes: i16) -> Self {
+        self.attributes = attributes & !0x7;
         self
     }
 
@@ -125,18 +136,54 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[(&str, &[u8])],
     ) {
+        let delta = self.last_offset_delta + 1;
+        self.push_record(
+            delta,
+            timestamp_ms,
+            key,
+            value,
+            headers.iter().map(|(k, v)| (*k, Some(*v))),
+        );
+    }
+
+    /// Appends one record at an explicit offset delta (which must be greater than the
+    /// previous one), with headers whose values may be null. Compaction uses this to
+    /// rewrite batches with gaps while keeping every record's offset.
+    pub fn push_record<'h>(
+        &mut self,
+        offset_delta: i32,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: impl Iterator<Item = (&'h str, Option<&'h [u8]>)> + Clone,
+    ) {
         if self.count == 0 {
             self.base_timestamp = timestamp_ms;
         }
         let ts_delta = timestamp_ms.wrapping_sub(self.base_timestamp);
-        let off_delta = self.count;
-        let body = Self::body_len(ts_delta, off_delta, key, value, headers);
+        let bytes_len = |b: Option<&[u8]>| match b {
+            None => 1,
+            Some(b) => varint_len(b.len() as i32) + b.len(),
+        };
+        let mut header_count = 0usize;
+        let mut header_bytes = 0usize;
+        for (k, v) in headers.clone() {
+            header_count += 1;
+            header_bytes += bytes_len(Some(k.as_bytes())) + bytes_len(v);
+        }
+        let body = 1
+            + varlong_len(ts_delta)
+            + varint_len(offset_delta)
+            + bytes_len(key)
+            + bytes_len(value)
+            + varint_len(header_count as i32)
+            + header_bytes;
         let buf = &mut self.buf;
         buf.reserve(body + 5);
         put_varint(buf, body as i32);
         buf.push(0); // record attributes: unused
         put_varlong(buf, ts_delta);
-        put_varint(buf, off_delta);
+        put_varint(buf, offset_delta);
         let put_bytes = |buf: &mut Vec<u8>, b: Option<&[u8]>| match b {
             None => put_varint(buf, -1),
             Some(b) => {
@@ -146,12 +193,13 @@ impl BatchBuilder {
         };
         put_bytes(buf, key);
         put_bytes(buf, value);
-        put_varint(buf, headers.len() as i32);
+        put_varint(buf, header_count as i32);
         for (k, v) in headers {
             put_bytes(buf, Some(k.as_bytes()));
-            put_bytes(buf, Some(v));
+            put_bytes(buf, v);
         }
         self.count += 1;
+        self.last_offset_delta = offset_delta;
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }
 
@@ -179,6 +227,7 @@ impl BatchBuilder {
         if self.base_sequence >= 0 {
             self.base_sequence = self.base_sequence.wrapping_add(self.count) & i32::MAX;
         }
+        self.last_offset_delta = -1;
         self.buf.clear();
         self.buf.resize(HEADER_LEN, 0);
         self.count = 0;
@@ -192,7 +241,7 @@ impl BatchBuilder {
         out[12..16].copy_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
         out[16] = 2; // magic
         out[21..23].copy_from_slice(&self.attributes.to_be_bytes());
-        out[23..27].copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
+        out[23..27].copy_from_slice(&self.last_offset_delta.max(0).to_be_bytes());
         out[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
         out[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
         out[43..51].copy_from_slice(&self.producer_id.to_be_bytes());

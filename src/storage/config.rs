@@ -1,0 +1,310 @@
+//! Per-log settings. Names and defaults mirror Kafka's topic configs.
+
+use crate::{Error, Result};
+
+/// What happens to old segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CleanupPolicy {
+    /// Delete whole segments past `retention_ms` / `retention_bytes` (Kafka `delete`).
+    #[default]
+    Delete,
+    /// Keep the latest record of each key (Kafka `compact`).
+    Compact,
+    /// Both (Kafka `compact,delete`).
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// True if old segments are deleted by retention.
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+    /// True if the log is compacted.
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+    /// Kafka's spelling of the policy.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
+}
+
+/// Settings of one partition log.
+///
+/// `Default` gives Kafka's defaults. Each field names the Kafka topic config it mirrors;
+/// [`LogConfig::set`] takes those names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogConfig {
+    /// Roll to a new segment when the active one would exceed this size.
+    /// Kafka `segment.bytes`. Default = 1 GiB.
+    pub segment_bytes: u64,
+    /// Roll to a new segment when the active one is this old (ms). Kafka `segment.ms`.
+    /// Default = 7 days.
+    pub segment_ms: u64,
+    /// Bytes of log between two sparse index entries. Kafka `index.interval.bytes`.
+    /// Default = 4096.
+    pub index_interval_bytes: u32,
+    /// Maximum size of an index file; a full index rolls the segment.
+    /// Kafka `segment.index.bytes`. Default = 10 MiB.
+    pub index_max_bytes: u32,
+    /// Largest batch accepted. Kafka `max.message.bytes`. Default = 1 MiB.
+    pub max_message_bytes: u32,
+    /// Delete sealed segments whose newest record is older than this (ms); `None` keeps
+    /// them forever. Kafka `retention.ms` (-1 = forever). Default = 168 hours.
+    pub retention_ms: Option<u64>,
+    /// Delete the oldest sealed segments while the log is larger than this; `None` is
+    /// unlimited. Kafka `retention.bytes`. Default = unlimited.
+    pub retention_bytes: Option<u64>,
+    /// Kafka `cleanup.policy`. Default = delete.
+    pub cleanup_policy: CleanupPolicy,
+    /// How long tombstones survive compaction (ms). Kafka `delete.retention.ms`.
+    /// Default = 1 day.
+    pub delete_retention_ms: u64,
+    /// Fsync after this many records; `None` relies on the page cache and the flusher.
+    /// Kafka `flush.messages`. Default = not forced.
+    pub flush_messages: Option<u64>,
+    /// Fsync when the oldest unflushed record is this old (ms); `None` = not forced.
+    /// Kafka `flush.ms`. Default = not forced.
+    pub flush_ms: Option<u64>,
+    /// Stamp batches with the broker's clock (LogAppendTime) instead of keeping the
+    /// producer's (CreateTime). Kafka `message.timestamp.type`. Default = CreateTime.
+    pub log_append_time: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: 4096,
+            index_max_bytes: 10 << 20,
+            max_message_bytes: 1 << 20,
+            retention_ms: Some(168 * 3600 * 1000),
+            retention_bytes: None,
+            cleanup_policy: CleanupPolicy::Delete,
+            delete_retention_ms: 24 * 3600 * 1000,
+            flush_messages: None,
+            flush_ms: None,
+            log_append_time: false,
+        }
+    }
+}
+
+/// The Kafka config names [`LogConfig::set`] understands.
+pub const CONFIG_KEYS: &[&str] = &[
+    "segment.bytes",
+    "segment.ms",
+    "index.interval.bytes",
+    "segment.index.bytes",
+    "max.message.bytes",
+    "retention.ms",
+    "retention.bytes",
+    "cleanup.policy",
+    "delete.retention.ms",
+    "flush.messages",
+    "flush.ms",
+    "message.timestamp.type",
+];
+
+fn invalid(key: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidConfig {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_u64(key: &str, v: &str, min: u64) -> Result<u64> {
+    let n: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, format!("{v:?} is not a non-negative integer")))?;
+    if n < min {
+        return Err(invalid(key, format!("{n} is below the minimum {min}")));
+    }
+    Ok(n)
+}
+
+/// -1 (or any negative number) means "none", as in Kafka.
+fn parse_opt(key: &str, v: &str, min: u64) -> Result<Option<u64>> {
+    match v.trim().parse::<i64>() {
+        Ok(n) if n < 0 => Ok(None),
+        Ok(_) => parse_u64(key, v, min).map(Some),
+        Err(_) => Err(invalid(key, format!("{v:?} is not an integer"))),
+    }
+}
+
+impl LogConfig {
+    /// Sets one setting by its Kafka name, e.g. `set("retention.ms", "60000")`. On an
+    /// error the config is left unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let mut next = self.clone();
+        next.set_unchecked(key, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn set_unchecked(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            "segment.bytes" => self.segment_bytes = parse_u64(key, value, 14)?,
+            "segment.ms" => self.segment_ms = parse_u64(key, value, 1)?,
+            "index.interval.bytes" => {
+                self.index_interval_bytes = parse_u64(key, value, 0)?
+                    .try_into()
+                    .map_err(|_| invalid(key, "must fit in 32 bits"))?
+            }
+            "segment.index.bytes" => {
+                self.index_max_bytes = parse_u64(key, value, 12)?
+                    .try_into()
+                    .map_err(|_| invalid(key, "must fit in 32 bits"))?
+            }
+            "max.message.bytes" => {
+                self.max_message_bytes = parse_u64(key, value, 61)?
+                    .try_into()
+                    .map_err(|_| invalid(key, "must fit in 32 bits"))?
+            }
+            "retention.ms" => self.retention_ms = parse_opt(key, value, 0)?,
+            "retention.bytes" => self.retention_bytes = parse_opt(key, value, 0)?,
+            "cleanup.policy" => {
+                let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
+                parts.sort_unstable();
+                self.cleanup_policy = match parts.as_slice() {
+                    ["delete"] => CleanupPolicy::Delete,
+                    ["compact"] => CleanupPolicy::Compact,
+                    ["compact", "delete"] => CleanupPolicy::CompactDelete,
+                    _ => {
+                        return Err(invalid(
+                            key,
+                            format!("{value:?} is not delete, compact or compact,delete"),
+                        ));
+                    }
+                }
+            }
+            "delete.retention.ms" => self.delete_retention_ms = parse_u64(key, value, 0)?,
+            "flush.messages" => self.flush_messages = parse_opt(key, value, 1)?,
+            "flush.ms" => self.flush_ms = parse_opt(key, value, 0)?,
+            "message.timestamp.type" => {
+                self.log_append_time = match value.trim() {
+                    "CreateTime" => false,
+                    "LogAppendTime" => true,
+                    _ => {
+                        return Err(invalid(
+                            key,
+                            format!("{value:?} is not CreateTime or LogAppendTime"),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "unknown setting; known settings are {}",
+                        CONFIG_KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the settings are consistent (segment sizes fit the index format).
+    pub fn validate(&self) -> Result<()> {
+        if self.segment_bytes > i32::MAX as u64 {
+            return Err(invalid(
+                "segment.bytes",
+                format!(
+                    "{} exceeds {} (positions are 32-bit)",
+                    self.segment_bytes,
+                    i32::MAX
+                ),
+            ));
+        }
+        if self.segment_bytes < 14 {
+            return Err(invalid("segment.bytes", "must be at least 14"));
+        }
+        if self.index_max_bytes < 12 {
+            return Err(invalid(
+                "segment.index.bytes",
+                "must hold at least one entry (12 bytes)",
+            ));
+        }
+        if self.max_message_bytes < 61 {
+            return Err(invalid(
+                "max.message.bytes",
+                "must be at least one batch header (61 bytes)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings as Kafka `(name, value)` pairs, in [`CONFIG_KEYS`] order.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        let opt = |v: Option<u64>| v.map_or("-1".to_string(), |n| n.to_string());
+        [
+            ("segment.bytes", self.segment_bytes.to_string()),
+            ("segment.ms", self.segment_ms.to_string()),
+            (
+                "index.interval.bytes",
+                self.index_interval_bytes.to_string(),
+            ),
+            ("segment.index.bytes", self.index_max_bytes.to_string()),
+            ("max.message.bytes", self.max_message_bytes.to_string()),
+            ("retention.ms", opt(self.retention_ms)),
+            ("retention.bytes", opt(self.retention_bytes)),
+            ("cleanup.policy", self.cleanup_policy.as_str().to_string()),
+            ("delete.retention.ms", self.delete_retention_ms.to_string()),
+            ("flush.messages", opt(self.flush_messages)),
+            ("flush.ms", opt(self.flush_ms)),
+            (
+                "message.timestamp.type",
+                if self.log_append_time {
+                    "LogAppendTime"
+                } else {
+                    "CreateTime"
+                }
+                .to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_round_trips_through_pairs() {
+        let mut c = LogConfig::default();
+        c.set("retention.ms", "-1").unwrap();
+        c.set("cleanup.policy", "delete,compact").unwrap();
+        c.set("message.timestamp.type", "LogAppendTime").unwrap();
+        c.set("flush.messages", "10").unwrap();
+        assert_eq!(c.retention_ms, None);
+        assert_eq!(c.cleanup_policy, CleanupPolicy::CompactDelete);
+        let mut d = LogConfig::default();
+        for (k, v) in c.to_pairs() {
+            d.set(&k, &v).unwrap();
+        }
+        assert_eq!(c, d);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let mut c = LogConfig::default();
+        let e = c.set("segment.bytes", "lots").unwrap_err().to_string();
+        assert!(e.contains("segment.bytes"), "{e}");
+        let e = c.set("nope", "1").unwrap_err().to_string();
+        assert!(e.contains("unknown setting"), "{e}");
+        assert!(c.set("segment.bytes", "4294967296").is_err());
+        assert!(c.set("cleanup.policy", "shred").is_err());
+    }
+}

@@ -1,0 +1,199 @@
+//! Memory maps of segment and index files: the only module of the storage layer with
+//! `unsafe` code.
+//!
+//! [`AppendMap`] maps a file that grows at its end. It keeps one invariant that makes
+//! handing out `&[u8]` to concurrent readers sound while a writer keeps appending:
+//!
+//! * bytes `[0, readable)` are never written again through this map; readers can only
+//!   borrow inside that range;
+//! * bytes `[readable, capacity)` are written only through the single [`MapWriter`] of
+//!   the map (it is not `Clone`, and writing takes `&mut self`), and only after the
+//!   caller reserved the file space behind them (so a write never faults on a hole the
+//!   disk cannot back: no SIGBUS on a full disk);
+//! * `readable` only grows (`publish`), with Release ordering; readers load it with
+//!   Acquire, so the bytes they borrow were written before they could see them.
+//!
+//! The map stays valid as long as any `Arc<AppendMap>` lives, even after its file was
+//! unlinked: a reader never sees a segment vanish under it.
+//!
+//! What no code here can rule out is another process writing the same file; the data
+//! directory lock (one process per data directory) is what keeps that away.
+
+use memmap2::{Advice, MmapOptions, MmapRaw};
+use std::fs::File;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A file mapping shared by one writer and many readers; see the module docs.
+pub(crate) struct AppendMap {
+    raw: MmapRaw,
+    /// Length of the mapping (may exceed the file's current size; only reserved bytes
+    /// are ever touched).
+    capacity: usize,
+    /// Bytes `[0, readable)` are immutable and may be borrowed by readers.
+    readable: AtomicUsize,
+}
+
+/// The only handle that writes into an [`AppendMap`].
+pub(crate) struct MapWriter {
+    map: Arc<AppendMap>,
+}
+
+impl AppendMap {
+    /// Maps `capacity` bytes of `file` read-write, with `[0, readable)` already holding
+    /// data. Returns the shared map and its single writer.
+    pub(crate) fn map_rw(
+        file: &File,
+        capacity: usize,
+        readable: usize,
+    ) -> std::io::Result<(Arc<AppendMap>, MapWriter)> {
+        let capacity = capacity.max(readable).max(1);
+        let raw = MmapOptions::new().len(capacity).map_raw(file)?;
+        let map = Arc::new(AppendMap {
+            raw,
+            capacity,
+            readable: AtomicUsize::new(readable),
+        });
+        Ok((map.clone(), MapWriter { map }))
+    }
+
+    /// Maps the first `len` bytes of `file` for reading only (a sealed segment).
+    pub(crate) fn map_ro(file: &File, len: usize) -> std::io::Result<Arc<AppendMap>> {
+        let raw = MmapOptions::new().len(len.max(1)).map_raw_read_only(file)?;
+        Ok(Arc::new(AppendMap {
+            raw,
+            capacity: len.max(1),
+            readable: AtomicUsize::new(len),
+        }))
+    }
+
+    /// Bytes that readers may borrow.
+    #[inline]
+    pub(crate) fn readable(&self) -> usize {
+        self.readable.load(Ordering::Acquire)
+    }
+
+    /// The readable bytes `[start, end)`, or `None` if that range is not readable.
+    #[inline]
+    pub(crate) fn get(&self, start: usize, end: usize) -> Option<&[u8]> {
+        if start > end || end > self.readable() {
+            return None;
+        }
+        // SAFETY: `end <= readable`, and `readable <= capacity` (publish checks it), so
+        // the range lies inside the mapping, which lives as long as `self`. Bytes below
+        // `readable` are never written again through this map (only `MapWriter` writes,
+        // and only at or above `readable`), and the Acquire load above pairs with the
+        // Release store in `publish`, so the bytes were fully written before this
+        // borrow. The data-directory lock keeps other processes from writing the file.
+        #[allow(unsafe_code)]
+        let all = unsafe { std::slice::from_raw_parts(self.raw.as_ptr(), end) };
+        Some(&all[start..])
+    }
+
+    /// Flushes `[start, end)` of the map to disk (msync).
+    pub(crate) fn flush(&self, start: usize, end: usize) -> std::io::Result<()> {
+        let end = end.min(self.capacity);
+        if start >= end {
+            return Ok(());
+        }
+        self.raw.flush_range(start, end - start)
+    }
+}
+
+impl MapWriter {
+    /// Copies `data` to position `pos`, which must be at or above the readable end and
+    /// inside the capacity; returns false (writing nothing) otherwise. The caller must
+    /// have reserved the file space behind `[pos, pos + data.len())`.
+    #[inline]
+    pub(crate) fn write(&mut self, pos: usize, data: &[u8]) -> bool {
+        let Some(end) = pos.checked_add(data.len()) else {
+            return false;
+        };
+        if pos < self.map.readable() || end > self.map.capacity {
+            return false;
+        }
+        // SAFETY: `[pos, end)` lies inside the mapping (checked above) and at or above
+        // `readable`, so no reader holds a borrow of it; `MapWriter` is unique for its
+        // map and this takes `&mut self`, so no other write runs concurrently. The
+        // caller reserved the file blocks, so the store cannot raise SIGBUS. `data`
+        // cannot overlap the destination: it is borrowed immutably while this region
+        // is never handed out.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.raw.as_mut_ptr().add(pos),
+                data.len(),
+            );
+        }
+        true
+    }
+
+    /// Overwrites 8 bytes at `pos` (a batch's baseOffset) before they are published.
+    #[inline]
+    pub(crate) fn patch(&mut self, pos: usize, data: &[u8; 8]) -> bool {
+        self.write(pos, data)
+    }
+
+    /// Makes `[0, upto)` readable. `upto` must not be below the current readable end
+    /// nor above the capacity; returns false otherwise.
+    #[inline]
+    pub(crate) fn publish(&mut self, upto: usize) -> bool {
+        if upto > self.map.capacity || upto < self.map.readable() {
+            return false;
+        }
+        self.map.readable.store(upto, Ordering::Release);
+        true
+    }
+
+    /// Pre-faults `[start, end)` for writing, so appends do not take a page fault per
+    /// page (MADV_POPULATE_WRITE; ignored where the kernel lacks it). The range must be
+    /// reserved in the file.
+    pub(crate) fn populate(&self, start: usize, end: usize) {
+        let end = end.min(self.map.capacity);
+        if start < end {
+            let _ = self
+                .map
+                .raw
+                .advise_range(Advice::PopulateWrite, start, end - start);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_cannot_touch_published_bytes() {
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(4096).unwrap();
+        let (map, mut w) = AppendMap::map_rw(&f, 1 << 20, 0).unwrap();
+        assert!(w.write(0, b"hello"));
+        assert!(
+            map.get(0, 5).is_none(),
+            "unpublished bytes are not readable"
+        );
+        assert!(w.publish(5));
+        assert_eq!(map.get(0, 5), Some(&b"hello"[..]));
+        assert!(!w.write(3, b"xx"), "a write below readable is refused");
+        assert!(!w.publish(4), "readable never shrinks");
+        assert!(
+            !w.write((1 << 20) - 1, b"ab"),
+            "a write past capacity is refused"
+        );
+        assert!(w.write(5, b" world"));
+        assert!(w.publish(11));
+        assert_eq!(map.get(6, 11), Some(&b"world"[..]));
+    }
+
+    #[test]
+    fn read_only_map_sees_file_bytes() {
+        use std::io::Write;
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"abcdef").unwrap();
+        let map = AppendMap::map_ro(&f, 6).unwrap();
+        assert_eq!(map.get(2, 4), Some(&b"cd"[..]));
+        assert!(map.get(4, 7).is_none());
+    }
+}

@@ -1,0 +1,42 @@
+//! One partition's log on disk. Knows nothing of topics or groups.
+//!
+//! [`PartitionLog`] appends and reads RecordBatch v2 batches in segment files
+//! (`segment`), found through sparse offset and time indexes (`index`, `time_index`),
+//! recovered on open (`log`), trimmed by retention and compaction (`retention`), with
+//! small crash-safe checkpoint files (`checkpoint`). [`LogManager`] locks a data
+//! directory and runs the maintenance thread. All `unsafe` is in `mmap`.
+
+mod checkpoint;
+mod config;
+mod index;
+mod log;
+mod manager;
+mod mmap;
+mod retention;
+mod segment;
+mod time_index;
+
+pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
+pub use log::{
+    AppendInfo, CHECKPOINT_FILE, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport,
+};
+pub use manager::{LOCK_FILE, LogManager};
+
+/// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
+/// every tidelog checkpoint is written; for the layers above storage (topic registry,
+/// offsets).
+pub fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
+    checkpoint::write(path, payload)
+}
+
+/// Reads a file written by [`write_checkpoint`]: `Ok(None)` if it does not exist,
+/// [`crate::Error::Corrupt`] if it is torn or damaged.
+pub fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
+    checkpoint::read(path)
+}
+
+#[allow(unused_imports)]
+pub(crate) use log::now_ms;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,467 @@
+//! Unit tests of the partition log through its public surface.
+
+use super::*;
+use crate::Error;
+use crate::record::{BatchBuilder, batches};
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+fn small() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+fn batch(first: u32, n: u32, ts: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for i in first..first + n {
+        let key = format!("k{}", i % 7);
+        b.push(
+            ts + i as i64,
+            Some(key.as_bytes()),
+            Some(format!("value-{i:06}").as_bytes()),
+            &[],
+        );
+    }
+    b.finish()
+}
+
+fn values(log: &PartitionLog, from: i64) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    let mut off = from;
+    loop {
+        let s = log.read(off, 1000).unwrap();
+        if s.is_empty() {
+            break;
+        }
+        for b in s.batches() {
+            for r in b.records() {
+                let r = r.unwrap();
+                if r.offset >= from {
+                    out.push((
+                        r.offset,
+                        String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+                    ));
+                }
+            }
+        }
+        off = s.next_offset();
+    }
+    out
+}
+
+fn open(dir: &Path, c: LogConfig) -> PartitionLog {
+    PartitionLog::open(dir.join("t-0"), "t-0", c).unwrap()
+}
+
+#[test]
+fn append_read_across_segments_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..100 {
+        let info = log.append(&batch(i * 5, 5, 1000)).unwrap();
+        assert_eq!(info.base_offset, i as i64 * 5);
+        assert_eq!(info.last_offset, i as i64 * 5 + 4);
+    }
+    assert!(log.segment_count() > 3, "small segments roll");
+    assert_eq!(log.log_end_offset(), 500);
+    let all = values(&log, 0);
+    assert_eq!(all.len(), 500);
+    for (i, (o, v)) in all.iter().enumerate() {
+        assert_eq!(*o, i as i64);
+        assert_eq!(v, &format!("value-{i:06}"));
+    }
+    // A read in the middle of a batch starts with that batch.
+    let s = log.read(7, 1).unwrap();
+    assert_eq!(s.base_offset(), 5);
+    assert_eq!(
+        s.batches().count(),
+        1,
+        "max_bytes below one batch still gives one"
+    );
+    log.close().unwrap();
+    assert!(matches!(log.append(&batch(0, 1, 0)), Err(Error::Closed(_))));
+
+    let log = open(dir.path(), small());
+    assert!(
+        log.recovery_report().is_clean(),
+        "{:?}",
+        log.recovery_report()
+    );
+    assert_eq!(
+        log.recovery_report().segments_validated,
+        0,
+        "a clean close needs no validation"
+    );
+    assert_eq!(values(&log, 0).len(), 500);
+    assert_eq!(log.append(&batch(500, 1, 0)).unwrap().base_offset, 500);
+}
+
+#[test]
+fn read_bounds_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    log.append(&batch(0, 3, 0)).unwrap();
+    assert!(log.read(3, 100).unwrap().is_empty());
+    match log.read(4, 100) {
+        Err(Error::OffsetOutOfRange {
+            offset,
+            start,
+            end,
+            partition,
+        }) => {
+            assert_eq!((offset, start, end), (4, 0, 3));
+            assert_eq!(partition, "t-0");
+        }
+        other => panic!("expected OffsetOutOfRange, got {other:?}"),
+    }
+    assert!(log.read(-1, 100).is_err());
+}
+
+#[test]
+fn bad_batches_are_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            max_message_bytes: 200,
+            ..small()
+        },
+    );
+    let big = batch(0, 20, 0);
+    assert!(matches!(
+        log.append(&big),
+        Err(Error::MessageTooLarge { .. })
+    ));
+    let mut good_then_bad = batch(0, 1, 0);
+    let mut bad = batch(1, 1, 0);
+    bad[30] ^= 1;
+    good_then_bad.extend_from_slice(&bad);
+    assert!(log.append(&good_then_bad).unwrap_err().is_corruption());
+    assert_eq!(log.log_end_offset(), 0, "nothing of a refused append lands");
+    assert!(log.append(&[]).is_err());
+}
+
+#[test]
+fn several_batches_in_one_append_get_consecutive_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    let mut two = batch(0, 2, 0);
+    two.extend_from_slice(&batch(2, 3, 0));
+    let info = log.append(&two).unwrap();
+    assert_eq!(
+        (info.base_offset, info.last_offset, info.record_count),
+        (0, 4, 5)
+    );
+    let offs: Vec<i64> = values(&log, 0).into_iter().map(|(o, _)| o).collect();
+    assert_eq!(offs, vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn torn_tail_is_cut_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..10 {
+        log.append(&batch(i * 2, 2, 0)).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    // Append half a batch to the active segment and drop the checkpoint, as a crash
+    // in the middle of a write would leave it.
+    let seg_dir = dir.path().join("t-0");
+    let last = fs::read_dir(&seg_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max()
+        .unwrap();
+    let mut bytes = fs::read(&last).unwrap();
+    let keep = bytes.len();
+    let b = batch(100, 3, 0);
+    bytes.extend_from_slice(&b[..b.len() / 2]);
+    fs::write(&last, &bytes).unwrap();
+    fs::remove_file(seg_dir.join(CHECKPOINT_FILE)).unwrap();
+
+    let log = open(dir.path(), small());
+    let r = log.recovery_report();
+    assert_eq!(r.truncated.len(), 1, "{r:?}");
+    assert_eq!(r.truncated[0].1, keep as u64);
+    assert!(r.truncated[0].2.contains("torn"), "{r:?}");
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(values(&log, 0).len(), 20);
+    assert_eq!(fs::metadata(&last).unwrap().len(), keep as u64);
+}
+
+#[test]
+fn flipped_bit_cuts_the_log_and_drops_later_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3);
+    log.close().unwrap();
+    drop(log);
+    let seg_dir = dir.path().join("t-0");
+    // Damage the second segment; pretend nothing was flushed.
+    let victim = seg_dir.join(format!("{:020}.log", bases[1]));
+    let mut bytes = fs::read(&victim).unwrap();
+    let at = bytes.len() - 1; // inside the last batch's records: covered by the CRC
+    bytes[at] ^= 0x40;
+    fs::write(&victim, &bytes).unwrap();
+    fs::remove_file(seg_dir.join(CHECKPOINT_FILE)).unwrap();
+    let log = open(dir.path(), small());
+    let r = log.recovery_report().clone();
+    assert_eq!(r.truncated.len(), 1, "{r:?}");
+    assert!(r.truncated[0].2.contains("CRC"), "{r:?}");
+    assert_eq!(r.segments_removed.len(), bases.len() - 2);
+    let end = log.log_end_offset();
+    assert!(
+        end > bases[1] && end < bases[2],
+        "cut inside the damaged segment: {end}"
+    );
+    assert_eq!(values(&log, 0).len() as i64, end);
+}
+
+#[test]
+fn missing_or_damaged_index_of_trusted_segment_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    log.close().unwrap();
+    drop(log);
+    let seg_dir = dir.path().join("t-0");
+    fs::remove_file(seg_dir.join(format!("{:020}.index", bases[0]))).unwrap();
+    fs::write(seg_dir.join(format!("{:020}.index", bases[1])), [0xffu8; 5]).unwrap();
+    let log = open(dir.path(), small());
+    let r = log.recovery_report();
+    assert_eq!(r.indexes_rebuilt.len(), 2, "{r:?}");
+    assert!(r.truncated.is_empty());
+    assert_eq!(values(&log, 0).len(), 300);
+    // Lookups through the rebuilt indexes land on the right batch.
+    for off in [0, 7, 123, 299] {
+        let s = log.read(off, 1).unwrap();
+        let b = s.batches().next().unwrap();
+        assert!(b.base_offset() <= off && off <= b.last_offset());
+    }
+}
+
+#[test]
+fn offset_for_timestamp_finds_first_record_at_or_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    // Record i has timestamp 10_000 + 10 * i.
+    for i in 0..100u32 {
+        let mut b = BatchBuilder::new();
+        for j in 0..3 {
+            let n = i * 3 + j;
+            b.push(10_000 + 10 * n as i64, None, Some(&[0u8; 40]), &[]);
+        }
+        log.append(&b.finish()).unwrap();
+    }
+    assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 10_000)));
+    assert_eq!(log.offset_for_timestamp(10_000).unwrap(), Some((0, 10_000)));
+    assert_eq!(log.offset_for_timestamp(10_001).unwrap(), Some((1, 10_010)));
+    assert_eq!(
+        log.offset_for_timestamp(12_345).unwrap(),
+        Some((235, 12_350))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(12_990).unwrap(),
+        Some((299, 12_990))
+    );
+    assert_eq!(log.offset_for_timestamp(13_000).unwrap(), None);
+}
+
+#[test]
+fn truncate_then_append_and_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let held = log.read(290, 100).unwrap(); // a reader holding bytes past the cut
+    let new_end = log.truncate_to(102).unwrap();
+    assert_eq!(new_end, 100, "the batch containing 102 goes whole");
+    assert_eq!(log.log_end_offset(), 100);
+    assert!(held.batches().count() >= 1, "old slices stay readable");
+    assert_eq!(log.append(&batch(100, 5, 0)).unwrap().base_offset, 100);
+    assert_eq!(values(&log, 0).len(), 105);
+    drop(log);
+    // Without the checkpoint the truncated batches must not come back.
+    fs::remove_file(dir.path().join("t-0").join(CHECKPOINT_FILE)).unwrap();
+    let log = open(dir.path(), small());
+    assert_eq!(log.log_end_offset(), 105);
+    assert_eq!(values(&log, 0).len(), 105);
+}
+
+#[test]
+fn size_and_time_retention_delete_old_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            retention_ms: None,
+            retention_bytes: Some(8192),
+            ..small()
+        },
+    );
+    for i in 0..100 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let before = log.segment_count();
+    let held = log.read(0, 100).unwrap();
+    let out = log.apply_retention(now_ms()).unwrap();
+    assert!(out.segments_deleted > 0);
+    assert_eq!(log.segment_count(), before - out.segments_deleted);
+    assert!(log.size_bytes() >= 8192);
+    let start = log.log_start_offset();
+    assert_eq!(start, log.segment_base_offsets()[0]);
+    assert!(matches!(
+        log.read(0, 10),
+        Err(Error::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(
+        held.batches().next().unwrap().base_offset(),
+        0,
+        "a held slice survives deletion"
+    );
+    // Time: everything has timestamps near 0, far in the past.
+    let mut c = log.config();
+    c.retention_ms = Some(1000);
+    c.retention_bytes = None;
+    log.set_config(c).unwrap();
+    log.apply_retention(now_ms()).unwrap();
+    assert_eq!(
+        log.segment_count(),
+        1,
+        "all sealed segments expired; the active stays"
+    );
+    drop(log);
+    let log = open(dir.path(), small());
+    assert_eq!(
+        log.log_start_offset(),
+        log.segment_base_offsets()[0],
+        "log start survives reopen"
+    );
+}
+
+#[test]
+fn compaction_keeps_latest_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = small();
+    c.cleanup_policy = CleanupPolicy::Compact;
+    c.delete_retention_ms = 0;
+    let log = open(dir.path(), c);
+    // 7 keys, 300 records.
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let out = log.apply_retention(now_ms()).unwrap();
+    assert!(
+        out.segments_compacted > 0 && out.records_removed > 0,
+        "{out:?}"
+    );
+    let vals = values(&log, 0);
+    // Every key's latest record survives with its original offset.
+    for k in 0..7 {
+        let last = (0..300).filter(|i| i % 7 == k).max().unwrap();
+        assert!(
+            vals.iter()
+                .any(|(o, v)| *o == last as i64 && v == &format!("value-{last:06}"))
+        );
+    }
+    assert!(vals.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(log.log_end_offset(), 300);
+    drop(log);
+    let log = open(dir.path(), small());
+    assert_eq!(values(&log, 0), vals, "compacted segments survive reopen");
+}
+
+#[test]
+fn wait_for_wakes_on_append_and_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    assert!(!log.wait_for(0, Duration::from_millis(20)));
+    let l2 = log.clone();
+    let t = std::thread::spawn(move || l2.wait_for(0, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(50));
+    log.append(&batch(0, 1, 0)).unwrap();
+    assert!(t.join().unwrap());
+    let l3 = log.clone();
+    let t = std::thread::spawn(move || l3.wait_for(5, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(50));
+    log.close().unwrap();
+    assert!(!t.join().unwrap(), "close wakes waiters");
+}
+
+#[test]
+fn log_append_time_restamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            log_append_time: true,
+            ..small()
+        },
+    );
+    let info = log.append(&batch(0, 3, 5)).unwrap();
+    let t = info.log_append_time.unwrap();
+    assert!(t > 1_600_000_000_000);
+    let s = log.read(0, 1000).unwrap();
+    let b = batches(&s).next().unwrap().unwrap(); // CRC still valid after restamp
+    assert!(b.records().all(|r| r.unwrap().timestamp == t));
+}
+
+#[test]
+fn manager_locks_directory_and_runs_maintenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = LogManager::open(dir.path()).unwrap();
+    assert!(matches!(
+        LogManager::open(dir.path()),
+        Err(Error::DirectoryLocked(_))
+    ));
+    let c = LogConfig {
+        flush_ms: Some(1),
+        ..small()
+    };
+    let log = m.open_log("a-0", c).unwrap();
+    assert!(m.open_log("../x", LogConfig::default()).is_err());
+    log.append(&batch(0, 1, 0)).unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    m.start_background(Duration::from_millis(5), Duration::from_secs(3600));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while log.recovery_point() < 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(log.recovery_point(), 1, "flush.ms made the flusher sync");
+    assert_eq!(m.names_on_disk().unwrap(), vec!["a-0".to_string()]);
+    m.delete_log("a-0").unwrap();
+    assert!(!dir.path().join("a-0").exists());
+    drop(m);
+    let m2 = LogManager::open(dir.path()).unwrap();
+    m2.close().unwrap();
+}
+
+#[test]
+fn flush_messages_syncs_inline() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            flush_messages: Some(4),
+            ..small()
+        },
+    );
+    log.append(&batch(0, 3, 0)).unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    log.append(&batch(3, 1, 0)).unwrap();
+    assert_eq!(log.recovery_point(), 4);
+}
