@@ -9,9 +9,11 @@
 //! Request bodies are decoded with the `kafka-protocol` crate, behind a guard: its array
 //! decoder reserves `Vec::with_capacity(n)` for an element count `n` read off the wire, so
 //! a ten-byte request claiming two billion elements would make the process abort on a
-//! failed allocation. [`decode`] first decodes with every `i32` clamped to the bytes left
-//! (an array of `n` elements needs at least `n` bytes, so a real count is never larger),
-//! and decodes again unclamped only when that succeeded, i.e. when every count was real.
+//! failed allocation. [`decode`] first decodes with every `i32` larger than the bytes
+//! left replaced by "bytes left + 1": an array of `n` elements needs at least `n` bytes,
+//! so if such a value was a count or a length, that decode fails (as the real one would,
+//! without the allocation); if it succeeds, every such value was a plain number (a
+//! timeout, a byte limit) and the request is decoded again with the real values.
 
 use std::io::{self, Read};
 use std::ops::Range;
@@ -178,8 +180,11 @@ impl Buf for Guarded {
         let left = self.inner.remaining();
         if self.clamp && v > 0 && v as usize > left {
             self.clamped = true;
-            // `left` < v <= i32::MAX.
-            return Ok(left as i32);
+            // One more than the bytes left: if this is an element count or a length,
+            // decoding must fail (each element takes at least one byte), exactly as it
+            // would with the real value; if it is a plain number, its value does not
+            // matter to the layout. `left` < v <= i32::MAX, so this fits.
+            return Ok(left as i32 + 1);
         }
         Ok(v)
     }
@@ -253,6 +258,14 @@ mod tests {
                 got: 5
             })
         ));
+    }
+
+    #[test]
+    fn a_huge_count_at_the_very_end_is_an_error_not_an_allocation() {
+        use kafka_protocol::messages::ListOffsetsRequest;
+        // ListOffsets v1: replica_id, then a topics count with nothing after it.
+        let mut body = Bytes::from_static(&[0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode::<ListOffsetsRequest>(&mut body, 1).is_err());
     }
 
     #[test]

@@ -24,6 +24,12 @@ use super::{Shared, sendfile};
 /// Serve `stream` until the client leaves, a fatal error, or server shutdown.
 pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     tracing::debug!(%peer, "connection opened");
+    let local = stream.local_addr().unwrap_or(shared.config.listen);
+    let ctx = api::Ctx {
+        shared: &shared,
+        peer,
+        local,
+    };
     let mut reader = &stream;
     loop {
         let frame = match codec::read_frame(&mut reader, shared.config.max_request_size) {
@@ -46,7 +52,7 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 break;
             }
         };
-        match process(&shared, frame) {
+        match process(&ctx, frame) {
             Ok(Reply::Nothing) => {}
             Ok(Reply::Parts(parts)) => {
                 if let Err(e) = write_reply(&stream, parts) {
@@ -68,9 +74,9 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
 }
 
 /// Turn one frame into a reply (see the module docs for what is fatal).
-pub(crate) fn process(shared: &Shared, frame: Vec<u8>) -> Result<Reply, Fatal> {
+pub(crate) fn process(ctx: &api::Ctx<'_>, frame: Vec<u8>) -> Result<Reply, Fatal> {
     match parse(frame)? {
-        Parsed::Request(req) => api::handle(shared, req),
+        Parsed::Request(req) => api::handle(ctx, req),
         Parsed::Reply(reply) => Ok(reply),
     }
 }
@@ -126,12 +132,10 @@ fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
             Part::Bytes(b) => out.write_all(&b)?,
             Part::File(region) => {
                 out.flush()?;
-                sendfile::send_file(
-                    out.get_ref(),
-                    region.file(),
-                    region.position(),
-                    region.len(),
-                )?;
+                let file = region.file().ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "a log slice without a file")
+                })?;
+                sendfile::send_file(out.get_ref(), file, region.position(), region.len())?;
             }
         }
     }

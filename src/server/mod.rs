@@ -14,19 +14,25 @@
 //!   every connection and joins every thread.
 
 mod api;
+mod backend;
 mod codec;
 mod connection;
+mod idempotence;
 mod listener;
 mod sendfile;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::Result;
 use crate::error::IoContext;
+use backend::Backend;
+use idempotence::ProducerStates;
 
 pub use sendfile::sendfile_bytes_sent;
 
@@ -75,10 +81,50 @@ impl Default for Config {
     }
 }
 
+/// A counter bumped after every append through this server, with a condition variable
+/// to wait for it to move (multi-partition Fetch long polls wait on it).
+#[derive(Default)]
+pub(crate) struct AppendSignal {
+    seq: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl AppendSignal {
+    /// The current count.
+    pub(crate) fn current(&self) -> u64 {
+        *self.seq.lock()
+    }
+
+    /// Bump the count and wake every waiter.
+    pub(crate) fn notify(&self) {
+        *self.seq.lock() += 1;
+        self.cv.notify_all();
+    }
+
+    /// Wait until the count differs from `seen`, or `timeout`.
+    pub(crate) fn wait(&self, seen: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut seq = self.seq.lock();
+        while *seq == seen {
+            if self.cv.wait_until(&mut seq, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+}
+
 /// State shared by the accept thread and every connection thread.
 pub(crate) struct Shared {
     /// The settings the server was started with.
     pub config: Config,
+    /// The broker being served.
+    pub backend: Arc<dyn Backend>,
+    /// Reported in Metadata (v2+).
+    pub cluster_id: String,
+    /// Raised after appends, for Fetch long polls.
+    pub appended: AppendSignal,
+    /// Producer ids and sequence state of idempotent producers.
+    pub producers: ProducerStates,
     /// Raised once by shutdown; connections finish their current request and leave.
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
@@ -88,13 +134,32 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn new(config: Config) -> Shared {
+    fn new(config: Config, backend: Arc<dyn Backend>) -> Shared {
+        let dir = backend.data_dir();
         Shared {
             config,
+            cluster_id: format!("tidelog-{}", dir.display())
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect(),
+            producers: ProducerStates::new(dir),
+            appended: AppendSignal::default(),
+            backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             registry: listener::Registry::default(),
         }
+    }
+
+    /// True once shutdown began.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 }
 
@@ -105,26 +170,32 @@ pub struct Server {
 }
 
 impl Server {
-    /// A builder for a server with no broker behind it: it answers ApiVersions only.
-    /// Temporary, until the broker is wired in.
-    #[doc(hidden)]
-    pub fn builder_without_broker() -> ServerBuilder {
-        ServerBuilder::with_config(Config::default())
+    /// A builder for a server in front of `backend` (the broker adapter).
+    #[cfg_attr(not(test), allow(dead_code))] // until the broker adapter lands
+    pub(crate) fn builder_for(backend: Arc<dyn Backend>) -> ServerBuilder {
+        ServerBuilder {
+            config: Config::default(),
+            backend,
+        }
     }
 }
 
 /// Configures and starts a [`Server`].
-#[derive(Debug)]
 #[must_use]
 pub struct ServerBuilder {
     config: Config,
+    backend: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerBuilder {
-    fn with_config(config: Config) -> ServerBuilder {
-        ServerBuilder { config }
-    }
-
     /// Address to listen on. Default = `127.0.0.1:9092`; port 0 picks a free port (see
     /// [`ServerHandle::local_addr`]).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
@@ -174,7 +245,7 @@ impl ServerBuilder {
         let listen = self.config.listen;
         let listener = TcpListener::bind(listen).ctx("bind", listen.to_string())?;
         let local = listener.local_addr().ctx("bind", listen.to_string())?;
-        let shared = Arc::new(Shared::new(self.config));
+        let shared = Arc::new(Shared::new(self.config, self.backend));
         let accept = listener::spawn(shared.clone(), listener)
             .ctx("spawn the accept thread for", local.to_string())?;
         tracing::info!(%local, "listening");
@@ -215,7 +286,8 @@ impl ServerHandle {
         Ok(())
     }
 
-    /// Block until SIGINT or SIGTERM, then shut down like [`ServerHandle::shutdown`].
+    /// Block until SIGINT or SIGTERM, then shut down like [`ServerHandle::shutdown`] and
+    /// close the broker cleanly.
     pub fn run_until_signal(self) -> Result<()> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
@@ -223,7 +295,9 @@ impl ServerHandle {
         if let Some(sig) = signals.forever().next() {
             tracing::info!(signal = sig, "shutting down");
         }
-        self.shutdown()
+        let shared = self.shared.clone();
+        self.shutdown()?;
+        shared.backend.close()
     }
 
     fn stop(&mut self) {
@@ -240,5 +314,7 @@ impl Drop for ServerHandle {
     }
 }
 
+#[cfg(test)]
+mod test_backend;
 #[cfg(test)]
 mod tests;

@@ -37,8 +37,8 @@ pub fn sendfile_bytes_sent() -> u64 {
 /// Implemented by the log's read slice; the value must keep the file and the bytes valid
 /// (not truncated) for as long as it lives.
 pub(crate) trait FileRegion: Send {
-    /// The file that holds the bytes.
-    fn file(&self) -> &File;
+    /// The file that holds the bytes (`None` only for an empty region).
+    fn file(&self) -> Option<&File>;
     /// Byte position of the first byte inside the file.
     fn position(&self) -> u64;
     /// Number of bytes.

@@ -6,8 +6,13 @@ use std::net::{SocketAddr, TcpStream};
 
 use super::*;
 
+/// A server over a fresh test backend in a temporary directory.
 fn start() -> ServerHandle {
-    Server::builder_without_broker()
+    start_in(Box::leak(Box::new(tempfile::tempdir().unwrap())).path())
+}
+
+fn start_in(dir: &std::path::Path) -> ServerHandle {
+    Server::builder_for(test_backend::TestBackend::open(dir))
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_request_size(1024 * 1024)
         .start()
@@ -130,7 +135,7 @@ fn bad_frames_close_only_their_own_connection() {
         (2_000_000i32).to_be_bytes().to_vec(),              // above max_request_size
         vec![0, 0, 0, 3, 1, 2, 3],                          // shorter than a header
         request(9999, 0, 1, &[]),                           // unknown api key
-        request(3, 0, 1, &[]),                              // known, not served
+        request(3, 1, 1, &[0xff, 0xff]),                    // metadata, truncated body
         request(18, 3, 1, &[0xff, 0xff, 0xff, 0xff, 0x0f]), // body that does not decode
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),      // garbage
     ];
@@ -160,7 +165,8 @@ fn a_client_that_disconnects_mid_request_does_not_disturb_others() {
 
 #[test]
 fn connections_above_the_limit_are_refused() {
-    let server = Server::builder_without_broker()
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::builder_for(test_backend::TestBackend::open(dir.path()))
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_connections(2)
         .start()

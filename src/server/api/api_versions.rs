@@ -11,7 +11,6 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use super::{Fatal, Reply, Request, SUPPORTED, encode_response};
-use crate::server::Shared;
 
 /// The response listing every supported API, with `error_code`.
 fn response(error_code: i16) -> ApiVersionsResponse {
@@ -30,7 +29,7 @@ fn response(error_code: i16) -> ApiVersionsResponse {
 }
 
 /// Answer an ApiVersions request of a supported version.
-pub(super) fn handle(_shared: &Shared, req: &mut Request) -> Result<Reply, Fatal> {
+pub(super) fn handle(req: &mut Request) -> Result<Reply, Fatal> {
     // The body carries the client's software name and version (v3); nothing to act on,
     // but a body that does not decode is still a bad request.
     let _: ApiVersionsRequest = req.decode()?;

@@ -6,17 +6,39 @@
 //! nothing for an `acks = 0` produce.
 
 mod api_versions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod fetch;
+mod init_producer_id;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Encodable, HeaderVersion};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
 use super::Shared;
+use super::backend::Backend;
 use super::sendfile::FileRegion;
+use crate::Error;
 
 /// `(api key, lowest version, highest version)` the server answers, in the order they
 /// are listed in an ApiVersions response.
-pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[(ApiKey::ApiVersions, 0, 3)];
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 8),
+    (ApiKey::Fetch, 4, 11),
+    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::Metadata, 0, 8),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::DeleteTopics, 1, 3),
+    (ApiKey::InitProducerId, 0, 1),
+    (ApiKey::DescribeConfigs, 1, 3),
+];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
 pub(crate) fn supported_range(api_key: i16) -> Option<(i16, i16)> {
@@ -31,7 +53,6 @@ pub(crate) enum Part {
     /// Bytes built in memory.
     Bytes(Vec<u8>),
     /// Bytes of a segment file, sent with `sendfile(2)`.
-    #[allow(dead_code)] // built by the Fetch handler, which lands with the broker.
     File(Box<dyn FileRegion>),
 }
 
@@ -48,7 +69,6 @@ impl Part {
 /// What goes back to the client for one request.
 pub(crate) enum Reply {
     /// Nothing at all (a produce with `acks = 0`).
-    #[allow(dead_code)] // built by the Produce handler, which lands with the broker.
     Nothing,
     /// A response: the parts are written in order after one size prefix.
     Parts(Vec<Part>),
@@ -122,10 +142,79 @@ pub(crate) fn api_name(api_key: i16) -> String {
     }
 }
 
+/// The connection a request came in on.
+pub(crate) struct Ctx<'a> {
+    /// Server state and the broker.
+    pub shared: &'a Shared,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Our address as the client reached it (advertised when nothing else is set).
+    pub local: SocketAddr,
+}
+
+impl Ctx<'_> {
+    /// The broker behind the server.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.shared.backend
+    }
+
+    /// The `host:port` clients should connect to.
+    pub(crate) fn advertised(&self) -> (String, i32) {
+        if let Some(adv) = &self.shared.config.advertised {
+            if let Some((host, port)) = adv.rsplit_once(':')
+                && let Ok(port) = port.parse::<u16>()
+            {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                return (host.to_string(), i32::from(port));
+            }
+            return (adv.clone(), i32::from(self.local.port()));
+        }
+        (self.local.ip().to_string(), i32::from(self.local.port()))
+    }
+}
+
+/// The broker id this server answers as (a single-node cluster).
+pub(crate) const NODE_ID: i32 = 0;
+
+/// Kafka's error code for a tidelog error.
+pub(crate) fn error_code(e: &Error) -> i16 {
+    use kafka_protocol::ResponseError as R;
+    let r = match e {
+        Error::OffsetOutOfRange { .. } => R::OffsetOutOfRange,
+        Error::MessageTooLarge { .. } => R::MessageTooLarge,
+        Error::Corrupt { .. } => R::CorruptMessage,
+        Error::InvalidBatch(_) => R::CorruptMessage,
+        Error::UnknownTopic(_) | Error::UnknownPartition { .. } => R::UnknownTopicOrPartition,
+        Error::TopicExists(_) => R::TopicAlreadyExists,
+        Error::InvalidTopicName { .. } => R::InvalidTopicException,
+        Error::InvalidConfig { .. } => R::InvalidConfig,
+        Error::Group { code, .. } => return *code,
+        Error::Timeout(_) => R::RequestTimedOut,
+        Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
+        Error::Closed(_) => R::NotLeaderOrFollower,
+        _ => R::UnknownServerError,
+    };
+    r.code()
+}
+
+/// A Kafka string from a Rust one.
+pub(crate) fn kstr(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
 /// Route a request whose api key and version are in [`SUPPORTED`] to its handler.
-pub(crate) fn handle(shared: &Shared, mut req: Request) -> Result<Reply, Fatal> {
+pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
+    let req = &mut req;
     match ApiKey::try_from(req.header.request_api_key) {
-        Ok(ApiKey::ApiVersions) => api_versions::handle(shared, &mut req),
+        Ok(ApiKey::ApiVersions) => api_versions::handle(req),
+        Ok(ApiKey::Metadata) => metadata::handle(ctx, req),
+        Ok(ApiKey::Produce) => produce::handle(ctx, req),
+        Ok(ApiKey::Fetch) => fetch::handle(ctx, req),
+        Ok(ApiKey::ListOffsets) => list_offsets::handle(ctx, req),
+        Ok(ApiKey::InitProducerId) => init_producer_id::handle(ctx, req),
+        Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
+        Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
+        Ok(ApiKey::DescribeConfigs) => describe_configs::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
