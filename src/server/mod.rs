@@ -318,3 +318,5 @@ impl Drop for ServerHandle {
 mod test_backend;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_api;

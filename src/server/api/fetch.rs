@@ -162,7 +162,7 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
                     };
                     data.high_watermark = log.high_watermark();
                     data.log_start_offset = log.log_start_offset();
-                    let budget = p.max_bytes.min(max_bytes - total);
+                    let budget = p.max_bytes.min(max_bytes.saturating_sub(total));
                     if budget == 0 && total > 0 {
                         return data;
                     }

@@ -12,7 +12,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let response = if request.transactional_id.is_some() {
+    let response = if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.is_empty())
+    {
         tracing::info!(peer = %ctx.peer, "refusing InitProducerId with a transactional id: transactions are not supported");
         response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
     } else {

@@ -24,7 +24,10 @@ type Staged = (i64, i16, i32, i32);
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
-    let transactional = request.transactional_id.is_some();
+    let transactional = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.is_empty());
     let mut appended = false;
     let responses = request
         .topic_data
