@@ -320,3 +320,5 @@ mod test_backend;
 mod tests;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_rdkafka;

@@ -2,7 +2,7 @@
 
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
-use super::{kstr, Ctx, Fatal, Reply, Request, NODE_ID};
+use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let _: FindCoordinatorRequest = req.decode()?;

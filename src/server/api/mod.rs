@@ -10,6 +10,7 @@ mod create_topics;
 mod delete_topics;
 mod describe_configs;
 mod fetch;
+mod find_coordinator;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -33,6 +34,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 0, 8),
+    (ApiKey::FindCoordinator, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::DeleteTopics, 1, 3),
@@ -211,6 +213,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::Produce) => produce::handle(ctx, req),
         Ok(ApiKey::Fetch) => fetch::handle(ctx, req),
         Ok(ApiKey::ListOffsets) => list_offsets::handle(ctx, req),
+        Ok(ApiKey::FindCoordinator) => find_coordinator::handle(ctx, req),
         Ok(ApiKey::InitProducerId) => init_producer_id::handle(ctx, req),
         Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
         Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
