@@ -515,3 +515,56 @@ fn admin_apis_create_describe_and_delete() {
     let codes: Vec<i16> = resp.responses.iter().map(|r| r.error_code).collect();
     assert_eq!(codes, vec![0, 3]);
 }
+
+#[test]
+fn a_thousand_concurrent_connections_produce_and_fetch() {
+    use std::sync::{Arc, Barrier};
+    const CONNS: usize = 1000;
+    const PARTITIONS: i32 = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let addr = server.local_addr();
+    create(&mut Client::connect(addr), "load", PARTITIONS);
+    // Every client holds its connection open until all of them are connected, then
+    // they all produce and fetch at once.
+    let barrier = Arc::new(Barrier::new(CONNS));
+    let clients: Vec<_> = (0..CONNS)
+        .map(|i| {
+            let barrier = barrier.clone();
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let mut c = Client::connect(addr);
+                    let _: ApiVersionsResponse =
+                        c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+                    barrier.wait();
+                    let p = i as i32 % PARTITIONS;
+                    let value = format!("client-{i}");
+                    let r = produce(&mut c, "load", p, batch(&[&value]));
+                    assert_eq!(r.error_code, 0);
+                    let resp: FetchResponse = c.call(
+                        ApiKey::Fetch,
+                        11,
+                        &fetch_req(0, 0, 1 << 20, &[("load", p, r.base_offset, 1 << 20)]),
+                    );
+                    let got = values(&resp.responses[0].partitions[0].records);
+                    assert_eq!(got.first(), Some(&(r.base_offset, value)));
+                })
+                .unwrap()
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    // Every record is in the log exactly once.
+    let mut total = 0;
+    for p in 0..PARTITIONS {
+        total += server
+            .shared
+            .backend
+            .partition("load", p)
+            .unwrap()
+            .high_watermark();
+    }
+    assert_eq!(total, CONNS as i64);
+}
