@@ -25,6 +25,11 @@ pub fn put_varint(out: &mut Vec<u8>, v: i32) {
 #[inline]
 pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    if z < 0x80 {
+        // Most deltas, lengths and counts fit in one byte.
+        out.push(z as u8);
+        return;
+    }
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
         z >>= 7;
@@ -36,6 +41,22 @@ pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
 /// or `None` if `buf` ends first or the encoding is longer than 10 bytes.
 #[inline]
 pub fn get_varlong(buf: &[u8]) -> Option<(i64, usize)> {
+    // Fast paths: lengths, deltas and counts almost always take one or two bytes.
+    match *buf {
+        [b0, ..] if b0 < 0x80 => {
+            let z = b0 as u64;
+            Some((((z >> 1) as i64) ^ -((z & 1) as i64), 1))
+        }
+        [b0, b1, ..] if b1 < 0x80 => {
+            let z = (b0 & 0x7f) as u64 | ((b1 as u64) << 7);
+            Some((((z >> 1) as i64) ^ -((z & 1) as i64), 2))
+        }
+        _ => get_varlong_slow(buf),
+    }
+}
+
+#[inline(never)]
+fn get_varlong_slow(buf: &[u8]) -> Option<(i64, usize)> {
     let mut z: u64 = 0;
     for (i, &b) in buf.iter().enumerate().take(10) {
         z |= ((b & 0x7f) as u64) << (7 * i);

@@ -24,8 +24,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// Bytes of log file reserved on disk ahead of the write position.
-const LOG_RESERVE_CHUNK: usize = 16 << 20;
+/// Smallest and largest step by which a segment's reserved disk space grows. The step
+/// doubles with the reservation, so an idle partition holds 1 MiB, a busy one reserves
+/// 16 MiB at a time (1,000 partitions never reserve more than they use plus 16 MiB each).
+const LOG_RESERVE_MIN: usize = 1 << 20;
+const LOG_RESERVE_MAX: usize = 16 << 20;
 
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
@@ -675,7 +678,8 @@ impl SegmentWriter {
         if upto <= self.reserved {
             return Ok(());
         }
-        let target = (upto.div_ceil(LOG_RESERVE_CHUNK) * LOG_RESERVE_CHUNK)
+        let step = self.reserved.clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX);
+        let target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN) * LOG_RESERVE_MIN)
             .min(self.capacity)
             .max(upto);
         self.seg

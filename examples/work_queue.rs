@@ -1,0 +1,77 @@
+//! A work queue: jobs go to a topic, and the workers of one consumer group split its
+//! partitions, so each job is handled by one worker. Workers commit after each batch, so
+//! a restarted worker resumes after the last job it finished.
+//!
+//! Run with `cargo run --release --example work_queue`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tidelog::{
+    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+};
+
+const JOBS: u64 = 10_000;
+const WORKERS: usize = 4;
+
+fn main() -> tidelog::Result<()> {
+    let dir = tempfile::tempdir().map_err(|e| tidelog::Error::Io {
+        op: "create temporary directory",
+        path: std::env::temp_dir(),
+        source: e,
+    })?;
+    let broker = Broker::open(dir.path())?;
+    broker.create_topic("jobs", 8, TopicConfig::new())?;
+
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (broker, done) = (broker.clone(), Arc::clone(&done));
+            std::thread::spawn(move || -> tidelog::Result<u64> {
+                let config = GroupConfig::new("workers", &["jobs"])
+                    .auto_offset_reset(OffsetReset::Earliest)
+                    .enable_auto_commit(false);
+                let mut worker = ConsumerGroup::join(&broker, config)?;
+                let mut handled = 0;
+                while done.load(Ordering::Acquire) < JOBS {
+                    let jobs = worker.poll(Duration::from_millis(100))?;
+                    for job in jobs.iter() {
+                        let job = job?;
+                        // "Handle" the job: here, just check its payload.
+                        assert!(job.value.is_some_and(|v| v.starts_with(b"job-")));
+                        handled += 1;
+                    }
+                    if !jobs.is_empty() {
+                        // The jobs of this batch are done: never redo them.
+                        worker.commit_async()?;
+                        done.fetch_add(jobs.count() as u64, Ordering::AcqRel);
+                    }
+                }
+                println!(
+                    "worker {w} handled {handled} jobs, owning {:?}",
+                    worker.assignment()
+                );
+                Ok(handled)
+            })
+        })
+        .collect();
+
+    let producer = Producer::new(&broker)?;
+    for i in 0..JOBS {
+        let job = format!("job-{i}");
+        drop(producer.send_async(
+            "jobs",
+            ProducerRecord::keyed(job.as_bytes(), job.as_bytes()),
+        )?);
+    }
+    producer.flush()?;
+
+    let mut total = 0;
+    for w in workers {
+        total += w.join().expect("worker thread panicked")?;
+    }
+    assert_eq!(total, JOBS, "every job handled exactly once");
+    println!("{total} jobs handled by {WORKERS} workers, each exactly once");
+    Ok(())
+}

@@ -1,0 +1,608 @@
+//! The broker: a data directory, its topics, the group coordinator and the background
+//! threads.
+//!
+//! Invariants:
+//! - One broker per data directory (the storage layer's `.lock`).
+//! - The topic registry (`<dir>/topics`) is a crash-safe checkpoint: written to a
+//!   temporary file, fsynced, renamed, directory fsynced. A topic's partition logs are
+//!   created before the registry names them and deleted after it stops naming them, so
+//!   a crash leaves at worst an orphan directory, never a registered topic without logs.
+//! - Admin operations (create, delete, add partitions) are serialized by one mutex;
+//!   lookups read a snapshot and never wait for them.
+//! - `close()` (or dropping the last clone) stops the group reaper and the storage
+//!   maintenance thread, wakes every blocked poller, and closes the logs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
+use crate::consumer::GroupCoordinator;
+use crate::consumer::offsets::{self, LogJournal};
+use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
+use crate::topic::{Partition, Topic, TopicDescription};
+use crate::{Error, Result};
+
+/// Name of the internal topic that stores committed group offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+const REGISTRY_FILE: &str = "topics";
+
+struct BrokerInner {
+    dir: PathBuf,
+    config: BrokerConfig,
+    logs: Mutex<Option<LogManager>>,
+    topics: RwLock<BTreeMap<String, Topic>>,
+    /// Serializes create / delete / add-partitions and registry writes.
+    admin: Mutex<()>,
+    coordinator: GroupCoordinator,
+    closed: AtomicBool,
+}
+
+/// An open data directory with its topics and group coordinator.
+///
+/// Cheap to clone (an `Arc` inside), `Send + Sync`: hand clones to threads, producers,
+/// consumers and the network server. The broker closes when [`Broker::close`] is called
+/// or the last clone is dropped.
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<BrokerInner>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("dir", &self.inner.dir)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Configures and opens a [`Broker`]. Every setting documents its default and the
+/// Kafka setting it mirrors.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct BrokerBuilder {
+    dir: PathBuf,
+    config: BrokerConfig,
+}
+
+impl BrokerBuilder {
+    /// Default log settings of every topic (Kafka `log.segment.bytes`,
+    /// `log.retention.ms`, ...). Default: `LogConfig::default()`, Kafka's values.
+    pub fn log_config(mut self, config: LogConfig) -> Self {
+        self.config.log = config;
+        self
+    }
+
+    /// Default segment size (Kafka `log.segment.bytes`). Default 1 GiB.
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.config.log.segment_bytes = bytes;
+        self
+    }
+
+    /// Default retention; None keeps records forever (Kafka `log.retention.ms`).
+    /// Default 7 days.
+    pub fn retention(mut self, age: Option<Duration>) -> Self {
+        self.config.log.retention_ms = age.map(|d| d.as_millis() as u64);
+        self
+    }
+
+    /// How often retention runs (Kafka `log.retention.check.interval.ms`). Default
+    /// 5 min.
+    pub fn retention_check_interval(mut self, interval: Duration) -> Self {
+        self.config.retention_check_interval = interval;
+        self
+    }
+
+    /// How often `flush.ms` is checked (Kafka `log.flush.scheduler.interval.ms`).
+    /// Default 1 s.
+    pub fn flush_check_interval(mut self, interval: Duration) -> Self {
+        self.config.flush_check_interval = interval;
+        self
+    }
+
+    /// Smallest session timeout a group member may ask for (Kafka
+    /// `group.min.session.timeout.ms`). Default 6 s.
+    pub fn group_min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.coordinator.min_session_timeout = timeout;
+        self
+    }
+
+    /// Largest session timeout a group member may ask for (Kafka
+    /// `group.max.session.timeout.ms`). Default 30 min.
+    pub fn group_max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.coordinator.max_session_timeout = timeout;
+        self
+    }
+
+    /// How long the first rebalance of a new group waits for more members (Kafka
+    /// `group.initial.rebalance.delay.ms`). Default 0 (Kafka: 3 s).
+    pub fn group_initial_rebalance_delay(mut self, delay: Duration) -> Self {
+        self.config.coordinator.initial_rebalance_delay = delay;
+        self
+    }
+
+    /// Partitions of auto-created topics (Kafka `num.partitions`). Default 1.
+    pub fn default_partitions(mut self, partitions: i32) -> Self {
+        self.config.default_partitions = partitions;
+        self
+    }
+
+    /// Create unknown topics on first use (Kafka `auto.create.topics.enable`, whose
+    /// default is true). Default false.
+    pub fn auto_create_topics(mut self, yes: bool) -> Self {
+        self.config.auto_create_topics = yes;
+        self
+    }
+
+    /// Opens the directory (created if missing), recovers every partition and starts
+    /// the background threads.
+    pub fn open(self) -> Result<Broker> {
+        Broker::open_with(self.dir, self.config)
+    }
+}
+
+/// One topic in the registry file.
+struct RegistryEntry {
+    name: String,
+    partitions: i32,
+    internal: bool,
+    config: TopicConfig,
+}
+
+fn encode_registry(entries: &[RegistryEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let put_str = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+    for e in entries {
+        put_str(&mut out, &e.name);
+        out.extend_from_slice(&e.partitions.to_be_bytes());
+        out.push(u8::from(e.internal));
+        let overrides: Vec<(&str, &str)> = e.config.overrides().collect();
+        out.extend_from_slice(&(overrides.len() as u32).to_be_bytes());
+        for (k, v) in overrides {
+            put_str(&mut out, k);
+            put_str(&mut out, v);
+        }
+    }
+    out
+}
+
+struct Cursor<'a> {
+    path: &'a Path,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| {
+                Error::corrupt(
+                    self.path.display(),
+                    self.pos as u64,
+                    "topic registry ends in the middle of an entry",
+                )
+            })?;
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn string(&mut self) -> Result<String> {
+        let len = self.u32()? as usize;
+        let at = self.pos;
+        let s = self.take(len)?;
+        String::from_utf8(s.to_vec()).map_err(|_| {
+            Error::corrupt(
+                self.path.display(),
+                at as u64,
+                "topic registry string is not UTF-8",
+            )
+        })
+    }
+}
+
+fn decode_registry(path: &Path, bytes: &[u8]) -> Result<Vec<RegistryEntry>> {
+    let mut c = Cursor {
+        path,
+        bytes,
+        pos: 0,
+    };
+    let count = c.u32()?;
+    let mut entries = Vec::new();
+    for _ in 0..count {
+        let name = c.string()?;
+        let partitions = c.u32()? as i32;
+        let internal = c.take(1)?[0] != 0;
+        let n = c.u32()?;
+        let mut config = TopicConfig::new();
+        for _ in 0..n {
+            let k = c.string()?;
+            let v = c.string()?;
+            config = config.set(&k, v);
+        }
+        entries.push(RegistryEntry {
+            name,
+            partitions,
+            internal,
+            config,
+        });
+    }
+    if c.pos != bytes.len() {
+        return Err(Error::corrupt(
+            path.display(),
+            c.pos as u64,
+            "unexpected bytes after the last topic",
+        ));
+    }
+    Ok(entries)
+}
+
+fn log_name(topic: &str, partition: i32) -> String {
+    format!("{topic}-{partition}")
+}
+
+impl Broker {
+    /// Opens (or creates) the data directory `dir` with default settings.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Broker> {
+        Broker::builder(dir).open()
+    }
+
+    /// A builder to configure the broker before opening `dir`.
+    pub fn builder(dir: impl AsRef<Path>) -> BrokerBuilder {
+        BrokerBuilder {
+            dir: dir.as_ref().to_path_buf(),
+            config: BrokerConfig::default(),
+        }
+    }
+
+    fn open_with(dir: PathBuf, config: BrokerConfig) -> Result<Broker> {
+        config.log.validate()?;
+        if config.default_partitions < 1 {
+            return Err(Error::InvalidConfig {
+                key: "num.partitions".into(),
+                reason: format!("{} is less than 1", config.default_partitions),
+            });
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        let logs = LogManager::open(&dir)?;
+        let registry_path = dir.join(REGISTRY_FILE);
+        let entries = match read_checkpoint(&registry_path)? {
+            Some(bytes) => decode_registry(&registry_path, &bytes)?,
+            None => Vec::new(),
+        };
+        let mut topics = BTreeMap::new();
+        for e in entries {
+            let log_config = e.config.apply(&config.log)?;
+            let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
+            let name: Arc<str> = Arc::from(e.name.as_str());
+            for p in 0..e.partitions {
+                let log = logs.open_log(&log_name(&e.name, p), log_config.clone())?;
+                parts.push(Partition::new(Arc::clone(&name), p, log));
+            }
+            topics.insert(
+                e.name.clone(),
+                Topic::new(&e.name, parts, e.config, e.internal),
+            );
+        }
+        let coordinator = GroupCoordinator::new(config.coordinator.clone());
+        let broker = Broker {
+            inner: Arc::new(BrokerInner {
+                dir,
+                config,
+                logs: Mutex::new(Some(logs)),
+                topics: RwLock::new(topics),
+                admin: Mutex::new(()),
+                coordinator,
+                closed: AtomicBool::new(false),
+            }),
+        };
+        // Committed offsets: create the internal topic on first open, replay it after.
+        let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
+            Ok(t) => t,
+            Err(_) => broker.create_topic_inner(
+                OFFSETS_TOPIC,
+                1,
+                TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
+                true,
+            )?,
+        };
+        let partition = offsets_topic.partition(0)?;
+        broker
+            .inner
+            .coordinator
+            .load_offsets(offsets::load(&partition)?);
+        broker
+            .inner
+            .coordinator
+            .set_journal(Arc::new(LogJournal { partition }));
+        broker.inner.coordinator.start_reaper()?;
+        if let Some(logs) = broker.inner.logs.lock().as_ref() {
+            logs.start_background(
+                broker.inner.config.flush_check_interval,
+                broker.inner.config.retention_check_interval,
+            );
+        }
+        Ok(broker)
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The broker's settings.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.inner.config
+    }
+
+    /// True once the broker is closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::Closed(format!(
+                "broker at {}",
+                self.inner.dir.display()
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The group coordinator (shared by in-process groups and the network server).
+    pub fn group_coordinator(&self) -> &GroupCoordinator {
+        &self.inner.coordinator
+    }
+
+    /// Creates a topic with `partitions` partitions and per-topic overrides. Errors:
+    /// `InvalidTopicName`, `TopicExists`, `InvalidConfig`.
+    pub fn create_topic(&self, name: &str, partitions: i32, config: TopicConfig) -> Result<Topic> {
+        if name.starts_with("__") && name == OFFSETS_TOPIC {
+            return Err(Error::TopicExists(name.to_string()));
+        }
+        self.create_topic_inner(name, partitions, config, false)
+    }
+
+    fn create_topic_inner(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+        internal: bool,
+    ) -> Result<Topic> {
+        self.check_open()?;
+        validate_topic_name(name)?;
+        if partitions < 1 {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!("topic {name:?} needs at least 1 partition, not {partitions}"),
+            });
+        }
+        let log_config = config.apply(&self.inner.config.log)?;
+        let _admin = self.inner.admin.lock();
+        if self.inner.topics.read().contains_key(name) {
+            return Err(Error::TopicExists(name.to_string()));
+        }
+        // Kafka refuses names that collide once '.' and '_' are treated alike.
+        let folded = name.replace('.', "_");
+        if let Some(other) = self
+            .inner
+            .topics
+            .read()
+            .keys()
+            .find(|t| t.replace('.', "_") == folded)
+        {
+            return Err(Error::InvalidTopicName {
+                name: name.to_string(),
+                reason: format!("it collides with topic {other:?} ('.' and '_' collide)"),
+            });
+        }
+        let arc_name: Arc<str> = Arc::from(name);
+        let mut parts = Vec::with_capacity(partitions as usize);
+        {
+            let logs = self.inner.logs.lock();
+            let logs = logs
+                .as_ref()
+                .ok_or_else(|| Error::Closed("broker".into()))?;
+            for p in 0..partitions {
+                // A leftover directory of a deleted topic of the same name is cleared.
+                let _ = logs.delete_log(&log_name(name, p));
+                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
+                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
+            }
+        }
+        let topic = Topic::new(name, parts, config, internal);
+        let mut snapshot = self.inner.topics.read().clone();
+        snapshot.insert(name.to_string(), topic.clone());
+        self.write_registry(&snapshot)?;
+        *self.inner.topics.write() = snapshot;
+        Ok(topic)
+    }
+
+    fn write_registry(&self, topics: &BTreeMap<String, Topic>) -> Result<()> {
+        let entries: Vec<RegistryEntry> = topics
+            .values()
+            .map(|t| RegistryEntry {
+                name: t.name().to_string(),
+                partitions: t.partition_count(),
+                internal: t.is_internal(),
+                config: t.config(),
+            })
+            .collect();
+        write_checkpoint(
+            &self.inner.dir.join(REGISTRY_FILE),
+            &encode_registry(&entries),
+        )
+    }
+
+    /// The topic named `name`, or `Error::UnknownTopic` (created with the default
+    /// partition count first if `auto_create_topics` is on).
+    pub fn topic(&self, name: &str) -> Result<Topic> {
+        self.check_open()?;
+        if let Some(t) = self.inner.topics.read().get(name) {
+            return Ok(t.clone());
+        }
+        if self.inner.config.auto_create_topics && name != OFFSETS_TOPIC {
+            return match self.create_topic(
+                name,
+                self.inner.config.default_partitions,
+                TopicConfig::new(),
+            ) {
+                Ok(t) => Ok(t),
+                Err(Error::TopicExists(_)) => self.topic(name),
+                Err(e) => Err(e),
+            };
+        }
+        Err(Error::UnknownTopic(name.to_string()))
+    }
+
+    /// Names of every topic, sorted (including the internal `__consumer_offsets`).
+    pub fn topics(&self) -> Vec<String> {
+        self.inner.topics.read().keys().cloned().collect()
+    }
+
+    /// Partitions, offsets, sizes and settings of a topic.
+    pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        Ok(self.topic(name)?.describe())
+    }
+
+    /// Deletes a topic and its data. Handles to it return `UnknownTopic` afterwards.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        if name == OFFSETS_TOPIC {
+            return Err(Error::InvalidConfig {
+                key: "topic".into(),
+                reason: format!("the internal topic {OFFSETS_TOPIC} cannot be deleted"),
+            });
+        }
+        let _admin = self.inner.admin.lock();
+        let mut snapshot = self.inner.topics.read().clone();
+        let topic = snapshot
+            .remove(name)
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        self.write_registry(&snapshot)?;
+        *self.inner.topics.write() = snapshot;
+        topic.inner.deleted.store(true, Ordering::Release);
+        let logs = self.inner.logs.lock();
+        if let Some(logs) = logs.as_ref() {
+            for p in topic.partitions().iter() {
+                p.wake_all();
+                logs.delete_log(&log_name(name, p.index()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Grows a topic to `total` partitions (Kafka CreatePartitions). Shrinking is
+    /// refused, as in Kafka.
+    pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        let topic = self
+            .inner
+            .topics
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let current = topic.partition_count();
+        if total <= current {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!(
+                    "topic {name:?} has {current} partitions; it can only grow, not to {total}"
+                ),
+            });
+        }
+        let log_config = topic.config().apply(&self.inner.config.log)?;
+        let mut parts: Vec<Partition> = topic.partitions().as_ref().clone();
+        {
+            let logs = self.inner.logs.lock();
+            let logs = logs
+                .as_ref()
+                .ok_or_else(|| Error::Closed("broker".into()))?;
+            let arc_name: Arc<str> = Arc::from(name);
+            for p in current..total {
+                let _ = logs.delete_log(&log_name(name, p));
+                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
+                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
+            }
+        }
+        topic.set_partitions(parts);
+        let snapshot = self.inner.topics.read().clone();
+        self.write_registry(&snapshot)
+    }
+
+    /// Closes the broker: stops the group coordinator and background threads, wakes
+    /// blocked consumers (their `poll` returns `Error::Closed`), flushes and closes the
+    /// logs. Later calls on any clone return `Error::Closed`. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+impl BrokerInner {
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.coordinator.shutdown();
+        for topic in self.topics.read().values() {
+            for p in topic.partitions().iter() {
+                p.wake_all();
+            }
+        }
+        match self.logs.lock().take() {
+            Some(logs) => logs.close(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for BrokerInner {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_round_trips() {
+        let entries = vec![RegistryEntry {
+            name: "events".into(),
+            partitions: 3,
+            internal: false,
+            config: TopicConfig::new().set("retention.ms", "1000"),
+        }];
+        let bytes = encode_registry(&entries);
+        let back = decode_registry(Path::new("topics"), &bytes).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].name, "events");
+        assert_eq!(back[0].partitions, 3);
+        assert_eq!(back[0].config.get("retention.ms"), Some("1000"));
+        assert!(decode_registry(Path::new("topics"), &bytes[..bytes.len() - 1]).is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! Broker and topic settings. Defaults mirror Kafka's, and every setting names the Kafka
+//! setting it mirrors.
+//!
+//! A [`TopicConfig`] holds only the settings a topic overrides, by their Kafka names
+//! ("retention.ms", "cleanup.policy", ...); the broker's defaults fill in the rest. The
+//! overrides are what the topic registry stores, so a topic keeps following the broker's
+//! defaults for everything it did not override.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::consumer::CoordinatorConfig;
+use crate::storage::{CleanupPolicy, LogConfig};
+use crate::{Error, Result};
+
+/// Per-topic overrides of the broker's log settings (Kafka topic-level configs).
+///
+/// ```
+/// use std::time::Duration;
+/// let config = tidelog::TopicConfig::new()
+///     .retention(Some(Duration::from_secs(3600)))
+///     .segment_bytes(64 << 20);
+/// assert_eq!(config.get("retention.ms"), Some("3600000"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicConfig {
+    overrides: BTreeMap<String, String>,
+}
+
+impl TopicConfig {
+    /// No overrides: the topic follows the broker's defaults.
+    pub fn new() -> Self {
+        TopicConfig::default()
+    }
+
+    /// Sets a setting by its Kafka name; the value is checked when the topic is created
+    /// (or by [`TopicConfig::validate`]).
+    #[must_use]
+    pub fn set(mut self, key: &str, value: impl ToString) -> Self {
+        self.overrides.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The override of a setting, by Kafka name.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.overrides.get(key).map(String::as_str)
+    }
+
+    /// Every override as `(Kafka name, value)`.
+    pub fn overrides(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Bytes per segment file before a new one is rolled (`segment.bytes`, default
+    /// 1 GiB).
+    #[must_use]
+    pub fn segment_bytes(self, bytes: u64) -> Self {
+        self.set("segment.bytes", bytes)
+    }
+
+    /// Age of a segment after which a new one is rolled (`segment.ms`, default 7 days).
+    #[must_use]
+    pub fn segment_age(self, age: Duration) -> Self {
+        self.set("segment.ms", age.as_millis())
+    }
+
+    /// How long records are kept; None keeps them forever (`retention.ms`, default
+    /// 7 days).
+    #[must_use]
+    pub fn retention(self, age: Option<Duration>) -> Self {
+        self.set("retention.ms", age.map_or(-1, |d| d.as_millis() as i64))
+    }
+
+    /// Most bytes kept per partition; None is unlimited (`retention.bytes`, default
+    /// unlimited).
+    #[must_use]
+    pub fn retention_bytes(self, bytes: Option<u64>) -> Self {
+        self.set("retention.bytes", bytes.map_or(-1, |b| b as i64))
+    }
+
+    /// Delete old segments, compact by key, or both (`cleanup.policy`, default delete).
+    #[must_use]
+    pub fn cleanup_policy(self, policy: CleanupPolicy) -> Self {
+        self.set("cleanup.policy", policy.as_str())
+    }
+
+    /// Fsync after this many records; None leaves flushing to the OS
+    /// (`flush.messages`, default None).
+    #[must_use]
+    pub fn flush_messages(self, count: Option<u64>) -> Self {
+        self.set("flush.messages", count.map_or(-1, |c| c as i64))
+    }
+
+    /// Fsync when unflushed data is this old; None leaves flushing to the OS
+    /// (`flush.ms`, default None).
+    #[must_use]
+    pub fn flush_interval(self, interval: Option<Duration>) -> Self {
+        self.set("flush.ms", interval.map_or(-1, |d| d.as_millis() as i64))
+    }
+
+    /// Largest batch accepted (`max.message.bytes`, default 1 MiB).
+    #[must_use]
+    pub fn max_message_bytes(self, bytes: u32) -> Self {
+        self.set("max.message.bytes", bytes)
+    }
+
+    /// Stamp records with the broker's clock instead of the producer's
+    /// (`message.timestamp.type` = LogAppendTime; default CreateTime).
+    #[must_use]
+    pub fn log_append_time(self, yes: bool) -> Self {
+        self.set(
+            "message.timestamp.type",
+            if yes { "LogAppendTime" } else { "CreateTime" },
+        )
+    }
+
+    /// The log settings of a topic with these overrides on top of `defaults`.
+    /// `Error::InvalidConfig` names the first bad setting.
+    pub fn apply(&self, defaults: &LogConfig) -> Result<LogConfig> {
+        let mut config = defaults.clone();
+        for (k, v) in &self.overrides {
+            config.set(k, v)?;
+        }
+        Ok(config)
+    }
+
+    /// Checks every override against Kafka's rules.
+    pub fn validate(&self) -> Result<()> {
+        self.apply(&LogConfig::default()).map(|_| ())
+    }
+}
+
+/// Kafka's topic name rules: 1 to 249 characters from `[a-zA-Z0-9._-]`, and not `.` or
+/// `..`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let bad = |reason: &str| {
+        Err(Error::InvalidTopicName {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return bad("a topic name must not be empty");
+    }
+    if name == "." || name == ".." {
+        return bad("a topic name cannot be \".\" or \"..\"");
+    }
+    if name.len() > 249 {
+        return bad("a topic name can be at most 249 characters long");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return bad(&format!(
+            "character {c:?} is not allowed; use ASCII letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// Settings of a [`Broker`](crate::Broker), set through
+/// [`BrokerBuilder`](crate::BrokerBuilder).
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Default log settings of every topic (Kafka's `log.*` broker settings).
+    pub log: LogConfig,
+    /// How often the background thread checks `flush.ms` (Kafka
+    /// `log.flush.scheduler.interval.ms`). Default 1 s.
+    pub flush_check_interval: Duration,
+    /// How often retention runs (Kafka `log.retention.check.interval.ms`). Default
+    /// 5 min.
+    pub retention_check_interval: Duration,
+    /// Group coordinator settings (Kafka `group.*`).
+    pub coordinator: CoordinatorConfig,
+    /// Partitions of a topic created implicitly (Kafka `num.partitions`). Default 1.
+    pub default_partitions: i32,
+    /// Create unknown topics on first use by a producer (Kafka
+    /// `auto.create.topics.enable`). Default false: an in-process typo is an error.
+    pub auto_create_topics: bool,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            log: LogConfig::default(),
+            flush_check_interval: Duration::from_secs(1),
+            retention_check_interval: Duration::from_secs(300),
+            coordinator: CoordinatorConfig::default(),
+            default_partitions: 1,
+            auto_create_topics: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        assert!(validate_topic_name("events.v1_a-b").is_ok());
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        for bad in ["", ".", "..", "a b", "é", "a/b"] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn overrides_apply_over_defaults() {
+        let c = TopicConfig::new()
+            .retention(None)
+            .cleanup_policy(CleanupPolicy::Compact);
+        let log = c.apply(&LogConfig::default()).unwrap();
+        assert_eq!(log.retention_ms, None);
+        assert_eq!(log.cleanup_policy, CleanupPolicy::Compact);
+        assert!(
+            TopicConfig::new()
+                .set("retention.ms", "soon")
+                .validate()
+                .is_err()
+        );
+        assert!(TopicConfig::new().set("no.such", "1").validate().is_err());
+    }
+}

@@ -1,0 +1,621 @@
+//! The standalone consumer, and the fetch machinery group members share with it.
+//!
+//! `poll` reads whole batches from the assigned partitions as zero-copy slices of the
+//! log and hands them out in a [`ConsumerRecords`]; records are decoded only as the
+//! caller iterates. A consumer blocked in `poll` waits on its own [`Signal`], which every
+//! assigned partition notifies on append: it wakes as soon as any of them grows.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::broker::Broker;
+use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest, codes};
+use crate::record::Headers;
+use crate::storage::LogSlice;
+use crate::topic::{Partition, Signal};
+use crate::{Error, Result};
+
+/// What to do when a partition has no committed offset, or its committed offset is no
+/// longer in the log (Kafka `auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffsetReset {
+    /// Start from the first record still in the log.
+    Earliest,
+    /// Start after the last record (only new records). Kafka's default.
+    #[default]
+    Latest,
+    /// Fail with `Error::NoOffsetForPartition`.
+    None,
+}
+
+/// Settings of a consumer. Defaults mirror the Kafka consumer's.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// The group whose committed offsets the consumer reads and writes (`group.id`).
+    /// Required for commits. Default None.
+    pub group_id: Option<String>,
+    /// Policy without a valid committed offset (`auto.offset.reset`). Default Latest.
+    pub auto_offset_reset: OffsetReset,
+    /// Most bytes read from one partition per poll (`max.partition.fetch.bytes`);
+    /// at least one batch is always returned. Default 1 MiB.
+    pub max_partition_fetch_bytes: usize,
+    /// Most bytes returned by one poll (`fetch.max.bytes`). Default 50 MiB.
+    pub fetch_max_bytes: usize,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            group_id: None,
+            auto_offset_reset: OffsetReset::Latest,
+            max_partition_fetch_bytes: 1 << 20,
+            fetch_max_bytes: 50 << 20,
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// Sets `group.id`.
+    #[must_use]
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.group_id = Some(group.into());
+        self
+    }
+
+    /// Sets `auto.offset.reset`.
+    #[must_use]
+    pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
+        self.auto_offset_reset = reset;
+        self
+    }
+
+    /// Sets `max.partition.fetch.bytes`.
+    #[must_use]
+    pub fn max_partition_fetch_bytes(mut self, bytes: usize) -> Self {
+        self.max_partition_fetch_bytes = bytes.max(1);
+        self
+    }
+}
+
+/// One record handed out by `poll`, borrowing its key, value and headers from the log.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerRecord<'a> {
+    /// Topic name.
+    pub topic: &'a str,
+    /// Partition index.
+    pub partition: i32,
+    /// Offset in the partition.
+    pub offset: i64,
+    /// Timestamp (CreateTime or LogAppendTime), ms since the epoch.
+    pub timestamp: i64,
+    /// The key, or None.
+    pub key: Option<&'a [u8]>,
+    /// The value, or None for a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// The headers.
+    pub headers: Headers<'a>,
+}
+
+/// Batches read from one partition.
+struct Fetched {
+    topic: Arc<str>,
+    partition: i32,
+    /// First offset to hand out (the first batch may start before it).
+    from: i64,
+    slice: LogSlice,
+}
+
+/// The records of one `poll`: zero-copy views of the log, decoded while iterating.
+#[derive(Default)]
+pub struct ConsumerRecords {
+    fetched: Vec<Fetched>,
+}
+
+impl std::fmt::Debug for ConsumerRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerRecords")
+            .field("partitions", &self.fetched.len())
+            .finish()
+    }
+}
+
+impl ConsumerRecords {
+    /// True if the poll returned nothing.
+    pub fn is_empty(&self) -> bool {
+        self.fetched.is_empty()
+    }
+
+    /// The (topic, partition) pairs that returned records.
+    pub fn partitions(&self) -> Vec<(String, i32)> {
+        self.fetched
+            .iter()
+            .map(|f| (f.topic.to_string(), f.partition))
+            .collect()
+    }
+
+    /// Bytes of batches returned.
+    pub fn size_bytes(&self) -> usize {
+        self.fetched.iter().map(|f| f.slice.len()).sum()
+    }
+
+    /// Iterates the records, partition by partition, in offset order within each.
+    /// An item is an error only for a batch that cannot be decoded (a compression
+    /// codec tidelog does not decode, or malformed records from a client).
+    pub fn iter(&self) -> impl Iterator<Item = Result<ConsumerRecord<'_>>> + '_ {
+        self.fetched.iter().flat_map(|f| {
+            let topic: &str = &f.topic;
+            let partition = f.partition;
+            let from = f.from;
+            f.slice.batches().flat_map(move |batch| {
+                batch.records().filter_map(move |r| match r {
+                    Ok(r) if r.offset < from => None,
+                    Ok(r) => Some(Ok(ConsumerRecord {
+                        topic,
+                        partition,
+                        offset: r.offset,
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers,
+                    })),
+                    Err(e) => Some(Err(e)),
+                })
+            })
+        })
+    }
+
+    /// Number of records (decodes the batches' record headers).
+    pub fn count(&self) -> usize {
+        self.iter().filter(|r| r.is_ok()).count()
+    }
+}
+
+/// One assigned partition and the consumer's position in it.
+pub(crate) struct Assigned {
+    pub(crate) topic: Arc<str>,
+    pub(crate) partition: Partition,
+    /// The next offset to read; None until it is initialised from the committed offset
+    /// or the reset policy.
+    pub(crate) position: Option<i64>,
+}
+
+/// Assignment, positions and wakeups: what a standalone consumer and a group member
+/// both need to fetch.
+pub(crate) struct Fetcher {
+    pub(crate) broker: Broker,
+    pub(crate) config: ConsumerConfig,
+    pub(crate) assigned: Vec<Assigned>,
+    pub(crate) signal: Arc<Signal>,
+    /// Where the next fetch starts, for fairness between partitions.
+    next: usize,
+}
+
+impl Fetcher {
+    pub(crate) fn new(broker: Broker, config: ConsumerConfig) -> Self {
+        Fetcher {
+            broker,
+            config,
+            assigned: Vec::new(),
+            signal: Arc::new(Signal::default()),
+            next: 0,
+        }
+    }
+
+    /// Replaces the assignment; positions start unset (committed offset or policy).
+    pub(crate) fn assign(&mut self, partitions: &[(String, i32)]) -> Result<()> {
+        let mut new = Vec::with_capacity(partitions.len());
+        for (topic, p) in partitions {
+            let partition = self.broker.topic(topic)?.partition(*p)?;
+            new.push(Assigned {
+                topic: Arc::from(topic.as_str()),
+                partition,
+                position: None,
+            });
+        }
+        self.unassign();
+        for a in &new {
+            a.partition.watch(&self.signal);
+        }
+        self.assigned = new;
+        self.next = 0;
+        Ok(())
+    }
+
+    /// Changes the assignment to `partitions`, keeping the positions of partitions
+    /// that stay (the cooperative protocol's incremental assignment).
+    pub(crate) fn update_assignment(&mut self, partitions: &[(String, i32)]) -> Result<()> {
+        let keep = |a: &Assigned| {
+            partitions
+                .iter()
+                .any(|(t, p)| **t == *a.topic && *p == a.partition.index())
+        };
+        let mut kept = Vec::with_capacity(partitions.len());
+        for a in self.assigned.drain(..) {
+            if keep(&a) {
+                kept.push(a);
+            } else {
+                a.partition.unwatch(&self.signal);
+            }
+        }
+        for (topic, p) in partitions {
+            if kept
+                .iter()
+                .any(|a| *a.topic == **topic && a.partition.index() == *p)
+            {
+                continue;
+            }
+            let partition = self.broker.topic(topic)?.partition(*p)?;
+            partition.watch(&self.signal);
+            kept.push(Assigned {
+                topic: Arc::from(topic.as_str()),
+                partition,
+                position: None,
+            });
+        }
+        self.assigned = kept;
+        self.next = 0;
+        Ok(())
+    }
+
+    pub(crate) fn unassign(&mut self) {
+        for a in self.assigned.drain(..) {
+            a.partition.unwatch(&self.signal);
+        }
+    }
+
+    pub(crate) fn find(&mut self, topic: &str, partition: i32) -> Result<&mut Assigned> {
+        self.assigned
+            .iter_mut()
+            .find(|a| &*a.topic == topic && a.partition.index() == partition)
+            .ok_or_else(|| Error::InvalidConfig {
+                key: "assignment".into(),
+                reason: format!("partition {topic}-{partition} is not assigned to this consumer"),
+            })
+    }
+
+    /// The position after applying the reset policy to `committed` (None = no commit).
+    fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
+        let start = a.partition.log_start_offset();
+        let end = a.partition.log_end_offset();
+        if let Some(c) = committed
+            && c >= start
+            && c <= end
+        {
+            return Ok(c);
+        }
+        match self.config.auto_offset_reset {
+            OffsetReset::Earliest => Ok(start),
+            OffsetReset::Latest => Ok(end),
+            OffsetReset::None => Err(Error::NoOffsetForPartition {
+                partition: format!("{}-{}", a.topic, a.partition.index()),
+                offset: committed.unwrap_or(-1),
+                start,
+                end,
+            }),
+        }
+    }
+
+    /// The group's committed offset for one partition (None without a group or a
+    /// commit).
+    pub(crate) fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
+        let group = self.config.group_id.as_ref()?;
+        let resp = self
+            .broker
+            .group_coordinator()
+            .offset_fetch(group, Some(&[(topic.to_string(), partition)]));
+        resp.offsets
+            .first()
+            .and_then(|o| (o.offset >= 0).then_some(o.offset))
+    }
+
+    /// Committed offsets of the group for the assigned partitions (-1 = none).
+    pub(crate) fn fetch_committed(&self) -> Vec<Option<i64>> {
+        let Some(group) = &self.config.group_id else {
+            return vec![None; self.assigned.len()];
+        };
+        let list: Vec<(String, i32)> = self
+            .assigned
+            .iter()
+            .map(|a| (a.topic.to_string(), a.partition.index()))
+            .collect();
+        let resp = self
+            .broker
+            .group_coordinator()
+            .offset_fetch(group, Some(&list));
+        resp.offsets
+            .iter()
+            .map(|o| (o.offset >= 0).then_some(o.offset))
+            .collect()
+    }
+
+    /// Sets every unset position from the committed offsets or the reset policy.
+    pub(crate) fn init_positions(&mut self) -> Result<()> {
+        if self.assigned.iter().all(|a| a.position.is_some()) {
+            return Ok(());
+        }
+        let committed = self.fetch_committed();
+        for i in 0..self.assigned.len() {
+            if self.assigned[i].position.is_none() {
+                let pos =
+                    self.reset_position(&self.assigned[i], committed.get(i).copied().flatten())?;
+                self.assigned[i].position = Some(pos);
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass over the assigned partitions: reads what is there, never waits.
+    fn fetch_once(&mut self) -> Result<ConsumerRecords> {
+        self.init_positions()?;
+        let n = self.assigned.len();
+        let mut out = ConsumerRecords::default();
+        let mut budget = self.config.fetch_max_bytes;
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            let mut pos = self.assigned[i].position.unwrap_or(0);
+            let hw = self.assigned[i].partition.high_watermark();
+            let max = self.config.max_partition_fetch_bytes.min(budget.max(1));
+            let slice = loop {
+                if pos >= hw {
+                    break None;
+                }
+                match self.assigned[i].partition.read(pos, max) {
+                    Ok(s) => break Some(s),
+                    Err(Error::OffsetOutOfRange { .. }) => {
+                        // Retention removed the position (or the log was truncated):
+                        // apply the reset policy as Kafka does, then read from there.
+                        let reset = self.reset_position(&self.assigned[i], Some(pos))?;
+                        self.assigned[i].position = Some(reset);
+                        if reset == pos {
+                            break None;
+                        }
+                        pos = reset;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            let Some(slice) = slice else { continue };
+            if slice.is_empty() {
+                continue;
+            }
+            let a = &mut self.assigned[i];
+            a.position = Some(slice.next_offset());
+            budget = budget.saturating_sub(slice.len());
+            out.fetched.push(Fetched {
+                topic: Arc::clone(&a.topic),
+                partition: a.partition.index(),
+                from: pos,
+                slice,
+            });
+            if budget == 0 {
+                self.next = (i + 1) % n;
+                break;
+            }
+        }
+        if n > 0 && budget > 0 {
+            self.next = (self.next + 1) % n;
+        }
+        Ok(out)
+    }
+
+    /// Fetches, waiting until records arrive or `deadline`.
+    pub(crate) fn poll_until(&mut self, deadline: Instant) -> Result<ConsumerRecords> {
+        loop {
+            if self.broker.is_closed() {
+                return Err(Error::Closed(format!(
+                    "broker at {}",
+                    self.broker.dir().display()
+                )));
+            }
+            let seen = self.signal.current();
+            let records = self.fetch_once()?;
+            if !records.is_empty() || Instant::now() >= deadline {
+                return Ok(records);
+            }
+            self.signal.wait_past(seen, deadline);
+        }
+    }
+
+    /// Positions of the assigned partitions as commit entries.
+    pub(crate) fn positions(&self) -> Vec<CommitOffset> {
+        self.assigned
+            .iter()
+            .filter_map(|a| {
+                a.position.map(|offset| CommitOffset {
+                    topic: a.topic.to_string(),
+                    partition: a.partition.index(),
+                    offset,
+                    leader_epoch: -1,
+                    metadata: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Commits `offsets` for the group as member `member_id` of `generation_id`.
+    pub(crate) fn commit(
+        &self,
+        generation_id: i32,
+        member_id: &str,
+        offsets: Vec<CommitOffset>,
+    ) -> Result<()> {
+        let Some(group) = &self.config.group_id else {
+            return Err(Error::InvalidConfig {
+                key: "group.id".into(),
+                reason: "committing offsets needs a group id".into(),
+            });
+        };
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let results = self
+            .broker
+            .group_coordinator()
+            .offset_commit(OffsetCommitRequest {
+                group_id: group.clone(),
+                generation_id,
+                member_id: member_id.to_string(),
+                group_instance_id: None,
+                offsets,
+            });
+        match results.iter().find(|r| r.error_code != codes::NONE) {
+            None => Ok(()),
+            Some(r) => Err(Error::Group {
+                group: group.clone(),
+                code: r.error_code,
+                reason: format!(
+                    "offset commit for {}-{} failed with Kafka error code {}",
+                    r.topic, r.partition, r.error_code
+                ),
+            }),
+        }
+    }
+}
+
+impl Drop for Fetcher {
+    fn drop(&mut self) {
+        self.unassign();
+    }
+}
+
+/// A consumer with a manual assignment (Kafka's `assign()` mode): reads the partitions
+/// it is given, from the positions it is told or from its group's committed offsets.
+pub struct Consumer {
+    fetcher: Fetcher,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("config", &self.fetcher.config)
+            .field("assignment", &self.assignment())
+            .finish()
+    }
+}
+
+impl Consumer {
+    /// A consumer on `broker` with these settings and no assignment.
+    pub fn new(broker: &Broker, config: ConsumerConfig) -> Consumer {
+        Consumer {
+            fetcher: Fetcher::new(broker.clone(), config),
+            closed: false,
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed("consumer".into()));
+        }
+        Ok(())
+    }
+
+    /// Reads these (topic, partition) pairs from now on, replacing the previous
+    /// assignment. `UnknownTopic` / `UnknownPartition` if one does not exist.
+    pub fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
+        self.check_open()?;
+        let list: Vec<(String, i32)> = partitions
+            .iter()
+            .map(|(t, p)| (t.to_string(), *p))
+            .collect();
+        self.fetcher.assign(&list)
+    }
+
+    /// The current assignment.
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        self.fetcher
+            .assigned
+            .iter()
+            .map(|a| (a.topic.to_string(), a.partition.index()))
+            .collect()
+    }
+
+    /// The next read of this partition starts at `offset`.
+    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        self.check_open()?;
+        self.fetcher.find(topic, partition)?.position = Some(offset);
+        Ok(())
+    }
+
+    /// Every assigned partition restarts at its first record.
+    pub fn seek_to_beginning(&mut self) -> Result<()> {
+        self.check_open()?;
+        for a in &mut self.fetcher.assigned {
+            a.position = Some(a.partition.log_start_offset());
+        }
+        Ok(())
+    }
+
+    /// Every assigned partition skips to its end (only new records).
+    pub fn seek_to_end(&mut self) -> Result<()> {
+        self.check_open()?;
+        for a in &mut self.fetcher.assigned {
+            a.position = Some(a.partition.log_end_offset());
+        }
+        Ok(())
+    }
+
+    /// Every assigned partition moves to its first record with a timestamp at or after
+    /// `timestamp` (ms since the epoch), or to its end if there is none.
+    pub fn seek_to_timestamp(&mut self, timestamp: i64) -> Result<()> {
+        self.check_open()?;
+        for a in &mut self.fetcher.assigned {
+            a.position = Some(match a.partition.offset_for_timestamp(timestamp)? {
+                Some((offset, _)) => offset,
+                None => a.partition.log_end_offset(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The next offset that will be read from the partition.
+    pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        self.check_open()?;
+        self.fetcher.init_positions()?;
+        let a = self.fetcher.find(topic, partition)?;
+        Ok(a.position.unwrap_or(0))
+    }
+
+    /// Waits up to `timeout` for records from the assigned partitions. Returns as soon
+    /// as any partition has records (woken by the append, not by polling); empty after
+    /// the timeout. `Error::Closed` once the broker is closed.
+    pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
+        self.check_open()?;
+        self.fetcher.poll_until(Instant::now() + timeout)
+    }
+
+    /// Commits the current positions for the consumer's group (a "simple" commit:
+    /// generation -1, no member id, refused while the group has active members).
+    pub fn commit_sync(&mut self) -> Result<()> {
+        self.check_open()?;
+        let positions = self.fetcher.positions();
+        self.fetcher.commit(-1, "", positions)
+    }
+
+    /// Commits explicit offsets (the next offset to read) for the consumer's group.
+    pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
+        self.check_open()?;
+        let offsets = offsets
+            .iter()
+            .map(|(t, p, o)| CommitOffset {
+                topic: t.to_string(),
+                partition: *p,
+                offset: *o,
+                leader_epoch: -1,
+                metadata: None,
+            })
+            .collect();
+        self.fetcher.commit(-1, "", offsets)
+    }
+
+    /// The group's committed offset for a partition, None if there is none.
+    pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+        Ok(self.fetcher.committed(topic, partition))
+    }
+
+    /// Releases the assignment; later calls return `Error::Closed`.
+    pub fn close(&mut self) {
+        self.fetcher.unassign();
+        self.closed = true;
+    }
+}

@@ -1,0 +1,731 @@
+//! An in-process member of a consumer group.
+//!
+//! A [`ConsumerGroup`] speaks to the broker's [`GroupCoordinator`] exactly as a Kafka
+//! client does over the network: JoinGroup with a `ConsumerProtocol` subscription per
+//! assignor, the leader computes the assignment client-side and hands it in with
+//! SyncGroup, members heartbeat, commit with their generation, and LeaveGroup on close.
+//! So in-process members and Kafka clients can share one group.
+//!
+//! The member is driven by `poll`: joining, heartbeats, auto-commit and rebalances all
+//! happen inside it (there is no background thread per member). A member that does not
+//! call `poll` within `session_timeout` is therefore considered dead and its partitions
+//! move to the others; `session_timeout` plays the role of both Kafka's
+//! `session.timeout.ms` and `max.poll.interval.ms`.
+//!
+//! Rebalances are eager with the range and round-robin assignors: before rejoining, a
+//! member auto-commits its positions (if auto-commit is on), calls the listener's
+//! `on_partitions_revoked` (where it may commit), and gives up all its partitions. With
+//! only cooperative assignors (`cooperative-sticky`), rebalances are incremental as in
+//! Kafka: a member keeps its partitions while rejoining, sends them as
+//! `owned_partitions`, and gives up only those the new assignment moves elsewhere
+//! (committing them first), which their new owner receives in a follow-up rebalance.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::broker::{Broker, OFFSETS_TOPIC};
+use crate::consumer::assignor::{
+    Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
+};
+use crate::consumer::consumer::{ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset};
+use crate::consumer::coordinator::{
+    GroupCoordinator, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeavingMember,
+    SyncGroupRequest, codes,
+};
+use crate::{Error, Result};
+
+/// Settings of a group member. Defaults mirror the Kafka consumer's, except where noted.
+#[derive(Clone)]
+pub struct GroupConfig {
+    /// The group to join (`group.id`).
+    pub group_id: String,
+    /// Topics to subscribe to.
+    pub topics: Vec<String>,
+    /// Assignors offered, in order of preference (`partition.assignment.strategy`).
+    /// Default range, then round-robin.
+    pub assignors: Vec<Arc<dyn Assignor>>,
+    /// The member is removed if it does not poll for this long (`session.timeout.ms`,
+    /// also standing in for `max.poll.interval.ms`). Default 10 s (Kafka 3.0+: 45 s).
+    pub session_timeout: Duration,
+    /// How long a rebalance waits for this member to rejoin (`max.poll.interval.ms`,
+    /// sent as the rebalance timeout). Default 5 min.
+    pub rebalance_timeout: Duration,
+    /// How often `poll` heartbeats, and so how soon a member notices a rebalance
+    /// (`heartbeat.interval.ms`). Default 100 ms (Kafka: 3 s; an in-process heartbeat
+    /// costs a mutex, not a round trip).
+    pub heartbeat_interval: Duration,
+    /// Commit positions every `auto_commit_interval` from `poll`, before a rebalance and
+    /// on close (`enable.auto.commit`). Default true.
+    pub enable_auto_commit: bool,
+    /// `auto.commit.interval.ms`. Default 5 s.
+    pub auto_commit_interval: Duration,
+    /// `auto.offset.reset`. Default Latest.
+    pub auto_offset_reset: OffsetReset,
+    /// `max.partition.fetch.bytes`. Default 1 MiB.
+    pub max_partition_fetch_bytes: usize,
+    /// Static membership id (`group.instance.id`). Default None.
+    pub group_instance_id: Option<String>,
+    /// `client.id`, the prefix of the member id. Default "tidelog".
+    pub client_id: String,
+}
+
+impl std::fmt::Debug for GroupConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupConfig")
+            .field("group_id", &self.group_id)
+            .field("topics", &self.topics)
+            .field(
+                "assignors",
+                &self
+                    .assignors
+                    .iter()
+                    .map(|a| a.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("session_timeout", &self.session_timeout)
+            .field("enable_auto_commit", &self.enable_auto_commit)
+            .field("auto_offset_reset", &self.auto_offset_reset)
+            .finish()
+    }
+}
+
+impl GroupConfig {
+    /// A member of `group_id` subscribed to `topics`, with default settings.
+    pub fn new(group_id: impl Into<String>, topics: &[&str]) -> Self {
+        GroupConfig {
+            group_id: group_id.into(),
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            assignors: vec![Arc::new(RangeAssignor), Arc::new(RoundRobinAssignor)],
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(300),
+            heartbeat_interval: Duration::from_millis(100),
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_secs(5),
+            auto_offset_reset: OffsetReset::Latest,
+            max_partition_fetch_bytes: 1 << 20,
+            group_instance_id: None,
+            client_id: "tidelog".into(),
+        }
+    }
+
+    /// Sets `auto.offset.reset`.
+    #[must_use]
+    pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
+        self.auto_offset_reset = reset;
+        self
+    }
+
+    /// Sets `session.timeout.ms`.
+    #[must_use]
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Sets the rebalance timeout (`max.poll.interval.ms`).
+    #[must_use]
+    pub fn rebalance_timeout(mut self, timeout: Duration) -> Self {
+        self.rebalance_timeout = timeout;
+        self
+    }
+
+    /// Sets `heartbeat.interval.ms`.
+    #[must_use]
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Sets `enable.auto.commit`.
+    #[must_use]
+    pub fn enable_auto_commit(mut self, yes: bool) -> Self {
+        self.enable_auto_commit = yes;
+        self
+    }
+
+    /// Sets `auto.commit.interval.ms`.
+    #[must_use]
+    pub fn auto_commit_interval(mut self, interval: Duration) -> Self {
+        self.auto_commit_interval = interval;
+        self
+    }
+
+    /// Replaces the assignors (first = preferred).
+    #[must_use]
+    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
+        self.assignors = assignors;
+        self
+    }
+
+    /// Sets `group.instance.id` (static membership).
+    #[must_use]
+    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.group_instance_id = Some(id.into());
+        self
+    }
+
+    /// Sets `client.id`.
+    #[must_use]
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = id.into();
+        self
+    }
+}
+
+/// What a rebalance listener may do while partitions are revoked: read positions and
+/// commit them.
+pub struct RebalanceContext<'a> {
+    fetcher: &'a Fetcher,
+    generation: i32,
+    member_id: &'a str,
+}
+
+impl RebalanceContext<'_> {
+    /// The member's next offset per assigned partition: (topic, partition, offset).
+    pub fn positions(&self) -> Vec<(String, i32, i64)> {
+        self.fetcher
+            .positions()
+            .into_iter()
+            .map(|c| (c.topic, c.partition, c.offset))
+            .collect()
+    }
+
+    /// Commits the current positions (with the generation being left, which the
+    /// coordinator accepts while the group prepares the rebalance).
+    pub fn commit_sync(&self) -> Result<()> {
+        self.fetcher
+            .commit(self.generation, self.member_id, self.fetcher.positions())
+    }
+}
+
+/// Callbacks around a rebalance (Kafka's `ConsumerRebalanceListener`).
+pub trait RebalanceListener: Send {
+    /// The member is about to give up these partitions; commit here to avoid
+    /// reprocessing. Called from `poll`, before rejoining.
+    fn on_partitions_revoked(&mut self, ctx: &RebalanceContext<'_>, partitions: &[(String, i32)]) {
+        let _ = (ctx, partitions);
+    }
+
+    /// The member now owns these partitions (after the rebalance completed).
+    fn on_partitions_assigned(&mut self, partitions: &[(String, i32)]) {
+        let _ = partitions;
+    }
+}
+
+enum MemberState {
+    /// Must send JoinGroup.
+    Unjoined,
+    /// JoinGroup sent, waiting for the rebalance.
+    Joining(JoinTicket),
+    /// Joined generation `resp.generation_id`; must SyncGroup (with the assignment if
+    /// leader).
+    Syncing {
+        generation: i32,
+        assignments: Vec<(String, Vec<u8>)>,
+    },
+    /// Has its assignment.
+    Stable,
+}
+
+/// A member of a consumer group, used from one thread (`Send`, not `Sync`).
+///
+/// Created with [`ConsumerGroup::join`]; it joins on the first `poll`. Dropping it (or
+/// [`ConsumerGroup::close`]) commits (if auto-commit is on, and not while the thread is
+/// panicking) and leaves the group, so the others take its partitions at once.
+pub struct ConsumerGroup {
+    fetcher: Fetcher,
+    config: GroupConfig,
+    state: MemberState,
+    member_id: String,
+    generation: i32,
+    listener: Option<Box<dyn RebalanceListener>>,
+    last_heartbeat: Instant,
+    last_auto_commit: Instant,
+    closed: bool,
+}
+
+impl std::fmt::Debug for ConsumerGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerGroup")
+            .field("group_id", &self.config.group_id)
+            .field("member_id", &self.member_id)
+            .field("generation", &self.generation)
+            .field("assignment", &self.assignment())
+            .finish()
+    }
+}
+
+impl ConsumerGroup {
+    /// A member of `config.group_id` subscribed to `config.topics`. Checks the topics
+    /// exist; the member joins the group on its first `poll`.
+    pub fn join(broker: &Broker, config: GroupConfig) -> Result<ConsumerGroup> {
+        if config.group_id.is_empty() {
+            return Err(Error::InvalidConfig {
+                key: "group.id".into(),
+                reason: "a consumer group needs a non-empty group id".into(),
+            });
+        }
+        if config.topics.is_empty() || config.assignors.is_empty() {
+            return Err(Error::InvalidConfig {
+                key: "subscription".into(),
+                reason: format!(
+                    "group {:?} needs at least one topic and one assignor",
+                    config.group_id
+                ),
+            });
+        }
+        for t in &config.topics {
+            broker.topic(t)?;
+        }
+        let consumer_config = ConsumerConfig {
+            group_id: Some(config.group_id.clone()),
+            auto_offset_reset: config.auto_offset_reset,
+            max_partition_fetch_bytes: config.max_partition_fetch_bytes,
+            ..ConsumerConfig::default()
+        };
+        let now = Instant::now();
+        Ok(ConsumerGroup {
+            fetcher: Fetcher::new(broker.clone(), consumer_config),
+            config,
+            state: MemberState::Unjoined,
+            member_id: String::new(),
+            generation: -1,
+            listener: None,
+            last_heartbeat: now,
+            last_auto_commit: now,
+            closed: false,
+        })
+    }
+
+    /// Sets the rebalance listener.
+    pub fn set_listener(&mut self, listener: impl RebalanceListener + 'static) {
+        self.listener = Some(Box::new(listener));
+    }
+
+    /// The member id the coordinator gave ("" before the first join).
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    /// The generation the member is in (-1 before the first join).
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// The partitions the member owns now.
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        self.fetcher
+            .assigned
+            .iter()
+            .map(|a| (a.topic.to_string(), a.partition.index()))
+            .collect()
+    }
+
+    /// The next offset the member reads from a partition it owns.
+    pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        self.fetcher.init_positions()?;
+        Ok(self.fetcher.find(topic, partition)?.position.unwrap_or(0))
+    }
+
+    /// The group's committed offset for a partition, None if there is none.
+    pub fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.fetcher.committed(topic, partition)
+    }
+
+    /// True if every configured assignor is cooperative (as in Kafka, the group then
+    /// uses the incremental protocol; one eager assignor makes it eager).
+    fn cooperative(&self) -> bool {
+        self.config.assignors.iter().all(|a| a.is_cooperative())
+    }
+
+    fn coordinator(&self) -> &GroupCoordinator {
+        self.fetcher.broker.group_coordinator()
+    }
+
+    fn group_error(&self, code: i16, what: &str) -> Error {
+        Error::Group {
+            group: self.config.group_id.clone(),
+            code,
+            reason: format!("{what} failed with Kafka error code {code}"),
+        }
+    }
+
+    fn join_request(&self) -> JoinGroupRequest {
+        // Cooperative members tell the leader what they own, so it can keep it there.
+        let mut owned: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        if self.cooperative() {
+            for (t, p) in self.assignment() {
+                owned.entry(t).or_default().push(p);
+            }
+        }
+        let subscription = Subscription {
+            topics: self.config.topics.clone(),
+            user_data: None,
+            owned_partitions: owned.into_iter().collect(),
+        }
+        .encode();
+        JoinGroupRequest {
+            group_id: self.config.group_id.clone(),
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+            protocol_type: "consumer".into(),
+            protocols: self
+                .config
+                .assignors
+                .iter()
+                .map(|a| (a.name().to_string(), subscription.clone()))
+                .collect(),
+            session_timeout: self.config.session_timeout,
+            rebalance_timeout: self.config.rebalance_timeout,
+            require_known_member_id: false,
+            client_id: self.config.client_id.clone(),
+            client_host: "in-process".into(),
+        }
+    }
+
+    /// As leader: decode every member's subscription and run the chosen assignor.
+    fn compute_assignment(&self, resp: &JoinGroupResponse) -> Result<Vec<(String, Vec<u8>)>> {
+        let protocol = resp.protocol_name.clone().unwrap_or_default();
+        let assignor = self
+            .config
+            .assignors
+            .iter()
+            .find(|a| a.name() == protocol)
+            .ok_or_else(|| {
+                self.group_error(codes::INCONSISTENT_GROUP_PROTOCOL, "choosing an assignor")
+            })?;
+        let mut members = BTreeMap::new();
+        let mut counts = BTreeMap::new();
+        for m in &resp.members {
+            // A member whose metadata cannot be read gets nothing rather than failing
+            // the whole group.
+            let sub = Subscription::decode(&m.metadata).unwrap_or_default();
+            for t in &sub.topics {
+                if !counts.contains_key(t)
+                    && let Ok(topic) = self.fetcher.broker.topic(t)
+                {
+                    counts.insert(t.clone(), topic.partition_count());
+                }
+            }
+            members.insert(m.member_id.clone(), sub);
+        }
+        let plan = assignor.assign(&counts, &members);
+        Ok(members
+            .keys()
+            .map(|id| {
+                let partitions = plan.get(id).cloned().unwrap_or_default();
+                (
+                    id.clone(),
+                    Assignment {
+                        partitions,
+                        user_data: None,
+                    }
+                    .encode(),
+                )
+            })
+            .collect())
+    }
+
+    /// Drives the join / sync protocol until the member is stable or `deadline`.
+    fn ensure_joined(&mut self, deadline: Instant) -> Result<bool> {
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match std::mem::replace(&mut self.state, MemberState::Unjoined) {
+                MemberState::Stable => {
+                    self.state = MemberState::Stable;
+                    return Ok(true);
+                }
+                MemberState::Unjoined => match self.coordinator().begin_join(self.join_request()) {
+                    JoinStart::Pending(ticket) => {
+                        self.member_id = ticket.member_id.clone();
+                        self.state = MemberState::Joining(ticket);
+                    }
+                    JoinStart::Done(resp) => match resp.error_code {
+                        codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID => {
+                            self.member_id.clear();
+                        }
+                        codes::REBALANCE_IN_PROGRESS => {}
+                        code => return Err(self.group_error(code, "JoinGroup")),
+                    },
+                },
+                MemberState::Joining(ticket) => {
+                    match self.coordinator().await_join(&ticket, remaining) {
+                        None => {
+                            self.state = MemberState::Joining(ticket);
+                            return Ok(false);
+                        }
+                        Some(resp) => match resp.error_code {
+                            codes::NONE => {
+                                self.member_id = resp.member_id.clone();
+                                self.generation = resp.generation_id;
+                                let assignments = if resp.leader == resp.member_id {
+                                    self.compute_assignment(&resp)?
+                                } else {
+                                    Vec::new()
+                                };
+                                self.state = MemberState::Syncing {
+                                    generation: resp.generation_id,
+                                    assignments,
+                                };
+                            }
+                            codes::UNKNOWN_MEMBER_ID => self.member_id.clear(),
+                            codes::REBALANCE_IN_PROGRESS => {}
+                            code => return Err(self.group_error(code, "JoinGroup")),
+                        },
+                    }
+                }
+                MemberState::Syncing {
+                    generation,
+                    assignments,
+                } => {
+                    let resp = self.coordinator().sync_group(
+                        SyncGroupRequest {
+                            group_id: self.config.group_id.clone(),
+                            generation_id: generation,
+                            member_id: self.member_id.clone(),
+                            group_instance_id: self.config.group_instance_id.clone(),
+                            protocol_type: None,
+                            protocol_name: None,
+                            assignments: assignments.clone(),
+                        },
+                        remaining,
+                    );
+                    match resp.error_code {
+                        codes::NONE => {
+                            let assignment = Assignment::decode(&resp.assignment)?;
+                            let list: Vec<(String, i32)> = assignment
+                                .partitions
+                                .iter()
+                                .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+                                .collect();
+                            self.last_heartbeat = Instant::now();
+                            if self.cooperative() {
+                                self.apply_incremental(&list)?;
+                            } else {
+                                self.fetcher.assign(&list)?;
+                                self.fetcher.init_positions()?;
+                                self.state = MemberState::Stable;
+                                self.notify_assigned(&list);
+                            }
+                        }
+                        codes::REQUEST_TIMED_OUT => {
+                            self.state = MemberState::Syncing {
+                                generation,
+                                assignments,
+                            };
+                            return Ok(false);
+                        }
+                        codes::UNKNOWN_MEMBER_ID => self.member_id.clear(),
+                        codes::REBALANCE_IN_PROGRESS | codes::ILLEGAL_GENERATION => {}
+                        code => return Err(self.group_error(code, "SyncGroup")),
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(matches!(self.state, MemberState::Stable));
+            }
+        }
+    }
+
+    fn notify_assigned(&mut self, partitions: &[(String, i32)]) {
+        if let Some(mut l) = self.listener.take() {
+            l.on_partitions_assigned(partitions);
+            self.listener = Some(l);
+        }
+    }
+
+    fn notify_revoked(&mut self, partitions: &[(String, i32)]) {
+        if let Some(mut l) = self.listener.take() {
+            let ctx = RebalanceContext {
+                fetcher: &self.fetcher,
+                generation: self.generation,
+                member_id: &self.member_id,
+            };
+            l.on_partitions_revoked(&ctx, partitions);
+            self.listener = Some(l);
+        }
+    }
+
+    /// Cooperative protocol: keeps the partitions that stay, revokes those that go
+    /// (committing them first) and adds the new ones. If any were revoked, the member
+    /// rejoins at once so that their new owner gets them in the follow-up rebalance.
+    fn apply_incremental(&mut self, list: &[(String, i32)]) -> Result<()> {
+        let current = self.assignment();
+        let revoked: Vec<(String, i32)> = current
+            .iter()
+            .filter(|tp| !list.contains(tp))
+            .cloned()
+            .collect();
+        let added: Vec<(String, i32)> = list
+            .iter()
+            .filter(|tp| !current.contains(tp))
+            .cloned()
+            .collect();
+        if !revoked.is_empty() {
+            if self.config.enable_auto_commit {
+                let _ =
+                    self.fetcher
+                        .commit(self.generation, &self.member_id, self.fetcher.positions());
+            }
+            self.notify_revoked(&revoked);
+        }
+        self.fetcher.update_assignment(list)?;
+        self.fetcher.init_positions()?;
+        self.notify_assigned(&added);
+        self.state = if revoked.is_empty() {
+            MemberState::Stable
+        } else {
+            MemberState::Unjoined
+        };
+        Ok(())
+    }
+
+    /// Gives up the assignment before rejoining: auto-commit (if `commit`), listener,
+    /// unassign.
+    fn revoke(&mut self, commit: bool) {
+        if commit && self.config.enable_auto_commit {
+            let _ = self
+                .fetcher
+                .commit(self.generation, &self.member_id, self.fetcher.positions());
+        }
+        let revoked = self.assignment();
+        self.notify_revoked(&revoked);
+        self.fetcher.unassign();
+        self.state = MemberState::Unjoined;
+    }
+
+    fn heartbeat(&mut self) {
+        self.last_heartbeat = Instant::now();
+        let code = self.coordinator().heartbeat(
+            &self.config.group_id,
+            self.generation,
+            &self.member_id,
+            self.config.group_instance_id.as_deref(),
+        );
+        match code {
+            codes::NONE => {}
+            codes::REBALANCE_IN_PROGRESS if self.cooperative() => {
+                // Keep the partitions (and their positions) while rejoining.
+                if self.config.enable_auto_commit {
+                    let _ = self.fetcher.commit(
+                        self.generation,
+                        &self.member_id,
+                        self.fetcher.positions(),
+                    );
+                }
+                self.state = MemberState::Unjoined;
+            }
+            codes::REBALANCE_IN_PROGRESS => self.revoke(true),
+            codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID => {
+                // Removed from the group (missed its session): the partitions are lost,
+                // a commit would be refused.
+                self.revoke(false);
+                self.member_id.clear();
+            }
+            _ => self.revoke(false),
+        }
+    }
+
+    /// Joins or rejoins the group as needed, heartbeats, auto-commits, and waits up to
+    /// `timeout` for records from the member's partitions.
+    pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
+        if self.closed {
+            return Err(Error::Closed(format!(
+                "member {:?} of consumer group {:?}",
+                self.member_id, self.config.group_id
+            )));
+        }
+        if self.fetcher.broker.is_closed() {
+            return Err(Error::Closed(format!(
+                "broker at {}",
+                self.fetcher.broker.dir().display()
+            )));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !self.ensure_joined(deadline)? {
+                return Ok(ConsumerRecords::default());
+            }
+            let now = Instant::now();
+            if now >= self.last_heartbeat + self.config.heartbeat_interval {
+                self.heartbeat();
+                if !matches!(self.state, MemberState::Stable) {
+                    continue;
+                }
+            }
+            if self.config.enable_auto_commit
+                && now >= self.last_auto_commit + self.config.auto_commit_interval
+            {
+                self.last_auto_commit = now;
+                let _ =
+                    self.fetcher
+                        .commit(self.generation, &self.member_id, self.fetcher.positions());
+            }
+            let wake = deadline.min(self.last_heartbeat + self.config.heartbeat_interval);
+            let records = self.fetcher.poll_until(wake)?;
+            if !records.is_empty() || Instant::now() >= deadline {
+                return Ok(records);
+            }
+        }
+    }
+
+    fn commit_positions(&mut self, fsync: bool) -> Result<()> {
+        if !matches!(self.state, MemberState::Stable) {
+            return Err(self.group_error(
+                codes::REBALANCE_IN_PROGRESS,
+                "committing while the member is not in a stable generation",
+            ));
+        }
+        self.fetcher
+            .commit(self.generation, &self.member_id, self.fetcher.positions())?;
+        if fsync {
+            let offsets = self.fetcher.broker.topic(OFFSETS_TOPIC)?.partition(0)?;
+            offsets.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the positions of every owned partition and fsyncs `__consumer_offsets`
+    /// before returning.
+    pub fn commit_sync(&mut self) -> Result<()> {
+        self.commit_positions(true)
+    }
+
+    /// Commits the positions without waiting for the fsync (the commit is in the page
+    /// cache, visible to every member at once, and durable after the next flush).
+    pub fn commit_async(&mut self) -> Result<()> {
+        self.commit_positions(false)
+    }
+
+    /// Commits (if auto-commit is on) and leaves the group. Later polls return
+    /// `Error::Closed`.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let stable = matches!(self.state, MemberState::Stable);
+        if stable && self.config.enable_auto_commit && !std::thread::panicking() {
+            let _ = self
+                .fetcher
+                .commit(self.generation, &self.member_id, self.fetcher.positions());
+        }
+        if !self.member_id.is_empty() {
+            self.coordinator().leave_group(
+                &self.config.group_id,
+                &[LeavingMember {
+                    member_id: self.member_id.clone(),
+                    group_instance_id: self.config.group_instance_id.clone(),
+                }],
+            );
+        }
+        self.fetcher.unassign();
+    }
+}
+
+impl Drop for ConsumerGroup {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,250 @@
+//! The record accumulator: one open RecordBatch v2 per partition, shared by every thread
+//! that sends to it.
+//!
+//! Records are encoded straight into the partition's open batch (no per-record
+//! allocation). A batch is appended to the log as a whole when it reaches `batch_size`,
+//! when it is `linger` old (the producer's linger thread), when a synchronous send or
+//! `flush()` asks for it, or when the producer closes. The append happens under the
+//! partition's accumulator lock, so batches of one partition reach the log in the order
+//! their records were accumulated: per-thread, per-partition order is kept.
+//!
+//! Each batch has one shared completion slot (one allocation per batch); a record's
+//! receipt is the slot plus the record's index in the batch, so its offset is
+//! `base_offset + index` once the batch is appended.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::record::BatchBuilder;
+use crate::storage::AppendInfo;
+use crate::topic::Partition;
+use crate::{Error, Result};
+
+/// What the log answered for one appended batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Appended {
+    pub(crate) base_offset: i64,
+    pub(crate) log_append_time: Option<i64>,
+}
+
+/// Completion of one batch, shared by the receipts of its records.
+#[derive(Debug, Default)]
+pub(crate) struct BatchSlot {
+    done: Mutex<Option<std::result::Result<Appended, Arc<Error>>>>,
+    cv: Condvar,
+}
+
+impl BatchSlot {
+    fn complete(&self, result: std::result::Result<Appended, Arc<Error>>) {
+        *self.done.lock() = Some(result);
+        self.cv.notify_all();
+    }
+
+    /// Waits until the batch is appended, or `deadline` (None = forever).
+    pub(crate) fn wait(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Option<std::result::Result<Appended, Arc<Error>>> {
+        let mut done = self.done.lock();
+        loop {
+            if let Some(r) = done.as_ref() {
+                return Some(r.clone());
+            }
+            match deadline {
+                Some(d) => {
+                    if self.cv.wait_until(&mut done, d).timed_out() {
+                        return done.as_ref().cloned();
+                    }
+                }
+                None => self.cv.wait(&mut done),
+            }
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.lock().is_some()
+    }
+}
+
+/// An error shared by every record of a failed batch, re-created for each receiver
+/// (`Error` is not `Clone`: it can carry an `io::Error`).
+pub(crate) fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Closed(s) => Error::Closed(s.clone()),
+        Error::InvalidBatch(s) => Error::InvalidBatch(s.clone()),
+        Error::UnknownTopic(s) => Error::UnknownTopic(s.clone()),
+        Error::MessageTooLarge {
+            partition,
+            size,
+            max,
+        } => Error::MessageTooLarge {
+            partition: partition.clone(),
+            size: *size,
+            max: *max,
+        },
+        Error::Poisoned { partition, reason } => Error::Poisoned {
+            partition: partition.clone(),
+            reason: reason.clone(),
+        },
+        Error::UnknownPartition {
+            topic,
+            partition,
+            count,
+        } => Error::UnknownPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            count: *count,
+        },
+        Error::Io { op, path, source } => Error::Io {
+            op,
+            path: path.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        Error::Corrupt {
+            location,
+            position,
+            reason,
+        } => Error::Corrupt {
+            location: location.clone(),
+            position: *position,
+            reason: reason.clone(),
+        },
+        other => Error::Io {
+            op: "append",
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+struct AccState {
+    builder: BatchBuilder,
+    slot: Arc<BatchSlot>,
+    /// When the first record of the open batch arrived.
+    opened: Option<Instant>,
+    /// Timestamp of the open batch's first record (its base timestamp).
+    base_ts: i64,
+    /// Reused buffer the finished batch is written into.
+    scratch: Vec<u8>,
+}
+
+/// The accumulator of one partition.
+pub(crate) struct PartitionAccumulator {
+    pub(crate) partition: Partition,
+    state: Mutex<AccState>,
+}
+
+/// Where one record went: its batch's slot and its index in the batch.
+pub(crate) struct Pending {
+    pub(crate) slot: Arc<BatchSlot>,
+    pub(crate) index: i32,
+}
+
+impl PartitionAccumulator {
+    pub(crate) fn new(partition: Partition, batch_size: usize) -> Self {
+        PartitionAccumulator {
+            partition,
+            state: Mutex::new(AccState {
+                builder: BatchBuilder::with_capacity(batch_size + 1024),
+                slot: Arc::new(BatchSlot::default()),
+                opened: None,
+                base_ts: 0,
+                scratch: Vec::with_capacity(batch_size + 1024),
+            }),
+        }
+    }
+
+    /// Adds a record to the open batch, appending the batch first if the record would
+    /// make it exceed `batch_size`, and after if it is now full.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn push(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+        batch_size: usize,
+        fsync: bool,
+        flush_now: bool,
+    ) -> Pending {
+        let mut st = self.state.lock();
+        if !st.builder.is_empty() {
+            let delta = timestamp.wrapping_sub(st.base_ts);
+            let extra =
+                BatchBuilder::record_size(delta, st.builder.len() as i32, key, value, headers);
+            if st.builder.size_bytes() + extra > batch_size {
+                self.append_locked(&mut st, fsync);
+            }
+        }
+        if st.builder.is_empty() {
+            st.opened = Some(Instant::now());
+            st.base_ts = timestamp;
+        }
+        st.builder.push(timestamp, key, value, headers);
+        let pending = Pending {
+            slot: Arc::clone(&st.slot),
+            index: st.builder.len() as i32 - 1,
+        };
+        if flush_now || st.builder.size_bytes() >= batch_size {
+            self.append_locked(&mut st, fsync);
+        }
+        pending
+    }
+
+    /// Appends the open batch now (if any). Returns the append error, if one happened.
+    pub(crate) fn flush(&self, fsync: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        match self.append_locked(&mut st, fsync) {
+            Some(Err(e)) => Err(clone_error(&e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends the open batch if it is at least `linger` old. Does not wait for a busy
+    /// partition.
+    pub(crate) fn flush_if_older(&self, linger: Duration, fsync: bool) {
+        if let Some(mut st) = self.state.try_lock()
+            && st.opened.is_some_and(|t| t.elapsed() >= linger)
+        {
+            self.append_locked(&mut st, fsync);
+        }
+    }
+
+    fn append_locked(
+        &self,
+        st: &mut AccState,
+        fsync: bool,
+    ) -> Option<std::result::Result<Appended, Arc<Error>>> {
+        if st.builder.is_empty() {
+            return None;
+        }
+        let AccState {
+            builder,
+            scratch,
+            slot,
+            opened,
+            ..
+        } = st;
+        scratch.clear();
+        builder.finish_into(scratch);
+        let result = self
+            .partition
+            .append_batch(scratch)
+            .and_then(|info: AppendInfo| {
+                if fsync {
+                    self.partition.sync()?;
+                }
+                Ok(Appended {
+                    base_offset: info.base_offset,
+                    log_append_time: info.log_append_time,
+                })
+            })
+            .map_err(Arc::new);
+        slot.complete(result.clone());
+        *slot = Arc::new(BatchSlot::default());
+        *opened = None;
+        Some(result)
+    }
+}

@@ -1,0 +1,560 @@
+//! The producer: partitioning, batching and delivery of records.
+//!
+//! A [`Producer`] is cloneable and `Send + Sync`; all clones share one accumulator, so
+//! records sent from many threads to one partition coalesce into the same RecordBatch v2
+//! batches (see `accumulator.rs`). Acknowledgement levels keep Kafka's names with their
+//! in-process meaning documented on [`Acks`].
+
+mod accumulator;
+mod partitioner;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::storage::now_ms;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::broker::Broker;
+use crate::topic::Topic;
+use crate::{Error, Result};
+use accumulator::{BatchSlot, PartitionAccumulator, clone_error};
+
+pub use partitioner::{
+    DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
+};
+
+/// A record to send. Borrows its key, value and headers: nothing is copied until the
+/// record is encoded into its batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProducerRecord<'a> {
+    /// The key (partitioning and compaction use it), or None.
+    pub key: Option<&'a [u8]>,
+    /// The value, or None for a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// Headers as (name, value) pairs.
+    pub headers: &'a [(&'a str, &'a [u8])],
+    /// An explicit partition; None lets the partitioner choose.
+    pub partition: Option<i32>,
+    /// CreateTime in ms since the epoch; None uses the current time.
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> ProducerRecord<'a> {
+    /// A record with a value and no key.
+    pub fn new(value: &'a [u8]) -> Self {
+        ProducerRecord {
+            value: Some(value),
+            ..Default::default()
+        }
+    }
+
+    /// A record with a key and a value.
+    pub fn keyed(key: &'a [u8], value: &'a [u8]) -> Self {
+        ProducerRecord {
+            key: Some(key),
+            value: Some(value),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the key.
+    #[must_use]
+    pub fn key(mut self, key: &'a [u8]) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Sends to this partition instead of asking the partitioner.
+    #[must_use]
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the CreateTime timestamp (ms since the epoch).
+    #[must_use]
+    pub fn timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// Sets the headers.
+    #[must_use]
+    pub fn headers(mut self, headers: &'a [(&'a str, &'a [u8])]) -> Self {
+        self.headers = headers;
+        self
+    }
+}
+
+/// Where a record was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// The partition.
+    pub partition: i32,
+    /// The record's offset (-1 with `Acks::None`, as in Kafka).
+    pub offset: i64,
+    /// The record's timestamp: its CreateTime, or the broker's LogAppendTime for topics
+    /// configured so.
+    pub timestamp: i64,
+}
+
+/// How much of the write a send waits for (Kafka `acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: `send` returns once the record is in the accumulator; the offset is
+    /// reported as -1. The record is appended with its batch (linger, size or flush).
+    None,
+    /// `acks=1`: `send` returns once the batch is appended to the partition's log
+    /// (in the page cache; visible to consumers).
+    Leader,
+    /// `acks=all`: the same as `Leader` until replication exists (there is one
+    /// replica). Kafka's default.
+    All,
+}
+
+/// Whether an acknowledged write is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Acknowledged once in the page cache; flushed by the OS or by the topic's
+    /// `flush.messages` / `flush.ms` (Kafka's behaviour). Default.
+    #[default]
+    PageCache,
+    /// Acknowledged only after the partition is fsynced (one fsync per batch).
+    Fsync,
+}
+
+/// A receipt for a record sent with [`Producer::send_async`]: wait on it for the
+/// record's offset.
+#[derive(Debug)]
+#[must_use = "a receipt does nothing unless waited on; drop it to fire and forget"]
+pub struct DeliveryReceipt {
+    slot: Arc<BatchSlot>,
+    index: i32,
+    partition: i32,
+    timestamp: i64,
+}
+
+impl DeliveryReceipt {
+    fn metadata(
+        &self,
+        r: std::result::Result<accumulator::Appended, Arc<Error>>,
+    ) -> Result<RecordMetadata> {
+        match r {
+            Ok(a) => Ok(RecordMetadata {
+                partition: self.partition,
+                offset: a.base_offset + i64::from(self.index),
+                timestamp: a.log_append_time.unwrap_or(self.timestamp),
+            }),
+            Err(e) => Err(clone_error(&e)),
+        }
+    }
+
+    /// Blocks until the record's batch is appended (linger, size, flush or close).
+    pub fn wait(self) -> Result<RecordMetadata> {
+        match self.slot.wait(None) {
+            Some(r) => self.metadata(r),
+            None => Err(Error::Timeout("delivery receipt".into())),
+        }
+    }
+
+    /// Waits at most `timeout`; `Error::Timeout` if the batch is still open.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<RecordMetadata> {
+        match self.slot.wait(Some(Instant::now() + timeout)) {
+            Some(r) => self.metadata(r),
+            None => Err(Error::Timeout(format!(
+                "record for partition {} not appended within {timeout:?}",
+                self.partition
+            ))),
+        }
+    }
+
+    /// True once the batch was appended (or failed).
+    pub fn is_done(&self) -> bool {
+        self.slot.is_done()
+    }
+}
+
+/// Settings of a [`Producer`]. Defaults mirror the Kafka producer's.
+#[derive(Clone)]
+pub struct ProducerConfig {
+    /// How long a batch waits for more records (`linger.ms`). Default 5 ms (Kafka 4.0's
+    /// default). 0 appends each async send at once.
+    pub linger: Duration,
+    /// Target batch size in bytes (`batch.size`). Default 16384.
+    pub batch_size: usize,
+    /// Acknowledgement level (`acks`). Default `All`.
+    pub acks: Acks,
+    /// Fsync before acknowledging. Default `PageCache`.
+    pub durability: Durability,
+    /// Chooses partitions (`partitioner.class`). Default [`DefaultPartitioner`].
+    pub partitioner: Arc<dyn Partitioner>,
+}
+
+impl std::fmt::Debug for ProducerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerConfig")
+            .field("linger", &self.linger)
+            .field("batch_size", &self.batch_size)
+            .field("acks", &self.acks)
+            .field("durability", &self.durability)
+            .finish()
+    }
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            linger: Duration::from_millis(5),
+            batch_size: 16384,
+            acks: Acks::All,
+            durability: Durability::PageCache,
+            partitioner: Arc::new(DefaultPartitioner::default()),
+        }
+    }
+}
+
+/// Builds a [`Producer`].
+#[derive(Debug)]
+#[must_use]
+pub struct ProducerBuilder {
+    broker: Broker,
+    config: ProducerConfig,
+}
+
+impl ProducerBuilder {
+    /// `linger.ms`. Default 5 ms.
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.config.linger = linger;
+        self
+    }
+
+    /// `batch.size` in bytes. Default 16384.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.config.batch_size = bytes.max(64);
+        self
+    }
+
+    /// `acks`. Default `All`.
+    pub fn acks(mut self, acks: Acks) -> Self {
+        self.config.acks = acks;
+        self
+    }
+
+    /// Fsync before acknowledging. Default `PageCache`.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.config.durability = durability;
+        self
+    }
+
+    /// A custom partitioner. Default [`DefaultPartitioner`].
+    pub fn partitioner(mut self, partitioner: impl Partitioner) -> Self {
+        self.config.partitioner = Arc::new(partitioner);
+        self
+    }
+
+    /// Creates the producer (and its linger thread when `linger > 0`).
+    pub fn build(self) -> Result<Producer> {
+        Producer::with_config(self.broker, self.config)
+    }
+}
+
+/// The accumulators of one topic.
+struct TopicAccumulators {
+    topic: Topic,
+    parts: RwLock<Vec<Arc<PartitionAccumulator>>>,
+}
+
+struct ProducerInner {
+    broker: Broker,
+    config: ProducerConfig,
+    topics: RwLock<HashMap<String, Arc<TopicAccumulators>>>,
+    closed: AtomicBool,
+    linger_thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Sends records to topics. Cloneable and `Send + Sync`: clones share batches.
+///
+/// Dropping the last clone (or [`Producer::close`]) appends every open batch.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl Producer {
+    /// A producer with default settings.
+    pub fn new(broker: &Broker) -> Result<Producer> {
+        Producer::builder(broker).build()
+    }
+
+    /// A builder for a producer on `broker`.
+    pub fn builder(broker: &Broker) -> ProducerBuilder {
+        ProducerBuilder {
+            broker: broker.clone(),
+            config: ProducerConfig::default(),
+        }
+    }
+
+    fn with_config(broker: Broker, config: ProducerConfig) -> Result<Producer> {
+        let linger = config.linger;
+        let producer = Producer {
+            inner: Arc::new(ProducerInner {
+                broker,
+                config,
+                topics: RwLock::new(HashMap::new()),
+                closed: AtomicBool::new(false),
+                linger_thread: Mutex::new(None),
+            }),
+        };
+        if !linger.is_zero() {
+            let weak = Arc::downgrade(&producer.inner);
+            let handle = std::thread::Builder::new()
+                .name("tidelog-producer-linger".into())
+                .spawn(move || linger_loop(&weak, linger))
+                .map_err(|e| Error::io("spawn producer linger thread", "<producer>", e))?;
+            *producer.inner.linger_thread.lock() = Some(handle);
+        }
+        Ok(producer)
+    }
+
+    /// The producer's settings.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.inner.config
+    }
+
+    fn accumulators(&self, topic: &str) -> Result<Arc<TopicAccumulators>> {
+        if let Some(t) = self.inner.topics.read().get(topic)
+            && !t.topic.inner.deleted.load(Ordering::Acquire)
+        {
+            return Ok(Arc::clone(t));
+        }
+        let t = self.inner.broker.topic(topic)?;
+        let accs = Arc::new(TopicAccumulators {
+            topic: t,
+            parts: RwLock::new(Vec::new()),
+        });
+        self.inner
+            .topics
+            .write()
+            .insert(topic.to_string(), Arc::clone(&accs));
+        Ok(accs)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("producer".into()));
+        }
+        if self.inner.broker.is_closed() {
+            return Err(Error::Closed(format!(
+                "broker at {}",
+                self.inner.broker.dir().display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts the record in its partition's batch. `flush_now` appends the batch at once.
+    fn enqueue(
+        &self,
+        topic: &str,
+        record: &ProducerRecord<'_>,
+        flush_now: bool,
+    ) -> Result<(DeliveryReceipt, Arc<PartitionAccumulator>)> {
+        self.check_open()?;
+        let accs = self.accumulators(topic)?;
+        let count = accs.topic.partition_count();
+        let partition = match record.partition {
+            Some(p) => p,
+            None => self
+                .inner
+                .config
+                .partitioner
+                .partition(topic, record.key, record.value, count),
+        };
+        if partition < 0 || partition >= count {
+            return Err(Error::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+                count,
+            });
+        }
+        let acc = {
+            let parts = accs.parts.read();
+            parts.get(partition as usize).cloned()
+        };
+        let acc = match acc {
+            Some(acc) => acc,
+            None => {
+                let mut parts = accs.parts.write();
+                while parts.len() < count as usize {
+                    let p = accs.topic.partition(parts.len() as i32)?;
+                    parts.push(Arc::new(PartitionAccumulator::new(
+                        p,
+                        self.inner.config.batch_size,
+                    )));
+                }
+                Arc::clone(&parts[partition as usize])
+            }
+        };
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let fsync = self.inner.config.durability == Durability::Fsync;
+        let flush_now = flush_now || self.inner.config.linger.is_zero();
+        let pending = acc.push(
+            timestamp,
+            record.key,
+            record.value,
+            record.headers,
+            self.inner.config.batch_size,
+            fsync,
+            flush_now,
+        );
+        Ok((
+            DeliveryReceipt {
+                slot: pending.slot,
+                index: pending.index,
+                partition,
+                timestamp,
+            },
+            acc,
+        ))
+    }
+
+    /// Sends one record and returns where it was stored (after its batch is appended;
+    /// with `Acks::None`, at once with offset -1). Records other threads accumulated
+    /// for the same partition go in the same batch.
+    pub fn send(&self, topic: &str, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
+        let none = self.inner.config.acks == Acks::None;
+        let (receipt, _) = self.enqueue(topic, &record, !none)?;
+        if none {
+            return Ok(RecordMetadata {
+                partition: receipt.partition,
+                offset: -1,
+                timestamp: receipt.timestamp,
+            });
+        }
+        receipt.wait()
+    }
+
+    /// Sends a record without waiting; the receipt gives its offset once its batch is
+    /// appended (after `linger`, when the batch is full, or on `flush`).
+    pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
+        self.enqueue(topic, &record, false).map(|(r, _)| r)
+    }
+
+    /// Sends several records (possibly to several partitions) and returns their
+    /// metadata in order. Records for one partition are appended as few batches.
+    pub fn send_batch(
+        &self,
+        topic: &str,
+        records: &[ProducerRecord<'_>],
+    ) -> Result<Vec<RecordMetadata>> {
+        let mut receipts = Vec::with_capacity(records.len());
+        let mut touched: Vec<Arc<PartitionAccumulator>> = Vec::new();
+        for r in records {
+            let (receipt, acc) = self.enqueue(topic, r, false)?;
+            if !touched.iter().any(|a| Arc::ptr_eq(a, &acc)) {
+                touched.push(acc);
+            }
+            receipts.push(receipt);
+        }
+        let fsync = self.inner.config.durability == Durability::Fsync;
+        for acc in &touched {
+            acc.flush(fsync)?;
+        }
+        if self.inner.config.acks == Acks::None {
+            return Ok(receipts
+                .iter()
+                .map(|r| RecordMetadata {
+                    partition: r.partition,
+                    offset: -1,
+                    timestamp: r.timestamp,
+                })
+                .collect());
+        }
+        receipts.into_iter().map(DeliveryReceipt::wait).collect()
+    }
+
+    /// Appends every open batch now; returns the first append error.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_all()
+    }
+
+    /// Appends every open batch and refuses further sends (`Error::Closed`).
+    pub fn close(&self) -> Result<()> {
+        self.inner.closed.store(true, Ordering::Release);
+        let r = self.inner.flush_all();
+        if let Some(h) = self.inner.linger_thread.lock().take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+        r
+    }
+}
+
+impl ProducerInner {
+    fn all_accumulators(&self) -> Vec<Arc<PartitionAccumulator>> {
+        self.topics
+            .read()
+            .values()
+            .flat_map(|t| t.parts.read().clone())
+            .collect()
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        let fsync = self.config.durability == Durability::Fsync;
+        let mut first = Ok(());
+        for acc in self.all_accumulators() {
+            if let Err(e) = acc.flush(fsync)
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+}
+
+impl Drop for ProducerInner {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+        let _ = self.flush_all();
+        if let Some(h) = self.linger_thread.get_mut().take() {
+            h.thread().unpark();
+            // The linger thread only holds a Weak: it exits on its next wakeup. If it
+            // dropped the last strong reference itself, this runs on it: do not join.
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Appends batches older than `linger`. Holds only a weak reference, so dropping the
+/// producer ends it.
+fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
+    let tick = (linger / 2).max(Duration::from_micros(500));
+    loop {
+        {
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.closed.load(Ordering::Acquire) {
+                return;
+            }
+            let fsync = inner.config.durability == Durability::Fsync;
+            for acc in inner.all_accumulators() {
+                acc.flush_if_older(linger, fsync);
+            }
+        }
+        std::thread::park_timeout(tick);
+    }
+}

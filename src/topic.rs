@@ -1,0 +1,338 @@
+//! Topic and Partition handles.
+//!
+//! A [`Partition`] is a cheap, cloneable handle on one partition's log; it is what the
+//! producer, the consumers and the network server's Produce/Fetch handlers all call, so
+//! there is one append path and one read path. A [`Topic`] holds the partitions of a
+//! topic; adding partitions publishes a new partition list, and handles see it at once.
+//!
+//! Wakeups: every append notifies the consumers watching the partition (each consumer
+//! has one [`Signal`] it registers with the partitions it reads), so a consumer blocked
+//! in `poll` over many partitions wakes as soon as any of them grows, without polling.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::config::TopicConfig;
+use crate::storage::{AppendInfo, LogConfig, LogSlice, PartitionLog};
+use crate::{Error, Result};
+
+/// A wakeup channel: a counter bumped by `notify` and a condition variable to wait for
+/// it to move. One per consumer.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    seq: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Signal {
+    /// The current count; pass it to [`Signal::wait_past`].
+    pub(crate) fn current(&self) -> u64 {
+        *self.seq.lock()
+    }
+
+    /// Bumps the count and wakes the waiter.
+    pub(crate) fn notify(&self) {
+        *self.seq.lock() += 1;
+        self.cv.notify_all();
+    }
+
+    /// Waits until the count differs from `seen` or `deadline` passes. True if it moved.
+    pub(crate) fn wait_past(&self, seen: u64, deadline: Instant) -> bool {
+        let mut seq = self.seq.lock();
+        while *seq == seen {
+            if self.cv.wait_until(&mut seq, deadline).timed_out() {
+                return *seq != seen;
+            }
+        }
+        true
+    }
+}
+
+struct PartitionInner {
+    topic: Arc<str>,
+    index: i32,
+    log: PartitionLog,
+    /// Consumers to wake on append.
+    watchers: Mutex<Vec<Arc<Signal>>>,
+    /// `watchers.len()`, read without the lock on every append.
+    watcher_count: AtomicUsize,
+}
+
+/// One partition of a topic: a handle on its log. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Partition {
+    inner: Arc<PartitionInner>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partition({}-{})", self.inner.topic, self.inner.index)
+    }
+}
+
+impl Partition {
+    pub(crate) fn new(topic: Arc<str>, index: i32, log: PartitionLog) -> Self {
+        Partition {
+            inner: Arc::new(PartitionInner {
+                topic,
+                index,
+                log,
+                watchers: Mutex::new(Vec::new()),
+                watcher_count: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The topic's name.
+    pub fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The partition's index in its topic.
+    pub fn index(&self) -> i32 {
+        self.inner.index
+    }
+
+    /// The underlying log.
+    pub fn log(&self) -> &PartitionLog {
+        &self.inner.log
+    }
+
+    /// Appends one or more RecordBatch v2 batches (concatenated), assigns their offsets
+    /// and wakes the consumers waiting on this partition.
+    pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
+        let info = self.inner.log.append(batches)?;
+        self.wake_watchers();
+        Ok(info)
+    }
+
+    fn wake_watchers(&self) {
+        if self.inner.watcher_count.load(Ordering::Acquire) > 0 {
+            for w in self.inner.watchers.lock().iter() {
+                w.notify();
+            }
+        }
+    }
+
+    /// Whole batches from the one containing `offset`, up to about `max_bytes` (at least
+    /// one batch), as a zero-copy slice of the log. Empty at the log end;
+    /// `Error::OffsetOutOfRange` outside `[log_start_offset, log_end_offset]`.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
+        self.inner.log.read(offset, max_bytes)
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.inner.log.log_start_offset()
+    }
+
+    /// The offset the next record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.inner.log.log_end_offset()
+    }
+
+    /// The highest offset readers may see, plus one (the log end until replication
+    /// exists).
+    pub fn high_watermark(&self) -> i64 {
+        self.inner.log.high_watermark()
+    }
+
+    /// Blocks until the log has a record at `offset` (i.e. its end is past it), the
+    /// timeout passes, or the log closes. True if the record is there.
+    pub fn wait_for(&self, offset: i64, timeout: Duration) -> bool {
+        self.inner.log.wait_for(offset, timeout)
+    }
+
+    /// The earliest offset whose timestamp is at least `timestamp` (ms since the epoch),
+    /// with that record's timestamp; None if every record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        self.inner.log.offset_for_timestamp(timestamp)
+    }
+
+    /// Bytes on disk.
+    pub fn size_bytes(&self) -> u64 {
+        self.inner.log.size_bytes()
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.inner.log.segment_count()
+    }
+
+    /// Fsyncs the partition's files.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.log.sync()
+    }
+
+    /// Wakes `signal` whenever a batch is appended, until [`Partition::unwatch`].
+    pub(crate) fn watch(&self, signal: &Arc<Signal>) {
+        let mut w = self.inner.watchers.lock();
+        w.push(Arc::clone(signal));
+        self.inner.watcher_count.store(w.len(), Ordering::Release);
+    }
+
+    /// Stops waking `signal`.
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>) {
+        let mut w = self.inner.watchers.lock();
+        if let Some(i) = w.iter().position(|s| Arc::ptr_eq(s, signal)) {
+            w.swap_remove(i);
+        }
+        self.inner.watcher_count.store(w.len(), Ordering::Release);
+    }
+
+    /// Wakes every watcher (used when the broker closes so that pollers return).
+    pub(crate) fn wake_all(&self) {
+        for w in self.inner.watchers.lock().iter() {
+            w.notify();
+        }
+        self.inner.log.wake_all();
+    }
+}
+
+pub(crate) struct TopicInner {
+    pub(crate) name: Arc<str>,
+    pub(crate) partitions: RwLock<Arc<Vec<Partition>>>,
+    /// `partitions.len()`, readable without a lock on the producer's hot path.
+    pub(crate) partition_count: AtomicI32,
+    pub(crate) config: RwLock<TopicConfig>,
+    pub(crate) internal: bool,
+    pub(crate) deleted: AtomicBool,
+}
+
+/// A topic: a named set of partitions. Cheap to clone, `Send + Sync`; sees partitions
+/// added later.
+#[derive(Clone)]
+pub struct Topic {
+    pub(crate) inner: Arc<TopicInner>,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.name())
+            .field("partitions", &self.partition_count())
+            .finish()
+    }
+}
+
+impl Topic {
+    pub(crate) fn new(
+        name: &str,
+        partitions: Vec<Partition>,
+        config: TopicConfig,
+        internal: bool,
+    ) -> Self {
+        let count = partitions.len() as i32;
+        Topic {
+            inner: Arc::new(TopicInner {
+                name: Arc::from(name),
+                partitions: RwLock::new(Arc::new(partitions)),
+                partition_count: AtomicI32::new(count),
+                config: RwLock::new(config),
+                internal,
+                deleted: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Number of partitions.
+    pub fn partition_count(&self) -> i32 {
+        self.inner.partition_count.load(Ordering::Acquire)
+    }
+
+    /// True for tidelog's own topics (`__consumer_offsets`).
+    pub fn is_internal(&self) -> bool {
+        self.inner.internal
+    }
+
+    /// The topic's overrides of the broker's log settings.
+    pub fn config(&self) -> TopicConfig {
+        self.inner.config.read().clone()
+    }
+
+    /// Partition `p`, or `Error::UnknownPartition`.
+    pub fn partition(&self, p: i32) -> Result<Partition> {
+        if self.inner.deleted.load(Ordering::Acquire) {
+            return Err(Error::UnknownTopic(self.name().to_string()));
+        }
+        let parts = self.inner.partitions.read();
+        usize::try_from(p)
+            .ok()
+            .and_then(|i| parts.get(i).cloned())
+            .ok_or_else(|| Error::UnknownPartition {
+                topic: self.name().to_string(),
+                partition: p,
+                count: parts.len() as i32,
+            })
+    }
+
+    /// All partitions, in order.
+    pub fn partitions(&self) -> Arc<Vec<Partition>> {
+        Arc::clone(&self.inner.partitions.read())
+    }
+
+    /// Per-partition state, for `describe`.
+    pub fn describe(&self) -> TopicDescription {
+        let parts = self.partitions();
+        TopicDescription {
+            name: self.name().to_string(),
+            internal: self.is_internal(),
+            config: self.config(),
+            log_config: parts.first().map(|p| p.log().config()).unwrap_or_default(),
+            partitions: parts
+                .iter()
+                .map(|p| PartitionDescription {
+                    partition: p.index(),
+                    log_start_offset: p.log_start_offset(),
+                    log_end_offset: p.log_end_offset(),
+                    size_bytes: p.size_bytes(),
+                    segments: p.segment_count(),
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn set_partitions(&self, partitions: Vec<Partition>) {
+        let count = partitions.len() as i32;
+        *self.inner.partitions.write() = Arc::new(partitions);
+        self.inner.partition_count.store(count, Ordering::Release);
+    }
+}
+
+/// What `describe` reports about one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionDescription {
+    /// Partition index.
+    pub partition: i32,
+    /// First offset still in the log.
+    pub log_start_offset: i64,
+    /// Next offset to be written.
+    pub log_end_offset: i64,
+    /// Bytes on disk.
+    pub size_bytes: u64,
+    /// Number of segments.
+    pub segments: usize,
+}
+
+/// What `describe` reports about a topic.
+#[derive(Debug, Clone)]
+pub struct TopicDescription {
+    /// Topic name.
+    pub name: String,
+    /// True for internal topics.
+    pub internal: bool,
+    /// The topic's overrides.
+    pub config: TopicConfig,
+    /// The effective log settings (defaults with the overrides applied).
+    pub log_config: LogConfig,
+    /// One entry per partition.
+    pub partitions: Vec<PartitionDescription>,
+}
