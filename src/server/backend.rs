@@ -3,12 +3,12 @@
 //! The handlers are written against [`Backend`] and [`PartitionOps`] rather than the
 //! broker types directly, so that the protocol layer can be tested on its own and stays
 //! independent of how the broker keeps its registry. The broker implements them in
-//! `broker_backend.rs`.
+//! `broker_backend.rs`; the unit tests use a small backend over bare logs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
+use crate::topic::Signal;
 use crate::{AppendInfo, LogSlice, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
@@ -34,6 +34,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>>;
     /// The effective configuration of `topic` as Kafka-named pairs.
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>>;
+    /// The group coordinator, shared with in-process consumers.
+    fn groups(&self) -> crate::GroupCoordinator;
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).
@@ -50,29 +52,10 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn log_start_offset(&self) -> i64;
     /// Offset after the last committed record.
     fn high_watermark(&self) -> i64;
-    /// Block until the high watermark passes `offset`, or the timeout.
-    fn wait_for(&self, offset: i64, timeout: Duration) -> bool;
     /// First record with a timestamp >= `timestamp`: `(offset, timestamp)`.
     fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>>;
-}
-
-impl PartitionOps for crate::PartitionLog {
-    fn append(&self, batches: &[u8]) -> Result<AppendInfo> {
-        crate::PartitionLog::append(self, batches)
-    }
-    fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
-        crate::PartitionLog::read(self, offset, max_bytes)
-    }
-    fn log_start_offset(&self) -> i64 {
-        crate::PartitionLog::log_start_offset(self)
-    }
-    fn high_watermark(&self) -> i64 {
-        crate::PartitionLog::high_watermark(self)
-    }
-    fn wait_for(&self, offset: i64, timeout: Duration) -> bool {
-        crate::PartitionLog::wait_for(self, offset, timeout)
-    }
-    fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
-        crate::PartitionLog::offset_for_timestamp(self, timestamp)
-    }
+    /// Notify `signal` on every append until [`PartitionOps::unwatch`].
+    fn watch(&self, signal: &Arc<Signal>);
+    /// Stop notifying `signal`.
+    fn unwatch(&self, signal: &Arc<Signal>);
 }

@@ -15,6 +15,7 @@
 
 mod api;
 mod backend;
+mod broker_backend;
 mod codec;
 mod connection;
 mod idempotence;
@@ -25,9 +26,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-use parking_lot::{Condvar, Mutex};
+use std::time::Duration;
 
 use crate::Result;
 use crate::error::IoContext;
@@ -81,38 +80,6 @@ impl Default for Config {
     }
 }
 
-/// A counter bumped after every append through this server, with a condition variable
-/// to wait for it to move (multi-partition Fetch long polls wait on it).
-#[derive(Default)]
-pub(crate) struct AppendSignal {
-    seq: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl AppendSignal {
-    /// The current count.
-    pub(crate) fn current(&self) -> u64 {
-        *self.seq.lock()
-    }
-
-    /// Bump the count and wake every waiter.
-    pub(crate) fn notify(&self) {
-        *self.seq.lock() += 1;
-        self.cv.notify_all();
-    }
-
-    /// Wait until the count differs from `seen`, or `timeout`.
-    pub(crate) fn wait(&self, seen: u64, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let mut seq = self.seq.lock();
-        while *seq == seen {
-            if self.cv.wait_until(&mut seq, deadline).timed_out() {
-                return;
-            }
-        }
-    }
-}
-
 /// State shared by the accept thread and every connection thread.
 pub(crate) struct Shared {
     /// The settings the server was started with.
@@ -121,8 +88,6 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
     /// Reported in Metadata (v2+).
     pub cluster_id: String,
-    /// Raised after appends, for Fetch long polls.
-    pub appended: AppendSignal,
     /// Producer ids and sequence state of idempotent producers.
     pub producers: ProducerStates,
     /// Raised once by shutdown; connections finish their current request and leave.
@@ -149,7 +114,6 @@ impl Shared {
                 })
                 .collect(),
             producers: ProducerStates::new(dir),
-            appended: AppendSignal::default(),
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -170,12 +134,24 @@ pub struct Server {
 }
 
 impl Server {
-    /// A builder for a server in front of `backend` (the broker adapter).
-    #[cfg_attr(not(test), allow(dead_code))] // until the broker adapter lands
-    pub(crate) fn builder_for(backend: Arc<dyn Backend>) -> ServerBuilder {
+    /// A builder for a server in front of `broker`: the same topics, partitions and
+    /// group coordinator that in-process producers and consumers use.
+    ///
+    /// ```no_run
+    /// # fn main() -> tidelog::Result<()> {
+    /// let broker = tidelog::Broker::open("data")?;
+    /// let server = tidelog::Server::builder(broker)
+    ///     .listen("127.0.0.1:9092".parse().unwrap())
+    ///     .start()?;
+    /// println!("serving Kafka clients on {}", server.local_addr());
+    /// server.run_until_signal()?; // SIGINT / SIGTERM: graceful shutdown, broker closed
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn builder(broker: crate::Broker) -> ServerBuilder {
         ServerBuilder {
             config: Config::default(),
-            backend,
+            backend: Arc::new(broker_backend::BrokerBackend { broker }),
         }
     }
 }
@@ -314,8 +290,6 @@ impl Drop for ServerHandle {
     }
 }
 
-#[cfg(test)]
-mod test_backend;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -6,13 +6,13 @@ use std::net::{SocketAddr, TcpStream};
 
 use super::*;
 
-/// A server over a fresh test backend in a temporary directory.
+/// A server over a fresh broker in a temporary directory.
 fn start() -> ServerHandle {
     start_in(Box::leak(Box::new(tempfile::tempdir().unwrap())).path())
 }
 
 fn start_in(dir: &std::path::Path) -> ServerHandle {
-    Server::builder_for(test_backend::TestBackend::open(dir))
+    Server::builder(crate::Broker::open(dir).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_request_size(1024 * 1024)
         .start()
@@ -166,7 +166,7 @@ fn a_client_that_disconnects_mid_request_does_not_disturb_others() {
 #[test]
 fn connections_above_the_limit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::builder_for(test_backend::TestBackend::open(dir.path()))
+    let server = Server::builder(crate::Broker::open(dir.path()).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_connections(2)
         .start()

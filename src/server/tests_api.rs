@@ -10,7 +10,6 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
-use super::test_backend::TestBackend;
 use super::*;
 use crate::record::{Batch, BatchBuilder, batches};
 
@@ -73,7 +72,7 @@ impl Client {
 }
 
 pub(crate) fn start(dir: &std::path::Path) -> ServerHandle {
-    Server::builder_for(TestBackend::open(dir))
+    Server::builder(crate::Broker::open(dir).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap()
@@ -429,7 +428,7 @@ fn idempotent_retries_land_once_and_survive_a_restart() {
 #[test]
 fn metadata_creates_topics_and_advertises_a_reachable_address() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::builder_for(TestBackend::open(dir.path()))
+    let server = Server::builder(crate::Broker::open(dir.path()).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .advertised("broker.example:19092")
         .start()
@@ -468,7 +467,16 @@ fn metadata_creates_topics_and_advertises_a_reachable_address() {
         .iter()
         .map(|t| t.name.as_ref().unwrap().0.to_string())
         .collect();
-    assert_eq!(names, vec!["auto".to_string()]);
+    assert_eq!(
+        names,
+        vec!["__consumer_offsets".to_string(), "auto".to_string()]
+    );
+    let all: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        1,
+        &MetadataRequest::default().with_topics(None),
+    );
+    assert!(all.topics[0].is_internal && !all.topics[1].is_internal);
 }
 
 #[test]

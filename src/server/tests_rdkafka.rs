@@ -11,15 +11,16 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::test_backend::TestBackend;
 use super::*;
 
 #[test]
 fn librdkafka_produces_idempotently_and_consumes_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let backend = TestBackend::open(dir.path());
-    backend.create_topic("rd", 3, &[]).unwrap();
-    let server = Server::builder_for(backend)
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("rd", 3, crate::TopicConfig::new())
+        .unwrap();
+    let server = Server::builder(broker)
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap();

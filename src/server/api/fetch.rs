@@ -13,9 +13,9 @@
 //! - An offset outside `[log start, high watermark]` is `OFFSET_OUT_OF_RANGE` with the
 //!   valid range in `log_start_offset` and `high_watermark`.
 //! - Long poll: while fewer than `min_bytes` are ready and `max_wait_ms` has not passed,
-//!   the thread waits for the high watermark to move: on the partition itself when the
-//!   request names one partition, otherwise on the server's append signal (raised by
-//!   every produce through this server); never a sleep loop.
+//!   the thread sleeps on one signal that every partition of the request notifies when
+//!   its high watermark moves (appends from the network and in-process producers alike);
+//!   never a sleep loop.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
 
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use super::{Ctx, Fatal, Part, Reply, Request, error_code};
 use crate::LogSlice;
 use crate::server::backend::PartitionOps;
 use crate::server::sendfile::FileRegion;
+use crate::topic::Signal;
 
 impl FileRegion for LogSlice {
     fn file(&self) -> Option<&std::fs::File> {
@@ -38,6 +39,35 @@ impl FileRegion for LogSlice {
     }
     fn len(&self) -> usize {
         <[u8]>::len(self)
+    }
+}
+
+/// The partitions of a long poll, watched with one signal until dropped.
+struct Watch {
+    signal: Arc<Signal>,
+    logs: Vec<Arc<dyn PartitionOps>>,
+}
+
+impl Watch {
+    fn new(wanted: &[Wanted]) -> Watch {
+        let signal = Arc::new(Signal::default());
+        let logs: Vec<Arc<dyn PartitionOps>> = wanted
+            .iter()
+            .flat_map(|w| w.partitions.iter())
+            .filter_map(|p| p.log.as_ref().ok().cloned())
+            .collect();
+        for log in &logs {
+            log.watch(&signal);
+        }
+        Watch { signal, logs }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        for log in &self.logs {
+            log.unwatch(&self.signal);
+        }
     }
 }
 
@@ -102,26 +132,21 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             Wanted { name, partitions }
         })
         .collect();
-    let single = match wanted.as_slice() {
-        [w] if w.partitions.len() == 1 => w.partitions[0].log.as_ref().ok().cloned(),
-        _ => None,
-    };
-
+    // Long poll: one signal for the request, notified by each of its partitions on
+    // append. Registered only once a wait is needed, and the partitions are read again
+    // after registering so an append in between is not missed.
+    let mut watch: Option<Watch> = None;
     let topics = loop {
-        let seen = ctx.shared.appended.current();
+        let seen = watch.as_ref().map(|w| w.signal.current());
         let (topics, bytes, errors) = gather(&wanted, max_bytes);
-        let now = Instant::now();
-        if bytes >= min_bytes || errors || now >= deadline || ctx.shared.is_stopping() {
+        if bytes >= min_bytes || errors || Instant::now() >= deadline || ctx.shared.is_stopping() {
             break topics;
         }
-        let left = deadline - now;
-        match &single {
-            Some(log) => {
-                // Wait for the high watermark to pass what this round saw.
-                let seen_hw = topics[0].partitions[0].high_watermark;
-                log.wait_for(seen_hw, left);
+        match (&watch, seen) {
+            (Some(w), Some(seen)) => {
+                w.signal.wait_past(seen, deadline);
             }
-            None => ctx.shared.appended.wait(seen, left),
+            _ => watch = Some(Watch::new(&wanted)),
         }
     };
     Ok(Reply::Parts(frame(

@@ -9,11 +9,11 @@
 
 use std::time::{Duration, Instant};
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
-use kafka_protocol::ResponseError;
 
-use super::{kstr, Ctx, Fatal, Reply, Request};
+use super::{Ctx, Fatal, Reply, Request, kstr};
 
 /// Longest uninterrupted wait inside one JoinGroup (shutdown is checked in between).
 const WAIT_SLICE: Duration = Duration::from_millis(200);
@@ -27,7 +27,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: JoinGroupRequest = req.decode()?;
     let version = req.version();
     let session_timeout = millis(request.session_timeout_ms);
-    let rebalance_timeout = if version >= 1 { millis(request.rebalance_timeout_ms) } else { session_timeout };
+    let rebalance_timeout = if version >= 1 {
+        millis(request.rebalance_timeout_ms)
+    } else {
+        session_timeout
+    };
     let join = crate::JoinGroupRequest {
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
@@ -41,7 +45,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         session_timeout,
         rebalance_timeout,
         require_known_member_id: version >= 4,
-        client_id: req.header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+        client_id: req
+            .header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
         client_host: format!("/{}", ctx.peer.ip()),
     };
     let groups = ctx.backend().groups();

@@ -3,7 +3,7 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use super::{kstr, Ctx, Fatal, Reply, Request};
+use super::{Ctx, Fatal, Reply, Request, kstr};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: LeaveGroupRequest = req.decode()?;
@@ -22,7 +22,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             group_instance_id: None,
         }]
     };
-    let a = ctx.backend().groups().leave_group(&request.group_id, &members);
+    let a = ctx
+        .backend()
+        .groups()
+        .leave_group(&request.group_id, &members);
     let response = LeaveGroupResponse::default()
         .with_error_code(a.error_code)
         .with_members(

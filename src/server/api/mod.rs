@@ -11,10 +11,16 @@ mod delete_topics;
 mod describe_configs;
 mod fetch;
 mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use std::net::SocketAddr;
 
@@ -34,7 +40,13 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 0, 8),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 5),
     (ApiKey::FindCoordinator, 0, 2),
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 3),
+    (ApiKey::SyncGroup, 0, 3),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::DeleteTopics, 1, 3),
@@ -214,6 +226,12 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::Fetch) => fetch::handle(ctx, req),
         Ok(ApiKey::ListOffsets) => list_offsets::handle(ctx, req),
         Ok(ApiKey::FindCoordinator) => find_coordinator::handle(ctx, req),
+        Ok(ApiKey::JoinGroup) => join_group::handle(ctx, req),
+        Ok(ApiKey::SyncGroup) => sync_group::handle(ctx, req),
+        Ok(ApiKey::Heartbeat) => heartbeat::handle(ctx, req),
+        Ok(ApiKey::LeaveGroup) => leave_group::handle(ctx, req),
+        Ok(ApiKey::OffsetCommit) => offset_commit::handle(ctx, req),
+        Ok(ApiKey::OffsetFetch) => offset_fetch::handle(ctx, req),
         Ok(ApiKey::InitProducerId) => init_producer_id::handle(ctx, req),
         Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
         Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),

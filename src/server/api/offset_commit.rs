@@ -8,7 +8,7 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
-use super::{kstr, Ctx, Fatal, Reply, Request};
+use super::{Ctx, Fatal, Reply, Request, kstr};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetCommitRequest = req.decode()?;
@@ -21,7 +21,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 topic: t.name.0.to_string(),
                 partition: p.partition_index,
                 offset: p.committed_offset,
-                leader_epoch: if version >= 6 { p.committed_leader_epoch } else { -1 },
+                leader_epoch: if version >= 6 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
             })
         })

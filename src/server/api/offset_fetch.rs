@@ -8,14 +8,18 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
-use super::{kstr, Ctx, Fatal, Reply, Request};
+use super::{Ctx, Fatal, Reply, Request, kstr};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetFetchRequest = req.decode()?;
     let wanted: Option<Vec<(String, i32)>> = request.topics.as_ref().map(|topics| {
         topics
             .iter()
-            .flat_map(|t| t.partition_indexes.iter().map(move |&p| (t.name.0.to_string(), p)))
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |&p| (t.name.0.to_string(), p))
+            })
             .collect()
     });
     let a = ctx

@@ -28,7 +28,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .transactional_id
         .as_ref()
         .is_some_and(|t| !t.is_empty());
-    let mut appended = false;
     let responses = request
         .topic_data
         .into_iter()
@@ -37,7 +36,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .partition_data
                 .into_iter()
                 .map(|p| {
-                    let r = if transactional {
+                    if transactional {
                         refuse(
                             p.index,
                             ResponseError::TransactionalIdAuthorizationFailed.code(),
@@ -51,9 +50,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         )
                     } else {
                         produce_partition(ctx, &t.name, p.index, p.records.unwrap_or_default())
-                    };
-                    appended |= r.error_code == 0;
-                    r
+                    }
                 })
                 .collect();
             TopicProduceResponse::default()
@@ -61,9 +58,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    if appended {
-        ctx.shared.appended.notify();
-    }
     if acks == 0 {
         return Ok(Reply::Nothing);
     }

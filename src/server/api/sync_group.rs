@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
-use super::{kstr, Ctx, Fatal, Reply, Request};
+use super::{Ctx, Fatal, Reply, Request, kstr};
 
 /// How long a follower waits for the leader's assignment.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
