@@ -294,5 +294,3 @@ impl Drop for ServerHandle {
 mod tests;
 #[cfg(test)]
 mod tests_api;
-#[cfg(test)]
-mod tests_rdkafka;

@@ -576,3 +576,119 @@ fn a_thousand_concurrent_connections_produce_and_fetch() {
     }
     assert_eq!(total, CONNS as i64);
 }
+
+#[test]
+fn the_group_apis_answer_every_supported_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "g", 2);
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    for v in 0..=5i16 {
+        let group = format!("group-v{v}");
+        let join = JoinGroupRequest::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![
+                join_group_request::JoinGroupRequestProtocol::default()
+                    .with_name(s("range"))
+                    .with_metadata(Bytes::from_static(b"subscription")),
+            ]);
+        let mut resp: JoinGroupResponse = c.call(ApiKey::JoinGroup, v, &join);
+        if v >= 4 {
+            assert_eq!(resp.error_code, 79, "v{v}: MEMBER_ID_REQUIRED first");
+            resp = c.call(
+                ApiKey::JoinGroup,
+                v,
+                &join.clone().with_member_id(resp.member_id.clone()),
+            );
+        }
+        assert_eq!(resp.error_code, 0, "JoinGroup v{v}");
+        assert_eq!(resp.leader, resp.member_id);
+        assert_eq!(resp.members.len(), 1);
+        let member = resp.member_id.clone();
+        let generation = resp.generation_id;
+
+        let sv = v.min(3);
+        let sync = SyncGroupRequest::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_generation_id(generation)
+            .with_member_id(member.clone())
+            .with_assignments(vec![
+                sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(member.clone())
+                    .with_assignment(Bytes::from_static(b"assignment")),
+            ]);
+        let resp: SyncGroupResponse = c.call(ApiKey::SyncGroup, sv, &sync);
+        assert_eq!(resp.error_code, 0, "SyncGroup v{sv}");
+        assert_eq!(&resp.assignment[..], b"assignment");
+
+        let hb = HeartbeatRequest::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_generation_id(generation)
+            .with_member_id(member.clone());
+        let resp: HeartbeatResponse = c.call(ApiKey::Heartbeat, sv, &hb);
+        assert_eq!(resp.error_code, 0, "Heartbeat v{sv}");
+
+        let cv = (v + 2).min(7);
+        let commit = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(member.clone())
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("g")))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_committed_offset(42),
+                    ]),
+            ]);
+        let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, cv, &commit);
+        assert_eq!(
+            resp.topics[0].partitions[0].error_code, 0,
+            "OffsetCommit v{cv}"
+        );
+
+        let fv = (v + 1).min(5);
+        let fetch = OffsetFetchRequest::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(s("g")))
+                    .with_partition_indexes(vec![0, 1]),
+            ]));
+        let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, fv, &fetch);
+        let got: Vec<(i32, i64)> = resp.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.committed_offset))
+            .collect();
+        assert_eq!(got, vec![(0, -1), (1, 42)], "OffsetFetch v{fv}");
+
+        let leave = if sv >= 3 {
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(s(&group)))
+                .with_members(vec![
+                    leave_group_request::MemberIdentity::default().with_member_id(member),
+                ])
+        } else {
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(s(&group)))
+                .with_member_id(member)
+        };
+        let resp: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, sv, &leave);
+        assert_eq!(resp.error_code, 0, "LeaveGroup v{sv}");
+        let resp: FindCoordinatorResponse = c.call(
+            ApiKey::FindCoordinator,
+            sv.min(2),
+            &FindCoordinatorRequest::default().with_key(s(&group)),
+        );
+        assert_eq!(
+            (resp.error_code, resp.port),
+            (0, i32::from(server.local_addr().port()))
+        );
+    }
+}

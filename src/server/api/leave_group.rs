@@ -26,9 +26,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .backend()
         .groups()
         .leave_group(&request.group_id, &members);
-    let response = LeaveGroupResponse::default()
-        .with_error_code(a.error_code)
-        .with_members(
+    let mut response = LeaveGroupResponse::default().with_error_code(a.error_code);
+    // Per-member results exist from v3 on; before that the top-level code carries it.
+    if req.version() >= 3 {
+        response = response.with_members(
             a.members
                 .into_iter()
                 .map(|(member_id, instance, code)| {
@@ -39,5 +40,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 })
                 .collect(),
         );
+    } else if let Some(&(_, _, code)) = a.members.first().filter(|_| a.error_code == 0) {
+        response = response.with_error_code(code);
+    }
     req.respond(&response)
 }
