@@ -186,6 +186,20 @@ impl<'a> Batch<'a> {
         let b = Batch {
             bytes: &bytes[..size],
         };
+        if b.base_offset()
+            .checked_add(b.last_offset_delta() as i64)
+            .is_none()
+        {
+            return Err(Error::corrupt(
+                location,
+                position,
+                format!(
+                    "baseOffset {} + lastOffsetDelta {} overflows an i64",
+                    b.base_offset(),
+                    b.last_offset_delta()
+                ),
+            ));
+        }
         if b.record_count() < 0 || b.last_offset_delta() < 0 {
             return Err(Error::corrupt(
                 location,
@@ -406,7 +420,8 @@ impl<'a> Records<'a> {
         self.rest = &self.rest[n + len as usize..];
         self.position += n + len as usize;
         Ok(Record {
-            offset: self.base_offset + off_delta as i64,
+            // Malformed deltas must not overflow (the batch's own range cannot).
+            offset: self.base_offset.wrapping_add(off_delta as i64),
             timestamp: self
                 .log_append_time
                 .unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),

@@ -956,6 +956,10 @@ impl PartitionLog {
         list.push(active.shared().clone());
         *self.inner.segments.write() = Arc::new(list);
         w.active = Some(active);
+        // Cutting the batch that holds the log start offset (after a
+        // delete_records_before inside it) leaves no record at or after it: the start
+        // comes down to the new end so that start <= end still holds.
+        self.inner.log_start.fetch_min(new_end, Ordering::AcqRel);
         self.inner.log_end.store(new_end, Ordering::Release);
         self.inner.high_watermark.store(new_end, Ordering::SeqCst);
         drop(w);

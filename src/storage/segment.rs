@@ -374,8 +374,10 @@ pub(crate) fn scan_segment(
     let mut scan = match trust {
         Trust::None => None,
         Trust::Full => trusted_scan(data, base_offset, &index_path, &time_path)?,
+        // Bytes other than the zero padding after the data are a torn write: validate
+        // the segment so that the cut is reported, not trimmed silently.
         Trust::UpTo(rp) => trusted_scan(data, base_offset, &index_path, &time_path)?
-            .filter(|s| s.next_offset <= rp),
+            .filter(|s| s.next_offset <= rp && data[s.data_len..].iter().all(|&b| b == 0)),
     };
     if let Some(s) = scan.as_mut() {
         s.trusted = true;

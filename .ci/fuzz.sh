@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs each cargo-fuzz target under fuzz/ for FUZZ_SECONDS (default 30), starting from
+# the committed seed corpus fuzz/corpus-seed/<target>/. Installs cargo-fuzz from
+# crates.io if it is missing. cargo-fuzz needs nightly flags (-Zsanitizer): on a stable
+# toolchain they are unlocked with RUSTC_BOOTSTRAP=1 (set FUZZ_TOOLCHAIN=nightly to use
+# an installed nightly instead). Where fuzzing cannot be built or run here, it falls
+# back to replaying the seed corpus as a regular test (tests/fuzz_corpus_replay.rs),
+# which it also runs in every case.
+#
+# Exit status: 0 when no crash was found (or the fallback replay passed), 1 when a
+# target crashed (the input is in fuzz/artifacts/<target>/; copy it into
+# fuzz/corpus-seed/<target>/ as a regression input once fixed) or the replay failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${FUZZ_SECONDS:-30}"
+targets=(batch_decoder log_recovery)
+toolchain=()
+if [[ -n "${FUZZ_TOOLCHAIN:-}" ]]; then
+    toolchain=("+${FUZZ_TOOLCHAIN}")
+else
+    export RUSTC_BOOTSTRAP=1
+fi
+
+replay() {
+    echo "fuzz.sh: replaying the seed corpus as a regular test"
+    cargo test --test fuzz_corpus_replay
+}
+
+can_fuzz=1
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz.sh: installing cargo-fuzz"
+    cargo install cargo-fuzz --locked || can_fuzz=0
+fi
+if [[ $can_fuzz == 1 ]]; then
+    for t in "${targets[@]}"; do
+        if ! (cd fuzz && cargo "${toolchain[@]}" fuzz build "$t"); then
+            echo "fuzz.sh: cannot build fuzz target $t here"
+            can_fuzz=0
+            break
+        fi
+    done
+fi
+if [[ $can_fuzz == 0 ]]; then
+    echo "fuzz.sh: fuzzing cannot run here; falling back to the corpus replay"
+    replay
+    exit $?
+fi
+
+status=0
+for t in "${targets[@]}"; do
+    mkdir -p "fuzz/corpus/$t"
+    echo "fuzz.sh: fuzzing $t for ${seconds}s"
+    if ! (cd fuzz && cargo "${toolchain[@]}" fuzz run "$t" "corpus/$t" "corpus-seed/$t" \
+        -- -max_total_time="$seconds" -print_final_stats=1 2>&1 | tail -n 40); then
+        echo "fuzz.sh: $t FOUND A CRASH; see fuzz/artifacts/$t/"
+        status=1
+    fi
+done
+replay || status=1
+exit $status
