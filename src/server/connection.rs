@@ -52,18 +52,21 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 break;
             }
         };
-        match process(&ctx, frame) {
-            Ok(Reply::Nothing) => {}
-            Ok(Reply::Parts(parts)) => {
-                if let Err(e) = write_reply(&stream, parts) {
-                    tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
-                    break;
-                }
-            }
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        let outcome = process(&ctx, frame);
+        let written = match outcome {
+            Ok(Reply::Nothing) => Ok(()),
+            Ok(Reply::Parts(parts)) => write_reply(&stream, parts).map_err(|e| {
+                tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
+            }),
             Err(Fatal(msg)) => {
                 tracing::warn!(%peer, "{msg}; closing the connection");
-                break;
+                Err(())
             }
+        };
+        shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if written.is_err() {
+            break;
         }
         if shared.stopping.load(Ordering::Acquire) {
             break;

@@ -118,6 +118,11 @@ fn start_connection(
 /// thread. `accept` is the accept thread, `local` the address it listens on.
 pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAddr) {
     shared.stopping.store(true, Ordering::Release);
+    tracing::info!(
+        connections = shared.active.load(Ordering::Acquire),
+        in_flight = shared.in_flight.load(Ordering::Acquire),
+        "shutting down: no new connections; finishing requests in flight"
+    );
     // Wake the blocking accept() with a connection of our own.
     let wake = match local.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => {

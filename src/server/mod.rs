@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
     pub active: AtomicUsize,
+    /// Requests being handled right now (read, not yet answered).
+    pub in_flight: AtomicUsize,
     /// Open connections, for shutdown.
     pub registry: listener::Registry,
 }
@@ -117,6 +119,7 @@ impl Shared {
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             registry: listener::Registry::default(),
         }
     }

@@ -692,3 +692,82 @@ fn the_group_apis_answer_every_supported_version() {
         );
     }
 }
+
+#[test]
+fn an_in_process_append_ends_a_network_long_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("mixed", 3, crate::TopicConfig::new())
+        .unwrap();
+    let server = Server::builder(broker.clone())
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let parts = [
+        ("mixed", 0, 0, 1 << 20),
+        ("mixed", 1, 0, 1 << 20),
+        ("mixed", 2, 0, 1 << 20),
+    ];
+    c.send(ApiKey::Fetch, 11, &fetch_req(60_000, 1, 1 << 20, &parts));
+    let appender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let p = broker.topic("mixed").unwrap().partition(2).unwrap();
+        p.append_batch(&batch(&["from inside"])).unwrap();
+    });
+    let (_, resp): (i32, FetchResponse) = c.recv(11);
+    appender.join().unwrap();
+    assert_eq!(
+        values(&resp.responses[2].partitions[0].records),
+        vec![(0, "from inside".to_string())]
+    );
+}
+
+#[test]
+fn shutdown_lets_an_in_flight_long_poll_finish_with_its_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "sd", 1);
+    // Shut down once the server is inside the long poll (the CreateTopics before it
+    // counts as in flight until its response is written, so wait for that to end first).
+    let shared = server.shared.clone();
+    let in_flight = || shared.in_flight.load(std::sync::atomic::Ordering::Acquire);
+    while in_flight() != 0 {
+        std::thread::yield_now();
+    }
+    let corr = c.send(
+        ApiKey::Fetch,
+        11,
+        &fetch_req(300, 1, 1 << 20, &[("sd", 0, 0, 1 << 20)]),
+    );
+    while in_flight() == 0 {
+        std::thread::yield_now();
+    }
+    server.shutdown().unwrap();
+    let (got, resp): (i32, FetchResponse) = c.recv(11);
+    assert_eq!(got, corr);
+    assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+}
+
+#[test]
+fn a_batch_above_max_message_bytes_is_message_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic(
+            "small",
+            1,
+            crate::TopicConfig::new().max_message_bytes(1000),
+        )
+        .unwrap();
+    let server = Server::builder(broker)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let big = "y".repeat(5000);
+    assert_eq!(produce(&mut c, "small", 0, batch(&[&big])).error_code, 10);
+    assert_eq!(produce(&mut c, "small", 0, batch(&["fits"])).error_code, 0);
+}
