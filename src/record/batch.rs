@@ -503,7 +503,9 @@ impl<'a> Headers<'a> {
 pub struct BatchIter<'a> {
     bytes: &'a [u8],
     at: usize,
-    location: String,
+    /// Source of the bytes for error messages; `None` is "input" (no allocation on the
+    /// append path).
+    location: Option<String>,
     failed: bool,
 }
 
@@ -512,7 +514,7 @@ pub fn batches(bytes: &[u8]) -> BatchIter<'_> {
     BatchIter {
         bytes,
         at: 0,
-        location: "input".to_string(),
+        location: None,
         failed: false,
     }
 }
@@ -520,7 +522,7 @@ pub fn batches(bytes: &[u8]) -> BatchIter<'_> {
 impl<'a> BatchIter<'a> {
     /// Names the source of the bytes (a file path) for error messages.
     pub fn with_location(mut self, location: impl Into<String>) -> Self {
-        self.location = location.into();
+        self.location = Some(location.into());
         self
     }
     /// Byte position of the next batch.
@@ -536,7 +538,8 @@ impl<'a> Iterator for BatchIter<'a> {
         if self.failed || self.at >= self.bytes.len() {
             return None;
         }
-        match Batch::parse_at(&self.bytes[self.at..], &self.location, self.at as u64) {
+        let location = self.location.as_deref().unwrap_or("input");
+        match Batch::parse_at(&self.bytes[self.at..], location, self.at as u64) {
             Ok(b) => {
                 self.at += b.len();
                 Some(Ok(b))

@@ -180,7 +180,8 @@ struct WriterState {
 struct Inner {
     name: String,
     dir: PathBuf,
-    config: RwLock<LogConfig>,
+    /// Shared so that an append takes a reference count, not a copy.
+    config: RwLock<Arc<LogConfig>>,
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
     writer: Mutex<WriterState>,
     /// Serializes `sync` calls (fsyncs run outside the writer lock).
@@ -190,7 +191,9 @@ struct Inner {
     high_watermark: AtomicI64,
     recovery_point: AtomicI64,
     closed: AtomicBool,
-    poisoned: Mutex<Option<String>>,
+    /// Set (with `poison_reason`) when an fsync failed; checked on every append.
+    poisoned: AtomicBool,
+    poison_reason: Mutex<Option<String>>,
     waiters: AtomicUsize,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
@@ -405,7 +408,7 @@ impl PartitionLog {
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir,
-            config: RwLock::new(config),
+            config: RwLock::new(Arc::new(config)),
             segments: RwLock::new(Arc::new(segments)),
             writer: Mutex::new(WriterState {
                 active: Some(active),
@@ -419,7 +422,8 @@ impl PartitionLog {
             high_watermark: AtomicI64::new(log_end),
             recovery_point: AtomicI64::new(recovery_point),
             closed: AtomicBool::new(false),
-            poisoned: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(None),
             waiters: AtomicUsize::new(0),
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
@@ -450,13 +454,13 @@ impl PartitionLog {
 
     /// The current settings.
     pub fn config(&self) -> LogConfig {
-        self.inner.config.read().clone()
+        LogConfig::clone(&self.inner.config.read())
     }
 
     /// Replaces the settings (they apply from the next append or retention pass).
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
-        *self.inner.config.write() = config;
+        *self.inner.config.write() = Arc::new(config);
         Ok(())
     }
 
@@ -516,27 +520,28 @@ impl PartitionLog {
         if self.is_closed() {
             return Err(self.closed_err());
         }
-        if let Some(reason) = self.inner.poisoned.lock().clone() {
+        if self.inner.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned {
                 partition: self.inner.name.clone(),
-                reason,
+                reason: self.inner.poison_reason.lock().clone().unwrap_or_default(),
             });
         }
         Ok(())
     }
 
     fn poison(&self, e: &Error) {
-        let mut p = self.inner.poisoned.lock();
+        let mut p = self.inner.poison_reason.lock();
         if p.is_none() {
             *p = Some(e.to_string());
         }
+        self.inner.poisoned.store(true, Ordering::Release);
     }
 
     /// Appends one or more batches laid back to back. Each is validated (length, magic,
     /// CRC, size limit) before anything is written; offsets are assigned by stamping
     /// each batch's baseOffset in place. Returns where they landed.
     pub fn append(&self, batches_bytes: &[u8]) -> Result<AppendInfo> {
-        let config = self.inner.config.read().clone();
+        let config: Arc<LogConfig> = self.inner.config.read().clone();
         let max = config.max_message_bytes as usize;
         // Validate everything first: an append is all or nothing.
         let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
@@ -1139,7 +1144,7 @@ impl PartitionLog {
             }
             *segs = Arc::new(list);
         }
-        if self.inner.poisoned.lock().is_some() {
+        if self.inner.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
         self.sync()

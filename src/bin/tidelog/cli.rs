@@ -1,0 +1,291 @@
+//! Argument definitions (clap derive). Option names follow Kafka's tools and kcat.
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// tidelog: an embeddable, Kafka-compatible commit log — command line tool.
+///
+/// Every subcommand works on the data directory given by --data (one process at a
+/// time holds it).
+#[derive(Debug, Parser)]
+#[command(name = "tidelog", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    /// Data directory of the log.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "./tidelog-data",
+        global = true
+    )]
+    pub data: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create, list, describe, delete and alter topics (as kafka-topics).
+    #[command(subcommand)]
+    Topics(TopicsCmd),
+    /// Append one record per line of standard input (as kcat -P).
+    Produce(ProduceArgs),
+    /// Print records of a topic (as kcat -C and kafka-console-consumer).
+    Consume(ConsumeArgs),
+    /// List and describe consumer groups, reset their offsets (as kafka-consumer-groups).
+    #[command(subcommand)]
+    Groups(GroupsCmd),
+    /// Print the batches of a segment file or the entries of an index (as kafka-dump-log).
+    Dump(DumpArgs),
+    /// Measure throughput and latency (as kafka-producer-perf-test).
+    #[command(subcommand)]
+    Perf(PerfCmd),
+    /// Serve the data directory over the Kafka wire protocol.
+    #[cfg(feature = "server")]
+    Serve(ServeArgs),
+}
+
+/// `tidelog topics ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TopicsCmd {
+    /// Create a topic.
+    Create {
+        /// Topic name: 1 to 249 characters from [a-zA-Z0-9._-].
+        name: String,
+        /// Number of partitions.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        partitions: i32,
+        /// A topic setting by its Kafka name (retention.ms, cleanup.policy, ...);
+        /// repeat for several.
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        config: Vec<String>,
+        /// Succeed without change if the topic already exists.
+        #[arg(long)]
+        if_not_exists: bool,
+    },
+    /// List topic names, one per line.
+    List {
+        /// Leave out internal topics (__consumer_offsets).
+        #[arg(long)]
+        exclude_internal: bool,
+    },
+    /// Per partition: log start and end offset, size and segment count.
+    Describe {
+        /// The topic (every topic if left out).
+        name: Option<String>,
+        /// With no NAME: leave out internal topics.
+        #[arg(long)]
+        exclude_internal: bool,
+    },
+    /// Delete a topic and its data.
+    Delete {
+        /// The topic.
+        name: String,
+    },
+    /// Change a topic's settings or grow its partition count.
+    #[command(group(ArgGroup::new("change").required(true).multiple(true)))]
+    Alter {
+        /// The topic.
+        name: String,
+        /// Set a topic setting by its Kafka name; repeat for several.
+        #[arg(long = "config", value_name = "KEY=VALUE", group = "change")]
+        config: Vec<String>,
+        /// Remove a topic setting (back to the default); repeat for several.
+        #[arg(long = "delete-config", value_name = "KEY", group = "change")]
+        delete_config: Vec<String>,
+        /// Grow the topic to N partitions (shrinking is refused, as in Kafka).
+        #[arg(long, value_name = "N", group = "change")]
+        partitions: Option<i32>,
+    },
+}
+
+/// `tidelog produce TOPIC`.
+#[derive(Debug, Args)]
+pub(crate) struct ProduceArgs {
+    /// The topic.
+    pub topic: String,
+    /// Split each line at the first SEP into key and value (as kcat -K).
+    #[arg(short = 'K', long = "key-delimiter", value_name = "SEP")]
+    pub key_delimiter: Option<String>,
+    /// Write every record to this partition (default: by key hash, unkeyed records
+    /// spread over the partitions).
+    #[arg(short = 'p', long, value_name = "P")]
+    pub partition: Option<i32>,
+    /// A header added to every record; repeat for several.
+    #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
+    pub headers: Vec<String>,
+}
+
+/// `tidelog consume TOPIC`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("start").args(["from_beginning", "offset", "timestamp"])))]
+pub(crate) struct ConsumeArgs {
+    /// The topic.
+    pub topic: String,
+    /// Start at the first record (with --group: when the group has no committed offset).
+    #[arg(long)]
+    pub from_beginning: bool,
+    /// Start offset: N, -N (N before the end), `beginning` or `end` (as kcat -o).
+    #[arg(short = 'o', long, value_name = "OFFSET", allow_hyphen_values = true)]
+    pub offset: Option<String>,
+    /// Start at the first record at or after this time: milliseconds since the epoch or
+    /// an RFC 3339 date (2024-05-01T12:00:00Z).
+    #[arg(long, value_name = "T")]
+    pub timestamp: Option<String>,
+    /// Consumer group: start from its committed offsets and commit what was printed
+    /// before exiting.
+    #[arg(short = 'g', long, value_name = "G")]
+    pub group: Option<String>,
+    /// Read only these partitions (repeat for several; default: all).
+    #[arg(short = 'p', long, value_name = "P")]
+    pub partition: Vec<i32>,
+    /// Exit after COUNT records.
+    #[arg(short = 'c', long, value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Exit when every partition read has reached its end.
+    #[arg(short = 'e', long = "exit")]
+    pub exit_at_end: bool,
+    /// Output format with kcat's tokens: %s value, %k key, %t topic, %p partition,
+    /// %o offset, %T timestamp (ms), %h headers (k=v,...), %S value size, %K key size,
+    /// %%; escapes \n \t \r \\. Default: "%s\n" (or "%k<SEP>%s\n" with -K).
+    #[arg(short = 'f', long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Print the key, then SEP, then the value (when -f is not given).
+    #[arg(short = 'K', long = "key-delimiter", value_name = "SEP")]
+    pub key_delimiter: Option<String>,
+}
+
+/// `tidelog groups ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum GroupsCmd {
+    /// List consumer groups, one per line.
+    List,
+    /// State, members and, per partition, committed offset, log end offset and lag.
+    Describe {
+        /// The group.
+        group: String,
+    },
+    /// Move a group's committed offsets (the group must have no active members).
+    #[command(group(ArgGroup::new("to").required(true).args(
+        ["to_earliest", "to_latest", "to_offset", "to_datetime"]
+    )))]
+    ResetOffsets {
+        /// The group.
+        group: String,
+        /// The topic whose offsets move.
+        #[arg(long, value_name = "T")]
+        topic: String,
+        /// Only this partition (repeat for several; default: all).
+        #[arg(short = 'p', long, value_name = "P")]
+        partition: Vec<i32>,
+        /// To the first offset still in the log.
+        #[arg(long)]
+        to_earliest: bool,
+        /// To the end of the log.
+        #[arg(long)]
+        to_latest: bool,
+        /// To this offset (clamped to the log's range).
+        #[arg(long, value_name = "N")]
+        to_offset: Option<i64>,
+        /// To the first record at or after this time (ms since the epoch or an RFC
+        /// 3339 date).
+        #[arg(long, value_name = "D")]
+        to_datetime: Option<String>,
+        /// Print the new offsets without committing them.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `tidelog dump PATH [--records]`.
+#[derive(Debug, Args)]
+pub(crate) struct DumpArgs {
+    /// A `.log`, `.index` or `.timeindex` file, or a partition directory (every segment
+    /// file in it, in order).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Also print every record of each batch (offset, timestamp, key, value, headers).
+    #[arg(long)]
+    pub records: bool,
+}
+
+/// `tidelog perf ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PerfCmd {
+    /// Append N records of S bytes, B records per append call.
+    Produce(PerfProduceArgs),
+    /// Read every record of every partition from offset 0.
+    Consume(PerfConsumeArgs),
+    /// A producer thread and a consumer thread at once; then end-to-end latency.
+    Pubsub(PerfPubsubArgs),
+}
+
+/// `tidelog perf produce`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfProduceArgs {
+    /// Topic (created if missing).
+    #[arg(long, value_name = "T")]
+    pub topic: String,
+    /// Number of records.
+    #[arg(long, value_name = "N")]
+    pub records: u64,
+    /// Value size of each record in bytes.
+    #[arg(long, value_name = "S")]
+    pub record_size: usize,
+    /// Records per append call (1: one record per call).
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    pub batch: usize,
+    /// Partitions of the topic when it is created; batches go round-robin.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    pub partitions: i32,
+    /// Acknowledgement level: 0, 1 or all (one replica: 1 and all are the same).
+    #[arg(long, value_name = "ACKS", default_value = "1", value_parser = ["0", "1", "all", "-1"])]
+    pub acks: String,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf consume`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfConsumeArgs {
+    /// Topic.
+    #[arg(long, value_name = "T")]
+    pub topic: String,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf pubsub`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfPubsubArgs {
+    /// Records of the throughput run.
+    #[arg(long, value_name = "N")]
+    pub records: u64,
+    /// Value size of each record in bytes (at least 8 for the latency run).
+    #[arg(long, value_name = "S")]
+    pub record_size: usize,
+    /// Records per append call in the throughput run.
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    pub batch: usize,
+    /// Records of the latency run.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub latency_records: u64,
+    /// Pace of the latency run, records per second.
+    #[arg(long, value_name = "R", default_value_t = 100_000)]
+    pub latency_rate: u64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog serve --listen ADDR` (filled in by the server work).
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on, e.g. 127.0.0.1:9092.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+    pub listen: String,
+}

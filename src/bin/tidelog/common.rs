@@ -1,0 +1,257 @@
+//! Helpers shared by the subcommands: opening the data directory, parsing `k=v` pairs
+//! and times.
+
+use crate::{CliResult, Fail, fail};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tidelog::record::batches;
+use tidelog::{Batch, Broker, CommitOffset, LogSlice, OffsetCommitRequest, Partition, Topic};
+
+/// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
+/// directory that does not exist rather than creating an empty one.
+pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(fail!("data directory {} is not a directory", dir.display()));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !create {
+                return Err(fail!(
+                    "data directory {} does not exist (create a topic first: tidelog --data {} topics create NAME)",
+                    dir.display(),
+                    dir.display()
+                ));
+            }
+        }
+        Err(e) => return Err(fail!("cannot read data directory {}: {e}", dir.display())),
+    }
+    Ok(Broker::open(dir)?)
+}
+
+/// Closes the broker, reporting a failure to flush or close as an error.
+pub(crate) fn close_broker(broker: Broker) -> CliResult {
+    broker.close()?;
+    Ok(())
+}
+
+/// The error for a batch of `slice` (read from `p`) at byte `at` of the slice that
+/// failed its checks: names the segment file, the byte position in it and the partition.
+fn batch_error(slice: &LogSlice, p: &Partition, at: usize, e: &tidelog::Error) -> Fail {
+    let file = slice
+        .path()
+        .map_or_else(|| "an empty log".to_string(), |p| p.display().to_string());
+    let reason = match e {
+        tidelog::Error::Corrupt { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    };
+    fail!(
+        "corrupt batch in {file} at byte {} ({}-{}): {reason}",
+        slice.file_position() + at as u64,
+        p.topic(),
+        p.index()
+    )
+}
+
+/// The batches of `slice` (read from `p`) with their byte position in the slice, each
+/// checked (length, magic, CRC-32C); the first bad one ends the iteration with an error
+/// naming the file and byte position.
+pub(crate) fn checked_batches<'a>(
+    slice: &'a LogSlice,
+    p: &'a Partition,
+) -> impl Iterator<Item = CliResult<(usize, Batch<'a>)>> + 'a {
+    let mut iter = batches(slice);
+    std::iter::from_fn(move || {
+        let at = iter.position();
+        Some(match iter.next()? {
+            Ok(b) => Ok((at, b)),
+            Err(e) => Err(batch_error(slice, p, at, &e)),
+        })
+    })
+}
+
+/// The partitions `only` of `topic` (all of them when `only` is empty).
+pub(crate) fn select_partitions(topic: &Topic, only: &[i32]) -> CliResult<Vec<Partition>> {
+    if only.is_empty() {
+        return Ok(topic.partitions().to_vec());
+    }
+    let mut v = Vec::with_capacity(only.len());
+    for &p in only {
+        v.push(topic.partition(p)?);
+    }
+    Ok(v)
+}
+
+/// Commits `(partition, next offset)` pairs of `topic` for `group` as a "simple" commit
+/// (no generation, no member), as the console tools do. `what` says what the commit is
+/// for in the error message.
+pub(crate) fn commit_offsets(
+    broker: &Broker,
+    group: &str,
+    topic: &str,
+    offsets: &[(i32, i64)],
+    what: &str,
+) -> CliResult {
+    if offsets.is_empty() {
+        return Ok(());
+    }
+    let results = broker
+        .group_coordinator()
+        .offset_commit(OffsetCommitRequest {
+            group_id: group.to_string(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: offsets
+                .iter()
+                .map(|&(partition, offset)| CommitOffset {
+                    topic: topic.to_string(),
+                    partition,
+                    offset,
+                    leader_epoch: -1,
+                    metadata: None,
+                })
+                .collect(),
+        });
+    match results.iter().find(|r| r.error_code != 0) {
+        None => Ok(()),
+        Some(r) => Err(fail!(
+            "{what} of group {group:?} for {}-{} failed with Kafka error code {} (a group with active members refuses it)",
+            r.topic,
+            r.partition,
+            r.error_code
+        )),
+    }
+}
+
+/// Splits `KEY=VALUE`; `what` names the option for the error message.
+pub(crate) fn parse_kv(s: &str, what: &str) -> CliResult<(String, String)> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(fail!("{what} {s:?} is not of the form KEY=VALUE")),
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A point in time given on the command line: milliseconds since the epoch, or an RFC
+/// 3339 / ISO 8601 date `YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM]` (UTC when no zone
+/// is given). `what` names the option for the error message.
+pub(crate) fn parse_time(s: &str, what: &str) -> CliResult<i64> {
+    let t = s.trim();
+    if let Ok(ms) = t.parse::<i64>() {
+        return Ok(ms);
+    }
+    parse_datetime(t).ok_or_else(|| {
+        fail!(
+            "{what} {s:?} is neither milliseconds since the epoch nor a date like 2024-05-01T12:00:00Z"
+        )
+    })
+}
+
+fn parse_datetime(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+        return None;
+    }
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let mut ms = days_from_civil(year, month, day) * 86_400_000;
+    let mut at = 10;
+    if matches!(b.get(at), Some(b'T' | b't' | b' ')) {
+        let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
+        if b.get(at + 3) != Some(&b':') || h > 23 || m > 59 {
+            return None;
+        }
+        ms += (h * 3600 + m * 60) * 1000;
+        at += 6;
+        if b.get(at) == Some(&b':') {
+            let sec = num(at + 1, 2)?;
+            if sec > 60 {
+                return None;
+            }
+            ms += sec * 1000;
+            at += 3;
+            if b.get(at) == Some(&b'.') {
+                let digits = b[at + 1..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+                if digits == 0 {
+                    return None;
+                }
+                let frac = &s[at + 1..at + 1 + digits.min(3)];
+                ms += frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
+                at += 1 + digits;
+            }
+        }
+    }
+    match b.get(at) {
+        None => Some(ms),
+        Some(b'Z' | b'z') if at + 1 == b.len() => Some(ms),
+        Some(&sign @ (b'+' | b'-')) if at + 6 == b.len() && b[at + 3] == b':' => {
+            let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            let offset = (h * 60 + m) * 60_000;
+            Some(if sign == b'+' {
+                ms - offset
+            } else {
+                ms + offset
+            })
+        }
+        _ => None,
+    }
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        let t = |s| parse_time(s, "t").ok();
+        assert_eq!(t("1700000000000"), Some(1_700_000_000_000));
+        assert_eq!(t("1970-01-01"), Some(0));
+        assert_eq!(t("2023-11-14T22:13:20Z"), Some(1_700_000_000_000));
+        assert_eq!(t("2023-11-14T22:13:20.5Z"), Some(1_700_000_000_500));
+        assert_eq!(t("2023-11-14T23:13:20+01:00"), Some(1_700_000_000_000));
+        assert_eq!(t("2024-02-29 00:00"), Some(1_709_164_800_000));
+        assert_eq!(t("2023-02-29"), None);
+        assert_eq!(t("2023-13-01"), None);
+        assert_eq!(t("yesterday"), None);
+        assert_eq!(t("2023-11-14T22:13:20Zjunk"), None);
+    }
+}

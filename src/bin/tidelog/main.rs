@@ -1,0 +1,83 @@
+//! `tidelog`: the command line tool (feature `cli`).
+//!
+//! One binary for what a Kafka user finds in kafka-topics, the console producer and
+//! consumer, kafka-consumer-groups, kafka-dump-log and the perf-test tools, working on a
+//! data directory (`--data DIR`, default `./tidelog-data`, accepted before or after any
+//! subcommand).
+//!
+//! Exit codes: 0 on success, 1 for an error (one line `error: ...` on stderr), 2 for a
+//! usage error (clap's). The tool never panics on bad input; a panic hook turns a bug
+//! into exit code 1 with an `error: internal error` line instead of Rust's 101.
+//!
+//! Layout: `cli` holds the argument definitions, one module per subcommand does the
+//! work, `out` wraps stdout so a closed pipe (`| head`) ends the program quietly.
+
+mod cli;
+mod common;
+mod consume;
+mod dump;
+mod format;
+mod groups;
+mod out;
+mod perf;
+mod produce;
+#[cfg(feature = "server")]
+mod serve;
+mod topics;
+
+use clap::Parser;
+use cli::{Cli, Command, PerfCmd};
+use std::process::ExitCode;
+
+/// Why a subcommand stopped early.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// An error to report as `error: <message>`, exit code 1.
+    Msg(String),
+    /// Stdout was closed by the reader (e.g. `| head`): stop quietly, exit code 0.
+    BrokenPipe,
+}
+
+impl From<tidelog::Error> for Fail {
+    fn from(e: tidelog::Error) -> Self {
+        Fail::Msg(e.to_string())
+    }
+}
+
+/// Result of a subcommand.
+pub(crate) type CliResult<T = ()> = Result<T, Fail>;
+
+/// Builds a [`Fail::Msg`] from format arguments.
+macro_rules! fail {
+    ($($arg:tt)*) => { $crate::Fail::Msg(format!($($arg)*)) };
+}
+pub(crate) use fail;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        // A panic is a bug in tidelog, never the user's fault; still, report it the way
+        // every other error is reported and keep exit code 101 for nobody.
+        eprintln!("error: internal error (please report it): {info}");
+        std::process::exit(1);
+    }));
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topics(cmd) => topics::run(&cli.data, &cmd),
+        Command::Produce(args) => produce::run(&cli.data, &args),
+        Command::Consume(args) => consume::run(&cli.data, &args),
+        Command::Groups(cmd) => groups::run(&cli.data, &cmd),
+        Command::Dump(args) => dump::run(&args),
+        Command::Perf(PerfCmd::Produce(args)) => perf::produce(&cli.data, &args),
+        Command::Perf(PerfCmd::Consume(args)) => perf::consume(&cli.data, &args),
+        Command::Perf(PerfCmd::Pubsub(args)) => perf::pubsub(&cli.data, &args),
+        #[cfg(feature = "server")]
+        Command::Serve(args) => serve::run(&cli.data, &args),
+    };
+    match result {
+        Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,
+        Err(Fail::Msg(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Helpers shared by the `cli_*` tests: run the built `tidelog` binary.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// The result of one run of the binary.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `tidelog --data DATA ARGS...` with `stdin` as its input.
+pub fn tidelog(data: &Path, args: &[&str], stdin: &str) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidelog"));
+    cmd.arg("--data").arg(data).args(args);
+    run(cmd, stdin)
+}
+
+/// Runs `tidelog ARGS...` (no `--data`) with `stdin` as its input.
+pub fn tidelog_raw(args: &[&str], stdin: &str) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidelog"));
+    cmd.args(args);
+    run(cmd, stdin)
+}
+
+fn run(mut cmd: Command, stdin: &str) -> Run {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tidelog");
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.as_bytes().to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait for tidelog");
+    let _ = writer.join();
+    out.into()
+}
+
+/// Asserts a successful run and returns its stdout.
+#[track_caller]
+pub fn ok(run: Run) -> String {
+    assert_eq!(run.code, 0, "{run:?}");
+    run.stdout
+}
+
+/// Asserts a failed run with `code`, a single `error: ` line on stderr containing
+/// `needle`, and returns that line.
+#[track_caller]
+pub fn err(run: Run, code: i32, needle: &str) -> String {
+    assert_eq!(run.code, code, "{run:?}");
+    let line = run.stderr.trim_end();
+    if code == 1 {
+        assert_eq!(line.lines().count(), 1, "one line on stderr: {run:?}");
+        assert!(line.starts_with("error: "), "{run:?}");
+    }
+    assert!(line.contains(needle), "stderr lacks {needle:?}: {run:?}");
+    line.to_string()
+}
