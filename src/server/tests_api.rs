@@ -330,6 +330,10 @@ fn bad_batches_fail_only_their_partition_and_acks_zero_gets_no_response() {
         .map(|t| t.partition_responses[0].error_code)
         .collect();
     assert_eq!(codes, vec![2, 0, 3]);
+    assert_eq!(
+        produce(&mut c, "__consumer_offsets", 0, batch(&["x"])).error_code,
+        17
+    );
     // A batch claiming more bytes than it has is corrupt too.
     let mut short = batch(&["short"]);
     short.truncate(40);

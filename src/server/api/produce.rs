@@ -120,6 +120,14 @@ fn produce_partition(
     index: i32,
     records: Bytes,
 ) -> PartitionProduceResponse {
+    if topic == crate::OFFSETS_TOPIC {
+        // The group coordinator owns it; a client's bytes there would corrupt offsets.
+        return refuse(
+            index,
+            ResponseError::InvalidTopicException.code(),
+            format!("{topic} is internal: clients cannot produce to it"),
+        );
+    }
     let log = match ctx.backend().partition(topic, index) {
         Ok(log) => log,
         Err(e) => return refuse(index, error_code(&e), e.to_string()),
