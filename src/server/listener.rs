@@ -140,6 +140,8 @@ pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAdd
     for socket in shared.registry.sockets.lock().values() {
         let _ = socket.shutdown(Shutdown::Read);
     }
+    // Long polls answer now with what they have instead of waiting out max_wait_ms.
+    shared.long_polls.wake_all();
     let threads = std::mem::take(&mut *shared.registry.threads.lock());
     for t in threads {
         if t.join().is_err() {

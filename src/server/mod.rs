@@ -22,9 +22,10 @@ mod idempotence;
 mod listener;
 mod sendfile;
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -80,6 +81,35 @@ impl Default for Config {
     }
 }
 
+/// The signals of the Fetch long polls in progress, so that shutdown can wake them
+/// (a client may ask to wait for up to `i32::MAX` ms).
+#[derive(Default)]
+pub(crate) struct LongPolls {
+    next: AtomicU64,
+    signals: parking_lot::Mutex<HashMap<u64, Arc<crate::topic::Signal>>>,
+}
+
+impl LongPolls {
+    /// Track `signal`; the id unregisters it.
+    pub(crate) fn register(&self, signal: &Arc<crate::topic::Signal>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.signals.lock().insert(id, signal.clone());
+        id
+    }
+
+    /// Stop tracking a signal.
+    pub(crate) fn unregister(&self, id: u64) {
+        self.signals.lock().remove(&id);
+    }
+
+    /// Wake every long poll (they see `stopping` and answer with what they have).
+    pub(crate) fn wake_all(&self) {
+        for s in self.signals.lock().values() {
+            s.notify();
+        }
+    }
+}
+
 /// State shared by the accept thread and every connection thread.
 pub(crate) struct Shared {
     /// The settings the server was started with.
@@ -96,6 +126,8 @@ pub(crate) struct Shared {
     pub active: AtomicUsize,
     /// Requests being handled right now (read, not yet answered).
     pub in_flight: AtomicUsize,
+    /// Fetch long polls waiting for data.
+    pub long_polls: LongPolls,
     /// Open connections, for shutdown.
     pub registry: listener::Registry,
 }
@@ -120,6 +152,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            long_polls: LongPolls::default(),
             registry: listener::Registry::default(),
         }
     }

@@ -744,7 +744,7 @@ fn shutdown_lets_an_in_flight_long_poll_finish_with_its_response() {
     let corr = c.send(
         ApiKey::Fetch,
         11,
-        &fetch_req(300, 1, 1 << 20, &[("sd", 0, 0, 1 << 20)]),
+        &fetch_req(i32::MAX, 1, 1 << 20, &[("sd", 0, 0, 1 << 20)]),
     );
     while in_flight() == 0 {
         std::thread::yield_now();

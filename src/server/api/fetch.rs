@@ -26,6 +26,7 @@ use kafka_protocol::messages::FetchRequest;
 
 use super::{Ctx, Fatal, Part, Reply, Request, error_code};
 use crate::LogSlice;
+use crate::server::Shared;
 use crate::server::backend::PartitionOps;
 use crate::server::sendfile::FileRegion;
 use crate::topic::Signal;
@@ -43,14 +44,18 @@ impl FileRegion for LogSlice {
 }
 
 /// The partitions of a long poll, watched with one signal until dropped.
-struct Watch {
+struct Watch<'a> {
     signal: Arc<Signal>,
     logs: Vec<Arc<dyn PartitionOps>>,
+    /// Where the signal is registered so that shutdown can wake it.
+    shared: &'a Shared,
+    id: u64,
 }
 
-impl Watch {
-    fn new(wanted: &[Wanted]) -> Watch {
+impl<'a> Watch<'a> {
+    fn new(shared: &'a Shared, wanted: &[Wanted]) -> Watch<'a> {
         let signal = Arc::new(Signal::default());
+        let id = shared.long_polls.register(&signal);
         let logs: Vec<Arc<dyn PartitionOps>> = wanted
             .iter()
             .flat_map(|w| w.partitions.iter())
@@ -59,15 +64,21 @@ impl Watch {
         for log in &logs {
             log.watch(&signal);
         }
-        Watch { signal, logs }
+        Watch {
+            signal,
+            logs,
+            shared,
+            id,
+        }
     }
 }
 
-impl Drop for Watch {
+impl Drop for Watch<'_> {
     fn drop(&mut self) {
         for log in &self.logs {
             log.unwatch(&self.signal);
         }
+        self.shared.long_polls.unregister(self.id);
     }
 }
 
@@ -146,7 +157,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             (Some(w), Some(seen)) => {
                 w.signal.wait_past(seen, deadline);
             }
-            _ => watch = Some(Watch::new(&wanted)),
+            _ => watch = Some(Watch::new(ctx.shared, &wanted)),
         }
     };
     Ok(Reply::Parts(frame(
