@@ -4,7 +4,9 @@ set -euo pipefail
 KCAT="${KCAT:-kcat}"
 topic="kcat-$$"
 
-"$KCAT" -b "$BOOTSTRAP" -L | tee /dev/stderr | grep -q "1 brokers"
+meta="$("$KCAT" -b "$BOOTSTRAP" -L)"
+echo "$meta"
+grep -q "1 brokers" <<<"$meta"
 
 printf 'one\ntwo\nthree\n' | "$KCAT" -b "$BOOTSTRAP" -P -t "$topic"
 printf 'k1:four\nk2:five\n' | "$KCAT" -b "$BOOTSTRAP" -P -t "$topic" -K:
@@ -16,5 +18,6 @@ if [ "$got" != "$expected" ]; then
     echo "$got" >&2
     exit 1
 fi
-"$KCAT" -b "$BOOTSTRAP" -L -t "$topic" | grep -q "topic \"$topic\" with 1 partitions"
+meta="$("$KCAT" -b "$BOOTSTRAP" -L -t "$topic")"
+grep -q "topic \"$topic\" with 1 partitions" <<<"$meta"
 echo "kcat: ok"
