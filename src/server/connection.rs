@@ -128,7 +128,7 @@ fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
             format!("response of {total} bytes does not fit a Kafka frame"),
         )
     })?;
-    let mut out = BufWriter::with_capacity(64 * 1024, stream);
+    let mut out = BufWriter::with_capacity((total + 4).min(64 * 1024), stream);
     out.write_all(&size.to_be_bytes())?;
     for part in parts {
         match part {
