@@ -53,7 +53,8 @@ pub fn fuzz_decode_request(frame: &[u8]) -> bool {
 pub(crate) struct Config {
     /// Address to bind.
     pub listen: SocketAddr,
-    /// `host:port` put in Metadata responses; `None` = the bound address.
+    /// `host:port` put in Metadata and FindCoordinator responses; `None` = the address
+    /// the client connected to.
     pub advertised: Option<String>,
     /// Most connections served at once.
     pub max_connections: usize,
@@ -217,7 +218,8 @@ impl ServerBuilder {
 
     /// `host:port` that clients are told to connect to in Metadata and FindCoordinator
     /// responses, for when the bind address is not reachable from them (Kafka's
-    /// `advertised.listeners`). Default = the address actually bound.
+    /// `advertised.listeners`). Default = the address each client connected to (so a
+    /// server bound to `0.0.0.0` answers every client with a reachable address).
     pub fn advertised(mut self, host_port: impl Into<String>) -> Self {
         self.config.advertised = Some(host_port.into());
         self
