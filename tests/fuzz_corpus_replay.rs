@@ -83,6 +83,11 @@ fn sample_segment(batches: i64) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
 #[test]
 #[ignore = "rebuilds fuzz/corpus-seed; run explicitly"]
 fn write_seed_corpus() {
+    // Guard against `--include-ignored` rewriting seeds while the replay reads them.
+    if std::env::var_os("TIDELOG_REGENERATE_FIXTURES").is_none() {
+        eprintln!("set TIDELOG_REGENERATE_FIXTURES=1 to rebuild fuzz/corpus-seed");
+        return;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus-seed");
     let put = |target: &str, name: &str, bytes: &[u8]| {
         let d = root.join(target);

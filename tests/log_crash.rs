@@ -15,7 +15,8 @@
 //! that recovery's cut is exercised in every run. Kills: 30 + 25 = 55 in the suite.
 //! Seeded: the kill moments vary with scheduling, never the checks.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -146,7 +147,7 @@ fn run_and_kill(dir: &Path, mode: Mode, rng: &mut Rng) -> Option<i64> {
         .env(DIR_VAR, dir)
         .env(MODE_VAR, mode.name())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn child");
     let stdout = child.stdout.take().expect("child stdout");
@@ -179,7 +180,13 @@ fn run_and_kill(dir: &Path, mode: Mode, rng: &mut Rng) -> Option<i64> {
     }
     child.kill().expect("SIGKILL the child");
     let status = child.wait().expect("reap child");
-    assert!(!status.success(), "the child only ends by being killed");
+    if status.signal() != Some(9) {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("the child ended by itself ({status}), not by SIGKILL:\n{err}");
+    }
     reader.join().expect("reader thread")
 }
 
@@ -278,7 +285,13 @@ fn check_contents(log: &PartitionLog, mode: Mode, round: usize) {
     }
 }
 
+/// The crash tests run one at a time: a child spawned by one test inherits, between
+/// fork and exec, the other test's open lock file, which can make that test's own child
+/// find its directory still locked.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn crash_rounds(mode: Mode, rounds: usize, seed: u64, torn_every: usize) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let mut rng = Rng(seed);

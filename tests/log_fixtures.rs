@@ -11,7 +11,8 @@
 //! | `truncated-timeindex` | the first segment's `.timeindex` cut mid-entry     |
 //!
 //! The fixtures were written by `generate_fixtures` below (ignored; run it with
-//! `cargo test --test log_fixtures generate_fixtures -- --ignored` to rebuild them).
+//! `TIDELOG_REGENERATE_FIXTURES=1 cargo test --test log_fixtures generate_fixtures -- --ignored`
+//! to rebuild them).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -196,6 +197,11 @@ fn truncated_timeindex_is_rebuilt() {
 #[test]
 #[ignore = "generator of tests/fixtures; run explicitly to rebuild them"]
 fn generate_fixtures() {
+    // Guard against `--include-ignored` rewriting fixtures while other tests read them.
+    if std::env::var_os("TIDELOG_REGENERATE_FIXTURES").is_none() {
+        eprintln!("set TIDELOG_REGENERATE_FIXTURES=1 to rebuild tests/fixtures");
+        return;
+    }
     for case in [
         "torn-tail",
         "flipped-crc",

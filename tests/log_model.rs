@@ -136,7 +136,6 @@ impl Model {
     fn sync_first_base(&mut self, log: &PartitionLog) {
         let first = log.segment_base_offsets()[0];
         assert!(first >= self.first_base, "first segment went back: {first}");
-        assert!(first <= self.start.max(first), "first segment {first}");
         self.first_base = first;
         self.batches.retain(|b| b.base >= first);
         if let Some(b) = self.batches.first() {
@@ -285,6 +284,10 @@ fn apply(log: &PartitionLog, m: &mut Model, op: &Op) {
             m.start = m.start.max(offset);
             assert_eq!(s, m.start);
             m.sync_first_base(log);
+            assert!(
+                m.first_base <= m.start,
+                "delete_records_before({offset}) deleted a segment holding offsets >= it"
+            );
             assert!(
                 matches!(
                     log.delete_records_before(m.end + 1),

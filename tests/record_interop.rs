@@ -192,13 +192,142 @@ fn damaged_fixture_is_corrupt_naming_the_input() {
 }
 
 /// Writes a tidelog-encoded batch for `tests/interop/record_roundtrip.py` (which decodes
-/// it with kafka-python) to the path in `TIDELOG_INTEROP_OUT`; without the variable it
-/// only checks the batch.
+/// it with kafka-python) to the path in `TIDELOG_INTEROP_OUT`, and to
+/// `$TIDELOG_INTEROP_OUT.fetched` the bytes a read of a log holding it returns; without
+/// the variable it only checks them.
 #[test]
 fn emit_batch_for_kafka_python() {
     let bytes = encode_with_tidelog();
     check_batch(&Batch::parse(&bytes).unwrap(), -1);
+    // The same batch as a consumer fetches it: read back from a log where it landed at
+    // offset 3, after a 3-record batch (stamped baseOffset, two batches back to back).
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let mut first = BatchBuilder::new();
+    for i in 0..3u8 {
+        first.push(1_600_000_000_000 + i as i64, None, Some(&[i]), &[]);
+    }
+    log.append(&first.finish()).unwrap();
+    assert_eq!(log.append(&bytes).unwrap().base_offset, 3);
+    let fetched = log.read(0, 1 << 20).unwrap().to_vec();
+    assert_eq!(batches(&fetched).count(), 2);
     if let Some(path) = std::env::var_os("TIDELOG_INTEROP_OUT") {
         std::fs::write(&path, &bytes).expect("write TIDELOG_INTEROP_OUT");
+        let mut fetched_path = path;
+        fetched_path.push(".fetched");
+        std::fs::write(&fetched_path, &fetched).expect("write TIDELOG_INTEROP_OUT.fetched");
     }
+}
+
+/// A batch from outside is validated before anything is written: a damaged one (alone or
+/// after a good one in the same append) is `Error::Corrupt` naming the input and leaves
+/// the log untouched; the undamaged kafka-python batch is stored byte for byte.
+#[test]
+fn append_validates_batches_from_outside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let good = include_bytes!("fixtures/kafka-python/batch.bin").to_vec();
+    let mut flipped = good.clone();
+    flipped[200] ^= 1;
+    let mut bad_magic = good.clone();
+    bad_magic[16] = 0;
+    let both = [good.clone(), flipped.clone()].concat();
+    for (what, bytes) in [
+        ("flipped bit", &flipped[..]),
+        ("bad magic", &bad_magic[..]),
+        ("torn", &good[..good.len() - 1]),
+        ("header only", &good[..HEADER_LEN]),
+        ("good then damaged", &both[..]),
+    ] {
+        let err = log.append(bytes).unwrap_err();
+        assert!(err.is_corruption(), "{what}: {err}");
+        assert!(err.to_string().contains("input"), "{what}: {err}");
+        assert_eq!(log.log_end_offset(), 0, "{what}: nothing written");
+    }
+    assert!(matches!(log.append(&[]), Err(Error::InvalidBatch(_))));
+    let info = log.append(&good).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 4));
+    let slice = log.read(0, 1 << 20).unwrap();
+    assert_eq!(
+        &slice[..],
+        &good[..],
+        "stored as sent (base offset 0 stamped)"
+    );
+    log.close().unwrap();
+}
+
+type ArbRecord = (
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
+
+/// Lengths around the varint byte boundaries (63/64, 8191/8192) and beyond.
+fn arb_bytes() -> impl proptest::strategy::Strategy<Value = Option<Vec<u8>>> {
+    use proptest::prelude::*;
+    let len = prop_oneof![0usize..3, 60usize..68, 8185usize..8200, 0usize..20_000];
+    proptest::option::of(len.prop_flat_map(|n| proptest::collection::vec(any::<u8>(), n)))
+}
+
+fn arb_record() -> impl proptest::strategy::Strategy<Value = ArbRecord> {
+    use proptest::prelude::*;
+    // Kafka timestamps are >= 0, or -1 for "none" (the max timestamp starts at -1).
+    let ts = prop_oneof![
+        -1i64..=i64::MAX,
+        (-1i64..=1),
+        (1_600_000_000_000i64..1_800_000_000_000)
+    ];
+    let header = ("[a-z\u{e9}]{0,70}", arb_bytes());
+    (
+        ts,
+        arb_bytes(),
+        arb_bytes(),
+        proptest::collection::vec(header, 0..4),
+    )
+}
+
+/// Whatever tidelog encodes, it decodes back field for field (timestamps, null keys,
+/// values and header values, lengths across every varint width).
+#[test]
+fn encode_decode_round_trip() {
+    use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
+    let config = Config {
+        cases: 64,
+        rng_seed: RngSeed::Fixed(0x1D7E_B47C),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
+        ..Config::default()
+    };
+    let strategy = proptest::collection::vec(arb_record(), 1..6);
+    TestRunner::new(config)
+        .run(&strategy, |recs| {
+            let mut b = BatchBuilder::new();
+            for (ts, k, v, h) in &recs {
+                let headers = h.iter().map(|(k, v)| (k.as_str(), v.as_deref()));
+                let delta = b.len() as i32;
+                b.push_record(delta, *ts, k.as_deref(), v.as_deref(), headers);
+            }
+            let bytes = b.finish();
+            let batch = Batch::parse(&bytes).expect("own batch parses");
+            assert_eq!(batch.record_count(), recs.len() as i32);
+            assert_eq!(batch.base_timestamp(), recs[0].0);
+            assert_eq!(
+                batch.max_timestamp(),
+                recs.iter().map(|r| r.0).max().unwrap()
+            );
+            let decoded: Vec<_> = batch.records().collect::<Result<_, _>>().unwrap();
+            assert_eq!(decoded.len(), recs.len());
+            for (i, (r, (ts, k, v, h))) in decoded.iter().zip(&recs).enumerate() {
+                assert_eq!(r.offset, i as i64);
+                assert_eq!(r.timestamp, *ts);
+                assert_eq!(r.key, k.as_deref());
+                assert_eq!(r.value, v.as_deref());
+                let got: Vec<(&str, Option<&[u8]>)> = r.headers.iter().collect();
+                let want: Vec<(&str, Option<&[u8]>)> =
+                    h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+                assert_eq!(got, want);
+            }
+            Ok(())
+        })
+        .unwrap();
 }

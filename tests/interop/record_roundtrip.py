@@ -9,8 +9,9 @@ Run from the repository root (needs cargo and kafka-python):
 It runs the Rust test `emit_batch_for_kafka_python` (tests/record_interop.rs) with
 TIDELOG_INTEROP_OUT set, so the bytes come from the current BatchBuilder, then decodes
 them with kafka.record.default_records.DefaultRecordBatch, checks the CRC and every
-header and record field against interop_records.RECORDS, and re-builds the same records
-with kafka-python's DefaultRecordBatchBuilder to compare the bytes. Exit status 0 on
+header and record field against interop_records.RECORDS, re-builds the same records
+with kafka-python's DefaultRecordBatchBuilder to compare the bytes, and decodes with
+kafka.record.MemoryRecords what a read of a tidelog log holding the batch returns. Exit status 0 on
 success, 1 with a message on any mismatch, 2 if kafka-python is not installed.
 """
 import os
@@ -52,11 +53,14 @@ def tidelog_bytes():
              "emit_batch_for_kafka_python", "--", "--exact"],
             cwd=ROOT, env=env, check=True)
         with open(out, "rb") as f:
-            return f.read()
+            built = f.read()
+        with open(out + ".fetched", "rb") as f:
+            fetched = f.read()
+        return built, fetched
 
 
 def main():
-    data = tidelog_bytes()
+    data, fetched = tidelog_bytes()
     batch = DefaultRecordBatch(data)
     if not batch.validate_crc():
         fail("kafka-python rejects the CRC-32C of tidelog's batch")
@@ -94,6 +98,23 @@ def main():
     theirs = bytes(b.build())
     check("bytes 0..12", data[:12], theirs[:12])
     check("bytes 16..", data[16:], theirs[16:])
+
+    # What a consumer fetches from a tidelog log: two batches, ours stamped at offset 3.
+    from kafka.record.memory_records import MemoryRecords
+    mem = MemoryRecords(fetched)
+    first = mem.next_batch()
+    second = mem.next_batch()
+    if first is None or second is None or mem.next_batch() is not None:
+        fail("kafka-python does not find exactly two batches in a tidelog read")
+    for b in (first, second):
+        if not b.validate_crc():
+            fail("kafka-python rejects the CRC of a batch read from a tidelog log")
+    first_records = [(r.offset, r.value) for r in first]
+    check("first fetched batch", first_records, [(0, b"\x00"), (1, b"\x01"), (2, b"\x02")])
+    check("second fetched batch base_offset", second.base_offset, 3)
+    got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in second]
+    want = [(3 + i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(RECORDS)]
+    check("second fetched batch records", got, want)
     print("record_roundtrip: OK: kafka-python decoded tidelog's %d-byte batch of %d records"
           % (len(data), len(records)))
 
