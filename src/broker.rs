@@ -513,6 +513,34 @@ impl Broker {
         Ok(())
     }
 
+    /// Replaces a topic's per-topic overrides (Kafka IncrementalAlterConfigs /
+    /// `kafka-configs --alter`): the new settings are checked first, written to the
+    /// registry, then applied to every partition's log (segment and retention settings
+    /// take effect from the next roll and retention pass). On an error nothing changes.
+    pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        let topic = self
+            .inner
+            .topics
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let log_config = config.apply(&self.inner.config.log)?;
+        let old = topic.config();
+        *topic.inner.config.write() = config;
+        let snapshot = self.inner.topics.read().clone();
+        if let Err(e) = self.write_registry(&snapshot) {
+            *topic.inner.config.write() = old;
+            return Err(e);
+        }
+        for p in topic.partitions().iter() {
+            p.log().set_config(log_config.clone())?;
+        }
+        Ok(())
+    }
+
     /// Grows a topic to `total` partitions (Kafka CreatePartitions). Shrinking is
     /// refused, as in Kafka.
     pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {

@@ -27,6 +27,8 @@ mod consumer;
 mod error;
 mod producer;
 pub mod record;
+#[cfg(feature = "server")]
+mod server;
 pub mod storage;
 mod topic;
 
@@ -49,6 +51,11 @@ pub use producer::{
     partition_for_key, to_positive,
 };
 pub use record::{Batch, BatchBuilder, Headers, Record};
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub use server::fuzz_decode_request;
+#[cfg(feature = "server")]
+pub use server::{Server, ServerBuilder, ServerHandle, sendfile_bytes_sent};
 pub use storage::{
     AppendInfo, CleanupOutcome, CleanupPolicy, LogConfig, LogManager, LogSlice, PartitionLog,
     RecoveryReport,

@@ -13,6 +13,7 @@
 //! `base_offset + index` once the batch is appended.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -143,8 +144,9 @@ fn max_record_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, &
 pub(crate) struct PartitionAccumulator {
     pub(crate) partition: Partition,
     /// The topic's `max.message.bytes`: batches are cut below it even if the producer's
-    /// `batch_size` is larger (a single larger record still fails, as in Kafka).
-    max_batch: usize,
+    /// `batch_size` is larger (a single larger record still fails, as in Kafka). Read
+    /// again after each append, so a topic config change applies to the next batch.
+    max_batch: AtomicUsize,
     state: Mutex<AccState>,
 }
 
@@ -159,7 +161,7 @@ impl PartitionAccumulator {
         let max_batch = partition.log().config().max_message_bytes as usize;
         PartitionAccumulator {
             partition,
-            max_batch,
+            max_batch: AtomicUsize::new(max_batch),
             state: Mutex::new(AccState {
                 builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024),
                 slot: Arc::new(BatchSlot::default()),
@@ -182,7 +184,7 @@ impl PartitionAccumulator {
         fsync: bool,
         flush_now: bool,
     ) -> Pending {
-        let batch_size = batch_size.min(self.max_batch);
+        let batch_size = batch_size.min(self.max_batch.load(Ordering::Relaxed));
         let mut st = self.state.lock();
         if !st.builder.is_empty()
             && st.builder.size_bytes() + max_record_size(key, value, headers) > batch_size
@@ -248,6 +250,8 @@ impl PartitionAccumulator {
                 })
             })
             .map_err(Arc::new);
+        let limit = self.partition.log().config().max_message_bytes as usize;
+        self.max_batch.store(limit, Ordering::Relaxed);
         slot.complete(result.clone());
         *slot = Arc::new(BatchSlot::default());
         *opened = None;

@@ -281,11 +281,24 @@ pub(crate) struct PerfPubsubArgs {
     pub json: bool,
 }
 
-/// `tidelog serve --listen ADDR` (filled in by the server work).
+/// `tidelog serve --listen ADDR [--advertised HOST:PORT] ...`.
 #[cfg(feature = "server")]
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Address to listen on, e.g. 127.0.0.1:9092.
+    /// Address to listen on, e.g. 127.0.0.1:9092 (0.0.0.0:9092 for every interface).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
     pub listen: String,
+    /// Address clients are told to connect to, when the listen address is not reachable
+    /// from them (Kafka's advertised.listeners). Default: the address they connected to.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertised: Option<String>,
+    /// Most client connections served at once; more are refused and logged.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
+    #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub max_request_size: usize,
+    /// Do not create unknown topics when a client asks for their metadata.
+    #[arg(long)]
+    pub no_auto_create_topics: bool,
 }

@@ -170,8 +170,7 @@ fn alter(
 
 /// Replaces a topic's overrides. The Broker does not offer this yet: until it does, the
 /// command refuses (having changed nothing) rather than change only the open logs.
-fn apply_topic_config(_broker: &Broker, name: &str, _config: TopicConfig) -> CliResult {
-    Err(fail!(
-        "changing the settings of existing topic {name:?} is not supported by this build yet (only --partitions is); nothing was changed"
-    ))
+fn apply_topic_config(broker: &Broker, name: &str, config: TopicConfig) -> CliResult {
+    broker.alter_topic_config(name, config)?;
+    Ok(())
 }

@@ -1,0 +1,44 @@
+//! ApiVersions (key 18), versions 0-3: the list of APIs and versions the server answers.
+//!
+//! A client sends its newest ApiVersions first. When the server cannot parse that
+//! version it still answers, in the v0 layout (which every client can read), with
+//! `UNSUPPORTED_VERSION` (35) and the full list, and the client retries with the highest
+//! version the list offers. That reply is built from the raw header alone, before any
+//! decoding, in [`unsupported_version_reply`].
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+
+use super::{Fatal, Reply, Request, SUPPORTED, encode_response};
+
+/// The response listing every supported API, with `error_code`.
+fn response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED
+        .iter()
+        .map(|&(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(key as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
+}
+
+/// Answer an ApiVersions request of a supported version.
+pub(super) fn handle(req: &mut Request) -> Result<Reply, Fatal> {
+    // The body carries the client's software name and version (v3); nothing to act on,
+    // but a body that does not decode is still a bad request.
+    let _: ApiVersionsRequest = req.decode()?;
+    req.respond(&response(0))
+}
+
+/// The v0-shaped `UNSUPPORTED_VERSION` reply to an ApiVersions request of a version the
+/// server cannot parse.
+pub(crate) fn unsupported_version_reply(correlation_id: i32) -> Result<Reply, Fatal> {
+    let code = ResponseError::UnsupportedVersion.code();
+    encode_response(correlation_id, 0, &response(code)).map(Reply::bytes)
+}

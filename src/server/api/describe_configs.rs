@@ -1,0 +1,63 @@
+//! DescribeConfigs (key 32), versions 1-3: a topic's effective configuration (Kafka
+//! names and values); a broker resource answers an empty list.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+
+use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+
+/// Resource type of a topic.
+const TOPIC: i8 = 2;
+/// Resource type of a broker.
+const BROKER: i8 = 4;
+/// `config_source` DEFAULT_CONFIG.
+const DEFAULT_CONFIG: i8 = 5;
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: DescribeConfigsRequest = req.decode()?;
+    let results = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let pairs = match r.resource_type {
+                TOPIC => ctx
+                    .backend()
+                    .topic_configs(&r.resource_name)
+                    .map_err(|e| (error_code(&e), e.to_string())),
+                BROKER => Ok(Vec::new()),
+                other => Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("resource type {other} is not supported"),
+                )),
+            };
+            match pairs {
+                Ok(pairs) => result.with_configs(
+                    pairs
+                        .into_iter()
+                        .filter(|(k, _)| {
+                            r.configuration_keys
+                                .as_ref()
+                                .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
+                        })
+                        .map(|(k, v)| {
+                            DescribeConfigsResourceResult::default()
+                                .with_name(kstr(k))
+                                .with_value(Some(kstr(v)))
+                                .with_config_source(DEFAULT_CONFIG)
+                        })
+                        .collect(),
+                ),
+                Err((code, message)) => result
+                    .with_error_code(code)
+                    .with_error_message(Some(kstr(message))),
+            }
+        })
+        .collect();
+    req.respond(&DescribeConfigsResponse::default().with_results(results))
+}

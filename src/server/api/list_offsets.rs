@@ -1,0 +1,54 @@
+//! ListOffsets (key 2), versions 1-5: earliest (-2), latest (-1) or the first offset at
+//! or after a timestamp, per partition.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use super::{Ctx, Fatal, Reply, Request, error_code};
+
+/// ListOffsets timestamp meaning "the next offset to be written".
+const LATEST: i64 = -1;
+/// ListOffsets timestamp meaning "the first offset still in the log".
+const EARLIEST: i64 = -2;
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: ListOffsetsRequest = req.decode()?;
+    let backend = ctx.backend();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let found = backend
+                        .partition(&t.name, p.partition_index)
+                        .and_then(|log| {
+                            Ok(match p.timestamp {
+                                LATEST => Some((log.high_watermark(), -1)),
+                                EARLIEST => Some((log.log_start_offset(), -1)),
+                                ts => log.offset_for_timestamp(ts)?,
+                            })
+                        });
+                    match found {
+                        Ok(Some((offset, ts))) => answer.with_offset(offset).with_timestamp(ts),
+                        Ok(None) => answer,
+                        Err(e) => answer.with_error_code(error_code(&e)),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(&ListOffsetsResponse::default().with_topics(topics))
+}

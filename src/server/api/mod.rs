@@ -1,0 +1,274 @@
+//! One file per Kafka API; this module holds the table of supported versions and routes a
+//! decoded request header to its handler.
+//!
+//! Handlers decode their request body with [`codec::decode`](super::codec::decode) and
+//! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
+//! nothing for an `acks = 0` produce.
+
+mod api_versions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod fetch;
+mod find_coordinator;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_offsets;
+mod metadata;
+mod offset_commit;
+mod offset_fetch;
+mod produce;
+mod sync_group;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+
+use super::Shared;
+use super::backend::Backend;
+use super::sendfile::FileRegion;
+use crate::Error;
+
+/// `(api key, lowest version, highest version)` the server answers, in the order they
+/// are listed in an ApiVersions response.
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 8),
+    (ApiKey::Fetch, 4, 11),
+    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::Metadata, 0, 8),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 5),
+    (ApiKey::FindCoordinator, 0, 2),
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 3),
+    (ApiKey::SyncGroup, 0, 3),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::DeleteTopics, 1, 3),
+    (ApiKey::InitProducerId, 0, 1),
+    (ApiKey::DescribeConfigs, 1, 3),
+];
+
+/// The version range the server answers for `api_key`, if it answers it at all.
+pub(crate) fn supported_range(api_key: i16) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k as i16 == api_key)
+        .map(|&(_, lo, hi)| (lo, hi))
+}
+
+/// One piece of a response on the wire.
+pub(crate) enum Part {
+    /// Bytes built in memory.
+    Bytes(Vec<u8>),
+    /// Bytes of a segment file, sent with `sendfile(2)`.
+    File(Box<dyn FileRegion>),
+}
+
+impl Part {
+    /// Number of bytes this part puts on the wire.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Part::Bytes(b) => b.len(),
+            Part::File(f) => f.len(),
+        }
+    }
+}
+
+/// What goes back to the client for one request.
+pub(crate) enum Reply {
+    /// Nothing at all (a produce with `acks = 0`).
+    Nothing,
+    /// A response: the parts are written in order after one size prefix.
+    Parts(Vec<Part>),
+}
+
+impl Reply {
+    /// A response held entirely in memory.
+    pub(crate) fn bytes(b: Vec<u8>) -> Reply {
+        Reply::Parts(vec![Part::Bytes(b)])
+    }
+}
+
+/// A request that failed before a response could be built; the connection is closed.
+#[derive(Debug)]
+pub(crate) struct Fatal(pub String);
+
+/// The request being handled: its decoded header and its body bytes.
+pub(crate) struct Request {
+    /// Header (api key, version, correlation id, client id).
+    pub header: RequestHeader,
+    /// The body, not yet decoded.
+    pub body: Bytes,
+}
+
+impl Request {
+    /// The API version of the request.
+    pub(crate) fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+
+    /// Decode the body as a `T`.
+    pub(crate) fn decode<T: kafka_protocol::protocol::Decodable>(&mut self) -> Result<T, Fatal> {
+        let version = self.version();
+        super::codec::decode(&mut self.body, version).map_err(|e| {
+            Fatal(format!(
+                "cannot decode {} v{version} request: {e}",
+                api_name(self.header.request_api_key)
+            ))
+        })
+    }
+
+    /// Encode `response` with this request's version and correlation id.
+    pub(crate) fn respond<R: Encodable + HeaderVersion>(
+        &self,
+        response: &R,
+    ) -> Result<Reply, Fatal> {
+        encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
+    }
+}
+
+/// Encode a response header (of the version that matches `R` at `version`) and `response`.
+pub(crate) fn encode_response<R: Encodable + HeaderVersion>(
+    correlation_id: i32,
+    version: i16,
+    response: &R,
+) -> Result<Vec<u8>, Fatal> {
+    let mut out = bytes::BytesMut::new();
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut out, R::header_version(version))
+        .and_then(|()| response.encode(&mut out, version))
+        .map_err(|e| Fatal(format!("cannot encode a v{version} response: {e}")))?;
+    Ok(out.to_vec())
+}
+
+/// A readable name for an API key, for logs.
+pub(crate) fn api_name(api_key: i16) -> String {
+    match ApiKey::try_from(api_key) {
+        Ok(k) => format!("{k:?}"),
+        Err(()) => format!("api key {api_key}"),
+    }
+}
+
+/// The connection a request came in on.
+pub(crate) struct Ctx<'a> {
+    /// Server state and the broker.
+    pub shared: &'a Shared,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Our address as the client reached it (advertised when nothing else is set).
+    pub local: SocketAddr,
+}
+
+impl Ctx<'_> {
+    /// The broker behind the server.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.shared.backend
+    }
+
+    /// The `host:port` clients should connect to.
+    pub(crate) fn advertised(&self) -> (String, i32) {
+        if let Some(adv) = &self.shared.config.advertised {
+            if let Some((host, port)) = adv.rsplit_once(':')
+                && let Ok(port) = port.parse::<u16>()
+            {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                return (host.to_string(), i32::from(port));
+            }
+            return (adv.clone(), i32::from(self.local.port()));
+        }
+        (self.local.ip().to_string(), i32::from(self.local.port()))
+    }
+}
+
+/// The broker id this server answers as (a single-node cluster).
+pub(crate) const NODE_ID: i32 = 0;
+
+/// Kafka's error code for a tidelog error.
+pub(crate) fn error_code(e: &Error) -> i16 {
+    use kafka_protocol::ResponseError as R;
+    let r = match e {
+        Error::OffsetOutOfRange { .. } => R::OffsetOutOfRange,
+        Error::MessageTooLarge { .. } => R::MessageTooLarge,
+        Error::Corrupt { .. } => R::CorruptMessage,
+        Error::InvalidBatch(_) => R::CorruptMessage,
+        Error::UnknownTopic(_) | Error::UnknownPartition { .. } => R::UnknownTopicOrPartition,
+        Error::TopicExists(_) => R::TopicAlreadyExists,
+        Error::InvalidTopicName { .. } => R::InvalidTopicException,
+        Error::InvalidConfig { .. } => R::InvalidConfig,
+        Error::Group { code, .. } => return *code,
+        Error::Timeout(_) => R::RequestTimedOut,
+        Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
+        Error::Closed(_) => R::NotLeaderOrFollower,
+        _ => R::UnknownServerError,
+    };
+    r.code()
+}
+
+/// A Kafka string from a Rust one.
+pub(crate) fn kstr(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Route a request whose api key and version are in [`SUPPORTED`] to its handler.
+pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
+    let req = &mut req;
+    match ApiKey::try_from(req.header.request_api_key) {
+        Ok(ApiKey::ApiVersions) => api_versions::handle(req),
+        Ok(ApiKey::Metadata) => metadata::handle(ctx, req),
+        Ok(ApiKey::Produce) => produce::handle(ctx, req),
+        Ok(ApiKey::Fetch) => fetch::handle(ctx, req),
+        Ok(ApiKey::ListOffsets) => list_offsets::handle(ctx, req),
+        Ok(ApiKey::FindCoordinator) => find_coordinator::handle(ctx, req),
+        Ok(ApiKey::JoinGroup) => join_group::handle(ctx, req),
+        Ok(ApiKey::SyncGroup) => sync_group::handle(ctx, req),
+        Ok(ApiKey::Heartbeat) => heartbeat::handle(ctx, req),
+        Ok(ApiKey::LeaveGroup) => leave_group::handle(ctx, req),
+        Ok(ApiKey::OffsetCommit) => offset_commit::handle(ctx, req),
+        Ok(ApiKey::OffsetFetch) => offset_fetch::handle(ctx, req),
+        Ok(ApiKey::InitProducerId) => init_producer_id::handle(ctx, req),
+        Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
+        Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
+        Ok(ApiKey::DescribeConfigs) => describe_configs::handle(ctx, req),
+        _ => Err(Fatal(format!(
+            "{} is not supported",
+            api_name(req.header.request_api_key)
+        ))),
+    }
+}
+
+pub(crate) use api_versions::unsupported_version_reply;
+
+/// Decode the body of `req` as the request type of its api key, without acting on it.
+/// Used by the request-decoder fuzz target.
+pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
+    use kafka_protocol::messages::*;
+    match ApiKey::try_from(req.header.request_api_key) {
+        Ok(ApiKey::Produce) => req.decode::<ProduceRequest>().map(drop),
+        Ok(ApiKey::Fetch) => req.decode::<FetchRequest>().map(drop),
+        Ok(ApiKey::ListOffsets) => req.decode::<ListOffsetsRequest>().map(drop),
+        Ok(ApiKey::Metadata) => req.decode::<MetadataRequest>().map(drop),
+        Ok(ApiKey::OffsetCommit) => req.decode::<OffsetCommitRequest>().map(drop),
+        Ok(ApiKey::OffsetFetch) => req.decode::<OffsetFetchRequest>().map(drop),
+        Ok(ApiKey::FindCoordinator) => req.decode::<FindCoordinatorRequest>().map(drop),
+        Ok(ApiKey::JoinGroup) => req.decode::<JoinGroupRequest>().map(drop),
+        Ok(ApiKey::Heartbeat) => req.decode::<HeartbeatRequest>().map(drop),
+        Ok(ApiKey::LeaveGroup) => req.decode::<LeaveGroupRequest>().map(drop),
+        Ok(ApiKey::SyncGroup) => req.decode::<SyncGroupRequest>().map(drop),
+        Ok(ApiKey::ApiVersions) => req.decode::<ApiVersionsRequest>().map(drop),
+        Ok(ApiKey::CreateTopics) => req.decode::<CreateTopicsRequest>().map(drop),
+        Ok(ApiKey::DeleteTopics) => req.decode::<DeleteTopicsRequest>().map(drop),
+        Ok(ApiKey::InitProducerId) => req.decode::<InitProducerIdRequest>().map(drop),
+        Ok(ApiKey::DescribeConfigs) => req.decode::<DescribeConfigsRequest>().map(drop),
+        _ => Err(Fatal(format!(
+            "{} is not supported",
+            api_name(req.header.request_api_key)
+        ))),
+    }
+}

@@ -1,0 +1,53 @@
+//! OffsetFetch (key 9), versions 1-5: a group's committed offsets from the broker's
+//! group coordinator (all of them when the request names no topics, v2+).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: OffsetFetchRequest = req.decode()?;
+    let wanted: Option<Vec<(String, i32)>> = request.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |&p| (t.name.0.to_string(), p))
+            })
+            .collect()
+    });
+    let a = ctx
+        .backend()
+        .groups()
+        .offset_fetch(&request.group_id, wanted.as_deref());
+    let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+    for o in a.offsets {
+        by_topic.entry(o.topic).or_default().push(
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(o.partition)
+                .with_committed_offset(o.offset)
+                .with_committed_leader_epoch(o.leader_epoch)
+                .with_metadata(Some(kstr(o.metadata)))
+                .with_error_code(o.error_code),
+        );
+    }
+    let topics = by_topic
+        .into_iter()
+        .map(|(name, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(kstr(name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(
+        &OffsetFetchResponse::default()
+            .with_error_code(a.error_code)
+            .with_topics(topics),
+    )
+}

@@ -1,0 +1,35 @@
+//! SyncGroup (key 14), versions 0-3: the leader hands in the assignment, every member
+//! receives its own, through the broker's group coordinator.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+
+/// How long a follower waits for the leader's assignment.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: SyncGroupRequest = req.decode()?;
+    let sync = crate::SyncGroupRequest {
+        group_id: request.group_id.0.to_string(),
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        group_instance_id: request.group_instance_id.map(|s| s.to_string()),
+        protocol_type: request.protocol_type.map(|s| s.to_string()),
+        protocol_name: request.protocol_name.map(|s| s.to_string()),
+        assignments: request
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
+            .collect(),
+    };
+    let a = ctx.backend().groups().sync_group(sync, SYNC_TIMEOUT);
+    let response = SyncGroupResponse::default()
+        .with_error_code(a.error_code)
+        .with_protocol_type(a.protocol_type.map(kstr))
+        .with_protocol_name(a.protocol_name.map(kstr))
+        .with_assignment(a.assignment.into());
+    req.respond(&response)
+}

@@ -1,0 +1,297 @@
+//! Wire framing and request decoding.
+//!
+//! Every Kafka message is an `i32` big-endian size followed by that many bytes. A request
+//! starts with `api_key: i16, api_version: i16, correlation_id: i32` in every header
+//! version, so those three are read by hand before anything else: that is enough to
+//! answer an ApiVersions request of a version we cannot parse, and to log which request
+//! was bad.
+//!
+//! Request bodies are decoded with the `kafka-protocol` crate, behind a guard: its array
+//! decoder reserves `Vec::with_capacity(n)` for an element count `n` read off the wire, so
+//! a ten-byte request claiming two billion elements would make the process abort on a
+//! failed allocation. [`decode`] first decodes with every `i32` larger than the bytes
+//! left replaced by "bytes left + 1": an array of `n` elements needs at least `n` bytes,
+//! so if such a value was a count or a length, that decode fails (as the real one would,
+//! without the allocation); if it succeeds, every such value was a plain number (a
+//! timeout, a byte limit) and the request is decoded again with the real values.
+
+use std::io::{self, Read};
+use std::ops::Range;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::buf::ByteBuf;
+
+/// Kafka's `socket.request.max.bytes` default: 100 MiB.
+pub(crate) const DEFAULT_MAX_REQUEST_SIZE: usize = 100 * 1024 * 1024;
+
+/// Bytes every request header starts with: api key, api version, correlation id.
+pub(crate) const MIN_REQUEST_LEN: usize = 8;
+
+/// Why a frame could not be read.
+#[derive(Debug)]
+pub(crate) enum FrameError {
+    /// The peer closed the connection cleanly between two requests.
+    Closed,
+    /// The size prefix is negative, smaller than a request header, or above the limit.
+    BadLength(i32),
+    /// The peer closed the connection in the middle of a frame.
+    Truncated {
+        /// Bytes the frame announced.
+        expected: usize,
+        /// Bytes that arrived.
+        got: usize,
+    },
+    /// The socket failed (reset, timeout, shut down).
+    Io(io::Error),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Closed => write!(f, "connection closed"),
+            FrameError::BadLength(n) => write!(f, "request size {n} is not acceptable"),
+            FrameError::Truncated { expected, got } => write!(
+                f,
+                "connection closed after {got} of the {expected} bytes of a request"
+            ),
+            FrameError::Io(e) => write!(f, "read failed: {e}"),
+        }
+    }
+}
+
+/// Read one size-prefixed frame of at most `max` bytes.
+///
+/// The buffer grows as bytes arrive rather than being reserved from the size prefix, so a
+/// client announcing 100 MiB and sending nothing costs nothing.
+pub(crate) fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
+    let mut size = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut size[got..]) {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => {
+                return Err(FrameError::Truncated { expected: 4, got });
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    let len = i32::from_be_bytes(size);
+    if len < MIN_REQUEST_LEN as i32 || len as usize > max {
+        return Err(FrameError::BadLength(len));
+    }
+    let len = len as usize;
+    let mut frame = Vec::with_capacity(len.min(64 * 1024));
+    match r.take(len as u64).read_to_end(&mut frame) {
+        Ok(n) if n == len => Ok(frame),
+        Ok(n) => Err(FrameError::Truncated {
+            expected: len,
+            got: n,
+        }),
+        Err(e) => Err(FrameError::Io(e)),
+    }
+}
+
+/// The fixed start of every request header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestStart {
+    /// Which API.
+    pub api_key: i16,
+    /// Which version of it.
+    pub api_version: i16,
+    /// Echoed in the response header.
+    pub correlation_id: i32,
+}
+
+/// Read the api key, version and correlation id; `None` if the frame is too short.
+pub(crate) fn request_start(frame: &[u8]) -> Option<RequestStart> {
+    let b = frame.get(..MIN_REQUEST_LEN)?;
+    Some(RequestStart {
+        api_key: i16::from_be_bytes([b[0], b[1]]),
+        api_version: i16::from_be_bytes([b[2], b[3]]),
+        correlation_id: i32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+    })
+}
+
+/// A request header decoded, and the body bytes that follow it.
+pub(crate) fn split_header(
+    frame: Bytes,
+    header_version: i16,
+) -> Result<(RequestHeader, Bytes), String> {
+    let mut buf = frame;
+    let header: RequestHeader = decode(&mut buf, header_version)?;
+    Ok((header, buf))
+}
+
+/// Decode a `T` of `version` from the front of `buf` without trusting any length in it
+/// (see the module docs); on success `buf` is advanced past it.
+pub(crate) fn decode<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
+    let mut guarded = Guarded {
+        inner: buf.clone(),
+        clamp: true,
+        clamped: false,
+    };
+    let first = T::decode(&mut guarded, version).map_err(|e| e.to_string())?;
+    if !guarded.clamped {
+        *buf = guarded.inner;
+        return Ok(first);
+    }
+    // Some i32 was larger than the bytes left: a legitimate big value (a timeout, a byte
+    // limit) since the clamped decode worked. Decode again with the real values.
+    drop(first);
+    let mut plain = Guarded {
+        inner: buf.clone(),
+        clamp: false,
+        clamped: false,
+    };
+    let value = T::decode(&mut plain, version).map_err(|e| e.to_string())?;
+    *buf = plain.inner;
+    Ok(value)
+}
+
+/// A byte buffer that can clamp every `i32` read from it to the number of bytes left.
+struct Guarded {
+    /// The bytes not yet consumed.
+    inner: Bytes,
+    /// Whether to clamp.
+    clamp: bool,
+    /// Set when some value was clamped.
+    clamped: bool,
+}
+
+impl Buf for Guarded {
+    fn remaining(&self) -> usize {
+        self.inner.remaining()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.inner.chunk()
+    }
+
+    fn advance(&mut self, cnt: usize) {
+        self.inner.advance(cnt)
+    }
+
+    fn try_get_i32(&mut self) -> Result<i32, bytes::TryGetError> {
+        let v = self.inner.try_get_i32()?;
+        let left = self.inner.remaining();
+        if self.clamp && v > 0 && v as usize > left {
+            self.clamped = true;
+            // One more than the bytes left: if this is an element count or a length,
+            // decoding must fail (each element takes at least one byte), exactly as it
+            // would with the real value; if it is a plain number, its value does not
+            // matter to the layout. `left` < v <= i32::MAX, so this fits.
+            return Ok(left as i32 + 1);
+        }
+        Ok(v)
+    }
+}
+
+impl ByteBuf for Guarded {
+    fn peek_bytes(&mut self, r: Range<usize>) -> Bytes {
+        // Only reached through `try_peek_bytes`, which checks the range first; stay total
+        // anyway.
+        if r.start <= r.end && r.end <= self.inner.len() {
+            self.inner.slice(r)
+        } else {
+            Bytes::new()
+        }
+    }
+
+    fn get_bytes(&mut self, size: usize) -> Bytes {
+        let size = size.min(self.inner.len());
+        self.inner.split_to(size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::MetadataRequest;
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as i32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn reads_a_frame() {
+        let bytes = framed(b"12345678rest");
+        let got = read_frame(&mut &bytes[..], 1000).unwrap();
+        assert_eq!(got, b"12345678rest");
+    }
+
+    #[test]
+    fn rejects_negative_small_and_oversize_lengths() {
+        for len in [-1i32, 0, 7, 1001, i32::MAX] {
+            let bytes = len.to_be_bytes();
+            match read_frame(&mut &bytes[..], 1000) {
+                Err(FrameError::BadLength(n)) => assert_eq!(n, len),
+                other => panic!("length {len}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn reports_truncation_and_clean_close() {
+        assert!(matches!(
+            read_frame(&mut &[][..], 1000),
+            Err(FrameError::Closed)
+        ));
+        assert!(matches!(
+            read_frame(&mut &[0u8, 0][..], 1000),
+            Err(FrameError::Truncated {
+                expected: 4,
+                got: 2
+            })
+        ));
+        let mut bytes = framed(b"12345678rest");
+        bytes.truncate(9);
+        assert!(matches!(
+            read_frame(&mut &bytes[..], 1000),
+            Err(FrameError::Truncated {
+                expected: 12,
+                got: 5
+            })
+        ));
+    }
+
+    #[test]
+    fn a_huge_count_at_the_very_end_is_an_error_not_an_allocation() {
+        use kafka_protocol::messages::ListOffsetsRequest;
+        // ListOffsets v1: replica_id, then a topics count with nothing after it.
+        let mut body = Bytes::from_static(&[0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode::<ListOffsetsRequest>(&mut body, 1).is_err());
+    }
+
+    #[test]
+    fn a_huge_array_count_is_an_error_not_an_allocation() {
+        // Metadata v1: topics array claiming i32::MAX entries, then nothing.
+        let mut body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 0, 1]);
+        let err = decode::<MetadataRequest>(&mut body, 1).unwrap_err();
+        assert!(!err.is_empty());
+    }
+
+    #[test]
+    fn big_legitimate_values_survive_the_guard() {
+        use kafka_protocol::messages::FetchRequest;
+        // Fetch v4: replica_id, max_wait_ms, min_bytes, max_bytes (big), isolation, topics.
+        let mut b = Vec::new();
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&500i32.to_be_bytes());
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&52_428_800i32.to_be_bytes());
+        b.push(0);
+        b.extend_from_slice(&0i32.to_be_bytes());
+        let mut body = Bytes::from(b);
+        let req = decode::<FetchRequest>(&mut body, 4).unwrap();
+        assert_eq!(req.max_bytes, 52_428_800);
+        assert_eq!(req.max_wait_ms, 500);
+        assert!(req.topics.is_empty());
+        assert!(body.is_empty());
+    }
+}

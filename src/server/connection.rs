@@ -1,0 +1,146 @@
+//! One client connection: read a frame, handle it, write the reply, repeat.
+//!
+//! A connection is served by one thread with blocking I/O, one request at a time, so
+//! responses leave in exactly the order the requests arrived (Kafka clients rely on it)
+//! and an `acks = 0` produce simply writes nothing.
+//!
+//! Bad input never panics and never touches other connections: a frame with a bad size,
+//! an unknown API, a version we do not answer (other than ApiVersions, which gets the v0
+//! fallback reply) or a body that does not decode closes this connection with a log line
+//! naming the peer.
+
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+
+use super::api::{self, Fatal, Part, Reply, Request};
+use super::codec::{self, FrameError};
+use super::{Shared, sendfile};
+
+/// Serve `stream` until the client leaves, a fatal error, or server shutdown.
+pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    tracing::debug!(%peer, "connection opened");
+    let local = stream.local_addr().unwrap_or(shared.config.listen);
+    let ctx = api::Ctx {
+        shared: &shared,
+        peer,
+        local,
+    };
+    let mut reader = &stream;
+    loop {
+        let frame = match codec::read_frame(&mut reader, shared.config.max_request_size) {
+            Ok(frame) => frame,
+            Err(FrameError::Closed) => break,
+            Err(FrameError::Io(e)) if shared.stopping.load(Ordering::Acquire) => {
+                tracing::debug!(%peer, error = %e, "connection closed by shutdown");
+                break;
+            }
+            Err(e @ FrameError::BadLength(_)) => {
+                tracing::warn!(
+                    %peer,
+                    max_request_size = shared.config.max_request_size,
+                    "refusing request: {e}; closing the connection"
+                );
+                break;
+            }
+            Err(e) => {
+                tracing::info!(%peer, "{e}; closing the connection");
+                break;
+            }
+        };
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        let outcome = process(&ctx, frame);
+        let written = match outcome {
+            Ok(Reply::Nothing) => Ok(()),
+            Ok(Reply::Parts(parts)) => write_reply(&stream, parts).map_err(|e| {
+                tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
+            }),
+            Err(Fatal(msg)) => {
+                tracing::warn!(%peer, "{msg}; closing the connection");
+                Err(())
+            }
+        };
+        shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if written.is_err() {
+            break;
+        }
+        if shared.stopping.load(Ordering::Acquire) {
+            break;
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    tracing::debug!(%peer, "connection closed");
+}
+
+/// Turn one frame into a reply (see the module docs for what is fatal).
+pub(crate) fn process(ctx: &api::Ctx<'_>, frame: Vec<u8>) -> Result<Reply, Fatal> {
+    match parse(frame)? {
+        Parsed::Request(req) => api::handle(ctx, req),
+        Parsed::Reply(reply) => Ok(reply),
+    }
+}
+
+/// A frame after header parsing.
+pub(crate) enum Parsed {
+    /// A request of a supported api key and version, header decoded.
+    Request(Request),
+    /// Answered from the header alone (the ApiVersions fallback).
+    Reply(Reply),
+}
+
+/// Check the api key and version of `frame` and decode its header.
+pub(crate) fn parse(frame: Vec<u8>) -> Result<Parsed, Fatal> {
+    let start = codec::request_start(&frame)
+        .ok_or_else(|| Fatal(format!("request of {} bytes is too short", frame.len())))?;
+    let name = api::api_name(start.api_key);
+    let Some((lo, hi)) = api::supported_range(start.api_key) else {
+        return Err(Fatal(format!("{name} is not supported")));
+    };
+    if start.api_version < lo || start.api_version > hi {
+        if start.api_key == ApiKey::ApiVersions as i16 {
+            return api::unsupported_version_reply(start.correlation_id).map(Parsed::Reply);
+        }
+        return Err(Fatal(format!(
+            "{name} v{} is not supported (versions {lo}-{hi} are)",
+            start.api_version
+        )));
+    }
+    let key =
+        ApiKey::try_from(start.api_key).map_err(|()| Fatal(format!("{name} is not supported")))?;
+    let header_version = key.request_header_version(start.api_version);
+    let (header, body) = codec::split_header(Bytes::from(frame), header_version)
+        .map_err(|e| Fatal(format!("cannot decode the header of a {name} request: {e}")))?;
+    tracing::trace!(api = %name, version = start.api_version, correlation_id = start.correlation_id, "request");
+    Ok(Parsed::Request(Request { header, body }))
+}
+
+/// Write one size prefix and then every part: bytes through a buffer, file regions with
+/// `sendfile` after flushing the buffer.
+fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
+    let total: usize = parts.iter().map(Part::len).sum();
+    let size = i32::try_from(total).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("response of {total} bytes does not fit a Kafka frame"),
+        )
+    })?;
+    let mut out = BufWriter::with_capacity((total + 4).min(64 * 1024), stream);
+    out.write_all(&size.to_be_bytes())?;
+    for part in parts {
+        match part {
+            Part::Bytes(b) => out.write_all(&b)?,
+            Part::File(region) => {
+                out.flush()?;
+                let file = region.file().ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "a log slice without a file")
+                })?;
+                sendfile::send_file(out.get_ref(), file, region.position(), region.len())?;
+            }
+        }
+    }
+    out.flush()
+}

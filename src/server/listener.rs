@@ -1,0 +1,151 @@
+//! The accept loop, one thread per connection, and graceful shutdown.
+//!
+//! Shutdown order: raise `stopping`, wake the accept thread with a connection to itself
+//! and join it (no new connections from then on), shut the read half of every open
+//! connection (an idle client sees its connection end; a request being handled still
+//! gets its response, since the write half stays open), then join every connection
+//! thread.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::{Shared, connection};
+
+/// Open connections and their threads, so that shutdown can reach them.
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// A clone of each open connection's socket, by connection number.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// Threads of connections, finished ones pruned as new ones start.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Removes a connection from the registry and the count when its thread ends, however
+/// it ends.
+struct Slot {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared.registry.sockets.lock().remove(&self.id);
+        self.shared.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Start the accept thread.
+pub(crate) fn spawn(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name("tidelog-accept".into())
+        .spawn(move || accept_loop(&shared, &listener))
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    let mut next_id = 0u64;
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e) => {
+                if shared.stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                // Out of file descriptors and the like: log, back off briefly so the loop
+                // does not spin, and keep serving the connections we have.
+                tracing::warn!(error = %e, "accept failed");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let max = shared.config.max_connections;
+        if shared.active.load(Ordering::Acquire) >= max {
+            tracing::warn!(%peer, max_connections = max, "refusing connection: too many open connections");
+            continue;
+        }
+        if let Err(e) = start_connection(shared, stream, peer, next_id) {
+            tracing::warn!(%peer, error = %e, "cannot start a connection thread");
+        }
+        next_id += 1;
+    }
+}
+
+fn start_connection(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(shared.config.idle_timeout))?;
+    stream.set_write_timeout(Some(shared.config.write_timeout))?;
+    let clone = stream.try_clone()?;
+    shared.active.fetch_add(1, Ordering::AcqRel);
+    shared.registry.sockets.lock().insert(id, clone);
+    let slot = Slot {
+        shared: shared.clone(),
+        id,
+    };
+    let conn_shared = shared.clone();
+    let spawned = thread::Builder::new()
+        .name(format!("tidelog-conn-{id}"))
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            let _slot = slot;
+            connection::serve(conn_shared, stream, peer);
+        });
+    match spawned {
+        Ok(handle) => {
+            let mut threads = shared.registry.threads.lock();
+            threads.retain(|t| !t.is_finished());
+            threads.push(handle);
+            Ok(())
+        }
+        // The closure (and with it the slot) was dropped, which undid the registration.
+        Err(e) => Err(e),
+    }
+}
+
+/// Stop accepting, let in-flight requests finish, close every connection, join every
+/// thread. `accept` is the accept thread, `local` the address it listens on.
+pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAddr) {
+    shared.stopping.store(true, Ordering::Release);
+    tracing::info!(
+        connections = shared.active.load(Ordering::Acquire),
+        in_flight = shared.in_flight.load(Ordering::Acquire),
+        "shutting down: no new connections; finishing requests in flight"
+    );
+    // Wake the blocking accept() with a connection of our own.
+    let wake = match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), local.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), local.port())
+        }
+        _ => local,
+    };
+    let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(5));
+    if accept.join().is_err() {
+        tracing::error!("the accept thread panicked");
+    }
+    for socket in shared.registry.sockets.lock().values() {
+        let _ = socket.shutdown(Shutdown::Read);
+    }
+    // Long polls answer now with what they have instead of waiting out max_wait_ms.
+    shared.long_polls.wake_all();
+    let threads = std::mem::take(&mut *shared.registry.threads.lock());
+    for t in threads {
+        if t.join().is_err() {
+            tracing::error!("a connection thread panicked");
+        }
+    }
+}
