@@ -14,6 +14,7 @@
 
 use super::checkpoint;
 use super::config::LogConfig;
+use super::prefault::Prefaulter;
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
 use super::segment::{
     self, Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
@@ -195,6 +196,8 @@ struct Inner {
     poisoned: AtomicBool,
     poison_reason: Mutex<Option<String>>,
     waiters: AtomicUsize,
+    /// Faults in the active segment's next pages off the appending thread.
+    prefault: Option<Prefaulter>,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
     report: RecoveryReport,
@@ -247,8 +250,18 @@ impl PartitionLog {
     /// recovery point are trusted, later ones validated batch by batch and cut at the
     /// first torn or corrupt batch. `name` (e.g. `events-0`) names the log in errors.
     pub fn open(dir: impl AsRef<Path>, name: &str, config: LogConfig) -> Result<PartitionLog> {
+        Self::open_with(dir.as_ref(), name, config, None)
+    }
+
+    /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`].
+    pub(crate) fn open_with(
+        dir: &Path,
+        name: &str,
+        config: LogConfig,
+        prefault: Option<Prefaulter>,
+    ) -> Result<PartitionLog> {
         config.validate()?;
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.to_path_buf();
         let created = !dir.exists();
         fs::create_dir_all(&dir).ctx("create log directory", &dir)?;
         if created && let Some(parent) = dir.parent() {
@@ -364,7 +377,7 @@ impl PartitionLog {
         for (base, scan) in &scans {
             segments.push(Segment::open_sealed(&dir, *base, scan)?);
         }
-        let active = match last {
+        let mut active = match last {
             Some((base, scan)) => {
                 let path = dir.join(file_name(base, "log"));
                 let file = fs::OpenOptions::new()
@@ -395,6 +408,7 @@ impl PartitionLog {
                 w
             }
         };
+        active.set_prefaulter(prefault.clone());
         segments.push(active.shared().clone());
         let log_end = active.shared().next_offset();
         let first_base = segments[0].base_offset;
@@ -425,6 +439,7 @@ impl PartitionLog {
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
             waiters: AtomicUsize::new(0),
+            prefault,
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
             report,
@@ -678,13 +693,14 @@ impl PartitionLog {
                 return Err(e);
             }
         };
-        let new = Segment::create(
+        let mut new = Segment::create(
             &self.inner.dir,
             next_offset,
             config.segment_bytes as usize,
             config.index_max_bytes as usize,
             config.index_interval_bytes as usize,
         )?;
+        new.set_prefaulter(self.inner.prefault.clone());
         checkpoint::sync_dir(&self.inner.dir)?;
         let mut segs = self.inner.segments.write();
         let mut list: Vec<Arc<Segment>> = segs.iter().cloned().collect();
@@ -956,6 +972,7 @@ impl PartitionLog {
             true,
         )?;
         active.erase_tail()?;
+        active.set_prefaulter(self.inner.prefault.clone());
         let new_end = scan.next_offset;
         let mut list: Vec<Arc<Segment>> = segs[..idx].to_vec();
         list.push(active.shared().clone());

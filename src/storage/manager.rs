@@ -3,6 +3,7 @@
 
 use super::config::LogConfig;
 use super::log::{PartitionLog, now_ms};
+use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
 use crate::{Error, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -27,6 +28,9 @@ struct Inner {
     _lock: File,
     logs: Mutex<BTreeMap<String, PartitionLog>>,
     background: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+    /// Faults in the active segments' next pages (see `prefault`).
+    prefaulter: Prefaulter,
+    prefault_thread: Mutex<PrefaultThread>,
     errors: Mutex<Vec<String>>,
 }
 
@@ -91,10 +95,14 @@ impl LogManager {
         if lock.try_lock_exclusive().is_err() {
             return Err(Error::DirectoryLocked(dir));
         }
+        let (prefaulter, prefault_thread) =
+            Prefaulter::start().map_err(|e| Error::io("start the prefault thread for", &dir, e))?;
         Ok(LogManager {
             inner: Arc::new(Inner {
                 dir,
                 _lock: lock,
+                prefaulter,
+                prefault_thread: Mutex::new(prefault_thread),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(Vec::new()),
@@ -116,7 +124,12 @@ impl LogManager {
             log.set_config(config)?;
             return Ok(log.clone());
         }
-        let log = PartitionLog::open(self.inner.dir.join(name), name, config)?;
+        let log = PartitionLog::open_with(
+            &self.inner.dir.join(name),
+            name,
+            config,
+            Some(self.inner.prefaulter.clone()),
+        )?;
         logs.insert(name.to_string(), log.clone());
         Ok(log)
     }
@@ -190,6 +203,7 @@ impl LogManager {
     /// last clone is dropped.
     pub fn close(&self) -> Result<()> {
         self.stop_background();
+        self.inner.prefault_thread.lock().stop();
         let logs: Vec<PartitionLog> = self.inner.logs.lock().values().cloned().collect();
         let mut first = None;
         for log in logs {
@@ -253,6 +267,7 @@ fn maintenance(
 impl Drop for Inner {
     fn drop(&mut self) {
         stop(self);
+        self.prefault_thread.get_mut().stop();
         for log in self.logs.get_mut().values() {
             let _ = log.close();
         }

@@ -90,6 +90,18 @@ impl AppendMap {
         Some(&all[start..])
     }
 
+    /// Faults `[start, end)` in for writing (MADV_POPULATE_WRITE; ignored where the
+    /// kernel lacks it), so appends into it take no page fault. It changes no byte, so
+    /// any holder may call it; the file space behind the range must be reserved.
+    pub(crate) fn populate_write(&self, start: usize, end: usize) {
+        let end = end.min(self.capacity);
+        if start < end {
+            let _ = self
+                .raw
+                .advise_range(Advice::PopulateWrite, start, end - start);
+        }
+    }
+
     /// Flushes `[start, end)` of the map to disk (msync).
     pub(crate) fn flush(&self, start: usize, end: usize) -> std::io::Result<()> {
         let end = end.min(self.capacity);
@@ -144,19 +156,6 @@ impl MapWriter {
         }
         self.map.readable.store(upto, Ordering::Release);
         true
-    }
-
-    /// Pre-faults `[start, end)` for writing, so appends do not take a page fault per
-    /// page (MADV_POPULATE_WRITE; ignored where the kernel lacks it). The range must be
-    /// reserved in the file.
-    pub(crate) fn populate(&self, start: usize, end: usize) {
-        let end = end.min(self.map.capacity);
-        if start < end {
-            let _ = self
-                .map
-                .raw
-                .advise_range(Advice::PopulateWrite, start, end - start);
-        }
     }
 }
 

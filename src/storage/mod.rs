@@ -12,6 +12,7 @@ mod index;
 mod log;
 mod manager;
 mod mmap;
+mod prefault;
 mod retention;
 mod segment;
 mod time_index;

@@ -14,6 +14,7 @@ use super::index::{
     IndexFile, IndexWriter, OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix,
 };
 use super::mmap::{AppendMap, MapWriter};
+use super::prefault::Prefaulter;
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
 use crate::error::IoContext;
 use crate::record::{Batch, HEADER_LEN};
@@ -71,6 +72,8 @@ pub(crate) struct SegmentWriter {
     /// file is then not shrunk on seal (a shrink could fault a reader's mapping).
     no_shrink: bool,
     index_interval: usize,
+    /// Faults in reserved ranges off the appending thread (see `prefault`).
+    prefault: Option<Prefaulter>,
 }
 
 /// What opening a segment found.
@@ -290,6 +293,7 @@ impl Segment {
             first_append_ms: None,
             no_shrink,
             index_interval,
+            prefault: None,
         })
     }
 
@@ -664,6 +668,11 @@ impl SegmentWriter {
         self.pos
     }
 
+    /// Hands reserved ranges to `prefault` from now on.
+    pub(crate) fn set_prefaulter(&mut self, prefault: Option<Prefaulter>) {
+        self.prefault = prefault;
+    }
+
     /// True if a batch of `len` bytes fits (a batch never spans two segments; an empty
     /// segment takes any batch up to the mapping's size).
     #[inline]
@@ -689,7 +698,13 @@ impl SegmentWriter {
             .allocate(target as u64)
             .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
         // Pre-fault the pages appends will write, so they are not faulted one by one.
-        self.log_w.populate(self.reserved, target);
+        if !self
+            .prefault
+            .as_ref()
+            .is_some_and(|p| p.submit(&self.seg.log, self.reserved, target))
+        {
+            self.seg.log.populate_write(self.reserved, target);
+        }
         self.reserved = target;
         Ok(())
     }
@@ -715,6 +730,14 @@ impl SegmentWriter {
         }
         self.pos += len;
         self.log_w.publish(self.pos);
+        if self.prefault.is_some() {
+            // Keep a step reserved (and being faulted in) ahead of the writer. A failure
+            // here is reported by the append that needs the space.
+            let half = self.reserved.clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX) / 2;
+            if self.pos + half > self.reserved && self.reserved < self.capacity {
+                let _ = self.reserve(self.pos + half + 1);
+            }
+        }
         let rel = (base_offset - self.seg.base_offset) as u32;
         let max_ts = batch.max_timestamp();
         let seg_max = self.seg.max_timestamp();

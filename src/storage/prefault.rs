@@ -1,0 +1,121 @@
+//! A background thread that faults in the pages a segment will be written to next.
+//!
+//! The first store into a fresh page of a file mapping costs a page fault and the
+//! kernel zeroing the page; on this class of machine (a VM whose host backs guest pages
+//! lazily) that is the largest cost of an append. Each active segment keeps one step of
+//! disk space reserved ahead of its write position; when it reserves the next step it
+//! hands the range to this thread, which faults it in (MADV_POPULATE_WRITE) while the
+//! appending thread keeps copying into pages faulted earlier. Without a prefaulter (a
+//! `PartitionLog` opened alone) the range is faulted in by the appending thread.
+//!
+//! The thread holds an `Arc` of each map it works on, so a segment deleted meanwhile is
+//! still mapped; it stops and is joined when its [`PrefaultThread`] is stopped or dropped.
+
+use super::mmap::AppendMap;
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+struct Job {
+    map: Arc<AppendMap>,
+    start: usize,
+    end: usize,
+}
+
+/// Handle to submit ranges to the prefault thread. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Prefaulter {
+    tx: Sender<Job>,
+}
+
+/// Owns the prefault thread.
+pub(crate) struct PrefaultThread {
+    stop: Option<Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Prefaulter {
+    /// Starts the thread; returns the submit handle and the owner that stops it.
+    pub(crate) fn start() -> std::io::Result<(Prefaulter, PrefaultThread)> {
+        // A few segments' worth of pending steps; more waiting means the thread is
+        // behind, and the appender then faults the pages itself.
+        let (tx, rx) = bounded::<Job>(64);
+        let (stop_tx, stop_rx) = bounded::<()>(1);
+        let handle = std::thread::Builder::new()
+            .name("tidelog-prefault".into())
+            .spawn(move || run(rx, stop_rx))?;
+        Ok((
+            Prefaulter { tx },
+            PrefaultThread {
+                stop: Some(stop_tx),
+                handle: Some(handle),
+            },
+        ))
+    }
+
+    /// Asks for `[start, end)` of `map` to be faulted in (the file space behind it must be
+    /// reserved). Returns false when the thread is busy or gone: the caller then does it.
+    pub(crate) fn submit(&self, map: &Arc<AppendMap>, start: usize, end: usize) -> bool {
+        match self.tx.try_send(Job {
+            map: Arc::clone(map),
+            start,
+            end,
+        }) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+fn run(rx: Receiver<Job>, stop: Receiver<()>) {
+    loop {
+        crossbeam_channel::select! {
+            recv(rx) -> job => match job {
+                Ok(job) => job.map.populate_write(job.start, job.end),
+                Err(_) => return,
+            },
+            recv(stop) -> _ => return,
+        }
+    }
+}
+
+impl PrefaultThread {
+    /// Stops the thread and joins it; pending ranges are dropped (appenders fault
+    /// their pages themselves).
+    pub(crate) fn stop(&mut self) {
+        self.stop.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for PrefaultThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_in_submitted_ranges_and_stops() {
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(1 << 20).unwrap();
+        let (map, _w) = AppendMap::map_rw(&f, 1 << 20, 0).unwrap();
+        let (p, mut t) = Prefaulter::start().unwrap();
+        assert!(p.submit(&map, 0, 1 << 20));
+        t.stop();
+        // After the thread is gone submissions are refused and the caller falls back.
+        let mut refused = false;
+        for _ in 0..100 {
+            if !p.submit(&map, 0, 4096) {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused);
+    }
+}
