@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    Broker, ConsumerGroup, GroupConfig, GroupState, OffsetReset, Producer, ProducerRecord,
+    TopicConfig,
 };
 
 const JOBS: u64 = 10_000;
@@ -34,6 +35,7 @@ fn main() -> tidelog::Result<()> {
                     .enable_auto_commit(false);
                 let mut worker = ConsumerGroup::join(&broker, config)?;
                 let mut handled = 0;
+                let mut partitions = std::collections::BTreeSet::new();
                 while done.load(Ordering::Acquire) < JOBS {
                     let jobs = worker.poll(Duration::from_millis(100))?;
                     for job in jobs.iter() {
@@ -41,6 +43,7 @@ fn main() -> tidelog::Result<()> {
                         // "Handle" the job: here, just check its payload.
                         assert!(job.value.is_some_and(|v| v.starts_with(b"job-")));
                         handled += 1;
+                        partitions.insert(job.partition);
                     }
                     if !jobs.is_empty() {
                         // The jobs of this batch are done: never redo them.
@@ -48,14 +51,29 @@ fn main() -> tidelog::Result<()> {
                         done.fetch_add(jobs.count() as u64, Ordering::AcqRel);
                     }
                 }
-                println!(
-                    "worker {w} handled {handled} jobs, owning {:?}",
-                    worker.assignment()
-                );
+                println!("worker {w} handled {handled} jobs from partitions {partitions:?}");
                 Ok(handled)
             })
         })
         .collect();
+
+    // Let every worker join before the jobs arrive, so that the group splits them
+    // (a worker joining later would take over some partitions in a rebalance).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let group = broker.group_coordinator().describe_group("workers");
+        if group.state == GroupState::Stable && group.members.len() == WORKERS {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(tidelog::Error::Timeout(format!(
+                "the {WORKERS} workers did not form a stable group: {:?} with {} members",
+                group.state,
+                group.members.len()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
     let producer = Producer::new(&broker)?;
     for i in 0..JOBS {
