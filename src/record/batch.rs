@@ -381,44 +381,72 @@ fn get_bytes<'a>(
     Ok(Some(s))
 }
 
+/// Reads a varint-length-prefixed byte string at `*at` (-1 is null), or `None` if it is
+/// malformed: the fast path of record decoding.
+#[inline(always)]
+fn take_bytes<'b>(buf: &'b [u8], at: &mut usize) -> Option<Option<&'b [u8]>> {
+    let (len, k) = get_varint(buf.get(*at..)?)?;
+    *at += k;
+    if len < 0 {
+        return Some(None);
+    }
+    let end = at.checked_add(len as usize)?;
+    let s = buf.get(*at..end)?;
+    *at = end;
+    Some(Some(s))
+}
+
+/// One record's fields, decoded from the front of `rest` without building errors:
+/// `(bytes used, timestamp delta, offset delta, key, value, header count, headers)`.
+type RawRecord<'a> = (
+    usize,
+    i64,
+    i32,
+    Option<&'a [u8]>,
+    Option<&'a [u8]>,
+    usize,
+    &'a [u8],
+);
+
+#[inline(always)]
+fn decode_fast(rest: &[u8]) -> Option<RawRecord<'_>> {
+    let (len, n) = get_varint(rest)?;
+    let end = n.checked_add(usize::try_from(len).ok()?)?;
+    let body = rest.get(n..end)?;
+    let mut at = 1; // attributes byte (unused)
+    let (ts_delta, k) = get_varlong(body.get(at..)?)?;
+    at += k;
+    let (off_delta, k) = get_varint(body.get(at..)?)?;
+    at += k;
+    let key = take_bytes(body, &mut at)?;
+    let value = take_bytes(body, &mut at)?;
+    let (count, k) = get_varint(body.get(at..)?)?;
+    at += k;
+    let count = usize::try_from(count).ok()?;
+    let headers_start = at;
+    for _ in 0..count {
+        std::str::from_utf8(take_bytes(body, &mut at)??).ok()?;
+        take_bytes(body, &mut at)?;
+    }
+    (at == body.len()).then_some((
+        end,
+        ts_delta,
+        off_delta,
+        key,
+        value,
+        count,
+        &body[headers_start..],
+    ))
+}
+
 impl<'a> Records<'a> {
     fn decode_one(&mut self) -> Result<Record<'a>> {
-        let pos = self.position;
-        let (len, n) = get_varint(self.rest).ok_or_else(|| bad(pos, "bad length"))?;
-        if len < 0 || (len as usize) > self.rest.len() - n {
-            return Err(bad(pos, "length runs past the batch end"));
-        }
-        let body = &self.rest[n..n + len as usize];
-        let mut at = 1; // attributes byte (unused)
-        if body.is_empty() {
-            return Err(bad(pos, "empty record"));
-        }
-        let (ts_delta, k) =
-            get_varlong(&body[at..]).ok_or_else(|| bad(pos, "bad timestamp delta"))?;
-        at += k;
-        let (off_delta, k) = get_varint(&body[at..]).ok_or_else(|| bad(pos, "bad offset delta"))?;
-        at += k;
-        let key = get_bytes(body, &mut at, pos, "bad key")?;
-        let value = get_bytes(body, &mut at, pos, "bad value")?;
-        let (count, k) = get_varint(&body[at..]).ok_or_else(|| bad(pos, "bad header count"))?;
-        at += k;
-        if count < 0 {
-            return Err(bad(pos, "negative header count"));
-        }
-        let headers_start = at;
-        for _ in 0..count {
-            get_bytes(body, &mut at, pos, "bad header key")?
-                .ok_or_else(|| bad(pos, "null header key"))
-                .and_then(|k| {
-                    std::str::from_utf8(k).map_err(|_| bad(pos, "header key is not UTF-8"))
-                })?;
-            get_bytes(body, &mut at, pos, "bad header value")?;
-        }
-        if at != body.len() {
-            return Err(bad(pos, "record length does not match its fields"));
-        }
-        self.rest = &self.rest[n + len as usize..];
-        self.position += n + len as usize;
+        let Some((used, ts_delta, off_delta, key, value, count, headers)) = decode_fast(self.rest)
+        else {
+            return Err(self.explain());
+        };
+        self.rest = &self.rest[used..];
+        self.position += used;
         Ok(Record {
             // Malformed deltas must not overflow (the batch's own range cannot).
             offset: self.base_offset.wrapping_add(off_delta as i64),
@@ -428,10 +456,51 @@ impl<'a> Records<'a> {
             key,
             value,
             headers: Headers {
-                bytes: &body[headers_start..],
-                count: count as usize,
+                bytes: headers,
+                count,
             },
         })
+    }
+
+    /// Says what is wrong with the record at the front of `rest` (the slow path, taken
+    /// only after the fast decoder refused it).
+    #[cold]
+    fn explain(&self) -> Error {
+        let pos = self.position;
+        let check = || -> Result<()> {
+            let (len, n) = get_varint(self.rest).ok_or_else(|| bad(pos, "bad length"))?;
+            if len < 0 || (len as usize) > self.rest.len() - n {
+                return Err(bad(pos, "length runs past the batch end"));
+            }
+            let body = &self.rest[n..n + len as usize];
+            if body.is_empty() {
+                return Err(bad(pos, "empty record"));
+            }
+            let mut at = 1;
+            let (_, k) = get_varlong(&body[at..]).ok_or_else(|| bad(pos, "bad timestamp delta"))?;
+            at += k;
+            let (_, k) = get_varint(&body[at..]).ok_or_else(|| bad(pos, "bad offset delta"))?;
+            at += k;
+            get_bytes(body, &mut at, pos, "bad key")?;
+            get_bytes(body, &mut at, pos, "bad value")?;
+            let (count, k) = get_varint(&body[at..]).ok_or_else(|| bad(pos, "bad header count"))?;
+            at += k;
+            if count < 0 {
+                return Err(bad(pos, "negative header count"));
+            }
+            for _ in 0..count {
+                get_bytes(body, &mut at, pos, "bad header key")?
+                    .ok_or_else(|| bad(pos, "null header key"))
+                    .and_then(|k| {
+                        std::str::from_utf8(k).map_err(|_| bad(pos, "header key is not UTF-8"))
+                    })?;
+                get_bytes(body, &mut at, pos, "bad header value")?;
+            }
+            Err(bad(pos, "record length does not match its fields"))
+        };
+        check()
+            .err()
+            .unwrap_or_else(|| bad(pos, "malformed record"))
     }
 }
 
