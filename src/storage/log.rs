@@ -335,6 +335,11 @@ impl PartitionLog {
                     .indexes_rebuilt
                     .push(dir.join(file_name(base, "index")));
             }
+            if scan.time_index_rebuilt {
+                report
+                    .indexes_rebuilt
+                    .push(dir.join(file_name(base, "timeindex")));
+            }
             let prev_end = scans.last().map(|(_, s)| s.next_offset);
             let cut = scan.truncated.clone();
             let overlaps = prev_end.is_some_and(|e| base < e);
@@ -573,6 +578,15 @@ impl PartitionLog {
                 return Err(Error::InvalidBatch(format!(
                     "a batch for {} has no records",
                     self.inner.name
+                )));
+            }
+            // -1 means "no timestamp"; anything below is invalid, as in Kafka.
+            if b.max_timestamp() < -1 || b.base_timestamp() < -1 {
+                return Err(Error::InvalidBatch(format!(
+                    "a batch for {} has a negative timestamp (base {}, max {})",
+                    self.inner.name,
+                    b.base_timestamp(),
+                    b.max_timestamp()
                 )));
             }
             parsed.push(b);

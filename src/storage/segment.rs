@@ -90,6 +90,7 @@ pub(crate) struct SegmentScan {
     /// (position, reason) of the first bad batch, where the log was cut.
     pub(crate) truncated: Option<(u64, String)>,
     pub(crate) index_rebuilt: bool,
+    pub(crate) time_index_rebuilt: bool,
     pub(crate) bytes_validated: u64,
     /// Opened without validating batches (below the recovery point).
     pub(crate) trusted: bool,
@@ -153,15 +154,27 @@ impl Segment {
         })
     }
 
+    /// Position to start a forward scan for relative offset `rel`: the last offset index
+    /// entry at or below it, if the batch there starts at the offset the entry names;
+    /// else 0. A damaged entry of a segment trusted on open (only its last entry is
+    /// checked then) costs a longer scan, never a wrong answer.
+    fn index_position(&self, rel: u32) -> usize {
+        let Some(i) = self.index.floor(rel, |e| read_offset_entry(e).0) else {
+            return 0;
+        };
+        let (entry_rel, pos) = read_offset_entry(self.index.entry(i));
+        match self.batch_at(pos as usize) {
+            Some(b) if b.base_offset() == self.base_offset + entry_rel as i64 => pos as usize,
+            _ => 0,
+        }
+    }
+
     /// Byte position of the batch that contains `offset` (or the first after it), found
     /// through the sparse index and a forward scan of batch headers; `None` if the
     /// segment has no batch with a last offset >= `offset`.
     pub(crate) fn find(&self, offset: i64) -> Option<usize> {
         let rel = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
-        let mut pos = self
-            .index
-            .floor(rel, |e| read_offset_entry(e).0)
-            .map_or(0, |i| read_offset_entry(self.index.entry(i)).1 as usize);
+        let mut pos = self.index_position(rel);
         let end = self.log.readable();
         while pos < end {
             let b = self.batch_at(pos)?;
@@ -180,10 +193,7 @@ impl Segment {
             .time_index
             .floor(ts.saturating_sub(1), |e| read_time_entry(e).0)
             .map_or(0, |i| read_time_entry(self.time_index.entry(i)).1);
-        let mut pos = self
-            .index
-            .floor(start_rel, |e| read_offset_entry(e).0)
-            .map_or(0, |i| read_offset_entry(self.index.entry(i)).1 as usize);
+        let mut pos = self.index_position(start_rel);
         let end = self.log.readable();
         while pos < end {
             let b = self.batch_at(pos)?;
@@ -397,8 +407,10 @@ pub(crate) fn scan_segment(
         );
         // A rebuilt time index may lack the final entry written when the segment was
         // sealed: only a real difference counts as a repair.
-        s.index_rebuilt =
-            !validate || differs(&index_path, &idx, false) || differs(&time_path, &tidx, true);
+        s.index_rebuilt = differs(&index_path, &idx, false);
+        s.time_index_rebuilt = differs(&time_path, &tidx, true);
+        // A trusted segment is rebuilt only because its indexes did not check out.
+        s.index_rebuilt |= !validate && !s.time_index_rebuilt;
         write_index_file(&index_path, &idx)?;
         write_index_file(&time_path, &tidx)?;
         scan = Some(s);

@@ -142,6 +142,10 @@ fn bad_batches_are_refused_whole() {
     good_then_bad.extend_from_slice(&bad);
     assert!(log.append(&good_then_bad).unwrap_err().is_corruption());
     assert_eq!(log.log_end_offset(), 0, "nothing of a refused append lands");
+    let mut neg = BatchBuilder::new();
+    neg.push(-5, None, Some(b"x"), &[]);
+    let e = log.append(&neg.finish()).unwrap_err().to_string();
+    assert!(e.contains("negative timestamp"), "{e}");
     assert!(log.append(&[]).is_err());
 }
 
@@ -464,4 +468,44 @@ fn flush_messages_syncs_inline() {
     assert_eq!(log.recovery_point(), 0);
     log.append(&batch(3, 1, 0)).unwrap();
     assert_eq!(log.recovery_point(), 4);
+}
+
+#[test]
+fn damaged_middle_index_entry_of_trusted_segment_costs_a_scan_not_a_wrong_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    log.close().unwrap();
+    drop(log);
+    // Shift the position of the first entry of the first (trusted) segment's index by a
+    // few bytes: still increasing, so only a lookup can notice.
+    let idx = dir
+        .path()
+        .join("t-0")
+        .join(format!("{:020}.index", bases[0]));
+    let mut bytes = fs::read(&idx).unwrap();
+    assert!(
+        bytes.len() >= 16,
+        "the segment has at least two index entries"
+    );
+    let pos = u32::from_be_bytes(bytes[4..8].try_into().unwrap());
+    bytes[4..8].copy_from_slice(&(pos + 3).to_be_bytes());
+    fs::write(&idx, &bytes).unwrap();
+    let log = open(dir.path(), small());
+    assert_eq!(
+        log.recovery_report().segments_validated,
+        0,
+        "every segment is trusted"
+    );
+    for off in 0..bases[1] {
+        let s = log.read(off, 1).unwrap();
+        let b = s.batches().next().expect("a batch for every offset");
+        assert!(
+            b.base_offset() <= off && off <= b.last_offset(),
+            "read({off})"
+        );
+    }
 }
