@@ -513,6 +513,16 @@ impl Broker {
         Ok(())
     }
 
+    /// The registered topic `name` (no auto-creation), for admin operations.
+    fn registered_topic(&self, name: &str) -> Result<Topic> {
+        self.inner
+            .topics
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))
+    }
+
     /// Replaces a topic's per-topic overrides (Kafka IncrementalAlterConfigs /
     /// `kafka-configs --alter`): the new settings are checked first, written to the
     /// registry, then applied to every partition's log (segment and retention settings
@@ -520,13 +530,7 @@ impl Broker {
     pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
         self.check_open()?;
         let _admin = self.inner.admin.lock();
-        let topic = self
-            .inner
-            .topics
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let topic = self.registered_topic(name)?;
         let log_config = config.apply(&self.inner.config.log)?;
         let old = topic.config();
         *topic.inner.config.write() = config;
@@ -546,13 +550,7 @@ impl Broker {
     pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
         self.check_open()?;
         let _admin = self.inner.admin.lock();
-        let topic = self
-            .inner
-            .topics
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let topic = self.registered_topic(name)?;
         let current = topic.partition_count();
         if total <= current {
             return Err(Error::InvalidConfig {

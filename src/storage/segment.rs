@@ -174,11 +174,15 @@ impl Segment {
     /// segment has no batch with a last offset >= `offset`.
     pub(crate) fn find(&self, offset: i64) -> Option<usize> {
         let rel = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
-        let mut pos = self.index_position(rel);
+        self.scan_from(self.index_position(rel), |b| b.last_offset() >= offset)
+    }
+
+    /// Walks batch headers from `pos` to the first batch that `hit` accepts.
+    fn scan_from(&self, mut pos: usize, hit: impl Fn(&Batch<'_>) -> bool) -> Option<usize> {
         let end = self.log.readable();
         while pos < end {
             let b = self.batch_at(pos)?;
-            if b.last_offset() >= offset {
+            if hit(&b) {
                 return Some(pos);
             }
             pos += b.len();
@@ -193,16 +197,7 @@ impl Segment {
             .time_index
             .floor(ts.saturating_sub(1), |e| read_time_entry(e).0)
             .map_or(0, |i| read_time_entry(self.time_index.entry(i)).1);
-        let mut pos = self.index_position(start_rel);
-        let end = self.log.readable();
-        while pos < end {
-            let b = self.batch_at(pos)?;
-            if b.max_timestamp() >= ts {
-                return Some(pos);
-            }
-            pos += b.len();
-        }
-        None
+        self.scan_from(self.index_position(start_rel), |b| b.max_timestamp() >= ts)
     }
 
     /// Fsyncs the segment's data and indexes.
