@@ -356,6 +356,10 @@ pub(crate) struct PerfLookupArgs {
     /// Number of timed reads.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub samples: u64,
+    /// Touch every page of the log once before timing, so that the reads find the
+    /// pages mapped (a long-running broker's state) rather than fault them in.
+    #[arg(long)]
+    pub warm: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
