@@ -325,6 +325,10 @@ pub(crate) struct PerfRecoverArgs {
     /// Records per append call.
     #[arg(long, value_name = "B", default_value_t = 100)]
     pub batch: usize,
+    /// Seconds the writer stays alive, idle, between its last acknowledged append and
+    /// the kill (time for the background flush of rolled segments to catch up).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    pub wait_before_kill: f64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

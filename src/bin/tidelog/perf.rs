@@ -789,6 +789,11 @@ pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
     }
+    if !(0.0..=3600.0).contains(&a.wait_before_kill) {
+        return Err(fail!(
+            "--wait-before-kill must be between 0 and 3600 seconds"
+        ));
+    }
     let mut child = Command::new(current_exe()?)
         .arg("--data")
         .arg(data)
@@ -806,6 +811,9 @@ pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
         Some(out) => BufReader::new(out).read_line(&mut line).map(|_| ()),
         None => Ok(()),
     };
+    if line.starts_with(ACK_PREFIX) {
+        std::thread::sleep(Duration::from_secs_f64(a.wait_before_kill));
+    }
     // SIGKILL (std's `kill` on Unix): no destructor, no close, no checkpoint.
     let killed = child.kill();
     let status = child
@@ -850,6 +858,10 @@ pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
         ("topic".to_string(), format!("\"{}\"", a.topic)),
         ("bytes_written".to_string(), ack.bytes.to_string()),
         ("write_seconds".to_string(), format!("{:.6}", ack.seconds)),
+        (
+            "wait_before_kill".to_string(),
+            a.wait_before_kill.to_string(),
+        ),
         ("log_bytes".to_string(), size.to_string()),
         ("segments".to_string(), segments.to_string()),
         ("records".to_string(), end.to_string()),
