@@ -926,6 +926,40 @@ impl PartitionLog {
         if due { self.sync() } else { Ok(()) }
     }
 
+    /// Fsyncs the segments sealed since the recovery point and moves the recovery point
+    /// to the active segment's base offset, as Kafka does after a roll, off the
+    /// appending thread (called by the maintenance thread). Without it the recovery
+    /// point moves only on `sync`, which no flush policy calls by default, and recovery
+    /// after a crash validates every segment written since the last clean close.
+    /// A failed fsync poisons the log.
+    pub(crate) fn flush_sealed(&self) -> Result<()> {
+        let _s = self.inner.sync_lock.lock();
+        // Checked under the sync lock: `close` syncs (and `destroy` deletes) after it.
+        if self.is_closed() || self.inner.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let segs = self.segments();
+        let Some((active, sealed)) = segs.split_last() else {
+            return Ok(());
+        };
+        let rp = self.recovery_point();
+        if active.base_offset <= rp {
+            return Ok(());
+        }
+        let result = sealed
+            .iter()
+            .filter(|s| s.next_offset() > rp)
+            .try_for_each(|s| s.sync());
+        if let Err(e) = result {
+            self.poison(&e);
+            return Err(e);
+        }
+        self.inner
+            .recovery_point
+            .fetch_max(active.base_offset, Ordering::AcqRel);
+        self.write_checkpoint()
+    }
+
     fn write_checkpoint(&self) -> Result<()> {
         let payload = encode_checkpoint(self.recovery_point(), self.log_start_offset());
         checkpoint::write(&self.inner.dir.join(CHECKPOINT_FILE), &payload)

@@ -175,7 +175,8 @@ impl LogManager {
         }
     }
 
-    /// Starts the maintenance thread: every `flush_check` it fsyncs logs whose
+    /// Starts the maintenance thread: every `flush_check` it fsyncs segments sealed
+    /// since a log's recovery point (and moves the point past them) and logs whose
     /// `flush_ms` is due; every `retention_check` it applies retention and compaction.
     /// Calling it again restarts the thread with the new intervals.
     pub fn start_background(&self, flush_check: Duration, retention_check: Duration) {
@@ -247,7 +248,7 @@ fn maintenance(
             next_retention = Instant::now() + retention_check;
         }
         for log in logs {
-            let mut result = log.flush_if_due();
+            let mut result = log.flush_sealed().and_then(|()| log.flush_if_due());
             if retention_due && result.is_ok() {
                 result = log.apply_retention(now_ms()).map(|_| ());
             }

@@ -219,6 +219,15 @@ pub(crate) enum PerfCmd {
     Consume(PerfConsumeArgs),
     /// A producer thread and a consumer thread at once; then end-to-end latency.
     Pubsub(PerfPubsubArgs),
+    /// Time reopening the broker over a topic of many partitions; memory and disk used.
+    Open(PerfOpenArgs),
+    /// Time recovery after a writer process is killed (SIGKILL) with SIZE bytes written.
+    Recover(PerfRecoverArgs),
+    /// Latency of reading one record at a random offset.
+    Lookup(PerfLookupArgs),
+    /// The writer process of `perf recover` (internal).
+    #[command(hide = true)]
+    RecoverWriter(PerfRecoverWriterArgs),
 }
 
 /// `tidelog perf produce`.
@@ -276,6 +285,85 @@ pub(crate) struct PerfPubsubArgs {
     /// Pace of the latency run, records per second.
     #[arg(long, value_name = "R", default_value_t = 100_000)]
     pub latency_rate: u64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf open`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfOpenArgs {
+    /// Topic (created with --partitions partitions and one small batch in each if
+    /// missing).
+    #[arg(long, value_name = "T", default_value = "perf-open")]
+    pub topic: String,
+    /// Partitions of the topic when it is created.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub partitions: i32,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Only create the topic (the child process `perf open` runs so that the setup
+    /// leaves nothing in the measuring process's memory).
+    #[arg(long, hide = true)]
+    pub setup_only: bool,
+}
+
+/// `tidelog perf recover`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfRecoverArgs {
+    /// Topic of one partition written by the killed process (created if missing).
+    #[arg(long, value_name = "T", default_value = "perf-recover")]
+    pub topic: String,
+    /// Bytes of batches the writer appends before it is killed: a number with an
+    /// optional K, M, G suffix (powers of 1024).
+    #[arg(long, value_name = "SIZE")]
+    pub bytes: String,
+    /// Value size of each record in bytes.
+    #[arg(long, value_name = "S", default_value_t = 100)]
+    pub record_size: usize,
+    /// Records per append call.
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    pub batch: usize,
+    /// Seconds the writer stays alive, idle, between its last acknowledged append and
+    /// the kill (time for the background flush of rolled segments to catch up).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    pub wait_before_kill: f64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf recover-writer` (run by `perf recover`).
+#[derive(Debug, Args)]
+pub(crate) struct PerfRecoverWriterArgs {
+    /// Topic.
+    #[arg(long, value_name = "T")]
+    pub topic: String,
+    /// Bytes of batches to append.
+    #[arg(long, value_name = "BYTES")]
+    pub bytes: u64,
+    /// Value size of each record in bytes.
+    #[arg(long, value_name = "S")]
+    pub record_size: usize,
+    /// Records per append call.
+    #[arg(long, value_name = "B")]
+    pub batch: usize,
+}
+
+/// `tidelog perf lookup`.
+#[derive(Debug, Args)]
+pub(crate) struct PerfLookupArgs {
+    /// Topic; offsets are drawn over all its partitions.
+    #[arg(long, value_name = "T")]
+    pub topic: String,
+    /// Number of timed reads.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub samples: u64,
+    /// Touch every page of the log once before timing, so that the reads find the
+    /// pages mapped (a long-running broker's state) rather than fault them in.
+    #[arg(long)]
+    pub warm: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

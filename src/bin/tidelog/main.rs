@@ -70,6 +70,10 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Produce(args)) => perf::produce(&cli.data, &args),
         Command::Perf(PerfCmd::Consume(args)) => perf::consume(&cli.data, &args),
         Command::Perf(PerfCmd::Pubsub(args)) => perf::pubsub(&cli.data, &args),
+        Command::Perf(PerfCmd::Open(args)) => perf::open(&cli.data, &args),
+        Command::Perf(PerfCmd::Recover(args)) => perf::recover(&cli.data, &args),
+        Command::Perf(PerfCmd::RecoverWriter(args)) => perf::recover_writer(&cli.data, &args),
+        Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(&cli.data, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&cli.data, &args),
     };

@@ -6,12 +6,24 @@
 //! (`BatchBuilder` then `Partition::append_batch`, B records per call) and are read back
 //! through `Partition::read` with every batch's CRC checked, which touches every byte.
 //! A progress line goes to stderr at most once a second.
+//!
+//! `perf open|recover|lookup` measure how costs grow with the number of partitions and
+//! the size of a log: reopening many partitions (time, memory, disk reserved), recovery
+//! after a writer was killed with SIGKILL, and the latency of reading at a random offset.
+//! `perf recover` runs the writer as a child process (the hidden `perf recover-writer`)
+//! so that the kill leaves exactly what a crash of the process would: the page cache
+//! keeps every acknowledged byte, but nothing was closed or checkpointed.
 
-use crate::cli::{PerfConsumeArgs, PerfProduceArgs, PerfPubsubArgs};
+use crate::cli::{
+    PerfConsumeArgs, PerfLookupArgs, PerfOpenArgs, PerfProduceArgs, PerfPubsubArgs,
+    PerfRecoverArgs, PerfRecoverWriterArgs,
+};
 use crate::common::{checked_batches, close_broker, now_ms, open_broker};
 use crate::out::Out;
 use crate::{CliResult, fail};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,23 +43,36 @@ struct Payloads {
     pool: Vec<Vec<u8>>,
 }
 
+/// xorshift64*: fast, and random enough that nothing downstream could compress the
+/// bytes or predict the offsets.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        Rng(0x9e37_79b9_7f4a_7c15)
+    }
+
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `[0, n)`.
+    #[inline]
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
 impl Payloads {
     fn new(size: usize) -> Payloads {
         let count = (POOL_BYTES / size.max(1)).clamp(1, 1024);
-        // xorshift64*: fast, and random enough that nothing downstream could compress
-        // the bytes.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Rng::new();
         let pool = (0..count)
-            .map(|_| {
-                (0..size)
-                    .map(|_| {
-                        state ^= state >> 12;
-                        state ^= state << 25;
-                        state ^= state >> 27;
-                        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-                    })
-                    .collect()
-            })
+            .map(|_| (0..size).map(|_| (rng.next_u64() >> 56) as u8).collect())
             .collect();
         Payloads { pool }
     }
@@ -460,4 +485,539 @@ fn report(
         out.line(format_args!("  {}", details.join(", ")))?;
     }
     out.flush()
+}
+
+/// Prints a result that is not a record count: one JSON object with `--json` (`mode`
+/// then `fields`; values are JSON already), else `summary` and a details line.
+fn report_fields(mode: &str, summary: &str, fields: &[(&str, String)], json: bool) -> CliResult {
+    let mut out = Out::new();
+    if json {
+        let mut s = format!("{{\"mode\":\"{mode}\"");
+        for (k, v) in fields {
+            s.push_str(&format!(",\"{k}\":{v}"));
+        }
+        s.push('}');
+        out.line(s)?;
+    } else {
+        out.line(format_args!("{mode}: {summary}"))?;
+        let details: Vec<String> = fields
+            .iter()
+            .map(|(k, v)| format!("{k} {}", v.trim_matches('"')))
+            .collect();
+        out.line(format_args!("  {}", details.join(", ")))?;
+    }
+    out.flush()
+}
+
+/// A `kB` field of `/proc/self/status` (`VmRSS`, `VmSize`), in kB; 0 where there is
+/// no such file (not Linux).
+fn proc_status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix(key)?
+                    .strip_prefix(':')?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// Space taken under `dir`, as `du` counts it (allocated blocks, so fallocated but
+/// unwritten space counts) and as `du --apparent-size` does (file lengths).
+fn disk_usage(dir: &Path) -> CliResult<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut allocated, mut apparent) = (0u64, 0u64);
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let list = |e: std::io::Error| fail!("cannot list {}: {e}", d.display());
+        for entry in std::fs::read_dir(&d).map_err(list)? {
+            let entry = entry.map_err(list)?;
+            let m = entry
+                .metadata()
+                .map_err(|e| fail!("cannot stat {}: {e}", entry.path().display()))?;
+            if m.is_dir() {
+                dirs.push(entry.path());
+            } else {
+                allocated += m.blocks() * 512;
+                apparent += m.len();
+            }
+        }
+    }
+    Ok((allocated, apparent))
+}
+
+/// What recovery reported, summed over partitions.
+#[derive(Default)]
+struct RecoverySum {
+    trusted: usize,
+    validated: usize,
+    bytes_validated: u64,
+    repaired: usize,
+}
+
+impl RecoverySum {
+    fn of(partitions: &[Partition]) -> RecoverySum {
+        let mut sum = RecoverySum::default();
+        for p in partitions {
+            let r = p.log().recovery_report();
+            sum.trusted += r.segments_trusted;
+            sum.validated += r.segments_validated;
+            sum.bytes_validated += r.bytes_validated;
+            sum.repaired += usize::from(!r.is_clean());
+        }
+        sum
+    }
+
+    /// The sums as report fields, each name prefixed with `prefix`.
+    fn fields(&self, prefix: &str) -> Vec<(String, String)> {
+        vec![
+            (
+                format!("{prefix}segments_trusted"),
+                self.trusted.to_string(),
+            ),
+            (
+                format!("{prefix}segments_validated"),
+                self.validated.to_string(),
+            ),
+            (
+                format!("{prefix}bytes_validated"),
+                self.bytes_validated.to_string(),
+            ),
+            (
+                format!("{prefix}partitions_repaired"),
+                self.repaired.to_string(),
+            ),
+        ]
+    }
+}
+
+/// Borrows owned field names for [`report_fields`].
+fn as_fields(owned: &[(String, String)]) -> Vec<(&str, String)> {
+    owned.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+}
+
+/// Appends one batch of `records` records of `size` bytes to each partition.
+fn one_batch_each(partitions: &[Partition], records: usize, size: usize) -> CliResult {
+    let payload = vec![0x5au8; size];
+    let mut b = BatchBuilder::new();
+    for _ in 0..records {
+        b.push(now_ms(), None, Some(&payload), &[]);
+    }
+    let batch = b.finish();
+    for p in partitions {
+        p.append_batch(&batch)?;
+    }
+    Ok(())
+}
+
+/// The line `perf open --setup-only` prints: whether it created the topic and the
+/// disk space taken while its broker was open.
+const SETUP_PREFIX: &str = "setup";
+
+/// Creates the topic of `perf open` with one small batch in each partition if it is
+/// missing. Returns whether it did, and the allocated bytes under `data` measured while
+/// the writing broker is open (when each active segment holds its reserved space).
+fn open_setup(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
+    let broker = open_broker(data, true)?;
+    let setup = match broker.topic(&a.topic) {
+        Ok(_) => (false, None),
+        Err(tidelog::Error::UnknownTopic(_)) => {
+            let topic = broker.create_topic(&a.topic, a.partitions, TopicConfig::new())?;
+            one_batch_each(&topic.partitions(), 10, 100)?;
+            (true, Some(disk_usage(data)?.0))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    close_broker(broker)?;
+    Ok(setup)
+}
+
+/// Runs `perf open --setup-only` in a child process, so that nothing the setup
+/// allocated stays in this process's heap and hides what the timed open allocates.
+fn open_setup_in_child(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
+    let out = Command::new(current_exe()?)
+        .arg("--data")
+        .arg(data)
+        .args(["perf", "open", "--setup-only", "--topic", &a.topic])
+        .args(["--partitions", &a.partitions.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| fail!("cannot run the setup process of perf open: {e}"))?;
+    if !out.status.success() {
+        return Err(fail!(
+            "the setup process of perf open failed ({})",
+            out.status
+        ));
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    let mut words = line.split_whitespace();
+    let parsed = (words.next() == Some(SETUP_PREFIX))
+        .then(|| {
+            let created = words.next()?.parse().ok()?;
+            let disk = words.next()?;
+            Some((created, (disk != "-").then(|| disk.parse().ok()).flatten()))
+        })
+        .flatten();
+    parsed.ok_or_else(|| fail!("the setup process of perf open printed {line:?}"))
+}
+
+/// This executable, to run the helper processes of `perf open` and `perf recover`.
+fn current_exe() -> CliResult<std::path::PathBuf> {
+    std::env::current_exe()
+        .map_err(|e| fail!("cannot find the tidelog executable to run a helper process: {e}"))
+}
+
+/// Runs `tidelog perf open`: creates the topic (one small batch per partition) if it is
+/// missing, in a child process, then times `Broker::open` recovering every partition.
+pub(crate) fn open(data: &Path, a: &PerfOpenArgs) -> CliResult {
+    if a.partitions < 1 {
+        return Err(fail!("--partitions must be at least 1"));
+    }
+    if a.setup_only {
+        let (created, disk) = open_setup(data, a)?;
+        let disk = disk.map_or("-".to_string(), |d| d.to_string());
+        let mut out = Out::new();
+        out.line(format_args!("{SETUP_PREFIX} {created} {disk}"))?;
+        return out.flush();
+    }
+    let (created, written_disk) = open_setup_in_child(data, a)?;
+    let (closed_disk, closed_apparent) = disk_usage(data)?;
+
+    let rss_before = proc_status_kb("VmRSS");
+    let vm_before = proc_status_kb("VmSize");
+    let t0 = Instant::now();
+    let broker = open_broker(data, false)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let rss_after = proc_status_kb("VmRSS");
+    let vm_after = proc_status_kb("VmSize");
+    let (open_disk, _) = disk_usage(data)?;
+    let topic = broker.topic(&a.topic)?;
+    let partitions = topic.partitions();
+    let recovery = RecoverySum::of(&partitions);
+    drop(topic);
+    let t1 = Instant::now();
+    close_broker(broker)?;
+    let close_seconds = t1.elapsed().as_secs_f64();
+
+    let n = partitions.len();
+    let mut fields = vec![
+        ("topic".to_string(), format!("\"{}\"", a.topic)),
+        ("partitions".to_string(), n.to_string()),
+        ("created".to_string(), created.to_string()),
+        ("seconds".to_string(), format!("{seconds:.6}")),
+        ("close_seconds".to_string(), format!("{close_seconds:.6}")),
+        ("rss_before_kb".to_string(), rss_before.to_string()),
+        ("rss_after_kb".to_string(), rss_after.to_string()),
+        ("vm_size_before_kb".to_string(), vm_before.to_string()),
+        ("vm_size_after_kb".to_string(), vm_after.to_string()),
+        (
+            "disk_bytes_written".to_string(),
+            written_disk.map_or("null".to_string(), |d| d.to_string()),
+        ),
+        ("disk_bytes_closed".to_string(), closed_disk.to_string()),
+        ("disk_bytes_open".to_string(), open_disk.to_string()),
+        (
+            "apparent_bytes_closed".to_string(),
+            closed_apparent.to_string(),
+        ),
+    ];
+    fields.extend(recovery.fields(""));
+    let rss_per = (rss_after.saturating_sub(rss_before)) as f64 / n.max(1) as f64;
+    let summary = format!(
+        "{n} partitions of topic {:?} reopened in {seconds:.3} s, RSS +{} kB ({rss_per:.1} kB a partition)",
+        a.topic,
+        rss_after.saturating_sub(rss_before)
+    );
+    report_fields("open", &summary, &as_fields(&fields), a.json)
+}
+
+/// Parses a size: a number with an optional K, M, G or T suffix (powers of 1024, an
+/// optional trailing `B` or `iB`).
+fn parse_size(s: &str) -> CliResult<u64> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => {
+                    return Err(fail!(
+                        "--bytes {s:?} has an unknown unit (use K, M, G or T)"
+                    ));
+                }
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| fail!("--bytes {s:?} is not a size such as 2M or 10G"))
+}
+
+/// What the writer process acknowledged: the log end offset after its last append,
+/// the bytes of batches it appended and how long that took.
+struct WriterAck {
+    end_offset: i64,
+    bytes: u64,
+    seconds: f64,
+}
+
+/// The line the writer prints once its last append returned.
+const ACK_PREFIX: &str = "acknowledged";
+
+/// Runs `tidelog perf recover`: a child process appends `--bytes` of batches to one
+/// partition and is killed with SIGKILL once its last append is acknowledged; then
+/// `Broker::open` is timed recovering the log, and timed again after a clean close.
+pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
+    let bytes = parse_size(&a.bytes)?;
+    if a.batch == 0 {
+        return Err(fail!("--batch must be at least 1"));
+    }
+    if !(0.0..=3600.0).contains(&a.wait_before_kill) {
+        return Err(fail!(
+            "--wait-before-kill must be between 0 and 3600 seconds"
+        ));
+    }
+    let mut child = Command::new(current_exe()?)
+        .arg("--data")
+        .arg(data)
+        .args(["perf", "recover-writer", "--topic", &a.topic])
+        .args(["--bytes", &bytes.to_string()])
+        .args(["--record-size", &a.record_size.to_string()])
+        .args(["--batch", &a.batch.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| fail!("cannot start the writer process: {e}"))?;
+    let mut line = String::new();
+    let read = match child.stdout.take() {
+        Some(out) => BufReader::new(out).read_line(&mut line).map(|_| ()),
+        None => Ok(()),
+    };
+    if line.starts_with(ACK_PREFIX) {
+        std::thread::sleep(Duration::from_secs_f64(a.wait_before_kill));
+    }
+    // SIGKILL (std's `kill` on Unix): no destructor, no close, no checkpoint.
+    let killed = child.kill();
+    let status = child
+        .wait()
+        .map_err(|e| fail!("cannot wait for the writer process: {e}"))?;
+    let ack = parse_ack(&line).ok_or_else(|| {
+        fail!(
+            "the writer process ended ({status}) before acknowledging its last append{}",
+            read.err().map_or(String::new(), |e| format!(": {e}"))
+        )
+    })?;
+    killed.map_err(|e| fail!("cannot kill the writer process: {e}"))?;
+
+    let t0 = Instant::now();
+    let broker = open_broker(data, false)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let part = broker.topic(&a.topic)?.partition(0)?;
+    let recovery = RecoverySum::of(std::slice::from_ref(&part));
+    let end = part.log_end_offset();
+    let segments = part.segment_count();
+    let size = part.size_bytes();
+    drop(part);
+    let t1 = Instant::now();
+    close_broker(broker)?;
+    let close_seconds = t1.elapsed().as_secs_f64();
+    if end < ack.end_offset {
+        return Err(fail!(
+            "recovery lost acknowledged records of {}-0: the log ends at offset {end}, the writer was acknowledged up to offset {}",
+            a.topic,
+            ack.end_offset
+        ));
+    }
+
+    // The same log once more, after a clean close wrote the checkpoint.
+    let t2 = Instant::now();
+    let broker = open_broker(data, false)?;
+    let clean_seconds = t2.elapsed().as_secs_f64();
+    let clean = RecoverySum::of(&broker.topic(&a.topic)?.partitions());
+    close_broker(broker)?;
+
+    let mut fields = vec![
+        ("topic".to_string(), format!("\"{}\"", a.topic)),
+        ("bytes_written".to_string(), ack.bytes.to_string()),
+        ("write_seconds".to_string(), format!("{:.6}", ack.seconds)),
+        (
+            "wait_before_kill".to_string(),
+            a.wait_before_kill.to_string(),
+        ),
+        ("log_bytes".to_string(), size.to_string()),
+        ("segments".to_string(), segments.to_string()),
+        ("records".to_string(), end.to_string()),
+        (
+            "acknowledged_end_offset".to_string(),
+            ack.end_offset.to_string(),
+        ),
+        ("seconds".to_string(), format!("{seconds:.6}")),
+    ];
+    fields.extend(recovery.fields(""));
+    fields.push(("close_seconds".to_string(), format!("{close_seconds:.6}")));
+    fields.push(("clean_seconds".to_string(), format!("{clean_seconds:.6}")));
+    fields.extend(clean.fields("clean_"));
+    let summary = format!(
+        "{size} bytes in {segments} segments recovered after SIGKILL in {seconds:.3} s ({} bytes validated); after a clean close in {clean_seconds:.3} s",
+        recovery.bytes_validated
+    );
+    report_fields("recover", &summary, &as_fields(&fields), a.json)
+}
+
+/// Parses the writer's `acknowledged END BYTES SECONDS` line.
+fn parse_ack(line: &str) -> Option<WriterAck> {
+    let mut words = line.split_whitespace();
+    if words.next()? != ACK_PREFIX {
+        return None;
+    }
+    Some(WriterAck {
+        end_offset: words.next()?.parse().ok()?,
+        bytes: words.next()?.parse().ok()?,
+        seconds: words.next()?.parse().ok()?,
+    })
+}
+
+/// Runs `tidelog perf recover-writer`: appends `--bytes` of batches to partition 0 of
+/// the topic, prints `acknowledged END BYTES SECONDS`, then waits to be killed (or for
+/// its standard input to close, when it leaves without closing anything either).
+pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResult {
+    let broker = open_broker(data, true)?;
+    let topic = topic_or_create(&broker, &a.topic, 1)?;
+    check_batch_size(&topic, a.batch, a.record_size)?;
+    let part = topic.partition(0)?;
+    let payloads = Payloads::new(a.record_size);
+    let mut progress = Progress::new("perf recover (written)");
+    let mut builder = BatchBuilder::with_capacity(64 * 1024);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let (mut written, mut records) = (0u64, 0u64);
+    let t0 = Instant::now();
+    while written < a.bytes {
+        let ts = now_ms();
+        for i in 0..a.batch as u64 {
+            builder.push(ts, None, Some(payloads.get(records + i)), &[]);
+        }
+        buf.clear();
+        builder.finish_into(&mut buf);
+        part.append_batch(&buf)?;
+        written += buf.len() as u64;
+        records += a.batch as u64;
+        progress.tick(records);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{ACK_PREFIX} {} {written} {seconds:.6}",
+        part.log_end_offset()
+    )
+    .and_then(|()| out.flush())
+    .map_err(crate::out::stdout_err)?;
+    let _ = std::io::stdin().read(&mut [0u8]);
+    // Leave as a crash would: no close, no checkpoint.
+    std::process::exit(0)
+}
+
+/// Runs `tidelog perf lookup`: `read(offset, 1)` at uniformly random offsets of the
+/// topic's partitions; latency percentiles of the call.
+pub(crate) fn lookup(data: &Path, a: &PerfLookupArgs) -> CliResult {
+    if a.samples == 0 {
+        return Err(fail!("--samples must be at least 1"));
+    }
+    let broker = open_broker(data, false)?;
+    let topic = broker.topic(&a.topic)?;
+    let ranges: Vec<(Partition, i64, u64)> = topic
+        .partitions()
+        .iter()
+        .filter_map(|p| {
+            let (from, to) = (p.log_start_offset(), p.high_watermark());
+            (to > from).then(|| (p.clone(), from, (to - from) as u64))
+        })
+        .collect();
+    let records: u64 = ranges.iter().map(|r| r.2).sum();
+    if records == 0 {
+        return Err(fail!("topic {:?} has no records to look up", a.topic));
+    }
+    let log_bytes: u64 = ranges.iter().map(|r| r.0.size_bytes()).sum();
+    if a.warm {
+        for (p, from, n) in &ranges {
+            touch_pages(p, *from, from + *n as i64)?;
+        }
+    }
+    let mut rng = Rng::new();
+    let mut lat = Vec::with_capacity(a.samples as usize);
+    for _ in 0..a.samples {
+        let (p, from, n) = &ranges[rng.below(ranges.len() as u64) as usize];
+        let offset = from + rng.below(*n) as i64;
+        let t = Instant::now();
+        let slice = p.read(offset, 1)?;
+        let ns = t.elapsed().as_nanos() as u64;
+        if !(slice.base_offset() <= offset && offset < slice.next_offset()) {
+            return Err(fail!(
+                "read at offset {offset} of {}-{} returned offsets {}..{}",
+                p.topic(),
+                p.index(),
+                slice.base_offset(),
+                slice.next_offset()
+            ));
+        }
+        lat.push(ns);
+    }
+    drop(ranges);
+    drop(topic);
+    close_broker(broker)?;
+    lat.sort_unstable();
+    let pct = |q: f64| {
+        let i = ((lat.len() as f64 * q) as usize).min(lat.len() - 1);
+        lat[i] as f64 / 1000.0
+    };
+    let (p50, p99, p999) = (pct(0.5), pct(0.99), pct(0.999));
+    let max = lat[lat.len() - 1] as f64 / 1000.0;
+    let fields = [
+        ("topic", format!("\"{}\"", a.topic)),
+        ("samples", a.samples.to_string()),
+        ("warm", a.warm.to_string()),
+        ("records", records.to_string()),
+        ("log_bytes", log_bytes.to_string()),
+        ("p50_us", format!("{p50:.3}")),
+        ("p99_us", format!("{p99:.3}")),
+        ("p999_us", format!("{p999:.3}")),
+        ("max_us", format!("{max:.3}")),
+    ];
+    let summary = format!(
+        "{} random reads over {records} records ({log_bytes} bytes): p50 {p50:.2} us, p99 {p99:.2} us, p99.9 {p999:.2} us",
+        a.samples
+    );
+    report_fields("lookup", &summary, &fields, a.json)
+}
+
+/// Reads `p` from `from` to `to`, touching one byte of every page, so that the log's
+/// pages are mapped in this process.
+fn touch_pages(p: &Partition, from: i64, to: i64) -> CliResult {
+    let mut sum = 0u64;
+    let mut pos = from;
+    while pos < to {
+        let slice = p.read(pos, READ_BYTES)?;
+        sum += slice.iter().step_by(4096).map(|&b| b as u64).sum::<u64>();
+        pos = slice.next_offset().max(pos + 1);
+    }
+    std::hint::black_box(sum);
+    Ok(())
 }
