@@ -201,6 +201,8 @@ struct Inner {
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
     report: RecoveryReport,
+    /// The checkpoint's contents as last written or read (None if unknown).
+    checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
 }
 
 /// One partition's log on disk: append, read, roll, truncate, recover, retain.
@@ -269,8 +271,10 @@ impl PartitionLog {
         }
         let mut report = RecoveryReport::default();
         let (mut recovery_point, mut log_start) = (0i64, 0i64);
+        let mut checkpoint_read = None;
         match checkpoint::read(&dir.join(CHECKPOINT_FILE)) {
             Ok(Some(p)) if p.len() == 16 => {
+                checkpoint_read = p.as_slice().try_into().ok();
                 recovery_point = i64::from_be_bytes(p[..8].try_into().expect("8 bytes"));
                 log_start = i64::from_be_bytes(p[8..].try_into().expect("8 bytes"));
             }
@@ -448,6 +452,7 @@ impl PartitionLog {
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
             report,
+            checkpoint_on_disk: Mutex::new(checkpoint_read),
         });
         let log = PartitionLog { inner };
         if !log.inner.report.is_clean() {
@@ -960,9 +965,17 @@ impl PartitionLog {
         self.write_checkpoint()
     }
 
+    /// Writes the checkpoint if it changed. The mutex also keeps two writers (a sync
+    /// and a retention pass) from sharing the temporary file.
     fn write_checkpoint(&self) -> Result<()> {
+        let mut on_disk = self.inner.checkpoint_on_disk.lock();
         let payload = encode_checkpoint(self.recovery_point(), self.log_start_offset());
-        checkpoint::write(&self.inner.dir.join(CHECKPOINT_FILE), &payload)
+        if *on_disk == Some(payload) {
+            return Ok(());
+        }
+        checkpoint::write(&self.inner.dir.join(CHECKPOINT_FILE), &payload)?;
+        *on_disk = Some(payload);
+        Ok(())
     }
 
     /// Removes every record at or after `offset` and returns the new log end offset.

@@ -509,3 +509,31 @@ fn damaged_middle_index_entry_of_trusted_segment_costs_a_scan_not_a_wrong_read()
         );
     }
 }
+
+#[test]
+fn closing_an_unchanged_log_does_not_rewrite_its_checkpoint() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    log.append(&batch(0, 3, 0)).unwrap();
+    log.close().unwrap();
+    drop(log);
+    let cp = dir.path().join("t-0").join(CHECKPOINT_FILE);
+    let inode = fs::metadata(&cp).unwrap().ino();
+    let log = open(dir.path(), small());
+    log.close().unwrap();
+    drop(log);
+    assert_eq!(
+        fs::metadata(&cp).unwrap().ino(),
+        inode,
+        "no rewrite (rename) happened"
+    );
+    let log = open(dir.path(), small());
+    log.append(&batch(3, 1, 0)).unwrap();
+    log.close().unwrap();
+    assert_ne!(
+        fs::metadata(&cp).unwrap().ino(),
+        inode,
+        "a change is checkpointed"
+    );
+}
