@@ -126,8 +126,6 @@ struct AccState {
     slot: Arc<BatchSlot>,
     /// When the first record of the open batch arrived.
     opened: Option<Instant>,
-    /// Reused buffer the finished batch is written into.
-    scratch: Vec<u8>,
 }
 
 /// An upper bound of the bytes a record adds to a batch: its fields plus the largest
@@ -166,7 +164,6 @@ impl PartitionAccumulator {
                 builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024),
                 slot: Arc::new(BatchSlot::default()),
                 opened: None,
-                scratch: Vec::with_capacity(batch_size.min(max_batch) + 1024),
             }),
         }
     }
@@ -230,16 +227,12 @@ impl PartitionAccumulator {
         }
         let AccState {
             builder,
-            scratch,
             slot,
             opened,
             ..
         } = st;
-        scratch.clear();
-        builder.finish_into(scratch);
-        let result = self
-            .partition
-            .append_batch(scratch)
+        let result = builder
+            .finish_with(|batch| self.partition.append_batch(batch))
             .and_then(|info: AppendInfo| {
                 if fsync {
                     self.partition.sync()?;

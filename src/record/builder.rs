@@ -216,11 +216,29 @@ impl BatchBuilder {
     /// Like [`BatchBuilder::finish`] but appends the batch to `out`, keeping this
     /// builder's buffer for reuse (no allocation in steady state).
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        self.finish_with(|batch| out.extend_from_slice(batch));
+    }
+
+    /// Writes the header and CRC-32C in place and hands the finished batch to `f`
+    /// without copying it (e.g. straight to [`crate::PartitionLog::append`]); the
+    /// builder is empty again afterwards and keeps its buffer.
+    ///
+    /// ```
+    /// use tidelog::BatchBuilder;
+    ///
+    /// let mut b = BatchBuilder::new();
+    /// b.push(1, None, Some(b"v"), &[]);
+    /// let len = b.finish_with(|batch| batch.len());
+    /// assert_eq!(len, 61 + 8); // header + one 8-byte record
+    /// assert!(b.is_empty());
+    /// ```
+    pub fn finish_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> R {
         let mut buf = std::mem::take(&mut self.buf);
         self.write_header(&mut buf);
-        out.extend_from_slice(&buf);
+        let r = f(&buf);
         self.buf = buf;
         self.reset();
+        r
     }
 
     fn reset(&mut self) {

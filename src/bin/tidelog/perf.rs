@@ -131,7 +131,6 @@ fn produce_records(
 ) -> CliResult {
     let batch = batch.max(1) as u64;
     let mut builder = BatchBuilder::with_capacity(64 * 1024);
-    let mut buf = Vec::with_capacity(64 * 1024);
     let mut sent = 0u64;
     let mut next = 0usize;
     while sent < n && !stop.load(Ordering::Relaxed) {
@@ -140,9 +139,7 @@ fn produce_records(
         for i in 0..k {
             builder.push(ts, None, Some(payloads.get(sent + i)), &[]);
         }
-        buf.clear();
-        builder.finish_into(&mut buf);
-        partitions[next].append_batch(&buf)?;
+        builder.finish_with(|batch| partitions[next].append_batch(batch))?;
         next = (next + 1) % partitions.len();
         sent += k;
         progress.tick(sent);
@@ -423,7 +420,6 @@ fn send_paced(
 ) -> CliResult {
     let mut builder = BatchBuilder::with_capacity(1024);
     let mut value = Vec::new();
-    let mut buf = Vec::new();
     let mut progress = Progress::new("perf pubsub latency (produced)");
     for i in 0..n {
         let due = Duration::from_nanos((i as u128 * 1_000_000_000 / rate as u128) as u64);
@@ -444,9 +440,7 @@ fn send_paced(
         let stamp = origin.elapsed().as_nanos() as u64;
         value[..8].copy_from_slice(&stamp.to_be_bytes());
         builder.push(now_ms(), None, Some(&value), &[]);
-        buf.clear();
-        builder.finish_into(&mut buf);
-        part.append_batch(&buf)?;
+        builder.finish_with(|batch| part.append_batch(batch))?;
         progress.tick(i + 1);
     }
     Ok(())
@@ -906,7 +900,6 @@ pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResul
     let payloads = Payloads::new(a.record_size);
     let mut progress = Progress::new("perf recover (written)");
     let mut builder = BatchBuilder::with_capacity(64 * 1024);
-    let mut buf = Vec::with_capacity(64 * 1024);
     let (mut written, mut records) = (0u64, 0u64);
     let t0 = Instant::now();
     while written < a.bytes {
@@ -914,10 +907,8 @@ pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResul
         for i in 0..a.batch as u64 {
             builder.push(ts, None, Some(payloads.get(records + i)), &[]);
         }
-        buf.clear();
-        builder.finish_into(&mut buf);
-        part.append_batch(&buf)?;
-        written += buf.len() as u64;
+        written +=
+            builder.finish_with(|batch| part.append_batch(batch).map(|_| batch.len()))? as u64;
         records += a.batch as u64;
         progress.tick(records);
     }
