@@ -12,7 +12,7 @@ pub fn varlong_len(v: i64) -> usize {
     let z = ((v << 1) ^ (v >> 63)) as u64;
     // Bits needed, at least 1; 7 payload bits per byte.
     let bits = 64 - (z | 1).leading_zeros() as usize;
-    (bits + 6) / 7
+    bits.div_ceil(7)
 }
 
 /// Appends `v` as a zigzag varint.
