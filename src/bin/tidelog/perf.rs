@@ -333,6 +333,10 @@ pub(crate) fn pubsub(data: &Path, a: &PerfPubsubArgs) -> CliResult {
     let (count, done) = consumed?;
     let seconds = done.duration_since(t0).as_secs_f64();
 
+    // The latency run is a separate run: start it from a quiet system, not while the
+    // kernel writes back the gigabyte the throughput run left dirty (the maintenance
+    // thread fsyncs rolled segments, and that writeback shares the two cores).
+    part.sync()?;
     let latencies = latency_run(&broker, a)?;
     close_broker(broker)?;
     let pct = |q: f64| {
