@@ -24,12 +24,17 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
 
 /// Smallest and largest step by which a segment's reserved disk space grows. The step
 /// doubles with the reservation, so an idle partition holds 1 MiB, a busy one reserves
 /// 16 MiB at a time (1,000 partitions never reserve more than they use plus 16 MiB each).
 const LOG_RESERVE_MIN: usize = 1 << 20;
 const LOG_RESERVE_MAX: usize = 16 << 20;
+
+/// A writer that used up its last reservation step faster than this is "fast": its
+/// next steps are faulted in ahead of it.
+const PREFAULT_MIN_BYTES_PER_SEC: f64 = 200e6;
 
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
@@ -74,6 +79,8 @@ pub(crate) struct SegmentWriter {
     index_interval: usize,
     /// Faults in reserved ranges off the appending thread (see `prefault`).
     prefault: Option<Prefaulter>,
+    /// When the last reservation step was taken, and its size: the writer's pace.
+    last_reserve: Option<(Instant, usize)>,
 }
 
 /// What opening a segment found.
@@ -299,6 +306,7 @@ impl Segment {
             no_shrink,
             index_interval,
             prefault: None,
+            last_reserve: None,
         })
     }
 
@@ -704,14 +712,23 @@ impl SegmentWriter {
             .file
             .allocate(target as u64)
             .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
-        // Pre-fault the pages appends will write, so they are not faulted one by one.
-        if !self
-            .prefault
-            .as_ref()
-            .is_some_and(|p| p.submit(&self.seg.log, self.reserved, target))
+        // A fast writer gets the new range faulted in ahead of it (by the prefault
+        // thread, else here), saving a fault per page. A slow one takes the faults one
+        // page at a time: a bulk fault-in would stall it, or steal a core from its
+        // readers, for milliseconds that show up as tail latency.
+        let now = Instant::now();
+        let fast = self.last_reserve.is_some_and(|(at, bytes)| {
+            now.duration_since(at).as_secs_f64() * PREFAULT_MIN_BYTES_PER_SEC < bytes as f64
+        });
+        if fast
+            && !self
+                .prefault
+                .as_ref()
+                .is_some_and(|p| p.submit(&self.seg.log, self.reserved, target))
         {
             self.seg.log.populate_write(self.reserved, target);
         }
+        self.last_reserve = Some((now, target - self.reserved));
         self.reserved = target;
         Ok(())
     }
