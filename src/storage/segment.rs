@@ -34,7 +34,7 @@ const LOG_RESERVE_MAX: usize = 16 << 20;
 
 /// A writer that used up its last reservation step faster than this is "fast": its
 /// next steps are faulted in ahead of it.
-const PREFAULT_MIN_BYTES_PER_SEC: f64 = 200e6;
+const PREFAULT_MIN_BYTES_PER_SEC: f64 = 50e6;
 
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
