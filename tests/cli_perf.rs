@@ -5,23 +5,7 @@
 
 mod cli_support;
 
-use cli_support::{err, ok, tidelog_raw};
-
-/// The value of `"key":` in a flat JSON object (numbers and strings).
-fn field(json: &str, key: &str) -> String {
-    let at = json
-        .find(&format!("\"{key}\":"))
-        .unwrap_or_else(|| panic!("{key} in {json}"));
-    let rest = &json[at + key.len() + 3..];
-    let end = rest.find([',', '}']).unwrap();
-    rest[..end].trim_matches('"').to_string()
-}
-
-fn number(json: &str, key: &str) -> f64 {
-    field(json, key)
-        .parse()
-        .unwrap_or_else(|_| panic!("{key} in {json}"))
-}
+use cli_support::{err, json_field as field, json_number as number, ok, tidelog_raw};
 
 #[test]
 fn perf_produce_consume_pubsub_print_json() {

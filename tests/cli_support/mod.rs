@@ -81,3 +81,23 @@ pub fn err(run: Run, code: i32, needle: &str) -> String {
     assert!(line.contains(needle), "stderr lacks {needle:?}: {run:?}");
     line.to_string()
 }
+
+/// The value of `"key":` in a flat JSON object (numbers, booleans and strings), as the
+/// `perf` modes print it.
+#[track_caller]
+pub fn json_field(json: &str, key: &str) -> String {
+    let at = json
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("{key} in {json}"));
+    let rest = &json[at + key.len() + 3..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end].trim_matches('"').to_string()
+}
+
+/// A numeric field of a flat JSON object.
+#[track_caller]
+pub fn json_number(json: &str, key: &str) -> f64 {
+    json_field(json, key)
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} in {json}"))
+}
