@@ -281,16 +281,7 @@ impl Segment {
             index_max_bytes,
         )?;
         let reserved = file.metadata().ctx("stat", &log_path)?.len() as usize;
-        let seg = Arc::new(Segment {
-            base_offset,
-            log_path,
-            file,
-            log,
-            index,
-            time_index,
-            next_offset: AtomicI64::new(scan.next_offset),
-            max_timestamp: AtomicI64::new(scan.max_timestamp),
-        });
+        let seg = Segment::assemble(base_offset, log_path, file, log, index, time_index, scan);
         Ok(SegmentWriter {
             seg,
             log_w,
@@ -307,6 +298,28 @@ impl Segment {
             index_interval,
             prefault: None,
             last_reserve: None,
+        })
+    }
+
+    /// The shared segment over opened files, with the state `scan` found.
+    fn assemble(
+        base_offset: i64,
+        log_path: PathBuf,
+        file: File,
+        log: Arc<AppendMap>,
+        index: IndexFile,
+        time_index: IndexFile,
+        scan: &SegmentScan,
+    ) -> Arc<Segment> {
+        Arc::new(Segment {
+            base_offset,
+            log_path,
+            file,
+            log,
+            index,
+            time_index,
+            next_offset: AtomicI64::new(scan.next_offset),
+            max_timestamp: AtomicI64::new(scan.max_timestamp),
         })
     }
 
@@ -329,16 +342,15 @@ impl Segment {
             TIME_ENTRY,
             scan.time_entries,
         )?;
-        Ok(Arc::new(Segment {
+        Ok(Segment::assemble(
             base_offset,
             log_path,
             file,
             log,
             index,
             time_index,
-            next_offset: AtomicI64::new(scan.next_offset),
-            max_timestamp: AtomicI64::new(scan.max_timestamp),
-        }))
+            scan,
+        ))
     }
 }
 
