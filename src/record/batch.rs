@@ -22,7 +22,7 @@
 //! `baseOffset` and `partitionLeaderEpoch` lie outside the CRC, so the broker can stamp
 //! them in place without recomputing it.
 
-use super::varint::{get_varint, get_varlong};
+use super::varint::{Cursor, get_varint, get_varlong};
 use crate::{Error, Result};
 
 /// Size of the fixed RecordBatch v2 header.
@@ -88,7 +88,7 @@ pub fn set_log_append_time(buf: &mut [u8], timestamp: i64) {
     let attrs = be_i16(buf, ATTRIBUTES_POS) | TIMESTAMP_TYPE_BIT;
     buf[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
     buf[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[ATTRIBUTES_POS..]);
+    let crc = super::crc32c(&buf[ATTRIBUTES_POS..]);
     buf[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -132,7 +132,7 @@ impl<'a> Batch<'a> {
     pub fn parse_at(bytes: &'a [u8], location: &str, position: u64) -> Result<Batch<'a>> {
         let b = Self::parse_header_at(bytes, location, position)?;
         let stored = be_i32(b.bytes, CRC_POS) as u32;
-        let computed = crc32c::crc32c(&b.bytes[ATTRIBUTES_POS..]);
+        let computed = super::crc32c(&b.bytes[ATTRIBUTES_POS..]);
         if stored != computed {
             return Err(Error::corrupt(
                 location,
@@ -381,21 +381,6 @@ fn get_bytes<'a>(
     Ok(Some(s))
 }
 
-/// Reads a varint-length-prefixed byte string at `*at` (-1 is null), or `None` if it is
-/// malformed: the fast path of record decoding.
-#[inline(always)]
-fn take_bytes<'b>(buf: &'b [u8], at: &mut usize) -> Option<Option<&'b [u8]>> {
-    let (len, k) = get_varint(buf.get(*at..)?)?;
-    *at += k;
-    if len < 0 {
-        return Some(None);
-    }
-    let end = at.checked_add(len as usize)?;
-    let s = buf.get(*at..end)?;
-    *at = end;
-    Some(Some(s))
-}
-
 /// One record's fields, decoded from the front of `rest` without building errors:
 /// `(bytes used, timestamp delta, offset delta, key, value, header count, headers)`.
 type RawRecord<'a> = (
@@ -410,25 +395,24 @@ type RawRecord<'a> = (
 
 #[inline(always)]
 fn decode_fast(rest: &[u8]) -> Option<RawRecord<'_>> {
-    let (len, n) = get_varint(rest)?;
-    let end = n.checked_add(usize::try_from(len).ok()?)?;
-    let body = rest.get(n..end)?;
-    let mut at = 1; // attributes byte (unused)
-    let (ts_delta, k) = get_varlong(body.get(at..)?)?;
-    at += k;
-    let (off_delta, k) = get_varint(body.get(at..)?)?;
-    at += k;
-    let key = take_bytes(body, &mut at)?;
-    let value = take_bytes(body, &mut at)?;
-    let (count, k) = get_varint(body.get(at..)?)?;
-    at += k;
-    let count = usize::try_from(count).ok()?;
-    let headers_start = at;
+    let mut c = Cursor::new(rest);
+    let len = usize::try_from(c.varint()?).ok()?;
+    let start = c.position();
+    let end = start + len; // len <= i32::MAX, start <= 5
+    let body = rest.get(start..end)?;
+    let mut c = Cursor::new(body);
+    c.skip(1)?; // attributes byte (unused)
+    let ts_delta = c.varlong()?;
+    let off_delta = c.varint()?;
+    let key = c.bytes()?;
+    let value = c.bytes()?;
+    let count = usize::try_from(c.varint()?).ok()?;
+    let headers_start = c.position();
     for _ in 0..count {
-        std::str::from_utf8(take_bytes(body, &mut at)??).ok()?;
-        take_bytes(body, &mut at)?;
+        std::str::from_utf8(c.bytes()??).ok()?;
+        c.bytes()?;
     }
-    (at == body.len()).then_some((
+    c.at_end().then_some((
         end,
         ts_delta,
         off_delta,
@@ -440,26 +424,13 @@ fn decode_fast(rest: &[u8]) -> Option<RawRecord<'_>> {
 }
 
 impl<'a> Records<'a> {
-    fn decode_one(&mut self) -> Result<Record<'a>> {
-        let Some((used, ts_delta, off_delta, key, value, count, headers)) = decode_fast(self.rest)
-        else {
-            return Err(self.explain());
-        };
-        self.rest = &self.rest[used..];
-        self.position += used;
-        Ok(Record {
-            // Malformed deltas must not overflow (the batch's own range cannot).
-            offset: self.base_offset.wrapping_add(off_delta as i64),
-            timestamp: self
-                .log_append_time
-                .unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
-            key,
-            value,
-            headers: Headers {
-                bytes: headers,
-                count,
-            },
-        })
+    /// The error for a compressed batch, whose records tidelog does not decode.
+    #[cold]
+    fn compressed(&self) -> Error {
+        Error::InvalidBatch(format!(
+            "records of a batch compressed with codec {} cannot be decoded by tidelog (it stores and serves them as sent)",
+            self.compression
+        ))
     }
 
     /// Says what is wrong with the record at the front of `rest` (the slow path, taken
@@ -507,23 +478,36 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining <= 0 {
             return None;
         }
         if self.compression != 0 {
             self.remaining = 0;
-            return Some(Err(Error::InvalidBatch(format!(
-                "records of a batch compressed with codec {} cannot be decoded by tidelog (it stores and serves them as sent)",
-                self.compression
-            ))));
+            return Some(Err(self.compressed()));
         }
-        self.remaining -= 1;
-        let r = self.decode_one();
-        if r.is_err() {
+        let Some((used, ts_delta, off_delta, key, value, count, headers)) = decode_fast(self.rest)
+        else {
             self.remaining = 0;
-        }
-        Some(r)
+            return Some(Err(self.explain()));
+        };
+        self.remaining -= 1;
+        self.rest = &self.rest[used..];
+        self.position += used;
+        Some(Ok(Record {
+            // Malformed deltas must not overflow (the batch's own range cannot).
+            offset: self.base_offset.wrapping_add(off_delta as i64),
+            timestamp: self
+                .log_append_time
+                .unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
+            key,
+            value,
+            headers: Headers {
+                bytes: headers,
+                count,
+            },
+        }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

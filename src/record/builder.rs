@@ -266,7 +266,7 @@ impl BatchBuilder {
         out[51..53].copy_from_slice(&self.producer_epoch.to_be_bytes());
         out[53..57].copy_from_slice(&self.base_sequence.to_be_bytes());
         out[57..61].copy_from_slice(&self.count.to_be_bytes());
-        let crc = crc32c::crc32c(&out[ATTRIBUTES_POS..]);
+        let crc = super::crc32c(&out[ATTRIBUTES_POS..]);
         out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
     }
 }

@@ -166,3 +166,22 @@ fn batch_iterator_walks_and_stops_at_damage() {
     );
     assert!(it.next().is_none());
 }
+
+#[test]
+fn crc32c_agrees_with_an_independent_implementation() {
+    // Every length up to a few folding blocks, and unaligned starts: the SIMD paths
+    // switch strategy by length and alignment.
+    let data: Vec<u8> = (0..20_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    for len in (0..1_100).chain([4_095, 4_096, 4_097, 11_000, 19_990]) {
+        for start in [0, 1, 7] {
+            let s = &data[start..start + len];
+            assert_eq!(
+                super::crc32c(s),
+                crc32c::crc32c(s),
+                "length {len} at {start}"
+            );
+        }
+    }
+}

@@ -78,6 +78,101 @@ pub fn get_varint(buf: &[u8]) -> Option<(i32, usize)> {
     i32::try_from(v).ok().map(|v| (v, n))
 }
 
+/// Undoes zigzag encoding.
+#[inline(always)]
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+/// A read position in a byte slice, for decoding varint-framed fields in place: the
+/// record decoder's fast path. Each read is one bounds check on the slice, not a new
+/// sub-slice per field, and one- and two-byte varints (almost every length, delta and
+/// count) never leave the inlined code.
+#[derive(Clone, Copy)]
+pub(crate) struct Cursor<'b> {
+    buf: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Cursor<'b> {
+    /// A cursor at the start of `buf`.
+    #[inline(always)]
+    pub(crate) fn new(buf: &'b [u8]) -> Self {
+        Cursor { buf, at: 0 }
+    }
+
+    /// Bytes read so far.
+    #[inline(always)]
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+
+    /// True if every byte has been read.
+    #[inline(always)]
+    pub(crate) fn at_end(&self) -> bool {
+        self.at == self.buf.len()
+    }
+
+    /// Skips `n` bytes, or `None` if fewer are left.
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, n: usize) -> Option<()> {
+        if n > self.buf.len() - self.at {
+            return None;
+        }
+        self.at += n;
+        Some(())
+    }
+
+    /// The zigzag value of the one- or two-byte varint at the cursor, with its length;
+    /// `None` if it is longer or runs past the end.
+    #[inline(always)]
+    fn short(&self) -> Option<(i64, usize)> {
+        let b0 = *self.buf.get(self.at)?;
+        if b0 < 0x80 {
+            return Some((unzigzag(b0 as u64), 1));
+        }
+        let b1 = *self.buf.get(self.at + 1)?;
+        (b1 < 0x80).then(|| (unzigzag((b0 & 0x7f) as u64 | (b1 as u64) << 7), 2))
+    }
+
+    /// Reads a zigzag varlong.
+    #[inline(always)]
+    pub(crate) fn varlong(&mut self) -> Option<i64> {
+        let (v, n) = match self.short() {
+            Some(vn) => vn,
+            None => get_varlong(self.buf.get(self.at..)?)?,
+        };
+        self.at += n;
+        Some(v)
+    }
+
+    /// Reads a zigzag varint (at most 5 bytes, in `i32` range).
+    #[inline(always)]
+    pub(crate) fn varint(&mut self) -> Option<i32> {
+        let (v, n) = match self.short() {
+            // At most 14 bits: always an i32.
+            Some((v, n)) => (v as i32, n),
+            None => get_varint(self.buf.get(self.at..)?)?,
+        };
+        self.at += n;
+        Some(v)
+    }
+
+    /// Reads a varint-length-prefixed byte string; a negative length is null.
+    #[inline(always)]
+    pub(crate) fn bytes(&mut self) -> Option<Option<&'b [u8]>> {
+        let len = self.varint()?;
+        if len < 0 {
+            return Some(None);
+        }
+        // `at <= buf.len() <= isize::MAX` and `len <= i32::MAX`: no overflow.
+        let end = self.at + len as usize;
+        let s = self.buf.get(self.at..end)?;
+        self.at = end;
+        Some(Some(s))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +209,48 @@ mod tests {
         let mut out = Vec::new();
         put_varint(&mut out, i32::MIN);
         assert_eq!(get_varint(&out), Some((i32::MIN, 5)));
+    }
+
+    #[test]
+    fn cursor_reads_what_put_wrote() {
+        let values = [
+            0i64,
+            -1,
+            63,
+            -64,
+            64,
+            8191,
+            -8192,
+            8192,
+            1 << 20,
+            i32::MAX as i64,
+        ];
+        let mut out = Vec::new();
+        for v in values {
+            put_varlong(&mut out, v);
+        }
+        let mut c = Cursor::new(&out);
+        for v in values {
+            assert_eq!(c.varint(), Some(v as i32), "varint {v}");
+        }
+        assert!(c.at_end());
+        assert_eq!(c.varint(), None);
+        let mut c = Cursor::new(&out);
+        for v in values {
+            assert_eq!(c.varlong(), Some(v));
+        }
+        // Out of i32 range: varlong reads it, varint refuses it.
+        let mut big = Vec::new();
+        put_varlong(&mut big, i64::MAX);
+        assert_eq!(Cursor::new(&big).varlong(), Some(i64::MAX));
+        assert_eq!(Cursor::new(&big).varint(), None);
+        // Truncated two-byte varint, and a string longer than what is left.
+        assert_eq!(Cursor::new(&[0x80]).varint(), None);
+        assert_eq!(Cursor::new(&[0x06, b'a', b'b']).bytes(), None);
+        let mut c = Cursor::new(&[0x06, b'a', b'b', b'c', 0x01]);
+        assert_eq!(c.bytes(), Some(Some(&b"abc"[..])));
+        assert_eq!(c.bytes(), Some(None));
+        assert_eq!(c.skip(1), None);
     }
 
     #[test]

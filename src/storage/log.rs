@@ -533,7 +533,7 @@ impl PartitionLog {
         self.inner.closed.load(Ordering::Acquire)
     }
 
-    fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
+    pub(crate) fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
         self.inner.segments.read().clone()
     }
 
@@ -793,6 +793,9 @@ impl PartitionLog {
                 end += b.len();
             }
             if let Some(base_offset) = base {
+                if let Some(p) = &self.inner.prefault {
+                    seg.read_ahead(pos, end, p);
+                }
                 return Ok(LogSlice {
                     seg: Some(seg.clone()),
                     start: pos,

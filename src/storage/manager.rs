@@ -115,6 +115,12 @@ impl LogManager {
         &self.inner.dir
     }
 
+    /// The prefault thread's submit handle (tests wait for it to go idle).
+    #[cfg(test)]
+    pub(crate) fn prefaulter(&self) -> &Prefaulter {
+        &self.inner.prefaulter
+    }
+
     /// Opens the log `dir/<name>` (creating it if needed, recovering it otherwise), or
     /// returns it if it is already open (with `config` applied).
     pub fn open_log(&self, name: &str, config: LogConfig) -> Result<PartitionLog> {

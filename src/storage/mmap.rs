@@ -102,6 +102,19 @@ impl AppendMap {
         }
     }
 
+    /// Maps `[start, end)` (clipped to the readable bytes) into this process's page
+    /// tables (MADV_POPULATE_READ; ignored where the kernel lacks it), reading from disk
+    /// what is not cached, so that readers of the range take no page fault. It changes
+    /// no byte, so any holder may call it.
+    pub(crate) fn populate_read(&self, start: usize, end: usize) {
+        let end = end.min(self.readable());
+        if start < end {
+            let _ = self
+                .raw
+                .advise_range(Advice::PopulateRead, start, end - start);
+        }
+    }
+
     /// Flushes `[start, end)` of the map to disk (msync).
     pub(crate) fn flush(&self, start: usize, end: usize) -> std::io::Result<()> {
         let end = end.min(self.capacity);

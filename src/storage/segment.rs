@@ -23,7 +23,7 @@ use fs2::FileExt;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Smallest and largest step by which a segment's reserved disk space grows. The step
@@ -35,6 +35,11 @@ const LOG_RESERVE_MAX: usize = 16 << 20;
 /// A writer that used up its last reservation step faster than this is "fast": its
 /// next steps are faulted in ahead of it.
 const PREFAULT_MIN_BYTES_PER_SEC: f64 = 50e6;
+
+/// How far ahead of a sequential reader of on-disk bytes the segment is mapped (see
+/// `Segment::read_ahead`); the next window is requested when the reader gets within
+/// half of it.
+const READ_AHEAD_WINDOW: usize = 8 << 20;
 
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
@@ -53,6 +58,13 @@ pub(crate) struct Segment {
     next_offset: AtomicI64,
     /// Largest record timestamp in the segment (-1 when empty).
     max_timestamp: AtomicI64,
+    /// Bytes that were on disk when the segment was opened (0 for a segment created by
+    /// this process): the only bytes a read can fault on, since appends map theirs.
+    cold_end: usize,
+    /// `[0, read_ahead)` has been handed to the prefault thread to be mapped.
+    read_ahead: AtomicUsize,
+    /// Where the last read ended: a read starting there is sequential.
+    last_read_end: AtomicUsize,
 }
 
 /// Write side of the active segment.
@@ -207,6 +219,41 @@ impl Segment {
         self.scan_from(self.index_position(start_rel), |b| b.max_timestamp() >= ts)
     }
 
+    /// Told of each read of `[start, end)`: when it continues the previous read and the
+    /// segment's on-disk bytes lie ahead, hands the next window of them to `prefault` to
+    /// be mapped while the reader works on what it has. Random reads (lookups) request
+    /// nothing (unless they hit the first batch), nor do reads of bytes appended by this
+    /// process (already mapped).
+    pub(crate) fn read_ahead(&self, start: usize, end: usize, prefault: &Prefaulter) {
+        let prev = self.last_read_end.swap(end, Ordering::Relaxed);
+        // A read from the segment's start counts as sequential too: a reader crossing
+        // from the previous segment, or starting at the log start.
+        if (prev != start && start != 0) || start >= self.cold_end {
+            return;
+        }
+        let mapped = self.read_ahead.load(Ordering::Relaxed);
+        if mapped >= end.saturating_add(READ_AHEAD_WINDOW / 2) {
+            return;
+        }
+        let from = mapped.max(start);
+        let to = from.saturating_add(READ_AHEAD_WINDOW).min(self.cold_end);
+        if from < to
+            && self
+                .read_ahead
+                .compare_exchange(mapped, to, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // A busy thread refuses: the reader then faults the pages itself.
+            prefault.submit_read(&self.log, from, to);
+        }
+    }
+
+    /// How far read-ahead has been requested.
+    #[cfg(test)]
+    pub(crate) fn read_ahead_mark(&self) -> usize {
+        self.read_ahead.load(Ordering::Relaxed)
+    }
+
     /// Fsyncs the segment's data and indexes.
     pub(crate) fn sync(&self) -> Result<()> {
         self.log
@@ -320,6 +367,9 @@ impl Segment {
             time_index,
             next_offset: AtomicI64::new(scan.next_offset),
             max_timestamp: AtomicI64::new(scan.max_timestamp),
+            cold_end: scan.data_len,
+            read_ahead: AtomicUsize::new(0),
+            last_read_end: AtomicUsize::new(0),
         })
     }
 

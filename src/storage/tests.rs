@@ -537,3 +537,63 @@ fn closing_an_unchanged_log_does_not_rewrite_its_checkpoint() {
         "a change is checkpointed"
     );
 }
+
+/// Minor page faults this thread has taken (Linux: field 10 of /proc/thread-self/stat).
+#[cfg(target_os = "linux")]
+fn minor_faults() -> u64 {
+    let stat = fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // The command name (field 2) may hold spaces; fields after it are plain.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(7).unwrap().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn sequential_reads_of_on_disk_bytes_are_mapped_ahead_random_reads_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 64 << 20,
+        ..LogConfig::default()
+    };
+    {
+        let m = LogManager::open(dir.path()).unwrap();
+        let log = m.open_log("r-0", c.clone()).unwrap();
+        let value = vec![7u8; 1000];
+        while log.size_bytes() < 24 << 20 {
+            let mut b = BatchBuilder::new();
+            for _ in 0..100 {
+                b.push(0, None, Some(&value), &[]);
+            }
+            log.append(&b.finish()).unwrap();
+        }
+        m.close().unwrap();
+    }
+    let m = LogManager::open(dir.path()).unwrap();
+    let log = m.open_log("r-0", c).unwrap();
+    let seg = log.segments()[0].clone();
+    let end = log.high_watermark();
+    // A read in the middle (a lookup) maps nothing ahead.
+    log.read(end / 2, 1).unwrap();
+    assert_eq!(seg.read_ahead_mark(), 0);
+    // A reader from offset 0 continues where it stopped: the next window is requested
+    // before it gets there.
+    let mut off = 0;
+    let mut first = true;
+    while off < end * 3 / 4 {
+        let s = log.read(off, 1 << 20).unwrap();
+        assert!(seg.read_ahead_mark() >= s.file_position() as usize + s.len());
+        if first {
+            // Once the thread has mapped the window, touching it takes no page fault.
+            m.prefaulter().wait_idle();
+            let before = minor_faults();
+            let window = log.read(s.next_offset(), 4 << 20).unwrap();
+            let sum: u64 = window.iter().step_by(4096).map(|&b| b as u64).sum();
+            let faults = minor_faults() - before;
+            assert!(sum > 0 && faults < 8, "{faults} faults in a mapped window");
+            first = false;
+        }
+        off = s.next_offset();
+    }
+    assert!(seg.read_ahead_mark() >= (16 << 20));
+    m.close().unwrap();
+}

@@ -242,7 +242,7 @@ fn dump_log(file: &SegmentFile, records: bool, out: &mut Out, report: &mut Probl
                 continue;
             }
         };
-        let computed = crc32c::crc32c(&buf[21..]);
+        let computed = tidelog::record::crc32c(&buf[21..]);
         let crc_ok = computed == batch.crc();
         print_batch(out, &batch, pos, crc_ok, computed)?;
         if !crc_ok {
@@ -353,7 +353,7 @@ fn resync(file: &SegmentFile, bad: u64, out: &mut Out) -> CliResult<u64> {
             };
             file.read_into(pos, size as usize, &mut candidate)?;
             let stored = u32::from_be_bytes([h[17], h[18], h[19], h[20]]);
-            if crc32c::crc32c(&candidate[21..]) == stored {
+            if tidelog::record::crc32c(&candidate[21..]) == stored {
                 out.line(format_args!(
                     "skipped {} bytes from byte {bad} to the next valid batch at byte {pos}",
                     pos - bad
