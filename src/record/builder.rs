@@ -1,7 +1,7 @@
 //! Encoding records into one RecordBatch v2.
 
 use super::batch::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD};
-use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
+use super::varint::{varint_len, varlong_len};
 
 /// Builds one RecordBatch v2 from records, writing straight into one buffer.
 ///
@@ -178,26 +178,28 @@ impl BatchBuilder {
             + bytes_len(value)
             + varint_len(header_count as i32)
             + header_bytes;
+        // The record is written into its final place in one pass: the buffer grows once
+        // by the record's exact size, and each field goes to its position in that span.
+        let len_bytes = varint_len(body as i32);
         let buf = &mut self.buf;
-        buf.reserve(body + 5);
-        put_varint(buf, body as i32);
-        buf.push(0); // record attributes: unused
-        put_varlong(buf, ts_delta);
-        put_varint(buf, offset_delta);
-        let put_bytes = |buf: &mut Vec<u8>, b: Option<&[u8]>| match b {
-            None => put_varint(buf, -1),
-            Some(b) => {
-                put_varint(buf, b.len() as i32);
-                buf.extend_from_slice(b);
-            }
+        let start = buf.len();
+        buf.resize(start + len_bytes + body, 0);
+        let mut w = SliceWriter {
+            out: &mut buf[start..],
+            at: 0,
         };
-        put_bytes(buf, key);
-        put_bytes(buf, value);
-        put_varint(buf, header_count as i32);
+        w.varlong(body as i64);
+        w.at += 1; // record attributes: unused, already 0
+        w.varlong(ts_delta);
+        w.varlong(offset_delta as i64);
+        w.bytes(key);
+        w.bytes(value);
+        w.varlong(header_count as i64);
         for (k, v) in headers {
-            put_bytes(buf, Some(k.as_bytes()));
-            put_bytes(buf, v);
+            w.bytes(Some(k.as_bytes()));
+            w.bytes(v);
         }
+        debug_assert_eq!(w.at, len_bytes + body);
         self.count += 1;
         self.last_offset_delta = offset_delta;
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
@@ -268,5 +270,37 @@ impl BatchBuilder {
         out[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = super::crc32c(&out[ATTRIBUTES_POS..]);
         out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// Writes varint-framed fields into a slice sized for them exactly.
+struct SliceWriter<'a> {
+    out: &'a mut [u8],
+    at: usize,
+}
+
+impl SliceWriter<'_> {
+    #[inline(always)]
+    fn varlong(&mut self, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 0x80 {
+            self.out[self.at] = (z as u8) | 0x80;
+            self.at += 1;
+            z >>= 7;
+        }
+        self.out[self.at] = z as u8;
+        self.at += 1;
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.varlong(-1),
+            Some(b) => {
+                self.varlong(b.len() as i64);
+                self.out[self.at..self.at + b.len()].copy_from_slice(b);
+                self.at += b.len();
+            }
+        }
     }
 }
