@@ -6,6 +6,7 @@
 mod cli_support;
 
 use cli_support::{err, json_field as field, json_number as number, ok, tidelog_raw};
+use tidelog::partition_for_key;
 
 #[test]
 fn perf_produce_consume_pubsub_print_json() {
@@ -135,5 +136,149 @@ fn perf_produce_consume_pubsub_print_json() {
         ),
         1,
         "max.message.bytes",
+    );
+}
+
+/// The keys `perf --keys K` gives records `0..n`, in order.
+fn model_keys(n: usize, k: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| format!("key-{:08}", i % k).into_bytes())
+        .collect()
+}
+
+#[test]
+fn perf_produce_keys_go_to_the_default_partitioners_partition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let d = data.to_str().unwrap();
+    let out = ok(tidelog_raw(
+        &[
+            "perf",
+            "produce",
+            "--data",
+            d,
+            "--topic",
+            "keyed",
+            "--partitions",
+            "8",
+            "--keys",
+            "16",
+            "--records",
+            "2000",
+            "--record-size",
+            "100",
+            "--batch",
+            "10",
+            "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(number(line, "records"), 2000.0);
+    assert_eq!(number(line, "partitions"), 8.0);
+    assert_eq!(number(line, "keys"), 16.0);
+
+    // perf consume reads every partition of the keyed topic.
+    let out = ok(tidelog_raw(
+        &["perf", "consume", "--data", d, "--topic", "keyed", "--json"],
+        "",
+    ));
+    assert_eq!(number(out.trim(), "records"), 2000.0);
+    assert_eq!(number(out.trim(), "bytes"), 200_000.0);
+
+    // The model: record i has key i mod 16 and lies in partition_for_key(key, 8),
+    // after every earlier record of that partition.
+    let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 8];
+    for key in model_keys(2000, 16) {
+        want[partition_for_key(&key, 8) as usize].push(key);
+    }
+    let broker = tidelog::Broker::open(&data).unwrap();
+    let topic = broker.topic("keyed").unwrap();
+    assert_eq!(topic.partition_count(), 8);
+    let mut non_empty = 0;
+    for (i, p) in topic.partitions().iter().enumerate() {
+        let mut got = Vec::new();
+        let mut pos = p.log_start_offset();
+        while pos < p.high_watermark() {
+            let slice = p.read(pos, 1 << 20).unwrap();
+            for batch in slice.batches() {
+                assert!(
+                    batch.record_count() <= 10,
+                    "at most --batch records a batch"
+                );
+                for r in batch.records() {
+                    let r = r.unwrap();
+                    let key = r.key.expect("every record has a key");
+                    assert_eq!(partition_for_key(key, 8), i as i32, "key {key:?}");
+                    assert_eq!(r.value.map(<[u8]>::len), Some(100));
+                    got.push(key.to_vec());
+                }
+            }
+            pos = slice.next_offset();
+        }
+        assert_eq!(got, want[i], "keys of partition {i}, in order");
+        non_empty += usize::from(!got.is_empty());
+    }
+    assert!(non_empty >= 2, "{non_empty} partitions hold records");
+    drop(topic);
+    broker.close().unwrap();
+}
+
+#[test]
+fn perf_pubsub_reads_every_partition_of_a_keyed_topic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("data");
+    let d = d.to_str().unwrap();
+    let args = [
+        "perf",
+        "pubsub",
+        "--data",
+        d,
+        "--partitions",
+        "8",
+        "--keys",
+        "16",
+        "--records",
+        "5000",
+        "--record-size",
+        "100",
+        "--latency-records",
+        "200",
+        "--json",
+    ];
+    let out = ok(tidelog_raw(&args, ""));
+    let line = out.trim();
+    assert_eq!(field(line, "mode"), "pubsub");
+    assert_eq!(number(line, "records"), 5000.0);
+    assert_eq!(number(line, "partitions"), 8.0);
+    assert_eq!(number(line, "keys"), 16.0);
+    assert_eq!(number(line, "latency_records"), 200.0);
+
+    // A second run starts from the end of the first; its topic is perf-pubsub-8.
+    let out = ok(tidelog_raw(&args, ""));
+    assert_eq!(number(out.trim(), "records"), 5000.0);
+    let out = ok(tidelog_raw(
+        &["topics", "describe", "perf-pubsub-8", "--data", d],
+        "",
+    ));
+    assert!(out.contains("PartitionCount: 8"), "{out}");
+
+    // A topic grown since is refused, naming both counts.
+    ok(tidelog_raw(
+        &[
+            "topics",
+            "alter",
+            "perf-pubsub-8",
+            "--partitions",
+            "9",
+            "--data",
+            d,
+        ],
+        "",
+    ));
+    let line = err(tidelog_raw(&args, ""), 1, "perf-pubsub-8");
+    assert!(
+        line.contains("has 9 partitions") && line.contains("8"),
+        "{line}"
     );
 }

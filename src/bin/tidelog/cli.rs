@@ -217,7 +217,8 @@ pub(crate) enum PerfCmd {
     Produce(PerfProduceArgs),
     /// Read every record of every partition from offset 0.
     Consume(PerfConsumeArgs),
-    /// A producer thread and a consumer thread at once; then end-to-end latency.
+    /// A producer thread and a consumer thread at once; then end-to-end latency (one
+    /// partition).
     Pubsub(PerfPubsubArgs),
     /// Time reopening the broker over a topic of many partitions; memory and disk used.
     Open(PerfOpenArgs),
@@ -245,9 +246,16 @@ pub(crate) struct PerfProduceArgs {
     /// Records per append call (1: one record per call).
     #[arg(long, value_name = "B", default_value_t = 100)]
     pub batch: usize,
-    /// Partitions of the topic when it is created; batches go round-robin.
+    /// Partitions of the topic when it is created; without --keys, batches go
+    /// round-robin.
     #[arg(long, value_name = "P", default_value_t = 1)]
     pub partitions: i32,
+    /// Number of distinct keys (0: no keys). Record i gets the 12-byte key
+    /// `key-NNNNNNNN` with NNNNNNNN = i mod K, goes to the partition the default
+    /// partitioner picks for that key (Kafka's murmur2), and each partition's batch is
+    /// appended when it holds B records.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub keys: u64,
     /// Acknowledgement level: 0, 1 or all (one replica: 1 and all are the same).
     #[arg(long, value_name = "ACKS", default_value = "1", value_parser = ["0", "1", "all", "-1"])]
     pub acks: String,
@@ -279,6 +287,15 @@ pub(crate) struct PerfPubsubArgs {
     /// Records per append call in the throughput run.
     #[arg(long, value_name = "B", default_value_t = 100)]
     pub batch: usize,
+    /// Partitions of the throughput run's topic: `perf-pubsub` for 1, `perf-pubsub-P`
+    /// for more (so runs with different counts never share a topic). The consumer
+    /// thread reads them all. The latency run always uses one partition.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    pub partitions: i32,
+    /// Keys in the throughput run, as `perf produce --keys` (0: no keys, batches
+    /// round-robin over the partitions).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub keys: u64,
     /// Records of the latency run.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub latency_records: u64,

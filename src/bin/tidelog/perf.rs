@@ -5,7 +5,9 @@
 //! before the clock starts; records go through the public append path
 //! (`BatchBuilder` then `Partition::append_batch`, B records per call) and are read back
 //! through `Partition::read` with every batch's CRC checked, which touches every byte.
-//! A progress line goes to stderr at most once a second.
+//! With `--keys K`, record `i` carries the key `key-{i % K:08}` and goes to the partition
+//! the default partitioner picks for it (Kafka's murmur2); each partition then fills its
+//! own batch. A progress line goes to stderr at most once a second.
 //!
 //! `perf open|recover|lookup` measure how costs grow with the number of partitions and
 //! the size of a log: reopening many partitions (time, memory, disk reserved), recovery
@@ -27,14 +29,21 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tidelog::{BatchBuilder, Broker, Partition, Topic, TopicConfig};
+use tidelog::{BatchBuilder, Broker, Partition, Topic, TopicConfig, partition_for_key};
 
 /// Bytes read from a partition per call.
 const READ_BYTES: usize = 4 << 20;
 /// Most bytes of distinct payloads generated up front.
 const POOL_BYTES: usize = 64 << 20;
-/// Topic of the pubsub throughput run.
+/// Topic of the pubsub throughput run (with `-P` appended for more than one partition).
 const PUBSUB_TOPIC: &str = "perf-pubsub";
+/// Longest a pubsub consumer that found nothing in any partition waits on one of them
+/// before it looks at all of them again.
+const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// Length of every key of a keyed run: `key-` and eight digits.
+const KEY_LEN: usize = 12;
+/// Most distinct keys of a keyed run (eight digits, at most 120 MB of keys).
+const MAX_KEYS: u64 = 10_000_000;
 /// Topic of the pubsub latency run.
 const LATENCY_TOPIC: &str = "perf-latency";
 
@@ -83,6 +92,46 @@ impl Payloads {
     }
 }
 
+/// The keys of a keyed run, built before timing: record `i` gets `key-{i % K:08}`.
+struct Keys {
+    /// The keys back to back, `KEY_LEN` bytes each: only as many as there are records.
+    flat: Vec<u8>,
+    /// K, the number of distinct keys.
+    count: u64,
+}
+
+impl Keys {
+    /// The keys of `records` records over `count` distinct keys; None for no keys.
+    fn new(count: u64, records: u64) -> CliResult<Option<Keys>> {
+        if count == 0 {
+            return Ok(None);
+        }
+        if count > MAX_KEYS {
+            return Err(fail!(
+                "--keys {count} is over the limit of {MAX_KEYS} distinct keys"
+            ));
+        }
+        let built = count.min(records.max(1));
+        let mut flat = Vec::with_capacity(built as usize * KEY_LEN);
+        for i in 0..built {
+            flat.extend_from_slice(format!("key-{i:08}").as_bytes());
+        }
+        Ok(Some(Keys { flat, count }))
+    }
+
+    /// The key of record `i` (of fewer records than were given to `new`).
+    #[inline]
+    fn get(&self, i: u64) -> &[u8] {
+        let at = (i % self.count) as usize * KEY_LEN;
+        &self.flat[at..at + KEY_LEN]
+    }
+}
+
+/// Bytes of the key of each record: 0 without keys.
+fn key_len(keys: Option<&Keys>) -> usize {
+    keys.map_or(0, |_| KEY_LEN)
+}
+
 /// A progress line on stderr, at most once a second.
 struct Progress {
     label: &'static str,
@@ -119,30 +168,64 @@ impl Progress {
     }
 }
 
-/// Appends `n` records of `payloads` to `partitions`, `batch` records per call,
-/// batches round-robin over the partitions. Stops early when `stop` is set.
+/// Appends `n` records of `payloads` to `partitions`, `batch` records per call, with one
+/// timestamp for each `batch` records. Without keys, batches go round-robin over the
+/// partitions. With keys, each record goes to `partition_for_key`'s partition, into that
+/// partition's builder, which is appended once it holds `batch` records; what is left
+/// is appended at the end. Stops early when `stop` is set.
 fn produce_records(
     partitions: &[Partition],
     payloads: &Payloads,
+    keys: Option<&Keys>,
     n: u64,
     batch: usize,
     progress: &mut Progress,
     stop: &AtomicBool,
 ) -> CliResult {
-    let batch = batch.max(1) as u64;
-    let mut builder = BatchBuilder::with_capacity(64 * 1024);
+    let batch = batch.max(1);
+    let partition_count = i32::try_from(partitions.len())
+        .map_err(|_| fail!("{} partitions are too many", partitions.len()))?;
+    // A keyed run fills one builder per partition, at most `batch` records each: room
+    // for a whole batch (header, and at most 16 bytes of framing a record) up to 64 KiB.
+    let builders = if keys.is_some() { partitions.len() } else { 1 };
+    let record = payloads.get(0).len() + key_len(keys) + 16;
+    let capacity = (64 + batch * record).min(64 * 1024);
+    let mut builders: Vec<BatchBuilder> = (0..builders)
+        .map(|_| BatchBuilder::with_capacity(capacity))
+        .collect();
     let mut sent = 0u64;
     let mut next = 0usize;
     while sent < n && !stop.load(Ordering::Relaxed) {
-        let k = batch.min(n - sent);
+        let k = (batch as u64).min(n - sent);
         let ts = now_ms();
-        for i in 0..k {
-            builder.push(ts, None, Some(payloads.get(sent + i)), &[]);
+        match keys {
+            None => {
+                let builder = &mut builders[0];
+                for i in sent..sent + k {
+                    builder.push(ts, None, Some(payloads.get(i)), &[]);
+                }
+                builder.finish_with(|b| partitions[next].append_batch(b))?;
+                next = (next + 1) % partitions.len();
+            }
+            Some(keys) => {
+                for i in sent..sent + k {
+                    let key = keys.get(i);
+                    let p = partition_for_key(key, partition_count) as usize;
+                    let builder = &mut builders[p];
+                    builder.push(ts, Some(key), Some(payloads.get(i)), &[]);
+                    if builder.len() >= batch {
+                        builder.finish_with(|b| partitions[p].append_batch(b))?;
+                    }
+                }
+            }
         }
-        builder.finish_with(|batch| partitions[next].append_batch(batch))?;
-        next = (next + 1) % partitions.len();
         sent += k;
         progress.tick(sent);
+    }
+    for (builder, p) in builders.iter_mut().zip(partitions) {
+        if !builder.is_empty() {
+            builder.finish_with(|b| p.append_batch(b))?;
+        }
     }
     Ok(())
 }
@@ -159,11 +242,13 @@ fn topic_or_create(broker: &Broker, name: &str, partitions: i32) -> CliResult<To
 }
 
 /// Refuses a batch that the topic's `max.message.bytes` would reject, before timing.
-fn check_batch_size(topic: &Topic, batch: usize, record_size: usize) -> CliResult {
+fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: usize) -> CliResult {
     let mut b = BatchBuilder::new();
     let payload = vec![0u8; record_size];
+    let key = vec![b'k'; key_len];
+    let key = (key_len > 0).then_some(key.as_slice());
     for _ in 0..batch.max(1) {
-        b.push(now_ms(), None, Some(&payload), &[]);
+        b.push(now_ms(), key, Some(&payload), &[]);
     }
     let size = b.size_bytes();
     let max = topic.partition(0)?.log().config().max_message_bytes as usize;
@@ -181,9 +266,10 @@ pub(crate) fn produce(data: &Path, a: &PerfProduceArgs) -> CliResult {
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
     }
+    let keys = Keys::new(a.keys, a.records)?;
     let broker = open_broker(data, true)?;
     let topic = topic_or_create(&broker, &a.topic, a.partitions)?;
-    check_batch_size(&topic, a.batch, a.record_size)?;
+    check_batch_size(&topic, a.batch, a.record_size, key_len(keys.as_ref()))?;
     let partitions = topic.partitions();
     let payloads = Payloads::new(a.record_size);
     let mut progress = Progress::new("perf produce");
@@ -192,6 +278,7 @@ pub(crate) fn produce(data: &Path, a: &PerfProduceArgs) -> CliResult {
     produce_records(
         &partitions,
         &payloads,
+        keys.as_ref(),
         a.records,
         a.batch,
         &mut progress,
@@ -203,6 +290,7 @@ pub(crate) fn produce(data: &Path, a: &PerfProduceArgs) -> CliResult {
     let extra = [
         ("batch", a.batch.to_string()),
         ("partitions", partitions.len().to_string()),
+        ("keys", a.keys.to_string()),
         ("acks", format!("\"{acks}\"")),
     ];
     report("produce", a.records, a.record_size, seconds, &extra, a.json)
@@ -229,28 +317,85 @@ fn read_range(
     let mut pos = from;
     while pos < to {
         if pos >= p.high_watermark() {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Acquire) {
                 return Err(fail!("the producer stopped before offset {to}"));
             }
             p.wait_for(pos, Duration::from_millis(100));
             continue;
         }
-        let slice = p.read(pos, READ_BYTES)?;
-        for batch in checked_batches(&slice, p) {
-            let (_, batch) = batch?;
-            for r in batch.records() {
-                let r = r?;
-                if r.offset < pos {
-                    continue;
-                }
-                let v = r.value.unwrap_or_default();
-                count.bytes += v.len() as u64;
-                count.records += 1;
-                on_record(v);
+        pos = read_slice(p, pos, count, &mut on_record)?;
+        progress.tick(count.records);
+    }
+    Ok(())
+}
+
+/// Reads one slice of `p` at `pos` (below its high watermark), checking every batch's
+/// CRC and decoding every record; `on_record` sees each value at or after `pos`.
+/// Returns the offset to read next.
+fn read_slice(
+    p: &Partition,
+    pos: i64,
+    count: &mut ReadCount,
+    on_record: &mut impl FnMut(&[u8]),
+) -> CliResult<i64> {
+    let slice = p.read(pos, READ_BYTES)?;
+    for batch in checked_batches(&slice, p) {
+        let (_, batch) = batch?;
+        for r in batch.records() {
+            let r = r?;
+            if r.offset < pos {
+                continue;
+            }
+            let v = r.value.unwrap_or_default();
+            count.bytes += v.len() as u64;
+            count.records += 1;
+            on_record(v);
+        }
+    }
+    Ok(slice.next_offset().max(pos + 1))
+}
+
+/// Reads `partitions`, each from its offset in `from`, one slice of each in turn, until
+/// `n` more records were read. When a whole round finds nothing it waits on one
+/// partition (the next one each time) for at most `IDLE_WAIT`, so that an idle consumer
+/// sleeps instead of spinning. Fails when a round that began after `stop` was set finds
+/// nothing.
+fn read_partitions(
+    partitions: &[Partition],
+    from: &[i64],
+    n: u64,
+    count: &mut ReadCount,
+    progress: &mut Progress,
+    stop: &AtomicBool,
+    mut on_record: impl FnMut(&[u8]),
+) -> CliResult {
+    let start = count.records;
+    let target = start + n;
+    let mut pos = from.to_vec();
+    let mut waiting = 0usize;
+    while count.records < target {
+        // Read before the round: the producer sets `stop` after its last append, so a
+        // round that began after that sees every record.
+        let stopped = stop.load(Ordering::Acquire);
+        let mut found = false;
+        for (p, pos) in partitions.iter().zip(pos.iter_mut()) {
+            if *pos < p.high_watermark() {
+                *pos = read_slice(p, *pos, count, &mut on_record)?;
+                found = true;
             }
         }
-        pos = slice.next_offset().max(pos + 1);
         progress.tick(count.records);
+        if !found {
+            if stopped {
+                return Err(fail!(
+                    "the producer stopped with {} of {n} records of topic {:?} read",
+                    count.records - start,
+                    partitions[0].topic()
+                ));
+            }
+            partitions[waiting].wait_for(pos[waiting], IDLE_WAIT);
+            waiting = (waiting + 1) % partitions.len();
+        }
     }
     Ok(())
 }
@@ -294,40 +439,55 @@ pub(crate) fn consume(data: &Path, a: &PerfConsumeArgs) -> CliResult {
 /// Runs `tidelog perf pubsub`: a throughput run with a producer and a consumer thread,
 /// then a latency run paced at `latency_rate`.
 pub(crate) fn pubsub(data: &Path, a: &PerfPubsubArgs) -> CliResult {
-    if a.batch == 0 || a.latency_rate == 0 {
-        return Err(fail!("--batch and --latency-rate must be at least 1"));
+    if a.batch == 0 || a.latency_rate == 0 || a.partitions < 1 {
+        return Err(fail!(
+            "--batch, --latency-rate and --partitions must be at least 1"
+        ));
     }
+    let keys = Keys::new(a.keys, a.records)?;
     let broker = open_broker(data, true)?;
-    let topic = topic_or_create(&broker, PUBSUB_TOPIC, 1)?;
-    check_batch_size(&topic, a.batch, a.record_size)?;
-    let part = topic.partition(0)?;
+    let name = match a.partitions {
+        1 => PUBSUB_TOPIC.to_string(),
+        n => format!("{PUBSUB_TOPIC}-{n}"),
+    };
+    let topic = topic_or_create(&broker, &name, a.partitions)?;
+    if topic.partition_count() != a.partitions {
+        return Err(fail!(
+            "topic {name:?} has {} partitions, not the {} of --partitions (delete it with `tidelog topics delete {name}`)",
+            topic.partition_count(),
+            a.partitions
+        ));
+    }
+    check_batch_size(&topic, a.batch, a.record_size, key_len(keys.as_ref()))?;
+    let parts = topic.partitions();
     let payloads = Payloads::new(a.record_size);
 
     // Throughput: both threads at once; the clock stops when the consumer has read
     // the last record.
-    let from = part.high_watermark();
-    let to = from + a.records as i64;
+    let from: Vec<i64> = parts.iter().map(Partition::high_watermark).collect();
+    let n = a.records;
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let consumer = {
-        let (part, stop) = (part.clone(), Arc::clone(&stop));
+        let (parts, stop) = (Arc::clone(&parts), Arc::clone(&stop));
         std::thread::spawn(move || -> CliResult<(ReadCount, Instant)> {
             let mut progress = Progress::new("perf pubsub (consumed)");
             let mut count = ReadCount::default();
-            read_range(&part, from, to, &mut count, &mut progress, &stop, |_| {})?;
+            read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
             Ok((count, Instant::now()))
         })
     };
     let mut progress = Progress::new("perf pubsub (produced)");
     let produced = produce_records(
-        std::slice::from_ref(&part),
+        &parts,
         &payloads,
-        a.records,
+        keys.as_ref(),
+        n,
         a.batch,
         &mut progress,
         &AtomicBool::new(false),
     );
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Release);
     let consumed = join(consumer)?;
     produced?;
     let (count, done) = consumed?;
@@ -336,7 +496,9 @@ pub(crate) fn pubsub(data: &Path, a: &PerfPubsubArgs) -> CliResult {
     // The latency run is a separate run: start it from a quiet system, not while the
     // kernel writes back the gigabyte the throughput run left dirty (the maintenance
     // thread fsyncs rolled segments, and that writeback shares the two cores).
-    part.sync()?;
+    for p in parts.iter() {
+        p.sync()?;
+    }
     let latencies = latency_run(&broker, a)?;
     close_broker(broker)?;
     let pct = |q: f64| {
@@ -345,6 +507,8 @@ pub(crate) fn pubsub(data: &Path, a: &PerfPubsubArgs) -> CliResult {
     };
     let extra = [
         ("batch", a.batch.to_string()),
+        ("partitions", a.partitions.to_string()),
+        ("keys", a.keys.to_string()),
         ("latency_records", latencies.len().to_string()),
         ("latency_rate", a.latency_rate.to_string()),
         ("p50_us", format!("{:.1}", pct(0.5))),
@@ -404,7 +568,7 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
         })
     };
     let sent = send_paced(&part, &payloads, n, a.latency_rate, origin);
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
     let mut lat = received?;
@@ -899,7 +1063,7 @@ fn parse_ack(line: &str) -> Option<WriterAck> {
 pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResult {
     let broker = open_broker(data, true)?;
     let topic = topic_or_create(&broker, &a.topic, 1)?;
-    check_batch_size(&topic, a.batch, a.record_size)?;
+    check_batch_size(&topic, a.batch, a.record_size, 0)?;
     let part = topic.partition(0)?;
     let payloads = Payloads::new(a.record_size);
     let mut progress = Progress::new("perf recover (written)");
