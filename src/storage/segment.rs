@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Smallest and largest step by which a segment's reserved disk space grows. The step
-/// doubles with the reservation, so an idle partition holds 1 MiB, a busy one reserves
+/// doubles with the reservation, so an idle partition holds 256 KiB, a busy one reserves
 /// 16 MiB at a time (1,000 partitions never reserve more than they use plus 16 MiB each).
-const LOG_RESERVE_MIN: usize = 1 << 20;
+const LOG_RESERVE_MIN: usize = 256 << 10;
 const LOG_RESERVE_MAX: usize = 16 << 20;
 
 /// A writer that used up its last reservation step faster than this is "fast": its
