@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::config::TopicConfig;
+use crate::record::BatchBuilder;
 use crate::storage::{AppendInfo, LogConfig, LogSlice, PartitionLog};
 use crate::{Error, Result};
 
@@ -143,6 +144,15 @@ impl Partition {
     /// and wakes the consumers waiting on this partition.
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
         let info = self.inner.log.append(batches)?;
+        self.wake_watchers();
+        Ok(info)
+    }
+
+    /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]
+    /// does (no copy, no second CRC pass), and wakes the consumers waiting on this
+    /// partition.
+    pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        let info = self.inner.log.append_builder(builder)?;
         self.wake_watchers();
         Ok(info)
     }

@@ -231,8 +231,9 @@ impl PartitionAccumulator {
             opened,
             ..
         } = st;
-        let result = builder
-            .finish_with(|batch| self.partition.append_batch(batch))
+        let result = self
+            .partition
+            .append_builder(builder)
             .and_then(|info: AppendInfo| {
                 if fsync {
                     self.partition.sync()?;

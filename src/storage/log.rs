@@ -20,7 +20,7 @@ use super::segment::{
     self, Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
 };
 use crate::error::IoContext;
-use crate::record::{Batch, batches};
+use crate::record::{Batch, BatchBuilder, batches};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::HashMap;
@@ -566,12 +566,45 @@ impl PartitionLog {
     /// CRC, size limit) before anything is written; offsets are assigned by stamping
     /// each batch's baseOffset in place. Returns where they landed.
     pub fn append(&self, batches_bytes: &[u8]) -> Result<AppendInfo> {
+        let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
+        for b in batches(batches_bytes) {
+            parsed.push(b?);
+        }
+        self.append_parsed(parsed)
+    }
+
+    /// Finishes `builder`'s batch and appends it: [`PartitionLog::append`] of
+    /// [`BatchBuilder::finish`], without copying the batch out of the builder and
+    /// without checking again the CRC the builder has just computed over the same
+    /// bytes. The builder is empty afterwards, whatever the result.
+    ///
+    /// ```
+    /// use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new();
+    /// b.push(1_700_000_000_000, None, Some(b"hello"), &[]);
+    /// assert_eq!(log.append_builder(&mut b)?.base_offset, 0);
+    /// assert!(b.is_empty());
+    /// // An empty builder is refused like an empty batch.
+    /// assert!(log.append_builder(&mut b).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        builder.finish_with(|bytes| {
+            let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
+            parsed.push(Batch::parse_header_at(bytes, &self.inner.name, 0)?);
+            self.append_parsed(parsed)
+        })
+    }
+
+    /// Checks parsed batches against the log's limits and appends them.
+    fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
         let config: Arc<LogConfig> = self.inner.config.read().clone();
         let max = config.max_message_bytes as usize;
         // Validate everything first: an append is all or nothing.
-        let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
-        for b in batches(batches_bytes) {
-            let b = b?;
+        for b in parsed.iter() {
             if b.len() > max {
                 return Err(Error::MessageTooLarge {
                     partition: self.inner.name.clone(),
@@ -594,7 +627,6 @@ impl PartitionLog {
                     b.max_timestamp()
                 )));
             }
-            parsed.push(b);
         }
         if parsed.is_empty() {
             return Err(Error::InvalidBatch(format!(

@@ -597,3 +597,45 @@ fn sequential_reads_of_on_disk_bytes_are_mapped_ahead_random_reads_are_not() {
     assert!(seg.read_ahead_mark() >= (16 << 20));
     m.close().unwrap();
 }
+
+#[test]
+fn append_builder_checks_limits_like_append_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            max_message_bytes: 2000,
+            ..small()
+        },
+    );
+    let mut b = BatchBuilder::new();
+    for i in 0..3 {
+        b.push(
+            10 + i,
+            Some(b"k"),
+            Some(format!("value-{i:06}").as_bytes()),
+            &[],
+        );
+    }
+    let info = log.append_builder(&mut b).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 2));
+    assert!(b.is_empty());
+    log.append(&batch(3, 2, 0)).unwrap();
+    let got = values(&log, 0);
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[1], (1, "value-000001".to_string()));
+    // Too large, negative timestamp, empty: refused, nothing written, builder emptied.
+    b.push(0, None, Some(&[0u8; 3000]), &[]);
+    assert!(matches!(
+        log.append_builder(&mut b),
+        Err(Error::MessageTooLarge { .. })
+    ));
+    assert!(b.is_empty());
+    b.push(-5, None, Some(b"x"), &[]);
+    assert!(matches!(
+        log.append_builder(&mut b),
+        Err(Error::InvalidBatch(_))
+    ));
+    assert!(log.append_builder(&mut b).is_err());
+    assert_eq!(log.high_watermark(), 5);
+}
