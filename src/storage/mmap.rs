@@ -24,6 +24,10 @@ use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Page size assumed for rounding advice ranges (4 KiB; larger pages only make the
+/// rounding coarser, never wrong).
+const PAGE: usize = 4096;
+
 /// A file mapping shared by one writer and many readers; see the module docs.
 pub(crate) struct AppendMap {
     raw: MmapRaw,
@@ -93,12 +97,24 @@ impl AppendMap {
     /// Faults `[start, end)` in for writing (MADV_POPULATE_WRITE; ignored where the
     /// kernel lacks it), so appends into it take no page fault. It changes no byte, so
     /// any holder may call it; the file space behind the range must be reserved.
+    ///
+    /// Works in 1 MiB pieces and skips what the writer has already written (its pages
+    /// are in): a range handed over while the writer was fast but reached after it
+    /// caught up costs nothing, and the work never holds a core for long at a time.
     pub(crate) fn populate_write(&self, start: usize, end: usize) {
+        const PIECE: usize = 1 << 20;
         let end = end.min(self.capacity);
-        if start < end {
+        let mut at = start;
+        while at < end {
+            let from = at.max(self.readable() & !(PAGE - 1));
+            if from >= end {
+                break;
+            }
+            let to = from.saturating_add(PIECE).min(end);
             let _ = self
                 .raw
-                .advise_range(Advice::PopulateWrite, start, end - start);
+                .advise_range(Advice::PopulateWrite, from, to - from);
+            at = to;
         }
     }
 

@@ -91,7 +91,8 @@ pub(crate) struct SegmentWriter {
     index_interval: usize,
     /// Faults in reserved ranges off the appending thread (see `prefault`).
     prefault: Option<Prefaulter>,
-    /// When the last reservation step was taken, and its size: the writer's pace.
+    /// When the last reservation step was taken, and the write position then: the
+    /// writer's pace is the bytes written since over the time since.
     last_reserve: Option<(Instant, usize)>,
 }
 
@@ -779,8 +780,9 @@ impl SegmentWriter {
         // page at a time: a bulk fault-in would stall it, or steal a core from its
         // readers, for milliseconds that show up as tail latency.
         let now = Instant::now();
-        let fast = self.last_reserve.is_some_and(|(at, bytes)| {
-            now.duration_since(at).as_secs_f64() * PREFAULT_MIN_BYTES_PER_SEC < bytes as f64
+        let fast = self.last_reserve.is_some_and(|(at, pos)| {
+            now.duration_since(at).as_secs_f64() * PREFAULT_MIN_BYTES_PER_SEC
+                < self.pos.saturating_sub(pos) as f64
         });
         if fast
             && !self
@@ -790,7 +792,7 @@ impl SegmentWriter {
         {
             self.seg.log.populate_write(self.reserved, target);
         }
-        self.last_reserve = Some((now, target - self.reserved));
+        self.last_reserve = Some((now, self.pos));
         self.reserved = target;
         Ok(())
     }
