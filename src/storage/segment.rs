@@ -226,10 +226,15 @@ impl Segment {
     /// nothing (unless they hit the first batch), nor do reads of bytes appended by this
     /// process (already mapped).
     pub(crate) fn read_ahead(&self, start: usize, end: usize, prefault: &Prefaulter) {
+        // Checked first, so that readers of bytes this process appended (a tailing
+        // consumer) never write to the segment's shared state.
+        if start >= self.cold_end {
+            return;
+        }
         let prev = self.last_read_end.swap(end, Ordering::Relaxed);
         // A read from the segment's start counts as sequential too: a reader crossing
         // from the previous segment, or starting at the log start.
-        if (prev != start && start != 0) || start >= self.cold_end {
+        if prev != start && start != 0 {
             return;
         }
         let mapped = self.read_ahead.load(Ordering::Relaxed);
