@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Smallest and largest step by which a segment's reserved disk space grows. The step
-/// doubles with the reservation, so an idle partition holds 256 KiB, a busy one reserves
+/// doubles with what the writer has reserved since the segment was opened, so an idle
+/// partition holds 256 KiB past its data (also after a reopen), a busy one reserves
 /// 16 MiB at a time (1,000 partitions never reserve more than they use plus 16 MiB each).
 const LOG_RESERVE_MIN: usize = 256 << 10;
 const LOG_RESERVE_MAX: usize = 16 << 20;
@@ -77,6 +78,9 @@ pub(crate) struct SegmentWriter {
     pos: usize,
     /// Bytes of the file backed by reserved blocks.
     reserved: usize,
+    /// `reserved` when the segment was opened: steps grow with what this writer has
+    /// reserved, so a reopened segment starts again from the smallest step.
+    reserved_at_open: usize,
     /// Size of the mapping.
     capacity: usize,
     bytes_since_index: usize,
@@ -342,6 +346,7 @@ impl Segment {
             time_w,
             pos: scan.data_len,
             reserved: reserved.max(scan.data_len),
+            reserved_at_open: reserved.max(scan.data_len),
             capacity,
             bytes_since_index: scan.bytes_since_index,
             last_time_entry: scan.last_time_entry,
@@ -768,11 +773,19 @@ impl SegmentWriter {
         self.index_w.is_full() || self.time_w.is_full()
     }
 
+    /// The next reservation step: as much as this writer has reserved so far, within
+    /// the bounds (doubling from 256 KiB to 16 MiB).
+    fn step(&self) -> usize {
+        self.reserved
+            .saturating_sub(self.reserved_at_open)
+            .clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX)
+    }
+
     fn reserve(&mut self, upto: usize) -> Result<()> {
         if upto <= self.reserved {
             return Ok(());
         }
-        let step = self.reserved.clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX);
+        let step = self.step();
         let target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN) * LOG_RESERVE_MIN)
             .min(self.capacity)
             .max(upto);
@@ -826,7 +839,7 @@ impl SegmentWriter {
         if self.prefault.is_some() {
             // Keep a step reserved (and being faulted in) ahead of the writer. A failure
             // here is reported by the append that needs the space.
-            let half = self.reserved.clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX) / 2;
+            let half = self.step() / 2;
             if self.pos + half > self.reserved && self.reserved < self.capacity {
                 let _ = self.reserve(self.pos + half + 1);
             }

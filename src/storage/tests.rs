@@ -639,3 +639,36 @@ fn append_builder_checks_limits_like_append_and_reads_back() {
     assert!(log.append_builder(&mut b).is_err());
     assert_eq!(log.high_watermark(), 5);
 }
+
+#[test]
+fn a_reopened_segment_reserves_from_the_smallest_step_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 64 << 20,
+        ..LogConfig::default()
+    };
+    let value = vec![3u8; 1000];
+    let fill = |log: &PartitionLog, bytes: u64| {
+        while log.size_bytes() < bytes {
+            let mut b = BatchBuilder::new();
+            for _ in 0..100 {
+                b.push(0, None, Some(&value), &[]);
+            }
+            log.append_builder(&mut b).unwrap();
+        }
+    };
+    let file = dir.path().join("t-0").join(segment::file_name(0, "log"));
+    {
+        let log = open(dir.path(), c.clone());
+        fill(&log, 20 << 20);
+        log.close().unwrap();
+    }
+    let data = fs::metadata(&file).unwrap().len();
+    let log = open(dir.path(), c);
+    log.append(&batch(0, 1, 0)).unwrap();
+    let reserved = fs::metadata(&file).unwrap().len() - data;
+    // One small append after a reopen reserves the smallest step, not a step as large
+    // as the segment (the 16 MiB cap): an idle partition holds little past its data.
+    assert!(reserved <= 512 << 10, "reserved {reserved} bytes");
+    log.close().unwrap();
+}
