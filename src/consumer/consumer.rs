@@ -389,16 +389,20 @@ impl Fetcher {
             .and_then(|o| (o.offset >= 0).then_some(o.offset))
     }
 
+    /// The assigned partitions, as `(topic, partition)`.
+    pub(crate) fn assignment(&self) -> Vec<(String, i32)> {
+        self.assigned
+            .iter()
+            .map(|a| (a.topic.to_string(), a.partition.index()))
+            .collect()
+    }
+
     /// Committed offsets of the group for the assigned partitions (-1 = none).
     pub(crate) fn fetch_committed(&self) -> Vec<Option<i64>> {
         let Some(group) = &self.config.group_id else {
             return vec![None; self.assigned.len()];
         };
-        let list: Vec<(String, i32)> = self
-            .assigned
-            .iter()
-            .map(|a| (a.topic.to_string(), a.partition.index()))
-            .collect();
+        let list = self.assignment();
         let resp = self
             .broker
             .group_coordinator()
@@ -610,11 +614,7 @@ impl Consumer {
 
     /// The current assignment.
     pub fn assignment(&self) -> Vec<(String, i32)> {
-        self.fetcher
-            .assigned
-            .iter()
-            .map(|a| (a.topic.to_string(), a.partition.index()))
-            .collect()
+        self.fetcher.assignment()
     }
 
     /// The next read of this partition starts at `offset`.

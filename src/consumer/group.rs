@@ -324,11 +324,7 @@ impl ConsumerGroup {
 
     /// The partitions the member owns now.
     pub fn assignment(&self) -> Vec<(String, i32)> {
-        self.fetcher
-            .assigned
-            .iter()
-            .map(|a| (a.topic.to_string(), a.partition.index()))
-            .collect()
+        self.fetcher.assignment()
     }
 
     /// The next offset the member reads from a partition it owns.

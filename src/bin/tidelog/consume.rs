@@ -11,14 +11,14 @@ use crate::cli::ConsumeArgs;
 use crate::common::{
     checked_batches, close_broker, commit_offsets, open_broker, parse_time, select_partitions,
 };
-use crate::format::{Format, Rendered};
+use crate::format::Format;
 use crate::out::Out;
 use crate::{CliResult, Fail, fail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tidelog::{Broker, Partition};
+use tidelog::{Broker, ConsumerRecord, Partition};
 
 /// Bytes read from a partition at a time.
 const READ_BYTES: usize = 1 << 20;
@@ -250,7 +250,7 @@ fn read_some(
             }
             buf.clear();
             format.render(
-                &Rendered {
+                &ConsumerRecord {
                     topic: &topic,
                     partition: r.partition.index(),
                     offset: rec.offset,

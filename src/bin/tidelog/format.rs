@@ -2,7 +2,7 @@
 //! `\n \t \r \\`, parsed once and rendered per record into a reused buffer.
 
 use crate::{CliResult, fail};
-use tidelog::Headers;
+use tidelog::ConsumerRecord;
 
 /// One piece of a parsed format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,17 +23,6 @@ enum Piece {
 #[derive(Debug, Clone)]
 pub(crate) struct Format {
     pieces: Vec<Piece>,
-}
-
-/// What a format renders: one record with where it came from.
-pub(crate) struct Rendered<'a> {
-    pub topic: &'a str,
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp: i64,
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-    pub headers: Headers<'a>,
 }
 
 impl Format {
@@ -121,7 +110,7 @@ impl Format {
 
     /// Appends the rendering of `r` to `out`. Null keys and values render as nothing
     /// (sizes as -1), as kcat does.
-    pub(crate) fn render(&self, r: &Rendered<'_>, out: &mut Vec<u8>) {
+    pub(crate) fn render(&self, r: &ConsumerRecord<'_>, out: &mut Vec<u8>) {
         use std::io::Write;
         for p in &self.pieces {
             // Writing into a Vec cannot fail.
@@ -162,7 +151,7 @@ mod tests {
         let bytes = b.finish();
         let batch = Batch::parse(&bytes).unwrap();
         let rec = batch.records().next().unwrap().unwrap();
-        let r = Rendered {
+        let r = ConsumerRecord {
             topic: "t",
             partition: 3,
             offset: 42,
