@@ -37,6 +37,12 @@ pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
     out.push(z as u8);
 }
 
+/// Undoes zigzag encoding.
+#[inline(always)]
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
 /// Reads a zigzag varlong from the front of `buf`; returns the value and the bytes used,
 /// or `None` if `buf` ends first or the encoding is longer than 10 bytes.
 #[inline]
@@ -45,11 +51,11 @@ pub fn get_varlong(buf: &[u8]) -> Option<(i64, usize)> {
     match *buf {
         [b0, ..] if b0 < 0x80 => {
             let z = b0 as u64;
-            Some((((z >> 1) as i64) ^ -((z & 1) as i64), 1))
+            Some((unzigzag(z), 1))
         }
         [b0, b1, ..] if b1 < 0x80 => {
             let z = (b0 & 0x7f) as u64 | ((b1 as u64) << 7);
-            Some((((z >> 1) as i64) ^ -((z & 1) as i64), 2))
+            Some((unzigzag(z), 2))
         }
         _ => get_varlong_slow(buf),
     }
@@ -61,8 +67,7 @@ fn get_varlong_slow(buf: &[u8]) -> Option<(i64, usize)> {
     for (i, &b) in buf.iter().enumerate().take(10) {
         z |= ((b & 0x7f) as u64) << (7 * i);
         if b & 0x80 == 0 {
-            let v = ((z >> 1) as i64) ^ -((z & 1) as i64);
-            return Some((v, i + 1));
+            return Some((unzigzag(z), i + 1));
         }
     }
     None
@@ -76,12 +81,6 @@ pub fn get_varint(buf: &[u8]) -> Option<(i32, usize)> {
         return None;
     }
     i32::try_from(v).ok().map(|v| (v, n))
-}
-
-/// Undoes zigzag encoding.
-#[inline(always)]
-fn unzigzag(z: u64) -> i64 {
-    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 /// A read position in a byte slice, for decoding varint-framed fields in place: the
@@ -140,7 +139,7 @@ impl<'b> Cursor<'b> {
     pub(crate) fn varlong(&mut self) -> Option<i64> {
         let (v, n) = match self.short() {
             Some(vn) => vn,
-            None => get_varlong(self.buf.get(self.at..)?)?,
+            None => get_varlong_slow(self.buf.get(self.at..)?)?,
         };
         self.at += n;
         Some(v)
