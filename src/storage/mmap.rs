@@ -6,8 +6,9 @@
 //!
 //! * bytes `[0, readable)` are never written again through this map; readers can only
 //!   borrow inside that range;
-//! * bytes `[readable, capacity)` are written only through the single [`MapWriter`] of
-//!   the map (it is not `Clone`, and writing takes `&mut self`), and only after the
+//! * bytes `[readable, capacity)` are written only by the single [`MapWriter`] of the
+//!   map, through the map or with `pwritev` on its file (it is not `Clone`, and writing
+//!   takes `&mut self`), and only after the
 //!   caller reserved the file space behind them (so a write never faults on a hole the
 //!   disk cannot back: no SIGBUS on a full disk);
 //! * `readable` only grows (`publish`), with Release ordering; readers load it with
@@ -168,6 +169,73 @@ impl MapWriter {
             );
         }
         true
+    }
+
+    /// Writes `head` then `rest` at position `pos` with one `pwritev` on `file` (the
+    /// mapped file) instead of through the map. Same bounds as [`MapWriter::write`];
+    /// returns `Ok(false)`, writing nothing, outside them.
+    ///
+    /// For large batches this is the cheaper way into the page cache: the kernel copies
+    /// whole pages straight into fresh page-cache pages, where a store through the map
+    /// first faults each page in, which zeroes it (reading a hole) and maps it. The map
+    /// sees the bytes at once: it is a shared mapping of the same pages.
+    pub(crate) fn write_file(
+        &mut self,
+        file: &File,
+        pos: usize,
+        head: &[u8; 8],
+        rest: &[u8],
+    ) -> std::io::Result<bool> {
+        let Some(end) = pos.checked_add(head.len() + rest.len()) else {
+            return Ok(false);
+        };
+        if pos < self.map.readable() || end > self.map.capacity {
+            return Ok(false);
+        }
+        let mut done = 0usize;
+        let total = end - pos;
+        while done < total {
+            let (a, b): (&[u8], &[u8]) = if done < head.len() {
+                (&head[done..], rest)
+            } else {
+                (&rest[done - head.len()..], &[])
+            };
+            let iov = [
+                libc::iovec {
+                    iov_base: a.as_ptr() as *mut libc::c_void,
+                    iov_len: a.len(),
+                },
+                libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                },
+            ];
+            let at = libc::off_t::try_from(pos + done).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "offset too large")
+            })?;
+            // SAFETY: both iovecs point into live slices borrowed for this call, with
+            // their exact lengths; the kernel only reads them. `fd` is an open file for
+            // the call's duration (`file` is borrowed). The target range lies at or above
+            // `readable` and inside the capacity (checked above), so no reader borrows
+            // those bytes through the map, and `&mut self` on the unique writer means no
+            // other write to them runs concurrently.
+            #[allow(unsafe_code)]
+            let n = unsafe {
+                libc::pwritev(std::os::fd::AsRawFd::as_raw_fd(file), iov.as_ptr(), 2, at)
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            done += n as usize;
+        }
+        Ok(true)
     }
 
     /// Overwrites 8 bytes at `pos` (a batch's baseOffset) before they are published.

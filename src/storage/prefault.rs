@@ -15,6 +15,10 @@
 //! ended has the next megabytes mapped here (MADV_POPULATE_READ) while it decodes the
 //! ones before; see `Segment::read_ahead`.
 //!
+//! Batches of 64 KiB and more skip all this: they are written with `pwritev`, which
+//! fills fresh page-cache pages by copying instead of zeroing them first (see
+//! `segment::BULK_APPEND_MIN`), and nothing is faulted in ahead of them.
+//!
 //! The thread holds an `Arc` of each map it works on, so a segment deleted meanwhile is
 //! still mapped; it stops and is joined when its [`PrefaultThread`] is stopped or dropped.
 
@@ -36,6 +40,9 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Prefaulter {
     tx: Sender<Job>,
+    /// Write ranges accepted so far (tests check who asks for them).
+    #[cfg(test)]
+    write_jobs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Owns the prefault thread.
@@ -55,7 +62,11 @@ impl Prefaulter {
             .name("tidelog-prefault".into())
             .spawn(move || run(rx, stop_rx))?;
         Ok((
-            Prefaulter { tx },
+            Prefaulter {
+                tx,
+                #[cfg(test)]
+                write_jobs: Arc::default(),
+            },
             PrefaultThread {
                 stop: Some(stop_tx),
                 handle: Some(handle),
@@ -93,6 +104,12 @@ impl Prefaulter {
         rx.recv().unwrap();
     }
 
+    /// Write ranges accepted so far.
+    #[cfg(test)]
+    pub(crate) fn write_jobs(&self) -> usize {
+        self.write_jobs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn send(&self, map: &Arc<AppendMap>, start: usize, end: usize, write: bool) -> bool {
         match self.tx.try_send(Job {
             map: Arc::clone(map),
@@ -101,7 +118,14 @@ impl Prefaulter {
             write,
             done: None,
         }) {
-            Ok(()) => true,
+            Ok(()) => {
+                #[cfg(test)]
+                if write {
+                    self.write_jobs
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                true
+            }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
         }
     }

@@ -37,6 +37,14 @@ const LOG_RESERVE_MAX: usize = 16 << 20;
 /// next steps are faulted in ahead of it.
 const PREFAULT_MIN_BYTES_PER_SEC: f64 = 50e6;
 
+/// Batches of at least this many bytes are appended with `pwritev` rather than copied
+/// through the map. The kernel then fills fresh page-cache pages by copying, where
+/// faulting them into the map zeroes each one first: at 100 KB batches that is 3.6
+/// GB/s on one core against 2.1 GB/s with the prefault thread on a second one. Below
+/// this size the page at each end of a batch is partial, the syscall and partial-page
+/// cost dominates, and prefaulted stores win.
+const BULK_APPEND_MIN: usize = 64 << 10;
+
 /// How far ahead of a sequential reader of on-disk bytes the segment is mapped (see
 /// `Segment::read_ahead`); the next window is requested when the reader gets within
 /// half of it.
@@ -98,6 +106,9 @@ pub(crate) struct SegmentWriter {
     /// When the last reservation step was taken, and the write position then: the
     /// writer's pace is the bytes written since over the time since.
     last_reserve: Option<(Instant, usize)>,
+    /// Bytes written with `pwritev` since the last reservation: they need no page
+    /// faulted in ahead, so they do not count towards the writer's pace.
+    bulk_since_reserve: usize,
 }
 
 /// What opening a segment found.
@@ -356,6 +367,7 @@ impl Segment {
             index_interval,
             prefault: None,
             last_reserve: None,
+            bulk_since_reserve: 0,
         })
     }
 
@@ -800,7 +812,7 @@ impl SegmentWriter {
         let now = Instant::now();
         let fast = self.last_reserve.is_some_and(|(at, pos)| {
             now.duration_since(at).as_secs_f64() * PREFAULT_MIN_BYTES_PER_SEC
-                < self.pos.saturating_sub(pos) as f64
+                < (self.pos.saturating_sub(pos)).saturating_sub(self.bulk_since_reserve) as f64
         });
         if fast
             && !self
@@ -811,6 +823,7 @@ impl SegmentWriter {
             self.seg.log.populate_write(self.reserved, target);
         }
         self.last_reserve = Some((now, self.pos));
+        self.bulk_since_reserve = 0;
         self.reserved = target;
         Ok(())
     }
@@ -826,8 +839,18 @@ impl SegmentWriter {
         let bytes = batch.as_bytes();
         let len = bytes.len();
         let pos = self.pos;
+        let bulk = len >= BULK_APPEND_MIN;
         self.reserve(pos + len)?;
-        if !self.log_w.write(pos, bytes) || !self.log_w.patch(pos, &base_offset.to_be_bytes()) {
+        let head = base_offset.to_be_bytes();
+        let written = if bulk {
+            self.bulk_since_reserve += len;
+            self.log_w
+                .write_file(&self.seg.file, pos, &head, &bytes[head.len()..])
+                .map_err(|e| Error::io("append to", &self.seg.log_path, e))?
+        } else {
+            self.log_w.write(pos, bytes) && self.log_w.patch(pos, &head)
+        };
+        if !written {
             return Err(Error::corrupt(
                 self.seg.location(),
                 pos as u64,
@@ -836,7 +859,7 @@ impl SegmentWriter {
         }
         self.pos += len;
         self.log_w.publish(self.pos);
-        if self.prefault.is_some() {
+        if self.prefault.is_some() && !bulk {
             // Keep a step reserved (and being faulted in) ahead of the writer. A failure
             // here is reported by the append that needs the space.
             let half = self.step() / 2;

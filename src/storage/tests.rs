@@ -672,3 +672,65 @@ fn a_reopened_segment_reserves_from_the_smallest_step_again() {
     assert!(reserved <= 512 << 10, "reserved {reserved} bytes");
     log.close().unwrap();
 }
+
+#[test]
+fn large_batches_are_written_to_the_file_and_read_back_like_small_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 8 << 20,
+        ..LogConfig::default()
+    };
+    let m = LogManager::open(dir.path()).unwrap();
+    let log = m.open_log("t-0", c.clone()).unwrap();
+    // Alternate bulk batches (100 KB, pwritev) with small ones (through the map), over
+    // several segments, each record's value naming its offset.
+    let mut next = 0i64;
+    let mut push = |log: &PartitionLog, records: usize, size: usize| {
+        let mut b = BatchBuilder::new();
+        for i in 0..records as i64 {
+            let mut v = format!("value-{:08}-", next + i).into_bytes();
+            v.resize(size, b'.');
+            b.push(0, None, Some(&v), &[]);
+        }
+        let info = log.append_builder(&mut b).unwrap();
+        assert_eq!(info.base_offset, next);
+        next = info.last_offset + 1;
+    };
+    for round in 0..120 {
+        push(&log, 100, 1000);
+        push(&log, 1 + round % 5, 100);
+    }
+    m.prefaulter().wait_idle();
+    // A writer of bulk batches has nothing faulted in ahead of it.
+    assert_eq!(m.prefaulter().write_jobs(), 0);
+    assert!(log.segments().len() >= 2);
+    let check = |log: &PartitionLog| {
+        let got = values(log, 0);
+        assert_eq!(got.len() as i64, next);
+        for (off, v) in &got {
+            assert!(
+                v.starts_with(&format!("value-{off:08}-")),
+                "offset {off}: {v}"
+            );
+        }
+    };
+    check(&log);
+    // A writer of small batches still has its next pages faulted in ahead.
+    let small_log = m.open_log("s-0", c.clone()).unwrap();
+    let value = [5u8; 100];
+    while small_log.size_bytes() < 6 << 20 {
+        let mut b = BatchBuilder::new();
+        for _ in 0..100 {
+            b.push(0, None, Some(&value), &[]);
+        }
+        small_log.append_builder(&mut b).unwrap();
+    }
+    assert!(m.prefaulter().write_jobs() > 0);
+    drop((log, small_log));
+    m.close().unwrap();
+    drop(m);
+    // What was written with pwritev is on disk like the rest.
+    let m = LogManager::open(dir.path()).unwrap();
+    check(&m.open_log("t-0", c).unwrap());
+    m.close().unwrap();
+}
