@@ -56,6 +56,42 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// The header fields that place a batch in a log, read from its first [`HEADER_LEN`]
+/// bytes alone (for walking a log's batches without the batches at hand).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchHead {
+    pub(crate) base_offset: i64,
+    /// Size of the whole batch in bytes.
+    pub(crate) len: usize,
+    pub(crate) last_offset: i64,
+    pub(crate) max_timestamp: i64,
+}
+
+impl BatchHead {
+    /// Reads the header at the start of `bytes`; `None` if fewer than [`HEADER_LEN`]
+    /// bytes are given, the declared length is below a header's, the magic is not 2 or
+    /// the last offset overflows (the checks of [`Batch::parse_header_at`] that need no
+    /// more than the header).
+    #[inline]
+    pub(crate) fn parse(bytes: &[u8]) -> Option<BatchHead> {
+        if bytes.len() < HEADER_LEN || bytes[MAGIC_POS] != 2 {
+            return None;
+        }
+        let len = be_i32(bytes, 8);
+        let delta = be_i32(bytes, 23);
+        if len < (HEADER_LEN - LOG_OVERHEAD) as i32 || delta < 0 {
+            return None;
+        }
+        let base_offset = be_i64(bytes, 0);
+        Some(BatchHead {
+            base_offset,
+            len: len as usize + LOG_OVERHEAD,
+            last_offset: base_offset.checked_add(delta as i64)?,
+            max_timestamp: be_i64(bytes, MAX_TIMESTAMP_POS),
+        })
+    }
+}
+
 /// Total size of the batch that starts at `bytes`, read from its `batchLength` field,
 /// or `None` when fewer than 12 bytes are given or the length is not positive.
 #[inline]
@@ -212,6 +248,17 @@ impl<'a> Batch<'a> {
             ));
         }
         Ok(b)
+    }
+
+    /// The header fields that place the batch in a log.
+    #[inline]
+    pub(crate) fn head(&self) -> BatchHead {
+        BatchHead {
+            base_offset: self.base_offset(),
+            len: self.len(),
+            last_offset: self.last_offset(),
+            max_timestamp: self.max_timestamp(),
+        }
     }
 
     /// The batch's bytes, header included.

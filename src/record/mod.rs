@@ -7,6 +7,7 @@ mod batch;
 mod builder;
 pub mod varint;
 
+pub(crate) use batch::BatchHead;
 pub use batch::{
     Batch, BatchIter, CONTROL_BIT, HEADER_LEN, Headers, LOG_OVERHEAD, Record, Records,
     TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, batch_size, batches, set_base_offset,

@@ -185,3 +185,35 @@ fn crc32c_agrees_with_an_independent_implementation() {
         }
     }
 }
+
+#[test]
+fn a_header_alone_gives_the_same_fields_as_the_batch() {
+    let mut b = BatchBuilder::new();
+    b.push(1_000, Some(b"k"), Some(b"v1"), &[]);
+    b.push(1_007, None, Some(b"v2"), &[]);
+    let mut bytes = b.finish();
+    set_base_offset(&mut bytes, 40);
+    let batch = Batch::parse(&bytes).unwrap();
+    let head = BatchHead::parse(&bytes[..HEADER_LEN]).unwrap();
+    assert_eq!(head, batch.head());
+    assert_eq!(
+        (
+            head.base_offset,
+            head.len,
+            head.last_offset,
+            head.max_timestamp
+        ),
+        (40, bytes.len(), 41, 1_007)
+    );
+    // Short, wrong magic, a length below a header's, a negative delta: no header.
+    assert_eq!(BatchHead::parse(&bytes[..HEADER_LEN - 1]), None);
+    let mut bad = bytes.clone();
+    bad[16] = 1;
+    assert_eq!(BatchHead::parse(&bad), None);
+    let mut bad = bytes.clone();
+    bad[8..12].copy_from_slice(&10i32.to_be_bytes());
+    assert_eq!(BatchHead::parse(&bad), None);
+    let mut bad = bytes;
+    bad[23..27].copy_from_slice(&(-1i32).to_be_bytes());
+    assert_eq!(BatchHead::parse(&bad), None);
+}

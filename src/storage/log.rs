@@ -808,21 +808,29 @@ impl PartitionLog {
             .partition_point(|s| s.base_offset <= offset)
             .saturating_sub(1);
         for seg in &segs[first..] {
-            let Some(pos) = seg.find(offset) else {
+            let mut heads = seg.heads();
+            let Some(pos) = seg.find(offset, &mut heads) else {
                 continue;
             };
             let mut end = pos;
             let mut next_offset = offset;
             let mut base = None;
             let limit = seg.size();
-            while end < limit {
-                let Some(b) = seg.batch_at(end) else { break };
-                if b.base_offset() >= hw || (base.is_some() && end - pos + b.len() > max_bytes) {
+            while end < limit && (base.is_none() || end - pos < max_bytes) {
+                // Past the first batch, the reader is about to touch these bytes
+                // anyway: walk them through the map (one fault per 64 KiB) rather than
+                // a system call per header.
+                let b = match base {
+                    None => heads.at(end),
+                    Some(_) => seg.batch_at(end).map(|b| b.head()),
+                };
+                let Some(b) = b else { break };
+                if b.base_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {
                     break;
                 }
-                base.get_or_insert(b.base_offset());
-                next_offset = b.last_offset() + 1;
-                end += b.len();
+                base.get_or_insert(b.base_offset);
+                next_offset = b.last_offset + 1;
+                end += b.len;
             }
             if let Some(base_offset) = base {
                 if let Some(p) = &self.inner.prefault {
@@ -1049,7 +1057,9 @@ impl PartitionLog {
                 fs::remove_file(&p).ctx("remove truncated segment", &p)?;
             }
         }
-        let cut = target.find(offset).unwrap_or(target.size());
+        let cut = target
+            .find(offset, &mut target.heads())
+            .unwrap_or(target.size());
         // Rebuild the target's state from its bytes below the cut.
         let scan = segment::scan_prefix(&self.inner.dir, target.base_offset, cut, &config)?;
         let file = fs::OpenOptions::new()

@@ -734,3 +734,85 @@ fn large_batches_are_written_to_the_file_and_read_back_like_small_ones() {
     check(&m.open_log("t-0", c).unwrap());
     m.close().unwrap();
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn lookups_in_bytes_on_disk_read_headers_without_faulting_the_log_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 64 << 20,
+        ..LogConfig::default()
+    };
+    // Large batches (one index entry each, 64 KiB pages apart) and runs of small ones
+    // (several batches between two index entries), then reopened: every byte is on disk.
+    let mut expect = Vec::new();
+    {
+        let log = open(dir.path(), c.clone());
+        for round in 0..150u32 {
+            let mut b = BatchBuilder::new();
+            let n = if round % 3 == 0 { 60 } else { 1 + round % 4 };
+            let size = if round % 3 == 0 { 1200 } else { 40 };
+            for _ in 0..n {
+                let off = expect.len();
+                let mut v = format!("v{off:07}").into_bytes();
+                v.resize(size, b'-');
+                b.push(0, None, Some(&v), &[]);
+                expect.push(off as i64);
+            }
+            log.append_builder(&mut b).unwrap();
+        }
+        log.close().unwrap();
+    }
+    let log = open(dir.path(), c);
+    // Every offset is found, and the batch found holds it.
+    let mut rng = 12345u64;
+    let mut offsets: Vec<i64> = expect.clone();
+    for i in (1..offsets.len()).rev() {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        offsets.swap(i, (rng >> 33) as usize % (i + 1));
+    }
+    log.read(0, 1).unwrap(); // maps the offset index pages
+    let mut found = vec![(-1i64, -1i64); offsets.len()]; // written: no fault later
+    let before = minor_faults();
+    for (&off, f) in offsets.iter().zip(found.iter_mut()) {
+        let s = log.read(off, 1).unwrap();
+        *f = (s.base_offset(), s.next_offset());
+    }
+    let faults = minor_faults() - before;
+    // Through the map, each lookup of a large batch would fault a page in.
+    assert!(faults < 8, "{faults} faults for {} lookups", offsets.len());
+    for (&(base, next), &off) in found.iter().zip(&offsets) {
+        assert!(
+            base <= off && off < next,
+            "offset {off} found in {base}..{next}"
+        );
+        let s = log.read(off, 1).unwrap();
+        let b = s.batches().next().unwrap();
+        let r = b
+            .records()
+            .find(|r| r.as_ref().unwrap().offset == off)
+            .unwrap()
+            .unwrap();
+        assert!(
+            r.value
+                .unwrap()
+                .starts_with(format!("v{off:07}").as_bytes())
+        );
+    }
+    // Reads of more than one batch stop at max_bytes past the first, as before.
+    let s = log.read(1, 1 << 20).unwrap();
+    let more = log.read(s.next_offset(), 1).unwrap();
+    assert_eq!(s.base_offset(), 0);
+    assert!(s.len() <= 1 << 20 && s.len() + more.len() > 1 << 20);
+    assert_eq!(
+        s.batches().count(),
+        found
+            .iter()
+            .filter(|f| f.0 < s.next_offset())
+            .map(|f| f.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
+}
