@@ -13,6 +13,7 @@
 //!    valid (the maps hold the inode).
 
 use super::checkpoint;
+use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::prefault::Prefaulter;
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
@@ -171,6 +172,9 @@ impl AsRef<[u8]> for LogSlice {
 
 struct WriterState {
     active: Option<SegmentWriter>,
+    /// The settings appends follow: the writer's own reference, so that an append
+    /// takes no lock but the writer's to read them (`set_config` updates both).
+    config: Arc<LogConfig>,
     unflushed_records: u64,
     /// When the oldest unflushed record was appended (None when all is flushed).
     unflushed_since: Option<Instant>,
@@ -183,6 +187,9 @@ struct Inner {
     dir: PathBuf,
     /// Shared so that an append takes a reference count, not a copy.
     config: RwLock<Arc<LogConfig>>,
+    /// The manager's maintenance clock, read by appends instead of the system clock
+    /// where a tick of lag does not matter (see `clock`).
+    clock: Option<CoarseClock>,
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
     writer: Mutex<WriterState>,
     /// Serializes `sync` calls (fsyncs run outside the writer lock).
@@ -252,7 +259,7 @@ impl PartitionLog {
     /// recovery point are trusted, later ones validated batch by batch and cut at the
     /// first torn or corrupt batch. `name` (e.g. `events-0`) names the log in errors.
     pub fn open(dir: impl AsRef<Path>, name: &str, config: LogConfig) -> Result<PartitionLog> {
-        Self::open_with(dir.as_ref(), name, config, None)
+        Self::open_with(dir.as_ref(), name, config, None, None)
     }
 
     /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`].
@@ -261,6 +268,7 @@ impl PartitionLog {
         name: &str,
         config: LogConfig,
         prefault: Option<Prefaulter>,
+        clock: Option<CoarseClock>,
     ) -> Result<PartitionLog> {
         config.validate()?;
         let dir = dir.to_path_buf();
@@ -428,13 +436,16 @@ impl PartitionLog {
             recovery_point.min(log_end)
         };
 
+        let config = Arc::new(config);
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir,
-            config: RwLock::new(Arc::new(config)),
+            config: RwLock::new(Arc::clone(&config)),
+            clock,
             segments: RwLock::new(Arc::new(segments)),
             writer: Mutex::new(WriterState {
                 active: Some(active),
+                config,
                 unflushed_records: 0,
                 unflushed_since: None,
                 scratch: Vec::new(),
@@ -485,7 +496,9 @@ impl PartitionLog {
     /// Replaces the settings (they apply from the next append or retention pass).
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
-        *self.inner.config.write() = Arc::new(config);
+        let config = Arc::new(config);
+        *self.inner.config.write() = Arc::clone(&config);
+        self.inner.writer.lock().config = config;
         Ok(())
     }
 
@@ -601,7 +614,8 @@ impl PartitionLog {
 
     /// Checks parsed batches against the log's limits and appends them.
     fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
-        let config: Arc<LogConfig> = self.inner.config.read().clone();
+        let mut w = self.inner.writer.lock();
+        let config = Arc::clone(&w.config);
         let max = config.max_message_bytes as usize;
         // Validate everything first: an append is all or nothing.
         for b in parsed.iter() {
@@ -635,9 +649,13 @@ impl PartitionLog {
             )));
         }
         self.check_writable()?;
-        let now = now_ms();
-        let mut w = self.inner.writer.lock();
-        self.check_writable()?;
+        // LogAppendTime is written down: the system clock. The segment age check takes
+        // the maintenance clock where a tick of lag does not matter.
+        let now = match &self.inner.clock {
+            Some(c) if !config.log_append_time => c.now_within(config.segment_ms),
+            _ => None,
+        }
+        .unwrap_or_else(now_ms);
         let base_offset = self.inner.log_end.load(Ordering::Relaxed);
         let mut next = base_offset;
         let mut max_ts = -1;

@@ -1,6 +1,7 @@
 //! [`LogManager`]: a locked data directory, the logs open in it, and the one
 //! maintenance thread (flush by `flush_ms`, retention, compaction) for all of them.
 
+use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::log::{PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
@@ -31,6 +32,8 @@ struct Inner {
     /// Faults in the active segments' next pages (see `prefault`).
     prefaulter: Prefaulter,
     prefault_thread: Mutex<PrefaultThread>,
+    /// Ticked by the maintenance thread; read by appends (see `clock`).
+    clock: CoarseClock,
     errors: Mutex<Vec<String>>,
 }
 
@@ -103,6 +106,7 @@ impl LogManager {
                 _lock: lock,
                 prefaulter,
                 prefault_thread: Mutex::new(prefault_thread),
+                clock: CoarseClock::default(),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(Vec::new()),
@@ -113,6 +117,12 @@ impl LogManager {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// The maintenance clock (tests check that it ticks).
+    #[cfg(test)]
+    pub(crate) fn clock(&self) -> &CoarseClock {
+        &self.inner.clock
     }
 
     /// The prefault thread's submit handle (tests wait for it to go idle).
@@ -135,6 +145,7 @@ impl LogManager {
             name,
             config,
             Some(self.inner.prefaulter.clone()),
+            Some(self.inner.clock.clone()),
         )?;
         logs.insert(name.to_string(), log.clone());
         Ok(log)
@@ -189,9 +200,13 @@ impl LogManager {
         self.stop_background();
         let (tx, rx) = bounded::<()>(1);
         let weak = Arc::downgrade(&self.inner);
+        let clock = self.inner.clock.clone();
         let handle = std::thread::Builder::new()
             .name("tidelog-maintenance".into())
-            .spawn(move || maintenance(weak, rx, flush_check, retention_check))
+            .spawn(move || {
+                maintenance(weak, rx, flush_check, retention_check, &clock);
+                clock.stop();
+            })
             .expect("spawning the maintenance thread");
         *self.inner.background.lock() = Some((tx, handle));
     }
@@ -229,6 +244,7 @@ fn stop(inner: &Inner) {
         if handle.thread().id() != std::thread::current().id() {
             let _ = handle.join();
         }
+        inner.clock.stop();
     }
 }
 
@@ -237,16 +253,19 @@ fn maintenance(
     stop_rx: Receiver<()>,
     flush_check: Duration,
     retention_check: Duration,
+    clock: &CoarseClock,
 ) {
     let tick = flush_check
         .min(retention_check)
         .max(Duration::from_millis(1));
     let mut next_retention = Instant::now() + retention_check;
     loop {
+        clock.tick(now_ms(), tick);
         match stop_rx.recv_timeout(tick) {
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             _ => return,
         }
+        clock.tick(now_ms(), tick);
         let Some(inner) = weak.upgrade() else { return };
         let logs: Vec<PartitionLog> = inner.logs.lock().values().cloned().collect();
         let retention_due = Instant::now() >= next_retention;
@@ -254,6 +273,8 @@ fn maintenance(
             next_retention = Instant::now() + retention_check;
         }
         for log in logs {
+            // An fsync can take long: keep the clock within a tick of the time.
+            clock.tick(now_ms(), tick);
             let mut result = log.flush_sealed().and_then(|()| log.flush_if_due());
             if retention_due && result.is_ok() {
                 result = log.apply_retention(now_ms()).map(|_| ());

@@ -7,6 +7,7 @@
 //! directory and runs the maintenance thread. All `unsafe` is in `mmap`.
 
 mod checkpoint;
+mod clock;
 mod config;
 mod index;
 mod log;

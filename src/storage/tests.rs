@@ -816,3 +816,52 @@ fn lookups_in_bytes_on_disk_read_headers_without_faulting_the_log_in() {
             .len()
     );
 }
+
+#[test]
+fn a_segment_older_than_segment_ms_is_rolled_by_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    // Alone, a log reads the system clock.
+    let alone = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: 30,
+            ..LogConfig::default()
+        },
+    );
+    alone.append(&batch(0, 2, 0)).unwrap();
+    alone.append(&batch(2, 2, 0)).unwrap();
+    assert_eq!(alone.segments().len(), 1);
+    std::thread::sleep(Duration::from_millis(60));
+    alone.append(&batch(4, 2, 0)).unwrap();
+    assert_eq!(alone.segments().len(), 2);
+    assert_eq!(alone.segments()[1].base_offset, 4);
+    alone.close().unwrap();
+    drop(alone);
+    // Under a manager whose maintenance thread ticks every 5 ms, a segment.ms of 50
+    // ticks and more is checked against the maintenance clock: same outcome.
+    let m = LogManager::open(dir.path().join("managed")).unwrap();
+    m.start_background(Duration::from_millis(5), Duration::from_secs(3600));
+    let log = m
+        .open_log(
+            "m-0",
+            LogConfig {
+                segment_ms: 250,
+                ..LogConfig::default()
+            },
+        )
+        .unwrap();
+    log.append(&batch(0, 2, 0)).unwrap();
+    log.append(&batch(2, 2, 0)).unwrap();
+    assert_eq!(log.segments().len(), 1);
+    std::thread::sleep(Duration::from_millis(400));
+    log.append(&batch(4, 2, 0)).unwrap();
+    assert_eq!(log.segments().len(), 2);
+    assert!(m.clock().now_within(250).is_some(), "the clock ticks");
+    assert!(m.clock().now_within(249).is_none(), "too coarse for 249 ms");
+    drop(log);
+    m.close().unwrap();
+    assert!(
+        m.clock().now_within(u64::MAX).is_none(),
+        "stopped with the thread"
+    );
+}
