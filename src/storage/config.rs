@@ -44,7 +44,10 @@ pub struct LogConfig {
     /// Kafka `segment.bytes`. Default = 1 GiB.
     pub segment_bytes: u64,
     /// Roll to a new segment when the active one is this old (ms). Kafka `segment.ms`.
-    /// Default = 7 days.
+    /// Default = 7 days. As in Kafka, the roll happens on the next append. Under a
+    /// running maintenance thread, a `segment_ms` of at least 50 of its ticks (the flush
+    /// check interval) is checked against the time of the last tick, so the roll may
+    /// come up to one tick late; shorter ones read the system clock on each append.
     pub segment_ms: u64,
     /// Bytes of log between two sparse index entries. Kafka `index.interval.bytes`.
     /// Default = 4096.

@@ -133,7 +133,8 @@ pub(crate) struct Heads<'s> {
     held: usize,
     /// Bytes to read first (set from the offset index).
     first_read: usize,
-    buf: [u8; HEAD_WINDOW],
+    /// Allocated on the first `pread`: reads of mapped bytes never touch it.
+    buf: Vec<u8>,
 }
 
 impl Heads<'_> {
@@ -160,6 +161,9 @@ impl Heads<'_> {
                 HEAD_WINDOW
             };
             let want = size.min(readable.saturating_sub(pos));
+            if self.buf.is_empty() {
+                self.buf = vec![0; HEAD_WINDOW];
+            }
             let mut held = 0;
             while held < want {
                 match seg
@@ -267,7 +271,7 @@ impl Segment {
             from: 0,
             held: 0,
             first_read: HEAD_WINDOW,
-            buf: [0; HEAD_WINDOW],
+            buf: Vec::new(),
         }
     }
 
