@@ -44,8 +44,9 @@ impl Rng {
     }
 }
 
-/// The two scenarios: small batches in small segments (many rolls), or large batches
-/// (long copies into the map, so a kill lands inside one more often).
+/// The two scenarios: small batches in small segments (many rolls, copied through the
+/// map), or large batches (most over 64 KiB, so written with `pwritev`; long copies, so
+/// a kill lands inside one more often).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
     Small,
