@@ -132,6 +132,36 @@ impl AppendMap {
         }
     }
 
+    /// Tells the kernel that faults in this map are random (MADV_RANDOM): a fault on a
+    /// page that is not cached reads that page alone, instead of reading ahead up to the
+    /// device's `read_ahead_kb` (8 MiB on our VMs). For a preallocated file whose tail is
+    /// a hole, read-ahead means zero-filling megabytes of page cache, synchronously, in
+    /// the faulting writer. It changes no byte; failures are ignored (advice only).
+    pub(crate) fn advise_random(&self) {
+        let _ = self.raw.advise(Advice::Random);
+    }
+
+    /// Pages of the file behind the first `len` bytes of the map that are in the page
+    /// cache (mincore), mapped here or not: tests check what a write brought in.
+    #[cfg(test)]
+    pub(crate) fn cached_pages(&self, len: usize) -> usize {
+        let len = len.min(self.capacity);
+        let mut vec = vec![0u8; len.div_ceil(PAGE)];
+        // SAFETY: the range is inside this live mapping (clamped to its length) and its
+        // start is the mapping's page-aligned base; `vec` has one byte per page of it, as
+        // mincore requires, and is not otherwise borrowed during the call.
+        #[allow(unsafe_code)]
+        let rc = unsafe {
+            libc::mincore(
+                self.raw.as_mut_ptr().cast::<libc::c_void>(),
+                len,
+                vec.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
     /// Flushes `[start, end)` of the map to disk (msync).
     pub(crate) fn flush(&self, start: usize, end: usize) -> std::io::Result<()> {
         let end = end.min(self.capacity);

@@ -865,3 +865,31 @@ fn a_segment_older_than_segment_ms_is_rolled_by_the_next_append() {
         "stopped with the thread"
     );
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_first_index_entry_brings_in_pages_not_megabytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), LogConfig::default());
+    // Two batches over the index interval: the second gets the first index entries.
+    let value = vec![1u8; 5000];
+    for _ in 0..2 {
+        let mut b = BatchBuilder::new();
+        b.push(0, None, Some(&value), &[]);
+        log.append_builder(&mut b).unwrap();
+    }
+    let seg = log.segments()[0].clone();
+    assert_eq!(seg.index.entries(), 1);
+    // The index files are holes up to index_max_bytes (10 MB): read-ahead on the first
+    // fault would zero-fill up to the device's read_ahead_kb of them.
+    for index in [&seg.index, &seg.time_index] {
+        let cached = index
+            .map()
+            .cached_pages(LogConfig::default().index_max_bytes as usize);
+        assert!(
+            cached <= 4,
+            "{cached} pages of {} cached",
+            index.path().display()
+        );
+    }
+}
