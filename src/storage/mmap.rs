@@ -244,8 +244,8 @@ impl MapWriter {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "offset too large")
             })?;
             // SAFETY: both iovecs point into live slices borrowed for this call, with
-            // their exact lengths; the kernel only reads them. `fd` is an open file for
-            // the call's duration (`file` is borrowed). The target range lies at or above
+            // their exact lengths; the kernel only reads them. The descriptor stays open
+            // for the call's duration (`file` is borrowed). The target range lies at or above
             // `readable` and inside the capacity (checked above), so no reader borrows
             // those bytes through the map, and `&mut self` on the unique writer means no
             // other write to them runs concurrently.
