@@ -186,14 +186,26 @@ fn perf_produce_keys_go_to_the_default_partitioners_partition() {
     assert_eq!(number(out.trim(), "records"), 2000.0);
     assert_eq!(number(out.trim(), "bytes"), 200_000.0);
 
-    // The model: record i has key i mod 16 and lies in partition_for_key(key, 8),
-    // after every earlier record of that partition.
+    check_keyed_placement(&data, "keyed", 2000, 16, Some(10));
+}
+
+/// Checks the model of a keyed perf run of `n` records over `k` keys into topic
+/// `name` of 8 partitions: record i has key i mod k and lies in
+/// partition_for_key(key, 8), after every earlier record of that partition; batches hold
+/// at most `max_batch` records when given.
+fn check_keyed_placement(
+    data: &std::path::Path,
+    name: &str,
+    n: usize,
+    k: usize,
+    max_batch: Option<i32>,
+) {
     let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 8];
-    for key in model_keys(2000, 16) {
+    for key in model_keys(n, k) {
         want[partition_for_key(&key, 8) as usize].push(key);
     }
-    let broker = tidelog::Broker::open(&data).unwrap();
-    let topic = broker.topic("keyed").unwrap();
+    let broker = tidelog::Broker::open(data).unwrap();
+    let topic = broker.topic(name).unwrap();
     assert_eq!(topic.partition_count(), 8);
     let mut non_empty = 0;
     for (i, p) in topic.partitions().iter().enumerate() {
@@ -202,10 +214,12 @@ fn perf_produce_keys_go_to_the_default_partitioners_partition() {
         while pos < p.high_watermark() {
             let slice = p.read(pos, 1 << 20).unwrap();
             for batch in slice.batches() {
-                assert!(
-                    batch.record_count() <= 10,
-                    "at most --batch records a batch"
-                );
+                if let Some(max) = max_batch {
+                    assert!(
+                        batch.record_count() <= max,
+                        "at most --batch records a batch"
+                    );
+                }
                 for r in batch.records() {
                     let r = r.unwrap();
                     let key = r.key.expect("every record has a key");
@@ -222,6 +236,62 @@ fn perf_produce_keys_go_to_the_default_partitioners_partition() {
     assert!(non_empty >= 2, "{non_empty} partitions hold records");
     drop(topic);
     broker.close().unwrap();
+}
+
+#[test]
+fn perf_produce_through_the_producer_api_keeps_keyed_placement_and_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let d = data.to_str().unwrap();
+    let out = ok(tidelog_raw(
+        &[
+            "perf",
+            "produce",
+            "--data",
+            d,
+            "--topic",
+            "keyed",
+            "--partitions",
+            "8",
+            "--keys",
+            "16",
+            "--records",
+            "2000",
+            "--record-size",
+            "100",
+            "--producer",
+            "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(field(line, "api"), "producer");
+    assert_eq!(number(line, "records"), 2000.0);
+    assert!(number(line, "records_per_s") > 0.0, "{line}");
+    check_keyed_placement(&data, "keyed", 2000, 16, None);
+    // --batch belongs to the partition API: with --producer it is refused.
+    err(
+        tidelog_raw(
+            &[
+                "perf",
+                "produce",
+                "--data",
+                d,
+                "--topic",
+                "x",
+                "--records",
+                "1",
+                "--record-size",
+                "1",
+                "--batch",
+                "5",
+                "--producer",
+            ],
+            "",
+        ),
+        2,
+        "cannot be used with",
+    );
 }
 
 #[test]

@@ -259,6 +259,12 @@ pub(crate) struct PerfProduceArgs {
     /// Acknowledgement level: 0, 1 or all (one replica: 1 and all are the same).
     #[arg(long, value_name = "ACKS", default_value = "1", value_parser = ["0", "1", "all", "-1"])]
     pub acks: String,
+    /// Send every record through `tidelog::Producer` (`send_async`, with its default
+    /// partitioner and Kafka's batching defaults: batch.size 16 KiB, linger 5 ms) and
+    /// flush at the end, instead of appending batches of B records: what an
+    /// application using the producer API gets.
+    #[arg(long, conflicts_with = "batch")]
+    pub producer: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

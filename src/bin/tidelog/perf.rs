@@ -29,7 +29,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tidelog::{BatchBuilder, Broker, Partition, Topic, TopicConfig, partition_for_key};
+use tidelog::{
+    BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig,
+    partition_for_key,
+};
 
 /// Bytes read from a partition per call.
 const READ_BYTES: usize = 4 << 20;
@@ -238,6 +241,33 @@ fn produce_records(
     Ok(())
 }
 
+/// Sends `n` records of `payloads` to `topic` through a `Producer` with its defaults,
+/// one `send_async` each (keyed by `keys`, else placed by the default partitioner),
+/// then flushes: the first failed append is the error.
+fn send_records(
+    broker: &Broker,
+    topic: &str,
+    payloads: &Payloads,
+    keys: Option<&Keys>,
+    n: u64,
+    progress: &mut Progress,
+) -> CliResult {
+    let producer = Producer::new(broker)?;
+    for i in 0..n {
+        let value = payloads.get(i);
+        let record = match keys {
+            Some(keys) => ProducerRecord::keyed(keys.get(i), value),
+            None => ProducerRecord::new(value),
+        };
+        // Fire and forget: a failed batch is reported by the flush below.
+        drop(producer.send_async(topic, record)?);
+        progress.tick(i + 1);
+    }
+    producer.flush()?;
+    producer.close()?;
+    Ok(())
+}
+
 /// The topic `name`, created with `partitions` partitions if it does not exist.
 fn topic_or_create(broker: &Broker, name: &str, partitions: i32) -> CliResult<Topic> {
     match broker.topic(name) {
@@ -283,20 +313,42 @@ pub(crate) fn produce(data: &Path, a: &PerfProduceArgs) -> CliResult {
     let mut progress = Progress::new("perf produce");
     let never = AtomicBool::new(false);
     let t0 = Instant::now();
-    produce_records(
-        &partitions,
-        &payloads,
-        keys.as_ref(),
-        a.records,
-        a.batch,
-        &mut progress,
-        &never,
-    )?;
+    if a.producer {
+        send_records(
+            &broker,
+            &a.topic,
+            &payloads,
+            keys.as_ref(),
+            a.records,
+            &mut progress,
+        )?;
+    } else {
+        produce_records(
+            &partitions,
+            &payloads,
+            keys.as_ref(),
+            a.records,
+            a.batch,
+            &mut progress,
+            &never,
+        )?;
+    }
     let seconds = t0.elapsed().as_secs_f64();
     close_broker(broker)?;
     let acks = if a.acks == "-1" { "all" } else { &a.acks };
     let extra = [
-        ("batch", a.batch.to_string()),
+        (
+            "api",
+            format!("\"{}\"", if a.producer { "producer" } else { "partition" }),
+        ),
+        (
+            "batch",
+            if a.producer {
+                "null".to_string()
+            } else {
+                a.batch.to_string()
+            },
+        ),
         ("partitions", partitions.len().to_string()),
         ("keys", a.keys.to_string()),
         ("acks", format!("\"{acks}\"")),
