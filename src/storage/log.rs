@@ -840,7 +840,7 @@ impl PartitionLog {
                 // a system call per header.
                 let b = match base {
                     None => heads.at(end),
-                    Some(_) => seg.batch_at(end).map(|b| b.head()),
+                    Some(_) => seg.head_at(end),
                 };
                 let Some(b) = b else { break };
                 if b.base_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {

@@ -143,7 +143,7 @@ impl Heads<'_> {
     pub(crate) fn at(&mut self, pos: usize) -> Option<BatchHead> {
         let seg = self.seg;
         if pos >= seg.cold_end || pos < seg.read_ahead.load(Ordering::Relaxed) {
-            return seg.batch_at(pos).map(|b| b.head());
+            return seg.head_at(pos);
         }
         self.cold(pos)
     }
@@ -174,7 +174,7 @@ impl Heads<'_> {
                     Ok(n) => held += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     // The map reads the same bytes (and reports nothing either).
-                    Err(_) => return seg.batch_at(pos).map(|b| b.head()),
+                    Err(_) => return seg.head_at(pos),
                 }
             }
             self.from = pos;
@@ -251,6 +251,12 @@ impl Segment {
         let size = crate::record::batch_size(head)?;
         let bytes = self.log.get(pos, pos + size)?;
         Batch::parse_header_at(bytes, "", 0).ok()
+    }
+
+    /// The header fields of the batch at `pos`, read through the map.
+    #[inline]
+    pub(crate) fn head_at(&self, pos: usize) -> Option<BatchHead> {
+        self.batch_at(pos).map(|b| b.head())
     }
 
     /// Every batch of the segment, oldest first (headers only; validated on the way in).
