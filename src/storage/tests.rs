@@ -57,6 +57,18 @@ fn open(dir: &Path, c: LogConfig) -> PartitionLog {
     PartitionLog::open(dir.join("t-0"), "t-0", c).unwrap()
 }
 
+/// Writes 60 batches of 5 records into small segments and closes the log cleanly (every
+/// segment is then trusted on the next open); returns the segment base offsets.
+fn write_60_batches_and_close(dir: &Path) -> Vec<i64> {
+    let log = open(dir, small());
+    for i in 0..60 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    log.close().unwrap();
+    bases
+}
+
 #[test]
 fn append_read_across_segments_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,14 +214,8 @@ fn torn_tail_is_cut_and_reported() {
 #[test]
 fn flipped_bit_cuts_the_log_and_drops_later_segments() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), small());
-    for i in 0..60 {
-        log.append(&batch(i * 5, 5, 0)).unwrap();
-    }
-    let bases = log.segment_base_offsets();
+    let bases = write_60_batches_and_close(dir.path());
     assert!(bases.len() >= 3);
-    log.close().unwrap();
-    drop(log);
     let seg_dir = dir.path().join("t-0");
     // Damage the second segment; pretend nothing was flushed.
     let victim = seg_dir.join(format!("{:020}.log", bases[1]));
@@ -234,13 +240,7 @@ fn flipped_bit_cuts_the_log_and_drops_later_segments() {
 #[test]
 fn missing_or_damaged_index_of_trusted_segment_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), small());
-    for i in 0..60 {
-        log.append(&batch(i * 5, 5, 0)).unwrap();
-    }
-    let bases = log.segment_base_offsets();
-    log.close().unwrap();
-    drop(log);
+    let bases = write_60_batches_and_close(dir.path());
     let seg_dir = dir.path().join("t-0");
     fs::remove_file(seg_dir.join(format!("{:020}.index", bases[0]))).unwrap();
     fs::write(seg_dir.join(format!("{:020}.index", bases[1])), [0xffu8; 5]).unwrap();
@@ -473,13 +473,7 @@ fn flush_messages_syncs_inline() {
 #[test]
 fn damaged_middle_index_entry_of_trusted_segment_costs_a_scan_not_a_wrong_read() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), small());
-    for i in 0..60 {
-        log.append(&batch(i * 5, 5, 0)).unwrap();
-    }
-    let bases = log.segment_base_offsets();
-    log.close().unwrap();
-    drop(log);
+    let bases = write_60_batches_and_close(dir.path());
     // Shift the position of the first entry of the first (trusted) segment's index by a
     // few bytes: still increasing, so only a lookup can notice.
     let idx = dir
