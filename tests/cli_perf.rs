@@ -146,33 +146,36 @@ fn model_keys(n: usize, k: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// `perf produce --json` of 2000 records of 100 bytes over 16 keys into topic `keyed`
+/// of 8 partitions, with `extra` arguments; its output.
+fn keyed_perf_produce(d: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "perf",
+        "produce",
+        "--data",
+        d,
+        "--topic",
+        "keyed",
+        "--partitions",
+        "8",
+        "--keys",
+        "16",
+        "--records",
+        "2000",
+        "--record-size",
+        "100",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    ok(tidelog_raw(&args, ""))
+}
+
 #[test]
 fn perf_produce_keys_go_to_the_default_partitioners_partition() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let d = data.to_str().unwrap();
-    let out = ok(tidelog_raw(
-        &[
-            "perf",
-            "produce",
-            "--data",
-            d,
-            "--topic",
-            "keyed",
-            "--partitions",
-            "8",
-            "--keys",
-            "16",
-            "--records",
-            "2000",
-            "--record-size",
-            "100",
-            "--batch",
-            "10",
-            "--json",
-        ],
-        "",
-    ));
+    let out = keyed_perf_produce(d, &["--batch", "10"]);
     let line = out.trim();
     assert_eq!(number(line, "records"), 2000.0);
     assert_eq!(number(line, "partitions"), 8.0);
@@ -243,27 +246,7 @@ fn perf_produce_through_the_producer_api_keeps_keyed_placement_and_order() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let d = data.to_str().unwrap();
-    let out = ok(tidelog_raw(
-        &[
-            "perf",
-            "produce",
-            "--data",
-            d,
-            "--topic",
-            "keyed",
-            "--partitions",
-            "8",
-            "--keys",
-            "16",
-            "--records",
-            "2000",
-            "--record-size",
-            "100",
-            "--producer",
-            "--json",
-        ],
-        "",
-    ));
+    let out = keyed_perf_produce(d, &["--producer"]);
     let line = out.trim();
     assert_eq!(field(line, "api"), "producer");
     assert_eq!(number(line, "records"), 2000.0);
