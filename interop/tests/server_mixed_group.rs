@@ -1,7 +1,6 @@
 //! One consumer group, two front doors: an in-process `ConsumerGroup` member and a
 //! librdkafka consumer over the network join the same group through the same group
 //! coordinator, and split the topic's partitions between them.
-#![cfg(feature = "server")]
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

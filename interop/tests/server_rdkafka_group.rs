@@ -2,7 +2,6 @@
 //! with acks=all and idempotence on, consumed by a group of three consumers over six
 //! partitions with commits, then the server and broker restart and the group resumes
 //! from its committed offsets: nothing lost, nothing twice.
-#![cfg(feature = "server")]
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
