@@ -151,6 +151,32 @@ pub enum Error {
     /// An operation did not complete in the time allowed.
     #[error("timed out: {0}")]
     Timeout(String),
+
+    /// A follower's append (`PartitionLog::append_replica`) holds a batch whose offset
+    /// does not follow the log end or the batch before it (Kafka's
+    /// UnexpectedAppendOffsetException).
+    #[error(
+        "replica append to {partition}: a batch at offset {offset} does not follow the log, whose next offset must be at least {expected}"
+    )]
+    UnexpectedAppendOffset {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The batch's base offset.
+        offset: i64,
+        /// The smallest base offset the batch could have had.
+        expected: i64,
+    },
+
+    /// A leader epoch older than one the log already holds (epochs never go back).
+    #[error("{partition}: leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    StaleLeaderEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The epoch given.
+        epoch: i32,
+        /// The latest epoch in the log's leader-epoch cache.
+        latest: i32,
+    },
 }
 
 impl Error {

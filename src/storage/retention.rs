@@ -5,7 +5,7 @@
 
 use super::config::LogConfig;
 use crate::Result;
-use crate::record::{Batch, BatchBuilder, set_base_offset};
+use crate::record::{Batch, BatchBuilder, set_base_offset, set_partition_leader_epoch};
 use std::collections::HashMap;
 
 /// What retention needs to know of one segment.
@@ -80,7 +80,8 @@ pub(crate) fn latest_offsets<'a>(
 
 /// Rewrites one batch for compaction: keeps records without a key and records that are
 /// the latest for their key, drops tombstones older than `tombstone_cutoff`. Appends the
-/// result to `out` and returns whether anything changed. Compressed and control batches
+/// result (same base offset, leader epoch and producer fields) to `out` and returns
+/// whether anything changed. Compressed and control batches
 /// are kept as they are.
 pub(crate) fn compact_batch(
     b: &Batch<'_>,
@@ -130,7 +131,9 @@ pub(crate) fn compact_batch(
     }
     let start = out.len();
     builder.finish_into(out);
+    // Both fields lie outside the CRC; the epoch keeps the leader-epoch cache true.
     set_base_offset(&mut out[start..], base);
+    set_partition_leader_epoch(&mut out[start..], b.partition_leader_epoch());
     Ok(true)
 }
 
