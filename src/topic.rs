@@ -19,7 +19,7 @@ use parking_lot::RwLock;
 use crate::config::TopicConfig;
 use crate::record::BatchBuilder;
 pub(crate) use crate::storage::Signal;
-use crate::storage::{AppendInfo, LogConfig, LogSlice, PartitionLog, ReadLimit};
+use crate::storage::{AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit};
 use crate::{Error, Result};
 
 struct PartitionInner {
@@ -66,6 +66,12 @@ impl Partition {
     /// offsets; the log wakes the consumers waiting on this partition.
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
         self.inner.log.append(batches)
+    }
+
+    /// Appends batches of idempotent producers after their sequence checks, check and
+    /// append in one step ([`PartitionLog::append_idempotent`]).
+    pub fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        self.inner.log.append_idempotent(batches)
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]

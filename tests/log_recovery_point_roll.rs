@@ -12,7 +12,13 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        match std::fs::copy(entry.path(), to.join(entry.file_name())) {
+            Ok(_) => {}
+            // The maintenance thread renamed a checkpoint's temporary file into place
+            // between the listing and the copy: a crash image may or may not hold it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("copy {}: {e}", entry.path().display()),
+        }
     }
 }
 

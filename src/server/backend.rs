@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::storage::AppendOutcome;
 use crate::topic::Signal;
 use crate::{AppendInfo, LogSlice, Result};
 
@@ -46,6 +47,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
 pub(crate) trait PartitionOps: Send + Sync {
     /// Append one or more validated batches; offsets are assigned by the log.
     fn append(&self, batches: &[u8]) -> Result<AppendInfo>;
+    /// Append batches of idempotent producers after their sequence checks, in one step.
+    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome>;
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one).
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice>;
     /// First readable offset.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
+use crate::storage::AppendOutcome;
 use crate::topic::Signal;
 use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
 
@@ -98,6 +99,9 @@ impl Backend for BrokerBackend {
 impl PartitionOps for Partition {
     fn append(&self, batches: &[u8]) -> Result<AppendInfo> {
         self.append_batch(batches)
+    }
+    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        Partition::append_idempotent(self, batches)
     }
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         Partition::read(self, offset, max_bytes)

@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::Result;
 use crate::error::IoContext;
 use backend::Backend;
-use idempotence::ProducerStates;
+use idempotence::ProducerIds;
 
 pub use sendfile::sendfile_bytes_sent;
 
@@ -119,8 +119,8 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
     /// Reported in Metadata (v2+).
     pub cluster_id: String,
-    /// Producer ids and sequence state of idempotent producers.
-    pub producers: ProducerStates,
+    /// The producer ids of idempotent producers (their sequence state is in the logs).
+    pub producers: ProducerIds,
     /// Raised once by shutdown; connections finish their current request and leave.
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
@@ -148,7 +148,7 @@ impl Shared {
                     }
                 })
                 .collect(),
-            producers: ProducerStates::new(dir),
+            producers: ProducerIds::new(dir),
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),

@@ -28,6 +28,7 @@ use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::epoch::EpochCache;
 use super::prefault::Prefaulter;
+use super::producer_state::{self, ProducerState};
 use super::recovery::{self, encode_checkpoint};
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
 use super::segment::{self, Segment, SegmentWriter, file_name};
@@ -115,6 +116,13 @@ pub struct RecoveryReport {
     /// A truncation that a crash interrupted was completed: the offset it was asked
     /// to truncate to.
     pub truncation_completed: Option<i64>,
+    /// Producer-state snapshots that were damaged and removed (the state came from an
+    /// older snapshot or from the batch headers).
+    pub producer_snapshots_removed: Vec<PathBuf>,
+    /// Batch headers read to bring the idempotent producers' state from its latest
+    /// snapshot to the log end (0 after a clean close; nothing is read, and the state is
+    /// loaded later, when the log has no snapshot).
+    pub producer_batches_replayed: u64,
 }
 
 impl RecoveryReport {
@@ -126,6 +134,7 @@ impl RecoveryReport {
             && !self.checkpoint_damaged
             && !self.leader_epochs_rebuilt
             && self.truncation_completed.is_none()
+            && self.producer_snapshots_removed.is_empty()
     }
 }
 
@@ -222,6 +231,9 @@ pub(super) struct WriterState {
     /// The latest epoch of the leader-epoch cache once it is loaded; None before (an
     /// append then leaves the cache alone: loading it reads the batch headers).
     pub(super) latest_epoch: Option<i32>,
+    /// Idempotent producers' state, once loaded (on open when a snapshot exists, else on
+    /// the first idempotent or follower append); every append updates it.
+    pub(super) producers: Option<ProducerState>,
 }
 
 /// A hook told of each durable step of a truncation (tests stop or copy the directory
@@ -330,9 +342,14 @@ impl PartitionLog {
         }
         let mut report = RecoveryReport::default();
         let cp = recovery::read_checkpoint(&dir, &mut report);
-        let bases = recovery::list_segments(&dir)?;
-        let scans =
-            recovery::recover_segments(&dir, &bases, cp.recovery_point, &config, &mut report)?;
+        let listing = recovery::list_segments(&dir)?;
+        let scans = recovery::recover_segments(
+            &dir,
+            &listing.bases,
+            cp.recovery_point,
+            &config,
+            &mut report,
+        )?;
         let (segments, active) =
             recovery::open_segments(&dir, scans, cp.log_start, &config, prefault.clone())?;
         let log_end = active.shared().next_offset();
@@ -359,6 +376,7 @@ impl PartitionLog {
                     replicated: false,
                     leader_epoch: None,
                     latest_epoch: None,
+                    producers: None,
                 }),
                 sync_lock: Mutex::new(()),
                 hw_lock: Mutex::new(()),
@@ -381,6 +399,15 @@ impl PartitionLog {
         };
         report.truncation_completed = log.complete_interrupted_truncation()?;
         report.leader_epochs_rebuilt = log.load_epochs()?;
+        let snapshots = match report.truncation_completed {
+            // The truncation removed the snapshots past its cut.
+            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
+            None => listing.snapshots,
+        };
+        (
+            report.producer_snapshots_removed,
+            report.producer_batches_replayed,
+        ) = log.load_producers_on_open(&snapshots)?;
         if let Some(inner) = Arc::get_mut(&mut log.inner) {
             // Open holds the only reference to the new log.
             inner.report = report;
@@ -530,11 +557,22 @@ impl PartitionLog {
 
     /// Checks parsed batches against the log's limits and appends them at the log end.
     fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
-        let mut w = self.inner.writer.lock();
+        let w = self.inner.writer.lock();
         let config = Arc::clone(&w.config);
         self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
         self.check_writable()?;
-        let now = self.append_clock(&config);
+        self.append_locked(w, &parsed, &config)
+    }
+
+    /// Appends checked batches at the log end (the caller holds the writer lock and ran
+    /// `check_batches` and `check_writable`).
+    pub(super) fn append_locked(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, WriterState>,
+        parsed: &smallvec_like::Batches<'_>,
+        config: &LogConfig,
+    ) -> Result<AppendInfo> {
+        let now = self.append_clock(config);
         let base_offset = self.inner.log_end.load(Ordering::Relaxed);
         let stamp = Stamp {
             leader_epoch: w.leader_epoch,
@@ -544,7 +582,7 @@ impl PartitionLog {
         let mut max_ts = -1;
         let mut count = 0i64;
         for b in parsed.iter() {
-            if let Err(e) = self.write_batch(&mut w, b, next, stamp, &config, now) {
+            if let Err(e) = self.write_batch(&mut w, b, next, stamp, config, now) {
                 // Nothing of this batch was published; earlier batches of this call were.
                 self.publish(&w, next);
                 return Err(e);
@@ -553,7 +591,7 @@ impl PartitionLog {
             count += b.record_count() as i64;
             max_ts = max_ts.max(stamp.log_append_time.unwrap_or(b.max_timestamp()));
         }
-        self.finish_append(w, next, count, &config)?;
+        self.finish_append(w, next, count, config)?;
         Ok(AppendInfo {
             base_offset,
             last_offset: next - 1,
@@ -660,7 +698,11 @@ impl PartitionLog {
             // The batch is not in the log: neither is its epoch.
             self.forget_epochs_from(w, offset)?;
         }
-        result
+        result?;
+        if let Some(p) = w.producers.as_mut() {
+            p.record_batch(b, offset);
+        }
+        Ok(())
     }
 
     fn active<'w>(&self, w: &'w mut WriterState) -> Result<&'w mut SegmentWriter> {
@@ -770,6 +812,10 @@ impl PartitionLog {
         *segs = Arc::new(list);
         drop(segs);
         w.active = Some(new);
+        // The producers' state as of the new segment: a restart replays from here.
+        if let Some(p) = &w.producers {
+            producer_state::write_snapshot(&self.inner.dir, next_offset, p)?;
+        }
         Ok(())
     }
 
@@ -1124,6 +1170,7 @@ impl PartitionLog {
                 }
             }
         }
+        self.remove_snapshots_below(next_base)?;
         checkpoint::sync_dir(&self.inner.dir)?;
         Ok(n)
     }
@@ -1232,16 +1279,24 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// Seals the active segment, fsyncs everything and writes the checkpoint; later
-    /// appends fail with [`Error::Closed`]. Readers' slices stay valid. Idempotent.
+    /// Seals the active segment, snapshots the producers' state (if loaded), fsyncs
+    /// everything and writes the checkpoint; later appends fail with [`Error::Closed`].
+    /// Readers' slices stay valid. Idempotent.
     pub fn close(&self) -> Result<()> {
         let mut w = self.inner.writer.lock();
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let snapshot = match &w.producers {
+            Some(p) if !self.inner.poisoned.load(Ordering::Acquire) => {
+                producer_state::write_snapshot(&self.inner.dir, self.log_end_offset(), p)
+            }
+            _ => Ok(()),
+        };
         let sealed = w.active.take().map(|a| a.seal()).transpose();
         drop(w);
         self.wake_all();
+        snapshot?;
         let sealed = sealed?;
         if let Some(s) = sealed {
             let mut segs = self.inner.segments.write();

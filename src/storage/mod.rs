@@ -21,6 +21,7 @@ mod log;
 mod manager;
 mod mmap;
 mod prefault;
+mod producer_state;
 mod recovery;
 mod replication;
 mod retention;
@@ -35,6 +36,7 @@ pub use log::{
     TRUNCATION_FILE,
 };
 pub use manager::{HIGH_WATERMARK_FILE, LOCK_FILE, LogManager};
+pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
@@ -55,5 +57,7 @@ pub(crate) use log::now_ms;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_producers;
 #[cfg(test)]
 mod tests_replication;

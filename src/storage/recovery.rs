@@ -9,6 +9,7 @@ use super::checkpoint;
 use super::config::LogConfig;
 use super::log::{CHECKPOINT_FILE, RecoveryReport};
 use super::prefault::Prefaulter;
+use super::producer_state::parse_snapshot_name;
 use super::segment::{
     Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
 };
@@ -60,10 +61,20 @@ pub(crate) fn read_checkpoint(dir: &Path, report: &mut RecoveryReport) -> Partit
 /// not yet renamed into place.
 const LEFTOVER_SUFFIXES: [&str; 3] = [".cleaned", ".swap", ".tmp"];
 
-/// Lists the segment base offsets of `dir`, oldest first, in one pass over the
+/// What a log directory holds.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// Segment base offsets, oldest first.
+    pub(crate) bases: Vec<i64>,
+    /// Producer-state snapshot offsets, oldest first.
+    pub(crate) snapshots: Vec<i64>,
+}
+
+/// Lists the segments and producer-state snapshots of `dir` in one pass over the
 /// directory; removes leftovers of interrupted writes and index files without a `.log`.
-pub(crate) fn list_segments(dir: &Path) -> Result<Vec<i64>> {
+pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
     let mut bases = Vec::new();
+    let mut snapshots = Vec::new();
     let mut indexes = Vec::new();
     for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
         let entry = entry.ctx("list log directory", dir)?;
@@ -75,18 +86,21 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<i64>> {
             parse_base_offset(&fname, "index").or_else(|| parse_base_offset(&fname, "timeindex"))
         {
             indexes.push((b, entry.path()));
+        } else if let Some(o) = parse_snapshot_name(&fname) {
+            snapshots.push(o);
         } else if LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
             let p = entry.path();
             fs::remove_file(&p).ctx("remove leftover", &p)?;
         }
     }
     bases.sort_unstable();
+    snapshots.sort_unstable();
     for (b, p) in indexes {
         if bases.binary_search(&b).is_err() {
             fs::remove_file(&p).ctx("remove orphan index", &p)?;
         }
     }
-    Ok(bases)
+    Ok(Listing { bases, snapshots })
 }
 
 /// Establishes the contents of each segment (see `scan_segment`), stopping at the first

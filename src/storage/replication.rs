@@ -114,6 +114,8 @@ impl PartitionLog {
         self.check_batches(&parsed, None)?;
         self.check_writable()?;
         self.ensure_epochs(&mut w)?;
+        // A follower keeps the producers' state too: it has it when it becomes leader.
+        self.ensure_producers(&mut w)?;
         let end = self.log_end_offset();
         let mut expected = end;
         let mut latest = w.latest_epoch.unwrap_or(UNDEFINED_EPOCH);
@@ -465,6 +467,7 @@ impl PartitionLog {
             }
         }
         let end = self.log_end_offset();
+        self.truncate_producers(w, end)?;
         self.inner.recovery_point.fetch_min(end, Ordering::AcqRel);
         self.write_checkpoint()?;
         self.step("checkpoint written")?;

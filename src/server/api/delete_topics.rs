@@ -14,7 +14,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let result = DeletableTopicResult::default().with_name(Some(name.clone()));
             match ctx.backend().delete_topic(&name) {
                 Ok(()) => {
-                    ctx.shared.producers.forget_topic(&name);
                     tracing::info!(topic = %name.0, peer = %ctx.peer, "topic deleted");
                     result
                 }

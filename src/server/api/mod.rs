@@ -206,6 +206,9 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,
+        Error::DuplicateSequence { .. } => R::DuplicateSequenceNumber,
+        Error::OutOfOrderSequence { .. } => R::OutOfOrderSequenceNumber,
+        Error::InvalidProducerEpoch { .. } => R::InvalidProducerEpoch,
         _ => R::UnknownServerError,
     };
     r.code()
