@@ -22,6 +22,8 @@
 #![warn(missing_docs)]
 
 mod broker;
+#[cfg(feature = "server")]
+mod cluster;
 mod config;
 mod consumer;
 mod error;

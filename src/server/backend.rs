@@ -40,6 +40,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
+    /// The cluster node this broker is, None for a single node. Handlers answer
+    /// Metadata, CreateTopics, DeleteTopics and FindCoordinator from its image.
+    fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterNode>> {
+        None
+    }
 }
 
 /// One partition's log as the handlers use it.

@@ -39,6 +39,9 @@ pub fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>>
 
 #[allow(unused_imports)]
 pub(crate) use log::now_ms;
+/// Fsyncs a directory (for the layers above that rename files into place).
+#[allow(unused_imports)]
+pub(crate) use checkpoint::sync_dir;
 
 #[cfg(test)]
 mod tests;

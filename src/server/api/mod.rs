@@ -206,6 +206,14 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,
+        Error::InvalidReplicationFactor { .. } => R::InvalidReplicationFactor,
+        Error::InvalidReplicaAssignment { .. } => R::InvalidReplicaAssignment,
+        Error::InvalidPartitions { .. } => R::InvalidPartitions,
+        Error::NotLeaderOrFollower { .. } => R::NotLeaderOrFollower,
+        Error::FencedLeaderEpoch { .. } => R::FencedLeaderEpoch,
+        Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
+        Error::IneligibleReplica { .. } => R::IneligibleReplica,
+        Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
         _ => R::UnknownServerError,
     };
     r.code()
