@@ -19,8 +19,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -536,7 +536,10 @@ impl Broker {
                         if user.is_empty() {
                             format!("{OFFSETS_TOPIC} with committed offsets")
                         } else {
-                            user.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                            user.iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         }
                     ),
                 });

@@ -109,11 +109,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The position of the next byte.
-    pub(crate) fn position(&self) -> usize {
-        self.pos
-    }
-
     /// Bytes not read yet.
     pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
@@ -268,8 +263,7 @@ pub(crate) fn random_uuid() -> [u8; 16] {
 /// A UUID as Kafka prints cluster and topic ids: URL-safe base64 without padding
 /// (22 characters).
 pub(crate) fn uuid_base64(id: &[u8; 16]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(22);
     for chunk in id.chunks(3) {
         let mut n = 0u32;

@@ -57,7 +57,9 @@ impl BrokerRegistration {
     pub(crate) fn host_port(&self) -> (String, i32) {
         match self.listener.rsplit_once(':') {
             Some((host, port)) => (
-                host.trim_start_matches('[').trim_end_matches(']').to_string(),
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
                 port.parse::<u16>().map(i32::from).unwrap_or(0),
             ),
             None => (self.listener.clone(), 0),
@@ -206,8 +208,6 @@ pub(crate) enum Rejected {
         /// Why.
         reason: String,
     },
-    /// The entry could not be decoded.
-    Undecodable(String),
 }
 
 impl std::fmt::Display for Rejected {
@@ -255,7 +255,6 @@ impl From<Rejected> for Error {
             Rejected::IneligibleReplica { partition, reason } => {
                 Error::IneligibleReplica { partition, reason }
             }
-            Rejected::Undecodable(reason) => Error::corrupt("metadata log", 0, reason),
         }
     }
 }
@@ -427,7 +426,11 @@ impl MetadataImage {
         });
     }
 
-    fn current_broker(&self, broker: i32, epoch: i64) -> std::result::Result<&BrokerRegistration, Rejected> {
+    fn current_broker(
+        &self,
+        broker: i32,
+        epoch: i64,
+    ) -> std::result::Result<&BrokerRegistration, Rejected> {
         match self.brokers.get(&broker) {
             None => Err(Rejected::StaleBroker {
                 broker,
@@ -459,7 +462,13 @@ impl MetadataImage {
                 incarnation,
                 listener,
                 clean_shutdown_epoch,
-            } => self.register(index, *broker_id, *incarnation, listener, *clean_shutdown_epoch),
+            } => self.register(
+                index,
+                *broker_id,
+                *incarnation,
+                listener,
+                *clean_shutdown_epoch,
+            ),
             MetadataRecord::BrokerReady {
                 broker_id,
                 broker_epoch,
@@ -482,7 +491,10 @@ impl MetadataImage {
                 if b.fenced {
                     return Ok(Applied::Done);
                 }
-                self.brokers.get_mut(broker_id).expect("checked above").fenced = true;
+                self.brokers
+                    .get_mut(broker_id)
+                    .expect("checked above")
+                    .fenced = true;
                 self.fence(*broker_id);
                 Ok(Applied::Done)
             }
@@ -650,10 +662,14 @@ impl MetadataImage {
             sorted.sort_unstable();
             sorted.dedup();
             if sorted.len() != replicas.len() {
-                return Err(bad(format!("partition {i} names a broker twice: {replicas:?}")));
+                return Err(bad(format!(
+                    "partition {i} names a broker twice: {replicas:?}"
+                )));
             }
             if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
-                return Err(bad(format!("partition {i} names broker {b}, which is not registered")));
+                return Err(bad(format!(
+                    "partition {i} names broker {b}, which is not registered"
+                )));
             }
             if !replicas.iter().any(|b| self.is_unfenced(*b)) {
                 return Err(bad(format!(
@@ -720,7 +736,9 @@ impl MetadataImage {
         if (c.name == OFFSETS_TOPIC) != c.internal {
             return Err(Rejected::InvalidTopicName {
                 name: c.name.clone(),
-                reason: format!("only {OFFSETS_TOPIC} is internal, and only the controller creates it"),
+                reason: format!(
+                    "only {OFFSETS_TOPIC} is internal, and only the controller creates it"
+                ),
             });
         }
         validate_configs(&c.configs)?;
@@ -742,7 +760,13 @@ impl MetadataImage {
                         reason: format!("{} partitions; a topic needs at least 1", c.partitions),
                     });
                 }
-                self.place(&c.name, &c.topic_id, c.partitions, i32::from(c.replication_factor), 0)?
+                self.place(
+                    &c.name,
+                    &c.topic_id,
+                    c.partitions,
+                    i32::from(c.replication_factor),
+                    0,
+                )?
             }
         };
         let topic = TopicImage {
@@ -756,7 +780,12 @@ impl MetadataImage {
         Ok(Applied::TopicCreated(c.topic_id))
     }
 
-    fn create_partitions(&mut self, name: &str, total: i32, assignment: Option<&[Vec<i32>]>) -> Outcome {
+    fn create_partitions(
+        &mut self,
+        name: &str,
+        total: i32,
+        assignment: Option<&[Vec<i32>]>,
+    ) -> Outcome {
         let topic = self
             .topics
             .get(name)
@@ -766,7 +795,9 @@ impl MetadataImage {
         if total <= current {
             return Err(Rejected::InvalidPartitions {
                 topic: name.into(),
-                reason: format!("topic {name:?} has {current} partitions; it can only grow, not to {total}"),
+                reason: format!(
+                    "topic {name:?} has {current} partitions; it can only grow, not to {total}"
+                ),
             });
         }
         let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
@@ -835,7 +866,10 @@ impl MetadataImage {
             reason,
         };
         if !a.new_isr.contains(&p.leader) {
-            return Err(bad(format!("the ISR {:?} lacks the leader {}", a.new_isr, p.leader)));
+            return Err(bad(format!(
+                "the ISR {:?} lacks the leader {}",
+                a.new_isr, p.leader
+            )));
         }
         let mut seen = a.new_isr.clone();
         seen.sort_unstable();
@@ -844,7 +878,10 @@ impl MetadataImage {
             return Err(bad(format!("the ISR {:?} names a broker twice", a.new_isr)));
         }
         if let Some(r) = a.new_isr.iter().find(|r| !p.replicas.contains(r)) {
-            return Err(bad(format!("broker {r} is not a replica ({:?})", p.replicas)));
+            return Err(bad(format!(
+                "broker {r} is not a replica ({:?})",
+                p.replicas
+            )));
         }
         if let Some(r) = a
             .new_isr
@@ -985,6 +1022,8 @@ fn validate_configs(configs: &[(String, String)]) -> std::result::Result<(), Rej
     }
 }
 
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
 /// What this node does for one partition, as the replica manager needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LocalRole {
@@ -1010,6 +1049,8 @@ pub(crate) enum LocalRole {
     },
 }
 
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
 /// A hosted partition whose role or epochs changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LocalPartitionChange {
@@ -1023,6 +1064,8 @@ pub(crate) struct LocalPartitionChange {
     pub role: LocalRole,
 }
 
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
 /// How this node's replicas change between two images (Kafka's `LocalReplicaChanges`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LocalChanges {
@@ -1033,6 +1076,8 @@ pub(crate) struct LocalChanges {
     pub removed: Vec<(String, TopicId, i32)>,
 }
 
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
 fn local_role(node: i32, p: &PartitionImage) -> LocalRole {
     if p.leader == node {
         LocalRole::Leader {
@@ -1050,8 +1095,14 @@ fn local_role(node: i32, p: &PartitionImage) -> LocalRole {
     }
 }
 
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
 /// The changes to `node`'s replicas from `previous` to `current`.
-pub(crate) fn local_changes(node: i32, previous: &MetadataImage, current: &MetadataImage) -> LocalChanges {
+pub(crate) fn local_changes(
+    node: i32,
+    previous: &MetadataImage,
+    current: &MetadataImage,
+) -> LocalChanges {
     let mut out = LocalChanges::default();
     for (name, topic) in &current.topics {
         let before = previous.topics.get(name);

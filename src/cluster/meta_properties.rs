@@ -140,11 +140,24 @@ mod tests {
         check_node(dir.path(), &back, 2).unwrap();
         let e = check_node(dir.path(), &back, 3).unwrap_err().to_string();
         assert!(e.contains("node 2") && e.contains("node 3"), "{e}");
-        let e = check_cluster(dir.path(), &back, "other").unwrap_err().to_string();
-        assert!(e.contains("AAAAAAAAAAAAAAAAAAAAAA") && e.contains("other"), "{e}");
-        std::fs::write(dir.path().join(FILE), "version=1\nnode.id=x\ncluster.id=a\n").unwrap();
+        let e = check_cluster(dir.path(), &back, "other")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("AAAAAAAAAAAAAAAAAAAAAA") && e.contains("other"),
+            "{e}"
+        );
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=1\nnode.id=x\ncluster.id=a\n",
+        )
+        .unwrap();
         assert!(read(dir.path()).unwrap_err().is_corruption());
-        std::fs::write(dir.path().join(FILE), "version=0\nnode.id=1\ncluster.id=a\n").unwrap();
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=0\nnode.id=1\ncluster.id=a\n",
+        )
+        .unwrap();
         assert!(read(dir.path()).is_err());
     }
 }

@@ -37,11 +37,9 @@ use crate::broker::{
 };
 use crate::error::IoContext;
 use crate::{Broker, Error, Result, TopicConfig};
-pub(crate) use image::{
-    Applied, LocalChanges, LocalRole, MetadataImage, NO_LEADER, Outcome, local_changes,
-};
+pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
 use node::{Inbound, PublishJob, RaftLoop, raft_id};
-pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord, TopicId};
+pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
 
 /// One voter of the quorum: node id and `host:port` of its quorum listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,13 +66,19 @@ pub(crate) fn parse_quorum(s: &str) -> Result<Vec<Voter>> {
             .parse()
             .ok()
             .filter(|id| *id >= 0 && *id < i32::MAX)
-            .ok_or_else(|| bad(format!("node id {id:?} in {entry:?} is not a number from 0")))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "node id {id:?} in {entry:?} is not a number from 0"
+                ))
+            })?;
         let port = addr
             .rsplit_once(':')
             .and_then(|(_, p)| p.parse::<u16>().ok())
             .ok_or_else(|| bad(format!("{addr:?} in {entry:?} is not HOST:PORT")))?;
         if port == 0 {
-            return Err(bad(format!("{entry:?} has port 0; voters need fixed addresses")));
+            return Err(bad(format!(
+                "{entry:?} has port 0; voters need fixed addresses"
+            )));
         }
         if voters.iter().any(|v| v.id == id) {
             return Err(bad(format!("node id {id} is listed twice")));
@@ -85,7 +89,9 @@ pub(crate) fn parse_quorum(s: &str) -> Result<Vec<Voter>> {
         });
     }
     if voters.is_empty() {
-        return Err(bad("no voter listed; expected 1@HOST:PORT,2@HOST:PORT,...".into()));
+        return Err(bad(
+            "no voter listed; expected 1@HOST:PORT,2@HOST:PORT,...".into()
+        ));
     }
     Ok(voters)
 }
@@ -125,7 +131,11 @@ pub(crate) struct ClusterConfig {
 
 impl ClusterConfig {
     /// Kafka's defaults for node `node_id` of `voters`.
-    pub(crate) fn new(node_id: i32, voters: Vec<Voter>, advertised_listener: String) -> ClusterConfig {
+    pub(crate) fn new(
+        node_id: i32,
+        voters: Vec<Voter>,
+        advertised_listener: String,
+    ) -> ClusterConfig {
         ClusterConfig {
             node_id,
             voters,
@@ -177,6 +187,8 @@ pub(crate) struct MetadataUpdate<'a> {
 }
 
 impl MetadataUpdate<'_> {
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// How this node's replicas changed.
     pub(crate) fn local_changes(&self) -> LocalChanges {
         local_changes(self.node_id, self.previous, self.current)
@@ -230,7 +242,12 @@ impl Shared {
         self.leader.store(node, Ordering::Release);
     }
 
-    fn publish(&self, previous: &MetadataImage, current: &Arc<MetadataImage>, outcomes: Vec<(u64, Outcome)>) {
+    fn publish(
+        &self,
+        previous: &MetadataImage,
+        current: &Arc<MetadataImage>,
+        outcomes: Vec<(u64, Outcome)>,
+    ) {
         let epoch = self.broker_epoch.load(Ordering::Acquire);
         let update = MetadataUpdate {
             node_id: self.node_id,
@@ -297,7 +314,11 @@ impl MetadataListener for BrokerSync {
             }
         }
         for (name, t) in &u.current.topics {
-            if u.previous.topics.get(name).is_some_and(|p| Arc::ptr_eq(p, t)) {
+            if u.previous
+                .topics
+                .get(name)
+                .is_some_and(|p| Arc::ptr_eq(p, t))
+            {
                 continue;
             }
             let topic = ClusterTopic {
@@ -317,10 +338,16 @@ impl MetadataListener for BrokerSync {
         if u.caught_up && !self.swept.swap(true, Ordering::AcqRel) {
             match broker.sweep_cluster_orphans() {
                 Ok(deleted) if !deleted.is_empty() => {
-                    tracing::info!(node = u.node_id, ?deleted, "deleted local logs of topics the cluster no longer has");
+                    tracing::info!(
+                        node = u.node_id,
+                        ?deleted,
+                        "deleted local logs of topics the cluster no longer has"
+                    );
                 }
                 Ok(_) => {}
-                Err(e) => tracing::error!(node = u.node_id, error = %e, "cannot sweep orphaned partition directories"),
+                Err(e) => {
+                    tracing::error!(node = u.node_id, error = %e, "cannot sweep orphaned partition directories")
+                }
             }
         }
     }
@@ -395,11 +422,18 @@ impl ClusterNode {
         let listener = match config.quorum_listener.take() {
             Some(l) => l,
             None => {
-                let addr = &config.voters.iter().find(|v| v.id == me).expect("checked").addr;
+                let addr = &config
+                    .voters
+                    .iter()
+                    .find(|v| v.id == me)
+                    .expect("checked")
+                    .addr;
                 TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())?
             }
         };
-        let quorum_addr = listener.local_addr().ctx("address of", "the quorum listener")?;
+        let quorum_addr = listener
+            .local_addr()
+            .ctx("address of", "the quorum listener")?;
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
         let liveness = Arc::new(Liveness::default());
         let shared = Arc::new(Shared {
@@ -416,7 +450,9 @@ impl ClusterNode {
             listeners: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
             stopped: AtomicBool::new(false),
-            cluster_id: Arc::new(RwLock::new(meta_props.as_ref().map(|p| p.cluster_id.clone()))),
+            cluster_id: Arc::new(RwLock::new(
+                meta_props.as_ref().map(|p| p.cluster_id.clone()),
+            )),
             liveness: liveness.clone(),
         });
         let config = Arc::new(config);
@@ -457,16 +493,16 @@ impl ClusterNode {
                 pre_vote: true,
                 ..Default::default()
             };
-            raft_config
-                .validate()
-                .map_err(|e| Error::InvalidConfig {
-                    key: "raft".into(),
-                    reason: e.to_string(),
-                })?;
-            let logger = logger::raft_logger(me);
-            let raw = raft::RawNode::new(&raft_config, store, &logger).map_err(|e| Error::InvalidConfig {
+            raft_config.validate().map_err(|e| Error::InvalidConfig {
                 key: "raft".into(),
-                reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
+                reason: e.to_string(),
+            })?;
+            let logger = logger::raft_logger(me);
+            let raw = raft::RawNode::new(&raft_config, store, &logger).map_err(|e| {
+                Error::InvalidConfig {
+                    key: "raft".into(),
+                    reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
+                }
             })?;
             let transport = transport::Transport::start(
                 me,
@@ -521,12 +557,15 @@ impl ClusterNode {
         self.config.node_id
     }
 
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// The node's settings.
     pub(crate) fn config(&self) -> &ClusterConfig {
         &self.config
     }
 
     /// The address the quorum listener is bound to.
+    #[cfg(test)]
     pub(crate) fn quorum_addr(&self) -> SocketAddr {
         self.quorum_addr
     }
@@ -548,20 +587,33 @@ impl ClusterNode {
         (e >= 0).then_some(e)
     }
 
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// Waits until the published image satisfies `pred` or `timeout` passes.
-    pub(crate) fn wait_for_image(&self, timeout: Duration, pred: impl Fn(&MetadataImage) -> bool) -> bool {
+    pub(crate) fn wait_for_image(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&MetadataImage) -> bool,
+    ) -> bool {
         let deadline = Instant::now() + timeout;
         let mut g = self.shared.published_lock.lock();
         loop {
             if pred(&self.image()) {
                 return true;
             }
-            if self.shared.published_cv.wait_until(&mut g, deadline).timed_out() {
+            if self
+                .shared
+                .published_cv
+                .wait_until(&mut g, deadline)
+                .timed_out()
+            {
                 return pred(&self.image());
             }
         }
     }
 
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// Registers a listener: it is told about the current image at once (as an update
     /// from the empty image), then about every new one.
     pub(crate) fn add_listener(&self, listener: Arc<dyn MetadataListener>) {
@@ -579,10 +631,16 @@ impl ClusterNode {
 
     fn check_running(&self) -> Result<()> {
         if let Some(why) = self.shared.failed.lock().clone() {
-            return Err(Error::Closed(format!("cluster node {} (it failed: {why})", self.config.node_id)));
+            return Err(Error::Closed(format!(
+                "cluster node {} (it failed: {why})",
+                self.config.node_id
+            )));
         }
         if self.shared.stopped.load(Ordering::Acquire) {
-            return Err(Error::Closed(format!("cluster node {}", self.config.node_id)));
+            return Err(Error::Closed(format!(
+                "cluster node {}",
+                self.config.node_id
+            )));
         }
         Ok(())
     }
@@ -601,7 +659,10 @@ impl ClusterNode {
         .encode();
         let deadline = Instant::now() + timeout;
         let waiter = Arc::new(Waiter::default());
-        self.shared.waiters.lock().insert(request_id, waiter.clone());
+        self.shared
+            .waiters
+            .lock()
+            .insert(request_id, waiter.clone());
         let sent = self.inbox.send(Inbound::Propose {
             request_id,
             data,
@@ -622,7 +683,8 @@ impl ClusterNode {
                 self.check_running()?;
                 Err(Error::Timeout(format!(
                     "{name} was not applied by the cluster within {timeout:?} (controller: {})",
-                    self.controller_id().map_or("none".to_string(), |c| format!("node {c}"))
+                    self.controller_id()
+                        .map_or("none".to_string(), |c| format!("node {c}"))
                 )))
             }
         }
@@ -652,12 +714,20 @@ impl ClusterNode {
     /// Checks `record` against the current image without proposing it.
     fn validate(&self, record: &MetadataRecord) -> Result<()> {
         let mut scratch = (*self.image()).clone();
-        scratch.apply(scratch.index + 1, record).map(drop).map_err(Into::into)
+        scratch
+            .apply(scratch.index + 1, record)
+            .map(drop)
+            .map_err(Into::into)
     }
 
     /// Creates a topic through the controller (or, with `validate_only`, checks that it
     /// would be created).
-    pub(crate) fn create_topic(&self, t: &NewTopic, validate_only: bool, timeout: Duration) -> Result<()> {
+    pub(crate) fn create_topic(
+        &self,
+        t: &NewTopic,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
         let record = self.create_record(t);
         if validate_only {
             return self.validate(&record);
@@ -699,7 +769,12 @@ impl ClusterNode {
     }
 
     /// Replaces a topic's config overrides through the controller.
-    pub(crate) fn alter_topic_config(&self, name: &str, configs: Vec<(String, String)>, timeout: Duration) -> Result<()> {
+    pub(crate) fn alter_topic_config(
+        &self,
+        name: &str,
+        configs: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<()> {
         self.propose(
             MetadataRecord::AlterTopicConfig {
                 name: name.to_string(),
@@ -710,11 +785,14 @@ impl ClusterNode {
         .map(drop)
     }
 
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// An ISR change from this node as a partition's leader (the data plane's
     /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
     /// `InvalidUpdateVersion`.
     pub(crate) fn alter_partition(&self, change: AlterPartition, timeout: Duration) -> Result<()> {
-        self.propose(MetadataRecord::AlterPartition(change), timeout).map(drop)
+        self.propose(MetadataRecord::AlterPartition(change), timeout)
+            .map(drop)
     }
 
     /// Reserves `count` producer ids for this broker; returns the first.
@@ -732,7 +810,11 @@ impl ClusterNode {
             timeout,
         )? {
             Applied::ProducerIds(first) => Ok(first),
-            other => Err(Error::corrupt("metadata log", 0, format!("AllocateProducerIds applied as {other:?}"))),
+            other => Err(Error::corrupt(
+                "metadata log",
+                0,
+                format!("AllocateProducerIds applied as {other:?}"),
+            )),
         }
     }
 
@@ -752,7 +834,11 @@ impl ClusterNode {
             timeout,
         )?;
         storage::write_clean_shutdown(&self.data_dir.join(CLUSTER_METADATA_DIR), broker_epoch)?;
-        tracing::info!(node = self.config.node_id, broker_epoch, "controlled shutdown done");
+        tracing::info!(
+            node = self.config.node_id,
+            broker_epoch,
+            "controlled shutdown done"
+        );
         Ok(())
     }
 

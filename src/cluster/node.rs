@@ -258,7 +258,10 @@ impl RaftLoop {
         let due: Vec<u64> = self
             .outstanding
             .iter()
-            .filter(|(_, o)| o.proposed_at.is_none_or(|t| now.duration_since(t) >= REPROPOSE_AFTER))
+            .filter(|(_, o)| {
+                o.proposed_at
+                    .is_none_or(|t| now.duration_since(t) >= REPROPOSE_AFTER)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in due {
@@ -269,7 +272,11 @@ impl RaftLoop {
         let is_leader = self.raw.raft.state == StateRole::Leader;
         match (is_leader, self.leader_since) {
             (true, None) => {
-                tracing::info!(node = self.me(), term = self.raw.raft.term, "this node is the controller");
+                tracing::info!(
+                    node = self.me(),
+                    term = self.raw.raft.term,
+                    "this node is the controller"
+                );
                 self.leader_since = Some(now);
             }
             (false, Some(_)) => self.leader_since = None,
@@ -322,7 +329,10 @@ impl RaftLoop {
                 .as_ref()
                 .map(|p| p.cluster_id.clone())
                 .unwrap_or_else(|| codec::uuid_base64(&codec::random_uuid()));
-            self.propose_internal(Internal::InitCluster, MetadataRecord::InitCluster { cluster_id: id });
+            self.propose_internal(
+                Internal::InitCluster,
+                MetadataRecord::InitCluster { cluster_id: id },
+            );
             return;
         }
         // Liveness: a broker not heard from for the session timeout is fenced. A new
@@ -345,7 +355,11 @@ impl RaftLoop {
             .map(|b| (b.id, b.epoch))
             .collect();
         for (broker_id, broker_epoch) in stale {
-            tracing::warn!(node = self.me(), broker = broker_id, "fencing a broker not heard from for the session timeout");
+            tracing::warn!(
+                node = self.me(),
+                broker = broker_id,
+                "fencing a broker not heard from for the session timeout"
+            );
             self.propose_internal(
                 Internal::Fence(broker_id),
                 MetadataRecord::FenceBroker {
@@ -391,7 +405,11 @@ impl RaftLoop {
             let location = format!("snapshot at index {index} from the leader");
             let image = MetadataImage::decode(&snapshot.data, &location)?;
             self.raw.mut_store().apply_snapshot(&snapshot)?;
-            tracing::info!(node = self.me(), index, "installed a metadata snapshot from the controller");
+            tracing::info!(
+                node = self.me(),
+                index,
+                "installed a metadata snapshot from the controller"
+            );
             self.adopt_cluster_id(&image)?;
             self.image = Arc::new(image);
             self.publish(Vec::new());
@@ -424,7 +442,11 @@ impl RaftLoop {
         }
         let bytes = self.image.encode();
         self.raw.mut_store().compact(applied, bytes)?;
-        tracing::debug!(node = self.me(), index = applied, "metadata snapshot taken; log compacted");
+        tracing::debug!(
+            node = self.me(),
+            index = applied,
+            "metadata snapshot taken; log compacted"
+        );
         Ok(())
     }
 
@@ -467,7 +489,12 @@ impl RaftLoop {
                 Ok(env) => {
                     let outcome = image.apply(e.index, &env.record);
                     match &outcome {
-                        Ok(_) => tracing::info!(node = me, index = e.index, record = env.record.name(), "applied"),
+                        Ok(_) => tracing::info!(
+                            node = me,
+                            index = e.index,
+                            record = env.record.name(),
+                            "applied"
+                        ),
                         Err(why) => {
                             tracing::info!(node = me, index = e.index, record = env.record.name(), reason = %why, "rejected")
                         }

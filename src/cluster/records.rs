@@ -320,7 +320,8 @@ impl MetadataRecord {
                 "record type {kind} has version {version}; this node reads version {RECORD_VERSION}"
             )));
         }
-        let broker_and_epoch = |r: &mut Reader<'_>| -> Result<(i32, i64)> { Ok((r.i32()?, r.i64()?)) };
+        let broker_and_epoch =
+            |r: &mut Reader<'_>| -> Result<(i32, i64)> { Ok((r.i32()?, r.i64()?)) };
         Ok(match kind {
             kind::INIT_CLUSTER => MetadataRecord::InitCluster {
                 cluster_id: r.str()?,

@@ -99,9 +99,11 @@ fn encode_entry(e: &Entry) -> Vec<u8> {
 
 fn decode_entry(body: &[u8], location: &str) -> Result<Entry> {
     let mut r = Reader::new(body, location);
-    let mut e = Entry::default();
-    e.index = r.u64()?;
-    e.term = r.u64()?;
+    let mut e = Entry {
+        index: r.u64()?,
+        term: r.u64()?,
+        ..Default::default()
+    };
     e.set_entry_type(match r.u8()? {
         0 => EntryType::EntryNormal,
         1 => EntryType::EntryConfChange,
@@ -132,13 +134,17 @@ fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfSta
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
     if version != STATE_VERSION {
-        return Err(r.error(format!("raft state version {version}; this node reads {STATE_VERSION}")));
+        return Err(r.error(format!(
+            "raft state version {version}; this node reads {STATE_VERSION}"
+        )));
     }
     let node_id = r.u64()?;
-    let mut hs = HardState::default();
-    hs.term = r.u64()?;
-    hs.vote = r.u64()?;
-    hs.commit = r.u64()?;
+    let hs = HardState {
+        term: r.u64()?,
+        vote: r.u64()?,
+        commit: r.u64()?,
+        ..Default::default()
+    };
     let n = r.count(8)?;
     let mut cs = ConfState::default();
     for _ in 0..n {
@@ -167,7 +173,9 @@ fn decode_snapshot(bytes: &[u8], location: &str) -> Result<Snapshot> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
     if version != SNAPSHOT_VERSION {
-        return Err(r.error(format!("snapshot version {version}; this node reads {SNAPSHOT_VERSION}")));
+        return Err(r.error(format!(
+            "snapshot version {version}; this node reads {SNAPSHOT_VERSION}"
+        )));
     }
     let mut s = Snapshot::default();
     let m = s.mut_metadata();
@@ -210,7 +218,11 @@ fn read_entries(path: &Path) -> Result<(Vec<Entry>, Vec<Located>, u64)> {
         let len = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_be_bytes(rest[4..8].try_into().expect("4 bytes"));
         if len > MAX_RECORD {
-            return Err(Error::corrupt(&location, pos as u64, format!("entry record of {len} bytes is over the {MAX_RECORD}-byte limit")));
+            return Err(Error::corrupt(
+                &location,
+                pos as u64,
+                format!("entry record of {len} bytes is over the {MAX_RECORD}-byte limit"),
+            ));
         }
         if rest.len() < RECORD_HEADER + len {
             torn("short body");
@@ -223,13 +235,24 @@ fn read_entries(path: &Path) -> Result<(Vec<Entry>, Vec<Located>, u64)> {
                 torn("CRC mismatch in the last record");
                 break;
             }
-            return Err(Error::corrupt(&location, pos as u64, "CRC32 mismatch in an entry record followed by more records"));
+            return Err(Error::corrupt(
+                &location,
+                pos as u64,
+                "CRC32 mismatch in an entry record followed by more records",
+            ));
         }
         let e = decode_entry(body, &location)?;
         if let Some(prev) = entries.last()
             && e.index != prev.index + 1
         {
-            return Err(Error::corrupt(&location, pos as u64, format!("entry {} follows entry {}: the log has a gap", e.index, prev.index)));
+            return Err(Error::corrupt(
+                &location,
+                pos as u64,
+                format!(
+                    "entry {} follows entry {}: the log has a gap",
+                    e.index, prev.index
+                ),
+            ));
         }
         entries.push(e);
         positions.push(Located { pos: pos as u64 });
@@ -249,7 +272,8 @@ impl RaftStorage {
         wanted.sort_unstable();
         let (hard_state, conf_state) = match read_checkpoint(&state_path)? {
             Some(bytes) => {
-                let (stored_node, hs, cs) = decode_state(&bytes, &state_path.display().to_string())?;
+                let (stored_node, hs, cs) =
+                    decode_state(&bytes, &state_path.display().to_string())?;
                 if stored_node != node_id {
                     return Err(Error::InvalidConfig {
                         key: "node.id".into(),
@@ -305,7 +329,10 @@ impl RaftStorage {
             return Err(Error::corrupt(
                 entries_path.display(),
                 positions[0].pos,
-                format!("the first entry is {} but the snapshot ends at {snap_index}", first.index),
+                format!(
+                    "the first entry is {} but the snapshot ends at {snap_index}",
+                    first.index
+                ),
             ));
         }
         let file = OpenOptions::new()
@@ -316,7 +343,8 @@ impl RaftStorage {
             .ctx("open", &entries_path)?;
         let actual = file.metadata().ctx("stat", &entries_path)?.len();
         if actual != valid_len {
-            file.set_len(valid_len).ctx("truncate a torn entry off", &entries_path)?;
+            file.set_len(valid_len)
+                .ctx("truncate a torn entry off", &entries_path)?;
             file.sync_all().ctx("fsync", &entries_path)?;
         }
         let mut storage = RaftStorage {
@@ -349,19 +377,9 @@ impl RaftStorage {
             .map_or(self.snapshot.get_metadata().index, |e| e.index)
     }
 
-    /// The directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The latest snapshot.
     pub(crate) fn snapshot_ref(&self) -> &Snapshot {
         &self.snapshot
-    }
-
-    /// The hard state as persisted (commit may be newer in memory).
-    pub(crate) fn hard_state(&self) -> &HardState {
-        &self.hard_state
     }
 
     /// Number of entries after the snapshot.
@@ -398,20 +416,30 @@ impl RaftStorage {
             return Err(Error::corrupt(
                 path.display(),
                 0,
-                format!("raft appended entry {} below the snapshot ({})", first.index, self.first() - 1),
+                format!(
+                    "raft appended entry {} below the snapshot ({})",
+                    first.index,
+                    self.first() - 1
+                ),
             ));
         }
         if first.index > self.last() + 1 {
             return Err(Error::corrupt(
                 path.display(),
                 self.file_len,
-                format!("raft appended entry {} after {}: the log would have a gap", first.index, self.last()),
+                format!(
+                    "raft appended entry {} after {}: the log would have a gap",
+                    first.index,
+                    self.last()
+                ),
             ));
         }
         let keep = (first.index - self.first()) as usize;
         if keep < self.entries.len() {
             let cut = self.positions[keep].pos;
-            self.file.set_len(cut).ctx("truncate conflicting entries off", &path)?;
+            self.file
+                .set_len(cut)
+                .ctx("truncate conflicting entries off", &path)?;
             self.file_len = cut;
             self.entries.truncate(keep);
             self.positions.truncate(keep);
@@ -456,8 +484,10 @@ impl RaftStorage {
             return Ok(());
         }
         let term = self.entries[(index - self.first()) as usize].term;
-        let mut snapshot = Snapshot::default();
-        snapshot.data = image.into();
+        let mut snapshot = Snapshot {
+            data: image.into(),
+            ..Default::default()
+        };
         let m = snapshot.mut_metadata();
         m.index = index;
         m.term = term;
@@ -479,7 +509,9 @@ impl RaftStorage {
         let mut buf = Vec::new();
         let mut positions = Vec::with_capacity(keep.len());
         for e in &keep {
-            positions.push(Located { pos: buf.len() as u64 });
+            positions.push(Located {
+                pos: buf.len() as u64,
+            });
             buf.extend_from_slice(&encode_entry(e));
         }
         {
@@ -506,7 +538,10 @@ fn store_err(e: StorageError) -> raft::Error {
 
 impl raft::Storage for RaftStorage {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState::new(self.hard_state.clone(), self.conf_state.clone()))
+        Ok(RaftState::new(
+            self.hard_state.clone(),
+            self.conf_state.clone(),
+        ))
     }
 
     fn entries(
@@ -560,7 +595,9 @@ impl raft::Storage for RaftStorage {
     }
 
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        if self.snapshot.get_metadata().index < request_index || self.snapshot.get_metadata().index == 0 {
+        if self.snapshot.get_metadata().index < request_index
+            || self.snapshot.get_metadata().index == 0
+        {
             return Err(store_err(StorageError::SnapshotTemporarilyUnavailable));
         }
         Ok(self.snapshot.clone())
@@ -595,6 +632,17 @@ pub(crate) fn remove_clean_shutdown(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove", path, e)),
     }
+}
+
+/// The index of the snapshot stored in `dir` (0 if none), for tests.
+#[cfg(test)]
+pub(crate) fn stored_snapshot_index(dir: &Path) -> u64 {
+    let path = dir.join(SNAPSHOT_FILE);
+    read_checkpoint(&path)
+        .ok()
+        .flatten()
+        .and_then(|b| decode_snapshot(&b, "snapshot").ok())
+        .map_or(0, |s| s.get_metadata().index)
 }
 
 #[cfg(test)]

@@ -77,11 +77,17 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
     let location = format!("hello from {peer}");
     let mut r = Reader::new(body, &location);
     if &r.fixed::<4>()? != HELLO_MAGIC {
-        return Err(Error::corrupt(&location, 0, "not a tidelog quorum connection (bad magic)"));
+        return Err(Error::corrupt(
+            &location,
+            0,
+            "not a tidelog quorum connection (bad magic)",
+        ));
     }
     let version = r.u16()?;
     if version != HELLO_VERSION {
-        return Err(r.error(format!("quorum protocol version {version}; this node speaks {HELLO_VERSION}")));
+        return Err(r.error(format!(
+            "quorum protocol version {version}; this node speaks {HELLO_VERSION}"
+        )));
     }
     let from = r.i32()?;
     let to = r.i32()?;
@@ -96,7 +102,11 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
 
 /// Reads one frame body; `Ok(None)` at a clean end of stream or when `stop` is raised.
 /// Read timeouts (the stream has one of [`POLL`]) only make it look at `stop`.
-pub(crate) fn read_frame(stream: &mut impl Read, stop: &AtomicBool, peer: &str) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_frame(
+    stream: &mut impl Read,
+    stop: &AtomicBool,
+    peer: &str,
+) -> Result<Option<Vec<u8>>> {
     let mut header = [0u8; 8];
     if !read_full(stream, &mut header, stop, peer, true)? {
         return Ok(None);
@@ -104,29 +114,52 @@ pub(crate) fn read_frame(stream: &mut impl Read, stop: &AtomicBool, peer: &str) 
     let len = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_be_bytes(header[4..].try_into().expect("4 bytes"));
     if len > MAX_FRAME {
-        return Err(Error::corrupt(format!("connection from {peer}"), 0, format!("frame of {len} bytes is over the {MAX_FRAME}-byte limit")));
+        return Err(Error::corrupt(
+            format!("connection from {peer}"),
+            0,
+            format!("frame of {len} bytes is over the {MAX_FRAME}-byte limit"),
+        ));
     }
     let mut body = vec![0u8; len];
     if !read_full(stream, &mut body, stop, peer, false)? {
         return Ok(None);
     }
     if crc32fast::hash(&body) != crc {
-        return Err(Error::corrupt(format!("connection from {peer}"), 0, "frame CRC32 mismatch"));
+        return Err(Error::corrupt(
+            format!("connection from {peer}"),
+            0,
+            "frame CRC32 mismatch",
+        ));
     }
     Ok(Some(body))
 }
 
 /// Fills `buf`; false at end of stream before the first byte (if `eof_ok`) or on stop.
-fn read_full(stream: &mut impl Read, buf: &mut [u8], stop: &AtomicBool, peer: &str, eof_ok: bool) -> Result<bool> {
+fn read_full(
+    stream: &mut impl Read,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+    peer: &str,
+    eof_ok: bool,
+) -> Result<bool> {
     let mut filled = 0;
     while filled < buf.len() {
         match stream.read(&mut buf[filled..]) {
             Ok(0) if filled == 0 && eof_ok => return Ok(false),
             Ok(0) => {
-                return Err(Error::corrupt(format!("connection from {peer}"), filled as u64, "the connection closed in the middle of a frame"));
+                return Err(Error::corrupt(
+                    format!("connection from {peer}"),
+                    filled as u64,
+                    "the connection closed in the middle of a frame",
+                ));
             }
             Ok(n) => filled += n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if stop.load(Ordering::Acquire) {
                     return Ok(false);
                 }
@@ -175,7 +208,9 @@ impl Transport {
         liveness: Arc<Liveness>,
         cluster_id: ClusterIdCell,
     ) -> Result<Transport> {
-        let local = listener.local_addr().ctx("address of quorum listener", "quorum")?;
+        let local = listener
+            .local_addr()
+            .ctx("address of quorum listener", "quorum")?;
         let stop = Arc::new(AtomicBool::new(false));
         let readers = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
@@ -188,7 +223,11 @@ impl Transport {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quorum-accept-{me}"))
-                    .spawn(move || accept_loop(me, listener, voter_ids, inbox, liveness, cluster_id, stop, readers))
+                    .spawn(move || {
+                        accept_loop(
+                            me, listener, voter_ids, inbox, liveness, cluster_id, stop, readers,
+                        )
+                    })
                     .ctx("spawn the quorum accept thread for", local.to_string())?,
             );
         }
@@ -222,7 +261,11 @@ impl Transport {
     pub(crate) fn send(&self, msg: Message) {
         let to = msg.to;
         let Some(peer) = self.peers.get(&to) else {
-            tracing::warn!(node = self.me, raft_to = to, "raft message for a node that is not a voter dropped");
+            tracing::warn!(
+                node = self.me,
+                raft_to = to,
+                "raft message for a node that is not a voter dropped"
+            );
             return;
         };
         let snapshot = msg.get_msg_type() == MessageType::MsgSnapshot;
@@ -231,15 +274,12 @@ impl Transport {
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 let _ = self.inbox.try_send(Inbound::Unreachable(to));
                 if snapshot {
-                    let _ = self.inbox.try_send(Inbound::SnapshotStatus(to, SnapshotStatus::Failure));
+                    let _ = self
+                        .inbox
+                        .try_send(Inbound::SnapshotStatus(to, SnapshotStatus::Failure));
                 }
             }
         }
-    }
-
-    /// The address the quorum listener is bound to.
-    pub(crate) fn local_addr(&self) -> SocketAddr {
-        self.local
     }
 
     /// Stops every thread and closes every connection.
@@ -291,12 +331,26 @@ fn accept_loop(
         let peer = stream
             .peer_addr()
             .map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
-        let (inbox, liveness, cluster_id, stop, voters) =
-            (inbox.clone(), liveness.clone(), cluster_id.clone(), stop.clone(), voters.clone());
+        let (inbox, liveness, cluster_id, stop, voters) = (
+            inbox.clone(),
+            liveness.clone(),
+            cluster_id.clone(),
+            stop.clone(),
+            voters.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name(format!("quorum-read-{me}"))
             .spawn(move || {
-                if let Err(e) = read_loop(me, stream, &peer, &voters, &inbox, &liveness, &cluster_id, &stop) {
+                if let Err(e) = read_loop(
+                    me,
+                    stream,
+                    &peer,
+                    &voters,
+                    &inbox,
+                    &liveness,
+                    &cluster_id,
+                    &stop,
+                ) {
                     tracing::warn!(node = me, %peer, error = %e, "closing a quorum connection");
                 }
             });
@@ -322,7 +376,9 @@ fn read_loop(
     cluster_id: &ClusterIdCell,
     stop: &AtomicBool,
 ) -> Result<()> {
-    stream.set_read_timeout(Some(POLL)).ctx("set read timeout on", peer)?;
+    stream
+        .set_read_timeout(Some(POLL))
+        .ctx("set read timeout on", peer)?;
     let Some(body) = read_frame(&mut stream, stop, peer)? else {
         return Ok(());
     };
@@ -330,13 +386,19 @@ fn read_loop(
     if hello.to != me {
         return Err(Error::InvalidConfig {
             key: "controller.quorum.voters".into(),
-            reason: format!("{peer} (node {}) connected to node {} at this address, but this is node {me}: the --quorum lists differ", hello.from, hello.to),
+            reason: format!(
+                "{peer} (node {}) connected to node {} at this address, but this is node {me}: the --quorum lists differ",
+                hello.from, hello.to
+            ),
         });
     }
     if hello.from == me || !voters.contains(&hello.from) {
         return Err(Error::InvalidConfig {
             key: "controller.quorum.voters".into(),
-            reason: format!("{peer} says it is node {}, which is not another voter of {voters:?}", hello.from),
+            reason: format!(
+                "{peer} says it is node {}, which is not another voter of {voters:?}",
+                hello.from
+            ),
         });
     }
     if let (Some(theirs), Some(ours)) = (&hello.cluster_id, cluster_id.read().as_ref())
@@ -344,20 +406,30 @@ fn read_loop(
     {
         return Err(Error::InvalidConfig {
             key: "cluster.id".into(),
-            reason: format!("node {} at {peer} belongs to cluster {theirs}, this node to cluster {ours}", hello.from),
+            reason: format!(
+                "node {} at {peer} belongs to cluster {theirs}, this node to cluster {ours}",
+                hello.from
+            ),
         });
     }
     let from_raft = raft_id(hello.from);
     let to_raft = raft_id(me);
     while let Some(body) = read_frame(&mut stream, stop, peer)? {
         let msg = Message::parse_from_bytes(&body).map_err(|e| {
-            Error::corrupt(format!("connection from node {} at {peer}", hello.from), 0, format!("not a raft message: {e}"))
+            Error::corrupt(
+                format!("connection from node {} at {peer}", hello.from),
+                0,
+                format!("not a raft message: {e}"),
+            )
         })?;
         if msg.from != from_raft || msg.to != to_raft {
             return Err(Error::corrupt(
                 format!("connection from node {} at {peer}", hello.from),
                 0,
-                format!("a raft message from raft id {} to {} on the connection from raft id {from_raft} to {to_raft}", msg.from, msg.to),
+                format!(
+                    "a raft message from raft id {} to {} on the connection from raft id {from_raft} to {to_raft}",
+                    msg.from, msg.to
+                ),
             ));
         }
         liveness.heard(hello.from);
@@ -378,7 +450,8 @@ fn connect(me: i32, peer: &Voter, cluster_id: &ClusterIdCell) -> Result<BufWrite
     for addr in addrs {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
             Ok(s) => {
-                s.set_nodelay(true).ctx("set TCP_NODELAY on", peer.addr.clone())?;
+                s.set_nodelay(true)
+                    .ctx("set TCP_NODELAY on", peer.addr.clone())?;
                 s.set_write_timeout(Some(WRITE_TIMEOUT))
                     .ctx("set write timeout on", peer.addr.clone())?;
                 let mut w = BufWriter::with_capacity(64 << 10, s);
@@ -397,7 +470,14 @@ fn connect(me: i32, peer: &Voter, cluster_id: &ClusterIdCell) -> Result<BufWrite
     ))
 }
 
-fn sender_loop(me: i32, peer: Voter, rx: Receiver<Message>, inbox: Sender<Inbound>, cluster_id: ClusterIdCell, stop: Arc<AtomicBool>) {
+fn sender_loop(
+    me: i32,
+    peer: Voter,
+    rx: Receiver<Message>,
+    inbox: Sender<Inbound>,
+    cluster_id: ClusterIdCell,
+    stop: Arc<AtomicBool>,
+) {
     let peer_raft = raft_id(peer.id);
     let mut conn: Option<BufWriter<TcpStream>> = None;
     let mut backoff = BACKOFF_MIN;
@@ -405,7 +485,10 @@ fn sender_loop(me: i32, peer: Voter, rx: Receiver<Message>, inbox: Sender<Inboun
     let mut reported_down = false;
     let fail = |batch: &[Message]| {
         let _ = inbox.try_send(Inbound::Unreachable(peer_raft));
-        if batch.iter().any(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
+        if batch
+            .iter()
+            .any(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+        {
             let _ = inbox.try_send(Inbound::SnapshotStatus(peer_raft, SnapshotStatus::Failure));
         }
     };
@@ -467,7 +550,12 @@ fn sender_loop(me: i32, peer: Voter, rx: Receiver<Message>, inbox: Sender<Inboun
                 }
             };
             if body.len() > MAX_FRAME {
-                tracing::error!(node = me, peer = peer.id, bytes = body.len(), "raft message over the frame limit; dropped");
+                tracing::error!(
+                    node = me,
+                    peer = peer.id,
+                    bytes = body.len(),
+                    "raft message over the frame limit; dropped"
+                );
                 continue;
             }
             result = w.write_all(&frame(&body));
@@ -480,8 +568,12 @@ fn sender_loop(me: i32, peer: Voter, rx: Receiver<Message>, inbox: Sender<Inboun
         }
         match result {
             Ok(()) => {
-                if batch.iter().any(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
-                    let _ = inbox.try_send(Inbound::SnapshotStatus(peer_raft, SnapshotStatus::Finish));
+                if batch
+                    .iter()
+                    .any(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+                {
+                    let _ =
+                        inbox.try_send(Inbound::SnapshotStatus(peer_raft, SnapshotStatus::Finish));
                 }
             }
             Err(e) => {
@@ -492,5 +584,59 @@ fn sender_loop(me: i32, peer: Voter, rx: Receiver<Message>, inbox: Sender<Inboun
                 fail(&batch);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+        let stop = AtomicBool::new(false);
+        read_frame(&mut &bytes[..], &stop, "test peer")
+    }
+
+    #[test]
+    fn frames_round_trip_and_bad_ones_are_errors() {
+        let f = frame(b"hello");
+        assert_eq!(read(&f).unwrap(), Some(b"hello".to_vec()));
+        assert_eq!(read(&[]).unwrap(), None);
+        let mut bad = f.clone();
+        bad[9] ^= 1;
+        assert!(read(&bad).unwrap_err().to_string().contains("CRC"));
+        assert!(
+            read(&f[..f.len() - 1])
+                .unwrap_err()
+                .to_string()
+                .contains("middle of a frame")
+        );
+        let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
+        huge.extend_from_slice(&[0; 4]);
+        assert!(read(&huge).unwrap_err().to_string().contains("limit"));
+    }
+
+    #[test]
+    fn hellos_round_trip_and_strangers_are_refused() {
+        let h = decode_hello(&hello(1, 2, Some("abc")), "p").unwrap();
+        assert_eq!(
+            h,
+            Hello {
+                from: 1,
+                to: 2,
+                cluster_id: Some("abc".into())
+            }
+        );
+        assert_eq!(
+            decode_hello(&hello(1, 2, None), "p").unwrap().cluster_id,
+            None
+        );
+        assert!(
+            decode_hello(b"GET / HTTP/1.1\r\n", "p")
+                .unwrap_err()
+                .is_corruption()
+        );
+        let mut v2 = hello(1, 2, None);
+        v2[5] = 9;
+        assert!(decode_hello(&v2, "p").is_err());
     }
 }

@@ -360,14 +360,21 @@ impl ServerBuilder {
     /// Tests: a quorum listener bound beforehand (port 0), and snapshots every `n`
     /// entries.
     #[cfg(test)]
-    pub(crate) fn test_cluster(mut self, quorum_listener: TcpListener, snapshot_after_entries: usize) -> Self {
+    pub(crate) fn test_cluster(
+        mut self,
+        quorum_listener: TcpListener,
+        snapshot_after_entries: usize,
+    ) -> Self {
         self.cluster.quorum_listener = Some(quorum_listener);
         self.cluster.snapshot_after_entries = Some(snapshot_after_entries);
         self
     }
 
     /// The cluster node's settings, if the builder was given a node id or quorum.
-    fn cluster_config(&mut self, local: SocketAddr) -> Result<Option<crate::cluster::ClusterConfig>> {
+    fn cluster_config(
+        &mut self,
+        local: SocketAddr,
+    ) -> Result<Option<crate::cluster::ClusterConfig>> {
         let c = &mut self.cluster;
         let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
             (None, None) => return Ok(None),
@@ -537,7 +544,10 @@ impl ServerHandle {
             && self.accept.is_some()
         {
             if cluster.controller_id().is_none() {
-                tracing::warn!(node = cluster.node_id(), "no controller reachable: stopping without a controlled shutdown");
+                tracing::warn!(
+                    node = cluster.node_id(),
+                    "no controller reachable: stopping without a controlled shutdown"
+                );
             } else if let Err(e) = cluster.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT) {
                 tracing::warn!(node = cluster.node_id(), error = %e, "controlled shutdown failed; stopping anyway");
             }

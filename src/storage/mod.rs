@@ -37,11 +37,11 @@ pub fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>>
     checkpoint::read(path)
 }
 
-#[allow(unused_imports)]
-pub(crate) use log::now_ms;
 /// Fsyncs a directory (for the layers above that rename files into place).
 #[allow(unused_imports)]
 pub(crate) use checkpoint::sync_dir;
+#[allow(unused_imports)]
+pub(crate) use log::now_ms;
 
 #[cfg(test)]
 mod tests;

@@ -87,7 +87,12 @@ fn assignment_of(t: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, (i16, Stri
     let mut by_partition: Vec<(i32, Vec<i32>)> = t
         .assignments
         .iter()
-        .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
+        .map(|a| {
+            (
+                a.partition_index,
+                a.broker_ids.iter().map(|b| b.0).collect(),
+            )
+        })
         .collect();
     by_partition.sort_by_key(|(p, _)| *p);
     if by_partition
@@ -110,8 +115,7 @@ fn handle_cluster(
     request: CreateTopicsRequest,
     cluster: &crate::cluster::ClusterNode,
 ) -> Result<Reply, Fatal> {
-    let timeout =
-        std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
+    let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
     let topics = request
         .topics
         .iter()
@@ -149,15 +153,15 @@ fn handle_cluster(
                         tracing::info!(topic = %name, peer = %ctx.peer, "topic created");
                     }
                     let image = cluster.image();
-                    let (partitions, rf) = image.topic(&name).map_or(
-                        (t.num_partitions, t.replication_factor),
-                        |t| {
-                            (
-                                t.partitions.len() as i32,
-                                t.partitions.first().map_or(-1, |p| p.replicas.len() as i16),
-                            )
-                        },
-                    );
+                    let (partitions, rf) =
+                        image
+                            .topic(&name)
+                            .map_or((t.num_partitions, t.replication_factor), |t| {
+                                (
+                                    t.partitions.len() as i32,
+                                    t.partitions.first().map_or(-1, |p| p.replicas.len() as i16),
+                                )
+                            });
                     result
                         .with_num_partitions(partitions)
                         .with_replication_factor(rf)

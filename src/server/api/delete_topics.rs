@@ -8,8 +8,7 @@ use super::{Ctx, Fatal, Reply, Request, error_code};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteTopicsRequest = req.decode()?;
-    let timeout =
-        std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
+    let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
     let responses = request
         .topic_names
         .into_iter()
