@@ -412,7 +412,16 @@ fn a_lagging_node_catches_up_through_a_snapshot() {
     // image from before).
     c.halt(0);
     c.restart(0);
-    c.wait_settled();
+    wait_until("node 1 registered again and unfenced everywhere", || {
+        c.node(0).broker_epoch().is_some_and(|epoch| {
+            c.running().iter().all(|&i| {
+                let img = c.node(i).image();
+                img.brokers
+                    .get(&1)
+                    .is_some_and(|b| b.epoch == epoch && !b.fenced)
+            })
+        })
+    });
     let after = c.wait_same_image();
     let replicas = |img: &MetadataImage| -> Vec<(String, Vec<Vec<i32>>)> {
         img.topics
