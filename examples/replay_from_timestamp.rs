@@ -8,11 +8,8 @@ use std::time::Duration;
 use tidelog::{Broker, Consumer, ConsumerConfig, Producer, ProducerRecord, TopicConfig};
 
 fn main() -> tidelog::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| tidelog::Error::Io {
-        op: "create temporary directory",
-        path: std::env::temp_dir(),
-        source: e,
-    })?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| tidelog::Error::io("create temporary directory", std::env::temp_dir(), e))?;
     let broker = Broker::open(dir.path())?;
     broker.create_topic("readings", 2, TopicConfig::new())?;
 
