@@ -25,11 +25,13 @@ mod broker;
 mod config;
 mod consumer;
 mod error;
-mod producer;
+pub mod producer;
 pub mod record;
 #[cfg(feature = "server")]
 mod server;
 pub mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod topic;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
@@ -47,17 +49,10 @@ pub use consumer::{
 pub use error::{Error, Result};
 pub use producer::{
     Acks, DefaultPartitioner, DeliveryReceipt, Durability, Partitioner, Producer, ProducerBuilder,
-    ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner, murmur2,
-    partition_for_key, to_positive,
+    ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner,
 };
 pub use record::{Batch, BatchBuilder, Headers, Record};
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub use server::fuzz_decode_request;
-#[cfg(feature = "server")]
-pub use server::{Server, ServerBuilder, ServerHandle, sendfile_bytes_sent};
-pub use storage::{
-    AppendInfo, CleanupOutcome, CleanupPolicy, LogConfig, LogManager, LogSlice, PartitionLog,
-    RecoveryReport,
-};
+pub use server::{Server, ServerBuilder, ServerHandle};
+pub use storage::{CleanupPolicy, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tidelog::{BatchBuilder, LogConfig, LogManager, PartitionLog};
+use tidelog::storage::{LogManager, PartitionLog};
+use tidelog::{BatchBuilder, LogConfig};
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
+use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
+use crate::{Broker, Error, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {

@@ -7,7 +7,7 @@
 //! - One thread per connection, blocking I/O, requests answered one at a time in order.
 //! - Request and response types come from the `kafka-protocol` crate, except the Fetch
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
-//!   segment file ([`sendfile_bytes_sent`] counts them).
+//!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
 //! - Limits: `max_connections` (refusals logged with the peer address) and
 //!   `max_request_size` (Kafka's `socket.request.max.bytes`).
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
@@ -34,13 +34,14 @@ use crate::error::IoContext;
 use backend::Backend;
 use idempotence::ProducerStates;
 
-pub use sendfile::sendfile_bytes_sent;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode
-/// its body, acting on nothing. For the request-decoder fuzz target; returns whether the
-/// request was accepted.
-#[doc(hidden)]
-pub fn fuzz_decode_request(frame: &[u8]) -> bool {
+/// its body, acting on nothing. For the request-decoder fuzz target (through
+/// `tidelog::testing`); returns whether the request was accepted.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
     match connection::parse(frame.to_vec()) {
         Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
         Ok(connection::Parsed::Reply(_)) => true,

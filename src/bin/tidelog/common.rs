@@ -5,7 +5,8 @@ use crate::{CliResult, Fail, fail};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tidelog::record::batches;
-use tidelog::{Batch, Broker, CommitOffset, LogSlice, OffsetCommitRequest, Partition, Topic};
+use tidelog::storage::LogSlice;
+use tidelog::{Batch, Broker, CommitOffset, OffsetCommitRequest, Partition, Topic};
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
 /// directory that does not exist rather than creating an empty one.

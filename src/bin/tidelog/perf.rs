@@ -29,10 +29,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tidelog::{
-    BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig,
-    partition_for_key,
-};
+use tidelog::producer::partition_for_key;
+use tidelog::{BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig};
 
 /// Bytes read from a partition per call.
 const READ_BYTES: usize = 4 << 20;
