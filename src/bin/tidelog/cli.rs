@@ -123,7 +123,8 @@ pub(crate) struct ProduceArgs {
 pub(crate) struct ConsumeArgs {
     /// The topic.
     pub topic: String,
-    /// Start at the first record (with --group: when the group has no committed offset).
+    /// Start at the first record (with --group: in partitions where the group has no
+    /// committed offset, as auto.offset.reset=earliest).
     #[arg(long)]
     pub from_beginning: bool,
     /// Start offset: N, -N (N before the end), `beginning` or `end` (as kcat -o).
@@ -133,9 +134,10 @@ pub(crate) struct ConsumeArgs {
     /// an RFC 3339 date (2024-05-01T12:00:00Z).
     #[arg(long, value_name = "T")]
     pub timestamp: Option<String>,
-    /// Consumer group: start from its committed offsets and commit what was printed
-    /// before exiting.
-    #[arg(short = 'g', long, value_name = "G")]
+    /// Consume as a member of consumer group G (as kafka-console-consumer --group):
+    /// read the partitions the group assigns, from its committed offsets (else the end,
+    /// or the beginning with --from-beginning), and commit the position of each on exit.
+    #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
     /// Read only these partitions (repeat for several; default: all).
     #[arg(short = 'p', long, value_name = "P")]
