@@ -121,7 +121,11 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
     for p in &mut pending {
         p.flush()?;
     }
-    eprintln!("produced {produced} records to topic {}", args.topic);
+    eprintln!(
+        "produced {} to topic {}",
+        crate::common::counted(produced, "record", "records"),
+        args.topic
+    );
     close_broker(broker)
 }
 
