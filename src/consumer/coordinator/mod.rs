@@ -770,3 +770,283 @@ fn reaper_loop(inner: &Arc<Inner>) {
         inner.changed.wait_until(&mut st, wake);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::offsets::decode;
+
+    /// A journal in memory, which can be made to fail.
+    #[derive(Default)]
+    struct MemJournal {
+        records: Mutex<Vec<JournalRecord>>,
+        fail: AtomicBool,
+    }
+
+    impl OffsetJournal for MemJournal {
+        fn append(&self, records: &[JournalRecord]) -> crate::Result<()> {
+            if self.fail.load(Ordering::Relaxed) {
+                return Err(crate::Error::io(
+                    "append to",
+                    "__consumer_offsets-0",
+                    std::io::Error::other("disk full"),
+                ));
+            }
+            self.records.lock().extend_from_slice(records);
+            Ok(())
+        }
+    }
+
+    impl MemJournal {
+        fn entries(&self) -> Vec<offsets::Entry> {
+            self.records
+                .lock()
+                .iter()
+                .filter_map(|(k, v)| decode(k, v.as_deref()).unwrap())
+                .collect()
+        }
+    }
+
+    fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
+        let c = GroupCoordinator::new(CoordinatorConfig {
+            min_session_timeout: Duration::from_millis(1),
+            initial_rebalance_delay: Duration::ZERO,
+            ..CoordinatorConfig::default()
+        });
+        c.load(Vec::new(), Arc::clone(journal) as Arc<dyn OffsetJournal>);
+        c
+    }
+
+    fn join_req(member: &str) -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), vec![1]), ("roundrobin".into(), vec![2])],
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(10),
+            client_id: "c".into(),
+            ..Default::default()
+        }
+    }
+
+    fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+        OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id: generation,
+            member_id: member.into(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+        }
+    }
+
+    /// One member joins and syncs; returns (member id, generation).
+    fn stable_member(c: &GroupCoordinator) -> (String, i32) {
+        let a = c
+            .join_group(join_req(""), Duration::from_secs(5))
+            .expect("join");
+        assert_eq!(a.leader, a.member_id);
+        let s = c
+            .sync_group(
+                SyncGroupRequest {
+                    group_id: "g".into(),
+                    generation_id: a.generation_id,
+                    member_id: a.member_id.clone(),
+                    assignments: vec![(a.member_id.clone(), vec![9])],
+                    ..Default::default()
+                },
+                Duration::from_secs(5),
+            )
+            .expect("sync");
+        assert_eq!(s.assignment, vec![9]);
+        (a.member_id, a.generation_id)
+    }
+
+    #[test]
+    fn load_commit_unload_reload_keeps_offsets_and_generation() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        let results = c.offset_commit(commit_req(generation, &member, 42)).unwrap();
+        assert!(results[0].result.is_ok());
+
+        c.unload();
+        assert!(!c.is_loaded());
+        assert!(matches!(
+            c.heartbeat("g", generation, &member, None),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(
+            c.offset_commit(commit_req(generation, &member, 43)),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(
+            c.offset_fetch("g", None),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(c.list_groups(&[]), Err(GroupError::NotCoordinator)));
+
+        // Load again from what was journaled: the same offsets and generation, and the
+        // member goes on with its old id.
+        c.load(journal.entries(), Arc::clone(&journal) as Arc<dyn OffsetJournal>);
+        let d = c.describe_group("g").unwrap();
+        assert_eq!(d.state, GroupState::Stable);
+        assert_eq!(d.generation_id, generation);
+        assert_eq!(d.members.len(), 1);
+        assert_eq!(d.members[0].assignment, vec![9]);
+        c.heartbeat("g", generation, &member, None).unwrap();
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, 42);
+        let results = c.offset_commit(commit_req(generation, &member, 43)).unwrap();
+        assert!(results[0].result.is_ok());
+    }
+
+    #[test]
+    fn a_journal_error_fails_the_commit() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        journal.fail.store(true, Ordering::Relaxed);
+        let results = c.offset_commit(commit_req(generation, &member, 5)).unwrap();
+        let Err(e) = &results[0].result else {
+            panic!("a commit the journal refused was acknowledged");
+        };
+        assert!(matches!(e, GroupError::Journal(_)), "{e:?}");
+        assert_eq!(e.code(), 56);
+        journal.fail.store(false, Ordering::Relaxed);
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, -1, "nothing was stored");
+    }
+
+    #[test]
+    fn unload_wakes_a_blocked_join_with_not_coordinator() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, _) = stable_member(&c);
+        // A second member starts a round the first has not rejoined: it blocks.
+        let JoinStart::Pending(ticket) = c.begin_join(join_req("")).unwrap() else {
+            panic!("a new member waits for the round");
+        };
+        let c2 = c.clone();
+        let waiter = std::thread::spawn(move || c2.await_join(&ticket, Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(50));
+        c.unload();
+        let answer = waiter.join().unwrap();
+        assert!(matches!(answer, Some(Err(GroupError::NotCoordinator))), "{answer:?}");
+        let _ = member;
+    }
+
+    #[test]
+    fn two_members_form_a_generation_and_a_follower_waits_for_the_leader() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (a, _) = stable_member(&c);
+        let JoinStart::Pending(tb) = c.begin_join(join_req("")).unwrap() else {
+            panic!("pending");
+        };
+        assert!(matches!(
+            c.heartbeat("g", 1, &a, None),
+            Err(GroupError::RebalanceInProgress)
+        ));
+        let JoinStart::Pending(ta) = c.begin_join(join_req(&a)).unwrap() else {
+            panic!("pending");
+        };
+        let ra = c.await_join(&ta, Duration::from_secs(1)).unwrap().unwrap();
+        let rb = c.await_join(&tb, Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
+        assert_eq!(ra.leader, a);
+        assert_eq!(ra.members.len(), 2);
+        assert!(rb.members.is_empty());
+        // The follower syncs first and waits for the leader.
+        let c2 = c.clone();
+        let b_id = rb.member_id.clone();
+        let follower = std::thread::spawn(move || {
+            c2.sync_group(
+                SyncGroupRequest {
+                    group_id: "g".into(),
+                    generation_id: 2,
+                    member_id: b_id,
+                    ..Default::default()
+                },
+                Duration::from_secs(30),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        c.sync_group(
+            SyncGroupRequest {
+                group_id: "g".into(),
+                generation_id: 2,
+                member_id: a.clone(),
+                assignments: vec![(a.clone(), vec![7]), (rb.member_id.clone(), vec![8])],
+                ..Default::default()
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(follower.join().unwrap().unwrap().assignment, vec![8]);
+        // The generation was journaled before anyone was answered.
+        let stored = journal.entries().into_iter().rev().find_map(|e| match e {
+            offsets::Entry::Group { value, .. } => Some(value),
+            _ => None,
+        });
+        let stored = stored.expect("group metadata journaled");
+        assert_eq!(stored.generation, 2);
+        assert_eq!(stored.members.len(), 2);
+    }
+
+    #[test]
+    fn delete_group_tombstones_offsets_and_metadata() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        c.offset_commit(commit_req(generation, &member, 3)).unwrap();
+        assert!(matches!(c.delete_group("g"), Err(GroupError::NonEmptyGroup)));
+        let left = c
+            .leave_group(
+                "g",
+                &[LeavingMember {
+                    member_id: member,
+                    group_instance_id: None,
+                }],
+            )
+            .unwrap();
+        assert!(left[0].is_ok());
+        c.delete_group("g").unwrap();
+        assert!(matches!(c.delete_group("g"), Err(GroupError::GroupIdNotFound)));
+        let entries = journal.entries();
+        assert!(entries.contains(&offsets::Entry::DeleteGroup { group: "g".into() }));
+        c.load(journal.entries(), Arc::clone(&journal) as Arc<dyn OffsetJournal>);
+        assert!(c.list_groups(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn initial_delay_applies_to_network_groups_only() {
+        let c = GroupCoordinator::new(CoordinatorConfig {
+            min_session_timeout: Duration::from_millis(1),
+            initial_rebalance_delay: Duration::from_secs(60),
+            ..CoordinatorConfig::default()
+        });
+        // In-process first member: no delay.
+        let mut req = join_req("");
+        req.origin = MemberOrigin::InProcess;
+        let r = c.join_group(req, Duration::from_secs(5)).unwrap();
+        assert_eq!(r.generation_id, 1);
+        // A network group waits for more members.
+        let mut req = join_req("");
+        req.group_id = "net".into();
+        let JoinStart::Pending(t) = c.begin_join(req).unwrap() else {
+            panic!("pending");
+        };
+        assert!(c.await_join(&t, Duration::from_millis(100)).is_none());
+        assert_eq!(
+            c.describe_group("net").unwrap().state,
+            GroupState::PreparingRebalance
+        );
+    }
+}
