@@ -126,7 +126,8 @@ fn commit(c: &mut Client, group: &str, topic: &str, partition: i32, offset: i64)
 }
 
 fn list(c: &mut Client, version: i16, states: &[&str]) -> Vec<(String, String, String)> {
-    let req = ListGroupsRequest::default().with_states_filter(states.iter().map(|v| s(v)).collect());
+    let req =
+        ListGroupsRequest::default().with_states_filter(states.iter().map(|v| s(v)).collect());
     let resp: ListGroupsResponse = c.call(ApiKey::ListGroups, version, &req);
     assert_eq!(resp.error_code, 0);
     let mut out: Vec<(String, String, String)> = resp
@@ -214,7 +215,10 @@ fn list_describe_delete_groups_and_offsets_over_every_version() {
     };
     let resp: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &del("live", "g"));
     assert_eq!(resp.error_code, 0);
-    assert_eq!(resp.topics[0].partitions[0].error_code, 86, "GROUP_SUBSCRIBED_TO_TOPIC");
+    assert_eq!(
+        resp.topics[0].partitions[0].error_code, 86,
+        "GROUP_SUBSCRIBED_TO_TOPIC"
+    );
     let resp: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &del("offsets-only", "g"));
     assert_eq!(resp.topics[0].partitions[0].error_code, 0);
     let resp: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &del("nobody", "g"));
@@ -230,8 +234,11 @@ fn list_describe_delete_groups_and_offsets_over_every_version() {
     for v in 0..=2 {
         let group = format!("doomed-v{v}");
         assert_eq!(commit(&mut c, &group, "g", 1, 3), 0);
-        let req = DeleteGroupsRequest::default()
-            .with_groups_names(vec![GroupId(s(&group)), GroupId(s("live")), GroupId(s("nobody"))]);
+        let req = DeleteGroupsRequest::default().with_groups_names(vec![
+            GroupId(s(&group)),
+            GroupId(s("live")),
+            GroupId(s("nobody")),
+        ]);
         let resp: DeleteGroupsResponse = c.call(ApiKey::DeleteGroups, v, &req);
         let codes: Vec<i16> = resp.results.iter().map(|r| r.error_code).collect();
         assert_eq!(codes, vec![0, 68, 69], "DeleteGroups v{v}");

@@ -873,7 +873,9 @@ mod tests {
         let journal = Arc::new(MemJournal::default());
         let c = coordinator(&journal);
         let (member, generation) = stable_member(&c);
-        let results = c.offset_commit(commit_req(generation, &member, 42)).unwrap();
+        let results = c
+            .offset_commit(commit_req(generation, &member, 42))
+            .unwrap();
         assert!(results[0].result.is_ok());
 
         c.unload();
@@ -890,11 +892,17 @@ mod tests {
             c.offset_fetch("g", None),
             Err(GroupError::NotCoordinator)
         ));
-        assert!(matches!(c.list_groups(&[]), Err(GroupError::NotCoordinator)));
+        assert!(matches!(
+            c.list_groups(&[]),
+            Err(GroupError::NotCoordinator)
+        ));
 
         // Load again from what was journaled: the same offsets and generation, and the
         // member goes on with its old id.
-        c.load(journal.entries(), Arc::clone(&journal) as Arc<dyn OffsetJournal>);
+        c.load(
+            journal.entries(),
+            Arc::clone(&journal) as Arc<dyn OffsetJournal>,
+        );
         let d = c.describe_group("g").unwrap();
         assert_eq!(d.state, GroupState::Stable);
         assert_eq!(d.generation_id, generation);
@@ -903,7 +911,9 @@ mod tests {
         c.heartbeat("g", generation, &member, None).unwrap();
         let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
         assert_eq!(fetched[0].offset, 42);
-        let results = c.offset_commit(commit_req(generation, &member, 43)).unwrap();
+        let results = c
+            .offset_commit(commit_req(generation, &member, 43))
+            .unwrap();
         assert!(results[0].result.is_ok());
     }
 
@@ -938,7 +948,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         c.unload();
         let answer = waiter.join().unwrap();
-        assert!(matches!(answer, Some(Err(GroupError::NotCoordinator))), "{answer:?}");
+        assert!(
+            matches!(answer, Some(Err(GroupError::NotCoordinator))),
+            "{answer:?}"
+        );
         let _ = member;
     }
 
@@ -1006,7 +1019,10 @@ mod tests {
         let c = coordinator(&journal);
         let (member, generation) = stable_member(&c);
         c.offset_commit(commit_req(generation, &member, 3)).unwrap();
-        assert!(matches!(c.delete_group("g"), Err(GroupError::NonEmptyGroup)));
+        assert!(matches!(
+            c.delete_group("g"),
+            Err(GroupError::NonEmptyGroup)
+        ));
         let left = c
             .leave_group(
                 "g",
@@ -1018,10 +1034,16 @@ mod tests {
             .unwrap();
         assert!(left[0].is_ok());
         c.delete_group("g").unwrap();
-        assert!(matches!(c.delete_group("g"), Err(GroupError::GroupIdNotFound)));
+        assert!(matches!(
+            c.delete_group("g"),
+            Err(GroupError::GroupIdNotFound)
+        ));
         let entries = journal.entries();
         assert!(entries.contains(&offsets::Entry::DeleteGroup { group: "g".into() }));
-        c.load(journal.entries(), Arc::clone(&journal) as Arc<dyn OffsetJournal>);
+        c.load(
+            journal.entries(),
+            Arc::clone(&journal) as Arc<dyn OffsetJournal>,
+        );
         assert!(c.list_groups(&[]).unwrap().is_empty());
     }
 
