@@ -1046,7 +1046,7 @@ impl Group {
     pub fn prepare_offset_delete(
         &self,
         partitions: &[(String, i32)],
-    ) -> Result<(Vec<Result<(), GroupError>>, Vec<JournalRecord>), GroupError> {
+    ) -> Result<PreparedOffsetDelete, GroupError> {
         if self.state == GroupState::Dead {
             return Err(GroupError::GroupIdNotFound);
         }
@@ -1319,6 +1319,9 @@ impl Group {
         self.prepare_delete().ok()
     }
 }
+
+/// OffsetDelete's per-partition results and the tombstones to journal.
+pub type PreparedOffsetDelete = (Vec<Result<(), GroupError>>, Vec<JournalRecord>);
 
 /// An OffsetCommit's accepted offsets, between journaling and applying.
 #[derive(Debug)]

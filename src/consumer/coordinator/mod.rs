@@ -64,7 +64,7 @@ mod types;
 pub use crate::consumer::offsets::JournalRecord;
 pub use config::CoordinatorConfig;
 pub use error::GroupError;
-pub use group::{Group, PreparedCommit, load_groups};
+pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
