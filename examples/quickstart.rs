@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 const PRODUCERS: u64 = 4;
@@ -42,7 +42,7 @@ fn main() -> tidelog::Result<()> {
                 let config = GroupConfig::new("quickstart", &["events"])
                     .auto_offset_reset(OffsetReset::Earliest)
                     .client_id(format!("member-{i}"));
-                let mut member = ConsumerGroup::join(&broker, config)?;
+                let mut member = GroupConsumer::join(&broker, config)?;
                 let mut seen = Seen::new();
                 while consumed.load(Ordering::Acquire) < total {
                     let records = member.poll(Duration::from_millis(100))?;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, GroupState, OffsetReset, Producer, ProducerRecord,
+    Broker, GroupConfig, GroupConsumer, GroupState, OffsetReset, Producer, ProducerRecord,
     TopicConfig,
 };
 
@@ -30,7 +30,7 @@ fn main() -> tidelog::Result<()> {
                 let config = GroupConfig::new("workers", &["jobs"])
                     .auto_offset_reset(OffsetReset::Earliest)
                     .enable_auto_commit(false);
-                let mut worker = ConsumerGroup::join(&broker, config)?;
+                let mut worker = GroupConsumer::join(&broker, config)?;
                 let mut handled = 0;
                 let mut partitions = std::collections::BTreeSet::new();
                 while done.load(Ordering::Acquire) < JOBS {
@@ -58,7 +58,13 @@ fn main() -> tidelog::Result<()> {
     // (a worker joining later would take over some partitions in a rebalance).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let group = broker.group_coordinator().describe_group("workers");
+        let group = broker
+            .group_coordinator()
+            .describe_group("workers")
+            .map_err(|source| tidelog::Error::Group {
+                group: "workers".into(),
+                source,
+            })?;
         if group.state == GroupState::Stable && group.members.len() == WORKERS {
             break;
         }

@@ -21,8 +21,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
-use crate::consumer::GroupCoordinator;
-use crate::consumer::offsets::{self, LogJournal};
+use crate::consumer::coordinator::GroupCoordinator;
 use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::{Error, Result};
@@ -120,10 +119,17 @@ impl BrokerBuilder {
         self
     }
 
-    /// How long the first rebalance of a new group waits for more members (Kafka
-    /// `group.initial.rebalance.delay.ms`). Default 0 (Kafka: 3 s).
+    /// How long the first rebalance of a new group of network clients waits for more
+    /// members (Kafka `group.initial.rebalance.delay.ms`). Default 3 s, as Kafka.
     pub fn group_initial_rebalance_delay(mut self, delay: Duration) -> Self {
         self.config.coordinator.initial_rebalance_delay = delay;
+        self
+    }
+
+    /// The same delay for a group whose first member is in-process. Default 0 (members
+    /// of one process join together; a later join starts another rebalance).
+    pub fn group_initial_rebalance_delay_in_process(mut self, delay: Duration) -> Self {
+        self.config.coordinator.in_process_initial_rebalance_delay = delay;
         self
     }
 
@@ -332,15 +338,24 @@ impl Broker {
                 true,
             )?,
         };
-        let partition = offsets_topic.partition(0)?;
         broker
             .inner
             .coordinator
-            .load_offsets(offsets::load(&partition)?);
-        broker
-            .inner
-            .coordinator
-            .set_journal(Arc::new(LogJournal { partition }));
+            .load_partition(offsets_topic.partition(0)?)?;
+        // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
+        // exist (a weak handle: the coordinator lives inside the broker).
+        let weak = Arc::downgrade(&broker.inner);
+        broker.inner.coordinator.set_partition_check(Arc::new(
+            move |topic: &str, partition: i32| {
+                weak.upgrade().is_some_and(|inner| {
+                    inner
+                        .topics
+                        .read()
+                        .get(topic)
+                        .is_some_and(|t| partition >= 0 && partition < t.partition_count())
+                })
+            },
+        ));
         broker.inner.coordinator.start_reaper()?;
         if let Some(logs) = broker.inner.logs.lock().as_ref() {
             logs.start_background(
@@ -682,7 +697,7 @@ mod tests {
         send_sync::<Partition>();
         send_sync::<GroupCoordinator>();
         send::<crate::Consumer>();
-        send::<crate::ConsumerGroup>();
+        send::<crate::GroupConsumer>();
     }
 
     #[test]

@@ -128,14 +128,13 @@ pub enum Error {
 
     /// A consumer group operation was refused (unknown member, stale generation,
     /// rebalance in progress, ...).
-    #[error("consumer group {group:?}: {reason}")]
+    #[error("consumer group {group:?}: {source}")]
     Group {
         /// The group id.
         group: String,
-        /// Kafka's error code for the refusal, as sent on the wire.
-        code: i16,
-        /// What went wrong.
-        reason: String,
+        /// The coordinator's refusal.
+        #[source]
+        source: crate::coordinator::GroupError,
     },
 
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tidelog::{Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig};
+//! use tidelog::{Broker, GroupConsumer, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # for run in 0..2 {
 //! let broker = Broker::open(dir.path())?;
@@ -13,7 +13,7 @@
 //! let producer = Producer::new(&broker)?;
 //! producer.send("events", ProducerRecord::keyed(b"user-1", b"signed up"))?;
 //! let group = GroupConfig::new("mailer", &["events"]).auto_offset_reset(OffsetReset::Earliest);
-//! let mut consumer = ConsumerGroup::join(&broker, group)?;
+//! let mut consumer = GroupConsumer::join(&broker, group)?;
 //! let records = consumer.poll(Duration::from_secs(5))?;
 //! for record in records.iter() {
 //!     assert_eq!(record?.value, Some(&b"signed up"[..]));
@@ -54,15 +54,14 @@ mod topic;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
-pub use consumer::coordinator::codes as group_codes;
+#[allow(deprecated)]
+pub use consumer::ConsumerGroup;
+pub use consumer::coordinator;
+pub use consumer::coordinator::{CoordinatorConfig, GroupCoordinator, GroupError, GroupState};
 pub use consumer::{
-    Assignment, Assignor, CommitOffset, Consumer, ConsumerConfig, ConsumerGroup, ConsumerRecord,
-    ConsumerRecords, ConsumerRecordsIter, CooperativeStickyAssignor, CoordinatorConfig,
-    FetchedOffset, GroupConfig, GroupCoordinator, GroupDescription, GroupState, JoinGroupMember,
-    JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeaveGroupResponse, LeavingMember,
-    ListedGroup, MemberDescription, OffsetCommitRequest, OffsetCommitResult, OffsetFetchResponse,
-    OffsetReset, RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor,
-    Subscription, SyncGroupRequest, SyncGroupResponse,
+    Assignment, Assignor, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords,
+    ConsumerRecordsIter, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset,
+    RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor, Subscription,
 };
 pub use error::{Error, Result};
 pub use producer::{

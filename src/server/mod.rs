@@ -360,3 +360,5 @@ impl Drop for ServerHandle {
 mod tests;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_groups;

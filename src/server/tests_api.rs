@@ -645,7 +645,7 @@ fn a_thousand_concurrent_connections_produce_and_fetch() {
 #[test]
 fn the_group_apis_answer_every_supported_version() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path());
+    let server = super::tests_groups::start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "g", 2);
     let s = |v: &str| StrBytes::from_string(v.to_string());

@@ -4,9 +4,10 @@
 use crate::{CliResult, Fail, fail};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
+use tidelog::coordinator::{CommitOffset, OffsetCommitRequest};
 use tidelog::record::batches;
 use tidelog::storage::LogSlice;
-use tidelog::{Batch, Broker, CommitOffset, OffsetCommitRequest, Partition, Topic};
+use tidelog::{Batch, Broker, Partition, Topic};
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
 /// directory that does not exist rather than creating an empty one.
@@ -114,13 +115,19 @@ pub(crate) fn commit_offsets(
                 })
                 .collect(),
         });
-    match results.iter().find(|r| r.error_code != 0) {
+    let refused = |e: &tidelog::GroupError| {
+        fail!("{what} of group {group:?} failed: {e} (a group with active members refuses it)")
+    };
+    let results = results.map_err(|e| refused(&e))?;
+    match results
+        .iter()
+        .find_map(|r| r.result.as_ref().err().map(|e| (r, e)))
+    {
         None => Ok(()),
-        Some(r) => Err(fail!(
-            "{what} of group {group:?} for {}-{} failed with Kafka error code {} (a group with active members refuses it)",
+        Some((r, e)) => Err(fail!(
+            "{what} of group {group:?} for {}-{} failed: {e} (a group with active members refuses it)",
             r.topic,
             r.partition,
-            r.error_code
         )),
     }
 }

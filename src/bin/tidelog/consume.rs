@@ -6,7 +6,7 @@
 //! with an error that names the segment file and byte position, and is never printed.
 //!
 //! With `--group G` the command is a member of consumer group G, as Kafka's console
-//! consumer is: it joins through [`ConsumerGroup`], reads the partitions the group
+//! consumer is: it joins through [`GroupConsumer`], reads the partitions the group
 //! assigns it from the group's committed offsets (`--from-beginning` is
 //! `auto.offset.reset=earliest`: it applies only to partitions without a committed
 //! offset), and on exit (after `-c`, `-e`, Ctrl-C or an error) commits the position of
@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tidelog::{Broker, ConsumerGroup, ConsumerRecord, GroupConfig, OffsetReset, Partition};
+use tidelog::{Broker, ConsumerRecord, GroupConfig, GroupConsumer, OffsetReset, Partition};
 
 /// Bytes read from a partition at a time.
 const READ_BYTES: usize = 1 << 20;
@@ -306,7 +306,7 @@ fn consume_group(
         .auto_offset_reset(reset)
         .enable_auto_commit(false)
         .client_id("tidelog-consume");
-    let mut member = ConsumerGroup::join(broker, config)?;
+    let mut member = GroupConsumer::join(broker, config)?;
     let mut out = Out::new();
     let mut resume = BTreeMap::new();
     let result = group_loop(
@@ -340,7 +340,7 @@ fn group_loop(
     args: &ConsumeArgs,
     format: &Format,
     stop: &AtomicBool,
-    member: &mut ConsumerGroup,
+    member: &mut GroupConsumer,
     out: &mut Out,
     resume: &mut BTreeMap<(String, i32), i64>,
 ) -> CliResult {
@@ -404,7 +404,7 @@ fn group_loop(
 }
 
 /// True once the member owns partitions and has read each to its end.
-fn at_end(broker: &Broker, member: &mut ConsumerGroup) -> CliResult<bool> {
+fn at_end(broker: &Broker, member: &mut GroupConsumer) -> CliResult<bool> {
     let assigned = member.assignment();
     if assigned.is_empty() {
         return Ok(false);
@@ -421,7 +421,7 @@ fn at_end(broker: &Broker, member: &mut ConsumerGroup) -> CliResult<bool> {
 /// Commits the position of every partition assigned to the member (`resume` first moves
 /// back those a stop left in the middle of a poll; a partition never read is committed
 /// at its reset position), and fsyncs the commit.
-fn commit_assigned(member: &mut ConsumerGroup, resume: &BTreeMap<(String, i32), i64>) -> CliResult {
+fn commit_assigned(member: &mut GroupConsumer, resume: &BTreeMap<(String, i32), i64>) -> CliResult {
     let assigned = member.assignment();
     for (t, p) in &assigned {
         match resume.get(&(t.clone(), *p)) {
