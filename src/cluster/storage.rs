@@ -92,7 +92,7 @@ fn encode_entry(e: &Entry) -> Vec<u8> {
     let body = w.into_bytes();
     let mut out = Vec::with_capacity(body.len() + RECORD_HEADER);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    out.extend_from_slice(&crate::storage::crc32(&body).to_be_bytes());
     out.extend_from_slice(&body);
     out
 }
@@ -230,7 +230,7 @@ fn read_entries(path: &Path) -> Result<(Vec<Entry>, Vec<Located>, u64)> {
         }
         let body = &rest[RECORD_HEADER..RECORD_HEADER + len];
         let end = pos + RECORD_HEADER + len;
-        if crc32fast::hash(body) != crc {
+        if crate::storage::crc32(body) != crc {
             if end == bytes.len() {
                 torn("CRC mismatch in the last record");
                 break;

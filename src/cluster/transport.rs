@@ -49,7 +49,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 8);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&crc32fast::hash(body).to_be_bytes());
+    out.extend_from_slice(&crate::storage::crc32(body).to_be_bytes());
     out.extend_from_slice(body);
     out
 }
@@ -124,7 +124,7 @@ pub(crate) fn read_frame(
     if !read_full(stream, &mut body, stop, peer, false)? {
         return Ok(None);
     }
-    if crc32fast::hash(&body) != crc {
+    if crate::storage::crc32(&body) != crc {
         return Err(Error::corrupt(
             format!("connection from {peer}"),
             0,

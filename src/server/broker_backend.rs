@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
 use crate::cluster::{ClusterNode, NO_LEADER};
+use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
+use crate::{Broker, Error, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -71,7 +72,12 @@ impl Backend for BrokerBackend {
     fn partition_count(&self, topic: &str) -> Option<i32> {
         match &self.cluster {
             Some(c) => c.image().topic(topic).map(|t| t.partitions.len() as i32),
-            None => self.broker.topic(topic).ok().map(|t| t.partition_count()),
+            // A lookup never creates: only a Metadata request that allows it does.
+            None => self
+                .broker
+                .registered_topic(topic)
+                .ok()
+                .map(|t| t.partition_count()),
         }
     }
 
@@ -118,7 +124,9 @@ impl Backend for BrokerBackend {
         if let Some(c) = &self.cluster {
             check_leader(c, topic, partition)?;
         }
-        Ok(Arc::new(self.broker.topic(topic)?.partition(partition)?))
+        Ok(Arc::new(
+            self.broker.registered_topic(topic)?.partition(partition)?,
+        ))
     }
 
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>> {

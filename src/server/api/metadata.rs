@@ -1,6 +1,7 @@
 //! Metadata (key 3), versions 0-8: the brokers, the controller and the topics asked for,
 //! created on the fly when the request allows it and the server is configured to
-//! (`auto_create_topics`, default on).
+//! (`auto_create_topics`: the broker's setting unless the server builder says otherwise;
+//! `tidelog serve` turns it on).
 //!
 //! A single node is the only broker and leads every partition. A cluster node answers
 //! from its metadata image: the unfenced brokers with their advertised listeners, the
