@@ -324,7 +324,7 @@ impl ServerBuilder {
     /// # fn main() -> tidelog::Result<()> {
     /// let broker = tidelog::Broker::open("data-1")?;
     /// let server = tidelog::Server::builder(broker)
-    ///     .listen("127.0.0.1:9092".parse().unwrap())
+    ///     .listen("127.0.0.1:9092")
     ///     .node_id(1)
     ///     .quorum("1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293")
     ///     .start()?;
