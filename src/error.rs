@@ -6,12 +6,17 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// `Result` with tidelog's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in tidelog.
-#[derive(Debug, thiserror::Error)]
+///
+/// Cheap to clone (the operating system's error is shared behind an `Arc`), so one
+/// failure can be handed to every caller waiting on it, such as every record of a
+/// batch that failed to append, keeping its variant.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An I/O operation on a file or directory failed.
@@ -21,9 +26,9 @@ pub enum Error {
         op: &'static str,
         /// The file or directory it was done to.
         path: PathBuf,
-        /// The operating system's error.
+        /// The operating system's error (shared: see [`Error`]).
         #[source]
-        source: io::Error,
+        source: Arc<io::Error>,
     },
 
     /// Bytes on disk or received from outside are not a valid record batch, index or
@@ -123,14 +128,13 @@ pub enum Error {
 
     /// A consumer group operation was refused (unknown member, stale generation,
     /// rebalance in progress, ...).
-    #[error("consumer group {group:?}: {reason}")]
+    #[error("consumer group {group:?}: {source}")]
     Group {
         /// The group id.
         group: String,
-        /// Kafka's error code for the refusal, as sent on the wire.
-        code: i16,
-        /// What went wrong.
-        reason: String,
+        /// The coordinator's refusal.
+        #[source]
+        source: crate::coordinator::GroupError,
     },
 
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.
@@ -224,15 +228,91 @@ pub enum Error {
         /// The latest epoch in the log's leader-epoch cache.
         latest: i32,
     },
+
+    /// A replication factor below 1 or above the number of available brokers.
+    #[error("invalid replication factor for topic {topic:?}: {reason}")]
+    InvalidReplicationFactor {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A replica assignment that names unknown brokers, repeats one, or is uneven.
+    #[error("invalid replica assignment for topic {topic:?}: {reason}")]
+    InvalidReplicaAssignment {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A partition count that is not valid for the topic (below 1, or not a growth).
+    #[error("invalid partition count for topic {topic:?}: {reason}")]
+    InvalidPartitions {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// This cluster node does not lead the partition: the client refreshes its metadata
+    /// and goes to the leader.
+    #[error("{partition}: not the leader on this node: {reason}")]
+    NotLeaderOrFollower {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A change computed at an older leader epoch, or by a broker that is not the leader.
+    #[error("{partition}: fenced leader epoch: {reason}")]
+    FencedLeaderEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A change computed from an older partition epoch.
+    #[error("{partition}: stale partition epoch: {reason}")]
+    InvalidUpdateVersion {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// An ISR change naming a replica that cannot be in sync (not a replica, fenced, or
+    /// leaving the leader out).
+    #[error("{partition}: ineligible replica: {reason}")]
+    IneligibleReplica {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A cluster request from a broker that is not registered or whose broker epoch is
+    /// not its current one.
+    #[error("broker {broker}: stale broker epoch: {reason}")]
+    StaleBrokerEpoch {
+        /// Node id.
+        broker: i32,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {
-    /// An [`Error::Io`] for `op` on `path`.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    /// An [`Error::Io`]: the operating system's `source` error while doing `op` to
+    /// `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,
             path: path.into(),
-            source,
+            source: Arc::new(source),
         }
     }
 

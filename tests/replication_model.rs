@@ -17,8 +17,8 @@ use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner}
 use std::path::Path;
 use std::time::Duration;
 use tidelog::record::{batches, set_base_offset, set_partition_leader_epoch};
-use tidelog::storage::ReadLimit;
-use tidelog::{BatchBuilder, Error, LogConfig, PartitionLog};
+use tidelog::storage::{PartitionLog, ReadLimit};
+use tidelog::{BatchBuilder, Error, LogConfig};
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::storage::AppendOutcome;
+use crate::Result;
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, LogSlice, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -41,6 +41,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
+    /// The cluster node this broker is, None for a single node. Handlers answer
+    /// Metadata, CreateTopics, DeleteTopics and FindCoordinator from its image.
+    fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterNode>> {
+        None
+    }
 }
 
 /// One partition's log as the handlers use it.

@@ -4,13 +4,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
-use crate::storage::AppendOutcome;
+use crate::cluster::{ClusterNode, NO_LEADER};
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
+use crate::{Broker, Error, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
     pub(crate) broker: Broker,
+    /// Set when the broker is a cluster node: topics and leaders come from its image.
+    pub(crate) cluster: Option<Arc<ClusterNode>>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -31,13 +34,55 @@ impl BrokerBackend {
     }
 }
 
+/// On a cluster node: Ok if this node leads `topic`-`partition` as the image says.
+fn check_leader(node: &ClusterNode, topic: &str, partition: i32) -> Result<()> {
+    let image = node.image();
+    let t = image
+        .topic(topic)
+        .ok_or_else(|| Error::UnknownTopic(topic.to_string()))?;
+    let p = usize::try_from(partition)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+        .ok_or_else(|| Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count: t.partitions.len() as i32,
+        })?;
+    if p.leader != node.node_id() {
+        return Err(Error::NotLeaderOrFollower {
+            partition: format!("{topic}-{partition}"),
+            reason: if p.leader == NO_LEADER {
+                "it has no leader right now".into()
+            } else {
+                format!("node {} leads it", p.leader)
+            },
+        });
+    }
+    Ok(())
+}
+
 impl Backend for BrokerBackend {
     fn topic_names(&self) -> Vec<String> {
-        self.broker.topics()
+        match &self.cluster {
+            Some(c) => c.image().topics.keys().cloned().collect(),
+            None => self.broker.topics(),
+        }
     }
 
     fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.broker.topic(topic).ok().map(|t| t.partition_count())
+        match &self.cluster {
+            Some(c) => c.image().topic(topic).map(|t| t.partitions.len() as i32),
+            // A lookup never creates: only a Metadata request that allows it does.
+            None => self
+                .broker
+                .registered_topic(topic)
+                .ok()
+                .map(|t| t.partition_count()),
+        }
+    }
+
+    fn cluster(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster.as_ref()
     }
 
     fn create_topic(
@@ -76,7 +121,12 @@ impl Backend for BrokerBackend {
     }
 
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
-        Ok(Arc::new(self.broker.topic(topic)?.partition(partition)?))
+        if let Some(c) = &self.cluster {
+            check_leader(c, topic, partition)?;
+        }
+        Ok(Arc::new(
+            self.broker.registered_topic(topic)?.partition(partition)?,
+        ))
     }
 
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>> {

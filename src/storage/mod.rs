@@ -30,28 +30,37 @@ mod signal;
 mod time_index;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
-pub use epoch::{EpochEntry, LEADER_EPOCH_FILE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{
-    AppendInfo, CHECKPOINT_FILE, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryReport,
-    TRUNCATION_FILE,
-};
-pub use manager::{HIGH_WATERMARK_FILE, LOCK_FILE, LogManager};
+#[cfg(test)]
+pub(crate) use epoch::LEADER_EPOCH_FILE;
+pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryReport};
+#[cfg(test)]
+pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
+#[cfg(test)]
+pub(crate) use manager::HIGH_WATERMARK_FILE;
+pub use manager::LogManager;
 pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
 /// offsets).
-pub fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
+pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
     checkpoint::write(path, payload)
 }
 
 /// Reads a file written by [`write_checkpoint`]: `Ok(None)` if it does not exist,
 /// [`crate::Error::Corrupt`] if it is torn or damaged.
-pub fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
+pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
     checkpoint::read(path)
 }
 
+/// CRC-32 (IEEE) as the checkpoints use it (also the cluster's Raft files and frames).
+#[allow(unused_imports)]
+pub(crate) use checkpoint::crc32;
+/// Fsyncs a directory (for the layers above that rename files into place).
+#[allow(unused_imports)]
+pub(crate) use checkpoint::sync_dir;
 #[allow(unused_imports)]
 pub(crate) use log::now_ms;
 

@@ -346,8 +346,8 @@ impl PartitionLog {
     /// [`Error::InvalidProducerEpoch`] (an epoch older than the producer's).
     ///
     /// ```
-    /// use tidelog::storage::AppendOutcome;
-    /// use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+    /// use tidelog::storage::{AppendOutcome, PartitionLog};
+    /// use tidelog::{BatchBuilder, LogConfig};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;

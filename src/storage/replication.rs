@@ -28,7 +28,8 @@ impl PartitionLog {
     /// [`PartitionLog::set_high_watermark`]. Returns the high watermark.
     ///
     /// ```
-    /// use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;

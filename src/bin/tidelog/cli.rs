@@ -10,18 +10,17 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "tidelog", version, about, propagate_version = true)]
 pub(crate) struct Cli {
-    /// Data directory of the log.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "./tidelog-data",
-        global = true
-    )]
-    pub data: PathBuf,
+    /// Data directory of the log [default: ./tidelog-data; `perf` without --data works
+    /// in a temporary directory that it removes afterwards].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The data directory of every command but `perf` when `--data` is not given.
+pub(crate) const DEFAULT_DATA: &str = "./tidelog-data";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -123,7 +122,8 @@ pub(crate) struct ProduceArgs {
 pub(crate) struct ConsumeArgs {
     /// The topic.
     pub topic: String,
-    /// Start at the first record (with --group: when the group has no committed offset).
+    /// Start at the first record (with --group: in partitions where the group has no
+    /// committed offset, as auto.offset.reset=earliest).
     #[arg(long)]
     pub from_beginning: bool,
     /// Start offset: N, -N (N before the end), `beginning` or `end` (as kcat -o).
@@ -133,9 +133,10 @@ pub(crate) struct ConsumeArgs {
     /// an RFC 3339 date (2024-05-01T12:00:00Z).
     #[arg(long, value_name = "T")]
     pub timestamp: Option<String>,
-    /// Consumer group: start from its committed offsets and commit what was printed
-    /// before exiting.
-    #[arg(short = 'g', long, value_name = "G")]
+    /// Consume as a member of consumer group G (as kafka-console-consumer --group):
+    /// read the partitions the group assigns, from its committed offsets (else the end,
+    /// or the beginning with --from-beginning), and commit the position of each on exit.
+    #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
     /// Read only these partitions (repeat for several; default: all).
     #[arg(short = 'p', long, value_name = "P")]
@@ -246,10 +247,10 @@ pub(crate) struct PerfProduceArgs {
     /// Records per append call (1: one record per call).
     #[arg(long, value_name = "B", default_value_t = 100)]
     pub batch: usize,
-    /// Partitions of the topic when it is created; without --keys, batches go
-    /// round-robin.
-    #[arg(long, value_name = "P", default_value_t = 1)]
-    pub partitions: i32,
+    /// Partitions of the topic (default: 1 when it is created; an existing topic with
+    /// another count is an error); without --keys, batches go round-robin.
+    #[arg(long, value_name = "P")]
+    pub partitions: Option<i32>,
     /// Number of distinct keys (0: no keys). Record i gets the 12-byte key
     /// `key-NNNNNNNN` with NNNNNNNN = i mod K, goes to the partition the default
     /// partitioner picks for that key (Kafka's murmur2), and each partition's batch is
@@ -320,9 +321,10 @@ pub(crate) struct PerfOpenArgs {
     /// missing).
     #[arg(long, value_name = "T", default_value = "perf-open")]
     pub topic: String,
-    /// Partitions of the topic when it is created.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub partitions: i32,
+    /// Partitions of the topic (default: 1000 when it is created; an existing topic
+    /// with another count is an error).
+    #[arg(long, value_name = "N")]
+    pub partitions: Option<i32>,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -412,4 +414,36 @@ pub(crate) struct ServeArgs {
     /// Do not create unknown topics when a client asks for their metadata.
     #[arg(long)]
     pub no_auto_create_topics: bool,
+    /// Partitions of a topic created without a count (auto-created, or -1) (Kafka's
+    /// num.partitions).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub num_partitions: i32,
+    /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
+    #[arg(long, value_name = "N", requires = "quorum")]
+    pub node_id: Option<i32>,
+    /// Every voter of the cluster with its quorum address, e.g.
+    /// 1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293 (Kafka's
+    /// controller.quorum.voters); this node listens for its peers on its own entry.
+    #[arg(long, value_name = "ID@HOST:PORT,...", requires = "node_id")]
+    pub quorum: Option<String>,
+    /// Cluster: fence a broker the controller has not heard from for this long (Kafka's
+    /// broker.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 9000)]
+    pub broker_session_timeout_ms: u64,
+    /// Cluster: replicas of a topic created without a replication factor (Kafka's
+    /// default.replication.factor).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub default_replication_factor: i16,
+    /// Cluster: fewest in-sync replicas for an acks=all produce (Kafka's
+    /// min.insync.replicas).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_insync_replicas: i32,
+    /// Cluster: a follower not caught up for this long leaves the ISR (Kafka's
+    /// replica.lag.time.max.ms).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub replica_lag_time_max_ms: u64,
+    /// Cluster: replicas of __consumer_offsets, capped at the number of nodes (Kafka's
+    /// offsets.topic.replication.factor).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub offsets_topic_replication_factor: i16,
 }
