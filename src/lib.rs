@@ -50,14 +50,14 @@ pub use producer::{
     ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner, murmur2,
     partition_for_key, to_positive,
 };
-pub use record::{Batch, BatchBuilder, Headers, Record};
+pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub use server::fuzz_decode_request;
 #[cfg(feature = "server")]
 pub use server::{Server, ServerBuilder, ServerHandle, sendfile_bytes_sent};
 pub use storage::{
-    AppendInfo, CleanupOutcome, CleanupPolicy, LogConfig, LogManager, LogSlice, PartitionLog,
-    RecoveryReport,
+    AppendInfo, CleanupOutcome, CleanupPolicy, CompressionType, LogConfig, LogManager, LogSlice,
+    PartitionLog, RecoveryReport,
 };
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};

@@ -338,3 +338,55 @@ impl SliceWriter<'_> {
         }
     }
 }
+
+impl super::Batch<'_> {
+    /// This batch rewritten with `codec`: the same records (offset deltas, timestamps,
+    /// keys, values, headers), producer id, epoch, base sequence and attributes, the
+    /// records section compressed with `codec` (or not at all for
+    /// [`Compression::None`]). The base offset is kept; the leader epoch is reset to -1.
+    /// What a broker does for a topic whose `compression.type` differs from the
+    /// producer's codec. Decompression is bounded by `max_bytes`; errors name
+    /// `location` and the batch.
+    ///
+    /// ```
+    /// use tidelog::{Batch, BatchBuilder, Compression};
+    ///
+    /// let mut b = BatchBuilder::new().compression(Compression::Snappy);
+    /// b.push(1, None, Some(b"v"), &[]);
+    /// let snappy = b.finish();
+    /// let zstd = Batch::parse(&snappy)?.recompress(Compression::Zstd, "t-0", 1 << 20)?;
+    /// assert_eq!(Batch::parse(&zstd)?.codec()?, Compression::Zstd);
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn recompress(
+        &self,
+        codec: Compression,
+        location: &str,
+        max_bytes: usize,
+    ) -> crate::Result<Vec<u8>> {
+        let mut scratch = Vec::new();
+        let records = self.decode_records(location, max_bytes, &mut scratch)?;
+        let mut builder = BatchBuilder::with_capacity(self.len())
+            .producer(
+                self.producer_id(),
+                self.producer_epoch(),
+                self.base_sequence(),
+            )
+            .attributes(self.attributes())
+            .compression(codec);
+        let base = self.base_offset();
+        for r in records {
+            let r = r?;
+            builder.push_record(
+                r.offset.wrapping_sub(base) as i32,
+                r.timestamp,
+                r.key,
+                r.value,
+                r.headers.iter(),
+            );
+        }
+        let mut out = builder.finish();
+        super::set_base_offset(&mut out, base);
+        Ok(out)
+    }
+}

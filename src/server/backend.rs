@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::topic::Signal;
-use crate::{AppendInfo, LogSlice, Result};
+use crate::{AppendInfo, LogConfig, LogSlice, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -58,4 +58,6 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn watch(&self, signal: &Arc<Signal>);
     /// Stop notifying `signal`.
     fn unwatch(&self, signal: &Arc<Signal>);
+    /// The partition's settings (`max.message.bytes`, `compression.type`, ...).
+    fn log_config(&self) -> LogConfig;
 }

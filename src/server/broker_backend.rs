@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
 use crate::topic::Signal;
-use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
+use crate::{AppendInfo, Broker, Error, LogConfig, LogSlice, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -116,5 +116,8 @@ impl PartitionOps for Partition {
     }
     fn unwatch(&self, signal: &Arc<Signal>) {
         Partition::unwatch(self, signal)
+    }
+    fn log_config(&self) -> LogConfig {
+        self.log().config()
     }
 }

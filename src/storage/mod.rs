@@ -18,7 +18,7 @@ mod retention;
 mod segment;
 mod time_index;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 pub use log::{
     AppendInfo, CHECKPOINT_FILE, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport,
 };

@@ -115,6 +115,15 @@ pub(crate) struct ProduceArgs {
     /// A header added to every record; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
     pub headers: Vec<String>,
+    /// Compress batches with CODEC: none, gzip, snappy, lz4 or zstd (as kcat -z; a topic
+    /// whose compression.type names a codec overrides it).
+    #[arg(
+        short = 'z',
+        long = "compression",
+        value_name = "CODEC",
+        default_value = "none"
+    )]
+    pub compression: tidelog::Compression,
 }
 
 /// `tidelog consume TOPIC`.
