@@ -62,6 +62,7 @@ run() {
 run "kcat" "$here/kcat.sh"
 run "kafka-python" "$PYTHON" "$here/kafka_python.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
+run "compression" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/compression.sh"
 
 # Graceful shutdown: SIGTERM, then a clean exit within 30 s.
 kill -TERM "$server"
