@@ -331,4 +331,6 @@ impl Drop for ServerHandle {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_admin;
+#[cfg(test)]
 mod tests_api;

@@ -421,4 +421,8 @@ pub(crate) struct ServeArgs {
     /// Do not create unknown topics when a client asks for their metadata.
     #[arg(long)]
     pub no_auto_create_topics: bool,
+    /// Partitions of a topic created without a count: auto-created topics and
+    /// CreateTopics with -1 (Kafka's num.partitions).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    pub num_partitions: i32,
 }

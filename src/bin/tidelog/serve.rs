@@ -32,7 +32,9 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("error: internal error in a server thread (please report it): {info}");
     }));
-    let broker = tidelog::Broker::open(data)?;
+    let broker = tidelog::Broker::builder(data)
+        .default_partitions(args.num_partitions)
+        .open()?;
     let mut builder = tidelog::Server::builder(broker)
         .listen(listen)
         .max_connections(args.max_connections)

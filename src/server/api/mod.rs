@@ -5,13 +5,18 @@
 //! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
 //! nothing for an `acks = 0` produce.
 
+mod alter_configs;
 mod api_versions;
+mod create_partitions;
 mod create_topics;
+mod delete_records;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -52,6 +57,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::InitProducerId, 0, 1),
     (ApiKey::DescribeConfigs, 1, 3),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -236,6 +246,11 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
         Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
         Ok(ApiKey::DescribeConfigs) => describe_configs::handle(ctx, req),
+        Ok(ApiKey::CreatePartitions) => create_partitions::handle(ctx, req),
+        Ok(ApiKey::AlterConfigs) => alter_configs::handle(ctx, req),
+        Ok(ApiKey::IncrementalAlterConfigs) => incremental_alter_configs::handle(ctx, req),
+        Ok(ApiKey::DeleteRecords) => delete_records::handle(ctx, req),
+        Ok(ApiKey::DescribeCluster) => describe_cluster::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -266,6 +281,13 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         Ok(ApiKey::DeleteTopics) => req.decode::<DeleteTopicsRequest>().map(drop),
         Ok(ApiKey::InitProducerId) => req.decode::<InitProducerIdRequest>().map(drop),
         Ok(ApiKey::DescribeConfigs) => req.decode::<DescribeConfigsRequest>().map(drop),
+        Ok(ApiKey::CreatePartitions) => req.decode::<CreatePartitionsRequest>().map(drop),
+        Ok(ApiKey::AlterConfigs) => req.decode::<AlterConfigsRequest>().map(drop),
+        Ok(ApiKey::IncrementalAlterConfigs) => {
+            req.decode::<IncrementalAlterConfigsRequest>().map(drop)
+        }
+        Ok(ApiKey::DeleteRecords) => req.decode::<DeleteRecordsRequest>().map(drop),
+        Ok(ApiKey::DescribeCluster) => req.decode::<DescribeClusterRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
