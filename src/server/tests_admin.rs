@@ -280,6 +280,29 @@ fn alter_configs_replaces_and_incremental_alter_configs_edits_topic_settings() {
         assert_eq!(config(&mut c, "cfg", "retention.ms"), ms);
         assert_eq!(config(&mut c, "cfg", "cleanup.policy"), "compact");
     }
+    // DescribeConfigs tells overrides from defaults (kafka-configs --describe shows those).
+    let r: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        3,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("cfg"))
+                .with_configuration_keys(Some(vec![s("retention.ms"), s("segment.bytes")])),
+        ]),
+    );
+    let sources: Vec<(String, i8)> = r.results[0]
+        .configs
+        .iter()
+        .map(|e| (e.name.to_string(), e.config_source))
+        .collect();
+    assert_eq!(
+        sources,
+        vec![
+            ("segment.bytes".to_string(), 5),
+            ("retention.ms".to_string(), 1)
+        ]
+    );
     // AlterConfigs replaces every override: what is not named returns to the default.
     let r: AlterConfigsResponse = c.call(
         ApiKey::AlterConfigs,
