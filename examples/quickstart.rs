@@ -25,7 +25,7 @@ fn main() -> tidelog::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/quickstart-data");
     let _ = std::fs::remove_dir_all(&dir);
     let broker = Broker::open(&dir)?;
-    broker.create_topic("events", PARTITIONS, TopicConfig::new())?;
+    broker.create_topic_if_missing("events", PARTITIONS, TopicConfig::new())?;
     let total = PRODUCERS * RECORDS_PER_PRODUCER;
     println!(
         "data directory {}: topic \"events\" with {PARTITIONS} partitions",

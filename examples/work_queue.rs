@@ -17,13 +17,10 @@ const JOBS: u64 = 10_000;
 const WORKERS: usize = 4;
 
 fn main() -> tidelog::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| tidelog::Error::Io {
-        op: "create temporary directory",
-        path: std::env::temp_dir(),
-        source: e,
-    })?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| tidelog::Error::io("create temporary directory", std::env::temp_dir(), e))?;
     let broker = Broker::open(dir.path())?;
-    broker.create_topic("jobs", 8, TopicConfig::new())?;
+    broker.create_topic_if_missing("jobs", 8, TopicConfig::new())?;
 
     let done = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..WORKERS)

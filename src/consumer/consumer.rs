@@ -133,18 +133,6 @@ impl Fetched {
     }
 }
 
-/// A copy of a decompression error kept for the iterators that reach its batch.
-fn replay(e: &Error) -> Error {
-    match e {
-        Error::Corrupt {
-            location,
-            position,
-            reason,
-        } => Error::corrupt(location, *position, reason.clone()),
-        other => Error::InvalidBatch(other.to_string()),
-    }
-}
-
 /// The records of one `poll`: zero-copy views of the log, decoded while iterating.
 #[derive(Default)]
 pub struct ConsumerRecords {
@@ -275,7 +263,7 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
                         self.compressed_seen += 1;
                         match decompressed.get(i) {
                             Some(Ok(records)) => self.records = Some(b.records_in(records)),
-                            Some(Err(e)) => return Some(Err(replay(e))),
+                            Some(Err(e)) => return Some(Err(e.clone())),
                             None => {
                                 self.rest = &[];
                                 return Some(Err(Error::InvalidBatch(format!(

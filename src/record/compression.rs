@@ -198,6 +198,12 @@ impl Fail {
 
 type Decoded = std::result::Result<(), Fail>;
 
+/// CRC-32 (IEEE, as gzip's trailer carries it).
+fn crc32(bytes: &[u8]) -> u32 {
+    // CRC-32/ISO-HDLC is the IEEE CRC-32 of gzip and zlib; the result fits in 32 bits.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32IsoHdlc, bytes) as u32
+}
+
 fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
@@ -214,7 +220,7 @@ fn gzip_compress(input: &[u8], out: &mut Vec<u8>) {
     // ID1 ID2, CM = deflate, no flags, no mtime, XFL 0, OS = unknown.
     out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
     out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec(input, 6));
-    out.extend_from_slice(&crc32fast::hash(input).to_le_bytes());
+    out.extend_from_slice(&crc32(input).to_le_bytes());
     out.extend_from_slice(&(input.len() as u32).to_le_bytes());
 }
 
@@ -311,7 +317,7 @@ fn gzip_decompress(input: &[u8], limit: usize, out: &mut Vec<u8>) -> Decoded {
             return Err(Fail::at(pos, "truncated gzip trailer"));
         };
         let data = &out[member..];
-        if crc32fast::hash(data) != crc {
+        if crc32(data) != crc {
             return Err(Fail::at(pos, "gzip CRC-32 mismatch"));
         }
         if data.len() as u32 != size {
@@ -813,7 +819,7 @@ mod tests {
         two.extend_from_slice(&[2, 0, b'x', b'y']);
         two.extend_from_slice(b"name\0comment\0");
         two.extend_from_slice(&miniz_oxide::deflate::compress_to_vec(b"world", 6));
-        two.extend_from_slice(&crc32fast::hash(b"world").to_le_bytes());
+        two.extend_from_slice(&crc32(b"world").to_le_bytes());
         two.extend_from_slice(&5u32.to_le_bytes());
         let mut out = Vec::new();
         Compression::Gzip

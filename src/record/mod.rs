@@ -8,7 +8,7 @@
 mod batch;
 mod builder;
 mod compression;
-pub mod varint;
+pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
 pub use batch::{

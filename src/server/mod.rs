@@ -7,7 +7,7 @@
 //! - One thread per connection, blocking I/O, requests answered one at a time in order.
 //! - Request and response types come from the `kafka-protocol` crate, except the Fetch
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
-//!   segment file ([`sendfile_bytes_sent`] counts them).
+//!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
 //! - Limits: `max_connections` (refusals logged with the peer address) and
 //!   `max_request_size` (Kafka's `socket.request.max.bytes`).
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
@@ -23,7 +23,7 @@ mod listener;
 mod sendfile;
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -34,13 +34,14 @@ use crate::error::IoContext;
 use backend::Backend;
 use idempotence::ProducerStates;
 
-pub use sendfile::sendfile_bytes_sent;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode
-/// its body, acting on nothing. For the request-decoder fuzz target; returns whether the
-/// request was accepted.
-#[doc(hidden)]
-pub fn fuzz_decode_request(frame: &[u8]) -> bool {
+/// its body, acting on nothing. For the request-decoder fuzz target (through
+/// `tidelog::testing`); returns whether the request was accepted.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
     match connection::parse(frame.to_vec()) {
         Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
         Ok(connection::Parsed::Reply(_)) => true,
@@ -75,7 +76,7 @@ impl Default for Config {
             advertised: None,
             max_connections: 10_000,
             max_request_size: codec::DEFAULT_MAX_REQUEST_SIZE,
-            auto_create_topics: true,
+            auto_create_topics: false,
             idle_timeout: Duration::from_secs(600),
             write_timeout: Duration::from_secs(60),
         }
@@ -178,7 +179,7 @@ impl Server {
     /// # fn main() -> tidelog::Result<()> {
     /// let broker = tidelog::Broker::open("data")?;
     /// let server = tidelog::Server::builder(broker)
-    ///     .listen("127.0.0.1:9092".parse().unwrap())
+    ///     .listen("127.0.0.1:9092")
     ///     .start()?;
     /// println!("serving Kafka clients on {}", server.local_addr());
     /// server.run_until_signal()?; // SIGINT / SIGTERM: graceful shutdown, broker closed
@@ -187,7 +188,11 @@ impl Server {
     /// ```
     pub fn builder(broker: crate::Broker) -> ServerBuilder {
         ServerBuilder {
-            config: Config::default(),
+            config: Config {
+                auto_create_topics: broker.config().auto_create_topics,
+                ..Config::default()
+            },
+            listen_error: None,
             backend: Arc::new(broker_backend::BrokerBackend { broker }),
         }
     }
@@ -197,6 +202,8 @@ impl Server {
 #[must_use]
 pub struct ServerBuilder {
     config: Config,
+    /// Why the address given to `listen` cannot be used; reported by `start`.
+    listen_error: Option<crate::Error>,
     backend: Arc<dyn Backend>,
 }
 
@@ -209,10 +216,26 @@ impl std::fmt::Debug for ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// Address to listen on. Default = `127.0.0.1:9092`; port 0 picks a free port (see
-    /// [`ServerHandle::local_addr`]).
-    pub fn listen(mut self, addr: SocketAddr) -> Self {
-        self.config.listen = addr;
+    /// Address to listen on: a `SocketAddr`, or anything else std resolves to one, such
+    /// as `"127.0.0.1:9092"` or `("localhost", 9092)` (the first address it resolves
+    /// to). Default = `127.0.0.1:9092`; port 0 picks a free port (see
+    /// [`ServerHandle::local_addr`]). An address that does not parse or resolve makes
+    /// [`ServerBuilder::start`] fail with `Error::InvalidConfig` for `listen`.
+    pub fn listen<A: ToSocketAddrs + std::fmt::Debug>(mut self, addr: A) -> Self {
+        let invalid = |reason: String| crate::Error::InvalidConfig {
+            key: "listen".into(),
+            reason,
+        };
+        self.listen_error = match addr.to_socket_addrs().map(|mut all| all.next()) {
+            Ok(Some(resolved)) => {
+                self.config.listen = resolved;
+                None
+            }
+            Ok(None) => Some(invalid(format!("{addr:?} resolves to no address"))),
+            Err(e) => Some(invalid(format!(
+                "{addr:?} is not an address to listen on: {e}"
+            ))),
+        };
         self
     }
 
@@ -240,8 +263,10 @@ impl ServerBuilder {
     }
 
     /// Whether a Metadata request for an unknown topic (that allows it) creates the topic
-    /// with the broker's defaults. Default = true (Kafka's
-    /// `auto.create.topics.enable`).
+    /// with the broker's defaults (Kafka's `auto.create.topics.enable`). Default = the
+    /// broker's [`BrokerBuilder::auto_create_topics`](crate::BrokerBuilder::auto_create_topics)
+    /// (false unless turned on there), so in-process and network clients see the same
+    /// topics appear; `tidelog serve` turns it on.
     pub fn auto_create_topics(mut self, on: bool) -> Self {
         self.config.auto_create_topics = on;
         self
@@ -256,6 +281,9 @@ impl ServerBuilder {
 
     /// Bind the address and start the accept thread.
     pub fn start(self) -> Result<ServerHandle> {
+        if let Some(e) = self.listen_error {
+            return Err(e);
+        }
         let listen = self.config.listen;
         let listener = TcpListener::bind(listen).ctx("bind", listen.to_string())?;
         let local = listener.local_addr().ctx("bind", listen.to_string())?;

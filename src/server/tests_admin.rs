@@ -561,6 +561,7 @@ fn auto_created_topics_get_the_broker_default_partition_count() {
     let dir = tempfile::tempdir().unwrap();
     let broker = crate::Broker::builder(dir.path())
         .default_partitions(3)
+        .auto_create_topics(true)
         .open()
         .unwrap();
     let server = Server::builder(broker)

@@ -5,7 +5,8 @@ use crate::{CliResult, Fail, fail};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tidelog::record::batches;
-use tidelog::{Batch, Broker, CommitOffset, LogSlice, OffsetCommitRequest, Partition, Topic};
+use tidelog::storage::LogSlice;
+use tidelog::{Batch, Broker, CommitOffset, OffsetCommitRequest, Partition, Topic};
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
 /// directory that does not exist rather than creating an empty one.
@@ -124,6 +125,16 @@ pub(crate) fn commit_offsets(
     }
 }
 
+/// `n` with its noun, singular for one: `counted(1, "record", "records")` is
+/// "1 record", `counted(0, "batch", "batches")` is "0 batches".
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// Splits `KEY=VALUE`; `what` names the option for the error message.
 pub(crate) fn parse_kv(s: &str, what: &str) -> CliResult<(String, String)> {
     match s.split_once('=') {
@@ -239,6 +250,13 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_the_singular_for_one() {
+        assert_eq!(counted(1, "record", "records"), "1 record");
+        assert_eq!(counted(0, "record", "records"), "0 records");
+        assert_eq!(counted(2, "batch", "batches"), "2 batches");
+    }
 
     #[test]
     fn times() {

@@ -1,7 +1,9 @@
 //! `tidelog groups list|describe|reset-offsets`, as kafka-consumer-groups.
 
 use crate::cli::GroupsCmd;
-use crate::common::{close_broker, commit_offsets, open_broker, parse_time, select_partitions};
+use crate::common::{
+    close_broker, commit_offsets, counted, open_broker, parse_time, select_partitions,
+};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::path::Path;
@@ -67,9 +69,9 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
         )
     };
     out.line(format_args!(
-        "Consumer group '{group}': state {}, {} member(s){generation}",
+        "Consumer group '{group}': state {}, {}{generation}",
         d.state.as_str(),
-        d.members.len(),
+        counted(d.members.len() as u64, "member", "members"),
     ))?;
     // Which member owns which partition, from the members' assignments.
     let mut owners: Vec<(String, i32, String)> = Vec::new();

@@ -25,10 +25,10 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 
 use super::{Ctx, Fatal, Part, Reply, Request, error_code};
-use crate::LogSlice;
 use crate::server::Shared;
 use crate::server::backend::PartitionOps;
 use crate::server::sendfile::FileRegion;
+use crate::storage::LogSlice;
 use crate::topic::Signal;
 
 impl FileRegion for LogSlice {

@@ -262,6 +262,7 @@ pub(crate) use api_versions::unsupported_version_reply;
 
 /// Decode the body of `req` as the request type of its api key, without acting on it.
 /// Used by the request-decoder fuzz target.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
     use kafka_protocol::messages::*;
     match ApiKey::try_from(req.header.request_api_key) {
