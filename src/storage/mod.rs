@@ -18,7 +18,7 @@ mod retention;
 mod segment;
 mod time_index;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use log::CHECKPOINT_FILE;
 pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport};
