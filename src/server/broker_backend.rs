@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::backend::{Backend, PartitionOps};
+use super::backend::{Backend, BrokerEndpoint, PartitionOps};
 use crate::cluster::{ClusterNode, NO_LEADER};
 use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
 use crate::topic::Signal;
-use crate::{Broker, Error, Partition, Result, TopicConfig};
+use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -133,6 +133,54 @@ impl Backend for BrokerBackend {
         Ok(self.broker.describe_topic(topic)?.log_config.to_pairs())
     }
 
+    fn create_partitions(&self, topic: &str, total: i32, validate_only: bool) -> Result<()> {
+        if !validate_only {
+            return self.broker.add_partitions(topic, total);
+        }
+        let current = self.broker.describe_topic(topic)?.partitions.len() as i32;
+        if total <= current {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!(
+                    "topic {topic:?} has {current} partitions; it can only grow, not to {total}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn topic_overrides(&self, topic: &str) -> Result<Vec<(String, String)>> {
+        let t = self.broker.describe_topic(topic)?;
+        Ok(t.config
+            .overrides()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        overrides: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<()> {
+        let config = topic_config(overrides);
+        if validate_only {
+            self.broker.describe_topic(topic)?;
+            return config.apply(&self.broker.config().log).map(drop);
+        }
+        self.broker.alter_topic_config(topic, config)
+    }
+
+    fn brokers(&self, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
+        vec![BrokerEndpoint {
+            node_id: super::api::NODE_ID,
+            host,
+            port,
+            rack: None,
+            fenced: false,
+        }]
+    }
+
     fn groups(&self) -> crate::GroupCoordinator {
         self.broker.group_coordinator().clone()
     }
@@ -170,5 +218,11 @@ impl PartitionOps for Partition {
     }
     fn unwatch(&self, signal: &Arc<Signal>) {
         Partition::unwatch(self, signal)
+    }
+    fn log_config(&self) -> LogConfig {
+        self.log().config()
+    }
+    fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        self.log().delete_records_before(offset)
     }
 }

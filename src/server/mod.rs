@@ -599,6 +599,8 @@ impl Drop for ServerHandle {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_admin;
+#[cfg(test)]
 mod tests_api;
 #[cfg(test)]
 mod tests_groups;

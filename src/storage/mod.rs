@@ -29,7 +29,7 @@ mod segment;
 mod signal;
 mod time_index;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};

@@ -114,6 +114,15 @@ pub(crate) struct ProduceArgs {
     /// A header added to every record; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
     pub headers: Vec<String>,
+    /// Compress batches with CODEC: none, gzip, snappy, lz4 or zstd (as kcat -z; a topic
+    /// whose compression.type names a codec overrides it).
+    #[arg(
+        short = 'z',
+        long = "compression",
+        value_name = "CODEC",
+        default_value = "none"
+    )]
+    pub compression: tidelog::Compression,
 }
 
 /// `tidelog consume TOPIC`.
@@ -414,9 +423,9 @@ pub(crate) struct ServeArgs {
     /// Do not create unknown topics when a client asks for their metadata.
     #[arg(long)]
     pub no_auto_create_topics: bool,
-    /// Partitions of a topic created without a count (auto-created, or -1) (Kafka's
-    /// num.partitions).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Partitions of a topic created without a count: auto-created topics and
+    /// CreateTopics with -1 (Kafka's num.partitions).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub num_partitions: i32,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]

@@ -2,9 +2,13 @@
 //!
 //! Every batch of a partition is validated (length, magic 2, CRC-32C) before anything
 //! is appended; a bad batch fails its partition only (`CORRUPT_MESSAGE`), other
-//! partitions of the request go ahead. Batches of idempotent producers go through
-//! `PartitionLog::append_idempotent`, whose sequence checks and append are one step
-//! under the log's writer lock; its typed refusals become DUPLICATE_SEQUENCE_NUMBER,
+//! partitions of the request go ahead. A compressed batch is decompressed (bounded by
+//! 64 x `max.message.bytes`) and its records checked, as Kafka's broker does; when the
+//! topic's `compression.type` names a codec other than the batch's (or `uncompressed`),
+//! the batch is rewritten with the topic's codec before it is appended (Kafka's rule;
+//! `producer`, the default, stores batches as sent). Batches of idempotent producers go
+//! through `PartitionLog::append_idempotent`, whose sequence checks and append are one
+//! step under the log's writer lock; its typed refusals become DUPLICATE_SEQUENCE_NUMBER,
 //! OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH (`error_code`). `acks = 0`
 //! gets no response at all; `acks = 1` and `-1` are the same on a single node: the
 //! response is sent once the batches are in the log.
@@ -15,7 +19,8 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::record::Batch;
+use crate::LogConfig;
+use crate::record::{Batch, Compression, decompression_limit};
 use crate::storage::AppendOutcome;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -72,8 +77,20 @@ fn refuse(index: i32, code: i16, message: String) -> PartitionProduceResponse {
         .with_error_message(Some(kstr(message)))
 }
 
-/// Validate every batch of `records`; true if one comes from an idempotent producer.
-fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<bool, (i16, String)> {
+/// Whether a batch of a partition's records comes from an idempotent producer, and the
+/// records rewritten in the topic's codec when they had to be.
+type Validated = (bool, Option<Vec<u8>>);
+
+/// Validate every batch of `records`; with the batches rewritten in the topic's codec
+/// when its `compression.type` asks for one that some batch does not have.
+fn validate(
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+    config: &LogConfig,
+) -> Result<Validated, (i16, String)> {
+    let limit = decompression_limit(config.max_message_bytes);
+    let corrupt = |e: crate::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
         return Err((
             ResponseError::CorruptMessage.code(),
@@ -81,11 +98,33 @@ fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<bool, (i16, S
         ));
     }
     let mut idempotent = false;
+    let mut rewritten: Option<Vec<u8>> = None;
+    let mut scratch = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
         let location = format!("produce request for {topic}-{partition}");
-        let batch = Batch::parse_at(&records[pos..], &location, pos as u64)
-            .map_err(|e| (ResponseError::CorruptMessage.code(), e.to_string()))?;
+        let batch = Batch::parse_at(&records[pos..], &location, pos as u64).map_err(corrupt)?;
+        let codec = batch.codec().map_err(corrupt)?;
+        if codec != Compression::None {
+            for r in batch
+                .decode_records(&location, limit, &mut scratch)
+                .map_err(corrupt)?
+            {
+                r.map_err(corrupt)?;
+            }
+        }
+        let target = config.compression_type.resolve(codec);
+        if target != codec || rewritten.is_some() {
+            let done = rewritten.get_or_insert_with(|| records[..pos].to_vec());
+            if target == codec {
+                done.extend_from_slice(batch.as_bytes());
+            } else {
+                let again = batch
+                    .recompress(target, &location, limit)
+                    .map_err(corrupt)?;
+                done.extend_from_slice(&again);
+            }
+        }
         if batch.is_control() || batch.is_transactional() {
             return Err((
                 ResponseError::InvalidRecord.code(),
@@ -95,7 +134,7 @@ fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<bool, (i16, S
         pos += batch.len();
         idempotent |= batch.producer_id() >= 0;
     }
-    Ok(idempotent)
+    Ok((idempotent, rewritten))
 }
 
 fn produce_partition(
@@ -116,29 +155,29 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return refuse(index, error_code(&e), e.to_string()),
     };
-    let idempotent = match validate(topic, index, &records) {
-        Ok(i) => i,
+    let (idempotent, rewritten) = match validate(topic, index, &records, &log.log_config()) {
+        Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
             return refuse(index, code, message);
         }
     };
+    let records = rewritten.as_deref().unwrap_or(&records);
     let result = if idempotent {
-        log.append_idempotent(&records)
-            .map(|outcome| match outcome {
-                AppendOutcome::Appended(info) => (info.base_offset, info.log_append_time),
-                AppendOutcome::Duplicate(base) => {
-                    tracing::debug!(
-                        topic,
-                        partition = index,
-                        base_offset = base,
-                        "duplicate batch not appended again"
-                    );
-                    (base, None)
-                }
-            })
+        log.append_idempotent(records).map(|outcome| match outcome {
+            AppendOutcome::Appended(info) => (info.base_offset, info.log_append_time),
+            AppendOutcome::Duplicate(base) => {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    base_offset = base,
+                    "duplicate batch not appended again"
+                );
+                (base, None)
+            }
+        })
     } else {
-        log.append(&records)
+        log.append(records)
             .map(|info| (info.base_offset, info.log_append_time))
     }
     .map_err(|e| (error_code(&e), e.to_string()));
