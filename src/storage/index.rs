@@ -13,10 +13,9 @@
 //! segment (position 0) never has an entry, so every entry has a position > 0 and an
 //! all-zero entry marks the end of a preallocated file that was not trimmed.
 
-use super::mmap::{AppendMap, MapWriter};
+use super::mmap::{AppendMap, MapWriter, allocate};
 use crate::error::IoContext;
 use crate::{Error, Result};
-use fs2::FileExt;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -159,10 +158,30 @@ impl IndexWriter {
             return Ok(());
         }
         let target = upto.div_ceil(INDEX_RESERVE_CHUNK) * INDEX_RESERVE_CHUNK;
-        let target = target.min(self.capacity);
-        self.file.allocate(target as u64)?;
+        let mut target = target.min(self.capacity);
+        let from = self.reserved as u64;
+        if let Err(e) = allocate(&self.file, from, (target - self.reserved) as u64) {
+            // On a full disk, exactly the entry that is needed.
+            if target == upto
+                || !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                )
+            {
+                return Err(e);
+            }
+            allocate(&self.file, from, (upto - self.reserved) as u64)?;
+            target = upto;
+        }
         self.reserved = target;
         Ok(())
+    }
+
+    /// Reserves the disk space of the next entry, so that appending it cannot fail for
+    /// lack of space.
+    pub(crate) fn reserve_next(&mut self, path: &Path) -> Result<()> {
+        self.reserve(self.len + self.entry_size)
+            .map_err(|e| Error::io("reserve index space", path, e))
     }
 
     /// True when no further entry fits.

@@ -27,6 +27,7 @@ use super::checkpoint;
 use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::epoch::EpochCache;
+use super::events::{self, DiskSpace, RateLimit};
 use super::prefault::Prefaulter;
 use super::producer_state::{self, ProducerState};
 use super::recovery::{self, encode_checkpoint};
@@ -123,6 +124,55 @@ pub struct RecoveryReport {
     /// snapshot to the log end (0 after a clean close; nothing is read, and the state is
     /// loaded later, when the log has no snapshot).
     pub producer_batches_replayed: u64,
+    /// What each cut (in `truncated`) and each removed segment (in `segments_removed`)
+    /// took out of the log, and the file beside the segment that now holds those bytes.
+    pub cuts: Vec<RecoveryCut>,
+}
+
+/// Bytes that recovery took out of a log: the tail of a segment cut at a torn or
+/// corrupt batch, or a whole segment that followed a cut. They are not destroyed but
+/// moved to `sidecar`, a file beside the segment (`<segment>.log.cut-<unix ms>`) that
+/// `tidelog dump` reads, until retention deletes it after `retention.ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryCut {
+    /// The segment file that was cut, or removed.
+    pub file: PathBuf,
+    /// Byte position of the cut in `file` (0 for a removed segment).
+    pub position: u64,
+    /// The first offset the log no longer holds: where the log ends after the cut (a
+    /// removed segment's base offset).
+    pub offset: i64,
+    /// Bytes removed.
+    pub bytes: u64,
+    /// Records in the removed batches whose headers could be read.
+    pub records: u64,
+    /// The file that holds the removed bytes.
+    pub sidecar: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for RecoveryCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: u64, one: &str, many: &str| {
+            if n == 1 {
+                format!("1 {one}")
+            } else {
+                format!("{n} {many}")
+            }
+        };
+        write!(
+            f,
+            "{} cut at byte {} (offset {}): {} and {} removed, moved to {} ({})",
+            self.file.display(),
+            self.position,
+            self.offset,
+            plural(self.bytes, "byte", "bytes"),
+            plural(self.records, "record", "records"),
+            self.sidecar.display(),
+            self.reason
+        )
+    }
 }
 
 impl RecoveryReport {
@@ -236,6 +286,18 @@ pub(super) struct WriterState {
     pub(super) producers: Option<ProducerState>,
 }
 
+/// What a [`super::LogManager`] shares with each of its logs (a log opened alone gets
+/// its own).
+#[derive(Clone, Default)]
+pub(crate) struct LogEnv {
+    /// Faults in the active segments' next pages.
+    pub(crate) prefault: Option<Prefaulter>,
+    /// The maintenance clock appends read (see `clock`).
+    pub(crate) clock: Option<CoarseClock>,
+    /// Whether the disk is full (one episode per data directory).
+    pub(crate) space: Arc<DiskSpace>,
+}
+
 /// A hook told of each durable step of a truncation (tests stop or copy the directory
 /// there).
 #[cfg(test)]
@@ -273,6 +335,13 @@ pub(super) struct Inner {
     pub(super) epochs: RwLock<Option<EpochCache>>,
     /// Faults in the active segment's next pages off the appending thread.
     pub(super) prefault: Option<Prefaulter>,
+    /// Whether the data directory's disk is full (shared with the manager's other logs).
+    pub(super) space: Arc<DiskSpace>,
+    /// Damaged reads are logged at most once a minute per log.
+    pub(super) corrupt_reads: RateLimit,
+    /// Files holding bytes recovery cut (`<base>.log.cut-<ms>`) and their unix ms:
+    /// retention deletes them after `retention.ms`.
+    pub(super) cut_files: Mutex<Vec<(PathBuf, i64)>>,
     pub(super) report: RecoveryReport,
     /// The checkpoint's contents as last written or read (None if unknown).
     pub(super) checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
@@ -321,19 +390,23 @@ impl PartitionLog {
     /// recovery point are trusted, later ones validated batch by batch and cut at the
     /// first torn or corrupt batch. `name` (e.g. `events-0`) names the log in errors.
     pub fn open(dir: impl AsRef<Path>, name: &str, config: LogConfig) -> Result<PartitionLog> {
-        Self::open_with(dir.as_ref(), name, config, None, None)
+        Self::open_with(dir.as_ref(), name, config, LogEnv::default())
     }
 
-    /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`]: reads
-    /// the checkpoint, lists and recovers the segments (`recovery`), assembles the log,
-    /// completes a truncation a crash interrupted and loads the leader-epoch cache.
+    /// [`PartitionLog::open`] with what a [`super::LogManager`] shares with its logs:
+    /// reads the checkpoint, lists and recovers the segments (`recovery`), assembles the
+    /// log, completes a truncation a crash interrupted and loads the leader-epoch cache.
     pub(crate) fn open_with(
         dir: &Path,
         name: &str,
         config: LogConfig,
-        prefault: Option<Prefaulter>,
-        clock: Option<CoarseClock>,
+        env: LogEnv,
     ) -> Result<PartitionLog> {
+        let LogEnv {
+            prefault,
+            clock,
+            space,
+        } = env;
         config.validate()?;
         let dir = dir.to_path_buf();
         let created = !dir.exists();
@@ -353,6 +426,14 @@ impl PartitionLog {
         )?;
         let (segments, active) =
             recovery::open_segments(&dir, scans, cp.log_start, &config, prefault.clone())?;
+        let mut cut_files = listing.cut_files.clone();
+        cut_files.extend(report.cuts.iter().filter_map(|c| {
+            let name = c.sidecar.file_name()?.to_str()?;
+            Some((c.sidecar.clone(), segment::parse_cut_name(name)?))
+        }));
+        for cut in &report.cuts {
+            events::recovery_cut(name, &cut.to_string());
+        }
         let log_end = active.shared().next_offset();
         let log_start = cp.log_start.clamp(segments[0].base_offset, log_end);
         let recovery_point = if report.checkpoint_damaged {
@@ -392,6 +473,9 @@ impl PartitionLog {
                 watchers: Watchers::default(),
                 epochs: RwLock::new(None),
                 prefault,
+                space,
+                corrupt_reads: RateLimit::default(),
+                cut_files: Mutex::new(cut_files),
                 report: RecoveryReport::default(),
                 checkpoint_on_disk: Mutex::new(cp.on_disk),
                 #[cfg(test)]
@@ -512,6 +596,23 @@ impl PartitionLog {
             });
         }
         Ok(())
+    }
+
+    /// An append failed with `e`: if for lack of disk space, a full-disk episode starts
+    /// (logged once for the data directory).
+    #[cold]
+    fn note_out_of_space(&self, e: &Error) {
+        if events::is_out_of_space(e) {
+            self.inner.space.ran_out(&self.inner.name, e);
+        }
+    }
+
+    /// Logs a read that met damaged bytes (at most once a minute for this log).
+    #[cold]
+    pub(super) fn report_corrupt_read(&self, e: &Error) {
+        if e.is_corruption() {
+            events::corrupt_read(&self.inner.corrupt_reads, &self.inner.name, e);
+        }
     }
 
     pub(super) fn poison(&self, e: &Error) {
@@ -669,7 +770,8 @@ impl PartitionLog {
         config: &LogConfig,
         now: i64,
     ) -> Result<()> {
-        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)?;
+        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)
+            .inspect_err(|e| self.note_out_of_space(e))?;
         // The epoch entry is on disk before the batch can be published: a recovery
         // point that covers the batch never finds its epoch missing from the file.
         let new_epoch = match w.latest_epoch {
@@ -688,14 +790,24 @@ impl PartitionLog {
             Some(t) => {
                 let mut scratch = std::mem::take(&mut w.scratch);
                 let r = restamp_log_append_time(&mut scratch, b, t).and_then(|restamped| {
-                    self.active(w)?
-                        .append(&restamped, offset, stamp.leader_epoch, now)
+                    self.active(w)?.append(
+                        &restamped,
+                        offset,
+                        stamp.leader_epoch,
+                        now,
+                        &self.inner.space,
+                    )
                 });
                 w.scratch = scratch;
                 r
             }
-            None => self.active(w)?.append(b, offset, stamp.leader_epoch, now),
+            None => self
+                .active(w)?
+                .append(b, offset, stamp.leader_epoch, now, &self.inner.space),
         };
+        if let Err(e) = &result {
+            self.note_out_of_space(e);
+        }
         if result.is_err() && new_epoch.is_some() {
             // The batch is not in the log: neither is its epoch.
             self.forget_epochs_from(w, offset)?;
@@ -794,6 +906,14 @@ impl PartitionLog {
     }
 
     fn roll_locked(&self, w: &mut WriterState, next_offset: i64, config: &LogConfig) -> Result<()> {
+        if w.active.is_none() {
+            return Err(self.closed_err());
+        }
+        // The new segment first: if it cannot be made (a full disk), the active one
+        // stays as it is and takes appends again once there is room.
+        let mut new = Segment::create(&self.inner.dir, next_offset, config)?;
+        new.set_prefaulter(self.inner.prefault.clone());
+        checkpoint::sync_dir(&self.inner.dir)?;
         let old = w.active.take().ok_or_else(|| self.closed_err())?;
         let sealed = match old.seal() {
             Ok(s) => s,
@@ -802,9 +922,6 @@ impl PartitionLog {
                 return Err(e);
             }
         };
-        let mut new = Segment::create(&self.inner.dir, next_offset, config)?;
-        new.set_prefaulter(self.inner.prefault.clone());
-        checkpoint::sync_dir(&self.inner.dir)?;
         let mut segs = self.inner.segments.write();
         let mut list: Vec<Arc<Segment>> = segs.iter().cloned().collect();
         if let Some(last) = list.last_mut() {
@@ -886,7 +1003,10 @@ impl PartitionLog {
             .saturating_sub(1);
         for seg in &segs[first..] {
             let mut heads = seg.heads();
-            let Some(pos) = seg.find(offset, &mut heads) else {
+            let Some(pos) = seg
+                .find(offset, &mut heads)
+                .inspect_err(|e| self.report_corrupt_read(e))?
+            else {
                 continue;
             };
             let mut end = pos;
@@ -901,7 +1021,11 @@ impl PartitionLog {
                     None => heads.at(end),
                     Some(_) => seg.head_at(end),
                 };
-                let Some(b) = b else { break };
+                // A header that does not parse, or offsets that do not follow, end the
+                // slice here: the next read, which starts at this batch, reports it.
+                let Some(b) = b.filter(|b| base.is_none() || b.base_offset >= next_offset) else {
+                    break;
+                };
                 // Whole batches below the bound: a batch that straddles a high watermark
                 // (never the case when it is a follower's log end) waits for it.
                 if b.last_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {
@@ -1017,10 +1141,23 @@ impl PartitionLog {
             if seg.max_timestamp() < timestamp || seg.next_offset() <= start {
                 continue;
             }
-            let Some(mut pos) = seg.find_time(timestamp) else {
+            let Some(mut pos) = seg
+                .find_time(timestamp)
+                .inspect_err(|e| self.report_corrupt_read(e))?
+            else {
                 continue;
             };
-            while let Some(b) = seg.batch_at(pos) {
+            let mut prev: Option<i64> = None;
+            while pos < seg.size() {
+                let Some(b) = seg
+                    .batch_at(pos)
+                    .filter(|b| prev.is_none_or(|p| b.base_offset() > p))
+                else {
+                    let e = seg.corrupt_at(pos, prev, prev.map_or(seg.base_offset, |p| p + 1));
+                    self.report_corrupt_read(&e);
+                    return Err(e);
+                };
+                prev = Some(b.last_offset());
                 if b.last_offset() >= hw {
                     break;
                 }
@@ -1226,12 +1363,48 @@ impl PartitionLog {
                 self.epochs_follow_log_start(&w)?;
             }
         }
+        if let Some(ms) = config.retention_ms {
+            self.remove_expired_cut_files(now_ms.saturating_sub(ms as i64))?;
+        }
         if config.cleanup_policy.compacts() {
             let c = self.compact(now_ms)?;
             out.segments_compacted = c.segments_compacted;
             out.records_removed = c.records_removed;
         }
         Ok(out)
+    }
+
+    /// Deletes the files of bytes recovery cut (`<base>.log.cut-<ms>`) made before
+    /// `cutoff_ms`.
+    fn remove_expired_cut_files(&self, cutoff_ms: i64) -> Result<()> {
+        let mut files = self.inner.cut_files.lock();
+        if files.iter().all(|(_, ms)| *ms >= cutoff_ms) {
+            return Ok(());
+        }
+        let mut failed = None;
+        files.retain(|(path, ms)| {
+            if *ms >= cutoff_ms || failed.is_some() {
+                return true;
+            }
+            match fs::remove_file(path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    failed = Some(Error::io("delete the cut file", path, e));
+                    true
+                }
+            }
+        });
+        drop(files);
+        checkpoint::sync_dir(&self.inner.dir)?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Files beside the segments holding bytes recovery cut, oldest first.
+    pub fn cut_files(&self) -> Vec<PathBuf> {
+        let mut files = self.inner.cut_files.lock().clone();
+        files.sort_by_key(|(_, ms)| *ms);
+        files.into_iter().map(|(p, _)| p).collect()
     }
 
     /// Compacts the sealed segments wholly below the high watermark: keeps the latest
@@ -1250,7 +1423,10 @@ impl PartitionLog {
         let limit = crate::record::decompression_limit(config.max_message_bytes);
         let mut latest = HashMap::new();
         for seg in segs.iter() {
-            latest_offsets(seg.batches(), hw, limit, &mut latest);
+            // Every batch, or an error: a damaged header must not make compaction keep
+            // only the batches before it.
+            let all: Vec<Batch<'_>> = seg.checked_batches().collect::<Result<_>>()?;
+            latest_offsets(all.into_iter(), hw, limit, &mut latest);
         }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();

@@ -4,7 +4,8 @@
 
 use super::clock::CoarseClock;
 use super::config::LogConfig;
-use super::log::{PartitionLog, now_ms};
+use super::events::DiskSpace;
+use super::log::{LogEnv, PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
 use crate::{Error, Result};
@@ -40,6 +41,8 @@ struct Inner {
     prefault_thread: Mutex<PrefaultThread>,
     /// Ticked by the maintenance thread; read by appends (see `clock`).
     clock: CoarseClock,
+    /// Whether the disk is full, for all the logs (one episode per data directory).
+    space: Arc<DiskSpace>,
     errors: Mutex<Vec<String>>,
     /// The high watermarks in `replication-offset-checkpoint`, by log name, as read on
     /// open or last written. Held while the file is written.
@@ -128,6 +131,7 @@ impl LogManager {
                 prefaulter,
                 prefault_thread: Mutex::new(prefault_thread),
                 clock: CoarseClock::default(),
+                space: Arc::default(),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(errors),
@@ -166,8 +170,11 @@ impl LogManager {
             &self.inner.dir.join(name),
             name,
             config,
-            Some(self.inner.prefaulter.clone()),
-            Some(self.inner.clock.clone()),
+            LogEnv {
+                prefault: Some(self.inner.prefaulter.clone()),
+                clock: Some(self.inner.clock.clone()),
+                space: Arc::clone(&self.inner.space),
+            },
         )?;
         logs.insert(name.to_string(), log.clone());
         Ok(log)

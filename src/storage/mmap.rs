@@ -287,6 +287,38 @@ impl MapWriter {
     }
 }
 
+/// Reserves the disk blocks of `[offset, offset + len)` of `file` (extending the file
+/// if it is shorter), so that later stores through a map of that range cannot fault for
+/// lack of space: `posix_fallocate(3)`, whose return value is the error (it does not set
+/// `errno`; fs2's `allocate` read `errno` and reported a full disk as "Success (os
+/// error 0)"). The error says how many bytes were asked for, and where.
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let too_large =
+        || std::io::Error::new(std::io::ErrorKind::InvalidInput, "reservation too large");
+    let off = libc::off_t::try_from(offset).map_err(|_| too_large())?;
+    let n = libc::off_t::try_from(len).map_err(|_| too_large())?;
+    loop {
+        // SAFETY: posix_fallocate takes a descriptor and two integers and touches no
+        // memory of ours; the descriptor stays open for the call (`file` is borrowed).
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(file), off, n) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            code => {
+                let e = std::io::Error::from_raw_os_error(code);
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e}; {len} bytes asked for at byte {offset}"),
+                ));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod checkpoint;
 mod clock;
 mod config;
 mod epoch;
+mod events;
 mod index;
 mod log;
 mod manager;
@@ -33,7 +34,9 @@ pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryReport};
+pub use log::{
+    AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryCut, RecoveryReport,
+};
 #[cfg(test)]
 pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
 #[cfg(test)]
@@ -66,6 +69,8 @@ pub(crate) use log::now_ms;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
 #[cfg(test)]
 mod tests_producers;
 #[cfg(test)]

@@ -424,7 +424,7 @@ impl PartitionLog {
                 .saturating_sub(1);
             let target = &segs[idx];
             let cut = target
-                .find(offset, &mut target.heads())
+                .find(offset, &mut target.heads())?
                 .unwrap_or(target.size());
             let mut active = segment::cut_to(dir, target, cut, &config, &mut |s| self.step(s))?;
             for s in &segs[idx + 1..] {

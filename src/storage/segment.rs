@@ -11,16 +11,16 @@
 //! * file blocks are reserved (fallocate) before any byte is copied into the map.
 
 use super::config::LogConfig;
+use super::events::DiskSpace;
 use super::index::{
     IndexFile, IndexWriter, OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix,
 };
-use super::mmap::{AppendMap, MapWriter};
+use super::mmap::{AppendMap, MapWriter, allocate};
 use super::prefault::Prefaulter;
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
 use crate::error::IoContext;
 use crate::record::{Batch, BatchHead, HEADER_LEN};
 use crate::{Error, Result};
-use fs2::FileExt;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
@@ -201,6 +201,8 @@ pub(crate) struct SegmentScan {
     pub(crate) bytes_validated: u64,
     /// Opened without validating batches (below the recovery point).
     pub(crate) trusted: bool,
+    /// Where the bytes cut at `truncated` went.
+    pub(crate) cut: Option<CutFile>,
 }
 
 fn create_rw(path: &Path) -> Result<File> {
@@ -258,6 +260,8 @@ impl Segment {
     }
 
     /// Every batch of the segment, oldest first (headers only; validated on the way in).
+    /// Stops at the first header that does not parse: for what must see every batch
+    /// (compaction), [`Segment::checked_batches`] reports it instead.
     pub(crate) fn batches(&self) -> impl Iterator<Item = Batch<'_>> {
         let mut pos = 0;
         std::iter::from_fn(move || {
@@ -265,6 +269,65 @@ impl Segment {
             pos += b.len();
             Some(b)
         })
+    }
+
+    /// Every batch of the segment, oldest first, ending with [`Error::Corrupt`] (naming
+    /// the file and position) at a header inside the data that does not parse or a batch
+    /// whose offsets do not follow its predecessor's.
+    pub(crate) fn checked_batches(&self) -> impl Iterator<Item = Result<Batch<'_>>> {
+        let mut pos = 0;
+        let mut prev: Option<i64> = None;
+        let end = self.size();
+        let mut failed = false;
+        std::iter::from_fn(move || {
+            if failed || pos >= end {
+                return None;
+            }
+            let item = match self.batch_at(pos) {
+                Some(b) if prev.is_none_or(|p| b.base_offset() > p) => {
+                    pos += b.len();
+                    prev = Some(b.last_offset());
+                    Ok(b)
+                }
+                _ => Err(self.corrupt_at(pos, prev, prev.map_or(self.base_offset, |p| p + 1))),
+            };
+            failed = item.is_err();
+            Some(item)
+        })
+    }
+
+    /// The error for the batch at `pos`, inside the segment's data, that cannot be read:
+    /// its header does not parse (says why), or its offsets do not follow `prev` (the
+    /// last offset of the batch before it). `offset` is the offset being looked for.
+    #[cold]
+    pub(crate) fn corrupt_at(&self, pos: usize, prev: Option<i64>, offset: i64) -> Error {
+        let data = self.log.get(pos, self.size()).unwrap_or(&[]);
+        let detail = match Batch::parse_header_at(data, "", 0) {
+            Err(Error::Corrupt { reason, .. }) => reason,
+            Err(e) => e.to_string(),
+            Ok(b) => match prev {
+                Some(p) if b.base_offset() <= p => format!(
+                    "batch offsets {}..={} do not follow the previous batch's last offset {p}",
+                    b.base_offset(),
+                    b.last_offset()
+                ),
+                _ if b.base_offset() < self.base_offset => format!(
+                    "batch offsets {}..={} lie below the segment's base offset {}",
+                    b.base_offset(),
+                    b.last_offset(),
+                    self.base_offset
+                ),
+                _ => "the batch is not where the segment's data says it is".to_string(),
+            },
+        };
+        Error::corrupt(
+            self.location(),
+            pos as u64,
+            format!(
+                "{detail} (inside the segment's {} bytes of data, reading offset {offset})",
+                self.size()
+            ),
+        )
     }
 
     /// A reader of this segment's batch headers (see [`Heads`]).
@@ -311,41 +374,66 @@ impl Segment {
 
     /// Byte position of the batch that contains `offset` (or the first after it), found
     /// through the sparse index and a forward scan of batch headers; `None` if the
-    /// segment has no batch with a last offset >= `offset`.
-    pub(crate) fn find(&self, offset: i64, heads: &mut Heads<'_>) -> Option<usize> {
+    /// segment has no batch with a last offset >= `offset`. A header inside the data
+    /// that does not parse, a batch whose offsets do not follow the one before it, or a
+    /// segment that ends before the offsets it holds (`next_offset`) is
+    /// [`Error::Corrupt`]: nothing is skipped silently.
+    pub(crate) fn find(&self, offset: i64, heads: &mut Heads<'_>) -> Result<Option<usize>> {
+        // Loaded before the scan loads the readable end: the bytes of every offset below
+        // it are readable by then (an append publishes its bytes first).
+        let next = self.next_offset();
         let rel = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
         let from = self.index_position(rel, heads);
-        self.scan_from(from, heads, |b| b.last_offset >= offset)
+        match self.scan_from(from, heads, offset, |b| b.last_offset >= offset)? {
+            // An empty segment holds no offset (its next offset is its base).
+            None if offset < next && next > self.base_offset => Err(Error::corrupt(
+                self.location(),
+                self.size() as u64,
+                format!(
+                    "the segment's data ends before offset {offset}, which it holds (its offsets run to {})",
+                    next - 1
+                ),
+            )),
+            found => Ok(found),
+        }
     }
 
-    /// Walks batch headers from `pos` to the first batch that `hit` accepts.
+    /// Walks batch headers from `pos` to the first batch that `hit` accepts; `offset`
+    /// (the offset looked for) names the read in errors.
     fn scan_from(
         &self,
         mut pos: usize,
         heads: &mut Heads<'_>,
+        offset: i64,
         hit: impl Fn(&BatchHead) -> bool,
-    ) -> Option<usize> {
+    ) -> Result<Option<usize>> {
         let end = self.log.readable();
+        let mut prev: Option<i64> = None;
         while pos < end {
-            let b = heads.at(pos)?;
+            let b = match heads.at(pos) {
+                Some(b) if prev.is_none_or(|p| b.base_offset > p) => b,
+                _ => return Err(self.corrupt_at(pos, prev, offset)),
+            };
             if hit(&b) {
-                return Some(pos);
+                return Ok(Some(pos));
             }
+            prev = Some(b.last_offset);
             pos += b.len;
         }
-        None
+        Ok(None)
     }
 
     /// Position of the first batch whose max timestamp is >= `ts`, found through the
-    /// time index and a forward scan.
-    pub(crate) fn find_time(&self, ts: i64) -> Option<usize> {
+    /// time index and a forward scan (errors as [`Segment::find`]).
+    pub(crate) fn find_time(&self, ts: i64) -> Result<Option<usize>> {
         let start_rel = self
             .time_index
             .floor(ts.saturating_sub(1), |e| read_time_entry(e).0)
             .map_or(0, |i| read_time_entry(self.time_index.entry(i)).1);
         let mut heads = self.heads();
         let from = self.index_position(start_rel, &mut heads);
-        self.scan_from(from, &mut heads, |b| b.max_timestamp >= ts)
+        let offset = self.base_offset + start_rel as i64;
+        self.scan_from(from, &mut heads, offset, |b| b.max_timestamp >= ts)
     }
 
     /// Told of each read of `[start, end)`: when it continues the previous read and the
@@ -411,15 +499,23 @@ impl Segment {
                 std::fs::remove_file(&p).ctx("remove stale index", &p)?;
             }
         }
-        let file = create_rw(&log_path)?;
-        file.set_len(0).ctx("truncate new segment", &log_path)?;
         let scan = SegmentScan {
             next_offset: base_offset,
             max_timestamp: -1,
             last_time_entry: -1,
             ..Default::default()
         };
-        Self::open_active_file(dir, base_offset, file, &scan, config)
+        let created = create_rw(&log_path).and_then(|file| {
+            file.set_len(0).ctx("truncate new segment", &log_path)?;
+            Self::open_active_file(dir, base_offset, file, &scan, config)
+        });
+        if created.is_err() {
+            // Nothing of a segment that could not be made stays behind.
+            for ext in ["log", "index", "timeindex"] {
+                let _ = std::fs::remove_file(dir.join(file_name(base_offset, ext)));
+            }
+        }
+        created
     }
 
     /// Opens the segment at `base_offset` as the active one, after `scan` established
@@ -557,8 +653,10 @@ fn map_whole(path: &Path) -> Result<(File, Arc<AppendMap>)> {
 /// How far a segment can be trusted on open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Trust {
-    /// The whole segment lies below the recovery point.
-    Full,
+    /// The whole segment lies below the recovery point; the next segment starts at this
+    /// offset. Trusted only if the walk of its last batch headers ends exactly at the end
+    /// of the file, with a last offset that meets this one.
+    Full(i64),
     /// Trusted if its data ends at or below this recovery point.
     UpTo(i64),
     /// Validate every batch.
@@ -588,9 +686,21 @@ pub(crate) fn scan_segment(
     let index_path = dir.join(file_name(base_offset, "index"));
     let time_path = dir.join(file_name(base_offset, "timeindex"));
 
+    let mut damaged = false;
     let mut scan = match trust {
         Trust::None => None,
-        Trust::Full => trusted_scan(data, base_offset, &index_path, &time_path)?,
+        // A header walk that stops short of the end (a damaged length or magic, offsets
+        // going back) or a last offset that does not meet the next segment's base is
+        // damage inside trusted bytes: validate the segment like an unflushed one, so
+        // that it is reported and cut, never trimmed silently.
+        Trust::Full(next_base) => match trusted_scan(data, base_offset, &index_path, &time_path)? {
+            Some(s) if s.data_len == data.len() && s.next_offset == next_base => Some(s),
+            Some(_) => {
+                damaged = true;
+                None
+            }
+            None => None,
+        },
         // Bytes other than the zero padding after the data are a torn write: validate
         // the segment so that the cut is reported, not trimmed silently.
         Trust::UpTo(rp) => trusted_scan(data, base_offset, &index_path, &time_path)?
@@ -599,15 +709,34 @@ pub(crate) fn scan_segment(
     if let Some(s) = scan.as_mut() {
         s.trusted = true;
     } else {
-        let validate = trust != Trust::Full;
-        let (mut s, idx, tidx) = full_scan(
+        let sealed = matches!(trust, Trust::Full(_));
+        let mut validate = !sealed || damaged;
+        let mut scanned = full_scan(
             data,
             base_offset,
             &loc,
-            validate,
+            (validate, !sealed),
             index_interval,
             index_max_bytes,
         );
+        // Rebuilding the indexes of a trusted segment walks its headers; one that finds
+        // them wrong validates it after all.
+        if let (false, Trust::Full(next_base)) = (validate, trust)
+            && (scanned.0.truncated.is_some()
+                || scanned.0.data_len != data.len()
+                || scanned.0.next_offset != next_base)
+        {
+            validate = true;
+            scanned = full_scan(
+                data,
+                base_offset,
+                &loc,
+                (true, false),
+                index_interval,
+                index_max_bytes,
+            );
+        }
+        let (mut s, idx, tidx) = scanned;
         // A rebuilt time index may lack the final entry written when the segment was
         // sealed: only a real difference counts as a repair.
         s.index_rebuilt = differs(&index_path, &idx, false);
@@ -618,12 +747,130 @@ pub(crate) fn scan_segment(
         write_index_file(&time_path, &tidx)?;
         scan = Some(s);
     }
-    let scan = scan.expect("set above");
+    let mut scan = scan.expect("set above");
     if file_len > scan.data_len {
+        if scan.truncated.is_some() {
+            // The cut bytes are kept beside the segment, never destroyed.
+            scan.cut = Some(save_cut(&log_path, &data[scan.data_len..])?);
+        }
         file.set_len(scan.data_len as u64)
             .ctx("truncate segment", &log_path)?;
     }
     Ok(scan)
+}
+
+/// Prefix of the name of a file holding bytes that recovery cut from a segment:
+/// `<segment>.log.cut-<unix ms>`.
+pub(crate) const CUT_MARK: &str = ".log.cut-";
+
+/// Bytes recovery removed from a log, moved to a file beside the segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CutFile {
+    /// The file holding them, `<segment>.log.cut-<unix ms>`.
+    pub(crate) path: PathBuf,
+    /// How many bytes.
+    pub(crate) bytes: u64,
+    /// Records in the batches among them whose headers can be read.
+    pub(crate) records: u64,
+}
+
+/// The name of a new cut file for `log_path`, `<log name>.cut-<unix ms>` (a later
+/// millisecond if that name is taken).
+fn cut_path(log_path: &Path) -> PathBuf {
+    let name = log_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut ms = super::log::now_ms();
+    loop {
+        let p = log_path.with_file_name(format!("{name}.cut-{ms}"));
+        if !p.exists() {
+            return p;
+        }
+        ms += 1;
+    }
+}
+
+/// The unix ms in the name of a cut file (`<base>.log.cut-<ms>`), if it is one.
+pub(crate) fn parse_cut_name(name: &str) -> Option<i64> {
+    let (stem, ms) = name.split_once(CUT_MARK)?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (stem.len() == 20 && digits(stem) && digits(ms))
+        .then(|| ms.parse().ok())
+        .flatten()
+}
+
+/// Records in the batches laid back to back in `bytes`, as far as their length fields
+/// can be followed: a batch whose other header fields are damaged counts with the
+/// records its header declares, and so does a torn last batch; a length that does not
+/// fit ends the count.
+pub(crate) fn count_records(bytes: &[u8]) -> u64 {
+    let field =
+        |at: usize| i32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let mut pos = 0;
+    let mut records = 0u64;
+    while pos + HEADER_LEN <= bytes.len() {
+        let len = field(pos + 8);
+        if len < (HEADER_LEN - 12) as i32 {
+            break;
+        }
+        records += field(pos + 57).max(0) as u64;
+        pos += len as usize + 12;
+    }
+    records
+}
+
+/// Writes `bytes` (cut from the end of `log_path` by recovery) to a new cut file beside
+/// it, fsynced. A run of zeros at the end (the preallocated tail) is left as a hole: the
+/// file reads back byte for byte and takes no disk space for it.
+fn save_cut(log_path: &Path, bytes: &[u8]) -> Result<CutFile> {
+    use std::io::Write;
+    let path = cut_path(log_path);
+    let used = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .ctx("create", &path)?;
+    f.write_all(&bytes[..used]).ctx("write", &path)?;
+    f.set_len(bytes.len() as u64).ctx("resize", &path)?;
+    f.sync_all().ctx("fsync", &path)?;
+    Ok(CutFile {
+        path,
+        bytes: bytes.len() as u64,
+        records: count_records(bytes),
+    })
+}
+
+/// Moves a whole segment's `.log` that recovery removes (it follows a cut) to a cut file
+/// beside it, and deletes its indexes. None if it has no `.log`.
+pub(crate) fn move_aside(dir: &Path, base_offset: i64) -> Result<Option<CutFile>> {
+    let log_path = dir.join(file_name(base_offset, "log"));
+    let (bytes, records) = match map_whole(&log_path) {
+        Ok((_, map)) => {
+            let data = map.get(0, map.readable()).unwrap_or(&[]);
+            (data.len() as u64, count_records(data))
+        }
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let path = cut_path(&log_path);
+    std::fs::rename(&log_path, &path).ctx("move aside", &log_path)?;
+    for ext in ["index", "timeindex"] {
+        let p = dir.join(file_name(base_offset, ext));
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove the index of a removed segment", p, e)),
+        }
+    }
+    Ok(Some(CutFile {
+        path,
+        bytes,
+        records,
+    }))
 }
 
 /// True if the index file at `path` is missing or does not start with `rebuilt` followed
@@ -675,7 +922,7 @@ pub(crate) fn cut_to(
         data,
         base,
         &seg.location(),
-        false,
+        (false, true),
         config.index_interval_bytes as usize,
         config.index_max_bytes as usize,
     );
@@ -752,7 +999,7 @@ pub(crate) fn replace_with(
         bytes,
         base_offset,
         &cleaned.display().to_string(),
-        true,
+        (true, true),
         config.index_interval_bytes as usize,
         config.index_max_bytes as usize,
     );
@@ -847,12 +1094,15 @@ fn trusted_scan(
 }
 
 /// Walks every batch from the start, rebuilding both indexes; with `validate`, checks
-/// CRCs too. Returns the scan and the index bytes.
+/// CRCs too. With `zero_tail`, zeros after the last batch are the unused preallocated
+/// tail of a segment that was being written; without (a sealed segment trusted on
+/// open, whose file ended at its data), they are damage. Returns the scan and the index
+/// bytes.
 fn full_scan(
     data: &[u8],
     base: i64,
     loc: &str,
-    validate: bool,
+    (validate, zero_tail): (bool, bool),
     index_interval: usize,
     index_max_bytes: usize,
 ) -> (SegmentScan, Vec<u8>, Vec<u8>) {
@@ -874,7 +1124,7 @@ fn full_scan(
             Ok(b) => b,
             Err(e) => {
                 // Zeros after the data are the unused preallocated tail, not damage.
-                if !data[pos..].iter().all(|&x| x == 0) {
+                if !zero_tail || !data[pos..].iter().all(|&x| x == 0) {
                     scan.truncated = Some((pos as u64, e.to_string()));
                 }
                 break;
@@ -955,18 +1205,32 @@ impl SegmentWriter {
             .clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX)
     }
 
-    fn reserve(&mut self, upto: usize) -> Result<()> {
+    /// Reserves the disk space of `[reserved, upto)` and a step more; when the step
+    /// does not fit on the disk, exactly what `upto` needs (so that appends go on as
+    /// long as there is room for them). Tells `space` of a reservation that succeeded.
+    fn reserve(&mut self, upto: usize, space: &DiskSpace) -> Result<()> {
         if upto <= self.reserved {
             return Ok(());
         }
         let step = self.step();
-        let target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN) * LOG_RESERVE_MIN)
+        let mut target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN)
+            * LOG_RESERVE_MIN)
             .min(self.capacity)
             .max(upto);
-        self.seg
-            .file
-            .allocate(target as u64)
-            .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
+        let from = self.reserved as u64;
+        if let Err(e) = allocate(&self.seg.file, from, (target - self.reserved) as u64) {
+            let full = matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            );
+            if !full || target == upto {
+                return Err(Error::io("reserve disk space for", &self.seg.log_path, e));
+            }
+            allocate(&self.seg.file, from, (upto - self.reserved) as u64)
+                .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
+            target = upto;
+        }
+        space.reserved(&self.seg.log_path);
         // A fast writer gets the new range faulted in ahead of it (by the prefault
         // thread, else here), saving a fault per page. A slow one takes the faults one
         // page at a time: a bulk fault-in would stall it, or steal a core from its
@@ -999,12 +1263,21 @@ impl SegmentWriter {
         base_offset: i64,
         leader_epoch: Option<i32>,
         now_ms: i64,
+        space: &DiskSpace,
     ) -> Result<()> {
         let bytes = batch.as_bytes();
         let len = bytes.len();
         let pos = self.pos;
         let bulk = len >= BULK_APPEND_MIN;
-        self.reserve(pos + len)?;
+        // Everything this append needs is reserved before a byte is written: a full
+        // disk fails the append whole, never after its bytes were published.
+        let index_due =
+            pos > 0 && self.bytes_since_index >= self.index_interval && !self.index_full();
+        if index_due {
+            self.index_w.reserve_next(self.seg.index.path())?;
+            self.time_w.reserve_next(self.seg.time_index.path())?;
+        }
+        self.reserve(pos + len, space)?;
         // baseOffset, then (when stamped) batchLength as it is and partitionLeaderEpoch.
         let mut head = [0u8; 16];
         head[..8].copy_from_slice(&base_offset.to_be_bytes());
@@ -1039,13 +1312,13 @@ impl SegmentWriter {
             // here is reported by the append that needs the space.
             let half = self.step() / 2;
             if self.pos + half > self.reserved && self.reserved < self.capacity {
-                let _ = self.reserve(self.pos + half + 1);
+                let _ = self.reserve(self.pos + half + 1, space);
             }
         }
         let rel = (base_offset - self.seg.base_offset) as u32;
         let max_ts = batch.max_timestamp();
         let seg_max = self.seg.max_timestamp();
-        if pos > 0 && self.bytes_since_index >= self.index_interval && !self.index_full() {
+        if index_due {
             self.index_w
                 .append(&offset_entry(rel, pos as u32), self.seg.index.path())?;
             let ts = seg_max.max(max_ts);
@@ -1073,7 +1346,12 @@ impl SegmentWriter {
     /// data. Returns the shared segment (its read-write map stays valid for readers).
     pub(crate) fn seal(mut self) -> Result<Arc<Segment>> {
         let max = self.seg.max_timestamp();
-        if max > self.last_time_entry && !self.time_w.is_full() {
+        // The final entry only shortens a lookup of the newest timestamps: on a full
+        // disk the segment is sealed without it.
+        if max > self.last_time_entry
+            && !self.time_w.is_full()
+            && self.time_w.reserve_next(self.seg.time_index.path()).is_ok()
+        {
             self.time_w.append(
                 &time_entry(max, self.max_ts_batch),
                 self.seg.time_index.path(),

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-fn small() -> LogConfig {
+pub(super) fn small() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 256,
@@ -15,7 +15,7 @@ fn small() -> LogConfig {
     }
 }
 
-fn batch(first: u32, n: u32, ts: i64) -> Vec<u8> {
+pub(super) fn batch(first: u32, n: u32, ts: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for i in first..first + n {
         let key = format!("k{}", i % 7);

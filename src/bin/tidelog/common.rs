@@ -28,7 +28,29 @@ pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
         }
         Err(e) => return Err(fail!("cannot read data directory {}: {e}", dir.display())),
     }
-    Ok(Broker::open(dir)?)
+    let broker = Broker::open(dir)?;
+    report_recovery(&broker);
+    Ok(broker)
+}
+
+/// Prints on stderr, one line each, what recovery removed from the logs when the broker
+/// opened (a torn or corrupt tail cut, segments after it removed): the partition, the
+/// file, the offset, the bytes and records, and where the bytes were kept.
+pub(crate) fn report_recovery(broker: &Broker) {
+    for name in broker.topics() {
+        let Ok(topic) = broker.topic(&name) else {
+            continue;
+        };
+        for p in topic.partitions().iter() {
+            for cut in &p.log().recovery_report().cuts {
+                eprintln!(
+                    "warning: recovery of partition {}-{} removed data: {cut}",
+                    p.topic(),
+                    p.index()
+                );
+            }
+        }
+    }
 }
 
 /// Closes the broker, reporting a failure to flush or close as an error.
