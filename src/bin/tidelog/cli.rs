@@ -403,7 +403,8 @@ pub(crate) struct ServeArgs {
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]
     pub advertised: Option<String>,
-    /// Most client connections served at once; more are refused and logged.
+    /// Most client connections served at once; more are refused and logged. Lowered,
+    /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_connections: usize,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
@@ -412,4 +413,12 @@ pub(crate) struct ServeArgs {
     /// Do not create unknown topics when a client asks for their metadata.
     #[arg(long)]
     pub no_auto_create_topics: bool,
+    /// The longest a Fetch waits for data, in ms: a client's max_wait_ms above it is
+    /// capped to it.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub fetch_max_wait_ms: u64,
+    /// Memory for requests in flight over all connections, in bytes (Kafka's
+    /// queued.max.request.bytes): past it, connections wait before reading more.
+    #[arg(long, value_name = "BYTES", default_value_t = 500 * 1024 * 1024)]
+    pub max_queued_request_bytes: usize,
 }
