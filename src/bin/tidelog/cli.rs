@@ -201,8 +201,9 @@ pub(crate) enum GroupsCmd {
 /// `tidelog dump PATH [--records]`.
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
-    /// A `.log`, `.index` or `.timeindex` file, or a partition directory (every segment
-    /// file in it, in order).
+    /// A `.log`, `.index` or `.timeindex` file, a partition directory (every segment
+    /// file in it, in order), or a checkpoint file (`partition.checkpoint`, `topics`,
+    /// `producer-id-block`: its fields and whether its CRC is valid).
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
     /// Also print every record of each batch (offset, timestamp, key, value, headers).
