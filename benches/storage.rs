@@ -16,7 +16,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+use tidelog::storage::PartitionLog;
+use tidelog::{BatchBuilder, LogConfig};
 
 const RECORD_BYTES: usize = 100;
 
@@ -169,7 +170,7 @@ fn recovery(c: &mut Criterion) {
     let size = log.size_bytes();
     assert_eq!(log.segment_count(), 1);
     drop(log); // no close: nothing is flushed, no checkpoint is written
-    let checkpoint = dir.join(tidelog::storage::CHECKPOINT_FILE);
+    let checkpoint = dir.join("partition.checkpoint");
     group.throughput(Throughput::Bytes(size));
     group.bench_function(
         BenchmarkId::new("unflushed_active_segment", format!("{}MiB", size >> 20)),

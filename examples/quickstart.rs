@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 const PRODUCERS: u64 = 4;
@@ -25,7 +25,7 @@ fn main() -> tidelog::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/quickstart-data");
     let _ = std::fs::remove_dir_all(&dir);
     let broker = Broker::open(&dir)?;
-    broker.create_topic("events", PARTITIONS, TopicConfig::new())?;
+    broker.create_topic_if_missing("events", PARTITIONS, TopicConfig::new())?;
     let total = PRODUCERS * RECORDS_PER_PRODUCER;
     println!(
         "data directory {}: topic \"events\" with {PARTITIONS} partitions",
@@ -42,7 +42,7 @@ fn main() -> tidelog::Result<()> {
                 let config = GroupConfig::new("quickstart", &["events"])
                     .auto_offset_reset(OffsetReset::Earliest)
                     .client_id(format!("member-{i}"));
-                let mut member = ConsumerGroup::join(&broker, config)?;
+                let mut member = GroupConsumer::join(&broker, config)?;
                 let mut seen = Seen::new();
                 while consumed.load(Ordering::Acquire) < total {
                     let records = member.poll(Duration::from_millis(100))?;

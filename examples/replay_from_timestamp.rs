@@ -8,13 +8,10 @@ use std::time::Duration;
 use tidelog::{Broker, Consumer, ConsumerConfig, Producer, ProducerRecord, TopicConfig};
 
 fn main() -> tidelog::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| tidelog::Error::Io {
-        op: "create temporary directory",
-        path: std::env::temp_dir(),
-        source: e,
-    })?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| tidelog::Error::io("create temporary directory", std::env::temp_dir(), e))?;
     let broker = Broker::open(dir.path())?;
-    broker.create_topic("readings", 2, TopicConfig::new())?;
+    broker.create_topic_if_missing("readings", 2, TopicConfig::new())?;
 
     // One reading per minute over a day, with explicit CreateTime timestamps.
     let start_of_day: i64 = 1_700_000_000_000;

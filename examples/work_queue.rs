@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, GroupState, OffsetReset, Producer, ProducerRecord,
+    Broker, GroupConfig, GroupConsumer, GroupState, OffsetReset, Producer, ProducerRecord,
     TopicConfig,
 };
 
@@ -17,13 +17,10 @@ const JOBS: u64 = 10_000;
 const WORKERS: usize = 4;
 
 fn main() -> tidelog::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| tidelog::Error::Io {
-        op: "create temporary directory",
-        path: std::env::temp_dir(),
-        source: e,
-    })?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| tidelog::Error::io("create temporary directory", std::env::temp_dir(), e))?;
     let broker = Broker::open(dir.path())?;
-    broker.create_topic("jobs", 8, TopicConfig::new())?;
+    broker.create_topic_if_missing("jobs", 8, TopicConfig::new())?;
 
     let done = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..WORKERS)
@@ -33,7 +30,7 @@ fn main() -> tidelog::Result<()> {
                 let config = GroupConfig::new("workers", &["jobs"])
                     .auto_offset_reset(OffsetReset::Earliest)
                     .enable_auto_commit(false);
-                let mut worker = ConsumerGroup::join(&broker, config)?;
+                let mut worker = GroupConsumer::join(&broker, config)?;
                 let mut handled = 0;
                 let mut partitions = std::collections::BTreeSet::new();
                 while done.load(Ordering::Acquire) < JOBS {
@@ -61,7 +58,13 @@ fn main() -> tidelog::Result<()> {
     // (a worker joining later would take over some partitions in a rebalance).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let group = broker.group_coordinator().describe_group("workers");
+        let group = broker
+            .group_coordinator()
+            .describe_group("workers")
+            .map_err(|source| tidelog::Error::Group {
+                group: "workers".into(),
+                source,
+            })?;
         if group.state == GroupState::Stable && group.members.len() == WORKERS {
             break;
         }

@@ -7,7 +7,8 @@
 
 use std::path::Path;
 use tidelog::record::batches;
-use tidelog::{Batch, BatchBuilder, LogConfig, PartitionLog};
+use tidelog::storage::PartitionLog;
+use tidelog::{Batch, BatchBuilder, LogConfig};
 
 /// Decodes `data` every way tidelog can: as exactly one batch, as a run of batches, and
 /// header-only; every record and header of a valid batch is walked.
@@ -162,7 +163,7 @@ pub fn log_recovery(data: &[u8]) {
     if let Some(rp) = input.checkpoint {
         let mut p = rp.to_be_bytes().to_vec();
         p.extend_from_slice(&0i64.to_be_bytes());
-        tidelog::storage::write_checkpoint(&dir.join("partition.checkpoint"), &p)
+        tidelog::testing::write_checkpoint(&dir.join("partition.checkpoint"), &p)
             .expect("write checkpoint");
     }
     let validated = input.checkpoint.is_none();

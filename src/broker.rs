@@ -21,8 +21,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
-use crate::consumer::GroupCoordinator;
-use crate::consumer::offsets::{self, LogJournal};
+use crate::consumer::coordinator::GroupCoordinator;
 use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::{Error, Result};
@@ -120,10 +119,17 @@ impl BrokerBuilder {
         self
     }
 
-    /// How long the first rebalance of a new group waits for more members (Kafka
-    /// `group.initial.rebalance.delay.ms`). Default 0 (Kafka: 3 s).
+    /// How long the first rebalance of a new group of network clients waits for more
+    /// members (Kafka `group.initial.rebalance.delay.ms`). Default 3 s, as Kafka.
     pub fn group_initial_rebalance_delay(mut self, delay: Duration) -> Self {
         self.config.coordinator.initial_rebalance_delay = delay;
+        self
+    }
+
+    /// The same delay for a group whose first member is in-process. Default 0 (members
+    /// of one process join together; a later join starts another rebalance).
+    pub fn group_initial_rebalance_delay_in_process(mut self, delay: Duration) -> Self {
+        self.config.coordinator.in_process_initial_rebalance_delay = delay;
         self
     }
 
@@ -133,8 +139,16 @@ impl BrokerBuilder {
         self
     }
 
-    /// Create unknown topics on first use (Kafka `auto.create.topics.enable`, whose
-    /// default is true). Default false.
+    /// Create unknown topics, with [`default_partitions`](Self::default_partitions)
+    /// partitions, when they are first used: by [`Broker::topic`] (so by in-process
+    /// producers and consumers) and, through a [`Server`](crate::Server) that keeps the
+    /// broker's setting, by Kafka clients' Metadata requests (Kafka
+    /// `auto.create.topics.enable`).
+    ///
+    /// Default false, where Kafka's default is true: in an embedded program the program
+    /// creates its topics (see [`Broker::create_topic_if_missing`]), and a misspelt
+    /// topic name is an `UnknownTopic` error rather than a new, empty topic that
+    /// consumers wait on. `tidelog serve` turns it on, as a Kafka broker has it.
     pub fn auto_create_topics(mut self, yes: bool) -> Self {
         self.config.auto_create_topics = yes;
         self
@@ -324,15 +338,24 @@ impl Broker {
                 true,
             )?,
         };
-        let partition = offsets_topic.partition(0)?;
         broker
             .inner
             .coordinator
-            .load_offsets(offsets::load(&partition)?);
-        broker
-            .inner
-            .coordinator
-            .set_journal(Arc::new(LogJournal { partition }));
+            .load_partition(offsets_topic.partition(0)?)?;
+        // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
+        // exist (a weak handle: the coordinator lives inside the broker).
+        let weak = Arc::downgrade(&broker.inner);
+        broker.inner.coordinator.set_partition_check(Arc::new(
+            move |topic: &str, partition: i32| {
+                weak.upgrade().is_some_and(|inner| {
+                    inner
+                        .topics
+                        .read()
+                        .get(topic)
+                        .is_some_and(|t| partition >= 0 && partition < t.partition_count())
+                })
+            },
+        ));
         broker.inner.coordinator.start_reaper()?;
         if let Some(logs) = broker.inner.logs.lock().as_ref() {
             logs.start_background(
@@ -381,6 +404,53 @@ impl Broker {
             return Err(Error::TopicExists(name.to_string()));
         }
         self.create_topic_inner(name, partitions, config, false)
+    }
+
+    /// Creates a topic unless it exists, so that a program can run again on the same
+    /// data directory: returns the existing topic when it has `partitions` partitions
+    /// (its settings are left as they are: change them with
+    /// [`Broker::alter_topic_config`]), and an `InvalidConfig` error for `partitions`
+    /// naming both counts when it has another number. Otherwise as
+    /// [`Broker::create_topic`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path();
+    /// use tidelog::{Broker, TopicConfig};
+    /// for _run in 0..2 {
+    ///     let broker = Broker::open(path)?;
+    ///     let topic = broker.create_topic_if_missing("events", 3, TopicConfig::new())?;
+    ///     assert_eq!(topic.partition_count(), 3);
+    ///     assert!(broker.create_topic_if_missing("events", 4, TopicConfig::new()).is_err());
+    /// }
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn create_topic_if_missing(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+    ) -> Result<Topic> {
+        let exists = match self.create_topic(name, partitions, config) {
+            Err(Error::TopicExists(e)) => Error::TopicExists(e),
+            created_or_failed => return created_or_failed,
+        };
+        let topic = match self.registered_topic(name) {
+            Ok(t) if !t.is_internal() => t,
+            // The internal offsets topic is never the caller's; a topic deleted since
+            // is reported as it was found.
+            _ => return Err(exists),
+        };
+        let current = topic.partition_count();
+        if current != partitions {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!(
+                    "topic {name:?} already exists with {current} partitions, not {partitions}"
+                ),
+            });
+        }
+        Ok(topic)
     }
 
     fn create_topic_inner(
@@ -481,9 +551,10 @@ impl Broker {
         self.inner.topics.read().keys().cloned().collect()
     }
 
-    /// Partitions, offsets, sizes and settings of a topic.
+    /// Partitions, offsets, sizes and settings of a topic (never creates it).
     pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
-        Ok(self.topic(name)?.describe())
+        self.check_open()?;
+        Ok(self.registered_topic(name)?.describe())
     }
 
     /// Deletes a topic and its data. Handles to it return `UnknownTopic` afterwards.
@@ -513,8 +584,9 @@ impl Broker {
         Ok(())
     }
 
-    /// The registered topic `name` (no auto-creation), for admin operations.
-    fn registered_topic(&self, name: &str) -> Result<Topic> {
+    /// The registered topic `name` (no auto-creation), for admin operations and for
+    /// the server, where only a Metadata request may create a topic.
+    pub(crate) fn registered_topic(&self, name: &str) -> Result<Topic> {
         self.inner
             .topics
             .read()
@@ -625,7 +697,7 @@ mod tests {
         send_sync::<Partition>();
         send_sync::<GroupCoordinator>();
         send::<crate::Consumer>();
-        send::<crate::ConsumerGroup>();
+        send::<crate::GroupConsumer>();
     }
 
     #[test]
@@ -638,6 +710,73 @@ mod tests {
         ));
         broker.close().expect("close");
         assert!(matches!(broker.topic("x"), Err(Error::Closed(_))));
+    }
+
+    #[test]
+    fn create_topic_if_missing_returns_the_topic_or_names_the_mismatch() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("open");
+        let first = broker
+            .create_topic_if_missing("events", 3, TopicConfig::new())
+            .expect("created");
+        first
+            .partition(0)
+            .expect("p0")
+            .append_batch(&{
+                let mut b = crate::record::BatchBuilder::new();
+                b.push(0, None, Some(b"kept"), &[]);
+                b.finish()
+            })
+            .expect("append");
+        let again = broker
+            .create_topic_if_missing("events", 3, TopicConfig::new().set("retention.ms", "1"))
+            .expect("existing");
+        assert_eq!(
+            again.partition(0).expect("p0").log_end_offset(),
+            1,
+            "same topic, data kept"
+        );
+        assert_eq!(
+            again.config().get("retention.ms"),
+            None,
+            "settings left as they are"
+        );
+        match broker.create_topic_if_missing("events", 4, TopicConfig::new()) {
+            Err(Error::InvalidConfig { key, reason }) => {
+                assert_eq!(key, "partitions");
+                assert_eq!(
+                    reason,
+                    "topic \"events\" already exists with 3 partitions, not 4"
+                );
+            }
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+        assert!(matches!(
+            broker.create_topic_if_missing(OFFSETS_TOPIC, 1, TopicConfig::new()),
+            Err(Error::TopicExists(_))
+        ));
+        assert!(matches!(
+            broker.create_topic_if_missing("bad name", 1, TopicConfig::new()),
+            Err(Error::InvalidTopicName { .. })
+        ));
+    }
+
+    #[test]
+    fn auto_creation_is_off_by_default_and_never_comes_from_a_describe() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("open");
+        assert!(matches!(broker.topic("typo"), Err(Error::UnknownTopic(_))));
+        broker.close().expect("close");
+        let broker = Broker::builder(dir.path())
+            .auto_create_topics(true)
+            .open()
+            .expect("reopen");
+        assert!(matches!(
+            broker.describe_topic("looked-at"),
+            Err(Error::UnknownTopic(_))
+        ));
+        assert_eq!(broker.topic("used").expect("created").partition_count(), 1);
+        assert_eq!(broker.topics(), [OFFSETS_TOPIC, "used"]);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::consumer::CoordinatorConfig;
+use crate::consumer::coordinator::CoordinatorConfig;
 use crate::storage::{CleanupPolicy, LogConfig};
 use crate::{Error, Result};
 

@@ -6,12 +6,17 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// `Result` with tidelog's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in tidelog.
-#[derive(Debug, thiserror::Error)]
+///
+/// Cheap to clone (the operating system's error is shared behind an `Arc`), so one
+/// failure can be handed to every caller waiting on it, such as every record of a
+/// batch that failed to append, keeping its variant.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An I/O operation on a file or directory failed.
@@ -21,9 +26,9 @@ pub enum Error {
         op: &'static str,
         /// The file or directory it was done to.
         path: PathBuf,
-        /// The operating system's error.
+        /// The operating system's error (shared: see [`Error`]).
         #[source]
-        source: io::Error,
+        source: Arc<io::Error>,
     },
 
     /// Bytes on disk or received from outside are not a valid record batch, index or
@@ -123,14 +128,13 @@ pub enum Error {
 
     /// A consumer group operation was refused (unknown member, stale generation,
     /// rebalance in progress, ...).
-    #[error("consumer group {group:?}: {reason}")]
+    #[error("consumer group {group:?}: {source}")]
     Group {
         /// The group id.
         group: String,
-        /// Kafka's error code for the refusal, as sent on the wire.
-        code: i16,
-        /// What went wrong.
-        reason: String,
+        /// The coordinator's refusal.
+        #[source]
+        source: crate::coordinator::GroupError,
     },
 
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.
@@ -154,12 +158,13 @@ pub enum Error {
 }
 
 impl Error {
-    /// An [`Error::Io`] for `op` on `path`.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    /// An [`Error::Io`]: the operating system's `source` error while doing `op` to
+    /// `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,
             path: path.into(),
-            source,
+            source: Arc::new(source),
         }
     }
 

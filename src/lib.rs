@@ -5,19 +5,37 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tidelog::{Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig};
+//! use tidelog::{Broker, GroupConsumer, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig};
 //! # let dir = tempfile::tempdir().unwrap();
+//! # for run in 0..2 {
 //! let broker = Broker::open(dir.path())?;
-//! broker.create_topic("events", 3, TopicConfig::new())?;
+//! broker.create_topic_if_missing("events", 3, TopicConfig::new())?;
 //! let producer = Producer::new(&broker)?;
 //! producer.send("events", ProducerRecord::keyed(b"user-1", b"signed up"))?;
 //! let group = GroupConfig::new("mailer", &["events"]).auto_offset_reset(OffsetReset::Earliest);
-//! let mut consumer = ConsumerGroup::join(&broker, group)?;
-//! for record in consumer.poll(Duration::from_secs(5))?.iter() {
+//! let mut consumer = GroupConsumer::join(&broker, group)?;
+//! let records = consumer.poll(Duration::from_secs(5))?;
+//! for record in records.iter() {
 //!     assert_eq!(record?.value, Some(&b"signed up"[..]));
 //! }
+//! # // The second run on the same directory gets the record it sent, not the first's.
+//! # assert_eq!(records.count(), 1, "run {run}");
+//! # }
 //! # Ok::<(), tidelog::Error>(())
 //! ```
+//!
+//! Run again on the same data directory, this gets the topic the first run created and
+//! the record it sent itself: the group continues from the offset the first run
+//! committed when its consumer was dropped.
+//!
+//! The crate root holds what an application uses: the broker and its topics, the
+//! producer, consumers and consumer groups, records, configurations and the error type
+//! (and, with the `server` feature, the Kafka protocol server). The layers below are
+//! modules: [`storage`] (one partition's log, usable alone), [`record`] (the RecordBatch
+//! v2 format) and [`producer`] (also Kafka's partitioning functions). The `testing`
+//! feature adds hooks for tidelog's own tests and fuzz targets, not a stable API.
+//!
+//! Every Rust example of README.md runs as a doctest too.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -25,39 +43,40 @@ mod broker;
 mod config;
 mod consumer;
 mod error;
-mod producer;
+pub mod producer;
 pub mod record;
 #[cfg(feature = "server")]
 mod server;
 pub mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod topic;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
-pub use consumer::coordinator::codes as group_codes;
+#[allow(deprecated)]
+pub use consumer::ConsumerGroup;
+pub use consumer::coordinator;
+pub use consumer::coordinator::{CoordinatorConfig, GroupCoordinator, GroupError, GroupState};
 pub use consumer::{
-    Assignment, Assignor, CommitOffset, Consumer, ConsumerConfig, ConsumerGroup, ConsumerRecord,
-    ConsumerRecords, ConsumerRecordsIter, CooperativeStickyAssignor, CoordinatorConfig,
-    FetchedOffset, GroupConfig, GroupCoordinator, GroupDescription, GroupState, JoinGroupMember,
-    JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeaveGroupResponse, LeavingMember,
-    ListedGroup, MemberDescription, OffsetCommitRequest, OffsetCommitResult, OffsetFetchResponse,
-    OffsetReset, RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor,
-    Subscription, SyncGroupRequest, SyncGroupResponse,
+    Assignment, Assignor, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords,
+    ConsumerRecordsIter, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset,
+    RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor, Subscription,
 };
 pub use error::{Error, Result};
 pub use producer::{
     Acks, DefaultPartitioner, DeliveryReceipt, Durability, Partitioner, Producer, ProducerBuilder,
-    ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner, murmur2,
-    partition_for_key, to_positive,
+    ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner,
 };
 pub use record::{Batch, BatchBuilder, Headers, Record};
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub use server::fuzz_decode_request;
-#[cfg(feature = "server")]
-pub use server::{Server, ServerBuilder, ServerHandle, sendfile_bytes_sent};
-pub use storage::{
-    AppendInfo, CleanupOutcome, CleanupPolicy, LogConfig, LogManager, LogSlice, PartitionLog,
-    RecoveryReport,
-};
+pub use server::{Server, ServerBuilder, ServerHandle};
+pub use storage::{CleanupPolicy, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
+
+/// The examples of README.md, compiled and run as doctests so that they keep working
+/// as written (in the package directory, where they write `./tidelog-data` and
+/// `./tidelog-storage`; both are in `.gitignore`).
+#[cfg(all(doctest, feature = "server"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tidelog::{
-    Broker, Consumer, ConsumerConfig, ConsumerGroup, Error, GroupConfig, Producer, ProducerRecord,
+    Broker, Consumer, ConsumerConfig, Error, GroupConfig, GroupConsumer, Producer, ProducerRecord,
     TopicConfig,
 };
 
@@ -66,11 +66,11 @@ fn unknown_topics_partitions_and_bad_names() -> tidelog::Result<()> {
         Err(Error::UnknownPartition { .. })
     ));
     assert!(matches!(
-        ConsumerGroup::join(&broker, GroupConfig::new("g", &["nope"])),
+        GroupConsumer::join(&broker, GroupConfig::new("g", &["nope"])),
         Err(Error::UnknownTopic(_))
     ));
     assert!(matches!(
-        ConsumerGroup::join(&broker, GroupConfig::new("", &["t"])),
+        GroupConsumer::join(&broker, GroupConfig::new("", &["t"])),
         Err(Error::InvalidConfig { .. })
     ));
     // A commit without a group id is refused with a reason.
@@ -145,7 +145,7 @@ fn closed_producer_and_broker_are_errors_not_hangs() -> tidelog::Result<()> {
     let other_dir = tempfile::tempdir().expect("temp dir");
     let other = Broker::open(other_dir.path())?;
     other.create_topic("t", 1, TopicConfig::new())?;
-    let mut member = ConsumerGroup::join(&other, GroupConfig::new("g", &["t"]))?;
+    let mut member = GroupConsumer::join(&other, GroupConfig::new("g", &["t"]))?;
     member.close();
     assert!(matches!(member.poll(Duration::ZERO), Err(Error::Closed(_))));
     Ok(())

@@ -5,7 +5,8 @@ mod cli_support;
 
 use cli_support::{err, ok, tidelog_raw};
 use std::path::{Path, PathBuf};
-use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+use tidelog::storage::PartitionLog;
+use tidelog::{BatchBuilder, LogConfig};
 
 const BASE_TS: i64 = 1_700_000_000_000;
 

@@ -6,7 +6,7 @@
 mod cli_support;
 
 use cli_support::{err, json_field as field, json_number as number, ok, tidelog_raw};
-use tidelog::partition_for_key;
+use tidelog::producer::partition_for_key;
 
 #[test]
 fn perf_produce_consume_pubsub_print_json() {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tidelog::{
-    Broker, ConsumerGroup, Durability, GroupConfig, OffsetReset, Producer, ProducerRecord,
+    Broker, Durability, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord,
     TopicConfig,
 };
 
@@ -30,7 +30,7 @@ fn child_commits_then_hangs() -> tidelog::Result<()> {
     let config = GroupConfig::new("crashy", &["t"])
         .auto_offset_reset(OffsetReset::Earliest)
         .enable_auto_commit(false);
-    let mut member = ConsumerGroup::join(&broker, config)?;
+    let mut member = GroupConsumer::join(&broker, config)?;
     let mut n = 0;
     while n < 100 {
         n += member.poll(Duration::from_secs(5))?.count();
@@ -71,7 +71,7 @@ fn commit_survives_sigkill() -> tidelog::Result<()> {
 
     let broker = Broker::open(dir.path())?;
     assert_eq!(broker.topic("t")?.partition(0)?.log_end_offset(), 100);
-    let member = ConsumerGroup::join(&broker, GroupConfig::new("crashy", &["t"]))?;
-    assert_eq!(member.committed("t", 0), Some(60));
+    let member = GroupConsumer::join(&broker, GroupConfig::new("crashy", &["t"]))?;
+    assert_eq!(member.committed("t", 0).unwrap(), Some(60));
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tidelog::{
-    Broker, ConsumerGroup, CooperativeStickyAssignor, GroupConfig, OffsetReset, Producer,
+    Broker, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset, Producer,
     ProducerRecord, RebalanceContext, RebalanceListener, TopicConfig,
 };
 
@@ -26,17 +26,17 @@ impl RebalanceListener for Log {
 fn member(
     broker: &Broker,
     log: &Arc<Mutex<Vec<(String, usize)>>>,
-) -> tidelog::Result<ConsumerGroup> {
+) -> tidelog::Result<GroupConsumer> {
     let config = GroupConfig::new("coop", &["events"])
         .assignors(vec![Arc::new(CooperativeStickyAssignor)])
         .auto_offset_reset(OffsetReset::Earliest)
         .heartbeat_interval(Duration::from_millis(10));
-    let mut m = ConsumerGroup::join(broker, config)?;
+    let mut m = GroupConsumer::join(broker, config)?;
     m.set_listener(Log(Arc::clone(log)));
     Ok(m)
 }
 
-fn read(m: &mut ConsumerGroup, seen: &mut BTreeSet<u32>) -> tidelog::Result<()> {
+fn read(m: &mut GroupConsumer, seen: &mut BTreeSet<u32>) -> tidelog::Result<()> {
     for r in m.poll(Duration::from_millis(20))?.iter() {
         let v = u32::from_be_bytes(r?.value.unwrap_or_default().try_into().unwrap_or_default());
         assert!(seen.insert(v), "record {v} read twice");

@@ -2,13 +2,16 @@
 //! through the same code as the targets (`fuzz/fuzz_logic.rs`), so that CI checks
 //! every seed and every crash once found (saved there as a regression input) even where
 //! cargo-fuzz cannot run. `write_seed_corpus` (ignored) rebuilds the generated seeds.
+//! Needs the `testing` feature, as the fuzz targets do.
+#![cfg(feature = "testing")]
 
 #[path = "../fuzz/fuzz_logic.rs"]
 mod fuzz_logic;
 
 use fuzz_logic::RecoveryInput;
 use std::path::{Path, PathBuf};
-use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+use tidelog::storage::PartitionLog;
+use tidelog::{BatchBuilder, LogConfig};
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

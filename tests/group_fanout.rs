@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 #[test]
@@ -26,7 +26,7 @@ fn three_groups_each_receive_every_record() -> tidelog::Result<()> {
             std::thread::spawn(move || -> tidelog::Result<BTreeSet<u32>> {
                 let config =
                     GroupConfig::new(group, &["news"]).auto_offset_reset(OffsetReset::Earliest);
-                let mut member = ConsumerGroup::join(&broker, config)?;
+                let mut member = GroupConsumer::join(&broker, config)?;
                 let mut seen = BTreeSet::new();
                 let deadline = Instant::now() + Duration::from_secs(30);
                 while seen.len() < N as usize && Instant::now() < deadline {

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tidelog::{Broker, ConsumerGroup, GroupConfig, TopicConfig};
+use tidelog::{Broker, GroupConfig, GroupConsumer, TopicConfig};
 
 const PARTITIONS: i32 = 4;
 
@@ -37,7 +37,7 @@ fn start(broker: &Broker, name: &str, behaviour: Behaviour) -> Member {
         .rebalance_timeout(Duration::from_secs(5))
         .heartbeat_interval(Duration::from_millis(20))
         .client_id(name);
-    let mut member = ConsumerGroup::join(broker, config).expect("join");
+    let mut member = GroupConsumer::join(broker, config).expect("join");
     let (a, s) = (Arc::clone(&assignment), Arc::clone(&stop));
     let handle = std::thread::spawn(move || {
         while !s.load(Ordering::Acquire) {
@@ -104,6 +104,7 @@ fn partitions_move_on_join_leave_and_death() {
         broker
             .group_coordinator()
             .describe_group("workers")
+            .unwrap()
             .generation_id
     };
     let a = start(&broker, "a", Behaviour::Poll);
@@ -127,7 +128,10 @@ fn partitions_move_on_join_leave_and_death() {
     let d = start(&broker, "d", Behaviour::SilentWhenAssigned);
     d.handle.join().expect("d thread");
     wait_balanced(&[&a], d.assignment.lock().0);
-    let described = broker.group_coordinator().describe_group("workers");
+    let described = broker
+        .group_coordinator()
+        .describe_group("workers")
+        .unwrap();
     assert_eq!(described.members.len(), 1, "{described:?}");
 
     stop(a);

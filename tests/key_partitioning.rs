@@ -1,6 +1,7 @@
 //! Keyed records land on the partition Kafka's Java client would choose.
 
-use tidelog::{Broker, Producer, ProducerRecord, TopicConfig, partition_for_key};
+use tidelog::producer::partition_for_key;
+use tidelog::{Broker, Producer, ProducerRecord, TopicConfig};
 
 /// Key -> partition for 1,000 partitions, as printed by Kafka's Java `Partitioner`
 /// (kafka-python's compatibility table).
@@ -25,7 +26,7 @@ fn default_partitioner_matches_the_java_client() -> tidelog::Result<()> {
     for i in 0..500 {
         let key = format!("order-{i}");
         let meta = producer.send("orders", ProducerRecord::keyed(key.as_bytes(), b"v"))?;
-        let java = (tidelog::murmur2(key.as_bytes()) & 0x7fff_ffff) % 7;
+        let java = (tidelog::producer::murmur2(key.as_bytes()) & 0x7fff_ffff) % 7;
         assert_eq!(meta.partition, java, "key {key}");
         // The same key always goes to the same partition.
         let again = producer.send("orders", ProducerRecord::keyed(key.as_bytes(), b"w"))?;

@@ -22,7 +22,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tidelog::record::batches;
-use tidelog::{BatchBuilder, LogConfig, LogManager, PartitionLog};
+use tidelog::storage::{LogManager, PartitionLog};
+use tidelog::{BatchBuilder, LogConfig};
 
 const DIR_VAR: &str = "TIDELOG_CRASH_DIR";
 const MODE_VAR: &str = "TIDELOG_CRASH_MODE";

@@ -11,13 +11,15 @@
 //! | `truncated-timeindex` | the first segment's `.timeindex` cut mid-entry     |
 //!
 //! The fixtures were written by `generate_fixtures` below (ignored; run it with
-//! `TIDELOG_REGENERATE_FIXTURES=1 cargo test --test log_fixtures generate_fixtures -- --ignored`
-//! to rebuild them).
+//! `TIDELOG_REGENERATE_FIXTURES=1 cargo test --features testing --test log_fixtures generate_fixtures -- --ignored`
+//! to rebuild them). Needs the `testing` feature (to write a checkpoint).
+#![cfg(feature = "testing")]
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use tidelog::record::batches;
-use tidelog::{BatchBuilder, LogConfig, PartitionLog, RecoveryReport};
+use tidelog::storage::{PartitionLog, RecoveryReport};
+use tidelog::{BatchBuilder, LogConfig};
 
 const NAME: &str = "fixture-0";
 const BATCHES: i64 = 24;
@@ -242,7 +244,7 @@ fn generate_fixtures() {
                 // is past the recovery point, so recovery validates it.
                 let mut payload = last.to_be_bytes().to_vec();
                 payload.extend_from_slice(&0i64.to_be_bytes());
-                tidelog::storage::write_checkpoint(&dir.join("partition.checkpoint"), &payload)
+                tidelog::testing::write_checkpoint(&dir.join("partition.checkpoint"), &payload)
                     .unwrap();
                 let p = seg_path(&dir, last, "log");
                 let mut bytes = fs::read(&p).unwrap();

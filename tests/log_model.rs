@@ -10,7 +10,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 use std::path::Path;
-use tidelog::{BatchBuilder, CleanupPolicy, Error, LogConfig, PartitionLog};
+use tidelog::storage::PartitionLog;
+use tidelog::{BatchBuilder, CleanupPolicy, Error, LogConfig};
 
 /// The fake "now" for retention: every record timestamp is below it.
 const NOW_MS: i64 = 1_010_000;

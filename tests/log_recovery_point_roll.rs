@@ -6,13 +6,20 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tidelog::{BatchBuilder, LogConfig, LogManager, PartitionLog};
+use tidelog::storage::{LogManager, PartitionLog};
+use tidelog::{BatchBuilder, LogConfig};
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        // The maintenance thread may rename a checkpoint's temporary file away between
+        // the listing and the copy: a file that is gone is not part of the image.
+        match std::fs::copy(entry.path(), to.join(entry.file_name())) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("copy {}: {e}", entry.path().display()),
+        }
     }
 }
 

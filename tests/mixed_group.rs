@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, JoinGroupRequest, LeavingMember, SyncGroupRequest,
-    TopicConfig, group_codes as codes,
+    Broker, GroupConfig, GroupConsumer, GroupError, TopicConfig,
+    coordinator::{JoinGroupRequest, LeavingMember, SyncGroupRequest},
 };
 
 /// kafka-python's subscription to ["mixed"]: version 0, one topic, empty user data.
@@ -50,7 +50,7 @@ fn an_in_process_leader_assigns_to_a_protocol_level_member() {
     // The in-process member, polling on its thread and publishing what it owns.
     let owned = Arc::new(Mutex::new((0, Vec::<i32>::new())));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut local = ConsumerGroup::join(
+    let mut local = GroupConsumer::join(
         &broker,
         GroupConfig::new("shared", &["mixed"]).heartbeat_interval(Duration::from_millis(10)),
     )
@@ -87,24 +87,28 @@ fn an_in_process_leader_assigns_to_a_protocol_level_member() {
         ..Default::default()
     };
     let first = c.join_group(req.clone(), Duration::from_secs(10));
-    assert_eq!(first.error_code, codes::MEMBER_ID_REQUIRED);
-    req.member_id = first.member_id;
-    let joined = c.join_group(req, Duration::from_secs(20));
-    assert_eq!(joined.error_code, codes::NONE, "{joined:?}");
+    let Err(GroupError::MemberIdRequired { member_id }) = first else {
+        panic!("a v4 join with no member id must get MEMBER_ID_REQUIRED: {first:?}");
+    };
+    req.member_id = member_id;
+    let joined = c
+        .join_group(req, Duration::from_secs(20))
+        .expect("join with the given id");
     assert_ne!(
         joined.leader, joined.member_id,
         "the in-process member stays leader"
     );
-    let synced = c.sync_group(
-        SyncGroupRequest {
-            group_id: "shared".into(),
-            generation_id: joined.generation_id,
-            member_id: joined.member_id.clone(),
-            ..Default::default()
-        },
-        Duration::from_secs(20),
-    );
-    assert_eq!(synced.error_code, codes::NONE);
+    let synced = c
+        .sync_group(
+            SyncGroupRequest {
+                group_id: "shared".into(),
+                generation_id: joined.generation_id,
+                member_id: joined.member_id.clone(),
+                ..Default::default()
+            },
+            Duration::from_secs(20),
+        )
+        .expect("sync");
     let remote = parse_assignment(&synced.assignment);
     assert_eq!(remote.len(), 2, "{remote:?}");
     while owned.lock().0 != joined.generation_id {
@@ -119,20 +123,20 @@ fn an_in_process_leader_assigns_to_a_protocol_level_member() {
         vec![0, 1, 2, 3],
         "each partition has exactly one owner"
     );
-    assert_eq!(
-        c.heartbeat("shared", joined.generation_id, &joined.member_id, None),
-        codes::NONE
-    );
+    c.heartbeat("shared", joined.generation_id, &joined.member_id, None)
+        .expect("heartbeat of a stable member");
 
     // The remote member leaves: the local one takes everything back.
-    let left = c.leave_group(
-        "shared",
-        &[LeavingMember {
-            member_id: joined.member_id,
-            group_instance_id: None,
-        }],
-    );
-    assert_eq!(left.error_code, codes::NONE);
+    let left = c
+        .leave_group(
+            "shared",
+            &[LeavingMember {
+                member_id: joined.member_id.clone(),
+                group_instance_id: None,
+            }],
+        )
+        .expect("leave");
+    assert!(left[0].is_ok(), "{left:?}");
     loop {
         let (generation, parts) = owned.lock().clone();
         if generation > joined.generation_id && parts.len() == 4 {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 fn values(records: &tidelog::ConsumerRecords) -> tidelog::Result<Vec<u32>> {
@@ -32,14 +32,14 @@ fn a_restarted_group_resumes_where_it_committed() -> tidelog::Result<()> {
         for i in 0u32..100 {
             producer.send("log", ProducerRecord::new(&i.to_be_bytes()))?;
         }
-        let mut member = ConsumerGroup::join(&broker, config())?;
+        let mut member = GroupConsumer::join(&broker, config())?;
         let mut got = Vec::new();
         while got.len() < 100 {
             got.extend(values(&member.poll(Duration::from_secs(5))?)?);
         }
         assert_eq!(got, (0..100).collect::<Vec<_>>());
         member.commit_sync()?;
-        assert_eq!(member.committed("log", 0), Some(100));
+        assert_eq!(member.committed("log", 0).unwrap(), Some(100));
         drop(member);
         // Records after the commit are not consumed before the restart.
         for i in 100u32..150 {
@@ -49,7 +49,7 @@ fn a_restarted_group_resumes_where_it_committed() -> tidelog::Result<()> {
         broker.close()?;
     }
     let broker = Broker::open(dir.path())?;
-    let mut member = ConsumerGroup::join(&broker, config())?;
+    let mut member = GroupConsumer::join(&broker, config())?;
     let mut got = Vec::new();
     while got.len() < 50 {
         let batch = values(&member.poll(Duration::from_secs(5))?)?;

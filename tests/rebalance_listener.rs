@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tidelog::{
-    Broker, ConsumerGroup, GroupConfig, OffsetReset, Producer, ProducerRecord, RebalanceContext,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, RebalanceContext,
     RebalanceListener, TopicConfig,
 };
 
@@ -32,19 +32,19 @@ impl RebalanceListener for CommitOnRevoke {
     }
 }
 
-fn member(broker: &Broker, events: &Arc<Mutex<Vec<String>>>) -> tidelog::Result<ConsumerGroup> {
+fn member(broker: &Broker, events: &Arc<Mutex<Vec<String>>>) -> tidelog::Result<GroupConsumer> {
     let config = GroupConfig::new("careful", &["orders"])
         .auto_offset_reset(OffsetReset::Earliest)
         .enable_auto_commit(false)
         .heartbeat_interval(Duration::from_millis(10));
-    let mut m = ConsumerGroup::join(broker, config)?;
+    let mut m = GroupConsumer::join(broker, config)?;
     m.set_listener(CommitOnRevoke {
         events: Arc::clone(events),
     });
     Ok(m)
 }
 
-fn read(m: &mut ConsumerGroup, seen: &mut BTreeSet<u32>) -> tidelog::Result<()> {
+fn read(m: &mut GroupConsumer, seen: &mut BTreeSet<u32>) -> tidelog::Result<()> {
     for r in m.poll(Duration::from_millis(20))?.iter() {
         let v = u32::from_be_bytes(r?.value.unwrap_or_default().try_into().unwrap_or_default());
         assert!(seen.insert(v), "record {v} read twice");

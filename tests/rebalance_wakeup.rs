@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tidelog::{Broker, ConsumerGroup, GroupConfig, TopicConfig};
+use tidelog::{Broker, GroupConfig, GroupConsumer, TopicConfig};
 
 #[test]
 fn a_join_wakes_a_member_blocked_in_poll() -> tidelog::Result<()> {
@@ -17,7 +17,7 @@ fn a_join_wakes_a_member_blocked_in_poll() -> tidelog::Result<()> {
             .session_timeout(Duration::from_secs(60))
     };
 
-    let mut a = ConsumerGroup::join(&broker, config())?;
+    let mut a = GroupConsumer::join(&broker, config())?;
     a.poll(Duration::ZERO)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while a.assignment().len() != 2 {
@@ -31,7 +31,7 @@ fn a_join_wakes_a_member_blocked_in_poll() -> tidelog::Result<()> {
         (a.assignment().len(), result.map(|r| r.is_empty()))
     });
 
-    let mut b = ConsumerGroup::join(&broker, config())?;
+    let mut b = GroupConsumer::join(&broker, config())?;
     while b.assignment().len() != 1 {
         assert!(
             Instant::now() < deadline,

@@ -202,7 +202,8 @@ fn emit_batch_for_kafka_python() {
     // The same batch as a consumer fetches it: read back from a log where it landed at
     // offset 3, after a 3-record batch (stamped baseOffset, two batches back to back).
     let tmp = tempfile::tempdir().unwrap();
-    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let log =
+        tidelog::storage::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
     let mut first = BatchBuilder::new();
     for i in 0..3u8 {
         first.push(1_600_000_000_000 + i as i64, None, Some(&[i]), &[]);
@@ -225,7 +226,8 @@ fn emit_batch_for_kafka_python() {
 #[test]
 fn append_validates_batches_from_outside() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = tidelog::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
+    let log =
+        tidelog::storage::PartitionLog::open(tmp.path(), "interop-0", Default::default()).unwrap();
     let good = include_bytes!("fixtures/kafka-python/batch.bin").to_vec();
     let mut flipped = good.clone();
     flipped[200] ^= 1;

@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = tidelog::fuzz_decode_request(data);
+    let _ = tidelog::testing::fuzz_decode_request(data);
 });

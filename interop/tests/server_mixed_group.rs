@@ -1,4 +1,4 @@
-//! One consumer group, two front doors: an in-process `ConsumerGroup` member and a
+//! One consumer group, two front doors: an in-process `GroupConsumer` member and a
 //! librdkafka consumer over the network join the same group through the same group
 //! coordinator, and split the topic's partitions between them.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use tidelog::{Broker, ConsumerGroup, GroupConfig, OffsetReset, Server, TopicConfig};
+use tidelog::{Broker, GroupConfig, GroupConsumer, OffsetReset, Server, TopicConfig};
 
 #[test]
 fn an_in_process_member_and_a_network_member_split_the_partitions() {
@@ -31,7 +31,7 @@ fn an_in_process_member_and_a_network_member_split_the_partitions() {
         let (broker, done, local_assignment) =
             (broker.clone(), done.clone(), local_assignment.clone());
         thread::spawn(move || {
-            let mut member = ConsumerGroup::join(
+            let mut member = GroupConsumer::join(
                 &broker,
                 GroupConfig::new("mixed", &["shared"]).auto_offset_reset(OffsetReset::Earliest),
             )

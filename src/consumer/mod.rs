@@ -1,25 +1,27 @@
-//! Consumers, consumer groups and the group coordinator they share with the network
+//! Consumers, group members and the group coordinator they share with the network
 //! server.
+//!
+//! - `standalone`: [`Consumer`], a consumer of partitions it is given (Kafka's
+//!   `assign()`), and the records both kinds of consumer return;
+//! - `member`: [`GroupConsumer`], a member of a consumer group (Kafka's `subscribe()`);
+//! - `coordinator`: the group coordinator, a pure state machine and its concurrent
+//!   shell (public as `tidelog::coordinator`);
+//! - `offsets`: the records of `__consumer_offsets`.
 
 mod assignor;
-#[allow(clippy::module_inception)]
-mod consumer;
 pub mod coordinator;
-mod group;
+mod member;
 pub(crate) mod offsets;
+mod standalone;
 mod wire;
 
 pub use assignor::{
     Assignment, Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
     Subscription,
 };
-pub use consumer::{
+#[allow(deprecated)]
+pub use member::ConsumerGroup;
+pub use member::{GroupConfig, GroupConsumer, RebalanceContext, RebalanceListener};
+pub use standalone::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, OffsetReset,
 };
-pub use coordinator::{
-    CommitOffset, CoordinatorConfig, FetchedOffset, GroupCoordinator, GroupDescription, GroupState,
-    JoinGroupMember, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
-    LeaveGroupResponse, LeavingMember, ListedGroup, MemberDescription, OffsetCommitRequest,
-    OffsetCommitResult, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
-};
-pub use group::{ConsumerGroup, GroupConfig, RebalanceContext, RebalanceListener};

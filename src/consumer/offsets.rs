@@ -1,27 +1,67 @@
-//! Committed offsets in the internal topic `__consumer_offsets`.
+//! Committed offsets and group metadata in the internal topic `__consumer_offsets`.
 //!
-//! Each commit is one record whose key and value use Kafka's own layout, so a Kafka tool
-//! that dumps `__consumer_offsets` reads ours:
+//! Each record's key and value use Kafka's own layout (see docs/format.md), so a Kafka
+//! tool that dumps `__consumer_offsets` reads ours:
 //!
-//! - key (`OffsetCommitKey`, version 1): `version: i16 = 1, group: string, topic: string,
-//!   partition: i32`;
-//! - value (`OffsetCommitValue`, version 3): `version: i16 = 3, offset: i64,
-//!   leader_epoch: i32, metadata: string, commit_timestamp: i64`;
-//! - a deleted offset is a tombstone (null value).
+//! - an offset commit: key `OffsetCommitKey` v1 `(version: i16 = 1, group: string,
+//!   topic: string, partition: i32)`, value `OffsetCommitValue` v3 `(version: i16 = 3,
+//!   offset: i64, leader_epoch: i32, metadata: string, commit_timestamp: i64)`;
+//! - a group's metadata: key `GroupMetadataKey` v2 `(version: i16 = 2, group: string)`,
+//!   value `GroupMetadataValue` v3 (protocol type, generation, protocol, leader, state
+//!   timestamp, and per member its ids, client, timeouts, subscription and assignment);
+//! - a deleted offset or group is a tombstone (null value).
 //!
-//! Strings are an `i16` big-endian length followed by UTF-8 bytes. The topic is
-//! compacted, so the latest record per key is the committed offset; on open the broker
-//! replays the whole topic in order and the last record per key wins.
+//! Strings are an `i16` big-endian length followed by UTF-8 bytes (-1 = null). The topic
+//! is compacted, so the latest record per key wins; when the coordinator loads, it
+//! replays the partition in order.
 
-use super::coordinator::Committed;
-use super::wire::{Reader, put_str};
+use super::wire::{Reader, put_bytes, put_str};
 use crate::Result;
 
-/// Where the coordinator writes commit records (the `__consumer_offsets` partition).
+/// A record of `__consumer_offsets`: its key and its value (None for a tombstone).
+pub type JournalRecord = (Vec<u8>, Option<Vec<u8>>);
+
+/// Where the coordinator writes its records (the `__consumer_offsets` partition). A
+/// replicated partition makes `append` wait for its acknowledgements (acks=all); an
+/// error means nothing may be taken as stored.
 pub(crate) trait OffsetJournal: Send + Sync {
-    /// Appends the records (key, value or None for a tombstone) as one batch and returns
-    /// once they are in the log.
-    fn append(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()>;
+    /// Appends the records as one batch and returns once they are in the log.
+    fn append(&self, records: &[JournalRecord]) -> Result<()>;
+}
+
+/// A committed offset as the coordinator keeps it (`OffsetCommitValue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Committed {
+    pub(crate) offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) metadata: String,
+    pub(crate) commit_timestamp: i64,
+}
+
+/// One member in a group's metadata record (`GroupMetadataValue.MemberMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredMember {
+    pub(crate) member_id: String,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) rebalance_timeout_ms: i32,
+    pub(crate) session_timeout_ms: i32,
+    /// The member's metadata for the group's protocol.
+    pub(crate) subscription: Vec<u8>,
+    pub(crate) assignment: Vec<u8>,
+}
+
+/// A group's metadata record (`GroupMetadataValue`, written as version 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredGroup {
+    pub(crate) protocol_type: String,
+    pub(crate) generation: i32,
+    pub(crate) protocol: Option<String>,
+    pub(crate) leader: Option<String>,
+    /// When the group entered its current state (ms since the epoch), -1 if unknown.
+    pub(crate) current_state_timestamp: i64,
+    pub(crate) members: Vec<StoredMember>,
 }
 
 /// One decoded `__consumer_offsets` record.
@@ -40,6 +80,10 @@ pub(crate) enum Entry {
         topic: String,
         partition: i32,
     },
+    /// A group's metadata.
+    Group { group: String, value: StoredGroup },
+    /// A tombstone: the group was deleted (or emptied and expired).
+    DeleteGroup { group: String },
 }
 
 /// The key of a commit record.
@@ -63,11 +107,112 @@ pub(crate) fn encode_value(c: &Committed) -> Vec<u8> {
     out
 }
 
-/// Decodes one record of `__consumer_offsets`. `Ok(None)` for record kinds that are not
-/// offset commits (Kafka's group metadata records, key version 2).
+/// The key of a group metadata record (version 2).
+pub(crate) fn encode_group_key(group: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + group.len());
+    out.extend_from_slice(&2i16.to_be_bytes());
+    put_str(&mut out, group);
+    out
+}
+
+/// The value of a group metadata record (version 3).
+pub(crate) fn encode_group_value(g: &StoredGroup) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&3i16.to_be_bytes());
+    put_str(&mut out, &g.protocol_type);
+    out.extend_from_slice(&g.generation.to_be_bytes());
+    put_nullable_str(&mut out, g.protocol.as_deref());
+    put_nullable_str(&mut out, g.leader.as_deref());
+    out.extend_from_slice(&g.current_state_timestamp.to_be_bytes());
+    out.extend_from_slice(&(g.members.len() as i32).to_be_bytes());
+    for m in &g.members {
+        put_str(&mut out, &m.member_id);
+        put_nullable_str(&mut out, m.group_instance_id.as_deref());
+        put_str(&mut out, &m.client_id);
+        put_str(&mut out, &m.client_host);
+        out.extend_from_slice(&m.rebalance_timeout_ms.to_be_bytes());
+        out.extend_from_slice(&m.session_timeout_ms.to_be_bytes());
+        put_bytes(&mut out, Some(&m.subscription));
+        put_bytes(&mut out, Some(&m.assignment));
+    }
+    out
+}
+
+fn decode_group_value(value: &[u8]) -> Result<StoredGroup> {
+    let mut v = Reader::new(value, "__consumer_offsets group metadata value");
+    let version = v.i16()?;
+    if !(0..=3).contains(&version) {
+        return Err(v.err(format!(
+            "GroupMetadataValue version {version} is not supported (0 to 3 are)"
+        )));
+    }
+    let protocol_type = v.string()?;
+    let generation = v.i32()?;
+    let protocol = v.nullable_string()?;
+    let leader = v.nullable_string()?;
+    let current_state_timestamp = if version >= 2 { v.i64()? } else { -1 };
+    let n = v.count()?;
+    let mut members = Vec::with_capacity(n);
+    for _ in 0..n {
+        let member_id = v.string()?;
+        let group_instance_id = if version >= 3 {
+            v.nullable_string()?
+        } else {
+            None
+        };
+        let client_id = v.string()?;
+        let client_host = v.string()?;
+        let rebalance_timeout_ms = if version >= 1 { v.i32()? } else { -1 };
+        let session_timeout_ms = v.i32()?;
+        let subscription = v.bytes()?.unwrap_or_default();
+        let assignment = v.bytes()?.unwrap_or_default();
+        members.push(StoredMember {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms: if rebalance_timeout_ms < 0 {
+                session_timeout_ms
+            } else {
+                rebalance_timeout_ms
+            },
+            session_timeout_ms,
+            subscription,
+            assignment,
+        });
+    }
+    Ok(StoredGroup {
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        current_state_timestamp,
+        members,
+    })
+}
+
+fn put_nullable_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => put_str(out, s),
+        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
+}
+
+/// Decodes one record of `__consumer_offsets`. `Ok(None)` for record kinds tidelog
+/// does not use (transaction markers' keys and future versions).
 pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<Entry>> {
     let mut k = Reader::new(key, "__consumer_offsets key");
     let version = k.i16()?;
+    if version == 2 {
+        let group = k.string()?;
+        return Ok(Some(match value {
+            None => Entry::DeleteGroup { group },
+            Some(value) => Entry::Group {
+                group,
+                value: decode_group_value(value)?,
+            },
+        }));
+    }
     if !(0..=1).contains(&version) {
         return Ok(None);
     }
@@ -106,7 +251,7 @@ pub(crate) struct LogJournal {
 }
 
 impl OffsetJournal for LogJournal {
-    fn append(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
+    fn append(&self, records: &[JournalRecord]) -> Result<()> {
         let ts = crate::storage::now_ms();
         let mut builder = crate::record::BatchBuilder::new();
         for (key, value) in records {
@@ -198,7 +343,47 @@ mod tests {
     }
 
     #[test]
-    fn group_metadata_records_are_skipped() {
-        assert_eq!(decode(&[0, 2, 0, 1, b'g'], Some(&[0, 3])).unwrap(), None);
+    fn group_metadata_round_trips() {
+        let g = StoredGroup {
+            protocol_type: "consumer".into(),
+            generation: 7,
+            protocol: Some("range".into()),
+            leader: Some("a-1".into()),
+            current_state_timestamp: 1_700_000_000_000,
+            members: vec![StoredMember {
+                member_id: "a-1".into(),
+                group_instance_id: Some("host-a".into()),
+                client_id: "a".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 10_000,
+                subscription: vec![1, 2],
+                assignment: vec![3],
+            }],
+        };
+        let key = encode_group_key("g");
+        assert_eq!(key, vec![0, 2, 0, 1, b'g']);
+        let value = encode_group_value(&g);
+        assert_eq!(&value[..2], &[0, 3]);
+        assert_eq!(
+            decode(&key, Some(&value)).unwrap(),
+            Some(Entry::Group {
+                group: "g".into(),
+                value: g.clone()
+            })
+        );
+        assert_eq!(
+            decode(&key, None).unwrap(),
+            Some(Entry::DeleteGroup { group: "g".into() })
+        );
+        // Every truncation of the value is a corruption error, never a panic.
+        for cut in 0..value.len() {
+            assert!(decode(&key, Some(&value[..cut])).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn unknown_key_versions_are_skipped() {
+        assert_eq!(decode(&[0, 9, 0, 1, b'g'], Some(&[0, 3])).unwrap(), None);
     }
 }

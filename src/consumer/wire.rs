@@ -95,6 +95,17 @@ impl<'a> Reader<'a> {
         let b = self.take(len as usize)?;
         String::from_utf8(b.to_vec()).map_err(|_| self.err("string is not UTF-8"))
     }
+    /// A string with an `i16` length, None for null (-1).
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>> {
+        let len = self.i16()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        let b = self.take(len as usize)?;
+        String::from_utf8(b.to_vec())
+            .map(Some)
+            .map_err(|_| self.err("string is not UTF-8"))
+    }
     /// Bytes with an `i32` length, None for null.
     pub(crate) fn bytes(&mut self) -> Result<Option<Vec<u8>>> {
         let len = self.i32()?;

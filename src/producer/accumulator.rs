@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::Result;
 use crate::record::BatchBuilder;
 use crate::storage::AppendInfo;
 use crate::topic::Partition;
-use crate::{Error, Result};
 
 /// What the log answered for one appended batch.
 #[derive(Debug, Clone, Copy)]
@@ -30,9 +30,9 @@ pub(crate) struct Appended {
     pub(crate) log_append_time: Option<i64>,
 }
 
-/// The outcome of appending one batch, shared by its records (the error is shared too:
-/// `Error` is not `Clone`).
-pub(crate) type AppendResult = std::result::Result<Appended, Arc<Error>>;
+/// The outcome of appending one batch, shared by its records (`Error` clones cheaply
+/// and keeps its variant: a timeout stays a timeout).
+pub(crate) type AppendResult = Result<Appended>;
 
 /// Completion of one batch, shared by the receipts of its records.
 #[derive(Debug, Default)]
@@ -67,57 +67,6 @@ impl BatchSlot {
 
     pub(crate) fn is_done(&self) -> bool {
         self.done.lock().is_some()
-    }
-}
-
-/// An error shared by every record of a failed batch, re-created for each receiver
-/// (`Error` is not `Clone`: it can carry an `io::Error`).
-pub(crate) fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Closed(s) => Error::Closed(s.clone()),
-        Error::InvalidBatch(s) => Error::InvalidBatch(s.clone()),
-        Error::UnknownTopic(s) => Error::UnknownTopic(s.clone()),
-        Error::MessageTooLarge {
-            partition,
-            size,
-            max,
-        } => Error::MessageTooLarge {
-            partition: partition.clone(),
-            size: *size,
-            max: *max,
-        },
-        Error::Poisoned { partition, reason } => Error::Poisoned {
-            partition: partition.clone(),
-            reason: reason.clone(),
-        },
-        Error::UnknownPartition {
-            topic,
-            partition,
-            count,
-        } => Error::UnknownPartition {
-            topic: topic.clone(),
-            partition: *partition,
-            count: *count,
-        },
-        Error::Io { op, path, source } => Error::Io {
-            op,
-            path: path.clone(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
-        },
-        Error::Corrupt {
-            location,
-            position,
-            reason,
-        } => Error::Corrupt {
-            location: location.clone(),
-            position: *position,
-            reason: reason.clone(),
-        },
-        other => Error::Io {
-            op: "append",
-            path: std::path::PathBuf::new(),
-            source: std::io::Error::other(other.to_string()),
-        },
     }
 }
 
@@ -206,7 +155,7 @@ impl PartitionAccumulator {
     pub(crate) fn flush(&self, fsync: bool) -> Result<()> {
         let mut st = self.state.lock();
         match self.append_locked(&mut st, fsync) {
-            Some(Err(e)) => Err(clone_error(&e)),
+            Some(Err(e)) => Err(e),
             _ => Ok(()),
         }
     }
@@ -242,13 +191,66 @@ impl PartitionAccumulator {
                     base_offset: info.base_offset,
                     log_append_time: info.log_append_time,
                 })
-            })
-            .map_err(Arc::new);
+            });
         let limit = self.partition.log().config().max_message_bytes as usize;
         self.max_batch.store(limit, Ordering::Relaxed);
         slot.complete(result.clone());
         *slot = Arc::new(BatchSlot::default());
         *opened = None;
         Some(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::producer::DeliveryReceipt;
+
+    /// Receipts of `n` records of one batch.
+    fn receipts(slot: &Arc<BatchSlot>, n: i32) -> Vec<DeliveryReceipt> {
+        (0..n)
+            .map(|index| DeliveryReceipt {
+                slot: Arc::clone(slot),
+                index,
+                partition: 2,
+                timestamp: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_shared_timeout_stays_a_timeout_for_every_record() {
+        let slot = Arc::new(BatchSlot::default());
+        let waiting = receipts(&slot, 3);
+        slot.complete(Err(Error::Timeout(
+            "waiting for the in-sync replicas".into(),
+        )));
+        for r in waiting {
+            match r.wait() {
+                Err(Error::Timeout(m)) => assert_eq!(m, "waiting for the in-sync replicas"),
+                other => panic!("expected the batch's timeout, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_io_error_keeps_the_operating_system_error() {
+        let slot = Arc::new(BatchSlot::default());
+        let waiting = receipts(&slot, 2);
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        slot.complete(Err(Error::io("fsync", "/data/events-2", eio)));
+        let sources: Vec<Arc<std::io::Error>> = waiting
+            .into_iter()
+            .map(|r| match r.wait() {
+                Err(Error::Io { op, path, source }) => {
+                    assert_eq!((op, path.to_str()), ("fsync", Some("/data/events-2")));
+                    assert_eq!(source.raw_os_error(), Some(libc::EIO));
+                    source
+                }
+                other => panic!("expected the batch's I/O error, got {other:?}"),
+            })
+            .collect();
+        assert!(Arc::ptr_eq(&sources[0], &sources[1]), "one error, shared");
     }
 }

@@ -21,7 +21,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::broker::Broker;
 use crate::topic::Topic;
 use crate::{Error, Result};
-use accumulator::{AppendResult, BatchSlot, PartitionAccumulator, clone_error};
+use accumulator::{AppendResult, BatchSlot, PartitionAccumulator};
 
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
@@ -146,7 +146,7 @@ impl DeliveryReceipt {
                 offset: a.base_offset + i64::from(self.index),
                 timestamp: a.log_append_time.unwrap_or(self.timestamp),
             }),
-            Err(e) => Err(clone_error(&e)),
+            Err(e) => Err(e),
         }
     }
 

@@ -222,7 +222,7 @@ impl BatchBuilder {
     }
 
     /// Writes the header and CRC-32C in place and hands the finished batch to `f`
-    /// without copying it (e.g. straight to [`crate::PartitionLog::append`]); the
+    /// without copying it (e.g. straight to [`crate::storage::PartitionLog::append`]); the
     /// builder is empty again afterwards and keeps its buffer.
     ///
     /// ```

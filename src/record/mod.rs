@@ -5,7 +5,7 @@
 
 mod batch;
 mod builder;
-pub mod varint;
+pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
 pub use batch::{

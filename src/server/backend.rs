@@ -8,8 +8,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::Result;
+use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, LogSlice, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, PartitionOps};
+use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
-use crate::{AppendInfo, Broker, Error, LogSlice, Partition, Result, TopicConfig};
+use crate::{Broker, Error, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -36,7 +37,11 @@ impl Backend for BrokerBackend {
     }
 
     fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.broker.topic(topic).ok().map(|t| t.partition_count())
+        // A lookup never creates: only a Metadata request that allows it does.
+        self.broker
+            .registered_topic(topic)
+            .ok()
+            .map(|t| t.partition_count())
     }
 
     fn create_topic(
@@ -75,7 +80,9 @@ impl Backend for BrokerBackend {
     }
 
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
-        Ok(Arc::new(self.broker.topic(topic)?.partition(partition)?))
+        Ok(Arc::new(
+            self.broker.registered_topic(topic)?.partition(partition)?,
+        ))
     }
 
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>> {

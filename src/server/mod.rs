@@ -7,7 +7,7 @@
 //! - One thread per connection, blocking I/O, requests answered one at a time in order.
 //! - Request and response types come from the `kafka-protocol` crate, except the Fetch
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
-//!   segment file ([`sendfile_bytes_sent`] counts them).
+//!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
 //! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
 //!   the open-files limit allows), `max_request_size` (Kafka's
 //!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
@@ -31,7 +31,7 @@ mod sendfile;
 mod transport;
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -42,13 +42,14 @@ use crate::error::IoContext;
 use backend::Backend;
 use idempotence::ProducerStates;
 
-pub use sendfile::sendfile_bytes_sent;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode
-/// its body, acting on nothing. For the request-decoder fuzz target; returns whether the
-/// request was accepted.
-#[doc(hidden)]
-pub fn fuzz_decode_request(frame: &[u8]) -> bool {
+/// its body, acting on nothing. For the request-decoder fuzz target (through
+/// `tidelog::testing`); returns whether the request was accepted.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
     match connection::parse(frame.to_vec()) {
         Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
         Ok(connection::Parsed::Reply(_)) => true,
@@ -90,7 +91,7 @@ impl Default for Config {
             advertised: None,
             max_connections: 10_000,
             max_request_size: codec::DEFAULT_MAX_REQUEST_SIZE,
-            auto_create_topics: true,
+            auto_create_topics: false,
             idle_timeout: Duration::from_secs(600),
             write_timeout: Duration::from_secs(60),
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
@@ -234,7 +235,7 @@ impl Server {
     /// # fn main() -> tidelog::Result<()> {
     /// let broker = tidelog::Broker::open("data")?;
     /// let server = tidelog::Server::builder(broker)
-    ///     .listen("127.0.0.1:9092".parse().unwrap())
+    ///     .listen("127.0.0.1:9092")
     ///     .start()?;
     /// println!("serving Kafka clients on {}", server.local_addr());
     /// server.run_until_signal()?; // SIGINT / SIGTERM: graceful shutdown, broker closed
@@ -243,7 +244,11 @@ impl Server {
     /// ```
     pub fn builder(broker: crate::Broker) -> ServerBuilder {
         ServerBuilder {
-            config: Config::default(),
+            config: Config {
+                auto_create_topics: broker.config().auto_create_topics,
+                ..Config::default()
+            },
+            listen_error: None,
             backend: Arc::new(broker_backend::BrokerBackend { broker }),
             listener: None,
         }
@@ -254,6 +259,8 @@ impl Server {
 #[must_use]
 pub struct ServerBuilder {
     config: Config,
+    /// Why the address given to `listen` cannot be used; reported by `start`.
+    listen_error: Option<crate::Error>,
     backend: Arc<dyn Backend>,
     /// A socket bound by the caller, used instead of binding `config.listen`.
     listener: Option<TcpListener>,
@@ -268,10 +275,26 @@ impl std::fmt::Debug for ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// Address to listen on. Default = `127.0.0.1:9092`; port 0 picks a free port (see
-    /// [`ServerHandle::local_addr`]).
-    pub fn listen(mut self, addr: SocketAddr) -> Self {
-        self.config.listen = addr;
+    /// Address to listen on: a `SocketAddr`, or anything else std resolves to one, such
+    /// as `"127.0.0.1:9092"` or `("localhost", 9092)` (the first address it resolves
+    /// to). Default = `127.0.0.1:9092`; port 0 picks a free port (see
+    /// [`ServerHandle::local_addr`]). An address that does not parse or resolve makes
+    /// [`ServerBuilder::start`] fail with `Error::InvalidConfig` for `listen`.
+    pub fn listen<A: ToSocketAddrs + std::fmt::Debug>(mut self, addr: A) -> Self {
+        let invalid = |reason: String| crate::Error::InvalidConfig {
+            key: "listen".into(),
+            reason,
+        };
+        self.listen_error = match addr.to_socket_addrs().map(|mut all| all.next()) {
+            Ok(Some(resolved)) => {
+                self.config.listen = resolved;
+                None
+            }
+            Ok(None) => Some(invalid(format!("{addr:?} resolves to no address"))),
+            Err(e) => Some(invalid(format!(
+                "{addr:?} is not an address to listen on: {e}"
+            ))),
+        };
         self
     }
 
@@ -332,8 +355,10 @@ impl ServerBuilder {
     }
 
     /// Whether a Metadata request for an unknown topic (that allows it) creates the topic
-    /// with the broker's defaults. Default = true (Kafka's
-    /// `auto.create.topics.enable`).
+    /// with the broker's defaults (Kafka's `auto.create.topics.enable`). Default = the
+    /// broker's [`BrokerBuilder::auto_create_topics`](crate::BrokerBuilder::auto_create_topics)
+    /// (false unless turned on there), so in-process and network clients see the same
+    /// topics appear; `tidelog serve` turns it on.
     pub fn auto_create_topics(mut self, on: bool) -> Self {
         self.config.auto_create_topics = on;
         self
@@ -349,6 +374,11 @@ impl ServerBuilder {
     /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and
     /// start the accept thread.
     pub fn start(self) -> Result<ServerHandle> {
+        if self.listener.is_none()
+            && let Some(e) = self.listen_error
+        {
+            return Err(e);
+        }
         let listen = self.config.listen;
         let listener = match self.listener {
             Some(l) => l,
@@ -440,3 +470,5 @@ impl Drop for ServerHandle {
 mod tests;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_groups;

@@ -18,7 +18,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// Bytes written to sockets by `sendfile(2)` since the process started.
 static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -28,8 +28,9 @@ static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 ///
 /// Fetch responses send record bytes this way; tests read this counter to check that a
 /// fetch took the zero-copy path.
-pub fn sendfile_bytes_sent() -> u64 {
-    SENDFILE_BYTES.load(Ordering::Relaxed)
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn sendfile_bytes_sent() -> u64 {
+    SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A run of bytes inside an open file, to be sent without copying.

@@ -432,7 +432,12 @@ fn idempotent_retries_land_once_and_survive_a_restart() {
 #[test]
 fn metadata_creates_topics_and_advertises_a_reachable_address() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::builder(crate::Broker::open(dir.path()).unwrap())
+    // The server keeps the broker's auto-creation setting.
+    let broker = crate::Broker::builder(dir.path())
+        .auto_create_topics(true)
+        .open()
+        .unwrap();
+    let server = Server::builder(broker)
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .advertised("broker.example:19092")
         .start()
@@ -481,6 +486,62 @@ fn metadata_creates_topics_and_advertises_a_reachable_address() {
         &MetadataRequest::default().with_topics(None),
     );
     assert!(all.topics[0].is_internal && !all.topics[1].is_internal);
+}
+
+/// The error code of a Metadata v8 request for `topic` that allows auto-creation.
+fn metadata_error(c: &mut Client, topic: &'static str) -> i16 {
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str(topic)))),
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 8, &req);
+    resp.topics[0].error_code
+}
+
+#[test]
+fn auto_creation_follows_the_broker_unless_the_server_says_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    // Off by default, as for in-process users of the broker; a name string listens.
+    let server = Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(
+        metadata_error(&mut c, "typo"),
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    assert!(broker.topic("typo").is_err());
+    drop(c);
+    server.shutdown().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    let server = Server::builder(broker.clone())
+        .listen(("127.0.0.1", 0))
+        .auto_create_topics(true)
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(metadata_error(&mut c, "fresh"), 0);
+    assert_eq!(broker.topic("fresh").unwrap().partition_count(), 1);
+}
+
+#[test]
+fn an_address_that_does_not_parse_fails_start_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::Broker::open(dir.path()).unwrap();
+    match Server::builder(broker).listen("127.0.0.1:port").start() {
+        Err(crate::Error::InvalidConfig { key, reason }) => {
+            assert_eq!(key, "listen");
+            assert!(reason.contains("\"127.0.0.1:port\""), "{reason}");
+        }
+        other => panic!("expected InvalidConfig for listen, got {other:?}"),
+    }
 }
 
 #[test]
@@ -584,7 +645,7 @@ fn a_thousand_concurrent_connections_produce_and_fetch() {
 #[test]
 fn the_group_apis_answer_every_supported_version() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path());
+    let server = super::tests_groups::start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "g", 2);
     let s = |v: &str| StrBytes::from_string(v.to_string());

@@ -3,7 +3,7 @@
 //! damaged checkpoint is detected, never trusted.
 //!
 //! Layout: magic `TLCP` (4 bytes), version (u16), payload length (u32), payload,
-//! CRC32 (crc32fast, IEEE) of everything before it (u32). Big-endian.
+//! CRC-32 (IEEE, zlib's) of everything before it (u32). Big-endian.
 
 use crate::error::IoContext;
 use crate::{Error, Result};
@@ -13,6 +13,13 @@ use std::path::Path;
 
 const MAGIC: &[u8; 4] = b"TLCP";
 const VERSION: u16 = 1;
+
+/// CRC-32 (IEEE 802.3, zlib's `crc32`) of `bytes`, through the crate that computes the
+/// batches' CRC-32C (`crc_fast`), so that one CRC crate serves both.
+fn crc32(bytes: &[u8]) -> u32 {
+    // CRC-32/ISO-HDLC is the IEEE CRC-32; the result fits in 32 bits.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32IsoHdlc, bytes) as u32
+}
 
 /// Fsyncs a directory so that entries created, renamed or removed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
@@ -28,7 +35,7 @@ pub(crate) fn write(path: &Path, payload: &[u8]) -> Result<()> {
     buf.extend_from_slice(&VERSION.to_be_bytes());
     buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     buf.extend_from_slice(payload);
-    let crc = crc32fast::hash(&buf);
+    let crc = crc32(&buf);
     buf.extend_from_slice(&crc.to_be_bytes());
     let tmp = path.with_extension("tmp");
     let mut f = OpenOptions::new()
@@ -68,7 +75,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
         return Err(bad(6, "length does not match the file size (torn write?)"));
     }
     let stored = u32::from_be_bytes(bytes[10 + len..].try_into().expect("4 bytes"));
-    if crc32fast::hash(&bytes[..10 + len]) != stored {
+    if crc32(&bytes[..10 + len]) != stored {
         return Err(bad(10 + len, "CRC32 mismatch"));
     }
     Ok(Some(bytes[10..10 + len].to_vec()))
@@ -77,6 +84,12 @@ pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crc_is_the_ieee_crc32() {
+        // The check value of CRC-32/ISO-HDLC, as zlib and crc32fast compute it.
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    }
 
     #[test]
     fn round_trip_and_damage() {

@@ -218,7 +218,8 @@ struct Inner {
 /// serialized by a mutex), any number of concurrent readers.
 ///
 /// ```
-/// use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+/// use tidelog::storage::PartitionLog;
+/// use tidelog::{BatchBuilder, LogConfig};
 ///
 /// let dir = tempfile::tempdir()?;
 /// let log = PartitionLog::open(dir.path().join("events-0"), "events-0", LogConfig::default())?;
@@ -592,7 +593,8 @@ impl PartitionLog {
     /// bytes. The builder is empty afterwards, whatever the result.
     ///
     /// ```
-    /// use tidelog::{BatchBuilder, LogConfig, PartitionLog};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;

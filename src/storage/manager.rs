@@ -42,7 +42,8 @@ struct Inner {
 /// joins the thread and closes every log.
 ///
 /// ```
-/// use tidelog::{LogConfig, LogManager};
+/// use tidelog::LogConfig;
+/// use tidelog::storage::LogManager;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let manager = LogManager::open(dir.path())?;

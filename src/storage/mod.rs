@@ -19,21 +19,21 @@ mod segment;
 mod time_index;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
-pub use log::{
-    AppendInfo, CHECKPOINT_FILE, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport,
-};
-pub use manager::{LOCK_FILE, LogManager};
+#[cfg(test)]
+pub(crate) use log::CHECKPOINT_FILE;
+pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport};
+pub use manager::LogManager;
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
 /// offsets).
-pub fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
+pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
     checkpoint::write(path, payload)
 }
 
 /// Reads a file written by [`write_checkpoint`]: `Ok(None)` if it does not exist,
 /// [`crate::Error::Corrupt`] if it is torn or damaged.
-pub fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
+pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
     checkpoint::read(path)
 }
 

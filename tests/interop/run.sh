@@ -62,6 +62,7 @@ run() {
 run "kcat" "$here/kcat.sh"
 run "kafka-python" "$PYTHON" "$here/kafka_python.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
+run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"
 
 # Graceful shutdown: SIGTERM, then a clean exit within 30 s.
 kill -TERM "$server"

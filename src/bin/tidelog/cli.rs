@@ -10,18 +10,17 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "tidelog", version, about, propagate_version = true)]
 pub(crate) struct Cli {
-    /// Data directory of the log.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "./tidelog-data",
-        global = true
-    )]
-    pub data: PathBuf,
+    /// Data directory of the log [default: ./tidelog-data; `perf` without --data works
+    /// in a temporary directory that it removes afterwards].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The data directory of every command but `perf` when `--data` is not given.
+pub(crate) const DEFAULT_DATA: &str = "./tidelog-data";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -123,7 +122,8 @@ pub(crate) struct ProduceArgs {
 pub(crate) struct ConsumeArgs {
     /// The topic.
     pub topic: String,
-    /// Start at the first record (with --group: when the group has no committed offset).
+    /// Start at the first record (with --group: in partitions where the group has no
+    /// committed offset, as auto.offset.reset=earliest).
     #[arg(long)]
     pub from_beginning: bool,
     /// Start offset: N, -N (N before the end), `beginning` or `end` (as kcat -o).
@@ -133,9 +133,10 @@ pub(crate) struct ConsumeArgs {
     /// an RFC 3339 date (2024-05-01T12:00:00Z).
     #[arg(long, value_name = "T")]
     pub timestamp: Option<String>,
-    /// Consumer group: start from its committed offsets and commit what was printed
-    /// before exiting.
-    #[arg(short = 'g', long, value_name = "G")]
+    /// Consume as a member of consumer group G (as kafka-console-consumer --group):
+    /// read the partitions the group assigns, from its committed offsets (else the end,
+    /// or the beginning with --from-beginning), and commit the position of each on exit.
+    #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
     /// Read only these partitions (repeat for several; default: all).
     #[arg(short = 'p', long, value_name = "P")]
@@ -247,10 +248,10 @@ pub(crate) struct PerfProduceArgs {
     /// Records per append call (1: one record per call).
     #[arg(long, value_name = "B", default_value_t = 100)]
     pub batch: usize,
-    /// Partitions of the topic when it is created; without --keys, batches go
-    /// round-robin.
-    #[arg(long, value_name = "P", default_value_t = 1)]
-    pub partitions: i32,
+    /// Partitions of the topic (default: 1 when it is created; an existing topic with
+    /// another count is an error); without --keys, batches go round-robin.
+    #[arg(long, value_name = "P")]
+    pub partitions: Option<i32>,
     /// Number of distinct keys (0: no keys). Record i gets the 12-byte key
     /// `key-NNNNNNNN` with NNNNNNNN = i mod K, goes to the partition the default
     /// partitioner picks for that key (Kafka's murmur2), and each partition's batch is
@@ -321,9 +322,10 @@ pub(crate) struct PerfOpenArgs {
     /// missing).
     #[arg(long, value_name = "T", default_value = "perf-open")]
     pub topic: String,
-    /// Partitions of the topic when it is created.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub partitions: i32,
+    /// Partitions of the topic (default: 1000 when it is created; an existing topic
+    /// with another count is an error).
+    #[arg(long, value_name = "N")]
+    pub partitions: Option<i32>,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

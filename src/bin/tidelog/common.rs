@@ -4,8 +4,10 @@
 use crate::{CliResult, Fail, fail};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
+use tidelog::coordinator::{CommitOffset, OffsetCommitRequest};
 use tidelog::record::batches;
-use tidelog::{Batch, Broker, CommitOffset, LogSlice, OffsetCommitRequest, Partition, Topic};
+use tidelog::storage::LogSlice;
+use tidelog::{Batch, Broker, Partition, Topic};
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
 /// directory that does not exist rather than creating an empty one.
@@ -113,14 +115,30 @@ pub(crate) fn commit_offsets(
                 })
                 .collect(),
         });
-    match results.iter().find(|r| r.error_code != 0) {
+    let refused = |e: &tidelog::GroupError| {
+        fail!("{what} of group {group:?} failed: {e} (a group with active members refuses it)")
+    };
+    let results = results.map_err(|e| refused(&e))?;
+    match results
+        .iter()
+        .find_map(|r| r.result.as_ref().err().map(|e| (r, e)))
+    {
         None => Ok(()),
-        Some(r) => Err(fail!(
-            "{what} of group {group:?} for {}-{} failed with Kafka error code {} (a group with active members refuses it)",
+        Some((r, e)) => Err(fail!(
+            "{what} of group {group:?} for {}-{} failed: {e} (a group with active members refuses it)",
             r.topic,
             r.partition,
-            r.error_code
         )),
+    }
+}
+
+/// `n` with its noun, singular for one: `counted(1, "record", "records")` is
+/// "1 record", `counted(0, "batch", "batches")` is "0 batches".
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
     }
 }
 
@@ -239,6 +257,13 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_the_singular_for_one() {
+        assert_eq!(counted(1, "record", "records"), "1 record");
+        assert_eq!(counted(0, "record", "records"), "0 records");
+        assert_eq!(counted(2, "batch", "batches"), "2 batches");
+    }
 
     #[test]
     fn times() {

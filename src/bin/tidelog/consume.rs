@@ -1,27 +1,36 @@
-//! `tidelog consume TOPIC`: prints records with a kcat format, as kcat -C.
+//! `tidelog consume TOPIC`: prints records with a kcat format, as kcat -C and
+//! kafka-console-consumer.
 //!
-//! Reads go straight to the partitions (`Partition::read`, zero-copy) and every batch's
-//! CRC is checked on the way out: a corrupt batch stops the command with an error that
-//! names the segment file and byte position, and is never printed. With `--group` the
-//! start positions come from the group's committed offsets, and the offset after the
-//! last record printed of each partition is committed before exit (also on Ctrl-C or
-//! after an error), so the next run of the group continues where this one stopped.
+//! Without `--group`, reads go straight to the partitions (`Partition::read`, zero-copy)
+//! and every batch's CRC is checked on the way out: a corrupt batch stops the command
+//! with an error that names the segment file and byte position, and is never printed.
+//!
+//! With `--group G` the command is a member of consumer group G, as Kafka's console
+//! consumer is: it joins through [`GroupConsumer`], reads the partitions the group
+//! assigns it from the group's committed offsets (`--from-beginning` is
+//! `auto.offset.reset=earliest`: it applies only to partitions without a committed
+//! offset), and on exit (after `-c`, `-e`, Ctrl-C or an error) commits the position of
+//! every partition assigned to it, a partition it read nothing from at its reset
+//! position, then leaves the group. So the next run continues exactly where the group
+//! stands. Records handed out by a poll but not printed (after `-c`) are not committed.
 
 use crate::cli::ConsumeArgs;
-use crate::common::{
-    checked_batches, close_broker, commit_offsets, open_broker, parse_time, select_partitions,
-};
+use crate::common::{checked_batches, close_broker, open_broker, parse_time, select_partitions};
 use crate::format::Format;
 use crate::out::Out;
 use crate::{CliResult, Fail, fail};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tidelog::{Broker, ConsumerRecord, Partition};
+use tidelog::{Broker, ConsumerRecord, GroupConfig, GroupConsumer, OffsetReset, Partition};
 
 /// Bytes read from a partition at a time.
 const READ_BYTES: usize = 1 << 20;
+
+/// How long one poll of a group member waits for records (also how soon Ctrl-C is seen).
+const POLL: Duration = Duration::from_millis(100);
 
 /// Where to start reading, from the command line.
 enum Start {
@@ -30,8 +39,7 @@ enum Start {
     Offset(i64),
     FromEnd(i64),
     Time(i64),
-    /// Committed offset with --group, else the default (end, or beginning with
-    /// --from-beginning).
+    /// The end, or the beginning with --from-beginning.
     Default {
         beginning: bool,
     },
@@ -65,8 +73,6 @@ fn parse_start(args: &ConsumeArgs) -> CliResult<Start> {
 struct Reader {
     partition: Partition,
     position: i64,
-    /// One past the last offset printed, for the commit.
-    printed: Option<i64>,
 }
 
 /// Runs `tidelog consume`.
@@ -77,66 +83,44 @@ pub(crate) fn run(data: &Path, args: &ConsumeArgs) -> CliResult {
     };
     let start = parse_start(args)?;
     let broker = open_broker(data, false)?;
-    let topic = broker.topic(&args.topic)?;
-    let partitions = select_partitions(&topic, &args.partition)?;
-    let mut readers = Vec::new();
-    let committed = committed_offsets(&broker, args, &partitions);
-    for (p, committed) in partitions.into_iter().zip(committed) {
-        let position = start_position(&p, &start, committed)?;
-        readers.push(Reader {
-            partition: p,
-            position,
-            printed: None,
-        });
-    }
-    // Ctrl-C (or SIGTERM) ends the command cleanly, after committing the group's
-    // offsets: without -e it is the normal way to stop.
+    // Ctrl-C (or SIGTERM) ends the command cleanly (a group member commits first):
+    // without -e it is the normal way to stop.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
-    let mut out = Out::new();
-    let result = read_loop(args, &format, &mut readers, &mut out, &stop);
-    let flushed = out.flush();
-    drop(out);
-    // Commit what was printed, unless the reader of our output went away (then what
-    // reached it is unknown: leave those records to the next run).
-    let pipe_closed = matches!(result, Err(Fail::BrokenPipe)) || flushed.is_err();
-    let commit = match (&args.group, pipe_closed) {
-        (Some(group), false) => commit(&broker, group, &args.topic, &readers),
-        _ => Ok(()),
-    };
-    result.and(flushed).and(commit)?;
+    match &args.group {
+        Some(group) => consume_group(&broker, group, args, &format, &stop)?,
+        None => consume_partitions(&broker, args, &format, &start, &stop)?,
+    }
     close_broker(broker)
 }
 
-/// The group's committed offset per partition (None without --group or commit).
-fn committed_offsets(
+/// Reads the partitions chosen on the command line, from the start chosen there.
+fn consume_partitions(
     broker: &Broker,
     args: &ConsumeArgs,
-    partitions: &[Partition],
-) -> Vec<Option<i64>> {
-    let Some(group) = &args.group else {
-        return vec![None; partitions.len()];
-    };
-    let list: Vec<(String, i32)> = partitions
-        .iter()
-        .map(|p| (args.topic.clone(), p.index()))
-        .collect();
-    let resp = broker.group_coordinator().offset_fetch(group, Some(&list));
-    partitions
-        .iter()
-        .map(|p| {
-            resp.offsets
-                .iter()
-                .find(|o| o.partition == p.index() && o.topic == args.topic)
-                .and_then(|o| (o.offset >= 0).then_some(o.offset))
-        })
-        .collect()
+    format: &Format,
+    start: &Start,
+    stop: &AtomicBool,
+) -> CliResult {
+    let topic = broker.topic(&args.topic)?;
+    let mut readers = Vec::new();
+    for partition in select_partitions(&topic, &args.partition)? {
+        let position = start_position(&partition, start)?;
+        readers.push(Reader {
+            partition,
+            position,
+        });
+    }
+    let mut out = Out::new();
+    let result = read_loop(args, format, &mut readers, &mut out, stop);
+    let flushed = out.flush();
+    result.and(flushed)
 }
 
-fn start_position(p: &Partition, start: &Start, committed: Option<i64>) -> CliResult<i64> {
+fn start_position(p: &Partition, start: &Start) -> CliResult<i64> {
     let (lo, hi) = (p.log_start_offset(), p.high_watermark());
     Ok(match *start {
         Start::Beginning => lo,
@@ -156,12 +140,21 @@ fn start_position(p: &Partition, start: &Start, committed: Option<i64>) -> CliRe
             Some((offset, _)) => offset,
             None => hi,
         },
-        Start::Default { beginning } => match committed {
-            Some(c) if (lo..=hi).contains(&c) => c,
-            _ if beginning => lo,
-            _ => hi,
-        },
+        Start::Default { beginning } => {
+            if beginning {
+                lo
+            } else {
+                hi
+            }
+        }
     })
+}
+
+/// Renders one record with `format` and writes it out.
+fn print(format: &Format, rec: &ConsumerRecord<'_>, buf: &mut Vec<u8>, out: &mut Out) -> CliResult {
+    buf.clear();
+    format.render(rec, buf);
+    out.bytes(buf)
 }
 
 fn read_loop(
@@ -248,22 +241,17 @@ fn read_some(
             if rec.offset < r.position {
                 continue;
             }
-            buf.clear();
-            format.render(
-                &ConsumerRecord {
-                    topic: &topic,
-                    partition: r.partition.index(),
-                    offset: rec.offset,
-                    timestamp: rec.timestamp,
-                    key: rec.key,
-                    value: rec.value,
-                    headers: rec.headers,
-                },
-                buf,
-            );
-            out.bytes(buf)?;
+            let record = ConsumerRecord {
+                topic: &topic,
+                partition: r.partition.index(),
+                offset: rec.offset,
+                timestamp: rec.timestamp,
+                key: rec.key,
+                value: rec.value,
+                headers: rec.headers,
+            };
+            print(format, &record, buf, out)?;
             r.position = rec.offset + 1;
-            r.printed = Some(rec.offset + 1);
             *remaining -= 1;
             if *remaining == 0 {
                 return Ok(true);
@@ -275,11 +263,176 @@ fn read_some(
     Ok(r.position > from)
 }
 
-/// Commits, for each partition something was printed from, the offset after it.
-fn commit(broker: &Broker, group: &str, topic: &str, readers: &[Reader]) -> CliResult {
-    let offsets: Vec<(i32, i64)> = readers
-        .iter()
-        .filter_map(|r| r.printed.map(|o| (r.partition.index(), o)))
-        .collect();
-    commit_offsets(broker, group, topic, &offsets, "committing the offsets")
+/// The partitions of one poll and, for each, the offset its next record to print has:
+/// filled while printing, in the order the poll hands records out (partition by
+/// partition), so that a stop in the middle of a poll commits nothing unprinted.
+#[derive(Default)]
+struct PollProgress {
+    next: Vec<(String, i32, i64)>,
+}
+
+impl PollProgress {
+    /// Records that `offset` of `topic`-`partition` is the next one to print.
+    fn set(&mut self, topic: &str, partition: i32, offset: i64) {
+        match self.next.last_mut() {
+            Some((t, p, o)) if t == topic && *p == partition => *o = offset,
+            _ => self.next.push((topic.to_string(), partition, offset)),
+        }
+    }
+
+    fn get(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.next
+            .iter()
+            .find(|(t, p, _)| t == topic && *p == partition)
+            .map(|(_, _, o)| *o)
+    }
+}
+
+/// Runs `tidelog consume --group`: reads as a member of the group, then commits and
+/// leaves (see the module documentation).
+fn consume_group(
+    broker: &Broker,
+    group: &str,
+    args: &ConsumeArgs,
+    format: &Format,
+    stop: &AtomicBool,
+) -> CliResult {
+    let reset = if args.from_beginning {
+        OffsetReset::Earliest
+    } else {
+        OffsetReset::Latest
+    };
+    let config = GroupConfig::new(group, &[args.topic.as_str()])
+        .auto_offset_reset(reset)
+        .enable_auto_commit(false)
+        .client_id("tidelog-consume");
+    let mut member = GroupConsumer::join(broker, config)?;
+    let mut out = Out::new();
+    let mut resume = BTreeMap::new();
+    let result = group_loop(
+        broker,
+        args,
+        format,
+        stop,
+        &mut member,
+        &mut out,
+        &mut resume,
+    );
+    let flushed = out.flush();
+    drop(out);
+    // Commit, unless the reader of our output went away (then what reached it is
+    // unknown: leave those records to the next run).
+    let pipe_closed = matches!(result, Err(Fail::BrokenPipe)) || flushed.is_err();
+    let commit = if pipe_closed {
+        Ok(())
+    } else {
+        commit_assigned(&mut member, &resume)
+    };
+    member.close();
+    result.and(flushed).and(commit)
+}
+
+/// Polls and prints until `-c` records, the end of every assigned partition (`-e`) or
+/// a signal. When it stops in the middle of a poll, `resume` gets, for the partitions
+/// of that poll, the offset of the first record not printed.
+fn group_loop(
+    broker: &Broker,
+    args: &ConsumeArgs,
+    format: &Format,
+    stop: &AtomicBool,
+    member: &mut GroupConsumer,
+    out: &mut Out,
+    resume: &mut BTreeMap<(String, i32), i64>,
+) -> CliResult {
+    let mut remaining = args.count.unwrap_or(u64::MAX);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    while remaining > 0 && !stop.load(Ordering::Relaxed) {
+        // Positions before the poll: where a partition of the poll continues if an
+        // error stops the printing before any of its records.
+        let mut before = BTreeMap::new();
+        for (t, p) in member.assignment() {
+            let position = member.position(&t, p)?;
+            before.insert((t, p), position);
+        }
+        let records = member.poll(POLL)?;
+        if records.is_empty() {
+            if args.exit_at_end && at_end(broker, member)? {
+                break;
+            }
+            out.flush()?;
+            continue;
+        }
+        let mut progress = PollProgress::default();
+        let mut failed = None;
+        for rec in records.iter() {
+            let rec = match rec {
+                Ok(r) => r,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            if remaining == 0 {
+                // Handed out but not printed: the first of each partition is where it
+                // continues.
+                if progress.get(rec.topic, rec.partition).is_none() {
+                    progress.set(rec.topic, rec.partition, rec.offset);
+                }
+                continue;
+            }
+            progress.set(rec.topic, rec.partition, rec.offset);
+            print(format, &rec, &mut buf, out)?;
+            progress.set(rec.topic, rec.partition, rec.offset + 1);
+            remaining -= 1;
+        }
+        if remaining > 0 && failed.is_none() {
+            continue;
+        }
+        for (t, p) in records.partitions() {
+            let next = progress
+                .get(&t, p)
+                .or_else(|| before.get(&(t.clone(), p)).copied());
+            if let Some(offset) = next {
+                resume.insert((t, p), offset);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+/// True once the member owns partitions and has read each to its end.
+fn at_end(broker: &Broker, member: &mut GroupConsumer) -> CliResult<bool> {
+    let assigned = member.assignment();
+    if assigned.is_empty() {
+        return Ok(false);
+    }
+    for (t, p) in assigned {
+        let end = broker.topic(&t)?.partition(p)?.high_watermark();
+        if member.position(&t, p)? < end {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Commits the position of every partition assigned to the member (`resume` first moves
+/// back those a stop left in the middle of a poll; a partition never read is committed
+/// at its reset position), and fsyncs the commit.
+fn commit_assigned(member: &mut GroupConsumer, resume: &BTreeMap<(String, i32), i64>) -> CliResult {
+    let assigned = member.assignment();
+    for (t, p) in &assigned {
+        match resume.get(&(t.clone(), *p)) {
+            Some(&offset) => member.seek(t, *p, offset)?,
+            None => {
+                member.position(t, *p)?;
+            }
+        }
+    }
+    if !assigned.is_empty() {
+        member.commit_sync()?;
+    }
+    Ok(())
 }

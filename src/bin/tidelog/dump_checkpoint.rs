@@ -129,7 +129,11 @@ pub(crate) fn dump(path: &Path, out: &mut Out, report: &mut Problems) -> CliResu
     // The payload is what lies between the head and the 4 CRC bytes at the end.
     let payload = &bytes[HEAD..bytes.len() - 4];
     let stored = u32::from_be_bytes(bytes[bytes.len() - 4..].try_into().unwrap_or([0; 4]));
-    let computed = crc32fast::hash(&bytes[..bytes.len() - 4]);
+    // CRC-32 (IEEE), as `src/storage/checkpoint.rs` computes it.
+    let computed = crc_fast::checksum(
+        crc_fast::CrcAlgorithm::Crc32IsoHdlc,
+        &bytes[..bytes.len() - 4],
+    ) as u32;
     let valid = if stored == computed {
         "true".to_string()
     } else {

@@ -1,7 +1,9 @@
 //! `tidelog groups list|describe|reset-offsets`, as kafka-consumer-groups.
 
 use crate::cli::GroupsCmd;
-use crate::common::{close_broker, commit_offsets, open_broker, parse_time, select_partitions};
+use crate::common::{
+    close_broker, commit_offsets, counted, open_broker, parse_time, select_partitions,
+};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::path::Path;
@@ -13,7 +15,11 @@ pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
     let mut out = Out::new();
     match cmd {
         GroupsCmd::List => {
-            for g in broker.group_coordinator().list_groups() {
+            let groups = broker
+                .group_coordinator()
+                .list_groups(&[])
+                .map_err(|e| fail!("listing consumer groups failed: {e}"))?;
+            for g in groups {
                 out.line(g.group_id)?;
             }
         }
@@ -53,8 +59,12 @@ pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
 
 fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
     let coord = broker.group_coordinator();
-    let d = coord.describe_group(group);
-    let mut offsets = coord.offset_fetch(group, None).offsets;
+    let d = coord
+        .describe_group(group)
+        .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
+    let mut offsets = coord
+        .offset_fetch(group, None)
+        .map_err(|e| fail!("reading the offsets of consumer group {group:?} failed: {e}"))?;
     if d.state == GroupState::Dead && d.members.is_empty() && offsets.is_empty() {
         return Err(fail!("consumer group {group:?} does not exist"));
     }
@@ -67,9 +77,9 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
         )
     };
     out.line(format_args!(
-        "Consumer group '{group}': state {}, {} member(s){generation}",
+        "Consumer group '{group}': state {}, {}{generation}",
         d.state.as_str(),
-        d.members.len(),
+        counted(d.members.len() as u64, "member", "members"),
     ))?;
     // Which member owns which partition, from the members' assignments.
     let mut owners: Vec<(String, i32, String)> = Vec::new();
@@ -104,13 +114,12 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
     // Partitions assigned but never committed are shown too, without an offset.
     for (t, p, _) in &owners {
         if !offsets.iter().any(|o| &o.topic == t && o.partition == *p) {
-            offsets.push(tidelog::FetchedOffset {
+            offsets.push(tidelog::coordinator::FetchedOffset {
                 topic: t.clone(),
                 partition: *p,
                 offset: -1,
                 leader_epoch: -1,
                 metadata: String::new(),
-                error_code: 0,
             });
         }
     }

@@ -3,7 +3,7 @@
 //! One binary for what a Kafka user finds in kafka-topics, the console producer and
 //! consumer, kafka-consumer-groups, kafka-dump-log and the perf-test tools, working on a
 //! data directory (`--data DIR`, default `./tidelog-data`, accepted before or after any
-//! subcommand).
+//! subcommand; `perf` without `--data` works in a temporary directory it removes).
 //!
 //! Exit codes: 0 on success, 1 for an error (one line `error: ...` on stderr), 2 for a
 //! usage error (clap's). The tool never panics on bad input; a panic hook turns a bug
@@ -28,6 +28,7 @@ mod topics;
 
 use clap::Parser;
 use cli::{Cli, Command, PerfCmd};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Why a subcommand stopped early.
@@ -62,21 +63,24 @@ fn main() -> ExitCode {
         std::process::exit(1);
     }));
     let cli = Cli::parse();
+    // `perf` decides itself what no --data means (a temporary directory).
+    let given = cli.data.as_deref();
+    let data = given.unwrap_or(Path::new(cli::DEFAULT_DATA));
     let result = match cli.command {
-        Command::Topics(cmd) => topics::run(&cli.data, &cmd),
-        Command::Produce(args) => produce::run(&cli.data, &args),
-        Command::Consume(args) => consume::run(&cli.data, &args),
-        Command::Groups(cmd) => groups::run(&cli.data, &cmd),
+        Command::Topics(cmd) => topics::run(data, &cmd),
+        Command::Produce(args) => produce::run(data, &args),
+        Command::Consume(args) => consume::run(data, &args),
+        Command::Groups(cmd) => groups::run(data, &cmd),
         Command::Dump(args) => dump::run(&args),
-        Command::Perf(PerfCmd::Produce(args)) => perf::produce(&cli.data, &args),
-        Command::Perf(PerfCmd::Consume(args)) => perf::consume(&cli.data, &args),
-        Command::Perf(PerfCmd::Pubsub(args)) => perf::pubsub(&cli.data, &args),
-        Command::Perf(PerfCmd::Open(args)) => perf::open(&cli.data, &args),
-        Command::Perf(PerfCmd::Recover(args)) => perf::recover(&cli.data, &args),
-        Command::Perf(PerfCmd::RecoverWriter(args)) => perf::recover_writer(&cli.data, &args),
-        Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(&cli.data, &args),
+        Command::Perf(PerfCmd::Produce(args)) => perf::produce(given, &args),
+        Command::Perf(PerfCmd::Consume(args)) => perf::consume(given, &args),
+        Command::Perf(PerfCmd::Pubsub(args)) => perf::pubsub(given, &args),
+        Command::Perf(PerfCmd::Open(args)) => perf::open(given, &args),
+        Command::Perf(PerfCmd::Recover(args)) => perf::recover(given, &args),
+        Command::Perf(PerfCmd::RecoverWriter(args)) => perf::recover_writer(given, &args),
+        Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
         #[cfg(feature = "server")]
-        Command::Serve(args) => serve::run(&cli.data, &args),
+        Command::Serve(args) => serve::run(data, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

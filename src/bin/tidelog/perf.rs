@@ -15,24 +15,28 @@
 //! `perf recover` runs the writer as a child process (the hidden `perf recover-writer`)
 //! so that the kill leaves exactly what a crash of the process would: the page cache
 //! keeps every acknowledged byte, but nothing was closed or checkpointed.
+//!
+//! The modes that write (`produce`, `pubsub`, `open`, `recover`) work in `--data DIR`
+//! when it is given, and otherwise in a fresh temporary directory that they remove at
+//! the end and name on stderr: a benchmark never writes into `./tidelog-data` unasked.
+//! The modes that read what an earlier run wrote (`consume`, `lookup`) need `--data`.
+//! `--partitions` that disagrees with an existing topic is an error.
 
 use crate::cli::{
     PerfConsumeArgs, PerfLookupArgs, PerfOpenArgs, PerfProduceArgs, PerfPubsubArgs,
     PerfRecoverArgs, PerfRecoverWriterArgs,
 };
-use crate::common::{checked_batches, close_broker, now_ms, open_broker};
+use crate::common::{checked_batches, close_broker, counted, now_ms, open_broker};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tidelog::{
-    BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig,
-    partition_for_key,
-};
+use tidelog::producer::partition_for_key;
+use tidelog::{BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig};
 
 /// Bytes read from a partition per call.
 const READ_BYTES: usize = 4 << 20;
@@ -49,6 +53,87 @@ const KEY_LEN: usize = 12;
 const MAX_KEYS: u64 = 10_000_000;
 /// Topic of the pubsub latency run.
 const LATENCY_TOPIC: &str = "perf-latency";
+/// Partitions of the topic `perf open` creates when `--partitions` is not given.
+const OPEN_PARTITIONS: i32 = 1000;
+
+/// The data directory of a perf run that writes: the `--data` directory, or a fresh
+/// temporary directory that is removed when this value is dropped (also after an
+/// error; declare it before the broker, so that the broker is closed first).
+struct RunDir {
+    path: PathBuf,
+    temporary: bool,
+}
+
+impl RunDir {
+    /// `given`, or a new temporary directory, announced on stderr as `mode`'s.
+    fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
+        if let Some(path) = given {
+            return Ok(RunDir {
+                path: path.to_path_buf(),
+                temporary: false,
+            });
+        }
+        let base = std::env::temp_dir();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        for attempt in 0..100u32 {
+            let path = base.join(format!(
+                "tidelog-perf-{}-{stamp}-{attempt}",
+                std::process::id()
+            ));
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    eprintln!(
+                        "{mode}: no --data given: working in the temporary directory {}, removed at the end (give --data DIR to keep the data or to measure another disk)",
+                        path.display()
+                    );
+                    return Ok(RunDir {
+                        path,
+                        temporary: true,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(fail!(
+                        "cannot create a temporary directory in {}: {e} (give --data DIR)",
+                        base.display()
+                    ));
+                }
+            }
+        }
+        Err(fail!(
+            "cannot find a free temporary directory name in {} (give --data DIR)",
+            base.display()
+        ))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if self.temporary
+            && let Err(e) = std::fs::remove_dir_all(&self.path)
+        {
+            eprintln!(
+                "warning: cannot remove the temporary directory {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+/// The `--data` directory of a mode that reads what an earlier run wrote.
+fn written_data<'a>(given: Option<&'a Path>, mode: &str) -> CliResult<&'a Path> {
+    given.ok_or_else(|| {
+        fail!(
+            "{mode} reads a topic that an earlier run wrote: give its --data DIR (without --data, perf produce works in a temporary directory that it removes)"
+        )
+    })
+}
 
 /// Random payloads generated before timing, used round-robin.
 struct Payloads {
@@ -169,8 +254,9 @@ impl Progress {
         if since >= Duration::from_secs(1) {
             let rate = (count - self.last_count) as f64 / since.as_secs_f64();
             eprintln!(
-                "{}: {count} records after {:.1} s, {rate:.0} records/s",
+                "{}: {} after {:.1} s, {rate:.0} records/s",
                 self.label,
+                counted(count, "record", "records"),
                 now.duration_since(self.start).as_secs_f64()
             );
             self.last = now;
@@ -268,14 +354,31 @@ fn send_records(
     Ok(())
 }
 
-/// The topic `name`, created with `partitions` partitions if it does not exist.
-fn topic_or_create(broker: &Broker, name: &str, partitions: i32) -> CliResult<Topic> {
-    match broker.topic(name) {
-        Ok(t) => Ok(t),
+/// The topic `name`, created with `partitions` (or else `default`) partitions if it does
+/// not exist; an existing topic with another count than `partitions` is an error.
+fn topic_or_create(
+    broker: &Broker,
+    name: &str,
+    partitions: Option<i32>,
+    default: i32,
+) -> CliResult<Topic> {
+    if partitions.is_some_and(|p| p < 1) {
+        return Err(fail!("--partitions must be at least 1"));
+    }
+    let topic = match broker.topic(name) {
+        Ok(t) => t,
         Err(tidelog::Error::UnknownTopic(_)) => {
-            Ok(broker.create_topic(name, partitions, TopicConfig::new())?)
+            let count = partitions.unwrap_or(default);
+            return Ok(broker.create_topic(name, count, TopicConfig::new())?);
         }
-        Err(e) => Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    match partitions {
+        Some(p) if p != topic.partition_count() => Err(fail!(
+            "topic {name:?} has {}, not the {p} of --partitions (leave --partitions out, or delete the topic with `tidelog topics delete {name}`)",
+            counted(topic.partition_count() as u64, "partition", "partitions")
+        )),
+        _ => Ok(topic),
     }
 }
 
@@ -300,13 +403,14 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
 }
 
 /// Runs `tidelog perf produce`.
-pub(crate) fn produce(data: &Path, a: &PerfProduceArgs) -> CliResult {
+pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
     }
     let keys = Keys::new(a.keys, a.records)?;
-    let broker = open_broker(data, true)?;
-    let topic = topic_or_create(&broker, &a.topic, a.partitions)?;
+    let dir = RunDir::new(data, "perf produce")?;
+    let broker = open_broker(dir.path(), true)?;
+    let topic = topic_or_create(&broker, &a.topic, a.partitions, 1)?;
     check_batch_size(&topic, a.batch, a.record_size, key_len(keys.as_ref()))?;
     let partitions = topic.partitions();
     let payloads = Payloads::new(a.record_size);
@@ -461,8 +565,8 @@ fn read_partitions(
 }
 
 /// Runs `tidelog perf consume`.
-pub(crate) fn consume(data: &Path, a: &PerfConsumeArgs) -> CliResult {
-    let broker = open_broker(data, false)?;
+pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
+    let broker = open_broker(written_data(data, "perf consume")?, false)?;
     let topic = broker.topic(&a.topic)?;
     let partitions = topic.partitions();
     let mut progress = Progress::new("perf consume");
@@ -498,26 +602,20 @@ pub(crate) fn consume(data: &Path, a: &PerfConsumeArgs) -> CliResult {
 
 /// Runs `tidelog perf pubsub`: a throughput run with a producer and a consumer thread,
 /// then a latency run paced at `latency_rate`.
-pub(crate) fn pubsub(data: &Path, a: &PerfPubsubArgs) -> CliResult {
+pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     if a.batch == 0 || a.latency_rate == 0 || a.partitions < 1 {
         return Err(fail!(
             "--batch, --latency-rate and --partitions must be at least 1"
         ));
     }
     let keys = Keys::new(a.keys, a.records)?;
-    let broker = open_broker(data, true)?;
+    let dir = RunDir::new(data, "perf pubsub")?;
+    let broker = open_broker(dir.path(), true)?;
     let name = match a.partitions {
         1 => PUBSUB_TOPIC.to_string(),
         n => format!("{PUBSUB_TOPIC}-{n}"),
     };
-    let topic = topic_or_create(&broker, &name, a.partitions)?;
-    if topic.partition_count() != a.partitions {
-        return Err(fail!(
-            "topic {name:?} has {} partitions, not the {} of --partitions (delete it with `tidelog topics delete {name}`)",
-            topic.partition_count(),
-            a.partitions
-        ));
-    }
+    let topic = topic_or_create(&broker, &name, Some(a.partitions), 1)?;
     check_batch_size(&topic, a.batch, a.record_size, key_len(keys.as_ref()))?;
     let parts = topic.partitions();
     let payloads = Payloads::new(a.record_size);
@@ -603,7 +701,7 @@ fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> 
 /// first 8 bytes; the consumer thread measures the delay on receipt. Returns the sorted
 /// latencies in ns.
 fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
-    let topic = topic_or_create(broker, LATENCY_TOPIC, 1)?;
+    let topic = topic_or_create(broker, LATENCY_TOPIC, Some(1), 1)?;
     let part = topic.partition(0)?;
     let size = a.record_size.max(8);
     let payloads = Payloads::new(size);
@@ -698,7 +796,9 @@ fn report(
         out.line(s)?;
     } else {
         out.line(format_args!(
-            "{mode}: {records} records of {record_bytes} bytes in {seconds:.3} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s"
+            "{mode}: {} of {} in {seconds:.3} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s",
+            counted(records, "record", "records"),
+            counted(record_bytes as u64, "byte", "bytes")
         ))?;
         let details: Vec<String> = extra
             .iter()
@@ -847,15 +947,15 @@ const SETUP_PREFIX: &str = "setup";
 /// the writing broker is open (when each active segment holds its reserved space).
 fn open_setup(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
     let broker = open_broker(data, true)?;
-    let setup = match broker.topic(&a.topic) {
-        Ok(_) => (false, None),
-        Err(tidelog::Error::UnknownTopic(_)) => {
-            let topic = broker.create_topic(&a.topic, a.partitions, TopicConfig::new())?;
-            one_batch_each(&topic.partitions(), 10, 100)?;
-            (true, Some(disk_usage(data)?.0))
-        }
-        Err(e) => return Err(e.into()),
+    let existed = broker.topics().contains(&a.topic);
+    let topic = topic_or_create(&broker, &a.topic, a.partitions, OPEN_PARTITIONS)?;
+    let setup = if existed {
+        (false, None)
+    } else {
+        one_batch_each(&topic.partitions(), 10, 100)?;
+        (true, Some(disk_usage(data)?.0))
     };
+    drop(topic);
     close_broker(broker)?;
     Ok(setup)
 }
@@ -863,20 +963,28 @@ fn open_setup(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
 /// Runs `perf open --setup-only` in a child process, so that nothing the setup
 /// allocated stays in this process's heap and hides what the timed open allocates.
 fn open_setup_in_child(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
-    let out = Command::new(current_exe()?)
+    let mut setup = Command::new(current_exe()?);
+    setup
         .arg("--data")
         .arg(data)
-        .args(["perf", "open", "--setup-only", "--topic", &a.topic])
-        .args(["--partitions", &a.partitions.to_string()])
-        .stderr(Stdio::inherit())
+        .args(["perf", "open", "--setup-only", "--topic", &a.topic]);
+    if let Some(p) = a.partitions {
+        setup.args(["--partitions", &p.to_string()]);
+    }
+    let out = setup
         .output()
         .map_err(|e| fail!("cannot run the setup process of perf open: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        return Err(fail!(
-            "the setup process of perf open failed ({})",
-            out.status
-        ));
+        // Its `error: ...` line is ours: the setup is part of this command.
+        return Err(
+            match stderr.lines().find_map(|l| l.strip_prefix("error: ")) {
+                Some(reason) => fail!("{reason}"),
+                None => fail!("the setup process of perf open failed ({})", out.status),
+            },
+        );
     }
+    eprint!("{stderr}");
     let line = String::from_utf8_lossy(&out.stdout);
     let mut words = line.split_whitespace();
     let parsed = (words.next() == Some(SETUP_PREFIX))
@@ -897,10 +1005,12 @@ fn current_exe() -> CliResult<std::path::PathBuf> {
 
 /// Runs `tidelog perf open`: creates the topic (one small batch per partition) if it is
 /// missing, in a child process, then times `Broker::open` recovering every partition.
-pub(crate) fn open(data: &Path, a: &PerfOpenArgs) -> CliResult {
-    if a.partitions < 1 {
+pub(crate) fn open(data: Option<&Path>, a: &PerfOpenArgs) -> CliResult {
+    if a.partitions.is_some_and(|p| p < 1) {
         return Err(fail!("--partitions must be at least 1"));
     }
+    let dir = RunDir::new(data, "perf open")?;
+    let data = dir.path();
     if a.setup_only {
         let (created, disk) = open_setup(data, a)?;
         let disk = disk.map_or("-".to_string(), |d| d.to_string());
@@ -952,7 +1062,8 @@ pub(crate) fn open(data: &Path, a: &PerfOpenArgs) -> CliResult {
     fields.extend(recovery.fields(""));
     let rss_per = (rss_after.saturating_sub(rss_before)) as f64 / n.max(1) as f64;
     let summary = format!(
-        "{n} partitions of topic {:?} reopened in {seconds:.3} s, RSS +{} kB ({rss_per:.1} kB a partition)",
+        "{} of topic {:?} reopened in {seconds:.3} s, RSS +{} kB ({rss_per:.1} kB a partition)",
+        counted(n as u64, "partition", "partitions"),
         a.topic,
         rss_after.saturating_sub(rss_before)
     );
@@ -1006,7 +1117,7 @@ const ACK_PREFIX: &str = "acknowledged";
 /// Runs `tidelog perf recover`: a child process appends `--bytes` of batches to one
 /// partition and is killed with SIGKILL once its last append is acknowledged; then
 /// `Broker::open` is timed recovering the log, and timed again after a clean close.
-pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
+pub(crate) fn recover(data: Option<&Path>, a: &PerfRecoverArgs) -> CliResult {
     let bytes = parse_size(&a.bytes)?;
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
@@ -1016,6 +1127,8 @@ pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
             "--wait-before-kill must be between 0 and 3600 seconds"
         ));
     }
+    let dir = RunDir::new(data, "perf recover")?;
+    let data = dir.path();
     let mut child = Command::new(current_exe()?)
         .arg("--data")
         .arg(data)
@@ -1098,8 +1211,10 @@ pub(crate) fn recover(data: &Path, a: &PerfRecoverArgs) -> CliResult {
     fields.push(("clean_seconds".to_string(), format!("{clean_seconds:.6}")));
     fields.extend(clean.fields("clean_"));
     let summary = format!(
-        "{size} bytes in {segments} segments recovered after SIGKILL in {seconds:.3} s ({} bytes validated); after a clean close in {clean_seconds:.3} s",
-        recovery.bytes_validated
+        "{} in {} recovered after SIGKILL in {seconds:.3} s ({} validated); after a clean close in {clean_seconds:.3} s",
+        counted(size, "byte", "bytes"),
+        counted(segments as u64, "segment", "segments"),
+        counted(recovery.bytes_validated, "byte", "bytes")
     );
     report_fields("recover", &summary, &as_fields(&fields), a.json)
 }
@@ -1120,9 +1235,10 @@ fn parse_ack(line: &str) -> Option<WriterAck> {
 /// Runs `tidelog perf recover-writer`: appends `--bytes` of batches to partition 0 of
 /// the topic, prints `acknowledged END BYTES SECONDS`, then waits to be killed (or for
 /// its standard input to close, when it leaves without closing anything either).
-pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResult {
+pub(crate) fn recover_writer(data: Option<&Path>, a: &PerfRecoverWriterArgs) -> CliResult {
+    let data = data.ok_or_else(|| fail!("perf recover-writer needs --data DIR"))?;
     let broker = open_broker(data, true)?;
-    let topic = topic_or_create(&broker, &a.topic, 1)?;
+    let topic = topic_or_create(&broker, &a.topic, None, 1)?;
     check_batch_size(&topic, a.batch, a.record_size, 0)?;
     let part = topic.partition(0)?;
     let payloads = Payloads::new(a.record_size);
@@ -1156,11 +1272,11 @@ pub(crate) fn recover_writer(data: &Path, a: &PerfRecoverWriterArgs) -> CliResul
 
 /// Runs `tidelog perf lookup`: `read(offset, 1)` at uniformly random offsets of the
 /// topic's partitions; latency percentiles of the call.
-pub(crate) fn lookup(data: &Path, a: &PerfLookupArgs) -> CliResult {
+pub(crate) fn lookup(data: Option<&Path>, a: &PerfLookupArgs) -> CliResult {
     if a.samples == 0 {
         return Err(fail!("--samples must be at least 1"));
     }
-    let broker = open_broker(data, false)?;
+    let broker = open_broker(written_data(data, "perf lookup")?, false)?;
     let topic = broker.topic(&a.topic)?;
     let ranges: Vec<(Partition, i64, u64)> = topic
         .partitions()
@@ -1221,8 +1337,10 @@ pub(crate) fn lookup(data: &Path, a: &PerfLookupArgs) -> CliResult {
         ("max_us", format!("{max:.3}")),
     ];
     let summary = format!(
-        "{} random reads over {records} records ({log_bytes} bytes): p50 {p50:.2} us, p99 {p99:.2} us, p99.9 {p999:.2} us",
-        a.samples
+        "{} over {} ({}): p50 {p50:.2} us, p99 {p99:.2} us, p99.9 {p999:.2} us",
+        counted(a.samples, "random read", "random reads"),
+        counted(records, "record", "records"),
+        counted(log_bytes, "byte", "bytes")
     );
     report_fields("lookup", &summary, &fields, a.json)
 }

@@ -96,7 +96,7 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
         };
         let mut p = match (args.partition, key) {
             (Some(p), _) => p,
-            (None, Some(k)) => tidelog::partition_for_key(k, n),
+            (None, Some(k)) => tidelog::producer::partition_for_key(k, n),
             (None, None) => sticky,
         };
         let overflows = |pend: &Pending| {
@@ -121,7 +121,11 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
     for p in &mut pending {
         p.flush()?;
     }
-    eprintln!("produced {produced} records to topic {}", args.topic);
+    eprintln!(
+        "produced {} to topic {}",
+        crate::common::counted(produced, "record", "records"),
+        args.topic
+    );
     close_broker(broker)
 }
 

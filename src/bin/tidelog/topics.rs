@@ -1,7 +1,7 @@
 //! `tidelog topics create|list|describe|delete|alter`, as kafka-topics.
 
 use crate::cli::TopicsCmd;
-use crate::common::{close_broker, open_broker, parse_kv};
+use crate::common::{close_broker, counted, open_broker, parse_kv};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::path::Path;
@@ -154,8 +154,8 @@ fn alter(
             && n <= topic.partition_count()
         {
             return Err(fail!(
-                "topic {name:?} has {} partitions; it can only grow, not to {n}",
-                topic.partition_count()
+                "topic {name:?} has {}; it can only grow, not to {n}",
+                counted(topic.partition_count() as u64, "partition", "partitions")
             ));
         }
         apply_topic_config(broker, name, tc)?;
@@ -163,7 +163,10 @@ fn alter(
     }
     if let Some(n) = partitions {
         broker.add_partitions(name, n)?;
-        out.line(format_args!("Topic {name} now has {n} partitions."))?;
+        out.line(format_args!(
+            "Topic {name} now has {}.",
+            counted(n as u64, "partition", "partitions")
+        ))?;
     }
     Ok(())
 }

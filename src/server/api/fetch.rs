@@ -28,10 +28,10 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 
 use super::{Ctx, Fatal, Part, Reply, Request, error_code};
-use crate::LogSlice;
 use crate::server::Shared;
 use crate::server::backend::PartitionOps;
 use crate::server::sendfile::FileRegion;
+use crate::storage::LogSlice;
 use crate::topic::Signal;
 
 /// How often a waiting Fetch checks that its client is still connected.

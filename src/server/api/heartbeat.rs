@@ -6,11 +6,12 @@ use super::{Ctx, Fatal, Reply, Request};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: HeartbeatRequest = req.decode()?;
-    let code = ctx.backend().groups().heartbeat(
+    let answer = ctx.backend().groups().heartbeat(
         &request.group_id,
         request.generation_id,
         &request.member_id,
         request.group_instance_id.as_deref(),
     );
+    let code = answer.err().map_or(0, |e| e.code());
     req.respond(&HeartbeatResponse::default().with_error_code(code))
 }

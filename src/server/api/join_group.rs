@@ -1,19 +1,19 @@
-//! JoinGroup (key 11), versions 0-5, through the broker's [`GroupCoordinator`]
+//! JoinGroup (key 11), versions 0-5 (static membership, KIP-345, from v5), through the broker's [`GroupCoordinator`]
 //! (the same one in-process consumers use).
 //!
 //! The request blocks until the rebalance completes or the member's rebalance timeout
 //! passes, as in Kafka; the wait is cut into short slices so that a server shutdown is
 //! not held up by a pending rebalance.
 //!
-//! [`GroupCoordinator`]: crate::GroupCoordinator
+//! [`GroupCoordinator`]: crate::coordinator::GroupCoordinator
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::coordinator::{self, GroupError};
 
 /// Longest uninterrupted wait inside one JoinGroup (shutdown is checked in between).
 const WAIT_SLICE: Duration = Duration::from_millis(200);
@@ -32,9 +32,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     } else {
         session_timeout
     };
-    let join = crate::JoinGroupRequest {
+    let member_id = request.member_id.to_string();
+    let join = coordinator::JoinGroupRequest {
         group_id: request.group_id.0.to_string(),
-        member_id: request.member_id.to_string(),
+        member_id: member_id.clone(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
         protocol_type: request.protocol_type.to_string(),
         protocols: request
@@ -52,54 +53,56 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .map(|c| c.to_string())
             .unwrap_or_default(),
         client_host: format!("/{}", ctx.peer.ip()),
+        origin: coordinator::MemberOrigin::Network,
     };
     let groups = ctx.backend().groups();
     let answer = match groups.begin_join(join) {
-        crate::JoinStart::Done(answer) => Some(answer),
-        crate::JoinStart::Pending(ticket) => {
+        Ok(coordinator::JoinStart::Done(answer)) => Ok(answer),
+        Ok(coordinator::JoinStart::Pending(ticket)) => {
             let deadline = Instant::now() + rebalance_timeout + Duration::from_secs(1);
             loop {
                 let now = Instant::now();
                 if now >= deadline || ctx.shared.is_stopping() {
-                    break None;
+                    break Err(GroupError::RebalanceInProgress);
                 }
                 if let Some(answer) = groups.await_join(&ticket, WAIT_SLICE.min(deadline - now)) {
-                    break Some(answer);
+                    break answer;
                 }
             }
-            .or_else(|| {
-                Some(crate::JoinGroupResponse {
-                    error_code: ResponseError::RebalanceInProgress.code(),
-                    generation_id: -1,
-                    protocol_type: None,
-                    protocol_name: None,
-                    leader: String::new(),
-                    member_id: ticket.member_id.clone(),
-                    members: Vec::new(),
-                })
-            })
+        }
+        Err(e) => Err(e),
+    };
+    let response = match answer {
+        Ok(a) => JoinGroupResponse::default()
+            .with_generation_id(a.generation_id)
+            .with_protocol_type(a.protocol_type.map(kstr))
+            .with_protocol_name(Some(kstr(a.protocol_name.unwrap_or_default())))
+            .with_leader(kstr(a.leader))
+            .with_member_id(kstr(a.member_id))
+            .with_members(
+                a.members
+                    .into_iter()
+                    .map(|m| {
+                        JoinGroupResponseMember::default()
+                            .with_member_id(kstr(m.member_id))
+                            .with_group_instance_id(m.group_instance_id.map(kstr))
+                            .with_metadata(m.metadata.into())
+                    })
+                    .collect(),
+            ),
+        Err(e) => {
+            // MEMBER_ID_REQUIRED carries the id to rejoin with; other errors echo the
+            // request's member id.
+            let member_id = match &e {
+                GroupError::MemberIdRequired { member_id } => member_id.clone(),
+                _ => member_id,
+            };
+            JoinGroupResponse::default()
+                .with_error_code(e.code())
+                .with_generation_id(-1)
+                .with_protocol_name(Some(kstr("")))
+                .with_member_id(kstr(member_id))
         }
     };
-    let Some(a) = answer else {
-        return Err(Fatal("JoinGroup produced no answer".into()));
-    };
-    let response = JoinGroupResponse::default()
-        .with_error_code(a.error_code)
-        .with_generation_id(a.generation_id)
-        .with_protocol_type(a.protocol_type.map(kstr))
-        .with_protocol_name(Some(kstr(a.protocol_name.unwrap_or_default())))
-        .with_leader(kstr(a.leader))
-        .with_member_id(kstr(a.member_id))
-        .with_members(
-            a.members
-                .into_iter()
-                .map(|m| {
-                    JoinGroupResponseMember::default()
-                        .with_member_id(kstr(m.member_id))
-                        .with_group_instance_id(m.group_instance_id.map(kstr))
-                        .with_metadata(m.metadata.into())
-                })
-                .collect(),
-        );
     req.respond(&response)
 }

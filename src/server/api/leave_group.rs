@@ -1,47 +1,56 @@
-//! LeaveGroup (key 13), versions 0-3 (one member before v3, a list from v3).
+//! LeaveGroup (key 13), versions 0-3 (one member before v3, a list from v3, where a
+//! static member may be named by its `group.instance.id` alone).
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::coordinator::LeavingMember;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: LeaveGroupRequest = req.decode()?;
-    let members: Vec<crate::LeavingMember> = if req.version() >= 3 {
+    let members: Vec<LeavingMember> = if req.version() >= 3 {
         request
             .members
             .iter()
-            .map(|m| crate::LeavingMember {
+            .map(|m| LeavingMember {
                 member_id: m.member_id.to_string(),
                 group_instance_id: m.group_instance_id.as_ref().map(|s| s.to_string()),
             })
             .collect()
     } else {
-        vec![crate::LeavingMember {
+        vec![LeavingMember {
             member_id: request.member_id.to_string(),
             group_instance_id: None,
         }]
     };
-    let a = ctx
+    let answer = ctx
         .backend()
         .groups()
         .leave_group(&request.group_id, &members);
-    let mut response = LeaveGroupResponse::default().with_error_code(a.error_code);
-    // Per-member results exist from v3 on; before that the top-level code carries it.
-    if req.version() >= 3 {
-        response = response.with_members(
-            a.members
+    let results = match answer {
+        Ok(results) => results,
+        Err(e) => return req.respond(&LeaveGroupResponse::default().with_error_code(e.code())),
+    };
+    let code =
+        |r: &Result<(), crate::coordinator::GroupError>| r.as_ref().err().map_or(0, |e| e.code());
+    let response = if req.version() >= 3 {
+        // Per-member results exist from v3 on.
+        LeaveGroupResponse::default().with_members(
+            members
                 .into_iter()
-                .map(|(member_id, instance, code)| {
+                .zip(&results)
+                .map(|(m, r)| {
                     MemberResponse::default()
-                        .with_member_id(kstr(member_id))
-                        .with_group_instance_id(instance.map(kstr))
-                        .with_error_code(code)
+                        .with_member_id(kstr(m.member_id))
+                        .with_group_instance_id(m.group_instance_id.map(kstr))
+                        .with_error_code(code(r))
                 })
                 .collect(),
-        );
-    } else if let Some(&(_, _, code)) = a.members.first().filter(|_| a.error_code == 0) {
-        response = response.with_error_code(code);
-    }
+        )
+    } else {
+        // Before v3 the top-level code carries the one member's result.
+        LeaveGroupResponse::default().with_error_code(results.first().map_or(0, code))
+    };
     req.respond(&response)
 }

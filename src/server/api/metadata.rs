@@ -1,6 +1,7 @@
 //! Metadata (key 3), versions 0-8: this broker as the only node and leader of every
 //! partition, and the topics asked for, created on the fly when the request allows it
-//! and the server is configured to (`auto_create_topics`, default on).
+//! and the server is configured to (`auto_create_topics`: the broker's setting unless the
+//! server builder says otherwise; `tidelog serve` turns it on).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::metadata_response::{

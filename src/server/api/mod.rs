@@ -7,17 +7,21 @@
 
 mod api_versions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sync_group;
@@ -52,6 +56,10 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::InitProducerId, 0, 1),
     (ApiKey::DescribeConfigs, 1, 3),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -213,7 +221,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::TopicExists(_) => R::TopicAlreadyExists,
         Error::InvalidTopicName { .. } => R::InvalidTopicException,
         Error::InvalidConfig { .. } => R::InvalidConfig,
-        Error::Group { code, .. } => return *code,
+        Error::Group { source, .. } => return source.code(),
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,
@@ -247,6 +255,10 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
         Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
         Ok(ApiKey::DescribeConfigs) => describe_configs::handle(ctx, req),
+        Ok(ApiKey::DescribeGroups) => describe_groups::handle(ctx, req),
+        Ok(ApiKey::ListGroups) => list_groups::handle(ctx, req),
+        Ok(ApiKey::DeleteGroups) => delete_groups::handle(ctx, req),
+        Ok(ApiKey::OffsetDelete) => offset_delete::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -258,6 +270,7 @@ pub(crate) use api_versions::unsupported_version_reply;
 
 /// Decode the body of `req` as the request type of its api key, without acting on it.
 /// Used by the request-decoder fuzz target.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
     use kafka_protocol::messages::*;
     match ApiKey::try_from(req.header.request_api_key) {
@@ -277,6 +290,10 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         Ok(ApiKey::DeleteTopics) => req.decode::<DeleteTopicsRequest>().map(drop),
         Ok(ApiKey::InitProducerId) => req.decode::<InitProducerIdRequest>().map(drop),
         Ok(ApiKey::DescribeConfigs) => req.decode::<DescribeConfigsRequest>().map(drop),
+        Ok(ApiKey::DescribeGroups) => req.decode::<DescribeGroupsRequest>().map(drop),
+        Ok(ApiKey::ListGroups) => req.decode::<ListGroupsRequest>().map(drop),
+        Ok(ApiKey::DeleteGroups) => req.decode::<DeleteGroupsRequest>().map(drop),
+        Ok(ApiKey::OffsetDelete) => req.decode::<OffsetDeleteRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)

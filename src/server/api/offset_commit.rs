@@ -1,5 +1,6 @@
 //! OffsetCommit (key 8), versions 2-7, stored by the broker's group coordinator in
-//! `__consumer_offsets`.
+//! `__consumer_offsets`. A partition that does not exist answers
+//! UNKNOWN_TOPIC_OR_PARTITION.
 
 use std::collections::BTreeMap;
 
@@ -17,33 +18,47 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(move |p| crate::CommitOffset {
-                topic: t.name.0.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: if version >= 6 {
-                    p.committed_leader_epoch
-                } else {
-                    -1
-                },
-                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            })
+            t.partitions
+                .iter()
+                .map(move |p| crate::coordinator::CommitOffset {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                })
         })
         .collect();
-    let commit = crate::OffsetCommitRequest {
+    let commit = crate::coordinator::OffsetCommitRequest {
         group_id: request.group_id.0.to_string(),
         generation_id: request.generation_id_or_member_epoch,
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
         offsets,
     };
-    let results = ctx.backend().groups().offset_commit(commit);
+    let all: Vec<(String, i32)> = commit
+        .offsets
+        .iter()
+        .map(|o| (o.topic.clone(), o.partition))
+        .collect();
+    // A group-level refusal applies to every partition of the request.
+    let results: Vec<(String, i32, i16)> = match ctx.backend().groups().offset_commit(commit) {
+        Ok(results) => results
+            .into_iter()
+            .map(|r| (r.topic, r.partition, r.result.err().map_or(0, |e| e.code())))
+            .collect(),
+        Err(e) => all.into_iter().map(|(t, p)| (t, p, e.code())).collect(),
+    };
     let mut by_topic: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
-    for r in results {
-        by_topic.entry(r.topic).or_default().push(
+    for (topic, partition, code) in results {
+        by_topic.entry(topic).or_default().push(
             OffsetCommitResponsePartition::default()
-                .with_partition_index(r.partition)
-                .with_error_code(r.error_code),
+                .with_partition_index(partition)
+                .with_error_code(code),
         );
     }
     let topics = by_topic

@@ -22,19 +22,24 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             })
             .collect()
     });
-    let a = ctx
+    let answer = ctx
         .backend()
         .groups()
         .offset_fetch(&request.group_id, wanted.as_deref());
+    let offsets = match answer {
+        Ok(offsets) => offsets,
+        Err(e) => {
+            return req.respond(&OffsetFetchResponse::default().with_error_code(e.code()));
+        }
+    };
     let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
-    for o in a.offsets {
+    for o in offsets {
         by_topic.entry(o.topic).or_default().push(
             OffsetFetchResponsePartition::default()
                 .with_partition_index(o.partition)
                 .with_committed_offset(o.offset)
                 .with_committed_leader_epoch(o.leader_epoch)
-                .with_metadata(Some(kstr(o.metadata)))
-                .with_error_code(o.error_code),
+                .with_metadata(Some(kstr(o.metadata))),
         );
     }
     let topics = by_topic
@@ -45,9 +50,5 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partitions(partitions)
         })
         .collect();
-    req.respond(
-        &OffsetFetchResponse::default()
-            .with_error_code(a.error_code)
-            .with_topics(topics),
-    )
+    req.respond(&OffsetFetchResponse::default().with_topics(topics))
 }

@@ -12,7 +12,7 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: SyncGroupRequest = req.decode()?;
-    let sync = crate::SyncGroupRequest {
+    let sync = crate::coordinator::SyncGroupRequest {
         group_id: request.group_id.0.to_string(),
         generation_id: request.generation_id,
         member_id: request.member_id.to_string(),
@@ -25,11 +25,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     };
-    let a = ctx.backend().groups().sync_group(sync, SYNC_TIMEOUT);
-    let response = SyncGroupResponse::default()
-        .with_error_code(a.error_code)
-        .with_protocol_type(a.protocol_type.map(kstr))
-        .with_protocol_name(a.protocol_name.map(kstr))
-        .with_assignment(a.assignment.into());
+    let response = match ctx.backend().groups().sync_group(sync, SYNC_TIMEOUT) {
+        Ok(a) => SyncGroupResponse::default()
+            .with_protocol_type(a.protocol_type.map(kstr))
+            .with_protocol_name(a.protocol_name.map(kstr))
+            .with_assignment(a.assignment.into()),
+        Err(e) => SyncGroupResponse::default().with_error_code(e.code()),
+    };
     req.respond(&response)
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
-use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest, codes};
+use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest};
 use crate::record::{Batch, Headers, Records};
 use crate::storage::LogSlice;
 use crate::topic::{Partition, Signal};
@@ -378,15 +378,21 @@ impl Fetcher {
 
     /// The group's committed offset for one partition (None without a group or a
     /// commit).
-    pub(crate) fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
-        let group = self.config.group_id.as_ref()?;
-        let resp = self
+    pub(crate) fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+        let Some(group) = self.config.group_id.as_ref() else {
+            return Ok(None);
+        };
+        let offsets = self
             .broker
             .group_coordinator()
-            .offset_fetch(group, Some(&[(topic.to_string(), partition)]));
-        resp.offsets
+            .offset_fetch(group, Some(&[(topic.to_string(), partition)]))
+            .map_err(|source| Error::Group {
+                group: group.clone(),
+                source,
+            })?;
+        Ok(offsets
             .first()
-            .and_then(|o| (o.offset >= 0).then_some(o.offset))
+            .and_then(|o| (o.offset >= 0).then_some(o.offset)))
     }
 
     /// The assigned partitions, as `(topic, partition)`.
@@ -398,19 +404,23 @@ impl Fetcher {
     }
 
     /// Committed offsets of the group for the assigned partitions (-1 = none).
-    pub(crate) fn fetch_committed(&self) -> Vec<Option<i64>> {
+    pub(crate) fn fetch_committed(&self) -> Result<Vec<Option<i64>>> {
         let Some(group) = &self.config.group_id else {
-            return vec![None; self.assigned.len()];
+            return Ok(vec![None; self.assigned.len()]);
         };
         let list = self.assignment();
-        let resp = self
+        let offsets = self
             .broker
             .group_coordinator()
-            .offset_fetch(group, Some(&list));
-        resp.offsets
+            .offset_fetch(group, Some(&list))
+            .map_err(|source| Error::Group {
+                group: group.clone(),
+                source,
+            })?;
+        Ok(offsets
             .iter()
             .map(|o| (o.offset >= 0).then_some(o.offset))
-            .collect()
+            .collect())
     }
 
     /// Sets every unset position from the committed offsets or the reset policy.
@@ -418,7 +428,7 @@ impl Fetcher {
         if self.assigned.iter().all(|a| a.position.is_some()) {
             return Ok(());
         }
-        let committed = self.fetch_committed();
+        let committed = self.fetch_committed()?;
         for i in 0..self.assigned.len() {
             if self.assigned[i].position.is_none() {
                 let pos =
@@ -528,6 +538,7 @@ impl Fetcher {
         &self,
         generation_id: i32,
         member_id: &str,
+        instance: Option<&str>,
         offsets: Vec<CommitOffset>,
     ) -> Result<()> {
         let Some(group) = &self.config.group_id else {
@@ -539,6 +550,10 @@ impl Fetcher {
         if offsets.is_empty() {
             return Ok(());
         }
+        let group_error = |source| Error::Group {
+            group: group.clone(),
+            source,
+        };
         let results = self
             .broker
             .group_coordinator()
@@ -546,19 +561,13 @@ impl Fetcher {
                 group_id: group.clone(),
                 generation_id,
                 member_id: member_id.to_string(),
-                group_instance_id: None,
+                group_instance_id: instance.map(str::to_string),
                 offsets,
-            });
-        match results.iter().find(|r| r.error_code != codes::NONE) {
+            })
+            .map_err(group_error)?;
+        match results.into_iter().find_map(|r| r.result.err()) {
             None => Ok(()),
-            Some(r) => Err(Error::Group {
-                group: group.clone(),
-                code: r.error_code,
-                reason: format!(
-                    "offset commit for {}-{} failed with Kafka error code {}",
-                    r.topic, r.partition, r.error_code
-                ),
-            }),
+            Some(e) => Err(group_error(e)),
         }
     }
 }
@@ -676,18 +685,18 @@ impl Consumer {
     pub fn commit_sync(&mut self) -> Result<()> {
         self.check_open()?;
         let positions = self.fetcher.positions();
-        self.fetcher.commit(-1, "", positions)
+        self.fetcher.commit(-1, "", None, positions)
     }
 
     /// Commits explicit offsets (the next offset to read) for the consumer's group.
     pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
         self.check_open()?;
-        self.fetcher.commit(-1, "", commit_entries(offsets))
+        self.fetcher.commit(-1, "", None, commit_entries(offsets))
     }
 
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
-        Ok(self.fetcher.committed(topic, partition))
+        self.fetcher.committed(topic, partition)
     }
 
     /// Releases the assignment; later calls return `Error::Closed`.

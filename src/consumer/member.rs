@@ -1,6 +1,6 @@
 //! An in-process member of a consumer group.
 //!
-//! A [`ConsumerGroup`] speaks to the broker's [`GroupCoordinator`] exactly as a Kafka
+//! A [`GroupConsumer`] speaks to the broker's [`GroupCoordinator`] exactly as a Kafka
 //! client does over the network: JoinGroup with a `ConsumerProtocol` subscription per
 //! assignor, the leader computes the assignment client-side and hands it in with
 //! SyncGroup, members heartbeat, commit with their generation, and LeaveGroup on close.
@@ -31,14 +31,17 @@ use crate::broker::{Broker, OFFSETS_TOPIC};
 use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
-use crate::consumer::consumer::{
+use crate::consumer::coordinator::{
+    GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
+    LeavingMember, MemberOrigin, RebalanceWaker, SyncGroupRequest,
+};
+use crate::consumer::standalone::{
     ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
 };
-use crate::consumer::coordinator::{
-    GroupCoordinator, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket, LeavingMember,
-    RebalanceWaker, SyncGroupRequest, codes,
-};
 use crate::{Error, Result};
+
+/// How long a member waits before rejoining when the coordinator is unavailable.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Settings of a group member. Defaults mirror the Kafka consumer's, except where noted.
 #[derive(Clone)]
@@ -184,6 +187,7 @@ pub struct RebalanceContext<'a> {
     fetcher: &'a Fetcher,
     generation: i32,
     member_id: &'a str,
+    instance: Option<&'a str>,
 }
 
 impl RebalanceContext<'_> {
@@ -199,8 +203,12 @@ impl RebalanceContext<'_> {
     /// Commits the current positions (with the generation being left, which the
     /// coordinator accepts while the group prepares the rebalance).
     pub fn commit_sync(&self) -> Result<()> {
-        self.fetcher
-            .commit(self.generation, self.member_id, self.fetcher.positions())
+        self.fetcher.commit(
+            self.generation,
+            self.member_id,
+            self.instance,
+            self.fetcher.positions(),
+        )
     }
 }
 
@@ -235,10 +243,10 @@ enum MemberState {
 
 /// A member of a consumer group, used from one thread (`Send`, not `Sync`).
 ///
-/// Created with [`ConsumerGroup::join`]; it joins on the first `poll`. Dropping it (or
-/// [`ConsumerGroup::close`]) commits (if auto-commit is on, and not while the thread is
+/// Created with [`GroupConsumer::join`]; it joins on the first `poll`. Dropping it (or
+/// [`GroupConsumer::close`]) commits (if auto-commit is on, and not while the thread is
 /// panicking) and leaves the group, so the others take its partitions at once.
-pub struct ConsumerGroup {
+pub struct GroupConsumer {
     fetcher: Fetcher,
     config: GroupConfig,
     state: MemberState,
@@ -253,9 +261,9 @@ pub struct ConsumerGroup {
     closed: bool,
 }
 
-impl std::fmt::Debug for ConsumerGroup {
+impl std::fmt::Debug for GroupConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsumerGroup")
+        f.debug_struct("GroupConsumer")
             .field("group_id", &self.config.group_id)
             .field("member_id", &self.member_id)
             .field("generation", &self.generation)
@@ -264,10 +272,10 @@ impl std::fmt::Debug for ConsumerGroup {
     }
 }
 
-impl ConsumerGroup {
+impl GroupConsumer {
     /// A member of `config.group_id` subscribed to `config.topics`. Checks the topics
     /// exist; the member joins the group on its first `poll`.
-    pub fn join(broker: &Broker, config: GroupConfig) -> Result<ConsumerGroup> {
+    pub fn join(broker: &Broker, config: GroupConfig) -> Result<GroupConsumer> {
         if config.group_id.is_empty() {
             return Err(Error::InvalidConfig {
                 key: "group.id".into(),
@@ -293,7 +301,7 @@ impl ConsumerGroup {
             ..ConsumerConfig::default()
         };
         let now = Instant::now();
-        Ok(ConsumerGroup {
+        Ok(GroupConsumer {
             fetcher: Fetcher::new(broker.clone(), consumer_config),
             config,
             state: MemberState::Unjoined,
@@ -340,7 +348,7 @@ impl ConsumerGroup {
     }
 
     /// The group's committed offset for a partition, None if there is none.
-    pub fn committed(&self, topic: &str, partition: i32) -> Option<i64> {
+    pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
         self.fetcher.committed(topic, partition)
     }
 
@@ -354,12 +362,21 @@ impl ConsumerGroup {
         self.fetcher.broker.group_coordinator()
     }
 
-    fn group_error(&self, code: i16, what: &str) -> Error {
+    fn group_error(&self, source: GroupError) -> Error {
         Error::Group {
             group: self.config.group_id.clone(),
-            code,
-            reason: format!("{what} failed with Kafka error code {code}"),
+            source,
         }
+    }
+
+    /// Commits the current positions with the member's generation.
+    fn commit_current(&self) -> Result<()> {
+        self.fetcher.commit(
+            self.generation,
+            &self.member_id,
+            self.config.group_instance_id.as_deref(),
+            self.fetcher.positions(),
+        )
     }
 
     fn join_request(&self) -> JoinGroupRequest {
@@ -392,6 +409,7 @@ impl ConsumerGroup {
             require_known_member_id: false,
             client_id: self.config.client_id.clone(),
             client_host: "in-process".into(),
+            origin: MemberOrigin::InProcess,
         }
     }
 
@@ -404,7 +422,9 @@ impl ConsumerGroup {
             .iter()
             .find(|a| a.name() == protocol)
             .ok_or_else(|| {
-                self.group_error(codes::INCONSISTENT_GROUP_PROTOCOL, "choosing an assignor")
+                self.group_error(GroupError::InconsistentGroupProtocol(format!(
+                    "the group chose protocol {protocol:?}, which this member does not offer"
+                )))
             })?;
         let mut members = BTreeMap::new();
         let mut counts = BTreeMap::new();
@@ -448,17 +468,12 @@ impl ConsumerGroup {
                     return Ok(true);
                 }
                 MemberState::Unjoined => match self.coordinator().begin_join(self.join_request()) {
-                    JoinStart::Pending(ticket) => {
+                    Ok(JoinStart::Pending(ticket)) => {
                         self.member_id = ticket.member_id.clone();
                         self.state = MemberState::Joining(ticket);
                     }
-                    JoinStart::Done(resp) => match resp.error_code {
-                        codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID => {
-                            self.member_id.clear();
-                        }
-                        codes::REBALANCE_IN_PROGRESS => {}
-                        code => return Err(self.group_error(code, "JoinGroup")),
-                    },
+                    Ok(JoinStart::Done(resp)) => self.joined(resp)?,
+                    Err(e) => self.join_failed(e, deadline)?,
                 },
                 MemberState::Joining(ticket) => {
                     match self.coordinator().await_join(&ticket, remaining) {
@@ -466,32 +481,8 @@ impl ConsumerGroup {
                             self.state = MemberState::Joining(ticket);
                             return Ok(false);
                         }
-                        Some(resp) => match resp.error_code {
-                            codes::NONE => {
-                                self.member_id = resp.member_id.clone();
-                                self.generation = resp.generation_id;
-                                self.coordinator().set_waker(
-                                    &self.config.group_id,
-                                    &self.member_id,
-                                    RebalanceWaker {
-                                        flag: Arc::clone(&self.rebalance_flag),
-                                        signal: Arc::clone(&self.fetcher.signal),
-                                    },
-                                );
-                                let assignments = if resp.leader == resp.member_id {
-                                    self.compute_assignment(&resp)?
-                                } else {
-                                    Vec::new()
-                                };
-                                self.state = MemberState::Syncing {
-                                    generation: resp.generation_id,
-                                    assignments,
-                                };
-                            }
-                            codes::UNKNOWN_MEMBER_ID => self.member_id.clear(),
-                            codes::REBALANCE_IN_PROGRESS => {}
-                            code => return Err(self.group_error(code, "JoinGroup")),
-                        },
+                        Some(Ok(resp)) => self.joined(resp)?,
+                        Some(Err(e)) => self.join_failed(e, deadline)?,
                     }
                 }
                 MemberState::Syncing {
@@ -510,8 +501,8 @@ impl ConsumerGroup {
                         },
                         remaining,
                     );
-                    match resp.error_code {
-                        codes::NONE => {
+                    match resp {
+                        Ok(resp) => {
                             let assignment = Assignment::decode(&resp.assignment)?;
                             let list: Vec<(String, i32)> = assignment
                                 .partitions
@@ -530,22 +521,67 @@ impl ConsumerGroup {
                                 self.notify_assigned(&list);
                             }
                         }
-                        codes::REQUEST_TIMED_OUT => {
+                        Err(GroupError::RequestTimedOut) => {
                             self.state = MemberState::Syncing {
                                 generation,
                                 assignments,
                             };
                             return Ok(false);
                         }
-                        codes::UNKNOWN_MEMBER_ID => self.member_id.clear(),
-                        codes::REBALANCE_IN_PROGRESS | codes::ILLEGAL_GENERATION => {}
-                        code => return Err(self.group_error(code, "SyncGroup")),
+                        Err(e) => self.join_failed(e, deadline)?,
                     }
                 }
             }
             if Instant::now() >= deadline {
                 return Ok(matches!(self.state, MemberState::Stable));
             }
+        }
+    }
+
+    /// The member is in generation `resp.generation_id`: registers its waker and
+    /// computes the assignment if it leads.
+    fn joined(&mut self, resp: JoinGroupResponse) -> Result<()> {
+        self.member_id = resp.member_id.clone();
+        self.generation = resp.generation_id;
+        self.coordinator().set_waker(
+            &self.config.group_id,
+            &self.member_id,
+            RebalanceWaker {
+                flag: Arc::clone(&self.rebalance_flag),
+                signal: Arc::clone(&self.fetcher.signal),
+            },
+        );
+        let assignments = if resp.leader == resp.member_id {
+            self.compute_assignment(&resp)?
+        } else {
+            Vec::new()
+        };
+        self.state = MemberState::Syncing {
+            generation: resp.generation_id,
+            assignments,
+        };
+        Ok(())
+    }
+
+    /// A JoinGroup or SyncGroup was refused: rejoin (with a fresh id if the old one is
+    /// gone), wait a little if the coordinator is away, or fail for good.
+    fn join_failed(&mut self, e: GroupError, deadline: Instant) -> Result<()> {
+        self.state = MemberState::Unjoined;
+        match e {
+            GroupError::UnknownMemberId(_) | GroupError::FencedInstanceId(_) => {
+                self.member_id.clear();
+                Ok(())
+            }
+            GroupError::RebalanceInProgress | GroupError::IllegalGeneration { .. } => Ok(()),
+            e if e.is_retriable() => {
+                // The coordinator is moving or unavailable: wait a little, then rejoin.
+                let pause = deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(RETRY_BACKOFF);
+                std::thread::sleep(pause);
+                Ok(())
+            }
+            e => Err(self.group_error(e)),
         }
     }
 
@@ -562,6 +598,7 @@ impl ConsumerGroup {
                 fetcher: &self.fetcher,
                 generation: self.generation,
                 member_id: &self.member_id,
+                instance: self.config.group_instance_id.as_deref(),
             };
             l.on_partitions_revoked(&ctx, partitions);
             self.listener = Some(l);
@@ -585,9 +622,7 @@ impl ConsumerGroup {
             .collect();
         if !revoked.is_empty() {
             if self.config.enable_auto_commit {
-                let _ =
-                    self.fetcher
-                        .commit(self.generation, &self.member_id, self.fetcher.positions());
+                let _ = self.commit_current();
             }
             self.notify_revoked(&revoked);
         }
@@ -605,9 +640,7 @@ impl ConsumerGroup {
     /// unassign.
     fn revoke(&mut self, commit: bool) {
         if commit && self.config.enable_auto_commit {
-            let _ = self
-                .fetcher
-                .commit(self.generation, &self.member_id, self.fetcher.positions());
+            let _ = self.commit_current();
         }
         let revoked = self.assignment();
         self.notify_revoked(&revoked);
@@ -617,33 +650,32 @@ impl ConsumerGroup {
 
     fn heartbeat(&mut self) {
         self.last_heartbeat = Instant::now();
-        let code = self.coordinator().heartbeat(
+        let answer = self.coordinator().heartbeat(
             &self.config.group_id,
             self.generation,
             &self.member_id,
             self.config.group_instance_id.as_deref(),
         );
-        match code {
-            codes::NONE => {}
-            codes::REBALANCE_IN_PROGRESS if self.cooperative() => {
+        match answer {
+            Ok(()) => {}
+            // The coordinator is moving (or restarting): keep the partitions and the
+            // member id, and try again at the next heartbeat.
+            Err(e) if e.is_retriable() => {}
+            Err(GroupError::RebalanceInProgress) if self.cooperative() => {
                 // Keep the partitions (and their positions) while rejoining.
                 if self.config.enable_auto_commit {
-                    let _ = self.fetcher.commit(
-                        self.generation,
-                        &self.member_id,
-                        self.fetcher.positions(),
-                    );
+                    let _ = self.commit_current();
                 }
                 self.state = MemberState::Unjoined;
             }
-            codes::REBALANCE_IN_PROGRESS => self.revoke(true),
-            codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID => {
+            Err(GroupError::RebalanceInProgress) => self.revoke(true),
+            Err(GroupError::UnknownMemberId(_) | GroupError::FencedInstanceId(_)) => {
                 // Removed from the group (missed its session): the partitions are lost,
                 // a commit would be refused.
                 self.revoke(false);
                 self.member_id.clear();
             }
-            _ => self.revoke(false),
+            Err(_) => self.revoke(false),
         }
     }
 
@@ -679,9 +711,7 @@ impl ConsumerGroup {
                 && now >= self.last_auto_commit + self.config.auto_commit_interval
             {
                 self.last_auto_commit = now;
-                let _ =
-                    self.fetcher
-                        .commit(self.generation, &self.member_id, self.fetcher.positions());
+                let _ = self.commit_current();
             }
             let wake = deadline.min(self.last_heartbeat + self.config.heartbeat_interval);
             let records = self.fetcher.poll_until(wake, Some(&self.rebalance_flag))?;
@@ -695,8 +725,7 @@ impl ConsumerGroup {
     /// then there is nothing to commit) with the member's generation; the coordinator
     /// refuses it if that generation is over.
     fn commit_positions(&mut self, fsync: bool) -> Result<()> {
-        self.fetcher
-            .commit(self.generation, &self.member_id, self.fetcher.positions())?;
+        self.commit_current()?;
         if fsync {
             let offsets = self.fetcher.broker.topic(OFFSETS_TOPIC)?.partition(0)?;
             offsets.sync()?;
@@ -719,8 +748,12 @@ impl ConsumerGroup {
     /// Commits explicit offsets (topic, partition, next offset to read) for partitions
     /// the member owns, with its generation.
     pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
-        self.fetcher
-            .commit(self.generation, &self.member_id, commit_entries(offsets))
+        self.fetcher.commit(
+            self.generation,
+            &self.member_id,
+            self.config.group_instance_id.as_deref(),
+            commit_entries(offsets),
+        )
     }
 
     /// Commits (if auto-commit is on) and leaves the group. Later polls return
@@ -732,12 +765,12 @@ impl ConsumerGroup {
         self.closed = true;
         let stable = matches!(self.state, MemberState::Stable);
         if stable && self.config.enable_auto_commit && !std::thread::panicking() {
-            let _ = self
-                .fetcher
-                .commit(self.generation, &self.member_id, self.fetcher.positions());
+            let _ = self.commit_current();
         }
-        if !self.member_id.is_empty() {
-            self.coordinator().leave_group(
+        // A static member does not leave: it keeps its entry (and partitions) for its
+        // session timeout, so that a restart gets them back without a rebalance.
+        if !self.member_id.is_empty() && self.config.group_instance_id.is_none() {
+            let _ = self.coordinator().leave_group(
                 &self.config.group_id,
                 &[LeavingMember {
                     member_id: self.member_id.clone(),
@@ -749,7 +782,14 @@ impl ConsumerGroup {
     }
 }
 
-impl Drop for ConsumerGroup {
+/// The former name of [`GroupConsumer`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed GroupConsumer: it is one member (consumer) of a group"
+)]
+pub type ConsumerGroup = GroupConsumer;
+
+impl Drop for GroupConsumer {
     fn drop(&mut self) {
         self.close();
     }

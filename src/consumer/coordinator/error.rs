@@ -1,0 +1,149 @@
+//! Why the group coordinator refused a request.
+
+use std::sync::Arc;
+
+/// A refusal of the group coordinator, named as Kafka names it. The network server turns
+/// it into Kafka's numeric code with [`GroupError::code`]; in-process callers match on
+/// the variant.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum GroupError {
+    /// This node does not coordinate groups now (the offsets partition is not loaded
+    /// here): find the coordinator again and retry.
+    #[error("this node is not the group coordinator")]
+    NotCoordinator,
+    /// The coordinator is shutting down, or the group is being deleted.
+    #[error("the group coordinator is not available")]
+    CoordinatorNotAvailable,
+    /// The group id is empty.
+    #[error("invalid group id {0:?}")]
+    InvalidGroupId(String),
+    /// The member id is not a member of the group.
+    #[error("unknown member id {0:?}")]
+    UnknownMemberId(String),
+    /// JoinGroup v4+: rejoin with this member id (KIP-394).
+    #[error("member id required: rejoin with {member_id:?}")]
+    MemberIdRequired {
+        /// The id the member must rejoin with.
+        member_id: String,
+    },
+    /// The generation in the request is not the group's current one.
+    #[error("generation {given} is not the group's current generation {current}")]
+    IllegalGeneration {
+        /// The generation the member sent.
+        given: i32,
+        /// The group's generation.
+        current: i32,
+    },
+    /// The member's protocol type or protocols do not match the group's.
+    #[error("inconsistent group protocol: {0}")]
+    InconsistentGroupProtocol(String),
+    /// The session timeout is outside `[min, max]` of the coordinator.
+    #[error("session timeout {0:?} is outside the allowed range")]
+    InvalidSessionTimeout(std::time::Duration),
+    /// The group is rebalancing: the member must rejoin.
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    /// Another member with the same `group.instance.id` replaced this one (KIP-345).
+    #[error("instance id {0:?} is now used by another member")]
+    FencedInstanceId(String),
+    /// The group has `group.max.size` members.
+    #[error("the group has reached its maximum size {0}")]
+    GroupMaxSizeReached(usize),
+    /// DeleteGroups: the group still has members.
+    #[error("the group still has members")]
+    NonEmptyGroup,
+    /// The group does not exist.
+    #[error("the group does not exist")]
+    GroupIdNotFound,
+    /// OffsetDelete: the group is subscribed to the topic.
+    #[error("the group is subscribed to topic {0:?}")]
+    GroupSubscribedToTopic(String),
+    /// The offset's metadata string is longer than `offset.metadata.max.bytes`.
+    #[error("offset metadata of {len} bytes exceeds the limit of {max}")]
+    OffsetMetadataTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// OffsetCommit for a topic or partition that does not exist.
+    #[error("unknown topic or partition {topic}-{partition}")]
+    UnknownTopicOrPartition {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// A follower's SyncGroup waited longer than its timeout for the leader (it may
+    /// send SyncGroup again).
+    #[error("timed out waiting for the leader's assignment")]
+    RequestTimedOut,
+    /// The `__consumer_offsets` journal refused the write: nothing was stored.
+    #[error("writing to __consumer_offsets failed: {0}")]
+    Journal(#[source] Arc<crate::Error>),
+}
+
+impl GroupError {
+    /// Kafka's numeric error code for this refusal (for the wire).
+    pub fn code(&self) -> i16 {
+        match self {
+            GroupError::NotCoordinator => 16,
+            GroupError::CoordinatorNotAvailable => 15,
+            GroupError::InvalidGroupId(_) => 24,
+            GroupError::UnknownMemberId(_) => 25,
+            GroupError::MemberIdRequired { .. } => 79,
+            GroupError::IllegalGeneration { .. } => 22,
+            GroupError::InconsistentGroupProtocol(_) => 23,
+            GroupError::InvalidSessionTimeout(_) => 26,
+            GroupError::RebalanceInProgress => 27,
+            GroupError::FencedInstanceId(_) => 82,
+            GroupError::GroupMaxSizeReached(_) => 81,
+            GroupError::NonEmptyGroup => 68,
+            GroupError::GroupIdNotFound => 69,
+            GroupError::GroupSubscribedToTopic(_) => 86,
+            GroupError::OffsetMetadataTooLarge { .. } => 12,
+            GroupError::UnknownTopicOrPartition { .. } => 3,
+            GroupError::RequestTimedOut => 7,
+            GroupError::Journal(e) => match &**e {
+                // A replicated journal that lost its leadership: the coordinator moved.
+                crate::Error::Closed(_) => 16,
+                crate::Error::Timeout(_) => 7,
+                _ => 56,
+            },
+        }
+    }
+
+    /// True for refusals after which the member should find the coordinator again and
+    /// retry the same request later (Kafka's retriable coordinator errors).
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            GroupError::NotCoordinator
+                | GroupError::CoordinatorNotAvailable
+                | GroupError::RequestTimedOut
+                | GroupError::Journal(_)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_kafkas() {
+        assert_eq!(GroupError::NotCoordinator.code(), 16);
+        assert_eq!(GroupError::RebalanceInProgress.code(), 27);
+        assert_eq!(
+            GroupError::MemberIdRequired {
+                member_id: "m".into()
+            }
+            .code(),
+            79
+        );
+        assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
+        let io = crate::Error::io("append", "x", std::io::Error::other("disk"));
+        assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
+    }
+}

@@ -1,0 +1,1074 @@
+//! The group coordinator: Kafka's classic consumer group protocol.
+//!
+//! One coordinator serves every group of a broker. The network server calls it for the
+//! group APIs, and in-process [`GroupConsumer`](crate::GroupConsumer) members call the
+//! same methods with the same bytes (Kafka's `ConsumerProtocol` subscription and
+//! assignment), so an in-process member and a Kafka client can share a group.
+//!
+//! It comes in two parts:
+//!
+//! - [`Group`], a pure state machine: each transition takes the request and an explicit
+//!   `now` and returns an outcome or a [`GroupError`]. No threads, locks or clock, so a
+//!   test can drive it through any interleaving.
+//! - [`GroupCoordinator`], a thin concurrent shell: one lock over every group, a
+//!   condition variable that blocked JoinGroup and SyncGroup calls wait on, the reaper
+//!   thread that expires sessions, and the `__consumer_offsets` journal that every
+//!   commit and every new generation is written to before it is acknowledged.
+//!
+//! # Methods (the API the network server codes against)
+//!
+//! | Kafka API | method | blocks? |
+//! |---|---|---|
+//! | JoinGroup (11) | [`GroupCoordinator::join_group`], or [`begin_join`](GroupCoordinator::begin_join) then [`await_join`](GroupCoordinator::await_join) | until the round completes, or the timeout |
+//! | SyncGroup (14) | [`GroupCoordinator::sync_group`] | a follower waits for the leader's assignment |
+//! | Heartbeat (12) | [`GroupCoordinator::heartbeat`] | no |
+//! | LeaveGroup (13) | [`GroupCoordinator::leave_group`] | no |
+//! | OffsetCommit (8) | [`GroupCoordinator::offset_commit`] | appends to `__consumer_offsets` |
+//! | OffsetFetch (9) | [`GroupCoordinator::offset_fetch`] | no |
+//! | ListGroups (16) | [`GroupCoordinator::list_groups`] | no |
+//! | DescribeGroups (15) | [`GroupCoordinator::describe_group`] | no |
+//! | DeleteGroups (42) | [`GroupCoordinator::delete_group`] | appends tombstones |
+//! | OffsetDelete (47) | [`GroupCoordinator::offset_delete`] | appends tombstones |
+//!
+//! # Protocol (as in Kafka's classic `GroupCoordinator`)
+//!
+//! States: `Empty -> PreparingRebalance -> CompletingRebalance -> Stable`, back to
+//! `PreparingRebalance` whenever a member joins, leaves, changes its subscription or
+//! misses its session timeout. A round completes when every known member (and every
+//! member id handed out with `MEMBER_ID_REQUIRED`) has sent JoinGroup, or when the
+//! longest rebalance timeout of the members has passed; dynamic members that did not
+//! rejoin are removed. Then the generation is bumped, a protocol every member supports
+//! is chosen, and the leader computes the assignment client-side; its SyncGroup stores
+//! one assignment per member, the group's metadata is written to `__consumer_offsets`
+//! (Kafka's `GroupMetadataValue`), and the group is `Stable`.
+//!
+//! Static members (KIP-345, `group.instance.id`) keep their entry across restarts of
+//! the client: rejoining with an empty member id, the instance gets a new member id and,
+//! in a Stable group, its old assignment without a rebalance; the old id is fenced
+//! (`FENCED_INSTANCE_ID`).
+//!
+//! # Loading, unloading and restarts
+//!
+//! The coordinator answers only while it is loaded ([`GroupCoordinator::unload`] makes
+//! every call answer [`GroupError::NotCoordinator`]). Loading replays
+//! `__consumer_offsets`: committed offsets, and each group's last stored generation,
+//! restored `Stable` with its members, who go on heartbeating and committing with
+//! their old ids and generation; no rebalance is needed. Member ids carry a per-load
+//! incarnation, so a restarted coordinator never hands out an id it gave before.
+
+mod config;
+mod error;
+mod group;
+mod types;
+
+pub use crate::consumer::offsets::JournalRecord;
+pub use config::CoordinatorConfig;
+pub use error::GroupError;
+pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
+pub use types::{
+    CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
+    JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
+    MemberOrigin, OffsetCommitRequest, OffsetCommitResult, SyncGroupRequest, SyncGroupResponse,
+};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::consumer::offsets::{self, OffsetJournal};
+use crate::storage::now_ms;
+
+/// How the coordinator tells an in-process member that its group is rebalancing.
+#[derive(Clone)]
+pub(crate) struct RebalanceWaker {
+    pub(crate) flag: Arc<AtomicBool>,
+    pub(crate) signal: Arc<crate::topic::Signal>,
+}
+
+impl RebalanceWaker {
+    fn wake(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.signal.notify();
+    }
+}
+
+impl std::fmt::Debug for RebalanceWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RebalanceWaker")
+            .field("raised", &self.flag.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Tells whether a topic partition exists (OffsetCommit answers
+/// `UNKNOWN_TOPIC_OR_PARTITION` for those that do not).
+pub(crate) type PartitionCheck = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
+
+/// The groups of a loaded coordinator.
+struct Loaded {
+    groups: HashMap<String, Group>,
+    incarnation: u64,
+}
+
+#[derive(Default)]
+struct State {
+    /// None while unloaded (not the coordinator).
+    loaded: Option<Loaded>,
+    journal: Option<Arc<dyn OffsetJournal>>,
+    partition_check: Option<PartitionCheck>,
+    /// In-process members to wake when their group starts a rebalance.
+    wakers: HashMap<String, HashMap<String, RebalanceWaker>>,
+}
+
+struct Inner {
+    config: CoordinatorConfig,
+    state: Mutex<State>,
+    /// Notified on every state change; join/sync waiters and the reaper wait on it.
+    changed: Condvar,
+    closed: AtomicBool,
+    reaper: Mutex<Option<JoinHandle<()>>>,
+    incarnations: AtomicU64,
+}
+
+/// The group coordinator of a broker (see the module documentation for the protocol
+/// and the list of methods). Cheap to clone; every clone is the same coordinator.
+#[derive(Clone)]
+pub struct GroupCoordinator {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("config", &self.inner.config)
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Writes the metadata a transition asked to store. On a journal error the group's
+/// generation is abandoned (members rejoin) and the error returned.
+fn persist(
+    group: &mut Group,
+    journal: Option<&Arc<dyn OffsetJournal>>,
+    now: Instant,
+) -> Result<(), GroupError> {
+    let Some(record) = group.take_pending_store(now_ms()) else {
+        return Ok(());
+    };
+    let Some(journal) = journal else {
+        return Ok(());
+    };
+    journal.append(&[record]).map_err(|e| {
+        group.store_failed(now);
+        GroupError::Journal(Arc::new(e))
+    })
+}
+
+/// Wakes the in-process members of `group_id` if it started a rebalance since `before`
+/// (its rebalance count then).
+fn wake_group(
+    wakers: &HashMap<String, HashMap<String, RebalanceWaker>>,
+    group_id: &str,
+    before: u64,
+    after: u64,
+) {
+    if after != before
+        && let Some(wakers) = wakers.get(group_id)
+    {
+        for w in wakers.values() {
+            w.wake();
+        }
+    }
+}
+
+impl GroupCoordinator {
+    /// A loaded coordinator with no journal (offsets and groups kept in memory only)
+    /// and no reaper thread. A broker loads it from `__consumer_offsets` and starts
+    /// the reaper.
+    pub fn new(config: CoordinatorConfig) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let c = GroupCoordinator {
+            inner: Arc::new(Inner {
+                config,
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+                closed: AtomicBool::new(false),
+                reaper: Mutex::new(None),
+                incarnations: AtomicU64::new(seed),
+            }),
+        };
+        let incarnation = c.next_incarnation();
+        c.inner.state.lock().loaded = Some(Loaded {
+            groups: HashMap::new(),
+            incarnation,
+        });
+        c
+    }
+
+    fn next_incarnation(&self) -> u64 {
+        // Spread successive loads apart so the low bits used in member ids differ.
+        self.inner
+            .incarnations
+            .fetch_add(0x9E37_79B9, Ordering::Relaxed)
+    }
+
+    /// The coordinator's settings.
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.inner.config
+    }
+
+    /// Sets how OffsetCommit tells whether a partition exists.
+    pub(crate) fn set_partition_check(&self, check: PartitionCheck) {
+        self.inner.state.lock().partition_check = Some(check);
+    }
+
+    /// Becomes the coordinator: replays the records of `__consumer_offsets` (oldest
+    /// first: committed offsets and group metadata) and writes to `journal` from now
+    /// on. Replaces whatever was loaded before.
+    pub(crate) fn load(&self, entries: Vec<offsets::Entry>, journal: Arc<dyn OffsetJournal>) {
+        let incarnation = self.next_incarnation();
+        let groups = group::groups_from_entries(entries, Instant::now(), incarnation);
+        let mut st = self.inner.state.lock();
+        st.loaded = Some(Loaded {
+            groups: groups.into_iter().collect(),
+            incarnation,
+        });
+        st.journal = Some(journal);
+        self.inner.changed.notify_all();
+    }
+
+    /// Becomes the coordinator from partition 0 of `__consumer_offsets`: reads it whole
+    /// and appends to it from now on (a cluster node calls this when it becomes the
+    /// partition's leader).
+    pub(crate) fn load_partition(&self, partition: crate::topic::Partition) -> crate::Result<()> {
+        let entries = offsets::load(&partition)?;
+        self.load(entries, Arc::new(offsets::LogJournal { partition }));
+        Ok(())
+    }
+
+    /// Stops being the coordinator (a cluster node calls this when it loses the
+    /// leadership of `__consumer_offsets`): every group API answers
+    /// [`GroupError::NotCoordinator`] until the next load, and blocked JoinGroup and
+    /// SyncGroup calls return it at once.
+    pub fn unload(&self) {
+        let mut st = self.inner.state.lock();
+        st.loaded = None;
+        st.journal = None;
+        for wakers in st.wakers.values() {
+            for w in wakers.values() {
+                w.wake();
+            }
+        }
+        st.wakers.clear();
+        self.inner.changed.notify_all();
+    }
+
+    /// True while the coordinator is loaded (answers group APIs).
+    pub fn is_loaded(&self) -> bool {
+        self.inner.state.lock().loaded.is_some()
+    }
+
+    /// Starts the session reaper thread (idempotent).
+    pub(crate) fn start_reaper(&self) -> crate::Result<()> {
+        let mut slot = self.inner.reaper.lock();
+        if slot.is_some() {
+            return Ok(());
+        }
+        let inner = Arc::clone(&self.inner);
+        let handle = std::thread::Builder::new()
+            .name("tidelog-group-reaper".into())
+            .spawn(move || reaper_loop(&inner))
+            .map_err(|e| crate::Error::io("spawn group reaper thread for", "<coordinator>", e))?;
+        *slot = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the coordinator: blocked JoinGroup and SyncGroup calls return
+    /// [`GroupError::CoordinatorNotAvailable`], later calls too, and the reaper thread
+    /// is joined.
+    pub fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        {
+            let _st = self.inner.state.lock();
+            self.inner.changed.notify_all();
+        }
+        let handle = self.inner.reaper.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+
+    /// True once [`shutdown`](Self::shutdown) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<(), GroupError> {
+        if self.is_closed() {
+            Err(GroupError::CoordinatorNotAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs `f` on the group under the lock, then persists what it asked to store and
+    /// wakes in-process members if it started a rebalance. A missing group is created
+    /// when `missing` is None, else that error is returned.
+    fn with_group<R>(
+        &self,
+        group_id: &str,
+        missing: Option<GroupError>,
+        f: impl FnOnce(&mut Group, Instant) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
+        self.check_open()?;
+        let now = Instant::now();
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        let incarnation = loaded.incarnation;
+        let group = match (loaded.groups.contains_key(group_id), missing) {
+            (true, _) | (false, None) => loaded
+                .groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| Group::new(group_id, incarnation)),
+            (false, Some(e)) => return Err(e),
+        };
+        let before = group.rebalances();
+        let out = f(group, now);
+        let stored = persist(group, st.journal.as_ref(), now);
+        let after = group.rebalances();
+        wake_group(&st.wakers, group_id, before, after);
+        self.inner.changed.notify_all();
+        let out = out?;
+        stored?;
+        Ok(out)
+    }
+
+    /// JoinGroup: adds or refreshes the member and blocks until the rebalance it
+    /// triggers (or joins) completes, or `timeout` passes (then
+    /// [`GroupError::RebalanceInProgress`]: the member stays in the group as if its
+    /// request were still pending, and must rejoin).
+    pub fn join_group(
+        &self,
+        req: JoinGroupRequest,
+        timeout: Duration,
+    ) -> Result<JoinGroupResponse, GroupError> {
+        match self.begin_join(req)? {
+            JoinStart::Done(resp) => Ok(resp),
+            JoinStart::Pending(ticket) => self
+                .await_join(&ticket, timeout)
+                .unwrap_or(Err(GroupError::RebalanceInProgress)),
+        }
+    }
+
+    /// The first half of JoinGroup: validates the request, registers the member and
+    /// starts (or joins) a rebalance, without waiting.
+    pub fn begin_join(&self, req: JoinGroupRequest) -> Result<JoinStart, GroupError> {
+        group::validate_join(&req, &self.inner.config)?;
+        let missing =
+            (!req.member_id.is_empty()).then(|| GroupError::UnknownMemberId(req.member_id.clone()));
+        let cfg = &self.inner.config;
+        self.with_group(&req.group_id, missing, |g, now| g.join(&req, cfg, now))
+    }
+
+    /// The second half of JoinGroup: waits up to `timeout` for the round to complete.
+    /// `None` if it did not complete in time (the member may call again).
+    pub fn await_join(
+        &self,
+        ticket: &JoinTicket,
+        timeout: Duration,
+    ) -> Option<Result<JoinGroupResponse, GroupError>> {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.inner.state.lock();
+        loop {
+            if self.is_closed() {
+                return Some(Err(GroupError::CoordinatorNotAvailable));
+            }
+            let now = Instant::now();
+            let st = &mut *guard;
+            let Some(loaded) = st.loaded.as_mut() else {
+                return Some(Err(GroupError::NotCoordinator));
+            };
+            let Some(group) = loaded.groups.get_mut(&ticket.group_id) else {
+                return Some(Err(GroupError::UnknownMemberId(ticket.member_id.clone())));
+            };
+            let before = group.rebalances();
+            let next = group.tick(now);
+            let _ = persist(group, st.journal.as_ref(), now);
+            wake_group(&st.wakers, &ticket.group_id, before, group.rebalances());
+            if let Some(answer) = group.join_result(ticket, now) {
+                self.inner.changed.notify_all();
+                return Some(answer);
+            }
+            if now >= deadline {
+                return None;
+            }
+            let wake = next.map_or(deadline, |n| n.min(deadline));
+            self.inner
+                .changed
+                .wait_until(&mut guard, wake.max(now + Duration::from_millis(1)));
+        }
+    }
+
+    /// SyncGroup: the leader hands in every member's assignment (stored in
+    /// `__consumer_offsets` before anyone is answered); followers wait up to `timeout`
+    /// for it. Errors: [`GroupError::RebalanceInProgress`] if the group started another
+    /// rebalance meanwhile, [`GroupError::RequestTimedOut`] if the leader has not
+    /// synced within `timeout` (the member may call again; a leader that never syncs is
+    /// removed when its session expires).
+    pub fn sync_group(
+        &self,
+        req: SyncGroupRequest,
+        timeout: Duration,
+    ) -> Result<SyncGroupResponse, GroupError> {
+        let deadline = Instant::now() + timeout;
+        let missing = Some(GroupError::UnknownMemberId(req.member_id.clone()));
+        if let Some(resp) = self.with_group(&req.group_id, missing, |g, now| g.sync(&req, now))? {
+            return Ok(resp);
+        }
+        let instance = req.group_instance_id.as_deref();
+        let mut guard = self.inner.state.lock();
+        loop {
+            let now = Instant::now();
+            let closed = self.is_closed();
+            let st = &mut *guard;
+            let Some(group) = st
+                .loaded
+                .as_mut()
+                .and_then(|l| l.groups.get_mut(&req.group_id))
+            else {
+                return Err(if closed {
+                    GroupError::CoordinatorNotAvailable
+                } else if st.loaded.is_none() {
+                    GroupError::NotCoordinator
+                } else {
+                    GroupError::UnknownMemberId(req.member_id.clone())
+                });
+            };
+            let answer = if closed {
+                Some(Err(GroupError::CoordinatorNotAvailable))
+            } else {
+                group.sync_result(&req.member_id, instance, req.generation_id, now)
+            };
+            let answer =
+                answer.or_else(|| (now >= deadline).then_some(Err(GroupError::RequestTimedOut)));
+            if let Some(answer) = answer {
+                group.end_sync_wait(&req.member_id, now);
+                return answer;
+            }
+            self.inner.changed.wait_until(&mut guard, deadline);
+        }
+    }
+
+    /// Heartbeat: keeps the member's session alive. [`GroupError::RebalanceInProgress`]
+    /// when the member must rejoin.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        let missing = Some(GroupError::UnknownMemberId(member_id.to_string()));
+        self.with_group(group_id, missing, |g, now| {
+            g.heartbeat(generation_id, member_id, group_instance_id, now)
+        })
+    }
+
+    /// LeaveGroup: removes the members and starts a rebalance for the rest. One result
+    /// per member named (an unknown group answers `UnknownMemberId` for each).
+    pub fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[LeavingMember],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let unknown = || {
+            members
+                .iter()
+                .map(|m| Err(GroupError::UnknownMemberId(m.member_id.clone())))
+                .collect()
+        };
+        match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, now| {
+            Ok(g.leave(members, now))
+        }) {
+            Err(GroupError::GroupIdNotFound) => Ok(unknown()),
+            other => other,
+        }
+    }
+
+    /// OffsetCommit: stores the offsets durably (appended to `__consumer_offsets`
+    /// before this returns) and answers one result per partition. A journal error
+    /// fails every partition of the request with [`GroupError::Journal`].
+    pub fn offset_commit(
+        &self,
+        req: OffsetCommitRequest,
+    ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if req.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId(req.group_id));
+        }
+        // Checked before taking the coordinator's lock (the check reads the topic
+        // registry).
+        let check = self.inner.state.lock().partition_check.clone();
+        let missing_partitions: std::collections::HashSet<(String, i32)> = req
+            .offsets
+            .iter()
+            .filter(|o| check.as_ref().is_some_and(|c| !c(&o.topic, o.partition)))
+            .map(|o| (o.topic.clone(), o.partition))
+            .collect();
+        let exists = |t: &str, p: i32| !missing_partitions.contains(&(t.to_string(), p));
+        let simple = req.generation_id < 0 && req.member_id.is_empty();
+        let missing = (!simple).then_some(GroupError::IllegalGeneration {
+            given: req.generation_id,
+            current: -1,
+        });
+        let cfg = &self.inner.config;
+        let journal = self.inner.state.lock().journal.clone();
+        self.with_group(&req.group_id, missing, |g, now| {
+            g.check_commit(&req, now)?;
+            let (known, unknown): (Vec<CommitOffset>, Vec<CommitOffset>) = req
+                .offsets
+                .iter()
+                .cloned()
+                .partition(|o| exists(&o.topic, o.partition));
+            let (mut results, prepared) = g.prepare_commit(&known, cfg, now_ms());
+            if !prepared.is_empty()
+                && let Some(journal) = &journal
+                && let Err(e) = journal.append(&g.commit_records(&prepared))
+            {
+                let e = GroupError::Journal(Arc::new(e));
+                for r in &mut results {
+                    if r.result.is_ok() {
+                        r.result = Err(e.clone());
+                    }
+                }
+            } else {
+                g.apply_commit(prepared);
+            }
+            results.extend(unknown.into_iter().map(|o| OffsetCommitResult {
+                result: Err(GroupError::UnknownTopicOrPartition {
+                    topic: o.topic.clone(),
+                    partition: o.partition,
+                }),
+                topic: o.topic,
+                partition: o.partition,
+            }));
+            // Back in the request's order.
+            let order: HashMap<(&str, i32), usize> = req
+                .offsets
+                .iter()
+                .enumerate()
+                .map(|(i, o)| ((o.topic.as_str(), o.partition), i))
+                .collect();
+            results.sort_by_key(|r| order.get(&(r.topic.as_str(), r.partition)).copied());
+            Ok(results)
+        })
+    }
+
+    /// OffsetFetch: the group's committed offsets for `partitions`, or all of them
+    /// when `partitions` is None. Partitions without a commit answer offset -1.
+    pub fn offset_fetch(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
+        match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
+            Ok(g.fetch_offsets(partitions))
+        }) {
+            Err(GroupError::GroupIdNotFound) => {
+                Ok(Group::new(group_id, 0).fetch_offsets(partitions))
+            }
+            other => other,
+        }
+    }
+
+    /// ListGroups: every group the coordinator knows (including groups that only have
+    /// committed offsets), sorted by id; only those in `states` when it is not empty.
+    pub fn list_groups(&self, states: &[GroupState]) -> Result<Vec<ListedGroup>, GroupError> {
+        self.check_open()?;
+        let st = self.inner.state.lock();
+        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
+        let mut out: Vec<ListedGroup> = loaded
+            .groups
+            .values()
+            .map(Group::listed)
+            .filter(|g| states.is_empty() || states.contains(&g.state))
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    /// DescribeGroups for one group. An unknown group is described as `Dead` with no
+    /// members and generation -1, as Kafka does.
+    pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
+        match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
+            Ok(g.describe())
+        }) {
+            Err(GroupError::GroupIdNotFound) => Ok(GroupDescription {
+                group_id: group_id.to_string(),
+                state: GroupState::Dead,
+                protocol_type: String::new(),
+                protocol_data: String::new(),
+                generation_id: -1,
+                leader: String::new(),
+                members: Vec::new(),
+            }),
+            other => other,
+        }
+    }
+
+    /// DeleteGroups for one group: refuses a group with members
+    /// ([`GroupError::NonEmptyGroup`]); otherwise journals tombstones for its offsets
+    /// and its metadata, then forgets it.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        self.check_open()?;
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        let group = loaded
+            .groups
+            .get_mut(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        let records = group.prepare_delete()?;
+        if !records.is_empty()
+            && let Some(journal) = &st.journal
+        {
+            journal
+                .append(&records)
+                .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+        }
+        group.mark_dead();
+        loaded.groups.remove(group_id);
+        st.wakers.remove(group_id);
+        self.inner.changed.notify_all();
+        Ok(())
+    }
+
+    /// OffsetDelete: deletes the group's committed offsets of `partitions` (tombstones
+    /// in `__consumer_offsets`), except those of topics a member of the group is
+    /// subscribed to ([`GroupError::GroupSubscribedToTopic`] for those). One result per
+    /// partition.
+    pub fn offset_delete(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let journal = self.inner.state.lock().journal.clone();
+        self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
+            let (results, records) = g.prepare_offset_delete(partitions)?;
+            if !records.is_empty()
+                && let Some(journal) = &journal
+            {
+                journal
+                    .append(&records)
+                    .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+            }
+            let deleted: Vec<(String, i32)> = partitions
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_ok())
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            g.remove_offsets(&deleted);
+            Ok(results)
+        })
+    }
+
+    /// Registers how to wake an in-process member when its group starts a rebalance.
+    pub(crate) fn set_waker(&self, group_id: &str, member_id: &str, waker: RebalanceWaker) {
+        let mut st = self.inner.state.lock();
+        let live: Vec<String> = st
+            .loaded
+            .as_ref()
+            .and_then(|l| l.groups.get(group_id))
+            .map(Group::member_ids)
+            .unwrap_or_default();
+        let wakers = st.wakers.entry(group_id.to_string()).or_default();
+        wakers.retain(|id, _| live.contains(id));
+        wakers.insert(member_id.to_string(), waker);
+    }
+
+    /// Removes a member as if its session had timed out (the reaper's action, for
+    /// tests that simulate a dead member without waiting).
+    #[doc(hidden)]
+    pub fn expire_member(&self, group_id: &str, member_id: &str) {
+        let _ = self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, now| {
+            g.expire_member(member_id, now);
+            Ok(())
+        });
+    }
+
+    /// One pass of the reaper over every group: expires sessions, ends rebalances past
+    /// their deadline, expires the offsets of groups empty for longer than the
+    /// retention, forgets groups with nothing left. Returns the next instant at which
+    /// something may time out.
+    fn tick(&self, st: &mut State, now: Instant) -> Option<Instant> {
+        let retention = self.inner.config.offsets_retention;
+        let wall = now_ms();
+        let journal = st.journal.clone();
+        let loaded = st.loaded.as_mut()?;
+        let mut next: Option<Instant> = None;
+        let mut woken = Vec::new();
+        let mut expired = Vec::new();
+        for (id, group) in loaded.groups.iter_mut() {
+            let before = group.rebalances();
+            if let Some(t) = group.tick(now) {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+            let _ = persist(group, journal.as_ref(), now);
+            if group.rebalances() != before {
+                woken.push(id.clone());
+            }
+            // A group with nothing left, or empty for longer than the offsets'
+            // retention, goes with tombstones for what it had stored.
+            let records = if group.is_forgettable() {
+                group.prepare_delete().ok()
+            } else {
+                group.expired_records(retention, wall)
+            };
+            if let Some(records) = records {
+                let written = match &journal {
+                    Some(j) if !records.is_empty() => j.append(&records).is_ok(),
+                    _ => true,
+                };
+                if written {
+                    expired.push(id.clone());
+                }
+            }
+        }
+        for id in expired {
+            loaded.groups.remove(&id);
+            st.wakers.remove(&id);
+        }
+        for id in woken {
+            wake_group(&st.wakers, &id, 0, 1);
+        }
+        next
+    }
+}
+
+fn reaper_loop(inner: &Arc<Inner>) {
+    let coordinator = GroupCoordinator {
+        inner: Arc::clone(inner),
+    };
+    let mut st = inner.state.lock();
+    while !inner.closed.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let next = coordinator.tick(&mut st, now);
+        inner.changed.notify_all();
+        // Bounded so a newly joined member's session is checked without a notify.
+        let wake = next
+            .unwrap_or(now + Duration::from_secs(1))
+            .min(now + Duration::from_secs(1))
+            .max(now + Duration::from_millis(1));
+        inner.changed.wait_until(&mut st, wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::offsets::decode;
+
+    /// A journal in memory, which can be made to fail.
+    #[derive(Default)]
+    struct MemJournal {
+        records: Mutex<Vec<JournalRecord>>,
+        fail: AtomicBool,
+    }
+
+    impl OffsetJournal for MemJournal {
+        fn append(&self, records: &[JournalRecord]) -> crate::Result<()> {
+            if self.fail.load(Ordering::Relaxed) {
+                return Err(crate::Error::io(
+                    "append to",
+                    "__consumer_offsets-0",
+                    std::io::Error::other("disk full"),
+                ));
+            }
+            self.records.lock().extend_from_slice(records);
+            Ok(())
+        }
+    }
+
+    impl MemJournal {
+        fn entries(&self) -> Vec<offsets::Entry> {
+            self.records
+                .lock()
+                .iter()
+                .filter_map(|(k, v)| decode(k, v.as_deref()).unwrap())
+                .collect()
+        }
+    }
+
+    fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
+        let c = GroupCoordinator::new(CoordinatorConfig {
+            min_session_timeout: Duration::from_millis(1),
+            initial_rebalance_delay: Duration::ZERO,
+            ..CoordinatorConfig::default()
+        });
+        c.load(Vec::new(), Arc::clone(journal) as Arc<dyn OffsetJournal>);
+        c
+    }
+
+    fn join_req(member: &str) -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), vec![1]), ("roundrobin".into(), vec![2])],
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(10),
+            client_id: "c".into(),
+            ..Default::default()
+        }
+    }
+
+    fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+        OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id: generation,
+            member_id: member.into(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+        }
+    }
+
+    /// One member joins and syncs; returns (member id, generation).
+    fn stable_member(c: &GroupCoordinator) -> (String, i32) {
+        let a = c
+            .join_group(join_req(""), Duration::from_secs(5))
+            .expect("join");
+        assert_eq!(a.leader, a.member_id);
+        let s = c
+            .sync_group(
+                SyncGroupRequest {
+                    group_id: "g".into(),
+                    generation_id: a.generation_id,
+                    member_id: a.member_id.clone(),
+                    assignments: vec![(a.member_id.clone(), vec![9])],
+                    ..Default::default()
+                },
+                Duration::from_secs(5),
+            )
+            .expect("sync");
+        assert_eq!(s.assignment, vec![9]);
+        (a.member_id, a.generation_id)
+    }
+
+    #[test]
+    fn load_commit_unload_reload_keeps_offsets_and_generation() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        let results = c
+            .offset_commit(commit_req(generation, &member, 42))
+            .unwrap();
+        assert!(results[0].result.is_ok());
+
+        c.unload();
+        assert!(!c.is_loaded());
+        assert!(matches!(
+            c.heartbeat("g", generation, &member, None),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(
+            c.offset_commit(commit_req(generation, &member, 43)),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(
+            c.offset_fetch("g", None),
+            Err(GroupError::NotCoordinator)
+        ));
+        assert!(matches!(
+            c.list_groups(&[]),
+            Err(GroupError::NotCoordinator)
+        ));
+
+        // Load again from what was journaled: the same offsets and generation, and the
+        // member goes on with its old id.
+        c.load(
+            journal.entries(),
+            Arc::clone(&journal) as Arc<dyn OffsetJournal>,
+        );
+        let d = c.describe_group("g").unwrap();
+        assert_eq!(d.state, GroupState::Stable);
+        assert_eq!(d.generation_id, generation);
+        assert_eq!(d.members.len(), 1);
+        assert_eq!(d.members[0].assignment, vec![9]);
+        c.heartbeat("g", generation, &member, None).unwrap();
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, 42);
+        let results = c
+            .offset_commit(commit_req(generation, &member, 43))
+            .unwrap();
+        assert!(results[0].result.is_ok());
+    }
+
+    #[test]
+    fn a_journal_error_fails_the_commit() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        journal.fail.store(true, Ordering::Relaxed);
+        let results = c.offset_commit(commit_req(generation, &member, 5)).unwrap();
+        let Err(e) = &results[0].result else {
+            panic!("a commit the journal refused was acknowledged");
+        };
+        assert!(matches!(e, GroupError::Journal(_)), "{e:?}");
+        assert_eq!(e.code(), 56);
+        journal.fail.store(false, Ordering::Relaxed);
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, -1, "nothing was stored");
+    }
+
+    #[test]
+    fn unload_wakes_a_blocked_join_with_not_coordinator() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, _) = stable_member(&c);
+        // A second member starts a round the first has not rejoined: it blocks.
+        let JoinStart::Pending(ticket) = c.begin_join(join_req("")).unwrap() else {
+            panic!("a new member waits for the round");
+        };
+        let c2 = c.clone();
+        let waiter = std::thread::spawn(move || c2.await_join(&ticket, Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(50));
+        c.unload();
+        let answer = waiter.join().unwrap();
+        assert!(
+            matches!(answer, Some(Err(GroupError::NotCoordinator))),
+            "{answer:?}"
+        );
+        let _ = member;
+    }
+
+    #[test]
+    fn two_members_form_a_generation_and_a_follower_waits_for_the_leader() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (a, _) = stable_member(&c);
+        let JoinStart::Pending(tb) = c.begin_join(join_req("")).unwrap() else {
+            panic!("pending");
+        };
+        assert!(matches!(
+            c.heartbeat("g", 1, &a, None),
+            Err(GroupError::RebalanceInProgress)
+        ));
+        let JoinStart::Pending(ta) = c.begin_join(join_req(&a)).unwrap() else {
+            panic!("pending");
+        };
+        let ra = c.await_join(&ta, Duration::from_secs(1)).unwrap().unwrap();
+        let rb = c.await_join(&tb, Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
+        assert_eq!(ra.leader, a);
+        assert_eq!(ra.members.len(), 2);
+        assert!(rb.members.is_empty());
+        // The follower syncs first and waits for the leader.
+        let c2 = c.clone();
+        let b_id = rb.member_id.clone();
+        let follower = std::thread::spawn(move || {
+            c2.sync_group(
+                SyncGroupRequest {
+                    group_id: "g".into(),
+                    generation_id: 2,
+                    member_id: b_id,
+                    ..Default::default()
+                },
+                Duration::from_secs(30),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        c.sync_group(
+            SyncGroupRequest {
+                group_id: "g".into(),
+                generation_id: 2,
+                member_id: a.clone(),
+                assignments: vec![(a.clone(), vec![7]), (rb.member_id.clone(), vec![8])],
+                ..Default::default()
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(follower.join().unwrap().unwrap().assignment, vec![8]);
+        // The generation was journaled before anyone was answered.
+        let stored = journal.entries().into_iter().rev().find_map(|e| match e {
+            offsets::Entry::Group { value, .. } => Some(value),
+            _ => None,
+        });
+        let stored = stored.expect("group metadata journaled");
+        assert_eq!(stored.generation, 2);
+        assert_eq!(stored.members.len(), 2);
+    }
+
+    #[test]
+    fn delete_group_tombstones_offsets_and_metadata() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        c.offset_commit(commit_req(generation, &member, 3)).unwrap();
+        assert!(matches!(
+            c.delete_group("g"),
+            Err(GroupError::NonEmptyGroup)
+        ));
+        let left = c
+            .leave_group(
+                "g",
+                &[LeavingMember {
+                    member_id: member,
+                    group_instance_id: None,
+                }],
+            )
+            .unwrap();
+        assert!(left[0].is_ok());
+        c.delete_group("g").unwrap();
+        assert!(matches!(
+            c.delete_group("g"),
+            Err(GroupError::GroupIdNotFound)
+        ));
+        let entries = journal.entries();
+        assert!(entries.contains(&offsets::Entry::DeleteGroup { group: "g".into() }));
+        c.load(
+            journal.entries(),
+            Arc::clone(&journal) as Arc<dyn OffsetJournal>,
+        );
+        assert!(c.list_groups(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn initial_delay_applies_to_network_groups_only() {
+        let c = GroupCoordinator::new(CoordinatorConfig {
+            min_session_timeout: Duration::from_millis(1),
+            initial_rebalance_delay: Duration::from_secs(60),
+            ..CoordinatorConfig::default()
+        });
+        // In-process first member: no delay.
+        let mut req = join_req("");
+        req.origin = MemberOrigin::InProcess;
+        let r = c.join_group(req, Duration::from_secs(5)).unwrap();
+        assert_eq!(r.generation_id, 1);
+        // A network group waits for more members.
+        let mut req = join_req("");
+        req.group_id = "net".into();
+        let JoinStart::Pending(t) = c.begin_join(req).unwrap() else {
+            panic!("pending");
+        };
+        assert!(c.await_join(&t, Duration::from_millis(100)).is_none());
+        assert_eq!(
+            c.describe_group("net").unwrap().state,
+            GroupState::PreparingRebalance
+        );
+    }
+}

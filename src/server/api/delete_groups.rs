@@ -1,0 +1,24 @@
+//! DeleteGroups (key 42), versions 0-2: deletes empty groups with their committed
+//! offsets (tombstones in `__consumer_offsets`); NON_EMPTY_GROUP for a group with
+//! members, GROUP_ID_NOT_FOUND for an unknown one.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: DeleteGroupsRequest = req.decode()?;
+    let groups = ctx.backend().groups();
+    let results = request
+        .groups_names
+        .iter()
+        .map(|id| {
+            let code = groups.delete_group(id).err().map_or(0, |e| e.code());
+            DeletableGroupResult::default()
+                .with_group_id(GroupId(kstr(id.0.to_string())))
+                .with_error_code(code)
+        })
+        .collect();
+    req.respond(&DeleteGroupsResponse::default().with_results(results))
+}

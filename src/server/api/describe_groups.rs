@@ -1,0 +1,46 @@
+//! DescribeGroups (key 15), versions 0-5: state, protocol, generation's members with
+//! their ids (instance ids from v4), clients, subscriptions and assignments.
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+
+/// `authorized_operations` when the client did not ask for them (Kafka's INT32_MIN).
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: DescribeGroupsRequest = req.decode()?;
+    let groups = ctx.backend().groups();
+    let described = request
+        .groups
+        .iter()
+        .map(|id| {
+            let base = DescribedGroup::default()
+                .with_group_id(GroupId(kstr(id.0.to_string())))
+                .with_authorized_operations(OPERATIONS_NOT_REQUESTED);
+            match groups.describe_group(id) {
+                Ok(d) => base
+                    .with_group_state(kstr(d.state.as_str()))
+                    .with_protocol_type(kstr(d.protocol_type))
+                    .with_protocol_data(kstr(d.protocol_data))
+                    .with_members(
+                        d.members
+                            .into_iter()
+                            .map(|m| {
+                                DescribedGroupMember::default()
+                                    .with_member_id(kstr(m.member_id))
+                                    .with_group_instance_id(m.group_instance_id.map(kstr))
+                                    .with_client_id(kstr(m.client_id))
+                                    .with_client_host(kstr(m.client_host))
+                                    .with_member_metadata(m.metadata.into())
+                                    .with_member_assignment(m.assignment.into())
+                            })
+                            .collect(),
+                    ),
+                Err(e) => base.with_error_code(e.code()).with_group_state(kstr("")),
+            }
+        })
+        .collect();
+    req.respond(&DescribeGroupsResponse::default().with_groups(described))
+}

@@ -1,0 +1,37 @@
+//! ListGroups (key 16), versions 0-4: every group of the coordinator, with its state
+//! from v4, which may also filter by state.
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::coordinator::GroupState;
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: ListGroupsRequest = req.decode()?;
+    // An unknown state name matches no group (Kafka does the same).
+    let mut states = Vec::new();
+    let mut unknown_state = false;
+    for name in &request.states_filter {
+        match GroupState::parse(name) {
+            Some(s) => states.push(s),
+            None => unknown_state = true,
+        }
+    }
+    let response = match ctx.backend().groups().list_groups(&states) {
+        Ok(_) if unknown_state && states.is_empty() => ListGroupsResponse::default(),
+        Ok(groups) => ListGroupsResponse::default().with_groups(
+            groups
+                .into_iter()
+                .map(|g| {
+                    ListedGroup::default()
+                        .with_group_id(GroupId(kstr(g.group_id)))
+                        .with_protocol_type(kstr(g.protocol_type))
+                        .with_group_state(kstr(g.state.as_str()))
+                })
+                .collect(),
+        ),
+        Err(e) => ListGroupsResponse::default().with_error_code(e.code()),
+    };
+    req.respond(&response)
+}

@@ -1,0 +1,46 @@
+//! OffsetDelete (key 47), version 0: deletes a group's committed offsets for some
+//! partitions; GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to,
+//! GROUP_ID_NOT_FOUND for an unknown group.
+
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
+
+use super::{Ctx, Fatal, Reply, Request, kstr};
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: OffsetDeleteRequest = req.decode()?;
+    let partitions: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    let results = match ctx
+        .backend()
+        .groups()
+        .offset_delete(&request.group_id, &partitions)
+    {
+        Ok(results) => results,
+        Err(e) => return req.respond(&OffsetDeleteResponse::default().with_error_code(e.code())),
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    for ((topic, partition), result) in partitions.into_iter().zip(results) {
+        let p = OffsetDeleteResponsePartition::default()
+            .with_partition_index(partition)
+            .with_error_code(result.err().map_or(0, |e| e.code()));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(TopicName(kstr(topic)))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    req.respond(&OffsetDeleteResponse::default().with_topics(topics))
+}
