@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use tidelog::record::batches;
+use tidelog::record::{Compression, batches};
 use tidelog::storage::PartitionLog;
 use tidelog::{Batch, BatchBuilder, LogConfig};
 
@@ -38,6 +38,44 @@ pub fn batch_decoder(data: &[u8]) {
     if let Ok(b) = Batch::parse_header_at(data, "fuzz-input", 0) {
         // Header accessors of an unchecked batch must not panic either.
         let _ = (b.last_offset(), b.max_timestamp(), b.crc(), b.attributes());
+    }
+}
+
+/// Output limit of [`decompress`]: small, so that a bomb is found quickly.
+pub const DECOMPRESS_LIMIT: usize = 1 << 20;
+
+/// Decompresses `data[1..]` with the codec `data[0] % 4 + 1` (gzip, snappy, lz4, zstd)
+/// under [`DECOMPRESS_LIMIT`]: never a panic, never more output than the limit, an error
+/// is `Error::Corrupt` and leaves nothing behind, and what decodes is re-encoded by
+/// tidelog's own encoder and decodes back to the same bytes.
+pub fn decompress(data: &[u8]) {
+    let Some((&selector, stream)) = data.split_first() else {
+        return;
+    };
+    let codec = Compression::from_id(selector % 4 + 1).expect("ids 1-4 are codecs");
+    let mut out = vec![0xAA];
+    match codec.decompress(stream, DECOMPRESS_LIMIT, &mut out) {
+        Ok(()) => {
+            assert!(
+                out.len() - 1 <= DECOMPRESS_LIMIT,
+                "{codec}: output past the limit"
+            );
+            let plain = &out[1..];
+            let mut packed = Vec::new();
+            codec.compress(plain, &mut packed);
+            let mut back = Vec::new();
+            codec
+                .decompress(&packed, DECOMPRESS_LIMIT, &mut back)
+                .expect("tidelog's own stream decodes");
+            assert_eq!(back, plain, "{codec}: round trip");
+        }
+        Err(e) => {
+            assert!(
+                e.is_corruption(),
+                "{codec}: a bad stream is Error::Corrupt: {e}"
+            );
+            assert_eq!(out, [0xAA], "{codec}: a failed decode appends nothing");
+        }
     }
 }
 

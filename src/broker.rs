@@ -11,11 +11,16 @@
 //!   lookups read a snapshot and never wait for them.
 //! - `close()` (or dropping the last clone) stops the group reaper and the storage
 //!   maintenance thread, wakes every blocked poller, and closes the logs.
+//! - On a cluster node (a data directory with `__cluster_metadata-0/raft-state`, or a
+//!   broker a cluster node was attached to) the cluster's metadata decides the topics:
+//!   admin operations go to the [`TopicAuthority`], which applies the outcome back with
+//!   `apply_cluster_topic` / `remove_cluster_topic`; the `topics` registry file is not
+//!   used, and each partition directory holds Kafka's `partition.metadata` (topic id).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -31,6 +36,49 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 const REGISTRY_FILE: &str = "topics";
 
+/// The name Kafka reserves for the cluster's metadata log (KRaft's topic); a cluster
+/// node keeps its Raft log in `<data>/__cluster_metadata-0/`.
+pub(crate) const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+/// The directory of a cluster node's Raft log.
+pub(crate) const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
+/// The file whose presence in [`CLUSTER_METADATA_DIR`] makes a data directory a cluster
+/// node's.
+pub(crate) const CLUSTER_STATE_FILE: &str = "raft-state";
+/// Kafka's per-partition file naming the topic id, on cluster nodes.
+pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
+/// Decides the topics of a cluster node: the broker hands its admin operations to it and
+/// it applies the outcome back through [`Broker::apply_cluster_topic`] and
+/// [`Broker::remove_cluster_topic`] before returning. Implemented by the cluster module
+/// (the layer above), so the broker does not depend on it.
+pub(crate) trait TopicAuthority: Send + Sync {
+    /// Creates a topic (the cluster's default replication factor).
+    fn create_topic(&self, name: &str, partitions: i32, config: &TopicConfig) -> Result<()>;
+    /// Deletes a topic.
+    fn delete_topic(&self, name: &str) -> Result<()>;
+    /// Grows a topic to `total` partitions.
+    fn add_partitions(&self, name: &str, total: i32) -> Result<()>;
+    /// Replaces a topic's config overrides.
+    fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
+}
+
+/// A topic as a cluster's metadata says it, for this node.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterTopic {
+    /// Name.
+    pub name: String,
+    /// Topic id, as Kafka prints it (base64).
+    pub id: String,
+    /// Partitions of the topic.
+    pub partition_count: i32,
+    /// Partitions this node holds a replica of, sorted.
+    pub hosted: Vec<i32>,
+    /// Config overrides.
+    pub config: TopicConfig,
+    /// True for `__consumer_offsets`.
+    pub internal: bool,
+}
+
 struct BrokerInner {
     dir: PathBuf,
     config: BrokerConfig,
@@ -40,6 +88,56 @@ struct BrokerInner {
     admin: Mutex<()>,
     coordinator: GroupCoordinator,
     closed: AtomicBool,
+    /// True on a cluster node: the topics come from the cluster's metadata.
+    managed: AtomicBool,
+    /// The cluster node deciding the topics, once attached.
+    authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
+    /// Topic ids of a cluster node's topics.
+    topic_ids: RwLock<HashMap<String, String>>,
+}
+
+/// A handle that does not keep the broker open (held by the cluster node, which the
+/// broker holds in turn).
+#[derive(Clone)]
+pub(crate) struct WeakBroker {
+    inner: Weak<BrokerInner>,
+}
+
+impl WeakBroker {
+    /// The broker, if it is still alive.
+    pub(crate) fn upgrade(&self) -> Option<Broker> {
+        self.inner.upgrade().map(|inner| Broker { inner })
+    }
+}
+
+/// True if `dir` holds a cluster node's Raft log.
+pub(crate) fn is_cluster_dir(dir: &Path) -> bool {
+    dir.join(CLUSTER_METADATA_DIR)
+        .join(CLUSTER_STATE_FILE)
+        .exists()
+}
+
+/// Writes `partition.metadata` (Kafka's format) into a partition directory.
+fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(PARTITION_METADATA_FILE);
+    let tmp = dir.join("partition.metadata.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+        f.write_all(format!("version: 0\ntopic_id: {topic_id}\n").as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| Error::io("write", &tmp, e))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename into place", &path, e))?;
+    crate::storage::sync_dir(dir)
+}
+
+/// The topic id in a partition directory's `partition.metadata`, if it has one.
+fn read_partition_metadata(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("topic_id:"))
+        .map(|id| id.trim().to_string())
 }
 
 /// An open data directory with its topics and group coordinator.
@@ -297,8 +395,11 @@ impl Broker {
         }
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
         let logs = LogManager::open(&dir)?;
+        let managed = is_cluster_dir(&dir);
         let registry_path = dir.join(REGISTRY_FILE);
         let entries = match read_checkpoint(&registry_path)? {
+            // A cluster node's topics come from the cluster's metadata.
+            Some(_) if managed => Vec::new(),
             Some(bytes) => decode_registry(&registry_path, &bytes)?,
             None => Vec::new(),
         };
@@ -326,22 +427,24 @@ impl Broker {
                 admin: Mutex::new(()),
                 coordinator,
                 closed: AtomicBool::new(false),
+                managed: AtomicBool::new(managed),
+                authority: RwLock::new(None),
+                topic_ids: RwLock::new(HashMap::new()),
             }),
         };
-        // Committed offsets: create the internal topic on first open, replay it after.
-        let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
-            Ok(t) => t,
-            Err(_) => broker.create_topic_inner(
-                OFFSETS_TOPIC,
-                1,
-                TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
-                true,
-            )?,
-        };
-        broker
-            .inner
-            .coordinator
-            .load_partition(offsets_topic.partition(0)?)?;
+        if !managed {
+            // Committed offsets: create the internal topic on first open, replay it after.
+            let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
+                Ok(t) => t,
+                Err(_) => broker.create_topic_inner(
+                    OFFSETS_TOPIC,
+                    1,
+                    TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
+                    true,
+                )?,
+            };
+            broker.use_offsets_partition(offsets_topic.partition(0)?)?;
+        }
         // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
         // exist (a weak handle: the coordinator lives inside the broker).
         let weak = Arc::downgrade(&broker.inner);
@@ -397,11 +500,257 @@ impl Broker {
         &self.inner.coordinator
     }
 
+    /// Loads committed offsets from `partition` (of `__consumer_offsets`) and journals
+    /// new commits to it.
+    fn use_offsets_partition(&self, partition: Partition) -> Result<()> {
+        self.inner.coordinator.load_partition(partition)
+    }
+
+    /// A handle that does not keep the broker open.
+    pub(crate) fn downgrade(&self) -> WeakBroker {
+        WeakBroker {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// True on a cluster node (the topics come from the cluster's metadata).
+    pub(crate) fn is_cluster_node(&self) -> bool {
+        self.inner.managed.load(Ordering::Acquire)
+    }
+
+    /// The attached cluster node, or the error a cluster node's broker gives before one is
+    /// attached; None on a single node.
+    fn authority(&self) -> Result<Option<Arc<dyn TopicAuthority>>> {
+        if !self.is_cluster_node() {
+            return Ok(None);
+        }
+        match self.inner.authority.read().clone() {
+            Some(a) => Ok(Some(a)),
+            None => Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "{} is a cluster node's data directory: its topics come from the cluster; start it as that node (tidelog serve --node-id N --quorum ..., or Server::builder(broker).node_id(N).quorum(..))",
+                    self.inner.dir.display()
+                ),
+            }),
+        }
+    }
+
+    /// Makes this broker a cluster node whose topics `authority` decides. A broker opened
+    /// on a fresh directory holds only an empty `__consumer_offsets`: it is removed (the
+    /// cluster creates its own). A directory with a single node's topics or committed
+    /// offsets is refused.
+    pub(crate) fn attach_cluster(&self, authority: Arc<dyn TopicAuthority>) -> Result<()> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        if !self.is_cluster_node() {
+            let topics = self.inner.topics.read().clone();
+            let offsets_used = topics
+                .get(OFFSETS_TOPIC)
+                .is_some_and(|t| t.partitions().iter().any(|p| p.log_end_offset() > 0));
+            let user: Vec<&String> = topics.keys().filter(|n| *n != OFFSETS_TOPIC).collect();
+            if !user.is_empty() || offsets_used {
+                return Err(Error::InvalidConfig {
+                    key: "node.id".into(),
+                    reason: format!(
+                        "{} holds a single node's topics ({}); a cluster node starts on an empty data directory or on one it created",
+                        self.inner.dir.display(),
+                        if user.is_empty() {
+                            format!("{OFFSETS_TOPIC} with committed offsets")
+                        } else {
+                            user.iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    ),
+                });
+            }
+            self.inner.managed.store(true, Ordering::Release);
+            self.inner.topics.write().clear();
+            if let Some(logs) = self.inner.logs.lock().as_ref() {
+                for t in topics.values() {
+                    t.inner.deleted.store(true, Ordering::Release);
+                    for p in t.partitions().iter() {
+                        logs.delete_log(&log_name(t.name(), p.index()))?;
+                    }
+                }
+            }
+        }
+        // A single node's registry has no meaning on a cluster node.
+        let registry = self.inner.dir.join(REGISTRY_FILE);
+        if registry.exists() {
+            std::fs::remove_file(&registry).map_err(|e| Error::io("remove", &registry, e))?;
+            crate::storage::sync_dir(&self.inner.dir)?;
+        }
+        *self.inner.authority.write() = Some(authority);
+        Ok(())
+    }
+
+    /// Detaches the cluster node (it is stopping); admin operations fail from now on.
+    pub(crate) fn detach_cluster(&self) {
+        self.inner.authority.write().take();
+    }
+
+    /// Opens the log of partition `p` of a cluster topic: an existing directory is kept
+    /// only if its `partition.metadata` names the same topic id (a directory of a
+    /// deleted topic of the same name is cleared).
+    fn open_cluster_log(
+        &self,
+        logs: &LogManager,
+        topic: &ClusterTopic,
+        p: i32,
+        config: &LogConfig,
+    ) -> Result<crate::storage::PartitionLog> {
+        let name = log_name(&topic.name, p);
+        let path = self.inner.dir.join(&name);
+        if path.exists() && read_partition_metadata(&path).as_deref() != Some(topic.id.as_str()) {
+            logs.delete_log(&name)?;
+        }
+        let log = logs.open_log(&name, config.clone())?;
+        if read_partition_metadata(&path).is_none() {
+            write_partition_metadata(&path, &topic.id)?;
+        }
+        Ok(log)
+    }
+
+    /// Cluster node: makes the registry hold `topic` as the cluster's metadata says, with
+    /// logs for the partitions this node hosts (created, or reopened if they are of the
+    /// same topic id). Idempotent.
+    pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic) -> Result<()> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        let known_id = self.inner.topic_ids.read().get(&topic.name).cloned();
+        if known_id.is_some_and(|id| id != topic.id) {
+            self.remove_topic_locked(&topic.name)?;
+        }
+        let log_config = topic.config.apply(&self.inner.config.log)?;
+        let existing = self.inner.topics.read().get(&topic.name).cloned();
+        let mut parts = Vec::with_capacity(topic.hosted.len());
+        let mut offsets_partition = None;
+        {
+            let logs = self.inner.logs.lock();
+            let logs = logs
+                .as_ref()
+                .ok_or_else(|| Error::Closed("broker".into()))?;
+            let arc_name: Arc<str> = Arc::from(topic.name.as_str());
+            for &p in &topic.hosted {
+                match existing.as_ref().and_then(|t| t.partition(p).ok()) {
+                    Some(part) => parts.push(part),
+                    None => {
+                        let log = self.open_cluster_log(logs, topic, p, &log_config)?;
+                        let part = Partition::new(Arc::clone(&arc_name), p, log);
+                        if topic.internal && topic.name == OFFSETS_TOPIC && p == 0 {
+                            offsets_partition = Some(part.clone());
+                        }
+                        parts.push(part);
+                    }
+                }
+            }
+            // Partitions no longer hosted here (reassigned away) are deleted.
+            if let Some(t) = &existing {
+                for old in t.partitions().iter() {
+                    if !topic.hosted.contains(&old.index()) {
+                        old.wake_all();
+                        logs.delete_log(&log_name(&topic.name, old.index()))?;
+                    }
+                }
+            }
+        }
+        match existing {
+            Some(t) => {
+                if t.config() != topic.config {
+                    *t.inner.config.write() = topic.config.clone();
+                    for p in &parts {
+                        p.log().set_config(log_config.clone())?;
+                    }
+                }
+                t.set_hosted_partitions(parts, topic.partition_count);
+            }
+            None => {
+                let t = Topic::new(&topic.name, parts, topic.config.clone(), topic.internal);
+                t.set_hosted_partitions(t.partitions().as_ref().clone(), topic.partition_count);
+                self.inner.topics.write().insert(topic.name.clone(), t);
+            }
+        }
+        self.inner
+            .topic_ids
+            .write()
+            .insert(topic.name.clone(), topic.id.clone());
+        if let Some(partition) = offsets_partition {
+            self.use_offsets_partition(partition)?;
+        }
+        Ok(())
+    }
+
+    /// Cluster node: removes a topic the cluster deleted, with its local logs.
+    pub(crate) fn remove_cluster_topic(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        self.remove_topic_locked(name)
+    }
+
+    fn remove_topic_locked(&self, name: &str) -> Result<()> {
+        let topic = self.inner.topics.write().remove(name);
+        self.inner.topic_ids.write().remove(name);
+        if let Some(topic) = topic {
+            topic.inner.deleted.store(true, Ordering::Release);
+            let logs = self.inner.logs.lock();
+            if let Some(logs) = logs.as_ref() {
+                for p in topic.partitions().iter() {
+                    p.wake_all();
+                    logs.delete_log(&log_name(name, p.index()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cluster node, once its metadata has caught up: deletes partition directories of
+    /// cluster topics (they hold `partition.metadata`) that the registry no longer names,
+    /// e.g. of a topic deleted while this node was down. Returns the names deleted.
+    pub(crate) fn sweep_cluster_orphans(&self) -> Result<Vec<String>> {
+        self.check_open()?;
+        let _admin = self.inner.admin.lock();
+        let logs = self.inner.logs.lock();
+        let logs = logs
+            .as_ref()
+            .ok_or_else(|| Error::Closed("broker".into()))?;
+        let topics = self.inner.topics.read();
+        let mut deleted = Vec::new();
+        for name in logs.names_on_disk()? {
+            if name == CLUSTER_METADATA_DIR
+                || read_partition_metadata(&self.inner.dir.join(&name)).is_none()
+            {
+                continue;
+            }
+            let hosted = name.rsplit_once('-').is_some_and(|(topic, p)| {
+                p.parse::<i32>()
+                    .ok()
+                    .and_then(|p| topics.get(topic).map(|t| t.partition(p).is_ok()))
+                    .unwrap_or(false)
+            });
+            if !hosted {
+                logs.delete_log(&name)?;
+                deleted.push(name);
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Creates a topic with `partitions` partitions and per-topic overrides. Errors:
     /// `InvalidTopicName`, `TopicExists`, `InvalidConfig`.
+    ///
+    /// On a cluster node the controller creates the topic (with the cluster's default
+    /// replication factor) and this returns once this node has applied it.
     pub fn create_topic(&self, name: &str, partitions: i32, config: TopicConfig) -> Result<Topic> {
         if name.starts_with("__") && name == OFFSETS_TOPIC {
             return Err(Error::TopicExists(name.to_string()));
+        }
+        if let Some(authority) = self.authority()? {
+            self.check_open()?;
+            authority.create_topic(name, partitions, &config)?;
+            return self.registered_topic(name);
         }
         self.create_topic_inner(name, partitions, config, false)
     }
@@ -462,6 +811,12 @@ impl Broker {
     ) -> Result<Topic> {
         self.check_open()?;
         validate_topic_name(name)?;
+        if name == CLUSTER_METADATA_TOPIC {
+            return Err(Error::InvalidTopicName {
+                name: name.to_string(),
+                reason: "the name is reserved for a cluster's metadata log".into(),
+            });
+        }
         if partitions < 1 {
             return Err(Error::InvalidConfig {
                 key: "partitions".into(),
@@ -566,6 +921,9 @@ impl Broker {
                 reason: format!("the internal topic {OFFSETS_TOPIC} cannot be deleted"),
             });
         }
+        if let Some(authority) = self.authority()? {
+            return authority.delete_topic(name);
+        }
         let _admin = self.inner.admin.lock();
         let mut snapshot = self.inner.topics.read().clone();
         let topic = snapshot
@@ -601,6 +959,9 @@ impl Broker {
     /// take effect from the next roll and retention pass). On an error nothing changes.
     pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
         self.check_open()?;
+        if let Some(authority) = self.authority()? {
+            return authority.alter_topic_config(name, &config);
+        }
         let _admin = self.inner.admin.lock();
         let topic = self.registered_topic(name)?;
         let log_config = config.apply(&self.inner.config.log)?;
@@ -621,6 +982,9 @@ impl Broker {
     /// refused, as in Kafka.
     pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
         self.check_open()?;
+        if let Some(authority) = self.authority()? {
+            return authority.add_partitions(name, total);
+        }
         let _admin = self.inner.admin.lock();
         let topic = self.registered_topic(name)?;
         let current = topic.partition_count();
@@ -664,6 +1028,7 @@ impl BrokerInner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.authority.write().take();
         self.coordinator.shutdown();
         for topic in self.topics.read().values() {
             for p in topic.partitions().iter() {

@@ -155,6 +155,81 @@ pub enum Error {
     /// An operation did not complete in the time allowed.
     #[error("timed out: {0}")]
     Timeout(String),
+
+    /// A replication factor below 1 or above the number of available brokers.
+    #[error("invalid replication factor for topic {topic:?}: {reason}")]
+    InvalidReplicationFactor {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A replica assignment that names unknown brokers, repeats one, or is uneven.
+    #[error("invalid replica assignment for topic {topic:?}: {reason}")]
+    InvalidReplicaAssignment {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A partition count that is not valid for the topic (below 1, or not a growth).
+    #[error("invalid partition count for topic {topic:?}: {reason}")]
+    InvalidPartitions {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// This cluster node does not lead the partition: the client refreshes its metadata
+    /// and goes to the leader.
+    #[error("{partition}: not the leader on this node: {reason}")]
+    NotLeaderOrFollower {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A change computed at an older leader epoch, or by a broker that is not the leader.
+    #[error("{partition}: fenced leader epoch: {reason}")]
+    FencedLeaderEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A change computed from an older partition epoch.
+    #[error("{partition}: stale partition epoch: {reason}")]
+    InvalidUpdateVersion {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// An ISR change naming a replica that cannot be in sync (not a replica, fenced, or
+    /// leaving the leader out).
+    #[error("{partition}: ineligible replica: {reason}")]
+    IneligibleReplica {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A cluster request from a broker that is not registered or whose broker epoch is
+    /// not its current one.
+    #[error("broker {broker}: stale broker epoch: {reason}")]
+    StaleBrokerEpoch {
+        /// Node id.
+        broker: i32,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {

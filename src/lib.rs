@@ -40,6 +40,8 @@
 #![warn(missing_docs)]
 
 mod broker;
+#[cfg(feature = "server")]
+mod cluster;
 mod config;
 mod consumer;
 mod error;
@@ -68,10 +70,10 @@ pub use producer::{
     Acks, DefaultPartitioner, DeliveryReceipt, Durability, Partitioner, Producer, ProducerBuilder,
     ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner,
 };
-pub use record::{Batch, BatchBuilder, Headers, Record};
+pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
 pub use server::{Server, ServerBuilder, ServerHandle};
-pub use storage::{CleanupPolicy, LogConfig};
+pub use storage::{CleanupPolicy, CompressionType, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 
 /// The examples of README.md, compiled and run as doctests so that they keep working

@@ -306,23 +306,42 @@ impl Topic {
         self.inner.config.read().clone()
     }
 
-    /// Partition `p`, or `Error::UnknownPartition`.
+    /// Partition `p`, or `Error::UnknownPartition`; on a cluster node,
+    /// `Error::NotLeaderOrFollower` for a partition of the topic that this node holds no
+    /// replica of.
     pub fn partition(&self, p: i32) -> Result<Partition> {
         if self.inner.deleted.load(Ordering::Acquire) {
             return Err(Error::UnknownTopic(self.name().to_string()));
         }
         let parts = self.inner.partitions.read();
-        usize::try_from(p)
+        let dense = usize::try_from(p)
             .ok()
-            .and_then(|i| parts.get(i).cloned())
-            .ok_or_else(|| Error::UnknownPartition {
-                topic: self.name().to_string(),
-                partition: p,
-                count: parts.len() as i32,
-            })
+            .and_then(|i| parts.get(i))
+            .filter(|x| x.index() == p);
+        if let Some(found) = dense.or_else(|| {
+            parts
+                .binary_search_by_key(&p, Partition::index)
+                .ok()
+                .map(|i| &parts[i])
+        }) {
+            return Ok(found.clone());
+        }
+        let count = self.partition_count();
+        if (0..count).contains(&p) {
+            return Err(Error::NotLeaderOrFollower {
+                partition: format!("{}-{p}", self.name()),
+                reason: "this node holds no replica of it".into(),
+            });
+        }
+        Err(Error::UnknownPartition {
+            topic: self.name().to_string(),
+            partition: p,
+            count,
+        })
     }
 
-    /// All partitions, in order.
+    /// All partitions held by this node, in order (every partition, but on a cluster
+    /// node).
     pub fn partitions(&self) -> Arc<Vec<Partition>> {
         Arc::clone(&self.inner.partitions.read())
     }
@@ -350,6 +369,12 @@ impl Topic {
 
     pub(crate) fn set_partitions(&self, partitions: Vec<Partition>) {
         let count = partitions.len() as i32;
+        self.set_hosted_partitions(partitions, count);
+    }
+
+    /// A cluster node: the topic has `count` partitions, of which this node holds
+    /// `partitions` (sorted by index).
+    pub(crate) fn set_hosted_partitions(&self, partitions: Vec<Partition>, count: i32) {
         *self.inner.partitions.write() = Arc::new(partitions);
         self.inner.partition_count.store(count, Ordering::Release);
     }

@@ -11,7 +11,7 @@ mod fuzz_logic;
 use fuzz_logic::RecoveryInput;
 use std::path::{Path, PathBuf};
 use tidelog::storage::PartitionLog;
-use tidelog::{BatchBuilder, LogConfig};
+use tidelog::{Batch, BatchBuilder, Compression, LogConfig};
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -49,6 +49,11 @@ fn replay(target: &str, min_seeds: usize, f: fn(&[u8])) {
 #[test]
 fn batch_decoder_seed_corpus() {
     replay("batch_decoder", 8, fuzz_logic::batch_decoder);
+}
+
+#[test]
+fn decompress_seed_corpus() {
+    replay("decompress", 12, fuzz_logic::decompress);
 }
 
 #[test]
@@ -122,6 +127,39 @@ fn write_seed_corpus() {
     ];
     for (name, bytes) in seeds {
         put("batch_decoder", name, bytes);
+    }
+    // decompress: the records sections of the real clients' compressed batches (selector
+    // byte = codec id - 1), tidelog's own streams, and cut or damaged ones.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compressed");
+    for client in ["confluent-kafka", "kafka-python"] {
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let bytes = std::fs::read(fixtures.join(format!("{client}-{codec}.log"))).unwrap();
+            let b = Batch::parse_at(&bytes, "fixture", 0).unwrap();
+            let seed = [&[b.compression() - 1][..], b.records_bytes()].concat();
+            put("decompress", &format!("{client}-{codec}"), &seed);
+            if client == "kafka-python" {
+                put(
+                    "decompress",
+                    &format!("{codec}-cut"),
+                    &seed[..seed.len() * 2 / 3],
+                );
+                let mut flipped = seed.clone();
+                let n = flipped.len();
+                flipped[n / 2] ^= 0x10;
+                put("decompress", &format!("{codec}-flipped"), &flipped);
+            }
+        }
+    }
+    for codec in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let plain: Vec<u8> = (0..100_000u32).map(|i| (i % 97) as u8).collect();
+        let mut seed = vec![codec.id() - 1];
+        codec.compress(&plain, &mut seed);
+        put("decompress", &format!("tidelog-{codec}"), &seed);
     }
     // log_recovery: a clean segment with and without its indexes and checkpoint,
     // a torn one, and one with a damaged batch.

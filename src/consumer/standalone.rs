@@ -5,13 +5,13 @@
 //! caller iterates. A consumer blocked in `poll` waits on its own [`Signal`], which every
 //! assigned partition notifies on append: it wakes as soon as any of them grows.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
 use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest};
-use crate::record::{Batch, Headers, Records};
+use crate::record::{Batch, Headers, Records, decompression_limit};
 use crate::storage::LogSlice;
 use crate::topic::{Partition, Signal};
 use crate::{Error, Result};
@@ -104,6 +104,33 @@ struct Fetched {
     /// First offset to hand out (the first batch may start before it).
     from: i64,
     slice: LogSlice,
+    /// Most bytes one compressed batch may decompress to (from `max.message.bytes`).
+    limit: usize,
+    /// The records sections of the slice's compressed batches, in order, decompressed
+    /// the first time an iterator reaches one of them. Uncompressed batches are read
+    /// in place and never touch this.
+    decompressed: OnceLock<Vec<Result<Vec<u8>>>>,
+}
+
+impl Fetched {
+    /// Decompresses every compressed batch of the slice (each on its own: a bad one is
+    /// an error in its place and the others still decode).
+    fn decompress(&self) -> Vec<Result<Vec<u8>>> {
+        let location = format!("{}-{}", self.topic, self.partition);
+        let mut out = Vec::new();
+        let mut rest: &[u8] = &self.slice;
+        while let Ok(b) = Batch::parse_header_at(rest, &location, 0) {
+            rest = &rest[b.len()..];
+            if b.compression() != 0 {
+                let mut buf = Vec::new();
+                out.push(
+                    b.decompress_into(&location, self.limit, &mut buf)
+                        .map(|()| buf),
+                );
+            }
+        }
+        out
+    }
 }
 
 /// The records of one `poll`: zero-copy views of the log, decoded while iterating.
@@ -140,11 +167,17 @@ impl ConsumerRecords {
     }
 
     /// Iterates the records, partition by partition, in offset order within each.
-    /// An item is an error only for a batch that cannot be decoded (a compression
-    /// codec tidelog does not decode, or malformed records from a client).
+    /// Uncompressed batches are decoded in place; a compressed batch (gzip, snappy, lz4,
+    /// zstd) is decompressed into a buffer these records own, once, when an iterator
+    /// first reaches it, and at most 64 x `max.message.bytes` (see
+    /// [`decompression_limit`]). An item is an error only for a batch that cannot be
+    /// decoded: a bad compressed stream ([`Error::Corrupt`] naming the partition and the
+    /// batch's offset) or malformed records from a client.
     pub fn iter(&self) -> ConsumerRecordsIter<'_> {
         ConsumerRecordsIter {
             fetched: self.fetched.iter(),
+            current: None,
+            compressed_seen: 0,
             topic: "",
             partition: -1,
             from: 0,
@@ -170,9 +203,14 @@ impl<'a> IntoIterator for &'a ConsumerRecords {
 }
 
 /// Iterator over the records of a [`ConsumerRecords`]: walks the batch headers of each
-/// fetched slice and decodes records in place (no copy, no allocation).
+/// fetched slice and decodes records in place (no copy, no allocation) or, for a
+/// compressed batch, from the records' decompressed copy.
 pub struct ConsumerRecordsIter<'a> {
     fetched: std::slice::Iter<'a, Fetched>,
+    /// The slice being walked.
+    current: Option<&'a Fetched>,
+    /// Compressed batches of the current slice already passed.
+    compressed_seen: usize,
     topic: &'a str,
     partition: i32,
     /// Records before this offset (in the first batch) were already consumed.
@@ -217,6 +255,26 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
             if !self.rest.is_empty() {
                 // The slice holds whole batches validated when they were appended.
                 match Batch::parse_header_at(self.rest, self.topic, 0) {
+                    Ok(b) if b.compression() != 0 => {
+                        self.rest = &self.rest[b.len()..];
+                        let f = self.current.expect("a slice is being walked");
+                        let decompressed = f.decompressed.get_or_init(|| f.decompress());
+                        let i = self.compressed_seen;
+                        self.compressed_seen += 1;
+                        match decompressed.get(i) {
+                            Some(Ok(records)) => self.records = Some(b.records_in(records)),
+                            Some(Err(e)) => return Some(Err(e.clone())),
+                            None => {
+                                self.rest = &[];
+                                return Some(Err(Error::InvalidBatch(format!(
+                                    "{}-{}: compressed batch at offset {} was not decompressed",
+                                    self.topic,
+                                    self.partition,
+                                    b.base_offset()
+                                ))));
+                            }
+                        }
+                    }
                     Ok(b) => {
                         self.rest = &self.rest[b.len()..];
                         self.records = Some(b.records());
@@ -229,6 +287,8 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
                 continue;
             }
             let f = self.fetched.next()?;
+            self.current = Some(f);
+            self.compressed_seen = 0;
             self.topic = &f.topic;
             self.partition = f.partition;
             self.from = f.from;
@@ -481,6 +541,8 @@ impl Fetcher {
                 partition: a.partition.index(),
                 from: pos,
                 slice,
+                limit: decompression_limit(a.partition.log().config().max_message_bytes),
+                decompressed: OnceLock::new(),
             });
             if budget == 0 {
                 self.next = (i + 1) % n;

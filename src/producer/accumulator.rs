@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::Result;
-use crate::record::BatchBuilder;
+use crate::record::{BatchBuilder, Compression};
 use crate::storage::AppendInfo;
 use crate::topic::Partition;
 
@@ -94,6 +94,9 @@ pub(crate) struct PartitionAccumulator {
     /// `batch_size` is larger (a single larger record still fails, as in Kafka). Read
     /// again after each append, so a topic config change applies to the next batch.
     max_batch: AtomicUsize,
+    /// The producer's `compression.type`; the topic's own `compression.type`, read again
+    /// after each append, decides what the builder uses.
+    producer_codec: Compression,
     state: Mutex<AccState>,
 }
 
@@ -104,13 +107,16 @@ pub(crate) struct Pending {
 }
 
 impl PartitionAccumulator {
-    pub(crate) fn new(partition: Partition, batch_size: usize) -> Self {
-        let max_batch = partition.log().config().max_message_bytes as usize;
+    pub(crate) fn new(partition: Partition, batch_size: usize, codec: Compression) -> Self {
+        let config = partition.log().config();
+        let max_batch = config.max_message_bytes as usize;
         PartitionAccumulator {
             partition,
             max_batch: AtomicUsize::new(max_batch),
+            producer_codec: codec,
             state: Mutex::new(AccState {
-                builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024),
+                builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024)
+                    .compression(config.compression_type.resolve(codec)),
                 slot: Arc::new(BatchSlot::default()),
                 opened: None,
             }),
@@ -192,8 +198,13 @@ impl PartitionAccumulator {
                     log_append_time: info.log_append_time,
                 })
             });
-        let limit = self.partition.log().config().max_message_bytes as usize;
-        self.max_batch.store(limit, Ordering::Relaxed);
+        let config = self.partition.log().config();
+        self.max_batch
+            .store(config.max_message_bytes as usize, Ordering::Relaxed);
+        let codec = config.compression_type.resolve(self.producer_codec);
+        if builder.codec() != codec {
+            *builder = std::mem::take(builder).compression(codec);
+        }
         slot.complete(result.clone());
         *slot = Arc::new(BatchSlot::default());
         *opened = None;

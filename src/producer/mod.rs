@@ -19,6 +19,7 @@ use crate::storage::now_ms;
 use parking_lot::{Mutex, RwLock};
 
 use crate::broker::Broker;
+use crate::record::Compression;
 use crate::topic::Topic;
 use crate::{Error, Result};
 use accumulator::{AppendResult, BatchSlot, PartitionAccumulator};
@@ -189,6 +190,10 @@ pub struct ProducerConfig {
     pub durability: Durability,
     /// Chooses partitions (`partitioner.class`). Default [`DefaultPartitioner`].
     pub partitioner: Arc<dyn Partitioner>,
+    /// The codec batches are compressed with (`compression.type`). Default
+    /// [`Compression::None`]. A topic whose own `compression.type` names a codec (or
+    /// `uncompressed`) gets that one instead, as a Kafka broker would store it.
+    pub compression: Compression,
 }
 
 impl std::fmt::Debug for ProducerConfig {
@@ -198,6 +203,7 @@ impl std::fmt::Debug for ProducerConfig {
             .field("batch_size", &self.batch_size)
             .field("acks", &self.acks)
             .field("durability", &self.durability)
+            .field("compression", &self.compression)
             .finish()
     }
 }
@@ -210,6 +216,7 @@ impl Default for ProducerConfig {
             acks: Acks::All,
             durability: Durability::PageCache,
             partitioner: Arc::new(DefaultPartitioner::default()),
+            compression: Compression::None,
         }
     }
 }
@@ -244,6 +251,24 @@ impl ProducerBuilder {
     /// Fsync before acknowledging. Default `PageCache`.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.config.durability = durability;
+        self
+    }
+
+    /// `compression.type`: the codec batches are compressed with. Default
+    /// [`Compression::None`]. A topic whose `compression.type` is not `producer`
+    /// overrides it.
+    ///
+    /// ```
+    /// use tidelog::{Broker, Compression, Producer, ProducerRecord, TopicConfig};
+    /// # let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_topic("logs", 1, TopicConfig::new())?;
+    /// let producer = Producer::builder(&broker).compression(Compression::Zstd).build()?;
+    /// producer.send("logs", ProducerRecord::new(b"a line of text"))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compression(mut self, codec: Compression) -> Self {
+        self.config.compression = codec;
         self
     }
 
@@ -429,6 +454,7 @@ impl Producer {
                 parts.push(Arc::new(PartitionAccumulator::new(
                     p,
                     self.inner.config.batch_size,
+                    self.inner.config.compression,
                 )));
             }
         }

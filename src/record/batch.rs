@@ -22,6 +22,7 @@
 //! `baseOffset` and `partitionLeaderEpoch` lie outside the CRC, so the broker can stamp
 //! them in place without recomputing it.
 
+use super::Compression;
 use super::varint::{Cursor, get_varint, get_varlong};
 use crate::{Error, Result};
 
@@ -357,11 +358,30 @@ impl<'a> Batch<'a> {
         be_i32(self.bytes, 57)
     }
 
-    /// The records, decoded lazily and zero-copy. Compressed batches cannot be decoded
-    /// (they are stored and served as sent) and yield one error.
+    /// The codec of the batch; [`Error::Corrupt`] for the attribute values 5-7, which
+    /// Kafka does not define.
+    pub fn codec(&self) -> Result<Compression> {
+        Compression::from_id(self.compression()).ok_or_else(|| {
+            Error::corrupt(
+                format!("batch at offset {}", self.base_offset()),
+                ATTRIBUTES_POS as u64,
+                format!("unknown compression codec id {}", self.compression()),
+            )
+        })
+    }
+
+    /// The records section as stored: everything after the 61-byte header (a
+    /// compressed stream for compressed batches).
+    #[inline]
+    pub fn records_bytes(&self) -> &'a [u8] {
+        &self.bytes[HEADER_LEN..]
+    }
+
+    /// The records, decoded lazily and zero-copy. The records of a compressed batch are
+    /// not in its bytes: they yield one error; use [`Batch::decode_records`].
     pub fn records(&self) -> Records<'a> {
         Records {
-            rest: &self.bytes[HEADER_LEN..],
+            rest: self.records_bytes(),
             remaining: self.record_count(),
             base_offset: self.base_offset(),
             base_timestamp: self.base_timestamp(),
@@ -371,6 +391,86 @@ impl<'a> Batch<'a> {
             compression: self.compression(),
             position: HEADER_LEN,
         }
+    }
+
+    /// Decompresses the records section of a compressed batch onto the end of `out`,
+    /// producing at most `max_bytes` (see [`decompression_limit`]). Errors are
+    /// [`Error::Corrupt`] located at `location` (a partition, a file) and this batch's
+    /// offset, at the byte of the batch where the stream went wrong. An uncompressed
+    /// batch's records section is copied as is.
+    ///
+    /// [`decompression_limit`]: super::decompression_limit
+    pub fn decompress_into(
+        &self,
+        location: &str,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let codec = self.codec()?;
+        codec
+            .decompress(self.records_bytes(), max_bytes, out)
+            .map_err(|e| match e {
+                Error::Corrupt {
+                    position, reason, ..
+                } => Error::corrupt(
+                    format!("{location} (batch at offset {})", self.base_offset()),
+                    HEADER_LEN as u64 + position,
+                    reason,
+                ),
+                other => other,
+            })
+    }
+
+    /// The records of `records`, the decompressed records section of this batch (from
+    /// [`Batch::decompress_into`]), decoded lazily with this batch's offsets and
+    /// timestamps. Positions in errors are byte positions in `records`.
+    pub fn records_in<'b>(&self, records: &'b [u8]) -> Records<'b> {
+        Records {
+            rest: records,
+            remaining: self.record_count(),
+            base_offset: self.base_offset(),
+            base_timestamp: self.base_timestamp(),
+            log_append_time: self
+                .timestamp_type_log_append()
+                .then(|| self.max_timestamp()),
+            compression: 0,
+            position: 0,
+        }
+    }
+
+    /// The records of the batch whatever its codec: zero-copy for an uncompressed batch,
+    /// decompressed into `scratch` (cleared first; at most `max_bytes`) for a compressed
+    /// one. `location` names the partition or file for errors.
+    ///
+    /// ```
+    /// use tidelog::record::Compression;
+    /// use tidelog::{Batch, BatchBuilder};
+    ///
+    /// let mut b = BatchBuilder::new().compression(Compression::Gzip);
+    /// b.push(1, Some(b"k"), Some(b"compressed"), &[]);
+    /// let bytes = b.finish();
+    /// let batch = Batch::parse(&bytes)?;
+    /// assert_eq!(batch.compression(), 1);
+    /// let mut scratch = Vec::new();
+    /// let record = batch.decode_records("events-0", 1 << 20, &mut scratch)?.next().unwrap()?;
+    /// assert_eq!(record.value, Some(&b"compressed"[..]));
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn decode_records<'b>(
+        &self,
+        location: &str,
+        max_bytes: usize,
+        scratch: &'b mut Vec<u8>,
+    ) -> Result<Records<'b>>
+    where
+        'a: 'b,
+    {
+        if self.compression() == 0 {
+            return Ok(self.records());
+        }
+        scratch.clear();
+        self.decompress_into(location, max_bytes, scratch)?;
+        Ok(self.records_in(scratch))
     }
 }
 
@@ -471,12 +571,13 @@ fn decode_fast(rest: &[u8]) -> Option<RawRecord<'_>> {
 }
 
 impl<'a> Records<'a> {
-    /// The error for a compressed batch, whose records tidelog does not decode.
+    /// The error for the records of a compressed batch read without decompressing them.
     #[cold]
     fn compressed(&self) -> Error {
+        let codec = Compression::from_id(self.compression).map_or("unknown", Compression::name);
         Error::InvalidBatch(format!(
-            "records of a batch compressed with codec {} cannot be decoded by tidelog (it stores and serves them as sent)",
-            self.compression
+            "the records of the batch at offset {} are compressed ({codec}): decompress them with Batch::decode_records",
+            self.base_offset
         ))
     }
 

@@ -1,5 +1,6 @@
 //! Encoding records into one RecordBatch v2.
 
+use super::Compression;
 use super::batch::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD};
 use super::varint::{varint_len, varlong_len};
 
@@ -34,6 +35,10 @@ pub struct BatchBuilder {
     attributes: i16,
     /// Offset delta of the last record pushed.
     last_offset_delta: i32,
+    /// Codec the records section is compressed with when the batch is finished.
+    compression: Compression,
+    /// The compressed records section while the batch is finished (kept for reuse).
+    packed: Vec<u8>,
 }
 
 impl Default for BatchBuilder {
@@ -62,6 +67,8 @@ impl BatchBuilder {
             base_sequence: -1,
             attributes: 0,
             last_offset_delta: -1,
+            compression: Compression::None,
+            packed: Vec::new(),
         }
     }
 
@@ -75,11 +82,24 @@ impl BatchBuilder {
     }
 
     /// Sets the batch attributes (timestamp type, transactional and control bits). The
-    /// compression bits are cleared: the builder writes uncompressed records.
+    /// compression bits are ignored: [`BatchBuilder::compression`] sets the codec.
     #[must_use]
     pub fn attributes(mut self, attributes: i16) -> Self {
         self.attributes = attributes & !0x7;
         self
+    }
+
+    /// Compresses the records section with `codec` when the batch is finished (Kafka's
+    /// `compression.type`). Default = [`Compression::None`].
+    #[must_use]
+    pub fn compression(mut self, codec: Compression) -> Self {
+        self.compression = codec;
+        self
+    }
+
+    /// The codec batches are finished with.
+    pub fn codec(&self) -> Compression {
+        self.compression
     }
 
     /// Number of records pushed so far.
@@ -92,7 +112,7 @@ impl BatchBuilder {
         self.count == 0
     }
 
-    /// Encoded size of the batch so far, header included.
+    /// Encoded size of the batch so far, header included, before any compression.
     pub fn size_bytes(&self) -> usize {
         self.buf.len()
     }
@@ -210,7 +230,7 @@ impl BatchBuilder {
     pub fn finish(&mut self) -> Vec<u8> {
         let cap = self.buf.capacity();
         let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(cap));
-        self.write_header(&mut out);
+        self.seal(&mut out);
         self.reset();
         out
     }
@@ -236,7 +256,7 @@ impl BatchBuilder {
     /// ```
     pub fn finish_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> R {
         let mut buf = std::mem::take(&mut self.buf);
-        self.write_header(&mut buf);
+        self.seal(&mut buf);
         let r = f(&buf);
         self.buf = buf;
         self.reset();
@@ -254,13 +274,27 @@ impl BatchBuilder {
         self.max_timestamp = -1;
     }
 
-    fn write_header(&self, out: &mut [u8]) {
+    /// Compresses the records section of `buf` if a codec is set, then writes the header.
+    fn seal(&mut self, buf: &mut Vec<u8>) {
+        let mut attributes = self.attributes;
+        if self.compression != Compression::None && self.count > 0 {
+            self.packed.clear();
+            self.compression
+                .compress(&buf[HEADER_LEN..], &mut self.packed);
+            buf.truncate(HEADER_LEN);
+            buf.extend_from_slice(&self.packed);
+            attributes |= i16::from(self.compression.id());
+        }
+        self.write_header(buf, attributes);
+    }
+
+    fn write_header(&self, out: &mut [u8], attributes: i16) {
         let len = (out.len() - LOG_OVERHEAD) as i32;
         out[0..8].copy_from_slice(&0i64.to_be_bytes());
         out[8..12].copy_from_slice(&len.to_be_bytes());
         out[12..16].copy_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
         out[16] = 2; // magic
-        out[21..23].copy_from_slice(&self.attributes.to_be_bytes());
+        out[21..23].copy_from_slice(&attributes.to_be_bytes());
         out[23..27].copy_from_slice(&self.last_offset_delta.max(0).to_be_bytes());
         out[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
         out[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -302,5 +336,57 @@ impl SliceWriter<'_> {
                 self.at += b.len();
             }
         }
+    }
+}
+
+impl super::Batch<'_> {
+    /// This batch rewritten with `codec`: the same records (offset deltas, timestamps,
+    /// keys, values, headers), producer id, epoch, base sequence and attributes, the
+    /// records section compressed with `codec` (or not at all for
+    /// [`Compression::None`]). The base offset is kept; the leader epoch is reset to -1.
+    /// What a broker does for a topic whose `compression.type` differs from the
+    /// producer's codec. Decompression is bounded by `max_bytes`; errors name
+    /// `location` and the batch.
+    ///
+    /// ```
+    /// use tidelog::{Batch, BatchBuilder, Compression};
+    ///
+    /// let mut b = BatchBuilder::new().compression(Compression::Snappy);
+    /// b.push(1, None, Some(b"v"), &[]);
+    /// let snappy = b.finish();
+    /// let zstd = Batch::parse(&snappy)?.recompress(Compression::Zstd, "t-0", 1 << 20)?;
+    /// assert_eq!(Batch::parse(&zstd)?.codec()?, Compression::Zstd);
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn recompress(
+        &self,
+        codec: Compression,
+        location: &str,
+        max_bytes: usize,
+    ) -> crate::Result<Vec<u8>> {
+        let mut scratch = Vec::new();
+        let records = self.decode_records(location, max_bytes, &mut scratch)?;
+        let mut builder = BatchBuilder::with_capacity(self.len())
+            .producer(
+                self.producer_id(),
+                self.producer_epoch(),
+                self.base_sequence(),
+            )
+            .attributes(self.attributes())
+            .compression(codec);
+        let base = self.base_offset();
+        for r in records {
+            let r = r?;
+            builder.push_record(
+                r.offset.wrapping_sub(base) as i32,
+                r.timestamp,
+                r.key,
+                r.value,
+                r.headers.iter(),
+            );
+        }
+        let mut out = builder.finish();
+        super::set_base_offset(&mut out, base);
+        Ok(out)
     }
 }

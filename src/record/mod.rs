@@ -2,9 +2,12 @@
 //!
 //! [`BatchBuilder`] encodes records into one batch; [`Batch`] validates and decodes one
 //! without copying (records borrow the batch's bytes); [`batches`] walks a run of them.
+//! [`Compression`] holds the codecs of compressed batches: [`Batch::decode_records`]
+//! decompresses one into a buffer the caller owns.
 
 mod batch;
 mod builder;
+mod compression;
 pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
@@ -14,6 +17,7 @@ pub use batch::{
     set_log_append_time, set_partition_leader_epoch,
 };
 pub use builder::BatchBuilder;
+pub use compression::{Compression, DECOMPRESSION_RATIO, decompression_limit};
 
 /// CRC-32C (Castagnoli) of `bytes`: the checksum a RecordBatch v2 carries over its bytes
 /// from the attributes field on.

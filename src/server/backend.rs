@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::Result;
 use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
+use crate::{LogConfig, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -35,12 +35,48 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>>;
     /// The effective configuration of `topic` as Kafka-named pairs.
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>>;
+    /// Grow `topic` to `total` partitions (CreatePartitions); with `validate_only`, only
+    /// check that it could.
+    fn create_partitions(&self, topic: &str, total: i32, validate_only: bool) -> Result<()>;
+    /// The settings `topic` overrides, as Kafka-named pairs (not the broker defaults).
+    fn topic_overrides(&self, topic: &str) -> Result<Vec<(String, String)>>;
+    /// Replace the overrides of `topic` with `overrides` (AlterConfigs); with
+    /// `validate_only`, only check them.
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        overrides: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<()>;
+    /// The brokers of the cluster, for DescribeCluster: a single node answers itself at
+    /// `local` (its advertised `host:port`); a cluster answers its registered brokers.
+    fn brokers(&self, local: (String, i32)) -> Vec<BrokerEndpoint>;
     /// The group coordinator, shared with in-process consumers.
     fn groups(&self) -> crate::GroupCoordinator;
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
+    /// The cluster node this broker is, None for a single node. Handlers answer
+    /// Metadata, CreateTopics, DeleteTopics and FindCoordinator from its image.
+    fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterNode>> {
+        None
+    }
+}
+
+/// One broker as DescribeCluster lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokerEndpoint {
+    /// The broker's node id.
+    pub(crate) node_id: i32,
+    /// Host clients connect to.
+    pub(crate) host: String,
+    /// Port clients connect to.
+    pub(crate) port: i32,
+    /// Rack, if known.
+    pub(crate) rack: Option<String>,
+    /// Fenced by the controller (a cluster's broker that stopped heartbeating).
+    pub(crate) fenced: bool,
 }
 
 /// One partition's log as the handlers use it.
@@ -59,4 +95,9 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn watch(&self, signal: &Arc<Signal>);
     /// Stop notifying `signal`.
     fn unwatch(&self, signal: &Arc<Signal>);
+    /// The partition's settings (`max.message.bytes`, `compression.type`, ...).
+    fn log_config(&self) -> LogConfig;
+    /// Advance the log start offset to `offset` (DeleteRecords); the new log start.
+    /// `OffsetOutOfRange` beyond the high watermark.
+    fn delete_records_before(&self, offset: i64) -> Result<i64>;
 }

@@ -3,14 +3,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::backend::{Backend, PartitionOps};
+use super::backend::{Backend, BrokerEndpoint, PartitionOps};
+use crate::cluster::{ClusterNode, NO_LEADER};
 use crate::storage::{AppendInfo, LogSlice};
 use crate::topic::Signal;
-use crate::{Broker, Error, Partition, Result, TopicConfig};
+use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
     pub(crate) broker: Broker,
+    /// Set when the broker is a cluster node: topics and leaders come from its image.
+    pub(crate) cluster: Option<Arc<ClusterNode>>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -31,17 +34,55 @@ impl BrokerBackend {
     }
 }
 
+/// On a cluster node: Ok if this node leads `topic`-`partition` as the image says.
+fn check_leader(node: &ClusterNode, topic: &str, partition: i32) -> Result<()> {
+    let image = node.image();
+    let t = image
+        .topic(topic)
+        .ok_or_else(|| Error::UnknownTopic(topic.to_string()))?;
+    let p = usize::try_from(partition)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+        .ok_or_else(|| Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count: t.partitions.len() as i32,
+        })?;
+    if p.leader != node.node_id() {
+        return Err(Error::NotLeaderOrFollower {
+            partition: format!("{topic}-{partition}"),
+            reason: if p.leader == NO_LEADER {
+                "it has no leader right now".into()
+            } else {
+                format!("node {} leads it", p.leader)
+            },
+        });
+    }
+    Ok(())
+}
+
 impl Backend for BrokerBackend {
     fn topic_names(&self) -> Vec<String> {
-        self.broker.topics()
+        match &self.cluster {
+            Some(c) => c.image().topics.keys().cloned().collect(),
+            None => self.broker.topics(),
+        }
     }
 
     fn partition_count(&self, topic: &str) -> Option<i32> {
-        // A lookup never creates: only a Metadata request that allows it does.
-        self.broker
-            .registered_topic(topic)
-            .ok()
-            .map(|t| t.partition_count())
+        match &self.cluster {
+            Some(c) => c.image().topic(topic).map(|t| t.partitions.len() as i32),
+            // A lookup never creates: only a Metadata request that allows it does.
+            None => self
+                .broker
+                .registered_topic(topic)
+                .ok()
+                .map(|t| t.partition_count()),
+        }
+    }
+
+    fn cluster(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster.as_ref()
     }
 
     fn create_topic(
@@ -80,6 +121,9 @@ impl Backend for BrokerBackend {
     }
 
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
+        if let Some(c) = &self.cluster {
+            check_leader(c, topic, partition)?;
+        }
         Ok(Arc::new(
             self.broker.registered_topic(topic)?.partition(partition)?,
         ))
@@ -87,6 +131,54 @@ impl Backend for BrokerBackend {
 
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>> {
         Ok(self.broker.describe_topic(topic)?.log_config.to_pairs())
+    }
+
+    fn create_partitions(&self, topic: &str, total: i32, validate_only: bool) -> Result<()> {
+        if !validate_only {
+            return self.broker.add_partitions(topic, total);
+        }
+        let current = self.broker.describe_topic(topic)?.partitions.len() as i32;
+        if total <= current {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!(
+                    "topic {topic:?} has {current} partitions; it can only grow, not to {total}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn topic_overrides(&self, topic: &str) -> Result<Vec<(String, String)>> {
+        let t = self.broker.describe_topic(topic)?;
+        Ok(t.config
+            .overrides()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        overrides: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<()> {
+        let config = topic_config(overrides);
+        if validate_only {
+            self.broker.describe_topic(topic)?;
+            return config.apply(&self.broker.config().log).map(drop);
+        }
+        self.broker.alter_topic_config(topic, config)
+    }
+
+    fn brokers(&self, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
+        vec![BrokerEndpoint {
+            node_id: super::api::NODE_ID,
+            host,
+            port,
+            rack: None,
+            fenced: false,
+        }]
     }
 
     fn groups(&self) -> crate::GroupCoordinator {
@@ -123,5 +215,11 @@ impl PartitionOps for Partition {
     }
     fn unwatch(&self, signal: &Arc<Signal>) {
         Partition::unwatch(self, signal)
+    }
+    fn log_config(&self) -> LogConfig {
+        self.log().config()
+    }
+    fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        self.log().delete_records_before(offset)
     }
 }

@@ -183,13 +183,27 @@ struct IdBlock {
 /// One partition's producer state, locked across check and append.
 type SharedProducers = Arc<Mutex<PartitionProducers>>;
 
+/// Reserves a block of producer ids cluster-wide (a cluster node asks its controller):
+/// given the block size, returns the block's first id.
+pub(crate) type BlockSource = Box<dyn Fn(i64) -> Result<i64> + Send + Sync>;
+
 /// Producer ids and the producer state of every partition, for one server.
-#[derive(Debug)]
 pub(crate) struct ProducerStates {
     /// Where the reserved id block is recorded.
     block_file: PathBuf,
     ids: Mutex<Option<IdBlock>>,
     partitions: Mutex<HashMap<(String, i32), SharedProducers>>,
+    /// On a cluster node, blocks come from the controller instead of `block_file`.
+    block_source: Option<BlockSource>,
+}
+
+impl std::fmt::Debug for ProducerStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerStates")
+            .field("block_file", &self.block_file)
+            .field("cluster_blocks", &self.block_source.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ProducerStates {
@@ -199,12 +213,36 @@ impl ProducerStates {
             block_file: dir.join("producer-id-block"),
             ids: Mutex::new(None),
             partitions: Mutex::new(HashMap::new()),
+            block_source: None,
         }
     }
 
-    /// A new producer id, never handed out before by this data directory.
+    /// State for a cluster node: id blocks are reserved through `source`, so no two
+    /// nodes hand out the same id.
+    pub(crate) fn with_block_source(dir: PathBuf, source: BlockSource) -> ProducerStates {
+        ProducerStates {
+            block_source: Some(source),
+            ..ProducerStates::new(dir)
+        }
+    }
+
+    /// A new producer id, never handed out before by this data directory (by this
+    /// cluster, on a cluster node).
     pub(crate) fn new_producer_id(&self) -> Result<i64> {
         let mut ids = self.ids.lock();
+        if let Some(source) = &self.block_source {
+            if ids.as_ref().is_none_or(|b| b.next >= b.limit) {
+                let start = source(ID_BLOCK)?;
+                *ids = Some(IdBlock {
+                    next: start,
+                    limit: start + ID_BLOCK,
+                });
+            }
+            let block = ids.as_mut().expect("set above");
+            let id = block.next;
+            block.next += 1;
+            return Ok(id);
+        }
         let block = match ids.as_mut() {
             Some(b) => b,
             None => {

@@ -197,7 +197,19 @@ impl Shared {
                     }
                 })
                 .collect(),
-            producers: ProducerStates::new(dir),
+            producers: match backend.cluster() {
+                Some(node) => {
+                    let node = Arc::downgrade(node);
+                    ProducerStates::with_block_source(
+                        dir,
+                        Box::new(move |count| match node.upgrade() {
+                            Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
+                            None => Err(crate::Error::Closed("cluster node".into())),
+                        }),
+                    )
+                }
+                None => ProducerStates::new(dir),
+            },
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -249,11 +261,32 @@ impl Server {
                 ..Config::default()
             },
             listen_error: None,
-            backend: Arc::new(broker_backend::BrokerBackend { broker }),
+            broker,
+            cluster: ClusterSettings::default(),
             listener: None,
         }
     }
 }
+
+/// The cluster settings given to a [`ServerBuilder`] (Kafka's names in the setters).
+#[derive(Debug, Default)]
+struct ClusterSettings {
+    node_id: Option<i32>,
+    quorum: Option<String>,
+    session_timeout: Option<Duration>,
+    default_replication_factor: Option<i16>,
+    min_insync_replicas: Option<i32>,
+    replica_lag_time_max: Option<Duration>,
+    offsets_topic_replication_factor: Option<i16>,
+    /// Tests: quorum listener bound by the caller, small snapshot threshold.
+    #[cfg(test)]
+    quorum_listener: Option<TcpListener>,
+    #[cfg(test)]
+    snapshot_after_entries: Option<usize>,
+}
+
+/// How long a node's controlled shutdown waits for the controller.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Configures and starts a [`Server`].
 #[must_use]
@@ -261,7 +294,8 @@ pub struct ServerBuilder {
     config: Config,
     /// Why the address given to `listen` cannot be used; reported by `start`.
     listen_error: Option<crate::Error>,
-    backend: Arc<dyn Backend>,
+    broker: crate::Broker,
+    cluster: ClusterSettings,
     /// A socket bound by the caller, used instead of binding `config.listen`.
     listener: Option<TcpListener>,
 }
@@ -270,6 +304,7 @@ impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerBuilder")
             .field("config", &self.config)
+            .field("cluster", &self.cluster)
             .finish_non_exhaustive()
     }
 }
@@ -371,24 +406,189 @@ impl ServerBuilder {
         self
     }
 
+    /// Makes this server node `id` of a cluster (Kafka `node.id`); needs
+    /// [`ServerBuilder::quorum`] too. Without both the server is a single node, as
+    /// always. A cluster node keeps its metadata log in `<data>/__cluster_metadata-0/`
+    /// and its identity in `<data>/meta.properties`, and refuses a data directory of
+    /// another node or cluster, or one with a single node's topics.
+    ///
+    /// ```no_run
+    /// # fn main() -> tidelog::Result<()> {
+    /// let broker = tidelog::Broker::open("data-1")?;
+    /// let server = tidelog::Server::builder(broker)
+    ///     .listen("127.0.0.1:9092")
+    ///     .node_id(1)
+    ///     .quorum("1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293")
+    ///     .start()?;
+    /// server.run_until_signal()?; // SIGTERM: controlled shutdown, then stop
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn node_id(mut self, id: i32) -> Self {
+        self.cluster.node_id = Some(id);
+        self
+    }
+
+    /// Every voter of the cluster's metadata quorum with its quorum address, as Kafka's
+    /// `controller.quorum.voters`: `1@host:port,2@host:port,3@host:port`. Each node lists
+    /// all of them (itself included) and listens for its peers on its own entry's
+    /// address. Checked by [`ServerBuilder::start`].
+    pub fn quorum(mut self, voters: impl Into<String>) -> Self {
+        self.cluster.quorum = Some(voters.into());
+        self
+    }
+
+    /// Cluster: a broker the controller has not heard from for this long is fenced (its
+    /// partitions get new leaders). Default = 9 s (Kafka `broker.session.timeout.ms`).
+    pub fn broker_session_timeout(mut self, timeout: Duration) -> Self {
+        self.cluster.session_timeout = Some(timeout);
+        self
+    }
+
+    /// Cluster: replicas of a topic created without a replication factor (auto-created,
+    /// `Broker::create_topic`, CreateTopics with -1). Default = 1 (Kafka
+    /// `default.replication.factor`).
+    pub fn default_replication_factor(mut self, factor: i16) -> Self {
+        self.cluster.default_replication_factor = Some(factor);
+        self
+    }
+
+    /// Cluster: the fewest in-sync replicas an `acks=all` produce needs, for topics that
+    /// do not set `min.insync.replicas`. Default = 1 (Kafka `min.insync.replicas`).
+    pub fn min_insync_replicas(mut self, replicas: i32) -> Self {
+        self.cluster.min_insync_replicas = Some(replicas);
+        self
+    }
+
+    /// Cluster: a follower that has not caught up for this long leaves the ISR. Default =
+    /// 30 s (Kafka `replica.lag.time.max.ms`).
+    pub fn replica_lag_time_max(mut self, lag: Duration) -> Self {
+        self.cluster.replica_lag_time_max = Some(lag);
+        self
+    }
+
+    /// Cluster: replicas of `__consumer_offsets`, capped at the number of voters (with a
+    /// warning). Default = 3 (Kafka `offsets.topic.replication.factor`).
+    pub fn offsets_topic_replication_factor(mut self, factor: i16) -> Self {
+        self.cluster.offsets_topic_replication_factor = Some(factor);
+        self
+    }
+
+    /// Tests: a quorum listener bound beforehand (port 0), and snapshots every `n`
+    /// entries.
+    #[cfg(test)]
+    pub(crate) fn test_cluster(
+        mut self,
+        quorum_listener: TcpListener,
+        snapshot_after_entries: usize,
+    ) -> Self {
+        self.cluster.quorum_listener = Some(quorum_listener);
+        self.cluster.snapshot_after_entries = Some(snapshot_after_entries);
+        self
+    }
+
+    /// The cluster node's settings, if the builder was given a node id or quorum.
+    fn cluster_config(
+        &mut self,
+        local: SocketAddr,
+    ) -> Result<Option<crate::cluster::ClusterConfig>> {
+        let c = &mut self.cluster;
+        let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
+            (None, None) => return Ok(None),
+            (Some(id), Some(q)) => (id, q),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(crate::Error::InvalidConfig {
+                    key: "node.id".into(),
+                    reason: "a cluster node needs both a node id and the quorum's voters".into(),
+                });
+            }
+        };
+        let voters = crate::cluster::parse_quorum(quorum)?;
+        // Other brokers and clients must reach this address: a wildcard listen address
+        // is advertised with this node's quorum host.
+        let advertised = match &self.config.advertised {
+            Some(a) => a.clone(),
+            None if local.ip().is_unspecified() => {
+                let host = voters
+                    .iter()
+                    .find(|v| v.id == node_id)
+                    .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
+                    .unwrap_or_else(|| "localhost".into());
+                format!("{host}:{}", local.port())
+            }
+            None => local.to_string(),
+        };
+        let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
+        if let Some(t) = c.session_timeout {
+            config.session_timeout = t;
+        }
+        if let Some(f) = c.default_replication_factor {
+            config.default_replication_factor = f;
+        }
+        if let Some(m) = c.min_insync_replicas {
+            config.min_insync_replicas = m;
+        }
+        if let Some(l) = c.replica_lag_time_max {
+            config.replica_lag_time_max = l;
+        }
+        if let Some(f) = c.offsets_topic_replication_factor {
+            config.offsets_topic_replication_factor = f;
+        }
+        config.default_partitions = self.broker.config().default_partitions;
+        #[cfg(test)]
+        {
+            config.quorum_listener = c.quorum_listener.take();
+            if let Some(n) = c.snapshot_after_entries {
+                config.snapshot_after_entries = n;
+            }
+        }
+        Ok(Some(config))
+    }
+
     /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and
-    /// start the accept thread.
-    pub fn start(self) -> Result<ServerHandle> {
-        if self.listener.is_none()
-            && let Some(e) = self.listen_error
+    /// start the accept thread (and, for a cluster node, the node's quorum threads
+    /// first).
+    pub fn start(mut self) -> Result<ServerHandle> {
+        if let Some(e) = self.listen_error.take()
+            && self.listener.is_none()
         {
             return Err(e);
         }
         let listen = self.config.listen;
-        let listener = match self.listener {
+        let listener = match self.listener.take() {
             Some(l) => l,
             None => TcpListener::bind(listen).ctx("bind", listen.to_string())?,
         };
         let local = listener.local_addr().ctx("bind", listen.to_string())?;
+        let cluster = match self.cluster_config(local)? {
+            Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
+            None if self.broker.is_cluster_node() => {
+                return Err(crate::Error::InvalidConfig {
+                    key: "node.id".into(),
+                    reason: format!(
+                        "{} is a cluster node's data directory; start it with its node id and the quorum",
+                        self.broker.dir().display()
+                    ),
+                });
+            }
+            None => None,
+        };
+        let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
+            broker: self.broker,
+            cluster: cluster.clone(),
+        });
+        // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listener);
-        let shared = Arc::new(Shared::new(self.config, self.backend, fds));
-        let accept = listener::spawn(shared.clone(), listener)
-            .ctx("spawn the accept thread for", local.to_string())?;
+        let shared = Arc::new(Shared::new(self.config, backend, fds));
+        let accept = match listener::spawn(shared.clone(), listener) {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(c) = &cluster {
+                    c.shutdown();
+                }
+                return Err(e).ctx("spawn the accept thread for", local.to_string());
+            }
+        };
         tracing::info!(
             %local,
             max_connections = shared.max_connections,
@@ -399,6 +599,7 @@ impl ServerBuilder {
             shared,
             accept: Some(accept),
             local,
+            cluster,
         })
     }
 }
@@ -409,6 +610,7 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
     local: SocketAddr,
+    cluster: Option<Arc<crate::cluster::ClusterNode>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -432,10 +634,34 @@ impl ServerHandle {
     }
 
     /// Stop accepting connections, let requests in flight finish and get their
-    /// responses, close every connection and join every server thread.
+    /// responses, close every connection and join every server thread. A cluster node
+    /// first moves the leadership of its partitions to other in-sync replicas
+    /// (controlled shutdown, waiting at most 5 s for the controller), and stops its
+    /// quorum threads last.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop();
         Ok(())
+    }
+
+    /// The node id of a cluster node, None for a single node.
+    pub fn node_id(&self) -> Option<i32> {
+        self.cluster.as_ref().map(|c| c.node_id())
+    }
+
+    /// The cluster node behind this server (tests).
+    #[cfg(test)]
+    pub(crate) fn cluster_node(&self) -> Option<&Arc<crate::cluster::ClusterNode>> {
+        self.cluster.as_ref()
+    }
+
+    /// Stops like a killed process would, as far as the cluster can tell: no controlled
+    /// shutdown (tests).
+    #[cfg(test)]
+    pub(crate) fn halt(mut self) {
+        if let Some(c) = self.cluster.take() {
+            c.shutdown();
+        }
+        self.stop();
     }
 
     /// Block until SIGINT or SIGTERM, then shut down like [`ServerHandle::shutdown`] and
@@ -453,9 +679,24 @@ impl ServerHandle {
     }
 
     fn stop(&mut self) {
+        if let Some(cluster) = &self.cluster
+            && self.accept.is_some()
+        {
+            if cluster.controller_id().is_none() {
+                tracing::warn!(
+                    node = cluster.node_id(),
+                    "no controller reachable: stopping without a controlled shutdown"
+                );
+            } else if let Err(e) = cluster.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT) {
+                tracing::warn!(node = cluster.node_id(), error = %e, "controlled shutdown failed; stopping anyway");
+            }
+        }
         if let Some(accept) = self.accept.take() {
             listener::shutdown(&self.shared, accept, self.local);
             tracing::info!(local = %self.local, "server stopped");
+        }
+        if let Some(cluster) = self.cluster.take() {
+            cluster.shutdown();
         }
     }
 }
@@ -468,6 +709,8 @@ impl Drop for ServerHandle {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_admin;
 #[cfg(test)]
 mod tests_api;
 #[cfg(test)]

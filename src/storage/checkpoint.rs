@@ -16,7 +16,7 @@ const VERSION: u16 = 1;
 
 /// CRC-32 (IEEE 802.3, zlib's `crc32`) of `bytes`, through the crate that computes the
 /// batches' CRC-32C (`crc_fast`), so that one CRC crate serves both.
-fn crc32(bytes: &[u8]) -> u32 {
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
     // CRC-32/ISO-HDLC is the IEEE CRC-32; the result fits in 32 bits.
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32IsoHdlc, bytes) as u32
 }

@@ -1,5 +1,6 @@
 //! Per-log settings. Names and defaults mirror Kafka's topic configs.
 
+use crate::record::Compression;
 use crate::{Error, Result};
 
 /// What happens to old segments.
@@ -29,6 +30,53 @@ impl CleanupPolicy {
             CleanupPolicy::Delete => "delete",
             CleanupPolicy::Compact => "compact",
             CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
+}
+
+/// Kafka's `compression.type` of a topic: the codec the broker stores batches with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompressionType {
+    /// `producer`: keep each batch as the producer compressed it. Kafka's default.
+    #[default]
+    Producer,
+    /// Store every batch with this codec, recompressing batches that arrive with
+    /// another one (`uncompressed` is `Codec(Compression::None)`).
+    Codec(Compression),
+}
+
+impl CompressionType {
+    /// Kafka's spelling: `producer`, `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::Codec(Compression::None) => "uncompressed",
+            CompressionType::Codec(c) => c.name(),
+        }
+    }
+
+    /// The codec a batch compressed with `producer` is stored with.
+    pub fn resolve(self, producer: Compression) -> Compression {
+        match self {
+            CompressionType::Producer => producer,
+            CompressionType::Codec(c) => c,
+        }
+    }
+}
+
+impl std::str::FromStr for CompressionType {
+    type Err = Error;
+
+    fn from_str(value: &str) -> Result<CompressionType> {
+        match value.trim() {
+            "producer" => Ok(CompressionType::Producer),
+            "uncompressed" => Ok(CompressionType::Codec(Compression::None)),
+            // Kafka's topic config has no "none" (that is the producer's name).
+            v @ ("gzip" | "snappy" | "lz4" | "zstd") => v.parse().map(CompressionType::Codec),
+            _ => Err(invalid(
+                "compression.type",
+                format!("{value:?} is not one of uncompressed, zstd, lz4, snappy, gzip, producer"),
+            )),
         }
     }
 }
@@ -77,6 +125,12 @@ pub struct LogConfig {
     /// Stamp batches with the broker's clock (LogAppendTime) instead of keeping the
     /// producer's (CreateTime). Kafka `message.timestamp.type`. Default = CreateTime.
     pub log_append_time: bool,
+    /// The codec batches are stored with. Kafka `compression.type`. Default = producer
+    /// (as sent).
+    pub compression_type: CompressionType,
+    /// Fewest in-sync replicas an `acks=all` write needs. Kafka `min.insync.replicas`.
+    /// Default = 1. Stored and validated; a single node is its own only replica.
+    pub min_insync_replicas: u32,
 }
 
 impl Default for LogConfig {
@@ -94,6 +148,8 @@ impl Default for LogConfig {
             flush_messages: None,
             flush_ms: None,
             log_append_time: false,
+            compression_type: CompressionType::Producer,
+            min_insync_replicas: 1,
         }
     }
 }
@@ -112,6 +168,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "flush.messages",
     "flush.ms",
     "message.timestamp.type",
+    "compression.type",
+    "min.insync.replicas",
 ];
 
 fn invalid(key: &str, reason: impl Into<String>) -> Error {
@@ -203,6 +261,12 @@ impl LogConfig {
                     }
                 }
             }
+            "compression.type" => self.compression_type = value.parse()?,
+            "min.insync.replicas" => {
+                self.min_insync_replicas = parse_u64(key, value, 1)?
+                    .try_into()
+                    .map_err(|_| invalid(key, "must fit in 32 bits"))?
+            }
             _ => {
                 return Err(invalid(
                     key,
@@ -273,6 +337,11 @@ impl LogConfig {
                 }
                 .to_string(),
             ),
+            (
+                "compression.type",
+                self.compression_type.as_str().to_string(),
+            ),
+            ("min.insync.replicas", self.min_insync_replicas.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -291,6 +360,13 @@ mod tests {
         c.set("cleanup.policy", "delete,compact").unwrap();
         c.set("message.timestamp.type", "LogAppendTime").unwrap();
         c.set("flush.messages", "10").unwrap();
+        c.set("compression.type", "uncompressed").unwrap();
+        c.set("min.insync.replicas", "2").unwrap();
+        assert_eq!(
+            c.compression_type,
+            CompressionType::Codec(Compression::None)
+        );
+        assert_eq!(c.min_insync_replicas, 2);
         assert_eq!(c.retention_ms, None);
         assert_eq!(c.cleanup_policy, CleanupPolicy::CompactDelete);
         let mut d = LogConfig::default();
@@ -309,5 +385,15 @@ mod tests {
         assert!(e.contains("unknown setting"), "{e}");
         assert!(c.set("segment.bytes", "4294967296").is_err());
         assert!(c.set("cleanup.policy", "shred").is_err());
+        let e = c.set("compression.type", "none").unwrap_err().to_string();
+        assert!(
+            e.contains("compression.type") && e.contains("uncompressed"),
+            "{e}"
+        );
+        assert!(c.set("min.insync.replicas", "0").is_err());
+        for v in ["producer", "gzip", "snappy", "lz4", "zstd"] {
+            c.set("compression.type", v).unwrap();
+            assert_eq!(c.compression_type.as_str(), v);
+        }
     }
 }

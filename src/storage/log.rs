@@ -1219,9 +1219,10 @@ impl PartitionLog {
             return Ok(out);
         }
         let hw = self.high_watermark();
+        let limit = crate::record::decompression_limit(config.max_message_bytes);
         let mut latest = HashMap::new();
         for seg in segs.iter() {
-            latest_offsets(seg.batches(), hw, &mut latest);
+            latest_offsets(seg.batches(), hw, limit, &mut latest);
         }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
@@ -1229,7 +1230,8 @@ impl PartitionLog {
             let mut bytes = Vec::with_capacity(seg.size());
             let mut changed = false;
             for b in seg.batches() {
-                changed |= compact_batch(&b, &latest, cutoff, &mut bytes)?;
+                changed |=
+                    compact_batch(&b, &latest, cutoff, (&self.inner.name, limit), &mut bytes)?;
             }
             if changed {
                 let before: i64 = seg.batches().map(|b| b.record_count() as i64).sum();

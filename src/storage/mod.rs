@@ -18,7 +18,7 @@ mod retention;
 mod segment;
 mod time_index;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use log::CHECKPOINT_FILE;
 pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport};
@@ -37,6 +37,12 @@ pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Ve
     checkpoint::read(path)
 }
 
+/// CRC-32 (IEEE) as the checkpoints use it (also the cluster's Raft files and frames).
+#[allow(unused_imports)]
+pub(crate) use checkpoint::crc32;
+/// Fsyncs a directory (for the layers above that rename files into place).
+#[allow(unused_imports)]
+pub(crate) use checkpoint::sync_dir;
 #[allow(unused_imports)]
 pub(crate) use log::now_ms;
 

@@ -5,7 +5,7 @@
 
 use super::config::LogConfig;
 use crate::Result;
-use crate::record::{Batch, BatchBuilder, set_base_offset};
+use crate::record::{Batch, BatchBuilder, Compression, Records, set_base_offset};
 use std::collections::HashMap;
 
 /// What retention needs to know of one segment.
@@ -52,17 +52,24 @@ pub(crate) fn segments_to_delete(
     n
 }
 
-/// The latest offset of every key, over the given batches.
+/// The latest offset of every key, over the given batches. Compressed batches are
+/// decompressed (at most `limit` bytes each); one that cannot be is skipped here, which
+/// only keeps older records of its keys, and [`compact_batch`] reports it.
 pub(crate) fn latest_offsets<'a>(
     batches: impl Iterator<Item = Batch<'a>>,
     below: i64,
+    limit: usize,
     map: &mut HashMap<Vec<u8>, i64>,
 ) {
+    let mut scratch = Vec::new();
     for b in batches {
-        if b.compression() != 0 || b.is_control() || b.base_offset() >= below {
+        if b.is_control() || b.base_offset() >= below {
             continue;
         }
-        for r in b.records().flatten() {
+        let Ok(records) = b.decode_records("", limit, &mut scratch) else {
+            continue;
+        };
+        for r in records.flatten() {
             if r.offset >= below {
                 break;
             }
@@ -80,18 +87,33 @@ pub(crate) fn latest_offsets<'a>(
 
 /// Rewrites one batch for compaction: keeps records without a key and records that are
 /// the latest for their key, drops tombstones older than `tombstone_cutoff`. Appends the
-/// result to `out` and returns whether anything changed. Compressed and control batches
-/// are kept as they are.
+/// result to `out` and returns whether anything changed. Control batches are kept as
+/// they are; a compressed batch is decompressed (at most `limit` bytes; an error names
+/// `location` and the batch) and, if records go, rewritten with the same codec, as
+/// Kafka's cleaner does.
 pub(crate) fn compact_batch(
     b: &Batch<'_>,
     latest: &HashMap<Vec<u8>, i64>,
     tombstone_cutoff: i64,
+    (location, limit): (&str, usize),
     out: &mut Vec<u8>,
 ) -> Result<bool> {
-    if b.compression() != 0 || b.is_control() {
+    if b.is_control() {
         out.extend_from_slice(b.as_bytes());
         return Ok(false);
     }
+    let codec = b.codec()?;
+    let mut plain = Vec::new();
+    if codec != Compression::None {
+        b.decompress_into(location, limit, &mut plain)?;
+    }
+    let records = || -> Records<'_> {
+        if codec == Compression::None {
+            b.records()
+        } else {
+            b.records_in(&plain)
+        }
+    };
     let drop_tombstones = b.max_timestamp() < tombstone_cutoff;
     let keep = |r: &crate::record::Record<'_>| match r.key {
         None => true,
@@ -100,7 +122,7 @@ pub(crate) fn compact_batch(
         }
     };
     let mut kept = 0;
-    for r in b.records() {
+    for r in records() {
         if keep(&r?) {
             kept += 1;
         }
@@ -114,9 +136,10 @@ pub(crate) fn compact_batch(
     }
     let mut builder = BatchBuilder::with_capacity(b.len())
         .producer(b.producer_id(), b.producer_epoch(), b.base_sequence())
-        .attributes(b.attributes());
+        .attributes(b.attributes())
+        .compression(codec);
     let base = b.base_offset();
-    for r in b.records() {
+    for r in records() {
         let r = r?;
         if keep(&r) {
             builder.push_record(
@@ -203,10 +226,10 @@ mod tests {
         set_base_offset(&mut bytes, 100);
         let batch = Batch::parse(&bytes).unwrap();
         let mut latest = HashMap::new();
-        latest_offsets(std::iter::once(batch), i64::MAX, &mut latest);
+        latest_offsets(std::iter::once(batch), i64::MAX, 1 << 20, &mut latest);
         latest.insert(b"b".to_vec(), 500); // b was overwritten later
         let mut out = Vec::new();
-        assert!(compact_batch(&batch, &latest, 0, &mut out).unwrap());
+        assert!(compact_batch(&batch, &latest, 0, ("t-0", 1 << 20), &mut out).unwrap());
         let got: Vec<(i64, Option<Vec<u8>>)> = batches(&out)
             .flat_map(|b| {
                 b.unwrap()
@@ -229,10 +252,60 @@ mod tests {
         assert_eq!(nb.last_offset(), 104);
         // Old tombstones go too.
         let mut out2 = Vec::new();
-        compact_batch(&batch, &latest, 10, &mut out2).unwrap();
+        compact_batch(&batch, &latest, 10, ("t-0", 1 << 20), &mut out2).unwrap();
         let n: usize = batches(&out2)
             .map(|b| b.unwrap().record_count() as usize)
             .sum();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn compaction_rewrites_a_compressed_batch_with_its_codec() {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut b = BatchBuilder::new().producer(3, 0, 0).compression(codec);
+            for i in 0..50u8 {
+                b.push(i64::from(i), Some(&[i % 5]), Some(&[i; 40]), &[]);
+            }
+            let mut bytes = b.finish();
+            set_base_offset(&mut bytes, 1000);
+            let batch = Batch::parse(&bytes).unwrap();
+            let mut latest = HashMap::new();
+            latest_offsets(std::iter::once(batch), i64::MAX, 1 << 20, &mut latest);
+            assert_eq!(latest.len(), 5, "{codec}: keys of the compressed records");
+            let mut out = Vec::new();
+            assert!(compact_batch(&batch, &latest, 0, ("t-0", 1 << 20), &mut out).unwrap());
+            let nb = Batch::parse(&out).unwrap();
+            assert_eq!(nb.codec().unwrap(), codec, "the codec is kept");
+            assert_eq!((nb.producer_id(), nb.base_offset()), (3, 1000));
+            let mut scratch = Vec::new();
+            let got: Vec<(i64, u8)> = nb
+                .decode_records("t-0", 1 << 20, &mut scratch)
+                .unwrap()
+                .map(|r| r.unwrap())
+                .map(|r| (r.offset, r.value.unwrap()[0]))
+                .collect();
+            assert_eq!(
+                got,
+                vec![(1045, 45), (1046, 46), (1047, 47), (1048, 48), (1049, 49)]
+            );
+            // A damaged stream is an error naming the batch, never a silent drop.
+            let mut bad = bytes.clone();
+            let n = bad.len();
+            bad[n - 3] ^= 0xff;
+            bad[61..].reverse();
+            let crc = crate::record::crc32c(&bad[21..]);
+            bad[17..21].copy_from_slice(&crc.to_be_bytes());
+            let bad = Batch::parse(&bad).unwrap();
+            let e = compact_batch(&bad, &latest, 0, ("t-0", 1 << 20), &mut Vec::new()).unwrap_err();
+            assert!(
+                e.to_string().contains("t-0 (batch at offset 1000)"),
+                "{codec}: {e}"
+            );
+        }
     }
 }

@@ -114,6 +114,15 @@ pub(crate) struct ProduceArgs {
     /// A header added to every record; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
     pub headers: Vec<String>,
+    /// Compress batches with CODEC: none, gzip, snappy, lz4 or zstd (as kcat -z; a topic
+    /// whose compression.type names a codec overrides it).
+    #[arg(
+        short = 'z',
+        long = "compression",
+        value_name = "CODEC",
+        default_value = "none"
+    )]
+    pub compression: tidelog::Compression,
 }
 
 /// `tidelog consume TOPIC`.
@@ -416,6 +425,38 @@ pub(crate) struct ServeArgs {
     /// Do not create unknown topics when a client asks for their metadata.
     #[arg(long)]
     pub no_auto_create_topics: bool,
+    /// Partitions of a topic created without a count: auto-created topics and
+    /// CreateTopics with -1 (Kafka's num.partitions).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    pub num_partitions: i32,
+    /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
+    #[arg(long, value_name = "N", requires = "quorum")]
+    pub node_id: Option<i32>,
+    /// Every voter of the cluster with its quorum address, e.g.
+    /// 1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293 (Kafka's
+    /// controller.quorum.voters); this node listens for its peers on its own entry.
+    #[arg(long, value_name = "ID@HOST:PORT,...", requires = "node_id")]
+    pub quorum: Option<String>,
+    /// Cluster: fence a broker the controller has not heard from for this long (Kafka's
+    /// broker.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 9000)]
+    pub broker_session_timeout_ms: u64,
+    /// Cluster: replicas of a topic created without a replication factor (Kafka's
+    /// default.replication.factor).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub default_replication_factor: i16,
+    /// Cluster: fewest in-sync replicas for an acks=all produce (Kafka's
+    /// min.insync.replicas).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_insync_replicas: i32,
+    /// Cluster: a follower not caught up for this long leaves the ISR (Kafka's
+    /// replica.lag.time.max.ms).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub replica_lag_time_max_ms: u64,
+    /// Cluster: replicas of __consumer_offsets, capped at the number of nodes (Kafka's
+    /// offsets.topic.replication.factor).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub offsets_topic_replication_factor: i16,
     /// The longest a Fetch waits for data, in ms: a client's max_wait_ms above it is
     /// capped to it.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]

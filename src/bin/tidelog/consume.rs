@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tidelog::record::decompression_limit;
 use tidelog::{Broker, ConsumerRecord, GroupConfig, GroupConsumer, OffsetReset, Partition};
 
 /// Bytes read from a partition at a time.
@@ -219,25 +220,34 @@ fn read_some(
     };
     let base = slice.file_position();
     let topic = r.partition.topic().to_string();
+    let location = format!("{topic}-{}", r.partition.index());
+    let limit = decompression_limit(r.partition.log().config().max_message_bytes);
+    let mut scratch = Vec::new();
     for batch in checked_batches(&slice, &r.partition) {
         let (at, batch) = batch?;
         if batch.is_control() {
             r.position = r.position.max(batch.last_offset() + 1);
             continue;
         }
-        for rec in batch.records() {
-            let rec = rec.map_err(|e| {
-                fail!(
-                    "cannot decode the batch in {} at byte {} ({topic}-{} offsets {}..={}): {e}",
-                    slice
-                        .path()
-                        .map_or_else(String::new, |p| p.display().to_string()),
-                    base + at as u64,
-                    r.partition.index(),
-                    batch.base_offset(),
-                    batch.last_offset()
-                )
-            })?;
+        let undecodable = |e: tidelog::Error| {
+            fail!(
+                "cannot decode the batch in {} at byte {} ({topic}-{} offsets {}..={}): {e}",
+                slice
+                    .path()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+                base + at as u64,
+                r.partition.index(),
+                batch.base_offset(),
+                batch.last_offset()
+            )
+        };
+        // Compressed batches are decompressed into `scratch`, bounded by the topic's
+        // max.message.bytes (decompression_limit); the others are read in place.
+        let records = batch
+            .decode_records(&location, limit, &mut scratch)
+            .map_err(undecodable)?;
+        for rec in records {
+            let rec = rec.map_err(undecodable)?;
             if rec.offset < r.position {
                 continue;
             }

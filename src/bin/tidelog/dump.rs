@@ -19,8 +19,9 @@ use crate::{CliResult, fail};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use tidelog::Batch;
+use tidelog::record::{Compression, decompression_limit};
 use tidelog::record::{HEADER_LEN, LOG_OVERHEAD};
+use tidelog::{Batch, LogConfig};
 
 /// Offset index entry size: relative offset (u32), position (u32).
 const OFFSET_ENTRY: usize = 8;
@@ -377,14 +378,7 @@ fn resync(file: &SegmentFile, bad: u64, out: &mut Out) -> CliResult<u64> {
 }
 
 fn print_batch(out: &mut Out, b: &Batch<'_>, pos: u64, crc_ok: bool, computed: u32) -> CliResult {
-    let codec = match b.compression() {
-        0 => "none",
-        1 => "gzip",
-        2 => "snappy",
-        3 => "lz4",
-        4 => "zstd",
-        _ => "unknown",
-    };
+    let codec = b.codec().map_or("unknown", Compression::name);
     let ts_type = if b.timestamp_type_log_append() {
         "LogAppendTime"
     } else {
@@ -432,7 +426,22 @@ fn print_records(
     } else {
         "CreateTime"
     };
-    for r in b.records() {
+    // A segment file carries no topic config: compressed batches are bounded by the
+    // default max.message.bytes (64 MiB decompressed, see decompression_limit).
+    let limit = decompression_limit(LogConfig::default().max_message_bytes);
+    let mut scratch = Vec::new();
+    let records = match b.decode_records(&path.display().to_string(), limit, &mut scratch) {
+        Ok(records) => records,
+        Err(e) => {
+            let reason = format!(
+                "records of the batch at offsets {}..={} cannot be decompressed: {e}",
+                b.base_offset(),
+                b.last_offset()
+            );
+            return report.add(out, path, pos, &reason);
+        }
+    };
+    for r in records {
         let r = match r {
             Ok(r) => r,
             Err(e) => {

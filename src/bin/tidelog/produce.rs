@@ -5,7 +5,9 @@
 //! input. Keyed records go to `murmur2(key) % partitions` (Kafka's default partitioner),
 //! unkeyed records to one partition per batch, round-robin (Kafka's sticky behaviour).
 //! Everything that can be checked before reading input (topic, partition, headers) is
-//! checked first, so a bad command writes nothing.
+//! checked first, so a bad command writes nothing. `-z CODEC` compresses each batch
+//! (sizes are counted before compression), unless the topic's `compression.type` names
+//! a codec of its own.
 
 use crate::cli::ProduceArgs;
 use crate::common::{close_broker, now_ms, open_broker, parse_kv};
@@ -60,7 +62,8 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
         let max = p.log().config().max_message_bytes as usize;
         pending.push(Pending {
             partition: p.clone(),
-            builder: BatchBuilder::with_capacity(64 * 1024),
+            builder: BatchBuilder::with_capacity(64 * 1024)
+                .compression(p.log().config().compression_type.resolve(args.compression)),
             // Room for the timestamp delta, which the size estimate below leaves out.
             limit: max.min(MAX_BATCH).saturating_sub(16),
         });

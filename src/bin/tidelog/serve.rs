@@ -4,6 +4,11 @@
 //! (default 127.0.0.1:9092) until SIGINT or SIGTERM, then stops accepting, lets requests
 //! in flight finish, closes every connection and closes the broker cleanly.
 //!
+//! With `--node-id N --quorum 1@host:port,...` the process is node N of a cluster: the
+//! quorum elects a controller among the voters, topics are replicated as the controller
+//! places them, and SIGTERM first moves this node's leaderships away (controlled
+//! shutdown).
+//!
 //! Logs go to stderr through `tracing`: warnings and errors only by default (refused
 //! connections and oversize requests, with the peer address, at most one line per peer
 //! address per 10 s); `RUST_LOG=info` adds topic creations and start/stop,
@@ -44,7 +49,9 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         fail!("cannot listen on {listen}: {e} (is another server using that address?)")
     })?;
     let files_limit = raise_open_files_limit();
-    let broker = tidelog::Broker::open(data)?;
+    let broker = tidelog::Broker::builder(data)
+        .default_partitions(args.num_partitions)
+        .open()?;
     let mut builder = tidelog::Server::builder(broker)
         .listen(listen)
         .listener(listener)
@@ -56,9 +63,23 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     if let Some(advertised) = &args.advertised {
         builder = builder.advertised(advertised.clone());
     }
+    if let (Some(node_id), Some(quorum)) = (args.node_id, &args.quorum) {
+        builder = builder
+            .node_id(node_id)
+            .quorum(quorum.clone())
+            .broker_session_timeout(Duration::from_millis(args.broker_session_timeout_ms))
+            .default_replication_factor(args.default_replication_factor)
+            .min_insync_replicas(args.min_insync_replicas)
+            .replica_lag_time_max(Duration::from_millis(args.replica_lag_time_max_ms))
+            .offsets_topic_replication_factor(args.offsets_topic_replication_factor);
+    }
     let server = builder.start()?;
+    let role = match server.node_id() {
+        Some(id) => format!(" as node {id} of the cluster"),
+        None => String::new(),
+    };
     eprintln!(
-        "tidelog serve: Kafka protocol on {} for {} (SIGINT or SIGTERM to stop)",
+        "tidelog serve: Kafka protocol on {} for {}{role} (SIGINT or SIGTERM to stop)",
         server.local_addr(),
         data.display()
     );

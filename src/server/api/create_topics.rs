@@ -1,7 +1,11 @@
 //! CreateTopics (key 19), versions 2-4. One node: a replication factor above 1 is
-//! refused, replica assignments are ignored.
+//! refused, replica assignments are ignored. A cluster node proposes each topic to the
+//! controller, with its replication factor (-1: `default.replication.factor`) or the
+//! client's replica assignment, and answers once the topic is applied here (or
+//! REQUEST_TIMED_OUT); `validate_only` checks against the current image.
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
@@ -10,20 +14,15 @@ use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: CreateTopicsRequest = req.decode()?;
     let backend = ctx.backend();
+    if let Some(cluster) = backend.cluster() {
+        return handle_cluster(ctx, req, request, cluster);
+    }
     let topics = request
         .topics
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
-            let configs: Vec<(String, String)> = t
-                .configs
-                .iter()
-                .filter_map(|c| {
-                    c.value
-                        .as_ref()
-                        .map(|v| (c.name.to_string(), v.to_string()))
-                })
-                .collect();
+            let configs = configs_of(&t);
             let result = CreatableTopicResult::default().with_name(t.name.clone());
             let outcome = if t.replication_factor > 1 {
                 Err((
@@ -52,6 +51,120 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         tracing::info!(topic = %name, peer = %ctx.peer, "topic created");
                     }
                     result
+                }
+                Err((code, message)) => result
+                    .with_error_code(code)
+                    .with_error_message(Some(kstr(message))),
+            }
+        })
+        .collect();
+    req.respond(&CreateTopicsResponse::default().with_topics(topics))
+}
+
+/// The config overrides a topic asks for.
+fn configs_of(t: &CreatableTopic) -> Vec<(String, String)> {
+    t.configs
+        .iter()
+        .filter_map(|c| {
+            c.value
+                .as_ref()
+                .map(|v| (c.name.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// A client's replica assignment, partition by partition, or an error code and message.
+fn assignment_of(t: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, (i16, String)> {
+    if t.assignments.is_empty() {
+        return Ok(None);
+    }
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "a replica assignment goes with num_partitions and replication_factor -1".into(),
+        ));
+    }
+    let mut by_partition: Vec<(i32, Vec<i32>)> = t
+        .assignments
+        .iter()
+        .map(|a| {
+            (
+                a.partition_index,
+                a.broker_ids.iter().map(|b| b.0).collect(),
+            )
+        })
+        .collect();
+    by_partition.sort_by_key(|(p, _)| *p);
+    if by_partition
+        .iter()
+        .enumerate()
+        .any(|(i, (p, _))| *p != i as i32)
+    {
+        return Err((
+            ResponseError::InvalidReplicaAssignment.code(),
+            "the assignment must list partitions 0, 1, 2, ... once each".into(),
+        ));
+    }
+    Ok(Some(by_partition.into_iter().map(|(_, r)| r).collect()))
+}
+
+/// CreateTopics on a cluster node.
+fn handle_cluster(
+    ctx: &Ctx<'_>,
+    req: &mut Request,
+    request: CreateTopicsRequest,
+    cluster: &crate::cluster::ClusterNode,
+) -> Result<Reply, Fatal> {
+    let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let outcome = assignment_of(t).and_then(|assignment| {
+                if assignment.is_none() && (t.num_partitions == 0 || t.num_partitions < -1) {
+                    return Err((
+                        ResponseError::InvalidPartitions.code(),
+                        format!("{} partitions is not a valid count", t.num_partitions),
+                    ));
+                }
+                if assignment.is_none() && (t.replication_factor == 0 || t.replication_factor < -1)
+                {
+                    return Err((
+                        ResponseError::InvalidReplicationFactor.code(),
+                        format!("replication factor {} is not valid", t.replication_factor),
+                    ));
+                }
+                let topic = crate::cluster::NewTopic {
+                    name: name.clone(),
+                    partitions: t.num_partitions,
+                    replication_factor: t.replication_factor,
+                    assignment,
+                    configs: configs_of(t),
+                };
+                cluster
+                    .create_topic(&topic, request.validate_only, timeout)
+                    .map_err(|e| (error_code(&e), e.to_string()))
+            });
+            match outcome {
+                Ok(()) => {
+                    if !request.validate_only {
+                        tracing::info!(topic = %name, peer = %ctx.peer, "topic created");
+                    }
+                    let image = cluster.image();
+                    let (partitions, rf) =
+                        image
+                            .topic(&name)
+                            .map_or((t.num_partitions, t.replication_factor), |t| {
+                                (
+                                    t.partitions.len() as i32,
+                                    t.partitions.first().map_or(-1, |p| p.replicas.len() as i16),
+                                )
+                            });
+                    result
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(rf)
                 }
                 Err((code, message)) => result
                     .with_error_code(code)

@@ -1,4 +1,5 @@
-//! DeleteTopics (key 20), versions 1-3.
+//! DeleteTopics (key 20), versions 1-3. A cluster node deletes through the controller and
+//! answers once the deletion is applied here (its local logs are gone).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
@@ -7,12 +8,17 @@ use super::{Ctx, Fatal, Reply, Request, error_code};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteTopicsRequest = req.decode()?;
+    let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
     let responses = request
         .topic_names
         .into_iter()
         .map(|name| {
             let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-            match ctx.backend().delete_topic(&name) {
+            let deleted = match ctx.backend().cluster() {
+                Some(cluster) => cluster.delete_topic(&name, timeout),
+                None => ctx.backend().delete_topic(&name),
+            };
+            match deleted {
                 Ok(()) => {
                     ctx.shared.producers.forget_topic(&name);
                     tracing::info!(topic = %name.0, peer = %ctx.peer, "topic deleted");

@@ -1,5 +1,6 @@
 //! DescribeConfigs (key 32), versions 1-3: a topic's effective configuration (Kafka
-//! names and values); a broker resource answers an empty list.
+//! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
+//! the others DEFAULT_CONFIG); a broker resource answers an empty list.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
@@ -15,6 +16,8 @@ const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 /// `config_source` DEFAULT_CONFIG.
 const DEFAULT_CONFIG: i8 = 5;
+/// `config_source` DYNAMIC_TOPIC_CONFIG: a setting the topic overrides.
+const TOPIC_CONFIG: i8 = 1;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeConfigsRequest = req.decode()?;
@@ -25,10 +28,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let mut overridden = Vec::new();
             let pairs = match r.resource_type {
                 TOPIC => ctx
                     .backend()
                     .topic_configs(&r.resource_name)
+                    .and_then(|pairs| {
+                        overridden = ctx.backend().topic_overrides(&r.resource_name)?;
+                        Ok(pairs)
+                    })
                     .map_err(|e| (error_code(&e), e.to_string())),
                 BROKER => Ok(Vec::new()),
                 other => Err((
@@ -46,10 +54,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                                 .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                         })
                         .map(|(k, v)| {
+                            let set = overridden.iter().any(|(o, _)| *o == k);
                             DescribeConfigsResourceResult::default()
                                 .with_name(kstr(k))
                                 .with_value(Some(kstr(v)))
-                                .with_config_source(DEFAULT_CONFIG)
+                                .with_config_source(if set { TOPIC_CONFIG } else { DEFAULT_CONFIG })
                         })
                         .collect(),
                 ),

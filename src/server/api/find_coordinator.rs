@@ -1,15 +1,75 @@
-//! FindCoordinator (key 10), versions 0-2: this broker coordinates every group.
+//! FindCoordinator (key 10), versions 0-2: a single node coordinates every group. On a
+//! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
+//! partition (Kafka's `abs(groupId.hashCode) % partitions`), from the metadata image;
+//! COORDINATOR_NOT_AVAILABLE while that topic does not exist or the partition has no
+//! leader.
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
-    let _: FindCoordinatorRequest = req.decode()?;
+    let request: FindCoordinatorRequest = req.decode()?;
+    if let Some(cluster) = ctx.backend().cluster() {
+        let response = match cluster_coordinator(cluster, &request.key) {
+            Some((id, host, port)) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(id))
+                .with_host(kstr(host))
+                .with_port(port),
+            None => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_error_message(Some(kstr(format!(
+                    "{} has no leader yet",
+                    crate::OFFSETS_TOPIC
+                )))),
+        };
+        return req.respond(&response);
+    }
     let (host, port) = ctx.advertised();
     let response = FindCoordinatorResponse::default()
         .with_node_id(BrokerId(NODE_ID))
         .with_host(kstr(host))
         .with_port(port);
     req.respond(&response)
+}
+
+/// Java's `String.hashCode` (over UTF-16 code units), as Kafka partitions groups.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The coordinator of `group` on a cluster: `(node id, host, port)` of the leader of its
+/// `__consumer_offsets` partition, if it has one.
+fn cluster_coordinator(
+    cluster: &crate::cluster::ClusterNode,
+    group: &str,
+) -> Option<(i32, String, i32)> {
+    let image = cluster.image();
+    let topic = image.topic(crate::OFFSETS_TOPIC)?;
+    let count = topic.partitions.len() as i32;
+    if count == 0 {
+        return None;
+    }
+    // Kafka's Utils.abs: i32::MIN maps to 0, not to itself.
+    let partition = (java_hash(group) & 0x7fff_ffff) % count;
+    let leader = topic.partitions[partition as usize].leader;
+    let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
+    let (host, port) = broker.host_port();
+    Some((leader, host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_hash;
+
+    #[test]
+    fn group_hash_is_javas() {
+        // "hello".hashCode() in Java.
+        assert_eq!(java_hash("hello"), 99_162_322);
+        assert_eq!(java_hash(""), 0);
+    }
 }

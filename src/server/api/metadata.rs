@@ -1,7 +1,13 @@
-//! Metadata (key 3), versions 0-8: this broker as the only node and leader of every
-//! partition, and the topics asked for, created on the fly when the request allows it
-//! and the server is configured to (`auto_create_topics`: the broker's setting unless the
-//! server builder says otherwise; `tidelog serve` turns it on).
+//! Metadata (key 3), versions 0-8: the brokers, the controller and the topics asked for,
+//! created on the fly when the request allows it and the server is configured to
+//! (`auto_create_topics`: the broker's setting unless the server builder says otherwise;
+//! `tidelog serve` turns it on).
+//!
+//! A single node is the only broker and leads every partition. A cluster node answers
+//! from its metadata image: the unfenced brokers with their advertised listeners, the
+//! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
+//! there is none), leader epoch, replicas, ISR and offline replicas (those on fenced
+//! brokers).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -17,20 +23,18 @@ const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// "Not requested" for the authorized-operations fields (v8).
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
+/// How long a Metadata request waits for the controller to create a topic.
+const AUTO_CREATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: MetadataRequest = req.decode()?;
     let version = req.version();
     let backend = ctx.backend();
+    if let Some(cluster) = backend.cluster() {
+        return handle_cluster(ctx, req, request, cluster);
+    }
     // v0: an empty list means every topic; v1+: null means every topic.
-    let wanted: Option<Vec<String>> = match request.topics {
-        None => None,
-        Some(t) if t.is_empty() && version == 0 => None,
-        Some(t) => Some(
-            t.into_iter()
-                .filter_map(|t| t.name.map(|n| n.0.to_string()))
-                .collect(),
-        ),
-    };
+    let wanted = wanted_topics(&request, version);
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
     let names = match wanted {
@@ -88,6 +92,119 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         ])
         .with_cluster_id(Some(kstr(ctx.shared.cluster_id.clone())))
         .with_controller_id(BrokerId(NODE_ID))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(OPERATIONS_OMITTED);
+    req.respond(&response)
+}
+
+/// The topics a request asks for: None = every topic.
+fn wanted_topics(request: &MetadataRequest, version: i16) -> Option<Vec<String>> {
+    match &request.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(
+            t.iter()
+                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                .collect(),
+        ),
+    }
+}
+
+fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
+}
+
+/// Metadata of a cluster node, from its image.
+fn handle_cluster(
+    ctx: &Ctx<'_>,
+    req: &mut Request,
+    request: MetadataRequest,
+    cluster: &crate::cluster::ClusterNode,
+) -> Result<Reply, Fatal> {
+    let version = req.version();
+    let allow_create =
+        (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
+    let wanted = wanted_topics(&request, version);
+    if allow_create && let Some(names) = &wanted {
+        let image = cluster.image();
+        for name in names.iter().filter(|n| image.topic(n).is_none()) {
+            let topic = crate::cluster::NewTopic {
+                name: name.clone(),
+                partitions: -1,
+                replication_factor: -1,
+                ..Default::default()
+            };
+            match cluster.create_topic(&topic, false, AUTO_CREATE_TIMEOUT) {
+                Ok(()) => {
+                    tracing::info!(topic = %name, peer = %ctx.peer, "topic created by a Metadata request");
+                }
+                Err(e) => tracing::info!(topic = %name, error = %e, "cannot auto-create topic"),
+            }
+        }
+    }
+    let image = cluster.image();
+    let names = wanted.unwrap_or_else(|| image.topics.keys().cloned().collect());
+    let topics = names
+        .into_iter()
+        .map(|name| {
+            let topic = MetadataResponseTopic::default()
+                .with_name(Some(TopicName(kstr(name.clone()))))
+                .with_topic_authorized_operations(OPERATIONS_OMITTED);
+            let Some(t) = image.topic(&name) else {
+                let code = if crate::validate_topic_name(&name).is_err() {
+                    ResponseError::InvalidTopicException.code()
+                } else {
+                    ResponseError::UnknownTopicOrPartition.code()
+                };
+                return topic.with_error_code(code);
+            };
+            let partitions = t
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let offline: Vec<i32> = p
+                        .replicas
+                        .iter()
+                        .copied()
+                        .filter(|r| !image.is_unfenced(*r))
+                        .collect();
+                    let error = if p.leader == crate::cluster::NO_LEADER {
+                        ResponseError::LeaderNotAvailable.code()
+                    } else {
+                        0
+                    };
+                    MetadataResponsePartition::default()
+                        .with_error_code(error)
+                        .with_partition_index(i as i32)
+                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(broker_ids(&p.replicas))
+                        .with_isr_nodes(broker_ids(&p.isr))
+                        .with_offline_replicas(broker_ids(&offline))
+                })
+                .collect();
+            topic
+                .with_is_internal(t.internal)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| {
+            let (host, port) = b.host_port();
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(kstr(host))
+                .with_port(port)
+        })
+        .collect();
+    let response = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(image.cluster_id.clone().map(kstr))
+        .with_controller_id(BrokerId(cluster.controller_id().unwrap_or(-1)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     req.respond(&response)

@@ -5,15 +5,20 @@
 //! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
 //! nothing for an `acks = 0` produce.
 
+mod alter_configs;
 mod api_versions;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -60,6 +65,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -225,6 +235,14 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,
+        Error::InvalidReplicationFactor { .. } => R::InvalidReplicationFactor,
+        Error::InvalidReplicaAssignment { .. } => R::InvalidReplicaAssignment,
+        Error::InvalidPartitions { .. } => R::InvalidPartitions,
+        Error::NotLeaderOrFollower { .. } => R::NotLeaderOrFollower,
+        Error::FencedLeaderEpoch { .. } => R::FencedLeaderEpoch,
+        Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
+        Error::IneligibleReplica { .. } => R::IneligibleReplica,
+        Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
         _ => R::UnknownServerError,
     };
     r.code()
@@ -259,6 +277,11 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::ListGroups) => list_groups::handle(ctx, req),
         Ok(ApiKey::DeleteGroups) => delete_groups::handle(ctx, req),
         Ok(ApiKey::OffsetDelete) => offset_delete::handle(ctx, req),
+        Ok(ApiKey::CreatePartitions) => create_partitions::handle(ctx, req),
+        Ok(ApiKey::AlterConfigs) => alter_configs::handle(ctx, req),
+        Ok(ApiKey::IncrementalAlterConfigs) => incremental_alter_configs::handle(ctx, req),
+        Ok(ApiKey::DeleteRecords) => delete_records::handle(ctx, req),
+        Ok(ApiKey::DescribeCluster) => describe_cluster::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -294,6 +317,13 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         Ok(ApiKey::ListGroups) => req.decode::<ListGroupsRequest>().map(drop),
         Ok(ApiKey::DeleteGroups) => req.decode::<DeleteGroupsRequest>().map(drop),
         Ok(ApiKey::OffsetDelete) => req.decode::<OffsetDeleteRequest>().map(drop),
+        Ok(ApiKey::CreatePartitions) => req.decode::<CreatePartitionsRequest>().map(drop),
+        Ok(ApiKey::AlterConfigs) => req.decode::<AlterConfigsRequest>().map(drop),
+        Ok(ApiKey::IncrementalAlterConfigs) => {
+            req.decode::<IncrementalAlterConfigsRequest>().map(drop)
+        }
+        Ok(ApiKey::DeleteRecords) => req.decode::<DeleteRecordsRequest>().map(drop),
+        Ok(ApiKey::DescribeCluster) => req.decode::<DescribeClusterRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)

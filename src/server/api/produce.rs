@@ -2,7 +2,11 @@
 //!
 //! Every batch of a partition is validated (length, magic 2, CRC-32C) before anything
 //! is appended; a bad batch fails its partition only (`CORRUPT_MESSAGE`), other
-//! partitions of the request go ahead. Batches of idempotent producers pass the sequence
+//! partitions of the request go ahead. A compressed batch is decompressed (bounded by
+//! 64 x `max.message.bytes`) and its records checked, as Kafka's broker does; when the
+//! topic's `compression.type` names a codec other than the batch's (or `uncompressed`),
+//! the batch is rewritten with the topic's codec before it is appended (Kafka's rule;
+//! `producer`, the default, stores batches as sent). Batches of idempotent producers pass the sequence
 //! checks of [`idempotence`](crate::server::idempotence) under the partition's producer
 //! lock, held across the append so that check and append are one step. `acks = 0` gets
 //! no response at all; `acks = 1` and `-1` are the same on a single node: the response
@@ -14,7 +18,8 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::record::Batch;
+use crate::LogConfig;
+use crate::record::{Batch, Compression, decompression_limit};
 use crate::server::backend::PartitionOps;
 use crate::server::idempotence::{BatchMeta, Check, codes, last_seq, next_seq};
 
@@ -83,8 +88,20 @@ struct Incoming {
     last_offset_delta: i32,
 }
 
-/// Validate every batch of `records`.
-fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<Vec<Incoming>, (i16, String)> {
+/// The batches of a partition's records, and the records rewritten in the topic's codec
+/// when they had to be.
+type Validated = (Vec<Incoming>, Option<Vec<u8>>);
+
+/// Validate every batch of `records`; with the batches rewritten in the topic's codec
+/// when its `compression.type` asks for one that some batch does not have.
+fn validate(
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+    config: &LogConfig,
+) -> Result<Validated, (i16, String)> {
+    let limit = decompression_limit(config.max_message_bytes);
+    let corrupt = |e: crate::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
         return Err((
             ResponseError::CorruptMessage.code(),
@@ -92,11 +109,33 @@ fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<Vec<Incoming>
         ));
     }
     let mut out = Vec::new();
+    let mut rewritten: Option<Vec<u8>> = None;
+    let mut scratch = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
         let location = format!("produce request for {topic}-{partition}");
-        let batch = Batch::parse_at(&records[pos..], &location, pos as u64)
-            .map_err(|e| (ResponseError::CorruptMessage.code(), e.to_string()))?;
+        let batch = Batch::parse_at(&records[pos..], &location, pos as u64).map_err(corrupt)?;
+        let codec = batch.codec().map_err(corrupt)?;
+        if codec != Compression::None {
+            for r in batch
+                .decode_records(&location, limit, &mut scratch)
+                .map_err(corrupt)?
+            {
+                r.map_err(corrupt)?;
+            }
+        }
+        let target = config.compression_type.resolve(codec);
+        if target != codec || rewritten.is_some() {
+            let done = rewritten.get_or_insert_with(|| records[..pos].to_vec());
+            if target == codec {
+                done.extend_from_slice(batch.as_bytes());
+            } else {
+                let again = batch
+                    .recompress(target, &location, limit)
+                    .map_err(corrupt)?;
+                done.extend_from_slice(&again);
+            }
+        }
         if batch.is_control() || batch.is_transactional() {
             return Err((
                 ResponseError::InvalidRecord.code(),
@@ -111,7 +150,7 @@ fn validate(topic: &str, partition: i32, records: &[u8]) -> Result<Vec<Incoming>
             last_offset_delta: batch.last_offset_delta(),
         });
     }
-    Ok(out)
+    Ok((out, rewritten))
 }
 
 fn produce_partition(
@@ -132,17 +171,18 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return refuse(index, error_code(&e), e.to_string()),
     };
-    let batches = match validate(topic, index, &records) {
+    let (batches, rewritten) = match validate(topic, index, &records, &log.log_config()) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
             return refuse(index, code, message);
         }
     };
+    let records = rewritten.as_deref().unwrap_or(&records);
     let result = if batches.iter().any(|b| b.producer_id >= 0) {
-        append_idempotent(ctx, topic, index, &*log, &records, &batches)
+        append_idempotent(ctx, topic, index, &*log, records, &batches)
     } else {
-        log.append(&records)
+        log.append(records)
             .map_err(|e| (error_code(&e), e.to_string()))
             .map(|info| (info.base_offset, info.log_append_time))
     };

@@ -1,0 +1,1140 @@
+//! The metadata image: the state the metadata log describes, and the deterministic rules
+//! that apply one record to it.
+//!
+//! Every node applies the same committed records in the same order with [`MetadataImage::apply`]
+//! and so holds the same image (the apply reads nothing but the image and the record: no
+//! clock, no randomness, no local state). A record that breaks a rule is applied as a
+//! rejection: the image does not change and the proposer is told why.
+//!
+//! Invariants (checked by the property test below after every record):
+//! - a partition's ISR is never empty, has no duplicates and is a subset of its replicas;
+//! - its leader is -1 or an unfenced member of the ISR;
+//! - its leader is -1 only when no ISR member is unfenced (no partition stays leaderless
+//!   once an ISR member is back), and a fenced broker stays in an ISR only as its last
+//!   member;
+//! - leader epochs and partition epochs never go down; every leader change bumps the
+//!   leader epoch, every leader or ISR change bumps the partition epoch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::codec::{Reader, Writer};
+use super::records::{AlterPartition, CreateTopic, MetadataRecord, TopicId};
+use crate::{Error, Result, TopicConfig};
+
+/// The internal topic of committed offsets.
+pub(crate) const OFFSETS_TOPIC: &str = crate::OFFSETS_TOPIC;
+
+/// No leader.
+pub(crate) const NO_LEADER: i32 = -1;
+
+/// Most producer ids one `AllocateProducerIds` may reserve.
+pub(crate) const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
+
+/// Image encoding version written by this code.
+const IMAGE_VERSION: u16 = 1;
+
+/// A registered broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokerRegistration {
+    /// Node id.
+    pub id: i32,
+    /// Broker epoch: the log index of its registration.
+    pub epoch: i64,
+    /// Random per process start.
+    pub incarnation: u64,
+    /// Advertised Kafka listener, `host:port`.
+    pub listener: String,
+    /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
+    /// not listed to clients.
+    pub fenced: bool,
+    /// Set by a controlled shutdown, cleared by the next registration.
+    pub shut_down: bool,
+}
+
+impl BrokerRegistration {
+    /// The listener as `(host, port)`; port 0 if it does not parse.
+    pub(crate) fn host_port(&self) -> (String, i32) {
+        match self.listener.rsplit_once(':') {
+            Some((host, port)) => (
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                port.parse::<u16>().map(i32::from).unwrap_or(0),
+            ),
+            None => (self.listener.clone(), 0),
+        }
+    }
+}
+
+/// One partition of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionImage {
+    /// Replicas in assignment order (the first is the preferred leader).
+    pub replicas: Vec<i32>,
+    /// In-sync replicas, in replica order.
+    pub isr: Vec<i32>,
+    /// Current leader, or [`NO_LEADER`].
+    pub leader: i32,
+    /// Bumped on every leader change.
+    pub leader_epoch: i32,
+    /// Bumped on every leader or ISR change.
+    pub partition_epoch: i32,
+}
+
+impl PartitionImage {
+    /// True if `broker` holds a replica.
+    pub(crate) fn hosts(&self, broker: i32) -> bool {
+        self.replicas.contains(&broker)
+    }
+}
+
+/// A topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TopicImage {
+    /// Topic id.
+    pub id: TopicId,
+    /// Name.
+    pub name: String,
+    /// True for `__consumer_offsets`.
+    pub internal: bool,
+    /// Per-topic config overrides by Kafka name.
+    pub configs: BTreeMap<String, String>,
+    /// Partitions, by index.
+    pub partitions: Vec<PartitionImage>,
+}
+
+impl TopicImage {
+    /// The overrides as a [`TopicConfig`].
+    pub(crate) fn config(&self) -> TopicConfig {
+        self.configs
+            .iter()
+            .fold(TopicConfig::new(), |c, (k, v)| c.set(k, v))
+    }
+}
+
+/// What an applied record produced, for its proposer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Done (or nothing to do: the image already said so).
+    Done,
+    /// The registration's broker epoch.
+    BrokerEpoch(i64),
+    /// The created topic's id.
+    TopicCreated(TopicId),
+    /// The first id of the reserved producer-id block.
+    ProducerIds(i64),
+}
+
+/// Why a record was applied as a rejection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Rejected {
+    /// The cluster id was set already to another value.
+    ClusterIdSet(String),
+    /// A broker that is not registered, or an epoch that is not its current one.
+    StaleBroker {
+        /// Node id.
+        broker: i32,
+        /// Why.
+        reason: String,
+    },
+    /// A topic of that name exists.
+    TopicExists(String),
+    /// No such topic (or a different topic of that name).
+    UnknownTopic(String),
+    /// No such partition.
+    UnknownPartition {
+        /// Topic.
+        topic: String,
+        /// Partition asked for.
+        partition: i32,
+        /// Partitions the topic has.
+        count: i32,
+    },
+    /// The topic name breaks a rule.
+    InvalidTopicName {
+        /// The name.
+        name: String,
+        /// The rule.
+        reason: String,
+    },
+    /// A bad partition count.
+    InvalidPartitions {
+        /// Topic.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+    /// A replication factor below 1 or above the unfenced brokers.
+    InvalidReplicationFactor {
+        /// Topic.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+    /// A bad client-chosen assignment.
+    InvalidReplicaAssignment {
+        /// Topic.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
+    /// A bad config override.
+    InvalidConfig {
+        /// Kafka name of the setting.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// An ISR change from a broker that does not lead the partition, or with an older
+    /// leader epoch.
+    FencedLeaderEpoch {
+        /// `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+    /// An ISR change computed from an older partition epoch.
+    InvalidUpdateVersion {
+        /// `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+    /// An ISR that is empty, lacks the leader, names a non-replica or a fenced broker.
+    IneligibleReplica {
+        /// `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", Error::from(self.clone()))
+    }
+}
+
+impl From<Rejected> for Error {
+    fn from(r: Rejected) -> Error {
+        match r {
+            Rejected::ClusterIdSet(id) => Error::InvalidConfig {
+                key: "cluster.id".into(),
+                reason: format!("the cluster id is {id} already"),
+            },
+            Rejected::StaleBroker { broker, reason } => Error::StaleBrokerEpoch { broker, reason },
+            Rejected::TopicExists(t) => Error::TopicExists(t),
+            Rejected::UnknownTopic(t) => Error::UnknownTopic(t),
+            Rejected::UnknownPartition {
+                topic,
+                partition,
+                count,
+            } => Error::UnknownPartition {
+                topic,
+                partition,
+                count,
+            },
+            Rejected::InvalidTopicName { name, reason } => Error::InvalidTopicName { name, reason },
+            Rejected::InvalidPartitions { topic, reason } => {
+                Error::InvalidPartitions { topic, reason }
+            }
+            Rejected::InvalidReplicationFactor { topic, reason } => {
+                Error::InvalidReplicationFactor { topic, reason }
+            }
+            Rejected::InvalidReplicaAssignment { topic, reason } => {
+                Error::InvalidReplicaAssignment { topic, reason }
+            }
+            Rejected::InvalidConfig { key, reason } => Error::InvalidConfig { key, reason },
+            Rejected::FencedLeaderEpoch { partition, reason } => {
+                Error::FencedLeaderEpoch { partition, reason }
+            }
+            Rejected::InvalidUpdateVersion { partition, reason } => {
+                Error::InvalidUpdateVersion { partition, reason }
+            }
+            Rejected::IneligibleReplica { partition, reason } => {
+                Error::IneligibleReplica { partition, reason }
+            }
+        }
+    }
+}
+
+/// The outcome of applying one record.
+pub(crate) type Outcome = std::result::Result<Applied, Rejected>;
+
+/// The cluster's metadata at one index of the metadata log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct MetadataImage {
+    /// The index of the last record applied (0 = nothing yet).
+    pub index: u64,
+    /// Set by the first `InitCluster`.
+    pub cluster_id: Option<String>,
+    /// Registered brokers by id.
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    /// Topics by name. Unchanged topics are shared between consecutive images, so a
+    /// listener can skip them with `Arc::ptr_eq`.
+    pub topics: BTreeMap<String, Arc<TopicImage>>,
+    /// The first producer id of the next block.
+    pub next_producer_id: i64,
+}
+
+fn pname(topic: &str, partition: usize) -> String {
+    format!("{topic}-{partition}")
+}
+
+/// Kafka's rack-unaware replica placement (`assignReplicasToBrokersRackUnaware`): the
+/// first replica of partition `p` is broker `(p + start) % n`, the others follow it at a
+/// shift that moves by one every `n` partitions, so leaders and followers both spread
+/// evenly. `brokers` sorted; `start` and `shift` are derived from the topic id so every
+/// node computes the same placement.
+pub(crate) fn place_replicas(
+    brokers: &[i32],
+    partitions: i32,
+    replication_factor: usize,
+    first_partition: i32,
+    start: usize,
+    shift: usize,
+) -> Vec<Vec<i32>> {
+    let n = brokers.len();
+    let mut out = Vec::with_capacity(partitions.max(0) as usize);
+    if n == 0 {
+        return out;
+    }
+    let mut next_shift = shift % n;
+    for k in 0..partitions {
+        let p = (first_partition + k) as usize;
+        if p > 0 && p.is_multiple_of(n) {
+            next_shift += 1;
+        }
+        let first = (p + start) % n;
+        let mut replicas = vec![brokers[first]];
+        for j in 0..replication_factor.saturating_sub(1) {
+            let step = 1 + (next_shift + j) % (n - 1).max(1);
+            replicas.push(brokers[(first + step) % n]);
+        }
+        out.push(replicas);
+    }
+    out
+}
+
+/// The placement start index and shift of a topic, from its id.
+fn placement_seed(id: &TopicId, n: usize) -> (usize, usize) {
+    let a = u64::from_be_bytes(id[..8].try_into().expect("8 bytes"));
+    let b = u64::from_be_bytes(id[8..].try_into().expect("8 bytes"));
+    let n = n.max(1) as u64;
+    ((a % n) as usize, (b % n) as usize)
+}
+
+impl MetadataImage {
+    /// True if `broker` is registered and unfenced.
+    pub(crate) fn is_unfenced(&self, broker: i32) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| !b.fenced)
+    }
+
+    /// Unfenced brokers, by id.
+    pub(crate) fn unfenced_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.id)
+            .collect()
+    }
+
+    /// The topic `name`.
+    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topics.get(name)
+    }
+
+    /// The first replica, in assignment order, that is in the ISR and unfenced.
+    fn elect(&self, p: &PartitionImage) -> i32 {
+        p.replicas
+            .iter()
+            .copied()
+            .find(|r| p.isr.contains(r) && self.is_unfenced(*r))
+            .unwrap_or(NO_LEADER)
+    }
+
+    /// Sets a partition's ISR and leader, bumping the epochs if they change.
+    fn change_partition(p: &mut PartitionImage, isr: Vec<i32>, leader: i32) {
+        let leader_changed = leader != p.leader;
+        if leader_changed || isr != p.isr {
+            p.partition_epoch += 1;
+        }
+        if leader_changed {
+            p.leader_epoch += 1;
+        }
+        p.isr = isr;
+        p.leader = leader;
+    }
+
+    /// Applies `f` to every partition that `broker` replicates, rebuilding only the topics
+    /// that change.
+    fn update_partitions_of(
+        &mut self,
+        broker: i32,
+        f: impl Fn(&MetadataImage, &PartitionImage) -> Option<(Vec<i32>, i32)>,
+    ) {
+        let mut changed = Vec::new();
+        for (name, topic) in &self.topics {
+            let mut new_topic: Option<TopicImage> = None;
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if !p.hosts(broker) {
+                    continue;
+                }
+                if let Some((isr, leader)) = f(self, p) {
+                    let t = new_topic.get_or_insert_with(|| (**topic).clone());
+                    Self::change_partition(&mut t.partitions[i], isr, leader);
+                }
+            }
+            if let Some(t) = new_topic {
+                changed.push((name.clone(), Arc::new(t)));
+            }
+        }
+        self.topics.extend(changed);
+    }
+
+    /// Fences `broker` (already marked fenced in `brokers`): it leaves every ISR where it
+    /// is not the last member, and partitions it led get the next leader from the ISR.
+    fn fence(&mut self, broker: i32) {
+        self.update_partitions_of(broker, |img, p| {
+            let mut isr: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            if isr.is_empty() {
+                // Never empty an ISR: its last member keeps the partition's data.
+                isr = p.isr.clone();
+            }
+            let leader = if p.leader == broker || p.leader == NO_LEADER {
+                img.elect(&PartitionImage {
+                    isr: isr.clone(),
+                    ..p.clone()
+                })
+            } else {
+                p.leader
+            };
+            (isr != p.isr || leader != p.leader).then_some((isr, leader))
+        });
+    }
+
+    /// Unfences `broker` (already marked unfenced): leaderless partitions whose ISR holds
+    /// it get a leader.
+    fn unfence(&mut self, broker: i32) {
+        self.update_partitions_of(broker, |img, p| {
+            if p.leader != NO_LEADER || !p.isr.contains(&broker) {
+                return None;
+            }
+            let leader = img.elect(p);
+            (leader != NO_LEADER).then(|| (p.isr.clone(), leader))
+        });
+    }
+
+    fn current_broker(
+        &self,
+        broker: i32,
+        epoch: i64,
+    ) -> std::result::Result<&BrokerRegistration, Rejected> {
+        match self.brokers.get(&broker) {
+            None => Err(Rejected::StaleBroker {
+                broker,
+                reason: "it is not registered".into(),
+            }),
+            Some(b) if b.epoch != epoch => Err(Rejected::StaleBroker {
+                broker,
+                reason: format!("broker epoch {epoch} is not its current epoch {}", b.epoch),
+            }),
+            Some(b) => Ok(b),
+        }
+    }
+
+    /// Applies the record committed at `index`. Deterministic; on a rejection the image is
+    /// unchanged but for its index.
+    pub(crate) fn apply(&mut self, index: u64, record: &MetadataRecord) -> Outcome {
+        self.index = index;
+        match record {
+            MetadataRecord::InitCluster { cluster_id } => match &self.cluster_id {
+                None => {
+                    self.cluster_id = Some(cluster_id.clone());
+                    Ok(Applied::Done)
+                }
+                Some(id) if id == cluster_id => Ok(Applied::Done),
+                Some(id) => Err(Rejected::ClusterIdSet(id.clone())),
+            },
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                incarnation,
+                listener,
+                clean_shutdown_epoch,
+            } => self.register(
+                index,
+                *broker_id,
+                *incarnation,
+                listener,
+                *clean_shutdown_epoch,
+            ),
+            MetadataRecord::BrokerReady {
+                broker_id,
+                broker_epoch,
+            } => {
+                let b = self.current_broker(*broker_id, *broker_epoch)?;
+                if !b.fenced {
+                    return Ok(Applied::Done);
+                }
+                let b = self.brokers.get_mut(broker_id).expect("checked above");
+                b.fenced = false;
+                b.shut_down = false;
+                self.unfence(*broker_id);
+                Ok(Applied::Done)
+            }
+            MetadataRecord::FenceBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                let b = self.current_broker(*broker_id, *broker_epoch)?;
+                if b.fenced {
+                    return Ok(Applied::Done);
+                }
+                self.brokers
+                    .get_mut(broker_id)
+                    .expect("checked above")
+                    .fenced = true;
+                self.fence(*broker_id);
+                Ok(Applied::Done)
+            }
+            MetadataRecord::ShutdownBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                self.current_broker(*broker_id, *broker_epoch)?;
+                let b = self.brokers.get_mut(broker_id).expect("checked above");
+                b.shut_down = true;
+                if !b.fenced {
+                    b.fenced = true;
+                    self.fence(*broker_id);
+                }
+                Ok(Applied::Done)
+            }
+            MetadataRecord::CreateTopic(c) => self.create_topic(c),
+            MetadataRecord::DeleteTopic { name, topic_id } => {
+                let topic = self
+                    .topics
+                    .get(name)
+                    .ok_or_else(|| Rejected::UnknownTopic(name.clone()))?;
+                if topic_id.is_some_and(|id| id != topic.id) {
+                    return Err(Rejected::UnknownTopic(name.clone()));
+                }
+                if topic.internal {
+                    return Err(Rejected::InvalidConfig {
+                        key: "topic".into(),
+                        reason: format!("the internal topic {name} cannot be deleted"),
+                    });
+                }
+                self.topics.remove(name);
+                Ok(Applied::Done)
+            }
+            MetadataRecord::CreatePartitions {
+                name,
+                total,
+                assignment,
+            } => self.create_partitions(name, *total, assignment.as_deref()),
+            MetadataRecord::AlterPartition(a) => self.alter_partition(a),
+            MetadataRecord::AlterTopicConfig { name, configs } => {
+                let topic = self
+                    .topics
+                    .get(name)
+                    .ok_or_else(|| Rejected::UnknownTopic(name.clone()))?;
+                validate_configs(configs)?;
+                let mut t = (**topic).clone();
+                t.configs = configs.iter().cloned().collect();
+                self.topics.insert(name.clone(), Arc::new(t));
+                Ok(Applied::Done)
+            }
+            MetadataRecord::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+                count,
+            } => {
+                self.current_broker(*broker_id, *broker_epoch)?;
+                if !(1..=MAX_PRODUCER_ID_BLOCK).contains(count) {
+                    return Err(Rejected::InvalidConfig {
+                        key: "producer id block".into(),
+                        reason: format!("{count} ids is outside 1..={MAX_PRODUCER_ID_BLOCK}"),
+                    });
+                }
+                let first = self.next_producer_id;
+                self.next_producer_id = first.saturating_add(*count);
+                Ok(Applied::ProducerIds(first))
+            }
+        }
+    }
+
+    fn register(
+        &mut self,
+        index: u64,
+        broker_id: i32,
+        incarnation: u64,
+        listener: &str,
+        clean_shutdown_epoch: Option<i64>,
+    ) -> Outcome {
+        if broker_id < 0 {
+            return Err(Rejected::StaleBroker {
+                broker: broker_id,
+                reason: "broker ids are not negative".into(),
+            });
+        }
+        let previous = self.brokers.get(&broker_id).cloned();
+        if let Some(prev) = &previous
+            && prev.incarnation == incarnation
+        {
+            // The same process registering twice (a re-proposal): nothing changes.
+            return Ok(Applied::BrokerEpoch(prev.epoch));
+        }
+        let epoch = index as i64;
+        self.brokers.insert(
+            broker_id,
+            BrokerRegistration {
+                id: broker_id,
+                epoch,
+                incarnation,
+                listener: listener.to_string(),
+                fenced: true,
+                shut_down: false,
+            },
+        );
+        if let Some(prev) = previous {
+            let clean = clean_shutdown_epoch == Some(prev.epoch) && prev.shut_down;
+            // The previous incarnation is gone. A restart that did not follow a controlled
+            // shutdown may have lost records it acknowledged: it leaves every ISR (but as
+            // a last member) and its leaderships move, exactly as if it had been fenced.
+            // After a controlled shutdown it was fenced then already, and this changes
+            // nothing.
+            if !prev.fenced || !clean {
+                self.fence(broker_id);
+            }
+        }
+        Ok(Applied::BrokerEpoch(epoch))
+    }
+
+    fn check_new_topic_name(&self, name: &str) -> std::result::Result<(), Rejected> {
+        if let Err(Error::InvalidTopicName { name, reason }) = crate::validate_topic_name(name) {
+            return Err(Rejected::InvalidTopicName { name, reason });
+        }
+        if name == crate::broker::CLUSTER_METADATA_TOPIC {
+            return Err(Rejected::InvalidTopicName {
+                name: name.into(),
+                reason: "the name is reserved for the cluster's metadata log".into(),
+            });
+        }
+        if self.topics.contains_key(name) {
+            return Err(Rejected::TopicExists(name.into()));
+        }
+        let folded = name.replace('.', "_");
+        if let Some(other) = self.topics.keys().find(|t| t.replace('.', "_") == folded) {
+            return Err(Rejected::InvalidTopicName {
+                name: name.into(),
+                reason: format!("it collides with topic {other:?} ('.' and '_' collide)"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a client-chosen assignment: every partition has the same number of distinct,
+    /// registered replicas, at least one of them unfenced.
+    fn check_assignment(
+        &self,
+        topic: &str,
+        assignment: &[Vec<i32>],
+        replication_factor: Option<usize>,
+    ) -> std::result::Result<(), Rejected> {
+        let bad = |reason: String| Rejected::InvalidReplicaAssignment {
+            topic: topic.into(),
+            reason,
+        };
+        let rf = replication_factor.unwrap_or_else(|| assignment.first().map_or(0, Vec::len));
+        for (i, replicas) in assignment.iter().enumerate() {
+            if replicas.is_empty() {
+                return Err(bad(format!("partition {i} has no replicas")));
+            }
+            if replicas.len() != rf {
+                return Err(bad(format!(
+                    "partition {i} has {} replicas; every partition needs {rf}",
+                    replicas.len()
+                )));
+            }
+            let mut sorted = replicas.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != replicas.len() {
+                return Err(bad(format!(
+                    "partition {i} names a broker twice: {replicas:?}"
+                )));
+            }
+            if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
+                return Err(bad(format!(
+                    "partition {i} names broker {b}, which is not registered"
+                )));
+            }
+            if !replicas.iter().any(|b| self.is_unfenced(*b)) {
+                return Err(bad(format!(
+                    "every replica of partition {i} ({replicas:?}) is on a fenced broker"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// New partitions: ISR = the unfenced replicas, leader = the first of them.
+    fn new_partitions(&self, assignment: Vec<Vec<i32>>) -> Vec<PartitionImage> {
+        assignment
+            .into_iter()
+            .map(|replicas| {
+                let isr: Vec<i32> = replicas
+                    .iter()
+                    .copied()
+                    .filter(|b| self.is_unfenced(*b))
+                    .collect();
+                PartitionImage {
+                    leader: isr.first().copied().unwrap_or(NO_LEADER),
+                    replicas,
+                    isr,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                }
+            })
+            .collect()
+    }
+
+    /// Replica placement over the unfenced brokers, or INVALID_REPLICATION_FACTOR.
+    fn place(
+        &self,
+        topic: &str,
+        id: &TopicId,
+        partitions: i32,
+        replication_factor: i32,
+        first_partition: i32,
+    ) -> std::result::Result<Vec<Vec<i32>>, Rejected> {
+        let brokers = self.unfenced_brokers();
+        if replication_factor < 1 || replication_factor as usize > brokers.len() {
+            return Err(Rejected::InvalidReplicationFactor {
+                topic: topic.into(),
+                reason: format!(
+                    "replication factor {replication_factor} is not between 1 and the {} unfenced brokers of the cluster",
+                    brokers.len()
+                ),
+            });
+        }
+        let (start, shift) = placement_seed(id, brokers.len());
+        Ok(place_replicas(
+            &brokers,
+            partitions,
+            replication_factor as usize,
+            first_partition,
+            start,
+            shift,
+        ))
+    }
+
+    fn create_topic(&mut self, c: &CreateTopic) -> Outcome {
+        self.check_new_topic_name(&c.name)?;
+        if (c.name == OFFSETS_TOPIC) != c.internal {
+            return Err(Rejected::InvalidTopicName {
+                name: c.name.clone(),
+                reason: format!(
+                    "only {OFFSETS_TOPIC} is internal, and only the controller creates it"
+                ),
+            });
+        }
+        validate_configs(&c.configs)?;
+        let assignment = match &c.assignment {
+            Some(a) => {
+                if a.is_empty() {
+                    return Err(Rejected::InvalidPartitions {
+                        topic: c.name.clone(),
+                        reason: "the replica assignment lists no partition".into(),
+                    });
+                }
+                self.check_assignment(&c.name, a, None)?;
+                a.clone()
+            }
+            None => {
+                if c.partitions < 1 {
+                    return Err(Rejected::InvalidPartitions {
+                        topic: c.name.clone(),
+                        reason: format!("{} partitions; a topic needs at least 1", c.partitions),
+                    });
+                }
+                self.place(
+                    &c.name,
+                    &c.topic_id,
+                    c.partitions,
+                    i32::from(c.replication_factor),
+                    0,
+                )?
+            }
+        };
+        let topic = TopicImage {
+            id: c.topic_id,
+            name: c.name.clone(),
+            internal: c.internal,
+            configs: c.configs.iter().cloned().collect(),
+            partitions: self.new_partitions(assignment),
+        };
+        self.topics.insert(c.name.clone(), Arc::new(topic));
+        Ok(Applied::TopicCreated(c.topic_id))
+    }
+
+    fn create_partitions(
+        &mut self,
+        name: &str,
+        total: i32,
+        assignment: Option<&[Vec<i32>]>,
+    ) -> Outcome {
+        let topic = self
+            .topics
+            .get(name)
+            .ok_or_else(|| Rejected::UnknownTopic(name.into()))?
+            .clone();
+        let current = topic.partitions.len() as i32;
+        if total <= current {
+            return Err(Rejected::InvalidPartitions {
+                topic: name.into(),
+                reason: format!(
+                    "topic {name:?} has {current} partitions; it can only grow, not to {total}"
+                ),
+            });
+        }
+        let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+        let new = match assignment {
+            Some(a) => {
+                if a.len() as i32 != total - current {
+                    return Err(Rejected::InvalidReplicaAssignment {
+                        topic: name.into(),
+                        reason: format!(
+                            "{} new partitions need {} assignments, not {}",
+                            total - current,
+                            total - current,
+                            a.len()
+                        ),
+                    });
+                }
+                self.check_assignment(name, a, Some(rf))?;
+                a.to_vec()
+            }
+            None => self.place(name, &topic.id, total - current, rf as i32, current)?,
+        };
+        let mut t = (*topic).clone();
+        t.partitions.extend(self.new_partitions(new));
+        self.topics.insert(name.into(), Arc::new(t));
+        Ok(Applied::Done)
+    }
+
+    fn alter_partition(&mut self, a: &AlterPartition) -> Outcome {
+        self.current_broker(a.broker_id, a.broker_epoch)?;
+        let topic = self
+            .topics
+            .get(&a.topic)
+            .filter(|t| t.id == a.topic_id)
+            .ok_or_else(|| Rejected::UnknownTopic(a.topic.clone()))?
+            .clone();
+        let count = topic.partitions.len() as i32;
+        let p = usize::try_from(a.partition)
+            .ok()
+            .and_then(|i| topic.partitions.get(i))
+            .ok_or_else(|| Rejected::UnknownPartition {
+                topic: a.topic.clone(),
+                partition: a.partition,
+                count,
+            })?;
+        let part = pname(&a.topic, a.partition as usize);
+        if p.leader != a.broker_id || a.leader_epoch != p.leader_epoch {
+            return Err(Rejected::FencedLeaderEpoch {
+                partition: part,
+                reason: format!(
+                    "broker {} at leader epoch {} is not the leader (leader {} at epoch {})",
+                    a.broker_id, a.leader_epoch, p.leader, p.leader_epoch
+                ),
+            });
+        }
+        if a.partition_epoch != p.partition_epoch {
+            return Err(Rejected::InvalidUpdateVersion {
+                partition: part,
+                reason: format!(
+                    "the change was computed at partition epoch {}, the partition is at {}",
+                    a.partition_epoch, p.partition_epoch
+                ),
+            });
+        }
+        let bad = |reason: String| Rejected::IneligibleReplica {
+            partition: part.clone(),
+            reason,
+        };
+        if !a.new_isr.contains(&p.leader) {
+            return Err(bad(format!(
+                "the ISR {:?} lacks the leader {}",
+                a.new_isr, p.leader
+            )));
+        }
+        let mut seen = a.new_isr.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != a.new_isr.len() {
+            return Err(bad(format!("the ISR {:?} names a broker twice", a.new_isr)));
+        }
+        if let Some(r) = a.new_isr.iter().find(|r| !p.replicas.contains(r)) {
+            return Err(bad(format!(
+                "broker {r} is not a replica ({:?})",
+                p.replicas
+            )));
+        }
+        if let Some(r) = a
+            .new_isr
+            .iter()
+            .find(|r| !p.isr.contains(r) && !self.is_unfenced(**r))
+        {
+            return Err(bad(format!("broker {r} is fenced and cannot join the ISR")));
+        }
+        // Kept in replica order, like every ISR the controller writes.
+        let isr: Vec<i32> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| a.new_isr.contains(r))
+            .collect();
+        let mut t = (*topic).clone();
+        let target = &mut t.partitions[a.partition as usize];
+        let leader = target.leader;
+        Self::change_partition(target, isr, leader);
+        self.topics.insert(a.topic.clone(), Arc::new(t));
+        Ok(Applied::Done)
+    }
+
+    /// Encodes the image (a snapshot's data).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u16(IMAGE_VERSION);
+        w.u64(self.index);
+        match &self.cluster_id {
+            None => w.bool(false),
+            Some(id) => {
+                w.bool(true);
+                w.str(id);
+            }
+        }
+        w.i64(self.next_producer_id);
+        w.u32(self.brokers.len() as u32);
+        for b in self.brokers.values() {
+            w.i32(b.id);
+            w.i64(b.epoch);
+            w.u64(b.incarnation);
+            w.str(&b.listener);
+            w.bool(b.fenced);
+            w.bool(b.shut_down);
+        }
+        w.u32(self.topics.len() as u32);
+        for t in self.topics.values() {
+            w.str(&t.name);
+            w.raw(&t.id);
+            w.bool(t.internal);
+            w.pairs(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            w.u32(t.partitions.len() as u32);
+            for p in &t.partitions {
+                w.i32s(&p.replicas);
+                w.i32s(&p.isr);
+                w.i32(p.leader);
+                w.i32(p.leader_epoch);
+                w.i32(p.partition_epoch);
+            }
+        }
+        w.into_bytes()
+    }
+
+    /// Decodes an image written by [`MetadataImage::encode`].
+    pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<MetadataImage> {
+        let mut r = Reader::new(bytes, location);
+        let version = r.u16()?;
+        if version != IMAGE_VERSION {
+            return Err(r.error(format!(
+                "metadata image version {version}; this node reads version {IMAGE_VERSION}"
+            )));
+        }
+        let index = r.u64()?;
+        let cluster_id = if r.bool()? { Some(r.str()?) } else { None };
+        let next_producer_id = r.i64()?;
+        let mut brokers = BTreeMap::new();
+        for _ in 0..r.count(26)? {
+            let b = BrokerRegistration {
+                id: r.i32()?,
+                epoch: r.i64()?,
+                incarnation: r.u64()?,
+                listener: r.str()?,
+                fenced: r.bool()?,
+                shut_down: r.bool()?,
+            };
+            brokers.insert(b.id, b);
+        }
+        let mut topics = BTreeMap::new();
+        for _ in 0..r.count(29)? {
+            let name = r.str()?;
+            let id = r.fixed()?;
+            let internal = r.bool()?;
+            let configs = r.pairs()?.into_iter().collect();
+            let n = r.count(20)?;
+            let mut partitions = Vec::with_capacity(n);
+            for _ in 0..n {
+                partitions.push(PartitionImage {
+                    replicas: r.i32s()?,
+                    isr: r.i32s()?,
+                    leader: r.i32()?,
+                    leader_epoch: r.i32()?,
+                    partition_epoch: r.i32()?,
+                });
+            }
+            topics.insert(
+                name.clone(),
+                Arc::new(TopicImage {
+                    id,
+                    name,
+                    internal,
+                    configs,
+                    partitions,
+                }),
+            );
+        }
+        r.finish()?;
+        Ok(MetadataImage {
+            index,
+            cluster_id,
+            brokers,
+            topics,
+            next_producer_id,
+        })
+    }
+}
+
+fn validate_configs(configs: &[(String, String)]) -> std::result::Result<(), Rejected> {
+    let config = configs
+        .iter()
+        .fold(TopicConfig::new(), |c, (k, v)| c.set(k, v));
+    match config.validate() {
+        Ok(()) => Ok(()),
+        Err(Error::InvalidConfig { key, reason }) => Err(Rejected::InvalidConfig { key, reason }),
+        Err(e) => Err(Rejected::InvalidConfig {
+            key: "config".into(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
+/// What this node does for one partition, as the replica manager needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LocalRole {
+    /// This node leads the partition.
+    Leader {
+        /// Current leader epoch.
+        leader_epoch: i32,
+        /// Current partition epoch (for `AlterPartition`).
+        partition_epoch: i32,
+        /// The committed ISR (the high watermark is computed over it).
+        isr: Vec<i32>,
+        /// Every replica.
+        replicas: Vec<i32>,
+    },
+    /// This node follows `leader` (-1: no leader right now).
+    Follower {
+        /// The leader to fetch from, or [`NO_LEADER`].
+        leader: i32,
+        /// Current leader epoch.
+        leader_epoch: i32,
+        /// Current partition epoch.
+        partition_epoch: i32,
+    },
+}
+
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
+/// A hosted partition whose role or epochs changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalPartitionChange {
+    /// Topic name.
+    pub topic: String,
+    /// Topic id.
+    pub topic_id: TopicId,
+    /// Partition index.
+    pub partition: i32,
+    /// The new role.
+    pub role: LocalRole,
+}
+
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
+/// How this node's replicas change between two images (Kafka's `LocalReplicaChanges`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LocalChanges {
+    /// Partitions hosted here that are new or whose leader, ISR or epochs changed.
+    pub changed: Vec<LocalPartitionChange>,
+    /// Partitions no longer hosted here (topic deleted), as `(topic, topic id,
+    /// partition)`.
+    pub removed: Vec<(String, TopicId, i32)>,
+}
+
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
+fn local_role(node: i32, p: &PartitionImage) -> LocalRole {
+    if p.leader == node {
+        LocalRole::Leader {
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+            replicas: p.replicas.clone(),
+        }
+    } else {
+        LocalRole::Follower {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+        }
+    }
+}
+
+// The replica manager's interface (the data plane builds on it); used by tests until then.
+#[cfg_attr(not(test), allow(dead_code))]
+/// The changes to `node`'s replicas from `previous` to `current`.
+pub(crate) fn local_changes(
+    node: i32,
+    previous: &MetadataImage,
+    current: &MetadataImage,
+) -> LocalChanges {
+    let mut out = LocalChanges::default();
+    for (name, topic) in &current.topics {
+        let before = previous.topics.get(name);
+        if before.is_some_and(|b| Arc::ptr_eq(b, topic)) {
+            continue;
+        }
+        let before = before.filter(|b| b.id == topic.id);
+        for (i, p) in topic.partitions.iter().enumerate() {
+            if !p.hosts(node) {
+                continue;
+            }
+            if before.and_then(|b| b.partitions.get(i)) == Some(p) {
+                continue;
+            }
+            out.changed.push(LocalPartitionChange {
+                topic: name.clone(),
+                topic_id: topic.id,
+                partition: i as i32,
+                role: local_role(node, p),
+            });
+        }
+    }
+    for (name, topic) in &previous.topics {
+        let still = current.topics.get(name).filter(|t| t.id == topic.id);
+        for (i, p) in topic.partitions.iter().enumerate() {
+            if p.hosts(node) && still.is_none() {
+                out.removed.push((name.clone(), topic.id, i as i32));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

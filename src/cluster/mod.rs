@@ -1,0 +1,906 @@
+//! A cluster node (feature `server`): the metadata quorum (Raft, with raft-rs), the
+//! controller and the broker lifecycle. See docs/design.md, "The cluster".
+//!
+//! [`ClusterNode::start`] makes a [`Broker`] one node of a cluster whose voters are
+//! listed in the quorum. The node keeps the cluster's metadata log in
+//! `<data>/__cluster_metadata-0/` ([`storage`]), exchanges Raft messages with its peers
+//! ([`transport`]), applies committed records to its [`MetadataImage`] ([`image`]) and
+//! publishes every new image to its [`MetadataListener`]s: the broker's topic registry
+//! (local logs for the partitions this node hosts) and, with the data plane, the replica
+//! manager, which drives each hosted partition's leader or follower role from
+//! [`local_changes`].
+//!
+//! Layers: the cluster module sits above the broker; the broker defines the
+//! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
+
+mod codec;
+pub(crate) mod image;
+mod logger;
+mod meta_properties;
+mod node;
+pub(crate) mod records;
+mod storage;
+mod transport;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::broker::{
+    CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, ClusterTopic, TopicAuthority, WeakBroker,
+};
+use crate::error::IoContext;
+use crate::{Broker, Error, Result, TopicConfig};
+pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
+use node::{Inbound, PublishJob, RaftLoop, raft_id};
+pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
+
+/// One voter of the quorum: node id and `host:port` of its quorum listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Voter {
+    /// Node id.
+    pub id: i32,
+    /// Quorum address, `host:port`.
+    pub addr: String,
+}
+
+/// Parses Kafka's `controller.quorum.voters` syntax: `1@host:port,2@host:port,...`.
+pub(crate) fn parse_quorum(s: &str) -> Result<Vec<Voter>> {
+    let bad = |reason: String| Error::InvalidConfig {
+        key: "controller.quorum.voters".into(),
+        reason,
+    };
+    let mut voters: Vec<Voter> = Vec::new();
+    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, addr) = entry
+            .split_once('@')
+            .ok_or_else(|| bad(format!("{entry:?} is not ID@HOST:PORT")))?;
+        let id: i32 = id
+            .trim()
+            .parse()
+            .ok()
+            .filter(|id| *id >= 0 && *id < i32::MAX)
+            .ok_or_else(|| {
+                bad(format!(
+                    "node id {id:?} in {entry:?} is not a number from 0"
+                ))
+            })?;
+        let port = addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .ok_or_else(|| bad(format!("{addr:?} in {entry:?} is not HOST:PORT")))?;
+        if port == 0 {
+            return Err(bad(format!(
+                "{entry:?} has port 0; voters need fixed addresses"
+            )));
+        }
+        if voters.iter().any(|v| v.id == id) {
+            return Err(bad(format!("node id {id} is listed twice")));
+        }
+        voters.push(Voter {
+            id,
+            addr: addr.trim().to_string(),
+        });
+    }
+    if voters.is_empty() {
+        return Err(bad(
+            "no voter listed; expected 1@HOST:PORT,2@HOST:PORT,...".into()
+        ));
+    }
+    Ok(voters)
+}
+
+/// Settings of a cluster node. Defaults are Kafka's.
+#[derive(Debug)]
+pub(crate) struct ClusterConfig {
+    /// This node's id (Kafka `node.id`).
+    pub node_id: i32,
+    /// Every voter (Kafka `controller.quorum.voters`).
+    pub voters: Vec<Voter>,
+    /// This broker's Kafka listener as clients should reach it, `host:port`.
+    pub advertised_listener: String,
+    /// Kafka `broker.session.timeout.ms`: 9 s.
+    pub session_timeout: Duration,
+    /// Kafka `default.replication.factor`: 1.
+    pub default_replication_factor: i16,
+    /// Kafka `min.insync.replicas`: 1 (the data plane's default for topics).
+    pub min_insync_replicas: i32,
+    /// Kafka `replica.lag.time.max.ms`: 30 s (the data plane's ISR shrink delay).
+    pub replica_lag_time_max: Duration,
+    /// Kafka `offsets.topic.replication.factor`: 3, capped at the number of voters.
+    pub offsets_topic_replication_factor: i16,
+    /// Kafka `num.partitions`: partitions of a topic created with -1.
+    pub default_partitions: i32,
+    /// A snapshot is taken (and the log compacted) once this many entries follow the
+    /// last one.
+    pub snapshot_after_entries: usize,
+    /// Raft tick.
+    pub tick: Duration,
+    /// Election timeout in ticks (randomized between this and twice this).
+    pub election_ticks: usize,
+    /// A quorum listener bound by the caller (tests bind port 0 first); None binds this
+    /// node's voter address.
+    pub quorum_listener: Option<TcpListener>,
+}
+
+impl ClusterConfig {
+    /// Kafka's defaults for node `node_id` of `voters`.
+    pub(crate) fn new(
+        node_id: i32,
+        voters: Vec<Voter>,
+        advertised_listener: String,
+    ) -> ClusterConfig {
+        ClusterConfig {
+            node_id,
+            voters,
+            advertised_listener,
+            session_timeout: Duration::from_millis(9000),
+            default_replication_factor: 1,
+            min_insync_replicas: 1,
+            replica_lag_time_max: Duration::from_millis(30_000),
+            offsets_topic_replication_factor: 3,
+            default_partitions: 1,
+            snapshot_after_entries: 1024,
+            tick: Duration::from_millis(100),
+            election_ticks: 10,
+            quorum_listener: None,
+        }
+    }
+}
+
+/// When each peer was last heard from (any Raft message), for the controller's
+/// liveness check.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    last: Mutex<HashMap<i32, Instant>>,
+}
+
+impl Liveness {
+    /// Notes a message from `node`.
+    pub(crate) fn heard(&self, node: i32) {
+        self.last.lock().insert(node, Instant::now());
+    }
+
+    /// When `node` was last heard from.
+    pub(crate) fn last_heard(&self, node: i32) -> Option<Instant> {
+        self.last.lock().get(&node).copied()
+    }
+}
+
+/// A new image, as listeners see it.
+pub(crate) struct MetadataUpdate<'a> {
+    /// This node.
+    pub node_id: i32,
+    /// The image before (empty at the first publication).
+    pub previous: &'a MetadataImage,
+    /// The image now.
+    pub current: &'a MetadataImage,
+    /// True once this node's metadata includes its own registration: everything it ever
+    /// applied before is in `current`.
+    pub caught_up: bool,
+}
+
+impl MetadataUpdate<'_> {
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// How this node's replicas changed.
+    pub(crate) fn local_changes(&self) -> LocalChanges {
+        local_changes(self.node_id, self.previous, self.current)
+    }
+}
+
+/// Told about every new image, in order, on the publisher thread, before the image is
+/// visible to readers and before the proposers of its records are woken.
+pub(crate) trait MetadataListener: Send + Sync {
+    /// A new image.
+    fn on_metadata(&self, update: &MetadataUpdate<'_>);
+}
+
+/// A caller waiting for its record's outcome.
+#[derive(Default)]
+struct Waiter {
+    outcome: Mutex<Option<Outcome>>,
+    cv: Condvar,
+}
+
+/// State shared by the node handle, the Raft loop, the publisher and the transport.
+pub(crate) struct Shared {
+    node_id: i32,
+    image: RwLock<Arc<MetadataImage>>,
+    /// Index of the published image.
+    published: AtomicU64,
+    published_lock: Mutex<()>,
+    published_cv: Condvar,
+    /// The Raft leader (controller), -1 if unknown.
+    leader: AtomicI32,
+    /// This process's broker epoch, -1 before its registration is applied.
+    broker_epoch: AtomicI64,
+    /// Set by controlled shutdown: no more BrokerReady.
+    shutting_down: AtomicBool,
+    waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
+    next_request: AtomicU64,
+    listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
+    /// Why the Raft loop stopped, if it failed.
+    failed: Mutex<Option<String>>,
+    stopped: AtomicBool,
+    cluster_id: transport::ClusterIdCell,
+    liveness: Arc<Liveness>,
+}
+
+impl Shared {
+    fn next_request_id(&self) -> u64 {
+        self.next_request.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn set_leader(&self, node: i32) {
+        self.leader.store(node, Ordering::Release);
+    }
+
+    fn publish(
+        &self,
+        previous: &MetadataImage,
+        current: &Arc<MetadataImage>,
+        outcomes: Vec<(u64, Outcome)>,
+    ) {
+        let epoch = self.broker_epoch.load(Ordering::Acquire);
+        let update = MetadataUpdate {
+            node_id: self.node_id,
+            previous,
+            current,
+            caught_up: epoch >= 0 && current.index >= epoch as u64,
+        };
+        for l in self.listeners.lock().iter() {
+            l.on_metadata(&update);
+        }
+        *self.image.write() = current.clone();
+        {
+            let _g = self.published_lock.lock();
+            self.published.store(current.index, Ordering::Release);
+            self.published_cv.notify_all();
+        }
+        let waiters = self.waiters.lock();
+        for (id, outcome) in outcomes {
+            if let Some(w) = waiters.get(&id) {
+                *w.outcome.lock() = Some(outcome);
+                w.cv.notify_all();
+            }
+        }
+    }
+}
+
+/// A running cluster node. Cheap to share (`Arc`); stops with [`ClusterNode::shutdown`].
+pub(crate) struct ClusterNode {
+    config: Arc<ClusterConfig>,
+    shared: Arc<Shared>,
+    inbox: crossbeam_channel::Sender<Inbound>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    broker: WeakBroker,
+    data_dir: PathBuf,
+    quorum_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("node_id", &self.config.node_id)
+            .field("quorum_addr", &self.quorum_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keeps a cluster node's broker registry in step with the image: topics and the local
+/// logs of hosted partitions; once caught up, deletes orphaned partition directories.
+struct BrokerSync {
+    broker: WeakBroker,
+    swept: AtomicBool,
+}
+
+impl MetadataListener for BrokerSync {
+    fn on_metadata(&self, u: &MetadataUpdate<'_>) {
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        for (name, t) in &u.previous.topics {
+            if u.current.topics.get(name).map(|c| c.id) != Some(t.id)
+                && let Err(e) = broker.remove_cluster_topic(name)
+            {
+                tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot delete a deleted topic's local logs");
+            }
+        }
+        for (name, t) in &u.current.topics {
+            if u.previous
+                .topics
+                .get(name)
+                .is_some_and(|p| Arc::ptr_eq(p, t))
+            {
+                continue;
+            }
+            let topic = ClusterTopic {
+                name: name.clone(),
+                id: codec::uuid_base64(&t.id),
+                partition_count: t.partitions.len() as i32,
+                hosted: (0..t.partitions.len() as i32)
+                    .filter(|p| t.partitions[*p as usize].hosts(u.node_id))
+                    .collect(),
+                config: t.config(),
+                internal: t.internal,
+            };
+            if let Err(e) = broker.apply_cluster_topic(&topic) {
+                tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot open a topic's local logs");
+            }
+        }
+        if u.caught_up && !self.swept.swap(true, Ordering::AcqRel) {
+            match broker.sweep_cluster_orphans() {
+                Ok(deleted) if !deleted.is_empty() => {
+                    tracing::info!(
+                        node = u.node_id,
+                        ?deleted,
+                        "deleted local logs of topics the cluster no longer has"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(node = u.node_id, error = %e, "cannot sweep orphaned partition directories")
+                }
+            }
+        }
+    }
+}
+
+/// A request to create a topic, with Kafka's -1 for "the default".
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NewTopic {
+    /// Name.
+    pub name: String,
+    /// Partitions, -1 = `num.partitions`.
+    pub partitions: i32,
+    /// Replication factor, -1 = `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Client-chosen replicas per partition.
+    pub assignment: Option<Vec<Vec<i32>>>,
+    /// Config overrides.
+    pub configs: Vec<(String, String)>,
+}
+
+/// How long an in-process admin call waits for its record to be applied.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl ClusterNode {
+    /// Starts node `config.node_id` on `broker`'s data directory: checks (and on a fresh
+    /// directory, creates) the node's identity and Raft storage, binds the quorum
+    /// listener, starts the Raft loop and publisher, and attaches to the broker. Errors
+    /// name the data directory and both ids when it belongs to another node or cluster.
+    pub(crate) fn start(broker: &Broker, mut config: ClusterConfig) -> Result<Arc<ClusterNode>> {
+        let me = config.node_id;
+        if !config.voters.iter().any(|v| v.id == me) {
+            return Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "node {me} is not among the voters {:?} of --quorum",
+                    config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
+                ),
+            });
+        }
+        let voters = config.voters.len() as i16;
+        if config.offsets_topic_replication_factor > voters {
+            tracing::warn!(
+                wanted = config.offsets_topic_replication_factor,
+                nodes = voters,
+                "offsets.topic.replication.factor is above the number of nodes; using {voters}"
+            );
+            config.offsets_topic_replication_factor = voters;
+        }
+        if config.offsets_topic_replication_factor < 1 || config.default_replication_factor < 1 {
+            return Err(Error::InvalidConfig {
+                key: "default.replication.factor".into(),
+                reason: "replication factors must be at least 1".into(),
+            });
+        }
+        let data_dir = broker.dir().to_path_buf();
+        let meta_dir = data_dir.join(CLUSTER_METADATA_DIR);
+        let meta_props = meta_properties::read(&data_dir)?;
+        if let Some(p) = &meta_props {
+            meta_properties::check_node(&data_dir, p, me)?;
+            if !meta_dir.join(CLUSTER_STATE_FILE).exists() {
+                return Err(Error::InvalidConfig {
+                    key: "node.id".into(),
+                    reason: format!(
+                        "{} says it is node {me} of cluster {}, but its metadata log {} is missing",
+                        data_dir.display(),
+                        p.cluster_id,
+                        meta_dir.display()
+                    ),
+                });
+            }
+        }
+        let listener = match config.quorum_listener.take() {
+            Some(l) => l,
+            None => {
+                let addr = &config
+                    .voters
+                    .iter()
+                    .find(|v| v.id == me)
+                    .expect("checked")
+                    .addr;
+                TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())?
+            }
+        };
+        let quorum_addr = listener
+            .local_addr()
+            .ctx("address of", "the quorum listener")?;
+        let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
+        let liveness = Arc::new(Liveness::default());
+        let shared = Arc::new(Shared {
+            node_id: me,
+            image: RwLock::new(Arc::new(MetadataImage::default())),
+            published: AtomicU64::new(0),
+            published_lock: Mutex::new(()),
+            published_cv: Condvar::new(),
+            leader: AtomicI32::new(-1),
+            broker_epoch: AtomicI64::new(-1),
+            shutting_down: AtomicBool::new(false),
+            waiters: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(codec::random_u64() >> 2),
+            listeners: Mutex::new(Vec::new()),
+            failed: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+            cluster_id: Arc::new(RwLock::new(
+                meta_props.as_ref().map(|p| p.cluster_id.clone()),
+            )),
+            liveness: liveness.clone(),
+        });
+        let config = Arc::new(config);
+        let node = Arc::new(ClusterNode {
+            config: config.clone(),
+            shared: shared.clone(),
+            inbox: inbox_tx.clone(),
+            threads: Mutex::new(Vec::new()),
+            broker: broker.downgrade(),
+            data_dir: data_dir.clone(),
+            quorum_addr,
+        });
+        // Refuses a single node's data directory before anything is written to it.
+        broker.attach_cluster(node.clone())?;
+        let started = (|| -> Result<()> {
+            let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
+            let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
+            let clean_shutdown_epoch = storage::read_clean_shutdown(&meta_dir)?;
+            storage::remove_clean_shutdown(&meta_dir)?;
+            let snapshot = store.snapshot_ref().clone();
+            let image = if snapshot.get_metadata().index > 0 {
+                let location = format!("{}", meta_dir.join(storage::SNAPSHOT_FILE).display());
+                MetadataImage::decode(&snapshot.data, &location)?
+            } else {
+                MetadataImage::default()
+            };
+            if let (Some(p), Some(id)) = (&meta_props, &image.cluster_id) {
+                meta_properties::check_cluster(&data_dir, p, id)?;
+            }
+            let raft_config = raft::Config {
+                id: raft_id(me),
+                election_tick: config.election_ticks,
+                heartbeat_tick: 2,
+                applied: snapshot.get_metadata().index,
+                max_size_per_msg: 1 << 20,
+                max_inflight_msgs: 256,
+                check_quorum: true,
+                pre_vote: true,
+                ..Default::default()
+            };
+            raft_config.validate().map_err(|e| Error::InvalidConfig {
+                key: "raft".into(),
+                reason: e.to_string(),
+            })?;
+            let logger = logger::raft_logger(me);
+            let raw = raft::RawNode::new(&raft_config, store, &logger).map_err(|e| {
+                Error::InvalidConfig {
+                    key: "raft".into(),
+                    reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
+                }
+            })?;
+            let transport = transport::Transport::start(
+                me,
+                &config.voters,
+                listener,
+                inbox_tx.clone(),
+                liveness,
+                shared.cluster_id.clone(),
+            )?;
+            shared.listeners.lock().push(Arc::new(BrokerSync {
+                broker: broker.downgrade(),
+                swept: AtomicBool::new(false),
+            }));
+            let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
+            let publisher = {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("metadata-publisher-{me}"))
+                    .spawn(move || node::publisher_loop(shared, pub_rx))
+                    .ctx("spawn the metadata publisher for", data_dir.clone())?
+            };
+            let raft_loop = RaftLoop::new(
+                raw,
+                config.clone(),
+                shared.clone(),
+                inbox_rx,
+                transport,
+                pub_tx,
+                image,
+                data_dir.clone(),
+                clean_shutdown_epoch,
+                meta_props.clone(),
+            );
+            let looper = std::thread::Builder::new()
+                .name(format!("raft-{me}"))
+                .spawn(move || raft_loop.run())
+                .ctx("spawn the raft thread for", data_dir.clone())?;
+            node.threads.lock().extend([looper, publisher]);
+            Ok(())
+        })();
+        if let Err(e) = started {
+            broker.detach_cluster();
+            node.shutdown();
+            return Err(e);
+        }
+        tracing::info!(node = me, quorum = %quorum_addr, listener = %config.advertised_listener, "cluster node started");
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub(crate) fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// The node's settings.
+    pub(crate) fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The address the quorum listener is bound to.
+    #[cfg(test)]
+    pub(crate) fn quorum_addr(&self) -> SocketAddr {
+        self.quorum_addr
+    }
+
+    /// The latest published image.
+    pub(crate) fn image(&self) -> Arc<MetadataImage> {
+        self.shared.image.read().clone()
+    }
+
+    /// The controller (Raft leader), if known.
+    pub(crate) fn controller_id(&self) -> Option<i32> {
+        let l = self.shared.leader.load(Ordering::Acquire);
+        (l >= 0).then_some(l)
+    }
+
+    /// This process's broker epoch, once its registration is applied.
+    pub(crate) fn broker_epoch(&self) -> Option<i64> {
+        let e = self.shared.broker_epoch.load(Ordering::Acquire);
+        (e >= 0).then_some(e)
+    }
+
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// Waits until the published image satisfies `pred` or `timeout` passes.
+    pub(crate) fn wait_for_image(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&MetadataImage) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.shared.published_lock.lock();
+        loop {
+            if pred(&self.image()) {
+                return true;
+            }
+            if self
+                .shared
+                .published_cv
+                .wait_until(&mut g, deadline)
+                .timed_out()
+            {
+                return pred(&self.image());
+            }
+        }
+    }
+
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// Registers a listener: it is told about the current image at once (as an update
+    /// from the empty image), then about every new one.
+    pub(crate) fn add_listener(&self, listener: Arc<dyn MetadataListener>) {
+        let mut listeners = self.shared.listeners.lock();
+        let current = self.image();
+        let epoch = self.shared.broker_epoch.load(Ordering::Acquire);
+        listener.on_metadata(&MetadataUpdate {
+            node_id: self.config.node_id,
+            previous: &MetadataImage::default(),
+            current: &current,
+            caught_up: epoch >= 0 && current.index >= epoch as u64,
+        });
+        listeners.push(listener);
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if let Some(why) = self.shared.failed.lock().clone() {
+            return Err(Error::Closed(format!(
+                "cluster node {} (it failed: {why})",
+                self.config.node_id
+            )));
+        }
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!(
+                "cluster node {}",
+                self.config.node_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Proposes `record` and waits until this node has applied and published it (or
+    /// `timeout`: `Error::Timeout`). Proposals are retried across leader changes.
+    pub(crate) fn propose(&self, record: MetadataRecord, timeout: Duration) -> Result<Applied> {
+        self.check_running()?;
+        let name = record.name();
+        let request_id = self.shared.next_request_id();
+        let data = records::Envelope {
+            proposer: self.config.node_id,
+            request_id,
+            record,
+        }
+        .encode();
+        let deadline = Instant::now() + timeout;
+        let waiter = Arc::new(Waiter::default());
+        self.shared
+            .waiters
+            .lock()
+            .insert(request_id, waiter.clone());
+        let sent = self.inbox.send(Inbound::Propose {
+            request_id,
+            data,
+            deadline,
+        });
+        let outcome = if sent.is_err() {
+            None
+        } else {
+            let mut g = waiter.outcome.lock();
+            while g.is_none() && !waiter.cv.wait_until(&mut g, deadline).timed_out() {}
+            g.take()
+        };
+        self.shared.waiters.lock().remove(&request_id);
+        match outcome {
+            Some(Ok(applied)) => Ok(applied),
+            Some(Err(rejected)) => Err(rejected.into()),
+            None => {
+                self.check_running()?;
+                Err(Error::Timeout(format!(
+                    "{name} was not applied by the cluster within {timeout:?} (controller: {})",
+                    self.controller_id()
+                        .map_or("none".to_string(), |c| format!("node {c}"))
+                )))
+            }
+        }
+    }
+
+    /// The `CreateTopic` record for `t`, with the defaults filled in.
+    fn create_record(&self, t: &NewTopic) -> MetadataRecord {
+        MetadataRecord::CreateTopic(CreateTopic {
+            name: t.name.clone(),
+            topic_id: codec::random_uuid(),
+            partitions: if t.partitions == -1 {
+                self.config.default_partitions
+            } else {
+                t.partitions
+            },
+            replication_factor: if t.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                t.replication_factor
+            },
+            assignment: t.assignment.clone(),
+            configs: t.configs.clone(),
+            internal: false,
+        })
+    }
+
+    /// Checks `record` against the current image without proposing it.
+    fn validate(&self, record: &MetadataRecord) -> Result<()> {
+        let mut scratch = (*self.image()).clone();
+        scratch
+            .apply(scratch.index + 1, record)
+            .map(drop)
+            .map_err(Into::into)
+    }
+
+    /// Creates a topic through the controller (or, with `validate_only`, checks that it
+    /// would be created).
+    pub(crate) fn create_topic(
+        &self,
+        t: &NewTopic,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let record = self.create_record(t);
+        if validate_only {
+            return self.validate(&record);
+        }
+        self.propose(record, timeout).map(drop)
+    }
+
+    /// Deletes a topic through the controller.
+    pub(crate) fn delete_topic(&self, name: &str, timeout: Duration) -> Result<()> {
+        let topic_id = self.image().topic(name).map(|t| t.id);
+        self.propose(
+            MetadataRecord::DeleteTopic {
+                name: name.to_string(),
+                topic_id,
+            },
+            timeout,
+        )
+        .map(drop)
+    }
+
+    /// Grows a topic through the controller.
+    pub(crate) fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let record = MetadataRecord::CreatePartitions {
+            name: name.to_string(),
+            total,
+            assignment,
+        };
+        if validate_only {
+            return self.validate(&record);
+        }
+        self.propose(record, timeout).map(drop)
+    }
+
+    /// Replaces a topic's config overrides through the controller.
+    pub(crate) fn alter_topic_config(
+        &self,
+        name: &str,
+        configs: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.propose(
+            MetadataRecord::AlterTopicConfig {
+                name: name.to_string(),
+                configs,
+            },
+            timeout,
+        )
+        .map(drop)
+    }
+
+    // The replica manager's interface (the data plane builds on it); used by tests until then.
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// An ISR change from this node as a partition's leader (the data plane's
+    /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
+    /// `InvalidUpdateVersion`.
+    pub(crate) fn alter_partition(&self, change: AlterPartition, timeout: Duration) -> Result<()> {
+        self.propose(MetadataRecord::AlterPartition(change), timeout)
+            .map(drop)
+    }
+
+    /// Reserves `count` producer ids for this broker; returns the first.
+    pub(crate) fn allocate_producer_ids(&self, count: i64, timeout: Duration) -> Result<i64> {
+        let broker_epoch = self.broker_epoch().ok_or_else(|| Error::StaleBrokerEpoch {
+            broker: self.config.node_id,
+            reason: "this node is not registered yet".into(),
+        })?;
+        match self.propose(
+            MetadataRecord::AllocateProducerIds {
+                broker_id: self.config.node_id,
+                broker_epoch,
+                count,
+            },
+            timeout,
+        )? {
+            Applied::ProducerIds(first) => Ok(first),
+            other => Err(Error::corrupt(
+                "metadata log",
+                0,
+                format!("AllocateProducerIds applied as {other:?}"),
+            )),
+        }
+    }
+
+    /// Controlled shutdown: moves this node's leaderships to other in-sync replicas and
+    /// fences it (`ShutdownBroker`), then records the clean shutdown in the data
+    /// directory. The node keeps running until [`ClusterNode::shutdown`].
+    pub(crate) fn controlled_shutdown(&self, timeout: Duration) -> Result<()> {
+        self.shared.shutting_down.store(true, Ordering::Release);
+        let Some(broker_epoch) = self.broker_epoch() else {
+            return Ok(());
+        };
+        self.propose(
+            MetadataRecord::ShutdownBroker {
+                broker_id: self.config.node_id,
+                broker_epoch,
+            },
+            timeout,
+        )?;
+        storage::write_clean_shutdown(&self.data_dir.join(CLUSTER_METADATA_DIR), broker_epoch)?;
+        tracing::info!(
+            node = self.config.node_id,
+            broker_epoch,
+            "controlled shutdown done"
+        );
+        Ok(())
+    }
+
+    /// Stops the Raft loop, the publisher and the transport, and detaches from the
+    /// broker. To the rest of the cluster this node just went silent (it is fenced after
+    /// the session timeout) unless [`ClusterNode::controlled_shutdown`] ran first.
+    /// Idempotent.
+    pub(crate) fn shutdown(&self) {
+        if self.shared.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = self.inbox.send(Inbound::Stop);
+        let threads: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        self.shared.listeners.lock().clear();
+        if let Some(broker) = self.broker.upgrade() {
+            broker.detach_cluster();
+        }
+        // Wake every waiting caller: they report the node closed.
+        for w in self.shared.waiters.lock().values() {
+            w.cv.notify_all();
+        }
+    }
+}
+
+impl TopicAuthority for ClusterNode {
+    fn create_topic(&self, name: &str, partitions: i32, config: &TopicConfig) -> Result<()> {
+        let t = NewTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor: -1,
+            assignment: None,
+            configs: config
+                .overrides()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        ClusterNode::create_topic(self, &t, false, ADMIN_TIMEOUT)
+    }
+
+    fn delete_topic(&self, name: &str) -> Result<()> {
+        ClusterNode::delete_topic(self, name, ADMIN_TIMEOUT)
+    }
+
+    fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
+        self.create_partitions(name, total, None, false, ADMIN_TIMEOUT)
+    }
+
+    fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()> {
+        ClusterNode::alter_topic_config(
+            self,
+            name,
+            config
+                .overrides()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ADMIN_TIMEOUT,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

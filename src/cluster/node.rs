@@ -1,0 +1,547 @@
+//! The Raft loop of a node (one thread) and the metadata publisher (another).
+//!
+//! The loop owns raft-rs's `RawNode`: it ticks it every `tick` (100 ms), steps the
+//! messages the transport receives, proposes records, and handles each `Ready` in the
+//! order raft-rs requires: send the leader's messages, store a received snapshot, apply
+//! the committed entries, append new entries and the hard state to disk (fsynced), then
+//! send the messages that must follow persistence, advance, apply what became committed.
+//! It also runs the node's broker lifecycle (register, ready) and, on the Raft leader,
+//! the controller's duties (cluster id, fencing by liveness, `__consumer_offsets`).
+//!
+//! Applied images go to the publisher thread, which calls the metadata listeners (the
+//! broker's topic registry, later the replica manager), then makes the image visible to
+//! readers and wakes the callers whose proposals it holds the outcome of. A caller's
+//! change is therefore visible locally (logs created, registry updated) when it returns.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use raft::prelude::{Entry, EntryType, Message};
+use raft::{RawNode, SnapshotStatus, StateRole};
+
+use super::image::{MetadataImage, OFFSETS_TOPIC, Outcome};
+use super::meta_properties::{self, MetaProperties};
+use super::records::{CreateTopic, Envelope, MetadataRecord};
+use super::storage::RaftStorage;
+use super::transport::Transport;
+use super::{ClusterConfig, Shared, codec};
+use crate::Result;
+
+/// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
+pub(crate) fn raft_id(node: i32) -> u64 {
+    node as u64 + 1
+}
+
+/// The node id of a raft-rs id (-1 for raft-rs's "none").
+pub(crate) fn node_of(raft: u64) -> i32 {
+    (raft as i64 - 1) as i32
+}
+
+/// What the loop is told by the other threads.
+pub(crate) enum Inbound {
+    /// A message from a peer.
+    Raft(Message),
+    /// A record to propose, by a caller waiting for its outcome.
+    Propose {
+        /// Matches the outcome to the waiting caller.
+        request_id: u64,
+        /// The encoded envelope.
+        data: Vec<u8>,
+        /// When the caller stops waiting.
+        deadline: Instant,
+    },
+    /// A message to that raft peer could not be delivered.
+    Unreachable(u64),
+    /// A snapshot to that raft peer was delivered or not.
+    SnapshotStatus(u64, SnapshotStatus),
+    /// Stop the loop.
+    Stop,
+}
+
+/// An applied image for the publisher, with the outcomes of this node's proposals.
+pub(crate) struct PublishJob {
+    pub image: Arc<MetadataImage>,
+    pub outcomes: Vec<(u64, Outcome)>,
+}
+
+/// A proposal not applied yet.
+struct Outstanding {
+    data: Vec<u8>,
+    proposed_at: Option<Instant>,
+    deadline: Instant,
+}
+
+/// Proposals the loop makes itself, one in flight per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Internal {
+    Lifecycle,
+    InitCluster,
+    OffsetsTopic,
+    Fence(i32),
+}
+
+/// A proposal not applied after this long is proposed again (it may have been dropped
+/// by a leader change; a duplicate is validated like any record).
+const REPROPOSE_AFTER: Duration = Duration::from_secs(3);
+/// How long the loop's own proposals are retried.
+const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
+
+pub(crate) struct RaftLoop {
+    pub raw: RawNode<RaftStorage>,
+    pub config: Arc<ClusterConfig>,
+    pub shared: Arc<Shared>,
+    pub inbox: Receiver<Inbound>,
+    pub transport: Transport,
+    pub publish: Sender<PublishJob>,
+    pub image: Arc<MetadataImage>,
+    pub data_dir: PathBuf,
+    pub incarnation: u64,
+    pub clean_shutdown_epoch: Option<i64>,
+    pub meta_props: Option<MetaProperties>,
+    outstanding: BTreeMap<u64, Outstanding>,
+    internal: HashMap<Internal, u64>,
+    leader_since: Option<Instant>,
+}
+
+impl RaftLoop {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        raw: RawNode<RaftStorage>,
+        config: Arc<ClusterConfig>,
+        shared: Arc<Shared>,
+        inbox: Receiver<Inbound>,
+        transport: Transport,
+        publish: Sender<PublishJob>,
+        image: MetadataImage,
+        data_dir: PathBuf,
+        clean_shutdown_epoch: Option<i64>,
+        meta_props: Option<MetaProperties>,
+    ) -> RaftLoop {
+        RaftLoop {
+            raw,
+            config,
+            shared,
+            inbox,
+            transport,
+            publish,
+            image: Arc::new(image),
+            data_dir,
+            incarnation: codec::random_u64(),
+            clean_shutdown_epoch,
+            meta_props,
+            outstanding: BTreeMap::new(),
+            internal: HashMap::new(),
+            leader_since: None,
+        }
+    }
+
+    fn me(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Runs until stopped or until the node cannot go on (a failed fsync, a foreign
+    /// cluster id); the reason is then recorded for callers.
+    pub(crate) fn run(mut self) {
+        let _ = self.publish.send(PublishJob {
+            image: self.image.clone(),
+            outcomes: Vec::new(),
+        });
+        let mut next_tick = Instant::now() + self.config.tick;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            let first = match self.inbox.recv_timeout(wait) {
+                Ok(ev) => Some(ev),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut stop = false;
+            let mut next = first;
+            let mut handled = 0;
+            while let Some(ev) = next.take() {
+                if !self.handle(ev) {
+                    stop = true;
+                }
+                handled += 1;
+                if handled < 1024 {
+                    next = self.inbox.try_recv().ok();
+                }
+            }
+            if stop {
+                break;
+            }
+            if Instant::now() >= next_tick {
+                next_tick = Instant::now() + self.config.tick;
+                self.raw.tick();
+                self.on_tick();
+            }
+            if let Err(e) = self.handle_ready() {
+                tracing::error!(node = self.me(), error = %e, "the metadata quorum stops on this node");
+                *self.shared.failed.lock() = Some(e.to_string());
+                break;
+            }
+        }
+        self.shared.set_leader(-1);
+        self.transport.shutdown();
+    }
+
+    /// False to stop.
+    fn handle(&mut self, ev: Inbound) -> bool {
+        match ev {
+            Inbound::Raft(m) => {
+                if let Err(e) = self.raw.step(m) {
+                    tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
+                }
+            }
+            Inbound::Propose {
+                request_id,
+                data,
+                deadline,
+            } => {
+                self.outstanding.insert(
+                    request_id,
+                    Outstanding {
+                        data,
+                        proposed_at: None,
+                        deadline,
+                    },
+                );
+                self.propose_outstanding(request_id);
+            }
+            Inbound::Unreachable(peer) => self.raw.report_unreachable(peer),
+            Inbound::SnapshotStatus(peer, status) => self.raw.report_snapshot(peer, status),
+            Inbound::Stop => return false,
+        }
+        true
+    }
+
+    fn propose_outstanding(&mut self, id: u64) {
+        let Some(o) = self.outstanding.get_mut(&id) else {
+            return;
+        };
+        if self.raw.propose(vec![], o.data.clone()).is_ok() {
+            o.proposed_at = Some(Instant::now());
+        }
+    }
+
+    fn propose_internal(&mut self, kind: Internal, record: MetadataRecord) {
+        if let Some(id) = self.internal.get(&kind)
+            && self.outstanding.contains_key(id)
+        {
+            return;
+        }
+        let request_id = self.shared.next_request_id();
+        let data = Envelope {
+            proposer: self.me(),
+            request_id,
+            record,
+        }
+        .encode();
+        self.outstanding.insert(
+            request_id,
+            Outstanding {
+                data,
+                proposed_at: None,
+                deadline: Instant::now() + INTERNAL_DEADLINE,
+            },
+        );
+        self.internal.insert(kind, request_id);
+        self.propose_outstanding(request_id);
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        self.outstanding.retain(|_, o| o.deadline > now);
+        let due: Vec<u64> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| {
+                o.proposed_at
+                    .is_none_or(|t| now.duration_since(t) >= REPROPOSE_AFTER)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.propose_outstanding(id);
+        }
+        let leader = node_of(self.raw.raft.leader_id);
+        self.shared.set_leader(leader);
+        let is_leader = self.raw.raft.state == StateRole::Leader;
+        match (is_leader, self.leader_since) {
+            (true, None) => {
+                tracing::info!(
+                    node = self.me(),
+                    term = self.raw.raft.term,
+                    "this node is the controller"
+                );
+                self.leader_since = Some(now);
+            }
+            (false, Some(_)) => self.leader_since = None,
+            _ => {}
+        }
+        self.lifecycle();
+        if is_leader {
+            self.controller_duties(now);
+        }
+    }
+
+    /// Register this process, then ask to be unfenced once caught up.
+    fn lifecycle(&mut self) {
+        if self.shared.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let me = self.me();
+        match self.image.brokers.get(&me) {
+            Some(r) if r.incarnation == self.incarnation => {
+                self.shared.broker_epoch.store(r.epoch, Ordering::Release);
+                let caught_up = self.shared.published.load(Ordering::Acquire) >= r.epoch as u64;
+                if r.fenced && !r.shut_down && caught_up {
+                    let epoch = r.epoch;
+                    self.propose_internal(
+                        Internal::Lifecycle,
+                        MetadataRecord::BrokerReady {
+                            broker_id: me,
+                            broker_epoch: epoch,
+                        },
+                    );
+                }
+            }
+            _ => {
+                let record = MetadataRecord::RegisterBroker {
+                    broker_id: me,
+                    incarnation: self.incarnation,
+                    listener: self.config.advertised_listener.clone(),
+                    clean_shutdown_epoch: self.clean_shutdown_epoch,
+                };
+                self.propose_internal(Internal::Lifecycle, record);
+            }
+        }
+    }
+
+    /// The Raft leader's duties that the clock decides.
+    fn controller_duties(&mut self, now: Instant) {
+        if self.image.cluster_id.is_none() {
+            let id = self
+                .meta_props
+                .as_ref()
+                .map(|p| p.cluster_id.clone())
+                .unwrap_or_else(|| codec::uuid_base64(&codec::random_uuid()));
+            self.propose_internal(
+                Internal::InitCluster,
+                MetadataRecord::InitCluster { cluster_id: id },
+            );
+            return;
+        }
+        // Liveness: a broker not heard from for the session timeout is fenced. A new
+        // controller counts from its own last-heard times, but gives every peer at least
+        // a grace period after it took over, to hear from ones it never talked to.
+        let leader_since = self.leader_since.unwrap_or(now);
+        let grace = self.config.tick * (self.config.election_ticks as u32 * 2);
+        let stale: Vec<(i32, i64)> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && b.id != self.me())
+            .filter(|b| {
+                let heard = self.shared.liveness.last_heard(b.id);
+                let by_heard = heard.map(|t| t + self.config.session_timeout);
+                let by_grace = leader_since + grace;
+                let deadline = by_heard.map_or(by_grace, |d| d.max(by_grace));
+                now > deadline
+            })
+            .map(|b| (b.id, b.epoch))
+            .collect();
+        for (broker_id, broker_epoch) in stale {
+            tracing::warn!(
+                node = self.me(),
+                broker = broker_id,
+                "fencing a broker not heard from for the session timeout"
+            );
+            self.propose_internal(
+                Internal::Fence(broker_id),
+                MetadataRecord::FenceBroker {
+                    broker_id,
+                    broker_epoch,
+                },
+            );
+        }
+        if self.image.topic(OFFSETS_TOPIC).is_none() {
+            let rf = self.config.offsets_topic_replication_factor;
+            if self.image.unfenced_brokers().len() >= rf as usize {
+                let record = MetadataRecord::CreateTopic(CreateTopic {
+                    name: OFFSETS_TOPIC.into(),
+                    topic_id: codec::random_uuid(),
+                    partitions: 1,
+                    replication_factor: rf,
+                    assignment: None,
+                    configs: vec![("cleanup.policy".into(), "compact".into())],
+                    internal: true,
+                });
+                self.propose_internal(Internal::OffsetsTopic, record);
+            }
+        }
+    }
+
+    fn send(&self, msgs: Vec<Message>) {
+        for m in msgs {
+            self.transport.send(m);
+        }
+    }
+
+    fn handle_ready(&mut self) -> Result<()> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        if !ready.messages().is_empty() {
+            self.send(ready.take_messages());
+        }
+        if !ready.snapshot().is_empty() {
+            let snapshot = ready.snapshot().clone();
+            let index = snapshot.get_metadata().index;
+            let location = format!("snapshot at index {index} from the leader");
+            let image = MetadataImage::decode(&snapshot.data, &location)?;
+            self.raw.mut_store().apply_snapshot(&snapshot)?;
+            tracing::info!(
+                node = self.me(),
+                index,
+                "installed a metadata snapshot from the controller"
+            );
+            self.adopt_cluster_id(&image)?;
+            self.image = Arc::new(image);
+            self.publish(Vec::new());
+        }
+        self.apply(ready.take_committed_entries())?;
+        self.raw.mut_store().append(ready.entries())?;
+        if let Some(hs) = ready.hs() {
+            self.raw.mut_store().set_hard_state(hs)?;
+        }
+        if !ready.persisted_messages().is_empty() {
+            self.send(ready.take_persisted_messages());
+        }
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().set_commit(commit);
+        }
+        self.send(light.take_messages());
+        self.apply(light.take_committed_entries())?;
+        self.raw.advance_apply();
+        self.maybe_compact()
+    }
+
+    fn maybe_compact(&mut self) -> Result<()> {
+        let store = self.raw.store();
+        let applied = self.image.index;
+        if store.entry_count() < self.config.snapshot_after_entries
+            || applied <= store.snapshot_ref().get_metadata().index
+        {
+            return Ok(());
+        }
+        let bytes = self.image.encode();
+        self.raw.mut_store().compact(applied, bytes)?;
+        tracing::debug!(
+            node = self.me(),
+            index = applied,
+            "metadata snapshot taken; log compacted"
+        );
+        Ok(())
+    }
+
+    /// Checks (and on first sight records) the cluster id against `meta.properties`.
+    fn adopt_cluster_id(&mut self, image: &MetadataImage) -> Result<()> {
+        let Some(id) = &image.cluster_id else {
+            return Ok(());
+        };
+        match &self.meta_props {
+            Some(p) => meta_properties::check_cluster(&self.data_dir, p, id)?,
+            None => {
+                let props = MetaProperties {
+                    node_id: self.me(),
+                    cluster_id: id.clone(),
+                };
+                meta_properties::write(&self.data_dir, &props)?;
+                tracing::info!(node = self.me(), cluster_id = %id, "joined the cluster; wrote meta.properties");
+                self.meta_props = Some(props);
+            }
+        }
+        *self.shared.cluster_id.write() = Some(id.clone());
+        Ok(())
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let me = self.me();
+        let had_cluster_id = self.image.cluster_id.is_some();
+        let image = Arc::make_mut(&mut self.image);
+        let mut outcomes = Vec::new();
+        for e in entries {
+            if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
+                image.index = image.index.max(e.index);
+                continue;
+            }
+            let location = format!("metadata log entry {}", e.index);
+            match Envelope::decode(&e.data, &location) {
+                Ok(env) => {
+                    let outcome = image.apply(e.index, &env.record);
+                    match &outcome {
+                        Ok(_) => tracing::info!(
+                            node = me,
+                            index = e.index,
+                            record = env.record.name(),
+                            "applied"
+                        ),
+                        Err(why) => {
+                            tracing::info!(node = me, index = e.index, record = env.record.name(), reason = %why, "rejected")
+                        }
+                    }
+                    if env.proposer == me {
+                        self.outstanding.remove(&env.request_id);
+                        outcomes.push((env.request_id, outcome));
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(node = me, error = %err, "a committed metadata entry does not decode; skipped on every node alike");
+                    image.index = e.index;
+                }
+            }
+        }
+        if !had_cluster_id && self.image.cluster_id.is_some() {
+            let image = self.image.clone();
+            self.adopt_cluster_id(&image)?;
+        }
+        if let Some(r) = self.image.brokers.get(&me)
+            && r.incarnation == self.incarnation
+        {
+            self.shared.broker_epoch.store(r.epoch, Ordering::Release);
+        }
+        self.publish(outcomes);
+        Ok(())
+    }
+
+    fn publish(&self, outcomes: Vec<(u64, Outcome)>) {
+        let _ = self.publish.send(PublishJob {
+            image: self.image.clone(),
+            outcomes,
+        });
+    }
+}
+
+/// The publisher thread: listeners, then visibility, then waiting callers.
+pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>) {
+    let mut previous = Arc::new(MetadataImage::default());
+    while let Ok(first) = rx.recv() {
+        let mut image = first.image;
+        let mut outcomes = first.outcomes;
+        while let Ok(next) = rx.try_recv() {
+            image = next.image;
+            outcomes.extend(next.outcomes);
+        }
+        shared.publish(&previous, &image, outcomes);
+        previous = image;
+    }
+}

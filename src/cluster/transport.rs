@@ -1,0 +1,642 @@
+//! Raft messages between the voters over TCP.
+//!
+//! Each node listens on its own quorum address. For each peer a sender thread keeps one
+//! connection, writes the messages raft-rs produces for that peer, reconnects with a
+//! backoff (50 ms doubling to 2 s) and drops what it cannot deliver, telling raft-rs the
+//! peer is unreachable (Raft retries by itself). Connections are one-way: a node reads
+//! on the connections its peers opened and writes on the ones it opened.
+//!
+//! Frames: `length (u32) | CRC32 of the body (u32) | body`, at most [`MAX_FRAME`] bytes
+//! of body. The first frame of a connection is a hello (magic `TLRQ`, version, sender and
+//! receiver node ids, the cluster id the sender knows); the others are raft-rs messages
+//! in their protobuf encoding. A frame that is too large, fails its CRC, does not decode,
+//! or names the wrong nodes or another cluster closes the connection with a log line.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::{Mutex, RwLock};
+use protobuf::Message as _;
+use raft::SnapshotStatus;
+use raft::prelude::{Message, MessageType};
+
+use super::codec::{Reader, Writer};
+use super::node::{Inbound, raft_id};
+use super::{Liveness, Voter};
+use crate::error::IoContext;
+use crate::{Error, Result};
+
+/// Largest frame body accepted (a metadata snapshot is the largest message).
+pub(crate) const MAX_FRAME: usize = 128 << 20;
+const HELLO_MAGIC: &[u8; 4] = b"TLRQ";
+const HELLO_VERSION: u16 = 1;
+/// Messages queued for one peer before new ones are dropped.
+const QUEUE: usize = 4096;
+/// How often blocked reads and waits look at the stop flag.
+const POLL: Duration = Duration::from_millis(200);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// A frame: length, CRC32, body.
+pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crate::storage::crc32(body).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The hello frame's body.
+pub(crate) fn hello(from: i32, to: i32, cluster_id: Option<&str>) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.raw(HELLO_MAGIC);
+    w.u16(HELLO_VERSION);
+    w.i32(from);
+    w.i32(to);
+    w.str(cluster_id.unwrap_or(""));
+    w.into_bytes()
+}
+
+/// A decoded hello.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub from: i32,
+    pub to: i32,
+    pub cluster_id: Option<String>,
+}
+
+pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
+    let location = format!("hello from {peer}");
+    let mut r = Reader::new(body, &location);
+    if &r.fixed::<4>()? != HELLO_MAGIC {
+        return Err(Error::corrupt(
+            &location,
+            0,
+            "not a tidelog quorum connection (bad magic)",
+        ));
+    }
+    let version = r.u16()?;
+    if version != HELLO_VERSION {
+        return Err(r.error(format!(
+            "quorum protocol version {version}; this node speaks {HELLO_VERSION}"
+        )));
+    }
+    let from = r.i32()?;
+    let to = r.i32()?;
+    let cluster_id = r.str()?;
+    r.finish()?;
+    Ok(Hello {
+        from,
+        to,
+        cluster_id: (!cluster_id.is_empty()).then_some(cluster_id),
+    })
+}
+
+/// Reads one frame body; `Ok(None)` at a clean end of stream or when `stop` is raised.
+/// Read timeouts (the stream has one of [`POLL`]) only make it look at `stop`.
+pub(crate) fn read_frame(
+    stream: &mut impl Read,
+    stop: &AtomicBool,
+    peer: &str,
+) -> Result<Option<Vec<u8>>> {
+    let mut header = [0u8; 8];
+    if !read_full(stream, &mut header, stop, peer, true)? {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_be_bytes(header[4..].try_into().expect("4 bytes"));
+    if len > MAX_FRAME {
+        return Err(Error::corrupt(
+            format!("connection from {peer}"),
+            0,
+            format!("frame of {len} bytes is over the {MAX_FRAME}-byte limit"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    if !read_full(stream, &mut body, stop, peer, false)? {
+        return Ok(None);
+    }
+    if crate::storage::crc32(&body) != crc {
+        return Err(Error::corrupt(
+            format!("connection from {peer}"),
+            0,
+            "frame CRC32 mismatch",
+        ));
+    }
+    Ok(Some(body))
+}
+
+/// Fills `buf`; false at end of stream before the first byte (if `eof_ok`) or on stop.
+fn read_full(
+    stream: &mut impl Read,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+    peer: &str,
+    eof_ok: bool,
+) -> Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) if filled == 0 && eof_ok => return Ok(false),
+            Ok(0) => {
+                return Err(Error::corrupt(
+                    format!("connection from {peer}"),
+                    filled as u64,
+                    "the connection closed in the middle of a frame",
+                ));
+            }
+            Ok(n) => filled += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::Acquire) {
+                    return Ok(false);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read from quorum peer", peer, e)),
+        }
+    }
+    Ok(true)
+}
+
+/// The known cluster id, shared with the node (None until the first `InitCluster`).
+pub(crate) type ClusterIdCell = Arc<RwLock<Option<String>>>;
+
+struct Peer {
+    queue: Sender<Message>,
+}
+
+/// The running transport of one node.
+pub(crate) struct Transport {
+    me: i32,
+    peers: HashMap<u64, Peer>,
+    inbox: Sender<Inbound>,
+    stop: Arc<AtomicBool>,
+    local: SocketAddr,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("me", &self.me)
+            .field("local", &self.local)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// Starts the accept thread on `listener` and a sender thread per peer.
+    pub(crate) fn start(
+        me: i32,
+        voters: &[Voter],
+        listener: TcpListener,
+        inbox: Sender<Inbound>,
+        liveness: Arc<Liveness>,
+        cluster_id: ClusterIdCell,
+    ) -> Result<Transport> {
+        let local = listener
+            .local_addr()
+            .ctx("address of quorum listener", "quorum")?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        let voter_ids: Vec<i32> = voters.iter().map(|v| v.id).collect();
+        {
+            let stop = stop.clone();
+            let inbox = inbox.clone();
+            let readers = readers.clone();
+            let cluster_id = cluster_id.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("quorum-accept-{me}"))
+                    .spawn(move || {
+                        accept_loop(
+                            me, listener, voter_ids, inbox, liveness, cluster_id, stop, readers,
+                        )
+                    })
+                    .ctx("spawn the quorum accept thread for", local.to_string())?,
+            );
+        }
+        let mut peers = HashMap::new();
+        for v in voters.iter().filter(|v| v.id != me) {
+            let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+            let peer = v.clone();
+            let inbox = inbox.clone();
+            let stop = stop.clone();
+            let cluster_id = cluster_id.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("quorum-send-{me}-to-{}", v.id))
+                    .spawn(move || sender_loop(me, peer, rx, inbox, cluster_id, stop))
+                    .ctx("spawn a quorum sender thread for", v.addr.clone())?,
+            );
+            peers.insert(raft_id(v.id), Peer { queue: tx });
+        }
+        Ok(Transport {
+            me,
+            peers,
+            inbox,
+            stop,
+            local,
+            threads: Mutex::new(threads),
+            readers,
+        })
+    }
+
+    /// Queues `msg` for its peer; a full queue drops it and reports the peer unreachable.
+    pub(crate) fn send(&self, msg: Message) {
+        let to = msg.to;
+        let Some(peer) = self.peers.get(&to) else {
+            tracing::warn!(
+                node = self.me,
+                raft_to = to,
+                "raft message for a node that is not a voter dropped"
+            );
+            return;
+        };
+        let snapshot = msg.get_msg_type() == MessageType::MsgSnapshot;
+        match peer.queue.try_send(msg) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                let _ = self.inbox.try_send(Inbound::Unreachable(to));
+                if snapshot {
+                    let _ = self
+                        .inbox
+                        .try_send(Inbound::SnapshotStatus(to, SnapshotStatus::Failure));
+                }
+            }
+        }
+    }
+
+    /// Stops every thread and closes every connection.
+    pub(crate) fn shutdown(&mut self) {
+        if self.stop.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.peers.clear();
+        // Wake the accept thread.
+        let _ = TcpStream::connect_timeout(&self.local, CONNECT_TIMEOUT);
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        for t in self.readers.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept_loop(
+    me: i32,
+    listener: TcpListener,
+    voters: Vec<i32>,
+    inbox: Sender<Inbound>,
+    liveness: Arc<Liveness>,
+    cluster_id: ClusterIdCell,
+    stop: Arc<AtomicBool>,
+    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    for stream in listener.incoming() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(node = me, error = %e, "quorum listener cannot accept a connection");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        let peer = stream
+            .peer_addr()
+            .map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
+        let (inbox, liveness, cluster_id, stop, voters) = (
+            inbox.clone(),
+            liveness.clone(),
+            cluster_id.clone(),
+            stop.clone(),
+            voters.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("quorum-read-{me}"))
+            .spawn(move || {
+                if let Err(e) = read_loop(
+                    me,
+                    stream,
+                    &peer,
+                    &voters,
+                    &inbox,
+                    &liveness,
+                    &cluster_id,
+                    &stop,
+                ) {
+                    tracing::warn!(node = me, %peer, error = %e, "closing a quorum connection");
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut r = readers.lock();
+                r.retain(|h| !h.is_finished());
+                r.push(handle);
+            }
+            Err(e) => tracing::error!(node = me, error = %e, "cannot spawn a quorum reader thread"),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_loop(
+    me: i32,
+    mut stream: TcpStream,
+    peer: &str,
+    voters: &[i32],
+    inbox: &Sender<Inbound>,
+    liveness: &Liveness,
+    cluster_id: &ClusterIdCell,
+    stop: &AtomicBool,
+) -> Result<()> {
+    stream
+        .set_read_timeout(Some(POLL))
+        .ctx("set read timeout on", peer)?;
+    let Some(body) = read_frame(&mut stream, stop, peer)? else {
+        return Ok(());
+    };
+    let hello = decode_hello(&body, peer)?;
+    if hello.to != me {
+        return Err(Error::InvalidConfig {
+            key: "controller.quorum.voters".into(),
+            reason: format!(
+                "{peer} (node {}) connected to node {} at this address, but this is node {me}: the --quorum lists differ",
+                hello.from, hello.to
+            ),
+        });
+    }
+    if hello.from == me || !voters.contains(&hello.from) {
+        return Err(Error::InvalidConfig {
+            key: "controller.quorum.voters".into(),
+            reason: format!(
+                "{peer} says it is node {}, which is not another voter of {voters:?}",
+                hello.from
+            ),
+        });
+    }
+    if let (Some(theirs), Some(ours)) = (&hello.cluster_id, cluster_id.read().as_ref())
+        && theirs != ours
+    {
+        return Err(Error::InvalidConfig {
+            key: "cluster.id".into(),
+            reason: format!(
+                "node {} at {peer} belongs to cluster {theirs}, this node to cluster {ours}",
+                hello.from
+            ),
+        });
+    }
+    let from_raft = raft_id(hello.from);
+    let to_raft = raft_id(me);
+    while let Some(body) = read_frame(&mut stream, stop, peer)? {
+        let msg = Message::parse_from_bytes(&body).map_err(|e| {
+            Error::corrupt(
+                format!("connection from node {} at {peer}", hello.from),
+                0,
+                format!("not a raft message: {e}"),
+            )
+        })?;
+        if msg.from != from_raft || msg.to != to_raft {
+            return Err(Error::corrupt(
+                format!("connection from node {} at {peer}", hello.from),
+                0,
+                format!(
+                    "a raft message from raft id {} to {} on the connection from raft id {from_raft} to {to_raft}",
+                    msg.from, msg.to
+                ),
+            ));
+        }
+        liveness.heard(hello.from);
+        if inbox.send(Inbound::Raft(msg)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn connect(me: i32, peer: &Voter, cluster_id: &ClusterIdCell) -> Result<BufWriter<TcpStream>> {
+    let addrs: Vec<SocketAddr> = peer
+        .addr
+        .to_socket_addrs()
+        .ctx("resolve quorum address", peer.addr.clone())?
+        .collect();
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                s.set_nodelay(true)
+                    .ctx("set TCP_NODELAY on", peer.addr.clone())?;
+                s.set_write_timeout(Some(WRITE_TIMEOUT))
+                    .ctx("set write timeout on", peer.addr.clone())?;
+                let mut w = BufWriter::with_capacity(64 << 10, s);
+                let id = cluster_id.read().clone();
+                w.write_all(&frame(&hello(me, peer.id, id.as_deref())))
+                    .ctx("send hello to", peer.addr.clone())?;
+                return Ok(w);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::io(
+        "connect to quorum peer",
+        peer.addr.clone(),
+        last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")),
+    ))
+}
+
+fn sender_loop(
+    me: i32,
+    peer: Voter,
+    rx: Receiver<Message>,
+    inbox: Sender<Inbound>,
+    cluster_id: ClusterIdCell,
+    stop: Arc<AtomicBool>,
+) {
+    let peer_raft = raft_id(peer.id);
+    let mut conn: Option<BufWriter<TcpStream>> = None;
+    let mut backoff = BACKOFF_MIN;
+    let mut retry_at = Instant::now();
+    let mut reported_down = false;
+    let fail = |batch: &[Message]| {
+        let _ = inbox.try_send(Inbound::Unreachable(peer_raft));
+        if batch
+            .iter()
+            .any(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+        {
+            let _ = inbox.try_send(Inbound::SnapshotStatus(peer_raft, SnapshotStatus::Failure));
+        }
+    };
+    loop {
+        let first = match rx.recv_timeout(POLL) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => {
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < 256 {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        if conn.is_none() {
+            if Instant::now() < retry_at {
+                fail(&batch);
+                continue;
+            }
+            match connect(me, &peer, &cluster_id) {
+                Ok(c) => {
+                    if reported_down {
+                        tracing::info!(node = me, peer = peer.id, addr = %peer.addr, "quorum peer reachable again");
+                    }
+                    reported_down = false;
+                    backoff = BACKOFF_MIN;
+                    conn = Some(c);
+                }
+                Err(e) => {
+                    if !reported_down {
+                        tracing::warn!(node = me, peer = peer.id, error = %e, "quorum peer unreachable; retrying with backoff");
+                        reported_down = true;
+                    }
+                    retry_at = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    fail(&batch);
+                    continue;
+                }
+            }
+        }
+        let w = conn.as_mut().expect("connected above");
+        let mut result = Ok(());
+        for m in &batch {
+            let body = match m.write_to_bytes() {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(node = me, peer = peer.id, error = %e, "cannot encode a raft message; dropped");
+                    continue;
+                }
+            };
+            if body.len() > MAX_FRAME {
+                tracing::error!(
+                    node = me,
+                    peer = peer.id,
+                    bytes = body.len(),
+                    "raft message over the frame limit; dropped"
+                );
+                continue;
+            }
+            result = w.write_all(&frame(&body));
+            if result.is_err() {
+                break;
+            }
+        }
+        if result.is_ok() {
+            result = w.flush();
+        }
+        match result {
+            Ok(()) => {
+                if batch
+                    .iter()
+                    .any(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+                {
+                    let _ =
+                        inbox.try_send(Inbound::SnapshotStatus(peer_raft, SnapshotStatus::Finish));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(node = me, peer = peer.id, error = %e, "quorum connection lost; reconnecting");
+                reported_down = true;
+                conn = None;
+                retry_at = Instant::now();
+                fail(&batch);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+        let stop = AtomicBool::new(false);
+        read_frame(&mut &bytes[..], &stop, "test peer")
+    }
+
+    #[test]
+    fn frames_round_trip_and_bad_ones_are_errors() {
+        let f = frame(b"hello");
+        assert_eq!(read(&f).unwrap(), Some(b"hello".to_vec()));
+        assert_eq!(read(&[]).unwrap(), None);
+        let mut bad = f.clone();
+        bad[9] ^= 1;
+        assert!(read(&bad).unwrap_err().to_string().contains("CRC"));
+        assert!(
+            read(&f[..f.len() - 1])
+                .unwrap_err()
+                .to_string()
+                .contains("middle of a frame")
+        );
+        let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
+        huge.extend_from_slice(&[0; 4]);
+        assert!(read(&huge).unwrap_err().to_string().contains("limit"));
+    }
+
+    #[test]
+    fn hellos_round_trip_and_strangers_are_refused() {
+        let h = decode_hello(&hello(1, 2, Some("abc")), "p").unwrap();
+        assert_eq!(
+            h,
+            Hello {
+                from: 1,
+                to: 2,
+                cluster_id: Some("abc".into())
+            }
+        );
+        assert_eq!(
+            decode_hello(&hello(1, 2, None), "p").unwrap().cluster_id,
+            None
+        );
+        assert!(
+            decode_hello(b"GET / HTTP/1.1\r\n", "p")
+                .unwrap_err()
+                .is_corruption()
+        );
+        let mut v2 = hello(1, 2, None);
+        v2[5] = 9;
+        assert!(decode_hello(&v2, "p").is_err());
+    }
+}
