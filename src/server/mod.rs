@@ -40,7 +40,7 @@ use std::time::Duration;
 use crate::Result;
 use crate::error::IoContext;
 use backend::Backend;
-use idempotence::ProducerStates;
+use idempotence::ProducerIds;
 
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use sendfile::sendfile_bytes_sent;
@@ -137,8 +137,8 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
     /// Reported in Metadata (v2+).
     pub cluster_id: String,
-    /// Producer ids and sequence state of idempotent producers.
-    pub producers: ProducerStates,
+    /// The producer ids of idempotent producers (their sequence state is in the logs).
+    pub producers: ProducerIds,
     /// Raised once by shutdown; connections finish their current request and leave.
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
@@ -200,7 +200,7 @@ impl Shared {
             producers: match backend.cluster() {
                 Some(node) => {
                     let node = Arc::downgrade(node);
-                    ProducerStates::with_block_source(
+                    ProducerIds::with_block_source(
                         dir,
                         Box::new(move |count| match node.upgrade() {
                             Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
@@ -208,7 +208,7 @@ impl Shared {
                         }),
                     )
                 }
-                None => ProducerStates::new(dir),
+                None => ProducerIds::new(dir),
             },
             backend,
             stopping: AtomicBool::new(false),
