@@ -5,9 +5,9 @@
 //! the damage are delivered, none after it; and the server logs the damage once, however
 //! often the client retries.
 
-use std::io::{BufRead, BufReader, Read};
+mod serve_support;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -69,25 +69,8 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
     bytes[positions[victim] + 16] = 9;
     std::fs::write(&seg, &bytes).unwrap();
 
-    let mut serve = Command::new(tidelog_interop::tidelog_bin())
-        .arg("--data")
-        .arg(&data)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(serve.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    let addr = first
-        .split_whitespace()
-        .skip_while(|w| *w != "on")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
+    let serve = serve_support::start(&data, &[], None);
+    let addr = serve.addr.to_string();
 
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &addr)
@@ -111,12 +94,7 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
         }
     }
     drop(consumer);
-    let _ = Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status();
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
-    let _ = serve.wait();
+    let (_, stderr) = serve.stop();
 
     assert_eq!(values, ["v0", "v1", "v2"], "no gap, no skip: {errors:?}");
     assert!(errors.len() >= 2, "{errors:?}");
@@ -130,11 +108,11 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
             "{e:?}"
         );
     }
-    let logged: Vec<&str> = rest
-        .lines()
+    let logged: Vec<&String> = stderr
+        .iter()
         .filter(|l| l.contains("damaged data"))
         .collect();
-    assert_eq!(logged.len(), 1, "logged once: {rest}");
+    assert_eq!(logged.len(), 1, "logged once: {stderr:?}");
     assert!(
         logged[0].contains("ERROR")
             && logged[0].contains("t-0")

@@ -6,6 +6,8 @@
 //! it. A `.log.cut-<ms>` file (bytes that recovery cut from a segment, see
 //! docs/format.md) dumps as a `.log`, so that valid batches after a damaged one can be
 //! found and salvaged. A directory dumps every segment file in it, and its cut files.
+//! tidelog's checkpoint files (`partition.checkpoint`, `topics`, `producer-id-block`)
+//! show their fields and whether their CRC is valid (see `dump_checkpoint`).
 //!
 //! The dump reads the file with plain reads (no map, no lock), so it also works on a
 //! segment the broker is writing. On damage it says what is wrong and at which byte on
@@ -62,14 +64,14 @@ pub(crate) fn run(args: &DumpArgs) -> CliResult {
 
 /// Problems found so far, for the exit code and the summary line.
 #[derive(Default)]
-struct Problems {
+pub(crate) struct Problems {
     count: u64,
     first: Option<(PathBuf, u64, String)>,
 }
 
 impl Problems {
     /// Records a problem and prints it in place.
-    fn add(&mut self, out: &mut Out, path: &Path, pos: u64, reason: &str) -> CliResult {
+    pub(crate) fn add(&mut self, out: &mut Out, path: &Path, pos: u64, reason: &str) -> CliResult {
         self.count += 1;
         if self.first.is_none() {
             self.first = Some((path.to_path_buf(), pos, reason.to_string()));
@@ -133,9 +135,14 @@ fn dump_file(path: &Path, records: bool, out: &mut Out, report: &mut Problems) -
     let kind = match path.extension().and_then(|e| e.to_str()) {
         Some(k @ ("log" | "index" | "timeindex")) => k,
         _ if cut_of(path).is_some() => "log",
+        _ if crate::dump_checkpoint::is_checkpoint(path) => {
+            return crate::dump_checkpoint::dump(path, out, report);
+        }
         _ => {
             return Err(fail!(
-                "cannot dump {}: expected a .log, .index or .timeindex file, or the .log.cut-<ms> file of bytes recovery cut",
+                "cannot dump {}: expected a .log, .index or .timeindex file, the \
+                 .log.cut-<ms> file of bytes recovery cut, or a tidelog checkpoint file \
+                 (partition.checkpoint, topics, producer-id-block)",
                 path.display()
             ));
         }
