@@ -6,7 +6,11 @@
 //! - The topic registry (`<dir>/topics`) is a crash-safe checkpoint: written to a
 //!   temporary file, fsynced, renamed, directory fsynced. A topic's partition logs are
 //!   created before the registry names them and deleted after it stops naming them, so
-//!   a crash leaves at worst an orphan directory, never a registered topic without logs.
+//!   a crash leaves at worst an orphan directory, never a registered topic without logs;
+//!   the next open reports it and moves it aside (`orphaned/`), never deletes it.
+//! - Creation is all or nothing: a topic or a growth is checked against
+//!   `max_partitions` before a file is made, and one that fails part way removes every
+//!   partition directory it made.
 //! - Admin operations (create, delete, add partitions) are serialized by one mutex;
 //!   lookups read a snapshot and never wait for them.
 //! - `close()` (or dropping the last clone) stops the group reaper and the storage
@@ -27,7 +31,9 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
 use crate::consumer::coordinator::GroupCoordinator;
-use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
+use crate::storage::{
+    CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
+};
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::{Error, Result};
 
@@ -94,6 +100,8 @@ struct BrokerInner {
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
     /// Topic ids of a cluster node's topics.
     topic_ids: RwLock<HashMap<String, String>>,
+    /// Partition directories of no topic moved aside since the broker opened.
+    orphans: Mutex<Vec<OrphanedLog>>,
 }
 
 /// A handle that does not keep the broker open (held by the cluster node, which the
@@ -252,6 +260,25 @@ impl BrokerBuilder {
         self
     }
 
+    /// Partitions the broker holds at most, over all its topics (`tidelog serve
+    /// --max-partitions`). A [`Broker::create_topic`], auto-creation, CreateTopics,
+    /// [`Broker::add_partitions`] or CreatePartitions that would pass it is refused
+    /// whole with [`Error::InvalidPartitions`] (Kafka's INVALID_PARTITIONS) before a
+    /// file is created. Default: what the process can hold
+    /// ([`StorageLimits::partitions_that_fit`](crate::storage::StorageLimits::partitions_that_fit)).
+    pub fn max_partitions(mut self, partitions: usize) -> Self {
+        self.config.max_partitions = partitions;
+        self
+    }
+
+    /// What the partitions' logs hold open at once: descriptors (a cache of the
+    /// recently used ones) and mapped sealed segments. Default:
+    /// [`StorageLimits::default`](crate::storage::StorageLimits::default).
+    pub fn storage_limits(mut self, limits: crate::storage::StorageLimits) -> Self {
+        self.config.storage_limits = limits;
+        self
+    }
+
     /// Opens the directory (created if missing), recovers every partition and starts
     /// the background threads.
     pub fn open(self) -> Result<Broker> {
@@ -371,6 +398,13 @@ fn log_name(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")
 }
 
+/// True for a name of the form of a partition directory, `<topic>-<partition>`.
+fn is_partition_dir_name(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(topic, p)| {
+        !topic.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 impl Broker {
     /// Opens (or creates) the data directory `dir` with default settings.
     pub fn open(dir: impl AsRef<Path>) -> Result<Broker> {
@@ -394,7 +428,7 @@ impl Broker {
             });
         }
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-        let logs = LogManager::open(&dir)?;
+        let logs = LogManager::open_with_limits(&dir, config.storage_limits)?;
         let managed = is_cluster_dir(&dir);
         let registry_path = dir.join(REGISTRY_FILE);
         let entries = match read_checkpoint(&registry_path)? {
@@ -404,6 +438,23 @@ impl Broker {
             None => Vec::new(),
         };
         let mut topics = BTreeMap::new();
+        let registered: std::collections::HashSet<String> = entries
+            .iter()
+            .flat_map(|e| (0..e.partitions).map(|p| log_name(&e.name, p)))
+            .collect();
+        // Partition directories of no registered topic (a creation that a crash, or an
+        // older version's failure part way, left behind) are reported and moved aside.
+        let mut orphans = Vec::new();
+        if !managed {
+            for name in logs.names_on_disk()? {
+                if !registered.contains(&name)
+                    && name != CLUSTER_METADATA_DIR
+                    && is_partition_dir_name(&name)
+                {
+                    orphans.push(logs.move_aside(&name)?);
+                }
+            }
+        }
         for e in entries {
             let log_config = e.config.apply(&config.log)?;
             let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
@@ -430,6 +481,7 @@ impl Broker {
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
                 topic_ids: RwLock::new(HashMap::new()),
+                orphans: Mutex::new(orphans),
             }),
         };
         if !managed {
@@ -472,6 +524,89 @@ impl Broker {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Partition directories that belonged to no topic and were moved aside (to
+    /// `<data dir>/orphaned/`) since the broker opened: left by a topic creation that a
+    /// crash or an older version's failure cut short. Nothing is deleted.
+    pub fn orphaned_logs(&self) -> Vec<OrphanedLog> {
+        self.inner.orphans.lock().clone()
+    }
+
+    /// Partitions of every topic the broker holds now.
+    pub fn partition_count(&self) -> usize {
+        self.inner
+            .topics
+            .read()
+            .values()
+            .map(|t| t.partition_count().max(0) as usize)
+            .sum()
+    }
+
+    /// Refuses, before anything is created, `adding` partitions for `topic` that would
+    /// make the broker hold more than its `max_partitions`.
+    pub(crate) fn check_partition_limit(&self, topic: &str, adding: i32) -> Result<()> {
+        let held = self.partition_count();
+        let max = self.inner.config.max_partitions;
+        let total = held.saturating_add(adding.max(0) as usize);
+        if total > max {
+            return Err(Error::InvalidPartitions {
+                topic: topic.to_string(),
+                reason: format!(
+                    "{adding} more partitions would make {total} in this broker, above its limit of {max} (max_partitions; tidelog serve --max-partitions); nothing was created"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the logs of partitions `range` of topic `name`, all or none: a failure part
+    /// way removes every directory and file made so far, and a directory already there
+    /// (of no registered topic) is moved aside first, never reused or deleted.
+    fn create_partition_logs(
+        &self,
+        logs: &LogManager,
+        name: &str,
+        range: std::ops::Range<i32>,
+        config: &LogConfig,
+    ) -> Result<Vec<Partition>> {
+        let arc_name: Arc<str> = Arc::from(name);
+        let mut parts = Vec::with_capacity(range.len());
+        for p in range.clone() {
+            let ln = log_name(name, p);
+            let made = (|| {
+                if self.inner.dir.join(&ln).is_dir() {
+                    let orphan = logs.move_aside(&ln)?;
+                    self.inner.orphans.lock().push(orphan);
+                }
+                logs.open_log(&ln, config.clone())
+            })();
+            match made {
+                Ok(log) => parts.push(Partition::new(Arc::clone(&arc_name), p, log)),
+                Err(e) => {
+                    // What this call made, and only that: the directory of the partition
+                    // that failed if it made one (a file of that name is not ours).
+                    for q in range.start..=p {
+                        let ln = log_name(name, q);
+                        if q < p || self.inner.dir.join(&ln).is_dir() {
+                            let _ = logs.delete_log(&ln);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Removes the logs of partitions `range` of `name` (a creation that failed after
+    /// they were made).
+    fn remove_partition_logs(&self, name: &str, range: std::ops::Range<i32>) {
+        if let Some(logs) = self.inner.logs.lock().as_ref() {
+            for p in range {
+                let _ = logs.delete_log(&log_name(name, p));
+            }
+        }
     }
 
     /// The broker's settings.
@@ -842,24 +977,22 @@ impl Broker {
                 reason: format!("it collides with topic {other:?} ('.' and '_' collide)"),
             });
         }
-        let arc_name: Arc<str> = Arc::from(name);
-        let mut parts = Vec::with_capacity(partitions as usize);
-        {
+        // Checked before a file is made: a refusal leaves the directory as it was.
+        self.check_partition_limit(name, partitions)?;
+        let parts = {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            for p in 0..partitions {
-                // A leftover directory of a deleted topic of the same name is cleared.
-                let _ = logs.delete_log(&log_name(name, p));
-                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
-                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
-            }
-        }
+            self.create_partition_logs(logs, name, 0..partitions, &log_config)?
+        };
         let topic = Topic::new(name, parts, config, internal);
         let mut snapshot = self.inner.topics.read().clone();
         snapshot.insert(name.to_string(), topic.clone());
-        self.write_registry(&snapshot)?;
+        if let Err(e) = self.write_registry(&snapshot) {
+            self.remove_partition_logs(name, 0..partitions);
+            return Err(e);
+        }
         *self.inner.topics.write() = snapshot;
         Ok(topic)
     }
@@ -997,22 +1130,24 @@ impl Broker {
             });
         }
         let log_config = topic.config().apply(&self.inner.config.log)?;
+        self.check_partition_limit(name, total - current)?;
         let mut parts: Vec<Partition> = topic.partitions().as_ref().clone();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            let arc_name: Arc<str> = Arc::from(name);
-            for p in current..total {
-                let _ = logs.delete_log(&log_name(name, p));
-                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
-                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
-            }
+            parts.extend(self.create_partition_logs(logs, name, current..total, &log_config)?);
         }
+        let old = topic.partitions().as_ref().clone();
         topic.set_partitions(parts);
         let snapshot = self.inner.topics.read().clone();
-        self.write_registry(&snapshot)
+        if let Err(e) = self.write_registry(&snapshot) {
+            topic.set_partitions(old);
+            self.remove_partition_logs(name, current..total);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Closes the broker: stops the group coordinator and background threads, wakes

@@ -124,6 +124,18 @@ fn emit_disk_space_back(file: &Path) {
 #[cfg(not(feature = "server"))]
 fn emit_disk_space_back(_file: &Path) {}
 
+/// A log directory that belonged to nothing was moved aside: `line` says which, its size
+/// and where it went.
+#[cfg(feature = "server")]
+pub(crate) fn orphan_moved(line: &str) {
+    tracing::warn!("{line}");
+}
+
+/// A log directory that belonged to nothing was moved aside (logged with the `server`
+/// feature).
+#[cfg(not(feature = "server"))]
+pub(crate) fn orphan_moved(_line: &str) {}
+
 /// Recovery of `log` removed data: `line` says what and where it went.
 #[cfg(feature = "server")]
 pub(crate) fn recovery_cut(log: &str, line: &str) {

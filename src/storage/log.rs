@@ -28,11 +28,14 @@ use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::epoch::EpochCache;
 use super::events::{self, DiskSpace, RateLimit};
+use super::files::Files;
+use super::mmap::AppendMap;
 use super::prefault::Prefaulter;
 use super::producer_state::{self, ProducerState};
 use super::recovery::{self, encode_checkpoint};
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
-use super::segment::{self, Segment, SegmentWriter, file_name};
+use super::scan;
+use super::segment::{Segment, SegmentWriter, file_name};
 use super::signal::{Moved, Signal, Watchers};
 use crate::error::IoContext;
 use crate::record::{Batch, BatchBuilder, batches};
@@ -41,8 +44,8 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How far a read or a wait may go: the offset it is bounded by (exclusive).
@@ -194,6 +197,11 @@ impl RecoveryReport {
 /// deleted by retention, or the log is closed.
 pub struct LogSlice {
     seg: Option<Arc<Segment>>,
+    map: Option<Arc<AppendMap>>,
+    /// The segment file's descriptor, taken from the data directory's cache on the
+    /// first [`LogSlice::file`] and kept as long as the slice lives (a `sendfile` in
+    /// flight), however the cache moves on.
+    fd: OnceLock<Option<Arc<fs::File>>>,
     start: usize,
     end: usize,
     base_offset: i64,
@@ -211,10 +219,32 @@ impl std::fmt::Debug for LogSlice {
 }
 
 impl LogSlice {
+    /// An empty slice at `offset` (positioned at the end of `seg`, if any).
+    fn empty(seg: Option<&Arc<Segment>>, offset: i64) -> LogSlice {
+        let at = seg.map_or(0, |s| s.size());
+        LogSlice {
+            seg: seg.cloned(),
+            map: None,
+            fd: OnceLock::new(),
+            start: at,
+            end: at,
+            base_offset: offset,
+            next_offset: offset,
+        }
+    }
+
     /// The segment file the bytes live in (for `sendfile`), `None` for an empty slice
-    /// of an empty log.
+    /// of an empty log, and when the file cannot be opened (it was removed or replaced
+    /// since the read, or the process is out of descriptors): the bytes are still
+    /// there through the slice's map. The descriptor comes from the data directory's
+    /// bounded cache and is kept open by the slice until it is dropped.
     pub fn file(&self) -> Option<&fs::File> {
-        self.seg.as_ref().map(|s| &s.file)
+        self.fd
+            .get_or_init(|| {
+                let seg = self.seg.as_ref()?;
+                seg.fd().ok()
+            })
+            .as_deref()
     }
     /// Path of the segment file.
     pub fn path(&self) -> Option<&Path> {
@@ -249,8 +279,8 @@ impl LogSlice {
 impl std::ops::Deref for LogSlice {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match &self.seg {
-            Some(s) => s.bytes(self.start, self.end).unwrap_or(&[]),
+        match &self.map {
+            Some(m) => m.get(self.start, self.end).unwrap_or(&[]),
             None => &[],
         }
     }
@@ -296,6 +326,8 @@ pub(crate) struct LogEnv {
     pub(crate) clock: Option<CoarseClock>,
     /// Whether the disk is full (one episode per data directory).
     pub(crate) space: Arc<DiskSpace>,
+    /// The descriptors and maps the data directory's logs hold, bounded.
+    pub(crate) files: Arc<Files>,
 }
 
 /// A hook told of each durable step of a truncation (tests stop or copy the directory
@@ -337,6 +369,8 @@ pub(super) struct Inner {
     pub(super) prefault: Option<Prefaulter>,
     /// Whether the data directory's disk is full (shared with the manager's other logs).
     pub(super) space: Arc<DiskSpace>,
+    /// The data directory's bounded descriptors and maps (shared with its other logs).
+    pub(super) files: Arc<Files>,
     /// Damaged reads are logged at most once a minute per log.
     pub(super) corrupt_reads: RateLimit,
     /// Files holding bytes recovery cut (`<base>.log.cut-<ms>`) and their unix ms:
@@ -406,6 +440,7 @@ impl PartitionLog {
             prefault,
             clock,
             space,
+            files,
         } = env;
         config.validate()?;
         let dir = dir.to_path_buf();
@@ -424,12 +459,17 @@ impl PartitionLog {
             &config,
             &mut report,
         )?;
-        let (segments, active) =
-            recovery::open_segments(&dir, scans, cp.log_start, &config, prefault.clone())?;
+        let (segments, active) = recovery::open_segments(
+            &dir,
+            scans,
+            cp.log_start,
+            &config,
+            (prefault.clone(), &files),
+        )?;
         let mut cut_files = listing.cut_files.clone();
         cut_files.extend(report.cuts.iter().filter_map(|c| {
             let name = c.sidecar.file_name()?.to_str()?;
-            Some((c.sidecar.clone(), segment::parse_cut_name(name)?))
+            Some((c.sidecar.clone(), scan::parse_cut_name(name)?))
         }));
         for cut in &report.cuts {
             events::recovery_cut(name, &cut.to_string());
@@ -474,6 +514,7 @@ impl PartitionLog {
                 epochs: RwLock::new(None),
                 prefault,
                 space,
+                files,
                 corrupt_reads: RateLimit::default(),
                 cut_files: Mutex::new(cut_files),
                 report: RecoveryReport::default(),
@@ -911,7 +952,7 @@ impl PartitionLog {
         }
         // The new segment first: if it cannot be made (a full disk), the active one
         // stays as it is and takes appends again once there is room.
-        let mut new = Segment::create(&self.inner.dir, next_offset, config)?;
+        let mut new = Segment::create(&self.inner.dir, next_offset, config, &self.inner.files)?;
         new.set_prefaulter(self.inner.prefault.clone());
         checkpoint::sync_dir(&self.inner.dir)?;
         let old = w.active.take().ok_or_else(|| self.closed_err())?;
@@ -977,6 +1018,23 @@ impl PartitionLog {
         max_bytes: usize,
         limit: ReadLimit,
     ) -> Result<LogSlice> {
+        // A sealed segment is mapped when read; one that retention, compaction or a
+        // truncation removed or replaced since the segment list was taken cannot be:
+        // read again from the new list (whose bounds say where the log is now).
+        let mut attempt = 0;
+        loop {
+            match self.read_once(offset, max_bytes, limit) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 2 =>
+                {
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn read_once(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice> {
         let hw = self.bound(limit);
         let start = self.log_start_offset();
         if offset < start || offset > hw {
@@ -988,22 +1046,16 @@ impl PartitionLog {
             });
         }
         let segs = self.segments();
-        let empty = |seg: Option<&Arc<Segment>>| LogSlice {
-            start: seg.map_or(0, |s| s.size()),
-            end: seg.map_or(0, |s| s.size()),
-            seg: seg.cloned(),
-            base_offset: offset,
-            next_offset: offset,
-        };
         if offset == hw {
-            return Ok(empty(segs.last()));
+            return Ok(LogSlice::empty(segs.last(), offset));
         }
         let first = segs
             .partition_point(|s| s.base_offset <= offset)
             .saturating_sub(1);
         for seg in &segs[first..] {
-            let mut heads = seg.heads();
-            let Some(pos) = seg
+            let view = seg.view()?;
+            let mut heads = view.heads();
+            let Some(pos) = view
                 .find(offset, &mut heads)
                 .inspect_err(|e| self.report_corrupt_read(e))?
             else {
@@ -1012,14 +1064,14 @@ impl PartitionLog {
             let mut end = pos;
             let mut next_offset = offset;
             let mut base = None;
-            let limit = seg.size();
+            let limit = view.readable();
             while end < limit && (base.is_none() || end - pos < max_bytes) {
                 // Past the first batch, the reader is about to touch these bytes
                 // anyway: walk them through the map (one fault per 64 KiB) rather than
                 // a system call per header.
                 let b = match base {
                     None => heads.at(end),
-                    Some(_) => seg.head_at(end),
+                    Some(_) => view.head_at(end),
                 };
                 // A header that does not parse, or offsets that do not follow, end the
                 // slice here: the next read, which starts at this batch, reports it.
@@ -1037,10 +1089,12 @@ impl PartitionLog {
             }
             if let Some(base_offset) = base {
                 if let Some(p) = &self.inner.prefault {
-                    seg.read_ahead(pos, end, p);
+                    view.read_ahead(pos, end, p);
                 }
                 return Ok(LogSlice {
                     seg: Some(seg.clone()),
+                    map: view.map().cloned(),
+                    fd: OnceLock::new(),
                     start: pos,
                     end,
                     base_offset,
@@ -1048,7 +1102,7 @@ impl PartitionLog {
                 });
             }
         }
-        Ok(empty(segs.last()))
+        Ok(LogSlice::empty(segs.last(), offset))
     }
 
     /// Blocks until the high watermark passes `offset` (a record at `offset` can be
@@ -1141,19 +1195,20 @@ impl PartitionLog {
             if seg.max_timestamp() < timestamp || seg.next_offset() <= start {
                 continue;
             }
-            let Some(mut pos) = seg
+            let view = seg.view()?;
+            let Some(mut pos) = view
                 .find_time(timestamp)
                 .inspect_err(|e| self.report_corrupt_read(e))?
             else {
                 continue;
             };
             let mut prev: Option<i64> = None;
-            while pos < seg.size() {
-                let Some(b) = seg
+            while pos < view.readable() {
+                let Some(b) = view
                     .batch_at(pos)
                     .filter(|b| prev.is_none_or(|p| b.base_offset() > p))
                 else {
-                    let e = seg.corrupt_at(pos, prev, prev.map_or(seg.base_offset, |p| p + 1));
+                    let e = view.corrupt_at(pos, prev, prev.map_or(seg.base_offset, |p| p + 1));
                     self.report_corrupt_read(&e);
                     return Err(e);
                 };
@@ -1316,6 +1371,7 @@ impl PartitionLog {
         // Checkpoint the new start before the files go, so a crash never resurrects them.
         self.write_checkpoint()?;
         for s in &removed {
+            s.detach();
             for ext in ["log", "index", "timeindex"] {
                 let p = self.inner.dir.join(file_name(s.base_offset, ext));
                 match fs::remove_file(&p) {
@@ -1425,21 +1481,23 @@ impl PartitionLog {
         for seg in segs.iter() {
             // Every batch, or an error: a damaged header must not make compaction keep
             // only the batches before it.
-            let all: Vec<Batch<'_>> = seg.checked_batches().collect::<Result<_>>()?;
+            let view = seg.view()?;
+            let all: Vec<Batch<'_>> = view.checked_batches().collect::<Result<_>>()?;
             latest_offsets(all.into_iter(), hw, limit, &mut latest);
         }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
         let sealed = &segs[..segs.len() - 1];
         for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
+            let view = seg.view()?;
             let mut bytes = Vec::with_capacity(seg.size());
             let mut changed = false;
-            for b in seg.batches() {
+            for b in view.batches() {
                 changed |=
                     compact_batch(&b, &latest, cutoff, (&self.inner.name, limit), &mut bytes)?;
             }
             if changed {
-                let before: i64 = seg.batches().map(|b| b.record_count() as i64).sum();
+                let before: i64 = view.batches().map(|b| b.record_count() as i64).sum();
                 let after: i64 = batches(&bytes)
                     .flatten()
                     .map(|b| b.record_count() as i64)
@@ -1461,8 +1519,13 @@ impl PartitionLog {
             if i + 1 == list.len() {
                 continue;
             }
-            match segment::replace_with(&self.inner.dir, old.base_offset, &bytes, i == 0, &config)?
-            {
+            match scan::replace_with(
+                &self.inner.dir,
+                &old,
+                &bytes,
+                i == 0,
+                (&config, &self.inner.files),
+            )? {
                 Some(new) => list[i] = new,
                 None => {
                     list.remove(i);
@@ -1511,6 +1574,9 @@ impl PartitionLog {
     /// Deletes the log's files and directory (the log must be closed or unused).
     pub(crate) fn destroy(&self) -> Result<()> {
         self.close()?;
+        for s in self.segments().iter() {
+            s.detach();
+        }
         fs::remove_dir_all(&self.inner.dir).ctx("delete log directory", &self.inner.dir)?;
         if let Some(parent) = self.inner.dir.parent() {
             checkpoint::sync_dir(parent)?;

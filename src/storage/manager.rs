@@ -5,6 +5,7 @@
 use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::events::DiskSpace;
+use super::files::{Files, StorageLimits};
 use super::log::{LogEnv, PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
@@ -27,6 +28,49 @@ pub const LOCK_FILE: &str = ".lock";
 /// replicated log.
 pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
 
+/// The directory of a data directory where log directories that belong to no topic
+/// are moved (see [`LogManager::move_aside`]).
+pub const ORPHANED_DIR: &str = "orphaned";
+
+/// A log directory that belonged to nothing and was moved aside (see
+/// [`LogManager::move_aside`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanedLog {
+    /// Its name in the data directory, e.g. `events-3`.
+    pub name: String,
+    /// Where it is now: `<data dir>/orphaned/<name>-<unix ms>`.
+    pub moved_to: PathBuf,
+    /// Bytes of the files in it.
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for OrphanedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "partition directory {} ({} bytes) belongs to no topic: moved to {}",
+            self.name,
+            self.bytes,
+            self.moved_to.display()
+        )
+    }
+}
+
+/// Bytes of the files under `dir` (apparent sizes).
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).ctx("list", dir)? {
+        let entry = entry.ctx("list", dir)?;
+        let meta = entry.metadata().ctx("stat", entry.path())?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
 /// Errors from background passes kept for inspection (the newest ones).
 const MAX_BACKGROUND_ERRORS: usize = 32;
 
@@ -43,6 +87,8 @@ struct Inner {
     clock: CoarseClock,
     /// Whether the disk is full, for all the logs (one episode per data directory).
     space: Arc<DiskSpace>,
+    /// The descriptors and maps all the logs hold, bounded.
+    files: Arc<Files>,
     errors: Mutex<Vec<String>>,
     /// The high watermarks in `replication-offset-checkpoint`, by log name, as read on
     /// open or last written. Held while the file is written.
@@ -98,6 +144,12 @@ impl LogManager {
     /// Opens (creating if needed) the data directory `dir` and locks it for this process.
     /// A directory already locked gives [`Error::DirectoryLocked`].
     pub fn open(dir: impl AsRef<Path>) -> Result<LogManager> {
+        Self::open_with_limits(dir, StorageLimits::default())
+    }
+
+    /// [`LogManager::open`] with the limits of what its logs hold open at once
+    /// (descriptors, mapped segments), however many logs it opens.
+    pub fn open_with_limits(dir: impl AsRef<Path>, limits: StorageLimits) -> Result<LogManager> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).ctx("create data directory", &dir)?;
         let lock_path = dir.join(LOCK_FILE);
@@ -132,6 +184,7 @@ impl LogManager {
                 prefault_thread: Mutex::new(prefault_thread),
                 clock: CoarseClock::default(),
                 space: Arc::default(),
+                files: Files::new(limits, true),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(errors),
@@ -143,6 +196,19 @@ impl LogManager {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Descriptors the logs hold open now (at most [`StorageLimits::open_files`];
+    /// `sendfile`s in flight hold theirs besides).
+    pub fn open_files(&self) -> usize {
+        self.inner.files.fds.len()
+    }
+
+    /// Sealed segments counted as mapped now (at most
+    /// [`StorageLimits::mapped_segments`]; active segments being written are mapped
+    /// besides).
+    pub fn mapped_segments(&self) -> usize {
+        self.inner.files.maps.len()
     }
 
     /// The maintenance clock (tests check that it ticks).
@@ -174,6 +240,7 @@ impl LogManager {
                 prefault: Some(self.inner.prefaulter.clone()),
                 clock: Some(self.inner.clock.clone()),
                 space: Arc::clone(&self.inner.space),
+                files: Arc::clone(&self.inner.files),
             },
         )?;
         logs.insert(name.to_string(), log.clone());
@@ -202,6 +269,43 @@ impl LogManager {
         }
         names.sort();
         Ok(names)
+    }
+
+    /// Moves the log directory `name`, which must not be open, out of the way, to
+    /// `<data dir>/orphaned/<name>-<unix ms>`, and says how many bytes it holds: for a
+    /// partition directory that belongs to no topic (a creation a crash or an older
+    /// version left half done), which is neither kept where it would be taken for a log
+    /// nor deleted.
+    pub fn move_aside(&self, name: &str) -> Result<OrphanedLog> {
+        check_name(name)?;
+        if self.inner.logs.lock().contains_key(name) {
+            return Err(Error::InvalidConfig {
+                key: "log name".into(),
+                reason: format!("{name} is open: only a log that is not open is moved aside"),
+            });
+        }
+        let from = self.inner.dir.join(name);
+        let bytes = dir_bytes(&from)?;
+        let aside = self.inner.dir.join(ORPHANED_DIR);
+        fs::create_dir_all(&aside).ctx("create", &aside)?;
+        let mut ms = now_ms();
+        let to = loop {
+            let to = aside.join(format!("{name}-{ms}"));
+            if !to.exists() {
+                break to;
+            }
+            ms += 1;
+        };
+        fs::rename(&from, &to).ctx("move aside", &from)?;
+        super::checkpoint::sync_dir(&aside)?;
+        super::checkpoint::sync_dir(&self.inner.dir)?;
+        let orphan = OrphanedLog {
+            name: name.to_string(),
+            moved_to: to,
+            bytes,
+        };
+        super::events::orphan_moved(&orphan.to_string());
+        Ok(orphan)
     }
 
     /// Closes the log `name` and deletes its directory (and its recorded high

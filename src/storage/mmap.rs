@@ -268,13 +268,6 @@ impl MapWriter {
         Ok(true)
     }
 
-    /// Overwrites the first bytes of a batch at `pos` (its baseOffset, and its
-    /// partitionLeaderEpoch when the leader stamps it) before they are published.
-    #[inline]
-    pub(crate) fn patch(&mut self, pos: usize, data: &[u8]) -> bool {
-        self.write(pos, data)
-    }
-
     /// Makes `[0, upto)` readable. `upto` must not be below the current readable end
     /// nor above the capacity; returns false otherwise.
     #[inline]

@@ -17,6 +17,7 @@ mod clock;
 mod config;
 mod epoch;
 mod events;
+mod files;
 mod index;
 mod log;
 mod manager;
@@ -26,6 +27,7 @@ mod producer_state;
 mod recovery;
 mod replication;
 mod retention;
+mod scan;
 mod segment;
 mod signal;
 mod time_index;
@@ -34,6 +36,7 @@ pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use files::StorageLimits;
 pub use log::{
     AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryCut, RecoveryReport,
 };
@@ -41,7 +44,7 @@ pub use log::{
 pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
-pub use manager::LogManager;
+pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
 pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
 
@@ -71,6 +74,8 @@ pub(crate) use log::now_ms;
 mod tests;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_producers;
 #[cfg(test)]

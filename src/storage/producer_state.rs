@@ -432,7 +432,7 @@ impl PartitionLog {
     pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
         if w.producers.is_none() {
             let mut state = ProducerState::default();
-            self.replay_producers(&mut state, i64::MIN);
+            self.replay_producers(&mut state, i64::MIN)?;
             w.producers = Some(state);
         }
         Ok(())
@@ -470,7 +470,7 @@ impl PartitionLog {
         for &s in snapshots.iter().rev() {
             match read_snapshot(&self.inner.dir, s) {
                 Ok(mut state) => {
-                    let n = self.replay_producers(&mut state, s);
+                    let n = self.replay_producers(&mut state, s)?;
                     return Ok((state, n));
                 }
                 Err(e) if e.is_corruption() => {
@@ -481,21 +481,22 @@ impl PartitionLog {
             }
         }
         let mut state = ProducerState::default();
-        let n = self.replay_producers(&mut state, i64::MIN);
+        let n = self.replay_producers(&mut state, i64::MIN)?;
         Ok((state, n))
     }
 
     /// Records in `state` the batches at or after offset `from`; returns how many
     /// batch headers it read.
-    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> u64 {
+    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> Result<u64> {
         let mut n = 0;
         for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
-            for b in seg.batches().filter(|b| b.base_offset() >= from) {
+            let view = seg.view()?;
+            for b in view.batches().filter(|b| b.base_offset() >= from) {
                 state.record_batch(&b, b.base_offset());
                 n += 1;
             }
         }
-        n
+        Ok(n)
     }
 
     /// After retention deleted the segments below `first_base`: their snapshots go, but

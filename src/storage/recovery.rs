@@ -7,13 +7,12 @@
 
 use super::checkpoint;
 use super::config::LogConfig;
+use super::files::Files;
 use super::log::{CHECKPOINT_FILE, RecoveryCut, RecoveryReport};
 use super::prefault::Prefaulter;
 use super::producer_state::parse_snapshot_name;
-use super::segment::{
-    Segment, SegmentScan, SegmentWriter, Trust, file_name, move_aside, parse_base_offset,
-    parse_cut_name, scan_segment,
-};
+use super::scan::{SegmentScan, Trust, move_aside, parse_cut_name, scan_segment};
+use super::segment::{Segment, SegmentWriter, file_name, parse_base_offset};
 use crate::Result;
 use crate::error::IoContext;
 use std::fs;
@@ -219,17 +218,17 @@ pub(crate) fn open_segments(
     mut scans: Vec<(i64, SegmentScan)>,
     log_start: i64,
     config: &LogConfig,
-    prefault: Option<Prefaulter>,
+    (prefault, files): (Option<Prefaulter>, &Arc<Files>),
 ) -> Result<(Vec<Arc<Segment>>, SegmentWriter)> {
     let mut segments = Vec::with_capacity(scans.len() + 1);
     let last = scans.pop();
     for (base, scan) in &scans {
-        segments.push(Segment::open_sealed(dir, *base, scan)?);
+        segments.push(Segment::open_sealed(dir, *base, scan, files));
     }
     let mut active = match last {
-        Some((base, scan)) => Segment::open_active(dir, base, &scan, config)?,
+        Some((base, scan)) => Segment::open_active(dir, base, &scan, config, files),
         None => {
-            let w = Segment::create(dir, log_start, config)?;
+            let w = Segment::create(dir, log_start, config, files)?;
             checkpoint::sync_dir(dir)?;
             w
         }

@@ -873,17 +873,13 @@ fn the_first_index_entry_brings_in_pages_not_megabytes() {
         log.append_builder(&mut b).unwrap();
     }
     let seg = log.segments()[0].clone();
-    assert_eq!(seg.index.entries(), 1);
+    assert_eq!(seg.index_entries(), 1);
     // The index files are holes up to index_max_bytes (10 MB): read-ahead on the first
     // fault would zero-fill up to the device's read_ahead_kb of them.
-    for index in [&seg.index, &seg.time_index] {
-        let cached = index
-            .map()
-            .cached_pages(LogConfig::default().index_max_bytes as usize);
-        assert!(
-            cached <= 4,
-            "{cached} pages of {} cached",
-            index.path().display()
-        );
+    let maps = seg.index_maps();
+    assert_eq!(maps.len(), 2);
+    for (map, path) in maps {
+        let cached = map.cached_pages(LogConfig::default().index_max_bytes as usize);
+        assert!(cached <= 4, "{cached} pages of {} cached", path.display());
     }
 }

@@ -429,6 +429,11 @@ pub(crate) struct ServeArgs {
     /// CreateTopics with -1 (Kafka's num.partitions).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub num_partitions: i32,
+    /// Partitions the broker holds at most, over all topics: a CreateTopics or
+    /// CreatePartitions past it is refused whole (INVALID_PARTITIONS). Default: what the
+    /// process can hold (from the kernel's vm.max_map_count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_partitions: Option<u64>,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]
     pub node_id: Option<i32>,

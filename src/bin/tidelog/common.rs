@@ -33,10 +33,14 @@ pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
     Ok(broker)
 }
 
-/// Prints on stderr, one line each, what recovery removed from the logs when the broker
-/// opened (a torn or corrupt tail cut, segments after it removed): the partition, the
+/// Prints on stderr, one line each, what opening the broker moved out of the way:
+/// partition directories of no topic (moved aside), and what recovery removed from the
+/// logs (a torn or corrupt tail cut, segments after it removed): the partition, the
 /// file, the offset, the bytes and records, and where the bytes were kept.
 pub(crate) fn report_recovery(broker: &Broker) {
+    for orphan in broker.orphaned_logs() {
+        eprintln!("warning: {orphan}");
+    }
     for name in broker.topics() {
         let Ok(topic) = broker.topic(&name) else {
             continue;

@@ -49,9 +49,11 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         fail!("cannot listen on {listen}: {e} (is another server using that address?)")
     })?;
     let files_limit = raise_open_files_limit();
-    let broker = tidelog::Broker::builder(data)
-        .default_partitions(args.num_partitions)
-        .open()?;
+    let mut broker = tidelog::Broker::builder(data).default_partitions(args.num_partitions);
+    if let Some(max) = args.max_partitions {
+        broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    let broker = broker.open()?;
     let mut builder = tidelog::Server::builder(broker)
         .listen(listen)
         .listener(listener)
