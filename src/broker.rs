@@ -102,6 +102,17 @@ struct BrokerInner {
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
+    /// Opened read-only: another process may write the directory; this one never does.
+    read_only: bool,
+}
+
+/// The offsets journal of a read-only broker: every commit is refused.
+struct ReadOnlyJournal(PathBuf);
+
+impl crate::consumer::offsets::OffsetJournal for ReadOnlyJournal {
+    fn append(&self, _records: &[crate::consumer::offsets::JournalRecord]) -> Result<()> {
+        Err(Error::ReadOnly(self.0.clone()))
+    }
 }
 
 /// A handle that does not keep the broker open (held by the cluster node, which the
@@ -282,7 +293,13 @@ impl BrokerBuilder {
     /// Opens the directory (created if missing), recovers every partition and starts
     /// the background threads.
     pub fn open(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config)
+        Broker::open_with(self.dir, self.config, false)
+    }
+
+    /// Opens the directory read-only, as [`Broker::open_read_only`] does, with these
+    /// settings (the log and storage ones apply; nothing is created).
+    pub fn open_read_only(self) -> Result<Broker> {
+        Broker::open_with(self.dir, self.config, true)
     }
 }
 
@@ -411,6 +428,40 @@ impl Broker {
         Broker::builder(dir).open()
     }
 
+    /// Opens the data directory `dir` read-only, with default settings: while another
+    /// process holds it (an application, `tidelog serve`) or where this one cannot
+    /// write (a read-only copy or mount). Nothing is written, locked or repaired, and
+    /// nothing is created: the topics are those registered when it opens, their
+    /// partitions follow the writer's appends, rolls and retention as they happen
+    /// (every new batch checked whole, CRC included, before it is handed out), and the
+    /// group coordinator holds the committed offsets (and the last stored generation of
+    /// each group) as they were on open. Creating, deleting, appending and committing
+    /// are refused with [`Error::ReadOnly`]. The directory must exist.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use tidelog::{Broker, TopicConfig};
+    /// let writer = Broker::open(dir.path())?;
+    /// let p = writer.create_topic("events", 1, TopicConfig::new())?.partition(0)?;
+    /// let reader = Broker::open_read_only(dir.path())?;
+    /// let mut b = tidelog::BatchBuilder::new();
+    /// b.push(0, None, Some(b"hello"), &[]);
+    /// p.append_batch(&b.finish())?;
+    /// let followed = reader.topic("events")?.partition(0)?;
+    /// assert!(followed.wait_for(0, std::time::Duration::from_secs(5)));
+    /// assert_eq!(followed.read(0, 1 << 20)?.next_offset(), 1);
+    /// assert!(reader.create_topic("other", 1, TopicConfig::new()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Broker> {
+        Broker::builder(dir).open_read_only()
+    }
+
+    /// True if the broker was opened read-only ([`Broker::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
     /// A builder to configure the broker before opening `dir`.
     pub fn builder(dir: impl AsRef<Path>) -> BrokerBuilder {
         BrokerBuilder {
@@ -419,7 +470,7 @@ impl Broker {
         }
     }
 
-    fn open_with(dir: PathBuf, config: BrokerConfig) -> Result<Broker> {
+    fn open_with(dir: PathBuf, config: BrokerConfig, read_only: bool) -> Result<Broker> {
         config.log.validate()?;
         if config.default_partitions < 1 {
             return Err(Error::InvalidConfig {
@@ -427,9 +478,22 @@ impl Broker {
                 reason: format!("{} is less than 1", config.default_partitions),
             });
         }
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-        let logs = LogManager::open_with_limits(&dir, config.storage_limits)?;
+        let logs = if read_only {
+            LogManager::open_read_only_with_limits(&dir, config.storage_limits)?
+        } else {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+            LogManager::open_with_limits(&dir, config.storage_limits)?
+        };
         let managed = is_cluster_dir(&dir);
+        if managed && read_only {
+            return Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which a read-only opener does not read",
+                    dir.display()
+                ),
+            });
+        }
         let registry_path = dir.join(REGISTRY_FILE);
         let entries = match read_checkpoint(&registry_path)? {
             // A cluster node's topics come from the cluster's metadata.
@@ -445,7 +509,7 @@ impl Broker {
         // Partition directories of no registered topic (a creation that a crash, or an
         // older version's failure part way, left behind) are reported and moved aside.
         let mut orphans = Vec::new();
-        if !managed {
+        if !managed && !read_only {
             for name in logs.names_on_disk()? {
                 if !registered.contains(&name)
                     && name != CLUSTER_METADATA_DIR
@@ -482,8 +546,21 @@ impl Broker {
                 authority: RwLock::new(None),
                 topic_ids: RwLock::new(HashMap::new()),
                 orphans: Mutex::new(orphans),
+                read_only,
             }),
         };
+        if read_only {
+            // Committed offsets as they stand (the group coordinator lives in the
+            // writing process): loaded, never written.
+            match broker.registered_topic(OFFSETS_TOPIC) {
+                Ok(t) => broker.use_offsets_partition(t.partition(0)?)?,
+                Err(_) => broker.inner.coordinator.load(
+                    Vec::new(),
+                    Arc::new(ReadOnlyJournal(broker.inner.dir.clone())),
+                ),
+            }
+            return Ok(broker);
+        }
         if !managed {
             // Committed offsets: create the internal topic on first open, replay it after.
             let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
@@ -630,6 +707,15 @@ impl Broker {
         }
     }
 
+    /// Open, and not read-only: a change may be made.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        Ok(())
+    }
+
     /// The group coordinator (shared by in-process groups and the network server).
     pub fn group_coordinator(&self) -> &GroupCoordinator {
         &self.inner.coordinator
@@ -676,7 +762,7 @@ impl Broker {
     /// cluster creates its own). A directory with a single node's topics or committed
     /// offsets is refused.
     pub(crate) fn attach_cluster(&self, authority: Arc<dyn TopicAuthority>) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         let _admin = self.inner.admin.lock();
         if !self.is_cluster_node() {
             let topics = self.inner.topics.read().clone();
@@ -944,7 +1030,7 @@ impl Broker {
         config: TopicConfig,
         internal: bool,
     ) -> Result<Topic> {
-        self.check_open()?;
+        self.check_writable()?;
         validate_topic_name(name)?;
         if name == CLUSTER_METADATA_TOPIC {
             return Err(Error::InvalidTopicName {
@@ -1047,7 +1133,7 @@ impl Broker {
 
     /// Deletes a topic and its data. Handles to it return `UnknownTopic` afterwards.
     pub fn delete_topic(&self, name: &str) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if name == OFFSETS_TOPIC {
             return Err(Error::InvalidConfig {
                 key: "topic".into(),
@@ -1091,7 +1177,7 @@ impl Broker {
     /// registry, then applied to every partition's log (segment and retention settings
     /// take effect from the next roll and retention pass). On an error nothing changes.
     pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if let Some(authority) = self.authority()? {
             return authority.alter_topic_config(name, &config);
         }
@@ -1114,7 +1200,7 @@ impl Broker {
     /// Grows a topic to `total` partitions (Kafka CreatePartitions). Shrinking is
     /// refused, as in Kafka.
     pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if let Some(authority) = self.authority()? {
             return authority.add_partitions(name, total);
         }

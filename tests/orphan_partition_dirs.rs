@@ -35,10 +35,15 @@ fn orphan_partition_directories_are_reported_and_moved_aside() {
     // A directory that is not a partition's is none of the broker's business.
     std::fs::create_dir(data.join("notes")).unwrap();
 
-    let run = cli_support::tidelog(&data, &["topics", "list"], "");
+    // A command that opens the directory for writing (one that only reads opens it
+    // read-only and moves nothing).
+    let run = cli_support::tidelog(&data, &["produce", "kept"], "");
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "__consumer_offsets\nkept\n");
-    let warnings: Vec<&str> = run.stderr.lines().collect();
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
     assert_eq!(warnings.len(), 3, "{run:?}");
     let bytes = segment.len() + 4096;
     for (w, name) in warnings.iter().zip(["ghost-0", "ghost-1", "kept-7"]) {

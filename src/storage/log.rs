@@ -330,6 +330,18 @@ pub(crate) struct LogEnv {
     pub(crate) files: Arc<Files>,
 }
 
+/// The parts a log is assembled from (see `PartitionLog::assemble`).
+pub(super) struct Assembly<'a> {
+    pub(super) name: &'a str,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
+    pub(super) env: LogEnv,
+    pub(super) segments: Vec<Arc<Segment>>,
+    /// The active segment's writer; None read-only.
+    pub(super) active: Option<SegmentWriter>,
+    pub(super) read_only: bool,
+}
+
 /// A hook told of each durable step of a truncation (tests stop or copy the directory
 /// there).
 #[cfg(test)]
@@ -379,6 +391,11 @@ pub(super) struct Inner {
     pub(super) report: RecoveryReport,
     /// The checkpoint's contents as last written or read (None if unknown).
     pub(super) checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
+    /// Opened read-only: another process may write the files; this one never does, and
+    /// follows that writer's appends, rolls and retention (`follow`).
+    pub(super) read_only: bool,
+    /// How a read-only log follows its writer.
+    pub(super) follow: Mutex<super::follow::FollowState>,
     #[cfg(test)]
     pub(super) step_hook: Mutex<Option<StepHook>>,
 }
@@ -481,16 +498,64 @@ impl PartitionLog {
         } else {
             cp.recovery_point.min(log_end)
         };
-        let config = Arc::new(config);
-        let mut log = PartitionLog {
-            inner: Arc::new(Inner {
-                name: name.to_string(),
+        let mut log = PartitionLog::assemble(
+            Assembly {
+                name,
                 dir,
+                config,
+                env: LogEnv {
+                    prefault,
+                    clock,
+                    space,
+                    files,
+                },
+                segments,
+                active: Some(active),
+                read_only: false,
+            },
+            (log_start, log_end, recovery_point),
+            cp.on_disk,
+            cut_files,
+        );
+        report.truncation_completed = log.complete_interrupted_truncation()?;
+        report.leader_epochs_rebuilt = log.load_epochs()?;
+        let snapshots = match report.truncation_completed {
+            // The truncation removed the snapshots past its cut.
+            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
+            None => listing.snapshots,
+        };
+        (
+            report.producer_snapshots_removed,
+            report.producer_batches_replayed,
+        ) = log.load_producers_on_open(&snapshots)?;
+        if let Some(inner) = Arc::get_mut(&mut log.inner) {
+            // Open holds the only reference to the new log.
+            inner.report = report;
+        }
+        if !log.inner.report.is_clean() {
+            // Make the repair durable before anything is appended on top of it.
+            log.sync()?;
+        }
+        Ok(log)
+    }
+
+    /// A log over recovered (or, read-only, followed) segments.
+    pub(super) fn assemble(
+        a: Assembly<'_>,
+        (log_start, log_end, recovery_point): (i64, i64, i64),
+        checkpoint_on_disk: Option<[u8; 16]>,
+        cut_files: Vec<(PathBuf, i64)>,
+    ) -> PartitionLog {
+        let config = Arc::new(a.config);
+        PartitionLog {
+            inner: Arc::new(Inner {
+                name: a.name.to_string(),
+                dir: a.dir,
                 config: RwLock::new(Arc::clone(&config)),
-                clock,
-                segments: RwLock::new(Arc::new(segments)),
+                clock: a.env.clock,
+                segments: RwLock::new(Arc::new(a.segments)),
                 writer: Mutex::new(WriterState {
-                    active: Some(active),
+                    active: a.active,
                     config,
                     unflushed_records: 0,
                     unflushed_since: None,
@@ -512,37 +577,24 @@ impl PartitionLog {
                 poison_reason: Mutex::new(None),
                 watchers: Watchers::default(),
                 epochs: RwLock::new(None),
-                prefault,
-                space,
-                files,
+                prefault: a.env.prefault,
+                space: a.env.space,
+                files: a.env.files,
                 corrupt_reads: RateLimit::default(),
                 cut_files: Mutex::new(cut_files),
                 report: RecoveryReport::default(),
-                checkpoint_on_disk: Mutex::new(cp.on_disk),
+                checkpoint_on_disk: Mutex::new(checkpoint_on_disk),
+                read_only: a.read_only,
+                follow: Mutex::new(super::follow::FollowState::default()),
                 #[cfg(test)]
                 step_hook: Mutex::new(None),
             }),
-        };
-        report.truncation_completed = log.complete_interrupted_truncation()?;
-        report.leader_epochs_rebuilt = log.load_epochs()?;
-        let snapshots = match report.truncation_completed {
-            // The truncation removed the snapshots past its cut.
-            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
-            None => listing.snapshots,
-        };
-        (
-            report.producer_snapshots_removed,
-            report.producer_batches_replayed,
-        ) = log.load_producers_on_open(&snapshots)?;
-        if let Some(inner) = Arc::get_mut(&mut log.inner) {
-            // Open holds the only reference to the new log.
-            inner.report = report;
         }
-        if !log.inner.report.is_clean() {
-            // Make the repair durable before anything is appended on top of it.
-            log.sync()?;
-        }
-        Ok(log)
+    }
+
+    /// True if the log was opened read-only (another process may write it).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The log's name, e.g. `events-0`.
@@ -627,6 +679,9 @@ impl PartitionLog {
     }
 
     pub(super) fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         if self.is_closed() {
             return Err(self.closed_err());
         }
@@ -1028,6 +1083,8 @@ impl PartitionLog {
                     if source.kind() == std::io::ErrorKind::NotFound && attempt < 2 =>
                 {
                     attempt += 1;
+                    // Read-only: the writer's retention took it; list the directory.
+                    self.refresh(true)?;
                 }
                 result => return result,
             }
@@ -1035,6 +1092,10 @@ impl PartitionLog {
     }
 
     fn read_once(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice> {
+        if self.inner.read_only && offset >= self.bound(limit) {
+            // At the end of what this reader has seen: the writer may have gone on.
+            self.refresh(false)?;
+        }
         let hw = self.bound(limit);
         let start = self.log_start_offset();
         if offset < start || offset > hw {
@@ -1118,6 +1179,9 @@ impl PartitionLog {
     /// [`ReadLimit::LogEnd`], until the log end passes `offset` (a replica fetch's long
     /// poll).
     pub fn wait_for_bounded(&self, offset: i64, limit: ReadLimit, timeout: Duration) -> bool {
+        if self.inner.read_only {
+            return self.poll_writer(offset, limit, timeout);
+        }
         // SeqCst loads: a waiter registers its signal, then reads the bound; the writer
         // stores the bound, then reads the watcher count (see `Watchers::add`).
         let ready = || {
@@ -1162,6 +1226,33 @@ impl PartitionLog {
         };
         self.inner.watchers.remove(&signal);
         result
+    }
+
+    /// [`PartitionLog::wait_for_bounded`] of a read-only log: another process appends,
+    /// so it looks every 10 ms (or sooner, as the deadline comes).
+    fn poll_writer(&self, offset: i64, limit: ReadLimit, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.bound(limit) > offset {
+                return true;
+            }
+            if self.is_closed() || self.refresh(false).is_err() {
+                return self.bound(limit) > offset;
+            }
+            if self.bound(limit) > offset {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// True if a reader waits on the log (a read-only log is followed then).
+    pub(crate) fn is_watched(&self) -> bool {
+        self.inner.watchers.is_watched()
     }
 
     /// Notifies `signal` whenever what `limit` names moves (appends and high-watermark
@@ -1236,6 +1327,9 @@ impl PartitionLog {
     /// Fsyncs every segment holding data past the recovery point, then checkpoints the
     /// new recovery point. A failed fsync poisons the log.
     pub fn sync(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
         let _s = self.inner.sync_lock.lock();
         let end = self.log_end_offset();
         let rp = self.recovery_point();
@@ -1284,6 +1378,9 @@ impl PartitionLog {
     /// after a crash validates every segment written since the last clean close.
     /// A failed fsync poisons the log.
     pub(crate) fn flush_sealed(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
         let _s = self.inner.sync_lock.lock();
         // Checked under the sync lock: `close` syncs (and `destroy` deletes) after it.
         if self.is_closed() || self.inner.poisoned.load(Ordering::Acquire) {
@@ -1390,6 +1487,9 @@ impl PartitionLog {
     /// compacts (policy `compact`). The maintenance thread calls this; tests and tools
     /// may call it directly.
     pub fn apply_retention(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         let mut out = CleanupOutcome::default();
         if self.is_closed() {
             return Ok(out);
@@ -1469,6 +1569,9 @@ impl PartitionLog {
     /// leader epochs never change. Sealed segments are immutable, so the copies are
     /// written without blocking appends; only the swap takes the lock.
     pub fn compact(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         let mut out = CleanupOutcome::default();
         let config = self.config();
         let segs = self.segments();
@@ -1542,6 +1645,13 @@ impl PartitionLog {
     /// everything and writes the checkpoint; later appends fail with [`Error::Closed`].
     /// Readers' slices stay valid. Idempotent.
     pub fn close(&self) -> Result<()> {
+        if self.inner.read_only {
+            // Nothing to seal, sync or checkpoint: this process never wrote the log.
+            if !self.inner.closed.swap(true, Ordering::AcqRel) {
+                self.wake_all();
+            }
+            return Ok(());
+        }
         let mut w = self.inner.writer.lock();
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

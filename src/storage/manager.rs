@@ -76,8 +76,11 @@ const MAX_BACKGROUND_ERRORS: usize = 32;
 
 struct Inner {
     dir: PathBuf,
-    /// Holds the exclusive fs2 lock for as long as the manager lives.
-    _lock: File,
+    /// Holds the exclusive fs2 lock for as long as the manager lives (None: opened
+    /// read-only, which takes no lock).
+    _lock: Option<File>,
+    /// Opened read-only: nothing is written, the logs follow another process.
+    read_only: bool,
     logs: Mutex<BTreeMap<String, PartitionLog>>,
     background: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     /// Faults in the active segments' next pages (see `prefault`).
@@ -163,6 +166,45 @@ impl LogManager {
         if lock.try_lock_exclusive().is_err() {
             return Err(Error::DirectoryLocked(dir));
         }
+        Self::assemble(dir, Some(lock), limits)
+    }
+
+    /// Opens the data directory `dir` read-only, while another process may hold it and
+    /// write it: takes no lock, writes no byte (no recovery repair, no checkpoint, no
+    /// maintenance), and its logs follow that writer's appends, rolls and retention (a
+    /// thread looks at the logs someone waits on every 10 ms; a read at the end looks
+    /// at once). Every change is refused with [`Error::ReadOnly`]. Works on a directory
+    /// this process cannot write (a read-only copy or mount). The directory must exist.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<LogManager> {
+        Self::open_read_only_with_limits(dir, StorageLimits::default())
+    }
+
+    /// [`LogManager::open_read_only`] with the limits of what its logs hold open.
+    pub fn open_read_only_with_limits(
+        dir: impl AsRef<Path>,
+        limits: StorageLimits,
+    ) -> Result<LogManager> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            return Err(Error::io(
+                "open data directory",
+                &dir,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        let manager = Self::assemble(dir, None, limits)?;
+        let (tx, rx) = bounded::<()>(1);
+        let weak = Arc::downgrade(&manager.inner);
+        let handle = std::thread::Builder::new()
+            .name("tidelog-follow".into())
+            .spawn(move || follow_loop(&weak, &rx))
+            .map_err(|e| Error::io("start the follower thread for", manager.dir(), e))?;
+        *manager.inner.background.lock() = Some((tx, handle));
+        Ok(manager)
+    }
+
+    /// A manager of `dir` holding `lock` (None: read-only).
+    fn assemble(dir: PathBuf, lock: Option<File>, limits: StorageLimits) -> Result<LogManager> {
         let mut errors = Vec::new();
         let high_watermarks = match read_high_watermarks(&dir) {
             Ok(hws) => hws,
@@ -176,21 +218,35 @@ impl LogManager {
         };
         let (prefaulter, prefault_thread) =
             Prefaulter::start().map_err(|e| Error::io("start the prefault thread for", &dir, e))?;
+        let read_only = lock.is_none();
         Ok(LogManager {
             inner: Arc::new(Inner {
                 dir,
                 _lock: lock,
+                read_only,
                 prefaulter,
                 prefault_thread: Mutex::new(prefault_thread),
                 clock: CoarseClock::default(),
                 space: Arc::default(),
-                files: Files::new(limits, true),
+                files: Files::new(limits, !read_only),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(errors),
                 high_watermarks: Mutex::new(high_watermarks),
             }),
         })
+    }
+
+    /// True if the directory was opened read-only ([`LogManager::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        Ok(())
     }
 
     /// The data directory.
@@ -232,17 +288,18 @@ impl LogManager {
             log.set_config(config)?;
             return Ok(log.clone());
         }
-        let log = PartitionLog::open_with(
-            &self.inner.dir.join(name),
-            name,
-            config,
-            LogEnv {
-                prefault: Some(self.inner.prefaulter.clone()),
-                clock: Some(self.inner.clock.clone()),
-                space: Arc::clone(&self.inner.space),
-                files: Arc::clone(&self.inner.files),
-            },
-        )?;
+        let env = LogEnv {
+            prefault: Some(self.inner.prefaulter.clone()),
+            clock: Some(self.inner.clock.clone()),
+            space: Arc::clone(&self.inner.space),
+            files: Arc::clone(&self.inner.files),
+        };
+        let path = self.inner.dir.join(name);
+        let log = if self.inner.read_only {
+            PartitionLog::open_read_only(&path, name, config, env)?
+        } else {
+            PartitionLog::open_with(&path, name, config, env)?
+        };
         logs.insert(name.to_string(), log.clone());
         Ok(log)
     }
@@ -277,6 +334,7 @@ impl LogManager {
     /// version left half done), which is neither kept where it would be taken for a log
     /// nor deleted.
     pub fn move_aside(&self, name: &str) -> Result<OrphanedLog> {
+        self.check_writable()?;
         check_name(name)?;
         if self.inner.logs.lock().contains_key(name) {
             return Err(Error::InvalidConfig {
@@ -311,6 +369,7 @@ impl LogManager {
     /// Closes the log `name` and deletes its directory (and its recorded high
     /// watermark, at once: a log created again under the name starts afresh).
     pub fn delete_log(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
         check_name(name)?;
         let log = self.inner.logs.lock().remove(name);
         match log {
@@ -354,6 +413,10 @@ impl LogManager {
     /// `flush_ms` is due; every `retention_check` it applies retention and compaction.
     /// Calling it again restarts the thread with the new intervals.
     pub fn start_background(&self, flush_check: Duration, retention_check: Duration) {
+        if self.inner.read_only {
+            // Its background thread is the follower; nothing here is maintained.
+            return;
+        }
         self.stop_background();
         let (tx, rx) = bounded::<()>(1);
         let weak = Arc::downgrade(&self.inner);
@@ -399,6 +462,9 @@ impl LogManager {
 
 impl Inner {
     fn checkpoint_high_watermarks(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let logs: Vec<PartitionLog> = self.logs.lock().values().cloned().collect();
         let mut hws = self.high_watermarks.lock();
         let mut next = hws.clone();
@@ -482,6 +548,25 @@ fn stop(inner: &Inner) {
             let _ = handle.join();
         }
         inner.clock.stop();
+    }
+}
+
+/// The follower thread of a read-only manager: every 10 ms, catches up the logs that
+/// someone waits on with what their writer appended (and wakes them).
+fn follow_loop(weak: &Weak<Inner>, stop_rx: &Receiver<()>) {
+    const TICK: Duration = Duration::from_millis(10);
+    loop {
+        match stop_rx.recv_timeout(TICK) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        let logs: Vec<PartitionLog> = inner.logs.lock().values().cloned().collect();
+        for log in logs.iter().filter(|l| l.is_watched()) {
+            if let Err(e) = log.refresh(false) {
+                push_error(&inner, format!("{}: {e}", log.name()));
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod config;
 mod epoch;
 mod events;
 mod files;
+mod follow;
 mod index;
 mod log;
 mod manager;
@@ -74,6 +75,8 @@ pub(crate) use log::now_ms;
 mod tests;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_follow;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]

@@ -76,6 +76,15 @@ pub(crate) struct Listing {
 /// Lists the segments and producer-state snapshots of `dir` in one pass over the
 /// directory; removes leftovers of interrupted writes and index files without a `.log`.
 pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
+    list(dir, true)
+}
+
+/// [`list_segments`] for a read-only opener: removes nothing.
+pub(crate) fn list_segments_read_only(dir: &Path) -> Result<Listing> {
+    list(dir, false)
+}
+
+fn list(dir: &Path, remove: bool) -> Result<Listing> {
     let mut bases = Vec::new();
     let mut snapshots = Vec::new();
     let mut cut_files = Vec::new();
@@ -94,7 +103,7 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
             snapshots.push(o);
         } else if let Some(ms) = parse_cut_name(&fname) {
             cut_files.push((entry.path(), ms));
-        } else if LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
+        } else if remove && LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
             let p = entry.path();
             fs::remove_file(&p).ctx("remove leftover", &p)?;
         }
@@ -102,7 +111,7 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
     bases.sort_unstable();
     snapshots.sort_unstable();
     for (b, p) in indexes {
-        if bases.binary_search(&b).is_err() {
+        if remove && bases.binary_search(&b).is_err() {
             fs::remove_file(&p).ctx("remove orphan index", &p)?;
         }
     }

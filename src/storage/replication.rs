@@ -246,7 +246,7 @@ impl PartitionLog {
             return Ok(());
         }
         let cache = self.epochs_from_headers()?;
-        if !cache.entries().is_empty() {
+        if !cache.entries().is_empty() && !self.inner.read_only {
             cache.write(&self.inner.dir)?;
         }
         w.latest_epoch = Some(cache.latest_epoch());

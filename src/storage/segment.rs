@@ -268,6 +268,11 @@ impl Segment {
         })
     }
 
+    /// Key of the `.log` in the descriptor cache.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Offset one past the last record.
     #[inline]
     pub(crate) fn next_offset(&self) -> i64 {
@@ -520,6 +525,72 @@ impl Segment {
     ) -> Arc<Segment> {
         let log_path = dir.join(file_name(base_offset, "log"));
         Segment::assemble(base_offset, log_path, files, scan, None)
+    }
+
+    /// True if `map` is the segment's log map now.
+    pub(crate) fn has_log_map(&self, map: &Arc<AppendMap>) -> bool {
+        self.maps
+            .read()
+            .as_ref()
+            .is_some_and(|m| Arc::ptr_eq(&m.log, map))
+    }
+
+    /// Makes `map` (a read-only map another process's appends are followed through)
+    /// the segment's log map, pinned, keeping its index maps (mapping them if it had
+    /// none).
+    pub(crate) fn install_log_map(&self, map: Arc<AppendMap>) -> Result<()> {
+        let old = self.maps.read().clone();
+        let maps = Maps::new(map);
+        let index = match old.as_ref().and_then(|m| m.index.get().cloned()) {
+            Some(i) => Some(i),
+            None => map_sealed(
+                &self.index_path(),
+                OFFSET_ENTRY,
+                self.index_entries.load(Ordering::Acquire),
+            )?,
+        };
+        let time = match old.as_ref().and_then(|m| m.time.get().cloned()) {
+            Some(t) => Some(t),
+            None => map_sealed(
+                &self.time_path(),
+                TIME_ENTRY,
+                self.time_entries.load(Ordering::Acquire),
+            )?,
+        };
+        if let Some(i) = index {
+            let _ = maps.index.set(i);
+        }
+        if let Some(t) = time {
+            let _ = maps.time.set(t);
+        }
+        let mut slot = self.maps.write();
+        self.pinned.store(true, Ordering::Release);
+        *slot = Some(Arc::new(maps));
+        Ok(())
+    }
+
+    /// Another process appended: the segment now holds `len` bytes, up to offset
+    /// `next_offset` (exclusive), with records up to `max_timestamp`. Published after
+    /// the map made the bytes readable.
+    pub(crate) fn follow_to(&self, len: usize, next_offset: i64, max_timestamp: i64) {
+        self.max_timestamp
+            .fetch_max(max_timestamp, Ordering::AcqRel);
+        self.len.store(len, Ordering::Release);
+        self.next_offset.store(next_offset, Ordering::Release);
+    }
+
+    /// The segment is no longer followed (another came after it): its maps may be
+    /// unmapped when idle, as a sealed segment's.
+    pub(crate) fn unpin(&self) {
+        let mapped = {
+            let slot = self.maps.read();
+            self.pinned.store(false, Ordering::Release);
+            slot.is_some()
+        };
+        if mapped {
+            let me: Weak<dyn Unmap> = self.me.clone();
+            self.files.maps.mapped(me);
+        }
     }
 
     /// How far read-ahead has been requested.

@@ -2,7 +2,8 @@
 
 use crate::cli::GroupsCmd;
 use crate::common::{
-    close_broker, commit_offsets, counted, open_broker, parse_time, select_partitions,
+    close_broker, commit_offsets, counted, open_broker, open_broker_read_only, parse_time,
+    select_partitions,
 };
 use crate::out::Out;
 use crate::{CliResult, fail};
@@ -11,7 +12,10 @@ use tidelog::{Assignment, Broker, GroupState, Partition};
 
 /// Runs `tidelog groups ...`.
 pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
-    let broker = open_broker(data, false)?;
+    let broker = match cmd {
+        GroupsCmd::List | GroupsCmd::Describe { .. } => open_broker_read_only(data)?,
+        GroupsCmd::ResetOffsets { .. } => open_broker(data, false)?,
+    };
     let mut out = Out::new();
     match cmd {
         GroupsCmd::List => {

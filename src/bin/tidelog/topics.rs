@@ -1,7 +1,7 @@
 //! `tidelog topics create|list|describe|delete|alter`, as kafka-topics.
 
 use crate::cli::TopicsCmd;
-use crate::common::{close_broker, counted, open_broker, parse_kv};
+use crate::common::{close_broker, counted, open_broker, open_broker_read_only, parse_kv};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::path::Path;
@@ -32,7 +32,11 @@ pub(crate) fn run(data: &Path, cmd: &TopicsCmd) -> CliResult {
         new_config.validate()?;
     }
     let create = matches!(cmd, TopicsCmd::Create { .. });
-    let broker = open_broker(data, create)?;
+    let broker = if matches!(cmd, TopicsCmd::List { .. } | TopicsCmd::Describe { .. }) {
+        open_broker_read_only(data)?
+    } else {
+        open_broker(data, create)?
+    };
     let mut out = Out::new();
     match cmd {
         TopicsCmd::Create {
