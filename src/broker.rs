@@ -94,6 +94,8 @@ struct BrokerInner {
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
     /// Topic ids of a cluster node's topics.
     topic_ids: RwLock<HashMap<String, String>>,
+    /// What `metrics()` adds beyond the topics, groups and logs (the servers).
+    stats: crate::metrics::BrokerStats,
 }
 
 /// A handle that does not keep the broker open (held by the cluster node, which the
@@ -430,6 +432,7 @@ impl Broker {
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
                 topic_ids: RwLock::new(HashMap::new()),
+                stats: Default::default(),
             }),
         };
         if !managed {
@@ -493,6 +496,35 @@ impl Broker {
         } else {
             Ok(())
         }
+    }
+
+    /// A snapshot of the broker's metrics: per partition records and bytes in and out,
+    /// offsets, size and segments; per consumer group its generation, members, committed
+    /// offsets and lag; the network server's connections, requests and errors (when one
+    /// serves this broker); fsyncs, prefault work and recovery totals. See
+    /// [`metrics`](crate::metrics) for where each is recorded.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let broker = tidelog::Broker::open(dir.path())?;
+    /// let p = broker.create_topic("events", 1, tidelog::TopicConfig::new())?.partition(0)?;
+    /// let mut b = tidelog::BatchBuilder::new();
+    /// b.push(0, None, Some(b"hello"), &[]);
+    /// p.append_batch(&b.finish())?;
+    /// let m = broker.metrics();
+    /// let events = m.partitions.iter().find(|p| p.topic == "events").unwrap();
+    /// assert_eq!((events.records_in, events.log_end_offset), (1, 1));
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        let logs = self.inner.logs.lock().clone();
+        crate::metrics::collect(self, &self.inner.stats, logs)
+    }
+
+    /// Where the servers of this broker register their counters.
+    #[cfg(feature = "server")]
+    pub(crate) fn stats(&self) -> &crate::metrics::BrokerStats {
+        &self.inner.stats
     }
 
     /// The group coordinator (shared by in-process groups and the network server).

@@ -45,6 +45,7 @@ mod cluster;
 mod config;
 mod consumer;
 mod error;
+pub mod metrics;
 pub mod producer;
 pub mod record;
 #[cfg(feature = "server")]

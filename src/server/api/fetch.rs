@@ -265,6 +265,7 @@ fn frame(
         buf.extend_from_slice(&name[..name.len().min(i16::MAX as usize)]);
         buf.extend_from_slice(&(topic.partitions.len() as i32).to_be_bytes());
         for p in topic.partitions {
+            crate::metrics::server::count_error(p.error);
             buf.extend_from_slice(&p.index.to_be_bytes());
             buf.extend_from_slice(&p.error.to_be_bytes());
             buf.extend_from_slice(&p.high_watermark.to_be_bytes());

@@ -144,11 +144,18 @@ impl Request {
         })
     }
 
-    /// Encode `response` with this request's version and correlation id.
-    pub(crate) fn respond<R: Encodable + HeaderVersion>(
+    /// The client id of the request header ("" if none).
+    pub(crate) fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+
+    /// Encode `response` with this request's version and correlation id (and count its
+    /// error codes for the server's metrics).
+    pub(crate) fn respond<R: Encodable + HeaderVersion + 'static>(
         &self,
         response: &R,
     ) -> Result<Reply, Fatal> {
+        crate::metrics::server::count_response(response);
         encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
     }
 }
