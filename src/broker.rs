@@ -505,7 +505,7 @@ impl Broker {
     /// [`metrics`](crate::metrics) for where each is recorded.
     ///
     /// ```
-    /// # let dir = tempfile::tempdir()?;
+    /// # let dir = tempfile::tempdir().unwrap();
     /// let broker = tidelog::Broker::open(dir.path())?;
     /// let p = broker.create_topic("events", 1, tidelog::TopicConfig::new())?.partition(0)?;
     /// let mut b = tidelog::BatchBuilder::new();

@@ -41,7 +41,7 @@ pub fn prometheus_text(metrics: &Metrics) -> String {
 #[derive(Debug)]
 struct Snapshot(Metrics);
 
-type Labels<'a> = Vec<(&'static str, String)>;
+type Labels = Vec<(&'static str, String)>;
 
 /// A metric family of one value per `T`: name, help, type, and the value.
 type FamilyOf<T> = (&'static str, &'static str, MetricType, fn(&T) -> Value);
@@ -53,9 +53,9 @@ fn family<T>(
     help: &str,
     kind: MetricType,
     items: &[T],
-    mut value: impl FnMut(&T) -> Option<(Labels<'static>, Value)>,
+    mut value: impl FnMut(&T) -> Option<(Labels, Value)>,
 ) -> Result<(), std::fmt::Error> {
-    let values: Vec<(Labels<'static>, Value)> = items.iter().filter_map(&mut value).collect();
+    let values: Vec<(Labels, Value)> = items.iter().filter_map(&mut value).collect();
     if values.is_empty() {
         return Ok(());
     }
@@ -90,7 +90,7 @@ impl Collector for Snapshot {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = &self.0;
         let enc = &mut enc;
-        let part = |p: &super::PartitionMetrics| -> Labels<'static> {
+        let part = |p: &super::PartitionMetrics| -> Labels {
             vec![
                 ("topic", p.topic.clone()),
                 ("partition", p.partition.to_string()),
@@ -158,8 +158,7 @@ impl Collector for Snapshot {
             })?;
         }
 
-        let group =
-            |g: &super::GroupMetrics| -> Labels<'static> { vec![("group", g.group_id.clone())] };
+        let group = |g: &super::GroupMetrics| -> Labels { vec![("group", g.group_id.clone())] };
         family(
             enc,
             "group_state",
@@ -193,7 +192,7 @@ impl Collector for Snapshot {
             .iter()
             .flat_map(|g| g.offsets.iter().map(|o| (g.group_id.clone(), o.clone())))
             .collect();
-        let offset_labels = |(g, o): &(String, super::GroupOffsetMetrics)| -> Labels<'static> {
+        let offset_labels = |(g, o): &(String, super::GroupOffsetMetrics)| -> Labels {
             vec![
                 ("group", g.clone()),
                 ("topic", o.topic.clone()),

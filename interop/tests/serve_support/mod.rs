@@ -105,6 +105,27 @@ impl Drop for Serve {
     }
 }
 
+/// Runs `tidelog --data DATA serve ARGS` to its exit (at most 60 s); its exit code and
+/// stderr.
+pub fn run_to_exit(data: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(tidelog_interop::tidelog_bin())
+        .arg("--data")
+        .arg(data)
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tidelog serve");
+    let status = wait(&mut child, Duration::from_secs(60));
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr).expect("read stderr");
+    }
+    (status.code(), stderr)
+}
+
 /// Waits for `child` to exit, killing it after `limit`.
 pub fn wait(child: &mut Child, limit: Duration) -> ExitStatus {
     let end = Instant::now() + limit;

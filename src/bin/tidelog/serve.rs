@@ -13,10 +13,9 @@
 //! targets and warnings for its dependencies (`RUST_LOG` overrides it, e.g.
 //! `RUST_LOG=debug`): start-up (listen address, data directory, what recovery did),
 //! topics created or deleted with the client id and address that asked, consumer group
-//! rebalances (group, generation, members), segments deleted by retention, a full disk,
-//! refused connections and oversize requests (at most one line per peer address per
-//! 10 s), shutdown. At debug level, each client connection with its client id and
-//! address.
+//! rebalances (group, generation, members), segments deleted by retention, refused
+//! connections and oversize requests (at most one line per peer address per 10 s),
+//! shutdown. At debug level, each client connection with its client id and address.
 //!
 //! With `--metrics-listen HOST:PORT` the broker's metrics are served in the Prometheus
 //! text format at `http://HOST:PORT/metrics` (see `metrics_http`).
