@@ -78,7 +78,7 @@ fn a_scrape_while_producing_shows_counters_growing_and_the_groups_lag() {
     let tmp = tempfile::tempdir().unwrap();
     let serve = start(tmp.path(), &["--metrics-listen", "127.0.0.1:0"], None);
     let metrics: SocketAddr = serve
-        .lines()
+        .lines_through("tidelog serve: metrics on ")
         .iter()
         .find_map(|l| l.strip_prefix("tidelog serve: metrics on http://"))
         .and_then(|rest| rest.strip_suffix("/metrics"))

@@ -34,7 +34,7 @@ fn the_connection_limit_fits_the_open_files_limit() {
         "{limits}"
     );
 
-    let lines = serve.lines();
+    let lines = serve.lines_through("tidelog serve: open-files limit");
     let started = lines
         .iter()
         .find(|l| l.starts_with("tidelog serve: open-files limit"))

@@ -96,6 +96,19 @@ impl Serve {
     pub fn lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// The stderr lines once one starts with `prefix` (waiting up to 10 s for it: the
+    /// reader thread may not have read it yet).
+    pub fn lines_through(&self, prefix: &str) -> Vec<String> {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.lines();
+            if lines.iter().any(|l| l.starts_with(prefix)) || Instant::now() >= end {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Serve {
