@@ -100,10 +100,19 @@ impl Serve {
     /// The stderr lines once one starts with `prefix` (waiting up to 10 s for it: the
     /// reader thread may not have read it yet).
     pub fn lines_through(&self, prefix: &str) -> Vec<String> {
+        self.lines_until(|l| l.starts_with(prefix))
+    }
+
+    /// The stderr lines once one contains `needle` (waiting up to 10 s for it).
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        self.lines_until(|l| l.contains(needle))
+    }
+
+    fn lines_until(&self, found: impl Fn(&str) -> bool) -> Vec<String> {
         let end = Instant::now() + Duration::from_secs(10);
         loop {
             let lines = self.lines();
-            if lines.iter().any(|l| l.starts_with(prefix)) || Instant::now() >= end {
+            if lines.iter().any(|l| found(l)) || Instant::now() >= end {
                 return lines;
             }
             std::thread::sleep(Duration::from_millis(10));
