@@ -47,6 +47,7 @@ mod consumer;
 mod error;
 pub mod producer;
 pub mod record;
+mod replica;
 #[cfg(feature = "server")]
 mod server;
 pub mod storage;

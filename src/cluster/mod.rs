@@ -13,12 +13,14 @@
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
+pub(crate) mod client;
 mod codec;
 pub(crate) mod image;
 mod logger;
 mod meta_properties;
 mod node;
 pub(crate) mod records;
+mod replication;
 mod storage;
 mod transport;
 
@@ -283,6 +285,8 @@ pub(crate) struct ClusterNode {
     broker: WeakBroker,
     data_dir: PathBuf,
     quorum_addr: SocketAddr,
+    /// The data plane: partition roles, fetchers, ISR changes.
+    replicas: Mutex<Option<Arc<replication::ReplicaManager>>>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -464,6 +468,7 @@ impl ClusterNode {
             broker: broker.downgrade(),
             data_dir: data_dir.clone(),
             quorum_addr,
+            replicas: Mutex::new(None),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
@@ -516,6 +521,17 @@ impl ClusterNode {
                 broker: broker.downgrade(),
                 swept: AtomicBool::new(false),
             }));
+            // After BrokerSync: a partition's log exists before its role is set.
+            let replicas = replication::ReplicaManager::new(
+                me,
+                broker.downgrade(),
+                Arc::downgrade(&node),
+                config.replica_lag_time_max,
+                config.min_insync_replicas,
+            );
+            replicas.start()?;
+            shared.listeners.lock().push(replicas.clone());
+            *node.replicas.lock() = Some(replicas);
             let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
             let publisher = {
                 let shared = shared.clone();
@@ -849,6 +865,9 @@ impl ClusterNode {
     pub(crate) fn shutdown(&self) {
         if self.shared.stopped.swap(true, Ordering::AcqRel) {
             return;
+        }
+        if let Some(r) = self.replicas.lock().take() {
+            r.stop();
         }
         let _ = self.inbox.send(Inbound::Stop);
         let threads: Vec<_> = self.threads.lock().drain(..).collect();
