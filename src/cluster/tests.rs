@@ -12,6 +12,10 @@ use crate::{Server, ServerHandle};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SESSION: Duration = Duration::from_millis(2000);
+/// `replica.lag.time.max.ms` of the test clusters.
+const LAG: Duration = Duration::from_millis(1000);
+
+mod replication;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -61,6 +65,7 @@ impl TestCluster {
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
+            .replica_lag_time_max(LAG)
             .test_cluster(listener, self.snapshot_after)
             .start()
             .unwrap()

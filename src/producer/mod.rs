@@ -489,6 +489,11 @@ impl Producer {
         let batch_size = self.inner.config.batch_size;
         let acks_all = self.inner.config.acks == Acks::All;
         self.with_accumulator(topic, record, |partition, acc| {
+            // acks=all on a replicated partition: refused before anything is appended
+            // when the ISR is below min.insync.replicas.
+            if acks_all && acc.partition.log().is_replicated() {
+                acc.partition.check_enough_replicas()?;
+            }
             let pending = acc.push(
                 timestamp,
                 record.key,
@@ -498,15 +503,15 @@ impl Producer {
                 fsync,
                 flush_now,
             );
-            DeliveryReceipt {
+            Ok(DeliveryReceipt {
                 slot: pending.slot,
                 index: pending.index,
                 partition,
                 timestamp,
                 committed: (acks_all && acc.partition.log().is_replicated())
                     .then(|| acc.partition.clone()),
-            }
-        })
+            })
+        })?
     }
 
     /// Appends the open batch of one partition now.
