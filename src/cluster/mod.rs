@@ -580,6 +580,12 @@ impl ClusterNode {
         &self.config
     }
 
+    /// The replica manager (tests).
+    #[cfg(test)]
+    pub(crate) fn replica_manager(&self) -> Arc<replication::ReplicaManager> {
+        self.replicas.lock().clone().expect("running")
+    }
+
     /// The address the quorum listener is bound to.
     #[cfg(test)]
     pub(crate) fn quorum_addr(&self) -> SocketAddr {

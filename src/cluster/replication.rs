@@ -90,6 +90,8 @@ pub(crate) struct ReplicaManager {
     state: Mutex<ManagerState>,
     stop: Arc<(Mutex<bool>, Condvar)>,
     isr_thread: Mutex<Option<JoinHandle<()>>>,
+    /// Tests: while set, the fetchers send nothing (a follower cut off from leaders).
+    paused: Arc<AtomicBool>,
 }
 
 impl ReplicaManager {
@@ -111,7 +113,19 @@ impl ReplicaManager {
             state: Mutex::new(ManagerState::default()),
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
+            paused: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
+    /// unreachable.
+    #[cfg(test)]
+    pub(crate) fn pause_fetchers(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Release);
+        // A response being applied finishes first; later ones are dropped.
+        for f in self.state.lock().fetchers.values() {
+            drop(f.parts.lock());
+        }
     }
 
     /// Starts the ISR thread.
@@ -206,7 +220,7 @@ impl ReplicaManager {
         if let Some(f) = st.fetchers.get(&source) {
             return Some(f.clone());
         }
-        match Fetcher::start(self.node_id, source, self.node.clone()) {
+        match Fetcher::start(self.node_id, source, self.node.clone(), self.paused.clone()) {
             Ok(f) => {
                 st.fetchers.insert(source, f.clone());
                 Some(f)
@@ -379,14 +393,22 @@ pub(crate) struct Fetcher {
     changed: Condvar,
     stopped: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// See [`ReplicaManager::pause_fetchers`].
+    paused: Arc<AtomicBool>,
 }
 
 impl Fetcher {
-    fn start(node_id: i32, source: i32, node: Weak<ClusterNode>) -> crate::Result<Arc<Fetcher>> {
+    fn start(
+        node_id: i32,
+        source: i32,
+        node: Weak<ClusterNode>,
+        paused: Arc<AtomicBool>,
+    ) -> crate::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
             node,
+            paused,
             parts: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
@@ -451,6 +473,10 @@ impl Fetcher {
     fn run(self: Arc<Self>) {
         let mut client: Option<Client> = None;
         while !self.is_stopped() {
+            if self.paused.load(Ordering::Acquire) {
+                self.pause(Duration::from_millis(20));
+                continue;
+            }
             let now = Instant::now();
             let ready: Vec<(Key, Followed)> = {
                 let mut g = self.parts.lock();
@@ -664,7 +690,10 @@ impl Fetcher {
                     continue;
                 };
                 let applied = self.with_current(&key, epoch, |e| {
-                    if e.truncating || e.fetch_offset() != offset {
+                    if e.truncating
+                        || e.fetch_offset() != offset
+                        || self.paused.load(Ordering::Acquire)
+                    {
                         return Ok(());
                     }
                     apply_fetched(self.node_id, e, offset, &p)

@@ -15,6 +15,7 @@ const SESSION: Duration = Duration::from_millis(2000);
 /// `replica.lag.time.max.ms` of the test clusters.
 const LAG: Duration = Duration::from_millis(1000);
 
+mod failover;
 mod replication;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
@@ -32,10 +33,16 @@ struct TestCluster {
     quorum: String,
     nodes: Vec<Option<ServerHandle>>,
     snapshot_after: usize,
+    lag: Duration,
 }
 
 impl TestCluster {
     fn new(n: usize, snapshot_after: usize) -> TestCluster {
+        TestCluster::with_lag(n, snapshot_after, LAG)
+    }
+
+    /// A cluster whose `replica.lag.time.max.ms` is `lag`.
+    fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -52,6 +59,7 @@ impl TestCluster {
             quorum,
             nodes: (0..n).map(|_| None).collect(),
             snapshot_after,
+            lag,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -65,7 +73,7 @@ impl TestCluster {
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
-            .replica_lag_time_max(LAG)
+            .replica_lag_time_max(self.lag)
             .test_cluster(listener, self.snapshot_after)
             .start()
             .unwrap()

@@ -9,17 +9,17 @@
 use super::*;
 use crate::{Acks, Broker, Partition, Producer, ProducerRecord};
 
-fn broker(c: &TestCluster, i: usize) -> Broker {
+pub(super) fn broker(c: &TestCluster, i: usize) -> Broker {
     c.node(i).broker.upgrade().expect("the node's broker")
 }
 
 /// Partition `p` of `topic` on node index `i`.
-fn part(c: &TestCluster, i: usize, topic: &str, p: i32) -> Partition {
+pub(super) fn part(c: &TestCluster, i: usize, topic: &str, p: i32) -> Partition {
     broker(c, i).topic(topic).unwrap().partition(p).unwrap()
 }
 
 /// The bytes of a log from its start to `end`.
-fn bytes_to(p: &Partition, end: i64) -> Vec<u8> {
+pub(super) fn bytes_to(p: &Partition, end: i64) -> Vec<u8> {
     let log = p.log();
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
@@ -39,12 +39,12 @@ fn bytes_to(p: &Partition, end: i64) -> Vec<u8> {
 }
 
 /// Node index of the leader of `topic`-`p` in node 0's image.
-fn leader_index(c: &TestCluster, topic: &str, p: usize) -> usize {
+pub(super) fn leader_index(c: &TestCluster, topic: &str, p: usize) -> usize {
     let img = c.node(c.running()[0]).image();
     (img.topic(topic).unwrap().partitions[p].leader - 1) as usize
 }
 
-fn create(c: &TestCluster, name: &str, partitions: i32, configs: Vec<(String, String)>) {
+pub(super) fn create(c: &TestCluster, name: &str, partitions: i32, configs: Vec<(String, String)>) {
     let node = c.node(c.running()[0]);
     node.create_topic(
         &NewTopic {
