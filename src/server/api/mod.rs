@@ -33,7 +33,7 @@ mod produce;
 mod replica_fetch;
 mod sync_group;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -107,6 +107,8 @@ pub(crate) enum Reply {
     Nothing,
     /// A response: the parts are written in order after one size prefix.
     Parts(Vec<Part>),
+    /// Nothing, and the connection ends: the client hung up while the request waited.
+    ClientGone,
 }
 
 impl Reply {
@@ -185,12 +187,21 @@ pub(crate) struct Ctx<'a> {
     pub peer: SocketAddr,
     /// Our address as the client reached it (advertised when nothing else is set).
     pub local: SocketAddr,
+    /// The connection's TCP socket, to notice a client that hangs up while its request
+    /// waits (never read or written through here).
+    pub socket: &'a TcpStream,
 }
 
 impl Ctx<'_> {
     /// The broker behind the server.
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.shared.backend
+    }
+
+    /// True if the client has closed its end of the connection (a request waiting on
+    /// its behalf can stop; see [`peer_closed`](super::transport::peer_closed)).
+    pub(crate) fn client_gone(&self) -> bool {
+        super::transport::peer_closed(self.socket)
     }
 
     /// The `host:port` clients should connect to.
