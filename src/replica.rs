@@ -26,6 +26,9 @@
 //!
 //! [`Partition`]: crate::Partition
 
+// Only a cluster node (feature `server`) has leaders and followers.
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -35,6 +35,7 @@ struct PartitionInner {
 
 /// What this node does for a partition (a single node's partitions are standalone).
 #[derive(Debug)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) enum Role {
     /// Not replicated: every append is committed at once.
     Standalone,
@@ -46,18 +47,17 @@ pub(crate) enum Role {
         /// `min.insync.replicas` of the topic.
         min_insync_replicas: AtomicI32,
     },
-    /// Another node leads it ([`crate::cluster`]'s fetcher copies its log here), or
+    /// Another node leads it (the cluster's replica fetcher copies its log here), or
     /// nobody does (`leader` -1).
     Follower {
         /// The leader, or -1.
         leader: i32,
-        /// The leader epoch.
-        leader_epoch: i32,
     },
 }
 
 /// An ISR change a leader wants to propose.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct IsrChange {
     /// The leader epoch it was computed at.
     pub leader_epoch: i32,
@@ -79,6 +79,7 @@ impl std::fmt::Debug for Partition {
     }
 }
 
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 impl Partition {
     pub(crate) fn new(topic: Arc<str>, index: i32, log: PartitionLog) -> Self {
         Partition {
@@ -182,11 +183,6 @@ impl Partition {
         }
     }
 
-    /// True while this node leads the partition (a standalone partition counts).
-    pub(crate) fn is_leader(&self) -> bool {
-        !matches!(&*self.inner.role.read(), Role::Follower { .. })
-    }
-
     /// Checks a request's `current_leader_epoch` (-1: none) against this leader's:
     /// older is `FencedLeaderEpoch`, newer `UnknownLeaderEpoch`; on a follower,
     /// `NotLeaderOrFollower`.
@@ -282,25 +278,17 @@ impl Partition {
         Ok(())
     }
 
-    /// Makes this node a follower of `leader` (-1: none) at `leader_epoch`: appends are
-    /// refused from now on, the log is replicated (at `initial_high_watermark` if it was
-    /// not) and stops stamping epochs. Waiters (acks=all) wake and see it.
-    pub(crate) fn become_follower(
-        &self,
-        leader: i32,
-        leader_epoch: i32,
-        initial_high_watermark: i64,
-    ) {
+    /// Makes this node a follower of `leader` (-1: none): appends are refused from now
+    /// on, the log is replicated (at `initial_high_watermark` if it was not) and stops
+    /// stamping epochs. Waiters (acks=all) wake and see it.
+    pub(crate) fn become_follower(&self, leader: i32, initial_high_watermark: i64) {
         let mut role = self.inner.role.write();
         let log = &self.inner.log;
         if !log.is_replicated() {
             log.set_replicated(initial_high_watermark);
         }
         log.clear_leader_epoch();
-        *role = Role::Follower {
-            leader,
-            leader_epoch,
-        };
+        *role = Role::Follower { leader };
         drop(role);
         log.wake_all();
     }
@@ -400,6 +388,7 @@ impl Partition {
     }
 
     /// The committed ISR while this node leads the partition.
+    #[cfg(test)]
     pub(crate) fn isr(&self) -> Option<Vec<i32>> {
         match &*self.inner.role.read() {
             Role::Leader { state, .. } => Some(state.lock().isr.clone()),

@@ -336,7 +336,7 @@ impl MetadataListener for ReplicaManager {
                         st.coordinator = false;
                     }
                     self.unfollow(&mut st, &key);
-                    partition.become_follower(leader, leader_epoch, initial_hw);
+                    partition.become_follower(leader, initial_hw);
                     tracing::info!(node = self.node_id, partition = %partition.name(), leader, leader_epoch, "follower");
                     if leader != NO_LEADER
                         && let Some(f) = self.fetcher(&mut st, leader)

@@ -114,8 +114,6 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn check_enough_replicas(&self) -> Result<()>;
     /// `acks=all`: waits until the high watermark passes `offset`.
     fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()>;
-    /// Offset after the last record appended (committed or not).
-    fn log_end_offset(&self) -> i64;
     /// A follower's fetch: records its log end and moves the high watermark.
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()>;
     /// True if the high watermark moved past what `replica` was last told.

@@ -251,9 +251,6 @@ impl PartitionOps for Partition {
     fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()> {
         Partition::wait_committed(self, offset, timeout)
     }
-    fn log_end_offset(&self) -> i64 {
-        Partition::log_end_offset(self)
-    }
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
         Partition::record_replica_fetch(self, replica, fetch_offset)
     }

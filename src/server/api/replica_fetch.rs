@@ -94,9 +94,6 @@ impl PartitionOps for ReplicaView {
     fn wait_committed(&self, offset: i64, timeout: Duration) -> Result<()> {
         self.log.wait_committed(offset, timeout)
     }
-    fn log_end_offset(&self) -> i64 {
-        self.log.log_end_offset()
-    }
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
         self.log.record_replica_fetch(replica, fetch_offset)
     }
