@@ -370,15 +370,18 @@ mod tests {
             let t0 = Instant::now();
             let mut now = t0;
             let followers = [2, 3, 4];
-            let mut s = LeaderState::new(1, 3, 0, vec![1, 2, 3, 4], vec![1, 2, 3, 4], 0, 0, LAG, t0);
-            let mut leader_end = 0i64;
-            let mut ends = [0i64; 3];
+            // The leader's epoch starts at 30 (its log end when it took over); the
+            // followers had reached 10, the high watermark it inherited; 4 is out of
+            // sync.
+            let mut s = LeaderState::new(1, 3, 0, vec![1, 2, 3, 4], vec![1, 2, 3], 30, 10, LAG, t0);
+            let mut leader_end = 30i64;
+            let mut ends = [10i64; 3];
             // The model's own record of each follower: log end, last caught up, leader
             // end and time at its previous fetch.
             let mut caught = [t0; 3];
             let mut prev: [(i64, Instant); 3] = [(-1, t0); 3];
             let mut fetched = [false; 3];
-            let mut last_hw = 0i64;
+            let mut last_hw = 10i64;
             for st in steps {
                 match st {
                     Step::Fetch { follower, ahead } => {
