@@ -175,6 +175,12 @@ impl Partition {
         }
     }
 
+    /// True unless this node is a cluster node that only follows the partition (appends
+    /// go to the leader then). A single node's partitions are always their own leader.
+    pub fn is_leader(&self) -> bool {
+        !matches!(&*self.inner.role.read(), Role::Follower { .. })
+    }
+
     /// The leader epoch while this node leads the partition.
     pub(crate) fn leader_epoch(&self) -> Option<i32> {
         match &*self.inner.role.read() {
