@@ -189,8 +189,6 @@ pub(crate) struct MetadataUpdate<'a> {
 }
 
 impl MetadataUpdate<'_> {
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
     /// How this node's replicas changed.
     pub(crate) fn local_changes(&self) -> LocalChanges {
         local_changes(self.node_id, self.previous, self.current)
@@ -573,8 +571,7 @@ impl ClusterNode {
         self.config.node_id
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     /// The node's settings.
     pub(crate) fn config(&self) -> &ClusterConfig {
         &self.config
@@ -609,8 +606,7 @@ impl ClusterNode {
         (e >= 0).then_some(e)
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     /// Waits until the published image satisfies `pred` or `timeout` passes.
     pub(crate) fn wait_for_image(
         &self,
@@ -634,8 +630,7 @@ impl ClusterNode {
         }
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     /// Registers a listener: it is told about the current image at once (as an update
     /// from the empty image), then about every new one.
     pub(crate) fn add_listener(&self, listener: Arc<dyn MetadataListener>) {
@@ -807,8 +802,6 @@ impl ClusterNode {
         .map(drop)
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
     /// An ISR change from this node as a partition's leader (the data plane's
     /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
     /// `InvalidUpdateVersion`.
