@@ -37,10 +37,10 @@ fn main() -> tidelog::Result<()> {
     let root = std::env::temp_dir().join(format!("tidelog-replicated-{}", std::process::id()));
     let mut brokers = Vec::new();
     let mut servers = Vec::new();
-    for i in 0..3 {
+    for (i, port) in ports[..3].iter().enumerate() {
         let broker = Broker::open(root.join(format!("node-{}", i + 1)))?;
         let server = Server::builder(broker.clone())
-            .listen(format!("127.0.0.1:{}", ports[i]))
+            .listen(format!("127.0.0.1:{port}"))
             .node_id(i as i32 + 1)
             .quorum(quorum.clone())
             .default_replication_factor(3)
