@@ -607,30 +607,6 @@ impl ClusterNode {
     }
 
     #[cfg(test)]
-    /// Waits until the published image satisfies `pred` or `timeout` passes.
-    pub(crate) fn wait_for_image(
-        &self,
-        timeout: Duration,
-        pred: impl Fn(&MetadataImage) -> bool,
-    ) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut g = self.shared.published_lock.lock();
-        loop {
-            if pred(&self.image()) {
-                return true;
-            }
-            if self
-                .shared
-                .published_cv
-                .wait_until(&mut g, deadline)
-                .timed_out()
-            {
-                return pred(&self.image());
-            }
-        }
-    }
-
-    #[cfg(test)]
     /// Registers a listener: it is told about the current image at once (as an update
     /// from the empty image), then about every new one.
     pub(crate) fn add_listener(&self, listener: Arc<dyn MetadataListener>) {

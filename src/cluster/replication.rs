@@ -75,6 +75,9 @@ struct ManagerState {
     /// Followed partitions and the node they are fetched from.
     followed: BTreeMap<Key, i32>,
     fetchers: HashMap<i32, Arc<Fetcher>>,
+    /// Fetchers told to stop and not joined yet (a call in flight to a hung leader may
+    /// take its timeout: the metadata publisher does not wait for it).
+    retired: Vec<Arc<Fetcher>>,
     /// True while this node's group coordinator is loaded from `__consumer_offsets-0`.
     coordinator: bool,
 }
@@ -158,16 +161,24 @@ impl ReplicaManager {
 
     /// Stops the ISR thread and every fetcher.
     pub(crate) fn stop(&self) {
-        {
-            let mut s = self.stop.0.lock();
-            *s = true;
-            self.stop.1.notify_all();
-        }
+        let fetchers: Vec<Arc<Fetcher>> = {
+            // Under the state lock: no publication adds a fetcher after this.
+            let mut st = self.state.lock();
+            {
+                let mut s = self.stop.0.lock();
+                *s = true;
+                self.stop.1.notify_all();
+            }
+            let mut all: Vec<Arc<Fetcher>> = st.fetchers.drain().map(|(_, f)| f).collect();
+            all.append(&mut st.retired);
+            all
+        };
         if let Some(h) = self.isr_thread.lock().take() {
             let _ = h.join();
         }
-        let fetchers: Vec<Arc<Fetcher>> =
-            self.state.lock().fetchers.drain().map(|(_, f)| f).collect();
+        for f in &fetchers {
+            f.signal_stop();
+        }
         for f in fetchers {
             f.stop();
         }
@@ -240,7 +251,9 @@ impl ReplicaManager {
             f.remove(key);
             if f.is_empty() {
                 let f = st.fetchers.remove(&source).expect("present");
-                f.stop();
+                f.signal_stop();
+                st.retired.retain(|r| !r.is_finished());
+                st.retired.push(f);
             }
         }
     }
@@ -262,6 +275,9 @@ impl MetadataListener for ReplicaManager {
         };
         let changes = update.local_changes();
         let mut st = self.state.lock();
+        if *self.stop.0.lock() {
+            return;
+        }
         let now = Instant::now();
         for (topic, _, p) in &changes.removed {
             let key = (topic.clone(), *p);
@@ -445,12 +461,21 @@ impl Fetcher {
         self.parts.lock().is_empty()
     }
 
-    fn stop(&self) {
+    /// Tells the thread to stop, without waiting for it.
+    fn signal_stop(&self) {
         self.stopped.store(true, Ordering::Release);
-        {
-            let _g = self.parts.lock();
-            self.changed.notify_all();
-        }
+        let _g = self.parts.lock();
+        self.changed.notify_all();
+    }
+
+    /// True once the thread has exited.
+    fn is_finished(&self) -> bool {
+        self.thread.lock().as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Stops the thread and waits for it.
+    fn stop(&self) {
+        self.signal_stop();
         if let Some(h) = self.thread.lock().take()
             && h.thread().id() != std::thread::current().id()
         {
