@@ -244,8 +244,14 @@ impl LeaderState {
 
     /// The ISR change the rules ask for at `now`, if any and none is in flight: the
     /// committed ISR less the members that fell behind, plus the replicas that caught
-    /// up. The caller proposes it and marks it pending ([`LeaderState::propose`]).
-    pub(crate) fn isr_change(&self, leader_end: i64, now: Instant) -> Option<Vec<i32>> {
+    /// up and are `eligible` (the controller refuses a fenced broker). The caller
+    /// proposes it and marks it pending ([`LeaderState::propose`]).
+    pub(crate) fn isr_change(
+        &self,
+        leader_end: i64,
+        now: Instant,
+        eligible: impl Fn(i32) -> bool,
+    ) -> Option<Vec<i32>> {
         if self.pending.is_some() {
             return None;
         }
@@ -257,7 +263,7 @@ impl LeaderState {
                 match self.followers.get(r) {
                     None => false,
                     Some(f) if self.isr.contains(r) => self.is_caught_up(f, leader_end, now),
-                    Some(f) => self.may_join(f),
+                    Some(f) => self.may_join(f) && eligible(*r),
                 }
             };
             if keep {
@@ -266,6 +272,14 @@ impl LeaderState {
         }
         let same = next.len() == self.isr.len() && next.iter().all(|r| self.isr.contains(r));
         (!same).then_some(next)
+    }
+
+    /// Forgets what is known of `follower` (its broker was fenced or restarted: its log
+    /// may not be what it last reported); it counts again from its next fetch.
+    pub(crate) fn reset_follower(&mut self, follower: i32, now: Instant) {
+        if let Some(f) = self.followers.get_mut(&follower) {
+            *f = FollowerState::new(now);
+        }
     }
 
     /// Marks `isr` as proposed.
@@ -305,20 +319,20 @@ mod tests {
         // The leader appends; 3 stops fetching.
         let t1 = t0 + LAG / 2;
         s.on_fetch(2, 30, 30, t1).unwrap();
-        assert_eq!(s.isr_change(30, t1), None);
+        assert_eq!(s.isr_change(30, t1, |_| true), None);
         let t2 = t0 + LAG + Duration::from_millis(1);
-        assert_eq!(s.isr_change(30, t2), Some(vec![1, 2]));
+        assert_eq!(s.isr_change(30, t2, |_| true), Some(vec![1, 2]));
         s.propose(vec![1, 2]);
-        assert_eq!(s.isr_change(30, t2), None, "one change in flight");
+        assert_eq!(s.isr_change(30, t2, |_| true), None, "one change in flight");
         // While the shrink is pending the high watermark still waits for 3.
         assert_eq!(s.candidate(30), Some(20));
         s.update(8, vec![1, 2, 3], vec![1, 2], t2);
         assert_eq!(s.advance(30), Some(30));
         // 3 comes back below the high watermark: not yet.
         s.on_fetch(3, 25, 30, t2).unwrap();
-        assert_eq!(s.isr_change(30, t2), None);
+        assert_eq!(s.isr_change(30, t2, |_| true), None);
         s.on_fetch(3, 30, 30, t2).unwrap();
-        assert_eq!(s.isr_change(30, t2), Some(vec![1, 2, 3]));
+        assert_eq!(s.isr_change(30, t2, |_| true), Some(vec![1, 2, 3]));
         s.propose(vec![1, 2, 3]);
         // A pending addition counts for the high watermark at once.
         assert_eq!(s.candidate(40), Some(30));
@@ -331,23 +345,29 @@ mod tests {
         assert_eq!(s.on_fetch(2, 45, 60, t0), Ok(Some(45)));
         s.on_fetch(3, 47, 60, t0).unwrap();
         assert_eq!(
-            s.isr_change(60, t0),
+            s.isr_change(60, t0, |_| true),
             None,
             "47 >= hw 45 but < epoch start 50"
         );
         s.on_fetch(3, 50, 60, t0).unwrap();
-        assert_eq!(s.isr_change(60, t0), Some(vec![1, 2, 3]));
+        assert_eq!(s.isr_change(60, t0, |_| true), Some(vec![1, 2, 3]));
     }
 
     /// One step of the model: a follower fetches, the leader appends, or time passes;
     /// sometimes the metadata log commits the pending ISR change.
     #[derive(Debug, Clone)]
     enum Step {
-        Fetch { follower: usize, ahead: i64 },
+        Fetch {
+            follower: usize,
+            ahead: i64,
+        },
         Append(i64),
         Tick(u64),
         Commit,
         Reject,
+        /// The controller fences (false) or unfences (true) broker 4; fencing resets
+        /// what the leader knows of it.
+        Eligible4(bool),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -357,6 +377,7 @@ mod tests {
             2 => (0u64..800).prop_map(Step::Tick),
             1 => Just(Step::Commit),
             1 => Just(Step::Reject),
+            1 => proptest::bool::ANY.prop_map(Step::Eligible4),
         ]
     }
 
@@ -382,6 +403,7 @@ mod tests {
             let mut prev: [(i64, Instant); 3] = [(-1, t0); 3];
             let mut fetched = [false; 3];
             let mut last_hw = 10i64;
+            let mut eligible4 = true;
             for st in steps {
                 match st {
                     Step::Fetch { follower, ahead } => {
@@ -411,6 +433,15 @@ mod tests {
                     Step::Reject => {
                         s.clear_pending();
                         s.advance(leader_end);
+                    }
+                    Step::Eligible4(e) => {
+                        eligible4 = e;
+                        if !e {
+                            s.reset_follower(4, now);
+                            fetched[2] = false;
+                            caught[2] = now;
+                            prev[2] = (-1, now);
+                        }
                     }
                 }
                 // High watermark: never backwards, never above a maximal-ISR member's
@@ -447,7 +478,10 @@ mod tests {
                             (fetched[i] && ends[i] == leader_end)
                                 || now.duration_since(caught[i]) <= LAG
                         } else {
-                            fetched[i] && ends[i] >= s.high_watermark && ends[i] >= s.epoch_start_offset
+                            fetched[i]
+                                && ends[i] >= s.high_watermark
+                                && ends[i] >= s.epoch_start_offset
+                                && (*f != 4 || eligible4)
                         };
                         if keep {
                             next.push(*f);
@@ -456,7 +490,7 @@ mod tests {
                     let same = next.len() == s.isr.len() && next.iter().all(|r| s.isr.contains(r));
                     (!same).then_some(next)
                 };
-                let got = s.isr_change(leader_end, now);
+                let got = s.isr_change(leader_end, now, |r| r != 4 || eligible4);
                 prop_assert_eq!(&got, &expected);
                 if let Some(isr) = got {
                     s.propose(isr);

@@ -364,19 +364,34 @@ impl Partition {
 
     /// The ISR change the rules ask for now, marked pending (the caller proposes it and
     /// calls [`Partition::isr_change_failed`] if that fails).
-    pub(crate) fn isr_change(&self, now: Instant) -> Option<IsrChange> {
+    pub(crate) fn isr_change(
+        &self,
+        now: Instant,
+        eligible: impl Fn(i32) -> bool,
+    ) -> Option<IsrChange> {
         let role = self.inner.role.read();
         let Role::Leader { state, .. } = &*role else {
             return None;
         };
         let mut s = state.lock();
-        let new_isr = s.isr_change(self.inner.log.log_end_offset(), now)?;
+        let new_isr = s.isr_change(self.inner.log.log_end_offset(), now, eligible)?;
         s.propose(new_isr.clone());
         Some(IsrChange {
             leader_epoch: s.leader_epoch,
             partition_epoch: s.partition_epoch,
             new_isr,
         })
+    }
+
+    /// Forgets what this leader knows of `followers` (fenced or restarted brokers).
+    pub(crate) fn reset_followers(&self, followers: &[i32]) {
+        if let Role::Leader { state, .. } = &*self.inner.role.read() {
+            let mut s = state.lock();
+            let now = Instant::now();
+            for f in followers {
+                s.reset_follower(*f, now);
+            }
+        }
     }
 
     /// The proposed ISR change of `leader_epoch` was not applied: another may be

@@ -197,8 +197,11 @@ impl ReplicaManager {
             .map(|(k, l)| (k.clone(), l.topic_id, l.partition.clone()))
             .collect();
         let now = Instant::now();
+        let image = node.image();
+        // The controller refuses to add a fenced broker: do not ask.
+        let eligible = |b: i32| image.is_unfenced(b);
         for ((topic, p), topic_id, partition) in led {
-            let Some(change) = partition.isr_change(now) else {
+            let Some(change) = partition.isr_change(now, eligible) else {
                 continue;
             };
             let Some(broker_epoch) = node.broker_epoch() else {
@@ -361,6 +364,27 @@ impl MetadataListener for ReplicaManager {
                         st.followed.insert(key, leader);
                     }
                 }
+            }
+        }
+        // A broker fenced or registered anew: what its fetches said may no longer hold
+        // (a restarted node truncates before it fetches again).
+        let stale: Vec<i32> = update
+            .current
+            .brokers
+            .values()
+            .filter(|b| {
+                b.fenced
+                    && update
+                        .previous
+                        .brokers
+                        .get(&b.id)
+                        .is_none_or(|p| !p.fenced || p.epoch != b.epoch)
+            })
+            .map(|b| b.id)
+            .collect();
+        if !stale.is_empty() {
+            for led in st.led.values() {
+                led.partition.reset_followers(&stale);
             }
         }
         // A topic's min.insync.replicas may have changed.
