@@ -491,7 +491,8 @@ impl Producer {
         self.with_accumulator(topic, record, |partition, acc| {
             // acks=all on a replicated partition: refused before anything is appended
             // when the ISR is below min.insync.replicas.
-            if acks_all && acc.partition.log().is_replicated() {
+            let replicated = acks_all && acc.partition.log().is_replicated();
+            if replicated {
                 acc.partition.check_enough_replicas()?;
             }
             let pending = acc.push(
@@ -508,8 +509,7 @@ impl Producer {
                 index: pending.index,
                 partition,
                 timestamp,
-                committed: (acks_all && acc.partition.log().is_replicated())
-                    .then(|| acc.partition.clone()),
+                committed: replicated.then(|| acc.partition.clone()),
             })
         })?
     }
