@@ -659,7 +659,6 @@ impl Broker {
         let log_config = topic.config.apply(&self.inner.config.log)?;
         let existing = self.inner.topics.read().get(&topic.name).cloned();
         let mut parts = Vec::with_capacity(topic.hosted.len());
-        let mut offsets_partition = None;
         {
             let logs = self.inner.logs.lock();
             let logs = logs
@@ -671,11 +670,7 @@ impl Broker {
                     Some(part) => parts.push(part),
                     None => {
                         let log = self.open_cluster_log(logs, topic, p, &log_config)?;
-                        let part = Partition::new(Arc::clone(&arc_name), p, log);
-                        if topic.internal && topic.name == OFFSETS_TOPIC && p == 0 {
-                            offsets_partition = Some(part.clone());
-                        }
-                        parts.push(part);
+                        parts.push(Partition::new(Arc::clone(&arc_name), p, log));
                     }
                 }
             }
@@ -709,10 +704,24 @@ impl Broker {
             .topic_ids
             .write()
             .insert(topic.name.clone(), topic.id.clone());
-        if let Some(partition) = offsets_partition {
-            self.use_offsets_partition(partition)?;
-        }
+        // The group coordinator is loaded by the replica manager when this node becomes
+        // the leader of the offsets partition, not here: commits go to the leader.
         Ok(())
+    }
+
+    /// Cluster node: partition `p` of `topic`, if this node hosts it.
+    pub(crate) fn hosted_partition(&self, topic: &str, p: i32) -> Option<Partition> {
+        self.registered_topic(topic).ok()?.partition(p).ok()
+    }
+
+    /// Cluster node: the high watermark `replication-offset-checkpoint` recorded for
+    /// partition `p` of `topic` (where a restarted replica starts).
+    pub(crate) fn recorded_high_watermark(&self, topic: &str, p: i32) -> Option<i64> {
+        self.inner
+            .logs
+            .lock()
+            .as_ref()?
+            .recorded_high_watermark(&log_name(topic, p))
     }
 
     /// Cluster node: removes a topic the cluster deleted, with its local logs.

@@ -48,6 +48,7 @@ mod error;
 pub mod metrics;
 pub mod producer;
 pub mod record;
+mod replica;
 #[cfg(feature = "server")]
 mod server;
 pub mod storage;
