@@ -34,6 +34,7 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAdd
     let local = stream.local_addr().unwrap_or(shared.config.listen);
     let mut transport = Transport::Plain(stream);
     let max_request_size = shared.max_request_size();
+    let mut stats = shared.metrics.connection(peer);
     loop {
         let frame = match read_request(&shared, &mut transport, max_request_size) {
             Ok(Some(request)) => request,
@@ -65,6 +66,7 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAdd
             }
         };
         let (frame, reservation) = frame;
+        let _timer = stats.request(&frame);
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
         let ctx = api::Ctx {
             shared: &shared,

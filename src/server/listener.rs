@@ -74,6 +74,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         let max = shared.max_connections;
         if shared.active.load(Ordering::Acquire) >= max {
+            shared.metrics.refused();
             peer_warn!(
                 shared.peer_log,
                 peer,
@@ -86,6 +87,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         if let Some(ceiling) = fds.ceiling()
             && descriptor_number(&stream) >= ceiling
         {
+            shared.metrics.refused();
             peer_warn!(
                 shared.peer_log,
                 peer,

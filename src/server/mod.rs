@@ -42,7 +42,7 @@ use crate::error::IoContext;
 use backend::Backend;
 use idempotence::ProducerIds;
 
-#[cfg(any(test, feature = "testing"))]
+pub(crate) use api::api_name;
 pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode
@@ -159,10 +159,17 @@ pub(crate) struct Shared {
     /// The open-files limit and what was open at start: accepted sockets whose
     /// descriptor reaches into the reserve kept for the broker's files are refused.
     pub descriptors: limits::Descriptors,
+    /// Connections, requests and errors, for `Broker::metrics` (`crate::metrics`).
+    pub metrics: Arc<crate::metrics::server::ServerStats>,
 }
 
 impl Shared {
-    fn new(config: Config, backend: Arc<dyn Backend>, fds: limits::Descriptors) -> Shared {
+    fn new(
+        config: Config,
+        backend: Arc<dyn Backend>,
+        fds: limits::Descriptors,
+        metrics: Arc<crate::metrics::server::ServerStats>,
+    ) -> Shared {
         let dir = backend.data_dir();
         let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
         let max_connections = config.max_connections.min(fit);
@@ -216,6 +223,7 @@ impl Shared {
             in_flight: AtomicUsize::new(0),
             long_polls: LongPolls::default(),
             registry: listener::Registry::default(),
+            metrics,
         }
     }
 
@@ -573,13 +581,15 @@ impl ServerBuilder {
             }
             None => None,
         };
+        let metrics = Arc::<crate::metrics::server::ServerStats>::default();
+        self.broker.stats().attach_server(&metrics);
         let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
             broker: self.broker,
             cluster: cluster.clone(),
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listener);
-        let shared = Arc::new(Shared::new(self.config, backend, fds));
+        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics));
         let accept = match listener::spawn(shared.clone(), listener) {
             Ok(a) => a,
             Err(e) => {

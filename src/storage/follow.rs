@@ -308,7 +308,16 @@ impl PartitionLog {
                 break;
             }
             let next_base = listing.bases.get(i + 1).copied();
-            let scan = scan_read_only(dir, base, rp, (next_base.is_none(), next_base))?;
+            let scan = match scan_read_only(dir, base, rp, (next_base.is_none(), next_base)) {
+                Ok(scan) => scan,
+                // Deleted since it was listed: retention took the oldest segments.
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && segments.is_empty() =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             segments.push(Segment::open_sealed(dir, base, &scan, &env.files));
         }
         if segments.is_empty() {

@@ -396,6 +396,8 @@ pub(super) struct Inner {
     pub(super) read_only: bool,
     /// How a read-only log follows its writer.
     pub(super) follow: Mutex<super::follow::FollowState>,
+    /// Records and bytes appended and read, fsyncs (`crate::metrics`).
+    pub(super) stats: crate::metrics::LogStats,
     #[cfg(test)]
     pub(super) step_hook: Mutex<Option<StepHook>>,
 }
@@ -586,6 +588,7 @@ impl PartitionLog {
                 checkpoint_on_disk: Mutex::new(checkpoint_on_disk),
                 read_only: a.read_only,
                 follow: Mutex::new(super::follow::FollowState::default()),
+                stats: Default::default(),
                 #[cfg(test)]
                 step_hook: Mutex::new(None),
             }),
@@ -605,6 +608,11 @@ impl PartitionLog {
     /// The log's directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Records and bytes appended and read, fsyncs (see `crate::metrics`).
+    pub(crate) fn stats(&self) -> &crate::metrics::LogStats {
+        &self.inner.stats
     }
 
     /// What recovery found and repaired when this log was opened.
@@ -909,6 +917,9 @@ impl PartitionLog {
             self.forget_epochs_from(w, offset)?;
         }
         result?;
+        self.inner
+            .stats
+            .appended(b.record_count() as u64, b.len() as u64);
         if let Some(p) = w.producers.as_mut() {
             p.record_batch(b, offset);
         }
@@ -1152,6 +1163,10 @@ impl PartitionLog {
                 if let Some(p) = &self.inner.prefault {
                     view.read_ahead(pos, end, p);
                 }
+                let from = offset.max(base_offset);
+                self.inner
+                    .stats
+                    .read((next_offset - from) as u64, (end - pos) as u64);
                 return Ok(LogSlice {
                     seg: Some(seg.clone()),
                     map: view.map().cloned(),
@@ -1336,7 +1351,7 @@ impl PartitionLog {
         let result = (|| {
             if end > rp {
                 for seg in self.segments().iter().filter(|s| s.next_offset() > rp) {
-                    seg.sync()?;
+                    self.inner.stats.timed_fsync(|| seg.sync())?;
                 }
             }
             Ok(())
@@ -1397,7 +1412,7 @@ impl PartitionLog {
         let result = sealed
             .iter()
             .filter(|s| s.next_offset() > rp)
-            .try_for_each(|s| s.sync());
+            .try_for_each(|s| self.inner.stats.timed_fsync(|| s.sync()));
         if let Err(e) = result {
             self.poison(&e);
             return Err(e);

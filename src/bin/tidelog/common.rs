@@ -123,10 +123,18 @@ fn exists(dir: &Path, create: bool) -> CliResult {
 }
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
-/// directory that does not exist rather than creating an empty one.
+/// directory that does not exist rather than creating an empty one. When recovery has
+/// many unflushed bytes to validate (after a crash), progress shows on a terminal.
 pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
     exists(dir, create)?;
-    let broker = Broker::open(dir)?;
+    let before = tidelog::metrics::recovery_bytes_validated();
+    let broker = crate::progress::while_running(
+        format!("validating unflushed data in {}", dir.display()),
+        crate::progress::Unit::Bytes,
+        None,
+        || tidelog::metrics::recovery_bytes_validated().saturating_sub(before),
+        || Broker::open(dir),
+    )?;
     report_recovery(&broker);
     Ok(broker)
 }

@@ -28,7 +28,9 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
+mod replica_fetch;
 mod sync_group;
 
 use std::net::{SocketAddr, TcpStream};
@@ -70,6 +72,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 0, 4),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -144,11 +147,18 @@ impl Request {
         })
     }
 
-    /// Encode `response` with this request's version and correlation id.
-    pub(crate) fn respond<R: Encodable + HeaderVersion>(
+    /// The client id of the request header ("" if none).
+    pub(crate) fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+
+    /// Encode `response` with this request's version and correlation id (and count its
+    /// error codes for the server's metrics).
+    pub(crate) fn respond<R: Encodable + HeaderVersion + 'static>(
         &self,
         response: &R,
     ) -> Result<Reply, Fatal> {
+        crate::metrics::server::count_response(response);
         encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
     }
 }
@@ -246,6 +256,9 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
         Error::IneligibleReplica { .. } => R::IneligibleReplica,
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
+        Error::UnknownLeaderEpoch { .. } => R::UnknownLeaderEpoch,
+        Error::NotEnoughReplicas { .. } => R::NotEnoughReplicas,
+        Error::NotEnoughReplicasAfterAppend { .. } => R::NotEnoughReplicasAfterAppend,
         _ => R::UnknownServerError,
     };
     r.code()
@@ -285,6 +298,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::IncrementalAlterConfigs) => incremental_alter_configs::handle(ctx, req),
         Ok(ApiKey::DeleteRecords) => delete_records::handle(ctx, req),
         Ok(ApiKey::DescribeCluster) => describe_cluster::handle(ctx, req),
+        Ok(ApiKey::OffsetForLeaderEpoch) => offset_for_leader_epoch::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -327,6 +341,7 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         }
         Ok(ApiKey::DeleteRecords) => req.decode::<DeleteRecordsRequest>().map(drop),
         Ok(ApiKey::DescribeCluster) => req.decode::<DescribeClusterRequest>().map(drop),
+        Ok(ApiKey::OffsetForLeaderEpoch) => req.decode::<OffsetForLeaderEpochRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
