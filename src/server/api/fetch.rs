@@ -132,7 +132,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 
     // Resolve the partitions once.
     let backend = ctx.backend();
-    let wanted: Vec<Wanted> = request
+    let mut wanted: Vec<Wanted> = request
         .topics
         .iter()
         .map(|t| {
@@ -150,6 +150,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             Wanted { name, partitions }
         })
         .collect();
+    // Authorization: Read on each topic (ClusterAction for a follower's fetch).
+    for w in &mut wanted {
+        if let Err(e) = ctx.authorize_fetch(&w.name, request.replica_id.0 >= 0) {
+            w.partitions.iter_mut().for_each(|p| p.log = Err(e.clone()));
+        }
+    }
     // Long poll: one signal for the request, notified by each of its partitions on
     // append. Registered only once a wait is needed, and the partitions are read again
     // after registering so an append in between is not missed.

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::LogConfig;
 use crate::record::{Batch, Compression, decompression_limit};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 use crate::storage::AppendOutcome;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -143,6 +144,9 @@ fn produce_partition(
     index: i32,
     records: Bytes,
 ) -> PartitionProduceResponse {
+    if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
+        return refuse(index, error_code(&e), e.to_string());
+    }
     if topic == crate::OFFSETS_TOPIC {
         // The group coordinator owns it; a client's bytes there would corrupt offsets.
         return refuse(
