@@ -906,3 +906,5 @@ mod tests_admin;
 mod tests_api;
 #[cfg(test)]
 mod tests_groups;
+#[cfg(test)]
+mod tests_security;
