@@ -30,8 +30,9 @@ use kafka_protocol::messages::ApiKey;
 
 use super::Shared;
 use super::api::{self, Fatal, Part, Reply, Request, SaslAnswer, SaslOutcome};
-use super::auth::{Gate, SecurityProtocol, Session};
+use super::auth::{Gate, Security, SecurityProtocol, Session};
 use super::codec::{self, FrameError};
+use super::peer_log::PeerLog;
 use super::peer_log::peer_warn;
 use super::transport::{self, Transport};
 
@@ -111,23 +112,29 @@ pub(crate) fn serve(
         };
         let (frame, reservation) = frame;
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        let outcome =
-            admit(&shared, &mut session, peer, frame).and_then(|admitted| match admitted {
-                Admitted::Sasl(answer) => Ok(answer),
-                Admitted::Request(req) => {
-                    let ctx = api::Ctx {
-                        shared: &shared,
-                        peer,
-                        local,
-                        socket: transport.socket(),
-                        principal: &session.principal,
-                    };
-                    api::handle(&ctx, req).map(|reply| SaslAnswer {
-                        reply,
-                        outcome: SaslOutcome::Continue,
-                    })
-                }
-            });
+        let outcome = admit(
+            &shared.security,
+            &shared.peer_log,
+            &mut session,
+            peer,
+            frame,
+        )
+        .and_then(|admitted| match admitted {
+            Admitted::Sasl(answer) => Ok(answer),
+            Admitted::Request(req) => {
+                let ctx = api::Ctx {
+                    shared: &shared,
+                    peer,
+                    local,
+                    socket: transport.socket(),
+                    principal: &session.principal,
+                };
+                api::handle(&ctx, req).map(|reply| SaslAnswer {
+                    reply,
+                    outcome: SaslOutcome::Continue,
+                })
+            }
+        });
         // The request's bytes are gone with it: its memory is free for others.
         drop(reservation);
         let mut close = false;
@@ -186,19 +193,15 @@ pub(crate) enum Admitted {
 /// SaslHandshake), a SASL request (which changes the session), a request the gate lets
 /// through, or a fatal refusal (a request before authentication on a SASL listener).
 pub(crate) fn admit(
-    shared: &Shared,
+    security: &Security,
+    log: &PeerLog,
     session: &mut Session,
     peer: SocketAddr,
     frame: Vec<u8>,
 ) -> Result<Admitted, Fatal> {
-    let security = &shared.security;
     if session.expects_raw_token() {
         return Ok(Admitted::Sasl(api::sasl_authenticate::raw(
-            security,
-            session,
-            peer,
-            &shared.peer_log,
-            &frame,
+            security, session, peer, log, &frame,
         )));
     }
     let mut req = match parse(frame)? {
@@ -216,11 +219,10 @@ pub(crate) fn admit(
     }
     match ApiKey::try_from(key) {
         Ok(ApiKey::SaslHandshake) => {
-            api::sasl_handshake::handle(security, session, peer, &shared.peer_log, &mut req)
-                .map(Admitted::Sasl)
+            api::sasl_handshake::handle(security, session, peer, log, &mut req).map(Admitted::Sasl)
         }
         Ok(ApiKey::SaslAuthenticate) => {
-            api::sasl_authenticate::handle(security, session, peer, &shared.peer_log, &mut req)
+            api::sasl_authenticate::handle(security, session, peer, log, &mut req)
                 .map(Admitted::Sasl)
         }
         _ => Ok(Admitted::Request(req)),

@@ -65,6 +65,93 @@ pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
     }
 }
 
+/// Feeds `data` to a connection on a SASL_PLAINTEXT listener as the server would: a
+/// sequence of frames, each a big-endian `u16` length and that many bytes, through the
+/// security gate and the SASL handlers, each frame also through the SCRAM message
+/// parsers. The only user is `fuzz` with password `fuzz-password` (SCRAM-SHA-256).
+/// Panics if a request other than ApiVersions and the SASL ones passes before
+/// authentication, or if a session authenticates as anyone but `fuzz`. For the
+/// `sasl_session` fuzz target (through `tidelog::testing`).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_sasl_session(data: &[u8]) {
+    use auth::credentials::{CredentialChange, CredentialStore};
+    use auth::scram::{ScramCredential, ScramMechanism};
+    use kafka_protocol::messages::ApiKey;
+    use std::sync::OnceLock;
+
+    /// The one user, in memory.
+    #[derive(Debug)]
+    struct OneUser(ScramCredential);
+    impl CredentialStore for OneUser {
+        fn credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
+            (user == "fuzz" && m == self.0.mechanism).then(|| self.0.clone())
+        }
+        fn users(&self) -> Vec<(String, Vec<(ScramMechanism, u32)>)> {
+            vec![("fuzz".into(), vec![(self.0.mechanism, self.0.iterations)])]
+        }
+        fn apply(&self, _: &[CredentialChange]) -> Result<()> {
+            Err(crate::Error::InvalidConfig {
+                key: "users".into(),
+                reason: "the fuzz target's store is read-only".into(),
+            })
+        }
+    }
+    static SECURITY: OnceLock<auth::Security> = OnceLock::new();
+    let security = SECURITY.get_or_init(|| {
+        auth::Security::new(Arc::new(OneUser(ScramCredential::new(
+            ScramMechanism::Sha256,
+            "fuzz-password",
+            4096,
+        ))))
+    });
+    let log = peer_log::PeerLog::default();
+    let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+    let mut session = auth::Session::new(SecurityProtocol::SaslPlaintext, None);
+    let allowed = [
+        ApiKey::ApiVersions,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+    ];
+    let mut rest = data;
+    while rest.len() >= 2 {
+        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
+        let frame = &rest[2..2 + len];
+        rest = &rest[2 + len..];
+        let _ = auth::scram::parse_client_first(frame);
+        let _ = auth::scram::parse_client_final(frame);
+        let was_authenticated = session.authenticated();
+        let raw = session.expects_raw_token();
+        let key = codec::request_start(frame).map(|s| s.api_key);
+        match connection::admit(security, &log, &mut session, peer, frame.to_vec()) {
+            Ok(connection::Admitted::Request(req)) => assert!(
+                was_authenticated || req.header.request_api_key == ApiKey::ApiVersions as i16,
+                "{} passed the gate before authentication",
+                api::api_name(req.header.request_api_key)
+            ),
+            Ok(connection::Admitted::Sasl(answer)) => {
+                assert!(
+                    raw || was_authenticated
+                        || key.is_some_and(|k| allowed.iter().any(|a| *a as i16 == k)),
+                    "api key {key:?} was answered before authentication"
+                );
+                if matches!(
+                    answer.outcome,
+                    api::SaslOutcome::Failed | api::SaslOutcome::Close
+                ) {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+        if session.authenticated() {
+            assert_eq!(
+                session.principal, "User:fuzz",
+                "authenticated as someone else"
+            );
+        }
+    }
+}
+
 /// The default cap on a Fetch's `max_wait_ms`: 30 s.
 const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
 
