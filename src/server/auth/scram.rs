@@ -490,8 +490,11 @@ impl ScramServer {
                         "the channel binding (c=) is not the GS2 header of the first message",
                     ));
                 }
-                if fin.nonce != nonce {
-                    return Err(malformed("the nonce (r=) is not the one the server sent"));
+                // Kafka's broker accepts a nonce that ends with its own (librdkafka up to
+                // 2.x sends the client nonce again in front of it); the proof covers the
+                // whole message either way, so a replay still fails.
+                if !fin.nonce.ends_with(&nonce) {
+                    return Err(malformed("the nonce (r=) does not end with the server's"));
                 }
                 let Some(credential) = credential else {
                     return Err(ScramError::InvalidCredentials);
@@ -752,6 +755,52 @@ mod tests {
         ));
         // The exchange is over after a failure.
         assert!(server.step(b"c=biws,r=x,p=AAAA", |_| None).is_err());
+    }
+
+    #[test]
+    fn a_final_nonce_with_the_client_nonce_repeated_is_accepted_as_kafka_does() {
+        let m = ScramMechanism::Sha256;
+        let cred = ScramCredential::new(m, "pw", MIN_ITERATIONS);
+        let client = ScramClient::new(m, "u", "pw");
+        let mut server = ScramServer::new(m, [0; 32]);
+        let Ok(Step::Continue(sf)) = server.step(&client.first(), |_| Some(cred.clone())) else {
+            panic!()
+        };
+        // librdkafka's client-final: r = client nonce + the server's whole r= value.
+        let sf = String::from_utf8(sf).unwrap();
+        let server_r = sf.split(',').next().unwrap().strip_prefix("r=").unwrap();
+        let client_nonce = client.first_bare.split(",r=").nth(1).unwrap();
+        let doubled = format!("r={client_nonce}{server_r}");
+        let (fin, _) = client.final_message(
+            sf.replacen(&format!("r={server_r}"), &doubled, 1)
+                .as_bytes(),
+        );
+        // The proof was computed over the doubled server-first; recompute it over the
+        // real one, as librdkafka does (it keeps the server's message verbatim).
+        let fin = String::from_utf8(fin).unwrap();
+        let without_proof = fin.rsplit_once(",p=").unwrap().0.to_string();
+        let salted = m.salted_password(b"pw", &cred.salt, cred.iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let auth = format!("{},{sf},{without_proof}", client.first_bare);
+        let sig = m.hmac(&cred.stored_key, auth.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
+        let msg = format!("{without_proof},p={}", BASE64.encode(proof));
+        assert!(matches!(
+            server.step(msg.as_bytes(), |_| None),
+            Ok(Step::Success { .. })
+        ));
+        // A nonce that does not end with the server's is refused.
+        let mut other = ScramServer::new(m, [0; 32]);
+        let Ok(Step::Continue(sf)) = other.step(&client.first(), |_| Some(cred.clone())) else {
+            panic!()
+        };
+        let sf = String::from_utf8(sf).unwrap();
+        let bad = sf.replacen(",s=", "x,s=", 1);
+        let (fin, _) = client.final_message(bad.as_bytes());
+        assert!(matches!(
+            other.step(&fin, |_| None),
+            Err(ScramError::Malformed(_))
+        ));
     }
 
     #[test]
