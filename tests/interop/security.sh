@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Security with unmodified clients: kcat and confluent-kafka against `tidelog serve` with
+# Security with unmodified clients: kcat, confluent-kafka and kafka-python against `tidelog serve` with
 # SSL, SASL_PLAINTEXT and SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and
 # the authorizer on. Certificates are made here with openssl (a CA and a server
 # certificate for 127.0.0.1), users and ACLs with `tidelog users` / `tidelog acls`
 # before the server starts.
 #
-# Environment: TIDELOG_BIN, PYTHON (with confluent-kafka), KCAT, as run.sh sets them.
+# Environment: TIDELOG_BIN, PYTHON (with confluent-kafka and kafka-python), KCAT, as
+# run.sh sets them.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -112,6 +113,7 @@ wrong_password() {
 }
 check "kcat with a wrong password fails to authenticate" wrong_password
 check "confluent-kafka" "$PYTHON" "$here/confluent_kafka_security.py"
+check "kafka-python" "$PYTHON" "$here/kafka_python_security.py"
 
 kill -TERM "$server"
 for _ in $(seq 300); do
