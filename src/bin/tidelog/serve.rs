@@ -122,14 +122,9 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         Some(id) => format!(" as node {id} of the cluster"),
         None => String::new(),
     };
-    let listeners: Vec<String> = server
-        .listeners()
-        .iter()
-        .map(|(p, a)| format!("{p}://{a}"))
-        .collect();
     eprintln!(
         "tidelog serve: Kafka protocol on {} for {}{role}{} (SIGINT or SIGTERM to stop)",
-        listeners.join(", "),
+        server.local_addr(),
         data.display(),
         if args.authorizer {
             ", ACLs enforced"
@@ -137,6 +132,14 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
             ""
         }
     );
+    let listeners = server.listeners();
+    if listeners.len() > 1 || listeners[0].0 != tidelog::security::SecurityProtocol::Plaintext {
+        let all: Vec<String> = listeners
+            .iter()
+            .map(|(p, a)| format!("{p}://{a}"))
+            .collect();
+        eprintln!("tidelog serve: listeners {}", all.join(", "));
+    }
     eprintln!(
         "tidelog serve: open-files limit {files_limit}: up to {} connections",
         server.max_connections()
