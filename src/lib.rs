@@ -45,8 +45,10 @@ mod cluster;
 mod config;
 mod consumer;
 mod error;
+pub mod metrics;
 pub mod producer;
 pub mod record;
+mod replica;
 #[cfg(feature = "server")]
 mod server;
 pub mod storage;

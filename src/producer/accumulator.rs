@@ -226,6 +226,7 @@ mod tests {
                 index,
                 partition: 2,
                 timestamp: 0,
+                committed: None,
             })
             .collect()
     }

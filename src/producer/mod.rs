@@ -112,8 +112,10 @@ pub enum Acks {
     /// `acks=1`: `send` returns once the batch is appended to the partition's log
     /// (in the page cache; visible to consumers).
     Leader,
-    /// `acks=all`: the same as `Leader` until replication exists (there is one
-    /// replica). Kafka's default.
+    /// `acks=all`: on a cluster node, `send` returns once every in-sync replica has the
+    /// record (the partition's high watermark passed it), or fails after 30 s (Kafka's
+    /// `request.timeout.ms`) with `Error::Timeout`; elsewhere the same as `Leader`.
+    /// Kafka's default.
     All,
 }
 
@@ -137,16 +139,29 @@ pub struct DeliveryReceipt {
     index: i32,
     partition: i32,
     timestamp: i64,
+    /// `acks=all` on a replicated partition: the partition whose high watermark must
+    /// pass the record.
+    committed: Option<crate::Partition>,
 }
+
+/// How long an `acks=all` send waits for the in-sync replicas (Kafka's
+/// `request.timeout.ms` default).
+const ACKS_ALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl DeliveryReceipt {
     fn metadata(&self, r: AppendResult) -> Result<RecordMetadata> {
         match r {
-            Ok(a) => Ok(RecordMetadata {
-                partition: self.partition,
-                offset: a.base_offset + i64::from(self.index),
-                timestamp: a.log_append_time.unwrap_or(self.timestamp),
-            }),
+            Ok(a) => {
+                let offset = a.base_offset + i64::from(self.index);
+                if let Some(p) = &self.committed {
+                    p.wait_committed(offset, ACKS_ALL_TIMEOUT)?;
+                }
+                Ok(RecordMetadata {
+                    partition: self.partition,
+                    offset,
+                    timestamp: a.log_append_time.unwrap_or(self.timestamp),
+                })
+            }
             Err(e) => Err(e),
         }
     }
@@ -472,7 +487,14 @@ impl Producer {
         let fsync = self.inner.config.durability == Durability::Fsync;
         let flush_now = flush_now || self.inner.config.linger.is_zero();
         let batch_size = self.inner.config.batch_size;
+        let acks_all = self.inner.config.acks == Acks::All;
         self.with_accumulator(topic, record, |partition, acc| {
+            // acks=all on a replicated partition: refused before anything is appended
+            // when the ISR is below min.insync.replicas.
+            let replicated = acks_all && acc.partition.log().is_replicated();
+            if replicated {
+                acc.partition.check_enough_replicas()?;
+            }
             let pending = acc.push(
                 timestamp,
                 record.key,
@@ -482,13 +504,14 @@ impl Producer {
                 fsync,
                 flush_now,
             );
-            DeliveryReceipt {
+            Ok(DeliveryReceipt {
                 slot: pending.slot,
                 index: pending.index,
                 partition,
                 timestamp,
-            }
-        })
+                committed: replicated.then(|| acc.partition.clone()),
+            })
+        })?
     }
 
     /// Appends the open batch of one partition now.

@@ -80,6 +80,7 @@ pub(crate) fn serve(
     };
     let mut session = Session::new(protocol, subject);
     let max_request_size = shared.max_request_size();
+    let mut stats = shared.metrics.connection(peer);
     loop {
         let frame = match read_request(&shared, &mut transport, max_request_size) {
             Ok(Some(request)) => request,
@@ -111,6 +112,7 @@ pub(crate) fn serve(
             }
         };
         let (frame, reservation) = frame;
+        let _timer = stats.request(&frame);
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
         let outcome = admit(
             &shared.security,

@@ -85,6 +85,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, protocol: SecurityP
         }
         let max = shared.max_connections;
         if shared.active.load(Ordering::Acquire) >= max {
+            shared.metrics.refused();
             peer_warn!(
                 shared.peer_log,
                 peer,
@@ -97,6 +98,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, protocol: SecurityP
         if let Some(ceiling) = fds.ceiling()
             && descriptor_number(&stream) >= ceiling
         {
+            shared.metrics.refused();
             peer_warn!(
                 shared.peer_log,
                 peer,

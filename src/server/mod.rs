@@ -50,7 +50,7 @@ use auth::tls::TlsSettings;
 use backend::Backend;
 use idempotence::ProducerIds;
 
-#[cfg(any(test, feature = "testing"))]
+pub(crate) use api::api_name;
 pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode
@@ -271,6 +271,8 @@ pub(crate) struct Shared {
     pub descriptors: limits::Descriptors,
     /// TLS, SASL credentials, the authorizer, failed logins.
     pub security: auth::Security,
+    /// Connections, requests and errors, for `Broker::metrics` (`crate::metrics`).
+    pub metrics: Arc<crate::metrics::server::ServerStats>,
 }
 
 impl Shared {
@@ -278,6 +280,7 @@ impl Shared {
         config: Config,
         backend: Arc<dyn Backend>,
         fds: limits::Descriptors,
+        metrics: Arc<crate::metrics::server::ServerStats>,
         security: auth::Security,
     ) -> Shared {
         let dir = backend.data_dir();
@@ -334,6 +337,7 @@ impl Shared {
             in_flight: AtomicUsize::new(0),
             long_polls: LongPolls::default(),
             registry: listener::Registry::default(),
+            metrics,
         }
     }
 
@@ -806,13 +810,15 @@ impl ServerBuilder {
             }
             None => None,
         };
+        let metrics = Arc::<crate::metrics::server::ServerStats>::default();
+        self.broker.stats().attach_server(&metrics);
         let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
             broker: self.broker,
             cluster: cluster.clone(),
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
-        let shared = Arc::new(Shared::new(self.config, backend, fds, security));
+        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics, security));
         let mut accepts = Vec::with_capacity(listeners.len());
         let mut bound = Vec::with_capacity(listeners.len());
         for (protocol, l, addr) in listeners {

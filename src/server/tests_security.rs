@@ -457,6 +457,25 @@ fn acls_decide_what_each_principal_may_do() {
     let mut reader = login(addr, "SCRAM-SHA-512", "reader", "r").unwrap();
     // Read but not Write: consumes, and produces get TOPIC_AUTHORIZATION_FAILED.
     assert_eq!(fetch_code(&mut reader, "events"), 0);
+    // A follower's fetch (replica_id >= 0) needs ClusterAction, not Read.
+    let follower: FetchResponse = reader.call(
+        ApiKey::Fetch,
+        11,
+        &FetchRequest::default()
+            .with_replica_id(BrokerId(2))
+            .with_max_wait_ms(0)
+            .with_topics(vec![
+                fetch_request::FetchTopic::default()
+                    .with_topic(TopicName(s("events")))
+                    .with_partitions(vec![
+                        fetch_request::FetchPartition::default().with_partition(0),
+                    ]),
+            ]),
+    );
+    assert_eq!(
+        follower.responses[0].partitions[0].error_code,
+        ResponseError::TopicAuthorizationFailed.code()
+    );
     assert_eq!(
         produce_code(&mut reader, "events"),
         ResponseError::TopicAuthorizationFailed.code()

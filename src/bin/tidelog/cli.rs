@@ -15,6 +15,11 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "DIR", global = true)]
     pub data: Option<PathBuf>,
 
+    /// Show no progress bars (they show on a terminal for long work; the environment
+    /// variable TIDELOG_PROGRESS=always|never|auto decides otherwise).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -585,4 +590,9 @@ pub(crate) struct ServeArgs {
     /// queued.max.request.bytes): past it, connections wait before reading more.
     #[arg(long, value_name = "BYTES", default_value_t = 500 * 1024 * 1024)]
     pub max_queued_request_bytes: usize,
+    /// Serve the broker's metrics in the Prometheus text format at
+    /// http://HOST:PORT/metrics, e.g. 127.0.0.1:9644 (port 0 picks a free port; the
+    /// address is printed at start).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
 }

@@ -19,9 +19,12 @@ mod dump;
 mod dump_checkpoint;
 mod format;
 mod groups;
+#[cfg(feature = "server")]
+mod metrics_http;
 mod out;
 mod perf;
 mod produce;
+mod progress;
 #[cfg(feature = "server")]
 mod security;
 #[cfg(feature = "server")]
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         std::process::exit(1);
     }));
     let cli = Cli::parse();
+    progress::init(cli.quiet);
     // `perf` decides itself what no --data means (a temporary directory).
     let given = cli.data.as_deref();
     let data = given.unwrap_or(Path::new(cli::DEFAULT_DATA));

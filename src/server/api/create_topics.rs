@@ -55,7 +55,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             match outcome {
                 Ok(()) => {
                     if !request.validate_only {
-                        tracing::info!(topic = %name, peer = %ctx.peer, "topic created");
+                        tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created");
                     }
                     result
                 }
@@ -168,7 +168,7 @@ fn handle_cluster(
             match outcome {
                 Ok(()) => {
                     if !request.validate_only {
-                        tracing::info!(topic = %name, peer = %ctx.peer, "topic created");
+                        tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created");
                     }
                     let image = cluster.image();
                     let (partitions, rf) =

@@ -22,7 +22,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             });
             match deleted {
                 Ok(()) => {
-                    tracing::info!(topic = %name.0, peer = %ctx.peer, "topic deleted");
+                    tracing::info!(topic = %name.0, peer = %ctx.peer, client_id = req.client_id(), "topic deleted");
                     result
                 }
                 Err(e) => result.with_error_code(error_code(&e)),

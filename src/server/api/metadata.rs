@@ -57,7 +57,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             } else if allow_create {
                 match backend.create_topic(&name, -1, &[]) {
                     Ok(()) => {
-                        tracing::info!(topic = %name, peer = %ctx.peer, "topic created by a Metadata request");
+                        tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
                     }
                     Err(crate::Error::TopicExists(_)) => {}
                     Err(e) => {
@@ -155,7 +155,7 @@ fn handle_cluster(
             };
             match cluster.create_topic(&topic, false, AUTO_CREATE_TIMEOUT) {
                 Ok(()) => {
-                    tracing::info!(topic = %name, peer = %ctx.peer, "topic created by a Metadata request");
+                    tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
                 }
                 Err(e) => tracing::info!(topic = %name, error = %e, "cannot auto-create topic"),
             }

@@ -33,7 +33,9 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
+mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
@@ -87,6 +89,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 0, 4),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -161,11 +164,18 @@ impl Request {
         })
     }
 
-    /// Encode `response` with this request's version and correlation id.
-    pub(crate) fn respond<R: Encodable + HeaderVersion>(
+    /// The client id of the request header ("" if none).
+    pub(crate) fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+
+    /// Encode `response` with this request's version and correlation id (and count its
+    /// error codes for the server's metrics).
+    pub(crate) fn respond<R: Encodable + HeaderVersion + 'static>(
         &self,
         response: &R,
     ) -> Result<Reply, Fatal> {
+        crate::metrics::server::count_response(response);
         encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
     }
 }
@@ -390,6 +400,9 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::AuthorizationFailed { resource_type, .. } => {
             return super::auth::denied_code(*resource_type);
         }
+        Error::UnknownLeaderEpoch { .. } => R::UnknownLeaderEpoch,
+        Error::NotEnoughReplicas { .. } => R::NotEnoughReplicas,
+        Error::NotEnoughReplicasAfterAppend { .. } => R::NotEnoughReplicasAfterAppend,
         _ => R::UnknownServerError,
     };
     r.code()
@@ -437,6 +450,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         }
         Ok(ApiKey::AlterUserScramCredentials) => alter_user_scram_credentials::handle(ctx, req),
         // The connection answers the SASL APIs itself (they change its state).
+        Ok(ApiKey::OffsetForLeaderEpoch) => offset_for_leader_epoch::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -490,6 +504,7 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         Ok(ApiKey::AlterUserScramCredentials) => {
             req.decode::<AlterUserScramCredentialsRequest>().map(drop)
         }
+        Ok(ApiKey::OffsetForLeaderEpoch) => req.decode::<OffsetForLeaderEpochRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
