@@ -66,6 +66,16 @@ fn users_are_added_listed_and_deleted_as_salted_keys() {
         1,
         "no such credential",
     );
+    // A running server (here: this process holding the directory) keeps its own copy:
+    // the commands refuse the directory rather than change it behind the server's back.
+    let running = tidelog::Broker::open(&data).unwrap();
+    err(
+        t(&["users", "add", "carol", "--password", "x"], ""),
+        1,
+        "in use",
+    );
+    err(t(&["acls", "list"], ""), 1, "in use");
+    drop(running);
     err(
         t(
             &[
