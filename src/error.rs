@@ -348,6 +348,21 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A network client's principal may not do an operation on a resource (the
+    /// server's ACLs, `--authorizer`); on the wire Kafka's TOPIC_, GROUP_, CLUSTER_ or
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, by resource type.
+    #[cfg(feature = "server")]
+    #[error("{principal} is not authorized to {operation} {resource_type} {name:?}")]
+    AuthorizationFailed {
+        /// The principal refused, e.g. `User:alice`.
+        principal: String,
+        /// The operation refused.
+        operation: crate::security::AclOperation,
+        /// The type of the resource.
+        resource_type: crate::security::ResourceType,
+        /// The resource's name.
+        name: String,
+    },
 }
 
 impl Error {

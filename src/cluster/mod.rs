@@ -14,7 +14,7 @@
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
 pub(crate) use crate::client;
-mod codec;
+pub(crate) mod codec;
 pub(crate) mod image;
 mod logger;
 mod meta_properties;

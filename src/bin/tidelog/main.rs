@@ -28,6 +28,8 @@ mod perf;
 mod produce;
 mod progress;
 #[cfg(feature = "server")]
+mod security;
+#[cfg(feature = "server")]
 mod serve;
 mod topics;
 
@@ -87,6 +89,10 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
+        #[cfg(feature = "server")]
+        Command::Users(cmd) => security::users(data, &cmd),
+        #[cfg(feature = "server")]
+        Command::Acls(cmd) => security::acls(data, &cmd),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,
