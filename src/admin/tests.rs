@@ -259,3 +259,227 @@ fn bootstrap_tries_each_address_and_checks_the_list() {
     assert!(matches!(err, Error::Io { .. }), "{err}");
     server.shutdown().unwrap();
 }
+
+/// A fake two-broker Kafka cluster speaking just enough of the protocol to show the
+/// client's routing: Metadata names a controller that has moved (NOT_CONTROLLER) the
+/// first two times (or always, once `stale` is set), FindCoordinator has none the first time (COORDINATOR_NOT_AVAILABLE) and
+/// the coordinator is loading the first time (COORDINATOR_LOAD_IN_PROGRESS).
+mod moving_cluster {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+    use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+    use kafka_protocol::messages::{
+        ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsResponse,
+        FindCoordinatorResponse, GroupId, MetadataResponse, RequestHeader, ResponseHeader,
+        TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+    use super::*;
+
+    /// Requests seen: (node id, api, detail).
+    type Log = Arc<Mutex<Vec<(i32, ApiKey, String)>>>;
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_string())
+    }
+
+    fn encode<R: Encodable + HeaderVersion>(correlation: i32, version: i16, r: &R) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation)
+            .encode(&mut buf, R::header_version(version))
+            .unwrap();
+        r.encode(&mut buf, version).unwrap();
+        let mut out = (buf.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&buf);
+        out
+    }
+
+    /// Serves one connection to node `node` of the cluster whose brokers are `ports`.
+    fn serve(mut c: TcpStream, node: i32, ports: [u16; 2], log: Log, stale: Arc<AtomicBool>) {
+        loop {
+            let mut size = [0u8; 4];
+            if c.read_exact(&mut size).is_err() {
+                return;
+            }
+            let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+            c.read_exact(&mut body).unwrap();
+            let key = ApiKey::try_from(i16::from_be_bytes([body[0], body[1]])).unwrap();
+            let version = i16::from_be_bytes([body[2], body[3]]);
+            let mut bytes = Bytes::from(body);
+            let header =
+                RequestHeader::decode(&mut bytes, key.request_header_version(version)).unwrap();
+            let seen = |detail: String| {
+                let mut log = log.lock().unwrap();
+                log.push((node, key, detail));
+                log.iter().filter(|(_, k, _)| *k == key).count()
+            };
+            let corr = header.correlation_id;
+            let out = match key {
+                ApiKey::Metadata => {
+                    // The first answers name node 1 as controller; it has moved to 2.
+                    let n = seen(String::new());
+                    let brokers = (0..2)
+                        .map(|i| {
+                            MetadataResponseBroker::default()
+                                .with_node_id(BrokerId(i + 1))
+                                .with_host(s("127.0.0.1"))
+                                .with_port(i32::from(ports[i as usize]))
+                        })
+                        .collect();
+                    let controller = if n <= 2 || stale.load(Ordering::SeqCst) {
+                        1
+                    } else {
+                        2
+                    };
+                    encode(
+                        corr,
+                        version,
+                        &MetadataResponse::default()
+                            .with_brokers(brokers)
+                            .with_controller_id(BrokerId(controller)),
+                    )
+                }
+                ApiKey::CreateTopics => {
+                    let r = CreateTopicsRequest::decode(&mut bytes, version).unwrap();
+                    let name = r.topics[0].name.0.to_string();
+                    seen(name.clone());
+                    let code = if node == 2 {
+                        0
+                    } else {
+                        ErrorCode::NOT_CONTROLLER.code()
+                    };
+                    let result = CreatableTopicResult::default()
+                        .with_name(TopicName(s(&name)))
+                        .with_error_code(code);
+                    encode(
+                        corr,
+                        version,
+                        &CreateTopicsResponse::default().with_topics(vec![result]),
+                    )
+                }
+                ApiKey::FindCoordinator => {
+                    let r = if seen(String::new()) == 1 {
+                        FindCoordinatorResponse::default()
+                            .with_error_code(ErrorCode::COORDINATOR_NOT_AVAILABLE.code())
+                            .with_node_id(BrokerId(-1))
+                    } else {
+                        FindCoordinatorResponse::default()
+                            .with_node_id(BrokerId(2))
+                            .with_host(s("127.0.0.1"))
+                            .with_port(i32::from(ports[1]))
+                    };
+                    encode(corr, version, &r)
+                }
+                ApiKey::DescribeGroups => {
+                    let n = seen(String::new());
+                    let g = DescribedGroup::default().with_group_id(GroupId(s("g")));
+                    let g = if node != 2 {
+                        g.with_error_code(ErrorCode::NOT_COORDINATOR.code())
+                    } else if n == 1 {
+                        g.with_error_code(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code())
+                    } else {
+                        g.with_group_state(s("Empty"))
+                    };
+                    encode(
+                        corr,
+                        version,
+                        &DescribeGroupsResponse::default().with_groups(vec![g]),
+                    )
+                }
+                other => panic!("the fake cluster does not answer {other:?}"),
+            };
+            c.write_all(&out).unwrap();
+        }
+    }
+
+    #[test]
+    fn requests_follow_the_controller_and_the_coordinator() {
+        let listeners = [
+            TcpListener::bind("127.0.0.1:0").unwrap(),
+            TcpListener::bind("127.0.0.1:0").unwrap(),
+        ];
+        let ports = [0, 1].map(|i| listeners[i].local_addr().unwrap().port());
+        let log: Log = Arc::default();
+        let stale = Arc::new(AtomicBool::new(false));
+        for (i, l) in listeners.into_iter().enumerate() {
+            let (log, stale) = (log.clone(), stale.clone());
+            // Accepts for at most 30 s; each connection ends when the client closes it
+            // or after 30 s without a request.
+            l.set_nonblocking(true).unwrap();
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while std::time::Instant::now() < deadline {
+                    let Ok((c, _)) = l.accept() else {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    };
+                    c.set_nonblocking(false).unwrap();
+                    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    let (log, stale) = (log.clone(), stale.clone());
+                    std::thread::spawn(move || serve(c, i as i32 + 1, ports, log, stale));
+                }
+            });
+        }
+        let admin = AdminClient::builder(format!("127.0.0.1:{}", ports[0]))
+            .retries(3)
+            .retry_backoff(Duration::from_millis(1))
+            .connect()
+            .unwrap();
+
+        let created = admin.create_topics(&[NewTopic::new("t")]).unwrap();
+        assert!(created["t"].is_ok(), "{created:?}");
+        let creates: Vec<i32> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, k, _)| *k == ApiKey::CreateTopics)
+            .map(|(node, _, _)| *node)
+            .collect();
+        assert_eq!(
+            creates,
+            [1, 2],
+            "to the stale controller, then to the new one"
+        );
+
+        let groups = admin.describe_groups(&["g"]).unwrap();
+        let g = groups["g"].as_ref().unwrap();
+        assert_eq!((g.state.as_str(), g.coordinator), ("Empty", 2));
+        let log = log.lock().unwrap();
+        let describes: Vec<i32> = log
+            .iter()
+            .filter(|(_, k, _)| *k == ApiKey::DescribeGroups)
+            .map(|(node, _, _)| *node)
+            .collect();
+        assert_eq!(
+            describes,
+            [2, 2],
+            "to the coordinator only, again while it loaded"
+        );
+        let finds = log
+            .iter()
+            .filter(|(_, k, _)| *k == ApiKey::FindCoordinator)
+            .count();
+        assert_eq!(
+            finds, 3,
+            "no coordinator yet, then one for each DescribeGroups"
+        );
+
+        // With retries used up, a retriable error is the item's error.
+        drop(log);
+        stale.store(true, Ordering::SeqCst);
+        let admin = AdminClient::builder(format!("127.0.0.1:{}", ports[0]))
+            .retries(0)
+            .connect()
+            .unwrap();
+        let created = admin.create_topics(&[NewTopic::new("u")]).unwrap();
+        assert_eq!(code(&created["u"]), ErrorCode::NOT_CONTROLLER);
+    }
+}
