@@ -172,6 +172,30 @@ fn parse_bootstrap(list: &str) -> Result<Vec<String>> {
 
 /// A blocking admin client of a Kafka cluster (Kafka's `Admin`); see the
 /// [module documentation](self). Safe to share between threads (one request at a time).
+///
+/// A consumer group's lag, as `kafka-consumer-groups --describe` computes it (the
+/// partition's high watermark minus the group's committed offset):
+///
+/// ```no_run
+/// use tidelog::admin::{AdminClient, OffsetSpec};
+///
+/// let admin = AdminClient::connect("127.0.0.1:9092")?;
+/// for group in admin.list_groups()? {
+///     let committed = admin.list_consumer_group_offsets(&group.group_id)?;
+///     let specs: Vec<_> = committed
+///         .iter()
+///         .map(|c| (c.partition.clone(), OffsetSpec::Latest))
+///         .collect();
+///     let ends = admin.list_offsets(&specs)?;
+///     for c in &committed {
+///         if let Ok(end) = &ends[&c.partition] {
+///             let lag = end.offset.map_or(0, |e| (e - c.offset).max(0));
+///             println!("{} {}: lag {lag}", group.group_id, c.partition);
+///         }
+///     }
+/// }
+/// # Ok::<(), tidelog::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct AdminClient {
     router: Mutex<Router>,
