@@ -42,6 +42,10 @@ pub struct ConsumerConfig {
     pub max_partition_fetch_bytes: usize,
     /// Most bytes returned by one poll (`fetch.max.bytes`). Default 50 MiB.
     pub fetch_max_bytes: usize,
+    /// Check the CRC-32C of every batch a poll hands out before decoding its records
+    /// (`check.crcs`). Default true, as in Kafka: a batch whose bytes changed on disk
+    /// after it was appended is an [`Error::Corrupt`] instead of wrong records.
+    pub check_crcs: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -51,6 +55,7 @@ impl Default for ConsumerConfig {
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
             fetch_max_bytes: 50 << 20,
+            check_crcs: true,
         }
     }
 }
@@ -74,6 +79,13 @@ impl ConsumerConfig {
     #[must_use]
     pub fn max_partition_fetch_bytes(mut self, bytes: usize) -> Self {
         self.max_partition_fetch_bytes = bytes.max(1);
+        self
+    }
+
+    /// Sets `check.crcs`.
+    #[must_use]
+    pub fn check_crcs(mut self, check: bool) -> Self {
+        self.check_crcs = check;
         self
     }
 }
@@ -106,6 +118,8 @@ struct Fetched {
     slice: LogSlice,
     /// Most bytes one compressed batch may decompress to (from `max.message.bytes`).
     limit: usize,
+    /// Check each batch's CRC-32C before decoding it (`check.crcs`).
+    check_crcs: bool,
     /// The records sections of the slice's compressed batches, in order, decompressed
     /// the first time an iterator reaches one of them. Uncompressed batches are read
     /// in place and never touch this.
@@ -229,6 +243,27 @@ impl std::fmt::Debug for ConsumerRecordsIter<'_> {
     }
 }
 
+impl<'a> ConsumerRecordsIter<'a> {
+    /// `b` if its CRC-32C matches its bytes; else `Error::Corrupt` naming the partition
+    /// and the batch's offset.
+    fn check_crc(&self, b: Batch<'a>) -> Result<Batch<'a>> {
+        match Batch::parse_at(b.as_bytes(), self.topic, 0) {
+            Ok(_) => Ok(b),
+            Err(Error::Corrupt { reason, .. }) => Err(Error::corrupt(
+                format!(
+                    "{}-{} (batch at offset {})",
+                    self.topic,
+                    self.partition,
+                    b.base_offset()
+                ),
+                0,
+                reason,
+            )),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl<'a> Iterator for ConsumerRecordsIter<'a> {
     type Item = Result<ConsumerRecord<'a>>;
 
@@ -253,8 +288,16 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
                 }
             }
             if !self.rest.is_empty() {
-                // The slice holds whole batches validated when they were appended.
-                match Batch::parse_header_at(self.rest, self.topic, 0) {
+                // The slice holds whole batches validated when they were appended; with
+                // `check.crcs` each one's CRC is checked again here.
+                let next =
+                    Batch::parse_header_at(self.rest, self.topic, 0).and_then(|b| {
+                        match self.current {
+                            Some(f) if f.check_crcs => self.check_crc(b),
+                            _ => Ok(b),
+                        }
+                    });
+                match next {
                     Ok(b) if b.compression() != 0 => {
                         self.rest = &self.rest[b.len()..];
                         let f = self.current.expect("a slice is being walked");
@@ -542,6 +585,7 @@ impl Fetcher {
                 from: pos,
                 slice,
                 limit: decompression_limit(a.partition.log().config().max_message_bytes),
+                check_crcs: self.config.check_crcs,
                 decompressed: OnceLock::new(),
             });
             if budget == 0 {
