@@ -156,6 +156,79 @@ pub enum Error {
     #[error("timed out: {0}")]
     Timeout(String),
 
+    /// A follower's append (`PartitionLog::append_replica`) holds a batch whose offset
+    /// does not follow the log end or the batch before it (Kafka's
+    /// UnexpectedAppendOffsetException).
+    #[error(
+        "replica append to {partition}: a batch at offset {offset} does not follow the log, whose next offset must be at least {expected}"
+    )]
+    UnexpectedAppendOffset {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The batch's base offset.
+        offset: i64,
+        /// The smallest base offset the batch could have had.
+        expected: i64,
+    },
+
+    /// An idempotent producer's batch repeats sequence numbers the partition already
+    /// holds but is not one of the producer's last batches it remembers, or is a
+    /// duplicate among several batches (Kafka's DUPLICATE_SEQUENCE_NUMBER).
+    #[error("{partition}: producer {producer_id} sequence {sequence} was already appended")]
+    DuplicateSequence {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's first sequence.
+        sequence: i32,
+    },
+
+    /// An idempotent producer's batch does not follow its last one
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    #[error(
+        "{partition}: producer {producer_id} (epoch {epoch}) sent sequence {sequence} where {expected} was next"
+    )]
+    OutOfOrderSequence {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        epoch: i16,
+        /// The batch's first sequence.
+        sequence: i32,
+        /// The sequence the batch had to start with.
+        expected: i32,
+    },
+
+    /// An idempotent producer's batch carries an epoch older than the producer's
+    /// current one: a newer instance of the producer fenced it (INVALID_PRODUCER_EPOCH).
+    #[error(
+        "{partition}: producer {producer_id} epoch {epoch} is older than its current epoch {current}"
+    )]
+    InvalidProducerEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        epoch: i16,
+        /// The producer's current epoch.
+        current: i16,
+    },
+
+    /// A leader epoch older than one the log already holds (epochs never go back).
+    #[error("{partition}: leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    StaleLeaderEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The epoch given.
+        epoch: i32,
+        /// The latest epoch in the log's leader-epoch cache.
+        latest: i32,
+    },
+
     /// A replication factor below 1 or above the number of available brokers.
     #[error("invalid replication factor for topic {topic:?}: {reason}")]
     InvalidReplicationFactor {

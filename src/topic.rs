@@ -5,99 +5,27 @@
 //! there is one append path and one read path. A [`Topic`] holds the partitions of a
 //! topic; adding partitions publishes a new partition list, and handles see it at once.
 //!
-//! Wakeups: every append notifies the consumers watching the partition (each consumer
-//! has one [`Signal`] it registers with the partitions it reads), so a consumer blocked
-//! in `poll` over many partitions wakes as soon as any of them grows, without polling.
+//! Wakeups: the partition's log notifies the consumers watching it (each consumer has
+//! one [`Signal`] it registers with the partitions it reads) whenever its high watermark
+//! moves, whoever appended, so a consumer blocked in `poll` over many partitions wakes
+//! as soon as any of them grows, without polling.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::config::TopicConfig;
 use crate::record::BatchBuilder;
-use crate::storage::{AppendInfo, LogConfig, LogSlice, PartitionLog};
+pub(crate) use crate::storage::Signal;
+use crate::storage::{AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit};
 use crate::{Error, Result};
-
-/// A wakeup channel: a counter bumped by `notify` and a condition variable to wait for
-/// it to move. One per consumer.
-///
-/// `notify` is one atomic add, plus a lock and a futex wake only when the waiter is
-/// asleep; `wait_past` spins briefly before sleeping, so a consumer that keeps up with
-/// its producer is woken in well under a microsecond, and an idle one costs no CPU.
-/// (The counter and the sleeper count are both SeqCst: either the notifier sees the
-/// sleeper and wakes it under the lock, or the sleeper sees the new count.)
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    seq: AtomicU64,
-    sleepers: AtomicUsize,
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-/// How long `wait_past` spins before sleeping on the condition variable.
-const SPIN: Duration = Duration::from_micros(30);
-
-impl Signal {
-    /// The current count; pass it to [`Signal::wait_past`].
-    pub(crate) fn current(&self) -> u64 {
-        self.seq.load(Ordering::SeqCst)
-    }
-
-    /// Bumps the count and wakes the waiter.
-    pub(crate) fn notify(&self) {
-        self.seq.fetch_add(1, Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
-        }
-    }
-
-    /// Waits until the count differs from `seen` or `deadline` passes. True if it moved.
-    pub(crate) fn wait_past(&self, seen: u64, deadline: Instant) -> bool {
-        let moved = || self.seq.load(Ordering::SeqCst) != seen;
-        let spin_until = Instant::now() + SPIN;
-        let mut spins = 0u32;
-        while !moved() {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            if now >= spin_until {
-                break;
-            }
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-            spins += 1;
-            if spins.is_multiple_of(8) {
-                std::thread::yield_now();
-            }
-        }
-        if moved() {
-            return true;
-        }
-        let mut g = self.lock.lock();
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        while !moved() {
-            if self.cv.wait_until(&mut g, deadline).timed_out() {
-                break;
-            }
-        }
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        moved()
-    }
-}
 
 struct PartitionInner {
     topic: Arc<str>,
     index: i32,
     log: PartitionLog,
-    /// Consumers to wake on append.
-    watchers: Mutex<Vec<Arc<Signal>>>,
-    /// `watchers.len()`, read without the lock on every append.
-    watcher_count: AtomicUsize,
 }
 
 /// One partition of a topic: a handle on its log. Cheap to clone, `Send + Sync`.
@@ -115,13 +43,7 @@ impl std::fmt::Debug for Partition {
 impl Partition {
     pub(crate) fn new(topic: Arc<str>, index: i32, log: PartitionLog) -> Self {
         Partition {
-            inner: Arc::new(PartitionInner {
-                topic,
-                index,
-                log,
-                watchers: Mutex::new(Vec::new()),
-                watcher_count: AtomicUsize::new(0),
-            }),
+            inner: Arc::new(PartitionInner { topic, index, log }),
         }
     }
 
@@ -140,29 +62,23 @@ impl Partition {
         &self.inner.log
     }
 
-    /// Appends one or more RecordBatch v2 batches (concatenated), assigns their offsets
-    /// and wakes the consumers waiting on this partition.
+    /// Appends one or more RecordBatch v2 batches (concatenated) and assigns their
+    /// offsets; the log wakes the consumers waiting on this partition.
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
-        let info = self.inner.log.append(batches)?;
-        self.wake_watchers();
-        Ok(info)
+        self.inner.log.append(batches)
+    }
+
+    /// Appends batches of idempotent producers after their sequence checks, check and
+    /// append in one step ([`PartitionLog::append_idempotent`]).
+    pub fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        self.inner.log.append_idempotent(batches)
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]
-    /// does (no copy, no second CRC pass), and wakes the consumers waiting on this
+    /// does (no copy, no second CRC pass); the log wakes the consumers waiting on this
     /// partition.
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
-        let info = self.inner.log.append_builder(builder)?;
-        self.wake_watchers();
-        Ok(info)
-    }
-
-    fn wake_watchers(&self) {
-        if self.inner.watcher_count.load(Ordering::Acquire) > 0 {
-            for w in self.inner.watchers.lock().iter() {
-                w.notify();
-            }
-        }
+        self.inner.log.append_builder(builder)
     }
 
     /// Whole batches from the one containing `offset`, up to about `max_bytes` (at least
@@ -182,14 +98,15 @@ impl Partition {
         self.inner.log.log_end_offset()
     }
 
-    /// The highest offset readers may see, plus one (the log end until replication
-    /// exists).
+    /// The highest offset readers may see, plus one (the log end unless the log is
+    /// replicated).
     pub fn high_watermark(&self) -> i64 {
         self.inner.log.high_watermark()
     }
 
-    /// Blocks until the log has a record at `offset` (i.e. its end is past it), the
-    /// timeout passes, or the log closes. True if the record is there.
+    /// Blocks until the log has a record at `offset` that readers may see (its high
+    /// watermark is past it), the timeout passes, or the log closes. True if the record
+    /// is there.
     pub fn wait_for(&self, offset: i64, timeout: Duration) -> bool {
         self.inner.log.wait_for(offset, timeout)
     }
@@ -215,27 +132,21 @@ impl Partition {
         self.inner.log.sync()
     }
 
-    /// Wakes `signal` whenever a batch is appended, until [`Partition::unwatch`].
+    /// Wakes `signal` whenever the partition's high watermark moves (every append,
+    /// whoever makes it, unless the log is replicated) and when it closes, until
+    /// [`Partition::unwatch`].
     pub(crate) fn watch(&self, signal: &Arc<Signal>) {
-        let mut w = self.inner.watchers.lock();
-        w.push(Arc::clone(signal));
-        self.inner.watcher_count.store(w.len(), Ordering::Release);
+        self.inner.log.watch(signal, ReadLimit::HighWatermark);
     }
 
     /// Stops waking `signal`.
     pub(crate) fn unwatch(&self, signal: &Arc<Signal>) {
-        let mut w = self.inner.watchers.lock();
-        if let Some(i) = w.iter().position(|s| Arc::ptr_eq(s, signal)) {
-            w.swap_remove(i);
-        }
-        self.inner.watcher_count.store(w.len(), Ordering::Release);
+        self.inner.log.unwatch(signal);
     }
 
-    /// Wakes every watcher (used when the broker closes so that pollers return).
+    /// Wakes every watcher and waiter (used when the broker closes so that pollers
+    /// return).
     pub(crate) fn wake_all(&self) {
-        for w in self.inner.watchers.lock().iter() {
-            w.notify();
-        }
         self.inner.log.wake_all();
     }
 }
@@ -408,31 +319,4 @@ pub struct TopicDescription {
     pub log_config: LogConfig,
     /// One entry per partition.
     pub partitions: Vec<PartitionDescription>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signal_wakes_a_sleeping_waiter_and_never_loses_a_notify() {
-        let s = Arc::new(Signal::default());
-        // A notify between `current` and `wait_past` is not lost.
-        let seen = s.current();
-        s.notify();
-        assert!(s.wait_past(seen, Instant::now() + Duration::from_secs(5)));
-        // Nothing new: the wait times out.
-        let seen = s.current();
-        assert!(!s.wait_past(seen, Instant::now() + Duration::from_millis(5)));
-        // A waiter past its spin phase is woken by a notify from another thread.
-        let notifier = {
-            let s = Arc::clone(&s);
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
-                s.notify();
-            })
-        };
-        assert!(s.wait_past(seen, Instant::now() + Duration::from_secs(10)));
-        notifier.join().expect("notifier");
-    }
 }

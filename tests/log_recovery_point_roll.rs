@@ -63,13 +63,24 @@ fn roll_moves_the_recovery_point_and_recovery_trusts_sealed_segments() {
     );
     assert!(manager.background_errors().is_empty());
 
-    let crash = tmp.path().join("crash");
-    copy_dir(&tmp.path().join("data").join("events-0"), &crash);
+    // The recovery point in memory moves before the checkpoint file that records it
+    // is renamed into place, so a crash image taken at once may still hold the previous
+    // checkpoint: take images until one holds the new one (bounded).
     let end = log.log_end_offset();
+    let mut attempt = 0;
+    let (recovered, r) = loop {
+        attempt += 1;
+        let crash = tmp.path().join(format!("crash-{attempt}"));
+        copy_dir(&tmp.path().join("data").join("events-0"), &crash);
+        let recovered = PartitionLog::open(&crash, "events-0", LogConfig::default()).unwrap();
+        let r = recovered.recovery_report().clone();
+        if r.segments_trusted == bases.len() - 1 || Instant::now() >= deadline {
+            break (recovered, r);
+        }
+        recovered.close().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    };
     manager.close().unwrap();
-
-    let recovered = PartitionLog::open(&crash, "events-0", LogConfig::default()).unwrap();
-    let r = recovered.recovery_report().clone();
     assert!(r.is_clean(), "{r:?}");
     assert_eq!(r.segments_trusted, bases.len() - 1, "{r:?}");
     assert_eq!(r.segments_validated, 1, "{r:?}");

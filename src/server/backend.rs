@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::storage::{AppendInfo, LogSlice};
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
 use crate::topic::Signal;
 use crate::{LogConfig, Result};
 
@@ -83,6 +83,8 @@ pub(crate) struct BrokerEndpoint {
 pub(crate) trait PartitionOps: Send + Sync {
     /// Append one or more validated batches; offsets are assigned by the log.
     fn append(&self, batches: &[u8]) -> Result<AppendInfo>;
+    /// Append batches of idempotent producers after their sequence checks, in one step.
+    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome>;
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one).
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice>;
     /// First readable offset.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
 use crate::cluster::{ClusterNode, NO_LEADER};
-use crate::storage::{AppendInfo, LogSlice};
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
 use crate::topic::Signal;
 use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
@@ -197,6 +197,9 @@ impl Backend for BrokerBackend {
 impl PartitionOps for Partition {
     fn append(&self, batches: &[u8]) -> Result<AppendInfo> {
         self.append_batch(batches)
+    }
+    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        Partition::append_idempotent(self, batches)
     }
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         Partition::read(self, offset, max_bytes)

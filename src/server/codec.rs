@@ -61,11 +61,8 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-/// Read one size-prefixed frame of at most `max` bytes.
-///
-/// The buffer grows as bytes arrive rather than being reserved from the size prefix, so a
-/// client announcing 100 MiB and sending nothing costs nothing.
-pub(crate) fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
+/// Read the size prefix of the next frame and check it against `max`.
+pub(crate) fn read_size(r: &mut impl Read, max: usize) -> Result<usize, FrameError> {
     let mut size = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -83,16 +80,37 @@ pub(crate) fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, Frame
     if len < MIN_REQUEST_LEN as i32 || len as usize > max {
         return Err(FrameError::BadLength(len));
     }
-    let len = len as usize;
-    let mut frame = Vec::with_capacity(len.min(64 * 1024));
-    match r.take(len as u64).read_to_end(&mut frame) {
-        Ok(n) if n == len => Ok(frame),
-        Ok(n) => Err(FrameError::Truncated {
-            expected: len,
-            got: n,
-        }),
-        Err(e) => Err(FrameError::Io(e)),
+    Ok(len as usize)
+}
+
+/// Bytes of a frame's buffer before the first doubling.
+const FIRST_CHUNK: usize = 64 * 1024;
+
+/// Read the `len` bytes of a frame whose size prefix was read.
+///
+/// The buffer grows with the bytes that arrive, never from the size prefix: it starts
+/// at 64 KiB and doubles when full, capped at `len`, so a client announcing 100 MiB and
+/// sending a few bytes costs a few bytes, and a buffer is never larger than its frame.
+pub(crate) fn read_body(r: &mut impl Read, len: usize) -> Result<Vec<u8>, FrameError> {
+    let mut frame = Vec::new();
+    while frame.len() < len {
+        let grow = frame.capacity().max(FIRST_CHUNK).min(len - frame.len());
+        frame.reserve_exact(grow);
+        let room = frame.capacity().min(len) - frame.len();
+        // Reads at most `room` more bytes; `read_to_end` never grows the buffer past
+        // what it holds when the `take` limit is the spare capacity.
+        match r.take(room as u64).read_to_end(&mut frame) {
+            Ok(n) if n == room => {}
+            Ok(_) => {
+                return Err(FrameError::Truncated {
+                    expected: len,
+                    got: frame.len(),
+                });
+            }
+            Err(e) => return Err(FrameError::Io(e)),
+        }
     }
+    Ok(frame)
 }
 
 /// The fixed start of every request header.
@@ -216,6 +234,49 @@ mod tests {
         let mut v = (body.len() as i32).to_be_bytes().to_vec();
         v.extend_from_slice(body);
         v
+    }
+
+    /// Read a size prefix and then the frame, as the connection does.
+    fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
+        let len = read_size(r, max)?;
+        read_body(r, len)
+    }
+
+    /// Hands out `left` bytes, then end of file; remembers the largest buffer offered.
+    struct Trickle {
+        left: usize,
+        largest_buffer: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.largest_buffer = self.largest_buffer.max(buf.len());
+            let n = buf.len().min(self.left).min(4096);
+            buf[..n].fill(7);
+            self.left -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_body_buffer_grows_with_the_bytes_received() {
+        // A frame that claims 50 MiB of which 100 KiB arrive: the buffer offered to the
+        // socket never goes past what came plus one doubling.
+        let mut r = Trickle {
+            left: 100 * 1024,
+            largest_buffer: 0,
+        };
+        let err = read_body(&mut r, 50 << 20).unwrap_err();
+        assert!(
+            matches!(err, FrameError::Truncated { got, .. } if got == 100 * 1024),
+            "{err:?}"
+        );
+        assert!(r.largest_buffer <= 128 * 1024, "{}", r.largest_buffer);
+        // A whole frame is read exactly, in a buffer no larger than the frame.
+        let whole = vec![1u8; 300 * 1024 + 5];
+        let got = read_body(&mut &whole[..], whole.len()).unwrap();
+        assert_eq!(got, whole);
+        assert!(got.capacity() <= whole.len(), "{}", got.capacity());
     }
 
     #[test]

@@ -2,12 +2,17 @@
 //!
 //! A connection is served by one thread with blocking I/O, one request at a time, so
 //! responses leave in exactly the order the requests arrived (Kafka clients rely on it)
-//! and an `acks = 0` produce simply writes nothing.
+//! and an `acks = 0` produce simply writes nothing. Bytes go through a
+//! [`Transport`](super::transport::Transport), not a bare socket.
+//!
+//! Before reading a request's body the connection reserves its size from the server's
+//! request memory (`max_queued_request_bytes`), waiting while it is used up, and gives it
+//! back once the request is handled (see the `limits` module).
 //!
 //! Bad input never panics and never touches other connections: a frame with a bad size,
 //! an unknown API, a version we do not answer (other than ApiVersions, which gets the v0
 //! fallback reply) or a body that does not decode closes this connection with a log line
-//! naming the peer.
+//! naming the peer, rate-limited per peer address (see the `peer_log` module).
 
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -17,50 +22,70 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
+use super::Shared;
 use super::api::{self, Fatal, Part, Reply, Request};
 use super::codec::{self, FrameError};
-use super::{Shared, sendfile};
+use super::peer_log::peer_warn;
+use super::transport::{self, Transport};
 
 /// Serve `stream` until the client leaves, a fatal error, or server shutdown.
-pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAddr) {
     tracing::debug!(%peer, "connection opened");
     let local = stream.local_addr().unwrap_or(shared.config.listen);
-    let ctx = api::Ctx {
-        shared: &shared,
-        peer,
-        local,
-    };
-    let mut reader = &stream;
+    let mut transport = Transport::Plain(stream);
+    let max_request_size = shared.max_request_size();
     loop {
-        let frame = match codec::read_frame(&mut reader, shared.config.max_request_size) {
-            Ok(frame) => frame,
+        let frame = match read_request(&shared, &mut transport, max_request_size) {
+            Ok(Some(request)) => request,
+            Ok(None) => break,
             Err(FrameError::Closed) => break,
             Err(FrameError::Io(e)) if shared.stopping.load(Ordering::Acquire) => {
                 tracing::debug!(%peer, error = %e, "connection closed by shutdown");
                 break;
             }
             Err(e @ FrameError::BadLength(_)) => {
-                tracing::warn!(
-                    %peer,
+                peer_warn!(
+                    shared.peer_log,
+                    peer,
                     max_request_size = shared.config.max_request_size,
+                    max_queued_request_bytes = shared.config.max_queued_request_bytes,
                     "refusing request: {e}; closing the connection"
                 );
                 break;
             }
             Err(e) => {
-                tracing::info!(%peer, "{e}; closing the connection");
+                if shared
+                    .peer_log
+                    .admit(peer.ip(), std::time::Instant::now())
+                    .is_some()
+                {
+                    tracing::info!(%peer, "{e}; closing the connection");
+                }
                 break;
             }
         };
+        let (frame, reservation) = frame;
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        let ctx = api::Ctx {
+            shared: &shared,
+            peer,
+            local,
+            socket: transport.socket(),
+        };
         let outcome = process(&ctx, frame);
+        // The request's bytes are gone with it: its memory is free for others.
+        drop(reservation);
         let written = match outcome {
             Ok(Reply::Nothing) => Ok(()),
-            Ok(Reply::Parts(parts)) => write_reply(&stream, parts).map_err(|e| {
+            Ok(Reply::Parts(parts)) => write_reply(&mut transport, parts).map_err(|e| {
                 tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
             }),
+            Ok(Reply::ClientGone) => {
+                tracing::debug!(%peer, "the client hung up while its request waited");
+                Err(())
+            }
             Err(Fatal(msg)) => {
-                tracing::warn!(%peer, "{msg}; closing the connection");
+                peer_warn!(shared.peer_log, peer, "{msg}; closing the connection");
                 Err(())
             }
         };
@@ -72,8 +97,27 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             break;
         }
     }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = transport.socket().shutdown(std::net::Shutdown::Both);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// Read the next request: its size, then (once the request memory can hold it) its
+/// bytes. `Ok(None)` if the connection should end quietly while it waited for memory
+/// (shutdown, or the client left).
+fn read_request<'s>(
+    shared: &'s Shared,
+    transport: &mut Transport,
+    max: usize,
+) -> Result<Option<(Vec<u8>, super::limits::Reservation<'s>)>, FrameError> {
+    let len = codec::read_size(transport, max)?;
+    let socket = transport.socket();
+    let Some(reservation) = shared.request_memory.reserve(len, || {
+        shared.is_stopping() || transport::peer_closed(socket)
+    }) else {
+        return Ok(None);
+    };
+    let frame = codec::read_body(transport, len)?;
+    Ok(Some((frame, reservation)))
 }
 
 /// Turn one frame into a reply (see the module docs for what is fatal).
@@ -118,9 +162,9 @@ pub(crate) fn parse(frame: Vec<u8>) -> Result<Parsed, Fatal> {
     Ok(Parsed::Request(Request { header, body }))
 }
 
-/// Write one size prefix and then every part: bytes through a buffer, file regions with
-/// `sendfile` after flushing the buffer.
-fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
+/// Write one size prefix and then every part: bytes through a buffer, file regions
+/// through the transport (`sendfile` on plaintext) after flushing the buffer.
+fn write_reply(transport: &mut Transport, parts: Vec<Part>) -> std::io::Result<()> {
     let total: usize = parts.iter().map(Part::len).sum();
     let size = i32::try_from(total).map_err(|_| {
         std::io::Error::new(
@@ -128,7 +172,7 @@ fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
             format!("response of {total} bytes does not fit a Kafka frame"),
         )
     })?;
-    let mut out = BufWriter::with_capacity((total + 4).min(64 * 1024), stream);
+    let mut out = BufWriter::with_capacity((total + 4).min(64 * 1024), transport);
     out.write_all(&size.to_be_bytes())?;
     for part in parts {
         match part {
@@ -138,7 +182,8 @@ fn write_reply(stream: &TcpStream, parts: Vec<Part>) -> std::io::Result<()> {
                 let file = region.file().ok_or_else(|| {
                     std::io::Error::new(std::io::ErrorKind::NotFound, "a log slice without a file")
                 })?;
-                sendfile::send_file(out.get_ref(), file, region.position(), region.len())?;
+                out.get_mut()
+                    .send_file(file, region.position(), region.len())?;
             }
         }
     }

@@ -5,6 +5,11 @@
 //! connection (an idle client sees its connection end; a request being handled still
 //! gets its response, since the write half stays open), then join every connection
 //! thread.
+//!
+//! A connection costs one descriptor: its thread and the registry share the socket. An
+//! accepted socket is refused (closed at once, logged with the peer address, rate-limited
+//! per address) when `max_connections` are open or when its descriptor number reaches
+//! into the descriptors kept for the broker's files (see the `limits` module).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -15,13 +20,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::peer_log::{self, peer_warn};
 use super::{Shared, connection};
 
 /// Open connections and their threads, so that shutdown can reach them.
 #[derive(Default)]
 pub(crate) struct Registry {
-    /// A clone of each open connection's socket, by connection number.
-    sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// Each open connection's socket (shared with its thread), by connection number.
+    sockets: Mutex<HashMap<u64, Arc<TcpStream>>>,
     /// Threads of connections, finished ones pruned as new ones start.
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -66,9 +72,29 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
-        let max = shared.config.max_connections;
+        let max = shared.max_connections;
         if shared.active.load(Ordering::Acquire) >= max {
-            tracing::warn!(%peer, max_connections = max, "refusing connection: too many open connections");
+            peer_warn!(
+                shared.peer_log,
+                peer,
+                max_connections = max,
+                "refusing connection: too many open connections"
+            );
+            continue;
+        }
+        let fds = shared.descriptors;
+        if let Some(ceiling) = fds.ceiling()
+            && descriptor_number(&stream) >= ceiling
+        {
+            peer_warn!(
+                shared.peer_log,
+                peer,
+                "refusing connection: {} descriptors are open and the open-files limit is {}, \
+                 whose last {} are kept for the broker's files (raise it with ulimit -n)",
+                descriptor_number(&stream) + 1,
+                fds.soft_limit.unwrap_or(u64::MAX),
+                fds.reserve()
+            );
             continue;
         }
         if let Err(e) = start_connection(shared, stream, peer, next_id) {
@@ -87,9 +113,9 @@ fn start_connection(
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(shared.config.idle_timeout))?;
     stream.set_write_timeout(Some(shared.config.write_timeout))?;
-    let clone = stream.try_clone()?;
+    let stream = Arc::new(stream);
     shared.active.fetch_add(1, Ordering::AcqRel);
-    shared.registry.sockets.lock().insert(id, clone);
+    shared.registry.sockets.lock().insert(id, stream.clone());
     let slot = Slot {
         shared: shared.clone(),
         id,
@@ -121,6 +147,7 @@ pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAdd
     tracing::info!(
         connections = shared.active.load(Ordering::Acquire),
         in_flight = shared.in_flight.load(Ordering::Acquire),
+        request_bytes = shared.request_memory.used(),
         "shutting down: no new connections; finishing requests in flight"
     );
     // Wake the blocking accept() with a connection of our own.
@@ -140,12 +167,24 @@ pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAdd
     for socket in shared.registry.sockets.lock().values() {
         let _ = socket.shutdown(Shutdown::Read);
     }
-    // Long polls answer now with what they have instead of waiting out max_wait_ms.
+    // Long polls answer now with what they have instead of waiting out max_wait_ms;
+    // connections waiting for request memory give up.
     shared.long_polls.wake_all();
+    shared.request_memory.wake_all();
     let threads = std::mem::take(&mut *shared.registry.threads.lock());
     for t in threads {
         if t.join().is_err() {
             tracing::error!("a connection thread panicked");
         }
     }
+    for (addr, n) in shared.peer_log.drain() {
+        peer_log::report_suppressed(addr, n);
+    }
+}
+
+/// The descriptor number of `stream`: descriptors are handed out lowest-free first, so
+/// at least this many were open when it was accepted.
+fn descriptor_number(stream: &TcpStream) -> u64 {
+    use std::os::fd::AsRawFd;
+    u64::try_from(stream.as_raw_fd()).unwrap_or(0)
 }

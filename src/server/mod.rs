@@ -8,8 +8,13 @@
 //! - Request and response types come from the `kafka-protocol` crate, except the Fetch
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
 //!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
-//! - Limits: `max_connections` (refusals logged with the peer address) and
-//!   `max_request_size` (Kafka's `socket.request.max.bytes`).
+//! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
+//!   the open-files limit allows), `max_request_size` (Kafka's
+//!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
+//!   flight, Kafka's `queued.max.request.bytes`) and `fetch_max_wait` (the longest a
+//!   Fetch waits for data). A connection whose client hangs up while its request waits
+//!   is closed within a second. Warnings about what a peer sent are rate-limited per
+//!   address. See the `limits` module.
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
 //!   every connection and joins every thread.
 
@@ -19,8 +24,11 @@ mod broker_backend;
 mod codec;
 mod connection;
 mod idempotence;
+mod limits;
 mod listener;
+mod peer_log;
 mod sendfile;
+mod transport;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -32,7 +40,7 @@ use std::time::Duration;
 use crate::Result;
 use crate::error::IoContext;
 use backend::Backend;
-use idempotence::ProducerStates;
+use idempotence::ProducerIds;
 
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use sendfile::sendfile_bytes_sent;
@@ -48,6 +56,9 @@ pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
         Err(_) => false,
     }
 }
+
+/// The default cap on a Fetch's `max_wait_ms`: 30 s.
+const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Settings of a server; see the setters of [`ServerBuilder`] for each default.
 #[derive(Debug, Clone)]
@@ -67,6 +78,10 @@ pub(crate) struct Config {
     pub idle_timeout: Duration,
     /// A write that makes no progress for this long closes the connection.
     pub write_timeout: Duration,
+    /// The longest a Fetch waits for `min_bytes`, whatever its `max_wait_ms`.
+    pub fetch_max_wait: Duration,
+    /// Bytes of requests in flight over all connections, at most.
+    pub max_queued_request_bytes: usize,
 }
 
 impl Default for Config {
@@ -79,6 +94,8 @@ impl Default for Config {
             auto_create_topics: false,
             idle_timeout: Duration::from_secs(600),
             write_timeout: Duration::from_secs(60),
+            fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
+            max_queued_request_bytes: limits::DEFAULT_MAX_QUEUED_REQUEST_BYTES,
         }
     }
 }
@@ -120,8 +137,8 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
     /// Reported in Metadata (v2+).
     pub cluster_id: String,
-    /// Producer ids and sequence state of idempotent producers.
-    pub producers: ProducerStates,
+    /// The producer ids of idempotent producers (their sequence state is in the logs).
+    pub producers: ProducerIds,
     /// Raised once by shutdown; connections finish their current request and leave.
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
@@ -132,12 +149,43 @@ pub(crate) struct Shared {
     pub long_polls: LongPolls,
     /// Open connections, for shutdown.
     pub registry: listener::Registry,
+    /// Bytes reserved by requests in flight (`max_queued_request_bytes`).
+    pub request_memory: limits::RequestMemory,
+    /// Rate limit of warnings about what peers send.
+    pub peer_log: peer_log::PeerLog,
+    /// The connection limit in force: `max_connections`, lowered to what the
+    /// open-files limit allows.
+    pub max_connections: usize,
+    /// The open-files limit and what was open at start: accepted sockets whose
+    /// descriptor reaches into the reserve kept for the broker's files are refused.
+    pub descriptors: limits::Descriptors,
 }
 
 impl Shared {
-    fn new(config: Config, backend: Arc<dyn Backend>) -> Shared {
+    fn new(config: Config, backend: Arc<dyn Backend>, fds: limits::Descriptors) -> Shared {
         let dir = backend.data_dir();
+        let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
+        let max_connections = config.max_connections.min(fit);
+        if max_connections < config.max_connections {
+            tracing::warn!(
+                max_connections = config.max_connections,
+                open_files_limit = fds.soft_limit,
+                open = fds.open_at_start,
+                reserved = fds.reserve(),
+                "max_connections {} does not fit the open-files limit of {} ({} descriptors \
+                 open, {} kept for the broker's files): serving at most {max_connections} \
+                 connections; raise the limit (ulimit -n) to serve more",
+                config.max_connections,
+                fds.soft_limit.unwrap_or(u64::MAX),
+                fds.open_at_start,
+                fds.reserve(),
+            );
+        }
         Shared {
+            request_memory: limits::RequestMemory::new(config.max_queued_request_bytes),
+            peer_log: peer_log::PeerLog::default(),
+            max_connections,
+            descriptors: fds,
             config,
             cluster_id: format!("tidelog-{}", dir.display())
                 .chars()
@@ -152,7 +200,7 @@ impl Shared {
             producers: match backend.cluster() {
                 Some(node) => {
                     let node = Arc::downgrade(node);
-                    ProducerStates::with_block_source(
+                    ProducerIds::with_block_source(
                         dir,
                         Box::new(move |count| match node.upgrade() {
                             Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
@@ -160,7 +208,7 @@ impl Shared {
                         }),
                     )
                 }
-                None => ProducerStates::new(dir),
+                None => ProducerIds::new(dir),
             },
             backend,
             stopping: AtomicBool::new(false),
@@ -174,6 +222,14 @@ impl Shared {
     /// True once shutdown began.
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The largest request accepted: `max_request_size`, or the whole request memory if
+    /// that is smaller (such a request could never be read).
+    pub(crate) fn max_request_size(&self) -> usize {
+        self.config
+            .max_request_size
+            .min(self.request_memory.limit())
     }
 }
 
@@ -207,6 +263,7 @@ impl Server {
             listen_error: None,
             broker,
             cluster: ClusterSettings::default(),
+            listener: None,
         }
     }
 }
@@ -239,6 +296,8 @@ pub struct ServerBuilder {
     listen_error: Option<crate::Error>,
     broker: crate::Broker,
     cluster: ClusterSettings,
+    /// A socket bound by the caller, used instead of binding `config.listen`.
+    listener: Option<TcpListener>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -285,6 +344,13 @@ impl ServerBuilder {
 
     /// Most client connections served at once; further connections are accepted, logged
     /// with the peer address and closed. Default = 10,000.
+    ///
+    /// A connection costs one file descriptor. If the process's open-files limit (the
+    /// soft `RLIMIT_NOFILE`) cannot hold this many besides the descriptors already open
+    /// and a reserve for the broker's own files (a tenth of the limit, at least 32),
+    /// [`ServerBuilder::start`] logs a warning and serves fewer (see
+    /// [`ServerHandle::max_connections`]); a connection whose descriptor would reach
+    /// into the reserve is refused.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.config.max_connections = n;
         self
@@ -294,6 +360,32 @@ impl ServerBuilder {
     /// Default = 100 MiB (Kafka's `socket.request.max.bytes`).
     pub fn max_request_size(mut self, bytes: usize) -> Self {
         self.config.max_request_size = bytes.min(i32::MAX as usize);
+        self
+    }
+
+    /// The most memory that requests in flight may take over all connections, in bytes
+    /// (Kafka's `queued.max.request.bytes`). When reading the next request would go
+    /// past it, connections wait before reading until requests being handled finish; a
+    /// request larger than this closes its connection as one above
+    /// [`max_request_size`](ServerBuilder::max_request_size) does. Default = 500 MiB.
+    pub fn max_queued_request_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_queued_request_bytes = bytes.max(codec::MIN_REQUEST_LEN);
+        self
+    }
+
+    /// The longest a Fetch request waits for data: a client's `max_wait_ms` above this
+    /// is capped to it (the answer then comes with whatever is there). Default = 30 s.
+    pub fn fetch_max_wait(mut self, max: Duration) -> Self {
+        self.config.fetch_max_wait = max;
+        self
+    }
+
+    /// Serve on `listener`, a socket the caller bound, instead of binding
+    /// [`listen`](ServerBuilder::listen)'s address. Binding first lets a program fail on
+    /// a port in use before it opens anything else (as `tidelog serve` does before it
+    /// opens the data directory).
+    pub fn listener(mut self, listener: TcpListener) -> Self {
+        self.listener = Some(listener);
         self
     }
 
@@ -453,14 +545,20 @@ impl ServerBuilder {
         Ok(Some(config))
     }
 
-    /// Bind the address and start the accept thread (and, for a cluster node, the
-    /// node's quorum threads first).
+    /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and
+    /// start the accept thread (and, for a cluster node, the node's quorum threads
+    /// first).
     pub fn start(mut self) -> Result<ServerHandle> {
-        if let Some(e) = self.listen_error.take() {
+        if let Some(e) = self.listen_error.take()
+            && self.listener.is_none()
+        {
             return Err(e);
         }
         let listen = self.config.listen;
-        let listener = TcpListener::bind(listen).ctx("bind", listen.to_string())?;
+        let listener = match self.listener.take() {
+            Some(l) => l,
+            None => TcpListener::bind(listen).ctx("bind", listen.to_string())?,
+        };
         let local = listener.local_addr().ctx("bind", listen.to_string())?;
         let cluster = match self.cluster_config(local)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
@@ -479,7 +577,9 @@ impl ServerBuilder {
             broker: self.broker,
             cluster: cluster.clone(),
         });
-        let shared = Arc::new(Shared::new(self.config, backend));
+        // Counted once the cluster node (if any) has opened its sockets and files.
+        let fds = limits::Descriptors::now(&listener);
+        let shared = Arc::new(Shared::new(self.config, backend, fds));
         let accept = match listener::spawn(shared.clone(), listener) {
             Ok(a) => a,
             Err(e) => {
@@ -489,7 +589,12 @@ impl ServerBuilder {
                 return Err(e).ctx("spawn the accept thread for", local.to_string());
             }
         };
-        tracing::info!(%local, "listening");
+        tracing::info!(
+            %local,
+            max_connections = shared.max_connections,
+            open_files_limit = fds.soft_limit,
+            "listening"
+        );
         Ok(ServerHandle {
             shared,
             accept: Some(accept),
@@ -520,6 +625,12 @@ impl ServerHandle {
     /// The address the server listens on (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The connection limit in force: [`ServerBuilder::max_connections`], or fewer if
+    /// the open-files limit could not hold that many when the server started.
+    pub fn max_connections(&self) -> usize {
+        self.shared.max_connections
     }
 
     /// Stop accepting connections, let requests in flight finish and get their

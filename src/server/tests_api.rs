@@ -758,17 +758,27 @@ fn the_group_apis_answer_every_supported_version() {
     }
 }
 
-#[test]
-fn an_in_process_append_ends_a_network_long_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+/// A broker with `topic` (of `partitions` partitions) in `dir`, served on a free port.
+fn serve_topic(
+    dir: &std::path::Path,
+    topic: &str,
+    partitions: i32,
+) -> (crate::Broker, ServerHandle) {
+    let broker = crate::Broker::open(dir).unwrap();
     broker
-        .create_topic("mixed", 3, crate::TopicConfig::new())
+        .create_topic(topic, partitions, crate::TopicConfig::new())
         .unwrap();
     let server = Server::builder(broker.clone())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap();
+    (broker, server)
+}
+
+#[test]
+fn an_in_process_append_ends_a_network_long_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, server) = serve_topic(dir.path(), "mixed", 3);
     let mut c = Client::connect(server.local_addr());
     let parts = [
         ("mixed", 0, 0, 1 << 20),
@@ -786,6 +796,33 @@ fn an_in_process_append_ends_a_network_long_poll() {
     assert_eq!(
         values(&resp.responses[2].partitions[0].records),
         vec![(0, "from inside".to_string())]
+    );
+}
+
+#[test]
+fn an_append_straight_into_the_partition_log_ends_a_network_long_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, server) = serve_topic(dir.path(), "direct", 1);
+    let mut c = Client::connect(server.local_addr());
+    // A poll far longer than the test: only a wake-up answers it in time.
+    c.s.set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    c.send(
+        ApiKey::Fetch,
+        11,
+        &fetch_req(600_000, 1, 1 << 20, &[("direct", 0, 0, 1 << 20)]),
+    );
+    let appender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let log = broker.topic("direct").unwrap().partition(0).unwrap();
+        // Not through the partition: through its log, as a replica fetcher appends.
+        log.log().append(&batch(&["into the log"])).unwrap();
+    });
+    let (_, resp): (i32, FetchResponse) = c.recv(11);
+    appender.join().unwrap();
+    assert_eq!(
+        values(&resp.responses[0].partitions[0].records),
+        vec![(0, "into the log".to_string())]
     );
 }
 

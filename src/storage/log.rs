@@ -5,31 +5,54 @@
 //! 1. One writer: every mutation (append, roll, truncate, retention, compaction) holds
 //!    the `writer` mutex. Readers take no lock but a brief read lock to clone the
 //!    current segment list (`Arc<Vec<Arc<Segment>>>`).
-//! 2. Offsets are dense and strictly increasing; a batch never spans two segments.
-//! 3. The log end offset and high watermark are published (Release) after the bytes
-//!    they cover; readers load them with Acquire and never read past the high watermark.
-//! 4. After a failed fsync the log is poisoned and refuses writes until reopened.
-//! 5. Files are created then the directory fsynced; deleted files leave readers' maps
-//!    valid (the maps hold the inode).
+//! 2. Offsets strictly increase and a batch never spans two segments. A leader's
+//!    appends get dense offsets; a follower's (`append_replica`) keep the leader's,
+//!    which may leave gaps where the leader's log has them.
+//! 3. The log end offset and high watermark are published after the bytes they cover;
+//!    readers load them with Acquire and never read past the bound they ask for (the
+//!    high watermark for consumers, the log end for replica fetches).
+//! 4. `log start <= high watermark <= log end`. A standalone log's high watermark is its
+//!    log end, moved by every append. A replicated log's (`set_replicated`) moves only
+//!    through `set_high_watermark`, forwards only; it goes down only when the log enters
+//!    replicated mode (to the high watermark the cluster recorded) and when a
+//!    truncation cuts below it.
+//! 5. After a failed fsync the log is poisoned and refuses writes until reopened.
+//! 6. Files are created then the directory fsynced; deleted or replaced files leave
+//!    readers' maps and descriptors valid (they hold the inode): no byte a reader may
+//!    hold is ever written again, by an append, a compaction or a truncation.
+//! 7. Every publish (append, high-watermark move, close) notifies the log's watchers
+//!    (`signal`), so every reader waiting on the log wakes, however the log moved.
 
 use super::checkpoint;
 use super::clock::CoarseClock;
 use super::config::LogConfig;
+use super::epoch::EpochCache;
 use super::prefault::Prefaulter;
+use super::producer_state::{self, ProducerState};
+use super::recovery::{self, encode_checkpoint};
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
-use super::segment::{
-    self, Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
-};
+use super::segment::{self, Segment, SegmentWriter, file_name};
+use super::signal::{Moved, Signal, Watchers};
 use crate::error::IoContext;
 use crate::record::{Batch, BatchBuilder, batches};
 use crate::{Error, Result};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How far a read or a wait may go: the offset it is bounded by (exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadLimit {
+    /// Up to the high watermark: what consumers may see (committed records, once the
+    /// log is replicated).
+    HighWatermark,
+    /// Up to the log end: what a follower's replica fetch may copy.
+    LogEnd,
+}
 
 /// What one retention or compaction pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,6 +67,10 @@ pub struct CleanupOutcome {
 
 /// Name of the per-partition checkpoint file (recovery point and log start offset).
 pub const CHECKPOINT_FILE: &str = "partition.checkpoint";
+
+/// Name of the file that records a truncation in progress (the offset asked for), so
+/// that a crash in the middle of one is completed on the next open.
+pub const TRUNCATION_FILE: &str = "truncation.checkpoint";
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {
@@ -84,6 +111,18 @@ pub struct RecoveryReport {
     pub segments_removed: Vec<PathBuf>,
     /// The checkpoint file was damaged and ignored (the whole log was validated).
     pub checkpoint_damaged: bool,
+    /// `leader-epoch-checkpoint` was damaged and was rebuilt from the batch headers.
+    pub leader_epochs_rebuilt: bool,
+    /// A truncation that a crash interrupted was completed: the offset it was asked
+    /// to truncate to.
+    pub truncation_completed: Option<i64>,
+    /// Producer-state snapshots that were damaged and removed (the state came from an
+    /// older snapshot or from the batch headers).
+    pub producer_snapshots_removed: Vec<PathBuf>,
+    /// Batch headers read to bring the idempotent producers' state from its latest
+    /// snapshot to the log end (0 after a clean close; nothing is read, and the state is
+    /// loaded later, when the log has no snapshot).
+    pub producer_batches_replayed: u64,
 }
 
 impl RecoveryReport {
@@ -93,6 +132,9 @@ impl RecoveryReport {
             && self.indexes_rebuilt.is_empty()
             && self.segments_removed.is_empty()
             && !self.checkpoint_damaged
+            && !self.leader_epochs_rebuilt
+            && self.truncation_completed.is_none()
+            && self.producer_snapshots_removed.is_empty()
     }
 }
 
@@ -170,46 +212,72 @@ impl AsRef<[u8]> for LogSlice {
     }
 }
 
-struct WriterState {
-    active: Option<SegmentWriter>,
+pub(super) struct WriterState {
+    pub(super) active: Option<SegmentWriter>,
     /// The settings appends follow: the writer's own reference, so that an append
     /// takes no lock but the writer's to read them (`set_config` updates both).
-    config: Arc<LogConfig>,
-    unflushed_records: u64,
+    pub(super) config: Arc<LogConfig>,
+    pub(super) unflushed_records: u64,
     /// When the oldest unflushed record was appended (None when all is flushed).
-    unflushed_since: Option<Instant>,
+    pub(super) unflushed_since: Option<Instant>,
     /// Scratch buffer for LogAppendTime restamping.
-    scratch: Vec<u8>,
+    pub(super) scratch: Vec<u8>,
+    /// Replicated mode: appends move the log end only (mirrored in `Inner::replicated`
+    /// for readers; this copy is what an append reads, without an atomic).
+    pub(super) replicated: bool,
+    /// The epoch a leader stamps in every batch it appends (None: batches keep the
+    /// `partitionLeaderEpoch` they came with).
+    pub(super) leader_epoch: Option<i32>,
+    /// The latest epoch of the leader-epoch cache once it is loaded; None before (an
+    /// append then leaves the cache alone: loading it reads the batch headers).
+    pub(super) latest_epoch: Option<i32>,
+    /// Idempotent producers' state, once loaded (on open when a snapshot exists, else on
+    /// the first idempotent or follower append); every append updates it.
+    pub(super) producers: Option<ProducerState>,
 }
 
-struct Inner {
-    name: String,
-    dir: PathBuf,
+/// A hook told of each durable step of a truncation (tests stop or copy the directory
+/// there).
+#[cfg(test)]
+pub(super) type StepHook = Box<dyn FnMut(&'static str) -> Result<()> + Send>;
+
+pub(super) struct Inner {
+    pub(super) name: String,
+    pub(super) dir: PathBuf,
     /// Shared so that an append takes a reference count, not a copy.
-    config: RwLock<Arc<LogConfig>>,
+    pub(super) config: RwLock<Arc<LogConfig>>,
     /// The manager's maintenance clock, read by appends instead of the system clock
     /// where a tick of lag does not matter (see `clock`).
-    clock: Option<CoarseClock>,
-    segments: RwLock<Arc<Vec<Arc<Segment>>>>,
-    writer: Mutex<WriterState>,
+    pub(super) clock: Option<CoarseClock>,
+    pub(super) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
+    pub(super) writer: Mutex<WriterState>,
     /// Serializes `sync` calls (fsyncs run outside the writer lock).
-    sync_lock: Mutex<()>,
-    log_start: AtomicI64,
-    log_end: AtomicI64,
-    high_watermark: AtomicI64,
-    recovery_point: AtomicI64,
-    closed: AtomicBool,
+    pub(super) sync_lock: Mutex<()>,
+    /// Serializes the moves of a replicated log's high watermark with the changes of
+    /// mode and with truncation (which also hold `writer`; take `writer` first).
+    pub(super) hw_lock: Mutex<()>,
+    pub(super) log_start: AtomicI64,
+    pub(super) log_end: AtomicI64,
+    pub(super) high_watermark: AtomicI64,
+    pub(super) recovery_point: AtomicI64,
+    /// `WriterState::replicated`, for readers.
+    pub(super) replicated: AtomicBool,
+    pub(super) closed: AtomicBool,
     /// Set (with `poison_reason`) when an fsync failed; checked on every append.
-    poisoned: AtomicBool,
-    poison_reason: Mutex<Option<String>>,
-    waiters: AtomicUsize,
+    pub(super) poisoned: AtomicBool,
+    pub(super) poison_reason: Mutex<Option<String>>,
+    /// The readers to wake when the log moves.
+    pub(super) watchers: Watchers,
+    /// The leader-epoch cache; None until loaded (see `WriterState::latest_epoch`).
+    /// Changed under `writer`.
+    pub(super) epochs: RwLock<Option<EpochCache>>,
     /// Faults in the active segment's next pages off the appending thread.
-    prefault: Option<Prefaulter>,
-    wait_lock: Mutex<()>,
-    wait_cv: Condvar,
-    report: RecoveryReport,
+    pub(super) prefault: Option<Prefaulter>,
+    pub(super) report: RecoveryReport,
     /// The checkpoint's contents as last written or read (None if unknown).
-    checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
+    pub(super) checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
+    #[cfg(test)]
+    pub(super) step_hook: Mutex<Option<StepHook>>,
 }
 
 /// One partition's log on disk: append, read, roll, truncate, recover, retain.
@@ -235,7 +303,7 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct PartitionLog {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for PartitionLog {
@@ -248,13 +316,6 @@ impl std::fmt::Debug for PartitionLog {
     }
 }
 
-fn encode_checkpoint(recovery_point: i64, log_start: i64) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&recovery_point.to_be_bytes());
-    b[8..].copy_from_slice(&log_start.to_be_bytes());
-    b
-}
-
 impl PartitionLog {
     /// Opens (creating if needed) the log in `dir`, recovering it: segments below the
     /// recovery point are trusted, later ones validated batch by batch and cut at the
@@ -263,7 +324,9 @@ impl PartitionLog {
         Self::open_with(dir.as_ref(), name, config, None, None)
     }
 
-    /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`].
+    /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`]: reads
+    /// the checkpoint, lists and recovers the segments (`recovery`), assembles the log,
+    /// completes a truncation a crash interrupted and loads the leader-epoch cache.
     pub(crate) fn open_with(
         dir: &Path,
         name: &str,
@@ -279,194 +342,77 @@ impl PartitionLog {
             checkpoint::sync_dir(parent)?;
         }
         let mut report = RecoveryReport::default();
-        let (mut recovery_point, mut log_start) = (0i64, 0i64);
-        let mut checkpoint_read = None;
-        match checkpoint::read(&dir.join(CHECKPOINT_FILE)) {
-            Ok(Some(p)) if p.len() == 16 => {
-                checkpoint_read = p.as_slice().try_into().ok();
-                recovery_point = i64::from_be_bytes(p[..8].try_into().expect("8 bytes"));
-                log_start = i64::from_be_bytes(p[8..].try_into().expect("8 bytes"));
-            }
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => report.checkpoint_damaged = true,
-        }
-
-        // Segment base offsets, and leftovers to clean up.
-        let mut bases = Vec::new();
-        for entry in fs::read_dir(&dir).ctx("list log directory", &dir)? {
-            let entry = entry.ctx("list log directory", &dir)?;
-            let fname = entry.file_name();
-            let fname = fname.to_string_lossy();
-            if let Some(b) = parse_base_offset(&fname, "log") {
-                bases.push(b);
-            } else if fname.ends_with(".cleaned") || fname.ends_with(".tmp") {
-                // An interrupted compaction or checkpoint: the originals are intact.
-                let p = entry.path();
-                fs::remove_file(&p).ctx("remove leftover", &p)?;
-            }
-        }
-        bases.sort_unstable();
-        // Index files without a log are orphans.
-        for entry in fs::read_dir(&dir).ctx("list log directory", &dir)? {
-            let entry = entry.ctx("list log directory", &dir)?;
-            let fname = entry.file_name();
-            let fname = fname.to_string_lossy();
-            let base = parse_base_offset(&fname, "index")
-                .or_else(|| parse_base_offset(&fname, "timeindex"));
-            if let Some(b) = base
-                && bases.binary_search(&b).is_err()
-            {
-                let p = entry.path();
-                fs::remove_file(&p).ctx("remove orphan index", &p)?;
-            }
-        }
-
-        let interval = config.index_interval_bytes as usize;
-        let index_max = config.index_max_bytes as usize;
-        let mut scans: Vec<(i64, SegmentScan)> = Vec::with_capacity(bases.len());
-        let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let next_base = bases.get(i + 1).copied();
-            let trust = if report.checkpoint_damaged {
-                Trust::None
-            } else if next_base.is_some_and(|n| n <= recovery_point) {
-                Trust::Full
-            } else {
-                Trust::UpTo(recovery_point)
-            };
-            let scan = scan_segment(&dir, base, trust, interval, index_max)?;
-            let log_path = dir.join(file_name(base, "log"));
-            if scan.trusted {
-                report.segments_trusted += 1;
-            } else {
-                report.segments_validated += 1;
-                report.bytes_validated += scan.bytes_validated;
-            }
-            if scan.index_rebuilt {
-                report
-                    .indexes_rebuilt
-                    .push(dir.join(file_name(base, "index")));
-            }
-            if scan.time_index_rebuilt {
-                report
-                    .indexes_rebuilt
-                    .push(dir.join(file_name(base, "timeindex")));
-            }
-            let prev_end = scans.last().map(|(_, s)| s.next_offset);
-            let cut = scan.truncated.clone();
-            let overlaps = prev_end.is_some_and(|e| base < e);
-            if overlaps {
-                // A segment that starts inside the previous one cannot be trusted.
-                report.truncated.push((
-                    log_path.clone(),
-                    0,
-                    "segment overlaps the previous one".into(),
-                ));
-            } else {
-                if let Some((pos, why)) = &cut {
-                    report.truncated.push((log_path.clone(), *pos, why.clone()));
-                }
-                scans.push((base, scan));
-            }
-            if cut.is_some() || overlaps {
-                // Everything after a cut is unreliable: drop the following segments.
-                let from = if overlaps { i } else { i + 1 };
-                for &b in &bases[from..] {
-                    for ext in ["log", "index", "timeindex"] {
-                        let p = dir.join(file_name(b, ext));
-                        if p.exists() {
-                            fs::remove_file(&p).ctx("remove segment after a cut", &p)?;
-                            if ext == "log" {
-                                report.segments_removed.push(p);
-                            }
-                        }
-                    }
-                }
-                checkpoint::sync_dir(&dir)?;
-                break;
-            }
-            i += 1;
-        }
-
-        // Empty sealed segments in the middle are fine; open all but the last read-only.
-        let mut segments = Vec::with_capacity(scans.len() + 1);
-        let last = scans.pop();
-        for (base, scan) in &scans {
-            segments.push(Segment::open_sealed(&dir, *base, scan)?);
-        }
-        let mut active = match last {
-            Some((base, scan)) => {
-                let path = dir.join(file_name(base, "log"));
-                let file = fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&path)
-                    .ctx("open segment", &path)?;
-                Segment::open_active(
-                    &dir,
-                    base,
-                    file,
-                    &scan,
-                    config.segment_bytes as usize,
-                    index_max,
-                    interval,
-                    false,
-                )?
-            }
-            None => {
-                let w = Segment::create(
-                    &dir,
-                    log_start,
-                    config.segment_bytes as usize,
-                    index_max,
-                    interval,
-                )?;
-                checkpoint::sync_dir(&dir)?;
-                w
-            }
-        };
-        active.set_prefaulter(prefault.clone());
-        segments.push(active.shared().clone());
+        let cp = recovery::read_checkpoint(&dir, &mut report);
+        let listing = recovery::list_segments(&dir)?;
+        let scans = recovery::recover_segments(
+            &dir,
+            &listing.bases,
+            cp.recovery_point,
+            &config,
+            &mut report,
+        )?;
+        let (segments, active) =
+            recovery::open_segments(&dir, scans, cp.log_start, &config, prefault.clone())?;
         let log_end = active.shared().next_offset();
-        let first_base = segments[0].base_offset;
-        let log_start = log_start.clamp(first_base, log_end);
+        let log_start = cp.log_start.clamp(segments[0].base_offset, log_end);
         let recovery_point = if report.checkpoint_damaged {
             0
         } else {
-            recovery_point.min(log_end)
+            cp.recovery_point.min(log_end)
         };
-
         let config = Arc::new(config);
-        let inner = Arc::new(Inner {
-            name: name.to_string(),
-            dir,
-            config: RwLock::new(Arc::clone(&config)),
-            clock,
-            segments: RwLock::new(Arc::new(segments)),
-            writer: Mutex::new(WriterState {
-                active: Some(active),
-                config,
-                unflushed_records: 0,
-                unflushed_since: None,
-                scratch: Vec::new(),
+        let mut log = PartitionLog {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                dir,
+                config: RwLock::new(Arc::clone(&config)),
+                clock,
+                segments: RwLock::new(Arc::new(segments)),
+                writer: Mutex::new(WriterState {
+                    active: Some(active),
+                    config,
+                    unflushed_records: 0,
+                    unflushed_since: None,
+                    scratch: Vec::new(),
+                    replicated: false,
+                    leader_epoch: None,
+                    latest_epoch: None,
+                    producers: None,
+                }),
+                sync_lock: Mutex::new(()),
+                hw_lock: Mutex::new(()),
+                log_start: AtomicI64::new(log_start),
+                log_end: AtomicI64::new(log_end),
+                high_watermark: AtomicI64::new(log_end),
+                recovery_point: AtomicI64::new(recovery_point),
+                replicated: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                poisoned: AtomicBool::new(false),
+                poison_reason: Mutex::new(None),
+                watchers: Watchers::default(),
+                epochs: RwLock::new(None),
+                prefault,
+                report: RecoveryReport::default(),
+                checkpoint_on_disk: Mutex::new(cp.on_disk),
+                #[cfg(test)]
+                step_hook: Mutex::new(None),
             }),
-            sync_lock: Mutex::new(()),
-            log_start: AtomicI64::new(log_start),
-            log_end: AtomicI64::new(log_end),
-            high_watermark: AtomicI64::new(log_end),
-            recovery_point: AtomicI64::new(recovery_point),
-            closed: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
-            poison_reason: Mutex::new(None),
-            waiters: AtomicUsize::new(0),
-            prefault,
-            wait_lock: Mutex::new(()),
-            wait_cv: Condvar::new(),
-            report,
-            checkpoint_on_disk: Mutex::new(checkpoint_read),
-        });
-        let log = PartitionLog { inner };
+        };
+        report.truncation_completed = log.complete_interrupted_truncation()?;
+        report.leader_epochs_rebuilt = log.load_epochs()?;
+        let snapshots = match report.truncation_completed {
+            // The truncation removed the snapshots past its cut.
+            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
+            None => listing.snapshots,
+        };
+        (
+            report.producer_snapshots_removed,
+            report.producer_batches_replayed,
+        ) = log.load_producers_on_open(&snapshots)?;
+        if let Some(inner) = Arc::get_mut(&mut log.inner) {
+            // Open holds the only reference to the new log.
+            inner.report = report;
+        }
         if !log.inner.report.is_clean() {
             // Make the repair durable before anything is appended on top of it.
             log.sync()?;
@@ -551,11 +497,11 @@ impl PartitionLog {
         self.inner.segments.read().clone()
     }
 
-    fn closed_err(&self) -> Error {
+    pub(super) fn closed_err(&self) -> Error {
         Error::Closed(format!("partition log {}", self.inner.name))
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(super) fn check_writable(&self) -> Result<()> {
         if self.is_closed() {
             return Err(self.closed_err());
         }
@@ -568,7 +514,7 @@ impl PartitionLog {
         Ok(())
     }
 
-    fn poison(&self, e: &Error) {
+    pub(super) fn poison(&self, e: &Error) {
         let mut p = self.inner.poison_reason.lock();
         if p.is_none() {
             *p = Some(e.to_string());
@@ -578,13 +524,10 @@ impl PartitionLog {
 
     /// Appends one or more batches laid back to back. Each is validated (length, magic,
     /// CRC, size limit) before anything is written; offsets are assigned by stamping
-    /// each batch's baseOffset in place. Returns where they landed.
+    /// each batch's baseOffset in place (and its partitionLeaderEpoch, once
+    /// [`PartitionLog::set_leader_epoch`] was called). Returns where they landed.
     pub fn append(&self, batches_bytes: &[u8]) -> Result<AppendInfo> {
-        let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
-        for b in batches(batches_bytes) {
-            parsed.push(b?);
-        }
-        self.append_parsed(parsed)
+        self.append_parsed(parse_batches(batches_bytes)?)
     }
 
     /// Finishes `builder`'s batch and appends it: [`PartitionLog::append`] of
@@ -614,14 +557,64 @@ impl PartitionLog {
         })
     }
 
-    /// Checks parsed batches against the log's limits and appends them.
+    /// Checks parsed batches against the log's limits and appends them at the log end.
     fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
-        let mut w = self.inner.writer.lock();
+        let w = self.inner.writer.lock();
         let config = Arc::clone(&w.config);
-        let max = config.max_message_bytes as usize;
-        // Validate everything first: an append is all or nothing.
+        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
+        self.check_writable()?;
+        self.append_locked(w, &parsed, &config)
+    }
+
+    /// Appends checked batches at the log end (the caller holds the writer lock and ran
+    /// `check_batches` and `check_writable`).
+    pub(super) fn append_locked(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, WriterState>,
+        parsed: &smallvec_like::Batches<'_>,
+        config: &LogConfig,
+    ) -> Result<AppendInfo> {
+        let now = self.append_clock(config);
+        let base_offset = self.inner.log_end.load(Ordering::Relaxed);
+        let stamp = Stamp {
+            leader_epoch: w.leader_epoch,
+            log_append_time: config.log_append_time.then_some(now),
+        };
+        let mut next = base_offset;
+        let mut max_ts = -1;
+        let mut count = 0i64;
         for b in parsed.iter() {
-            if b.len() > max {
+            if let Err(e) = self.write_batch(&mut w, b, next, stamp, config, now) {
+                // Nothing of this batch was published; earlier batches of this call were.
+                self.publish(&w, next);
+                return Err(e);
+            }
+            next += b.last_offset_delta() as i64 + 1;
+            count += b.record_count() as i64;
+            max_ts = max_ts.max(stamp.log_append_time.unwrap_or(b.max_timestamp()));
+        }
+        self.finish_append(w, next, count, config)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time: stamp.log_append_time,
+            max_timestamp: max_ts,
+            record_count: count,
+        })
+    }
+
+    /// Checks what the log requires of every batch before any is written (an append is
+    /// all or nothing): records present, timestamps valid, and, when given, the size
+    /// limit.
+    pub(super) fn check_batches(
+        &self,
+        parsed: &smallvec_like::Batches<'_>,
+        max_bytes: Option<usize>,
+    ) -> Result<()> {
+        for b in parsed.iter() {
+            if let Some(max) = max_bytes
+                && b.len() > max
+            {
                 return Err(Error::MessageTooLarge {
                     partition: self.inner.name.clone(),
                     size: b.len(),
@@ -650,48 +643,84 @@ impl PartitionLog {
                 self.inner.name
             )));
         }
-        self.check_writable()?;
-        // LogAppendTime is written down: the system clock. The segment age check takes
-        // the maintenance clock where a tick of lag does not matter.
-        let now = match &self.inner.clock {
+        Ok(())
+    }
+
+    /// The time an append goes by: LogAppendTime is written down, so it reads the
+    /// system clock; the segment age check takes the maintenance clock where a tick of
+    /// lag does not matter.
+    pub(super) fn append_clock(&self, config: &LogConfig) -> i64 {
+        match &self.inner.clock {
             Some(c) if !config.log_append_time => c.now_within(config.segment_ms),
             _ => None,
         }
-        .unwrap_or_else(now_ms);
-        let base_offset = self.inner.log_end.load(Ordering::Relaxed);
-        let mut next = base_offset;
-        let mut max_ts = -1;
-        let mut count = 0i64;
-        let log_append_time = config.log_append_time.then_some(now);
-        for b in parsed.iter() {
-            self.maybe_roll(&mut w, b.len(), next, b.last_offset_delta(), &config, now)?;
-            let active = w.active.as_mut().ok_or_else(|| self.closed_err())?;
-            let res = if let Some(t) = log_append_time {
+        .unwrap_or_else(now_ms)
+    }
+
+    /// Writes one batch at `offset` into the active segment (rolling first if needed),
+    /// stamped as `stamp` says, and notes a new leader epoch in the cache. Publishes
+    /// nothing.
+    pub(super) fn write_batch(
+        &self,
+        w: &mut WriterState,
+        b: &Batch<'_>,
+        offset: i64,
+        stamp: Stamp,
+        config: &LogConfig,
+        now: i64,
+    ) -> Result<()> {
+        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)?;
+        // The epoch entry is on disk before the batch can be published: a recovery
+        // point that covers the batch never finds its epoch missing from the file.
+        let new_epoch = match w.latest_epoch {
+            Some(latest) => {
+                let epoch = stamp
+                    .leader_epoch
+                    .unwrap_or_else(|| b.partition_leader_epoch());
+                (epoch > latest).then_some(epoch)
+            }
+            None => None,
+        };
+        if let Some(epoch) = new_epoch {
+            self.note_epoch(w, epoch, offset)?;
+        }
+        let result = match stamp.log_append_time {
+            Some(t) => {
                 let mut scratch = std::mem::take(&mut w.scratch);
-                scratch.clear();
-                scratch.extend_from_slice(b.as_bytes());
-                crate::record::set_log_append_time(&mut scratch, t);
-                let restamped = Batch::parse_header_at(&scratch, "", 0)?;
-                let r = w
-                    .active
-                    .as_mut()
-                    .ok_or_else(|| self.closed_err())?
-                    .append(&restamped, next, now);
+                let r = restamp_log_append_time(&mut scratch, b, t).and_then(|restamped| {
+                    self.active(w)?
+                        .append(&restamped, offset, stamp.leader_epoch, now)
+                });
                 w.scratch = scratch;
                 r
-            } else {
-                active.append(b, next, now)
-            };
-            if let Err(e) = res {
-                // Nothing of this batch was published; earlier batches of this call were.
-                self.publish(next);
-                return Err(e);
             }
-            next += b.last_offset_delta() as i64 + 1;
-            count += b.record_count() as i64;
-            max_ts = max_ts.max(log_append_time.unwrap_or(b.max_timestamp()));
+            None => self.active(w)?.append(b, offset, stamp.leader_epoch, now),
+        };
+        if result.is_err() && new_epoch.is_some() {
+            // The batch is not in the log: neither is its epoch.
+            self.forget_epochs_from(w, offset)?;
         }
-        self.publish(next);
+        result?;
+        if let Some(p) = w.producers.as_mut() {
+            p.record_batch(b, offset);
+        }
+        Ok(())
+    }
+
+    fn active<'w>(&self, w: &'w mut WriterState) -> Result<&'w mut SegmentWriter> {
+        w.active.as_mut().ok_or_else(|| self.closed_err())
+    }
+
+    /// Publishes the batches an append wrote up to `end`, counts them for the flush
+    /// policy, and syncs when `flush_messages` says so (after releasing the lock).
+    pub(super) fn finish_append(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, WriterState>,
+        end: i64,
+        count: i64,
+        config: &LogConfig,
+    ) -> Result<()> {
+        self.publish(&w, end);
         w.unflushed_records += count as u64;
         if w.unflushed_since.is_none() {
             w.unflushed_since = Some(Instant::now());
@@ -703,22 +732,22 @@ impl PartitionLog {
         if flush_now {
             self.sync()?;
         }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset: next - 1,
-            log_append_time,
-            max_timestamp: max_ts,
-            record_count: count,
-        })
+        Ok(())
     }
 
-    /// Publishes a new log end offset (and high watermark) and wakes waiters.
-    fn publish(&self, end: i64) {
-        self.inner.log_end.store(end, Ordering::Release);
-        self.inner.high_watermark.store(end, Ordering::SeqCst);
-        if self.inner.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.inner.wait_lock.lock();
-            self.inner.wait_cv.notify_all();
+    /// Publishes a new log end offset and wakes the readers waiting for it: the high
+    /// watermark follows in a standalone log; a replicated one wakes only the readers of
+    /// the log end (the high watermark moves by `set_high_watermark`).
+    pub(super) fn publish(&self, w: &WriterState, end: i64) {
+        if w.replicated {
+            // SeqCst: a replica fetch that registered its signal then read the log end
+            // either sees this store or is seen by the notify (see `Watchers::add`).
+            self.inner.log_end.store(end, Ordering::SeqCst);
+            self.inner.watchers.notify(Moved::LogEnd);
+        } else {
+            self.inner.log_end.store(end, Ordering::Release);
+            self.inner.high_watermark.store(end, Ordering::SeqCst);
+            self.inner.watchers.notify(Moved::HighWatermark);
         }
     }
 
@@ -743,14 +772,23 @@ impl PartitionLog {
                 .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms as i64);
         let offsets_overflow = next_offset + last_delta as i64 - seg_base > u32::MAX as i64;
         let index_full = active.index_full();
-        if !empty && (too_big || too_old || offsets_overflow || index_full) {
-            self.roll_locked(w, next_offset, config)?;
-        } else if empty && too_big {
+        // Offsets that do not fit the segment's relative u32 roll it even when empty: a
+        // follower's batch may lie far past the log end (a gap in the leader's log).
+        let roll = offsets_overflow || (!empty && (too_big || too_old || index_full));
+        let too_big = if roll {
+            len > config.segment_bytes as usize
+        } else {
+            empty && too_big
+        };
+        if too_big {
             return Err(Error::MessageTooLarge {
                 partition: self.inner.name.clone(),
                 size: len,
                 max: config.segment_bytes as usize,
             });
+        }
+        if roll {
+            self.roll_locked(w, next_offset, config)?;
         }
         Ok(())
     }
@@ -764,13 +802,7 @@ impl PartitionLog {
                 return Err(e);
             }
         };
-        let mut new = Segment::create(
-            &self.inner.dir,
-            next_offset,
-            config.segment_bytes as usize,
-            config.index_max_bytes as usize,
-            config.index_interval_bytes as usize,
-        )?;
+        let mut new = Segment::create(&self.inner.dir, next_offset, config)?;
         new.set_prefaulter(self.inner.prefault.clone());
         checkpoint::sync_dir(&self.inner.dir)?;
         let mut segs = self.inner.segments.write();
@@ -782,6 +814,10 @@ impl PartitionLog {
         *segs = Arc::new(list);
         drop(segs);
         w.active = Some(new);
+        // The producers' state as of the new segment: a restart replays from here.
+        if let Some(p) = &w.producers {
+            producer_state::write_snapshot(&self.inner.dir, next_offset, p)?;
+        }
         Ok(())
     }
 
@@ -799,11 +835,32 @@ impl PartitionLog {
     }
 
     /// Reads whole batches starting with the one that contains `offset`, up to
-    /// `max_bytes` (at least one batch, even a larger one). Reading at the high
-    /// watermark gives an empty slice; outside `[log start, high watermark]` is
-    /// [`Error::OffsetOutOfRange`].
+    /// `max_bytes` (at least one batch, even a larger one), below the high watermark
+    /// (what consumers may see). Reading at the high watermark gives an empty slice;
+    /// outside `[log start, high watermark]` is [`Error::OffsetOutOfRange`].
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
-        let hw = self.high_watermark();
+        self.read_bounded(offset, max_bytes, ReadLimit::HighWatermark)
+    }
+
+    /// The offset `limit` names: the high watermark or the log end.
+    #[inline]
+    pub fn bound(&self, limit: ReadLimit) -> i64 {
+        match limit {
+            ReadLimit::HighWatermark => self.high_watermark(),
+            ReadLimit::LogEnd => self.log_end_offset(),
+        }
+    }
+
+    /// [`PartitionLog::read`] bounded by `limit`: [`ReadLimit::LogEnd`] reads records
+    /// above the high watermark too, as a follower's replica fetch does. Outside
+    /// `[log start, bound]` is [`Error::OffsetOutOfRange`].
+    pub fn read_bounded(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        limit: ReadLimit,
+    ) -> Result<LogSlice> {
+        let hw = self.bound(limit);
         let start = self.log_start_offset();
         if offset < start || offset > hw {
             return Err(Error::OffsetOutOfRange {
@@ -845,7 +902,9 @@ impl PartitionLog {
                     Some(_) => seg.head_at(end),
                 };
                 let Some(b) = b else { break };
-                if b.base_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {
+                // Whole batches below the bound: a batch that straddles a high watermark
+                // (never the case when it is a follower's log end) waits for it.
+                if b.last_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {
                     break;
                 }
                 base.get_or_insert(b.base_offset);
@@ -870,14 +929,31 @@ impl PartitionLog {
 
     /// Blocks until the high watermark passes `offset` (a record at `offset` can be
     /// read), the timeout expires, or the log is closed. Returns true if data is there.
-    /// Spins briefly before sleeping on a condition variable: a reader that keeps up
-    /// with the writer is woken in microseconds, an idle one costs no CPU.
+    /// Spins briefly before registering a signal with the log and sleeping on it: a
+    /// reader that keeps up with the writer is woken in microseconds and costs the
+    /// writer nothing, an idle one costs no CPU.
     pub fn wait_for(&self, offset: i64, timeout: Duration) -> bool {
-        let ready = || self.inner.high_watermark.load(Ordering::SeqCst) > offset;
+        self.wait_for_bounded(offset, ReadLimit::HighWatermark, timeout)
+    }
+
+    /// [`PartitionLog::wait_for`] for the bound `limit` names: with
+    /// [`ReadLimit::LogEnd`], until the log end passes `offset` (a replica fetch's long
+    /// poll).
+    pub fn wait_for_bounded(&self, offset: i64, limit: ReadLimit, timeout: Duration) -> bool {
+        // SeqCst loads: a waiter registers its signal, then reads the bound; the writer
+        // stores the bound, then reads the watcher count (see `Watchers::add`).
+        let ready = || {
+            let bound = match limit {
+                ReadLimit::HighWatermark => &self.inner.high_watermark,
+                ReadLimit::LogEnd => &self.inner.log_end,
+            };
+            bound.load(Ordering::SeqCst) > offset
+        };
         if ready() {
             return true;
         }
         let deadline = Instant::now() + timeout;
+        // Spin first, unregistered: a writer pays nothing for a reader that keeps up.
         let spin_until = Instant::now() + timeout.min(Duration::from_micros(50));
         let mut spins = 0u32;
         while Instant::now() < spin_until {
@@ -892,28 +968,43 @@ impl PartitionLog {
                 std::thread::yield_now();
             }
         }
-        let mut g = self.inner.wait_lock.lock();
-        self.inner.waiters.fetch_add(1, Ordering::SeqCst);
+        let signal = Arc::new(Signal::default());
+        self.inner.watchers.add(&signal, limit);
         let result = loop {
+            let seen = signal.current();
             if ready() {
                 break true;
             }
             if self.is_closed() {
                 break false;
             }
-            if self.inner.wait_cv.wait_until(&mut g, deadline).timed_out() {
+            if !signal.wait_past(seen, deadline) {
                 break ready();
             }
         };
-        self.inner.waiters.fetch_sub(1, Ordering::SeqCst);
+        self.inner.watchers.remove(&signal);
         result
     }
 
-    /// Wakes every thread blocked in [`PartitionLog::wait_for`] (they re-check and go
-    /// back to sleep unless data arrived or the log closed).
+    /// Notifies `signal` whenever what `limit` names moves (appends and high-watermark
+    /// moves for [`ReadLimit::LogEnd`], high-watermark moves for
+    /// [`ReadLimit::HighWatermark`]; in a standalone log every append moves both) and
+    /// when the log closes, until [`PartitionLog::unwatch`]. Register, then read the
+    /// log: a move after the read is never missed.
+    pub(crate) fn watch(&self, signal: &Arc<Signal>, limit: ReadLimit) {
+        self.inner.watchers.add(signal, limit);
+    }
+
+    /// Stops notifying `signal` (one registration of it).
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>) {
+        self.inner.watchers.remove(signal);
+    }
+
+    /// Wakes every reader waiting on the log: threads in [`PartitionLog::wait_for`] (they
+    /// re-check and go back to sleep unless data arrived or the log closed) and the
+    /// watchers (consumers, long polls).
     pub fn wake_all(&self) {
-        let _g = self.inner.wait_lock.lock();
-        self.inner.wait_cv.notify_all();
+        self.inner.watchers.notify(Moved::HighWatermark);
     }
 
     /// The first record whose timestamp is >= `timestamp`: `(offset, timestamp)`, or
@@ -930,7 +1021,7 @@ impl PartitionLog {
                 continue;
             };
             while let Some(b) = seg.batch_at(pos) {
-                if b.base_offset() >= hw {
+                if b.last_offset() >= hw {
                     break;
                 }
                 if b.max_timestamp() >= timestamp && b.last_offset() >= start {
@@ -1030,7 +1121,7 @@ impl PartitionLog {
 
     /// Writes the checkpoint if it changed. The mutex also keeps two writers (a sync
     /// and a retention pass) from sharing the temporary file.
-    fn write_checkpoint(&self) -> Result<()> {
+    pub(super) fn write_checkpoint(&self) -> Result<()> {
         let mut on_disk = self.inner.checkpoint_on_disk.lock();
         let payload = encode_checkpoint(self.recovery_point(), self.log_start_offset());
         if *on_disk == Some(payload) {
@@ -1041,88 +1132,9 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Removes every record at or after `offset` and returns the new log end offset.
-    /// As in Kafka, the cut falls on a batch boundary: a batch containing `offset` is
-    /// removed whole, so the new end may be below `offset`.
-    pub fn truncate_to(&self, offset: i64) -> Result<i64> {
-        self.check_writable()?;
-        let start = self.log_start_offset();
-        if offset < start {
-            return Err(Error::OffsetOutOfRange {
-                partition: self.inner.name.clone(),
-                offset,
-                start,
-                end: self.log_end_offset(),
-            });
-        }
-        let config = self.config();
-        let mut w = self.inner.writer.lock();
-        let end = self.log_end_offset();
-        if offset >= end {
-            return Ok(end);
-        }
-        let segs = self.segments();
-        let idx = segs
-            .partition_point(|s| s.base_offset <= offset)
-            .saturating_sub(1);
-        let target = segs[idx].clone();
-        // Drop the active writer (without shrinking: readers may hold the bytes).
-        if let Some(mut active) = w.active.take() {
-            active.keep_file_length();
-            active.seal()?;
-        }
-        for s in &segs[idx + 1..] {
-            for ext in ["log", "index", "timeindex"] {
-                let p = self.inner.dir.join(file_name(s.base_offset, ext));
-                fs::remove_file(&p).ctx("remove truncated segment", &p)?;
-            }
-        }
-        let cut = target
-            .find(offset, &mut target.heads())
-            .unwrap_or(target.size());
-        // Rebuild the target's state from its bytes below the cut.
-        let scan = segment::scan_prefix(&self.inner.dir, target.base_offset, cut, &config)?;
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&target.log_path)
-            .ctx("open segment", &target.log_path)?;
-        let mut active = Segment::open_active(
-            &self.inner.dir,
-            target.base_offset,
-            file,
-            &scan,
-            config.segment_bytes as usize,
-            config.index_max_bytes as usize,
-            config.index_interval_bytes as usize,
-            true,
-        )?;
-        active.erase_tail()?;
-        active.set_prefaulter(self.inner.prefault.clone());
-        let new_end = scan.next_offset;
-        let mut list: Vec<Arc<Segment>> = segs[..idx].to_vec();
-        list.push(active.shared().clone());
-        *self.inner.segments.write() = Arc::new(list);
-        w.active = Some(active);
-        // Cutting the batch that holds the log start offset (after a
-        // delete_records_before inside it) leaves no record at or after it: the start
-        // comes down to the new end so that start <= end still holds.
-        self.inner.log_start.fetch_min(new_end, Ordering::AcqRel);
-        self.inner.log_end.store(new_end, Ordering::Release);
-        self.inner.high_watermark.store(new_end, Ordering::SeqCst);
-        drop(w);
-        checkpoint::sync_dir(&self.inner.dir)?;
-        let _s = self.inner.sync_lock.lock();
-        self.segments().last().map(|s| s.sync()).transpose()?;
-        self.inner
-            .recovery_point
-            .fetch_min(new_end, Ordering::AcqRel);
-        self.write_checkpoint()?;
-        Ok(new_end)
-    }
-
     /// Advances the log start offset to `offset` (Kafka's DeleteRecords), deleting the
-    /// segments that lie wholly below it. Returns the new log start offset.
+    /// segments whose successor starts at or below it; `offset` may not pass the high
+    /// watermark. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
         self.check_writable()?;
         let end = self.high_watermark();
@@ -1134,18 +1146,21 @@ impl PartitionLog {
                 end,
             });
         }
-        let _w = self.inner.writer.lock();
+        let w = self.inner.writer.lock();
         let new_start = self.log_start_offset().max(offset);
         self.inner.log_start.store(new_start, Ordering::Release);
+        // Segments whose successor starts at or below the new start (Kafka's rule):
+        // the log start never jumps past `offset`, even over a gap.
         let segs = self.segments();
-        let n = segs[..segs.len() - 1]
-            .iter()
-            .take_while(|s| s.next_offset() <= new_start)
+        let n = segs
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset <= new_start)
             .count();
         self.remove_oldest_locked(n)?;
-        drop(_w);
+        self.epochs_follow_log_start(&w)?;
+        drop(w);
         self.write_checkpoint()?;
-        Ok(new_start)
+        Ok(self.log_start_offset())
     }
 
     /// Deletes the `n` oldest segments (never the active one) and advances the log
@@ -1173,6 +1188,7 @@ impl PartitionLog {
                 }
             }
         }
+        self.remove_snapshots_below(next_base)?;
         checkpoint::sync_dir(&self.inner.dir)?;
         Ok(n)
     }
@@ -1187,17 +1203,28 @@ impl PartitionLog {
         }
         let config = self.config();
         if config.cleanup_policy.deletes() {
-            let _w = self.inner.writer.lock();
-            let sums: Vec<SegmentSummary> = self
-                .segments()
+            let w = self.inner.writer.lock();
+            let segs = self.segments();
+            let sums: Vec<SegmentSummary> = segs
                 .iter()
                 .map(|s| SegmentSummary {
                     size: s.size() as u64,
                     max_timestamp: s.max_timestamp(),
                 })
                 .collect();
-            let n = segments_to_delete(&sums, &config, now_ms);
+            // Only segments whose successor starts at or below the high watermark
+            // (always true of the sealed segments of a standalone log): no uncommitted
+            // record is deleted and the log start never passes the high watermark.
+            let hw = self.high_watermark();
+            let committed = segs
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset <= hw)
+                .count();
+            let n = segments_to_delete(&sums, &config, now_ms).min(committed);
             out.segments_deleted = self.remove_oldest_locked(n)?;
+            if out.segments_deleted > 0 {
+                self.epochs_follow_log_start(&w)?;
+            }
         }
         if config.cleanup_policy.compacts() {
             let c = self.compact(now_ms)?;
@@ -1207,10 +1234,11 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// Compacts the sealed segments: keeps the latest record of each key (over the whole
-    /// log up to the high watermark), records without a key, and tombstones younger than
-    /// `delete_retention_ms`. Offsets never change. Sealed segments are immutable, so
-    /// the copies are written without blocking appends; only the swap takes the lock.
+    /// Compacts the sealed segments wholly below the high watermark: keeps the latest
+    /// record of each key (over the whole log up to the high watermark), records
+    /// without a key, and tombstones younger than `delete_retention_ms`. Offsets and
+    /// leader epochs never change. Sealed segments are immutable, so the copies are
+    /// written without blocking appends; only the swap takes the lock.
     pub fn compact(&self, now_ms: i64) -> Result<CleanupOutcome> {
         let mut out = CleanupOutcome::default();
         let config = self.config();
@@ -1226,7 +1254,8 @@ impl PartitionLog {
         }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
-        for seg in &segs[..segs.len() - 1] {
+        let sealed = &segs[..segs.len() - 1];
+        for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
             let mut bytes = Vec::with_capacity(seg.size());
             let mut changed = false;
             for b in seg.batches() {
@@ -1270,16 +1299,24 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// Seals the active segment, fsyncs everything and writes the checkpoint; later
-    /// appends fail with [`Error::Closed`]. Readers' slices stay valid. Idempotent.
+    /// Seals the active segment, snapshots the producers' state (if loaded), fsyncs
+    /// everything and writes the checkpoint; later appends fail with [`Error::Closed`].
+    /// Readers' slices stay valid. Idempotent.
     pub fn close(&self) -> Result<()> {
         let mut w = self.inner.writer.lock();
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let snapshot = match &w.producers {
+            Some(p) if !self.inner.poisoned.load(Ordering::Acquire) => {
+                producer_state::write_snapshot(&self.inner.dir, self.log_end_offset(), p)
+            }
+            _ => Ok(()),
+        };
         let sealed = w.active.take().map(|a| a.seal()).transpose();
         drop(w);
         self.wake_all();
+        snapshot?;
         let sealed = sealed?;
         if let Some(s) = sealed {
             let mut segs = self.inner.segments.write();
@@ -1319,33 +1356,64 @@ impl Drop for Inner {
 }
 
 /// A tiny inline vector for the batches of one append (almost always one).
-mod smallvec_like {
+pub(super) mod smallvec_like {
     use crate::record::Batch;
 
-    pub(super) struct Batches<'a> {
+    pub(in crate::storage) struct Batches<'a> {
         first: Option<Batch<'a>>,
         rest: Vec<Batch<'a>>,
     }
 
     impl<'a> Batches<'a> {
-        pub(super) fn new() -> Self {
+        pub(in crate::storage) fn new() -> Self {
             Batches {
                 first: None,
                 rest: Vec::new(),
             }
         }
-        pub(super) fn push(&mut self, b: Batch<'a>) {
+        pub(in crate::storage) fn push(&mut self, b: Batch<'a>) {
             if self.first.is_none() {
                 self.first = Some(b);
             } else {
                 self.rest.push(b);
             }
         }
-        pub(super) fn is_empty(&self) -> bool {
+        pub(in crate::storage) fn is_empty(&self) -> bool {
             self.first.is_none()
         }
-        pub(super) fn iter(&self) -> impl Iterator<Item = &Batch<'a>> {
+        pub(in crate::storage) fn iter(&self) -> impl Iterator<Item = &Batch<'a>> {
             self.first.iter().chain(self.rest.iter())
         }
     }
+}
+
+/// How an append stamps the batches it writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Stamp {
+    /// The leader's epoch, written in partitionLeaderEpoch (outside the CRC).
+    pub(super) leader_epoch: Option<i32>,
+    /// LogAppendTime: the broker's time, written in maxTimestamp with the timestamp-type
+    /// bit (inside the CRC, which is recomputed).
+    pub(super) log_append_time: Option<i64>,
+}
+
+/// Validates (length, magic, CRC) and collects the batches laid back to back in `bytes`.
+pub(super) fn parse_batches(bytes: &[u8]) -> Result<smallvec_like::Batches<'_>> {
+    let mut parsed = smallvec_like::Batches::new();
+    for b in batches(bytes) {
+        parsed.push(b?);
+    }
+    Ok(parsed)
+}
+
+/// A copy of `b` in `scratch` marked LogAppendTime with time `t` (its CRC recomputed).
+fn restamp_log_append_time<'s>(
+    scratch: &'s mut Vec<u8>,
+    b: &Batch<'_>,
+    t: i64,
+) -> Result<Batch<'s>> {
+    scratch.clear();
+    scratch.extend_from_slice(b.as_bytes());
+    crate::record::set_log_append_time(scratch, t);
+    Batch::parse_header_at(scratch, "", 0)
 }

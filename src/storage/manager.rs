@@ -1,5 +1,6 @@
-//! [`LogManager`]: a locked data directory, the logs open in it, and the one
-//! maintenance thread (flush by `flush_ms`, retention, compaction) for all of them.
+//! [`LogManager`]: a locked data directory, the logs open in it, the one maintenance
+//! thread (flush by `flush_ms`, retention, compaction) for all of them, and the
+//! high-watermark checkpoint of the replicated ones (`replication-offset-checkpoint`).
 
 use super::clock::CoarseClock;
 use super::config::LogConfig;
@@ -20,6 +21,11 @@ use std::time::{Duration, Instant};
 /// Name of the lock file in a data directory.
 pub const LOCK_FILE: &str = ".lock";
 
+/// Name of the data directory's high-watermark checkpoint (Kafka's
+/// `replication-offset-checkpoint`): one `topic partition high_watermark` line per
+/// replicated log.
+pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
+
 /// Errors from background passes kept for inspection (the newest ones).
 const MAX_BACKGROUND_ERRORS: usize = 32;
 
@@ -35,6 +41,9 @@ struct Inner {
     /// Ticked by the maintenance thread; read by appends (see `clock`).
     clock: CoarseClock,
     errors: Mutex<Vec<String>>,
+    /// The high watermarks in `replication-offset-checkpoint`, by log name, as read on
+    /// open or last written. Held while the file is written.
+    high_watermarks: Mutex<BTreeMap<String, i64>>,
 }
 
 /// Owns a data directory: takes its lock, opens the partition logs in it, and runs the
@@ -99,6 +108,17 @@ impl LogManager {
         if lock.try_lock_exclusive().is_err() {
             return Err(Error::DirectoryLocked(dir));
         }
+        let mut errors = Vec::new();
+        let high_watermarks = match read_high_watermarks(&dir) {
+            Ok(hws) => hws,
+            Err(e) if e.is_corruption() => {
+                // Nothing is known: replicated logs start with no record exposed above
+                // their log start until the cluster moves their high watermark.
+                errors.push(format!("{e}; the recorded high watermarks are ignored"));
+                BTreeMap::new()
+            }
+            Err(e) => return Err(e),
+        };
         let (prefaulter, prefault_thread) =
             Prefaulter::start().map_err(|e| Error::io("start the prefault thread for", &dir, e))?;
         Ok(LogManager {
@@ -110,7 +130,8 @@ impl LogManager {
                 clock: CoarseClock::default(),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
-                errors: Mutex::new(Vec::new()),
+                errors: Mutex::new(errors),
+                high_watermarks: Mutex::new(high_watermarks),
             }),
         })
     }
@@ -176,21 +197,45 @@ impl LogManager {
         Ok(names)
     }
 
-    /// Closes the log `name` and deletes its directory.
+    /// Closes the log `name` and deletes its directory (and its recorded high
+    /// watermark, at once: a log created again under the name starts afresh).
     pub fn delete_log(&self, name: &str) -> Result<()> {
         check_name(name)?;
         let log = self.inner.logs.lock().remove(name);
         match log {
-            Some(log) => log.destroy(),
+            Some(log) => log.destroy()?,
             None => {
                 let p = self.inner.dir.join(name);
                 if p.exists() {
                     fs::remove_dir_all(&p).ctx("delete log directory", &p)?;
                     super::checkpoint::sync_dir(&self.inner.dir)?;
                 }
-                Ok(())
             }
         }
+        let mut hws = self.inner.high_watermarks.lock();
+        if hws.remove(name).is_some() {
+            write_high_watermarks(&self.inner.dir, &hws)?;
+        }
+        Ok(())
+    }
+
+    /// The high watermark `replication-offset-checkpoint` records for the log `name`
+    /// (as read when the manager opened, or as last written): where the cluster layer
+    /// starts a replicated log again (`PartitionLog::set_replicated`). None if the log
+    /// was not replicated, or the file was missing or damaged (see
+    /// [`LogManager::background_errors`]).
+    pub fn recorded_high_watermark(&self, name: &str) -> Option<i64> {
+        self.inner.high_watermarks.lock().get(name).copied()
+    }
+
+    /// Writes the high watermark of every open log in replicated mode to
+    /// `replication-offset-checkpoint`, crash-safely, if one changed (entries of logs
+    /// not open are kept). The maintenance thread calls it every flush check, and
+    /// [`LogManager::close`] at the end. A replicated log whose name is not
+    /// `<topic>-<partition>` cannot be recorded in Kafka's format: the others are
+    /// written and [`Error::InvalidConfig`] names it.
+    pub fn checkpoint_high_watermarks(&self) -> Result<()> {
+        self.inner.checkpoint_high_watermarks()
     }
 
     /// Starts the maintenance thread: every `flush_check` it fsyncs segments sealed
@@ -234,8 +279,88 @@ impl LogManager {
                 first.get_or_insert(e);
             }
         }
+        if let Err(e) = self.inner.checkpoint_high_watermarks() {
+            first.get_or_insert(e);
+        }
         first.map_or(Ok(()), Err)
     }
+}
+
+impl Inner {
+    fn checkpoint_high_watermarks(&self) -> Result<()> {
+        let logs: Vec<PartitionLog> = self.logs.lock().values().cloned().collect();
+        let mut hws = self.high_watermarks.lock();
+        let mut next = hws.clone();
+        let mut unnamed = Vec::new();
+        for log in logs.iter().filter(|l| l.is_replicated()) {
+            if split_log_name(log.name()).is_some() {
+                next.insert(log.name().to_string(), log.high_watermark());
+            } else {
+                unnamed.push(log.name().to_string());
+            }
+        }
+        if next != *hws {
+            write_high_watermarks(&self.dir, &next)?;
+            *hws = next;
+        }
+        if unnamed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidConfig {
+                key: "log name".into(),
+                reason: format!(
+                    "replicated logs {unnamed:?} are not named <topic>-<partition>: \
+                     {HIGH_WATERMARK_FILE} cannot record their high watermarks"
+                ),
+            })
+        }
+    }
+}
+
+/// `(topic, partition)` of a log named `<topic>-<partition>` whose topic has no
+/// whitespace (the text format separates fields by spaces).
+fn split_log_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    let valid = !topic.is_empty()
+        && !topic.contains(char::is_whitespace)
+        && !partition.is_empty()
+        && partition.bytes().all(|b| b.is_ascii_digit());
+    Some((topic, partition.parse().ok()?)).filter(|_| valid)
+}
+
+/// Reads `replication-offset-checkpoint`: empty if it does not exist.
+fn read_high_watermarks(dir: &Path) -> Result<BTreeMap<String, i64>> {
+    let path = dir.join(HIGH_WATERMARK_FILE);
+    let mut hws = BTreeMap::new();
+    for (at, f) in super::checkpoint::read_text(&path, 3)?.unwrap_or_default() {
+        let bad = |why: String| Error::corrupt(path.display(), at, why);
+        let partition: i32 = f[1]
+            .parse()
+            .ok()
+            .filter(|p| *p >= 0)
+            .ok_or_else(|| bad(format!("partition {:?} is not a partition number", f[1])))?;
+        let hw: i64 = f[2]
+            .parse()
+            .ok()
+            .filter(|o| *o >= 0)
+            .ok_or_else(|| bad(format!("high watermark {:?} is not an offset", f[2])))?;
+        let name = format!("{}-{partition}", f[0]);
+        if hws.insert(name.clone(), hw).is_some() {
+            return Err(bad(format!("{name} appears twice")));
+        }
+    }
+    Ok(hws)
+}
+
+/// Writes `replication-offset-checkpoint` crash-safely.
+fn write_high_watermarks(dir: &Path, hws: &BTreeMap<String, i64>) -> Result<()> {
+    let lines: Vec<String> = hws
+        .iter()
+        .filter_map(|(name, hw)| {
+            split_log_name(name).map(|(topic, partition)| format!("{topic} {partition} {hw}"))
+        })
+        .collect();
+    super::checkpoint::write_text(&dir.join(HIGH_WATERMARK_FILE), &lines)
 }
 
 fn stop(inner: &Inner) {
@@ -283,14 +408,22 @@ fn maintenance(
             if let Err(e) = result
                 && !matches!(e, Error::Closed(_))
             {
-                let mut errs = inner.errors.lock();
-                if errs.len() == MAX_BACKGROUND_ERRORS {
-                    errs.remove(0);
-                }
-                errs.push(format!("{}: {e}", log.name()));
+                push_error(&inner, format!("{}: {e}", log.name()));
             }
         }
+        if let Err(e) = inner.checkpoint_high_watermarks() {
+            push_error(&inner, e.to_string());
+        }
     }
+}
+
+/// Keeps a background error for [`LogManager::background_errors`] (the newest ones).
+fn push_error(inner: &Inner, error: String) {
+    let mut errs = inner.errors.lock();
+    if errs.len() == MAX_BACKGROUND_ERRORS {
+        errs.remove(0);
+    }
+    errs.push(error);
 }
 
 impl Drop for Inner {
@@ -300,5 +433,7 @@ impl Drop for Inner {
         for log in self.logs.get_mut().values() {
             let _ = log.close();
         }
+        // Best effort, as the closes above: `close` reports failures.
+        let _ = self.checkpoint_high_watermarks();
     }
 }

@@ -213,7 +213,7 @@ impl MapWriter {
         &mut self,
         file: &File,
         pos: usize,
-        head: &[u8; 8],
+        head: &[u8],
         rest: &[u8],
     ) -> std::io::Result<bool> {
         let Some(end) = pos.checked_add(head.len() + rest.len()) else {
@@ -268,9 +268,10 @@ impl MapWriter {
         Ok(true)
     }
 
-    /// Overwrites 8 bytes at `pos` (a batch's baseOffset) before they are published.
+    /// Overwrites the first bytes of a batch at `pos` (its baseOffset, and its
+    /// partitionLeaderEpoch when the leader stamps it) before they are published.
     #[inline]
-    pub(crate) fn patch(&mut self, pos: usize, data: &[u8; 8]) -> bool {
+    pub(crate) fn patch(&mut self, pos: usize, data: &[u8]) -> bool {
         self.write(pos, data)
     }
 

@@ -5,24 +5,42 @@
 //! recovered on open (`log`), trimmed by retention and compaction (`retention`), with
 //! small crash-safe checkpoint files (`checkpoint`). [`LogManager`] locks a data
 //! directory and runs the maintenance thread. All `unsafe` is in `mmap`.
+//!
+//! The primitives replication builds on (`replication`): a high watermark the cluster
+//! moves, reads bounded by it or by the log end ([`ReadLimit`]), follower appends that
+//! keep the leader's bytes, leader epochs and their cache (`epoch`), sound and
+//! crash-safe truncation, and the high-watermark checkpoint of a data directory
+//! (`LogManager`). Every move of a log wakes its waiters (`signal`).
 
 mod checkpoint;
 mod clock;
 mod config;
+mod epoch;
 mod index;
 mod log;
 mod manager;
 mod mmap;
 mod prefault;
+mod producer_state;
+mod recovery;
+mod replication;
 mod retention;
 mod segment;
+mod signal;
 mod time_index;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
-pub(crate) use log::CHECKPOINT_FILE;
-pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, RecoveryReport};
+pub(crate) use epoch::LEADER_EPOCH_FILE;
+pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryReport};
+#[cfg(test)]
+pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
+#[cfg(test)]
+pub(crate) use manager::HIGH_WATERMARK_FILE;
 pub use manager::LogManager;
+pub use producer_state::AppendOutcome;
+pub(crate) use signal::Signal;
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
@@ -48,3 +66,7 @@ pub(crate) use log::now_ms;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_producers;
+#[cfg(test)]
+mod tests_replication;

@@ -5,7 +5,9 @@
 
 use super::config::LogConfig;
 use crate::Result;
-use crate::record::{Batch, BatchBuilder, Compression, Records, set_base_offset};
+use crate::record::{
+    Batch, BatchBuilder, Compression, Records, set_base_offset, set_partition_leader_epoch,
+};
 use std::collections::HashMap;
 
 /// What retention needs to know of one segment.
@@ -87,7 +89,8 @@ pub(crate) fn latest_offsets<'a>(
 
 /// Rewrites one batch for compaction: keeps records without a key and records that are
 /// the latest for their key, drops tombstones older than `tombstone_cutoff`. Appends the
-/// result to `out` and returns whether anything changed. Control batches are kept as
+/// result (same base offset, leader epoch and producer fields) to `out` and returns
+/// whether anything changed. Control batches are kept as
 /// they are; a compressed batch is decompressed (at most `limit` bytes; an error names
 /// `location` and the batch) and, if records go, rewritten with the same codec, as
 /// Kafka's cleaner does.
@@ -153,7 +156,9 @@ pub(crate) fn compact_batch(
     }
     let start = out.len();
     builder.finish_into(out);
+    // Both fields lie outside the CRC; the epoch keeps the leader-epoch cache true.
     set_base_offset(&mut out[start..], base);
+    set_partition_leader_epoch(&mut out[start..], b.partition_leader_epoch());
     Ok(true)
 }
 

@@ -10,6 +10,7 @@
 //! * every index entry points at the start of a batch inside the readable bytes;
 //! * file blocks are reserved (fallocate) before any byte is copied into the map.
 
+use super::config::LogConfig;
 use super::index::{
     IndexFile, IndexWriter, OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix,
 };
@@ -98,9 +99,6 @@ pub(crate) struct SegmentWriter {
     max_ts_batch: u32,
     /// Wall-clock ms of the first append (for segment_ms); None while empty.
     pub(crate) first_append_ms: Option<i64>,
-    /// Set when the segment was truncated while readers might hold its old bytes; the
-    /// file is then not shrunk on seal (a shrink could fault a reader's mapping).
-    no_shrink: bool,
     index_interval: usize,
     /// Faults in reserved ranges off the appending thread (see `prefault`).
     prefault: Option<Prefaulter>,
@@ -404,9 +402,7 @@ impl Segment {
     pub(crate) fn create(
         dir: &Path,
         base_offset: i64,
-        segment_bytes: usize,
-        index_max_bytes: usize,
-        index_interval: usize,
+        config: &LogConfig,
     ) -> Result<SegmentWriter> {
         let log_path = dir.join(file_name(base_offset, "log"));
         for ext in ["index", "timeindex"] {
@@ -423,32 +419,37 @@ impl Segment {
             last_time_entry: -1,
             ..Default::default()
         };
-        Self::open_active(
-            dir,
-            base_offset,
-            file,
-            &scan,
-            segment_bytes,
-            index_max_bytes,
-            index_interval,
-            false,
-        )
+        Self::open_active_file(dir, base_offset, file, &scan, config)
     }
 
-    /// Opens a segment as the active one, after `scan` established its contents.
-    #[allow(clippy::too_many_arguments)]
+    /// Opens the segment at `base_offset` as the active one, after `scan` established
+    /// its contents.
     pub(crate) fn open_active(
+        dir: &Path,
+        base_offset: i64,
+        scan: &SegmentScan,
+        config: &LogConfig,
+    ) -> Result<SegmentWriter> {
+        let path = dir.join(file_name(base_offset, "log"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .ctx("open segment", &path)?;
+        Self::open_active_file(dir, base_offset, file, scan, config)
+    }
+
+    /// [`Segment::open_active`] over an opened `.log` file.
+    fn open_active_file(
         dir: &Path,
         base_offset: i64,
         file: File,
         scan: &SegmentScan,
-        segment_bytes: usize,
-        index_max_bytes: usize,
-        index_interval: usize,
-        no_shrink: bool,
+        config: &LogConfig,
     ) -> Result<SegmentWriter> {
         let log_path = dir.join(file_name(base_offset, "log"));
-        let capacity = segment_bytes.max(scan.data_len + 1);
+        let index_max_bytes = config.index_max_bytes as usize;
+        let capacity = (config.segment_bytes as usize).max(scan.data_len + 1);
         let (log, log_w) =
             AppendMap::map_rw(&file, capacity, scan.data_len).ctx("map segment", &log_path)?;
         let (index, index_w) = IndexFile::open_rw(
@@ -478,8 +479,7 @@ impl Segment {
             last_time_entry: scan.last_time_entry,
             max_ts_batch: scan.max_ts_batch,
             first_append_ms: None,
-            no_shrink,
-            index_interval,
+            index_interval: config.index_interval_bytes as usize,
             prefault: None,
             last_reserve: None,
             bulk_since_reserve: 0,
@@ -647,28 +647,75 @@ fn write_index_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).ctx("rename index into place", path)
 }
 
-/// Establishes the state of the first `len` bytes of a segment (already validated
-/// batches), rewriting its indexes to match: used when a log is truncated.
-pub(crate) fn scan_prefix(
+/// Makes the first `cut` bytes of `seg` (whole batches) the whole segment, reopened as
+/// the active one, without changing a byte that a reader of `seg` may hold (truncation).
+///
+/// When bytes are cut, the kept prefix is copied to `<base>.log.swap`, fsynced, and
+/// renamed over the `.log`: readers of the old file keep its pages through their maps
+/// and descriptors, and appends go to the new file. When nothing is cut (the cut falls at
+/// the end of a sealed segment) the file is reopened for appending past its data, which
+/// no reader holds. Both indexes are rewritten for the prefix (temporary file and
+/// rename). `step` is told of each durable step (crash tests stop or copy there).
+pub(crate) fn cut_to(
     dir: &Path,
-    base_offset: i64,
-    len: usize,
-    config: &super::config::LogConfig,
-) -> Result<SegmentScan> {
-    let log_path = dir.join(file_name(base_offset, "log"));
-    let (_file, log) = map_whole(&log_path)?;
-    let data = log.get(0, len.min(log.readable())).unwrap_or(&[]);
+    seg: &Segment,
+    cut: usize,
+    config: &LogConfig,
+    step: &mut dyn FnMut(&'static str) -> Result<()>,
+) -> Result<SegmentWriter> {
+    let base = seg.base_offset;
+    let data = seg.bytes(0, cut).ok_or_else(|| {
+        Error::corrupt(
+            seg.location(),
+            cut as u64,
+            "truncation point is past the segment's data",
+        )
+    })?;
     let (scan, idx, tidx) = full_scan(
         data,
-        base_offset,
-        &log_path.display().to_string(),
+        base,
+        &seg.location(),
         false,
         config.index_interval_bytes as usize,
         config.index_max_bytes as usize,
     );
-    write_index_file(&dir.join(file_name(base_offset, "index")), &idx)?;
-    write_index_file(&dir.join(file_name(base_offset, "timeindex")), &tidx)?;
-    Ok(scan)
+    if scan.data_len != cut {
+        return Err(Error::corrupt(
+            seg.location(),
+            scan.data_len as u64,
+            "truncation point is not a batch boundary",
+        ));
+    }
+    let swap = dir.join(format!("{}.swap", file_name(base, "log")));
+    let copied = cut < seg.size();
+    if copied {
+        let mut src = File::open(&seg.log_path).ctx("open segment", &seg.log_path)?;
+        let mut dst = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&swap)
+            .ctx("create", &swap)?;
+        let n = std::io::copy(&mut std::io::Read::take(&mut src, cut as u64), &mut dst)
+            .ctx("copy the kept prefix to", &swap)?;
+        if n != cut as u64 {
+            return Err(Error::corrupt(
+                seg.location(),
+                n,
+                "segment file ends before its data",
+            ));
+        }
+        dst.sync_all().ctx("fsync", &swap)?;
+        step("prefix copied")?;
+    }
+    write_index_file(&dir.join(file_name(base, "index")), &idx)?;
+    write_index_file(&dir.join(file_name(base, "timeindex")), &tidx)?;
+    step("indexes rewritten")?;
+    if copied {
+        std::fs::rename(&swap, &seg.log_path).ctx("swap in the kept prefix", &seg.log_path)?;
+        step("prefix swapped in")?;
+    }
+    Segment::open_active(dir, base, &scan, config)
 }
 
 /// Writes a compacted copy of a sealed segment and swaps it in: the new bytes go to
@@ -681,7 +728,7 @@ pub(crate) fn replace_with(
     base_offset: i64,
     bytes: &[u8],
     keep_empty: bool,
-    config: &super::config::LogConfig,
+    config: &LogConfig,
 ) -> Result<Option<Arc<Segment>>> {
     use std::io::Write;
     let log_path = dir.join(file_name(base_offset, "log"));
@@ -943,12 +990,14 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Appends one validated batch at the next position, stamping `base_offset`.
-    /// `batch` is the original bytes (its baseOffset field is overwritten in the map).
+    /// Appends one validated batch at the next position, stamping `base_offset` and,
+    /// when given, `leader_epoch` (partitionLeaderEpoch; both fields lie outside the
+    /// CRC). `batch` is the original bytes (the fields are overwritten in the file).
     pub(crate) fn append(
         &mut self,
         batch: &Batch<'_>,
         base_offset: i64,
+        leader_epoch: Option<i32>,
         now_ms: i64,
     ) -> Result<()> {
         let bytes = batch.as_bytes();
@@ -956,14 +1005,25 @@ impl SegmentWriter {
         let pos = self.pos;
         let bulk = len >= BULK_APPEND_MIN;
         self.reserve(pos + len)?;
-        let head = base_offset.to_be_bytes();
+        // baseOffset, then (when stamped) batchLength as it is and partitionLeaderEpoch.
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&base_offset.to_be_bytes());
+        let head_len = match leader_epoch {
+            Some(e) => {
+                head[8..12].copy_from_slice(&bytes[8..12]);
+                head[12..16].copy_from_slice(&e.to_be_bytes());
+                16
+            }
+            None => 8,
+        };
+        let head = &head[..head_len];
         let written = if bulk {
             self.bulk_since_reserve += len;
             self.log_w
-                .write_file(&self.seg.file, pos, &head, &bytes[head.len()..])
+                .write_file(&self.seg.file, pos, head, &bytes[head_len..])
                 .map_err(|e| Error::io("append to", &self.seg.log_path, e))?
         } else {
-            self.log_w.write(pos, bytes) && self.log_w.patch(pos, &head)
+            self.log_w.write(pos, bytes) && self.log_w.patch(pos, head)
         };
         if !written {
             return Err(Error::corrupt(
@@ -1022,43 +1082,19 @@ impl SegmentWriter {
         }
         self.index_w.trim(self.seg.index.path())?;
         self.time_w.trim(self.seg.time_index.path())?;
-        if !self.no_shrink {
-            self.seg
-                .file
-                .set_len(self.pos as u64)
-                .ctx("trim segment", &self.seg.log_path)?;
-        }
+        // Readers borrow only below the write position: trimming the file there never
+        // takes a page from under them.
+        self.seg
+            .file
+            .set_len(self.pos as u64)
+            .ctx("trim segment", &self.seg.log_path)?;
         Ok(self.seg)
     }
 
-    /// Byte position of the first batch at or after `offset` (for truncation).
+    /// The shared, read side of this segment (what the log's segment list and readers
+    /// hold).
     pub(crate) fn shared(&self) -> &Arc<Segment> {
         &self.seg
-    }
-
-    /// Marks the segment so that sealing does not shrink its file.
-    pub(crate) fn keep_file_length(&mut self) {
-        self.no_shrink = true;
-    }
-
-    /// Writes zeros over everything from the write position to the end of the file,
-    /// after a truncation, so that recovery never resurrects the batches that were cut
-    /// (a new batch of the same size would otherwise be followed by stale valid ones).
-    pub(crate) fn erase_tail(&mut self) -> Result<()> {
-        let zeros = [0u8; 64 * 1024];
-        let mut at = self.pos;
-        while at < self.reserved {
-            let n = (self.reserved - at).min(zeros.len());
-            if !self.log_w.write(at, &zeros[..n]) {
-                return Err(Error::corrupt(
-                    self.seg.location(),
-                    at as u64,
-                    "cannot erase truncated tail",
-                ));
-            }
-            at += n;
-        }
-        Ok(())
     }
 }
 

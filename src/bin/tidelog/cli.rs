@@ -211,8 +211,9 @@ pub(crate) enum GroupsCmd {
 /// `tidelog dump PATH [--records]`.
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
-    /// A `.log`, `.index` or `.timeindex` file, or a partition directory (every segment
-    /// file in it, in order).
+    /// A `.log`, `.index` or `.timeindex` file, a partition directory (every segment
+    /// file in it, in order), or a checkpoint file (`partition.checkpoint`, `topics`,
+    /// `producer-id-block`: its fields and whether its CRC is valid).
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
     /// Also print every record of each batch (offset, timestamp, key, value, headers).
@@ -428,7 +429,8 @@ pub(crate) struct ServeArgs {
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]
     pub advertised: Option<String>,
-    /// Most client connections served at once; more are refused and logged.
+    /// Most client connections served at once; more are refused and logged. Lowered,
+    /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_connections: usize,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
@@ -469,4 +471,12 @@ pub(crate) struct ServeArgs {
     /// offsets.topic.replication.factor).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub offsets_topic_replication_factor: i16,
+    /// The longest a Fetch waits for data, in ms: a client's max_wait_ms above it is
+    /// capped to it.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub fetch_max_wait_ms: u64,
+    /// Memory for requests in flight over all connections, in bytes (Kafka's
+    /// queued.max.request.bytes): past it, connections wait before reading more.
+    #[arg(long, value_name = "BYTES", default_value_t = 500 * 1024 * 1024)]
+    pub max_queued_request_bytes: usize,
 }

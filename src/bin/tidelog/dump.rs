@@ -3,7 +3,9 @@
 //! For a `.log`: every batch (position, base and last offset, count, timestamps, size,
 //! CRC valid or not), and with `--records` every record. For `.index` and `.timeindex`:
 //! every entry, checked for order and, for the offset index, against the `.log` beside
-//! it. A directory dumps every segment file in it.
+//! it. A directory dumps every segment file in it. tidelog's checkpoint files
+//! (`partition.checkpoint`, `topics`, `producer-id-block`) show their fields and whether
+//! their CRC is valid (see `dump_checkpoint`).
 //!
 //! The dump reads the file with plain reads (no map, no lock), so it also works on a
 //! segment the broker is writing. On damage it says what is wrong and at which byte on
@@ -60,14 +62,14 @@ pub(crate) fn run(args: &DumpArgs) -> CliResult {
 
 /// Problems found so far, for the exit code and the summary line.
 #[derive(Default)]
-struct Problems {
+pub(crate) struct Problems {
     count: u64,
     first: Option<(PathBuf, u64, String)>,
 }
 
 impl Problems {
     /// Records a problem and prints it in place.
-    fn add(&mut self, out: &mut Out, path: &Path, pos: u64, reason: &str) -> CliResult {
+    pub(crate) fn add(&mut self, out: &mut Out, path: &Path, pos: u64, reason: &str) -> CliResult {
         self.count += 1;
         if self.first.is_none() {
             self.first = Some((path.to_path_buf(), pos, reason.to_string()));
@@ -115,9 +117,13 @@ fn base_offset_of(path: &Path) -> Option<i64> {
 fn dump_file(path: &Path, records: bool, out: &mut Out, report: &mut Problems) -> CliResult {
     let kind = match path.extension().and_then(|e| e.to_str()) {
         Some(k @ ("log" | "index" | "timeindex")) => k,
+        _ if crate::dump_checkpoint::is_checkpoint(path) => {
+            return crate::dump_checkpoint::dump(path, out, report);
+        }
         _ => {
             return Err(fail!(
-                "cannot dump {}: expected a .log, .index or .timeindex file",
+                "cannot dump {}: expected a .log, .index or .timeindex file or a tidelog \
+                 checkpoint file (partition.checkpoint, topics, producer-id-block)",
                 path.display()
             ));
         }

@@ -16,6 +16,7 @@ mod cli;
 mod common;
 mod consume;
 mod dump;
+mod dump_checkpoint;
 mod format;
 mod groups;
 mod out;

@@ -20,7 +20,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             };
             match deleted {
                 Ok(()) => {
-                    ctx.shared.producers.forget_topic(&name);
                     tracing::info!(topic = %name.0, peer = %ctx.peer, "topic deleted");
                     result
                 }

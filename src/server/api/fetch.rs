@@ -15,7 +15,10 @@
 //! - Long poll: while fewer than `min_bytes` are ready and `max_wait_ms` has not passed,
 //!   the thread sleeps on one signal that every partition of the request notifies when
 //!   its high watermark moves (appends from the network and in-process producers alike);
-//!   never a sleep loop.
+//!   never a sleep loop. `max_wait_ms` is capped by the server's `fetch_max_wait`, and
+//!   the wait wakes every [`HANGUP_CHECK`] to see whether the client hung up: if it did,
+//!   the request ends with no answer and the connection closes, so an abandoned long
+//!   poll does not hold its thread, socket and connection slot.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
 
 use std::sync::Arc;
@@ -30,6 +33,9 @@ use crate::server::backend::PartitionOps;
 use crate::server::sendfile::FileRegion;
 use crate::storage::LogSlice;
 use crate::topic::Signal;
+
+/// How often a waiting Fetch checks that its client is still connected.
+const HANGUP_CHECK: Duration = Duration::from_millis(200);
 
 impl FileRegion for LogSlice {
     fn file(&self) -> Option<&std::fs::File> {
@@ -114,7 +120,8 @@ struct TopicData {
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FetchRequest = req.decode()?;
     let version = req.version();
-    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64)
+        .min(ctx.shared.config.fetch_max_wait);
     let deadline = Instant::now() + max_wait;
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if request.max_bytes <= 0 {
@@ -147,6 +154,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     // append. Registered only once a wait is needed, and the partitions are read again
     // after registering so an append in between is not missed.
     let mut watch: Option<Watch> = None;
+    let mut next_check = Instant::now() + HANGUP_CHECK;
     let topics = loop {
         let seen = watch.as_ref().map(|w| w.signal.current());
         let (topics, bytes, errors) = gather(&wanted, max_bytes);
@@ -155,7 +163,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         }
         match (&watch, seen) {
             (Some(w), Some(seen)) => {
-                w.signal.wait_past(seen, deadline);
+                w.signal.wait_past(seen, deadline.min(next_check));
+                if Instant::now() >= next_check {
+                    if ctx.client_gone() {
+                        return Ok(Reply::ClientGone);
+                    }
+                    next_check = Instant::now() + HANGUP_CHECK;
+                }
             }
             _ => watch = Some(Watch::new(ctx.shared, &wanted)),
         }

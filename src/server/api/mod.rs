@@ -31,7 +31,7 @@ mod offset_fetch;
 mod produce;
 mod sync_group;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -104,6 +104,8 @@ pub(crate) enum Reply {
     Nothing,
     /// A response: the parts are written in order after one size prefix.
     Parts(Vec<Part>),
+    /// Nothing, and the connection ends: the client hung up while the request waited.
+    ClientGone,
 }
 
 impl Reply {
@@ -182,12 +184,21 @@ pub(crate) struct Ctx<'a> {
     pub peer: SocketAddr,
     /// Our address as the client reached it (advertised when nothing else is set).
     pub local: SocketAddr,
+    /// The connection's TCP socket, to notice a client that hangs up while its request
+    /// waits (never read or written through here).
+    pub socket: &'a TcpStream,
 }
 
 impl Ctx<'_> {
     /// The broker behind the server.
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.shared.backend
+    }
+
+    /// True if the client has closed its end of the connection (a request waiting on
+    /// its behalf can stop; see [`peer_closed`](super::transport::peer_closed)).
+    pub(crate) fn client_gone(&self) -> bool {
+        super::transport::peer_closed(self.socket)
     }
 
     /// The `host:port` clients should connect to.
@@ -224,6 +235,9 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,
+        Error::DuplicateSequence { .. } => R::DuplicateSequenceNumber,
+        Error::OutOfOrderSequence { .. } => R::OutOfOrderSequenceNumber,
+        Error::InvalidProducerEpoch { .. } => R::InvalidProducerEpoch,
         Error::InvalidReplicationFactor { .. } => R::InvalidReplicationFactor,
         Error::InvalidReplicaAssignment { .. } => R::InvalidReplicaAssignment,
         Error::InvalidPartitions { .. } => R::InvalidPartitions,

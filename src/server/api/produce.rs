@@ -6,11 +6,12 @@
 //! 64 x `max.message.bytes`) and its records checked, as Kafka's broker does; when the
 //! topic's `compression.type` names a codec other than the batch's (or `uncompressed`),
 //! the batch is rewritten with the topic's codec before it is appended (Kafka's rule;
-//! `producer`, the default, stores batches as sent). Batches of idempotent producers pass the sequence
-//! checks of [`idempotence`](crate::server::idempotence) under the partition's producer
-//! lock, held across the append so that check and append are one step. `acks = 0` gets
-//! no response at all; `acks = 1` and `-1` are the same on a single node: the response
-//! is sent once the batches are in the log.
+//! `producer`, the default, stores batches as sent). Batches of idempotent producers go
+//! through `PartitionLog::append_idempotent`, whose sequence checks and append are one
+//! step under the log's writer lock; its typed refusals become DUPLICATE_SEQUENCE_NUMBER,
+//! OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH (`error_code`). `acks = 0`
+//! gets no response at all; `acks = 1` and `-1` are the same on a single node: the
+//! response is sent once the batches are in the log.
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -20,11 +21,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::LogConfig;
 use crate::record::{Batch, Compression, decompression_limit};
-use crate::server::backend::PartitionOps;
-use crate::server::idempotence::{BatchMeta, Check, codes, last_seq, next_seq};
-
-/// A batch accepted by the sequence checks: producer id, epoch, first and last sequence.
-type Staged = (i64, i16, i32, i32);
+use crate::storage::AppendOutcome;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ProduceRequest = req.decode()?;
@@ -80,17 +77,9 @@ fn refuse(index: i32, code: i16, message: String) -> PartitionProduceResponse {
         .with_error_message(Some(kstr(message)))
 }
 
-/// The producer fields of one validated batch of the request.
-struct Incoming {
-    producer_id: i64,
-    epoch: i16,
-    first_seq: i32,
-    last_offset_delta: i32,
-}
-
-/// The batches of a partition's records, and the records rewritten in the topic's codec
-/// when they had to be.
-type Validated = (Vec<Incoming>, Option<Vec<u8>>);
+/// Whether a batch of a partition's records comes from an idempotent producer, and the
+/// records rewritten in the topic's codec when they had to be.
+type Validated = (bool, Option<Vec<u8>>);
 
 /// Validate every batch of `records`; with the batches rewritten in the topic's codec
 /// when its `compression.type` asks for one that some batch does not have.
@@ -108,7 +97,7 @@ fn validate(
             format!("produce request for {topic}-{partition} carries no record batch"),
         ));
     }
-    let mut out = Vec::new();
+    let mut idempotent = false;
     let mut rewritten: Option<Vec<u8>> = None;
     let mut scratch = Vec::new();
     let mut pos = 0usize;
@@ -143,14 +132,9 @@ fn validate(
             ));
         }
         pos += batch.len();
-        out.push(Incoming {
-            producer_id: batch.producer_id(),
-            epoch: batch.producer_epoch(),
-            first_seq: batch.base_sequence(),
-            last_offset_delta: batch.last_offset_delta(),
-        });
+        idempotent |= batch.producer_id() >= 0;
     }
-    Ok((out, rewritten))
+    Ok((idempotent, rewritten))
 }
 
 fn produce_partition(
@@ -171,7 +155,7 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return refuse(index, error_code(&e), e.to_string()),
     };
-    let (batches, rewritten) = match validate(topic, index, &records, &log.log_config()) {
+    let (idempotent, rewritten) = match validate(topic, index, &records, &log.log_config()) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
@@ -179,13 +163,24 @@ fn produce_partition(
         }
     };
     let records = rewritten.as_deref().unwrap_or(&records);
-    let result = if batches.iter().any(|b| b.producer_id >= 0) {
-        append_idempotent(ctx, topic, index, &*log, records, &batches)
+    let result = if idempotent {
+        log.append_idempotent(records).map(|outcome| match outcome {
+            AppendOutcome::Appended(info) => (info.base_offset, info.log_append_time),
+            AppendOutcome::Duplicate(base) => {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    base_offset = base,
+                    "duplicate batch not appended again"
+                );
+                (base, None)
+            }
+        })
     } else {
         log.append(records)
-            .map_err(|e| (error_code(&e), e.to_string()))
             .map(|info| (info.base_offset, info.log_append_time))
-    };
+    }
+    .map_err(|e| (error_code(&e), e.to_string()));
     match result {
         Ok((base_offset, append_time)) => PartitionProduceResponse::default()
             .with_index(index)
@@ -197,88 +192,4 @@ fn produce_partition(
             refuse(index, code, message)
         }
     }
-}
-
-/// Sequence-check and append batches of idempotent producers; the base offset and
-/// LogAppendTime of what was appended (or of the original, for a duplicate).
-fn append_idempotent(
-    ctx: &Ctx<'_>,
-    topic: &str,
-    index: i32,
-    log: &dyn PartitionOps,
-    records: &[u8],
-    batches: &[Incoming],
-) -> Result<(i64, Option<i64>), (i16, String)> {
-    let state = ctx
-        .shared
-        .producers
-        .partition(topic, index, log)
-        .map_err(|e| (error_code(&e), e.to_string()))?;
-    let mut state = state.lock();
-    // Judge each batch as if the ones before it in the request were already appended.
-    let mut staged: Vec<Staged> = Vec::with_capacity(batches.len());
-    for b in batches {
-        let last = last_seq(b.first_seq, b.last_offset_delta);
-        let verdict = if b.producer_id < 0 {
-            Check::Append
-        } else if let Some(prev) = staged.iter().rev().find(|s: &&Staged| s.0 == b.producer_id) {
-            if b.first_seq == next_seq(prev.3) {
-                Check::Append
-            } else {
-                Check::Refuse(codes::OUT_OF_ORDER_SEQUENCE_NUMBER)
-            }
-        } else {
-            state.check(b.producer_id, b.epoch, b.first_seq, last)
-        };
-        match verdict {
-            Check::Append => staged.push((b.producer_id, b.epoch, b.first_seq, last)),
-            Check::Duplicate(base) if batches.len() == 1 => {
-                tracing::debug!(
-                    topic,
-                    partition = index,
-                    producer_id = b.producer_id,
-                    sequence = b.first_seq,
-                    "duplicate batch not appended again"
-                );
-                return Ok((base, None));
-            }
-            Check::Duplicate(_) => {
-                return Err((
-                    codes::DUPLICATE_SEQUENCE_NUMBER,
-                    format!(
-                        "producer {} sequence {} for {topic}-{index} was already appended",
-                        b.producer_id, b.first_seq
-                    ),
-                ));
-            }
-            Check::Refuse(code) => {
-                return Err((
-                    code,
-                    format!(
-                        "producer {} epoch {} sequence {} is not the next one for {topic}-{index}",
-                        b.producer_id, b.epoch, b.first_seq
-                    ),
-                ));
-            }
-        }
-    }
-    let info = log
-        .append(records)
-        .map_err(|e| (error_code(&e), e.to_string()))?;
-    let mut offset = info.base_offset;
-    for (b, (pid, epoch, first, last)) in batches.iter().zip(staged) {
-        if pid >= 0 {
-            state.record(
-                pid,
-                epoch,
-                BatchMeta {
-                    first_seq: first,
-                    last_seq: last,
-                    base_offset: offset,
-                },
-            );
-        }
-        offset += i64::from(b.last_offset_delta) + 1;
-    }
-    Ok((info.base_offset, info.log_append_time))
 }

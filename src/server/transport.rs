@@ -1,0 +1,159 @@
+//! How a connection's bytes travel: reads, writes, file regions, and whether the client
+//! is still there.
+//!
+//! A connection reads requests and writes responses through a [`Transport`], never
+//! through a bare socket, so that another way of carrying bytes (TLS) is one more
+//! variant here rather than a change to the connection loop. The plaintext transport
+//! sends file regions with `sendfile(2)`; a transport that must transform bytes would
+//! copy them through its writer instead.
+//!
+//! The raw socket stays reachable ([`Transport::socket`]) for what is about the TCP
+//! connection itself whatever runs over it: shutdown, and noticing a client that hung up
+//! while its request waits ([`peer_closed`]).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use super::sendfile;
+
+/// The byte stream of one connection.
+pub(crate) enum Transport {
+    /// Bytes as they are on the socket; file regions go out with `sendfile(2)`.
+    Plain(Arc<TcpStream>),
+}
+
+impl Transport {
+    /// The TCP socket under the transport.
+    pub(crate) fn socket(&self) -> &TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+        }
+    }
+
+    /// Write `len` bytes of `file` from `position`. Buffered bytes must have been
+    /// flushed by the caller first.
+    pub(crate) fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()> {
+        match self {
+            Transport::Plain(s) => sendfile::send_file(s, file, position, len),
+        }
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(s) => (&**s).read(buf),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(s) => (&**s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Transport::Plain(s) => (&**s).flush(),
+        }
+    }
+}
+
+/// True if the client has closed its end of `socket` (or the connection failed), checked
+/// without waiting and without consuming any byte it sent: a request it pipelined stays
+/// in the socket for the next read.
+///
+/// On Linux `poll(2)` reports `POLLRDHUP` as soon as the peer's FIN arrives, even with
+/// unread bytes before it. Elsewhere a readable socket is peeked at: zero bytes means the
+/// peer closed (a close behind pipelined bytes is then seen at the next read).
+pub(crate) fn peer_closed(socket: &TcpStream) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let interest = PollFlags::RDHUP;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let interest = PollFlags::IN;
+    let mut fds = [PollFd::new(socket, interest)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&now)) {
+        Ok(0) => false,
+        Ok(_) => {
+            let got = fds[0].revents();
+            if got.intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR) {
+                return true;
+            }
+            if got.contains(PollFlags::NVAL) {
+                return true;
+            }
+            // Readable without a hang-up flag (not Linux): EOF reads as zero bytes.
+            got.contains(PollFlags::IN) && matches!(socket.peek(&mut [0u8; 1]), Ok(0) | Err(_))
+        }
+        // EINTR and the like: not a hang-up; the next check will tell.
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Shutdown, TcpListener};
+    use std::time::{Duration, Instant};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        (client, server)
+    }
+
+    /// Polls `peer_closed` for up to 5 s (the FIN crosses loopback at once, but the
+    /// test does not rely on when).
+    fn becomes_closed(s: &TcpStream) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if peer_closed(s) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn an_open_connection_is_not_closed_even_with_bytes_waiting() {
+        let (mut client, server) = pair();
+        assert!(!peer_closed(&server));
+        client.write_all(b"pipelined request").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!peer_closed(&server));
+        // Nothing was consumed.
+        let mut buf = [0u8; 17];
+        (&server).read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"pipelined request");
+    }
+
+    #[test]
+    fn a_client_that_closes_is_noticed() {
+        let (client, server) = pair();
+        drop(client);
+        assert!(becomes_closed(&server));
+    }
+
+    #[test]
+    fn a_client_that_closes_after_sending_is_noticed_and_its_bytes_kept() {
+        let (mut client, server) = pair();
+        client.write_all(b"abc").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        assert!(becomes_closed(&server));
+        let mut buf = Vec::new();
+        (&server).read_to_end(&mut buf).unwrap();
+        assert_eq!(buf, b"abc");
+    }
+}

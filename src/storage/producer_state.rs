@@ -1,0 +1,635 @@
+//! Idempotent producers' state in one partition, as Kafka's `ProducerStateManager`: for
+//! each producer id, its epoch and its last five batches (sequences and offsets), so
+//! that a retried batch lands once and a gap in the sequences is refused.
+//!
+//! Kafka's rules, per producer id:
+//! - a batch whose first and last sequence equal one of the producer's last five batches
+//!   is a duplicate: it is not appended and the original offset is returned;
+//! - otherwise, with the producer's current epoch, the first sequence must follow the
+//!   last one (`DUPLICATE_SEQUENCE_NUMBER` if it is older, `OUT_OF_ORDER_SEQUENCE_NUMBER`
+//!   if it skips ahead); a newer epoch must start at sequence 0; an older epoch is
+//!   `INVALID_PRODUCER_EPOCH`;
+//! - a producer the partition has never seen may start anywhere.
+//!
+//! The log keeps the state with its writer (`WriterState::producers`) and updates it on
+//! every append, a leader's or a follower's, so a follower that becomes leader has it.
+//! It is snapshotted to `<offset>.snapshot` when a segment rolls (named by the new
+//! segment's base offset) and on a clean close; on open the latest snapshot is loaded
+//! and only the batch headers after it are replayed.
+//!
+//! Snapshot file: TLCP framing (see `checkpoint`), payload (big-endian):
+//! `offset: i64` (the file name's offset: the state covers the batches below it),
+//! `producers: u32`, then per producer `producer_id: i64`, `epoch: i16`, `batches: u8`
+//! (at most 5), then per batch, oldest first, `first_sequence: i32`,
+//! `last_sequence: i32`, `base_offset: i64`.
+
+use super::checkpoint;
+use super::log::{AppendInfo, PartitionLog, WriterState, parse_batches};
+use super::segment::parse_base_offset;
+use crate::{Error, Result};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// Batches remembered per producer for duplicate detection (Kafka keeps five: the most a
+/// producer may have in flight with idempotence on).
+pub(crate) const REMEMBERED_BATCHES: usize = 5;
+
+/// Extension of producer-state snapshot files (`<offset:020>.snapshot`, Kafka's name).
+pub(crate) const SNAPSHOT_EXT: &str = "snapshot";
+
+/// The sequence after `seq` (sequences wrap from `i32::MAX` to 0).
+pub(crate) fn next_seq(seq: i32) -> i32 {
+    if seq == i32::MAX { 0 } else { seq + 1 }
+}
+
+/// The sequence of the last record of a batch whose first record has sequence `first`
+/// and whose last offset delta is `last_offset_delta` (sequences wrap).
+pub(crate) fn last_seq(first: i32, last_offset_delta: i32) -> i32 {
+    let sum = i64::from(first) + i64::from(last_offset_delta);
+    if sum > i64::from(i32::MAX) {
+        (sum - i64::from(i32::MAX) - 1) as i32
+    } else {
+        sum as i32
+    }
+}
+
+/// One appended batch of a producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchMeta {
+    /// Sequence of its first record.
+    pub(crate) first_seq: i32,
+    /// Sequence of its last record.
+    pub(crate) last_seq: i32,
+    /// Offset of its first record.
+    pub(crate) base_offset: i64,
+}
+
+/// What a producer has written to the partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ProducerEntry {
+    epoch: i16,
+    /// The last few batches, oldest first.
+    batches: VecDeque<BatchMeta>,
+}
+
+/// The verdict on one batch of an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Append it.
+    Append,
+    /// Already in the log at this base offset: do not append it again.
+    Duplicate(i64),
+    /// Older than the producer's last batch but not one it remembers.
+    DuplicateSequence,
+    /// Does not follow the producer's last batch, whose successor is `expected`.
+    OutOfOrder {
+        /// The sequence the batch should start with.
+        expected: i32,
+    },
+    /// The producer has moved on to epoch `current`.
+    InvalidEpoch {
+        /// The producer's current epoch.
+        current: i16,
+    },
+}
+
+/// The producers of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ProducerState {
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl ProducerState {
+    /// Judges a batch of producer `pid` with `epoch` and sequences `first..=last`.
+    pub(crate) fn check(&self, pid: i64, epoch: i16, first: i32, last: i32) -> Check {
+        let Some(entry) = self.producers.get(&pid) else {
+            return Check::Append;
+        };
+        if epoch < entry.epoch {
+            return Check::InvalidEpoch {
+                current: entry.epoch,
+            };
+        }
+        if epoch > entry.epoch {
+            return if first == 0 {
+                Check::Append
+            } else {
+                Check::OutOfOrder { expected: 0 }
+            };
+        }
+        if let Some(dup) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == first && b.last_seq == last)
+        {
+            return Check::Duplicate(dup.base_offset);
+        }
+        match entry.batches.back() {
+            None => Check::Append,
+            Some(prev) if first == next_seq(prev.last_seq) => Check::Append,
+            Some(prev) if first <= prev.last_seq => Check::DuplicateSequence,
+            Some(prev) => Check::OutOfOrder {
+                expected: next_seq(prev.last_seq),
+            },
+        }
+    }
+
+    /// Remembers an appended batch of producer `pid`.
+    pub(crate) fn record(&mut self, pid: i64, epoch: i16, meta: BatchMeta) {
+        let entry = self.producers.entry(pid).or_default();
+        if epoch != entry.epoch {
+            entry.batches.clear();
+            entry.epoch = epoch;
+        }
+        entry.batches.push_back(meta);
+        while entry.batches.len() > REMEMBERED_BATCHES {
+            entry.batches.pop_front();
+        }
+    }
+
+    /// Remembers the batch `b` (its producer fields) appended at `base_offset`; batches
+    /// without a producer id change nothing.
+    pub(crate) fn record_batch(&mut self, b: &crate::record::Batch<'_>, base_offset: i64) {
+        if b.producer_id() < 0 {
+            return;
+        }
+        let first = b.base_sequence();
+        self.record(
+            b.producer_id(),
+            b.producer_epoch(),
+            BatchMeta {
+                first_seq: first,
+                last_seq: last_seq(first, b.last_offset_delta()),
+                base_offset,
+            },
+        );
+    }
+
+    /// The snapshot payload for offset `offset` (see the module docs).
+    fn encode(&self, offset: i64) -> Vec<u8> {
+        let mut ids: Vec<&i64> = self.producers.keys().collect();
+        ids.sort_unstable();
+        let mut out = Vec::with_capacity(12 + self.producers.len() * 32);
+        out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        for id in ids {
+            let e = &self.producers[id];
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.push(e.batches.len() as u8);
+            for b in &e.batches {
+                out.extend_from_slice(&b.first_seq.to_be_bytes());
+                out.extend_from_slice(&b.last_seq.to_be_bytes());
+                out.extend_from_slice(&b.base_offset.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    /// Parses a snapshot payload that must be for `offset`.
+    fn decode(payload: &[u8], offset: i64, path: &Path) -> Result<ProducerState> {
+        let mut r = Reader {
+            bytes: payload,
+            at: 0,
+            path,
+        };
+        let stored = r.i64()?;
+        if stored != offset {
+            return Err(r.bad(
+                0,
+                format!("holds the state at offset {stored}, not {offset}"),
+            ));
+        }
+        let count = r.u32()?;
+        let mut state = ProducerState::default();
+        for _ in 0..count {
+            let at = r.at;
+            let id = r.i64()?;
+            let epoch = r.i16()?;
+            let n = r.u8()? as usize;
+            if n > REMEMBERED_BATCHES {
+                return Err(r.bad(at, format!("producer {id} has {n} batches, at most 5")));
+            }
+            let mut batches = VecDeque::with_capacity(n);
+            for _ in 0..n {
+                batches.push_back(BatchMeta {
+                    first_seq: r.i32()?,
+                    last_seq: r.i32()?,
+                    base_offset: r.i64()?,
+                });
+            }
+            if id < 0
+                || state
+                    .producers
+                    .insert(id, ProducerEntry { epoch, batches })
+                    .is_some()
+            {
+                return Err(r.bad(at, format!("producer id {id} is negative or repeated")));
+            }
+        }
+        if r.at != payload.len() {
+            return Err(r.bad(r.at, "bytes after the last producer".into()));
+        }
+        Ok(state)
+    }
+}
+
+/// A cursor over a snapshot payload; errors name the file and the byte position (in the
+/// file: the payload starts after the 10 bytes of TLCP header).
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    path: &'a Path,
+}
+
+impl Reader<'_> {
+    fn bad(&self, at: usize, why: String) -> Error {
+        Error::corrupt(self.path.display(), (10 + at) as u64, why)
+    }
+    fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let b = self
+            .bytes
+            .get(self.at..self.at + N)
+            .and_then(|b| <[u8; N]>::try_from(b).ok())
+            .ok_or_else(|| self.bad(self.at, "ends inside a field".into()))?;
+        self.at += N;
+        Ok(b)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take::<1>()?[0])
+    }
+    fn i16(&mut self) -> Result<i16> {
+        self.take().map(i16::from_be_bytes)
+    }
+    fn i32(&mut self) -> Result<i32> {
+        self.take().map(i32::from_be_bytes)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        self.take().map(u32::from_be_bytes)
+    }
+    fn i64(&mut self) -> Result<i64> {
+        self.take().map(i64::from_be_bytes)
+    }
+}
+
+/// Path of the snapshot at `offset` in `dir`.
+pub(crate) fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(super::segment::file_name(offset, SNAPSHOT_EXT))
+}
+
+/// The offset a snapshot file name stands for, if `name` is one.
+pub(crate) fn parse_snapshot_name(name: &str) -> Option<i64> {
+    parse_base_offset(name, SNAPSHOT_EXT)
+}
+
+/// Writes `state` as the snapshot at `offset`, crash-safely.
+pub(crate) fn write_snapshot(dir: &Path, offset: i64, state: &ProducerState) -> Result<()> {
+    checkpoint::write(&snapshot_path(dir, offset), &state.encode(offset))
+}
+
+/// Reads the snapshot at `offset`; [`Error::Corrupt`] if it is torn or damaged.
+pub(crate) fn read_snapshot(dir: &Path, offset: i64) -> Result<ProducerState> {
+    let path = snapshot_path(dir, offset);
+    match checkpoint::read(&path)? {
+        Some(payload) => ProducerState::decode(&payload, offset, &path),
+        None => Err(Error::io(
+            "read producer snapshot",
+            path,
+            std::io::ErrorKind::NotFound.into(),
+        )),
+    }
+}
+
+/// The offsets of the snapshot files in `dir`, ascending.
+pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<i64>> {
+    use crate::error::IoContext;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        if let Some(o) = parse_snapshot_name(&entry.file_name().to_string_lossy()) {
+            out.push(o);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Removes the snapshot at `offset` (if it is there).
+pub(crate) fn remove_snapshot(dir: &Path, offset: i64) -> Result<()> {
+    let path = snapshot_path(dir, offset);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove producer snapshot", path, e)),
+    }
+}
+
+/// What [`PartitionLog::append_idempotent`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The batches were appended.
+    Appended(AppendInfo),
+    /// The batch (a producer's retry) is already in the log at this base offset: it was
+    /// not appended again.
+    Duplicate(i64),
+}
+
+impl PartitionLog {
+    /// Appends batches of idempotent producers (and possibly others) after checking
+    /// their sequences against the producers' state, check and append in one step under
+    /// the writer's lock. Each batch is judged as if the ones before it in `bytes` were
+    /// already appended. A single batch that repeats one of its producer's last five is
+    /// [`AppendOutcome::Duplicate`] with the original base offset; otherwise a batch
+    /// that does not follow its producer's last one is refused, and nothing is
+    /// appended: [`Error::DuplicateSequence`] (older than the last one, or a duplicate
+    /// among several batches), [`Error::OutOfOrderSequence`], or
+    /// [`Error::InvalidProducerEpoch`] (an epoch older than the producer's).
+    ///
+    /// ```
+    /// use tidelog::storage::{AppendOutcome, PartitionLog};
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let batch = |seq: i32| {
+    ///     let mut b = BatchBuilder::new().producer(42, 0, seq);
+    ///     b.push(1_000, None, Some(b"once"), &[]);
+    ///     b.finish()
+    /// };
+    /// assert!(matches!(log.append_idempotent(&batch(0))?, AppendOutcome::Appended(_)));
+    /// // The producer's retry lands once: the original offset comes back.
+    /// assert_eq!(log.append_idempotent(&batch(0))?, AppendOutcome::Duplicate(0));
+    /// assert!(log.append_idempotent(&batch(5)).is_err(), "a gap in the sequences");
+    /// assert_eq!(log.log_end_offset(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_idempotent(&self, bytes: &[u8]) -> Result<AppendOutcome> {
+        let parsed = parse_batches(bytes)?;
+        let mut w = self.inner.writer.lock();
+        let config = std::sync::Arc::clone(&w.config);
+        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
+        self.check_writable()?;
+        self.ensure_producers(&mut w)?;
+        let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        // Producer id and last sequence of the batches judged so far.
+        let mut staged: Vec<(i64, i32)> = Vec::new();
+        for b in parsed.iter().filter(|b| b.producer_id() >= 0) {
+            let (pid, epoch, first) = (b.producer_id(), b.producer_epoch(), b.base_sequence());
+            let last = last_seq(first, b.last_offset_delta());
+            let verdict = match staged.iter().rev().find(|s| s.0 == pid) {
+                Some(&(_, prev)) if first == next_seq(prev) => Check::Append,
+                Some(&(_, prev)) => Check::OutOfOrder {
+                    expected: next_seq(prev),
+                },
+                None => state.check(pid, epoch, first, last),
+            };
+            let partition = || self.inner.name.clone();
+            match verdict {
+                Check::Append => staged.push((pid, last)),
+                Check::Duplicate(base) if parsed.iter().count() == 1 => {
+                    return Ok(AppendOutcome::Duplicate(base));
+                }
+                Check::Duplicate(_) | Check::DuplicateSequence => {
+                    return Err(Error::DuplicateSequence {
+                        partition: partition(),
+                        producer_id: pid,
+                        sequence: first,
+                    });
+                }
+                Check::OutOfOrder { expected } => {
+                    return Err(Error::OutOfOrderSequence {
+                        partition: partition(),
+                        producer_id: pid,
+                        epoch,
+                        sequence: first,
+                        expected,
+                    });
+                }
+                Check::InvalidEpoch { current } => {
+                    return Err(Error::InvalidProducerEpoch {
+                        partition: partition(),
+                        producer_id: pid,
+                        epoch,
+                        current,
+                    });
+                }
+            }
+        }
+        // The append records the batches in the state (`write_batch`).
+        self.append_locked(w, &parsed, &config)
+            .map(AppendOutcome::Appended)
+    }
+
+    /// True once the producers' state is loaded (tests).
+    #[cfg(test)]
+    pub(crate) fn producers_loaded(&self) -> bool {
+        self.inner.writer.lock().producers.is_some()
+    }
+
+    /// Loads the producers' state if it is not loaded. No snapshot exists then (they are
+    /// written only while the state is loaded, and open loads it when one exists): the
+    /// state is rebuilt from every batch header.
+    pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
+        if w.producers.is_none() {
+            let mut state = ProducerState::default();
+            self.replay_producers(&mut state, i64::MIN);
+            w.producers = Some(state);
+        }
+        Ok(())
+    }
+
+    /// On open: removes snapshots past the log end (a crash lost what they covered)
+    /// and, if any other is left, loads the state from the latest sound one and the
+    /// batch headers after it. Returns the damaged snapshots it removed and the number
+    /// of batch headers replayed.
+    pub(super) fn load_producers_on_open(&self, snapshots: &[i64]) -> Result<(Vec<PathBuf>, u64)> {
+        let end = self.log_end_offset();
+        for &s in snapshots.iter().filter(|&&s| s > end) {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        let usable: Vec<i64> = snapshots.iter().copied().filter(|&s| s <= end).collect();
+        let mut removed = Vec::new();
+        let mut replayed = 0;
+        if !usable.is_empty() {
+            let (state, n) = self.load_producers(&usable, &mut removed)?;
+            replayed = n;
+            self.inner.writer.lock().producers = Some(state);
+        }
+        Ok((removed, replayed))
+    }
+
+    /// The state from the latest sound snapshot of `snapshots` (at or below the log
+    /// end), plus the batch headers after it; from every batch header if none is sound.
+    /// Damaged snapshots are removed and listed in `removed`. Also returns the number
+    /// of batch headers replayed.
+    fn load_producers(
+        &self,
+        snapshots: &[i64],
+        removed: &mut Vec<PathBuf>,
+    ) -> Result<(ProducerState, u64)> {
+        for &s in snapshots.iter().rev() {
+            match read_snapshot(&self.inner.dir, s) {
+                Ok(mut state) => {
+                    let n = self.replay_producers(&mut state, s);
+                    return Ok((state, n));
+                }
+                Err(e) if e.is_corruption() => {
+                    remove_snapshot(&self.inner.dir, s)?;
+                    removed.push(snapshot_path(&self.inner.dir, s));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut state = ProducerState::default();
+        let n = self.replay_producers(&mut state, i64::MIN);
+        Ok((state, n))
+    }
+
+    /// Records in `state` the batches at or after offset `from`; returns how many
+    /// batch headers it read.
+    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> u64 {
+        let mut n = 0;
+        for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
+            for b in seg.batches().filter(|b| b.base_offset() >= from) {
+                state.record_batch(&b, b.base_offset());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// After retention deleted the segments below `first_base`: their snapshots go, but
+    /// the latest snapshot stays (it keeps the state of producers whose batches are
+    /// gone).
+    pub(super) fn remove_snapshots_below(&self, first_base: i64) -> Result<()> {
+        let snapshots = list_snapshots(&self.inner.dir)?;
+        let latest = snapshots.last().copied();
+        for s in snapshots
+            .into_iter()
+            .filter(|&s| s < first_base && Some(s) != latest)
+        {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        Ok(())
+    }
+
+    /// After a truncation to `end`: the snapshots past it go, and a loaded state is
+    /// loaded again from the latest one left (a damaged one is an error: the log is
+    /// then poisoned, and reopening it reports and removes it).
+    pub(super) fn truncate_producers(&self, w: &mut WriterState, end: i64) -> Result<()> {
+        let snapshots = list_snapshots(&self.inner.dir)?;
+        for &s in snapshots.iter().filter(|&&s| s > end) {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        if w.producers.is_some() {
+            let usable: Vec<i64> = snapshots.into_iter().filter(|&s| s <= end).collect();
+            let mut removed = Vec::new();
+            w.producers = Some(self.load_producers(&usable, &mut removed)?.0);
+            if let Some(p) = removed.first() {
+                return Err(Error::corrupt(
+                    p.display(),
+                    0,
+                    "damaged producer snapshot (removed; reopen the log)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(first: i32, last: i32, base_offset: i64) -> BatchMeta {
+        BatchMeta {
+            first_seq: first,
+            last_seq: last,
+            base_offset,
+        }
+    }
+
+    #[test]
+    fn sequences_must_follow_and_duplicates_land_once() {
+        let mut s = ProducerState::default();
+        assert_eq!(s.check(7, 0, 0, 9), Check::Append);
+        s.record(7, 0, meta(0, 9, 100));
+        assert_eq!(s.check(7, 0, 0, 9), Check::Duplicate(100));
+        assert_eq!(s.check(7, 0, 10, 19), Check::Append);
+        s.record(7, 0, meta(10, 19, 110));
+        assert_eq!(s.check(7, 0, 10, 19), Check::Duplicate(110));
+        assert_eq!(s.check(7, 0, 25, 30), Check::OutOfOrder { expected: 20 });
+        assert_eq!(s.check(7, 0, 5, 12), Check::DuplicateSequence);
+        // Another producer is independent.
+        assert_eq!(s.check(8, 0, 40, 41), Check::Append);
+    }
+
+    #[test]
+    fn epochs_fence_and_reset_sequences() {
+        let mut s = ProducerState::default();
+        s.record(1, 3, meta(0, 4, 0));
+        assert_eq!(s.check(1, 2, 5, 5), Check::InvalidEpoch { current: 3 });
+        assert_eq!(s.check(1, 4, 5, 5), Check::OutOfOrder { expected: 0 });
+        assert_eq!(s.check(1, 4, 0, 0), Check::Append);
+        s.record(1, 4, meta(0, 0, 5));
+        assert_eq!(s.check(1, 4, 1, 1), Check::Append);
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_remembered_and_sequences_wrap() {
+        let mut s = ProducerState::default();
+        for i in 0..6 {
+            s.record(1, 0, meta(i, i, i64::from(i)));
+        }
+        assert_eq!(s.check(1, 0, 0, 0), Check::DuplicateSequence);
+        assert_eq!(s.check(1, 0, 1, 1), Check::Duplicate(1));
+        assert_eq!(last_seq(i32::MAX - 1, 3), 1);
+        let mut w = ProducerState::default();
+        w.record(2, 0, meta(i32::MAX - 1, i32::MAX, 0));
+        assert_eq!(w.check(2, 0, 0, 4), Check::Append);
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_damage_is_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ProducerState::default();
+        for i in 0..7 {
+            s.record(
+                i % 3,
+                (i / 3) as i16,
+                meta(i as i32 * 10, i as i32 * 10 + 9, i * 10),
+            );
+        }
+        s.record(1 << 40, -1, meta(i32::MAX - 1, 0, 99));
+        write_snapshot(dir.path(), 4200, &s).unwrap();
+        assert_eq!(list_snapshots(dir.path()).unwrap(), vec![4200]);
+        assert!(dir.path().join("00000000000000004200.snapshot").exists());
+        assert_eq!(read_snapshot(dir.path(), 4200).unwrap(), s);
+        // Named for another offset than it holds.
+        std::fs::rename(
+            snapshot_path(dir.path(), 4200),
+            snapshot_path(dir.path(), 4300),
+        )
+        .unwrap();
+        let e = read_snapshot(dir.path(), 4300).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("4300"), "{e}");
+        // A flipped bit fails the CRC.
+        let path = snapshot_path(dir.path(), 4300);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_snapshot(dir.path(), 4300).unwrap_err().is_corruption());
+        remove_snapshot(dir.path(), 4300).unwrap();
+        remove_snapshot(dir.path(), 4300).unwrap();
+        assert!(list_snapshots(dir.path()).unwrap().is_empty());
+        // A payload that lies about its contents, under a valid CRC.
+        let mut payload = ProducerState::default().encode(7);
+        payload[11] = 1; // one producer announced, none follows
+        checkpoint::write(&snapshot_path(dir.path(), 7), &payload).unwrap();
+        let e = read_snapshot(dir.path(), 7).unwrap_err();
+        assert!(
+            e.is_corruption() && e.to_string().contains("ends inside"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The steps of opening a partition log, in order: read the partition checkpoint, list
+//! the directory (one pass, removing leftovers of interrupted writes and orphan
+//! indexes), recover the segments (trust what lies below the recovery point, validate
+//! the rest, cut at the first bad batch), and open them, the last one as the active
+//! segment (created when there is none). `PartitionLog::open_with` runs them and
+//! assembles the log.
+
+use super::checkpoint;
+use super::config::LogConfig;
+use super::log::{CHECKPOINT_FILE, RecoveryReport};
+use super::prefault::Prefaulter;
+use super::producer_state::parse_snapshot_name;
+use super::segment::{
+    Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
+};
+use crate::Result;
+use crate::error::IoContext;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What `partition.checkpoint` says.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PartitionCheckpoint {
+    pub(crate) recovery_point: i64,
+    pub(crate) log_start: i64,
+    /// The payload as read, when the file was there and sound.
+    pub(crate) on_disk: Option<[u8; 16]>,
+}
+
+/// The payload of `partition.checkpoint`: recovery point, then log start offset.
+pub(crate) fn encode_checkpoint(recovery_point: i64, log_start: i64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&recovery_point.to_be_bytes());
+    b[8..].copy_from_slice(&log_start.to_be_bytes());
+    b
+}
+
+/// Reads the partition checkpoint: zeros when it is missing; zeros and
+/// `report.checkpoint_damaged` when it is torn, damaged or of the wrong size.
+pub(crate) fn read_checkpoint(dir: &Path, report: &mut RecoveryReport) -> PartitionCheckpoint {
+    match checkpoint::read(&dir.join(CHECKPOINT_FILE)) {
+        Ok(Some(p)) if p.len() == 16 => {
+            let word = |at: usize| i64::from_be_bytes(p[at..at + 8].try_into().expect("8 bytes"));
+            PartitionCheckpoint {
+                recovery_point: word(0),
+                log_start: word(8),
+                on_disk: p.as_slice().try_into().ok(),
+            }
+        }
+        Ok(None) => PartitionCheckpoint::default(),
+        Ok(Some(_)) | Err(_) => {
+            report.checkpoint_damaged = true;
+            PartitionCheckpoint::default()
+        }
+    }
+}
+
+/// Suffixes of files an interrupted write leaves behind while the original is intact:
+/// a compaction's copy, a truncation's copy of the kept prefix, a checkpoint or index
+/// not yet renamed into place.
+const LEFTOVER_SUFFIXES: [&str; 3] = [".cleaned", ".swap", ".tmp"];
+
+/// What a log directory holds.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// Segment base offsets, oldest first.
+    pub(crate) bases: Vec<i64>,
+    /// Producer-state snapshot offsets, oldest first.
+    pub(crate) snapshots: Vec<i64>,
+}
+
+/// Lists the segments and producer-state snapshots of `dir` in one pass over the
+/// directory; removes leftovers of interrupted writes and index files without a `.log`.
+pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
+    let mut bases = Vec::new();
+    let mut snapshots = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        let fname = entry.file_name();
+        let fname = fname.to_string_lossy();
+        if let Some(b) = parse_base_offset(&fname, "log") {
+            bases.push(b);
+        } else if let Some(b) =
+            parse_base_offset(&fname, "index").or_else(|| parse_base_offset(&fname, "timeindex"))
+        {
+            indexes.push((b, entry.path()));
+        } else if let Some(o) = parse_snapshot_name(&fname) {
+            snapshots.push(o);
+        } else if LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
+            let p = entry.path();
+            fs::remove_file(&p).ctx("remove leftover", &p)?;
+        }
+    }
+    bases.sort_unstable();
+    snapshots.sort_unstable();
+    for (b, p) in indexes {
+        if bases.binary_search(&b).is_err() {
+            fs::remove_file(&p).ctx("remove orphan index", &p)?;
+        }
+    }
+    Ok(Listing { bases, snapshots })
+}
+
+/// Establishes the contents of each segment (see `scan_segment`), stopping at the first
+/// cut: the segments after it (and a segment that overlaps its predecessor) are
+/// deleted. Returns the surviving segments' base offsets and scans, oldest first.
+pub(crate) fn recover_segments(
+    dir: &Path,
+    bases: &[i64],
+    recovery_point: i64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Vec<(i64, SegmentScan)>> {
+    let interval = config.index_interval_bytes as usize;
+    let index_max = config.index_max_bytes as usize;
+    let mut scans: Vec<(i64, SegmentScan)> = Vec::with_capacity(bases.len());
+    for (i, &base) in bases.iter().enumerate() {
+        let next_base = bases.get(i + 1).copied();
+        let trust = if report.checkpoint_damaged {
+            Trust::None
+        } else if next_base.is_some_and(|n| n <= recovery_point) {
+            Trust::Full
+        } else {
+            Trust::UpTo(recovery_point)
+        };
+        let scan = scan_segment(dir, base, trust, interval, index_max)?;
+        let log_path = dir.join(file_name(base, "log"));
+        if scan.trusted {
+            report.segments_trusted += 1;
+        } else {
+            report.segments_validated += 1;
+            report.bytes_validated += scan.bytes_validated;
+        }
+        if scan.index_rebuilt {
+            report
+                .indexes_rebuilt
+                .push(dir.join(file_name(base, "index")));
+        }
+        if scan.time_index_rebuilt {
+            report
+                .indexes_rebuilt
+                .push(dir.join(file_name(base, "timeindex")));
+        }
+        let prev_end = scans.last().map(|(_, s)| s.next_offset);
+        let cut = scan.truncated.clone();
+        let overlaps = prev_end.is_some_and(|e| base < e);
+        if overlaps {
+            // A segment that starts inside the previous one cannot be trusted.
+            report.truncated.push((
+                log_path.clone(),
+                0,
+                "segment overlaps the previous one".into(),
+            ));
+        } else {
+            if let Some((pos, why)) = &cut {
+                report.truncated.push((log_path.clone(), *pos, why.clone()));
+            }
+            scans.push((base, scan));
+        }
+        if cut.is_some() || overlaps {
+            // Everything after a cut is unreliable: drop the following segments.
+            let from = if overlaps { i } else { i + 1 };
+            for &b in &bases[from..] {
+                for ext in ["log", "index", "timeindex"] {
+                    let p = dir.join(file_name(b, ext));
+                    if p.exists() {
+                        fs::remove_file(&p).ctx("remove segment after a cut", &p)?;
+                        if ext == "log" {
+                            report.segments_removed.push(p);
+                        }
+                    }
+                }
+            }
+            checkpoint::sync_dir(dir)?;
+            break;
+        }
+    }
+    Ok(scans)
+}
+
+/// Opens the recovered segments, all but the last read-only (empty sealed segments in
+/// the middle are fine); the last one, or a new empty segment at `log_start` when there
+/// is none, becomes the active segment. Returns the segment list (the active one last)
+/// and the active segment's writer.
+pub(crate) fn open_segments(
+    dir: &Path,
+    mut scans: Vec<(i64, SegmentScan)>,
+    log_start: i64,
+    config: &LogConfig,
+    prefault: Option<Prefaulter>,
+) -> Result<(Vec<Arc<Segment>>, SegmentWriter)> {
+    let mut segments = Vec::with_capacity(scans.len() + 1);
+    let last = scans.pop();
+    for (base, scan) in &scans {
+        segments.push(Segment::open_sealed(dir, *base, scan)?);
+    }
+    let mut active = match last {
+        Some((base, scan)) => Segment::open_active(dir, base, &scan, config)?,
+        None => {
+            let w = Segment::create(dir, log_start, config)?;
+            checkpoint::sync_dir(dir)?;
+            w
+        }
+    };
+    active.set_prefaulter(prefault);
+    segments.push(active.shared().clone());
+    Ok((segments, active))
+}

@@ -1,0 +1,297 @@
+//! Unit tests of the idempotent producers' state kept by the log: check and append in
+//! one step, followers keeping it, snapshots at rolls and on close, retention and
+//! truncation of snapshots, damage.
+
+use super::*;
+use crate::Error;
+use crate::record::BatchBuilder;
+use std::fs;
+use std::path::Path;
+
+fn small() -> LogConfig {
+    LogConfig {
+        segment_bytes: 2048,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &Path) -> PartitionLog {
+    PartitionLog::open(dir.join("p-0"), "p-0", small()).unwrap()
+}
+
+/// A batch of producer `pid` (epoch `epoch`) with `n` records from sequence `seq`.
+fn idem(pid: i64, epoch: i16, seq: i32, n: i32) -> Vec<u8> {
+    let mut b = BatchBuilder::new().producer(pid, epoch, seq);
+    for i in 0..n {
+        b.push(
+            1_000,
+            None,
+            Some(format!("p{pid} e{epoch} s{} padding-padding-padding", seq + i).as_bytes()),
+            &[],
+        );
+    }
+    b.finish()
+}
+
+fn appended(outcome: AppendOutcome) -> AppendInfo {
+    match outcome {
+        AppendOutcome::Appended(info) => info,
+        AppendOutcome::Duplicate(base) => panic!("a duplicate of the batch at {base}"),
+    }
+}
+
+fn snapshots(dir: &Path) -> Vec<i64> {
+    producer_state::list_snapshots(&dir.join("p-0")).unwrap()
+}
+
+#[test]
+fn sequences_are_checked_and_appended_in_one_step_with_typed_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    assert_eq!(
+        appended(log.append_idempotent(&idem(7, 0, 0, 3)).unwrap()).base_offset,
+        0
+    );
+    assert_eq!(
+        log.append_idempotent(&idem(7, 0, 0, 3)).unwrap(),
+        AppendOutcome::Duplicate(0)
+    );
+    // Two batches in one call: the second is judged after the first.
+    let mut two = idem(7, 0, 3, 2);
+    two.extend_from_slice(&idem(7, 0, 5, 1));
+    assert_eq!(
+        appended(log.append_idempotent(&two).unwrap()).base_offset,
+        3
+    );
+    let end = log.log_end_offset();
+    let refused = |bytes: Vec<u8>| {
+        let e = log.append_idempotent(&bytes).unwrap_err();
+        assert_eq!(log.log_end_offset(), end, "nothing appended after {e}");
+        e
+    };
+    assert!(matches!(
+        refused(idem(7, 0, 9, 1)),
+        Error::OutOfOrderSequence {
+            producer_id: 7,
+            sequence: 9,
+            expected: 6,
+            ..
+        }
+    ));
+    assert!(matches!(
+        refused(idem(7, 0, 1, 1)),
+        Error::DuplicateSequence {
+            producer_id: 7,
+            sequence: 1,
+            ..
+        }
+    ));
+    let mut dup_among_two = idem(7, 0, 5, 1);
+    dup_among_two.extend_from_slice(&idem(7, 0, 6, 1));
+    assert!(matches!(
+        refused(dup_among_two),
+        Error::DuplicateSequence { .. }
+    ));
+    let mut gap_in_call = idem(7, 0, 6, 1);
+    gap_in_call.extend_from_slice(&idem(7, 0, 8, 1));
+    assert!(matches!(
+        refused(gap_in_call),
+        Error::OutOfOrderSequence {
+            sequence: 8,
+            expected: 7,
+            ..
+        }
+    ));
+    // A new epoch starts again at 0; the old one is fenced.
+    assert!(matches!(
+        refused(idem(7, 1, 6, 1)),
+        Error::OutOfOrderSequence { expected: 0, .. }
+    ));
+    appended(log.append_idempotent(&idem(7, 1, 0, 1)).unwrap());
+    let e = log.append_idempotent(&idem(7, 0, 6, 1)).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::InvalidProducerEpoch {
+            epoch: 0,
+            current: 1,
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("p-0"), "{e}");
+    // Batches without a producer go along unchecked.
+    let mut plain = BatchBuilder::new();
+    plain.push(1_000, None, Some(b"plain"), &[]);
+    let mut mixed = plain.finish();
+    mixed.extend_from_slice(&idem(8, 0, 40, 1));
+    appended(log.append_idempotent(&mixed).unwrap());
+}
+
+#[test]
+fn every_append_keeps_the_state_so_a_follower_that_leads_knows_the_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader = PartitionLog::open(dir.path().join("l-0"), "l-0", small()).unwrap();
+    let follower = PartitionLog::open(dir.path().join("f-0"), "f-0", small()).unwrap();
+    for seq in (0..40).step_by(4) {
+        appended(leader.append_idempotent(&idem(3, 2, seq, 4)).unwrap());
+    }
+    // Appends that are not checked update a loaded state too.
+    leader.append(&idem(4, 0, 100, 2)).unwrap();
+    let mut at = 0;
+    while at < leader.log_end_offset() {
+        let s = leader.read_bounded(at, 500, ReadLimit::LogEnd).unwrap();
+        follower.append_replica(&s).unwrap();
+        at = s.next_offset();
+    }
+    // The follower becomes leader: the producer's retry of its last batch lands once.
+    assert_eq!(
+        follower.append_idempotent(&idem(3, 2, 36, 4)).unwrap(),
+        AppendOutcome::Duplicate(36)
+    );
+    assert!(matches!(
+        follower.append_idempotent(&idem(4, 0, 50, 1)),
+        Err(Error::DuplicateSequence { .. })
+    ));
+    appended(follower.append_idempotent(&idem(4, 0, 102, 1)).unwrap());
+}
+
+#[test]
+fn snapshots_at_rolls_and_on_close_bound_the_replay_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.append(&idem(1, 0, 0, 1)).unwrap();
+    assert!(
+        !log.producers_loaded(),
+        "loaded on the first idempotent append"
+    );
+    assert!(
+        snapshots(dir.path()).is_empty(),
+        "no state loaded: no snapshot"
+    );
+    for seq in 1..60 {
+        appended(log.append_idempotent(&idem(1, 0, seq, 1)).unwrap());
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 2, "{bases:?}");
+    assert_eq!(snapshots(dir.path()), bases[1..].to_vec(), "one per roll");
+    log.close().unwrap();
+    assert_eq!(
+        *snapshots(dir.path()).last().unwrap(),
+        60,
+        "and one on close"
+    );
+
+    let log = open(dir.path());
+    assert!(log.producers_loaded(), "loaded on open from the snapshot");
+    assert_eq!(log.recovery_report().producer_batches_replayed, 0);
+    assert_eq!(
+        log.append_idempotent(&idem(1, 0, 59, 1)).unwrap(),
+        AppendOutcome::Duplicate(59)
+    );
+    for seq in 60..64 {
+        appended(log.append_idempotent(&idem(1, 0, seq, 1)).unwrap());
+    }
+    // A crash: no snapshot on close; the batches after the latest snapshot (the
+    // close's, or a roll's since) are replayed.
+    drop(log);
+    let latest = *snapshots(dir.path()).last().unwrap();
+    let log = open(dir.path());
+    assert_eq!(
+        log.recovery_report().producer_batches_replayed as i64,
+        64 - latest,
+        "only the batches after the latest snapshot"
+    );
+    assert_eq!(
+        log.append_idempotent(&idem(1, 0, 63, 1)).unwrap(),
+        AppendOutcome::Duplicate(63)
+    );
+}
+
+#[test]
+fn a_damaged_or_stray_snapshot_is_removed_and_the_state_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for seq in 0..40 {
+        appended(log.append_idempotent(&idem(5, 0, seq, 1)).unwrap());
+    }
+    log.close().unwrap();
+    let snaps = snapshots(dir.path());
+    let newest = *snaps.last().unwrap();
+    let path = producer_state::snapshot_path(&dir.path().join("p-0"), newest);
+    let mut bytes = fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&path, &bytes).unwrap();
+    // A snapshot past the log end (a crash lost what it covered).
+    fs::copy(
+        producer_state::snapshot_path(&dir.path().join("p-0"), snaps[0]),
+        producer_state::snapshot_path(&dir.path().join("p-0"), 1000),
+    )
+    .unwrap();
+    let log = open(dir.path());
+    let r = log.recovery_report();
+    assert_eq!(r.producer_snapshots_removed, vec![path.clone()]);
+    assert!(!r.is_clean());
+    assert!(r.producer_batches_replayed > 0, "from the older snapshot");
+    assert!(!path.exists());
+    assert!(
+        !snapshots(dir.path()).contains(&1000),
+        "the stray one is gone"
+    );
+    assert_eq!(
+        log.append_idempotent(&idem(5, 0, 39, 1)).unwrap(),
+        AppendOutcome::Duplicate(39)
+    );
+}
+
+#[test]
+fn retention_keeps_the_latest_snapshot_and_truncation_reloads_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for seq in 0..60 {
+        appended(log.append_idempotent(&idem(9, 0, seq, 1)).unwrap());
+    }
+    let bases = log.segment_base_offsets();
+    assert_eq!(snapshots(dir.path()), bases[1..].to_vec());
+    // Truncation: snapshots past the cut go, the state forgets the cut batches.
+    let cut = bases[bases.len() - 2] + 2;
+    assert_eq!(log.truncate_to(cut).unwrap(), cut);
+    assert_eq!(snapshots(dir.path()), bases[1..bases.len() - 1].to_vec());
+    assert!(matches!(
+        log.append_idempotent(&idem(9, 0, 59, 1)),
+        Err(Error::OutOfOrderSequence { expected, .. }) if expected as i64 == cut
+    ));
+    assert_eq!(
+        log.append_idempotent(&idem(9, 0, cut as i32 - 1, 1))
+            .unwrap(),
+        AppendOutcome::Duplicate(cut - 1)
+    );
+    appended(log.append_idempotent(&idem(9, 0, cut as i32, 1)).unwrap());
+    // Retention deletes segments and their snapshots, but never the latest snapshot.
+    log.delete_records_before(cut).unwrap();
+    let left = snapshots(dir.path());
+    let first = log.segment_base_offsets()[0];
+    assert!(left.iter().all(|&s| s >= first), "{left:?} below {first}");
+    assert_eq!(left.last(), Some(&bases[bases.len() - 2]));
+    let before = log.segment_base_offsets();
+    log.roll().unwrap();
+    for seq in cut as i32 + 1..cut as i32 + 4 {
+        appended(log.append_idempotent(&idem(9, 0, seq, 1)).unwrap());
+    }
+    log.roll().unwrap();
+    log.delete_records_before(log.log_end_offset()).unwrap();
+    let left = snapshots(dir.path());
+    assert_eq!(
+        left,
+        vec![log.log_end_offset()],
+        "the latest stays: {before:?}"
+    );
+    log.close().unwrap();
+    let log = open(dir.path());
+    assert_eq!(
+        log.append_idempotent(&idem(9, 0, cut as i32 + 3, 1))
+            .unwrap(),
+        AppendOutcome::Duplicate(cut + 3),
+        "the state of producers whose batches retention deleted survives"
+    );
+}

@@ -1,0 +1,120 @@
+//! Helpers shared by the `server_*` tests: requests encoded with `kafka-protocol`, and
+//! the test process's own threads, descriptors and memory read from `/proc/self`.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName, fetch_request,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+/// `req` as a size-prefixed `key` v`version` request with correlation id `corr`.
+pub fn frame<R: Encodable>(key: ApiKey, version: i16, corr: i32, req: &R) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(corr)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version).unwrap();
+    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&buf);
+    framed
+}
+
+/// A Fetch of partition 0 of `topic` from offset 0 that waits up to `max_wait_ms` for
+/// one byte.
+pub fn fetch(topic: &str, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![
+                    fetch_request::FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ])
+}
+
+/// An ApiVersions v0 request (header and no body), size-prefixed.
+pub fn api_versions(corr: i32) -> Vec<u8> {
+    let mut msg = Vec::new();
+    msg.extend_from_slice(&18i16.to_be_bytes());
+    msg.extend_from_slice(&0i16.to_be_bytes());
+    msg.extend_from_slice(&corr.to_be_bytes());
+    msg.extend_from_slice(&(-1i16).to_be_bytes());
+    let mut out = (msg.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&msg);
+    out
+}
+
+/// Reads one response frame; its correlation id and the rest of its bytes.
+pub fn response(s: &mut TcpStream) -> std::io::Result<(i32, Vec<u8>)> {
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body)?;
+    let corr = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+    Ok((corr, body.split_off(4)))
+}
+
+/// True if the server answers an ApiVersions request on a new connection.
+pub fn answers(addr: std::net::SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&api_versions(99)).is_ok() && matches!(response(&mut s), Ok((99, _)))
+}
+
+/// Threads of this process.
+pub fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Open descriptors of this process (less the one that lists them).
+pub fn descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count() - 1
+}
+
+/// Resident memory of this process, in bytes.
+pub fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS in /proc/self/status");
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS value");
+    kb * 1024
+}
+
+/// Polls `cond` every 20 ms for up to `limit`; whether it became true.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
