@@ -876,7 +876,11 @@ mod tests {
                 .expect("thread")
                 .expect("send");
         }
-        assert_eq!(producer.inner.lanes.lock().len(), 3, "one lane per thread");
+        // One lane per thread, unless the linger thread (whose first pass may run late)
+        // already appended an ended thread's lane and a later thread's registration
+        // dropped it.
+        let lanes = producer.inner.lanes.lock().len();
+        assert!((1..=3).contains(&lanes), "{lanes} lanes for 3 threads");
         producer.flush().expect("flush");
         assert!(producer.inner.lanes.lock().is_empty(), "orphans dropped");
         let end = broker.topic("t").and_then(|t| t.partition(0));
