@@ -106,11 +106,13 @@ pub(crate) trait Delivery: Copy {
     /// What the sender gets back.
     type Out;
 
-    /// Called with the lane locked, right after the record (at `index`) was pushed.
+    /// Called with the lane locked, right after the record (at `index`) was pushed into
+    /// a batch that is full at `batch_size` bytes.
     fn after_push(
         self,
         st: &mut LaneState,
         index: i32,
+        batch_size: usize,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out;
@@ -132,9 +134,16 @@ impl Delivery for Forget {
     type Out = ();
 
     #[inline]
-    fn after_push(self, st: &mut LaneState, _: i32, config: LaneConfig, sink: &ErrorSink) {
+    fn after_push(
+        self,
+        st: &mut LaneState,
+        _: i32,
+        batch_size: usize,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) {
         st.unobserved = true;
-        append_if_due(st, config, sink);
+        append_if_due(st, batch_size, config, sink);
     }
 }
 
@@ -145,11 +154,12 @@ impl Delivery for Receipt {
         self,
         st: &mut LaneState,
         index: i32,
+        batch_size: usize,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out {
         let slot = Arc::clone(st.slot.get_or_insert_with(Arc::default));
-        append_if_due(st, config, sink);
+        append_if_due(st, batch_size, config, sink);
         (slot, index)
     }
 }
@@ -161,6 +171,7 @@ impl Delivery for Now {
         self,
         st: &mut LaneState,
         index: i32,
+        _: usize,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out {
@@ -168,10 +179,10 @@ impl Delivery for Now {
     }
 }
 
-/// Appends the open batch if it is full, or if linger is zero.
+/// Appends the open batch if it is full (`batch_size`), or if linger is zero.
 #[inline]
-fn append_if_due(st: &mut LaneState, config: LaneConfig, sink: &ErrorSink) {
-    if config.immediate || st.builder.size_bytes() >= st.batch_size(config) {
+fn append_if_due(st: &mut LaneState, batch_size: usize, config: LaneConfig, sink: &ErrorSink) {
+    if config.immediate || st.builder.size_bytes() >= batch_size {
         append_locked(st, config.fsync, sink);
     }
 }
@@ -232,17 +243,6 @@ pub(crate) struct LaneState {
     unobserved: bool,
     /// When the first record of the open batch arrived.
     opened: Option<Instant>,
-}
-
-impl LaneState {
-    /// The producer's `batch.size`, cut to the topic's `max.message.bytes`.
-    #[inline]
-    fn batch_size(&self, config: LaneConfig) -> usize {
-        match &self.target {
-            Some(t) => config.batch_size.min(t.max_batch),
-            None => config.batch_size,
-        }
-    }
 }
 
 /// One thread's open batch for one partition.
@@ -326,10 +326,8 @@ impl Lane {
         let Some(target) = &st.target else {
             return Err(Error::Closed("producer".into()));
         };
-        if !st.builder.is_empty()
-            && st.builder.size_bytes() + max_record_size(r)
-                > config.batch_size.min(target.max_batch)
-        {
+        let batch_size = config.batch_size.min(target.max_batch);
+        if !st.builder.is_empty() && st.builder.size_bytes() + max_record_size(r) > batch_size {
             append_locked(&mut st, config.fsync, sink);
         }
         if st.builder.is_empty() {
@@ -337,7 +335,7 @@ impl Lane {
         }
         st.builder.push(r.timestamp, r.key, r.value, r.headers);
         let index = st.builder.len() as i32 - 1;
-        Ok(delivery.after_push(&mut st, index, config, sink))
+        Ok(delivery.after_push(&mut st, index, batch_size, config, sink))
     }
 
     /// Appends the open batch now (if any). Returns the append error, if one happened.

@@ -184,7 +184,9 @@ impl Partitioner for DefaultPartitioner {
     ) -> i32 {
         match key {
             Some(key) => partition_for_key(key, partition_count),
-            None => (self.next_run() % partition_count.max(1) as u64) as i32,
+            // One partition: nothing to choose (and no run to advance).
+            None if partition_count <= 1 => 0,
+            None => (self.next_run() % partition_count as u64) as i32,
         }
     }
 }
