@@ -94,6 +94,8 @@ struct BrokerInner {
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
     /// Topic ids of a cluster node's topics.
     topic_ids: RwLock<HashMap<String, String>>,
+    /// What `metrics()` adds beyond the topics, groups and logs (the servers).
+    stats: crate::metrics::BrokerStats,
 }
 
 /// A handle that does not keep the broker open (held by the cluster node, which the
@@ -430,6 +432,7 @@ impl Broker {
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
                 topic_ids: RwLock::new(HashMap::new()),
+                stats: Default::default(),
             }),
         };
         if !managed {
@@ -493,6 +496,35 @@ impl Broker {
         } else {
             Ok(())
         }
+    }
+
+    /// A snapshot of the broker's metrics: per partition records and bytes in and out,
+    /// offsets, size and segments; per consumer group its generation, members, committed
+    /// offsets and lag; the network server's connections, requests and errors (when one
+    /// serves this broker); fsyncs, prefault work and recovery totals. See
+    /// [`metrics`](crate::metrics) for where each is recorded.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let broker = tidelog::Broker::open(dir.path())?;
+    /// let p = broker.create_topic("events", 1, tidelog::TopicConfig::new())?.partition(0)?;
+    /// let mut b = tidelog::BatchBuilder::new();
+    /// b.push(0, None, Some(b"hello"), &[]);
+    /// p.append_batch(&b.finish())?;
+    /// let m = broker.metrics();
+    /// let events = m.partitions.iter().find(|p| p.topic == "events").unwrap();
+    /// assert_eq!((events.records_in, events.log_end_offset), (1, 1));
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        let logs = self.inner.logs.lock().clone();
+        crate::metrics::collect(self, &self.inner.stats, logs)
+    }
+
+    /// Where the servers of this broker register their counters.
+    #[cfg(feature = "server")]
+    pub(crate) fn stats(&self) -> &crate::metrics::BrokerStats {
+        &self.inner.stats
     }
 
     /// The group coordinator (shared by in-process groups and the network server).
@@ -627,7 +659,6 @@ impl Broker {
         let log_config = topic.config.apply(&self.inner.config.log)?;
         let existing = self.inner.topics.read().get(&topic.name).cloned();
         let mut parts = Vec::with_capacity(topic.hosted.len());
-        let mut offsets_partition = None;
         {
             let logs = self.inner.logs.lock();
             let logs = logs
@@ -639,11 +670,7 @@ impl Broker {
                     Some(part) => parts.push(part),
                     None => {
                         let log = self.open_cluster_log(logs, topic, p, &log_config)?;
-                        let part = Partition::new(Arc::clone(&arc_name), p, log);
-                        if topic.internal && topic.name == OFFSETS_TOPIC && p == 0 {
-                            offsets_partition = Some(part.clone());
-                        }
-                        parts.push(part);
+                        parts.push(Partition::new(Arc::clone(&arc_name), p, log));
                     }
                 }
             }
@@ -677,10 +704,24 @@ impl Broker {
             .topic_ids
             .write()
             .insert(topic.name.clone(), topic.id.clone());
-        if let Some(partition) = offsets_partition {
-            self.use_offsets_partition(partition)?;
-        }
+        // The group coordinator is loaded by the replica manager when this node becomes
+        // the leader of the offsets partition, not here: commits go to the leader.
         Ok(())
+    }
+
+    /// Cluster node: partition `p` of `topic`, if this node hosts it.
+    pub(crate) fn hosted_partition(&self, topic: &str, p: i32) -> Option<Partition> {
+        self.registered_topic(topic).ok()?.partition(p).ok()
+    }
+
+    /// Cluster node: the high watermark `replication-offset-checkpoint` recorded for
+    /// partition `p` of `topic` (where a restarted replica starts).
+    pub(crate) fn recorded_high_watermark(&self, topic: &str, p: i32) -> Option<i64> {
+        self.inner
+            .logs
+            .lock()
+            .as_ref()?
+            .recorded_high_watermark(&log_name(topic, p))
     }
 
     /// Cluster node: removes a topic the cluster deleted, with its local logs.

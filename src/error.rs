@@ -294,6 +294,44 @@ pub enum Error {
         reason: String,
     },
 
+    /// A request named a leader epoch newer than this node knows (its metadata lags):
+    /// the client retries.
+    #[error("{partition}: unknown leader epoch: {reason}")]
+    UnknownLeaderEpoch {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// An `acks=all` write refused before it was appended: the partition has fewer
+    /// in-sync replicas than its `min.insync.replicas`.
+    #[error(
+        "{partition}: {isr} in-sync replicas, min.insync.replicas is {min}: nothing was appended"
+    )]
+    NotEnoughReplicas {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Size of the ISR.
+        isr: usize,
+        /// The partition's `min.insync.replicas`.
+        min: i32,
+    },
+
+    /// An `acks=all` write that was appended but whose partition's ISR fell below
+    /// `min.insync.replicas` before it was committed: it may or may not be kept.
+    #[error(
+        "{partition}: appended, but the ISR shrank to {isr} (min.insync.replicas {min}) before it was committed"
+    )]
+    NotEnoughReplicasAfterAppend {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// Size of the ISR.
+        isr: usize,
+        /// The partition's `min.insync.replicas`.
+        min: i32,
+    },
+
     /// A cluster request from a broker that is not registered or whose broker epoch is
     /// not its current one.
     #[error("broker {broker}: stale broker epoch: {reason}")]
@@ -302,6 +340,21 @@ pub enum Error {
         broker: i32,
         /// Why.
         reason: String,
+    },
+    /// A network client's principal may not do an operation on a resource (the
+    /// server's ACLs, `--authorizer`); on the wire Kafka's TOPIC_, GROUP_, CLUSTER_ or
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, by resource type.
+    #[cfg(feature = "server")]
+    #[error("{principal} is not authorized to {operation} {resource_type} {name:?}")]
+    AuthorizationFailed {
+        /// The principal refused, e.g. `User:alice`.
+        principal: String,
+        /// The operation refused.
+        operation: crate::security::AclOperation,
+        /// The type of the resource.
+        resource_type: crate::security::ResourceType,
+        /// The resource's name.
+        name: String,
     },
 }
 

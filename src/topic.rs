@@ -12,12 +12,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::TopicConfig;
 use crate::record::BatchBuilder;
+use crate::replica::LeaderState;
 pub(crate) use crate::storage::Signal;
 use crate::storage::{AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit};
 use crate::{Error, Result};
@@ -26,6 +27,44 @@ struct PartitionInner {
     topic: Arc<str>,
     index: i32,
     log: PartitionLog,
+    /// The replica role: what appends may do and who moves the high watermark.
+    /// Appends hold it shared, role changes exclusively, so no append of an old leader
+    /// lands after the partition became a follower.
+    role: RwLock<Role>,
+}
+
+/// What this node does for a partition (a single node's partitions are standalone).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) enum Role {
+    /// Not replicated: every append is committed at once.
+    Standalone,
+    /// This node leads the partition: it appends, and the high watermark follows the
+    /// in-sync replicas ([`LeaderState`]).
+    Leader {
+        /// Followers' state, the ISR and the high-watermark rule.
+        state: Mutex<LeaderState>,
+        /// `min.insync.replicas` of the topic.
+        min_insync_replicas: AtomicI32,
+    },
+    /// Another node leads it (the cluster's replica fetcher copies its log here), or
+    /// nobody does (`leader` -1).
+    Follower {
+        /// The leader, or -1.
+        leader: i32,
+    },
+}
+
+/// An ISR change a leader wants to propose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) struct IsrChange {
+    /// The leader epoch it was computed at.
+    pub leader_epoch: i32,
+    /// The partition epoch it was computed from.
+    pub partition_epoch: i32,
+    /// The new ISR.
+    pub new_isr: Vec<i32>,
 }
 
 /// One partition of a topic: a handle on its log. Cheap to clone, `Send + Sync`.
@@ -40,10 +79,16 @@ impl std::fmt::Debug for Partition {
     }
 }
 
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 impl Partition {
     pub(crate) fn new(topic: Arc<str>, index: i32, log: PartitionLog) -> Self {
         Partition {
-            inner: Arc::new(PartitionInner { topic, index, log }),
+            inner: Arc::new(PartitionInner {
+                topic,
+                index,
+                log,
+                role: RwLock::new(Role::Standalone),
+            }),
         }
     }
 
@@ -63,22 +108,422 @@ impl Partition {
     }
 
     /// Appends one or more RecordBatch v2 batches (concatenated) and assigns their
-    /// offsets; the log wakes the consumers waiting on this partition.
+    /// offsets; the log wakes the consumers waiting on this partition. On a cluster
+    /// node, `Error::NotLeaderOrFollower` (naming the leader) unless this node leads the
+    /// partition.
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
-        self.inner.log.append(batches)
+        let role = self.inner.role.read();
+        self.check_appendable(&role)?;
+        let info = self.inner.log.append(batches)?;
+        self.after_append(&role);
+        Ok(info)
     }
 
     /// Appends batches of idempotent producers after their sequence checks, check and
-    /// append in one step ([`PartitionLog::append_idempotent`]).
+    /// append in one step ([`PartitionLog::append_idempotent`]). Refused on a cluster
+    /// node that does not lead the partition, as [`Partition::append_batch`].
     pub fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
-        self.inner.log.append_idempotent(batches)
+        let role = self.inner.role.read();
+        self.check_appendable(&role)?;
+        let outcome = self.inner.log.append_idempotent(batches)?;
+        self.after_append(&role);
+        Ok(outcome)
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]
     /// does (no copy, no second CRC pass); the log wakes the consumers waiting on this
-    /// partition.
+    /// partition. Refused on a cluster node that does not lead the partition, as
+    /// [`Partition::append_batch`].
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
-        self.inner.log.append_builder(builder)
+        let role = self.inner.role.read();
+        self.check_appendable(&role)?;
+        let info = self.inner.log.append_builder(builder)?;
+        self.after_append(&role);
+        Ok(info)
+    }
+
+    /// `topic-partition`, as errors name it.
+    pub(crate) fn name(&self) -> String {
+        format!("{}-{}", self.inner.topic, self.inner.index)
+    }
+
+    fn check_appendable(&self, role: &Role) -> Result<()> {
+        match role {
+            Role::Standalone | Role::Leader { .. } => Ok(()),
+            Role::Follower { leader, .. } => Err(self.not_leader(*leader)),
+        }
+    }
+
+    /// A leader's append may move the high watermark (an ISR of the leader alone).
+    #[inline]
+    fn after_append(&self, role: &Role) {
+        if let Role::Leader { state, .. } = role
+            && let Some(hw) = state.lock().advance(self.inner.log.log_end_offset())
+        {
+            self.inner.log.set_high_watermark(hw);
+        }
+    }
+
+    fn not_leader(&self, leader: i32) -> Error {
+        Error::NotLeaderOrFollower {
+            partition: self.name(),
+            reason: if leader < 0 {
+                "it has no leader right now".into()
+            } else {
+                format!("node {leader} leads it")
+            },
+        }
+    }
+
+    /// True unless this node is a cluster node that only follows the partition (appends
+    /// go to the leader then). A single node's partitions are always their own leader.
+    pub fn is_leader(&self) -> bool {
+        !matches!(&*self.inner.role.read(), Role::Follower { .. })
+    }
+
+    /// The leader epoch while this node leads the partition.
+    pub(crate) fn leader_epoch(&self) -> Option<i32> {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => Some(state.lock().leader_epoch),
+            _ => None,
+        }
+    }
+
+    /// Checks a request's `current_leader_epoch` (-1: none) against this leader's:
+    /// older is `FencedLeaderEpoch`, newer `UnknownLeaderEpoch`; on a follower,
+    /// `NotLeaderOrFollower`.
+    pub(crate) fn check_leader_epoch(&self, current: i32) -> Result<()> {
+        match &*self.inner.role.read() {
+            Role::Standalone => Ok(()),
+            Role::Follower { leader, .. } => Err(self.not_leader(*leader)),
+            Role::Leader { state, .. } => {
+                let epoch = state.lock().leader_epoch;
+                if current < 0 || current == epoch {
+                    Ok(())
+                } else if current < epoch {
+                    Err(Error::FencedLeaderEpoch {
+                        partition: self.name(),
+                        reason: format!("the request's epoch {current} is older than {epoch}"),
+                    })
+                } else {
+                    Err(Error::UnknownLeaderEpoch {
+                        partition: self.name(),
+                        reason: format!(
+                            "the request's epoch {current} is newer than this leader's {epoch}"
+                        ),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Makes this node the partition's leader at `leader_epoch` (or, already leader at
+    /// that epoch, takes the new ISR and replicas). Entering: the log becomes
+    /// replicated at `initial_high_watermark` if it was not (the recorded one after a
+    /// restart), stamps the epoch, and the followers' state starts afresh.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn become_leader(
+        &self,
+        node_id: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        min_insync_replicas: i32,
+        lag_max: Duration,
+        initial_high_watermark: i64,
+        now: Instant,
+    ) -> Result<()> {
+        let mut role = self.inner.role.write();
+        if let Role::Leader {
+            state,
+            min_insync_replicas: min,
+        } = &*role
+        {
+            let mut s = state.lock();
+            if s.leader_epoch == leader_epoch {
+                s.update(partition_epoch, replicas, isr, now);
+                min.store(min_insync_replicas, Ordering::Release);
+                let end = self.inner.log.log_end_offset();
+                if let Some(hw) = s.advance(end) {
+                    self.inner.log.set_high_watermark(hw);
+                }
+                drop(s);
+                drop(role);
+                self.inner.log.wake_all();
+                return Ok(());
+            }
+        }
+        let log = &self.inner.log;
+        let hw = if log.is_replicated() {
+            log.high_watermark()
+        } else {
+            log.set_replicated(initial_high_watermark)
+        };
+        log.set_leader_epoch(leader_epoch)?;
+        let mut state = LeaderState::new(
+            node_id,
+            leader_epoch,
+            partition_epoch,
+            replicas,
+            isr,
+            log.log_end_offset(),
+            hw,
+            lag_max,
+            now,
+        );
+        if let Some(hw) = state.advance(log.log_end_offset()) {
+            log.set_high_watermark(hw);
+        }
+        *role = Role::Leader {
+            state: Mutex::new(state),
+            min_insync_replicas: AtomicI32::new(min_insync_replicas),
+        };
+        drop(role);
+        log.wake_all();
+        Ok(())
+    }
+
+    /// Makes this node a follower of `leader` (-1: none): appends are refused from now
+    /// on, the log is replicated (at `initial_high_watermark` if it was not) and stops
+    /// stamping epochs. Waiters (acks=all) wake and see it.
+    pub(crate) fn become_follower(&self, leader: i32, initial_high_watermark: i64) {
+        let mut role = self.inner.role.write();
+        let log = &self.inner.log;
+        if !log.is_replicated() {
+            log.set_replicated(initial_high_watermark);
+        }
+        log.clear_leader_epoch();
+        *role = Role::Follower { leader };
+        drop(role);
+        log.wake_all();
+    }
+
+    /// Sets the topic's `min.insync.replicas` while this node leads the partition.
+    pub(crate) fn set_min_insync_replicas(&self, min: i32) {
+        if let Role::Leader {
+            min_insync_replicas,
+            ..
+        } = &*self.inner.role.read()
+        {
+            min_insync_replicas.store(min, Ordering::Release);
+        }
+    }
+
+    /// A replica fetch from `replica` at `fetch_offset` (its log end): recorded, and the
+    /// high watermark moved if the ISR now allows. `NotLeaderOrFollower` unless this
+    /// node leads the partition and `replica` is one of its replicas.
+    pub(crate) fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
+        let role = self.inner.role.read();
+        let Role::Leader { state, .. } = &*role else {
+            return Err(match &*role {
+                Role::Follower { leader, .. } => self.not_leader(*leader),
+                _ => Error::NotLeaderOrFollower {
+                    partition: self.name(),
+                    reason: "it is not replicated".into(),
+                },
+            });
+        };
+        let log = &self.inner.log;
+        let end = log.log_end_offset();
+        if fetch_offset > end || fetch_offset < log.log_start_offset() {
+            // Out of range: answered OFFSET_OUT_OF_RANGE, and not a log end to count.
+            return Ok(());
+        }
+        let moved = state
+            .lock()
+            .on_fetch(replica, fetch_offset, end, Instant::now())
+            .map_err(|e| Error::NotLeaderOrFollower {
+                partition: self.name(),
+                reason: format!("node {} holds no replica of it", e.0),
+            })?;
+        if let Some(hw) = moved {
+            log.set_high_watermark(hw);
+        }
+        Ok(())
+    }
+
+    /// True if the high watermark moved past what `replica` was last told (its fetch
+    /// should answer at once).
+    pub(crate) fn high_watermark_news(&self, replica: i32) -> bool {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => state
+                .lock()
+                .follower(replica)
+                .is_some_and(|f| self.inner.log.high_watermark() > f.last_sent_high_watermark),
+            _ => false,
+        }
+    }
+
+    /// Notes the high watermark a fetch response told `replica`.
+    pub(crate) fn sent_high_watermark(&self, replica: i32, hw: i64) {
+        if let Role::Leader { state, .. } = &*self.inner.role.read() {
+            state.lock().sent_high_watermark(replica, hw);
+        }
+    }
+
+    /// The ISR change the rules ask for now, marked pending (the caller proposes it and
+    /// calls [`Partition::isr_change_failed`] if that fails).
+    pub(crate) fn isr_change(
+        &self,
+        now: Instant,
+        eligible: impl Fn(i32) -> bool,
+    ) -> Option<IsrChange> {
+        let role = self.inner.role.read();
+        let Role::Leader { state, .. } = &*role else {
+            return None;
+        };
+        let mut s = state.lock();
+        let new_isr = s.isr_change(self.inner.log.log_end_offset(), now, eligible)?;
+        s.propose(new_isr.clone());
+        Some(IsrChange {
+            leader_epoch: s.leader_epoch,
+            partition_epoch: s.partition_epoch,
+            new_isr,
+        })
+    }
+
+    /// Forgets what this leader knows of `followers` (fenced or restarted brokers).
+    pub(crate) fn reset_followers(&self, followers: &[i32]) {
+        if let Role::Leader { state, .. } = &*self.inner.role.read() {
+            let mut s = state.lock();
+            let now = Instant::now();
+            for f in followers {
+                s.reset_follower(*f, now);
+            }
+        }
+    }
+
+    /// The proposed ISR change of `leader_epoch` was not applied: another may be
+    /// proposed.
+    pub(crate) fn isr_change_failed(&self, leader_epoch: i32) {
+        if let Role::Leader { state, .. } = &*self.inner.role.read() {
+            let mut s = state.lock();
+            if s.leader_epoch == leader_epoch {
+                s.clear_pending();
+                if let Some(hw) = s.advance(self.inner.log.log_end_offset()) {
+                    self.inner.log.set_high_watermark(hw);
+                }
+            }
+        }
+    }
+
+    /// The committed ISR while this node leads the partition.
+    #[cfg(test)]
+    pub(crate) fn isr(&self) -> Option<Vec<i32>> {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => Some(state.lock().isr.clone()),
+            _ => None,
+        }
+    }
+
+    /// Before an `acks=all` append: `NotEnoughReplicas` if the ISR is smaller than
+    /// `min.insync.replicas` (nothing may be appended then), `NotLeaderOrFollower` on a
+    /// follower.
+    pub(crate) fn check_enough_replicas(&self) -> Result<()> {
+        match &*self.inner.role.read() {
+            Role::Standalone => Ok(()),
+            Role::Follower { leader, .. } => Err(self.not_leader(*leader)),
+            Role::Leader {
+                state,
+                min_insync_replicas,
+            } => {
+                let isr = state.lock().isr.len();
+                let min = min_insync_replicas.load(Ordering::Acquire);
+                if (isr as i64) < i64::from(min) {
+                    return Err(Error::NotEnoughReplicas {
+                        partition: self.name(),
+                        isr,
+                        min,
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `acks=all`: waits until the high watermark passes `offset` (every in-sync replica
+    /// has the record), at most `timeout` (`Error::Timeout`). A standalone partition
+    /// returns at once. `NotLeaderOrFollower` if this node stops leading the partition
+    /// meanwhile, `NotEnoughReplicasAfterAppend` if the ISR is below
+    /// `min.insync.replicas` when the record is committed.
+    pub fn wait_committed(&self, offset: i64, timeout: Duration) -> Result<()> {
+        let log = &self.inner.log;
+        if log.high_watermark() > offset && !log.is_replicated() {
+            return Ok(());
+        }
+        let epoch = self.leader_epoch();
+        let deadline = Instant::now() + timeout;
+        // Registered only once a wait is needed; the state is checked again after.
+        let mut signal: Option<Arc<Signal>> = None;
+        let result = loop {
+            let seen = signal.as_ref().map(|s| s.current());
+            if let Some(done) = self.committed(offset, epoch) {
+                break done;
+            }
+            if log.is_closed() {
+                break Err(Error::Closed(format!("partition {}", self.name())));
+            }
+            match (&signal, seen) {
+                (Some(s), Some(seen)) => {
+                    if !s.wait_past(seen, deadline) {
+                        break self.committed(offset, epoch).unwrap_or_else(|| {
+                            Err(Error::Timeout(format!(
+                                "offset {offset} of {} was not replicated to the in-sync replicas within {timeout:?}",
+                                self.name()
+                            )))
+                        });
+                    }
+                }
+                _ => {
+                    let s = Arc::new(Signal::default());
+                    log.watch(&s, ReadLimit::HighWatermark);
+                    signal = Some(s);
+                }
+            }
+        };
+        if let Some(s) = &signal {
+            log.unwatch(s);
+        }
+        result
+    }
+
+    /// The outcome of an `acks=all` wait for `offset` begun at leader epoch `epoch`, if
+    /// it is decided.
+    fn committed(&self, offset: i64, epoch: Option<i32>) -> Option<Result<()>> {
+        let log = &self.inner.log;
+        match &*self.inner.role.read() {
+            Role::Standalone => (log.high_watermark() > offset).then_some(Ok(())),
+            Role::Follower { leader, .. } => Some(Err(self.not_leader(*leader))),
+            Role::Leader {
+                state,
+                min_insync_replicas,
+            } => {
+                let s = state.lock();
+                if Some(s.leader_epoch) != epoch {
+                    return Some(Err(Error::NotLeaderOrFollower {
+                        partition: self.name(),
+                        reason: format!(
+                            "the leadership changed (epoch {}) before offset {offset} was committed",
+                            s.leader_epoch
+                        ),
+                    }));
+                }
+                if log.high_watermark() <= offset {
+                    return None;
+                }
+                let min = min_insync_replicas.load(Ordering::Acquire);
+                Some(if (s.isr.len() as i64) < i64::from(min) {
+                    Err(Error::NotEnoughReplicasAfterAppend {
+                        partition: self.name(),
+                        isr: s.isr.len(),
+                        min,
+                    })
+                } else {
+                    Ok(())
+                })
+            }
+        }
     }
 
     /// Whole batches from the one containing `offset`, up to about `max_bytes` (at least

@@ -3,10 +3,7 @@
 
 mod serve_support;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use serve_support::{answers, start, wait};
+use serve_support::{answers, run_to_exit, start};
 
 #[test]
 fn a_second_serve_on_a_held_port_fails_before_touching_its_directory() {
@@ -18,19 +15,8 @@ fn a_second_serve_on_a_held_port_fails_before_touching_its_directory() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     for data in [&missing, &empty] {
-        let mut child = Command::new(tidelog_interop::tidelog_bin())
-            .arg("--data")
-            .arg(data)
-            .args(["serve", "--listen", &addr])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let status = wait(&mut child, Duration::from_secs(60));
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-        assert_eq!(status.code(), Some(1), "{stderr}");
+        let (code, stderr) = run_to_exit(data, &["--listen", &addr]);
+        assert_eq!(code, Some(1), "{stderr}");
         let line = stderr.trim_end();
         assert_eq!(line.lines().count(), 1, "{stderr}");
         assert!(

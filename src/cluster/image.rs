@@ -1022,8 +1022,6 @@ fn validate_configs(configs: &[(String, String)]) -> std::result::Result<(), Rej
     }
 }
 
-// The replica manager's interface (the data plane builds on it); used by tests until then.
-#[cfg_attr(not(test), allow(dead_code))]
 /// What this node does for one partition, as the replica manager needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LocalRole {
@@ -1049,8 +1047,6 @@ pub(crate) enum LocalRole {
     },
 }
 
-// The replica manager's interface (the data plane builds on it); used by tests until then.
-#[cfg_attr(not(test), allow(dead_code))]
 /// A hosted partition whose role or epochs changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LocalPartitionChange {
@@ -1064,8 +1060,6 @@ pub(crate) struct LocalPartitionChange {
     pub role: LocalRole,
 }
 
-// The replica manager's interface (the data plane builds on it); used by tests until then.
-#[cfg_attr(not(test), allow(dead_code))]
 /// How this node's replicas change between two images (Kafka's `LocalReplicaChanges`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LocalChanges {
@@ -1076,8 +1070,6 @@ pub(crate) struct LocalChanges {
     pub removed: Vec<(String, TopicId, i32)>,
 }
 
-// The replica manager's interface (the data plane builds on it); used by tests until then.
-#[cfg_attr(not(test), allow(dead_code))]
 fn local_role(node: i32, p: &PartitionImage) -> LocalRole {
     if p.leader == node {
         LocalRole::Leader {
@@ -1095,8 +1087,6 @@ fn local_role(node: i32, p: &PartitionImage) -> LocalRole {
     }
 }
 
-// The replica manager's interface (the data plane builds on it); used by tests until then.
-#[cfg_attr(not(test), allow(dead_code))]
 /// The changes to `node`'s replicas from `previous` to `current`.
 pub(crate) fn local_changes(
     node: i32,

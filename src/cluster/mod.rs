@@ -13,12 +13,14 @@
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
-mod codec;
+pub(crate) mod client;
+pub(crate) mod codec;
 pub(crate) mod image;
 mod logger;
 mod meta_properties;
 mod node;
 pub(crate) mod records;
+mod replication;
 mod storage;
 mod transport;
 
@@ -187,8 +189,6 @@ pub(crate) struct MetadataUpdate<'a> {
 }
 
 impl MetadataUpdate<'_> {
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
     /// How this node's replicas changed.
     pub(crate) fn local_changes(&self) -> LocalChanges {
         local_changes(self.node_id, self.previous, self.current)
@@ -283,6 +283,8 @@ pub(crate) struct ClusterNode {
     broker: WeakBroker,
     data_dir: PathBuf,
     quorum_addr: SocketAddr,
+    /// The data plane: partition roles, fetchers, ISR changes.
+    replicas: Mutex<Option<Arc<replication::ReplicaManager>>>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -464,6 +466,7 @@ impl ClusterNode {
             broker: broker.downgrade(),
             data_dir: data_dir.clone(),
             quorum_addr,
+            replicas: Mutex::new(None),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
@@ -516,6 +519,17 @@ impl ClusterNode {
                 broker: broker.downgrade(),
                 swept: AtomicBool::new(false),
             }));
+            // After BrokerSync: a partition's log exists before its role is set.
+            let replicas = replication::ReplicaManager::new(
+                me,
+                broker.downgrade(),
+                Arc::downgrade(&node),
+                config.replica_lag_time_max,
+                config.min_insync_replicas,
+            );
+            replicas.start()?;
+            shared.listeners.lock().push(replicas.clone());
+            *node.replicas.lock() = Some(replicas);
             let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
             let publisher = {
                 let shared = shared.clone();
@@ -557,11 +571,16 @@ impl ClusterNode {
         self.config.node_id
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     /// The node's settings.
     pub(crate) fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+
+    /// The replica manager (tests).
+    #[cfg(test)]
+    pub(crate) fn replica_manager(&self) -> Arc<replication::ReplicaManager> {
+        self.replicas.lock().clone().expect("running")
     }
 
     /// The address the quorum listener is bound to.
@@ -587,33 +606,7 @@ impl ClusterNode {
         (e >= 0).then_some(e)
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
-    /// Waits until the published image satisfies `pred` or `timeout` passes.
-    pub(crate) fn wait_for_image(
-        &self,
-        timeout: Duration,
-        pred: impl Fn(&MetadataImage) -> bool,
-    ) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut g = self.shared.published_lock.lock();
-        loop {
-            if pred(&self.image()) {
-                return true;
-            }
-            if self
-                .shared
-                .published_cv
-                .wait_until(&mut g, deadline)
-                .timed_out()
-            {
-                return pred(&self.image());
-            }
-        }
-    }
-
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     /// Registers a listener: it is told about the current image at once (as an update
     /// from the empty image), then about every new one.
     pub(crate) fn add_listener(&self, listener: Arc<dyn MetadataListener>) {
@@ -785,8 +778,6 @@ impl ClusterNode {
         .map(drop)
     }
 
-    // The replica manager's interface (the data plane builds on it); used by tests until then.
-    #[cfg_attr(not(test), allow(dead_code))]
     /// An ISR change from this node as a partition's leader (the data plane's
     /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
     /// `InvalidUpdateVersion`.
@@ -849,6 +840,9 @@ impl ClusterNode {
     pub(crate) fn shutdown(&self) {
         if self.shared.stopped.swap(true, Ordering::AcqRel) {
             return;
+        }
+        if let Some(r) = self.replicas.lock().take() {
+            r.stop();
         }
         let _ = self.inbox.send(Inbound::Stop);
         let threads: Vec<_> = self.threads.lock().drain(..).collect();

@@ -12,6 +12,11 @@ use crate::{Server, ServerHandle};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SESSION: Duration = Duration::from_millis(2000);
+/// `replica.lag.time.max.ms` of the test clusters.
+const LAG: Duration = Duration::from_millis(1000);
+
+mod failover;
+mod replication;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -28,10 +33,16 @@ struct TestCluster {
     quorum: String,
     nodes: Vec<Option<ServerHandle>>,
     snapshot_after: usize,
+    lag: Duration,
 }
 
 impl TestCluster {
     fn new(n: usize, snapshot_after: usize) -> TestCluster {
+        TestCluster::with_lag(n, snapshot_after, LAG)
+    }
+
+    /// A cluster whose `replica.lag.time.max.ms` is `lag`.
+    fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -48,6 +59,7 @@ impl TestCluster {
             quorum,
             nodes: (0..n).map(|_| None).collect(),
             snapshot_after,
+            lag,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -61,6 +73,7 @@ impl TestCluster {
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
+            .replica_lag_time_max(self.lag)
             .test_cluster(listener, self.snapshot_after)
             .start()
             .unwrap()
@@ -246,10 +259,11 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
         c.node(0).alter_partition(shrink, WAIT),
         Err(crate::Error::InvalidUpdateVersion { .. })
     ));
-    assert!(c.node(2).wait_for_image(WAIT, |img| {
-        img.topic("events").unwrap().partitions[pi].isr.len() == 2
-    }));
-    assert!(roles.saw_isr_change(pi as i32, follower));
+    // (The leader's replica manager may add the caught-up follower back at once: the
+    // shrink is seen in the published images, not necessarily in the latest one.)
+    wait_until("the ISR change applied", || {
+        roles.saw_isr_change(pi as i32, follower)
+    });
     // Every node opened a log for each partition it hosts (all 6), with the topic id.
     let id = codec::uuid_base64(&t.id);
     for i in 0..3 {
@@ -325,14 +339,6 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
     // session timeout, leaves every ISR and leads nothing.
     let controller = c.node(0).controller_id().unwrap();
     let ci = (controller - 1) as usize;
-    let isr_before: Vec<Vec<i32>> = c
-        .wait_same_image()
-        .topic("events")
-        .unwrap()
-        .partitions
-        .iter()
-        .map(|p| p.isr.clone())
-        .collect();
     c.halt(ci);
     let others = c.running();
     wait_until("a new controller", || {
@@ -345,22 +351,13 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
             .iter()
             .all(|&i| !c.node(i).image().is_unfenced(controller))
     });
+    // (The data plane may grow an ISR back meanwhile, never with a fenced node.)
     let img = c.wait_same_image();
-    for (p, before) in img
-        .topic("events")
-        .unwrap()
-        .partitions
-        .iter()
-        .zip(&isr_before)
-    {
+    for p in &img.topic("events").unwrap().partitions {
         assert_ne!(p.leader, controller);
         assert!(p.leader != NO_LEADER);
-        let expected: Vec<i32> = before
-            .iter()
-            .copied()
-            .filter(|r| *r != controller)
-            .collect();
-        assert_eq!(p.isr, expected);
+        assert!(p.isr.contains(&p.leader), "{:?}", p.isr);
+        assert!(!p.isr.contains(&controller), "{:?}", p.isr);
     }
     // A proposal still commits with two of three voters.
     c.node(others[0])

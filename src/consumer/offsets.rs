@@ -257,17 +257,28 @@ impl OffsetJournal for LogJournal {
         for (key, value) in records {
             builder.push(ts, Some(key), value.as_deref(), &[]);
         }
-        self.partition.append_batch(&builder.finish()).map(|_| ())
+        let info = self.partition.append_batch(&builder.finish())?;
+        // acks=all: a commit is answered once every in-sync replica has it (at once on a
+        // single node).
+        self.partition
+            .wait_committed(info.last_offset, OFFSETS_COMMIT_TIMEOUT)
     }
 }
 
-/// Reads every commit record of the partition, oldest first.
+/// How long a commit waits for the in-sync replicas (Kafka `offsets.commit.timeout.ms`).
+const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads every commit record of the partition, oldest first, to its log end (a new
+/// leader loads what it has, committed or not, as Kafka's coordinator does).
 pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
     let mut entries = Vec::new();
     let end = partition.log_end_offset();
     let mut offset = partition.log_start_offset();
     while offset < end {
-        let slice = partition.read(offset, 1 << 20)?;
+        let slice =
+            partition
+                .log()
+                .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)?;
         if slice.is_empty() {
             break;
         }

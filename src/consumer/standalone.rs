@@ -491,7 +491,8 @@ impl Fetcher {
     /// The position after applying the reset policy to `committed` (None = no commit).
     fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
         let start = a.partition.log_start_offset();
-        let end = a.partition.log_end_offset();
+        // "latest" is the high watermark: records above it are not committed yet.
+        let end = a.partition.high_watermark();
         if let Some(c) = committed
             && c >= start
             && c <= end
@@ -783,7 +784,7 @@ impl Consumer {
     pub fn seek_to_end(&mut self) -> Result<()> {
         self.check_open()?;
         for a in &mut self.fetcher.assigned {
-            a.position = Some(a.partition.log_end_offset());
+            a.position = Some(a.partition.high_watermark());
         }
         Ok(())
     }
@@ -795,7 +796,7 @@ impl Consumer {
         for a in &mut self.fetcher.assigned {
             a.position = Some(match a.partition.offset_for_timestamp(timestamp)? {
                 Some((offset, _)) => offset,
-                None => a.partition.log_end_offset(),
+                None => a.partition.high_watermark(),
             });
         }
         Ok(())

@@ -107,12 +107,15 @@ pub(crate) trait Delivery: Copy {
     type Out;
 
     /// Called with the lane locked, right after the record (at `index`) was pushed into
-    /// a batch that is full at `batch_size` bytes.
+    /// a batch that is full at `batch_size` bytes. `committed` is the partition whose
+    /// high watermark must pass the record before it is acknowledged (`acks=all` on a
+    /// replicated partition).
     fn after_push(
         self,
         st: &mut LaneState,
         index: i32,
         batch_size: usize,
+        committed: Option<Partition>,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out;
@@ -122,11 +125,13 @@ pub(crate) trait Delivery: Copy {
 #[derive(Clone, Copy)]
 pub(crate) struct Forget;
 
-/// A receipt on the batch's slot: the slot and the record's index in the batch.
+/// A receipt on the batch's slot: the slot, the record's index in the batch and the
+/// partition to wait on for `acks=all`.
 #[derive(Clone, Copy)]
 pub(crate) struct Receipt;
 
-/// Append the batch now: the outcome and the record's index in the batch.
+/// Append the batch now: the outcome, the record's index in the batch and the partition
+/// to wait on for `acks=all` (after the lane is unlocked).
 #[derive(Clone, Copy)]
 pub(crate) struct Now;
 
@@ -139,6 +144,7 @@ impl Delivery for Forget {
         st: &mut LaneState,
         _: i32,
         batch_size: usize,
+        _: Option<Partition>,
         config: LaneConfig,
         sink: &ErrorSink,
     ) {
@@ -148,34 +154,36 @@ impl Delivery for Forget {
 }
 
 impl Delivery for Receipt {
-    type Out = (Arc<BatchSlot>, i32);
+    type Out = (Arc<BatchSlot>, i32, Option<Partition>);
 
     fn after_push(
         self,
         st: &mut LaneState,
         index: i32,
         batch_size: usize,
+        committed: Option<Partition>,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out {
         let slot = Arc::clone(st.slot.get_or_insert_with(Arc::default));
         append_if_due(st, batch_size, config, sink);
-        (slot, index)
+        (slot, index, committed)
     }
 }
 
 impl Delivery for Now {
-    type Out = (AppendResult, i32);
+    type Out = (AppendResult, i32, Option<Partition>);
 
     fn after_push(
         self,
         st: &mut LaneState,
         index: i32,
         _: usize,
+        committed: Option<Partition>,
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out {
-        (append_now(st, config.fsync, sink), index)
+        (append_now(st, config.fsync, sink), index, committed)
     }
 }
 
@@ -219,6 +227,9 @@ pub(crate) struct LaneConfig {
     pub(crate) fsync: bool,
     /// `linger` is zero: every record is appended as soon as it is pushed.
     pub(crate) immediate: bool,
+    /// `acks=all`: on a replicated partition, a record is refused while the ISR is
+    /// below `min.insync.replicas`, and acknowledged once the high watermark passed it.
+    pub(crate) acks_all: bool,
 }
 
 /// The partition a lane appends to, with what it read from the topic's config.
@@ -313,7 +324,9 @@ impl Lane {
 
     /// Adds a record to the open batch, appending the batch first if the record would
     /// make it exceed `batch_size`, and after if it is now full (or linger is zero, or
-    /// `delivery` is [`Now`]). `Error::Closed` once the producer closed the lane.
+    /// `delivery` is [`Now`]). `Error::Closed` once the producer closed the lane; with
+    /// `acks=all` on a replicated partition, `Error::NotEnoughReplicas` (nothing pushed)
+    /// while its ISR is below `min.insync.replicas`.
     #[inline]
     pub(crate) fn push<D: Delivery>(
         &self,
@@ -327,6 +340,13 @@ impl Lane {
             return Err(Error::Closed("producer".into()));
         };
         let batch_size = config.batch_size.min(target.max_batch);
+        // One atomic load a record; the ISR is looked at only on a replicated partition.
+        let committed = if config.acks_all && target.partition.log().is_replicated() {
+            target.partition.check_enough_replicas()?;
+            Some(target.partition.clone())
+        } else {
+            None
+        };
         if !st.builder.is_empty() && st.builder.size_bytes() + max_record_size(r) > batch_size {
             append_locked(&mut st, config.fsync, sink);
         }
@@ -335,7 +355,7 @@ impl Lane {
         }
         st.builder.push(r.timestamp, r.key, r.value, r.headers);
         let index = st.builder.len() as i32 - 1;
-        Ok(delivery.after_push(&mut st, index, batch_size, config, sink))
+        Ok(delivery.after_push(&mut st, index, batch_size, committed, config, sink))
     }
 
     /// Appends the open batch now (if any). Returns the append error, if one happened.
@@ -449,6 +469,7 @@ mod tests {
                 index,
                 partition: 2,
                 timestamp: 0,
+                committed: None,
             })
             .collect()
     }

@@ -120,8 +120,10 @@ pub enum Acks {
     /// `acks=1`: `send` returns once the batch is appended to the partition's log
     /// (in the page cache; visible to consumers).
     Leader,
-    /// `acks=all`: the same as `Leader` until replication exists (there is one
-    /// replica). Kafka's default.
+    /// `acks=all`: on a cluster node, `send` returns once every in-sync replica has the
+    /// record (the partition's high watermark passed it), or fails after 30 s (Kafka's
+    /// `request.timeout.ms`) with `Error::Timeout`; elsewhere the same as `Leader`.
+    /// Kafka's default.
     All,
 }
 
@@ -145,18 +147,45 @@ pub struct DeliveryReceipt {
     index: i32,
     partition: i32,
     timestamp: i64,
+    /// `acks=all` on a replicated partition: the partition whose high watermark must
+    /// pass the record.
+    committed: Option<crate::Partition>,
+}
+
+/// How long an `acks=all` send waits for the in-sync replicas (Kafka's
+/// `request.timeout.ms` default).
+const ACKS_ALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The metadata of the record at `index` of a batch appended with outcome `r`, once
+/// `committed` (if any) has it in every in-sync replica.
+fn record_metadata(
+    r: AppendResult,
+    index: i32,
+    partition: i32,
+    timestamp: i64,
+    committed: Option<&crate::Partition>,
+) -> Result<RecordMetadata> {
+    let a = r?;
+    let offset = a.base_offset + i64::from(index);
+    if let Some(p) = committed {
+        p.wait_committed(offset, ACKS_ALL_TIMEOUT)?;
+    }
+    Ok(RecordMetadata {
+        partition,
+        offset,
+        timestamp: a.log_append_time.unwrap_or(timestamp),
+    })
 }
 
 impl DeliveryReceipt {
     fn metadata(&self, r: AppendResult) -> Result<RecordMetadata> {
-        match r {
-            Ok(a) => Ok(RecordMetadata {
-                partition: self.partition,
-                offset: a.base_offset + i64::from(self.index),
-                timestamp: a.log_append_time.unwrap_or(self.timestamp),
-            }),
-            Err(e) => Err(e),
-        }
+        record_metadata(
+            r,
+            self.index,
+            self.partition,
+            self.timestamp,
+            self.committed.as_ref(),
+        )
     }
 
     /// Blocks until the record's batch is appended (linger, size, flush or close).
@@ -534,6 +563,7 @@ impl Producer {
             batch_size: config.batch_size,
             fsync: config.durability == Durability::Fsync,
             immediate: linger.is_zero(),
+            acks_all: config.acks == Acks::All,
         };
         let producer = Producer {
             inner: Arc::new(ProducerInner {
@@ -644,23 +674,22 @@ impl Producer {
                 timestamp,
             });
         }
-        let (partition, timestamp, (result, index)) = self.enqueue(topic, &record, Now)?;
-        result.map(|a| RecordMetadata {
-            partition,
-            offset: a.base_offset + i64::from(index),
-            timestamp: a.log_append_time.unwrap_or(timestamp),
-        })
+        let (partition, timestamp, (result, index, committed)) =
+            self.enqueue(topic, &record, Now)?;
+        record_metadata(result, index, partition, timestamp, committed.as_ref())
     }
 
     /// Sends a record without waiting; the receipt gives its offset once its batch is
     /// appended (after `linger`, when the batch is full, or on `flush`).
     pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
-        let (partition, timestamp, (slot, index)) = self.enqueue(topic, &record, Receipt)?;
+        let (partition, timestamp, (slot, index, committed)) =
+            self.enqueue(topic, &record, Receipt)?;
         Ok(DeliveryReceipt {
             slot,
             index,
             partition,
             timestamp,
+            committed,
         })
     }
 

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 use crate::{LogConfig, Result};
 
@@ -102,4 +102,28 @@ pub(crate) trait PartitionOps: Send + Sync {
     /// Advance the log start offset to `offset` (DeleteRecords); the new log start.
     /// `OffsetOutOfRange` beyond the high watermark.
     fn delete_records_before(&self, offset: i64) -> Result<i64>;
+
+    // Replication (cluster nodes; a standalone partition accepts everything).
+
+    /// Checks a request's `current_leader_epoch` (-1: none): `FencedLeaderEpoch` if
+    /// older than this leader's, `UnknownLeaderEpoch` if newer, `NotLeaderOrFollower`
+    /// on a follower.
+    fn check_leader_epoch(&self, current: i32) -> Result<()>;
+    /// Before an `acks=all` append: `NotEnoughReplicas` if the ISR is below
+    /// `min.insync.replicas`.
+    fn check_enough_replicas(&self) -> Result<()>;
+    /// `acks=all`: waits until the high watermark passes `offset`.
+    fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()>;
+    /// A follower's fetch: records its log end and moves the high watermark.
+    fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()>;
+    /// True if the high watermark moved past what `replica` was last told.
+    fn high_watermark_news(&self, replica: i32) -> bool;
+    /// Notes the high watermark a response told `replica`.
+    fn sent_high_watermark(&self, replica: i32, hw: i64);
+    /// [`PartitionOps::read`] bounded by `limit` (a replica reads to the log end).
+    fn read_bounded(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice>;
+    /// Notify `signal` when what `limit` names moves, until [`PartitionOps::unwatch`].
+    fn watch_bounded(&self, signal: &Arc<Signal>, limit: ReadLimit);
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
+    fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)>;
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
 use crate::cluster::{ClusterNode, NO_LEADER};
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice};
+use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
@@ -172,6 +172,23 @@ impl Backend for BrokerBackend {
     }
 
     fn brokers(&self, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
+        if let Some(c) = &self.cluster {
+            return c
+                .image()
+                .brokers
+                .values()
+                .map(|b| {
+                    let (host, port) = b.host_port();
+                    BrokerEndpoint {
+                        node_id: b.id,
+                        host,
+                        port,
+                        rack: None,
+                        fenced: b.fenced,
+                    }
+                })
+                .collect();
+        }
         vec![BrokerEndpoint {
             node_id: super::api::NODE_ID,
             host,
@@ -224,5 +241,32 @@ impl PartitionOps for Partition {
     }
     fn delete_records_before(&self, offset: i64) -> Result<i64> {
         self.log().delete_records_before(offset)
+    }
+    fn check_leader_epoch(&self, current: i32) -> Result<()> {
+        Partition::check_leader_epoch(self, current)
+    }
+    fn check_enough_replicas(&self) -> Result<()> {
+        Partition::check_enough_replicas(self)
+    }
+    fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()> {
+        Partition::wait_committed(self, offset, timeout)
+    }
+    fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
+        Partition::record_replica_fetch(self, replica, fetch_offset)
+    }
+    fn high_watermark_news(&self, replica: i32) -> bool {
+        Partition::high_watermark_news(self, replica)
+    }
+    fn sent_high_watermark(&self, replica: i32, hw: i64) {
+        Partition::sent_high_watermark(self, replica, hw)
+    }
+    fn read_bounded(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice> {
+        self.log().read_bounded(offset, max_bytes, limit)
+    }
+    fn watch_bounded(&self, signal: &Arc<Signal>, limit: ReadLimit) {
+        self.log().watch(signal, limit)
+    }
+    fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
+        self.log().end_offset_for_epoch(epoch)
     }
 }

@@ -27,8 +27,7 @@ static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 /// process started, over all servers and connections of the process.
 ///
 /// Fetch responses send record bytes this way; tests read this counter to check that a
-/// fetch took the zero-copy path.
-#[cfg(any(test, feature = "testing"))]
+/// fetch took the zero-copy path, and the server's metrics report it.
 pub(crate) fn sendfile_bytes_sent() -> u64 {
     SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -145,8 +144,14 @@ mod linux {
     }
 }
 
-/// Copy `len` bytes from `file` at `position` to `socket` through a user-space buffer.
-fn copy_range(socket: &TcpStream, file: &File, position: u64, len: usize) -> io::Result<()> {
+/// Copy `len` bytes from `file` at `position` to `out` through a user-space buffer (the
+/// fallback where `sendfile` is refused, and the way file bytes go through TLS).
+pub(crate) fn copy_range<W: Write>(
+    mut out: W,
+    file: &File,
+    position: u64,
+    len: usize,
+) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; len.min(256 * 1024)];
     let mut done = 0usize;
@@ -162,7 +167,7 @@ fn copy_range(socket: &TcpStream, file: &File, position: u64, len: usize) -> io:
                 ),
             ));
         }
-        (&mut &*socket).write_all(&buf[..n])?;
+        out.write_all(&buf[..n])?;
         done += n;
     }
     Ok(())

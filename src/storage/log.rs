@@ -276,6 +276,8 @@ pub(super) struct Inner {
     pub(super) report: RecoveryReport,
     /// The checkpoint's contents as last written or read (None if unknown).
     pub(super) checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
+    /// Records and bytes appended and read, fsyncs (`crate::metrics`).
+    pub(super) stats: crate::metrics::LogStats,
     #[cfg(test)]
     pub(super) step_hook: Mutex<Option<StepHook>>,
 }
@@ -394,6 +396,7 @@ impl PartitionLog {
                 prefault,
                 report: RecoveryReport::default(),
                 checkpoint_on_disk: Mutex::new(cp.on_disk),
+                stats: Default::default(),
                 #[cfg(test)]
                 step_hook: Mutex::new(None),
             }),
@@ -428,6 +431,11 @@ impl PartitionLog {
     /// The log's directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Records and bytes appended and read, fsyncs (see `crate::metrics`).
+    pub(crate) fn stats(&self) -> &crate::metrics::LogStats {
+        &self.inner.stats
     }
 
     /// What recovery found and repaired when this log was opened.
@@ -701,6 +709,9 @@ impl PartitionLog {
             self.forget_epochs_from(w, offset)?;
         }
         result?;
+        self.inner
+            .stats
+            .appended(b.record_count() as u64, b.len() as u64);
         if let Some(p) = w.producers.as_mut() {
             p.record_batch(b, offset);
         }
@@ -915,6 +926,10 @@ impl PartitionLog {
                 if let Some(p) = &self.inner.prefault {
                     seg.read_ahead(pos, end, p);
                 }
+                let from = offset.max(base_offset);
+                self.inner
+                    .stats
+                    .read((next_offset - from) as u64, (end - pos) as u64);
                 return Ok(LogSlice {
                     seg: Some(seg.clone()),
                     start: pos,
@@ -1050,7 +1065,7 @@ impl PartitionLog {
         let result = (|| {
             if end > rp {
                 for seg in self.segments().iter().filter(|s| s.next_offset() > rp) {
-                    seg.sync()?;
+                    self.inner.stats.timed_fsync(|| seg.sync())?;
                 }
             }
             Ok(())
@@ -1108,7 +1123,7 @@ impl PartitionLog {
         let result = sealed
             .iter()
             .filter(|s| s.next_offset() > rp)
-            .try_for_each(|s| s.sync());
+            .try_for_each(|s| self.inner.stats.timed_fsync(|| s.sync()));
         if let Err(e) = result {
             self.poison(&e);
             return Err(e);

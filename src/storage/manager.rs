@@ -147,6 +147,11 @@ impl LogManager {
         &self.inner.clock
     }
 
+    /// What the prefault thread did so far (`crate::metrics`).
+    pub(crate) fn prefault_stats(&self) -> crate::metrics::PrefaultMetrics {
+        self.inner.prefaulter.stats()
+    }
+
     /// The prefault thread's submit handle (tests wait for it to go idle).
     #[cfg(test)]
     pub(crate) fn prefaulter(&self) -> &Prefaulter {
@@ -403,7 +408,9 @@ fn maintenance(
             clock.tick(now_ms(), tick);
             let mut result = log.flush_sealed().and_then(|()| log.flush_if_due());
             if retention_due && result.is_ok() {
-                result = log.apply_retention(now_ms()).map(|_| ());
+                result = log
+                    .apply_retention(now_ms())
+                    .map(|o| crate::metrics::events::cleaned(&log, &o));
             }
             if let Err(e) = result
                 && !matches!(e, Error::Closed(_))

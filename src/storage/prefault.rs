@@ -40,6 +40,8 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Prefaulter {
     tx: Sender<Job>,
+    /// What the thread did (`crate::metrics`).
+    stats: Arc<crate::metrics::PrefaultStats>,
     /// Write ranges accepted so far (tests check who asks for them).
     #[cfg(test)]
     write_jobs: Arc<std::sync::atomic::AtomicUsize>,
@@ -58,12 +60,15 @@ impl Prefaulter {
         // behind, and the appender then faults the pages itself.
         let (tx, rx) = bounded::<Job>(64);
         let (stop_tx, stop_rx) = bounded::<()>(1);
+        let stats = Arc::<crate::metrics::PrefaultStats>::default();
+        let counted = Arc::clone(&stats);
         let handle = std::thread::Builder::new()
             .name("tidelog-prefault".into())
-            .spawn(move || run(rx, stop_rx))?;
+            .spawn(move || run(rx, stop_rx, &counted))?;
         Ok((
             Prefaulter {
                 tx,
+                stats,
                 #[cfg(test)]
                 write_jobs: Arc::default(),
             },
@@ -84,6 +89,11 @@ impl Prefaulter {
     /// Returns false when the thread is busy or gone: the reader then faults them.
     pub(crate) fn submit_read(&self, map: &Arc<AppendMap>, start: usize, end: usize) -> bool {
         self.send(map, start, end, false)
+    }
+
+    /// What the thread did so far.
+    pub(crate) fn stats(&self) -> crate::metrics::PrefaultMetrics {
+        self.stats.snapshot()
     }
 
     /// Waits until every range submitted before the call has been faulted in.
@@ -126,21 +136,27 @@ impl Prefaulter {
                 }
                 true
             }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.stats.refused();
+                false
+            }
         }
     }
 }
 
-fn run(rx: Receiver<Job>, stop: Receiver<()>) {
+fn run(rx: Receiver<Job>, stop: Receiver<()>, stats: &crate::metrics::PrefaultStats) {
     loop {
         crossbeam_channel::select! {
             recv(rx) -> job => match job {
                 Ok(job) => {
+                    let t = std::time::Instant::now();
                     if job.write {
                         job.map.populate_write(job.start, job.end);
                     } else {
                         job.map.populate_read(job.start, job.end);
                     }
+                    let bytes = job.end.saturating_sub(job.start) as u64;
+                    stats.done(job.write, bytes, t.elapsed());
                     if let Some(done) = job.done {
                         let _ = done.send(());
                     }

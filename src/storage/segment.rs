@@ -913,6 +913,9 @@ fn full_scan(
         scan.next_offset = b.last_offset() + 1;
         scan.bytes_since_index += b.len();
         pos += b.len();
+        if validate {
+            crate::metrics::recovery_validated(b.len() as u64);
+        }
     }
     if validate {
         scan.bytes_validated = pos as u64;

@@ -96,6 +96,28 @@ impl Serve {
     pub fn lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// The stderr lines once one starts with `prefix` (waiting up to 10 s for it: the
+    /// reader thread may not have read it yet).
+    pub fn lines_through(&self, prefix: &str) -> Vec<String> {
+        self.lines_until(|l| l.starts_with(prefix))
+    }
+
+    /// The stderr lines once one contains `needle` (waiting up to 10 s for it).
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        self.lines_until(|l| l.contains(needle))
+    }
+
+    fn lines_until(&self, found: impl Fn(&str) -> bool) -> Vec<String> {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.lines();
+            if lines.iter().any(|l| found(l)) || Instant::now() >= end {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Serve {
@@ -103,6 +125,27 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `tidelog --data DATA serve ARGS` to its exit (at most 60 s); its exit code and
+/// stderr.
+pub fn run_to_exit(data: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(tidelog_interop::tidelog_bin())
+        .arg("--data")
+        .arg(data)
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tidelog serve");
+    let status = wait(&mut child, Duration::from_secs(60));
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr).expect("read stderr");
+    }
+    (status.code(), stderr)
 }
 
 /// Waits for `child` to exit, killing it after `limit`.

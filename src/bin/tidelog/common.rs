@@ -10,7 +10,8 @@ use tidelog::storage::LogSlice;
 use tidelog::{Batch, Broker, Partition, Topic};
 
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
-/// directory that does not exist rather than creating an empty one.
+/// directory that does not exist rather than creating an empty one. When recovery has
+/// many unflushed bytes to validate (after a crash), progress shows on a terminal.
 pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => {
@@ -28,7 +29,15 @@ pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
         }
         Err(e) => return Err(fail!("cannot read data directory {}: {e}", dir.display())),
     }
-    Ok(Broker::open(dir)?)
+    let before = tidelog::metrics::recovery_bytes_validated();
+    let broker = crate::progress::while_running(
+        format!("validating unflushed data in {}", dir.display()),
+        crate::progress::Unit::Bytes,
+        None,
+        || tidelog::metrics::recovery_bytes_validated().saturating_sub(before),
+        || Broker::open(dir),
+    )?;
+    Ok(broker)
 }
 
 /// Closes the broker, reporting a failure to flush or close as an error.

@@ -18,6 +18,7 @@ use crate::cli::ConsumeArgs;
 use crate::common::{checked_batches, close_broker, open_broker, parse_time, select_partitions};
 use crate::format::Format;
 use crate::out::Out;
+use crate::progress::{Progress, Unit};
 use crate::{CliResult, Fail, fail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -167,6 +168,8 @@ fn read_loop(
 ) -> CliResult {
     let mut remaining = args.count.unwrap_or(u64::MAX);
     let mut buf = Vec::with_capacity(64 * 1024);
+    let progress = range_progress(args, readers);
+    let mut done = 0u64;
     while remaining > 0 && !stop.load(Ordering::Relaxed) {
         let mut progressed = false;
         for r in readers.iter_mut() {
@@ -174,7 +177,10 @@ fn read_loop(
                 break;
             }
             if r.position < r.partition.high_watermark() {
+                let from = r.position;
                 progressed |= read_some(r, format, &mut remaining, &mut buf, out)?;
+                done += (r.position - from).max(0) as u64;
+                progress.set(done);
             }
         }
         if progressed {
@@ -196,6 +202,22 @@ fn read_loop(
         }
     }
     Ok(())
+}
+
+/// With `-e`, a bar over the offsets from each partition's start to its end (at most
+/// `-c` of them), shown when stdout is not the terminal (see `progress`).
+fn range_progress(args: &ConsumeArgs, readers: &[Reader]) -> Progress {
+    let total = readers
+        .iter()
+        .map(|r| (r.partition.high_watermark() - r.position).max(0) as u64)
+        .sum::<u64>();
+    let total = args.count.map_or(total, |c| total.min(c));
+    Progress::when(
+        args.exit_at_end && crate::progress::beside_stdout(),
+        format!("consume {}", args.topic),
+        Unit::Records,
+        Some(total),
+    )
 }
 
 /// Reads one slice of a partition, checks its batches and prints their records.

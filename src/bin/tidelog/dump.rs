@@ -15,6 +15,7 @@
 
 use crate::cli::DumpArgs;
 use crate::out::Out;
+use crate::progress::{Progress, Unit};
 use crate::{CliResult, fail};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -224,7 +225,20 @@ fn dump_log(file: &SegmentFile, records: bool, out: &mut Out, report: &mut Probl
     let mut buf = Vec::new();
     let mut pos = 0u64;
     let mut next_expected: Option<i64> = None;
+    let progress = Progress::when(
+        crate::progress::beside_stdout(),
+        format!(
+            "dump {}",
+            file.path.file_name().map_or_else(
+                || file.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned()
+            )
+        ),
+        Unit::Bytes,
+        Some(file.len),
+    );
     while pos < file.len {
+        progress.set(pos);
         let remain = file.len - pos;
         if file.starts_with_zeros(pos)? && file.zeros_from(pos)? {
             out.line(format_args!(

@@ -19,9 +19,14 @@ mod dump;
 mod dump_checkpoint;
 mod format;
 mod groups;
+#[cfg(feature = "server")]
+mod metrics_http;
 mod out;
 mod perf;
 mod produce;
+mod progress;
+#[cfg(feature = "server")]
+mod security;
 #[cfg(feature = "server")]
 mod serve;
 mod topics;
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
         std::process::exit(1);
     }));
     let cli = Cli::parse();
+    progress::init(cli.quiet);
     // `perf` decides itself what no --data means (a temporary directory).
     let given = cli.data.as_deref();
     let data = given.unwrap_or(Path::new(cli::DEFAULT_DATA));
@@ -81,6 +87,10 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
+        #[cfg(feature = "server")]
+        Command::Users(cmd) => security::users(data, &cmd),
+        #[cfg(feature = "server")]
+        Command::Acls(cmd) => security::acls(data, &cmd),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! Buffered stdout that turns a closed pipe into a quiet stop.
+//! Buffered stdout that turns a closed pipe into a quiet stop, and hides the progress
+//! bars while it writes when stdout is the terminal they are drawn on.
 
 use crate::{CliResult, Fail};
 use std::io::{self, BufWriter, StdoutLock, Write};
@@ -6,7 +7,20 @@ use std::io::{self, BufWriter, StdoutLock, Write};
 /// Buffered, locked stdout. Write errors become [`Fail`]s: `BrokenPipe` when the reader
 /// went away (`tidelog ... | head`), a message otherwise.
 pub(crate) struct Out {
-    w: BufWriter<StdoutLock<'static>>,
+    w: BufWriter<Stdout>,
+}
+
+/// Locked stdout whose writes hide the progress bars meanwhile (see `progress`).
+struct Stdout(StdoutLock<'static>);
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        crate::progress::suspend(|| self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        crate::progress::suspend(|| self.0.flush())
+    }
 }
 
 /// Maps a write error on stdout to a [`Fail`].
@@ -22,7 +36,7 @@ impl Out {
     /// Locks stdout.
     pub(crate) fn new() -> Out {
         Out {
-            w: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
+            w: BufWriter::with_capacity(64 * 1024, Stdout(io::stdout().lock())),
         }
     }
 

@@ -7,7 +7,7 @@
 //! through `Partition::read` with every batch's CRC checked, which touches every byte.
 //! With `--keys K`, record `i` carries the key `key-{i % K:08}` and goes to the partition
 //! the default partitioner picks for it (Kafka's murmur2); each partition then fills its
-//! own batch. A progress line goes to stderr at most once a second.
+//! own batch. On a terminal, a progress bar shows on stderr (see `progress`).
 //!
 //! The paths applications call are measured beside those: `perf produce --producer`
 //! sends every record through `tidelog::Producer` (`send_nowait`, Kafka's batching
@@ -35,6 +35,7 @@ use crate::cli::{
 };
 use crate::common::{checked_batches, close_broker, counted, now_ms, open_broker};
 use crate::out::Out;
+use crate::progress::Progress;
 use crate::{CliResult, fail};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -232,51 +233,6 @@ impl Keys {
 /// Bytes of the key of each record: 0 without keys.
 fn key_len(keys: Option<&Keys>) -> usize {
     keys.map_or(0, |_| KEY_LEN)
-}
-
-/// A progress line on stderr, at most once a second.
-struct Progress {
-    label: &'static str,
-    start: Instant,
-    last: Instant,
-    last_count: u64,
-    calls: u64,
-}
-
-impl Progress {
-    fn new(label: &'static str) -> Progress {
-        let now = Instant::now();
-        Progress {
-            label,
-            start: now,
-            last: now,
-            last_count: 0,
-            calls: 0,
-        }
-    }
-
-    /// Notes progress; looks at the clock only every 256 calls (a clock read would be
-    /// a tenth of the cost of a single-record append).
-    #[inline]
-    fn tick(&mut self, count: u64) {
-        self.calls = self.calls.wrapping_add(1);
-        if !self.calls.is_multiple_of(256) {
-            return;
-        }
-        let now = Instant::now();
-        let since = now.duration_since(self.last);
-        if since >= Duration::from_secs(1) {
-            let rate = (count - self.last_count) as f64 / since.as_secs_f64();
-            eprintln!(
-                "{}: {} after {:.1} s, {rate:.0} records/s",
-                self.label,
-                counted(count, "record", "records"),
-                now.duration_since(self.start).as_secs_f64()
-            );
-            self.last = now;
-            self.last_count = count;
-        }
-    }
 }
 
 /// Appends `n` records of `payloads` to `partitions`, `batch` records per call, with one

@@ -1,20 +1,28 @@
 //! `tidelog serve`: the Kafka wire protocol server over the data directory.
 //!
-//! Opens the broker on `--data`, serves it with [`tidelog::Server`] on `--listen`
-//! (default 127.0.0.1:9092) until SIGINT or SIGTERM, then stops accepting, lets requests
-//! in flight finish, closes every connection and closes the broker cleanly.
+//! Opens the broker on `--data`, serves it with [`tidelog::Server`] on each `--listen`
+//! (default 127.0.0.1:9092; `PROTOCOL://HOST:PORT` for SSL, SASL_PLAINTEXT or SASL_SSL,
+//! with `--tls-cert`/`--tls-key`, `--sasl-mechanisms`, `--authorizer`, `--super-users`)
+//! until SIGINT or SIGTERM, then stops accepting, lets requests in flight finish, closes
+//! every connection and closes the broker cleanly.
 //!
 //! With `--node-id N --quorum 1@host:port,...` the process is node N of a cluster: the
 //! quorum elects a controller among the voters, topics are replicated as the controller
 //! places them, and SIGTERM first moves this node's leaderships away (controlled
 //! shutdown).
 //!
-//! Logs go to stderr through `tracing`: warnings and errors only by default (refused
-//! connections and oversize requests, with the peer address, at most one line per peer
-//! address per 10 s); `RUST_LOG=info` adds topic creations and start/stop,
-//! `RUST_LOG=debug` every connection.
+//! Logs go to stderr through `tracing`, by default at info level for tidelog's own
+//! targets and warnings for its dependencies (`RUST_LOG` overrides it, e.g.
+//! `RUST_LOG=debug`): start-up (listen address, data directory, what recovery did),
+//! topics created or deleted with the client id and address that asked, consumer group
+//! rebalances (group, generation, members), segments deleted by retention, refused
+//! connections and oversize requests (at most one line per peer address per 10 s),
+//! shutdown. At debug level, each client connection with its client id and address.
 //!
-//! Before anything else it binds the listen address, so a port in use fails before the
+//! With `--metrics-listen HOST:PORT` the broker's metrics are served in the Prometheus
+//! text format at `http://HOST:PORT/metrics` (see `metrics_http`).
+//!
+//! Before anything else it binds the listen addresses, so a port in use fails before the
 //! data directory is created or locked, and raises its soft open-files limit to the hard
 //! one (each connection costs a descriptor), printing how many connections fit.
 
@@ -24,20 +32,43 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::Duration;
 
+/// The log filter when `RUST_LOG` is not set: what an operator needs from tidelog,
+/// only warnings from the libraries under it.
+const DEFAULT_LOG_FILTER: &str = "warn,tidelog=info";
+
 /// Runs the server until SIGINT or SIGTERM.
 pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let listen: SocketAddr = args.listen.parse().map_err(|e| {
-        fail!(
-            "--listen {:?} is not an IP address and port such as 127.0.0.1:9092: {e}",
-            args.listen
-        )
-    })?;
+    let mut listens = Vec::with_capacity(args.listen.len());
+    for spec in &args.listen {
+        let (protocol, addr) =
+            tidelog::security::parse_listener(spec).map_err(|e| fail!("--listen {spec:?}: {e}"))?;
+        let addr: SocketAddr = addr.parse().map_err(|e| {
+            fail!(
+                "--listen {spec:?} is not an IP address and port such as 127.0.0.1:9092 \
+                 (optionally after PROTOCOL://): {e}"
+            )
+        })?;
+        listens.push((protocol, addr));
+    }
+    let mut mechanisms = Vec::new();
+    for name in args
+        .sasl_mechanisms
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        mechanisms.push(
+            tidelog::security::SaslMechanism::from_name(name).ok_or_else(|| {
+                fail!("--sasl-mechanisms: {name:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            })?,
+        );
+    }
     // A bug in one connection thread closes that connection only; the tool's hook (which
     // exits the process) would take every client down with it.
     std::panic::set_hook(Box::new(|info| {
@@ -45,21 +76,50 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     }));
     // Bind before the data directory is touched: a port in use must not leave a created
     // or locked directory behind.
-    let listener = TcpListener::bind(listen).map_err(|e| {
-        fail!("cannot listen on {listen}: {e} (is another server using that address?)")
-    })?;
+    let mut bound = Vec::with_capacity(listens.len());
+    for (protocol, listen) in &listens {
+        let listener = TcpListener::bind(listen).map_err(|e| {
+            fail!("cannot listen on {listen}: {e} (is another server using that address?)")
+        })?;
+        bound.push((*protocol, listener));
+    }
+    let mut bound = bound.into_iter();
+    let (protocol, listener) = bound
+        .next()
+        .ok_or_else(|| fail!("give at least one --listen"))?;
+    let listen = listens[0].1;
+    let metrics_listener = match &args.metrics_listen {
+        Some(addr) => Some(bind_metrics(addr)?),
+        None => None,
+    };
     let files_limit = raise_open_files_limit();
+    let opened = std::time::Instant::now();
     let broker = tidelog::Broker::builder(data)
         .default_partitions(args.num_partitions)
         .open()?;
-    let mut builder = tidelog::Server::builder(broker)
+    log_opened(&broker, opened.elapsed());
+    let mut builder = tidelog::Server::builder(broker.clone())
         .listen(listen)
         .listener(listener)
         .fetch_max_wait(Duration::from_millis(args.fetch_max_wait_ms))
         .max_queued_request_bytes(args.max_queued_request_bytes)
         .max_connections(args.max_connections)
         .max_request_size(args.max_request_size)
-        .auto_create_topics(!args.no_auto_create_topics);
+        .auto_create_topics(!args.no_auto_create_topics)
+        .security_protocol(protocol)
+        .sasl_mechanisms(&mechanisms)
+        .authorizer(args.authorizer)
+        .super_users(&args.super_users);
+    for (protocol, listener) in bound {
+        builder = builder.add_bound_listener(protocol, listener);
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let mut tls = tidelog::security::TlsSettings::from_pem_files(cert, key);
+        if let Some(ca) = &args.tls_client_ca {
+            tls = tls.client_ca(ca);
+        }
+        builder = builder.tls(tls);
+    }
     if let Some(advertised) = &args.advertised {
         builder = builder.advertised(advertised.clone());
     }
@@ -79,17 +139,85 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         None => String::new(),
     };
     eprintln!(
-        "tidelog serve: Kafka protocol on {} for {}{role} (SIGINT or SIGTERM to stop)",
+        "tidelog serve: Kafka protocol on {} for {}{role}{} (SIGINT or SIGTERM to stop)",
         server.local_addr(),
-        data.display()
+        data.display(),
+        if args.authorizer {
+            ", ACLs enforced"
+        } else {
+            ""
+        }
     );
+    let listeners = server.listeners();
+    if listeners.len() > 1 || listeners[0].0 != tidelog::security::SecurityProtocol::Plaintext {
+        let all: Vec<String> = listeners
+            .iter()
+            .map(|(p, a)| format!("{p}://{a}"))
+            .collect();
+        eprintln!("tidelog serve: listeners {}", all.join(", "));
+    }
     eprintln!(
         "tidelog serve: open-files limit {files_limit}: up to {} connections",
         server.max_connections()
     );
+    let mut metrics_url = "off".to_string();
+    if let Some(metrics) = metrics_listener {
+        let addr = metrics
+            .local_addr()
+            .map_err(|e| fail!("cannot read the metrics listener's address: {e}"))?;
+        crate::metrics_http::spawn(metrics, broker.clone())
+            .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
+        metrics_url = format!("http://{addr}/metrics");
+        eprintln!("tidelog serve: metrics on {metrics_url}");
+    }
+    tracing::info!(
+        listen = %server.local_addr(),
+        data = %data.display(),
+        metrics = %metrics_url,
+        "tidelog serve started"
+    );
     server.run_until_signal()?;
+    tracing::info!(data = %data.display(), "data directory closed");
     eprintln!("tidelog serve: stopped");
     Ok(())
+}
+
+/// Binds `--metrics-listen`'s address (before the data directory is touched, as the
+/// Kafka listener).
+fn bind_metrics(addr: &str) -> CliResult<TcpListener> {
+    let parsed: SocketAddr = addr.parse().map_err(|e| {
+        fail!("--metrics-listen {addr:?} is not an IP address and port such as 127.0.0.1:9644: {e}")
+    })?;
+    TcpListener::bind(parsed).map_err(|e| {
+        fail!("cannot listen for metrics on {parsed}: {e} (is another server using that address?)")
+    })
+}
+
+/// Logs what opening the data directory found: topics, partitions and recovery.
+fn log_opened(broker: &tidelog::Broker, took: Duration) {
+    let m = broker.metrics();
+    let r = &m.storage.recovery;
+    let topics = broker.topics().len();
+    tracing::info!(
+        data = %broker.dir().display(),
+        topics,
+        partitions = m.partitions.len(),
+        seconds = took.as_secs_f64(),
+        segments_trusted = r.segments_trusted,
+        segments_validated = r.segments_validated,
+        bytes_validated = r.bytes_validated,
+        "data directory opened"
+    );
+    if r.logs_repaired > 0 {
+        tracing::warn!(
+            logs = r.logs_repaired,
+            truncations = r.truncations,
+            segments_removed = r.segments_removed,
+            indexes_rebuilt = r.indexes_rebuilt,
+            checkpoints_damaged = r.checkpoints_damaged,
+            "recovery repaired logs (an unclean shutdown or damaged files)"
+        );
+    }
 }
 
 /// Raises the soft open-files limit to the hard one; says what the limit is (and what it

@@ -4,7 +4,7 @@ use crate::cli::TopicsCmd;
 use crate::common::{close_broker, counted, open_broker, parse_kv};
 use crate::out::Out;
 use crate::{CliResult, fail};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tidelog::{Broker, TopicConfig, TopicDescription};
 
 /// Runs `tidelog topics ...`.
@@ -67,7 +67,7 @@ pub(crate) fn run(data: &Path, cmd: &TopicsCmd) -> CliResult {
             }
         }
         TopicsCmd::Delete { name } => {
-            broker.delete_topic(name)?;
+            delete_topic(&broker, name)?;
             out.line(format_args!("Deleted topic {name}."))?;
         }
         TopicsCmd::Alter {
@@ -80,6 +80,36 @@ pub(crate) fn run(data: &Path, cmd: &TopicsCmd) -> CliResult {
     out.flush()?;
     drop(out);
     close_broker(broker)
+}
+
+/// Deletes topic `name`; on a terminal, when that takes a while, shows how much of its
+/// files are gone.
+fn delete_topic(broker: &Broker, name: &str) -> CliResult {
+    let dirs: Vec<PathBuf> = broker
+        .describe_topic(name)?
+        .partitions
+        .iter()
+        .map(|p| broker.dir().join(format!("{name}-{}", p.partition)))
+        .collect();
+    let total = bytes_in(&dirs);
+    crate::progress::while_running(
+        format!("deleting topic {name}"),
+        crate::progress::Unit::Bytes,
+        Some(total),
+        || total.saturating_sub(bytes_in(&dirs)),
+        || broker.delete_topic(name),
+    )?;
+    Ok(())
+}
+
+/// Bytes of the files in `dirs` (those still there).
+fn bytes_in(dirs: &[PathBuf]) -> u64 {
+    dirs.iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 fn topic_names(broker: &Broker, exclude_internal: bool) -> CliResult<Vec<String>> {

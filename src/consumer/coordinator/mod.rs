@@ -160,6 +160,7 @@ fn persist(
     let Some(record) = group.take_pending_store(now_ms()) else {
         return Ok(());
     };
+    crate::metrics::events::group_stored(group);
     let Some(journal) = journal else {
         return Ok(());
     };

@@ -130,13 +130,17 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         request.max_bytes as usize
     };
 
-    // Resolve the partitions once.
+    // Resolve the partitions once (a follower's fetch is recorded then: replica_fetch.rs).
     let backend = ctx.backend();
+    let replica = (request.replica_id.0 >= 0).then_some(request.replica_id.0);
     let wanted: Vec<Wanted> = request
         .topics
         .iter()
         .map(|t| {
             let name = t.topic.0.to_string();
+            // Authorization first (Read on the topic; ClusterAction for a follower), so a
+            // refused follower's fetch is never recorded.
+            let allowed = ctx.authorize_fetch(&name, replica.is_some());
             let partitions = t
                 .partitions
                 .iter()
@@ -144,7 +148,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     index: p.partition,
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes.max(0) as usize,
-                    log: backend.partition(&name, p.partition),
+                    log: allowed.clone().and_then(|()| {
+                        super::replica_fetch::resolve(
+                            backend,
+                            &name,
+                            p.partition,
+                            p.fetch_offset,
+                            p.current_leader_epoch,
+                            replica,
+                        )
+                    }),
                 })
                 .collect();
             Wanted { name, partitions }
@@ -161,6 +174,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         if bytes >= min_bytes || errors || Instant::now() >= deadline || ctx.shared.is_stopping() {
             break topics;
         }
+        if replica.is_some() && super::replica_fetch::news(logs(&wanted)) {
+            break topics;
+        }
         match (&watch, seen) {
             (Some(w), Some(seen)) => {
                 w.signal.wait_past(seen, deadline.min(next_check));
@@ -174,12 +190,29 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             _ => watch = Some(Watch::new(ctx.shared, &wanted)),
         }
     };
+    if replica.is_some() {
+        for (w, t) in wanted.iter().zip(&topics) {
+            for (p, d) in w.partitions.iter().zip(&t.partitions) {
+                if let Ok(log) = &p.log {
+                    log.sent_high_watermark(-1, d.high_watermark);
+                }
+            }
+        }
+    }
     Ok(Reply::Parts(frame(
         req.header.correlation_id,
         version,
         request.isolation_level,
         topics,
     )))
+}
+
+/// The partitions of the request that resolved.
+fn logs(wanted: &[Wanted]) -> impl Iterator<Item = &Arc<dyn PartitionOps>> {
+    wanted
+        .iter()
+        .flat_map(|w| w.partitions.iter())
+        .filter_map(|p| p.log.as_ref().ok())
 }
 
 /// Read every partition once: the answers, the record bytes found, and whether any
@@ -265,6 +298,7 @@ fn frame(
         buf.extend_from_slice(&name[..name.len().min(i16::MAX as usize)]);
         buf.extend_from_slice(&(topic.partitions.len() as i32).to_be_bytes());
         for p in topic.partitions {
+            crate::metrics::server::count_error(p.error);
             buf.extend_from_slice(&p.index.to_be_bytes());
             buf.extend_from_slice(&p.error.to_be_bytes());
             buf.extend_from_slice(&p.high_watermark.to_be_bytes());

@@ -1,5 +1,6 @@
-//! ListOffsets (key 2), versions 1-5: earliest (-2), latest (-1) or the first offset at
-//! or after a timestamp, per partition.
+//! ListOffsets (key 2), versions 1-5: earliest (-2), latest (-1: the high watermark,
+//! what consumers may read) or the first offset at or after a timestamp, per partition.
+//! From v4 the request's `current_leader_epoch` is checked as Fetch does.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -7,6 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 /// ListOffsets timestamp meaning "the next offset to be written".
 const LATEST: i64 = -1;
@@ -29,9 +31,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
+                    if let Err(e) =
+                        ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.name)
+                    {
+                        return answer.with_error_code(error_code(&e));
+                    }
                     let found = backend
                         .partition(&t.name, p.partition_index)
                         .and_then(|log| {
+                            // v4+: the client's leader epoch (-1 before).
+                            log.check_leader_epoch(p.current_leader_epoch)?;
                             Ok(match p.timestamp {
                                 LATEST => Some((log.high_watermark(), -1)),
                                 EARLIEST => Some((log.log_start_offset(), -1)),

@@ -10,8 +10,17 @@
 //! through `PartitionLog::append_idempotent`, whose sequence checks and append are one
 //! step under the log's writer lock; its typed refusals become DUPLICATE_SEQUENCE_NUMBER,
 //! OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH (`error_code`). `acks = 0`
-//! gets no response at all; `acks = 1` and `-1` are the same on a single node: the
-//! response is sent once the batches are in the log.
+//! gets no response at all; `acks = 1` is answered once the batches are in the leader's
+//! log. `acks = -1` (all) is refused before anything is appended when the partition's
+//! ISR is smaller than `min.insync.replicas` (NOT_ENOUGH_REPLICAS); otherwise every
+//! partition is appended first, then the response waits until each partition's high
+//! watermark passes its batches (`Partition::wait_committed`), at most the request's
+//! `timeout_ms` (REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell
+//! below the minimum meanwhile). On a single node the high watermark is the log end, so
+//! `-1` answers as `1` does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -21,48 +30,93 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::LogConfig;
 use crate::record::{Batch, Compression, decompression_limit};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::backend::PartitionOps;
 use crate::storage::AppendOutcome;
+
+/// A partition's answer, and for an appended one the log and the offset the high
+/// watermark must pass for `acks=all`.
+type Appended = (
+    PartitionProduceResponse,
+    Option<(Arc<dyn PartitionOps>, i64)>,
+);
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms.max(0) as u64);
     let transactional = request
         .transactional_id
         .as_ref()
         .is_some_and(|t| !t.is_empty());
-    let responses = request
+    let appended: Vec<_> = request
         .topic_data
         .into_iter()
         .map(|t| {
-            let partition_responses = t
+            let partitions: Vec<_> = t
                 .partition_data
                 .into_iter()
                 .map(|p| {
                     if transactional {
-                        refuse(
-                            p.index,
-                            ResponseError::TransactionalIdAuthorizationFailed.code(),
-                            "transactions are not supported".into(),
+                        (
+                            refuse(
+                                p.index,
+                                ResponseError::TransactionalIdAuthorizationFailed.code(),
+                                "transactions are not supported".into(),
+                            ),
+                            None,
                         )
                     } else if !matches!(acks, -1..=1) {
-                        refuse(
-                            p.index,
-                            ResponseError::InvalidRequiredAcks.code(),
-                            format!("acks must be 0, 1 or -1, not {acks}"),
+                        (
+                            refuse(
+                                p.index,
+                                ResponseError::InvalidRequiredAcks.code(),
+                                format!("acks must be 0, 1 or -1, not {acks}"),
+                            ),
+                            None,
                         )
                     } else {
-                        produce_partition(ctx, &t.name, p.index, p.records.unwrap_or_default())
+                        produce_partition(
+                            ctx,
+                            &t.name,
+                            p.index,
+                            p.records.unwrap_or_default(),
+                            acks,
+                        )
                     }
                 })
                 .collect();
-            TopicProduceResponse::default()
-                .with_name(t.name)
-                .with_partition_responses(partition_responses)
+            (t.name, partitions)
         })
         .collect();
     if acks == 0 {
         return Ok(Reply::Nothing);
     }
+    // acks=all: every partition was appended; now wait for the in-sync replicas.
+    let responses = appended
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partition_responses = partitions
+                .into_iter()
+                .map(|(response, committed)| match committed {
+                    Some((log, offset)) if acks == -1 => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        match log.wait_committed(offset, left) {
+                            Ok(()) => response,
+                            Err(e) => {
+                                tracing::debug!(peer = %ctx.peer, topic = %name.0, partition = response.index, "acks=all not met: {e}");
+                                refuse(response.index, error_code(&e), e.to_string())
+                            }
+                        }
+                    }
+                    _ => response,
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(partition_responses)
+        })
+        .collect();
     req.respond(&ProduceResponse::default().with_responses(responses))
 }
 
@@ -142,30 +196,45 @@ fn produce_partition(
     topic: &str,
     index: i32,
     records: Bytes,
-) -> PartitionProduceResponse {
+    acks: i16,
+) -> Appended {
+    if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
+        return (refuse(index, error_code(&e), e.to_string()), None);
+    }
     if topic == crate::OFFSETS_TOPIC {
         // The group coordinator owns it; a client's bytes there would corrupt offsets.
-        return refuse(
-            index,
-            ResponseError::InvalidTopicException.code(),
-            format!("{topic} is internal: clients cannot produce to it"),
+        return (
+            refuse(
+                index,
+                ResponseError::InvalidTopicException.code(),
+                format!("{topic} is internal: clients cannot produce to it"),
+            ),
+            None,
         );
     }
     let log = match ctx.backend().partition(topic, index) {
         Ok(log) => log,
-        Err(e) => return refuse(index, error_code(&e), e.to_string()),
+        Err(e) => return (refuse(index, error_code(&e), e.to_string()), None),
     };
     let (idempotent, rewritten) = match validate(topic, index, &records, &log.log_config()) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
-            return refuse(index, code, message);
+            return (refuse(index, code, message), None);
         }
     };
+    if acks == -1
+        && let Err(e) = log.check_enough_replicas()
+    {
+        tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: {e}");
+        return (refuse(index, error_code(&e), e.to_string()), None);
+    }
     let records = rewritten.as_deref().unwrap_or(&records);
     let result = if idempotent {
         log.append_idempotent(records).map(|outcome| match outcome {
-            AppendOutcome::Appended(info) => (info.base_offset, info.log_append_time),
+            AppendOutcome::Appended(info) => {
+                (info.base_offset, info.last_offset, info.log_append_time)
+            }
             AppendOutcome::Duplicate(base) => {
                 tracing::debug!(
                     topic,
@@ -173,23 +242,28 @@ fn produce_partition(
                     base_offset = base,
                     "duplicate batch not appended again"
                 );
-                (base, None)
+                // A batch is replicated whole: the high watermark past its base offset
+                // is past all of it.
+                (base, base, None)
             }
         })
     } else {
         log.append(records)
-            .map(|info| (info.base_offset, info.log_append_time))
+            .map(|info| (info.base_offset, info.last_offset, info.log_append_time))
     }
     .map_err(|e| (error_code(&e), e.to_string()));
     match result {
-        Ok((base_offset, append_time)) => PartitionProduceResponse::default()
-            .with_index(index)
-            .with_base_offset(base_offset)
-            .with_log_append_time_ms(append_time.unwrap_or(-1))
-            .with_log_start_offset(log.log_start_offset()),
+        Ok((base_offset, last_offset, append_time)) => (
+            PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(base_offset)
+                .with_log_append_time_ms(append_time.unwrap_or(-1))
+                .with_log_start_offset(log.log_start_offset()),
+            Some((log, last_offset)),
+        ),
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "produce refused: {message}");
-            refuse(index, code, message)
+            (refuse(index, code, message), None)
         }
     }
 }

@@ -1,0 +1,228 @@
+//! A blocking Kafka-protocol client for one broker: connect, send a request of a fixed
+//! version, read its response, with timeouts and a reconnect on the next call after a
+//! failure. No ApiVersions negotiation: callers pick versions every tidelog node
+//! answers. Used by the replica fetchers (Fetch, OffsetForLeaderEpoch); written to be
+//! reused by anything that talks to a node over the wire (the admin commands).
+//!
+//! Frames are Kafka's: a big-endian `i32` size, then the request header (api key,
+//! version, correlation id, client id; the header version the API and version ask for)
+//! and the body. Responses must carry the correlation id of their request, else the
+//! connection is dropped and the call fails.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+use crate::Result;
+use crate::error::Error;
+
+/// Largest response accepted (a fetch answers at most its `max_bytes`, 10 MiB for the
+/// replica fetchers, plus headers).
+const MAX_RESPONSE: usize = 128 << 20;
+
+/// A connection to one broker, opened on first use and again after a failure.
+#[derive(Debug)]
+pub(crate) struct Client {
+    addr: String,
+    client_id: String,
+    connect_timeout: Duration,
+    stream: Option<TcpStream>,
+    next_correlation: i32,
+}
+
+impl Client {
+    /// A client of the broker at `addr` (`host:port`), identifying as `client_id`.
+    pub(crate) fn new(addr: impl Into<String>, client_id: impl Into<String>) -> Client {
+        Client {
+            addr: addr.into(),
+            client_id: client_id.into(),
+            connect_timeout: Duration::from_secs(5),
+            stream: None,
+            next_correlation: 0,
+        }
+    }
+
+    /// The broker's address.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Drops the connection (the next call connects again).
+    pub(crate) fn disconnect(&mut self) {
+        self.stream = None;
+    }
+
+    fn connect(&mut self) -> Result<&mut TcpStream> {
+        if self.stream.is_none() {
+            let addrs: Vec<SocketAddr> = self
+                .addr
+                .to_socket_addrs()
+                .map_err(|e| Error::io("resolve", &self.addr, e))?
+                .collect();
+            let mut last = None;
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, self.connect_timeout) {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        self.stream = Some(s);
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            if self.stream.is_none() {
+                let e = last.unwrap_or_else(|| std::io::Error::other("no address"));
+                return Err(Error::io("connect to", &self.addr, e));
+            }
+        }
+        Ok(self.stream.as_mut().expect("connected above"))
+    }
+
+    /// Sends `request` as version `version` and waits at most `timeout` for its
+    /// response. Any failure drops the connection: the next call reconnects.
+    pub(crate) fn call<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let result = self.call_inner(request, version, timeout);
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    fn call_inner<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let correlation_id = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let api = match kafka_protocol::messages::ApiKey::try_from(R::KEY) {
+            Ok(k) => format!("{k:?}"),
+            Err(()) => format!("api key {}", R::KEY),
+        };
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let mut body = BytesMut::with_capacity(256);
+        body.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut body, R::header_version(version))
+            .and_then(|()| request.encode(&mut body, version))
+            .map_err(|e| {
+                Error::corrupt(
+                    format!("{api} v{version} request"),
+                    0,
+                    format!("cannot encode: {e}"),
+                )
+            })?;
+        let size = (body.len() - 4) as i32;
+        body[..4].copy_from_slice(&size.to_be_bytes());
+        let addr = self.addr.clone();
+        let stream = self.connect()?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .and_then(|()| stream.set_read_timeout(Some(timeout)))
+            .map_err(|e| Error::io("set timeouts on", &addr, e))?;
+        stream
+            .write_all(&body)
+            .map_err(|e| io_error("send to", &addr, e, timeout))?;
+        let mut len = [0u8; 4];
+        stream
+            .read_exact(&mut len)
+            .map_err(|e| io_error("read from", &addr, e, timeout))?;
+        let len = i32::from_be_bytes(len);
+        if len < 4 || len as usize > MAX_RESPONSE {
+            return Err(Error::corrupt(
+                format!("{api} response from {addr}"),
+                0,
+                format!("response size {len}"),
+            ));
+        }
+        let mut buf = vec![0u8; len as usize];
+        stream
+            .read_exact(&mut buf)
+            .map_err(|e| io_error("read from", &addr, e, timeout))?;
+        let mut bytes = bytes::Bytes::from(buf);
+        let corrupt = |e: String| Error::corrupt(format!("{api} response from {addr}"), 0, e);
+        let header = ResponseHeader::decode(&mut bytes, R::Response::header_version(version))
+            .map_err(|e| corrupt(e.to_string()))?;
+        if header.correlation_id != correlation_id {
+            return Err(corrupt(format!(
+                "correlation id {} answers no request (expected {correlation_id})",
+                header.correlation_id
+            )));
+        }
+        let response =
+            R::Response::decode(&mut bytes, version).map_err(|e| corrupt(e.to_string()))?;
+        if bytes.has_remaining() {
+            return Err(corrupt(format!(
+                "{} bytes left after the response",
+                bytes.remaining()
+            )));
+        }
+        Ok(response)
+    }
+}
+
+fn io_error(op: &'static str, addr: &str, e: std::io::Error, timeout: Duration) -> Error {
+    if matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) {
+        Error::Timeout(format!("no answer from {addr} within {timeout:?}"))
+    } else {
+        Error::io(op, addr, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest};
+
+    #[test]
+    fn calls_a_server_and_reconnects_after_it_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::Broker::open(dir.path()).unwrap();
+        let server = crate::Server::builder(broker.clone())
+            .listen("127.0.0.1:0")
+            .start()
+            .unwrap();
+        let addr = server.local_addr();
+        let mut c = Client::new(addr.to_string(), "test");
+        let v = c
+            .call(&ApiVersionsRequest::default(), 0, Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(v.error_code, 0);
+        assert!(!v.api_keys.is_empty());
+        let m = c
+            .call(&MetadataRequest::default(), 8, Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(m.brokers.len(), 1);
+        server.shutdown().unwrap();
+        let err = c
+            .call(&MetadataRequest::default(), 8, Duration::from_secs(2))
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Io { .. } | Error::Timeout(_)),
+            "{err:?}"
+        );
+        let server = crate::Server::builder(broker).listen(addr).start().unwrap();
+        let m = c
+            .call(&MetadataRequest::default(), 8, Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(m.brokers.len(), 1, "reconnected");
+        server.shutdown().unwrap();
+    }
+}

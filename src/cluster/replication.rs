@@ -1,0 +1,897 @@
+//! The data plane of a cluster node: the replica manager and the follower fetchers.
+//!
+//! [`ReplicaManager`] is a [`MetadataListener`]: for every hosted partition whose role
+//! changed in a new image it makes the [`Partition`] a leader (the log replicated at its
+//! recorded high watermark, the epoch stamped, the followers' state fresh) or a follower
+//! (appends refused, the partition handed to the fetcher of its leader, which first
+//! truncates by leader epoch), and it loads or unloads the group coordinator with the
+//! leadership of `__consumer_offsets-0`. Its ISR thread proposes the ISR changes the
+//! leaders' rules ask for (`AlterPartition`), every `replica.lag.time.max.ms / 2` at
+//! most, a quarter second at least.
+//!
+//! A [`Fetcher`] is one thread per source node (Kafka's `num.replica.fetchers` = 1).
+//! Each round it asks the leader for the end of its latest epoch for the partitions that
+//! start following (OffsetForLeaderEpoch, Kafka's follower truncation rules, iterated
+//! while the leader answers an older epoch), then sends one Fetch for every partition
+//! it follows from that leader (replica id = this node, the current leader epoch, the
+//! local log end as fetch offset), appends the leader's batches verbatim and takes
+//! `min(leader's high watermark, own log end)` as its high watermark. A response is
+//! applied under the fetcher's lock and only if the partition is still followed at the
+//! same epoch, and the replica manager removes a partition under that lock before it
+//! changes its role: no batch of an old leader lands after a role change.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::{Condvar, Mutex};
+
+use super::client::Client;
+use super::image::LocalRole;
+use super::records::{AlterPartition, TopicId};
+use super::{ClusterNode, MetadataListener, MetadataUpdate, NO_LEADER};
+use crate::broker::{OFFSETS_TOPIC, WeakBroker};
+use crate::{Error, Partition};
+
+/// Fetch version the fetchers send (every tidelog node answers 4-11).
+const FETCH_VERSION: i16 = 11;
+/// OffsetForLeaderEpoch version the fetchers send.
+const EPOCH_VERSION: i16 = 3;
+/// How long a replica fetch waits on the leader for new data (Kafka
+/// `replica.fetch.wait.max.ms`).
+const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
+/// Bytes per partition per fetch (Kafka `replica.fetch.max.bytes`).
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+/// Bytes per fetch response (Kafka `replica.fetch.response.max.bytes`).
+const RESPONSE_MAX_BYTES: i32 = 10 << 20;
+/// How long a call to the leader may take (Kafka `replica.socket.timeout.ms`).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause after an error the next metadata is expected to fix (Kafka
+/// `replica.fetch.backoff.ms`).
+const BACKOFF: Duration = Duration::from_millis(200);
+/// How long an ISR change waits to be applied.
+const ALTER_TIMEOUT: Duration = Duration::from_secs(5);
+
+type Key = (String, i32);
+
+/// A partition this node leads.
+struct Led {
+    topic_id: TopicId,
+    partition: Partition,
+}
+
+#[derive(Default)]
+struct ManagerState {
+    led: BTreeMap<Key, Led>,
+    /// Followed partitions and the node they are fetched from.
+    followed: BTreeMap<Key, i32>,
+    fetchers: HashMap<i32, Arc<Fetcher>>,
+    /// Fetchers told to stop and not joined yet (a call in flight to a hung leader may
+    /// take its timeout: the metadata publisher does not wait for it).
+    retired: Vec<Arc<Fetcher>>,
+    /// True while this node's group coordinator is loaded from `__consumer_offsets-0`.
+    coordinator: bool,
+}
+
+/// Drives the replica role of every hosted partition from the metadata. See the module
+/// documentation.
+pub(crate) struct ReplicaManager {
+    node_id: i32,
+    broker: WeakBroker,
+    node: Weak<ClusterNode>,
+    lag_max: Duration,
+    default_min_insync: i32,
+    state: Mutex<ManagerState>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    isr_thread: Mutex<Option<JoinHandle<()>>>,
+    /// Tests: while set, the fetchers send nothing (a follower cut off from leaders).
+    paused: Arc<AtomicBool>,
+}
+
+impl ReplicaManager {
+    /// A replica manager for `node` (not yet listening: register it as a listener, then
+    /// call [`ReplicaManager::start`]).
+    pub(crate) fn new(
+        node_id: i32,
+        broker: WeakBroker,
+        node: Weak<ClusterNode>,
+        lag_max: Duration,
+        default_min_insync: i32,
+    ) -> Arc<ReplicaManager> {
+        Arc::new(ReplicaManager {
+            node_id,
+            broker,
+            node,
+            lag_max,
+            default_min_insync,
+            state: Mutex::new(ManagerState::default()),
+            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            isr_thread: Mutex::new(None),
+            paused: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
+    /// unreachable.
+    #[cfg(test)]
+    pub(crate) fn pause_fetchers(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Release);
+        // A response being applied finishes first; later ones are dropped.
+        for f in self.state.lock().fetchers.values() {
+            drop(f.parts.lock());
+        }
+    }
+
+    /// Starts the ISR thread.
+    pub(crate) fn start(self: &Arc<Self>) -> crate::Result<()> {
+        let me = Arc::downgrade(self);
+        let stop = self.stop.clone();
+        let tick = (self.lag_max / 2).clamp(Duration::from_millis(50), Duration::from_millis(250));
+        let h = std::thread::Builder::new()
+            .name(format!("isr-{}", self.node_id))
+            .spawn(move || {
+                loop {
+                    {
+                        let mut stopped = stop.0.lock();
+                        if *stopped {
+                            return;
+                        }
+                        stop.1.wait_for(&mut stopped, tick);
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    let Some(m) = me.upgrade() else { return };
+                    m.check_isr();
+                }
+            })
+            .map_err(|e| Error::io("spawn", "the ISR thread", e))?;
+        *self.isr_thread.lock() = Some(h);
+        Ok(())
+    }
+
+    /// Stops the ISR thread and every fetcher.
+    pub(crate) fn stop(&self) {
+        let fetchers: Vec<Arc<Fetcher>> = {
+            // Under the state lock: no publication adds a fetcher after this.
+            let mut st = self.state.lock();
+            {
+                let mut s = self.stop.0.lock();
+                *s = true;
+                self.stop.1.notify_all();
+            }
+            let mut all: Vec<Arc<Fetcher>> = st.fetchers.drain().map(|(_, f)| f).collect();
+            all.append(&mut st.retired);
+            all
+        };
+        if let Some(h) = self.isr_thread.lock().take() {
+            let _ = h.join();
+        }
+        for f in &fetchers {
+            f.signal_stop();
+        }
+        for f in fetchers {
+            f.stop();
+        }
+    }
+
+    /// Proposes the ISR changes the leaders' rules ask for now.
+    fn check_isr(&self) {
+        let Some(node) = self.node.upgrade() else {
+            return;
+        };
+        let led: Vec<(Key, TopicId, Partition)> = self
+            .state
+            .lock()
+            .led
+            .iter()
+            .map(|(k, l)| (k.clone(), l.topic_id, l.partition.clone()))
+            .collect();
+        let now = Instant::now();
+        let image = node.image();
+        // The controller refuses to add a fenced broker: do not ask.
+        let eligible = |b: i32| image.is_unfenced(b);
+        for ((topic, p), topic_id, partition) in led {
+            let Some(change) = partition.isr_change(now, eligible) else {
+                continue;
+            };
+            let Some(broker_epoch) = node.broker_epoch() else {
+                partition.isr_change_failed(change.leader_epoch);
+                continue;
+            };
+            tracing::info!(node = self.node_id, partition = %partition.name(), isr = ?change.new_isr, "proposing an ISR change");
+            let result = node.alter_partition(
+                AlterPartition {
+                    topic: topic.clone(),
+                    topic_id,
+                    partition: p,
+                    broker_id: self.node_id,
+                    broker_epoch,
+                    leader_epoch: change.leader_epoch,
+                    partition_epoch: change.partition_epoch,
+                    new_isr: change.new_isr.clone(),
+                },
+                ALTER_TIMEOUT,
+            );
+            if let Err(e) = result {
+                tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not applied");
+                partition.isr_change_failed(change.leader_epoch);
+            }
+        }
+    }
+
+    /// The fetcher of `source`, started if needed.
+    fn fetcher(&self, st: &mut ManagerState, source: i32) -> Option<Arc<Fetcher>> {
+        if let Some(f) = st.fetchers.get(&source) {
+            return Some(f.clone());
+        }
+        match Fetcher::start(self.node_id, source, self.node.clone(), self.paused.clone()) {
+            Ok(f) => {
+                st.fetchers.insert(source, f.clone());
+                Some(f)
+            }
+            Err(e) => {
+                tracing::error!(node = self.node_id, source, error = %e, "cannot start a replica fetcher");
+                None
+            }
+        }
+    }
+
+    /// Stops fetching `key` (waits for a response being applied to it).
+    fn unfollow(&self, st: &mut ManagerState, key: &Key) {
+        if let Some(source) = st.followed.remove(key)
+            && let Some(f) = st.fetchers.get(&source)
+        {
+            f.remove(key);
+            if f.is_empty() {
+                let f = st.fetchers.remove(&source).expect("present");
+                f.signal_stop();
+                st.retired.retain(|r| !r.is_finished());
+                st.retired.push(f);
+            }
+        }
+    }
+
+    fn min_insync(&self, update: &MetadataUpdate<'_>, topic: &str) -> i32 {
+        update
+            .current
+            .topic(topic)
+            .and_then(|t| t.configs.get("min.insync.replicas"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.default_min_insync)
+    }
+}
+
+impl MetadataListener for ReplicaManager {
+    fn on_metadata(&self, update: &MetadataUpdate<'_>) {
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        let changes = update.local_changes();
+        let mut st = self.state.lock();
+        if *self.stop.0.lock() {
+            return;
+        }
+        let now = Instant::now();
+        for (topic, _, p) in &changes.removed {
+            let key = (topic.clone(), *p);
+            self.unfollow(&mut st, &key);
+            st.led.remove(&key);
+            if topic == OFFSETS_TOPIC && *p == 0 && st.coordinator {
+                broker.group_coordinator().unload();
+                st.coordinator = false;
+            }
+        }
+        for c in changes.changed {
+            let key = (c.topic.clone(), c.partition);
+            let Some(partition) = broker.hosted_partition(&c.topic, c.partition) else {
+                tracing::error!(node = self.node_id, topic = %c.topic, partition = c.partition, "a hosted partition has no local log");
+                continue;
+            };
+            let initial_hw = broker
+                .recorded_high_watermark(&c.topic, c.partition)
+                .unwrap_or_else(|| partition.log_start_offset());
+            let offsets = c.topic == OFFSETS_TOPIC && c.partition == 0;
+            match c.role {
+                LocalRole::Leader {
+                    leader_epoch,
+                    partition_epoch,
+                    isr,
+                    replicas,
+                } => {
+                    self.unfollow(&mut st, &key);
+                    let min = self.min_insync(update, &c.topic);
+                    let was_leader = partition.leader_epoch() == Some(leader_epoch);
+                    if let Err(e) = partition.become_leader(
+                        self.node_id,
+                        leader_epoch,
+                        partition_epoch,
+                        replicas,
+                        isr,
+                        min,
+                        self.lag_max,
+                        initial_hw,
+                        now,
+                    ) {
+                        tracing::error!(node = self.node_id, partition = %partition.name(), error = %e, "cannot become the leader");
+                        continue;
+                    }
+                    if !was_leader {
+                        tracing::info!(node = self.node_id, partition = %partition.name(), leader_epoch, "leader");
+                    }
+                    st.led.insert(
+                        key,
+                        Led {
+                            topic_id: c.topic_id,
+                            partition: partition.clone(),
+                        },
+                    );
+                    if offsets && !was_leader {
+                        match broker.group_coordinator().load_partition(partition) {
+                            Ok(()) => st.coordinator = true,
+                            Err(e) => {
+                                tracing::error!(node = self.node_id, error = %e, "cannot load the group coordinator");
+                            }
+                        }
+                    }
+                }
+                LocalRole::Follower {
+                    leader,
+                    leader_epoch,
+                    ..
+                } => {
+                    st.led.remove(&key);
+                    if offsets && st.coordinator {
+                        broker.group_coordinator().unload();
+                        st.coordinator = false;
+                    }
+                    self.unfollow(&mut st, &key);
+                    partition.become_follower(leader, initial_hw);
+                    tracing::info!(node = self.node_id, partition = %partition.name(), leader, leader_epoch, "follower");
+                    if leader != NO_LEADER
+                        && let Some(f) = self.fetcher(&mut st, leader)
+                    {
+                        f.add(key.clone(), partition, leader_epoch);
+                        st.followed.insert(key, leader);
+                    }
+                }
+            }
+        }
+        // A broker fenced or registered anew: what its fetches said may no longer hold
+        // (a restarted node truncates before it fetches again).
+        let stale: Vec<i32> = update
+            .current
+            .brokers
+            .values()
+            .filter(|b| {
+                b.fenced
+                    && update
+                        .previous
+                        .brokers
+                        .get(&b.id)
+                        .is_none_or(|p| !p.fenced || p.epoch != b.epoch)
+            })
+            .map(|b| b.id)
+            .collect();
+        if !stale.is_empty() {
+            for led in st.led.values() {
+                led.partition.reset_followers(&stale);
+            }
+        }
+        // A topic's min.insync.replicas may have changed.
+        for ((topic, _), led) in &st.led {
+            let changed = update
+                .previous
+                .topics
+                .get(topic)
+                .zip(update.current.topics.get(topic))
+                .is_none_or(|(a, b)| !Arc::ptr_eq(a, b));
+            if changed {
+                led.partition
+                    .set_min_insync_replicas(self.min_insync(update, topic));
+            }
+        }
+    }
+}
+
+/// One followed partition, as its fetcher sees it.
+#[derive(Clone)]
+struct Followed {
+    partition: Partition,
+    leader_epoch: i32,
+    /// Truncation by leader epoch is still to be done.
+    truncating: bool,
+    /// Fetch from here rather than the log end (the leader's log start, when this log
+    /// ends below it).
+    fetch_from: Option<i64>,
+    /// No request for it before then.
+    delay_until: Option<Instant>,
+}
+
+impl Followed {
+    fn fetch_offset(&self) -> i64 {
+        self.fetch_from
+            .unwrap_or_else(|| self.partition.log_end_offset())
+    }
+}
+
+/// The fetcher thread of one source node. See the module documentation.
+pub(crate) struct Fetcher {
+    node_id: i32,
+    source: i32,
+    node: Weak<ClusterNode>,
+    parts: Mutex<BTreeMap<Key, Followed>>,
+    changed: Condvar,
+    stopped: AtomicBool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// See [`ReplicaManager::pause_fetchers`].
+    paused: Arc<AtomicBool>,
+}
+
+impl Fetcher {
+    fn start(
+        node_id: i32,
+        source: i32,
+        node: Weak<ClusterNode>,
+        paused: Arc<AtomicBool>,
+    ) -> crate::Result<Arc<Fetcher>> {
+        let f = Arc::new(Fetcher {
+            node_id,
+            source,
+            node,
+            paused,
+            parts: Mutex::new(BTreeMap::new()),
+            changed: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        });
+        let me = f.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("replica-fetcher-{node_id}-from-{source}"))
+            .spawn(move || me.run())
+            .map_err(|e| Error::io("spawn", "a replica fetcher thread", e))?;
+        *f.thread.lock() = Some(h);
+        Ok(f)
+    }
+
+    fn add(&self, key: Key, partition: Partition, leader_epoch: i32) {
+        self.parts.lock().insert(
+            key,
+            Followed {
+                partition,
+                leader_epoch,
+                truncating: true,
+                fetch_from: None,
+                delay_until: None,
+            },
+        );
+        self.changed.notify_all();
+    }
+
+    fn remove(&self, key: &Key) {
+        self.parts.lock().remove(key);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.parts.lock().is_empty()
+    }
+
+    /// Tells the thread to stop, without waiting for it.
+    fn signal_stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        let _g = self.parts.lock();
+        self.changed.notify_all();
+    }
+
+    /// True once the thread has exited.
+    fn is_finished(&self) -> bool {
+        self.thread.lock().as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Stops the thread and waits for it.
+    fn stop(&self) {
+        self.signal_stop();
+        if let Some(h) = self.thread.lock().take()
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
+        }
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Sleeps up to `d` (woken by a change or a stop).
+    fn pause(&self, d: Duration) {
+        let mut g = self.parts.lock();
+        if !self.is_stopped() {
+            self.changed.wait_for(&mut g, d);
+        }
+    }
+
+    fn run(self: Arc<Self>) {
+        let mut client: Option<Client> = None;
+        while !self.is_stopped() {
+            if self.paused.load(Ordering::Acquire) {
+                self.pause(Duration::from_millis(20));
+                continue;
+            }
+            let now = Instant::now();
+            let ready: Vec<(Key, Followed)> = {
+                let mut g = self.parts.lock();
+                if g.is_empty() {
+                    self.changed.wait_for(&mut g, Duration::from_secs(1));
+                    continue;
+                }
+                g.iter()
+                    .filter(|(_, f)| f.delay_until.is_none_or(|d| d <= now))
+                    .map(|(k, f)| (k.clone(), f.clone()))
+                    .collect()
+            };
+            if ready.is_empty() {
+                self.pause(Duration::from_millis(50));
+                continue;
+            }
+            let Some(node) = self.node.upgrade() else {
+                return;
+            };
+            let addr = node
+                .image()
+                .brokers
+                .get(&self.source)
+                .filter(|b| !b.fenced)
+                .map(|b| b.listener.clone());
+            drop(node);
+            let Some(addr) = addr else {
+                self.pause(BACKOFF);
+                continue;
+            };
+            if client.as_ref().is_none_or(|c| c.addr() != addr) {
+                client = Some(Client::new(
+                    addr,
+                    format!("tidelog-replica-fetcher-{}", self.node_id),
+                ));
+            }
+            let c = client.as_mut().expect("set above");
+            let truncating: Vec<(Key, Followed)> = ready
+                .iter()
+                .filter(|(_, f)| f.truncating)
+                .cloned()
+                .collect();
+            let result = if truncating.is_empty() {
+                self.fetch(c, &ready)
+            } else {
+                self.truncate(c, &truncating)
+            };
+            if let Err(e) = result {
+                if !self.is_stopped() {
+                    tracing::debug!(node = self.node_id, source = self.source, error = %e, "replica fetch failed");
+                }
+                c.disconnect();
+                self.pause(BACKOFF);
+            }
+        }
+    }
+
+    /// Applies `f` to the followed partition `key` if it is still followed at `epoch`.
+    fn with_current<T>(
+        &self,
+        key: &Key,
+        epoch: i32,
+        f: impl FnOnce(&mut Followed) -> T,
+    ) -> Option<T> {
+        let mut g = self.parts.lock();
+        let entry = g.get_mut(key).filter(|e| e.leader_epoch == epoch)?;
+        Some(f(entry))
+    }
+
+    /// KIP-101/279: asks the leader where its log ends for this log's latest epoch and
+    /// truncates to where the two diverge.
+    fn truncate(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+        let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+        let mut asked = Vec::new();
+        for (key, f) in parts {
+            let log = f.partition.log();
+            let latest = log.latest_epoch()?;
+            match latest {
+                Some(epoch) if epoch >= 0 => {
+                    topics.entry(key.0.as_str()).or_default().push(
+                        OffsetForLeaderPartition::default()
+                            .with_partition(key.1)
+                            .with_current_leader_epoch(f.leader_epoch)
+                            .with_leader_epoch(epoch),
+                    );
+                    asked.push((key, f));
+                }
+                _ => {
+                    // No epoch in the log: an empty log has nothing to cut; a log of
+                    // batches without epochs falls back to the high watermark (Kafka's
+                    // rule before KIP-101).
+                    self.with_current(key, f.leader_epoch, |e| {
+                        let hw = log.high_watermark();
+                        if log.log_end_offset() > hw {
+                            log.truncate_to(hw)?;
+                        }
+                        e.truncating = false;
+                        Ok::<(), Error>(())
+                    })
+                    .transpose()?;
+                }
+            }
+        }
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(self.node_id))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetForLeaderTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let response = client.call(&request, EPOCH_VERSION, CALL_TIMEOUT)?;
+        for t in response.topics {
+            for r in t.partitions {
+                let key = (t.topic.0.to_string(), r.partition);
+                let Some((_, f)) = asked.iter().find(|(k, _)| **k == key) else {
+                    continue;
+                };
+                let done = self.with_current(&key, f.leader_epoch, |e| {
+                    if r.error_code != 0 {
+                        tracing::debug!(node = self.node_id, partition = %e.partition.name(), code = r.error_code, "OffsetForLeaderEpoch refused; waiting for metadata");
+                        e.delay_until = Some(Instant::now() + BACKOFF);
+                        return Ok(());
+                    }
+                    let log = e.partition.log();
+                    let (target, complete) = truncation_point(
+                        |epoch| log.end_offset_for_epoch(epoch),
+                        log.log_end_offset(),
+                        log.high_watermark(),
+                        r.leader_epoch,
+                        r.end_offset,
+                    )?;
+                    if target < log.log_end_offset() {
+                        if target < log.high_watermark() {
+                            // Only an unclean history gets here (the high watermark was
+                            // computed over ISR members, and the leader was one): the
+                            // leader's log is the one the cluster keeps.
+                            tracing::warn!(node = self.node_id, partition = %e.partition.name(), target, hw = log.high_watermark(), "truncating below the high watermark as the leader's log requires");
+                        }
+                        let end = log.truncate_to(target)?;
+                        tracing::info!(node = self.node_id, partition = %e.partition.name(), leader_epoch = r.leader_epoch, end, "truncated to the leader's log");
+                    }
+                    if complete {
+                        e.truncating = false;
+                    }
+                    Ok::<(), Error>(())
+                });
+                if let Some(Err(e)) = done {
+                    tracing::error!(node = self.node_id, partition = %f.partition.name(), error = %e, "truncation failed");
+                    self.with_current(&key, f.leader_epoch, |e| {
+                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One Fetch for every ready partition, applied.
+    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        let mut sent: HashMap<Key, (i32, i64)> = HashMap::new();
+        for (key, f) in parts {
+            let offset = f.fetch_offset();
+            topics.entry(key.0.as_str()).or_default().push(
+                FetchPartition::default()
+                    .with_partition(key.1)
+                    .with_current_leader_epoch(f.leader_epoch)
+                    .with_fetch_offset(offset)
+                    .with_log_start_offset(f.partition.log_start_offset())
+                    .with_partition_max_bytes(PARTITION_MAX_BYTES),
+            );
+            sent.insert(key.clone(), (f.leader_epoch, offset));
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(self.node_id))
+            .with_max_wait_ms(FETCH_MAX_WAIT.as_millis() as i32)
+            .with_min_bytes(1)
+            .with_max_bytes(RESPONSE_MAX_BYTES)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let response = client.call(&request, FETCH_VERSION, CALL_TIMEOUT)?;
+        if response.error_code != 0 {
+            return Err(Error::NotLeaderOrFollower {
+                partition: format!("fetch from node {}", self.source),
+                reason: format!("the leader answered error code {}", response.error_code),
+            });
+        }
+        for t in response.responses {
+            for p in t.partitions {
+                let key = (t.topic.0.to_string(), p.partition_index);
+                let Some(&(epoch, offset)) = sent.get(&key) else {
+                    continue;
+                };
+                let applied = self.with_current(&key, epoch, |e| {
+                    if e.truncating
+                        || e.fetch_offset() != offset
+                        || self.paused.load(Ordering::Acquire)
+                    {
+                        return Ok(());
+                    }
+                    apply_fetched(self.node_id, e, offset, &p)
+                });
+                if let Some(Err(err)) = applied {
+                    tracing::error!(node = self.node_id, topic = %key.0, partition = key.1, error = %err, "cannot apply the leader's batches");
+                    self.with_current(&key, epoch, |e| {
+                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies one partition of a fetch response (sent at `offset`) to a followed
+/// partition. Called under the fetcher's lock.
+fn apply_fetched(
+    node_id: i32,
+    e: &mut Followed,
+    offset: i64,
+    p: &kafka_protocol::messages::fetch_response::PartitionData,
+) -> crate::Result<()> {
+    let log = e.partition.log();
+    let code = p.error_code;
+    if code == 0 {
+        if let Some(records) = p.records.as_ref().filter(|r| !r.is_empty()) {
+            log.append_replica(records)?;
+            e.fetch_from = None;
+        }
+        let end = log.log_end_offset();
+        log.set_high_watermark(p.high_watermark.min(end));
+        // Follow the leader's log start (retention, DeleteRecords) once it is committed
+        // here.
+        if p.log_start_offset > log.log_start_offset() && p.log_start_offset <= log.high_watermark()
+        {
+            log.delete_records_before(p.log_start_offset)?;
+        }
+        return Ok(());
+    }
+    if code == ResponseError::OffsetOutOfRange.code() {
+        if offset < p.log_start_offset {
+            // Behind the leader's log start: nothing here is of use; start over at the
+            // leader's log start (Kafka's truncateFullyAndStartAt; the gap below it is
+            // kept as a compacted log's is, and the log start follows once committed).
+            let start = log.log_start_offset();
+            if log.log_end_offset() > start {
+                log.truncate_to(start)?;
+            }
+            e.fetch_from = Some(p.log_start_offset);
+            tracing::info!(node = node_id, partition = %e.partition.name(), from = p.log_start_offset, "behind the leader's log start: fetching from there");
+        } else {
+            // Past the leader's log end: diverged; truncate by epoch first.
+            e.truncating = true;
+        }
+        return Ok(());
+    }
+    let retriable = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+        ResponseError::UnknownLeaderEpoch.code(),
+        ResponseError::UnknownTopicOrPartition.code(),
+        ResponseError::LeaderNotAvailable.code(),
+    ];
+    if retriable.contains(&code) {
+        tracing::debug!(node = node_id, partition = %e.partition.name(), code, "the leader refused a fetch; waiting for metadata");
+        e.delay_until = Some(Instant::now() + BACKOFF);
+    } else {
+        tracing::warn!(node = node_id, partition = %e.partition.name(), code, "replica fetch failed");
+        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
+    }
+    Ok(())
+}
+
+/// Kafka's follower truncation rule (`AbstractFetcherThread.getOffsetTruncationState`):
+/// given the leader's answer `(leader_epoch, leader_end)` for this log's latest epoch,
+/// where to truncate and whether that completes the truncation (false: the leader
+/// answered an epoch this log does not have; truncate to the end of this log's largest
+/// epoch below it and ask again with the new latest epoch).
+fn truncation_point(
+    end_offset_for_epoch: impl Fn(i32) -> crate::Result<(i32, i64)>,
+    log_end: i64,
+    high_watermark: i64,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> crate::Result<(i64, bool)> {
+    if leader_epoch < 0 || leader_end < 0 {
+        // The leader has no epoch at or below ours: Kafka falls back to the high
+        // watermark.
+        return Ok((high_watermark.min(log_end), true));
+    }
+    let (epoch, end) = end_offset_for_epoch(leader_epoch)?;
+    if epoch < 0 || end < 0 {
+        return Ok((leader_end.min(log_end), true));
+    }
+    if epoch != leader_epoch {
+        return Ok((end.min(log_end), false));
+    }
+    Ok((end.min(leader_end).min(log_end), true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncation_point;
+
+    /// A follower's epochs: (epoch, start offset); its log ends at 100.
+    fn follower(epoch: i32) -> crate::Result<(i32, i64)> {
+        let entries = [(1, 0), (3, 40), (4, 70)];
+        let end = 100;
+        let mut found = None;
+        for (i, (e, _)) in entries.iter().enumerate() {
+            if *e <= epoch {
+                found = Some(i);
+            }
+        }
+        Ok(match found {
+            None => (epoch, 0),
+            Some(i) => (entries[i].0, entries.get(i + 1).map_or(end, |(_, s)| *s)),
+        })
+    }
+
+    #[test]
+    fn truncation_follows_kafkas_rules() {
+        // The leader has epoch 4 too, ending at 90: cut to 90.
+        assert_eq!(
+            truncation_point(follower, 100, 50, 4, 90).unwrap(),
+            (90, true)
+        );
+        // The leader knows our epoch 4 but ends later: nothing to cut.
+        assert_eq!(
+            truncation_point(follower, 100, 50, 4, 120).unwrap(),
+            (100, true)
+        );
+        // The leader answers epoch 2, which we never had: cut to the end of our largest
+        // epoch below it (1 ends at 40) and ask again.
+        assert_eq!(
+            truncation_point(follower, 100, 50, 2, 55).unwrap(),
+            (40, false)
+        );
+        // The leader has no epoch: the high watermark.
+        assert_eq!(
+            truncation_point(follower, 100, 50, -1, -1).unwrap(),
+            (50, true)
+        );
+        // Our answer for 3 is its own end (70): min with the leader's 60.
+        assert_eq!(
+            truncation_point(follower, 100, 50, 3, 60).unwrap(),
+            (60, true)
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! The data plane in process: three nodes replicate a topic with replication factor 3;
+//! an `acks=all` producer on the leader returns once every in-sync replica has the
+//! records, and every replica's log holds the same bytes at the same offsets; a follower
+//! refuses appends naming the leader; a stopped follower leaves the ISR, the high
+//! watermark goes on without it, and it rejoins once it caught up; with
+//! `min.insync.replicas=2` and both followers gone, an `acks=all` send is refused and
+//! nothing is appended.
+
+use super::*;
+use crate::{Acks, Broker, Partition, Producer, ProducerRecord};
+
+pub(super) fn broker(c: &TestCluster, i: usize) -> Broker {
+    c.node(i).broker.upgrade().expect("the node's broker")
+}
+
+/// Partition `p` of `topic` on node index `i`.
+pub(super) fn part(c: &TestCluster, i: usize, topic: &str, p: i32) -> Partition {
+    broker(c, i).topic(topic).unwrap().partition(p).unwrap()
+}
+
+/// The bytes of a log from its start to `end`.
+pub(super) fn bytes_to(p: &Partition, end: i64) -> Vec<u8> {
+    let log = p.log();
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    let deadline = Instant::now() + WAIT;
+    while offset < end {
+        assert!(Instant::now() < deadline, "reading {p:?} to {end}");
+        let s = log
+            .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)
+            .unwrap();
+        if s.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&s);
+        offset = s.next_offset();
+    }
+    out
+}
+
+/// Node index of the leader of `topic`-`p` in node 0's image.
+pub(super) fn leader_index(c: &TestCluster, topic: &str, p: usize) -> usize {
+    let img = c.node(c.running()[0]).image();
+    (img.topic(topic).unwrap().partitions[p].leader - 1) as usize
+}
+
+pub(super) fn create(c: &TestCluster, name: &str, partitions: i32, configs: Vec<(String, String)>) {
+    let node = c.node(c.running()[0]);
+    node.create_topic(
+        &NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: 3,
+            configs,
+            ..Default::default()
+        },
+        false,
+        WAIT,
+    )
+    .unwrap();
+    c.wait_same_image();
+}
+
+#[test]
+fn acks_all_writes_reach_every_replica_with_the_same_bytes() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "events", 2, Vec::new());
+    let l = leader_index(&c, "events", 0);
+    let leader = part(&c, l, "events", 0);
+    wait_until("leadership applied", || leader.leader_epoch().is_some());
+
+    let producer = Producer::builder(&broker(&c, l))
+        .acks(Acks::All)
+        .linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut last = -1;
+    for i in 0..50 {
+        let v = format!("record-{i}");
+        let m = producer
+            .send("events", ProducerRecord::new(v.as_bytes()).partition(0))
+            .unwrap();
+        assert_eq!(m.offset, i);
+        // acks=all: committed (every ISR member has it) when send returns.
+        assert!(leader.high_watermark() > m.offset);
+        last = m.offset;
+    }
+    assert_eq!(last, 49);
+    let end = leader.log_end_offset();
+    let expected = bytes_to(&leader, end);
+    for i in 0..3 {
+        let p = part(&c, i, "events", 0);
+        wait_until("every replica has the records", || {
+            p.log_end_offset() == end && p.high_watermark() == end
+        });
+        assert_eq!(
+            bytes_to(&p, end),
+            expected,
+            "node {} holds the same bytes",
+            i + 1
+        );
+        // Same leader epochs as the leader's.
+        assert_eq!(
+            p.log().epoch_entries().unwrap(),
+            leader.log().epoch_entries().unwrap()
+        );
+    }
+    // A follower refuses appends, naming the leader.
+    let f = (l + 1) % 3;
+    let follower_producer = Producer::builder(&broker(&c, f))
+        .acks(Acks::Leader)
+        .linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    match follower_producer.send("events", ProducerRecord::new(b"x").partition(0)) {
+        Err(crate::Error::NotLeaderOrFollower { reason, .. }) => {
+            assert!(reason.contains(&format!("node {}", l + 1)), "{reason}");
+        }
+        other => panic!("a follower accepted an append: {other:?}"),
+    }
+    c.shutdown();
+}
+
+#[test]
+fn a_stopped_follower_leaves_the_isr_and_rejoins_after_catching_up() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "events", 1, Vec::new());
+    let l = leader_index(&c, "events", 0);
+    let f = (l + 1) % 3;
+    let leader = part(&c, l, "events", 0);
+    wait_until("leadership applied", || leader.leader_epoch().is_some());
+    let producer = Producer::builder(&broker(&c, l))
+        .acks(Acks::All)
+        .linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    producer
+        .send("events", ProducerRecord::new(b"before").partition(0))
+        .unwrap();
+    c.halt(f);
+    // The ISR shrinks (lag time, or the controller fencing it), and acks=all goes on.
+    wait_until("the stopped follower leaves the ISR", || {
+        leader
+            .isr()
+            .is_some_and(|isr| !isr.contains(&(f as i32 + 1)))
+    });
+    for i in 0..20 {
+        producer
+            .send(
+                "events",
+                ProducerRecord::new(format!("while-{i}").as_bytes()).partition(0),
+            )
+            .unwrap();
+    }
+    assert_eq!(leader.high_watermark(), 21);
+    c.restart(f);
+    wait_until("the follower rejoins the ISR", || {
+        leader
+            .isr()
+            .is_some_and(|isr| isr.contains(&(f as i32 + 1)))
+    });
+    let p = part(&c, f, "events", 0);
+    wait_until("it caught up", || p.log_end_offset() == 21);
+    assert_eq!(bytes_to(&p, 21), bytes_to(&leader, 21));
+    c.shutdown();
+}
+
+#[test]
+fn min_insync_replicas_refuses_acks_all_without_appending() {
+    // Five nodes, so that the metadata quorum survives both followers of a partition
+    // with three replicas going away (the ISR shrink is a metadata record).
+    let mut c = TestCluster::new(5, 1024);
+    c.wait_settled();
+    create(
+        &c,
+        "strict",
+        1,
+        vec![("min.insync.replicas".into(), "2".into())],
+    );
+    let l = leader_index(&c, "strict", 0);
+    let leader = part(&c, l, "strict", 0);
+    wait_until("leadership applied", || leader.leader_epoch().is_some());
+    let producer = Producer::builder(&broker(&c, l))
+        .acks(Acks::All)
+        .linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    producer
+        .send("strict", ProducerRecord::new(b"ok").partition(0))
+        .unwrap();
+    let followers: Vec<usize> = c.node(l).image().topic("strict").unwrap().partitions[0]
+        .replicas
+        .iter()
+        .map(|r| (*r - 1) as usize)
+        .filter(|i| *i != l)
+        .collect();
+    assert_eq!(followers.len(), 2);
+    for f in followers {
+        c.halt(f);
+    }
+    wait_until("the ISR is the leader alone", || {
+        leader.isr().is_some_and(|isr| isr.len() == 1)
+    });
+    let end = leader.log_end_offset();
+    match producer.send("strict", ProducerRecord::new(b"refused").partition(0)) {
+        Err(crate::Error::NotEnoughReplicas { isr: 1, min: 2, .. }) => {}
+        other => panic!("acks=all with 1 in-sync replica of 2 needed: {other:?}"),
+    }
+    assert_eq!(leader.log_end_offset(), end, "nothing was appended");
+    c.shutdown();
+}

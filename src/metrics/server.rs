@@ -1,0 +1,405 @@
+//! The network server's counters: connections, requests per API with their latency, and
+//! the Kafka error codes of responses.
+//!
+//! A connection thread holds a [`ConnectionStats`] for its life and a [`RequestTimer`]
+//! per request (from the request read to its response written). The error codes of a
+//! response are counted where the response is encoded ([`count_response`], for every
+//! response type the server answers) or framed by hand ([`count_error`], Fetch): both
+//! reach the connection's server through a thread-local set by [`ConnectionStats`], so
+//! the handlers need no extra argument.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::*;
+
+use super::counters::Histogram;
+use super::{ErrorMetrics, HistogramSnapshot, RequestMetrics, ServerMetrics};
+
+/// API keys counted one by one (Kafka's keys are below 100).
+const API_SLOTS: usize = 128;
+/// Error codes counted one by one: -1 to 254 (Kafka's go to about 130).
+const ERROR_SLOTS: usize = 256;
+
+/// One server's counters. Shared by its connection threads; registered with the broker
+/// (`BrokerStats::attach_server`) so that `Broker::metrics` sees it.
+#[derive(Debug)]
+pub(crate) struct ServerStats {
+    open: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    /// Request latency by API key.
+    requests: Box<[Histogram]>,
+    /// Responses by error code (index = code + 1).
+    errors: Box<[AtomicU64]>,
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        ServerStats {
+            open: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            requests: (0..API_SLOTS).map(|_| Histogram::default()).collect(),
+            errors: (0..ERROR_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+thread_local! {
+    /// The server of the connection this thread serves, while it serves it.
+    static CURRENT: RefCell<Option<Arc<ServerStats>>> = const { RefCell::new(None) };
+}
+
+impl ServerStats {
+    /// A connection from `peer` starts being served on this thread: counted until the
+    /// returned value is dropped.
+    pub(crate) fn connection(self: &Arc<Self>, peer: SocketAddr) -> ConnectionStats {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        self.open.fetch_add(1, Ordering::Relaxed);
+        CURRENT.with(|c| *c.borrow_mut() = Some(Arc::clone(self)));
+        ConnectionStats {
+            stats: Arc::clone(self),
+            peer,
+            client_id: None,
+            requests: 0,
+        }
+    }
+
+    /// A connection was refused.
+    pub(crate) fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn error(&self, code: i16) {
+        if code == 0 {
+            return;
+        }
+        if let Some(slot) = usize::try_from(i32::from(code) + 1)
+            .ok()
+            .and_then(|i| self.errors.get(i))
+        {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters of `servers` added up; None for no server.
+    pub(crate) fn sum(servers: &[Arc<ServerStats>]) -> Option<ServerMetrics> {
+        if servers.is_empty() {
+            return None;
+        }
+        let mut m = ServerMetrics {
+            sendfile_bytes: crate::server::sendfile_bytes_sent(),
+            ..ServerMetrics::default()
+        };
+        for key in 0..API_SLOTS {
+            let mut latency = HistogramSnapshot::empty();
+            for s in servers {
+                s.requests[key].add_to(&mut latency);
+            }
+            if latency.count > 0 {
+                let api_key = key as i16;
+                m.requests.push(RequestMetrics {
+                    api: crate::server::api_name(api_key),
+                    api_key,
+                    latency,
+                });
+            }
+        }
+        for slot in 0..ERROR_SLOTS {
+            let count: u64 = servers
+                .iter()
+                .map(|s| s.errors[slot].load(Ordering::Relaxed))
+                .sum();
+            if count > 0 {
+                let code = slot as i16 - 1;
+                m.errors.push(ErrorMetrics {
+                    code,
+                    name: error_name(code),
+                    count,
+                });
+            }
+        }
+        for s in servers {
+            m.connections_open += s.open.load(Ordering::Relaxed);
+            m.connections_accepted += s.accepted.load(Ordering::Relaxed);
+            m.connections_refused += s.refused.load(Ordering::Relaxed);
+        }
+        Some(m)
+    }
+}
+
+/// Kafka's name of an error code: `UNKNOWN_TOPIC_OR_PARTITION` for 3.
+pub(crate) fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_string(),
+        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_CODE_{c}"),
+        Some(e) => {
+            let camel = format!("{e:?}");
+            let mut out = String::with_capacity(camel.len() + 8);
+            for (i, ch) in camel.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        }
+    }
+}
+
+/// One connection being served (see [`ServerStats::connection`]): logs the client at
+/// debug level once its first request names it, and the close.
+#[derive(Debug)]
+pub(crate) struct ConnectionStats {
+    stats: Arc<ServerStats>,
+    peer: SocketAddr,
+    client_id: Option<String>,
+    requests: u64,
+}
+
+impl ConnectionStats {
+    /// A request (`frame`: header and body, no size prefix) is about to be handled; its
+    /// latency is recorded when the returned timer is dropped, after the response is
+    /// written.
+    pub(crate) fn request(&mut self, frame: &[u8]) -> RequestTimer<'_> {
+        self.requests += 1;
+        if self.client_id.is_none() {
+            let id = client_id(frame).unwrap_or_default();
+            tracing::debug!(peer = %self.peer, client_id = %id, "client connected");
+            self.client_id = Some(id);
+        }
+        let api = frame
+            .get(..2)
+            .map(|k| i16::from_be_bytes([k[0], k[1]]))
+            .and_then(|k| usize::try_from(k).ok())
+            .filter(|&k| k < API_SLOTS);
+        RequestTimer {
+            stats: &self.stats,
+            api,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for ConnectionStats {
+    fn drop(&mut self) {
+        self.stats.open.fetch_sub(1, Ordering::Relaxed);
+        CURRENT.with(|c| c.borrow_mut().take());
+        tracing::debug!(
+            peer = %self.peer,
+            client_id = %self.client_id.as_deref().unwrap_or(""),
+            requests = self.requests,
+            "client disconnected"
+        );
+    }
+}
+
+/// Times one request; records it when dropped.
+#[derive(Debug)]
+pub(crate) struct RequestTimer<'a> {
+    stats: &'a ServerStats,
+    api: Option<usize>,
+    start: Instant,
+}
+
+impl Drop for RequestTimer<'_> {
+    fn drop(&mut self) {
+        if let Some(api) = self.api {
+            self.stats.requests[api].observe(self.start.elapsed());
+        }
+    }
+}
+
+/// The client id in a request header (v1 and later: api key, version, correlation id,
+/// then the client id as a nullable 16-bit-length string); None if it is null or the
+/// frame is too short.
+fn client_id(frame: &[u8]) -> Option<String> {
+    let len = i16::from_be_bytes(frame.get(8..10)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let bytes = frame.get(10..10 + len)?;
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// Counts `code` (0 is success and not counted) for the connection this thread serves.
+#[inline]
+pub(crate) fn count_error(code: i16) {
+    if code != 0 {
+        CURRENT.with(|c| {
+            if let Some(s) = c.borrow().as_ref() {
+                s.error(code);
+            }
+        });
+    }
+}
+
+/// Counts the error codes in `response`, one per topic, partition, group or resource
+/// that failed, as Kafka's `errorCounts` does. Responses of a type not listed here are
+/// not counted.
+pub(crate) fn count_response(response: &dyn Any) {
+    let on = CURRENT.with(|c| c.borrow().is_some());
+    if on {
+        error_codes(response, &mut count_error);
+    }
+}
+
+/// Calls `f` with every error code of `response` (zeros included).
+fn error_codes(r: &dyn Any, f: &mut dyn FnMut(i16)) {
+    if let Some(r) = r.downcast_ref::<ProduceResponse>() {
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<ListOffsetsResponse>() {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<MetadataResponse>() {
+        f(r.error_code);
+        for t in &r.topics {
+            f(t.error_code);
+            t.partitions.iter().for_each(|p| f(p.error_code));
+        }
+    } else if let Some(r) = r.downcast_ref::<OffsetCommitResponse>() {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<OffsetFetchResponse>() {
+        f(r.error_code);
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+        for g in &r.groups {
+            f(g.error_code);
+            g.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
+    } else if let Some(r) = r.downcast_ref::<FindCoordinatorResponse>() {
+        f(r.error_code);
+        r.coordinators.iter().for_each(|c| f(c.error_code));
+    } else if let Some(r) = r.downcast_ref::<JoinGroupResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<HeartbeatResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<LeaveGroupResponse>() {
+        f(r.error_code);
+        r.members.iter().for_each(|m| f(m.error_code));
+    } else if let Some(r) = r.downcast_ref::<SyncGroupResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<ApiVersionsResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<CreateTopicsResponse>() {
+        r.topics.iter().for_each(|t| f(t.error_code));
+    } else if let Some(r) = r.downcast_ref::<DeleteTopicsResponse>() {
+        r.responses.iter().for_each(|t| f(t.error_code));
+    } else if let Some(r) = r.downcast_ref::<InitProducerIdResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<DescribeConfigsResponse>() {
+        r.results.iter().for_each(|x| f(x.error_code));
+    } else if let Some(r) = r.downcast_ref::<DescribeGroupsResponse>() {
+        r.groups.iter().for_each(|g| f(g.error_code));
+    } else if let Some(r) = r.downcast_ref::<ListGroupsResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<DeleteGroupsResponse>() {
+        r.results.iter().for_each(|g| f(g.error_code));
+    } else if let Some(r) = r.downcast_ref::<OffsetDeleteResponse>() {
+        f(r.error_code);
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<CreatePartitionsResponse>() {
+        r.results.iter().for_each(|t| f(t.error_code));
+    } else if let Some(r) = r.downcast_ref::<AlterConfigsResponse>() {
+        r.responses.iter().for_each(|x| f(x.error_code));
+    } else if let Some(r) = r.downcast_ref::<IncrementalAlterConfigsResponse>() {
+        r.responses.iter().for_each(|x| f(x.error_code));
+    } else if let Some(r) = r.downcast_ref::<DeleteRecordsResponse>() {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<DescribeClusterResponse>() {
+        f(r.error_code);
+    } else if let Some(r) = r.downcast_ref::<OffsetForLeaderEpochResponse>() {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(56), "KAFKA_STORAGE_ERROR");
+        assert_eq!(error_name(17), "INVALID_TOPIC_EXCEPTION");
+        assert_eq!(error_name(9999), "UNKNOWN_CODE_9999");
+    }
+
+    #[test]
+    fn the_client_id_comes_from_the_header() {
+        let mut frame = vec![0, 3, 0, 8, 0, 0, 0, 7];
+        frame.extend_from_slice(&5i16.to_be_bytes());
+        frame.extend_from_slice(b"rdkaf");
+        assert_eq!(client_id(&frame).as_deref(), Some("rdkaf"));
+        frame[8..10].copy_from_slice(&(-1i16).to_be_bytes());
+        assert_eq!(client_id(&frame), None);
+        assert_eq!(client_id(&frame[..9]), None);
+        frame[8..10].copy_from_slice(&100i16.to_be_bytes());
+        assert_eq!(client_id(&frame), None, "a length past the frame");
+    }
+
+    #[test]
+    fn response_errors_count_per_partition_for_this_threads_server() {
+        use kafka_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        let stats = Arc::new(ServerStats::default());
+        let response = ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default().with_partition_responses(vec![
+                PartitionProduceResponse::default().with_error_code(3),
+                PartitionProduceResponse::default(),
+                PartitionProduceResponse::default().with_error_code(3),
+            ]),
+        ]);
+        // Not counted outside a connection.
+        count_response(&response);
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        {
+            let mut conn = stats.connection(peer);
+            let timer = conn.request(&[0, 0, 0, 8, 0, 0, 0, 1, 0xff, 0xff]);
+            count_response(&response);
+            count_error(56);
+            drop(timer);
+            let m = ServerStats::sum(std::slice::from_ref(&stats)).unwrap();
+            assert_eq!(m.connections_open, 1);
+            assert_eq!(m.requests.len(), 1);
+            assert_eq!(m.requests[0].api, "Produce");
+            assert_eq!(m.requests[0].latency.count, 1);
+            let errors: Vec<(i16, u64)> = m.errors.iter().map(|e| (e.code, e.count)).collect();
+            assert_eq!(errors, [(3, 2), (56, 1)]);
+        }
+        let m = ServerStats::sum(std::slice::from_ref(&stats)).unwrap();
+        assert_eq!((m.connections_open, m.connections_accepted), (0, 1));
+        // The connection is over: nothing more is counted on this thread.
+        count_error(3);
+        let m = ServerStats::sum(&[stats]).unwrap();
+        assert_eq!(m.errors[0].count, 2);
+    }
+}

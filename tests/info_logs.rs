@@ -1,0 +1,138 @@
+//! What `tidelog serve` logs from the layers below the server, through `tracing` (the
+//! subscriber `serve` sets up): segments deleted by retention and group rebalances at
+//! info level, a client connection with its client id and address at debug level.
+#![cfg(all(feature = "server", feature = "cli"))]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidelog::{BatchBuilder, Broker, GroupConfig, GroupConsumer, OffsetReset, Server, TopicConfig};
+
+/// Everything logged in this process, as text.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Waits (at most 10 s) for a line with every one of `needles`; returns it.
+    fn line_with(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+            if let Some(line) = text.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
+                return line.to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line with {needles:?} in:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn batch(value: &[u8]) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.push(1_000, None, Some(value), &[]);
+    b.finish()
+}
+
+#[test]
+fn retention_rebalances_and_connections_are_logged() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder(dir.path())
+        .retention_check_interval(Duration::from_millis(50))
+        .group_min_session_timeout(Duration::from_millis(100))
+        .open()
+        .unwrap();
+    // Three segments of one record each, then a retention of 1 ms: the next pass
+    // deletes sealed segments (each took one offset with it).
+    let p = broker
+        .create_topic("aged", 1, TopicConfig::new())
+        .unwrap()
+        .partition(0)
+        .unwrap();
+    for v in [b"a", b"b", b"c"] {
+        p.append_batch(&batch(v)).unwrap();
+        p.log().roll().unwrap();
+    }
+    broker
+        .alter_topic_config("aged", TopicConfig::new().set("retention.ms", "1"))
+        .unwrap();
+    let deleted = logs.line_with(&[
+        "INFO",
+        "segments deleted by retention",
+        "partition=\"aged-0\"",
+    ]);
+    let field = |name: &str| -> u64 {
+        deleted
+            .split(&format!("{name}="))
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {deleted}"))
+    };
+    assert!(field("segments") >= 1, "{deleted}");
+    assert_eq!(field("segments"), field("log_start_offset"), "{deleted}");
+
+    // A member joins: generation 1 with one member; it leaves: the group is empty.
+    let mut member = GroupConsumer::join(
+        &broker,
+        GroupConfig::new("loggers", &["aged"]).auto_offset_reset(OffsetReset::Earliest),
+    )
+    .unwrap();
+    member.poll(Duration::from_millis(100)).unwrap();
+    let rebalanced = logs.line_with(&["INFO", "consumer group rebalanced", "group=\"loggers\""]);
+    assert!(
+        rebalanced.contains("generation=1") && rebalanced.contains("members=1"),
+        "{rebalanced}"
+    );
+    member.close();
+    logs.line_with(&["INFO", "consumer group is empty", "group=\"loggers\""]);
+
+    // A client connection, with the client id of its first request, at debug level.
+    let server = Server::builder(broker.clone())
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let local = s.local_addr().unwrap();
+    let mut request = Vec::new();
+    request.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    request.extend_from_slice(&0i16.to_be_bytes()); // v0
+    request.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    request.extend_from_slice(&10i16.to_be_bytes());
+    request.extend_from_slice(b"log-client");
+    s.write_all(&(request.len() as i32).to_be_bytes()).unwrap();
+    s.write_all(&request).unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let connected = logs.line_with(&["DEBUG", "client connected", "client_id=log-client"]);
+    assert!(connected.contains(&format!("peer={local}")), "{connected}");
+    drop(s);
+    logs.line_with(&[
+        "DEBUG",
+        "client disconnected",
+        "client_id=log-client",
+        "requests=1",
+    ]);
+    server.shutdown().unwrap();
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A three-node cluster on one host (three `tidelog serve --node-id N --quorum ...`):
+#   1. kcat -L shows 3 brokers, and a replicated topic's replicas and ISR;
+#   2. confluent-kafka creates a topic with replication factor 3, produces with
+#      acks=all and consumes it in a group (cluster_confluent.py);
+#   3. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
+#      new leader and an ISR without the dead node, and `kcat -C -o beginning -e` still
+#      returns every record.
+#
+# Environment: TIDELOG_BIN, PYTHON (with confluent-kafka), KCAT (see run.sh).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+TIDELOG_BIN="${TIDELOG_BIN:-$root/target/debug/tidelog}"
+PYTHON="${PYTHON:-python3}"
+KCAT="${KCAT:-kcat}"
+
+work="$(mktemp -d)"
+ports=($("$PYTHON" - <<'PY'
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+))
+quorum="1@127.0.0.1:${ports[3]},2@127.0.0.1:${ports[4]},3@127.0.0.1:${ports[5]}"
+pids=(0 0 0)
+start() {
+    local i=$1
+    RUST_LOG=info "$TIDELOG_BIN" serve --data "$work/node-$i" --listen "127.0.0.1:${ports[$((i - 1))]}" \
+        --node-id "$i" --quorum "$quorum" --broker-session-timeout-ms 3000 \
+        >>"$work/node-$i.log" 2>&1 &
+    pids[$((i - 1))]=$!
+}
+cleanup() {
+    status=$?
+    for pid in "${pids[@]}"; do
+        if [ "$pid" != 0 ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+    done
+    if [ "$status" -ne 0 ]; then
+        for i in 1 2 3; do echo "--- node $i log (tail) ---" >&2; tail -n 30 "$work/node-$i.log" >&2 || true; done
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+for i in 1 2 3; do start "$i"; done
+export BOOTSTRAP="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+
+# Wait (up to 60 s) for three brokers.
+for _ in $(seq 120); do
+    if "$KCAT" -b "$BOOTSTRAP" -L -m 2 2>/dev/null | grep -q " 3 brokers:"; then break; fi
+    sleep 0.5
+done
+meta="$("$KCAT" -b "$BOOTSTRAP" -L -m 5)"
+grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 brokers" >&2; exit 1; }
+
+# 2. confluent-kafka: replicated topic, acks=all, group.
+"$PYTHON" "$here/cluster_confluent.py"
+
+# 1. and 3. kcat: the replicated topic's metadata, then the failover walk-through.
+topic="failover-$$"
+"$PYTHON" - <<PY
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({"bootstrap.servers": "$BOOTSTRAP"})
+for f in admin.create_topics([NewTopic("$topic", num_partitions=1, replication_factor=3,
+                                       config={"min.insync.replicas": "2"})]).values():
+    f.result(30)
+PY
+meta="$("$KCAT" -b "$BOOTSTRAP" -L -t "$topic" -m 5)"
+echo "$meta"
+grep -Eq "partition 0, leader [123], replicas: [123],[123],[123], isrs: [123],[123],[123]" <<<"$meta" \
+    || { echo "cluster: $topic is not replicated 3 ways" >&2; exit 1; }
+seq 1 1000 | "$KCAT" -b "$BOOTSTRAP" -P -t "$topic" -p 0 -X acks=all -X enable.idempotence=true
+leader="$(sed -nE 's/.*partition 0, leader ([0-9]+),.*/\1/p' <<<"$meta")"
+echo "kill -9 node $leader (the leader of $topic-0)"
+kill -KILL "${pids[$((leader - 1))]}"
+wait "${pids[$((leader - 1))]}" 2>/dev/null || true
+pids[$((leader - 1))]=0
+live=""
+for i in 1 2 3; do
+    [ "$i" = "$leader" ] || live="${live:+$live,}127.0.0.1:${ports[$((i - 1))]}"
+done
+new=""
+for _ in $(seq 60); do
+    meta="$("$KCAT" -b "$live" -L -t "$topic" -m 3 2>/dev/null || true)"
+    line="$(grep "partition 0," <<<"$meta" || true)"
+    new="$(sed -nE 's/.*partition 0, leader ([0-9]+),.*/\1/p' <<<"$line")"
+    isrs="$(sed -nE 's/.*isrs: ([0-9,]+).*/\1/p' <<<"$line")"
+    if [ -n "$new" ] && [ "$new" != "$leader" ] && [ "$new" != "-1" ] && ! grep -q "$leader" <<<"$isrs"; then
+        break
+    fi
+    new=""
+    sleep 0.5
+done
+[ -n "$new" ] || { echo "$meta" >&2; echo "cluster: no new leader without node $leader" >&2; exit 1; }
+echo "$line"
+got="$("$KCAT" -b "$live" -C -t "$topic" -o beginning -e -q | wc -l)"
+if [ "$got" -ne 1000 ]; then
+    echo "cluster: read $got of 1000 records after the failover" >&2
+    exit 1
+fi
+echo "cluster: new leader $new, every record still there"
+
+# The survivors stop cleanly on SIGTERM (controlled shutdown where a controller is left).
+for i in 0 1 2; do
+    pid="${pids[$i]}"
+    [ "$pid" != 0 ] || continue
+    kill -TERM "$pid"
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null || ! wait "$pid"; then
+        echo "cluster: node $((i + 1)) did not exit cleanly after SIGTERM" >&2
+        exit 1
+    fi
+    pids[$i]=0
+done
