@@ -337,6 +337,13 @@ pub enum Error {
         min: i32,
     },
 
+    /// A Kafka broker refused a request of the admin client
+    /// ([`AdminClient`](crate::admin::AdminClient)): the topic, partition or group, Kafka's
+    /// error code (its name is displayed) and the broker's message.
+    #[cfg(feature = "server")]
+    #[error(transparent)]
+    Admin(Box<crate::admin::AdminError>),
+
     /// A cluster request from a broker that is not registered or whose broker epoch is
     /// not its current one.
     #[error("broker {broker}: stale broker epoch: {reason}")]

@@ -39,7 +39,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "server")]
+pub mod admin;
 mod broker;
+#[cfg(feature = "server")]
+mod client;
 #[cfg(feature = "server")]
 mod cluster;
 mod config;

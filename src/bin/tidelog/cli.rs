@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// tidelog: an embeddable, Kafka-compatible commit log — command line tool.
 ///
 /// Every subcommand works on the data directory given by --data (one process at a
-/// time holds it).
+/// time holds it); `topics` and `groups` with --bootstrap act on a running node or
+/// cluster over the Kafka protocol instead.
 #[derive(Debug, Parser)]
 #[command(name = "tidelog", version, about, propagate_version = true)]
 pub(crate) struct Cli {
@@ -31,15 +32,13 @@ pub(crate) const DEFAULT_DATA: &str = "./tidelog-data";
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Create, list, describe, delete and alter topics (as kafka-topics).
-    #[command(subcommand)]
-    Topics(TopicsCmd),
+    Topics(TopicsArgs),
     /// Append one record per line of standard input (as kcat -P).
     Produce(ProduceArgs),
     /// Print records of a topic (as kcat -C and kafka-console-consumer).
     Consume(ConsumeArgs),
     /// List and describe consumer groups, reset their offsets (as kafka-consumer-groups).
-    #[command(subcommand)]
-    Groups(GroupsCmd),
+    Groups(GroupsArgs),
     /// Print the batches of a segment file or the entries of an index (as kafka-dump-log).
     Dump(DumpArgs),
     /// Measure throughput and latency (as kafka-producer-perf-test).
@@ -140,6 +139,40 @@ pub(crate) enum AclsCmd {
     Remove(AclArgs),
 }
 
+/// `--bootstrap`: act on a running node or cluster instead of a data directory.
+#[derive(Debug, Args)]
+pub(crate) struct Bootstrap {
+    /// Act on the running node or cluster at these addresses over the Kafka protocol
+    /// (as kafka-topics --bootstrap-server), instead of opening a data directory: the
+    /// first that answers tells where the brokers, the controller and each group's
+    /// coordinator are.
+    #[arg(
+        long,
+        alias = "bootstrap-server",
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        global = true
+    )]
+    pub bootstrap: Option<String>,
+}
+
+/// `tidelog topics [--bootstrap ADDRS] ...`.
+#[derive(Debug, Args)]
+pub(crate) struct TopicsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: TopicsCmd,
+}
+
+/// `tidelog groups [--bootstrap ADDRS] ...`.
+#[derive(Debug, Args)]
+pub(crate) struct GroupsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: GroupsCmd,
+}
+
 /// `tidelog topics ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum TopicsCmd {
@@ -147,9 +180,14 @@ pub(crate) enum TopicsCmd {
     Create {
         /// Topic name: 1 to 249 characters from [a-zA-Z0-9._-].
         name: String,
-        /// Number of partitions.
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        partitions: i32,
+        /// Number of partitions [default: 1; with --bootstrap, the broker's
+        /// num.partitions].
+        #[arg(long, value_name = "N")]
+        partitions: Option<i32>,
+        /// Copies of each partition, on as many nodes (with --bootstrap) [default: the
+        /// broker's default.replication.factor; a data directory holds one].
+        #[arg(long, value_name = "N")]
+        replication_factor: Option<i16>,
         /// A topic setting by its Kafka name (retention.ms, cleanup.policy, ...);
         /// repeat for several.
         #[arg(long = "config", value_name = "KEY=VALUE")]
@@ -164,7 +202,9 @@ pub(crate) enum TopicsCmd {
         #[arg(long)]
         exclude_internal: bool,
     },
-    /// Per partition: log start and end offset, size and segment count.
+    /// Per partition: log start and end offset, size and segment count; with
+    /// --bootstrap, leader, replicas, in-sync replicas, log start offset and high
+    /// watermark (as kafka-topics --describe).
     Describe {
         /// The topic (every topic if left out).
         name: Option<String>,
@@ -382,6 +422,11 @@ pub(crate) struct PerfConsumeArgs {
     /// Topic.
     #[arg(long, value_name = "T")]
     pub topic: String,
+    /// Read through `tidelog::GroupConsumer` (a member of a new consumer group, from the
+    /// earliest offsets, CRCs checked as Kafka's `check.crcs`, nothing committed) instead
+    /// of reading the partitions directly: what an application using the group API gets.
+    #[arg(long)]
+    pub group: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -414,6 +459,15 @@ pub(crate) struct PerfPubsubArgs {
     /// Pace of the latency run, records per second.
     #[arg(long, value_name = "R", default_value_t = 100_000)]
     pub latency_rate: u64,
+    /// Send through `tidelog::Producer` (`send_nowait`, default partitioner; Kafka's
+    /// batching defaults in the throughput run, linger 0 in the latency run) and read
+    /// through a `tidelog::GroupConsumer` member, instead of appending batches of B
+    /// records and reading the partitions directly: what an application gets.
+    #[arg(long, conflicts_with = "batch")]
+    pub producer: bool,
+    /// Producer threads of the throughput run (with --producer), sharing one Producer.
+    #[arg(long, value_name = "T", default_value_t = 1, requires = "producer")]
+    pub threads: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
