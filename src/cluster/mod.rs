@@ -223,6 +223,9 @@ pub(crate) struct Shared {
     broker_epoch: AtomicI64,
     /// Set by controlled shutdown: no more BrokerReady.
     shutting_down: AtomicBool,
+    /// Set once this process published the metadata log up to its own registration:
+    /// client requests are held until then.
+    caught_up: AtomicBool,
     waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
     next_request: AtomicU64,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
@@ -261,6 +264,9 @@ impl Shared {
         *self.image.write() = current.clone();
         {
             let _g = self.published_lock.lock();
+            if update.caught_up {
+                self.caught_up.store(true, Ordering::Release);
+            }
             self.published.store(current.index, Ordering::Release);
             self.published_cv.notify_all();
         }
@@ -447,6 +453,7 @@ impl ClusterNode {
             leader: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
             shutting_down: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
             next_request: AtomicU64::new(codec::random_u64() >> 2),
             listeners: Mutex::new(Vec::new()),
@@ -604,6 +611,32 @@ impl ClusterNode {
     pub(crate) fn broker_epoch(&self) -> Option<i64> {
         let e = self.shared.broker_epoch.load(Ordering::Acquire);
         (e >= 0).then_some(e)
+    }
+
+    /// True once this process has published the metadata log up to its own
+    /// registration: its image holds everything the cluster decided before it started.
+    pub(crate) fn is_caught_up(&self) -> bool {
+        self.shared.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Holds a client request until this node has caught up with the metadata log (as
+    /// a Kafka broker processes no request before it has): true once it has, false if
+    /// `timeout` passes, the node stops, or `gone()` says the client left (checked
+    /// every 200 ms).
+    pub(crate) fn wait_caught_up(&self, timeout: Duration, gone: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.shared.published_lock.lock();
+        loop {
+            if self.is_caught_up() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.check_running().is_err() || gone() {
+                return false;
+            }
+            let step = (deadline - now).min(Duration::from_millis(200));
+            self.shared.published_cv.wait_for(&mut g, step);
+        }
     }
 
     #[cfg(test)]
@@ -856,6 +889,10 @@ impl ClusterNode {
         // Wake every waiting caller: they report the node closed.
         for w in self.shared.waiters.lock().values() {
             w.cv.notify_all();
+        }
+        {
+            let _g = self.shared.published_lock.lock();
+            self.shared.published_cv.notify_all();
         }
     }
 }
