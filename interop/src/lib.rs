@@ -559,3 +559,221 @@ pub mod cluster {
         }
     }
 }
+
+/// Numbered records for the cluster tests: an idempotent acks=all producer (librdkafka)
+/// that sends `partition:sequence` values round-robin over a topic's partitions and
+/// notes where and when each was acknowledged, and the check that a cluster's logs hold
+/// every acknowledged record exactly once, in order, identically on every node.
+pub mod numbered {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use rdkafka::message::Message;
+    use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+    use rdkafka::{ClientConfig, ClientContext};
+
+    use crate::cluster::{Processes, read_log};
+
+    /// One acknowledged record: its offset and when librdkafka reported it.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Ack {
+        /// The offset the acknowledgement gave.
+        pub offset: i64,
+        /// When the delivery report arrived.
+        pub at: Instant,
+    }
+
+    /// What librdkafka reported: per partition, sequence -> acknowledgement, and the
+    /// number of records it gave up on.
+    #[derive(Clone, Default)]
+    pub struct Deliveries {
+        /// Per partition, by sequence number.
+        pub acked: Arc<Mutex<HashMap<i32, BTreeMap<u64, Ack>>>>,
+        /// Records librdkafka gave up on.
+        pub failed: Arc<AtomicU64>,
+    }
+
+    impl Deliveries {
+        /// Records acknowledged so far.
+        pub fn acked_count(&self) -> u64 {
+            self.acked
+                .lock()
+                .unwrap()
+                .values()
+                .map(|m| m.len() as u64)
+                .sum()
+        }
+
+        /// The acknowledgements so far.
+        pub fn snapshot(&self) -> HashMap<i32, BTreeMap<u64, Ack>> {
+            self.acked.lock().unwrap().clone()
+        }
+    }
+
+    impl ClientContext for Deliveries {}
+
+    impl ProducerContext for Deliveries {
+        type DeliveryOpaque = ();
+        fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+            match result {
+                Ok(m) => {
+                    let (_, seq) = parse(m.payload().expect("a value"));
+                    self.acked
+                        .lock()
+                        .unwrap()
+                        .entry(m.partition())
+                        .or_default()
+                        .insert(
+                            seq,
+                            Ack {
+                                offset: m.offset(),
+                                at: Instant::now(),
+                            },
+                        );
+                }
+                Err(_) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// `partition:sequence`.
+    pub fn parse(value: &[u8]) -> (i32, u64) {
+        let s = std::str::from_utf8(value).expect("utf-8 value");
+        let (p, n) = s.split_once(':').expect("partition:sequence");
+        (p.parse().expect("partition"), n.parse().expect("sequence"))
+    }
+
+    /// An idempotent acks=all producer of `bootstrap` (uncompressed, so the logs can be
+    /// read record by record) that gives up on a record after `message_timeout`.
+    pub fn producer(bootstrap: &str, message_timeout: Duration) -> BaseProducer<Deliveries> {
+        ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("compression.type", "none")
+            .set("linger.ms", "5")
+            .set(
+                "message.timeout.ms",
+                message_timeout.as_millis().to_string(),
+            )
+            .set("request.timeout.ms", "10000")
+            .create_with_context(Deliveries::default())
+            .expect("an rdkafka producer")
+    }
+
+    /// Sends `partition:n` records of `topic` round-robin over `partitions` (`n` from
+    /// `first` in each) until `stop`, `count` were sent or 10 minutes passed, keeping at most `in_flight` unacknowledged and
+    /// pausing 2 ms every 20 records; then flushes for up to `flush`. Returns the
+    /// number sent and whether the flush completed.
+    pub fn run(
+        producer: &BaseProducer<Deliveries>,
+        topic: &str,
+        partitions: i32,
+        first: u64,
+        count: u64,
+        in_flight: u64,
+        stop: &AtomicBool,
+        flush: Duration,
+    ) -> (u64, bool) {
+        let d = producer.context().clone();
+        let mut next = vec![first; partitions as usize];
+        let mut sent = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while !stop.load(Ordering::Acquire) && sent < count && Instant::now() < deadline {
+            let done = d.acked_count() + d.failed.load(Ordering::Relaxed);
+            if sent - done >= in_flight {
+                producer.poll(Duration::from_millis(10));
+                continue;
+            }
+            let p = (sent % partitions as u64) as i32;
+            let value = format!("{p}:{}", next[p as usize]);
+            match producer.send(
+                BaseRecord::<(), String>::to(topic)
+                    .payload(&value)
+                    .partition(p),
+            ) {
+                Ok(()) => {
+                    next[p as usize] += 1;
+                    sent += 1;
+                }
+                Err(_) => {
+                    producer.poll(Duration::from_millis(10));
+                    continue;
+                }
+            }
+            producer.poll(Duration::ZERO);
+            if sent.is_multiple_of(20) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        (sent, producer.flush(flush).is_ok())
+    }
+
+    /// After the nodes of `nodes` whose indexes are in `on` (the replicas) stopped: each
+    /// partition of `topic` is byte-identical on them; every record of `acked` is in it at the offset its acknowledgement
+    /// gave; no record is there twice, and a partition's records are in the order they
+    /// were sent. Returns the number of records per partition.
+    ///
+    /// # Panics
+    /// On the first rule broken, naming the partition, node and record.
+    pub fn check_logs(
+        nodes: &Processes,
+        on: &[usize],
+        topic: &str,
+        partitions: i32,
+        acked: &HashMap<i32, BTreeMap<u64, Ack>>,
+    ) -> Vec<usize> {
+        let mut counts = Vec::new();
+        for p in 0..partitions {
+            let logs: Vec<_> = on
+                .iter()
+                .map(|i| read_log(&nodes.dir(*i), topic, p))
+                .collect();
+            for (k, l) in logs.iter().enumerate().skip(1) {
+                assert_eq!(
+                    (l.end, l.bytes.len()),
+                    (logs[0].end, logs[0].bytes.len()),
+                    "{topic}-{p}: node {} and node {} end alike",
+                    on[k] + 1,
+                    on[0] + 1
+                );
+                assert!(
+                    l.bytes == logs[0].bytes,
+                    "{topic}-{p}: node {} holds the same bytes as node {}",
+                    on[k] + 1,
+                    on[0] + 1
+                );
+            }
+            let mut at: HashMap<u64, i64> = HashMap::new();
+            let mut last: Option<u64> = None;
+            for (offset, value) in &logs[0].records {
+                let (part, seq) = parse(value);
+                assert_eq!(part, p, "{topic}-{p} holds only its own records");
+                if let Some(first) = at.insert(seq, *offset) {
+                    panic!(
+                        "{topic}-{p}: record {seq} is in the log twice (offsets {first} and {offset})"
+                    );
+                }
+                assert!(
+                    last.is_none_or(|l| seq > l),
+                    "{topic}-{p}: record {seq} at offset {offset} follows record {last:?}"
+                );
+                last = Some(seq);
+            }
+            for (seq, ack) in acked.get(&p).into_iter().flatten() {
+                assert_eq!(
+                    at.get(seq),
+                    Some(&ack.offset),
+                    "{topic}-{p}: acknowledged record {seq} at offset {}",
+                    ack.offset
+                );
+            }
+            counts.push(logs[0].records.len());
+        }
+        counts
+    }
+}

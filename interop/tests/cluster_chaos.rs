@@ -15,106 +15,25 @@
 //! choices (victims and pauses). `TIDELOG_CHAOS_SESSION_MS` sets the broker session
 //! timeout (2000 here to keep the test short; 9000 is Kafka's default).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_executor::block_on;
+use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientConfig, ClientContext};
-use tidelog_interop::cluster::{Processes, Rng, describe, describe_any, eventually, read_log};
+use rdkafka::producer::Producer;
+use tidelog_interop::cluster::{Processes, Rng, describe, describe_any, eventually};
+use tidelog_interop::numbered;
 
 const TOPIC: &str = "chaos";
 const PARTITIONS: i32 = 3;
 const ROUNDS: usize = 6;
 const WAIT: Duration = Duration::from_secs(60);
 
-/// What librdkafka reported: per partition, `value -> offset` of acknowledged records,
-/// and the count of records it gave up on.
-#[derive(Clone, Default)]
-struct Deliveries {
-    acked: Arc<Mutex<HashMap<i32, BTreeMap<u64, i64>>>>,
-    failed: Arc<AtomicU64>,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        match result {
-            Ok(m) => {
-                let (_, seq) = parse(m.payload().expect("a value"));
-                self.acked
-                    .lock()
-                    .unwrap()
-                    .entry(m.partition())
-                    .or_default()
-                    .insert(seq, m.offset());
-            }
-            Err(_) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// `partition:sequence`.
-fn parse(value: &[u8]) -> (i32, u64) {
-    let s = std::str::from_utf8(value).expect("utf-8 value");
-    let (p, n) = s.split_once(':').expect("partition:sequence");
-    (p.parse().expect("partition"), n.parse().expect("sequence"))
-}
-
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
-/// Sends `partition:n` records round-robin over the partitions until `stop`, keeping at
-/// most 2000 unacknowledged.
-fn produce(producer: &BaseProducer<Deliveries>, d: &Deliveries, stop: &AtomicBool) -> u64 {
-    let mut next = [0u64; PARTITIONS as usize];
-    let mut sent = 0u64;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
-        let done = d
-            .acked
-            .lock()
-            .unwrap()
-            .values()
-            .map(|m| m.len() as u64)
-            .sum::<u64>()
-            + d.failed.load(Ordering::Relaxed);
-        if sent - done >= 2000 {
-            producer.poll(Duration::from_millis(10));
-            continue;
-        }
-        let p = (sent % PARTITIONS as u64) as i32;
-        let value = format!("{p}:{}", next[p as usize]);
-        match producer.send(
-            BaseRecord::<(), String>::to(TOPIC)
-                .payload(&value)
-                .partition(p),
-        ) {
-            Ok(()) => {
-                next[p as usize] += 1;
-                sent += 1;
-            }
-            Err(_) => {
-                producer.poll(Duration::from_millis(10));
-                continue;
-            }
-        }
-        producer.poll(Duration::ZERO);
-        if sent.is_multiple_of(20) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-    sent
 }
 
 #[test]
@@ -172,25 +91,22 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
         || describe_any(&layout, &all, TOPIC).filter(|v| v.fully_in_sync(3)),
     );
 
-    let deliveries = Deliveries::default();
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("compression.type", "none")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "180000")
-        .set("request.timeout.ms", "10000")
-        .create_with_context(deliveries.clone())
-        .unwrap();
+    let producer = numbered::producer(&bootstrap, Duration::from_secs(180));
+    let deliveries = producer.context().clone();
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let stop = stop.clone();
-        let d = deliveries.clone();
         std::thread::spawn(move || {
-            let sent = produce(&producer, &d, &stop);
-            let flushed = producer.flush(Duration::from_secs(180));
-            (sent, flushed.is_ok())
+            numbered::run(
+                &producer,
+                TOPIC,
+                PARTITIONS,
+                0,
+                u64::MAX,
+                2000,
+                &stop,
+                Duration::from_secs(180),
+            )
         })
     };
 
@@ -211,13 +127,7 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
             _ => (rng.below(3) as i32 + 1, "chosen at random".to_string()),
         };
         let i = (victim - 1) as usize;
-        let acked_before: usize = deliveries
-            .acked
-            .lock()
-            .unwrap()
-            .values()
-            .map(BTreeMap::len)
-            .sum();
+        let acked_before = deliveries.acked_count();
         nodes.kill(i);
         let pause = Duration::from_millis(500 + rng.below(3000));
         println!(
@@ -246,12 +156,12 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
     stop.store(true, Ordering::Release);
     let (sent, flushed) = sender.join().unwrap();
     assert!(flushed, "the producer flushed within 180 s");
-    let acked = deliveries.acked.lock().unwrap().clone();
+    let acked = deliveries.snapshot();
     let failed = deliveries.failed.load(Ordering::Relaxed);
-    let total: usize = acked.values().map(BTreeMap::len).sum();
+    let total = deliveries.acked_count();
     println!("{sent} sent, {total} acknowledged, {failed} failed");
     assert_eq!(failed, 0, "librdkafka gave up on no record");
-    assert_eq!(total as u64, sent, "every record sent was acknowledged");
+    assert_eq!(total, sent, "every record sent was acknowledged");
     eventually("every partition fully in sync at the end", WAIT, || {
         describe_any(&layout, &all, TOPIC).filter(|v| v.fully_in_sync(3))
     });
@@ -268,53 +178,12 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
         );
     }
 
-    for p in 0..PARTITIONS {
-        let logs: Vec<_> = all
-            .iter()
-            .map(|i| read_log(&nodes.dir(*i), TOPIC, p))
-            .collect();
-        for (i, l) in logs.iter().enumerate().skip(1) {
-            assert_eq!(
-                (l.end, l.bytes.len()),
-                (logs[0].end, logs[0].bytes.len()),
-                "{TOPIC}-{p}: node {} and node 1 end alike",
-                i + 1
-            );
-            assert!(
-                l.bytes == logs[0].bytes,
-                "{TOPIC}-{p}: node {} holds the same bytes as node 1",
-                i + 1
-            );
-        }
-        let mut at: HashMap<u64, i64> = HashMap::new();
-        let mut last: Option<u64> = None;
-        for (offset, value) in &logs[0].records {
-            let (part, seq) = parse(value);
-            assert_eq!(part, p, "{TOPIC}-{p} holds only its own records");
-            assert!(
-                at.insert(seq, *offset).is_none(),
-                "{TOPIC}-{p}: record {seq} is in the log twice (offsets {} and {offset})",
-                at[&seq]
-            );
-            assert!(
-                last.is_none_or(|l| seq > l),
-                "{TOPIC}-{p}: record {seq} at offset {offset} follows record {last:?}"
-            );
-            last = Some(seq);
-        }
-        let mine = acked.get(&p).cloned().unwrap_or_default();
-        assert!(!mine.is_empty(), "{TOPIC}-{p} got records");
-        for (seq, offset) in &mine {
-            assert_eq!(
-                at.get(seq),
-                Some(offset),
-                "{TOPIC}-{p}: acknowledged record {seq} at offset {offset}"
-            );
-        }
+    let counts = numbered::check_logs(&nodes, &all, TOPIC, PARTITIONS, &acked);
+    for (p, n) in counts.iter().enumerate() {
         println!(
-            "{TOPIC}-{p}: {} records, {} acknowledged, identical on 3 nodes",
-            logs[0].records.len(),
-            mine.len()
+            "{TOPIC}-{p}: {n} records, {} acknowledged, identical on 3 nodes",
+            acked.get(&(p as i32)).map_or(0, |m| m.len())
         );
+        assert!(*n > 0, "{TOPIC}-{p} got records");
     }
 }
