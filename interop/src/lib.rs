@@ -666,9 +666,11 @@ pub mod numbered {
     }
 
     /// Sends `partition:n` records of `topic` round-robin over `partitions` (`n` from
-    /// `first` in each) until `stop`, `count` were sent or 10 minutes passed, keeping at most `in_flight` unacknowledged and
-    /// pausing 2 ms every 20 records; then flushes for up to `flush`. Returns the
-    /// number sent and whether the flush completed.
+    /// `first` in each) until `stop`, `count` were sent or 10 minutes passed, keeping
+    /// at most `in_flight` unacknowledged per partition (a partition that stalls does
+    /// not hold the others back) and pausing 2 ms every 20 records; then flushes for up
+    /// to `flush`. Returns the number sent and whether the flush completed.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         producer: &BaseProducer<Deliveries>,
         topic: &str,
@@ -682,23 +684,32 @@ pub mod numbered {
         let d = producer.context().clone();
         let mut next = vec![first; partitions as usize];
         let mut sent = 0u64;
+        let mut p = 0i32;
         let deadline = Instant::now() + Duration::from_secs(600);
         while !stop.load(Ordering::Acquire) && sent < count && Instant::now() < deadline {
-            let done = d.acked_count() + d.failed.load(Ordering::Relaxed);
-            if sent - done >= in_flight {
+            // The next partition with room in its window, if any.
+            let room = {
+                let acked = d.acked.lock().unwrap();
+                let failed = d.failed.load(Ordering::Relaxed);
+                (0..partitions).map(|k| (p + k) % partitions).find(|q| {
+                    let done = acked.get(q).map_or(0, |m| m.len() as u64) + failed;
+                    next[*q as usize] - first < done + in_flight
+                })
+            };
+            let Some(q) = room else {
                 producer.poll(Duration::from_millis(10));
                 continue;
-            }
-            let p = (sent % partitions as u64) as i32;
-            let value = format!("{p}:{}", next[p as usize]);
+            };
+            let value = format!("{q}:{}", next[q as usize]);
             match producer.send(
                 BaseRecord::<(), String>::to(topic)
                     .payload(&value)
-                    .partition(p),
+                    .partition(q),
             ) {
                 Ok(()) => {
-                    next[p as usize] += 1;
+                    next[q as usize] += 1;
                     sent += 1;
+                    p = (q + 1) % partitions;
                 }
                 Err(_) => {
                     producer.poll(Duration::from_millis(10));
