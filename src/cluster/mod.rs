@@ -119,6 +119,12 @@ pub(crate) struct ClusterConfig {
     pub offsets_topic_replication_factor: i16,
     /// Kafka `num.partitions`: partitions of a topic created with -1.
     pub default_partitions: i32,
+    /// Kafka `auto.leader.rebalance.enable`: true.
+    pub auto_leader_rebalance: bool,
+    /// Kafka `leader.imbalance.check.interval.seconds`: 300 s.
+    pub leader_imbalance_check_interval: Duration,
+    /// Kafka `leader.imbalance.per.broker.percentage`: 10.
+    pub leader_imbalance_per_broker_percentage: u32,
     /// A snapshot is taken (and the log compacted) once this many entries follow the
     /// last one.
     pub snapshot_after_entries: usize,
@@ -148,6 +154,9 @@ impl ClusterConfig {
             replica_lag_time_max: Duration::from_millis(30_000),
             offsets_topic_replication_factor: 3,
             default_partitions: 1,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval: Duration::from_secs(300),
+            leader_imbalance_per_broker_percentage: 10,
             snapshot_after_entries: 1024,
             tick: Duration::from_millis(100),
             election_ticks: 10,
