@@ -246,6 +246,20 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// `Closed` once the node stopped or failed.
+    fn check_running(&self) -> Result<()> {
+        if let Some(why) = self.failed.lock().clone() {
+            return Err(Error::Closed(format!(
+                "cluster node {} (it failed: {why})",
+                self.node_id
+            )));
+        }
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!("cluster node {}", self.node_id)));
+        }
+        Ok(())
+    }
+
     fn next_request_id(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed)
     }
@@ -286,6 +300,71 @@ impl Shared {
                 w.cv.notify_all();
             }
         }
+    }
+}
+
+/// A proposal in flight ([`ClusterNode::submit`]); dropping it stops waiting.
+pub(crate) struct Proposal {
+    shared: Arc<Shared>,
+    request_id: u64,
+    waiter: Arc<Waiter>,
+    sent: bool,
+    name: &'static str,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+impl Proposal {
+    /// The outcome if it is decided (applied, rejected, timed out or the node closed),
+    /// without blocking.
+    pub(crate) fn poll(&self) -> Option<Result<Applied>> {
+        if let Some(outcome) = self.waiter.outcome.lock().take() {
+            return Some(outcome.map_err(Into::into));
+        }
+        if !self.sent || Instant::now() >= self.deadline || self.shared.check_running().is_err() {
+            return Some(Err(self.failure()));
+        }
+        None
+    }
+
+    /// Waits for the outcome.
+    pub(crate) fn wait(self) -> Result<Applied> {
+        let outcome = if self.sent {
+            let mut g = self.waiter.outcome.lock();
+            while g.is_none()
+                && self.shared.check_running().is_ok()
+                && !self.waiter.cv.wait_until(&mut g, self.deadline).timed_out()
+            {}
+            g.take()
+        } else {
+            None
+        };
+        match outcome {
+            Some(o) => o.map_err(Into::into),
+            None => Err(self.failure()),
+        }
+    }
+
+    /// Why no outcome came: the node closed, or the timeout.
+    fn failure(&self) -> Error {
+        if let Err(e) = self.shared.check_running() {
+            return e;
+        }
+        Error::Timeout(format!(
+            "{} was not applied by the cluster within {:?} (controller: {})",
+            self.name,
+            self.timeout,
+            match self.shared.leader.load(Ordering::Acquire) {
+                c if c >= 0 => format!("node {c}"),
+                _ => "none".to_string(),
+            }
+        ))
+    }
+}
+
+impl Drop for Proposal {
+    fn drop(&mut self) {
+        self.shared.waiters.lock().remove(&self.request_id);
     }
 }
 
@@ -665,24 +744,18 @@ impl ClusterNode {
     }
 
     fn check_running(&self) -> Result<()> {
-        if let Some(why) = self.shared.failed.lock().clone() {
-            return Err(Error::Closed(format!(
-                "cluster node {} (it failed: {why})",
-                self.config.node_id
-            )));
-        }
-        if self.shared.stopped.load(Ordering::Acquire) {
-            return Err(Error::Closed(format!(
-                "cluster node {}",
-                self.config.node_id
-            )));
-        }
-        Ok(())
+        self.shared.check_running()
     }
 
     /// Proposes `record` and waits until this node has applied and published it (or
     /// `timeout`: `Error::Timeout`). Proposals are retried across leader changes.
     pub(crate) fn propose(&self, record: MetadataRecord, timeout: Duration) -> Result<Applied> {
+        self.submit(record, timeout)?.wait()
+    }
+
+    /// Proposes `record` without waiting: the returned [`Proposal`] tells its outcome
+    /// once this node has applied and published it, or a timeout after `timeout`.
+    pub(crate) fn submit(&self, record: MetadataRecord, timeout: Duration) -> Result<Proposal> {
         self.check_running()?;
         let name = record.name();
         let request_id = self.shared.next_request_id();
@@ -698,31 +771,23 @@ impl ClusterNode {
             .waiters
             .lock()
             .insert(request_id, waiter.clone());
-        let sent = self.inbox.send(Inbound::Propose {
+        let sent = self
+            .inbox
+            .send(Inbound::Propose {
+                request_id,
+                data,
+                deadline,
+            })
+            .is_ok();
+        Ok(Proposal {
+            shared: self.shared.clone(),
             request_id,
-            data,
+            waiter,
+            sent,
+            name,
+            timeout,
             deadline,
-        });
-        let outcome = if sent.is_err() {
-            None
-        } else {
-            let mut g = waiter.outcome.lock();
-            while g.is_none() && !waiter.cv.wait_until(&mut g, deadline).timed_out() {}
-            g.take()
-        };
-        self.shared.waiters.lock().remove(&request_id);
-        match outcome {
-            Some(Ok(applied)) => Ok(applied),
-            Some(Err(rejected)) => Err(rejected.into()),
-            None => {
-                self.check_running()?;
-                Err(Error::Timeout(format!(
-                    "{name} was not applied by the cluster within {timeout:?} (controller: {})",
-                    self.controller_id()
-                        .map_or("none".to_string(), |c| format!("node {c}"))
-                )))
-            }
-        }
+        })
     }
 
     /// The `CreateTopic` record for `t`, with the defaults filled in.
@@ -821,11 +886,14 @@ impl ClusterNode {
     }
 
     /// An ISR change from this node as a partition's leader (the data plane's
-    /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
-    /// `InvalidUpdateVersion`.
-    pub(crate) fn alter_partition(&self, change: AlterPartition, timeout: Duration) -> Result<()> {
-        self.propose(MetadataRecord::AlterPartition(change), timeout)
-            .map(drop)
+    /// `AlterPartition`), without waiting; stale ones are refused with
+    /// `FencedLeaderEpoch` or `InvalidUpdateVersion`.
+    pub(crate) fn alter_partition(
+        &self,
+        change: AlterPartition,
+        timeout: Duration,
+    ) -> Result<Proposal> {
+        self.submit(MetadataRecord::AlterPartition(change), timeout)
     }
 
     /// Reserves `count` producer ids for this broker; returns the first.

@@ -7,7 +7,9 @@
 //! truncates by leader epoch), and it loads or unloads the group coordinator with the
 //! leadership of `__consumer_offsets-0`. Its ISR thread proposes the ISR changes the
 //! leaders' rules ask for (`AlterPartition`), every `replica.lag.time.max.ms / 2` at
-//! most, a quarter second at least.
+//! most, a quarter second at least, without waiting for their outcome (it settles them
+//! on its next rounds), so no partition's change waits for another's, with or without a
+//! controller.
 //!
 //! A [`Fetcher`] is one thread per source node (Kafka's `num.replica.fetchers` = 1).
 //! Each round it asks the leader for the end of its latest epoch for the partitions that
@@ -62,6 +64,13 @@ const BACKOFF: Duration = Duration::from_millis(200);
 const ALTER_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Key = (String, i32);
+
+/// An ISR change proposed and not settled yet.
+struct IsrProposal {
+    partition: Partition,
+    leader_epoch: i32,
+    proposal: super::Proposal,
+}
 
 /// A partition this node leads.
 struct Led {
@@ -139,6 +148,7 @@ impl ReplicaManager {
         let h = std::thread::Builder::new()
             .name(format!("isr-{}", self.node_id))
             .spawn(move || {
+                let mut in_flight = Vec::new();
                 loop {
                     {
                         let mut stopped = stop.0.lock();
@@ -151,7 +161,7 @@ impl ReplicaManager {
                         }
                     }
                     let Some(m) = me.upgrade() else { return };
-                    m.check_isr();
+                    m.check_isr(&mut in_flight);
                 }
             })
             .map_err(|e| Error::io("spawn", "the ISR thread", e))?;
@@ -184,8 +194,20 @@ impl ReplicaManager {
         }
     }
 
-    /// Proposes the ISR changes the leaders' rules ask for now.
-    fn check_isr(&self) {
+    /// Settles the ISR changes proposed before (a refusal or a timeout lets the leader
+    /// propose another), then proposes the changes the leaders' rules ask for now. It
+    /// never waits for the controller: one partition's change cannot hold up another's,
+    /// even with no controller at all.
+    fn check_isr(&self, in_flight: &mut Vec<IsrProposal>) {
+        in_flight.retain(|p| match p.proposal.poll() {
+            None => true,
+            Some(Ok(_)) => false,
+            Some(Err(e)) => {
+                tracing::warn!(node = self.node_id, partition = %p.partition.name(), error = %e, "ISR change not applied");
+                p.partition.isr_change_failed(p.leader_epoch);
+                false
+            }
+        });
         let Some(node) = self.node.upgrade() else {
             return;
         };
@@ -209,7 +231,7 @@ impl ReplicaManager {
                 continue;
             };
             tracing::info!(node = self.node_id, partition = %partition.name(), isr = ?change.new_isr, "proposing an ISR change");
-            let result = node.alter_partition(
+            let submitted = node.alter_partition(
                 AlterPartition {
                     topic: topic.clone(),
                     topic_id,
@@ -222,9 +244,16 @@ impl ReplicaManager {
                 },
                 ALTER_TIMEOUT,
             );
-            if let Err(e) = result {
-                tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not applied");
-                partition.isr_change_failed(change.leader_epoch);
+            match submitted {
+                Ok(proposal) => in_flight.push(IsrProposal {
+                    partition,
+                    leader_epoch: change.leader_epoch,
+                    proposal,
+                }),
+                Err(e) => {
+                    tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not proposed");
+                    partition.isr_change_failed(change.leader_epoch);
+                }
             }
         }
     }

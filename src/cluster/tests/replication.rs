@@ -211,3 +211,41 @@ fn min_insync_replicas_refuses_acks_all_without_appending() {
     assert_eq!(leader.log_end_offset(), end, "nothing was appended");
     c.shutdown();
 }
+
+#[test]
+fn isr_changes_are_proposed_without_waiting_for_the_controller() {
+    // Six partitions led by node 1; nodes 2 and 3 stop, so there is no controller: every
+    // partition's ISR shrink is proposed at once, none waits for another's outcome.
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    c.node(0)
+        .create_topic(
+            &NewTopic {
+                name: "many".into(),
+                partitions: -1,
+                replication_factor: -1,
+                assignment: Some(vec![vec![1, 2, 3]; 6]),
+                configs: Vec::new(),
+            },
+            false,
+            WAIT,
+        )
+        .unwrap();
+    c.wait_same_image();
+    let parts: Vec<Partition> = (0..6).map(|p| part(&c, 0, "many", p)).collect();
+    wait_until("node 1 leads every partition", || {
+        parts.iter().all(|p| p.leader_epoch().is_some())
+    });
+    c.halt(1);
+    c.halt(2);
+    // The followers fall behind: a record in every partition they will never fetch.
+    for p in &parts {
+        let mut b = crate::BatchBuilder::new();
+        b.push(1_000, None, Some(b"behind"), &[]);
+        p.append_batch(&b.finish()).unwrap();
+    }
+    wait_until("every partition's shrink in flight at once", || {
+        parts.iter().all(Partition::has_pending_isr_change)
+    });
+    c.shutdown();
+}
