@@ -565,6 +565,10 @@ impl ClusterNode {
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
+        // A cluster node coordinates groups only while it leads `__consumer_offsets-0`
+        // (the replica manager loads it then): until then every group API answers
+        // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.
+        broker.group_coordinator().unload();
         let started = (|| -> Result<()> {
             let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
             let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
