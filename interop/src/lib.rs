@@ -262,7 +262,7 @@ pub mod cluster {
             self.children[i] = Some(child);
         }
 
-        /// SIGKILL node index `i` and reap it.
+        /// SIGKILL node index `i` and reap it (a stopped one too).
         pub fn kill(&mut self, i: usize) {
             if let Some(mut c) = self.children[i].take() {
                 let _ = c.kill();
@@ -290,6 +290,16 @@ pub mod cluster {
                     return false;
                 }
                 std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+
+        /// Sends `SIG<name>` (`STOP`, `CONT`, ...) to node index `i` if it runs.
+        pub fn signal(&self, i: usize, name: &str) {
+            if let Some(c) = &self.children[i] {
+                let _ = Command::new("kill")
+                    .arg(format!("-{name}"))
+                    .arg(c.id().to_string())
+                    .status();
             }
         }
 

@@ -1,11 +1,15 @@
 //! The chaos test: three `tidelog serve` child processes, a topic with three partitions,
 //! replication factor 3 and `min.insync.replicas=2`, and an idempotent acks=all producer
 //! (librdkafka) sending numbered records to every partition while the test kills a node
-//! with SIGKILL several times (the leader of a partition, then the controller, then
-//! nodes chosen at random), restarting each after a pause. librdkafka retries what the
-//! dead leader did not answer on the new leader (NOT_LEADER_OR_FOLLOWER, then a metadata
-//! refresh), so the idempotent producer state on the new leader is what keeps a retried
-//! batch from being written twice.
+//! with SIGKILL seven times (the leader of a partition, the controller, then nodes
+//! chosen at random and leaders of partitions), restarting each after a pause. Before
+//! two of the leader kills, one follower of that partition is frozen (SIGSTOP) for a
+//! moment and resumed just after the kill: the leader's acks=all requests then wait,
+//! replicated to the other follower but unanswered, when it dies. librdkafka retries them
+//! on the new leader (NOT_LEADER_OR_FOLLOWER or a lost connection, then a metadata
+//! refresh), whose idempotent producer state must answer them as duplicates, not
+//! append them twice; and if the frozen follower becomes the leader, it must have every
+//! record that was acknowledged.
 //!
 //! At the end, after a clean stop of every node: each partition's log is byte-identical
 //! on the three nodes; every acknowledged record is in it exactly once, at the offset the
@@ -29,7 +33,7 @@ use tidelog_interop::numbered;
 
 const TOPIC: &str = "chaos";
 const PARTITIONS: i32 = 3;
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 7;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -115,20 +119,41 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
         let view = eventually("metadata before a kill", WAIT, || {
             describe_any(&layout, &all, TOPIC)
         });
+        // Odd rounds from 3 on first freeze a follower of the partition whose leader
+        // dies: the leader goes on appending what that follower does not fetch, so
+        // acks=all requests wait, replicated to the other follower but unanswered, when
+        // the leader dies; librdkafka retries them on the new leader, which must answer
+        // them as duplicates.
+        let freeze = round >= 3 && round % 2 == 1;
+        let p = rng.below(PARTITIONS as u64) as usize;
         let (victim, why) = match round {
-            0 => {
-                let p = rng.below(PARTITIONS as u64) as usize;
-                (
-                    view.partitions[p].leader,
-                    format!("the leader of partition {p}"),
-                )
-            }
             1 if view.controller >= 1 => (view.controller, "the controller".to_string()),
+            0 | 3 | 5 => (
+                view.partitions[p].leader,
+                format!("the leader of partition {p}"),
+            ),
             _ => (rng.below(3) as i32 + 1, "chosen at random".to_string()),
         };
         let i = (victim - 1) as usize;
         let acked_before = deliveries.acked_count();
+        let frozen = freeze.then(|| {
+            let others: Vec<usize> = all.iter().copied().filter(|k| *k != i).collect();
+            let f = others[rng.below(2) as usize];
+            nodes.signal(f, "STOP");
+            let hold = Duration::from_millis(200 + rng.below(600));
+            println!(
+                "round {round}: node {} frozen (SIGSTOP) for {hold:?} before the kill",
+                f + 1
+            );
+            std::thread::sleep(hold);
+            f
+        });
         nodes.kill(i);
+        if let Some(f) = frozen {
+            // Back before the session timeout: the cluster keeps a majority.
+            std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+            nodes.signal(f, "CONT");
+        }
         let pause = Duration::from_millis(500 + rng.below(3000));
         println!(
             "round {round}: kill -9 node {victim} ({why}; controller {}), {acked_before} acknowledged so far, restart after {pause:?}",
