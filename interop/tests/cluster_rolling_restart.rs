@@ -108,6 +108,21 @@ fn a_rolling_restart_loses_nothing_and_stalls_producers_briefly() {
             nodes.logs()
         );
         let exited = Instant::now();
+        // It moved its leaderships and left the ISRs before it exited.
+        assert_eq!(
+            nodes.count_in_logs(&format!("controlled shutdown done node={}", i + 1)),
+            1,
+            "node {} made a controlled shutdown\n{}",
+            i + 1,
+            nodes.logs()
+        );
+        eventually("the survivors' metadata without it", WAIT, || {
+            describe_any(&layout, &all, TOPIC).filter(|v| {
+                v.partitions
+                    .iter()
+                    .all(|p| p.leader != i as i32 + 1 && !p.isr.contains(&(i as i32 + 1)))
+            })
+        });
         println!(
             "node {} (leader of {led} partitions, controller: {}) stopped in {:?}",
             i + 1,
