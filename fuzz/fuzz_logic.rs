@@ -254,3 +254,11 @@ pub fn log_recovery(data: &[u8]) {
         assert!(r.truncated.is_empty(), "second recovery cut again: {r:?}");
     }
 }
+
+/// A SASL listener's connection fed the frames of `data` (each a big-endian `u16`
+/// length and its bytes): the server's own checks (`tidelog::testing::fuzz_sasl_session`)
+/// panic if a request passes the gate before authentication or a session authenticates
+/// as anyone but the one user.
+pub fn sasl_session(data: &[u8]) {
+    tidelog::testing::fuzz_sasl_session(data);
+}

@@ -332,6 +332,13 @@ pub enum Error {
         min: i32,
     },
 
+    /// A Kafka broker refused a request of the admin client
+    /// ([`AdminClient`](crate::admin::AdminClient)): the topic, partition or group, Kafka's
+    /// error code (its name is displayed) and the broker's message.
+    #[cfg(feature = "server")]
+    #[error(transparent)]
+    Admin(Box<crate::admin::AdminError>),
+
     /// A cluster request from a broker that is not registered or whose broker epoch is
     /// not its current one.
     #[error("broker {broker}: stale broker epoch: {reason}")]
@@ -340,6 +347,21 @@ pub enum Error {
         broker: i32,
         /// Why.
         reason: String,
+    },
+    /// A network client's principal may not do an operation on a resource (the
+    /// server's ACLs, `--authorizer`); on the wire Kafka's TOPIC_, GROUP_, CLUSTER_ or
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, by resource type.
+    #[cfg(feature = "server")]
+    #[error("{principal} is not authorized to {operation} {resource_type} {name:?}")]
+    AuthorizationFailed {
+        /// The principal refused, e.g. `User:alice`.
+        principal: String,
+        /// The operation refused.
+        operation: crate::security::AclOperation,
+        /// The type of the resource.
+        resource_type: crate::security::ResourceType,
+        /// The resource's name.
+        name: String,
     },
 }
 

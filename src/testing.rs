@@ -23,6 +23,16 @@ pub fn fuzz_decode_request(frame: &[u8]) -> bool {
     crate::server::fuzz_decode_request(frame)
 }
 
+/// Feeds `data` (frames, each a big-endian `u16` length and its bytes) to a connection on
+/// a SASL listener through the server's security gate, SASL handlers and SCRAM parsers;
+/// panics if anything but ApiVersions and the SASL APIs is served before authentication,
+/// or if a session authenticates as anyone but the one user, `fuzz` (password
+/// `fuzz-password`, SCRAM-SHA-256): what the `sasl_session` fuzz target calls.
+#[cfg(feature = "server")]
+pub fn fuzz_sasl_session(data: &[u8]) {
+    crate::server::fuzz_sasl_session(data)
+}
+
 /// Bytes the server has sent with `sendfile(2)` since the process started, over every
 /// server in the process.
 #[cfg(feature = "server")]

@@ -57,6 +57,11 @@ fn decompress_seed_corpus() {
 }
 
 #[test]
+fn sasl_session_seed_corpus() {
+    replay("sasl_session", 9, fuzz_logic::sasl_session);
+}
+
+#[test]
 fn log_recovery_seed_corpus() {
     replay("log_recovery", 6, fuzz_logic::log_recovery);
 }

@@ -1,10 +1,15 @@
 //! README.md's command-line blocks (the ```sh blocks of its "Command line" section) run
 //! as written when pasted into a shell, against the built `tidelog` binary: the tour
-//! runs top to bottom twice in the same directory, each line succeeding. The `perf`
-//! block runs once with its `--records` counts scaled down to 2,000 (the README's sizes
-//! are for measuring; this checks that every line runs). No output is asserted beyond
-//! what the tour's records and group must show.
+//! runs top to bottom twice in the same directory, each line succeeding. The
+//! `--bootstrap` block runs twice against a `tidelog serve` this test starts (its address
+//! put in place of 127.0.0.1:9092). The `perf` block runs once with its `--records`
+//! counts scaled down to 2,000 (the README's sizes are for measuring; this checks that
+//! every line runs). No output is asserted beyond what the tour's records and group and
+//! the `--bootstrap` block's topic and group must show.
 #![cfg(feature = "cli")]
+
+#[cfg(feature = "server")]
+mod cli_support;
 
 use std::path::Path;
 use std::process::Command;
@@ -69,8 +74,12 @@ fn run(cwd: &Path, script: &str) -> (String, String) {
 #[test]
 fn the_command_line_blocks_run_as_written() {
     let blocks = sh_blocks("## Command line");
-    assert_eq!(blocks.len(), 2, "the tour and the perf block: {blocks:?}");
-    let (tour, perf) = (&blocks[0], &blocks[1]);
+    assert_eq!(
+        blocks.len(),
+        3,
+        "the tour, the --bootstrap block (run by the next test) and the perf block: {blocks:?}"
+    );
+    let (tour, perf) = (&blocks[0], &blocks[2]);
     assert!(
         tour.lines()
             .all(|l| l.starts_with("tidelog ") || l.starts_with("printf "))
@@ -121,4 +130,43 @@ fn the_command_line_blocks_run_as_written() {
         !cwd.path().join("tidelog-data").exists(),
         "perf left ./tidelog-data alone"
     );
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn the_bootstrap_block_runs_against_a_running_node() {
+    let blocks = sh_blocks("## Command line");
+    let block = &blocks[1];
+    assert!(
+        block
+            .lines()
+            .all(|l| l.starts_with("tidelog ") && l.contains(" --bootstrap 127.0.0.1:9092")),
+        "every line acts on the node at 127.0.0.1:9092: {block}"
+    );
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let node = cli_support::serve(&tmp.path().join("served"), &[]);
+    let script = block.replace("127.0.0.1:9092", &node.addr);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    for run_number in 1..=2 {
+        let (stdout, _) = run(cwd.path(), &script);
+        for expected in [
+            "Created topic orders.\n",
+            "\tTopic: orders\tPartition: 2\tLeader: 0\tReplicas: 0\tIsr: 0\tLogStartOffset: 0\tHighWatermark: 0\n",
+            "Topic orders now has 6 partitions.\n",
+            "audit\torders\t5\t0\n",
+            "\naudit\n",
+            "audit\torders\t5\t0\t0\t0\t-\n",
+            "Deleted topic orders.\n",
+        ] {
+            assert!(
+                stdout.contains(expected),
+                "run {run_number} lacks {expected:?}:\n{stdout}"
+            );
+        }
+    }
+    assert!(
+        !cwd.path().join("tidelog-data").exists(),
+        "the block works on the node, not on a data directory"
+    );
+    assert_eq!(node.stop(), Some(0));
 }

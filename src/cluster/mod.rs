@@ -13,8 +13,8 @@
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
-pub(crate) mod client;
-mod codec;
+pub(crate) use crate::client;
+pub(crate) mod codec;
 pub(crate) mod image;
 mod logger;
 mod meta_properties;

@@ -9,6 +9,12 @@
 //! request memory (`max_queued_request_bytes`), waiting while it is used up, and gives it
 //! back once the request is handled (see the `limits` module).
 //!
+//! On a TLS listener the connection first runs the TLS handshake (its own deadline); on
+//! a SASL listener it serves only ApiVersions, SaslHandshake and SaslAuthenticate until
+//! the client authenticates, and closes on anything else (the `auth` module's gate). A
+//! failed authentication is answered after a delay that grows with that address's
+//! failures, then the connection closes.
+//!
 //! Bad input never panics and never touches other connections: a frame with a bad size,
 //! an unknown API, a version we do not answer (other than ApiVersions, which gets the v0
 //! fallback reply) or a body that does not decode closes this connection with a log line
@@ -23,16 +29,56 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use super::Shared;
-use super::api::{self, Fatal, Part, Reply, Request};
+use super::api::{self, Fatal, Part, Reply, Request, SaslAnswer, SaslOutcome};
+use super::auth::{Gate, Security, SecurityProtocol, Session};
 use super::codec::{self, FrameError};
+use super::peer_log::PeerLog;
 use super::peer_log::peer_warn;
 use super::transport::{self, Transport};
 
+/// The transport of a new connection: plaintext, or TLS after a handshake (with the
+/// client certificate's subject, if it sent one). `None` if the handshake failed.
+fn open_transport(
+    shared: &Shared,
+    stream: Arc<TcpStream>,
+    peer: SocketAddr,
+    protocol: SecurityProtocol,
+) -> Option<(Transport, Option<String>)> {
+    if !protocol.uses_tls() {
+        return Some((Transport::Plain(stream), None));
+    }
+    let tls = shared.security.tls.as_ref()?;
+    let config = match (protocol, &tls.mutual) {
+        (SecurityProtocol::Ssl, Some(mutual)) => mutual.clone(),
+        _ => tls.server.clone(),
+    };
+    match super::auth::tls::accept(config, stream.clone(), shared.config.idle_timeout) {
+        Ok((tls, subject)) => Some((Transport::Tls(Box::new(tls)), subject)),
+        Err(e) => {
+            peer_warn!(
+                shared.peer_log,
+                peer,
+                "TLS handshake failed: {e}; closing the connection"
+            );
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            None
+        }
+    }
+}
+
 /// Serve `stream` until the client leaves, a fatal error, or server shutdown.
-pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAddr) {
-    tracing::debug!(%peer, "connection opened");
+pub(crate) fn serve(
+    shared: Arc<Shared>,
+    stream: Arc<TcpStream>,
+    peer: SocketAddr,
+    protocol: SecurityProtocol,
+) {
+    tracing::debug!(%peer, %protocol, "connection opened");
     let local = stream.local_addr().unwrap_or(shared.config.listen);
-    let mut transport = Transport::Plain(stream);
+    let Some((mut transport, subject)) = open_transport(&shared, stream, peer, protocol) else {
+        return;
+    };
+    let mut session = Session::new(protocol, subject);
     let max_request_size = shared.max_request_size();
     let mut stats = shared.metrics.connection(peer);
     loop {
@@ -68,15 +114,48 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAdd
         let (frame, reservation) = frame;
         let _timer = stats.request(&frame);
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        let ctx = api::Ctx {
-            shared: &shared,
+        let outcome = admit(
+            &shared.security,
+            &shared.peer_log,
+            &mut session,
             peer,
-            local,
-            socket: transport.socket(),
-        };
-        let outcome = process(&ctx, frame);
+            frame,
+        )
+        .and_then(|admitted| match admitted {
+            Admitted::Sasl(answer) => Ok(answer),
+            Admitted::Request(req) => {
+                let ctx = api::Ctx {
+                    shared: &shared,
+                    peer,
+                    local,
+                    socket: transport.socket(),
+                    principal: &session.principal,
+                };
+                api::handle(&ctx, req).map(|reply| SaslAnswer {
+                    reply,
+                    outcome: SaslOutcome::Continue,
+                })
+            }
+        });
         // The request's bytes are gone with it: its memory is free for others.
         drop(reservation);
+        let mut close = false;
+        let outcome = outcome.map(|answer| {
+            match answer.outcome {
+                SaslOutcome::Continue | SaslOutcome::Authenticated => {}
+                SaslOutcome::Close => close = true,
+                SaslOutcome::Failed => {
+                    close = true;
+                    // Only this client waits: its own thread sleeps.
+                    let delay = shared
+                        .security
+                        .failed_logins
+                        .failed(peer.ip(), std::time::Instant::now());
+                    std::thread::sleep(delay);
+                }
+            }
+            answer.reply
+        });
         let written = match outcome {
             Ok(Reply::Nothing) => Ok(()),
             Ok(Reply::Parts(parts)) => write_reply(&mut transport, parts).map_err(|e| {
@@ -92,15 +171,64 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<TcpStream>, peer: SocketAdd
             }
         };
         shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if written.is_err() {
+        if written.is_err() || close {
             break;
         }
         if shared.stopping.load(Ordering::Acquire) {
             break;
         }
     }
+    transport.close_notify();
     let _ = transport.socket().shutdown(std::net::Shutdown::Both);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// A frame past the connection's security gate.
+pub(crate) enum Admitted {
+    /// A request for the API handlers.
+    Request(Request),
+    /// Answered by the connection itself (SASL, the ApiVersions fallback).
+    Sasl(SaslAnswer),
+}
+
+/// Decide what a frame is on this connection: a bare SASL token (after a v0
+/// SaslHandshake), a SASL request (which changes the session), a request the gate lets
+/// through, or a fatal refusal (a request before authentication on a SASL listener).
+pub(crate) fn admit(
+    security: &Security,
+    log: &PeerLog,
+    session: &mut Session,
+    peer: SocketAddr,
+    frame: Vec<u8>,
+) -> Result<Admitted, Fatal> {
+    if session.expects_raw_token() {
+        return Ok(Admitted::Sasl(api::sasl_authenticate::raw(
+            security, session, peer, log, &frame,
+        )));
+    }
+    let mut req = match parse(frame)? {
+        Parsed::Reply(reply) => {
+            return Ok(Admitted::Sasl(SaslAnswer {
+                reply,
+                outcome: SaslOutcome::Continue,
+            }));
+        }
+        Parsed::Request(req) => req,
+    };
+    let key = req.header.request_api_key;
+    if let Gate::Refuse(why) = session.gate(key) {
+        return Err(Fatal(why));
+    }
+    match ApiKey::try_from(key) {
+        Ok(ApiKey::SaslHandshake) => {
+            api::sasl_handshake::handle(security, session, peer, log, &mut req).map(Admitted::Sasl)
+        }
+        Ok(ApiKey::SaslAuthenticate) => {
+            api::sasl_authenticate::handle(security, session, peer, log, &mut req)
+                .map(Admitted::Sasl)
+        }
+        _ => Ok(Admitted::Request(req)),
+    }
 }
 
 /// Read the next request: its size, then (once the request memory can hold it) its
@@ -120,14 +248,6 @@ fn read_request<'s>(
     };
     let frame = codec::read_body(transport, len)?;
     Ok(Some((frame, reservation)))
-}
-
-/// Turn one frame into a reply (see the module docs for what is fatal).
-pub(crate) fn process(ctx: &api::Ctx<'_>, frame: Vec<u8>) -> Result<Reply, Fatal> {
-    match parse(frame)? {
-        Parsed::Request(req) => api::handle(ctx, req),
-        Parsed::Reply(reply) => Ok(reply),
-    }
 }
 
 /// A frame after header parsing.

@@ -1,6 +1,7 @@
-//! The accept loop, one thread per connection, and graceful shutdown.
+//! The accept loops (one thread per listener), one thread per connection, and graceful
+//! shutdown.
 //!
-//! Shutdown order: raise `stopping`, wake the accept thread with a connection to itself
+//! Shutdown order: raise `stopping`, wake each accept thread with a connection to itself
 //! and join it (no new connections from then on), shut the read half of every open
 //! connection (an idle client sees its connection end; a request being handled still
 //! gets its response, since the write half stays open), then join every connection
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::auth::SecurityProtocol;
 use super::peer_log::{self, peer_warn};
 use super::{Shared, connection};
 
@@ -46,15 +48,24 @@ impl Drop for Slot {
     }
 }
 
-/// Start the accept thread.
-pub(crate) fn spawn(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<JoinHandle<()>> {
+/// Start the accept thread of a listener whose connections speak `protocol`.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    protocol: SecurityProtocol,
+) -> std::io::Result<JoinHandle<()>> {
     thread::Builder::new()
-        .name("tidelog-accept".into())
-        .spawn(move || accept_loop(&shared, &listener))
+        .name(format!(
+            "tidelog-accept-{}",
+            protocol.name().to_ascii_lowercase()
+        ))
+        .spawn(move || accept_loop(&shared, &listener, protocol))
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
-    let mut next_id = 0u64;
+/// Connection numbers, unique over every listener of the process.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, protocol: SecurityProtocol) {
     loop {
         let (stream, peer) = match listener.accept() {
             Ok(pair) => pair,
@@ -99,10 +110,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             );
             continue;
         }
-        if let Err(e) = start_connection(shared, stream, peer, next_id) {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = start_connection(shared, stream, peer, id, protocol) {
             tracing::warn!(%peer, error = %e, "cannot start a connection thread");
         }
-        next_id += 1;
     }
 }
 
@@ -111,6 +122,7 @@ fn start_connection(
     stream: TcpStream,
     peer: SocketAddr,
     id: u64,
+    protocol: SecurityProtocol,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(shared.config.idle_timeout))?;
@@ -128,7 +140,7 @@ fn start_connection(
         .stack_size(512 * 1024)
         .spawn(move || {
             let _slot = slot;
-            connection::serve(conn_shared, stream, peer);
+            connection::serve(conn_shared, stream, peer, protocol);
         });
     match spawned {
         Ok(handle) => {
@@ -143,8 +155,8 @@ fn start_connection(
 }
 
 /// Stop accepting, let in-flight requests finish, close every connection, join every
-/// thread. `accept` is the accept thread, `local` the address it listens on.
-pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAddr) {
+/// thread. `accepts` are the accept threads with the address each listens on.
+pub(crate) fn shutdown(shared: &Shared, accepts: Vec<(JoinHandle<()>, SocketAddr)>) {
     shared.stopping.store(true, Ordering::Release);
     tracing::info!(
         connections = shared.active.load(Ordering::Acquire),
@@ -152,19 +164,21 @@ pub(crate) fn shutdown(shared: &Shared, accept: JoinHandle<()>, local: SocketAdd
         request_bytes = shared.request_memory.used(),
         "shutting down: no new connections; finishing requests in flight"
     );
-    // Wake the blocking accept() with a connection of our own.
-    let wake = match local.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), local.port())
+    for (accept, local) in accepts {
+        // Wake the blocking accept() with a connection of our own.
+        let wake = match local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), local.port())
+            }
+            IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), local.port())
+            }
+            _ => local,
+        };
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(5));
+        if accept.join().is_err() {
+            tracing::error!("an accept thread panicked");
         }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), local.port())
-        }
-        _ => local,
-    };
-    let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(5));
-    if accept.join().is_err() {
-        tracing::error!("the accept thread panicked");
     }
     for socket in shared.registry.sockets.lock().values() {
         let _ = socket.shutdown(Shutdown::Read);

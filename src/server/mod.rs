@@ -15,10 +15,15 @@
 //!   Fetch waits for data). A connection whose client hangs up while its request waits
 //!   is closed within a second. Warnings about what a peer sent are rate-limited per
 //!   address. See the `limits` module.
+//! - Security (the `auth` module): several listeners, each PLAINTEXT, SSL (rustls),
+//!   SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256/512), and ACLs checked by every
+//!   API handler when the authorizer is on. Fetches on TLS listeners copy file bytes
+//!   through the TLS writer; plaintext ones keep `sendfile`.
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
 //!   every connection and joins every thread.
 
 mod api;
+pub(crate) mod auth;
 mod backend;
 mod broker_backend;
 mod codec;
@@ -39,6 +44,9 @@ use std::time::Duration;
 
 use crate::Result;
 use crate::error::IoContext;
+use auth::SecurityProtocol;
+use auth::sasl::SaslMechanism;
+use auth::tls::TlsSettings;
 use backend::Backend;
 use idempotence::ProducerIds;
 
@@ -54,6 +62,93 @@ pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
         Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
         Ok(connection::Parsed::Reply(_)) => true,
         Err(_) => false,
+    }
+}
+
+/// Feeds `data` to a connection on a SASL_PLAINTEXT listener as the server would: a
+/// sequence of frames, each a big-endian `u16` length and that many bytes, through the
+/// security gate and the SASL handlers, each frame also through the SCRAM message
+/// parsers. The only user is `fuzz` with password `fuzz-password` (SCRAM-SHA-256).
+/// Panics if a request other than ApiVersions and the SASL ones passes before
+/// authentication, or if a session authenticates as anyone but `fuzz`. For the
+/// `sasl_session` fuzz target (through `tidelog::testing`).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_sasl_session(data: &[u8]) {
+    use auth::credentials::{CredentialChange, CredentialStore};
+    use auth::scram::{ScramCredential, ScramMechanism};
+    use kafka_protocol::messages::ApiKey;
+    use std::sync::OnceLock;
+
+    /// The one user, in memory.
+    #[derive(Debug)]
+    struct OneUser(ScramCredential);
+    impl CredentialStore for OneUser {
+        fn credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
+            (user == "fuzz" && m == self.0.mechanism).then(|| self.0.clone())
+        }
+        fn users(&self) -> Vec<(String, Vec<(ScramMechanism, u32)>)> {
+            vec![("fuzz".into(), vec![(self.0.mechanism, self.0.iterations)])]
+        }
+        fn apply(&self, _: &[CredentialChange]) -> Result<()> {
+            Err(crate::Error::InvalidConfig {
+                key: "users".into(),
+                reason: "the fuzz target's store is read-only".into(),
+            })
+        }
+    }
+    static SECURITY: OnceLock<auth::Security> = OnceLock::new();
+    let security = SECURITY.get_or_init(|| {
+        auth::Security::new(Arc::new(OneUser(ScramCredential::new(
+            ScramMechanism::Sha256,
+            "fuzz-password",
+            4096,
+        ))))
+    });
+    let log = peer_log::PeerLog::default();
+    let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+    let mut session = auth::Session::new(SecurityProtocol::SaslPlaintext, None);
+    let allowed = [
+        ApiKey::ApiVersions,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+    ];
+    let mut rest = data;
+    while rest.len() >= 2 {
+        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
+        let frame = &rest[2..2 + len];
+        rest = &rest[2 + len..];
+        let _ = auth::scram::parse_client_first(frame);
+        let _ = auth::scram::parse_client_final(frame);
+        let was_authenticated = session.authenticated();
+        let raw = session.expects_raw_token();
+        let key = codec::request_start(frame).map(|s| s.api_key);
+        match connection::admit(security, &log, &mut session, peer, frame.to_vec()) {
+            Ok(connection::Admitted::Request(req)) => assert!(
+                was_authenticated || req.header.request_api_key == ApiKey::ApiVersions as i16,
+                "{} passed the gate before authentication",
+                api::api_name(req.header.request_api_key)
+            ),
+            Ok(connection::Admitted::Sasl(answer)) => {
+                assert!(
+                    raw || was_authenticated
+                        || key.is_some_and(|k| allowed.iter().any(|a| *a as i16 == k)),
+                    "api key {key:?} was answered before authentication"
+                );
+                if matches!(
+                    answer.outcome,
+                    api::SaslOutcome::Failed | api::SaslOutcome::Close
+                ) {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+        if session.authenticated() {
+            assert_eq!(
+                session.principal, "User:fuzz",
+                "authenticated as someone else"
+            );
+        }
     }
 }
 
@@ -82,6 +177,16 @@ pub(crate) struct Config {
     pub fetch_max_wait: Duration,
     /// Bytes of requests in flight over all connections, at most.
     pub max_queued_request_bytes: usize,
+    /// The security protocol of the `listen` listener.
+    pub protocol: SecurityProtocol,
+    /// The certificate and key of TLS listeners.
+    pub tls: Option<TlsSettings>,
+    /// SASL mechanisms offered on SASL listeners.
+    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// Whether ACLs are enforced.
+    pub authorizer: bool,
+    /// Principals allowed everything when ACLs are enforced.
+    pub super_users: Vec<String>,
 }
 
 impl Default for Config {
@@ -96,6 +201,11 @@ impl Default for Config {
             write_timeout: Duration::from_secs(60),
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
             max_queued_request_bytes: limits::DEFAULT_MAX_QUEUED_REQUEST_BYTES,
+            protocol: SecurityProtocol::Plaintext,
+            tls: None,
+            sasl_mechanisms: SaslMechanism::ALL.to_vec(),
+            authorizer: false,
+            super_users: Vec::new(),
         }
     }
 }
@@ -159,6 +269,8 @@ pub(crate) struct Shared {
     /// The open-files limit and what was open at start: accepted sockets whose
     /// descriptor reaches into the reserve kept for the broker's files are refused.
     pub descriptors: limits::Descriptors,
+    /// TLS, SASL credentials, the authorizer, failed logins.
+    pub security: auth::Security,
     /// Connections, requests and errors, for `Broker::metrics` (`crate::metrics`).
     pub metrics: Arc<crate::metrics::server::ServerStats>,
 }
@@ -169,6 +281,7 @@ impl Shared {
         backend: Arc<dyn Backend>,
         fds: limits::Descriptors,
         metrics: Arc<crate::metrics::server::ServerStats>,
+        security: auth::Security,
     ) -> Shared {
         let dir = backend.data_dir();
         let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
@@ -193,6 +306,7 @@ impl Shared {
             peer_log: peer_log::PeerLog::default(),
             max_connections,
             descriptors: fds,
+            security,
             config,
             cluster_id: format!("tidelog-{}", dir.display())
                 .chars()
@@ -272,6 +386,7 @@ impl Server {
             broker,
             cluster: ClusterSettings::default(),
             listener: None,
+            extra_listeners: Vec::new(),
         }
     }
 }
@@ -309,6 +424,40 @@ pub struct ServerBuilder {
     cluster: ClusterSettings,
     /// A socket bound by the caller, used instead of binding `config.listen`.
     listener: Option<TcpListener>,
+    /// Listeners besides the `listen` one.
+    extra_listeners: Vec<(SecurityProtocol, Endpoint)>,
+}
+
+/// Where a listener listens: an address to bind, or a socket bound by the caller.
+#[derive(Debug)]
+enum Endpoint {
+    Addr(std::result::Result<SocketAddr, crate::Error>),
+    Bound(TcpListener),
+}
+
+impl Endpoint {
+    fn bind(self) -> Result<TcpListener> {
+        match self {
+            Endpoint::Bound(l) => Ok(l),
+            Endpoint::Addr(Err(e)) => Err(e),
+            Endpoint::Addr(Ok(addr)) => TcpListener::bind(addr).ctx("bind", addr.to_string()),
+        }
+    }
+}
+
+/// The first address `addr` resolves to, or `Error::InvalidConfig` for `listen`.
+fn resolve<A: ToSocketAddrs + std::fmt::Debug>(addr: A) -> Result<SocketAddr> {
+    let invalid = |reason: String| crate::Error::InvalidConfig {
+        key: "listen".into(),
+        reason,
+    };
+    match addr.to_socket_addrs().map(|mut all| all.next()) {
+        Ok(Some(resolved)) => Ok(resolved),
+        Ok(None) => Err(invalid(format!("{addr:?} resolves to no address"))),
+        Err(e) => Err(invalid(format!(
+            "{addr:?} is not an address to listen on: {e}"
+        ))),
+    }
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -327,20 +476,82 @@ impl ServerBuilder {
     /// [`ServerHandle::local_addr`]). An address that does not parse or resolve makes
     /// [`ServerBuilder::start`] fail with `Error::InvalidConfig` for `listen`.
     pub fn listen<A: ToSocketAddrs + std::fmt::Debug>(mut self, addr: A) -> Self {
-        let invalid = |reason: String| crate::Error::InvalidConfig {
-            key: "listen".into(),
-            reason,
-        };
-        self.listen_error = match addr.to_socket_addrs().map(|mut all| all.next()) {
-            Ok(Some(resolved)) => {
+        self.listen_error = match resolve(addr) {
+            Ok(resolved) => {
                 self.config.listen = resolved;
                 None
             }
-            Ok(None) => Some(invalid(format!("{addr:?} resolves to no address"))),
-            Err(e) => Some(invalid(format!(
-                "{addr:?} is not an address to listen on: {e}"
-            ))),
+            Err(e) => Some(e),
         };
+        self
+    }
+
+    /// The security protocol of the [`listen`](ServerBuilder::listen) listener (Kafka's
+    /// `listeners=SASL_SSL://...`). Default = PLAINTEXT. SSL and SASL_SSL need
+    /// [`tls`](ServerBuilder::tls).
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.config.protocol = protocol;
+        self
+    }
+
+    /// Another listener, with its own protocol and address (Kafka's `listeners` lists
+    /// several: `PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094`). Every listener
+    /// serves the same broker; [`ServerHandle::listeners`] tells where each is bound.
+    pub fn add_listener<A: ToSocketAddrs + std::fmt::Debug>(
+        mut self,
+        protocol: SecurityProtocol,
+        addr: A,
+    ) -> Self {
+        self.extra_listeners
+            .push((protocol, Endpoint::Addr(resolve(addr))));
+        self
+    }
+
+    /// Another listener on a socket the caller bound (see
+    /// [`listener`](ServerBuilder::listener)).
+    pub fn add_bound_listener(mut self, protocol: SecurityProtocol, listener: TcpListener) -> Self {
+        self.extra_listeners
+            .push((protocol, Endpoint::Bound(listener)));
+        self
+    }
+
+    /// The certificate and key of SSL and SASL_SSL listeners, and optionally the CA of
+    /// client certificates. Read by [`start`](ServerBuilder::start), which fails with the
+    /// file's name if one cannot be read or used. Default = none (a TLS listener is then
+    /// an `InvalidConfig` error).
+    pub fn tls(mut self, settings: TlsSettings) -> Self {
+        self.config.tls = Some(settings);
+        self
+    }
+
+    /// The SASL mechanisms SASL listeners offer (Kafka's `sasl.enabled.mechanisms`).
+    /// Default = PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. Users and their SCRAM
+    /// credentials are kept in the data directory (`tidelog users`,
+    /// AlterUserScramCredentials); PLAIN checks a password against them.
+    pub fn sasl_mechanisms(mut self, mechanisms: &[SaslMechanism]) -> Self {
+        self.config.sasl_mechanisms = mechanisms.to_vec();
+        self
+    }
+
+    /// Enforce ACLs on network clients (Kafka's `authorizer.class.name` with
+    /// `allow.everyone.if.no.acl.found=false`): each request is checked for the
+    /// operations Kafka checks, and anything no ACL allows is refused with
+    /// TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED. ACLs are kept in the data directory
+    /// (`tidelog acls`, CreateAcls). The in-process API is not affected. Default = off:
+    /// every client may do everything.
+    pub fn authorizer(mut self, on: bool) -> Self {
+        self.config.authorizer = on;
+        self
+    }
+
+    /// Principals allowed everything when the authorizer is on (Kafka's `super.users`:
+    /// `User:admin`, several separated by `;`). Default = none.
+    pub fn super_users<I, S>(mut self, principals: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.config.super_users = auth::super_users(principals).into_iter().collect();
         self
     }
 
@@ -604,6 +815,24 @@ impl ServerBuilder {
             None => TcpListener::bind(listen).ctx("bind", listen.to_string())?,
         };
         let local = listener.local_addr().ctx("bind", listen.to_string())?;
+        let mut listeners = vec![(self.config.protocol, listener, local)];
+        for (protocol, endpoint) in std::mem::take(&mut self.extra_listeners) {
+            let l = endpoint.bind()?;
+            let addr = l
+                .local_addr()
+                .ctx("bind", format!("a {protocol} listener"))?;
+            listeners.push((protocol, l, addr));
+        }
+        let security = self.security()?;
+        if let Some((p, _, addr)) = listeners
+            .iter()
+            .find(|(p, _, _)| p.uses_tls() && security.tls.is_none())
+        {
+            return Err(crate::Error::InvalidConfig {
+                key: "tls".into(),
+                reason: format!("the {p} listener on {addr} needs a TLS certificate and key"),
+            });
+        }
         let cluster = match self.cluster_config(local)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
@@ -624,29 +853,57 @@ impl ServerBuilder {
             cluster: cluster.clone(),
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
-        let fds = limits::Descriptors::now(&listener);
-        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics));
-        let accept = match listener::spawn(shared.clone(), listener) {
-            Ok(a) => a,
-            Err(e) => {
-                if let Some(c) = &cluster {
-                    c.shutdown();
+        let fds = limits::Descriptors::now(&listeners[0].1);
+        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics, security));
+        let mut accepts = Vec::with_capacity(listeners.len());
+        let mut bound = Vec::with_capacity(listeners.len());
+        for (protocol, l, addr) in listeners {
+            match listener::spawn(shared.clone(), l, protocol) {
+                Ok(a) => accepts.push((a, addr)),
+                Err(e) => {
+                    listener::shutdown(&shared, accepts);
+                    if let Some(c) = &cluster {
+                        c.shutdown();
+                    }
+                    return Err(e).ctx("spawn the accept thread for", addr.to_string());
                 }
-                return Err(e).ctx("spawn the accept thread for", local.to_string());
             }
-        };
-        tracing::info!(
-            %local,
-            max_connections = shared.max_connections,
-            open_files_limit = fds.soft_limit,
-            "listening"
-        );
+            tracing::info!(
+                local = %addr,
+                %protocol,
+                max_connections = shared.max_connections,
+                open_files_limit = fds.soft_limit,
+                "listening"
+            );
+            bound.push((protocol, addr));
+        }
         Ok(ServerHandle {
             shared,
-            accept: Some(accept),
+            accepts,
             local,
+            listeners: bound,
             cluster,
         })
+    }
+
+    /// The TLS configurations, the credential and ACL stores of the data directory, and
+    /// the authorizer, from the builder's settings.
+    fn security(&self) -> Result<auth::Security> {
+        let dir = self.broker.dir();
+        let credentials = Arc::new(auth::credentials::FileCredentialStore::open(dir)?);
+        let mut security = auth::Security::new(credentials);
+        security.mechanisms = self.config.sasl_mechanisms.clone();
+        if let Some(tls) = &self.config.tls {
+            security.tls = Some(tls.load()?);
+        }
+        if self.config.authorizer {
+            let acls = Arc::new(auth::acl::FileAclStore::open(dir)?);
+            security.authorizer = Some(auth::acl::Authorizer::new(
+                acls,
+                self.config.super_users.iter().cloned().collect(),
+            ));
+        }
+        Ok(security)
     }
 }
 
@@ -654,8 +911,11 @@ impl ServerBuilder {
 #[derive(Debug)]
 pub struct ServerHandle {
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    /// The accept thread of each listener and the address it listens on; empty once
+    /// stopped.
+    accepts: Vec<(JoinHandle<()>, SocketAddr)>,
     local: SocketAddr,
+    listeners: Vec<(SecurityProtocol, SocketAddr)>,
     cluster: Option<Arc<crate::cluster::ClusterNode>>,
 }
 
@@ -668,9 +928,23 @@ impl std::fmt::Debug for Shared {
 }
 
 impl ServerHandle {
-    /// The address the server listens on (with the real port when bound to port 0).
+    /// The address the server listens on (with the real port when bound to port 0):
+    /// the [`listen`](ServerBuilder::listen) listener's.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Every listener's protocol and bound address, the `listen` one first.
+    pub fn listeners(&self) -> &[(SecurityProtocol, SocketAddr)] {
+        &self.listeners
+    }
+
+    /// The address of the first listener with `protocol`, if there is one.
+    pub fn listener_addr(&self, protocol: SecurityProtocol) -> Option<SocketAddr> {
+        self.listeners
+            .iter()
+            .find(|(p, _)| *p == protocol)
+            .map(|(_, a)| *a)
     }
 
     /// The connection limit in force: [`ServerBuilder::max_connections`], or fewer if
@@ -726,7 +1000,7 @@ impl ServerHandle {
 
     fn stop(&mut self) {
         if let Some(cluster) = &self.cluster
-            && self.accept.is_some()
+            && !self.accepts.is_empty()
         {
             if cluster.controller_id().is_none() {
                 tracing::warn!(
@@ -737,8 +1011,8 @@ impl ServerHandle {
                 tracing::warn!(node = cluster.node_id(), error = %e, "controlled shutdown failed; stopping anyway");
             }
         }
-        if let Some(accept) = self.accept.take() {
-            listener::shutdown(&self.shared, accept, self.local);
+        if !self.accepts.is_empty() {
+            listener::shutdown(&self.shared, std::mem::take(&mut self.accepts));
             tracing::info!(local = %self.local, "server stopped");
         }
         if let Some(cluster) = self.cluster.take() {
@@ -761,3 +1035,5 @@ mod tests_admin;
 mod tests_api;
 #[cfg(test)]
 mod tests_groups;
+#[cfg(test)]
+mod tests_security;

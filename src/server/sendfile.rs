@@ -144,8 +144,14 @@ mod linux {
     }
 }
 
-/// Copy `len` bytes from `file` at `position` to `socket` through a user-space buffer.
-fn copy_range(socket: &TcpStream, file: &File, position: u64, len: usize) -> io::Result<()> {
+/// Copy `len` bytes from `file` at `position` to `out` through a user-space buffer (the
+/// fallback where `sendfile` is refused, and the way file bytes go through TLS).
+pub(crate) fn copy_range<W: Write>(
+    mut out: W,
+    file: &File,
+    position: u64,
+    len: usize,
+) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; len.min(256 * 1024)];
     let mut done = 0usize;
@@ -161,7 +167,7 @@ fn copy_range(socket: &TcpStream, file: &File, position: u64, len: usize) -> io:
                 ),
             ));
         }
-        (&mut &*socket).write_all(&buf[..n])?;
+        out.write_all(&buf[..n])?;
         done += n;
     }
     Ok(())

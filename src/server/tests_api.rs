@@ -57,6 +57,33 @@ impl Client {
         (header.correlation_id, R::decode(&mut b, version).unwrap())
     }
 
+    /// Send `bytes` as one bare size-prefixed frame (a SASL token after a v0
+    /// handshake).
+    pub(crate) fn raw_send(&mut self, bytes: &[u8]) {
+        let mut framed = (bytes.len() as i32).to_be_bytes().to_vec();
+        framed.extend_from_slice(bytes);
+        self.s.write_all(&framed).unwrap();
+    }
+
+    /// [`Client::raw_send`], then read one bare frame back.
+    pub(crate) fn raw_call(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.raw_send(bytes);
+        let mut size = [0u8; 4];
+        self.s.read_exact(&mut size).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.s.read_exact(&mut body).unwrap();
+        body
+    }
+
+    /// True once the server closed the connection (a read sees the end or an error).
+    pub(crate) fn is_closed(&mut self) -> bool {
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        matches!(self.s.read(&mut buf), Ok(0) | Err(_))
+    }
+
     /// Send and receive.
     pub(crate) fn call<Q: Encodable, R: Decodable + HeaderVersion>(
         &mut self,
@@ -91,7 +118,7 @@ fn create(c: &mut Client, topic: &str, partitions: i32) {
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
 }
 
-fn batch(values: &[&str]) -> Vec<u8> {
+pub(crate) fn batch(values: &[&str]) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for v in values {
         b.push(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
@@ -107,7 +134,7 @@ fn idempotent_batch(pid: i64, seq: i32, values: &[&str]) -> Vec<u8> {
     b.finish()
 }
 
-fn produce_req(acks: i16, parts: Vec<(&str, i32, Vec<u8>)>) -> ProduceRequest {
+pub(crate) fn produce_req(acks: i16, parts: Vec<(&str, i32, Vec<u8>)>) -> ProduceRequest {
     let topics = parts
         .into_iter()
         .map(|(t, p, bytes)| {

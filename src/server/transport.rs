@@ -2,10 +2,10 @@
 //! is still there.
 //!
 //! A connection reads requests and writes responses through a [`Transport`], never
-//! through a bare socket, so that another way of carrying bytes (TLS) is one more
-//! variant here rather than a change to the connection loop. The plaintext transport
-//! sends file regions with `sendfile(2)`; a transport that must transform bytes would
-//! copy them through its writer instead.
+//! through a bare socket, so that another way of carrying bytes is one more variant here
+//! rather than a change to the connection loop. The plaintext transport sends file
+//! regions with `sendfile(2)`; the TLS transport (rustls) must encrypt them, so it reads
+//! them with `pread` and copies them through its writer.
 //!
 //! The raw socket stays reachable ([`Transport::socket`]) for what is about the TCP
 //! connection itself whatever runs over it: shutdown, and noticing a client that hung up
@@ -16,12 +16,15 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
+use super::auth::tls::TlsStream;
 use super::sendfile;
 
 /// The byte stream of one connection.
 pub(crate) enum Transport {
     /// Bytes as they are on the socket; file regions go out with `sendfile(2)`.
     Plain(Arc<TcpStream>),
+    /// TLS over the socket (after the handshake); file regions are copied through it.
+    Tls(Box<TlsStream>),
 }
 
 impl Transport {
@@ -29,6 +32,7 @@ impl Transport {
     pub(crate) fn socket(&self) -> &TcpStream {
         match self {
             Transport::Plain(s) => s,
+            Transport::Tls(t) => &t.sock.0,
         }
     }
 
@@ -37,6 +41,15 @@ impl Transport {
     pub(crate) fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()> {
         match self {
             Transport::Plain(s) => sendfile::send_file(s, file, position, len),
+            Transport::Tls(t) => sendfile::copy_range(&mut **t, file, position, len),
+        }
+    }
+
+    /// Ends the TLS session politely (a close_notify alert); nothing for plaintext.
+    pub(crate) fn close_notify(&mut self) {
+        if let Transport::Tls(t) = self {
+            t.conn.send_close_notify();
+            let _ = t.conn.write_tls(&mut t.sock);
         }
     }
 }
@@ -45,6 +58,7 @@ impl Read for Transport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => (&**s).read(buf),
+            Transport::Tls(t) => t.read(buf),
         }
     }
 }
@@ -53,12 +67,14 @@ impl Write for Transport {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => (&**s).write(buf),
+            Transport::Tls(t) => t.write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Transport::Plain(s) => (&**s).flush(),
+            Transport::Tls(t) => t.flush(),
         }
     }
 }

@@ -101,3 +101,79 @@ pub fn json_number(json: &str, key: &str) -> f64 {
         .parse()
         .unwrap_or_else(|_| panic!("{key} in {json}"))
 }
+
+/// A `tidelog serve` child process listening on a free loopback port; killed when
+/// dropped.
+pub struct Serve {
+    child: std::process::Child,
+    /// `host:port` it listens on.
+    pub addr: String,
+}
+
+/// Starts `tidelog --data DATA serve --listen 127.0.0.1:0 ARGS...` and waits (at most
+/// 60 s) for the line naming its address. Its stderr is drained by a thread.
+pub fn serve(data: &Path, args: &[&str]) -> Serve {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+        .arg("--data")
+        .arg(data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tidelog serve");
+    let pipe = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let addr = line
+                .split("Kafka protocol on ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next());
+            let _ = tx.send((line.clone(), addr.map(str::to_string)));
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((_, Some(addr))) => return Serve { child, addr },
+            Ok((line, None)) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("tidelog serve did not say where it listens: {seen:?}");
+            }
+        }
+    }
+}
+
+impl Serve {
+    /// SIGTERM, then waits (at most 60 s) for it to exit; its exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -2,7 +2,7 @@
 # Interop tests: unmodified Kafka clients against `tidelog serve`.
 #
 # Needs (installed by .ci/run, never by this script):
-#   apt:  kcat python3 python3-venv
+#   apt:  kcat python3 python3-venv openssl
 #   pip (in a virtualenv): kafka-python confluent-kafka
 #
 # Environment:
@@ -64,6 +64,7 @@ run "kafka-python" "$PYTHON" "$here/kafka_python.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
 run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"
 run "compression" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/compression.sh"
+run "security: SSL, SASL and ACLs with kcat, confluent-kafka and kafka-python" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/security.sh"
 run "three-node cluster" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/cluster.sh"
 
 # Graceful shutdown: SIGTERM, then a clean exit within 30 s.

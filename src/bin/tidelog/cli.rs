@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// tidelog: an embeddable, Kafka-compatible commit log — command line tool.
 ///
 /// Every subcommand works on the data directory given by --data (one process at a
-/// time holds it).
+/// time holds it); `topics` and `groups` with --bootstrap act on a running node or
+/// cluster over the Kafka protocol instead.
 #[derive(Debug, Parser)]
 #[command(name = "tidelog", version, about, propagate_version = true)]
 pub(crate) struct Cli {
@@ -31,15 +32,13 @@ pub(crate) const DEFAULT_DATA: &str = "./tidelog-data";
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Create, list, describe, delete and alter topics (as kafka-topics).
-    #[command(subcommand)]
-    Topics(TopicsCmd),
+    Topics(TopicsArgs),
     /// Append one record per line of standard input (as kcat -P).
     Produce(ProduceArgs),
     /// Print records of a topic (as kcat -C and kafka-console-consumer).
     Consume(ConsumeArgs),
     /// List and describe consumer groups, reset their offsets (as kafka-consumer-groups).
-    #[command(subcommand)]
-    Groups(GroupsCmd),
+    Groups(GroupsArgs),
     /// Print the batches of a segment file or the entries of an index (as kafka-dump-log).
     Dump(DumpArgs),
     /// Measure throughput and latency (as kafka-producer-perf-test).
@@ -48,6 +47,130 @@ pub(crate) enum Command {
     /// Serve the data directory over the Kafka wire protocol.
     #[cfg(feature = "server")]
     Serve(ServeArgs),
+    /// Add, delete and list users' SCRAM credentials (as kafka-configs --entity-type
+    /// users); the server must be stopped.
+    #[cfg(feature = "server")]
+    #[command(subcommand)]
+    Users(UsersCmd),
+    /// Add, list and remove ACLs (as kafka-acls); the server must be stopped.
+    #[cfg(feature = "server")]
+    #[command(subcommand)]
+    Acls(AclsCmd),
+}
+
+/// `tidelog users ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum UsersCmd {
+    /// Add a user, or replace its password, for SCRAM (and PLAIN, checked against it).
+    Add {
+        /// The user name (the principal is User:NAME).
+        name: String,
+        /// The password; without it, the first line of standard input is read (which
+        /// keeps it out of the process list and the shell history).
+        #[arg(long, value_name = "PASSWORD")]
+        password: Option<String>,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both [default: both].
+        #[arg(long, value_name = "MECHANISM")]
+        mechanism: Vec<String>,
+        /// PBKDF2 iterations, 4096 to 16384.
+        #[arg(long, value_name = "N", default_value_t = 4096)]
+        iterations: u32,
+    },
+    /// Delete a user's credentials.
+    Delete {
+        /// The user name.
+        name: String,
+        /// Only this mechanism's credential (repeat for several) [default: every one].
+        #[arg(long, value_name = "MECHANISM")]
+        mechanism: Vec<String>,
+    },
+    /// List users with their mechanisms and iterations.
+    List,
+}
+
+/// The resource and entry options of `tidelog acls` (kafka-acls' names).
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct AclArgs {
+    /// Principal allowed (User:NAME, User:* for everyone); repeat for several.
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub allow_principal: Vec<String>,
+    /// Principal denied; repeat for several. A deny beats every allow.
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub deny_principal: Vec<String>,
+    /// Client IP address the allow entries apply to [default: * (any)].
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Option<String>,
+    /// Client IP address the deny entries apply to [default: * (any)].
+    #[arg(long, value_name = "HOST")]
+    pub deny_host: Option<String>,
+    /// Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs,
+    /// AlterConfigs, IdempotentWrite or All; repeat for several.
+    #[arg(long, value_name = "OPERATION")]
+    pub operation: Vec<String>,
+    /// A topic (* for every topic).
+    #[arg(long, value_name = "T")]
+    pub topic: Option<String>,
+    /// A consumer group (* for every group).
+    #[arg(long, value_name = "G")]
+    pub group: Option<String>,
+    /// The cluster.
+    #[arg(long)]
+    pub cluster: bool,
+    /// A transactional id.
+    #[arg(long, value_name = "ID")]
+    pub transactional_id: Option<String>,
+    /// literal or prefixed (add); also any or match (list, remove) [default: literal
+    /// for add, any for list and remove].
+    #[arg(long, value_name = "TYPE")]
+    pub resource_pattern_type: Option<String>,
+}
+
+/// `tidelog acls ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum AclsCmd {
+    /// Add ACLs: every principal given with every operation on the resource.
+    Add(AclArgs),
+    /// List ACLs, all or those matching the options given.
+    List(AclArgs),
+    /// Remove the ACLs matching the options given.
+    Remove(AclArgs),
+}
+
+/// `--bootstrap`: act on a running node or cluster instead of a data directory.
+#[derive(Debug, Args)]
+pub(crate) struct Bootstrap {
+    /// Act on the running node or cluster at these addresses over the Kafka protocol
+    /// (as kafka-topics --bootstrap-server), instead of opening a data directory: the
+    /// first that answers tells where the brokers, the controller and each group's
+    /// coordinator are.
+    #[arg(
+        long,
+        alias = "bootstrap-server",
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        global = true
+    )]
+    pub bootstrap: Option<String>,
+}
+
+/// `tidelog topics [--bootstrap ADDRS] ...`.
+#[derive(Debug, Args)]
+pub(crate) struct TopicsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: TopicsCmd,
+}
+
+/// `tidelog groups [--bootstrap ADDRS] ...`.
+#[derive(Debug, Args)]
+pub(crate) struct GroupsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: GroupsCmd,
 }
 
 /// `tidelog topics ...`.
@@ -57,9 +180,14 @@ pub(crate) enum TopicsCmd {
     Create {
         /// Topic name: 1 to 249 characters from [a-zA-Z0-9._-].
         name: String,
-        /// Number of partitions.
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        partitions: i32,
+        /// Number of partitions [default: 1; with --bootstrap, the broker's
+        /// num.partitions].
+        #[arg(long, value_name = "N")]
+        partitions: Option<i32>,
+        /// Copies of each partition, on as many nodes (with --bootstrap) [default: the
+        /// broker's default.replication.factor; a data directory holds one].
+        #[arg(long, value_name = "N")]
+        replication_factor: Option<i16>,
         /// A topic setting by its Kafka name (retention.ms, cleanup.policy, ...);
         /// repeat for several.
         #[arg(long = "config", value_name = "KEY=VALUE")]
@@ -74,7 +202,9 @@ pub(crate) enum TopicsCmd {
         #[arg(long)]
         exclude_internal: bool,
     },
-    /// Per partition: log start and end offset, size and segment count.
+    /// Per partition: log start and end offset, size and segment count; with
+    /// --bootstrap, leader, replicas, in-sync replicas, log start offset and high
+    /// watermark (as kafka-topics --describe).
     Describe {
         /// The topic (every topic if left out).
         name: Option<String>,
@@ -413,9 +543,39 @@ pub(crate) struct PerfLookupArgs {
 #[cfg(feature = "server")]
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Address to listen on, e.g. 127.0.0.1:9092 (0.0.0.0:9092 for every interface).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
-    pub listen: String,
+    /// A listener, as Kafka's listeners: PROTOCOL://HOST:PORT with PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT or SASL_SSL, or a bare HOST:PORT (PLAINTEXT); repeat for several.
+    /// 0.0.0.0 listens on every interface.
+    #[arg(
+        long,
+        value_name = "[PROTOCOL://]HOST:PORT",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub listen: Vec<String>,
+    /// The server's TLS certificate chain, PEM (for SSL and SASL_SSL listeners).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The server's TLS private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM) on SSL listeners; the
+    /// certificate's subject becomes the principal (User:CN=...,O=...).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// SASL mechanisms offered, comma-separated (Kafka's sasl.enabled.mechanisms).
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    )]
+    pub sasl_mechanisms: String,
+    /// Enforce ACLs: anything no ACL allows is refused (see `tidelog acls`).
+    #[arg(long)]
+    pub authorizer: bool,
+    /// Principals allowed everything with --authorizer, separated by ; (Kafka's
+    /// super.users), e.g. User:admin.
+    #[arg(long, value_name = "PRINCIPALS")]
+    pub super_users: Vec<String>,
     /// Address clients are told to connect to, when the listen address is not reachable
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]

@@ -40,6 +40,52 @@ pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
     Ok(broker)
 }
 
+/// The data directory: `--data` if given, else the default.
+pub(crate) fn data_dir(given: Option<&Path>) -> &Path {
+    given.unwrap_or(Path::new(crate::cli::DEFAULT_DATA))
+}
+
+/// Connects to the node or cluster at `bootstrap` (`--bootstrap`); `data` is `--data`
+/// if it was given, which does not go with `--bootstrap`.
+#[cfg(feature = "server")]
+pub(crate) fn admin_client(
+    bootstrap: &str,
+    data: Option<&Path>,
+) -> CliResult<tidelog::admin::AdminClient> {
+    if let Some(dir) = data {
+        return Err(fail!(
+            "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap acts on a running node, which holds its data directory)",
+            dir.display()
+        ));
+    }
+    Ok(tidelog::admin::AdminClient::builder(bootstrap)
+        .client_id("tidelog-cli")
+        .connect()?)
+}
+
+/// The error for `--bootstrap` in a build without the Kafka client.
+#[cfg(not(feature = "server"))]
+pub(crate) fn no_admin_client() -> Fail {
+    fail!(
+        "--bootstrap needs the Kafka client of the `server` feature, which this tidelog was built without (cargo install --features cli,server)"
+    )
+}
+
+/// The outcome for `key` of an admin request about several topics or groups.
+#[cfg(feature = "server")]
+pub(crate) fn only<T>(
+    mut results: std::collections::BTreeMap<String, tidelog::Result<T>>,
+    key: &str,
+) -> tidelog::Result<T> {
+    results.remove(key).unwrap_or_else(|| {
+        Err(tidelog::Error::Corrupt {
+            location: "the broker's answer".into(),
+            position: 0,
+            reason: format!("no result for {key:?}"),
+        })
+    })
+}
+
 /// Closes the broker, reporting a failure to flush or close as an error.
 pub(crate) fn close_broker(broker: Broker) -> CliResult {
     broker.close()?;

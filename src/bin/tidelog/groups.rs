@@ -1,17 +1,46 @@
-//! `tidelog groups list|describe|reset-offsets`, as kafka-consumer-groups.
+//! `tidelog groups list|describe|reset-offsets`, as kafka-consumer-groups: on a data
+//! directory, or with `--bootstrap` on a running node or cluster over the Kafka protocol
+//! (`tidelog::admin::AdminClient`).
 
-use crate::cli::GroupsCmd;
+use crate::cli::{GroupsArgs, GroupsCmd};
 use crate::common::{
-    close_broker, commit_offsets, counted, open_broker, parse_time, select_partitions,
+    close_broker, commit_offsets, counted, data_dir, open_broker, parse_time, select_partitions,
 };
 use crate::out::Out;
 use crate::{CliResult, fail};
+use std::collections::BTreeMap;
 use std::path::Path;
-use tidelog::{Assignment, Broker, GroupState, Partition};
+use tidelog::{Assignment, Broker, GroupState};
 
-/// Runs `tidelog groups ...`.
-pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
-    let broker = open_broker(data, false)?;
+/// Runs `tidelog groups ...`; `data` is `--data` if it was given.
+pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
+    let cmd = &args.cmd;
+    let target = match cmd {
+        GroupsCmd::ResetOffsets {
+            to_earliest,
+            to_latest,
+            to_offset,
+            to_datetime,
+            ..
+        } => Some(if *to_earliest {
+            Target::Earliest
+        } else if *to_latest {
+            Target::Latest
+        } else if let Some(n) = to_offset {
+            Target::Offset(*n)
+        } else if let Some(d) = to_datetime {
+            Target::Time(parse_time(d, "--to-datetime")?)
+        } else {
+            return Err(fail!(
+                "give one of --to-earliest, --to-latest, --to-offset or --to-datetime"
+            ));
+        }),
+        _ => None,
+    };
+    if let Some(bootstrap) = &args.target.bootstrap {
+        return remote::run(bootstrap, data, cmd, target.as_ref());
+    }
+    let broker = open_broker(data_dir(data), false)?;
     let mut out = Out::new();
     match cmd {
         GroupsCmd::List => {
@@ -28,25 +57,10 @@ pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
             group,
             topic,
             partition,
-            to_earliest,
-            to_latest,
-            to_offset,
-            to_datetime,
             dry_run,
+            ..
         } => {
-            let target = if *to_earliest {
-                Target::Earliest
-            } else if *to_latest {
-                Target::Latest
-            } else if let Some(n) = to_offset {
-                Target::Offset(*n)
-            } else if let Some(d) = to_datetime {
-                Target::Time(parse_time(d, "--to-datetime")?)
-            } else {
-                return Err(fail!(
-                    "give one of --to-earliest, --to-latest, --to-offset or --to-datetime"
-                ));
-            };
+            let target = target.expect("parsed above for reset-offsets");
             reset(
                 &broker, &mut out, group, topic, partition, &target, *dry_run,
             )?;
@@ -57,104 +71,158 @@ pub(crate) fn run(data: &Path, cmd: &GroupsCmd) -> CliResult {
     close_broker(broker)
 }
 
-fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
-    let coord = broker.group_coordinator();
-    let d = coord
-        .describe_group(group)
-        .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
-    let mut offsets = coord
-        .offset_fetch(group, None)
-        .map_err(|e| fail!("reading the offsets of consumer group {group:?} failed: {e}"))?;
-    if d.state == GroupState::Dead && d.members.is_empty() && offsets.is_empty() {
-        return Err(fail!("consumer group {group:?} does not exist"));
+/// A group as `groups describe` prints it, wherever it was read from.
+struct GroupView {
+    state: String,
+    /// Member id, client id, host and assignment (if it has one) of each member.
+    members: Vec<(String, String, String, Option<Assignment>)>,
+    /// The generation, where known (the wire's DescribeGroups does not say).
+    generation: Option<i32>,
+    /// The assignor of the generation.
+    assignor: String,
+    /// Committed offsets: (topic, partition) -> offset.
+    committed: BTreeMap<(String, i32), i64>,
+}
+
+/// One partition line of `groups describe`.
+struct Row<'a> {
+    /// Topic and partition.
+    key: (String, i32),
+    /// The group's committed offset, if any.
+    committed: Option<i64>,
+    /// The member id of its owner, if any.
+    owner: Option<&'a str>,
+}
+
+impl GroupView {
+    /// Every partition with a committed offset or an owner, sorted.
+    fn rows(&self) -> Vec<Row<'_>> {
+        let mut owners: BTreeMap<(String, i32), &str> = BTreeMap::new();
+        for (member, _, _, assignment) in &self.members {
+            for (t, ps) in assignment.iter().flat_map(|a| &a.partitions) {
+                for p in ps {
+                    owners.insert((t.clone(), *p), member);
+                }
+            }
+        }
+        let mut keys: Vec<(String, i32)> = self.committed.keys().cloned().collect();
+        keys.extend(owners.keys().cloned());
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|key| Row {
+                committed: self.committed.get(&key).copied(),
+                owner: owners.get(&key).copied(),
+                key,
+            })
+            .collect()
     }
-    let generation = if d.members.is_empty() {
-        String::new()
-    } else {
-        format!(
-            ", generation {}, assignor {}",
-            d.generation_id, d.protocol_data
-        )
+}
+
+/// kafka-consumer-groups --describe's layout: the group line, its members, then per
+/// partition the committed offset, the log end (`ends`: the high watermark, what the
+/// group can read up to), the lag and the owner.
+fn print_group(
+    out: &mut Out,
+    group: &str,
+    view: &GroupView,
+    ends: &BTreeMap<(String, i32), i64>,
+) -> CliResult {
+    let generation = match (view.members.is_empty(), view.generation) {
+        (true, _) => String::new(),
+        (false, Some(g)) => format!(", generation {g}, assignor {}", view.assignor),
+        (false, None) => format!(", assignor {}", view.assignor),
     };
     out.line(format_args!(
         "Consumer group '{group}': state {}, {}{generation}",
-        d.state.as_str(),
-        counted(d.members.len() as u64, "member", "members"),
+        view.state,
+        counted(view.members.len() as u64, "member", "members"),
     ))?;
-    // Which member owns which partition, from the members' assignments.
-    let mut owners: Vec<(String, i32, String)> = Vec::new();
-    if !d.members.is_empty() {
+    if !view.members.is_empty() {
         out.line("")?;
         out.line("MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNMENT")?;
-        for m in &d.members {
-            let assignment = match Assignment::decode(&m.assignment) {
-                Ok(a) if !m.assignment.is_empty() => {
-                    for (t, ps) in &a.partitions {
-                        for p in ps {
-                            owners.push((t.clone(), *p, m.member_id.clone()));
-                        }
-                    }
-                    a.partitions
-                        .iter()
-                        .map(|(t, ps)| {
-                            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
-                            format!("{t}({})", ps.join(","))
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
-                _ => "-".to_string(),
+        for (member, client, host, assignment) in &view.members {
+            let assignment = match assignment {
+                Some(a) => a
+                    .partitions
+                    .iter()
+                    .map(|(t, ps)| {
+                        let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+                        format!("{t}({})", ps.join(","))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => "-".to_string(),
             };
-            out.line(format_args!(
-                "{}\t{}\t{}\t{assignment}",
-                m.member_id, m.client_id, m.client_host
-            ))?;
+            out.line(format_args!("{member}\t{client}\t{host}\t{assignment}"))?;
         }
     }
-    // Partitions assigned but never committed are shown too, without an offset.
-    for (t, p, _) in &owners {
-        if !offsets.iter().any(|o| &o.topic == t && o.partition == *p) {
-            offsets.push(tidelog::coordinator::FetchedOffset {
-                topic: t.clone(),
-                partition: *p,
-                offset: -1,
-                leader_epoch: -1,
-                metadata: String::new(),
-            });
-        }
-    }
-    offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     out.line("")?;
     out.line("GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID")?;
-    for o in &offsets {
-        let end = broker
-            .topic(&o.topic)
-            .and_then(|t| t.partition(o.partition))
-            .map(|p| p.high_watermark())
-            .ok();
-        let dash = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-        let current = (o.offset >= 0).then_some(o.offset);
-        let lag = match (current, end) {
+    let dash = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for row in view.rows() {
+        let (topic, partition) = &row.key;
+        let end = ends.get(&row.key).copied();
+        let lag = match (row.committed, end) {
             (Some(c), Some(e)) => Some((e - c).max(0)),
             _ => None,
         };
-        let owner = owners
-            .iter()
-            .find(|(t, p, _)| t == &o.topic && *p == o.partition)
-            .map_or("-", |(_, _, m)| m.as_str());
         out.line(format_args!(
-            "{group}\t{}\t{}\t{}\t{}\t{}\t{owner}",
-            o.topic,
-            o.partition,
-            dash(current),
+            "{group}\t{topic}\t{partition}\t{}\t{}\t{}\t{}",
+            dash(row.committed),
             dash(end),
-            dash(lag)
+            dash(lag),
+            row.owner.unwrap_or("-")
         ))?;
     }
     Ok(())
 }
 
+fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
+    let coord = broker.group_coordinator();
+    let d = coord
+        .describe_group(group)
+        .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
+    let offsets = coord
+        .offset_fetch(group, None)
+        .map_err(|e| fail!("reading the offsets of consumer group {group:?} failed: {e}"))?;
+    if d.state == GroupState::Dead && d.members.is_empty() && offsets.is_empty() {
+        return Err(fail!("consumer group {group:?} does not exist"));
+    }
+    let view = GroupView {
+        state: d.state.as_str().to_string(),
+        members: d
+            .members
+            .into_iter()
+            .map(|m| {
+                let assignment = (!m.assignment.is_empty())
+                    .then(|| Assignment::decode(&m.assignment).ok())
+                    .flatten();
+                (m.member_id, m.client_id, m.client_host, assignment)
+            })
+            .collect(),
+        generation: Some(d.generation_id),
+        assignor: d.protocol_data,
+        committed: offsets
+            .into_iter()
+            .filter(|o| o.offset >= 0)
+            .map(|o| ((o.topic, o.partition), o.offset))
+            .collect(),
+    };
+    let ends = view
+        .rows()
+        .into_iter()
+        .filter_map(|row| {
+            let (t, p) = row.key;
+            let hw = broker.topic(&t).and_then(|t| t.partition(p)).ok()?;
+            Some(((t, p), hw.high_watermark()))
+        })
+        .collect();
+    print_group(out, group, &view, &ends)
+}
+
 /// Where reset-offsets moves a group.
+#[derive(Debug, Clone, Copy)]
 enum Target {
     Earliest,
     Latest,
@@ -162,14 +230,36 @@ enum Target {
     Time(i64),
 }
 
-fn new_offset(p: &Partition, target: &Target) -> CliResult<i64> {
-    let (lo, hi) = (p.log_start_offset(), p.high_watermark());
-    Ok(match *target {
-        Target::Earliest => lo,
-        Target::Latest => hi,
-        Target::Offset(n) => n.clamp(lo, hi),
-        Target::Time(ts) => p.offset_for_timestamp(ts)?.map_or(hi, |(o, _)| o),
-    })
+impl Target {
+    /// The new offset of a partition whose readable offsets are `lo..hi`; `at_time` is,
+    /// for [`Target::Time`], the first offset at or after that time (`None`: after
+    /// every record, so the end).
+    fn resolve(self, lo: i64, hi: i64, at_time: Option<i64>) -> i64 {
+        match self {
+            Target::Earliest => lo,
+            Target::Latest => hi,
+            Target::Offset(n) => n.clamp(lo, hi),
+            Target::Time(_) => at_time.unwrap_or(hi),
+        }
+    }
+}
+
+/// Prints the new offsets of a reset.
+fn print_reset(
+    out: &mut Out,
+    group: &str,
+    topic: &str,
+    offsets: &[(i32, i64)],
+    dry_run: bool,
+) -> CliResult {
+    out.line("GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")?;
+    for (partition, offset) in offsets {
+        out.line(format_args!("{group}\t{topic}\t{partition}\t{offset}"))?;
+    }
+    if dry_run {
+        out.line("(dry run: nothing was committed)")?;
+    }
+    Ok(())
 }
 
 fn reset(
@@ -185,17 +275,200 @@ fn reset(
     let partitions = select_partitions(&topic, only)?;
     let mut offsets = Vec::new();
     for p in &partitions {
-        offsets.push((p.index(), new_offset(p, target)?));
+        let at_time = match *target {
+            Target::Time(ts) => p.offset_for_timestamp(ts)?.map(|(o, _)| o),
+            _ => None,
+        };
+        let new = target.resolve(p.log_start_offset(), p.high_watermark(), at_time);
+        offsets.push((p.index(), new));
     }
     if !dry_run {
         commit_offsets(broker, group, topic_name, &offsets, "resetting the offsets")?;
     }
-    out.line("GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")?;
-    for (partition, offset) in &offsets {
-        out.line(format_args!("{group}\t{topic_name}\t{partition}\t{offset}"))?;
+    print_reset(out, group, topic_name, &offsets, dry_run)
+}
+
+/// The group commands on a running node or cluster (`--bootstrap`).
+#[cfg(feature = "server")]
+mod remote {
+    use super::{CliResult, GroupView, GroupsCmd, Out, Target, fail, print_group, print_reset};
+    use crate::common::{admin_client, only};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use tidelog::admin::{
+        AdminClient, AdminError, ErrorCode, OffsetSpec, Resource, TopicPartition,
+    };
+
+    /// Runs `tidelog groups --bootstrap ADDRS ...`.
+    pub(super) fn run(
+        bootstrap: &str,
+        data: Option<&Path>,
+        cmd: &GroupsCmd,
+        target: Option<&Target>,
+    ) -> CliResult {
+        let admin = admin_client(bootstrap, data)?;
+        let mut out = Out::new();
+        match cmd {
+            GroupsCmd::List => {
+                for g in admin.list_groups()? {
+                    out.line(g.group_id)?;
+                }
+            }
+            GroupsCmd::Describe { group } => describe(&admin, &mut out, group)?,
+            GroupsCmd::ResetOffsets {
+                group,
+                topic,
+                partition,
+                dry_run,
+                ..
+            } => {
+                let target = *target.expect("parsed for reset-offsets");
+                reset(&admin, &mut out, group, topic, partition, target, *dry_run)?;
+            }
+        }
+        out.flush()
     }
-    if dry_run {
-        out.line("(dry run: nothing was committed)")?;
+
+    /// The offset of each partition of `specs` that its leader answered.
+    fn offsets(
+        admin: &AdminClient,
+        specs: &[(TopicPartition, OffsetSpec)],
+    ) -> tidelog::Result<BTreeMap<TopicPartition, tidelog::Result<Option<i64>>>> {
+        Ok(admin
+            .list_offsets(specs)?
+            .into_iter()
+            .map(|(tp, r)| (tp, r.map(|l| l.offset)))
+            .collect())
     }
-    Ok(())
+
+    fn describe(admin: &AdminClient, out: &mut Out, group: &str) -> CliResult {
+        let d = only(admin.describe_groups(&[group])?, group)?;
+        let committed = admin.list_consumer_group_offsets(group)?;
+        if d.state == "Dead" && d.members.is_empty() && committed.is_empty() {
+            let e = AdminError::new(
+                Resource::Group(group.to_string()),
+                ErrorCode::GROUP_ID_NOT_FOUND,
+                Some("no such group: it has no members and no committed offsets".into()),
+            );
+            return Err(tidelog::Error::from(e).into());
+        }
+        let view = GroupView {
+            state: d.state,
+            members: d
+                .members
+                .into_iter()
+                .map(|m| (m.member_id, m.client_id, m.host, m.assignment))
+                .collect(),
+            generation: None,
+            assignor: d.protocol,
+            committed: committed
+                .into_iter()
+                .map(|c| ((c.partition.topic, c.partition.partition), c.offset))
+                .collect(),
+        };
+        let specs: Vec<(TopicPartition, OffsetSpec)> = view
+            .rows()
+            .into_iter()
+            .map(|row| {
+                (
+                    TopicPartition::new(row.key.0, row.key.1),
+                    OffsetSpec::Latest,
+                )
+            })
+            .collect();
+        // A partition whose leader cannot answer (or that is gone) shows "-".
+        let ends = offsets(admin, &specs)?
+            .into_iter()
+            .filter_map(|(tp, r)| Some(((tp.topic, tp.partition), r.ok()??)))
+            .collect();
+        print_group(out, group, &view, &ends)
+    }
+
+    fn reset(
+        admin: &AdminClient,
+        out: &mut Out,
+        group: &str,
+        topic: &str,
+        only_partitions: &[i32],
+        target: Target,
+        dry_run: bool,
+    ) -> CliResult {
+        // As kafka-consumer-groups: only an inactive group's offsets move.
+        let d = only(admin.describe_groups(&[group])?, group)?;
+        if !d.members.is_empty() || !matches!(d.state.as_str(), "Empty" | "Dead") {
+            let e = AdminError::new(
+                Resource::Group(group.to_string()),
+                ErrorCode::NON_EMPTY_GROUP,
+                Some(format!(
+                    "assignments can only be reset if the group is inactive, but its state is {} with {} members",
+                    d.state,
+                    d.members.len()
+                )),
+            );
+            return Err(tidelog::Error::from(e).into());
+        }
+        let count = only(admin.describe_topics(&[topic])?, topic)?
+            .partitions
+            .len() as i32;
+        let partitions: Vec<i32> = if only_partitions.is_empty() {
+            (0..count).collect()
+        } else {
+            only_partitions.to_vec()
+        };
+        if let Some(p) = partitions.iter().find(|p| !(0..count).contains(*p)) {
+            return Err(fail!(
+                "unknown partition {p} of topic {topic:?} (it has {count} partitions)"
+            ));
+        }
+        let spec = |s: OffsetSpec| -> Vec<(TopicPartition, OffsetSpec)> {
+            partitions
+                .iter()
+                .map(|p| (TopicPartition::new(topic, *p), s))
+                .collect()
+        };
+        let lo = offsets(admin, &spec(OffsetSpec::Earliest))?;
+        let hi = offsets(admin, &spec(OffsetSpec::Latest))?;
+        let at = match target {
+            Target::Time(ts) => Some(offsets(admin, &spec(OffsetSpec::Timestamp(ts)))?),
+            _ => None,
+        };
+        let mut new = Vec::new();
+        for &p in &partitions {
+            let tp = TopicPartition::new(topic, p);
+            let get = |m: &BTreeMap<TopicPartition, tidelog::Result<Option<i64>>>| {
+                m.get(&tp).cloned().unwrap_or(Ok(None))
+            };
+            let (Some(l), Some(h)) = (get(&lo)?, get(&hi)?) else {
+                return Err(fail!(
+                    "the leader of {tp} did not say where its log starts and ends"
+                ));
+            };
+            let at_time = match &at {
+                Some(at) => get(at)?,
+                None => None,
+            };
+            new.push((p, target.resolve(l, h, at_time)));
+        }
+        if !dry_run {
+            let commits: Vec<(TopicPartition, i64)> = new
+                .iter()
+                .map(|&(p, o)| (TopicPartition::new(topic, p), o))
+                .collect();
+            for (_, result) in admin.alter_consumer_group_offsets(group, &commits)? {
+                result?;
+            }
+        }
+        print_reset(out, group, topic, &new, dry_run)
+    }
+}
+
+/// Without the `server` feature there is no Kafka client: `--bootstrap` is refused.
+#[cfg(not(feature = "server"))]
+mod remote {
+    use super::{CliResult, GroupsCmd, Target};
+    use std::path::Path;
+
+    pub(super) fn run(_: &str, _: Option<&Path>, _: &GroupsCmd, _: Option<&Target>) -> CliResult {
+        Err(crate::common::no_admin_client())
+    }
 }

@@ -4,6 +4,8 @@
 //! consumer, kafka-consumer-groups, kafka-dump-log and the perf-test tools, working on a
 //! data directory (`--data DIR`, default `./tidelog-data`, accepted before or after any
 //! subcommand; `perf` without `--data` works in a temporary directory it removes).
+//! `topics` and `groups` with `--bootstrap HOST:PORT` act on a running node or cluster
+//! over the Kafka protocol instead (`tidelog::admin`, feature `server`).
 //!
 //! Exit codes: 0 on success, 1 for an error (one line `error: ...` on stderr), 2 for a
 //! usage error (clap's). The tool never panics on bad input; a panic hook turns a bug
@@ -25,6 +27,8 @@ mod out;
 mod perf;
 mod produce;
 mod progress;
+#[cfg(feature = "server")]
+mod security;
 #[cfg(feature = "server")]
 mod serve;
 mod topics;
@@ -71,10 +75,10 @@ fn main() -> ExitCode {
     let given = cli.data.as_deref();
     let data = given.unwrap_or(Path::new(cli::DEFAULT_DATA));
     let result = match cli.command {
-        Command::Topics(cmd) => topics::run(data, &cmd),
+        Command::Topics(args) => topics::run(given, &args),
         Command::Produce(args) => produce::run(data, &args),
         Command::Consume(args) => consume::run(data, &args),
-        Command::Groups(cmd) => groups::run(data, &cmd),
+        Command::Groups(args) => groups::run(given, &args),
         Command::Dump(args) => dump::run(&args),
         Command::Perf(PerfCmd::Produce(args)) => perf::produce(given, &args),
         Command::Perf(PerfCmd::Consume(args)) => perf::consume(given, &args),
@@ -85,6 +89,10 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
+        #[cfg(feature = "server")]
+        Command::Users(cmd) => security::users(data, &cmd),
+        #[cfg(feature = "server")]
+        Command::Acls(cmd) => security::acls(data, &cmd),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

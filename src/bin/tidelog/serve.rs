@@ -1,8 +1,10 @@
 //! `tidelog serve`: the Kafka wire protocol server over the data directory.
 //!
-//! Opens the broker on `--data`, serves it with [`tidelog::Server`] on `--listen`
-//! (default 127.0.0.1:9092) until SIGINT or SIGTERM, then stops accepting, lets requests
-//! in flight finish, closes every connection and closes the broker cleanly.
+//! Opens the broker on `--data`, serves it with [`tidelog::Server`] on each `--listen`
+//! (default 127.0.0.1:9092; `PROTOCOL://HOST:PORT` for SSL, SASL_PLAINTEXT or SASL_SSL,
+//! with `--tls-cert`/`--tls-key`, `--sasl-mechanisms`, `--authorizer`, `--super-users`)
+//! until SIGINT or SIGTERM, then stops accepting, lets requests in flight finish, closes
+//! every connection and closes the broker cleanly.
 //!
 //! With `--node-id N --quorum 1@host:port,...` the process is node N of a cluster: the
 //! quorum elects a controller among the voters, topics are replicated as the controller
@@ -42,12 +44,31 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let listen: SocketAddr = args.listen.parse().map_err(|e| {
-        fail!(
-            "--listen {:?} is not an IP address and port such as 127.0.0.1:9092: {e}",
-            args.listen
-        )
-    })?;
+    let mut listens = Vec::with_capacity(args.listen.len());
+    for spec in &args.listen {
+        let (protocol, addr) =
+            tidelog::security::parse_listener(spec).map_err(|e| fail!("--listen {spec:?}: {e}"))?;
+        let addr: SocketAddr = addr.parse().map_err(|e| {
+            fail!(
+                "--listen {spec:?} is not an IP address and port such as 127.0.0.1:9092 \
+                 (optionally after PROTOCOL://): {e}"
+            )
+        })?;
+        listens.push((protocol, addr));
+    }
+    let mut mechanisms = Vec::new();
+    for name in args
+        .sasl_mechanisms
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        mechanisms.push(
+            tidelog::security::SaslMechanism::from_name(name).ok_or_else(|| {
+                fail!("--sasl-mechanisms: {name:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            })?,
+        );
+    }
     // A bug in one connection thread closes that connection only; the tool's hook (which
     // exits the process) would take every client down with it.
     std::panic::set_hook(Box::new(|info| {
@@ -55,9 +76,18 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     }));
     // Bind before the data directory is touched: a port in use must not leave a created
     // or locked directory behind.
-    let listener = TcpListener::bind(listen).map_err(|e| {
-        fail!("cannot listen on {listen}: {e} (is another server using that address?)")
-    })?;
+    let mut bound = Vec::with_capacity(listens.len());
+    for (protocol, listen) in &listens {
+        let listener = TcpListener::bind(listen).map_err(|e| {
+            fail!("cannot listen on {listen}: {e} (is another server using that address?)")
+        })?;
+        bound.push((*protocol, listener));
+    }
+    let mut bound = bound.into_iter();
+    let (protocol, listener) = bound
+        .next()
+        .ok_or_else(|| fail!("give at least one --listen"))?;
+    let listen = listens[0].1;
     let metrics_listener = match &args.metrics_listen {
         Some(addr) => Some(bind_metrics(addr)?),
         None => None,
@@ -75,7 +105,21 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .max_queued_request_bytes(args.max_queued_request_bytes)
         .max_connections(args.max_connections)
         .max_request_size(args.max_request_size)
-        .auto_create_topics(!args.no_auto_create_topics);
+        .auto_create_topics(!args.no_auto_create_topics)
+        .security_protocol(protocol)
+        .sasl_mechanisms(&mechanisms)
+        .authorizer(args.authorizer)
+        .super_users(&args.super_users);
+    for (protocol, listener) in bound {
+        builder = builder.add_bound_listener(protocol, listener);
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let mut tls = tidelog::security::TlsSettings::from_pem_files(cert, key);
+        if let Some(ca) = &args.tls_client_ca {
+            tls = tls.client_ca(ca);
+        }
+        builder = builder.tls(tls);
+    }
     if let Some(advertised) = &args.advertised {
         builder = builder.advertised(advertised.clone());
     }
@@ -100,10 +144,23 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         None => String::new(),
     };
     eprintln!(
-        "tidelog serve: Kafka protocol on {} for {}{role} (SIGINT or SIGTERM to stop)",
+        "tidelog serve: Kafka protocol on {} for {}{role}{} (SIGINT or SIGTERM to stop)",
         server.local_addr(),
-        data.display()
+        data.display(),
+        if args.authorizer {
+            ", ACLs enforced"
+        } else {
+            ""
+        }
     );
+    let listeners = server.listeners();
+    if listeners.len() > 1 || listeners[0].0 != tidelog::security::SecurityProtocol::Plaintext {
+        let all: Vec<String> = listeners
+            .iter()
+            .map(|(p, a)| format!("{p}://{a}"))
+            .collect();
+        eprintln!("tidelog serve: listeners {}", all.join(", "));
+    }
     eprintln!(
         "tidelog serve: open-files limit {files_limit}: up to {} connections",
         server.max_connections()

@@ -15,6 +15,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 /// Resource type of a topic.
 pub(super) const TOPIC: i8 = 2;
@@ -104,22 +105,25 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .iter()
         .map(|r| {
             let name = r.resource_name.as_str();
-            let outcome = check_resource(&counts, r.resource_type, name).and_then(|()| {
-                if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str())) {
-                    return Err(refusal);
-                }
-                let mut overrides = Vec::with_capacity(r.configs.len());
-                for c in &r.configs {
-                    let Some(v) = &c.value else {
-                        return Err(invalid_request(format!(
-                            "null value for {:?}: AlterConfigs sets every override it names",
-                            c.name.as_str()
-                        )));
-                    };
-                    overrides.push((c.name.to_string(), v.to_string()));
-                }
-                alter(ctx, name, request.validate_only, |_| Ok(overrides))
-            });
+            let outcome = check_resource(&counts, r.resource_type, name)
+                .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))
+                .and_then(|()| {
+                    if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str()))
+                    {
+                        return Err(refusal);
+                    }
+                    let mut overrides = Vec::with_capacity(r.configs.len());
+                    for c in &r.configs {
+                        let Some(v) = &c.value else {
+                            return Err(invalid_request(format!(
+                                "null value for {:?}: AlterConfigs sets every override it names",
+                                c.name.as_str()
+                            )));
+                        };
+                        overrides.push((c.name.to_string(), v.to_string()));
+                    }
+                    alter(ctx, name, request.validate_only, |_| Ok(overrides))
+                });
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

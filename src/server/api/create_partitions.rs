@@ -13,6 +13,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -32,7 +33,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     format!("topic {name:?} appears more than once in the request"),
                 ))
             } else {
-                grow(ctx, &name, t, request.validate_only)
+                ctx.check(AclOperation::Alter, ResourceType::Topic, &name)
+                    .and_then(|()| grow(ctx, &name, t, request.validate_only))
             };
             let result = CreatePartitionsTopicResult::default()
                 .with_name(t.name.clone())

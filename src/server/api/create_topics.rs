@@ -10,6 +10,8 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::ResourceType;
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: CreateTopicsRequest = req.decode()?;
@@ -24,7 +26,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let name = t.name.0.to_string();
             let configs = configs_of(&t);
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let outcome = if t.replication_factor > 1 {
+            let outcome = if !ctx.may_create_topic(&name) {
+                Err((
+                    denied_code(ResourceType::Topic),
+                    format!("not authorized to create topic {name:?}"),
+                ))
+            } else if t.replication_factor > 1 {
                 Err((
                     ResponseError::InvalidReplicationFactor.code(),
                     format!(
@@ -122,31 +129,42 @@ fn handle_cluster(
         .map(|t| {
             let name = t.name.0.to_string();
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let outcome = assignment_of(t).and_then(|assignment| {
-                if assignment.is_none() && (t.num_partitions == 0 || t.num_partitions < -1) {
-                    return Err((
-                        ResponseError::InvalidPartitions.code(),
-                        format!("{} partitions is not a valid count", t.num_partitions),
-                    ));
-                }
-                if assignment.is_none() && (t.replication_factor == 0 || t.replication_factor < -1)
-                {
-                    return Err((
-                        ResponseError::InvalidReplicationFactor.code(),
-                        format!("replication factor {} is not valid", t.replication_factor),
-                    ));
-                }
-                let topic = crate::cluster::NewTopic {
-                    name: name.clone(),
-                    partitions: t.num_partitions,
-                    replication_factor: t.replication_factor,
-                    assignment,
-                    configs: configs_of(t),
-                };
-                cluster
-                    .create_topic(&topic, request.validate_only, timeout)
-                    .map_err(|e| (error_code(&e), e.to_string()))
-            });
+            let allowed = if ctx.may_create_topic(&name) {
+                Ok(())
+            } else {
+                Err((
+                    denied_code(ResourceType::Topic),
+                    format!("not authorized to create topic {name:?}"),
+                ))
+            };
+            let outcome = allowed
+                .and_then(|()| assignment_of(t))
+                .and_then(|assignment| {
+                    if assignment.is_none() && (t.num_partitions == 0 || t.num_partitions < -1) {
+                        return Err((
+                            ResponseError::InvalidPartitions.code(),
+                            format!("{} partitions is not a valid count", t.num_partitions),
+                        ));
+                    }
+                    if assignment.is_none()
+                        && (t.replication_factor == 0 || t.replication_factor < -1)
+                    {
+                        return Err((
+                            ResponseError::InvalidReplicationFactor.code(),
+                            format!("replication factor {} is not valid", t.replication_factor),
+                        ));
+                    }
+                    let topic = crate::cluster::NewTopic {
+                        name: name.clone(),
+                        partitions: t.num_partitions,
+                        replication_factor: t.replication_factor,
+                        assignment,
+                        configs: configs_of(t),
+                    };
+                    cluster
+                        .create_topic(&topic, request.validate_only, timeout)
+                        .map_err(|e| (error_code(&e), e.to_string()))
+                });
             match outcome {
                 Ok(()) => {
                     if !request.validate_only {

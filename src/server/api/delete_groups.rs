@@ -6,6 +6,8 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteGroupsRequest = req.decode()?;
@@ -14,7 +16,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .groups_names
         .iter()
         .map(|id| {
-            let code = groups.delete_group(id).err().map_or(0, |e| e.code());
+            let code = if ctx.allowed(AclOperation::Delete, ResourceType::Group, id) {
+                groups.delete_group(id).err().map_or(0, |e| e.code())
+            } else {
+                denied_code(ResourceType::Group)
+            };
             DeletableGroupResult::default()
                 .with_group_id(GroupId(kstr(id.0.to_string())))
                 .with_error_code(code)

@@ -11,6 +11,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 /// Kafka's "delete up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
@@ -43,6 +44,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 }
 
 fn delete(ctx: &Ctx<'_>, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
+    ctx.authorize(AclOperation::Delete, ResourceType::Topic, topic)
+        .map_err(|e| error_code(&e))?;
     if topic == crate::OFFSETS_TOPIC {
         return Err(ResponseError::InvalidTopicException.code());
     }

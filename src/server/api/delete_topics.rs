@@ -5,6 +5,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteTopicsRequest = req.decode()?;
@@ -14,10 +15,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .into_iter()
         .map(|name| {
             let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-            let deleted = match ctx.backend().cluster() {
+            let deleted = ctx.authorize(AclOperation::Delete, ResourceType::Topic, &name);
+            let deleted = deleted.and_then(|()| match ctx.backend().cluster() {
                 Some(cluster) => cluster.delete_topic(&name, timeout),
                 None => ctx.backend().delete_topic(&name),
-            };
+            });
             match deleted {
                 Ok(()) => {
                     tracing::info!(topic = %name.0, peer = %ctx.peer, client_id = req.client_id(), "topic deleted");

@@ -10,6 +10,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
+use crate::server::auth::acl::AclOperation;
 
 /// Endpoint type of brokers (v1+).
 const BROKER_ENDPOINT: i8 = 1;
@@ -20,6 +21,13 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeClusterRequest = req.decode()?;
+    if !ctx.allowed_on_cluster(AclOperation::Describe) {
+        return req.respond(
+            &DescribeClusterResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                .with_error_message(Some(kstr("Cluster authorization failed"))),
+        );
+    }
     let version = req.version();
     let endpoint = if version >= 1 {
         request.endpoint_type

@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 /// Resource type of a topic.
 const TOPIC: i8 = 2;
@@ -29,7 +30,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             let mut overridden = Vec::new();
+            let (kind, name) = match r.resource_type {
+                BROKER => (ResourceType::Cluster, CLUSTER_RESOURCE_NAME),
+                _ => (ResourceType::Topic, r.resource_name.as_str()),
+            };
+            let allowed = ctx.check(AclOperation::DescribeConfigs, kind, name);
             let pairs = match r.resource_type {
+                _ if allowed.is_err() => allowed.map(|()| Vec::new()),
                 TOPIC => ctx
                     .backend()
                     .topic_configs(&r.resource_name)

@@ -5,6 +5,8 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 /// `authorized_operations` when the client did not ask for them (Kafka's INT32_MIN).
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
@@ -19,6 +21,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let base = DescribedGroup::default()
                 .with_group_id(GroupId(kstr(id.0.to_string())))
                 .with_authorized_operations(OPERATIONS_NOT_REQUESTED);
+            if !ctx.allowed(AclOperation::Describe, ResourceType::Group, id) {
+                return base
+                    .with_error_code(denied_code(ResourceType::Group))
+                    .with_group_state(kstr(""));
+            }
             match groups.describe_group(id) {
                 Ok(d) => base
                     .with_group_state(kstr(d.state.as_str()))

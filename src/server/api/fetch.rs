@@ -138,6 +138,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .iter()
         .map(|t| {
             let name = t.topic.0.to_string();
+            // Authorization first (Read on the topic; ClusterAction for a follower), so a
+            // refused follower's fetch is never recorded.
+            let allowed = ctx.authorize_fetch(&name, replica.is_some());
             let partitions = t
                 .partitions
                 .iter()
@@ -145,14 +148,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     index: p.partition,
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes.max(0) as usize,
-                    log: super::replica_fetch::resolve(
-                        backend,
-                        &name,
-                        p.partition,
-                        p.fetch_offset,
-                        p.current_leader_epoch,
-                        replica,
-                    ),
+                    log: allowed.clone().and_then(|()| {
+                        super::replica_fetch::resolve(
+                            backend,
+                            &name,
+                            p.partition,
+                            p.fetch_offset,
+                            p.current_leader_epoch,
+                            replica,
+                        )
+                    }),
                 })
                 .collect();
             Wanted { name, partitions }

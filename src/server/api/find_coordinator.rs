@@ -8,9 +8,23 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FindCoordinatorRequest = req.decode()?;
+    let kind = match request.key_type {
+        1 => ResourceType::TransactionalId,
+        _ => ResourceType::Group,
+    };
+    if !ctx.allowed(AclOperation::Describe, kind, &request.key) {
+        return req.respond(
+            &FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(denied_code(kind)),
+        );
+    }
     if let Some(cluster) = ctx.backend().cluster() {
         let response = match cluster_coordinator(cluster, &request.key) {
             Some((id, host, port)) => FindCoordinatorResponse::default()

@@ -3,9 +3,16 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{Ctx, Fatal, Reply, Request};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: HeartbeatRequest = req.decode()?;
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return req.respond(
+            &HeartbeatResponse::default().with_error_code(denied_code(ResourceType::Group)),
+        );
+    }
     let answer = ctx.backend().groups().heartbeat(
         &request.group_id,
         request.generation_id,

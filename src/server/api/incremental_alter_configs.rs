@@ -16,6 +16,7 @@ use super::alter_configs::{
     Refusal, alter, check_resource, duplicate_key, invalid_request, resource_counts,
 };
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -38,21 +39,24 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .iter()
         .map(|r| {
             let name = r.resource_name.as_str();
-            let outcome = check_resource(&counts, r.resource_type, name).and_then(|()| {
-                if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str())) {
-                    return Err(refusal);
-                }
-                let effective = ctx
-                    .backend()
-                    .topic_configs(name)
-                    .map_err(|e| (error_code(&e), e.to_string()))?;
-                alter(ctx, name, request.validate_only, |mut overrides| {
-                    for c in &r.configs {
-                        apply(&mut overrides, &effective, c)?;
+            let outcome = check_resource(&counts, r.resource_type, name)
+                .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))
+                .and_then(|()| {
+                    if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str()))
+                    {
+                        return Err(refusal);
                     }
-                    Ok(overrides)
-                })
-            });
+                    let effective = ctx
+                        .backend()
+                        .topic_configs(name)
+                        .map_err(|e| (error_code(&e), e.to_string()))?;
+                    alter(ctx, name, request.validate_only, |mut overrides| {
+                        for c in &r.configs {
+                            apply(&mut overrides, &effective, c)?;
+                        }
+                        Ok(overrides)
+                    })
+                });
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

@@ -6,6 +6,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: InitProducerIdRequest = req.decode()?;
@@ -19,6 +20,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     {
         tracing::info!(peer = %ctx.peer, "refusing InitProducerId with a transactional id: transactions are not supported");
         response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if !ctx.permits(
+        AclOperation::IdempotentWrite,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    ) && !ctx.security().may_write_some_topic(ctx.principal, ctx.peer)
+    {
+        // KIP-679: IdempotentWrite on the cluster, or Write on some topic.
+        ctx.allowed_on_cluster(AclOperation::IdempotentWrite);
+        response.with_error_code(ResponseError::ClusterAuthorizationFailed.code())
     } else {
         match ctx.shared.producers.new_producer_id() {
             Ok(id) => response

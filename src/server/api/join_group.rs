@@ -14,6 +14,8 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::{self, GroupError};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 /// Longest uninterrupted wait inside one JoinGroup (shutdown is checked in between).
 const WAIT_SLICE: Duration = Duration::from_millis(200);
@@ -25,6 +27,13 @@ pub(super) fn millis(ms: i32) -> Duration {
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: JoinGroupRequest = req.decode()?;
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return req.respond(
+            &JoinGroupResponse::default()
+                .with_generation_id(-1)
+                .with_error_code(denied_code(ResourceType::Group)),
+        );
+    }
     let version = req.version();
     let session_timeout = millis(request.session_timeout_ms);
     let rebalance_timeout = if version >= 1 {

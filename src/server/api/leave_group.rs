@@ -6,9 +6,16 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::LeavingMember;
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: LeaveGroupRequest = req.decode()?;
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return req.respond(
+            &LeaveGroupResponse::default().with_error_code(denied_code(ResourceType::Group)),
+        );
+    }
     let members: Vec<LeavingMember> = if req.version() >= 3 {
         request
             .members

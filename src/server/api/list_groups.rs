@@ -6,6 +6,7 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::GroupState;
+use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListGroupsRequest = req.decode()?;
@@ -23,6 +24,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Ok(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
+                .filter(|g| {
+                    ctx.permits(
+                        AclOperation::Describe,
+                        ResourceType::Cluster,
+                        CLUSTER_RESOURCE_NAME,
+                    ) || ctx.permits(AclOperation::Describe, ResourceType::Group, &g.group_id)
+                })
                 .map(|g| {
                     ListedGroup::default()
                         .with_group_id(GroupId(kstr(g.group_id)))

@@ -8,6 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 /// ListOffsets timestamp meaning "the next offset to be written".
 const LATEST: i64 = -1;
@@ -30,6 +31,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
+                    if let Err(e) =
+                        ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.name)
+                    {
+                        return answer.with_error_code(error_code(&e));
+                    }
                     let found = backend
                         .partition(&t.name, p.partition_index)
                         .and_then(|log| {

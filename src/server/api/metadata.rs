@@ -16,6 +16,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 /// The name of the internal offsets topic, flagged `is_internal`.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -37,16 +38,23 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let wanted = wanted_topics(&request, version);
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
+    let all = wanted.is_none();
     let names = match wanted {
-        None => backend.topic_names(),
+        None => ctx.describable(backend.topic_names()),
         Some(names) => names,
     };
     let mut topics = Vec::with_capacity(names.len());
     for name in names {
+        if !all && !ctx.allowed(AclOperation::Describe, ResourceType::Topic, &name) {
+            topics.push(unauthorized(name));
+            continue;
+        }
         let mut count = backend.partition_count(&name);
         let mut error = 0;
         if count.is_none() {
-            if allow_create {
+            if allow_create && !ctx.may_create_topic(&name) {
+                error = ResponseError::TopicAuthorizationFailed.code();
+            } else if allow_create {
                 match backend.create_topic(&name, -1, &[]) {
                     Ok(()) => {
                         tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
@@ -97,6 +105,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     req.respond(&response)
 }
 
+/// The answer for a topic the principal may not describe (or create).
+fn unauthorized(name: String) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_name(Some(TopicName(kstr(name))))
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
 /// The topics a request asks for: None = every topic.
 fn wanted_topics(request: &MetadataRequest, version: i16) -> Option<Vec<String>> {
     match &request.topics {
@@ -128,6 +144,9 @@ fn handle_cluster(
     if allow_create && let Some(names) = &wanted {
         let image = cluster.image();
         for name in names.iter().filter(|n| image.topic(n).is_none()) {
+            if !ctx.may_create_topic(name) {
+                continue;
+            }
             let topic = crate::cluster::NewTopic {
                 name: name.clone(),
                 partitions: -1,
@@ -143,10 +162,14 @@ fn handle_cluster(
         }
     }
     let image = cluster.image();
-    let names = wanted.unwrap_or_else(|| image.topics.keys().cloned().collect());
+    let all = wanted.is_none();
+    let names = wanted.unwrap_or_else(|| ctx.describable(image.topics.keys().cloned().collect()));
     let topics = names
         .into_iter()
         .map(|name| {
+            if !all && !ctx.allowed(AclOperation::Describe, ResourceType::Topic, &name) {
+                return unauthorized(name);
+            }
             let topic = MetadataResponseTopic::default()
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);

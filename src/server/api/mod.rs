@@ -6,15 +6,20 @@
 //! nothing for an `acks = 0` produce.
 
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_user_scram_credentials;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -31,6 +36,8 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod replica_fetch;
+pub(crate) mod sasl_authenticate;
+pub(crate) mod sasl_handshake;
 mod sync_group;
 
 use std::net::{SocketAddr, TcpStream};
@@ -40,7 +47,10 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
 use super::Shared;
+use super::auth::Security;
+use super::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 use super::backend::Backend;
+use super::peer_log::peer_warn;
 use super::sendfile::FileRegion;
 use crate::Error;
 
@@ -72,6 +82,13 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
 ];
 
@@ -197,6 +214,30 @@ pub(crate) struct Ctx<'a> {
     /// The connection's TCP socket, to notice a client that hangs up while its request
     /// waits (never read or written through here).
     pub socket: &'a TcpStream,
+    /// The connection's principal (`User:ANONYMOUS` until SASL or a client certificate
+    /// says otherwise).
+    pub principal: &'a str,
+}
+
+/// What a SaslHandshake or SaslAuthenticate did to the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SaslOutcome {
+    /// Keep serving.
+    Continue,
+    /// The client just authenticated.
+    Authenticated,
+    /// Authentication failed: answer after the failed-login delay, then close.
+    Failed,
+    /// Answer, then close (an unsupported mechanism, an out-of-order request).
+    Close,
+}
+
+/// The answer to a SASL request and what it did.
+pub(crate) struct SaslAnswer {
+    /// What to send.
+    pub reply: Reply,
+    /// What happens to the connection.
+    pub outcome: SaslOutcome,
 }
 
 impl Ctx<'_> {
@@ -209,6 +250,106 @@ impl Ctx<'_> {
     /// its behalf can stop; see [`peer_closed`](super::transport::peer_closed)).
     pub(crate) fn client_gone(&self) -> bool {
         super::transport::peer_closed(self.socket)
+    }
+
+    /// The server's security settings and stores.
+    pub(crate) fn security(&self) -> &Security {
+        &self.shared.security
+    }
+
+    /// Whether the connection's principal may do `op` on the resource `(kind, name)`
+    /// (always, without an authorizer). A refusal is logged, rate-limited per peer.
+    pub(crate) fn allowed(&self, op: AclOperation, kind: ResourceType, name: &str) -> bool {
+        let ok = self.permits(op, kind, name);
+        if !ok {
+            peer_warn!(
+                self.shared.peer_log,
+                self.peer,
+                principal = self.principal,
+                "authorization failed: {} may not {op} {kind} {name:?}",
+                self.principal
+            );
+        }
+        ok
+    }
+
+    /// [`Ctx::allowed`] without the log line, for lists filtered down to what a
+    /// principal may see (Kafka does not log those either).
+    pub(crate) fn permits(&self, op: AclOperation, kind: ResourceType, name: &str) -> bool {
+        self.security()
+            .authorize(self.principal, self.peer, op, kind, name)
+    }
+
+    /// [`Ctx::allowed`] on the cluster resource.
+    pub(crate) fn allowed_on_cluster(&self, op: AclOperation) -> bool {
+        self.allowed(op, ResourceType::Cluster, CLUSTER_RESOURCE_NAME)
+    }
+
+    /// [`Ctx::allowed`] as a result: `Error::AuthorizationFailed` (Kafka's
+    /// TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED through `error_code`) when refused.
+    pub(crate) fn authorize(
+        &self,
+        op: AclOperation,
+        kind: ResourceType,
+        name: &str,
+    ) -> crate::Result<()> {
+        if self.allowed(op, kind, name) {
+            return Ok(());
+        }
+        Err(Error::AuthorizationFailed {
+            principal: self.principal.to_string(),
+            operation: op,
+            resource_type: kind,
+            name: name.to_string(),
+        })
+    }
+
+    /// [`Ctx::authorize`] as a handler's refusal: Kafka's code and the message.
+    pub(crate) fn check(
+        &self,
+        op: AclOperation,
+        kind: ResourceType,
+        name: &str,
+    ) -> Result<(), (i16, String)> {
+        self.authorize(op, kind, name)
+            .map_err(|e| (error_code(&e), e.to_string()))
+    }
+
+    /// The topics of `names` the principal may describe (Metadata and OffsetFetch of
+    /// every topic list only those; nothing is logged for the others).
+    pub(crate) fn describable(&self, names: Vec<String>) -> Vec<String> {
+        names
+            .into_iter()
+            .filter(|n| self.permits(AclOperation::Describe, ResourceType::Topic, n))
+            .collect()
+    }
+
+    /// Whether the principal may create topic `name`: Create on the cluster or on the
+    /// topic (Kafka's rule for CreateTopics and auto-creation).
+    pub(crate) fn may_create_topic(&self, name: &str) -> bool {
+        self.permits(
+            AclOperation::Create,
+            ResourceType::Cluster,
+            CLUSTER_RESOURCE_NAME,
+        ) || self.allowed(AclOperation::Create, ResourceType::Topic, name)
+    }
+
+    /// Whether a Fetch may read `topic`: Read on it for a consumer, ClusterAction on the
+    /// cluster for a follower (`replica_id >= 0`); refused partitions answer
+    /// TOPIC_AUTHORIZATION_FAILED either way, as in Kafka.
+    pub(crate) fn authorize_fetch(&self, topic: &str, follower: bool) -> crate::Result<()> {
+        if !follower {
+            return self.authorize(AclOperation::Read, ResourceType::Topic, topic);
+        }
+        if self.allowed_on_cluster(AclOperation::ClusterAction) {
+            return Ok(());
+        }
+        Err(Error::AuthorizationFailed {
+            principal: self.principal.to_string(),
+            operation: AclOperation::ClusterAction,
+            resource_type: ResourceType::Topic,
+            name: topic.to_string(),
+        })
     }
 
     /// The `host:port` clients should connect to.
@@ -256,6 +397,9 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
         Error::IneligibleReplica { .. } => R::IneligibleReplica,
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
+        Error::AuthorizationFailed { resource_type, .. } => {
+            return super::auth::denied_code(*resource_type);
+        }
         Error::UnknownLeaderEpoch { .. } => R::UnknownLeaderEpoch,
         Error::NotEnoughReplicas { .. } => R::NotEnoughReplicas,
         Error::NotEnoughReplicasAfterAppend { .. } => R::NotEnoughReplicasAfterAppend,
@@ -319,6 +463,14 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::IncrementalAlterConfigs) => incremental_alter_configs::handle(ctx, req),
         Ok(ApiKey::DeleteRecords) => delete_records::handle(ctx, req),
         Ok(ApiKey::DescribeCluster) => describe_cluster::handle(ctx, req),
+        Ok(ApiKey::DescribeAcls) => describe_acls::handle(ctx, req),
+        Ok(ApiKey::CreateAcls) => create_acls::handle(ctx, req),
+        Ok(ApiKey::DeleteAcls) => delete_acls::handle(ctx, req),
+        Ok(ApiKey::DescribeUserScramCredentials) => {
+            describe_user_scram_credentials::handle(ctx, req)
+        }
+        Ok(ApiKey::AlterUserScramCredentials) => alter_user_scram_credentials::handle(ctx, req),
+        // The connection answers the SASL APIs itself (they change its state).
         Ok(ApiKey::OffsetForLeaderEpoch) => offset_for_leader_epoch::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
@@ -362,6 +514,17 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
         }
         Ok(ApiKey::DeleteRecords) => req.decode::<DeleteRecordsRequest>().map(drop),
         Ok(ApiKey::DescribeCluster) => req.decode::<DescribeClusterRequest>().map(drop),
+        Ok(ApiKey::SaslHandshake) => req.decode::<SaslHandshakeRequest>().map(drop),
+        Ok(ApiKey::SaslAuthenticate) => req.decode::<SaslAuthenticateRequest>().map(drop),
+        Ok(ApiKey::DescribeAcls) => req.decode::<DescribeAclsRequest>().map(drop),
+        Ok(ApiKey::CreateAcls) => req.decode::<CreateAclsRequest>().map(drop),
+        Ok(ApiKey::DeleteAcls) => req.decode::<DeleteAclsRequest>().map(drop),
+        Ok(ApiKey::DescribeUserScramCredentials) => req
+            .decode::<DescribeUserScramCredentialsRequest>()
+            .map(drop),
+        Ok(ApiKey::AlterUserScramCredentials) => {
+            req.decode::<AlterUserScramCredentialsRequest>().map(drop)
+        }
         Ok(ApiKey::OffsetForLeaderEpoch) => req.decode::<OffsetForLeaderEpochRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",

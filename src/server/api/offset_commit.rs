@@ -10,6 +10,8 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetCommitRequest = req.decode()?;
@@ -33,13 +35,28 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 })
         })
         .collect();
-    let commit = crate::coordinator::OffsetCommitRequest {
+    let mut commit = crate::coordinator::OffsetCommitRequest {
         group_id: request.group_id.0.to_string(),
         generation_id: request.generation_id_or_member_epoch,
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
         offsets,
     };
+    // Read on the group, then on each topic (TOPIC_AUTHORIZATION_FAILED per partition).
+    let group_ok = ctx.allowed(AclOperation::Read, ResourceType::Group, &commit.group_id);
+    let mut denied = Vec::new();
+    commit.offsets.retain(|o| {
+        let ok = group_ok && ctx.allowed(AclOperation::Read, ResourceType::Topic, &o.topic);
+        let code = if group_ok {
+            ResourceType::Topic
+        } else {
+            ResourceType::Group
+        };
+        if !ok {
+            denied.push((o.topic.clone(), o.partition, denied_code(code)));
+        }
+        ok
+    });
     let all: Vec<(String, i32)> = commit
         .offsets
         .iter()
@@ -54,7 +71,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Err(e) => all.into_iter().map(|(t, p)| (t, p, e.code())).collect(),
     };
     let mut by_topic: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
-    for (topic, partition, code) in results {
+    for (topic, partition, code) in results.into_iter().chain(denied) {
         by_topic.entry(topic).or_default().push(
             OffsetCommitResponsePartition::default()
                 .with_partition_index(partition)

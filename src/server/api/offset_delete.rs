@@ -8,6 +8,8 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetDeleteRequest = req.decode()?;
@@ -20,6 +22,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .map(move |p| (t.name.0.to_string(), p.partition_index))
         })
         .collect();
+    if !ctx.allowed(AclOperation::Delete, ResourceType::Group, &request.group_id) {
+        let code = denied_code(ResourceType::Group);
+        return req.respond(&OffsetDeleteResponse::default().with_error_code(code));
+    }
+    let (partitions, denied): (Vec<_>, Vec<_>) = partitions
+        .into_iter()
+        .partition(|(t, _)| ctx.allowed(AclOperation::Read, ResourceType::Topic, t));
     let results = match ctx
         .backend()
         .groups()
@@ -29,10 +38,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Err(e) => return req.respond(&OffsetDeleteResponse::default().with_error_code(e.code())),
     };
     let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
-    for ((topic, partition), result) in partitions.into_iter().zip(results) {
+    let refused = denied
+        .into_iter()
+        .map(|p| (p, Err(denied_code(ResourceType::Topic))));
+    let done = partitions
+        .into_iter()
+        .zip(results.into_iter().map(|r| r.map_err(|e| e.code())));
+    for ((topic, partition), result) in done.chain(refused) {
         let p = OffsetDeleteResponsePartition::default()
             .with_partition_index(partition)
-            .with_error_code(result.err().map_or(0, |e| e.code()));
+            .with_error_code(result.err().unwrap_or(0));
         match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
             Some(t) => t.partitions.push(p),
             None => topics.push(

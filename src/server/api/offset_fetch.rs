@@ -9,6 +9,8 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetFetchRequest = req.decode()?;
@@ -22,6 +24,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             })
             .collect()
     });
+    if !ctx.allowed(
+        AclOperation::Describe,
+        ResourceType::Group,
+        &request.group_id,
+    ) {
+        let code = denied_code(ResourceType::Group);
+        return req.respond(&OffsetFetchResponse::default().with_error_code(code));
+    }
     let answer = ctx
         .backend()
         .groups()
@@ -34,10 +44,21 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     };
     let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
     for o in offsets {
+        // Describe on each topic: a named one answers TOPIC_AUTHORIZATION_FAILED, an
+        // unnamed one (every offset of the group) is left out.
+        let (code, offset) = match (
+            ctx.permits(AclOperation::Describe, ResourceType::Topic, &o.topic),
+            wanted.is_some(),
+        ) {
+            (true, _) => (0, o.offset),
+            (false, true) => (denied_code(ResourceType::Topic), -1),
+            (false, false) => continue,
+        };
         by_topic.entry(o.topic).or_default().push(
             OffsetFetchResponsePartition::default()
                 .with_partition_index(o.partition)
-                .with_committed_offset(o.offset)
+                .with_error_code(code)
+                .with_committed_offset(offset)
                 .with_committed_leader_epoch(o.leader_epoch)
                 .with_metadata(Some(kstr(o.metadata))),
         );

@@ -15,10 +15,18 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetForLeaderEpochRequest = req.decode()?;
     let backend = ctx.backend();
+    // A follower's request needs ClusterAction on the cluster, a client's Describe on the
+    // topic (TOPIC_AUTHORIZATION_FAILED per partition either way, as in Kafka).
+    let follower = request.replica_id.0 >= 0;
+    let allowed = |topic: &str| match follower {
+        true => ctx.authorize_fetch(topic, true),
+        false => ctx.authorize(AclOperation::Describe, ResourceType::Topic, topic),
+    };
     let topics = request
         .topics
         .into_iter()
@@ -31,7 +39,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let found = backend.partition(&t.topic, p.partition).and_then(|log| {
+                    let found = allowed(&t.topic).and_then(|()| backend.partition(&t.topic, p.partition)).and_then(|log| {
                         log.check_leader_epoch(p.current_leader_epoch)?;
                         log.end_offset_for_epoch(p.leader_epoch)
                     });

@@ -30,6 +30,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::LogConfig;
 use crate::record::{Batch, Compression, decompression_limit};
+use crate::server::auth::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::storage::AppendOutcome;
 
@@ -197,6 +198,9 @@ fn produce_partition(
     records: Bytes,
     acks: i16,
 ) -> Appended {
+    if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
+        return (refuse(index, error_code(&e), e.to_string()), None);
+    }
     if topic == crate::OFFSETS_TOPIC {
         // The group coordinator owns it; a client's bytes there would corrupt offsets.
         return (

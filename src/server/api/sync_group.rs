@@ -6,12 +6,19 @@ use std::time::Duration;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::server::auth::denied_code;
 
 /// How long a follower waits for the leader's assignment.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: SyncGroupRequest = req.decode()?;
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return req.respond(
+            &SyncGroupResponse::default().with_error_code(denied_code(ResourceType::Group)),
+        );
+    }
     let sync = crate::coordinator::SyncGroupRequest {
         group_id: request.group_id.0.to_string(),
         generation_id: request.generation_id,

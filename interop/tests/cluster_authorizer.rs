@@ -1,0 +1,88 @@
+//! Replication keeps working with the authorizer on: three nodes in this process, each
+//! with `--authorizer` and an ACL that lets `User:ANONYMOUS` from 127.0.0.1 (the nodes'
+//! replica fetchers, on the PLAINTEXT listener they advertise) do ClusterAction on the
+//! cluster; an `acks=all` producer on the leader returns once both followers have the
+//! records, and every replica's log ends at the same offset. (A follower's Fetch without
+//! ClusterAction is refused: `server::tests_security`.)
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tidelog::security::{
+    AclBinding, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME, FileAclStore,
+    PatternType, ResourceType,
+};
+use tidelog::{Acks, Broker, Producer, ProducerRecord, Server, TopicConfig};
+use tidelog_interop::cluster::{Layout, eventually};
+
+#[test]
+fn followers_replicate_through_the_authorizer_with_cluster_action() {
+    let layout = Layout::new(3);
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut brokers = Vec::new();
+    let mut servers = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        FileAclStore::open(dir.path())
+            .unwrap()
+            .add(&[AclBinding {
+                resource_type: ResourceType::Cluster,
+                resource_name: CLUSTER_RESOURCE_NAME.into(),
+                pattern_type: PatternType::Literal,
+                principal: "User:ANONYMOUS".into(),
+                host: "127.0.0.1".into(),
+                operation: AclOperation::ClusterAction,
+                permission: AclPermission::Allow,
+            }])
+            .unwrap();
+        let broker = Broker::builder(dir.path())
+            .group_initial_rebalance_delay(Duration::ZERO)
+            .open()
+            .unwrap();
+        let server = Server::builder(broker.clone())
+            .listen(layout.addr(i).parse::<SocketAddr>().unwrap())
+            .node_id(i as i32 + 1)
+            .quorum(layout.quorum.clone())
+            .broker_session_timeout(Duration::from_secs(2))
+            .default_replication_factor(3)
+            .authorizer(true)
+            .start()
+            .unwrap();
+        brokers.push(broker);
+        servers.push(server);
+    }
+    // The program's own API is trusted: it creates the topic and produces.
+    eventually("the topic is created", Duration::from_secs(30), || {
+        brokers[0]
+            .create_topic_if_missing("events", 1, TopicConfig::new())
+            .ok()
+    });
+    let leader = eventually("a leader", Duration::from_secs(30), || {
+        brokers.iter().position(|b| {
+            b.topic("events")
+                .and_then(|t| t.partition(0))
+                .is_ok_and(|p| p.is_leader())
+        })
+    });
+    let producer = Producer::builder(&brokers[leader])
+        .acks(Acks::All)
+        .build()
+        .unwrap();
+    for i in 0..20 {
+        let v = format!("record {i}");
+        producer
+            .send("events", ProducerRecord::new(v.as_bytes()))
+            .unwrap();
+    }
+    producer.flush().unwrap();
+    for (i, b) in brokers.iter().enumerate() {
+        let p = b.topic("events").unwrap().partition(0).unwrap();
+        eventually(
+            &format!("node {} has the records", i + 1),
+            Duration::from_secs(30),
+            || (p.log_end_offset() == 20).then_some(()),
+        );
+    }
+    for s in servers {
+        s.shutdown().unwrap();
+    }
+}

@@ -1,0 +1,321 @@
+//! `tidelog users add|delete|list` (as `kafka-configs --entity-type users`) and
+//! `tidelog acls add|list|remove` (as `kafka-acls`), on the data directory.
+//!
+//! Both open the broker first, so they hold the data directory's lock: a running
+//! `tidelog serve` keeps its own copy of the users and ACLs and must be stopped (or
+//! changed over the wire: AlterUserScramCredentials, CreateAcls, DeleteAcls from any
+//! Kafka admin client). Passwords are read from standard input unless given with
+//! `--password`, and only salted keys are written.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use tidelog::security::{
+    AclBinding, AclFilter, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME,
+    CredentialChange, CredentialStore, FileAclStore, FileCredentialStore, PatternType,
+    ResourceType, ScramCredential, ScramMechanism, validate_credential,
+};
+
+use crate::cli::{AclArgs, AclsCmd, UsersCmd};
+use crate::common::{close_broker, counted, open_broker};
+use crate::out::Out;
+use crate::{CliResult, fail};
+
+fn mechanisms(names: &[String]) -> CliResult<Vec<ScramMechanism>> {
+    if names.is_empty() {
+        return Ok(ScramMechanism::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            ScramMechanism::from_name(&n.to_ascii_uppercase())
+                .ok_or_else(|| fail!("--mechanism {n:?}: SCRAM-SHA-256 or SCRAM-SHA-512"))
+        })
+        .collect()
+}
+
+/// Runs `tidelog users ...`.
+pub(crate) fn users(data: &Path, cmd: &UsersCmd) -> CliResult {
+    let broker = open_broker(data, matches!(cmd, UsersCmd::Add { .. }))?;
+    let store = FileCredentialStore::open(broker.dir())?;
+    let mut out = Out::new();
+    match cmd {
+        UsersCmd::Add {
+            name,
+            password,
+            mechanism,
+            iterations,
+        } => {
+            validate_credential(name, *iterations)?;
+            let password = match password {
+                Some(p) => p.clone(),
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .lock()
+                        .read_line(&mut line)
+                        .map_err(|e| fail!("cannot read the password from standard input: {e}"))?;
+                    line.trim_end_matches(['\n', '\r']).to_string()
+                }
+            };
+            if password.is_empty() {
+                return Err(fail!(
+                    "an empty password: give --password or one line on standard input"
+                ));
+            }
+            let mechanisms = mechanisms(mechanism)?;
+            let changes: Vec<_> = mechanisms
+                .iter()
+                .map(|m| CredentialChange::Upsert {
+                    user: name.clone(),
+                    credential: ScramCredential::new(*m, &password, *iterations),
+                })
+                .collect();
+            store.apply(&changes)?;
+            let names: Vec<_> = mechanisms.iter().map(|m| m.name()).collect();
+            out.line(format!(
+                "user {name}: {} credentials with {iterations} iterations",
+                names.join(", ")
+            ))?;
+        }
+        UsersCmd::Delete { name, mechanism } => {
+            let had: Vec<ScramMechanism> = mechanisms(mechanism)?
+                .into_iter()
+                .filter(|m| store.credential(name, *m).is_some())
+                .collect();
+            if had.is_empty() {
+                return Err(fail!("user {name:?} has no such credential"));
+            }
+            let changes: Vec<_> = had
+                .iter()
+                .map(|m| CredentialChange::Delete {
+                    user: name.clone(),
+                    mechanism: *m,
+                })
+                .collect();
+            store.apply(&changes)?;
+            let names: Vec<_> = had.iter().map(|m| m.name()).collect();
+            out.line(format!("user {name}: {} deleted", names.join(", ")))?;
+        }
+        UsersCmd::List => {
+            for (user, creds) in store.users() {
+                let creds: Vec<String> = creds
+                    .iter()
+                    .map(|(m, i)| format!("{m}=iterations={i}"))
+                    .collect();
+                out.line(format!("{user} {}", creds.join(",")))?;
+            }
+        }
+    }
+    out.flush()?;
+    drop(out);
+    close_broker(broker)
+}
+
+/// The resource named by the options, if one is.
+fn resource(args: &AclArgs) -> CliResult<Option<(ResourceType, String)>> {
+    let mut given = Vec::new();
+    if let Some(t) = &args.topic {
+        given.push((ResourceType::Topic, t.clone()));
+    }
+    if let Some(g) = &args.group {
+        given.push((ResourceType::Group, g.clone()));
+    }
+    if args.cluster {
+        given.push((ResourceType::Cluster, CLUSTER_RESOURCE_NAME.to_string()));
+    }
+    if let Some(t) = &args.transactional_id {
+        given.push((ResourceType::TransactionalId, t.clone()));
+    }
+    match given.len() {
+        0 => Ok(None),
+        1 => Ok(given.pop()),
+        _ => Err(fail!(
+            "give one resource: --topic, --group, --cluster or --transactional-id"
+        )),
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = tidelog::Error>>(s: &str, flag: &str) -> CliResult<T> {
+    s.parse().map_err(|e| fail!("{flag} {s:?}: {e}"))
+}
+
+/// The (principal, host, permission) entries given.
+fn entries(args: &AclArgs) -> Vec<(String, String, AclPermission)> {
+    let allow_host = args.allow_host.clone().unwrap_or_else(|| "*".into());
+    let deny_host = args.deny_host.clone().unwrap_or_else(|| "*".into());
+    args.allow_principal
+        .iter()
+        .map(|p| (p.clone(), allow_host.clone(), AclPermission::Allow))
+        .chain(
+            args.deny_principal
+                .iter()
+                .map(|p| (p.clone(), deny_host.clone(), AclPermission::Deny)),
+        )
+        .collect()
+}
+
+/// The filters of `list` and `remove`: one per (entry, operation), or one per
+/// resource when no principal or operation is given.
+fn filters(args: &AclArgs) -> CliResult<Vec<AclFilter>> {
+    let pattern = match &args.resource_pattern_type {
+        Some(p) => parse(p, "--resource-pattern-type")?,
+        None => PatternType::Any,
+    };
+    let (kind, name) = match resource(args)? {
+        Some((k, n)) => (k, Some(n)),
+        None => (ResourceType::Any, None),
+    };
+    let base = AclFilter {
+        resource_type: kind,
+        resource_name: name,
+        pattern_type: pattern,
+        ..AclFilter::any()
+    };
+    let ops: Vec<AclOperation> = args
+        .operation
+        .iter()
+        .map(|o| parse(o, "--operation"))
+        .collect::<CliResult<_>>()?;
+    let entries = entries(args);
+    let mut out = Vec::new();
+    let entry_filters: Vec<AclFilter> = if entries.is_empty() {
+        vec![base]
+    } else {
+        entries
+            .into_iter()
+            .map(|(principal, host, permission)| AclFilter {
+                principal: Some(principal),
+                host: (host != "*" || args.allow_host.is_some() || args.deny_host.is_some())
+                    .then_some(host),
+                permission,
+                ..base.clone()
+            })
+            .collect()
+    };
+    for f in entry_filters {
+        if ops.is_empty() {
+            out.push(f);
+        } else {
+            out.extend(ops.iter().map(|op| AclFilter {
+                operation: *op,
+                ..f.clone()
+            }));
+        }
+    }
+    Ok(out)
+}
+
+/// Prints bindings grouped by resource, as kafka-acls does.
+fn print(out: &mut Out, bindings: &[AclBinding]) -> CliResult {
+    let mut by_resource: BTreeMap<(ResourceType, String, PatternType), Vec<&AclBinding>> =
+        BTreeMap::new();
+    for b in bindings {
+        by_resource
+            .entry((b.resource_type, b.resource_name.clone(), b.pattern_type))
+            .or_default()
+            .push(b);
+    }
+    for ((kind, name, pattern), entries) in by_resource {
+        out.line(format!(
+            "Current ACLs for resource `ResourcePattern(resourceType={}, name={name}, patternType={})`:",
+            kind.name().to_ascii_uppercase(),
+            pattern.name().to_ascii_uppercase()
+        ))?;
+        for b in entries {
+            out.line(format!(
+                " \t(principal={}, host={}, operation={}, permissionType={})",
+                b.principal,
+                b.host,
+                b.operation.name().to_ascii_uppercase(),
+                b.permission.name().to_ascii_uppercase()
+            ))?;
+        }
+        out.line("")?;
+    }
+    Ok(())
+}
+
+/// Runs `tidelog acls ...`.
+pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
+    let broker = open_broker(data, matches!(cmd, AclsCmd::Add(_)))?;
+    let store = FileAclStore::open(broker.dir())?;
+    let mut out = Out::new();
+    match cmd {
+        AclsCmd::Add(args) => {
+            let Some((kind, name)) = resource(args)? else {
+                return Err(fail!(
+                    "give a resource: --topic, --group, --cluster or --transactional-id"
+                ));
+            };
+            let pattern: PatternType = match &args.resource_pattern_type {
+                Some(p) => parse(p, "--resource-pattern-type")?,
+                None => PatternType::Literal,
+            };
+            let entries = entries(args);
+            if entries.is_empty() {
+                return Err(fail!("give --allow-principal or --deny-principal"));
+            }
+            if args.operation.is_empty() {
+                return Err(fail!("give --operation"));
+            }
+            let mut bindings = Vec::new();
+            for (principal, host, permission) in entries {
+                for op in &args.operation {
+                    let binding = AclBinding {
+                        resource_type: kind,
+                        resource_name: name.clone(),
+                        pattern_type: pattern,
+                        principal: principal.clone(),
+                        host: host.clone(),
+                        operation: parse(op, "--operation")?,
+                        permission,
+                    };
+                    binding.validate()?;
+                    bindings.push(binding);
+                }
+            }
+            store.add(&bindings)?;
+            out.line(format!(
+                "added {}",
+                counted(bindings.len() as u64, "ACL", "ACLs")
+            ))?;
+            print(&mut out, &bindings)?;
+        }
+        AclsCmd::List(args) => {
+            let filters = filters(args)?;
+            let found: Vec<AclBinding> = store
+                .bindings()
+                .into_iter()
+                .filter(|b| filters.iter().any(|f| f.matches(b)))
+                .collect();
+            print(&mut out, &found)?;
+        }
+        AclsCmd::Remove(args) => {
+            if resource(args)?.is_none()
+                && args.allow_principal.is_empty()
+                && args.deny_principal.is_empty()
+            {
+                return Err(fail!(
+                    "give a resource or a principal of the ACLs to remove (every ACL would go)"
+                ));
+            }
+            let removed: Vec<AclBinding> = store
+                .remove(&filters(args)?)?
+                .into_iter()
+                .flatten()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            out.line(format!(
+                "removed {}",
+                counted(removed.len() as u64, "ACL", "ACLs")
+            ))?;
+            print(&mut out, &removed)?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    close_broker(broker)
+}

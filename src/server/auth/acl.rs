@@ -1,0 +1,895 @@
+//! Access control lists with Kafka's model, and the authorizer that checks them.
+//!
+//! An ACL binding is a resource pattern (type, name, literal or prefixed) and an entry
+//! (principal, host, operation, allow or deny). A request from `principal` at `host` may
+//! do `operation` on a resource when, among the bindings whose pattern matches the
+//! resource (a literal name equal to it or `*`, or a prefix it starts with) and whose
+//! principal (or `User:*`) and host (or `*`) match:
+//!
+//! - no DENY binding names the operation or `All` (deny wins), and
+//! - some ALLOW binding names the operation, `All`, or an operation that implies it
+//!   (`Describe` is implied by `Read`, `Write`, `Delete` and `Alter`; `DescribeConfigs`
+//!   by `AlterConfigs`), as in Kafka's `AclAuthorizer`.
+//!
+//! With no matching ALLOW the answer is no (`allow.everyone.if.no.acl.found=false`).
+//! Super users (`super.users`) may do everything. The bindings are kept in the data
+//! directory in `acls` (a crash-safe TLCP file; see docs/format.md), behind the
+//! [`AclStore`] trait.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::cluster::codec::{Reader, Writer};
+use crate::{Error, Result};
+
+/// The name Kafka gives the cluster resource.
+pub const CLUSTER_RESOURCE_NAME: &str = "kafka-cluster";
+
+/// The file of the bindings in a single node's data directory.
+pub(crate) const ACLS_FILE: &str = "acls";
+
+macro_rules! kafka_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $code:literal, $text:literal;)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Kafka's numeric code on the wire.
+            pub fn code(self) -> i8 {
+                match self {
+                    $($name::$variant => $code,)+
+                }
+            }
+
+            /// The value of Kafka's numeric code, if it names one.
+            pub fn from_code(code: i8) -> Option<Self> {
+                match code {
+                    $($code => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Kafka's name (as `kafka-acls` prints it).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            /// Kafka's name, case and `_`/`-` insensitive (`IdempotentWrite`,
+            /// `idempotent-write` and `IDEMPOTENT_WRITE` are the same).
+            fn from_str(s: &str) -> Result<Self> {
+                let norm = |t: &str| t.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_ascii_lowercase();
+                let want = norm(s);
+                [$($name::$variant,)+]
+                    .into_iter()
+                    .find(|v| norm(v.name()) == want)
+                    .ok_or_else(|| Error::InvalidConfig {
+                        key: stringify!($name).into(),
+                        reason: format!(
+                            "{s:?} is not one of {}",
+                            [$($text,)+].join(", ")
+                        ),
+                    })
+            }
+        }
+    };
+}
+
+kafka_enum! {
+    /// The type of a resource an ACL protects (Kafka's `ResourceType`).
+    ResourceType {
+        /// Matches any type (filters only).
+        Any = 1, "Any";
+        /// A topic.
+        Topic = 2, "Topic";
+        /// A consumer group.
+        Group = 3, "Group";
+        /// The cluster (its name is always `kafka-cluster`).
+        Cluster = 4, "Cluster";
+        /// A transactional id.
+        TransactionalId = 5, "TransactionalId";
+        /// A delegation token (named for compatibility; tidelog has none).
+        DelegationToken = 6, "DelegationToken";
+        /// A user (for quotas and tokens; named for compatibility).
+        User = 7, "User";
+    }
+}
+
+kafka_enum! {
+    /// How a binding's resource name is matched (Kafka's `PatternType`).
+    PatternType {
+        /// Any pattern type (filters only).
+        Any = 1, "Any";
+        /// The bindings that match a resource name: literal, wildcard or prefix (filters only).
+        Match = 2, "Match";
+        /// The name exactly, or `*` for every resource of the type.
+        Literal = 3, "Literal";
+        /// Every resource whose name starts with the binding's name.
+        Prefixed = 4, "Prefixed";
+    }
+}
+
+kafka_enum! {
+    /// An operation on a resource (Kafka's `AclOperation`).
+    AclOperation {
+        /// Any operation (filters only).
+        Any = 1, "Any";
+        /// Every operation.
+        All = 2, "All";
+        /// Read a topic (Fetch, ListOffsets, OffsetFetch) or use a group.
+        Read = 3, "Read";
+        /// Produce to a topic.
+        Write = 4, "Write";
+        /// Create topics.
+        Create = 5, "Create";
+        /// Delete topics, records, groups.
+        Delete = 6, "Delete";
+        /// Alter a resource (ACLs and credentials on the cluster, partitions of a topic).
+        Alter = 7, "Alter";
+        /// See a resource (Metadata lists only the topics a principal may describe).
+        Describe = 8, "Describe";
+        /// Inter-broker requests (a follower's Fetch).
+        ClusterAction = 9, "ClusterAction";
+        /// Read configurations.
+        DescribeConfigs = 10, "DescribeConfigs";
+        /// Change configurations.
+        AlterConfigs = 11, "AlterConfigs";
+        /// Produce as an idempotent producer (InitProducerId).
+        IdempotentWrite = 12, "IdempotentWrite";
+        /// Create delegation tokens (named for compatibility).
+        CreateTokens = 13, "CreateTokens";
+        /// Describe delegation tokens (named for compatibility).
+        DescribeTokens = 14, "DescribeTokens";
+    }
+}
+
+kafka_enum! {
+    /// Whether a binding allows or denies (Kafka's `AclPermissionType`).
+    AclPermission {
+        /// Either (filters only).
+        Any = 1, "Any";
+        /// Refuses the operation; beats every ALLOW.
+        Deny = 2, "Deny";
+        /// Allows the operation.
+        Allow = 3, "Allow";
+    }
+}
+
+/// One ACL: who may or may not do what on which resources, from where.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AclBinding {
+    /// The resource type (never `Any`).
+    pub resource_type: ResourceType,
+    /// The resource name (`*` with `Literal` for every resource of the type; always
+    /// `kafka-cluster` for the cluster).
+    pub resource_name: String,
+    /// `Literal` or `Prefixed`.
+    pub pattern_type: PatternType,
+    /// `Type:name`, e.g. `User:alice`, or `User:*` for everyone.
+    pub principal: String,
+    /// The client's IP address, or `*` for any.
+    pub host: String,
+    /// The operation (never `Any`).
+    pub operation: AclOperation,
+    /// `Allow` or `Deny`.
+    pub permission: AclPermission,
+}
+
+impl AclBinding {
+    /// Checks that the binding is concrete (no `Any`/`Match`), its principal is
+    /// `Type:name`, and a cluster binding names `kafka-cluster`. The error says which
+    /// field is wrong.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key: &str, reason: String| {
+            Err(Error::InvalidConfig {
+                key: key.into(),
+                reason,
+            })
+        };
+        if matches!(self.resource_type, ResourceType::Any) {
+            return bad(
+                "resource type",
+                "a binding needs a concrete resource type".into(),
+            );
+        }
+        if !matches!(
+            self.pattern_type,
+            PatternType::Literal | PatternType::Prefixed
+        ) {
+            return bad(
+                "pattern type",
+                format!(
+                    "{} is a filter; a binding is Literal or Prefixed",
+                    self.pattern_type
+                ),
+            );
+        }
+        if self.resource_name.is_empty() {
+            return bad("resource name", "empty".into());
+        }
+        if self.resource_type == ResourceType::Cluster
+            && self.resource_name != CLUSTER_RESOURCE_NAME
+        {
+            return bad(
+                "resource name",
+                format!("the cluster resource is named {CLUSTER_RESOURCE_NAME:?}"),
+            );
+        }
+        if matches!(self.operation, AclOperation::Any) {
+            return bad("operation", "a binding needs a concrete operation".into());
+        }
+        if matches!(self.permission, AclPermission::Any) {
+            return bad("permission", "a binding is Allow or Deny".into());
+        }
+        match self.principal.split_once(':') {
+            Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {}
+            _ => {
+                return bad(
+                    "principal",
+                    format!("{:?} is not Type:name (such as User:alice)", self.principal),
+                );
+            }
+        }
+        if self.host.is_empty() {
+            return bad("host", "empty (use * for any host)".into());
+        }
+        Ok(())
+    }
+
+    /// Whether the binding's pattern covers the resource `(kind, name)`.
+    fn covers(&self, kind: ResourceType, name: &str) -> bool {
+        self.resource_type == kind
+            && match self.pattern_type {
+                PatternType::Literal => self.resource_name == name || self.resource_name == "*",
+                PatternType::Prefixed => name.starts_with(&self.resource_name),
+                _ => false,
+            }
+    }
+}
+
+impl fmt::Display for AclBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} from host {} may{} {} {} {:?} ({})",
+            self.principal,
+            match self.permission {
+                AclPermission::Deny => "DENY:",
+                _ => "ALLOW:",
+            },
+            self.host,
+            if self.permission == AclPermission::Deny {
+                " not"
+            } else {
+                ""
+            },
+            self.operation,
+            self.resource_type,
+            self.resource_name,
+            self.pattern_type
+        )
+    }
+}
+
+/// A filter over bindings (DescribeAcls, DeleteAcls): each `None` or `Any` matches
+/// everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclFilter {
+    /// Resource type, or `Any`.
+    pub resource_type: ResourceType,
+    /// Resource name, or None for any.
+    pub resource_name: Option<String>,
+    /// `Any`, `Match` (the bindings that would apply to `resource_name`), `Literal` or
+    /// `Prefixed`.
+    pub pattern_type: PatternType,
+    /// Principal, or None for any.
+    pub principal: Option<String>,
+    /// Host, or None for any.
+    pub host: Option<String>,
+    /// Operation, or `Any`.
+    pub operation: AclOperation,
+    /// Permission, or `Any`.
+    pub permission: AclPermission,
+}
+
+impl AclFilter {
+    /// A filter that matches every binding.
+    pub fn any() -> AclFilter {
+        AclFilter {
+            resource_type: ResourceType::Any,
+            resource_name: None,
+            pattern_type: PatternType::Any,
+            principal: None,
+            host: None,
+            operation: AclOperation::Any,
+            permission: AclPermission::Any,
+        }
+    }
+
+    /// Whether `b` passes the filter (Kafka's `AclBindingFilter.matches`).
+    pub fn matches(&self, b: &AclBinding) -> bool {
+        let kind = self.resource_type == ResourceType::Any || self.resource_type == b.resource_type;
+        let pattern = match (self.pattern_type, &self.resource_name) {
+            (PatternType::Any, None) => true,
+            (PatternType::Any, Some(n)) => b.resource_name == *n,
+            (PatternType::Match, None) => true,
+            (PatternType::Match, Some(n)) => match b.pattern_type {
+                PatternType::Literal => b.resource_name == *n || b.resource_name == "*",
+                PatternType::Prefixed => n.starts_with(&b.resource_name),
+                _ => false,
+            },
+            (p, name) => b.pattern_type == p && name.as_ref().is_none_or(|n| b.resource_name == *n),
+        };
+        kind && pattern
+            && self.principal.as_ref().is_none_or(|p| b.principal == *p)
+            && self.host.as_ref().is_none_or(|h| b.host == *h)
+            && (self.operation == AclOperation::Any || self.operation == b.operation)
+            && (self.permission == AclPermission::Any || self.permission == b.permission)
+    }
+}
+
+/// Where bindings are kept: a file in a single node's data directory.
+pub trait AclStore: Send + Sync + fmt::Debug {
+    /// Every binding.
+    fn bindings(&self) -> Vec<AclBinding>;
+    /// Adds bindings (present ones are kept once); durable when it returns.
+    fn add(&self, bindings: &[AclBinding]) -> Result<()>;
+    /// Removes the bindings matching any of `filters`, returning what each filter
+    /// removed; durable when it returns.
+    fn remove(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>>;
+}
+
+/// The bindings of a data directory, in its `acls` file.
+///
+/// One process at a time: the one that has the directory's broker open.
+#[derive(Debug)]
+pub struct FileAclStore {
+    path: PathBuf,
+    bindings: RwLock<BTreeSet<AclBinding>>,
+}
+
+/// Payload version of the `acls` file.
+const ACLS_VERSION: u8 = 1;
+
+impl FileAclStore {
+    /// Reads `<dir>/acls` (none yet: no binding). A damaged file is `Error::Corrupt`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<FileAclStore> {
+        let path = dir.as_ref().join(ACLS_FILE);
+        let bindings = match crate::storage::read_checkpoint(&path)? {
+            None => BTreeSet::new(),
+            Some(payload) => decode_bindings(&payload, &path.display().to_string())?,
+        };
+        Ok(FileAclStore {
+            path,
+            bindings: RwLock::new(bindings),
+        })
+    }
+
+    fn persist(&self, all: &BTreeSet<AclBinding>) -> Result<()> {
+        crate::storage::write_checkpoint(&self.path, &encode_bindings(all))
+    }
+}
+
+impl AclStore for FileAclStore {
+    fn bindings(&self) -> Vec<AclBinding> {
+        self.bindings.read().iter().cloned().collect()
+    }
+
+    fn add(&self, new: &[AclBinding]) -> Result<()> {
+        let mut all = self.bindings.write();
+        let mut next = all.clone();
+        next.extend(new.iter().cloned());
+        if next.len() != all.len() {
+            self.persist(&next)?;
+            *all = next;
+        }
+        Ok(())
+    }
+
+    fn remove(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>> {
+        let mut all = self.bindings.write();
+        let removed: Vec<Vec<AclBinding>> = filters
+            .iter()
+            .map(|f| all.iter().filter(|b| f.matches(b)).cloned().collect())
+            .collect();
+        let mut next = all.clone();
+        next.retain(|b| !filters.iter().any(|f| f.matches(b)));
+        if next.len() != all.len() {
+            self.persist(&next)?;
+            *all = next;
+        }
+        Ok(removed)
+    }
+}
+
+/// The payload of the `acls` file: version (`u8`, 1), count (`u32`), then per binding:
+/// resource type (`i8`), name (string), pattern type (`i8`), principal, host (strings),
+/// operation (`i8`), permission (`i8`). Strings are a `u32` length and UTF-8.
+pub(crate) fn encode_bindings<'a>(all: impl IntoIterator<Item = &'a AclBinding>) -> Vec<u8> {
+    let all: Vec<&AclBinding> = all.into_iter().collect();
+    let mut w = Writer::new();
+    w.u8(ACLS_VERSION);
+    w.u32(all.len() as u32);
+    for b in all {
+        w.u8(b.resource_type.code() as u8);
+        w.str(&b.resource_name);
+        w.u8(b.pattern_type.code() as u8);
+        w.str(&b.principal);
+        w.str(&b.host);
+        w.u8(b.operation.code() as u8);
+        w.u8(b.permission.code() as u8);
+    }
+    w.into_bytes()
+}
+
+/// Reads what [`encode_bindings`] wrote; `location` names the file in errors.
+pub(crate) fn decode_bindings(payload: &[u8], location: &str) -> Result<BTreeSet<AclBinding>> {
+    let mut r = Reader::new(payload, location);
+    let version = r.u8()?;
+    if version != ACLS_VERSION {
+        return Err(r.error(format!(
+            "ACL payload version {version}; this build reads version {ACLS_VERSION}"
+        )));
+    }
+    let n = r.count(14)?;
+    let mut out = BTreeSet::new();
+    for _ in 0..n {
+        let rt = r.u8()? as i8;
+        let resource_name = r.str()?;
+        let pt = r.u8()? as i8;
+        let principal = r.str()?;
+        let host = r.str()?;
+        let op = r.u8()? as i8;
+        let perm = r.u8()? as i8;
+        let binding = match (
+            ResourceType::from_code(rt),
+            PatternType::from_code(pt),
+            AclOperation::from_code(op),
+            AclPermission::from_code(perm),
+        ) {
+            (Some(resource_type), Some(pattern_type), Some(operation), Some(permission)) => {
+                AclBinding {
+                    resource_type,
+                    resource_name,
+                    pattern_type,
+                    principal,
+                    host,
+                    operation,
+                    permission,
+                }
+            }
+            _ => {
+                return Err(r.error(format!(
+                    "a binding has an unknown code (resource type {rt}, pattern type {pt}, \
+                     operation {op}, permission {perm})"
+                )));
+            }
+        };
+        binding
+            .validate()
+            .map_err(|e| r.error(format!("an invalid binding: {e}")))?;
+        out.insert(binding);
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+/// Decides whether a principal may do an operation, from the store's bindings.
+#[derive(Debug, Clone)]
+pub(crate) struct Authorizer {
+    store: Arc<dyn AclStore>,
+    super_users: Arc<BTreeSet<String>>,
+}
+
+impl Authorizer {
+    /// An authorizer over `store`, with `super_users` allowed everything.
+    pub(crate) fn new(store: Arc<dyn AclStore>, super_users: BTreeSet<String>) -> Authorizer {
+        Authorizer {
+            store,
+            super_users: Arc::new(super_users),
+        }
+    }
+
+    /// The store of the bindings.
+    pub(crate) fn store(&self) -> &Arc<dyn AclStore> {
+        &self.store
+    }
+
+    /// Whether `principal` at `host` may do `op` on the resource `(kind, name)`.
+    pub(crate) fn authorize(
+        &self,
+        principal: &str,
+        host: &str,
+        op: AclOperation,
+        kind: ResourceType,
+        name: &str,
+    ) -> bool {
+        if self.super_users.contains(principal) {
+            return true;
+        }
+        let bindings = self.store.bindings();
+        let applies = |b: &&AclBinding| {
+            b.covers(kind, name)
+                && (b.principal == principal || b.principal == "User:*")
+                && (b.host == host || b.host == "*")
+        };
+        let relevant: Vec<&AclBinding> = bindings.iter().filter(applies).collect();
+        let denied = relevant.iter().any(|b| {
+            b.permission == AclPermission::Deny
+                && (b.operation == op || b.operation == AclOperation::All)
+        });
+        if denied {
+            return false;
+        }
+        let implied: &[AclOperation] = match op {
+            AclOperation::Describe => &[
+                AclOperation::Describe,
+                AclOperation::Read,
+                AclOperation::Write,
+                AclOperation::Delete,
+                AclOperation::Alter,
+            ],
+            AclOperation::DescribeConfigs => {
+                &[AclOperation::DescribeConfigs, AclOperation::AlterConfigs]
+            }
+            _ => std::slice::from_ref(&op),
+        };
+        relevant.iter().any(|b| {
+            b.permission == AclPermission::Allow
+                && (b.operation == AclOperation::All || implied.contains(&b.operation))
+        })
+    }
+}
+
+impl Authorizer {
+    /// Whether `principal` at `host` may do `op` on at least one resource of type `kind`
+    /// (Kafka's `authorizeByResourceType`): some ALLOW binding for it (or `All`) whose
+    /// pattern is not also denied to the principal, and no DENY on every resource of the
+    /// type (literal `*`).
+    pub(crate) fn may_do_on_some(
+        &self,
+        principal: &str,
+        host: &str,
+        op: AclOperation,
+        kind: ResourceType,
+    ) -> bool {
+        if self.super_users.contains(principal) {
+            return true;
+        }
+        let bindings = self.store.bindings();
+        let mine = |b: &&AclBinding| {
+            b.resource_type == kind
+                && (b.principal == principal || b.principal == "User:*")
+                && (b.host == host || b.host == "*")
+                && (b.operation == op || b.operation == AclOperation::All)
+        };
+        let denied = |pattern: &AclBinding| {
+            bindings.iter().filter(mine).any(|d| {
+                d.permission == AclPermission::Deny
+                    && ((d.pattern_type == PatternType::Literal && d.resource_name == "*")
+                        || (d.pattern_type == pattern.pattern_type
+                            && d.resource_name == pattern.resource_name))
+            })
+        };
+        bindings
+            .iter()
+            .filter(mine)
+            .any(|b| b.permission == AclPermission::Allow && !denied(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(
+        kind: ResourceType,
+        name: &str,
+        pattern: PatternType,
+        principal: &str,
+        op: AclOperation,
+        perm: AclPermission,
+    ) -> AclBinding {
+        AclBinding {
+            resource_type: kind,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        }
+    }
+
+    fn authorizer(bindings: Vec<AclBinding>, supers: &[&str]) -> (tempfile::TempDir, Authorizer) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileAclStore::open(dir.path()).unwrap();
+        store.add(&bindings).unwrap();
+        let a = Authorizer::new(
+            Arc::new(store),
+            supers.iter().map(|s| s.to_string()).collect(),
+        );
+        (dir, a)
+    }
+
+    use AclOperation as Op;
+    use AclPermission as Perm;
+    use PatternType as Pat;
+    use ResourceType as Res;
+
+    #[test]
+    fn nothing_is_allowed_without_an_acl_but_super_users_are() {
+        let (_d, a) = authorizer(vec![], &["User:admin"]);
+        assert!(!a.authorize("User:alice", "1.2.3.4", Op::Read, Res::Topic, "t"));
+        assert!(a.authorize(
+            "User:admin",
+            "1.2.3.4",
+            Op::Alter,
+            Res::Cluster,
+            CLUSTER_RESOURCE_NAME
+        ));
+    }
+
+    #[test]
+    fn deny_beats_allow_and_all() {
+        let (_d, a) = authorizer(
+            vec![
+                bind(
+                    Res::Topic,
+                    "*",
+                    Pat::Literal,
+                    "User:*",
+                    Op::All,
+                    Perm::Allow,
+                ),
+                bind(
+                    Res::Topic,
+                    "secret",
+                    Pat::Literal,
+                    "User:alice",
+                    Op::Read,
+                    Perm::Deny,
+                ),
+            ],
+            &[],
+        );
+        assert!(a.authorize("User:alice", "h", Op::Read, Res::Topic, "public"));
+        assert!(!a.authorize("User:alice", "h", Op::Read, Res::Topic, "secret"));
+        assert!(a.authorize("User:bob", "h", Op::Read, Res::Topic, "secret"));
+        // A deny of Read does not deny Describe.
+        assert!(a.authorize("User:alice", "h", Op::Describe, Res::Topic, "secret"));
+    }
+
+    #[test]
+    fn prefixed_bindings_cover_matching_names_only() {
+        let (_d, a) = authorizer(
+            vec![bind(
+                Res::Topic,
+                "app.",
+                Pat::Prefixed,
+                "User:alice",
+                Op::Write,
+                Perm::Allow,
+            )],
+            &[],
+        );
+        assert!(a.authorize("User:alice", "h", Op::Write, Res::Topic, "app.events"));
+        assert!(!a.authorize("User:alice", "h", Op::Write, Res::Topic, "app"));
+        assert!(!a.authorize("User:alice", "h", Op::Write, Res::Topic, "other.app.events"));
+        assert!(!a.authorize("User:alice", "h", Op::Write, Res::Group, "app.events"));
+    }
+
+    #[test]
+    fn implied_operations() {
+        let (_d, a) = authorizer(
+            vec![
+                bind(
+                    Res::Topic,
+                    "t",
+                    Pat::Literal,
+                    "User:r",
+                    Op::Read,
+                    Perm::Allow,
+                ),
+                bind(
+                    Res::Topic,
+                    "t",
+                    Pat::Literal,
+                    "User:c",
+                    Op::AlterConfigs,
+                    Perm::Allow,
+                ),
+            ],
+            &[],
+        );
+        assert!(a.authorize("User:r", "h", Op::Describe, Res::Topic, "t"));
+        assert!(!a.authorize("User:r", "h", Op::Write, Res::Topic, "t"));
+        assert!(a.authorize("User:c", "h", Op::DescribeConfigs, Res::Topic, "t"));
+        assert!(!a.authorize("User:c", "h", Op::Describe, Res::Topic, "t"));
+    }
+
+    #[test]
+    fn hosts_match_exactly_or_by_wildcard() {
+        let mut b = bind(
+            Res::Cluster,
+            CLUSTER_RESOURCE_NAME,
+            Pat::Literal,
+            "User:ANONYMOUS",
+            Op::ClusterAction,
+            Perm::Allow,
+        );
+        b.host = "10.0.0.2".into();
+        let (_d, a) = authorizer(vec![b], &[]);
+        assert!(a.authorize(
+            "User:ANONYMOUS",
+            "10.0.0.2",
+            Op::ClusterAction,
+            Res::Cluster,
+            CLUSTER_RESOURCE_NAME
+        ));
+        assert!(!a.authorize(
+            "User:ANONYMOUS",
+            "10.0.0.3",
+            Op::ClusterAction,
+            Res::Cluster,
+            CLUSTER_RESOURCE_NAME
+        ));
+    }
+
+    #[test]
+    fn filters_as_kafka_matches_them() {
+        let lit = bind(
+            Res::Topic,
+            "app.x",
+            Pat::Literal,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        );
+        let pre = bind(
+            Res::Topic,
+            "app.",
+            Pat::Prefixed,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        );
+        let wild = bind(
+            Res::Topic,
+            "*",
+            Pat::Literal,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        );
+        let mut f = AclFilter::any();
+        assert!(f.matches(&lit) && f.matches(&pre) && f.matches(&wild));
+        f.resource_name = Some("app.x".into());
+        f.pattern_type = Pat::Match;
+        assert!(f.matches(&lit) && f.matches(&pre) && f.matches(&wild));
+        f.pattern_type = Pat::Literal;
+        assert!(f.matches(&lit) && !f.matches(&pre) && !f.matches(&wild));
+        f.pattern_type = Pat::Any;
+        assert!(f.matches(&lit) && !f.matches(&pre));
+        f.resource_name = None;
+        f.pattern_type = Pat::Prefixed;
+        assert!(!f.matches(&lit) && f.matches(&pre));
+        f.principal = Some("User:b".into());
+        assert!(!f.matches(&pre));
+    }
+
+    #[test]
+    fn the_store_survives_a_reopen_and_removes_by_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = bind(
+            Res::Topic,
+            "t",
+            Pat::Literal,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        );
+        let b = bind(
+            Res::Group,
+            "g",
+            Pat::Prefixed,
+            "User:b",
+            Op::Read,
+            Perm::Deny,
+        );
+        {
+            let s = FileAclStore::open(dir.path()).unwrap();
+            s.add(&[a.clone(), b.clone(), a.clone()]).unwrap();
+        }
+        let s = FileAclStore::open(dir.path()).unwrap();
+        assert_eq!(s.bindings().len(), 2);
+        let mut f = AclFilter::any();
+        f.resource_type = Res::Group;
+        assert_eq!(s.remove(&[f]).unwrap(), vec![vec![b]]);
+        drop(s);
+        assert_eq!(FileAclStore::open(dir.path()).unwrap().bindings(), vec![a]);
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FileAclStore::open(dir.path()).unwrap();
+        s.add(&[bind(
+            Res::Topic,
+            "t",
+            Pat::Literal,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        )])
+        .unwrap();
+        let path = dir.path().join(ACLS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 6] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let err = FileAclStore::open(dir.path()).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        // A payload whose codes are unknown is refused, not skipped.
+        let mut bad = encode_bindings(&[bind(
+            Res::Topic,
+            "t",
+            Pat::Literal,
+            "User:a",
+            Op::Read,
+            Perm::Allow,
+        )]);
+        let at = bad.len() - 1;
+        bad[at] = 9;
+        assert!(decode_bindings(&bad, "test").is_err());
+        for cut in 0..bad.len() {
+            assert!(decode_bindings(&bad[..cut], "test").is_err());
+        }
+    }
+
+    #[test]
+    fn validation_and_names() {
+        let mut b = bind(
+            Res::Cluster,
+            "other",
+            Pat::Literal,
+            "User:a",
+            Op::Alter,
+            Perm::Allow,
+        );
+        assert!(b.validate().is_err());
+        b.resource_name = CLUSTER_RESOURCE_NAME.into();
+        assert!(b.validate().is_ok());
+        b.principal = "alice".into();
+        assert!(b.validate().is_err());
+        assert_eq!(
+            "idempotent-write".parse::<Op>().unwrap(),
+            Op::IdempotentWrite
+        );
+        assert_eq!(
+            "TRANSACTIONAL_ID".parse::<Res>().unwrap(),
+            Res::TransactionalId
+        );
+        assert!("Fly".parse::<Op>().is_err());
+        assert_eq!(Op::from_code(12), Some(Op::IdempotentWrite));
+        assert_eq!(Op::from_code(0), None);
+    }
+}

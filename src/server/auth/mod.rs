@@ -1,0 +1,337 @@
+//! Security of the network server: listeners with Kafka's security protocols, TLS,
+//! SASL authentication (PLAIN, SCRAM-SHA-256/512) and ACL authorization.
+//!
+//! - A listener is `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`, as Kafka's
+//!   `listeners` (`SASL_SSL://0.0.0.0:9094`). TLS listeners run a rustls handshake first
+//!   (the `tls` module); SASL listeners serve nothing but ApiVersions, SaslHandshake and
+//!   SaslAuthenticate until a SASL exchange succeeds ([`Session::gate`]).
+//! - Every connection has a principal: `User:ANONYMOUS` on PLAINTEXT and on SSL without a
+//!   client certificate, `User:<certificate subject>` with one, `User:<name>` once
+//!   authenticated over SASL.
+//! - With the authorizer on, each API handler asks [`Security::authorize`] (through
+//!   `Ctx::allowed` and friends) for the operations Kafka checks; anything not allowed
+//!   by an ACL is denied, super users excepted. Without it every principal may do
+//!   everything, as before.
+//! - Users' credentials and the ACLs are kept in the data directory (`users`, `acls`).
+//!   The in-process API (the `Broker` a program opens) is trusted: none of this applies
+//!   to it.
+
+pub(crate) mod acl;
+pub(crate) mod credentials;
+pub(crate) mod dn;
+pub(crate) mod sasl;
+pub(crate) mod scram;
+pub(crate) mod tls;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use kafka_protocol::messages::ApiKey;
+
+use crate::{Error, Result};
+use acl::{AclOperation, Authorizer, ResourceType};
+use credentials::CredentialStore;
+use sasl::{FailedLogins, SaslMechanism, SaslState};
+
+/// The principal of a connection that has not authenticated (Kafka's
+/// `KafkaPrincipal.ANONYMOUS`).
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// How a listener carries Kafka's protocol (Kafka's `security.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecurityProtocol {
+    /// Plain TCP; file bytes of fetches go out with `sendfile(2)`.
+    Plaintext,
+    /// TLS; a client certificate, if required, names the principal.
+    Ssl,
+    /// SASL authentication over plain TCP.
+    SaslPlaintext,
+    /// SASL authentication over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Whether connections start with a TLS handshake.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether clients must authenticate with SASL before anything else.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SecurityProtocol {
+    type Err = Error;
+    /// Kafka's name, case-insensitive.
+    fn from_str(s: &str) -> Result<SecurityProtocol> {
+        [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ]
+        .into_iter()
+        .find(|p| p.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "listeners".into(),
+            reason: format!(
+                "unknown security protocol {s:?}: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            ),
+        })
+    }
+}
+
+/// Splits a listener as Kafka's `listeners` writes it, `PROTOCOL://host:port`, into the
+/// protocol and the address; a bare `host:port` is PLAINTEXT.
+///
+/// ```
+/// use tidelog::security::{parse_listener, SecurityProtocol};
+/// assert_eq!(
+///     parse_listener("SASL_SSL://0.0.0.0:9094").unwrap(),
+///     (SecurityProtocol::SaslSsl, "0.0.0.0:9094".to_string())
+/// );
+/// assert_eq!(
+///     parse_listener("127.0.0.1:9092").unwrap(),
+///     (SecurityProtocol::Plaintext, "127.0.0.1:9092".to_string())
+/// );
+/// ```
+pub fn parse_listener(spec: &str) -> Result<(SecurityProtocol, String)> {
+    match spec.split_once("://") {
+        None => Ok((SecurityProtocol::Plaintext, spec.to_string())),
+        Some((protocol, addr)) => {
+            if addr.is_empty() {
+                return Err(Error::InvalidConfig {
+                    key: "listeners".into(),
+                    reason: format!("{spec:?} has no host:port after ://"),
+                });
+            }
+            Ok((protocol.parse()?, addr.to_string()))
+        }
+    }
+}
+
+/// The security settings and state shared by every connection of a server.
+#[derive(Debug)]
+pub(crate) struct Security {
+    /// The SASL mechanisms clients may choose (Kafka's `sasl.enabled.mechanisms`).
+    pub(crate) mechanisms: Vec<SaslMechanism>,
+    /// Users' SCRAM credentials.
+    pub(crate) credentials: Arc<dyn CredentialStore>,
+    /// The ACL checker, when enforcement is on.
+    pub(crate) authorizer: Option<Authorizer>,
+    /// rustls configurations, when a listener uses TLS.
+    pub(crate) tls: Option<tls::TlsAcceptors>,
+    /// Clients that keep failing to log in.
+    pub(crate) failed_logins: FailedLogins,
+    /// Key of the made-up SCRAM salts of unknown users (random per server).
+    pub(crate) decoy_key: [u8; 32],
+}
+
+impl Security {
+    /// Settings with no TLS and no authorizer over `credentials`.
+    pub(crate) fn new(credentials: Arc<dyn CredentialStore>) -> Security {
+        let mut decoy_key = [0u8; 32];
+        decoy_key.copy_from_slice(&scram::random_bytes(32));
+        Security {
+            mechanisms: SaslMechanism::ALL.to_vec(),
+            credentials,
+            authorizer: None,
+            tls: None,
+            failed_logins: FailedLogins::default(),
+            decoy_key,
+        }
+    }
+
+    /// Whether `principal` at `peer` may do `op` on `(kind, name)`: always without an
+    /// authorizer.
+    pub(crate) fn authorize(
+        &self,
+        principal: &str,
+        peer: SocketAddr,
+        op: AclOperation,
+        kind: ResourceType,
+        name: &str,
+    ) -> bool {
+        match &self.authorizer {
+            None => true,
+            Some(a) => a.authorize(principal, &peer.ip().to_string(), op, kind, name),
+        }
+    }
+
+    /// Whether `principal` at `peer` may write to some topic (Kafka's
+    /// `authorizeByResourceType(WRITE, TOPIC)`: an idempotent producer without
+    /// IdempotentWrite on the cluster may still get a producer id, KIP-679).
+    pub(crate) fn may_write_some_topic(&self, principal: &str, peer: SocketAddr) -> bool {
+        match &self.authorizer {
+            None => true,
+            Some(a) => a.may_do_on_some(
+                principal,
+                &peer.ip().to_string(),
+                AclOperation::Write,
+                ResourceType::Topic,
+            ),
+        }
+    }
+}
+
+/// Super users from Kafka's `super.users` syntax: principals separated by `;`.
+pub(crate) fn super_users<I, S>(users: I) -> BTreeSet<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    users
+        .into_iter()
+        .flat_map(|u| {
+            u.as_ref()
+                .split(';')
+                .map(|s| s.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Kafka's error code for an operation refused on a resource of type `kind`.
+pub(crate) fn denied_code(kind: ResourceType) -> i16 {
+    use kafka_protocol::ResponseError as R;
+    match kind {
+        ResourceType::Group => R::GroupAuthorizationFailed,
+        ResourceType::Cluster => R::ClusterAuthorizationFailed,
+        ResourceType::TransactionalId => R::TransactionalIdAuthorizationFailed,
+        _ => R::TopicAuthorizationFailed,
+    }
+    .code()
+}
+
+/// One connection's security: its listener's protocol, its principal, and where its
+/// SASL authentication stands.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// The listener's protocol.
+    pub(crate) protocol: SecurityProtocol,
+    /// `User:...`.
+    pub(crate) principal: String,
+    /// SASL state (irrelevant on non-SASL listeners).
+    pub(crate) sasl: SaslState,
+}
+
+/// What the gate says of a request on a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Serve it.
+    Pass,
+    /// Refuse it and close the connection: it came before authentication completed.
+    Refuse(String),
+}
+
+impl Session {
+    /// A new connection's session; `subject` is a TLS client certificate's RFC 2253
+    /// name.
+    pub(crate) fn new(protocol: SecurityProtocol, subject: Option<String>) -> Session {
+        Session {
+            protocol,
+            principal: subject.map_or_else(|| ANONYMOUS.to_string(), |s| format!("User:{s}")),
+            sasl: SaslState::Start,
+        }
+    }
+
+    /// Whether the connection may use every API.
+    pub(crate) fn authenticated(&self) -> bool {
+        !self.protocol.uses_sasl() || matches!(self.sasl, SaslState::Authenticated)
+    }
+
+    /// Whether the next frame is a bare SASL token (after a v0 SaslHandshake).
+    pub(crate) fn expects_raw_token(&self) -> bool {
+        matches!(self.sasl, SaslState::Exchange { raw: true, .. })
+    }
+
+    /// Whether a request of `api_key` may be served now: before authentication on a SASL
+    /// listener only ApiVersions, SaslHandshake and SaslAuthenticate are (Kafka closes
+    /// the connection on anything else, and so does tidelog).
+    pub(crate) fn gate(&self, api_key: i16) -> Gate {
+        if self.authenticated() {
+            return Gate::Pass;
+        }
+        let allowed = [
+            ApiKey::ApiVersions,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
+        ];
+        if allowed.iter().any(|k| *k as i16 == api_key) {
+            return Gate::Pass;
+        }
+        if let SaslState::Exchange { raw: true, .. } = self.sasl {
+            return Gate::Refuse("a Kafka request came where a SASL token was expected".into());
+        }
+        Gate::Refuse(format!(
+            "{} before SASL authentication completed on a {} listener",
+            super::api::api_name(api_key),
+            self.protocol
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listeners_parse_like_kafka() {
+        assert_eq!(
+            parse_listener("ssl://h:1").unwrap(),
+            (SecurityProtocol::Ssl, "h:1".into())
+        );
+        assert!(parse_listener("TLS://h:1").is_err());
+        assert!(parse_listener("SSL://").is_err());
+    }
+
+    #[test]
+    fn only_the_sasl_apis_pass_before_authentication() {
+        let mut s = Session::new(SecurityProtocol::SaslPlaintext, None);
+        assert_eq!(s.principal, ANONYMOUS);
+        assert_eq!(s.gate(ApiKey::ApiVersions as i16), Gate::Pass);
+        assert_eq!(s.gate(ApiKey::SaslHandshake as i16), Gate::Pass);
+        assert_eq!(s.gate(ApiKey::SaslAuthenticate as i16), Gate::Pass);
+        assert!(matches!(s.gate(ApiKey::Metadata as i16), Gate::Refuse(_)));
+        assert!(matches!(s.gate(-7), Gate::Refuse(_)));
+        s.sasl = SaslState::Authenticated;
+        assert_eq!(s.gate(ApiKey::Produce as i16), Gate::Pass);
+        let plain = Session::new(SecurityProtocol::Ssl, Some("CN=c".into()));
+        assert_eq!(plain.principal, "User:CN=c");
+        assert_eq!(plain.gate(ApiKey::Fetch as i16), Gate::Pass);
+    }
+
+    #[test]
+    fn super_users_split_on_semicolons() {
+        let s = super_users(["User:a;User:b", " User:c "]);
+        assert_eq!(
+            s.into_iter().collect::<Vec<_>>(),
+            vec!["User:a", "User:b", "User:c"]
+        );
+    }
+}
