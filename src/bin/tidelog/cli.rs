@@ -422,6 +422,11 @@ pub(crate) struct PerfConsumeArgs {
     /// Topic.
     #[arg(long, value_name = "T")]
     pub topic: String,
+    /// Read through `tidelog::GroupConsumer` (a member of a new consumer group, from the
+    /// earliest offsets, CRCs checked as Kafka's `check.crcs`, nothing committed) instead
+    /// of reading the partitions directly: what an application using the group API gets.
+    #[arg(long)]
+    pub group: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -454,6 +459,15 @@ pub(crate) struct PerfPubsubArgs {
     /// Pace of the latency run, records per second.
     #[arg(long, value_name = "R", default_value_t = 100_000)]
     pub latency_rate: u64,
+    /// Send through `tidelog::Producer` (`send_nowait`, default partitioner; Kafka's
+    /// batching defaults in the throughput run, linger 0 in the latency run) and read
+    /// through a `tidelog::GroupConsumer` member, instead of appending batches of B
+    /// records and reading the partitions directly: what an application gets.
+    #[arg(long, conflicts_with = "batch")]
+    pub producer: bool,
+    /// Producer threads of the throughput run (with --producer), sharing one Producer.
+    #[arg(long, value_name = "T", default_value_t = 1, requires = "producer")]
+    pub threads: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
