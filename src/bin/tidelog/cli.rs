@@ -641,6 +641,19 @@ pub(crate) struct ServeArgs {
     /// offsets.topic.replication.factor).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub offsets_topic_replication_factor: i16,
+    /// Cluster: move leaderships back to the preferred replicas when they are
+    /// imbalanced (Kafka's auto.leader.rebalance.enable).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_leader_rebalance_enable: bool,
+    /// Cluster: how often the controller checks the leaders' balance, in seconds (Kafka's
+    /// leader.imbalance.check.interval.seconds).
+    #[arg(long, value_name = "S", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// Cluster: rebalance a broker's leaderships when more than this percentage of the
+    /// partitions it prefers to lead are led elsewhere (Kafka's
+    /// leader.imbalance.per.broker.percentage).
+    #[arg(long, value_name = "PCT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub leader_imbalance_per_broker_percentage: u32,
     /// The longest a Fetch waits for data, in ms: a client's max_wait_ms above it is
     /// capped to it.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
