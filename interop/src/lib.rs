@@ -59,6 +59,23 @@ pub mod groups {
         (broker, server)
     }
 
+    /// Opens the broker of `dir` (network groups form at once), creates `topic` with
+    /// `partitions` and serves it on a free loopback port.
+    pub fn serve_topic(dir: &Path, topic: &str, partitions: i32) -> (Broker, ServerHandle) {
+        let broker = Broker::builder(dir)
+            .group_initial_rebalance_delay(Duration::ZERO)
+            .open()
+            .expect("open the broker");
+        broker
+            .create_topic(topic, partitions, tidelog::TopicConfig::default())
+            .expect("create the topic");
+        let server = Server::builder(broker.clone())
+            .listen("127.0.0.1:0")
+            .start()
+            .expect("serve on a free port");
+        (broker, server)
+    }
+
     /// A group's generation and, per member id, its partitions of `topic`, when the
     /// group is Stable.
     pub fn stable_assignment(

@@ -24,6 +24,12 @@ macro_rules! codes {
 codes! {
     /// The broker failed in a way it could not name (-1).
     UNKNOWN_SERVER_ERROR = UnknownServerError;
+    /// The fetch offset is not in the partition's log (1).
+    OFFSET_OUT_OF_RANGE = OffsetOutOfRange;
+    /// The member's generation is not the group's (22).
+    ILLEGAL_GENERATION = IllegalGeneration;
+    /// A new member must join again with the member id the coordinator gave (79).
+    MEMBER_ID_REQUIRED = MemberIdRequired;
     /// No topic of that name, or no such partition (3).
     UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition;
     /// The partition has no leader for now, e.g. during an election (5).

@@ -42,6 +42,7 @@
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
 mod error;
+mod member;
 mod router;
 #[cfg(test)]
 mod tests;
@@ -70,6 +71,7 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
 pub use error::{AdminError, ErrorCode, Resource};
+pub use member::GroupMember;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use types::{
     AlterConfigOp, BrokerMetadata, ClusterMetadata, CommittedOffset, ConfigEntry, ConfigSource,

@@ -142,6 +142,18 @@ impl Router {
         version: i16,
     ) -> Result<R::Response> {
         let timeout = self.settings.request_timeout + SLACK;
+        self.call_addr_within(addr, request, version, timeout)
+    }
+
+    /// Sends `request` to the broker at `addr`, waiting at most `timeout` for its answer
+    /// (a JoinGroup waits for the whole rebalance).
+    pub(super) fn call_addr_within<R: Request>(
+        &mut self,
+        addr: &str,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
         let client_id = &self.settings.client_id;
         let client = self
             .conns

@@ -115,7 +115,7 @@ struct Fetched {
     partition: i32,
     /// First offset to hand out (the first batch may start before it).
     from: i64,
-    slice: LogSlice,
+    slice: FetchedBytes,
     /// Most bytes one compressed batch may decompress to (from `max.message.bytes`).
     limit: usize,
     /// Check each batch's CRC-32C before decoding it (`check.crcs`).
@@ -124,6 +124,27 @@ struct Fetched {
     /// the first time an iterator reaches one of them. Uncompressed batches are read
     /// in place and never touch this.
     decompressed: OnceLock<Vec<Result<Vec<u8>>>>,
+}
+
+/// The batches of one [`Fetched`]: a zero-copy slice of a local log, or the records of a
+/// Fetch response from a broker (whole batches: a trailing partial batch is cut off
+/// before).
+enum FetchedBytes {
+    Log(LogSlice),
+    #[cfg(feature = "server")]
+    Wire(bytes::Bytes),
+}
+
+impl std::ops::Deref for FetchedBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            FetchedBytes::Log(s) => s,
+            #[cfg(feature = "server")]
+            FetchedBytes::Wire(b) => b,
+        }
+    }
 }
 
 impl Fetched {
@@ -203,6 +224,30 @@ impl ConsumerRecords {
     /// Number of records (decodes the batches' record headers).
     pub fn count(&self) -> usize {
         self.iter().filter(|r| r.is_ok()).count()
+    }
+
+    /// Adds the whole batches `batches` of `topic`-`partition` (as a Fetch response
+    /// carries them), whose records from offset `from` on are handed out; `limit`
+    /// bounds what one compressed batch may decompress to.
+    #[cfg(feature = "server")]
+    pub(crate) fn push_wire(
+        &mut self,
+        topic: Arc<str>,
+        partition: i32,
+        from: i64,
+        batches: bytes::Bytes,
+        limit: usize,
+        check_crcs: bool,
+    ) {
+        self.fetched.push(Fetched {
+            topic,
+            partition,
+            from,
+            slice: FetchedBytes::Wire(batches),
+            limit,
+            check_crcs,
+            decompressed: OnceLock::new(),
+        });
     }
 }
 
@@ -615,7 +660,7 @@ impl Fetcher {
                 topic: Arc::clone(&a.topic),
                 partition: a.partition.index(),
                 from: pos,
-                slice,
+                slice: FetchedBytes::Log(slice),
                 limit: decompression_limit(a.partition.log().config().max_message_bytes),
                 check_crcs: self.config.check_crcs,
                 decompressed: OnceLock::new(),

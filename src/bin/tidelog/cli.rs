@@ -7,7 +7,7 @@ use std::path::PathBuf;
 ///
 /// Every subcommand works on the data directory given by --data (one process at a
 /// time holds it); `topics` and `groups` with --bootstrap act on a running node or
-/// cluster over the Kafka protocol instead.
+/// cluster over the Kafka protocol instead, and so does `consume --group --bootstrap`.
 #[derive(Debug, Parser)]
 #[command(name = "tidelog", version, about, propagate_version = true)]
 pub(crate) struct Cli {
@@ -282,6 +282,16 @@ pub(crate) struct ConsumeArgs {
     /// or the beginning with --from-beginning), and commit the position of each on exit.
     #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
+    /// With --group: be a member of the group on the running node or cluster at these
+    /// addresses, over the Kafka protocol (as kafka-console-consumer
+    /// --bootstrap-server), instead of opening a data directory.
+    #[arg(
+        long,
+        alias = "bootstrap-server",
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        requires = "group"
+    )]
+    pub bootstrap: Option<String>,
     /// Read only these partitions (repeat for several; default: all).
     #[arg(short = 'p', long, value_name = "P")]
     pub partition: Vec<i32>,

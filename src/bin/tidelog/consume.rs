@@ -13,6 +13,10 @@
 //! every partition assigned to it, a partition it read nothing from at its reset
 //! position, then leaves the group. So the next run continues exactly where the group
 //! stands. Records handed out by a poll but not printed (after `-c`) are not committed.
+//!
+//! With `--group G --bootstrap HOST:PORT` the same member runs against a running node or
+//! cluster over the Kafka protocol ([`tidelog::admin::GroupMember`], feature `server`):
+//! several such processes share the group's partitions, as Kafka's console consumers do.
 
 use crate::cli::ConsumeArgs;
 use crate::common::{
@@ -29,7 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tidelog::record::decompression_limit;
-use tidelog::{Broker, ConsumerRecord, GroupConfig, GroupConsumer, OffsetReset, Partition};
+use tidelog::{
+    Broker, ConsumerRecord, ConsumerRecords, GroupConfig, GroupConsumer, OffsetReset, Partition,
+};
 
 /// Bytes read from a partition at a time.
 const READ_BYTES: usize = 1 << 20;
@@ -80,19 +86,13 @@ struct Reader {
     position: i64,
 }
 
-/// Runs `tidelog consume`.
-pub(crate) fn run(data: &Path, args: &ConsumeArgs) -> CliResult {
+/// Runs `tidelog consume`; `given` is `--data`, if given.
+pub(crate) fn run(given: Option<&Path>, args: &ConsumeArgs) -> CliResult {
     let format = match &args.format {
         Some(f) => Format::parse(f)?,
         None => Format::default_for(args.key_delimiter.as_deref()),
     };
     let start = parse_start(args)?;
-    // Without a group nothing is written: the directory is read as it is (and followed,
-    // while another process writes it).
-    let broker = match &args.group {
-        Some(_) => open_broker(data, false)?,
-        None => open_broker_read_only(data)?,
-    };
     // Ctrl-C (or SIGTERM) ends the command cleanly (a group member commits first):
     // without -e it is the normal way to stop.
     let stop = Arc::new(AtomicBool::new(false));
@@ -100,11 +100,54 @@ pub(crate) fn run(data: &Path, args: &ConsumeArgs) -> CliResult {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
+    if let (Some(group), Some(bootstrap)) = (&args.group, &args.bootstrap) {
+        return consume_remote_group(given, bootstrap, group, args, &format, &stop);
+    }
+    let data = crate::common::data_dir(given);
+    // Without a group nothing is written: the directory is read as it is (and followed,
+    // while another process writes it).
+    let broker = match &args.group {
+        Some(_) => open_broker(data, false)?,
+        None => open_broker_read_only(data)?,
+    };
     match &args.group {
         Some(group) => consume_group(&broker, group, args, &format, &stop)?,
         None => consume_partitions(&broker, args, &format, &start, &stop)?,
     }
     close_broker(broker)
+}
+
+/// `consume --group G --bootstrap ADDRS`: a member of G on a running node or cluster.
+#[cfg(feature = "server")]
+fn consume_remote_group(
+    given: Option<&Path>,
+    bootstrap: &str,
+    group: &str,
+    args: &ConsumeArgs,
+    format: &Format,
+    stop: &AtomicBool,
+) -> CliResult {
+    if let Some(dir) = given {
+        return Err(fail!(
+            "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap consumes from a running node, which holds its data directory)",
+            dir.display()
+        ));
+    }
+    let member = tidelog::admin::GroupMember::join(bootstrap, group_config(group, args))?;
+    run_member(member, args, format, stop)
+}
+
+/// Without the Kafka client, `--bootstrap` is an error.
+#[cfg(not(feature = "server"))]
+fn consume_remote_group(
+    _given: Option<&Path>,
+    _bootstrap: &str,
+    _group: &str,
+    _args: &ConsumeArgs,
+    _format: &Format,
+    _stop: &AtomicBool,
+) -> CliResult {
+    Err(crate::common::no_admin_client())
 }
 
 /// Reads the partitions chosen on the command line, from the start chosen there.
@@ -328,6 +371,92 @@ impl PollProgress {
     }
 }
 
+/// What `consume --group` needs of a group member: a [`GroupConsumer`] of the data
+/// directory, or a `GroupMember` of a running node.
+trait Member {
+    fn assignment(&self) -> Vec<(String, i32)>;
+    fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64>;
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> tidelog::Result<()>;
+    fn poll(&mut self, timeout: Duration) -> tidelog::Result<ConsumerRecords>;
+    fn commit_sync(&mut self) -> tidelog::Result<()>;
+    fn close(&mut self);
+    /// The end of a partition, `None` while not known.
+    fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>>;
+}
+
+/// A member of a group of the data directory.
+struct Local<'a> {
+    broker: &'a Broker,
+    member: GroupConsumer,
+}
+
+impl Member for Local<'_> {
+    fn assignment(&self) -> Vec<(String, i32)> {
+        self.member.assignment()
+    }
+    fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64> {
+        self.member.position(topic, partition)
+    }
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> tidelog::Result<()> {
+        self.member.seek(topic, partition, offset)
+    }
+    fn poll(&mut self, timeout: Duration) -> tidelog::Result<ConsumerRecords> {
+        self.member.poll(timeout)
+    }
+    fn commit_sync(&mut self) -> tidelog::Result<()> {
+        self.member.commit_sync()
+    }
+    fn close(&mut self) {
+        self.member.close();
+    }
+    fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>> {
+        Ok(Some(
+            self.broker
+                .topic(topic)?
+                .partition(partition)?
+                .high_watermark(),
+        ))
+    }
+}
+
+#[cfg(feature = "server")]
+impl Member for tidelog::admin::GroupMember {
+    fn assignment(&self) -> Vec<(String, i32)> {
+        self.assignment()
+    }
+    fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64> {
+        self.position(topic, partition)
+    }
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> tidelog::Result<()> {
+        self.seek(topic, partition, offset)
+    }
+    fn poll(&mut self, timeout: Duration) -> tidelog::Result<ConsumerRecords> {
+        self.poll(timeout)
+    }
+    fn commit_sync(&mut self) -> tidelog::Result<()> {
+        self.commit_sync()
+    }
+    fn close(&mut self) {
+        self.close();
+    }
+    fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>> {
+        Ok(self.high_watermark(topic, partition))
+    }
+}
+
+/// The member settings of `consume --group`.
+fn group_config(group: &str, args: &ConsumeArgs) -> GroupConfig {
+    let reset = if args.from_beginning {
+        OffsetReset::Earliest
+    } else {
+        OffsetReset::Latest
+    };
+    GroupConfig::new(group, &[args.topic.as_str()])
+        .auto_offset_reset(reset)
+        .enable_auto_commit(false)
+        .client_id("tidelog-consume")
+}
+
 /// Runs `tidelog consume --group`: reads as a member of the group, then commits and
 /// leaves (see the module documentation).
 fn consume_group(
@@ -337,27 +466,20 @@ fn consume_group(
     format: &Format,
     stop: &AtomicBool,
 ) -> CliResult {
-    let reset = if args.from_beginning {
-        OffsetReset::Earliest
-    } else {
-        OffsetReset::Latest
-    };
-    let config = GroupConfig::new(group, &[args.topic.as_str()])
-        .auto_offset_reset(reset)
-        .enable_auto_commit(false)
-        .client_id("tidelog-consume");
-    let mut member = GroupConsumer::join(broker, config)?;
+    let member = GroupConsumer::join(broker, group_config(group, args))?;
+    run_member(Local { broker, member }, args, format, stop)
+}
+
+/// Prints what `member` polls, then commits and leaves.
+fn run_member(
+    mut member: impl Member,
+    args: &ConsumeArgs,
+    format: &Format,
+    stop: &AtomicBool,
+) -> CliResult {
     let mut out = Out::new();
     let mut resume = BTreeMap::new();
-    let result = group_loop(
-        broker,
-        args,
-        format,
-        stop,
-        &mut member,
-        &mut out,
-        &mut resume,
-    );
+    let result = group_loop(args, format, stop, &mut member, &mut out, &mut resume);
     let flushed = out.flush();
     drop(out);
     // Commit, unless the reader of our output went away (then what reached it is
@@ -376,11 +498,10 @@ fn consume_group(
 /// a signal. When it stops in the middle of a poll, `resume` gets, for the partitions
 /// of that poll, the offset of the first record not printed.
 fn group_loop(
-    broker: &Broker,
     args: &ConsumeArgs,
     format: &Format,
     stop: &AtomicBool,
-    member: &mut GroupConsumer,
+    member: &mut impl Member,
     out: &mut Out,
     resume: &mut BTreeMap<(String, i32), i64>,
 ) -> CliResult {
@@ -396,7 +517,7 @@ fn group_loop(
         }
         let records = member.poll(POLL)?;
         if records.is_empty() {
-            if args.exit_at_end && at_end(broker, member)? {
+            if args.exit_at_end && at_end(member)? {
                 break;
             }
             out.flush()?;
@@ -444,13 +565,15 @@ fn group_loop(
 }
 
 /// True once the member owns partitions and has read each to its end.
-fn at_end(broker: &Broker, member: &mut GroupConsumer) -> CliResult<bool> {
+fn at_end(member: &mut impl Member) -> CliResult<bool> {
     let assigned = member.assignment();
     if assigned.is_empty() {
         return Ok(false);
     }
     for (t, p) in assigned {
-        let end = broker.topic(&t)?.partition(p)?.high_watermark();
+        let Some(end) = member.end(&t, p)? else {
+            return Ok(false);
+        };
         if member.position(&t, p)? < end {
             return Ok(false);
         }
@@ -461,7 +584,7 @@ fn at_end(broker: &Broker, member: &mut GroupConsumer) -> CliResult<bool> {
 /// Commits the position of every partition assigned to the member (`resume` first moves
 /// back those a stop left in the middle of a poll; a partition never read is committed
 /// at its reset position), and fsyncs the commit.
-fn commit_assigned(member: &mut GroupConsumer, resume: &BTreeMap<(String, i32), i64>) -> CliResult {
+fn commit_assigned(member: &mut impl Member, resume: &BTreeMap<(String, i32), i64>) -> CliResult {
     let assigned = member.assignment();
     for (t, p) in &assigned {
         match resume.get(&(t.clone(), *p)) {

@@ -5,7 +5,8 @@
 //! data directory (`--data DIR`, default `./tidelog-data`, accepted before or after any
 //! subcommand; `perf` without `--data` works in a temporary directory it removes).
 //! `topics` and `groups` with `--bootstrap HOST:PORT` act on a running node or cluster
-//! over the Kafka protocol instead (`tidelog::admin`, feature `server`).
+//! over the Kafka protocol instead (`tidelog::admin`, feature `server`), and so does
+//! `consume --group G --bootstrap HOST:PORT` (a member of the group on that cluster).
 //!
 //! Exit codes: 0 on success, 1 for an error (one line `error: ...` on stderr), 2 for a
 //! usage error (clap's). The tool never panics on bad input; a panic hook turns a bug
@@ -77,7 +78,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topics(args) => topics::run(given, &args),
         Command::Produce(args) => produce::run(data, &args),
-        Command::Consume(args) => consume::run(data, &args),
+        Command::Consume(args) => consume::run(given, &args),
         Command::Groups(args) => groups::run(given, &args),
         Command::Dump(args) => dump::run(&args),
         Command::Perf(PerfCmd::Produce(args)) => perf::produce(given, &args),
