@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::process::Command;
-use std::time::Duration;
 
 use tidelog::{Broker, Producer, ProducerRecord};
 use tidelog_interop::groups::serve_topic;
