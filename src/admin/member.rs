@@ -359,7 +359,8 @@ impl GroupMember {
             );
         let timeout = self.config.rebalance_timeout + JOIN_SLACK;
         let joined = self.call_coordinator(&request, JOIN_GROUP_VERSION, Some(timeout))?;
-        if joined.error_code == ErrorCode::MEMBER_ID_REQUIRED.code() {
+        if joined.error_code == ErrorCode::MEMBER_ID_REQUIRED.code() && self.member_id.is_empty() {
+            // Join again at once with the id given (once: the id is not empty then).
             self.member_id = joined.member_id.to_string();
             return self.join_once();
         }
@@ -988,13 +989,15 @@ impl GroupMember {
     /// Leaves the group (LeaveGroup), so that its partitions go to the other members at
     /// once. Commits nothing: call [`commit_sync`](GroupMember::commit_sync) first.
     /// Errors are ignored (the coordinator removes a member that went away when its
-    /// session expires). Also done on drop.
+    /// session expires). A static member (`group_instance_id`) does not leave, as in
+    /// Kafka: its partitions wait for it until its session expires. Also done on drop.
     pub fn close(&mut self) {
         if self.closed {
             return;
         }
         self.closed = true;
-        if self.member_id.is_empty() {
+        if self.member_id.is_empty() || self.config.group_instance_id.is_some() {
+            self.owned.clear();
             return;
         }
         let request = LeaveGroupRequest::default()
@@ -1070,5 +1073,115 @@ mod tests {
         let mut bad = bytes.clone();
         bad[16] = 9; // magic
         assert!(whole_batches(&bad, "t-0").is_err());
+    }
+
+    /// A broker with topic `t` of 4 partitions holding 10 records each, served on a
+    /// free port.
+    fn served() -> (tempfile::TempDir, crate::Broker, crate::ServerHandle) {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::Broker::builder(dir.path())
+            .group_initial_rebalance_delay(Duration::ZERO)
+            .open()
+            .unwrap();
+        broker
+            .create_topic("t", 4, crate::TopicConfig::default())
+            .unwrap();
+        let producer = crate::Producer::new(&broker).unwrap();
+        for p in 0..4 {
+            for i in 0..10 {
+                let v = format!("{p}-{i}");
+                producer
+                    .send("t", crate::ProducerRecord::new(v.as_bytes()).partition(p))
+                    .unwrap();
+            }
+        }
+        producer.flush().unwrap();
+        let server = crate::Server::builder(broker.clone())
+            .listen("127.0.0.1:0")
+            .start()
+            .unwrap();
+        (dir, broker, server)
+    }
+
+    fn config() -> GroupConfig {
+        GroupConfig::new("g", &["t"])
+            .auto_offset_reset(OffsetReset::Earliest)
+            .enable_auto_commit(false)
+            .heartbeat_interval(Duration::from_millis(100))
+    }
+
+    /// (partition, offset) of every record of `records`.
+    fn offsets(records: &ConsumerRecords) -> Vec<(i32, i64)> {
+        records
+            .iter()
+            .map(|r| r.map(|r| (r.partition, r.offset)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn members_split_the_partitions_and_hand_over_at_the_committed_offsets() {
+        let (_dir, broker, server) = served();
+        let addr = server.local_addr().to_string();
+        let mut a = GroupMember::join(&addr, config()).unwrap();
+        assert_eq!(a.assignment().len(), 4);
+        assert_eq!(a.position("t", 0).unwrap(), 0, "no commit: earliest");
+        let mut read = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while read.len() < 40 && Instant::now() < deadline {
+            read.extend(offsets(&a.poll(Duration::from_millis(100)).unwrap()));
+        }
+        assert_eq!(read.len(), 40);
+        assert_eq!(a.high_watermark("t", 3), Some(10));
+
+        // A second member: a rejoins from poll (committing first), b gets two
+        // partitions and starts where a stopped.
+        let b = std::thread::spawn({
+            let addr = addr.clone();
+            move || GroupMember::join(&addr, config()).unwrap()
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while a.assignment().len() != 2 && Instant::now() < deadline {
+            read.extend(offsets(&a.poll(Duration::from_millis(100)).unwrap()));
+        }
+        let mut b = b.join().unwrap();
+        assert_eq!(a.assignment().len(), 2);
+        let mut both = a.assignment();
+        both.extend(b.assignment());
+        both.sort();
+        assert_eq!(
+            both,
+            (0..4).map(|p| ("t".to_string(), p)).collect::<Vec<_>>()
+        );
+        for (t, p) in b.assignment() {
+            assert_eq!(
+                b.position(&t, p).unwrap(),
+                10,
+                "{t}-{p} continues at a's commit"
+            );
+        }
+        read.extend(offsets(&b.poll(Duration::from_millis(300)).unwrap()));
+        let mut unique = read.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), read.len(), "no record twice");
+        assert!(a.position("t", 9).is_err(), "not assigned");
+
+        let moved = b.assignment()[0].1;
+        b.seek("t", moved, 4).unwrap();
+        b.commit_sync().unwrap();
+        b.close();
+        a.close();
+        let committed = broker
+            .group_coordinator()
+            .offset_fetch("g", Some(&[("t".to_string(), moved)]))
+            .unwrap();
+        assert_eq!(committed[0].offset, 4);
+        server.shutdown().unwrap();
+    }
+
+    #[test]
+    fn a_subscription_without_topics_is_refused() {
+        let err = GroupMember::join("127.0.0.1:1", GroupConfig::new("g", &[])).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{err:?}");
     }
 }
