@@ -1,20 +1,5 @@
 //! [`GroupMember`]: a member of a consumer group of a running node or cluster, over the
-//! Kafka protocol, as Kafka's `KafkaConsumer` with `subscribe()` is. What
-//! `tidelog consume --group G --bootstrap ADDRS` runs.
-//!
-//! It finds the group's coordinator (FindCoordinator), joins (JoinGroup with protocol
-//! type `consumer`, offering the assignors of its [`GroupConfig`]; the leader computes
-//! the assignments with the named [`Assignor`](crate::Assignor) and sends them in its
-//! SyncGroup), heartbeats from [`poll`](GroupMember::poll) every
-//! `heartbeat_interval`, starts each assigned partition at the group's committed offset
-//! (OffsetFetch) or, without one, at the `auto_offset_reset` position (ListOffsets),
-//! fetches from each partition's leader (Metadata), commits (OffsetCommit) and leaves
-//! (LeaveGroup). A heartbeat answered REBALANCE_IN_PROGRESS makes it commit its
-//! positions and rejoin (an eager assignor gives up every partition first; a cooperative
-//! one keeps those it is assigned again and gives up the others, then rejoins once
-//! more); ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID means its partitions went to others: it
-//! drops them without committing and rejoins. NOT_COORDINATOR and its kin make it look
-//! the coordinator up again.
+//! Kafka protocol. What `tidelog consume --group G --bootstrap ADDRS` runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -86,8 +71,22 @@ enum Next {
     Fail(Error),
 }
 
-/// A member of a consumer group of a running node or cluster (feature `server`): see
-/// the [module documentation](self). Blocking; one thread uses it.
+/// A member of a consumer group of a running node or cluster (feature `server`), as
+/// Kafka's `KafkaConsumer` with `subscribe()` is. Blocking; one thread uses it.
+///
+/// It finds the group's coordinator (FindCoordinator), joins (JoinGroup with protocol
+/// type `consumer`, offering the assignors of its [`GroupConfig`]; the leader computes
+/// the assignments with the named [`Assignor`](crate::Assignor) and sends them in its
+/// SyncGroup), heartbeats from [`poll`](GroupMember::poll) every
+/// `heartbeat_interval`, starts each assigned partition at the group's committed offset
+/// (OffsetFetch) or, without one, at the `auto_offset_reset` position (ListOffsets),
+/// fetches from each partition's leader (Metadata), commits (OffsetCommit) and leaves
+/// (LeaveGroup). A heartbeat answered REBALANCE_IN_PROGRESS makes it commit its
+/// positions and rejoin (an eager assignor gives up every partition first; a cooperative
+/// one keeps those it is assigned again and gives up the others, then rejoins once
+/// more); ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID means its partitions went to others: it
+/// drops them without committing and rejoins. NOT_COORDINATOR and its kin make it look
+/// the coordinator up again.
 ///
 /// ```no_run
 /// use std::time::Duration;
