@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
 use crate::cluster::{ClusterNode, NO_LEADER};
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
@@ -268,5 +268,8 @@ impl PartitionOps for Partition {
     }
     fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
         self.log().end_offset_for_epoch(epoch)
+    }
+    fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        self.log().active_producers()
     }
 }
