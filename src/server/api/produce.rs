@@ -146,8 +146,9 @@ fn validate(
     let limit = decompression_limit(config.max_message_bytes);
     let corrupt = |e: crate::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
+        // Kafka's ProduceRequest.validateRecords (v3+): INVALID_RECORD.
         return Err((
-            ResponseError::CorruptMessage.code(),
+            ResponseError::InvalidRecord.code(),
             format!("produce request for {topic}-{partition} carries no record batch"),
         ));
     }
