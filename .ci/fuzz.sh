@@ -24,7 +24,7 @@ fi
 
 replay() {
     echo "fuzz.sh: replaying the seed corpus as a regular test"
-    cargo test --features testing --test fuzz_corpus_replay
+    cargo test --features testing,server --test fuzz_corpus_replay
 }
 
 can_fuzz=1

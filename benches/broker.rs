@@ -41,6 +41,15 @@ fn send(c: &mut Criterion) {
             }
         })
     });
+    g.bench_function("nowait_1000x100B", |b| {
+        b.iter(|| {
+            for _ in 0..1000 {
+                producer
+                    .send_nowait("send", ProducerRecord::new(&VALUE).partition(0))
+                    .expect("send_nowait");
+            }
+        })
+    });
     g.bench_function("batch_1000x100B", |b| {
         let records = vec![ProducerRecord::new(&VALUE).partition(0); 1000];
         b.iter(|| producer.send_batch("send", &records).expect("send_batch"))
@@ -113,7 +122,9 @@ fn pubsub_once(broker: &Broker, topic: &str, n: u64) -> Duration {
     let reader = spawn_reader(broker, topic, n);
     let start = Instant::now();
     for _ in 0..n {
-        drop(producer.send_async(topic, ProducerRecord::new(&VALUE).partition(0)));
+        producer
+            .send_nowait(topic, ProducerRecord::new(&VALUE).partition(0))
+            .expect("send_nowait");
     }
     producer.flush().expect("flush");
     reader.join().expect("reader");

@@ -6,7 +6,11 @@
 //! - The topic registry (`<dir>/topics`) is a crash-safe checkpoint: written to a
 //!   temporary file, fsynced, renamed, directory fsynced. A topic's partition logs are
 //!   created before the registry names them and deleted after it stops naming them, so
-//!   a crash leaves at worst an orphan directory, never a registered topic without logs.
+//!   a crash leaves at worst an orphan directory, never a registered topic without logs;
+//!   the next open reports it and moves it aside (`orphaned/`), never deletes it.
+//! - Creation is all or nothing: a topic or a growth is checked against
+//!   `max_partitions` before a file is made, and one that fails part way removes every
+//!   partition directory it made.
 //! - Admin operations (create, delete, add partitions) are serialized by one mutex;
 //!   lookups read a snapshot and never wait for them.
 //! - `close()` (or dropping the last clone) stops the group reaper and the storage
@@ -27,7 +31,9 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
 use crate::consumer::coordinator::GroupCoordinator;
-use crate::storage::{CleanupPolicy, LogConfig, LogManager, read_checkpoint, write_checkpoint};
+use crate::storage::{
+    CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
+};
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::{Error, Result};
 
@@ -94,8 +100,21 @@ struct BrokerInner {
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
     /// Topic ids of a cluster node's topics.
     topic_ids: RwLock<HashMap<String, String>>,
+    /// Partition directories of no topic moved aside since the broker opened.
+    orphans: Mutex<Vec<OrphanedLog>>,
+    /// Opened read-only: another process may write the directory; this one never does.
+    read_only: bool,
     /// What `metrics()` adds beyond the topics, groups and logs (the servers).
     stats: crate::metrics::BrokerStats,
+}
+
+/// The offsets journal of a read-only broker: every commit is refused.
+struct ReadOnlyJournal(PathBuf);
+
+impl crate::consumer::offsets::OffsetJournal for ReadOnlyJournal {
+    fn append(&self, _records: &[crate::consumer::offsets::JournalRecord]) -> Result<()> {
+        Err(Error::ReadOnly(self.0.clone()))
+    }
 }
 
 /// A handle that does not keep the broker open (held by the cluster node, which the
@@ -254,10 +273,35 @@ impl BrokerBuilder {
         self
     }
 
+    /// Partitions the broker holds at most, over all its topics (`tidelog serve
+    /// --max-partitions`). A [`Broker::create_topic`], auto-creation, CreateTopics,
+    /// [`Broker::add_partitions`] or CreatePartitions that would pass it is refused
+    /// whole with [`Error::InvalidPartitions`] (Kafka's INVALID_PARTITIONS) before a
+    /// file is created. Default: what the process can hold
+    /// ([`StorageLimits::partitions_that_fit`](crate::storage::StorageLimits::partitions_that_fit)).
+    pub fn max_partitions(mut self, partitions: usize) -> Self {
+        self.config.max_partitions = partitions;
+        self
+    }
+
+    /// What the partitions' logs hold open at once: descriptors (a cache of the
+    /// recently used ones) and mapped sealed segments. Default:
+    /// [`StorageLimits::default`](crate::storage::StorageLimits::default).
+    pub fn storage_limits(mut self, limits: crate::storage::StorageLimits) -> Self {
+        self.config.storage_limits = limits;
+        self
+    }
+
     /// Opens the directory (created if missing), recovers every partition and starts
     /// the background threads.
     pub fn open(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config)
+        Broker::open_with(self.dir, self.config, false)
+    }
+
+    /// Opens the directory read-only, as [`Broker::open_read_only`] does, with these
+    /// settings (the log and storage ones apply; nothing is created).
+    pub fn open_read_only(self) -> Result<Broker> {
+        Broker::open_with(self.dir, self.config, true)
     }
 }
 
@@ -373,10 +417,51 @@ fn log_name(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")
 }
 
+/// True for a name of the form of a partition directory, `<topic>-<partition>`.
+fn is_partition_dir_name(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(topic, p)| {
+        !topic.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 impl Broker {
     /// Opens (or creates) the data directory `dir` with default settings.
     pub fn open(dir: impl AsRef<Path>) -> Result<Broker> {
         Broker::builder(dir).open()
+    }
+
+    /// Opens the data directory `dir` read-only, with default settings: while another
+    /// process holds it (an application, `tidelog serve`) or where this one cannot
+    /// write (a read-only copy or mount). Nothing is written, locked or repaired, and
+    /// nothing is created: the topics are those registered when it opens, their
+    /// partitions follow the writer's appends, rolls and retention as they happen
+    /// (every new batch checked whole, CRC included, before it is handed out), and the
+    /// group coordinator holds the committed offsets (and the last stored generation of
+    /// each group) as they were on open. Creating, deleting, appending and committing
+    /// are refused with [`Error::ReadOnly`]. The directory must exist.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use tidelog::{Broker, TopicConfig};
+    /// let writer = Broker::open(dir.path())?;
+    /// let p = writer.create_topic("events", 1, TopicConfig::new())?.partition(0)?;
+    /// let reader = Broker::open_read_only(dir.path())?;
+    /// let mut b = tidelog::BatchBuilder::new();
+    /// b.push(0, None, Some(b"hello"), &[]);
+    /// p.append_batch(&b.finish())?;
+    /// let followed = reader.topic("events")?.partition(0)?;
+    /// assert!(followed.wait_for(0, std::time::Duration::from_secs(5)));
+    /// assert_eq!(followed.read(0, 1 << 20)?.next_offset(), 1);
+    /// assert!(reader.create_topic("other", 1, TopicConfig::new()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Broker> {
+        Broker::builder(dir).open_read_only()
+    }
+
+    /// True if the broker was opened read-only ([`Broker::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// A builder to configure the broker before opening `dir`.
@@ -387,7 +472,7 @@ impl Broker {
         }
     }
 
-    fn open_with(dir: PathBuf, config: BrokerConfig) -> Result<Broker> {
+    fn open_with(dir: PathBuf, config: BrokerConfig, read_only: bool) -> Result<Broker> {
         config.log.validate()?;
         if config.default_partitions < 1 {
             return Err(Error::InvalidConfig {
@@ -395,9 +480,22 @@ impl Broker {
                 reason: format!("{} is less than 1", config.default_partitions),
             });
         }
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-        let logs = LogManager::open(&dir)?;
+        let logs = if read_only {
+            LogManager::open_read_only_with_limits(&dir, config.storage_limits)?
+        } else {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+            LogManager::open_with_limits(&dir, config.storage_limits)?
+        };
         let managed = is_cluster_dir(&dir);
+        if managed && read_only {
+            return Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which a read-only opener does not read",
+                    dir.display()
+                ),
+            });
+        }
         let registry_path = dir.join(REGISTRY_FILE);
         let entries = match read_checkpoint(&registry_path)? {
             // A cluster node's topics come from the cluster's metadata.
@@ -406,6 +504,23 @@ impl Broker {
             None => Vec::new(),
         };
         let mut topics = BTreeMap::new();
+        let registered: std::collections::HashSet<String> = entries
+            .iter()
+            .flat_map(|e| (0..e.partitions).map(|p| log_name(&e.name, p)))
+            .collect();
+        // Partition directories of no registered topic (a creation that a crash, or an
+        // older version's failure part way, left behind) are reported and moved aside.
+        let mut orphans = Vec::new();
+        if !managed && !read_only {
+            for name in logs.names_on_disk()? {
+                if !registered.contains(&name)
+                    && name != CLUSTER_METADATA_DIR
+                    && is_partition_dir_name(&name)
+                {
+                    orphans.push(logs.move_aside(&name)?);
+                }
+            }
+        }
         for e in entries {
             let log_config = e.config.apply(&config.log)?;
             let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
@@ -432,9 +547,23 @@ impl Broker {
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
                 topic_ids: RwLock::new(HashMap::new()),
+                orphans: Mutex::new(orphans),
+                read_only,
                 stats: Default::default(),
             }),
         };
+        if read_only {
+            // Committed offsets as they stand (the group coordinator lives in the
+            // writing process): loaded, never written.
+            match broker.registered_topic(OFFSETS_TOPIC) {
+                Ok(t) => broker.use_offsets_partition(t.partition(0)?)?,
+                Err(_) => broker.inner.coordinator.load(
+                    Vec::new(),
+                    Arc::new(ReadOnlyJournal(broker.inner.dir.clone())),
+                ),
+            }
+            return Ok(broker);
+        }
         if !managed {
             // Committed offsets: create the internal topic on first open, replay it after.
             let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
@@ -477,6 +606,89 @@ impl Broker {
         &self.inner.dir
     }
 
+    /// Partition directories that belonged to no topic and were moved aside (to
+    /// `<data dir>/orphaned/`) since the broker opened: left by a topic creation that a
+    /// crash or an older version's failure cut short. Nothing is deleted.
+    pub fn orphaned_logs(&self) -> Vec<OrphanedLog> {
+        self.inner.orphans.lock().clone()
+    }
+
+    /// Partitions of every topic the broker holds now.
+    pub fn partition_count(&self) -> usize {
+        self.inner
+            .topics
+            .read()
+            .values()
+            .map(|t| t.partition_count().max(0) as usize)
+            .sum()
+    }
+
+    /// Refuses, before anything is created, `adding` partitions for `topic` that would
+    /// make the broker hold more than its `max_partitions`.
+    pub(crate) fn check_partition_limit(&self, topic: &str, adding: i32) -> Result<()> {
+        let held = self.partition_count();
+        let max = self.inner.config.max_partitions;
+        let total = held.saturating_add(adding.max(0) as usize);
+        if total > max {
+            return Err(Error::InvalidPartitions {
+                topic: topic.to_string(),
+                reason: format!(
+                    "{adding} more partitions would make {total} in this broker, above its limit of {max} (max_partitions; tidelog serve --max-partitions); nothing was created"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the logs of partitions `range` of topic `name`, all or none: a failure part
+    /// way removes every directory and file made so far, and a directory already there
+    /// (of no registered topic) is moved aside first, never reused or deleted.
+    fn create_partition_logs(
+        &self,
+        logs: &LogManager,
+        name: &str,
+        range: std::ops::Range<i32>,
+        config: &LogConfig,
+    ) -> Result<Vec<Partition>> {
+        let arc_name: Arc<str> = Arc::from(name);
+        let mut parts = Vec::with_capacity(range.len());
+        for p in range.clone() {
+            let ln = log_name(name, p);
+            let made = (|| {
+                if self.inner.dir.join(&ln).is_dir() {
+                    let orphan = logs.move_aside(&ln)?;
+                    self.inner.orphans.lock().push(orphan);
+                }
+                logs.open_log(&ln, config.clone())
+            })();
+            match made {
+                Ok(log) => parts.push(Partition::new(Arc::clone(&arc_name), p, log)),
+                Err(e) => {
+                    // What this call made, and only that: the directory of the partition
+                    // that failed if it made one (a file of that name is not ours).
+                    for q in range.start..=p {
+                        let ln = log_name(name, q);
+                        if q < p || self.inner.dir.join(&ln).is_dir() {
+                            let _ = logs.delete_log(&ln);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Removes the logs of partitions `range` of `name` (a creation that failed after
+    /// they were made).
+    fn remove_partition_logs(&self, name: &str, range: std::ops::Range<i32>) {
+        if let Some(logs) = self.inner.logs.lock().as_ref() {
+            for p in range {
+                let _ = logs.delete_log(&log_name(name, p));
+            }
+        }
+    }
+
     /// The broker's settings.
     pub fn config(&self) -> &BrokerConfig {
         &self.inner.config
@@ -496,6 +708,15 @@ impl Broker {
         } else {
             Ok(())
         }
+    }
+
+    /// Open, and not read-only: a change may be made.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        Ok(())
     }
 
     /// A snapshot of the broker's metrics: per partition records and bytes in and out,
@@ -573,7 +794,7 @@ impl Broker {
     /// cluster creates its own). A directory with a single node's topics or committed
     /// offsets is refused.
     pub(crate) fn attach_cluster(&self, authority: Arc<dyn TopicAuthority>) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         let _admin = self.inner.admin.lock();
         if !self.is_cluster_node() {
             let topics = self.inner.topics.read().clone();
@@ -850,7 +1071,7 @@ impl Broker {
         config: TopicConfig,
         internal: bool,
     ) -> Result<Topic> {
-        self.check_open()?;
+        self.check_writable()?;
         validate_topic_name(name)?;
         if name == CLUSTER_METADATA_TOPIC {
             return Err(Error::InvalidTopicName {
@@ -883,24 +1104,22 @@ impl Broker {
                 reason: format!("it collides with topic {other:?} ('.' and '_' collide)"),
             });
         }
-        let arc_name: Arc<str> = Arc::from(name);
-        let mut parts = Vec::with_capacity(partitions as usize);
-        {
+        // Checked before a file is made: a refusal leaves the directory as it was.
+        self.check_partition_limit(name, partitions)?;
+        let parts = {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            for p in 0..partitions {
-                // A leftover directory of a deleted topic of the same name is cleared.
-                let _ = logs.delete_log(&log_name(name, p));
-                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
-                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
-            }
-        }
+            self.create_partition_logs(logs, name, 0..partitions, &log_config)?
+        };
         let topic = Topic::new(name, parts, config, internal);
         let mut snapshot = self.inner.topics.read().clone();
         snapshot.insert(name.to_string(), topic.clone());
-        self.write_registry(&snapshot)?;
+        if let Err(e) = self.write_registry(&snapshot) {
+            self.remove_partition_logs(name, 0..partitions);
+            return Err(e);
+        }
         *self.inner.topics.write() = snapshot;
         Ok(topic)
     }
@@ -955,7 +1174,7 @@ impl Broker {
 
     /// Deletes a topic and its data. Handles to it return `UnknownTopic` afterwards.
     pub fn delete_topic(&self, name: &str) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if name == OFFSETS_TOPIC {
             return Err(Error::InvalidConfig {
                 key: "topic".into(),
@@ -999,7 +1218,7 @@ impl Broker {
     /// registry, then applied to every partition's log (segment and retention settings
     /// take effect from the next roll and retention pass). On an error nothing changes.
     pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if let Some(authority) = self.authority()? {
             return authority.alter_topic_config(name, &config);
         }
@@ -1022,7 +1241,7 @@ impl Broker {
     /// Grows a topic to `total` partitions (Kafka CreatePartitions). Shrinking is
     /// refused, as in Kafka.
     pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         if let Some(authority) = self.authority()? {
             return authority.add_partitions(name, total);
         }
@@ -1038,22 +1257,24 @@ impl Broker {
             });
         }
         let log_config = topic.config().apply(&self.inner.config.log)?;
+        self.check_partition_limit(name, total - current)?;
         let mut parts: Vec<Partition> = topic.partitions().as_ref().clone();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            let arc_name: Arc<str> = Arc::from(name);
-            for p in current..total {
-                let _ = logs.delete_log(&log_name(name, p));
-                let log = logs.open_log(&log_name(name, p), log_config.clone())?;
-                parts.push(Partition::new(Arc::clone(&arc_name), p, log));
-            }
+            parts.extend(self.create_partition_logs(logs, name, current..total, &log_config)?);
         }
+        let old = topic.partitions().as_ref().clone();
         topic.set_partitions(parts);
         let snapshot = self.inner.topics.read().clone();
-        self.write_registry(&snapshot)
+        if let Err(e) = self.write_registry(&snapshot) {
+            topic.set_partitions(old);
+            self.remove_partition_logs(name, current..total);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Closes the broker: stops the group coordinator and background threads, wakes

@@ -178,6 +178,15 @@ pub struct BrokerConfig {
     /// Create unknown topics on first use by a producer (Kafka
     /// `auto.create.topics.enable`). Default false: an in-process typo is an error.
     pub auto_create_topics: bool,
+    /// Partitions the broker holds at most, over all its topics (`tidelog serve
+    /// --max-partitions`): a creation of topics or partitions that would pass it is
+    /// refused whole, before anything is created. Default: what the process can hold,
+    /// [`StorageLimits::partitions_that_fit`](crate::storage::StorageLimits::partitions_that_fit)
+    /// (19,462 under the kernel's default `vm.max_map_count`).
+    pub max_partitions: usize,
+    /// What the partitions' logs hold open at once, however many there are
+    /// (descriptors, mapped segments). Default: [`crate::storage::StorageLimits::default`].
+    pub storage_limits: crate::storage::StorageLimits,
 }
 
 impl Default for BrokerConfig {
@@ -189,6 +198,8 @@ impl Default for BrokerConfig {
             coordinator: CoordinatorConfig::default(),
             default_partitions: 1,
             auto_create_topics: false,
+            max_partitions: crate::storage::StorageLimits::default().partitions_that_fit(),
+            storage_limits: crate::storage::StorageLimits::default(),
         }
     }
 }

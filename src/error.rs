@@ -89,6 +89,11 @@ pub enum Error {
     #[error("data directory {0} is in use by another tidelog instance")]
     DirectoryLocked(PathBuf),
 
+    /// The data directory was opened read-only (`Broker::open_read_only`): this process
+    /// never writes it.
+    #[error("data directory {0} is opened read-only: this process does not write it")]
+    ReadOnly(PathBuf),
+
     /// No topic of that name exists.
     #[error("unknown topic {0:?}")]
     UnknownTopic(String),

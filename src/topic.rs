@@ -408,6 +408,15 @@ impl Partition {
         }
     }
 
+    /// True while this leader has an ISR change proposed and not settled (tests).
+    #[cfg(test)]
+    pub(crate) fn has_pending_isr_change(&self) -> bool {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => state.lock().pending.is_some(),
+            _ => false,
+        }
+    }
+
     /// The committed ISR while this node leads the partition.
     #[cfg(test)]
     pub(crate) fn isr(&self) -> Option<Vec<i32>> {

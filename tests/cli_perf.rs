@@ -108,12 +108,7 @@ fn perf_produce_consume_pubsub_print_json() {
     assert_eq!(field(line, "mode"), "pubsub");
     assert_eq!(number(line, "records"), 20000.0);
     assert_eq!(number(line, "latency_records"), 2000.0);
-    let (p50, p99, p999) = (
-        number(line, "p50_us"),
-        number(line, "p99_us"),
-        number(line, "p999_us"),
-    );
-    assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999, "{line}");
+    assert_percentiles(line);
 
     // A batch over max.message.bytes is refused before anything is timed.
     err(
@@ -137,6 +132,16 @@ fn perf_produce_consume_pubsub_print_json() {
         1,
         "max.message.bytes",
     );
+}
+
+/// The latency percentiles of a pubsub line are positive and in order.
+fn assert_percentiles(line: &str) {
+    let (p50, p99, p999) = (
+        number(line, "p50_us"),
+        number(line, "p99_us"),
+        number(line, "p999_us"),
+    );
+    assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999, "{line}");
 }
 
 /// The keys `perf --keys K` gives records `0..n`, in order.
@@ -333,5 +338,89 @@ fn perf_pubsub_reads_every_partition_of_a_keyed_topic() {
     assert!(
         line.contains("has 9 partitions") && line.contains("8"),
         "{line}"
+    );
+}
+
+#[test]
+fn perf_consume_group_and_pubsub_producer_go_through_the_application_apis() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let d = data.to_str().unwrap();
+    keyed_perf_produce(d, &["--batch", "50"]);
+
+    // The same records through a member of a new group, every one of every partition.
+    let out = ok(tidelog_raw(
+        &[
+            "perf", "consume", "--data", d, "--topic", "keyed", "--group", "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(field(line, "api"), "group");
+    assert_eq!(number(line, "records"), 2000.0);
+    assert_eq!(number(line, "bytes"), 200_000.0);
+    assert!(number(line, "join_seconds") > 0.0, "{line}");
+
+    // Three Producer threads, one group member.
+    let out = ok(tidelog_raw(
+        &[
+            "perf",
+            "pubsub",
+            "--data",
+            d,
+            "--producer",
+            "--threads",
+            "3",
+            "--partitions",
+            "4",
+            "--keys",
+            "16",
+            "--records",
+            "6000",
+            "--record-size",
+            "100",
+            "--latency-records",
+            "500",
+            "--latency-rate",
+            "50000",
+            "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(field(line, "mode"), "pubsub");
+    assert_eq!(field(line, "api"), "producer");
+    assert_eq!(number(line, "threads"), 3.0);
+    assert_eq!(number(line, "records"), 6000.0);
+    assert_eq!(number(line, "latency_records"), 500.0);
+    assert_percentiles(line);
+    let broker = tidelog::Broker::open(&data).unwrap();
+    let ends = |name: &str| -> i64 {
+        let t = broker.topic(name).unwrap();
+        t.partitions().iter().map(|p| p.log_end_offset()).sum()
+    };
+    assert_eq!(ends("perf-pubsub-4"), 6000, "every record once");
+    assert_eq!(ends("perf-latency"), 500);
+    broker.close().unwrap();
+
+    // --threads is for --producer runs.
+    err(
+        tidelog_raw(
+            &[
+                "perf",
+                "pubsub",
+                "--data",
+                d,
+                "--records",
+                "10",
+                "--record-size",
+                "10",
+                "--threads",
+                "2",
+            ],
+            "",
+        ),
+        2,
+        "--producer",
     );
 }

@@ -197,6 +197,7 @@ pub mod cluster {
         /// Ports and quorum.
         pub layout: Layout,
         extra: Vec<String>,
+        log_filter: String,
         children: Vec<Option<Child>>,
     }
 
@@ -204,11 +205,23 @@ pub mod cluster {
         /// Starts `n` nodes with data directories `root/node-N` and logs in
         /// `root/node-N.log`, each with `extra` arguments after the cluster ones.
         pub fn start(bin: PathBuf, root: &Path, n: usize, extra: &[&str]) -> Processes {
+            Processes::start_logged(bin, root, n, extra, "info")
+        }
+
+        /// As [`Processes::start`], with `RUST_LOG=log_filter` for the nodes.
+        pub fn start_logged(
+            bin: PathBuf,
+            root: &Path,
+            n: usize,
+            extra: &[&str],
+            log_filter: &str,
+        ) -> Processes {
             let mut p = Processes {
                 bin,
                 root: root.to_path_buf(),
                 layout: Layout::new(n),
                 extra: extra.iter().map(|s| s.to_string()).collect(),
+                log_filter: log_filter.to_string(),
                 children: (0..n).map(|_| None).collect(),
             };
             for i in 0..n {
@@ -241,7 +254,7 @@ pub mod cluster {
                 .arg("--quorum")
                 .arg(&self.layout.quorum)
                 .args(&self.extra)
-                .env("RUST_LOG", "info")
+                .env("RUST_LOG", &self.log_filter)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -249,7 +262,7 @@ pub mod cluster {
             self.children[i] = Some(child);
         }
 
-        /// SIGKILL node index `i` and reap it.
+        /// SIGKILL node index `i` and reap it (a stopped one too).
         pub fn kill(&mut self, i: usize) {
             if let Some(mut c) = self.children[i].take() {
                 let _ = c.kill();
@@ -280,6 +293,32 @@ pub mod cluster {
             }
         }
 
+        /// Sends `SIG<name>` (`STOP`, `CONT`, ...) to node index `i` if it runs.
+        pub fn signal(&self, i: usize, name: &str) {
+            if let Some(c) = &self.children[i] {
+                let _ = Command::new("kill")
+                    .arg(format!("-{name}"))
+                    .arg(c.id().to_string())
+                    .status();
+            }
+        }
+
+        /// True while node index `i` runs (started and not killed or stopped).
+        pub fn is_running(&self, i: usize) -> bool {
+            self.children[i].is_some()
+        }
+
+        /// How many lines of the nodes' logs contain `needle`.
+        pub fn count_in_logs(&self, needle: &str) -> usize {
+            (0..self.children.len())
+                .map(|i| {
+                    let path = self.root.join(format!("node-{}.log", i + 1));
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    text.lines().filter(|l| l.contains(needle)).count()
+                })
+                .sum()
+        }
+
         /// The node logs, for a failing test's message.
         pub fn logs(&self) -> String {
             (0..self.children.len())
@@ -295,11 +334,467 @@ pub mod cluster {
         }
     }
 
+    /// One partition as a node's Metadata response shows it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PartitionView {
+        /// The partition's error code (5 = LEADER_NOT_AVAILABLE), 0 for none.
+        pub error: i16,
+        /// Its leader, -1 for none.
+        pub leader: i32,
+        /// Its leader epoch.
+        pub leader_epoch: i32,
+        /// Its replicas, in assignment order (the first is the preferred leader).
+        pub replicas: Vec<i32>,
+        /// Its in-sync replicas, sorted.
+        pub isr: Vec<i32>,
+    }
+
+    /// A node's view of the cluster and of one topic (Metadata v8).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ClusterView {
+        /// The controller, -1 if the node knows none.
+        pub controller: i32,
+        /// The brokers listed (unfenced ones), sorted.
+        pub brokers: Vec<i32>,
+        /// The topic's error code, 0 for none.
+        pub topic_error: i16,
+        /// The topic's partitions, by index.
+        pub partitions: Vec<PartitionView>,
+    }
+
+    impl ClusterView {
+        /// True if every partition has a leader and `n` in-sync replicas.
+        pub fn fully_in_sync(&self, n: usize) -> bool {
+            !self.partitions.is_empty()
+                && self
+                    .partitions
+                    .iter()
+                    .all(|p| p.error == 0 && p.leader >= 0 && p.isr.len() == n)
+        }
+    }
+
+    /// Asks the node at `addr` for its metadata of `topic` (None if it does not answer
+    /// within `timeout`: down, or holding requests until it caught up).
+    pub fn describe(addr: &str, topic: &str, timeout: Duration) -> Option<ClusterView> {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                TopicName(StrBytes::from_string(topic.to_string())),
+            ))]))
+            .with_allow_auto_topic_creation(false);
+        let response: MetadataResponse = call(addr, &request, 8, timeout)?;
+        let mut brokers: Vec<i32> = response.brokers.iter().map(|b| b.node_id.0).collect();
+        brokers.sort_unstable();
+        let t = response.topics.first()?;
+        let mut partitions: Vec<PartitionView> = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                isr.sort_unstable();
+                PartitionView {
+                    error: p.error_code,
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr,
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..partitions.len()).collect();
+        order.sort_by_key(|i| t.partitions[*i].partition_index);
+        partitions = order.into_iter().map(|i| partitions[i].clone()).collect();
+        Some(ClusterView {
+            controller: response.controller_id.0,
+            brokers,
+            topic_error: t.error_code,
+            partitions,
+        })
+    }
+
+    /// The first answer to [`describe`] from the nodes of `layout` whose indexes are in
+    /// `nodes`.
+    pub fn describe_any(layout: &Layout, nodes: &[usize], topic: &str) -> Option<ClusterView> {
+        nodes
+            .iter()
+            .find_map(|i| describe(&layout.addr(*i), topic, Duration::from_secs(2)))
+    }
+
+    /// One request/response over a fresh connection (Kafka framing), None on any
+    /// failure.
+    fn call<R: kafka_protocol::protocol::Request>(
+        addr: &str,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Option<R::Response> {
+        use bytes::{Buf, BytesMut};
+        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+        use std::io::{Read, Write};
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .with_client_id(Some(StrBytes::from_static_str("tidelog-interop")));
+        let mut body = BytesMut::new();
+        body.extend_from_slice(&[0; 4]);
+        header.encode(&mut body, R::header_version(version)).ok()?;
+        request.encode(&mut body, version).ok()?;
+        let size = (body.len() - 4) as i32;
+        body[..4].copy_from_slice(&size.to_be_bytes());
+        let sock: SocketAddr = addr.parse().ok()?;
+        let mut stream = std::net::TcpStream::connect_timeout(&sock, timeout).ok()?;
+        stream.set_read_timeout(Some(timeout)).ok()?;
+        stream.set_write_timeout(Some(timeout)).ok()?;
+        stream.write_all(&body).ok()?;
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).ok()?;
+        let len = usize::try_from(i32::from_be_bytes(len)).ok()?;
+        let mut buf = vec![0u8; len];
+        stream.read_exact(&mut buf).ok()?;
+        let mut bytes = bytes::Bytes::from(buf);
+        let h = ResponseHeader::decode(&mut bytes, R::Response::header_version(version)).ok()?;
+        if h.correlation_id != 1 {
+            return None;
+        }
+        let response = R::Response::decode(&mut bytes, version).ok()?;
+        (!bytes.has_remaining()).then_some(response)
+    }
+
+    /// A partition's log as a stopped node left it in its data directory: its log end,
+    /// every byte from its log start to its log end, and each record's offset and value.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LogContents {
+        /// The log end offset.
+        pub end: i64,
+        /// The high watermark the node recorded (`replication-offset-checkpoint`), if
+        /// any.
+        pub high_watermark: Option<i64>,
+        /// The batches, as stored.
+        pub bytes: Vec<u8>,
+        /// `(offset, value)` of every record.
+        pub records: Vec<(i64, Vec<u8>)>,
+    }
+
+    /// Reads partition `partition` of `topic` from the data directory `dir` of a stopped
+    /// node (uncompressed batches, as the tests write them).
+    ///
+    /// # Panics
+    /// If the log cannot be opened or read, naming it.
+    pub fn read_log(dir: &Path, topic: &str, partition: i32) -> LogContents {
+        use tidelog::LogConfig;
+        use tidelog::storage::{PartitionLog, ReadLimit};
+        let name = format!("{topic}-{partition}");
+        let log = PartitionLog::open(dir.join(&name), &name, LogConfig::default())
+            .unwrap_or_else(|e| panic!("open {}: {e}", dir.join(&name).display()));
+        let end = log.log_end_offset();
+        let mut out = LogContents {
+            end,
+            high_watermark: recorded_high_watermark(dir, &name),
+            bytes: Vec::new(),
+            records: Vec::new(),
+        };
+        let mut offset = log.log_start_offset();
+        for _ in 0..1_000_000 {
+            if offset >= end {
+                break;
+            }
+            let s = log
+                .read_bounded(offset, 1 << 20, ReadLimit::LogEnd)
+                .unwrap_or_else(|e| panic!("read {name} at {offset}: {e}"));
+            if s.is_empty() {
+                break;
+            }
+            for b in s.batches() {
+                for r in b.records() {
+                    let r = r.unwrap_or_else(|e| panic!("a record of {name}: {e}"));
+                    out.records
+                        .push((r.offset, r.value.map(<[u8]>::to_vec).unwrap_or_default()));
+                }
+            }
+            out.bytes.extend_from_slice(&s);
+            offset = s.next_offset();
+        }
+        log.close().unwrap_or_else(|e| panic!("close {name}: {e}"));
+        out
+    }
+
+    /// The high watermark of `name` in `dir/replication-offset-checkpoint` (Kafka's
+    /// format: version, count, then `topic partition offset` lines).
+    fn recorded_high_watermark(dir: &Path, name: &str) -> Option<i64> {
+        let text = std::fs::read_to_string(dir.join("replication-offset-checkpoint")).ok()?;
+        text.lines().skip(2).find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (t, p, o) = (f.next()?, f.next()?, f.next()?);
+            (format!("{t}-{p}") == name)
+                .then(|| o.parse().ok())
+                .flatten()
+        })
+    }
+
+    /// A small seeded random number generator (SplitMix64), so a chaos run can be
+    /// replayed from the seed it prints.
+    #[derive(Debug, Clone)]
+    pub struct Rng(u64);
+
+    impl Rng {
+        /// A generator from `seed`.
+        pub fn new(seed: u64) -> Rng {
+            Rng(seed)
+        }
+
+        /// The next 64 random bits.
+        pub fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        /// A number in `0..n` (`n` > 0).
+        pub fn below(&mut self, n: u64) -> u64 {
+            self.next_u64() % n
+        }
+    }
+
     impl Drop for Processes {
         fn drop(&mut self) {
             for i in 0..self.children.len() {
                 self.kill(i);
             }
         }
+    }
+}
+
+/// Numbered records for the cluster tests: an idempotent acks=all producer (librdkafka)
+/// that sends `partition:sequence` values round-robin over a topic's partitions and
+/// notes where and when each was acknowledged, and the check that a cluster's logs hold
+/// every acknowledged record exactly once, in order, identically on every node.
+pub mod numbered {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use rdkafka::message::Message;
+    use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+    use rdkafka::{ClientConfig, ClientContext};
+
+    use crate::cluster::{Processes, read_log};
+
+    /// One acknowledged record: its offset and when librdkafka reported it.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Ack {
+        /// The offset the acknowledgement gave.
+        pub offset: i64,
+        /// When the delivery report arrived.
+        pub at: Instant,
+    }
+
+    /// What librdkafka reported: per partition, sequence -> acknowledgement, and the
+    /// number of records it gave up on.
+    #[derive(Clone, Default)]
+    pub struct Deliveries {
+        /// Per partition, by sequence number.
+        pub acked: Arc<Mutex<HashMap<i32, BTreeMap<u64, Ack>>>>,
+        /// Records librdkafka gave up on.
+        pub failed: Arc<AtomicU64>,
+    }
+
+    impl Deliveries {
+        /// Records acknowledged so far.
+        pub fn acked_count(&self) -> u64 {
+            self.acked
+                .lock()
+                .unwrap()
+                .values()
+                .map(|m| m.len() as u64)
+                .sum()
+        }
+
+        /// The acknowledgements so far.
+        pub fn snapshot(&self) -> HashMap<i32, BTreeMap<u64, Ack>> {
+            self.acked.lock().unwrap().clone()
+        }
+    }
+
+    impl ClientContext for Deliveries {}
+
+    impl ProducerContext for Deliveries {
+        type DeliveryOpaque = ();
+        fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+            match result {
+                Ok(m) => {
+                    let (_, seq) = parse(m.payload().expect("a value"));
+                    self.acked
+                        .lock()
+                        .unwrap()
+                        .entry(m.partition())
+                        .or_default()
+                        .insert(
+                            seq,
+                            Ack {
+                                offset: m.offset(),
+                                at: Instant::now(),
+                            },
+                        );
+                }
+                Err(_) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// `partition:sequence`.
+    pub fn parse(value: &[u8]) -> (i32, u64) {
+        let s = std::str::from_utf8(value).expect("utf-8 value");
+        let (p, n) = s.split_once(':').expect("partition:sequence");
+        (p.parse().expect("partition"), n.parse().expect("sequence"))
+    }
+
+    /// An idempotent acks=all producer of `bootstrap` (uncompressed, so the logs can be
+    /// read record by record) that gives up on a record after `message_timeout`.
+    pub fn producer(bootstrap: &str, message_timeout: Duration) -> BaseProducer<Deliveries> {
+        ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("compression.type", "none")
+            .set("linger.ms", "5")
+            .set(
+                "message.timeout.ms",
+                message_timeout.as_millis().to_string(),
+            )
+            .set("request.timeout.ms", "10000")
+            .create_with_context(Deliveries::default())
+            .expect("an rdkafka producer")
+    }
+
+    /// Sends `partition:n` records of `topic` round-robin over `partitions` (`n` from
+    /// `first` in each) until `stop`, `count` were sent or 10 minutes passed, keeping
+    /// at most `in_flight` unacknowledged per partition (a partition that stalls does
+    /// not hold the others back) and pausing 2 ms every 20 records; then flushes for up
+    /// to `flush`. Returns the number sent and whether the flush completed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        producer: &BaseProducer<Deliveries>,
+        topic: &str,
+        partitions: i32,
+        first: u64,
+        count: u64,
+        in_flight: u64,
+        stop: &AtomicBool,
+        flush: Duration,
+    ) -> (u64, bool) {
+        let d = producer.context().clone();
+        let mut next = vec![first; partitions as usize];
+        let mut sent = 0u64;
+        let mut p = 0i32;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while !stop.load(Ordering::Acquire) && sent < count && Instant::now() < deadline {
+            // The next partition with room in its window, if any.
+            let room = {
+                let acked = d.acked.lock().unwrap();
+                let failed = d.failed.load(Ordering::Relaxed);
+                (0..partitions).map(|k| (p + k) % partitions).find(|q| {
+                    let done = acked.get(q).map_or(0, |m| m.len() as u64) + failed;
+                    next[*q as usize] - first < done + in_flight
+                })
+            };
+            let Some(q) = room else {
+                producer.poll(Duration::from_millis(10));
+                continue;
+            };
+            let value = format!("{q}:{}", next[q as usize]);
+            match producer.send(
+                BaseRecord::<(), String>::to(topic)
+                    .payload(&value)
+                    .partition(q),
+            ) {
+                Ok(()) => {
+                    next[q as usize] += 1;
+                    sent += 1;
+                    p = (q + 1) % partitions;
+                }
+                Err(_) => {
+                    producer.poll(Duration::from_millis(10));
+                    continue;
+                }
+            }
+            producer.poll(Duration::ZERO);
+            if sent.is_multiple_of(20) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        (sent, producer.flush(flush).is_ok())
+    }
+
+    /// After the nodes of `nodes` whose indexes are in `on` (the replicas) stopped: each
+    /// partition of `topic` is byte-identical on them; every record of `acked` is in it at the offset its acknowledgement
+    /// gave; no record is there twice, and a partition's records are in the order they
+    /// were sent. Returns the number of records per partition.
+    ///
+    /// # Panics
+    /// On the first rule broken, naming the partition, node and record.
+    pub fn check_logs(
+        nodes: &Processes,
+        on: &[usize],
+        topic: &str,
+        partitions: i32,
+        acked: &HashMap<i32, BTreeMap<u64, Ack>>,
+    ) -> Vec<usize> {
+        let mut counts = Vec::new();
+        for p in 0..partitions {
+            let logs: Vec<_> = on
+                .iter()
+                .map(|i| read_log(&nodes.dir(*i), topic, p))
+                .collect();
+            for (k, l) in logs.iter().enumerate().skip(1) {
+                assert_eq!(
+                    (l.end, l.bytes.len()),
+                    (logs[0].end, logs[0].bytes.len()),
+                    "{topic}-{p}: node {} and node {} end alike",
+                    on[k] + 1,
+                    on[0] + 1
+                );
+                assert!(
+                    l.bytes == logs[0].bytes,
+                    "{topic}-{p}: node {} holds the same bytes as node {}",
+                    on[k] + 1,
+                    on[0] + 1
+                );
+            }
+            let mut at: HashMap<u64, i64> = HashMap::new();
+            let mut last: Option<u64> = None;
+            for (offset, value) in &logs[0].records {
+                let (part, seq) = parse(value);
+                assert_eq!(part, p, "{topic}-{p} holds only its own records");
+                if let Some(first) = at.insert(seq, *offset) {
+                    panic!(
+                        "{topic}-{p}: record {seq} is in the log twice (offsets {first} and {offset})"
+                    );
+                }
+                assert!(
+                    last.is_none_or(|l| seq > l),
+                    "{topic}-{p}: record {seq} at offset {offset} follows record {last:?}"
+                );
+                last = Some(seq);
+            }
+            for (seq, ack) in acked.get(&p).into_iter().flatten() {
+                assert_eq!(
+                    at.get(seq),
+                    Some(&ack.offset),
+                    "{topic}-{p}: acknowledged record {seq} at offset {}",
+                    ack.offset
+                );
+            }
+            counts.push(logs[0].records.len());
+        }
+        counts
     }
 }

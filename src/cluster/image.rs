@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::codec::{Reader, Writer};
-use super::records::{AlterPartition, CreateTopic, MetadataRecord, TopicId};
+use super::records::{AlterPartition, CreateTopic, MetadataRecord, PartitionRef, TopicId};
 use crate::{Error, Result, TopicConfig};
 
 /// The internal topic of committed offsets.
@@ -426,6 +426,75 @@ impl MetadataImage {
         });
     }
 
+    /// True if partition `p` is led by another broker than its preferred replica
+    /// (the first) while that replica is an unfenced ISR member: a preferred-leader
+    /// election would move it.
+    pub(crate) fn prefers_another_leader(&self, p: &PartitionImage) -> bool {
+        p.replicas
+            .first()
+            .is_some_and(|r| *r != p.leader && p.isr.contains(r) && self.is_unfenced(*r))
+    }
+
+    /// Moves the leadership of a partition to its preferred replica if
+    /// [`MetadataImage::prefers_another_leader`]; otherwise (a topic or partition gone,
+    /// the replica fenced or out of the ISR since the controller decided) nothing.
+    fn elect_preferred(&mut self, topic: &str, id: &TopicId, partition: i32) {
+        let Some(t) = self.topics.get(topic).filter(|t| t.id == *id) else {
+            return;
+        };
+        let Some(p) = usize::try_from(partition)
+            .ok()
+            .and_then(|i| t.partitions.get(i))
+        else {
+            return;
+        };
+        if !self.prefers_another_leader(p) {
+            return;
+        }
+        let mut t = (**t).clone();
+        let target = &mut t.partitions[partition as usize];
+        let (isr, preferred) = (target.isr.clone(), target.replicas[0]);
+        Self::change_partition(target, isr, preferred);
+        self.topics.insert(topic.to_string(), Arc::new(t));
+    }
+
+    /// The partitions a controller's automatic leader rebalance moves now (Kafka's
+    /// `checkAndTriggerAutoLeaderRebalance`): for each broker, of the partitions whose
+    /// preferred replica it is, the share that another broker leads; where that share
+    /// is above `percentage`, every one of them that
+    /// [`MetadataImage::prefers_another_leader`].
+    pub(crate) fn imbalanced_partitions(&self, percentage: u32) -> Vec<PartitionRef> {
+        let mut preferred: BTreeMap<i32, (usize, Vec<PartitionRef>)> = BTreeMap::new();
+        for t in self.topics.values() {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let Some(first) = p.replicas.first() else {
+                    continue;
+                };
+                let entry = preferred.entry(*first).or_default();
+                entry.0 += 1;
+                if p.leader != *first {
+                    entry.1.push(PartitionRef {
+                        topic: t.name.clone(),
+                        topic_id: t.id,
+                        partition: i as i32,
+                    });
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (total, off) in preferred.into_values() {
+            if off.len() * 100 > total * percentage as usize {
+                out.extend(off.into_iter().filter(|r| {
+                    self.topics
+                        .get(&r.topic)
+                        .and_then(|t| t.partitions.get(r.partition as usize))
+                        .is_some_and(|p| self.prefers_another_leader(p))
+                }));
+            }
+        }
+        out
+    }
+
     fn current_broker(
         &self,
         broker: i32,
@@ -544,6 +613,12 @@ impl MetadataImage {
                 let mut t = (**topic).clone();
                 t.configs = configs.iter().cloned().collect();
                 self.topics.insert(name.clone(), Arc::new(t));
+                Ok(Applied::Done)
+            }
+            MetadataRecord::ElectPreferredLeaders { partitions } => {
+                for r in partitions {
+                    self.elect_preferred(&r.topic, &r.topic_id, r.partition);
+                }
                 Ok(Applied::Done)
             }
             MetadataRecord::AllocateProducerIds {

@@ -119,6 +119,12 @@ pub(crate) struct ClusterConfig {
     pub offsets_topic_replication_factor: i16,
     /// Kafka `num.partitions`: partitions of a topic created with -1.
     pub default_partitions: i32,
+    /// Kafka `auto.leader.rebalance.enable`: true.
+    pub auto_leader_rebalance: bool,
+    /// Kafka `leader.imbalance.check.interval.seconds`: 300 s.
+    pub leader_imbalance_check_interval: Duration,
+    /// Kafka `leader.imbalance.per.broker.percentage`: 10.
+    pub leader_imbalance_per_broker_percentage: u32,
     /// A snapshot is taken (and the log compacted) once this many entries follow the
     /// last one.
     pub snapshot_after_entries: usize,
@@ -148,6 +154,9 @@ impl ClusterConfig {
             replica_lag_time_max: Duration::from_millis(30_000),
             offsets_topic_replication_factor: 3,
             default_partitions: 1,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval: Duration::from_secs(300),
+            leader_imbalance_per_broker_percentage: 10,
             snapshot_after_entries: 1024,
             tick: Duration::from_millis(100),
             election_ticks: 10,
@@ -223,6 +232,9 @@ pub(crate) struct Shared {
     broker_epoch: AtomicI64,
     /// Set by controlled shutdown: no more BrokerReady.
     shutting_down: AtomicBool,
+    /// Set once this process published the metadata log up to its own registration:
+    /// client requests are held until then.
+    caught_up: AtomicBool,
     waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
     next_request: AtomicU64,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
@@ -234,6 +246,20 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// `Closed` once the node stopped or failed.
+    fn check_running(&self) -> Result<()> {
+        if let Some(why) = self.failed.lock().clone() {
+            return Err(Error::Closed(format!(
+                "cluster node {} (it failed: {why})",
+                self.node_id
+            )));
+        }
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!("cluster node {}", self.node_id)));
+        }
+        Ok(())
+    }
+
     fn next_request_id(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed)
     }
@@ -261,6 +287,9 @@ impl Shared {
         *self.image.write() = current.clone();
         {
             let _g = self.published_lock.lock();
+            if update.caught_up {
+                self.caught_up.store(true, Ordering::Release);
+            }
             self.published.store(current.index, Ordering::Release);
             self.published_cv.notify_all();
         }
@@ -271,6 +300,71 @@ impl Shared {
                 w.cv.notify_all();
             }
         }
+    }
+}
+
+/// A proposal in flight ([`ClusterNode::submit`]); dropping it stops waiting.
+pub(crate) struct Proposal {
+    shared: Arc<Shared>,
+    request_id: u64,
+    waiter: Arc<Waiter>,
+    sent: bool,
+    name: &'static str,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+impl Proposal {
+    /// The outcome if it is decided (applied, rejected, timed out or the node closed),
+    /// without blocking.
+    pub(crate) fn poll(&self) -> Option<Result<Applied>> {
+        if let Some(outcome) = self.waiter.outcome.lock().take() {
+            return Some(outcome.map_err(Into::into));
+        }
+        if !self.sent || Instant::now() >= self.deadline || self.shared.check_running().is_err() {
+            return Some(Err(self.failure()));
+        }
+        None
+    }
+
+    /// Waits for the outcome.
+    pub(crate) fn wait(self) -> Result<Applied> {
+        let outcome = if self.sent {
+            let mut g = self.waiter.outcome.lock();
+            while g.is_none()
+                && self.shared.check_running().is_ok()
+                && !self.waiter.cv.wait_until(&mut g, self.deadline).timed_out()
+            {}
+            g.take()
+        } else {
+            None
+        };
+        match outcome {
+            Some(o) => o.map_err(Into::into),
+            None => Err(self.failure()),
+        }
+    }
+
+    /// Why no outcome came: the node closed, or the timeout.
+    fn failure(&self) -> Error {
+        if let Err(e) = self.shared.check_running() {
+            return e;
+        }
+        Error::Timeout(format!(
+            "{} was not applied by the cluster within {:?} (controller: {})",
+            self.name,
+            self.timeout,
+            match self.shared.leader.load(Ordering::Acquire) {
+                c if c >= 0 => format!("node {c}"),
+                _ => "none".to_string(),
+            }
+        ))
+    }
+}
+
+impl Drop for Proposal {
+    fn drop(&mut self) {
+        self.shared.waiters.lock().remove(&self.request_id);
     }
 }
 
@@ -447,6 +541,7 @@ impl ClusterNode {
             leader: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
             shutting_down: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
             next_request: AtomicU64::new(codec::random_u64() >> 2),
             listeners: Mutex::new(Vec::new()),
@@ -470,6 +565,10 @@ impl ClusterNode {
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
+        // A cluster node coordinates groups only while it leads `__consumer_offsets-0`
+        // (the replica manager loads it then): until then every group API answers
+        // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.
+        broker.group_coordinator().unload();
         let started = (|| -> Result<()> {
             let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
             let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
@@ -606,6 +705,32 @@ impl ClusterNode {
         (e >= 0).then_some(e)
     }
 
+    /// True once this process has published the metadata log up to its own
+    /// registration: its image holds everything the cluster decided before it started.
+    pub(crate) fn is_caught_up(&self) -> bool {
+        self.shared.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Holds a client request until this node has caught up with the metadata log (as
+    /// a Kafka broker processes no request before it has): true once it has, false if
+    /// `timeout` passes, the node stops, or `gone()` says the client left (checked
+    /// every 200 ms).
+    pub(crate) fn wait_caught_up(&self, timeout: Duration, gone: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.shared.published_lock.lock();
+        loop {
+            if self.is_caught_up() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.check_running().is_err() || gone() {
+                return false;
+            }
+            let step = (deadline - now).min(Duration::from_millis(200));
+            self.shared.published_cv.wait_for(&mut g, step);
+        }
+    }
+
     #[cfg(test)]
     /// Registers a listener: it is told about the current image at once (as an update
     /// from the empty image), then about every new one.
@@ -623,24 +748,18 @@ impl ClusterNode {
     }
 
     fn check_running(&self) -> Result<()> {
-        if let Some(why) = self.shared.failed.lock().clone() {
-            return Err(Error::Closed(format!(
-                "cluster node {} (it failed: {why})",
-                self.config.node_id
-            )));
-        }
-        if self.shared.stopped.load(Ordering::Acquire) {
-            return Err(Error::Closed(format!(
-                "cluster node {}",
-                self.config.node_id
-            )));
-        }
-        Ok(())
+        self.shared.check_running()
     }
 
     /// Proposes `record` and waits until this node has applied and published it (or
     /// `timeout`: `Error::Timeout`). Proposals are retried across leader changes.
     pub(crate) fn propose(&self, record: MetadataRecord, timeout: Duration) -> Result<Applied> {
+        self.submit(record, timeout)?.wait()
+    }
+
+    /// Proposes `record` without waiting: the returned [`Proposal`] tells its outcome
+    /// once this node has applied and published it, or a timeout after `timeout`.
+    pub(crate) fn submit(&self, record: MetadataRecord, timeout: Duration) -> Result<Proposal> {
         self.check_running()?;
         let name = record.name();
         let request_id = self.shared.next_request_id();
@@ -656,31 +775,23 @@ impl ClusterNode {
             .waiters
             .lock()
             .insert(request_id, waiter.clone());
-        let sent = self.inbox.send(Inbound::Propose {
+        let sent = self
+            .inbox
+            .send(Inbound::Propose {
+                request_id,
+                data,
+                deadline,
+            })
+            .is_ok();
+        Ok(Proposal {
+            shared: self.shared.clone(),
             request_id,
-            data,
+            waiter,
+            sent,
+            name,
+            timeout,
             deadline,
-        });
-        let outcome = if sent.is_err() {
-            None
-        } else {
-            let mut g = waiter.outcome.lock();
-            while g.is_none() && !waiter.cv.wait_until(&mut g, deadline).timed_out() {}
-            g.take()
-        };
-        self.shared.waiters.lock().remove(&request_id);
-        match outcome {
-            Some(Ok(applied)) => Ok(applied),
-            Some(Err(rejected)) => Err(rejected.into()),
-            None => {
-                self.check_running()?;
-                Err(Error::Timeout(format!(
-                    "{name} was not applied by the cluster within {timeout:?} (controller: {})",
-                    self.controller_id()
-                        .map_or("none".to_string(), |c| format!("node {c}"))
-                )))
-            }
-        }
+        })
     }
 
     /// The `CreateTopic` record for `t`, with the defaults filled in.
@@ -779,11 +890,14 @@ impl ClusterNode {
     }
 
     /// An ISR change from this node as a partition's leader (the data plane's
-    /// `AlterPartition`); stale ones are refused with `FencedLeaderEpoch` or
-    /// `InvalidUpdateVersion`.
-    pub(crate) fn alter_partition(&self, change: AlterPartition, timeout: Duration) -> Result<()> {
-        self.propose(MetadataRecord::AlterPartition(change), timeout)
-            .map(drop)
+    /// `AlterPartition`), without waiting; stale ones are refused with
+    /// `FencedLeaderEpoch` or `InvalidUpdateVersion`.
+    pub(crate) fn alter_partition(
+        &self,
+        change: AlterPartition,
+        timeout: Duration,
+    ) -> Result<Proposal> {
+        self.submit(MetadataRecord::AlterPartition(change), timeout)
     }
 
     /// Reserves `count` producer ids for this broker; returns the first.
@@ -856,6 +970,10 @@ impl ClusterNode {
         // Wake every waiting caller: they report the node closed.
         for w in self.shared.waiters.lock().values() {
             w.cv.notify_all();
+        }
+        {
+            let _g = self.shared.published_lock.lock();
+            self.shared.published_cv.notify_all();
         }
     }
 }

@@ -82,6 +82,7 @@ enum Internal {
     InitCluster,
     OffsetsTopic,
     Fence(i32),
+    Rebalance,
 }
 
 /// A proposal not applied after this long is proposed again (it may have been dropped
@@ -105,6 +106,8 @@ pub(crate) struct RaftLoop {
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
+    /// When the controller last checked the leaders' balance.
+    last_balance_check: Option<Instant>,
 }
 
 impl RaftLoop {
@@ -136,6 +139,7 @@ impl RaftLoop {
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
+            last_balance_check: None,
         }
     }
 
@@ -279,7 +283,10 @@ impl RaftLoop {
                 );
                 self.leader_since = Some(now);
             }
-            (false, Some(_)) => self.leader_since = None,
+            (false, Some(_)) => {
+                self.leader_since = None;
+                self.last_balance_check = None;
+            }
             _ => {}
         }
         self.lifecycle();
@@ -368,6 +375,7 @@ impl RaftLoop {
                 },
             );
         }
+        self.balance_leaders(now);
         if self.image.topic(OFFSETS_TOPIC).is_none() {
             let rf = self.config.offsets_topic_replication_factor;
             if self.image.unfenced_brokers().len() >= rf as usize {
@@ -383,6 +391,36 @@ impl RaftLoop {
                 self.propose_internal(Internal::OffsetsTopic, record);
             }
         }
+    }
+
+    /// Kafka's automatic leader rebalance: every `leader.imbalance.check.interval`
+    /// (counted from when this node became the controller), moves leaderships back to
+    /// the preferred replicas of the brokers whose share of partitions led by another
+    /// broker is above `leader.imbalance.per.broker.percentage`.
+    fn balance_leaders(&mut self, now: Instant) {
+        if !self.config.auto_leader_rebalance {
+            return;
+        }
+        let since = *self.last_balance_check.get_or_insert(now);
+        if now.duration_since(since) < self.config.leader_imbalance_check_interval {
+            return;
+        }
+        self.last_balance_check = Some(now);
+        let partitions = self
+            .image
+            .imbalanced_partitions(self.config.leader_imbalance_per_broker_percentage);
+        if partitions.is_empty() {
+            return;
+        }
+        tracing::info!(
+            node = self.me(),
+            partitions = partitions.len(),
+            "leaders are imbalanced: moving leaderships back to the preferred replicas"
+        );
+        self.propose_internal(
+            Internal::Rebalance,
+            MetadataRecord::ElectPreferredLeaders { partitions },
+        );
     }
 
     fn send(&self, msgs: Vec<Message>) {

@@ -60,6 +60,17 @@ pub(crate) struct AlterPartition {
     pub new_isr: Vec<i32>,
 }
 
+/// One partition named by a record: topic name and id, partition index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionRef {
+    /// Topic name.
+    pub topic: String,
+    /// The topic's id (a recreated topic of the same name is another topic).
+    pub topic_id: TopicId,
+    /// Partition index.
+    pub partition: i32,
+}
+
 /// One change to the cluster's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MetadataRecord {
@@ -138,6 +149,14 @@ pub(crate) enum MetadataRecord {
         /// Ids in the block.
         count: i64,
     },
+    /// Moves each partition's leadership back to its preferred replica (the first of
+    /// its replicas) where that replica is an unfenced ISR member and does not lead it
+    /// (the controller's automatic leader rebalance). Partitions where it cannot are
+    /// left as they are.
+    ElectPreferredLeaders {
+        /// The partitions.
+        partitions: Vec<PartitionRef>,
+    },
 }
 
 mod kind {
@@ -152,6 +171,7 @@ mod kind {
     pub const ALTER_PARTITION: u8 = 9;
     pub const ALTER_TOPIC_CONFIG: u8 = 10;
     pub const ALLOCATE_PRODUCER_IDS: u8 = 11;
+    pub const ELECT_PREFERRED_LEADERS: u8 = 12;
 }
 
 fn put_assignment(w: &mut Writer, a: &Option<Vec<Vec<i32>>>) {
@@ -194,6 +214,7 @@ impl MetadataRecord {
             MetadataRecord::AlterPartition(_) => "AlterPartition",
             MetadataRecord::AlterTopicConfig { .. } => "AlterTopicConfig",
             MetadataRecord::AllocateProducerIds { .. } => "AllocateProducerIds",
+            MetadataRecord::ElectPreferredLeaders { .. } => "ElectPreferredLeaders",
         }
     }
 
@@ -308,6 +329,16 @@ impl MetadataRecord {
                 w.i64(*broker_epoch);
                 w.i64(*count);
             }
+            MetadataRecord::ElectPreferredLeaders { partitions } => {
+                w.u8(kind::ELECT_PREFERRED_LEADERS);
+                w.u8(RECORD_VERSION);
+                w.u32(partitions.len() as u32);
+                for p in partitions {
+                    w.str(&p.topic);
+                    w.raw(&p.topic_id);
+                    w.i32(p.partition);
+                }
+            }
         }
     }
 
@@ -398,6 +429,20 @@ impl MetadataRecord {
                     broker_epoch,
                     count: r.i64()?,
                 }
+            }
+            kind::ELECT_PREFERRED_LEADERS => {
+                // At least a string length, 16 id bytes and a partition each.
+                let n = r.count(24)?;
+                let partitions = (0..n)
+                    .map(|_| {
+                        Ok(PartitionRef {
+                            topic: r.str()?,
+                            topic_id: r.fixed()?,
+                            partition: r.i32()?,
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                MetadataRecord::ElectPreferredLeaders { partitions }
             }
             other => {
                 return Err(r.error(format!("unknown metadata record type {other}")));
@@ -520,6 +565,20 @@ pub(crate) mod tests {
                 broker_id: 1,
                 broker_epoch: 3,
                 count: 1000,
+            },
+            MetadataRecord::ElectPreferredLeaders {
+                partitions: vec![
+                    PartitionRef {
+                        topic: "t".into(),
+                        topic_id: [3; 16],
+                        partition: 2,
+                    },
+                    PartitionRef {
+                        topic: "u".into(),
+                        topic_id: [4; 16],
+                        partition: 0,
+                    },
+                ],
             },
         ]
     }

@@ -7,7 +7,9 @@
 //! truncates by leader epoch), and it loads or unloads the group coordinator with the
 //! leadership of `__consumer_offsets-0`. Its ISR thread proposes the ISR changes the
 //! leaders' rules ask for (`AlterPartition`), every `replica.lag.time.max.ms / 2` at
-//! most, a quarter second at least.
+//! most, a quarter second at least, without waiting for their outcome (it settles them
+//! on its next rounds), so no partition's change waits for another's, with or without a
+//! controller.
 //!
 //! A [`Fetcher`] is one thread per source node (Kafka's `num.replica.fetchers` = 1).
 //! Each round it asks the leader for the end of its latest epoch for the partitions that
@@ -63,6 +65,13 @@ const ALTER_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Key = (String, i32);
 
+/// An ISR change proposed and not settled yet.
+struct IsrProposal {
+    partition: Partition,
+    leader_epoch: i32,
+    proposal: super::Proposal,
+}
+
 /// A partition this node leads.
 struct Led {
     topic_id: TopicId,
@@ -78,7 +87,8 @@ struct ManagerState {
     /// Fetchers told to stop and not joined yet (a call in flight to a hung leader may
     /// take its timeout: the metadata publisher does not wait for it).
     retired: Vec<Arc<Fetcher>>,
-    /// True while this node's group coordinator is loaded from `__consumer_offsets-0`.
+    /// True while this node's group coordinator is loaded (or being loaded) from
+    /// `__consumer_offsets-0`.
     coordinator: bool,
 }
 
@@ -95,6 +105,105 @@ pub(crate) struct ReplicaManager {
     isr_thread: Mutex<Option<JoinHandle<()>>>,
     /// Tests: while set, the fetchers send nothing (a follower cut off from leaders).
     paused: Arc<AtomicBool>,
+    /// Loads and unloads the group coordinator off the metadata publisher thread.
+    loader: CoordinatorLoader,
+}
+
+/// A job of the coordinator loader thread.
+enum LoaderJob {
+    /// Load the coordinator from `__consumer_offsets-0`, led here at `leader_epoch`.
+    Load {
+        partition: Partition,
+        leader_epoch: i32,
+    },
+    /// Stop coordinating.
+    Unload,
+}
+
+/// The thread that loads the group coordinator from `__consumer_offsets-0` when this
+/// node becomes its leader, and unloads it when it stops leading it, in the order the
+/// metadata said so. Loading reads the whole log, which may take a while: the metadata
+/// publisher only queues the job, so publication never waits for it. Until the load is
+/// done the group APIs answer NOT_COORDINATOR (clients retry), and a load whose
+/// leadership ended meanwhile is undone.
+struct CoordinatorLoader {
+    jobs: Mutex<Option<crossbeam_channel::Sender<LoaderJob>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Tests: every load first sleeps this long (a large offsets log).
+    #[cfg(test)]
+    delay: Arc<Mutex<Duration>>,
+}
+
+impl CoordinatorLoader {
+    fn new() -> CoordinatorLoader {
+        CoordinatorLoader {
+            jobs: Mutex::new(None),
+            thread: Mutex::new(None),
+            #[cfg(test)]
+            delay: Arc::new(Mutex::new(Duration::ZERO)),
+        }
+    }
+
+    fn start(&self, node_id: i32, broker: WeakBroker) -> crate::Result<()> {
+        let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
+        #[cfg(test)]
+        let delay = self.delay.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("coordinator-loader-{node_id}"))
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    let Some(broker) = broker.upgrade() else {
+                        return;
+                    };
+                    let coordinator = broker.group_coordinator();
+                    match job {
+                        LoaderJob::Unload => coordinator.unload(),
+                        LoaderJob::Load {
+                            partition,
+                            leader_epoch,
+                        } => {
+                            if partition.leader_epoch() != Some(leader_epoch) {
+                                continue;
+                            }
+                            #[cfg(test)]
+                            std::thread::sleep(*delay.lock());
+                            let started = Instant::now();
+                            match coordinator.load_partition(partition.clone()) {
+                                Ok(()) => {
+                                    tracing::info!(node = node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
+                                }
+                                Err(e) => {
+                                    tracing::error!(node = node_id, error = %e, "cannot load the group coordinator");
+                                }
+                            }
+                            // The leadership ended while it loaded: an Unload is queued
+                            // too, but nothing may be answered meanwhile.
+                            if partition.leader_epoch() != Some(leader_epoch) {
+                                coordinator.unload();
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::io("spawn", "the coordinator loader thread", e))?;
+        *self.jobs.lock() = Some(tx);
+        *self.thread.lock() = Some(h);
+        Ok(())
+    }
+
+    fn send(&self, job: LoaderJob) {
+        if let Some(tx) = self.jobs.lock().as_ref() {
+            let _ = tx.send(job);
+        }
+    }
+
+    /// Stops the thread once the jobs queued are done.
+    fn stop(&self) {
+        drop(self.jobs.lock().take());
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl ReplicaManager {
@@ -117,7 +226,14 @@ impl ReplicaManager {
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
             paused: Arc::new(AtomicBool::new(false)),
+            loader: CoordinatorLoader::new(),
         })
+    }
+
+    /// Tests: every coordinator load first sleeps `delay`, as a large offsets log would.
+    #[cfg(test)]
+    pub(crate) fn delay_coordinator_loads(&self, delay: Duration) {
+        *self.loader.delay.lock() = delay;
     }
 
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
@@ -131,14 +247,16 @@ impl ReplicaManager {
         }
     }
 
-    /// Starts the ISR thread.
+    /// Starts the ISR thread and the coordinator loader.
     pub(crate) fn start(self: &Arc<Self>) -> crate::Result<()> {
+        self.loader.start(self.node_id, self.broker.clone())?;
         let me = Arc::downgrade(self);
         let stop = self.stop.clone();
         let tick = (self.lag_max / 2).clamp(Duration::from_millis(50), Duration::from_millis(250));
         let h = std::thread::Builder::new()
             .name(format!("isr-{}", self.node_id))
             .spawn(move || {
+                let mut in_flight = Vec::new();
                 loop {
                     {
                         let mut stopped = stop.0.lock();
@@ -151,7 +269,7 @@ impl ReplicaManager {
                         }
                     }
                     let Some(m) = me.upgrade() else { return };
-                    m.check_isr();
+                    m.check_isr(&mut in_flight);
                 }
             })
             .map_err(|e| Error::io("spawn", "the ISR thread", e))?;
@@ -182,10 +300,23 @@ impl ReplicaManager {
         for f in fetchers {
             f.stop();
         }
+        self.loader.stop();
     }
 
-    /// Proposes the ISR changes the leaders' rules ask for now.
-    fn check_isr(&self) {
+    /// Settles the ISR changes proposed before (a refusal or a timeout lets the leader
+    /// propose another), then proposes the changes the leaders' rules ask for now. It
+    /// never waits for the controller: one partition's change cannot hold up another's,
+    /// even with no controller at all.
+    fn check_isr(&self, in_flight: &mut Vec<IsrProposal>) {
+        in_flight.retain(|p| match p.proposal.poll() {
+            None => true,
+            Some(Ok(_)) => false,
+            Some(Err(e)) => {
+                tracing::warn!(node = self.node_id, partition = %p.partition.name(), error = %e, "ISR change not applied");
+                p.partition.isr_change_failed(p.leader_epoch);
+                false
+            }
+        });
         let Some(node) = self.node.upgrade() else {
             return;
         };
@@ -209,7 +340,7 @@ impl ReplicaManager {
                 continue;
             };
             tracing::info!(node = self.node_id, partition = %partition.name(), isr = ?change.new_isr, "proposing an ISR change");
-            let result = node.alter_partition(
+            let submitted = node.alter_partition(
                 AlterPartition {
                     topic: topic.clone(),
                     topic_id,
@@ -222,9 +353,16 @@ impl ReplicaManager {
                 },
                 ALTER_TIMEOUT,
             );
-            if let Err(e) = result {
-                tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not applied");
-                partition.isr_change_failed(change.leader_epoch);
+            match submitted {
+                Ok(proposal) => in_flight.push(IsrProposal {
+                    partition,
+                    leader_epoch: change.leader_epoch,
+                    proposal,
+                }),
+                Err(e) => {
+                    tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not proposed");
+                    partition.isr_change_failed(change.leader_epoch);
+                }
             }
         }
     }
@@ -287,7 +425,7 @@ impl MetadataListener for ReplicaManager {
             self.unfollow(&mut st, &key);
             st.led.remove(&key);
             if topic == OFFSETS_TOPIC && *p == 0 && st.coordinator {
-                broker.group_coordinator().unload();
+                self.loader.send(LoaderJob::Unload);
                 st.coordinator = false;
             }
         }
@@ -336,12 +474,11 @@ impl MetadataListener for ReplicaManager {
                         },
                     );
                     if offsets && !was_leader {
-                        match broker.group_coordinator().load_partition(partition) {
-                            Ok(()) => st.coordinator = true,
-                            Err(e) => {
-                                tracing::error!(node = self.node_id, error = %e, "cannot load the group coordinator");
-                            }
-                        }
+                        self.loader.send(LoaderJob::Load {
+                            partition,
+                            leader_epoch,
+                        });
+                        st.coordinator = true;
                     }
                 }
                 LocalRole::Follower {
@@ -351,7 +488,7 @@ impl MetadataListener for ReplicaManager {
                 } => {
                     st.led.remove(&key);
                     if offsets && st.coordinator {
-                        broker.group_coordinator().unload();
+                        self.loader.send(LoaderJob::Unload);
                         st.coordinator = false;
                     }
                     self.unfollow(&mut st, &key);

@@ -254,9 +254,14 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
         partition_epoch: p.partition_epoch,
         new_isr: p.isr.iter().copied().filter(|r| *r != follower).collect(),
     };
-    c.node(0).alter_partition(shrink.clone(), WAIT).unwrap();
+    c.node(0)
+        .alter_partition(shrink.clone(), WAIT)
+        .and_then(Proposal::wait)
+        .unwrap();
     assert!(matches!(
-        c.node(0).alter_partition(shrink, WAIT),
+        c.node(0)
+            .alter_partition(shrink, WAIT)
+            .and_then(Proposal::wait),
         Err(crate::Error::InvalidUpdateVersion { .. })
     ));
     // (The leader's replica manager may add the caught-up follower back at once: the

@@ -72,6 +72,8 @@ pub struct GroupConfig {
     pub auto_offset_reset: OffsetReset,
     /// `max.partition.fetch.bytes`. Default 1 MiB.
     pub max_partition_fetch_bytes: usize,
+    /// `check.crcs`: check every batch's CRC-32C before decoding it. Default true.
+    pub check_crcs: bool,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
     /// `client.id`, the prefix of the member id. Default "tidelog".
@@ -112,6 +114,7 @@ impl GroupConfig {
             auto_commit_interval: Duration::from_secs(5),
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
+            check_crcs: true,
             group_instance_id: None,
             client_id: "tidelog".into(),
         }
@@ -163,6 +166,13 @@ impl GroupConfig {
     #[must_use]
     pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
         self.assignors = assignors;
+        self
+    }
+
+    /// Sets `check.crcs`.
+    #[must_use]
+    pub fn check_crcs(mut self, check: bool) -> Self {
+        self.check_crcs = check;
         self
     }
 
@@ -298,6 +308,7 @@ impl GroupConsumer {
             group_id: Some(config.group_id.clone()),
             auto_offset_reset: config.auto_offset_reset,
             max_partition_fetch_bytes: config.max_partition_fetch_bytes,
+            check_crcs: config.check_crcs,
             ..ConsumerConfig::default()
         };
         let now = Instant::now();

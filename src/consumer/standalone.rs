@@ -42,6 +42,10 @@ pub struct ConsumerConfig {
     pub max_partition_fetch_bytes: usize,
     /// Most bytes returned by one poll (`fetch.max.bytes`). Default 50 MiB.
     pub fetch_max_bytes: usize,
+    /// Check the CRC-32C of every batch a poll hands out before decoding its records
+    /// (`check.crcs`). Default true, as in Kafka: a batch whose bytes changed on disk
+    /// after it was appended is an [`Error::Corrupt`] instead of wrong records.
+    pub check_crcs: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -51,6 +55,7 @@ impl Default for ConsumerConfig {
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
             fetch_max_bytes: 50 << 20,
+            check_crcs: true,
         }
     }
 }
@@ -74,6 +79,13 @@ impl ConsumerConfig {
     #[must_use]
     pub fn max_partition_fetch_bytes(mut self, bytes: usize) -> Self {
         self.max_partition_fetch_bytes = bytes.max(1);
+        self
+    }
+
+    /// Sets `check.crcs`.
+    #[must_use]
+    pub fn check_crcs(mut self, check: bool) -> Self {
+        self.check_crcs = check;
         self
     }
 }
@@ -106,6 +118,8 @@ struct Fetched {
     slice: LogSlice,
     /// Most bytes one compressed batch may decompress to (from `max.message.bytes`).
     limit: usize,
+    /// Check each batch's CRC-32C before decoding it (`check.crcs`).
+    check_crcs: bool,
     /// The records sections of the slice's compressed batches, in order, decompressed
     /// the first time an iterator reaches one of them. Uncompressed batches are read
     /// in place and never touch this.
@@ -229,10 +243,62 @@ impl std::fmt::Debug for ConsumerRecordsIter<'_> {
     }
 }
 
+impl<'a> ConsumerRecordsIter<'a> {
+    /// `b` if its CRC-32C matches its bytes; else `Error::Corrupt` naming the partition
+    /// and the batch's offset.
+    fn check_crc(&self, b: Batch<'a>) -> Result<Batch<'a>> {
+        match Batch::parse_at(b.as_bytes(), self.topic, 0) {
+            Ok(_) => Ok(b),
+            Err(Error::Corrupt { reason, .. }) => Err(Error::corrupt(
+                format!(
+                    "{}-{} (batch at offset {})",
+                    self.topic,
+                    self.partition,
+                    b.base_offset()
+                ),
+                0,
+                reason,
+            )),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl<'a> Iterator for ConsumerRecordsIter<'a> {
     type Item = Result<ConsumerRecord<'a>>;
 
+    /// The next record of the current batch, inlined into the caller's loop (so that
+    /// the fields it does not read are never decoded into a `ConsumerRecord`); the
+    /// rest (skipping records before the fetch offset, moving to the next batch or
+    /// partition, decompressing) is `next_slow`.
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(records) = &mut self.records {
+            match records.next() {
+                Some(Ok(r)) if r.offset >= self.from => {
+                    return Some(Ok(ConsumerRecord {
+                        topic: self.topic,
+                        partition: self.partition,
+                        offset: r.offset,
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers,
+                    }));
+                }
+                // Before the fetch offset: skipped below.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Some(Err(e)),
+                None => self.records = None,
+            }
+        }
+        self.next_slow()
+    }
+}
+
+impl<'a> ConsumerRecordsIter<'a> {
+    #[inline(never)]
+    fn next_slow(&mut self) -> Option<Result<ConsumerRecord<'a>>> {
         loop {
             if let Some(records) = &mut self.records {
                 match records.next() {
@@ -253,8 +319,16 @@ impl<'a> Iterator for ConsumerRecordsIter<'a> {
                 }
             }
             if !self.rest.is_empty() {
-                // The slice holds whole batches validated when they were appended.
-                match Batch::parse_header_at(self.rest, self.topic, 0) {
+                // The slice holds whole batches validated when they were appended; with
+                // `check.crcs` each one's CRC is checked again here.
+                let next =
+                    Batch::parse_header_at(self.rest, self.topic, 0).and_then(|b| {
+                        match self.current {
+                            Some(f) if f.check_crcs => self.check_crc(b),
+                            _ => Ok(b),
+                        }
+                    });
+                match next {
                     Ok(b) if b.compression() != 0 => {
                         self.rest = &self.rest[b.len()..];
                         let f = self.current.expect("a slice is being walked");
@@ -543,6 +617,7 @@ impl Fetcher {
                 from: pos,
                 slice,
                 limit: decompression_limit(a.partition.log().config().max_message_bytes),
+                check_crcs: self.config.check_crcs,
                 decompressed: OnceLock::new(),
             });
             if budget == 0 {
@@ -766,5 +841,52 @@ impl Consumer {
     pub fn close(&mut self) {
         self.fetcher.unassign();
         self.closed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Compression, Producer, ProducerRecord, TopicConfig};
+
+    /// A consumer that starts inside a batch skips the batch's earlier records, for
+    /// plain and compressed batches, and hands out the rest of every partition.
+    #[test]
+    fn a_read_from_inside_a_batch_starts_at_the_position() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        for (topic, codec) in [("plain", Compression::None), ("packed", Compression::Lz4)] {
+            broker
+                .create_topic(topic, 1, TopicConfig::new())
+                .expect("topic");
+            let producer = Producer::builder(&broker)
+                .compression(codec)
+                .build()
+                .expect("producer");
+            let values: Vec<[u8; 4]> = (0u32..10).map(u32::to_be_bytes).collect();
+            let records: Vec<ProducerRecord<'_>> =
+                values.iter().map(|v| ProducerRecord::new(v)).collect();
+            producer.send_batch(topic, &records).expect("send");
+            producer.send_batch(topic, &records[..3]).expect("send");
+
+            let mut consumer = Consumer::new(&broker, ConsumerConfig::default());
+            consumer.assign(&[(topic, 0)]).expect("assign");
+            consumer.seek(topic, 0, 4).expect("seek");
+            let mut got = Vec::new();
+            for _ in 0..10 {
+                let polled = consumer.poll(Duration::from_millis(100)).expect("poll");
+                for r in polled.iter() {
+                    let r = r.expect("record");
+                    got.push((r.offset, r.value.map(<[u8]>::to_vec)));
+                }
+                if got.len() >= 9 {
+                    break;
+                }
+            }
+            let want: Vec<(i64, Option<Vec<u8>>)> = (4..13)
+                .map(|o| (o, Some(((o % 10) as u32).to_be_bytes().to_vec())))
+                .collect();
+            assert_eq!(got, want, "{topic}");
+        }
     }
 }

@@ -1,24 +1,34 @@
-//! The record accumulator: one open RecordBatch v2 per partition, shared by every thread
-//! that sends to it.
+//! The record accumulator: one open RecordBatch v2 per partition and sending thread.
 //!
-//! Records are encoded straight into the partition's open batch (no per-record
-//! allocation). A batch is appended to the log as a whole when it reaches `batch_size`,
-//! when it is `linger` old (the producer's linger thread), when a synchronous send or
-//! `flush()` asks for it, or when the producer closes. The append happens under the
-//! partition's accumulator lock, so batches of one partition reach the log in the order
-//! their records were accumulated: per-thread, per-partition order is kept.
+//! Each thread that sends through a producer fills its own batch for each partition it
+//! sends to (a [`Lane`]). Records are encoded straight into that batch (no per-record
+//! allocation), and a lane's lock is only ever contended by the producer's linger thread
+//! or a `flush`, so a send costs one uncontended lock and no other shared write. That
+//! lock is a spin lock (one compare-and-swap to take it, a plain store to release it:
+//! about half the cost of a parking mutex, whose release is a second atomic
+//! read-modify-write); a thread that finds it held backs off to yielding and then to
+//! short sleeps, since the holder may be appending (and fsyncing) a batch. A batch
+//! is appended to the log as a whole when it reaches `batch_size`, when it is `linger`
+//! old (the producer's linger thread), when a synchronous send or `flush()` asks for it,
+//! when its thread ends, or when the producer closes. The append happens under the
+//! lane's lock, so one thread's batches of one partition reach the log in the order their
+//! records were sent: per-thread, per-partition order is kept. Batches of different
+//! threads interleave in the log, batch by batch.
 //!
-//! Each batch has one shared completion slot (one allocation per batch); a record's
-//! receipt is the slot plus the record's index in the batch, so its offset is
-//! `base_offset + index` once the batch is appended.
+//! A batch gets a completion slot (one allocation per batch) only when a record in it
+//! asks for a receipt; a record's receipt is the slot plus the record's index in the
+//! batch, so its offset is `base_offset + index` once the batch is appended. Records
+//! sent without a receipt report a failed append through the producer's error sink,
+//! which `flush` and `close` return.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use spin::mutex::{SpinMutex, SpinMutexGuard};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::record::{BatchBuilder, Compression};
 use crate::storage::AppendInfo;
 use crate::topic::Partition;
@@ -70,152 +80,385 @@ impl BatchSlot {
     }
 }
 
-struct AccState {
-    builder: BatchBuilder,
-    slot: Arc<BatchSlot>,
-    /// When the first record of the open batch arrived.
-    opened: Option<Instant>,
+/// Where the errors of records that nobody waits on go: the first one is kept until
+/// `flush` or `close` returns it.
+#[derive(Debug, Default)]
+pub(crate) struct ErrorSink {
+    first: Mutex<Option<Error>>,
+}
+
+impl ErrorSink {
+    fn record(&self, e: &Error) {
+        let mut first = self.first.lock();
+        if first.is_none() {
+            *first = Some(e.clone());
+        }
+    }
+
+    /// The first error since the last call, if any.
+    pub(crate) fn take(&self) -> Option<Error> {
+        self.first.lock().take()
+    }
+}
+
+/// How the sender of a record learns where it went: what [`Lane::push`] returns.
+pub(crate) trait Delivery: Copy {
+    /// What the sender gets back.
+    type Out;
+
+    /// Called with the lane locked, right after the record (at `index`) was pushed into
+    /// a batch that is full at `batch_size` bytes. `committed` is the partition whose
+    /// high watermark must pass the record before it is acknowledged (`acks=all` on a
+    /// replicated partition).
+    fn after_push(
+        self,
+        st: &mut LaneState,
+        index: i32,
+        batch_size: usize,
+        committed: Option<Partition>,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) -> Self::Out;
+}
+
+/// No receipt: a failed append goes to the producer's error sink.
+#[derive(Clone, Copy)]
+pub(crate) struct Forget;
+
+/// A receipt on the batch's slot: the slot, the record's index in the batch and the
+/// partition to wait on for `acks=all`.
+#[derive(Clone, Copy)]
+pub(crate) struct Receipt;
+
+/// Append the batch now: the outcome, the record's index in the batch and the partition
+/// to wait on for `acks=all` (after the lane is unlocked).
+#[derive(Clone, Copy)]
+pub(crate) struct Now;
+
+impl Delivery for Forget {
+    type Out = ();
+
+    #[inline]
+    fn after_push(
+        self,
+        st: &mut LaneState,
+        _: i32,
+        batch_size: usize,
+        _: Option<Partition>,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) {
+        st.unobserved = true;
+        append_if_due(st, batch_size, config, sink);
+    }
+}
+
+impl Delivery for Receipt {
+    type Out = (Arc<BatchSlot>, i32, Option<Partition>);
+
+    fn after_push(
+        self,
+        st: &mut LaneState,
+        index: i32,
+        batch_size: usize,
+        committed: Option<Partition>,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) -> Self::Out {
+        let slot = Arc::clone(st.slot.get_or_insert_with(Arc::default));
+        append_if_due(st, batch_size, config, sink);
+        (slot, index, committed)
+    }
+}
+
+impl Delivery for Now {
+    type Out = (AppendResult, i32, Option<Partition>);
+
+    fn after_push(
+        self,
+        st: &mut LaneState,
+        index: i32,
+        _: usize,
+        committed: Option<Partition>,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) -> Self::Out {
+        (append_now(st, config.fsync, sink), index, committed)
+    }
+}
+
+/// Appends the open batch if it is full (`batch_size`), or if linger is zero.
+#[inline]
+fn append_if_due(st: &mut LaneState, batch_size: usize, config: LaneConfig, sink: &ErrorSink) {
+    if config.immediate || st.builder.size_bytes() >= batch_size {
+        append_locked(st, config.fsync, sink);
+    }
+}
+
+/// A record as the accumulator sees it.
+#[derive(Clone, Copy)]
+pub(crate) struct Rec<'a> {
+    pub(crate) timestamp: i64,
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) value: Option<&'a [u8]>,
+    pub(crate) headers: &'a [(&'a str, &'a [u8])],
 }
 
 /// An upper bound of the bytes a record adds to a batch: its fields plus the largest
 /// varint overheads (length 5, attributes 1, timestamp delta 10, offset delta 5, key
 /// and value lengths 5 each, header count 5, each header's two lengths 10). Cheaper than
 /// the exact size; a batch may end a few bytes short of `batch_size`.
-fn max_record_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, &[u8])]) -> usize {
+#[inline]
+fn max_record_size(r: &Rec<'_>) -> usize {
     let len = |b: Option<&[u8]>| b.map_or(0, <[u8]>::len);
-    let h: usize = headers.iter().map(|(k, v)| 10 + k.len() + v.len()).sum();
-    36 + len(key) + len(value) + h
+    let mut size = 36 + len(r.key) + len(r.value);
+    for (k, v) in r.headers {
+        size += 10 + k.len() + v.len();
+    }
+    size
 }
 
-/// The accumulator of one partition.
-pub(crate) struct PartitionAccumulator {
-    pub(crate) partition: Partition,
+/// Settings every push and append of a producer needs.
+#[derive(Clone, Copy)]
+pub(crate) struct LaneConfig {
+    /// `batch.size` in bytes.
+    pub(crate) batch_size: usize,
+    /// Fsync after each append (`Durability::Fsync`).
+    pub(crate) fsync: bool,
+    /// `linger` is zero: every record is appended as soon as it is pushed.
+    pub(crate) immediate: bool,
+    /// `acks=all`: on a replicated partition, a record is refused while the ISR is
+    /// below `min.insync.replicas`, and acknowledged once the high watermark passed it.
+    pub(crate) acks_all: bool,
+}
+
+/// The partition a lane appends to, with what it read from the topic's config.
+struct Target {
+    partition: Partition,
     /// The topic's `max.message.bytes`: batches are cut below it even if the producer's
     /// `batch_size` is larger (a single larger record still fails, as in Kafka). Read
     /// again after each append, so a topic config change applies to the next batch.
-    max_batch: AtomicUsize,
+    max_batch: usize,
     /// The producer's `compression.type`; the topic's own `compression.type`, read again
     /// after each append, decides what the builder uses.
     producer_codec: Compression,
-    state: Mutex<AccState>,
 }
 
-/// Where one record went: its batch's slot and its index in the batch.
-pub(crate) struct Pending {
-    pub(crate) slot: Arc<BatchSlot>,
-    pub(crate) index: i32,
+pub(crate) struct LaneState {
+    /// None once the producer closed: the lane holds nothing any more.
+    target: Option<Target>,
+    builder: BatchBuilder,
+    /// Completion of the open batch, made when a record in it first asks for a receipt.
+    slot: Option<Arc<BatchSlot>>,
+    /// The open batch holds records whose senders asked for no receipt.
+    unobserved: bool,
+    /// When the first record of the open batch arrived.
+    opened: Option<Instant>,
 }
 
-impl PartitionAccumulator {
+/// One thread's open batch for one partition.
+pub(crate) struct Lane {
+    state: SpinMutex<LaneState>,
+    /// The thread that filled the lane no longer uses it (it ended, or the producer's
+    /// topic was deleted): what is left is appended and the lane dropped.
+    orphaned: AtomicBool,
+}
+
+impl Lane {
     pub(crate) fn new(partition: Partition, batch_size: usize, codec: Compression) -> Self {
         let config = partition.log().config();
         let max_batch = config.max_message_bytes as usize;
-        PartitionAccumulator {
-            partition,
-            max_batch: AtomicUsize::new(max_batch),
-            producer_codec: codec,
-            state: Mutex::new(AccState {
-                builder: BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024)
-                    .compression(config.compression_type.resolve(codec)),
-                slot: Arc::new(BatchSlot::default()),
+        let builder = BatchBuilder::with_capacity(batch_size.min(max_batch) + 1024)
+            .compression(config.compression_type.resolve(codec));
+        Lane {
+            state: SpinMutex::new(LaneState {
+                target: Some(Target {
+                    partition,
+                    max_batch,
+                    producer_codec: codec,
+                }),
+                builder,
+                slot: None,
+                unobserved: false,
                 opened: None,
             }),
+            orphaned: AtomicBool::new(false),
         }
     }
 
+    /// Takes the lane's lock: at once on the sending thread's path, else after a
+    /// backoff (see the module's documentation).
+    #[inline]
+    fn lock(&self) -> SpinMutexGuard<'_, LaneState> {
+        match self.state.try_lock() {
+            Some(guard) => guard,
+            None => self.lock_contended(),
+        }
+    }
+
+    #[cold]
+    fn lock_contended(&self) -> SpinMutexGuard<'_, LaneState> {
+        let mut tries = 0u32;
+        loop {
+            if let Some(guard) = self.state.try_lock() {
+                return guard;
+            }
+            tries = tries.saturating_add(1);
+            if tries < 64 {
+                std::hint::spin_loop();
+            } else if tries < 128 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    pub(crate) fn orphan(&self) {
+        self.orphaned.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_orphaned(&self) -> bool {
+        self.orphaned.load(Ordering::Acquire)
+    }
+
     /// Adds a record to the open batch, appending the batch first if the record would
-    /// make it exceed `batch_size`, and after if it is now full.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn push(
+    /// make it exceed `batch_size`, and after if it is now full (or linger is zero, or
+    /// `delivery` is [`Now`]). `Error::Closed` once the producer closed the lane; with
+    /// `acks=all` on a replicated partition, `Error::NotEnoughReplicas` (nothing pushed)
+    /// while its ISR is below `min.insync.replicas`.
+    #[inline]
+    pub(crate) fn push<D: Delivery>(
         &self,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(&str, &[u8])],
-        batch_size: usize,
-        fsync: bool,
-        flush_now: bool,
-    ) -> Pending {
-        let batch_size = batch_size.min(self.max_batch.load(Ordering::Relaxed));
-        let mut st = self.state.lock();
-        if !st.builder.is_empty()
-            && st.builder.size_bytes() + max_record_size(key, value, headers) > batch_size
-        {
-            self.append_locked(&mut st, fsync);
+        r: &Rec<'_>,
+        delivery: D,
+        config: LaneConfig,
+        sink: &ErrorSink,
+    ) -> Result<D::Out> {
+        let mut st = self.lock();
+        let Some(target) = &st.target else {
+            return Err(Error::Closed("producer".into()));
+        };
+        let batch_size = config.batch_size.min(target.max_batch);
+        // One atomic load a record; the ISR is looked at only on a replicated partition.
+        let committed = if config.acks_all && target.partition.log().is_replicated() {
+            target.partition.check_enough_replicas()?;
+            Some(target.partition.clone())
+        } else {
+            None
+        };
+        if !st.builder.is_empty() && st.builder.size_bytes() + max_record_size(r) > batch_size {
+            append_locked(&mut st, config.fsync, sink);
         }
         if st.builder.is_empty() {
             st.opened = Some(Instant::now());
         }
-        st.builder.push(timestamp, key, value, headers);
-        let pending = Pending {
-            slot: Arc::clone(&st.slot),
-            index: st.builder.len() as i32 - 1,
-        };
-        if flush_now || st.builder.size_bytes() >= batch_size {
-            self.append_locked(&mut st, fsync);
-        }
-        pending
+        st.builder.push(r.timestamp, r.key, r.value, r.headers);
+        let index = st.builder.len() as i32 - 1;
+        Ok(delivery.after_push(&mut st, index, batch_size, committed, config, sink))
     }
 
     /// Appends the open batch now (if any). Returns the append error, if one happened.
-    pub(crate) fn flush(&self, fsync: bool) -> Result<()> {
-        let mut st = self.state.lock();
-        match self.append_locked(&mut st, fsync) {
+    pub(crate) fn flush(&self, fsync: bool, sink: &ErrorSink) -> Result<()> {
+        let mut st = self.lock();
+        match append_locked(&mut st, fsync, sink) {
             Some(Err(e)) => Err(e),
             _ => Ok(()),
         }
     }
 
-    /// Appends the open batch if it is at least `linger` old. Does not wait for a busy
-    /// partition.
-    pub(crate) fn flush_if_older(&self, linger: Duration, fsync: bool) {
+    /// Appends the open batch if it is at least `linger` old, or if the lane is
+    /// orphaned. Does not wait for a lane in use.
+    pub(crate) fn flush_if_older(&self, linger: Duration, fsync: bool, sink: &ErrorSink) {
         if let Some(mut st) = self.state.try_lock()
-            && st.opened.is_some_and(|t| t.elapsed() >= linger)
+            && st
+                .opened
+                .is_some_and(|t| self.is_orphaned() || t.elapsed() >= linger)
         {
-            self.append_locked(&mut st, fsync);
+            append_locked(&mut st, fsync, sink);
         }
     }
 
-    fn append_locked(&self, st: &mut AccState, fsync: bool) -> Option<AppendResult> {
-        if st.builder.is_empty() {
-            return None;
-        }
-        let AccState {
-            builder,
-            slot,
-            opened,
-            ..
-        } = st;
-        let result = self
-            .partition
-            .append_builder(builder)
-            .and_then(|info: AppendInfo| {
-                if fsync {
-                    self.partition.sync()?;
-                }
-                Ok(Appended {
-                    base_offset: info.base_offset,
-                    log_append_time: info.log_append_time,
-                })
-            });
-        let config = self.partition.log().config();
-        self.max_batch
-            .store(config.max_message_bytes as usize, Ordering::Relaxed);
-        let codec = config.compression_type.resolve(self.producer_codec);
-        if builder.codec() != codec {
-            *builder = std::mem::take(builder).compression(codec);
-        }
-        slot.complete(result.clone());
-        *slot = Arc::new(BatchSlot::default());
-        *opened = None;
-        Some(result)
+    /// True if the open batch holds no record (false while the lane is in use).
+    pub(crate) fn is_idle_and_empty(&self) -> bool {
+        self.state
+            .try_lock()
+            .is_some_and(|st| st.builder.is_empty())
     }
+
+    /// Appends what is left and lets go of the partition and the batch buffer: the lane
+    /// refuses records from now on. Returns the append error, if one happened.
+    pub(crate) fn retire(&self, fsync: bool, sink: &ErrorSink) -> Result<()> {
+        let mut st = self.lock();
+        let result = match append_locked(&mut st, fsync, sink) {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        };
+        st.target = None;
+        st.builder = BatchBuilder::with_capacity(0);
+        result
+    }
+}
+
+/// Appends the open batch of `st` if it has records (see [`append_now`]).
+fn append_locked(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> Option<AppendResult> {
+    (!st.builder.is_empty()).then(|| append_now(st, fsync, sink))
+}
+
+/// Appends the open batch of `st`, completes its slot, and sends the error of records
+/// nobody waits on (sent without a receipt, or whose receipts were all dropped) to
+/// `sink`. A lane whose producer closed appends nothing: `Error::Closed`.
+fn append_now(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> AppendResult {
+    let LaneState {
+        target,
+        builder,
+        slot,
+        unobserved,
+        opened,
+    } = st;
+    let result = match target {
+        Some(t) => {
+            let result = t
+                .partition
+                .append_builder(builder)
+                .and_then(|info: AppendInfo| {
+                    if fsync {
+                        t.partition.sync()?;
+                    }
+                    Ok(Appended {
+                        base_offset: info.base_offset,
+                        log_append_time: info.log_append_time,
+                    })
+                });
+            let config = t.partition.log().config();
+            t.max_batch = config.max_message_bytes as usize;
+            let codec = config.compression_type.resolve(t.producer_codec);
+            if builder.codec() != codec {
+                *builder = std::mem::take(builder).compression(codec);
+            }
+            result
+        }
+        None => Err(Error::Closed("producer".into())),
+    };
+    if let Err(e) = &result {
+        // Records sent without a receipt, or whose receipts were all dropped: nobody
+        // else hears of it. (A synchronous sender gets the result itself.)
+        let dropped = slot.as_ref().is_some_and(|s| Arc::strong_count(s) == 1);
+        if *unobserved || dropped {
+            sink.record(e);
+        }
+    }
+    if let Some(slot) = slot.take() {
+        slot.complete(result.clone());
+    }
+    *unobserved = false;
+    *opened = None;
+    result
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::producer::DeliveryReceipt;
 
     /// Receipts of `n` records of one batch.
@@ -264,5 +507,18 @@ mod tests {
             })
             .collect();
         assert!(Arc::ptr_eq(&sources[0], &sources[1]), "one error, shared");
+    }
+
+    #[test]
+    fn the_sink_keeps_the_first_error_until_taken() {
+        let sink = ErrorSink::default();
+        assert!(sink.take().is_none());
+        sink.record(&Error::Timeout("first".into()));
+        sink.record(&Error::Timeout("second".into()));
+        match sink.take() {
+            Some(Error::Timeout(m)) => assert_eq!(m, "first"),
+            other => panic!("expected the first error, got {other:?}"),
+        }
+        assert!(sink.take().is_none(), "taken once");
     }
 }

@@ -1,28 +1,33 @@
 //! The producer: partitioning, batching and delivery of records.
 //!
-//! A [`Producer`] is cloneable and `Send + Sync`; all clones share one accumulator, so
-//! records sent from many threads to one partition coalesce into the same RecordBatch v2
-//! batches (see `accumulator.rs`). Acknowledgement levels keep Kafka's names with their
-//! in-process meaning documented on [`Acks`].
+//! A [`Producer`] is cloneable and `Send + Sync`. Each thread that sends through it (or
+//! a clone) fills its own RecordBatch v2 batch per partition (see `accumulator.rs`), so
+//! senders never wait for each other, and each thread's records keep their order within
+//! a partition; `flush`, `close` and the linger thread append every thread's batches.
+//! A send takes no lock other threads contend for, allocates nothing (but a receipt's
+//! slot, once per batch), and reads the coarse clock (`clock.rs`). Acknowledgement
+//! levels keep Kafka's names with their in-process meaning documented on [`Acks`].
 
 mod accumulator;
+mod clock;
 mod partitioner;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::storage::now_ms;
-
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::broker::Broker;
 use crate::record::Compression;
 use crate::topic::Topic;
 use crate::{Error, Result};
-use accumulator::{AppendResult, BatchSlot, PartitionAccumulator};
+use accumulator::{
+    AppendResult, BatchSlot, Delivery, ErrorSink, Forget, Lane, LaneConfig, Now, Rec, Receipt,
+};
 
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
@@ -40,7 +45,9 @@ pub struct ProducerRecord<'a> {
     pub headers: &'a [(&'a str, &'a [u8])],
     /// An explicit partition; None lets the partitioner choose.
     pub partition: Option<i32>,
-    /// CreateTime in ms since the epoch; None uses the current time.
+    /// CreateTime in ms since the epoch; None uses the current time, read from the
+    /// kernel's coarse clock (at most one timer tick, 1 to 4 ms, behind the system
+    /// clock; see [`ProducerRecord::timestamp`] to set it exactly).
     pub timestamp: Option<i64>,
 }
 
@@ -107,7 +114,8 @@ pub struct RecordMetadata {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acks {
     /// `acks=0`: `send` returns once the record is in the accumulator; the offset is
-    /// reported as -1. The record is appended with its batch (linger, size or flush).
+    /// reported as -1. The record is appended with its batch (linger, size or flush);
+    /// if that fails, `flush` or `close` returns the error.
     None,
     /// `acks=1`: `send` returns once the batch is appended to the partition's log
     /// (in the page cache; visible to consumers).
@@ -148,22 +156,36 @@ pub struct DeliveryReceipt {
 /// `request.timeout.ms` default).
 const ACKS_ALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The metadata of the record at `index` of a batch appended with outcome `r`, once
+/// `committed` (if any) has it in every in-sync replica.
+fn record_metadata(
+    r: AppendResult,
+    index: i32,
+    partition: i32,
+    timestamp: i64,
+    committed: Option<&crate::Partition>,
+) -> Result<RecordMetadata> {
+    let a = r?;
+    let offset = a.base_offset + i64::from(index);
+    if let Some(p) = committed {
+        p.wait_committed(offset, ACKS_ALL_TIMEOUT)?;
+    }
+    Ok(RecordMetadata {
+        partition,
+        offset,
+        timestamp: a.log_append_time.unwrap_or(timestamp),
+    })
+}
+
 impl DeliveryReceipt {
     fn metadata(&self, r: AppendResult) -> Result<RecordMetadata> {
-        match r {
-            Ok(a) => {
-                let offset = a.base_offset + i64::from(self.index);
-                if let Some(p) = &self.committed {
-                    p.wait_committed(offset, ACKS_ALL_TIMEOUT)?;
-                }
-                Ok(RecordMetadata {
-                    partition: self.partition,
-                    offset,
-                    timestamp: a.log_append_time.unwrap_or(self.timestamp),
-                })
-            }
-            Err(e) => Err(e),
-        }
+        record_metadata(
+            r,
+            self.index,
+            self.partition,
+            self.timestamp,
+            self.committed.as_ref(),
+        )
     }
 
     /// Blocks until the record's batch is appended (linger, size, flush or close).
@@ -300,7 +322,7 @@ impl ProducerBuilder {
 }
 
 /// FNV-1a: topic names are the application's own, so a fast hash without DoS
-/// resistance suits the per-record lookup.
+/// resistance suits the lookup of a topic a thread did not send to last.
 #[derive(Default)]
 struct Fnv(u64);
 
@@ -323,24 +345,190 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
-type TopicMap = HashMap<String, Arc<TopicAccumulators>, std::hash::BuildHasherDefault<Fnv>>;
+/// Ids of producers, so that a thread finds its lanes of one producer.
+static PRODUCER_IDS: AtomicU64 = AtomicU64::new(1);
 
-/// The accumulators of one topic.
-struct TopicAccumulators {
+thread_local! {
+    /// The lanes of every producer this thread sends through.
+    static THREAD_LANES: RefCell<Vec<ThreadLanes>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One thread's lanes of one topic, by partition.
+struct TopicLanes {
+    name: Box<str>,
     topic: Topic,
-    parts: RwLock<Vec<Arc<PartitionAccumulator>>>,
+    lanes: Vec<Option<Arc<Lane>>>,
+}
+
+/// One thread's lanes of one producer. Dropping it (the thread ends, or the producer is
+/// gone) hands its lanes to the producer's linger thread and `flush`, which append
+/// what is left.
+struct ThreadLanes {
+    producer: u64,
+    inner: Weak<ProducerInner>,
+    topics: Vec<TopicLanes>,
+    by_name: HashMap<Box<str>, usize, std::hash::BuildHasherDefault<Fnv>>,
+    /// The topic sent to last.
+    last: usize,
+}
+
+impl ThreadLanes {
+    fn new(inner: &Arc<ProducerInner>) -> Self {
+        ThreadLanes {
+            producer: inner.id,
+            inner: Arc::downgrade(inner),
+            topics: Vec::new(),
+            by_name: HashMap::default(),
+            last: 0,
+        }
+    }
+
+    /// The index of `topic`'s lanes, looking the topic up (again, if it was deleted)
+    /// when needed.
+    #[inline]
+    fn topic(&mut self, inner: &ProducerInner, topic: &str) -> Result<usize> {
+        if let Some(t) = self.topics.get(self.last)
+            && &*t.name == topic
+            && !t.topic.inner.deleted.load(Ordering::Acquire)
+        {
+            return Ok(self.last);
+        }
+        self.find_topic(inner, topic)
+    }
+
+    #[cold]
+    fn find_topic(&mut self, inner: &ProducerInner, topic: &str) -> Result<usize> {
+        let i = match self.by_name.get(topic) {
+            Some(&i) if !self.topics[i].topic.inner.deleted.load(Ordering::Acquire) => i,
+            found => {
+                let t = inner.broker.topic(topic)?;
+                let lanes = TopicLanes {
+                    name: topic.into(),
+                    topic: t,
+                    lanes: Vec::new(),
+                };
+                match found {
+                    // Deleted (and perhaps created again): the old lanes go.
+                    Some(&i) => {
+                        let old = std::mem::replace(&mut self.topics[i], lanes);
+                        old.lanes.iter().flatten().for_each(|l| l.orphan());
+                        i
+                    }
+                    None => {
+                        self.topics.push(lanes);
+                        self.by_name.insert(topic.into(), self.topics.len() - 1);
+                        self.topics.len() - 1
+                    }
+                }
+            }
+        };
+        self.last = i;
+        Ok(i)
+    }
+
+    /// Chooses the partition of `record` and pushes it into this thread's lane of it.
+    #[inline]
+    fn push<D: Delivery>(
+        &mut self,
+        inner: &ProducerInner,
+        topic: &str,
+        record: &ProducerRecord<'_>,
+        timestamp: i64,
+        delivery: D,
+    ) -> Result<(i32, D::Out)> {
+        let t = self.topic(inner, topic)?;
+        // `Topic::partition_count`, read here so that it is inlined.
+        let count = self.topics[t]
+            .topic
+            .inner
+            .partition_count
+            .load(Ordering::Acquire);
+        let partition = match record.partition {
+            Some(p) => p,
+            None => inner
+                .config
+                .partitioner
+                .partition(topic, record.key, record.value, count),
+        };
+        if partition < 0 || partition >= count {
+            return Err(Error::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+                count,
+            });
+        }
+        let lane = match self.topics[t].lanes.get(partition as usize) {
+            Some(Some(lane)) => lane,
+            _ => self.add_lane(inner, t, partition)?,
+        };
+        let rec = Rec {
+            timestamp,
+            key: record.key,
+            value: record.value,
+            headers: record.headers,
+        };
+        let pushed = lane.push(&rec, delivery, inner.lane_config, &inner.errors)?;
+        Ok((partition, pushed))
+    }
+
+    /// Makes this thread's lane of partition `p` of topic `t` and registers it with
+    /// the producer.
+    #[cold]
+    fn add_lane(&mut self, inner: &ProducerInner, t: usize, p: i32) -> Result<&Arc<Lane>> {
+        let lanes = &mut self.topics[t];
+        let partition = lanes.topic.partition(p)?;
+        let lane = Arc::new(Lane::new(
+            partition,
+            inner.config.batch_size,
+            inner.config.compression,
+        ));
+        inner.register(&lane);
+        let i = p as usize;
+        if lanes.lanes.len() <= i {
+            lanes.lanes.resize(i + 1, None);
+        }
+        Ok(lanes.lanes[i].insert(lane))
+    }
+
+    /// Appends this thread's open batch of one partition, if it has one.
+    fn flush_partition(&mut self, inner: &ProducerInner, topic: &str, p: i32) -> Result<()> {
+        let t = self.topic(inner, topic)?;
+        match self.topics[t].lanes.get(p as usize) {
+            Some(Some(lane)) => lane.flush(inner.lane_config.fsync, &inner.errors),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for ThreadLanes {
+    fn drop(&mut self) {
+        for lane in self.topics.iter().flat_map(|t| t.lanes.iter().flatten()) {
+            lane.orphan();
+        }
+    }
 }
 
 struct ProducerInner {
+    /// Tells this producer's lanes from another's in a thread's `THREAD_LANES`.
+    id: u64,
     broker: Broker,
     config: ProducerConfig,
-    topics: RwLock<TopicMap>,
+    lane_config: LaneConfig,
+    /// Every thread's lanes: what `flush`, `close` and the linger thread append.
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    /// Lanes for sends that cannot use the thread's own (from a thread-local
+    /// destructor, or from inside a custom partitioner).
+    shared: Mutex<Option<ThreadLanes>>,
+    /// Errors of appends nobody waits on, for `flush` and `close`.
+    errors: ErrorSink,
     closed: AtomicBool,
     linger_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// Sends records to topics. Cloneable and `Send + Sync`: clones share batches.
 ///
+/// Each thread that sends fills its own batch per partition, so threads do not contend
+/// on a send; `flush`, `close` and the linger thread append every thread's batches.
 /// Dropping the last clone (or [`Producer::close`]) appends every open batch.
 #[derive(Clone)]
 pub struct Producer {
@@ -371,11 +559,21 @@ impl Producer {
 
     fn with_config(broker: Broker, config: ProducerConfig) -> Result<Producer> {
         let linger = config.linger;
+        let lane_config = LaneConfig {
+            batch_size: config.batch_size,
+            fsync: config.durability == Durability::Fsync,
+            immediate: linger.is_zero(),
+            acks_all: config.acks == Acks::All,
+        };
         let producer = Producer {
             inner: Arc::new(ProducerInner {
+                id: PRODUCER_IDS.fetch_add(1, Ordering::Relaxed),
                 broker,
                 config,
-                topics: RwLock::new(TopicMap::default()),
+                lane_config,
+                lanes: Mutex::new(Vec::new()),
+                shared: Mutex::new(None),
+                errors: ErrorSink::default(),
                 closed: AtomicBool::new(false),
                 linger_thread: Mutex::new(None),
             }),
@@ -396,6 +594,7 @@ impl Producer {
         &self.inner.config
     }
 
+    #[inline]
     fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("producer".into()));
@@ -409,141 +608,113 @@ impl Producer {
         Ok(())
     }
 
-    /// Registers `topic`'s accumulators (first send to it, or after it was deleted and
-    /// created again).
-    fn add_topic(&self, topic: &str) -> Result<()> {
-        let t = self.inner.broker.topic(topic)?;
-        let accs = Arc::new(TopicAccumulators {
-            topic: t,
-            parts: RwLock::new(Vec::new()),
-        });
-        self.inner.topics.write().insert(topic.to_string(), accs);
-        Ok(())
-    }
-
-    /// Runs `f` on the accumulator of `topic`'s partition chosen for `record`, under
-    /// read locks only: no reference count is touched per record.
-    fn with_accumulator<R>(
-        &self,
-        topic: &str,
-        record: &ProducerRecord<'_>,
-        f: impl FnOnce(i32, &PartitionAccumulator) -> R,
-    ) -> Result<R> {
-        loop {
-            let topics = self.inner.topics.read();
-            let accs = match topics.get(topic) {
-                Some(a) if !a.topic.inner.deleted.load(Ordering::Acquire) => a,
-                _ => {
-                    drop(topics);
-                    self.add_topic(topic)?;
-                    continue;
-                }
-            };
-            let count = accs.topic.partition_count();
-            let partition = match record.partition {
-                Some(p) => p,
+    /// Runs `f` on the calling thread's lanes of this producer; from a thread-local
+    /// destructor, or from a send inside a custom partitioner (when the thread's lanes
+    /// are in use), on the producer's shared lanes instead.
+    #[inline]
+    fn with_lanes<R>(&self, mut f: impl FnMut(&mut ThreadLanes) -> Result<R>) -> Result<R> {
+        let local = THREAD_LANES.try_with(|cell| {
+            let mut all = cell.try_borrow_mut().ok()?;
+            let id = self.inner.id;
+            let i = match all.iter().position(|l| l.producer == id) {
+                Some(i) => i,
                 None => {
-                    self.inner
-                        .config
-                        .partitioner
-                        .partition(topic, record.key, record.value, count)
+                    // Drop the lanes of producers that are gone (their batches were
+                    // appended when they closed).
+                    all.retain(|l| {
+                        l.inner
+                            .upgrade()
+                            .is_some_and(|p| !p.closed.load(Ordering::Acquire))
+                    });
+                    all.push(ThreadLanes::new(&self.inner));
+                    all.len() - 1
                 }
             };
-            if partition < 0 || partition >= count {
-                return Err(Error::UnknownPartition {
-                    topic: topic.to_string(),
-                    partition,
-                    count,
-                });
-            }
-            {
-                let parts = accs.parts.read();
-                if let Some(acc) = parts.get(partition as usize) {
-                    return Ok(f(partition, acc));
-                }
-            }
-            // First record for this partition (or the topic grew): add accumulators.
-            let mut parts = accs.parts.write();
-            while parts.len() < count as usize {
-                let p = accs.topic.partition(parts.len() as i32)?;
-                parts.push(Arc::new(PartitionAccumulator::new(
-                    p,
-                    self.inner.config.batch_size,
-                    self.inner.config.compression,
-                )));
+            Some(f(&mut all[i]))
+        });
+        match local {
+            Ok(Some(r)) => r,
+            _ => {
+                let mut shared = self.inner.shared.lock();
+                f(shared.get_or_insert_with(|| ThreadLanes::new(&self.inner)))
             }
         }
     }
 
-    /// Puts the record in its partition's batch. `flush_now` appends the batch at once.
-    fn enqueue(
+    /// Puts the record in this thread's batch of its partition; returns the partition,
+    /// the record's timestamp and what `delivery` gives back.
+    #[inline]
+    fn enqueue<D: Delivery>(
         &self,
         topic: &str,
         record: &ProducerRecord<'_>,
-        flush_now: bool,
-    ) -> Result<DeliveryReceipt> {
+        delivery: D,
+    ) -> Result<(i32, i64, D::Out)> {
         self.check_open()?;
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let fsync = self.inner.config.durability == Durability::Fsync;
-        let flush_now = flush_now || self.inner.config.linger.is_zero();
-        let batch_size = self.inner.config.batch_size;
-        let acks_all = self.inner.config.acks == Acks::All;
-        self.with_accumulator(topic, record, |partition, acc| {
-            // acks=all on a replicated partition: refused before anything is appended
-            // when the ISR is below min.insync.replicas.
-            let replicated = acks_all && acc.partition.log().is_replicated();
-            if replicated {
-                acc.partition.check_enough_replicas()?;
-            }
-            let pending = acc.push(
-                timestamp,
-                record.key,
-                record.value,
-                record.headers,
-                batch_size,
-                fsync,
-                flush_now,
-            );
-            Ok(DeliveryReceipt {
-                slot: pending.slot,
-                index: pending.index,
-                partition,
-                timestamp,
-                committed: replicated.then(|| acc.partition.clone()),
-            })
-        })?
+        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let (partition, out) =
+            self.with_lanes(|l| l.push(&self.inner, topic, record, timestamp, delivery))?;
+        Ok((partition, timestamp, out))
     }
 
-    /// Appends the open batch of one partition now.
+    /// Appends this thread's open batch of one partition now.
     fn flush_partition(&self, topic: &str, partition: i32) -> Result<()> {
-        let fsync = self.inner.config.durability == Durability::Fsync;
-        let record = ProducerRecord {
-            partition: Some(partition),
-            ..Default::default()
-        };
-        self.with_accumulator(topic, &record, |_, acc| acc.flush(fsync))?
+        self.with_lanes(|l| l.flush_partition(&self.inner, topic, partition))
     }
 
     /// Sends one record and returns where it was stored (after its batch is appended;
-    /// with `Acks::None`, at once with offset -1). Records other threads accumulated
-    /// for the same partition go in the same batch.
+    /// with `Acks::None`, at once with offset -1). Records this thread sent earlier to
+    /// the same partition without waiting go in the same batch.
     pub fn send(&self, topic: &str, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
-        let none = self.inner.config.acks == Acks::None;
-        let receipt = self.enqueue(topic, &record, !none)?;
-        if none {
+        if self.inner.config.acks == Acks::None {
+            let (partition, timestamp, ()) = self.enqueue(topic, &record, Forget)?;
             return Ok(RecordMetadata {
-                partition: receipt.partition,
+                partition,
                 offset: -1,
-                timestamp: receipt.timestamp,
+                timestamp,
             });
         }
-        receipt.wait()
+        let (partition, timestamp, (result, index, committed)) =
+            self.enqueue(topic, &record, Now)?;
+        record_metadata(result, index, partition, timestamp, committed.as_ref())
     }
 
     /// Sends a record without waiting; the receipt gives its offset once its batch is
     /// appended (after `linger`, when the batch is full, or on `flush`).
     pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
-        self.enqueue(topic, &record, false)
+        let (partition, timestamp, (slot, index, committed)) =
+            self.enqueue(topic, &record, Receipt)?;
+        Ok(DeliveryReceipt {
+            slot,
+            index,
+            partition,
+            timestamp,
+            committed,
+        })
+    }
+
+    /// Sends a record without a receipt (fire and forget): the cheapest send. The
+    /// record goes into this thread's batch of its partition, which is appended after
+    /// `linger`, when it is full, or on `flush`. If that append fails, the next
+    /// [`Producer::flush`] or [`Producer::close`] returns the error (the first one since
+    /// the previous `flush`). An error known at once (an unknown topic or partition, a
+    /// closed producer) is returned here.
+    ///
+    /// ```
+    /// use tidelog::{Broker, Producer, ProducerRecord, TopicConfig};
+    /// # let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_topic("clicks", 4, TopicConfig::new())?;
+    /// let producer = Producer::new(&broker)?;
+    /// for i in 0..1000u32 {
+    ///     producer.send_nowait("clicks", ProducerRecord::keyed(b"user-7", &i.to_be_bytes()))?;
+    /// }
+    /// producer.flush()?; // every record is in the log, or this is the first error
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn send_nowait(&self, topic: &str, record: ProducerRecord<'_>) -> Result<()> {
+        self.enqueue(topic, &record, Forget).map(|_| ())
     }
 
     /// Sends several records (possibly to several partitions) and returns their
@@ -556,7 +727,7 @@ impl Producer {
         let mut receipts = Vec::with_capacity(records.len());
         let mut touched: Vec<i32> = Vec::new();
         for r in records {
-            let receipt = self.enqueue(topic, r, false)?;
+            let receipt = self.send_async(topic, *r)?;
             if !touched.contains(&receipt.partition) {
                 touched.push(receipt.partition);
             }
@@ -595,12 +766,17 @@ impl Producer {
         Ok(out)
     }
 
-    /// Appends every open batch now; returns the first append error.
+    /// Appends every thread's open batches now. Returns the first error among those
+    /// appends and the failed appends, since the previous `flush`, of records nobody
+    /// else hears of: sent without a receipt ([`Producer::send_nowait`], or `send` with
+    /// [`Acks::None`]), or whose receipts had all been dropped when their batch was
+    /// appended.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush_all()
     }
 
-    /// Appends every open batch and refuses further sends (`Error::Closed`).
+    /// Appends every open batch and refuses further sends (`Error::Closed`). Returns
+    /// the first error, as [`Producer::flush`] does.
     pub fn close(&self) -> Result<()> {
         self.inner.closed.store(true, Ordering::Release);
         let r = self.inner.flush_all();
@@ -608,37 +784,68 @@ impl Producer {
             h.thread().unpark();
             let _ = h.join();
         }
-        r
+        let retired = self.inner.retire_all();
+        r.and(retired)
     }
 }
 
 impl ProducerInner {
-    fn all_accumulators(&self) -> Vec<Arc<PartitionAccumulator>> {
-        self.topics
-            .read()
-            .values()
-            .flat_map(|t| t.parts.read().clone())
-            .collect()
+    /// Adds a thread's new lane, and drops the lanes of threads that are gone once
+    /// their batches are appended.
+    fn register(&self, lane: &Arc<Lane>) {
+        let mut lanes = self.lanes.lock();
+        lanes.retain(|l| !(l.is_orphaned() && l.is_idle_and_empty()));
+        lanes.push(Arc::clone(lane));
+    }
+
+    fn all_lanes(&self) -> Vec<Arc<Lane>> {
+        self.lanes.lock().clone()
     }
 
     fn flush_all(&self) -> Result<()> {
-        let fsync = self.config.durability == Durability::Fsync;
+        let fsync = self.lane_config.fsync;
         let mut first = Ok(());
-        for acc in self.all_accumulators() {
-            if let Err(e) = acc.flush(fsync)
+        for lane in self.all_lanes() {
+            if let Err(e) = lane.flush(fsync, &self.errors)
                 && first.is_ok()
             {
                 first = Err(e);
             }
         }
-        first
+        self.lanes
+            .lock()
+            .retain(|l| !(l.is_orphaned() && l.is_idle_and_empty()));
+        // An error of this flush's own appends was also recorded if nobody waits on
+        // its records: take it either way, so that it is reported once.
+        let pending = self.errors.take();
+        match (first, pending) {
+            (Err(e), _) | (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) => Ok(()),
+        }
+    }
+
+    /// Appends what is left in every lane and lets go of their partitions and buffers.
+    fn retire_all(&self) -> Result<()> {
+        let fsync = self.lane_config.fsync;
+        let mut first = Ok(());
+        for lane in std::mem::take(&mut *self.lanes.lock()) {
+            if let Err(e) = lane.retire(fsync, &self.errors)
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        let pending = self.errors.take();
+        match (first, pending) {
+            (Err(e), _) | (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) => Ok(()),
+        }
     }
 }
 
 impl Drop for ProducerInner {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
-        let _ = self.flush_all();
         if let Some(h) = self.linger_thread.get_mut().take() {
             h.thread().unpark();
             // The linger thread only holds a Weak: it exits on its next wakeup. If it
@@ -647,11 +854,12 @@ impl Drop for ProducerInner {
                 let _ = h.join();
             }
         }
+        let _ = self.retire_all();
     }
 }
 
-/// Appends batches older than `linger`. Holds only a weak reference, so dropping the
-/// producer ends it.
+/// Appends batches older than `linger`, and whatever the lanes of ended threads hold.
+/// Holds only a weak reference, so dropping the producer ends it.
 fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
     let tick = (linger / 2).max(Duration::from_micros(500));
     loop {
@@ -660,11 +868,77 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
             if inner.closed.load(Ordering::Acquire) {
                 return;
             }
-            let fsync = inner.config.durability == Durability::Fsync;
-            for acc in inner.all_accumulators() {
-                acc.flush_if_older(linger, fsync);
+            let fsync = inner.lane_config.fsync;
+            for lane in inner.all_lanes() {
+                lane.flush_if_older(linger, fsync, &inner.errors);
             }
         }
         std::thread::park_timeout(tick);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TopicConfig;
+
+    fn broker_with_topic(dir: &std::path::Path) -> Broker {
+        let broker = Broker::open(dir).expect("broker");
+        broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic");
+        broker
+    }
+
+    #[test]
+    fn ended_threads_lanes_leave_the_registry_once_appended() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker_with_topic(dir.path());
+        let producer = Producer::builder(&broker)
+            .linger(Duration::from_secs(60))
+            .build()
+            .expect("producer");
+        for i in 0..3u8 {
+            let p = producer.clone();
+            std::thread::spawn(move || p.send_nowait("t", ProducerRecord::new(&[i])))
+                .join()
+                .expect("thread")
+                .expect("send");
+        }
+        // One lane per thread, unless the linger thread (whose first pass may run late)
+        // already appended an ended thread's lane and a later thread's registration
+        // dropped it.
+        let lanes = producer.inner.lanes.lock().len();
+        assert!((1..=3).contains(&lanes), "{lanes} lanes for 3 threads");
+        producer.flush().expect("flush");
+        assert!(producer.inner.lanes.lock().is_empty(), "orphans dropped");
+        let end = broker.topic("t").and_then(|t| t.partition(0));
+        assert_eq!(end.expect("partition").log_end_offset(), 3);
+    }
+
+    #[test]
+    fn a_thread_forgets_the_lanes_of_closed_producers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker_with_topic(dir.path());
+        let count = || THREAD_LANES.with(|l| l.borrow().len());
+        let first = Producer::new(&broker).expect("producer");
+        first
+            .send_nowait("t", ProducerRecord::new(b"a"))
+            .expect("send");
+        assert_eq!(count(), 1);
+        first.close().expect("close");
+        let second = Producer::new(&broker).expect("producer");
+        second
+            .send_nowait("t", ProducerRecord::new(b"b"))
+            .expect("send");
+        assert_eq!(count(), 1, "the closed producer's lanes are gone");
+        drop(second);
+        let third = Producer::new(&broker).expect("producer");
+        third.send("t", ProducerRecord::new(b"c")).expect("send");
+        assert_eq!(count(), 1, "the dropped producer's lanes are gone");
+        assert!(matches!(
+            first.send_nowait("t", ProducerRecord::new(b"d")),
+            Err(Error::Closed(_))
+        ));
     }
 }

@@ -5,8 +5,10 @@
 //! holds a key. Keyless records stick to one partition for a while (so they coalesce into
 //! large batches, as Kafka's sticky partitioner does) and then move on round-robin.
 //!
-//! The partitioners here are lock-free: one atomic counter, no allocation per record.
+//! The partitioners here take no lock and allocate nothing per record; the default one
+//! writes no shared memory per record either (its sticky count is per thread).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Kafka's murmur2 hash (`org.apache.kafka.common.utils.Utils.murmur2`), returned as the
@@ -92,20 +94,76 @@ pub trait Partitioner: Send + Sync + 'static {
 ///
 /// Kafka's built-in partitioner switches the sticky partition each time a batch of
 /// `batch.size` bytes fills up; counting records instead gives the same spread without
-/// any per-topic state or lock.
+/// any per-topic state or lock. Each sending thread counts its own records (starting one
+/// sticky run after the thread before it), so threads sending keyless records fill
+/// different partitions' batches and write no shared counter per record.
 #[derive(Debug)]
 pub struct DefaultPartitioner {
-    counter: AtomicU64,
+    /// Tells this partitioner's per-thread counts from another's.
+    id: u64,
+    /// The sticky run the next thread to send through this partitioner starts in.
+    next_run: AtomicU64,
     sticky_records: u64,
+}
+
+/// Ids of default partitioners, so that a thread's count belongs to one of them.
+static PARTITIONER_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Default partitioners whose counts a thread keeps at once (by id, direct-mapped).
+const STICKY_SLOTS: usize = 4;
+
+/// Where a thread is in its sticky runs of one default partitioner.
+#[derive(Clone, Copy)]
+struct Sticky {
+    /// The partitioner's id (0: the slot is free).
+    id: u64,
+    /// The run: keyless records go to partition `run % partition_count`.
+    run: u64,
+    /// Records left in the run.
+    left: u64,
+}
+
+thread_local! {
+    /// This thread's runs, the one of a partitioner in slot `id % STICKY_SLOTS`.
+    static STICKY: [Cell<Sticky>; STICKY_SLOTS] =
+        const { [const { Cell::new(Sticky { id: 0, run: 0, left: 0 }) }; STICKY_SLOTS] };
 }
 
 impl DefaultPartitioner {
     /// Keyless records stay on one partition for `sticky_records` records (at least 1).
     pub fn new(sticky_records: u64) -> Self {
         DefaultPartitioner {
-            counter: AtomicU64::new(0),
+            id: PARTITIONER_IDS.fetch_add(1, Ordering::Relaxed),
+            next_run: AtomicU64::new(0),
             sticky_records: sticky_records.max(1),
         }
+    }
+
+    /// The calling thread's run for its next keyless record. A thread's first run is
+    /// the one after the previous thread's first run. (A thread that sends through more
+    /// partitioners than it keeps runs for starts over when it comes back to one.)
+    #[inline]
+    fn next_run(&self) -> u64 {
+        STICKY
+            .try_with(|slots| {
+                let slot = &slots[(self.id % STICKY_SLOTS as u64) as usize];
+                let mut s = slot.get();
+                if s.id != self.id {
+                    s = Sticky {
+                        id: self.id,
+                        run: self.next_run.fetch_add(1, Ordering::Relaxed),
+                        left: self.sticky_records,
+                    };
+                } else if s.left == 0 {
+                    s.run = s.run.wrapping_add(1);
+                    s.left = self.sticky_records;
+                }
+                s.left -= 1;
+                slot.set(s);
+                s.run
+            })
+            // The thread is ending (its thread-locals are gone): one run per record.
+            .unwrap_or_else(|_| self.next_run.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -126,10 +184,9 @@ impl Partitioner for DefaultPartitioner {
     ) -> i32 {
         match key {
             Some(key) => partition_for_key(key, partition_count),
-            None => {
-                let n = self.counter.fetch_add(1, Ordering::Relaxed) / self.sticky_records;
-                (n % partition_count.max(1) as u64) as i32
-            }
+            // One partition: nothing to choose (and no run to advance).
+            None if partition_count <= 1 => 0,
+            None => (self.next_run() % partition_count as u64) as i32,
         }
     }
 }
@@ -206,6 +263,31 @@ mod tests {
         let p = DefaultPartitioner::new(3);
         let got: Vec<i32> = (0..9).map(|_| p.partition("t", None, None, 2)).collect();
         assert_eq!(got, vec![0, 0, 0, 1, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn each_thread_sticks_to_its_own_run() {
+        let p = std::sync::Arc::new(DefaultPartitioner::new(3));
+        let first: Vec<i32> = (0..3).map(|_| p.partition("t", None, None, 4)).collect();
+        let other = {
+            let p = std::sync::Arc::clone(&p);
+            std::thread::spawn(move || {
+                (0..6)
+                    .map(|_| p.partition("t", None, None, 4))
+                    .collect::<Vec<i32>>()
+            })
+            .join()
+            .expect("thread")
+        };
+        assert_eq!(first, vec![0, 0, 0]);
+        // The second thread starts one run later, whatever the first one did since.
+        assert_eq!(other, vec![1, 1, 1, 2, 2, 2]);
+        // The first thread's count went on where it was.
+        assert_eq!(p.partition("t", None, None, 4), 1);
+        // Another partitioner on the same thread counts on its own.
+        let q = DefaultPartitioner::new(2);
+        let got: Vec<i32> = (0..4).map(|_| q.partition("t", None, None, 2)).collect();
+        assert_eq!(got, vec![0, 0, 1, 1]);
     }
 
     #[test]

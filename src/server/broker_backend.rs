@@ -113,6 +113,8 @@ impl Backend for BrokerBackend {
                 reason: format!("topic {name:?} needs at least 1 partition, not {partitions}"),
             });
         }
+        self.broker
+            .check_partition_limit(name, self.partitions_or_default(partitions))?;
         topic_config(configs).validate()
     }
 
@@ -146,7 +148,7 @@ impl Backend for BrokerBackend {
                 ),
             });
         }
-        Ok(())
+        self.broker.check_partition_limit(topic, total - current)
     }
 
     fn topic_overrides(&self, topic: &str) -> Result<Vec<(String, String)>> {

@@ -14,6 +14,13 @@
 //! so if such a value was a count or a length, that decode fails (as the real one would,
 //! without the allocation); if it succeeds, every such value was a plain number (a
 //! timeout, a byte limit) and the request is decoded again with the real values.
+//!
+//! Flexible versions count their arrays with an unsigned varint, read one byte at a time
+//! through `Buf::try_get_u8` (the only other reader of single unsigned bytes is the
+//! boolean decoder, whose bytes are 0 or 1). In a request body every unsigned varint is
+//! a count, a length or a tag, none of which can exceed the bytes that follow it by more
+//! than one (compact lengths are stored plus one), so a varint larger than that fails the
+//! decode before the array's `Vec::with_capacity` sees it.
 
 use std::io::{self, Read};
 use std::ops::Range;
@@ -151,6 +158,7 @@ pub(crate) fn decode<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, S
         inner: buf.clone(),
         clamp: true,
         clamped: false,
+        varint_continuation: 0,
     };
     let first = T::decode(&mut guarded, version).map_err(|e| e.to_string())?;
     if !guarded.clamped {
@@ -164,6 +172,7 @@ pub(crate) fn decode<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, S
         inner: buf.clone(),
         clamp: false,
         clamped: false,
+        varint_continuation: 0,
     };
     let value = T::decode(&mut plain, version).map_err(|e| e.to_string())?;
     *buf = plain.inner;
@@ -178,6 +187,8 @@ struct Guarded {
     clamp: bool,
     /// Set when some value was clamped.
     clamped: bool,
+    /// Continuation bytes of an unsigned varint already checked whole, still to be read.
+    varint_continuation: u8,
 }
 
 impl Buf for Guarded {
@@ -205,6 +216,39 @@ impl Buf for Guarded {
             return Ok(left as i32 + 1);
         }
         Ok(v)
+    }
+
+    fn try_get_u8(&mut self) -> Result<u8, bytes::TryGetError> {
+        let b = self.inner.try_get_u8()?;
+        if self.varint_continuation > 0 {
+            self.varint_continuation -= 1;
+            return Ok(b);
+        }
+        if b < 0x80 {
+            // A one-byte varint (at most 127) or a boolean: too small to allocate much.
+            return Ok(b);
+        }
+        // The first byte of a varint of two to five bytes: read it whole, as the decoder
+        // will, and refuse it if it claims more than the bytes after it.
+        let rest = self.inner.chunk();
+        let mut value = u64::from(b & 0x7f);
+        let mut len = 1usize;
+        for (i, &next) in rest.iter().take(4).enumerate() {
+            value |= u64::from(next & 0x7f) << (7 * (i + 1));
+            len += 1;
+            if next < 0x80 {
+                break;
+            }
+        }
+        let left = self.inner.remaining().saturating_sub(len - 1);
+        if value > left as u64 + 1 {
+            return Err(bytes::TryGetError {
+                requested: usize::try_from(value).unwrap_or(usize::MAX),
+                available: left,
+            });
+        }
+        self.varint_continuation = (len - 1) as u8;
+        Ok(b)
     }
 }
 
@@ -335,6 +379,40 @@ mod tests {
         let mut body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 0, 1]);
         let err = decode::<MetadataRequest>(&mut body, 1).unwrap_err();
         assert!(!err.is_empty());
+    }
+
+    #[test]
+    fn a_huge_compact_array_count_is_an_error_not_an_allocation() {
+        use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+        // IncrementalAlterConfigs v1 (flexible): a resources count of about 124 million
+        // in a four-byte varint, then five bytes (found by the request_decoder fuzzer).
+        let mut body = Bytes::from_static(&[237, 157, 255, 59, 255, 255, 255, 255, 255]);
+        let err = decode::<IncrementalAlterConfigsRequest>(&mut body, 1).unwrap_err();
+        assert!(!err.is_empty());
+    }
+
+    #[test]
+    fn multi_byte_varints_of_legitimate_size_survive_the_guard() {
+        use kafka_protocol::messages::MetadataRequest;
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+        // Metadata v9 (flexible) with 200 topics: the count takes a two-byte varint, and
+        // a 300-byte topic name a two-byte length.
+        let mut req = MetadataRequest::default();
+        let mut topics: Vec<MetadataRequestTopic> = (0..200)
+            .map(|i| {
+                MetadataRequestTopic::default()
+                    .with_name(Some(StrBytes::from_string(format!("t{i}")).into()))
+            })
+            .collect();
+        topics[7].name = Some(StrBytes::from_string("x".repeat(300)).into());
+        req.topics = Some(topics);
+        let mut out = bytes::BytesMut::new();
+        req.encode(&mut out, 9).unwrap();
+        let mut body = out.freeze();
+        let back = decode::<MetadataRequest>(&mut body, 9).unwrap();
+        assert_eq!(back, req);
+        assert!(body.is_empty());
     }
 
     #[test]

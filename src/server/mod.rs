@@ -401,6 +401,9 @@ struct ClusterSettings {
     min_insync_replicas: Option<i32>,
     replica_lag_time_max: Option<Duration>,
     offsets_topic_replication_factor: Option<i16>,
+    auto_leader_rebalance: Option<bool>,
+    leader_imbalance_check_interval: Option<Duration>,
+    leader_imbalance_per_broker_percentage: Option<u32>,
     /// Tests: quorum listener bound by the caller, small snapshot threshold.
     #[cfg(test)]
     quorum_listener: Option<TcpListener>,
@@ -693,6 +696,30 @@ impl ServerBuilder {
         self
     }
 
+    /// Cluster: the controller moves leaderships back to the preferred replicas (the
+    /// first replica of each partition) when they are imbalanced, e.g. after a rolling
+    /// restart left every leader on the node that stayed up. Default = true (Kafka
+    /// `auto.leader.rebalance.enable`).
+    pub fn auto_leader_rebalance(mut self, enable: bool) -> Self {
+        self.cluster.auto_leader_rebalance = Some(enable);
+        self
+    }
+
+    /// Cluster: how often the controller checks the leaders' balance. Default = 300 s
+    /// (Kafka `leader.imbalance.check.interval.seconds`).
+    pub fn leader_imbalance_check_interval(mut self, interval: Duration) -> Self {
+        self.cluster.leader_imbalance_check_interval = Some(interval);
+        self
+    }
+
+    /// Cluster: a broker's partitions are rebalanced when more than this percentage of
+    /// those it is the preferred replica of are led by another broker. Default = 10
+    /// (Kafka `leader.imbalance.per.broker.percentage`).
+    pub fn leader_imbalance_per_broker_percentage(mut self, percentage: u32) -> Self {
+        self.cluster.leader_imbalance_per_broker_percentage = Some(percentage);
+        self
+    }
+
     /// Tests: a quorum listener bound beforehand (port 0), and snapshots every `n`
     /// entries.
     #[cfg(test)]
@@ -752,6 +779,15 @@ impl ServerBuilder {
         }
         if let Some(f) = c.offsets_topic_replication_factor {
             config.offsets_topic_replication_factor = f;
+        }
+        if let Some(e) = c.auto_leader_rebalance {
+            config.auto_leader_rebalance = e;
+        }
+        if let Some(i) = c.leader_imbalance_check_interval {
+            config.leader_imbalance_check_interval = i;
+        }
+        if let Some(p) = c.leader_imbalance_per_broker_percentage {
+            config.leader_imbalance_per_broker_percentage = p;
         }
         config.default_partitions = self.broker.config().default_partitions;
         #[cfg(test)]

@@ -27,11 +27,15 @@ use super::checkpoint;
 use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::epoch::EpochCache;
+use super::events::{self, DiskSpace, RateLimit};
+use super::files::Files;
+use super::mmap::AppendMap;
 use super::prefault::Prefaulter;
 use super::producer_state::{self, ProducerState};
 use super::recovery::{self, encode_checkpoint};
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
-use super::segment::{self, Segment, SegmentWriter, file_name};
+use super::scan;
+use super::segment::{Segment, SegmentWriter, file_name};
 use super::signal::{Moved, Signal, Watchers};
 use crate::error::IoContext;
 use crate::record::{Batch, BatchBuilder, batches};
@@ -40,8 +44,8 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How far a read or a wait may go: the offset it is bounded by (exclusive).
@@ -123,6 +127,55 @@ pub struct RecoveryReport {
     /// snapshot to the log end (0 after a clean close; nothing is read, and the state is
     /// loaded later, when the log has no snapshot).
     pub producer_batches_replayed: u64,
+    /// What each cut (in `truncated`) and each removed segment (in `segments_removed`)
+    /// took out of the log, and the file beside the segment that now holds those bytes.
+    pub cuts: Vec<RecoveryCut>,
+}
+
+/// Bytes that recovery took out of a log: the tail of a segment cut at a torn or
+/// corrupt batch, or a whole segment that followed a cut. They are not destroyed but
+/// moved to `sidecar`, a file beside the segment (`<segment>.log.cut-<unix ms>`) that
+/// `tidelog dump` reads, until retention deletes it after `retention.ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryCut {
+    /// The segment file that was cut, or removed.
+    pub file: PathBuf,
+    /// Byte position of the cut in `file` (0 for a removed segment).
+    pub position: u64,
+    /// The first offset the log no longer holds: where the log ends after the cut (a
+    /// removed segment's base offset).
+    pub offset: i64,
+    /// Bytes removed.
+    pub bytes: u64,
+    /// Records in the removed batches whose headers could be read.
+    pub records: u64,
+    /// The file that holds the removed bytes.
+    pub sidecar: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for RecoveryCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: u64, one: &str, many: &str| {
+            if n == 1 {
+                format!("1 {one}")
+            } else {
+                format!("{n} {many}")
+            }
+        };
+        write!(
+            f,
+            "{} cut at byte {} (offset {}): {} and {} removed, moved to {} ({})",
+            self.file.display(),
+            self.position,
+            self.offset,
+            plural(self.bytes, "byte", "bytes"),
+            plural(self.records, "record", "records"),
+            self.sidecar.display(),
+            self.reason
+        )
+    }
 }
 
 impl RecoveryReport {
@@ -144,6 +197,11 @@ impl RecoveryReport {
 /// deleted by retention, or the log is closed.
 pub struct LogSlice {
     seg: Option<Arc<Segment>>,
+    map: Option<Arc<AppendMap>>,
+    /// The segment file's descriptor, taken from the data directory's cache on the
+    /// first [`LogSlice::file`] and kept as long as the slice lives (a `sendfile` in
+    /// flight), however the cache moves on.
+    fd: OnceLock<Option<Arc<fs::File>>>,
     start: usize,
     end: usize,
     base_offset: i64,
@@ -161,10 +219,32 @@ impl std::fmt::Debug for LogSlice {
 }
 
 impl LogSlice {
+    /// An empty slice at `offset` (positioned at the end of `seg`, if any).
+    fn empty(seg: Option<&Arc<Segment>>, offset: i64) -> LogSlice {
+        let at = seg.map_or(0, |s| s.size());
+        LogSlice {
+            seg: seg.cloned(),
+            map: None,
+            fd: OnceLock::new(),
+            start: at,
+            end: at,
+            base_offset: offset,
+            next_offset: offset,
+        }
+    }
+
     /// The segment file the bytes live in (for `sendfile`), `None` for an empty slice
-    /// of an empty log.
+    /// of an empty log, and when the file cannot be opened (it was removed or replaced
+    /// since the read, or the process is out of descriptors): the bytes are still
+    /// there through the slice's map. The descriptor comes from the data directory's
+    /// bounded cache and is kept open by the slice until it is dropped.
     pub fn file(&self) -> Option<&fs::File> {
-        self.seg.as_ref().map(|s| &s.file)
+        self.fd
+            .get_or_init(|| {
+                let seg = self.seg.as_ref()?;
+                seg.fd().ok()
+            })
+            .as_deref()
     }
     /// Path of the segment file.
     pub fn path(&self) -> Option<&Path> {
@@ -199,8 +279,8 @@ impl LogSlice {
 impl std::ops::Deref for LogSlice {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match &self.seg {
-            Some(s) => s.bytes(self.start, self.end).unwrap_or(&[]),
+        match &self.map {
+            Some(m) => m.get(self.start, self.end).unwrap_or(&[]),
             None => &[],
         }
     }
@@ -234,6 +314,32 @@ pub(super) struct WriterState {
     /// Idempotent producers' state, once loaded (on open when a snapshot exists, else on
     /// the first idempotent or follower append); every append updates it.
     pub(super) producers: Option<ProducerState>,
+}
+
+/// What a [`super::LogManager`] shares with each of its logs (a log opened alone gets
+/// its own).
+#[derive(Clone, Default)]
+pub(crate) struct LogEnv {
+    /// Faults in the active segments' next pages.
+    pub(crate) prefault: Option<Prefaulter>,
+    /// The maintenance clock appends read (see `clock`).
+    pub(crate) clock: Option<CoarseClock>,
+    /// Whether the disk is full (one episode per data directory).
+    pub(crate) space: Arc<DiskSpace>,
+    /// The descriptors and maps the data directory's logs hold, bounded.
+    pub(crate) files: Arc<Files>,
+}
+
+/// The parts a log is assembled from (see `PartitionLog::assemble`).
+pub(super) struct Assembly<'a> {
+    pub(super) name: &'a str,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
+    pub(super) env: LogEnv,
+    pub(super) segments: Vec<Arc<Segment>>,
+    /// The active segment's writer; None read-only.
+    pub(super) active: Option<SegmentWriter>,
+    pub(super) read_only: bool,
 }
 
 /// A hook told of each durable step of a truncation (tests stop or copy the directory
@@ -273,9 +379,23 @@ pub(super) struct Inner {
     pub(super) epochs: RwLock<Option<EpochCache>>,
     /// Faults in the active segment's next pages off the appending thread.
     pub(super) prefault: Option<Prefaulter>,
+    /// Whether the data directory's disk is full (shared with the manager's other logs).
+    pub(super) space: Arc<DiskSpace>,
+    /// The data directory's bounded descriptors and maps (shared with its other logs).
+    pub(super) files: Arc<Files>,
+    /// Damaged reads are logged at most once a minute per log.
+    pub(super) corrupt_reads: RateLimit,
+    /// Files holding bytes recovery cut (`<base>.log.cut-<ms>`) and their unix ms:
+    /// retention deletes them after `retention.ms`.
+    pub(super) cut_files: Mutex<Vec<(PathBuf, i64)>>,
     pub(super) report: RecoveryReport,
     /// The checkpoint's contents as last written or read (None if unknown).
     pub(super) checkpoint_on_disk: Mutex<Option<[u8; 16]>>,
+    /// Opened read-only: another process may write the files; this one never does, and
+    /// follows that writer's appends, rolls and retention (`follow`).
+    pub(super) read_only: bool,
+    /// How a read-only log follows its writer.
+    pub(super) follow: Mutex<super::follow::FollowState>,
     /// Records and bytes appended and read, fsyncs (`crate::metrics`).
     pub(super) stats: crate::metrics::LogStats,
     #[cfg(test)]
@@ -323,19 +443,24 @@ impl PartitionLog {
     /// recovery point are trusted, later ones validated batch by batch and cut at the
     /// first torn or corrupt batch. `name` (e.g. `events-0`) names the log in errors.
     pub fn open(dir: impl AsRef<Path>, name: &str, config: LogConfig) -> Result<PartitionLog> {
-        Self::open_with(dir.as_ref(), name, config, None, None)
+        Self::open_with(dir.as_ref(), name, config, LogEnv::default())
     }
 
-    /// [`PartitionLog::open`] with the prefault thread of a [`super::LogManager`]: reads
-    /// the checkpoint, lists and recovers the segments (`recovery`), assembles the log,
-    /// completes a truncation a crash interrupted and loads the leader-epoch cache.
+    /// [`PartitionLog::open`] with what a [`super::LogManager`] shares with its logs:
+    /// reads the checkpoint, lists and recovers the segments (`recovery`), assembles the
+    /// log, completes a truncation a crash interrupted and loads the leader-epoch cache.
     pub(crate) fn open_with(
         dir: &Path,
         name: &str,
         config: LogConfig,
-        prefault: Option<Prefaulter>,
-        clock: Option<CoarseClock>,
+        env: LogEnv,
     ) -> Result<PartitionLog> {
+        let LogEnv {
+            prefault,
+            clock,
+            space,
+            files,
+        } = env;
         config.validate()?;
         let dir = dir.to_path_buf();
         let created = !dir.exists();
@@ -353,8 +478,21 @@ impl PartitionLog {
             &config,
             &mut report,
         )?;
-        let (segments, active) =
-            recovery::open_segments(&dir, scans, cp.log_start, &config, prefault.clone())?;
+        let (segments, active) = recovery::open_segments(
+            &dir,
+            scans,
+            cp.log_start,
+            &config,
+            (prefault.clone(), &files),
+        )?;
+        let mut cut_files = listing.cut_files.clone();
+        cut_files.extend(report.cuts.iter().filter_map(|c| {
+            let name = c.sidecar.file_name()?.to_str()?;
+            Some((c.sidecar.clone(), scan::parse_cut_name(name)?))
+        }));
+        for cut in &report.cuts {
+            events::recovery_cut(name, &cut.to_string());
+        }
         let log_end = active.shared().next_offset();
         let log_start = cp.log_start.clamp(segments[0].base_offset, log_end);
         let recovery_point = if report.checkpoint_damaged {
@@ -362,16 +500,64 @@ impl PartitionLog {
         } else {
             cp.recovery_point.min(log_end)
         };
-        let config = Arc::new(config);
-        let mut log = PartitionLog {
-            inner: Arc::new(Inner {
-                name: name.to_string(),
+        let mut log = PartitionLog::assemble(
+            Assembly {
+                name,
                 dir,
+                config,
+                env: LogEnv {
+                    prefault,
+                    clock,
+                    space,
+                    files,
+                },
+                segments,
+                active: Some(active),
+                read_only: false,
+            },
+            (log_start, log_end, recovery_point),
+            cp.on_disk,
+            cut_files,
+        );
+        report.truncation_completed = log.complete_interrupted_truncation()?;
+        report.leader_epochs_rebuilt = log.load_epochs()?;
+        let snapshots = match report.truncation_completed {
+            // The truncation removed the snapshots past its cut.
+            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
+            None => listing.snapshots,
+        };
+        (
+            report.producer_snapshots_removed,
+            report.producer_batches_replayed,
+        ) = log.load_producers_on_open(&snapshots)?;
+        if let Some(inner) = Arc::get_mut(&mut log.inner) {
+            // Open holds the only reference to the new log.
+            inner.report = report;
+        }
+        if !log.inner.report.is_clean() {
+            // Make the repair durable before anything is appended on top of it.
+            log.sync()?;
+        }
+        Ok(log)
+    }
+
+    /// A log over recovered (or, read-only, followed) segments.
+    pub(super) fn assemble(
+        a: Assembly<'_>,
+        (log_start, log_end, recovery_point): (i64, i64, i64),
+        checkpoint_on_disk: Option<[u8; 16]>,
+        cut_files: Vec<(PathBuf, i64)>,
+    ) -> PartitionLog {
+        let config = Arc::new(a.config);
+        PartitionLog {
+            inner: Arc::new(Inner {
+                name: a.name.to_string(),
+                dir: a.dir,
                 config: RwLock::new(Arc::clone(&config)),
-                clock,
-                segments: RwLock::new(Arc::new(segments)),
+                clock: a.env.clock,
+                segments: RwLock::new(Arc::new(a.segments)),
                 writer: Mutex::new(WriterState {
-                    active: Some(active),
+                    active: a.active,
                     config,
                     unflushed_records: 0,
                     unflushed_since: None,
@@ -393,34 +579,25 @@ impl PartitionLog {
                 poison_reason: Mutex::new(None),
                 watchers: Watchers::default(),
                 epochs: RwLock::new(None),
-                prefault,
+                prefault: a.env.prefault,
+                space: a.env.space,
+                files: a.env.files,
+                corrupt_reads: RateLimit::default(),
+                cut_files: Mutex::new(cut_files),
                 report: RecoveryReport::default(),
-                checkpoint_on_disk: Mutex::new(cp.on_disk),
+                checkpoint_on_disk: Mutex::new(checkpoint_on_disk),
+                read_only: a.read_only,
+                follow: Mutex::new(super::follow::FollowState::default()),
                 stats: Default::default(),
                 #[cfg(test)]
                 step_hook: Mutex::new(None),
             }),
-        };
-        report.truncation_completed = log.complete_interrupted_truncation()?;
-        report.leader_epochs_rebuilt = log.load_epochs()?;
-        let snapshots = match report.truncation_completed {
-            // The truncation removed the snapshots past its cut.
-            Some(_) => producer_state::list_snapshots(&log.inner.dir)?,
-            None => listing.snapshots,
-        };
-        (
-            report.producer_snapshots_removed,
-            report.producer_batches_replayed,
-        ) = log.load_producers_on_open(&snapshots)?;
-        if let Some(inner) = Arc::get_mut(&mut log.inner) {
-            // Open holds the only reference to the new log.
-            inner.report = report;
         }
-        if !log.inner.report.is_clean() {
-            // Make the repair durable before anything is appended on top of it.
-            log.sync()?;
-        }
-        Ok(log)
+    }
+
+    /// True if the log was opened read-only (another process may write it).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The log's name, e.g. `events-0`.
@@ -510,6 +687,9 @@ impl PartitionLog {
     }
 
     pub(super) fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         if self.is_closed() {
             return Err(self.closed_err());
         }
@@ -520,6 +700,23 @@ impl PartitionLog {
             });
         }
         Ok(())
+    }
+
+    /// An append failed with `e`: if for lack of disk space, a full-disk episode starts
+    /// (logged once for the data directory).
+    #[cold]
+    fn note_out_of_space(&self, e: &Error) {
+        if events::is_out_of_space(e) {
+            self.inner.space.ran_out(&self.inner.name, e);
+        }
+    }
+
+    /// Logs a read that met damaged bytes (at most once a minute for this log).
+    #[cold]
+    pub(super) fn report_corrupt_read(&self, e: &Error) {
+        if e.is_corruption() {
+            events::corrupt_read(&self.inner.corrupt_reads, &self.inner.name, e);
+        }
     }
 
     pub(super) fn poison(&self, e: &Error) {
@@ -677,7 +874,8 @@ impl PartitionLog {
         config: &LogConfig,
         now: i64,
     ) -> Result<()> {
-        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)?;
+        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)
+            .inspect_err(|e| self.note_out_of_space(e))?;
         // The epoch entry is on disk before the batch can be published: a recovery
         // point that covers the batch never finds its epoch missing from the file.
         let new_epoch = match w.latest_epoch {
@@ -696,14 +894,24 @@ impl PartitionLog {
             Some(t) => {
                 let mut scratch = std::mem::take(&mut w.scratch);
                 let r = restamp_log_append_time(&mut scratch, b, t).and_then(|restamped| {
-                    self.active(w)?
-                        .append(&restamped, offset, stamp.leader_epoch, now)
+                    self.active(w)?.append(
+                        &restamped,
+                        offset,
+                        stamp.leader_epoch,
+                        now,
+                        &self.inner.space,
+                    )
                 });
                 w.scratch = scratch;
                 r
             }
-            None => self.active(w)?.append(b, offset, stamp.leader_epoch, now),
+            None => self
+                .active(w)?
+                .append(b, offset, stamp.leader_epoch, now, &self.inner.space),
         };
+        if let Err(e) = &result {
+            self.note_out_of_space(e);
+        }
         if result.is_err() && new_epoch.is_some() {
             // The batch is not in the log: neither is its epoch.
             self.forget_epochs_from(w, offset)?;
@@ -805,6 +1013,14 @@ impl PartitionLog {
     }
 
     fn roll_locked(&self, w: &mut WriterState, next_offset: i64, config: &LogConfig) -> Result<()> {
+        if w.active.is_none() {
+            return Err(self.closed_err());
+        }
+        // The new segment first: if it cannot be made (a full disk), the active one
+        // stays as it is and takes appends again once there is room.
+        let mut new = Segment::create(&self.inner.dir, next_offset, config, &self.inner.files)?;
+        new.set_prefaulter(self.inner.prefault.clone());
+        checkpoint::sync_dir(&self.inner.dir)?;
         let old = w.active.take().ok_or_else(|| self.closed_err())?;
         let sealed = match old.seal() {
             Ok(s) => s,
@@ -813,9 +1029,6 @@ impl PartitionLog {
                 return Err(e);
             }
         };
-        let mut new = Segment::create(&self.inner.dir, next_offset, config)?;
-        new.set_prefaulter(self.inner.prefault.clone());
-        checkpoint::sync_dir(&self.inner.dir)?;
         let mut segs = self.inner.segments.write();
         let mut list: Vec<Arc<Segment>> = segs.iter().cloned().collect();
         if let Some(last) = list.last_mut() {
@@ -871,6 +1084,29 @@ impl PartitionLog {
         max_bytes: usize,
         limit: ReadLimit,
     ) -> Result<LogSlice> {
+        // A sealed segment is mapped when read; one that retention, compaction or a
+        // truncation removed or replaced since the segment list was taken cannot be:
+        // read again from the new list (whose bounds say where the log is now).
+        let mut attempt = 0;
+        loop {
+            match self.read_once(offset, max_bytes, limit) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 2 =>
+                {
+                    attempt += 1;
+                    // Read-only: the writer's retention took it; list the directory.
+                    self.refresh(true)?;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn read_once(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice> {
+        if self.inner.read_only && offset >= self.bound(limit) {
+            // At the end of what this reader has seen: the writer may have gone on.
+            self.refresh(false)?;
+        }
         let hw = self.bound(limit);
         let start = self.log_start_offset();
         if offset < start || offset > hw {
@@ -882,37 +1118,38 @@ impl PartitionLog {
             });
         }
         let segs = self.segments();
-        let empty = |seg: Option<&Arc<Segment>>| LogSlice {
-            start: seg.map_or(0, |s| s.size()),
-            end: seg.map_or(0, |s| s.size()),
-            seg: seg.cloned(),
-            base_offset: offset,
-            next_offset: offset,
-        };
         if offset == hw {
-            return Ok(empty(segs.last()));
+            return Ok(LogSlice::empty(segs.last(), offset));
         }
         let first = segs
             .partition_point(|s| s.base_offset <= offset)
             .saturating_sub(1);
         for seg in &segs[first..] {
-            let mut heads = seg.heads();
-            let Some(pos) = seg.find(offset, &mut heads) else {
+            let view = seg.view()?;
+            let mut heads = view.heads();
+            let Some(pos) = view
+                .find(offset, &mut heads)
+                .inspect_err(|e| self.report_corrupt_read(e))?
+            else {
                 continue;
             };
             let mut end = pos;
             let mut next_offset = offset;
             let mut base = None;
-            let limit = seg.size();
+            let limit = view.readable();
             while end < limit && (base.is_none() || end - pos < max_bytes) {
                 // Past the first batch, the reader is about to touch these bytes
                 // anyway: walk them through the map (one fault per 64 KiB) rather than
                 // a system call per header.
                 let b = match base {
                     None => heads.at(end),
-                    Some(_) => seg.head_at(end),
+                    Some(_) => view.head_at(end),
                 };
-                let Some(b) = b else { break };
+                // A header that does not parse, or offsets that do not follow, end the
+                // slice here: the next read, which starts at this batch, reports it.
+                let Some(b) = b.filter(|b| base.is_none() || b.base_offset >= next_offset) else {
+                    break;
+                };
                 // Whole batches below the bound: a batch that straddles a high watermark
                 // (never the case when it is a follower's log end) waits for it.
                 if b.last_offset >= hw || (base.is_some() && end - pos + b.len > max_bytes) {
@@ -924,7 +1161,7 @@ impl PartitionLog {
             }
             if let Some(base_offset) = base {
                 if let Some(p) = &self.inner.prefault {
-                    seg.read_ahead(pos, end, p);
+                    view.read_ahead(pos, end, p);
                 }
                 let from = offset.max(base_offset);
                 self.inner
@@ -932,6 +1169,8 @@ impl PartitionLog {
                     .read((next_offset - from) as u64, (end - pos) as u64);
                 return Ok(LogSlice {
                     seg: Some(seg.clone()),
+                    map: view.map().cloned(),
+                    fd: OnceLock::new(),
                     start: pos,
                     end,
                     base_offset,
@@ -939,7 +1178,7 @@ impl PartitionLog {
                 });
             }
         }
-        Ok(empty(segs.last()))
+        Ok(LogSlice::empty(segs.last(), offset))
     }
 
     /// Blocks until the high watermark passes `offset` (a record at `offset` can be
@@ -955,6 +1194,9 @@ impl PartitionLog {
     /// [`ReadLimit::LogEnd`], until the log end passes `offset` (a replica fetch's long
     /// poll).
     pub fn wait_for_bounded(&self, offset: i64, limit: ReadLimit, timeout: Duration) -> bool {
+        if self.inner.read_only {
+            return self.poll_writer(offset, limit, timeout);
+        }
         // SeqCst loads: a waiter registers its signal, then reads the bound; the writer
         // stores the bound, then reads the watcher count (see `Watchers::add`).
         let ready = || {
@@ -1001,6 +1243,33 @@ impl PartitionLog {
         result
     }
 
+    /// [`PartitionLog::wait_for_bounded`] of a read-only log: another process appends,
+    /// so it looks every 10 ms (or sooner, as the deadline comes).
+    fn poll_writer(&self, offset: i64, limit: ReadLimit, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.bound(limit) > offset {
+                return true;
+            }
+            if self.is_closed() || self.refresh(false).is_err() {
+                return self.bound(limit) > offset;
+            }
+            if self.bound(limit) > offset {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// True if a reader waits on the log (a read-only log is followed then).
+    pub(crate) fn is_watched(&self) -> bool {
+        self.inner.watchers.is_watched()
+    }
+
     /// Notifies `signal` whenever what `limit` names moves (appends and high-watermark
     /// moves for [`ReadLimit::LogEnd`], high-watermark moves for
     /// [`ReadLimit::HighWatermark`]; in a standalone log every append moves both) and
@@ -1032,10 +1301,24 @@ impl PartitionLog {
             if seg.max_timestamp() < timestamp || seg.next_offset() <= start {
                 continue;
             }
-            let Some(mut pos) = seg.find_time(timestamp) else {
+            let view = seg.view()?;
+            let Some(mut pos) = view
+                .find_time(timestamp)
+                .inspect_err(|e| self.report_corrupt_read(e))?
+            else {
                 continue;
             };
-            while let Some(b) = seg.batch_at(pos) {
+            let mut prev: Option<i64> = None;
+            while pos < view.readable() {
+                let Some(b) = view
+                    .batch_at(pos)
+                    .filter(|b| prev.is_none_or(|p| b.base_offset() > p))
+                else {
+                    let e = view.corrupt_at(pos, prev, prev.map_or(seg.base_offset, |p| p + 1));
+                    self.report_corrupt_read(&e);
+                    return Err(e);
+                };
+                prev = Some(b.last_offset());
                 if b.last_offset() >= hw {
                     break;
                 }
@@ -1059,6 +1342,9 @@ impl PartitionLog {
     /// Fsyncs every segment holding data past the recovery point, then checkpoints the
     /// new recovery point. A failed fsync poisons the log.
     pub fn sync(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
         let _s = self.inner.sync_lock.lock();
         let end = self.log_end_offset();
         let rp = self.recovery_point();
@@ -1107,6 +1393,9 @@ impl PartitionLog {
     /// after a crash validates every segment written since the last clean close.
     /// A failed fsync poisons the log.
     pub(crate) fn flush_sealed(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
         let _s = self.inner.sync_lock.lock();
         // Checked under the sync lock: `close` syncs (and `destroy` deletes) after it.
         if self.is_closed() || self.inner.poisoned.load(Ordering::Acquire) {
@@ -1194,6 +1483,7 @@ impl PartitionLog {
         // Checkpoint the new start before the files go, so a crash never resurrects them.
         self.write_checkpoint()?;
         for s in &removed {
+            s.detach();
             for ext in ["log", "index", "timeindex"] {
                 let p = self.inner.dir.join(file_name(s.base_offset, ext));
                 match fs::remove_file(&p) {
@@ -1212,6 +1502,9 @@ impl PartitionLog {
     /// compacts (policy `compact`). The maintenance thread calls this; tests and tools
     /// may call it directly.
     pub fn apply_retention(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         let mut out = CleanupOutcome::default();
         if self.is_closed() {
             return Ok(out);
@@ -1241,6 +1534,9 @@ impl PartitionLog {
                 self.epochs_follow_log_start(&w)?;
             }
         }
+        if let Some(ms) = config.retention_ms {
+            self.remove_expired_cut_files(now_ms.saturating_sub(ms as i64))?;
+        }
         if config.cleanup_policy.compacts() {
             let c = self.compact(now_ms)?;
             out.segments_compacted = c.segments_compacted;
@@ -1249,12 +1545,48 @@ impl PartitionLog {
         Ok(out)
     }
 
+    /// Deletes the files of bytes recovery cut (`<base>.log.cut-<ms>`) made before
+    /// `cutoff_ms`.
+    fn remove_expired_cut_files(&self, cutoff_ms: i64) -> Result<()> {
+        let mut files = self.inner.cut_files.lock();
+        if files.iter().all(|(_, ms)| *ms >= cutoff_ms) {
+            return Ok(());
+        }
+        let mut failed = None;
+        files.retain(|(path, ms)| {
+            if *ms >= cutoff_ms || failed.is_some() {
+                return true;
+            }
+            match fs::remove_file(path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    failed = Some(Error::io("delete the cut file", path, e));
+                    true
+                }
+            }
+        });
+        drop(files);
+        checkpoint::sync_dir(&self.inner.dir)?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Files beside the segments holding bytes recovery cut, oldest first.
+    pub fn cut_files(&self) -> Vec<PathBuf> {
+        let mut files = self.inner.cut_files.lock().clone();
+        files.sort_by_key(|(_, ms)| *ms);
+        files.into_iter().map(|(p, _)| p).collect()
+    }
+
     /// Compacts the sealed segments wholly below the high watermark: keeps the latest
     /// record of each key (over the whole log up to the high watermark), records
     /// without a key, and tombstones younger than `delete_retention_ms`. Offsets and
     /// leader epochs never change. Sealed segments are immutable, so the copies are
     /// written without blocking appends; only the swap takes the lock.
     pub fn compact(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
         let mut out = CleanupOutcome::default();
         let config = self.config();
         let segs = self.segments();
@@ -1265,20 +1597,25 @@ impl PartitionLog {
         let limit = crate::record::decompression_limit(config.max_message_bytes);
         let mut latest = HashMap::new();
         for seg in segs.iter() {
-            latest_offsets(seg.batches(), hw, limit, &mut latest);
+            // Every batch, or an error: a damaged header must not make compaction keep
+            // only the batches before it.
+            let view = seg.view()?;
+            let all: Vec<Batch<'_>> = view.checked_batches().collect::<Result<_>>()?;
+            latest_offsets(all.into_iter(), hw, limit, &mut latest);
         }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
         let sealed = &segs[..segs.len() - 1];
         for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
+            let view = seg.view()?;
             let mut bytes = Vec::with_capacity(seg.size());
             let mut changed = false;
-            for b in seg.batches() {
+            for b in view.batches() {
                 changed |=
                     compact_batch(&b, &latest, cutoff, (&self.inner.name, limit), &mut bytes)?;
             }
             if changed {
-                let before: i64 = seg.batches().map(|b| b.record_count() as i64).sum();
+                let before: i64 = view.batches().map(|b| b.record_count() as i64).sum();
                 let after: i64 = batches(&bytes)
                     .flatten()
                     .map(|b| b.record_count() as i64)
@@ -1300,8 +1637,13 @@ impl PartitionLog {
             if i + 1 == list.len() {
                 continue;
             }
-            match segment::replace_with(&self.inner.dir, old.base_offset, &bytes, i == 0, &config)?
-            {
+            match scan::replace_with(
+                &self.inner.dir,
+                &old,
+                &bytes,
+                i == 0,
+                (&config, &self.inner.files),
+            )? {
                 Some(new) => list[i] = new,
                 None => {
                     list.remove(i);
@@ -1318,6 +1660,13 @@ impl PartitionLog {
     /// everything and writes the checkpoint; later appends fail with [`Error::Closed`].
     /// Readers' slices stay valid. Idempotent.
     pub fn close(&self) -> Result<()> {
+        if self.inner.read_only {
+            // Nothing to seal, sync or checkpoint: this process never wrote the log.
+            if !self.inner.closed.swap(true, Ordering::AcqRel) {
+                self.wake_all();
+            }
+            return Ok(());
+        }
         let mut w = self.inner.writer.lock();
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -1350,6 +1699,9 @@ impl PartitionLog {
     /// Deletes the log's files and directory (the log must be closed or unused).
     pub(crate) fn destroy(&self) -> Result<()> {
         self.close()?;
+        for s in self.segments().iter() {
+            s.detach();
+        }
         fs::remove_dir_all(&self.inner.dir).ctx("delete log directory", &self.inner.dir)?;
         if let Some(parent) = self.inner.dir.parent() {
             checkpoint::sync_dir(parent)?;

@@ -4,7 +4,9 @@
 
 use super::clock::CoarseClock;
 use super::config::LogConfig;
-use super::log::{PartitionLog, now_ms};
+use super::events::DiskSpace;
+use super::files::{Files, StorageLimits};
+use super::log::{LogEnv, PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
 use crate::{Error, Result};
@@ -26,13 +28,59 @@ pub const LOCK_FILE: &str = ".lock";
 /// replicated log.
 pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
 
+/// The directory of a data directory where log directories that belong to no topic
+/// are moved (see [`LogManager::move_aside`]).
+pub const ORPHANED_DIR: &str = "orphaned";
+
+/// A log directory that belonged to nothing and was moved aside (see
+/// [`LogManager::move_aside`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanedLog {
+    /// Its name in the data directory, e.g. `events-3`.
+    pub name: String,
+    /// Where it is now: `<data dir>/orphaned/<name>-<unix ms>`.
+    pub moved_to: PathBuf,
+    /// Bytes of the files in it.
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for OrphanedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "partition directory {} ({} bytes) belongs to no topic: moved to {}",
+            self.name,
+            self.bytes,
+            self.moved_to.display()
+        )
+    }
+}
+
+/// Bytes of the files under `dir` (apparent sizes).
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).ctx("list", dir)? {
+        let entry = entry.ctx("list", dir)?;
+        let meta = entry.metadata().ctx("stat", entry.path())?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
 /// Errors from background passes kept for inspection (the newest ones).
 const MAX_BACKGROUND_ERRORS: usize = 32;
 
 struct Inner {
     dir: PathBuf,
-    /// Holds the exclusive fs2 lock for as long as the manager lives.
-    _lock: File,
+    /// Holds the exclusive fs2 lock for as long as the manager lives (None: opened
+    /// read-only, which takes no lock).
+    _lock: Option<File>,
+    /// Opened read-only: nothing is written, the logs follow another process.
+    read_only: bool,
     logs: Mutex<BTreeMap<String, PartitionLog>>,
     background: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     /// Faults in the active segments' next pages (see `prefault`).
@@ -40,6 +88,10 @@ struct Inner {
     prefault_thread: Mutex<PrefaultThread>,
     /// Ticked by the maintenance thread; read by appends (see `clock`).
     clock: CoarseClock,
+    /// Whether the disk is full, for all the logs (one episode per data directory).
+    space: Arc<DiskSpace>,
+    /// The descriptors and maps all the logs hold, bounded.
+    files: Arc<Files>,
     errors: Mutex<Vec<String>>,
     /// The high watermarks in `replication-offset-checkpoint`, by log name, as read on
     /// open or last written. Held while the file is written.
@@ -95,6 +147,12 @@ impl LogManager {
     /// Opens (creating if needed) the data directory `dir` and locks it for this process.
     /// A directory already locked gives [`Error::DirectoryLocked`].
     pub fn open(dir: impl AsRef<Path>) -> Result<LogManager> {
+        Self::open_with_limits(dir, StorageLimits::default())
+    }
+
+    /// [`LogManager::open`] with the limits of what its logs hold open at once
+    /// (descriptors, mapped segments), however many logs it opens.
+    pub fn open_with_limits(dir: impl AsRef<Path>, limits: StorageLimits) -> Result<LogManager> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).ctx("create data directory", &dir)?;
         let lock_path = dir.join(LOCK_FILE);
@@ -108,6 +166,45 @@ impl LogManager {
         if lock.try_lock_exclusive().is_err() {
             return Err(Error::DirectoryLocked(dir));
         }
+        Self::assemble(dir, Some(lock), limits)
+    }
+
+    /// Opens the data directory `dir` read-only, while another process may hold it and
+    /// write it: takes no lock, writes no byte (no recovery repair, no checkpoint, no
+    /// maintenance), and its logs follow that writer's appends, rolls and retention (a
+    /// thread looks at the logs someone waits on every 10 ms; a read at the end looks
+    /// at once). Every change is refused with [`Error::ReadOnly`]. Works on a directory
+    /// this process cannot write (a read-only copy or mount). The directory must exist.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<LogManager> {
+        Self::open_read_only_with_limits(dir, StorageLimits::default())
+    }
+
+    /// [`LogManager::open_read_only`] with the limits of what its logs hold open.
+    pub fn open_read_only_with_limits(
+        dir: impl AsRef<Path>,
+        limits: StorageLimits,
+    ) -> Result<LogManager> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            return Err(Error::io(
+                "open data directory",
+                &dir,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        let manager = Self::assemble(dir, None, limits)?;
+        let (tx, rx) = bounded::<()>(1);
+        let weak = Arc::downgrade(&manager.inner);
+        let handle = std::thread::Builder::new()
+            .name("tidelog-follow".into())
+            .spawn(move || follow_loop(&weak, &rx))
+            .map_err(|e| Error::io("start the follower thread for", manager.dir(), e))?;
+        *manager.inner.background.lock() = Some((tx, handle));
+        Ok(manager)
+    }
+
+    /// A manager of `dir` holding `lock` (None: read-only).
+    fn assemble(dir: PathBuf, lock: Option<File>, limits: StorageLimits) -> Result<LogManager> {
         let mut errors = Vec::new();
         let high_watermarks = match read_high_watermarks(&dir) {
             Ok(hws) => hws,
@@ -121,13 +218,17 @@ impl LogManager {
         };
         let (prefaulter, prefault_thread) =
             Prefaulter::start().map_err(|e| Error::io("start the prefault thread for", &dir, e))?;
+        let read_only = lock.is_none();
         Ok(LogManager {
             inner: Arc::new(Inner {
                 dir,
                 _lock: lock,
+                read_only,
                 prefaulter,
                 prefault_thread: Mutex::new(prefault_thread),
                 clock: CoarseClock::default(),
+                space: Arc::default(),
+                files: Files::new(limits, !read_only),
                 logs: Mutex::new(BTreeMap::new()),
                 background: Mutex::new(None),
                 errors: Mutex::new(errors),
@@ -136,9 +237,34 @@ impl LogManager {
         })
     }
 
+    /// True if the directory was opened read-only ([`LogManager::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        Ok(())
+    }
+
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Descriptors the logs hold open now (at most [`StorageLimits::open_files`];
+    /// `sendfile`s in flight hold theirs besides).
+    pub fn open_files(&self) -> usize {
+        self.inner.files.fds.len()
+    }
+
+    /// Sealed segments counted as mapped now (at most
+    /// [`StorageLimits::mapped_segments`]; active segments being written are mapped
+    /// besides).
+    pub fn mapped_segments(&self) -> usize {
+        self.inner.files.maps.len()
     }
 
     /// The maintenance clock (tests check that it ticks).
@@ -167,13 +293,18 @@ impl LogManager {
             log.set_config(config)?;
             return Ok(log.clone());
         }
-        let log = PartitionLog::open_with(
-            &self.inner.dir.join(name),
-            name,
-            config,
-            Some(self.inner.prefaulter.clone()),
-            Some(self.inner.clock.clone()),
-        )?;
+        let env = LogEnv {
+            prefault: Some(self.inner.prefaulter.clone()),
+            clock: Some(self.inner.clock.clone()),
+            space: Arc::clone(&self.inner.space),
+            files: Arc::clone(&self.inner.files),
+        };
+        let path = self.inner.dir.join(name);
+        let log = if self.inner.read_only {
+            PartitionLog::open_read_only(&path, name, config, env)?
+        } else {
+            PartitionLog::open_with(&path, name, config, env)?
+        };
         logs.insert(name.to_string(), log.clone());
         Ok(log)
     }
@@ -202,9 +333,48 @@ impl LogManager {
         Ok(names)
     }
 
+    /// Moves the log directory `name`, which must not be open, out of the way, to
+    /// `<data dir>/orphaned/<name>-<unix ms>`, and says how many bytes it holds: for a
+    /// partition directory that belongs to no topic (a creation a crash or an older
+    /// version left half done), which is neither kept where it would be taken for a log
+    /// nor deleted.
+    pub fn move_aside(&self, name: &str) -> Result<OrphanedLog> {
+        self.check_writable()?;
+        check_name(name)?;
+        if self.inner.logs.lock().contains_key(name) {
+            return Err(Error::InvalidConfig {
+                key: "log name".into(),
+                reason: format!("{name} is open: only a log that is not open is moved aside"),
+            });
+        }
+        let from = self.inner.dir.join(name);
+        let bytes = dir_bytes(&from)?;
+        let aside = self.inner.dir.join(ORPHANED_DIR);
+        fs::create_dir_all(&aside).ctx("create", &aside)?;
+        let mut ms = now_ms();
+        let to = loop {
+            let to = aside.join(format!("{name}-{ms}"));
+            if !to.exists() {
+                break to;
+            }
+            ms += 1;
+        };
+        fs::rename(&from, &to).ctx("move aside", &from)?;
+        super::checkpoint::sync_dir(&aside)?;
+        super::checkpoint::sync_dir(&self.inner.dir)?;
+        let orphan = OrphanedLog {
+            name: name.to_string(),
+            moved_to: to,
+            bytes,
+        };
+        super::events::orphan_moved(&orphan.to_string());
+        Ok(orphan)
+    }
+
     /// Closes the log `name` and deletes its directory (and its recorded high
     /// watermark, at once: a log created again under the name starts afresh).
     pub fn delete_log(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
         check_name(name)?;
         let log = self.inner.logs.lock().remove(name);
         match log {
@@ -248,6 +418,10 @@ impl LogManager {
     /// `flush_ms` is due; every `retention_check` it applies retention and compaction.
     /// Calling it again restarts the thread with the new intervals.
     pub fn start_background(&self, flush_check: Duration, retention_check: Duration) {
+        if self.inner.read_only {
+            // Its background thread is the follower; nothing here is maintained.
+            return;
+        }
         self.stop_background();
         let (tx, rx) = bounded::<()>(1);
         let weak = Arc::downgrade(&self.inner);
@@ -293,6 +467,9 @@ impl LogManager {
 
 impl Inner {
     fn checkpoint_high_watermarks(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let logs: Vec<PartitionLog> = self.logs.lock().values().cloned().collect();
         let mut hws = self.high_watermarks.lock();
         let mut next = hws.clone();
@@ -376,6 +553,25 @@ fn stop(inner: &Inner) {
             let _ = handle.join();
         }
         inner.clock.stop();
+    }
+}
+
+/// The follower thread of a read-only manager: every 10 ms, catches up the logs that
+/// someone waits on with what their writer appended (and wakes them).
+fn follow_loop(weak: &Weak<Inner>, stop_rx: &Receiver<()>) {
+    const TICK: Duration = Duration::from_millis(10);
+    loop {
+        match stop_rx.recv_timeout(TICK) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        let logs: Vec<PartitionLog> = inner.logs.lock().values().cloned().collect();
+        for log in logs.iter().filter(|l| l.is_watched()) {
+            if let Err(e) = log.refresh(false) {
+                push_error(&inner, format!("{}: {e}", log.name()));
+            }
+        }
     }
 }
 

@@ -18,7 +18,12 @@
 //! unlinked: a reader never sees a segment vanish under it.
 //!
 //! What no code here can rule out is another process writing the same file; the data
-//! directory lock (one process per data directory) is what keeps that away.
+//! directory lock (one process writes a data directory) is what keeps that away. A
+//! process that opens a data directory read-only while another writes it maps segments
+//! read-only and publishes (through a [`Follower`]) only bytes that the writer has
+//! published: whole batches whose CRC it checked, which the writer never writes again
+//! and never cuts from the file (a file is only trimmed past its data, or replaced by
+//! rename, which leaves this map the old inode).
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 use std::fs::File;
@@ -42,6 +47,31 @@ pub(crate) struct AppendMap {
 /// The only handle that writes into an [`AppendMap`].
 pub(crate) struct MapWriter {
     map: Arc<AppendMap>,
+}
+
+/// The only handle that makes more of a read-only map readable: the map of a segment
+/// another process writes (see [`AppendMap::map_ro_following`]). It writes no byte.
+pub(crate) struct Follower {
+    map: Arc<AppendMap>,
+}
+
+impl Follower {
+    /// The map it publishes.
+    pub(crate) fn map(&self) -> &Arc<AppendMap> {
+        &self.map
+    }
+
+    /// Makes `[0, upto)` readable. The caller checked those bytes (whole batches with a
+    /// valid CRC, read from the file) and they lie below the file's end; the writing
+    /// process never writes published bytes again. `upto` must not be below the
+    /// readable end nor above the capacity; returns false otherwise.
+    pub(crate) fn publish(&mut self, upto: usize) -> bool {
+        if upto > self.map.capacity || upto < self.map.readable() {
+            return false;
+        }
+        self.map.readable.store(upto, Ordering::Release);
+        true
+    }
 }
 
 impl AppendMap {
@@ -72,6 +102,31 @@ impl AppendMap {
         }))
     }
 
+    /// Maps `capacity` bytes of `file` for reading only, `[0, readable)` readable, for a
+    /// segment that another process appends to: the returned [`Follower`] makes more of
+    /// it readable once this process has checked those bytes (read with `pread`, whole
+    /// batches with a valid CRC). Only bytes below the file's data end are ever made
+    /// readable: pages past the end of the file would fault (SIGBUS).
+    pub(crate) fn map_ro_following(
+        file: &File,
+        capacity: usize,
+        readable: usize,
+    ) -> std::io::Result<(Arc<AppendMap>, Follower)> {
+        let capacity = capacity.max(readable).max(1);
+        let raw = MmapOptions::new().len(capacity).map_raw_read_only(file)?;
+        let map = Arc::new(AppendMap {
+            raw,
+            capacity,
+            readable: AtomicUsize::new(readable),
+        });
+        Ok((map.clone(), Follower { map }))
+    }
+
+    /// Bytes the map spans.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Bytes that readers may borrow.
     #[inline]
     pub(crate) fn readable(&self) -> usize {
@@ -89,7 +144,9 @@ impl AppendMap {
         // `readable` are never written again through this map (only `MapWriter` writes,
         // and only at or above `readable`), and the Acquire load above pairs with the
         // Release store in `publish`, so the bytes were fully written before this
-        // borrow. The data-directory lock keeps other processes from writing the file.
+        // borrow. The data-directory lock keeps other processes from writing the file
+        // below the published end: the one writer never rewrites published bytes, and a
+        // read-only follower publishes only bytes the writer had published (`Follower`).
         #[allow(unsafe_code)]
         let all = unsafe { std::slice::from_raw_parts(self.raw.as_ptr(), end) };
         Some(&all[start..])
@@ -268,13 +325,6 @@ impl MapWriter {
         Ok(true)
     }
 
-    /// Overwrites the first bytes of a batch at `pos` (its baseOffset, and its
-    /// partitionLeaderEpoch when the leader stamps it) before they are published.
-    #[inline]
-    pub(crate) fn patch(&mut self, pos: usize, data: &[u8]) -> bool {
-        self.write(pos, data)
-    }
-
     /// Makes `[0, upto)` readable. `upto` must not be below the current readable end
     /// nor above the capacity; returns false otherwise.
     #[inline]
@@ -284,6 +334,38 @@ impl MapWriter {
         }
         self.map.readable.store(upto, Ordering::Release);
         true
+    }
+}
+
+/// Reserves the disk blocks of `[offset, offset + len)` of `file` (extending the file
+/// if it is shorter), so that later stores through a map of that range cannot fault for
+/// lack of space: `posix_fallocate(3)`, whose return value is the error (it does not set
+/// `errno`; fs2's `allocate` read `errno` and reported a full disk as "Success (os
+/// error 0)"). The error says how many bytes were asked for, and where.
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let too_large =
+        || std::io::Error::new(std::io::ErrorKind::InvalidInput, "reservation too large");
+    let off = libc::off_t::try_from(offset).map_err(|_| too_large())?;
+    let n = libc::off_t::try_from(len).map_err(|_| too_large())?;
+    loop {
+        // SAFETY: posix_fallocate takes a descriptor and two integers and touches no
+        // memory of ours; the descriptor stays open for the call (`file` is borrowed).
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(file), off, n) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            code => {
+                let e = std::io::Error::from_raw_os_error(code);
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e}; {len} bytes asked for at byte {offset}"),
+                ));
+            }
+        }
     }
 }
 

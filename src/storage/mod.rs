@@ -16,6 +16,9 @@ mod checkpoint;
 mod clock;
 mod config;
 mod epoch;
+mod events;
+mod files;
+mod follow;
 mod index;
 mod log;
 mod manager;
@@ -25,6 +28,7 @@ mod producer_state;
 mod recovery;
 mod replication;
 mod retention;
+mod scan;
 mod segment;
 mod signal;
 mod time_index;
@@ -33,12 +37,15 @@ pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryReport};
+pub use files::StorageLimits;
+pub use log::{
+    AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryCut, RecoveryReport,
+};
 #[cfg(test)]
 pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
-pub use manager::LogManager;
+pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
 pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
@@ -67,6 +74,12 @@ pub(crate) use log::now_ms;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
+#[cfg(test)]
+mod tests_follow;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_producers;
 #[cfg(test)]

@@ -449,23 +449,37 @@ impl PartitionLog {
         };
         listed.sort_unstable_by_key(|p| p.0);
         let segments = self.segments();
-        let timestamp = |offset: i64| {
+        // The max timestamp of the batch at `offset`; None once retention removed it.
+        // A segment that does not read back is an error, as every read of the log.
+        let timestamp = |offset: i64| -> Result<Option<i64>> {
             let i = segments.partition_point(|s| s.base_offset <= offset);
-            let seg = segments.get(i.checked_sub(1)?)?;
-            let pos = seg.find(offset, &mut seg.heads())?;
-            seg.head_at(pos)
+            let Some(seg) = i.checked_sub(1).and_then(|i| segments.get(i)) else {
+                return Ok(None);
+            };
+            let view = seg.view()?;
+            let Some(pos) = view.find(offset, &mut view.heads())? else {
+                return Ok(None);
+            };
+            Ok(view
+                .head_at(pos)
                 .filter(|h| h.base_offset == offset)
-                .map(|h| h.max_timestamp)
+                .map(|h| h.max_timestamp))
         };
-        Ok(listed
+        listed
             .into_iter()
-            .map(|(producer_id, epoch, last)| ActiveProducer {
-                producer_id,
-                epoch,
-                last_sequence: last.map_or(-1, |b| b.last_seq),
-                last_timestamp: last.and_then(|b| timestamp(b.base_offset)).unwrap_or(-1),
+            .map(|(producer_id, epoch, last)| {
+                let last_timestamp = match last {
+                    Some(b) => timestamp(b.base_offset)?.unwrap_or(-1),
+                    None => -1,
+                };
+                Ok(ActiveProducer {
+                    producer_id,
+                    epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_timestamp,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// True once the producers' state is loaded (tests).
@@ -480,7 +494,7 @@ impl PartitionLog {
     pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
         if w.producers.is_none() {
             let mut state = ProducerState::default();
-            self.replay_producers(&mut state, i64::MIN);
+            self.replay_producers(&mut state, i64::MIN)?;
             w.producers = Some(state);
         }
         Ok(())
@@ -518,7 +532,7 @@ impl PartitionLog {
         for &s in snapshots.iter().rev() {
             match read_snapshot(&self.inner.dir, s) {
                 Ok(mut state) => {
-                    let n = self.replay_producers(&mut state, s);
+                    let n = self.replay_producers(&mut state, s)?;
                     return Ok((state, n));
                 }
                 Err(e) if e.is_corruption() => {
@@ -529,21 +543,22 @@ impl PartitionLog {
             }
         }
         let mut state = ProducerState::default();
-        let n = self.replay_producers(&mut state, i64::MIN);
+        let n = self.replay_producers(&mut state, i64::MIN)?;
         Ok((state, n))
     }
 
     /// Records in `state` the batches at or after offset `from`; returns how many
     /// batch headers it read.
-    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> u64 {
+    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> Result<u64> {
         let mut n = 0;
         for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
-            for b in seg.batches().filter(|b| b.base_offset() >= from) {
+            let view = seg.view()?;
+            for b in view.batches().filter(|b| b.base_offset() >= from) {
                 state.record_batch(&b, b.base_offset());
                 n += 1;
             }
         }
-        n
+        Ok(n)
     }
 
     /// After retention deleted the segments below `first_base`: their snapshots go, but

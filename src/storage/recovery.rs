@@ -7,16 +7,16 @@
 
 use super::checkpoint;
 use super::config::LogConfig;
-use super::log::{CHECKPOINT_FILE, RecoveryReport};
+use super::files::Files;
+use super::log::{CHECKPOINT_FILE, RecoveryCut, RecoveryReport};
 use super::prefault::Prefaulter;
 use super::producer_state::parse_snapshot_name;
-use super::segment::{
-    Segment, SegmentScan, SegmentWriter, Trust, file_name, parse_base_offset, scan_segment,
-};
+use super::scan::{SegmentScan, Trust, move_aside, parse_cut_name, scan_segment};
+use super::segment::{Segment, SegmentWriter, file_name, parse_base_offset};
 use crate::Result;
 use crate::error::IoContext;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What `partition.checkpoint` says.
@@ -68,13 +68,26 @@ pub(crate) struct Listing {
     pub(crate) bases: Vec<i64>,
     /// Producer-state snapshot offsets, oldest first.
     pub(crate) snapshots: Vec<i64>,
+    /// Files holding bytes an earlier recovery cut (`<base>.log.cut-<ms>`), with their
+    /// unix ms.
+    pub(crate) cut_files: Vec<(PathBuf, i64)>,
 }
 
 /// Lists the segments and producer-state snapshots of `dir` in one pass over the
 /// directory; removes leftovers of interrupted writes and index files without a `.log`.
 pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
+    list(dir, true)
+}
+
+/// [`list_segments`] for a read-only opener: removes nothing.
+pub(crate) fn list_segments_read_only(dir: &Path) -> Result<Listing> {
+    list(dir, false)
+}
+
+fn list(dir: &Path, remove: bool) -> Result<Listing> {
     let mut bases = Vec::new();
     let mut snapshots = Vec::new();
+    let mut cut_files = Vec::new();
     let mut indexes = Vec::new();
     for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
         let entry = entry.ctx("list log directory", dir)?;
@@ -88,7 +101,9 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
             indexes.push((b, entry.path()));
         } else if let Some(o) = parse_snapshot_name(&fname) {
             snapshots.push(o);
-        } else if LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
+        } else if let Some(ms) = parse_cut_name(&fname) {
+            cut_files.push((entry.path(), ms));
+        } else if remove && LEFTOVER_SUFFIXES.iter().any(|s| fname.ends_with(s)) {
             let p = entry.path();
             fs::remove_file(&p).ctx("remove leftover", &p)?;
         }
@@ -96,11 +111,15 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Listing> {
     bases.sort_unstable();
     snapshots.sort_unstable();
     for (b, p) in indexes {
-        if bases.binary_search(&b).is_err() {
+        if remove && bases.binary_search(&b).is_err() {
             fs::remove_file(&p).ctx("remove orphan index", &p)?;
         }
     }
-    Ok(Listing { bases, snapshots })
+    Ok(Listing {
+        bases,
+        snapshots,
+        cut_files,
+    })
 }
 
 /// Establishes the contents of each segment (see `scan_segment`), stopping at the first
@@ -120,8 +139,8 @@ pub(crate) fn recover_segments(
         let next_base = bases.get(i + 1).copied();
         let trust = if report.checkpoint_damaged {
             Trust::None
-        } else if next_base.is_some_and(|n| n <= recovery_point) {
-            Trust::Full
+        } else if let Some(n) = next_base.filter(|&n| n <= recovery_point) {
+            Trust::Full(n)
         } else {
             Trust::UpTo(recovery_point)
         };
@@ -146,31 +165,50 @@ pub(crate) fn recover_segments(
         let prev_end = scans.last().map(|(_, s)| s.next_offset);
         let cut = scan.truncated.clone();
         let overlaps = prev_end.is_some_and(|e| base < e);
-        if overlaps {
+        let reason = if overlaps {
             // A segment that starts inside the previous one cannot be trusted.
-            report.truncated.push((
-                log_path.clone(),
-                0,
-                "segment overlaps the previous one".into(),
-            ));
+            let why = "segment overlaps the previous one".to_string();
+            report.truncated.push((log_path.clone(), 0, why.clone()));
+            why
         } else {
-            if let Some((pos, why)) = &cut {
-                report.truncated.push((log_path.clone(), *pos, why.clone()));
-            }
+            let why = match &cut {
+                Some((pos, why)) => {
+                    report.truncated.push((log_path.clone(), *pos, why.clone()));
+                    if let Some(c) = &scan.cut {
+                        report.cuts.push(RecoveryCut {
+                            file: log_path.clone(),
+                            position: *pos,
+                            offset: scan.next_offset,
+                            bytes: c.bytes,
+                            records: c.records,
+                            sidecar: c.path.clone(),
+                            reason: why.clone(),
+                        });
+                    }
+                    why.clone()
+                }
+                None => String::new(),
+            };
             scans.push((base, scan));
-        }
+            why
+        };
         if cut.is_some() || overlaps {
-            // Everything after a cut is unreliable: drop the following segments.
+            // Everything after a cut is unreliable: the following segments are moved
+            // aside (their bytes kept in cut files, for an operator to salvage).
             let from = if overlaps { i } else { i + 1 };
             for &b in &bases[from..] {
-                for ext in ["log", "index", "timeindex"] {
-                    let p = dir.join(file_name(b, ext));
-                    if p.exists() {
-                        fs::remove_file(&p).ctx("remove segment after a cut", &p)?;
-                        if ext == "log" {
-                            report.segments_removed.push(p);
-                        }
-                    }
+                if let Some(c) = move_aside(dir, b)? {
+                    let p = dir.join(file_name(b, "log"));
+                    report.segments_removed.push(p.clone());
+                    report.cuts.push(RecoveryCut {
+                        file: p,
+                        position: 0,
+                        offset: b,
+                        bytes: c.bytes,
+                        records: c.records,
+                        sidecar: c.path,
+                        reason: format!("the segment follows a cut: {reason}"),
+                    });
                 }
             }
             checkpoint::sync_dir(dir)?;
@@ -189,17 +227,17 @@ pub(crate) fn open_segments(
     mut scans: Vec<(i64, SegmentScan)>,
     log_start: i64,
     config: &LogConfig,
-    prefault: Option<Prefaulter>,
+    (prefault, files): (Option<Prefaulter>, &Arc<Files>),
 ) -> Result<(Vec<Arc<Segment>>, SegmentWriter)> {
     let mut segments = Vec::with_capacity(scans.len() + 1);
     let last = scans.pop();
     for (base, scan) in &scans {
-        segments.push(Segment::open_sealed(dir, *base, scan)?);
+        segments.push(Segment::open_sealed(dir, *base, scan, files));
     }
     let mut active = match last {
-        Some((base, scan)) => Segment::open_active(dir, base, &scan, config)?,
+        Some((base, scan)) => Segment::open_active(dir, base, &scan, config, files),
         None => {
-            let w = Segment::create(dir, log_start, config)?;
+            let w = Segment::create(dir, log_start, config, files)?;
             checkpoint::sync_dir(dir)?;
             w
         }

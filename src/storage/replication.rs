@@ -11,7 +11,8 @@
 use super::checkpoint;
 use super::epoch::{EpochCache, EpochEntry, UNDEFINED_EPOCH};
 use super::log::{PartitionLog, Stamp, TRUNCATION_FILE, WriterState, parse_batches};
-use super::segment::{self, file_name};
+use super::scan;
+use super::segment::file_name;
 use super::signal::Moved;
 use crate::{Error, Result};
 use std::fs;
@@ -244,8 +245,8 @@ impl PartitionLog {
         if w.latest_epoch.is_some() {
             return Ok(());
         }
-        let cache = self.epochs_from_headers();
-        if !cache.entries().is_empty() {
+        let cache = self.epochs_from_headers()?;
+        if !cache.entries().is_empty() && !self.inner.read_only {
             cache.write(&self.inner.dir)?;
         }
         w.latest_epoch = Some(cache.latest_epoch());
@@ -254,15 +255,19 @@ impl PartitionLog {
     }
 
     /// The cache as the batch headers say, from the log start.
-    fn epochs_from_headers(&self) -> EpochCache {
+    fn epochs_from_headers(&self) -> Result<EpochCache> {
         let segs = self.segments();
-        let mut cache = EpochCache::from_batches(
-            segs.iter()
-                .flat_map(|s| s.batches())
-                .map(|b| (b.partition_leader_epoch(), b.base_offset())),
-        );
+        let mut heads = Vec::new();
+        for s in segs.iter() {
+            let view = s.view()?;
+            heads.extend(
+                view.batches()
+                    .map(|b| (b.partition_leader_epoch(), b.base_offset())),
+            );
+        }
+        let mut cache = EpochCache::from_batches(heads.into_iter());
         cache.clamp(self.log_start_offset(), self.log_end_offset());
-        cache
+        Ok(cache)
     }
 
     /// Loads `leader-epoch-checkpoint` on open, if there is one, and brings it in line
@@ -277,7 +282,7 @@ impl PartitionLog {
             Ok(None) => return Ok(false),
             Ok(Some(cache)) => cache,
             Err(e) if e.is_corruption() => {
-                let cache = self.epochs_from_headers();
+                let cache = self.epochs_from_headers()?;
                 cache.write(dir)?;
                 w.latest_epoch = Some(cache.latest_epoch());
                 *self.inner.epochs.write() = Some(cache);
@@ -289,7 +294,8 @@ impl PartitionLog {
         let from = self.recovery_point().max(start);
         let mut changed = cache.clamp(start, end);
         for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
-            for b in seg.batches().filter(|b| b.base_offset() >= from) {
+            let view = seg.view()?;
+            for b in view.batches().filter(|b| b.base_offset() >= from) {
                 changed |= cache.assign(b.partition_leader_epoch(), b.base_offset());
             }
         }
@@ -423,11 +429,15 @@ impl PartitionLog {
                 .partition_point(|s| s.base_offset <= offset)
                 .saturating_sub(1);
             let target = &segs[idx];
-            let cut = target
-                .find(offset, &mut target.heads())
-                .unwrap_or(target.size());
-            let mut active = segment::cut_to(dir, target, cut, &config, &mut |s| self.step(s))?;
+            let view = target.view()?;
+            let cut = view
+                .find(offset, &mut view.heads())?
+                .unwrap_or(view.readable());
+            drop(view);
+            let files = &self.inner.files;
+            let mut active = scan::cut_to(dir, target, cut, &config, files, &mut |s| self.step(s))?;
             for s in &segs[idx + 1..] {
+                s.detach();
                 for ext in ["log", "index", "timeindex"] {
                     let p = dir.join(file_name(s.base_offset, ext));
                     match fs::remove_file(&p) {

@@ -2,30 +2,39 @@
 //! `.index` and `.timeindex`.
 //!
 //! A [`Segment`] is the shared, read side (held in `Arc`s by the log and by readers);
-//! a [`SegmentWriter`] is the single write side of the active segment. Invariants:
+//! a [`SegmentWriter`] is the single write side of the active segment; a [`View`] is a
+//! segment with its maps, what every read goes through. Invariants:
 //!
-//! * bytes `[0, log.readable())` are whole, validated batches with strictly increasing
-//!   offsets, the first at or above `base_offset`;
+//! * bytes `[0, readable)` of a map are whole, validated batches with strictly
+//!   increasing offsets, the first at or above `base_offset`;
 //! * `next_offset` (one past the last record) is published after the bytes it covers;
 //! * every index entry points at the start of a batch inside the readable bytes;
-//! * file blocks are reserved (fallocate) before any byte is copied into the map.
+//! * file blocks are reserved (fallocate) before any byte is copied into the map;
+//! * a segment holds no file descriptor: its files are mapped (the writer's map while it
+//!   has data; a sealed segment's maps from its first read until the data directory's
+//!   budget unmaps it), and a descriptor comes from the [`FdCache`] when one is needed;
+//! * a segment whose file was removed or replaced is `detached`: it is never opened by
+//!   its path again (the path may name another file now).
 
 use super::config::LogConfig;
+use super::events::DiskSpace;
+use super::files::{Files, Unmap};
 use super::index::{
-    IndexFile, IndexWriter, OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix,
+    IndexView, IndexWriter, OFFSET_ENTRY, map_sealed, offset_entry, read_offset_entry,
 };
-use super::mmap::{AppendMap, MapWriter};
+use super::mmap::{AppendMap, MapWriter, allocate};
 use super::prefault::Prefaulter;
+use super::scan::SegmentScan;
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
 use crate::error::IoContext;
 use crate::record::{Batch, BatchHead, HEADER_LEN};
 use crate::{Error, Result};
-use fs2::FileExt;
+use parking_lot::RwLock;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 /// Smallest and largest step by which a segment's reserved disk space grows. The step
@@ -48,23 +57,61 @@ const PREFAULT_MIN_BYTES_PER_SEC: f64 = 50e6;
 const BULK_APPEND_MIN: usize = 64 << 10;
 
 /// How far ahead of a sequential reader of on-disk bytes the segment is mapped (see
-/// `Segment::read_ahead`); the next window is requested when the reader gets within
-/// half of it.
+/// `View::read_ahead`); the next window is requested when the reader gets within half
+/// of it.
 const READ_AHEAD_WINDOW: usize = 8 << 20;
+
+/// Ids of segments (three each: the log, the offset index, the time index), the keys of
+/// their files in the descriptor cache. A file replaced by rename belongs to a new
+/// segment, hence a new id.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
     format!("{base_offset:020}.{ext}")
 }
 
+/// The maps of a segment: its log, and its indexes once they have entries.
+pub(crate) struct Maps {
+    log: Arc<AppendMap>,
+    index: OnceLock<Arc<AppendMap>>,
+    time: OnceLock<Arc<AppendMap>>,
+}
+
+impl Maps {
+    fn new(log: Arc<AppendMap>) -> Maps {
+        Maps {
+            log,
+            index: OnceLock::new(),
+            time: OnceLock::new(),
+        }
+    }
+}
+
 /// The shared, read side of a segment.
 pub(crate) struct Segment {
     pub(crate) base_offset: i64,
     pub(crate) log_path: PathBuf,
-    pub(crate) file: File,
-    log: Arc<AppendMap>,
-    pub(crate) index: IndexFile,
-    pub(crate) time_index: IndexFile,
+    /// Key of the `.log` in the descriptor cache (`id + 1`: `.index`, `id + 2`:
+    /// `.timeindex`).
+    id: u64,
+    files: Arc<Files>,
+    /// This segment, for the map budget (which unmaps it when it is idle).
+    me: Weak<Segment>,
+    /// The maps, when mapped. None for an active segment without data, and for a
+    /// segment not read since it was opened or unmapped.
+    maps: RwLock<Option<Arc<Maps>>>,
+    /// Bytes of data (published after the bytes, as `next_offset`).
+    len: AtomicUsize,
+    /// Entries of the indexes on disk, for mapping them read-only.
+    index_entries: AtomicUsize,
+    time_entries: AtomicUsize,
+    /// A writer writes through the maps: they are never unmapped.
+    pinned: AtomicBool,
+    /// The file was removed or replaced: never opened by path again.
+    detached: AtomicBool,
+    /// Read since the map budget last looked (its second chance).
+    used: AtomicBool,
     /// One past the last offset in the segment.
     next_offset: AtomicI64,
     /// Largest record timestamp in the segment (-1 when empty).
@@ -78,36 +125,36 @@ pub(crate) struct Segment {
     last_read_end: AtomicUsize,
 }
 
-/// Write side of the active segment.
-pub(crate) struct SegmentWriter {
-    pub(crate) seg: Arc<Segment>,
-    log_w: MapWriter,
-    index_w: IndexWriter,
-    time_w: IndexWriter,
-    /// Byte position of the next batch.
-    pos: usize,
-    /// Bytes of the file backed by reserved blocks.
-    reserved: usize,
-    /// `reserved` when the segment was opened: steps grow with what this writer has
-    /// reserved, so a reopened segment starts again from the smallest step.
-    reserved_at_open: usize,
-    /// Size of the mapping.
-    capacity: usize,
-    bytes_since_index: usize,
-    last_time_entry: i64,
-    /// Relative offset of the batch holding the largest timestamp (for the final entry).
-    max_ts_batch: u32,
-    /// Wall-clock ms of the first append (for segment_ms); None while empty.
-    pub(crate) first_append_ms: Option<i64>,
-    index_interval: usize,
-    /// Faults in reserved ranges off the appending thread (see `prefault`).
-    prefault: Option<Prefaulter>,
-    /// When the last reservation step was taken, and the write position then: the
-    /// writer's pace is the bytes written since over the time since.
-    last_reserve: Option<(Instant, usize)>,
-    /// Bytes written with `pwritev` since the last reservation: they need no page
-    /// faulted in ahead, so they do not count towards the writer's pace.
-    bulk_since_reserve: usize,
+impl Drop for Segment {
+    fn drop(&mut self) {
+        for k in 0..3 {
+            self.files.fds.forget(self.id + k);
+        }
+    }
+}
+
+impl Unmap for Segment {
+    fn take_used(&self) -> bool {
+        self.used.swap(false, Ordering::Relaxed)
+    }
+
+    fn unmap(&self) -> bool {
+        let mut maps = self.maps.write();
+        if self.pinned.load(Ordering::Acquire) {
+            return false;
+        }
+        *maps = None;
+        true
+    }
+}
+
+/// A segment with its maps: what reads go through. Holding it keeps the maps mapped.
+pub(crate) struct View<'s> {
+    pub(crate) seg: &'s Segment,
+    maps: Option<Arc<Maps>>,
+    /// The segment's next offset, loaded before its maps: every offset below it is
+    /// readable in them.
+    next: i64,
 }
 
 /// Most bytes of a segment read at once by [`Heads`] for headers not known to be
@@ -117,15 +164,15 @@ const HEAD_WINDOW: usize = 8192;
 
 /// Reads the batch headers of one segment while locating an offset.
 ///
-/// Bytes this process wrote or read ahead are mapped, and their headers are read
-/// through the map. Bytes that were on disk when the segment was opened, and that no
-/// sequential reader has had mapped, are read with `pread` into a window instead: a
+/// Bytes this process wrote or read ahead are in the page tables, and their headers are
+/// read through the map. Bytes that were on disk when the segment was opened, and that
+/// no sequential reader has had mapped, are read with `pread` into a window instead: a
 /// lookup at a random offset of a large log then costs a system call (about 1 µs here)
 /// rather than a page fault (2-3 µs, and the kernel maps the 16 pages around the
 /// header, which a lookup does not need). Kafka locates batches the same way (positional
 /// reads of the log, mapped indexes).
-pub(crate) struct Heads<'s> {
-    seg: &'s Segment,
+pub(crate) struct Heads<'v> {
+    view: &'v View<'v>,
     /// File position of `buf[0]`, and how many bytes of `buf` hold file data.
     from: usize,
     held: usize,
@@ -133,26 +180,35 @@ pub(crate) struct Heads<'s> {
     first_read: usize,
     /// Allocated on the first `pread`: reads of mapped bytes never touch it.
     buf: Vec<u8>,
+    /// The descriptor for `pread`, taken from the cache on the first cold read.
+    file: Option<Arc<File>>,
 }
 
 impl Heads<'_> {
     /// The header of the batch at `pos`, if a whole batch is readable there.
     #[inline]
     pub(crate) fn at(&mut self, pos: usize) -> Option<BatchHead> {
-        let seg = self.seg;
+        let seg = self.view.seg;
         if pos >= seg.cold_end || pos < seg.read_ahead.load(Ordering::Relaxed) {
-            return seg.head_at(pos);
+            return self.view.head_at(pos);
         }
         self.cold(pos)
     }
 
     #[cold]
     fn cold(&mut self, pos: usize) -> Option<BatchHead> {
-        let seg = self.seg;
-        let readable = seg.log.readable();
+        let readable = self.view.readable();
         if pos < self.from || pos + HEADER_LEN > self.from + self.held {
+            if self.file.is_none() {
+                match self.view.seg.fd() {
+                    Ok(f) => self.file = Some(f),
+                    // The map reads the same bytes.
+                    Err(_) => return self.view.head_at(pos),
+                }
+            }
+            let file = self.file.as_ref().expect("set above");
             // The first read takes what the index says the scan needs (see
-            // `Segment::index_position`); a scan that goes on reads a whole window.
+            // `View::index_position`); a scan that goes on reads a whole window.
             let size = if self.held == 0 {
                 self.first_read.clamp(HEADER_LEN, HEAD_WINDOW)
             } else {
@@ -164,15 +220,12 @@ impl Heads<'_> {
             }
             let mut held = 0;
             while held < want {
-                match seg
-                    .file
-                    .read_at(&mut self.buf[held..want], (pos + held) as u64)
-                {
+                match file.read_at(&mut self.buf[held..want], (pos + held) as u64) {
                     Ok(0) => break,
                     Ok(n) => held += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     // The map reads the same bytes (and reports nothing either).
-                    Err(_) => return seg.head_at(pos),
+                    Err(_) => return self.view.head_at(pos),
                 }
             }
             self.from = pos;
@@ -183,37 +236,43 @@ impl Heads<'_> {
     }
 }
 
-/// What opening a segment found.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SegmentScan {
-    pub(crate) data_len: usize,
-    pub(crate) next_offset: i64,
-    pub(crate) max_timestamp: i64,
-    pub(crate) max_ts_batch: u32,
-    pub(crate) index_entries: usize,
-    pub(crate) time_entries: usize,
-    pub(crate) last_time_entry: i64,
-    pub(crate) bytes_since_index: usize,
-    /// (position, reason) of the first bad batch, where the log was cut.
-    pub(crate) truncated: Option<(u64, String)>,
-    pub(crate) index_rebuilt: bool,
-    pub(crate) time_index_rebuilt: bool,
-    pub(crate) bytes_validated: u64,
-    /// Opened without validating batches (below the recovery point).
-    pub(crate) trusted: bool,
-}
-
-fn create_rw(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .ctx("open segment", path)
-}
-
 impl Segment {
+    /// A segment over `log_path` with the state `scan` found; mapped with `maps` (and
+    /// pinned) when a writer writes through them.
+    fn assemble(
+        base_offset: i64,
+        log_path: PathBuf,
+        files: &Arc<Files>,
+        scan: &SegmentScan,
+        maps: Option<Arc<Maps>>,
+    ) -> Arc<Segment> {
+        let pinned = maps.is_some();
+        Arc::new_cyclic(|me| Segment {
+            base_offset,
+            log_path,
+            id: NEXT_ID.fetch_add(3, Ordering::Relaxed),
+            files: Arc::clone(files),
+            me: me.clone(),
+            maps: RwLock::new(maps),
+            len: AtomicUsize::new(scan.data_len),
+            index_entries: AtomicUsize::new(scan.index_entries),
+            time_entries: AtomicUsize::new(scan.time_entries),
+            pinned: AtomicBool::new(pinned),
+            detached: AtomicBool::new(false),
+            used: AtomicBool::new(false),
+            next_offset: AtomicI64::new(scan.next_offset),
+            max_timestamp: AtomicI64::new(scan.max_timestamp),
+            cold_end: scan.data_len,
+            read_ahead: AtomicUsize::new(0),
+            last_read_end: AtomicUsize::new(0),
+        })
+    }
+
+    /// Key of the `.log` in the descriptor cache.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Offset one past the last record.
     #[inline]
     pub(crate) fn next_offset(&self) -> i64 {
@@ -229,25 +288,369 @@ impl Segment {
     /// Bytes of data in the segment.
     #[inline]
     pub(crate) fn size(&self) -> usize {
-        self.log.readable()
-    }
-
-    /// Readable bytes `[start, end)`.
-    #[inline]
-    pub(crate) fn bytes(&self, start: usize, end: usize) -> Option<&[u8]> {
-        self.log.get(start, end)
+        self.len.load(Ordering::Acquire)
     }
 
     fn location(&self) -> String {
         self.log_path.display().to_string()
     }
 
+    fn index_path(&self) -> PathBuf {
+        self.log_path.with_extension("index")
+    }
+
+    fn time_path(&self) -> PathBuf {
+        self.log_path.with_extension("timeindex")
+    }
+
+    /// The maps of the indexes, with their paths, when mapped (tests check their
+    /// page-cache footprint).
+    #[cfg(test)]
+    pub(crate) fn index_maps(&self) -> Vec<(Arc<AppendMap>, PathBuf)> {
+        let maps = self.maps.read().clone();
+        let Some(m) = maps else { return Vec::new() };
+        let mut out = Vec::new();
+        if let Some(i) = m.index.get() {
+            out.push((Arc::clone(i), self.index_path()));
+        }
+        if let Some(t) = m.time.get() {
+            out.push((Arc::clone(t), self.time_path()));
+        }
+        out
+    }
+
+    /// Entries of the offset index.
+    #[cfg(test)]
+    pub(crate) fn index_entries(&self) -> usize {
+        self.index_entries.load(Ordering::Acquire)
+    }
+
+    /// True if the segment's maps are mapped (tests).
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.maps.read().is_some()
+    }
+
+    /// An open descriptor of the `.log`, from the data directory's cache. Never one of
+    /// another file: a segment whose file was removed or replaced refuses.
+    pub(crate) fn fd(&self) -> Result<Arc<File>> {
+        let gone = || {
+            Error::io(
+                "open segment",
+                &self.log_path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the segment was removed or replaced",
+                ),
+            )
+        };
+        if self.detached.load(Ordering::SeqCst) {
+            return Err(gone());
+        }
+        let f = self
+            .files
+            .fds
+            .get(self.id, &self.log_path)
+            .map_err(|e| Error::io("open segment", &self.log_path, e))?;
+        // `detach` is stored before the rename or unlink: not detached now means the
+        // file opened above was this segment's.
+        if self.detached.load(Ordering::SeqCst) {
+            self.files.fds.forget(self.id);
+            return Err(gone());
+        }
+        Ok(f)
+    }
+
+    /// Marks the segment's file as removed or replaced (before the unlink or the rename
+    /// over it) and closes its cached descriptors.
+    pub(crate) fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+        for k in 0..3 {
+            self.files.fds.forget(self.id + k);
+        }
+    }
+
+    /// The segment's maps, mapping a sealed (or idle active) segment read-only now if it
+    /// is not mapped; None for a segment without data.
+    fn maps(&self) -> Result<Option<Arc<Maps>>> {
+        if let Some(m) = self.maps.read().as_ref() {
+            self.used.store(true, Ordering::Relaxed);
+            return Ok(Some(Arc::clone(m)));
+        }
+        let len = self.size();
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut slot = self.maps.write();
+        if let Some(m) = slot.as_ref() {
+            return Ok(Some(Arc::clone(m)));
+        }
+        if self.detached.load(Ordering::SeqCst) {
+            return Err(self.fd().expect_err("a detached segment has no file"));
+        }
+        // Opened, mapped and closed at once: the map needs no descriptor.
+        let file = File::open(&self.log_path).ctx("open segment", &self.log_path)?;
+        let log = AppendMap::map_ro(&file, len).ctx("map segment", &self.log_path)?;
+        drop(file);
+        let maps = Maps::new(log);
+        let index = map_sealed(
+            &self.index_path(),
+            OFFSET_ENTRY,
+            self.index_entries.load(Ordering::Acquire),
+        )?;
+        let time = map_sealed(
+            &self.time_path(),
+            TIME_ENTRY,
+            self.time_entries.load(Ordering::Acquire),
+        )?;
+        if let Some(i) = index {
+            let _ = maps.index.set(i);
+        }
+        if let Some(t) = time {
+            let _ = maps.time.set(t);
+        }
+        let maps = Arc::new(maps);
+        *slot = Some(Arc::clone(&maps));
+        drop(slot);
+        let me: Weak<dyn Unmap> = self.me.clone();
+        self.files.maps.mapped(me);
+        Ok(Some(maps))
+    }
+
+    /// The segment with its maps, for reading.
+    pub(crate) fn view(&self) -> Result<View<'_>> {
+        let next = self.next_offset();
+        let maps = self.maps()?;
+        Ok(View {
+            seg: self,
+            maps,
+            next,
+        })
+    }
+
+    /// Fsyncs the segment's data and indexes. A segment whose file was removed has
+    /// nothing left to sync.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let maps = self.maps.read().clone();
+        if let Some(m) = &maps {
+            m.log
+                .flush(0, m.log.readable())
+                .ctx("msync", &self.log_path)?;
+        }
+        match self.fd() {
+            Ok(f) => f.sync_data().ctx("fsync", &self.log_path)?,
+            Err(_) if self.detached.load(Ordering::SeqCst) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let index = maps.as_ref().and_then(|m| m.index.get().map(|a| &**a));
+        super::index::sync(index, &self.files.fds, self.id + 1, &self.index_path())?;
+        let time = maps.as_ref().and_then(|m| m.time.get().map(|a| &**a));
+        super::index::sync(time, &self.files.fds, self.id + 2, &self.time_path())
+    }
+
+    /// Creates a new, empty active segment (its `.log` empty, no index file yet).
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        files: &Arc<Files>,
+    ) -> Result<SegmentWriter> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        for ext in ["index", "timeindex"] {
+            let p = dir.join(file_name(base_offset, ext));
+            if p.exists() {
+                std::fs::remove_file(&p).ctx("remove stale index", &p)?;
+            }
+        }
+        let created = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .ctx("create segment", &log_path);
+        if let Err(e) = created {
+            // Nothing of a segment that could not be made stays behind.
+            let _ = std::fs::remove_file(&log_path);
+            return Err(e);
+        }
+        let scan = SegmentScan {
+            next_offset: base_offset,
+            max_timestamp: -1,
+            last_time_entry: -1,
+            ..Default::default()
+        };
+        Ok(Self::open_active(dir, base_offset, &scan, config, files))
+    }
+
+    /// Opens the segment at `base_offset` as the active one, after `scan` established
+    /// its contents. Nothing is opened or mapped until it is read or appended to.
+    pub(crate) fn open_active(
+        dir: &Path,
+        base_offset: i64,
+        scan: &SegmentScan,
+        config: &LogConfig,
+        files: &Arc<Files>,
+    ) -> SegmentWriter {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let capacity = (config.segment_bytes as usize).max(scan.data_len + 1);
+        let seg = Segment::assemble(base_offset, log_path, files, scan, None);
+        SegmentWriter {
+            seg,
+            log_w: None,
+            index_w: None,
+            time_w: None,
+            pos: scan.data_len,
+            reserved: scan.data_len,
+            reserved_at_open: scan.data_len,
+            capacity,
+            index_max_bytes: config.index_max_bytes as usize,
+            bytes_since_index: scan.bytes_since_index,
+            last_time_entry: scan.last_time_entry,
+            max_ts_batch: scan.max_ts_batch,
+            first_append_ms: None,
+            index_interval: config.index_interval_bytes as usize,
+            prefault: None,
+            last_reserve: None,
+            bulk_since_reserve: 0,
+        }
+    }
+
+    /// A sealed segment after `scan` established its contents: nothing is opened or
+    /// mapped until it is read.
+    pub(crate) fn open_sealed(
+        dir: &Path,
+        base_offset: i64,
+        scan: &SegmentScan,
+        files: &Arc<Files>,
+    ) -> Arc<Segment> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        Segment::assemble(base_offset, log_path, files, scan, None)
+    }
+
+    /// True if `map` is the segment's log map now.
+    pub(crate) fn has_log_map(&self, map: &Arc<AppendMap>) -> bool {
+        self.maps
+            .read()
+            .as_ref()
+            .is_some_and(|m| Arc::ptr_eq(&m.log, map))
+    }
+
+    /// Makes `map` (a read-only map another process's appends are followed through)
+    /// the segment's log map, pinned, keeping its index maps (mapping them if it had
+    /// none).
+    pub(crate) fn install_log_map(&self, map: Arc<AppendMap>) -> Result<()> {
+        let old = self.maps.read().clone();
+        let maps = Maps::new(map);
+        let index = match old.as_ref().and_then(|m| m.index.get().cloned()) {
+            Some(i) => Some(i),
+            None => map_sealed(
+                &self.index_path(),
+                OFFSET_ENTRY,
+                self.index_entries.load(Ordering::Acquire),
+            )?,
+        };
+        let time = match old.as_ref().and_then(|m| m.time.get().cloned()) {
+            Some(t) => Some(t),
+            None => map_sealed(
+                &self.time_path(),
+                TIME_ENTRY,
+                self.time_entries.load(Ordering::Acquire),
+            )?,
+        };
+        if let Some(i) = index {
+            let _ = maps.index.set(i);
+        }
+        if let Some(t) = time {
+            let _ = maps.time.set(t);
+        }
+        let mut slot = self.maps.write();
+        self.pinned.store(true, Ordering::Release);
+        *slot = Some(Arc::new(maps));
+        Ok(())
+    }
+
+    /// Another process appended: the segment now holds `len` bytes, up to offset
+    /// `next_offset` (exclusive), with records up to `max_timestamp`. Published after
+    /// the map made the bytes readable.
+    pub(crate) fn follow_to(&self, len: usize, next_offset: i64, max_timestamp: i64) {
+        self.max_timestamp
+            .fetch_max(max_timestamp, Ordering::AcqRel);
+        self.len.store(len, Ordering::Release);
+        self.next_offset.store(next_offset, Ordering::Release);
+    }
+
+    /// The segment is no longer followed (another came after it): its maps may be
+    /// unmapped when idle, as a sealed segment's.
+    pub(crate) fn unpin(&self) {
+        let mapped = {
+            let slot = self.maps.read();
+            self.pinned.store(false, Ordering::Release);
+            slot.is_some()
+        };
+        if mapped {
+            let me: Weak<dyn Unmap> = self.me.clone();
+            self.files.maps.mapped(me);
+        }
+    }
+
+    /// How far read-ahead has been requested.
+    #[cfg(test)]
+    pub(crate) fn read_ahead_mark(&self) -> usize {
+        self.read_ahead.load(Ordering::Relaxed)
+    }
+}
+
+impl<'s> View<'s> {
+    fn log(&self) -> Option<&AppendMap> {
+        self.maps.as_deref().map(|m| &*m.log)
+    }
+
+    /// The log's map (a slice keeps it).
+    pub(crate) fn map(&self) -> Option<&Arc<AppendMap>> {
+        self.maps.as_ref().map(|m| &m.log)
+    }
+
+    /// Bytes readable through the map.
+    #[inline]
+    pub(crate) fn readable(&self) -> usize {
+        self.log().map_or(0, AppendMap::readable)
+    }
+
+    /// Readable bytes `[start, end)`.
+    #[inline]
+    pub(crate) fn bytes(&self, start: usize, end: usize) -> Option<&[u8]> {
+        match self.log() {
+            Some(m) => m.get(start, end),
+            None if start == 0 && end == 0 => Some(&[]),
+            None => None,
+        }
+    }
+
+    fn index(&self) -> IndexView<'_> {
+        IndexView::new(
+            self.maps
+                .as_deref()
+                .and_then(|m| m.index.get().map(|a| &**a)),
+            OFFSET_ENTRY,
+        )
+    }
+
+    fn time_index(&self) -> IndexView<'_> {
+        IndexView::new(
+            self.maps
+                .as_deref()
+                .and_then(|m| m.time.get().map(|a| &**a)),
+            TIME_ENTRY,
+        )
+    }
+
     /// The batch header at `pos` (no CRC check: bytes were validated on the way in).
     #[inline]
     pub(crate) fn batch_at(&self, pos: usize) -> Option<Batch<'_>> {
-        let head = self.log.get(pos, pos + HEADER_LEN)?;
+        let log = self.log()?;
+        let head = log.get(pos, pos + HEADER_LEN)?;
         let size = crate::record::batch_size(head)?;
-        let bytes = self.log.get(pos, pos + size)?;
+        let bytes = log.get(pos, pos + size)?;
         Batch::parse_header_at(bytes, "", 0).ok()
     }
 
@@ -258,6 +661,8 @@ impl Segment {
     }
 
     /// Every batch of the segment, oldest first (headers only; validated on the way in).
+    /// Stops at the first header that does not parse: for what must see every batch
+    /// (compaction), [`View::checked_batches`] reports it instead.
     pub(crate) fn batches(&self) -> impl Iterator<Item = Batch<'_>> {
         let mut pos = 0;
         std::iter::from_fn(move || {
@@ -267,15 +672,76 @@ impl Segment {
         })
     }
 
+    /// Every batch of the segment, oldest first, ending with [`Error::Corrupt`] (naming
+    /// the file and position) at a header inside the data that does not parse or a batch
+    /// whose offsets do not follow its predecessor's.
+    pub(crate) fn checked_batches(&self) -> impl Iterator<Item = Result<Batch<'_>>> {
+        let mut pos = 0;
+        let mut prev: Option<i64> = None;
+        let end = self.readable();
+        let mut failed = false;
+        let base = self.seg.base_offset;
+        std::iter::from_fn(move || {
+            if failed || pos >= end {
+                return None;
+            }
+            let item = match self.batch_at(pos) {
+                Some(b) if prev.is_none_or(|p| b.base_offset() > p) => {
+                    pos += b.len();
+                    prev = Some(b.last_offset());
+                    Ok(b)
+                }
+                _ => Err(self.corrupt_at(pos, prev, prev.map_or(base, |p| p + 1))),
+            };
+            failed = item.is_err();
+            Some(item)
+        })
+    }
+
+    /// The error for the batch at `pos`, inside the segment's data, that cannot be read:
+    /// its header does not parse (says why), or its offsets do not follow `prev` (the
+    /// last offset of the batch before it). `offset` is the offset being looked for.
+    #[cold]
+    pub(crate) fn corrupt_at(&self, pos: usize, prev: Option<i64>, offset: i64) -> Error {
+        let data = self.bytes(pos, self.readable()).unwrap_or(&[]);
+        let base = self.seg.base_offset;
+        let detail = match Batch::parse_header_at(data, "", 0) {
+            Err(Error::Corrupt { reason, .. }) => reason,
+            Err(e) => e.to_string(),
+            Ok(b) => match prev {
+                Some(p) if b.base_offset() <= p => format!(
+                    "batch offsets {}..={} do not follow the previous batch's last offset {p}",
+                    b.base_offset(),
+                    b.last_offset()
+                ),
+                _ if b.base_offset() < base => format!(
+                    "batch offsets {}..={} lie below the segment's base offset {base}",
+                    b.base_offset(),
+                    b.last_offset(),
+                ),
+                _ => "the batch is not where the segment's data says it is".to_string(),
+            },
+        };
+        Error::corrupt(
+            self.seg.location(),
+            pos as u64,
+            format!(
+                "{detail} (inside the segment's {} bytes of data, reading offset {offset})",
+                self.readable()
+            ),
+        )
+    }
+
     /// A reader of this segment's batch headers (see [`Heads`]).
     #[inline]
     pub(crate) fn heads(&self) -> Heads<'_> {
         Heads {
-            seg: self,
+            view: self,
             from: 0,
             held: 0,
             first_read: HEAD_WINDOW,
             buf: Vec::new(),
+            file: None,
         }
     }
 
@@ -284,16 +750,17 @@ impl Segment {
     /// else 0. A damaged entry of a segment trusted on open (only its last entry is
     /// checked then) costs a longer scan, never a wrong answer.
     fn index_position(&self, rel: u32, heads: &mut Heads<'_>) -> usize {
-        let Some(i) = self.index.floor(rel, |e| read_offset_entry(e).0) else {
+        let index = self.index();
+        let Some(i) = index.floor(rel, |e| read_offset_entry(e).0) else {
             return 0;
         };
-        let (entry_rel, pos) = read_offset_entry(self.index.entry(i));
+        let (entry_rel, pos) = read_offset_entry(index.entry(i));
         // The batch sought starts before the next entry's position, so a scan reads at
         // most up to there. Entries further apart than a window mean large batches
         // (entries are one index interval apart, plus one batch): the batch at this
         // entry is then likely the one sought, and its header is all there is to read.
-        heads.first_read = if i + 1 < self.index.entries() {
-            let (_, next) = read_offset_entry(self.index.entry(i + 1));
+        heads.first_read = if i + 1 < index.entries() {
+            let (_, next) = read_offset_entry(index.entry(i + 1));
             let span = (next as usize).saturating_sub(pos as usize) + HEADER_LEN;
             if span <= HEAD_WINDOW {
                 span
@@ -304,48 +771,72 @@ impl Segment {
             HEAD_WINDOW
         };
         match heads.at(pos as usize) {
-            Some(b) if b.base_offset == self.base_offset + entry_rel as i64 => pos as usize,
+            Some(b) if b.base_offset == self.seg.base_offset + entry_rel as i64 => pos as usize,
             _ => 0,
         }
     }
 
     /// Byte position of the batch that contains `offset` (or the first after it), found
     /// through the sparse index and a forward scan of batch headers; `None` if the
-    /// segment has no batch with a last offset >= `offset`.
-    pub(crate) fn find(&self, offset: i64, heads: &mut Heads<'_>) -> Option<usize> {
-        let rel = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
+    /// segment has no batch with a last offset >= `offset`. A header inside the data
+    /// that does not parse, a batch whose offsets do not follow the one before it, or a
+    /// segment that ends before the offsets it holds (`next_offset`) is
+    /// [`Error::Corrupt`]: nothing is skipped silently.
+    pub(crate) fn find(&self, offset: i64, heads: &mut Heads<'_>) -> Result<Option<usize>> {
+        let next = self.next;
+        let base = self.seg.base_offset;
+        let rel = (offset - base).clamp(0, u32::MAX as i64) as u32;
         let from = self.index_position(rel, heads);
-        self.scan_from(from, heads, |b| b.last_offset >= offset)
+        match self.scan_from(from, heads, offset, |b| b.last_offset >= offset)? {
+            // An empty segment holds no offset (its next offset is its base).
+            None if offset < next && next > base => Err(Error::corrupt(
+                self.seg.location(),
+                self.readable() as u64,
+                format!(
+                    "the segment's data ends before offset {offset}, which it holds (its offsets run to {})",
+                    next - 1
+                ),
+            )),
+            found => Ok(found),
+        }
     }
 
-    /// Walks batch headers from `pos` to the first batch that `hit` accepts.
+    /// Walks batch headers from `pos` to the first batch that `hit` accepts; `offset`
+    /// (the offset looked for) names the read in errors.
     fn scan_from(
         &self,
         mut pos: usize,
         heads: &mut Heads<'_>,
+        offset: i64,
         hit: impl Fn(&BatchHead) -> bool,
-    ) -> Option<usize> {
-        let end = self.log.readable();
+    ) -> Result<Option<usize>> {
+        let end = self.readable();
+        let mut prev: Option<i64> = None;
         while pos < end {
-            let b = heads.at(pos)?;
+            let b = match heads.at(pos) {
+                Some(b) if prev.is_none_or(|p| b.base_offset > p) => b,
+                _ => return Err(self.corrupt_at(pos, prev, offset)),
+            };
             if hit(&b) {
-                return Some(pos);
+                return Ok(Some(pos));
             }
+            prev = Some(b.last_offset);
             pos += b.len;
         }
-        None
+        Ok(None)
     }
 
     /// Position of the first batch whose max timestamp is >= `ts`, found through the
-    /// time index and a forward scan.
-    pub(crate) fn find_time(&self, ts: i64) -> Option<usize> {
-        let start_rel = self
-            .time_index
+    /// time index and a forward scan (errors as [`View::find`]).
+    pub(crate) fn find_time(&self, ts: i64) -> Result<Option<usize>> {
+        let time = self.time_index();
+        let start_rel = time
             .floor(ts.saturating_sub(1), |e| read_time_entry(e).0)
-            .map_or(0, |i| read_time_entry(self.time_index.entry(i)).1);
+            .map_or(0, |i| read_time_entry(time.entry(i)).1);
         let mut heads = self.heads();
         let from = self.index_position(start_rel, &mut heads);
-        self.scan_from(from, &mut heads, |b| b.max_timestamp >= ts)
+        let offset = self.seg.base_offset + start_rel as i64;
+        self.scan_from(from, &mut heads, offset, |b| b.max_timestamp >= ts)
     }
 
     /// Told of each read of `[start, end)`: when it continues the previous read and the
@@ -354,576 +845,71 @@ impl Segment {
     /// nothing (unless they hit the first batch), nor do reads of bytes appended by this
     /// process (already mapped).
     pub(crate) fn read_ahead(&self, start: usize, end: usize, prefault: &Prefaulter) {
+        let seg = self.seg;
         // Checked first, so that readers of bytes this process appended (a tailing
         // consumer) never write to the segment's shared state.
-        if start >= self.cold_end {
+        if start >= seg.cold_end {
             return;
         }
-        let prev = self.last_read_end.swap(end, Ordering::Relaxed);
+        let Some(log) = self.map() else { return };
+        let prev = seg.last_read_end.swap(end, Ordering::Relaxed);
         // A read from the segment's start counts as sequential too: a reader crossing
         // from the previous segment, or starting at the log start.
         if prev != start && start != 0 {
             return;
         }
-        let mapped = self.read_ahead.load(Ordering::Relaxed);
+        let mapped = seg.read_ahead.load(Ordering::Relaxed);
         if mapped >= end.saturating_add(READ_AHEAD_WINDOW / 2) {
             return;
         }
         let from = mapped.max(start);
-        let to = from.saturating_add(READ_AHEAD_WINDOW).min(self.cold_end);
+        let to = from.saturating_add(READ_AHEAD_WINDOW).min(seg.cold_end);
         if from < to
-            && self
+            && seg
                 .read_ahead
                 .compare_exchange(mapped, to, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
             // A busy thread refuses: the reader then faults the pages itself.
-            prefault.submit_read(&self.log, from, to);
+            prefault.submit_read(log, from, to);
         }
     }
-
-    /// How far read-ahead has been requested.
-    #[cfg(test)]
-    pub(crate) fn read_ahead_mark(&self) -> usize {
-        self.read_ahead.load(Ordering::Relaxed)
-    }
-
-    /// Fsyncs the segment's data and indexes.
-    pub(crate) fn sync(&self) -> Result<()> {
-        self.log
-            .flush(0, self.log.readable())
-            .ctx("msync", &self.log_path)?;
-        self.file.sync_data().ctx("fsync", &self.log_path)?;
-        self.index.sync()?;
-        self.time_index.sync()
-    }
-
-    /// Creates a new, empty active segment.
-    pub(crate) fn create(
-        dir: &Path,
-        base_offset: i64,
-        config: &LogConfig,
-    ) -> Result<SegmentWriter> {
-        let log_path = dir.join(file_name(base_offset, "log"));
-        for ext in ["index", "timeindex"] {
-            let p = dir.join(file_name(base_offset, ext));
-            if p.exists() {
-                std::fs::remove_file(&p).ctx("remove stale index", &p)?;
-            }
-        }
-        let file = create_rw(&log_path)?;
-        file.set_len(0).ctx("truncate new segment", &log_path)?;
-        let scan = SegmentScan {
-            next_offset: base_offset,
-            max_timestamp: -1,
-            last_time_entry: -1,
-            ..Default::default()
-        };
-        Self::open_active_file(dir, base_offset, file, &scan, config)
-    }
-
-    /// Opens the segment at `base_offset` as the active one, after `scan` established
-    /// its contents.
-    pub(crate) fn open_active(
-        dir: &Path,
-        base_offset: i64,
-        scan: &SegmentScan,
-        config: &LogConfig,
-    ) -> Result<SegmentWriter> {
-        let path = dir.join(file_name(base_offset, "log"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .ctx("open segment", &path)?;
-        Self::open_active_file(dir, base_offset, file, scan, config)
-    }
-
-    /// [`Segment::open_active`] over an opened `.log` file.
-    fn open_active_file(
-        dir: &Path,
-        base_offset: i64,
-        file: File,
-        scan: &SegmentScan,
-        config: &LogConfig,
-    ) -> Result<SegmentWriter> {
-        let log_path = dir.join(file_name(base_offset, "log"));
-        let index_max_bytes = config.index_max_bytes as usize;
-        let capacity = (config.segment_bytes as usize).max(scan.data_len + 1);
-        let (log, log_w) =
-            AppendMap::map_rw(&file, capacity, scan.data_len).ctx("map segment", &log_path)?;
-        let (index, index_w) = IndexFile::open_rw(
-            &dir.join(file_name(base_offset, "index")),
-            OFFSET_ENTRY,
-            scan.index_entries,
-            index_max_bytes,
-        )?;
-        let (time_index, time_w) = IndexFile::open_rw(
-            &dir.join(file_name(base_offset, "timeindex")),
-            TIME_ENTRY,
-            scan.time_entries,
-            index_max_bytes,
-        )?;
-        let reserved = file.metadata().ctx("stat", &log_path)?.len() as usize;
-        let seg = Segment::assemble(base_offset, log_path, file, log, index, time_index, scan);
-        Ok(SegmentWriter {
-            seg,
-            log_w,
-            index_w,
-            time_w,
-            pos: scan.data_len,
-            reserved: reserved.max(scan.data_len),
-            reserved_at_open: reserved.max(scan.data_len),
-            capacity,
-            bytes_since_index: scan.bytes_since_index,
-            last_time_entry: scan.last_time_entry,
-            max_ts_batch: scan.max_ts_batch,
-            first_append_ms: None,
-            index_interval: config.index_interval_bytes as usize,
-            prefault: None,
-            last_reserve: None,
-            bulk_since_reserve: 0,
-        })
-    }
-
-    /// The shared segment over opened files, with the state `scan` found.
-    fn assemble(
-        base_offset: i64,
-        log_path: PathBuf,
-        file: File,
-        log: Arc<AppendMap>,
-        index: IndexFile,
-        time_index: IndexFile,
-        scan: &SegmentScan,
-    ) -> Arc<Segment> {
-        Arc::new(Segment {
-            base_offset,
-            log_path,
-            file,
-            log,
-            index,
-            time_index,
-            next_offset: AtomicI64::new(scan.next_offset),
-            max_timestamp: AtomicI64::new(scan.max_timestamp),
-            cold_end: scan.data_len,
-            read_ahead: AtomicUsize::new(0),
-            last_read_end: AtomicUsize::new(0),
-        })
-    }
-
-    /// Opens a sealed segment read-only after `scan` established its contents.
-    pub(crate) fn open_sealed(
-        dir: &Path,
-        base_offset: i64,
-        scan: &SegmentScan,
-    ) -> Result<Arc<Segment>> {
-        let log_path = dir.join(file_name(base_offset, "log"));
-        let file = File::open(&log_path).ctx("open segment", &log_path)?;
-        let log = AppendMap::map_ro(&file, scan.data_len).ctx("map segment", &log_path)?;
-        let index = IndexFile::open_ro(
-            &dir.join(file_name(base_offset, "index")),
-            OFFSET_ENTRY,
-            scan.index_entries,
-        )?;
-        let time_index = IndexFile::open_ro(
-            &dir.join(file_name(base_offset, "timeindex")),
-            TIME_ENTRY,
-            scan.time_entries,
-        )?;
-        Ok(Segment::assemble(
-            base_offset,
-            log_path,
-            file,
-            log,
-            index,
-            time_index,
-            scan,
-        ))
-    }
 }
 
-/// Reads a file into a read-only map of its current length (for scanning on open).
-fn map_whole(path: &Path) -> Result<(File, Arc<AppendMap>)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .ctx("open", path)?;
-    let len = file.metadata().ctx("stat", path)?.len() as usize;
-    let map = AppendMap::map_ro(&file, len).ctx("map", path)?;
-    Ok((file, map))
-}
-
-/// How far a segment can be trusted on open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Trust {
-    /// The whole segment lies below the recovery point.
-    Full,
-    /// Trusted if its data ends at or below this recovery point.
-    UpTo(i64),
-    /// Validate every batch.
-    None,
-}
-
-/// Establishes the contents of a segment on open.
-///
-/// A trusted segment (wholly below the recovery point) reuses its indexes if they check
-/// out (else they are rebuilt by a header walk), and only the batch headers after the
-/// last index entry are walked to find the data end. Otherwise every batch's length,
-/// magic, CRC and offsets are checked from the start, the log is cut at the first bad
-/// batch, and both indexes are rebuilt. Either way the `.log` file is trimmed to the
-/// data end when it is longer. Sets `trusted` in the result.
-pub(crate) fn scan_segment(
-    dir: &Path,
-    base_offset: i64,
-    trust: Trust,
-    index_interval: usize,
+/// Write side of the active segment.
+pub(crate) struct SegmentWriter {
+    pub(crate) seg: Arc<Segment>,
+    /// The writer of the log's map, made by the first append (or the first after a
+    /// reopen): a segment without data needs no map.
+    log_w: Option<MapWriter>,
+    /// The index writers, made with the first index entry.
+    index_w: Option<IndexWriter>,
+    time_w: Option<IndexWriter>,
+    /// Byte position of the next batch.
+    pos: usize,
+    /// Bytes of the file backed by reserved blocks.
+    reserved: usize,
+    /// `reserved` when the segment was opened: steps grow with what this writer has
+    /// reserved, so a reopened segment starts again from the smallest step.
+    reserved_at_open: usize,
+    /// Size of the mapping.
+    capacity: usize,
     index_max_bytes: usize,
-) -> Result<SegmentScan> {
-    let log_path = dir.join(file_name(base_offset, "log"));
-    let (file, log) = map_whole(&log_path)?;
-    let file_len = log.readable();
-    let data = log.get(0, file_len).unwrap_or(&[]);
-    let loc = log_path.display().to_string();
-    let index_path = dir.join(file_name(base_offset, "index"));
-    let time_path = dir.join(file_name(base_offset, "timeindex"));
-
-    let mut scan = match trust {
-        Trust::None => None,
-        Trust::Full => trusted_scan(data, base_offset, &index_path, &time_path)?,
-        // Bytes other than the zero padding after the data are a torn write: validate
-        // the segment so that the cut is reported, not trimmed silently.
-        Trust::UpTo(rp) => trusted_scan(data, base_offset, &index_path, &time_path)?
-            .filter(|s| s.next_offset <= rp && data[s.data_len..].iter().all(|&b| b == 0)),
-    };
-    if let Some(s) = scan.as_mut() {
-        s.trusted = true;
-    } else {
-        let validate = trust != Trust::Full;
-        let (mut s, idx, tidx) = full_scan(
-            data,
-            base_offset,
-            &loc,
-            validate,
-            index_interval,
-            index_max_bytes,
-        );
-        // A rebuilt time index may lack the final entry written when the segment was
-        // sealed: only a real difference counts as a repair.
-        s.index_rebuilt = differs(&index_path, &idx, false);
-        s.time_index_rebuilt = differs(&time_path, &tidx, true);
-        // A trusted segment is rebuilt only because its indexes did not check out.
-        s.index_rebuilt |= !validate && !s.time_index_rebuilt;
-        write_index_file(&index_path, &idx)?;
-        write_index_file(&time_path, &tidx)?;
-        scan = Some(s);
-    }
-    let scan = scan.expect("set above");
-    if file_len > scan.data_len {
-        file.set_len(scan.data_len as u64)
-            .ctx("truncate segment", &log_path)?;
-    }
-    Ok(scan)
-}
-
-/// True if the index file at `path` is missing or does not start with `rebuilt` followed
-/// only by zeros (an untrimmed preallocated tail is not damage).
-fn differs(path: &Path, rebuilt: &[u8], prefix_ok: bool) -> bool {
-    match std::fs::read(path) {
-        Ok(old) => {
-            old.len() < rebuilt.len()
-                || old[..rebuilt.len()] != *rebuilt
-                || (!prefix_ok && old[rebuilt.len()..].iter().any(|&b| b != 0))
-        }
-        Err(_) => true,
-    }
-}
-
-/// Writes an index file through a temporary file and a rename, so that a reader still
-/// mapping the old file keeps valid pages (a shrink in place could fault its map).
-fn write_index_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).ctx("write index", &tmp)?;
-    std::fs::rename(&tmp, path).ctx("rename index into place", path)
-}
-
-/// Makes the first `cut` bytes of `seg` (whole batches) the whole segment, reopened as
-/// the active one, without changing a byte that a reader of `seg` may hold (truncation).
-///
-/// When bytes are cut, the kept prefix is copied to `<base>.log.swap`, fsynced, and
-/// renamed over the `.log`: readers of the old file keep its pages through their maps
-/// and descriptors, and appends go to the new file. When nothing is cut (the cut falls at
-/// the end of a sealed segment) the file is reopened for appending past its data, which
-/// no reader holds. Both indexes are rewritten for the prefix (temporary file and
-/// rename). `step` is told of each durable step (crash tests stop or copy there).
-pub(crate) fn cut_to(
-    dir: &Path,
-    seg: &Segment,
-    cut: usize,
-    config: &LogConfig,
-    step: &mut dyn FnMut(&'static str) -> Result<()>,
-) -> Result<SegmentWriter> {
-    let base = seg.base_offset;
-    let data = seg.bytes(0, cut).ok_or_else(|| {
-        Error::corrupt(
-            seg.location(),
-            cut as u64,
-            "truncation point is past the segment's data",
-        )
-    })?;
-    let (scan, idx, tidx) = full_scan(
-        data,
-        base,
-        &seg.location(),
-        false,
-        config.index_interval_bytes as usize,
-        config.index_max_bytes as usize,
-    );
-    if scan.data_len != cut {
-        return Err(Error::corrupt(
-            seg.location(),
-            scan.data_len as u64,
-            "truncation point is not a batch boundary",
-        ));
-    }
-    let swap = dir.join(format!("{}.swap", file_name(base, "log")));
-    let copied = cut < seg.size();
-    if copied {
-        let mut src = File::open(&seg.log_path).ctx("open segment", &seg.log_path)?;
-        let mut dst = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&swap)
-            .ctx("create", &swap)?;
-        let n = std::io::copy(&mut std::io::Read::take(&mut src, cut as u64), &mut dst)
-            .ctx("copy the kept prefix to", &swap)?;
-        if n != cut as u64 {
-            return Err(Error::corrupt(
-                seg.location(),
-                n,
-                "segment file ends before its data",
-            ));
-        }
-        dst.sync_all().ctx("fsync", &swap)?;
-        step("prefix copied")?;
-    }
-    write_index_file(&dir.join(file_name(base, "index")), &idx)?;
-    write_index_file(&dir.join(file_name(base, "timeindex")), &tidx)?;
-    step("indexes rewritten")?;
-    if copied {
-        std::fs::rename(&swap, &seg.log_path).ctx("swap in the kept prefix", &seg.log_path)?;
-        step("prefix swapped in")?;
-    }
-    Segment::open_active(dir, base, &scan, config)
-}
-
-/// Writes a compacted copy of a sealed segment and swaps it in: the new bytes go to
-/// `<base>.log.cleaned`, are fsynced, and are renamed over the `.log`; its indexes are
-/// rebuilt. Readers of the old segment keep the old file's pages. Returns the new
-/// segment, or `None` if it is empty and was deleted (unless `keep_empty`: the first
-/// segment stays, so that the log start offset keeps its segment).
-pub(crate) fn replace_with(
-    dir: &Path,
-    base_offset: i64,
-    bytes: &[u8],
-    keep_empty: bool,
-    config: &LogConfig,
-) -> Result<Option<Arc<Segment>>> {
-    use std::io::Write;
-    let log_path = dir.join(file_name(base_offset, "log"));
-    if bytes.is_empty() && !keep_empty {
-        for ext in ["log", "index", "timeindex"] {
-            let p = dir.join(file_name(base_offset, ext));
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("delete compacted segment", p, e)),
-            }
-        }
-        return Ok(None);
-    }
-    let cleaned = dir.join(format!("{}.cleaned", file_name(base_offset, "log")));
-    let mut f = File::create(&cleaned).ctx("create", &cleaned)?;
-    f.write_all(bytes).ctx("write", &cleaned)?;
-    f.sync_all().ctx("fsync", &cleaned)?;
-    drop(f);
-    let (scan, idx, tidx) = full_scan(
-        bytes,
-        base_offset,
-        &cleaned.display().to_string(),
-        true,
-        config.index_interval_bytes as usize,
-        config.index_max_bytes as usize,
-    );
-    if let Some((pos, why)) = scan.truncated {
-        let _ = std::fs::remove_file(&cleaned);
-        return Err(Error::corrupt(cleaned.display(), pos, why));
-    }
-    write_index_file(&dir.join(file_name(base_offset, "index")), &idx)?;
-    write_index_file(&dir.join(file_name(base_offset, "timeindex")), &tidx)?;
-    std::fs::rename(&cleaned, &log_path).ctx("swap in compacted segment", &log_path)?;
-    Segment::open_sealed(dir, base_offset, &scan).map(Some)
-}
-
-/// Reuses the indexes of a trusted segment; `None` if they do not check out.
-fn trusted_scan(
-    data: &[u8],
-    base: i64,
-    index_path: &Path,
-    time_path: &Path,
-) -> Result<Option<SegmentScan>> {
-    let read = |p: &Path| match std::fs::read(p) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read index", p, e)),
-    };
-    let (Some(idx), Some(tidx)) = (read(index_path)?, read(time_path)?) else {
-        return Ok(None);
-    };
-    if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
-        return Ok(None);
-    }
-    let n = valid_prefix(&idx, OFFSET_ENTRY, |e| {
-        let (o, p) = read_offset_entry(e);
-        (o as i64, p as i64)
-    });
-    let tn = valid_prefix(&tidx, TIME_ENTRY, |e| {
-        let (t, o) = read_time_entry(e);
-        (t, o as i64)
-    });
-    // Start the walk at the last index entry, which must point at a batch whose base
-    // offset matches.
-    let (mut pos, mut expect_rel) = (0usize, 0u32);
-    if n > 0 {
-        let (rel, p) = read_offset_entry(&idx[(n - 1) * OFFSET_ENTRY..n * OFFSET_ENTRY]);
-        pos = p as usize;
-        expect_rel = rel;
-    }
-    let mut scan = SegmentScan {
-        next_offset: base,
-        max_timestamp: -1,
-        last_time_entry: -1,
-        index_entries: n,
-        time_entries: tn,
-        ..Default::default()
-    };
-    if tn > 0 {
-        let (t, rel) = read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..tn * TIME_ENTRY]);
-        scan.max_timestamp = t;
-        scan.last_time_entry = t;
-        scan.max_ts_batch = rel;
-    }
-    let mut first = true;
-    while pos + HEADER_LEN <= data.len() {
-        let Ok(b) = Batch::parse_header_at(&data[pos..], "", 0) else {
-            break;
-        };
-        if first && n > 0 && b.base_offset() != base + expect_rel as i64 {
-            return Ok(None);
-        }
-        if b.base_offset() < scan.next_offset && !first {
-            break;
-        }
-        first = false;
-        scan.next_offset = b.last_offset() + 1;
-        if b.max_timestamp() > scan.max_timestamp {
-            scan.max_timestamp = b.max_timestamp();
-            scan.max_ts_batch = (b.base_offset() - base) as u32;
-        }
-        pos += b.len();
-        scan.bytes_since_index += b.len();
-    }
-    if n > 0 && first {
-        // The last index entry points past the data.
-        return Ok(None);
-    }
-    if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
-    {
-        return Ok(None);
-    }
-    scan.data_len = pos;
-    Ok(Some(scan))
-}
-
-/// Walks every batch from the start, rebuilding both indexes; with `validate`, checks
-/// CRCs too. Returns the scan and the index bytes.
-fn full_scan(
-    data: &[u8],
-    base: i64,
-    loc: &str,
-    validate: bool,
+    bytes_since_index: usize,
+    last_time_entry: i64,
+    /// Relative offset of the batch holding the largest timestamp (for the final entry).
+    max_ts_batch: u32,
+    /// Wall-clock ms of the first append (for segment_ms); None while empty.
+    pub(crate) first_append_ms: Option<i64>,
     index_interval: usize,
-    index_max_bytes: usize,
-) -> (SegmentScan, Vec<u8>, Vec<u8>) {
-    let mut scan = SegmentScan {
-        next_offset: base,
-        max_timestamp: -1,
-        last_time_entry: -1,
-        ..Default::default()
-    };
-    let (mut idx, mut tidx) = (Vec::new(), Vec::new());
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let parsed = if validate {
-            Batch::parse_at(&data[pos..], loc, pos as u64)
-        } else {
-            Batch::parse_header_at(&data[pos..], loc, pos as u64)
-        };
-        let b = match parsed {
-            Ok(b) => b,
-            Err(e) => {
-                // Zeros after the data are the unused preallocated tail, not damage.
-                if !data[pos..].iter().all(|&x| x == 0) {
-                    scan.truncated = Some((pos as u64, e.to_string()));
-                }
-                break;
-            }
-        };
-        if b.base_offset() < scan.next_offset || b.last_offset() - base > u32::MAX as i64 {
-            scan.truncated = Some((
-                pos as u64,
-                format!(
-                    "corrupt data in {loc} at byte {pos}: batch offsets {}..={} do not follow {}",
-                    b.base_offset(),
-                    b.last_offset(),
-                    scan.next_offset - 1
-                ),
-            ));
-            break;
-        }
-        let rel = (b.base_offset() - base) as u32;
-        if pos > 0
-            && scan.bytes_since_index >= index_interval
-            && idx.len() + OFFSET_ENTRY <= index_max_bytes
-            && tidx.len() + TIME_ENTRY <= index_max_bytes
-        {
-            idx.extend_from_slice(&offset_entry(rel, pos as u32));
-            let ts = scan.max_timestamp.max(b.max_timestamp());
-            if ts > scan.last_time_entry {
-                tidx.extend_from_slice(&time_entry(ts, rel));
-                scan.last_time_entry = ts;
-            }
-            scan.bytes_since_index = 0;
-        }
-        if b.max_timestamp() > scan.max_timestamp {
-            scan.max_timestamp = b.max_timestamp();
-            scan.max_ts_batch = rel;
-        }
-        scan.next_offset = b.last_offset() + 1;
-        scan.bytes_since_index += b.len();
-        pos += b.len();
-        if validate {
-            crate::metrics::recovery_validated(b.len() as u64);
-        }
-    }
-    if validate {
-        scan.bytes_validated = pos as u64;
-    }
-    scan.data_len = pos;
-    scan.index_entries = idx.len() / OFFSET_ENTRY;
-    scan.time_entries = tidx.len() / TIME_ENTRY;
-    (scan, idx, tidx)
+    /// Faults in reserved ranges off the appending thread (see `prefault`).
+    prefault: Option<Prefaulter>,
+    /// When the last reservation step was taken, and the write position then: the
+    /// writer's pace is the bytes written since over the time since.
+    last_reserve: Option<(Instant, usize)>,
+    /// Bytes written with `pwritev` since the last reservation: they need no page
+    /// faulted in ahead, so they do not count towards the writer's pace.
+    bulk_since_reserve: usize,
 }
 
 impl SegmentWriter {
@@ -947,7 +933,85 @@ impl SegmentWriter {
 
     /// True if the indexes have no room for another entry.
     pub(crate) fn index_full(&self) -> bool {
-        self.index_w.is_full() || self.time_w.is_full()
+        self.index_w.as_ref().is_some_and(IndexWriter::is_full)
+            || self.time_w.as_ref().is_some_and(IndexWriter::is_full)
+    }
+
+    /// Maps the log read-write (at the first append of a new segment, or the first
+    /// after a reopen) and pins the maps: from now on readers read through the writer's
+    /// map. A reopened segment with index entries gets its index writers too, so that
+    /// lookups keep their index.
+    fn ensure_mapped(&mut self) -> Result<()> {
+        if self.log_w.is_some() {
+            return Ok(());
+        }
+        let file = self.seg.fd()?;
+        let (map, writer) = AppendMap::map_rw(&file, self.capacity, self.pos)
+            .ctx("map segment", &self.seg.log_path)?;
+        let mut slot = self.seg.maps.write();
+        self.seg.pinned.store(true, Ordering::Release);
+        *slot = Some(Arc::new(Maps::new(map)));
+        drop(slot);
+        self.log_w = Some(writer);
+        if self.seg.index_entries.load(Ordering::Acquire) > 0
+            || self.seg.time_entries.load(Ordering::Acquire) > 0
+        {
+            self.ensure_indexes()?;
+        }
+        Ok(())
+    }
+
+    /// The log's map (the writer's; `ensure_mapped` made it).
+    fn log_map(&self) -> Result<Arc<AppendMap>> {
+        match self.seg.maps.read().as_ref() {
+            Some(m) if self.log_w.is_some() => Ok(Arc::clone(&m.log)),
+            _ => Err(Error::corrupt(
+                self.seg.location(),
+                self.pos as u64,
+                "the active segment is not mapped",
+            )),
+        }
+    }
+
+    /// Opens the index writers (creating the files with the segment's first index
+    /// entry) and hands their maps to readers.
+    fn ensure_indexes(&mut self) -> Result<()> {
+        if self.index_w.is_some() && self.time_w.is_some() {
+            return Ok(());
+        }
+        let maps = self.seg.maps.read().clone();
+        let Some(maps) = maps.filter(|_| self.log_w.is_some()) else {
+            return Err(Error::corrupt(
+                self.seg.location(),
+                self.pos as u64,
+                "the active segment is not mapped",
+            ));
+        };
+        if self.index_w.is_none() {
+            let w = IndexWriter::open(
+                &self.seg.index_path(),
+                self.seg.id + 1,
+                OFFSET_ENTRY,
+                self.seg.index_entries.load(Ordering::Acquire),
+                self.index_max_bytes,
+                &self.seg.files.fds,
+            )?;
+            let _ = maps.index.set(Arc::clone(w.map()));
+            self.index_w = Some(w);
+        }
+        if self.time_w.is_none() {
+            let w = IndexWriter::open(
+                &self.seg.time_path(),
+                self.seg.id + 2,
+                TIME_ENTRY,
+                self.seg.time_entries.load(Ordering::Acquire),
+                self.index_max_bytes,
+                &self.seg.files.fds,
+            )?;
+            let _ = maps.time.set(Arc::clone(w.map()));
+            self.time_w = Some(w);
+        }
+        Ok(())
     }
 
     /// The next reservation step: as much as this writer has reserved so far, within
@@ -958,18 +1022,33 @@ impl SegmentWriter {
             .clamp(LOG_RESERVE_MIN, LOG_RESERVE_MAX)
     }
 
-    fn reserve(&mut self, upto: usize) -> Result<()> {
+    /// Reserves the disk space of `[reserved, upto)` and a step more; when the step
+    /// does not fit on the disk, exactly what `upto` needs (so that appends go on as
+    /// long as there is room for them). Tells `space` of a reservation that succeeded.
+    fn reserve(&mut self, upto: usize, space: &DiskSpace) -> Result<()> {
         if upto <= self.reserved {
             return Ok(());
         }
         let step = self.step();
-        let target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN) * LOG_RESERVE_MIN)
+        let mut target = (upto.max(self.reserved + step).div_ceil(LOG_RESERVE_MIN)
+            * LOG_RESERVE_MIN)
             .min(self.capacity)
             .max(upto);
-        self.seg
-            .file
-            .allocate(target as u64)
-            .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
+        let file = self.seg.fd()?;
+        let from = self.reserved as u64;
+        if let Err(e) = allocate(&file, from, (target - self.reserved) as u64) {
+            let full = matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            );
+            if !full || target == upto {
+                return Err(Error::io("reserve disk space for", &self.seg.log_path, e));
+            }
+            allocate(&file, from, (upto - self.reserved) as u64)
+                .map_err(|e| Error::io("reserve disk space for", &self.seg.log_path, e))?;
+            target = upto;
+        }
+        space.reserved(&self.seg.log_path);
         // A fast writer gets the new range faulted in ahead of it (by the prefault
         // thread, else here), saving a fault per page. A slow one takes the faults one
         // page at a time: a bulk fault-in would stall it, or steal a core from its
@@ -979,13 +1058,15 @@ impl SegmentWriter {
             now.duration_since(at).as_secs_f64() * PREFAULT_MIN_BYTES_PER_SEC
                 < (self.pos.saturating_sub(pos)).saturating_sub(self.bulk_since_reserve) as f64
         });
-        if fast
-            && !self
+        if fast {
+            let map = self.log_map()?;
+            if !self
                 .prefault
                 .as_ref()
-                .is_some_and(|p| p.submit(&self.seg.log, self.reserved, target))
-        {
-            self.seg.log.populate_write(self.reserved, target);
+                .is_some_and(|p| p.submit(&map, self.reserved, target))
+            {
+                map.populate_write(self.reserved, target);
+            }
         }
         self.last_reserve = Some((now, self.pos));
         self.bulk_since_reserve = 0;
@@ -996,18 +1077,38 @@ impl SegmentWriter {
     /// Appends one validated batch at the next position, stamping `base_offset` and,
     /// when given, `leader_epoch` (partitionLeaderEpoch; both fields lie outside the
     /// CRC). `batch` is the original bytes (the fields are overwritten in the file).
+    ///
+    /// The stamped head is written before the rest of the batch (a fence between): a
+    /// reader in another process that finds the batch's CRC valid then reads the
+    /// stamped offset, never the one the client sent.
     pub(crate) fn append(
         &mut self,
         batch: &Batch<'_>,
         base_offset: i64,
         leader_epoch: Option<i32>,
         now_ms: i64,
+        space: &DiskSpace,
     ) -> Result<()> {
         let bytes = batch.as_bytes();
         let len = bytes.len();
         let pos = self.pos;
         let bulk = len >= BULK_APPEND_MIN;
-        self.reserve(pos + len)?;
+        self.ensure_mapped()?;
+        // Everything this append needs is reserved before a byte is written: a full
+        // disk fails the append whole, never after its bytes were published.
+        let index_due =
+            pos > 0 && self.bytes_since_index >= self.index_interval && !self.index_full();
+        if index_due {
+            self.ensure_indexes()?;
+            let fds = &self.seg.files.fds;
+            if let Some(w) = self.index_w.as_mut() {
+                w.reserve_next(fds)?;
+            }
+            if let Some(w) = self.time_w.as_mut() {
+                w.reserve_next(fds)?;
+            }
+        }
+        self.reserve(pos + len, space)?;
         // baseOffset, then (when stamped) batchLength as it is and partitionLeaderEpoch.
         let mut head = [0u8; 16];
         head[..8].copy_from_slice(&base_offset.to_be_bytes());
@@ -1022,11 +1123,20 @@ impl SegmentWriter {
         let head = &head[..head_len];
         let written = if bulk {
             self.bulk_since_reserve += len;
-            self.log_w
-                .write_file(&self.seg.file, pos, head, &bytes[head_len..])
+            let file = self.seg.fd()?;
+            let Some(w) = self.log_w.as_mut() else {
+                return Err(self.unmapped());
+            };
+            w.write_file(&file, pos, head, &bytes[head_len..])
                 .map_err(|e| Error::io("append to", &self.seg.log_path, e))?
         } else {
-            self.log_w.write(pos, bytes) && self.log_w.patch(pos, head)
+            let Some(w) = self.log_w.as_mut() else {
+                return Err(self.unmapped());
+            };
+            w.write(pos, head) && {
+                std::sync::atomic::fence(Ordering::Release);
+                w.write(pos + head_len, &bytes[head_len..])
+            }
         };
         if !written {
             return Err(Error::corrupt(
@@ -1036,25 +1146,33 @@ impl SegmentWriter {
             ));
         }
         self.pos += len;
-        self.log_w.publish(self.pos);
+        if let Some(w) = self.log_w.as_mut() {
+            w.publish(self.pos);
+        }
+        self.seg.len.store(self.pos, Ordering::Release);
         if self.prefault.is_some() && !bulk {
             // Keep a step reserved (and being faulted in) ahead of the writer. A failure
             // here is reported by the append that needs the space.
             let half = self.step() / 2;
             if self.pos + half > self.reserved && self.reserved < self.capacity {
-                let _ = self.reserve(self.pos + half + 1);
+                let _ = self.reserve(self.pos + half + 1, space);
             }
         }
         let rel = (base_offset - self.seg.base_offset) as u32;
         let max_ts = batch.max_timestamp();
         let seg_max = self.seg.max_timestamp();
-        if pos > 0 && self.bytes_since_index >= self.index_interval && !self.index_full() {
-            self.index_w
-                .append(&offset_entry(rel, pos as u32), self.seg.index.path())?;
+        if index_due {
+            let fds = &self.seg.files.fds;
+            if let Some(w) = self.index_w.as_mut() {
+                w.append(&offset_entry(rel, pos as u32), fds)?;
+                self.seg.index_entries.store(w.entries(), Ordering::Release);
+            }
             let ts = seg_max.max(max_ts);
-            if ts > self.last_time_entry {
-                self.time_w
-                    .append(&time_entry(ts, rel), self.seg.time_index.path())?;
+            if ts > self.last_time_entry
+                && let Some(w) = self.time_w.as_mut()
+            {
+                w.append(&time_entry(ts, rel), fds)?;
+                self.seg.time_entries.store(w.entries(), Ordering::Release);
                 self.last_time_entry = ts;
             }
             self.bytes_since_index = 0;
@@ -1072,25 +1190,66 @@ impl SegmentWriter {
         Ok(())
     }
 
+    #[cold]
+    fn unmapped(&self) -> Error {
+        Error::corrupt(
+            self.seg.location(),
+            self.pos as u64,
+            "the active segment is not mapped",
+        )
+    }
+
     /// Seals the segment: writes the final time index entry and trims the files to their
-    /// data. Returns the shared segment (its read-write map stays valid for readers).
+    /// data. Returns the shared segment, unpinned: its maps stay valid for readers until
+    /// the data directory's map budget unmaps it.
     pub(crate) fn seal(mut self) -> Result<Arc<Segment>> {
         let max = self.seg.max_timestamp();
-        if max > self.last_time_entry && !self.time_w.is_full() {
-            self.time_w.append(
-                &time_entry(max, self.max_ts_batch),
-                self.seg.time_index.path(),
-            )?;
-            self.last_time_entry = max;
+        let final_entry = time_entry(max, self.max_ts_batch);
+        let fds = &self.seg.files.fds;
+        if max > self.last_time_entry {
+            // The final entry only shortens a lookup of the newest timestamps: on a
+            // full disk the segment is sealed without it.
+            match self.time_w.as_mut() {
+                Some(w) => {
+                    if !w.is_full() && w.reserve_next(fds).is_ok() {
+                        w.append(&final_entry, fds)?;
+                        self.seg.time_entries.store(w.entries(), Ordering::Release);
+                        self.last_time_entry = max;
+                    }
+                }
+                None => {
+                    // No time index yet: the one entry is written as the whole file.
+                    let path = self.seg.time_path();
+                    if std::fs::write(&path, final_entry).is_ok() {
+                        self.seg.time_entries.store(1, Ordering::Release);
+                        self.last_time_entry = max;
+                    }
+                }
+            }
         }
-        self.index_w.trim(self.seg.index.path())?;
-        self.time_w.trim(self.seg.time_index.path())?;
+        if let Some(w) = &self.index_w {
+            w.trim(fds)?;
+        }
+        if let Some(w) = &self.time_w {
+            w.trim(fds)?;
+        }
         // Readers borrow only below the write position: trimming the file there never
         // takes a page from under them.
-        self.seg
-            .file
-            .set_len(self.pos as u64)
-            .ctx("trim segment", &self.seg.log_path)?;
+        if self.reserved > self.pos {
+            self.seg
+                .fd()?
+                .set_len(self.pos as u64)
+                .ctx("trim segment", &self.seg.log_path)?;
+        }
+        let mapped = {
+            let slot = self.seg.maps.read();
+            self.seg.pinned.store(false, Ordering::Release);
+            slot.is_some()
+        };
+        if mapped {
+            let me: Weak<dyn Unmap> = self.seg.me.clone();
+            self.seg.files.maps.mapped(me);
+        }
         Ok(self.seg)
     }
 

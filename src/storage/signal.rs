@@ -141,6 +141,11 @@ impl Watchers {
         }
     }
 
+    /// True if a signal is registered (a read-only log is followed only then).
+    pub(crate) fn is_watched(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > 0
+    }
+
     /// Number of registrations (tests check that waiters clean up after themselves).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-fn small() -> LogConfig {
+pub(super) fn small() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 256,
@@ -15,7 +15,7 @@ fn small() -> LogConfig {
     }
 }
 
-fn batch(first: u32, n: u32, ts: i64) -> Vec<u8> {
+pub(super) fn batch(first: u32, n: u32, ts: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for i in first..first + n {
         let key = format!("k{}", i % 7);
@@ -873,17 +873,13 @@ fn the_first_index_entry_brings_in_pages_not_megabytes() {
         log.append_builder(&mut b).unwrap();
     }
     let seg = log.segments()[0].clone();
-    assert_eq!(seg.index.entries(), 1);
+    assert_eq!(seg.index_entries(), 1);
     // The index files are holes up to index_max_bytes (10 MB): read-ahead on the first
     // fault would zero-fill up to the device's read_ahead_kb of them.
-    for index in [&seg.index, &seg.time_index] {
-        let cached = index
-            .map()
-            .cached_pages(LogConfig::default().index_max_bytes as usize);
-        assert!(
-            cached <= 4,
-            "{cached} pages of {} cached",
-            index.path().display()
-        );
+    let maps = seg.index_maps();
+    assert_eq!(maps.len(), 2);
+    for (map, path) in maps {
+        let cached = map.cached_pages(LogConfig::default().index_max_bytes as usize);
+        assert!(cached <= 4, "{cached} pages of {} cached", path.display());
     }
 }

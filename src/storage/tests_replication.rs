@@ -604,6 +604,8 @@ fn a_slice_held_across_a_truncation_keeps_its_bytes_and_its_file() {
         .into_iter()
         .map(|s| {
             let copy = s.to_vec();
+            // A sendfile takes the descriptor before it starts; the slice keeps it.
+            assert!(s.file().is_some());
             (s, copy)
         })
         .collect();

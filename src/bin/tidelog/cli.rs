@@ -422,6 +422,11 @@ pub(crate) struct PerfConsumeArgs {
     /// Topic.
     #[arg(long, value_name = "T")]
     pub topic: String,
+    /// Read through `tidelog::GroupConsumer` (a member of a new consumer group, from the
+    /// earliest offsets, CRCs checked as Kafka's `check.crcs`, nothing committed) instead
+    /// of reading the partitions directly: what an application using the group API gets.
+    #[arg(long)]
+    pub group: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -454,6 +459,15 @@ pub(crate) struct PerfPubsubArgs {
     /// Pace of the latency run, records per second.
     #[arg(long, value_name = "R", default_value_t = 100_000)]
     pub latency_rate: u64,
+    /// Send through `tidelog::Producer` (`send_nowait`, default partitioner; Kafka's
+    /// batching defaults in the throughput run, linger 0 in the latency run) and read
+    /// through a `tidelog::GroupConsumer` member, instead of appending batches of B
+    /// records and reading the partitions directly: what an application gets.
+    #[arg(long, conflicts_with = "batch")]
+    pub producer: bool,
+    /// Producer threads of the throughput run (with --producer), sharing one Producer.
+    #[arg(long, value_name = "T", default_value_t = 1, requires = "producer")]
+    pub threads: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -594,6 +608,11 @@ pub(crate) struct ServeArgs {
     /// CreateTopics with -1 (Kafka's num.partitions).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub num_partitions: i32,
+    /// Partitions the broker holds at most, over all topics: a CreateTopics or
+    /// CreatePartitions past it is refused whole (INVALID_PARTITIONS). Default: what the
+    /// process can hold (from the kernel's vm.max_map_count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_partitions: Option<u64>,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]
     pub node_id: Option<i32>,
@@ -622,6 +641,19 @@ pub(crate) struct ServeArgs {
     /// offsets.topic.replication.factor).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub offsets_topic_replication_factor: i16,
+    /// Cluster: move leaderships back to the preferred replicas when they are
+    /// imbalanced (Kafka's auto.leader.rebalance.enable).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_leader_rebalance_enable: bool,
+    /// Cluster: how often the controller checks the leaders' balance, in seconds (Kafka's
+    /// leader.imbalance.check.interval.seconds).
+    #[arg(long, value_name = "S", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// Cluster: rebalance a broker's leaderships when more than this percentage of the
+    /// partitions it prefers to lead are led elsewhere (Kafka's
+    /// leader.imbalance.per.broker.percentage).
+    #[arg(long, value_name = "PCT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub leader_imbalance_per_broker_percentage: u32,
     /// The longest a Fetch waits for data, in ms: a client's max_wait_ms above it is
     /// capped to it.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]

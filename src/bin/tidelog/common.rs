@@ -9,26 +9,124 @@ use tidelog::record::batches;
 use tidelog::storage::LogSlice;
 use tidelog::{Batch, Broker, Partition, Topic};
 
+/// Opens the broker on `dir` read-only, for the commands that only read (`consume`
+/// without `--group`, `topics list|describe`, `groups list|describe`): they work while
+/// another process holds the directory (and follow what it appends) and on a directory
+/// this user cannot write, and never write a byte of it. Says so on stderr when that is
+/// why it matters: another process holds it, or it cannot be written.
+pub(crate) fn open_broker_read_only(dir: &Path) -> CliResult<Broker> {
+    exists(dir, false)?;
+    let broker = Broker::open_read_only(dir)?;
+    if let Some(why) = read_only_reason(dir) {
+        eprintln!("note: {} is opened read-only ({why})", dir.display());
+    }
+    Ok(broker)
+}
+
+/// Why a read-only opening of `dir` is worth a note: another process holds its lock (it
+/// writes it), or this process cannot write it. Looks without writing or locking: the
+/// kernel's list of file locks, and whether the lock file opens for writing.
+fn read_only_reason(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    if !writable(dir) {
+        return Some("it cannot be written");
+    }
+    let lock = dir.join(".lock");
+    let meta = std::fs::metadata(&lock).ok()?;
+    let dev = meta.dev();
+    // glibc's encoding of a device number (gnu_dev_major / gnu_dev_minor).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let id = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let held = locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 6 && f[1] == "FLOCK" && f[5] == id
+    });
+    held.then_some("another process holds it: what it appends is read as it comes")
+}
+
+/// Whether this process may create files in `dir`, found without trying: the mount's
+/// options (`/proc/self/mountinfo`: `ro`), then the directory's mode against this
+/// process's effective user and groups (`/proc/self/status`; root writes anything).
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(canonical) = dir.canonicalize() else {
+        return true;
+    };
+    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+        // The longest mount point that contains the directory is its mount.
+        let mount = mounts
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some((*f.get(4)?, *f.get(5)?))
+            })
+            .filter(|(point, _)| canonical.starts_with(point))
+            .max_by_key(|(point, _)| point.len());
+        if mount.is_some_and(|(_, opts)| opts.split(',').any(|o| o == "ro")) {
+            return false;
+        }
+    }
+    let (Ok(meta), Ok(status)) = (
+        std::fs::metadata(dir),
+        std::fs::read_to_string("/proc/self/status"),
+    ) else {
+        return true;
+    };
+    let ids = |key: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Uid and Gid: real, effective, saved, filesystem.
+    let (uid, gid, groups) = (ids("Uid:"), ids("Gid:"), ids("Groups:"));
+    let euid = uid.get(1).copied().unwrap_or(0);
+    if euid == 0 {
+        return true;
+    }
+    let mode = meta.mode();
+    if meta.uid() == euid {
+        mode & 0o200 != 0
+    } else if gid.get(1) == Some(&meta.gid()) || groups.contains(&meta.gid()) {
+        mode & 0o020 != 0
+    } else {
+        mode & 0o002 != 0
+    }
+}
+
+/// Checks that `dir` is a directory; one that does not exist is an error unless the
+/// command creates it (`create`).
+fn exists(dir: &Path, create: bool) -> CliResult {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => Err(fail!("data directory {} is not a directory", dir.display())),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if create {
+                Ok(())
+            } else {
+                Err(fail!(
+                    "data directory {} does not exist (create a topic first: tidelog --data {} topics create NAME)",
+                    dir.display(),
+                    dir.display()
+                ))
+            }
+        }
+        Err(e) => Err(fail!("cannot read data directory {}: {e}", dir.display())),
+    }
+}
+
 /// Opens the broker on `dir`. Commands that only read (`create == false`) refuse a
 /// directory that does not exist rather than creating an empty one. When recovery has
 /// many unflushed bytes to validate (after a crash), progress shows on a terminal.
 pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
-    match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => {
-            return Err(fail!("data directory {} is not a directory", dir.display()));
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if !create {
-                return Err(fail!(
-                    "data directory {} does not exist (create a topic first: tidelog --data {} topics create NAME)",
-                    dir.display(),
-                    dir.display()
-                ));
-            }
-        }
-        Err(e) => return Err(fail!("cannot read data directory {}: {e}", dir.display())),
-    }
+    exists(dir, create)?;
     let before = tidelog::metrics::recovery_bytes_validated();
     let broker = crate::progress::while_running(
         format!("validating unflushed data in {}", dir.display()),
@@ -37,7 +135,32 @@ pub(crate) fn open_broker(dir: &Path, create: bool) -> CliResult<Broker> {
         || tidelog::metrics::recovery_bytes_validated().saturating_sub(before),
         || Broker::open(dir),
     )?;
+    report_recovery(&broker);
     Ok(broker)
+}
+
+/// Prints on stderr, one line each, what opening the broker moved out of the way:
+/// partition directories of no topic (moved aside), and what recovery removed from the
+/// logs (a torn or corrupt tail cut, segments after it removed): the partition, the
+/// file, the offset, the bytes and records, and where the bytes were kept.
+pub(crate) fn report_recovery(broker: &Broker) {
+    for orphan in broker.orphaned_logs() {
+        eprintln!("warning: {orphan}");
+    }
+    for name in broker.topics() {
+        let Ok(topic) = broker.topic(&name) else {
+            continue;
+        };
+        for p in topic.partitions().iter() {
+            for cut in &p.log().recovery_report().cuts {
+                eprintln!(
+                    "warning: recovery of partition {}-{} removed data: {cut}",
+                    p.topic(),
+                    p.index()
+                );
+            }
+        }
+    }
 }
 
 /// The data directory: `--data` if given, else the default.

@@ -15,7 +15,10 @@
 //! stands. Records handed out by a poll but not printed (after `-c`) are not committed.
 
 use crate::cli::ConsumeArgs;
-use crate::common::{checked_batches, close_broker, open_broker, parse_time, select_partitions};
+use crate::common::{
+    checked_batches, close_broker, open_broker, open_broker_read_only, parse_time,
+    select_partitions,
+};
 use crate::format::Format;
 use crate::out::Out;
 use crate::progress::{Progress, Unit};
@@ -84,7 +87,12 @@ pub(crate) fn run(data: &Path, args: &ConsumeArgs) -> CliResult {
         None => Format::default_for(args.key_delimiter.as_deref()),
     };
     let start = parse_start(args)?;
-    let broker = open_broker(data, false)?;
+    // Without a group nothing is written: the directory is read as it is (and followed,
+    // while another process writes it).
+    let broker = match &args.group {
+        Some(_) => open_broker(data, false)?,
+        None => open_broker_read_only(data)?,
+    };
     // Ctrl-C (or SIGTERM) ends the command cleanly (a group member commits first):
     // without -e it is the normal way to stop.
     let stop = Arc::new(AtomicBool::new(false));

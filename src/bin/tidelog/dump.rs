@@ -3,9 +3,11 @@
 //! For a `.log`: every batch (position, base and last offset, count, timestamps, size,
 //! CRC valid or not), and with `--records` every record. For `.index` and `.timeindex`:
 //! every entry, checked for order and, for the offset index, against the `.log` beside
-//! it. A directory dumps every segment file in it. tidelog's checkpoint files
-//! (`partition.checkpoint`, `topics`, `producer-id-block`) show their fields and whether
-//! their CRC is valid (see `dump_checkpoint`).
+//! it. A `.log.cut-<ms>` file (bytes that recovery cut from a segment, see
+//! docs/format.md) dumps as a `.log`, so that valid batches after a damaged one can be
+//! found and salvaged. A directory dumps every segment file in it, and its cut files.
+//! tidelog's checkpoint files (`partition.checkpoint`, `topics`, `producer-id-block`)
+//! show their fields and whether their CRC is valid (see `dump_checkpoint`).
 //!
 //! The dump reads the file with plain reads (no map, no lock), so it also works on a
 //! segment the broker is writing. On damage it says what is wrong and at which byte on
@@ -91,9 +93,12 @@ fn segment_files(dir: &Path) -> CliResult<Vec<PathBuf>> {
             Some("log") => 0,
             Some("index") => 1,
             Some("timeindex") => 2,
+            _ if cut_of(&path).is_some() => 3,
             _ => continue,
         };
-        let base = base_offset_of(&path).unwrap_or(i64::MAX);
+        let base = base_offset_of(&path)
+            .or_else(|| cut_of(&path).map(|(base, _)| base))
+            .unwrap_or(i64::MAX);
         files.push((base, kind, path));
     }
     if files.is_empty() {
@@ -104,6 +109,18 @@ fn segment_files(dir: &Path) -> CliResult<Vec<PathBuf>> {
     }
     files.sort();
     Ok(files.into_iter().map(|(_, _, p)| p).collect())
+}
+
+/// The segment base offset and the unix ms in the name of a file of bytes that recovery
+/// cut from a segment (`00000000000000000042.log.cut-1700000000000` → (42, 1700000000000)).
+fn cut_of(path: &Path) -> Option<(i64, i64)> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, ms) = name.split_once(".log.cut-")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if stem.len() != 20 || !digits(stem) || !digits(ms) {
+        return None;
+    }
+    Some((stem.parse().ok()?, ms.parse().ok()?))
 }
 
 /// The base offset in a segment file name (`00000000000000000042.log` → 42).
@@ -118,13 +135,15 @@ fn base_offset_of(path: &Path) -> Option<i64> {
 fn dump_file(path: &Path, records: bool, out: &mut Out, report: &mut Problems) -> CliResult {
     let kind = match path.extension().and_then(|e| e.to_str()) {
         Some(k @ ("log" | "index" | "timeindex")) => k,
+        _ if cut_of(path).is_some() => "log",
         _ if crate::dump_checkpoint::is_checkpoint(path) => {
             return crate::dump_checkpoint::dump(path, out, report);
         }
         _ => {
             return Err(fail!(
-                "cannot dump {}: expected a .log, .index or .timeindex file or a tidelog \
-                 checkpoint file (partition.checkpoint, topics, producer-id-block)",
+                "cannot dump {}: expected a .log, .index or .timeindex file, the \
+                 .log.cut-<ms> file of bytes recovery cut, or a tidelog checkpoint file \
+                 (partition.checkpoint, topics, producer-id-block)",
                 path.display()
             ));
         }
@@ -217,9 +236,15 @@ struct LogTotals {
 }
 
 fn dump_log(file: &SegmentFile, records: bool, out: &mut Out, report: &mut Problems) -> CliResult {
-    match base_offset_of(&file.path) {
-        Some(base) => out.line(format_args!("Log starting offset: {base}"))?,
-        None => out.line("Log starting offset: unknown (file name is not a base offset)")?,
+    match (base_offset_of(&file.path), cut_of(&file.path)) {
+        (Some(base), _) => out.line(format_args!("Log starting offset: {base}"))?,
+        (None, Some((base, ms))) => out.line(format_args!(
+            "Bytes recovery cut from segment {base:020}.log at {ms} ms since the epoch \
+             (positions below are in this file; its first batch may be the damaged one)"
+        ))?,
+        (None, None) => {
+            out.line("Log starting offset: unknown (file name is not a base offset)")?;
+        }
     }
     let mut totals = LogTotals::default();
     let mut buf = Vec::new();

@@ -4,7 +4,8 @@
 
 use crate::cli::{GroupsArgs, GroupsCmd};
 use crate::common::{
-    close_broker, commit_offsets, counted, data_dir, open_broker, parse_time, select_partitions,
+    close_broker, commit_offsets, counted, data_dir, open_broker, open_broker_read_only,
+    parse_time, select_partitions,
 };
 use crate::out::Out;
 use crate::{CliResult, fail};
@@ -40,7 +41,12 @@ pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
     if let Some(bootstrap) = &args.target.bootstrap {
         return remote::run(bootstrap, data, cmd, target.as_ref());
     }
-    let broker = open_broker(data_dir(data), false)?;
+    // Listing and describing only read: the directory opens read-only (and works while
+    // another process holds it).
+    let broker = match cmd {
+        GroupsCmd::List | GroupsCmd::Describe { .. } => open_broker_read_only(data_dir(data))?,
+        GroupsCmd::ResetOffsets { .. } => open_broker(data_dir(data), false)?,
+    };
     let mut out = Out::new();
     match cmd {
         GroupsCmd::List => {

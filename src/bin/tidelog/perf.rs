@@ -9,6 +9,13 @@
 //! the default partitioner picks for it (Kafka's murmur2); each partition then fills its
 //! own batch. On a terminal, a progress bar shows on stderr (see `progress`).
 //!
+//! The paths applications call are measured beside those: `perf produce --producer`
+//! sends every record through `tidelog::Producer` (`send_nowait`, Kafka's batching
+//! defaults) and flushes; `perf consume --group` reads through a `GroupConsumer` member
+//! of a new group (CRCs checked, as `check.crcs` does); `perf pubsub --producer` has
+//! `--threads` threads sending through one `Producer` while a group member reads, and
+//! its latency run sends through a `Producer` with linger 0 to a group member.
+//!
 //! `perf open|recover|lookup` measure how costs grow with the number of partitions and
 //! the size of a log: reopening many partitions (time, memory, disk reserved), recovery
 //! after a writer was killed with SIGKILL, and the latency of reading at a random offset.
@@ -37,7 +44,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tidelog::producer::partition_for_key;
-use tidelog::{BatchBuilder, Broker, Partition, Producer, ProducerRecord, Topic, TopicConfig};
+use tidelog::{
+    BatchBuilder, Broker, ConsumerRecords, GroupConfig, GroupConsumer, OffsetReset, Partition,
+    Producer, ProducerRecord, Topic, TopicConfig,
+};
 
 /// Bytes read from a partition per call.
 const READ_BYTES: usize = 4 << 20;
@@ -56,6 +66,10 @@ const MAX_KEYS: u64 = 10_000_000;
 const LATENCY_TOPIC: &str = "perf-latency";
 /// Partitions of the topic `perf open` creates when `--partitions` is not given.
 const OPEN_PARTITIONS: i32 = 1000;
+/// How long a group member's poll waits for records in `--group` / `--producer` runs.
+const GROUP_POLL: Duration = Duration::from_millis(100);
+/// Longest a group member may take to join its group.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The data directory of a perf run that writes: the `--data` directory, or a fresh
 /// temporary directory that is removed when this value is dropped (also after an
@@ -284,7 +298,7 @@ fn produce_records(
 }
 
 /// Sends `n` records of `payloads` to `topic` through a `Producer` with its defaults,
-/// one `send_async` each (keyed by `keys`, else placed by the default partitioner),
+/// one `send_nowait` each (keyed by `keys`, else placed by the default partitioner),
 /// then flushes: the first failed append is the error.
 fn send_records(
     broker: &Broker,
@@ -302,8 +316,11 @@ fn send_records(
             None => ProducerRecord::new(value),
         };
         // Fire and forget: a failed batch is reported by the flush below.
-        drop(producer.send_async(topic, record)?);
-        progress.tick(i + 1);
+        producer.send_nowait(topic, record)?;
+        // As often as the batch path reports (once per batch of about 100 records).
+        if i % 128 == 127 {
+            progress.tick(i + 1);
+        }
     }
     producer.flush()?;
     producer.close()?;
@@ -396,24 +413,28 @@ pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
     let seconds = t0.elapsed().as_secs_f64();
     close_broker(broker)?;
     let acks = if a.acks == "-1" { "all" } else { &a.acks };
+    let [api, batch] = api_fields(a.producer, a.batch);
     let extra = [
-        (
-            "api",
-            format!("\"{}\"", if a.producer { "producer" } else { "partition" }),
-        ),
-        (
-            "batch",
-            if a.producer {
-                "null".to_string()
-            } else {
-                a.batch.to_string()
-            },
-        ),
+        api,
+        batch,
         ("partitions", partitions.len().to_string()),
         ("keys", a.keys.to_string()),
         ("acks", format!("\"{acks}\"")),
     ];
     report("produce", a.records, a.record_size, seconds, &extra, a.json)
+}
+
+/// The `api` and `batch` fields of a run through the `Producer` (`producer`) or the
+/// partitions in batches of `batch` records.
+fn api_fields(producer: bool, batch: usize) -> [(&'static str, String); 2] {
+    if producer {
+        [("api", "\"producer\"".into()), ("batch", "null".into())]
+    } else {
+        [
+            ("api", "\"partition\"".into()),
+            ("batch", batch.to_string()),
+        ]
+    }
 }
 
 /// Counts of a read.
@@ -520,6 +541,100 @@ fn read_partitions(
     Ok(())
 }
 
+/// A consumer group no earlier run used.
+fn fresh_group(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// A member of a new consumer group subscribed to `topic`, starting from `reset`, with
+/// auto-commit off (a perf run leaves no offsets behind) and reads of up to `READ_BYTES`
+/// per partition, as the direct reads of the other mode.
+fn fresh_member(broker: &Broker, topic: &str, reset: OffsetReset) -> CliResult<GroupConsumer> {
+    let mut config = GroupConfig::new(fresh_group("perf"), &[topic])
+        .auto_offset_reset(reset)
+        .enable_auto_commit(false);
+    config.max_partition_fetch_bytes = READ_BYTES;
+    Ok(GroupConsumer::join(broker, config)?)
+}
+
+/// Polls `member` until it has joined its group (it reads nothing: its topic has no
+/// record past its `Latest` reset position yet).
+fn join_member(member: &mut GroupConsumer) -> CliResult {
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    while member.assignment().is_empty() {
+        if Instant::now() >= deadline {
+            return Err(fail!(
+                "the perf consumer did not join its group within {JOIN_TIMEOUT:?}"
+            ));
+        }
+        let records = member.poll(Duration::ZERO)?;
+        if !records.is_empty() {
+            return Err(fail!("the perf consumer read records before the run began"));
+        }
+    }
+    Ok(())
+}
+
+/// Counts the records of one poll; `on_record` sees each value.
+fn count_records(
+    records: &ConsumerRecords,
+    count: &mut ReadCount,
+    on_record: &mut impl FnMut(&[u8]),
+) -> CliResult {
+    for r in records {
+        let v = r?.value.unwrap_or_default();
+        count.bytes += v.len() as u64;
+        count.records += 1;
+        on_record(v);
+    }
+    Ok(())
+}
+
+/// Reads `n` records through `member`, decoding each; `on_record` sees each value.
+/// Fails when the member has not joined its group within `JOIN_TIMEOUT`, and when a
+/// poll of the joined member that began after `stop` was set finds nothing. Returns
+/// when the member had joined.
+fn read_member(
+    member: &mut GroupConsumer,
+    n: u64,
+    count: &mut ReadCount,
+    progress: &mut Progress,
+    stop: &AtomicBool,
+    mut on_record: impl FnMut(&[u8]),
+) -> CliResult<Instant> {
+    let start = count.records;
+    let join_deadline = Instant::now() + JOIN_TIMEOUT;
+    let mut joined = None;
+    while count.records < start + n {
+        let stopped = stop.load(Ordering::Acquire);
+        let was_joined = joined.is_some();
+        let records = member.poll(GROUP_POLL)?;
+        if joined.is_none() && !member.assignment().is_empty() {
+            joined = Some(Instant::now());
+        }
+        if records.is_empty() {
+            if joined.is_none() && Instant::now() >= join_deadline {
+                return Err(fail!(
+                    "the perf consumer did not join its group within {JOIN_TIMEOUT:?}"
+                ));
+            }
+            if stopped && was_joined {
+                return Err(fail!(
+                    "the group member found nothing more after {} of {n} records",
+                    count.records - start
+                ));
+            }
+            continue;
+        }
+        count_records(&records, count, &mut on_record)?;
+        progress.tick(count.records);
+    }
+    Ok(joined.unwrap_or_else(Instant::now))
+}
+
 /// Runs `tidelog perf consume`.
 pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
     let broker = open_broker(written_data(data, "perf consume")?, false)?;
@@ -531,20 +646,49 @@ pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
     // Touch the first byte of every value too, so that no value goes unread even if
     // the CRC pass were ever skipped.
     let mut sum = 0u64;
+    let mut touch = |v: &[u8]| sum = sum.wrapping_add(v.first().copied().unwrap_or(0) as u64);
     let t0 = Instant::now();
-    for p in partitions.iter() {
-        let (from, to) = (p.log_start_offset(), p.high_watermark());
-        read_range(p, from, to, &mut count, &mut progress, &never, |v| {
-            sum = sum.wrapping_add(v.first().copied().unwrap_or(0) as u64);
-        })?;
+    let mut join_seconds = None;
+    if a.group {
+        let records: i64 = partitions
+            .iter()
+            .map(|p| p.high_watermark() - p.log_start_offset())
+            .sum();
+        let mut member = fresh_member(&broker, &a.topic, OffsetReset::Earliest)?;
+        // Nothing writes to the topic: once joined, a poll that finds nothing is an
+        // error, not a wait.
+        let nothing_more = AtomicBool::new(true);
+        let joined = read_member(
+            &mut member,
+            records as u64,
+            &mut count,
+            &mut progress,
+            &nothing_more,
+            &mut touch,
+        )?;
+        join_seconds = Some(joined.duration_since(t0).as_secs_f64());
+        member.close();
+    } else {
+        for p in partitions.iter() {
+            let (from, to) = (p.log_start_offset(), p.high_watermark());
+            read_range(p, from, to, &mut count, &mut progress, &never, &mut touch)?;
+        }
     }
     let seconds = t0.elapsed().as_secs_f64();
     std::hint::black_box(sum);
     close_broker(broker)?;
     let record_bytes = count.bytes.checked_div(count.records).unwrap_or(0) as usize;
     let extra = [
+        (
+            "api",
+            format!("\"{}\"", if a.group { "group" } else { "partition" }),
+        ),
         ("partitions", partitions.len().to_string()),
         ("bytes", count.bytes.to_string()),
+        (
+            "join_seconds",
+            join_seconds.map_or("null".to_string(), |s| format!("{s:.6}")),
+        ),
     ];
     report(
         "consume",
@@ -575,37 +719,14 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     check_batch_size(&topic, a.batch, a.record_size, key_len(keys.as_ref()))?;
     let parts = topic.partitions();
     let payloads = Payloads::new(a.record_size);
-
-    // Throughput: both threads at once; the clock stops when the consumer has read
-    // the last record.
-    let from: Vec<i64> = parts.iter().map(Partition::high_watermark).collect();
-    let n = a.records;
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let consumer = {
-        let (parts, stop) = (Arc::clone(&parts), Arc::clone(&stop));
-        std::thread::spawn(move || -> CliResult<(ReadCount, Instant)> {
-            let mut progress = Progress::new("perf pubsub (consumed)");
-            let mut count = ReadCount::default();
-            read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
-            Ok((count, Instant::now()))
-        })
+    if a.producer && a.threads == 0 {
+        return Err(fail!("--threads must be at least 1"));
+    }
+    let (count, seconds) = if a.producer {
+        pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?
+    } else {
+        pubsub_direct(&parts, a, keys.as_ref(), &payloads)?
     };
-    let mut progress = Progress::new("perf pubsub (produced)");
-    let produced = produce_records(
-        &parts,
-        &payloads,
-        keys.as_ref(),
-        n,
-        a.batch,
-        &mut progress,
-        &AtomicBool::new(false),
-    );
-    stop.store(true, Ordering::Release);
-    let consumed = join(consumer)?;
-    produced?;
-    let (count, done) = consumed?;
-    let seconds = done.duration_since(t0).as_secs_f64();
 
     // The latency run is a separate run: start it from a quiet system, not while the
     // kernel writes back the gigabyte the throughput run left dirty (the maintenance
@@ -619,8 +740,14 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
         let i = ((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1));
         latencies.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
     };
+    let [api, batch] = api_fields(a.producer, a.batch);
     let extra = [
-        ("batch", a.batch.to_string()),
+        api,
+        batch,
+        (
+            "threads",
+            if a.producer { a.threads } else { 1 }.to_string(),
+        ),
         ("partitions", a.partitions.to_string()),
         ("keys", a.keys.to_string()),
         ("latency_records", latencies.len().to_string()),
@@ -646,6 +773,114 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     )
 }
 
+/// The throughput run of `perf pubsub`: a producer thread appending batches of
+/// `--batch` records and a consumer thread reading the partitions, both at once; the
+/// clock stops when the consumer has read the last record. Returns what was read and
+/// the seconds it took.
+fn pubsub_direct(
+    parts: &Arc<Vec<Partition>>,
+    a: &PerfPubsubArgs,
+    keys: Option<&Keys>,
+    payloads: &Payloads,
+) -> CliResult<(ReadCount, f64)> {
+    let from: Vec<i64> = parts.iter().map(Partition::high_watermark).collect();
+    let n = a.records;
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let consumer = {
+        let (parts, stop) = (Arc::clone(parts), Arc::clone(&stop));
+        std::thread::spawn(move || -> CliResult<(ReadCount, Instant)> {
+            let mut progress = Progress::new("perf pubsub (consumed)");
+            let mut count = ReadCount::default();
+            read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
+            Ok((count, Instant::now()))
+        })
+    };
+    let mut progress = Progress::new("perf pubsub (produced)");
+    let produced = produce_records(
+        parts,
+        payloads,
+        keys,
+        n,
+        a.batch,
+        &mut progress,
+        &AtomicBool::new(false),
+    );
+    stop.store(true, Ordering::Release);
+    let consumed = join(consumer)?;
+    produced?;
+    let (count, done) = consumed?;
+    Ok((count, done.duration_since(t0).as_secs_f64()))
+}
+
+/// The throughput run of `perf pubsub --producer`: `--threads` threads sending through
+/// one `Producer` (`send_nowait`, Kafka's batching defaults), then a flush, while a
+/// member of a new consumer group (joined before the clock starts) reads the topic on
+/// its own thread; the clock stops when it has read the last record.
+fn pubsub_api(
+    broker: &Broker,
+    a: &PerfPubsubArgs,
+    topic: &str,
+    keys: Option<&Keys>,
+    payloads: &Payloads,
+) -> CliResult<(ReadCount, f64)> {
+    let n = a.records;
+    let mut member = fresh_member(broker, topic, OffsetReset::Latest)?;
+    join_member(&mut member)?;
+    let producer = Producer::new(broker)?;
+    let stop = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (consumed, produced) = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| -> CliResult<(ReadCount, Instant)> {
+            let mut progress = Progress::new("perf pubsub (consumed)");
+            let mut count = ReadCount::default();
+            read_member(&mut member, n, &mut count, &mut progress, &stop, |_| {})?;
+            Ok((count, Instant::now()))
+        });
+        let threads = a.threads as u64;
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let producer = &producer;
+                // Thread t sends records t, t + T, t + 2T, ...: every record once.
+                scope.spawn(move || -> CliResult {
+                    for i in (t..n).step_by(threads as usize) {
+                        let value = payloads.get(i);
+                        let record = match keys {
+                            Some(keys) => ProducerRecord::keyed(keys.get(i), value),
+                            None => ProducerRecord::new(value),
+                        };
+                        producer.send_nowait(topic, record)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let mut produced: CliResult = Ok(());
+        for s in senders {
+            let r = s
+                .join()
+                .map_err(|_| fail!("a perf thread stopped unexpectedly"))
+                .and_then(|r| r);
+            if produced.is_ok() {
+                produced = r;
+            }
+        }
+        if produced.is_ok() {
+            produced = producer.flush().map_err(Into::into);
+        }
+        stop.store(true, Ordering::Release);
+        let consumed = consumer
+            .join()
+            .map_err(|_| fail!("a perf thread stopped unexpectedly"));
+        (consumed, produced)
+    });
+    produced?;
+    let (count, done) = consumed??;
+    producer.close()?;
+    member.close();
+    Ok((count, done.duration_since(t0).as_secs_f64()))
+}
+
 /// Joins a thread, turning a panic into an error.
 fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> {
     h.join()
@@ -655,7 +890,8 @@ fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> 
 /// The latency run: `latency_records` records sent at `latency_rate` per second, one
 /// per append, each carrying its send time (ns since a shared clock origin) in its
 /// first 8 bytes; the consumer thread measures the delay on receipt. Returns the sorted
-/// latencies in ns.
+/// latencies in ns. With `--producer`, each record goes through a `Producer` with linger
+/// 0 (`send_nowait` appends it at once) and is read by a group member.
 fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     let topic = topic_or_create(broker, LATENCY_TOPIC, Some(1), 1)?;
     let part = topic.partition(0)?;
@@ -664,6 +900,13 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     let n = a.latency_records;
     let from = part.high_watermark();
     let to = from + n as i64;
+    let mut member = if a.producer {
+        let mut m = fresh_member(broker, LATENCY_TOPIC, OffsetReset::Latest)?;
+        join_member(&mut m)?;
+        Some(m)
+    } else {
+        None
+    };
     let origin = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -672,16 +915,39 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
             let mut lat = Vec::with_capacity(n as usize);
             let mut progress = Progress::new("perf pubsub latency (consumed)");
             let mut count = ReadCount::default();
-            read_range(&part, from, to, &mut count, &mut progress, &stop, |v| {
+            let on_record = |v: &[u8]| {
                 let now = origin.elapsed().as_nanos() as u64;
                 if let Some(stamp) = v.first_chunk::<8>() {
                     lat.push(now.saturating_sub(u64::from_be_bytes(*stamp)));
                 }
-            })?;
+            };
+            match member.as_mut() {
+                Some(m) => {
+                    read_member(m, n, &mut count, &mut progress, &stop, on_record)?;
+                }
+                None => read_range(&part, from, to, &mut count, &mut progress, &stop, on_record)?,
+            }
+            if let Some(mut m) = member {
+                m.close();
+            }
             Ok(lat)
         })
     };
-    let sent = send_paced(&part, &payloads, n, a.latency_rate, origin);
+    let sent = if a.producer {
+        let producer = Producer::builder(broker).linger(Duration::ZERO).build()?;
+        let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
+            let record = ProducerRecord::new(value).partition(0);
+            Ok(producer.send_nowait(LATENCY_TOPIC, record)?)
+        });
+        sent.and(producer.close().map_err(Into::into))
+    } else {
+        let mut builder = BatchBuilder::with_capacity(1024);
+        send_paced(&payloads, n, a.latency_rate, origin, |value| {
+            builder.push(now_ms(), None, Some(value), &[]);
+            part.append_builder(&mut builder)?;
+            Ok(())
+        })
+    };
     stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
@@ -690,17 +956,16 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     Ok(lat)
 }
 
-/// Sends `n` records, record `i` at `origin + i / rate`, stamping each with its send
-/// time. Sleeps while far ahead of schedule and yields when close, so that the
+/// Sends `n` records with `send`, record `i` at `origin + i / rate`, stamping each with
+/// its send time. Sleeps while far ahead of schedule and yields when close, so that the
 /// consumer thread keeps a core.
 fn send_paced(
-    part: &Partition,
     payloads: &Payloads,
     n: u64,
     rate: u64,
     origin: Instant,
+    mut send: impl FnMut(&[u8]) -> CliResult,
 ) -> CliResult {
-    let mut builder = BatchBuilder::with_capacity(1024);
     let mut value = Vec::new();
     let mut progress = Progress::new("perf pubsub latency (produced)");
     for i in 0..n {
@@ -721,8 +986,7 @@ fn send_paced(
         value.extend_from_slice(payloads.get(i));
         let stamp = origin.elapsed().as_nanos() as u64;
         value[..8].copy_from_slice(&stamp.to_be_bytes());
-        builder.push(now_ms(), None, Some(&value), &[]);
-        part.append_builder(&mut builder)?;
+        send(&value)?;
         progress.tick(i + 1);
     }
     Ok(())

@@ -94,9 +94,11 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     };
     let files_limit = raise_open_files_limit();
     let opened = std::time::Instant::now();
-    let broker = tidelog::Broker::builder(data)
-        .default_partitions(args.num_partitions)
-        .open()?;
+    let mut broker = tidelog::Broker::builder(data).default_partitions(args.num_partitions);
+    if let Some(max) = args.max_partitions {
+        broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    let broker = broker.open()?;
     log_opened(&broker, opened.elapsed());
     let mut builder = tidelog::Server::builder(broker.clone())
         .listen(listen)
@@ -131,7 +133,12 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
             .default_replication_factor(args.default_replication_factor)
             .min_insync_replicas(args.min_insync_replicas)
             .replica_lag_time_max(Duration::from_millis(args.replica_lag_time_max_ms))
-            .offsets_topic_replication_factor(args.offsets_topic_replication_factor);
+            .offsets_topic_replication_factor(args.offsets_topic_replication_factor)
+            .auto_leader_rebalance(args.auto_leader_rebalance_enable)
+            .leader_imbalance_check_interval(Duration::from_secs(
+                args.leader_imbalance_check_interval_seconds,
+            ))
+            .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
     }
     let server = builder.start()?;
     let role = match server.node_id() {

@@ -3,7 +3,9 @@
 //! (`tidelog::admin::AdminClient`).
 
 use crate::cli::{TopicsArgs, TopicsCmd};
-use crate::common::{close_broker, counted, data_dir, open_broker, parse_kv};
+use crate::common::{
+    close_broker, counted, data_dir, open_broker, open_broker_read_only, parse_kv,
+};
 use crate::out::Out;
 use crate::{CliResult, fail};
 use std::path::{Path, PathBuf};
@@ -49,7 +51,11 @@ pub(crate) fn run(data: Option<&Path>, args: &TopicsArgs) -> CliResult {
         new_config.validate()?;
     }
     let create = matches!(cmd, TopicsCmd::Create { .. });
-    let broker = open_broker(data, create)?;
+    let broker = if matches!(cmd, TopicsCmd::List { .. } | TopicsCmd::Describe { .. }) {
+        open_broker_read_only(data)?
+    } else {
+        open_broker(data, create)?
+    };
     let mut out = Out::new();
     match cmd {
         TopicsCmd::Create {

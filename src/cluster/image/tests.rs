@@ -208,6 +208,114 @@ fn fencing_the_leader_elects_the_next_isr_member_in_replica_order() {
     assert_eq!(p.partition_epoch, p0.partition_epoch + 1);
 }
 
+/// Makes broker `id` an ISR member of every partition it replicates (as its leaders'
+/// AlterPartition would once it caught up).
+fn rejoin(img: &mut MetadataImage, id: i32) {
+    let names: Vec<String> = img.topics.keys().cloned().collect();
+    for name in names {
+        for i in 0..img.topics[&name].partitions.len() {
+            let t = img.topics[&name].clone();
+            let p = &t.partitions[i];
+            if !p.hosts(id) || p.isr.contains(&id) || p.leader == NO_LEADER {
+                continue;
+            }
+            let mut isr = p.isr.clone();
+            isr.push(id);
+            img.apply(
+                next(img),
+                &MetadataRecord::AlterPartition(AlterPartition {
+                    topic: name.clone(),
+                    topic_id: t.id,
+                    partition: i as i32,
+                    broker_id: p.leader,
+                    broker_epoch: img.brokers[&p.leader].epoch,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: isr,
+                }),
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn preferred_leaders_come_back_once_in_sync_and_only_then() {
+    let mut img = cluster(&[1, 2, 3]);
+    create(&mut img, "t", 6, 3).unwrap();
+    assert!(
+        img.imbalanced_partitions(10).is_empty(),
+        "balanced at creation"
+    );
+    // A rolling restart: 1 and 2 go and come back; 3 leads everything.
+    for b in [1, 2] {
+        fence(&mut img, b);
+        ready(&mut img, b);
+    }
+    assert!(img.topics["t"].partitions.iter().all(|p| p.leader == 3));
+    // Not in sync yet: nothing to elect.
+    assert!(img.imbalanced_partitions(10).is_empty());
+    rejoin(&mut img, 1);
+    rejoin(&mut img, 2);
+    check_invariants(&img);
+    let moves = img.imbalanced_partitions(10);
+    let expected: Vec<i32> = (0..6)
+        .filter(|i| part(&img, "t", *i as usize).replicas[0] != 3)
+        .collect();
+    let mut moved: Vec<i32> = moves.iter().map(|r| r.partition).collect();
+    moved.sort_unstable();
+    assert_eq!(moved, expected);
+    let before = img.topics["t"].clone();
+    img.apply(
+        next(&img),
+        &MetadataRecord::ElectPreferredLeaders { partitions: moves },
+    )
+    .unwrap();
+    check_invariants(&img);
+    for (p, q) in before.partitions.iter().zip(&img.topics["t"].partitions) {
+        assert_eq!(q.leader, q.replicas[0], "{q:?}");
+        assert_eq!(q.isr, p.isr);
+        if p.leader != q.leader {
+            assert_eq!(q.leader_epoch, p.leader_epoch + 1);
+            assert_eq!(q.partition_epoch, p.partition_epoch + 1);
+        } else {
+            assert_eq!(q, p);
+        }
+    }
+    assert!(img.imbalanced_partitions(10).is_empty());
+    // A stale election (the preferred replica fenced since) changes nothing.
+    let p0 = part(&img, "t", 0).clone();
+    let stale = MetadataRecord::ElectPreferredLeaders {
+        partitions: vec![PartitionRef {
+            topic: "t".into(),
+            topic_id: img.topics["t"].id,
+            partition: 0,
+        }],
+    };
+    fence(&mut img, p0.replicas[0]);
+    let before = img.clone();
+    img.apply(next(&img), &stale).unwrap();
+    assert_eq!(img.topics, before.topics);
+}
+
+#[test]
+fn the_imbalance_threshold_is_per_broker() {
+    let mut img = cluster(&[1, 2, 3]);
+    create(&mut img, "t", 30, 3).unwrap();
+    // Ten partitions prefer each broker. One of broker 1's moves: 10%, not above.
+    let first = (0..30)
+        .find(|i| part(&img, "t", *i).replicas[0] == 1)
+        .unwrap();
+    let mut t = (*img.topics["t"]).clone();
+    let p = &mut t.partitions[first];
+    p.leader = p.replicas[1];
+    img.topics.insert("t".into(), Arc::new(t));
+    assert!(img.imbalanced_partitions(10).is_empty());
+    let moves = img.imbalanced_partitions(5);
+    assert_eq!(moves.len(), 1);
+    assert_eq!(moves[0].partition, first as i32);
+}
+
 #[test]
 fn fencing_a_follower_only_shrinks_the_isr() {
     let mut img = cluster(&[1, 2, 3]);
@@ -651,6 +759,18 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
             total: n,
             assignment: None
         }),
+        prop::collection::vec((topic.clone(), 0..3i32), 0..4).prop_map(|ps| {
+            MetadataRecord::ElectPreferredLeaders {
+                partitions: ps
+                    .into_iter()
+                    .map(|(t, p)| PartitionRef {
+                        topic: t.into(),
+                        topic_id: [0; 16],
+                        partition: p,
+                    })
+                    .collect(),
+            }
+        }),
         (
             topic,
             0..3i32,
@@ -696,6 +816,14 @@ fn plausible(img: &MetadataImage, r: MetadataRecord) -> MetadataRecord {
                 a.new_isr.insert(0, p.leader);
             }
             MetadataRecord::AlterPartition(a)
+        }
+        MetadataRecord::ElectPreferredLeaders { mut partitions } => {
+            for r in &mut partitions {
+                if let Some(t) = img.topics.get(&r.topic) {
+                    r.topic_id = t.id;
+                }
+            }
+            MetadataRecord::ElectPreferredLeaders { partitions }
         }
         MetadataRecord::BrokerReady {
             broker_id,

@@ -211,3 +211,93 @@ fn min_insync_replicas_refuses_acks_all_without_appending() {
     assert_eq!(leader.log_end_offset(), end, "nothing was appended");
     c.shutdown();
 }
+
+#[test]
+fn isr_changes_are_proposed_without_waiting_for_the_controller() {
+    // Six partitions led by node 1; nodes 2 and 3 stop, so there is no controller: every
+    // partition's ISR shrink is proposed at once, none waits for another's outcome.
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    c.node(0)
+        .create_topic(
+            &NewTopic {
+                name: "many".into(),
+                partitions: -1,
+                replication_factor: -1,
+                assignment: Some(vec![vec![1, 2, 3]; 6]),
+                configs: Vec::new(),
+            },
+            false,
+            WAIT,
+        )
+        .unwrap();
+    c.wait_same_image();
+    let parts: Vec<Partition> = (0..6).map(|p| part(&c, 0, "many", p)).collect();
+    wait_until("node 1 leads every partition", || {
+        parts.iter().all(|p| p.leader_epoch().is_some())
+    });
+    c.halt(1);
+    c.halt(2);
+    // The followers fall behind: a record in every partition they will never fetch.
+    for p in &parts {
+        let mut b = crate::BatchBuilder::new();
+        b.push(1_000, None, Some(b"behind"), &[]);
+        p.append_batch(&b.finish()).unwrap();
+    }
+    wait_until("every partition's shrink in flight at once", || {
+        parts.iter().all(Partition::has_pending_isr_change)
+    });
+    c.shutdown();
+}
+
+#[test]
+fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let offsets = |c: &TestCluster| {
+        c.node(c.running()[0])
+            .image()
+            .topic(crate::OFFSETS_TOPIC)
+            .map(|t| t.partitions[0].leader)
+            .filter(|l| *l >= 1)
+    };
+    wait_until("__consumer_offsets has a leader", || offsets(&c).is_some());
+    let old = (offsets(&c).unwrap() - 1) as usize;
+    wait_until("the first coordinator loaded", || {
+        broker(&c, old).group_coordinator().is_loaded()
+    });
+    // Every load now takes 3 s, as a large offsets log would.
+    for i in c.running() {
+        c.node(i)
+            .replica_manager()
+            .delay_coordinator_loads(Duration::from_secs(3));
+    }
+    c.halt(old);
+    wait_until("a new leader of __consumer_offsets-0", || {
+        offsets(&c).is_some_and(|l| l != old as i32 + 1)
+    });
+    let new = (offsets(&c).unwrap() - 1) as usize;
+    // The new coordinator applies and publishes metadata while it loads: a topic
+    // created through it is there (its logs opened) before the load is done.
+    c.node(new)
+        .create_topic(
+            &NewTopic {
+                name: "meanwhile".into(),
+                partitions: 1,
+                replication_factor: 2,
+                ..Default::default()
+            },
+            false,
+            WAIT,
+        )
+        .unwrap();
+    assert!(broker(&c, new).topic("meanwhile").is_ok());
+    assert!(
+        !broker(&c, new).group_coordinator().is_loaded(),
+        "published while the coordinator loads"
+    );
+    wait_until("the new coordinator loaded", || {
+        broker(&c, new).group_coordinator().is_loaded()
+    });
+    c.shutdown();
+}

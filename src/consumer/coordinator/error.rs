@@ -9,8 +9,12 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum GroupError {
     /// This node does not coordinate groups now (the offsets partition is not loaded
-    /// here): find the coordinator again and retry.
-    #[error("this node is not the group coordinator")]
+    /// here): find the coordinator again and retry. On a cluster the coordinator is the
+    /// node that leads `__consumer_offsets-0`; an in-process group member works only on
+    /// that node (elsewhere, use a network client, which finds the coordinator).
+    #[error(
+        "this node is not the group coordinator (on a cluster, the node that leads __consumer_offsets-0 is; in-process group members work only there)"
+    )]
     NotCoordinator,
     /// The coordinator is shutting down, or the group is being deleted.
     #[error("the group coordinator is not available")]

@@ -276,6 +276,10 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
     (topics, total, errors)
 }
 
+/// Partitions of one Fetch response sent with `sendfile` (each holds its segment's
+/// descriptor until sent); the records of any further ones are copied.
+const MAX_SENDFILE_PARTS: usize = 64;
+
 /// Lay out a Fetch response of `version` (4-11).
 fn frame(
     correlation_id: i32,
@@ -284,6 +288,7 @@ fn frame(
     topics: Vec<TopicData>,
 ) -> Vec<Part> {
     let mut parts = Vec::new();
+    let mut files = 0usize;
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(&correlation_id.to_be_bytes());
     buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
@@ -313,10 +318,19 @@ fn frame(
                 buf.extend_from_slice(&(-1i32).to_be_bytes()); // preferred_read_replica
             }
             match p.records {
-                Some(slice) if !slice.is_empty() && slice.file().is_some() => {
+                Some(slice) if !slice.is_empty() => {
                     buf.extend_from_slice(&(slice.len() as i32).to_be_bytes());
-                    parts.push(Part::Bytes(std::mem::take(&mut buf)));
-                    parts.push(Part::File(Box::new(slice)));
+                    // A sendfile holds its segment's descriptor until it is sent: a
+                    // response takes a bounded number of them (a fetch of thousands of
+                    // partitions would otherwise hold thousands); the rest, and a slice
+                    // whose file cannot be opened, are copied from the map.
+                    if files < MAX_SENDFILE_PARTS && slice.file().is_some() {
+                        files += 1;
+                        parts.push(Part::Bytes(std::mem::take(&mut buf)));
+                        parts.push(Part::File(Box::new(slice)));
+                    } else {
+                        buf.extend_from_slice(&slice);
+                    }
                 }
                 _ => buf.extend_from_slice(&0i32.to_be_bytes()),
             }

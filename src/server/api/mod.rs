@@ -415,9 +415,30 @@ pub(crate) fn kstr(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
+/// How long a cluster node that has not caught up with the metadata log yet (just
+/// restarted) holds a client request before it closes the connection.
+const CATCH_UP_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Route a request whose api key and version are in [`SUPPORTED`] to its handler.
+///
+/// A cluster node processes no request but ApiVersions until it has published the
+/// metadata log up to its own registration (Kafka's brokers wait for their initial
+/// catch-up): before that it would answer from what it knew when it stopped (old
+/// leaders, old ISRs). Such a request is held, and if the node is still behind after
+/// [`CATCH_UP_HOLD`] the connection is closed, which clients treat as retriable.
 pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
     let req = &mut req;
+    if req.header.request_api_key != ApiKey::ApiVersions as i16
+        && let Some(cluster) = ctx.backend().cluster()
+        && !cluster.wait_caught_up(CATCH_UP_HOLD, || ctx.client_gone())
+    {
+        return Err(Fatal(format!(
+            "node {} has not caught up with the cluster's metadata within {CATCH_UP_HOLD:?}; \
+             not processing {}",
+            cluster.node_id(),
+            api_name(req.header.request_api_key)
+        )));
+    }
     match ApiKey::try_from(req.header.request_api_key) {
         Ok(ApiKey::ApiVersions) => api_versions::handle(req),
         Ok(ApiKey::Metadata) => metadata::handle(ctx, req),
