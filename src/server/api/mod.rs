@@ -90,7 +90,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::OffsetForLeaderEpoch, 0, 4),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeProducers, 0, 0),
 ];
 
