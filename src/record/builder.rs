@@ -363,7 +363,7 @@ impl super::Batch<'_> {
         codec: Compression,
         location: &str,
         max_bytes: usize,
-    ) -> crate::Result<Vec<u8>> {
+    ) -> crate::error::Result<Vec<u8>> {
         let mut scratch = Vec::new();
         let records = self.decode_records(location, max_bytes, &mut scratch)?;
         let mut builder = BatchBuilder::with_capacity(self.len())
@@ -401,7 +401,7 @@ pub(crate) fn recompress_batches(
     codec: Compression,
     location: &str,
     max_bytes: usize,
-) -> crate::Result<Option<Vec<u8>>> {
+) -> crate::error::Result<Option<Vec<u8>>> {
     let mut rewritten: Option<Vec<u8>> = None;
     let mut pos = 0usize;
     while pos < batches.len() {

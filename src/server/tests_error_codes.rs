@@ -459,7 +459,7 @@ const PLAIN: &[Case] = &[
     (
         "Produce: __consumer_offsets",
         INVALID_TOPIC_EXCEPTION,
-        |c| produce(c, 1, crate::OFFSETS_TOPIC, 0, batch(&["x"])),
+        |c| produce(c, 1, crate::broker::OFFSETS_TOPIC, 0, batch(&["x"])),
     ),
     (
         "Produce: transactional",
@@ -565,7 +565,7 @@ const PLAIN: &[Case] = &[
         delete_topics(c, &["small", "small"])
     }),
     ("DeleteTopics: __consumer_offsets", INVALID_REQUEST, |c| {
-        delete_topics(c, &[crate::OFFSETS_TOPIC])
+        delete_topics(c, &[crate::broker::OFFSETS_TOPIC])
     }),
     (
         "InitProducerId: transactional id",
@@ -789,12 +789,12 @@ fn mismatches(cases: &[Case], mut connect: impl FnMut() -> Client) -> Vec<String
 }
 
 /// A record in the test topic, and a topic with a small `max.message.bytes`.
-fn prepare(broker: &crate::Broker) {
+fn prepare(broker: &crate::broker::Broker) {
     broker
         .create_topic(
             "small",
             1,
-            crate::TopicConfig::new().set("max.message.bytes", 1024),
+            crate::config::TopicConfig::new().set("max.message.bytes", 1024),
         )
         .unwrap();
     let p = broker.topic(TOPIC).unwrap().partition(0).unwrap();
@@ -804,9 +804,9 @@ fn prepare(broker: &crate::Broker) {
 #[test]
 fn every_error_condition_answers_kafkas_code() {
     let dir = tempfile::tempdir().unwrap();
-    let plain_broker = crate::Broker::open(dir.path()).unwrap();
+    let plain_broker = crate::broker::Broker::open(dir.path()).unwrap();
     plain_broker
-        .create_topic(TOPIC, 1, crate::TopicConfig::new())
+        .create_topic(TOPIC, 1, crate::config::TopicConfig::new())
         .unwrap();
     prepare(&plain_broker);
     drop(plain_broker);

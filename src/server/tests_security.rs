@@ -25,12 +25,12 @@ pub(super) fn s(v: &str) -> StrBytes {
 pub(super) fn broker(
     topics: &[&str],
     users: &[(&str, &str)],
-) -> (tempfile::TempDir, crate::Broker) {
+) -> (tempfile::TempDir, crate::broker::Broker) {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     for t in topics {
         broker
-            .create_topic(t, 1, crate::TopicConfig::new())
+            .create_topic(t, 1, crate::config::TopicConfig::new())
             .unwrap();
     }
     let store = FileCredentialStore::open(dir.path()).unwrap();
@@ -46,7 +46,7 @@ pub(super) fn broker(
 }
 
 /// A server with a SASL_PLAINTEXT listener first and a PLAINTEXT one second.
-pub(super) fn sasl_server(broker: crate::Broker, authorizer: bool) -> ServerHandle {
+pub(super) fn sasl_server(broker: crate::broker::Broker, authorizer: bool) -> ServerHandle {
     Server::builder(broker)
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::SaslPlaintext)
@@ -769,13 +769,13 @@ fn credential_changes_are_checked_as_kafka_checks_them() {
 #[test]
 fn a_tls_listener_without_certificates_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(dir.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(dir.path()).unwrap())
         .listen("127.0.0.1:0")
         .add_listener(SecurityProtocol::SaslSsl, "127.0.0.1:0")
         .start()
         .unwrap_err();
     assert!(
-        matches!(err, crate::Error::InvalidConfig { ref key, .. } if key == "tls"),
+        matches!(err, crate::error::Error::InvalidConfig { ref key, .. } if key == "tls"),
         "{err}"
     );
     let missing = crate::security::TlsSettings::from_pem_files(
@@ -783,7 +783,7 @@ fn a_tls_listener_without_certificates_is_a_configuration_error() {
         dir.path().join("no-key.pem"),
     );
     let other = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(other.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(other.path()).unwrap())
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::Ssl)
         .tls(missing)
@@ -796,14 +796,14 @@ fn a_tls_listener_without_certificates_is_a_configuration_error() {
         dir.path().join("junk.pem"),
     );
     let third = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(third.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(third.path()).unwrap())
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::Ssl)
         .tls(junk)
         .start()
         .unwrap_err();
     assert!(
-        matches!(err, crate::Error::InvalidConfig { ref key, .. } if key == "tls-cert"),
+        matches!(err, crate::error::Error::InvalidConfig { ref key, .. } if key == "tls-cert"),
         "{err}"
     );
 }

@@ -46,6 +46,7 @@ pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
 pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
+#[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
@@ -53,13 +54,13 @@ pub(crate) use signal::Signal;
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
 /// offsets).
-pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
+pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::error::Result<()> {
     checkpoint::write(path, payload)
 }
 
 /// Reads a file written by [`write_checkpoint`]: `Ok(None)` if it does not exist,
 /// [`crate::Error::Corrupt`] if it is torn or damaged.
-pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
+pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::error::Result<Option<Vec<u8>>> {
     checkpoint::read(path)
 }
 

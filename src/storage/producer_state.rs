@@ -26,7 +26,7 @@
 use super::checkpoint;
 use super::log::{AppendInfo, PartitionLog, WriterState, parse_batches};
 use super::segment::parse_base_offset;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -336,6 +336,7 @@ pub enum AppendOutcome {
 
 /// An idempotent producer as the partition knows it (DescribeProducers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct ActiveProducer {
     /// Its producer id.
     pub(crate) producer_id: i64,
@@ -436,6 +437,7 @@ impl PartitionLog {
 
     /// Every producer of the partition's state, by producer id (Kafka's
     /// `activeProducers`), loading the state first if it is not loaded.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
         let mut listed: Vec<(i64, i16, Option<BatchMeta>)> = {
             let mut w = self.inner.writer.lock();
@@ -699,13 +701,13 @@ mod tests {
     #[test]
     fn active_producers_list_epoch_last_sequence_and_last_timestamp() {
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::LogConfig {
+        let config = crate::storage::LogConfig {
             segment_bytes: 1024,
             ..Default::default()
         };
         let log = PartitionLog::open(dir.path().join("t-0"), "t-0", config.clone()).unwrap();
         let batch = |pid: i64, epoch: i16, seq: i32, ts: &[i64]| {
-            let mut b = crate::BatchBuilder::new().producer(pid, epoch, seq);
+            let mut b = crate::record::BatchBuilder::new().producer(pid, epoch, seq);
             for &t in ts {
                 b.push(t, None, Some(&[7u8; 200]), &[]);
             }
@@ -717,7 +719,7 @@ mod tests {
         log.append_idempotent(&batch(4, 1, 0, &[50])).unwrap();
         log.append_idempotent(&batch(9, 0, 3, &[400, 350])).unwrap();
         // Batches without a producer id make no producer.
-        let mut plain = crate::BatchBuilder::new();
+        let mut plain = crate::record::BatchBuilder::new();
         plain.push(1, None, Some(b"x"), &[]);
         log.append(&plain.finish()).unwrap();
         let listed = |log: &PartitionLog| {

@@ -9,8 +9,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::replication::{create, leader_index, part};
 use super::*;
-use crate::BatchBuilder;
 use crate::cluster::client::Client;
+use crate::record::BatchBuilder;
 
 const CALL: Duration = Duration::from_secs(10);
 

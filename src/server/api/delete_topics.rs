@@ -43,10 +43,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 ));
             }
             let deleted = ctx.authorize(AclOperation::Delete, ResourceType::Topic, &name);
-            if deleted.is_ok() && name.0.as_str() == crate::OFFSETS_TOPIC {
+            if deleted.is_ok() && name.0.as_str() == crate::broker::OFFSETS_TOPIC {
                 return refused(format!(
                     "{} is internal: it holds the groups' offsets and cannot be deleted",
-                    crate::OFFSETS_TOPIC
+                    crate::broker::OFFSETS_TOPIC
                 ));
             }
             let deleted = deleted.and_then(|()| match ctx.backend().cluster() {

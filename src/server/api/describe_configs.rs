@@ -41,7 +41,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let allowed = ctx.check(AclOperation::DescribeConfigs, kind, name);
             let pairs = match r.resource_type {
                 _ if allowed.is_err() => allowed.map(|()| Vec::new()),
-                TOPIC => crate::validate_topic_name(&r.resource_name)
+                TOPIC => crate::config::validate_topic_name(&r.resource_name)
                     .and_then(|()| ctx.backend().topic_configs(&r.resource_name))
                     .and_then(|pairs| {
                         overridden = ctx.backend().topic_overrides(&r.resource_name)?;

@@ -35,7 +35,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .authorize(AclOperation::Read, ResourceType::Topic, &name)
                 .and_then(|()| match backend.partition_count(&name) {
                     Some(_) => Ok(()),
-                    None => Err(crate::Error::UnknownTopic(name.clone())),
+                    None => Err(crate::error::Error::UnknownTopic(name.clone())),
                 })
                 .err();
             let partitions = t

@@ -59,7 +59,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     Ok(()) => {
                         tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
                     }
-                    Err(crate::Error::TopicExists(_)) => {}
+                    Err(crate::error::Error::TopicExists(_)) => {}
                     Err(e) => {
                         tracing::info!(topic = %name, error = %e, "cannot auto-create topic");
                         error = error_code(&e);
@@ -116,7 +116,7 @@ fn unauthorized(name: String) -> MetadataResponseTopic {
 /// The code for a topic that does not exist: INVALID_TOPIC_EXCEPTION if its name is not
 /// a valid one, else UNKNOWN_TOPIC_OR_PARTITION (Kafka's rule).
 fn unknown_topic_code(name: &str) -> i16 {
-    if crate::validate_topic_name(name).is_err() {
+    if crate::config::validate_topic_name(name).is_err() {
         ResponseError::InvalidTopicException.code()
     } else {
         ResponseError::UnknownTopicOrPartition.code()
