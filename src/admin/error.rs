@@ -132,6 +132,10 @@ pub enum Resource {
     Broker(i32),
     /// The cluster as a whole (metadata, listing groups).
     Cluster,
+    /// A user's SCRAM credentials.
+    User(String),
+    /// An ACL binding, as `tidelog acls` prints it.
+    Acl(String),
 }
 
 impl std::fmt::Display for Resource {
@@ -142,6 +146,8 @@ impl std::fmt::Display for Resource {
             Resource::Group(g) => write!(f, "consumer group {g:?}"),
             Resource::Broker(id) => write!(f, "broker {id}"),
             Resource::Cluster => f.write_str("the cluster"),
+            Resource::User(u) => write!(f, "user {u:?}"),
+            Resource::Acl(b) => write!(f, "ACL {b}"),
         }
     }
 }

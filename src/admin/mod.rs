@@ -43,6 +43,7 @@
 
 mod error;
 mod router;
+mod security;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -71,6 +72,7 @@ use parking_lot::Mutex;
 
 pub use error::{AdminError, ErrorCode, Resource};
 use router::{Outcome, Router, Settings, check, kstr};
+pub use security::ScramAlteration;
 pub use types::{
     AlterConfigOp, BrokerMetadata, ClusterMetadata, CommittedOffset, ConfigEntry, ConfigSource,
     GroupDescription, GroupListing, ListedOffset, MemberDescription, NewTopic, OffsetSpec,

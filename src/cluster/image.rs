@@ -15,11 +15,13 @@
 //! - leader epochs and partition epochs never go down; every leader change bumps the
 //!   leader epoch, every leader or ISR change bumps the partition epoch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::codec::{Reader, Writer};
 use super::records::{AlterPartition, CreateTopic, MetadataRecord, PartitionRef, TopicId};
+use crate::server::auth::acl::{self, AclBinding};
+use crate::server::auth::credentials::{self, Users};
 use crate::{Error, Result, TopicConfig};
 
 /// The internal topic of committed offsets.
@@ -31,8 +33,9 @@ pub(crate) const NO_LEADER: i32 = -1;
 /// Most producer ids one `AllocateProducerIds` may reserve.
 pub(crate) const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 
-/// Image encoding version written by this code.
-const IMAGE_VERSION: u16 = 1;
+/// Image encoding version written by this code (version 1, without users and ACLs, is
+/// still read).
+const IMAGE_VERSION: u16 = 2;
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +127,8 @@ pub(crate) enum Applied {
     TopicCreated(TopicId),
     /// The first id of the reserved producer-id block.
     ProducerIds(i64),
+    /// The ACL bindings each filter of a `DeleteAcls` removed.
+    AclsRemoved(Vec<Vec<AclBinding>>),
 }
 
 /// Why a record was applied as a rejection.
@@ -276,6 +281,10 @@ pub(crate) struct MetadataImage {
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     /// The first producer id of the next block.
     pub next_producer_id: i64,
+    /// Users' SCRAM credentials (shared between images until they change).
+    pub users: Arc<Users>,
+    /// ACL bindings (shared between images until they change).
+    pub acls: Arc<BTreeSet<AclBinding>>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -636,6 +645,31 @@ impl MetadataImage {
                 let first = self.next_producer_id;
                 self.next_producer_id = first.saturating_add(*count);
                 Ok(Applied::ProducerIds(first))
+            }
+            MetadataRecord::AlterScramCredentials { changes } => {
+                let mut users = (*self.users).clone();
+                credentials::apply_changes(&mut users, changes).map_err(invalid)?;
+                self.users = Arc::new(users);
+                Ok(Applied::Done)
+            }
+            MetadataRecord::CreateAcls { bindings } => {
+                for b in bindings {
+                    b.validate().map_err(invalid)?;
+                }
+                let mut acls = (*self.acls).clone();
+                acls.extend(bindings.iter().cloned());
+                if acls.len() != self.acls.len() {
+                    self.acls = Arc::new(acls);
+                }
+                Ok(Applied::Done)
+            }
+            MetadataRecord::DeleteAcls { filters } => {
+                let mut acls = (*self.acls).clone();
+                let removed = acl::remove_matching(&mut acls, filters);
+                if acls.len() != self.acls.len() {
+                    self.acls = Arc::new(acls);
+                }
+                Ok(Applied::AclsRemoved(removed))
             }
         }
     }
@@ -1017,6 +1051,19 @@ impl MetadataImage {
                 w.i32(p.partition_epoch);
             }
         }
+        let credentials: Vec<_> = self
+            .users
+            .iter()
+            .flat_map(|(u, creds)| creds.values().map(move |c| (u, c)))
+            .collect();
+        w.u32(credentials.len() as u32);
+        for (user, c) in credentials {
+            credentials::put_credential(&mut w, user, c);
+        }
+        w.u32(self.acls.len() as u32);
+        for b in self.acls.iter() {
+            acl::put_binding(&mut w, b);
+        }
         w.into_bytes()
     }
 
@@ -1024,9 +1071,9 @@ impl MetadataImage {
     pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<MetadataImage> {
         let mut r = Reader::new(bytes, location);
         let version = r.u16()?;
-        if version != IMAGE_VERSION {
+        if !(1..=IMAGE_VERSION).contains(&version) {
             return Err(r.error(format!(
-                "metadata image version {version}; this node reads version {IMAGE_VERSION}"
+                "metadata image version {version}; this node reads versions 1 to {IMAGE_VERSION}"
             )));
         }
         let index = r.u64()?;
@@ -1072,6 +1119,17 @@ impl MetadataImage {
                 }),
             );
         }
+        let mut users = Users::new();
+        let mut acls = BTreeSet::new();
+        if version >= 2 {
+            for _ in 0..r.count(21)? {
+                let (user, c) = credentials::get_credential(&mut r)?;
+                users.entry(user).or_default().insert(c.mechanism, c);
+            }
+            for _ in 0..r.count(14)? {
+                acls.insert(acl::get_binding(&mut r)?);
+            }
+        }
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -1079,7 +1137,21 @@ impl MetadataImage {
             brokers,
             topics,
             next_producer_id,
+            users: Arc::new(users),
+            acls: Arc::new(acls),
         })
+    }
+}
+
+/// A refused credential or binding (`Error::InvalidConfig` naming the field) as a
+/// rejection.
+fn invalid(e: Error) -> Rejected {
+    match e {
+        Error::InvalidConfig { key, reason } => Rejected::InvalidConfig { key, reason },
+        other => Rejected::InvalidConfig {
+            key: "security".into(),
+            reason: other.to_string(),
+        },
     }
 }
 

@@ -21,6 +21,7 @@ mod meta_properties;
 mod node;
 pub(crate) mod records;
 mod replication;
+pub(crate) mod security;
 mod storage;
 mod transport;
 

@@ -8,6 +8,8 @@
 
 use super::codec::{Reader, Writer};
 use crate::Result;
+use crate::server::auth::acl::{self, AclBinding, AclFilter};
+use crate::server::auth::credentials::{self, CredentialChange};
 
 /// A topic's id: 16 random bytes chosen by the proposer of `CreateTopic` (Kafka's topic
 /// id, printed in base64), so a topic deleted and created again under the same name is a
@@ -157,6 +159,26 @@ pub(crate) enum MetadataRecord {
         /// The partitions.
         partitions: Vec<PartitionRef>,
     },
+    /// Adds, replaces and removes users' SCRAM credentials, all or none (Kafka's
+    /// `UserScramCredentialRecord` and `RemoveUserScramCredentialRecord`, from
+    /// AlterUserScramCredentials).
+    AlterScramCredentials {
+        /// The changes, in order.
+        changes: Vec<CredentialChange>,
+    },
+    /// Adds ACL bindings, all or none (Kafka's `AccessControlEntryRecord`, from
+    /// CreateAcls).
+    CreateAcls {
+        /// The bindings; ones already present are kept once.
+        bindings: Vec<AclBinding>,
+    },
+    /// Removes the ACL bindings that match any filter at the record's index (Kafka's
+    /// `RemoveAccessControlEntryRecord`s, from DeleteAcls); the outcome lists what each
+    /// filter removed.
+    DeleteAcls {
+        /// The filters.
+        filters: Vec<AclFilter>,
+    },
 }
 
 mod kind {
@@ -172,7 +194,15 @@ mod kind {
     pub const ALTER_TOPIC_CONFIG: u8 = 10;
     pub const ALLOCATE_PRODUCER_IDS: u8 = 11;
     pub const ELECT_PREFERRED_LEADERS: u8 = 12;
+    pub const ALTER_SCRAM_CREDENTIALS: u8 = 13;
+    pub const CREATE_ACLS: u8 = 14;
+    pub const DELETE_ACLS: u8 = 15;
 }
+
+/// Tag of a credential upsert in `AlterScramCredentials`.
+const UPSERT: u8 = 1;
+/// Tag of a credential deletion in `AlterScramCredentials`.
+const DELETE: u8 = 2;
 
 fn put_assignment(w: &mut Writer, a: &Option<Vec<Vec<i32>>>) {
     match a {
@@ -215,6 +245,9 @@ impl MetadataRecord {
             MetadataRecord::AlterTopicConfig { .. } => "AlterTopicConfig",
             MetadataRecord::AllocateProducerIds { .. } => "AllocateProducerIds",
             MetadataRecord::ElectPreferredLeaders { .. } => "ElectPreferredLeaders",
+            MetadataRecord::AlterScramCredentials { .. } => "AlterScramCredentials",
+            MetadataRecord::CreateAcls { .. } => "CreateAcls",
+            MetadataRecord::DeleteAcls { .. } => "DeleteAcls",
         }
     }
 
@@ -339,6 +372,40 @@ impl MetadataRecord {
                     w.i32(p.partition);
                 }
             }
+            MetadataRecord::AlterScramCredentials { changes } => {
+                w.u8(kind::ALTER_SCRAM_CREDENTIALS);
+                w.u8(RECORD_VERSION);
+                w.u32(changes.len() as u32);
+                for c in changes {
+                    match c {
+                        CredentialChange::Upsert { user, credential } => {
+                            w.u8(UPSERT);
+                            credentials::put_credential(w, user, credential);
+                        }
+                        CredentialChange::Delete { user, mechanism } => {
+                            w.u8(DELETE);
+                            w.str(user);
+                            w.u8(mechanism.kafka_type() as u8);
+                        }
+                    }
+                }
+            }
+            MetadataRecord::CreateAcls { bindings } => {
+                w.u8(kind::CREATE_ACLS);
+                w.u8(RECORD_VERSION);
+                w.u32(bindings.len() as u32);
+                for b in bindings {
+                    acl::put_binding(w, b);
+                }
+            }
+            MetadataRecord::DeleteAcls { filters } => {
+                w.u8(kind::DELETE_ACLS);
+                w.u8(RECORD_VERSION);
+                w.u32(filters.len() as u32);
+                for f in filters {
+                    acl::put_filter(w, f);
+                }
+            }
         }
     }
 
@@ -444,6 +511,35 @@ impl MetadataRecord {
                     .collect::<Result<_>>()?;
                 MetadataRecord::ElectPreferredLeaders { partitions }
             }
+            kind::ALTER_SCRAM_CREDENTIALS => {
+                // At least a tag, a string length and a mechanism each.
+                let n = r.count(6)?;
+                let changes = (0..n)
+                    .map(|_| match r.u8()? {
+                        UPSERT => {
+                            let (user, credential) = credentials::get_credential(r)?;
+                            Ok(CredentialChange::Upsert { user, credential })
+                        }
+                        DELETE => {
+                            let user = r.str()?;
+                            let mechanism = credentials::get_mechanism(r, &user)?;
+                            Ok(CredentialChange::Delete { user, mechanism })
+                        }
+                        other => Err(r.error(format!("unknown credential change {other}"))),
+                    })
+                    .collect::<Result<_>>()?;
+                MetadataRecord::AlterScramCredentials { changes }
+            }
+            kind::CREATE_ACLS => {
+                let n = r.count(14)?;
+                let bindings = (0..n).map(|_| acl::get_binding(r)).collect::<Result<_>>()?;
+                MetadataRecord::CreateAcls { bindings }
+            }
+            kind::DELETE_ACLS => {
+                let n = r.count(7)?;
+                let filters = (0..n).map(|_| acl::get_filter(r)).collect::<Result<_>>()?;
+                MetadataRecord::DeleteAcls { filters }
+            }
             other => {
                 return Err(r.error(format!("unknown metadata record type {other}")));
             }
@@ -497,6 +593,8 @@ impl Envelope {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::server::auth::acl::{AclOperation, AclPermission, PatternType, ResourceType};
+    use crate::server::auth::scram::{ScramCredential, ScramMechanism};
     use proptest::prelude::*;
 
     /// One of every record type.
@@ -577,6 +675,39 @@ pub(crate) mod tests {
                         topic: "u".into(),
                         topic_id: [4; 16],
                         partition: 0,
+                    },
+                ],
+            },
+            MetadataRecord::AlterScramCredentials {
+                changes: vec![
+                    CredentialChange::Upsert {
+                        user: "alice".into(),
+                        credential: ScramCredential::new(ScramMechanism::Sha512, "pw", 4096),
+                    },
+                    CredentialChange::Delete {
+                        user: "bob".into(),
+                        mechanism: ScramMechanism::Sha256,
+                    },
+                ],
+            },
+            MetadataRecord::CreateAcls {
+                bindings: vec![AclBinding {
+                    resource_type: ResourceType::Topic,
+                    resource_name: "events".into(),
+                    pattern_type: PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: AclOperation::Read,
+                    permission: AclPermission::Allow,
+                }],
+            },
+            MetadataRecord::DeleteAcls {
+                filters: vec![
+                    AclFilter::any(),
+                    AclFilter {
+                        resource_name: Some("events".into()),
+                        principal: Some("User:alice".into()),
+                        ..AclFilter::any()
                     },
                 ],
             },

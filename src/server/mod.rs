@@ -823,10 +823,10 @@ impl ServerBuilder {
                 .ctx("bind", format!("a {protocol} listener"))?;
             listeners.push((protocol, l, addr));
         }
-        let security = self.security()?;
+        let tls = self.config.tls.as_ref().map(|t| t.load()).transpose()?;
         if let Some((p, _, addr)) = listeners
             .iter()
-            .find(|(p, _, _)| p.uses_tls() && security.tls.is_none())
+            .find(|(p, _, _)| p.uses_tls() && tls.is_none())
         {
             return Err(crate::Error::InvalidConfig {
                 key: "tls".into(),
@@ -845,6 +845,15 @@ impl ServerBuilder {
                 });
             }
             None => None,
+        };
+        let security = match self.security(tls, cluster.as_ref()) {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(c) = &cluster {
+                    c.shutdown();
+                }
+                return Err(e);
+            }
         };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
@@ -886,18 +895,53 @@ impl ServerBuilder {
         })
     }
 
-    /// The TLS configurations, the credential and ACL stores of the data directory, and
-    /// the authorizer, from the builder's settings.
-    fn security(&self) -> Result<auth::Security> {
+    /// The security settings: `tls`, the credential and ACL stores (the data
+    /// directory's files on a single node, the metadata image on a cluster node) and the
+    /// authorizer, from the builder's settings.
+    fn security(
+        &self,
+        tls: Option<auth::tls::TlsAcceptors>,
+        cluster: Option<&Arc<crate::cluster::ClusterNode>>,
+    ) -> Result<auth::Security> {
+        use auth::acl::AclStore;
+        use auth::credentials::CredentialStore;
         let dir = self.broker.dir();
-        let credentials = Arc::new(auth::credentials::FileCredentialStore::open(dir)?);
+        let authorizer = self.config.authorizer;
+        let (credentials, acls): (Arc<dyn CredentialStore>, Option<Arc<dyn AclStore>>) =
+            match cluster {
+                None => (
+                    Arc::new(auth::credentials::FileCredentialStore::open(dir)?),
+                    if authorizer {
+                        Some(Arc::new(auth::acl::FileAclStore::open(dir)?))
+                    } else {
+                        None
+                    },
+                ),
+                Some(node) => {
+                    for file in [auth::credentials::USERS_FILE, auth::acl::ACLS_FILE] {
+                        let path = dir.join(file);
+                        if path.exists() {
+                            tracing::warn!(
+                                file = %path.display(),
+                                "a cluster node keeps users and ACLs in the cluster's metadata \
+                                 log: {} is not used (add its users and ACLs to the cluster with \
+                                 tidelog users|acls --bootstrap, then remove it)",
+                                path.display()
+                            );
+                        }
+                    }
+                    (
+                        Arc::new(crate::cluster::security::ClusterCredentials(node.clone())),
+                        Some(Arc::new(crate::cluster::security::ClusterAcls(
+                            node.clone(),
+                        ))),
+                    )
+                }
+            };
         let mut security = auth::Security::new(credentials);
         security.mechanisms = self.config.sasl_mechanisms.clone();
-        if let Some(tls) = &self.config.tls {
-            security.tls = Some(tls.load()?);
-        }
-        if self.config.authorizer {
-            let acls = Arc::new(auth::acl::FileAclStore::open(dir)?);
+        security.tls = tls;
+        if let Some(acls) = acls.filter(|_| authorizer) {
             security.authorizer = Some(auth::acl::Authorizer::new(
                 acls,
                 self.config.super_users.iter().cloned().collect(),
@@ -945,6 +989,26 @@ impl ServerHandle {
             .iter()
             .find(|(p, _)| *p == protocol)
             .map(|(_, a)| *a)
+    }
+
+    /// The users' SCRAM credentials this server authenticates against: the data
+    /// directory's `users` file on a single node; on a cluster node the cluster's
+    /// metadata, where a change goes through the controller and returns once this node
+    /// applied it. The in-process API is trusted: nothing here is authorized.
+    pub fn credential_store(&self) -> Arc<dyn crate::security::CredentialStore> {
+        self.shared.security.credentials.clone()
+    }
+
+    /// The ACL bindings the authorizer checks (None without
+    /// [`authorizer`](ServerBuilder::authorizer)): the data directory's `acls` file on a
+    /// single node; on a cluster node the cluster's metadata, as
+    /// [`credential_store`](ServerHandle::credential_store).
+    pub fn acl_store(&self) -> Option<Arc<dyn crate::security::AclStore>> {
+        self.shared
+            .security
+            .authorizer
+            .as_ref()
+            .map(|a| a.store().clone())
     }
 
     /// The connection limit in force: [`ServerBuilder::max_connections`], or fewer if

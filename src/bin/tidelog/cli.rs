@@ -48,14 +48,34 @@ pub(crate) enum Command {
     #[cfg(feature = "server")]
     Serve(ServeArgs),
     /// Add, delete and list users' SCRAM credentials (as kafka-configs --entity-type
-    /// users); the server must be stopped.
+    /// users): on a stopped single node's data directory, or with --bootstrap on a
+    /// running node or cluster.
     #[cfg(feature = "server")]
-    #[command(subcommand)]
-    Users(UsersCmd),
-    /// Add, list and remove ACLs (as kafka-acls); the server must be stopped.
+    Users(UsersArgs),
+    /// Add, list and remove ACLs (as kafka-acls): on a stopped single node's data
+    /// directory, or with --bootstrap on a running node or cluster.
     #[cfg(feature = "server")]
+    Acls(AclsArgs),
+}
+
+/// `tidelog users [--bootstrap ADDRS] ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct UsersArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
     #[command(subcommand)]
-    Acls(AclsCmd),
+    pub cmd: UsersCmd,
+}
+
+/// `tidelog acls [--bootstrap ADDRS] ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct AclsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: AclsCmd,
 }
 
 /// `tidelog users ...`.

@@ -5,7 +5,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::coordinator::GroupState;
+use crate::coordinator::{GroupError, GroupState};
 use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -39,6 +39,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 })
                 .collect(),
         ),
+        // A node that coordinates no group (in a cluster, one that does not lead
+        // __consumer_offsets-0) lists none, as a Kafka broker owning no offsets
+        // partition does; an admin client asks every broker.
+        Err(GroupError::NotCoordinator) => ListGroupsResponse::default(),
         Err(e) => ListGroupsResponse::default().with_error_code(e.code()),
     };
     req.respond(&response)
