@@ -50,6 +50,14 @@ codes! {
     GROUP_AUTHORIZATION_FAILED = GroupAuthorizationFailed;
     /// The principal may not act on the cluster (31).
     CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailed;
+    /// The broker has no authorizer, so no ACLs (54).
+    SECURITY_DISABLED = SecurityDisabled;
+    /// The user or ACL asked about does not exist (91).
+    RESOURCE_NOT_FOUND = ResourceNotFound;
+    /// The same user credential twice in one request (92).
+    DUPLICATE_RESOURCE = DuplicateResource;
+    /// A credential the broker will not store (93).
+    UNACCEPTABLE_CREDENTIAL = UnacceptableCredential;
     /// The broker does not answer this request version (35).
     UNSUPPORTED_VERSION = UnsupportedVersion;
     /// A topic of that name exists already (36).

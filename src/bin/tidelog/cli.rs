@@ -173,6 +173,24 @@ pub(crate) struct Bootstrap {
         global = true
     )]
     pub bootstrap: Option<String>,
+    /// With --bootstrap: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's
+    /// security.protocol) [default: PLAINTEXT].
+    #[arg(long, value_name = "PROTOCOL", global = true)]
+    pub security_protocol: Option<String>,
+    /// With --bootstrap: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's sasl.mechanism).
+    #[arg(long, value_name = "MECHANISM", global = true)]
+    pub sasl_mechanism: Option<String>,
+    /// With --bootstrap: the SASL user name (Kafka's sasl.username).
+    #[arg(long, value_name = "USER", global = true)]
+    pub sasl_username: Option<String>,
+    /// With --bootstrap: the SASL password (Kafka's sasl.password); without it, the
+    /// TIDELOG_SASL_PASSWORD environment variable, which keeps it out of the process list.
+    #[arg(long, value_name = "PASSWORD", global = true)]
+    pub sasl_password: Option<String>,
+    /// With --bootstrap: PEM file of the CA that signed the brokers' certificates
+    /// (Kafka's ssl.ca.location).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub ssl_ca_location: Option<PathBuf>,
 }
 
 /// `tidelog topics [--bootstrap ADDRS] ...`.

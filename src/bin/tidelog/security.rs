@@ -152,7 +152,7 @@ const CLUSTER_STATE: &str = "__cluster_metadata-0/raft-state";
 /// Runs `tidelog users ...`.
 pub(crate) fn users(given: Option<&Path>, args: &UsersArgs) -> CliResult {
     if let Some(bootstrap) = &args.target.bootstrap {
-        let admin = admin_client(bootstrap, given)?;
+        let admin = admin_client(bootstrap, &args.target, given)?;
         return users_on(&admin, &args.cmd);
     }
     let data = data_dir(given);
@@ -415,7 +415,7 @@ impl AclTarget for AdminClient {
 /// Runs `tidelog acls ...`.
 pub(crate) fn acls(given: Option<&Path>, args: &AclsArgs) -> CliResult {
     if let Some(bootstrap) = &args.target.bootstrap {
-        let admin = admin_client(bootstrap, given)?;
+        let admin = admin_client(bootstrap, &args.target, given)?;
         return acls_on(&admin, &args.cmd);
     }
     let data = data_dir(given);
