@@ -118,9 +118,12 @@ pub mod cluster {
         )
     }
 
-    /// The stdout of a successful [`cli`] run, or `None`.
+    /// The stdout of a successful [`cli`] run, or `None` (the failure goes to stderr).
     pub fn cli_ok(bootstrap: &str, args: &[&str]) -> Option<String> {
-        let (code, out, _) = cli(bootstrap, args);
+        let (code, out, err) = cli(bootstrap, args);
+        if code != 0 {
+            eprintln!("tidelog {args:?} --bootstrap {bootstrap}: exit {code}: {err}");
+        }
         (code == 0).then_some(out)
     }
 

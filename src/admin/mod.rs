@@ -83,8 +83,10 @@ pub use types::{
 
 use crate::client::ClientSecurity;
 use crate::client::security::SaslLogin;
-use crate::security::{SaslMechanism, SecurityProtocol};
-use crate::{Assignment, Error, Result};
+use crate::consumer::Assignment;
+use crate::error::{Error, Result};
+use crate::server::auth::SecurityProtocol;
+use crate::server::auth::sasl::SaslMechanism;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.

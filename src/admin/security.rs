@@ -16,9 +16,11 @@ use kafka_protocol::messages::{
 
 use super::router::{Outcome, check, kstr};
 use super::{AdminClient, Cluster, Each, Resource};
-use crate::security::{AclBinding, AclFilter, ScramMechanism, validate_credential};
+use crate::error::{Error, Result};
+use crate::server::auth::acl::{AclBinding, AclFilter};
+use crate::server::auth::credentials::validate_credential;
 use crate::server::auth::scram;
-use crate::{Error, Result};
+use crate::server::auth::scram::ScramMechanism;
 
 const ALTER_USER_SCRAM_CREDENTIALS_VERSION: i16 = 0;
 const DESCRIBE_USER_SCRAM_CREDENTIALS_VERSION: i16 = 0;

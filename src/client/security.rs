@@ -12,9 +12,9 @@ use std::sync::Arc;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
+use crate::error::{Error, Result};
 use crate::server::auth::SecurityProtocol;
 use crate::server::auth::sasl::SaslMechanism;
-use crate::{Error, Result};
 
 /// A SASL user and password (the password is never printed).
 #[derive(Clone)]

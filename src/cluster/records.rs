@@ -7,7 +7,7 @@
 //! and its fields in the order they are declared below (see docs/format.md).
 
 use super::codec::{Reader, Writer};
-use crate::Result;
+use crate::error::Result;
 use crate::server::auth::acl::{self, AclBinding, AclFilter};
 use crate::server::auth::credentials::{self, CredentialChange};
 

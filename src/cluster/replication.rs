@@ -42,7 +42,8 @@ use super::image::LocalRole;
 use super::records::{AlterPartition, TopicId};
 use super::{ClusterNode, MetadataListener, MetadataUpdate, NO_LEADER};
 use crate::broker::{OFFSETS_TOPIC, WeakBroker};
-use crate::{Error, Partition};
+use crate::error::Error;
+use crate::topic::Partition;
 
 /// Fetch version the fetchers send (every tidelog node answers 4-11).
 const FETCH_VERSION: i16 = 11;
@@ -129,9 +130,10 @@ enum LoaderJob {
 struct CoordinatorLoader {
     jobs: Mutex<Option<crossbeam_channel::Sender<LoaderJob>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Tests: every load first sleeps this long (a large offsets log).
+    /// Tests: while set, every load waits (as on a large offsets log) until it is
+    /// cleared, at most a minute.
     #[cfg(test)]
-    delay: Arc<Mutex<Duration>>,
+    hold: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl CoordinatorLoader {
@@ -140,14 +142,14 @@ impl CoordinatorLoader {
             jobs: Mutex::new(None),
             thread: Mutex::new(None),
             #[cfg(test)]
-            delay: Arc::new(Mutex::new(Duration::ZERO)),
+            hold: Arc::new((Mutex::new(false), Condvar::new())),
         }
     }
 
-    fn start(&self, node_id: i32, broker: WeakBroker) -> crate::Result<()> {
+    fn start(&self, node_id: i32, broker: WeakBroker) -> crate::error::Result<()> {
         let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
         #[cfg(test)]
-        let delay = self.delay.clone();
+        let hold = self.hold.clone();
         let h = std::thread::Builder::new()
             .name(format!("coordinator-loader-{node_id}"))
             .spawn(move || {
@@ -166,7 +168,13 @@ impl CoordinatorLoader {
                                 continue;
                             }
                             #[cfg(test)]
-                            std::thread::sleep(*delay.lock());
+                            {
+                                let deadline = Instant::now() + Duration::from_secs(60);
+                                let mut held = hold.0.lock();
+                                while *held && Instant::now() < deadline {
+                                    hold.1.wait_until(&mut held, deadline);
+                                }
+                            }
                             let started = Instant::now();
                             match coordinator.load_partition(partition.clone()) {
                                 Ok(()) => {
@@ -230,10 +238,12 @@ impl ReplicaManager {
         })
     }
 
-    /// Tests: every coordinator load first sleeps `delay`, as a large offsets log would.
+    /// Tests: while `held`, every coordinator load waits before it reads the log, as a
+    /// large offsets log would keep it busy (released by `false`, or after a minute).
     #[cfg(test)]
-    pub(crate) fn delay_coordinator_loads(&self, delay: Duration) {
-        *self.loader.delay.lock() = delay;
+    pub(crate) fn hold_coordinator_loads(&self, held: bool) {
+        *self.loader.hold.0.lock() = held;
+        self.loader.hold.1.notify_all();
     }
 
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
@@ -248,7 +258,7 @@ impl ReplicaManager {
     }
 
     /// Starts the ISR thread and the coordinator loader.
-    pub(crate) fn start(self: &Arc<Self>) -> crate::Result<()> {
+    pub(crate) fn start(self: &Arc<Self>) -> crate::error::Result<()> {
         self.loader.start(self.node_id, self.broker.clone())?;
         let me = Arc::downgrade(self);
         let stop = self.stop.clone();
@@ -580,7 +590,7 @@ impl Fetcher {
         source: i32,
         node: Weak<ClusterNode>,
         paused: Arc<AtomicBool>,
-    ) -> crate::Result<Arc<Fetcher>> {
+    ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
@@ -734,7 +744,7 @@ impl Fetcher {
 
     /// KIP-101/279: asks the leader where its log ends for this log's latest epoch and
     /// truncates to where the two diverge.
-    fn truncate(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+    fn truncate(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::error::Result<()> {
         let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
         let mut asked = Vec::new();
         for (key, f) in parts {
@@ -829,7 +839,7 @@ impl Fetcher {
     }
 
     /// One Fetch for every ready partition, applied.
-    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::error::Result<()> {
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         let mut sent: HashMap<Key, (i32, i64)> = HashMap::new();
         for (key, f) in parts {
@@ -903,7 +913,7 @@ fn apply_fetched(
     e: &mut Followed,
     offset: i64,
     p: &kafka_protocol::messages::fetch_response::PartitionData,
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     let log = e.partition.log();
     let code = p.error_code;
     if code == 0 {
@@ -961,12 +971,12 @@ fn apply_fetched(
 /// answered an epoch this log does not have; truncate to the end of this log's largest
 /// epoch below it and ask again with the new latest epoch).
 fn truncation_point(
-    end_offset_for_epoch: impl Fn(i32) -> crate::Result<(i32, i64)>,
+    end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
     log_end: i64,
     high_watermark: i64,
     leader_epoch: i32,
     leader_end: i64,
-) -> crate::Result<(i64, bool)> {
+) -> crate::error::Result<(i64, bool)> {
     if leader_epoch < 0 || leader_end < 0 {
         // The leader has no epoch at or below ours: Kafka falls back to the high
         // watermark.
@@ -987,7 +997,7 @@ mod tests {
     use super::truncation_point;
 
     /// A follower's epochs: (epoch, start offset); its log ends at 100.
-    fn follower(epoch: i32) -> crate::Result<(i32, i64)> {
+    fn follower(epoch: i32) -> crate::error::Result<(i32, i64)> {
         let entries = [(1, 0), (3, 40), (4, 70)];
         let end = 100;
         let mut found = None;

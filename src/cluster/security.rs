@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use super::{ADMIN_TIMEOUT, Applied, ClusterNode, MetadataRecord};
+use crate::error::{Error, Result};
 use crate::server::auth::acl::{AclBinding, AclFilter, AclStore};
 use crate::server::auth::credentials::{self, CredentialChange, CredentialStore};
 use crate::server::auth::scram::{ScramCredential, ScramMechanism};
-use crate::{Error, Result};
 
 /// The users of a cluster, in its metadata image.
 #[derive(Debug)]
