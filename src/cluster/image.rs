@@ -49,6 +49,8 @@ pub(crate) struct BrokerRegistration {
     pub incarnation: u64,
     /// Advertised Kafka listener, `host:port`.
     pub listener: String,
+    /// The listener replica fetchers connect to, when not `listener`.
+    pub replication_listener: Option<String>,
     /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
     /// not listed to clients.
     pub fenced: bool,
@@ -541,11 +543,12 @@ impl MetadataImage {
                 incarnation,
                 listener,
                 clean_shutdown_epoch,
+                replication_listener,
             } => self.register(
                 index,
                 *broker_id,
                 *incarnation,
-                listener,
+                (listener, replication_listener.as_deref()),
                 *clean_shutdown_epoch,
             ),
             MetadataRecord::BrokerReady {
@@ -680,7 +683,7 @@ impl MetadataImage {
         index: u64,
         broker_id: i32,
         incarnation: u64,
-        listener: &str,
+        (listener, replication_listener): (&str, Option<&str>),
         clean_shutdown_epoch: Option<i64>,
     ) -> Outcome {
         if broker_id < 0 {
@@ -704,6 +707,7 @@ impl MetadataImage {
                 epoch,
                 incarnation,
                 listener: listener.to_string(),
+                replication_listener: replication_listener.map(str::to_string),
                 fenced: true,
                 shut_down: false,
             },
@@ -1038,6 +1042,7 @@ impl MetadataImage {
             w.str(&b.listener);
             w.bool(b.fenced);
             w.bool(b.shut_down);
+            super::records::put_opt_str(&mut w, b.replication_listener.as_deref());
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
@@ -1084,14 +1089,18 @@ impl MetadataImage {
         let next_producer_id = r.i64()?;
         let mut brokers = BTreeMap::new();
         for _ in 0..r.count(26)? {
-            let b = BrokerRegistration {
+            let mut b = BrokerRegistration {
                 id: r.i32()?,
                 epoch: r.i64()?,
                 incarnation: r.u64()?,
                 listener: r.str()?,
+                replication_listener: None,
                 fenced: r.bool()?,
                 shut_down: r.bool()?,
             };
+            if version >= 2 {
+                b.replication_listener = super::records::get_opt_str(&mut r)?;
+            }
             brokers.insert(b.id, b);
         }
         let mut topics = BTreeMap::new();

@@ -18,8 +18,10 @@ pub(crate) type TopicId = [u8; 16];
 
 /// Envelope version written by this code.
 const ENVELOPE_VERSION: u8 = 1;
-/// Record version written by this code for every record type.
+/// Record version written by this code for every record type but `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
+/// `RegisterBroker`'s version (1 adds the replication listener; 0 is still read).
+const REGISTER_BROKER_VERSION: u8 = 1;
 
 /// `CreateTopic`'s fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +95,10 @@ pub(crate) enum MetadataRecord {
         /// The broker epoch of the node's last controlled shutdown, if its data
         /// directory says it shut down cleanly.
         clean_shutdown_epoch: Option<i64>,
+        /// The listener other nodes' replica fetchers connect to (Kafka's
+        /// `inter.broker.listener.name`), `host:port`, when it is not `listener`.
+        /// Record version 1; version 0 has none.
+        replication_listener: Option<String>,
     },
     /// The broker caught up with the metadata log and opened its logs: unfence it.
     BrokerReady {
@@ -204,6 +210,22 @@ const UPSERT: u8 = 1;
 /// Tag of a credential deletion in `AlterScramCredentials`.
 const DELETE: u8 = 2;
 
+/// An optional string: `bool` present, then the string.
+pub(crate) fn put_opt_str(w: &mut Writer, s: Option<&str>) {
+    match s {
+        None => w.bool(false),
+        Some(s) => {
+            w.bool(true);
+            w.str(s);
+        }
+    }
+}
+
+/// Reads what [`put_opt_str`] wrote.
+pub(crate) fn get_opt_str(r: &mut Reader<'_>) -> Result<Option<String>> {
+    Ok(if r.bool()? { Some(r.str()?) } else { None })
+}
+
 fn put_assignment(w: &mut Writer, a: &Option<Vec<Vec<i32>>>) {
     match a {
         None => w.bool(false),
@@ -264,13 +286,15 @@ impl MetadataRecord {
                 incarnation,
                 listener,
                 clean_shutdown_epoch,
+                replication_listener,
             } => {
                 w.u8(kind::REGISTER_BROKER);
-                w.u8(RECORD_VERSION);
+                w.u8(REGISTER_BROKER_VERSION);
                 w.i32(*broker_id);
                 w.u64(*incarnation);
                 w.str(listener);
                 w.i64(clean_shutdown_epoch.unwrap_or(-1));
+                put_opt_str(w, replication_listener.as_deref());
             }
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -413,9 +437,13 @@ impl MetadataRecord {
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<MetadataRecord> {
         let kind = r.u8()?;
         let version = r.u8()?;
-        if version != RECORD_VERSION {
+        let newest = match kind {
+            kind::REGISTER_BROKER => REGISTER_BROKER_VERSION,
+            _ => RECORD_VERSION,
+        };
+        if version > newest {
             return Err(r.error(format!(
-                "record type {kind} has version {version}; this node reads version {RECORD_VERSION}"
+                "record type {kind} has version {version}; this node reads versions up to {newest}"
             )));
         }
         let broker_and_epoch =
@@ -429,11 +457,13 @@ impl MetadataRecord {
                 let incarnation = r.u64()?;
                 let listener = r.str()?;
                 let epoch = r.i64()?;
+                let replication_listener = if version >= 1 { get_opt_str(r)? } else { None };
                 MetadataRecord::RegisterBroker {
                     broker_id,
                     incarnation,
                     listener,
                     clean_shutdown_epoch: (epoch >= 0).then_some(epoch),
+                    replication_listener,
                 }
             }
             kind::BROKER_READY => {
@@ -608,12 +638,14 @@ pub(crate) mod tests {
                 incarnation: 42,
                 listener: "127.0.0.1:9092".into(),
                 clean_shutdown_epoch: Some(7),
+                replication_listener: Some("127.0.0.1:9094".into()),
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
                 incarnation: 43,
                 listener: "h:1".into(),
                 clean_shutdown_epoch: None,
+                replication_listener: None,
             },
             MetadataRecord::BrokerReady {
                 broker_id: 1,
@@ -729,6 +761,28 @@ pub(crate) mod tests {
                 assert!(Envelope::decode(&bytes[..cut], "test").is_err());
             }
         }
+    }
+
+    #[test]
+    fn a_version_0_registration_has_no_replication_listener() {
+        let record = MetadataRecord::RegisterBroker {
+            broker_id: 4,
+            incarnation: 9,
+            listener: "h:1".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+        };
+        let mut w = Writer::new();
+        record.encode(&mut w);
+        let mut bytes = w.into_bytes();
+        // Version 0: the same fields without the trailing optional listener.
+        bytes[1] = 0;
+        bytes.pop();
+        let mut r = Reader::new(&bytes, "v0");
+        assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
+        r.finish().unwrap();
+        bytes[1] = 2;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v2")).is_err());
     }
 
     proptest! {

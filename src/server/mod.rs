@@ -404,6 +404,13 @@ struct ClusterSettings {
     auto_leader_rebalance: Option<bool>,
     leader_imbalance_check_interval: Option<Duration>,
     leader_imbalance_per_broker_percentage: Option<u32>,
+    /// The listener replica fetchers use, by protocol (Kafka's
+    /// `inter.broker.listener.name`).
+    inter_broker_listener: Option<SecurityProtocol>,
+    /// The replica fetchers' SASL login on that listener.
+    inter_broker_sasl: Option<crate::client::security::SaslLogin>,
+    /// The CA of the nodes' certificates, for a TLS inter-broker listener.
+    inter_broker_ca: Option<std::path::PathBuf>,
     /// Tests: quorum listener bound by the caller, small snapshot threshold.
     #[cfg(test)]
     quorum_listener: Option<TcpListener>,
@@ -682,6 +689,43 @@ impl ServerBuilder {
         self
     }
 
+    /// Cluster: the listener replica fetchers (this node's, and the other nodes' when
+    /// they fetch from this one) connect to, as Kafka's `inter.broker.listener.name`:
+    /// the first listener with `protocol`. Every node of a cluster should name the same.
+    /// With a SASL protocol, give the fetchers' login with
+    /// [`inter_broker_sasl`](Self::inter_broker_sasl); with a TLS one, the CA of the
+    /// nodes' certificates with [`inter_broker_ca`](Self::inter_broker_ca). Default = the
+    /// first listener, reached in plaintext.
+    pub fn inter_broker_listener(mut self, protocol: SecurityProtocol) -> Self {
+        self.cluster.inter_broker_listener = Some(protocol);
+        self
+    }
+
+    /// Cluster: how this node's replica fetchers log in on a SASL inter-broker listener
+    /// (Kafka's `sasl.mechanism.inter.broker.protocol` and the listener's JAAS login).
+    /// With the authorizer on, the principal (`User:NAME`) needs ClusterAction on the
+    /// cluster, or to be a super user; the user is cluster metadata like any other.
+    pub fn inter_broker_sasl(
+        mut self,
+        mechanism: SaslMechanism,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.cluster.inter_broker_sasl = Some(crate::client::security::SaslLogin {
+            mechanism,
+            username: username.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// Cluster: the PEM file of the CA that signed the nodes' certificates, which replica
+    /// fetchers check on a TLS inter-broker listener (Kafka's inter-broker truststore).
+    pub fn inter_broker_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.cluster.inter_broker_ca = Some(path.into());
+        self
+    }
+
     /// Cluster: a follower that has not caught up for this long leaves the ISR. Default =
     /// 30 s (Kafka `replica.lag.time.max.ms`).
     pub fn replica_lag_time_max(mut self, lag: Duration) -> Self {
@@ -736,8 +780,9 @@ impl ServerBuilder {
     /// The cluster node's settings, if the builder was given a node id or quorum.
     fn cluster_config(
         &mut self,
-        local: SocketAddr,
+        listeners: &[(SecurityProtocol, SocketAddr)],
     ) -> Result<Option<crate::cluster::ClusterConfig>> {
+        let local = listeners[0].1;
         let c = &mut self.cluster;
         let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
             (None, None) => return Ok(None),
@@ -752,19 +797,63 @@ impl ServerBuilder {
         let voters = crate::cluster::parse_quorum(quorum)?;
         // Other brokers and clients must reach this address: a wildcard listen address
         // is advertised with this node's quorum host.
+        let quorum_host = voters
+            .iter()
+            .find(|v| v.id == node_id)
+            .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
+            .unwrap_or_else(|| "localhost".into());
+        let reachable = |addr: SocketAddr| {
+            if addr.ip().is_unspecified() {
+                format!("{quorum_host}:{}", addr.port())
+            } else {
+                addr.to_string()
+            }
+        };
         let advertised = match &self.config.advertised {
             Some(a) => a.clone(),
-            None if local.ip().is_unspecified() => {
-                let host = voters
+            None => reachable(local),
+        };
+        let replication = match c.inter_broker_listener {
+            None => None,
+            Some(protocol) => {
+                let index = listeners
                     .iter()
-                    .find(|v| v.id == node_id)
-                    .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
-                    .unwrap_or_else(|| "localhost".into());
-                format!("{host}:{}", local.port())
+                    .position(|(p, _)| *p == protocol)
+                    .ok_or_else(|| crate::error::Error::InvalidConfig {
+                        key: "inter.broker.listener.name".into(),
+                        reason: format!(
+                            "no {protocol} listener among {}",
+                            listeners
+                                .iter()
+                                .map(|(p, a)| format!("{p}://{a}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    })?;
+                let security = crate::client::ClientSecurity::new(
+                    protocol,
+                    c.inter_broker_ca.as_deref(),
+                    c.inter_broker_sasl.clone(),
+                )
+                .map_err(|e| match e {
+                    crate::error::Error::InvalidConfig { key, reason } => {
+                        crate::error::Error::InvalidConfig {
+                            key: format!("inter-broker {key}"),
+                            reason,
+                        }
+                    }
+                    other => other,
+                })?;
+                // The first listener is advertised already (--advertised applies to it).
+                let addr = (index > 0).then(|| reachable(listeners[index].1));
+                Some((addr, security))
             }
-            None => local.to_string(),
         };
         let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
+        if let Some((addr, security)) = replication {
+            config.replication_listener = addr;
+            config.replication_security = Arc::new(security);
+        }
         if let Some(t) = c.session_timeout {
             config.session_timeout = t;
         }
@@ -833,7 +922,9 @@ impl ServerBuilder {
                 reason: format!("the {p} listener on {addr} needs a TLS certificate and key"),
             });
         }
-        let cluster = match self.cluster_config(local)? {
+        let bound: Vec<(SecurityProtocol, SocketAddr)> =
+            listeners.iter().map(|(p, _, a)| (*p, *a)).collect();
+        let cluster = match self.cluster_config(&bound)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
                 return Err(crate::error::Error::InvalidConfig {

@@ -628,6 +628,23 @@ pub(crate) struct ServeArgs {
     /// super.users), e.g. User:admin.
     #[arg(long, value_name = "PRINCIPALS")]
     pub super_users: Vec<String>,
+    /// Cluster: the listener replica fetchers use, by its protocol (Kafka's
+    /// inter.broker.listener.name): the first --listen with it [default: the first
+    /// --listen, in plaintext].
+    #[arg(long, value_name = "PROTOCOL")]
+    pub inter_broker_listener: Option<String>,
+    /// Cluster: the replica fetchers' SASL mechanism on a SASL inter-broker listener.
+    #[arg(long, value_name = "MECHANISM")]
+    pub inter_broker_sasl_mechanism: Option<String>,
+    /// Cluster: the replica fetchers' SASL user (a super user, or one with
+    /// ClusterAction on the cluster); the password comes from the
+    /// TIDELOG_INTER_BROKER_SASL_PASSWORD environment variable.
+    #[arg(long, value_name = "USER")]
+    pub inter_broker_sasl_username: Option<String>,
+    /// Cluster: PEM file of the CA of the nodes' certificates, for a TLS inter-broker
+    /// listener.
+    #[arg(long, value_name = "FILE")]
+    pub inter_broker_ssl_ca_location: Option<std::path::PathBuf>,
     /// Address clients are told to connect to, when the listen address is not reachable
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]
