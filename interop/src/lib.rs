@@ -153,6 +153,48 @@ pub mod cluster {
         }
     }
 
+    /// Through the in-process nodes' `brokers` (the program's own, trusted API): creates
+    /// `topic` with one partition, produces 20 records with acks=all on its leader, and
+    /// waits until every node's replica ends at 20, each step for at most `limit`.
+    ///
+    /// # Panics
+    /// When a step does not happen in time.
+    pub fn replicate_twenty_records(brokers: &[Broker], topic: &str, limit: Duration) {
+        use tidelog::{Acks, Producer, ProducerRecord, TopicConfig};
+        eventually("the topic is created", limit, || {
+            brokers[0]
+                .create_topic_if_missing(topic, 1, TopicConfig::new())
+                .ok()
+        });
+        let leader = eventually("a leader", limit, || {
+            brokers.iter().position(|b| {
+                b.topic(topic)
+                    .and_then(|t| t.partition(0))
+                    .is_ok_and(|p| p.is_leader())
+            })
+        });
+        let producer = Producer::builder(&brokers[leader])
+            .acks(Acks::All)
+            .build()
+            .expect("a producer");
+        for i in 0..20 {
+            let v = format!("record {i}");
+            producer
+                .send(topic, ProducerRecord::new(v.as_bytes()))
+                .expect("an acks=all send");
+        }
+        producer.flush().expect("acks=all records acknowledged");
+        for (i, b) in brokers.iter().enumerate() {
+            let p = b
+                .topic(topic)
+                .and_then(|t| t.partition(0))
+                .expect("the partition on every node");
+            eventually(&format!("node {} has the records", i + 1), limit, || {
+                (p.log_end_offset() == 20).then_some(())
+            });
+        }
+    }
+
     /// Ports and quorum of an `n`-node cluster on loopback.
     #[derive(Debug, Clone)]
     pub struct Layout {

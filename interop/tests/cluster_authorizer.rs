@@ -12,8 +12,8 @@ use std::time::Duration;
 use tidelog::security::{
     AclBinding, AclOperation, AclPermission, CLUSTER_RESOURCE_NAME, PatternType, ResourceType,
 };
-use tidelog::{Acks, Broker, Producer, ProducerRecord, Server, TopicConfig};
-use tidelog_interop::cluster::{Layout, eventually};
+use tidelog::{Broker, Server};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records};
 
 #[test]
 fn followers_replicate_through_the_authorizer_with_cluster_action() {
@@ -53,37 +53,7 @@ fn followers_replicate_through_the_authorizer_with_cluster_action() {
         }])
         .unwrap();
     // The program's own API is trusted: it creates the topic and produces.
-    eventually("the topic is created", Duration::from_secs(30), || {
-        brokers[0]
-            .create_topic_if_missing("events", 1, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("a leader", Duration::from_secs(30), || {
-        brokers.iter().position(|b| {
-            b.topic("events")
-                .and_then(|t| t.partition(0))
-                .is_ok_and(|p| p.is_leader())
-        })
-    });
-    let producer = Producer::builder(&brokers[leader])
-        .acks(Acks::All)
-        .build()
-        .unwrap();
-    for i in 0..20 {
-        let v = format!("record {i}");
-        producer
-            .send("events", ProducerRecord::new(v.as_bytes()))
-            .unwrap();
-    }
-    producer.flush().unwrap();
-    for (i, b) in brokers.iter().enumerate() {
-        let p = b.topic("events").unwrap().partition(0).unwrap();
-        eventually(
-            &format!("node {} has the records", i + 1),
-            Duration::from_secs(30),
-            || (p.log_end_offset() == 20).then_some(()),
-        );
-    }
+    replicate_twenty_records(&brokers, "events", Duration::from_secs(30));
     for s in servers {
         s.shutdown().unwrap();
     }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use tidelog::security::{
     CredentialChange, SaslMechanism, ScramCredential, ScramMechanism, SecurityProtocol,
 };
-use tidelog::{Acks, Broker, Error, Producer, ProducerRecord, Server, TopicConfig};
-use tidelog_interop::cluster::{Layout, eventually};
+use tidelog::{Broker, Error, Server};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -58,35 +58,7 @@ fn followers_replicate_on_the_inter_broker_listener_as_its_principal() {
             credential: ScramCredential::new(ScramMechanism::Sha512, "replicator-secret", 4096),
         }])
         .unwrap();
-    eventually("the topic is created", WAIT, || {
-        brokers[0]
-            .create_topic_if_missing("events", 1, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("a leader", WAIT, || {
-        brokers.iter().position(|b| {
-            b.topic("events")
-                .and_then(|t| t.partition(0))
-                .is_ok_and(|p| p.is_leader())
-        })
-    });
-    let producer = Producer::builder(&brokers[leader])
-        .acks(Acks::All)
-        .build()
-        .unwrap();
-    for i in 0..20 {
-        let v = format!("record {i}");
-        producer
-            .send("events", ProducerRecord::new(v.as_bytes()))
-            .unwrap();
-    }
-    producer.flush().unwrap();
-    for (i, b) in brokers.iter().enumerate() {
-        let p = b.topic("events").unwrap().partition(0).unwrap();
-        eventually(&format!("node {} has the records", i + 1), WAIT, || {
-            (p.log_end_offset() == 20).then_some(())
-        });
-    }
+    replicate_twenty_records(&brokers, "events", WAIT);
     for s in servers {
         s.shutdown().unwrap();
     }
