@@ -353,6 +353,17 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A broker refused this client's SASL authentication (a wrong password, an
+    /// unknown user, a mechanism it does not enable) or its proof of the credential; on
+    /// the wire Kafka's SASL_AUTHENTICATION_FAILED.
+    #[cfg(feature = "server")]
+    #[error("authentication with {broker} failed: {reason}")]
+    AuthenticationFailed {
+        /// The broker's `host:port`.
+        broker: String,
+        /// Why, with the broker's message when it sent one.
+        reason: String,
+    },
     /// A network client's principal may not do an operation on a resource (the
     /// server's ACLs, `--authorizer`); on the wire Kafka's TOPIC_, GROUP_, CLUSTER_ or
     /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, by resource type.

@@ -1,5 +1,7 @@
 //! `tidelog topics alter --config` changes a topic's settings durably: the registry
 //! keeps them across a restart and the partition logs apply them.
+// Reaches into the partition's log (`Partition::log`, a `testing` feature hook).
+#![cfg(feature = "testing")]
 
 mod cli_support;
 use cli_support::{err, ok, tidelog};

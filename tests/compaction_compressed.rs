@@ -1,6 +1,8 @@
 //! Compaction of a topic whose batches are compressed: the cleaner decompresses them,
 //! keeps the latest record of each key, and writes the survivors back compressed with
 //! the batch's own codec, keeping every offset.
+// Reaches into the partition's log (`Partition::log`, a `testing` feature hook).
+#![cfg(feature = "testing")]
 
 use std::collections::BTreeMap;
 use std::time::Duration;

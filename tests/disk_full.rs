@@ -3,6 +3,8 @@
 //! writer used the last bytes it could (it falls back from its reservation step to what
 //! the batch needs); every earlier record reads back; once a little space is freed the
 //! next append succeeds, and everything survives a reopen.
+// Reaches into the partition's log (`Partition::log`, a `testing` feature hook).
+#![cfg(feature = "testing")]
 
 mod tmpfs_support;
 

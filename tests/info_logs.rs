@@ -1,7 +1,7 @@
 //! What `tidelog serve` logs from the layers below the server, through `tracing` (the
 //! subscriber `serve` sets up): segments deleted by retention and group rebalances at
 //! info level, a client connection with its client id and address at debug level.
-#![cfg(all(feature = "server", feature = "cli"))]
+#![cfg(all(feature = "server", feature = "cli", feature = "testing"))]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,8 @@
 //! One wake-up mechanism: an append made straight through a partition's `PartitionLog`
 //! (as a replica fetcher or a tool does, not through `Partition::append_*`) wakes a
 //! consumer blocked in a long `poll`, which returns the record before its timeout.
+// Reaches into the partition's log (`Partition::log`, a `testing` feature hook).
+#![cfg(feature = "testing")]
 
 use std::sync::mpsc;
 use std::time::Duration;

@@ -4,6 +4,8 @@
 //! partition and prints every record, in order, with no corrupt read; `tidelog groups
 //! describe` in a third shows the group's committed offset and lag; none of them takes
 //! the lock or writes a byte.
+// Reaches into the partition's log (`Partition::log`, a `testing` feature hook).
+#![cfg(feature = "testing")]
 
 mod cli_support;
 

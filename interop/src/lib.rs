@@ -121,6 +121,29 @@ pub mod cluster {
 
     use tidelog::{Broker, Server, ServerHandle};
 
+    /// Runs `tidelog ARGS... --bootstrap BOOTSTRAP`: exit code, stdout, stderr.
+    pub fn cli(bootstrap: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(crate::tidelog_bin())
+            .args(args)
+            .args(["--bootstrap", bootstrap])
+            .output()
+            .expect("run tidelog");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The stdout of a successful [`cli`] run, or `None` (the failure goes to stderr).
+    pub fn cli_ok(bootstrap: &str, args: &[&str]) -> Option<String> {
+        let (code, out, err) = cli(bootstrap, args);
+        if code != 0 {
+            eprintln!("tidelog {args:?} --bootstrap {bootstrap}: exit {code}: {err}");
+        }
+        (code == 0).then_some(out)
+    }
+
     /// `n` free loopback ports (bound together, then released for the nodes to bind).
     pub fn free_ports(n: usize) -> Vec<u16> {
         let listeners: Vec<TcpListener> = (0..n)
@@ -144,6 +167,48 @@ pub mod cluster {
             }
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Through the in-process nodes' `brokers` (the program's own, trusted API): creates
+    /// `topic` with one partition, produces 20 records with acks=all on its leader, and
+    /// waits until every node's replica ends at 20, each step for at most `limit`.
+    ///
+    /// # Panics
+    /// When a step does not happen in time.
+    pub fn replicate_twenty_records(brokers: &[Broker], topic: &str, limit: Duration) {
+        use tidelog::{Acks, Producer, ProducerRecord, TopicConfig};
+        eventually("the topic is created", limit, || {
+            brokers[0]
+                .create_topic_if_missing(topic, 1, TopicConfig::new())
+                .ok()
+        });
+        let leader = eventually("a leader", limit, || {
+            brokers.iter().position(|b| {
+                b.topic(topic)
+                    .and_then(|t| t.partition(0))
+                    .is_ok_and(|p| p.is_leader())
+            })
+        });
+        let producer = Producer::builder(&brokers[leader])
+            .acks(Acks::All)
+            .build()
+            .expect("a producer");
+        for i in 0..20 {
+            let v = format!("record {i}");
+            producer
+                .send(topic, ProducerRecord::new(v.as_bytes()))
+                .expect("an acks=all send");
+        }
+        producer.flush().expect("acks=all records acknowledged");
+        for (i, b) in brokers.iter().enumerate() {
+            let p = b
+                .topic(topic)
+                .and_then(|t| t.partition(0))
+                .expect("the partition on every node");
+            eventually(&format!("node {} has the records", i + 1), limit, || {
+                (p.log_end_offset() == 20).then_some(())
+            });
         }
     }
 
@@ -214,6 +279,8 @@ pub mod cluster {
         /// Ports and quorum.
         pub layout: Layout,
         extra: Vec<String>,
+        /// Arguments of one node only, after `extra`.
+        per_node: Vec<Vec<String>>,
         log_filter: String,
         children: Vec<Option<Child>>,
     }
@@ -233,11 +300,25 @@ pub mod cluster {
             extra: &[&str],
             log_filter: &str,
         ) -> Processes {
+            Processes::start_each(bin, root, n, extra, log_filter, |_| Vec::new())
+        }
+
+        /// As [`Processes::start_logged`], with `per_node(i)`'s arguments for node
+        /// index `i` after `extra` (another listener's port, say).
+        pub fn start_each(
+            bin: PathBuf,
+            root: &Path,
+            n: usize,
+            extra: &[&str],
+            log_filter: &str,
+            per_node: impl Fn(usize) -> Vec<String>,
+        ) -> Processes {
             let mut p = Processes {
                 bin,
                 root: root.to_path_buf(),
                 layout: Layout::new(n),
                 extra: extra.iter().map(|s| s.to_string()).collect(),
+                per_node: (0..n).map(per_node).collect(),
                 log_filter: log_filter.to_string(),
                 children: (0..n).map(|_| None).collect(),
             };
@@ -271,6 +352,7 @@ pub mod cluster {
                 .arg("--quorum")
                 .arg(&self.layout.quorum)
                 .args(&self.extra)
+                .args(&self.per_node[i])
                 .env("RUST_LOG", &self.log_filter)
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -447,38 +529,68 @@ pub mod cluster {
         version: i16,
         timeout: Duration,
     ) -> Option<R::Response> {
-        use bytes::{Buf, BytesMut};
-        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-        use std::io::{Read, Write};
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(1)
-            .with_client_id(Some(StrBytes::from_static_str("tidelog-interop")));
-        let mut body = BytesMut::new();
-        body.extend_from_slice(&[0; 4]);
-        header.encode(&mut body, R::header_version(version)).ok()?;
-        request.encode(&mut body, version).ok()?;
-        let size = (body.len() - 4) as i32;
-        body[..4].copy_from_slice(&size.to_be_bytes());
-        let sock: SocketAddr = addr.parse().ok()?;
-        let mut stream = std::net::TcpStream::connect_timeout(&sock, timeout).ok()?;
-        stream.set_read_timeout(Some(timeout)).ok()?;
-        stream.set_write_timeout(Some(timeout)).ok()?;
-        stream.write_all(&body).ok()?;
-        let mut len = [0u8; 4];
-        stream.read_exact(&mut len).ok()?;
-        let len = usize::try_from(i32::from_be_bytes(len)).ok()?;
-        let mut buf = vec![0u8; len];
-        stream.read_exact(&mut buf).ok()?;
-        let mut bytes = bytes::Bytes::from(buf);
-        let h = ResponseHeader::decode(&mut bytes, R::Response::header_version(version)).ok()?;
-        if h.correlation_id != 1 {
-            return None;
+        KafkaConn::connect(addr, timeout)?.call(request, version)
+    }
+
+    /// One connection to a node speaking the Kafka protocol, a request at a time (so a
+    /// SASL exchange and the requests after it share it).
+    #[derive(Debug)]
+    pub struct KafkaConn {
+        stream: std::net::TcpStream,
+        correlation: i32,
+    }
+
+    impl KafkaConn {
+        /// Connects to `addr` (`host:port`); reads and writes time out after `timeout`.
+        pub fn connect(addr: &str, timeout: Duration) -> Option<KafkaConn> {
+            let sock: SocketAddr = addr.parse().ok()?;
+            let stream = std::net::TcpStream::connect_timeout(&sock, timeout).ok()?;
+            stream.set_read_timeout(Some(timeout)).ok()?;
+            stream.set_write_timeout(Some(timeout)).ok()?;
+            Some(KafkaConn {
+                stream,
+                correlation: 0,
+            })
         }
-        let response = R::Response::decode(&mut bytes, version).ok()?;
-        (!bytes.has_remaining()).then_some(response)
+
+        /// Sends `request` at `version` and reads its response; None on any failure
+        /// (the connection closed, a bad frame, a wrong correlation id).
+        pub fn call<R: kafka_protocol::protocol::Request>(
+            &mut self,
+            request: &R,
+            version: i16,
+        ) -> Option<R::Response> {
+            use bytes::{Buf, BytesMut};
+            use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+            use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+            use std::io::{Read, Write};
+            self.correlation += 1;
+            let header = RequestHeader::default()
+                .with_request_api_key(R::KEY)
+                .with_request_api_version(version)
+                .with_correlation_id(self.correlation)
+                .with_client_id(Some(StrBytes::from_static_str("tidelog-interop")));
+            let mut body = BytesMut::new();
+            body.extend_from_slice(&[0; 4]);
+            header.encode(&mut body, R::header_version(version)).ok()?;
+            request.encode(&mut body, version).ok()?;
+            let size = (body.len() - 4) as i32;
+            body[..4].copy_from_slice(&size.to_be_bytes());
+            self.stream.write_all(&body).ok()?;
+            let mut len = [0u8; 4];
+            self.stream.read_exact(&mut len).ok()?;
+            let len = usize::try_from(i32::from_be_bytes(len)).ok()?;
+            let mut buf = vec![0u8; len];
+            self.stream.read_exact(&mut buf).ok()?;
+            let mut bytes = bytes::Bytes::from(buf);
+            let h =
+                ResponseHeader::decode(&mut bytes, R::Response::header_version(version)).ok()?;
+            if h.correlation_id != self.correlation {
+                return None;
+            }
+            let response = R::Response::decode(&mut bytes, version).ok()?;
+            (!bytes.has_remaining()).then_some(response)
+        }
     }
 
     /// A partition's log as a stopped node left it in its data directory: its log end,

@@ -7,40 +7,16 @@
 //! is refused while the group has a member and moves its offsets once it left.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use tidelog_interop::cluster::{Processes, eventually};
+use tidelog_interop::cluster::{Processes, cli, cli_ok, eventually};
 
 const WAIT: Duration = Duration::from_secs(45);
 const TOPIC: &str = "payments";
 const GROUP: &str = "billing";
-
-/// Runs `tidelog ARGS... --bootstrap BOOTSTRAP`: exit code, stdout, stderr.
-fn cli(bootstrap: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(tidelog_interop::tidelog_bin())
-        .args(args)
-        .args(["--bootstrap", bootstrap])
-        .output()
-        .expect("run tidelog");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The stdout of a successful run, or `None`.
-fn cli_ok(bootstrap: &str, args: &[&str]) -> Option<String> {
-    let (code, out, err) = cli(bootstrap, args);
-    if code != 0 {
-        eprintln!("tidelog {args:?} --bootstrap {bootstrap}: exit {code}: {err}");
-    }
-    (code == 0).then_some(out)
-}
 
 /// One partition line of `topics describe`.
 #[derive(Debug, Clone, PartialEq, Eq)]

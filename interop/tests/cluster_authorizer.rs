@@ -1,19 +1,19 @@
 //! Replication keeps working with the authorizer on: three nodes in this process, each
-//! with `--authorizer` and an ACL that lets `User:ANONYMOUS` from 127.0.0.1 (the nodes'
-//! replica fetchers, on the PLAINTEXT listener they advertise) do ClusterAction on the
-//! cluster; an `acks=all` producer on the leader returns once both followers have the
-//! records, and every replica's log ends at the same offset. (A follower's Fetch without
+//! with `--authorizer`, and an ACL, added through one node into the cluster's metadata,
+//! that lets `User:ANONYMOUS` from 127.0.0.1 (the nodes' replica fetchers, on the
+//! PLAINTEXT listener they advertise) do ClusterAction on the cluster; an `acks=all`
+//! producer on the leader returns once both followers have the records, and every
+//! replica's log ends at the same offset. (A follower's Fetch without
 //! ClusterAction is refused: `server::tests_security`.)
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tidelog::security::{
-    AclBinding, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME, FileAclStore,
-    PatternType, ResourceType,
+    AclBinding, AclOperation, AclPermission, CLUSTER_RESOURCE_NAME, PatternType, ResourceType,
 };
-use tidelog::{Acks, Broker, Producer, ProducerRecord, Server, TopicConfig};
-use tidelog_interop::cluster::{Layout, eventually};
+use tidelog::{Broker, Server};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records};
 
 #[test]
 fn followers_replicate_through_the_authorizer_with_cluster_action() {
@@ -22,18 +22,6 @@ fn followers_replicate_through_the_authorizer_with_cluster_action() {
     let mut brokers = Vec::new();
     let mut servers = Vec::new();
     for (i, dir) in dirs.iter().enumerate() {
-        FileAclStore::open(dir.path())
-            .unwrap()
-            .add(&[AclBinding {
-                resource_type: ResourceType::Cluster,
-                resource_name: CLUSTER_RESOURCE_NAME.into(),
-                pattern_type: PatternType::Literal,
-                principal: "User:ANONYMOUS".into(),
-                host: "127.0.0.1".into(),
-                operation: AclOperation::ClusterAction,
-                permission: AclPermission::Allow,
-            }])
-            .unwrap();
         let broker = Broker::builder(dir.path())
             .group_initial_rebalance_delay(Duration::ZERO)
             .open()
@@ -50,38 +38,22 @@ fn followers_replicate_through_the_authorizer_with_cluster_action() {
         brokers.push(broker);
         servers.push(server);
     }
-    // The program's own API is trusted: it creates the topic and produces.
-    eventually("the topic is created", Duration::from_secs(30), || {
-        brokers[0]
-            .create_topic_if_missing("events", 1, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("a leader", Duration::from_secs(30), || {
-        brokers.iter().position(|b| {
-            b.topic("events")
-                .and_then(|t| t.partition(0))
-                .is_ok_and(|p| p.is_leader())
-        })
-    });
-    let producer = Producer::builder(&brokers[leader])
-        .acks(Acks::All)
-        .build()
+    // The ACL goes through the controller into the metadata log: every node has it.
+    servers[0]
+        .acl_store()
+        .expect("the authorizer is on")
+        .add(&[AclBinding {
+            resource_type: ResourceType::Cluster,
+            resource_name: CLUSTER_RESOURCE_NAME.into(),
+            pattern_type: PatternType::Literal,
+            principal: "User:ANONYMOUS".into(),
+            host: "127.0.0.1".into(),
+            operation: AclOperation::ClusterAction,
+            permission: AclPermission::Allow,
+        }])
         .unwrap();
-    for i in 0..20 {
-        let v = format!("record {i}");
-        producer
-            .send("events", ProducerRecord::new(v.as_bytes()))
-            .unwrap();
-    }
-    producer.flush().unwrap();
-    for (i, b) in brokers.iter().enumerate() {
-        let p = b.topic("events").unwrap().partition(0).unwrap();
-        eventually(
-            &format!("node {} has the records", i + 1),
-            Duration::from_secs(30),
-            || (p.log_end_offset() == 20).then_some(()),
-        );
-    }
+    // The program's own API is trusted: it creates the topic and produces.
+    replicate_twenty_records(&brokers, "events", Duration::from_secs(30));
     for s in servers {
         s.shutdown().unwrap();
     }

@@ -56,6 +56,14 @@ codes! {
     GROUP_AUTHORIZATION_FAILED = GroupAuthorizationFailed;
     /// The principal may not act on the cluster (31).
     CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailed;
+    /// The broker has no authorizer, so no ACLs (54).
+    SECURITY_DISABLED = SecurityDisabled;
+    /// The user or ACL asked about does not exist (91).
+    RESOURCE_NOT_FOUND = ResourceNotFound;
+    /// The same user credential twice in one request (92).
+    DUPLICATE_RESOURCE = DuplicateResource;
+    /// A credential the broker will not store (93).
+    UNACCEPTABLE_CREDENTIAL = UnacceptableCredential;
     /// The broker does not answer this request version (35).
     UNSUPPORTED_VERSION = UnsupportedVersion;
     /// A topic of that name exists already (36).
@@ -138,6 +146,10 @@ pub enum Resource {
     Broker(i32),
     /// The cluster as a whole (metadata, listing groups).
     Cluster,
+    /// A user's SCRAM credentials.
+    User(String),
+    /// An ACL binding, as `tidelog acls` prints it.
+    Acl(String),
 }
 
 impl std::fmt::Display for Resource {
@@ -148,6 +160,8 @@ impl std::fmt::Display for Resource {
             Resource::Group(g) => write!(f, "consumer group {g:?}"),
             Resource::Broker(id) => write!(f, "broker {id}"),
             Resource::Cluster => f.write_str("the cluster"),
+            Resource::User(u) => write!(f, "user {u:?}"),
+            Resource::Acl(b) => write!(f, "ACL {b}"),
         }
     }
 }

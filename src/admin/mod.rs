@@ -44,11 +44,14 @@
 mod error;
 mod member;
 mod router;
+mod security;
 #[cfg(test)]
 mod tests;
 mod types;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -73,14 +76,19 @@ use parking_lot::Mutex;
 pub use error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
 use router::{Outcome, Router, Settings, check, kstr};
+pub use security::ScramAlteration;
 pub use types::{
     AlterConfigOp, BrokerMetadata, ClusterMetadata, CommittedOffset, ConfigEntry, ConfigSource,
     GroupDescription, GroupListing, ListedOffset, MemberDescription, NewTopic, OffsetSpec,
     PartitionMetadata, TopicMetadata, TopicPartition,
 };
 
+use crate::client::ClientSecurity;
+use crate::client::security::SaslLogin;
 use crate::consumer::Assignment;
 use crate::error::{Error, Result};
+use crate::server::auth::SecurityProtocol;
+use crate::server::auth::sasl::SaslMechanism;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.
@@ -106,6 +114,11 @@ type Each<K, T = ()> = BTreeMap<K, Result<T>>;
 pub struct AdminClientBuilder {
     bootstrap: String,
     settings: Settings,
+    protocol: SecurityProtocol,
+    ca_location: Option<PathBuf>,
+    sasl_mechanism: Option<SaslMechanism>,
+    sasl_username: Option<String>,
+    sasl_password: Option<String>,
 }
 
 impl AdminClientBuilder {
@@ -136,14 +149,81 @@ impl AdminClientBuilder {
         self
     }
 
+    /// How connections reach the brokers (Kafka's `security.protocol`, default
+    /// PLAINTEXT): SSL and SASL_SSL need [`ssl_ca_location`](Self::ssl_ca_location),
+    /// SASL_PLAINTEXT and SASL_SSL a [`sasl_mechanism`](Self::sasl_mechanism), user
+    /// name and password.
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// The PEM file of the CA that signed the brokers' certificates (Kafka's
+    /// `ssl.ca.location`); each broker's certificate must name the host the client
+    /// connects to.
+    pub fn ssl_ca_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_location = Some(path.into());
+        self
+    }
+
+    /// The SASL mechanism (Kafka's `sasl.mechanism`): PLAIN, SCRAM-SHA-256 or
+    /// SCRAM-SHA-512. SCRAM never sends the password, and checks that the broker knows
+    /// the credential.
+    pub fn sasl_mechanism(mut self, mechanism: SaslMechanism) -> Self {
+        self.sasl_mechanism = Some(mechanism);
+        self
+    }
+
+    /// The SASL user name (Kafka's `sasl.username`); the principal is `User:NAME`.
+    pub fn sasl_username(mut self, user: impl Into<String>) -> Self {
+        self.sasl_username = Some(user.into());
+        self
+    }
+
+    /// The SASL password (Kafka's `sasl.password`).
+    pub fn sasl_password(mut self, password: impl Into<String>) -> Self {
+        self.sasl_password = Some(password.into());
+        self
+    }
+
     /// Connects: asks the bootstrap addresses in turn for the cluster's metadata until
     /// one answers.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a bootstrap list that is empty or has an entry that
-    /// is not `HOST:PORT`; [`Error::Io`] or [`Error::Timeout`] when no address answers.
-    pub fn connect(self) -> Result<AdminClient> {
+    /// is not `HOST:PORT`, or security settings that do not go together (naming the
+    /// setting: `ssl.ca.location`, `sasl.mechanism`, `sasl.username`); [`Error::Io`] or
+    /// [`Error::Timeout`] when no address answers; [`Error::AuthenticationFailed`] when
+    /// a broker refuses the SASL login.
+    pub fn connect(mut self) -> Result<AdminClient> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
+        let sasl = match (
+            self.protocol.uses_sasl(),
+            self.sasl_mechanism,
+            self.sasl_username,
+            self.sasl_password,
+        ) {
+            (false, ..) => None,
+            (true, None, ..) => {
+                return Err(Error::InvalidConfig {
+                    key: "sasl.mechanism".into(),
+                    reason: format!(
+                        "{} needs PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                        self.protocol
+                    ),
+                });
+            }
+            (true, Some(mechanism), username, password) => Some(SaslLogin {
+                mechanism,
+                username: username.unwrap_or_default(),
+                password: password.unwrap_or_default(),
+            }),
+        };
+        self.settings.security = Arc::new(ClientSecurity::new(
+            self.protocol,
+            self.ca_location.as_deref(),
+            sasl,
+        )?);
         let mut router = Router::new(bootstrap, self.settings);
         router.refresh(Some(&[]))?;
         Ok(AdminClient {
@@ -292,7 +372,13 @@ impl AdminClient {
                 request_timeout: Duration::from_secs(30),
                 retries: 10,
                 retry_backoff: Duration::from_millis(100),
+                security: Default::default(),
             },
+            protocol: SecurityProtocol::Plaintext,
+            ca_location: None,
+            sasl_mechanism: None,
+            sasl_username: None,
+            sasl_password: None,
         }
     }
 

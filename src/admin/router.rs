@@ -36,6 +36,8 @@ pub(super) struct Settings {
     pub request_timeout: Duration,
     pub retries: u32,
     pub retry_backoff: Duration,
+    /// TLS and SASL of every connection.
+    pub security: std::sync::Arc<crate::client::ClientSecurity>,
 }
 
 /// What one attempt made of one item (a topic, partition or group).
@@ -155,10 +157,9 @@ impl Router {
         timeout: Duration,
     ) -> Result<R::Response> {
         let client_id = &self.settings.client_id;
-        let client = self
-            .conns
-            .entry(addr.to_string())
-            .or_insert_with(|| Client::new(addr, client_id.clone()));
+        let client = self.conns.entry(addr.to_string()).or_insert_with(|| {
+            Client::new(addr, client_id.clone()).with_security(self.settings.security.clone())
+        });
         let result = client.call(request, version, timeout);
         match &result {
             Ok(_) => self.last_good = Some(addr.to_string()),
@@ -368,6 +369,7 @@ mod tests {
                 request_timeout: Duration::from_secs(1),
                 retries,
                 retry_backoff: Duration::from_millis(1),
+                security: Default::default(),
             },
         )
     }

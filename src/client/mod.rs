@@ -9,16 +9,25 @@
 //! and the body. Responses must carry the correlation id of their request, else the
 //! connection is dropped and the call fails.
 
+pub(crate) mod security;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use crate::error::Error;
 use crate::error::Result;
+use crate::server::auth::sasl::SaslMechanism;
+use crate::server::auth::scram::client::ScramClient;
+pub(crate) use security::ClientSecurity;
+use security::Stream;
 
 /// Largest response accepted (a fetch answers at most its `max_bytes`, 10 MiB for the
 /// replica fetchers, plus headers).
@@ -30,7 +39,8 @@ pub(crate) struct Client {
     addr: String,
     client_id: String,
     connect_timeout: Duration,
-    stream: Option<TcpStream>,
+    security: Arc<ClientSecurity>,
+    stream: Option<Stream>,
     next_correlation: i32,
 }
 
@@ -41,9 +51,16 @@ impl Client {
             addr: addr.into(),
             client_id: client_id.into(),
             connect_timeout: Duration::from_secs(5),
+            security: Arc::new(ClientSecurity::default()),
             stream: None,
             next_correlation: 0,
         }
+    }
+
+    /// Connects with `security` (TLS, a SASL login) instead of in plaintext.
+    pub(crate) fn with_security(mut self, security: Arc<ClientSecurity>) -> Client {
+        self.security = security;
+        self
     }
 
     /// The broker's address.
@@ -56,7 +73,7 @@ impl Client {
         self.stream = None;
     }
 
-    fn connect(&mut self) -> Result<&mut TcpStream> {
+    fn connect(&mut self) -> Result<&mut Stream> {
         if self.stream.is_none() {
             let addrs: Vec<SocketAddr> = self
                 .addr
@@ -64,22 +81,95 @@ impl Client {
                 .map_err(|e| Error::io("resolve", &self.addr, e))?
                 .collect();
             let mut last = None;
+            let mut tcp = None;
             for a in addrs {
                 match TcpStream::connect_timeout(&a, self.connect_timeout) {
                     Ok(s) => {
                         let _ = s.set_nodelay(true);
-                        self.stream = Some(s);
+                        tcp = Some(s);
                         break;
                     }
                     Err(e) => last = Some(e),
                 }
             }
-            if self.stream.is_none() {
+            let Some(tcp) = tcp else {
                 let e = last.unwrap_or_else(|| std::io::Error::other("no address"));
                 return Err(Error::io("connect to", &self.addr, e));
+            };
+            // The handshakes get twice the connect timeout.
+            let timeout = self.connect_timeout * 2;
+            set_timeouts(&tcp, &self.addr, timeout)?;
+            let mut stream = self.security.wrap(tcp, &self.addr)?;
+            if let Some(login) = self.security.sasl.clone() {
+                self.login(&mut stream, &login, timeout)?;
             }
+            self.stream = Some(stream);
         }
         Ok(self.stream.as_mut().expect("connected above"))
+    }
+
+    /// The SASL exchange on a new connection (SaslHandshake v1, SaslAuthenticate v1).
+    fn login(
+        &mut self,
+        stream: &mut Stream,
+        login: &security::SaslLogin,
+        timeout: Duration,
+    ) -> Result<()> {
+        let broker = self.addr.clone();
+        let failed = move |reason: String| Error::AuthenticationFailed {
+            broker: broker.clone(),
+            reason,
+        };
+        let mechanism = login.mechanism.name();
+        let hs = self.exchange(
+            stream,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+            1,
+            timeout,
+        )?;
+        if hs.error_code != 0 {
+            let enabled: Vec<String> = hs.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(failed(format!(
+                "the broker does not enable {mechanism} (error {}; it enables {})",
+                hs.error_code,
+                enabled.join(", ")
+            )));
+        }
+        let mut step = |stream: &mut Stream, bytes: Vec<u8>| -> Result<Vec<u8>> {
+            let r = self.exchange(
+                stream,
+                &SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()),
+                1,
+                timeout,
+            )?;
+            if r.error_code != 0 {
+                return Err(failed(format!(
+                    "error {}: {}",
+                    r.error_code,
+                    r.error_message.as_deref().unwrap_or("no message")
+                )));
+            }
+            Ok(r.auth_bytes.to_vec())
+        };
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.username, login.password);
+                step(stream, token.into_bytes())?;
+            }
+            SaslMechanism::Scram(m) => {
+                let client = ScramClient::new(m, &login.username, &login.password);
+                let server_first = step(stream, client.first())?;
+                let (fin, expected) = client.final_message(&server_first).map_err(&failed)?;
+                let server_final = step(stream, fin)?;
+                if !ScramClient::verify_server(&server_final, &expected) {
+                    return Err(failed(
+                        "the broker's SCRAM signature is wrong: it does not know the credential"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Sends `request` as version `version` and waits at most `timeout` for its
@@ -99,6 +189,23 @@ impl Client {
 
     fn call_inner<R: Request>(
         &mut self,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let addr = self.addr.clone();
+        self.connect()?;
+        let mut stream = self.stream.take().expect("connected above");
+        set_timeouts(stream.tcp(), &addr, timeout)?;
+        let result = self.exchange(&mut stream, request, version, timeout);
+        self.stream = Some(stream);
+        result
+    }
+
+    /// Writes `request` as version `version` to `stream` and reads its response.
+    fn exchange<R: Request>(
+        &mut self,
+        stream: &mut Stream,
         request: &R,
         version: i16,
         timeout: Duration,
@@ -129,13 +236,9 @@ impl Client {
         let size = (body.len() - 4) as i32;
         body[..4].copy_from_slice(&size.to_be_bytes());
         let addr = self.addr.clone();
-        let stream = self.connect()?;
-        stream
-            .set_write_timeout(Some(timeout))
-            .and_then(|()| stream.set_read_timeout(Some(timeout)))
-            .map_err(|e| Error::io("set timeouts on", &addr, e))?;
         stream
             .write_all(&body)
+            .and_then(|()| stream.flush())
             .map_err(|e| io_error("send to", &addr, e, timeout))?;
         let mut len = [0u8; 4];
         stream
@@ -173,6 +276,12 @@ impl Client {
         }
         Ok(response)
     }
+}
+
+fn set_timeouts(tcp: &TcpStream, addr: &str, timeout: Duration) -> Result<()> {
+    tcp.set_write_timeout(Some(timeout))
+        .and_then(|()| tcp.set_read_timeout(Some(timeout)))
+        .map_err(|e| Error::io("set timeouts on", addr, e))
 }
 
 fn io_error(op: &'static str, addr: &str, e: std::io::Error, timeout: Duration) -> Error {

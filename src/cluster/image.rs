@@ -15,13 +15,15 @@
 //! - leader epochs and partition epochs never go down; every leader change bumps the
 //!   leader epoch, every leader or ISR change bumps the partition epoch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::codec::{Reader, Writer};
 use super::records::{AlterPartition, CreateTopic, MetadataRecord, PartitionRef, TopicId};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
+use crate::server::auth::acl::{self, AclBinding};
+use crate::server::auth::credentials::{self, Users};
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
@@ -32,8 +34,9 @@ pub(crate) const NO_LEADER: i32 = -1;
 /// Most producer ids one `AllocateProducerIds` may reserve.
 pub(crate) const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 
-/// Image encoding version written by this code.
-const IMAGE_VERSION: u16 = 1;
+/// Image encoding version written by this code (version 1, without users and ACLs, is
+/// still read).
+const IMAGE_VERSION: u16 = 2;
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,8 @@ pub(crate) struct BrokerRegistration {
     pub incarnation: u64,
     /// Advertised Kafka listener, `host:port`.
     pub listener: String,
+    /// The listener replica fetchers connect to, when not `listener`.
+    pub replication_listener: Option<String>,
     /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
     /// not listed to clients.
     pub fenced: bool,
@@ -125,6 +130,8 @@ pub(crate) enum Applied {
     TopicCreated(TopicId),
     /// The first id of the reserved producer-id block.
     ProducerIds(i64),
+    /// The ACL bindings each filter of a `DeleteAcls` removed.
+    AclsRemoved(Vec<Vec<AclBinding>>),
 }
 
 /// Why a record was applied as a rejection.
@@ -277,6 +284,10 @@ pub(crate) struct MetadataImage {
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     /// The first producer id of the next block.
     pub next_producer_id: i64,
+    /// Users' SCRAM credentials (shared between images until they change).
+    pub users: Arc<Users>,
+    /// ACL bindings (shared between images until they change).
+    pub acls: Arc<BTreeSet<AclBinding>>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -532,11 +543,12 @@ impl MetadataImage {
                 incarnation,
                 listener,
                 clean_shutdown_epoch,
+                replication_listener,
             } => self.register(
                 index,
                 *broker_id,
                 *incarnation,
-                listener,
+                (listener, replication_listener.as_deref()),
                 *clean_shutdown_epoch,
             ),
             MetadataRecord::BrokerReady {
@@ -638,6 +650,31 @@ impl MetadataImage {
                 self.next_producer_id = first.saturating_add(*count);
                 Ok(Applied::ProducerIds(first))
             }
+            MetadataRecord::AlterScramCredentials { changes } => {
+                let mut users = (*self.users).clone();
+                credentials::apply_changes(&mut users, changes).map_err(invalid)?;
+                self.users = Arc::new(users);
+                Ok(Applied::Done)
+            }
+            MetadataRecord::CreateAcls { bindings } => {
+                for b in bindings {
+                    b.validate().map_err(invalid)?;
+                }
+                let mut acls = (*self.acls).clone();
+                acls.extend(bindings.iter().cloned());
+                if acls.len() != self.acls.len() {
+                    self.acls = Arc::new(acls);
+                }
+                Ok(Applied::Done)
+            }
+            MetadataRecord::DeleteAcls { filters } => {
+                let mut acls = (*self.acls).clone();
+                let removed = acl::remove_matching(&mut acls, filters);
+                if acls.len() != self.acls.len() {
+                    self.acls = Arc::new(acls);
+                }
+                Ok(Applied::AclsRemoved(removed))
+            }
         }
     }
 
@@ -646,7 +683,7 @@ impl MetadataImage {
         index: u64,
         broker_id: i32,
         incarnation: u64,
-        listener: &str,
+        (listener, replication_listener): (&str, Option<&str>),
         clean_shutdown_epoch: Option<i64>,
     ) -> Outcome {
         if broker_id < 0 {
@@ -670,6 +707,7 @@ impl MetadataImage {
                 epoch,
                 incarnation,
                 listener: listener.to_string(),
+                replication_listener: replication_listener.map(str::to_string),
                 fenced: true,
                 shut_down: false,
             },
@@ -1004,6 +1042,7 @@ impl MetadataImage {
             w.str(&b.listener);
             w.bool(b.fenced);
             w.bool(b.shut_down);
+            super::records::put_opt_str(&mut w, b.replication_listener.as_deref());
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
@@ -1020,6 +1059,19 @@ impl MetadataImage {
                 w.i32(p.partition_epoch);
             }
         }
+        let credentials: Vec<_> = self
+            .users
+            .iter()
+            .flat_map(|(u, creds)| creds.values().map(move |c| (u, c)))
+            .collect();
+        w.u32(credentials.len() as u32);
+        for (user, c) in credentials {
+            credentials::put_credential(&mut w, user, c);
+        }
+        w.u32(self.acls.len() as u32);
+        for b in self.acls.iter() {
+            acl::put_binding(&mut w, b);
+        }
         w.into_bytes()
     }
 
@@ -1027,9 +1079,9 @@ impl MetadataImage {
     pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<MetadataImage> {
         let mut r = Reader::new(bytes, location);
         let version = r.u16()?;
-        if version != IMAGE_VERSION {
+        if !(1..=IMAGE_VERSION).contains(&version) {
             return Err(r.error(format!(
-                "metadata image version {version}; this node reads version {IMAGE_VERSION}"
+                "metadata image version {version}; this node reads versions 1 to {IMAGE_VERSION}"
             )));
         }
         let index = r.u64()?;
@@ -1037,14 +1089,18 @@ impl MetadataImage {
         let next_producer_id = r.i64()?;
         let mut brokers = BTreeMap::new();
         for _ in 0..r.count(26)? {
-            let b = BrokerRegistration {
+            let mut b = BrokerRegistration {
                 id: r.i32()?,
                 epoch: r.i64()?,
                 incarnation: r.u64()?,
                 listener: r.str()?,
+                replication_listener: None,
                 fenced: r.bool()?,
                 shut_down: r.bool()?,
             };
+            if version >= 2 {
+                b.replication_listener = super::records::get_opt_str(&mut r)?;
+            }
             brokers.insert(b.id, b);
         }
         let mut topics = BTreeMap::new();
@@ -1075,6 +1131,17 @@ impl MetadataImage {
                 }),
             );
         }
+        let mut users = Users::new();
+        let mut acls = BTreeSet::new();
+        if version >= 2 {
+            for _ in 0..r.count(21)? {
+                let (user, c) = credentials::get_credential(&mut r)?;
+                users.entry(user).or_default().insert(c.mechanism, c);
+            }
+            for _ in 0..r.count(14)? {
+                acls.insert(acl::get_binding(&mut r)?);
+            }
+        }
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -1082,7 +1149,21 @@ impl MetadataImage {
             brokers,
             topics,
             next_producer_id,
+            users: Arc::new(users),
+            acls: Arc::new(acls),
         })
+    }
+}
+
+/// A refused credential or binding (`Error::InvalidConfig` naming the field) as a
+/// rejection.
+fn invalid(e: Error) -> Rejected {
+    match e {
+        Error::InvalidConfig { key, reason } => Rejected::InvalidConfig { key, reason },
+        other => Rejected::InvalidConfig {
+            key: "security".into(),
+            reason: other.to_string(),
+        },
     }
 }
 

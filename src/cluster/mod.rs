@@ -21,6 +21,7 @@ mod meta_properties;
 mod node;
 pub(crate) mod records;
 mod replication;
+pub(crate) mod security;
 mod storage;
 mod transport;
 
@@ -109,6 +110,12 @@ pub(crate) struct ClusterConfig {
     pub voters: Vec<Voter>,
     /// This broker's Kafka listener as clients should reach it, `host:port`.
     pub advertised_listener: String,
+    /// The listener other nodes' replica fetchers reach this one on, when it is not
+    /// `advertised_listener` (Kafka's `inter.broker.listener.name`).
+    pub replication_listener: Option<String>,
+    /// How this node's replica fetchers connect (the inter-broker listener's TLS and
+    /// SASL login); plaintext by default.
+    pub replication_security: Arc<client::ClientSecurity>,
     /// Kafka `broker.session.timeout.ms`: 9 s.
     pub session_timeout: Duration,
     /// Kafka `default.replication.factor`: 1.
@@ -150,6 +157,8 @@ impl ClusterConfig {
             node_id,
             voters,
             advertised_listener,
+            replication_listener: None,
+            replication_security: Arc::default(),
             session_timeout: Duration::from_millis(9000),
             default_replication_factor: 1,
             min_insync_replicas: 1,

@@ -322,6 +322,7 @@ impl RaftLoop {
                     incarnation: self.incarnation,
                     listener: self.config.advertised_listener.clone(),
                     clean_shutdown_epoch: self.clean_shutdown_epoch,
+                    replication_listener: self.config.replication_listener.clone(),
                 };
                 self.propose_internal(Internal::Lifecycle, record);
             }

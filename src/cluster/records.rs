@@ -8,6 +8,8 @@
 
 use super::codec::{Reader, Writer};
 use crate::error::Result;
+use crate::server::auth::acl::{self, AclBinding, AclFilter};
+use crate::server::auth::credentials::{self, CredentialChange};
 
 /// A topic's id: 16 random bytes chosen by the proposer of `CreateTopic` (Kafka's topic
 /// id, printed in base64), so a topic deleted and created again under the same name is a
@@ -16,8 +18,10 @@ pub(crate) type TopicId = [u8; 16];
 
 /// Envelope version written by this code.
 const ENVELOPE_VERSION: u8 = 1;
-/// Record version written by this code for every record type.
+/// Record version written by this code for every record type but `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
+/// `RegisterBroker`'s version (1 adds the replication listener; 0 is still read).
+const REGISTER_BROKER_VERSION: u8 = 1;
 
 /// `CreateTopic`'s fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +95,10 @@ pub(crate) enum MetadataRecord {
         /// The broker epoch of the node's last controlled shutdown, if its data
         /// directory says it shut down cleanly.
         clean_shutdown_epoch: Option<i64>,
+        /// The listener other nodes' replica fetchers connect to (Kafka's
+        /// `inter.broker.listener.name`), `host:port`, when it is not `listener`.
+        /// Record version 1; version 0 has none.
+        replication_listener: Option<String>,
     },
     /// The broker caught up with the metadata log and opened its logs: unfence it.
     BrokerReady {
@@ -157,6 +165,26 @@ pub(crate) enum MetadataRecord {
         /// The partitions.
         partitions: Vec<PartitionRef>,
     },
+    /// Adds, replaces and removes users' SCRAM credentials, all or none (Kafka's
+    /// `UserScramCredentialRecord` and `RemoveUserScramCredentialRecord`, from
+    /// AlterUserScramCredentials).
+    AlterScramCredentials {
+        /// The changes, in order.
+        changes: Vec<CredentialChange>,
+    },
+    /// Adds ACL bindings, all or none (Kafka's `AccessControlEntryRecord`, from
+    /// CreateAcls).
+    CreateAcls {
+        /// The bindings; ones already present are kept once.
+        bindings: Vec<AclBinding>,
+    },
+    /// Removes the ACL bindings that match any filter at the record's index (Kafka's
+    /// `RemoveAccessControlEntryRecord`s, from DeleteAcls); the outcome lists what each
+    /// filter removed.
+    DeleteAcls {
+        /// The filters.
+        filters: Vec<AclFilter>,
+    },
 }
 
 mod kind {
@@ -172,6 +200,30 @@ mod kind {
     pub const ALTER_TOPIC_CONFIG: u8 = 10;
     pub const ALLOCATE_PRODUCER_IDS: u8 = 11;
     pub const ELECT_PREFERRED_LEADERS: u8 = 12;
+    pub const ALTER_SCRAM_CREDENTIALS: u8 = 13;
+    pub const CREATE_ACLS: u8 = 14;
+    pub const DELETE_ACLS: u8 = 15;
+}
+
+/// Tag of a credential upsert in `AlterScramCredentials`.
+const UPSERT: u8 = 1;
+/// Tag of a credential deletion in `AlterScramCredentials`.
+const DELETE: u8 = 2;
+
+/// An optional string: `bool` present, then the string.
+pub(crate) fn put_opt_str(w: &mut Writer, s: Option<&str>) {
+    match s {
+        None => w.bool(false),
+        Some(s) => {
+            w.bool(true);
+            w.str(s);
+        }
+    }
+}
+
+/// Reads what [`put_opt_str`] wrote.
+pub(crate) fn get_opt_str(r: &mut Reader<'_>) -> Result<Option<String>> {
+    Ok(if r.bool()? { Some(r.str()?) } else { None })
 }
 
 fn put_assignment(w: &mut Writer, a: &Option<Vec<Vec<i32>>>) {
@@ -215,6 +267,9 @@ impl MetadataRecord {
             MetadataRecord::AlterTopicConfig { .. } => "AlterTopicConfig",
             MetadataRecord::AllocateProducerIds { .. } => "AllocateProducerIds",
             MetadataRecord::ElectPreferredLeaders { .. } => "ElectPreferredLeaders",
+            MetadataRecord::AlterScramCredentials { .. } => "AlterScramCredentials",
+            MetadataRecord::CreateAcls { .. } => "CreateAcls",
+            MetadataRecord::DeleteAcls { .. } => "DeleteAcls",
         }
     }
 
@@ -231,13 +286,15 @@ impl MetadataRecord {
                 incarnation,
                 listener,
                 clean_shutdown_epoch,
+                replication_listener,
             } => {
                 w.u8(kind::REGISTER_BROKER);
-                w.u8(RECORD_VERSION);
+                w.u8(REGISTER_BROKER_VERSION);
                 w.i32(*broker_id);
                 w.u64(*incarnation);
                 w.str(listener);
                 w.i64(clean_shutdown_epoch.unwrap_or(-1));
+                put_opt_str(w, replication_listener.as_deref());
             }
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -339,6 +396,40 @@ impl MetadataRecord {
                     w.i32(p.partition);
                 }
             }
+            MetadataRecord::AlterScramCredentials { changes } => {
+                w.u8(kind::ALTER_SCRAM_CREDENTIALS);
+                w.u8(RECORD_VERSION);
+                w.u32(changes.len() as u32);
+                for c in changes {
+                    match c {
+                        CredentialChange::Upsert { user, credential } => {
+                            w.u8(UPSERT);
+                            credentials::put_credential(w, user, credential);
+                        }
+                        CredentialChange::Delete { user, mechanism } => {
+                            w.u8(DELETE);
+                            w.str(user);
+                            w.u8(mechanism.kafka_type() as u8);
+                        }
+                    }
+                }
+            }
+            MetadataRecord::CreateAcls { bindings } => {
+                w.u8(kind::CREATE_ACLS);
+                w.u8(RECORD_VERSION);
+                w.u32(bindings.len() as u32);
+                for b in bindings {
+                    acl::put_binding(w, b);
+                }
+            }
+            MetadataRecord::DeleteAcls { filters } => {
+                w.u8(kind::DELETE_ACLS);
+                w.u8(RECORD_VERSION);
+                w.u32(filters.len() as u32);
+                for f in filters {
+                    acl::put_filter(w, f);
+                }
+            }
         }
     }
 
@@ -346,9 +437,13 @@ impl MetadataRecord {
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<MetadataRecord> {
         let kind = r.u8()?;
         let version = r.u8()?;
-        if version != RECORD_VERSION {
+        let newest = match kind {
+            kind::REGISTER_BROKER => REGISTER_BROKER_VERSION,
+            _ => RECORD_VERSION,
+        };
+        if version > newest {
             return Err(r.error(format!(
-                "record type {kind} has version {version}; this node reads version {RECORD_VERSION}"
+                "record type {kind} has version {version}; this node reads versions up to {newest}"
             )));
         }
         let broker_and_epoch =
@@ -362,11 +457,13 @@ impl MetadataRecord {
                 let incarnation = r.u64()?;
                 let listener = r.str()?;
                 let epoch = r.i64()?;
+                let replication_listener = if version >= 1 { get_opt_str(r)? } else { None };
                 MetadataRecord::RegisterBroker {
                     broker_id,
                     incarnation,
                     listener,
                     clean_shutdown_epoch: (epoch >= 0).then_some(epoch),
+                    replication_listener,
                 }
             }
             kind::BROKER_READY => {
@@ -444,6 +541,35 @@ impl MetadataRecord {
                     .collect::<Result<_>>()?;
                 MetadataRecord::ElectPreferredLeaders { partitions }
             }
+            kind::ALTER_SCRAM_CREDENTIALS => {
+                // At least a tag, a string length and a mechanism each.
+                let n = r.count(6)?;
+                let changes = (0..n)
+                    .map(|_| match r.u8()? {
+                        UPSERT => {
+                            let (user, credential) = credentials::get_credential(r)?;
+                            Ok(CredentialChange::Upsert { user, credential })
+                        }
+                        DELETE => {
+                            let user = r.str()?;
+                            let mechanism = credentials::get_mechanism(r, &user)?;
+                            Ok(CredentialChange::Delete { user, mechanism })
+                        }
+                        other => Err(r.error(format!("unknown credential change {other}"))),
+                    })
+                    .collect::<Result<_>>()?;
+                MetadataRecord::AlterScramCredentials { changes }
+            }
+            kind::CREATE_ACLS => {
+                let n = r.count(14)?;
+                let bindings = (0..n).map(|_| acl::get_binding(r)).collect::<Result<_>>()?;
+                MetadataRecord::CreateAcls { bindings }
+            }
+            kind::DELETE_ACLS => {
+                let n = r.count(7)?;
+                let filters = (0..n).map(|_| acl::get_filter(r)).collect::<Result<_>>()?;
+                MetadataRecord::DeleteAcls { filters }
+            }
             other => {
                 return Err(r.error(format!("unknown metadata record type {other}")));
             }
@@ -497,6 +623,8 @@ impl Envelope {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::server::auth::acl::{AclOperation, AclPermission, PatternType, ResourceType};
+    use crate::server::auth::scram::{ScramCredential, ScramMechanism};
     use proptest::prelude::*;
 
     /// One of every record type.
@@ -510,12 +638,14 @@ pub(crate) mod tests {
                 incarnation: 42,
                 listener: "127.0.0.1:9092".into(),
                 clean_shutdown_epoch: Some(7),
+                replication_listener: Some("127.0.0.1:9094".into()),
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
                 incarnation: 43,
                 listener: "h:1".into(),
                 clean_shutdown_epoch: None,
+                replication_listener: None,
             },
             MetadataRecord::BrokerReady {
                 broker_id: 1,
@@ -580,6 +710,39 @@ pub(crate) mod tests {
                     },
                 ],
             },
+            MetadataRecord::AlterScramCredentials {
+                changes: vec![
+                    CredentialChange::Upsert {
+                        user: "alice".into(),
+                        credential: ScramCredential::new(ScramMechanism::Sha512, "pw", 4096),
+                    },
+                    CredentialChange::Delete {
+                        user: "bob".into(),
+                        mechanism: ScramMechanism::Sha256,
+                    },
+                ],
+            },
+            MetadataRecord::CreateAcls {
+                bindings: vec![AclBinding {
+                    resource_type: ResourceType::Topic,
+                    resource_name: "events".into(),
+                    pattern_type: PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: AclOperation::Read,
+                    permission: AclPermission::Allow,
+                }],
+            },
+            MetadataRecord::DeleteAcls {
+                filters: vec![
+                    AclFilter::any(),
+                    AclFilter {
+                        resource_name: Some("events".into()),
+                        principal: Some("User:alice".into()),
+                        ..AclFilter::any()
+                    },
+                ],
+            },
         ]
     }
 
@@ -598,6 +761,28 @@ pub(crate) mod tests {
                 assert!(Envelope::decode(&bytes[..cut], "test").is_err());
             }
         }
+    }
+
+    #[test]
+    fn a_version_0_registration_has_no_replication_listener() {
+        let record = MetadataRecord::RegisterBroker {
+            broker_id: 4,
+            incarnation: 9,
+            listener: "h:1".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+        };
+        let mut w = Writer::new();
+        record.encode(&mut w);
+        let mut bytes = w.into_bytes();
+        // Version 0: the same fields without the trailing optional listener.
+        bytes[1] = 0;
+        bytes.pop();
+        let mut r = Reader::new(&bytes, "v0");
+        assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
+        r.finish().unwrap();
+        bytes[1] = 2;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v2")).is_err());
     }
 
     proptest! {

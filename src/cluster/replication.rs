@@ -697,17 +697,18 @@ impl Fetcher {
                 .brokers
                 .get(&self.source)
                 .filter(|b| !b.fenced)
-                .map(|b| b.listener.clone());
+                .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
+            let security = node.config.replication_security.clone();
             drop(node);
             let Some(addr) = addr else {
                 self.pause(BACKOFF);
                 continue;
             };
             if client.as_ref().is_none_or(|c| c.addr() != addr) {
-                client = Some(Client::new(
-                    addr,
-                    format!("tidelog-replica-fetcher-{}", self.node_id),
-                ));
+                client = Some(
+                    Client::new(addr, format!("tidelog-replica-fetcher-{}", self.node_id))
+                        .with_security(security),
+                );
             }
             let c = client.as_mut().expect("set above");
             let truncating: Vec<(Key, Followed)> = ready

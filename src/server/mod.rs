@@ -404,6 +404,13 @@ struct ClusterSettings {
     auto_leader_rebalance: Option<bool>,
     leader_imbalance_check_interval: Option<Duration>,
     leader_imbalance_per_broker_percentage: Option<u32>,
+    /// The listener replica fetchers use, by protocol (Kafka's
+    /// `inter.broker.listener.name`).
+    inter_broker_listener: Option<SecurityProtocol>,
+    /// The replica fetchers' SASL login on that listener.
+    inter_broker_sasl: Option<crate::client::security::SaslLogin>,
+    /// The CA of the nodes' certificates, for a TLS inter-broker listener.
+    inter_broker_ca: Option<std::path::PathBuf>,
     /// Tests: quorum listener bound by the caller, small snapshot threshold.
     #[cfg(test)]
     quorum_listener: Option<TcpListener>,
@@ -682,6 +689,43 @@ impl ServerBuilder {
         self
     }
 
+    /// Cluster: the listener replica fetchers (this node's, and the other nodes' when
+    /// they fetch from this one) connect to, as Kafka's `inter.broker.listener.name`:
+    /// the first listener with `protocol`. Every node of a cluster should name the same.
+    /// With a SASL protocol, give the fetchers' login with
+    /// [`inter_broker_sasl`](Self::inter_broker_sasl); with a TLS one, the CA of the
+    /// nodes' certificates with [`inter_broker_ca`](Self::inter_broker_ca). Default = the
+    /// first listener, reached in plaintext.
+    pub fn inter_broker_listener(mut self, protocol: SecurityProtocol) -> Self {
+        self.cluster.inter_broker_listener = Some(protocol);
+        self
+    }
+
+    /// Cluster: how this node's replica fetchers log in on a SASL inter-broker listener
+    /// (Kafka's `sasl.mechanism.inter.broker.protocol` and the listener's JAAS login).
+    /// With the authorizer on, the principal (`User:NAME`) needs ClusterAction on the
+    /// cluster, or to be a super user; the user is cluster metadata like any other.
+    pub fn inter_broker_sasl(
+        mut self,
+        mechanism: SaslMechanism,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.cluster.inter_broker_sasl = Some(crate::client::security::SaslLogin {
+            mechanism,
+            username: username.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// Cluster: the PEM file of the CA that signed the nodes' certificates, which replica
+    /// fetchers check on a TLS inter-broker listener (Kafka's inter-broker truststore).
+    pub fn inter_broker_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.cluster.inter_broker_ca = Some(path.into());
+        self
+    }
+
     /// Cluster: a follower that has not caught up for this long leaves the ISR. Default =
     /// 30 s (Kafka `replica.lag.time.max.ms`).
     pub fn replica_lag_time_max(mut self, lag: Duration) -> Self {
@@ -736,8 +780,9 @@ impl ServerBuilder {
     /// The cluster node's settings, if the builder was given a node id or quorum.
     fn cluster_config(
         &mut self,
-        local: SocketAddr,
+        listeners: &[(SecurityProtocol, SocketAddr)],
     ) -> Result<Option<crate::cluster::ClusterConfig>> {
+        let local = listeners[0].1;
         let c = &mut self.cluster;
         let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
             (None, None) => return Ok(None),
@@ -752,19 +797,63 @@ impl ServerBuilder {
         let voters = crate::cluster::parse_quorum(quorum)?;
         // Other brokers and clients must reach this address: a wildcard listen address
         // is advertised with this node's quorum host.
+        let quorum_host = voters
+            .iter()
+            .find(|v| v.id == node_id)
+            .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
+            .unwrap_or_else(|| "localhost".into());
+        let reachable = |addr: SocketAddr| {
+            if addr.ip().is_unspecified() {
+                format!("{quorum_host}:{}", addr.port())
+            } else {
+                addr.to_string()
+            }
+        };
         let advertised = match &self.config.advertised {
             Some(a) => a.clone(),
-            None if local.ip().is_unspecified() => {
-                let host = voters
+            None => reachable(local),
+        };
+        let replication = match c.inter_broker_listener {
+            None => None,
+            Some(protocol) => {
+                let index = listeners
                     .iter()
-                    .find(|v| v.id == node_id)
-                    .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
-                    .unwrap_or_else(|| "localhost".into());
-                format!("{host}:{}", local.port())
+                    .position(|(p, _)| *p == protocol)
+                    .ok_or_else(|| crate::error::Error::InvalidConfig {
+                        key: "inter.broker.listener.name".into(),
+                        reason: format!(
+                            "no {protocol} listener among {}",
+                            listeners
+                                .iter()
+                                .map(|(p, a)| format!("{p}://{a}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    })?;
+                let security = crate::client::ClientSecurity::new(
+                    protocol,
+                    c.inter_broker_ca.as_deref(),
+                    c.inter_broker_sasl.clone(),
+                )
+                .map_err(|e| match e {
+                    crate::error::Error::InvalidConfig { key, reason } => {
+                        crate::error::Error::InvalidConfig {
+                            key: format!("inter-broker {key}"),
+                            reason,
+                        }
+                    }
+                    other => other,
+                })?;
+                // The first listener is advertised already (--advertised applies to it).
+                let addr = (index > 0).then(|| reachable(listeners[index].1));
+                Some((addr, security))
             }
-            None => local.to_string(),
         };
         let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
+        if let Some((addr, security)) = replication {
+            config.replication_listener = addr;
+            config.replication_security = Arc::new(security);
+        }
         if let Some(t) = c.session_timeout {
             config.session_timeout = t;
         }
@@ -823,17 +912,19 @@ impl ServerBuilder {
                 .ctx("bind", format!("a {protocol} listener"))?;
             listeners.push((protocol, l, addr));
         }
-        let security = self.security()?;
+        let tls = self.config.tls.as_ref().map(|t| t.load()).transpose()?;
         if let Some((p, _, addr)) = listeners
             .iter()
-            .find(|(p, _, _)| p.uses_tls() && security.tls.is_none())
+            .find(|(p, _, _)| p.uses_tls() && tls.is_none())
         {
             return Err(crate::error::Error::InvalidConfig {
                 key: "tls".into(),
                 reason: format!("the {p} listener on {addr} needs a TLS certificate and key"),
             });
         }
-        let cluster = match self.cluster_config(local)? {
+        let bound: Vec<(SecurityProtocol, SocketAddr)> =
+            listeners.iter().map(|(p, _, a)| (*p, *a)).collect();
+        let cluster = match self.cluster_config(&bound)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
                 return Err(crate::error::Error::InvalidConfig {
@@ -845,6 +936,15 @@ impl ServerBuilder {
                 });
             }
             None => None,
+        };
+        let security = match self.security(tls, cluster.as_ref()) {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(c) = &cluster {
+                    c.shutdown();
+                }
+                return Err(e);
+            }
         };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
@@ -886,18 +986,53 @@ impl ServerBuilder {
         })
     }
 
-    /// The TLS configurations, the credential and ACL stores of the data directory, and
-    /// the authorizer, from the builder's settings.
-    fn security(&self) -> Result<auth::Security> {
+    /// The security settings: `tls`, the credential and ACL stores (the data
+    /// directory's files on a single node, the metadata image on a cluster node) and the
+    /// authorizer, from the builder's settings.
+    fn security(
+        &self,
+        tls: Option<auth::tls::TlsAcceptors>,
+        cluster: Option<&Arc<crate::cluster::ClusterNode>>,
+    ) -> Result<auth::Security> {
+        use auth::acl::AclStore;
+        use auth::credentials::CredentialStore;
         let dir = self.broker.dir();
-        let credentials = Arc::new(auth::credentials::FileCredentialStore::open(dir)?);
+        let authorizer = self.config.authorizer;
+        let (credentials, acls): (Arc<dyn CredentialStore>, Option<Arc<dyn AclStore>>) =
+            match cluster {
+                None => (
+                    Arc::new(auth::credentials::FileCredentialStore::open(dir)?),
+                    if authorizer {
+                        Some(Arc::new(auth::acl::FileAclStore::open(dir)?))
+                    } else {
+                        None
+                    },
+                ),
+                Some(node) => {
+                    for file in [auth::credentials::USERS_FILE, auth::acl::ACLS_FILE] {
+                        let path = dir.join(file);
+                        if path.exists() {
+                            tracing::warn!(
+                                file = %path.display(),
+                                "a cluster node keeps users and ACLs in the cluster's metadata \
+                                 log: {} is not used (add its users and ACLs to the cluster with \
+                                 tidelog users|acls --bootstrap, then remove it)",
+                                path.display()
+                            );
+                        }
+                    }
+                    (
+                        Arc::new(crate::cluster::security::ClusterCredentials(node.clone())),
+                        Some(Arc::new(crate::cluster::security::ClusterAcls(
+                            node.clone(),
+                        ))),
+                    )
+                }
+            };
         let mut security = auth::Security::new(credentials);
         security.mechanisms = self.config.sasl_mechanisms.clone();
-        if let Some(tls) = &self.config.tls {
-            security.tls = Some(tls.load()?);
-        }
-        if self.config.authorizer {
-            let acls = Arc::new(auth::acl::FileAclStore::open(dir)?);
+        security.tls = tls;
+        if let Some(acls) = acls.filter(|_| authorizer) {
             security.authorizer = Some(auth::acl::Authorizer::new(
                 acls,
                 self.config.super_users.iter().cloned().collect(),
@@ -945,6 +1080,26 @@ impl ServerHandle {
             .iter()
             .find(|(p, _)| *p == protocol)
             .map(|(_, a)| *a)
+    }
+
+    /// The users' SCRAM credentials this server authenticates against: the data
+    /// directory's `users` file on a single node; on a cluster node the cluster's
+    /// metadata, where a change goes through the controller and returns once this node
+    /// applied it. The in-process API is trusted: nothing here is authorized.
+    pub fn credential_store(&self) -> Arc<dyn auth::credentials::CredentialStore> {
+        self.shared.security.credentials.clone()
+    }
+
+    /// The ACL bindings the authorizer checks (None without
+    /// [`authorizer`](ServerBuilder::authorizer)): the data directory's `acls` file on a
+    /// single node; on a cluster node the cluster's metadata, as
+    /// [`credential_store`](ServerHandle::credential_store).
+    pub fn acl_store(&self) -> Option<Arc<dyn auth::acl::AclStore>> {
+        self.shared
+            .security
+            .authorizer
+            .as_ref()
+            .map(|a| a.store().clone())
     }
 
     /// The connection limit in force: [`ServerBuilder::max_connections`], or fewer if

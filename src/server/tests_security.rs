@@ -92,7 +92,7 @@ pub(super) fn login(
         Some(m) => {
             let client = ScramClient::new(m, user, password);
             let server_first = auth(&mut c, client.first())?;
-            let (fin, expected) = client.final_message(&server_first);
+            let (fin, expected) = client.final_message(&server_first).unwrap();
             let server_final = auth(&mut c, fin)?;
             assert_eq!(server_final, expected, "the server proves it knows the key");
         }

@@ -48,14 +48,34 @@ pub(crate) enum Command {
     #[cfg(feature = "server")]
     Serve(ServeArgs),
     /// Add, delete and list users' SCRAM credentials (as kafka-configs --entity-type
-    /// users); the server must be stopped.
+    /// users): on a stopped single node's data directory, or with --bootstrap on a
+    /// running node or cluster.
     #[cfg(feature = "server")]
-    #[command(subcommand)]
-    Users(UsersCmd),
-    /// Add, list and remove ACLs (as kafka-acls); the server must be stopped.
+    Users(UsersArgs),
+    /// Add, list and remove ACLs (as kafka-acls): on a stopped single node's data
+    /// directory, or with --bootstrap on a running node or cluster.
     #[cfg(feature = "server")]
+    Acls(AclsArgs),
+}
+
+/// `tidelog users [--bootstrap ADDRS] ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct UsersArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
     #[command(subcommand)]
-    Acls(AclsCmd),
+    pub cmd: UsersCmd,
+}
+
+/// `tidelog acls [--bootstrap ADDRS] ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct AclsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: AclsCmd,
 }
 
 /// `tidelog users ...`.
@@ -153,6 +173,24 @@ pub(crate) struct Bootstrap {
         global = true
     )]
     pub bootstrap: Option<String>,
+    /// With --bootstrap: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's
+    /// security.protocol) [default: PLAINTEXT].
+    #[arg(long, value_name = "PROTOCOL", global = true)]
+    pub security_protocol: Option<String>,
+    /// With --bootstrap: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's sasl.mechanism).
+    #[arg(long, value_name = "MECHANISM", global = true)]
+    pub sasl_mechanism: Option<String>,
+    /// With --bootstrap: the SASL user name (Kafka's sasl.username).
+    #[arg(long, value_name = "USER", global = true)]
+    pub sasl_username: Option<String>,
+    /// With --bootstrap: the SASL password (Kafka's sasl.password); without it, the
+    /// TIDELOG_SASL_PASSWORD environment variable, which keeps it out of the process list.
+    #[arg(long, value_name = "PASSWORD", global = true)]
+    pub sasl_password: Option<String>,
+    /// With --bootstrap: PEM file of the CA that signed the brokers' certificates
+    /// (Kafka's ssl.ca.location).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub ssl_ca_location: Option<PathBuf>,
 }
 
 /// `tidelog topics [--bootstrap ADDRS] ...`.
@@ -600,6 +638,23 @@ pub(crate) struct ServeArgs {
     /// super.users), e.g. User:admin.
     #[arg(long, value_name = "PRINCIPALS")]
     pub super_users: Vec<String>,
+    /// Cluster: the listener replica fetchers use, by its protocol (Kafka's
+    /// inter.broker.listener.name): the first --listen with it [default: the first
+    /// --listen, in plaintext].
+    #[arg(long, value_name = "PROTOCOL")]
+    pub inter_broker_listener: Option<String>,
+    /// Cluster: the replica fetchers' SASL mechanism on a SASL inter-broker listener.
+    #[arg(long, value_name = "MECHANISM")]
+    pub inter_broker_sasl_mechanism: Option<String>,
+    /// Cluster: the replica fetchers' SASL user (a super user, or one with
+    /// ClusterAction on the cluster); the password comes from the
+    /// TIDELOG_INTER_BROKER_SASL_PASSWORD environment variable.
+    #[arg(long, value_name = "USER")]
+    pub inter_broker_sasl_username: Option<String>,
+    /// Cluster: PEM file of the CA of the nodes' certificates, for a TLS inter-broker
+    /// listener.
+    #[arg(long, value_name = "FILE")]
+    pub inter_broker_ssl_ca_location: Option<std::path::PathBuf>,
     /// Address clients are told to connect to, when the listen address is not reachable
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]

@@ -168,22 +168,49 @@ pub(crate) fn data_dir(given: Option<&Path>) -> &Path {
     given.unwrap_or(Path::new(crate::cli::DEFAULT_DATA))
 }
 
-/// Connects to the node or cluster at `bootstrap` (`--bootstrap`); `data` is `--data`
-/// if it was given, which does not go with `--bootstrap`.
+/// Connects to the node or cluster at `bootstrap` (`--bootstrap`) with the security
+/// options of `target`; `data` is `--data` if it was given, which does not go with
+/// `--bootstrap`.
 #[cfg(feature = "server")]
 pub(crate) fn admin_client(
     bootstrap: &str,
+    target: &crate::cli::Bootstrap,
     data: Option<&Path>,
 ) -> CliResult<tidelog::admin::AdminClient> {
+    use tidelog::security::{SaslMechanism, SecurityProtocol};
     if let Some(dir) = data {
         return Err(fail!(
             "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap acts on a running node, which holds its data directory)",
             dir.display()
         ));
     }
-    Ok(tidelog::admin::AdminClient::builder(bootstrap)
-        .client_id("tidelog-cli")
-        .connect()?)
+    let mut builder = tidelog::admin::AdminClient::builder(bootstrap).client_id("tidelog-cli");
+    if let Some(p) = &target.security_protocol {
+        let protocol: SecurityProtocol = p
+            .parse()
+            .map_err(|e| fail!("--security-protocol {p:?}: {e}"))?;
+        builder = builder.security_protocol(protocol);
+    }
+    if let Some(m) = &target.sasl_mechanism {
+        let mechanism = SaslMechanism::from_name(&m.to_ascii_uppercase()).ok_or_else(|| {
+            fail!("--sasl-mechanism {m:?}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        })?;
+        builder = builder.sasl_mechanism(mechanism);
+    }
+    if let Some(u) = &target.sasl_username {
+        builder = builder.sasl_username(u);
+    }
+    let password = target
+        .sasl_password
+        .clone()
+        .or_else(|| std::env::var("TIDELOG_SASL_PASSWORD").ok());
+    if let Some(p) = password {
+        builder = builder.sasl_password(p);
+    }
+    if let Some(ca) = &target.ssl_ca_location {
+        builder = builder.ssl_ca_location(ca);
+    }
+    Ok(builder.connect()?)
 }
 
 /// The error for `--bootstrap` in a build without the Kafka client.

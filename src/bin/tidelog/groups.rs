@@ -39,7 +39,7 @@ pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
         _ => None,
     };
     if let Some(bootstrap) = &args.target.bootstrap {
-        return remote::run(bootstrap, data, cmd, target.as_ref());
+        return remote::run(bootstrap, &args.target, data, cmd, target.as_ref());
     }
     // Listing and describing only read: the directory opens read-only (and works while
     // another process holds it).
@@ -308,11 +308,12 @@ mod remote {
     /// Runs `tidelog groups --bootstrap ADDRS ...`.
     pub(super) fn run(
         bootstrap: &str,
+        security: &crate::cli::Bootstrap,
         data: Option<&Path>,
         cmd: &GroupsCmd,
         target: Option<&Target>,
     ) -> CliResult {
-        let admin = admin_client(bootstrap, data)?;
+        let admin = admin_client(bootstrap, security, data)?;
         let mut out = Out::new();
         match cmd {
             GroupsCmd::List => {
@@ -474,7 +475,13 @@ mod remote {
     use super::{CliResult, GroupsCmd, Target};
     use std::path::Path;
 
-    pub(super) fn run(_: &str, _: Option<&Path>, _: &GroupsCmd, _: Option<&Target>) -> CliResult {
+    pub(super) fn run(
+        _: &str,
+        _: &crate::cli::Bootstrap,
+        _: Option<&Path>,
+        _: &GroupsCmd,
+        _: Option<&Target>,
+    ) -> CliResult {
         Err(crate::common::no_admin_client())
     }
 }

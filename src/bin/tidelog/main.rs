@@ -91,9 +91,9 @@ fn main() -> ExitCode {
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
         #[cfg(feature = "server")]
-        Command::Users(cmd) => security::users(data, &cmd),
+        Command::Users(args) => security::users(given, &args),
         #[cfg(feature = "server")]
-        Command::Acls(cmd) => security::acls(data, &cmd),
+        Command::Acls(args) => security::acls(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

@@ -1,15 +1,21 @@
 //! `tidelog users add|delete|list` (as `kafka-configs --entity-type users`) and
-//! `tidelog acls add|list|remove` (as `kafka-acls`), on the data directory.
+//! `tidelog acls add|list|remove` (as `kafka-acls`), on a single node's data directory
+//! or, with `--bootstrap`, on a running node or cluster (AlterUserScramCredentials,
+//! DescribeUserScramCredentials, CreateAcls, DescribeAcls, DeleteAcls through
+//! `tidelog::admin::AdminClient`).
 //!
-//! Both open the broker first, so they hold the data directory's lock: a running
-//! `tidelog serve` keeps its own copy of the users and ACLs and must be stopped (or
-//! changed over the wire: AlterUserScramCredentials, CreateAcls, DeleteAcls from any
-//! Kafka admin client). Passwords are read from standard input unless given with
-//! `--password`, and only salted keys are written.
+//! On a data directory both open the broker first, so they hold the directory's lock: a
+//! running `tidelog serve` keeps its own copy of the users and ACLs and must be stopped
+//! (or changed with `--bootstrap`). A cluster node's directory is refused: a cluster
+//! keeps its users and ACLs in its metadata log. Passwords are read from standard input
+//! unless given with `--password`, and only salted keys are written (over the wire, the
+//! salted password).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
+
+use tidelog::admin::{AdminClient, ScramAlteration};
 
 use tidelog::security::{
     AclBinding, AclFilter, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME,
@@ -17,8 +23,8 @@ use tidelog::security::{
     ResourceType, ScramCredential, ScramMechanism, validate_credential,
 };
 
-use crate::cli::{AclArgs, AclsCmd, UsersCmd};
-use crate::common::{close_broker, counted, open_broker};
+use crate::cli::{AclArgs, AclsArgs, AclsCmd, UsersArgs, UsersCmd};
+use crate::common::{admin_client, close_broker, counted, data_dir, only, open_broker};
 use crate::out::Out;
 use crate::{CliResult, fail};
 
@@ -35,10 +41,129 @@ fn mechanisms(names: &[String]) -> CliResult<Vec<ScramMechanism>> {
         .collect()
 }
 
+/// A user with its mechanisms and iterations.
+type UserListing = (String, Vec<(ScramMechanism, u32)>);
+
+/// Where `tidelog users` acts: a data directory's `users` file, or a running node or
+/// cluster (`--bootstrap`).
+trait UserTarget {
+    /// Every user with its mechanisms and iterations, sorted by name.
+    fn list(&self) -> CliResult<Vec<UserListing>>;
+    /// Adds or replaces `user`'s credential for each mechanism.
+    fn upsert(
+        &self,
+        user: &str,
+        mechanisms: &[ScramMechanism],
+        password: &str,
+        iterations: u32,
+    ) -> CliResult;
+    /// Removes `user`'s credentials for `mechanisms`.
+    fn delete(&self, user: &str, mechanisms: &[ScramMechanism]) -> CliResult;
+}
+
+impl UserTarget for FileCredentialStore {
+    fn list(&self) -> CliResult<Vec<UserListing>> {
+        Ok(self.users())
+    }
+
+    fn upsert(
+        &self,
+        user: &str,
+        mechanisms: &[ScramMechanism],
+        password: &str,
+        iterations: u32,
+    ) -> CliResult {
+        let changes: Vec<_> = mechanisms
+            .iter()
+            .map(|m| CredentialChange::Upsert {
+                user: user.to_string(),
+                credential: ScramCredential::new(*m, password, iterations),
+            })
+            .collect();
+        Ok(self.apply(&changes)?)
+    }
+
+    fn delete(&self, user: &str, mechanisms: &[ScramMechanism]) -> CliResult {
+        let changes: Vec<_> = mechanisms
+            .iter()
+            .map(|m| CredentialChange::Delete {
+                user: user.to_string(),
+                mechanism: *m,
+            })
+            .collect();
+        Ok(self.apply(&changes)?)
+    }
+}
+
+impl UserTarget for AdminClient {
+    fn list(&self) -> CliResult<Vec<UserListing>> {
+        self.describe_user_scram_credentials(&[])?
+            .into_iter()
+            .map(|(user, creds)| Ok((user, creds?)))
+            .collect()
+    }
+
+    fn upsert(
+        &self,
+        user: &str,
+        mechanisms: &[ScramMechanism],
+        password: &str,
+        iterations: u32,
+    ) -> CliResult {
+        let changes: Vec<_> = mechanisms
+            .iter()
+            .map(|m| ScramAlteration::Upsert {
+                user: user.to_string(),
+                mechanism: *m,
+                iterations,
+                password: password.to_string(),
+            })
+            .collect();
+        Ok(only(self.alter_user_scram_credentials(&changes)?, user)?)
+    }
+
+    fn delete(&self, user: &str, mechanisms: &[ScramMechanism]) -> CliResult {
+        let changes: Vec<_> = mechanisms
+            .iter()
+            .map(|m| ScramAlteration::Delete {
+                user: user.to_string(),
+                mechanism: *m,
+            })
+            .collect();
+        Ok(only(self.alter_user_scram_credentials(&changes)?, user)?)
+    }
+}
+
+/// Refuses a cluster node's data directory: its users and ACLs are in the cluster's
+/// metadata, reached with `--bootstrap`.
+fn refuse_cluster_node(data: &Path, what: &str) -> CliResult {
+    if data.join(CLUSTER_STATE).exists() {
+        return Err(fail!(
+            "{} is a cluster node's data directory: the cluster keeps its {what} in its metadata log; give --bootstrap HOST:PORT of a running node instead",
+            data.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The file that makes a data directory a cluster node's (`__cluster_metadata-0/raft-state`).
+const CLUSTER_STATE: &str = "__cluster_metadata-0/raft-state";
+
 /// Runs `tidelog users ...`.
-pub(crate) fn users(data: &Path, cmd: &UsersCmd) -> CliResult {
-    let broker = open_broker(data, matches!(cmd, UsersCmd::Add { .. }))?;
+pub(crate) fn users(given: Option<&Path>, args: &UsersArgs) -> CliResult {
+    if let Some(bootstrap) = &args.target.bootstrap {
+        let admin = admin_client(bootstrap, &args.target, given)?;
+        return users_on(&admin, &args.cmd);
+    }
+    let data = data_dir(given);
+    refuse_cluster_node(data, "users")?;
+    let broker = open_broker(data, matches!(args.cmd, UsersCmd::Add { .. }))?;
     let store = FileCredentialStore::open(broker.dir())?;
+    users_on(&store, &args.cmd)?;
+    close_broker(broker)
+}
+
+fn users_on(target: &dyn UserTarget, cmd: &UsersCmd) -> CliResult {
     let mut out = Out::new();
     match cmd {
         UsersCmd::Add {
@@ -65,14 +190,7 @@ pub(crate) fn users(data: &Path, cmd: &UsersCmd) -> CliResult {
                 ));
             }
             let mechanisms = mechanisms(mechanism)?;
-            let changes: Vec<_> = mechanisms
-                .iter()
-                .map(|m| CredentialChange::Upsert {
-                    user: name.clone(),
-                    credential: ScramCredential::new(*m, &password, *iterations),
-                })
-                .collect();
-            store.apply(&changes)?;
+            target.upsert(name, &mechanisms, &password, *iterations)?;
             let names: Vec<_> = mechanisms.iter().map(|m| m.name()).collect();
             out.line(format!(
                 "user {name}: {} credentials with {iterations} iterations",
@@ -80,26 +198,25 @@ pub(crate) fn users(data: &Path, cmd: &UsersCmd) -> CliResult {
             ))?;
         }
         UsersCmd::Delete { name, mechanism } => {
+            let existing: Vec<ScramMechanism> = target
+                .list()?
+                .into_iter()
+                .filter(|(u, _)| u == name)
+                .flat_map(|(_, creds)| creds.into_iter().map(|(m, _)| m))
+                .collect();
             let had: Vec<ScramMechanism> = mechanisms(mechanism)?
                 .into_iter()
-                .filter(|m| store.credential(name, *m).is_some())
+                .filter(|m| existing.contains(m))
                 .collect();
             if had.is_empty() {
                 return Err(fail!("user {name:?} has no such credential"));
             }
-            let changes: Vec<_> = had
-                .iter()
-                .map(|m| CredentialChange::Delete {
-                    user: name.clone(),
-                    mechanism: *m,
-                })
-                .collect();
-            store.apply(&changes)?;
+            target.delete(name, &had)?;
             let names: Vec<_> = had.iter().map(|m| m.name()).collect();
             out.line(format!("user {name}: {} deleted", names.join(", ")))?;
         }
         UsersCmd::List => {
-            for (user, creds) in store.users() {
+            for (user, creds) in target.list()? {
                 let creds: Vec<String> = creds
                     .iter()
                     .map(|(m, i)| format!("{m}=iterations={i}"))
@@ -109,8 +226,7 @@ pub(crate) fn users(data: &Path, cmd: &UsersCmd) -> CliResult {
         }
     }
     out.flush()?;
-    drop(out);
-    close_broker(broker)
+    Ok(())
 }
 
 /// The resource named by the options, if one is.
@@ -237,10 +353,80 @@ fn print(out: &mut Out, bindings: &[AclBinding]) -> CliResult {
     Ok(())
 }
 
+/// Where `tidelog acls` acts: a data directory's `acls` file, or a running node or
+/// cluster (`--bootstrap`).
+trait AclTarget {
+    /// The bindings matching any of `filters`.
+    fn list(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>>;
+    /// Adds `bindings`.
+    fn add(&self, bindings: &[AclBinding]) -> CliResult;
+    /// Removes the bindings matching any of `filters`; what was removed.
+    fn remove(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>>;
+}
+
+impl AclTarget for FileAclStore {
+    fn list(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>> {
+        Ok(self
+            .bindings()
+            .into_iter()
+            .filter(|b| filters.iter().any(|f| f.matches(b)))
+            .collect())
+    }
+
+    fn add(&self, bindings: &[AclBinding]) -> CliResult {
+        Ok(AclStore::add(self, bindings)?)
+    }
+
+    fn remove(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>> {
+        Ok(AclStore::remove(self, filters)?
+            .into_iter()
+            .flatten()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect())
+    }
+}
+
+impl AclTarget for AdminClient {
+    fn list(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>> {
+        let mut found = BTreeSet::new();
+        for f in filters {
+            found.extend(self.describe_acls(f)?);
+        }
+        Ok(found.into_iter().collect())
+    }
+
+    fn add(&self, bindings: &[AclBinding]) -> CliResult {
+        for r in self.create_acls(bindings)? {
+            r?;
+        }
+        Ok(())
+    }
+
+    fn remove(&self, filters: &[AclFilter]) -> CliResult<Vec<AclBinding>> {
+        let mut removed = BTreeSet::new();
+        for r in self.delete_acls(filters)? {
+            removed.extend(r?);
+        }
+        Ok(removed.into_iter().collect())
+    }
+}
+
 /// Runs `tidelog acls ...`.
-pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
-    let broker = open_broker(data, matches!(cmd, AclsCmd::Add(_)))?;
+pub(crate) fn acls(given: Option<&Path>, args: &AclsArgs) -> CliResult {
+    if let Some(bootstrap) = &args.target.bootstrap {
+        let admin = admin_client(bootstrap, &args.target, given)?;
+        return acls_on(&admin, &args.cmd);
+    }
+    let data = data_dir(given);
+    refuse_cluster_node(data, "ACLs")?;
+    let broker = open_broker(data, matches!(args.cmd, AclsCmd::Add(_)))?;
     let store = FileAclStore::open(broker.dir())?;
+    acls_on(&store, &args.cmd)?;
+    close_broker(broker)
+}
+
+fn acls_on(target: &dyn AclTarget, cmd: &AclsCmd) -> CliResult {
     let mut out = Out::new();
     match cmd {
         AclsCmd::Add(args) => {
@@ -276,7 +462,7 @@ pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
                     bindings.push(binding);
                 }
             }
-            store.add(&bindings)?;
+            target.add(&bindings)?;
             out.line(format!(
                 "added {}",
                 counted(bindings.len() as u64, "ACL", "ACLs")
@@ -284,12 +470,7 @@ pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
             print(&mut out, &bindings)?;
         }
         AclsCmd::List(args) => {
-            let filters = filters(args)?;
-            let found: Vec<AclBinding> = store
-                .bindings()
-                .into_iter()
-                .filter(|b| filters.iter().any(|f| f.matches(b)))
-                .collect();
+            let found = target.list(&filters(args)?)?;
             print(&mut out, &found)?;
         }
         AclsCmd::Remove(args) => {
@@ -301,13 +482,7 @@ pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
                     "give a resource or a principal of the ACLs to remove (every ACL would go)"
                 ));
             }
-            let removed: Vec<AclBinding> = store
-                .remove(&filters(args)?)?
-                .into_iter()
-                .flatten()
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let removed = target.remove(&filters(args)?)?;
             out.line(format!(
                 "removed {}",
                 counted(removed.len() as u64, "ACL", "ACLs")
@@ -316,6 +491,5 @@ pub(crate) fn acls(data: &Path, cmd: &AclsCmd) -> CliResult {
         }
     }
     out.flush()?;
-    drop(out);
-    close_broker(broker)
+    Ok(())
 }

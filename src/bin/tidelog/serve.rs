@@ -139,6 +139,30 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
                 args.leader_imbalance_check_interval_seconds,
             ))
             .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
+        if let Some(p) = &args.inter_broker_listener {
+            let protocol: tidelog::security::SecurityProtocol = p
+                .parse()
+                .map_err(|e| fail!("--inter-broker-listener {p:?}: {e}"))?;
+            builder = builder.inter_broker_listener(protocol);
+        }
+        if let Some(m) = &args.inter_broker_sasl_mechanism {
+            let mechanism = tidelog::security::SaslMechanism::from_name(&m.to_ascii_uppercase())
+                .ok_or_else(|| {
+                    fail!(
+                        "--inter-broker-sasl-mechanism {m:?}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                    )
+                })?;
+            let user = args.inter_broker_sasl_username.clone().ok_or_else(|| {
+                fail!("--inter-broker-sasl-mechanism needs --inter-broker-sasl-username")
+            })?;
+            let password = std::env::var("TIDELOG_INTER_BROKER_SASL_PASSWORD").map_err(|_| {
+                fail!("--inter-broker-sasl-mechanism needs the password in TIDELOG_INTER_BROKER_SASL_PASSWORD")
+            })?;
+            builder = builder.inter_broker_sasl(mechanism, user, password);
+        }
+        if let Some(ca) = &args.inter_broker_ssl_ca_location {
+            builder = builder.inter_broker_ca(ca);
+        }
     }
     let server = builder.start()?;
     let role = match server.node_id() {

@@ -24,7 +24,7 @@ pub(crate) fn run(data: Option<&Path>, args: &TopicsArgs) -> CliResult {
         check_new_topic(name, *partitions, *replication_factor)?;
     }
     if let Some(bootstrap) = &args.target.bootstrap {
-        return remote::run(bootstrap, data, cmd);
+        return remote::run(bootstrap, &args.target, data, cmd);
     }
     let data = data_dir(data);
     // A topic to create is checked before the data directory is opened (or created):
@@ -264,8 +264,13 @@ mod remote {
     };
 
     /// Runs `tidelog topics --bootstrap ADDRS ...`.
-    pub(super) fn run(bootstrap: &str, data: Option<&Path>, cmd: &TopicsCmd) -> CliResult {
-        let admin = admin_client(bootstrap, data)?;
+    pub(super) fn run(
+        bootstrap: &str,
+        target: &crate::cli::Bootstrap,
+        data: Option<&Path>,
+        cmd: &TopicsCmd,
+    ) -> CliResult {
+        let admin = admin_client(bootstrap, target, data)?;
         let mut out = Out::new();
         match cmd {
             TopicsCmd::Create {
@@ -468,7 +473,12 @@ mod remote {
     use super::{CliResult, TopicsCmd};
     use std::path::Path;
 
-    pub(super) fn run(_: &str, _: Option<&Path>, _: &TopicsCmd) -> CliResult {
+    pub(super) fn run(
+        _: &str,
+        _: &crate::cli::Bootstrap,
+        _: Option<&Path>,
+        _: &TopicsCmd,
+    ) -> CliResult {
         Err(crate::common::no_admin_client())
     }
 }

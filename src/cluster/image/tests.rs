@@ -19,6 +19,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 incarnation: id as u64 * 100,
                 listener: format!("127.0.0.1:{}", 9000 + id),
                 clean_shutdown_epoch: None,
+                replication_listener: None,
             },
         )
         .unwrap();
@@ -507,6 +508,7 @@ fn controlled_shutdown_moves_leadership_and_fences() {
             incarnation: 555,
             listener: "h:1".into(),
             clean_shutdown_epoch: Some(epoch),
+            replication_listener: None,
         },
     )
     .unwrap();
@@ -529,6 +531,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
                 incarnation: 999,
                 listener: "h:2".into(),
                 clean_shutdown_epoch: None,
+                replication_listener: None,
             },
         )
         .unwrap();
@@ -548,6 +551,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
             incarnation: 999,
             listener: "h:2".into(),
             clean_shutdown_epoch: None,
+            replication_listener: None,
         },
     )
     .unwrap();
@@ -725,6 +729,7 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
                 incarnation: inc,
                 listener: format!("h:{b}"),
                 clean_shutdown_epoch: clean,
+                replication_listener: None,
             }
         }),
         (broker.clone(), 0..40i64).prop_map(|(b, e)| MetadataRecord::BrokerReady {

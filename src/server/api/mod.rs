@@ -399,6 +399,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
         Error::IneligibleReplica { .. } => R::IneligibleReplica,
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
+        Error::AuthenticationFailed { .. } => R::SaslAuthenticationFailed,
         Error::AuthorizationFailed { resource_type, .. } => {
             return super::auth::denied_code(*resource_type);
         }

@@ -406,12 +406,8 @@ impl AclStore for FileAclStore {
 
     fn remove(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>> {
         let mut all = self.bindings.write();
-        let removed: Vec<Vec<AclBinding>> = filters
-            .iter()
-            .map(|f| all.iter().filter(|b| f.matches(b)).cloned().collect())
-            .collect();
         let mut next = all.clone();
-        next.retain(|b| !filters.iter().any(|f| f.matches(b)));
+        let removed = remove_matching(&mut next, filters);
         if next.len() != all.len() {
             self.persist(&next)?;
             *all = next;
@@ -420,22 +416,29 @@ impl AclStore for FileAclStore {
     }
 }
 
-/// The payload of the `acls` file: version (`u8`, 1), count (`u32`), then per binding:
-/// resource type (`i8`), name (string), pattern type (`i8`), principal, host (strings),
-/// operation (`i8`), permission (`i8`). Strings are a `u32` length and UTF-8.
+/// Removes from `all` the bindings matching any of `filters`; returns what each filter
+/// matched (a binding matched by two filters is listed under both).
+pub(crate) fn remove_matching(
+    all: &mut BTreeSet<AclBinding>,
+    filters: &[AclFilter],
+) -> Vec<Vec<AclBinding>> {
+    let removed = filters
+        .iter()
+        .map(|f| all.iter().filter(|b| f.matches(b)).cloned().collect())
+        .collect();
+    all.retain(|b| !filters.iter().any(|f| f.matches(b)));
+    removed
+}
+
+/// The payload of the `acls` file: version (`u8`, 1), count (`u32`), then each binding
+/// as [`put_binding`] writes it.
 pub(crate) fn encode_bindings<'a>(all: impl IntoIterator<Item = &'a AclBinding>) -> Vec<u8> {
     let all: Vec<&AclBinding> = all.into_iter().collect();
     let mut w = Writer::new();
     w.u8(ACLS_VERSION);
     w.u32(all.len() as u32);
     for b in all {
-        w.u8(b.resource_type.code() as u8);
-        w.str(&b.resource_name);
-        w.u8(b.pattern_type.code() as u8);
-        w.str(&b.principal);
-        w.str(&b.host);
-        w.u8(b.operation.code() as u8);
-        w.u8(b.permission.code() as u8);
+        put_binding(&mut w, b);
     }
     w.into_bytes()
 }
@@ -452,44 +455,133 @@ pub(crate) fn decode_bindings(payload: &[u8], location: &str) -> Result<BTreeSet
     let n = r.count(14)?;
     let mut out = BTreeSet::new();
     for _ in 0..n {
-        let rt = r.u8()? as i8;
-        let resource_name = r.str()?;
-        let pt = r.u8()? as i8;
-        let principal = r.str()?;
-        let host = r.str()?;
-        let op = r.u8()? as i8;
-        let perm = r.u8()? as i8;
-        let binding = match (
-            ResourceType::from_code(rt),
-            PatternType::from_code(pt),
-            AclOperation::from_code(op),
-            AclPermission::from_code(perm),
-        ) {
-            (Some(resource_type), Some(pattern_type), Some(operation), Some(permission)) => {
-                AclBinding {
-                    resource_type,
-                    resource_name,
-                    pattern_type,
-                    principal,
-                    host,
-                    operation,
-                    permission,
-                }
-            }
-            _ => {
-                return Err(r.error(format!(
-                    "a binding has an unknown code (resource type {rt}, pattern type {pt}, \
-                     operation {op}, permission {perm})"
-                )));
-            }
-        };
-        binding
-            .validate()
-            .map_err(|e| r.error(format!("an invalid binding: {e}")))?;
-        out.insert(binding);
+        out.insert(get_binding(&mut r)?);
     }
     r.finish()?;
     Ok(out)
+}
+
+/// Writes one binding: resource type (`i8`), name (string), pattern type (`i8`),
+/// principal, host (strings), operation (`i8`), permission (`i8`). Strings are a `u32`
+/// length and UTF-8.
+pub(crate) fn put_binding(w: &mut Writer, b: &AclBinding) {
+    w.u8(b.resource_type.code() as u8);
+    w.str(&b.resource_name);
+    w.u8(b.pattern_type.code() as u8);
+    w.str(&b.principal);
+    w.str(&b.host);
+    w.u8(b.operation.code() as u8);
+    w.u8(b.permission.code() as u8);
+}
+
+/// Reads what [`put_binding`] wrote; an unknown code or an invalid binding is an error.
+pub(crate) fn get_binding(r: &mut Reader<'_>) -> Result<AclBinding> {
+    let rt = r.u8()? as i8;
+    let resource_name = r.str()?;
+    let pt = r.u8()? as i8;
+    let principal = r.str()?;
+    let host = r.str()?;
+    let op = r.u8()? as i8;
+    let perm = r.u8()? as i8;
+    let binding = AclBinding::from_codes(rt, &resource_name, pt, &principal, &host, op, perm)
+        .map_err(|why| r.error(why))?;
+    binding
+        .validate()
+        .map_err(|e| r.error(format!("an invalid binding: {e}")))?;
+    Ok(binding)
+}
+
+impl AclBinding {
+    /// A binding from Kafka's wire codes; the error says which codes are unknown.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_codes(
+        resource_type: i8,
+        resource_name: &str,
+        pattern_type: i8,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        permission: i8,
+    ) -> std::result::Result<AclBinding, String> {
+        match (
+            ResourceType::from_code(resource_type),
+            PatternType::from_code(pattern_type),
+            AclOperation::from_code(operation),
+            AclPermission::from_code(permission),
+        ) {
+            (Some(resource_type), Some(pattern_type), Some(operation), Some(permission)) => {
+                Ok(AclBinding {
+                    resource_type,
+                    resource_name: resource_name.to_string(),
+                    pattern_type,
+                    principal: principal.to_string(),
+                    host: host.to_string(),
+                    operation,
+                    permission,
+                })
+            }
+            _ => Err(format!(
+                "a binding has an unknown code (resource type {resource_type}, pattern type \
+                 {pattern_type}, operation {operation}, permission {permission})"
+            )),
+        }
+    }
+}
+
+/// Writes one filter: resource type (`i8`), name (`bool` present, then a string),
+/// pattern type (`i8`), principal and host (each as the name), operation (`i8`),
+/// permission (`i8`).
+pub(crate) fn put_filter(w: &mut Writer, f: &AclFilter) {
+    let opt = |w: &mut Writer, v: &Option<String>| match v {
+        None => w.bool(false),
+        Some(v) => {
+            w.bool(true);
+            w.str(v);
+        }
+    };
+    w.u8(f.resource_type.code() as u8);
+    opt(w, &f.resource_name);
+    w.u8(f.pattern_type.code() as u8);
+    opt(w, &f.principal);
+    opt(w, &f.host);
+    w.u8(f.operation.code() as u8);
+    w.u8(f.permission.code() as u8);
+}
+
+/// Reads what [`put_filter`] wrote; an unknown code is an error.
+pub(crate) fn get_filter(r: &mut Reader<'_>) -> Result<AclFilter> {
+    let opt = |r: &mut Reader<'_>| -> Result<Option<String>> {
+        Ok(if r.bool()? { Some(r.str()?) } else { None })
+    };
+    let rt = r.u8()? as i8;
+    let resource_name = opt(r)?;
+    let pt = r.u8()? as i8;
+    let principal = opt(r)?;
+    let host = opt(r)?;
+    let op = r.u8()? as i8;
+    let perm = r.u8()? as i8;
+    match (
+        ResourceType::from_code(rt),
+        PatternType::from_code(pt),
+        AclOperation::from_code(op),
+        AclPermission::from_code(perm),
+    ) {
+        (Some(resource_type), Some(pattern_type), Some(operation), Some(permission)) => {
+            Ok(AclFilter {
+                resource_type,
+                resource_name,
+                pattern_type,
+                principal,
+                host,
+                operation,
+                permission,
+            })
+        }
+        _ => Err(r.error(format!(
+            "a filter has an unknown code (resource type {rt}, pattern type {pt}, \
+             operation {op}, permission {perm})"
+        ))),
+    }
 }
 
 /// Decides whether a principal may do an operation, from the store's bindings.

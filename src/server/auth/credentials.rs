@@ -73,8 +73,6 @@ pub fn validate_credential(user: &str, iterations: u32) -> Result<()> {
     Ok(())
 }
 
-type Users = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>;
-
 /// The credentials of a data directory, in its `users` file.
 ///
 /// One process at a time: the one that has the directory's broker open (the server, or
@@ -106,52 +104,106 @@ impl CredentialStore for FileCredentialStore {
     }
 
     fn users(&self) -> Vec<(String, Vec<(ScramMechanism, u32)>)> {
-        self.users
-            .read()
-            .iter()
-            .map(|(u, creds)| {
-                (
-                    u.clone(),
-                    creds
-                        .values()
-                        .map(|c| (c.mechanism, c.iterations))
-                        .collect(),
-                )
-            })
-            .collect()
+        list_users(&self.users.read())
     }
 
     fn apply(&self, changes: &[CredentialChange]) -> Result<()> {
         let mut users = self.users.write();
         let mut next = users.clone();
-        for change in changes {
-            match change {
-                CredentialChange::Upsert { user, credential } => {
-                    validate_credential(user, credential.iterations)?;
-                    next.entry(user.clone())
-                        .or_default()
-                        .insert(credential.mechanism, credential.clone());
-                }
-                CredentialChange::Delete { user, mechanism } => {
-                    if let Some(creds) = next.get_mut(user) {
-                        creds.remove(mechanism);
-                        if creds.is_empty() {
-                            next.remove(user);
-                        }
-                    }
-                }
-            }
-        }
+        apply_changes(&mut next, changes)?;
         crate::storage::write_checkpoint(&self.path, &encode_users(&next))?;
         *users = next;
         Ok(())
     }
 }
 
-/// The payload of the `users` file: version (`u8`, 1), count (`u32`), then per
-/// credential: user (string), mechanism (`u8`, Kafka's type: 1 SCRAM-SHA-256, 2
-/// SCRAM-SHA-512), iterations (`u32`), salt, StoredKey, ServerKey (each a `u32` length
-/// and bytes).
+/// Users' credentials by user name and mechanism.
+pub(crate) type Users = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>;
+
+/// Every user with a credential, and for each its mechanisms and iterations, sorted by
+/// user name ([`CredentialStore::users`] of a map).
+pub(crate) fn list_users(users: &Users) -> Vec<(String, Vec<(ScramMechanism, u32)>)> {
+    users
+        .iter()
+        .map(|(u, creds)| {
+            (
+                u.clone(),
+                creds
+                    .values()
+                    .map(|c| (c.mechanism, c.iterations))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Applies `changes` to `users` in order; on an invalid change (the error names it)
+/// `users` may be partly changed, so callers apply to a copy.
+pub(crate) fn apply_changes(users: &mut Users, changes: &[CredentialChange]) -> Result<()> {
+    for change in changes {
+        match change {
+            CredentialChange::Upsert { user, credential } => {
+                validate_credential(user, credential.iterations)?;
+                users
+                    .entry(user.clone())
+                    .or_default()
+                    .insert(credential.mechanism, credential.clone());
+            }
+            CredentialChange::Delete { user, mechanism } => {
+                if let Some(creds) = users.get_mut(user) {
+                    creds.remove(mechanism);
+                    if creds.is_empty() {
+                        users.remove(user);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes one user's credential: user (string), mechanism (`u8`, Kafka's type: 1
+/// SCRAM-SHA-256, 2 SCRAM-SHA-512), iterations (`u32`), salt, StoredKey, ServerKey (each
+/// a `u32` length and bytes).
+pub(crate) fn put_credential(w: &mut Writer, user: &str, c: &ScramCredential) {
+    w.str(user);
+    w.u8(c.mechanism.kafka_type() as u8);
+    w.u32(c.iterations);
+    w.bytes(&c.salt);
+    w.bytes(&c.stored_key);
+    w.bytes(&c.server_key);
+}
+
+/// Reads what [`put_credential`] wrote, checking the name and iterations.
+pub(crate) fn get_credential(r: &mut Reader<'_>) -> Result<(String, ScramCredential)> {
+    let user = r.str()?;
+    let mechanism = get_mechanism(r, &user)?;
+    let iterations = r.u32()?;
+    let salt = r.bytes()?.to_vec();
+    let stored_key = r.bytes()?.to_vec();
+    let server_key = r.bytes()?.to_vec();
+    validate_credential(&user, iterations).map_err(|e| r.error(format!("user {user:?}: {e}")))?;
+    Ok((
+        user,
+        ScramCredential {
+            mechanism,
+            salt,
+            iterations,
+            stored_key,
+            server_key,
+        },
+    ))
+}
+
+/// Reads a mechanism's Kafka type (`u8`); `user` names the credential in errors.
+pub(crate) fn get_mechanism(r: &mut Reader<'_>, user: &str) -> Result<ScramMechanism> {
+    let kind = r.u8()?;
+    ScramMechanism::from_kafka_type(kind as i8)
+        .ok_or_else(|| r.error(format!("user {user:?} has unknown mechanism type {kind}")))
+}
+
+/// The payload of the `users` file: version (`u8`, 1), count (`u32`), then each
+/// credential as [`put_credential`] writes it.
 fn encode_users(users: &Users) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(USERS_VERSION);
@@ -161,12 +213,7 @@ fn encode_users(users: &Users) -> Vec<u8> {
         .collect();
     w.u32(all.len() as u32);
     for (user, c) in all {
-        w.str(user);
-        w.u8(c.mechanism.kafka_type() as u8);
-        w.u32(c.iterations);
-        w.bytes(&c.salt);
-        w.bytes(&c.stored_key);
-        w.bytes(&c.server_key);
+        put_credential(&mut w, user, c);
     }
     w.into_bytes()
 }
@@ -182,24 +229,11 @@ fn decode_users(payload: &[u8], location: &str) -> Result<Users> {
     let n = r.count(21)?;
     let mut users = Users::new();
     for _ in 0..n {
-        let user = r.str()?;
-        let kind = r.u8()?;
-        let mechanism = ScramMechanism::from_kafka_type(kind as i8)
-            .ok_or_else(|| r.error(format!("user {user:?} has unknown mechanism type {kind}")))?;
-        let iterations = r.u32()?;
-        let salt = r.bytes()?.to_vec();
-        let stored_key = r.bytes()?.to_vec();
-        let server_key = r.bytes()?.to_vec();
-        validate_credential(&user, iterations)
-            .map_err(|e| r.error(format!("user {user:?}: {e}")))?;
-        let credential = ScramCredential {
-            mechanism,
-            salt,
-            iterations,
-            stored_key,
-            server_key,
-        };
-        users.entry(user).or_default().insert(mechanism, credential);
+        let (user, credential) = get_credential(&mut r)?;
+        users
+            .entry(user)
+            .or_default()
+            .insert(credential.mechanism, credential);
     }
     r.finish()?;
     Ok(users)

@@ -529,8 +529,8 @@ impl ScramServer {
     }
 }
 
-/// The client side of an exchange, for tests and for tidelog's own clients.
-#[cfg(test)]
+/// The client side of an exchange: tidelog's own clients (the admin client, replica
+/// fetchers) and the tests.
 pub(crate) mod client {
     use super::*;
 
@@ -539,6 +539,7 @@ pub(crate) mod client {
         pub mechanism: ScramMechanism,
         pub password: String,
         pub first_bare: String,
+        nonce: String,
     }
 
     impl ScramClient {
@@ -552,29 +553,52 @@ pub(crate) mod client {
                 mechanism,
                 password: password.into(),
                 first_bare,
+                nonce,
             }
         }
 
+        /// The client-first message (no channel binding, no authzid).
         pub(crate) fn first(&self) -> Vec<u8> {
             format!("n,,{}", self.first_bare).into_bytes()
         }
 
-        /// The final message, and the server signature it expects.
-        pub(crate) fn final_message(&self, server_first: &[u8]) -> (Vec<u8>, Vec<u8>) {
-            let sf = std::str::from_utf8(server_first).unwrap();
-            let mut r = "";
-            let mut s = "";
-            let mut i = 0;
+        /// The client-final message for `server_first`, and the server-final message
+        /// that proves the server knows the credential. A server-first that is not
+        /// UTF-8, lacks `r=`, `s=` or `i=`, whose nonce does not extend this client's,
+        /// or whose iterations are outside 4096..=16384 is refused with the reason.
+        pub(crate) fn final_message(
+            &self,
+            server_first: &[u8],
+        ) -> std::result::Result<(Vec<u8>, Vec<u8>), String> {
+            let sf = std::str::from_utf8(server_first)
+                .map_err(|_| "the server-first message is not UTF-8".to_string())?;
+            let (mut r, mut s, mut i) = (None, None, None);
             for a in sf.split(',') {
                 if let Some(v) = a.strip_prefix("r=") {
-                    r = v;
+                    r = Some(v);
                 } else if let Some(v) = a.strip_prefix("s=") {
-                    s = v;
+                    s = Some(v);
                 } else if let Some(v) = a.strip_prefix("i=") {
-                    i = v.parse().unwrap();
+                    i = Some(v);
                 }
             }
-            let salt = BASE64.decode(s).unwrap();
+            let missing = |f: &str| format!("the server-first message has no {f}= attribute");
+            let r = r.ok_or_else(|| missing("r"))?;
+            if !r.starts_with(&self.nonce) || r.len() == self.nonce.len() {
+                return Err("the server's nonce does not extend the client's".into());
+            }
+            let salt = BASE64
+                .decode(s.ok_or_else(|| missing("s"))?)
+                .map_err(|e| format!("the server's salt is not base64: {e}"))?;
+            let i: u32 = i
+                .ok_or_else(|| missing("i"))?
+                .parse()
+                .map_err(|e| format!("the server's iteration count: {e}"))?;
+            if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&i) {
+                return Err(format!(
+                    "the server asks for {i} iterations, outside {MIN_ITERATIONS}..={MAX_ITERATIONS}"
+                ));
+            }
             let m = self.mechanism;
             let salted = m.salted_password(self.password.as_bytes(), &salt, i);
             let client_key = m.hmac(&salted, b"Client Key");
@@ -585,10 +609,18 @@ pub(crate) mod client {
             let proof: Vec<u8> = client_key.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
             let server_key = m.hmac(&salted, b"Server Key");
             let expected = format!("v={}", BASE64.encode(m.hmac(&server_key, auth.as_bytes())));
-            (
+            Ok((
                 format!("{without_proof},p={}", BASE64.encode(proof)).into_bytes(),
                 expected.into_bytes(),
-            )
+            ))
+        }
+
+        /// Whether `server_final` is the `expected` one [`final_message`] returned
+        /// (compared in constant time).
+        ///
+        /// [`final_message`]: ScramClient::final_message
+        pub(crate) fn verify_server(server_final: &[u8], expected: &[u8]) -> bool {
+            server_final.len() == expected.len() && bool::from(server_final.ct_eq(expected))
         }
     }
 }
@@ -609,7 +641,7 @@ mod tests {
         let Step::Continue(server_first) = server.step(&client.first(), |_| stored.clone())? else {
             panic!("the first step continues");
         };
-        let (fin, expected) = client.final_message(&server_first);
+        let (fin, expected) = client.final_message(&server_first).unwrap();
         let out = server.step(&fin, |_| unreachable!())?;
         if let Step::Success { reply, .. } = &out {
             assert_eq!(*reply, expected, "the server signature proves the server");
@@ -747,7 +779,7 @@ mod tests {
         let Ok(Step::Continue(sf)) = server.step(&client.first(), |_| Some(cred.clone())) else {
             panic!()
         };
-        let (fin, _) = client.final_message(&sf);
+        let (fin, _) = client.final_message(&sf).unwrap();
         let tampered = String::from_utf8(fin).unwrap().replace("c=biws", "c=eSws");
         assert!(matches!(
             server.step(tampered.as_bytes(), |_| None),
@@ -771,10 +803,12 @@ mod tests {
         let server_r = sf.split(',').next().unwrap().strip_prefix("r=").unwrap();
         let client_nonce = client.first_bare.split(",r=").nth(1).unwrap();
         let doubled = format!("r={client_nonce}{server_r}");
-        let (fin, _) = client.final_message(
-            sf.replacen(&format!("r={server_r}"), &doubled, 1)
-                .as_bytes(),
-        );
+        let (fin, _) = client
+            .final_message(
+                sf.replacen(&format!("r={server_r}"), &doubled, 1)
+                    .as_bytes(),
+            )
+            .unwrap();
         // The proof was computed over the doubled server-first; recompute it over the
         // real one, as librdkafka does (it keeps the server's message verbatim).
         let fin = String::from_utf8(fin).unwrap();
@@ -796,7 +830,7 @@ mod tests {
         };
         let sf = String::from_utf8(sf).unwrap();
         let bad = sf.replacen(",s=", "x,s=", 1);
-        let (fin, _) = client.final_message(bad.as_bytes());
+        let (fin, _) = client.final_message(bad.as_bytes()).unwrap();
         assert!(matches!(
             other.step(&fin, |_| None),
             Err(ScramError::Malformed(_))

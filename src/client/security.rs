@@ -1,0 +1,185 @@
+//! How the blocking client reaches a broker's listener: plaintext or TLS (rustls, the
+//! broker's certificate checked against a CA file, Kafka's `ssl.ca.location`), then,
+//! on SASL listeners, a SASL login (SaslHandshake and SaslAuthenticate v1) with PLAIN
+//! or SCRAM-SHA-256/512, whose server-final message is checked, so the broker proves it
+//! knows the credential.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+use crate::error::{Error, Result};
+use crate::server::auth::SecurityProtocol;
+use crate::server::auth::sasl::SaslMechanism;
+
+/// A SASL user and password (the password is never printed).
+#[derive(Clone)]
+pub(crate) struct SaslLogin {
+    /// The mechanism.
+    pub(crate) mechanism: SaslMechanism,
+    /// The user name.
+    pub(crate) username: String,
+    /// The password.
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A client's security settings, ready to connect with (the default: plaintext).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientSecurity {
+    tls: Option<Arc<ClientConfig>>,
+    /// The login of SASL listeners.
+    pub(crate) sasl: Option<SaslLogin>,
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidConfig {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+impl ClientSecurity {
+    /// Checks and loads Kafka's client settings: a TLS protocol needs `ca` (PEM file of
+    /// the CA that signed the brokers' certificates), a SASL one a login. The error names
+    /// the setting.
+    pub(crate) fn new(
+        protocol: SecurityProtocol,
+        ca: Option<&Path>,
+        sasl: Option<SaslLogin>,
+    ) -> Result<ClientSecurity> {
+        let tls = match (protocol.uses_tls(), ca) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(invalid(
+                    "ssl.ca.location",
+                    format!("{protocol} needs the CA certificate of the brokers (PEM)"),
+                ));
+            }
+            (true, Some(ca)) => Some(Arc::new(client_config(ca)?)),
+        };
+        let sasl = match (protocol.uses_sasl(), sasl) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(invalid(
+                    "sasl.username",
+                    format!("{protocol} needs a SASL mechanism, user name and password"),
+                ));
+            }
+            (true, Some(login)) => {
+                if login.username.is_empty() || login.password.is_empty() {
+                    return Err(invalid(
+                        "sasl.username",
+                        "a SASL login needs a user name and a password",
+                    ));
+                }
+                Some(login)
+            }
+        };
+        Ok(ClientSecurity { tls, sasl })
+    }
+
+    /// `tcp` wrapped for the protocol: a TLS handshake with the broker at `addr`
+    /// (`host:port`, whose host the certificate must name) on TLS listeners.
+    pub(crate) fn wrap(&self, tcp: TcpStream, addr: &str) -> Result<Stream> {
+        let Some(config) = &self.tls else {
+            return Ok(Stream::Plain(tcp));
+        };
+        let host = addr
+            .rsplit_once(':')
+            .map_or(addr, |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| invalid("bootstrap.servers", format!("{addr}: {e}")))?;
+        let mut conn = ClientConnection::new(config.clone(), name)
+            .map_err(|e| invalid("ssl", format!("{addr}: {e}")))?;
+        let mut tcp = tcp;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp)
+                .map_err(|e| Error::io("complete the TLS handshake with", addr, e))?;
+        }
+        Ok(Stream::Tls(Box::new(StreamOwned::new(conn, tcp))))
+    }
+}
+
+/// rustls's client configuration trusting the CA certificates of the PEM file `ca`.
+fn client_config(ca: &Path) -> Result<ClientConfig> {
+    let pem = std::fs::read(ca).map_err(|e| Error::io("read", ca, e))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert =
+            cert.map_err(|e| invalid("ssl.ca.location", format!("{}: {e}", ca.display())))?;
+        roots
+            .add(cert)
+            .map_err(|e| invalid("ssl.ca.location", format!("{}: {e}", ca.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(invalid(
+            "ssl.ca.location",
+            format!("{} holds no PEM certificate", ca.display()),
+        ));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| invalid("ssl", e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// A connection to a broker: plain TCP or TLS over it.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// Plaintext.
+    Plain(TcpStream),
+    /// TLS.
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket (for timeouts).
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
