@@ -88,8 +88,8 @@ fn runs_over_bootstrap_print_every_record_once() {
         )
     };
     let (code, stderr) = run(&["consume", TOPIC, "-e", "--bootstrap", &bootstrap]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("--group"), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("needs --group"), "{stderr}");
     let data = dir.path().display().to_string();
     let (code, stderr) = run(&[
         "consume",

@@ -23,8 +23,8 @@ use kafka_protocol::protocol::Request;
 
 use super::router::{Outcome, kstr};
 use super::{
-    AdminClient, AdminError, ErrorCode, OFFSET_COMMIT_VERSION, OFFSET_FETCH_VERSION, OffsetSpec,
-    Resource, TopicPartition, topics_of,
+    AdminClient, AdminClientBuilder, AdminError, ErrorCode, OFFSET_COMMIT_VERSION,
+    OFFSET_FETCH_VERSION, OffsetSpec, Resource, TopicPartition, topics_of,
 };
 use crate::record::{Batch, decompression_limit};
 use crate::{Assignment, ConsumerRecords, Error, GroupConfig, OffsetReset, Result, Subscription};
@@ -130,6 +130,13 @@ impl GroupMember {
     /// [`commit_sync`](GroupMember::commit_sync). `group_instance_id` is sent as is
     /// (static membership).
     pub fn join(bootstrap: &str, config: GroupConfig) -> Result<GroupMember> {
+        GroupMember::join_with(AdminClient::builder(bootstrap), config)
+    }
+
+    /// Joins as [`join`](GroupMember::join) does, through a client with the settings of
+    /// `client` (security protocol, SASL, TLS, request timeout; the client id is
+    /// `config.client_id`).
+    pub fn join_with(client: AdminClientBuilder, config: GroupConfig) -> Result<GroupMember> {
         if config.topics.is_empty() {
             return Err(Error::InvalidConfig {
                 key: "topics".into(),
@@ -142,9 +149,7 @@ impl GroupMember {
                 reason: "give at least one assignor".into(),
             });
         }
-        let admin = AdminClient::builder(bootstrap)
-            .client_id(config.client_id.clone())
-            .connect()?;
+        let admin = client.client_id(config.client_id.clone()).connect()?;
         let mut member = GroupMember {
             admin,
             config,

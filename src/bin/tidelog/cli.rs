@@ -320,16 +320,10 @@ pub(crate) struct ConsumeArgs {
     /// or the beginning with --from-beginning), and commit the position of each on exit.
     #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
-    /// With --group: be a member of the group on the running node or cluster at these
-    /// addresses, over the Kafka protocol (as kafka-console-consumer
-    /// --bootstrap-server), instead of opening a data directory.
-    #[arg(
-        long,
-        alias = "bootstrap-server",
-        value_name = "HOST:PORT[,HOST:PORT...]",
-        requires = "group"
-    )]
-    pub bootstrap: Option<String>,
+    /// With --group and --bootstrap: be a member of the group on that running node or
+    /// cluster over the Kafka protocol (as kafka-console-consumer --bootstrap-server).
+    #[command(flatten)]
+    pub target: Bootstrap,
     /// Read only these partitions (repeat for several; default: all).
     #[arg(short = 'p', long, value_name = "P")]
     pub partition: Vec<i32>,

@@ -177,6 +177,17 @@ pub(crate) fn admin_client(
     target: &crate::cli::Bootstrap,
     data: Option<&Path>,
 ) -> CliResult<tidelog::admin::AdminClient> {
+    Ok(admin_builder(bootstrap, target, data)?.connect()?)
+}
+
+/// The settings of a client of `bootstrap` with the security options of `target` (see
+/// `admin_client`).
+#[cfg(feature = "server")]
+pub(crate) fn admin_builder(
+    bootstrap: &str,
+    target: &crate::cli::Bootstrap,
+    data: Option<&Path>,
+) -> CliResult<tidelog::admin::AdminClientBuilder> {
     use tidelog::security::{SaslMechanism, SecurityProtocol};
     if let Some(dir) = data {
         return Err(fail!(
@@ -210,7 +221,7 @@ pub(crate) fn admin_client(
     if let Some(ca) = &target.ssl_ca_location {
         builder = builder.ssl_ca_location(ca);
     }
-    Ok(builder.connect()?)
+    Ok(builder)
 }
 
 /// The error for `--bootstrap` in a build without the Kafka client.

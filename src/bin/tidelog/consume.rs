@@ -100,7 +100,12 @@ pub(crate) fn run(given: Option<&Path>, args: &ConsumeArgs) -> CliResult {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
-    if let (Some(group), Some(bootstrap)) = (&args.group, &args.bootstrap) {
+    if let Some(bootstrap) = &args.target.bootstrap {
+        let Some(group) = &args.group else {
+            return Err(fail!(
+                "--bootstrap {bootstrap} needs --group: consume from a running node as a member of a consumer group"
+            ));
+        };
         return consume_remote_group(given, bootstrap, group, args, &format, &stop);
     }
     let data = crate::common::data_dir(given);
@@ -127,13 +132,8 @@ fn consume_remote_group(
     format: &Format,
     stop: &AtomicBool,
 ) -> CliResult {
-    if let Some(dir) = given {
-        return Err(fail!(
-            "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap consumes from a running node, which holds its data directory)",
-            dir.display()
-        ));
-    }
-    let member = tidelog::admin::GroupMember::join(bootstrap, group_config(group, args))?;
+    let builder = crate::common::admin_builder(bootstrap, &args.target, given)?;
+    let member = tidelog::admin::GroupMember::join_with(builder, group_config(group, args))?;
     run_member(member, args, format, stop)
 }
 
