@@ -127,6 +127,9 @@ enum LoaderJob {
 /// publisher only queues the job, so publication never waits for it. Until the load is
 /// done the group APIs answer NOT_COORDINATOR (clients retry), and a load whose
 /// leadership ended meanwhile is undone.
+/// How often a fetcher whose login the leader refuses logs it at warn.
+const LOGIN_WARN_EVERY: Duration = Duration::from_secs(60);
+
 struct CoordinatorLoader {
     jobs: Mutex<Option<crossbeam_channel::Sender<LoaderJob>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -668,6 +671,8 @@ impl Fetcher {
 
     fn run(self: Arc<Self>) {
         let mut client: Option<Client> = None;
+        // When a refused login was last logged at warn: once a minute at most.
+        let mut login_warned: Option<Instant> = None;
         while !self.is_stopped() {
             if self.paused.load(Ordering::Acquire) {
                 self.pause(Duration::from_millis(20));
@@ -722,7 +727,17 @@ impl Fetcher {
                 self.truncate(c, &truncating)
             };
             if let Err(e) = result {
-                if !self.is_stopped() {
+                let login_refused = matches!(e, Error::AuthenticationFailed { .. });
+                let warn_now =
+                    login_refused && login_warned.is_none_or(|t| t.elapsed() >= LOGIN_WARN_EVERY);
+                if self.is_stopped() {
+                    // Shutting down: the connection was closed on purpose.
+                } else if warn_now {
+                    // A wrong inter-broker login stalls replication: say so where an
+                    // operator looks.
+                    login_warned = Some(Instant::now());
+                    tracing::warn!(node = self.node_id, source = self.source, error = %e, "replica fetcher cannot log in to the leader (check --inter-broker-sasl-* and TIDELOG_INTER_BROKER_SASL_PASSWORD); replication from it is stalled");
+                } else {
                     tracing::debug!(node = self.node_id, source = self.source, error = %e, "replica fetch failed");
                 }
                 c.disconnect();
