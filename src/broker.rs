@@ -23,8 +23,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+#[cfg(feature = "server")]
+use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -50,6 +52,7 @@ pub(crate) const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
 /// The file whose presence in [`CLUSTER_METADATA_DIR`] makes a data directory a cluster
 /// node's.
 pub(crate) const CLUSTER_STATE_FILE: &str = "raft-state";
+#[cfg(feature = "server")]
 /// Kafka's per-partition file naming the topic id, on cluster nodes.
 pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
@@ -68,6 +71,7 @@ pub(crate) trait TopicAuthority: Send + Sync {
     fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
 }
 
+#[cfg(feature = "server")]
 /// A topic as a cluster's metadata says it, for this node.
 #[derive(Debug, Clone)]
 pub(crate) struct ClusterTopic {
@@ -98,7 +102,9 @@ struct BrokerInner {
     managed: AtomicBool,
     /// The cluster node deciding the topics, once attached.
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
-    /// Topic ids of a cluster node's topics.
+    /// Topic ids of a cluster node's topics (read by the cluster, of the `server`
+    /// feature).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
@@ -117,6 +123,7 @@ impl crate::consumer::offsets::OffsetJournal for ReadOnlyJournal {
     }
 }
 
+#[cfg(feature = "server")]
 /// A handle that does not keep the broker open (held by the cluster node, which the
 /// broker holds in turn).
 #[derive(Clone)]
@@ -124,6 +131,7 @@ pub(crate) struct WeakBroker {
     inner: Weak<BrokerInner>,
 }
 
+#[cfg(feature = "server")]
 impl WeakBroker {
     /// The broker, if it is still alive.
     pub(crate) fn upgrade(&self) -> Option<Broker> {
@@ -138,6 +146,7 @@ pub(crate) fn is_cluster_dir(dir: &Path) -> bool {
         .exists()
 }
 
+#[cfg(feature = "server")]
 /// Writes `partition.metadata` (Kafka's format) into a partition directory.
 fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     use std::io::Write;
@@ -153,6 +162,7 @@ fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     crate::storage::sync_dir(dir)
 }
 
+#[cfg(feature = "server")]
 /// The topic id in a partition directory's `partition.metadata`, if it has one.
 fn read_partition_metadata(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
@@ -759,6 +769,7 @@ impl Broker {
         self.inner.coordinator.load_partition(partition)
     }
 
+    #[cfg(feature = "server")]
     /// A handle that does not keep the broker open.
     pub(crate) fn downgrade(&self) -> WeakBroker {
         WeakBroker {
@@ -789,6 +800,7 @@ impl Broker {
         }
     }
 
+    #[cfg(feature = "server")]
     /// Makes this broker a cluster node whose topics `authority` decides. A broker opened
     /// on a fresh directory holds only an empty `__consumer_offsets`: it is removed (the
     /// cluster creates its own). A directory with a single node's topics or committed
@@ -840,11 +852,13 @@ impl Broker {
         Ok(())
     }
 
+    #[cfg(feature = "server")]
     /// Detaches the cluster node (it is stopping); admin operations fail from now on.
     pub(crate) fn detach_cluster(&self) {
         self.inner.authority.write().take();
     }
 
+    #[cfg(feature = "server")]
     /// Opens the log of partition `p` of a cluster topic: an existing directory is kept
     /// only if its `partition.metadata` names the same topic id (a directory of a
     /// deleted topic of the same name is cleared).
@@ -867,6 +881,7 @@ impl Broker {
         Ok(log)
     }
 
+    #[cfg(feature = "server")]
     /// Cluster node: makes the registry hold `topic` as the cluster's metadata says, with
     /// logs for the partitions this node hosts (created, or reopened if they are of the
     /// same topic id). Idempotent.
@@ -930,11 +945,13 @@ impl Broker {
         Ok(())
     }
 
+    #[cfg(feature = "server")]
     /// Cluster node: partition `p` of `topic`, if this node hosts it.
     pub(crate) fn hosted_partition(&self, topic: &str, p: i32) -> Option<Partition> {
         self.registered_topic(topic).ok()?.partition(p).ok()
     }
 
+    #[cfg(feature = "server")]
     /// Cluster node: the high watermark `replication-offset-checkpoint` recorded for
     /// partition `p` of `topic` (where a restarted replica starts).
     pub(crate) fn recorded_high_watermark(&self, topic: &str, p: i32) -> Option<i64> {
@@ -945,6 +962,7 @@ impl Broker {
             .recorded_high_watermark(&log_name(topic, p))
     }
 
+    #[cfg(feature = "server")]
     /// Cluster node: removes a topic the cluster deleted, with its local logs.
     pub(crate) fn remove_cluster_topic(&self, name: &str) -> Result<()> {
         self.check_open()?;
@@ -952,6 +970,7 @@ impl Broker {
         self.remove_topic_locked(name)
     }
 
+    #[cfg(feature = "server")]
     fn remove_topic_locked(&self, name: &str) -> Result<()> {
         let topic = self.inner.topics.write().remove(name);
         self.inner.topic_ids.write().remove(name);
@@ -968,6 +987,7 @@ impl Broker {
         Ok(())
     }
 
+    #[cfg(feature = "server")]
     /// Cluster node, once its metadata has caught up: deletes partition directories of
     /// cluster topics (they hold `partition.metadata`) that the registry no longer names,
     /// e.g. of a topic deleted while this node was down. Returns the names deleted.

@@ -2,8 +2,8 @@
 //! through the same code as the targets (`fuzz/fuzz_logic.rs`), so that CI checks
 //! every seed and every crash once found (saved there as a regression input) even where
 //! cargo-fuzz cannot run. `write_seed_corpus` (ignored) rebuilds the generated seeds.
-//! Needs the `testing` feature, as the fuzz targets do.
-#![cfg(feature = "testing")]
+//! Needs the `testing` and `server` features, as the fuzz targets do.
+#![cfg(all(feature = "testing", feature = "server"))]
 
 #[path = "../fuzz/fuzz_logic.rs"]
 mod fuzz_logic;

@@ -35,7 +35,10 @@ fn cli(bootstrap: &str, args: &[&str]) -> (i32, String, String) {
 
 /// The stdout of a successful run, or `None`.
 fn cli_ok(bootstrap: &str, args: &[&str]) -> Option<String> {
-    let (code, out, _) = cli(bootstrap, args);
+    let (code, out, err) = cli(bootstrap, args);
+    if code != 0 {
+        eprintln!("tidelog {args:?} --bootstrap {bootstrap}: exit {code}: {err}");
+    }
     (code == 0).then_some(out)
 }
 
@@ -127,7 +130,13 @@ fn topics_and_groups_of_a_three_node_cluster_from_the_command_line() {
     // kafka-topics --describe: three replicas per partition, all in sync, each node
     // leading one partition; every node answers the same.
     for i in 0..3 {
-        let text = cli_ok(&nodes.layout.addr(i), &["topics", "describe", TOPIC]).unwrap();
+        // A node answers once it applied the topic's record, and the ISR is full once
+        // every follower fetched.
+        let text = eventually("the node describes the topic, ISR full", WAIT, || {
+            let text = cli_ok(&nodes.layout.addr(i), &["topics", "describe", TOPIC])?;
+            let (_, rows) = describe(&text);
+            (rows.len() == 3 && rows.iter().all(|r| r.isr.len() == 3)).then_some(text)
+        });
         let (head, rows) = describe(&text);
         assert_eq!(
             head,
@@ -290,7 +299,11 @@ fn topics_and_groups_of_a_three_node_cluster_from_the_command_line() {
         cli_ok(b, &["topics", "alter", TOPIC, "--partitions", "6"]).unwrap(),
         "Topic payments now has 6 partitions.\n"
     );
-    let text = cli_ok(b, &["topics", "describe", TOPIC]).unwrap();
+    let text = eventually("six partitions described", WAIT, || {
+        let text = cli_ok(b, &["topics", "describe", TOPIC])?;
+        let (_, rows) = describe(&text);
+        (rows.len() == 6).then_some(text)
+    });
     let (_, rows) = describe(&text);
     assert_eq!(rows.len(), 6, "{text}");
     assert!(rows.iter().all(|r| r.replicas.len() == 3), "{text}");

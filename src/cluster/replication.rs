@@ -129,9 +129,10 @@ enum LoaderJob {
 struct CoordinatorLoader {
     jobs: Mutex<Option<crossbeam_channel::Sender<LoaderJob>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Tests: every load first sleeps this long (a large offsets log).
+    /// Tests: while set, every load waits (as on a large offsets log) until it is
+    /// cleared, at most a minute.
     #[cfg(test)]
-    delay: Arc<Mutex<Duration>>,
+    hold: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl CoordinatorLoader {
@@ -140,14 +141,14 @@ impl CoordinatorLoader {
             jobs: Mutex::new(None),
             thread: Mutex::new(None),
             #[cfg(test)]
-            delay: Arc::new(Mutex::new(Duration::ZERO)),
+            hold: Arc::new((Mutex::new(false), Condvar::new())),
         }
     }
 
     fn start(&self, node_id: i32, broker: WeakBroker) -> crate::Result<()> {
         let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
         #[cfg(test)]
-        let delay = self.delay.clone();
+        let hold = self.hold.clone();
         let h = std::thread::Builder::new()
             .name(format!("coordinator-loader-{node_id}"))
             .spawn(move || {
@@ -166,7 +167,13 @@ impl CoordinatorLoader {
                                 continue;
                             }
                             #[cfg(test)]
-                            std::thread::sleep(*delay.lock());
+                            {
+                                let deadline = Instant::now() + Duration::from_secs(60);
+                                let mut held = hold.0.lock();
+                                while *held && Instant::now() < deadline {
+                                    hold.1.wait_until(&mut held, deadline);
+                                }
+                            }
                             let started = Instant::now();
                             match coordinator.load_partition(partition.clone()) {
                                 Ok(()) => {
@@ -230,10 +237,12 @@ impl ReplicaManager {
         })
     }
 
-    /// Tests: every coordinator load first sleeps `delay`, as a large offsets log would.
+    /// Tests: while `held`, every coordinator load waits before it reads the log, as a
+    /// large offsets log would keep it busy (released by `false`, or after a minute).
     #[cfg(test)]
-    pub(crate) fn delay_coordinator_loads(&self, delay: Duration) {
-        *self.loader.delay.lock() = delay;
+    pub(crate) fn hold_coordinator_loads(&self, held: bool) {
+        *self.loader.hold.0.lock() = held;
+        self.loader.hold.1.notify_all();
     }
 
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were

@@ -266,6 +266,32 @@ fn scan_read_only(
 }
 
 /// An empty segment at `base` (of a log without one, or the one a roll just made).
+/// The segments of a read-only log, one per base offset listed, each scanned by
+/// [`scan_read_only`] (`rp`: the writer's recovery point). A segment deleted since the
+/// listing is an error of kind `NotFound` (the caller lists again), unless it is the
+/// first: retention took the oldest, and the log starts at the next.
+fn scan_listing(dir: &Path, bases: &[i64], rp: i64, env: &LogEnv) -> Result<Vec<Arc<Segment>>> {
+    let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
+    for (i, &base) in bases.iter().enumerate() {
+        if segments.last().is_some_and(|s| base < s.next_offset()) {
+            // Starts inside the previous one: what the writer's next open removes.
+            break;
+        }
+        let next_base = bases.get(i + 1).copied();
+        let scan = match scan_read_only(dir, base, rp, (next_base.is_none(), next_base)) {
+            Ok(scan) => scan,
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && segments.is_empty() =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        segments.push(Segment::open_sealed(dir, base, &scan, &env.files));
+    }
+    Ok(segments)
+}
+
 fn empty_scan(base: i64) -> SegmentScan {
     SegmentScan {
         next_offset: base,
@@ -293,33 +319,29 @@ impl PartitionLog {
                 std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         }
-        let mut report = RecoveryReport::default();
-        let cp = recovery::read_checkpoint(dir, &mut report);
-        let listing = recovery::list_segments_read_only(dir)?;
-        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(listing.bases.len());
-        let rp = if report.checkpoint_damaged {
-            i64::MIN
-        } else {
-            cp.recovery_point
-        };
-        for (i, &base) in listing.bases.iter().enumerate() {
-            if segments.last().is_some_and(|s| base < s.next_offset()) {
-                // Starts inside the previous one: what the writer's next open removes.
-                break;
-            }
-            let next_base = listing.bases.get(i + 1).copied();
-            let scan = match scan_read_only(dir, base, rp, (next_base.is_none(), next_base)) {
-                Ok(scan) => scan,
-                // Deleted since it was listed: retention took the oldest segments.
+        // The writer may delete segments (retention, from the oldest) or replace them
+        // (compaction) while they are read here: a segment file gone since the listing
+        // lists the directory again, a few times at most.
+        let mut attempt = 0;
+        let (cp, listing, mut segments) = loop {
+            let mut report = RecoveryReport::default();
+            let cp = recovery::read_checkpoint(dir, &mut report);
+            let listing = recovery::list_segments_read_only(dir)?;
+            let rp = if report.checkpoint_damaged {
+                i64::MIN
+            } else {
+                cp.recovery_point
+            };
+            match scan_listing(dir, &listing.bases, rp, &env) {
+                Ok(segments) => break (cp, listing, segments),
                 Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && segments.is_empty() =>
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 5 =>
                 {
-                    continue;
+                    attempt += 1;
                 }
                 Err(e) => return Err(e),
-            };
-            segments.push(Segment::open_sealed(dir, base, &scan, &env.files));
-        }
+            }
+        };
         if segments.is_empty() {
             let start = cp.log_start.max(0);
             segments.push(Segment::open_sealed(

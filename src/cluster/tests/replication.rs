@@ -266,11 +266,9 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
     wait_until("the first coordinator loaded", || {
         broker(&c, old).group_coordinator().is_loaded()
     });
-    // Every load now takes 3 s, as a large offsets log would.
+    // Every load now waits until the test lets it go, as on a large offsets log.
     for i in c.running() {
-        c.node(i)
-            .replica_manager()
-            .delay_coordinator_loads(Duration::from_secs(3));
+        c.node(i).replica_manager().hold_coordinator_loads(true);
     }
     c.halt(old);
     wait_until("a new leader of __consumer_offsets-0", || {
@@ -296,6 +294,9 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
         !broker(&c, new).group_coordinator().is_loaded(),
         "published while the coordinator loads"
     );
+    for i in c.running() {
+        c.node(i).replica_manager().hold_coordinator_loads(false);
+    }
     wait_until("the new coordinator loaded", || {
         broker(&c, new).group_coordinator().is_loaded()
     });

@@ -1,11 +1,13 @@
 //! ListGroups (key 16), versions 0-4: every group of the coordinator, with its state
 //! from v4, which may also filter by state.
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::coordinator::GroupState;
+use crate::OFFSETS_TOPIC;
+use crate::coordinator::{GroupError, GroupState};
 use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -39,6 +41,22 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 })
                 .collect(),
         ),
+        // A cluster node that leads no `__consumer_offsets` partition coordinates no
+        // group: it lists none, as Kafka's brokers do; one that leads a partition it has
+        // not loaded yet says so, and the client asks again.
+        Err(GroupError::NotCoordinator) if ctx.backend().cluster().is_some() => {
+            let cluster = ctx.backend().cluster().expect("checked above");
+            let leads_offsets = cluster
+                .image()
+                .topic(OFFSETS_TOPIC)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.leader == cluster.node_id()));
+            if leads_offsets {
+                ListGroupsResponse::default()
+                    .with_error_code(ResponseError::CoordinatorLoadInProgress.code())
+            } else {
+                ListGroupsResponse::default()
+            }
+        }
         Err(e) => ListGroupsResponse::default().with_error_code(e.code()),
     };
     req.respond(&response)
