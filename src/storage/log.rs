@@ -944,7 +944,8 @@ impl PartitionLog {
     }
 
     /// Publishes the batches an append wrote up to `end`, counts them for the flush
-    /// policy, and syncs when `flush_messages` says so (after releasing the lock).
+    /// policy, and syncs up to `end` when `flush_messages` says so (after releasing the
+    /// lock, through the group commit).
     pub(super) fn finish_append(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
@@ -962,7 +963,8 @@ impl PartitionLog {
             .is_some_and(|n| w.unflushed_records >= n);
         drop(w);
         if flush_now {
-            self.sync()?;
+            // Group commit, without rewriting the checkpoint (the maintenance thread does).
+            self.sync_to(end)?;
         }
         Ok(())
     }
