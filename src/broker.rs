@@ -33,11 +33,11 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
 use crate::consumer::coordinator::GroupCoordinator;
+use crate::error::{Error, Result};
 use crate::storage::{
     CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
 };
 use crate::topic::{Partition, Topic, TopicDescription};
-use crate::{Error, Result};
 
 /// Name of the internal topic that stores committed group offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -1339,12 +1339,12 @@ mod tests {
         fn send_sync<T: Send + Sync + Clone>() {}
         fn send<T: Send>() {}
         send_sync::<Broker>();
-        send_sync::<crate::Producer>();
+        send_sync::<crate::producer::Producer>();
         send_sync::<Topic>();
         send_sync::<Partition>();
         send_sync::<GroupCoordinator>();
-        send::<crate::Consumer>();
-        send::<crate::GroupConsumer>();
+        send::<crate::consumer::Consumer>();
+        send::<crate::consumer::GroupConsumer>();
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::consumer::coordinator::CoordinatorConfig;
+use crate::error::{Error, Result};
 use crate::storage::{CleanupPolicy, LogConfig};
-use crate::{Error, Result};
 
 /// Per-topic overrides of the broker's log settings (Kafka topic-level configs).
 ///

@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::TopicConfig;
+use crate::error::{Error, Result};
 use crate::record::BatchBuilder;
 use crate::replica::LeaderState;
 pub(crate) use crate::storage::Signal;
-use crate::storage::{AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit};
-use crate::{Error, Result};
+use crate::storage::{
+    AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit, RecoveryReport,
+};
 
 struct PartitionInner {
     topic: Arc<str>,
@@ -102,9 +104,38 @@ impl Partition {
         self.inner.index
     }
 
-    /// The underlying log.
+    /// The underlying log, for tidelog's own tests and tools (the `testing` feature).
+    /// Appends through it skip the partition's leadership and idempotence checks: use
+    /// [`Partition::append_batch`] and the other methods of `Partition` instead.
+    #[cfg(feature = "testing")]
     pub fn log(&self) -> &PartitionLog {
         &self.inner.log
+    }
+
+    /// The underlying log.
+    #[cfg(not(feature = "testing"))]
+    pub(crate) fn log(&self) -> &PartitionLog {
+        &self.inner.log
+    }
+
+    /// The partition's effective log settings: the broker's defaults with the topic's
+    /// overrides (`retention.ms`, `max.message.bytes`, `compression.type`, ...).
+    pub fn config(&self) -> LogConfig {
+        self.inner.log.config()
+    }
+
+    /// What recovery found and removed when the log was opened: torn or damaged tails
+    /// cut (kept in cut files beside the segments), segments validated, bytes read.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        self.inner.log.recovery_report()
+    }
+
+    /// Kafka's DeleteRecords: moves the log start offset up to `offset`, deleting the
+    /// segments wholly below it; an offset past the high watermark, or negative, is
+    /// [`Error::OffsetOutOfRange`]. Returns the new log start offset. Consumers
+    /// positioned below it get `OffsetOutOfRange` (or reset, per their policy).
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        self.inner.log.delete_records_before(offset)
     }
 
     /// Appends one or more RecordBatch v2 batches (concatenated) and assigns their

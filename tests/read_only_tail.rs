@@ -65,6 +65,10 @@ fn a_second_process_tails_a_partition_this_one_writes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut guard = KillOnDrop {
+        pid: reader.id(),
+        armed: true,
+    };
     let (tx, rx) = mpsc::channel();
     let stdout = reader.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -101,6 +105,7 @@ fn a_second_process_tails_a_partition_this_one_writes() {
     }
     if lines.len() < RECORDS {
         let _ = reader.kill();
+        guard.armed = false;
         let out = reader.wait_with_output().unwrap();
         let got: std::collections::HashSet<&String> = lines.iter().collect();
         let missing: Vec<usize> = (0..RECORDS)
@@ -152,6 +157,7 @@ fn a_second_process_tails_a_partition_this_one_writes() {
     let _ = Command::new("kill")
         .args(["-TERM", &reader.id().to_string()])
         .status();
+    guard.armed = false;
     let out = reader.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
@@ -160,4 +166,21 @@ fn a_second_process_tails_a_partition_this_one_writes() {
     assert_eq!(lines.len(), RECORDS, "{stderr}");
     assert!(lines == expected, "every record, in order, once");
     broker.close().unwrap();
+}
+
+/// Kills the reader process if the test fails before it waits for it (a `-f` reader
+/// runs until killed).
+struct KillOnDrop {
+    pid: u32,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.pid.to_string()])
+                .status();
+        }
+    }
 }

@@ -35,7 +35,7 @@ fn reset_earliest_skips_to_the_new_log_start() -> tidelog::Result<()> {
     c.assign(&[("short", 0)])?;
     c.commit_offsets(&[("short", 0, 10)])?;
     let partition = broker.topic("short")?.partition(0)?;
-    let start = partition.log().delete_records_before(150)?;
+    let start = partition.delete_records_before(150)?;
     assert!(
         start > 10,
         "retention did not move the log start past the commit"
@@ -62,7 +62,6 @@ fn reset_none_reports_the_lost_offset() -> tidelog::Result<()> {
     broker
         .topic("short")?
         .partition(0)?
-        .log()
         .delete_records_before(150)?;
     match c.poll(Duration::from_millis(100)) {
         Err(Error::NoOffsetForPartition {
@@ -92,7 +91,6 @@ fn retention_under_a_reading_consumer_moves_it_forward() -> tidelog::Result<()> 
     let start = broker
         .topic("short")?
         .partition(0)?
-        .log()
         .delete_records_before(150)?;
     let records = c.poll(Duration::from_secs(5))?;
     assert_eq!(first_value(&records).map(i64::from), Some(start));

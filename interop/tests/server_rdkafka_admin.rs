@@ -71,7 +71,6 @@ fn the_admin_client_grows_configures_and_trims_topics() {
         .unwrap()
         .partition(3)
         .unwrap()
-        .log()
         .config();
     assert_eq!(log.retention_ms, Some(60_000));
     assert_eq!(log.compression_type.as_str(), "lz4");

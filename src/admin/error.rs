@@ -183,9 +183,9 @@ impl std::fmt::Display for AdminError {
 
 impl std::error::Error for AdminError {}
 
-impl From<AdminError> for crate::Error {
-    fn from(e: AdminError) -> crate::Error {
-        crate::Error::Admin(Box::new(e))
+impl From<AdminError> for crate::error::Error {
+    fn from(e: AdminError) -> crate::error::Error {
+        crate::error::Error::Admin(Box::new(e))
     }
 }
 
@@ -228,7 +228,9 @@ mod tests {
             Some(" ".into()),
         );
         assert_eq!(e.to_string(), "partition events-2: LEADER_NOT_AVAILABLE");
-        let e: crate::Error = e.into();
-        assert!(matches!(&e, crate::Error::Admin(a) if a.code == ErrorCode::LEADER_NOT_AVAILABLE));
+        let e: crate::error::Error = e.into();
+        assert!(
+            matches!(&e, crate::error::Error::Admin(a) if a.code == ErrorCode::LEADER_NOT_AVAILABLE)
+        );
     }
 }

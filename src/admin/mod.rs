@@ -77,7 +77,8 @@ pub use types::{
     PartitionMetadata, TopicMetadata, TopicPartition,
 };
 
-use crate::{Assignment, Error, Result};
+use crate::consumer::Assignment;
+use crate::error::{Error, Result};
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.

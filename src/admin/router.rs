@@ -17,7 +17,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::{AdminError, ErrorCode, Resource};
 use crate::client::Client;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Metadata version asked (every tidelog node and Kafka from 2.1 answer it).
 const METADATA_VERSION: i16 = 8;

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::{Broker, Producer, ProducerRecord, Server, ServerHandle};
+use crate::broker::Broker;
+use crate::producer::{Producer, ProducerRecord};
+use crate::server::{Server, ServerHandle};
 
 fn serve() -> (tempfile::TempDir, Broker, ServerHandle) {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! What the admin client's methods take and return (Kafka's admin types, by their
 //! Kafka names where one exists).
 
-use crate::Assignment;
+use crate::consumer::Assignment;
 
 /// A partition of a topic: `events-2`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

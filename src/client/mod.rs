@@ -17,8 +17,8 @@ use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::Result;
 use crate::error::Error;
+use crate::error::Result;
 
 /// Largest response accepted (a fetch answers at most its `max_bytes`, 10 MiB for the
 /// replica fetchers, plus headers).
@@ -194,8 +194,8 @@ mod tests {
     #[test]
     fn calls_a_server_and_reconnects_after_it_restarts() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = crate::Broker::open(dir.path()).unwrap();
-        let server = crate::Server::builder(broker.clone())
+        let broker = crate::broker::Broker::open(dir.path()).unwrap();
+        let server = crate::server::Server::builder(broker.clone())
             .listen("127.0.0.1:0")
             .start()
             .unwrap();
@@ -218,7 +218,10 @@ mod tests {
             matches!(err, Error::Io { .. } | Error::Timeout(_)),
             "{err:?}"
         );
-        let server = crate::Server::builder(broker).listen(addr).start().unwrap();
+        let server = crate::server::Server::builder(broker)
+            .listen(addr)
+            .start()
+            .unwrap();
         let m = c
             .call(&MetadataRequest::default(), 8, Duration::from_secs(5))
             .unwrap();

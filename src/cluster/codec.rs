@@ -6,7 +6,7 @@
 //! input can hold: every length is checked against the bytes that remain, and a bad
 //! input is an [`Error::Corrupt`] naming where it came from and the byte position.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Appends values to a byte buffer.
 #[derive(Debug, Default)]

@@ -20,10 +20,11 @@ use std::sync::Arc;
 
 use super::codec::{Reader, Writer};
 use super::records::{AlterPartition, CreateTopic, MetadataRecord, PartitionRef, TopicId};
-use crate::{Error, Result, TopicConfig};
+use crate::config::TopicConfig;
+use crate::error::{Error, Result};
 
 /// The internal topic of committed offsets.
-pub(crate) const OFFSETS_TOPIC: &str = crate::OFFSETS_TOPIC;
+pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
 
 /// No leader.
 pub(crate) const NO_LEADER: i32 = -1;
@@ -688,7 +689,9 @@ impl MetadataImage {
     }
 
     fn check_new_topic_name(&self, name: &str) -> std::result::Result<(), Rejected> {
-        if let Err(Error::InvalidTopicName { name, reason }) = crate::validate_topic_name(name) {
+        if let Err(Error::InvalidTopicName { name, reason }) =
+            crate::config::validate_topic_name(name)
+        {
             return Err(Rejected::InvalidTopicName { name, reason });
         }
         if name == crate::broker::CLUSTER_METADATA_TOPIC {

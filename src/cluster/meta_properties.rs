@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::error::IoContext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The file name.
 pub(crate) const FILE: &str = "meta.properties";

@@ -34,11 +34,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::broker::Broker;
 use crate::broker::{
     CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, ClusterTopic, TopicAuthority, WeakBroker,
 };
+use crate::config::TopicConfig;
 use crate::error::IoContext;
-use crate::{Broker, Error, Result, TopicConfig};
+use crate::error::{Error, Result};
 pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
 use node::{Inbound, PublishJob, RaftLoop, raft_id};
 pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};

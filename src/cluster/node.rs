@@ -29,7 +29,7 @@ use super::records::{CreateTopic, Envelope, MetadataRecord};
 use super::storage::RaftStorage;
 use super::transport::Transport;
 use super::{ClusterConfig, Shared, codec};
-use crate::Result;
+use crate::error::Result;
 
 /// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
 pub(crate) fn raft_id(node: i32) -> u64 {

@@ -7,7 +7,7 @@
 //! and its fields in the order they are declared below (see docs/format.md).
 
 use super::codec::{Reader, Writer};
-use crate::Result;
+use crate::error::Result;
 
 /// A topic's id: 16 random bytes chosen by the proposer of `CreateTopic` (Kafka's topic
 /// id, printed in base64), so a topic deleted and created again under the same name is a

@@ -42,7 +42,8 @@ use super::image::LocalRole;
 use super::records::{AlterPartition, TopicId};
 use super::{ClusterNode, MetadataListener, MetadataUpdate, NO_LEADER};
 use crate::broker::{OFFSETS_TOPIC, WeakBroker};
-use crate::{Error, Partition};
+use crate::error::Error;
+use crate::topic::Partition;
 
 /// Fetch version the fetchers send (every tidelog node answers 4-11).
 const FETCH_VERSION: i16 = 11;
@@ -145,7 +146,7 @@ impl CoordinatorLoader {
         }
     }
 
-    fn start(&self, node_id: i32, broker: WeakBroker) -> crate::Result<()> {
+    fn start(&self, node_id: i32, broker: WeakBroker) -> crate::error::Result<()> {
         let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
         #[cfg(test)]
         let hold = self.hold.clone();
@@ -257,7 +258,7 @@ impl ReplicaManager {
     }
 
     /// Starts the ISR thread and the coordinator loader.
-    pub(crate) fn start(self: &Arc<Self>) -> crate::Result<()> {
+    pub(crate) fn start(self: &Arc<Self>) -> crate::error::Result<()> {
         self.loader.start(self.node_id, self.broker.clone())?;
         let me = Arc::downgrade(self);
         let stop = self.stop.clone();
@@ -589,7 +590,7 @@ impl Fetcher {
         source: i32,
         node: Weak<ClusterNode>,
         paused: Arc<AtomicBool>,
-    ) -> crate::Result<Arc<Fetcher>> {
+    ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
@@ -743,7 +744,7 @@ impl Fetcher {
 
     /// KIP-101/279: asks the leader where its log ends for this log's latest epoch and
     /// truncates to where the two diverge.
-    fn truncate(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+    fn truncate(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::error::Result<()> {
         let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
         let mut asked = Vec::new();
         for (key, f) in parts {
@@ -838,7 +839,7 @@ impl Fetcher {
     }
 
     /// One Fetch for every ready partition, applied.
-    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::Result<()> {
+    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::error::Result<()> {
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         let mut sent: HashMap<Key, (i32, i64)> = HashMap::new();
         for (key, f) in parts {
@@ -912,7 +913,7 @@ fn apply_fetched(
     e: &mut Followed,
     offset: i64,
     p: &kafka_protocol::messages::fetch_response::PartitionData,
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     let log = e.partition.log();
     let code = p.error_code;
     if code == 0 {
@@ -970,12 +971,12 @@ fn apply_fetched(
 /// answered an epoch this log does not have; truncate to the end of this log's largest
 /// epoch below it and ask again with the new latest epoch).
 fn truncation_point(
-    end_offset_for_epoch: impl Fn(i32) -> crate::Result<(i32, i64)>,
+    end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
     log_end: i64,
     high_watermark: i64,
     leader_epoch: i32,
     leader_end: i64,
-) -> crate::Result<(i64, bool)> {
+) -> crate::error::Result<(i64, bool)> {
     if leader_epoch < 0 || leader_end < 0 {
         // The leader has no epoch at or below ours: Kafka falls back to the high
         // watermark.
@@ -996,7 +997,7 @@ mod tests {
     use super::truncation_point;
 
     /// A follower's epochs: (epoch, start offset); its log ends at 100.
-    fn follower(epoch: i32) -> crate::Result<(i32, i64)> {
+    fn follower(epoch: i32) -> crate::error::Result<(i32, i64)> {
         let entries = [(1, 0), (3, 40), (4, 70)];
         let end = 100;
         let mut found = None;

@@ -26,8 +26,8 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 
 use super::codec::{Reader, Writer};
 use crate::error::IoContext;
+use crate::error::{Error, Result};
 use crate::storage::{read_checkpoint, write_checkpoint};
-use crate::{Error, Result};
 
 /// The raft state file.
 pub(crate) const STATE_FILE: &str = "raft-state";

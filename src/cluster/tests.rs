@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::{Server, ServerHandle};
+use crate::server::{Server, ServerHandle};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SESSION: Duration = Duration::from_millis(2000);
@@ -68,7 +68,7 @@ impl TestCluster {
     }
 
     fn start_with(&self, i: usize, listener: TcpListener) -> ServerHandle {
-        Server::builder(crate::Broker::open(self.dirs[i].path()).unwrap())
+        Server::builder(crate::broker::Broker::open(self.dirs[i].path()).unwrap())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
@@ -194,12 +194,15 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
     }
     // The internal topic is created by the controller with 3 replicas.
     wait_until("__consumer_offsets", || {
-        c.node(0).image().topic(crate::OFFSETS_TOPIC).is_some()
+        c.node(0)
+            .image()
+            .topic(crate::broker::OFFSETS_TOPIC)
+            .is_some()
     });
     let offsets = c
         .node(0)
         .image()
-        .topic(crate::OFFSETS_TOPIC)
+        .topic(crate::broker::OFFSETS_TOPIC)
         .unwrap()
         .clone();
     assert!(offsets.internal);
@@ -262,7 +265,7 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
         c.node(0)
             .alter_partition(shrink, WAIT)
             .and_then(Proposal::wait),
-        Err(crate::Error::InvalidUpdateVersion { .. })
+        Err(crate::error::Error::InvalidUpdateVersion { .. })
     ));
     // (The leader's replica manager may add the caught-up follower back at once: the
     // shrink is seen in the published images, not necessarily in the latest one.)
@@ -272,8 +275,11 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
     // Every node opened a log for each partition it hosts (all 6), with the topic id.
     let id = codec::uuid_base64(&t.id);
     for i in 0..3 {
-        let broker = crate::Broker::open(c.dir(i));
-        assert!(matches!(broker, Err(crate::Error::DirectoryLocked(_))));
+        let broker = crate::broker::Broker::open(c.dir(i));
+        assert!(matches!(
+            broker,
+            Err(crate::error::Error::DirectoryLocked(_))
+        ));
         for p in 0..6 {
             let meta = std::fs::read_to_string(
                 partition_dir(c.dir(i), "events", p).join("partition.metadata"),
@@ -291,7 +297,7 @@ fn three_nodes_elect_place_fail_over_and_rejoin() {
     };
     assert!(matches!(
         c.node(0).create_topic(&too_many, false, WAIT),
-        Err(crate::Error::InvalidReplicationFactor { .. })
+        Err(crate::error::Error::InvalidReplicationFactor { .. })
     ));
     let fine = NewTopic {
         name: "checked".into(),
@@ -468,7 +474,7 @@ fn a_data_directory_of_another_node_or_a_single_node_is_refused() {
     let single = |dir: &Path, id: i32| {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let quorum = format!("{id}@{}", l.local_addr().unwrap());
-        Server::builder(crate::Broker::open(dir).unwrap())
+        Server::builder(crate::broker::Broker::open(dir).unwrap())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .node_id(id)
             .quorum(quorum)
@@ -480,10 +486,14 @@ fn a_data_directory_of_another_node_or_a_single_node_is_refused() {
     let s = single(dir.path(), 5).unwrap();
     let node = s.cluster_node().unwrap().clone();
     wait_until("a one-node cluster", || {
-        node.image().is_unfenced(5) && node.image().topic(crate::OFFSETS_TOPIC).is_some()
+        node.image().is_unfenced(5) && node.image().topic(crate::broker::OFFSETS_TOPIC).is_some()
     });
     assert_eq!(
-        node.image().topic(crate::OFFSETS_TOPIC).unwrap().partitions[0].replicas,
+        node.image()
+            .topic(crate::broker::OFFSETS_TOPIC)
+            .unwrap()
+            .partitions[0]
+            .replicas,
         vec![5]
     );
     // Garbage on the quorum port closes that connection only.
@@ -507,15 +517,18 @@ fn a_data_directory_of_another_node_or_a_single_node_is_refused() {
     let e = single(dir.path(), 6).unwrap_err().to_string();
     assert!(e.contains("node 5") && e.contains("node 6"), "{e}");
     // Without a node id: refused.
-    let e = Server::builder(crate::Broker::open(dir.path()).unwrap())
+    let e = Server::builder(crate::broker::Broker::open(dir.path()).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap_err()
         .to_string();
     assert!(e.contains("cluster node"), "{e}");
     // A plain broker on it has no topics and refuses admin operations.
-    let b = crate::Broker::open(dir.path()).unwrap();
-    assert!(b.create_topic("x", 1, crate::TopicConfig::new()).is_err());
+    let b = crate::broker::Broker::open(dir.path()).unwrap();
+    assert!(
+        b.create_topic("x", 1, crate::config::TopicConfig::new())
+            .is_err()
+    );
     drop(b);
     // The same node again: back with its topics.
     let s = single(dir.path(), 5).unwrap();
@@ -525,8 +538,8 @@ fn a_data_directory_of_another_node_or_a_single_node_is_refused() {
 
     // A single node's data directory with topics is refused; a fresh one is adopted.
     let dir = tempfile::tempdir().unwrap();
-    let b = crate::Broker::open(dir.path()).unwrap();
-    b.create_topic("mine", 1, crate::TopicConfig::new())
+    let b = crate::broker::Broker::open(dir.path()).unwrap();
+    b.create_topic("mine", 1, crate::config::TopicConfig::new())
         .unwrap();
     drop(b);
     let e = single(dir.path(), 1).unwrap_err().to_string();

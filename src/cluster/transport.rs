@@ -30,7 +30,7 @@ use super::codec::{Reader, Writer};
 use super::node::{Inbound, raft_id};
 use super::{Liveness, Voter};
 use crate::error::IoContext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::wire::{Reader, put_bytes, put_str};
-use crate::Result;
+use crate::error::Result;
 
 /// A member's subscription, as carried in JoinGroup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

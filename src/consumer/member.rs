@@ -38,7 +38,7 @@ use crate::consumer::coordinator::{
 use crate::consumer::standalone::{
     ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
 };
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How long a member waits before rejoining when the coordinator is unavailable.
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);

@@ -16,7 +16,7 @@
 //! replays the partition in order.
 
 use super::wire::{Reader, put_bytes, put_str};
-use crate::Result;
+use crate::error::Result;
 
 /// A record of `__consumer_offsets`: its key and its value (None for a tombstone).
 pub type JournalRecord = (Vec<u8>, Option<Vec<u8>>);

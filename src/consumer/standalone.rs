@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
 use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest};
+use crate::error::{Error, Result};
 use crate::record::{Batch, Headers, Records, decompression_limit};
 use crate::storage::LogSlice;
 use crate::topic::{Partition, Signal};
-use crate::{Error, Result};
 
 /// What to do when a partition has no committed offset, or its committed offset is no
 /// longer in the log (Kafka `auto.offset.reset`).
@@ -847,7 +847,9 @@ impl Consumer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Compression, Producer, ProducerRecord, TopicConfig};
+    use crate::config::TopicConfig;
+    use crate::producer::{Producer, ProducerRecord};
+    use crate::record::Compression;
 
     /// A consumer that starts inside a batch skips the batch's earlier records, for
     /// plain and compressed batches, and hands out the rest of every partition.

@@ -3,7 +3,7 @@
 //! bytes with an `i32` length (-1 = null). Reading never panics: a short or malformed
 //! input is an `Error::Corrupt` naming what was being read and where.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Appends a string with its `i16` length (truncated at `i16::MAX` bytes).
 pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {

@@ -11,7 +11,7 @@ use crate::storage::{CleanupOutcome, PartitionLog};
 pub(crate) fn group_stored(group: &Group) {
     #[cfg(feature = "server")]
     {
-        use crate::GroupState;
+        use crate::consumer::coordinator::GroupState;
         match group.state() {
             GroupState::Empty => tracing::info!(
                 group = group.id(),

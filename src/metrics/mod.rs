@@ -37,7 +37,7 @@ pub(crate) use counters::{LogStats, PrefaultStats, recovery_validated};
 #[cfg(feature = "server")]
 pub use prometheus::{CONTENT_TYPE, prometheus_text};
 
-use crate::GroupState;
+use crate::consumer::coordinator::GroupState;
 use crate::storage::LogManager;
 
 /// A snapshot of a broker's metrics; see the [module documentation](self) for where each
@@ -272,7 +272,7 @@ impl BrokerStats {
 
 /// Takes the snapshot [`Broker::metrics`](crate::Broker::metrics) returns.
 pub(crate) fn collect(
-    broker: &crate::Broker,
+    broker: &crate::broker::Broker,
     stats: &BrokerStats,
     logs: Option<LogManager>,
 ) -> Metrics {
@@ -326,7 +326,7 @@ fn add_recovery(into: &mut RecoveryMetrics, r: &crate::storage::RecoveryReport) 
 }
 
 /// Every group the coordinator knows, with its committed offsets and their lag.
-fn groups(broker: &crate::Broker) -> Vec<GroupMetrics> {
+fn groups(broker: &crate::broker::Broker) -> Vec<GroupMetrics> {
     let coordinator = broker.group_coordinator();
     let Ok(listed) = coordinator.list_groups(&[]) else {
         return Vec::new();

@@ -1,8 +1,10 @@
 //! `Broker::metrics` against a real broker (and, with the `server` feature, a server
 //! answering raw requests).
 
+use crate::broker::Broker;
+use crate::config::TopicConfig;
 use crate::coordinator::{CommitOffset, OffsetCommitRequest};
-use crate::{BatchBuilder, Broker, TopicConfig};
+use crate::record::BatchBuilder;
 
 fn batch(records: usize) -> Vec<u8> {
     let mut b = BatchBuilder::new();
@@ -13,7 +15,7 @@ fn batch(records: usize) -> Vec<u8> {
 }
 
 /// A broker on `dir` with a topic `t` of one partition, and that partition.
-fn one_partition(dir: &std::path::Path) -> (Broker, crate::Partition) {
+fn one_partition(dir: &std::path::Path) -> (Broker, crate::topic::Partition) {
     let broker = Broker::open(dir).unwrap();
     let p = broker
         .create_topic("t", 1, TopicConfig::new())
@@ -52,7 +54,7 @@ fn partitions_count_what_is_appended_and_read() {
     assert!(
         m.partitions
             .iter()
-            .any(|p| p.internal && p.topic == crate::OFFSETS_TOPIC)
+            .any(|p| p.internal && p.topic == crate::broker::OFFSETS_TOPIC)
     );
 
     // A read from offset 1 hands out offsets 1..5 of both batches.
@@ -135,7 +137,7 @@ fn group_lag_is_the_high_watermark_minus_the_committed_offset() {
     assert_eq!(broker.metrics().groups[0].offsets[0].lag, Some(0));
     // The commits went to __consumer_offsets.
     let m = broker.metrics();
-    assert_eq!(partition(&m, crate::OFFSETS_TOPIC, 0).records_in, 2);
+    assert_eq!(partition(&m, crate::broker::OFFSETS_TOPIC, 0).records_in, 2);
 }
 
 #[cfg(feature = "server")]
@@ -181,7 +183,7 @@ mod server {
         let dir = tempfile::tempdir().unwrap();
         let (broker, p) = one_partition(dir.path());
         p.append_batch(&batch(3)).unwrap();
-        let server = crate::Server::builder(broker.clone())
+        let server = crate::server::Server::builder(broker.clone())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .start()
             .unwrap();

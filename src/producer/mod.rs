@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
+use crate::error::{Error, Result};
 use crate::record::Compression;
 use crate::topic::Topic;
-use crate::{Error, Result};
 use accumulator::{
     AppendResult, BatchSlot, Delivery, ErrorSink, Forget, Lane, LaneConfig, Now, Rec, Receipt,
 };
@@ -152,7 +152,7 @@ pub struct DeliveryReceipt {
     timestamp: i64,
     /// `acks=all` on a replicated partition: the partition whose high watermark must
     /// pass the record.
-    committed: Option<crate::Partition>,
+    committed: Option<crate::topic::Partition>,
 }
 
 /// How long an `acks=all` send waits for the in-sync replicas (Kafka's
@@ -166,7 +166,7 @@ fn record_metadata(
     index: i32,
     partition: i32,
     timestamp: i64,
-    committed: Option<&crate::Partition>,
+    committed: Option<&crate::topic::Partition>,
 ) -> Result<RecordMetadata> {
     let a = r?;
     let offset = a.base_offset + i64::from(index);
@@ -883,7 +883,7 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TopicConfig;
+    use crate::config::TopicConfig;
 
     fn broker_with_topic(dir: &std::path::Path) -> Broker {
         let broker = Broker::open(dir).expect("broker");

@@ -24,7 +24,7 @@
 
 use super::Compression;
 use super::varint::{Cursor, get_varint, get_varlong};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Size of the fixed RecordBatch v2 header.
 pub const HEADER_LEN: usize = 61;

@@ -363,7 +363,7 @@ impl super::Batch<'_> {
         codec: Compression,
         location: &str,
         max_bytes: usize,
-    ) -> crate::Result<Vec<u8>> {
+    ) -> crate::error::Result<Vec<u8>> {
         let mut scratch = Vec::new();
         let records = self.decode_records(location, max_bytes, &mut scratch)?;
         let mut builder = BatchBuilder::with_capacity(self.len())

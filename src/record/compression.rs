@@ -23,7 +23,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How many times `max.message.bytes` the records of one compressed batch may take once
 /// decompressed. Kafka bounds the compressed size of a batch by `max.message.bytes`;

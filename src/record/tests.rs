@@ -1,5 +1,5 @@
 use super::*;
-use crate::Error;
+use crate::error::Error;
 
 fn sample() -> Vec<u8> {
     let mut b = BatchBuilder::new().producer(7, 1, 10);

@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::error::Result;
+use crate::storage::LogConfig;
 use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
-use crate::{LogConfig, Result};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -52,7 +53,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// `local` (its advertised `host:port`); a cluster answers its registered brokers.
     fn brokers(&self, local: (String, i32)) -> Vec<BrokerEndpoint>;
     /// The group coordinator, shared with in-process consumers.
-    fn groups(&self) -> crate::GroupCoordinator;
+    fn groups(&self) -> crate::consumer::coordinator::GroupCoordinator;
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).

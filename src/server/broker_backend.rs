@@ -4,10 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
+use crate::broker::Broker;
 use crate::cluster::{ClusterNode, NO_LEADER};
+use crate::config::TopicConfig;
+use crate::error::{Error, Result};
+use crate::storage::LogConfig;
 use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::topic::Partition;
 use crate::topic::Signal;
-use crate::{Broker, Error, LogConfig, Partition, Result, TopicConfig};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -103,7 +107,7 @@ impl Backend for BrokerBackend {
         partitions: i32,
         configs: &[(String, String)],
     ) -> Result<()> {
-        crate::validate_topic_name(name)?;
+        crate::config::validate_topic_name(name)?;
         if self.broker.topics().iter().any(|t| t == name) {
             return Err(Error::TopicExists(name.to_string()));
         }
@@ -200,7 +204,7 @@ impl Backend for BrokerBackend {
         }]
     }
 
-    fn groups(&self) -> crate::GroupCoordinator {
+    fn groups(&self) -> crate::consumer::coordinator::GroupCoordinator {
         self.broker.group_coordinator().clone()
     }
 

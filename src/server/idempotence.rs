@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use parking_lot::Mutex;
 
-use crate::Result;
+use crate::error::Result;
 
 /// Producer ids reserved on disk at a time.
 pub(crate) const ID_BLOCK: i64 = 1000;
@@ -93,7 +93,7 @@ impl ProducerIds {
                         i64::from_be_bytes(bytes[..8].try_into().unwrap_or([0; 8]))
                     }
                     Some(_) => {
-                        return Err(crate::Error::corrupt(
+                        return Err(crate::error::Error::corrupt(
                             self.block_file.display(),
                             0,
                             "a producer id block is 8 bytes",

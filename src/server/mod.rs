@@ -42,8 +42,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::Result;
 use crate::error::IoContext;
+use crate::error::Result;
 use auth::SecurityProtocol;
 use auth::sasl::SaslMechanism;
 use auth::tls::TlsSettings;
@@ -90,7 +90,7 @@ pub(crate) fn fuzz_sasl_session(data: &[u8]) {
             vec![("fuzz".into(), vec![(self.0.mechanism, self.0.iterations)])]
         }
         fn apply(&self, _: &[CredentialChange]) -> Result<()> {
-            Err(crate::Error::InvalidConfig {
+            Err(crate::error::Error::InvalidConfig {
                 key: "users".into(),
                 reason: "the fuzz target's store is read-only".into(),
             })
@@ -325,7 +325,7 @@ impl Shared {
                         dir,
                         Box::new(move |count| match node.upgrade() {
                             Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
-                            None => Err(crate::Error::Closed("cluster node".into())),
+                            None => Err(crate::error::Error::Closed("cluster node".into())),
                         }),
                     )
                 }
@@ -376,7 +376,7 @@ impl Server {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn builder(broker: crate::Broker) -> ServerBuilder {
+    pub fn builder(broker: crate::broker::Broker) -> ServerBuilder {
         ServerBuilder {
             config: Config {
                 auto_create_topics: broker.config().auto_create_topics,
@@ -419,8 +419,8 @@ const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct ServerBuilder {
     config: Config,
     /// Why the address given to `listen` cannot be used; reported by `start`.
-    listen_error: Option<crate::Error>,
-    broker: crate::Broker,
+    listen_error: Option<crate::error::Error>,
+    broker: crate::broker::Broker,
     cluster: ClusterSettings,
     /// A socket bound by the caller, used instead of binding `config.listen`.
     listener: Option<TcpListener>,
@@ -431,7 +431,7 @@ pub struct ServerBuilder {
 /// Where a listener listens: an address to bind, or a socket bound by the caller.
 #[derive(Debug)]
 enum Endpoint {
-    Addr(std::result::Result<SocketAddr, crate::Error>),
+    Addr(std::result::Result<SocketAddr, crate::error::Error>),
     Bound(TcpListener),
 }
 
@@ -447,7 +447,7 @@ impl Endpoint {
 
 /// The first address `addr` resolves to, or `Error::InvalidConfig` for `listen`.
 fn resolve<A: ToSocketAddrs + std::fmt::Debug>(addr: A) -> Result<SocketAddr> {
-    let invalid = |reason: String| crate::Error::InvalidConfig {
+    let invalid = |reason: String| crate::error::Error::InvalidConfig {
         key: "listen".into(),
         reason,
     };
@@ -743,7 +743,7 @@ impl ServerBuilder {
             (None, None) => return Ok(None),
             (Some(id), Some(q)) => (id, q),
             (Some(_), None) | (None, Some(_)) => {
-                return Err(crate::Error::InvalidConfig {
+                return Err(crate::error::Error::InvalidConfig {
                     key: "node.id".into(),
                     reason: "a cluster node needs both a node id and the quorum's voters".into(),
                 });
@@ -828,7 +828,7 @@ impl ServerBuilder {
             .iter()
             .find(|(p, _, _)| p.uses_tls() && security.tls.is_none())
         {
-            return Err(crate::Error::InvalidConfig {
+            return Err(crate::error::Error::InvalidConfig {
                 key: "tls".into(),
                 reason: format!("the {p} listener on {addr} needs a TLS certificate and key"),
             });
@@ -836,7 +836,7 @@ impl ServerBuilder {
         let cluster = match self.cluster_config(local)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
-                return Err(crate::Error::InvalidConfig {
+                return Err(crate::error::Error::InvalidConfig {
                     key: "node.id".into(),
                     reason: format!(
                         "{} is a cluster node's data directory; start it with its node id and the quorum",

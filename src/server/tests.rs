@@ -12,7 +12,7 @@ fn start() -> ServerHandle {
 }
 
 fn start_in(dir: &std::path::Path) -> ServerHandle {
-    Server::builder(crate::Broker::open(dir).unwrap())
+    Server::builder(crate::broker::Broker::open(dir).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_request_size(1024 * 1024)
         .start()
@@ -166,7 +166,7 @@ fn a_client_that_disconnects_mid_request_does_not_disturb_others() {
 #[test]
 fn connections_above_the_limit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::builder(crate::Broker::open(dir.path()).unwrap())
+    let server = Server::builder(crate::broker::Broker::open(dir.path()).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .max_connections(2)
         .start()

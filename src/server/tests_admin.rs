@@ -97,7 +97,7 @@ fn produce(c: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -> (i1
 }
 
 /// The codecs of the stored batches of `topic`-0 and the values they hold.
-fn stored(broker: &crate::Broker, topic: &str) -> (Vec<Compression>, Vec<String>) {
+fn stored(broker: &crate::broker::Broker, topic: &str) -> (Vec<Compression>, Vec<String>) {
     let partition = broker.topic(topic).unwrap().partition(0).unwrap();
     let slice = partition.read(0, 1 << 20).unwrap();
     let mut codecs = Vec::new();
@@ -114,8 +114,8 @@ fn stored(broker: &crate::Broker, topic: &str) -> (Vec<Compression>, Vec<String>
 }
 
 /// A server on a free port over a broker in `dir`, and that broker.
-fn serve(dir: &std::path::Path) -> (ServerHandle, crate::Broker) {
-    let broker = crate::Broker::open(dir).unwrap();
+fn serve(dir: &std::path::Path) -> (ServerHandle, crate::broker::Broker) {
+    let broker = crate::broker::Broker::open(dir).unwrap();
     let server = Server::builder(broker.clone())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
@@ -559,7 +559,7 @@ fn produce_honours_the_topic_compression_type_and_checks_compressed_records() {
 #[test]
 fn auto_created_topics_get_the_broker_default_partition_count() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::builder(dir.path())
+    let broker = crate::broker::Broker::builder(dir.path())
         .default_partitions(3)
         .auto_create_topics(true)
         .open()

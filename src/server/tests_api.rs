@@ -99,7 +99,7 @@ impl Client {
 }
 
 pub(crate) fn start(dir: &std::path::Path) -> ServerHandle {
-    Server::builder(crate::Broker::open(dir).unwrap())
+    Server::builder(crate::broker::Broker::open(dir).unwrap())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap()
@@ -460,7 +460,7 @@ fn idempotent_retries_land_once_and_survive_a_restart() {
 fn metadata_creates_topics_and_advertises_a_reachable_address() {
     let dir = tempfile::tempdir().unwrap();
     // The server keeps the broker's auto-creation setting.
-    let broker = crate::Broker::builder(dir.path())
+    let broker = crate::broker::Broker::builder(dir.path())
         .auto_create_topics(true)
         .open()
         .unwrap();
@@ -530,7 +530,7 @@ fn metadata_error(c: &mut Client, topic: &'static str) -> i16 {
 #[test]
 fn auto_creation_follows_the_broker_unless_the_server_says_otherwise() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     // Off by default, as for in-process users of the broker; a name string listens.
     let server = Server::builder(broker.clone())
         .listen("127.0.0.1:0")
@@ -547,7 +547,7 @@ fn auto_creation_follows_the_broker_unless_the_server_says_otherwise() {
     server.shutdown().unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     let server = Server::builder(broker.clone())
         .listen(("127.0.0.1", 0))
         .auto_create_topics(true)
@@ -561,9 +561,9 @@ fn auto_creation_follows_the_broker_unless_the_server_says_otherwise() {
 #[test]
 fn an_address_that_does_not_parse_fails_start_with_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     match Server::builder(broker).listen("127.0.0.1:port").start() {
-        Err(crate::Error::InvalidConfig { key, reason }) => {
+        Err(crate::error::Error::InvalidConfig { key, reason }) => {
             assert_eq!(key, "listen");
             assert!(reason.contains("\"127.0.0.1:port\""), "{reason}");
         }
@@ -790,10 +790,10 @@ fn serve_topic(
     dir: &std::path::Path,
     topic: &str,
     partitions: i32,
-) -> (crate::Broker, ServerHandle) {
-    let broker = crate::Broker::open(dir).unwrap();
+) -> (crate::broker::Broker, ServerHandle) {
+    let broker = crate::broker::Broker::open(dir).unwrap();
     broker
-        .create_topic(topic, partitions, crate::TopicConfig::new())
+        .create_topic(topic, partitions, crate::config::TopicConfig::new())
         .unwrap();
     let server = Server::builder(broker.clone())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -883,12 +883,12 @@ fn shutdown_lets_an_in_flight_long_poll_finish_with_its_response() {
 #[test]
 fn a_batch_above_max_message_bytes_is_message_too_large() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     broker
         .create_topic(
             "small",
             1,
-            crate::TopicConfig::new().max_message_bytes(1000),
+            crate::config::TopicConfig::new().max_message_bytes(1000),
         )
         .unwrap();
     let server = Server::builder(broker)

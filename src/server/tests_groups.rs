@@ -15,7 +15,7 @@ use crate::consumer::{Assignment, Subscription};
 
 /// A server whose network groups form at once (no `group.initial.rebalance.delay.ms`).
 pub(crate) fn start_without_initial_delay(dir: &std::path::Path) -> ServerHandle {
-    let broker = crate::Broker::builder(dir)
+    let broker = crate::broker::Broker::builder(dir)
         .group_initial_rebalance_delay(Duration::ZERO)
         .open()
         .unwrap();

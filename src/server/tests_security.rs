@@ -22,12 +22,12 @@ fn s(v: &str) -> StrBytes {
 }
 
 /// A broker in a fresh directory with topics and users made in process.
-fn broker(topics: &[&str], users: &[(&str, &str)]) -> (tempfile::TempDir, crate::Broker) {
+fn broker(topics: &[&str], users: &[(&str, &str)]) -> (tempfile::TempDir, crate::broker::Broker) {
     let dir = tempfile::tempdir().unwrap();
-    let broker = crate::Broker::open(dir.path()).unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
     for t in topics {
         broker
-            .create_topic(t, 1, crate::TopicConfig::new())
+            .create_topic(t, 1, crate::config::TopicConfig::new())
             .unwrap();
     }
     let store = FileCredentialStore::open(dir.path()).unwrap();
@@ -43,7 +43,7 @@ fn broker(topics: &[&str], users: &[(&str, &str)]) -> (tempfile::TempDir, crate:
 }
 
 /// A server with a SASL_PLAINTEXT listener first and a PLAINTEXT one second.
-fn sasl_server(broker: crate::Broker, authorizer: bool) -> ServerHandle {
+fn sasl_server(broker: crate::broker::Broker, authorizer: bool) -> ServerHandle {
     Server::builder(broker)
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::SaslPlaintext)
@@ -766,13 +766,13 @@ fn credential_changes_are_checked_as_kafka_checks_them() {
 #[test]
 fn a_tls_listener_without_certificates_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(dir.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(dir.path()).unwrap())
         .listen("127.0.0.1:0")
         .add_listener(SecurityProtocol::SaslSsl, "127.0.0.1:0")
         .start()
         .unwrap_err();
     assert!(
-        matches!(err, crate::Error::InvalidConfig { ref key, .. } if key == "tls"),
+        matches!(err, crate::error::Error::InvalidConfig { ref key, .. } if key == "tls"),
         "{err}"
     );
     let missing = crate::security::TlsSettings::from_pem_files(
@@ -780,7 +780,7 @@ fn a_tls_listener_without_certificates_is_a_configuration_error() {
         dir.path().join("no-key.pem"),
     );
     let other = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(other.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(other.path()).unwrap())
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::Ssl)
         .tls(missing)
@@ -793,14 +793,14 @@ fn a_tls_listener_without_certificates_is_a_configuration_error() {
         dir.path().join("junk.pem"),
     );
     let third = tempfile::tempdir().unwrap();
-    let err = Server::builder(crate::Broker::open(third.path()).unwrap())
+    let err = Server::builder(crate::broker::Broker::open(third.path()).unwrap())
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::Ssl)
         .tls(junk)
         .start()
         .unwrap_err();
     assert!(
-        matches!(err, crate::Error::InvalidConfig { ref key, .. } if key == "tls-cert"),
+        matches!(err, crate::error::Error::InvalidConfig { ref key, .. } if key == "tls-cert"),
         "{err}"
     );
 }

@@ -6,7 +6,7 @@
 //! CRC-32 (IEEE, zlib's) of everything before it (u32). Big-endian.
 
 use crate::error::IoContext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Per-log settings. Names and defaults mirror Kafka's topic configs.
 
+use crate::error::{Error, Result};
 use crate::record::Compression;
-use crate::{Error, Result};
 
 /// What happens to old segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

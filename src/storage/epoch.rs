@@ -14,7 +14,7 @@
 //! `checkpoint::write_text`), rewritten crash-safely on every change.
 
 use super::checkpoint;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::path::Path;
 
 /// Name of the per-partition leader-epoch file.

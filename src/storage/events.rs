@@ -9,7 +9,7 @@
 //! directory for a full disk, so that a client retrying a fetch of a damaged batch, or
 //! a thousand partitions failing their appends at once, log one line.
 
-use crate::Error;
+use crate::error::Error;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 

@@ -18,7 +18,7 @@
 use super::files::FdCache;
 use super::mmap::{AppendMap, MapWriter, allocate};
 use crate::error::IoContext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use super::files::{Files, StorageLimits};
 use super::log::{LogEnv, PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use fs2::FileExt;
 use parking_lot::Mutex;

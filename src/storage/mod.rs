@@ -53,13 +53,13 @@ pub(crate) use signal::Signal;
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
 /// offsets).
-pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::Result<()> {
+pub(crate) fn write_checkpoint(path: &std::path::Path, payload: &[u8]) -> crate::error::Result<()> {
     checkpoint::write(path, payload)
 }
 
 /// Reads a file written by [`write_checkpoint`]: `Ok(None)` if it does not exist,
 /// [`crate::Error::Corrupt`] if it is torn or damaged.
-pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::Result<Option<Vec<u8>>> {
+pub(crate) fn read_checkpoint(path: &std::path::Path) -> crate::error::Result<Option<Vec<u8>>> {
     checkpoint::read(path)
 }
 

@@ -26,7 +26,7 @@
 use super::checkpoint;
 use super::log::{AppendInfo, PartitionLog, WriterState, parse_batches};
 use super::segment::parse_base_offset;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 

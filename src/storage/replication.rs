@@ -14,7 +14,7 @@ use super::log::{PartitionLog, Stamp, TRUNCATION_FILE, WriterState, parse_batche
 use super::scan;
 use super::segment::file_name;
 use super::signal::Moved;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -4,7 +4,7 @@
 //! tested without files.
 
 use super::config::LogConfig;
-use crate::Result;
+use crate::error::Result;
 use crate::record::{
     Batch, BatchBuilder, Compression, Records, set_base_offset, set_partition_leader_epoch,
 };

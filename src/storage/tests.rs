@@ -1,7 +1,7 @@
 //! Unit tests of the partition log through its public surface.
 
 use super::*;
-use crate::Error;
+use crate::error::Error;
 use crate::record::{BatchBuilder, batches};
 use std::fs;
 use std::path::Path;

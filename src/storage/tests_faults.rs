@@ -3,7 +3,7 @@
 
 use super::tests::{batch, small};
 use super::*;
-use crate::Error;
+use crate::error::Error;
 use crate::record::batches;
 use std::fs;
 use std::path::{Path, PathBuf};

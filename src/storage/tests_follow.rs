@@ -4,7 +4,7 @@
 
 use super::tests::batch;
 use super::*;
-use crate::Error;
+use crate::error::Error;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! truncation of snapshots, damage.
 
 use super::*;
-use crate::Error;
+use crate::error::Error;
 use crate::record::BatchBuilder;
 use std::fs;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! directory's high-watermark checkpoint.
 
 use super::*;
-use crate::Error;
+use crate::error::Error;
 use crate::record::{BatchBuilder, batches, set_partition_leader_epoch};
 use std::fs;
 use std::os::unix::fs::FileExt;

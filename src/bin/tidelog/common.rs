@@ -152,7 +152,7 @@ pub(crate) fn report_recovery(broker: &Broker) {
             continue;
         };
         for p in topic.partitions().iter() {
-            for cut in &p.log().recovery_report().cuts {
+            for cut in &p.recovery_report().cuts {
                 eprintln!(
                     "warning: recovery of partition {}-{} removed data: {cut}",
                     p.topic(),

@@ -251,7 +251,7 @@ fn read_some(
     let base = slice.file_position();
     let topic = r.partition.topic().to_string();
     let location = format!("{topic}-{}", r.partition.index());
-    let limit = decompression_limit(r.partition.log().config().max_message_bytes);
+    let limit = decompression_limit(r.partition.config().max_message_bytes);
     let mut scratch = Vec::new();
     for batch in checked_batches(&slice, &r.partition) {
         let (at, batch) = batch?;

@@ -365,7 +365,7 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
         b.push(now_ms(), key, Some(&payload), &[]);
     }
     let size = b.size_bytes();
-    let max = topic.partition(0)?.log().config().max_message_bytes as usize;
+    let max = topic.partition(0)?.config().max_message_bytes as usize;
     if size > max {
         return Err(fail!(
             "--batch {batch} records of --record-size {record_size} bytes make batches of {size} bytes, over topic {:?}'s max.message.bytes of {max}",
@@ -1195,7 +1195,7 @@ impl RecoverySum {
     fn of(partitions: &[Partition]) -> RecoverySum {
         let mut sum = RecoverySum::default();
         for p in partitions {
-            let r = p.log().recovery_report();
+            let r = p.recovery_report();
             sum.trusted += r.segments_trusted;
             sum.validated += r.segments_validated;
             sum.bytes_validated += r.bytes_validated;

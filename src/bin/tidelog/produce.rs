@@ -59,11 +59,11 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
     }
     let mut pending: Vec<Pending> = Vec::new();
     for p in topic.partitions().iter() {
-        let max = p.log().config().max_message_bytes as usize;
+        let max = p.config().max_message_bytes as usize;
         pending.push(Pending {
             partition: p.clone(),
             builder: BatchBuilder::with_capacity(64 * 1024)
-                .compression(p.log().config().compression_type.resolve(args.compression)),
+                .compression(p.config().compression_type.resolve(args.compression)),
             // Room for the timestamp delta, which the size estimate below leaves out.
             limit: max.min(MAX_BATCH).saturating_sub(16),
         });

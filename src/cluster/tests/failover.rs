@@ -27,7 +27,9 @@ use kafka_protocol::protocol::StrBytes;
 use super::replication::{broker, bytes_to, create, leader_index, part};
 use super::*;
 use crate::cluster::client::Client;
-use crate::{Acks, BatchBuilder, Consumer, ConsumerConfig, Producer, ProducerRecord};
+use crate::consumer::{Consumer, ConsumerConfig};
+use crate::producer::{Acks, Producer, ProducerRecord};
+use crate::record::BatchBuilder;
 
 const CALL: Duration = Duration::from_secs(10);
 

@@ -7,7 +7,9 @@
 //! nothing is appended.
 
 use super::*;
-use crate::{Acks, Broker, Partition, Producer, ProducerRecord};
+use crate::broker::Broker;
+use crate::producer::{Acks, Producer, ProducerRecord};
+use crate::topic::Partition;
 
 pub(super) fn broker(c: &TestCluster, i: usize) -> Broker {
     c.node(i).broker.upgrade().expect("the node's broker")
@@ -114,7 +116,7 @@ fn acks_all_writes_reach_every_replica_with_the_same_bytes() {
         .build()
         .unwrap();
     match follower_producer.send("events", ProducerRecord::new(b"x").partition(0)) {
-        Err(crate::Error::NotLeaderOrFollower { reason, .. }) => {
+        Err(crate::error::Error::NotLeaderOrFollower { reason, .. }) => {
             assert!(reason.contains(&format!("node {}", l + 1)), "{reason}");
         }
         other => panic!("a follower accepted an append: {other:?}"),
@@ -205,7 +207,7 @@ fn min_insync_replicas_refuses_acks_all_without_appending() {
     });
     let end = leader.log_end_offset();
     match producer.send("strict", ProducerRecord::new(b"refused").partition(0)) {
-        Err(crate::Error::NotEnoughReplicas { isr: 1, min: 2, .. }) => {}
+        Err(crate::error::Error::NotEnoughReplicas { isr: 1, min: 2, .. }) => {}
         other => panic!("acks=all with 1 in-sync replica of 2 needed: {other:?}"),
     }
     assert_eq!(leader.log_end_offset(), end, "nothing was appended");
@@ -240,7 +242,7 @@ fn isr_changes_are_proposed_without_waiting_for_the_controller() {
     c.halt(2);
     // The followers fall behind: a record in every partition they will never fetch.
     for p in &parts {
-        let mut b = crate::BatchBuilder::new();
+        let mut b = crate::record::BatchBuilder::new();
         b.push(1_000, None, Some(b"behind"), &[]);
         p.append_batch(&b.finish()).unwrap();
     }
@@ -257,7 +259,7 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
     let offsets = |c: &TestCluster| {
         c.node(c.running()[0])
             .image()
-            .topic(crate::OFFSETS_TOPIC)
+            .topic(crate::broker::OFFSETS_TOPIC)
             .map(|t| t.partitions[0].leader)
             .filter(|l| *l >= 1)
     };

@@ -85,7 +85,7 @@ pub enum GroupError {
     RequestTimedOut,
     /// The `__consumer_offsets` journal refused the write: nothing was stored.
     #[error("writing to __consumer_offsets failed: {0}")]
-    Journal(#[source] Arc<crate::Error>),
+    Journal(#[source] Arc<crate::error::Error>),
 }
 
 impl GroupError {
@@ -111,8 +111,8 @@ impl GroupError {
             GroupError::RequestTimedOut => 7,
             GroupError::Journal(e) => match &**e {
                 // A replicated journal that lost its leadership: the coordinator moved.
-                crate::Error::Closed(_) => 16,
-                crate::Error::Timeout(_) => 7,
+                crate::error::Error::Closed(_) => 16,
+                crate::error::Error::Timeout(_) => 7,
                 _ => 56,
             },
         }
@@ -147,7 +147,7 @@ mod tests {
             79
         );
         assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
-        let io = crate::Error::io("append", "x", std::io::Error::other("disk"));
+        let io = crate::error::Error::io("append", "x", std::io::Error::other("disk"));
         assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
     }
 }

@@ -1381,7 +1381,7 @@ pub fn load_groups(
     records: impl IntoIterator<Item = JournalRecord>,
     now: Instant,
     incarnation: u64,
-) -> crate::Result<BTreeMap<String, Group>> {
+) -> crate::error::Result<BTreeMap<String, Group>> {
     let mut entries = Vec::new();
     for (key, value) in records {
         if let Some(e) = offsets::decode(&key, value.as_deref())? {

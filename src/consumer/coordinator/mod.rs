@@ -248,7 +248,10 @@ impl GroupCoordinator {
     /// Becomes the coordinator from partition 0 of `__consumer_offsets`: reads it whole
     /// and appends to it from now on (a cluster node calls this when it becomes the
     /// partition's leader).
-    pub(crate) fn load_partition(&self, partition: crate::topic::Partition) -> crate::Result<()> {
+    pub(crate) fn load_partition(
+        &self,
+        partition: crate::topic::Partition,
+    ) -> crate::error::Result<()> {
         let entries = offsets::load(&partition)?;
         self.load(entries, Arc::new(offsets::LogJournal { partition }));
         Ok(())
@@ -277,7 +280,7 @@ impl GroupCoordinator {
     }
 
     /// Starts the session reaper thread (idempotent).
-    pub(crate) fn start_reaper(&self) -> crate::Result<()> {
+    pub(crate) fn start_reaper(&self) -> crate::error::Result<()> {
         let mut slot = self.inner.reaper.lock();
         if slot.is_some() {
             return Ok(());
@@ -286,7 +289,9 @@ impl GroupCoordinator {
         let handle = std::thread::Builder::new()
             .name("tidelog-group-reaper".into())
             .spawn(move || reaper_loop(&inner))
-            .map_err(|e| crate::Error::io("spawn group reaper thread for", "<coordinator>", e))?;
+            .map_err(|e| {
+                crate::error::Error::io("spawn group reaper thread for", "<coordinator>", e)
+            })?;
         *slot = Some(handle);
         Ok(())
     }
@@ -785,9 +790,9 @@ mod tests {
     }
 
     impl OffsetJournal for MemJournal {
-        fn append(&self, records: &[JournalRecord]) -> crate::Result<()> {
+        fn append(&self, records: &[JournalRecord]) -> crate::error::Result<()> {
             if self.fail.load(Ordering::Relaxed) {
-                return Err(crate::Error::io(
+                return Err(crate::error::Error::io(
                     "append to",
                     "__consumer_offsets-0",
                     std::io::Error::other("disk full"),

@@ -61,7 +61,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
     };
     let unacceptable =
-        |e: crate::Error| (ResponseError::UnacceptableCredential.code(), e.to_string());
+        |e: crate::error::Error| (ResponseError::UnacceptableCredential.code(), e.to_string());
     for d in &request.deletions {
         let user = d.name.to_string();
         let change = mechanism_of(d.mechanism).and_then(|mechanism| {

@@ -66,7 +66,7 @@ fn grow(
             format!("unknown topic {name:?}"),
         ));
     };
-    if name == crate::OFFSETS_TOPIC {
+    if name == crate::broker::OFFSETS_TOPIC {
         return Err((
             ResponseError::InvalidRequest.code(),
             format!("{name} is internal: its partition count cannot change"),

@@ -93,7 +93,7 @@ struct WantedPartition {
     index: i32,
     offset: i64,
     max_bytes: usize,
-    log: crate::Result<Arc<dyn PartitionOps>>,
+    log: crate::error::Result<Arc<dyn PartitionOps>>,
 }
 
 /// A topic named in the request.
@@ -261,7 +261,7 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
                         Err(e) => {
                             errors = true;
                             data.error = match e {
-                                crate::Error::OffsetOutOfRange { .. } => {
+                                crate::error::Error::OffsetOutOfRange { .. } => {
                                     ResponseError::OffsetOutOfRange.code()
                                 }
                                 e => error_code(&e),

@@ -37,7 +37,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code())
                 .with_error_message(Some(kstr(format!(
                     "{} has no leader yet",
-                    crate::OFFSETS_TOPIC
+                    crate::broker::OFFSETS_TOPIC
                 )))),
         };
         return req.respond(&response);
@@ -63,7 +63,7 @@ fn cluster_coordinator(
     group: &str,
 ) -> Option<(i32, String, i32)> {
     let image = cluster.image();
-    let topic = image.topic(crate::OFFSETS_TOPIC)?;
+    let topic = image.topic(crate::broker::OFFSETS_TOPIC)?;
     let count = topic.partitions.len() as i32;
     if count == 0 {
         return None;

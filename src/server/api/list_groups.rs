@@ -6,7 +6,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::OFFSETS_TOPIC;
+use crate::broker::OFFSETS_TOPIC;
 use crate::coordinator::{GroupError, GroupState};
 use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 

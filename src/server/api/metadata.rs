@@ -59,7 +59,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     Ok(()) => {
                         tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
                     }
-                    Err(crate::Error::TopicExists(_)) => {}
+                    Err(crate::error::Error::TopicExists(_)) => {}
                     Err(e) => {
                         tracing::info!(topic = %name, error = %e, "cannot auto-create topic");
                         error = error_code(&e);
@@ -174,7 +174,7 @@ fn handle_cluster(
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             let Some(t) = image.topic(&name) else {
-                let code = if crate::validate_topic_name(&name).is_err() {
+                let code = if crate::config::validate_topic_name(&name).is_err() {
                     ResponseError::InvalidTopicException.code()
                 } else {
                     ResponseError::UnknownTopicOrPartition.code()

@@ -52,7 +52,7 @@ use super::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 use super::backend::Backend;
 use super::peer_log::peer_warn;
 use super::sendfile::FileRegion;
-use crate::Error;
+use crate::error::Error;
 
 /// `(api key, lowest version, highest version)` the server answers, in the order they
 /// are listed in an ApiVersions response.
@@ -292,7 +292,7 @@ impl Ctx<'_> {
         op: AclOperation,
         kind: ResourceType,
         name: &str,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         if self.allowed(op, kind, name) {
             return Ok(());
         }
@@ -337,7 +337,7 @@ impl Ctx<'_> {
     /// Whether a Fetch may read `topic`: Read on it for a consumer, ClusterAction on the
     /// cluster for a follower (`replica_id >= 0`); refused partitions answer
     /// TOPIC_AUTHORIZATION_FAILED either way, as in Kafka.
-    pub(crate) fn authorize_fetch(&self, topic: &str, follower: bool) -> crate::Result<()> {
+    pub(crate) fn authorize_fetch(&self, topic: &str, follower: bool) -> crate::error::Result<()> {
         if !follower {
             return self.authorize(AclOperation::Read, ResourceType::Topic, topic);
         }

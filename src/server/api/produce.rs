@@ -28,11 +28,11 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::LogConfig;
 use crate::record::{Batch, Compression, decompression_limit};
 use crate::server::auth::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::storage::AppendOutcome;
+use crate::storage::LogConfig;
 
 /// A partition's answer, and for an appended one the log and the offset the high
 /// watermark must pass for `acks=all`.
@@ -144,7 +144,7 @@ fn validate(
     config: &LogConfig,
 ) -> Result<Validated, (i16, String)> {
     let limit = decompression_limit(config.max_message_bytes);
-    let corrupt = |e: crate::Error| (ResponseError::CorruptMessage.code(), e.to_string());
+    let corrupt = |e: crate::error::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
         return Err((
             ResponseError::CorruptMessage.code(),
@@ -201,7 +201,7 @@ fn produce_partition(
     if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
-    if topic == crate::OFFSETS_TOPIC {
+    if topic == crate::broker::OFFSETS_TOPIC {
         // The group coordinator owns it; a client's bytes there would corrupt offsets.
         return (
             refuse(

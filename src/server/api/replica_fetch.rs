@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::LogConfig;
-use crate::Result;
+use crate::error::Result;
 use crate::server::backend::{Backend, PartitionOps};
+use crate::storage::LogConfig;
 use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::cluster::codec::{Reader, Writer};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The name Kafka gives the cluster resource.
 pub const CLUSTER_RESOURCE_NAME: &str = "kafka-cluster";

@@ -11,7 +11,7 @@ use parking_lot::RwLock;
 
 use super::scram::{MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism};
 use crate::cluster::codec::{Reader, Writer};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The file of the credentials in a single node's data directory.
 pub(crate) const USERS_FILE: &str = "users";

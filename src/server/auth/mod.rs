@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::ApiKey;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use acl::{AclOperation, Authorizer, ResourceType};
 use credentials::CredentialStore;
 use sasl::{FailedLogins, SaslMechanism, SaslState};

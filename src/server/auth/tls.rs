@@ -19,7 +19,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The longest a TLS handshake may take.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
