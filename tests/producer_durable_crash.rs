@@ -5,6 +5,7 @@
 //! they send. The parent reopens the data directory and finds every acknowledged record
 //! at its offset, byte for byte, with a recovery point within the log. Three rounds over
 //! the same directory, each child appending after what the previous ones left.
+#![cfg(feature = "testing")]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

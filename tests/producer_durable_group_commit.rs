@@ -3,6 +3,7 @@
 //! records (the broker's fsync counter), every acknowledged record is in the log at the
 //! offset it was acknowledged with, the recovery point covers all of them, and they are
 //! all there after a reopen. Segments are small, so rolls happen among the sends.
+#![cfg(feature = "testing")]
 
 use std::sync::{Arc, Barrier};
 
