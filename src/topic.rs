@@ -142,7 +142,29 @@ impl Partition {
     /// offsets; the log wakes the consumers waiting on this partition. On a cluster
     /// node, `Error::NotLeaderOrFollower` (naming the leader) unless this node leads the
     /// partition.
+    ///
+    /// The topic's `compression.type` is honoured as a Kafka broker does: `producer`
+    /// (the default) stores the batches as sent; a codec (or `uncompressed`) stores every
+    /// batch that has another codec rewritten in it (the same records, producer fields
+    /// and base sequence), after its CRC is checked.
+    ///
+    /// ```
+    /// use tidelog::{Batch, BatchBuilder, Broker, Compression, TopicConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_topic("z", 1, TopicConfig::new().set("compression.type", "zstd"))?;
+    /// let p = broker.topic("z")?.partition(0)?;
+    /// let mut b = BatchBuilder::new().compression(Compression::Gzip);
+    /// b.push(1, None, Some(b"v"), &[]);
+    /// p.append_batch(&b.finish())?;
+    /// let stored = p.read(0, 1 << 20)?;
+    /// assert_eq!(Batch::parse(&stored)?.codec()?, Compression::Zstd);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
+        let rewritten = self.inner.log.in_configured_codec(batches)?;
+        let batches = rewritten.as_deref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let info = self.inner.log.append(batches)?;
@@ -152,8 +174,11 @@ impl Partition {
 
     /// Appends batches of idempotent producers after their sequence checks, check and
     /// append in one step ([`PartitionLog::append_idempotent`]). Refused on a cluster
-    /// node that does not lead the partition, as [`Partition::append_batch`].
+    /// node that does not lead the partition, and the topic's `compression.type`
+    /// honoured, as [`Partition::append_batch`].
     pub fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        let rewritten = self.inner.log.in_configured_codec(batches)?;
+        let batches = rewritten.as_deref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let outcome = self.inner.log.append_idempotent(batches)?;

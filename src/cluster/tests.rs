@@ -15,6 +15,7 @@ const SESSION: Duration = Duration::from_millis(2000);
 /// `replica.lag.time.max.ms` of the test clusters.
 const LAG: Duration = Duration::from_millis(1000);
 
+mod describe_producers;
 mod failover;
 mod replication;
 

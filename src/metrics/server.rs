@@ -336,6 +336,11 @@ fn error_codes(r: &dyn Any, f: &mut dyn FnMut(i16)) {
             .iter()
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code));
+    } else if let Some(r) = r.downcast_ref::<DescribeProducersResponse>() {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
     }
 }
 

@@ -17,6 +17,7 @@ pub use batch::{
     set_log_append_time, set_partition_leader_epoch,
 };
 pub use builder::BatchBuilder;
+pub(crate) use builder::recompress_batches;
 pub use compression::{Compression, DECOMPRESSION_RATIO, decompression_limit};
 
 /// CRC-32C (Castagnoli) of `bytes`: the checksum a RecordBatch v2 carries over its bytes

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::LogConfig;
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 
 /// The topic registry, the group coordinator and the data directory of a broker.
@@ -127,4 +127,6 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn watch_bounded(&self, signal: &Arc<Signal>, limit: ReadLimit);
     /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
     fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)>;
+    /// DescribeProducers: the idempotent producers of the partition's state.
+    fn active_producers(&self) -> Result<Vec<ActiveProducer>>;
 }

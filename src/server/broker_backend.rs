@@ -9,7 +9,7 @@ use crate::cluster::{ClusterNode, NO_LEADER};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::storage::LogConfig;
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Partition;
 use crate::topic::Signal;
 
@@ -274,5 +274,8 @@ impl PartitionOps for Partition {
     }
     fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
         self.log().end_offset_for_epoch(epoch)
+    }
+    fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        self.log().active_producers()
     }
 }

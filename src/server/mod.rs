@@ -1034,6 +1034,8 @@ mod tests_admin;
 #[cfg(test)]
 mod tests_api;
 #[cfg(test)]
+mod tests_error_codes;
+#[cfg(test)]
 mod tests_groups;
 #[cfg(test)]
 mod tests_security;

@@ -577,19 +577,23 @@ fn admin_apis_create_describe_and_delete() {
     let server = start(dir.path());
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "adm", 3);
-    let again = CreateTopicsRequest::default().with_topics(vec![
+    let creatable = |name: &'static str, replication_factor: i16| {
         create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("adm")))
+            .with_name(TopicName(StrBytes::from_static_str(name)))
             .with_num_partitions(1)
-            .with_replication_factor(3),
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("adm")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
+            .with_replication_factor(replication_factor)
+    };
+    let again = CreateTopicsRequest::default()
+        .with_topics(vec![creatable("adm-rf3", 3), creatable("adm", 1)]);
     let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 2, &again);
     assert_eq!(resp.topics[0].error_code, 38);
     assert_eq!(resp.topics[1].error_code, 36);
+    // A name listed twice: INVALID_REQUEST for every copy, as Kafka answers.
+    let twice = CreateTopicsRequest::default()
+        .with_topics(vec![creatable("adm-twice", 1), creatable("adm-twice", 1)]);
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 2, &twice);
+    assert_eq!(resp.topics[0].error_code, 42);
+    assert_eq!(resp.topics[1].error_code, 42);
     let resp: DescribeConfigsResponse = c.call(
         ApiKey::DescribeConfigs,
         1,

@@ -17,12 +17,15 @@ use super::auth::scram::{ScramCredential, ScramMechanism};
 use super::tests_api::{Client, batch, produce_req};
 use super::*;
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
 /// A broker in a fresh directory with topics and users made in process.
-fn broker(topics: &[&str], users: &[(&str, &str)]) -> (tempfile::TempDir, crate::broker::Broker) {
+pub(super) fn broker(
+    topics: &[&str],
+    users: &[(&str, &str)],
+) -> (tempfile::TempDir, crate::broker::Broker) {
     let dir = tempfile::tempdir().unwrap();
     let broker = crate::broker::Broker::open(dir.path()).unwrap();
     for t in topics {
@@ -43,7 +46,7 @@ fn broker(topics: &[&str], users: &[(&str, &str)]) -> (tempfile::TempDir, crate:
 }
 
 /// A server with a SASL_PLAINTEXT listener first and a PLAINTEXT one second.
-fn sasl_server(broker: crate::broker::Broker, authorizer: bool) -> ServerHandle {
+pub(super) fn sasl_server(broker: crate::broker::Broker, authorizer: bool) -> ServerHandle {
     Server::builder(broker)
         .listen("127.0.0.1:0")
         .security_protocol(SecurityProtocol::SaslPlaintext)
@@ -56,7 +59,7 @@ fn sasl_server(broker: crate::broker::Broker, authorizer: bool) -> ServerHandle 
 
 /// The handshake and the SASL exchange; the authenticated client, or the failing code
 /// and message.
-fn login(
+pub(super) fn login(
     addr: SocketAddr,
     mechanism: &str,
     user: &str,

@@ -634,6 +634,28 @@ impl PartitionLog {
         LogConfig::clone(&self.inner.config.read())
     }
 
+    /// `batches` rewritten in the codec the log's `compression.type` names, for the
+    /// batches that do not have it (Kafka's rule for a topic-level codec that differs from
+    /// the producer's); `None` when they are stored as sent (`producer`, the default, or
+    /// every batch already in that codec). Decompression is bounded by
+    /// `max.message.bytes` ([`decompression_limit`](crate::record::decompression_limit));
+    /// a batch that does not decode is [`Error::Corrupt`] naming this log.
+    pub(crate) fn in_configured_codec(&self, batches: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (compression, max_message_bytes) = {
+            let c = self.inner.config.read();
+            (c.compression_type, c.max_message_bytes)
+        };
+        match compression {
+            super::CompressionType::Producer => Ok(None),
+            super::CompressionType::Codec(codec) => crate::record::recompress_batches(
+                batches,
+                codec,
+                self.name(),
+                crate::record::decompression_limit(max_message_bytes),
+            ),
+        }
+    }
+
     /// Replaces the settings (they apply from the next append or retention pass).
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;

@@ -47,6 +47,8 @@ pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
 pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
+#[cfg(feature = "server")]
+pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::AppendOutcome;
 pub(crate) use signal::Signal;
 

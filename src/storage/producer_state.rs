@@ -334,6 +334,21 @@ pub enum AppendOutcome {
     Duplicate(i64),
 }
 
+/// An idempotent producer as the partition knows it (DescribeProducers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) struct ActiveProducer {
+    /// Its producer id.
+    pub(crate) producer_id: i64,
+    /// Its current epoch.
+    pub(crate) epoch: i16,
+    /// The sequence of its last record (-1 if it has no batch).
+    pub(crate) last_sequence: i32,
+    /// The max timestamp of its last batch, read from that batch's header (-1 when
+    /// retention or DeleteRecords removed it: the state does not keep timestamps).
+    pub(crate) last_timestamp: i64,
+}
+
 impl PartitionLog {
     /// Appends batches of idempotent producers (and possibly others) after checking
     /// their sequences against the producers' state, check and append in one step under
@@ -418,6 +433,55 @@ impl PartitionLog {
         // The append records the batches in the state (`write_batch`).
         self.append_locked(w, &parsed, &config)
             .map(AppendOutcome::Appended)
+    }
+
+    /// Every producer of the partition's state, by producer id (Kafka's
+    /// `activeProducers`), loading the state first if it is not loaded.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        let mut listed: Vec<(i64, i16, Option<BatchMeta>)> = {
+            let mut w = self.inner.writer.lock();
+            self.ensure_producers(&mut w)?;
+            let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+            state
+                .producers
+                .iter()
+                .map(|(&id, e)| (id, e.epoch, e.batches.back().copied()))
+                .collect()
+        };
+        listed.sort_unstable_by_key(|p| p.0);
+        let segments = self.segments();
+        // The max timestamp of the batch at `offset`; None once retention removed it.
+        // A segment that does not read back is an error, as every read of the log.
+        let timestamp = |offset: i64| -> Result<Option<i64>> {
+            let i = segments.partition_point(|s| s.base_offset <= offset);
+            let Some(seg) = i.checked_sub(1).and_then(|i| segments.get(i)) else {
+                return Ok(None);
+            };
+            let view = seg.view()?;
+            let Some(pos) = view.find(offset, &mut view.heads())? else {
+                return Ok(None);
+            };
+            Ok(view
+                .head_at(pos)
+                .filter(|h| h.base_offset == offset)
+                .map(|h| h.max_timestamp))
+        };
+        listed
+            .into_iter()
+            .map(|(producer_id, epoch, last)| {
+                let last_timestamp = match last {
+                    Some(b) => timestamp(b.base_offset)?.unwrap_or(-1),
+                    None => -1,
+                };
+                Ok(ActiveProducer {
+                    producer_id,
+                    epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_timestamp,
+                })
+            })
+            .collect()
     }
 
     /// True once the producers' state is loaded (tests).
@@ -632,5 +696,45 @@ mod tests {
             e.is_corruption() && e.to_string().contains("ends inside"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn active_producers_list_epoch_last_sequence_and_last_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::storage::LogConfig {
+            segment_bytes: 1024,
+            ..Default::default()
+        };
+        let log = PartitionLog::open(dir.path().join("t-0"), "t-0", config.clone()).unwrap();
+        let batch = |pid: i64, epoch: i16, seq: i32, ts: &[i64]| {
+            let mut b = crate::record::BatchBuilder::new().producer(pid, epoch, seq);
+            for &t in ts {
+                b.push(t, None, Some(&[7u8; 200]), &[]);
+            }
+            b.finish()
+        };
+        assert!(log.active_producers().unwrap().is_empty());
+        log.append_idempotent(&batch(9, 0, 0, &[100, 300, 200]))
+            .unwrap();
+        log.append_idempotent(&batch(4, 1, 0, &[50])).unwrap();
+        log.append_idempotent(&batch(9, 0, 3, &[400, 350])).unwrap();
+        // Batches without a producer id make no producer.
+        let mut plain = crate::record::BatchBuilder::new();
+        plain.push(1, None, Some(b"x"), &[]);
+        log.append(&plain.finish()).unwrap();
+        let listed = |log: &PartitionLog| {
+            log.active_producers()
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.producer_id, p.epoch, p.last_sequence, p.last_timestamp))
+                .collect::<Vec<_>>()
+        };
+        let expected = vec![(4, 1, 0, 50), (9, 0, 4, 400)];
+        assert_eq!(listed(&log), expected);
+        // The same after a restart (the state from a snapshot and the segments).
+        log.close().unwrap();
+        let log = PartitionLog::open(dir.path().join("t-0"), "t-0", config.clone()).unwrap();
+        assert!(log.segment_count() > 1, "segments rolled");
+        assert_eq!(listed(&log), expected);
     }
 }

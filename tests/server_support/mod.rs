@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName, fetch_request,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 /// `req` as a size-prefixed `key` v`version` request with correlation id `corr`.
 pub fn frame<R: Encodable>(key: ApiKey, version: i16, corr: i32, req: &R) -> Vec<u8> {
@@ -69,6 +69,29 @@ pub fn response(s: &mut TcpStream) -> std::io::Result<(i32, Vec<u8>)> {
     s.read_exact(&mut body)?;
     let corr = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
     Ok((corr, body.split_off(4)))
+}
+
+/// Sends `req` as `key` v`version` on `s` and decodes the response of type `R` at that
+/// version (its correlation id checked).
+pub fn call<Q: Encodable, R: Decodable + HeaderVersion>(
+    s: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    req: &Q,
+) -> R {
+    const CORRELATION_ID: i32 = 7;
+    s.write_all(&frame(key, version, CORRELATION_ID, req))
+        .unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = bytes::Bytes::from(body);
+    let header =
+        kafka_protocol::messages::ResponseHeader::decode(&mut body, R::header_version(version))
+            .unwrap();
+    assert_eq!(header.correlation_id, CORRELATION_ID);
+    R::decode(&mut body, version).unwrap()
 }
 
 /// True if the server answers an ApiVersions request on a new connection.

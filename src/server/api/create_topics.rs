@@ -3,6 +3,10 @@
 //! controller, with its replication factor (-1: `default.replication.factor`) or the
 //! client's replica assignment, and answers once the topic is applied here (or
 //! REQUEST_TIMED_OUT); `validate_only` checks against the current image.
+//!
+//! As in Kafka: a topic named twice in one request is INVALID_REQUEST (every copy), a
+//! partition count of 0 or below -1 INVALID_PARTITIONS, a replication factor of 0 or
+//! below -1 INVALID_REPLICATION_FACTOR.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -19,6 +23,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     if let Some(cluster) = backend.cluster() {
         return handle_cluster(ctx, req, request, cluster);
     }
+    let duplicates = duplicates(&request);
     let topics = request
         .topics
         .into_iter()
@@ -26,10 +31,20 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let name = t.name.0.to_string();
             let configs = configs_of(&t);
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let outcome = if !ctx.may_create_topic(&name) {
+            let outcome = if duplicates.contains(&name) {
+                Err(duplicate(&name))
+            } else if !ctx.may_create_topic(&name) {
                 Err((
                     denied_code(ResourceType::Topic),
                     format!("not authorized to create topic {name:?}"),
+                ))
+            } else if t.replication_factor == 0 || t.replication_factor < -1 {
+                Err((
+                    ResponseError::InvalidReplicationFactor.code(),
+                    format!(
+                        "replication factor {} is not valid: it must be at least 1, or -1 for the default",
+                        t.replication_factor
+                    ),
                 ))
             } else if t.replication_factor > 1 {
                 Err((
@@ -66,6 +81,25 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
         .collect();
     req.respond(&CreateTopicsResponse::default().with_topics(topics))
+}
+
+/// The names the request lists more than once.
+fn duplicates(request: &CreateTopicsRequest) -> std::collections::HashSet<String> {
+    let mut seen = std::collections::HashSet::new();
+    request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect()
+}
+
+/// The refusal of a topic the request names more than once.
+fn duplicate(name: &str) -> (i16, String) {
+    (
+        ResponseError::InvalidRequest.code(),
+        format!("topic {name:?} appears more than once in the request"),
+    )
 }
 
 /// The config overrides a topic asks for.
@@ -123,13 +157,16 @@ fn handle_cluster(
     cluster: &crate::cluster::ClusterNode,
 ) -> Result<Reply, Fatal> {
     let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
+    let duplicates = duplicates(&request);
     let topics = request
         .topics
         .iter()
         .map(|t| {
             let name = t.name.0.to_string();
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let allowed = if ctx.may_create_topic(&name) {
+            let allowed = if duplicates.contains(&name) {
+                Err(duplicate(&name))
+            } else if ctx.may_create_topic(&name) {
                 Ok(())
             } else {
                 Err((

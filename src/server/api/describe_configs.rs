@@ -1,6 +1,10 @@
 //! DescribeConfigs (key 32), versions 1-3: a topic's effective configuration (Kafka
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
 //! the others DEFAULT_CONFIG); a broker resource answers an empty list.
+//!
+//! As in Kafka: a topic with an invalid name is INVALID_TOPIC_EXCEPTION, an unknown one
+//! UNKNOWN_TOPIC_OR_PARTITION; a broker resource must name this node's id (or be empty),
+//! else INVALID_REQUEST, as must the resource type.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
@@ -8,7 +12,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
 use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 /// Resource type of a topic.
@@ -37,15 +41,25 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let allowed = ctx.check(AclOperation::DescribeConfigs, kind, name);
             let pairs = match r.resource_type {
                 _ if allowed.is_err() => allowed.map(|()| Vec::new()),
-                TOPIC => ctx
-                    .backend()
-                    .topic_configs(&r.resource_name)
+                TOPIC => crate::config::validate_topic_name(&r.resource_name)
+                    .and_then(|()| ctx.backend().topic_configs(&r.resource_name))
                     .and_then(|pairs| {
                         overridden = ctx.backend().topic_overrides(&r.resource_name)?;
                         Ok(pairs)
                     })
                     .map_err(|e| (error_code(&e), e.to_string())),
-                BROKER => Ok(Vec::new()),
+                BROKER => {
+                    let id = ctx.backend().cluster().map_or(NODE_ID, |c| c.node_id());
+                    let name = r.resource_name.as_str();
+                    if name.is_empty() || name.parse::<i32>() == Ok(id) {
+                        Ok(Vec::new())
+                    } else {
+                        Err((
+                            ResponseError::InvalidRequest.code(),
+                            format!("unexpected broker id {name:?}: this is broker {id}"),
+                        ))
+                    }
+                }
                 other => Err((
                     ResponseError::InvalidRequest.code(),
                     format!("resource type {other} is not supported"),

@@ -14,8 +14,18 @@ use crate::server::auth::denied_code;
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FindCoordinatorRequest = req.decode()?;
     let kind = match request.key_type {
+        0 => ResourceType::Group,
         1 => ResourceType::TransactionalId,
-        _ => ResourceType::Group,
+        other => {
+            // Kafka's CoordinatorType.forId: an unknown type is INVALID_REQUEST.
+            return req.respond(
+                &FindCoordinatorResponse::default()
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(kstr(format!("unknown coordinator type {other}")))),
+            );
+        }
     };
     if !ctx.allowed(AclOperation::Describe, kind, &request.key) {
         return req.respond(

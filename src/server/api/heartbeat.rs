@@ -1,8 +1,9 @@
-//! Heartbeat (key 12), versions 0-3.
+//! Heartbeat (key 12), versions 0-3. An empty group id is INVALID_GROUP_ID, as in Kafka.
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{Ctx, Fatal, Reply, Request};
+use crate::coordinator::GroupError;
 use crate::server::auth::acl::{AclOperation, ResourceType};
 use crate::server::auth::denied_code;
 
@@ -12,6 +13,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         return req.respond(
             &HeartbeatResponse::default().with_error_code(denied_code(ResourceType::Group)),
         );
+    }
+    if request.group_id.is_empty() {
+        let code = GroupError::InvalidGroupId(String::new()).code();
+        return req.respond(&HeartbeatResponse::default().with_error_code(code));
     }
     let answer = ctx.backend().groups().heartbeat(
         &request.group_id,

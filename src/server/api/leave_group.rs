@@ -1,5 +1,6 @@
 //! LeaveGroup (key 13), versions 0-3 (one member before v3, a list from v3, where a
-//! static member may be named by its `group.instance.id` alone).
+//! static member may be named by its `group.instance.id` alone). An empty group id is
+//! INVALID_GROUP_ID, as in Kafka.
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
@@ -15,6 +16,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         return req.respond(
             &LeaveGroupResponse::default().with_error_code(denied_code(ResourceType::Group)),
         );
+    }
+    if request.group_id.is_empty() {
+        let code = crate::coordinator::GroupError::InvalidGroupId(String::new()).code();
+        return req.respond(&LeaveGroupResponse::default().with_error_code(code));
     }
     let members: Vec<LeavingMember> = if req.version() >= 3 {
         request

@@ -68,7 +68,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 count = backend.partition_count(&name);
             }
             if count.is_none() && error == 0 {
-                error = ResponseError::UnknownTopicOrPartition.code();
+                error = unknown_topic_code(&name);
             }
         }
         let partitions = (0..count.unwrap_or(0))
@@ -111,6 +111,16 @@ fn unauthorized(name: String) -> MetadataResponseTopic {
         .with_error_code(ResponseError::TopicAuthorizationFailed.code())
         .with_name(Some(TopicName(kstr(name))))
         .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+/// The code for a topic that does not exist: INVALID_TOPIC_EXCEPTION if its name is not
+/// a valid one, else UNKNOWN_TOPIC_OR_PARTITION (Kafka's rule).
+fn unknown_topic_code(name: &str) -> i16 {
+    if crate::config::validate_topic_name(name).is_err() {
+        ResponseError::InvalidTopicException.code()
+    } else {
+        ResponseError::UnknownTopicOrPartition.code()
+    }
 }
 
 /// The topics a request asks for: None = every topic.
@@ -174,12 +184,7 @@ fn handle_cluster(
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             let Some(t) = image.topic(&name) else {
-                let code = if crate::config::validate_topic_name(&name).is_err() {
-                    ResponseError::InvalidTopicException.code()
-                } else {
-                    ResponseError::UnknownTopicOrPartition.code()
-                };
-                return topic.with_error_code(code);
+                return topic.with_error_code(unknown_topic_code(&name));
             };
             let partitions = t
                 .partitions

@@ -19,6 +19,7 @@ mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_producers;
 mod describe_user_scram_credentials;
 mod fetch;
 mod find_coordinator;
@@ -89,7 +90,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::OffsetForLeaderEpoch, 0, 4),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -472,6 +474,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
         Ok(ApiKey::AlterUserScramCredentials) => alter_user_scram_credentials::handle(ctx, req),
         // The connection answers the SASL APIs itself (they change its state).
         Ok(ApiKey::OffsetForLeaderEpoch) => offset_for_leader_epoch::handle(ctx, req),
+        Ok(ApiKey::DescribeProducers) => describe_producers::handle(ctx, req),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)
@@ -526,6 +529,7 @@ pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
             req.decode::<AlterUserScramCredentialsRequest>().map(drop)
         }
         Ok(ApiKey::OffsetForLeaderEpoch) => req.decode::<OffsetForLeaderEpochRequest>().map(drop),
+        Ok(ApiKey::DescribeProducers) => req.decode::<DescribeProducersRequest>().map(drop),
         _ => Err(Fatal(format!(
             "{} is not supported",
             api_name(req.header.request_api_key)

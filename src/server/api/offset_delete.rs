@@ -1,7 +1,10 @@
 //! OffsetDelete (key 47), version 0: deletes a group's committed offsets for some
 //! partitions; GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to,
-//! GROUP_ID_NOT_FOUND for an unknown group.
+//! GROUP_ID_NOT_FOUND for an unknown group. As in Kafka, Delete on the group is checked
+//! first (GROUP_AUTHORIZATION_FAILED for the whole request), then per partition Read on
+//! its topic (TOPIC_AUTHORIZATION_FAILED) and that it exists (UNKNOWN_TOPIC_OR_PARTITION).
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -29,6 +32,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let (partitions, denied): (Vec<_>, Vec<_>) = partitions
         .into_iter()
         .partition(|(t, _)| ctx.allowed(AclOperation::Read, ResourceType::Topic, t));
+    let (partitions, unknown): (Vec<_>, Vec<_>) = partitions.into_iter().partition(|(t, p)| {
+        ctx.backend()
+            .partition_count(t)
+            .is_some_and(|count| (0..count).contains(p))
+    });
     let results = match ctx
         .backend()
         .groups()
@@ -40,7 +48,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
     let refused = denied
         .into_iter()
-        .map(|p| (p, Err(denied_code(ResourceType::Topic))));
+        .map(|p| (p, Err(denied_code(ResourceType::Topic))))
+        .chain(
+            unknown
+                .into_iter()
+                .map(|p| (p, Err(ResponseError::UnknownTopicOrPartition.code()))),
+        );
     let done = partitions
         .into_iter()
         .zip(results.into_iter().map(|r| r.map_err(|e| e.code())));

@@ -1,5 +1,9 @@
 //! OffsetFetch (key 9), versions 1-5: a group's committed offsets from the broker's
 //! group coordinator (all of them when the request names no topics, v2+).
+//!
+//! A refusal of the whole group (GROUP_AUTHORIZATION_FAILED, the coordinator's errors)
+//! is the top-level error code from v2; v1 has none, so there every partition asked for
+//! carries it, as Kafka answers.
 
 use std::collections::BTreeMap;
 
@@ -24,13 +28,29 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             })
             .collect()
     });
+    let version = req.version();
+    let group_error = |code: i16| {
+        if version >= 2 {
+            return OffsetFetchResponse::default().with_error_code(code);
+        }
+        let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+        for (topic, partition) in wanted.iter().flatten() {
+            by_topic.entry(topic.clone()).or_default().push(
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(-1)
+                    .with_metadata(Some(kstr("")))
+                    .with_error_code(code),
+            );
+        }
+        OffsetFetchResponse::default().with_topics(topics(by_topic))
+    };
     if !ctx.allowed(
         AclOperation::Describe,
         ResourceType::Group,
         &request.group_id,
     ) {
-        let code = denied_code(ResourceType::Group);
-        return req.respond(&OffsetFetchResponse::default().with_error_code(code));
+        return req.respond(&group_error(denied_code(ResourceType::Group)));
     }
     let answer = ctx
         .backend()
@@ -38,9 +58,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .offset_fetch(&request.group_id, wanted.as_deref());
     let offsets = match answer {
         Ok(offsets) => offsets,
-        Err(e) => {
-            return req.respond(&OffsetFetchResponse::default().with_error_code(e.code()));
-        }
+        Err(e) => return req.respond(&group_error(e.code())),
     };
     let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
     for o in offsets {
@@ -63,13 +81,19 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_metadata(Some(kstr(o.metadata))),
         );
     }
-    let topics = by_topic
+    req.respond(&OffsetFetchResponse::default().with_topics(topics(by_topic)))
+}
+
+/// The response's topics from partitions grouped by topic name.
+fn topics(
+    by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>>,
+) -> Vec<OffsetFetchResponseTopic> {
+    by_topic
         .into_iter()
         .map(|(name, partitions)| {
             OffsetFetchResponseTopic::default()
                 .with_name(TopicName(kstr(name)))
                 .with_partitions(partitions)
         })
-        .collect();
-    req.respond(&OffsetFetchResponse::default().with_topics(topics))
+        .collect()
 }

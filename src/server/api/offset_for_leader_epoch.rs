@@ -1,10 +1,11 @@
-//! OffsetForLeaderEpoch (key 23), versions 0-4: for each partition and leader epoch,
+//! OffsetForLeaderEpoch (key 23), versions 2-4 (Kafka 4.0 removed 0-1, and the protocol
+//! crate decodes only 2-4): for each partition and leader epoch,
 //! the largest epoch of the leader's log at or below it and the offset where that epoch
 //! ends (the start of the next one, or the log end for the latest). Followers ask it
 //! before they fetch from a new leader, to truncate a divergent tail (KIP-101/279);
 //! clients ask it after a leader change to detect truncation (KIP-320).
 //!
-//! Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere); from v2 the request's
+//! Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere); the request's
 //! `current_leader_epoch` is checked (FENCED_LEADER_EPOCH if older, UNKNOWN_LEADER_EPOCH
 //! if newer). A log without epochs answers UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
 //! (-1, -1).

@@ -5,8 +5,9 @@
 //! partitions of the request go ahead. A compressed batch is decompressed (bounded by
 //! 64 x `max.message.bytes`) and its records checked, as Kafka's broker does; when the
 //! topic's `compression.type` names a codec other than the batch's (or `uncompressed`),
-//! the batch is rewritten with the topic's codec before it is appended (Kafka's rule;
-//! `producer`, the default, stores batches as sent). Batches of idempotent producers go
+//! the partition rewrites the batch with the topic's codec before it is appended
+//! (`Partition::append_batch`, Kafka's rule; `producer`, the default, stores batches as
+//! sent). Batches of idempotent producers go
 //! through `PartitionLog::append_idempotent`, whose sequence checks and append are one
 //! step under the log's writer lock; its typed refusals become DUPLICATE_SEQUENCE_NUMBER,
 //! OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH (`error_code`). `acks = 0`
@@ -131,28 +132,23 @@ fn refuse(index: i32, code: i16, message: String) -> PartitionProduceResponse {
         .with_error_message(Some(kstr(message)))
 }
 
-/// Whether a batch of a partition's records comes from an idempotent producer, and the
-/// records rewritten in the topic's codec when they had to be.
-type Validated = (bool, Option<Vec<u8>>);
-
-/// Validate every batch of `records`; with the batches rewritten in the topic's codec
-/// when its `compression.type` asks for one that some batch does not have.
+/// Validate every batch of `records`; whether one comes from an idempotent producer.
 fn validate(
     topic: &str,
     partition: i32,
     records: &[u8],
     config: &LogConfig,
-) -> Result<Validated, (i16, String)> {
+) -> Result<bool, (i16, String)> {
     let limit = decompression_limit(config.max_message_bytes);
     let corrupt = |e: crate::error::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
+        // Kafka's ProduceRequest.validateRecords (v3+): INVALID_RECORD.
         return Err((
-            ResponseError::CorruptMessage.code(),
+            ResponseError::InvalidRecord.code(),
             format!("produce request for {topic}-{partition} carries no record batch"),
         ));
     }
     let mut idempotent = false;
-    let mut rewritten: Option<Vec<u8>> = None;
     let mut scratch = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
@@ -167,18 +163,6 @@ fn validate(
                 r.map_err(corrupt)?;
             }
         }
-        let target = config.compression_type.resolve(codec);
-        if target != codec || rewritten.is_some() {
-            let done = rewritten.get_or_insert_with(|| records[..pos].to_vec());
-            if target == codec {
-                done.extend_from_slice(batch.as_bytes());
-            } else {
-                let again = batch
-                    .recompress(target, &location, limit)
-                    .map_err(corrupt)?;
-                done.extend_from_slice(&again);
-            }
-        }
         if batch.is_control() || batch.is_transactional() {
             return Err((
                 ResponseError::InvalidRecord.code(),
@@ -188,7 +172,7 @@ fn validate(
         pos += batch.len();
         idempotent |= batch.producer_id() >= 0;
     }
-    Ok((idempotent, rewritten))
+    Ok(idempotent)
 }
 
 fn produce_partition(
@@ -216,7 +200,7 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return (refuse(index, error_code(&e), e.to_string()), None),
     };
-    let (idempotent, rewritten) = match validate(topic, index, &records, &log.log_config()) {
+    let idempotent = match validate(topic, index, &records, &log.log_config()) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
@@ -229,26 +213,26 @@ fn produce_partition(
         tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: {e}");
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
-    let records = rewritten.as_deref().unwrap_or(&records);
     let result = if idempotent {
-        log.append_idempotent(records).map(|outcome| match outcome {
-            AppendOutcome::Appended(info) => {
-                (info.base_offset, info.last_offset, info.log_append_time)
-            }
-            AppendOutcome::Duplicate(base) => {
-                tracing::debug!(
-                    topic,
-                    partition = index,
-                    base_offset = base,
-                    "duplicate batch not appended again"
-                );
-                // A batch is replicated whole: the high watermark past its base offset
-                // is past all of it.
-                (base, base, None)
-            }
-        })
+        log.append_idempotent(&records)
+            .map(|outcome| match outcome {
+                AppendOutcome::Appended(info) => {
+                    (info.base_offset, info.last_offset, info.log_append_time)
+                }
+                AppendOutcome::Duplicate(base) => {
+                    tracing::debug!(
+                        topic,
+                        partition = index,
+                        base_offset = base,
+                        "duplicate batch not appended again"
+                    );
+                    // A batch is replicated whole: the high watermark past its base offset
+                    // is past all of it.
+                    (base, base, None)
+                }
+            })
     } else {
-        log.append(records)
+        log.append(&records)
             .map(|info| (info.base_offset, info.last_offset, info.log_append_time))
     }
     .map_err(|e| (error_code(&e), e.to_string()));

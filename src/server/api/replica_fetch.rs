@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::server::backend::{Backend, PartitionOps};
 use crate::storage::LogConfig;
-use crate::storage::{AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 
 /// Resolves a fetched partition: the leader-epoch check (`current_leader_epoch`, -1 for
@@ -113,5 +113,8 @@ impl PartitionOps for ReplicaView {
     }
     fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
         self.log.end_offset_for_epoch(epoch)
+    }
+    fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        self.log.active_producers()
     }
 }

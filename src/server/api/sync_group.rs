@@ -1,5 +1,6 @@
 //! SyncGroup (key 14), versions 0-3: the leader hands in the assignment, every member
-//! receives its own, through the broker's group coordinator.
+//! receives its own, through the broker's group coordinator. An empty group id is
+//! INVALID_GROUP_ID, as in Kafka.
 
 use std::time::Duration;
 
@@ -18,6 +19,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         return req.respond(
             &SyncGroupResponse::default().with_error_code(denied_code(ResourceType::Group)),
         );
+    }
+    if request.group_id.is_empty() {
+        let code = crate::coordinator::GroupError::InvalidGroupId(String::new()).code();
+        return req.respond(&SyncGroupResponse::default().with_error_code(code));
     }
     let sync = crate::coordinator::SyncGroupRequest {
         group_id: request.group_id.0.to_string(),

@@ -1,0 +1,379 @@
+//! Every API version the server advertises in ApiVersions is answered: for each API key
+//! and each version from its minimum to its maximum, a request of that version (encoded
+//! by `kafka-protocol`'s client side, on a new connection) gets a response that decodes
+//! at that version with its correlation id and no byte left over. The data-path APIs
+//! carry a real topic, so their per-partition fields are exercised at every version and
+//! their error codes checked.
+#![cfg(feature = "server")]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tidelog::{BatchBuilder, Broker, Server, TopicConfig};
+
+const TOPIC: &str = "versions";
+const GROUP: &str = "versions-group";
+
+fn topic() -> TopicName {
+    TopicName(StrBytes::from_static_str(TOPIC))
+}
+
+/// Sends `req` as `key` v`version` with correlation id `corr` on a new connection and
+/// returns the response's body (after its header, whose correlation id is checked).
+fn exchange<Q: Encodable>(
+    addr: SocketAddr,
+    key: ApiKey,
+    version: i16,
+    corr: i32,
+    req: &Q,
+) -> Bytes {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(corr)
+        .with_client_id(Some(StrBytes::from_static_str("versions-test")))
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version)
+        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
+    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&buf);
+    s.write_all(&framed).unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size)
+        .unwrap_or_else(|e| panic!("no response to {key:?} v{version}: {e}"));
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
+        .unwrap_or_else(|e| panic!("{key:?} v{version}: response header: {e}"));
+    assert_eq!(header.correlation_id, corr, "{key:?} v{version}");
+    body
+}
+
+fn batch() -> Bytes {
+    let mut b = BatchBuilder::new();
+    b.push(1_700_000_000_000, None, Some(b"v"), &[]);
+    Bytes::from(b.finish())
+}
+
+/// Sends `req` at each version from `lo` to `hi` and checks that the response decodes
+/// as `R` at that version with nothing left over, and that `errors` (the error codes of
+/// the test topic's partition in it) are all 0; how many versions it checked.
+fn every<Q: Encodable, R: Decodable + std::fmt::Debug>(
+    addr: SocketAddr,
+    key: ApiKey,
+    (lo, hi): (i16, i16),
+    corr: &mut i32,
+    req: &Q,
+    errors: fn(&R) -> Vec<i16>,
+) -> i32 {
+    for version in lo..=hi {
+        *corr += 1;
+        let mut body = exchange(addr, key, version, *corr, req);
+        let response = R::decode(&mut body, version)
+            .unwrap_or_else(|e| panic!("{key:?} v{version}: response does not decode: {e}"));
+        assert!(
+            body.is_empty(),
+            "{key:?} v{version}: {} bytes after the response",
+            body.len()
+        );
+        let codes = errors(&response);
+        assert!(
+            codes.iter().all(|&c| c == 0),
+            "{key:?} v{version}: error codes {codes:?} in {response:?}"
+        );
+    }
+    i32::from(hi - lo + 1)
+}
+
+/// Sends a request of `key` that makes sense at every version from `lo` to `hi` and
+/// checks each response ([`every`]); how many versions it checked.
+fn answer_every_version(
+    addr: SocketAddr,
+    key: ApiKey,
+    (lo, hi): (i16, i16),
+    corr: &mut i32,
+) -> i32 {
+    macro_rules! every {
+        ($resp:ty, $req:expr $(,)?) => {
+            every::<_, $resp>(addr, key, (lo, hi), corr, &$req, |_| Vec::new())
+        };
+        ($resp:ty, $req:expr, $errors:expr $(,)?) => {
+            every::<_, $resp>(addr, key, (lo, hi), corr, &$req, $errors)
+        };
+    }
+    match key {
+        ApiKey::Produce => every!(
+            ProduceResponse,
+            ProduceRequest::default()
+                .with_acks(1)
+                .with_timeout_ms(5000)
+                .with_topic_data(vec![
+                    produce_request::TopicProduceData::default()
+                        .with_name(topic())
+                        .with_partition_data(vec![
+                            produce_request::PartitionProduceData::default()
+                                .with_index(0)
+                                .with_records(Some(batch())),
+                        ]),
+                ]),
+            |r| r
+                .responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+                .collect()
+        ),
+        ApiKey::Fetch => every!(
+            FetchResponse,
+            FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![
+                    fetch_request::FetchTopic::default()
+                        .with_topic(topic())
+                        .with_partitions(vec![
+                            fetch_request::FetchPartition::default()
+                                .with_partition(0)
+                                .with_fetch_offset(0)
+                                .with_partition_max_bytes(1 << 20),
+                        ]),
+                ]),
+            |r| r
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        ),
+        ApiKey::ListOffsets => {
+            every!(
+                ListOffsetsResponse,
+                ListOffsetsRequest::default().with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            list_offsets_request::ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_timestamp(-1),
+                        ]),
+                ]),
+                |r| r
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect()
+            )
+        }
+        ApiKey::Metadata => {
+            every!(
+                MetadataResponse,
+                MetadataRequest::default().with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(topic())),
+                ])),
+                |r| r.topics.iter().map(|t| t.error_code).collect()
+            )
+        }
+        ApiKey::OffsetCommit => every!(
+            OffsetCommitResponse,
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1),
+                        ]),
+                ]),
+            |r| r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        ),
+        ApiKey::OffsetFetch => every!(
+            OffsetFetchResponse,
+            OffsetFetchRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ),
+        ApiKey::FindCoordinator => every!(
+            FindCoordinatorResponse,
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str(GROUP)),
+        ),
+        ApiKey::JoinGroup => every!(JoinGroupResponse, JoinGroupRequest::default()),
+        ApiKey::Heartbeat => every!(HeartbeatResponse, HeartbeatRequest::default()),
+        ApiKey::LeaveGroup => every!(LeaveGroupResponse, LeaveGroupRequest::default()),
+        ApiKey::SyncGroup => every!(SyncGroupResponse, SyncGroupRequest::default()),
+        ApiKey::ApiVersions => every!(
+            ApiVersionsResponse,
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("versions-test"))
+                .with_client_software_version(StrBytes::from_static_str("1.0")),
+            |r| vec![r.error_code]
+        ),
+        ApiKey::CreateTopics => every!(CreateTopicsResponse, CreateTopicsRequest::default()),
+        ApiKey::DeleteTopics => every!(DeleteTopicsResponse, DeleteTopicsRequest::default()),
+        ApiKey::InitProducerId => every!(
+            InitProducerIdResponse,
+            InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+        ),
+        ApiKey::DescribeConfigs => {
+            every!(
+                DescribeConfigsResponse,
+                DescribeConfigsRequest::default().with_resources(vec![
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str(TOPIC)),
+                ]),
+                |r| r.results.iter().map(|t| t.error_code).collect()
+            )
+        }
+        ApiKey::DescribeGroups => every!(
+            DescribeGroupsResponse,
+            DescribeGroupsRequest::default()
+                .with_groups(vec![GroupId(StrBytes::from_static_str(GROUP))]),
+        ),
+        ApiKey::ListGroups => every!(ListGroupsResponse, ListGroupsRequest::default()),
+        ApiKey::DeleteGroups => every!(DeleteGroupsResponse, DeleteGroupsRequest::default()),
+        ApiKey::OffsetDelete => every!(
+            OffsetDeleteResponse,
+            OffsetDeleteRequest::default().with_group_id(GroupId(StrBytes::from_static_str(GROUP))),
+        ),
+        ApiKey::CreatePartitions => {
+            every!(CreatePartitionsResponse, CreatePartitionsRequest::default())
+        }
+        ApiKey::AlterConfigs => every!(AlterConfigsResponse, AlterConfigsRequest::default()),
+        ApiKey::IncrementalAlterConfigs => {
+            every!(
+                IncrementalAlterConfigsResponse,
+                IncrementalAlterConfigsRequest::default()
+            )
+        }
+        ApiKey::DeleteRecords => every!(DeleteRecordsResponse, DeleteRecordsRequest::default()),
+        ApiKey::DescribeCluster => {
+            every!(DescribeClusterResponse, DescribeClusterRequest::default())
+        }
+        ApiKey::SaslHandshake => every!(
+            SaslHandshakeResponse,
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        ),
+        ApiKey::SaslAuthenticate => {
+            every!(SaslAuthenticateResponse, SaslAuthenticateRequest::default())
+        }
+        ApiKey::DescribeAcls => every!(
+            DescribeAclsResponse,
+            DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::CreateAcls => every!(CreateAclsResponse, CreateAclsRequest::default()),
+        ApiKey::DeleteAcls => every!(DeleteAclsResponse, DeleteAclsRequest::default()),
+        ApiKey::DescribeUserScramCredentials => {
+            every!(
+                DescribeUserScramCredentialsResponse,
+                DescribeUserScramCredentialsRequest::default()
+            )
+        }
+        ApiKey::AlterUserScramCredentials => {
+            every!(
+                AlterUserScramCredentialsResponse,
+                AlterUserScramCredentialsRequest::default()
+            )
+        }
+        ApiKey::OffsetForLeaderEpoch => every!(
+            OffsetForLeaderEpochResponse,
+            OffsetForLeaderEpochRequest::default().with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_leader_epoch(0),
+                    ]),
+            ]),
+            |r| r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        ),
+        ApiKey::DescribeProducers => {
+            every!(
+                DescribeProducersResponse,
+                DescribeProducersRequest::default().with_topics(vec![
+                    describe_producers_request::TopicRequest::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0]),
+                ]),
+                |r| r
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect()
+            )
+        }
+        other => panic!("the server advertises {other:?}, which this test has no request for"),
+    }
+}
+
+#[test]
+fn every_advertised_version_of_every_api_is_answered_at_that_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker.create_topic(TOPIC, 1, TopicConfig::new()).unwrap();
+    let server = Server::builder(broker)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let addr = server.local_addr();
+
+    let advertised = {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("versions-test"))
+            .with_client_software_version(StrBytes::from_static_str("1.0"));
+        let mut body = exchange(addr, ApiKey::ApiVersions, 3, 1, &req);
+        let r = ApiVersionsResponse::decode(&mut body, 3).unwrap();
+        assert_eq!(r.error_code, 0);
+        r.api_keys
+    };
+    assert!(
+        advertised
+            .iter()
+            .any(|k| k.api_key == ApiKey::DescribeProducers as i16),
+        "{advertised:?}"
+    );
+    let mut corr = 100;
+    let mut answered = 0;
+    for k in &advertised {
+        let key = ApiKey::try_from(k.api_key).unwrap();
+        let valid = key.valid_versions();
+        assert!(
+            k.min_version >= valid.min && k.max_version <= valid.max,
+            "{key:?} advertised {}-{}, the protocol defines {valid:?}",
+            k.min_version,
+            k.max_version
+        );
+        answered += answer_every_version(addr, key, (k.min_version, k.max_version), &mut corr);
+    }
+    let expected: i32 = advertised
+        .iter()
+        .map(|k| i32::from(k.max_version - k.min_version + 1))
+        .sum();
+    assert_eq!(answered, expected);
+}
