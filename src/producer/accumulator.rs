@@ -7,13 +7,18 @@
 //! lock is a spin lock (one compare-and-swap to take it, a plain store to release it:
 //! about half the cost of a parking mutex, whose release is a second atomic
 //! read-modify-write); a thread that finds it held backs off to yielding and then to
-//! short sleeps, since the holder may be appending (and fsyncing) a batch. A batch
+//! short sleeps, since the holder may be appending a batch. A batch
 //! is appended to the log as a whole when it reaches `batch_size`, when it is `linger`
 //! old (the producer's linger thread), when a synchronous send or `flush()` asks for it,
 //! when its thread ends, or when the producer closes. The append happens under the
 //! lane's lock, so one thread's batches of one partition reach the log in the order their
 //! records were sent: per-thread, per-partition order is kept. Batches of different
 //! threads interleave in the log, batch by batch.
+//!
+//! With `Durability::Fsync` a batch is acknowledged only once the log is fsynced up to
+//! its end, and that wait happens after the lane is unlocked ([`Unsynced`]): the
+//! appending thread waits through the log's group commit (`PartitionLog::sync_to`), so
+//! concurrent durable senders share fsyncs and nobody holds a lock across one.
 //!
 //! A batch gets a completion slot (one allocation per batch) only when a record in it
 //! asks for a receipt; a record's receipt is the slot plus the record's index in the
@@ -119,6 +124,15 @@ pub(crate) trait Delivery: Copy {
         config: LaneConfig,
         sink: &ErrorSink,
     ) -> Self::Out;
+
+    /// Called after the lane is unlocked and the batches appended meanwhile were made
+    /// durable (with `Durability::Fsync`): `synced` is the outcome of the last one's
+    /// fsync (None when nothing waited for one).
+    #[inline]
+    fn synced(out: Self::Out, synced: Option<Result<()>>) -> Self::Out {
+        let _ = synced;
+        out
+    }
 }
 
 /// No receipt: a failed append goes to the producer's error sink.
@@ -184,6 +198,13 @@ impl Delivery for Now {
         sink: &ErrorSink,
     ) -> Self::Out {
         (append_now(st, config.fsync, sink), index, committed)
+    }
+
+    fn synced(out: Self::Out, synced: Option<Result<()>>) -> Self::Out {
+        match (out, synced) {
+            ((Ok(_), index, committed), Some(Err(e))) => (Err(e), index, committed),
+            (out, _) => out,
+        }
     }
 }
 
@@ -254,6 +275,41 @@ pub(crate) struct LaneState {
     unobserved: bool,
     /// When the first record of the open batch arrived.
     opened: Option<Instant>,
+    /// Batches appended under the lock that wait for their fsync (`Durability::Fsync`),
+    /// finished once the lock is released (see [`Lane::unlock`]).
+    unsynced: Vec<Unsynced>,
+}
+
+/// A batch appended with `Durability::Fsync`: acknowledged (its slot completed, its
+/// error sent to the sink) once the log is fsynced past it, after the lane is unlocked.
+pub(crate) struct Unsynced {
+    partition: Partition,
+    /// The offset after the batch's last record.
+    end: i64,
+    appended: Appended,
+    slot: Option<Arc<BatchSlot>>,
+    unobserved: bool,
+}
+
+impl Unsynced {
+    /// Waits until the log is durable past the batch (sharing fsyncs with concurrent
+    /// senders) and acknowledges it; returns the outcome.
+    fn finish(self, sink: &ErrorSink) -> Result<()> {
+        let result = self.partition.log().sync_to(self.end);
+        if let Err(e) = &result {
+            let dropped = self
+                .slot
+                .as_ref()
+                .is_some_and(|s| Arc::strong_count(s) == 1);
+            if self.unobserved || dropped {
+                sink.record(e);
+            }
+        }
+        if let Some(slot) = self.slot {
+            slot.complete(result.clone().map(|()| self.appended));
+        }
+        result
+    }
 }
 
 /// One thread's open batch for one partition.
@@ -281,6 +337,7 @@ impl Lane {
                 slot: None,
                 unobserved: false,
                 opened: None,
+                unsynced: Vec::new(),
             }),
             orphaned: AtomicBool::new(false),
         }
@@ -355,14 +412,29 @@ impl Lane {
         }
         st.builder.push(r.timestamp, r.key, r.value, r.headers);
         let index = st.builder.len() as i32 - 1;
-        Ok(delivery.after_push(&mut st, index, batch_size, committed, config, sink))
+        let out = delivery.after_push(&mut st, index, batch_size, committed, config, sink);
+        Ok(D::synced(out, Self::unlock(st, sink)))
+    }
+
+    /// Unlocks the lane, then makes the batches it appended with `Durability::Fsync`
+    /// durable and acknowledges them (see [`Unsynced`]). Returns the outcome of the
+    /// last one's fsync, None if none was appended.
+    fn unlock(mut st: SpinMutexGuard<'_, LaneState>, sink: &ErrorSink) -> Option<Result<()>> {
+        if st.unsynced.is_empty() {
+            return None;
+        }
+        let unsynced = std::mem::take(&mut st.unsynced);
+        drop(st);
+        unsynced.into_iter().map(|u| u.finish(sink)).last()
     }
 
     /// Appends the open batch now (if any). Returns the append error, if one happened.
     pub(crate) fn flush(&self, fsync: bool, sink: &ErrorSink) -> Result<()> {
         let mut st = self.lock();
-        match append_locked(&mut st, fsync, sink) {
-            Some(Err(e)) => Err(e),
+        let appended = append_locked(&mut st, fsync, sink);
+        let synced = Self::unlock(st, sink);
+        match (appended, synced) {
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
             _ => Ok(()),
         }
     }
@@ -376,6 +448,7 @@ impl Lane {
                 .is_some_and(|t| self.is_orphaned() || t.elapsed() >= linger)
         {
             append_locked(&mut st, fsync, sink);
+            Self::unlock(st, sink);
         }
     }
 
@@ -390,13 +463,13 @@ impl Lane {
     /// refuses records from now on. Returns the append error, if one happened.
     pub(crate) fn retire(&self, fsync: bool, sink: &ErrorSink) -> Result<()> {
         let mut st = self.lock();
-        let result = match append_locked(&mut st, fsync, sink) {
-            Some(Err(e)) => Err(e),
-            _ => Ok(()),
-        };
+        let appended = append_locked(&mut st, fsync, sink);
         st.target = None;
         st.builder = BatchBuilder::with_capacity(0);
-        result
+        match (appended, Self::unlock(st, sink)) {
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -407,7 +480,9 @@ fn append_locked(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> Option<Ap
 
 /// Appends the open batch of `st`, completes its slot, and sends the error of records
 /// nobody waits on (sent without a receipt, or whose receipts were all dropped) to
-/// `sink`. A lane whose producer closed appends nothing: `Error::Closed`.
+/// `sink`. A lane whose producer closed appends nothing: `Error::Closed`. With `fsync`,
+/// a batch that was appended is acknowledged only after the lane is unlocked, once it
+/// is durable (it goes to `st.unsynced`; see [`Lane::unlock`]).
 fn append_now(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> AppendResult {
     let LaneState {
         target,
@@ -415,21 +490,26 @@ fn append_now(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> AppendResult
         slot,
         unobserved,
         opened,
+        unsynced,
     } = st;
     let result = match target {
         Some(t) => {
-            let result = t
-                .partition
-                .append_builder(builder)
-                .and_then(|info: AppendInfo| {
-                    if fsync {
-                        t.partition.sync()?;
-                    }
-                    Ok(Appended {
-                        base_offset: info.base_offset,
-                        log_append_time: info.log_append_time,
-                    })
-                });
+            let result = t.partition.append_builder(builder).map(|info: AppendInfo| {
+                let appended = Appended {
+                    base_offset: info.base_offset,
+                    log_append_time: info.log_append_time,
+                };
+                if fsync {
+                    unsynced.push(Unsynced {
+                        partition: t.partition.clone(),
+                        end: info.last_offset + 1,
+                        appended,
+                        slot: slot.take(),
+                        unobserved: std::mem::take(unobserved),
+                    });
+                }
+                appended
+            });
             let config = t.partition.log().config();
             t.max_batch = config.max_message_bytes as usize;
             let codec = config.compression_type.resolve(t.producer_codec);

@@ -134,7 +134,10 @@ pub enum Durability {
     /// `flush.messages` / `flush.ms` (Kafka's behaviour). Default.
     #[default]
     PageCache,
-    /// Acknowledged only after the partition is fsynced (one fsync per batch).
+    /// Acknowledged only once the partition is fsynced past the record. The fsync is
+    /// waited for after the append released the partition's locks, through the log's
+    /// group commit ([`crate::storage::PartitionLog::sync_to`]): concurrent senders
+    /// share fsyncs, about one per round of N records for N threads sending at once.
     Fsync,
 }
 

@@ -22,6 +22,12 @@
 //!    hold is ever written again, by an append, a compaction or a truncation.
 //! 7. Every publish (append, high-watermark move, close) notifies the log's watchers
 //!    (`signal`), so every reader waiting on the log wakes, however the log moved.
+//! 8. No fsync runs under the writer lock. The recovery point moves only after the
+//!    fsyncs that cover it returned, to a log end read (under the sync lock) before they
+//!    started; durable appends wait for it with `sync_to` (group commit: one fsync
+//!    covers every append before it, see `group_commit`). The checkpoint file may lag
+//!    the recovery point (written by `sync`, `flush_sealed` and truncation), never pass
+//!    it: a stale one only makes recovery validate more.
 
 use super::checkpoint;
 use super::clock::CoarseClock;
@@ -359,6 +365,8 @@ pub(super) struct Inner {
     pub(super) writer: Mutex<WriterState>,
     /// Serializes `sync` calls (fsyncs run outside the writer lock).
     pub(super) sync_lock: Mutex<()>,
+    /// Coalesces concurrent requests for durability into shared fsyncs (`sync_to`).
+    pub(super) group: super::group_commit::GroupCommit,
     /// Serializes the moves of a replicated log's high watermark with the changes of
     /// mode and with truncation (which also hold `writer`; take `writer` first).
     pub(super) hw_lock: Mutex<()>,
@@ -568,6 +576,7 @@ impl PartitionLog {
                     producers: None,
                 }),
                 sync_lock: Mutex::new(()),
+                group: Default::default(),
                 hw_lock: Mutex::new(()),
                 log_start: AtomicI64::new(log_start),
                 log_end: AtomicI64::new(log_end),
@@ -716,12 +725,16 @@ impl PartitionLog {
             return Err(self.closed_err());
         }
         if self.inner.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned {
-                partition: self.inner.name.clone(),
-                reason: self.inner.poison_reason.lock().clone().unwrap_or_default(),
-            });
+            return Err(self.poisoned_err());
         }
         Ok(())
+    }
+
+    fn poisoned_err(&self) -> Error {
+        Error::Poisoned {
+            partition: self.inner.name.clone(),
+            reason: self.inner.poison_reason.lock().clone().unwrap_or_default(),
+        }
     }
 
     /// An append failed with `e`: if for lack of disk space, a full-disk episode starts
@@ -953,7 +966,8 @@ impl PartitionLog {
     }
 
     /// Publishes the batches an append wrote up to `end`, counts them for the flush
-    /// policy, and syncs when `flush_messages` says so (after releasing the lock).
+    /// policy, and syncs up to `end` when `flush_messages` says so (after releasing the
+    /// lock, through the group commit).
     pub(super) fn finish_append(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
@@ -971,7 +985,8 @@ impl PartitionLog {
             .is_some_and(|n| w.unflushed_records >= n);
         drop(w);
         if flush_now {
-            self.sync()?;
+            // Group commit, without rewriting the checkpoint (the maintenance thread does).
+            self.sync_to(end)?;
         }
         Ok(())
     }
@@ -1362,13 +1377,53 @@ impl PartitionLog {
     }
 
     /// Fsyncs every segment holding data past the recovery point, then checkpoints the
-    /// new recovery point. A failed fsync poisons the log.
+    /// new recovery point. A failed fsync poisons the log; a poisoned log is not synced
+    /// again ([`Error::Poisoned`]): a later fsync could report success for pages the
+    /// failed one dropped.
     pub fn sync(&self) -> Result<()> {
         if self.inner.read_only {
             return Ok(());
         }
-        let _s = self.inner.sync_lock.lock();
-        let end = self.log_end_offset();
+        self.sync_to(self.log_end_offset())?;
+        self.write_checkpoint()
+    }
+
+    /// Returns once every record below `offset` is fsynced (the recovery point is at
+    /// or past it): what an append acknowledged only when durable waits for, after it
+    /// released the log's locks. Concurrent calls share fsyncs (group commit): a call
+    /// whose offset a finished or running sync covers starts none, and one sync covers
+    /// everything appended before it started, so N threads appending and syncing at
+    /// once get about one fsync per round of N records. The checkpoint file is not
+    /// written here (the maintenance thread and [`PartitionLog::sync`] write it): a
+    /// checkpoint behind the recovery point only makes recovery validate more.
+    ///
+    /// A failed fsync poisons the log and fails every call it covered; an offset that a
+    /// truncation removed before it was synced is [`Error::NotLeaderOrFollower`].
+    ///
+    /// ```
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new();
+    /// b.push(1_700_000_000_000, None, Some(b"durable"), &[]);
+    /// let info = log.append_builder(&mut b)?;
+    /// log.sync_to(info.last_offset + 1)?;
+    /// assert!(log.recovery_point() > info.last_offset);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sync_to(&self, offset: i64) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        self.inner.group.sync_to(self, offset)
+    }
+
+    /// Fsyncs the segments holding data past the recovery point up to `end` (a log end
+    /// read under the sync lock), then moves the recovery point to `end`. A failed
+    /// fsync poisons the log.
+    fn fsync_up_to(&self, end: i64) -> Result<()> {
         let rp = self.recovery_point();
         let result = (|| {
             if end > rp {
@@ -1390,7 +1445,7 @@ impl PartitionLog {
             }
         }
         self.inner.recovery_point.fetch_max(end, Ordering::AcqRel);
-        self.write_checkpoint()
+        Ok(())
     }
 
     /// Syncs if `flush_ms` says the oldest unflushed record is due (called by the
@@ -1429,7 +1484,9 @@ impl PartitionLog {
         };
         let rp = self.recovery_point();
         if active.base_offset <= rp {
-            return Ok(());
+            // Durable appends (`sync_to`) may have moved the recovery point since the
+            // checkpoint was written.
+            return self.write_checkpoint();
         }
         let result = sealed
             .iter()
@@ -1805,4 +1862,41 @@ fn restamp_log_append_time<'s>(
     scratch.extend_from_slice(b.as_bytes());
     crate::record::set_log_append_time(scratch, t);
     Batch::parse_header_at(scratch, "", 0)
+}
+
+impl super::group_commit::Durable for PartitionLog {
+    fn durable_end(&self) -> i64 {
+        self.recovery_point()
+    }
+
+    fn refuse(&self) -> Option<Error> {
+        self.inner
+            .poisoned
+            .load(Ordering::Acquire)
+            .then(|| self.poisoned_err())
+    }
+
+    fn lead(&self, sync: &mut dyn FnMut(i64) -> Result<()>) -> Result<()> {
+        let _s = self.inner.sync_lock.lock();
+        sync(self.log_end_offset())
+    }
+
+    fn sync_up_to(&self, end: i64) -> Result<()> {
+        self.fsync_up_to(end)
+    }
+
+    fn log_end(&self) -> i64 {
+        self.log_end_offset()
+    }
+
+    fn truncated(&self, target: i64) -> Error {
+        Error::NotLeaderOrFollower {
+            partition: self.inner.name.clone(),
+            reason: format!(
+                "offset {} was truncated before it was fsynced (the log end is now {})",
+                target - 1,
+                self.log_end_offset()
+            ),
+        }
+    }
 }

@@ -414,8 +414,9 @@ impl LogManager {
     }
 
     /// Starts the maintenance thread: every `flush_check` it fsyncs segments sealed
-    /// since a log's recovery point (and moves the point past them) and logs whose
-    /// `flush_ms` is due; every `retention_check` it applies retention and compaction.
+    /// since a log's recovery point (and moves the point past them), writes the
+    /// checkpoint of a log whose recovery point durable appends moved, and syncs logs
+    /// whose `flush_ms` is due; every `retention_check` it applies retention and compaction.
     /// Calling it again restarts the thread with the new intervals.
     pub fn start_background(&self, flush_check: Duration, retention_check: Duration) {
         if self.inner.read_only {

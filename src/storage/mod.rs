@@ -19,6 +19,7 @@ mod epoch;
 mod events;
 mod files;
 mod follow;
+mod group_commit;
 mod index;
 mod log;
 mod manager;

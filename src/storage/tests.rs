@@ -532,6 +532,48 @@ fn closing_an_unchanged_log_does_not_rewrite_its_checkpoint() {
     );
 }
 
+#[test]
+fn sync_to_moves_the_recovery_point_and_the_flush_check_checkpoints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small());
+    let cp = dir.path().join("t-0").join(CHECKPOINT_FILE);
+    let on_disk = || super::checkpoint::read(&cp).unwrap();
+    log.append(&batch(0, 3, 0)).unwrap();
+    log.sync().unwrap();
+    assert_eq!(
+        on_disk(),
+        Some(super::recovery::encode_checkpoint(3, 0).to_vec())
+    );
+    log.append(&batch(3, 2, 0)).unwrap();
+    log.append(&batch(5, 1, 0)).unwrap();
+    // One sync covers both appends, whichever offset is asked for.
+    log.sync_to(5).unwrap();
+    assert_eq!(log.recovery_point(), 6);
+    log.sync_to(6).unwrap();
+    // The durable path leaves the checkpoint behind (never ahead) ...
+    assert_eq!(
+        on_disk(),
+        Some(super::recovery::encode_checkpoint(3, 0).to_vec())
+    );
+    // ... and the maintenance thread's flush check writes it.
+    log.flush_sealed().unwrap();
+    assert_eq!(
+        on_disk(),
+        Some(super::recovery::encode_checkpoint(6, 0).to_vec())
+    );
+    // A poisoned log is not synced again: the caller hears why.
+    log.append(&batch(6, 1, 0)).unwrap();
+    log.poison(&Error::Timeout("injected fsync failure".into()));
+    match log.sync_to(7) {
+        Err(Error::Poisoned { partition, reason }) => {
+            assert_eq!(partition, "t-0");
+            assert!(reason.contains("injected fsync failure"), "{reason}");
+        }
+        other => panic!("expected Poisoned, got {other:?}"),
+    }
+    assert_eq!(log.recovery_point(), 6);
+}
+
 /// Minor page faults this thread has taken (Linux: field 10 of /proc/thread-self/stat).
 #[cfg(target_os = "linux")]
 fn minor_faults() -> u64 {

@@ -453,6 +453,16 @@ pub(crate) struct PerfProduceArgs {
     /// application using the producer API gets.
     #[arg(long, conflicts_with = "batch")]
     pub producer: bool,
+    /// Durable single-record sends: --threads threads share the N records, each sending
+    /// one record at a time through `tidelog::Producer` with `Durability::Fsync` and
+    /// linger 0 and waiting for its acknowledgement (after the fsync; concurrent
+    /// senders share fsyncs). Reports the acknowledgement latency (p50_us, p99_us) and
+    /// the fsyncs the run made.
+    #[arg(long, conflicts_with_all = ["batch", "producer", "keys"])]
+    pub durable: bool,
+    /// Sending threads of a --durable run.
+    #[arg(long, value_name = "T", default_value_t = 1, requires = "durable")]
+    pub threads: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -45,8 +45,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tidelog::producer::partition_for_key;
 use tidelog::{
-    BatchBuilder, Broker, ConsumerRecords, GroupConfig, GroupConsumer, OffsetReset, Partition,
-    Producer, ProducerRecord, Topic, TopicConfig,
+    BatchBuilder, Broker, ConsumerRecords, Durability, GroupConfig, GroupConsumer, OffsetReset,
+    Partition, Producer, ProducerRecord, Topic, TopicConfig,
 };
 
 /// Bytes read from a partition per call.
@@ -389,6 +389,10 @@ pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
     let payloads = Payloads::new(a.record_size);
     let mut progress = Progress::new("perf produce");
     let never = AtomicBool::new(false);
+    if a.durable {
+        drop(progress);
+        return produce_durable(broker, &topic, &payloads, a);
+    }
     let t0 = Instant::now();
     if a.producer {
         send_records(
@@ -422,6 +426,93 @@ pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
         ("acks", format!("\"{acks}\"")),
     ];
     report("produce", a.records, a.record_size, seconds, &extra, a.json)
+}
+
+/// Runs `perf produce --durable`: `--threads` threads share the records, each sending
+/// one at a time through a `Producer` with `Durability::Fsync` and linger 0 and waiting
+/// for its acknowledgement; reports the acknowledgement latency and the fsyncs made.
+fn produce_durable(
+    broker: Broker,
+    topic: &Topic,
+    payloads: &Payloads,
+    a: &PerfProduceArgs,
+) -> CliResult {
+    if a.threads == 0 {
+        return Err(fail!("--threads must be at least 1"));
+    }
+    let producer = Producer::builder(&broker)
+        .linger(Duration::ZERO)
+        .durability(Durability::Fsync)
+        .build()?;
+    let (n, threads) = (a.records, a.threads as u64);
+    let fsyncs_before = broker.metrics().storage.fsync.count;
+    let sent = std::sync::atomic::AtomicU64::new(0);
+    let t0 = Instant::now();
+    let results: Vec<CliResult<Vec<u64>>> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let (producer, sent) = (&producer, &sent);
+                // Thread t sends records t, t + T, t + 2T, ...: every record once.
+                scope.spawn(move || -> CliResult<Vec<u64>> {
+                    let mut latencies = Vec::with_capacity((n / threads + 1) as usize);
+                    for i in (t..n).step_by(threads as usize) {
+                        let record = ProducerRecord::new(payloads.get(i));
+                        let started = Instant::now();
+                        producer.send(topic.name(), record)?;
+                        latencies.push(started.elapsed().as_nanos() as u64);
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        let mut progress = Progress::new("perf produce --durable");
+        while !senders.iter().all(|s| s.is_finished()) {
+            progress.tick(sent.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        senders
+            .into_iter()
+            .map(|s| {
+                s.join()
+                    .map_err(|_| fail!("a perf thread stopped unexpectedly"))
+                    .and_then(|r| r)
+            })
+            .collect()
+    });
+    let seconds = t0.elapsed().as_secs_f64();
+    let fsyncs = broker.metrics().storage.fsync.count - fsyncs_before;
+    let mut latencies = Vec::with_capacity(n as usize);
+    for r in results {
+        latencies.extend(r?);
+    }
+    producer.close()?;
+    close_broker(broker)?;
+    latencies.sort_unstable();
+    let pct = |q: f64| percentile_us(&latencies, q);
+    let extra = [
+        ("api", "\"producer\"".into()),
+        ("batch", "1".into()),
+        ("durable", "true".into()),
+        ("threads", a.threads.to_string()),
+        ("partitions", topic.partition_count().to_string()),
+        ("fsyncs", fsyncs.to_string()),
+        (
+            "records_per_fsync",
+            format!("{:.2}", n as f64 / fsyncs.max(1) as f64),
+        ),
+        ("p50_us", format!("{:.1}", pct(0.5))),
+        ("p99_us", format!("{:.1}", pct(0.99))),
+        ("p999_us", format!("{:.1}", pct(0.999))),
+        ("max_us", format!("{:.1}", pct(1.0))),
+    ];
+    report("produce", n, a.record_size, seconds, &extra, a.json)
+}
+
+/// The `q` quantile of `sorted` nanoseconds, in microseconds (0 when empty).
+fn percentile_us(sorted: &[u64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
 }
 
 /// The `api` and `batch` fields of a run through the `Producer` (`producer`) or the
@@ -736,10 +827,7 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     }
     let latencies = latency_run(&broker, a)?;
     close_broker(broker)?;
-    let pct = |q: f64| {
-        let i = ((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1));
-        latencies.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
-    };
+    let pct = |q: f64| percentile_us(&latencies, q);
     let [api, batch] = api_fields(a.producer, a.batch);
     let extra = [
         api,
