@@ -727,18 +727,17 @@ impl Fetcher {
                 self.truncate(c, &truncating)
             };
             if let Err(e) = result {
-                let login_refused = matches!(e, Error::AuthenticationFailed { .. });
-                let warn_now =
-                    login_refused && login_warned.is_none_or(|t| t.elapsed() >= LOGIN_WARN_EVERY);
-                if self.is_stopped() {
-                    // Shutting down: the connection was closed on purpose.
-                } else if warn_now {
-                    // A wrong inter-broker login stalls replication: say so where an
-                    // operator looks.
-                    login_warned = Some(Instant::now());
-                    tracing::warn!(node = self.node_id, source = self.source, error = %e, "replica fetcher cannot log in to the leader (check --inter-broker-sasl-* and TIDELOG_INTER_BROKER_SASL_PASSWORD); replication from it is stalled");
-                } else {
-                    tracing::debug!(node = self.node_id, source = self.source, error = %e, "replica fetch failed");
+                if !self.is_stopped() {
+                    let warn_now = matches!(e, Error::AuthenticationFailed { .. })
+                        && login_warned.is_none_or(|t| t.elapsed() >= LOGIN_WARN_EVERY);
+                    if warn_now {
+                        // A wrong inter-broker login stalls replication: say so where an
+                        // operator looks.
+                        login_warned = Some(Instant::now());
+                        tracing::warn!(node = self.node_id, source = self.source, error = %e, "replica fetcher cannot log in to the leader (check --inter-broker-sasl-* and TIDELOG_INTER_BROKER_SASL_PASSWORD); replication from it is stalled");
+                    } else {
+                        tracing::debug!(node = self.node_id, source = self.source, error = %e, "replica fetch failed");
+                    }
                 }
                 c.disconnect();
                 self.pause(BACKOFF);

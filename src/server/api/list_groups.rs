@@ -44,20 +44,21 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         // A cluster node that leads no `__consumer_offsets` partition coordinates no
         // group: it lists none, as Kafka's brokers do; one that leads a partition it has
         // not loaded yet says so, and the client asks again.
-        Err(GroupError::NotCoordinator) if ctx.backend().cluster().is_some() => {
-            let cluster = ctx.backend().cluster().expect("checked above");
-            let leads_offsets = cluster
-                .image()
-                .topic(OFFSETS_TOPIC)
-                .is_some_and(|t| t.partitions.iter().any(|p| p.leader == cluster.node_id()));
-            if leads_offsets {
-                ListGroupsResponse::default()
-                    .with_error_code(ResponseError::CoordinatorLoadInProgress.code())
-            } else {
-                ListGroupsResponse::default()
+        Err(e) => match (e, ctx.backend().cluster()) {
+            (GroupError::NotCoordinator, Some(cluster)) => {
+                let leads_offsets = cluster
+                    .image()
+                    .topic(OFFSETS_TOPIC)
+                    .is_some_and(|t| t.partitions.iter().any(|p| p.leader == cluster.node_id()));
+                if leads_offsets {
+                    ListGroupsResponse::default()
+                        .with_error_code(ResponseError::CoordinatorLoadInProgress.code())
+                } else {
+                    ListGroupsResponse::default()
+                }
             }
-        }
-        Err(e) => ListGroupsResponse::default().with_error_code(e.code()),
+            (e, _) => ListGroupsResponse::default().with_error_code(e.code()),
+        },
     };
     req.respond(&response)
 }
