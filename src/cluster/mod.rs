@@ -19,6 +19,7 @@ pub(crate) mod image;
 mod logger;
 mod meta_properties;
 mod node;
+pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
 pub(crate) mod security;
@@ -144,6 +145,9 @@ pub(crate) struct ClusterConfig {
     /// A quorum listener bound by the caller (tests bind port 0 first); None binds this
     /// node's voter address.
     pub quorum_listener: Option<TcpListener>,
+    /// Mutual TLS on the quorum connections (`--quorum-security-protocol SSL`); None is
+    /// plaintext.
+    pub quorum_tls: Option<Arc<quorum_tls::QuorumTls>>,
 }
 
 impl ClusterConfig {
@@ -172,6 +176,7 @@ impl ClusterConfig {
             tick: Duration::from_millis(100),
             election_ticks: 10,
             quorum_listener: None,
+            quorum_tls: None,
         }
     }
 }
@@ -624,6 +629,7 @@ impl ClusterNode {
                 inbox_tx.clone(),
                 liveness,
                 shared.cluster_id.clone(),
+                config.quorum_tls.clone(),
             )?;
             shared.listeners.lock().push(Arc::new(BrokerSync {
                 broker: broker.downgrade(),

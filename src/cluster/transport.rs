@@ -10,7 +10,13 @@
 //! of body. The first frame of a connection is a hello (magic `TLRQ`, version, sender and
 //! receiver node ids, the cluster id the sender knows); the others are raft-rs messages
 //! in their protobuf encoding. A frame that is too large, fails its CRC, does not decode,
-//! or names the wrong nodes or another cluster closes the connection with a log line.
+//! or names the wrong nodes or another cluster closes the connection with a log line
+//! (at most one per peer address per 10 s).
+//!
+//! With [`QuorumTls`] (`--quorum-security-protocol SSL`) every connection is mutual TLS
+//! first: a peer without a certificate of the cluster's CA is refused in the handshake,
+//! and one whose certificate does not name the voter its hello claims to be is refused
+//! before any of its Raft messages is read (see the `quorum_tls` module).
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Read, Write};
@@ -28,9 +34,11 @@ use raft::prelude::{Message, MessageType};
 
 use super::codec::{Reader, Writer};
 use super::node::{Inbound, raft_id};
+use super::quorum_tls::{self, QuorumTls};
 use super::{Liveness, Voter};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
+use crate::server::peer_log::{PeerLog, peer_warn};
 
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;
@@ -44,6 +52,35 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// The longest a peer may take, once connected (and through its TLS handshake), to send
+/// its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads from `inner` until `deadline`; a read that times out after it fails (a peer that
+/// does not say who it is in time is closed, not waited for).
+struct Until<'a, R: ?Sized> {
+    inner: &'a mut R,
+    deadline: Instant,
+}
+
+impl<R: Read + ?Sized> Read for Until<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.inner.read(buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) && Instant::now() >= self.deadline =>
+            {
+                Err(std::io::Error::other(format!(
+                    "no hello within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                )))
+            }
+            r => r,
+        }
+    }
+}
 
 /// A frame: length, CRC32, body.
 pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
@@ -146,6 +183,10 @@ fn read_full(
     while filled < buf.len() {
         match stream.read(&mut buf[filled..]) {
             Ok(0) if filled == 0 && eof_ok => return Ok(false),
+            // A TLS peer that closes without close_notify, between frames.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && filled == 0 && eof_ok => {
+                return Ok(false);
+            }
             Ok(0) => {
                 return Err(Error::corrupt(
                     format!("connection from {peer}"),
@@ -199,7 +240,8 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// Starts the accept thread on `listener` and a sender thread per peer.
+    /// Starts the accept thread on `listener` and a sender thread per peer; with `tls`,
+    /// every connection is mutual TLS.
     pub(crate) fn start(
         me: i32,
         voters: &[Voter],
@@ -207,6 +249,7 @@ impl Transport {
         inbox: Sender<Inbound>,
         liveness: Arc<Liveness>,
         cluster_id: ClusterIdCell,
+        tls: Option<Arc<QuorumTls>>,
     ) -> Result<Transport> {
         let local = listener
             .local_addr()
@@ -214,20 +257,22 @@ impl Transport {
         let stop = Arc::new(AtomicBool::new(false));
         let readers = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
-        let voter_ids: Vec<i32> = voters.iter().map(|v| v.id).collect();
         {
-            let stop = stop.clone();
-            let inbox = inbox.clone();
+            let accepting = Accepting {
+                me,
+                voters: voters.to_vec(),
+                inbox: inbox.clone(),
+                liveness,
+                cluster_id: cluster_id.clone(),
+                stop: stop.clone(),
+                tls: tls.clone(),
+                log: PeerLog::default(),
+            };
             let readers = readers.clone();
-            let cluster_id = cluster_id.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quorum-accept-{me}"))
-                    .spawn(move || {
-                        accept_loop(
-                            me, listener, voter_ids, inbox, liveness, cluster_id, stop, readers,
-                        )
-                    })
+                    .spawn(move || accept_loop(Arc::new(accepting), listener, readers))
                     .ctx("spawn the quorum accept thread for", local.to_string())?,
             );
         }
@@ -238,10 +283,11 @@ impl Transport {
             let inbox = inbox.clone();
             let stop = stop.clone();
             let cluster_id = cluster_id.clone();
+            let tls = tls.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quorum-send-{me}-to-{}", v.id))
-                    .spawn(move || sender_loop(me, peer, rx, inbox, cluster_id, stop))
+                    .spawn(move || sender_loop(me, peer, rx, inbox, cluster_id, tls, stop))
                     .ctx("spawn a quorum sender thread for", v.addr.clone())?,
             );
             peers.insert(raft_id(v.id), Peer { queue: tx });
@@ -305,19 +351,23 @@ impl Drop for Transport {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn accept_loop(
+/// What the accept thread and the readers it spawns share.
+struct Accepting {
     me: i32,
-    listener: TcpListener,
-    voters: Vec<i32>,
+    voters: Vec<Voter>,
     inbox: Sender<Inbound>,
     liveness: Arc<Liveness>,
     cluster_id: ClusterIdCell,
     stop: Arc<AtomicBool>,
-    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
+    tls: Option<Arc<QuorumTls>>,
+    /// Refused connections, logged at most once per peer address per 10 s.
+    log: PeerLog,
+}
+
+fn accept_loop(a: Arc<Accepting>, listener: TcpListener, readers: Arc<Mutex<Vec<JoinHandle<()>>>>) {
+    let me = a.me;
     for stream in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
+        if a.stop.load(Ordering::Acquire) {
             return;
         }
         let stream = match stream {
@@ -328,30 +378,19 @@ fn accept_loop(
                 continue;
             }
         };
-        let peer = stream
-            .peer_addr()
-            .map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
-        let (inbox, liveness, cluster_id, stop, voters) = (
-            inbox.clone(),
-            liveness.clone(),
-            cluster_id.clone(),
-            stop.clone(),
-            voters.clone(),
-        );
+        let peer = match stream.peer_addr() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(node = me, error = %e, "a quorum connection closed as it was accepted");
+                continue;
+            }
+        };
+        let a = a.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("quorum-read-{me}"))
             .spawn(move || {
-                if let Err(e) = read_loop(
-                    me,
-                    stream,
-                    &peer,
-                    &voters,
-                    &inbox,
-                    &liveness,
-                    &cluster_id,
-                    &stop,
-                ) {
-                    tracing::warn!(node = me, %peer, error = %e, "closing a quorum connection");
+                if let Err(e) = read_loop(&a, stream, peer) {
+                    peer_warn!(a.log, peer, node = a.me, error = %e, "closing a quorum connection");
                 }
             });
         match spawned {
@@ -365,21 +404,26 @@ fn accept_loop(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn read_loop(
-    me: i32,
-    mut stream: TcpStream,
-    peer: &str,
-    voters: &[i32],
-    inbox: &Sender<Inbound>,
-    liveness: &Liveness,
-    cluster_id: &ClusterIdCell,
-    stop: &AtomicBool,
-) -> Result<()> {
+fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<()> {
+    let (me, voters, stop) = (a.me, &a.voters, &*a.stop);
+    let peer = &peer_addr.to_string();
     stream
         .set_read_timeout(Some(POLL))
         .ctx("set read timeout on", peer)?;
-    let Some(body) = read_frame(&mut stream, stop, peer)? else {
+    let (mut stream, certificate): (Box<dyn Read + Send>, _) = match &a.tls {
+        None => (Box::new(stream), None),
+        Some(tls) => {
+            let (stream, cert, subject) = tls
+                .accept(stream, POLL)
+                .map_err(|e| Error::io("TLS handshake with quorum peer", peer, e))?;
+            (stream, Some((cert, subject)))
+        }
+    };
+    let mut first = Until {
+        inner: &mut *stream,
+        deadline: Instant::now() + HELLO_TIMEOUT,
+    };
+    let Some(body) = read_frame(&mut first, stop, peer)? else {
         return Ok(());
     };
     let hello = decode_hello(&body, peer)?;
@@ -392,16 +436,21 @@ fn read_loop(
             ),
         });
     }
-    if hello.from == me || !voters.contains(&hello.from) {
-        return Err(Error::InvalidConfig {
+    let voter = voters
+        .iter()
+        .find(|v| v.id == hello.from && v.id != me)
+        .ok_or_else(|| Error::InvalidConfig {
             key: "controller.quorum.voters".into(),
             reason: format!(
-                "{peer} says it is node {}, which is not another voter of {voters:?}",
-                hello.from
+                "{peer} says it is node {}, which is not another voter of {:?}",
+                hello.from,
+                voters.iter().map(|v| v.id).collect::<Vec<_>>()
             ),
-        });
+        })?;
+    if let Some((cert, subject)) = &certificate {
+        quorum_tls::check_peer(cert, subject, voter, peer)?;
     }
-    if let (Some(theirs), Some(ours)) = (&hello.cluster_id, cluster_id.read().as_ref())
+    if let (Some(theirs), Some(ours)) = (&hello.cluster_id, a.cluster_id.read().as_ref())
         && theirs != ours
     {
         return Err(Error::InvalidConfig {
@@ -432,15 +481,23 @@ fn read_loop(
                 ),
             ));
         }
-        liveness.heard(hello.from);
-        if inbox.send(Inbound::Raft(msg)).is_err() {
+        a.liveness.heard(hello.from);
+        if a.inbox.send(Inbound::Raft(msg)).is_err() {
             return Ok(());
         }
     }
     Ok(())
 }
 
-fn connect(me: i32, peer: &Voter, cluster_id: &ClusterIdCell) -> Result<BufWriter<TcpStream>> {
+/// A connection to a peer, plaintext or TLS.
+type Conn = BufWriter<Box<dyn Write + Send>>;
+
+fn connect(
+    me: i32,
+    peer: &Voter,
+    cluster_id: &ClusterIdCell,
+    tls: Option<&QuorumTls>,
+) -> Result<Conn> {
     let addrs: Vec<SocketAddr> = peer
         .addr
         .to_socket_addrs()
@@ -454,6 +511,10 @@ fn connect(me: i32, peer: &Voter, cluster_id: &ClusterIdCell) -> Result<BufWrite
                     .ctx("set TCP_NODELAY on", peer.addr.clone())?;
                 s.set_write_timeout(Some(WRITE_TIMEOUT))
                     .ctx("set write timeout on", peer.addr.clone())?;
+                let s: Box<dyn Write + Send> = match tls {
+                    None => Box::new(s),
+                    Some(tls) => tls.connect(s, peer)?,
+                };
                 let mut w = BufWriter::with_capacity(64 << 10, s);
                 let id = cluster_id.read().clone();
                 w.write_all(&frame(&hello(me, peer.id, id.as_deref())))
@@ -476,10 +537,11 @@ fn sender_loop(
     rx: Receiver<Message>,
     inbox: Sender<Inbound>,
     cluster_id: ClusterIdCell,
+    tls: Option<Arc<QuorumTls>>,
     stop: Arc<AtomicBool>,
 ) {
     let peer_raft = raft_id(peer.id);
-    let mut conn: Option<BufWriter<TcpStream>> = None;
+    let mut conn: Option<Conn> = None;
     let mut backoff = BACKOFF_MIN;
     let mut retry_at = Instant::now();
     let mut reported_down = false;
@@ -518,7 +580,7 @@ fn sender_loop(
                 fail(&batch);
                 continue;
             }
-            match connect(me, &peer, &cluster_id) {
+            match connect(me, &peer, &cluster_id, tls.as_deref()) {
                 Ok(c) => {
                     if reported_down {
                         tracing::info!(node = me, peer = peer.id, addr = %peer.addr, "quorum peer reachable again");
@@ -613,6 +675,30 @@ mod tests {
         let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
         huge.extend_from_slice(&[0; 4]);
         assert!(read(&huge).unwrap_err().to_string().contains("limit"));
+    }
+
+    #[test]
+    fn a_peer_silent_past_the_hello_deadline_is_an_error() {
+        struct Silent;
+        impl Read for Silent {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let mut late = Until {
+            inner: &mut Silent,
+            deadline: Instant::now(),
+        };
+        let err = read_frame(&mut late, &stop, "test peer").unwrap_err();
+        assert!(err.to_string().contains("no hello within"), "{err}");
+        // Before the deadline a timeout only looks at the stop flag.
+        stop.store(true, Ordering::Release);
+        let mut early = Until {
+            inner: &mut Silent,
+            deadline: Instant::now() + Duration::from_secs(60),
+        };
+        assert_eq!(read_frame(&mut early, &stop, "test peer").unwrap(), None);
     }
 
     #[test]

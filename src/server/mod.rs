@@ -31,7 +31,7 @@ mod connection;
 mod idempotence;
 mod limits;
 mod listener;
-mod peer_log;
+pub(crate) mod peer_log;
 mod sendfile;
 mod transport;
 
@@ -411,6 +411,10 @@ struct ClusterSettings {
     inter_broker_sasl: Option<crate::client::security::SaslLogin>,
     /// The CA of the nodes' certificates, for a TLS inter-broker listener.
     inter_broker_ca: Option<std::path::PathBuf>,
+    /// The quorum port's protocol: PLAINTEXT (default) or SSL.
+    quorum_protocol: Option<SecurityProtocol>,
+    /// The CA of the nodes' certificates on an SSL quorum port.
+    quorum_ca: Option<std::path::PathBuf>,
     /// Tests: quorum listener bound by the caller, small snapshot threshold.
     #[cfg(test)]
     quorum_listener: Option<TcpListener>,
@@ -726,6 +730,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Cluster: the security protocol of the quorum port (Raft traffic between the
+    /// voters), as Kafka's `listener.security.protocol.map` for the controller listener:
+    /// [`SecurityProtocol::Plaintext`] (the default) or [`SecurityProtocol::Ssl`], mutual
+    /// TLS with the certificate and key of [`tls`](Self::tls) as both server and client
+    /// certificate, and the peers' certificates checked against
+    /// [`quorum_ca`](Self::quorum_ca). SASL protocols are refused by
+    /// [`start`](Self::start).
+    pub fn quorum_security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.cluster.quorum_protocol = Some(protocol);
+        self
+    }
+
+    /// Cluster: the PEM file of the CA that signed the nodes' certificates, which an SSL
+    /// quorum port checks in both directions: a peer's certificate must be signed by it
+    /// and name the host of that voter's quorum address.
+    pub fn quorum_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.cluster.quorum_ca = Some(path.into());
+        self
+    }
+
     /// Cluster: a follower that has not caught up for this long leaves the ISR. Default =
     /// 30 s (Kafka `replica.lag.time.max.ms`).
     pub fn replica_lag_time_max(mut self, lag: Duration) -> Self {
@@ -783,6 +807,10 @@ impl ServerBuilder {
         listeners: &[(SecurityProtocol, SocketAddr)],
     ) -> Result<Option<crate::cluster::ClusterConfig>> {
         let local = listeners[0].1;
+        if self.cluster.node_id.is_none() && self.cluster.quorum.is_none() {
+            return Ok(None);
+        }
+        let quorum_tls = self.quorum_tls()?;
         let c = &mut self.cluster;
         let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
             (None, None) => return Ok(None),
@@ -850,6 +878,7 @@ impl ServerBuilder {
             }
         };
         let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
+        config.quorum_tls = quorum_tls;
         if let Some((addr, security)) = replication {
             config.replication_listener = addr;
             config.replication_security = Arc::new(security);
@@ -887,6 +916,48 @@ impl ServerBuilder {
             }
         }
         Ok(Some(config))
+    }
+
+    /// The quorum port's TLS, from `quorum_security_protocol`, `quorum_ca` and `tls`.
+    fn quorum_tls(&self) -> Result<Option<Arc<crate::cluster::quorum_tls::QuorumTls>>> {
+        let invalid = |key: &str, reason: String| crate::error::Error::InvalidConfig {
+            key: key.into(),
+            reason,
+        };
+        let c = &self.cluster;
+        match c.quorum_protocol.unwrap_or(SecurityProtocol::Plaintext) {
+            SecurityProtocol::Plaintext => match &c.quorum_ca {
+                None => Ok(None),
+                Some(ca) => Err(invalid(
+                    crate::cluster::quorum_tls::CA_KEY,
+                    format!(
+                        "{} is set but the quorum port is PLAINTEXT: set quorum-security-protocol to SSL",
+                        ca.display()
+                    ),
+                )),
+            },
+            SecurityProtocol::Ssl => {
+                let tls = self.config.tls.as_ref().ok_or_else(|| {
+                    invalid(
+                        "quorum-security-protocol",
+                        "SSL needs the node's certificate and key (tls-cert, tls-key), used as both server and client certificate".into(),
+                    )
+                })?;
+                let ca = c.quorum_ca.as_deref().ok_or_else(|| {
+                    invalid(
+                        crate::cluster::quorum_tls::CA_KEY,
+                        "the SSL quorum port needs the PEM file of the CA that signed the nodes' certificates".into(),
+                    )
+                })?;
+                Ok(Some(Arc::new(crate::cluster::quorum_tls::QuorumTls::load(
+                    tls, ca,
+                )?)))
+            }
+            other => Err(invalid(
+                "quorum-security-protocol",
+                format!("{other}: the quorum port speaks PLAINTEXT or SSL (mutual TLS)"),
+            )),
+        }
     }
 
     /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and

@@ -690,6 +690,17 @@ pub(crate) struct ServeArgs {
     /// controller.quorum.voters); this node listens for its peers on its own entry.
     #[arg(long, value_name = "ID@HOST:PORT,...", requires = "node_id")]
     pub quorum: Option<String>,
+    /// Cluster: the quorum port's security protocol, PLAINTEXT or SSL (Kafka's
+    /// listener.security.protocol.map for the controller listener). SSL is mutual TLS:
+    /// --tls-cert/--tls-key are this node's certificate as server and as client, and the
+    /// peers' must be signed by --quorum-ssl-ca-location and name the host of their
+    /// --quorum address [default: PLAINTEXT].
+    #[arg(long, value_name = "PROTOCOL", requires = "quorum")]
+    pub quorum_security_protocol: Option<String>,
+    /// Cluster: PEM file of the CA that signed the nodes' certificates, for
+    /// --quorum-security-protocol SSL.
+    #[arg(long, value_name = "FILE", requires = "quorum")]
+    pub quorum_ssl_ca_location: Option<PathBuf>,
     /// Cluster: fence a broker the controller has not heard from for this long (Kafka's
     /// broker.session.timeout.ms).
     #[arg(long, value_name = "MS", default_value_t = 9000)]

@@ -10,6 +10,8 @@
 //! quorum elects a controller among the voters, topics are replicated as the controller
 //! places them, and SIGTERM first moves this node's leaderships away (controlled
 //! shutdown).
+//! `--quorum-security-protocol SSL` makes the quorum port mutual TLS (the node's
+//! `--tls-cert`/`--tls-key`, peers checked against `--quorum-ssl-ca-location`).
 //!
 //! Logs go to stderr through `tracing`, by default at info level for tidelog's own
 //! targets and warnings for its dependencies (`RUST_LOG` overrides it, e.g.
@@ -69,6 +71,7 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
             })?,
         );
     }
+    let quorum_protocol = quorum_security_protocol(args)?;
     // A bug in one connection thread closes that connection only; the tool's hook (which
     // exits the process) would take every client down with it.
     std::panic::set_hook(Box::new(|info| {
@@ -163,6 +166,10 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         if let Some(ca) = &args.inter_broker_ssl_ca_location {
             builder = builder.inter_broker_ca(ca);
         }
+        builder = builder.quorum_security_protocol(quorum_protocol);
+        if let Some(ca) = &args.quorum_ssl_ca_location {
+            builder = builder.quorum_ca(ca);
+        }
     }
     let server = builder.start()?;
     let role = match server.node_id() {
@@ -211,6 +218,41 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     tracing::info!(data = %data.display(), "data directory closed");
     eprintln!("tidelog serve: stopped");
     Ok(())
+}
+
+/// `--quorum-security-protocol` and the flags it needs, checked before anything is bound
+/// or opened (the files are read when the node starts).
+fn quorum_security_protocol(args: &ServeArgs) -> CliResult<tidelog::security::SecurityProtocol> {
+    use tidelog::security::SecurityProtocol;
+    let protocol = match args.quorum_security_protocol.as_deref() {
+        None => SecurityProtocol::Plaintext,
+        Some(p) => match p.parse() {
+            Ok(protocol @ (SecurityProtocol::Plaintext | SecurityProtocol::Ssl)) => protocol,
+            Ok(other) => {
+                return Err(fail!(
+                    "--quorum-security-protocol {other}: the quorum port speaks PLAINTEXT or SSL (mutual TLS), not SASL"
+                ));
+            }
+            Err(_) => {
+                return Err(fail!(
+                    "--quorum-security-protocol {p:?}: unknown protocol; PLAINTEXT or SSL"
+                ));
+            }
+        },
+    };
+    match (protocol, &args.quorum_ssl_ca_location) {
+        (SecurityProtocol::Ssl, None) => Err(fail!(
+            "--quorum-security-protocol SSL needs --quorum-ssl-ca-location FILE, the CA that signed the nodes' certificates"
+        )),
+        (SecurityProtocol::Ssl, Some(_)) if args.tls_cert.is_none() => Err(fail!(
+            "--quorum-security-protocol SSL needs --tls-cert and --tls-key, this node's certificate and key (its server and client certificate on the quorum port)"
+        )),
+        (SecurityProtocol::Plaintext, Some(ca)) => Err(fail!(
+            "--quorum-ssl-ca-location {} needs --quorum-security-protocol SSL",
+            ca.display()
+        )),
+        _ => Ok(protocol),
+    }
 }
 
 /// Binds `--metrics-listen`'s address (before the data directory is touched, as the

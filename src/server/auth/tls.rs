@@ -21,6 +21,10 @@ use rustls::{RootCertStore, ServerConfig, ServerConnection};
 
 use crate::error::{Error, Result};
 
+/// The TLS versions offered: 1.3 and 1.2.
+pub(crate) const PROTOCOL_VERSIONS: &[&rustls::SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
 /// The longest a TLS handshake may take.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -72,12 +76,18 @@ fn invalid(key: &str, reason: String) -> Error {
     }
 }
 
-fn read_pem(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io("read", path, e))
+/// Reads a PEM file; `op` names the setting it was given as ("read tls-cert").
+fn read_pem(path: &Path, op: &'static str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(op, path, e))
 }
 
-fn certificates(path: &Path, key: &str) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = read_pem(path)?;
+/// The PEM certificates of `path`, given as setting `key` (at least one).
+pub(crate) fn certificates(
+    path: &Path,
+    key: &str,
+    op: &'static str,
+) -> Result<Vec<CertificateDer<'static>>> {
+    let pem = read_pem(path, op)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| invalid(key, format!("{}: {e}", path.display())))?;
@@ -90,11 +100,25 @@ fn certificates(path: &Path, key: &str) -> Result<Vec<CertificateDer<'static>>> 
     Ok(certs)
 }
 
+/// A roots store of the PEM CA certificates of `path`, given as setting `key`.
+pub(crate) fn roots(path: &Path, key: &str, op: &'static str) -> Result<Arc<RootCertStore>> {
+    let mut roots = RootCertStore::empty();
+    for c in certificates(path, key, op)? {
+        roots
+            .add(c)
+            .map_err(|e| invalid(key, format!("{}: {e}", path.display())))?;
+    }
+    Ok(Arc::new(roots))
+}
+
 impl TlsSettings {
-    /// Reads the files and builds the rustls configurations; the error names the file.
-    pub(crate) fn load(&self) -> Result<TlsAcceptors> {
-        let chain = certificates(&self.cert, "tls-cert")?;
-        let pem = read_pem(&self.key)?;
+    /// The certificate chain and private key, read from their files (the error names
+    /// the setting and the file).
+    pub(crate) fn identity(
+        &self,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+        let chain = certificates(&self.cert, "tls-cert", "read tls-cert")?;
+        let pem = read_pem(&self.key, "read tls-key")?;
         let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
             invalid(
                 "tls-key",
@@ -104,22 +128,31 @@ impl TlsSettings {
                 ),
             )
         })?;
+        Ok((chain, key))
+    }
+
+    /// The error of a private key that is not the certificate's.
+    pub(crate) fn bad_pair(&self, e: rustls::Error) -> Error {
+        invalid(
+            "tls-key",
+            format!(
+                "{} does not go with the certificate of {}: {e}",
+                self.key.display(),
+                self.cert.display()
+            ),
+        )
+    }
+
+    /// Reads the files and builds the rustls configurations; the error names the file.
+    pub(crate) fn load(&self) -> Result<TlsAcceptors> {
+        let (chain, key) = self.identity()?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = || {
             ServerConfig::builder_with_provider(provider.clone())
-                .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+                .with_protocol_versions(PROTOCOL_VERSIONS)
                 .map_err(|e| invalid("tls", e.to_string()))
         };
-        let bad_pair = |e: rustls::Error| {
-            invalid(
-                "tls-key",
-                format!(
-                    "{} does not go with the certificate of {}: {e}",
-                    self.key.display(),
-                    self.cert.display()
-                ),
-            )
-        };
+        let bad_pair = |e: rustls::Error| self.bad_pair(e);
         let server = builder()?
             .with_no_client_auth()
             .with_single_cert(chain.clone(), key.clone_key())
@@ -127,16 +160,10 @@ impl TlsSettings {
         let mutual = match &self.client_ca {
             None => None,
             Some(ca) => {
-                let mut roots = RootCertStore::empty();
-                for c in certificates(ca, "tls-client-ca")? {
-                    roots
-                        .add(c)
-                        .map_err(|e| invalid("tls-client-ca", format!("{}: {e}", ca.display())))?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                        .build()
-                        .map_err(|e| invalid("tls-client-ca", format!("{}: {e}", ca.display())))?;
+                let roots = roots(ca, "tls-client-ca", "read tls-client-ca")?;
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| invalid("tls-client-ca", format!("{}: {e}", ca.display())))?;
                 Some(Arc::new(
                     builder()?
                         .with_client_cert_verifier(verifier)
