@@ -39,3 +39,53 @@ pub fn fuzz_sasl_session(data: &[u8]) {
 pub fn sendfile_bytes_sent() -> u64 {
     crate::server::sendfile_bytes_sent()
 }
+
+/// What a `tracing` subscriber wrote, kept in memory for a test to read: pass a clone
+/// as the subscriber's writer (`tracing_subscriber::fmt().with_writer(move ||
+/// logs.clone())`), then look for lines.
+#[derive(Debug, Clone, Default)]
+pub struct CapturedLogs(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLogs {
+    /// Every line written so far that contains each of `needles`.
+    pub fn lines_with(&self, needles: &[&str]) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock())
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits at most `limit` for a line containing each of `needles` and returns the
+    /// first; on timeout, an error with everything captured, for the test's message.
+    pub fn wait_for_line(
+        &self,
+        needles: &[&str],
+        limit: std::time::Duration,
+    ) -> std::result::Result<String, String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(line) = self.lines_with(needles).into_iter().next() {
+                return Ok(line);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "no line with {needles:?} within {limit:?} in:\n{}",
+                    String::from_utf8_lossy(&self.0.lock())
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
