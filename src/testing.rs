@@ -89,3 +89,41 @@ impl CapturedLogs {
         }
     }
 }
+
+/// The byte positions of the batches of the segment file at `path`, walking their
+/// headers from the start; an error names the file and the first batch that does not
+/// walk.
+pub fn batch_positions(path: &Path) -> Result<Vec<usize>> {
+    let bytes = std::fs::read(path).map_err(|e| crate::error::Error::io("read", path, e))?;
+    let mut it = crate::record::batches(&bytes);
+    let mut out = Vec::new();
+    loop {
+        let at = it.position();
+        match it.next() {
+            Some(Ok(_)) => out.push(at),
+            Some(Err(e)) => {
+                return Err(crate::error::Error::corrupt(
+                    path.display().to_string(),
+                    at as u64,
+                    e.to_string(),
+                ));
+            }
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Damages batch number `index` (from 0) of the segment file at `path` in place: its
+/// magic byte becomes 9, which no reader accepts. Returns the batch's byte position.
+pub fn damage_batch_magic(path: &Path, index: usize) -> Result<usize> {
+    let positions = batch_positions(path)?;
+    let Some(&at) = positions.get(index) else {
+        let why = format!("it has {} batches, no batch {index}", positions.len());
+        let invalid = std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        return Err(crate::error::Error::io("damage", path, invalid));
+    };
+    let mut bytes = std::fs::read(path).map_err(|e| crate::error::Error::io("read", path, e))?;
+    bytes[at + 16] = 9;
+    std::fs::write(path, &bytes).map_err(|e| crate::error::Error::io("write", path, e))?;
+    Ok(at)
+}
