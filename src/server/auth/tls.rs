@@ -82,11 +82,7 @@ fn read_pem(path: &Path, op: &'static str) -> Result<Vec<u8>> {
 }
 
 /// The PEM certificates of `path`, given as setting `key` (at least one).
-pub(crate) fn certificates(
-    path: &Path,
-    key: &str,
-    op: &'static str,
-) -> Result<Vec<CertificateDer<'static>>> {
+fn certificates(path: &Path, key: &str, op: &'static str) -> Result<Vec<CertificateDer<'static>>> {
     let pem = read_pem(path, op)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
