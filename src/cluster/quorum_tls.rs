@@ -76,7 +76,7 @@ impl QuorumTls {
     /// Reads the node's certificate and key from `identity` and the CA from `ca`; the
     /// error names the setting and the file.
     pub(crate) fn load(identity: &TlsSettings, ca: &Path) -> Result<QuorumTls> {
-        let (chain, key) = identity.identity()?;
+        let (chain, key) = identity.chain_and_key()?;
         let roots = tls::roots(ca, CA_KEY, "read quorum-ssl-ca-location")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())

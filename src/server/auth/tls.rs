@@ -60,6 +60,17 @@ impl TlsSettings {
     }
 }
 
+impl TlsSettings {
+    /// The server's certificate and key as a client identity (a cluster node's replica
+    /// fetchers present them, as a Kafka broker uses its keystore for both ends).
+    pub(crate) fn identity(&self) -> crate::client::security::ClientIdentity<'_> {
+        crate::client::security::ClientIdentity {
+            cert: &self.cert,
+            key: &self.key,
+        }
+    }
+}
+
 /// The rustls configurations of a server.
 #[derive(Debug, Clone)]
 pub(crate) struct TlsAcceptors {
@@ -110,7 +121,7 @@ pub(crate) fn roots(path: &Path, key: &str, op: &'static str) -> Result<Arc<Root
 impl TlsSettings {
     /// The certificate chain and private key, read from their files (the error names
     /// the setting and the file).
-    pub(crate) fn identity(
+    pub(crate) fn chain_and_key(
         &self,
     ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
         let chain = certificates(&self.cert, "tls-cert", "read tls-cert")?;
@@ -141,7 +152,7 @@ impl TlsSettings {
 
     /// Reads the files and builds the rustls configurations; the error names the file.
     pub(crate) fn load(&self) -> Result<TlsAcceptors> {
-        let (chain, key) = self.identity()?;
+        let (chain, key) = self.chain_and_key()?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = || {
             ServerConfig::builder_with_provider(provider.clone())
