@@ -1457,8 +1457,9 @@ impl PartitionLog {
     /// Of the active segment only the data is fsynced: opening the log after a crash
     /// walks the batch headers of the segment holding the recovery point from its last
     /// index entries on, so its index entries are not needed to find an acknowledged
-    /// record (docs/design.md, "Durability"). They are fsynced when the segment is
-    /// sealed, by [`PartitionLog::sync`] and on close. A sealed segment is fsynced whole
+    /// record (docs/design.md, "Invariants of a single node"). They are fsynced when
+    /// the segment is sealed, by [`PartitionLog::sync`] and on close. A sealed segment
+    /// is fsynced whole
     /// (its indexes, when written since their last fsync): once the recovery point
     /// passes it, opening trusts its indexes.
     fn fsync_up_to(&self, end: i64) -> Result<()> {

@@ -446,7 +446,7 @@ impl Segment {
     /// Fsyncs the segment's data only: what a durable append waits for. The indexes
     /// are not needed for it: opening a log walks the batch headers of the segment
     /// holding its recovery point from its last index entries to its end (see
-    /// `scan::trusted_scan` and docs/design.md, "Durability").
+    /// `scan::trusted_scan` and docs/design.md, "Invariants of a single node").
     pub(crate) fn sync_log(&self) -> Result<()> {
         let maps = self.maps.read().clone();
         if let Some(m) = &maps {
