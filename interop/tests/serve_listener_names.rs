@@ -2,10 +2,11 @@
 //! `listener.security.protocol.map`): `--listen INTERNAL://127.0.0.1:0
 //! --listener-security-protocol-map INTERNAL:SASL_PLAINTEXT` beside the default
 //! PLAINTEXT listener serves both, each with its protocol (Metadata answered on
-//! PLAINTEXT, with that listener's address; on INTERNAL only the SASL APIs before a
-//! login), and says so at start. A name missing from the map, a bad map, two listeners
-//! of one name and an inter-broker listener name no listener has are each one `error:`
-//! line naming what is wrong, exit code 1.
+//! PLAINTEXT, with that listener's advertised address, the bare one of two repeated
+//! `--advertised`; on INTERNAL only the SASL APIs before a login), and says so at start.
+//! A name missing from the map, a bad map, two listeners of one name, an inter-broker
+//! listener name no listener has and an advertised address for a listener there is not
+//! are each one `error:` line naming what is wrong, exit code 1.
 
 mod serve_support;
 
@@ -27,6 +28,10 @@ fn named_listeners_serve_with_their_mapped_protocols() {
             "internal://127.0.0.1:0",
             "--listener-security-protocol-map",
             "INTERNAL:SASL_PLAINTEXT",
+            "--advertised",
+            "internal://internal.example",
+            "--advertised",
+            "plain.example:1234",
         ],
         None,
     );
@@ -53,7 +58,8 @@ fn named_listeners_serve_with_their_mapped_protocols() {
         .call(&MetadataRequest::default().with_topics(None), 8)
         .expect("Metadata answered on PLAINTEXT");
     assert_eq!(md.brokers.len(), 1);
-    assert_eq!(md.brokers[0].port, i32::from(serve.addr.port()));
+    assert_eq!(md.brokers[0].host.as_str(), "plain.example");
+    assert_eq!(md.brokers[0].port, 1234);
 
     let mut sasl = KafkaConn::connect(&internal.to_string(), timeout).unwrap();
     let hs = sasl
@@ -77,7 +83,11 @@ fn named_listeners_serve_with_their_mapped_protocols() {
 fn bad_listener_names_and_maps_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let quorum = format!("1@127.0.0.1:{}", free_ports(1)[0]);
-    let cases: [(&[&str], &[&str]); 5] = [
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["--advertised", "h:1", "--advertised", "OTHER://h:2"],
+            &["advertised.listeners", "OTHER"],
+        ),
         (
             &["--listen", "CLIENT://127.0.0.1:0"],
             &["--listen \"CLIENT://127.0.0.1:0\"", "CLIENT", "map"],

@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::codec::{Reader, Writer};
-use super::records::{AlterPartition, CreateTopic, MetadataRecord, PartitionRef, TopicId};
+use super::records::{
+    AlterPartition, CreateTopic, Endpoint, MetadataRecord, PartitionRef, TopicId,
+};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::server::auth::acl::{self, AclBinding};
@@ -34,9 +36,9 @@ pub(crate) const NO_LEADER: i32 = -1;
 /// Most producer ids one `AllocateProducerIds` may reserve.
 pub(crate) const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 
-/// Image encoding version written by this code (version 1, without users and ACLs, is
-/// still read).
-const IMAGE_VERSION: u16 = 2;
+/// Image encoding version written by this code (version 1, without users and ACLs, and
+/// version 2, without the brokers' named listeners, are still read).
+const IMAGE_VERSION: u16 = 3;
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,10 @@ pub(crate) struct BrokerRegistration {
     pub listener: String,
     /// The listener replica fetchers connect to, when not `listener`.
     pub replication_listener: Option<String>,
+    /// Every listener by name as advertised; empty for a broker registered by a node
+    /// that wrote `RegisterBroker` version 0 or 1 (it is listed at `listener` on every
+    /// listener).
+    pub endpoints: Vec<Endpoint>,
     /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
     /// not listed to clients.
     pub fenced: bool,
@@ -70,6 +76,20 @@ impl BrokerRegistration {
             ),
             None => (self.listener.clone(), 0),
         }
+    }
+
+    /// The `(host, port)` clients of listener `name` are told to reach this broker at
+    /// (Kafka answers each request with the endpoints of the listener it arrived on), or
+    /// None if the broker has no listener of that name. A broker that registered no
+    /// endpoints (an older node) is at its one listener whatever the name.
+    pub(crate) fn endpoint(&self, name: &str) -> Option<(String, i32)> {
+        if self.endpoints.is_empty() {
+            return Some(self.host_port());
+        }
+        self.endpoints
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (e.host.clone(), i32::from(e.port)))
     }
 }
 
@@ -544,11 +564,12 @@ impl MetadataImage {
                 listener,
                 clean_shutdown_epoch,
                 replication_listener,
+                endpoints,
             } => self.register(
                 index,
                 *broker_id,
                 *incarnation,
-                (listener, replication_listener.as_deref()),
+                (listener, replication_listener.as_deref(), endpoints),
                 *clean_shutdown_epoch,
             ),
             MetadataRecord::BrokerReady {
@@ -683,7 +704,7 @@ impl MetadataImage {
         index: u64,
         broker_id: i32,
         incarnation: u64,
-        (listener, replication_listener): (&str, Option<&str>),
+        (listener, replication_listener, endpoints): (&str, Option<&str>, &[Endpoint]),
         clean_shutdown_epoch: Option<i64>,
     ) -> Outcome {
         if broker_id < 0 {
@@ -708,6 +729,7 @@ impl MetadataImage {
                 incarnation,
                 listener: listener.to_string(),
                 replication_listener: replication_listener.map(str::to_string),
+                endpoints: endpoints.to_vec(),
                 fenced: true,
                 shut_down: false,
             },
@@ -1043,6 +1065,7 @@ impl MetadataImage {
             w.bool(b.fenced);
             w.bool(b.shut_down);
             super::records::put_opt_str(&mut w, b.replication_listener.as_deref());
+            super::records::put_endpoints(&mut w, &b.endpoints);
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
@@ -1095,11 +1118,15 @@ impl MetadataImage {
                 incarnation: r.u64()?,
                 listener: r.str()?,
                 replication_listener: None,
+                endpoints: Vec::new(),
                 fenced: r.bool()?,
                 shut_down: r.bool()?,
             };
             if version >= 2 {
                 b.replication_listener = super::records::get_opt_str(&mut r)?;
+            }
+            if version >= 3 {
+                b.endpoints = super::records::get_endpoints(&mut r)?;
             }
             brokers.insert(b.id, b);
         }

@@ -114,6 +114,10 @@ pub(crate) struct ClusterConfig {
     /// The listener other nodes' replica fetchers reach this one on, when it is not
     /// `advertised_listener` (Kafka's `inter.broker.listener.name`).
     pub replication_listener: Option<String>,
+    /// Every Kafka listener of this broker by name, as clients of each should reach it
+    /// (Kafka's `advertised.listeners`); registered so that each client is answered with
+    /// the brokers' addresses on its own listener. Empty: only `advertised_listener`.
+    pub endpoints: Vec<records::Endpoint>,
     /// How this node's replica fetchers connect (the inter-broker listener's TLS and
     /// SASL login); plaintext by default.
     pub replication_security: Arc<client::ClientSecurity>,
@@ -162,6 +166,7 @@ impl ClusterConfig {
             voters,
             advertised_listener,
             replication_listener: None,
+            endpoints: Vec::new(),
             replication_security: Arc::default(),
             session_timeout: Duration::from_millis(9000),
             default_replication_factor: 1,

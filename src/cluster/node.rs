@@ -323,6 +323,7 @@ impl RaftLoop {
                     listener: self.config.advertised_listener.clone(),
                     clean_shutdown_epoch: self.clean_shutdown_epoch,
                     replication_listener: self.config.replication_listener.clone(),
+                    endpoints: self.config.endpoints.clone(),
                 };
                 self.propose_internal(Internal::Lifecycle, record);
             }

@@ -3,11 +3,12 @@
 //!
 //! A Raft entry's data is an envelope: version (`u8`, 1), the proposing node's id
 //! (`i32`), the proposer's request id (`u64`, so it can match the outcome to its waiting
-//! caller) and the record: its type (`u8`), its version (`u8`, 0 for every type today)
-//! and its fields in the order they are declared below (see docs/format.md).
+//! caller) and the record: its type (`u8`), its version (`u8`, 0 for every type but
+//! `RegisterBroker`) and its fields in the order they are declared below (see docs/format.md).
 
 use super::codec::{Reader, Writer};
 use crate::error::Result;
+use crate::server::auth::SecurityProtocol;
 use crate::server::auth::acl::{self, AclBinding, AclFilter};
 use crate::server::auth::credentials::{self, CredentialChange};
 
@@ -20,8 +21,88 @@ pub(crate) type TopicId = [u8; 16];
 const ENVELOPE_VERSION: u8 = 1;
 /// Record version written by this code for every record type but `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
-/// `RegisterBroker`'s version (1 adds the replication listener; 0 is still read).
-const REGISTER_BROKER_VERSION: u8 = 1;
+/// `RegisterBroker`'s version (1 adds the replication listener, 2 every named listener;
+/// 0 and 1 are still read).
+const REGISTER_BROKER_VERSION: u8 = 2;
+
+/// One listener a broker registers (Kafka's `BrokerRegistrationRecord` endpoint): its
+/// name, the host and port clients of that listener are told, and its security
+/// protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    /// Listener name, upper-case (`PLAINTEXT`, `INTERNAL`, ...).
+    pub name: String,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+    /// The listener's security protocol.
+    pub protocol: SecurityProtocol,
+}
+
+impl Endpoint {
+    /// `host:port`, the host bracketed when it is an IPv6 address.
+    pub(crate) fn address(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Kafka's id of a security protocol (`SecurityProtocol.id`).
+fn protocol_id(p: SecurityProtocol) -> i16 {
+    match p {
+        SecurityProtocol::Plaintext => 0,
+        SecurityProtocol::Ssl => 1,
+        SecurityProtocol::SaslPlaintext => 2,
+        SecurityProtocol::SaslSsl => 3,
+    }
+}
+
+/// A count (`u32`) of endpoints, each: name (string), host (string), port (`u16`),
+/// security protocol (`i16`, Kafka's id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT,
+/// 3 SASL_SSL).
+pub(crate) fn put_endpoints(w: &mut Writer, endpoints: &[Endpoint]) {
+    w.u32(endpoints.len() as u32);
+    for e in endpoints {
+        w.str(&e.name);
+        w.str(&e.host);
+        w.u16(e.port);
+        w.i16(protocol_id(e.protocol));
+    }
+}
+
+/// Reads what [`put_endpoints`] wrote.
+pub(crate) fn get_endpoints(r: &mut Reader<'_>) -> Result<Vec<Endpoint>> {
+    // Two empty strings, a port and a protocol: 12 bytes at least.
+    let n = r.count(12)?;
+    let mut endpoints = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.str()?;
+        let host = r.str()?;
+        let port = r.u16()?;
+        let protocol = match r.i16()? {
+            0 => SecurityProtocol::Plaintext,
+            1 => SecurityProtocol::Ssl,
+            2 => SecurityProtocol::SaslPlaintext,
+            3 => SecurityProtocol::SaslSsl,
+            other => {
+                return Err(r.error(format!(
+                    "listener {name} has security protocol id {other}; known ids are 0 to 3"
+                )));
+            }
+        };
+        endpoints.push(Endpoint {
+            name,
+            host,
+            port,
+            protocol,
+        });
+    }
+    Ok(endpoints)
+}
 
 /// `CreateTopic`'s fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +180,11 @@ pub(crate) enum MetadataRecord {
         /// `inter.broker.listener.name`), `host:port`, when it is not `listener`.
         /// Record version 1; version 0 has none.
         replication_listener: Option<String>,
+        /// Every listener of the broker by name, as advertised (Kafka's
+        /// `advertised.listeners`), so that each client is answered with the brokers'
+        /// addresses on the listener it connected to. Record version 2; versions 0 and 1
+        /// have none (their brokers are listed at `listener` on every listener).
+        endpoints: Vec<Endpoint>,
     },
     /// The broker caught up with the metadata log and opened its logs: unfence it.
     BrokerReady {
@@ -287,6 +373,7 @@ impl MetadataRecord {
                 listener,
                 clean_shutdown_epoch,
                 replication_listener,
+                endpoints,
             } => {
                 w.u8(kind::REGISTER_BROKER);
                 w.u8(REGISTER_BROKER_VERSION);
@@ -295,6 +382,7 @@ impl MetadataRecord {
                 w.str(listener);
                 w.i64(clean_shutdown_epoch.unwrap_or(-1));
                 put_opt_str(w, replication_listener.as_deref());
+                put_endpoints(w, endpoints);
             }
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -458,12 +546,18 @@ impl MetadataRecord {
                 let listener = r.str()?;
                 let epoch = r.i64()?;
                 let replication_listener = if version >= 1 { get_opt_str(r)? } else { None };
+                let endpoints = if version >= 2 {
+                    get_endpoints(r)?
+                } else {
+                    Vec::new()
+                };
                 MetadataRecord::RegisterBroker {
                     broker_id,
                     incarnation,
                     listener,
                     clean_shutdown_epoch: (epoch >= 0).then_some(epoch),
                     replication_listener,
+                    endpoints,
                 }
             }
             kind::BROKER_READY => {
@@ -639,6 +733,20 @@ pub(crate) mod tests {
                 listener: "127.0.0.1:9092".into(),
                 clean_shutdown_epoch: Some(7),
                 replication_listener: Some("127.0.0.1:9094".into()),
+                endpoints: vec![
+                    Endpoint {
+                        name: "PLAINTEXT".into(),
+                        host: "127.0.0.1".into(),
+                        port: 9092,
+                        protocol: SecurityProtocol::Plaintext,
+                    },
+                    Endpoint {
+                        name: "INTERNAL".into(),
+                        host: "::1".into(),
+                        port: 9094,
+                        protocol: SecurityProtocol::SaslSsl,
+                    },
+                ],
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
@@ -646,6 +754,7 @@ pub(crate) mod tests {
                 listener: "h:1".into(),
                 clean_shutdown_epoch: None,
                 replication_listener: None,
+                endpoints: vec![],
             },
             MetadataRecord::BrokerReady {
                 broker_id: 1,
@@ -771,18 +880,76 @@ pub(crate) mod tests {
             listener: "h:1".into(),
             clean_shutdown_epoch: None,
             replication_listener: None,
+            endpoints: vec![],
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
-        // Version 0: the same fields without the trailing optional listener.
+        // Version 0: the same fields without the optional listener and the endpoints.
         bytes[1] = 0;
-        bytes.pop();
+        bytes.truncate(bytes.len() - 5);
         let mut r = Reader::new(&bytes, "v0");
         assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
         r.finish().unwrap();
-        bytes[1] = 2;
-        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v2")).is_err());
+        bytes[1] = 3;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v3")).is_err());
+    }
+
+    #[test]
+    fn a_version_1_registration_has_no_endpoints() {
+        let mut w = Writer::new();
+        w.u8(kind::REGISTER_BROKER);
+        w.u8(1);
+        w.i32(4);
+        w.u64(9);
+        w.str("h:1");
+        w.i64(12);
+        put_opt_str(&mut w, Some("h:2"));
+        let bytes = w.into_bytes();
+        let mut r = Reader::new(&bytes, "v1");
+        assert_eq!(
+            MetadataRecord::decode(&mut r).unwrap(),
+            MetadataRecord::RegisterBroker {
+                broker_id: 4,
+                incarnation: 9,
+                listener: "h:1".into(),
+                clean_shutdown_epoch: Some(12),
+                replication_listener: Some("h:2".into()),
+                endpoints: vec![],
+            }
+        );
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn a_version_2_registration_lays_out_its_endpoints() {
+        let record = MetadataRecord::RegisterBroker {
+            broker_id: 1,
+            incarnation: 2,
+            listener: "a:1".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints: vec![Endpoint {
+                name: "EXT".into(),
+                host: "b".into(),
+                port: 0x0102,
+                protocol: SecurityProtocol::Ssl,
+            }],
+        };
+        let mut w = Writer::new();
+        record.encode(&mut w);
+        let bytes = w.into_bytes();
+        assert_eq!(bytes[1], 2, "version");
+        // ... replication listener absent, then 1 endpoint: "EXT", "b", port, SSL (1).
+        let tail: &[u8] = &[
+            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1,
+        ];
+        assert!(bytes.ends_with(tail), "{bytes:?}");
+        let mut bad = bytes.clone();
+        let at = bad.len() - 1;
+        bad[at] = 9;
+        let e = MetadataRecord::decode(&mut Reader::new(&bad, "bad")).unwrap_err();
+        assert!(e.to_string().contains("security protocol id 9"), "{e}");
     }
 
     proptest! {

@@ -50,8 +50,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
         validate_only: bool,
     ) -> Result<()>;
     /// The brokers of the cluster, for DescribeCluster: a single node answers itself at
-    /// `local` (its advertised `host:port`); a cluster answers its registered brokers.
-    fn brokers(&self, local: (String, i32)) -> Vec<BrokerEndpoint>;
+    /// `local` (its advertised `host:port`); a cluster answers its registered brokers at
+    /// their endpoints of `listener`, leaving out those without it.
+    fn brokers(&self, listener: &str, local: (String, i32)) -> Vec<BrokerEndpoint>;
     /// The group coordinator, shared with in-process consumers.
     fn groups(&self) -> crate::consumer::coordinator::GroupCoordinator;
     /// The data directory (the server keeps its producer-id block there).

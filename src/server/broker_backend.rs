@@ -177,21 +177,21 @@ impl Backend for BrokerBackend {
         self.broker.alter_topic_config(topic, config)
     }
 
-    fn brokers(&self, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
+    fn brokers(&self, listener: &str, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
         if let Some(c) = &self.cluster {
             return c
                 .image()
                 .brokers
                 .values()
-                .map(|b| {
-                    let (host, port) = b.host_port();
-                    BrokerEndpoint {
+                .filter_map(|b| {
+                    let (host, port) = b.endpoint(listener)?;
+                    Some(BrokerEndpoint {
                         node_id: b.id,
                         host,
                         port,
                         rack: None,
                         fenced: b.fenced,
-                    }
+                    })
                 })
                 .collect();
         }

@@ -71,9 +71,9 @@ pub(crate) fn serve(
     shared: Arc<Shared>,
     stream: Arc<TcpStream>,
     peer: SocketAddr,
-    protocol: SecurityProtocol,
+    (protocol, listener): (SecurityProtocol, &str),
 ) {
-    tracing::debug!(%peer, %protocol, "connection opened");
+    tracing::debug!(%peer, %protocol, listener, "connection opened");
     let local = stream.local_addr().unwrap_or(shared.config.listen);
     let Some((mut transport, subject)) = open_transport(&shared, stream, peer, protocol) else {
         return;
@@ -128,6 +128,7 @@ pub(crate) fn serve(
                     shared: &shared,
                     peer,
                     local,
+                    listener,
                     socket: transport.socket(),
                     principal: &session.principal,
                 };

@@ -48,24 +48,30 @@ impl Drop for Slot {
     }
 }
 
-/// Start the accept thread of a listener whose connections speak `protocol`.
+/// Start the accept thread of listener `name`, whose connections speak `protocol`.
 pub(crate) fn spawn(
     shared: Arc<Shared>,
     listener: TcpListener,
     protocol: SecurityProtocol,
+    name: Arc<str>,
 ) -> std::io::Result<JoinHandle<()>> {
     thread::Builder::new()
         .name(format!(
             "tidelog-accept-{}",
             protocol.name().to_ascii_lowercase()
         ))
-        .spawn(move || accept_loop(&shared, &listener, protocol))
+        .spawn(move || accept_loop(&shared, &listener, protocol, &name))
 }
 
 /// Connection numbers, unique over every listener of the process.
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, protocol: SecurityProtocol) {
+fn accept_loop(
+    shared: &Arc<Shared>,
+    listener: &TcpListener,
+    protocol: SecurityProtocol,
+    name: &Arc<str>,
+) {
     loop {
         let (stream, peer) = match listener.accept() {
             Ok(pair) => pair,
@@ -111,7 +117,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, protocol: SecurityP
             continue;
         }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = start_connection(shared, stream, peer, id, protocol) {
+        if let Err(e) = start_connection(shared, stream, peer, id, (protocol, name.clone())) {
             tracing::warn!(%peer, error = %e, "cannot start a connection thread");
         }
     }
@@ -122,7 +128,7 @@ fn start_connection(
     stream: TcpStream,
     peer: SocketAddr,
     id: u64,
-    protocol: SecurityProtocol,
+    (protocol, name): (SecurityProtocol, Arc<str>),
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(shared.config.idle_timeout))?;
@@ -140,7 +146,7 @@ fn start_connection(
         .stack_size(512 * 1024)
         .spawn(move || {
             let _slot = slot;
-            connection::serve(conn_shared, stream, peer, protocol);
+            connection::serve(conn_shared, stream, peer, (protocol, &name));
         });
     match spawned {
         Ok(handle) => {

@@ -22,6 +22,7 @@
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
 //!   every connection and joins every thread.
 
+mod advertised;
 mod api;
 pub(crate) mod auth;
 mod backend;
@@ -160,9 +161,13 @@ const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
 pub(crate) struct Config {
     /// Address to bind.
     pub listen: SocketAddr,
-    /// `host:port` put in Metadata and FindCoordinator responses; `None` = the address
-    /// the client connected to.
+    /// Kafka's `advertised.listeners` as given (`NAME://HOST:PORT,...`; a bare
+    /// `HOST:PORT` is the first listener's); `None` = each listener's bound address.
     pub advertised: Option<String>,
+    /// The advertised address of each listener by name, resolved from `advertised` by
+    /// [`ServerBuilder::start`]; a listener without one answers with the address the
+    /// client connected to.
+    pub advertised_listeners: Vec<(String, Option<advertised::Advertised>)>,
     /// Most connections served at once.
     pub max_connections: usize,
     /// Largest request accepted, in bytes.
@@ -194,6 +199,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised: None,
+            advertised_listeners: Vec::new(),
             max_connections: 10_000,
             max_request_size: codec::DEFAULT_MAX_REQUEST_SIZE,
             auto_create_topics: false,
@@ -673,10 +679,18 @@ impl ServerBuilder {
         self
     }
 
-    /// `host:port` that clients are told to connect to in Metadata and FindCoordinator
-    /// responses, for when the bind address is not reachable from them (Kafka's
-    /// `advertised.listeners`). Default = the address each client connected to (so a
-    /// server bound to `0.0.0.0` answers every client with a reachable address).
+    /// The addresses clients are told to connect to in Metadata, FindCoordinator and
+    /// DescribeCluster responses, for when the bind addresses are not reachable from
+    /// them, as Kafka's `advertised.listeners`: `NAME://HOST:PORT` entries separated by
+    /// commas, one per listener name (`INTERNAL://broker1:9093,EXTERNAL://public:9094`);
+    /// a bare `HOST:PORT` (or `HOST`, keeping the bound port) is the first listener's.
+    /// Each client is answered with the addresses of the listener it connected on; in a
+    /// cluster every node registers all its listeners so that this holds for the other
+    /// nodes too. Default = each listener's bound address (a single node bound to
+    /// `0.0.0.0` answers every client with the address it reached; a cluster node
+    /// advertises its quorum host). An entry naming no listener makes
+    /// [`start`](Self::start) fail with `Error::InvalidConfig` for
+    /// `advertised.listeners`.
     pub fn advertised(mut self, host_port: impl Into<String>) -> Self {
         self.config.advertised = Some(host_port.into());
         self
@@ -974,8 +988,26 @@ impl ServerBuilder {
                 addr.to_string()
             }
         };
-        let advertised = match &self.config.advertised {
-            Some(a) => a.clone(),
+        // Every listener by name, at its advertised address or else its bound one.
+        let endpoints: Vec<crate::cluster::records::Endpoint> = listeners
+            .iter()
+            .zip(&self.config.advertised_listeners)
+            .map(|((name, protocol, addr), (_, adv))| {
+                let (host, port) = match adv {
+                    Some((host, port)) => (host.clone(), port.unwrap_or(addr.port())),
+                    None if addr.ip().is_unspecified() => (quorum_host.clone(), addr.port()),
+                    None => (addr.ip().to_string(), addr.port()),
+                };
+                crate::cluster::records::Endpoint {
+                    name: name.clone(),
+                    host,
+                    port,
+                    protocol: *protocol,
+                }
+            })
+            .collect();
+        let advertised = match endpoints.first() {
+            Some(e) => e.address(),
             None => reachable(local),
         };
         let replication = match &c.inter_broker_listener {
@@ -1006,13 +1038,17 @@ impl ServerBuilder {
                     }
                     other => other,
                 })?;
-                // The first listener is advertised already (--advertised applies to it).
-                let addr = (index > 0).then(|| reachable(listeners[index].2));
+                // The first listener is advertised already.
+                let addr = (index > 0).then(|| match endpoints.get(index) {
+                    Some(e) => e.address(),
+                    None => reachable(listeners[index].2),
+                });
                 Some((addr, security))
             }
         };
         let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
         config.quorum_tls = quorum_tls;
+        config.endpoints = endpoints;
         if let Some((addr, security)) = replication {
             config.replication_listener = addr;
             config.replication_security = Arc::new(security);
@@ -1145,6 +1181,11 @@ impl ServerBuilder {
             .zip(&listeners)
             .map(|(n, (p, _, a))| (n.clone(), *p, *a))
             .collect();
+        let advertised = match &self.config.advertised {
+            Some(spec) => advertised::resolve(spec, &names)?,
+            None => vec![None; names.len()],
+        };
+        self.config.advertised_listeners = names.iter().cloned().zip(advertised).collect();
         let cluster = match self.cluster_config(&bound)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
@@ -1180,7 +1221,7 @@ impl ServerBuilder {
         let named = bound;
         let mut bound = Vec::with_capacity(listeners.len());
         for ((protocol, l, addr), name) in listeners.into_iter().zip(&names) {
-            match listener::spawn(shared.clone(), l, protocol) {
+            match listener::spawn(shared.clone(), l, protocol, Arc::from(name.as_str())) {
                 Ok(a) => accepts.push((a, addr)),
                 Err(e) => {
                     listener::shutdown(&shared, accepts);

@@ -140,3 +140,74 @@ fn the_inter_broker_listener_is_found_by_name_or_by_an_unambiguous_protocol() {
             .is_err()
     );
 }
+
+/// The `(host, port)` of the one broker in a Metadata, FindCoordinator and
+/// DescribeCluster answer on `addr`; the three must agree.
+fn advertised_on(addr: SocketAddr) -> (String, i32) {
+    let mut c = Client::connect(addr);
+    let md: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        8,
+        &MetadataRequest::default().with_topics(None),
+    );
+    assert_eq!(md.brokers.len(), 1);
+    let found = (md.brokers[0].host.to_string(), md.brokers[0].port);
+    let fc: FindCoordinatorResponse = c.call(
+        ApiKey::FindCoordinator,
+        2,
+        &FindCoordinatorRequest::default().with_key(s("group")),
+    );
+    assert_eq!(fc.error_code, 0);
+    assert_eq!((fc.host.to_string(), fc.port), found);
+    let dc: DescribeClusterResponse = c.call(
+        ApiKey::DescribeCluster,
+        1,
+        &DescribeClusterRequest::default().with_endpoint_type(1),
+    );
+    assert_eq!(dc.brokers.len(), 1);
+    assert_eq!((dc.brokers[0].host.to_string(), dc.brokers[0].port), found);
+    found
+}
+
+#[test]
+fn each_listener_is_answered_with_its_own_advertised_address() {
+    let (_dir, broker) = broker(&["events"], &[]);
+    // A bare HOST:PORT is the first listener's; EXTERNAL has its own (host only: its
+    // bound port); REPLICATION has none and answers with the address reached.
+    let server = Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .add_named_listener("EXTERNAL", SecurityProtocol::Plaintext, "127.0.0.1:0")
+        .add_named_listener("REPLICATION", SecurityProtocol::Plaintext, "127.0.0.1:0")
+        .advertised("broker.example:19092, external://public.example")
+        .start()
+        .unwrap();
+    let external = server.listener_addr_by_name("EXTERNAL").unwrap();
+    let replication = server.listener_addr_by_name("REPLICATION").unwrap();
+    assert_eq!(
+        advertised_on(server.local_addr()),
+        ("broker.example".to_string(), 19092)
+    );
+    assert_eq!(
+        advertised_on(external),
+        ("public.example".to_string(), i32::from(external.port()))
+    );
+    assert_eq!(
+        advertised_on(replication),
+        ("127.0.0.1".to_string(), i32::from(replication.port()))
+    );
+    server.shutdown().unwrap();
+
+    // An entry for a listener the server does not have is refused, naming it.
+    let err = Server::builder(broker)
+        .listen("127.0.0.1:0")
+        .advertised("INTERNAL://h:1")
+        .start()
+        .unwrap_err();
+    match err {
+        crate::error::Error::InvalidConfig { key, reason } => {
+            assert_eq!(key, "advertised.listeners");
+            assert!(reason.contains("INTERNAL"), "{reason}");
+        }
+        other => panic!("expected InvalidConfig, got {other}"),
+    }
+}

@@ -696,10 +696,14 @@ pub(crate) struct ServeArgs {
         requires = "inter_broker_ssl_certificate_location"
     )]
     pub inter_broker_ssl_key_location: Option<std::path::PathBuf>,
-    /// Address clients are told to connect to, when the listen address is not reachable
-    /// from them (Kafka's advertised.listeners). Default: the address they connected to.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub advertised: Option<String>,
+    /// Addresses clients are told to connect to, when the listen addresses are not
+    /// reachable from them (Kafka's advertised.listeners): NAME://HOST:PORT per listener
+    /// name, comma-separated or repeated; a bare HOST:PORT is the first listener's. Each
+    /// client is answered with the addresses of the listener it connected on. Default:
+    /// each listener's bound address (a 0.0.0.0 one: the address the client reached, or
+    /// the node's quorum host in a cluster).
+    #[arg(long, value_name = "[NAME://]HOST:PORT")]
+    pub advertised: Vec<String>,
     /// Most client connections served at once; more are refused and logged. Lowered,
     /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]

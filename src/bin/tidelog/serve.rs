@@ -140,8 +140,8 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         }
         builder = builder.tls(tls);
     }
-    if let Some(advertised) = &args.advertised {
-        builder = builder.advertised(advertised.clone());
+    if !args.advertised.is_empty() {
+        builder = builder.advertised(args.advertised.join(","));
     }
     if let (Some(node_id), Some(quorum)) = (args.node_id, &args.quorum) {
         builder = builder

@@ -20,6 +20,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 listener: format!("127.0.0.1:{}", 9000 + id),
                 clean_shutdown_epoch: None,
                 replication_listener: None,
+                endpoints: vec![],
             },
         )
         .unwrap();
@@ -509,6 +510,7 @@ fn controlled_shutdown_moves_leadership_and_fences() {
             listener: "h:1".into(),
             clean_shutdown_epoch: Some(epoch),
             replication_listener: None,
+            endpoints: vec![],
         },
     )
     .unwrap();
@@ -532,6 +534,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
                 listener: "h:2".into(),
                 clean_shutdown_epoch: None,
                 replication_listener: None,
+                endpoints: vec![],
             },
         )
         .unwrap();
@@ -552,6 +555,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
             listener: "h:2".into(),
             clean_shutdown_epoch: None,
             replication_listener: None,
+            endpoints: vec![],
         },
     )
     .unwrap();
@@ -730,6 +734,7 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
                 listener: format!("h:{b}"),
                 clean_shutdown_epoch: clean,
                 replication_listener: None,
+                endpoints: vec![],
             }
         }),
         (broker.clone(), 0..40i64).prop_map(|(b, e)| MetadataRecord::BrokerReady {
@@ -918,4 +923,83 @@ fn every_sample_record_applies_or_rejects_without_panicking() {
         let _ = img.apply(next(&img), &r);
         check_invariants(&img);
     }
+}
+
+/// A registration of broker `id` with listeners PLAINTEXT and EXTERNAL (none when
+/// `endpoints` is false, as an older node registers).
+fn register_with_endpoints(img: &mut MetadataImage, id: i32, endpoints: bool) {
+    let endpoints = if endpoints {
+        vec![
+            Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "10.0.0.1".into(),
+                port: 9000 + id as u16,
+                protocol: crate::server::auth::SecurityProtocol::Plaintext,
+            },
+            Endpoint {
+                name: "EXTERNAL".into(),
+                host: format!("broker{id}.example"),
+                port: 19000 + id as u16,
+                protocol: crate::server::auth::SecurityProtocol::Ssl,
+            },
+        ]
+    } else {
+        vec![]
+    };
+    img.apply(
+        next(img),
+        &MetadataRecord::RegisterBroker {
+            broker_id: id,
+            incarnation: 7,
+            listener: format!("10.0.0.1:{}", 9000 + id),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_broker_is_found_at_the_endpoint_of_each_listener_name() {
+    let mut img = MetadataImage::default();
+    register_with_endpoints(&mut img, 1, true);
+    register_with_endpoints(&mut img, 2, false);
+    let b1 = &img.brokers[&1];
+    assert_eq!(b1.endpoint("PLAINTEXT"), Some(("10.0.0.1".into(), 9001)));
+    assert_eq!(
+        b1.endpoint("EXTERNAL"),
+        Some(("broker1.example".into(), 19001))
+    );
+    assert_eq!(b1.endpoint("INTERNAL"), None);
+    // A registration without endpoints (RegisterBroker version 0 or 1): its one
+    // listener, whatever the name.
+    let b2 = &img.brokers[&2];
+    assert_eq!(b2.endpoint("EXTERNAL"), Some(("10.0.0.1".into(), 9002)));
+    // The snapshot keeps the endpoints.
+    let back = MetadataImage::decode(&img.encode(), "snapshot").unwrap();
+    assert_eq!(back.brokers, img.brokers);
+}
+
+#[test]
+fn a_version_2_image_decodes_without_endpoints() {
+    let mut img = MetadataImage::default();
+    register_with_endpoints(&mut img, 1, false);
+    let mut bytes = img.encode();
+    // Version 2 is version 3 without the endpoint count after each broker: version (2),
+    // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
+    // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
+    // down, no replication listener (3): the count is at 60.
+    assert_eq!(&bytes[..2], &[0, 3]);
+    let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
+    assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
+    bytes.drain(at..at + 4);
+    bytes[1] = 2;
+    assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
+    bytes[1] = 4;
+    assert!(
+        MetadataImage::decode(&bytes, "v4")
+            .unwrap_err()
+            .is_corruption()
+    );
 }

@@ -55,7 +55,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         BROKER_ENDPOINT => {
             let brokers = ctx
                 .backend()
-                .brokers(ctx.advertised())
+                .brokers(ctx.listener, ctx.advertised())
                 .into_iter()
                 .filter(|b| !b.fenced || (version >= 2 && request.include_fenced_brokers))
                 .map(|b| {

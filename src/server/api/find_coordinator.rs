@@ -36,19 +36,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         );
     }
     if let Some(cluster) = ctx.backend().cluster() {
-        let response = match cluster_coordinator(cluster, &request.key) {
-            Some((id, host, port)) => FindCoordinatorResponse::default()
+        let response = match cluster_coordinator(cluster, &request.key, ctx.listener) {
+            Ok((id, host, port)) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(id))
                 .with_host(kstr(host))
                 .with_port(port),
-            None => FindCoordinatorResponse::default()
+            Err(message) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(-1))
                 .with_port(-1)
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_error_message(Some(kstr(format!(
-                    "{} has no leader yet",
-                    crate::broker::OFFSETS_TOPIC
-                )))),
+                .with_error_message(Some(kstr(message))),
         };
         return req.respond(&response);
     }
@@ -67,23 +64,33 @@ fn java_hash(s: &str) -> i32 {
 }
 
 /// The coordinator of `group` on a cluster: `(node id, host, port)` of the leader of its
-/// `__consumer_offsets` partition, if it has one.
+/// `__consumer_offsets` partition at its endpoint of `listener`, or why there is none.
 fn cluster_coordinator(
     cluster: &crate::cluster::ClusterNode,
     group: &str,
-) -> Option<(i32, String, i32)> {
+    listener: &str,
+) -> Result<(i32, String, i32), String> {
+    let no_leader = || format!("{} has no leader yet", crate::broker::OFFSETS_TOPIC);
     let image = cluster.image();
-    let topic = image.topic(crate::broker::OFFSETS_TOPIC)?;
+    let topic = image
+        .topic(crate::broker::OFFSETS_TOPIC)
+        .ok_or_else(no_leader)?;
     let count = topic.partitions.len() as i32;
     if count == 0 {
-        return None;
+        return Err(no_leader());
     }
     // Kafka's Utils.abs: i32::MIN maps to 0, not to itself.
     let partition = (java_hash(group) & 0x7fff_ffff) % count;
     let leader = topic.partitions[partition as usize].leader;
-    let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-    let (host, port) = broker.host_port();
-    Some((leader, host, port))
+    let broker = image
+        .brokers
+        .get(&leader)
+        .filter(|b| !b.fenced)
+        .ok_or_else(no_leader)?;
+    let (host, port) = broker.endpoint(listener).ok_or_else(|| {
+        format!("the coordinator, broker {leader}, has no listener named {listener}")
+    })?;
+    Ok((leader, host, port))
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //! `tidelog serve` turns it on).
 //!
 //! A single node is the only broker and leads every partition. A cluster node answers
-//! from its metadata image: the unfenced brokers with their advertised listeners, the
+//! from its metadata image: the unfenced brokers at their advertised endpoints of the
+//! listener the request came in on (a broker without that listener is left out), the
 //! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
-//! there is none), leader epoch, replicas, ISR and offline replicas (those on fenced
+//! there is none or it lacks the listener), leader epoch, replicas, ISR and offline replicas (those on fenced
 //! brokers).
 
 use kafka_protocol::ResponseError;
@@ -197,15 +198,25 @@ fn handle_cluster(
                         .copied()
                         .filter(|r| !image.is_unfenced(*r))
                         .collect();
-                    let error = if p.leader == crate::cluster::NO_LEADER {
-                        ResponseError::LeaderNotAvailable.code()
+                    // A leader without this listener cannot be reached by this client:
+                    // LEADER_NOT_AVAILABLE, as Kafka answers.
+                    let reachable = p.leader != crate::cluster::NO_LEADER
+                        && image
+                            .brokers
+                            .get(&p.leader)
+                            .is_some_and(|b| b.endpoint(ctx.listener).is_some());
+                    let (error, leader) = if reachable {
+                        (0, p.leader)
                     } else {
-                        0
+                        (
+                            ResponseError::LeaderNotAvailable.code(),
+                            crate::cluster::NO_LEADER,
+                        )
                     };
                     MetadataResponsePartition::default()
                         .with_error_code(error)
                         .with_partition_index(i as i32)
-                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_id(BrokerId(leader))
                         .with_leader_epoch(p.leader_epoch)
                         .with_replica_nodes(broker_ids(&p.replicas))
                         .with_isr_nodes(broker_ids(&p.isr))
@@ -217,16 +228,27 @@ fn handle_cluster(
                 .with_partitions(partitions)
         })
         .collect();
+    // Every broker at its endpoint of the listener the request came in on; one without
+    // that listener is left out (Kafka logs it the same way).
     let brokers = image
         .brokers
         .values()
         .filter(|b| !b.fenced)
-        .map(|b| {
-            let (host, port) = b.host_port();
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.id))
-                .with_host(kstr(host))
-                .with_port(port)
+        .filter_map(|b| {
+            let Some((host, port)) = b.endpoint(ctx.listener) else {
+                tracing::debug!(
+                    broker = b.id,
+                    listener = ctx.listener,
+                    "broker has no endpoint for the listener: left out of Metadata"
+                );
+                return None;
+            };
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(kstr(host))
+                    .with_port(port),
+            )
         })
         .collect();
     let response = MetadataResponse::default()

@@ -213,6 +213,9 @@ pub(crate) struct Ctx<'a> {
     pub peer: SocketAddr,
     /// Our address as the client reached it (advertised when nothing else is set).
     pub local: SocketAddr,
+    /// The name of the listener the client connected on (`PLAINTEXT`, `INTERNAL`, ...):
+    /// brokers are listed at their endpoints of this listener.
+    pub listener: &'a str,
     /// The connection's TCP socket, to notice a client that hangs up while its request
     /// waits (never read or written through here).
     pub socket: &'a TcpStream,
@@ -376,18 +379,21 @@ impl Ctx<'_> {
         })
     }
 
-    /// The `host:port` clients should connect to.
+    /// The `host:port` clients of this connection's listener should connect to (a
+    /// single node): the listener's advertised address, else the address the client
+    /// reached.
     pub(crate) fn advertised(&self) -> (String, i32) {
-        if let Some(adv) = &self.shared.config.advertised {
-            if let Some((host, port)) = adv.rsplit_once(':')
-                && let Ok(port) = port.parse::<u16>()
-            {
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                return (host.to_string(), i32::from(port));
-            }
-            return (adv.clone(), i32::from(self.local.port()));
+        let port = i32::from(self.local.port());
+        match self
+            .shared
+            .config
+            .advertised_listeners
+            .iter()
+            .find(|(name, _)| name == self.listener)
+        {
+            Some((_, Some((host, p)))) => (host.clone(), p.map_or(port, i32::from)),
+            _ => (self.local.ip().to_string(), port),
         }
-        (self.local.ip().to_string(), i32::from(self.local.port()))
     }
 }
 
