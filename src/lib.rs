@@ -97,7 +97,9 @@ pub mod security {
         MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism,
     };
     pub use crate::server::auth::tls::TlsSettings;
-    pub use crate::server::auth::{ANONYMOUS, SecurityProtocol, parse_listener};
+    pub use crate::server::auth::{
+        ANONYMOUS, ListenerProtocolMap, SecurityProtocol, parse_listener,
+    };
 }
 pub use storage::{CleanupPolicy, CompressionType, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};

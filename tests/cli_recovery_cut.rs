@@ -3,28 +3,13 @@
 //! partition, the file, the offset, and the bytes and records removed; `tidelog dump`
 //! reads the cut file and finds the valid batches after the damaged one.
 
+#![cfg(feature = "testing")]
+
 mod cli_support;
 
 use cli_support::{ok, tidelog};
-use std::path::Path;
+use tidelog::testing::{batch_positions, damage_batch_magic};
 use tidelog::{BatchBuilder, Broker, TopicConfig};
-
-/// Positions of the batches of a segment file (their headers walked).
-fn batch_positions(path: &Path) -> Vec<usize> {
-    let bytes = std::fs::read(path).unwrap();
-    let mut it = tidelog::record::batches(&bytes);
-    let mut out = Vec::new();
-    loop {
-        let at = it.position();
-        match it.next() {
-            Some(b) => {
-                b.unwrap();
-                out.push(at);
-            }
-            None => return out,
-        }
-    }
-}
 
 #[test]
 fn a_recovery_cut_is_reported_on_stderr_and_its_bytes_can_be_dumped() {
@@ -59,12 +44,10 @@ fn a_recovery_cut_is_reported_on_stderr_and_its_bytes_can_be_dumped() {
     // The first segment: damage the magic byte of its second-to-last batch, after its
     // last index entry (opening walks those headers).
     let victim = &logs[0];
-    let positions = batch_positions(victim);
-    let pos = positions[positions.len() - 2];
-    let mut bytes = std::fs::read(victim).unwrap();
-    bytes[pos + 16] = 9;
-    std::fs::write(victim, &bytes).unwrap();
-    let offset = (positions.len() - 2) as i64; // one record per batch, from offset 0
+    let batches = batch_positions(victim).unwrap().len();
+    let pos = damage_batch_magic(victim, batches - 2).unwrap();
+    let size = std::fs::metadata(victim).unwrap().len() as usize;
+    let offset = (batches - 2) as i64; // one record per batch, from offset 0
 
     // A command that opens the directory for writing recovers it (one that only reads
     // opens it read-only and repairs nothing: it reports the damage when it reads it).
@@ -90,10 +73,7 @@ fn a_recovery_cut_is_reported_on_stderr_and_its_bytes_can_be_dumped() {
         "{first}"
     );
     assert!(
-        first.contains(&format!(
-            "{} bytes and 2 records removed",
-            bytes.len() - pos
-        )),
+        first.contains(&format!("{} bytes and 2 records removed", size - pos)),
         "{first}"
     );
     assert!(first.contains("magic"), "{first}");

@@ -2,13 +2,12 @@
 //! KAFKA_STORAGE_ERROR once the file system is full, the server logs the episode once at
 //! error level (not once per failed request) and once at warning level when appends
 //! succeed again after space was freed, and every record produced reads back.
-#![cfg(all(feature = "server", feature = "cli"))]
+#![cfg(all(feature = "server", feature = "cli", feature = "testing"))]
 
 mod tmpfs_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -16,35 +15,12 @@ use kafka_protocol::messages::{
     produce_request,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use tidelog::testing::CapturedLogs;
 use tidelog::{BatchBuilder, Broker, Server, TopicConfig};
 use tmpfs_support::Tmpfs;
 
 /// KAFKA_STORAGE_ERROR.
 const STORAGE_ERROR: i16 = 56;
-
-/// What the server logged, through a `tracing` subscriber writing here.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
-}
 
 fn value(i: usize) -> Vec<u8> {
     let mut v = format!("{i:08}").into_bytes();
@@ -97,7 +73,7 @@ fn the_server_answers_a_full_disk_with_storage_errors_and_logs_each_episode_once
     let Some(fs) = Tmpfs::mount("3m") else {
         return;
     };
-    let logs = Logs::default();
+    let logs = CapturedLogs::default();
     let writer = logs.clone();
     tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
@@ -131,7 +107,7 @@ fn the_server_answers_a_full_disk_with_storage_errors_and_logs_each_episode_once
     for i in 0..20 {
         assert_eq!(produce(&mut s, produced + i), STORAGE_ERROR);
     }
-    let full = logs.lines_with("disk full");
+    let full = logs.lines_with(&["disk full"]);
     assert_eq!(full.len(), 1, "one line for the episode: {full:?}");
     assert!(full[0].contains("ERROR"), "{}", full[0]);
     assert!(
@@ -140,16 +116,16 @@ fn the_server_answers_a_full_disk_with_storage_errors_and_logs_each_episode_once
         "{}",
         full[0]
     );
-    assert!(logs.lines_with("available again").is_empty());
+    assert!(logs.lines_with(&["available again"]).is_empty());
 
     std::fs::remove_file(&ballast).expect("free space");
     for _ in 0..5 {
         assert_eq!(produce(&mut s, produced), 0, "produce resumes");
         produced += 1;
     }
-    let back = logs.lines_with("available again");
+    let back = logs.lines_with(&["available again"]);
     assert_eq!(back.len(), 1, "{back:?}");
-    assert_eq!(logs.lines_with("disk full").len(), 1);
+    assert_eq!(logs.lines_with(&["disk full"]).len(), 1);
 
     let p = broker.topic("t").unwrap().partition(0).unwrap();
     let mut at = 0;

@@ -4,43 +4,13 @@
 #![cfg(all(feature = "server", feature = "cli", feature = "testing"))]
 
 use std::io::{Read, Write};
+
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
+use tidelog::testing::CapturedLogs;
 
 use tidelog::{BatchBuilder, Broker, GroupConfig, GroupConsumer, OffsetReset, Server, TopicConfig};
-
-/// Everything logged in this process, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// Waits (at most 10 s) for a line with every one of `needles`; returns it.
-    fn line_with(&self, needles: &[&str]) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
-            if let Some(line) = text.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
-                return line.to_string();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no line with {needles:?} in:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 fn batch(value: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new();
@@ -50,7 +20,7 @@ fn batch(value: &[u8]) -> Vec<u8> {
 
 #[test]
 fn retention_rebalances_and_connections_are_logged() {
-    let logs = Captured::default();
+    let logs = CapturedLogs::default();
     let writer = logs.clone();
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::DEBUG)
@@ -77,11 +47,16 @@ fn retention_rebalances_and_connections_are_logged() {
     broker
         .alter_topic_config("aged", TopicConfig::new().set("retention.ms", "1"))
         .unwrap();
-    let deleted = logs.line_with(&[
-        "INFO",
-        "segments deleted by retention",
-        "partition=\"aged-0\"",
-    ]);
+    let deleted = logs
+        .wait_for_line(
+            &[
+                "INFO",
+                "segments deleted by retention",
+                "partition=\"aged-0\"",
+            ],
+            Duration::from_secs(10),
+        )
+        .unwrap();
     let field = |name: &str| -> u64 {
         deleted
             .split(&format!("{name}="))
@@ -100,13 +75,22 @@ fn retention_rebalances_and_connections_are_logged() {
     )
     .unwrap();
     member.poll(Duration::from_millis(100)).unwrap();
-    let rebalanced = logs.line_with(&["INFO", "consumer group rebalanced", "group=\"loggers\""]);
+    let rebalanced = logs
+        .wait_for_line(
+            &["INFO", "consumer group rebalanced", "group=\"loggers\""],
+            Duration::from_secs(10),
+        )
+        .unwrap();
     assert!(
         rebalanced.contains("generation=1") && rebalanced.contains("members=1"),
         "{rebalanced}"
     );
     member.close();
-    logs.line_with(&["INFO", "consumer group is empty", "group=\"loggers\""]);
+    logs.wait_for_line(
+        &["INFO", "consumer group is empty", "group=\"loggers\""],
+        Duration::from_secs(10),
+    )
+    .unwrap();
 
     // A client connection, with the client id of its first request, at debug level.
     let server = Server::builder(broker.clone())
@@ -125,14 +109,23 @@ fn retention_rebalances_and_connections_are_logged() {
     s.write_all(&request).unwrap();
     let mut size = [0u8; 4];
     s.read_exact(&mut size).unwrap();
-    let connected = logs.line_with(&["DEBUG", "client connected", "client_id=log-client"]);
+    let connected = logs
+        .wait_for_line(
+            &["DEBUG", "client connected", "client_id=log-client"],
+            Duration::from_secs(10),
+        )
+        .unwrap();
     assert!(connected.contains(&format!("peer={local}")), "{connected}");
     drop(s);
-    logs.line_with(&[
-        "DEBUG",
-        "client disconnected",
-        "client_id=log-client",
-        "requests=1",
-    ]);
+    logs.wait_for_line(
+        &[
+            "DEBUG",
+            "client disconnected",
+            "client_id=log-client",
+            "requests=1",
+        ],
+        Duration::from_secs(10),
+    )
+    .unwrap();
     server.shutdown().unwrap();
 }

@@ -212,6 +212,31 @@ pub mod cluster {
         }
     }
 
+    /// Sends `v{p}-{o}` for offsets `from..from + n` to each partition `p` of
+    /// `0..partitions` of `topic` through `producer`, and waits at most `limit` for
+    /// every delivery.
+    ///
+    /// # Panics
+    /// When a send or the flush fails.
+    pub fn produce_values(
+        producer: &rdkafka::producer::BaseProducer,
+        topic: &str,
+        partitions: i32,
+        (from, n): (i64, i64),
+        limit: Duration,
+    ) {
+        use rdkafka::producer::{BaseRecord, Producer};
+        for p in 0..partitions {
+            for o in from..from + n {
+                let v = format!("v{p}-{o}");
+                producer
+                    .send(BaseRecord::<(), String>::to(topic).payload(&v).partition(p))
+                    .expect("a send");
+            }
+        }
+        producer.flush(limit).expect("every record delivered");
+    }
+
     /// Ports and quorum of an `n`-node cluster on loopback.
     #[derive(Debug, Clone)]
     pub struct Layout {

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use tidelog_interop::cluster::{Processes, eventually};
+use rdkafka::producer::BaseProducer;
+use tidelog_interop::cluster::{Processes, eventually, produce_values};
 
 const WAIT: Duration = Duration::from_secs(45);
 const TOPIC: &str = "spread";
@@ -110,17 +110,7 @@ fn a_console_member_reads_a_cluster_from_each_leader() {
         .set("acks", "all")
         .create()
         .unwrap();
-    let produce = |from: i64, n: i64| {
-        for p in 0..PARTITIONS {
-            for o in from..from + n {
-                let v = format!("v{p}-{o}");
-                producer
-                    .send(BaseRecord::<(), String>::to(TOPIC).payload(&v).partition(p))
-                    .unwrap();
-            }
-        }
-        producer.flush(WAIT).unwrap();
-    };
+    let produce = |from: i64, n: i64| produce_values(&producer, TOPIC, PARTITIONS, (from, n), WAIT);
 
     produce(0, 20);
     let first = consume(b, true);

@@ -7,7 +7,6 @@
 
 mod serve_support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -16,23 +15,6 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tidelog::{BatchBuilder, Broker, TopicConfig};
-
-/// Positions of the batches of a segment file.
-fn batch_positions(path: &Path) -> Vec<usize> {
-    let bytes = std::fs::read(path).unwrap();
-    let mut it = tidelog::record::batches(&bytes);
-    let mut out = Vec::new();
-    loop {
-        let at = it.position();
-        match it.next() {
-            Some(b) => {
-                b.unwrap();
-                out.push(at);
-            }
-            None => return out,
-        }
-    }
-}
 
 #[test]
 fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
@@ -63,11 +45,8 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
     // Damage the magic byte of a batch in the first segment before its first index
     // entry: opening walks only the headers after the last entry, so it is trusted.
     let seg = data.join("t-0").join("00000000000000000000.log");
-    let positions = batch_positions(&seg);
     let victim = 3usize; // one record per batch: the batch at offset 3
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[positions[victim] + 16] = 9;
-    std::fs::write(&seg, &bytes).unwrap();
+    let at = tidelog::testing::damage_batch_magic(&seg, victim).unwrap();
 
     let serve = serve_support::start(&data, &[], None);
     let addr = serve.addr.to_string();
@@ -116,7 +95,7 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
     assert!(
         logged[0].contains("ERROR")
             && logged[0].contains("t-0")
-            && logged[0].contains(&format!("at byte {}", positions[victim]))
+            && logged[0].contains(&format!("at byte {at}"))
             && logged[0].contains("reading offset 3"),
         "{}",
         logged[0]

@@ -1183,6 +1183,101 @@ mod tests {
         server.shutdown().unwrap();
     }
 
+    /// What a member thread saw: every assignment after a poll, and every record.
+    #[derive(Default)]
+    struct Seen {
+        assignments: Vec<Vec<(String, i32)>>,
+        records: Vec<(i32, i64)>,
+    }
+
+    /// Polls `member` on its own thread, as an application does, until `stop`;
+    /// returns the member (to close) once stopped.
+    fn run_member(
+        mut member: GroupMember,
+        seen: Arc<parking_lot::Mutex<Seen>>,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<GroupMember> {
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !stop.load(std::sync::atomic::Ordering::Acquire) && Instant::now() < deadline {
+                let records = offsets(&member.poll(Duration::from_millis(50)).unwrap());
+                let mut s = seen.lock();
+                s.records.extend(records);
+                s.assignments.push(member.assignment());
+            }
+            member
+        })
+    }
+
+    #[test]
+    fn cooperative_members_rebalance_incrementally_keeping_their_partitions() {
+        let (_dir, broker, server) = served();
+        let addr = server.local_addr().to_string();
+        let cooperative = || {
+            config().assignors(vec![
+                Arc::new(crate::CooperativeStickyAssignor) as Arc<dyn crate::Assignor>
+            ])
+        };
+        let mut a = GroupMember::join(&addr, cooperative()).unwrap();
+        assert_eq!(a.assignment().len(), 4);
+        // a starts every partition at offset 3 and commits nothing: what it keeps
+        // through the rebalance it keeps reading from there, and what it gives up it
+        // commits first, so b starts there too.
+        for p in 0..4 {
+            a.seek("t", p, 3).unwrap();
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen_a = Arc::new(parking_lot::Mutex::new(Seen::default()));
+        let seen_b = Arc::new(parking_lot::Mutex::new(Seen::default()));
+        let a = run_member(a, seen_a.clone(), stop.clone());
+        let b = GroupMember::join(&addr, cooperative()).unwrap();
+        let b = run_member(b, seen_b.clone(), stop.clone());
+        let last = |s: &parking_lot::Mutex<Seen>| s.lock().assignments.last().cloned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let read = seen_a.lock().records.len() + seen_b.lock().records.len();
+            let (la, lb) = (last(&seen_a), last(&seen_b));
+            if read >= 4 * 7 && la.is_some_and(|l| l.len() == 2) && lb.is_some_and(|l| l.len() == 2)
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        let (mut a, mut b) = (a.join().unwrap(), b.join().unwrap());
+        let seen_a = seen_a.lock();
+        let seen_b = seen_b.lock();
+
+        // a had the two partitions it ends with in every assignment it saw, and b got
+        // the other two.
+        let (final_a, final_b) = (a.assignment(), b.assignment());
+        assert_eq!(final_a.len(), 2, "{:?}", seen_a.assignments);
+        assert_eq!(final_b.len(), 2, "{:?}", seen_b.assignments);
+        for assignment in &seen_a.assignments {
+            for tp in &final_a {
+                assert!(assignment.contains(tp), "a gave up {tp:?}: {assignment:?}");
+            }
+        }
+        let mut both = final_a.clone();
+        both.extend(final_b.clone());
+        both.sort();
+        assert_eq!(
+            both,
+            (0..4).map(|p| ("t".to_string(), p)).collect::<Vec<_>>()
+        );
+        // Every record from offset 3 on, once, and none before.
+        let mut read = seen_a.records.clone();
+        read.extend(seen_b.records.iter().copied());
+        read.sort();
+        let expected: Vec<(i32, i64)> = (0..4).flat_map(|p| (3..10).map(move |o| (p, o))).collect();
+        assert_eq!(read, expected);
+        let described = broker.group_coordinator().describe_group("g").unwrap();
+        assert_eq!(described.protocol_data, "cooperative-sticky");
+        b.close();
+        a.close();
+        server.shutdown().unwrap();
+    }
+
     #[test]
     fn a_subscription_without_topics_is_refused() {
         let err = GroupMember::join("127.0.0.1:1", GroupConfig::new("g", &[])).unwrap_err();

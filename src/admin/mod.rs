@@ -84,7 +84,7 @@ pub use types::{
 };
 
 use crate::client::ClientSecurity;
-use crate::client::security::SaslLogin;
+use crate::client::security::{ClientIdentity, SaslLogin};
 use crate::consumer::Assignment;
 use crate::error::{Error, Result};
 use crate::server::auth::SecurityProtocol;
@@ -116,6 +116,8 @@ pub struct AdminClientBuilder {
     settings: Settings,
     protocol: SecurityProtocol,
     ca_location: Option<PathBuf>,
+    certificate_location: Option<PathBuf>,
+    key_location: Option<PathBuf>,
     sasl_mechanism: Option<SaslMechanism>,
     sasl_username: Option<String>,
     sasl_password: Option<String>,
@@ -166,6 +168,24 @@ impl AdminClientBuilder {
         self
     }
 
+    /// The PEM file of this client's certificate chain (Kafka's
+    /// `ssl.certificate.location`), presented on SSL and SASL_SSL listeners to brokers
+    /// that ask for one: a tidelog SSL listener with `--tls-client-ca` requires it and
+    /// takes the certificate's subject as the principal (`User:CN=...`). Needs
+    /// [`ssl_key_location`](Self::ssl_key_location).
+    pub fn ssl_certificate_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.certificate_location = Some(path.into());
+        self
+    }
+
+    /// The PEM file of the private key of
+    /// [`ssl_certificate_location`](Self::ssl_certificate_location)'s certificate (Kafka's
+    /// `ssl.key.location`: PKCS#8, PKCS#1 or SEC1, unencrypted).
+    pub fn ssl_key_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.key_location = Some(path.into());
+        self
+    }
+
     /// The SASL mechanism (Kafka's `sasl.mechanism`): PLAIN, SCRAM-SHA-256 or
     /// SCRAM-SHA-512. SCRAM never sends the password, and checks that the broker knows
     /// the credential.
@@ -192,7 +212,8 @@ impl AdminClientBuilder {
     /// # Errors
     /// [`Error::InvalidConfig`] for a bootstrap list that is empty or has an entry that
     /// is not `HOST:PORT`, or security settings that do not go together (naming the
-    /// setting: `ssl.ca.location`, `sasl.mechanism`, `sasl.username`); [`Error::Io`] or
+    /// setting: `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+    /// `sasl.mechanism`, `sasl.username`); [`Error::Io`] or
     /// [`Error::Timeout`] when no address answers; [`Error::AuthenticationFailed`] when
     /// a broker refuses the SASL login.
     pub fn connect(mut self) -> Result<AdminClient> {
@@ -219,9 +240,26 @@ impl AdminClientBuilder {
                 password: password.unwrap_or_default(),
             }),
         };
+        let identity = match (&self.certificate_location, &self.key_location) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(ClientIdentity { cert, key }),
+            (Some(_), None) => {
+                return Err(Error::InvalidConfig {
+                    key: "ssl.key.location".into(),
+                    reason: "ssl.certificate.location needs the certificate's private key".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(Error::InvalidConfig {
+                    key: "ssl.certificate.location".into(),
+                    reason: "ssl.key.location needs the certificate it goes with".into(),
+                });
+            }
+        };
         self.settings.security = Arc::new(ClientSecurity::new(
             self.protocol,
             self.ca_location.as_deref(),
+            identity,
             sasl,
         )?);
         let mut router = Router::new(bootstrap, self.settings);
@@ -376,6 +414,8 @@ impl AdminClient {
             },
             protocol: SecurityProtocol::Plaintext,
             ca_location: None,
+            certificate_location: None,
+            key_location: None,
             sasl_mechanism: None,
             sasl_username: None,
             sasl_password: None,

@@ -2,14 +2,16 @@
 //! broker's certificate checked against a CA file, Kafka's `ssl.ca.location`), then,
 //! on SASL listeners, a SASL login (SaslHandshake and SaslAuthenticate v1) with PLAIN
 //! or SCRAM-SHA-256/512, whose server-final message is checked, so the broker proves it
-//! knows the credential.
+//! knows the credential. On TLS listeners the client can present a certificate of its
+//! own (Kafka's `ssl.certificate.location` and `ssl.key.location`), for brokers that
+//! require one (mutual TLS: the certificate's subject is then the principal).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 use crate::error::{Error, Result};
@@ -36,6 +38,16 @@ impl std::fmt::Debug for SaslLogin {
     }
 }
 
+/// The certificate chain and private key (PEM files) a client presents on TLS listeners
+/// (Kafka's `ssl.certificate.location` and `ssl.key.location`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientIdentity<'a> {
+    /// The certificate chain, leaf first.
+    pub(crate) cert: &'a Path,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub(crate) key: &'a Path,
+}
+
 /// A client's security settings, ready to connect with (the default: plaintext).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ClientSecurity {
@@ -53,11 +65,12 @@ fn invalid(key: &str, reason: impl Into<String>) -> Error {
 
 impl ClientSecurity {
     /// Checks and loads Kafka's client settings: a TLS protocol needs `ca` (PEM file of
-    /// the CA that signed the brokers' certificates), a SASL one a login. The error names
-    /// the setting.
+    /// the CA that signed the brokers' certificates) and may present `identity`, a SASL
+    /// one needs a login. The error names the setting.
     pub(crate) fn new(
         protocol: SecurityProtocol,
         ca: Option<&Path>,
+        identity: Option<ClientIdentity<'_>>,
         sasl: Option<SaslLogin>,
     ) -> Result<ClientSecurity> {
         let tls = match (protocol.uses_tls(), ca) {
@@ -68,7 +81,7 @@ impl ClientSecurity {
                     format!("{protocol} needs the CA certificate of the brokers (PEM)"),
                 ));
             }
-            (true, Some(ca)) => Some(Arc::new(client_config(ca)?)),
+            (true, Some(ca)) => Some(Arc::new(client_config(ca, identity)?)),
         };
         let sasl = match (protocol.uses_sasl(), sasl) {
             (false, _) => None,
@@ -115,8 +128,20 @@ impl ClientSecurity {
     }
 }
 
-/// rustls's client configuration trusting the CA certificates of the PEM file `ca`.
-fn client_config(ca: &Path) -> Result<ClientConfig> {
+/// Whether `e` is a failed TLS exchange with a broker: a certificate one side does not
+/// trust, or a client certificate the broker requires and did not get.
+pub(crate) fn is_tls_failure(e: &Error) -> bool {
+    match e {
+        Error::Io { source, .. } => source
+            .get_ref()
+            .is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
+    }
+}
+
+/// rustls's client configuration trusting the CA certificates of the PEM file `ca`,
+/// presenting `identity` when a broker asks for a client certificate.
+fn client_config(ca: &Path, identity: Option<ClientIdentity<'_>>) -> Result<ClientConfig> {
     let pem = std::fs::read(ca).map_err(|e| Error::io("read", ca, e))?;
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
@@ -133,11 +158,45 @@ fn client_config(ca: &Path) -> Result<ClientConfig> {
         ));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| invalid("ssl", e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+        .with_root_certificates(roots);
+    let Some(ClientIdentity { cert, key }) = identity else {
+        return Ok(builder.with_no_client_auth());
+    };
+    let pem = std::fs::read(cert).map_err(|e| Error::io("read", cert, e))?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            invalid(
+                "ssl.certificate.location",
+                format!("{}: {e}", cert.display()),
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(invalid(
+            "ssl.certificate.location",
+            format!("{} holds no PEM certificate", cert.display()),
+        ));
+    }
+    let pem = std::fs::read(key).map_err(|e| Error::io("read", key, e))?;
+    let private = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        invalid(
+            "ssl.key.location",
+            format!("{} holds no usable PEM private key: {e}", key.display()),
+        )
+    })?;
+    builder.with_client_auth_cert(chain, private).map_err(|e| {
+        invalid(
+            "ssl.key.location",
+            format!(
+                "{} does not go with the certificate of {}: {e}",
+                key.display(),
+                cert.display()
+            ),
+        )
+    })
 }
 
 /// A connection to a broker: plain TCP or TLS over it.

@@ -538,8 +538,12 @@ impl RaftLoop {
                             tracing::info!(node = me, index = e.index, record = env.record.name(), reason = %why, "rejected")
                         }
                     }
-                    if env.proposer == me {
-                        self.outstanding.remove(&env.request_id);
+                    // The first application of a request is its outcome. A request
+                    // proposed again (REPROPOSE_AFTER) can be committed twice: the
+                    // duplicate is applied like any record (removing nothing, adding
+                    // nothing new) but must not overwrite what its proposer is told.
+                    // Entries of an earlier incarnation are nobody's request here.
+                    if env.proposer == me && self.outstanding.remove(&env.request_id).is_some() {
                         outcomes.push((env.request_id, outcome));
                     }
                 }

@@ -127,7 +127,7 @@ enum LoaderJob {
 /// publisher only queues the job, so publication never waits for it. Until the load is
 /// done the group APIs answer NOT_COORDINATOR (clients retry), and a load whose
 /// leadership ended meanwhile is undone.
-/// How often a fetcher whose login the leader refuses logs it at warn.
+/// How often a fetcher whose login or certificate the leader refuses logs it at warn.
 const LOGIN_WARN_EVERY: Duration = Duration::from_secs(60);
 
 struct CoordinatorLoader {
@@ -728,13 +728,22 @@ impl Fetcher {
             };
             if let Err(e) = result {
                 if !self.is_stopped() {
-                    let warn_now = matches!(e, Error::AuthenticationFailed { .. })
+                    let hint = match &e {
+                        Error::AuthenticationFailed { .. } => Some(
+                            "replica fetcher cannot log in to the leader (check --inter-broker-sasl-* and TIDELOG_INTER_BROKER_SASL_PASSWORD); replication from it is stalled",
+                        ),
+                        e if crate::client::security::is_tls_failure(e) => Some(
+                            "replica fetcher's TLS connection to the leader failed (check --inter-broker-ssl-ca-location, and the client certificate, --inter-broker-ssl-certificate-location or else --tls-cert, against the leader's --tls-client-ca); replication from it is stalled",
+                        ),
+                        _ => None,
+                    };
+                    let warn_now = hint.is_some()
                         && login_warned.is_none_or(|t| t.elapsed() >= LOGIN_WARN_EVERY);
-                    if warn_now {
-                        // A wrong inter-broker login stalls replication: say so where an
-                        // operator looks.
+                    if let (true, Some(hint)) = (warn_now, hint) {
+                        // A wrong inter-broker login or certificate stalls replication:
+                        // say so where an operator looks.
                         login_warned = Some(Instant::now());
-                        tracing::warn!(node = self.node_id, source = self.source, error = %e, "replica fetcher cannot log in to the leader (check --inter-broker-sasl-* and TIDELOG_INTER_BROKER_SASL_PASSWORD); replication from it is stalled");
+                        tracing::warn!(node = self.node_id, source = self.source, error = %e, "{hint}");
                     } else {
                         tracing::debug!(node = self.node_id, source = self.source, error = %e, "replica fetch failed");
                     }

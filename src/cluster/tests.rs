@@ -16,6 +16,7 @@ const SESSION: Duration = Duration::from_millis(2000);
 const LAG: Duration = Duration::from_millis(1000);
 
 mod describe_producers;
+mod duplicate_proposal;
 mod failover;
 mod replication;
 

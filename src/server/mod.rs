@@ -396,6 +396,7 @@ impl Server {
             broker,
             cluster: ClusterSettings::default(),
             listener: None,
+            listener_name: None,
             extra_listeners: Vec::new(),
         }
     }
@@ -414,9 +415,12 @@ struct ClusterSettings {
     auto_leader_rebalance: Option<bool>,
     leader_imbalance_check_interval: Option<Duration>,
     leader_imbalance_per_broker_percentage: Option<u32>,
-    /// The listener replica fetchers use, by protocol (Kafka's
+    /// The listener replica fetchers use, by protocol or name (Kafka's
     /// `inter.broker.listener.name`).
-    inter_broker_listener: Option<SecurityProtocol>,
+    inter_broker_listener: Option<InterBrokerListener>,
+    /// The certificate and key replica fetchers present on a TLS inter-broker listener
+    /// (default: the node's own TLS certificate and key).
+    inter_broker_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The replica fetchers' SASL login on that listener.
     inter_broker_sasl: Option<crate::client::security::SaslLogin>,
     /// The CA of the nodes' certificates, for a TLS inter-broker listener.
@@ -426,6 +430,72 @@ struct ClusterSettings {
     quorum_listener: Option<TcpListener>,
     #[cfg(test)]
     snapshot_after_entries: Option<usize>,
+}
+
+/// How the inter-broker listener was named.
+#[derive(Debug, Clone)]
+enum InterBrokerListener {
+    /// The first listener with this protocol (`inter_broker_listener`).
+    Protocol(SecurityProtocol),
+    /// The listener of this name, or else the only one with the protocol of this name
+    /// (`inter_broker_listener_name`).
+    Name(String),
+}
+
+impl InterBrokerListener {
+    /// The index in `listeners` (name, protocol, address) of the listener meant.
+    fn resolve(&self, listeners: &[(String, SecurityProtocol, SocketAddr)]) -> Result<usize> {
+        let all = || {
+            listeners
+                .iter()
+                .map(|(n, p, a)| {
+                    if n == p.name() {
+                        format!("{n}://{a}")
+                    } else {
+                        format!("{n}://{a} ({p})")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let invalid = |reason: String| crate::error::Error::InvalidConfig {
+            key: "inter.broker.listener.name".into(),
+            reason,
+        };
+        match self {
+            InterBrokerListener::Protocol(protocol) => listeners
+                .iter()
+                .position(|(_, p, _)| p == protocol)
+                .ok_or_else(|| invalid(format!("no {protocol} listener among {}", all()))),
+            InterBrokerListener::Name(name) => {
+                let upper = name.to_ascii_uppercase();
+                if let Some(i) = listeners.iter().position(|(n, _, _)| *n == upper) {
+                    return Ok(i);
+                }
+                let Ok(protocol) = upper.parse::<SecurityProtocol>() else {
+                    return Err(invalid(format!(
+                        "no listener named {upper} among {}",
+                        all()
+                    )));
+                };
+                let mut with = listeners
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, p, _))| *p == protocol);
+                match (with.next(), with.next()) {
+                    (Some((i, _)), None) => Ok(i),
+                    (None, _) => Err(invalid(format!(
+                        "no listener named {upper} and no {protocol} listener among {}",
+                        all()
+                    ))),
+                    (Some(_), Some(_)) => Err(invalid(format!(
+                        "{upper} is the protocol of several listeners ({}): name one",
+                        all()
+                    ))),
+                }
+            }
+        }
+    }
 }
 
 /// How long a node's controlled shutdown waits for the controller.
@@ -441,8 +511,10 @@ pub struct ServerBuilder {
     cluster: ClusterSettings,
     /// A socket bound by the caller, used instead of binding `config.listen`.
     listener: Option<TcpListener>,
-    /// Listeners besides the `listen` one.
-    extra_listeners: Vec<(SecurityProtocol, Endpoint)>,
+    /// The name of the `listen` listener (default: its protocol's name).
+    listener_name: Option<String>,
+    /// Listeners besides the `listen` one, with their names (default: the protocol's).
+    extra_listeners: Vec<(Option<String>, SecurityProtocol, Endpoint)>,
 }
 
 /// Where a listener listens: an address to bind, or a socket bound by the caller.
@@ -520,7 +592,7 @@ impl ServerBuilder {
         addr: A,
     ) -> Self {
         self.extra_listeners
-            .push((protocol, Endpoint::Addr(resolve(addr))));
+            .push((None, protocol, Endpoint::Addr(resolve(addr))));
         self
     }
 
@@ -528,7 +600,42 @@ impl ServerBuilder {
     /// [`listener`](ServerBuilder::listener)).
     pub fn add_bound_listener(mut self, protocol: SecurityProtocol, listener: TcpListener) -> Self {
         self.extra_listeners
-            .push((protocol, Endpoint::Bound(listener)));
+            .push((None, protocol, Endpoint::Bound(listener)));
+        self
+    }
+
+    /// The name of the [`listen`](ServerBuilder::listen) listener (Kafka's listener
+    /// names: `INTERNAL://...` with `listener.security.protocol.map=INTERNAL:SSL`), by
+    /// which [`inter_broker_listener_name`](Self::inter_broker_listener_name) selects it.
+    /// Upper-cased. Default = its protocol's name (`PLAINTEXT`). Names must differ
+    /// between listeners ([`start`](Self::start) refuses two of one name).
+    pub fn listener_name(mut self, name: impl Into<String>) -> Self {
+        self.listener_name = Some(name.into());
+        self
+    }
+
+    /// Another listener with a name of its own (see
+    /// [`listener_name`](Self::listener_name)), its protocol and its address.
+    pub fn add_named_listener<A: ToSocketAddrs + std::fmt::Debug>(
+        mut self,
+        name: impl Into<String>,
+        protocol: SecurityProtocol,
+        addr: A,
+    ) -> Self {
+        self.extra_listeners
+            .push((Some(name.into()), protocol, Endpoint::Addr(resolve(addr))));
+        self
+    }
+
+    /// Another named listener on a socket the caller bound.
+    pub fn add_bound_named_listener(
+        mut self,
+        name: impl Into<String>,
+        protocol: SecurityProtocol,
+        listener: TcpListener,
+    ) -> Self {
+        self.extra_listeners
+            .push((Some(name.into()), protocol, Endpoint::Bound(listener)));
         self
     }
 
@@ -719,7 +826,37 @@ impl ServerBuilder {
     /// nodes' certificates with [`inter_broker_ca`](Self::inter_broker_ca). Default = the
     /// first listener, reached in plaintext.
     pub fn inter_broker_listener(mut self, protocol: SecurityProtocol) -> Self {
-        self.cluster.inter_broker_listener = Some(protocol);
+        self.cluster.inter_broker_listener = Some(InterBrokerListener::Protocol(protocol));
+        self
+    }
+
+    /// Cluster: the inter-broker listener by name, as Kafka's
+    /// `inter.broker.listener.name=INTERNAL` (see
+    /// [`listener_name`](Self::listener_name) and
+    /// [`add_named_listener`](Self::add_named_listener)). A protocol name that names no
+    /// listener selects the only listener with that protocol (an error if several have
+    /// it), so `SSL` keeps meaning what [`inter_broker_listener`](Self::inter_broker_listener)
+    /// meant. An unknown name makes [`start`](Self::start) fail with
+    /// `Error::InvalidConfig` for `inter.broker.listener.name`.
+    pub fn inter_broker_listener_name(mut self, name: impl Into<String>) -> Self {
+        self.cluster.inter_broker_listener = Some(InterBrokerListener::Name(name.into()));
+        self
+    }
+
+    /// Cluster: the certificate chain and private key (PEM) replica fetchers present on
+    /// a TLS inter-broker listener (Kafka's inter-broker keystore), for nodes whose SSL
+    /// inter-broker listener requires client certificates
+    /// ([`TlsSettings::client_ca`]): the certificate's subject is the fetchers'
+    /// principal (`User:CN=...`), which needs ClusterAction on the cluster, or to be a
+    /// super user, when the authorizer is on. Default = the node's own
+    /// [`tls`](Self::tls) certificate and key, as a Kafka broker uses its listener's
+    /// keystore for both ends.
+    pub fn inter_broker_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.cluster.inter_broker_client_cert = Some((cert.into(), key.into()));
         self
     }
 
@@ -802,9 +939,9 @@ impl ServerBuilder {
     /// The cluster node's settings, if the builder was given a node id or quorum.
     fn cluster_config(
         &mut self,
-        listeners: &[(SecurityProtocol, SocketAddr)],
+        listeners: &[(String, SecurityProtocol, SocketAddr)],
     ) -> Result<Option<crate::cluster::ClusterConfig>> {
-        let local = listeners[0].1;
+        let local = listeners[0].2;
         let c = &mut self.cluster;
         let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
             (None, None) => return Ok(None),
@@ -835,26 +972,23 @@ impl ServerBuilder {
             Some(a) => a.clone(),
             None => reachable(local),
         };
-        let replication = match c.inter_broker_listener {
+        let replication = match &c.inter_broker_listener {
             None => None,
-            Some(protocol) => {
-                let index = listeners
-                    .iter()
-                    .position(|(p, _)| *p == protocol)
-                    .ok_or_else(|| crate::error::Error::InvalidConfig {
-                        key: "inter.broker.listener.name".into(),
-                        reason: format!(
-                            "no {protocol} listener among {}",
-                            listeners
-                                .iter()
-                                .map(|(p, a)| format!("{p}://{a}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })?;
+            Some(which) => {
+                let index = which.resolve(listeners)?;
+                let protocol = listeners[index].1;
+                // The fetchers' certificate: the one given, else the node's own.
+                let identity = match (&c.inter_broker_client_cert, &self.config.tls) {
+                    (Some((cert, key)), _) => {
+                        Some(crate::client::security::ClientIdentity { cert, key })
+                    }
+                    (None, Some(tls)) => Some(tls.identity()),
+                    (None, None) => None,
+                };
                 let security = crate::client::ClientSecurity::new(
                     protocol,
                     c.inter_broker_ca.as_deref(),
+                    identity,
                     c.inter_broker_sasl.clone(),
                 )
                 .map_err(|e| match e {
@@ -867,7 +1001,7 @@ impl ServerBuilder {
                     other => other,
                 })?;
                 // The first listener is advertised already (--advertised applies to it).
-                let addr = (index > 0).then(|| reachable(listeners[index].1));
+                let addr = (index > 0).then(|| reachable(listeners[index].2));
                 Some((addr, security))
             }
         };
@@ -926,12 +1060,25 @@ impl ServerBuilder {
             None => TcpListener::bind(listen).ctx("bind", listen.to_string())?,
         };
         let local = listener.local_addr().ctx("bind", listen.to_string())?;
+        let name = |n: Option<String>, p: SecurityProtocol| {
+            n.map_or_else(|| p.name().to_string(), |n| n.to_ascii_uppercase())
+        };
+        let mut names = vec![name(self.listener_name.take(), self.config.protocol)];
         let mut listeners = vec![(self.config.protocol, listener, local)];
-        for (protocol, endpoint) in std::mem::take(&mut self.extra_listeners) {
+        for (n, protocol, endpoint) in std::mem::take(&mut self.extra_listeners) {
+            let n = name(n, protocol);
+            if names.contains(&n) {
+                return Err(crate::error::Error::InvalidConfig {
+                    key: "listeners".into(),
+                    reason: format!(
+                        "two listeners are named {n}: each listener needs a name of its own \
+                         (NAME://HOST:PORT with NAME:PROTOCOL in the listener security protocol map)"
+                    ),
+                });
+            }
             let l = endpoint.bind()?;
-            let addr = l
-                .local_addr()
-                .ctx("bind", format!("a {protocol} listener"))?;
+            let addr = l.local_addr().ctx("bind", format!("the {n} listener"))?;
+            names.push(n);
             listeners.push((protocol, l, addr));
         }
         let tls = self.config.tls.as_ref().map(|t| t.load()).transpose()?;
@@ -944,8 +1091,11 @@ impl ServerBuilder {
                 reason: format!("the {p} listener on {addr} needs a TLS certificate and key"),
             });
         }
-        let bound: Vec<(SecurityProtocol, SocketAddr)> =
-            listeners.iter().map(|(p, _, a)| (*p, *a)).collect();
+        let bound: Vec<(String, SecurityProtocol, SocketAddr)> = names
+            .iter()
+            .zip(&listeners)
+            .map(|(n, (p, _, a))| (n.clone(), *p, *a))
+            .collect();
         let cluster = match self.cluster_config(&bound)? {
             Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
             None if self.broker.is_cluster_node() => {
@@ -978,8 +1128,9 @@ impl ServerBuilder {
         let fds = limits::Descriptors::now(&listeners[0].1);
         let shared = Arc::new(Shared::new(self.config, backend, fds, metrics, security));
         let mut accepts = Vec::with_capacity(listeners.len());
+        let named = bound;
         let mut bound = Vec::with_capacity(listeners.len());
-        for (protocol, l, addr) in listeners {
+        for ((protocol, l, addr), name) in listeners.into_iter().zip(&names) {
             match listener::spawn(shared.clone(), l, protocol) {
                 Ok(a) => accepts.push((a, addr)),
                 Err(e) => {
@@ -992,6 +1143,7 @@ impl ServerBuilder {
             }
             tracing::info!(
                 local = %addr,
+                listener = %name,
                 %protocol,
                 max_connections = shared.max_connections,
                 open_files_limit = fds.soft_limit,
@@ -1004,6 +1156,7 @@ impl ServerBuilder {
             accepts,
             local,
             listeners: bound,
+            named,
             cluster,
         })
     }
@@ -1073,6 +1226,8 @@ pub struct ServerHandle {
     accepts: Vec<(JoinHandle<()>, SocketAddr)>,
     local: SocketAddr,
     listeners: Vec<(SecurityProtocol, SocketAddr)>,
+    /// Every listener's name, protocol and address, the `listen` one first.
+    named: Vec<(String, SecurityProtocol, SocketAddr)>,
     cluster: Option<Arc<crate::cluster::ClusterNode>>,
 }
 
@@ -1094,6 +1249,20 @@ impl ServerHandle {
     /// Every listener's protocol and bound address, the `listen` one first.
     pub fn listeners(&self) -> &[(SecurityProtocol, SocketAddr)] {
         &self.listeners
+    }
+
+    /// Every listener's name (upper-cased; its protocol's name unless it was given one),
+    /// protocol and bound address, the `listen` one first.
+    pub fn named_listeners(&self) -> &[(String, SecurityProtocol, SocketAddr)] {
+        &self.named
+    }
+
+    /// The address of the listener named `name` (case-insensitive), if there is one.
+    pub fn listener_addr_by_name(&self, name: &str) -> Option<SocketAddr> {
+        self.named
+            .iter()
+            .find(|(n, _, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, _, a)| *a)
     }
 
     /// The address of the first listener with `protocol`, if there is one.
@@ -1214,5 +1383,7 @@ mod tests_api;
 mod tests_error_codes;
 #[cfg(test)]
 mod tests_groups;
+#[cfg(test)]
+mod tests_listeners;
 #[cfg(test)]
 mod tests_security;

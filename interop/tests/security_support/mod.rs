@@ -35,7 +35,18 @@ pub struct Pki {
     pub server_key: PathBuf,
     pub client_cert: PathBuf,
     pub client_key: PathBuf,
+    /// A cluster node's certificate, for both ends of its inter-broker connections:
+    /// server and client authentication, for 127.0.0.1 and localhost, subject
+    /// [`NODE_PRINCIPAL`].
+    pub node_cert: PathBuf,
+    pub node_key: PathBuf,
+    /// A client certificate signed by another CA, which the brokers do not trust.
+    pub rogue_cert: PathBuf,
+    pub rogue_key: PathBuf,
 }
+
+/// The subject of the nodes' certificate, as the server names its principal.
+pub const NODE_PRINCIPAL: &str = "User:CN=tidelog-node,O=tidelog";
 
 /// The subject of the client certificate, as the server names its principal.
 pub const CLIENT_PRINCIPAL: &str = "User:CN=client-1,OU=tests,O=tidelog";
@@ -75,6 +86,41 @@ impl Pki {
         client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let client_cert = client.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
 
+        let node_key = KeyPair::generate().unwrap();
+        let mut node =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        let mut subject = DistinguishedName::new();
+        subject.push(DnType::OrganizationName, "tidelog");
+        subject.push(DnType::CommonName, "tidelog-node");
+        node.distinguished_name = subject;
+        node.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).unwrap();
+
+        let other_ca_key = KeyPair::generate().unwrap();
+        let mut other_ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        other_ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        other_ca
+            .distinguished_name
+            .push(DnType::CommonName, "another CA");
+        other_ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let other_ca_cert = other_ca.self_signed(&other_ca_key).unwrap();
+        let rogue_key = KeyPair::generate().unwrap();
+        let mut rogue = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        let mut subject = DistinguishedName::new();
+        subject.push(DnType::OrganizationName, "tidelog");
+        subject.push(DnType::CommonName, "tidelog-node");
+        rogue.distinguished_name = subject;
+        rogue.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let rogue_cert = rogue
+            .signed_by(&rogue_key, &other_ca_cert, &other_ca_key)
+            .unwrap();
+
         let write = |name: &str, pem: String| {
             let p = dir.path().join(name);
             std::fs::write(&p, pem).unwrap();
@@ -86,6 +132,10 @@ impl Pki {
             server_key: write("server.key", server_key.serialize_pem()),
             client_cert: write("client.pem", client_cert.pem()),
             client_key: write("client.key", client_key.serialize_pem()),
+            node_cert: write("node.pem", node_cert.pem()),
+            node_key: write("node.key", node_key.serialize_pem()),
+            rogue_cert: write("rogue.pem", rogue_cert.pem()),
+            rogue_key: write("rogue.key", rogue_key.serialize_pem()),
             dir,
         }
     }

@@ -191,6 +191,24 @@ pub(crate) struct Bootstrap {
     /// (Kafka's ssl.ca.location).
     #[arg(long, value_name = "FILE", global = true)]
     pub ssl_ca_location: Option<PathBuf>,
+    /// With --bootstrap: PEM file of this client's certificate, for listeners that
+    /// require one (Kafka's ssl.certificate.location); needs --ssl-key-location.
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        requires = "ssl_key_location"
+    )]
+    pub ssl_certificate_location: Option<PathBuf>,
+    /// With --bootstrap: PEM file of the private key of --ssl-certificate-location
+    /// (Kafka's ssl.key.location).
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        requires = "ssl_certificate_location"
+    )]
+    pub ssl_key_location: Option<PathBuf>,
 }
 
 /// `tidelog topics [--bootstrap ADDRS] ...`.
@@ -609,15 +627,21 @@ pub(crate) struct PerfLookupArgs {
 #[cfg(feature = "server")]
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// A listener, as Kafka's listeners: PROTOCOL://HOST:PORT with PLAINTEXT, SSL,
-    /// SASL_PLAINTEXT or SASL_SSL, or a bare HOST:PORT (PLAINTEXT); repeat for several.
-    /// 0.0.0.0 listens on every interface.
+    /// A listener, as Kafka's listeners: NAME://HOST:PORT where NAME is PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT, SASL_SSL or a name of --listener-security-protocol-map, or a bare
+    /// HOST:PORT (PLAINTEXT); repeat for several, each with its own name. 0.0.0.0 listens
+    /// on every interface.
     #[arg(
         long,
-        value_name = "[PROTOCOL://]HOST:PORT",
+        value_name = "[NAME://]HOST:PORT",
         default_value = "127.0.0.1:9092"
     )]
     pub listen: Vec<String>,
+    /// Listener names and their security protocols, e.g. INTERNAL:SASL_SSL,EXTERNAL:SSL
+    /// (Kafka's listener.security.protocol.map); the four protocol names always map to
+    /// themselves unless listed here.
+    #[arg(long, value_name = "NAME:PROTOCOL,...")]
+    pub listener_security_protocol_map: Option<String>,
     /// The server's TLS certificate chain, PEM (for SSL and SASL_SSL listeners).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -642,10 +666,10 @@ pub(crate) struct ServeArgs {
     /// super.users), e.g. User:admin.
     #[arg(long, value_name = "PRINCIPALS")]
     pub super_users: Vec<String>,
-    /// Cluster: the listener replica fetchers use, by its protocol (Kafka's
-    /// inter.broker.listener.name): the first --listen with it [default: the first
-    /// --listen, in plaintext].
-    #[arg(long, value_name = "PROTOCOL")]
+    /// Cluster: the listener replica fetchers use, by its name (Kafka's
+    /// inter.broker.listener.name), or by its protocol when one listener has it
+    /// [default: the first --listen, in plaintext].
+    #[arg(long, value_name = "NAME")]
     pub inter_broker_listener: Option<String>,
     /// Cluster: the replica fetchers' SASL mechanism on a SASL inter-broker listener.
     #[arg(long, value_name = "MECHANISM")]
@@ -659,6 +683,19 @@ pub(crate) struct ServeArgs {
     /// listener.
     #[arg(long, value_name = "FILE")]
     pub inter_broker_ssl_ca_location: Option<std::path::PathBuf>,
+    /// Cluster: PEM certificate the replica fetchers present on a TLS inter-broker
+    /// listener that requires client certificates; its subject is their principal
+    /// [default: --tls-cert, as Kafka brokers use their keystore].
+    #[arg(long, value_name = "FILE", requires = "inter_broker_ssl_key_location")]
+    pub inter_broker_ssl_certificate_location: Option<std::path::PathBuf>,
+    /// Cluster: PEM private key of --inter-broker-ssl-certificate-location [default:
+    /// --tls-key].
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "inter_broker_ssl_certificate_location"
+    )]
+    pub inter_broker_ssl_key_location: Option<std::path::PathBuf>,
     /// Address clients are told to connect to, when the listen address is not reachable
     /// from them (Kafka's advertised.listeners). Default: the address they connected to.
     #[arg(long, value_name = "HOST:PORT")]

@@ -221,6 +221,12 @@ pub(crate) fn admin_builder(
     if let Some(ca) = &target.ssl_ca_location {
         builder = builder.ssl_ca_location(ca);
     }
+    if let Some(cert) = &target.ssl_certificate_location {
+        builder = builder.ssl_certificate_location(cert);
+    }
+    if let Some(key) = &target.ssl_key_location {
+        builder = builder.ssl_key_location(key);
+    }
     Ok(builder)
 }
 

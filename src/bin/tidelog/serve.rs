@@ -44,10 +44,24 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    let map: tidelog::security::ListenerProtocolMap = match &args.listener_security_protocol_map {
+        Some(m) => m
+            .parse()
+            .map_err(|e| fail!("--listener-security-protocol-map {m:?}: {e}"))?,
+        None => Default::default(),
+    };
     let mut listens = Vec::with_capacity(args.listen.len());
+    let mut names: Vec<String> = Vec::with_capacity(args.listen.len());
     for spec in &args.listen {
-        let (protocol, addr) =
-            tidelog::security::parse_listener(spec).map_err(|e| fail!("--listen {spec:?}: {e}"))?;
+        let (name, protocol, addr) = map
+            .parse_listener(spec)
+            .map_err(|e| fail!("--listen {spec:?}: {e}"))?;
+        if names.contains(&name) {
+            return Err(fail!(
+                "--listen {spec:?}: a listener is named {name} already; give each --listen a name of its own (NAME://HOST:PORT, with NAME:PROTOCOL in --listener-security-protocol-map)"
+            ));
+        }
+        names.push(name);
         let addr: SocketAddr = addr.parse().map_err(|e| {
             fail!(
                 "--listen {spec:?} is not an IP address and port such as 127.0.0.1:9092 \
@@ -110,11 +124,12 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .max_request_size(args.max_request_size)
         .auto_create_topics(!args.no_auto_create_topics)
         .security_protocol(protocol)
+        .listener_name(names[0].clone())
         .sasl_mechanisms(&mechanisms)
         .authorizer(args.authorizer)
         .super_users(&args.super_users);
-    for (protocol, listener) in bound {
-        builder = builder.add_bound_listener(protocol, listener);
+    for ((protocol, listener), name) in bound.zip(names.iter().skip(1)) {
+        builder = builder.add_bound_named_listener(name.clone(), protocol, listener);
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let mut tls = tidelog::security::TlsSettings::from_pem_files(cert, key);
@@ -140,11 +155,14 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
                 args.leader_imbalance_check_interval_seconds,
             ))
             .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
-        if let Some(p) = &args.inter_broker_listener {
-            let protocol: tidelog::security::SecurityProtocol = p
-                .parse()
-                .map_err(|e| fail!("--inter-broker-listener {p:?}: {e}"))?;
-            builder = builder.inter_broker_listener(protocol);
+        if let Some(name) = &args.inter_broker_listener {
+            builder = builder.inter_broker_listener_name(name.clone());
+        }
+        if let (Some(cert), Some(key)) = (
+            &args.inter_broker_ssl_certificate_location,
+            &args.inter_broker_ssl_key_location,
+        ) {
+            builder = builder.inter_broker_client_cert(cert, key);
         }
         if let Some(m) = &args.inter_broker_sasl_mechanism {
             let mechanism = tidelog::security::SaslMechanism::from_name(&m.to_ascii_uppercase())
@@ -180,11 +198,17 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
             ""
         }
     );
-    let listeners = server.listeners();
-    if listeners.len() > 1 || listeners[0].0 != tidelog::security::SecurityProtocol::Plaintext {
+    let listeners = server.named_listeners();
+    if listeners.len() > 1 || listeners[0].1 != tidelog::security::SecurityProtocol::Plaintext {
         let all: Vec<String> = listeners
             .iter()
-            .map(|(p, a)| format!("{p}://{a}"))
+            .map(|(n, p, a)| {
+                if n == p.name() {
+                    format!("{n}://{a}")
+                } else {
+                    format!("{n}://{a} ({p})")
+                }
+            })
             .collect();
         eprintln!("tidelog serve: listeners {}", all.join(", "));
     }

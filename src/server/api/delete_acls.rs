@@ -17,30 +17,18 @@ use crate::server::auth::acl::AclOperation;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteAclsRequest = req.decode()?;
-    let refuse_all = |code: i16, message: &str| {
-        let results = request
-            .filters
-            .iter()
-            .map(|_| {
+    let authorizer = match ctx.acl_authorizer(AclOperation::Alter) {
+        Ok(a) => a,
+        Err((code, message)) => {
+            let refused = request.filters.iter().map(|_| {
                 DeleteAclsFilterResult::default()
                     .with_error_code(code)
                     .with_error_message(Some(kstr(message)))
-            })
-            .collect();
-        DeleteAclsResponse::default().with_filter_results(results)
+            });
+            return req
+                .respond(&DeleteAclsResponse::default().with_filter_results(refused.collect()));
+        }
     };
-    let Some(authorizer) = &ctx.security().authorizer else {
-        return req.respond(&refuse_all(
-            ResponseError::SecurityDisabled.code(),
-            "No Authorizer is configured on the broker",
-        ));
-    };
-    if !ctx.allowed_on_cluster(AclOperation::Alter) {
-        return req.respond(&refuse_all(
-            ResponseError::ClusterAuthorizationFailed.code(),
-            "Cluster authorization failed",
-        ));
-    }
     let parsed: Vec<_> = request
         .filters
         .iter()

@@ -47,18 +47,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .with_error_code(code)
             .with_error_message(Some(kstr(message)))
     };
-    let Some(authorizer) = &ctx.security().authorizer else {
-        return req.respond(&refuse(
-            ResponseError::SecurityDisabled.code(),
-            "No Authorizer is configured on the broker".into(),
-        ));
+    let authorizer = match ctx.acl_authorizer(AclOperation::Describe) {
+        Ok(a) => a,
+        Err((code, message)) => return req.respond(&refuse(code, message.into())),
     };
-    if !ctx.allowed_on_cluster(AclOperation::Describe) {
-        return req.respond(&refuse(
-            ResponseError::ClusterAuthorizationFailed.code(),
-            "Cluster authorization failed".into(),
-        ));
-    }
     let f = match filter(
         r.resource_type_filter,
         r.resource_name_filter.as_ref(),

@@ -287,6 +287,28 @@ impl Ctx<'_> {
         self.allowed(op, ResourceType::Cluster, CLUSTER_RESOURCE_NAME)
     }
 
+    /// The authorizer for an ACL request that needs `op` on the cluster, or what Kafka
+    /// answers for the whole request instead: SECURITY_DISABLED without an authorizer,
+    /// CLUSTER_AUTHORIZATION_FAILED without `op`; as an error code and message.
+    pub(crate) fn acl_authorizer(
+        &self,
+        op: AclOperation,
+    ) -> Result<&crate::server::auth::acl::Authorizer, (i16, &'static str)> {
+        let Some(authorizer) = &self.security().authorizer else {
+            return Err((
+                kafka_protocol::ResponseError::SecurityDisabled.code(),
+                "No Authorizer is configured on the broker",
+            ));
+        };
+        if !self.allowed_on_cluster(op) {
+            return Err((
+                kafka_protocol::ResponseError::ClusterAuthorizationFailed.code(),
+                "Cluster authorization failed",
+            ));
+        }
+        Ok(authorizer)
+    }
+
     /// [`Ctx::allowed`] as a result: `Error::AuthorizationFailed` (Kafka's
     /// TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED through `error_code`) when refused.
     pub(crate) fn authorize(

@@ -134,6 +134,138 @@ pub fn parse_listener(spec: &str) -> Result<(SecurityProtocol, String)> {
     }
 }
 
+/// Kafka's `listener.security.protocol.map`: the security protocol of each listener
+/// name, so that listeners can be named for their role (`INTERNAL://0.0.0.0:9093`) and
+/// selected by name (`inter.broker.listener.name=INTERNAL`). The four protocol names map
+/// to themselves unless the map says otherwise, so `SSL://host:port` keeps working
+/// beside custom names. Names are upper-cased, as Kafka's `ListenerName` normalizes
+/// them.
+///
+/// ```
+/// use tidelog::security::{ListenerProtocolMap, SecurityProtocol};
+/// let map: ListenerProtocolMap = "INTERNAL:SASL_SSL,EXTERNAL:SSL".parse().unwrap();
+/// assert_eq!(
+///     map.parse_listener("INTERNAL://0.0.0.0:9093").unwrap(),
+///     ("INTERNAL".to_string(), SecurityProtocol::SaslSsl, "0.0.0.0:9093".to_string())
+/// );
+/// assert_eq!(map.protocol("PLAINTEXT").unwrap(), SecurityProtocol::Plaintext);
+/// assert!(map.parse_listener("CLIENT://0.0.0.0:9092").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerProtocolMap {
+    names: std::collections::BTreeMap<String, SecurityProtocol>,
+}
+
+impl Default for ListenerProtocolMap {
+    /// The identity on PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL (Kafka's default).
+    fn default() -> Self {
+        let names = [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ]
+        .into_iter()
+        .map(|p| (p.name().to_string(), p))
+        .collect();
+        ListenerProtocolMap { names }
+    }
+}
+
+fn map_error(reason: String) -> Error {
+    Error::InvalidConfig {
+        key: "listener.security.protocol.map".into(),
+        reason,
+    }
+}
+
+/// Whether `name` can name a listener: letters, digits, `_` and `-` (Kafka's names are
+/// used in configuration keys and metric names).
+fn valid_listener_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl ListenerProtocolMap {
+    /// The protocol of listener `name` (case-insensitive); `Error::InvalidConfig` for
+    /// `listener.security.protocol.map` naming the names it has when `name` is not one.
+    pub fn protocol(&self, name: &str) -> Result<SecurityProtocol> {
+        self.names
+            .get(&name.to_ascii_uppercase())
+            .copied()
+            .ok_or_else(|| {
+                map_error(format!(
+                    "listener name {name:?} is not in the map (it has {}); add NAME:PROTOCOL \
+                     to --listener-security-protocol-map",
+                    self.names.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            })
+    }
+
+    /// Splits a listener as Kafka's `listeners` writes it, `NAME://host:port`, into its
+    /// upper-cased name, the name's protocol and the address; a bare `host:port` is the
+    /// PLAINTEXT listener.
+    pub fn parse_listener(&self, spec: &str) -> Result<(String, SecurityProtocol, String)> {
+        let (name, addr) = match spec.split_once("://") {
+            None => ("PLAINTEXT".to_string(), spec),
+            Some((name, addr)) => {
+                if addr.is_empty() {
+                    return Err(Error::InvalidConfig {
+                        key: "listeners".into(),
+                        reason: format!("{spec:?} has no host:port after ://"),
+                    });
+                }
+                (name.to_ascii_uppercase(), addr)
+            }
+        };
+        let protocol = self.protocol(&name).map_err(|e| match e {
+            Error::InvalidConfig { reason, .. } => Error::InvalidConfig {
+                key: "listeners".into(),
+                reason: format!("{spec:?}: {reason}"),
+            },
+            other => other,
+        })?;
+        Ok((name, protocol, addr.to_string()))
+    }
+}
+
+impl FromStr for ListenerProtocolMap {
+    type Err = Error;
+    /// `NAME:PROTOCOL,NAME:PROTOCOL...` on top of the default identity map. A name
+    /// given twice, an empty or malformed entry or an unknown protocol is an error.
+    fn from_str(s: &str) -> Result<ListenerProtocolMap> {
+        let mut map = ListenerProtocolMap::default();
+        let mut seen = BTreeSet::new();
+        for entry in s.split(',').map(str::trim) {
+            let Some((name, protocol)) = entry.split_once(':') else {
+                return Err(map_error(format!(
+                    "{entry:?} is not NAME:PROTOCOL (in {s:?})"
+                )));
+            };
+            let name = name.trim().to_ascii_uppercase();
+            if !valid_listener_name(&name) {
+                return Err(map_error(format!(
+                    "{name:?} is not a listener name: letters, digits, _ and - only (in {s:?})"
+                )));
+            }
+            let protocol: SecurityProtocol =
+                protocol.trim().parse().map_err(|e: Error| match e {
+                    Error::InvalidConfig { reason, .. } => {
+                        map_error(format!("listener {name}: {reason}"))
+                    }
+                    other => other,
+                })?;
+            if !seen.insert(name.clone()) {
+                return Err(map_error(format!("listener name {name} is mapped twice")));
+            }
+            map.names.insert(name, protocol);
+        }
+        Ok(map)
+    }
+}
+
 /// The security settings and state shared by every connection of a server.
 #[derive(Debug)]
 pub(crate) struct Security {
@@ -324,6 +456,68 @@ mod tests {
         let plain = Session::new(SecurityProtocol::Ssl, Some("CN=c".into()));
         assert_eq!(plain.principal, "User:CN=c");
         assert_eq!(plain.gate(ApiKey::Fetch as i16), Gate::Pass);
+    }
+
+    #[test]
+    fn the_listener_map_names_listeners_like_kafka() {
+        let map: ListenerProtocolMap = "internal:SASL_SSL, EXTERNAL:ssl".parse().unwrap();
+        assert_eq!(map.protocol("INTERNAL").unwrap(), SecurityProtocol::SaslSsl);
+        assert_eq!(map.protocol("external").unwrap(), SecurityProtocol::Ssl);
+        // The identity stays for the protocol names.
+        assert_eq!(
+            map.parse_listener("SASL_PLAINTEXT://h:1").unwrap(),
+            (
+                "SASL_PLAINTEXT".into(),
+                SecurityProtocol::SaslPlaintext,
+                "h:1".into()
+            )
+        );
+        assert_eq!(
+            map.parse_listener("h:2").unwrap(),
+            (
+                "PLAINTEXT".into(),
+                SecurityProtocol::Plaintext,
+                "h:2".into()
+            )
+        );
+        assert_eq!(
+            map.parse_listener("Internal://0.0.0.0:9093").unwrap(),
+            (
+                "INTERNAL".into(),
+                SecurityProtocol::SaslSsl,
+                "0.0.0.0:9093".into()
+            )
+        );
+        // A protocol name can be mapped to another protocol, as in Kafka.
+        let odd: ListenerProtocolMap = "PLAINTEXT:SSL".parse().unwrap();
+        assert_eq!(odd.protocol("PLAINTEXT").unwrap(), SecurityProtocol::Ssl);
+    }
+
+    #[test]
+    fn a_bad_listener_map_or_unknown_name_is_a_clear_error() {
+        let reason = |r: Result<ListenerProtocolMap>| match r {
+            Err(Error::InvalidConfig { key, reason }) => {
+                assert_eq!(key, "listener.security.protocol.map");
+                reason
+            }
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        assert!(reason("INTERNAL".parse()).contains("NAME:PROTOCOL"));
+        assert!(reason("INTERNAL:TLS".parse()).contains("TLS"));
+        assert!(reason("A:SSL,a:SSL".parse()).contains("twice"));
+        assert!(reason(":SSL".parse()).contains("listener name"));
+        assert!(reason("IN TERNAL:SSL".parse()).contains("listener name"));
+        assert!(reason("INTERNAL:SSL,".parse()).contains("NAME:PROTOCOL"));
+        let map = ListenerProtocolMap::default();
+        match map.parse_listener("INTERNAL://h:1") {
+            Err(Error::InvalidConfig { key, reason }) => {
+                assert_eq!(key, "listeners");
+                assert!(reason.contains("INTERNAL"), "{reason}");
+            }
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+        assert!(map.parse_listener("SSL://").is_err());
+        assert!(map.protocol("NOPE").is_err());
     }
 
     #[test]

@@ -56,6 +56,17 @@ impl TlsSettings {
     }
 }
 
+impl TlsSettings {
+    /// The server's certificate and key as a client identity (a cluster node's replica
+    /// fetchers present them, as a Kafka broker uses its keystore for both ends).
+    pub(crate) fn identity(&self) -> crate::client::security::ClientIdentity<'_> {
+        crate::client::security::ClientIdentity {
+            cert: &self.cert,
+            key: &self.key,
+        }
+    }
+}
+
 /// The rustls configurations of a server.
 #[derive(Debug, Clone)]
 pub(crate) struct TlsAcceptors {
