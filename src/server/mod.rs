@@ -11,8 +11,9 @@
 //! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
 //!   the open-files limit allows), `max_request_size` (Kafka's
 //!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
-//!   flight, Kafka's `queued.max.request.bytes`) and `fetch_max_wait` (the longest a
-//!   Fetch waits for data). A connection whose client hangs up while its request waits
+//!   flight, Kafka's `queued.max.request.bytes`), `fetch_max_wait` (the longest a
+//!   Fetch waits for data) and `fetch_max_bytes` (the record bytes of a consumer's Fetch
+//!   response, Kafka's broker `fetch.max.bytes`). A connection whose client hangs up while its request waits
 //!   is closed within a second. Warnings about what a peer sent are rate-limited per
 //!   address. See the `limits` module.
 //! - Security (the `auth` module): several listeners, each PLAINTEXT, SSL (rustls),
