@@ -88,14 +88,14 @@ fn a_fetch_carries_at_most_fetch_max_bytes_but_a_whole_first_batch() {
         broker.close().unwrap();
     }
     let batch_len = batches[0].len();
-    assert!(batch_len > 1024 / 2 && batch_len < 1024 * 2);
+    assert_eq!(batch_len, 1070, "the arithmetic below");
 
-    // At most 2,100 bytes: two batches fit, three do not.
-    let serve = serve_support::start(&data, &["--fetch-max-bytes", "2100"], None);
+    // At most 2,200 bytes: two batches (2 x 1,070) fit, three do not.
+    let serve = serve_support::start(&data, &["--fetch-max-bytes", "2200"], None);
     let (error, records) = fetch(serve.addr, "t", 0, 1 << 20);
     assert_eq!(error, 0);
     assert_eq!(records.len(), 2 * batch_len);
-    // The bytes are the log's: each batch as stored, with its offset (and leader epoch) stamped.
+    // The bytes are the log's: each batch as stored (offset and leader epoch stamped).
     assert_eq!(records[16..batch_len], batches[0][16..]);
     assert_eq!(records[batch_len + 16..], batches[1][16..]);
     let (_, records) = fetch(serve.addr, "t", 2, 1 << 20);
