@@ -87,12 +87,13 @@ pub(crate) fn map_sealed(
     Ok(Some(map))
 }
 
-/// Flushes the entries of an index written through `map` to disk: msync, then fsync
-/// through a descriptor from `fds`. An index file that does not exist has nothing to
+/// Flushes the entries of an index written through `map` to disk: fsync through a
+/// descriptor from `fds` (after msync where that is needed, see
+/// [`AppendMap::flush_for_fsync`]). An index file that does not exist has nothing to
 /// flush.
 pub(crate) fn sync(map: Option<&AppendMap>, fds: &FdCache, id: u64, path: &Path) -> Result<()> {
     if let Some(m) = map {
-        m.flush(0, m.readable()).ctx("msync index", path)?;
+        m.flush_for_fsync().ctx("msync index", path)?;
     }
     match fds.get(id, path) {
         Ok(f) => f.sync_data().ctx("fsync index", path),

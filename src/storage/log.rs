@@ -1385,7 +1385,37 @@ impl PartitionLog {
             return Ok(());
         }
         self.sync_to(self.log_end_offset())?;
+        self.sync_indexes(true)?;
         self.write_checkpoint()
+    }
+
+    /// Fsyncs the index files written since their last fsync, of the sealed segments
+    /// (and of the active one with `active`). A failed fsync poisons the log; a
+    /// poisoned log moves its recovery point no more, so nothing new is trusted and
+    /// nothing is synced.
+    fn sync_indexes(&self, active: bool) -> Result<()> {
+        if self.inner.read_only || self.inner.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let segs = self.segments();
+        let Some((last, sealed)) = segs.split_last() else {
+            return Ok(());
+        };
+        let dirty = |s: &&Arc<Segment>| s.indexes_dirty();
+        let result = sealed
+            .iter()
+            .chain(active.then_some(last))
+            .filter(dirty)
+            .try_for_each(|s| {
+                self.inner
+                    .stats
+                    .timed_fsync(|| s.sync_indexes().map(|_| ()))
+            });
+        if let Err(e) = result {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Returns once every record below `offset` is fsynced (the recovery point is at
@@ -1423,12 +1453,31 @@ impl PartitionLog {
     /// Fsyncs the segments holding data past the recovery point up to `end` (a log end
     /// read under the sync lock), then moves the recovery point to `end`. A failed
     /// fsync poisons the log.
+    ///
+    /// Of the active segment only the data is fsynced: opening the log after a crash
+    /// walks the batch headers of the segment holding the recovery point from its last
+    /// index entries on, so its index entries are not needed to find an acknowledged
+    /// record (docs/design.md, "Invariants of a single node"). They are fsynced when
+    /// the segment is sealed, by [`PartitionLog::sync`] and on close. A sealed segment
+    /// is fsynced whole
+    /// (its indexes, when written since their last fsync): once the recovery point
+    /// passes it, opening trusts its indexes.
     fn fsync_up_to(&self, end: i64) -> Result<()> {
         let rp = self.recovery_point();
         let result = (|| {
             if end > rp {
-                for seg in self.segments().iter().filter(|s| s.next_offset() > rp) {
-                    self.inner.stats.timed_fsync(|| seg.sync())?;
+                let segs = self.segments();
+                let last = segs.len().saturating_sub(1);
+                for (i, seg) in segs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.next_offset() > rp)
+                {
+                    if i == last {
+                        self.inner.stats.timed_fsync(|| seg.sync_log())?;
+                    } else {
+                        self.inner.stats.timed_fsync(|| seg.sync())?;
+                    }
                 }
             }
             Ok(())
@@ -1505,6 +1554,10 @@ impl PartitionLog {
     /// Writes the checkpoint if it changed. The mutex also keeps two writers (a sync
     /// and a retention pass) from sharing the temporary file.
     pub(super) fn write_checkpoint(&self) -> Result<()> {
+        // A recovery point past a sealed segment makes opening trust its indexes: the
+        // ones written since their last fsync (a roll's final entry and trim, even when
+        // a durable append synced the data first) are fsynced before it is written.
+        self.sync_indexes(false)?;
         let mut on_disk = self.inner.checkpoint_on_disk.lock();
         let payload = encode_checkpoint(self.recovery_point(), self.log_start_offset());
         if *on_disk == Some(payload) {

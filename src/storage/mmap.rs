@@ -219,13 +219,27 @@ impl AppendMap {
         vec.iter().filter(|&&b| b & 1 == 1).count()
     }
 
-    /// Flushes `[start, end)` of the map to disk (msync).
-    pub(crate) fn flush(&self, start: usize, end: usize) -> std::io::Result<()> {
-        let end = end.min(self.capacity);
-        if start >= end {
-            return Ok(());
+    /// Makes the bytes written through this map part of what the next fsync of its
+    /// file writes. On Linux there is nothing to do: a shared file mapping's pages are
+    /// the file's page cache pages, and a store to a clean one faults (the kernel keeps
+    /// clean shared pages write-protected) and marks it dirty, so `fdatasync` writes it
+    /// as it writes a page dirtied by `write(2)`. `msync(MS_SYNC)` is itself an fsync of
+    /// the range there (`vfs_fsync_range`): calling it before `fdatasync` synced every
+    /// file twice. POSIX leaves the two caches possibly apart, so elsewhere this is
+    /// `msync(MS_SYNC)` of the written bytes.
+    pub(crate) fn flush_for_fsync(&self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            Ok(())
         }
-        self.raw.flush_range(start, end - start)
+        #[cfg(not(target_os = "linux"))]
+        {
+            let end = self.readable().min(self.capacity);
+            if end == 0 {
+                return Ok(());
+            }
+            self.raw.flush_range(0, end)
+        }
     }
 }
 

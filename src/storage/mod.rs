@@ -77,6 +77,8 @@ pub(crate) use log::now_ms;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_durability;
+#[cfg(test)]
 mod tests_faults;
 #[cfg(test)]
 mod tests_follow;

@@ -34,6 +34,8 @@ pub(crate) struct SegmentScan {
     pub(crate) bytes_validated: u64,
     /// Opened without validating batches (below the recovery point).
     pub(crate) trusted: bool,
+    /// The index files are as they were found (not rewritten): no index fsync is owed.
+    pub(crate) indexes_on_disk: bool,
     /// Where the bytes cut at `truncated` went.
     pub(crate) cut: Option<CutFile>,
 }
@@ -94,7 +96,8 @@ pub(crate) fn scan_segment(
         // damage inside trusted bytes: validate the segment like an unflushed one, so
         // that it is reported and cut, never trimmed silently.
         Trust::Full(next_base) => {
-            match trusted_scan(data, base_offset, (&index_path, &time_path), index_interval)? {
+            let paths = (index_path.as_path(), time_path.as_path());
+            match trusted_scan(data, base_offset, paths, index_interval, false)? {
                 Some(s) if s.data_len == data.len() && s.next_offset == next_base => Some(s),
                 Some(_) => {
                     damaged = true;
@@ -105,13 +108,18 @@ pub(crate) fn scan_segment(
         }
         // Bytes other than the zero padding after the data are a torn write: validate
         // the segment so that the cut is reported, not trimmed silently.
-        Trust::UpTo(rp) => {
-            trusted_scan(data, base_offset, (&index_path, &time_path), index_interval)?
-                .filter(|s| s.next_offset <= rp && data[s.data_len..].iter().all(|&b| b == 0))
-        }
+        Trust::UpTo(rp) => trusted_scan(
+            data,
+            base_offset,
+            (&index_path, &time_path),
+            index_interval,
+            true,
+        )?
+        .filter(|s| s.next_offset <= rp && data[s.data_len..].iter().all(|&b| b == 0)),
     };
     if let Some(s) = scan.as_mut() {
         s.trusted = true;
+        s.indexes_on_disk = true;
     } else {
         let sealed = matches!(trust, Trust::Full(_));
         let mut validate = !sealed || damaged;
@@ -448,6 +456,7 @@ fn trusted_scan(
     base: i64,
     (index_path, time_path): (&Path, &Path),
     index_interval: usize,
+    from_time_entry: bool,
 ) -> Result<Option<SegmentScan>> {
     let read = |p: &Path| match std::fs::read(p) {
         Ok(b) => Ok(Some(b)),
@@ -473,14 +482,34 @@ fn trusted_scan(
         let (t, o) = read_time_entry(e);
         (t, o as i64)
     });
-    // Start the walk at the last index entry, which must point at a batch whose base
+    let entry = |i: usize| read_offset_entry(&idx[i * OFFSET_ENTRY..(i + 1) * OFFSET_ENTRY]);
+    // The walk must pass the last index entry, which must point at a batch whose base
     // offset matches.
-    let (mut pos, mut expect_rel) = (0usize, 0u32);
-    if n > 0 {
-        let (rel, p) = read_offset_entry(&idx[(n - 1) * OFFSET_ENTRY..n * OFFSET_ENTRY]);
-        pos = p as usize;
-        expect_rel = rel;
-    }
+    let last = n.checked_sub(1).map(entry);
+    // It starts there, or, with `from_time_entry`, at the index entry at or below the
+    // batch of the last time entry (the start when there is none), so that every batch
+    // after the last time entry is walked and the largest timestamp is exact even when
+    // the time index lost entries that the offset index kept.
+    let start = if from_time_entry {
+        let time_rel = (tn > 0).then(|| read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1);
+        time_rel.and_then(|r| {
+            // Entries below `lo` have a relative offset <= r (they are increasing).
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if entry(mid).0 <= r {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo.checked_sub(1).map(entry)
+        })
+    } else {
+        last
+    };
+    let mut pos = start.map_or(0, |(_, p)| p as usize);
+    let mut passed_last = last.is_none();
     let mut scan = SegmentScan {
         next_offset: base,
         max_timestamp: -1,
@@ -501,11 +530,21 @@ fn trusted_scan(
         let Ok(b) = Batch::parse_header_at(&data[pos..], "", 0) else {
             break;
         };
-        if first && n > 0 && b.base_offset() != base + expect_rel as i64 {
+        if first && start.is_some_and(|(rel, _)| b.base_offset() != base + rel as i64) {
             return Ok(None);
         }
         if b.base_offset() < scan.next_offset && !first {
             break;
+        }
+        if let Some((rel, p)) = last.filter(|_| !passed_last) {
+            match pos.cmp(&(p as usize)) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal if b.base_offset() == base + rel as i64 => {
+                    passed_last = true;
+                }
+                // The last entry names another batch, or no batch starts there.
+                _ => return Ok(None),
+            }
         }
         first = false;
         last_start = pos;
@@ -515,12 +554,12 @@ fn trusted_scan(
             scan.max_ts_batch = (b.base_offset() - base) as u32;
         }
         pos += b.len();
-        scan.bytes_since_index += b.len();
     }
-    if n > 0 && first {
+    if !passed_last {
         // The last index entry points past the data.
         return Ok(None);
     }
+    scan.bytes_since_index = pos - last.map_or(0, |(_, p)| p as usize);
     if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
     {
         return Ok(None);

@@ -116,6 +116,12 @@ pub(crate) struct Segment {
     next_offset: AtomicI64,
     /// Largest record timestamp in the segment (-1 when empty).
     max_timestamp: AtomicI64,
+    /// Counts writes to the index files (entries, the final entry, trims; not the
+    /// entry count, which a rewrite can leave unchanged). Starts at 1 when an open or a
+    /// truncation wrote the files (they are not known to be synced).
+    index_writes: AtomicU64,
+    /// `index_writes` as of the last index fsync that succeeded.
+    index_synced: AtomicU64,
     /// Bytes that were on disk when the segment was opened (0 for a segment created by
     /// this process): the only bytes a read can fault on, since appends map theirs.
     cold_end: usize,
@@ -262,6 +268,8 @@ impl Segment {
             used: AtomicBool::new(false),
             next_offset: AtomicI64::new(scan.next_offset),
             max_timestamp: AtomicI64::new(scan.max_timestamp),
+            index_writes: AtomicU64::new(u64::from(!scan.indexes_on_disk)),
+            index_synced: AtomicU64::new(0),
             cold_end: scan.data_len,
             read_ahead: AtomicUsize::new(0),
             last_read_end: AtomicUsize::new(0),
@@ -428,24 +436,57 @@ impl Segment {
         })
     }
 
-    /// Fsyncs the segment's data and indexes. A segment whose file was removed has
-    /// nothing left to sync.
+    /// Fsyncs the segment's data and, if written since their last fsync, its indexes.
+    /// A segment whose file was removed has nothing left to sync.
     pub(crate) fn sync(&self) -> Result<()> {
+        self.sync_log()?;
+        self.sync_indexes().map(|_| ())
+    }
+
+    /// Fsyncs the segment's data only: what a durable append waits for. The indexes
+    /// are not needed for it: opening a log walks the batch headers of the segment
+    /// holding its recovery point from its last index entries to its end (see
+    /// `scan::trusted_scan` and docs/design.md, "Invariants of a single node").
+    pub(crate) fn sync_log(&self) -> Result<()> {
         let maps = self.maps.read().clone();
         if let Some(m) = &maps {
-            m.log
-                .flush(0, m.log.readable())
-                .ctx("msync", &self.log_path)?;
+            m.log.flush_for_fsync().ctx("msync", &self.log_path)?;
         }
         match self.fd() {
-            Ok(f) => f.sync_data().ctx("fsync", &self.log_path)?,
-            Err(_) if self.detached.load(Ordering::SeqCst) => return Ok(()),
-            Err(e) => return Err(e),
+            Ok(f) => f.sync_data().ctx("fsync", &self.log_path),
+            Err(_) if self.detached.load(Ordering::SeqCst) => Ok(()),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Fsyncs both index files unless nothing was written to them since their last
+    /// fsync; returns whether it synced.
+    pub(crate) fn sync_indexes(&self) -> Result<bool> {
+        let writes = self.index_writes.load(Ordering::Acquire);
+        if self.index_synced.load(Ordering::Acquire) >= writes {
+            return Ok(false);
+        }
+        if self.detached.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let maps = self.maps.read().clone();
         let index = maps.as_ref().and_then(|m| m.index.get().map(|a| &**a));
         super::index::sync(index, &self.files.fds, self.id + 1, &self.index_path())?;
         let time = maps.as_ref().and_then(|m| m.time.get().map(|a| &**a));
-        super::index::sync(time, &self.files.fds, self.id + 2, &self.time_path())
+        super::index::sync(time, &self.files.fds, self.id + 2, &self.time_path())?;
+        self.index_synced.fetch_max(writes, Ordering::AcqRel);
+        Ok(true)
+    }
+
+    /// True if the index files were written since their last fsync.
+    pub(crate) fn indexes_dirty(&self) -> bool {
+        self.index_synced.load(Ordering::Acquire) < self.index_writes.load(Ordering::Acquire)
+    }
+
+    /// Counts a write to the index files, once it is done (a sync that saw the count
+    /// then fsyncs after the write).
+    fn index_written(&self) {
+        self.index_writes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Creates a new, empty active segment (its `.log` empty, no index file yet).
@@ -477,6 +518,8 @@ impl Segment {
             next_offset: base_offset,
             max_timestamp: -1,
             last_time_entry: -1,
+            // No index file yet.
+            indexes_on_disk: true,
             ..Default::default()
         };
         Ok(Self::open_active(dir, base_offset, &scan, config, files))
@@ -1011,6 +1054,7 @@ impl SegmentWriter {
             let _ = maps.time.set(Arc::clone(w.map()));
             self.time_w = Some(w);
         }
+        self.seg.index_written();
         Ok(())
     }
 
@@ -1162,19 +1206,10 @@ impl SegmentWriter {
         let max_ts = batch.max_timestamp();
         let seg_max = self.seg.max_timestamp();
         if index_due {
-            let fds = &self.seg.files.fds;
-            if let Some(w) = self.index_w.as_mut() {
-                w.append(&offset_entry(rel, pos as u32), fds)?;
-                self.seg.index_entries.store(w.entries(), Ordering::Release);
-            }
-            let ts = seg_max.max(max_ts);
-            if ts > self.last_time_entry
-                && let Some(w) = self.time_w.as_mut()
-            {
-                w.append(&time_entry(ts, rel), fds)?;
-                self.seg.time_entries.store(w.entries(), Ordering::Release);
-                self.last_time_entry = ts;
-            }
+            let written = self.append_index_entries(rel, pos, seg_max.max(max_ts));
+            // Counted after the writes, done or failed half way.
+            self.seg.index_written();
+            written?;
             self.bytes_since_index = 0;
         }
         self.bytes_since_index += len;
@@ -1186,6 +1221,25 @@ impl SegmentWriter {
         self.seg.next_offset.store(last + 1, Ordering::Release);
         if self.first_append_ms.is_none() {
             self.first_append_ms = Some(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Appends the offset index entry of the batch at `pos` (relative offset `rel`),
+    /// and a time index entry if the segment's largest timestamp `ts` grew since the
+    /// last one.
+    fn append_index_entries(&mut self, rel: u32, pos: usize, ts: i64) -> Result<()> {
+        let fds = &self.seg.files.fds;
+        if let Some(w) = self.index_w.as_mut() {
+            w.append(&offset_entry(rel, pos as u32), fds)?;
+            self.seg.index_entries.store(w.entries(), Ordering::Release);
+        }
+        if ts > self.last_time_entry
+            && let Some(w) = self.time_w.as_mut()
+        {
+            w.append(&time_entry(ts, rel), fds)?;
+            self.seg.time_entries.store(w.entries(), Ordering::Release);
+            self.last_time_entry = ts;
         }
         Ok(())
     }
@@ -1233,6 +1287,7 @@ impl SegmentWriter {
         if let Some(w) = &self.time_w {
             w.trim(fds)?;
         }
+        self.seg.index_written();
         // Readers borrow only below the write position: trimming the file there never
         // takes a page from under them.
         if self.reserved > self.pos {
