@@ -157,9 +157,9 @@ pub(crate) fn fuzz_sasl_session(data: &[u8]) {
 /// The default cap on a Fetch's `max_wait_ms`: 30 s.
 const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
 
-/// The default cap on the record bytes of one Fetch response: 1 MiB (Kafka's default
-/// `max.partition.fetch.bytes`; see [`ServerBuilder::fetch_max_bytes`]).
-const DEFAULT_FETCH_MAX_BYTES: usize = 1024 * 1024;
+/// The default cap on the record bytes of one Fetch response: 55 MiB, Kafka's broker
+/// default for `fetch.max.bytes` (see [`ServerBuilder::fetch_max_bytes`]).
+const DEFAULT_FETCH_MAX_BYTES: usize = 55 * 1024 * 1024;
 
 /// The smallest `fetch_max_bytes` accepted (Kafka's lower bound for `fetch.max.bytes`).
 const MIN_FETCH_MAX_BYTES: usize = 1024;
@@ -745,9 +745,10 @@ impl ServerBuilder {
     /// `fetch.max.bytes`): a client's `max_bytes` above it is capped to it, and the first
     /// partition with data still gets at least one whole batch, however large. Values
     /// under 1,024 are raised to 1,024. Follower fetches are not capped (as in Kafka).
-    /// Default = 1 MiB, where Kafka's broker default is 55 MiB: a client decodes a response only once all
-    /// of it has arrived (librdkafka hands none of its records to the application
-    /// before), so responses of 1 MiB let it decode one while the next is on its way.
+    /// Default = 55 MiB, as Kafka's. A client decodes a response only once all of it has
+    /// arrived (librdkafka hands none of its records to the application before), so a
+    /// smaller cap (1 MiB, say) lets a consumer asking for many megabytes decode one
+    /// response while the next is on its way: its first record comes sooner.
     pub fn fetch_max_bytes(mut self, bytes: usize) -> Self {
         self.config.fetch_max_bytes = bytes.clamp(MIN_FETCH_MAX_BYTES, i32::MAX as usize);
         self

@@ -11,7 +11,7 @@
 //!   first partition with data always gets at least one whole batch (Kafka's rule, so a
 //!   consumer can always make progress past a batch larger than its limits). The
 //!   response's `max_bytes` of a consumer's fetch is capped by the server's
-//!   `fetch_max_bytes` (Kafka's broker setting `fetch.max.bytes`; 1 MiB by default), so
+//!   `fetch_max_bytes` (Kafka's broker setting `fetch.max.bytes`; 55 MiB by default, as Kafka's), so
 //!   a client can decode one response while the next is on its way.
 //! - Record slices of 16 KiB and more go out with `sendfile`; smaller ones are copied
 //!   into the response, which then leaves in one write.
