@@ -182,7 +182,12 @@ mod server {
     fn the_server_counts_connections_requests_and_error_codes() {
         let dir = tempfile::tempdir().unwrap();
         let (broker, p) = one_partition(dir.path());
-        p.append_batch(&batch(3)).unwrap();
+        // Three records of 6,000 bytes: a Fetch sends 16 KiB and more with sendfile.
+        let mut b = BatchBuilder::new();
+        for i in 0..3 {
+            b.push(1_000 + i, None, Some(&[b'v'; 6000][..]), &[]);
+        }
+        p.append_batch(&b.finish()).unwrap();
         let server = crate::server::Server::builder(broker.clone())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .start()

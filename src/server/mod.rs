@@ -11,8 +11,9 @@
 //! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
 //!   the open-files limit allows), `max_request_size` (Kafka's
 //!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
-//!   flight, Kafka's `queued.max.request.bytes`) and `fetch_max_wait` (the longest a
-//!   Fetch waits for data). A connection whose client hangs up while its request waits
+//!   flight, Kafka's `queued.max.request.bytes`), `fetch_max_wait` (the longest a
+//!   Fetch waits for data) and `fetch_max_bytes` (the record bytes of a consumer's Fetch
+//!   response, Kafka's broker `fetch.max.bytes`). A connection whose client hangs up while its request waits
 //!   is closed within a second. Warnings about what a peer sent are rate-limited per
 //!   address. See the `limits` module.
 //! - Security (the `auth` module): several listeners, each PLAINTEXT, SSL (rustls),
@@ -156,6 +157,13 @@ pub(crate) fn fuzz_sasl_session(data: &[u8]) {
 /// The default cap on a Fetch's `max_wait_ms`: 30 s.
 const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
 
+/// The default cap on the record bytes of one Fetch response: 55 MiB, Kafka's broker
+/// default for `fetch.max.bytes` (see [`ServerBuilder::fetch_max_bytes`]).
+const DEFAULT_FETCH_MAX_BYTES: usize = 55 * 1024 * 1024;
+
+/// The smallest `fetch_max_bytes` accepted (Kafka's lower bound for `fetch.max.bytes`).
+const MIN_FETCH_MAX_BYTES: usize = 1024;
+
 /// Settings of a server; see the setters of [`ServerBuilder`] for each default.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -180,6 +188,8 @@ pub(crate) struct Config {
     pub write_timeout: Duration,
     /// The longest a Fetch waits for `min_bytes`, whatever its `max_wait_ms`.
     pub fetch_max_wait: Duration,
+    /// The most record bytes one Fetch response carries, whatever its `max_bytes`.
+    pub fetch_max_bytes: usize,
     /// Bytes of requests in flight over all connections, at most.
     pub max_queued_request_bytes: usize,
     /// The security protocol of the `listen` listener.
@@ -206,6 +216,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(600),
             write_timeout: Duration::from_secs(60),
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             max_queued_request_bytes: limits::DEFAULT_MAX_QUEUED_REQUEST_BYTES,
             protocol: SecurityProtocol::Plaintext,
             tls: None,
@@ -731,6 +742,19 @@ impl ServerBuilder {
     /// is capped to it (the answer then comes with whatever is there). Default = 30 s.
     pub fn fetch_max_wait(mut self, max: Duration) -> Self {
         self.config.fetch_max_wait = max;
+        self
+    }
+
+    /// The most record bytes one Fetch response carries (Kafka's broker setting
+    /// `fetch.max.bytes`): a client's `max_bytes` above it is capped to it, and the first
+    /// partition with data still gets at least one whole batch, however large. Values
+    /// under 1,024 are raised to 1,024. Follower fetches are not capped (as in Kafka).
+    /// Default = 55 MiB, as Kafka's. A client decodes a response only once all of it has
+    /// arrived (librdkafka hands none of its records to the application before), so a
+    /// smaller cap (1 MiB, say) lets a consumer asking for many megabytes decode one
+    /// response while the next is on its way: its first record comes sooner.
+    pub fn fetch_max_bytes(mut self, bytes: usize) -> Self {
+        self.config.fetch_max_bytes = bytes.clamp(MIN_FETCH_MAX_BYTES, i32::MAX as usize);
         self
     }
 

@@ -219,9 +219,11 @@ fn produce_then_fetch_every_version_through_sendfile() {
     let server = start(dir.path());
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "events", 1);
-    let r = produce(&mut c, "events", 0, batch(&["a", "b"]));
+    // Records large enough for sendfile (smaller slices are copied into the response).
+    let (a, b, cc) = ("a".repeat(9000), "b".repeat(9000), "c".repeat(100));
+    let r = produce(&mut c, "events", 0, batch(&[&a, &b]));
     assert_eq!((r.error_code, r.base_offset), (0, 0));
-    let r = produce(&mut c, "events", 0, batch(&["c"]));
+    let r = produce(&mut c, "events", 0, batch(&[&cc]));
     assert_eq!((r.error_code, r.base_offset), (0, 2));
 
     for version in 4..=11 {
@@ -237,10 +239,14 @@ fn produce_then_fetch_every_version_through_sendfile() {
         // Whole batches from the one containing offset 1: the first batch again.
         assert_eq!(
             values(&p.records),
-            vec![(0, "a".into()), (1, "b".into()), (2, "c".into())],
+            vec![(0, a.clone()), (1, b.clone()), (2, cc.clone())],
             "v{version}"
         );
         let sent = p.records.as_ref().unwrap().len() as u64;
+        assert!(
+            sent >= 16 * 1024,
+            "records under 16 KiB are copied, not sent with sendfile"
+        );
         // The server thread counts after the kernel took the bytes; one more round trip
         // on the same connection orders that count before this check.
         let _: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
@@ -249,6 +255,60 @@ fn produce_then_fetch_every_version_through_sendfile() {
             "v{version}: fetch did not use sendfile"
         );
     }
+}
+
+#[test]
+fn a_consumer_fetch_is_capped_by_fetch_max_bytes_but_gets_a_whole_first_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    let capped = Server::builder(broker.clone())
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .fetch_max_bytes(250_000)
+        .start()
+        .unwrap();
+    let uncapped = Server::builder(broker)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .fetch_max_bytes(usize::MAX)
+        .start()
+        .unwrap();
+    let mut c = Client::connect(capped.local_addr());
+    create(&mut c, "big", 1);
+    // Three batches of about 100 KB, then one of about 300 KB (above the cap).
+    let stored: Vec<String> = (0..4u8)
+        .map(|i| {
+            char::from(b'p' + i)
+                .to_string()
+                .repeat(if i == 3 { 300_000 } else { 100_000 })
+        })
+        .collect();
+    for (i, v) in stored.iter().enumerate() {
+        let r = produce(&mut c, "big", 0, batch(&[v]));
+        assert_eq!((r.error_code, r.base_offset), (0, i as i64));
+    }
+    let fetch = |c: &mut Client, offset: i64| -> Vec<(i64, String)> {
+        let resp: FetchResponse = c.call(
+            ApiKey::Fetch,
+            11,
+            &fetch_req(0, 1, 8 << 20, &[("big", 0, offset, 8 << 20)]),
+        );
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!((p.error_code, p.high_watermark), (0, 4));
+        values(&p.records)
+    };
+    let offsets = |got: Vec<(i64, String)>| -> Vec<i64> {
+        for (o, v) in &got {
+            assert_eq!(v, &stored[*o as usize], "offset {o}");
+        }
+        got.into_iter().map(|(o, _)| o).collect()
+    };
+    // 8 MiB asked, 250,000 bytes served: the two batches that fit, then the next two.
+    assert_eq!(offsets(fetch(&mut c, 0)), vec![0, 1]);
+    assert_eq!(offsets(fetch(&mut c, 2)), vec![2]);
+    // A batch larger than the cap still comes whole (the first partition's first batch).
+    assert_eq!(offsets(fetch(&mut c, 3)), vec![3]);
+    // Without the cap the client's 8 MiB hold everything.
+    let mut c = Client::connect(uncapped.local_addr());
+    assert_eq!(offsets(fetch(&mut c, 0)), vec![0, 1, 2, 3]);
 }
 
 #[test]

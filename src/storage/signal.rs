@@ -50,8 +50,17 @@ impl Signal {
 
     /// Waits until the count differs from `seen` or `deadline` passes. True if it moved.
     pub(crate) fn wait_past(&self, seen: u64, deadline: Instant) -> bool {
+        self.wait_past_spinning(seen, deadline, SPIN)
+    }
+
+    /// [`Signal::wait_past`] without the spin: parks on the condition variable at once.
+    pub(crate) fn wait_past_parked(&self, seen: u64, deadline: Instant) -> bool {
+        self.wait_past_spinning(seen, deadline, Duration::ZERO)
+    }
+
+    fn wait_past_spinning(&self, seen: u64, deadline: Instant, spin: Duration) -> bool {
         let moved = || self.seq.load(Ordering::SeqCst) != seen;
-        let spin_until = Instant::now() + SPIN;
+        let spin_until = Instant::now() + spin;
         let mut spins = 0u32;
         while !moved() {
             let now = Instant::now();
@@ -177,6 +186,28 @@ mod tests {
         };
         assert!(s.wait_past(seen, Instant::now() + Duration::from_secs(10)));
         notifier.join().expect("notifier");
+    }
+
+    #[test]
+    fn a_parked_waiter_never_loses_a_notify() {
+        let s = Arc::new(Signal::default());
+        let seen = s.current();
+        s.notify();
+        assert!(s.wait_past_parked(seen, Instant::now() + Duration::from_secs(5)));
+        let seen = s.current();
+        assert!(!s.wait_past_parked(seen, Instant::now() + Duration::from_millis(5)));
+        assert_eq!(s.current(), seen, "a timed-out wait moves nothing");
+        // Notifies racing with the waiter going to sleep, 200 times: each is seen.
+        for _ in 0..200 {
+            let seen = s.current();
+            let notifier = {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || s.notify())
+            };
+            assert!(s.wait_past_parked(seen, Instant::now() + Duration::from_secs(10)));
+            notifier.join().expect("notifier");
+        }
+        assert_eq!(s.sleepers.load(Ordering::SeqCst), 0);
     }
 
     #[test]

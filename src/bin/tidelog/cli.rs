@@ -779,6 +779,10 @@ pub(crate) struct ServeArgs {
     /// capped to it.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub fetch_max_wait_ms: u64,
+    /// The most record bytes one Fetch response carries, in bytes (Kafka's broker
+    /// fetch.max.bytes, at least 1024): a consumer's max_bytes above it is capped to it.
+    #[arg(long, value_name = "BYTES", default_value_t = 55 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1024..=i32::MAX as i64))]
+    pub fetch_max_bytes: u32,
     /// Memory for requests in flight over all connections, in bytes (Kafka's
     /// queued.max.request.bytes): past it, connections wait before reading more.
     #[arg(long, value_name = "BYTES", default_value_t = 500 * 1024 * 1024)]

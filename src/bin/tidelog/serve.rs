@@ -121,6 +121,7 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .listen(listen)
         .listener(listener)
         .fetch_max_wait(Duration::from_millis(args.fetch_max_wait_ms))
+        .fetch_max_bytes(args.fetch_max_bytes as usize)
         .max_queued_request_bytes(args.max_queued_request_bytes)
         .max_connections(args.max_connections)
         .max_request_size(args.max_request_size)

@@ -9,14 +9,19 @@
 //! - Whole batches, starting with the one that contains the fetch offset.
 //! - `partition_max_bytes` and the response's `max_bytes` are honoured, except that the
 //!   first partition with data always gets at least one whole batch (Kafka's rule, so a
-//!   consumer can always make progress past a batch larger than its limits).
+//!   consumer can always make progress past a batch larger than its limits). The
+//!   response's `max_bytes` of a consumer's fetch is capped by the server's
+//!   `fetch_max_bytes` (Kafka's broker setting `fetch.max.bytes`; 55 MiB by default, as Kafka's), so
+//!   a client can decode one response while the next is on its way.
+//! - Record slices of 16 KiB and more go out with `sendfile`; smaller ones are copied
+//!   into the response, which then leaves in one write.
 //! - An offset outside `[log start, high watermark]` is `OFFSET_OUT_OF_RANGE` with the
 //!   valid range in `log_start_offset` and `high_watermark`.
 //! - Long poll: while fewer than `min_bytes` are ready and `max_wait_ms` has not passed,
 //!   the thread sleeps on one signal that every partition of the request notifies when
 //!   its high watermark moves (appends from the network and in-process producers alike);
-//!   never a sleep loop. `max_wait_ms` is capped by the server's `fetch_max_wait`, and
-//!   the wait wakes every [`HANGUP_CHECK`] to see whether the client hung up: if it did,
+//!   never a sleep loop, and no spin before sleeping. `max_wait_ms` is capped by the
+//!   server's `fetch_max_wait`, and the wait wakes every [`HANGUP_CHECK`] to see whether the client hung up: if it did,
 //!   the request ends with no answer and the connection closes, so an abandoned long
 //!   poll does not hold its thread, socket and connection slot.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
@@ -133,6 +138,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     // Resolve the partitions once (a follower's fetch is recorded then: replica_fetch.rs).
     let backend = ctx.backend();
     let replica = (request.replica_id.0 >= 0).then_some(request.replica_id.0);
+    // A consumer's response is capped by the server's `fetch.max.bytes`; a follower's
+    // is not (Kafka's rule).
+    let max_bytes = match replica {
+        None => max_bytes.min(ctx.shared.config.fetch_max_bytes),
+        Some(_) => max_bytes,
+    };
     let wanted: Vec<Wanted> = request
         .topics
         .iter()
@@ -179,7 +190,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         }
         match (&watch, seen) {
             (Some(w), Some(seen)) => {
-                w.signal.wait_past(seen, deadline.min(next_check));
+                // Parked at once, no spin: a network round trip takes tens of
+                // microseconds anyway, and a spinning thread takes a core the
+                // client (often on the same machine) needs.
+                w.signal.wait_past_parked(seen, deadline.min(next_check));
                 if Instant::now() >= next_check {
                     if ctx.client_gone() {
                         return Ok(Reply::ClientGone);
@@ -280,6 +294,13 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
 /// descriptor until sent); the records of any further ones are copied.
 const MAX_SENDFILE_PARTS: usize = 64;
 
+/// Record slices shorter than this are copied into the response buffer rather than sent
+/// with `sendfile`: a consumer that keeps up gets a batch or two per Fetch, and one
+/// write of the whole response (one syscall, one TCP segment) costs less than a write of
+/// the fields followed by a `sendfile` (two syscalls, two segments: the client wakes
+/// for the first and waits for the second).
+const MIN_SENDFILE_BYTES: usize = 16 * 1024;
+
 /// Lay out a Fetch response of `version` (4-11).
 fn frame(
     correlation_id: i32,
@@ -324,7 +345,10 @@ fn frame(
                     // response takes a bounded number of them (a fetch of thousands of
                     // partitions would otherwise hold thousands); the rest, and a slice
                     // whose file cannot be opened, are copied from the map.
-                    if files < MAX_SENDFILE_PARTS && slice.file().is_some() {
+                    if slice.len() >= MIN_SENDFILE_BYTES
+                        && files < MAX_SENDFILE_PARTS
+                        && slice.file().is_some()
+                    {
                         files += 1;
                         parts.push(Part::Bytes(std::mem::take(&mut buf)));
                         parts.push(Part::File(Box::new(slice)));
@@ -340,4 +364,72 @@ fn frame(
         parts.push(Part::Bytes(buf));
     }
     parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TopicConfig;
+    use crate::record::BatchBuilder;
+
+    /// The records of a one-batch log holding one record of `value_len` bytes.
+    fn slice_of(dir: &std::path::Path, value_len: usize) -> LogSlice {
+        let broker = crate::broker::Broker::open(dir).unwrap();
+        let topic = broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let partition = topic.partition(0).unwrap();
+        let mut b = BatchBuilder::new();
+        b.push(1_700_000_000_000, None, Some(&vec![7u8; value_len]), &[]);
+        partition.append_batch(&b.finish()).unwrap();
+        partition.read(0, usize::MAX).unwrap()
+    }
+
+    fn one_partition(records: LogSlice) -> Vec<TopicData> {
+        vec![TopicData {
+            name: "t".into(),
+            partitions: vec![PartitionData {
+                index: 0,
+                error: 0,
+                high_watermark: 1,
+                log_start_offset: 0,
+                records: Some(records),
+            }],
+        }]
+    }
+
+    #[test]
+    fn a_small_record_slice_is_copied_so_the_response_is_one_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = slice_of(dir.path(), 100);
+        assert!(slice.len() < MIN_SENDFILE_BYTES && slice.file().is_some());
+        let records = slice.to_vec();
+        let parts = frame(7, 11, 0, one_partition(slice));
+        let [Part::Bytes(bytes)] = parts.as_slice() else {
+            panic!("{} parts, expected one in-memory part", parts.len());
+        };
+        // The records close the response, after their i32 length.
+        let (head, tail) = bytes.split_at(bytes.len() - records.len());
+        assert_eq!(tail, records.as_slice());
+        assert_eq!(
+            &head[head.len() - 4..],
+            &(records.len() as i32).to_be_bytes()
+        );
+        assert_eq!(&head[..4], &7i32.to_be_bytes(), "correlation id first");
+    }
+
+    #[test]
+    fn a_large_record_slice_goes_out_with_sendfile() {
+        let dir = tempfile::tempdir().unwrap();
+        let slice = slice_of(dir.path(), MIN_SENDFILE_BYTES);
+        let (len, position) = (slice.len(), slice.file_position());
+        assert!(len >= MIN_SENDFILE_BYTES);
+        let parts = frame(7, 11, 0, one_partition(slice));
+        let [Part::Bytes(head), Part::File(file)] = parts.as_slice() else {
+            panic!(
+                "{} parts, expected the fields then the file region",
+                parts.len()
+            );
+        };
+        assert_eq!(&head[head.len() - 4..], &(len as i32).to_be_bytes());
+        assert_eq!((file.len(), file.position()), (len, position));
+    }
 }
