@@ -53,9 +53,22 @@ fn gzip_snappy_and_lz4_cross_between_librdkafka_and_tidelog_both_ways() {
         producer.flush(Duration::from_secs(10)).unwrap();
         let partition = broker.topic(&topic).unwrap().partition(0).unwrap();
         let slice = partition.read(0, 1 << 20).unwrap();
+        // Stored as sent. librdkafka sends a batch uncompressed when compressing does
+        // not make it smaller (a batch of one record, when linger cut one off, often);
+        // the rest of the records come compressed.
+        let mut compressed = 0;
         for b in batches(&slice) {
-            assert_eq!(b.unwrap().codec().unwrap(), codec, "{topic} stored as sent");
+            let b = b.unwrap();
+            match b.codec().unwrap() {
+                c if c == codec => compressed += b.record_count(),
+                Compression::None => {}
+                other => panic!("{topic}: a batch stored as {other:?}"),
+            }
         }
+        assert!(
+            compressed as usize >= N / 2,
+            "{topic}: {compressed} of {N} records compressed"
+        );
         let mut consumer = Consumer::new(
             &broker,
             ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
