@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-30}"
-targets=(batch_decoder log_recovery request_decoder decompress sasl_session)
+targets=(batch_decoder log_recovery request_decoder decompress sasl_session tls_handshake)
 toolchain=()
 if [[ -n "${FUZZ_TOOLCHAIN:-}" ]]; then
     toolchain=("+${FUZZ_TOOLCHAIN}")

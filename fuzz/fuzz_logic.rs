@@ -266,3 +266,20 @@ pub fn log_recovery(data: &[u8]) {
 pub fn sasl_session(data: &[u8]) {
     tidelog::testing::fuzz_sasl_session(data);
 }
+
+/// The `tls_handshake` target: `data` as a client's bytes on an SSL listener, with the
+/// committed self-signed certificate (`fuzz/tls/`; its dates do not matter to the
+/// server side), written to a temporary directory once.
+pub fn tls_handshake(data: &[u8]) {
+    use std::sync::OnceLock;
+    static TLS: OnceLock<tidelog::security::TlsSettings> = OnceLock::new();
+    let tls = TLS.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("tidelog-fuzz-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let (pem, key) = (dir.join("server.pem"), dir.join("server.key"));
+        std::fs::write(&pem, include_str!("tls/server.pem")).expect("write the certificate");
+        std::fs::write(&key, include_str!("tls/server.key")).expect("write the key");
+        tidelog::security::TlsSettings::from_pem_files(&pem, &key).client_ca(&pem)
+    });
+    tidelog::testing::fuzz_tls_handshake(tls, data);
+}

@@ -23,6 +23,16 @@ pub fn fuzz_decode_request(frame: &[u8]) -> bool {
     crate::server::fuzz_decode_request(frame)
 }
 
+/// Runs the server side of an SSL listener's TLS handshake with `tls`'s certificate
+/// (the first call's settings are kept) on a loopback connection whose client sends
+/// `data`, then closes its side; client certificates are required when `data`'s length
+/// is odd and `tls` has a client CA. Panics if the handshake completes: what the
+/// `tls_handshake` fuzz target calls.
+#[cfg(feature = "server")]
+pub fn fuzz_tls_handshake(tls: &crate::server::auth::tls::TlsSettings, data: &[u8]) {
+    crate::server::fuzz_tls_handshake(tls, data)
+}
+
 /// Feeds `data` (frames, each a big-endian `u16` length and its bytes) to a connection on
 /// a SASL listener through the server's security gate, SASL handlers and SCRAM parsers;
 /// panics if anything but ApiVersions and the SASL APIs is served before authentication,

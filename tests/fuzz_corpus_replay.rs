@@ -62,6 +62,11 @@ fn sasl_session_seed_corpus() {
 }
 
 #[test]
+fn tls_handshake_seed_corpus() {
+    replay("tls_handshake", 7, fuzz_logic::tls_handshake);
+}
+
+#[test]
 fn log_recovery_seed_corpus() {
     replay("log_recovery", 6, fuzz_logic::log_recovery);
 }

@@ -67,6 +67,47 @@ pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
     }
 }
 
+/// Runs the server side of an SSL listener's TLS handshake (with `tls`'s certificate;
+/// client certificates required when `data`'s length is odd and `tls` has a client CA)
+/// on a loopback connection whose client sends `data` and then closes its side. Panics
+/// if the handshake completes: arbitrary bytes cannot finish one (the client's Finished
+/// needs the handshake's keys), and nothing of a connection is read as a request before
+/// it does. For the `tls_handshake` fuzz target (through `tidelog::testing`).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn fuzz_tls_handshake(tls: &TlsSettings, data: &[u8]) {
+    use std::io::Write;
+    use std::net::{Shutdown, TcpStream};
+    use std::sync::OnceLock;
+    static SETUP: OnceLock<(TcpListener, auth::tls::TlsAcceptors)> = OnceLock::new();
+    let (listener, acceptors) = SETUP.get_or_init(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+        let acceptors = tls.load().expect("the fuzz target's certificate and key");
+        (listener, acceptors)
+    });
+    let config = match (&acceptors.mutual, data.len() % 2) {
+        (Some(mutual), 1) => mutual.clone(),
+        _ => acceptors.server.clone(),
+    };
+    let addr = listener.local_addr().expect("the listener's address");
+    let mut client = TcpStream::connect(addr).expect("a loopback connection");
+    let (server, _) = listener.accept().expect("the loopback connection accepted");
+    // The client's bytes (on a thread: the server reads them as it goes), then its FIN.
+    let bytes = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = client.write_all(&bytes);
+        let _ = client.shutdown(Shutdown::Write);
+        client
+    });
+    let result = auth::tls::accept(config, Arc::new(server), Duration::from_secs(1));
+    let client = writer.join().expect("the fuzz client thread");
+    drop(client);
+    assert!(
+        result.is_err(),
+        "a TLS handshake completed from {} arbitrary bytes",
+        data.len()
+    );
+}
+
 /// Feeds `data` to a connection on a SASL_PLAINTEXT listener as the server would: a
 /// sequence of frames, each a big-endian `u16` length and that many bytes, through the
 /// security gate and the SASL handlers, each frame also through the SCRAM message
