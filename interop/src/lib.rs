@@ -274,14 +274,15 @@ pub mod cluster {
         }
     }
 
-    /// Starts node index `i` of `layout` in this process on `dir`, with a short broker
-    /// session timeout (2 s), replica lag time (`lag`) and no initial rebalance delay.
-    pub fn start_in_process(layout: &Layout, i: usize, dir: &Path, lag: Duration) -> ServerHandle {
+    /// Node index `i` of `layout` on `dir`: its broker, opened without initial rebalance
+    /// delay, and a server builder on the layout's listener with its node id and quorum
+    /// and a short broker session timeout (2 s).
+    fn node(layout: &Layout, i: usize, dir: &Path) -> (Broker, tidelog::ServerBuilder) {
         let broker = Broker::builder(dir)
             .group_initial_rebalance_delay(Duration::ZERO)
             .open()
             .expect("open the node's broker");
-        Server::builder(broker)
+        let builder = Server::builder(broker.clone())
             .listen(
                 layout
                     .addr(i)
@@ -290,10 +291,42 @@ pub mod cluster {
             )
             .node_id(i as i32 + 1)
             .quorum(layout.quorum.clone())
-            .broker_session_timeout(Duration::from_secs(2))
+            .broker_session_timeout(Duration::from_secs(2));
+        (broker, builder)
+    }
+
+    /// Starts node index `i` of `layout` in this process on `dir`, with a short broker
+    /// session timeout (2 s), replica lag time (`lag`) and no initial rebalance delay.
+    pub fn start_in_process(layout: &Layout, i: usize, dir: &Path, lag: Duration) -> ServerHandle {
+        node(layout, i, dir)
+            .1
             .replica_lag_time_max(lag)
             .start()
             .expect("start the node")
+    }
+
+    /// Starts the nodes of `layout` in this process, node index `i` on `dirs[i]`: a
+    /// broker without initial rebalance delay and a server on the layout's listener with
+    /// its node id and quorum, a 2 s broker session timeout and replication factor 3 by
+    /// default, which `configure(i, builder)` completes (listeners, security, ...).
+    ///
+    /// # Panics
+    /// When a broker or a server does not start.
+    pub fn start_nodes<D: AsRef<Path>>(
+        layout: &Layout,
+        dirs: &[D],
+        configure: impl Fn(usize, tidelog::ServerBuilder) -> tidelog::ServerBuilder,
+    ) -> (Vec<Broker>, Vec<ServerHandle>) {
+        dirs.iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let (broker, builder) = node(layout, i, dir.as_ref());
+                let server = configure(i, builder.default_replication_factor(3))
+                    .start()
+                    .expect("start the node");
+                (broker, server)
+            })
+            .unzip()
     }
 
     /// Nodes run as `tidelog serve` child processes; killed when dropped.

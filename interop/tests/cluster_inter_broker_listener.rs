@@ -15,7 +15,7 @@ use tidelog::security::{
     CredentialChange, SaslMechanism, ScramCredential, ScramMechanism, SecurityProtocol,
 };
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -23,20 +23,8 @@ const WAIT: Duration = Duration::from_secs(30);
 fn followers_replicate_on_the_inter_broker_listener_as_its_principal() {
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut brokers = Vec::new();
-    let mut servers = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let broker = Broker::builder(dir.path())
-            .group_initial_rebalance_delay(Duration::ZERO)
-            .open()
-            .unwrap();
-        let server = Server::builder(broker.clone())
-            .listen(layout.addr(i).parse::<SocketAddr>().unwrap())
-            .add_listener(SecurityProtocol::SaslPlaintext, "127.0.0.1:0")
-            .node_id(i as i32 + 1)
-            .quorum(layout.quorum.clone())
-            .broker_session_timeout(Duration::from_secs(2))
-            .default_replication_factor(3)
+    let (brokers, servers) = start_nodes(&layout, &dirs, |_, b| {
+        b.add_listener(SecurityProtocol::SaslPlaintext, "127.0.0.1:0")
             .authorizer(true)
             .super_users(["User:replicator"])
             .inter_broker_listener(SecurityProtocol::SaslPlaintext)
@@ -45,11 +33,7 @@ fn followers_replicate_on_the_inter_broker_listener_as_its_principal() {
                 "replicator",
                 "replicator-secret",
             )
-            .start()
-            .unwrap();
-        brokers.push(broker);
-        servers.push(server);
-    }
+    });
     // The replicator's credential is cluster metadata, added through node 1.
     servers[0]
         .credential_store()

@@ -4,15 +4,14 @@
 //! cluster's metadata does not match the password the nodes were given. Nothing
 //! replicates, and the operator reads why in the log instead of a stalled ISR alone.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use tidelog::TopicConfig;
 use tidelog::security::{
     CredentialChange, SaslMechanism, ScramCredential, ScramMechanism, SecurityProtocol,
 };
 use tidelog::testing::CapturedLogs;
-use tidelog::{Broker, Server, TopicConfig};
-use tidelog_interop::cluster::{Layout, eventually};
+use tidelog_interop::cluster::{Layout, eventually, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WARNING: &str = "replica fetcher cannot log in to the leader";
@@ -38,28 +37,15 @@ fn a_refused_inter_broker_login_is_a_rate_limited_warning() {
 
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut brokers = Vec::new();
-    let mut servers = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let broker = Broker::open(dir.path()).unwrap();
-        let server = Server::builder(broker.clone())
-            .listen(layout.addr(i).parse::<SocketAddr>().unwrap())
-            .add_listener(SecurityProtocol::SaslPlaintext, "127.0.0.1:0")
-            .node_id(i as i32 + 1)
-            .quorum(layout.quorum.clone())
-            .broker_session_timeout(Duration::from_secs(2))
-            .default_replication_factor(3)
+    let (brokers, servers) = start_nodes(&layout, &dirs, |_, b| {
+        b.add_listener(SecurityProtocol::SaslPlaintext, "127.0.0.1:0")
             .inter_broker_listener(SecurityProtocol::SaslPlaintext)
             .inter_broker_sasl(
                 SaslMechanism::Scram(ScramMechanism::Sha512),
                 "replicator",
                 "not-the-password",
             )
-            .start()
-            .unwrap();
-        brokers.push(broker);
-        servers.push(server);
-    }
+    });
     servers[0]
         .credential_store()
         .apply(&[CredentialChange::Upsert {

@@ -8,7 +8,6 @@
 //! with a group through the EXTERNAL listeners only; on ADMIN, only node 3 is listed
 //! and partitions led by the others are LEADER_NOT_AVAILABLE.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
@@ -19,9 +18,11 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::BaseProducer;
+use tidelog::TopicConfig;
 use tidelog::security::SecurityProtocol;
-use tidelog::{Broker, Server, TopicConfig};
-use tidelog_interop::cluster::{KafkaConn, Layout, eventually, free_ports, produce_values};
+use tidelog_interop::cluster::{
+    KafkaConn, Layout, eventually, free_ports, produce_values, start_nodes,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 const TOPIC: &str = "events";
@@ -56,37 +57,24 @@ fn each_listener_lists_the_brokers_at_their_endpoints_of_that_listener() {
     let external = free_ports(4);
     let admin_port = external[3];
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut brokers = Vec::new();
-    let mut servers = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let broker = Broker::builder(dir.path())
-            .group_initial_rebalance_delay(Duration::ZERO)
-            .open()
-            .unwrap();
-        let mut builder = Server::builder(broker.clone())
-            .listen(layout.addr(i).parse::<SocketAddr>().unwrap())
+    let (brokers, servers) = start_nodes(&layout, &dirs, |i, b| {
+        let b = b
             .add_named_listener(
                 "EXTERNAL",
                 SecurityProtocol::Plaintext,
                 format!("127.0.0.1:{}", external[i]),
             )
-            .node_id(i as i32 + 1)
-            .quorum(layout.quorum.clone())
-            .broker_session_timeout(Duration::from_secs(2))
-            .default_replication_factor(3)
             .offsets_topic_replication_factor(3);
         if i < 2 {
-            builder = builder.advertised(format!("EXTERNAL://localhost:{}", external[i]));
+            b.advertised(format!("EXTERNAL://localhost:{}", external[i]))
         } else {
-            builder = builder.add_named_listener(
+            b.add_named_listener(
                 "ADMIN",
                 SecurityProtocol::Plaintext,
                 format!("127.0.0.1:{admin_port}"),
-            );
+            )
         }
-        servers.push(builder.start().unwrap());
-        brokers.push(broker);
-    }
+    });
     let plaintext: Vec<(i32, String, i32)> = (0..3)
         .map(|i| (i as i32 + 1, "127.0.0.1".into(), i32::from(layout.kafka[i])))
         .collect();

@@ -18,7 +18,7 @@ use std::time::Duration;
 use security_support::{NODE_PRINCIPAL, Pki};
 use tidelog::security::{SecurityProtocol, TlsSettings};
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -27,30 +27,16 @@ fn followers_replicate_over_mutual_tls_as_the_certificate_subject() {
     let pki = Pki::new();
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut brokers = Vec::new();
-    let mut servers = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let broker = Broker::builder(dir.path())
-            .group_initial_rebalance_delay(Duration::ZERO)
-            .open()
-            .unwrap();
-        let server = Server::builder(broker.clone())
-            .listen(layout.addr(i).parse::<SocketAddr>().unwrap())
-            .add_named_listener("INTERNAL", SecurityProtocol::Ssl, "127.0.0.1:0")
+    let (brokers, servers) = start_nodes(&layout, &dirs, |_, b| {
+        b.add_named_listener("INTERNAL", SecurityProtocol::Ssl, "127.0.0.1:0")
             .tls(TlsSettings::from_pem_files(&pki.node_cert, &pki.node_key).client_ca(&pki.ca))
-            .node_id(i as i32 + 1)
-            .quorum(layout.quorum.clone())
-            .broker_session_timeout(Duration::from_secs(2))
-            .default_replication_factor(3)
             .authorizer(true)
             .super_users([NODE_PRINCIPAL])
             .inter_broker_listener_name("internal")
             .inter_broker_ca(&pki.ca)
-            .start()
-            .unwrap();
+    });
+    for server in &servers {
         assert_eq!(server.named_listeners()[1].0, "INTERNAL");
-        brokers.push(broker);
-        servers.push(server);
     }
     replicate_twenty_records(&brokers, "events", WAIT);
     for s in servers {
