@@ -120,17 +120,21 @@ impl FromStr for SecurityProtocol {
 /// );
 /// ```
 pub fn parse_listener(spec: &str) -> Result<(SecurityProtocol, String)> {
-    match spec.split_once("://") {
+    match split_listener(spec)? {
         None => Ok((SecurityProtocol::Plaintext, spec.to_string())),
-        Some((protocol, addr)) => {
-            if addr.is_empty() {
-                return Err(Error::InvalidConfig {
-                    key: "listeners".into(),
-                    reason: format!("{spec:?} has no host:port after ://"),
-                });
-            }
-            Ok((protocol.parse()?, addr.to_string()))
-        }
+        Some((protocol, addr)) => Ok((protocol.parse()?, addr.to_string())),
+    }
+}
+
+/// `PREFIX://host:port` split into its prefix and address, `None` for a bare
+/// `host:port`; nothing after `://` is an error.
+fn split_listener(spec: &str) -> Result<Option<(&str, &str)>> {
+    match spec.split_once("://") {
+        Some((_, "")) => Err(Error::InvalidConfig {
+            key: "listeners".into(),
+            reason: format!("{spec:?} has no host:port after ://"),
+        }),
+        split => Ok(split),
     }
 }
 
@@ -208,17 +212,9 @@ impl ListenerProtocolMap {
     /// upper-cased name, the name's protocol and the address; a bare `host:port` is the
     /// PLAINTEXT listener.
     pub fn parse_listener(&self, spec: &str) -> Result<(String, SecurityProtocol, String)> {
-        let (name, addr) = match spec.split_once("://") {
+        let (name, addr) = match split_listener(spec)? {
             None => ("PLAINTEXT".to_string(), spec),
-            Some((name, addr)) => {
-                if addr.is_empty() {
-                    return Err(Error::InvalidConfig {
-                        key: "listeners".into(),
-                        reason: format!("{spec:?} has no host:port after ://"),
-                    });
-                }
-                (name.to_ascii_uppercase(), addr)
-            }
+            Some((name, addr)) => (name.to_ascii_uppercase(), addr),
         };
         let protocol = self.protocol(&name).map_err(|e| match e {
             Error::InvalidConfig { reason, .. } => Error::InvalidConfig {
