@@ -533,7 +533,13 @@ fn trusted_scan(
         if first && start.is_some_and(|(rel, _)| b.base_offset() != base + rel as i64) {
             return Ok(None);
         }
-        if b.base_offset() < scan.next_offset && !first {
+        // Offsets going back (the first batch's too: below the segment's base) or past
+        // what a relative index entry holds are damage: the walk stops there, and the
+        // caller validates the segment so that the cut is reported.
+        if b.base_offset() < scan.next_offset
+            || b.last_offset() < b.base_offset()
+            || b.last_offset() - base > u32::MAX as i64
+        {
             break;
         }
         if let Some((rel, p)) = last.filter(|_| !passed_last) {
@@ -609,7 +615,10 @@ fn full_scan(
                 break;
             }
         };
-        if b.base_offset() < scan.next_offset || b.last_offset() - base > u32::MAX as i64 {
+        if b.base_offset() < scan.next_offset
+            || b.last_offset() < b.base_offset()
+            || b.last_offset() - base > u32::MAX as i64
+        {
             scan.truncated = Some((
                 pos as u64,
                 format!(

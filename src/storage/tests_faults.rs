@@ -290,3 +290,34 @@ fn retention_deletes_cut_files_after_retention_ms() {
     assert!(!files[0].exists(), "older than retention.ms: deleted");
     assert!(log.cut_files().is_empty());
 }
+
+/// A trusted active segment (below the checkpoint's recovery point) whose first batch's
+/// baseOffset (outside the CRC) was damaged to lie below the segment's base: opening
+/// validates the segment and cuts the batch into a cut file, never ends the log below
+/// its start (found by the `log_recovery` fuzz target).
+#[test]
+fn a_first_batch_below_its_segment_base_is_cut_not_trusted() {
+    for damaged_base in [-(1i64 << 48), -1] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(dir.path());
+        log.append(&batch(0, 5, 1000)).unwrap();
+        log.close().unwrap();
+        drop(log);
+        let path = seg_path(dir.path(), 0);
+        patch(&path, 0, &damaged_base.to_be_bytes());
+
+        let log = open(dir.path());
+        let r = log.recovery_report().clone();
+        assert_eq!(r.truncated.len(), 1, "{damaged_base}: {r:?}");
+        assert_eq!(
+            (r.truncated[0].0.as_path(), r.truncated[0].1),
+            (path.as_path(), 0)
+        );
+        assert!(r.truncated[0].2.contains("do not follow"), "{r:?}");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        assert_eq!(r.cuts.len(), 1, "{r:?}");
+        assert_eq!(r.cuts[0].position, 0);
+        log.append(&batch(0, 1, 2000)).unwrap();
+        assert_eq!(log.log_end_offset(), 1);
+    }
+}
