@@ -11,12 +11,13 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
-use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 use crate::error::{Error, Result};
 use crate::server::auth::SecurityProtocol;
 use crate::server::auth::sasl::SaslMechanism;
+use crate::server::auth::tls;
 
 /// A SASL user and password (the password is never printed).
 #[derive(Clone)]
@@ -142,21 +143,7 @@ pub(crate) fn is_tls_failure(e: &Error) -> bool {
 /// rustls's client configuration trusting the CA certificates of the PEM file `ca`,
 /// presenting `identity` when a broker asks for a client certificate.
 fn client_config(ca: &Path, identity: Option<ClientIdentity<'_>>) -> Result<ClientConfig> {
-    let pem = std::fs::read(ca).map_err(|e| Error::io("read", ca, e))?;
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert =
-            cert.map_err(|e| invalid("ssl.ca.location", format!("{}: {e}", ca.display())))?;
-        roots
-            .add(cert)
-            .map_err(|e| invalid("ssl.ca.location", format!("{}: {e}", ca.display())))?;
-    }
-    if roots.is_empty() {
-        return Err(invalid(
-            "ssl.ca.location",
-            format!("{} holds no PEM certificate", ca.display()),
-        ));
-    }
+    let roots = tls::roots(ca, "ssl.ca.location", "read ssl.ca.location")?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -165,28 +152,12 @@ fn client_config(ca: &Path, identity: Option<ClientIdentity<'_>>) -> Result<Clie
     let Some(ClientIdentity { cert, key }) = identity else {
         return Ok(builder.with_no_client_auth());
     };
-    let pem = std::fs::read(cert).map_err(|e| Error::io("read", cert, e))?;
-    let chain = CertificateDer::pem_slice_iter(&pem)
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| {
-            invalid(
-                "ssl.certificate.location",
-                format!("{}: {e}", cert.display()),
-            )
-        })?;
-    if chain.is_empty() {
-        return Err(invalid(
-            "ssl.certificate.location",
-            format!("{} holds no PEM certificate", cert.display()),
-        ));
-    }
-    let pem = std::fs::read(key).map_err(|e| Error::io("read", key, e))?;
-    let private = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        invalid(
-            "ssl.key.location",
-            format!("{} holds no usable PEM private key: {e}", key.display()),
-        )
-    })?;
+    let chain = tls::certificates(
+        cert,
+        "ssl.certificate.location",
+        "read ssl.certificate.location",
+    )?;
+    let private = tls::private_key(key, "ssl.key.location", "read ssl.key.location")?;
     builder.with_client_auth_cert(chain, private).map_err(|e| {
         invalid(
             "ssl.key.location",
@@ -240,5 +211,62 @@ impl Write for Stream {
             Stream::Plain(s) => s.flush(),
             Stream::Tls(s) => s.flush(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A self-signed certificate and its key, committed for the TLS fuzz target.
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/tls")
+            .join(name)
+    }
+
+    fn setting(r: Result<ClientSecurity>) -> (String, String) {
+        match r {
+            Err(Error::InvalidConfig { key, reason }) => (key, reason),
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_bad_tls_file_is_named_by_its_kafka_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let (ca, cert, key) = (
+            fixture("server.pem"),
+            fixture("server.pem"),
+            fixture("server.key"),
+        );
+        let ssl = SecurityProtocol::Ssl;
+
+        let (k, _) = setting(ClientSecurity::new(ssl, None, None, None));
+        assert_eq!(k, "ssl.ca.location");
+
+        let missing = dir.path().join("missing.pem");
+        let err = ClientSecurity::new(ssl, Some(&missing), None, None).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { .. }) && err.to_string().contains("missing.pem"),
+            "{err}"
+        );
+
+        let (k, why) = setting(ClientSecurity::new(ssl, Some(&junk), None, None));
+        assert_eq!(k, "ssl.ca.location");
+        assert!(why.contains("junk.pem holds no PEM certificate"), "{why}");
+
+        let id = |cert, key| Some(ClientIdentity { cert, key });
+        let (k, _) = setting(ClientSecurity::new(ssl, Some(&ca), id(&junk, &key), None));
+        assert_eq!(k, "ssl.certificate.location");
+        let (k, why) = setting(ClientSecurity::new(ssl, Some(&ca), id(&cert, &junk), None));
+        assert_eq!(k, "ssl.key.location");
+        assert!(why.contains("no usable PEM private key"), "{why}");
+
+        let ok = ClientSecurity::new(ssl, Some(&ca), id(&cert, &key), None).unwrap();
+        assert!(ok.tls.is_some() && ok.sasl.is_none());
     }
 }

@@ -11,8 +11,8 @@
 //!   first partition with data always gets at least one whole batch (Kafka's rule, so a
 //!   consumer can always make progress past a batch larger than its limits). The
 //!   response's `max_bytes` of a consumer's fetch is capped by the server's
-//!   `fetch_max_bytes` (Kafka's broker setting `fetch.max.bytes`; 55 MiB by default, as Kafka's), so
-//!   a client can decode one response while the next is on its way.
+//!   `fetch_max_bytes` (Kafka's broker setting `fetch.max.bytes`; 55 MiB by default, as
+//!   Kafka's), so a client can decode one response while the next is on its way.
 //! - Record slices of 16 KiB and more go out with `sendfile`; smaller ones are copied
 //!   into the response, which then leaves in one write.
 //! - An offset outside `[log start, high watermark]` is `OFFSET_OUT_OF_RANGE` with the
@@ -21,9 +21,10 @@
 //!   the thread sleeps on one signal that every partition of the request notifies when
 //!   its high watermark moves (appends from the network and in-process producers alike);
 //!   never a sleep loop, and no spin before sleeping. `max_wait_ms` is capped by the
-//!   server's `fetch_max_wait`, and the wait wakes every [`HANGUP_CHECK`] to see whether the client hung up: if it did,
-//!   the request ends with no answer and the connection closes, so an abandoned long
-//!   poll does not hold its thread, socket and connection slot.
+//!   server's `fetch_max_wait`, and the wait wakes every [`HANGUP_CHECK`] to see
+//!   whether the client hung up: if it did, the request ends with no answer and the
+//!   connection closes, so an abandoned long poll does not hold its thread, socket and
+//!   connection slot.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
 
 use std::sync::Arc;

@@ -93,7 +93,11 @@ fn read_pem(path: &Path, op: &'static str) -> Result<Vec<u8>> {
 }
 
 /// The PEM certificates of `path`, given as setting `key` (at least one).
-fn certificates(path: &Path, key: &str, op: &'static str) -> Result<Vec<CertificateDer<'static>>> {
+pub(crate) fn certificates(
+    path: &Path,
+    key: &str,
+    op: &'static str,
+) -> Result<Vec<CertificateDer<'static>>> {
     let pem = read_pem(path, op)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -118,6 +122,21 @@ pub(crate) fn roots(path: &Path, key: &str, op: &'static str) -> Result<Arc<Root
     Ok(Arc::new(roots))
 }
 
+/// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `path`, given as setting `key`.
+pub(crate) fn private_key(
+    path: &Path,
+    key: &str,
+    op: &'static str,
+) -> Result<PrivateKeyDer<'static>> {
+    let pem = read_pem(path, op)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        invalid(
+            key,
+            format!("{} holds no usable PEM private key: {e}", path.display()),
+        )
+    })
+}
+
 impl TlsSettings {
     /// The certificate chain and private key, read from their files (the error names
     /// the setting and the file).
@@ -125,16 +144,7 @@ impl TlsSettings {
         &self,
     ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
         let chain = certificates(&self.cert, "tls-cert", "read tls-cert")?;
-        let pem = read_pem(&self.key, "read tls-key")?;
-        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-            invalid(
-                "tls-key",
-                format!(
-                    "{} holds no usable PEM private key: {e}",
-                    self.key.display()
-                ),
-            )
-        })?;
+        let key = private_key(&self.key, "tls-key", "read tls-key")?;
         Ok((chain, key))
     }
 
