@@ -9,10 +9,10 @@ mod quorum_ssl_support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use quorum_ssl_support::{Pki, start_node};
+use quorum_ssl_support::{Pki, agreed_controller, start_nodes};
 use tidelog::security::{SecurityProtocol, TlsSettings};
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, describe, eventually, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -21,20 +21,11 @@ fn a_cluster_with_its_quorum_over_ssl_elects_a_controller_and_replicates() {
     let pki = Pki::new(3);
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let (brokers, servers): (Vec<_>, Vec<_>) = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| start_node(&layout, i, d.path(), &pki))
-        .unzip();
+    let (brokers, servers) = start_nodes(&layout, &dirs, &pki);
     replicate_twenty_records(&brokers, "events", WAIT);
     // Every node knows the same controller, one of the voters.
     let controller = eventually("one controller known to every node", WAIT, || {
-        let seen: Vec<i32> = (0..3)
-            .map(|i| {
-                describe(&layout.addr(i), "events", Duration::from_secs(2)).map(|v| v.controller)
-            })
-            .collect::<Option<_>>()?;
-        (seen.iter().all(|c| *c == seen[0]) && (1..=3).contains(&seen[0])).then_some(seen[0])
+        agreed_controller(&layout, "events")
     });
     assert!((1..=3).contains(&controller));
     for s in servers {

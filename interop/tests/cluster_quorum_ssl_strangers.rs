@@ -18,35 +18,23 @@ mod quorum_ssl_support;
 use std::time::{Duration, Instant};
 
 use quorum_ssl_support::{
-    Pki, forged_hello_and_heartbeat, plain, quorum_addr, send_and_wait_for_close, start_node,
-    tls_client,
+    Pki, agreed_controller, forged_hello_and_heartbeat, plain, quorum_addr,
+    send_and_wait_for_close, start_nodes, tls_client,
 };
-use tidelog_interop::cluster::{Layout, describe, eventually, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CLOSE: Duration = Duration::from_secs(15);
-
-/// Every node's controller, if all answer and agree.
-fn agreed_controller(layout: &Layout) -> Option<i32> {
-    let seen: Vec<i32> = (0..3)
-        .map(|i| describe(&layout.addr(i), "before", Duration::from_secs(2)).map(|v| v.controller))
-        .collect::<Option<_>>()?;
-    (seen.iter().all(|c| *c == seen[0]) && seen[0] >= 1).then_some(seen[0])
-}
 
 #[test]
 fn strangers_cannot_get_a_raft_message_into_an_ssl_quorum() {
     let pki = Pki::new(3);
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let (brokers, servers): (Vec<_>, Vec<_>) = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| start_node(&layout, i, d.path(), &pki))
-        .unzip();
+    let (brokers, servers) = start_nodes(&layout, &dirs, &pki);
     replicate_twenty_records(&brokers, "before", WAIT);
     let controller = eventually("one controller known to every node", WAIT, || {
-        agreed_controller(&layout)
+        agreed_controller(&layout, "before")
     });
     // Target a follower, in the name of the other follower.
     let mut followers = (1..=3).filter(|n| *n != controller);
@@ -81,7 +69,7 @@ fn strangers_cannot_get_a_raft_message_into_an_ssl_quorum() {
     let end = Instant::now() + Duration::from_secs(2);
     while Instant::now() < end {
         assert_eq!(
-            agreed_controller(&layout),
+            agreed_controller(&layout, "before"),
             Some(controller),
             "the controller changed after the strangers' messages"
         );

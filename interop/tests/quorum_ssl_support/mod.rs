@@ -23,7 +23,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tidelog::security::{SecurityProtocol, TlsSettings};
 use tidelog::{Broker, Server, ServerHandle};
-use tidelog_interop::cluster::Layout;
+use tidelog_interop::cluster::{Layout, describe};
 
 /// A certificate and its key, as PEM files.
 pub struct Identity {
@@ -116,9 +116,32 @@ impl Pki {
     }
 }
 
+/// Starts every node of `layout` in this process, node index `i` on `dirs[i]`, with its
+/// quorum over SSL (see [`start_node`]).
+pub fn start_nodes(
+    layout: &Layout,
+    dirs: &[tempfile::TempDir],
+    pki: &Pki,
+) -> (Vec<Broker>, Vec<ServerHandle>) {
+    dirs.iter()
+        .enumerate()
+        .map(|(i, d)| start_node(layout, i, d.path(), pki))
+        .unzip()
+}
+
+/// Every node's controller, if all answer Metadata about `topic` and agree on one of
+/// the voters.
+pub fn agreed_controller(layout: &Layout, topic: &str) -> Option<i32> {
+    let n = layout.kafka.len();
+    let seen: Vec<i32> = (0..n)
+        .map(|i| describe(&layout.addr(i), topic, Duration::from_secs(2)).map(|v| v.controller))
+        .collect::<Option<_>>()?;
+    (seen.iter().all(|c| *c == seen[0]) && (1..=n as i32).contains(&seen[0])).then_some(seen[0])
+}
+
 /// Starts node index `i` of `layout` in this process on `dir` with its quorum over SSL
 /// (the node's certificate of `pki`, the CA checked both ways); topics get 3 replicas.
-pub fn start_node(
+fn start_node(
     layout: &Layout,
     i: usize,
     dir: &std::path::Path,
