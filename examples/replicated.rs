@@ -53,6 +53,11 @@ fn main() -> tidelog::Result<()> {
     // through any node goes through the controller; the call returns once the topic
     // exists on that node. Retry while the controller is being elected.
     let deadline = Instant::now() + Duration::from_secs(30);
+    let leads = |b: &Broker| {
+        b.topic(TOPIC)
+            .and_then(|t| t.partition(0))
+            .is_ok_and(|p| p.is_leader())
+    };
     loop {
         match brokers[0].create_topic(TOPIC, 1, TopicConfig::new()) {
             Ok(_) => break,
@@ -63,31 +68,46 @@ fn main() -> tidelog::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    // Write through the node that leads the partition.
-    let leader = loop {
-        let leads = |b: &Broker| {
-            b.topic(TOPIC)
-                .and_then(|t| t.partition(0))
-                .is_ok_and(|p| p.is_leader())
+    // Write through the node that leads the partition. Leadership can move (a node
+    // fenced, an election): a send then fails with NotLeaderOrFollower, and, as a Kafka
+    // client does, we find the new leader and go on there. Its log is the partition's
+    // truth (records an old leader held past it are cut from that node's log), so the
+    // next record to send is the one at its log end: none is lost or written twice.
+    let mut sent = 0;
+    while sent < RECORDS {
+        let leader = loop {
+            if let Some(i) = (0..3).find(|i| leads(&brokers[*i])) {
+                break i;
+            }
+            if Instant::now() > deadline {
+                return Err(tidelog::Error::Timeout("no leader for payments-0".into()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         };
-        if let Some(i) = (0..3).find(|i| leads(&brokers[*i])) {
-            break i;
+        sent = brokers[leader].topic(TOPIC)?.partition(0)?.log_end_offset();
+        println!("node {} leads {TOPIC}-0 (log end {sent})", leader + 1);
+        let producer = Producer::builder(&brokers[leader])
+            .acks(Acks::All)
+            .build()?;
+        while sent < RECORDS {
+            let value = format!("payment-{sent}");
+            match producer.send(TOPIC, ProducerRecord::new(value.as_bytes()).partition(0)) {
+                Ok(m) => {
+                    assert_eq!(m.offset, sent);
+                    sent += 1;
+                }
+                Err(e @ tidelog::Error::NotLeaderOrFollower { .. })
+                    if Instant::now() < deadline =>
+                {
+                    println!("leadership moved: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        if Instant::now() > deadline {
-            return Err(tidelog::Error::Timeout("no leader for payments-0".into()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    println!("node {} leads {TOPIC}-0", leader + 1);
-    let producer = Producer::builder(&brokers[leader])
-        .acks(Acks::All)
-        .build()?;
-    for i in 0..RECORDS {
-        let value = format!("payment-{i}");
-        let m = producer.send(TOPIC, ProducerRecord::new(value.as_bytes()).partition(0))?;
-        assert_eq!(m.offset, i);
+        producer.close()?;
     }
-    producer.close()?;
     println!("{RECORDS} records acknowledged by every in-sync replica");
 
     // Every replica's own log holds the same records at the same offsets.
