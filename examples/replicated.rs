@@ -75,8 +75,11 @@ fn main() -> tidelog::Result<()> {
     // next record to send is the one at its log end: none is lost or written twice.
     let mut sent = 0;
     while sent < RECORDS {
+        // One node leads once the others follow (a partition created on a node leads
+        // itself until the cluster tells it its role).
         let leader = loop {
-            if let Some(i) = (0..3).find(|i| leads(&brokers[*i])) {
+            let leading: Vec<usize> = (0..3).filter(|i| leads(&brokers[*i])).collect();
+            if let [i] = leading[..] {
                 break i;
             }
             if Instant::now() > deadline {
