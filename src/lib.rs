@@ -54,6 +54,8 @@ pub mod producer;
 pub mod record;
 mod replica;
 #[cfg(feature = "server")]
+pub mod security;
+#[cfg(feature = "server")]
 mod server;
 pub mod storage;
 #[cfg(feature = "testing")]
@@ -79,28 +81,6 @@ pub use producer::{
 pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
 pub use server::{Server, ServerBuilder, ServerHandle};
-/// Securing the network server (feature `server`): listeners' security protocols, TLS
-/// settings, SASL mechanisms, SCRAM credentials and ACLs (see README, "Securing the
-/// broker").
-#[cfg(feature = "server")]
-pub mod security {
-    pub use crate::server::auth::acl::FileAclStore;
-    pub use crate::server::auth::acl::{
-        AclBinding, AclFilter, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME,
-        PatternType, ResourceType,
-    };
-    pub use crate::server::auth::credentials::{
-        CredentialChange, CredentialStore, FileCredentialStore, validate_credential,
-    };
-    pub use crate::server::auth::sasl::SaslMechanism;
-    pub use crate::server::auth::scram::{
-        MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism,
-    };
-    pub use crate::server::auth::tls::TlsSettings;
-    pub use crate::server::auth::{
-        ANONYMOUS, ListenerProtocolMap, SecurityProtocol, parse_listener,
-    };
-}
 pub use storage::{CleanupPolicy, CompressionType, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 

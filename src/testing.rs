@@ -29,7 +29,7 @@ pub fn fuzz_decode_request(frame: &[u8]) -> bool {
 /// is odd and `tls` has a client CA. Panics if the handshake completes: what the
 /// `tls_handshake` fuzz target calls.
 #[cfg(feature = "server")]
-pub fn fuzz_tls_handshake(tls: &crate::server::auth::tls::TlsSettings, data: &[u8]) {
+pub fn fuzz_tls_handshake(tls: &crate::security::tls::TlsSettings, data: &[u8]) {
     crate::server::fuzz_tls_handshake(tls, data)
 }
 

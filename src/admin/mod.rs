@@ -84,11 +84,11 @@ pub use types::{
 };
 
 use crate::client::ClientSecurity;
-use crate::client::security::{ClientIdentity, SaslLogin};
 use crate::consumer::Assignment;
 use crate::error::{Error, Result};
-use crate::server::auth::SecurityProtocol;
-use crate::server::auth::sasl::SaslMechanism;
+use crate::security::SecurityProtocol;
+use crate::security::sasl::SaslMechanism;
+use crate::security::{ClientIdentity, SaslLogin};
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.

@@ -17,10 +17,10 @@ use kafka_protocol::messages::{
 use super::router::{Outcome, check, kstr};
 use super::{AdminClient, Cluster, Each, Resource};
 use crate::error::{Error, Result};
-use crate::server::auth::acl::{AclBinding, AclFilter};
-use crate::server::auth::credentials::validate_credential;
-use crate::server::auth::scram;
-use crate::server::auth::scram::ScramMechanism;
+use crate::security::acl::{AclBinding, AclFilter};
+use crate::security::credentials::validate_credential;
+use crate::security::scram;
+use crate::security::scram::ScramMechanism;
 
 const ALTER_USER_SCRAM_CREDENTIALS_VERSION: i16 = 0;
 const DESCRIBE_USER_SCRAM_CREDENTIALS_VERSION: i16 = 0;

@@ -24,8 +24,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::server::auth::sasl::SaslMechanism;
-use crate::server::auth::scram::client::ScramClient;
+use crate::security::sasl::SaslMechanism;
+use crate::security::scram::client::ScramClient;
 pub(crate) use security::ClientSecurity;
 use security::Stream;
 
@@ -112,7 +112,7 @@ impl Client {
     fn login(
         &mut self,
         stream: &mut Stream,
-        login: &security::SaslLogin,
+        login: &crate::security::SaslLogin,
         timeout: Duration,
     ) -> Result<()> {
         let broker = self.addr.clone();

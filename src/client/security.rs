@@ -15,39 +15,10 @@ use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 use crate::error::{Error, Result};
-use crate::server::auth::SecurityProtocol;
-use crate::server::auth::sasl::SaslMechanism;
-use crate::server::auth::tls;
+use crate::security::SecurityProtocol;
 
-/// A SASL user and password (the password is never printed).
-#[derive(Clone)]
-pub(crate) struct SaslLogin {
-    /// The mechanism.
-    pub(crate) mechanism: SaslMechanism,
-    /// The user name.
-    pub(crate) username: String,
-    /// The password.
-    pub(crate) password: String,
-}
-
-impl std::fmt::Debug for SaslLogin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslLogin")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The certificate chain and private key (PEM files) a client presents on TLS listeners
-/// (Kafka's `ssl.certificate.location` and `ssl.key.location`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientIdentity<'a> {
-    /// The certificate chain, leaf first.
-    pub(crate) cert: &'a Path,
-    /// The private key (PKCS#8, PKCS#1 or SEC1).
-    pub(crate) key: &'a Path,
-}
+use crate::security::tls;
+use crate::security::{ClientIdentity, SaslLogin};
 
 /// A client's security settings, ready to connect with (the default: plaintext).
 #[derive(Debug, Clone, Default)]

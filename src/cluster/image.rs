@@ -18,14 +18,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::codec::{Reader, Writer};
 use super::records::{
     AlterPartition, CreateTopic, Endpoint, MetadataRecord, PartitionRef, TopicId,
 };
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
-use crate::server::auth::acl::{self, AclBinding};
-use crate::server::auth::credentials::{self, Users};
+use crate::security::acl::{self, AclBinding};
+use crate::security::credentials::{self, Users};
+use crate::storage::codec::{Reader, Writer};
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;

@@ -14,7 +14,7 @@
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
 pub(crate) use crate::client;
-pub(crate) mod codec;
+
 pub(crate) mod image;
 mod logger;
 mod meta_properties;
@@ -43,6 +43,7 @@ use crate::broker::{
 use crate::config::TopicConfig;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
+use crate::storage::codec;
 pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
 use node::{Inbound, PublishJob, RaftLoop, raft_id};
 pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};

@@ -28,8 +28,9 @@ use super::meta_properties::{self, MetaProperties};
 use super::records::{CreateTopic, Envelope, MetadataRecord};
 use super::storage::RaftStorage;
 use super::transport::Transport;
-use super::{ClusterConfig, Shared, codec};
+use super::{ClusterConfig, Shared};
 use crate::error::Result;
+use crate::storage::codec;
 
 /// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
 pub(crate) fn raft_id(node: i32) -> u64 {

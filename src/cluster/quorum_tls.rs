@@ -29,7 +29,7 @@ use rustls::{ClientConfig, ClientConnection, ServerConfig, StreamOwned};
 
 use super::Voter;
 use crate::error::{Error, Result};
-use crate::server::auth::tls::{self, HANDSHAKE_TIMEOUT, PROTOCOL_VERSIONS, TlsSettings};
+use crate::security::tls::{self, HANDSHAKE_TIMEOUT, PROTOCOL_VERSIONS, TlsSettings};
 
 /// The setting naming the CA of the nodes' certificates.
 pub(crate) const CA_KEY: &str = "quorum-ssl-ca-location";
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn the_builder_refuses_sasl_a_missing_identity_and_a_ca_without_ssl() {
-        use crate::server::auth::SecurityProtocol;
+        use crate::security::SecurityProtocol;
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::Broker::open(dir.path()).unwrap();
         let node = || {

@@ -6,11 +6,11 @@
 //! caller) and the record: its type (`u8`), its version (`u8`, 0 for every type but
 //! `RegisterBroker`) and its fields in the order they are declared below (see docs/format.md).
 
-use super::codec::{Reader, Writer};
 use crate::error::Result;
-use crate::server::auth::SecurityProtocol;
-use crate::server::auth::acl::{self, AclBinding, AclFilter};
-use crate::server::auth::credentials::{self, CredentialChange};
+use crate::security::SecurityProtocol;
+use crate::security::acl::{self, AclBinding, AclFilter};
+use crate::security::credentials::{self, CredentialChange};
+use crate::storage::codec::{Reader, Writer};
 
 /// A topic's id: 16 random bytes chosen by the proposer of `CreateTopic` (Kafka's topic
 /// id, printed in base64), so a topic deleted and created again under the same name is a
@@ -717,8 +717,8 @@ impl Envelope {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::server::auth::acl::{AclOperation, AclPermission, PatternType, ResourceType};
-    use crate::server::auth::scram::{ScramCredential, ScramMechanism};
+    use crate::security::acl::{AclOperation, AclPermission, PatternType, ResourceType};
+    use crate::security::scram::{ScramCredential, ScramMechanism};
     use proptest::prelude::*;
 
     /// One of every record type.

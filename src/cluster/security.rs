@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::{ADMIN_TIMEOUT, Applied, ClusterNode, MetadataRecord};
 use crate::error::{Error, Result};
-use crate::server::auth::acl::{AclBinding, AclFilter, AclStore};
-use crate::server::auth::credentials::{self, CredentialChange, CredentialStore};
-use crate::server::auth::scram::{ScramCredential, ScramMechanism};
+use crate::security::acl::{AclBinding, AclFilter, AclStore};
+use crate::security::credentials::{self, CredentialChange, CredentialStore};
+use crate::security::scram::{ScramCredential, ScramMechanism};
 
 /// The users of a cluster, in its metadata image.
 #[derive(Debug)]
@@ -88,7 +88,7 @@ impl AclStore for ClusterAcls {
 mod tests {
     use super::*;
     use crate::cluster::image::MetadataImage;
-    use crate::server::auth::acl::{AclOperation, AclPermission, PatternType, ResourceType};
+    use crate::security::acl::{AclOperation, AclPermission, PatternType, ResourceType};
 
     fn binding(principal: &str, topic: &str) -> AclBinding {
         AclBinding {

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use raft::prelude::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
-use super::codec::{Reader, Writer};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
+use crate::storage::codec::{Reader, Writer};
 use crate::storage::{read_checkpoint, write_checkpoint};
 
 /// The raft state file.

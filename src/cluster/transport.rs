@@ -32,13 +32,13 @@ use protobuf::Message as _;
 use raft::SnapshotStatus;
 use raft::prelude::{Message, MessageType};
 
-use super::codec::{Reader, Writer};
 use super::node::{Inbound, raft_id};
 use super::quorum_tls::{self, QuorumTls};
 use super::{Liveness, Voter};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
-use crate::server::peer_log::{PeerLog, peer_warn};
+use crate::security::peer_log::{PeerLog, peer_warn};
+use crate::storage::codec::{Reader, Writer};
 
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;

@@ -30,11 +30,11 @@ use kafka_protocol::messages::ApiKey;
 
 use super::Shared;
 use super::api::{self, Fatal, Part, Reply, Request, SaslAnswer, SaslOutcome};
-use super::auth::{Gate, Security, SecurityProtocol, Session};
 use super::codec::{self, FrameError};
-use super::peer_log::PeerLog;
-use super::peer_log::peer_warn;
 use super::transport::{self, Transport};
+use crate::security::peer_log::PeerLog;
+use crate::security::peer_log::peer_warn;
+use crate::security::{Gate, Security, SecurityProtocol, Session};
 
 /// The transport of a new connection: plaintext, or TLS after a handshake (with the
 /// client certificate's subject, if it sent one). `None` if the handshake failed.
@@ -52,7 +52,7 @@ fn open_transport(
         (SecurityProtocol::Ssl, Some(mutual)) => mutual.clone(),
         _ => tls.server.clone(),
     };
-    match super::auth::tls::accept(config, stream.clone(), shared.config.idle_timeout) {
+    match crate::security::tls::accept(config, stream.clone(), shared.config.idle_timeout) {
         Ok((tls, subject)) => Some((Transport::Tls(Box::new(tls)), subject)),
         Err(e) => {
             peer_warn!(

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::auth::SecurityProtocol;
-use super::peer_log::{self, peer_warn};
 use super::{Shared, connection};
+use crate::security::SecurityProtocol;
+use crate::security::peer_log::{self, peer_warn};
 
 /// Open connections and their threads, so that shutdown can reach them.
 #[derive(Default)]

@@ -25,7 +25,6 @@
 
 mod advertised;
 mod api;
-pub(crate) mod auth;
 mod backend;
 mod broker_backend;
 mod codec;
@@ -33,7 +32,6 @@ mod connection;
 mod idempotence;
 mod limits;
 mod listener;
-pub(crate) mod peer_log;
 mod sendfile;
 mod transport;
 
@@ -46,9 +44,9 @@ use std::time::Duration;
 
 use crate::error::IoContext;
 use crate::error::Result;
-use auth::SecurityProtocol;
-use auth::sasl::SaslMechanism;
-use auth::tls::TlsSettings;
+use crate::security::SecurityProtocol;
+use crate::security::sasl::SaslMechanism;
+use crate::security::tls::TlsSettings;
 use backend::Backend;
 use idempotence::ProducerIds;
 
@@ -78,7 +76,7 @@ pub(crate) fn fuzz_tls_handshake(tls: &TlsSettings, data: &[u8]) {
     use std::io::Write;
     use std::net::{Shutdown, TcpStream};
     use std::sync::OnceLock;
-    static SETUP: OnceLock<(TcpListener, auth::tls::TlsAcceptors)> = OnceLock::new();
+    static SETUP: OnceLock<(TcpListener, crate::security::tls::TlsAcceptors)> = OnceLock::new();
     let (listener, acceptors) = SETUP.get_or_init(|| {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
         let acceptors = tls.load().expect("the fuzz target's certificate and key");
@@ -98,7 +96,7 @@ pub(crate) fn fuzz_tls_handshake(tls: &TlsSettings, data: &[u8]) {
         let _ = client.shutdown(Shutdown::Write);
         client
     });
-    let result = auth::tls::accept(config, Arc::new(server), Duration::from_secs(1));
+    let result = crate::security::tls::accept(config, Arc::new(server), Duration::from_secs(1));
     let client = writer.join().expect("the fuzz client thread");
     drop(client);
     assert!(
@@ -117,8 +115,8 @@ pub(crate) fn fuzz_tls_handshake(tls: &TlsSettings, data: &[u8]) {
 /// `sasl_session` fuzz target (through `tidelog::testing`).
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn fuzz_sasl_session(data: &[u8]) {
-    use auth::credentials::{CredentialChange, CredentialStore};
-    use auth::scram::{ScramCredential, ScramMechanism};
+    use crate::security::credentials::{CredentialChange, CredentialStore};
+    use crate::security::scram::{ScramCredential, ScramMechanism};
     use kafka_protocol::messages::ApiKey;
     use std::sync::OnceLock;
 
@@ -139,17 +137,17 @@ pub(crate) fn fuzz_sasl_session(data: &[u8]) {
             })
         }
     }
-    static SECURITY: OnceLock<auth::Security> = OnceLock::new();
+    static SECURITY: OnceLock<crate::security::Security> = OnceLock::new();
     let security = SECURITY.get_or_init(|| {
-        auth::Security::new(Arc::new(OneUser(ScramCredential::new(
+        crate::security::Security::new(Arc::new(OneUser(ScramCredential::new(
             ScramMechanism::Sha256,
             "fuzz-password",
             4096,
         ))))
     });
-    let log = peer_log::PeerLog::default();
+    let log = crate::security::peer_log::PeerLog::default();
     let peer = SocketAddr::from(([127, 0, 0, 1], 1));
-    let mut session = auth::Session::new(SecurityProtocol::SaslPlaintext, None);
+    let mut session = crate::security::Session::new(SecurityProtocol::SaslPlaintext, None);
     let allowed = [
         ApiKey::ApiVersions,
         ApiKey::SaslHandshake,
@@ -160,8 +158,8 @@ pub(crate) fn fuzz_sasl_session(data: &[u8]) {
         let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
         let frame = &rest[2..2 + len];
         rest = &rest[2 + len..];
-        let _ = auth::scram::parse_client_first(frame);
-        let _ = auth::scram::parse_client_final(frame);
+        let _ = crate::security::scram::parse_client_first(frame);
+        let _ = crate::security::scram::parse_client_final(frame);
         let was_authenticated = session.authenticated();
         let raw = session.expects_raw_token();
         let key = codec::request_start(frame).map(|s| s.api_key);
@@ -320,7 +318,7 @@ pub(crate) struct Shared {
     /// Bytes reserved by requests in flight (`max_queued_request_bytes`).
     pub request_memory: limits::RequestMemory,
     /// Rate limit of warnings about what peers send.
-    pub peer_log: peer_log::PeerLog,
+    pub peer_log: crate::security::peer_log::PeerLog,
     /// The connection limit in force: `max_connections`, lowered to what the
     /// open-files limit allows.
     pub max_connections: usize,
@@ -328,7 +326,7 @@ pub(crate) struct Shared {
     /// descriptor reaches into the reserve kept for the broker's files are refused.
     pub descriptors: limits::Descriptors,
     /// TLS, SASL credentials, the authorizer, failed logins.
-    pub security: auth::Security,
+    pub security: crate::security::Security,
     /// Connections, requests and errors, for `Broker::metrics` (`crate::metrics`).
     pub metrics: Arc<crate::metrics::server::ServerStats>,
 }
@@ -339,7 +337,7 @@ impl Shared {
         backend: Arc<dyn Backend>,
         fds: limits::Descriptors,
         metrics: Arc<crate::metrics::server::ServerStats>,
-        security: auth::Security,
+        security: crate::security::Security,
     ) -> Shared {
         let dir = backend.data_dir();
         let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
@@ -361,7 +359,7 @@ impl Shared {
         }
         Shared {
             request_memory: limits::RequestMemory::new(config.max_queued_request_bytes),
-            peer_log: peer_log::PeerLog::default(),
+            peer_log: crate::security::peer_log::PeerLog::default(),
             max_connections,
             descriptors: fds,
             security,
@@ -470,7 +468,7 @@ struct ClusterSettings {
     /// (default: the node's own TLS certificate and key).
     inter_broker_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The replica fetchers' SASL login on that listener.
-    inter_broker_sasl: Option<crate::client::security::SaslLogin>,
+    inter_broker_sasl: Option<crate::security::SaslLogin>,
     /// The CA of the nodes' certificates, for a TLS inter-broker listener.
     inter_broker_ca: Option<std::path::PathBuf>,
     /// The quorum port's protocol: PLAINTEXT (default) or SSL.
@@ -727,7 +725,9 @@ impl ServerBuilder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.config.super_users = auth::super_users(principals).into_iter().collect();
+        self.config.super_users = crate::security::super_users(principals)
+            .into_iter()
+            .collect();
         self
     }
 
@@ -931,7 +931,7 @@ impl ServerBuilder {
         username: impl Into<String>,
         password: impl Into<String>,
     ) -> Self {
-        self.cluster.inter_broker_sasl = Some(crate::client::security::SaslLogin {
+        self.cluster.inter_broker_sasl = Some(crate::security::SaslLogin {
             mechanism,
             username: username.into(),
             password: password.into(),
@@ -1082,9 +1082,7 @@ impl ServerBuilder {
                 let protocol = listeners[index].1;
                 // The fetchers' certificate: the one given, else the node's own.
                 let identity = match (&c.inter_broker_client_cert, &self.config.tls) {
-                    (Some((cert, key)), _) => {
-                        Some(crate::client::security::ClientIdentity { cert, key })
-                    }
+                    (Some((cert, key)), _) => Some(crate::security::ClientIdentity { cert, key }),
                     (None, Some(tls)) => Some(tls.identity()),
                     (None, None) => None,
                 };
@@ -1321,25 +1319,30 @@ impl ServerBuilder {
     /// authorizer, from the builder's settings.
     fn security(
         &self,
-        tls: Option<auth::tls::TlsAcceptors>,
+        tls: Option<crate::security::tls::TlsAcceptors>,
         cluster: Option<&Arc<crate::cluster::ClusterNode>>,
-    ) -> Result<auth::Security> {
-        use auth::acl::AclStore;
-        use auth::credentials::CredentialStore;
+    ) -> Result<crate::security::Security> {
+        use crate::security::acl::AclStore;
+        use crate::security::credentials::CredentialStore;
         let dir = self.broker.dir();
         let authorizer = self.config.authorizer;
         let (credentials, acls): (Arc<dyn CredentialStore>, Option<Arc<dyn AclStore>>) =
             match cluster {
                 None => (
-                    Arc::new(auth::credentials::FileCredentialStore::open(dir)?),
+                    Arc::new(crate::security::credentials::FileCredentialStore::open(
+                        dir,
+                    )?),
                     if authorizer {
-                        Some(Arc::new(auth::acl::FileAclStore::open(dir)?))
+                        Some(Arc::new(crate::security::acl::FileAclStore::open(dir)?))
                     } else {
                         None
                     },
                 ),
                 Some(node) => {
-                    for file in [auth::credentials::USERS_FILE, auth::acl::ACLS_FILE] {
+                    for file in [
+                        crate::security::credentials::USERS_FILE,
+                        crate::security::acl::ACLS_FILE,
+                    ] {
                         let path = dir.join(file);
                         if path.exists() {
                             tracing::warn!(
@@ -1359,11 +1362,11 @@ impl ServerBuilder {
                     )
                 }
             };
-        let mut security = auth::Security::new(credentials);
+        let mut security = crate::security::Security::new(credentials);
         security.mechanisms = self.config.sasl_mechanisms.clone();
         security.tls = tls;
         if let Some(acls) = acls.filter(|_| authorizer) {
-            security.authorizer = Some(auth::acl::Authorizer::new(
+            security.authorizer = Some(crate::security::acl::Authorizer::new(
                 acls,
                 self.config.super_users.iter().cloned().collect(),
             ));
@@ -1432,7 +1435,7 @@ impl ServerHandle {
     /// directory's `users` file on a single node; on a cluster node the cluster's
     /// metadata, where a change goes through the controller and returns once this node
     /// applied it. The in-process API is trusted: nothing here is authorized.
-    pub fn credential_store(&self) -> Arc<dyn auth::credentials::CredentialStore> {
+    pub fn credential_store(&self) -> Arc<dyn crate::security::credentials::CredentialStore> {
         self.shared.security.credentials.clone()
     }
 
@@ -1440,7 +1443,7 @@ impl ServerHandle {
     /// [`authorizer`](ServerBuilder::authorizer)): the data directory's `acls` file on a
     /// single node; on a cluster node the cluster's metadata, as
     /// [`credential_store`](ServerHandle::credential_store).
-    pub fn acl_store(&self) -> Option<Arc<dyn auth::acl::AclStore>> {
+    pub fn acl_store(&self) -> Option<Arc<dyn crate::security::acl::AclStore>> {
         self.shared
             .security
             .authorizer

@@ -10,12 +10,12 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::auth::acl::{AclOperation as Op, AclPermission as Perm, PatternType, ResourceType};
-use super::auth::credentials::{CredentialChange, CredentialStore, FileCredentialStore};
-use super::auth::scram::client::ScramClient;
-use super::auth::scram::{ScramCredential, ScramMechanism};
 use super::tests_api::{Client, batch, produce_req};
 use super::*;
+use crate::security::acl::{AclOperation as Op, AclPermission as Perm, PatternType, ResourceType};
+use crate::security::credentials::{CredentialChange, CredentialStore, FileCredentialStore};
+use crate::security::scram::client::ScramClient;
+use crate::security::scram::{ScramCredential, ScramMechanism};
 
 pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -665,8 +665,8 @@ fn acls_survive_a_restart_and_need_an_authorizer() {
         ResponseError::ClusterAuthorizationFailed.code()
     );
     server.shutdown().unwrap();
-    let acls = super::auth::acl::FileAclStore::open(dir.path()).unwrap();
-    use super::auth::acl::AclStore;
+    let acls = crate::security::acl::FileAclStore::open(dir.path()).unwrap();
+    use crate::security::acl::AclStore;
     acls.add(&[crate::security::AclBinding {
         resource_type: ResourceType::Topic,
         resource_name: "events".into(),

@@ -16,8 +16,8 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
-use super::auth::tls::TlsStream;
 use super::sendfile;
+use crate::security::tls::TlsStream;
 
 /// The byte stream of one connection.
 pub(crate) enum Transport {

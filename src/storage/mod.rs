@@ -14,6 +14,8 @@
 
 mod checkpoint;
 mod clock;
+#[cfg(feature = "server")]
+pub(crate) mod codec;
 mod config;
 mod epoch;
 mod events;

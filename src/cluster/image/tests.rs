@@ -934,13 +934,13 @@ fn register_with_endpoints(img: &mut MetadataImage, id: i32, endpoints: bool) {
                 name: "PLAINTEXT".into(),
                 host: "10.0.0.1".into(),
                 port: 9000 + id as u16,
-                protocol: crate::server::auth::SecurityProtocol::Plaintext,
+                protocol: crate::security::SecurityProtocol::Plaintext,
             },
             Endpoint {
                 name: "EXTERNAL".into(),
                 host: format!("broker{id}.example"),
                 port: 19000 + id as u16,
-                protocol: crate::server::auth::SecurityProtocol::Ssl,
+                protocol: crate::security::SecurityProtocol::Ssl,
             },
         ]
     } else {

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::cluster::node::Inbound;
-use crate::server::auth::acl::{
+use crate::security::acl::{
     AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType,
 };
 

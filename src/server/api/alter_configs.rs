@@ -15,7 +15,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Resource type of a topic.
 pub(super) const TOPIC: i8 = 2;

@@ -19,9 +19,9 @@ use kafka_protocol::messages::{
 };
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::AclOperation;
-use crate::server::auth::credentials::{CredentialChange, validate_credential};
-use crate::server::auth::scram::{ScramCredential, ScramMechanism};
+use crate::security::acl::AclOperation;
+use crate::security::credentials::{CredentialChange, validate_credential};
+use crate::security::scram::{ScramCredential, ScramMechanism};
 
 type Refusal = (i16, String);
 

@@ -12,9 +12,7 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{
-    AclBinding, AclOperation, AclPermission, PatternType, ResourceType,
-};
+use crate::security::acl::{AclBinding, AclOperation, AclPermission, PatternType, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: CreateAclsRequest = req.decode()?;

@@ -14,8 +14,8 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::ResourceType;
-use crate::server::auth::denied_code;
+use crate::security::acl::ResourceType;
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: CreateTopicsRequest = req.decode()?;

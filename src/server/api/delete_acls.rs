@@ -13,7 +13,7 @@ use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::describe_acls::filter;
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::AclOperation;
+use crate::security::acl::AclOperation;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteAclsRequest = req.decode()?;

@@ -6,8 +6,8 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteGroupsRequest = req.decode()?;

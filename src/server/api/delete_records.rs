@@ -11,7 +11,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Kafka's "delete up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;

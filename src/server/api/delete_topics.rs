@@ -13,7 +13,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DeleteTopicsRequest = req.decode()?;

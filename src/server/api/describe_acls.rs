@@ -13,7 +13,7 @@ use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::{AclFilter, AclOperation, AclPermission, PatternType, ResourceType};
+use crate::security::acl::{AclFilter, AclOperation, AclPermission, PatternType, ResourceType};
 
 /// A filter from its wire fields; the error says which code is unknown.
 pub(super) fn filter(

@@ -10,7 +10,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
-use crate::server::auth::acl::AclOperation;
+use crate::security::acl::AclOperation;
 
 /// Endpoint type of brokers (v1+).
 const BROKER_ENDPOINT: i8 = 1;

@@ -13,7 +13,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 /// Resource type of a topic.
 const TOPIC: i8 = 2;

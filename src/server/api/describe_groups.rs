@@ -5,8 +5,8 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 /// `authorized_operations` when the client did not ask for them (Kafka's INT32_MIN).
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;

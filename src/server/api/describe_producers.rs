@@ -16,7 +16,7 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// No transaction coordinator has written a marker (transactions are not supported).
 const NO_COORDINATOR_EPOCH: i32 = -1;

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::AclOperation;
+use crate::security::acl::AclOperation;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeUserScramCredentialsRequest = req.decode()?;
@@ -28,7 +28,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         );
     }
     let users: HashMap<String, Vec<_>> = ctx.security().credentials.users().into_iter().collect();
-    let info = |creds: &Vec<(crate::server::auth::scram::ScramMechanism, u32)>| {
+    let info = |creds: &Vec<(crate::security::scram::ScramMechanism, u32)>| {
         creds
             .iter()
             .map(|(m, i)| {

@@ -8,8 +8,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FindCoordinatorRequest = req.decode()?;

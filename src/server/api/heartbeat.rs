@@ -4,8 +4,8 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{Ctx, Fatal, Reply, Request};
 use crate::coordinator::GroupError;
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: HeartbeatRequest = req.decode()?;

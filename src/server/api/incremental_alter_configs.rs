@@ -16,7 +16,7 @@ use super::alter_configs::{
     Refusal, alter, check_resource, duplicate_key, invalid_request, resource_counts,
 };
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;

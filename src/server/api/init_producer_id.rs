@@ -6,7 +6,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
-use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: InitProducerIdRequest = req.decode()?;

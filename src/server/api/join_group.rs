@@ -14,8 +14,8 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::{self, GroupError};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 /// Longest uninterrupted wait inside one JoinGroup (shutdown is checked in between).
 const WAIT_SLICE: Duration = Duration::from_millis(200);

@@ -7,8 +7,8 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::LeavingMember;
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: LeaveGroupRequest = req.decode()?;

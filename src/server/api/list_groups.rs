@@ -8,7 +8,7 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::broker::OFFSETS_TOPIC;
 use crate::coordinator::{GroupError, GroupState};
-use crate::server::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListGroupsRequest = req.decode()?;

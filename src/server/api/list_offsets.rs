@@ -8,7 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// ListOffsets timestamp meaning "the next offset to be written".
 const LATEST: i64 = -1;

@@ -17,7 +17,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// The name of the internal offsets topic, flagged `is_internal`.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -48,12 +48,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
 use super::Shared;
-use super::auth::Security;
-use super::auth::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 use super::backend::Backend;
-use super::peer_log::peer_warn;
 use super::sendfile::FileRegion;
 use crate::error::Error;
+use crate::security::Security;
+use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+use crate::security::peer_log::peer_warn;
 
 /// `(api key, lowest version, highest version)` the server answers, in the order they
 /// are listed in an ApiVersions response.
@@ -296,7 +296,7 @@ impl Ctx<'_> {
     pub(crate) fn acl_authorizer(
         &self,
         op: AclOperation,
-    ) -> Result<&crate::server::auth::acl::Authorizer, (i16, &'static str)> {
+    ) -> Result<&crate::security::acl::Authorizer, (i16, &'static str)> {
         let Some(authorizer) = &self.security().authorizer else {
             return Err((
                 kafka_protocol::ResponseError::SecurityDisabled.code(),
@@ -429,7 +429,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
         Error::AuthenticationFailed { .. } => R::SaslAuthenticationFailed,
         Error::AuthorizationFailed { resource_type, .. } => {
-            return super::auth::denied_code(*resource_type);
+            return crate::security::denied_code(*resource_type);
         }
         Error::UnknownLeaderEpoch { .. } => R::UnknownLeaderEpoch,
         Error::NotEnoughReplicas { .. } => R::NotEnoughReplicas,

@@ -10,8 +10,8 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetCommitRequest = req.decode()?;

@@ -16,7 +16,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: OffsetForLeaderEpochRequest = req.decode()?;

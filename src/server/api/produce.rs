@@ -30,7 +30,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::record::{Batch, Compression, decompression_limit};
-use crate::server::auth::acl::{AclOperation, ResourceType};
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::storage::AppendOutcome;
 use crate::storage::LogConfig;

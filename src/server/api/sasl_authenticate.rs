@@ -13,9 +13,9 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 
 use super::{Fatal, Reply, Request, SaslAnswer, SaslOutcome, kstr};
-use crate::server::auth::sasl::{self, AuthStep, SaslState};
-use crate::server::auth::{Security, Session};
-use crate::server::peer_log::{PeerLog, peer_warn};
+use crate::security::peer_log::{PeerLog, peer_warn};
+use crate::security::sasl::{self, AuthStep, SaslState};
+use crate::security::{Security, Session};
 
 pub(crate) fn handle(
     security: &Security,

@@ -11,15 +11,15 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 
 use super::{Fatal, Request, SaslAnswer, SaslOutcome, kstr};
-use crate::server::auth::sasl::{SaslMechanism, SaslState};
-use crate::server::auth::{Security, Session};
-use crate::server::peer_log::peer_warn;
+use crate::security::peer_log::peer_warn;
+use crate::security::sasl::{SaslMechanism, SaslState};
+use crate::security::{Security, Session};
 
 pub(crate) fn handle(
     security: &Security,
     session: &mut Session,
     peer: std::net::SocketAddr,
-    log: &crate::server::peer_log::PeerLog,
+    log: &crate::security::peer_log::PeerLog,
     req: &mut Request,
 ) -> Result<SaslAnswer, Fatal> {
     let request: SaslHandshakeRequest = req.decode()?;

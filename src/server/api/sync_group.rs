@@ -7,8 +7,8 @@ use std::time::Duration;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
-use crate::server::auth::acl::{AclOperation, ResourceType};
-use crate::server::auth::denied_code;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
 
 /// How long a follower waits for the leader's assignment.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);

@@ -63,8 +63,8 @@ impl TlsSettings {
 impl TlsSettings {
     /// The server's certificate and key as a client identity (a cluster node's replica
     /// fetchers present them, as a Kafka broker uses its keystore for both ends).
-    pub(crate) fn identity(&self) -> crate::client::security::ClientIdentity<'_> {
-        crate::client::security::ClientIdentity {
+    pub(crate) fn identity(&self) -> crate::security::ClientIdentity<'_> {
+        crate::security::ClientIdentity {
             cert: &self.cert,
             key: &self.key,
         }

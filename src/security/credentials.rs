@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 
 use super::scram::{MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism};
-use crate::cluster::codec::{Reader, Writer};
 use crate::error::{Error, Result};
+use crate::storage::codec::{Reader, Writer};
 
 /// The file of the credentials in a single node's data directory.
 pub(crate) const USERS_FILE: &str = "users";

@@ -235,8 +235,8 @@ impl FailedLogins {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::auth::credentials::{CredentialChange, FileCredentialStore};
-    use crate::server::auth::scram::ScramCredential;
+    use crate::security::credentials::{CredentialChange, FileCredentialStore};
+    use crate::security::scram::ScramCredential;
 
     #[test]
     fn plain_messages() {

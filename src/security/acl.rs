@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::cluster::codec::{Reader, Writer};
 use crate::error::{Error, Result};
+use crate::storage::codec::{Reader, Writer};
 
 /// The name Kafka gives the cluster resource.
 pub const CLUSTER_RESOURCE_NAME: &str = "kafka-cluster";

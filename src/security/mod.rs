@@ -1,5 +1,7 @@
-//! Security of the network server: listeners with Kafka's security protocols, TLS,
-//! SASL authentication (PLAIN, SCRAM-SHA-256/512) and ACL authorization.
+//! Securing the network server and its peers (feature `server`): listeners with Kafka's
+//! security protocols, TLS settings, SASL mechanisms (PLAIN, SCRAM-SHA-256/512), SCRAM
+//! credentials and ACLs (see docs/security.md). The server, the cluster, the client and
+//! the admin commands all use this layer; it uses only the layers below the broker.
 //!
 //! - A listener is `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`, as Kafka's
 //!   `listeners` (`SASL_SSL://0.0.0.0:9094`). TLS listeners run a rustls handshake first
@@ -19,9 +21,23 @@
 pub(crate) mod acl;
 pub(crate) mod credentials;
 pub(crate) mod dn;
+pub(crate) mod identity;
+pub(crate) mod peer_log;
 pub(crate) mod sasl;
 pub(crate) mod scram;
 pub(crate) mod tls;
+
+pub use acl::{
+    AclBinding, AclFilter, AclOperation, AclPermission, AclStore, CLUSTER_RESOURCE_NAME,
+    FileAclStore, PatternType, ResourceType,
+};
+pub use credentials::{
+    CredentialChange, CredentialStore, FileCredentialStore, validate_credential,
+};
+pub(crate) use identity::{ClientIdentity, SaslLogin};
+pub use sasl::SaslMechanism;
+pub use scram::{MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism};
+pub use tls::TlsSettings;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -32,9 +48,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::ApiKey;
 
 use crate::error::{Error, Result};
-use acl::{AclOperation, Authorizer, ResourceType};
-use credentials::CredentialStore;
-use sasl::{FailedLogins, SaslMechanism, SaslState};
+use acl::Authorizer;
+use sasl::{FailedLogins, SaslState};
 
 /// The principal of a connection that has not authenticated (Kafka's
 /// `KafkaPrincipal.ANONYMOUS`).
@@ -416,9 +431,12 @@ impl Session {
         if let SaslState::Exchange { raw: true, .. } = self.sasl {
             return Gate::Refuse("a Kafka request came where a SASL token was expected".into());
         }
+        let api = match ApiKey::try_from(api_key) {
+            Ok(k) => format!("{k:?}"),
+            Err(()) => format!("api key {api_key}"),
+        };
         Gate::Refuse(format!(
-            "{} before SASL authentication completed on a {} listener",
-            super::api::api_name(api_key),
+            "{api} before SASL authentication completed on a {} listener",
             self.protocol
         ))
     }
