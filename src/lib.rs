@@ -48,6 +48,7 @@ mod client;
 mod cluster;
 mod config;
 mod consumer;
+pub mod coordinator;
 mod error;
 pub mod metrics;
 pub mod producer;
@@ -66,13 +67,12 @@ pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 #[allow(deprecated)]
 pub use consumer::ConsumerGroup;
-pub use consumer::coordinator;
-pub use consumer::coordinator::{CoordinatorConfig, GroupCoordinator, GroupError, GroupState};
 pub use consumer::{
     Assignment, Assignor, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords,
     ConsumerRecordsIter, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset,
     RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor, Subscription,
 };
+pub use coordinator::{CoordinatorConfig, GroupCoordinator, GroupError, GroupState};
 pub use error::{Error, Result};
 pub use producer::{
     Acks, DefaultPartitioner, DeliveryReceipt, Durability, Partitioner, Producer, ProducerBuilder,

@@ -41,7 +41,6 @@
 //! [`Error::Admin`](crate::Error) with an [`AdminError`]: the topic, partition or
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
-mod error;
 mod member;
 mod router;
 mod security;
@@ -73,7 +72,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
-pub use error::{AdminError, ErrorCode, Resource};
+pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;

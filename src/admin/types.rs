@@ -2,31 +2,7 @@
 //! Kafka names where one exists).
 
 use crate::consumer::Assignment;
-
-/// A partition of a topic: `events-2`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    /// Partition `partition` of `topic`.
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+pub use crate::error::TopicPartition;
 
 /// A topic to create (Kafka's `NewTopic`): partitions and replication factor default
 /// to the broker's (`num.partitions`, `default.replication.factor`).

@@ -31,12 +31,12 @@ use crate::broker::{Broker, OFFSETS_TOPIC};
 use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
-use crate::consumer::coordinator::{
-    GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
-    LeavingMember, MemberOrigin, RebalanceWaker, SyncGroupRequest,
-};
 use crate::consumer::standalone::{
     ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
+};
+use crate::coordinator::{
+    GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
+    LeavingMember, MemberOrigin, RebalanceWaker, SyncGroupRequest,
 };
 use crate::error::{Error, Result};
 

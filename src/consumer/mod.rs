@@ -9,11 +9,8 @@
 //! - `offsets`: the records of `__consumer_offsets`.
 
 mod assignor;
-pub mod coordinator;
 mod member;
-pub(crate) mod offsets;
 mod standalone;
-mod wire;
 
 pub use assignor::{
     Assignment, Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,

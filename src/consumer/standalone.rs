@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
-use crate::consumer::coordinator::{CommitOffset, OffsetCommitRequest};
+use crate::coordinator::{CommitOffset, OffsetCommitRequest};
 use crate::error::{Error, Result};
 use crate::record::{Batch, Headers, Records, decompression_limit};
 use crate::storage::LogSlice;

@@ -167,7 +167,7 @@ impl Collector for Snapshot {
             &m.groups,
             |g| {
                 let mut l = group(g);
-                l.push(("state", g.state.as_str().to_string()));
+                l.push(("state", g.state.to_string()));
                 Some((l, Value::Gauge(1)))
             },
         )?;
@@ -418,7 +418,7 @@ mod tests {
             }],
             groups: vec![GroupMetrics {
                 group_id: "g".into(),
-                state: GroupState::Stable,
+                state: "Stable",
                 generation: 4,
                 members: 2,
                 offsets: vec![GroupOffsetMetrics {

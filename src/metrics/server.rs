@@ -15,11 +15,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 
 use super::counters::Histogram;
 use super::{ErrorMetrics, HistogramSnapshot, RequestMetrics, ServerMetrics};
+
+/// Bytes written to sockets by `sendfile(2)` since the process started (the server's
+/// sendfile path adds to it).
+pub(crate) static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Kafka's name of an API key (`Produce` for 0), or `api key N` for one Kafka does
+/// not define.
+pub(crate) fn api_name(api_key: i16) -> String {
+    match ApiKey::try_from(api_key) {
+        Ok(k) => format!("{k:?}"),
+        Err(()) => format!("api key {api_key}"),
+    }
+}
 
 /// API keys counted one by one (Kafka's keys are below 100).
 const API_SLOTS: usize = 128;
@@ -94,7 +106,7 @@ impl ServerStats {
             return None;
         }
         let mut m = ServerMetrics {
-            sendfile_bytes: crate::server::sendfile_bytes_sent(),
+            sendfile_bytes: SENDFILE_BYTES.load(Ordering::Relaxed),
             ..ServerMetrics::default()
         };
         for key in 0..API_SLOTS {
@@ -105,7 +117,7 @@ impl ServerStats {
             if latency.count > 0 {
                 let api_key = key as i16;
                 m.requests.push(RequestMetrics {
-                    api: crate::server::api_name(api_key),
+                    api: api_name(api_key),
                     api_key,
                     latency,
                 });
@@ -120,7 +132,7 @@ impl ServerStats {
                 let code = slot as i16 - 1;
                 m.errors.push(ErrorMetrics {
                     code,
-                    name: error_name(code),
+                    name: crate::error::error_name(code),
                     count,
                 });
             }
@@ -131,25 +143,6 @@ impl ServerStats {
             m.connections_refused += s.refused.load(Ordering::Relaxed);
         }
         Some(m)
-    }
-}
-
-/// Kafka's name of an error code: `UNKNOWN_TOPIC_OR_PARTITION` for 3.
-pub(crate) fn error_name(code: i16) -> String {
-    match ResponseError::try_from_code(code) {
-        None => "NONE".to_string(),
-        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_CODE_{c}"),
-        Some(e) => {
-            let camel = format!("{e:?}");
-            let mut out = String::with_capacity(camel.len() + 8);
-            for (i, ch) in camel.chars().enumerate() {
-                if ch.is_ascii_uppercase() && i > 0 {
-                    out.push('_');
-                }
-                out.push(ch.to_ascii_uppercase());
-            }
-            out
-        }
     }
 }
 
@@ -347,15 +340,6 @@ fn error_codes(r: &dyn Any, f: &mut dyn FnMut(i16)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn error_names_are_kafkas() {
-        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
-        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
-        assert_eq!(error_name(56), "KAFKA_STORAGE_ERROR");
-        assert_eq!(error_name(17), "INVALID_TOPIC_EXCEPTION");
-        assert_eq!(error_name(9999), "UNKNOWN_CODE_9999");
-    }
 
     #[test]
     fn the_client_id_comes_from_the_header() {

@@ -431,12 +431,9 @@ impl Session {
         if let SaslState::Exchange { raw: true, .. } = self.sasl {
             return Gate::Refuse("a Kafka request came where a SASL token was expected".into());
         }
-        let api = match ApiKey::try_from(api_key) {
-            Ok(k) => format!("{k:?}"),
-            Err(()) => format!("api key {api_key}"),
-        };
         Gate::Refuse(format!(
-            "{api} before SASL authentication completed on a {} listener",
+            "{} before SASL authentication completed on a {} listener",
+            crate::metrics::server::api_name(api_key),
             self.protocol
         ))
     }

@@ -54,7 +54,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// their endpoints of `listener`, leaving out those without it.
     fn brokers(&self, listener: &str, local: (String, i32)) -> Vec<BrokerEndpoint>;
     /// The group coordinator, shared with in-process consumers.
-    fn groups(&self) -> crate::consumer::coordinator::GroupCoordinator;
+    fn groups(&self) -> crate::coordinator::GroupCoordinator;
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).

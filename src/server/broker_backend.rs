@@ -204,7 +204,7 @@ impl Backend for BrokerBackend {
         }]
     }
 
-    fn groups(&self) -> crate::consumer::coordinator::GroupCoordinator {
+    fn groups(&self) -> crate::coordinator::GroupCoordinator {
         self.broker.group_coordinator().clone()
     }
 

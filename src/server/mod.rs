@@ -29,6 +29,7 @@ mod backend;
 mod broker_backend;
 mod codec;
 mod connection;
+mod error_codes;
 mod idempotence;
 mod limits;
 mod listener;
@@ -50,7 +51,6 @@ use crate::security::tls::TlsSettings;
 use backend::Backend;
 use idempotence::ProducerIds;
 
-pub(crate) use api::api_name;
 pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// Parse `frame` (one request without its size prefix) as the server would and decode

@@ -18,10 +18,8 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
-use std::sync::atomic::AtomicU64;
 
-/// Bytes written to sockets by `sendfile(2)` since the process started.
-static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
+use crate::metrics::server::SENDFILE_BYTES;
 
 /// Total number of bytes the server has sent with `sendfile(2)` (zero-copy) since the
 /// process started, over all servers and connections of the process.
@@ -73,7 +71,7 @@ pub(crate) fn send_file(
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use super::SENDFILE_BYTES;
+    use crate::metrics::server::SENDFILE_BYTES;
     use std::fs::File;
     use std::io;
     use std::net::TcpStream;

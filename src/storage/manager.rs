@@ -6,7 +6,7 @@ use super::clock::CoarseClock;
 use super::config::LogConfig;
 use super::events::DiskSpace;
 use super::files::{Files, StorageLimits};
-use super::log::{LogEnv, PartitionLog, now_ms};
+use super::log::{CleanupOutcome, LogEnv, PartitionLog, now_ms};
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
@@ -605,9 +605,7 @@ fn maintenance(
             clock.tick(now_ms(), tick);
             let mut result = log.flush_sealed().and_then(|()| log.flush_if_due());
             if retention_due && result.is_ok() {
-                result = log
-                    .apply_retention(now_ms())
-                    .map(|o| crate::metrics::events::cleaned(&log, &o));
+                result = log.apply_retention(now_ms()).map(|o| cleaned(&log, &o));
             }
             if let Err(e) = result
                 && !matches!(e, Error::Closed(_))
@@ -640,4 +638,30 @@ impl Drop for Inner {
         // Best effort, as the closes above: `close` reports failures.
         let _ = self.checkpoint_high_watermarks();
     }
+}
+
+/// A retention pass over `log` did `outcome`; logs what it removed, if anything (at
+/// info level through `tracing` with the `server` feature; nothing without it).
+fn cleaned(log: &PartitionLog, outcome: &CleanupOutcome) {
+    #[cfg(feature = "server")]
+    {
+        if outcome.segments_deleted > 0 {
+            tracing::info!(
+                partition = log.name(),
+                segments = outcome.segments_deleted,
+                log_start_offset = log.log_start_offset(),
+                "segments deleted by retention"
+            );
+        }
+        if outcome.segments_compacted > 0 {
+            tracing::info!(
+                partition = log.name(),
+                segments = outcome.segments_compacted,
+                records_removed = outcome.records_removed,
+                "segments compacted"
+            );
+        }
+    }
+    #[cfg(not(feature = "server"))]
+    let _ = (log, outcome);
 }

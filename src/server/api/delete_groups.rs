@@ -2,6 +2,7 @@
 //! offsets (tombstones in `__consumer_offsets`); NON_EMPTY_GROUP for a group with
 //! members, GROUP_ID_NOT_FOUND for an unknown one.
 
+use crate::server::error_codes::KafkaCode;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 

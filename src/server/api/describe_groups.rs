@@ -1,6 +1,7 @@
 //! DescribeGroups (key 15), versions 0-5: state, protocol, generation's members with
 //! their ids (instance ids from v4), clients, subscriptions and assignments.
 
+use crate::server::error_codes::KafkaCode;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 

@@ -7,6 +7,7 @@
 //!
 //! [`GroupCoordinator`]: crate::coordinator::GroupCoordinator
 
+use crate::server::error_codes::KafkaCode;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;

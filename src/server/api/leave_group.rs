@@ -2,6 +2,7 @@
 //! static member may be named by its `group.instance.id` alone). An empty group id is
 //! INVALID_GROUP_ID, as in Kafka.
 
+use crate::server::error_codes::KafkaCode;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 

@@ -1,6 +1,7 @@
 //! ListGroups (key 16), versions 0-4: every group of the coordinator, with its state
 //! from v4, which may also filter by state.
 
+use crate::server::error_codes::KafkaCode;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};

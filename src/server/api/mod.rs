@@ -41,6 +41,7 @@ pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
 
+use crate::server::error_codes::KafkaCode;
 use std::net::{SocketAddr, TcpStream};
 
 use bytes::Bytes;
@@ -198,12 +199,7 @@ pub(crate) fn encode_response<R: Encodable + HeaderVersion>(
 }
 
 /// A readable name for an API key, for logs.
-pub(crate) fn api_name(api_key: i16) -> String {
-    match ApiKey::try_from(api_key) {
-        Ok(k) => format!("{k:?}"),
-        Err(()) => format!("api key {api_key}"),
-    }
-}
+pub(crate) use crate::metrics::server::api_name;
 
 /// The connection a request came in on.
 pub(crate) struct Ctx<'a> {

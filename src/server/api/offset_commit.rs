@@ -2,6 +2,7 @@
 //! `__consumer_offsets`. A partition that does not exist answers
 //! UNKNOWN_TOPIC_OR_PARTITION.
 
+use crate::server::error_codes::KafkaCode;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::offset_commit_response::{

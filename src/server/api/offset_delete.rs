@@ -4,6 +4,7 @@
 //! first (GROUP_AUTHORIZATION_FAILED for the whole request), then per partition Read on
 //! its topic (TOPIC_AUTHORIZATION_FAILED) and that it exists (UNKNOWN_TOPIC_OR_PARTITION).
 
+use crate::server::error_codes::KafkaCode;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,

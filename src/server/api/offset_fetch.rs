@@ -5,6 +5,7 @@
 //! is the top-level error code from v2; v1 has none, so there every partition asked for
 //! carries it, as Kafka answers.
 
+use crate::server::error_codes::KafkaCode;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::offset_fetch_response::{

@@ -2,6 +2,7 @@
 //! receives its own, through the broker's group coordinator. An empty group id is
 //! INVALID_GROUP_ID, as in Kafka.
 
+use crate::server::error_codes::KafkaCode;
 use std::time::Duration;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};

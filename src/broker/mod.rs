@@ -21,6 +21,8 @@
 //!   `apply_cluster_topic` / `remove_cluster_topic`; the `topics` registry file is not
 //!   used, and each partition directory holds Kafka's `partition.metadata` (topic id).
 
+mod metrics;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,7 +34,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
-use crate::consumer::coordinator::GroupCoordinator;
+use crate::coordinator::GroupCoordinator;
 use crate::error::{Error, Result};
 use crate::storage::{
     CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
@@ -117,8 +119,8 @@ struct BrokerInner {
 /// The offsets journal of a read-only broker: every commit is refused.
 struct ReadOnlyJournal(PathBuf);
 
-impl crate::consumer::offsets::OffsetJournal for ReadOnlyJournal {
-    fn append(&self, _records: &[crate::consumer::offsets::JournalRecord]) -> Result<()> {
+impl crate::coordinator::offsets::OffsetJournal for ReadOnlyJournal {
+    fn append(&self, _records: &[crate::coordinator::offsets::JournalRecord]) -> Result<()> {
         Err(Error::ReadOnly(self.0.clone()))
     }
 }
@@ -749,7 +751,7 @@ impl Broker {
     /// ```
     pub fn metrics(&self) -> crate::metrics::Metrics {
         let logs = self.inner.logs.lock().clone();
-        crate::metrics::collect(self, &self.inner.stats, logs)
+        metrics::collect(self, &self.inner.stats, logs)
     }
 
     /// Where the servers of this broker register their counters.

@@ -14,13 +14,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use super::GroupError;
-use super::config::CoordinatorConfig;
+use super::offsets::{self, Committed, JournalRecord, StoredGroup, StoredMember};
 use super::types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
     MemberOrigin, OffsetCommitRequest, OffsetCommitResult, SyncGroupRequest, SyncGroupResponse,
 };
-use crate::consumer::offsets::{self, Committed, JournalRecord, StoredGroup, StoredMember};
+use crate::config::CoordinatorConfig;
 
 /// One member of a group.
 #[derive(Debug, Clone)]
@@ -1032,7 +1032,7 @@ impl Group {
                         .map(|(_, b)| b.clone())
                         .unwrap_or_default(),
                 };
-                crate::consumer::assignor::Subscription::decode(&meta)
+                super::protocol::Subscription::decode(&meta)
                     .map(|s| s.topics)
                     .unwrap_or_default()
             })

@@ -1,9 +1,7 @@
-//! What a broker's refusal looks like to the admin client: Kafka's error code (kept, so a
+//! What a broker's refusal looks like to a client (the admin client, a group member): Kafka's error code (kept, so a
 //! program can match it and a person can read its name) and the resource it is about.
 
 use kafka_protocol::ResponseError;
-
-use super::TopicPartition;
 
 /// One of Kafka's error codes, as a broker answered it (`UNKNOWN_TOPIC_OR_PARTITION`
 /// is 3). Compare with the constants, read [`name`](ErrorCode::name) for display.
@@ -105,7 +103,7 @@ impl ErrorCode {
     /// Kafka's name of the error, as its tools and logs print it:
     /// `TOPIC_ALREADY_EXISTS`; `UNKNOWN_CODE_N` for a code Kafka does not define.
     pub fn name(self) -> String {
-        crate::metrics::server::error_name(self.0)
+        error_name(self.0)
     }
 
     /// True for the errors that mean "ask again, maybe elsewhere": the answer depends
@@ -209,9 +207,62 @@ impl From<AdminError> for crate::error::Error {
     }
 }
 
+/// A partition of a topic: `events-2`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// Partition `partition` of `topic`.
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Kafka's name of an error code: `UNKNOWN_TOPIC_OR_PARTITION` for 3.
+pub(crate) fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_string(),
+        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_CODE_{c}"),
+        Some(e) => {
+            let camel = format!("{e:?}");
+            let mut out = String::with_capacity(camel.len() + 8);
+            for (i, ch) in camel.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(56), "KAFKA_STORAGE_ERROR");
+        assert_eq!(error_name(17), "INVALID_TOPIC_EXCEPTION");
+        assert_eq!(error_name(9999), "UNKNOWN_CODE_9999");
+    }
 
     #[test]
     fn codes_have_kafkas_numbers_and_names() {

@@ -4,6 +4,20 @@
 //! position, or the topic, partition and offset. Corruption is its own variant so that a
 //! caller can tell "the disk holds bad bytes" apart from "the disk is unreachable".
 
+#[cfg(feature = "server")]
+mod admin;
+#[cfg(feature = "server")]
+mod authorization;
+mod group;
+
+#[cfg(feature = "server")]
+pub(crate) use admin::error_name;
+#[cfg(feature = "server")]
+pub use admin::{AdminError, ErrorCode, Resource, TopicPartition};
+#[cfg(feature = "server")]
+pub use authorization::{AclOperation, AclPermission, PatternType, ResourceType};
+pub use group::GroupError;
+
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -139,7 +153,7 @@ pub enum Error {
         group: String,
         /// The coordinator's refusal.
         #[source]
-        source: crate::coordinator::GroupError,
+        source: GroupError,
     },
 
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.
@@ -342,7 +356,7 @@ pub enum Error {
     /// error code (its name is displayed) and the broker's message.
     #[cfg(feature = "server")]
     #[error(transparent)]
-    Admin(Box<crate::admin::AdminError>),
+    Admin(Box<AdminError>),
 
     /// A cluster request from a broker that is not registered or whose broker epoch is
     /// not its current one.
@@ -373,9 +387,9 @@ pub enum Error {
         /// The principal refused, e.g. `User:alice`.
         principal: String,
         /// The operation refused.
-        operation: crate::security::AclOperation,
+        operation: AclOperation,
         /// The type of the resource.
-        resource_type: crate::security::ResourceType,
+        resource_type: ResourceType,
         /// The resource's name.
         name: String,
     },

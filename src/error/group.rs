@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 /// A refusal of the group coordinator, named as Kafka names it. The network server turns
-/// it into Kafka's numeric code with [`GroupError::code`]; in-process callers match on
-/// the variant.
+/// it into Kafka's numeric code; in-process callers match on the variant.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum GroupError {
@@ -89,35 +88,6 @@ pub enum GroupError {
 }
 
 impl GroupError {
-    /// Kafka's numeric error code for this refusal (for the wire).
-    pub fn code(&self) -> i16 {
-        match self {
-            GroupError::NotCoordinator => 16,
-            GroupError::CoordinatorNotAvailable => 15,
-            GroupError::InvalidGroupId(_) => 24,
-            GroupError::UnknownMemberId(_) => 25,
-            GroupError::MemberIdRequired { .. } => 79,
-            GroupError::IllegalGeneration { .. } => 22,
-            GroupError::InconsistentGroupProtocol(_) => 23,
-            GroupError::InvalidSessionTimeout(_) => 26,
-            GroupError::RebalanceInProgress => 27,
-            GroupError::FencedInstanceId(_) => 82,
-            GroupError::GroupMaxSizeReached(_) => 81,
-            GroupError::NonEmptyGroup => 68,
-            GroupError::GroupIdNotFound => 69,
-            GroupError::GroupSubscribedToTopic(_) => 86,
-            GroupError::OffsetMetadataTooLarge { .. } => 12,
-            GroupError::UnknownTopicOrPartition { .. } => 3,
-            GroupError::RequestTimedOut => 7,
-            GroupError::Journal(e) => match &**e {
-                // A replicated journal that lost its leadership: the coordinator moved.
-                crate::error::Error::Closed(_) => 16,
-                crate::error::Error::Timeout(_) => 7,
-                _ => 56,
-            },
-        }
-    }
-
     /// True for refusals after which the member should find the coordinator again and
     /// retry the same request later (Kafka's retriable coordinator errors).
     pub fn is_retriable(&self) -> bool {
@@ -128,26 +98,5 @@ impl GroupError {
                 | GroupError::RequestTimedOut
                 | GroupError::Journal(_)
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes_are_kafkas() {
-        assert_eq!(GroupError::NotCoordinator.code(), 16);
-        assert_eq!(GroupError::RebalanceInProgress.code(), 27);
-        assert_eq!(
-            GroupError::MemberIdRequired {
-                member_id: "m".into()
-            }
-            .code(),
-            79
-        );
-        assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
-        let io = crate::error::Error::io("append", "x", std::io::Error::other("disk"));
-        assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
     }
 }

@@ -1,0 +1,102 @@
+//! The snapshot [`Broker::metrics`] returns, collected from the broker's topics, logs,
+//! group coordinator and servers (the counters themselves are the `metrics` layer's).
+
+use super::Broker;
+use crate::metrics::{
+    BrokerStats, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
+    RecoveryMetrics,
+};
+use crate::storage::LogManager;
+
+/// Takes the snapshot [`Broker::metrics`](crate::Broker::metrics) returns.
+pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogManager>) -> Metrics {
+    let mut m = Metrics::default();
+    let mut fsync = HistogramSnapshot::empty();
+    for name in broker.topics() {
+        let Ok(topic) = broker.registered_topic(&name) else {
+            continue; // deleted meanwhile
+        };
+        for p in topic.partitions().iter() {
+            let log = p.log();
+            let t = log.stats().traffic();
+            log.stats().add_fsyncs_to(&mut fsync);
+            add_recovery(&mut m.storage.recovery, log.recovery_report());
+            m.partitions.push(PartitionMetrics {
+                topic: name.clone(),
+                partition: p.index(),
+                internal: topic.is_internal(),
+                records_in: t.records_in,
+                bytes_in: t.bytes_in,
+                records_out: t.records_out,
+                bytes_out: t.bytes_out,
+                log_start_offset: p.log_start_offset(),
+                log_end_offset: p.log_end_offset(),
+                high_watermark: p.high_watermark(),
+                size_bytes: p.size_bytes(),
+                segments: p.segment_count(),
+            });
+        }
+    }
+    m.storage.fsync = fsync;
+    if let Some(logs) = logs {
+        m.storage.prefault = logs.prefault_stats();
+    }
+    m.groups = groups(broker);
+    m.server = stats.servers();
+    m
+}
+
+fn add_recovery(into: &mut RecoveryMetrics, r: &crate::storage::RecoveryReport) {
+    into.logs += 1;
+    into.logs_repaired += u64::from(!r.is_clean());
+    into.segments_trusted += r.segments_trusted as u64;
+    into.segments_validated += r.segments_validated as u64;
+    into.bytes_validated += r.bytes_validated;
+    into.truncations += r.truncated.len() as u64;
+    into.indexes_rebuilt += r.indexes_rebuilt.len() as u64;
+    into.segments_removed += r.segments_removed.len() as u64;
+    into.checkpoints_damaged += u64::from(r.checkpoint_damaged);
+    into.producer_batches_replayed += r.producer_batches_replayed;
+}
+
+/// Every group the coordinator knows, with its committed offsets and their lag.
+fn groups(broker: &Broker) -> Vec<GroupMetrics> {
+    let coordinator = broker.group_coordinator();
+    let Ok(listed) = coordinator.list_groups(&[]) else {
+        return Vec::new();
+    };
+    listed
+        .into_iter()
+        .filter_map(|g| {
+            let d = coordinator.describe_group(&g.group_id).ok()?;
+            let mut offsets: Vec<GroupOffsetMetrics> = coordinator
+                .offset_fetch(&g.group_id, None)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|o| o.offset >= 0)
+                .map(|o| {
+                    let hw = broker
+                        .registered_topic(&o.topic)
+                        .and_then(|t| t.partition(o.partition))
+                        .map(|p| p.high_watermark())
+                        .ok();
+                    GroupOffsetMetrics {
+                        lag: hw.map(|hw| (hw - o.offset).max(0)),
+                        topic: o.topic,
+                        partition: o.partition,
+                        committed: o.offset,
+                        high_watermark: hw,
+                    }
+                })
+                .collect();
+            offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+            Some(GroupMetrics {
+                group_id: g.group_id,
+                state: d.state.as_str(),
+                generation: d.generation_id,
+                members: d.members.len(),
+                offsets,
+            })
+        })
+        .collect()
+}
