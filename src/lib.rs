@@ -90,3 +90,9 @@ pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 #[cfg(all(doctest, feature = "server"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of docs/server.md (serving from a program), compiled as doctests
+/// in the same way as README.md's, so that the guide keeps compiling as written.
+#[cfg(all(doctest, feature = "server"))]
+#[doc = include_str!("../docs/server.md")]
+pub struct DocsServerDoctests;

@@ -1,11 +1,12 @@
-//! README.md's command-line blocks (the ```sh blocks of its "Command line" section) run
-//! as written when pasted into a shell, against the built `tidelog` binary: the tour
-//! runs top to bottom twice in the same directory, each line succeeding. The
-//! `--bootstrap` block runs twice against a `tidelog serve` this test starts (its address
-//! put in place of 127.0.0.1:9092). The `perf` block runs once with its `--records`
-//! counts scaled down to 2,000 (the README's sizes are for measuring; this checks that
-//! every line runs). No output is asserted beyond what the tour's records and group and
-//! the `--bootstrap` block's topic and group must show.
+//! The command-line blocks of README.md and docs/cli.md run as written when pasted into a
+//! shell, against the built `tidelog` binary. README's tour (the ```sh block of its
+//! "Command line" section) runs top to bottom twice in the same directory, each line
+//! succeeding. docs/cli.md's `--bootstrap` block (its section "On a running node or
+//! cluster") runs twice against a `tidelog serve` this test starts (its address put in
+//! place of 127.0.0.1:9092). Its `perf` block (section "Measuring") runs once with its
+//! `--records` counts scaled down to 2,000 (the sizes in the doc are for measuring; this
+//! checks that every line runs). No output is asserted beyond what the tour's records and
+//! group and the `--bootstrap` block's topic and group must show.
 #![cfg(feature = "cli")]
 
 #[cfg(feature = "server")]
@@ -14,11 +15,23 @@ mod cli_support;
 use std::path::Path;
 use std::process::Command;
 
-/// The ```sh blocks of the README section whose heading starts with `heading`.
-fn sh_blocks(heading: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
-    let section: Vec<&str> = readme
+/// The README section holding the tour.
+const README_TOUR: (&str, &str) = ("README.md", "## Command line");
+/// The docs/cli.md section holding the `--bootstrap` block.
+const CLI_BOOTSTRAP: (&str, &str) = ("docs/cli.md", "## On a running node or cluster");
+/// The docs/cli.md section holding the `perf` block.
+const CLI_PERF: (&str, &str) = ("docs/cli.md", "## Measuring");
+
+/// The ```sh blocks of the section of `file` (relative to the package directory) whose
+/// heading starts with `heading`, up to the next `## ` heading.
+fn sh_blocks((file, heading): (&str, &str)) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+        .unwrap_or_else(|e| panic!("read {file}: {e}"));
+    assert!(
+        text.lines().any(|l| l.starts_with(heading)),
+        "{file} has no section {heading:?}"
+    );
+    let section: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with(heading))
         .skip(1)
@@ -39,7 +52,7 @@ fn sh_blocks(heading: &str) -> Vec<String> {
     }
     assert!(
         current.is_none(),
-        "an unterminated ```sh block under {heading:?}"
+        "an unterminated ```sh block under {heading:?} in {file}"
     );
     blocks
 }
@@ -65,7 +78,7 @@ fn run(cwd: &Path, script: &str) -> (String, String) {
     );
     assert!(
         out.status.success(),
-        "README block failed ({})\n--- script\n{script}--- stdout\n{stdout}--- stderr\n{stderr}",
+        "doc block failed ({})\n--- script\n{script}--- stdout\n{stdout}--- stderr\n{stderr}",
         out.status
     );
     (stdout, stderr)
@@ -73,13 +86,11 @@ fn run(cwd: &Path, script: &str) -> (String, String) {
 
 #[test]
 fn the_command_line_blocks_run_as_written() {
-    let blocks = sh_blocks("## Command line");
-    assert_eq!(
-        blocks.len(),
-        3,
-        "the tour, the --bootstrap block (run by the next test) and the perf block: {blocks:?}"
-    );
-    let (tour, perf) = (&blocks[0], &blocks[2]);
+    let tours = sh_blocks(README_TOUR);
+    assert_eq!(tours.len(), 1, "README's tour alone: {tours:?}");
+    let perfs = sh_blocks(CLI_PERF);
+    assert_eq!(perfs.len(), 1, "docs/cli.md's perf block alone: {perfs:?}");
+    let (tour, perf) = (&tours[0], &perfs[0]);
     assert!(
         tour.lines()
             .all(|l| l.starts_with("tidelog ") || l.starts_with("printf "))
@@ -135,8 +146,13 @@ fn the_command_line_blocks_run_as_written() {
 #[cfg(feature = "server")]
 #[test]
 fn the_bootstrap_block_runs_against_a_running_node() {
-    let blocks = sh_blocks("## Command line");
-    let block = &blocks[1];
+    let blocks = sh_blocks(CLI_BOOTSTRAP);
+    assert_eq!(
+        blocks.len(),
+        1,
+        "docs/cli.md's --bootstrap block alone: {blocks:?}"
+    );
+    let block = &blocks[0];
     assert!(
         block
             .lines()

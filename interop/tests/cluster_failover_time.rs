@@ -4,8 +4,8 @@
 //! controller is killed with SIGKILL; the test measures, on the survivors' Metadata,
 //! how long until each partition it led has a new leader. Then it restarts that node,
 //! waits for it to rejoin, kills the controller and measures again (the Raft election
-//! comes first then). The figures are printed (README quotes them); the bound asserted
-//! only catches a hang.
+//! comes first then). The figures are printed (docs/cluster.md quotes them); the bound
+//! asserted only catches a hang.
 
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,7 @@ fn a_killed_leader_is_replaced_within_the_session_timeout_and_a_second() {
         "kill -9 of node {} (the controller): new leaders after {with_election:?}",
         controller + 1
     );
-    // Only a hang fails here: the figures are for the README (9 s session timeout).
+    // Only a hang fails here: the figures are for docs/cluster.md (9 s session timeout).
     for d in [broker, with_election] {
         assert!(d < Duration::from_secs(30), "failover took {d:?}");
     }

@@ -9,7 +9,8 @@
 //! partition's log is byte-identical on the three nodes and holds every acknowledged
 //! record once, in order, at its acknowledged offset. The produce stall of each
 //! partition around each shutdown (the longest gap between two acknowledgements) is
-//! printed; README quotes it. The bound asserted only catches a hang.
+//! printed (docs/cluster.md, "Operations", points to it). The bound asserted only
+//! catches a hang.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
