@@ -35,7 +35,7 @@
 //! v2 format) and [`producer`] (also Kafka's partitioning functions). The `testing`
 //! feature adds hooks for tidelog's own tests and fuzz targets, not a stable API.
 //!
-//! Every Rust example of README.md runs as a doctest too.
+//! Every Rust example of README.md and of the guides in docs/ runs as a doctest too.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
