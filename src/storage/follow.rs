@@ -26,13 +26,14 @@
 
 use super::config::LogConfig;
 use super::index::{OFFSET_ENTRY, read_offset_entry, valid_prefix};
-use super::log::{Assembly, LogEnv, PartitionLog, RecoveryReport};
+use super::log::{Assembly, LogEnv, PartitionLog};
 use super::mmap::{AppendMap, Follower};
 use super::recovery;
 use super::scan::SegmentScan;
 use super::segment::{Segment, file_name};
 use super::signal::Moved;
 use super::time_index::{TIME_ENTRY, read_time_entry};
+use super::types::RecoveryReport;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchHead, HEADER_LEN};

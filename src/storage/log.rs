@@ -30,19 +30,20 @@
 //!    it: a stale one only makes recovery validate more.
 
 use super::checkpoint;
-use super::clock::CoarseClock;
+use super::clock::{CoarseClock, now_ms};
 use super::config::LogConfig;
 use super::epoch::EpochCache;
 use super::events::{self, DiskSpace, RateLimit};
 use super::files::Files;
-use super::mmap::AppendMap;
 use super::prefault::Prefaulter;
 use super::producer_state::{self, ProducerState};
-use super::recovery::{self, encode_checkpoint};
+use super::recovery::{self, CHECKPOINT_FILE, encode_checkpoint};
 use super::retention::{SegmentSummary, compact_batch, latest_offsets, segments_to_delete};
 use super::scan;
 use super::segment::{Segment, SegmentWriter, file_name};
 use super::signal::{Moved, Signal, Watchers};
+use super::slice::LogSlice;
+use super::types::{AppendInfo, CleanupOutcome, ReadLimit, RecoveryReport, Stamp};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchBuilder, batches};
@@ -50,253 +51,13 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// How far a read or a wait may go: the offset it is bounded by (exclusive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReadLimit {
-    /// Up to the high watermark: what consumers may see (committed records, once the
-    /// log is replicated).
-    HighWatermark,
-    /// Up to the log end: what a follower's replica fetch may copy.
-    LogEnd,
-}
-
-/// What one retention or compaction pass did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CleanupOutcome {
-    /// Segments deleted by time or size retention.
-    pub segments_deleted: usize,
-    /// Segments rewritten (or removed, when nothing was left) by compaction.
-    pub segments_compacted: usize,
-    /// Records compaction removed.
-    pub records_removed: u64,
-}
-
-/// Name of the per-partition checkpoint file (recovery point and log start offset).
-pub const CHECKPOINT_FILE: &str = "partition.checkpoint";
+use std::time::{Duration, Instant};
 
 /// Name of the file that records a truncation in progress (the offset asked for), so
 /// that a crash in the middle of one is completed on the next open.
 pub const TRUNCATION_FILE: &str = "truncation.checkpoint";
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Where a successful append landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendInfo {
-    /// Offset of the first record appended.
-    pub base_offset: i64,
-    /// Offset of the last record appended.
-    pub last_offset: i64,
-    /// The broker timestamp stamped on the batches, for LogAppendTime logs.
-    pub log_append_time: Option<i64>,
-    /// Largest record timestamp among the appended batches.
-    pub max_timestamp: i64,
-    /// Number of records appended.
-    pub record_count: i64,
-}
-
-/// What opening a log found and repaired.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Segments below the recovery point, opened without validating their batches.
-    pub segments_trusted: usize,
-    /// Segments at or past the recovery point, whose every batch was validated.
-    pub segments_validated: usize,
-    /// Bytes of batches validated (CRC checked).
-    pub bytes_validated: u64,
-    /// Where the log was cut: (file, byte position, why).
-    pub truncated: Vec<(PathBuf, u64, String)>,
-    /// Index files that were missing or damaged and were rebuilt.
-    pub indexes_rebuilt: Vec<PathBuf>,
-    /// Segments deleted because they followed a cut.
-    pub segments_removed: Vec<PathBuf>,
-    /// The checkpoint file was damaged and ignored (the whole log was validated).
-    pub checkpoint_damaged: bool,
-    /// `leader-epoch-checkpoint` was damaged and was rebuilt from the batch headers.
-    pub leader_epochs_rebuilt: bool,
-    /// A truncation that a crash interrupted was completed: the offset it was asked
-    /// to truncate to.
-    pub truncation_completed: Option<i64>,
-    /// Producer-state snapshots that were damaged and removed (the state came from an
-    /// older snapshot or from the batch headers).
-    pub producer_snapshots_removed: Vec<PathBuf>,
-    /// Batch headers read to bring the idempotent producers' state from its latest
-    /// snapshot to the log end (0 after a clean close; nothing is read, and the state is
-    /// loaded later, when the log has no snapshot).
-    pub producer_batches_replayed: u64,
-    /// What each cut (in `truncated`) and each removed segment (in `segments_removed`)
-    /// took out of the log, and the file beside the segment that now holds those bytes.
-    pub cuts: Vec<RecoveryCut>,
-}
-
-/// Bytes that recovery took out of a log: the tail of a segment cut at a torn or
-/// corrupt batch, or a whole segment that followed a cut. They are not destroyed but
-/// moved to `sidecar`, a file beside the segment (`<segment>.log.cut-<unix ms>`) that
-/// `tidelog dump` reads, until retention deletes it after `retention.ms`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryCut {
-    /// The segment file that was cut, or removed.
-    pub file: PathBuf,
-    /// Byte position of the cut in `file` (0 for a removed segment).
-    pub position: u64,
-    /// The first offset the log no longer holds: where the log ends after the cut (a
-    /// removed segment's base offset).
-    pub offset: i64,
-    /// Bytes removed.
-    pub bytes: u64,
-    /// Records in the removed batches whose headers could be read.
-    pub records: u64,
-    /// The file that holds the removed bytes.
-    pub sidecar: PathBuf,
-    /// Why.
-    pub reason: String,
-}
-
-impl std::fmt::Display for RecoveryCut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural = |n: u64, one: &str, many: &str| {
-            if n == 1 {
-                format!("1 {one}")
-            } else {
-                format!("{n} {many}")
-            }
-        };
-        write!(
-            f,
-            "{} cut at byte {} (offset {}): {} and {} removed, moved to {} ({})",
-            self.file.display(),
-            self.position,
-            self.offset,
-            plural(self.bytes, "byte", "bytes"),
-            plural(self.records, "record", "records"),
-            self.sidecar.display(),
-            self.reason
-        )
-    }
-}
-
-impl RecoveryReport {
-    /// True if recovery changed nothing on disk.
-    pub fn is_clean(&self) -> bool {
-        self.truncated.is_empty()
-            && self.indexes_rebuilt.is_empty()
-            && self.segments_removed.is_empty()
-            && !self.checkpoint_damaged
-            && !self.leader_epochs_rebuilt
-            && self.truncation_completed.is_none()
-            && self.producer_snapshots_removed.is_empty()
-    }
-}
-
-/// A zero-copy view of whole batches read from a log.
-///
-/// It keeps its segment's map alive, so it stays valid when the segment is rolled,
-/// deleted by retention, or the log is closed.
-pub struct LogSlice {
-    seg: Option<Arc<Segment>>,
-    map: Option<Arc<AppendMap>>,
-    /// The segment file's descriptor, taken from the data directory's cache on the
-    /// first [`LogSlice::file`] and kept as long as the slice lives (a `sendfile` in
-    /// flight), however the cache moves on.
-    fd: OnceLock<Option<Arc<fs::File>>>,
-    start: usize,
-    end: usize,
-    base_offset: i64,
-    next_offset: i64,
-}
-
-impl std::fmt::Debug for LogSlice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogSlice")
-            .field("base_offset", &self.base_offset)
-            .field("next_offset", &self.next_offset)
-            .field("bytes", &self.len())
-            .finish()
-    }
-}
-
-impl LogSlice {
-    /// An empty slice at `offset` (positioned at the end of `seg`, if any).
-    fn empty(seg: Option<&Arc<Segment>>, offset: i64) -> LogSlice {
-        let at = seg.map_or(0, |s| s.size());
-        LogSlice {
-            seg: seg.cloned(),
-            map: None,
-            fd: OnceLock::new(),
-            start: at,
-            end: at,
-            base_offset: offset,
-            next_offset: offset,
-        }
-    }
-
-    /// The segment file the bytes live in (for `sendfile`), `None` for an empty slice
-    /// of an empty log, and when the file cannot be opened (it was removed or replaced
-    /// since the read, or the process is out of descriptors): the bytes are still
-    /// there through the slice's map. The descriptor comes from the data directory's
-    /// bounded cache and is kept open by the slice until it is dropped.
-    pub fn file(&self) -> Option<&fs::File> {
-        self.fd
-            .get_or_init(|| {
-                let seg = self.seg.as_ref()?;
-                seg.fd().ok()
-            })
-            .as_deref()
-    }
-    /// Path of the segment file.
-    pub fn path(&self) -> Option<&Path> {
-        self.seg.as_ref().map(|s| s.log_path.as_path())
-    }
-    /// Byte position of the first byte inside [`LogSlice::file`].
-    pub fn file_position(&self) -> u64 {
-        self.start as u64
-    }
-    /// Base offset of the first batch (the requested offset when empty).
-    pub fn base_offset(&self) -> i64 {
-        self.base_offset
-    }
-    /// Offset to read next: one past the last record of the slice (the requested offset
-    /// when empty).
-    pub fn next_offset(&self) -> i64 {
-        self.next_offset
-    }
-    /// Iterates the batches in the slice.
-    pub fn batches(&self) -> impl Iterator<Item = Batch<'_>> {
-        // The bytes were validated on append or recovery; headers only.
-        let bytes: &[u8] = self;
-        let mut pos = 0;
-        std::iter::from_fn(move || {
-            let b = Batch::parse_header_at(&bytes[pos..], "", 0).ok()?;
-            pos += b.len();
-            Some(b)
-        })
-    }
-}
-
-impl std::ops::Deref for LogSlice {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match &self.map {
-            Some(m) => m.get(self.start, self.end).unwrap_or(&[]),
-            None => &[],
-        }
-    }
-}
-
-impl AsRef<[u8]> for LogSlice {
-    fn as_ref(&self) -> &[u8] {
-        self
-    }
-}
 
 pub(super) struct WriterState {
     pub(super) active: Option<SegmentWriter>,
@@ -1204,15 +965,12 @@ impl PartitionLog {
                 self.inner
                     .stats
                     .read((next_offset - from) as u64, (end - pos) as u64);
-                return Ok(LogSlice {
-                    seg: Some(seg.clone()),
-                    map: view.map().cloned(),
-                    fd: OnceLock::new(),
-                    start: pos,
-                    end,
-                    base_offset,
-                    next_offset,
-                });
+                return Ok(LogSlice::new(
+                    seg,
+                    view.map().cloned(),
+                    (pos, end),
+                    (base_offset, next_offset),
+                ));
             }
         }
         Ok(LogSlice::empty(segs.last(), offset))
@@ -1884,16 +1642,6 @@ pub(super) mod smallvec_like {
             self.first.iter().chain(self.rest.iter())
         }
     }
-}
-
-/// How an append stamps the batches it writes.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Stamp {
-    /// The leader's epoch, written in partitionLeaderEpoch (outside the CRC).
-    pub(super) leader_epoch: Option<i32>,
-    /// LogAppendTime: the broker's time, written in maxTimestamp with the timestamp-type
-    /// bit (inside the CRC, which is recomputed).
-    pub(super) log_append_time: Option<i64>,
 }
 
 /// Validates (length, magic, CRC) and collects the batches laid back to back in `bytes`.

@@ -32,25 +32,29 @@ mod retention;
 mod scan;
 mod segment;
 mod signal;
+mod slice;
 mod time_index;
+mod types;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use files::StorageLimits;
-pub use log::{
-    AppendInfo, CleanupOutcome, LogSlice, PartitionLog, ReadLimit, RecoveryCut, RecoveryReport,
-};
+pub use log::PartitionLog;
 #[cfg(test)]
-pub(crate) use log::{CHECKPOINT_FILE, TRUNCATION_FILE};
+pub(crate) use log::TRUNCATION_FILE;
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
 pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::AppendOutcome;
+#[cfg(test)]
+pub(crate) use recovery::CHECKPOINT_FILE;
 pub(crate) use signal::Signal;
+pub use slice::LogSlice;
+pub use types::{AppendInfo, CleanupOutcome, ReadLimit, RecoveryCut, RecoveryReport};
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as
 /// every tidelog checkpoint is written; for the layers above storage (topic registry,
@@ -72,7 +76,7 @@ pub(crate) use checkpoint::crc32;
 #[allow(unused_imports)]
 pub(crate) use checkpoint::sync_dir;
 #[allow(unused_imports)]
-pub(crate) use log::now_ms;
+pub(crate) use clock::now_ms;
 
 #[cfg(test)]
 mod tests;

@@ -24,8 +24,9 @@
 //! `last_sequence: i32`, `base_offset: i64`.
 
 use super::checkpoint;
-use super::log::{AppendInfo, PartitionLog, WriterState, parse_batches};
+use super::log::{PartitionLog, WriterState, parse_batches};
 use super::segment::parse_base_offset;
+use super::types::AppendInfo;
 use crate::error::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

@@ -10,10 +10,11 @@
 
 use super::checkpoint;
 use super::epoch::{EpochCache, EpochEntry, UNDEFINED_EPOCH};
-use super::log::{PartitionLog, Stamp, TRUNCATION_FILE, WriterState, parse_batches};
+use super::log::{PartitionLog, TRUNCATION_FILE, WriterState, parse_batches};
 use super::scan;
 use super::segment::file_name;
 use super::signal::Moved;
+use super::types::Stamp;
 use crate::error::{Error, Result};
 use std::fs;
 use std::sync::Arc;

@@ -193,7 +193,7 @@ fn cut_path(log_path: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut ms = super::log::now_ms();
+    let mut ms = super::clock::now_ms();
     loop {
         let p = log_path.with_file_name(format!("{name}.cut-{ms}"));
         if !p.exists() {

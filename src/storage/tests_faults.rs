@@ -283,7 +283,7 @@ fn retention_deletes_cut_files_after_retention_ms() {
     .unwrap();
     let files = log.cut_files();
     assert_eq!(files.len(), 1, "{:?}", log.recovery_report());
-    let now = log::now_ms();
+    let now = clock::now_ms();
     log.apply_retention(now).unwrap();
     assert!(files[0].exists(), "younger than retention.ms: kept");
     log.apply_retention(now + 61_000).unwrap();
