@@ -27,7 +27,6 @@ mod mmap;
 mod prefault;
 mod producer_state;
 mod recovery;
-mod replication;
 mod retention;
 mod scan;
 mod segment;
