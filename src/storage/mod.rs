@@ -79,15 +79,3 @@ pub(crate) use clock::now_ms;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_durability;
-#[cfg(test)]
-mod tests_faults;
-#[cfg(test)]
-mod tests_follow;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_producers;
-#[cfg(test)]
-mod tests_replication;

@@ -1,10 +1,10 @@
 //! Damaged bytes in trusted segments: reads and lookups report them, opening checks the
 //! end of every trusted segment, and what recovery cuts is kept in cut files.
 
-use super::tests::{batch, small};
-use super::*;
+use super::{batch, small};
 use crate::error::Error;
 use crate::record::batches;
+use crate::storage::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 

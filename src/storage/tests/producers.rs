@@ -2,9 +2,9 @@
 //! one step, followers keeping it, snapshots at rolls and on close, retention and
 //! truncation of snapshots, damage.
 
-use super::*;
 use crate::error::Error;
 use crate::record::BatchBuilder;
+use crate::storage::*;
 use std::fs;
 use std::path::Path;
 
