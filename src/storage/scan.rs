@@ -458,22 +458,9 @@ fn trusted_scan(
     index_interval: usize,
     from_time_entry: bool,
 ) -> Result<Option<SegmentScan>> {
-    let read = |p: &Path| match std::fs::read(p) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read index", p, e)),
+    let Some((idx, tidx, index_missing)) = read_trusted_indexes(index_path, time_path)? else {
+        return Ok(None);
     };
-    let idx = read(index_path)?;
-    let tidx = read(time_path)?;
-    let index_missing = idx.is_none();
-    if index_missing && tidx.as_ref().is_some_and(|t| t.len() > TIME_ENTRY) {
-        // Time entries beyond the final one come with offset entries.
-        return Ok(None);
-    }
-    let (idx, tidx) = (idx.unwrap_or_default(), tidx.unwrap_or_default());
-    if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
-        return Ok(None);
-    }
     let n = valid_prefix(&idx, OFFSET_ENTRY, |e| {
         let (o, p) = read_offset_entry(e);
         (o as i64, p as i64)
@@ -492,24 +479,10 @@ fn trusted_scan(
     // the time index lost entries that the offset index kept.
     let start = if from_time_entry {
         let time_rel = (tn > 0).then(|| read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1);
-        time_rel.and_then(|r| {
-            // Entries below `lo` have a relative offset <= r (they are increasing).
-            let (mut lo, mut hi) = (0, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if entry(mid).0 <= r {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo.checked_sub(1).map(entry)
-        })
+        time_rel.and_then(|r| entry_at_or_below(n, entry, r))
     } else {
         last
     };
-    let mut pos = start.map_or(0, |(_, p)| p as usize);
-    let mut passed_last = last.is_none();
     let mut scan = SegmentScan {
         next_offset: base,
         max_timestamp: -1,
@@ -524,6 +497,81 @@ fn trusted_scan(
         scan.last_time_entry = t;
         scan.max_ts_batch = rel;
     }
+    let Some((pos, last_start)) = walk_trusted(data, base, (start, last), &mut scan) else {
+        return Ok(None);
+    };
+    scan.bytes_since_index = pos - last.map_or(0, |(_, p)| p as usize);
+    if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
+    {
+        return Ok(None);
+    }
+    if index_missing && last_start >= index_interval.max(1) {
+        // A batch this far in would have had an index entry: the file was lost.
+        return Ok(None);
+    }
+    scan.data_len = pos;
+    Ok(Some(scan))
+}
+
+/// Reads a trusted segment's offset and time index files: their bytes (empty when
+/// missing) and whether the offset index was missing; `None` if they cannot be sound
+/// (time entries beyond the final one without an offset index, or a partial entry).
+fn read_trusted_indexes(
+    index_path: &Path,
+    time_path: &Path,
+) -> Result<Option<(Vec<u8>, Vec<u8>, bool)>> {
+    let read = |p: &Path| match std::fs::read(p) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read index", p, e)),
+    };
+    let idx = read(index_path)?;
+    let tidx = read(time_path)?;
+    let index_missing = idx.is_none();
+    if index_missing && tidx.as_ref().is_some_and(|t| t.len() > TIME_ENTRY) {
+        // Time entries beyond the final one come with offset entries.
+        return Ok(None);
+    }
+    let (idx, tidx) = (idx.unwrap_or_default(), tidx.unwrap_or_default());
+    if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
+        return Ok(None);
+    }
+    Ok(Some((idx, tidx, index_missing)))
+}
+
+/// The last of the `n` offset index entries (`entry(i)`, increasing) whose relative
+/// offset is at most `rel`, if any.
+fn entry_at_or_below(
+    n: usize,
+    entry: impl Fn(usize) -> (u32, u32),
+    rel: u32,
+) -> Option<(u32, u32)> {
+    // Entries below `lo` have a relative offset <= rel (they are increasing).
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if entry(mid).0 <= rel {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo.checked_sub(1).map(entry)
+}
+
+/// Walks the batch headers of a trusted segment (base offset `base`) from the index
+/// entry `start` (the beginning when `None`), noting the log end and largest timestamp
+/// in `scan`. Returns where the walk stopped and where its last batch starts; `None`
+/// if the indexes do not check out: the first batch is not the one `start` names, or
+/// the walk does not pass the `last` entry on the batch it names.
+fn walk_trusted(
+    data: &[u8],
+    base: i64,
+    (start, last): (Option<(u32, u32)>, Option<(u32, u32)>),
+    scan: &mut SegmentScan,
+) -> Option<(usize, usize)> {
+    let mut pos = start.map_or(0, |(_, p)| p as usize);
+    let mut passed_last = last.is_none();
     let mut first = true;
     let mut last_start = 0usize;
     while pos + HEADER_LEN <= data.len() {
@@ -531,7 +579,7 @@ fn trusted_scan(
             break;
         };
         if first && start.is_some_and(|(rel, _)| b.base_offset() != base + rel as i64) {
-            return Ok(None);
+            return None;
         }
         // Offsets going back (the first batch's too: below the segment's base) or past
         // what a relative index entry holds are damage: the walk stops there, and the
@@ -549,7 +597,7 @@ fn trusted_scan(
                     passed_last = true;
                 }
                 // The last entry names another batch, or no batch starts there.
-                _ => return Ok(None),
+                _ => return None,
             }
         }
         first = false;
@@ -561,21 +609,8 @@ fn trusted_scan(
         }
         pos += b.len();
     }
-    if !passed_last {
-        // The last index entry points past the data.
-        return Ok(None);
-    }
-    scan.bytes_since_index = pos - last.map_or(0, |(_, p)| p as usize);
-    if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
-    {
-        return Ok(None);
-    }
-    if index_missing && last_start >= index_interval.max(1) {
-        // A batch this far in would have had an index entry: the file was lost.
-        return Ok(None);
-    }
-    scan.data_len = pos;
-    Ok(Some(scan))
+    // Not passed: the last index entry points past the data.
+    passed_last.then_some((pos, last_start))
 }
 
 /// Walks every batch from the start, rebuilding both indexes; with `validate`, checks
