@@ -27,9 +27,9 @@
 use super::files::Files;
 use super::index::{OFFSET_ENTRY, read_offset_entry, valid_prefix};
 use super::mmap::Follower;
-use super::scan::SegmentScan;
 use super::segment::{Segment, file_name};
 use super::time_index::{TIME_ENTRY, read_time_entry};
+use super::types::SegmentScan;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchHead, HEADER_LEN};

@@ -9,36 +9,13 @@ use super::index::{OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix};
 use super::mmap::AppendMap;
 use super::segment::{Segment, SegmentWriter, file_name};
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
+use super::types::{CutFile, SegmentScan};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, HEADER_LEN};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What opening a segment found.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SegmentScan {
-    pub(crate) data_len: usize,
-    pub(crate) next_offset: i64,
-    pub(crate) max_timestamp: i64,
-    pub(crate) max_ts_batch: u32,
-    pub(crate) index_entries: usize,
-    pub(crate) time_entries: usize,
-    pub(crate) last_time_entry: i64,
-    pub(crate) bytes_since_index: usize,
-    /// (position, reason) of the first bad batch, where the log was cut.
-    pub(crate) truncated: Option<(u64, String)>,
-    pub(crate) index_rebuilt: bool,
-    pub(crate) time_index_rebuilt: bool,
-    pub(crate) bytes_validated: u64,
-    /// Opened without validating batches (below the recovery point).
-    pub(crate) trusted: bool,
-    /// The index files are as they were found (not rewritten): no index fsync is owed.
-    pub(crate) indexes_on_disk: bool,
-    /// Where the bytes cut at `truncated` went.
-    pub(crate) cut: Option<CutFile>,
-}
 
 /// Reads a file into a read-only map of its current length (for scanning on open).
 fn map_whole(path: &Path) -> Result<(File, Arc<AppendMap>)> {
@@ -174,17 +151,6 @@ pub(crate) fn scan_segment(
 /// Prefix of the name of a file holding bytes that recovery cut from a segment:
 /// `<segment>.log.cut-<unix ms>`.
 pub(crate) const CUT_MARK: &str = ".log.cut-";
-
-/// Bytes recovery removed from a log, moved to a file beside the segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CutFile {
-    /// The file holding them, `<segment>.log.cut-<unix ms>`.
-    pub(crate) path: PathBuf,
-    /// How many bytes.
-    pub(crate) bytes: u64,
-    /// Records in the batches among them whose headers can be read.
-    pub(crate) records: u64,
-}
 
 /// The name of a new cut file for `log_path`, `<log name>.cut-<unix ms>` (a later
 /// millisecond if that name is taken).

@@ -24,8 +24,8 @@ use super::index::{
 };
 use super::mmap::{AppendMap, MapWriter, allocate};
 use super::prefault::Prefaulter;
-use super::scan::SegmentScan;
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
+use super::types::SegmentScan;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchHead, HEADER_LEN};

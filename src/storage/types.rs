@@ -2,7 +2,9 @@
 //! what an append returned ([`AppendInfo`]), how far a read may go ([`ReadLimit`]), what
 //! a retention pass did ([`CleanupOutcome`]), what opening a log repaired
 //! ([`RecoveryReport`], [`RecoveryCut`]), and how an append stamps its batches
-//! (`Stamp`). No logic beyond formatting; nothing here imports another storage file.
+//! (`Stamp`), and what opening one segment found (`SegmentScan`, `CutFile`: `scan`
+//! fills them, `segment` opens from them). No logic beyond formatting; nothing here
+//! imports another storage file.
 
 use std::path::PathBuf;
 
@@ -143,4 +145,39 @@ pub(super) struct Stamp {
     /// LogAppendTime: the broker's time, written in maxTimestamp with the timestamp-type
     /// bit (inside the CRC, which is recomputed).
     pub(super) log_append_time: Option<i64>,
+}
+
+/// What opening a segment found.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SegmentScan {
+    pub(crate) data_len: usize,
+    pub(crate) next_offset: i64,
+    pub(crate) max_timestamp: i64,
+    pub(crate) max_ts_batch: u32,
+    pub(crate) index_entries: usize,
+    pub(crate) time_entries: usize,
+    pub(crate) last_time_entry: i64,
+    pub(crate) bytes_since_index: usize,
+    /// (position, reason) of the first bad batch, where the log was cut.
+    pub(crate) truncated: Option<(u64, String)>,
+    pub(crate) index_rebuilt: bool,
+    pub(crate) time_index_rebuilt: bool,
+    pub(crate) bytes_validated: u64,
+    /// Opened without validating batches (below the recovery point).
+    pub(crate) trusted: bool,
+    /// The index files are as they were found (not rewritten): no index fsync is owed.
+    pub(crate) indexes_on_disk: bool,
+    /// Where the bytes cut at `truncated` went.
+    pub(crate) cut: Option<CutFile>,
+}
+
+/// Bytes recovery removed from a log, moved to a file beside the segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CutFile {
+    /// The file holding them, `<segment>.log.cut-<unix ms>`.
+    pub(crate) path: PathBuf,
+    /// How many bytes.
+    pub(crate) bytes: u64,
+    /// Records in the batches among them whose headers can be read.
+    pub(crate) records: u64,
 }
