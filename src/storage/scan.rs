@@ -7,7 +7,7 @@ use super::config::LogConfig;
 use super::files::Files;
 use super::index::{OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix};
 use super::mmap::AppendMap;
-use super::segment::{Segment, SegmentWriter, file_name};
+use super::segment::{Segment, SegmentWriter, file_name, remove_files};
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
 use super::types::{CutFile, SegmentScan};
 use crate::error::IoContext;
@@ -376,14 +376,7 @@ pub(crate) fn replace_with(
     let log_path = dir.join(file_name(base_offset, "log"));
     if bytes.is_empty() && !keep_empty {
         old.detach();
-        for ext in ["log", "index", "timeindex"] {
-            let p = dir.join(file_name(base_offset, ext));
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("delete compacted segment", p, e)),
-            }
-        }
+        remove_files(dir, base_offset, "delete compacted segment")?;
         return Ok(None);
     }
     let cleaned = dir.join(format!("{}.cleaned", file_name(base_offset, "log")));

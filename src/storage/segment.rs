@@ -71,6 +71,20 @@ pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
     format!("{base_offset:020}.{ext}")
 }
 
+/// Removes the files of the segment at `base_offset` in `dir` (its log and both
+/// indexes; a file already gone is no error). `op` names the removal in an error.
+pub(crate) fn remove_files(dir: &Path, base_offset: i64, op: &'static str) -> Result<()> {
+    for ext in ["log", "index", "timeindex"] {
+        let p = dir.join(file_name(base_offset, ext));
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(op, p, e)),
+        }
+    }
+    Ok(())
+}
+
 /// The maps of a segment: its log, and its indexes once they have entries.
 pub(crate) struct Maps {
     log: Arc<AppendMap>,

@@ -1,18 +1,15 @@
 //! Retention and compaction driven on a [`PartitionLog`]: `DeleteRecords`, deleting
 //! the oldest segments, the retention pass and compaction of sealed segments (the
-//! decisions are `retention`'s pure functions), and the files of bytes recovery cut.
+//! decisions and the rewritten bytes are `retention`'s), and the files of bytes recovery
+//! cut.
 
 use super::PartitionLog;
 use crate::error::{Error, Result};
-use crate::record::{Batch, batches};
 use crate::storage::checkpoint;
-use crate::storage::retention::{
-    SegmentSummary, compact_batch, latest_offsets, segments_to_delete,
-};
+use crate::storage::retention::{SegmentSummary, compaction_rewrites, segments_to_delete};
 use crate::storage::scan;
-use crate::storage::segment::{Segment, file_name};
+use crate::storage::segment::{Segment, remove_files};
 use crate::storage::types::CleanupOutcome;
-use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,14 +64,7 @@ impl PartitionLog {
         self.write_checkpoint()?;
         for s in &removed {
             s.detach();
-            for ext in ["log", "index", "timeindex"] {
-                let p = self.inner.dir.join(file_name(s.base_offset, ext));
-                match fs::remove_file(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io("delete segment", p, e)),
-                }
-            }
+            remove_files(&self.inner.dir, s.base_offset, "delete segment")?;
         }
         self.remove_snapshots_below(next_base)?;
         checkpoint::sync_dir(&self.inner.dir)?;
@@ -178,35 +168,10 @@ impl PartitionLog {
         }
         let hw = self.high_watermark();
         let limit = crate::record::decompression_limit(config.max_message_bytes);
-        let mut latest = HashMap::new();
-        for seg in segs.iter() {
-            // Every batch, or an error: a damaged header must not make compaction keep
-            // only the batches before it.
-            let view = seg.view()?;
-            let all: Vec<Batch<'_>> = view.checked_batches().collect::<Result<_>>()?;
-            latest_offsets(all.into_iter(), hw, limit, &mut latest);
-        }
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
-        let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
-        let sealed = &segs[..segs.len() - 1];
-        for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
-            let view = seg.view()?;
-            let mut bytes = Vec::with_capacity(seg.size());
-            let mut changed = false;
-            for b in view.batches() {
-                changed |=
-                    compact_batch(&b, &latest, cutoff, (&self.inner.name, limit), &mut bytes)?;
-            }
-            if changed {
-                let before: i64 = view.batches().map(|b| b.record_count() as i64).sum();
-                let after: i64 = batches(&bytes)
-                    .flatten()
-                    .map(|b| b.record_count() as i64)
-                    .sum();
-                out.records_removed += (before - after).max(0) as u64;
-                rewritten.push((seg.clone(), bytes));
-            }
-        }
+        let (rewritten, records_removed) =
+            compaction_rewrites(&segs, hw, cutoff, (&self.inner.name, limit))?;
+        out.records_removed += records_removed;
         if rewritten.is_empty() {
             return Ok(out);
         }

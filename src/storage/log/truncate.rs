@@ -6,9 +6,8 @@ use super::{PartitionLog, WriterState};
 use crate::error::{Error, Result};
 use crate::storage::checkpoint;
 use crate::storage::scan;
-use crate::storage::segment::file_name;
+use crate::storage::segment::remove_files;
 use crate::storage::signal::Moved;
-use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -103,14 +102,7 @@ impl PartitionLog {
             let mut active = scan::cut_to(dir, target, cut, &config, files, &mut |s| self.step(s))?;
             for s in &segs[idx + 1..] {
                 s.detach();
-                for ext in ["log", "index", "timeindex"] {
-                    let p = dir.join(file_name(s.base_offset, ext));
-                    match fs::remove_file(&p) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(Error::io("remove truncated segment", p, e)),
-                    }
-                }
+                remove_files(dir, s.base_offset, "remove truncated segment")?;
             }
             checkpoint::sync_dir(dir)?;
             self.step("later segments removed")?;
