@@ -1,6 +1,8 @@
 //! Reading a data directory that another process writes: a log opened read-only
 //! (`LogManager::open_read_only`) never writes a byte, takes no lock and repairs
-//! nothing; it reads what the writer published and follows it as it goes.
+//! nothing; it reads what the writer published and follows it as it goes. This file
+//! reads the writer's files (walks of batches with `pread`, scans of its segments);
+//! `log/follow.rs` opens the log and moves it along.
 //!
 //! * **What is there.** On open each segment's last index entry is checked (its batch
 //!   must start at the offset it names) and the batches after it are read with `pread`

@@ -12,7 +12,8 @@
 //! - a producer the partition has never seen may start anywhere.
 //!
 //! The log keeps the state with its writer (`WriterState::producers`) and updates it on
-//! every append, a leader's or a follower's, so a follower that becomes leader has it.
+//! every append, a leader's or a follower's, so a follower that becomes leader has it
+//! (`log/producers.rs` drives it; this file is the state machine and its files).
 //! It is snapshotted to `<offset>.snapshot` when a segment rolls (named by the new
 //! segment's base offset) and on a clean close; on open the latest snapshot is loaded
 //! and only the batch headers after it are replayed.

@@ -166,11 +166,10 @@ pub(crate) fn compact_batch(
 }
 
 /// What compaction makes of the sealed segments of `segs` (oldest first, the active one
-/// last, never rewritten) wholly below the high
-/// watermark `hw`: each segment it changes with its new bytes, and the records removed.
-/// The latest offset of each key is taken over every segment up to `hw`; tombstones
-/// older than `cutoff` go (see [`compact_batch`]; `log`: the log's name and the
-/// decompression limit).
+/// last, never rewritten) wholly below the high watermark `hw`: each segment it changes
+/// with its new bytes, and the records removed. The latest offset of each key is taken
+/// over every segment up to `hw`; tombstones older than `cutoff` go (see
+/// [`compact_batch`]; `log`: the log's name and the decompression limit).
 pub(crate) fn compaction_rewrites(
     segs: &[Arc<Segment>],
     hw: i64,

@@ -12,7 +12,7 @@
 //! * file blocks are reserved (fallocate) before any byte is copied into the map;
 //! * a segment holds no file descriptor: its files are mapped (the writer's map while it
 //!   has data; a sealed segment's maps from its first read until the data directory's
-//!   budget unmaps it), and a descriptor comes from the [`FdCache`] when one is needed;
+//!   budget unmaps it), and a descriptor comes from the [`FdCache`](super::files::FdCache) when one is needed;
 //! * a segment whose file was removed or replaced is `detached`: it is never opened by
 //!   its path again (the path may name another file now).
 

@@ -63,7 +63,7 @@ impl PartitionLog {
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
     /// `check_batches` and `check_writable`).
-    pub(in crate::storage) fn append_locked(
+    pub(super) fn append_locked(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
         parsed: &smallvec_like::Batches<'_>,
@@ -101,7 +101,7 @@ impl PartitionLog {
     /// Checks what the log requires of every batch before any is written (an append is
     /// all or nothing): records present, timestamps valid, and, when given, the size
     /// limit.
-    pub(in crate::storage) fn check_batches(
+    pub(super) fn check_batches(
         &self,
         parsed: &smallvec_like::Batches<'_>,
         max_bytes: Option<usize>,
@@ -144,7 +144,7 @@ impl PartitionLog {
     /// The time an append goes by: LogAppendTime is written down, so it reads the
     /// system clock; the segment age check takes the maintenance clock where a tick of
     /// lag does not matter.
-    pub(in crate::storage) fn append_clock(&self, config: &LogConfig) -> i64 {
+    pub(super) fn append_clock(&self, config: &LogConfig) -> i64 {
         match &self.inner.clock {
             Some(c) if !config.log_append_time => c.now_within(config.segment_ms),
             _ => None,
@@ -155,7 +155,7 @@ impl PartitionLog {
     /// Writes one batch at `offset` into the active segment (rolling first if needed),
     /// stamped as `stamp` says, and notes a new leader epoch in the cache. Publishes
     /// nothing.
-    pub(in crate::storage) fn write_batch(
+    pub(super) fn write_batch(
         &self,
         w: &mut WriterState,
         b: &Batch<'_>,
@@ -223,7 +223,7 @@ impl PartitionLog {
     /// Publishes the batches an append wrote up to `end`, counts them for the flush
     /// policy, and syncs up to `end` when `flush_messages` says so (after releasing the
     /// lock, through the group commit).
-    pub(in crate::storage) fn finish_append(
+    pub(super) fn finish_append(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
         end: i64,
@@ -249,7 +249,7 @@ impl PartitionLog {
     /// Publishes a new log end offset and wakes the readers waiting for it: the high
     /// watermark follows in a standalone log; a replicated one wakes only the readers of
     /// the log end (the high watermark moves by `set_high_watermark`).
-    pub(in crate::storage) fn publish(&self, w: &WriterState, end: i64) {
+    pub(super) fn publish(&self, w: &WriterState, end: i64) {
         if w.replicated {
             // SeqCst: a replica fetch that registered its signal then read the log end
             // either sees this store or is seen by the notify (see `Watchers::add`).

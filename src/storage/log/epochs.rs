@@ -43,7 +43,7 @@ impl PartitionLog {
     /// Loads the leader-epoch cache if it is not loaded: rebuilt from every batch
     /// header (its file was missing at open: a log that never had an epoch, or one
     /// written before epochs existed), and written down if it has entries.
-    pub(in crate::storage) fn ensure_epochs(&self, w: &mut WriterState) -> Result<()> {
+    pub(super) fn ensure_epochs(&self, w: &mut WriterState) -> Result<()> {
         if w.latest_epoch.is_some() {
             return Ok(());
         }
@@ -77,7 +77,7 @@ impl PartitionLog {
     /// and epochs of the batches after the recovery point and the log start (which a
     /// crash may have kept out of the file) come in. A damaged file is rebuilt from the
     /// batch headers; returns true then.
-    pub(in crate::storage) fn load_epochs(&self) -> Result<bool> {
+    pub(super) fn load_epochs(&self) -> Result<bool> {
         let mut w = self.inner.writer.lock();
         let dir = &self.inner.dir;
         let mut cache = match EpochCache::read(dir) {
@@ -112,12 +112,7 @@ impl PartitionLog {
 
     /// Notes that a batch of a new `epoch` is about to be written at `offset`. The file
     /// is rewritten; a failure poisons the log (the cache and the file may disagree).
-    pub(in crate::storage) fn note_epoch(
-        &self,
-        w: &mut WriterState,
-        epoch: i32,
-        offset: i64,
-    ) -> Result<()> {
+    pub(super) fn note_epoch(&self, w: &mut WriterState, epoch: i32, offset: i64) -> Result<()> {
         let mut guard = self.inner.epochs.write();
         let Some(cache) = guard.as_mut() else {
             return Ok(());
@@ -131,11 +126,7 @@ impl PartitionLog {
 
     /// Forgets the epochs that start at or after `offset` (a batch noted by
     /// [`PartitionLog::note_epoch`] was not written after all).
-    pub(in crate::storage) fn forget_epochs_from(
-        &self,
-        w: &mut WriterState,
-        offset: i64,
-    ) -> Result<()> {
+    pub(super) fn forget_epochs_from(&self, w: &mut WriterState, offset: i64) -> Result<()> {
         let mut guard = self.inner.epochs.write();
         if let Some(cache) = guard.as_mut()
             && cache.truncate_from_end(offset)
@@ -149,7 +140,7 @@ impl PartitionLog {
     /// Moves the first epoch's start up to the log start after retention or
     /// `delete_records_before` moved it (Kafka's `truncateFromStart`). The caller holds
     /// the writer lock.
-    pub(in crate::storage) fn epochs_follow_log_start(&self, _w: &WriterState) -> Result<()> {
+    pub(super) fn epochs_follow_log_start(&self, _w: &WriterState) -> Result<()> {
         let mut guard = self.inner.epochs.write();
         if let Some(cache) = guard.as_mut()
             && cache.truncate_from_start(self.log_start_offset())

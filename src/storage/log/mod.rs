@@ -1,6 +1,17 @@
 //! [`PartitionLog`]: one partition's ordered segments.
 //!
-//! Invariants this module keeps:
+//! This file holds the log's struct, its shared state (`Inner`, `WriterState`) and the
+//! small helpers every room uses; each room is one `impl PartitionLog` block:
+//! `open` (open, assemble, close), `append` (appends and rolls), `read` (reads, waits,
+//! lookups by time), `sync` (fsyncs, recovery point, checkpoint), `retention`
+//! (DeleteRecords, retention, compaction), `replication` (replicated mode, high
+//! watermark, follower appends), `epochs` (the leader-epoch cache), `truncate`
+//! (crash-safe truncation), `producers` (idempotent producers' state), `follow` (a
+//! read-only log following another process). The algorithms they call on segments
+//! and files live below the log (`segment`, `scan`, `recovery`, `retention`,
+//! `producer_state`, `follow`).
+//!
+//! Invariants the log keeps:
 //!
 //! 1. One writer: every mutation (append, roll, truncate, retention, compaction) holds
 //!    the `writer` mutex. Readers take no lock but a brief read lock to clone the
@@ -252,8 +263,8 @@ impl PartitionLog {
             (c.compression_type, c.max_message_bytes)
         };
         match compression {
-            super::CompressionType::Producer => Ok(None),
-            super::CompressionType::Codec(codec) => crate::record::recompress_batches(
+            super::config::CompressionType::Producer => Ok(None),
+            super::config::CompressionType::Codec(codec) => crate::record::recompress_batches(
                 batches,
                 codec,
                 self.name(),
@@ -391,23 +402,23 @@ pub(super) mod smallvec_like {
     }
 
     impl<'a> Batches<'a> {
-        pub(in crate::storage) fn new() -> Self {
+        pub(super) fn new() -> Self {
             Batches {
                 first: None,
                 rest: Vec::new(),
             }
         }
-        pub(in crate::storage) fn push(&mut self, b: Batch<'a>) {
+        pub(super) fn push(&mut self, b: Batch<'a>) {
             if self.first.is_none() {
                 self.first = Some(b);
             } else {
                 self.rest.push(b);
             }
         }
-        pub(in crate::storage) fn is_empty(&self) -> bool {
+        pub(super) fn is_empty(&self) -> bool {
             self.first.is_none()
         }
-        pub(in crate::storage) fn iter(&self) -> impl Iterator<Item = &Batch<'a>> {
+        pub(super) fn iter(&self) -> impl Iterator<Item = &Batch<'a>> {
             self.first.iter().chain(self.rest.iter())
         }
     }

@@ -127,7 +127,7 @@ impl PartitionLog {
     }
 
     /// A log over recovered (or, read-only, followed) segments.
-    pub(in crate::storage) fn assemble(
+    pub(super) fn assemble(
         a: Assembly<'_>,
         (log_start, log_end, recovery_point): (i64, i64, i64),
         checkpoint_on_disk: Option<[u8; 16]>,
@@ -182,8 +182,8 @@ impl PartitionLog {
     }
 
     /// Seals the active segment, snapshots the producers' state (if loaded), fsyncs
-    /// everything and writes the checkpoint; later appends fail with [`Error::Closed`].
-    /// Readers' slices stay valid. Idempotent.
+    /// everything and writes the checkpoint; later appends fail with
+    /// [`Error::Closed`](crate::Error::Closed). Readers' slices stay valid. Idempotent.
     pub fn close(&self) -> Result<()> {
         if self.inner.read_only {
             // Nothing to seal, sync or checkpoint: this process never wrote the log.

@@ -151,7 +151,7 @@ impl PartitionLog {
     /// Loads the producers' state if it is not loaded. No snapshot exists then (they are
     /// written only while the state is loaded, and open loads it when one exists): the
     /// state is rebuilt from every batch header.
-    pub(in crate::storage) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
+    pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
         if w.producers.is_none() {
             let mut state = ProducerState::default();
             self.replay_producers(&mut state, i64::MIN)?;
@@ -164,10 +164,7 @@ impl PartitionLog {
     /// and, if any other is left, loads the state from the latest sound one and the
     /// batch headers after it. Returns the damaged snapshots it removed and the number
     /// of batch headers replayed.
-    pub(in crate::storage) fn load_producers_on_open(
-        &self,
-        snapshots: &[i64],
-    ) -> Result<(Vec<PathBuf>, u64)> {
+    pub(super) fn load_producers_on_open(&self, snapshots: &[i64]) -> Result<(Vec<PathBuf>, u64)> {
         let end = self.log_end_offset();
         for &s in snapshots.iter().filter(|&&s| s > end) {
             remove_snapshot(&self.inner.dir, s)?;
@@ -227,7 +224,7 @@ impl PartitionLog {
     /// After retention deleted the segments below `first_base`: their snapshots go, but
     /// the latest snapshot stays (it keeps the state of producers whose batches are
     /// gone).
-    pub(in crate::storage) fn remove_snapshots_below(&self, first_base: i64) -> Result<()> {
+    pub(super) fn remove_snapshots_below(&self, first_base: i64) -> Result<()> {
         let snapshots = list_snapshots(&self.inner.dir)?;
         let latest = snapshots.last().copied();
         for s in snapshots
@@ -242,11 +239,7 @@ impl PartitionLog {
     /// After a truncation to `end`: the snapshots past it go, and a loaded state is
     /// loaded again from the latest one left (a damaged one is an error: the log is
     /// then poisoned, and reopening it reports and removes it).
-    pub(in crate::storage) fn truncate_producers(
-        &self,
-        w: &mut WriterState,
-        end: i64,
-    ) -> Result<()> {
+    pub(super) fn truncate_producers(&self, w: &mut WriterState, end: i64) -> Result<()> {
         let snapshots = list_snapshots(&self.inner.dir)?;
         for &s in snapshots.iter().filter(|&&s| s > end) {
             remove_snapshot(&self.inner.dir, s)?;

@@ -1,7 +1,8 @@
 //! The storage side of replication, on [`PartitionLog`]: the high watermark under the
-//! cluster's control, follower appends that keep the leader's offsets and bytes, leader
-//! epochs (stamping and the leader-epoch cache), and truncation that never changes a
-//! byte a reader holds and survives a crash at any step.
+//! cluster's control, follower appends that keep the leader's offsets and bytes, and
+//! the leader epoch appends stamp. The leader-epoch cache is in `epochs`, truncation
+//! (which never changes a byte a reader holds and survives a crash at any step) in
+//! `truncate`.
 //!
 //! A log is standalone until [`PartitionLog::set_replicated`]: its high watermark is
 //! then moved only by [`PartitionLog::set_high_watermark`]. Nothing here knows about

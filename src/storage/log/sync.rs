@@ -190,7 +190,7 @@ impl PartitionLog {
 
     /// Writes the checkpoint if it changed. The mutex also keeps two writers (a sync
     /// and a retention pass) from sharing the temporary file.
-    pub(in crate::storage) fn write_checkpoint(&self) -> Result<()> {
+    pub(super) fn write_checkpoint(&self) -> Result<()> {
         // A recovery point past a sealed segment makes opening trust its indexes: the
         // ones written since their last fsync (a roll's final entry and trim, even when
         // a durable append synced the data first) are fsynced before it is written.

@@ -56,7 +56,7 @@ impl PartitionLog {
 
     /// Completes, on open, a truncation that a crash interrupted: the offset it was
     /// asked for, if there was one.
-    pub(in crate::storage) fn complete_interrupted_truncation(&self) -> Result<Option<i64>> {
+    pub(super) fn complete_interrupted_truncation(&self) -> Result<Option<i64>> {
         let path = self.inner.dir.join(TRUNCATION_FILE);
         let Some(payload) = checkpoint::read(&path)? else {
             return Ok(None);
@@ -147,7 +147,7 @@ impl PartitionLog {
     /// A durable step of a truncation: the test hook may stop there or copy the
     /// directory.
     #[cfg(test)]
-    pub(in crate::storage) fn step(&self, name: &'static str) -> Result<()> {
+    pub(super) fn step(&self, name: &'static str) -> Result<()> {
         match self.inner.step_hook.lock().as_mut() {
             Some(hook) => hook(name),
             None => Ok(()),
@@ -156,7 +156,7 @@ impl PartitionLog {
 
     #[cfg(not(test))]
     #[inline(always)]
-    pub(in crate::storage) fn step(&self, _name: &'static str) -> Result<()> {
+    pub(super) fn step(&self, _name: &'static str) -> Result<()> {
         Ok(())
     }
 
