@@ -165,6 +165,14 @@ pub(crate) fn compact_batch(
     Ok(true)
 }
 
+/// The segments a compaction pass rewrites (see [`compaction_rewrites`]).
+pub(crate) struct Compaction {
+    /// Each segment that changes, with its new bytes.
+    pub(crate) rewritten: Vec<(Arc<Segment>, Vec<u8>)>,
+    /// Records the new bytes no longer hold.
+    pub(crate) records_removed: u64,
+}
+
 /// What compaction makes of the sealed segments of `segs` (oldest first, the active one
 /// last, never rewritten) wholly below the high watermark `hw`: each segment it changes
 /// with its new bytes, and the records removed. The latest offset of each key is taken
@@ -175,7 +183,7 @@ pub(crate) fn compaction_rewrites(
     hw: i64,
     cutoff: i64,
     log: (&str, usize),
-) -> Result<(Vec<(Arc<Segment>, Vec<u8>)>, u64)> {
+) -> Result<Compaction> {
     let (name, limit) = log;
     let mut latest = HashMap::new();
     for seg in segs.iter() {
@@ -205,7 +213,10 @@ pub(crate) fn compaction_rewrites(
             rewritten.push((seg.clone(), bytes));
         }
     }
-    Ok((rewritten, records_removed))
+    Ok(Compaction {
+        rewritten,
+        records_removed,
+    })
 }
 
 #[cfg(test)]

@@ -417,7 +417,12 @@ fn trusted_scan(
     index_interval: usize,
     from_time_entry: bool,
 ) -> Result<Option<SegmentScan>> {
-    let Some((idx, tidx, index_missing)) = read_trusted_indexes(index_path, time_path)? else {
+    let Some(TrustedIndexes {
+        idx,
+        tidx,
+        index_missing,
+    }) = read_trusted_indexes(index_path, time_path)?
+    else {
         return Ok(None);
     };
     let n = valid_prefix(&idx, OFFSET_ENTRY, |e| {
@@ -472,13 +477,23 @@ fn trusted_scan(
     Ok(Some(scan))
 }
 
+/// A trusted segment's index files as read (see [`read_trusted_indexes`]).
+struct TrustedIndexes {
+    /// The offset index (empty when missing).
+    idx: Vec<u8>,
+    /// The time index (empty when missing).
+    tidx: Vec<u8>,
+    /// The offset index file was missing.
+    index_missing: bool,
+}
+
+/// An offset index entry: (relative offset, byte position).
+type Entry = (u32, u32);
+
 /// Reads a trusted segment's offset and time index files: their bytes (empty when
 /// missing) and whether the offset index was missing; `None` if they cannot be sound
 /// (time entries beyond the final one without an offset index, or a partial entry).
-fn read_trusted_indexes(
-    index_path: &Path,
-    time_path: &Path,
-) -> Result<Option<(Vec<u8>, Vec<u8>, bool)>> {
+fn read_trusted_indexes(index_path: &Path, time_path: &Path) -> Result<Option<TrustedIndexes>> {
     let read = |p: &Path| match std::fs::read(p) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -495,16 +510,16 @@ fn read_trusted_indexes(
     if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
         return Ok(None);
     }
-    Ok(Some((idx, tidx, index_missing)))
+    Ok(Some(TrustedIndexes {
+        idx,
+        tidx,
+        index_missing,
+    }))
 }
 
 /// The last of the `n` offset index entries (`entry(i)`, increasing) whose relative
 /// offset is at most `rel`, if any.
-fn entry_at_or_below(
-    n: usize,
-    entry: impl Fn(usize) -> (u32, u32),
-    rel: u32,
-) -> Option<(u32, u32)> {
+fn entry_at_or_below(n: usize, entry: impl Fn(usize) -> Entry, rel: u32) -> Option<Entry> {
     // Entries below `lo` have a relative offset <= rel (they are increasing).
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
@@ -526,7 +541,7 @@ fn entry_at_or_below(
 fn walk_trusted(
     data: &[u8],
     base: i64,
-    (start, last): (Option<(u32, u32)>, Option<(u32, u32)>),
+    (start, last): (Option<Entry>, Option<Entry>),
     scan: &mut SegmentScan,
 ) -> Option<(usize, usize)> {
     let mut pos = start.map_or(0, |(_, p)| p as usize);

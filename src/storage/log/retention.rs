@@ -6,7 +6,9 @@
 use super::PartitionLog;
 use crate::error::{Error, Result};
 use crate::storage::checkpoint;
-use crate::storage::retention::{SegmentSummary, compaction_rewrites, segments_to_delete};
+use crate::storage::retention::{
+    Compaction, SegmentSummary, compaction_rewrites, segments_to_delete,
+};
 use crate::storage::scan;
 use crate::storage::segment::{Segment, remove_files};
 use crate::storage::types::CleanupOutcome;
@@ -169,8 +171,10 @@ impl PartitionLog {
         let hw = self.high_watermark();
         let limit = crate::record::decompression_limit(config.max_message_bytes);
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
-        let (rewritten, records_removed) =
-            compaction_rewrites(&segs, hw, cutoff, (&self.inner.name, limit))?;
+        let Compaction {
+            rewritten,
+            records_removed,
+        } = compaction_rewrites(&segs, hw, cutoff, (&self.inner.name, limit))?;
         out.records_removed += records_removed;
         if rewritten.is_empty() {
             return Ok(out);
