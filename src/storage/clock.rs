@@ -5,10 +5,19 @@
 //! single-record append here. A log opened by a [`super::LogManager`] whose maintenance
 //! thread runs takes the time from this clock instead when `segment.ms` is at least
 //! [`TICKS_PER_SEGMENT_MS`] ticks, so the roll happens at most one tick (about 2 %)
-//! late. Anything that is written down (LogAppendTime) reads the system clock.
+//! late. Anything that is written down (LogAppendTime) reads the system clock,
+//! through [`now_ms`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// `segment.ms` must span this many ticks for the clock to stand in for the system's.
 pub(crate) const TICKS_PER_SEGMENT_MS: i64 = 50;

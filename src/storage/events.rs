@@ -86,7 +86,7 @@ pub(crate) fn is_out_of_space(e: &Error) -> bool {
 
 /// A read of `log` met damaged bytes (`e`); logged at most once a minute per log.
 pub(crate) fn corrupt_read(limit: &RateLimit, log: &str, e: &Error) {
-    if limit.allow(super::log::now_ms(), CORRUPT_READ_EVERY_MS) {
+    if limit.allow(super::clock::now_ms(), CORRUPT_READ_EVERY_MS) {
         emit_corrupt_read(log, e);
     }
 }

@@ -1,6 +1,8 @@
 //! Reading a data directory that another process writes: a log opened read-only
 //! (`LogManager::open_read_only`) never writes a byte, takes no lock and repairs
-//! nothing; it reads what the writer published and follows it as it goes.
+//! nothing; it reads what the writer published and follows it as it goes. This file
+//! reads the writer's files (walks of batches with `pread`, scans of its segments);
+//! `log/follow.rs` opens the log and moves it along.
 //!
 //! * **What is there.** On open each segment's last index entry is checked (its batch
 //!   must start at the offset it names) and the batches after it are read with `pread`
@@ -24,15 +26,12 @@
 //!   (written before the writer deletes them), and a segment after a gap in offsets (a
 //!   follower's) is picked up. A read of a segment deleted in between lists at once.
 
-use super::config::LogConfig;
+use super::files::Files;
 use super::index::{OFFSET_ENTRY, read_offset_entry, valid_prefix};
-use super::log::{Assembly, LogEnv, PartitionLog, RecoveryReport};
-use super::mmap::{AppendMap, Follower};
-use super::recovery;
-use super::scan::SegmentScan;
+use super::mmap::Follower;
 use super::segment::{Segment, file_name};
-use super::signal::Moved;
 use super::time_index::{TIME_ENTRY, read_time_entry};
+use super::types::SegmentScan;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchHead, HEADER_LEN};
@@ -40,7 +39,6 @@ use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// A length past this is not a batch being written (a follower waits for it forever
@@ -51,26 +49,26 @@ const MAX_BATCH: usize = 256 << 20;
 const CHUNK: usize = 1 << 20;
 
 /// How often a followed log lists its directory.
-const LIST_EVERY: Duration = Duration::from_secs(1);
+pub(super) const LIST_EVERY: Duration = Duration::from_secs(1);
 
 /// How a read-only log follows its writer.
 #[derive(Default)]
 pub(crate) struct FollowState {
     /// The last segment and the handle that makes more of its map readable.
-    tail: Option<(Arc<Segment>, Follower)>,
+    pub(super) tail: Option<(Arc<Segment>, Follower)>,
     /// When the directory was last listed.
-    listed: Option<Instant>,
+    pub(super) listed: Option<Instant>,
 }
 
 /// What a walk of batches found: where the checked batches end, the offset after them,
 /// their largest timestamp and how many there were.
 #[derive(Debug, Clone, Copy)]
-struct Walk {
-    end: usize,
-    next: i64,
-    max_ts: i64,
-    max_ts_rel: u32,
-    batches: usize,
+pub(super) struct Walk {
+    pub(super) end: usize,
+    pub(super) next: i64,
+    pub(super) max_ts: i64,
+    pub(super) max_ts_rel: u32,
+    pub(super) batches: usize,
 }
 
 /// Reads up to `buf.len()` bytes at `pos` (fewer at the end of the file).
@@ -93,7 +91,7 @@ fn pread(file: &File, buf: &mut [u8], pos: usize) -> std::io::Result<usize> {
 /// writer's recovery point: below it the batches were flushed, and are trusted as the
 /// writer trusts them), a valid CRC, read with `pread`; stops at the first that is not
 /// (yet).
-fn walk(
+pub(super) fn walk(
     file: &File,
     base: i64,
     (mut pos, mut expect, mut exact): (usize, i64, bool),
@@ -197,7 +195,7 @@ fn zeros_from(file: &File, mut pos: usize) -> std::io::Result<bool> {
 /// segment, past the recovery point) a batch being written, ends the data; anything
 /// else is damage, left in the data so that a read that reaches it reports it, as the
 /// writer's reads would (`next_base`, the next segment's base, is then its end offset).
-fn scan_read_only(
+pub(super) fn scan_read_only(
     dir: &Path,
     base: i64,
     rp: i64,
@@ -265,12 +263,16 @@ fn scan_read_only(
     Ok(scan)
 }
 
-/// An empty segment at `base` (of a log without one, or the one a roll just made).
 /// The segments of a read-only log, one per base offset listed, each scanned by
 /// [`scan_read_only`] (`rp`: the writer's recovery point). A segment deleted since the
 /// listing is an error of kind `NotFound` (the caller lists again), unless it is the
 /// first: retention took the oldest, and the log starts at the next.
-fn scan_listing(dir: &Path, bases: &[i64], rp: i64, env: &LogEnv) -> Result<Vec<Arc<Segment>>> {
+pub(super) fn scan_listing(
+    dir: &Path,
+    bases: &[i64],
+    rp: i64,
+    files: &Arc<Files>,
+) -> Result<Vec<Arc<Segment>>> {
     let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
     for (i, &base) in bases.iter().enumerate() {
         if segments.last().is_some_and(|s| base < s.next_offset()) {
@@ -287,231 +289,17 @@ fn scan_listing(dir: &Path, bases: &[i64], rp: i64, env: &LogEnv) -> Result<Vec<
             }
             Err(e) => return Err(e),
         };
-        segments.push(Segment::open_sealed(dir, base, &scan, &env.files));
+        segments.push(Segment::open_sealed(dir, base, &scan, files));
     }
     Ok(segments)
 }
 
-fn empty_scan(base: i64) -> SegmentScan {
+/// An empty segment at `base` (of a log without one, or the one a roll just made).
+pub(super) fn empty_scan(base: i64) -> SegmentScan {
     SegmentScan {
         next_offset: base,
         max_timestamp: -1,
         last_time_entry: -1,
         ..Default::default()
-    }
-}
-
-impl PartitionLog {
-    /// Opens the log in `dir` read-only: another process may be writing it. Nothing is
-    /// written, locked or repaired; see the module docs for what is read and how the
-    /// writer is followed.
-    pub(crate) fn open_read_only(
-        dir: &Path,
-        name: &str,
-        config: LogConfig,
-        env: LogEnv,
-    ) -> Result<PartitionLog> {
-        config.validate()?;
-        if !dir.is_dir() {
-            return Err(Error::io(
-                "open log directory",
-                dir,
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
-        }
-        // The writer may delete segments (retention, from the oldest) or replace them
-        // (compaction) while they are read here: a segment file gone since the listing
-        // lists the directory again, a few times at most.
-        let mut attempt = 0;
-        let (cp, listing, mut segments) = loop {
-            let mut report = RecoveryReport::default();
-            let cp = recovery::read_checkpoint(dir, &mut report);
-            let listing = recovery::list_segments_read_only(dir)?;
-            let rp = if report.checkpoint_damaged {
-                i64::MIN
-            } else {
-                cp.recovery_point
-            };
-            match scan_listing(dir, &listing.bases, rp, &env) {
-                Ok(segments) => break (cp, listing, segments),
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 5 =>
-                {
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        if segments.is_empty() {
-            let start = cp.log_start.max(0);
-            segments.push(Segment::open_sealed(
-                dir,
-                start,
-                &empty_scan(start),
-                &env.files,
-            ));
-        }
-        let log_end = segments.last().map_or(0, |s| s.next_offset());
-        let log_start = cp.log_start.clamp(segments[0].base_offset, log_end);
-        let recovery_point = cp.recovery_point.clamp(0, log_end);
-        Ok(PartitionLog::assemble(
-            Assembly {
-                name,
-                dir: dir.to_path_buf(),
-                config,
-                env,
-                segments,
-                active: None,
-                read_only: true,
-            },
-            (log_start, log_end, recovery_point),
-            cp.on_disk,
-            listing.cut_files,
-        ))
-    }
-
-    /// Catches a read-only log up with its writer: the batches appended since, a roll to
-    /// a new segment, and (at most once a second, or with `list`) the segments retention
-    /// deleted. Wakes the log's waiters when it moved. True if the log end moved. A log
-    /// this process writes has nothing to catch up with.
-    pub(crate) fn refresh(&self, list: bool) -> Result<bool> {
-        if !self.inner.read_only || self.is_closed() {
-            return Ok(false);
-        }
-        let mut st = self.inner.follow.lock();
-        let mut moved = false;
-        loop {
-            let segs = self.segments();
-            let Some(last) = segs.last().cloned() else {
-                break;
-            };
-            moved |= self.follow_tail(&mut st, &last)?;
-            let next = last.next_offset();
-            let next_file = self.inner.dir.join(file_name(next, "log"));
-            if next <= last.base_offset || !next_file.exists() {
-                break;
-            }
-            // The writer rolled: it appends nothing more to `last`, whose end is read
-            // once more, then the new segment is followed.
-            moved |= self.follow_tail(&mut st, &last)?;
-            let next = last.next_offset();
-            let seg =
-                Segment::open_sealed(&self.inner.dir, next, &empty_scan(next), &self.inner.files);
-            let mut list = segs.as_ref().clone();
-            list.push(seg);
-            *self.inner.segments.write() = Arc::new(list);
-            last.unpin();
-            st.tail = None;
-        }
-        let due = st.listed.is_none_or(|t| t.elapsed() >= LIST_EVERY);
-        if list || due {
-            st.listed = Some(Instant::now());
-            moved |= self.follow_listing()?;
-        }
-        drop(st);
-        if moved {
-            let end = self.segments().last().map_or(0, |s| s.next_offset());
-            self.inner.log_end.store(end, Ordering::SeqCst);
-            self.inner.high_watermark.store(end, Ordering::SeqCst);
-            self.inner.watchers.notify(Moved::HighWatermark);
-        }
-        Ok(moved)
-    }
-
-    /// Reads the batches appended to `seg` (the last segment) after its checked end and
-    /// makes them readable. True if there were any.
-    fn follow_tail(&self, st: &mut FollowState, seg: &Arc<Segment>) -> Result<bool> {
-        let file = match self.inner.files.fds.get(seg.id(), &seg.log_path) {
-            Ok(f) => f,
-            // Not made yet (an empty log), or deleted: nothing to follow.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(Error::io("open segment", &seg.log_path, e)),
-        };
-        let location = seg.log_path.display().to_string();
-        let w = walk(
-            &file,
-            seg.base_offset,
-            (seg.size(), seg.next_offset(), false),
-            (&location, i64::MIN),
-        )
-        .ctx("read", &seg.log_path)?;
-        if w.batches == 0 {
-            return Ok(false);
-        }
-        let reused = match &mut st.tail {
-            Some((s, f))
-                if Arc::ptr_eq(s, seg)
-                    && seg.has_log_map(f.map())
-                    && f.map().capacity() >= w.end =>
-            {
-                f.publish(w.end)
-            }
-            _ => false,
-        };
-        if !reused {
-            let capacity = (self.config().segment_bytes as usize).max(w.end);
-            let (map, follower) = AppendMap::map_ro_following(&file, capacity, w.end)
-                .ctx("map segment", &seg.log_path)?;
-            seg.install_log_map(map)?;
-            st.tail = Some((Arc::clone(seg), follower));
-        }
-        seg.follow_to(w.end, w.next, w.max_ts);
-        Ok(true)
-    }
-
-    /// Lists the directory: segments whose files are gone (retention) leave the list and
-    /// the log start moves to where `partition.checkpoint` says; a segment past the last
-    /// one after a gap in offsets joins it. True if the log start or end moved.
-    fn follow_listing(&self) -> Result<bool> {
-        let listing = recovery::list_segments_read_only(&self.inner.dir)?;
-        let segs = self.segments();
-        let mut list: Vec<Arc<Segment>> = segs
-            .iter()
-            .filter(|s| listing.bases.binary_search(&s.base_offset).is_ok())
-            .cloned()
-            .collect();
-        let last_base = segs.last().map_or(i64::MIN, |s| s.base_offset);
-        let mut moved = false;
-        for &base in listing.bases.iter().filter(|&&b| b > last_base) {
-            if list.last().is_some_and(|s| base < s.next_offset()) {
-                break;
-            }
-            let scan = match scan_read_only(&self.inner.dir, base, i64::MIN, (true, None)) {
-                Ok(scan) => scan,
-                // Deleted since it was listed: the next listing sees where the log is.
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                    break;
-                }
-                Err(e) => return Err(e),
-            };
-            list.push(Segment::open_sealed(
-                &self.inner.dir,
-                base,
-                &scan,
-                &self.inner.files,
-            ));
-            moved = true;
-        }
-        if list.is_empty() {
-            // Everything was deleted (the topic): keep the last, empty, as its end.
-            return Ok(false);
-        }
-        let removed = list.len() != segs.len() || moved;
-        if removed {
-            *self.inner.segments.write() = Arc::new(list);
-        }
-        let mut report = RecoveryReport::default();
-        let cp = recovery::read_checkpoint(&self.inner.dir, &mut report);
-        let segs = self.segments();
-        let end = segs.last().map_or(0, |s| s.next_offset());
-        let start = cp
-            .log_start
-            .max(self.log_start_offset())
-            .clamp(segs[0].base_offset, end);
-        if start != self.log_start_offset() {
-            self.inner.log_start.store(start, Ordering::Release);
-            return Ok(true);
-        }
-        Ok(moved)
     }
 }

@@ -3,10 +3,12 @@
 //! high-watermark checkpoint of the replicated ones (`replication-offset-checkpoint`).
 
 use super::clock::CoarseClock;
+use super::clock::now_ms;
 use super::config::LogConfig;
 use super::events::DiskSpace;
 use super::files::{Files, StorageLimits};
-use super::log::{CleanupOutcome, LogEnv, PartitionLog, now_ms};
+use super::log::{LogEnv, PartitionLog};
+use super::types::CleanupOutcome;
 use super::prefault::{PrefaultThread, Prefaulter};
 use crate::error::IoContext;
 use crate::error::{Error, Result};

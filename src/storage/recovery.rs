@@ -8,16 +8,19 @@
 use super::checkpoint;
 use super::config::LogConfig;
 use super::files::Files;
-use super::log::{CHECKPOINT_FILE, RecoveryCut, RecoveryReport};
 use super::prefault::Prefaulter;
 use super::producer_state::parse_snapshot_name;
-use super::scan::{SegmentScan, Trust, move_aside, parse_cut_name, scan_segment};
+use super::scan::{Trust, move_aside, parse_cut_name, scan_segment};
 use super::segment::{Segment, SegmentWriter, file_name, parse_base_offset};
+use super::types::{RecoveryCut, RecoveryReport, SegmentScan};
 use crate::error::IoContext;
 use crate::error::Result;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Name of the per-partition checkpoint file (recovery point and log start offset).
+pub const CHECKPOINT_FILE: &str = "partition.checkpoint";
 
 /// What `partition.checkpoint` says.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,14 +1,17 @@
 //! Retention and compaction decisions, and the record filter compaction applies.
 //!
 //! Kept apart from the log so that the rules are plain functions over segment summaries,
-//! tested without files.
+//! tested without files; `compaction_rewrites` runs them over a log's segments (the log
+//! swaps the rewritten segments in, `log/retention.rs`).
 
 use super::config::LogConfig;
+use super::segment::Segment;
 use crate::error::Result;
 use crate::record::{
-    Batch, BatchBuilder, Compression, Records, set_base_offset, set_partition_leader_epoch,
+    Batch, BatchBuilder, Compression, Records, batches, set_base_offset, set_partition_leader_epoch,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What retention needs to know of one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +163,60 @@ pub(crate) fn compact_batch(
     set_base_offset(&mut out[start..], base);
     set_partition_leader_epoch(&mut out[start..], b.partition_leader_epoch());
     Ok(true)
+}
+
+/// The segments a compaction pass rewrites (see [`compaction_rewrites`]).
+pub(crate) struct Compaction {
+    /// Each segment that changes, with its new bytes.
+    pub(crate) rewritten: Vec<(Arc<Segment>, Vec<u8>)>,
+    /// Records the new bytes no longer hold.
+    pub(crate) records_removed: u64,
+}
+
+/// What compaction makes of the sealed segments of `segs` (oldest first, the active one
+/// last, never rewritten) wholly below the high watermark `hw`: each segment it changes
+/// with its new bytes, and the records removed. The latest offset of each key is taken
+/// over every segment up to `hw`; tombstones older than `cutoff` go (see
+/// [`compact_batch`]; `log`: the log's name and the decompression limit).
+pub(crate) fn compaction_rewrites(
+    segs: &[Arc<Segment>],
+    hw: i64,
+    cutoff: i64,
+    log: (&str, usize),
+) -> Result<Compaction> {
+    let (name, limit) = log;
+    let mut latest = HashMap::new();
+    for seg in segs.iter() {
+        // Every batch, or an error: a damaged header must not make compaction keep
+        // only the batches before it.
+        let view = seg.view()?;
+        let all: Vec<Batch<'_>> = view.checked_batches().collect::<Result<_>>()?;
+        latest_offsets(all.into_iter(), hw, limit, &mut latest);
+    }
+    let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
+    let mut records_removed = 0u64;
+    let sealed = &segs[..segs.len() - 1];
+    for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
+        let view = seg.view()?;
+        let mut bytes = Vec::with_capacity(seg.size());
+        let mut changed = false;
+        for b in view.batches() {
+            changed |= compact_batch(&b, &latest, cutoff, (name, limit), &mut bytes)?;
+        }
+        if changed {
+            let before: i64 = view.batches().map(|b| b.record_count() as i64).sum();
+            let after: i64 = batches(&bytes)
+                .flatten()
+                .map(|b| b.record_count() as i64)
+                .sum();
+            records_removed += (before - after).max(0) as u64;
+            rewritten.push((seg.clone(), bytes));
+        }
+    }
+    Ok(Compaction {
+        rewritten,
+        records_removed,
+    })
 }
 
 #[cfg(test)]

@@ -7,38 +7,15 @@ use super::config::LogConfig;
 use super::files::Files;
 use super::index::{OFFSET_ENTRY, offset_entry, read_offset_entry, valid_prefix};
 use super::mmap::AppendMap;
-use super::segment::{Segment, SegmentWriter, file_name};
+use super::segment::{Segment, SegmentWriter, file_name, remove_files};
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
+use super::types::{CutFile, SegmentScan};
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, HEADER_LEN};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What opening a segment found.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SegmentScan {
-    pub(crate) data_len: usize,
-    pub(crate) next_offset: i64,
-    pub(crate) max_timestamp: i64,
-    pub(crate) max_ts_batch: u32,
-    pub(crate) index_entries: usize,
-    pub(crate) time_entries: usize,
-    pub(crate) last_time_entry: i64,
-    pub(crate) bytes_since_index: usize,
-    /// (position, reason) of the first bad batch, where the log was cut.
-    pub(crate) truncated: Option<(u64, String)>,
-    pub(crate) index_rebuilt: bool,
-    pub(crate) time_index_rebuilt: bool,
-    pub(crate) bytes_validated: u64,
-    /// Opened without validating batches (below the recovery point).
-    pub(crate) trusted: bool,
-    /// The index files are as they were found (not rewritten): no index fsync is owed.
-    pub(crate) indexes_on_disk: bool,
-    /// Where the bytes cut at `truncated` went.
-    pub(crate) cut: Option<CutFile>,
-}
 
 /// Reads a file into a read-only map of its current length (for scanning on open).
 fn map_whole(path: &Path) -> Result<(File, Arc<AppendMap>)> {
@@ -175,17 +152,6 @@ pub(crate) fn scan_segment(
 /// `<segment>.log.cut-<unix ms>`.
 pub(crate) const CUT_MARK: &str = ".log.cut-";
 
-/// Bytes recovery removed from a log, moved to a file beside the segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CutFile {
-    /// The file holding them, `<segment>.log.cut-<unix ms>`.
-    pub(crate) path: PathBuf,
-    /// How many bytes.
-    pub(crate) bytes: u64,
-    /// Records in the batches among them whose headers can be read.
-    pub(crate) records: u64,
-}
-
 /// The name of a new cut file for `log_path`, `<log name>.cut-<unix ms>` (a later
 /// millisecond if that name is taken).
 fn cut_path(log_path: &Path) -> PathBuf {
@@ -193,7 +159,7 @@ fn cut_path(log_path: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut ms = super::log::now_ms();
+    let mut ms = super::clock::now_ms();
     loop {
         let p = log_path.with_file_name(format!("{name}.cut-{ms}"));
         if !p.exists() {
@@ -410,14 +376,7 @@ pub(crate) fn replace_with(
     let log_path = dir.join(file_name(base_offset, "log"));
     if bytes.is_empty() && !keep_empty {
         old.detach();
-        for ext in ["log", "index", "timeindex"] {
-            let p = dir.join(file_name(base_offset, ext));
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("delete compacted segment", p, e)),
-            }
-        }
+        remove_files(dir, base_offset, "delete compacted segment")?;
         return Ok(None);
     }
     let cleaned = dir.join(format!("{}.cleaned", file_name(base_offset, "log")));
@@ -458,22 +417,14 @@ fn trusted_scan(
     index_interval: usize,
     from_time_entry: bool,
 ) -> Result<Option<SegmentScan>> {
-    let read = |p: &Path| match std::fs::read(p) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read index", p, e)),
+    let Some(TrustedIndexes {
+        idx,
+        tidx,
+        index_missing,
+    }) = read_trusted_indexes(index_path, time_path)?
+    else {
+        return Ok(None);
     };
-    let idx = read(index_path)?;
-    let tidx = read(time_path)?;
-    let index_missing = idx.is_none();
-    if index_missing && tidx.as_ref().is_some_and(|t| t.len() > TIME_ENTRY) {
-        // Time entries beyond the final one come with offset entries.
-        return Ok(None);
-    }
-    let (idx, tidx) = (idx.unwrap_or_default(), tidx.unwrap_or_default());
-    if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
-        return Ok(None);
-    }
     let n = valid_prefix(&idx, OFFSET_ENTRY, |e| {
         let (o, p) = read_offset_entry(e);
         (o as i64, p as i64)
@@ -492,24 +443,10 @@ fn trusted_scan(
     // the time index lost entries that the offset index kept.
     let start = if from_time_entry {
         let time_rel = (tn > 0).then(|| read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1);
-        time_rel.and_then(|r| {
-            // Entries below `lo` have a relative offset <= r (they are increasing).
-            let (mut lo, mut hi) = (0, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if entry(mid).0 <= r {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo.checked_sub(1).map(entry)
-        })
+        time_rel.and_then(|r| entry_at_or_below(n, entry, r))
     } else {
         last
     };
-    let mut pos = start.map_or(0, |(_, p)| p as usize);
-    let mut passed_last = last.is_none();
     let mut scan = SegmentScan {
         next_offset: base,
         max_timestamp: -1,
@@ -524,6 +461,91 @@ fn trusted_scan(
         scan.last_time_entry = t;
         scan.max_ts_batch = rel;
     }
+    let Some((pos, last_start)) = walk_trusted(data, base, (start, last), &mut scan) else {
+        return Ok(None);
+    };
+    scan.bytes_since_index = pos - last.map_or(0, |(_, p)| p as usize);
+    if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
+    {
+        return Ok(None);
+    }
+    if index_missing && last_start >= index_interval.max(1) {
+        // A batch this far in would have had an index entry: the file was lost.
+        return Ok(None);
+    }
+    scan.data_len = pos;
+    Ok(Some(scan))
+}
+
+/// A trusted segment's index files as read (see [`read_trusted_indexes`]).
+struct TrustedIndexes {
+    /// The offset index (empty when missing).
+    idx: Vec<u8>,
+    /// The time index (empty when missing).
+    tidx: Vec<u8>,
+    /// The offset index file was missing.
+    index_missing: bool,
+}
+
+/// An offset index entry: (relative offset, byte position).
+type Entry = (u32, u32);
+
+/// Reads a trusted segment's offset and time index files: their bytes (empty when
+/// missing) and whether the offset index was missing; `None` if they cannot be sound
+/// (time entries beyond the final one without an offset index, or a partial entry).
+fn read_trusted_indexes(index_path: &Path, time_path: &Path) -> Result<Option<TrustedIndexes>> {
+    let read = |p: &Path| match std::fs::read(p) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read index", p, e)),
+    };
+    let idx = read(index_path)?;
+    let tidx = read(time_path)?;
+    let index_missing = idx.is_none();
+    if index_missing && tidx.as_ref().is_some_and(|t| t.len() > TIME_ENTRY) {
+        // Time entries beyond the final one come with offset entries.
+        return Ok(None);
+    }
+    let (idx, tidx) = (idx.unwrap_or_default(), tidx.unwrap_or_default());
+    if idx.len() % OFFSET_ENTRY != 0 || tidx.len() % TIME_ENTRY != 0 {
+        return Ok(None);
+    }
+    Ok(Some(TrustedIndexes {
+        idx,
+        tidx,
+        index_missing,
+    }))
+}
+
+/// The last of the `n` offset index entries (`entry(i)`, increasing) whose relative
+/// offset is at most `rel`, if any.
+fn entry_at_or_below(n: usize, entry: impl Fn(usize) -> Entry, rel: u32) -> Option<Entry> {
+    // Entries below `lo` have a relative offset <= rel (they are increasing).
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if entry(mid).0 <= rel {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo.checked_sub(1).map(entry)
+}
+
+/// Walks the batch headers of a trusted segment (base offset `base`) from the index
+/// entry `start` (the beginning when `None`), noting the log end and largest timestamp
+/// in `scan`. Returns where the walk stopped and where its last batch starts; `None`
+/// if the indexes do not check out: the first batch is not the one `start` names, or
+/// the walk does not pass the `last` entry on the batch it names.
+fn walk_trusted(
+    data: &[u8],
+    base: i64,
+    (start, last): (Option<Entry>, Option<Entry>),
+    scan: &mut SegmentScan,
+) -> Option<(usize, usize)> {
+    let mut pos = start.map_or(0, |(_, p)| p as usize);
+    let mut passed_last = last.is_none();
     let mut first = true;
     let mut last_start = 0usize;
     while pos + HEADER_LEN <= data.len() {
@@ -531,7 +553,7 @@ fn trusted_scan(
             break;
         };
         if first && start.is_some_and(|(rel, _)| b.base_offset() != base + rel as i64) {
-            return Ok(None);
+            return None;
         }
         // Offsets going back (the first batch's too: below the segment's base) or past
         // what a relative index entry holds are damage: the walk stops there, and the
@@ -549,7 +571,7 @@ fn trusted_scan(
                     passed_last = true;
                 }
                 // The last entry names another batch, or no batch starts there.
-                _ => return Ok(None),
+                _ => return None,
             }
         }
         first = false;
@@ -561,21 +583,8 @@ fn trusted_scan(
         }
         pos += b.len();
     }
-    if !passed_last {
-        // The last index entry points past the data.
-        return Ok(None);
-    }
-    scan.bytes_since_index = pos - last.map_or(0, |(_, p)| p as usize);
-    if tn > 0 && read_time_entry(&tidx[(tn - 1) * TIME_ENTRY..]).1 as i64 > scan.next_offset - base
-    {
-        return Ok(None);
-    }
-    if index_missing && last_start >= index_interval.max(1) {
-        // A batch this far in would have had an index entry: the file was lost.
-        return Ok(None);
-    }
-    scan.data_len = pos;
-    Ok(Some(scan))
+    // Not passed: the last index entry points past the data.
+    passed_last.then_some((pos, last_start))
 }
 
 /// Walks every batch from the start, rebuilding both indexes; with `validate`, checks

@@ -12,7 +12,7 @@
 //! * file blocks are reserved (fallocate) before any byte is copied into the map;
 //! * a segment holds no file descriptor: its files are mapped (the writer's map while it
 //!   has data; a sealed segment's maps from its first read until the data directory's
-//!   budget unmaps it), and a descriptor comes from the [`FdCache`] when one is needed;
+//!   budget unmaps it), and a descriptor comes from the [`FdCache`](super::files::FdCache) when one is needed;
 //! * a segment whose file was removed or replaced is `detached`: it is never opened by
 //!   its path again (the path may name another file now).
 
@@ -24,8 +24,8 @@ use super::index::{
 };
 use super::mmap::{AppendMap, MapWriter, allocate};
 use super::prefault::Prefaulter;
-use super::scan::SegmentScan;
 use super::time_index::{TIME_ENTRY, read_time_entry, time_entry};
+use super::types::SegmentScan;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::record::{Batch, BatchHead, HEADER_LEN};
@@ -69,6 +69,20 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// File name of a segment file: the base offset, 20 digits, zero-padded.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
     format!("{base_offset:020}.{ext}")
+}
+
+/// Removes the files of the segment at `base_offset` in `dir` (its log and both
+/// indexes; a file already gone is no error). `op` names the removal in an error.
+pub(crate) fn remove_files(dir: &Path, base_offset: i64, op: &'static str) -> Result<()> {
+    for ext in ["log", "index", "timeindex"] {
+        let p = dir.join(file_name(base_offset, ext));
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(op, p, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The maps of a segment: its log, and its indexes once they have entries.

@@ -8,7 +8,7 @@
 //! woken by appends and high-watermark moves, one registered for the high watermark only
 //! by the latter (in a log that is not replicated, an append moves both).
 
-use super::log::ReadLimit;
+use super::types::ReadLimit;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -3,9 +3,9 @@
 //! never changes a held byte and survives a crash at every step, and the data
 //! directory's high-watermark checkpoint.
 
-use super::*;
 use crate::error::Error;
 use crate::record::{BatchBuilder, batches, set_partition_leader_epoch};
+use crate::storage::*;
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,8 @@
 //! What logs hold open does not grow with partitions or segments: no descriptor per
 //! segment, maps of sealed segments bounded, and an empty partition costs an empty file.
 
-use super::tests::batch;
-use super::*;
+use super::batch;
+use crate::storage::*;
 use std::fs;
 use std::path::Path;
 

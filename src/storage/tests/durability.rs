@@ -5,8 +5,8 @@
 //! power loss could (they were never fsynced), and check that opening finds every
 //! acknowledged record by offset and by timestamp.
 
-use super::*;
 use crate::record::BatchBuilder;
+use crate::storage::*;
 use std::fs;
 use std::path::Path;
 

@@ -1,4 +1,13 @@
-//! Unit tests of the partition log through its public surface.
+//! Unit tests of the partition log through its public surface; the rooms below test one
+//! concern each (durable appends, damaged bytes, read-only following, open files,
+//! idempotent producers, replication), with the helpers here.
+
+mod durability;
+mod faults;
+mod follow;
+mod limits;
+mod producers;
+mod replication;
 
 use super::*;
 use crate::error::Error;

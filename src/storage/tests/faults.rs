@@ -1,10 +1,10 @@
 //! Damaged bytes in trusted segments: reads and lookups report them, opening checks the
 //! end of every trusted segment, and what recovery cuts is kept in cut files.
 
-use super::tests::{batch, small};
-use super::*;
+use super::{batch, small};
 use crate::error::Error;
 use crate::record::batches;
+use crate::storage::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -283,7 +283,7 @@ fn retention_deletes_cut_files_after_retention_ms() {
     .unwrap();
     let files = log.cut_files();
     assert_eq!(files.len(), 1, "{:?}", log.recovery_report());
-    let now = log::now_ms();
+    let now = clock::now_ms();
     log.apply_retention(now).unwrap();
     assert!(files[0].exists(), "younger than retention.ms: kept");
     log.apply_retention(now + 61_000).unwrap();

@@ -2,9 +2,9 @@
 //! every record in order as it is appended, across rolls and retention, and never
 //! writes a byte.
 
-use super::tests::batch;
-use super::*;
+use super::batch;
 use crate::error::Error;
+use crate::storage::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! one step, followers keeping it, snapshots at rolls and on close, retention and
 //! truncation of snapshots, damage.
 
-use super::*;
 use crate::error::Error;
 use crate::record::BatchBuilder;
+use crate::storage::*;
 use std::fs;
 use std::path::Path;
 
@@ -294,4 +294,44 @@ fn retention_keeps_the_latest_snapshot_and_truncation_reloads_the_state() {
         AppendOutcome::Duplicate(cut + 3),
         "the state of producers whose batches retention deleted survives"
     );
+}
+
+#[test]
+fn active_producers_list_epoch_last_sequence_and_last_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::storage::LogConfig {
+        segment_bytes: 1024,
+        ..Default::default()
+    };
+    let log = PartitionLog::open(dir.path().join("t-0"), "t-0", config.clone()).unwrap();
+    let batch = |pid: i64, epoch: i16, seq: i32, ts: &[i64]| {
+        let mut b = crate::record::BatchBuilder::new().producer(pid, epoch, seq);
+        for &t in ts {
+            b.push(t, None, Some(&[7u8; 200]), &[]);
+        }
+        b.finish()
+    };
+    assert!(log.active_producers().unwrap().is_empty());
+    log.append_idempotent(&batch(9, 0, 0, &[100, 300, 200]))
+        .unwrap();
+    log.append_idempotent(&batch(4, 1, 0, &[50])).unwrap();
+    log.append_idempotent(&batch(9, 0, 3, &[400, 350])).unwrap();
+    // Batches without a producer id make no producer.
+    let mut plain = crate::record::BatchBuilder::new();
+    plain.push(1, None, Some(b"x"), &[]);
+    log.append(&plain.finish()).unwrap();
+    let listed = |log: &PartitionLog| {
+        log.active_producers()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.producer_id, p.epoch, p.last_sequence, p.last_timestamp))
+            .collect::<Vec<_>>()
+    };
+    let expected = vec![(4, 1, 0, 50), (9, 0, 4, 400)];
+    assert_eq!(listed(&log), expected);
+    // The same after a restart (the state from a snapshot and the segments).
+    log.close().unwrap();
+    let log = PartitionLog::open(dir.path().join("t-0"), "t-0", config.clone()).unwrap();
+    assert!(log.segment_count() > 1, "segments rolled");
+    assert_eq!(listed(&log), expected);
 }

@@ -1,0 +1,364 @@
+//! Appending to a [`PartitionLog`]: checking batches, stamping offsets (and leader
+//! epoch, LogAppendTime), writing them into the active segment, publishing the new log
+//! end to readers, and rolling segments.
+
+use super::{PartitionLog, WriterState, parse_batches, smallvec_like};
+use crate::error::{Error, Result};
+use crate::record::{Batch, BatchBuilder};
+use crate::storage::checkpoint;
+use crate::storage::clock::now_ms;
+use crate::storage::config::LogConfig;
+use crate::storage::producer_state;
+use crate::storage::segment::{Segment, SegmentWriter};
+use crate::storage::signal::Moved;
+use crate::storage::types::{AppendInfo, Stamp};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+impl PartitionLog {
+    /// Appends one or more batches laid back to back. Each is validated (length, magic,
+    /// CRC, size limit) before anything is written; offsets are assigned by stamping
+    /// each batch's baseOffset in place (and its partitionLeaderEpoch, once
+    /// [`PartitionLog::set_leader_epoch`] was called). Returns where they landed.
+    pub fn append(&self, batches_bytes: &[u8]) -> Result<AppendInfo> {
+        self.append_parsed(parse_batches(batches_bytes)?)
+    }
+
+    /// Finishes `builder`'s batch and appends it: [`PartitionLog::append`] of
+    /// [`BatchBuilder::finish`], without copying the batch out of the builder and
+    /// without checking again the CRC the builder has just computed over the same
+    /// bytes. The builder is empty afterwards, whatever the result.
+    ///
+    /// ```
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new();
+    /// b.push(1_700_000_000_000, None, Some(b"hello"), &[]);
+    /// assert_eq!(log.append_builder(&mut b)?.base_offset, 0);
+    /// assert!(b.is_empty());
+    /// // An empty builder is refused like an empty batch.
+    /// assert!(log.append_builder(&mut b).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        builder.finish_with(|bytes| {
+            let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
+            parsed.push(Batch::parse_header_at(bytes, &self.inner.name, 0)?);
+            self.append_parsed(parsed)
+        })
+    }
+
+    /// Checks parsed batches against the log's limits and appends them at the log end.
+    fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
+        let w = self.inner.writer.lock();
+        let config = Arc::clone(&w.config);
+        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
+        self.check_writable()?;
+        self.append_locked(w, &parsed, &config)
+    }
+
+    /// Appends checked batches at the log end (the caller holds the writer lock and ran
+    /// `check_batches` and `check_writable`).
+    pub(super) fn append_locked(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, WriterState>,
+        parsed: &smallvec_like::Batches<'_>,
+        config: &LogConfig,
+    ) -> Result<AppendInfo> {
+        let now = self.append_clock(config);
+        let base_offset = self.inner.log_end.load(Ordering::Relaxed);
+        let stamp = Stamp {
+            leader_epoch: w.leader_epoch,
+            log_append_time: config.log_append_time.then_some(now),
+        };
+        let mut next = base_offset;
+        let mut max_ts = -1;
+        let mut count = 0i64;
+        for b in parsed.iter() {
+            if let Err(e) = self.write_batch(&mut w, b, next, stamp, config, now) {
+                // Nothing of this batch was published; earlier batches of this call were.
+                self.publish(&w, next);
+                return Err(e);
+            }
+            next += b.last_offset_delta() as i64 + 1;
+            count += b.record_count() as i64;
+            max_ts = max_ts.max(stamp.log_append_time.unwrap_or(b.max_timestamp()));
+        }
+        self.finish_append(w, next, count, config)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time: stamp.log_append_time,
+            max_timestamp: max_ts,
+            record_count: count,
+        })
+    }
+
+    /// Checks what the log requires of every batch before any is written (an append is
+    /// all or nothing): records present, timestamps valid, and, when given, the size
+    /// limit.
+    pub(super) fn check_batches(
+        &self,
+        parsed: &smallvec_like::Batches<'_>,
+        max_bytes: Option<usize>,
+    ) -> Result<()> {
+        for b in parsed.iter() {
+            if let Some(max) = max_bytes
+                && b.len() > max
+            {
+                return Err(Error::MessageTooLarge {
+                    partition: self.inner.name.clone(),
+                    size: b.len(),
+                    max,
+                });
+            }
+            if b.record_count() == 0 {
+                return Err(Error::InvalidBatch(format!(
+                    "a batch for {} has no records",
+                    self.inner.name
+                )));
+            }
+            // -1 means "no timestamp"; anything below is invalid, as in Kafka.
+            if b.max_timestamp() < -1 || b.base_timestamp() < -1 {
+                return Err(Error::InvalidBatch(format!(
+                    "a batch for {} has a negative timestamp (base {}, max {})",
+                    self.inner.name,
+                    b.base_timestamp(),
+                    b.max_timestamp()
+                )));
+            }
+        }
+        if parsed.is_empty() {
+            return Err(Error::InvalidBatch(format!(
+                "no batch in an append to {}",
+                self.inner.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The time an append goes by: LogAppendTime is written down, so it reads the
+    /// system clock; the segment age check takes the maintenance clock where a tick of
+    /// lag does not matter.
+    pub(super) fn append_clock(&self, config: &LogConfig) -> i64 {
+        match &self.inner.clock {
+            Some(c) if !config.log_append_time => c.now_within(config.segment_ms),
+            _ => None,
+        }
+        .unwrap_or_else(now_ms)
+    }
+
+    /// Writes one batch at `offset` into the active segment (rolling first if needed),
+    /// stamped as `stamp` says, and notes a new leader epoch in the cache. Publishes
+    /// nothing.
+    pub(super) fn write_batch(
+        &self,
+        w: &mut WriterState,
+        b: &Batch<'_>,
+        offset: i64,
+        stamp: Stamp,
+        config: &LogConfig,
+        now: i64,
+    ) -> Result<()> {
+        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)
+            .inspect_err(|e| self.note_out_of_space(e))?;
+        // The epoch entry is on disk before the batch can be published: a recovery
+        // point that covers the batch never finds its epoch missing from the file.
+        let new_epoch = match w.latest_epoch {
+            Some(latest) => {
+                let epoch = stamp
+                    .leader_epoch
+                    .unwrap_or_else(|| b.partition_leader_epoch());
+                (epoch > latest).then_some(epoch)
+            }
+            None => None,
+        };
+        if let Some(epoch) = new_epoch {
+            self.note_epoch(w, epoch, offset)?;
+        }
+        let result = match stamp.log_append_time {
+            Some(t) => {
+                let mut scratch = std::mem::take(&mut w.scratch);
+                let r = restamp_log_append_time(&mut scratch, b, t).and_then(|restamped| {
+                    self.active(w)?.append(
+                        &restamped,
+                        offset,
+                        stamp.leader_epoch,
+                        now,
+                        &self.inner.space,
+                    )
+                });
+                w.scratch = scratch;
+                r
+            }
+            None => self
+                .active(w)?
+                .append(b, offset, stamp.leader_epoch, now, &self.inner.space),
+        };
+        if let Err(e) = &result {
+            self.note_out_of_space(e);
+        }
+        if result.is_err() && new_epoch.is_some() {
+            // The batch is not in the log: neither is its epoch.
+            self.forget_epochs_from(w, offset)?;
+        }
+        result?;
+        self.inner
+            .stats
+            .appended(b.record_count() as u64, b.len() as u64);
+        if let Some(p) = w.producers.as_mut() {
+            p.record_batch(b, offset);
+        }
+        Ok(())
+    }
+
+    fn active<'w>(&self, w: &'w mut WriterState) -> Result<&'w mut SegmentWriter> {
+        w.active.as_mut().ok_or_else(|| self.closed_err())
+    }
+
+    /// Publishes the batches an append wrote up to `end`, counts them for the flush
+    /// policy, and syncs up to `end` when `flush_messages` says so (after releasing the
+    /// lock, through the group commit).
+    pub(super) fn finish_append(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, WriterState>,
+        end: i64,
+        count: i64,
+        config: &LogConfig,
+    ) -> Result<()> {
+        self.publish(&w, end);
+        w.unflushed_records += count as u64;
+        if w.unflushed_since.is_none() {
+            w.unflushed_since = Some(Instant::now());
+        }
+        let flush_now = config
+            .flush_messages
+            .is_some_and(|n| w.unflushed_records >= n);
+        drop(w);
+        if flush_now {
+            // Group commit, without rewriting the checkpoint (the maintenance thread does).
+            self.sync_to(end)?;
+        }
+        Ok(())
+    }
+
+    /// Publishes a new log end offset and wakes the readers waiting for it: the high
+    /// watermark follows in a standalone log; a replicated one wakes only the readers of
+    /// the log end (the high watermark moves by `set_high_watermark`).
+    pub(super) fn publish(&self, w: &WriterState, end: i64) {
+        if w.replicated {
+            // SeqCst: a replica fetch that registered its signal then read the log end
+            // either sees this store or is seen by the notify (see `Watchers::add`).
+            self.inner.log_end.store(end, Ordering::SeqCst);
+            self.inner.watchers.notify(Moved::LogEnd);
+        } else {
+            self.inner.log_end.store(end, Ordering::Release);
+            self.inner.high_watermark.store(end, Ordering::SeqCst);
+            self.inner.watchers.notify(Moved::HighWatermark);
+        }
+    }
+
+    fn maybe_roll(
+        &self,
+        w: &mut WriterState,
+        len: usize,
+        next_offset: i64,
+        last_delta: i32,
+        config: &LogConfig,
+        now: i64,
+    ) -> Result<()> {
+        let Some(active) = w.active.as_ref() else {
+            return Err(self.closed_err());
+        };
+        let seg_base = active.shared().base_offset;
+        let empty = active.position() == 0;
+        let too_big = !active.fits(len, config.segment_bytes as usize);
+        let too_old = !empty
+            && active
+                .first_append_ms
+                .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms as i64);
+        let offsets_overflow = next_offset + last_delta as i64 - seg_base > u32::MAX as i64;
+        let index_full = active.index_full();
+        // Offsets that do not fit the segment's relative u32 roll it even when empty: a
+        // follower's batch may lie far past the log end (a gap in the leader's log).
+        let roll = offsets_overflow || (!empty && (too_big || too_old || index_full));
+        let too_big = if roll {
+            len > config.segment_bytes as usize
+        } else {
+            empty && too_big
+        };
+        if too_big {
+            return Err(Error::MessageTooLarge {
+                partition: self.inner.name.clone(),
+                size: len,
+                max: config.segment_bytes as usize,
+            });
+        }
+        if roll {
+            self.roll_locked(w, next_offset, config)?;
+        }
+        Ok(())
+    }
+
+    fn roll_locked(&self, w: &mut WriterState, next_offset: i64, config: &LogConfig) -> Result<()> {
+        if w.active.is_none() {
+            return Err(self.closed_err());
+        }
+        // The new segment first: if it cannot be made (a full disk), the active one
+        // stays as it is and takes appends again once there is room.
+        let mut new = Segment::create(&self.inner.dir, next_offset, config, &self.inner.files)?;
+        new.set_prefaulter(self.inner.prefault.clone());
+        checkpoint::sync_dir(&self.inner.dir)?;
+        let old = w.active.take().ok_or_else(|| self.closed_err())?;
+        let sealed = match old.seal() {
+            Ok(s) => s,
+            Err(e) => {
+                self.poison(&e);
+                return Err(e);
+            }
+        };
+        let mut segs = self.inner.segments.write();
+        let mut list: Vec<Arc<Segment>> = segs.iter().cloned().collect();
+        if let Some(last) = list.last_mut() {
+            *last = sealed;
+        }
+        list.push(new.shared().clone());
+        *segs = Arc::new(list);
+        drop(segs);
+        w.active = Some(new);
+        // The producers' state as of the new segment: a restart replays from here.
+        if let Some(p) = &w.producers {
+            producer_state::write_snapshot(&self.inner.dir, next_offset, p)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one (if the active one has data).
+    pub fn roll(&self) -> Result<()> {
+        self.check_writable()?;
+        let config = self.config();
+        let mut w = self.inner.writer.lock();
+        let empty = w.active.as_ref().is_none_or(|a| a.position() == 0);
+        if empty {
+            return Ok(());
+        }
+        let next = self.log_end_offset();
+        self.roll_locked(&mut w, next, &config)
+    }
+}
+
+/// A copy of `b` in `scratch` marked LogAppendTime with time `t` (its CRC recomputed).
+fn restamp_log_append_time<'s>(
+    scratch: &'s mut Vec<u8>,
+    b: &Batch<'_>,
+    t: i64,
+) -> Result<Batch<'s>> {
+    scratch.clear();
+    scratch.extend_from_slice(b.as_bytes());
+    crate::record::set_log_append_time(scratch, t);
+    Batch::parse_header_at(scratch, "", 0)
+}

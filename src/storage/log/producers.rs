@@ -1,0 +1,261 @@
+//! The idempotent producers' state of a [`PartitionLog`] (`producer_state` holds the
+//! state machine and its snapshot files): the checked append of idempotent batches, the
+//! listing for DescribeProducers, and loading, replaying and trimming the state as the
+//! log opens, rolls, retains and truncates.
+
+use super::{PartitionLog, WriterState, parse_batches};
+use crate::error::{Error, Result};
+use crate::storage::producer_state::{
+    ActiveProducer, AppendOutcome, BatchMeta, Check, ProducerState, last_seq, list_snapshots,
+    next_seq, read_snapshot, remove_snapshot, snapshot_path,
+};
+use std::path::PathBuf;
+
+impl PartitionLog {
+    /// Appends batches of idempotent producers (and possibly others) after checking
+    /// their sequences against the producers' state, check and append in one step under
+    /// the writer's lock. Each batch is judged as if the ones before it in `bytes` were
+    /// already appended. A single batch that repeats one of its producer's last five is
+    /// [`AppendOutcome::Duplicate`] with the original base offset; otherwise a batch
+    /// that does not follow its producer's last one is refused, and nothing is
+    /// appended: [`Error::DuplicateSequence`] (older than the last one, or a duplicate
+    /// among several batches), [`Error::OutOfOrderSequence`], or
+    /// [`Error::InvalidProducerEpoch`] (an epoch older than the producer's).
+    ///
+    /// ```
+    /// use tidelog::storage::{AppendOutcome, PartitionLog};
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let batch = |seq: i32| {
+    ///     let mut b = BatchBuilder::new().producer(42, 0, seq);
+    ///     b.push(1_000, None, Some(b"once"), &[]);
+    ///     b.finish()
+    /// };
+    /// assert!(matches!(log.append_idempotent(&batch(0))?, AppendOutcome::Appended(_)));
+    /// // The producer's retry lands once: the original offset comes back.
+    /// assert_eq!(log.append_idempotent(&batch(0))?, AppendOutcome::Duplicate(0));
+    /// assert!(log.append_idempotent(&batch(5)).is_err(), "a gap in the sequences");
+    /// assert_eq!(log.log_end_offset(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_idempotent(&self, bytes: &[u8]) -> Result<AppendOutcome> {
+        let parsed = parse_batches(bytes)?;
+        let mut w = self.inner.writer.lock();
+        let config = std::sync::Arc::clone(&w.config);
+        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
+        self.check_writable()?;
+        self.ensure_producers(&mut w)?;
+        let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        // Producer id and last sequence of the batches judged so far.
+        let mut staged: Vec<(i64, i32)> = Vec::new();
+        for b in parsed.iter().filter(|b| b.producer_id() >= 0) {
+            let (pid, epoch, first) = (b.producer_id(), b.producer_epoch(), b.base_sequence());
+            let last = last_seq(first, b.last_offset_delta());
+            let verdict = match staged.iter().rev().find(|s| s.0 == pid) {
+                Some(&(_, prev)) if first == next_seq(prev) => Check::Append,
+                Some(&(_, prev)) => Check::OutOfOrder {
+                    expected: next_seq(prev),
+                },
+                None => state.check(pid, epoch, first, last),
+            };
+            let partition = || self.inner.name.clone();
+            match verdict {
+                Check::Append => staged.push((pid, last)),
+                Check::Duplicate(base) if parsed.iter().count() == 1 => {
+                    return Ok(AppendOutcome::Duplicate(base));
+                }
+                Check::Duplicate(_) | Check::DuplicateSequence => {
+                    return Err(Error::DuplicateSequence {
+                        partition: partition(),
+                        producer_id: pid,
+                        sequence: first,
+                    });
+                }
+                Check::OutOfOrder { expected } => {
+                    return Err(Error::OutOfOrderSequence {
+                        partition: partition(),
+                        producer_id: pid,
+                        epoch,
+                        sequence: first,
+                        expected,
+                    });
+                }
+                Check::InvalidEpoch { current } => {
+                    return Err(Error::InvalidProducerEpoch {
+                        partition: partition(),
+                        producer_id: pid,
+                        epoch,
+                        current,
+                    });
+                }
+            }
+        }
+        // The append records the batches in the state (`write_batch`).
+        self.append_locked(w, &parsed, &config)
+            .map(AppendOutcome::Appended)
+    }
+
+    /// Every producer of the partition's state, by producer id (Kafka's
+    /// `activeProducers`), loading the state first if it is not loaded.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        let mut listed: Vec<(i64, i16, Option<BatchMeta>)> = {
+            let mut w = self.inner.writer.lock();
+            self.ensure_producers(&mut w)?;
+            let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+            state.last_batches().collect()
+        };
+        listed.sort_unstable_by_key(|p| p.0);
+        let segments = self.segments();
+        // The max timestamp of the batch at `offset`; None once retention removed it.
+        // A segment that does not read back is an error, as every read of the log.
+        let timestamp = |offset: i64| -> Result<Option<i64>> {
+            let i = segments.partition_point(|s| s.base_offset <= offset);
+            let Some(seg) = i.checked_sub(1).and_then(|i| segments.get(i)) else {
+                return Ok(None);
+            };
+            let view = seg.view()?;
+            let Some(pos) = view.find(offset, &mut view.heads())? else {
+                return Ok(None);
+            };
+            Ok(view
+                .head_at(pos)
+                .filter(|h| h.base_offset == offset)
+                .map(|h| h.max_timestamp))
+        };
+        listed
+            .into_iter()
+            .map(|(producer_id, epoch, last)| {
+                let last_timestamp = match last {
+                    Some(b) => timestamp(b.base_offset)?.unwrap_or(-1),
+                    None => -1,
+                };
+                Ok(ActiveProducer {
+                    producer_id,
+                    epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_timestamp,
+                })
+            })
+            .collect()
+    }
+
+    /// True once the producers' state is loaded (tests).
+    #[cfg(test)]
+    pub(crate) fn producers_loaded(&self) -> bool {
+        self.inner.writer.lock().producers.is_some()
+    }
+
+    /// Loads the producers' state if it is not loaded. No snapshot exists then (they are
+    /// written only while the state is loaded, and open loads it when one exists): the
+    /// state is rebuilt from every batch header.
+    pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
+        if w.producers.is_none() {
+            let mut state = ProducerState::default();
+            self.replay_producers(&mut state, i64::MIN)?;
+            w.producers = Some(state);
+        }
+        Ok(())
+    }
+
+    /// On open: removes snapshots past the log end (a crash lost what they covered)
+    /// and, if any other is left, loads the state from the latest sound one and the
+    /// batch headers after it. Returns the damaged snapshots it removed and the number
+    /// of batch headers replayed.
+    pub(super) fn load_producers_on_open(&self, snapshots: &[i64]) -> Result<(Vec<PathBuf>, u64)> {
+        let end = self.log_end_offset();
+        for &s in snapshots.iter().filter(|&&s| s > end) {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        let usable: Vec<i64> = snapshots.iter().copied().filter(|&s| s <= end).collect();
+        let mut removed = Vec::new();
+        let mut replayed = 0;
+        if !usable.is_empty() {
+            let (state, n) = self.load_producers(&usable, &mut removed)?;
+            replayed = n;
+            self.inner.writer.lock().producers = Some(state);
+        }
+        Ok((removed, replayed))
+    }
+
+    /// The state from the latest sound snapshot of `snapshots` (at or below the log
+    /// end), plus the batch headers after it; from every batch header if none is sound.
+    /// Damaged snapshots are removed and listed in `removed`. Also returns the number
+    /// of batch headers replayed.
+    fn load_producers(
+        &self,
+        snapshots: &[i64],
+        removed: &mut Vec<PathBuf>,
+    ) -> Result<(ProducerState, u64)> {
+        for &s in snapshots.iter().rev() {
+            match read_snapshot(&self.inner.dir, s) {
+                Ok(mut state) => {
+                    let n = self.replay_producers(&mut state, s)?;
+                    return Ok((state, n));
+                }
+                Err(e) if e.is_corruption() => {
+                    remove_snapshot(&self.inner.dir, s)?;
+                    removed.push(snapshot_path(&self.inner.dir, s));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut state = ProducerState::default();
+        let n = self.replay_producers(&mut state, i64::MIN)?;
+        Ok((state, n))
+    }
+
+    /// Records in `state` the batches at or after offset `from`; returns how many
+    /// batch headers it read.
+    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> Result<u64> {
+        let mut n = 0;
+        for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
+            let view = seg.view()?;
+            for b in view.batches().filter(|b| b.base_offset() >= from) {
+                state.record_batch(&b, b.base_offset());
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// After retention deleted the segments below `first_base`: their snapshots go, but
+    /// the latest snapshot stays (it keeps the state of producers whose batches are
+    /// gone).
+    pub(super) fn remove_snapshots_below(&self, first_base: i64) -> Result<()> {
+        let snapshots = list_snapshots(&self.inner.dir)?;
+        let latest = snapshots.last().copied();
+        for s in snapshots
+            .into_iter()
+            .filter(|&s| s < first_base && Some(s) != latest)
+        {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        Ok(())
+    }
+
+    /// After a truncation to `end`: the snapshots past it go, and a loaded state is
+    /// loaded again from the latest one left (a damaged one is an error: the log is
+    /// then poisoned, and reopening it reports and removes it).
+    pub(super) fn truncate_producers(&self, w: &mut WriterState, end: i64) -> Result<()> {
+        let snapshots = list_snapshots(&self.inner.dir)?;
+        for &s in snapshots.iter().filter(|&&s| s > end) {
+            remove_snapshot(&self.inner.dir, s)?;
+        }
+        if w.producers.is_some() {
+            let usable: Vec<i64> = snapshots.into_iter().filter(|&s| s <= end).collect();
+            let mut removed = Vec::new();
+            w.producers = Some(self.load_producers(&usable, &mut removed)?.0);
+            if let Some(p) = removed.first() {
+                return Err(Error::corrupt(
+                    p.display(),
+                    0,
+                    "damaged producer snapshot (removed; reopen the log)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! Retention and compaction driven on a [`PartitionLog`]: `DeleteRecords`, deleting
+//! the oldest segments, the retention pass and compaction of sealed segments (the
+//! decisions and the rewritten bytes are `retention`'s), and the files of bytes recovery
+//! cut.
+
+use super::PartitionLog;
+use crate::error::{Error, Result};
+use crate::storage::checkpoint;
+use crate::storage::retention::{
+    Compaction, SegmentSummary, compaction_rewrites, segments_to_delete,
+};
+use crate::storage::scan;
+use crate::storage::segment::{Segment, remove_files};
+use crate::storage::types::CleanupOutcome;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl PartitionLog {
+    /// Advances the log start offset to `offset` (Kafka's DeleteRecords), deleting the
+    /// segments whose successor starts at or below it; `offset` may not pass the high
+    /// watermark. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        self.check_writable()?;
+        let end = self.high_watermark();
+        if offset > end || offset < 0 {
+            return Err(Error::OffsetOutOfRange {
+                partition: self.inner.name.clone(),
+                offset,
+                start: self.log_start_offset(),
+                end,
+            });
+        }
+        let w = self.inner.writer.lock();
+        let new_start = self.log_start_offset().max(offset);
+        self.inner.log_start.store(new_start, Ordering::Release);
+        // Segments whose successor starts at or below the new start (Kafka's rule):
+        // the log start never jumps past `offset`, even over a gap.
+        let segs = self.segments();
+        let n = segs
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset <= new_start)
+            .count();
+        self.remove_oldest_locked(n)?;
+        self.epochs_follow_log_start(&w)?;
+        drop(w);
+        self.write_checkpoint()?;
+        Ok(self.log_start_offset())
+    }
+
+    /// Deletes the `n` oldest segments (never the active one) and advances the log
+    /// start offset past them. The caller holds the writer lock.
+    pub(crate) fn remove_oldest_locked(&self, n: usize) -> Result<usize> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut segs = self.inner.segments.write();
+        let n = n.min(segs.len() - 1);
+        let removed: Vec<Arc<Segment>> = segs[..n].to_vec();
+        let next_base = segs[n].base_offset;
+        *segs = Arc::new(segs[n..].to_vec());
+        drop(segs);
+        self.inner.log_start.fetch_max(next_base, Ordering::AcqRel);
+        // Checkpoint the new start before the files go, so a crash never resurrects them.
+        self.write_checkpoint()?;
+        for s in &removed {
+            s.detach();
+            remove_files(&self.inner.dir, s.base_offset, "delete segment")?;
+        }
+        self.remove_snapshots_below(next_base)?;
+        checkpoint::sync_dir(&self.inner.dir)?;
+        Ok(n)
+    }
+
+    /// One retention pass at time `now_ms`: deletes old segments (policy `delete`) and
+    /// compacts (policy `compact`). The maintenance thread calls this; tests and tools
+    /// may call it directly.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        let mut out = CleanupOutcome::default();
+        if self.is_closed() {
+            return Ok(out);
+        }
+        let config = self.config();
+        if config.cleanup_policy.deletes() {
+            let w = self.inner.writer.lock();
+            let segs = self.segments();
+            let sums: Vec<SegmentSummary> = segs
+                .iter()
+                .map(|s| SegmentSummary {
+                    size: s.size() as u64,
+                    max_timestamp: s.max_timestamp(),
+                })
+                .collect();
+            // Only segments whose successor starts at or below the high watermark
+            // (always true of the sealed segments of a standalone log): no uncommitted
+            // record is deleted and the log start never passes the high watermark.
+            let hw = self.high_watermark();
+            let committed = segs
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset <= hw)
+                .count();
+            let n = segments_to_delete(&sums, &config, now_ms).min(committed);
+            out.segments_deleted = self.remove_oldest_locked(n)?;
+            if out.segments_deleted > 0 {
+                self.epochs_follow_log_start(&w)?;
+            }
+        }
+        if let Some(ms) = config.retention_ms {
+            self.remove_expired_cut_files(now_ms.saturating_sub(ms as i64))?;
+        }
+        if config.cleanup_policy.compacts() {
+            let c = self.compact(now_ms)?;
+            out.segments_compacted = c.segments_compacted;
+            out.records_removed = c.records_removed;
+        }
+        Ok(out)
+    }
+
+    /// Deletes the files of bytes recovery cut (`<base>.log.cut-<ms>`) made before
+    /// `cutoff_ms`.
+    fn remove_expired_cut_files(&self, cutoff_ms: i64) -> Result<()> {
+        let mut files = self.inner.cut_files.lock();
+        if files.iter().all(|(_, ms)| *ms >= cutoff_ms) {
+            return Ok(());
+        }
+        let mut failed = None;
+        files.retain(|(path, ms)| {
+            if *ms >= cutoff_ms || failed.is_some() {
+                return true;
+            }
+            match fs::remove_file(path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    failed = Some(Error::io("delete the cut file", path, e));
+                    true
+                }
+            }
+        });
+        drop(files);
+        checkpoint::sync_dir(&self.inner.dir)?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Files beside the segments holding bytes recovery cut, oldest first.
+    pub fn cut_files(&self) -> Vec<PathBuf> {
+        let mut files = self.inner.cut_files.lock().clone();
+        files.sort_by_key(|(_, ms)| *ms);
+        files.into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// Compacts the sealed segments wholly below the high watermark: keeps the latest
+    /// record of each key (over the whole log up to the high watermark), records
+    /// without a key, and tombstones younger than `delete_retention_ms`. Offsets and
+    /// leader epochs never change. Sealed segments are immutable, so the copies are
+    /// written without blocking appends; only the swap takes the lock.
+    pub fn compact(&self, now_ms: i64) -> Result<CleanupOutcome> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        let mut out = CleanupOutcome::default();
+        let config = self.config();
+        let segs = self.segments();
+        if segs.len() < 2 || self.is_closed() {
+            return Ok(out);
+        }
+        let hw = self.high_watermark();
+        let limit = crate::record::decompression_limit(config.max_message_bytes);
+        let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
+        let Compaction {
+            rewritten,
+            records_removed,
+        } = compaction_rewrites(&segs, hw, cutoff, (&self.inner.name, limit))?;
+        out.records_removed += records_removed;
+        if rewritten.is_empty() {
+            return Ok(out);
+        }
+        let _w = self.inner.writer.lock();
+        let mut list: Vec<Arc<Segment>> = self.segments().iter().cloned().collect();
+        for (old, bytes) in rewritten {
+            // Retention or truncation may have removed it meanwhile.
+            let Some(i) = list.iter().position(|s| Arc::ptr_eq(s, &old)) else {
+                continue;
+            };
+            if i + 1 == list.len() {
+                continue;
+            }
+            match scan::replace_with(
+                &self.inner.dir,
+                &old,
+                &bytes,
+                i == 0,
+                (&config, &self.inner.files),
+            )? {
+                Some(new) => list[i] = new,
+                None => {
+                    list.remove(i);
+                }
+            }
+            out.segments_compacted += 1;
+        }
+        *self.inner.segments.write() = Arc::new(list);
+        checkpoint::sync_dir(&self.inner.dir)?;
+        Ok(out)
+    }
+}
