@@ -1538,6 +1538,8 @@ mod tests_admin;
 #[cfg(test)]
 mod tests_api;
 #[cfg(test)]
+mod tests_api_table;
+#[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]
 mod tests_groups;
