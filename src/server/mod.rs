@@ -27,6 +27,7 @@ mod advertised;
 mod api;
 mod backend;
 mod broker_backend;
+mod cluster_view;
 mod codec;
 mod connection;
 mod error_codes;
@@ -338,6 +339,7 @@ impl Shared {
         fds: limits::Descriptors,
         metrics: Arc<crate::metrics::server::ServerStats>,
         security: crate::security::Security,
+        producers: ProducerIds,
     ) -> Shared {
         let dir = backend.data_dir();
         let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
@@ -374,19 +376,7 @@ impl Shared {
                     }
                 })
                 .collect(),
-            producers: match backend.cluster() {
-                Some(node) => {
-                    let node = Arc::downgrade(node);
-                    ProducerIds::with_block_source(
-                        dir,
-                        Box::new(move |count| match node.upgrade() {
-                            Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
-                            None => Err(crate::error::Error::Closed("cluster node".into())),
-                        }),
-                    )
-                }
-                None => ProducerIds::new(dir),
-            },
+            producers,
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -1273,13 +1263,23 @@ impl ServerBuilder {
         };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
+        let producers = producer_ids(self.broker.dir(), cluster.as_ref());
         let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
             broker: self.broker,
-            cluster: cluster.clone(),
+            cluster: cluster
+                .clone()
+                .map(|c| c as Arc<dyn cluster_view::ClusterView>),
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
-        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics, security));
+        let shared = Arc::new(Shared::new(
+            self.config,
+            backend,
+            fds,
+            metrics,
+            security,
+            producers,
+        ));
         let mut accepts = Vec::with_capacity(listeners.len());
         let named = bound;
         let mut bound = Vec::with_capacity(listeners.len());
@@ -1372,6 +1372,28 @@ impl ServerBuilder {
             ));
         }
         Ok(security)
+    }
+}
+
+/// The producer ids of idempotent producers: blocks from the controller on a cluster
+/// node (held weakly: the node's threads must be able to end), else from the data
+/// directory's file.
+fn producer_ids(
+    dir: &std::path::Path,
+    cluster: Option<&Arc<crate::cluster::ClusterNode>>,
+) -> ProducerIds {
+    match cluster {
+        Some(node) => {
+            let node = Arc::downgrade(node);
+            ProducerIds::with_block_source(
+                dir.to_path_buf(),
+                Box::new(move |count| match node.upgrade() {
+                    Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
+                    None => Err(crate::error::Error::Closed("cluster node".into())),
+                }),
+            )
+        }
+        None => ProducerIds::new(dir.to_path_buf()),
     }
 }
 
@@ -1539,6 +1561,8 @@ mod tests_admin;
 mod tests_api;
 #[cfg(test)]
 mod tests_api_table;
+#[cfg(test)]
+mod tests_cluster_view;
 #[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]

@@ -26,7 +26,7 @@ fn start() -> ServerHandle {
 }
 
 /// A frame (size prefix included) of `key` v`version` with correlation id `corr`.
-fn frame(key: ApiKey, version: i16, corr: i32, body: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(key: ApiKey, version: i16, corr: i32, body: &[u8]) -> Vec<u8> {
     let mut msg = BytesMut::new();
     RequestHeader::default()
         .with_request_api_key(key as i16)
