@@ -182,6 +182,9 @@ pub(crate) mod fake {
     use super::*;
     use parking_lot::Mutex;
 
+    /// A listener's name, host and port.
+    pub(crate) type Endpoint = (String, String, i32);
+
     /// A fake cluster: fixed brokers and topics; created topics are recorded.
     #[derive(Debug, Default)]
     pub(crate) struct FakeCluster {
@@ -189,7 +192,7 @@ pub(crate) mod fake {
         pub cluster_id: Option<String>,
         pub controller: Option<i32>,
         /// `(id, fenced, endpoints by listener name)`.
-        pub brokers: Vec<(i32, bool, Vec<(String, String, i32)>)>,
+        pub brokers: Vec<(i32, bool, Vec<Endpoint>)>,
         pub topics: std::collections::BTreeMap<String, TopicLayout>,
         pub created: Mutex<Vec<TopicSpec>>,
     }
