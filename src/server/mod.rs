@@ -16,10 +16,12 @@
 //!   response, Kafka's broker `fetch.max.bytes`). A connection whose client hangs up while its request waits
 //!   is closed within a second. Warnings about what a peer sent are rate-limited per
 //!   address. See the `limits` module.
-//! - Security (the `auth` module): several listeners, each PLAINTEXT, SSL (rustls),
+//! - Security (`crate::security`): several listeners, each PLAINTEXT, SSL (rustls),
 //!   SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256/512), and ACLs checked by every
 //!   API handler when the authorizer is on. Fetches on TLS listeners copy file bytes
 //!   through the TLS writer; plaintext ones keep `sendfile`.
+//! - A cluster node's role is started by the `node` module; the API handlers see the
+//!   cluster only through the `cluster_view` module's `ClusterView` trait.
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
 //!   every connection and joins every thread.
 

@@ -240,7 +240,7 @@ impl ServerBuilder {
     /// Cluster: the certificate chain and private key (PEM) replica fetchers present on
     /// a TLS inter-broker listener (Kafka's inter-broker keystore), for nodes whose SSL
     /// inter-broker listener requires client certificates
-    /// ([`TlsSettings::client_ca`]): the certificate's subject is the fetchers'
+    /// ([`TlsSettings::client_ca`](crate::security::tls::TlsSettings::client_ca)): the certificate's subject is the fetchers'
     /// principal (`User:CN=...`), which needs ClusterAction on the cluster, or to be a
     /// super user, when the authorizer is on. Default = the node's own
     /// [`tls`](Self::tls) certificate and key, as a Kafka broker uses its listener's

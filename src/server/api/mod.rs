@@ -1,5 +1,7 @@
-//! One file per Kafka API; this module holds the table of supported versions and routes a
-//! decoded request header to its handler.
+//! One file per Kafka API; this module holds the table of the APIs the server serves (the
+//! `apis!` invocation: key, versions, request and response types, handler, how errors are
+//! counted), from which ApiVersions' list, the routing of a decoded request to its
+//! handler, the fuzz target's decoding and the error counting of responses all come.
 //!
 //! Handlers decode their request body with [`codec::decode`](super::codec::decode) and
 //! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
@@ -81,7 +83,7 @@ pub(crate) struct Api {
 
 /// The error codes of a response, for the server's error counters (see
 /// [`crate::metrics::server::count_error`]); implemented for every response type of the
-/// table by [`apis!`].
+/// table by `apis!`.
 pub(crate) trait ErrorCodes {
     /// Calls `f` with every error code of the response (zeros included).
     fn error_codes(&self, f: &mut dyn FnMut(i16));
