@@ -3,19 +3,18 @@
 //!
 //! A connection thread holds a [`ConnectionStats`] for its life and a [`RequestTimer`]
 //! per request (from the request read to its response written). The error codes of a
-//! response are counted where the response is encoded ([`count_response`], for every
-//! response type the server answers) or framed by hand ([`count_error`], Fetch): both
-//! reach the connection's server through a thread-local set by [`ConnectionStats`], so
-//! the handlers need no extra argument.
+//! response are counted one by one with [`count_error`] (the server knows which codes
+//! each response type carries: its table of APIs): each reaches the connection's server
+//! through a thread-local set by [`ConnectionStats`], so the handlers need no extra
+//! argument.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use kafka_protocol::messages::*;
+use kafka_protocol::messages::ApiKey;
 
 use super::counters::Histogram;
 use super::{ErrorMetrics, HistogramSnapshot, RequestMetrics, ServerMetrics};
@@ -231,110 +230,11 @@ pub(crate) fn count_error(code: i16) {
     }
 }
 
-/// Counts the error codes in `response`, one per topic, partition, group or resource
-/// that failed, as Kafka's `errorCounts` does. Responses of a type not listed here are
-/// not counted.
-pub(crate) fn count_response(response: &dyn Any) {
-    let on = CURRENT.with(|c| c.borrow().is_some());
-    if on {
-        error_codes(response, &mut count_error);
-    }
-}
-
-/// Calls `f` with every error code of `response` (zeros included).
-fn error_codes(r: &dyn Any, f: &mut dyn FnMut(i16)) {
-    if let Some(r) = r.downcast_ref::<ProduceResponse>() {
-        r.responses
-            .iter()
-            .flat_map(|t| &t.partition_responses)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<ListOffsetsResponse>() {
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<MetadataResponse>() {
-        f(r.error_code);
-        for t in &r.topics {
-            f(t.error_code);
-            t.partitions.iter().for_each(|p| f(p.error_code));
-        }
-    } else if let Some(r) = r.downcast_ref::<OffsetCommitResponse>() {
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<OffsetFetchResponse>() {
-        f(r.error_code);
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-        for g in &r.groups {
-            f(g.error_code);
-            g.topics
-                .iter()
-                .flat_map(|t| &t.partitions)
-                .for_each(|p| f(p.error_code));
-        }
-    } else if let Some(r) = r.downcast_ref::<FindCoordinatorResponse>() {
-        f(r.error_code);
-        r.coordinators.iter().for_each(|c| f(c.error_code));
-    } else if let Some(r) = r.downcast_ref::<JoinGroupResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<HeartbeatResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<LeaveGroupResponse>() {
-        f(r.error_code);
-        r.members.iter().for_each(|m| f(m.error_code));
-    } else if let Some(r) = r.downcast_ref::<SyncGroupResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<ApiVersionsResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<CreateTopicsResponse>() {
-        r.topics.iter().for_each(|t| f(t.error_code));
-    } else if let Some(r) = r.downcast_ref::<DeleteTopicsResponse>() {
-        r.responses.iter().for_each(|t| f(t.error_code));
-    } else if let Some(r) = r.downcast_ref::<InitProducerIdResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<DescribeConfigsResponse>() {
-        r.results.iter().for_each(|x| f(x.error_code));
-    } else if let Some(r) = r.downcast_ref::<DescribeGroupsResponse>() {
-        r.groups.iter().for_each(|g| f(g.error_code));
-    } else if let Some(r) = r.downcast_ref::<ListGroupsResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<DeleteGroupsResponse>() {
-        r.results.iter().for_each(|g| f(g.error_code));
-    } else if let Some(r) = r.downcast_ref::<OffsetDeleteResponse>() {
-        f(r.error_code);
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<CreatePartitionsResponse>() {
-        r.results.iter().for_each(|t| f(t.error_code));
-    } else if let Some(r) = r.downcast_ref::<AlterConfigsResponse>() {
-        r.responses.iter().for_each(|x| f(x.error_code));
-    } else if let Some(r) = r.downcast_ref::<IncrementalAlterConfigsResponse>() {
-        r.responses.iter().for_each(|x| f(x.error_code));
-    } else if let Some(r) = r.downcast_ref::<DeleteRecordsResponse>() {
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<DescribeClusterResponse>() {
-        f(r.error_code);
-    } else if let Some(r) = r.downcast_ref::<OffsetForLeaderEpochResponse>() {
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    } else if let Some(r) = r.downcast_ref::<DescribeProducersResponse>() {
-        r.topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .for_each(|p| f(p.error_code));
-    }
+/// True while this thread serves a connection: the error codes of a response are worth
+/// collecting for [`count_error`] (the server skips them otherwise).
+#[inline]
+pub(crate) fn counting_errors() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
 }
 
 #[cfg(test)]
@@ -352,43 +252,5 @@ mod tests {
         assert_eq!(client_id(&frame[..9]), None);
         frame[8..10].copy_from_slice(&100i16.to_be_bytes());
         assert_eq!(client_id(&frame), None, "a length past the frame");
-    }
-
-    #[test]
-    fn response_errors_count_per_partition_for_this_threads_server() {
-        use kafka_protocol::messages::produce_response::{
-            PartitionProduceResponse, TopicProduceResponse,
-        };
-        let stats = Arc::new(ServerStats::default());
-        let response = ProduceResponse::default().with_responses(vec![
-            TopicProduceResponse::default().with_partition_responses(vec![
-                PartitionProduceResponse::default().with_error_code(3),
-                PartitionProduceResponse::default(),
-                PartitionProduceResponse::default().with_error_code(3),
-            ]),
-        ]);
-        // Not counted outside a connection.
-        count_response(&response);
-        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        {
-            let mut conn = stats.connection(peer);
-            let timer = conn.request(&[0, 0, 0, 8, 0, 0, 0, 1, 0xff, 0xff]);
-            count_response(&response);
-            count_error(56);
-            drop(timer);
-            let m = ServerStats::sum(std::slice::from_ref(&stats)).unwrap();
-            assert_eq!(m.connections_open, 1);
-            assert_eq!(m.requests.len(), 1);
-            assert_eq!(m.requests[0].api, "Produce");
-            assert_eq!(m.requests[0].latency.count, 1);
-            let errors: Vec<(i16, u64)> = m.errors.iter().map(|e| (e.code, e.count)).collect();
-            assert_eq!(errors, [(3, 2), (56, 1)]);
-        }
-        let m = ServerStats::sum(std::slice::from_ref(&stats)).unwrap();
-        assert_eq!((m.connections_open, m.connections_accepted), (0, 1));
-        // The connection is over: nothing more is counted on this thread.
-        count_error(3);
-        let m = ServerStats::sum(&[stats]).unwrap();
-        assert_eq!(m.errors[0].count, 2);
     }
 }

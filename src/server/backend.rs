@@ -59,9 +59,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
-    /// The cluster node this broker is, None for a single node. Handlers answer
-    /// Metadata, CreateTopics, DeleteTopics and FindCoordinator from its image.
-    fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterNode>> {
+    /// The cluster this broker is a node of, None for a single node. Handlers answer
+    /// Metadata, CreateTopics, DeleteTopics, FindCoordinator, DescribeCluster and
+    /// ListGroups from it.
+    fn cluster(&self) -> Option<&dyn super::cluster_view::ClusterView> {
         None
     }
 }

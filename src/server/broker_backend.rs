@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
+use super::cluster_view::{ClusterView, NO_LEADER};
 use crate::broker::Broker;
-use crate::cluster::{ClusterNode, NO_LEADER};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::storage::LogConfig;
@@ -16,8 +16,8 @@ use crate::topic::Signal;
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
     pub(crate) broker: Broker,
-    /// Set when the broker is a cluster node: topics and leaders come from its image.
-    pub(crate) cluster: Option<Arc<ClusterNode>>,
+    /// Set when the broker is a cluster node: topics and leaders come from the cluster.
+    pub(crate) cluster: Option<Arc<dyn ClusterView>>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -38,10 +38,10 @@ impl BrokerBackend {
     }
 }
 
-/// On a cluster node: Ok if this node leads `topic`-`partition` as the image says.
-fn check_leader(node: &ClusterNode, topic: &str, partition: i32) -> Result<()> {
-    let image = node.image();
-    let t = image
+/// On a cluster node: Ok if this node leads `topic`-`partition` as the cluster's
+/// metadata says.
+fn check_leader(node: &dyn ClusterView, topic: &str, partition: i32) -> Result<()> {
+    let t = node
         .topic(topic)
         .ok_or_else(|| Error::UnknownTopic(topic.to_string()))?;
     let p = usize::try_from(partition)
@@ -68,14 +68,14 @@ fn check_leader(node: &ClusterNode, topic: &str, partition: i32) -> Result<()> {
 impl Backend for BrokerBackend {
     fn topic_names(&self) -> Vec<String> {
         match &self.cluster {
-            Some(c) => c.image().topics.keys().cloned().collect(),
+            Some(c) => c.topic_names(),
             None => self.broker.topics(),
         }
     }
 
     fn partition_count(&self, topic: &str) -> Option<i32> {
         match &self.cluster {
-            Some(c) => c.image().topic(topic).map(|t| t.partitions.len() as i32),
+            Some(c) => c.topic(topic).map(|t| t.partitions.len() as i32),
             // A lookup never creates: only a Metadata request that allows it does.
             None => self
                 .broker
@@ -85,8 +85,8 @@ impl Backend for BrokerBackend {
         }
     }
 
-    fn cluster(&self) -> Option<&Arc<ClusterNode>> {
-        self.cluster.as_ref()
+    fn cluster(&self) -> Option<&dyn ClusterView> {
+        self.cluster.as_deref()
     }
 
     fn create_topic(
@@ -128,7 +128,7 @@ impl Backend for BrokerBackend {
 
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
         if let Some(c) = &self.cluster {
-            check_leader(c, topic, partition)?;
+            check_leader(&**c, topic, partition)?;
         }
         Ok(Arc::new(
             self.broker.registered_topic(topic)?.partition(partition)?,
@@ -180,11 +180,10 @@ impl Backend for BrokerBackend {
     fn brokers(&self, listener: &str, (host, port): (String, i32)) -> Vec<BrokerEndpoint> {
         if let Some(c) = &self.cluster {
             return c
-                .image()
-                .brokers
-                .values()
+                .brokers(listener)
+                .into_iter()
                 .filter_map(|b| {
-                    let (host, port) = b.endpoint(listener)?;
+                    let (host, port) = b.endpoint?;
                     Some(BrokerEndpoint {
                         node_id: b.id,
                         host,

@@ -11,14 +11,14 @@
 //!
 //! On a TLS listener the connection first runs the TLS handshake (its own deadline); on
 //! a SASL listener it serves only ApiVersions, SaslHandshake and SaslAuthenticate until
-//! the client authenticates, and closes on anything else (the `auth` module's gate). A
+//! the client authenticates, and closes on anything else (`crate::security`'s gate). A
 //! failed authentication is answered after a delay that grows with that address's
 //! failures, then the connection closes.
 //!
 //! Bad input never panics and never touches other connections: a frame with a bad size,
 //! an unknown API, a version we do not answer (other than ApiVersions, which gets the v0
 //! fallback reply) or a body that does not decode closes this connection with a log line
-//! naming the peer, rate-limited per peer address (see the `peer_log` module).
+//! naming the peer, rate-limited per peer address (see `crate::security::peer_log`).
 
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpStream};

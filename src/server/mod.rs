@@ -16,10 +16,12 @@
 //!   response, Kafka's broker `fetch.max.bytes`). A connection whose client hangs up while its request waits
 //!   is closed within a second. Warnings about what a peer sent are rate-limited per
 //!   address. See the `limits` module.
-//! - Security (the `auth` module): several listeners, each PLAINTEXT, SSL (rustls),
+//! - Security (`crate::security`): several listeners, each PLAINTEXT, SSL (rustls),
 //!   SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256/512), and ACLs checked by every
 //!   API handler when the authorizer is on. Fetches on TLS listeners copy file bytes
 //!   through the TLS writer; plaintext ones keep `sendfile`.
+//! - A cluster node's role is started by the `node` module; the API handlers see the
+//!   cluster only through the `cluster_view` module's `ClusterView` trait.
 //! - [`ServerHandle::shutdown`] stops accepting, lets in-flight requests finish, closes
 //!   every connection and joins every thread.
 
@@ -27,12 +29,16 @@ mod advertised;
 mod api;
 mod backend;
 mod broker_backend;
+mod cluster_view;
 mod codec;
 mod connection;
 mod error_codes;
+#[cfg(any(test, feature = "testing"))]
+mod fuzz;
 mod idempotence;
 mod limits;
 mod listener;
+mod node;
 mod sendfile;
 mod transport;
 
@@ -50,148 +56,13 @@ use crate::security::sasl::SaslMechanism;
 use crate::security::tls::TlsSettings;
 use backend::Backend;
 use idempotence::ProducerIds;
+use node::ClusterSettings;
+#[cfg(test)]
+use node::InterBrokerListener;
 
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use fuzz::{fuzz_decode_request, fuzz_sasl_session, fuzz_tls_handshake};
 pub(crate) use sendfile::sendfile_bytes_sent;
-
-/// Parse `frame` (one request without its size prefix) as the server would and decode
-/// its body, acting on nothing. For the request-decoder fuzz target (through
-/// `tidelog::testing`); returns whether the request was accepted.
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn fuzz_decode_request(frame: &[u8]) -> bool {
-    match connection::parse(frame.to_vec()) {
-        Ok(connection::Parsed::Request(req)) => api::decode_only(req).is_ok(),
-        Ok(connection::Parsed::Reply(_)) => true,
-        Err(_) => false,
-    }
-}
-
-/// Runs the server side of an SSL listener's TLS handshake (with `tls`'s certificate;
-/// client certificates required when `data`'s length is odd and `tls` has a client CA)
-/// on a loopback connection whose client sends `data` and then closes its side. Panics
-/// if the handshake completes: arbitrary bytes cannot finish one (the client's Finished
-/// needs the handshake's keys), and nothing of a connection is read as a request before
-/// it does. For the `tls_handshake` fuzz target (through `tidelog::testing`).
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn fuzz_tls_handshake(tls: &TlsSettings, data: &[u8]) {
-    use std::io::Write;
-    use std::net::{Shutdown, TcpStream};
-    use std::sync::OnceLock;
-    static SETUP: OnceLock<(TcpListener, crate::security::tls::TlsAcceptors)> = OnceLock::new();
-    let (listener, acceptors) = SETUP.get_or_init(|| {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
-        let acceptors = tls.load().expect("the fuzz target's certificate and key");
-        (listener, acceptors)
-    });
-    let config = match (&acceptors.mutual, data.len() % 2) {
-        (Some(mutual), 1) => mutual.clone(),
-        _ => acceptors.server.clone(),
-    };
-    let addr = listener.local_addr().expect("the listener's address");
-    let mut client = TcpStream::connect(addr).expect("a loopback connection");
-    let (server, _) = listener.accept().expect("the loopback connection accepted");
-    // The client's bytes (on a thread: the server reads them as it goes), then its FIN.
-    let bytes = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = client.write_all(&bytes);
-        let _ = client.shutdown(Shutdown::Write);
-        client
-    });
-    let result = crate::security::tls::accept(config, Arc::new(server), Duration::from_secs(1));
-    let client = writer.join().expect("the fuzz client thread");
-    drop(client);
-    assert!(
-        result.is_err(),
-        "a TLS handshake completed from {} arbitrary bytes",
-        data.len()
-    );
-}
-
-/// Feeds `data` to a connection on a SASL_PLAINTEXT listener as the server would: a
-/// sequence of frames, each a big-endian `u16` length and that many bytes, through the
-/// security gate and the SASL handlers, each frame also through the SCRAM message
-/// parsers. The only user is `fuzz` with password `fuzz-password` (SCRAM-SHA-256).
-/// Panics if a request other than ApiVersions and the SASL ones passes before
-/// authentication, or if a session authenticates as anyone but `fuzz`. For the
-/// `sasl_session` fuzz target (through `tidelog::testing`).
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn fuzz_sasl_session(data: &[u8]) {
-    use crate::security::credentials::{CredentialChange, CredentialStore};
-    use crate::security::scram::{ScramCredential, ScramMechanism};
-    use kafka_protocol::messages::ApiKey;
-    use std::sync::OnceLock;
-
-    /// The one user, in memory.
-    #[derive(Debug)]
-    struct OneUser(ScramCredential);
-    impl CredentialStore for OneUser {
-        fn credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
-            (user == "fuzz" && m == self.0.mechanism).then(|| self.0.clone())
-        }
-        fn users(&self) -> Vec<(String, Vec<(ScramMechanism, u32)>)> {
-            vec![("fuzz".into(), vec![(self.0.mechanism, self.0.iterations)])]
-        }
-        fn apply(&self, _: &[CredentialChange]) -> Result<()> {
-            Err(crate::error::Error::InvalidConfig {
-                key: "users".into(),
-                reason: "the fuzz target's store is read-only".into(),
-            })
-        }
-    }
-    static SECURITY: OnceLock<crate::security::Security> = OnceLock::new();
-    let security = SECURITY.get_or_init(|| {
-        crate::security::Security::new(Arc::new(OneUser(ScramCredential::new(
-            ScramMechanism::Sha256,
-            "fuzz-password",
-            4096,
-        ))))
-    });
-    let log = crate::security::peer_log::PeerLog::default();
-    let peer = SocketAddr::from(([127, 0, 0, 1], 1));
-    let mut session = crate::security::Session::new(SecurityProtocol::SaslPlaintext, None);
-    let allowed = [
-        ApiKey::ApiVersions,
-        ApiKey::SaslHandshake,
-        ApiKey::SaslAuthenticate,
-    ];
-    let mut rest = data;
-    while rest.len() >= 2 {
-        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
-        let frame = &rest[2..2 + len];
-        rest = &rest[2 + len..];
-        let _ = crate::security::scram::parse_client_first(frame);
-        let _ = crate::security::scram::parse_client_final(frame);
-        let was_authenticated = session.authenticated();
-        let raw = session.expects_raw_token();
-        let key = codec::request_start(frame).map(|s| s.api_key);
-        match connection::admit(security, &log, &mut session, peer, frame.to_vec()) {
-            Ok(connection::Admitted::Request(req)) => assert!(
-                was_authenticated || req.header.request_api_key == ApiKey::ApiVersions as i16,
-                "{} passed the gate before authentication",
-                api::api_name(req.header.request_api_key)
-            ),
-            Ok(connection::Admitted::Sasl(answer)) => {
-                assert!(
-                    raw || was_authenticated
-                        || key.is_some_and(|k| allowed.iter().any(|a| *a as i16 == k)),
-                    "api key {key:?} was answered before authentication"
-                );
-                if matches!(
-                    answer.outcome,
-                    api::SaslOutcome::Failed | api::SaslOutcome::Close
-                ) {
-                    return;
-                }
-            }
-            Err(_) => return,
-        }
-        if session.authenticated() {
-            assert_eq!(
-                session.principal, "User:fuzz",
-                "authenticated as someone else"
-            );
-        }
-    }
-}
 
 /// The default cap on a Fetch's `max_wait_ms`: 30 s.
 const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_secs(30);
@@ -338,6 +209,7 @@ impl Shared {
         fds: limits::Descriptors,
         metrics: Arc<crate::metrics::server::ServerStats>,
         security: crate::security::Security,
+        producers: ProducerIds,
     ) -> Shared {
         let dir = backend.data_dir();
         let fit = fds.connections_that_fit().unwrap_or(usize::MAX);
@@ -374,19 +246,7 @@ impl Shared {
                     }
                 })
                 .collect(),
-            producers: match backend.cluster() {
-                Some(node) => {
-                    let node = Arc::downgrade(node);
-                    ProducerIds::with_block_source(
-                        dir,
-                        Box::new(move |count| match node.upgrade() {
-                            Some(n) => n.allocate_producer_ids(count, Duration::from_secs(10)),
-                            None => Err(crate::error::Error::Closed("cluster node".into())),
-                        }),
-                    )
-                }
-                None => ProducerIds::new(dir),
-            },
+            producers,
             backend,
             stopping: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -448,106 +308,6 @@ impl Server {
     }
 }
 
-/// The cluster settings given to a [`ServerBuilder`] (Kafka's names in the setters).
-#[derive(Debug, Default)]
-struct ClusterSettings {
-    node_id: Option<i32>,
-    quorum: Option<String>,
-    session_timeout: Option<Duration>,
-    default_replication_factor: Option<i16>,
-    min_insync_replicas: Option<i32>,
-    replica_lag_time_max: Option<Duration>,
-    offsets_topic_replication_factor: Option<i16>,
-    auto_leader_rebalance: Option<bool>,
-    leader_imbalance_check_interval: Option<Duration>,
-    leader_imbalance_per_broker_percentage: Option<u32>,
-    /// The listener replica fetchers use, by protocol or name (Kafka's
-    /// `inter.broker.listener.name`).
-    inter_broker_listener: Option<InterBrokerListener>,
-    /// The certificate and key replica fetchers present on a TLS inter-broker listener
-    /// (default: the node's own TLS certificate and key).
-    inter_broker_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    /// The replica fetchers' SASL login on that listener.
-    inter_broker_sasl: Option<crate::security::SaslLogin>,
-    /// The CA of the nodes' certificates, for a TLS inter-broker listener.
-    inter_broker_ca: Option<std::path::PathBuf>,
-    /// The quorum port's protocol: PLAINTEXT (default) or SSL.
-    quorum_protocol: Option<SecurityProtocol>,
-    /// The CA of the nodes' certificates on an SSL quorum port.
-    quorum_ca: Option<std::path::PathBuf>,
-    /// Tests: quorum listener bound by the caller, small snapshot threshold.
-    #[cfg(test)]
-    quorum_listener: Option<TcpListener>,
-    #[cfg(test)]
-    snapshot_after_entries: Option<usize>,
-}
-
-/// How the inter-broker listener was named.
-#[derive(Debug, Clone)]
-enum InterBrokerListener {
-    /// The first listener with this protocol (`inter_broker_listener`).
-    Protocol(SecurityProtocol),
-    /// The listener of this name, or else the only one with the protocol of this name
-    /// (`inter_broker_listener_name`).
-    Name(String),
-}
-
-impl InterBrokerListener {
-    /// The index in `listeners` (name, protocol, address) of the listener meant.
-    fn resolve(&self, listeners: &[(String, SecurityProtocol, SocketAddr)]) -> Result<usize> {
-        let all = || {
-            listeners
-                .iter()
-                .map(|(n, p, a)| {
-                    if n == p.name() {
-                        format!("{n}://{a}")
-                    } else {
-                        format!("{n}://{a} ({p})")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let invalid = |reason: String| crate::error::Error::InvalidConfig {
-            key: "inter.broker.listener.name".into(),
-            reason,
-        };
-        match self {
-            InterBrokerListener::Protocol(protocol) => listeners
-                .iter()
-                .position(|(_, p, _)| p == protocol)
-                .ok_or_else(|| invalid(format!("no {protocol} listener among {}", all()))),
-            InterBrokerListener::Name(name) => {
-                let upper = name.to_ascii_uppercase();
-                if let Some(i) = listeners.iter().position(|(n, _, _)| *n == upper) {
-                    return Ok(i);
-                }
-                let Ok(protocol) = upper.parse::<SecurityProtocol>() else {
-                    return Err(invalid(format!(
-                        "no listener named {upper} among {}",
-                        all()
-                    )));
-                };
-                let mut with = listeners
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, p, _))| *p == protocol);
-                match (with.next(), with.next()) {
-                    (Some((i, _)), None) => Ok(i),
-                    (None, _) => Err(invalid(format!(
-                        "no listener named {upper} and no {protocol} listener among {}",
-                        all()
-                    ))),
-                    (Some(_), Some(_)) => Err(invalid(format!(
-                        "{upper} is the protocol of several listeners ({}): name one",
-                        all()
-                    ))),
-                }
-            }
-        }
-    }
-}
-
 /// How long a node's controlled shutdown waits for the controller.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -566,6 +326,9 @@ pub struct ServerBuilder {
     /// Listeners besides the `listen` one, with their names (default: the protocol's).
     extra_listeners: Vec<(Option<String>, SecurityProtocol, Endpoint)>,
 }
+
+/// A listener's protocol, socket and bound address.
+type BoundListener = (SecurityProtocol, TcpListener, SocketAddr);
 
 /// Where a listener listens: an address to bind, or a socket bound by the caller.
 #[derive(Debug)]
@@ -825,393 +588,20 @@ impl ServerBuilder {
         self
     }
 
-    /// Makes this server node `id` of a cluster (Kafka `node.id`); needs
-    /// [`ServerBuilder::quorum`] too. Without both the server is a single node, as
-    /// always. A cluster node keeps its metadata log in `<data>/__cluster_metadata-0/`
-    /// and its identity in `<data>/meta.properties`, and refuses a data directory of
-    /// another node or cluster, or one with a single node's topics.
-    ///
-    /// ```no_run
-    /// # fn main() -> tidelog::Result<()> {
-    /// let broker = tidelog::Broker::open("data-1")?;
-    /// let server = tidelog::Server::builder(broker)
-    ///     .listen("127.0.0.1:9092")
-    ///     .node_id(1)
-    ///     .quorum("1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293")
-    ///     .start()?;
-    /// server.run_until_signal()?; // SIGTERM: controlled shutdown, then stop
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn node_id(mut self, id: i32) -> Self {
-        self.cluster.node_id = Some(id);
-        self
-    }
-
-    /// Every voter of the cluster's metadata quorum with its quorum address, as Kafka's
-    /// `controller.quorum.voters`: `1@host:port,2@host:port,3@host:port`. Each node lists
-    /// all of them (itself included) and listens for its peers on its own entry's
-    /// address. Checked by [`ServerBuilder::start`].
-    pub fn quorum(mut self, voters: impl Into<String>) -> Self {
-        self.cluster.quorum = Some(voters.into());
-        self
-    }
-
-    /// Cluster: a broker the controller has not heard from for this long is fenced (its
-    /// partitions get new leaders). Default = 9 s (Kafka `broker.session.timeout.ms`).
-    pub fn broker_session_timeout(mut self, timeout: Duration) -> Self {
-        self.cluster.session_timeout = Some(timeout);
-        self
-    }
-
-    /// Cluster: replicas of a topic created without a replication factor (auto-created,
-    /// `Broker::create_topic`, CreateTopics with -1). Default = 1 (Kafka
-    /// `default.replication.factor`).
-    pub fn default_replication_factor(mut self, factor: i16) -> Self {
-        self.cluster.default_replication_factor = Some(factor);
-        self
-    }
-
-    /// Cluster: the fewest in-sync replicas an `acks=all` produce needs, for topics that
-    /// do not set `min.insync.replicas`. Default = 1 (Kafka `min.insync.replicas`).
-    pub fn min_insync_replicas(mut self, replicas: i32) -> Self {
-        self.cluster.min_insync_replicas = Some(replicas);
-        self
-    }
-
-    /// Cluster: the listener replica fetchers (this node's, and the other nodes' when
-    /// they fetch from this one) connect to, as Kafka's `inter.broker.listener.name`:
-    /// the first listener with `protocol`. Every node of a cluster should name the same.
-    /// With a SASL protocol, give the fetchers' login with
-    /// [`inter_broker_sasl`](Self::inter_broker_sasl); with a TLS one, the CA of the
-    /// nodes' certificates with [`inter_broker_ca`](Self::inter_broker_ca). Default = the
-    /// first listener, reached in plaintext.
-    pub fn inter_broker_listener(mut self, protocol: SecurityProtocol) -> Self {
-        self.cluster.inter_broker_listener = Some(InterBrokerListener::Protocol(protocol));
-        self
-    }
-
-    /// Cluster: the inter-broker listener by name, as Kafka's
-    /// `inter.broker.listener.name=INTERNAL` (see
-    /// [`listener_name`](Self::listener_name) and
-    /// [`add_named_listener`](Self::add_named_listener)). A protocol name that names no
-    /// listener selects the only listener with that protocol (an error if several have
-    /// it), so `SSL` keeps meaning what [`inter_broker_listener`](Self::inter_broker_listener)
-    /// meant. An unknown name makes [`start`](Self::start) fail with
-    /// `Error::InvalidConfig` for `inter.broker.listener.name`.
-    pub fn inter_broker_listener_name(mut self, name: impl Into<String>) -> Self {
-        self.cluster.inter_broker_listener = Some(InterBrokerListener::Name(name.into()));
-        self
-    }
-
-    /// Cluster: the certificate chain and private key (PEM) replica fetchers present on
-    /// a TLS inter-broker listener (Kafka's inter-broker keystore), for nodes whose SSL
-    /// inter-broker listener requires client certificates
-    /// ([`TlsSettings::client_ca`]): the certificate's subject is the fetchers'
-    /// principal (`User:CN=...`), which needs ClusterAction on the cluster, or to be a
-    /// super user, when the authorizer is on. Default = the node's own
-    /// [`tls`](Self::tls) certificate and key, as a Kafka broker uses its listener's
-    /// keystore for both ends.
-    pub fn inter_broker_client_cert(
-        mut self,
-        cert: impl Into<std::path::PathBuf>,
-        key: impl Into<std::path::PathBuf>,
-    ) -> Self {
-        self.cluster.inter_broker_client_cert = Some((cert.into(), key.into()));
-        self
-    }
-
-    /// Cluster: how this node's replica fetchers log in on a SASL inter-broker listener
-    /// (Kafka's `sasl.mechanism.inter.broker.protocol` and the listener's JAAS login).
-    /// With the authorizer on, the principal (`User:NAME`) needs ClusterAction on the
-    /// cluster, or to be a super user; the user is cluster metadata like any other.
-    pub fn inter_broker_sasl(
-        mut self,
-        mechanism: SaslMechanism,
-        username: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.cluster.inter_broker_sasl = Some(crate::security::SaslLogin {
-            mechanism,
-            username: username.into(),
-            password: password.into(),
-        });
-        self
-    }
-
-    /// Cluster: the PEM file of the CA that signed the nodes' certificates, which replica
-    /// fetchers check on a TLS inter-broker listener (Kafka's inter-broker truststore).
-    pub fn inter_broker_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.cluster.inter_broker_ca = Some(path.into());
-        self
-    }
-
-    /// Cluster: the security protocol of the quorum port (Raft traffic between the
-    /// voters), as Kafka's `listener.security.protocol.map` for the controller listener:
-    /// [`SecurityProtocol::Plaintext`] (the default) or [`SecurityProtocol::Ssl`], mutual
-    /// TLS with the certificate and key of [`tls`](Self::tls) as both server and client
-    /// certificate, and the peers' certificates checked against
-    /// [`quorum_ca`](Self::quorum_ca). SASL protocols are refused by
-    /// [`start`](Self::start).
-    pub fn quorum_security_protocol(mut self, protocol: SecurityProtocol) -> Self {
-        self.cluster.quorum_protocol = Some(protocol);
-        self
-    }
-
-    /// Cluster: the PEM file of the CA that signed the nodes' certificates, which an SSL
-    /// quorum port checks in both directions: a peer's certificate must be signed by it
-    /// and name the host of that voter's quorum address.
-    pub fn quorum_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.cluster.quorum_ca = Some(path.into());
-        self
-    }
-
-    /// Cluster: a follower that has not caught up for this long leaves the ISR. Default =
-    /// 30 s (Kafka `replica.lag.time.max.ms`).
-    pub fn replica_lag_time_max(mut self, lag: Duration) -> Self {
-        self.cluster.replica_lag_time_max = Some(lag);
-        self
-    }
-
-    /// Cluster: replicas of `__consumer_offsets`, capped at the number of voters (with a
-    /// warning). Default = 3 (Kafka `offsets.topic.replication.factor`).
-    pub fn offsets_topic_replication_factor(mut self, factor: i16) -> Self {
-        self.cluster.offsets_topic_replication_factor = Some(factor);
-        self
-    }
-
-    /// Cluster: the controller moves leaderships back to the preferred replicas (the
-    /// first replica of each partition) when they are imbalanced, e.g. after a rolling
-    /// restart left every leader on the node that stayed up. Default = true (Kafka
-    /// `auto.leader.rebalance.enable`).
-    pub fn auto_leader_rebalance(mut self, enable: bool) -> Self {
-        self.cluster.auto_leader_rebalance = Some(enable);
-        self
-    }
-
-    /// Cluster: how often the controller checks the leaders' balance. Default = 300 s
-    /// (Kafka `leader.imbalance.check.interval.seconds`).
-    pub fn leader_imbalance_check_interval(mut self, interval: Duration) -> Self {
-        self.cluster.leader_imbalance_check_interval = Some(interval);
-        self
-    }
-
-    /// Cluster: a broker's partitions are rebalanced when more than this percentage of
-    /// those it is the preferred replica of are led by another broker. Default = 10
-    /// (Kafka `leader.imbalance.per.broker.percentage`).
-    pub fn leader_imbalance_per_broker_percentage(mut self, percentage: u32) -> Self {
-        self.cluster.leader_imbalance_per_broker_percentage = Some(percentage);
-        self
-    }
-
-    /// Tests: a quorum listener bound beforehand (port 0), and snapshots every `n`
-    /// entries.
-    #[cfg(test)]
-    pub(crate) fn test_cluster(
-        mut self,
-        quorum_listener: TcpListener,
-        snapshot_after_entries: usize,
-    ) -> Self {
-        self.cluster.quorum_listener = Some(quorum_listener);
-        self.cluster.snapshot_after_entries = Some(snapshot_after_entries);
-        self
-    }
-
-    /// The cluster node's settings, if the builder was given a node id or quorum.
-    fn cluster_config(
-        &mut self,
-        listeners: &[(String, SecurityProtocol, SocketAddr)],
-    ) -> Result<Option<crate::cluster::ClusterConfig>> {
-        let local = listeners[0].2;
-        if self.cluster.node_id.is_none() && self.cluster.quorum.is_none() {
-            return Ok(None);
-        }
-        let quorum_tls = self.quorum_tls()?;
-        let c = &mut self.cluster;
-        let (node_id, quorum) = match (c.node_id, c.quorum.as_deref()) {
-            (None, None) => return Ok(None),
-            (Some(id), Some(q)) => (id, q),
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(crate::error::Error::InvalidConfig {
-                    key: "node.id".into(),
-                    reason: "a cluster node needs both a node id and the quorum's voters".into(),
-                });
-            }
-        };
-        let voters = crate::cluster::parse_quorum(quorum)?;
-        // Other brokers and clients must reach this address: a wildcard listen address
-        // is advertised with this node's quorum host.
-        let quorum_host = voters
-            .iter()
-            .find(|v| v.id == node_id)
-            .and_then(|v| v.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
-            .unwrap_or_else(|| "localhost".into());
-        let reachable = |addr: SocketAddr| {
-            if addr.ip().is_unspecified() {
-                format!("{quorum_host}:{}", addr.port())
-            } else {
-                addr.to_string()
-            }
-        };
-        // Every listener by name, at its advertised address or else its bound one.
-        let endpoints: Vec<crate::cluster::records::Endpoint> = listeners
-            .iter()
-            .zip(&self.config.advertised_listeners)
-            .map(|((name, protocol, addr), (_, adv))| {
-                let (host, port) = match adv {
-                    Some((host, port)) => (host.clone(), port.unwrap_or(addr.port())),
-                    None if addr.ip().is_unspecified() => (quorum_host.clone(), addr.port()),
-                    None => (addr.ip().to_string(), addr.port()),
-                };
-                crate::cluster::records::Endpoint {
-                    name: name.clone(),
-                    host,
-                    port,
-                    protocol: *protocol,
-                }
-            })
-            .collect();
-        let advertised = match endpoints.first() {
-            Some(e) => e.address(),
-            None => reachable(local),
-        };
-        let replication = match &c.inter_broker_listener {
-            None => None,
-            Some(which) => {
-                let index = which.resolve(listeners)?;
-                let protocol = listeners[index].1;
-                // The fetchers' certificate: the one given, else the node's own.
-                let identity = match (&c.inter_broker_client_cert, &self.config.tls) {
-                    (Some((cert, key)), _) => Some(crate::security::ClientIdentity { cert, key }),
-                    (None, Some(tls)) => Some(tls.identity()),
-                    (None, None) => None,
-                };
-                let security = crate::client::ClientSecurity::new(
-                    protocol,
-                    c.inter_broker_ca.as_deref(),
-                    identity,
-                    c.inter_broker_sasl.clone(),
-                )
-                .map_err(|e| match e {
-                    crate::error::Error::InvalidConfig { key, reason } => {
-                        crate::error::Error::InvalidConfig {
-                            key: format!("inter-broker {key}"),
-                            reason,
-                        }
-                    }
-                    other => other,
-                })?;
-                // The first listener is advertised already.
-                let addr = (index > 0).then(|| match endpoints.get(index) {
-                    Some(e) => e.address(),
-                    None => reachable(listeners[index].2),
-                });
-                Some((addr, security))
-            }
-        };
-        let mut config = crate::cluster::ClusterConfig::new(node_id, voters, advertised);
-        config.quorum_tls = quorum_tls;
-        config.endpoints = endpoints;
-        if let Some((addr, security)) = replication {
-            config.replication_listener = addr;
-            config.replication_security = Arc::new(security);
-        }
-        if let Some(t) = c.session_timeout {
-            config.session_timeout = t;
-        }
-        if let Some(f) = c.default_replication_factor {
-            config.default_replication_factor = f;
-        }
-        if let Some(m) = c.min_insync_replicas {
-            config.min_insync_replicas = m;
-        }
-        if let Some(l) = c.replica_lag_time_max {
-            config.replica_lag_time_max = l;
-        }
-        if let Some(f) = c.offsets_topic_replication_factor {
-            config.offsets_topic_replication_factor = f;
-        }
-        if let Some(e) = c.auto_leader_rebalance {
-            config.auto_leader_rebalance = e;
-        }
-        if let Some(i) = c.leader_imbalance_check_interval {
-            config.leader_imbalance_check_interval = i;
-        }
-        if let Some(p) = c.leader_imbalance_per_broker_percentage {
-            config.leader_imbalance_per_broker_percentage = p;
-        }
-        config.default_partitions = self.broker.config().default_partitions;
-        #[cfg(test)]
-        {
-            config.quorum_listener = c.quorum_listener.take();
-            if let Some(n) = c.snapshot_after_entries {
-                config.snapshot_after_entries = n;
-            }
-        }
-        Ok(Some(config))
-    }
-
-    /// The quorum port's TLS, from `quorum_security_protocol`, `quorum_ca` and `tls`.
-    fn quorum_tls(&self) -> Result<Option<Arc<crate::cluster::quorum_tls::QuorumTls>>> {
-        let invalid = |key: &str, reason: String| crate::error::Error::InvalidConfig {
-            key: key.into(),
-            reason,
-        };
-        let c = &self.cluster;
-        match c.quorum_protocol.unwrap_or(SecurityProtocol::Plaintext) {
-            SecurityProtocol::Plaintext => match &c.quorum_ca {
-                None => Ok(None),
-                Some(ca) => Err(invalid(
-                    crate::cluster::quorum_tls::CA_KEY,
-                    format!(
-                        "{} is set but the quorum port is PLAINTEXT: set quorum-security-protocol to SSL",
-                        ca.display()
-                    ),
-                )),
-            },
-            SecurityProtocol::Ssl => {
-                let tls = self.config.tls.as_ref().ok_or_else(|| {
-                    invalid(
-                        "quorum-security-protocol",
-                        "SSL needs the node's certificate and key (tls-cert, tls-key), used as both server and client certificate".into(),
-                    )
-                })?;
-                let ca = c.quorum_ca.as_deref().ok_or_else(|| {
-                    invalid(
-                        crate::cluster::quorum_tls::CA_KEY,
-                        "the SSL quorum port needs the PEM file of the CA that signed the nodes' certificates".into(),
-                    )
-                })?;
-                Ok(Some(Arc::new(crate::cluster::quorum_tls::QuorumTls::load(
-                    tls, ca,
-                )?)))
-            }
-            other => Err(invalid(
-                "quorum-security-protocol",
-                format!("{other}: the quorum port speaks PLAINTEXT or SSL (mutual TLS)"),
-            )),
-        }
-    }
-
-    /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and
-    /// start the accept thread (and, for a cluster node, the node's quorum threads
-    /// first).
-    pub fn start(mut self) -> Result<ServerHandle> {
-        if let Some(e) = self.listen_error.take()
-            && self.listener.is_none()
-        {
-            return Err(e);
-        }
+    /// Bind every listener (or take the sockets bound by the caller): their names
+    /// (upper-cased; the protocol's unless given one), and their protocols, sockets and
+    /// addresses, the `listen` one first.
+    fn bind(&mut self) -> Result<(Vec<String>, Vec<BoundListener>)> {
         let listen = self.config.listen;
         let listener = match self.listener.take() {
             Some(l) => l,
             None => TcpListener::bind(listen).ctx("bind", listen.to_string())?,
         };
-        let local = listener.local_addr().ctx("bind", listen.to_string())?;
         let name = |n: Option<String>, p: SecurityProtocol| {
             n.map_or_else(|| p.name().to_string(), |n| n.to_ascii_uppercase())
         };
         let mut names = vec![name(self.listener_name.take(), self.config.protocol)];
+        let local = listener.local_addr().ctx("bind", listen.to_string())?;
         let mut listeners = vec![(self.config.protocol, listener, local)];
         for (n, protocol, endpoint) in std::mem::take(&mut self.extra_listeners) {
             let n = name(n, protocol);
@@ -1229,6 +619,20 @@ impl ServerBuilder {
             names.push(n);
             listeners.push((protocol, l, addr));
         }
+        Ok((names, listeners))
+    }
+
+    /// Bind the address (unless a [`listener`](ServerBuilder::listener) was given) and
+    /// start the accept thread (and, for a cluster node, the node's quorum threads
+    /// first).
+    pub fn start(mut self) -> Result<ServerHandle> {
+        if let Some(e) = self.listen_error.take()
+            && self.listener.is_none()
+        {
+            return Err(e);
+        }
+        let (names, listeners) = self.bind()?;
+        let local = listeners[0].2;
         let tls = self.config.tls.as_ref().map(|t| t.load()).transpose()?;
         if let Some((p, _, addr)) = listeners
             .iter()
@@ -1249,19 +653,7 @@ impl ServerBuilder {
             None => vec![None; names.len()],
         };
         self.config.advertised_listeners = names.iter().cloned().zip(advertised).collect();
-        let cluster = match self.cluster_config(&bound)? {
-            Some(config) => Some(crate::cluster::ClusterNode::start(&self.broker, config)?),
-            None if self.broker.is_cluster_node() => {
-                return Err(crate::error::Error::InvalidConfig {
-                    key: "node.id".into(),
-                    reason: format!(
-                        "{} is a cluster node's data directory; start it with its node id and the quorum",
-                        self.broker.dir().display()
-                    ),
-                });
-            }
-            None => None,
-        };
+        let cluster = self.start_cluster(&bound)?;
         let security = match self.security(tls, cluster.as_ref()) {
             Ok(s) => s,
             Err(e) => {
@@ -1273,13 +665,23 @@ impl ServerBuilder {
         };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
+        let producers = node::producer_ids(self.broker.dir(), cluster.as_ref());
         let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
             broker: self.broker,
-            cluster: cluster.clone(),
+            cluster: cluster
+                .clone()
+                .map(|c| c as Arc<dyn cluster_view::ClusterView>),
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
-        let shared = Arc::new(Shared::new(self.config, backend, fds, metrics, security));
+        let shared = Arc::new(Shared::new(
+            self.config,
+            backend,
+            fds,
+            metrics,
+            security,
+            producers,
+        ));
         let mut accepts = Vec::with_capacity(listeners.len());
         let named = bound;
         let mut bound = Vec::with_capacity(listeners.len());
@@ -1312,66 +714,6 @@ impl ServerBuilder {
             named,
             cluster,
         })
-    }
-
-    /// The security settings: `tls`, the credential and ACL stores (the data
-    /// directory's files on a single node, the metadata image on a cluster node) and the
-    /// authorizer, from the builder's settings.
-    fn security(
-        &self,
-        tls: Option<crate::security::tls::TlsAcceptors>,
-        cluster: Option<&Arc<crate::cluster::ClusterNode>>,
-    ) -> Result<crate::security::Security> {
-        use crate::security::acl::AclStore;
-        use crate::security::credentials::CredentialStore;
-        let dir = self.broker.dir();
-        let authorizer = self.config.authorizer;
-        let (credentials, acls): (Arc<dyn CredentialStore>, Option<Arc<dyn AclStore>>) =
-            match cluster {
-                None => (
-                    Arc::new(crate::security::credentials::FileCredentialStore::open(
-                        dir,
-                    )?),
-                    if authorizer {
-                        Some(Arc::new(crate::security::acl::FileAclStore::open(dir)?))
-                    } else {
-                        None
-                    },
-                ),
-                Some(node) => {
-                    for file in [
-                        crate::security::credentials::USERS_FILE,
-                        crate::security::acl::ACLS_FILE,
-                    ] {
-                        let path = dir.join(file);
-                        if path.exists() {
-                            tracing::warn!(
-                                file = %path.display(),
-                                "a cluster node keeps users and ACLs in the cluster's metadata \
-                                 log: {} is not used (add its users and ACLs to the cluster with \
-                                 tidelog users|acls --bootstrap, then remove it)",
-                                path.display()
-                            );
-                        }
-                    }
-                    (
-                        Arc::new(crate::cluster::security::ClusterCredentials(node.clone())),
-                        Some(Arc::new(crate::cluster::security::ClusterAcls(
-                            node.clone(),
-                        ))),
-                    )
-                }
-            };
-        let mut security = crate::security::Security::new(credentials);
-        security.mechanisms = self.config.sasl_mechanisms.clone();
-        security.tls = tls;
-        if let Some(acls) = acls.filter(|_| authorizer) {
-            security.authorizer = Some(crate::security::acl::Authorizer::new(
-                acls,
-                self.config.super_users.iter().cloned().collect(),
-            ));
-        }
-        Ok(security)
     }
 }
 
@@ -1537,6 +879,10 @@ mod tests;
 mod tests_admin;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_api_table;
+#[cfg(test)]
+mod tests_cluster_view;
 #[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]

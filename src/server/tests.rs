@@ -92,7 +92,7 @@ fn api_versions_v3_is_answered_in_the_flexible_layout() {
     assert_eq!(be32(&b, 0), 9);
     assert_eq!(be16(&b, 4), 0, "error code");
     // compact array: length + 1 as an unsigned varint.
-    assert_eq!(b[6] as usize, api::SUPPORTED.len() + 1);
+    assert_eq!(b[6] as usize, api::APIS.len() + 1);
 }
 
 #[test]

@@ -10,17 +10,17 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
-use super::{Fatal, Reply, Request, SUPPORTED, encode_response};
+use super::{APIS, Ctx, Fatal, Reply, Request, encode_response};
 
-/// The response listing every supported API, with `error_code`.
+/// The response listing every API of the table ([`APIS`]), with `error_code`.
 fn response(error_code: i16) -> ApiVersionsResponse {
-    let api_keys = SUPPORTED
+    let api_keys = APIS
         .iter()
-        .map(|&(key, min, max)| {
+        .map(|api| {
             ApiVersion::default()
-                .with_api_key(key as i16)
-                .with_min_version(min)
-                .with_max_version(max)
+                .with_api_key(api.key as i16)
+                .with_min_version(api.min)
+                .with_max_version(api.max)
         })
         .collect();
     ApiVersionsResponse::default()
@@ -29,7 +29,7 @@ fn response(error_code: i16) -> ApiVersionsResponse {
 }
 
 /// Answer an ApiVersions request of a supported version.
-pub(super) fn handle(req: &mut Request) -> Result<Reply, Fatal> {
+pub(super) fn handle(_ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     // The body carries the client's software name and version (v3); nothing to act on,
     // but a body that does not decode is still a bad request.
     let _: ApiVersionsRequest = req.decode()?;

@@ -2,7 +2,7 @@
 //! refused, replica assignments are ignored. A cluster node proposes each topic to the
 //! controller, with its replication factor (-1: `default.replication.factor`) or the
 //! client's replica assignment, and answers once the topic is applied here (or
-//! REQUEST_TIMED_OUT); `validate_only` checks against the current image.
+//! REQUEST_TIMED_OUT); `validate_only` checks against the cluster's current metadata.
 //!
 //! As in Kafka: a topic named twice in one request is INVALID_REQUEST (every copy), a
 //! partition count of 0 or below -1 INVALID_PARTITIONS, a replication factor of 0 or
@@ -16,6 +16,7 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::security::acl::ResourceType;
 use crate::security::denied_code;
+use crate::server::cluster_view::{ClusterView, TopicSpec};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: CreateTopicsRequest = req.decode()?;
@@ -154,7 +155,7 @@ fn handle_cluster(
     ctx: &Ctx<'_>,
     req: &mut Request,
     request: CreateTopicsRequest,
-    cluster: &crate::cluster::ClusterNode,
+    cluster: &dyn ClusterView,
 ) -> Result<Reply, Fatal> {
     let timeout = std::time::Duration::from_millis(request.timeout_ms.clamp(1000, 60_000) as u64);
     let duplicates = duplicates(&request);
@@ -191,7 +192,7 @@ fn handle_cluster(
                             format!("replication factor {} is not valid", t.replication_factor),
                         ));
                     }
-                    let topic = crate::cluster::NewTopic {
+                    let topic = TopicSpec {
                         name: name.clone(),
                         partitions: t.num_partitions,
                         replication_factor: t.replication_factor,
@@ -207,9 +208,8 @@ fn handle_cluster(
                     if !request.validate_only {
                         tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created");
                     }
-                    let image = cluster.image();
                     let (partitions, rf) =
-                        image
+                        cluster
                             .topic(&name)
                             .map_or((t.num_partitions, t.replication_factor), |t| {
                                 (

@@ -1,6 +1,7 @@
 //! DescribeCluster (key 60), versions 0-2: the cluster id, the controller and the
 //! brokers (from [`Backend::brokers`](crate::server::backend::Backend::brokers): this
-//! node alone, or a cluster's registered brokers from its metadata image). Brokers answer for the broker endpoint
+//! node alone, or a cluster's registered brokers from its
+//! [`ClusterView`](crate::server::cluster_view::ClusterView)). Brokers answer for the broker endpoint
 //! only: asking for controllers (endpoint type 2, v1+) is UNSUPPORTED_ENDPOINT_TYPE, an
 //! unknown endpoint type INVALID_REQUEST. Fenced brokers are listed from v2 only when
 //! asked for.
@@ -37,9 +38,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     // A cluster node answers with the cluster's id and its controller (Raft leader).
     let (cluster_id, controller) = match ctx.backend().cluster() {
         Some(c) => (
-            c.image()
-                .cluster_id
-                .clone()
+            c.cluster_id()
                 .unwrap_or_else(|| ctx.shared.cluster_id.clone()),
             c.controller_id().unwrap_or(-1),
         ),

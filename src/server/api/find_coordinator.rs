@@ -1,6 +1,7 @@
 //! FindCoordinator (key 10), versions 0-2: a single node coordinates every group. On a
 //! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
-//! partition (Kafka's `abs(groupId.hashCode) % partitions`), from the metadata image;
+//! partition (Kafka's `abs(groupId.hashCode) % partitions`), from its
+//! [`ClusterView`];
 //! COORDINATOR_NOT_AVAILABLE while that topic does not exist or the partition has no
 //! leader.
 
@@ -10,6 +11,7 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
+use crate::server::cluster_view::ClusterView;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FindCoordinatorRequest = req.decode()?;
@@ -66,13 +68,12 @@ fn java_hash(s: &str) -> i32 {
 /// The coordinator of `group` on a cluster: `(node id, host, port)` of the leader of its
 /// `__consumer_offsets` partition at its endpoint of `listener`, or why there is none.
 fn cluster_coordinator(
-    cluster: &crate::cluster::ClusterNode,
+    cluster: &dyn ClusterView,
     group: &str,
     listener: &str,
 ) -> Result<(i32, String, i32), String> {
     let no_leader = || format!("{} has no leader yet", crate::broker::OFFSETS_TOPIC);
-    let image = cluster.image();
-    let topic = image
+    let topic = cluster
         .topic(crate::broker::OFFSETS_TOPIC)
         .ok_or_else(no_leader)?;
     let count = topic.partitions.len() as i32;
@@ -82,12 +83,12 @@ fn cluster_coordinator(
     // Kafka's Utils.abs: i32::MIN maps to 0, not to itself.
     let partition = (java_hash(group) & 0x7fff_ffff) % count;
     let leader = topic.partitions[partition as usize].leader;
-    let broker = image
-        .brokers
-        .get(&leader)
-        .filter(|b| !b.fenced)
+    let broker = cluster
+        .brokers(listener)
+        .into_iter()
+        .find(|b| b.id == leader && !b.fenced)
         .ok_or_else(no_leader)?;
-    let (host, port) = broker.endpoint(listener).ok_or_else(|| {
+    let (host, port) = broker.endpoint.ok_or_else(|| {
         format!("the coordinator, broker {leader}, has no listener named {listener}")
     })?;
     Ok((leader, host, port))

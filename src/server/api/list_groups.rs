@@ -48,7 +48,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Err(e) => match (e, ctx.backend().cluster()) {
             (GroupError::NotCoordinator, Some(cluster)) => {
                 let leads_offsets = cluster
-                    .image()
                     .topic(OFFSETS_TOPIC)
                     .is_some_and(|t| t.partitions.iter().any(|p| p.leader == cluster.node_id()));
                 if leads_offsets {

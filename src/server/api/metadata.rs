@@ -4,7 +4,7 @@
 //! `tidelog serve` turns it on).
 //!
 //! A single node is the only broker and leads every partition. A cluster node answers
-//! from its metadata image: the unfenced brokers at their advertised endpoints of the
+//! from its [`ClusterView`]: the unfenced brokers at their advertised endpoints of the
 //! listener the request came in on (a broker without that listener is left out), the
 //! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
 //! there is none or it lacks the listener), leader epoch, replicas, ISR and offline replicas (those on fenced
@@ -18,6 +18,9 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
+use crate::server::cluster_view::{
+    ClusterBroker, ClusterView, NO_LEADER, PartitionLayout, TopicSpec,
+};
 
 /// The name of the internal offsets topic, flagged `is_internal`.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -141,87 +144,42 @@ fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
     ids.iter().copied().map(BrokerId).collect()
 }
 
-/// Metadata of a cluster node, from its image.
+/// Metadata of a cluster node, from its [`ClusterView`].
 fn handle_cluster(
     ctx: &Ctx<'_>,
     req: &mut Request,
     request: MetadataRequest,
-    cluster: &crate::cluster::ClusterNode,
+    cluster: &dyn ClusterView,
 ) -> Result<Reply, Fatal> {
     let version = req.version();
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
     let wanted = wanted_topics(&request, version);
     if allow_create && let Some(names) = &wanted {
-        let image = cluster.image();
-        for name in names.iter().filter(|n| image.topic(n).is_none()) {
-            if !ctx.may_create_topic(name) {
-                continue;
-            }
-            let topic = crate::cluster::NewTopic {
-                name: name.clone(),
-                partitions: -1,
-                replication_factor: -1,
-                ..Default::default()
-            };
-            match cluster.create_topic(&topic, false, AUTO_CREATE_TIMEOUT) {
-                Ok(()) => {
-                    tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
-                }
-                Err(e) => tracing::info!(topic = %name, error = %e, "cannot auto-create topic"),
-            }
-        }
+        auto_create(ctx, req, cluster, names);
     }
-    let image = cluster.image();
     let all = wanted.is_none();
-    let names = wanted.unwrap_or_else(|| ctx.describable(image.topics.keys().cloned().collect()));
+    let names = wanted.unwrap_or_else(|| ctx.describable(cluster.topic_names()));
+    let brokers = cluster.brokers(ctx.listener);
+    let layouts = cluster.topics(&names);
     let topics = names
         .into_iter()
-        .map(|name| {
+        .zip(layouts)
+        .map(|(name, layout)| {
             if !all && !ctx.allowed(AclOperation::Describe, ResourceType::Topic, &name) {
                 return unauthorized(name);
             }
             let topic = MetadataResponseTopic::default()
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
-            let Some(t) = image.topic(&name) else {
+            let Some(t) = layout else {
                 return topic.with_error_code(unknown_topic_code(&name));
             };
             let partitions = t
                 .partitions
                 .iter()
                 .enumerate()
-                .map(|(i, p)| {
-                    let offline: Vec<i32> = p
-                        .replicas
-                        .iter()
-                        .copied()
-                        .filter(|r| !image.is_unfenced(*r))
-                        .collect();
-                    // A leader without this listener cannot be reached by this client:
-                    // LEADER_NOT_AVAILABLE, as Kafka answers.
-                    let reachable = p.leader != crate::cluster::NO_LEADER
-                        && image
-                            .brokers
-                            .get(&p.leader)
-                            .is_some_and(|b| b.endpoint(ctx.listener).is_some());
-                    let (error, leader) = if reachable {
-                        (0, p.leader)
-                    } else {
-                        (
-                            ResponseError::LeaderNotAvailable.code(),
-                            crate::cluster::NO_LEADER,
-                        )
-                    };
-                    MetadataResponsePartition::default()
-                        .with_error_code(error)
-                        .with_partition_index(i as i32)
-                        .with_leader_id(BrokerId(leader))
-                        .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(broker_ids(&p.replicas))
-                        .with_isr_nodes(broker_ids(&p.isr))
-                        .with_offline_replicas(broker_ids(&offline))
-                })
+                .map(|(i, p)| partition(i, p, &brokers))
                 .collect();
             topic
                 .with_is_internal(t.internal)
@@ -230,12 +188,11 @@ fn handle_cluster(
         .collect();
     // Every broker at its endpoint of the listener the request came in on; one without
     // that listener is left out (Kafka logs it the same way).
-    let brokers = image
-        .brokers
-        .values()
+    let brokers = brokers
+        .into_iter()
         .filter(|b| !b.fenced)
         .filter_map(|b| {
-            let Some((host, port)) = b.endpoint(ctx.listener) else {
+            let Some((host, port)) = b.endpoint else {
                 tracing::debug!(
                     broker = b.id,
                     listener = ctx.listener,
@@ -253,9 +210,66 @@ fn handle_cluster(
         .collect();
     let response = MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(image.cluster_id.clone().map(kstr))
+        .with_cluster_id(cluster.cluster_id().map(kstr))
         .with_controller_id(BrokerId(cluster.controller_id().unwrap_or(-1)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     req.respond(&response)
+}
+
+/// Creates the topics of `names` that do not exist (and the principal may create)
+/// through the controller, as a Metadata request that allows it does.
+fn auto_create(ctx: &Ctx<'_>, req: &Request, cluster: &dyn ClusterView, names: &[String]) {
+    let layouts = cluster.topics(names);
+    for (name, _) in names.iter().zip(layouts).filter(|(_, l)| l.is_none()) {
+        if !ctx.may_create_topic(name) {
+            continue;
+        }
+        let topic = TopicSpec {
+            name: name.clone(),
+            partitions: -1,
+            replication_factor: -1,
+            ..Default::default()
+        };
+        match cluster.create_topic(&topic, false, AUTO_CREATE_TIMEOUT) {
+            Ok(()) => {
+                tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created by a Metadata request");
+            }
+            Err(e) => tracing::info!(topic = %name, error = %e, "cannot auto-create topic"),
+        }
+    }
+}
+
+/// One partition of a cluster's topic in Metadata: its leader (LEADER_NOT_AVAILABLE
+/// when there is none or it lacks the request's listener, as Kafka answers), leader
+/// epoch, replicas, ISR and the replicas on brokers that are fenced or gone (offline).
+fn partition(
+    index: usize,
+    p: &PartitionLayout,
+    brokers: &[ClusterBroker],
+) -> MetadataResponsePartition {
+    let unfenced = |id: i32| brokers.iter().any(|b| b.id == id && !b.fenced);
+    let offline: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !unfenced(*r))
+        .collect();
+    let reachable = p.leader != NO_LEADER
+        && brokers
+            .iter()
+            .any(|b| b.id == p.leader && b.endpoint.is_some());
+    let (error, leader) = if reachable {
+        (0, p.leader)
+    } else {
+        (ResponseError::LeaderNotAvailable.code(), NO_LEADER)
+    };
+    MetadataResponsePartition::default()
+        .with_error_code(error)
+        .with_partition_index(index as i32)
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(p.leader_epoch)
+        .with_replica_nodes(broker_ids(&p.replicas))
+        .with_isr_nodes(broker_ids(&p.isr))
+        .with_offline_replicas(broker_ids(&offline))
 }

@@ -1,5 +1,7 @@
-//! One file per Kafka API; this module holds the table of supported versions and routes a
-//! decoded request header to its handler.
+//! One file per Kafka API; this module holds the table of the APIs the server serves (the
+//! `apis!` invocation: key, versions, request and response types, handler, how errors are
+//! counted), from which ApiVersions' list, the routing of a decoded request to its
+//! handler, the fuzz target's decoding and the error counting of responses all come.
 //!
 //! Handlers decode their request body with [`codec::decode`](super::codec::decode) and
 //! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
@@ -56,51 +58,234 @@ use crate::security::Security;
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 use crate::security::peer_log::peer_warn;
 
-/// `(api key, lowest version, highest version)` the server answers, in the order they
-/// are listed in an ApiVersions response.
-pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 8),
-    (ApiKey::Fetch, 4, 11),
-    (ApiKey::ListOffsets, 1, 5),
-    (ApiKey::Metadata, 0, 8),
-    (ApiKey::OffsetCommit, 2, 7),
-    (ApiKey::OffsetFetch, 1, 5),
-    (ApiKey::FindCoordinator, 0, 2),
-    (ApiKey::JoinGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 3),
-    (ApiKey::LeaveGroup, 0, 3),
-    (ApiKey::SyncGroup, 0, 3),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 4),
-    (ApiKey::DeleteTopics, 1, 3),
-    (ApiKey::InitProducerId, 0, 1),
-    (ApiKey::DescribeConfigs, 1, 3),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::DescribeCluster, 0, 2),
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeAcls, 1, 3),
-    (ApiKey::CreateAcls, 1, 3),
-    (ApiKey::DeleteAcls, 1, 3),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    (ApiKey::DescribeProducers, 0, 0),
-];
+/// Who answers an API of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnsweredBy {
+    /// An API handler, through [`handle`].
+    Handler,
+    /// The connection itself (SASL: the answer changes the connection's state).
+    Connection,
+}
+
+/// One line of the table of APIs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Api {
+    /// The api key.
+    pub key: ApiKey,
+    /// The lowest version answered.
+    pub min: i16,
+    /// The highest version answered.
+    pub max: i16,
+    /// Who answers it (read by the tests that check the table against the dispatch).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub answered_by: AnsweredBy,
+}
+
+/// The error codes of a response, for the server's error counters (see
+/// [`crate::metrics::server::count_error`]); implemented for every response type of the
+/// table by `apis!`.
+pub(crate) trait ErrorCodes {
+    /// Calls `f` with every error code of the response (zeros included).
+    fn error_codes(&self, f: &mut dyn FnMut(i16));
+}
+
+/// Generates, from the table of APIs below: [`APIS`] (what ApiVersions lists), the
+/// dispatch to the handlers, [`decode_only`] and the [`ErrorCodes`] of each response.
+macro_rules! apis {
+    (@answered_by handler) => { AnsweredBy::Handler };
+    (@answered_by connection) => { AnsweredBy::Connection };
+    (@dispatch handler $module:ident $ctx:ident $req:ident) => { $module::handle($ctx, $req) };
+    (@dispatch connection $module:ident $ctx:ident $req:ident) => { Err(not_supported($req)) };
+    (@errors none) => { |_, _| {} };
+    (@errors framed) => { |_, _| {} };
+    (@errors $count:expr) => { $count };
+    ($(
+        $key:ident $lo:literal..=$hi:literal, $request:ident => $response:ident,
+        $answered_by:ident($module:ident), errors [$($errors:tt)*];
+    )*) => {
+        /// Every API the server answers, in the order an ApiVersions response lists them.
+        pub(crate) const APIS: &[Api] = &[$(
+            Api {
+                key: ApiKey::$key,
+                min: $lo,
+                max: $hi,
+                answered_by: apis!(@answered_by $answered_by),
+            },
+        )*];
+
+        /// Route a request of an API answered by a handler to it.
+        fn dispatch(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+            match ApiKey::try_from(req.header.request_api_key) {
+                $(Ok(ApiKey::$key) => apis!(@dispatch $answered_by $module ctx req),)*
+                _ => Err(not_supported(req)),
+            }
+        }
+
+        /// Decode the body of `req` as the request type of its api key, without acting on
+        /// it. Used by the request-decoder fuzz target.
+        #[cfg(any(test, feature = "testing"))]
+        pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
+            match ApiKey::try_from(req.header.request_api_key) {
+                $(Ok(ApiKey::$key) => req.decode::<kafka_protocol::messages::$request>().map(drop),)*
+                _ => Err(not_supported(&req)),
+            }
+        }
+
+        $(
+            impl ErrorCodes for kafka_protocol::messages::$response {
+                fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+                    let count: fn(&Self, &mut dyn FnMut(i16)) = apis!(@errors $($errors)*);
+                    count(self, f)
+                }
+            }
+        )*
+
+        /// Tests: the body of a default request of `key` at `version`, and whether a
+        /// response body decodes as `key`'s response at `version` with nothing left over.
+        #[cfg(test)]
+        pub(crate) mod table_codec {
+            use super::*;
+            use kafka_protocol::protocol::Decodable;
+
+            pub(crate) fn default_request(key: ApiKey, version: i16) -> Vec<u8> {
+                let mut out = bytes::BytesMut::new();
+                match key {
+                    $(ApiKey::$key => kafka_protocol::messages::$request::default()
+                        .encode(&mut out, version)
+                        .unwrap(),)*
+                    other => panic!("{other:?} is not in the table"),
+                }
+                out.to_vec()
+            }
+
+            pub(crate) fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> Result<(), String> {
+                let decoded = match key {
+                    $(ApiKey::$key => kafka_protocol::messages::$response::decode(&mut body, version).map(drop),)*
+                    other => panic!("{other:?} is not in the table"),
+                };
+                decoded.map_err(|e| e.to_string())?;
+                if body.is_empty() { Ok(()) } else { Err(format!("{} bytes left over", body.len())) }
+            }
+        }
+    };
+}
+
+// The Kafka APIs the server serves, one line each, in the order ApiVersions lists them:
+//
+//     Key lo..=hi, Request => Response, answered_by(module), errors [how];
+//
+// `handler(m)`: [`handle`] routes the request to `m::handle(ctx, req)`; `connection(m)`:
+// the connection answers it itself with `m` (the SASL APIs, which change its state).
+// `errors [|r, f| ...]` calls `f` with every error code of a response `r`, one per
+// topic, partition, group or resource that failed, as Kafka's `errorCounts` does (for the
+// server's metrics, see [`ErrorCodes`]); `errors [framed]`: counted where the response is
+// framed by hand (Fetch); `errors [none]`: not counted.
+//
+// Adding an API: its handler file (and `mod` line above), and one line here.
+apis! {
+    Produce 3..=8, ProduceRequest => ProduceResponse, handler(produce),
+        errors [|r, f| r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))];
+    Fetch 4..=11, FetchRequest => FetchResponse, handler(fetch), errors [framed];
+    ListOffsets 1..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    Metadata 0..=8, MetadataRequest => MetadataResponse, handler(metadata),
+        errors [|r, f| {
+            f(r.error_code);
+            for t in &r.topics {
+                f(t.error_code);
+                t.partitions.iter().for_each(|p| f(p.error_code));
+            }
+        }];
+    OffsetCommit 2..=7, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    OffsetFetch 1..=5, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+        errors [|r, f| {
+            f(r.error_code);
+            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+            for g in &r.groups {
+                f(g.error_code);
+                g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+            }
+        }];
+    FindCoordinator 0..=2, FindCoordinatorRequest => FindCoordinatorResponse, handler(find_coordinator),
+        errors [|r, f| {
+            f(r.error_code);
+            r.coordinators.iter().for_each(|c| f(c.error_code));
+        }];
+    JoinGroup 0..=5, JoinGroupRequest => JoinGroupResponse, handler(join_group),
+        errors [|r, f| f(r.error_code)];
+    Heartbeat 0..=3, HeartbeatRequest => HeartbeatResponse, handler(heartbeat),
+        errors [|r, f| f(r.error_code)];
+    LeaveGroup 0..=3, LeaveGroupRequest => LeaveGroupResponse, handler(leave_group),
+        errors [|r, f| {
+            f(r.error_code);
+            r.members.iter().for_each(|m| f(m.error_code));
+        }];
+    SyncGroup 0..=3, SyncGroupRequest => SyncGroupResponse, handler(sync_group),
+        errors [|r, f| f(r.error_code)];
+    ApiVersions 0..=3, ApiVersionsRequest => ApiVersionsResponse, handler(api_versions),
+        errors [|r, f| f(r.error_code)];
+    CreateTopics 2..=4, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
+        errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
+    DeleteTopics 1..=3, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
+        errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
+    InitProducerId 0..=1, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
+        errors [|r, f| f(r.error_code)];
+    DescribeConfigs 1..=3, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
+        errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
+    DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
+        errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
+    ListGroups 0..=4, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
+        errors [|r, f| f(r.error_code)];
+    DeleteGroups 0..=2, DeleteGroupsRequest => DeleteGroupsResponse, handler(delete_groups),
+        errors [|r, f| r.results.iter().for_each(|g| f(g.error_code))];
+    OffsetDelete 0..=0, OffsetDeleteRequest => OffsetDeleteResponse, handler(offset_delete),
+        errors [|r, f| {
+            f(r.error_code);
+            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    CreatePartitions 0..=3, CreatePartitionsRequest => CreatePartitionsResponse, handler(create_partitions),
+        errors [|r, f| r.results.iter().for_each(|t| f(t.error_code))];
+    AlterConfigs 0..=2, AlterConfigsRequest => AlterConfigsResponse, handler(alter_configs),
+        errors [|r, f| r.responses.iter().for_each(|x| f(x.error_code))];
+    IncrementalAlterConfigs 0..=1, IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse,
+        handler(incremental_alter_configs),
+        errors [|r, f| r.responses.iter().for_each(|x| f(x.error_code))];
+    DeleteRecords 0..=2, DeleteRecordsRequest => DeleteRecordsResponse, handler(delete_records),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    DescribeCluster 0..=2, DescribeClusterRequest => DescribeClusterResponse, handler(describe_cluster),
+        errors [|r, f| f(r.error_code)];
+    SaslHandshake 0..=1, SaslHandshakeRequest => SaslHandshakeResponse, connection(sasl_handshake),
+        errors [none];
+    SaslAuthenticate 0..=2, SaslAuthenticateRequest => SaslAuthenticateResponse, connection(sasl_authenticate),
+        errors [none];
+    DescribeAcls 1..=3, DescribeAclsRequest => DescribeAclsResponse, handler(describe_acls), errors [none];
+    CreateAcls 1..=3, CreateAclsRequest => CreateAclsResponse, handler(create_acls), errors [none];
+    DeleteAcls 1..=3, DeleteAclsRequest => DeleteAclsResponse, handler(delete_acls), errors [none];
+    DescribeUserScramCredentials 0..=0, DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse,
+        handler(describe_user_scram_credentials), errors [none];
+    AlterUserScramCredentials 0..=0, AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse,
+        handler(alter_user_scram_credentials), errors [none];
+    OffsetForLeaderEpoch 2..=4, OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse,
+        handler(offset_for_leader_epoch),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    DescribeProducers 0..=0, DescribeProducersRequest => DescribeProducersResponse, handler(describe_producers),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+}
 
 /// The version range the server answers for `api_key`, if it answers it at all.
 pub(crate) fn supported_range(api_key: i16) -> Option<(i16, i16)> {
-    SUPPORTED
-        .iter()
-        .find(|(k, _, _)| *k as i16 == api_key)
-        .map(|&(_, lo, hi)| (lo, hi))
+    APIS.iter()
+        .find(|api| api.key as i16 == api_key)
+        .map(|api| (api.min, api.max))
+}
+
+/// The refusal of a request of an API the server does not answer.
+fn not_supported(req: &Request) -> Fatal {
+    Fatal(format!(
+        "{} is not supported",
+        api_name(req.header.request_api_key)
+    ))
 }
 
 /// One piece of a response on the wire.
@@ -174,12 +359,20 @@ impl Request {
 
     /// Encode `response` with this request's version and correlation id (and count its
     /// error codes for the server's metrics).
-    pub(crate) fn respond<R: Encodable + HeaderVersion + 'static>(
+    pub(crate) fn respond<R: Encodable + HeaderVersion + ErrorCodes>(
         &self,
         response: &R,
     ) -> Result<Reply, Fatal> {
-        crate::metrics::server::count_response(response);
+        count_errors(response);
         encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
+    }
+}
+
+/// Counts the error codes of `response` for the server of the connection this thread
+/// serves (nothing outside a connection).
+pub(crate) fn count_errors<R: ErrorCodes>(response: &R) {
+    if crate::metrics::server::counting_errors() {
+        response.error_codes(&mut crate::metrics::server::count_error);
     }
 }
 
@@ -444,7 +637,7 @@ pub(crate) fn kstr(s: impl Into<String>) -> StrBytes {
 /// restarted) holds a client request before it closes the connection.
 const CATCH_UP_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Route a request whose api key and version are in [`SUPPORTED`] to its handler.
+/// Route a request whose api key and version are in [`APIS`] to its handler.
 ///
 /// A cluster node processes no request but ApiVersions until it has published the
 /// metadata log up to its own registration (Kafka's brokers wait for their initial
@@ -455,7 +648,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
     let req = &mut req;
     if req.header.request_api_key != ApiKey::ApiVersions as i16
         && let Some(cluster) = ctx.backend().cluster()
-        && !cluster.wait_caught_up(CATCH_UP_HOLD, || ctx.client_gone())
+        && !cluster.wait_caught_up(CATCH_UP_HOLD, &|| ctx.client_gone())
     {
         return Err(Fatal(format!(
             "node {} has not caught up with the cluster's metadata within {CATCH_UP_HOLD:?}; \
@@ -464,100 +657,7 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
             api_name(req.header.request_api_key)
         )));
     }
-    match ApiKey::try_from(req.header.request_api_key) {
-        Ok(ApiKey::ApiVersions) => api_versions::handle(req),
-        Ok(ApiKey::Metadata) => metadata::handle(ctx, req),
-        Ok(ApiKey::Produce) => produce::handle(ctx, req),
-        Ok(ApiKey::Fetch) => fetch::handle(ctx, req),
-        Ok(ApiKey::ListOffsets) => list_offsets::handle(ctx, req),
-        Ok(ApiKey::FindCoordinator) => find_coordinator::handle(ctx, req),
-        Ok(ApiKey::JoinGroup) => join_group::handle(ctx, req),
-        Ok(ApiKey::SyncGroup) => sync_group::handle(ctx, req),
-        Ok(ApiKey::Heartbeat) => heartbeat::handle(ctx, req),
-        Ok(ApiKey::LeaveGroup) => leave_group::handle(ctx, req),
-        Ok(ApiKey::OffsetCommit) => offset_commit::handle(ctx, req),
-        Ok(ApiKey::OffsetFetch) => offset_fetch::handle(ctx, req),
-        Ok(ApiKey::InitProducerId) => init_producer_id::handle(ctx, req),
-        Ok(ApiKey::CreateTopics) => create_topics::handle(ctx, req),
-        Ok(ApiKey::DeleteTopics) => delete_topics::handle(ctx, req),
-        Ok(ApiKey::DescribeConfigs) => describe_configs::handle(ctx, req),
-        Ok(ApiKey::DescribeGroups) => describe_groups::handle(ctx, req),
-        Ok(ApiKey::ListGroups) => list_groups::handle(ctx, req),
-        Ok(ApiKey::DeleteGroups) => delete_groups::handle(ctx, req),
-        Ok(ApiKey::OffsetDelete) => offset_delete::handle(ctx, req),
-        Ok(ApiKey::CreatePartitions) => create_partitions::handle(ctx, req),
-        Ok(ApiKey::AlterConfigs) => alter_configs::handle(ctx, req),
-        Ok(ApiKey::IncrementalAlterConfigs) => incremental_alter_configs::handle(ctx, req),
-        Ok(ApiKey::DeleteRecords) => delete_records::handle(ctx, req),
-        Ok(ApiKey::DescribeCluster) => describe_cluster::handle(ctx, req),
-        Ok(ApiKey::DescribeAcls) => describe_acls::handle(ctx, req),
-        Ok(ApiKey::CreateAcls) => create_acls::handle(ctx, req),
-        Ok(ApiKey::DeleteAcls) => delete_acls::handle(ctx, req),
-        Ok(ApiKey::DescribeUserScramCredentials) => {
-            describe_user_scram_credentials::handle(ctx, req)
-        }
-        Ok(ApiKey::AlterUserScramCredentials) => alter_user_scram_credentials::handle(ctx, req),
-        // The connection answers the SASL APIs itself (they change its state).
-        Ok(ApiKey::OffsetForLeaderEpoch) => offset_for_leader_epoch::handle(ctx, req),
-        Ok(ApiKey::DescribeProducers) => describe_producers::handle(ctx, req),
-        _ => Err(Fatal(format!(
-            "{} is not supported",
-            api_name(req.header.request_api_key)
-        ))),
-    }
+    dispatch(ctx, req)
 }
 
 pub(crate) use api_versions::unsupported_version_reply;
-
-/// Decode the body of `req` as the request type of its api key, without acting on it.
-/// Used by the request-decoder fuzz target.
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
-    use kafka_protocol::messages::*;
-    match ApiKey::try_from(req.header.request_api_key) {
-        Ok(ApiKey::Produce) => req.decode::<ProduceRequest>().map(drop),
-        Ok(ApiKey::Fetch) => req.decode::<FetchRequest>().map(drop),
-        Ok(ApiKey::ListOffsets) => req.decode::<ListOffsetsRequest>().map(drop),
-        Ok(ApiKey::Metadata) => req.decode::<MetadataRequest>().map(drop),
-        Ok(ApiKey::OffsetCommit) => req.decode::<OffsetCommitRequest>().map(drop),
-        Ok(ApiKey::OffsetFetch) => req.decode::<OffsetFetchRequest>().map(drop),
-        Ok(ApiKey::FindCoordinator) => req.decode::<FindCoordinatorRequest>().map(drop),
-        Ok(ApiKey::JoinGroup) => req.decode::<JoinGroupRequest>().map(drop),
-        Ok(ApiKey::Heartbeat) => req.decode::<HeartbeatRequest>().map(drop),
-        Ok(ApiKey::LeaveGroup) => req.decode::<LeaveGroupRequest>().map(drop),
-        Ok(ApiKey::SyncGroup) => req.decode::<SyncGroupRequest>().map(drop),
-        Ok(ApiKey::ApiVersions) => req.decode::<ApiVersionsRequest>().map(drop),
-        Ok(ApiKey::CreateTopics) => req.decode::<CreateTopicsRequest>().map(drop),
-        Ok(ApiKey::DeleteTopics) => req.decode::<DeleteTopicsRequest>().map(drop),
-        Ok(ApiKey::InitProducerId) => req.decode::<InitProducerIdRequest>().map(drop),
-        Ok(ApiKey::DescribeConfigs) => req.decode::<DescribeConfigsRequest>().map(drop),
-        Ok(ApiKey::DescribeGroups) => req.decode::<DescribeGroupsRequest>().map(drop),
-        Ok(ApiKey::ListGroups) => req.decode::<ListGroupsRequest>().map(drop),
-        Ok(ApiKey::DeleteGroups) => req.decode::<DeleteGroupsRequest>().map(drop),
-        Ok(ApiKey::OffsetDelete) => req.decode::<OffsetDeleteRequest>().map(drop),
-        Ok(ApiKey::CreatePartitions) => req.decode::<CreatePartitionsRequest>().map(drop),
-        Ok(ApiKey::AlterConfigs) => req.decode::<AlterConfigsRequest>().map(drop),
-        Ok(ApiKey::IncrementalAlterConfigs) => {
-            req.decode::<IncrementalAlterConfigsRequest>().map(drop)
-        }
-        Ok(ApiKey::DeleteRecords) => req.decode::<DeleteRecordsRequest>().map(drop),
-        Ok(ApiKey::DescribeCluster) => req.decode::<DescribeClusterRequest>().map(drop),
-        Ok(ApiKey::SaslHandshake) => req.decode::<SaslHandshakeRequest>().map(drop),
-        Ok(ApiKey::SaslAuthenticate) => req.decode::<SaslAuthenticateRequest>().map(drop),
-        Ok(ApiKey::DescribeAcls) => req.decode::<DescribeAclsRequest>().map(drop),
-        Ok(ApiKey::CreateAcls) => req.decode::<CreateAclsRequest>().map(drop),
-        Ok(ApiKey::DeleteAcls) => req.decode::<DeleteAclsRequest>().map(drop),
-        Ok(ApiKey::DescribeUserScramCredentials) => req
-            .decode::<DescribeUserScramCredentialsRequest>()
-            .map(drop),
-        Ok(ApiKey::AlterUserScramCredentials) => {
-            req.decode::<AlterUserScramCredentialsRequest>().map(drop)
-        }
-        Ok(ApiKey::OffsetForLeaderEpoch) => req.decode::<OffsetForLeaderEpochRequest>().map(drop),
-        Ok(ApiKey::DescribeProducers) => req.decode::<DescribeProducersRequest>().map(drop),
-        _ => Err(Fatal(format!(
-            "{} is not supported",
-            api_name(req.header.request_api_key)
-        ))),
-    }
-}

@@ -1,0 +1,240 @@
+//! What the API handlers ask of the cluster a node belongs to, as one narrow trait:
+//! [`ClusterView`]. The handlers of Metadata, FindCoordinator, CreateTopics,
+//! DeleteTopics, DescribeCluster, ListGroups and DescribeConfigs, and the broker backend's
+//! leader check, see the cluster only through it, so they can be tested with a fake
+//! cluster (see the tests at the end of this file).
+//!
+//! The server sits above the cluster: this file also holds the adapter that implements
+//! the trait for [`ClusterNode`] (from its metadata image and its controller calls); the
+//! cluster knows nothing of the server.
+
+use std::time::Duration;
+
+use crate::cluster::ClusterNode;
+use crate::error::Result;
+
+/// "No leader" in [`PartitionLayout::leader`] (as Kafka's -1).
+pub(crate) const NO_LEADER: i32 = -1;
+
+/// A registered broker of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClusterBroker {
+    /// Node id.
+    pub id: i32,
+    /// Fenced by the controller (stopped heartbeating).
+    pub fenced: bool,
+    /// Its advertised `(host, port)` for the listener asked about; None if it has no
+    /// listener of that name.
+    pub endpoint: Option<(String, i32)>,
+}
+
+/// The partitions of one topic as the cluster's metadata has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TopicLayout {
+    /// True for `__consumer_offsets`.
+    pub internal: bool,
+    /// The partitions, by index.
+    pub partitions: Vec<PartitionLayout>,
+}
+
+/// The replicas of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionLayout {
+    /// The leader, or [`NO_LEADER`].
+    pub leader: i32,
+    /// Bumped on every leader change.
+    pub leader_epoch: i32,
+    /// Replicas in assignment order.
+    pub replicas: Vec<i32>,
+    /// In-sync replicas.
+    pub isr: Vec<i32>,
+}
+
+/// A topic to create through the controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TopicSpec {
+    /// Name.
+    pub name: String,
+    /// Partitions, -1 = the cluster's `num.partitions`.
+    pub partitions: i32,
+    /// Replication factor, -1 = `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Client-chosen replicas per partition (then `partitions` and
+    /// `replication_factor` are -1).
+    pub assignment: Option<Vec<Vec<i32>>>,
+    /// Config overrides by Kafka name.
+    pub configs: Vec<(String, String)>,
+}
+
+/// What the API handlers need from the cluster a node belongs to.
+pub(crate) trait ClusterView: Send + Sync {
+    /// This node's id.
+    fn node_id(&self) -> i32;
+    /// The cluster's id, once the cluster is initialized.
+    fn cluster_id(&self) -> Option<String>;
+    /// The controller (Raft leader), if known.
+    fn controller_id(&self) -> Option<i32>;
+    /// Every registered broker (fenced ones included), by id, with its endpoint of
+    /// `listener`.
+    fn brokers(&self, listener: &str) -> Vec<ClusterBroker>;
+    /// The names of every topic, sorted.
+    fn topic_names(&self) -> Vec<String>;
+    /// The layout of each of `names` (None for a topic that does not exist), all read
+    /// from one state of the metadata.
+    fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>>;
+    /// The layout of topic `name`, None if it does not exist.
+    fn topic(&self, name: &str) -> Option<TopicLayout> {
+        self.topics(&[name.to_string()]).pop().flatten()
+    }
+    /// Create `topic` through the controller (with `validate_only`, only check it),
+    /// returning once this node applied it or after `timeout`.
+    fn create_topic(&self, topic: &TopicSpec, validate_only: bool, timeout: Duration)
+    -> Result<()>;
+    /// Delete topic `name` through the controller.
+    fn delete_topic(&self, name: &str, timeout: Duration) -> Result<()>;
+    /// Wait until this node has caught up with the metadata log (up to `timeout`, or
+    /// until `gone` says the client left); true if it has.
+    fn wait_caught_up(&self, timeout: Duration, gone: &dyn Fn() -> bool) -> bool;
+}
+
+/// The adapter: a cluster node answers from its metadata image.
+impl ClusterView for ClusterNode {
+    fn node_id(&self) -> i32 {
+        ClusterNode::node_id(self)
+    }
+
+    fn cluster_id(&self) -> Option<String> {
+        self.image().cluster_id.clone()
+    }
+
+    fn controller_id(&self) -> Option<i32> {
+        ClusterNode::controller_id(self)
+    }
+
+    fn brokers(&self, listener: &str) -> Vec<ClusterBroker> {
+        self.image()
+            .brokers
+            .values()
+            .map(|b| ClusterBroker {
+                id: b.id,
+                fenced: b.fenced,
+                endpoint: b.endpoint(listener),
+            })
+            .collect()
+    }
+
+    fn topic_names(&self) -> Vec<String> {
+        self.image().topics.keys().cloned().collect()
+    }
+
+    fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
+        let image = self.image();
+        names
+            .iter()
+            .map(|name| {
+                let t = image.topic(name)?;
+                Some(TopicLayout {
+                    internal: t.internal,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| PartitionLayout {
+                            leader: p.leader,
+                            leader_epoch: p.leader_epoch,
+                            replicas: p.replicas.clone(),
+                            isr: p.isr.clone(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    fn create_topic(
+        &self,
+        topic: &TopicSpec,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let topic = crate::cluster::NewTopic {
+            name: topic.name.clone(),
+            partitions: topic.partitions,
+            replication_factor: topic.replication_factor,
+            assignment: topic.assignment.clone(),
+            configs: topic.configs.clone(),
+        };
+        ClusterNode::create_topic(self, &topic, validate_only, timeout)
+    }
+
+    fn delete_topic(&self, name: &str, timeout: Duration) -> Result<()> {
+        ClusterNode::delete_topic(self, name, timeout)
+    }
+
+    fn wait_caught_up(&self, timeout: Duration, gone: &dyn Fn() -> bool) -> bool {
+        ClusterNode::wait_caught_up(self, timeout, gone)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A cluster in memory, for handler tests.
+
+    use super::*;
+    use parking_lot::Mutex;
+
+    /// A listener's name, host and port.
+    pub(crate) type Endpoint = (String, String, i32);
+
+    /// A fake cluster: fixed brokers and topics; created topics are recorded.
+    #[derive(Debug, Default)]
+    pub(crate) struct FakeCluster {
+        pub node_id: i32,
+        pub cluster_id: Option<String>,
+        pub controller: Option<i32>,
+        /// `(id, fenced, endpoints by listener name)`.
+        pub brokers: Vec<(i32, bool, Vec<Endpoint>)>,
+        pub topics: std::collections::BTreeMap<String, TopicLayout>,
+        pub created: Mutex<Vec<TopicSpec>>,
+    }
+
+    impl ClusterView for FakeCluster {
+        fn node_id(&self) -> i32 {
+            self.node_id
+        }
+        fn cluster_id(&self) -> Option<String> {
+            self.cluster_id.clone()
+        }
+        fn controller_id(&self) -> Option<i32> {
+            self.controller
+        }
+        fn brokers(&self, listener: &str) -> Vec<ClusterBroker> {
+            self.brokers
+                .iter()
+                .map(|(id, fenced, endpoints)| ClusterBroker {
+                    id: *id,
+                    fenced: *fenced,
+                    endpoint: endpoints
+                        .iter()
+                        .find(|(name, _, _)| name == listener)
+                        .map(|(_, host, port)| (host.clone(), *port)),
+                })
+                .collect()
+        }
+        fn topic_names(&self) -> Vec<String> {
+            self.topics.keys().cloned().collect()
+        }
+        fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
+            names.iter().map(|n| self.topics.get(n).cloned()).collect()
+        }
+        fn create_topic(&self, topic: &TopicSpec, _: bool, _: Duration) -> Result<()> {
+            self.created.lock().push(topic.clone());
+            Ok(())
+        }
+        fn delete_topic(&self, name: &str, _: Duration) -> Result<()> {
+            Err(crate::error::Error::UnknownTopic(name.to_string()))
+        }
+        fn wait_caught_up(&self, _: Duration, _: &dyn Fn() -> bool) -> bool {
+            true
+        }
+    }
+}
