@@ -109,7 +109,7 @@ impl ErrorCode {
     /// True for the errors that mean "ask again, maybe elsewhere": the answer depends
     /// on where leaders, the controller or a group's coordinator are right now, which
     /// fresh metadata or FindCoordinator tells. The admin client retries these a bounded
-    /// number of times ([`AdminClientBuilder::retries`](super::AdminClientBuilder::retries)).
+    /// number of times ([`AdminClientBuilder::retries`](crate::admin::AdminClientBuilder::retries)).
     pub fn is_retriable(self) -> bool {
         matches!(
             self,

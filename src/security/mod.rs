@@ -6,11 +6,11 @@
 //! - A listener is `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`, as Kafka's
 //!   `listeners` (`SASL_SSL://0.0.0.0:9094`). TLS listeners run a rustls handshake first
 //!   (the `tls` module); SASL listeners serve nothing but ApiVersions, SaslHandshake and
-//!   SaslAuthenticate until a SASL exchange succeeds ([`Session::gate`]).
+//!   SaslAuthenticate until a SASL exchange succeeds (`Session::gate`).
 //! - Every connection has a principal: `User:ANONYMOUS` on PLAINTEXT and on SSL without a
 //!   client certificate, `User:<certificate subject>` with one, `User:<name>` once
 //!   authenticated over SASL.
-//! - With the authorizer on, each API handler asks [`Security::authorize`] (through
+//! - With the authorizer on, each API handler asks `Security::authorize` (through
 //!   `Ctx::allowed` and friends) for the operations Kafka checks; anything not allowed
 //!   by an ACL is denied, super users excepted. Without it every principal may do
 //!   everything, as before.
