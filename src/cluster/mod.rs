@@ -15,7 +15,11 @@
 
 pub(crate) use crate::client;
 
+mod config;
 pub(crate) mod image;
+mod inbox;
+mod listener;
+mod liveness;
 mod logger;
 mod meta_properties;
 mod node;
@@ -23,8 +27,10 @@ pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
 pub(crate) mod security;
+mod shared;
 mod storage;
 mod transport;
+mod voters;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -44,351 +50,18 @@ use crate::config::TopicConfig;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::storage::codec;
-pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
-use node::{Inbound, PublishJob, RaftLoop, raft_id};
+pub(crate) use config::ClusterConfig;
+pub(crate) use image::{Applied, MetadataImage, NO_LEADER};
+use inbox::{Inbound, raft_id};
+pub(crate) use listener::{MetadataListener, MetadataUpdate};
+use liveness::Liveness;
+use node::{PublishJob, RaftLoop};
 pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
-
-/// One voter of the quorum: node id and `host:port` of its quorum listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Voter {
-    /// Node id.
-    pub id: i32,
-    /// Quorum address, `host:port`.
-    pub addr: String,
-}
-
-/// Parses Kafka's `controller.quorum.voters` syntax: `1@host:port,2@host:port,...`.
-pub(crate) fn parse_quorum(s: &str) -> Result<Vec<Voter>> {
-    let bad = |reason: String| Error::InvalidConfig {
-        key: "controller.quorum.voters".into(),
-        reason,
-    };
-    let mut voters: Vec<Voter> = Vec::new();
-    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (id, addr) = entry
-            .split_once('@')
-            .ok_or_else(|| bad(format!("{entry:?} is not ID@HOST:PORT")))?;
-        let id: i32 = id
-            .trim()
-            .parse()
-            .ok()
-            .filter(|id| *id >= 0 && *id < i32::MAX)
-            .ok_or_else(|| {
-                bad(format!(
-                    "node id {id:?} in {entry:?} is not a number from 0"
-                ))
-            })?;
-        let port = addr
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<u16>().ok())
-            .ok_or_else(|| bad(format!("{addr:?} in {entry:?} is not HOST:PORT")))?;
-        if port == 0 {
-            return Err(bad(format!(
-                "{entry:?} has port 0; voters need fixed addresses"
-            )));
-        }
-        if voters.iter().any(|v| v.id == id) {
-            return Err(bad(format!("node id {id} is listed twice")));
-        }
-        voters.push(Voter {
-            id,
-            addr: addr.trim().to_string(),
-        });
-    }
-    if voters.is_empty() {
-        return Err(bad(
-            "no voter listed; expected 1@HOST:PORT,2@HOST:PORT,...".into()
-        ));
-    }
-    Ok(voters)
-}
-
-/// Settings of a cluster node. Defaults are Kafka's.
-#[derive(Debug)]
-pub(crate) struct ClusterConfig {
-    /// This node's id (Kafka `node.id`).
-    pub node_id: i32,
-    /// Every voter (Kafka `controller.quorum.voters`).
-    pub voters: Vec<Voter>,
-    /// This broker's Kafka listener as clients should reach it, `host:port`.
-    pub advertised_listener: String,
-    /// The listener other nodes' replica fetchers reach this one on, when it is not
-    /// `advertised_listener` (Kafka's `inter.broker.listener.name`).
-    pub replication_listener: Option<String>,
-    /// Every Kafka listener of this broker by name, as clients of each should reach it
-    /// (Kafka's `advertised.listeners`); registered so that each client is answered with
-    /// the brokers' addresses on its own listener. Empty: only `advertised_listener`.
-    pub endpoints: Vec<records::Endpoint>,
-    /// How this node's replica fetchers connect (the inter-broker listener's TLS and
-    /// SASL login); plaintext by default.
-    pub replication_security: Arc<client::ClientSecurity>,
-    /// Kafka `broker.session.timeout.ms`: 9 s.
-    pub session_timeout: Duration,
-    /// Kafka `default.replication.factor`: 1.
-    pub default_replication_factor: i16,
-    /// Kafka `min.insync.replicas`: 1 (the data plane's default for topics).
-    pub min_insync_replicas: i32,
-    /// Kafka `replica.lag.time.max.ms`: 30 s (the data plane's ISR shrink delay).
-    pub replica_lag_time_max: Duration,
-    /// Kafka `offsets.topic.replication.factor`: 3, capped at the number of voters.
-    pub offsets_topic_replication_factor: i16,
-    /// Kafka `num.partitions`: partitions of a topic created with -1.
-    pub default_partitions: i32,
-    /// Kafka `auto.leader.rebalance.enable`: true.
-    pub auto_leader_rebalance: bool,
-    /// Kafka `leader.imbalance.check.interval.seconds`: 300 s.
-    pub leader_imbalance_check_interval: Duration,
-    /// Kafka `leader.imbalance.per.broker.percentage`: 10.
-    pub leader_imbalance_per_broker_percentage: u32,
-    /// A snapshot is taken (and the log compacted) once this many entries follow the
-    /// last one.
-    pub snapshot_after_entries: usize,
-    /// Raft tick.
-    pub tick: Duration,
-    /// Election timeout in ticks (randomized between this and twice this).
-    pub election_ticks: usize,
-    /// A quorum listener bound by the caller (tests bind port 0 first); None binds this
-    /// node's voter address.
-    pub quorum_listener: Option<TcpListener>,
-    /// Mutual TLS on the quorum connections (`--quorum-security-protocol SSL`); None is
-    /// plaintext.
-    pub quorum_tls: Option<Arc<quorum_tls::QuorumTls>>,
-}
-
-impl ClusterConfig {
-    /// Kafka's defaults for node `node_id` of `voters`.
-    pub(crate) fn new(
-        node_id: i32,
-        voters: Vec<Voter>,
-        advertised_listener: String,
-    ) -> ClusterConfig {
-        ClusterConfig {
-            node_id,
-            voters,
-            advertised_listener,
-            replication_listener: None,
-            endpoints: Vec::new(),
-            replication_security: Arc::default(),
-            session_timeout: Duration::from_millis(9000),
-            default_replication_factor: 1,
-            min_insync_replicas: 1,
-            replica_lag_time_max: Duration::from_millis(30_000),
-            offsets_topic_replication_factor: 3,
-            default_partitions: 1,
-            auto_leader_rebalance: true,
-            leader_imbalance_check_interval: Duration::from_secs(300),
-            leader_imbalance_per_broker_percentage: 10,
-            snapshot_after_entries: 1024,
-            tick: Duration::from_millis(100),
-            election_ticks: 10,
-            quorum_listener: None,
-            quorum_tls: None,
-        }
-    }
-}
-
-/// When each peer was last heard from (any Raft message), for the controller's
-/// liveness check.
-#[derive(Debug, Default)]
-pub(crate) struct Liveness {
-    last: Mutex<HashMap<i32, Instant>>,
-}
-
-impl Liveness {
-    /// Notes a message from `node`.
-    pub(crate) fn heard(&self, node: i32) {
-        self.last.lock().insert(node, Instant::now());
-    }
-
-    /// When `node` was last heard from.
-    pub(crate) fn last_heard(&self, node: i32) -> Option<Instant> {
-        self.last.lock().get(&node).copied()
-    }
-}
-
-/// A new image, as listeners see it.
-pub(crate) struct MetadataUpdate<'a> {
-    /// This node.
-    pub node_id: i32,
-    /// The image before (empty at the first publication).
-    pub previous: &'a MetadataImage,
-    /// The image now.
-    pub current: &'a MetadataImage,
-    /// True once this node's metadata includes its own registration: everything it ever
-    /// applied before is in `current`.
-    pub caught_up: bool,
-}
-
-impl MetadataUpdate<'_> {
-    /// How this node's replicas changed.
-    pub(crate) fn local_changes(&self) -> LocalChanges {
-        local_changes(self.node_id, self.previous, self.current)
-    }
-}
-
-/// Told about every new image, in order, on the publisher thread, before the image is
-/// visible to readers and before the proposers of its records are woken.
-pub(crate) trait MetadataListener: Send + Sync {
-    /// A new image.
-    fn on_metadata(&self, update: &MetadataUpdate<'_>);
-}
-
-/// A caller waiting for its record's outcome.
-#[derive(Default)]
-struct Waiter {
-    outcome: Mutex<Option<Outcome>>,
-    cv: Condvar,
-}
-
-/// State shared by the node handle, the Raft loop, the publisher and the transport.
-pub(crate) struct Shared {
-    node_id: i32,
-    image: RwLock<Arc<MetadataImage>>,
-    /// Index of the published image.
-    published: AtomicU64,
-    published_lock: Mutex<()>,
-    published_cv: Condvar,
-    /// The Raft leader (controller), -1 if unknown.
-    leader: AtomicI32,
-    /// This process's broker epoch, -1 before its registration is applied.
-    broker_epoch: AtomicI64,
-    /// Set by controlled shutdown: no more BrokerReady.
-    shutting_down: AtomicBool,
-    /// Set once this process published the metadata log up to its own registration:
-    /// client requests are held until then.
-    caught_up: AtomicBool,
-    waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
-    next_request: AtomicU64,
-    listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
-    /// Why the Raft loop stopped, if it failed.
-    failed: Mutex<Option<String>>,
-    stopped: AtomicBool,
-    cluster_id: transport::ClusterIdCell,
-    liveness: Arc<Liveness>,
-}
-
-impl Shared {
-    /// `Closed` once the node stopped or failed.
-    fn check_running(&self) -> Result<()> {
-        if let Some(why) = self.failed.lock().clone() {
-            return Err(Error::Closed(format!(
-                "cluster node {} (it failed: {why})",
-                self.node_id
-            )));
-        }
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Error::Closed(format!("cluster node {}", self.node_id)));
-        }
-        Ok(())
-    }
-
-    fn next_request_id(&self) -> u64 {
-        self.next_request.fetch_add(1, Ordering::Relaxed)
-    }
-
-    fn set_leader(&self, node: i32) {
-        self.leader.store(node, Ordering::Release);
-    }
-
-    fn publish(
-        &self,
-        previous: &MetadataImage,
-        current: &Arc<MetadataImage>,
-        outcomes: Vec<(u64, Outcome)>,
-    ) {
-        let epoch = self.broker_epoch.load(Ordering::Acquire);
-        let update = MetadataUpdate {
-            node_id: self.node_id,
-            previous,
-            current,
-            caught_up: epoch >= 0 && current.index >= epoch as u64,
-        };
-        for l in self.listeners.lock().iter() {
-            l.on_metadata(&update);
-        }
-        *self.image.write() = current.clone();
-        {
-            let _g = self.published_lock.lock();
-            if update.caught_up {
-                self.caught_up.store(true, Ordering::Release);
-            }
-            self.published.store(current.index, Ordering::Release);
-            self.published_cv.notify_all();
-        }
-        let waiters = self.waiters.lock();
-        for (id, outcome) in outcomes {
-            if let Some(w) = waiters.get(&id) {
-                *w.outcome.lock() = Some(outcome);
-                w.cv.notify_all();
-            }
-        }
-    }
-}
-
-/// A proposal in flight ([`ClusterNode::submit`]); dropping it stops waiting.
-pub(crate) struct Proposal {
-    shared: Arc<Shared>,
-    request_id: u64,
-    waiter: Arc<Waiter>,
-    sent: bool,
-    name: &'static str,
-    timeout: Duration,
-    deadline: Instant,
-}
-
-impl Proposal {
-    /// The outcome if it is decided (applied, rejected, timed out or the node closed),
-    /// without blocking.
-    pub(crate) fn poll(&self) -> Option<Result<Applied>> {
-        if let Some(outcome) = self.waiter.outcome.lock().take() {
-            return Some(outcome.map_err(Into::into));
-        }
-        if !self.sent || Instant::now() >= self.deadline || self.shared.check_running().is_err() {
-            return Some(Err(self.failure()));
-        }
-        None
-    }
-
-    /// Waits for the outcome.
-    pub(crate) fn wait(self) -> Result<Applied> {
-        let outcome = if self.sent {
-            let mut g = self.waiter.outcome.lock();
-            while g.is_none()
-                && self.shared.check_running().is_ok()
-                && !self.waiter.cv.wait_until(&mut g, self.deadline).timed_out()
-            {}
-            g.take()
-        } else {
-            None
-        };
-        match outcome {
-            Some(o) => o.map_err(Into::into),
-            None => Err(self.failure()),
-        }
-    }
-
-    /// Why no outcome came: the node closed, or the timeout.
-    fn failure(&self) -> Error {
-        if let Err(e) = self.shared.check_running() {
-            return e;
-        }
-        Error::Timeout(format!(
-            "{} was not applied by the cluster within {:?} (controller: {})",
-            self.name,
-            self.timeout,
-            match self.shared.leader.load(Ordering::Acquire) {
-                c if c >= 0 => format!("node {c}"),
-                _ => "none".to_string(),
-            }
-        ))
-    }
-}
-
-impl Drop for Proposal {
-    fn drop(&mut self) {
-        self.shared.waiters.lock().remove(&self.request_id);
-    }
-}
+pub(crate) use shared::Proposal;
+use shared::{Shared, Waiter};
+#[cfg(test)]
+use voters::Voter;
+pub(crate) use voters::parse_quorum;
 
 /// A running cluster node. Cheap to share (`Arc`); stops with [`ClusterNode::shutdown`].
 pub(crate) struct ClusterNode {

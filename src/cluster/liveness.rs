@@ -1,0 +1,26 @@
+//! When each peer was last heard from: the transport notes it, the controller reads a
+//! snapshot of it to fence brokers by liveness.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+/// When each peer was last heard from (any Raft message), for the controller's
+/// liveness check.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    last: Mutex<HashMap<i32, Instant>>,
+}
+
+impl Liveness {
+    /// Notes a message from `node`.
+    pub(crate) fn heard(&self, node: i32) {
+        self.last.lock().insert(node, Instant::now());
+    }
+
+    /// When `node` was last heard from.
+    pub(crate) fn last_heard(&self, node: i32) -> Option<Instant> {
+        self.last.lock().get(&node).copied()
+    }
+}
