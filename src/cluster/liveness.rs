@@ -6,6 +6,9 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+/// When each peer was last heard from, by node id: a plain copy of a [`Liveness`].
+pub(crate) type LastHeard = HashMap<i32, Instant>;
+
 /// When each peer was last heard from (any Raft message), for the controller's
 /// liveness check.
 #[derive(Debug, Default)]
@@ -19,8 +22,8 @@ impl Liveness {
         self.last.lock().insert(node, Instant::now());
     }
 
-    /// When `node` was last heard from.
-    pub(crate) fn last_heard(&self, node: i32) -> Option<Instant> {
-        self.last.lock().get(&node).copied()
+    /// When every peer was last heard from, as of now.
+    pub(crate) fn snapshot(&self) -> LastHeard {
+        self.last.lock().clone()
     }
 }

@@ -16,6 +16,7 @@
 pub(crate) use crate::client;
 
 mod config;
+mod controller;
 pub(crate) mod image;
 mod inbox;
 mod listener;
