@@ -1064,8 +1064,8 @@ impl MetadataImage {
             w.str(&b.listener);
             w.bool(b.fenced);
             w.bool(b.shut_down);
-            super::records::put_opt_str(&mut w, b.replication_listener.as_deref());
-            super::records::put_endpoints(&mut w, &b.endpoints);
+            super::records::codec::put_opt_str(&mut w, b.replication_listener.as_deref());
+            super::records::codec::put_endpoints(&mut w, &b.endpoints);
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
@@ -1123,10 +1123,10 @@ impl MetadataImage {
                 shut_down: r.bool()?,
             };
             if version >= 2 {
-                b.replication_listener = super::records::get_opt_str(&mut r)?;
+                b.replication_listener = super::records::codec::get_opt_str(&mut r)?;
             }
             if version >= 3 {
-                b.endpoints = super::records::get_endpoints(&mut r)?;
+                b.endpoints = super::records::codec::get_endpoints(&mut r)?;
             }
             brokers.insert(b.id, b);
         }
