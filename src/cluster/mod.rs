@@ -33,15 +33,14 @@ mod storage;
 mod transport;
 mod voters;
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::broker::Broker;
 use crate::broker::{
@@ -55,7 +54,6 @@ pub(crate) use config::ClusterConfig;
 pub(crate) use image::{Applied, MetadataImage, NO_LEADER};
 use inbox::{Inbound, raft_id};
 pub(crate) use listener::{MetadataListener, MetadataUpdate};
-use liveness::Liveness;
 use node::{PublishJob, RaftLoop};
 pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
@@ -170,92 +168,26 @@ impl ClusterNode {
     /// name the data directory and both ids when it belongs to another node or cluster.
     pub(crate) fn start(broker: &Broker, mut config: ClusterConfig) -> Result<Arc<ClusterNode>> {
         let me = config.node_id;
-        if !config.voters.iter().any(|v| v.id == me) {
-            return Err(Error::InvalidConfig {
-                key: "node.id".into(),
-                reason: format!(
-                    "node {me} is not among the voters {:?} of --quorum",
-                    config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
-                ),
-            });
-        }
-        let voters = config.voters.len() as i16;
-        if config.offsets_topic_replication_factor > voters {
-            tracing::warn!(
-                wanted = config.offsets_topic_replication_factor,
-                nodes = voters,
-                "offsets.topic.replication.factor is above the number of nodes; using {voters}"
-            );
-            config.offsets_topic_replication_factor = voters;
-        }
-        if config.offsets_topic_replication_factor < 1 || config.default_replication_factor < 1 {
-            return Err(Error::InvalidConfig {
-                key: "default.replication.factor".into(),
-                reason: "replication factors must be at least 1".into(),
-            });
-        }
+        check_config(&mut config)?;
         let data_dir = broker.dir().to_path_buf();
-        let meta_dir = data_dir.join(CLUSTER_METADATA_DIR);
-        let meta_props = meta_properties::read(&data_dir)?;
-        if let Some(p) = &meta_props {
-            meta_properties::check_node(&data_dir, p, me)?;
-            if !meta_dir.join(CLUSTER_STATE_FILE).exists() {
-                return Err(Error::InvalidConfig {
-                    key: "node.id".into(),
-                    reason: format!(
-                        "{} says it is node {me} of cluster {}, but its metadata log {} is missing",
-                        data_dir.display(),
-                        p.cluster_id,
-                        meta_dir.display()
-                    ),
-                });
-            }
-        }
-        let listener = match config.quorum_listener.take() {
-            Some(l) => l,
-            None => {
-                let addr = &config
-                    .voters
-                    .iter()
-                    .find(|v| v.id == me)
-                    .expect("checked")
-                    .addr;
-                TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())?
-            }
-        };
+        let meta_props = check_data_dir(&data_dir, me)?;
+        let listener = bind_quorum_listener(&mut config)?;
         let quorum_addr = listener
             .local_addr()
             .ctx("address of", "the quorum listener")?;
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
-        let liveness = Arc::new(Liveness::default());
-        let shared = Arc::new(Shared {
-            node_id: me,
-            image: RwLock::new(Arc::new(MetadataImage::default())),
-            published: AtomicU64::new(0),
-            published_lock: Mutex::new(()),
-            published_cv: Condvar::new(),
-            leader: AtomicI32::new(-1),
-            broker_epoch: AtomicI64::new(-1),
-            shutting_down: AtomicBool::new(false),
-            caught_up: AtomicBool::new(false),
-            waiters: Mutex::new(HashMap::new()),
-            next_request: AtomicU64::new(codec::random_u64() >> 2),
-            listeners: Mutex::new(Vec::new()),
-            failed: Mutex::new(None),
-            stopped: AtomicBool::new(false),
-            cluster_id: Arc::new(RwLock::new(
-                meta_props.as_ref().map(|p| p.cluster_id.clone()),
-            )),
-            liveness: liveness.clone(),
-        });
+        let shared = Arc::new(Shared::new(
+            me,
+            meta_props.as_ref().map(|p| p.cluster_id.clone()),
+        ));
         let config = Arc::new(config);
         let node = Arc::new(ClusterNode {
             config: config.clone(),
-            shared: shared.clone(),
-            inbox: inbox_tx.clone(),
+            shared,
+            inbox: inbox_tx,
             threads: Mutex::new(Vec::new()),
             broker: broker.downgrade(),
-            data_dir: data_dir.clone(),
+            data_dir,
             quorum_addr,
             replicas: Mutex::new(None),
         });
@@ -265,101 +197,131 @@ impl ClusterNode {
         // (the replica manager loads it then): until then every group API answers
         // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.
         broker.group_coordinator().unload();
-        let started = (|| -> Result<()> {
-            let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
-            let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
-            let clean_shutdown_epoch = storage::read_clean_shutdown(&meta_dir)?;
-            storage::remove_clean_shutdown(&meta_dir)?;
-            let snapshot = store.snapshot_ref().clone();
-            let image = if snapshot.get_metadata().index > 0 {
-                let location = format!("{}", meta_dir.join(storage::SNAPSHOT_FILE).display());
-                MetadataImage::decode(&snapshot.data, &location)?
-            } else {
-                MetadataImage::default()
-            };
-            if let (Some(p), Some(id)) = (&meta_props, &image.cluster_id) {
-                meta_properties::check_cluster(&data_dir, p, id)?;
-            }
-            let raft_config = raft::Config {
-                id: raft_id(me),
-                election_tick: config.election_ticks,
-                heartbeat_tick: 2,
-                applied: snapshot.get_metadata().index,
-                max_size_per_msg: 1 << 20,
-                max_inflight_msgs: 256,
-                check_quorum: true,
-                pre_vote: true,
-                ..Default::default()
-            };
-            raft_config.validate().map_err(|e| Error::InvalidConfig {
-                key: "raft".into(),
-                reason: e.to_string(),
-            })?;
-            let logger = logger::raft_logger(me);
-            let raw = raft::RawNode::new(&raft_config, store, &logger).map_err(|e| {
-                Error::InvalidConfig {
-                    key: "raft".into(),
-                    reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
-                }
-            })?;
-            let transport = transport::Transport::start(
-                me,
-                &config.voters,
-                listener,
-                inbox_tx.clone(),
-                liveness,
-                shared.cluster_id.clone(),
-                config.quorum_tls.clone(),
-            )?;
-            shared.listeners.lock().push(Arc::new(BrokerSync {
-                broker: broker.downgrade(),
-                swept: AtomicBool::new(false),
-            }));
-            // After BrokerSync: a partition's log exists before its role is set.
-            let replicas = replication::ReplicaManager::new(
-                me,
-                broker.downgrade(),
-                Arc::downgrade(&node),
-                config.replica_lag_time_max,
-                config.min_insync_replicas,
-            );
-            replicas.start()?;
-            shared.listeners.lock().push(replicas.clone());
-            *node.replicas.lock() = Some(replicas);
-            let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
-            let publisher = {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("metadata-publisher-{me}"))
-                    .spawn(move || node::publisher_loop(shared, pub_rx))
-                    .ctx("spawn the metadata publisher for", data_dir.clone())?
-            };
-            let raft_loop = RaftLoop::new(
-                raw,
-                config.clone(),
-                shared.clone(),
-                inbox_rx,
-                transport,
-                pub_tx,
-                image,
-                data_dir.clone(),
-                clean_shutdown_epoch,
-                meta_props.clone(),
-            );
-            let looper = std::thread::Builder::new()
-                .name(format!("raft-{me}"))
-                .spawn(move || raft_loop.run())
-                .ctx("spawn the raft thread for", data_dir.clone())?;
-            node.threads.lock().extend([looper, publisher]);
-            Ok(())
-        })();
-        if let Err(e) = started {
+        if let Err(e) = node.run(broker, listener, inbox_rx, meta_props) {
             broker.detach_cluster();
             node.shutdown();
             return Err(e);
         }
         tracing::info!(node = me, quorum = %quorum_addr, listener = %config.advertised_listener, "cluster node started");
         Ok(node)
+    }
+
+    /// Opens the Raft storage, starts the transport, the listeners (the broker's
+    /// registry, then the replica manager), the publisher and the Raft loop.
+    fn run(
+        self: &Arc<Self>,
+        broker: &Broker,
+        listener: TcpListener,
+        inbox: crossbeam_channel::Receiver<Inbound>,
+        meta_props: Option<meta_properties::MetaProperties>,
+    ) -> Result<()> {
+        let config = &self.config;
+        let me = config.node_id;
+        let meta_dir = self.data_dir.join(CLUSTER_METADATA_DIR);
+        let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
+        let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
+        let clean_shutdown_epoch = storage::read_clean_shutdown(&meta_dir)?;
+        storage::remove_clean_shutdown(&meta_dir)?;
+        let (raw, image) = self.open_raft(store, meta_props.as_ref())?;
+        let transport = transport::Transport::start(
+            me,
+            &config.voters,
+            listener,
+            self.inbox.clone(),
+            self.shared.liveness.clone(),
+            self.shared.cluster_id.clone(),
+            config.quorum_tls.clone(),
+        )?;
+        self.add_listeners(broker)?;
+        let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
+        let publisher = {
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name(format!("metadata-publisher-{me}"))
+                .spawn(move || node::publisher_loop(shared, pub_rx))
+                .ctx("spawn the metadata publisher for", self.data_dir.clone())?
+        };
+        let raft_loop = RaftLoop::new(
+            raw,
+            config.clone(),
+            self.shared.clone(),
+            inbox,
+            transport,
+            pub_tx,
+            image,
+            self.data_dir.clone(),
+            clean_shutdown_epoch,
+            meta_props,
+        );
+        let looper = std::thread::Builder::new()
+            .name(format!("raft-{me}"))
+            .spawn(move || raft_loop.run())
+            .ctx("spawn the raft thread for", self.data_dir.clone())?;
+        self.threads.lock().extend([looper, publisher]);
+        Ok(())
+    }
+
+    /// The image of `store`'s snapshot (checked against `meta.properties`) and raft-rs
+    /// started on `store`.
+    fn open_raft(
+        &self,
+        store: storage::RaftStorage,
+        meta_props: Option<&meta_properties::MetaProperties>,
+    ) -> Result<(raft::RawNode<storage::RaftStorage>, MetadataImage)> {
+        let me = self.config.node_id;
+        let meta_dir = self.data_dir.join(CLUSTER_METADATA_DIR);
+        let snapshot = store.snapshot_ref().clone();
+        let image = if snapshot.get_metadata().index > 0 {
+            let location = format!("{}", meta_dir.join(storage::SNAPSHOT_FILE).display());
+            MetadataImage::decode(&snapshot.data, &location)?
+        } else {
+            MetadataImage::default()
+        };
+        if let (Some(p), Some(id)) = (meta_props, &image.cluster_id) {
+            meta_properties::check_cluster(&self.data_dir, p, id)?;
+        }
+        let raft_config = raft::Config {
+            id: raft_id(me),
+            election_tick: self.config.election_ticks,
+            heartbeat_tick: 2,
+            applied: snapshot.get_metadata().index,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Default::default()
+        };
+        raft_config.validate().map_err(|e| Error::InvalidConfig {
+            key: "raft".into(),
+            reason: e.to_string(),
+        })?;
+        let logger = logger::raft_logger(me);
+        let raw =
+            raft::RawNode::new(&raft_config, store, &logger).map_err(|e| Error::InvalidConfig {
+                key: "raft".into(),
+                reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
+            })?;
+        Ok((raw, image))
+    }
+
+    /// Registers the metadata listeners: the broker's registry, then (a partition's
+    /// log exists before its role is set) the started replica manager.
+    fn add_listeners(self: &Arc<Self>, broker: &Broker) -> Result<()> {
+        self.shared.listeners.lock().push(Arc::new(BrokerSync {
+            broker: broker.downgrade(),
+            swept: AtomicBool::new(false),
+        }));
+        let replicas = replication::ReplicaManager::new(
+            self.config.node_id,
+            broker.downgrade(),
+            Arc::downgrade(self),
+            self.config.replica_lag_time_max,
+            self.config.min_insync_replicas,
+        );
+        replicas.start()?;
+        self.shared.listeners.lock().push(replicas.clone());
+        *self.replicas.lock() = Some(replicas);
+        Ok(())
     }
 
     /// This node's id.
@@ -673,6 +635,74 @@ impl ClusterNode {
             self.shared.published_cv.notify_all();
         }
     }
+}
+
+/// Checks `config` against the quorum, capping the offsets topic's replication factor
+/// at the number of voters.
+fn check_config(config: &mut ClusterConfig) -> Result<()> {
+    let me = config.node_id;
+    if !config.voters.iter().any(|v| v.id == me) {
+        return Err(Error::InvalidConfig {
+            key: "node.id".into(),
+            reason: format!(
+                "node {me} is not among the voters {:?} of --quorum",
+                config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
+            ),
+        });
+    }
+    let voters = config.voters.len() as i16;
+    if config.offsets_topic_replication_factor > voters {
+        tracing::warn!(
+            wanted = config.offsets_topic_replication_factor,
+            nodes = voters,
+            "offsets.topic.replication.factor is above the number of nodes; using {voters}"
+        );
+        config.offsets_topic_replication_factor = voters;
+    }
+    if config.offsets_topic_replication_factor < 1 || config.default_replication_factor < 1 {
+        return Err(Error::InvalidConfig {
+            key: "default.replication.factor".into(),
+            reason: "replication factors must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The data directory's `meta.properties`, checked to be node `me`'s with its
+/// metadata log (None on a fresh directory).
+fn check_data_dir(data_dir: &Path, me: i32) -> Result<Option<meta_properties::MetaProperties>> {
+    let meta_dir = data_dir.join(CLUSTER_METADATA_DIR);
+    let meta_props = meta_properties::read(data_dir)?;
+    if let Some(p) = &meta_props {
+        meta_properties::check_node(data_dir, p, me)?;
+        if !meta_dir.join(CLUSTER_STATE_FILE).exists() {
+            return Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "{} says it is node {me} of cluster {}, but its metadata log {} is missing",
+                    data_dir.display(),
+                    p.cluster_id,
+                    meta_dir.display()
+                ),
+            });
+        }
+    }
+    Ok(meta_props)
+}
+
+/// The quorum listener the caller bound, or this node's voter address bound now.
+fn bind_quorum_listener(config: &mut ClusterConfig) -> Result<TcpListener> {
+    if let Some(l) = config.quorum_listener.take() {
+        return Ok(l);
+    }
+    let me = config.node_id;
+    let addr = &config
+        .voters
+        .iter()
+        .find(|v| v.id == me)
+        .expect("checked")
+        .addr;
+    TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())
 }
 
 impl TopicAuthority for ClusterNode {

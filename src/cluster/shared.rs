@@ -14,6 +14,7 @@ use super::listener::{MetadataListener, MetadataUpdate};
 use super::liveness::Liveness;
 use super::transport::ClusterIdCell;
 use crate::error::{Error, Result};
+use crate::storage::codec;
 
 /// A caller waiting for its record's outcome.
 #[derive(Default)]
@@ -50,6 +51,29 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a node `node_id` starting, in cluster `cluster_id` if its data
+    /// directory names one.
+    pub(super) fn new(node_id: i32, cluster_id: Option<String>) -> Shared {
+        Shared {
+            node_id,
+            image: RwLock::new(Arc::new(MetadataImage::default())),
+            published: AtomicU64::new(0),
+            published_lock: Mutex::new(()),
+            published_cv: Condvar::new(),
+            leader: AtomicI32::new(-1),
+            broker_epoch: AtomicI64::new(-1),
+            shutting_down: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
+            waiters: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(codec::random_u64() >> 2),
+            listeners: Mutex::new(Vec::new()),
+            failed: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+            cluster_id: Arc::new(RwLock::new(cluster_id)),
+            liveness: Arc::new(Liveness::default()),
+        }
+    }
+
     /// `Closed` once the node stopped or failed.
     pub(super) fn check_running(&self) -> Result<()> {
         if let Some(why) = self.failed.lock().clone() {
