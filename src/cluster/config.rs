@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::voters::Voter;
-use super::{client, quorum_tls, records};
+use super::{quorum_tls, records};
+use crate::client;
 
 /// Settings of a cluster node. Defaults are Kafka's.
 #[derive(Debug)]

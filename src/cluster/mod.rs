@@ -13,10 +13,13 @@
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
 
+/// The Kafka client the cluster's tests talk to nodes with.
+#[cfg(test)]
 pub(crate) use crate::client;
 
 mod config;
 mod controller;
+mod handle;
 pub(crate) mod image;
 mod inbox;
 mod listener;
@@ -51,13 +54,16 @@ use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::storage::codec;
 pub(crate) use config::ClusterConfig;
+use handle::NodeHandle;
 pub(crate) use image::{Applied, MetadataImage, NO_LEADER};
 use inbox::{Inbound, raft_id};
 pub(crate) use listener::{MetadataListener, MetadataUpdate};
 use node::{PublishJob, RaftLoop};
-pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
+#[cfg(test)]
+use records::AlterPartition;
+pub(crate) use records::{CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
-use shared::{Shared, Waiter};
+use shared::Shared;
 #[cfg(test)]
 use voters::Voter;
 pub(crate) use voters::parse_quorum;
@@ -67,6 +73,8 @@ pub(crate) struct ClusterNode {
     config: Arc<ClusterConfig>,
     shared: Arc<Shared>,
     inbox: crossbeam_channel::Sender<Inbound>,
+    /// The same config, state and inbox, as the data plane holds them (weakly).
+    handle: Arc<NodeHandle>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     broker: WeakBroker,
     data_dir: PathBuf,
@@ -183,8 +191,13 @@ impl ClusterNode {
         let config = Arc::new(config);
         let node = Arc::new(ClusterNode {
             config: config.clone(),
-            shared,
-            inbox: inbox_tx,
+            shared: shared.clone(),
+            inbox: inbox_tx.clone(),
+            handle: Arc::new(NodeHandle {
+                config: config.clone(),
+                shared: shared.clone(),
+                inbox: inbox_tx,
+            }),
             threads: Mutex::new(Vec::new()),
             broker: broker.downgrade(),
             data_dir,
@@ -314,7 +327,7 @@ impl ClusterNode {
         let replicas = replication::ReplicaManager::new(
             self.config.node_id,
             broker.downgrade(),
-            Arc::downgrade(self),
+            Arc::downgrade(&self.handle),
             self.config.replica_lag_time_max,
             self.config.min_insync_replicas,
         );
@@ -349,7 +362,7 @@ impl ClusterNode {
 
     /// The latest published image.
     pub(crate) fn image(&self) -> Arc<MetadataImage> {
-        self.shared.image.read().clone()
+        self.handle.image()
     }
 
     /// The controller (Raft leader), if known.
@@ -360,8 +373,7 @@ impl ClusterNode {
 
     /// This process's broker epoch, once its registration is applied.
     pub(crate) fn broker_epoch(&self) -> Option<i64> {
-        let e = self.shared.broker_epoch.load(Ordering::Acquire);
-        (e >= 0).then_some(e)
+        self.handle.broker_epoch()
     }
 
     /// True once this process has published the metadata log up to its own
@@ -419,38 +431,7 @@ impl ClusterNode {
     /// Proposes `record` without waiting: the returned [`Proposal`] tells its outcome
     /// once this node has applied and published it, or a timeout after `timeout`.
     pub(crate) fn submit(&self, record: MetadataRecord, timeout: Duration) -> Result<Proposal> {
-        self.check_running()?;
-        let name = record.name();
-        let request_id = self.shared.next_request_id();
-        let data = records::Envelope {
-            proposer: self.config.node_id,
-            request_id,
-            record,
-        }
-        .encode();
-        let deadline = Instant::now() + timeout;
-        let waiter = Arc::new(Waiter::default());
-        self.shared
-            .waiters
-            .lock()
-            .insert(request_id, waiter.clone());
-        let sent = self
-            .inbox
-            .send(Inbound::Propose {
-                request_id,
-                data,
-                deadline,
-            })
-            .is_ok();
-        Ok(Proposal {
-            shared: self.shared.clone(),
-            request_id,
-            waiter,
-            sent,
-            name,
-            timeout,
-            deadline,
-        })
+        self.handle.submit(record, timeout)
     }
 
     /// The `CreateTopic` record for `t`, with the defaults filled in.
@@ -548,15 +529,15 @@ impl ClusterNode {
         .map(drop)
     }
 
-    /// An ISR change from this node as a partition's leader (the data plane's
-    /// `AlterPartition`), without waiting; stale ones are refused with
-    /// `FencedLeaderEpoch` or `InvalidUpdateVersion`.
+    /// An ISR change from this node as a partition's leader (tests; the data plane
+    /// proposes through [`NodeHandle::alter_partition`]), without waiting.
+    #[cfg(test)]
     pub(crate) fn alter_partition(
         &self,
         change: AlterPartition,
         timeout: Duration,
     ) -> Result<Proposal> {
-        self.submit(MetadataRecord::AlterPartition(change), timeout)
+        self.handle.alter_partition(change, timeout)
     }
 
     /// Reserves `count` producer ids for this broker; returns the first.

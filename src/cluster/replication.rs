@@ -37,11 +37,13 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochReque
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
 
-use super::client::Client;
+use super::handle::NodeHandle;
+use super::image::NO_LEADER;
 use super::image::{LocalPartitionChange, LocalRole};
+use super::listener::{MetadataListener, MetadataUpdate};
 use super::records::{AlterPartition, TopicId};
-use super::{ClusterNode, MetadataListener, MetadataUpdate, NO_LEADER};
 use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
+use crate::client::Client;
 use crate::error::Error;
 use crate::topic::Partition;
 
@@ -70,7 +72,7 @@ type Key = (String, i32);
 struct IsrProposal {
     partition: Partition,
     leader_epoch: i32,
-    proposal: super::Proposal,
+    proposal: super::shared::Proposal,
 }
 
 /// A partition this node leads.
@@ -98,7 +100,7 @@ struct ManagerState {
 pub(crate) struct ReplicaManager {
     node_id: i32,
     broker: WeakBroker,
-    node: Weak<ClusterNode>,
+    node: Weak<NodeHandle>,
     lag_max: Duration,
     default_min_insync: i32,
     state: Mutex<ManagerState>,
@@ -223,7 +225,7 @@ impl ReplicaManager {
     pub(crate) fn new(
         node_id: i32,
         broker: WeakBroker,
-        node: Weak<ClusterNode>,
+        node: Weak<NodeHandle>,
         lag_max: Duration,
         default_min_insync: i32,
     ) -> Arc<ReplicaManager> {
@@ -632,7 +634,7 @@ impl Followed {
 pub(crate) struct Fetcher {
     node_id: i32,
     source: i32,
-    node: Weak<ClusterNode>,
+    node: Weak<NodeHandle>,
     parts: Mutex<BTreeMap<Key, Followed>>,
     changed: Condvar,
     stopped: AtomicBool,
@@ -645,7 +647,7 @@ impl Fetcher {
     fn start(
         node_id: i32,
         source: i32,
-        node: Weak<ClusterNode>,
+        node: Weak<NodeHandle>,
         paused: Arc<AtomicBool>,
     ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
@@ -757,7 +759,7 @@ impl Fetcher {
                 .get(&self.source)
                 .filter(|b| !b.fenced)
                 .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
-            let security = node.config.replication_security.clone();
+            let security = node.config().replication_security.clone();
             drop(node);
             let Some(addr) = addr else {
                 self.pause(BACKOFF);
