@@ -8,10 +8,26 @@
 //! publishes every new image to its [`MetadataListener`]s: the broker's topic registry
 //! (local logs for the partitions this node hosts) and, with the data plane, the replica
 //! manager, which drives each hosted partition's leader or follower role from
-//! [`local_changes`].
+//! [`local_changes`](image::local_changes).
 //!
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
+//!
+//! Its files import each other bottom-up only (each imports only files above it in
+//! this list; no cycle but a file and its own tests):
+//! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
+//!    (with `records/codec`): no other file of the cluster;
+//! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
+//! 3. `image` (with `image/codec`: records), then `listener` (image);
+//! 4. `transport` (inbox, liveness, quorum_tls, voters);
+//! 5. `shared` (image, listener, liveness, transport), then `handle` (config, image,
+//!    inbox, records, shared);
+//! 6. `controller` (config, image, liveness, records: a pure function);
+//! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
+//!    records, shared, storage, transport);
+//! 8. `replication`, the data plane (handle, image, listener, records, shared);
+//! 9. this file, [`ClusterNode`] (all of the above);
+//! 10. `security` (this file's [`ClusterNode`], for the server's credentials and ACLs).
 
 /// The Kafka client the cluster's tests talk to nodes with.
 #[cfg(test)]
