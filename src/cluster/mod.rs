@@ -8,14 +8,38 @@
 //! publishes every new image to its [`MetadataListener`]s: the broker's topic registry
 //! (local logs for the partitions this node hosts) and, with the data plane, the replica
 //! manager, which drives each hosted partition's leader or follower role from
-//! [`local_changes`].
+//! [`local_changes`](image::local_changes).
 //!
 //! Layers: the cluster module sits above the broker; the broker defines the
 //! [`TopicAuthority`] trait it hands admin operations to, and this module implements it.
+//!
+//! Its files import each other bottom-up only (each imports only files above it in
+//! this list; no cycle but a file and its own tests):
+//! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
+//!    (with `records/codec`): no other file of the cluster;
+//! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
+//! 3. `image` (with `image/codec`: records), then `listener` (image);
+//! 4. `transport` (inbox, liveness, quorum_tls, voters);
+//! 5. `shared` (image, listener, liveness, transport), then `handle` (config, image,
+//!    inbox, records, shared);
+//! 6. `controller` (config, image, liveness, records: a pure function);
+//! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
+//!    records, shared, storage, transport);
+//! 8. `replication`, the data plane (handle, image, listener, records, shared);
+//! 9. this file, [`ClusterNode`] (all of the above);
+//! 10. `security` (this file's [`ClusterNode`], for the server's credentials and ACLs).
 
+/// The Kafka client the cluster's tests talk to nodes with.
+#[cfg(test)]
 pub(crate) use crate::client;
 
+mod config;
+mod controller;
+mod handle;
 pub(crate) mod image;
+mod inbox;
+mod listener;
+mod liveness;
 mod logger;
 mod meta_properties;
 mod node;
@@ -23,18 +47,19 @@ pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
 pub(crate) mod security;
+mod shared;
 mod storage;
 mod transport;
+mod voters;
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::broker::Broker;
 use crate::broker::{
@@ -44,357 +69,28 @@ use crate::config::TopicConfig;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::storage::codec;
-pub(crate) use image::{Applied, LocalChanges, MetadataImage, NO_LEADER, Outcome, local_changes};
-use node::{Inbound, PublishJob, RaftLoop, raft_id};
-pub(crate) use records::{AlterPartition, CreateTopic, MetadataRecord};
-
-/// One voter of the quorum: node id and `host:port` of its quorum listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Voter {
-    /// Node id.
-    pub id: i32,
-    /// Quorum address, `host:port`.
-    pub addr: String,
-}
-
-/// Parses Kafka's `controller.quorum.voters` syntax: `1@host:port,2@host:port,...`.
-pub(crate) fn parse_quorum(s: &str) -> Result<Vec<Voter>> {
-    let bad = |reason: String| Error::InvalidConfig {
-        key: "controller.quorum.voters".into(),
-        reason,
-    };
-    let mut voters: Vec<Voter> = Vec::new();
-    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (id, addr) = entry
-            .split_once('@')
-            .ok_or_else(|| bad(format!("{entry:?} is not ID@HOST:PORT")))?;
-        let id: i32 = id
-            .trim()
-            .parse()
-            .ok()
-            .filter(|id| *id >= 0 && *id < i32::MAX)
-            .ok_or_else(|| {
-                bad(format!(
-                    "node id {id:?} in {entry:?} is not a number from 0"
-                ))
-            })?;
-        let port = addr
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<u16>().ok())
-            .ok_or_else(|| bad(format!("{addr:?} in {entry:?} is not HOST:PORT")))?;
-        if port == 0 {
-            return Err(bad(format!(
-                "{entry:?} has port 0; voters need fixed addresses"
-            )));
-        }
-        if voters.iter().any(|v| v.id == id) {
-            return Err(bad(format!("node id {id} is listed twice")));
-        }
-        voters.push(Voter {
-            id,
-            addr: addr.trim().to_string(),
-        });
-    }
-    if voters.is_empty() {
-        return Err(bad(
-            "no voter listed; expected 1@HOST:PORT,2@HOST:PORT,...".into()
-        ));
-    }
-    Ok(voters)
-}
-
-/// Settings of a cluster node. Defaults are Kafka's.
-#[derive(Debug)]
-pub(crate) struct ClusterConfig {
-    /// This node's id (Kafka `node.id`).
-    pub node_id: i32,
-    /// Every voter (Kafka `controller.quorum.voters`).
-    pub voters: Vec<Voter>,
-    /// This broker's Kafka listener as clients should reach it, `host:port`.
-    pub advertised_listener: String,
-    /// The listener other nodes' replica fetchers reach this one on, when it is not
-    /// `advertised_listener` (Kafka's `inter.broker.listener.name`).
-    pub replication_listener: Option<String>,
-    /// Every Kafka listener of this broker by name, as clients of each should reach it
-    /// (Kafka's `advertised.listeners`); registered so that each client is answered with
-    /// the brokers' addresses on its own listener. Empty: only `advertised_listener`.
-    pub endpoints: Vec<records::Endpoint>,
-    /// How this node's replica fetchers connect (the inter-broker listener's TLS and
-    /// SASL login); plaintext by default.
-    pub replication_security: Arc<client::ClientSecurity>,
-    /// Kafka `broker.session.timeout.ms`: 9 s.
-    pub session_timeout: Duration,
-    /// Kafka `default.replication.factor`: 1.
-    pub default_replication_factor: i16,
-    /// Kafka `min.insync.replicas`: 1 (the data plane's default for topics).
-    pub min_insync_replicas: i32,
-    /// Kafka `replica.lag.time.max.ms`: 30 s (the data plane's ISR shrink delay).
-    pub replica_lag_time_max: Duration,
-    /// Kafka `offsets.topic.replication.factor`: 3, capped at the number of voters.
-    pub offsets_topic_replication_factor: i16,
-    /// Kafka `num.partitions`: partitions of a topic created with -1.
-    pub default_partitions: i32,
-    /// Kafka `auto.leader.rebalance.enable`: true.
-    pub auto_leader_rebalance: bool,
-    /// Kafka `leader.imbalance.check.interval.seconds`: 300 s.
-    pub leader_imbalance_check_interval: Duration,
-    /// Kafka `leader.imbalance.per.broker.percentage`: 10.
-    pub leader_imbalance_per_broker_percentage: u32,
-    /// A snapshot is taken (and the log compacted) once this many entries follow the
-    /// last one.
-    pub snapshot_after_entries: usize,
-    /// Raft tick.
-    pub tick: Duration,
-    /// Election timeout in ticks (randomized between this and twice this).
-    pub election_ticks: usize,
-    /// A quorum listener bound by the caller (tests bind port 0 first); None binds this
-    /// node's voter address.
-    pub quorum_listener: Option<TcpListener>,
-    /// Mutual TLS on the quorum connections (`--quorum-security-protocol SSL`); None is
-    /// plaintext.
-    pub quorum_tls: Option<Arc<quorum_tls::QuorumTls>>,
-}
-
-impl ClusterConfig {
-    /// Kafka's defaults for node `node_id` of `voters`.
-    pub(crate) fn new(
-        node_id: i32,
-        voters: Vec<Voter>,
-        advertised_listener: String,
-    ) -> ClusterConfig {
-        ClusterConfig {
-            node_id,
-            voters,
-            advertised_listener,
-            replication_listener: None,
-            endpoints: Vec::new(),
-            replication_security: Arc::default(),
-            session_timeout: Duration::from_millis(9000),
-            default_replication_factor: 1,
-            min_insync_replicas: 1,
-            replica_lag_time_max: Duration::from_millis(30_000),
-            offsets_topic_replication_factor: 3,
-            default_partitions: 1,
-            auto_leader_rebalance: true,
-            leader_imbalance_check_interval: Duration::from_secs(300),
-            leader_imbalance_per_broker_percentage: 10,
-            snapshot_after_entries: 1024,
-            tick: Duration::from_millis(100),
-            election_ticks: 10,
-            quorum_listener: None,
-            quorum_tls: None,
-        }
-    }
-}
-
-/// When each peer was last heard from (any Raft message), for the controller's
-/// liveness check.
-#[derive(Debug, Default)]
-pub(crate) struct Liveness {
-    last: Mutex<HashMap<i32, Instant>>,
-}
-
-impl Liveness {
-    /// Notes a message from `node`.
-    pub(crate) fn heard(&self, node: i32) {
-        self.last.lock().insert(node, Instant::now());
-    }
-
-    /// When `node` was last heard from.
-    pub(crate) fn last_heard(&self, node: i32) -> Option<Instant> {
-        self.last.lock().get(&node).copied()
-    }
-}
-
-/// A new image, as listeners see it.
-pub(crate) struct MetadataUpdate<'a> {
-    /// This node.
-    pub node_id: i32,
-    /// The image before (empty at the first publication).
-    pub previous: &'a MetadataImage,
-    /// The image now.
-    pub current: &'a MetadataImage,
-    /// True once this node's metadata includes its own registration: everything it ever
-    /// applied before is in `current`.
-    pub caught_up: bool,
-}
-
-impl MetadataUpdate<'_> {
-    /// How this node's replicas changed.
-    pub(crate) fn local_changes(&self) -> LocalChanges {
-        local_changes(self.node_id, self.previous, self.current)
-    }
-}
-
-/// Told about every new image, in order, on the publisher thread, before the image is
-/// visible to readers and before the proposers of its records are woken.
-pub(crate) trait MetadataListener: Send + Sync {
-    /// A new image.
-    fn on_metadata(&self, update: &MetadataUpdate<'_>);
-}
-
-/// A caller waiting for its record's outcome.
-#[derive(Default)]
-struct Waiter {
-    outcome: Mutex<Option<Outcome>>,
-    cv: Condvar,
-}
-
-/// State shared by the node handle, the Raft loop, the publisher and the transport.
-pub(crate) struct Shared {
-    node_id: i32,
-    image: RwLock<Arc<MetadataImage>>,
-    /// Index of the published image.
-    published: AtomicU64,
-    published_lock: Mutex<()>,
-    published_cv: Condvar,
-    /// The Raft leader (controller), -1 if unknown.
-    leader: AtomicI32,
-    /// This process's broker epoch, -1 before its registration is applied.
-    broker_epoch: AtomicI64,
-    /// Set by controlled shutdown: no more BrokerReady.
-    shutting_down: AtomicBool,
-    /// Set once this process published the metadata log up to its own registration:
-    /// client requests are held until then.
-    caught_up: AtomicBool,
-    waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
-    next_request: AtomicU64,
-    listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
-    /// Why the Raft loop stopped, if it failed.
-    failed: Mutex<Option<String>>,
-    stopped: AtomicBool,
-    cluster_id: transport::ClusterIdCell,
-    liveness: Arc<Liveness>,
-}
-
-impl Shared {
-    /// `Closed` once the node stopped or failed.
-    fn check_running(&self) -> Result<()> {
-        if let Some(why) = self.failed.lock().clone() {
-            return Err(Error::Closed(format!(
-                "cluster node {} (it failed: {why})",
-                self.node_id
-            )));
-        }
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Error::Closed(format!("cluster node {}", self.node_id)));
-        }
-        Ok(())
-    }
-
-    fn next_request_id(&self) -> u64 {
-        self.next_request.fetch_add(1, Ordering::Relaxed)
-    }
-
-    fn set_leader(&self, node: i32) {
-        self.leader.store(node, Ordering::Release);
-    }
-
-    fn publish(
-        &self,
-        previous: &MetadataImage,
-        current: &Arc<MetadataImage>,
-        outcomes: Vec<(u64, Outcome)>,
-    ) {
-        let epoch = self.broker_epoch.load(Ordering::Acquire);
-        let update = MetadataUpdate {
-            node_id: self.node_id,
-            previous,
-            current,
-            caught_up: epoch >= 0 && current.index >= epoch as u64,
-        };
-        for l in self.listeners.lock().iter() {
-            l.on_metadata(&update);
-        }
-        *self.image.write() = current.clone();
-        {
-            let _g = self.published_lock.lock();
-            if update.caught_up {
-                self.caught_up.store(true, Ordering::Release);
-            }
-            self.published.store(current.index, Ordering::Release);
-            self.published_cv.notify_all();
-        }
-        let waiters = self.waiters.lock();
-        for (id, outcome) in outcomes {
-            if let Some(w) = waiters.get(&id) {
-                *w.outcome.lock() = Some(outcome);
-                w.cv.notify_all();
-            }
-        }
-    }
-}
-
-/// A proposal in flight ([`ClusterNode::submit`]); dropping it stops waiting.
-pub(crate) struct Proposal {
-    shared: Arc<Shared>,
-    request_id: u64,
-    waiter: Arc<Waiter>,
-    sent: bool,
-    name: &'static str,
-    timeout: Duration,
-    deadline: Instant,
-}
-
-impl Proposal {
-    /// The outcome if it is decided (applied, rejected, timed out or the node closed),
-    /// without blocking.
-    pub(crate) fn poll(&self) -> Option<Result<Applied>> {
-        if let Some(outcome) = self.waiter.outcome.lock().take() {
-            return Some(outcome.map_err(Into::into));
-        }
-        if !self.sent || Instant::now() >= self.deadline || self.shared.check_running().is_err() {
-            return Some(Err(self.failure()));
-        }
-        None
-    }
-
-    /// Waits for the outcome.
-    pub(crate) fn wait(self) -> Result<Applied> {
-        let outcome = if self.sent {
-            let mut g = self.waiter.outcome.lock();
-            while g.is_none()
-                && self.shared.check_running().is_ok()
-                && !self.waiter.cv.wait_until(&mut g, self.deadline).timed_out()
-            {}
-            g.take()
-        } else {
-            None
-        };
-        match outcome {
-            Some(o) => o.map_err(Into::into),
-            None => Err(self.failure()),
-        }
-    }
-
-    /// Why no outcome came: the node closed, or the timeout.
-    fn failure(&self) -> Error {
-        if let Err(e) = self.shared.check_running() {
-            return e;
-        }
-        Error::Timeout(format!(
-            "{} was not applied by the cluster within {:?} (controller: {})",
-            self.name,
-            self.timeout,
-            match self.shared.leader.load(Ordering::Acquire) {
-                c if c >= 0 => format!("node {c}"),
-                _ => "none".to_string(),
-            }
-        ))
-    }
-}
-
-impl Drop for Proposal {
-    fn drop(&mut self) {
-        self.shared.waiters.lock().remove(&self.request_id);
-    }
-}
+pub(crate) use config::ClusterConfig;
+use handle::NodeHandle;
+pub(crate) use image::{Applied, MetadataImage, NO_LEADER};
+use inbox::{Inbound, raft_id};
+pub(crate) use listener::{MetadataListener, MetadataUpdate};
+use node::{PublishJob, RaftLoop};
+#[cfg(test)]
+use records::AlterPartition;
+pub(crate) use records::{CreateTopic, MetadataRecord};
+pub(crate) use shared::Proposal;
+use shared::Shared;
+#[cfg(test)]
+use voters::Voter;
+pub(crate) use voters::parse_quorum;
 
 /// A running cluster node. Cheap to share (`Arc`); stops with [`ClusterNode::shutdown`].
 pub(crate) struct ClusterNode {
     config: Arc<ClusterConfig>,
     shared: Arc<Shared>,
     inbox: crossbeam_channel::Sender<Inbound>,
+    /// The same config, state and inbox, as the data plane holds them (weakly).
+    handle: Arc<NodeHandle>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     broker: WeakBroker,
     data_dir: PathBuf,
@@ -496,92 +192,31 @@ impl ClusterNode {
     /// name the data directory and both ids when it belongs to another node or cluster.
     pub(crate) fn start(broker: &Broker, mut config: ClusterConfig) -> Result<Arc<ClusterNode>> {
         let me = config.node_id;
-        if !config.voters.iter().any(|v| v.id == me) {
-            return Err(Error::InvalidConfig {
-                key: "node.id".into(),
-                reason: format!(
-                    "node {me} is not among the voters {:?} of --quorum",
-                    config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
-                ),
-            });
-        }
-        let voters = config.voters.len() as i16;
-        if config.offsets_topic_replication_factor > voters {
-            tracing::warn!(
-                wanted = config.offsets_topic_replication_factor,
-                nodes = voters,
-                "offsets.topic.replication.factor is above the number of nodes; using {voters}"
-            );
-            config.offsets_topic_replication_factor = voters;
-        }
-        if config.offsets_topic_replication_factor < 1 || config.default_replication_factor < 1 {
-            return Err(Error::InvalidConfig {
-                key: "default.replication.factor".into(),
-                reason: "replication factors must be at least 1".into(),
-            });
-        }
+        check_config(&mut config)?;
         let data_dir = broker.dir().to_path_buf();
-        let meta_dir = data_dir.join(CLUSTER_METADATA_DIR);
-        let meta_props = meta_properties::read(&data_dir)?;
-        if let Some(p) = &meta_props {
-            meta_properties::check_node(&data_dir, p, me)?;
-            if !meta_dir.join(CLUSTER_STATE_FILE).exists() {
-                return Err(Error::InvalidConfig {
-                    key: "node.id".into(),
-                    reason: format!(
-                        "{} says it is node {me} of cluster {}, but its metadata log {} is missing",
-                        data_dir.display(),
-                        p.cluster_id,
-                        meta_dir.display()
-                    ),
-                });
-            }
-        }
-        let listener = match config.quorum_listener.take() {
-            Some(l) => l,
-            None => {
-                let addr = &config
-                    .voters
-                    .iter()
-                    .find(|v| v.id == me)
-                    .expect("checked")
-                    .addr;
-                TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())?
-            }
-        };
+        let meta_props = check_data_dir(&data_dir, me)?;
+        let listener = bind_quorum_listener(&mut config)?;
         let quorum_addr = listener
             .local_addr()
             .ctx("address of", "the quorum listener")?;
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
-        let liveness = Arc::new(Liveness::default());
-        let shared = Arc::new(Shared {
-            node_id: me,
-            image: RwLock::new(Arc::new(MetadataImage::default())),
-            published: AtomicU64::new(0),
-            published_lock: Mutex::new(()),
-            published_cv: Condvar::new(),
-            leader: AtomicI32::new(-1),
-            broker_epoch: AtomicI64::new(-1),
-            shutting_down: AtomicBool::new(false),
-            caught_up: AtomicBool::new(false),
-            waiters: Mutex::new(HashMap::new()),
-            next_request: AtomicU64::new(codec::random_u64() >> 2),
-            listeners: Mutex::new(Vec::new()),
-            failed: Mutex::new(None),
-            stopped: AtomicBool::new(false),
-            cluster_id: Arc::new(RwLock::new(
-                meta_props.as_ref().map(|p| p.cluster_id.clone()),
-            )),
-            liveness: liveness.clone(),
-        });
+        let shared = Arc::new(Shared::new(
+            me,
+            meta_props.as_ref().map(|p| p.cluster_id.clone()),
+        ));
         let config = Arc::new(config);
         let node = Arc::new(ClusterNode {
             config: config.clone(),
             shared: shared.clone(),
             inbox: inbox_tx.clone(),
+            handle: Arc::new(NodeHandle {
+                config: config.clone(),
+                shared: shared.clone(),
+                inbox: inbox_tx,
+            }),
             threads: Mutex::new(Vec::new()),
             broker: broker.downgrade(),
-            data_dir: data_dir.clone(),
+            data_dir,
             quorum_addr,
             replicas: Mutex::new(None),
         });
@@ -591,101 +226,131 @@ impl ClusterNode {
         // (the replica manager loads it then): until then every group API answers
         // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.
         broker.group_coordinator().unload();
-        let started = (|| -> Result<()> {
-            let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
-            let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
-            let clean_shutdown_epoch = storage::read_clean_shutdown(&meta_dir)?;
-            storage::remove_clean_shutdown(&meta_dir)?;
-            let snapshot = store.snapshot_ref().clone();
-            let image = if snapshot.get_metadata().index > 0 {
-                let location = format!("{}", meta_dir.join(storage::SNAPSHOT_FILE).display());
-                MetadataImage::decode(&snapshot.data, &location)?
-            } else {
-                MetadataImage::default()
-            };
-            if let (Some(p), Some(id)) = (&meta_props, &image.cluster_id) {
-                meta_properties::check_cluster(&data_dir, p, id)?;
-            }
-            let raft_config = raft::Config {
-                id: raft_id(me),
-                election_tick: config.election_ticks,
-                heartbeat_tick: 2,
-                applied: snapshot.get_metadata().index,
-                max_size_per_msg: 1 << 20,
-                max_inflight_msgs: 256,
-                check_quorum: true,
-                pre_vote: true,
-                ..Default::default()
-            };
-            raft_config.validate().map_err(|e| Error::InvalidConfig {
-                key: "raft".into(),
-                reason: e.to_string(),
-            })?;
-            let logger = logger::raft_logger(me);
-            let raw = raft::RawNode::new(&raft_config, store, &logger).map_err(|e| {
-                Error::InvalidConfig {
-                    key: "raft".into(),
-                    reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
-                }
-            })?;
-            let transport = transport::Transport::start(
-                me,
-                &config.voters,
-                listener,
-                inbox_tx.clone(),
-                liveness,
-                shared.cluster_id.clone(),
-                config.quorum_tls.clone(),
-            )?;
-            shared.listeners.lock().push(Arc::new(BrokerSync {
-                broker: broker.downgrade(),
-                swept: AtomicBool::new(false),
-            }));
-            // After BrokerSync: a partition's log exists before its role is set.
-            let replicas = replication::ReplicaManager::new(
-                me,
-                broker.downgrade(),
-                Arc::downgrade(&node),
-                config.replica_lag_time_max,
-                config.min_insync_replicas,
-            );
-            replicas.start()?;
-            shared.listeners.lock().push(replicas.clone());
-            *node.replicas.lock() = Some(replicas);
-            let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
-            let publisher = {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("metadata-publisher-{me}"))
-                    .spawn(move || node::publisher_loop(shared, pub_rx))
-                    .ctx("spawn the metadata publisher for", data_dir.clone())?
-            };
-            let raft_loop = RaftLoop::new(
-                raw,
-                config.clone(),
-                shared.clone(),
-                inbox_rx,
-                transport,
-                pub_tx,
-                image,
-                data_dir.clone(),
-                clean_shutdown_epoch,
-                meta_props.clone(),
-            );
-            let looper = std::thread::Builder::new()
-                .name(format!("raft-{me}"))
-                .spawn(move || raft_loop.run())
-                .ctx("spawn the raft thread for", data_dir.clone())?;
-            node.threads.lock().extend([looper, publisher]);
-            Ok(())
-        })();
-        if let Err(e) = started {
+        if let Err(e) = node.run(broker, listener, inbox_rx, meta_props) {
             broker.detach_cluster();
             node.shutdown();
             return Err(e);
         }
         tracing::info!(node = me, quorum = %quorum_addr, listener = %config.advertised_listener, "cluster node started");
         Ok(node)
+    }
+
+    /// Opens the Raft storage, starts the transport, the listeners (the broker's
+    /// registry, then the replica manager), the publisher and the Raft loop.
+    fn run(
+        self: &Arc<Self>,
+        broker: &Broker,
+        listener: TcpListener,
+        inbox: crossbeam_channel::Receiver<Inbound>,
+        meta_props: Option<meta_properties::MetaProperties>,
+    ) -> Result<()> {
+        let config = &self.config;
+        let me = config.node_id;
+        let meta_dir = self.data_dir.join(CLUSTER_METADATA_DIR);
+        let voter_ids: Vec<u64> = config.voters.iter().map(|v| raft_id(v.id)).collect();
+        let store = storage::RaftStorage::open(&meta_dir, raft_id(me), &voter_ids)?;
+        let clean_shutdown_epoch = storage::read_clean_shutdown(&meta_dir)?;
+        storage::remove_clean_shutdown(&meta_dir)?;
+        let (raw, image) = self.open_raft(store, meta_props.as_ref())?;
+        let transport = transport::Transport::start(
+            me,
+            &config.voters,
+            listener,
+            self.inbox.clone(),
+            self.shared.liveness.clone(),
+            self.shared.cluster_id.clone(),
+            config.quorum_tls.clone(),
+        )?;
+        self.add_listeners(broker)?;
+        let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
+        let publisher = {
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name(format!("metadata-publisher-{me}"))
+                .spawn(move || node::publisher_loop(shared, pub_rx))
+                .ctx("spawn the metadata publisher for", self.data_dir.clone())?
+        };
+        let raft_loop = RaftLoop::new(
+            raw,
+            config.clone(),
+            self.shared.clone(),
+            inbox,
+            transport,
+            pub_tx,
+            image,
+            self.data_dir.clone(),
+            clean_shutdown_epoch,
+            meta_props,
+        );
+        let looper = std::thread::Builder::new()
+            .name(format!("raft-{me}"))
+            .spawn(move || raft_loop.run())
+            .ctx("spawn the raft thread for", self.data_dir.clone())?;
+        self.threads.lock().extend([looper, publisher]);
+        Ok(())
+    }
+
+    /// The image of `store`'s snapshot (checked against `meta.properties`) and raft-rs
+    /// started on `store`.
+    fn open_raft(
+        &self,
+        store: storage::RaftStorage,
+        meta_props: Option<&meta_properties::MetaProperties>,
+    ) -> Result<(raft::RawNode<storage::RaftStorage>, MetadataImage)> {
+        let me = self.config.node_id;
+        let meta_dir = self.data_dir.join(CLUSTER_METADATA_DIR);
+        let snapshot = store.snapshot_ref().clone();
+        let image = if snapshot.get_metadata().index > 0 {
+            let location = format!("{}", meta_dir.join(storage::SNAPSHOT_FILE).display());
+            MetadataImage::decode(&snapshot.data, &location)?
+        } else {
+            MetadataImage::default()
+        };
+        if let (Some(p), Some(id)) = (meta_props, &image.cluster_id) {
+            meta_properties::check_cluster(&self.data_dir, p, id)?;
+        }
+        let raft_config = raft::Config {
+            id: raft_id(me),
+            election_tick: self.config.election_ticks,
+            heartbeat_tick: 2,
+            applied: snapshot.get_metadata().index,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Default::default()
+        };
+        raft_config.validate().map_err(|e| Error::InvalidConfig {
+            key: "raft".into(),
+            reason: e.to_string(),
+        })?;
+        let logger = logger::raft_logger(me);
+        let raw =
+            raft::RawNode::new(&raft_config, store, &logger).map_err(|e| Error::InvalidConfig {
+                key: "raft".into(),
+                reason: format!("cannot start raft on {}: {e}", meta_dir.display()),
+            })?;
+        Ok((raw, image))
+    }
+
+    /// Registers the metadata listeners: the broker's registry, then (a partition's
+    /// log exists before its role is set) the started replica manager.
+    fn add_listeners(self: &Arc<Self>, broker: &Broker) -> Result<()> {
+        self.shared.listeners.lock().push(Arc::new(BrokerSync {
+            broker: broker.downgrade(),
+            swept: AtomicBool::new(false),
+        }));
+        let replicas = replication::ReplicaManager::new(
+            self.config.node_id,
+            broker.downgrade(),
+            Arc::downgrade(&self.handle),
+            self.config.replica_lag_time_max,
+            self.config.min_insync_replicas,
+        );
+        replicas.start()?;
+        self.shared.listeners.lock().push(replicas.clone());
+        *self.replicas.lock() = Some(replicas);
+        Ok(())
     }
 
     /// This node's id.
@@ -713,7 +378,7 @@ impl ClusterNode {
 
     /// The latest published image.
     pub(crate) fn image(&self) -> Arc<MetadataImage> {
-        self.shared.image.read().clone()
+        self.handle.image()
     }
 
     /// The controller (Raft leader), if known.
@@ -724,8 +389,7 @@ impl ClusterNode {
 
     /// This process's broker epoch, once its registration is applied.
     pub(crate) fn broker_epoch(&self) -> Option<i64> {
-        let e = self.shared.broker_epoch.load(Ordering::Acquire);
-        (e >= 0).then_some(e)
+        self.handle.broker_epoch()
     }
 
     /// True once this process has published the metadata log up to its own
@@ -783,38 +447,7 @@ impl ClusterNode {
     /// Proposes `record` without waiting: the returned [`Proposal`] tells its outcome
     /// once this node has applied and published it, or a timeout after `timeout`.
     pub(crate) fn submit(&self, record: MetadataRecord, timeout: Duration) -> Result<Proposal> {
-        self.check_running()?;
-        let name = record.name();
-        let request_id = self.shared.next_request_id();
-        let data = records::Envelope {
-            proposer: self.config.node_id,
-            request_id,
-            record,
-        }
-        .encode();
-        let deadline = Instant::now() + timeout;
-        let waiter = Arc::new(Waiter::default());
-        self.shared
-            .waiters
-            .lock()
-            .insert(request_id, waiter.clone());
-        let sent = self
-            .inbox
-            .send(Inbound::Propose {
-                request_id,
-                data,
-                deadline,
-            })
-            .is_ok();
-        Ok(Proposal {
-            shared: self.shared.clone(),
-            request_id,
-            waiter,
-            sent,
-            name,
-            timeout,
-            deadline,
-        })
+        self.handle.submit(record, timeout)
     }
 
     /// The `CreateTopic` record for `t`, with the defaults filled in.
@@ -912,15 +545,15 @@ impl ClusterNode {
         .map(drop)
     }
 
-    /// An ISR change from this node as a partition's leader (the data plane's
-    /// `AlterPartition`), without waiting; stale ones are refused with
-    /// `FencedLeaderEpoch` or `InvalidUpdateVersion`.
+    /// An ISR change from this node as a partition's leader (tests; the data plane
+    /// proposes through [`NodeHandle::alter_partition`]), without waiting.
+    #[cfg(test)]
     pub(crate) fn alter_partition(
         &self,
         change: AlterPartition,
         timeout: Duration,
     ) -> Result<Proposal> {
-        self.submit(MetadataRecord::AlterPartition(change), timeout)
+        self.handle.alter_partition(change, timeout)
     }
 
     /// Reserves `count` producer ids for this broker; returns the first.
@@ -999,6 +632,74 @@ impl ClusterNode {
             self.shared.published_cv.notify_all();
         }
     }
+}
+
+/// Checks `config` against the quorum, capping the offsets topic's replication factor
+/// at the number of voters.
+fn check_config(config: &mut ClusterConfig) -> Result<()> {
+    let me = config.node_id;
+    if !config.voters.iter().any(|v| v.id == me) {
+        return Err(Error::InvalidConfig {
+            key: "node.id".into(),
+            reason: format!(
+                "node {me} is not among the voters {:?} of --quorum",
+                config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
+            ),
+        });
+    }
+    let voters = config.voters.len() as i16;
+    if config.offsets_topic_replication_factor > voters {
+        tracing::warn!(
+            wanted = config.offsets_topic_replication_factor,
+            nodes = voters,
+            "offsets.topic.replication.factor is above the number of nodes; using {voters}"
+        );
+        config.offsets_topic_replication_factor = voters;
+    }
+    if config.offsets_topic_replication_factor < 1 || config.default_replication_factor < 1 {
+        return Err(Error::InvalidConfig {
+            key: "default.replication.factor".into(),
+            reason: "replication factors must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The data directory's `meta.properties`, checked to be node `me`'s with its
+/// metadata log (None on a fresh directory).
+fn check_data_dir(data_dir: &Path, me: i32) -> Result<Option<meta_properties::MetaProperties>> {
+    let meta_dir = data_dir.join(CLUSTER_METADATA_DIR);
+    let meta_props = meta_properties::read(data_dir)?;
+    if let Some(p) = &meta_props {
+        meta_properties::check_node(data_dir, p, me)?;
+        if !meta_dir.join(CLUSTER_STATE_FILE).exists() {
+            return Err(Error::InvalidConfig {
+                key: "node.id".into(),
+                reason: format!(
+                    "{} says it is node {me} of cluster {}, but its metadata log {} is missing",
+                    data_dir.display(),
+                    p.cluster_id,
+                    meta_dir.display()
+                ),
+            });
+        }
+    }
+    Ok(meta_props)
+}
+
+/// The quorum listener the caller bound, or this node's voter address bound now.
+fn bind_quorum_listener(config: &mut ClusterConfig) -> Result<TcpListener> {
+    if let Some(l) = config.quorum_listener.take() {
+        return Ok(l);
+    }
+    let me = config.node_id;
+    let addr = &config
+        .voters
+        .iter()
+        .find(|v| v.id == me)
+        .expect("checked")
+        .addr;
+    TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())
 }
 
 impl TopicAuthority for ClusterNode {

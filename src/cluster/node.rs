@@ -6,7 +6,8 @@
 //! the committed entries, append new entries and the hard state to disk (fsynced), then
 //! send the messages that must follow persistence, advance, apply what became committed.
 //! It also runs the node's broker lifecycle (register, ready) and, on the Raft leader,
-//! the controller's duties (cluster id, fencing by liveness, `__consumer_offsets`).
+//! proposes what [`super::controller::duties`] decides (cluster id, fencing by
+//! liveness, leader rebalance, `__consumer_offsets`).
 //!
 //! Applied images go to the publisher thread, which calls the metadata listeners (the
 //! broker's topic registry, later the replica manager), then makes the image visible to
@@ -21,47 +22,19 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use raft::prelude::{Entry, EntryType, Message};
-use raft::{RawNode, SnapshotStatus, StateRole};
+use raft::{RawNode, StateRole};
 
-use super::image::{MetadataImage, OFFSETS_TOPIC, Outcome};
+use super::config::ClusterConfig;
+use super::controller::{self, Duty};
+use super::image::{MetadataImage, Outcome};
+use super::inbox::{Inbound, node_of};
 use super::meta_properties::{self, MetaProperties};
-use super::records::{CreateTopic, Envelope, MetadataRecord};
+use super::records::{Envelope, MetadataRecord};
+use super::shared::Shared;
 use super::storage::RaftStorage;
 use super::transport::Transport;
-use super::{ClusterConfig, Shared};
 use crate::error::Result;
 use crate::storage::codec;
-
-/// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
-pub(crate) fn raft_id(node: i32) -> u64 {
-    node as u64 + 1
-}
-
-/// The node id of a raft-rs id (-1 for raft-rs's "none").
-pub(crate) fn node_of(raft: u64) -> i32 {
-    (raft as i64 - 1) as i32
-}
-
-/// What the loop is told by the other threads.
-pub(crate) enum Inbound {
-    /// A message from a peer.
-    Raft(Message),
-    /// A record to propose, by a caller waiting for its outcome.
-    Propose {
-        /// Matches the outcome to the waiting caller.
-        request_id: u64,
-        /// The encoded envelope.
-        data: Vec<u8>,
-        /// When the caller stops waiting.
-        deadline: Instant,
-    },
-    /// A message to that raft peer could not be delivered.
-    Unreachable(u64),
-    /// A snapshot to that raft peer was delivered or not.
-    SnapshotStatus(u64, SnapshotStatus),
-    /// Stop the loop.
-    Stop,
-}
 
 /// An applied image for the publisher, with the outcomes of this node's proposals.
 pub(crate) struct PublishJob {
@@ -79,11 +52,10 @@ struct Outstanding {
 /// Proposals the loop makes itself, one in flight per kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Internal {
+    /// This node's registration and readiness.
     Lifecycle,
-    InitCluster,
-    OffsetsTopic,
-    Fence(i32),
-    Rebalance,
+    /// A controller's duty.
+    Controller(Duty),
 }
 
 /// A proposal not applied after this long is proposed again (it may have been dropped
@@ -331,99 +303,38 @@ impl RaftLoop {
         }
     }
 
-    /// The Raft leader's duties that the clock decides.
+    /// The Raft leader's duties that the clock decides ([`controller::duties`]),
+    /// proposed one in flight per duty.
     fn controller_duties(&mut self, now: Instant) {
-        if self.image.cluster_id.is_none() {
-            let id = self
-                .meta_props
-                .as_ref()
-                .map(|p| p.cluster_id.clone())
-                .unwrap_or_else(|| codec::uuid_base64(&codec::random_uuid()));
-            self.propose_internal(
-                Internal::InitCluster,
-                MetadataRecord::InitCluster { cluster_id: id },
-            );
-            return;
-        }
-        // Liveness: a broker not heard from for the session timeout is fenced. A new
-        // controller counts from its own last-heard times, but gives every peer at least
-        // a grace period after it took over, to hear from ones it never talked to.
-        let leader_since = self.leader_since.unwrap_or(now);
-        let grace = self.config.tick * (self.config.election_ticks as u32 * 2);
-        let stale: Vec<(i32, i64)> = self
-            .image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced && b.id != self.me())
-            .filter(|b| {
-                let heard = self.shared.liveness.last_heard(b.id);
-                let by_heard = heard.map(|t| t + self.config.session_timeout);
-                let by_grace = leader_since + grace;
-                let deadline = by_heard.map_or(by_grace, |d| d.max(by_grace));
-                now > deadline
-            })
-            .map(|b| (b.id, b.epoch))
-            .collect();
-        for (broker_id, broker_epoch) in stale {
-            tracing::warn!(
-                node = self.me(),
-                broker = broker_id,
-                "fencing a broker not heard from for the session timeout"
-            );
-            self.propose_internal(
-                Internal::Fence(broker_id),
-                MetadataRecord::FenceBroker {
-                    broker_id,
-                    broker_epoch,
-                },
-            );
-        }
-        self.balance_leaders(now);
-        if self.image.topic(OFFSETS_TOPIC).is_none() {
-            let rf = self.config.offsets_topic_replication_factor;
-            if self.image.unfenced_brokers().len() >= rf as usize {
-                let record = MetadataRecord::CreateTopic(CreateTopic {
-                    name: OFFSETS_TOPIC.into(),
-                    topic_id: codec::random_uuid(),
-                    partitions: 1,
-                    replication_factor: rf,
-                    assignment: None,
-                    configs: vec![("cleanup.policy".into(), "compact".into())],
-                    internal: true,
-                });
-                self.propose_internal(Internal::OffsetsTopic, record);
+        let last_heard = self.shared.liveness.snapshot();
+        let tick = controller::Tick {
+            now,
+            leader_since: self.leader_since.unwrap_or(now),
+            last_heard: &last_heard,
+            last_balance_check: self.last_balance_check,
+            known_cluster_id: self.meta_props.as_ref().map(|p| p.cluster_id.as_str()),
+            fresh_id: codec::random_uuid(),
+        };
+        let duties = controller::duties(&self.image, &tick, &self.config);
+        self.last_balance_check = duties.last_balance_check;
+        for (duty, record) in duties.proposals {
+            match (&duty, &record) {
+                (Duty::Fence(broker), _) => tracing::warn!(
+                    node = self.me(),
+                    broker,
+                    "fencing a broker not heard from for the session timeout"
+                ),
+                (Duty::Rebalance, MetadataRecord::ElectPreferredLeaders { partitions }) => {
+                    tracing::info!(
+                        node = self.me(),
+                        partitions = partitions.len(),
+                        "leaders are imbalanced: moving leaderships back to the preferred replicas"
+                    )
+                }
+                _ => {}
             }
+            self.propose_internal(Internal::Controller(duty), record);
         }
-    }
-
-    /// Kafka's automatic leader rebalance: every `leader.imbalance.check.interval`
-    /// (counted from when this node became the controller), moves leaderships back to
-    /// the preferred replicas of the brokers whose share of partitions led by another
-    /// broker is above `leader.imbalance.per.broker.percentage`.
-    fn balance_leaders(&mut self, now: Instant) {
-        if !self.config.auto_leader_rebalance {
-            return;
-        }
-        let since = *self.last_balance_check.get_or_insert(now);
-        if now.duration_since(since) < self.config.leader_imbalance_check_interval {
-            return;
-        }
-        self.last_balance_check = Some(now);
-        let partitions = self
-            .image
-            .imbalanced_partitions(self.config.leader_imbalance_per_broker_percentage);
-        if partitions.is_empty() {
-            return;
-        }
-        tracing::info!(
-            node = self.me(),
-            partitions = partitions.len(),
-            "leaders are imbalanced: moving leaderships back to the preferred replicas"
-        );
-        self.propose_internal(
-            Internal::Rebalance,
-            MetadataRecord::ElectPreferredLeaders { partitions },
-        );
     }
 
     fn send(&self, msgs: Vec<Message>) {

@@ -27,7 +27,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{ClientConfig, ClientConnection, ServerConfig, StreamOwned};
 
-use super::Voter;
+use super::voters::Voter;
 use crate::error::{Error, Result};
 use crate::security::tls::{self, HANDSHAKE_TIMEOUT, PROTOCOL_VERSIONS, TlsSettings};
 

@@ -37,11 +37,13 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochReque
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
 
-use super::client::Client;
-use super::image::LocalRole;
+use super::handle::NodeHandle;
+use super::image::NO_LEADER;
+use super::image::{LocalPartitionChange, LocalRole};
+use super::listener::{MetadataListener, MetadataUpdate};
 use super::records::{AlterPartition, TopicId};
-use super::{ClusterNode, MetadataListener, MetadataUpdate, NO_LEADER};
-use crate::broker::{OFFSETS_TOPIC, WeakBroker};
+use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
+use crate::client::Client;
 use crate::error::Error;
 use crate::topic::Partition;
 
@@ -70,7 +72,7 @@ type Key = (String, i32);
 struct IsrProposal {
     partition: Partition,
     leader_epoch: i32,
-    proposal: super::Proposal,
+    proposal: super::shared::Proposal,
 }
 
 /// A partition this node leads.
@@ -98,7 +100,7 @@ struct ManagerState {
 pub(crate) struct ReplicaManager {
     node_id: i32,
     broker: WeakBroker,
-    node: Weak<ClusterNode>,
+    node: Weak<NodeHandle>,
     lag_max: Duration,
     default_min_insync: i32,
     state: Mutex<ManagerState>,
@@ -223,7 +225,7 @@ impl ReplicaManager {
     pub(crate) fn new(
         node_id: i32,
         broker: WeakBroker,
-        node: Weak<ClusterNode>,
+        node: Weak<NodeHandle>,
         lag_max: Duration,
         default_min_insync: i32,
     ) -> Arc<ReplicaManager> {
@@ -434,90 +436,141 @@ impl MetadataListener for ReplicaManager {
         }
         let now = Instant::now();
         for (topic, _, p) in &changes.removed {
-            let key = (topic.clone(), *p);
-            self.unfollow(&mut st, &key);
-            st.led.remove(&key);
-            if topic == OFFSETS_TOPIC && *p == 0 && st.coordinator {
-                self.loader.send(LoaderJob::Unload);
-                st.coordinator = false;
-            }
+            self.remove_replica(&mut st, topic, *p);
         }
         for c in changes.changed {
-            let key = (c.topic.clone(), c.partition);
-            let Some(partition) = broker.hosted_partition(&c.topic, c.partition) else {
-                tracing::error!(node = self.node_id, topic = %c.topic, partition = c.partition, "a hosted partition has no local log");
-                continue;
-            };
-            let initial_hw = broker
-                .recorded_high_watermark(&c.topic, c.partition)
-                .unwrap_or_else(|| partition.log_start_offset());
-            let offsets = c.topic == OFFSETS_TOPIC && c.partition == 0;
-            match c.role {
-                LocalRole::Leader {
+            self.change_role(&mut st, &broker, update, c, now);
+        }
+        self.reset_stale_followers(&st, update);
+        self.refresh_min_insync(&st, update);
+    }
+}
+
+impl ReplicaManager {
+    /// This node no longer hosts `topic`'s `partition`: stops following and leading it
+    /// (and coordinating groups, for `__consumer_offsets-0`).
+    fn remove_replica(&self, st: &mut ManagerState, topic: &str, partition: i32) {
+        let key = (topic.to_string(), partition);
+        self.unfollow(st, &key);
+        st.led.remove(&key);
+        if topic == OFFSETS_TOPIC && partition == 0 && st.coordinator {
+            self.loader.send(LoaderJob::Unload);
+            st.coordinator = false;
+        }
+    }
+
+    /// Gives a hosted partition the role the image says.
+    fn change_role(
+        &self,
+        st: &mut ManagerState,
+        broker: &Broker,
+        update: &MetadataUpdate<'_>,
+        c: LocalPartitionChange,
+        now: Instant,
+    ) {
+        let key = (c.topic.clone(), c.partition);
+        let Some(partition) = broker.hosted_partition(&c.topic, c.partition) else {
+            tracing::error!(node = self.node_id, topic = %c.topic, partition = c.partition, "a hosted partition has no local log");
+            return;
+        };
+        let initial_hw = broker
+            .recorded_high_watermark(&c.topic, c.partition)
+            .unwrap_or_else(|| partition.log_start_offset());
+        match c.role {
+            LocalRole::Leader {
+                leader_epoch,
+                partition_epoch,
+                isr,
+                replicas,
+            } => {
+                self.unfollow(st, &key);
+                let min = self.min_insync(update, &c.topic);
+                let was_leader = partition.leader_epoch() == Some(leader_epoch);
+                if let Err(e) = partition.become_leader(
+                    self.node_id,
                     leader_epoch,
                     partition_epoch,
-                    isr,
                     replicas,
-                } => {
-                    self.unfollow(&mut st, &key);
-                    let min = self.min_insync(update, &c.topic);
-                    let was_leader = partition.leader_epoch() == Some(leader_epoch);
-                    if let Err(e) = partition.become_leader(
-                        self.node_id,
-                        leader_epoch,
-                        partition_epoch,
-                        replicas,
-                        isr,
-                        min,
-                        self.lag_max,
-                        initial_hw,
-                        now,
-                    ) {
-                        tracing::error!(node = self.node_id, partition = %partition.name(), error = %e, "cannot become the leader");
-                        continue;
-                    }
-                    if !was_leader {
-                        tracing::info!(node = self.node_id, partition = %partition.name(), leader_epoch, "leader");
-                    }
-                    st.led.insert(
-                        key,
-                        Led {
-                            topic_id: c.topic_id,
-                            partition: partition.clone(),
-                        },
-                    );
-                    if offsets && !was_leader {
-                        self.loader.send(LoaderJob::Load {
-                            partition,
-                            leader_epoch,
-                        });
-                        st.coordinator = true;
-                    }
+                    isr,
+                    min,
+                    self.lag_max,
+                    initial_hw,
+                    now,
+                ) {
+                    tracing::error!(node = self.node_id, partition = %partition.name(), error = %e, "cannot become the leader");
+                    return;
                 }
-                LocalRole::Follower {
-                    leader,
-                    leader_epoch,
-                    ..
-                } => {
-                    st.led.remove(&key);
-                    if offsets && st.coordinator {
-                        self.loader.send(LoaderJob::Unload);
-                        st.coordinator = false;
-                    }
-                    self.unfollow(&mut st, &key);
-                    partition.become_follower(leader, initial_hw);
-                    tracing::info!(node = self.node_id, partition = %partition.name(), leader, leader_epoch, "follower");
-                    if leader != NO_LEADER
-                        && let Some(f) = self.fetcher(&mut st, leader)
-                    {
-                        f.add(key.clone(), partition, leader_epoch);
-                        st.followed.insert(key, leader);
-                    }
-                }
+                self.led(st, key, c.topic_id, partition, leader_epoch, was_leader);
             }
+            LocalRole::Follower {
+                leader,
+                leader_epoch,
+                ..
+            } => self.follow(st, key, partition, initial_hw, leader, leader_epoch),
         }
-        // A broker fenced or registered anew: what its fetches said may no longer hold
-        // (a restarted node truncates before it fetches again).
+    }
+
+    /// Records a partition this node now leads at `leader_epoch`, and (for a new
+    /// leadership of `__consumer_offsets-0`) loads the group coordinator.
+    fn led(
+        &self,
+        st: &mut ManagerState,
+        key: Key,
+        topic_id: TopicId,
+        partition: Partition,
+        leader_epoch: i32,
+        was_leader: bool,
+    ) {
+        if !was_leader {
+            tracing::info!(node = self.node_id, partition = %partition.name(), leader_epoch, "leader");
+        }
+        let offsets = key.0 == OFFSETS_TOPIC && key.1 == 0;
+        st.led.insert(
+            key,
+            Led {
+                topic_id,
+                partition: partition.clone(),
+            },
+        );
+        if offsets && !was_leader {
+            self.loader.send(LoaderJob::Load {
+                partition,
+                leader_epoch,
+            });
+            st.coordinator = true;
+        }
+    }
+
+    /// Makes a hosted partition a follower of `leader` (fetched from it unless there
+    /// is none), unloading the group coordinator for `__consumer_offsets-0`.
+    fn follow(
+        &self,
+        st: &mut ManagerState,
+        key: Key,
+        partition: Partition,
+        initial_hw: i64,
+        leader: i32,
+        leader_epoch: i32,
+    ) {
+        st.led.remove(&key);
+        if key.0 == OFFSETS_TOPIC && key.1 == 0 && st.coordinator {
+            self.loader.send(LoaderJob::Unload);
+            st.coordinator = false;
+        }
+        self.unfollow(st, &key);
+        partition.become_follower(leader, initial_hw);
+        tracing::info!(node = self.node_id, partition = %partition.name(), leader, leader_epoch, "follower");
+        if leader != NO_LEADER
+            && let Some(f) = self.fetcher(st, leader)
+        {
+            f.add(key.clone(), partition, leader_epoch);
+            st.followed.insert(key, leader);
+        }
+    }
+
+    /// A broker fenced or registered anew: what its fetches said may no longer hold
+    /// (a restarted node truncates before it fetches again).
+    fn reset_stale_followers(&self, st: &ManagerState, update: &MetadataUpdate<'_>) {
         let stale: Vec<i32> = update
             .current
             .brokers
@@ -537,7 +590,10 @@ impl MetadataListener for ReplicaManager {
                 led.partition.reset_followers(&stale);
             }
         }
-        // A topic's min.insync.replicas may have changed.
+    }
+
+    /// A led topic's min.insync.replicas may have changed.
+    fn refresh_min_insync(&self, st: &ManagerState, update: &MetadataUpdate<'_>) {
         for ((topic, _), led) in &st.led {
             let changed = update
                 .previous
@@ -578,7 +634,7 @@ impl Followed {
 pub(crate) struct Fetcher {
     node_id: i32,
     source: i32,
-    node: Weak<ClusterNode>,
+    node: Weak<NodeHandle>,
     parts: Mutex<BTreeMap<Key, Followed>>,
     changed: Condvar,
     stopped: AtomicBool,
@@ -591,7 +647,7 @@ impl Fetcher {
     fn start(
         node_id: i32,
         source: i32,
-        node: Weak<ClusterNode>,
+        node: Weak<NodeHandle>,
         paused: Arc<AtomicBool>,
     ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
@@ -703,7 +759,7 @@ impl Fetcher {
                 .get(&self.source)
                 .filter(|b| !b.fenced)
                 .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
-            let security = node.config.replication_security.clone();
+            let security = node.config().replication_security.clone();
             drop(node);
             let Some(addr) = addr else {
                 self.pause(BACKOFF);

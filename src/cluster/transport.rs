@@ -32,9 +32,10 @@ use protobuf::Message as _;
 use raft::SnapshotStatus;
 use raft::prelude::{Message, MessageType};
 
-use super::node::{Inbound, raft_id};
+use super::inbox::{Inbound, raft_id};
+use super::liveness::Liveness;
 use super::quorum_tls::{self, QuorumTls};
-use super::{Liveness, Voter};
+use super::voters::Voter;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
 use crate::security::peer_log::{PeerLog, peer_warn};

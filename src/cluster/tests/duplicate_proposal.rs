@@ -4,7 +4,7 @@
 //! not the empty result of its duplicate.
 
 use super::*;
-use crate::cluster::node::Inbound;
+use crate::cluster::inbox::Inbound;
 use crate::security::acl::{
     AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType,
 };

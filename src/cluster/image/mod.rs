@@ -6,7 +6,10 @@
 //! clock, no randomness, no local state). A record that breaks a rule is applied as a
 //! rejection: the image does not change and the proposer is told why.
 //!
-//! Invariants (checked by the property test below after every record):
+//! Each record kind has a function of its own, which [`MetadataImage::apply`] dispatches
+//! to; the snapshot codec is in [`codec`].
+//!
+//! Invariants (checked by the property test in `tests.rs` after every record):
 //! - a partition's ISR is never empty, has no duplicates and is a subset of its replicas;
 //! - its leader is -1 or an unfenced member of the ISR;
 //! - its leader is -1 only when no ISR member is unfenced (no partition stays leaderless
@@ -22,10 +25,11 @@ use super::records::{
     AlterPartition, CreateTopic, Endpoint, MetadataRecord, PartitionRef, TopicId,
 };
 use crate::config::TopicConfig;
-use crate::error::{Error, Result};
-use crate::security::acl::{self, AclBinding};
-use crate::security::credentials::{self, Users};
-use crate::storage::codec::{Reader, Writer};
+use crate::error::Error;
+use crate::security::acl::{self, AclBinding, AclFilter};
+use crate::security::credentials::{self, CredentialChange, Users};
+
+mod codec;
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
@@ -35,10 +39,6 @@ pub(crate) const NO_LEADER: i32 = -1;
 
 /// Most producer ids one `AllocateProducerIds` may reserve.
 pub(crate) const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
-
-/// Image encoding version written by this code (version 1, without users and ACLs, and
-/// version 2, without the brokers' named listeners, are still read).
-const IMAGE_VERSION: u16 = 3;
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -550,14 +550,7 @@ impl MetadataImage {
     pub(crate) fn apply(&mut self, index: u64, record: &MetadataRecord) -> Outcome {
         self.index = index;
         match record {
-            MetadataRecord::InitCluster { cluster_id } => match &self.cluster_id {
-                None => {
-                    self.cluster_id = Some(cluster_id.clone());
-                    Ok(Applied::Done)
-                }
-                Some(id) if id == cluster_id => Ok(Applied::Done),
-                Some(id) => Err(Rejected::ClusterIdSet(id.clone())),
-            },
+            MetadataRecord::InitCluster { cluster_id } => self.init_cluster(cluster_id),
             MetadataRecord::RegisterBroker {
                 broker_id,
                 incarnation,
@@ -575,62 +568,18 @@ impl MetadataImage {
             MetadataRecord::BrokerReady {
                 broker_id,
                 broker_epoch,
-            } => {
-                let b = self.current_broker(*broker_id, *broker_epoch)?;
-                if !b.fenced {
-                    return Ok(Applied::Done);
-                }
-                let b = self.brokers.get_mut(broker_id).expect("checked above");
-                b.fenced = false;
-                b.shut_down = false;
-                self.unfence(*broker_id);
-                Ok(Applied::Done)
-            }
+            } => self.broker_ready(*broker_id, *broker_epoch),
             MetadataRecord::FenceBroker {
                 broker_id,
                 broker_epoch,
-            } => {
-                let b = self.current_broker(*broker_id, *broker_epoch)?;
-                if b.fenced {
-                    return Ok(Applied::Done);
-                }
-                self.brokers
-                    .get_mut(broker_id)
-                    .expect("checked above")
-                    .fenced = true;
-                self.fence(*broker_id);
-                Ok(Applied::Done)
-            }
+            } => self.fence_broker(*broker_id, *broker_epoch),
             MetadataRecord::ShutdownBroker {
                 broker_id,
                 broker_epoch,
-            } => {
-                self.current_broker(*broker_id, *broker_epoch)?;
-                let b = self.brokers.get_mut(broker_id).expect("checked above");
-                b.shut_down = true;
-                if !b.fenced {
-                    b.fenced = true;
-                    self.fence(*broker_id);
-                }
-                Ok(Applied::Done)
-            }
+            } => self.shutdown_broker(*broker_id, *broker_epoch),
             MetadataRecord::CreateTopic(c) => self.create_topic(c),
             MetadataRecord::DeleteTopic { name, topic_id } => {
-                let topic = self
-                    .topics
-                    .get(name)
-                    .ok_or_else(|| Rejected::UnknownTopic(name.clone()))?;
-                if topic_id.is_some_and(|id| id != topic.id) {
-                    return Err(Rejected::UnknownTopic(name.clone()));
-                }
-                if topic.internal {
-                    return Err(Rejected::InvalidConfig {
-                        key: "topic".into(),
-                        reason: format!("the internal topic {name} cannot be deleted"),
-                    });
-                }
-                self.topics.remove(name);
-                Ok(Applied::Done)
+                self.delete_topic(name, topic_id.as_ref())
             }
             MetadataRecord::CreatePartitions {
                 name,
@@ -639,64 +588,161 @@ impl MetadataImage {
             } => self.create_partitions(name, *total, assignment.as_deref()),
             MetadataRecord::AlterPartition(a) => self.alter_partition(a),
             MetadataRecord::AlterTopicConfig { name, configs } => {
-                let topic = self
-                    .topics
-                    .get(name)
-                    .ok_or_else(|| Rejected::UnknownTopic(name.clone()))?;
-                validate_configs(configs)?;
-                let mut t = (**topic).clone();
-                t.configs = configs.iter().cloned().collect();
-                self.topics.insert(name.clone(), Arc::new(t));
-                Ok(Applied::Done)
+                self.alter_topic_config(name, configs)
             }
             MetadataRecord::ElectPreferredLeaders { partitions } => {
-                for r in partitions {
-                    self.elect_preferred(&r.topic, &r.topic_id, r.partition);
-                }
-                Ok(Applied::Done)
+                self.elect_preferred_leaders(partitions)
             }
             MetadataRecord::AllocateProducerIds {
                 broker_id,
                 broker_epoch,
                 count,
-            } => {
-                self.current_broker(*broker_id, *broker_epoch)?;
-                if !(1..=MAX_PRODUCER_ID_BLOCK).contains(count) {
-                    return Err(Rejected::InvalidConfig {
-                        key: "producer id block".into(),
-                        reason: format!("{count} ids is outside 1..={MAX_PRODUCER_ID_BLOCK}"),
-                    });
-                }
-                let first = self.next_producer_id;
-                self.next_producer_id = first.saturating_add(*count);
-                Ok(Applied::ProducerIds(first))
-            }
+            } => self.allocate_producer_ids(*broker_id, *broker_epoch, *count),
             MetadataRecord::AlterScramCredentials { changes } => {
-                let mut users = (*self.users).clone();
-                credentials::apply_changes(&mut users, changes).map_err(invalid)?;
-                self.users = Arc::new(users);
-                Ok(Applied::Done)
+                self.alter_scram_credentials(changes)
             }
-            MetadataRecord::CreateAcls { bindings } => {
-                for b in bindings {
-                    b.validate().map_err(invalid)?;
-                }
-                let mut acls = (*self.acls).clone();
-                acls.extend(bindings.iter().cloned());
-                if acls.len() != self.acls.len() {
-                    self.acls = Arc::new(acls);
-                }
-                Ok(Applied::Done)
-            }
-            MetadataRecord::DeleteAcls { filters } => {
-                let mut acls = (*self.acls).clone();
-                let removed = acl::remove_matching(&mut acls, filters);
-                if acls.len() != self.acls.len() {
-                    self.acls = Arc::new(acls);
-                }
-                Ok(Applied::AclsRemoved(removed))
-            }
+            MetadataRecord::CreateAcls { bindings } => self.create_acls(bindings),
+            MetadataRecord::DeleteAcls { filters } => self.delete_acls(filters),
         }
+    }
+
+    /// `InitCluster`: sets the cluster id once; the same id again changes nothing.
+    fn init_cluster(&mut self, cluster_id: &str) -> Outcome {
+        match &self.cluster_id {
+            None => {
+                self.cluster_id = Some(cluster_id.to_string());
+                Ok(Applied::Done)
+            }
+            Some(id) if id == cluster_id => Ok(Applied::Done),
+            Some(id) => Err(Rejected::ClusterIdSet(id.clone())),
+        }
+    }
+
+    /// `BrokerReady`: unfences the broker's current epoch; leaderless partitions whose
+    /// ISR holds it get a leader.
+    fn broker_ready(&mut self, broker_id: i32, broker_epoch: i64) -> Outcome {
+        let b = self.current_broker(broker_id, broker_epoch)?;
+        if !b.fenced {
+            return Ok(Applied::Done);
+        }
+        let b = self.brokers.get_mut(&broker_id).expect("checked above");
+        b.fenced = false;
+        b.shut_down = false;
+        self.unfence(broker_id);
+        Ok(Applied::Done)
+    }
+
+    /// `FenceBroker`: fences the broker's current epoch (see [`MetadataImage::fence`]).
+    fn fence_broker(&mut self, broker_id: i32, broker_epoch: i64) -> Outcome {
+        let b = self.current_broker(broker_id, broker_epoch)?;
+        if b.fenced {
+            return Ok(Applied::Done);
+        }
+        self.brokers
+            .get_mut(&broker_id)
+            .expect("checked above")
+            .fenced = true;
+        self.fence(broker_id);
+        Ok(Applied::Done)
+    }
+
+    /// `ShutdownBroker`: marks the broker's current epoch shut down, and fences it.
+    fn shutdown_broker(&mut self, broker_id: i32, broker_epoch: i64) -> Outcome {
+        self.current_broker(broker_id, broker_epoch)?;
+        let b = self.brokers.get_mut(&broker_id).expect("checked above");
+        b.shut_down = true;
+        if !b.fenced {
+            b.fenced = true;
+            self.fence(broker_id);
+        }
+        Ok(Applied::Done)
+    }
+
+    /// `DeleteTopic`: removes the topic if it is the one the proposer saw and not
+    /// internal.
+    fn delete_topic(&mut self, name: &str, topic_id: Option<&TopicId>) -> Outcome {
+        let topic = self
+            .topics
+            .get(name)
+            .ok_or_else(|| Rejected::UnknownTopic(name.to_string()))?;
+        if topic_id.is_some_and(|id| *id != topic.id) {
+            return Err(Rejected::UnknownTopic(name.to_string()));
+        }
+        if topic.internal {
+            return Err(Rejected::InvalidConfig {
+                key: "topic".into(),
+                reason: format!("the internal topic {name} cannot be deleted"),
+            });
+        }
+        self.topics.remove(name);
+        Ok(Applied::Done)
+    }
+
+    /// `AlterTopicConfig`: replaces the topic's config overrides, once they validate.
+    fn alter_topic_config(&mut self, name: &str, configs: &[(String, String)]) -> Outcome {
+        let topic = self
+            .topics
+            .get(name)
+            .ok_or_else(|| Rejected::UnknownTopic(name.to_string()))?;
+        validate_configs(configs)?;
+        let mut t = (**topic).clone();
+        t.configs = configs.iter().cloned().collect();
+        self.topics.insert(name.to_string(), Arc::new(t));
+        Ok(Applied::Done)
+    }
+
+    /// `ElectPreferredLeaders`: each partition's preferred replica leads where it can.
+    fn elect_preferred_leaders(&mut self, partitions: &[PartitionRef]) -> Outcome {
+        for r in partitions {
+            self.elect_preferred(&r.topic, &r.topic_id, r.partition);
+        }
+        Ok(Applied::Done)
+    }
+
+    /// `AllocateProducerIds`: reserves the next `count` producer ids for a current
+    /// broker epoch.
+    fn allocate_producer_ids(&mut self, broker_id: i32, broker_epoch: i64, count: i64) -> Outcome {
+        self.current_broker(broker_id, broker_epoch)?;
+        if !(1..=MAX_PRODUCER_ID_BLOCK).contains(&count) {
+            return Err(Rejected::InvalidConfig {
+                key: "producer id block".into(),
+                reason: format!("{count} ids is outside 1..={MAX_PRODUCER_ID_BLOCK}"),
+            });
+        }
+        let first = self.next_producer_id;
+        self.next_producer_id = first.saturating_add(count);
+        Ok(Applied::ProducerIds(first))
+    }
+
+    /// `AlterScramCredentials`: all the changes, or none.
+    fn alter_scram_credentials(&mut self, changes: &[CredentialChange]) -> Outcome {
+        let mut users = (*self.users).clone();
+        credentials::apply_changes(&mut users, changes).map_err(invalid)?;
+        self.users = Arc::new(users);
+        Ok(Applied::Done)
+    }
+
+    /// `CreateAcls`: adds the bindings, all or none (none if one does not validate).
+    fn create_acls(&mut self, bindings: &[AclBinding]) -> Outcome {
+        for b in bindings {
+            b.validate().map_err(invalid)?;
+        }
+        let mut acls = (*self.acls).clone();
+        acls.extend(bindings.iter().cloned());
+        if acls.len() != self.acls.len() {
+            self.acls = Arc::new(acls);
+        }
+        Ok(Applied::Done)
+    }
+
+    /// `DeleteAcls`: removes the bindings any filter matches; tells what each removed.
+    fn delete_acls(&mut self, filters: &[AclFilter]) -> Outcome {
+        let mut acls = (*self.acls).clone();
+        let removed = acl::remove_matching(&mut acls, filters);
+        if acls.len() != self.acls.len() {
+            self.acls = Arc::new(acls);
+        }
+        Ok(Applied::AclsRemoved(removed))
     }
 
     fn register(
@@ -1041,144 +1087,6 @@ impl MetadataImage {
         Self::change_partition(target, isr, leader);
         self.topics.insert(a.topic.clone(), Arc::new(t));
         Ok(Applied::Done)
-    }
-
-    /// Encodes the image (a snapshot's data).
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.u16(IMAGE_VERSION);
-        w.u64(self.index);
-        match &self.cluster_id {
-            None => w.bool(false),
-            Some(id) => {
-                w.bool(true);
-                w.str(id);
-            }
-        }
-        w.i64(self.next_producer_id);
-        w.u32(self.brokers.len() as u32);
-        for b in self.brokers.values() {
-            w.i32(b.id);
-            w.i64(b.epoch);
-            w.u64(b.incarnation);
-            w.str(&b.listener);
-            w.bool(b.fenced);
-            w.bool(b.shut_down);
-            super::records::put_opt_str(&mut w, b.replication_listener.as_deref());
-            super::records::put_endpoints(&mut w, &b.endpoints);
-        }
-        w.u32(self.topics.len() as u32);
-        for t in self.topics.values() {
-            w.str(&t.name);
-            w.raw(&t.id);
-            w.bool(t.internal);
-            w.pairs(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            w.u32(t.partitions.len() as u32);
-            for p in &t.partitions {
-                w.i32s(&p.replicas);
-                w.i32s(&p.isr);
-                w.i32(p.leader);
-                w.i32(p.leader_epoch);
-                w.i32(p.partition_epoch);
-            }
-        }
-        let credentials: Vec<_> = self
-            .users
-            .iter()
-            .flat_map(|(u, creds)| creds.values().map(move |c| (u, c)))
-            .collect();
-        w.u32(credentials.len() as u32);
-        for (user, c) in credentials {
-            credentials::put_credential(&mut w, user, c);
-        }
-        w.u32(self.acls.len() as u32);
-        for b in self.acls.iter() {
-            acl::put_binding(&mut w, b);
-        }
-        w.into_bytes()
-    }
-
-    /// Decodes an image written by [`MetadataImage::encode`].
-    pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<MetadataImage> {
-        let mut r = Reader::new(bytes, location);
-        let version = r.u16()?;
-        if !(1..=IMAGE_VERSION).contains(&version) {
-            return Err(r.error(format!(
-                "metadata image version {version}; this node reads versions 1 to {IMAGE_VERSION}"
-            )));
-        }
-        let index = r.u64()?;
-        let cluster_id = if r.bool()? { Some(r.str()?) } else { None };
-        let next_producer_id = r.i64()?;
-        let mut brokers = BTreeMap::new();
-        for _ in 0..r.count(26)? {
-            let mut b = BrokerRegistration {
-                id: r.i32()?,
-                epoch: r.i64()?,
-                incarnation: r.u64()?,
-                listener: r.str()?,
-                replication_listener: None,
-                endpoints: Vec::new(),
-                fenced: r.bool()?,
-                shut_down: r.bool()?,
-            };
-            if version >= 2 {
-                b.replication_listener = super::records::get_opt_str(&mut r)?;
-            }
-            if version >= 3 {
-                b.endpoints = super::records::get_endpoints(&mut r)?;
-            }
-            brokers.insert(b.id, b);
-        }
-        let mut topics = BTreeMap::new();
-        for _ in 0..r.count(29)? {
-            let name = r.str()?;
-            let id = r.fixed()?;
-            let internal = r.bool()?;
-            let configs = r.pairs()?.into_iter().collect();
-            let n = r.count(20)?;
-            let mut partitions = Vec::with_capacity(n);
-            for _ in 0..n {
-                partitions.push(PartitionImage {
-                    replicas: r.i32s()?,
-                    isr: r.i32s()?,
-                    leader: r.i32()?,
-                    leader_epoch: r.i32()?,
-                    partition_epoch: r.i32()?,
-                });
-            }
-            topics.insert(
-                name.clone(),
-                Arc::new(TopicImage {
-                    id,
-                    name,
-                    internal,
-                    configs,
-                    partitions,
-                }),
-            );
-        }
-        let mut users = Users::new();
-        let mut acls = BTreeSet::new();
-        if version >= 2 {
-            for _ in 0..r.count(21)? {
-                let (user, c) = credentials::get_credential(&mut r)?;
-                users.entry(user).or_default().insert(c.mechanism, c);
-            }
-            for _ in 0..r.count(14)? {
-                acls.insert(acl::get_binding(&mut r)?);
-            }
-        }
-        r.finish()?;
-        Ok(MetadataImage {
-            index,
-            cluster_id,
-            brokers,
-            topics,
-            next_producer_id,
-            users: Arc::new(users),
-            acls: Arc::new(acls),
-        })
     }
 }
 

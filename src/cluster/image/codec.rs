@@ -1,0 +1,183 @@
+//! The metadata image's snapshot codec: [`MetadataImage::encode`] writes a snapshot's
+//! data, [`MetadataImage::decode`] reads it back (versions 1 to [`IMAGE_VERSION`]).
+//!
+//! Layout: version (`u16`), index (`u64`), cluster id (optional string), next producer
+//! id (`i64`), then a count (`u32`) and the entries of each of: brokers, topics (with
+//! their partitions), SCRAM credentials, ACL bindings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use crate::cluster::records::codec::{get_endpoints, get_opt_str, put_endpoints, put_opt_str};
+use crate::error::Result;
+use crate::security::acl::{self, AclBinding};
+use crate::security::credentials::{self, Users};
+use crate::storage::codec::{Reader, Writer};
+
+/// Image encoding version written by this code (version 1, without users and ACLs, and
+/// version 2, without the brokers' named listeners, are still read).
+const IMAGE_VERSION: u16 = 3;
+
+impl MetadataImage {
+    /// Encodes the image (a snapshot's data).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u16(IMAGE_VERSION);
+        w.u64(self.index);
+        put_opt_str(&mut w, self.cluster_id.as_deref());
+        w.i64(self.next_producer_id);
+        w.u32(self.brokers.len() as u32);
+        for b in self.brokers.values() {
+            put_broker(&mut w, b);
+        }
+        w.u32(self.topics.len() as u32);
+        for t in self.topics.values() {
+            put_topic(&mut w, t);
+        }
+        let credentials: Vec<_> = self
+            .users
+            .iter()
+            .flat_map(|(u, creds)| creds.values().map(move |c| (u, c)))
+            .collect();
+        w.u32(credentials.len() as u32);
+        for (user, c) in credentials {
+            credentials::put_credential(&mut w, user, c);
+        }
+        w.u32(self.acls.len() as u32);
+        for b in self.acls.iter() {
+            acl::put_binding(&mut w, b);
+        }
+        w.into_bytes()
+    }
+
+    /// Decodes an image written by [`MetadataImage::encode`].
+    pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<MetadataImage> {
+        let mut r = Reader::new(bytes, location);
+        let version = r.u16()?;
+        if !(1..=IMAGE_VERSION).contains(&version) {
+            return Err(r.error(format!(
+                "metadata image version {version}; this node reads versions 1 to {IMAGE_VERSION}"
+            )));
+        }
+        let index = r.u64()?;
+        let cluster_id = get_opt_str(&mut r)?;
+        let next_producer_id = r.i64()?;
+        let mut brokers = BTreeMap::new();
+        for _ in 0..r.count(26)? {
+            let b = get_broker(&mut r, version)?;
+            brokers.insert(b.id, b);
+        }
+        let mut topics = BTreeMap::new();
+        for _ in 0..r.count(29)? {
+            let t = get_topic(&mut r)?;
+            topics.insert(t.name.clone(), Arc::new(t));
+        }
+        let (users, acls) = if version >= 2 {
+            get_security(&mut r)?
+        } else {
+            (Users::new(), BTreeSet::new())
+        };
+        r.finish()?;
+        Ok(MetadataImage {
+            index,
+            cluster_id,
+            brokers,
+            topics,
+            next_producer_id,
+            users: Arc::new(users),
+            acls: Arc::new(acls),
+        })
+    }
+}
+
+/// A registration: id, epoch, incarnation, listener, fenced, shut down, replication
+/// listener (version 2), endpoints (version 3).
+fn put_broker(w: &mut Writer, b: &BrokerRegistration) {
+    w.i32(b.id);
+    w.i64(b.epoch);
+    w.u64(b.incarnation);
+    w.str(&b.listener);
+    w.bool(b.fenced);
+    w.bool(b.shut_down);
+    put_opt_str(w, b.replication_listener.as_deref());
+    put_endpoints(w, &b.endpoints);
+}
+
+/// Reads what [`put_broker`] wrote in image `version`.
+fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
+    let mut b = BrokerRegistration {
+        id: r.i32()?,
+        epoch: r.i64()?,
+        incarnation: r.u64()?,
+        listener: r.str()?,
+        replication_listener: None,
+        endpoints: Vec::new(),
+        fenced: r.bool()?,
+        shut_down: r.bool()?,
+    };
+    if version >= 2 {
+        b.replication_listener = get_opt_str(r)?;
+    }
+    if version >= 3 {
+        b.endpoints = get_endpoints(r)?;
+    }
+    Ok(b)
+}
+
+/// A topic: name, id, internal, config overrides, then a count (`u32`) of partitions,
+/// each: replicas, ISR, leader, leader epoch, partition epoch.
+fn put_topic(w: &mut Writer, t: &TopicImage) {
+    w.str(&t.name);
+    w.raw(&t.id);
+    w.bool(t.internal);
+    w.pairs(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    w.u32(t.partitions.len() as u32);
+    for p in &t.partitions {
+        w.i32s(&p.replicas);
+        w.i32s(&p.isr);
+        w.i32(p.leader);
+        w.i32(p.leader_epoch);
+        w.i32(p.partition_epoch);
+    }
+}
+
+/// Reads what [`put_topic`] wrote.
+fn get_topic(r: &mut Reader<'_>) -> Result<TopicImage> {
+    let name = r.str()?;
+    let id = r.fixed()?;
+    let internal = r.bool()?;
+    let configs = r.pairs()?.into_iter().collect();
+    let n = r.count(20)?;
+    let mut partitions = Vec::with_capacity(n);
+    for _ in 0..n {
+        partitions.push(PartitionImage {
+            replicas: r.i32s()?,
+            isr: r.i32s()?,
+            leader: r.i32()?,
+            leader_epoch: r.i32()?,
+            partition_epoch: r.i32()?,
+        });
+    }
+    Ok(TopicImage {
+        id,
+        name,
+        internal,
+        configs,
+        partitions,
+    })
+}
+
+/// Reads the credentials and the ACL bindings (image version 2 on).
+fn get_security(r: &mut Reader<'_>) -> Result<(Users, BTreeSet<AclBinding>)> {
+    let mut users = Users::new();
+    for _ in 0..r.count(21)? {
+        let (user, c) = credentials::get_credential(r)?;
+        users.entry(user).or_default().insert(c.mechanism, c);
+    }
+    let mut acls = BTreeSet::new();
+    for _ in 0..r.count(14)? {
+        acls.insert(acl::get_binding(r)?);
+    }
+    Ok((users, acls))
+}

@@ -1,0 +1,38 @@
+//! What the Raft loop is told by the other threads ([`Inbound`]), and the mapping
+//! between Kafka node ids and raft-rs ids that the loop and the transport share.
+
+use std::time::Instant;
+
+use raft::SnapshotStatus;
+use raft::prelude::Message;
+
+/// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
+pub(crate) fn raft_id(node: i32) -> u64 {
+    node as u64 + 1
+}
+
+/// The node id of a raft-rs id (-1 for raft-rs's "none").
+pub(crate) fn node_of(raft: u64) -> i32 {
+    (raft as i64 - 1) as i32
+}
+
+/// What the loop is told by the other threads.
+pub(crate) enum Inbound {
+    /// A message from a peer.
+    Raft(Message),
+    /// A record to propose, by a caller waiting for its outcome.
+    Propose {
+        /// Matches the outcome to the waiting caller.
+        request_id: u64,
+        /// The encoded envelope.
+        data: Vec<u8>,
+        /// When the caller stops waiting.
+        deadline: Instant,
+    },
+    /// A message to that raft peer could not be delivered.
+    Unreachable(u64),
+    /// A snapshot to that raft peer was delivered or not.
+    SnapshotStatus(u64, SnapshotStatus),
+    /// Stop the loop.
+    Stop,
+}
