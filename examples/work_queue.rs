@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tidelog::coordinator::GroupState;
 use tidelog::{
-    Broker, GroupConfig, GroupConsumer, GroupState, OffsetReset, Producer, ProducerRecord,
-    TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 const JOBS: u64 = 10_000;

@@ -30,9 +30,11 @@
 //!
 //! The crate root holds what an application uses: the broker and its topics, the
 //! producer, consumers and consumer groups, records, configurations and the error type
-//! (and, with the `server` feature, the Kafka protocol server). The layers below are
-//! modules: [`storage`] (one partition's log, usable alone), [`record`] (the RecordBatch
-//! v2 format) and [`producer`] (also Kafka's partitioning functions). The `testing`
+//! (and, with the `server` feature, the Kafka protocol server). The rest is in modules:
+//! [`storage`] (one partition's log, usable alone), [`record`] (the RecordBatch v2
+//! format), [`producer`] (also Kafka's partitioning functions), [`consumer`] (also the
+//! partition assignors and rebalance listeners of consumer groups), [`coordinator`]
+//! (the group coordinator, its states and errors) and [`metrics`]. The `testing`
 //! feature adds hooks for tidelog's own tests and fuzz targets, not a stable API.
 //!
 //! Every Rust example of README.md and of the guides in docs/ runs as a doctest too.
@@ -47,7 +49,7 @@ mod client;
 #[cfg(feature = "server")]
 mod cluster;
 mod config;
-mod consumer;
+pub mod consumer;
 pub mod coordinator;
 mod error;
 pub mod metrics;
@@ -65,23 +67,19 @@ mod topic;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
-#[allow(deprecated)]
-pub use consumer::ConsumerGroup;
 pub use consumer::{
-    Assignment, Assignor, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords,
-    ConsumerRecordsIter, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset,
-    RangeAssignor, RebalanceContext, RebalanceListener, RoundRobinAssignor, Subscription,
+    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,
+    GroupConsumer, OffsetReset,
 };
-pub use coordinator::{CoordinatorConfig, GroupCoordinator, GroupError, GroupState};
 pub use error::{Error, Result};
 pub use producer::{
-    Acks, DefaultPartitioner, DeliveryReceipt, Durability, Partitioner, Producer, ProducerBuilder,
-    ProducerConfig, ProducerRecord, RecordMetadata, RoundRobinPartitioner,
+    Acks, DeliveryReceipt, Durability, Producer, ProducerBuilder, ProducerConfig, ProducerRecord,
+    RecordMetadata,
 };
 pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
 pub use server::{Server, ServerBuilder, ServerHandle};
-pub use storage::{CleanupPolicy, CompressionType, LogConfig};
+pub use storage::{CleanupPolicy, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 
 /// The examples of README.md, compiled and run as doctests so that they keep working

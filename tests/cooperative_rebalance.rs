@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tidelog::consumer::{CooperativeStickyAssignor, RebalanceContext, RebalanceListener};
 use tidelog::{
-    Broker, CooperativeStickyAssignor, GroupConfig, GroupConsumer, OffsetReset, Producer,
-    ProducerRecord, RebalanceContext, RebalanceListener, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 struct Log(Arc<Mutex<Vec<(String, usize)>>>);

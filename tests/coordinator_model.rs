@@ -19,12 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use tidelog::consumer::{Assignment, Assignor, RangeAssignor, Subscription};
 use tidelog::coordinator::{
     CommitOffset, CoordinatorConfig, Group, GroupError, GroupState, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, JournalRecord, LeavingMember, MemberOrigin,
     OffsetCommitRequest, SyncGroupRequest, load_groups,
 };
-use tidelog::{Assignment, Assignor, RangeAssignor, Subscription};
 
 const SLOTS: usize = 4;
 /// Slots below this are static members (`group.instance.id` = "instance-N").

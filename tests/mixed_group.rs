@@ -8,10 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tidelog::{
-    Broker, GroupConfig, GroupConsumer, GroupError, TopicConfig,
-    coordinator::{JoinGroupRequest, LeavingMember, SyncGroupRequest},
-};
+use tidelog::coordinator::{GroupError, JoinGroupRequest, LeavingMember, SyncGroupRequest};
+use tidelog::{Broker, GroupConfig, GroupConsumer, TopicConfig};
 
 /// kafka-python's subscription to ["mixed"]: version 0, one topic, empty user data.
 const SUBSCRIPTION: &[u8] = &[

@@ -6,7 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidelog::{Broker, Partitioner, Producer, ProducerRecord, TopicConfig};
+use tidelog::producer::Partitioner;
+use tidelog::{Broker, Producer, ProducerRecord, TopicConfig};
 
 fn log_end(broker: &Broker, topic: &str) -> tidelog::Result<i64> {
     Ok(broker.topic(topic)?.partition(0)?.log_end_offset())

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tidelog::consumer::{RebalanceContext, RebalanceListener};
 use tidelog::{
-    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, RebalanceContext,
-    RebalanceListener, TopicConfig,
+    Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
 /// Commits on revocation and records what it was told.

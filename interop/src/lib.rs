@@ -35,7 +35,9 @@ pub mod groups {
     use std::path::Path;
     use std::time::Duration;
 
-    use tidelog::{Assignment, Broker, GroupState, Server, ServerHandle};
+    use tidelog::consumer::Assignment;
+    use tidelog::coordinator::GroupState;
+    use tidelog::{Broker, Server, ServerHandle};
 
     /// A free port on 127.0.0.1 (bound and released; the server binds it again).
     pub fn free_port() -> u16 {

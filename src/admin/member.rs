@@ -26,8 +26,9 @@ use super::{
     AdminClient, AdminClientBuilder, AdminError, ErrorCode, OFFSET_COMMIT_VERSION,
     OFFSET_FETCH_VERSION, OffsetSpec, Resource, TopicPartition, topics_of,
 };
+use crate::consumer::{Assignment, ConsumerRecords, GroupConfig, OffsetReset, Subscription};
+use crate::error::{Error, Result};
 use crate::record::{Batch, decompression_limit};
-use crate::{Assignment, ConsumerRecords, Error, GroupConfig, OffsetReset, Result, Subscription};
 
 /// API versions asked for (every tidelog node and Kafka from 2.4 answer them).
 const JOIN_GROUP_VERSION: i16 = 5;
@@ -76,7 +77,7 @@ enum Next {
 ///
 /// It finds the group's coordinator (FindCoordinator), joins (JoinGroup with protocol
 /// type `consumer`, offering the assignors of its [`GroupConfig`]; the leader computes
-/// the assignments with the named [`Assignor`](crate::Assignor) and sends them in its
+/// the assignments with the named [`Assignor`](crate::consumer::Assignor) and sends them in its
 /// SyncGroup), heartbeats from [`poll`](GroupMember::poll) every
 /// `heartbeat_interval`, starts each assigned partition at the group's committed offset
 /// (OffsetFetch) or, without one, at the `auto_offset_reset` position (ListOffsets),
@@ -1214,9 +1215,8 @@ mod tests {
         let (_dir, broker, server) = served();
         let addr = server.local_addr().to_string();
         let cooperative = || {
-            config().assignors(vec![
-                Arc::new(crate::CooperativeStickyAssignor) as Arc<dyn crate::Assignor>
-            ])
+            config().assignors(vec![Arc::new(crate::consumer::CooperativeStickyAssignor)
+                as Arc<dyn crate::consumer::Assignor>])
         };
         let mut a = GroupMember::join(&addr, cooperative()).unwrap();
         assert_eq!(a.assignment().len(), 4);

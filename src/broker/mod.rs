@@ -389,6 +389,49 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Moves aside the partition directories of no registered topic (a creation that a
+/// crash, or an older version's failure part way, left behind), and reports them.
+fn move_orphans_aside(logs: &LogManager, entries: &[RegistryEntry]) -> Result<Vec<OrphanedLog>> {
+    let registered: std::collections::HashSet<String> = entries
+        .iter()
+        .flat_map(|e| (0..e.partitions).map(|p| log_name(&e.name, p)))
+        .collect();
+    let mut orphans = Vec::new();
+    for name in logs.names_on_disk()? {
+        if !registered.contains(&name)
+            && name != CLUSTER_METADATA_DIR
+            && is_partition_dir_name(&name)
+        {
+            orphans.push(logs.move_aside(&name)?);
+        }
+    }
+    Ok(orphans)
+}
+
+/// Opens the partition logs of the registry's topics, each with its topic's
+/// configuration over the broker's defaults.
+fn open_registered_topics(
+    logs: &LogManager,
+    entries: Vec<RegistryEntry>,
+    defaults: &LogConfig,
+) -> Result<BTreeMap<String, Topic>> {
+    let mut topics = BTreeMap::new();
+    for e in entries {
+        let log_config = e.config.apply(defaults)?;
+        let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
+        let name: Arc<str> = Arc::from(e.name.as_str());
+        for p in 0..e.partitions {
+            let log = logs.open_log(&log_name(&e.name, p), log_config.clone())?;
+            parts.push(Partition::new(Arc::clone(&name), p, log));
+        }
+        topics.insert(
+            e.name.clone(),
+            Topic::new(&e.name, parts, e.config, e.internal),
+        );
+    }
+    Ok(topics)
+}
+
 fn decode_registry(path: &Path, bytes: &[u8]) -> Result<Vec<RegistryEntry>> {
     let mut c = Cursor {
         path,
@@ -515,37 +558,12 @@ impl Broker {
             Some(bytes) => decode_registry(&registry_path, &bytes)?,
             None => Vec::new(),
         };
-        let mut topics = BTreeMap::new();
-        let registered: std::collections::HashSet<String> = entries
-            .iter()
-            .flat_map(|e| (0..e.partitions).map(|p| log_name(&e.name, p)))
-            .collect();
-        // Partition directories of no registered topic (a creation that a crash, or an
-        // older version's failure part way, left behind) are reported and moved aside.
-        let mut orphans = Vec::new();
-        if !managed && !read_only {
-            for name in logs.names_on_disk()? {
-                if !registered.contains(&name)
-                    && name != CLUSTER_METADATA_DIR
-                    && is_partition_dir_name(&name)
-                {
-                    orphans.push(logs.move_aside(&name)?);
-                }
-            }
-        }
-        for e in entries {
-            let log_config = e.config.apply(&config.log)?;
-            let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
-            let name: Arc<str> = Arc::from(e.name.as_str());
-            for p in 0..e.partitions {
-                let log = logs.open_log(&log_name(&e.name, p), log_config.clone())?;
-                parts.push(Partition::new(Arc::clone(&name), p, log));
-            }
-            topics.insert(
-                e.name.clone(),
-                Topic::new(&e.name, parts, e.config, e.internal),
-            );
-        }
+        let orphans = if !managed && !read_only {
+            move_orphans_aside(&logs, &entries)?
+        } else {
+            Vec::new()
+        };
+        let topics = open_registered_topics(&logs, entries, &config.log)?;
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
         let broker = Broker {
             inner: Arc::new(BrokerInner {
@@ -565,35 +583,49 @@ impl Broker {
             }),
         };
         if read_only {
-            // Committed offsets as they stand (the group coordinator lives in the
-            // writing process): loaded, never written.
-            match broker.registered_topic(OFFSETS_TOPIC) {
-                Ok(t) => broker.use_offsets_partition(t.partition(0)?)?,
-                Err(_) => broker.inner.coordinator.load(
-                    Vec::new(),
-                    Arc::new(ReadOnlyJournal(broker.inner.dir.clone())),
-                ),
-            }
-            return Ok(broker);
+            broker.load_offsets_read_only()?;
+        } else {
+            broker.start_services(managed)?;
         }
+        Ok(broker)
+    }
+
+    /// A read-only broker's committed offsets as they stand (the group coordinator
+    /// lives in the writing process): loaded, never written.
+    fn load_offsets_read_only(&self) -> Result<()> {
+        match self.registered_topic(OFFSETS_TOPIC) {
+            Ok(t) => self.use_offsets_partition(t.partition(0)?)?,
+            Err(_) => self.inner.coordinator.load(
+                Vec::new(),
+                Arc::new(ReadOnlyJournal(self.inner.dir.clone())),
+            ),
+        }
+        Ok(())
+    }
+
+    /// Starts a writing broker just opened: its group coordinator (on the committed
+    /// offsets, unless a cluster node's, which the cluster loads) and the log
+    /// manager's maintenance.
+    fn start_services(&self, managed: bool) -> Result<()> {
         if !managed {
             // Committed offsets: create the internal topic on first open, replay it after.
-            let offsets_topic = match broker.topic(OFFSETS_TOPIC) {
+            let offsets_topic = match self.topic(OFFSETS_TOPIC) {
                 Ok(t) => t,
-                Err(_) => broker.create_topic_inner(
+                Err(_) => self.create_topic_inner(
                     OFFSETS_TOPIC,
                     1,
                     TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
                     true,
                 )?,
             };
-            broker.use_offsets_partition(offsets_topic.partition(0)?)?;
+            self.use_offsets_partition(offsets_topic.partition(0)?)?;
         }
         // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
         // exist (a weak handle: the coordinator lives inside the broker).
-        let weak = Arc::downgrade(&broker.inner);
-        broker.inner.coordinator.set_partition_check(Arc::new(
-            move |topic: &str, partition: i32| {
+        let weak = Arc::downgrade(&self.inner);
+        self.inner
+            .coordinator
+            .set_partition_check(Arc::new(move |topic: &str, partition: i32| {
                 weak.upgrade().is_some_and(|inner| {
                     inner
                         .topics
@@ -601,16 +633,15 @@ impl Broker {
                         .get(topic)
                         .is_some_and(|t| partition >= 0 && partition < t.partition_count())
                 })
-            },
-        ));
-        broker.inner.coordinator.start_reaper()?;
-        if let Some(logs) = broker.inner.logs.lock().as_ref() {
+            }));
+        self.inner.coordinator.start_reaper()?;
+        if let Some(logs) = self.inner.logs.lock().as_ref() {
             logs.start_background(
-                broker.inner.config.flush_check_interval,
-                broker.inner.config.retention_check_interval,
+                self.inner.config.flush_check_interval,
+                self.inner.config.retention_check_interval,
             );
         }
-        Ok(broker)
+        Ok(())
     }
 
     /// The data directory.

@@ -1,12 +1,19 @@
-//! Consumers, group members and the group coordinator they share with the network
-//! server.
+//! Consumers and consumer group members.
 //!
-//! - `standalone`: [`Consumer`], a consumer of partitions it is given (Kafka's
-//!   `assign()`), and the records both kinds of consumer return;
-//! - `member`: [`GroupConsumer`], a member of a consumer group (Kafka's `subscribe()`);
-//! - `coordinator`: the group coordinator, a pure state machine and its concurrent
-//!   shell (public as `tidelog::coordinator`);
-//! - `offsets`: the records of `__consumer_offsets`.
+//! The consumers themselves are at the crate root; this module also holds what a group
+//! member is configured with:
+//!
+//! - [`Consumer`], a consumer of partitions it is given (Kafka's `assign()`), and the
+//!   records both kinds of consumer return ([`ConsumerRecords`], [`ConsumerRecord`]);
+//! - [`GroupConsumer`], a member of a consumer group (Kafka's `subscribe()`), configured
+//!   by [`GroupConfig`], with a [`RebalanceListener`] told of the partitions it gains and
+//!   loses;
+//! - the partition assignors a group's leader member runs ([`Assignor`]:
+//!   [`RangeAssignor`], [`RoundRobinAssignor`], [`CooperativeStickyAssignor`]) and the
+//!   [`Subscription`] and [`Assignment`] they exchange through the coordinator (Kafka's
+//!   `ConsumerProtocol`).
+//!
+//! The group coordinator the members talk to is [`crate::coordinator`].
 
 mod assignor;
 mod member;

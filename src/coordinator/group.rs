@@ -215,33 +215,57 @@ impl Group {
             self.check_protocols(req)?;
         }
         if req.member_id.is_empty() {
-            if let Some(instance) = &req.group_instance_id
-                && let Some(old) = self.instances.get(instance).cloned()
-            {
-                return Ok(self.rejoin_static(req, &old, now));
-            }
-            if self.members.len() + self.pending.len() >= cfg.max_group_size {
-                return Err(GroupError::GroupMaxSizeReached(cfg.max_group_size));
-            }
-            let prefix = req
-                .group_instance_id
-                .as_deref()
-                .unwrap_or(if req.client_id.is_empty() {
-                    "member"
-                } else {
-                    req.client_id.as_str()
-                })
-                .to_string();
-            let member_id = self.next_member_id(&prefix);
-            if req.require_known_member_id && req.group_instance_id.is_none() {
-                self.pending
-                    .insert(member_id.clone(), now + req.session_timeout);
-                return Err(GroupError::MemberIdRequired { member_id });
-            }
-            return Ok(JoinStart::Pending(
-                self.add_member(member_id, req, cfg, now),
-            ));
+            self.join_without_member_id(req, cfg, now)
+        } else {
+            self.join_with_member_id(req, cfg, now)
         }
+    }
+
+    /// JoinGroup with an empty member id: a static member rejoining after a restart of
+    /// its client, or a new member, given its id (and, if the client asks for it, told
+    /// to join again with it: MEMBER_ID_REQUIRED).
+    fn join_without_member_id(
+        &mut self,
+        req: &JoinGroupRequest,
+        cfg: &CoordinatorConfig,
+        now: Instant,
+    ) -> Result<JoinStart, GroupError> {
+        if let Some(instance) = &req.group_instance_id
+            && let Some(old) = self.instances.get(instance).cloned()
+        {
+            return Ok(self.rejoin_static(req, &old, now));
+        }
+        if self.members.len() + self.pending.len() >= cfg.max_group_size {
+            return Err(GroupError::GroupMaxSizeReached(cfg.max_group_size));
+        }
+        let prefix = req
+            .group_instance_id
+            .as_deref()
+            .unwrap_or(if req.client_id.is_empty() {
+                "member"
+            } else {
+                req.client_id.as_str()
+            })
+            .to_string();
+        let member_id = self.next_member_id(&prefix);
+        if req.require_known_member_id && req.group_instance_id.is_none() {
+            self.pending
+                .insert(member_id.clone(), now + req.session_timeout);
+            return Err(GroupError::MemberIdRequired { member_id });
+        }
+        Ok(JoinStart::Pending(
+            self.add_member(member_id, req, cfg, now),
+        ))
+    }
+
+    /// JoinGroup with a member id: a member id handed out with MEMBER_ID_REQUIRED, or
+    /// a known member rejoining (fenced if its instance has another member id now).
+    fn join_with_member_id(
+        &mut self,
+        req: &JoinGroupRequest,
+        cfg: &CoordinatorConfig,
+        now: Instant,
+    ) -> Result<JoinStart, GroupError> {
         let member_id = req.member_id.clone();
         if let Some(instance) = &req.group_instance_id {
             match self.instances.get(instance) {
@@ -259,7 +283,17 @@ impl Group {
         if !self.members.contains_key(&member_id) {
             return Err(GroupError::UnknownMemberId(member_id));
         }
-        // A known member rejoins.
+        Ok(self.rejoin_known_member(member_id, req, now))
+    }
+
+    /// A known member rejoins: answered at once if the round it belongs to goes on,
+    /// else it starts (or joins) a rebalance.
+    fn rejoin_known_member(
+        &mut self,
+        member_id: String,
+        req: &JoinGroupRequest,
+        now: Instant,
+    ) -> JoinStart {
         let is_leader = self.leader.as_deref() == Some(member_id.as_str());
         let same = self.members[&member_id].same_protocols(&req.protocols);
         match self.state {
@@ -267,17 +301,13 @@ impl Group {
                 // A follower with unchanged metadata: the generation goes on.
                 let m = self.members.get_mut(&member_id).expect("checked above");
                 m.last_heartbeat = now;
-                return Ok(JoinStart::Done(
-                    self.current_join_response(&member_id, false),
-                ));
+                return JoinStart::Done(self.current_join_response(&member_id, false));
             }
             GroupState::CompletingRebalance if same => {
                 // It lost the JoinGroup answer: give it again.
                 let m = self.members.get_mut(&member_id).expect("checked above");
                 m.last_heartbeat = now;
-                return Ok(JoinStart::Done(
-                    self.current_join_response(&member_id, is_leader),
-                ));
+                return JoinStart::Done(self.current_join_response(&member_id, is_leader));
             }
             _ => {}
         }
@@ -292,11 +322,11 @@ impl Group {
             self.prepare_rebalance(now);
         }
         self.try_complete_join(now);
-        Ok(JoinStart::Pending(JoinTicket {
+        JoinStart::Pending(JoinTicket {
             group_id: self.id.clone(),
             member_id,
             join_seq: seq,
-        }))
+        })
     }
 
     fn check_protocols(&self, req: &JoinGroupRequest) -> Result<(), GroupError> {
@@ -552,21 +582,52 @@ impl Group {
         if self.state == GroupState::PreparingRebalance {
             return;
         }
-        let timeout = self
-            .members
+        self.rebalance_deadline = Some(now + self.longest_rebalance_timeout());
+        self.state = GroupState::PreparingRebalance;
+        self.rebalances += 1;
+    }
+
+    /// The longest rebalance timeout of the members: how long a round waits for them.
+    fn longest_rebalance_timeout(&self) -> Duration {
+        self.members
             .values()
             .map(|m| m.rebalance_timeout)
             .max()
-            .unwrap_or(Duration::ZERO);
-        self.rebalance_deadline = Some(now + timeout);
-        self.state = GroupState::PreparingRebalance;
-        self.rebalances += 1;
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Completes the PreparingRebalance phase if every known member (and every member
     /// id handed out with MEMBER_ID_REQUIRED) has joined, or the deadline passed.
     /// Returns true if it completed.
     fn try_complete_join(&mut self, now: Instant) -> bool {
+        if !self.join_round_over(now) {
+            return false;
+        }
+        self.remove_laggards();
+        if !self.members.is_empty() && self.members.values().all(|m| m.awaiting_join.is_none()) {
+            // Only static members that have not rejoined are left: wait for them (their
+            // session timeout removes them if they are gone), as Kafka does.
+            self.rebalance_deadline = Some(now + self.longest_rebalance_timeout());
+            return false;
+        }
+        self.generation += 1;
+        self.rebalance_deadline = None;
+        if self.members.is_empty() {
+            self.become_empty();
+            return true;
+        }
+        let protocol = self.select_protocol().unwrap_or_default();
+        let leader = self.choose_leader();
+        self.protocol = Some(protocol.clone());
+        self.leader = Some(leader.clone());
+        self.state = GroupState::CompletingRebalance;
+        self.answer_joined_members(&protocol, &leader, now);
+        true
+    }
+
+    /// True if a PreparingRebalance round may complete now: past the initial delay of a
+    /// new group (which then ends), and every member has joined or the deadline passed.
+    fn join_round_over(&mut self, now: Instant) -> bool {
         if self.state != GroupState::PreparingRebalance {
             return false;
         }
@@ -579,41 +640,20 @@ impl Group {
         let all_joined =
             self.members.values().all(|m| m.awaiting_join.is_some()) && self.pending.is_empty();
         let past_deadline = self.rebalance_deadline.is_some_and(|d| now >= d);
-        if !all_joined && !past_deadline {
-            return false;
-        }
-        // Dynamic members that did not rejoin in time are dropped; static ones stay
-        // (their session timeout decides), as in Kafka.
-        let laggards: Vec<String> = self
-            .members
-            .iter()
-            .filter(|(_, m)| m.awaiting_join.is_none() && m.group_instance_id.is_none())
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in laggards {
-            self.members.remove(&id);
-        }
-        if !self.members.is_empty() && self.members.values().all(|m| m.awaiting_join.is_none()) {
-            // Only static members that have not rejoined are left: wait for them (their
-            // session timeout removes them if they are gone), as Kafka does.
-            let timeout = self
-                .members
-                .values()
-                .map(|m| m.rebalance_timeout)
-                .max()
-                .unwrap_or(Duration::ZERO);
-            self.rebalance_deadline = Some(now + timeout);
-            return false;
-        }
-        self.generation += 1;
-        self.rebalance_deadline = None;
-        if self.members.is_empty() {
-            self.become_empty();
-            return true;
-        }
-        let protocol = self.select_protocol().unwrap_or_default();
-        // The leader stays if it rejoined; else the earliest member that did.
-        let leader = match &self.leader {
+        all_joined || past_deadline
+    }
+
+    /// At the end of a round: dynamic members that did not rejoin in time are dropped;
+    /// static ones stay (their session timeout decides), as in Kafka.
+    fn remove_laggards(&mut self) {
+        self.members
+            .retain(|_, m| m.awaiting_join.is_some() || m.group_instance_id.is_some());
+    }
+
+    /// The new generation's leader: the leader stays if it rejoined; else the earliest
+    /// member that did.
+    fn choose_leader(&self) -> String {
+        match &self.leader {
             Some(l)
                 if self
                     .members
@@ -629,11 +669,13 @@ impl Group {
                 .min_by_key(|(_, m)| m.joined_seq)
                 .map(|(id, _)| id.clone())
                 .unwrap_or_default(),
-        };
-        self.protocol = Some(protocol.clone());
-        self.leader = Some(leader.clone());
-        self.state = GroupState::CompletingRebalance;
-        let all_members = self.member_list(&protocol);
+        }
+    }
+
+    /// Clears every member's assignment and gives each member that joined the round its
+    /// JoinGroup answer: the new generation, and to the leader the member list.
+    fn answer_joined_members(&mut self, protocol: &str, leader: &str, now: Instant) {
+        let all_members = self.member_list(protocol);
         let generation = self.generation;
         let protocol_type = self.protocol_type.clone();
         for (id, m) in self.members.iter_mut() {
@@ -644,10 +686,10 @@ impl Group {
             let resp = JoinGroupResponse {
                 generation_id: generation,
                 protocol_type: protocol_type.clone(),
-                protocol_name: Some(protocol.clone()),
-                leader: leader.clone(),
+                protocol_name: Some(protocol.to_string()),
+                leader: leader.to_string(),
                 member_id: id.clone(),
-                members: if *id == leader {
+                members: if id == leader {
                     all_members.clone()
                 } else {
                     Vec::new()
@@ -656,7 +698,6 @@ impl Group {
             m.join_result = Some((seq, Ok(resp)));
             m.last_heartbeat = now;
         }
-        true
     }
 
     fn become_empty(&mut self) {

@@ -7,7 +7,9 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::{HistogramSnapshot, Metrics};
+use super::{
+    GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics, ServerMetrics,
+};
 
 /// The `Content-Type` of [`prometheus_text`]'s output.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -43,24 +45,336 @@ struct Snapshot(Metrics);
 
 type Labels = Vec<(&'static str, String)>;
 
-/// A metric family of one value per `T`: name, help, type, and the value.
-type FamilyOf<T> = (&'static str, &'static str, MetricType, fn(&T) -> Value);
+/// The labelled series of one metric family.
+type Series = Vec<(Labels, Value)>;
 
-/// One metric family: name, help, type, and its labelled values.
-fn family<T>(
+/// One metric family: its name (after the `tidelog_` prefix), help, type, and how to
+/// read its series from a snapshot. A family without series is left out.
+type Family = (
+    &'static str,
+    &'static str,
+    MetricType,
+    fn(&Metrics) -> Series,
+);
+
+/// Every family, in the order they are written.
+const FAMILIES: &[Family] = &[
+    // Per partition (labels `topic`, `partition`).
+    (
+        "partition_records_in",
+        "Records appended to the partition since its log was opened",
+        MetricType::Counter,
+        |m| per_partition(m, |p| Value::Counter(p.records_in)),
+    ),
+    (
+        "partition_bytes_in",
+        "Bytes of batches appended to the partition since its log was opened",
+        MetricType::Counter,
+        |m| per_partition(m, |p| Value::Counter(p.bytes_in)),
+    ),
+    (
+        "partition_records_out",
+        "Offsets handed out by reads of the partition (consumers, fetches, replica fetches) since its log was opened",
+        MetricType::Counter,
+        |m| per_partition(m, |p| Value::Counter(p.records_out)),
+    ),
+    (
+        "partition_bytes_out",
+        "Bytes of batches handed out by reads of the partition since its log was opened",
+        MetricType::Counter,
+        |m| per_partition(m, |p| Value::Counter(p.bytes_out)),
+    ),
+    (
+        "partition_log_start_offset",
+        "First offset still in the partition's log",
+        MetricType::Gauge,
+        |m| per_partition(m, |p| gauge(p.log_start_offset)),
+    ),
+    (
+        "partition_log_end_offset",
+        "Offset the next record of the partition will get",
+        MetricType::Gauge,
+        |m| per_partition(m, |p| gauge(p.log_end_offset)),
+    ),
+    (
+        "partition_high_watermark",
+        "The partition's high watermark: consumers read below it",
+        MetricType::Gauge,
+        |m| per_partition(m, |p| gauge(p.high_watermark)),
+    ),
+    (
+        "partition_size_bytes",
+        "Bytes of the partition's log on disk",
+        MetricType::Gauge,
+        |m| per_partition(m, |p| gauge(p.size_bytes)),
+    ),
+    (
+        "partition_segments",
+        "Segments of the partition's log",
+        MetricType::Gauge,
+        |m| per_partition(m, |p| gauge(p.segments)),
+    ),
+    // Per group (label `group`; per committed partition also `topic`, `partition`).
+    (
+        "group_state",
+        "The consumer group's state (1 for the state it is in)",
+        MetricType::Gauge,
+        |m| {
+            m.groups
+                .iter()
+                .map(|g| {
+                    let labels = vec![
+                        ("group", g.group_id.clone()),
+                        ("state", g.state.to_string()),
+                    ];
+                    (labels, Value::Gauge(1))
+                })
+                .collect()
+        },
+    ),
+    (
+        "group_generation",
+        "The consumer group's generation",
+        MetricType::Gauge,
+        |m| per_group(m, |g| gauge(g.generation)),
+    ),
+    (
+        "group_members",
+        "Members of the consumer group's generation",
+        MetricType::Gauge,
+        |m| per_group(m, |g| gauge(g.members)),
+    ),
+    (
+        "group_committed_offset",
+        "The consumer group's committed offset of the partition",
+        MetricType::Gauge,
+        |m| per_group_offset(m, |o| Some(gauge(o.committed))),
+    ),
+    (
+        "group_lag",
+        "The partition's high watermark minus the consumer group's committed offset",
+        MetricType::Gauge,
+        |m| per_group_offset(m, |o| o.lag.map(gauge)),
+    ),
+    // The server's (only when one runs).
+    (
+        "server_connections",
+        "Client connections open",
+        MetricType::Gauge,
+        |m| of_server(m, |s| gauge(s.connections_open)),
+    ),
+    (
+        "server_connections_accepted",
+        "Client connections accepted and served",
+        MetricType::Counter,
+        |m| of_server(m, |s| Value::Counter(s.connections_accepted)),
+    ),
+    (
+        "server_connections_refused",
+        "Client connections refused (max connections or the open-files limit)",
+        MetricType::Counter,
+        |m| of_server(m, |s| Value::Counter(s.connections_refused)),
+    ),
+    (
+        "server_request_duration_seconds",
+        "Time from a request read to its response written, per Kafka API",
+        MetricType::Histogram,
+        |m| {
+            let requests = m.server.iter().flat_map(|s| &s.requests);
+            requests
+                .map(|r| {
+                    (
+                        vec![("api", r.api.clone())],
+                        Value::Histogram(r.latency.clone()),
+                    )
+                })
+                .collect()
+        },
+    ),
+    (
+        "server_errors",
+        "Error codes in responses (one per failed partition, topic or group), per Kafka error code",
+        MetricType::Counter,
+        |m| {
+            let errors = m.server.iter().flat_map(|s| &s.errors);
+            errors
+                .map(|e| {
+                    let labels = vec![("code", e.code.to_string()), ("error", e.name.clone())];
+                    (labels, Value::Counter(e.count))
+                })
+                .collect()
+        },
+    ),
+    (
+        "server_sendfile_bytes",
+        "Bytes sent to clients with sendfile(2) (zero-copy) by this process",
+        MetricType::Counter,
+        |m| of_server(m, |s| Value::Counter(s.sendfile_bytes)),
+    ),
+    // Storage.
+    (
+        "storage_fsync_duration_seconds",
+        "Segment fsyncs (data and indexes of one segment) by latency",
+        MetricType::Histogram,
+        |m| one(Value::Histogram(m.storage.fsync.clone())),
+    ),
+    (
+        "storage_prefault_ranges",
+        "Ranges the prefault thread faulted in ahead of writers (write) and sequential readers (read)",
+        MetricType::Counter,
+        |m| {
+            let p = &m.storage.prefault;
+            by_kind([("write", p.write_ranges), ("read", p.read_ranges)])
+        },
+    ),
+    (
+        "storage_prefault_bytes",
+        "Bytes the prefault thread faulted in, by kind",
+        MetricType::Counter,
+        |m| {
+            let p = &m.storage.prefault;
+            by_kind([("write", p.write_bytes), ("read", p.read_bytes)])
+        },
+    ),
+    (
+        "storage_prefault_busy_seconds",
+        "Time the prefault thread spent faulting pages in",
+        MetricType::Counter,
+        |m| one(Value::CounterF(m.storage.prefault.busy_seconds)),
+    ),
+    (
+        "storage_prefault_refused",
+        "Ranges the prefault thread was too busy to take (the writer or reader faulted them)",
+        MetricType::Counter,
+        |m| one(Value::Counter(m.storage.prefault.refused_ranges)),
+    ),
+    // Recovery totals of the logs opened.
+    (
+        "recovery_logs",
+        "Partition logs open",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.logs)),
+    ),
+    (
+        "recovery_logs_repaired",
+        "Logs whose recovery changed something on disk when they were opened",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.logs_repaired)),
+    ),
+    (
+        "recovery_segments_trusted",
+        "Segments opened without validation (below the recovery point)",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.segments_trusted)),
+    ),
+    (
+        "recovery_segments_validated",
+        "Segments validated batch by batch when their logs were opened",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.segments_validated)),
+    ),
+    (
+        "recovery_bytes_validated",
+        "Bytes of batches validated when the logs were opened",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.bytes_validated)),
+    ),
+    (
+        "recovery_truncations",
+        "Places where recovery cut a log at a torn or corrupt batch",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.truncations)),
+    ),
+    (
+        "recovery_indexes_rebuilt",
+        "Index files recovery rebuilt",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.indexes_rebuilt)),
+    ),
+    (
+        "recovery_segments_removed",
+        "Segments recovery removed because they followed a cut",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.segments_removed)),
+    ),
+    (
+        "recovery_checkpoints_damaged",
+        "Damaged partition checkpoints recovery ignored",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.checkpoints_damaged)),
+    ),
+    (
+        "recovery_producer_batches_replayed",
+        "Batch headers read to rebuild idempotent producers' state",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.recovery.producer_batches_replayed)),
+    ),
+];
+
+/// One series per partition, labelled `topic` and `partition`.
+fn per_partition(m: &Metrics, value: fn(&PartitionMetrics) -> Value) -> Series {
+    let labels = |p: &PartitionMetrics| -> Labels {
+        vec![
+            ("topic", p.topic.clone()),
+            ("partition", p.partition.to_string()),
+        ]
+    };
+    m.partitions.iter().map(|p| (labels(p), value(p))).collect()
+}
+
+/// One series per group, labelled `group`.
+fn per_group(m: &Metrics, value: fn(&GroupMetrics) -> Value) -> Series {
+    let labels = |g: &GroupMetrics| -> Labels { vec![("group", g.group_id.clone())] };
+    m.groups.iter().map(|g| (labels(g), value(g))).collect()
+}
+
+/// One series per committed partition of each group, labelled `group`, `topic` and
+/// `partition`; none for an offset without a value.
+fn per_group_offset(m: &Metrics, value: fn(&GroupOffsetMetrics) -> Option<Value>) -> Series {
+    let labels = |g: &GroupMetrics, o: &GroupOffsetMetrics| -> Labels {
+        vec![
+            ("group", g.group_id.clone()),
+            ("topic", o.topic.clone()),
+            ("partition", o.partition.to_string()),
+        ]
+    };
+    m.groups
+        .iter()
+        .flat_map(|g| g.offsets.iter().map(move |o| (g, o)))
+        .filter_map(|(g, o)| value(o).map(|v| (labels(g, o), v)))
+        .collect()
+}
+
+/// One unlabelled series if a server runs, else none.
+fn of_server(m: &Metrics, value: fn(&ServerMetrics) -> Value) -> Series {
+    m.server.iter().map(|s| (vec![], value(s))).collect()
+}
+
+/// One unlabelled series.
+fn one(value: Value) -> Series {
+    vec![(vec![], value)]
+}
+
+/// A counter per kind (label `kind`).
+fn by_kind(kinds: [(&str, u64); 2]) -> Series {
+    kinds
+        .into_iter()
+        .map(|(kind, n)| (vec![("kind", kind.to_string())], Value::Counter(n)))
+        .collect()
+}
+
+/// Writes one metric family, unless it has no series.
+fn family(
     enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    items: &[T],
-    mut value: impl FnMut(&T) -> Option<(Labels, Value)>,
+    (name, help, kind, read): &Family,
+    metrics: &Metrics,
 ) -> Result<(), std::fmt::Error> {
-    let values: Vec<(Labels, Value)> = items.iter().filter_map(&mut value).collect();
-    if values.is_empty() {
+    let series = read(metrics);
+    if series.is_empty() {
         return Ok(());
     }
-    let mut metric = enc.encode_descriptor(name, help, None, kind)?;
-    for (labels, v) in &values {
+    let mut metric = enc.encode_descriptor(name, help, None, *kind)?;
+    for (labels, v) in &series {
         let mut m = metric.encode_family(labels)?;
         match v {
             Value::Counter(c) => m.encode_counter::<NoLabelSet, _, u64>(c, None)?,
@@ -88,302 +402,8 @@ fn gauge(v: impl TryInto<i64>) -> Value {
 
 impl Collector for Snapshot {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let m = &self.0;
-        let enc = &mut enc;
-        let part = |p: &super::PartitionMetrics| -> Labels {
-            vec![
-                ("topic", p.topic.clone()),
-                ("partition", p.partition.to_string()),
-            ]
-        };
-        let partition_families: [FamilyOf<super::PartitionMetrics>; 9] = [
-            (
-                "partition_records_in",
-                "Records appended to the partition since its log was opened",
-                MetricType::Counter,
-                |p| Value::Counter(p.records_in),
-            ),
-            (
-                "partition_bytes_in",
-                "Bytes of batches appended to the partition since its log was opened",
-                MetricType::Counter,
-                |p| Value::Counter(p.bytes_in),
-            ),
-            (
-                "partition_records_out",
-                "Offsets handed out by reads of the partition (consumers, fetches, replica fetches) since its log was opened",
-                MetricType::Counter,
-                |p| Value::Counter(p.records_out),
-            ),
-            (
-                "partition_bytes_out",
-                "Bytes of batches handed out by reads of the partition since its log was opened",
-                MetricType::Counter,
-                |p| Value::Counter(p.bytes_out),
-            ),
-            (
-                "partition_log_start_offset",
-                "First offset still in the partition's log",
-                MetricType::Gauge,
-                |p| gauge(p.log_start_offset),
-            ),
-            (
-                "partition_log_end_offset",
-                "Offset the next record of the partition will get",
-                MetricType::Gauge,
-                |p| gauge(p.log_end_offset),
-            ),
-            (
-                "partition_high_watermark",
-                "The partition's high watermark: consumers read below it",
-                MetricType::Gauge,
-                |p| gauge(p.high_watermark),
-            ),
-            (
-                "partition_size_bytes",
-                "Bytes of the partition's log on disk",
-                MetricType::Gauge,
-                |p| gauge(p.size_bytes),
-            ),
-            (
-                "partition_segments",
-                "Segments of the partition's log",
-                MetricType::Gauge,
-                |p| gauge(p.segments),
-            ),
-        ];
-        for (name, help, kind, value) in partition_families {
-            family(enc, name, help, kind, &m.partitions, |p| {
-                Some((part(p), value(p)))
-            })?;
-        }
-
-        let group = |g: &super::GroupMetrics| -> Labels { vec![("group", g.group_id.clone())] };
-        family(
-            enc,
-            "group_state",
-            "The consumer group's state (1 for the state it is in)",
-            MetricType::Gauge,
-            &m.groups,
-            |g| {
-                let mut l = group(g);
-                l.push(("state", g.state.to_string()));
-                Some((l, Value::Gauge(1)))
-            },
-        )?;
-        family(
-            enc,
-            "group_generation",
-            "The consumer group's generation",
-            MetricType::Gauge,
-            &m.groups,
-            |g| Some((group(g), gauge(g.generation))),
-        )?;
-        family(
-            enc,
-            "group_members",
-            "Members of the consumer group's generation",
-            MetricType::Gauge,
-            &m.groups,
-            |g| Some((group(g), gauge(g.members))),
-        )?;
-        let offsets: Vec<(String, super::GroupOffsetMetrics)> = m
-            .groups
-            .iter()
-            .flat_map(|g| g.offsets.iter().map(|o| (g.group_id.clone(), o.clone())))
-            .collect();
-        let offset_labels = |(g, o): &(String, super::GroupOffsetMetrics)| -> Labels {
-            vec![
-                ("group", g.clone()),
-                ("topic", o.topic.clone()),
-                ("partition", o.partition.to_string()),
-            ]
-        };
-        family(
-            enc,
-            "group_committed_offset",
-            "The consumer group's committed offset of the partition",
-            MetricType::Gauge,
-            &offsets,
-            |x| Some((offset_labels(x), gauge(x.1.committed))),
-        )?;
-        family(
-            enc,
-            "group_lag",
-            "The partition's high watermark minus the consumer group's committed offset",
-            MetricType::Gauge,
-            &offsets,
-            |x| x.1.lag.map(|lag| (offset_labels(x), gauge(lag))),
-        )?;
-
-        if let Some(s) = &m.server {
-            let one = std::slice::from_ref(s);
-            family(
-                enc,
-                "server_connections",
-                "Client connections open",
-                MetricType::Gauge,
-                one,
-                |s| Some((vec![], gauge(s.connections_open))),
-            )?;
-            family(
-                enc,
-                "server_connections_accepted",
-                "Client connections accepted and served",
-                MetricType::Counter,
-                one,
-                |s| Some((vec![], Value::Counter(s.connections_accepted))),
-            )?;
-            family(
-                enc,
-                "server_connections_refused",
-                "Client connections refused (max connections or the open-files limit)",
-                MetricType::Counter,
-                one,
-                |s| Some((vec![], Value::Counter(s.connections_refused))),
-            )?;
-            family(
-                enc,
-                "server_request_duration_seconds",
-                "Time from a request read to its response written, per Kafka API",
-                MetricType::Histogram,
-                &s.requests,
-                |r| {
-                    Some((
-                        vec![("api", r.api.clone())],
-                        Value::Histogram(r.latency.clone()),
-                    ))
-                },
-            )?;
-            family(
-                enc,
-                "server_errors",
-                "Error codes in responses (one per failed partition, topic or group), per Kafka error code",
-                MetricType::Counter,
-                &s.errors,
-                |e| {
-                    Some((
-                        vec![("code", e.code.to_string()), ("error", e.name.clone())],
-                        Value::Counter(e.count),
-                    ))
-                },
-            )?;
-            family(
-                enc,
-                "server_sendfile_bytes",
-                "Bytes sent to clients with sendfile(2) (zero-copy) by this process",
-                MetricType::Counter,
-                one,
-                |s| Some((vec![], Value::Counter(s.sendfile_bytes))),
-            )?;
-        }
-
-        let st = std::slice::from_ref(&m.storage);
-        family(
-            enc,
-            "storage_fsync_duration_seconds",
-            "Segment fsyncs (data and indexes of one segment) by latency",
-            MetricType::Histogram,
-            st,
-            |s| Some((vec![], Value::Histogram(s.fsync.clone()))),
-        )?;
-        let kinds = [
-            (
-                "write",
-                m.storage.prefault.write_ranges,
-                m.storage.prefault.write_bytes,
-            ),
-            (
-                "read",
-                m.storage.prefault.read_ranges,
-                m.storage.prefault.read_bytes,
-            ),
-        ];
-        family(
-            enc,
-            "storage_prefault_ranges",
-            "Ranges the prefault thread faulted in ahead of writers (write) and sequential readers (read)",
-            MetricType::Counter,
-            &kinds,
-            |k| Some((vec![("kind", k.0.to_string())], Value::Counter(k.1))),
-        )?;
-        family(
-            enc,
-            "storage_prefault_bytes",
-            "Bytes the prefault thread faulted in, by kind",
-            MetricType::Counter,
-            &kinds,
-            |k| Some((vec![("kind", k.0.to_string())], Value::Counter(k.2))),
-        )?;
-        family(
-            enc,
-            "storage_prefault_busy_seconds",
-            "Time the prefault thread spent faulting pages in",
-            MetricType::Counter,
-            st,
-            |s| Some((vec![], Value::CounterF(s.prefault.busy_seconds))),
-        )?;
-        family(
-            enc,
-            "storage_prefault_refused",
-            "Ranges the prefault thread was too busy to take (the writer or reader faulted them)",
-            MetricType::Counter,
-            st,
-            |s| Some((vec![], Value::Counter(s.prefault.refused_ranges))),
-        )?;
-        let r = &m.storage.recovery;
-        let recovery: [(&str, &str, u64); 10] = [
-            ("recovery_logs", "Partition logs open", r.logs),
-            (
-                "recovery_logs_repaired",
-                "Logs whose recovery changed something on disk when they were opened",
-                r.logs_repaired,
-            ),
-            (
-                "recovery_segments_trusted",
-                "Segments opened without validation (below the recovery point)",
-                r.segments_trusted,
-            ),
-            (
-                "recovery_segments_validated",
-                "Segments validated batch by batch when their logs were opened",
-                r.segments_validated,
-            ),
-            (
-                "recovery_bytes_validated",
-                "Bytes of batches validated when the logs were opened",
-                r.bytes_validated,
-            ),
-            (
-                "recovery_truncations",
-                "Places where recovery cut a log at a torn or corrupt batch",
-                r.truncations,
-            ),
-            (
-                "recovery_indexes_rebuilt",
-                "Index files recovery rebuilt",
-                r.indexes_rebuilt,
-            ),
-            (
-                "recovery_segments_removed",
-                "Segments recovery removed because they followed a cut",
-                r.segments_removed,
-            ),
-            (
-                "recovery_checkpoints_damaged",
-                "Damaged partition checkpoints recovery ignored",
-                r.checkpoints_damaged,
-            ),
-            (
-                "recovery_producer_batches_replayed",
-                "Batch headers read to rebuild idempotent producers' state",
-                r.producer_batches_replayed,
-            ),
-        ];
-        for (name, help, v) in recovery {
-            family(enc, name, help, MetricType::Gauge, &[v], |v| {
-                Some((vec![], gauge(*v)))
-            })?;
+        for f in FAMILIES {
+            family(&mut enc, f, &self.0)?;
         }
         Ok(())
     }

@@ -337,7 +337,7 @@ pub(crate) fn commit_offsets(
                 })
                 .collect(),
         });
-    let refused = |e: &tidelog::GroupError| {
+    let refused = |e: &tidelog::coordinator::GroupError| {
         fail!("{what} of group {group:?} failed: {e} (a group with active members refuses it)")
     };
     let results = results.map_err(|e| refused(&e))?;

@@ -11,7 +11,9 @@ use crate::out::Out;
 use crate::{CliResult, fail};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tidelog::{Assignment, Broker, GroupState};
+use tidelog::Broker;
+use tidelog::consumer::Assignment;
+use tidelog::coordinator::GroupState;
 
 /// Runs `tidelog groups ...`; `data` is `--data` if it was given.
 pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {

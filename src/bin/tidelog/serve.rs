@@ -33,20 +33,81 @@ use crate::{CliResult, fail};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::Duration;
+use tidelog::security::{ListenerProtocolMap, SaslMechanism, SecurityProtocol};
+use tidelog::{Broker, ServerBuilder, ServerHandle};
 
 /// The log filter when `RUST_LOG` is not set: what an operator needs from tidelog,
 /// only warnings from the libraries under it.
 const DEFAULT_LOG_FILTER: &str = "warn,tidelog=info";
 
+/// A listener's security protocol and address, as `--listen` gives them.
+type Listen = (SecurityProtocol, SocketAddr);
+
 /// Runs the server until SIGINT or SIGTERM.
 pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
+    init_logging();
+    let (names, listens) = parse_listens(args)?;
+    let mechanisms = sasl_mechanisms(args)?;
+    let quorum_protocol = quorum_security_protocol(args)?;
+    // A bug in one connection thread closes that connection only; the tool's hook (which
+    // exits the process) would take every client down with it.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error in a server thread (please report it): {info}");
+    }));
+    // Bind before the data directory is touched: a port in use must not leave a created
+    // or locked directory behind.
+    let mut bound = bind_listeners(&listens)?.into_iter();
+    let first = bound
+        .next()
+        .ok_or_else(|| fail!("give at least one --listen"))?;
+    let metrics_listener = match &args.metrics_listen {
+        Some(addr) => Some(bind_metrics(addr)?),
+        None => None,
+    };
+    let files_limit = raise_open_files_limit();
+    let broker = open_broker(data, args)?;
+    let mut builder = server_builder(&broker, args, &names, &listens, first, bound, &mechanisms);
+    if let (Some(node_id), Some(quorum)) = (args.node_id, &args.quorum) {
+        builder = cluster_node(builder, args, node_id, quorum, quorum_protocol)?;
+    }
+    let server = builder.start()?;
+    print_started(&server, data, args, &files_limit);
+    let mut metrics_url = "off".to_string();
+    if let Some(metrics) = metrics_listener {
+        let addr = metrics
+            .local_addr()
+            .map_err(|e| fail!("cannot read the metrics listener's address: {e}"))?;
+        crate::metrics_http::spawn(metrics, broker.clone())
+            .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
+        metrics_url = format!("http://{addr}/metrics");
+        eprintln!("tidelog serve: metrics on {metrics_url}");
+    }
+    tracing::info!(
+        listen = %server.local_addr(),
+        data = %data.display(),
+        metrics = %metrics_url,
+        "tidelog serve started"
+    );
+    server.run_until_signal()?;
+    tracing::info!(data = %data.display(), "data directory closed");
+    eprintln!("tidelog serve: stopped");
+    Ok(())
+}
+
+/// Logs to stderr through `tracing`, filtered by `RUST_LOG` or [`DEFAULT_LOG_FILTER`].
+fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let map: tidelog::security::ListenerProtocolMap = match &args.listener_security_protocol_map {
+}
+
+/// The `--listen` entries (with `--listener-security-protocol-map`): each listener's
+/// name, and its protocol and address, in the order given.
+fn parse_listens(args: &ServeArgs) -> CliResult<(Vec<String>, Vec<Listen>)> {
+    let map: ListenerProtocolMap = match &args.listener_security_protocol_map {
         Some(m) => m
             .parse()
             .map_err(|e| fail!("--listener-security-protocol-map {m:?}: {e}"))?,
@@ -72,6 +133,11 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         })?;
         listens.push((protocol, addr));
     }
+    Ok((names, listens))
+}
+
+/// `--sasl-mechanisms`, a comma-separated list.
+fn sasl_mechanisms(args: &ServeArgs) -> CliResult<Vec<SaslMechanism>> {
     let mut mechanisms = Vec::new();
     for name in args
         .sasl_mechanisms
@@ -79,44 +145,51 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .map(str::trim)
         .filter(|n| !n.is_empty())
     {
-        mechanisms.push(
-            tidelog::security::SaslMechanism::from_name(name).ok_or_else(|| {
-                fail!("--sasl-mechanisms: {name:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-            })?,
-        );
+        mechanisms.push(SaslMechanism::from_name(name).ok_or_else(|| {
+            fail!("--sasl-mechanisms: {name:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        })?);
     }
-    let quorum_protocol = quorum_security_protocol(args)?;
-    // A bug in one connection thread closes that connection only; the tool's hook (which
-    // exits the process) would take every client down with it.
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error in a server thread (please report it): {info}");
-    }));
-    // Bind before the data directory is touched: a port in use must not leave a created
-    // or locked directory behind.
+    Ok(mechanisms)
+}
+
+/// Binds every listen address, in order.
+fn bind_listeners(listens: &[Listen]) -> CliResult<Vec<(SecurityProtocol, TcpListener)>> {
     let mut bound = Vec::with_capacity(listens.len());
-    for (protocol, listen) in &listens {
+    for (protocol, listen) in listens {
         let listener = TcpListener::bind(listen).map_err(|e| {
             fail!("cannot listen on {listen}: {e} (is another server using that address?)")
         })?;
         bound.push((*protocol, listener));
     }
-    let mut bound = bound.into_iter();
-    let (protocol, listener) = bound
-        .next()
-        .ok_or_else(|| fail!("give at least one --listen"))?;
-    let listen = listens[0].1;
-    let metrics_listener = match &args.metrics_listen {
-        Some(addr) => Some(bind_metrics(addr)?),
-        None => None,
-    };
-    let files_limit = raise_open_files_limit();
+    Ok(bound)
+}
+
+/// Opens the broker on the data directory (`--num-partitions`, `--max-partitions`) and
+/// logs what opening it found.
+fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
     let opened = std::time::Instant::now();
-    let mut broker = tidelog::Broker::builder(data).default_partitions(args.num_partitions);
+    let mut broker = Broker::builder(data).default_partitions(args.num_partitions);
     if let Some(max) = args.max_partitions {
         broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
     }
     let broker = broker.open()?;
     log_opened(&broker, opened.elapsed());
+    Ok(broker)
+}
+
+/// The server of `broker` on the bound listeners (`first`'s name and protocol are the
+/// server's own; `others` are added by name), with the options of a single node:
+/// limits, security, TLS and advertised addresses.
+fn server_builder(
+    broker: &Broker,
+    args: &ServeArgs,
+    names: &[String],
+    listens: &[Listen],
+    (protocol, listener): (SecurityProtocol, TcpListener),
+    others: impl Iterator<Item = (SecurityProtocol, TcpListener)>,
+    mechanisms: &[SaslMechanism],
+) -> ServerBuilder {
+    let listen = listens[0].1;
     let mut builder = tidelog::Server::builder(broker.clone())
         .listen(listen)
         .listener(listener)
@@ -128,10 +201,10 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         .auto_create_topics(!args.no_auto_create_topics)
         .security_protocol(protocol)
         .listener_name(names[0].clone())
-        .sasl_mechanisms(&mechanisms)
+        .sasl_mechanisms(mechanisms)
         .authorizer(args.authorizer)
         .super_users(&args.super_users);
-    for ((protocol, listener), name) in bound.zip(names.iter().skip(1)) {
+    for ((protocol, listener), name) in others.zip(names.iter().skip(1)) {
         builder = builder.add_bound_named_listener(name.clone(), protocol, listener);
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
@@ -144,53 +217,66 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
     if !args.advertised.is_empty() {
         builder = builder.advertised(args.advertised.join(","));
     }
-    if let (Some(node_id), Some(quorum)) = (args.node_id, &args.quorum) {
-        builder = builder
-            .node_id(node_id)
-            .quorum(quorum.clone())
-            .broker_session_timeout(Duration::from_millis(args.broker_session_timeout_ms))
-            .default_replication_factor(args.default_replication_factor)
-            .min_insync_replicas(args.min_insync_replicas)
-            .replica_lag_time_max(Duration::from_millis(args.replica_lag_time_max_ms))
-            .offsets_topic_replication_factor(args.offsets_topic_replication_factor)
-            .auto_leader_rebalance(args.auto_leader_rebalance_enable)
-            .leader_imbalance_check_interval(Duration::from_secs(
-                args.leader_imbalance_check_interval_seconds,
-            ))
-            .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
-        if let Some(name) = &args.inter_broker_listener {
-            builder = builder.inter_broker_listener_name(name.clone());
-        }
-        if let (Some(cert), Some(key)) = (
-            &args.inter_broker_ssl_certificate_location,
-            &args.inter_broker_ssl_key_location,
-        ) {
-            builder = builder.inter_broker_client_cert(cert, key);
-        }
-        if let Some(m) = &args.inter_broker_sasl_mechanism {
-            let mechanism = tidelog::security::SaslMechanism::from_name(&m.to_ascii_uppercase())
-                .ok_or_else(|| {
-                    fail!(
-                        "--inter-broker-sasl-mechanism {m:?}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-                    )
-                })?;
-            let user = args.inter_broker_sasl_username.clone().ok_or_else(|| {
-                fail!("--inter-broker-sasl-mechanism needs --inter-broker-sasl-username")
-            })?;
-            let password = std::env::var("TIDELOG_INTER_BROKER_SASL_PASSWORD").map_err(|_| {
-                fail!("--inter-broker-sasl-mechanism needs the password in TIDELOG_INTER_BROKER_SASL_PASSWORD")
-            })?;
-            builder = builder.inter_broker_sasl(mechanism, user, password);
-        }
-        if let Some(ca) = &args.inter_broker_ssl_ca_location {
-            builder = builder.inter_broker_ca(ca);
-        }
-        builder = builder.quorum_security_protocol(quorum_protocol);
-        if let Some(ca) = &args.quorum_ssl_ca_location {
-            builder = builder.quorum_ca(ca);
-        }
+    builder
+}
+
+/// The options of node `node_id` of the cluster of `quorum`: replication, leader
+/// balancing, and how the node reaches the others (inter-broker listener, certificate,
+/// SASL login, CAs; the quorum port's protocol).
+fn cluster_node(
+    builder: ServerBuilder,
+    args: &ServeArgs,
+    node_id: i32,
+    quorum: &str,
+    quorum_protocol: SecurityProtocol,
+) -> CliResult<ServerBuilder> {
+    let mut builder = builder
+        .node_id(node_id)
+        .quorum(quorum.to_string())
+        .broker_session_timeout(Duration::from_millis(args.broker_session_timeout_ms))
+        .default_replication_factor(args.default_replication_factor)
+        .min_insync_replicas(args.min_insync_replicas)
+        .replica_lag_time_max(Duration::from_millis(args.replica_lag_time_max_ms))
+        .offsets_topic_replication_factor(args.offsets_topic_replication_factor)
+        .auto_leader_rebalance(args.auto_leader_rebalance_enable)
+        .leader_imbalance_check_interval(Duration::from_secs(
+            args.leader_imbalance_check_interval_seconds,
+        ))
+        .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
+    if let Some(name) = &args.inter_broker_listener {
+        builder = builder.inter_broker_listener_name(name.clone());
     }
-    let server = builder.start()?;
+    if let (Some(cert), Some(key)) = (
+        &args.inter_broker_ssl_certificate_location,
+        &args.inter_broker_ssl_key_location,
+    ) {
+        builder = builder.inter_broker_client_cert(cert, key);
+    }
+    if let Some(m) = &args.inter_broker_sasl_mechanism {
+        let mechanism = SaslMechanism::from_name(&m.to_ascii_uppercase()).ok_or_else(|| {
+            fail!("--inter-broker-sasl-mechanism {m:?}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        })?;
+        let user = args.inter_broker_sasl_username.clone().ok_or_else(|| {
+            fail!("--inter-broker-sasl-mechanism needs --inter-broker-sasl-username")
+        })?;
+        let password = std::env::var("TIDELOG_INTER_BROKER_SASL_PASSWORD").map_err(|_| {
+            fail!("--inter-broker-sasl-mechanism needs the password in TIDELOG_INTER_BROKER_SASL_PASSWORD")
+        })?;
+        builder = builder.inter_broker_sasl(mechanism, user, password);
+    }
+    if let Some(ca) = &args.inter_broker_ssl_ca_location {
+        builder = builder.inter_broker_ca(ca);
+    }
+    builder = builder.quorum_security_protocol(quorum_protocol);
+    if let Some(ca) = &args.quorum_ssl_ca_location {
+        builder = builder.quorum_ca(ca);
+    }
+    Ok(builder)
+}
+
+/// The start-up lines on stderr: where the server listens, its listeners (unless a
+/// single PLAINTEXT one) and how many connections the open-files limit allows.
+fn print_started(server: &ServerHandle, data: &Path, args: &ServeArgs, files_limit: &str) {
     let role = match server.node_id() {
         Some(id) => format!(" as node {id} of the cluster"),
         None => String::new(),
@@ -206,7 +292,7 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         }
     );
     let listeners = server.named_listeners();
-    if listeners.len() > 1 || listeners[0].1 != tidelog::security::SecurityProtocol::Plaintext {
+    if listeners.len() > 1 || listeners[0].1 != SecurityProtocol::Plaintext {
         let all: Vec<String> = listeners
             .iter()
             .map(|(n, p, a)| {
@@ -223,32 +309,11 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
         "tidelog serve: open-files limit {files_limit}: up to {} connections",
         server.max_connections()
     );
-    let mut metrics_url = "off".to_string();
-    if let Some(metrics) = metrics_listener {
-        let addr = metrics
-            .local_addr()
-            .map_err(|e| fail!("cannot read the metrics listener's address: {e}"))?;
-        crate::metrics_http::spawn(metrics, broker.clone())
-            .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
-        metrics_url = format!("http://{addr}/metrics");
-        eprintln!("tidelog serve: metrics on {metrics_url}");
-    }
-    tracing::info!(
-        listen = %server.local_addr(),
-        data = %data.display(),
-        metrics = %metrics_url,
-        "tidelog serve started"
-    );
-    server.run_until_signal()?;
-    tracing::info!(data = %data.display(), "data directory closed");
-    eprintln!("tidelog serve: stopped");
-    Ok(())
 }
 
 /// `--quorum-security-protocol` and the flags it needs, checked before anything is bound
 /// or opened (the files are read when the node starts).
 fn quorum_security_protocol(args: &ServeArgs) -> CliResult<tidelog::security::SecurityProtocol> {
-    use tidelog::security::SecurityProtocol;
     let protocol = match args.quorum_security_protocol.as_deref() {
         None => SecurityProtocol::Plaintext,
         Some(p) => match p.parse() {
