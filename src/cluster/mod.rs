@@ -71,9 +71,9 @@ use crate::error::{Error, Result};
 use crate::storage::codec;
 pub(crate) use config::ClusterConfig;
 use handle::NodeHandle;
-pub(crate) use image::{Applied, MetadataImage};
 #[cfg(test)]
 use image::NO_LEADER;
+pub(crate) use image::{Applied, MetadataImage};
 use inbox::{Inbound, raft_id};
 pub(crate) use listener::{MetadataListener, MetadataUpdate};
 use node::{PublishJob, RaftLoop};
