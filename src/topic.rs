@@ -94,6 +94,28 @@ impl Partition {
         }
     }
 
+    /// A cluster node's replica, before the replica manager gives it a role: it leads
+    /// nothing (a follower of no leader, -1), so appends are refused with
+    /// `NotLeaderOrFollower` ("no leader right now") as Kafka answers a replica it has
+    /// no leader and epoch for, and its log is replicated at `initial_high_watermark`
+    /// (the recorded one after a restart), so readers see nothing it has not committed.
+    pub(crate) fn new_unassigned(
+        topic: Arc<str>,
+        index: i32,
+        log: PartitionLog,
+        initial_high_watermark: i64,
+    ) -> Self {
+        log.set_replicated(initial_high_watermark);
+        Partition {
+            inner: Arc::new(PartitionInner {
+                topic,
+                index,
+                log,
+                role: RwLock::new(Role::Follower { leader: -1 }),
+            }),
+        }
+    }
+
     /// The topic's name.
     pub fn topic(&self) -> &str {
         &self.inner.topic
