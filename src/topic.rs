@@ -308,6 +308,19 @@ impl Partition {
         }
     }
 
+    /// False while this node leads the partition with a high watermark below the start
+    /// of its leader epoch (a new leader's, until its ISR has every record of the earlier
+    /// epochs): the latest offset is not known then, Kafka's OFFSET_NOT_AVAILABLE
+    /// (KIP-207).
+    pub(crate) fn offsets_available(&self) -> bool {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => {
+                self.inner.log.high_watermark() >= state.lock().epoch_start_offset
+            }
+            _ => true,
+        }
+    }
+
     /// Checks a request's `current_leader_epoch` (-1: none) against this leader's:
     /// older is `FencedLeaderEpoch`, newer `UnknownLeaderEpoch`; on a follower,
     /// `NotLeaderOrFollower`.

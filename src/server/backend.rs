@@ -113,6 +113,11 @@ pub(crate) trait PartitionOps: Send + Sync {
     /// older than this leader's, `UnknownLeaderEpoch` if newer, `NotLeaderOrFollower`
     /// on a follower.
     fn check_leader_epoch(&self, current: i32) -> Result<()>;
+    /// False while a new leader's high watermark is below the start of its epoch
+    /// (ListOffsets answers OFFSET_NOT_AVAILABLE then, KIP-207).
+    fn offsets_available(&self) -> bool {
+        true
+    }
     /// Before an `acks=all` append: `NotEnoughReplicas` if the ISR is below
     /// `min.insync.replicas`.
     fn check_enough_replicas(&self) -> Result<()>;

@@ -253,6 +253,9 @@ impl PartitionOps for Partition {
     fn check_enough_replicas(&self) -> Result<()> {
         Partition::check_enough_replicas(self)
     }
+    fn offsets_available(&self) -> bool {
+        Partition::offsets_available(self)
+    }
     fn wait_committed(
         &self,
         offset: i64,
