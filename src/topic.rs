@@ -57,6 +57,14 @@ pub(crate) enum Role {
     },
 }
 
+/// The leadership an append was made under: the leader epoch while this node led the
+/// partition, none on a standalone partition. An `acks=all` wait for that append
+/// ([`Partition::wait_committed_at`]) is decided under it only: if the leadership
+/// changed since, the offset may now hold another leader's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) struct AppendEpoch(Option<i32>);
+
 /// An ISR change a leader wants to propose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
@@ -90,6 +98,28 @@ impl Partition {
                 index,
                 log,
                 role: RwLock::new(Role::Standalone),
+            }),
+        }
+    }
+
+    /// A cluster node's replica, before the replica manager gives it a role: it leads
+    /// nothing (a follower of no leader, -1), so appends are refused with
+    /// `NotLeaderOrFollower` ("no leader right now") as Kafka answers a replica it has
+    /// no leader and epoch for, and its log is replicated at `initial_high_watermark`
+    /// (the recorded one after a restart), so readers see nothing it has not committed.
+    pub(crate) fn new_unassigned(
+        topic: Arc<str>,
+        index: i32,
+        log: PartitionLog,
+        initial_high_watermark: i64,
+    ) -> Self {
+        log.set_replicated(initial_high_watermark);
+        Partition {
+            inner: Arc::new(PartitionInner {
+                topic,
+                index,
+                log,
+                role: RwLock::new(Role::Follower { leader: -1 }),
             }),
         }
     }
@@ -163,13 +193,19 @@ impl Partition {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append_batch(&self, batches: &[u8]) -> Result<AppendInfo> {
+        self.append_batch_at(batches).map(|(info, _)| info)
+    }
+
+    /// [`Partition::append_batch`], with the leadership the batches were appended
+    /// under (read under the role lock the append holds), for an `acks=all` wait.
+    pub(crate) fn append_batch_at(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
         let batches = rewritten.as_deref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let info = self.inner.log.append(batches)?;
         self.after_append(&role);
-        Ok(info)
+        Ok((info, Self::epoch_of(&role)))
     }
 
     /// Appends batches of idempotent producers after their sequence checks, check and
@@ -177,13 +213,23 @@ impl Partition {
     /// node that does not lead the partition, and the topic's `compression.type`
     /// honoured, as [`Partition::append_batch`].
     pub fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+        self.append_idempotent_at(batches)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// [`Partition::append_idempotent`], with the leadership the batches were appended
+    /// (or found duplicate) under, for an `acks=all` wait.
+    pub(crate) fn append_idempotent_at(
+        &self,
+        batches: &[u8],
+    ) -> Result<(AppendOutcome, AppendEpoch)> {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
         let batches = rewritten.as_deref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let outcome = self.inner.log.append_idempotent(batches)?;
         self.after_append(&role);
-        Ok(outcome)
+        Ok((outcome, Self::epoch_of(&role)))
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]
@@ -191,11 +237,28 @@ impl Partition {
     /// partition. Refused on a cluster node that does not lead the partition, as
     /// [`Partition::append_batch`].
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        self.append_builder_at(builder).map(|(info, _)| info)
+    }
+
+    /// [`Partition::append_builder`], with the leadership the batch was appended
+    /// under, for an `acks=all` wait.
+    pub(crate) fn append_builder_at(
+        &self,
+        builder: &mut BatchBuilder,
+    ) -> Result<(AppendInfo, AppendEpoch)> {
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let info = self.inner.log.append_builder(builder)?;
         self.after_append(&role);
-        Ok(info)
+        Ok((info, Self::epoch_of(&role)))
+    }
+
+    /// The leadership of an append holding `role`.
+    fn epoch_of(role: &Role) -> AppendEpoch {
+        AppendEpoch(match role {
+            Role::Leader { state, .. } => Some(state.lock().leader_epoch),
+            _ => None,
+        })
     }
 
     /// `topic-partition`, as errors name it.
@@ -242,6 +305,19 @@ impl Partition {
         match &*self.inner.role.read() {
             Role::Leader { state, .. } => Some(state.lock().leader_epoch),
             _ => None,
+        }
+    }
+
+    /// False while this node leads the partition with a high watermark below the start
+    /// of its leader epoch (a new leader's, until its ISR has every record of the earlier
+    /// epochs): the latest offset is not known then, Kafka's OFFSET_NOT_AVAILABLE
+    /// (KIP-207).
+    pub(crate) fn offsets_available(&self) -> bool {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => {
+                self.inner.log.high_watermark() >= state.lock().epoch_start_offset
+            }
+            _ => true,
         }
     }
 
@@ -512,12 +588,31 @@ impl Partition {
     /// returns at once. `NotLeaderOrFollower` if this node stops leading the partition
     /// meanwhile, `NotEnoughReplicasAfterAppend` if the ISR is below
     /// `min.insync.replicas` when the record is committed.
+    ///
+    /// The wait is decided under the leadership current when it starts: it is for a
+    /// record appended under that leadership (an offset appended under an earlier one
+    /// may since hold another leader's record). tidelog's own `acks=all` paths wait
+    /// with the leadership of their append instead.
     pub fn wait_committed(&self, offset: i64, timeout: Duration) -> Result<()> {
+        self.wait_committed_at(offset, AppendEpoch(self.leader_epoch()), timeout)
+    }
+
+    /// `acks=all` for a record appended at `offset` under `appended` (what the append
+    /// returned): as [`Partition::wait_committed`], and `NotLeaderOrFollower` as soon
+    /// as the leadership is not that one, even if it came back to this node at a newer
+    /// epoch (the offset may then hold a record of another leader's, and the high
+    /// watermark passing it confirms nothing of this append).
+    pub(crate) fn wait_committed_at(
+        &self,
+        offset: i64,
+        appended: AppendEpoch,
+        timeout: Duration,
+    ) -> Result<()> {
         let log = &self.inner.log;
         if log.high_watermark() > offset && !log.is_replicated() {
             return Ok(());
         }
-        let epoch = self.leader_epoch();
+        let epoch = appended.0;
         let deadline = Instant::now() + timeout;
         // Registered only once a wait is needed; the state is checked again after.
         let mut signal: Option<Arc<Signal>> = None;
@@ -829,4 +924,62 @@ pub struct TopicDescription {
     pub log_config: LogConfig,
     /// One entry per partition.
     pub partitions: Vec<PartitionDescription>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_record(value: &[u8]) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        b.push(1_000, None, Some(value), &[]);
+        b.finish().to_vec()
+    }
+
+    fn lead(p: &Partition, epoch: i32, isr: Vec<i32>) {
+        p.become_leader(
+            1,
+            epoch,
+            epoch,
+            vec![1, 2],
+            isr,
+            1,
+            Duration::from_secs(30),
+            0,
+            Instant::now(),
+        )
+        .expect("leader");
+    }
+
+    #[test]
+    fn an_acks_all_wait_fails_when_its_record_was_truncated_under_a_new_leadership() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log =
+            PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default()).expect("log");
+        let p = Partition::new(Arc::from("t"), 0, log);
+        // Epoch 5: our record at offset 0, not yet on the follower (HW 0).
+        lead(&p, 5, vec![1, 2]);
+        let (info, appended) = p.append_batch_at(&one_record(b"ours")).expect("append");
+        assert_eq!(appended, AppendEpoch(Some(5)));
+        assert_eq!((info.last_offset, p.high_watermark()), (0, 0));
+        // The leadership moves away, the new leader's log truncates ours...
+        p.become_follower(2, 0);
+        p.log().truncate_to(0).expect("truncate");
+        // ...and comes back at epoch 6, with other records at and past offset 0,
+        // committed at once (an ISR of this leader alone).
+        lead(&p, 6, vec![1]);
+        p.append_batch(&one_record(b"theirs")).expect("append");
+        p.append_batch(&one_record(b"theirs too")).expect("append");
+        assert_eq!(p.high_watermark(), 2, "offset 0 is committed, but not ours");
+        // The wait for our record (begun after all that) must not confirm theirs.
+        assert!(matches!(
+            p.wait_committed_at(info.last_offset, appended, Duration::from_millis(1)),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        // A record appended under epoch 6 is confirmed by the same high watermark.
+        let (mine, now) = p.append_batch_at(&one_record(b"new")).expect("append");
+        assert_eq!(now, AppendEpoch(Some(6)));
+        p.wait_committed_at(mine.last_offset, now, Duration::from_millis(1))
+            .expect("committed under its own leadership");
+    }
 }

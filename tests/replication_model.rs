@@ -265,9 +265,17 @@ fn check(log: &PartitionLog, m: &Model) {
     for b in batches(&want_end) {
         b.expect("every batch served is valid");
     }
+    if m.hw < m.end {
+        assert!(
+            log.read(m.hw + 1, 10)
+                .expect("below the log end")
+                .is_empty(),
+            "nothing read past the high watermark"
+        );
+    }
     assert!(
-        matches!(log.read(m.hw + 1, 10), Err(Error::OffsetOutOfRange { .. })),
-        "no read past the high watermark"
+        matches!(log.read(m.end + 1, 10), Err(Error::OffsetOutOfRange { .. })),
+        "no read past the log end"
     );
     assert!(!log.wait_for(m.hw, Duration::ZERO));
     if m.hw > m.start {

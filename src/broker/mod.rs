@@ -939,7 +939,12 @@ impl Broker {
                     Some(part) => parts.push(part),
                     None => {
                         let log = self.open_cluster_log(logs, topic, p, &log_config)?;
-                        parts.push(Partition::new(Arc::clone(&arc_name), p, log));
+                        // No role until the replica manager gives one: it refuses
+                        // appends, and readers see up to its recorded high watermark.
+                        let hw = logs
+                            .recorded_high_watermark(&log_name(&topic.name, p))
+                            .unwrap_or_else(|| log.log_start_offset());
+                        parts.push(Partition::new_unassigned(Arc::clone(&arc_name), p, log, hw));
                     }
                 }
             }
@@ -1474,5 +1479,69 @@ mod tests {
         assert_eq!(back[0].partitions, 3);
         assert_eq!(back[0].config.get("retention.ms"), Some("1000"));
         assert!(decode_registry(Path::new("topics"), &bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[cfg(feature = "server")]
+    #[test]
+    fn a_cluster_replica_refuses_appends_before_it_has_a_role() {
+        // A cluster node registers a hosted partition (from the cluster's metadata)
+        // before the replica manager makes it a leader or a follower; in between it
+        // leads nothing, so nothing may be appended or acknowledged there.
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join(CLUSTER_METADATA_DIR)).expect("mkdir");
+        std::fs::write(
+            dir.path()
+                .join(CLUSTER_METADATA_DIR)
+                .join(CLUSTER_STATE_FILE),
+            b"",
+        )
+        .expect("raft state");
+        let broker = Broker::open(dir.path()).expect("open");
+        broker
+            .apply_cluster_topic(&ClusterTopic {
+                name: "orders".into(),
+                id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+                partition_count: 1,
+                hosted: vec![0],
+                config: TopicConfig::new(),
+                internal: false,
+            })
+            .expect("applied");
+        let p = broker.hosted_partition("orders", 0).expect("hosted");
+        assert!(!p.is_leader(), "no role yet: not a leader");
+        let mut b = crate::record::BatchBuilder::new();
+        b.push(0, None, Some(b"unled"), &[]);
+        let batch = b.finish();
+        assert!(
+            matches!(
+                p.append_batch(&batch),
+                Err(Error::NotLeaderOrFollower { .. })
+            ),
+            "an append before the replica manager gives a role is refused"
+        );
+        assert!(matches!(
+            p.check_enough_replicas(),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        assert!(matches!(
+            p.wait_committed(0, Duration::from_millis(1)),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        assert_eq!(p.log_end_offset(), 0, "nothing was appended");
+        // Once the replica manager makes it the leader, appends go in.
+        p.become_leader(
+            1,
+            0,
+            0,
+            vec![1],
+            vec![1],
+            1,
+            Duration::from_secs(30),
+            0,
+            std::time::Instant::now(),
+        )
+        .expect("leader");
+        p.append_batch(&batch).expect("the leader appends");
+        broker.close().expect("close");
     }
 }

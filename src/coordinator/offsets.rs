@@ -257,11 +257,11 @@ impl OffsetJournal for LogJournal {
         for (key, value) in records {
             builder.push(ts, Some(key), value.as_deref(), &[]);
         }
-        let info = self.partition.append_batch(&builder.finish())?;
+        let (info, appended) = self.partition.append_batch_at(&builder.finish())?;
         // acks=all: a commit is answered once every in-sync replica has it (at once on a
-        // single node).
+        // single node), under the leadership it was appended in.
         self.partition
-            .wait_committed(info.last_offset, OFFSETS_COMMIT_TIMEOUT)
+            .wait_committed_at(info.last_offset, appended, OFFSETS_COMMIT_TIMEOUT)
     }
 }
 

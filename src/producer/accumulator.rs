@@ -43,6 +43,8 @@ use crate::topic::Partition;
 pub(crate) struct Appended {
     pub(crate) base_offset: i64,
     pub(crate) log_append_time: Option<i64>,
+    /// The leadership it was appended under (an `acks=all` wait is for it).
+    pub(crate) epoch: crate::topic::AppendEpoch,
 }
 
 /// The outcome of appending one batch, shared by its records (`Error` clones cheaply
@@ -494,22 +496,25 @@ fn append_now(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> AppendResult
     } = st;
     let result = match target {
         Some(t) => {
-            let result = t.partition.append_builder(builder).map(|info: AppendInfo| {
-                let appended = Appended {
-                    base_offset: info.base_offset,
-                    log_append_time: info.log_append_time,
-                };
-                if fsync {
-                    unsynced.push(Unsynced {
-                        partition: t.partition.clone(),
-                        end: info.last_offset + 1,
-                        appended,
-                        slot: slot.take(),
-                        unobserved: std::mem::take(unobserved),
-                    });
-                }
-                appended
-            });
+            let result = t.partition.append_builder_at(builder).map(
+                |(info, epoch): (AppendInfo, crate::topic::AppendEpoch)| {
+                    let appended = Appended {
+                        base_offset: info.base_offset,
+                        log_append_time: info.log_append_time,
+                        epoch,
+                    };
+                    if fsync {
+                        unsynced.push(Unsynced {
+                            partition: t.partition.clone(),
+                            end: info.last_offset + 1,
+                            appended,
+                            slot: slot.take(),
+                            unobserved: std::mem::take(unobserved),
+                        });
+                    }
+                    appended
+                },
+            );
             let config = t.partition.log().config();
             t.max_batch = config.max_message_bytes as usize;
             let codec = config.compression_type.resolve(t.producer_codec);

@@ -171,7 +171,7 @@ fn record_metadata(
     let a = r?;
     let offset = a.base_offset + i64::from(index);
     if let Some(p) = committed {
-        p.wait_committed(offset, ACKS_ALL_TIMEOUT)?;
+        p.wait_committed_at(offset, a.epoch, ACKS_ALL_TIMEOUT)?;
     }
     Ok(RecordMetadata {
         partition,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::storage::LogConfig;
 use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
-use crate::topic::Signal;
+use crate::topic::{AppendEpoch, Signal};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -85,9 +85,10 @@ pub(crate) struct BrokerEndpoint {
 /// One partition's log as the handlers use it.
 pub(crate) trait PartitionOps: Send + Sync {
     /// Append one or more validated batches; offsets are assigned by the log.
-    fn append(&self, batches: &[u8]) -> Result<AppendInfo>;
+    /// With the leadership it was appended under, for an `acks=all` wait.
+    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)>;
     /// Append batches of idempotent producers after their sequence checks, in one step.
-    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome>;
+    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)>;
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one).
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice>;
     /// First readable offset.
@@ -112,11 +113,22 @@ pub(crate) trait PartitionOps: Send + Sync {
     /// older than this leader's, `UnknownLeaderEpoch` if newer, `NotLeaderOrFollower`
     /// on a follower.
     fn check_leader_epoch(&self, current: i32) -> Result<()>;
+    /// False while a new leader's high watermark is below the start of its epoch
+    /// (ListOffsets answers OFFSET_NOT_AVAILABLE then, KIP-207).
+    fn offsets_available(&self) -> bool {
+        true
+    }
     /// Before an `acks=all` append: `NotEnoughReplicas` if the ISR is below
     /// `min.insync.replicas`.
     fn check_enough_replicas(&self) -> Result<()>;
-    /// `acks=all`: waits until the high watermark passes `offset`.
-    fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()>;
+    /// `acks=all`: waits until the high watermark passes `offset`, appended under
+    /// `appended` (`NotLeaderOrFollower` once the leadership is another).
+    fn wait_committed(
+        &self,
+        offset: i64,
+        appended: AppendEpoch,
+        timeout: std::time::Duration,
+    ) -> Result<()>;
     /// A follower's fetch: records its log end and moves the high watermark.
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()>;
     /// True if the high watermark moved past what `replica` was last told.

@@ -10,8 +10,8 @@ use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::storage::LogConfig;
 use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
-use crate::topic::Partition;
 use crate::topic::Signal;
+use crate::topic::{AppendEpoch, Partition};
 
 /// A broker served over the network.
 pub(crate) struct BrokerBackend {
@@ -217,11 +217,11 @@ impl Backend for BrokerBackend {
 }
 
 impl PartitionOps for Partition {
-    fn append(&self, batches: &[u8]) -> Result<AppendInfo> {
-        self.append_batch(batches)
+    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
+        self.append_batch_at(batches)
     }
-    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
-        Partition::append_idempotent(self, batches)
+    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)> {
+        Partition::append_idempotent_at(self, batches)
     }
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         Partition::read(self, offset, max_bytes)
@@ -253,8 +253,16 @@ impl PartitionOps for Partition {
     fn check_enough_replicas(&self) -> Result<()> {
         Partition::check_enough_replicas(self)
     }
-    fn wait_committed(&self, offset: i64, timeout: std::time::Duration) -> Result<()> {
-        Partition::wait_committed(self, offset, timeout)
+    fn offsets_available(&self) -> bool {
+        Partition::offsets_available(self)
+    }
+    fn wait_committed(
+        &self,
+        offset: i64,
+        appended: AppendEpoch,
+        timeout: std::time::Duration,
+    ) -> Result<()> {
+        Partition::wait_committed_at(self, offset, appended, timeout)
     }
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
         Partition::record_replica_fetch(self, replica, fetch_offset)

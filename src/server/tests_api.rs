@@ -964,3 +964,79 @@ fn a_batch_above_max_message_bytes_is_message_too_large() {
     assert_eq!(produce(&mut c, "small", 0, batch(&[&big])).error_code, 10);
     assert_eq!(produce(&mut c, "small", 0, batch(&["fits"])).error_code, 0);
 }
+
+#[test]
+fn a_new_leaders_uncommitted_offsets_fetch_empty_and_list_offsets_answers_not_available() {
+    // A new leader's high watermark (0, what it knew as a follower) lags records it has
+    // (0..3) that an earlier leader's consumers may have read: a fetch there waits
+    // (empty, no error) and ListOffsets latest is OFFSET_NOT_AVAILABLE (KIP-207) until
+    // the high watermark reaches the start of the leader's epoch (3).
+    const OFFSET_OUT_OF_RANGE: i16 = 1;
+    const OFFSET_NOT_AVAILABLE: i16 = 78;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, server) = serve_topic(dir.path(), "moved", 1);
+    let p = broker.topic("moved").unwrap().partition(0).unwrap();
+    p.become_follower(2, 0);
+    p.log().append(&batch(&["a", "b", "c"])).unwrap();
+    let lead = |epoch: i32| {
+        p.become_leader(
+            1,
+            epoch,
+            epoch,
+            vec![1, 2],
+            vec![1, 2],
+            1,
+            Duration::from_secs(30),
+            0,
+            std::time::Instant::now(),
+        )
+        .unwrap()
+    };
+    lead(2);
+    assert_eq!((p.high_watermark(), p.log_end_offset()), (0, 3));
+    let mut c = Client::connect(server.local_addr());
+    let fetch_code = |c: &mut Client, offset: i64| {
+        let resp: FetchResponse = c.call(
+            ApiKey::Fetch,
+            11,
+            &fetch_req(0, 1, 1 << 20, &[("moved", 0, offset, 1 << 20)]),
+        );
+        let part = &resp.responses[0].partitions[0];
+        (part.error_code, values(&part.records).len())
+    };
+    assert_eq!(
+        fetch_code(&mut c, 2),
+        (0, 0),
+        "below the log end: nothing yet"
+    );
+    assert_eq!(fetch_code(&mut c, 3), (0, 0), "at the log end: nothing yet");
+    assert_eq!(
+        fetch_code(&mut c, 4).0,
+        OFFSET_OUT_OF_RANGE,
+        "past the log end"
+    );
+    let latest = |c: &mut Client| {
+        let resp: ListOffsetsResponse = c.call(
+            ApiKey::ListOffsets,
+            5,
+            &ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("moved")))
+                        .with_partitions(vec![
+                            list_offsets_request::ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_timestamp(-1),
+                        ]),
+                ]),
+        );
+        let part = &resp.topics[0].partitions[0];
+        (part.error_code, part.offset)
+    };
+    assert_eq!(latest(&mut c).0, OFFSET_NOT_AVAILABLE);
+    // Once the high watermark reaches the epoch's start, both answer as usual.
+    p.log().set_high_watermark(3);
+    assert_eq!(latest(&mut c), (0, 3));
+    assert_eq!(fetch_code(&mut c, 0), (0, 3));
+}

@@ -15,8 +15,10 @@
 //!   Kafka's), so a client can decode one response while the next is on its way.
 //! - Record slices of 16 KiB and more go out with `sendfile`; smaller ones are copied
 //!   into the response, which then leaves in one write.
-//! - An offset outside `[log start, high watermark]` is `OFFSET_OUT_OF_RANGE` with the
-//!   valid range in `log_start_offset` and `high_watermark`.
+//! - An offset outside `[log start, log end]` is `OFFSET_OUT_OF_RANGE` with
+//!   `log_start_offset` and `high_watermark`; one at or above the high watermark, up to
+//!   the log end, has nothing yet (a new leader's high watermark may lag records an
+//!   earlier leader's consumers read: Kafka answers them empty too).
 //! - Long poll: while fewer than `min_bytes` are ready and `max_wait_ms` has not passed,
 //!   the thread sleeps on one signal that every partition of the request notifies when
 //!   its high watermark moves (appends from the network and in-process producers alike);

@@ -1,11 +1,16 @@
 //! ListOffsets (key 2), versions 1-5: earliest (-2), latest (-1: the high watermark,
 //! what consumers may read) or the first offset at or after a timestamp, per partition.
-//! From v4 the request's `current_leader_epoch` is checked as Fetch does.
+//! From v4 the request's `current_leader_epoch` is checked as Fetch does. A new leader
+//! whose high watermark is still below the start of its epoch answers latest, and a
+//! timestamp found at none of its committed records, with OFFSET_NOT_AVAILABLE
+//! (KIP-207): its high watermark may be below what the previous leader had committed.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use kafka_protocol::ResponseError;
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
 use crate::security::acl::{AclOperation, ResourceType};
@@ -41,15 +46,25 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .and_then(|log| {
                             // v4+: the client's leader epoch (-1 before).
                             log.check_leader_epoch(p.current_leader_epoch)?;
-                            Ok(match p.timestamp {
+                            let found = match p.timestamp {
                                 LATEST => Some((log.high_watermark(), -1)),
                                 EARLIEST => Some((log.log_start_offset(), -1)),
                                 ts => log.offset_for_timestamp(ts)?,
-                            })
+                            };
+                            // KIP-207: as Kafka's `fetchOffsetForTimestamp`.
+                            let unknown = p.timestamp != EARLIEST
+                                && (p.timestamp == LATEST || found.is_none())
+                                && !log.offsets_available();
+                            Ok((found, unknown))
                         });
                     match found {
-                        Ok(Some((offset, ts))) => answer.with_offset(offset).with_timestamp(ts),
-                        Ok(None) => answer,
+                        Ok((_, true)) => {
+                            answer.with_error_code(ResponseError::OffsetNotAvailable.code())
+                        }
+                        Ok((Some((offset, ts)), false)) => {
+                            answer.with_offset(offset).with_timestamp(ts)
+                        }
+                        Ok((None, false)) => answer,
                         Err(e) => answer.with_error_code(error_code(&e)),
                     }
                 })

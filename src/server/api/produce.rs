@@ -34,12 +34,13 @@ use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::storage::AppendOutcome;
 use crate::storage::LogConfig;
+use crate::topic::AppendEpoch;
 
-/// A partition's answer, and for an appended one the log and the offset the high
-/// watermark must pass for `acks=all`.
+/// A partition's answer, and for an appended one the log, the offset the high
+/// watermark must pass for `acks=all` and the leadership it was appended under.
 type Appended = (
     PartitionProduceResponse,
-    Option<(Arc<dyn PartitionOps>, i64)>,
+    Option<(Arc<dyn PartitionOps>, i64, AppendEpoch)>,
 );
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -100,9 +101,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let partition_responses = partitions
                 .into_iter()
                 .map(|(response, committed)| match committed {
-                    Some((log, offset)) if acks == -1 => {
+                    Some((log, offset, appended)) if acks == -1 => {
                         let left = deadline.saturating_duration_since(Instant::now());
-                        match log.wait_committed(offset, left) {
+                        match log.wait_committed(offset, appended, left) {
                             Ok(()) => response,
                             Err(e) => {
                                 tracing::debug!(peer = %ctx.peer, topic = %name.0, partition = response.index, "acks=all not met: {e}");
@@ -215,10 +216,13 @@ fn produce_partition(
     }
     let result = if idempotent {
         log.append_idempotent(&records)
-            .map(|outcome| match outcome {
-                AppendOutcome::Appended(info) => {
-                    (info.base_offset, info.last_offset, info.log_append_time)
-                }
+            .map(|(outcome, appended)| match outcome {
+                AppendOutcome::Appended(info) => (
+                    info.base_offset,
+                    info.last_offset,
+                    info.log_append_time,
+                    appended,
+                ),
                 AppendOutcome::Duplicate(base) => {
                     tracing::debug!(
                         topic,
@@ -228,22 +232,28 @@ fn produce_partition(
                     );
                     // A batch is replicated whole: the high watermark past its base offset
                     // is past all of it.
-                    (base, base, None)
+                    (base, base, None, appended)
                 }
             })
     } else {
-        log.append(&records)
-            .map(|info| (info.base_offset, info.last_offset, info.log_append_time))
+        log.append(&records).map(|(info, appended)| {
+            (
+                info.base_offset,
+                info.last_offset,
+                info.log_append_time,
+                appended,
+            )
+        })
     }
     .map_err(|e| (error_code(&e), e.to_string()));
     match result {
-        Ok((base_offset, last_offset, append_time)) => (
+        Ok((base_offset, last_offset, append_time, appended)) => (
             PartitionProduceResponse::default()
                 .with_index(index)
                 .with_base_offset(base_offset)
                 .with_log_append_time_ms(append_time.unwrap_or(-1))
                 .with_log_start_offset(log.log_start_offset()),
-            Some((log, last_offset)),
+            Some((log, last_offset, appended)),
         ),
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "produce refused: {message}");

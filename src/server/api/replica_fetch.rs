@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::server::backend::{Backend, PartitionOps};
 use crate::storage::LogConfig;
 use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
-use crate::topic::Signal;
+use crate::topic::{AppendEpoch, Signal};
 
 /// Resolves a fetched partition: the leader-epoch check (`current_leader_epoch`, -1 for
 /// none or before v9), and for a follower's fetch (`replica` >= 0) the fetch recorded
@@ -53,10 +53,10 @@ struct ReplicaView {
 }
 
 impl PartitionOps for ReplicaView {
-    fn append(&self, batches: &[u8]) -> Result<AppendInfo> {
+    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
         self.log.append(batches)
     }
-    fn append_idempotent(&self, batches: &[u8]) -> Result<AppendOutcome> {
+    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)> {
         self.log.append_idempotent(batches)
     }
     /// Up to the log end: a follower copies what is not committed yet.
@@ -91,8 +91,8 @@ impl PartitionOps for ReplicaView {
     fn check_enough_replicas(&self) -> Result<()> {
         self.log.check_enough_replicas()
     }
-    fn wait_committed(&self, offset: i64, timeout: Duration) -> Result<()> {
-        self.log.wait_committed(offset, timeout)
+    fn wait_committed(&self, offset: i64, appended: AppendEpoch, timeout: Duration) -> Result<()> {
+        self.log.wait_committed(offset, appended, timeout)
     }
     fn record_replica_fetch(&self, replica: i32, fetch_offset: i64) -> Result<()> {
         self.log.record_replica_fetch(replica, fetch_offset)

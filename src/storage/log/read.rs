@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 impl PartitionLog {
     /// Reads whole batches starting with the one that contains `offset`, up to
     /// `max_bytes` (at least one batch, even a larger one), below the high watermark
-    /// (what consumers may see). Reading at the high watermark gives an empty slice;
-    /// outside `[log start, high watermark]` is [`Error::OffsetOutOfRange`].
+    /// (what consumers may see). Reading at or above the high watermark, up to the log
+    /// end, gives an empty slice (a replicated log's records there are not committed
+    /// yet: Kafka's fetch waits for them too); outside `[log start, log end]` is
+    /// [`Error::OffsetOutOfRange`].
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         self.read_bounded(offset, max_bytes, ReadLimit::HighWatermark)
     }
@@ -30,8 +32,9 @@ impl PartitionLog {
     }
 
     /// [`PartitionLog::read`] bounded by `limit`: [`ReadLimit::LogEnd`] reads records
-    /// above the high watermark too, as a follower's replica fetch does. Outside
-    /// `[log start, bound]` is [`Error::OffsetOutOfRange`].
+    /// above the high watermark too, as a follower's replica fetch does. Either way,
+    /// outside `[log start, log end]` is [`Error::OffsetOutOfRange`], and at or above
+    /// the bound an empty slice.
     pub fn read_bounded(
         &self,
         offset: i64,
@@ -61,18 +64,23 @@ impl PartitionLog {
             // At the end of what this reader has seen: the writer may have gone on.
             self.refresh(false)?;
         }
+        // The bound first, then the log end (at or above it; a truncation in between
+        // may lower both, and the range then ends at the bound).
         let hw = self.bound(limit);
+        let end = self.log_end_offset().max(hw);
         let start = self.log_start_offset();
-        if offset < start || offset > hw {
+        if offset < start || offset > end {
             return Err(Error::OffsetOutOfRange {
                 partition: self.inner.name.clone(),
                 offset,
                 start,
-                end: hw,
+                end,
             });
         }
         let segs = self.segments();
-        if offset == hw {
+        if offset >= hw {
+            // Not committed yet (a new leader's high watermark may lag records an
+            // earlier leader's consumers read): nothing yet, not out of range.
             return Ok(LogSlice::empty(segs.last(), offset));
         }
         let first = segs

@@ -94,9 +94,13 @@ fn a_replicated_log_moves_its_high_watermark_only_when_told() {
         5,
         "replica fetches read past it"
     );
+    assert!(
+        log.read(8, 10).unwrap().is_empty(),
+        "above the high watermark, below the log end: nothing yet"
+    );
     assert!(matches!(
-        log.read(8, 10),
-        Err(Error::OffsetOutOfRange { end: 7, .. })
+        log.read(116, 10),
+        Err(Error::OffsetOutOfRange { end: 115, .. })
     ));
     let all: Vec<_> = batches(&bytes_from(&log, 0, ReadLimit::LogEnd))
         .map(|b| b.unwrap().base_offset())
@@ -128,6 +132,36 @@ fn a_replicated_log_moves_its_high_watermark_only_when_told() {
         116,
         "standalone: nothing to move"
     );
+}
+
+#[test]
+fn a_read_between_the_high_watermark_and_the_log_end_is_empty_not_out_of_range() {
+    // A new leader's high watermark starts where it was as a follower (or at its
+    // checkpoint after a restart), below records a consumer of the old leader read:
+    // reading there waits for the commit, as Kafka's fetch does; only an offset past
+    // the log end is out of range.
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.set_replicated(0), 0);
+    for i in 0..4 {
+        log.append(&batch(&format!("r{i}"), 5, 1_000)).unwrap();
+    }
+    log.set_high_watermark(5);
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (20, 5));
+    for offset in [5, 6, 10, 19, 20] {
+        let slice = log
+            .read(offset, 1 << 20)
+            .unwrap_or_else(|e| panic!("a read at {offset}, in [hw, log end], is refused: {e}"));
+        assert!(
+            slice.is_empty(),
+            "nothing above the high watermark at {offset}"
+        );
+    }
+    assert!(matches!(
+        log.read(21, 1 << 20),
+        Err(Error::OffsetOutOfRange { end: 20, .. })
+    ));
+    assert_eq!(log.read(0, 1 << 20).unwrap().next_offset(), 5);
 }
 
 #[test]
