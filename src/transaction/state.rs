@@ -188,7 +188,8 @@ impl TransactionMetadata {
     }
 
     /// Ongoing → PrepareEpochFence → PrepareAbort: bumps the epoch (fencing the
-    /// producer) and aborts. The markers carry the bumped epoch.
+    /// producer) and aborts; with a KIP-890 client the abort bumps it once more. The
+    /// markers carry the bumped epoch.
     fn fence_and_abort(&mut self, now_ms: i64) -> Result<(), TxnError> {
         if self.producer_epoch == i16::MAX {
             return Err(self.invalid("fence the producer epoch"));
@@ -197,6 +198,19 @@ impl TransactionMetadata {
         self.producer_epoch += 1;
         self.last_producer_epoch = NO_PRODUCER_EPOCH;
         self.transition(TxnState::PrepareAbort, "abort")?;
+        // KIP-890: the abort bumps the epoch once more, as every end does, so that
+        // the fenced epoch is not taken for a retry of an EndTxn (one below the
+        // current epoch) once the abort completes. When the fence took the last epoch
+        // (i16::MAX), the abort completes as a version-0 transaction instead, whose
+        // EndTxn retries need the current epoch exactly.
+        if self.supports_epoch_bump() {
+            if self.producer_epoch < i16::MAX {
+                self.last_producer_epoch = self.producer_epoch;
+                self.producer_epoch += 1;
+            } else {
+                self.client_transaction_version = 0;
+            }
+        }
         self.last_update_ms = now_ms;
         Ok(())
     }
@@ -481,6 +495,8 @@ impl TxnCoordinator {
         if let Some(expected) = request.expected {
             let valid = m.producer_epoch == NO_PRODUCER_EPOCH
                 || expected.producer_id == m.producer_id
+                // KIP-890: the id an EndTxn answered when the epochs ran out.
+                || (m.next_producer_id != NO_PRODUCER_ID && expected.producer_id == m.next_producer_id)
                 || (expected.producer_id == m.previous_producer_id
                     && is_epoch_exhausted(expected.epoch));
             if !valid {
