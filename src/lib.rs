@@ -64,6 +64,7 @@ pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod topic;
+pub mod transaction;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};

@@ -26,6 +26,7 @@ const LAYERS: &[&str] = &[
     "replica",
     "topic",
     "coordinator",
+    "transaction",
     "broker",
     "producer",
     "consumer",

@@ -9,6 +9,7 @@ mod admin;
 #[cfg(feature = "server")]
 mod authorization;
 mod group;
+mod transaction;
 
 #[cfg(feature = "server")]
 pub(crate) use admin::error_name;
@@ -17,6 +18,7 @@ pub use admin::{AdminError, ErrorCode, Resource, TopicPartition};
 #[cfg(feature = "server")]
 pub use authorization::{AclOperation, AclPermission, PatternType, ResourceType};
 pub use group::GroupError;
+pub use transaction::{TxnError, TxnState};
 
 use std::io;
 use std::path::PathBuf;
@@ -154,6 +156,17 @@ pub enum Error {
         /// The coordinator's refusal.
         #[source]
         source: GroupError,
+    },
+
+    /// A transaction coordinator refused a request of a transactional producer (fenced
+    /// epoch, a transaction still completing, a bad timeout, ...).
+    #[error("transactional id {transactional_id:?}: {source}")]
+    Transaction {
+        /// The transactional id.
+        transactional_id: String,
+        /// The coordinator's refusal.
+        #[source]
+        source: TxnError,
     },
 
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.

@@ -3,6 +3,7 @@
 
 use crate::coordinator::GroupError;
 use crate::error::Error;
+use crate::transaction::TxnError;
 
 /// A typed refusal with Kafka's numeric error code on the wire.
 pub(crate) trait KafkaCode {
@@ -40,6 +41,23 @@ impl KafkaCode for GroupError {
     }
 }
 
+impl KafkaCode for TxnError {
+    fn code(&self) -> i16 {
+        match self {
+            TxnError::InvalidRequest(_) => 42,
+            TxnError::NotCoordinator => 16,
+            TxnError::CoordinatorLoadInProgress => 14,
+            TxnError::ProducerFenced { .. } => 90,
+            TxnError::InvalidProducerIdMapping { .. } => 49,
+            TxnError::InvalidTxnState { .. } => 48,
+            TxnError::ConcurrentTransactions => 51,
+            TxnError::InvalidTransactionTimeout { .. } => 50,
+            TxnError::TransactionalIdNotFound => 105,
+            TxnError::TransactionAbortable { .. } => 120,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +77,93 @@ mod tests {
         assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
         let io = Error::io("append", "x", std::io::Error::other("disk"));
         assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
+    }
+
+    #[test]
+    fn transaction_codes_are_kafkas() {
+        use crate::transaction::TxnState;
+        use kafka_protocol::ResponseError as R;
+        let cases = [
+            (TxnError::InvalidRequest("empty".into()), R::InvalidRequest),
+            (TxnError::NotCoordinator, R::NotCoordinator),
+            (
+                TxnError::CoordinatorLoadInProgress,
+                R::CoordinatorLoadInProgress,
+            ),
+            (
+                TxnError::ProducerFenced {
+                    producer_id: 1,
+                    epoch: 0,
+                    current: 1,
+                },
+                R::ProducerFenced,
+            ),
+            (
+                TxnError::InvalidProducerIdMapping {
+                    producer_id: 1,
+                    current: 2,
+                },
+                R::InvalidProducerIdMapping,
+            ),
+            (
+                TxnError::InvalidTxnState {
+                    state: TxnState::Empty,
+                    operation: "commit",
+                },
+                R::InvalidTxnState,
+            ),
+            (TxnError::ConcurrentTransactions, R::ConcurrentTransactions),
+            (
+                TxnError::InvalidTransactionTimeout {
+                    timeout_ms: 0,
+                    max_ms: 900_000,
+                },
+                R::InvalidTransactionTimeout,
+            ),
+            (
+                TxnError::TransactionalIdNotFound,
+                R::TransactionalIdNotFound,
+            ),
+            (
+                TxnError::TransactionAbortable {
+                    topic: "t".into(),
+                    partition: 0,
+                },
+                R::TransactionAbortable,
+            ),
+        ];
+        for (error, kafka) in cases {
+            assert_eq!(error.code(), kafka.code(), "{error:?}");
+        }
+        assert_eq!(
+            TxnError::ProducerFenced {
+                producer_id: 1,
+                epoch: 0,
+                current: 1
+            }
+            .code(),
+            90
+        );
+        assert_eq!(
+            TxnError::TransactionAbortable {
+                topic: "t".into(),
+                partition: 0
+            }
+            .code(),
+            120
+        );
+    }
+
+    #[test]
+    fn a_transaction_error_reaches_the_wire_with_its_code() {
+        let e = Error::Transaction {
+            transactional_id: "t".into(),
+            source: crate::error::TxnError::ProducerFenced {
+                producer_id: 7,
+                epoch: 1,
+                current: 2,
+            },
+        };
+        assert_eq!(crate::server::api::error_code(&e), 90);
     }
 }
