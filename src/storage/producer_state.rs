@@ -132,8 +132,13 @@ pub(crate) struct CompletedTxn {
 /// What recording a batch changed in the open transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TxnChange {
-    /// A transaction opened at this offset.
-    Opened(i64),
+    /// Producer `producer_id` opened a transaction at `first_offset`.
+    Opened {
+        /// The offset of its first batch.
+        first_offset: i64,
+        /// The producer's id.
+        producer_id: i64,
+    },
     /// A marker ended this transaction.
     Ended(CompletedTxn),
 }
@@ -303,7 +308,10 @@ impl ProducerState {
             if entry.txn_first_offset.is_none() {
                 entry.txn_first_offset = Some(base_offset);
                 self.open.insert(base_offset, pid);
-                return Ok(Some(TxnChange::Opened(base_offset)));
+                return Ok(Some(TxnChange::Opened {
+                    first_offset: base_offset,
+                    producer_id: pid,
+                }));
             }
         }
         Ok(None)
@@ -640,12 +648,18 @@ mod tests {
         let mut s = ProducerState::default();
         assert_eq!(
             record(&mut s, &txn_batch(1, 0, 0, 2), 10),
-            Some(TxnChange::Opened(10))
+            Some(TxnChange::Opened {
+                first_offset: 10,
+                producer_id: 1
+            })
         );
         assert_eq!(record(&mut s, &txn_batch(1, 0, 2, 1), 12), None);
         assert_eq!(
             record(&mut s, &txn_batch(2, 0, 0, 1), 13),
-            Some(TxnChange::Opened(13))
+            Some(TxnChange::Opened {
+                first_offset: 13,
+                producer_id: 2
+            })
         );
         assert!(s.in_transaction(1) && s.in_transaction(2) && !s.in_transaction(3));
         assert_eq!(

@@ -130,13 +130,11 @@ impl PartitionLog {
     pub(super) fn note_txn_change(&self, w: &mut WriterState, change: TxnChange) -> Result<()> {
         let mut t = self.inner.txns.lock();
         match change {
-            TxnChange::Opened(first) => {
-                let pid = w
-                    .producers
-                    .as_ref()
-                    .and_then(|p| p.open_transactions().find(|&(f, _)| f == first))
-                    .map_or(-1, |(_, pid)| pid);
-                t.open.insert(first, pid);
+            TxnChange::Opened {
+                first_offset,
+                producer_id,
+            } => {
+                t.open.insert(first_offset, producer_id);
             }
             TxnChange::Ended(txn) => {
                 t.open.remove(&txn.first_offset);
