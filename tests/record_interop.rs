@@ -6,7 +6,7 @@
 //!   bytes for the same records (everything but the broker-stamped partitionLeaderEpoch).
 //! * The reverse direction, a batch tidelog encodes decoded by kafka-python, is
 //!   `tests/interop/record_roundtrip.py`, which runs `emit_batch_for_kafka_python` below
-//!   with `TIDELOG_INTEROP_OUT` set.
+//!   with `TIDELOG_INTEROP_OUT` set (and decodes transaction markers it writes too).
 //!
 //! The records are those of `tests/interop/interop_records.py`.
 
@@ -235,6 +235,30 @@ fn emit_batch_for_kafka_python() {
         let mut fetched_path = path;
         fetched_path.push(".fetched");
         std::fs::write(&fetched_path, &fetched).expect("write TIDELOG_INTEROP_OUT.fetched");
+    }
+    // A transaction's end as a consumer fetches it: a transactional batch, a COMMIT
+    // marker, then an ABORT one, at offsets 0, 1 and 2 of another log.
+    let tmp = tempfile::tempdir().unwrap();
+    let log =
+        tidelog::storage::PartitionLog::open(tmp.path(), "interop-1", Default::default()).unwrap();
+    let mut txn = BatchBuilder::new()
+        .producer(PRODUCER_ID, PRODUCER_EPOCH, 0)
+        .attributes(tidelog::record::TRANSACTIONAL_BIT);
+    txn.push(1_700_000_000_000, None, Some(b"in a transaction"), &[]);
+    log.append_idempotent(&txn.finish()).unwrap();
+    for marker in [
+        tidelog::record::EndTxnMarker::commit(7),
+        tidelog::record::EndTxnMarker::abort(7),
+    ] {
+        log.append_end_txn_marker(PRODUCER_ID, PRODUCER_EPOCH, marker, 1_700_000_000_001)
+            .unwrap();
+    }
+    let markers = log.read(0, 1 << 20).unwrap().to_vec();
+    assert_eq!(batches(&markers).count(), 3);
+    if let Some(path) = std::env::var_os("TIDELOG_INTEROP_OUT") {
+        let mut markers_path = path;
+        markers_path.push(".markers");
+        std::fs::write(&markers_path, &markers).expect("write TIDELOG_INTEROP_OUT.markers");
     }
 }
 

@@ -3,11 +3,13 @@
 //! [`BatchBuilder`] encodes records into one batch; [`Batch`] validates and decodes one
 //! without copying (records borrow the batch's bytes); [`batches`] walks a run of them.
 //! [`Compression`] holds the codecs of compressed batches: [`Batch::decode_records`]
-//! decompresses one into a buffer the caller owns.
+//! decompresses one into a buffer the caller owns. [`EndTxnMarker`] builds and parses
+//! the control batches that end transactions.
 
 mod batch;
 mod builder;
 mod compression;
+mod control;
 pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
@@ -19,6 +21,10 @@ pub use batch::{
 pub use builder::BatchBuilder;
 pub(crate) use builder::recompress_batches;
 pub use compression::{Compression, DECOMPRESSION_RATIO, decompression_limit};
+pub use control::{
+    CONTROL_KEY_LEN, ControlRecord, ControlRecordType, END_TXN_MARKER_BATCH_LEN,
+    END_TXN_MARKER_VALUE_LEN, EndTxnMarker,
+};
 
 /// CRC-32C (Castagnoli) of `bytes`: the checksum a RecordBatch v2 carries over its bytes
 /// from the attributes field on.

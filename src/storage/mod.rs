@@ -61,6 +61,7 @@ mod segment;
 mod signal;
 mod slice;
 mod time_index;
+mod txn_index;
 mod types;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
@@ -81,6 +82,7 @@ pub use producer_state::AppendOutcome;
 pub(crate) use recovery::CHECKPOINT_FILE;
 pub(crate) use signal::Signal;
 pub use slice::LogSlice;
+pub use txn_index::{ABORTED_TXN_LEN, AbortedTxn};
 pub use types::{AppendInfo, CleanupOutcome, ReadLimit, RecoveryCut, RecoveryReport};
 
 /// Writes `payload` crash-safely (temp file, fsync, rename, fsync dir) with a CRC32, as

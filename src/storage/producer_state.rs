@@ -18,17 +18,30 @@
 //! segment's base offset) and on a clean close; on open the latest snapshot is loaded
 //! and only the batch headers after it are replayed.
 //!
+//! Transactions (KIP-98), per producer id: a transactional batch opens the producer's
+//! transaction at its first offset (or continues the open one); a control batch of the
+//! producer (COMMIT or ABORT) ends it, whatever its data, and records the producer's
+//! coordinator epoch. The state lists the open transactions by first offset, for the
+//! last stable offset. A marker's producer epoch becomes the producer's (KIP-890
+//! bumps it with the marker); the refusals of markers with an older producer or
+//! coordinator epoch are the leader's ([`ProducerState::check_marker`]), as in Kafka
+//! a follower replays whatever its leader wrote.
+//!
 //! Snapshot file: TLCP framing (see `checkpoint`), payload (big-endian):
 //! `offset: i64` (the file name's offset: the state covers the batches below it),
 //! `producers: u32`, then per producer `producer_id: i64`, `epoch: i16`, `batches: u8`
 //! (at most 5), then per batch, oldest first, `first_sequence: i32`,
-//! `last_sequence: i32`, `base_offset: i64`.
+//! `last_sequence: i32`, `base_offset: i64`; then, optionally (a snapshot written
+//! before transactions ends after the producers), `transactional: u32` and per
+//! producer with a coordinator epoch or an open transaction, by ascending id,
+//! `producer_id: i64`, `coordinator_epoch: i32`, `txn_first_offset: i64` (-1: none).
 
 use super::checkpoint;
 use super::segment::parse_base_offset;
 use super::types::AppendInfo;
 use crate::error::{Error, Result};
-use std::collections::{HashMap, VecDeque};
+use crate::record::EndTxnMarker;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// Batches remembered per producer for duplicate detection (Kafka keeps five: the most a
@@ -66,11 +79,83 @@ pub(crate) struct BatchMeta {
 }
 
 /// What a producer has written to the partition.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ProducerEntry {
     epoch: i16,
     /// The last few batches, oldest first.
     batches: VecDeque<BatchMeta>,
+    /// The epoch of the coordinator that wrote the producer's last marker (-1: none).
+    coordinator_epoch: i32,
+    /// The first offset of the producer's open transaction.
+    txn_first_offset: Option<i64>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            txn_first_offset: None,
+        }
+    }
+}
+
+impl ProducerEntry {
+    /// Kafka's `maybeUpdateProducerEpoch`: a new epoch forgets the batches.
+    fn set_epoch(&mut self, epoch: i16) {
+        if epoch != self.epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    /// Whether the snapshot's transactional section lists it.
+    fn transactional(&self) -> bool {
+        self.coordinator_epoch != -1 || self.txn_first_offset.is_some()
+    }
+}
+
+/// A transaction a marker ended (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CompletedTxn {
+    /// The producer's id.
+    pub(crate) producer_id: i64,
+    /// The offset of its first batch.
+    pub(crate) first_offset: i64,
+    /// The offset of the marker that ended it.
+    pub(crate) last_offset: i64,
+    /// Ended by ABORT.
+    pub(crate) aborted: bool,
+}
+
+/// What recording a batch changed in the open transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnChange {
+    /// Producer `producer_id` opened a transaction at `first_offset`.
+    Opened {
+        /// The offset of its first batch.
+        first_offset: i64,
+        /// The producer's id.
+        producer_id: i64,
+    },
+    /// A marker ended this transaction.
+    Ended(CompletedTxn),
+}
+
+/// Why a leader refuses a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MarkerRefusal {
+    /// The producer has moved on to epoch `current`.
+    ProducerEpoch {
+        /// The producer's epoch.
+        current: i16,
+    },
+    /// A newer coordinator, of epoch `current`, wrote the producer's last marker.
+    CoordinatorEpoch {
+        /// The coordinator epoch of the producer's last marker.
+        current: i32,
+    },
 }
 
 /// The verdict on one batch of an idempotent producer.
@@ -98,6 +183,8 @@ pub(crate) enum Check {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
+    /// The open transactions: first offset to producer id.
+    open: BTreeMap<i64, i64>,
 }
 
 impl ProducerState {
@@ -135,13 +222,50 @@ impl ProducerState {
         }
     }
 
+    /// Whether a leader takes a COMMIT or ABORT marker of producer `pid` at `epoch`
+    /// written by a coordinator of `coordinator_epoch` (Kafka's `checkProducerEpoch` and
+    /// `checkCoordinatorEpoch`): not with an older producer epoch, nor from an older
+    /// coordinator than the producer's last marker. A producer the partition has not
+    /// seen takes any marker (it ends no transaction).
+    pub(crate) fn check_marker(
+        &self,
+        pid: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> std::result::Result<(), MarkerRefusal> {
+        let Some(entry) = self.producers.get(&pid) else {
+            return Ok(());
+        };
+        if epoch < entry.epoch {
+            return Err(MarkerRefusal::ProducerEpoch {
+                current: entry.epoch,
+            });
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(MarkerRefusal::CoordinatorEpoch {
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// True if producer `pid` has an open transaction (a leader then refuses its
+    /// non-transactional batches: Kafka's `InvalidTxnStateException`).
+    pub(crate) fn in_transaction(&self, pid: i64) -> bool {
+        self.producers
+            .get(&pid)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// The first offsets of the open transactions, ascending, with their producer ids.
+    pub(crate) fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.open.iter().map(|(&first, &pid)| (first, pid))
+    }
+
     /// Remembers an appended batch of producer `pid`.
     pub(crate) fn record(&mut self, pid: i64, epoch: i16, meta: BatchMeta) {
         let entry = self.producers.entry(pid).or_default();
-        if epoch != entry.epoch {
-            entry.batches.clear();
-            entry.epoch = epoch;
-        }
+        entry.set_epoch(epoch);
         entry.batches.push_back(meta);
         while entry.batches.len() > REMEMBERED_BATCHES {
             entry.batches.pop_front();
@@ -149,14 +273,29 @@ impl ProducerState {
     }
 
     /// Remembers the batch `b` (its producer fields) appended at `base_offset`; batches
-    /// without a producer id change nothing.
-    pub(crate) fn record_batch(&mut self, b: &crate::record::Batch<'_>, base_offset: i64) {
-        if b.producer_id() < 0 {
-            return;
+    /// without a producer id change nothing. A transactional batch opens its producer's
+    /// transaction if none is open; a control batch is parsed for its marker
+    /// ([`Error::Corrupt`] naming `location` if it does not parse; then nothing
+    /// changed) and ends the producer's transaction, if one is open.
+    pub(crate) fn record_batch(
+        &mut self,
+        b: &crate::record::Batch<'_>,
+        base_offset: i64,
+        location: &str,
+    ) -> Result<Option<TxnChange>> {
+        let pid = b.producer_id();
+        if pid < 0 {
+            return Ok(None);
+        }
+        if b.is_control() {
+            let Some(marker) = EndTxnMarker::of_batch(b, location)? else {
+                return Ok(None); // Kafka: compaction emptied it.
+            };
+            return Ok(self.end_transaction(pid, b.producer_epoch(), marker, base_offset));
         }
         let first = b.base_sequence();
         self.record(
-            b.producer_id(),
+            pid,
             b.producer_epoch(),
             BatchMeta {
                 first_seq: first,
@@ -164,6 +303,41 @@ impl ProducerState {
                 base_offset,
             },
         );
+        if b.is_transactional() {
+            let entry = self.producers.get_mut(&pid).expect("just recorded");
+            if entry.txn_first_offset.is_none() {
+                entry.txn_first_offset = Some(base_offset);
+                self.open.insert(base_offset, pid);
+                return Ok(Some(TxnChange::Opened {
+                    first_offset: base_offset,
+                    producer_id: pid,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `appendEndTxnMarker` without its checks: the marker at `offset` takes
+    /// the producer to `epoch` and `marker`'s coordinator epoch and ends its open
+    /// transaction (a transaction without data ends nothing).
+    fn end_transaction(
+        &mut self,
+        pid: i64,
+        epoch: i16,
+        marker: EndTxnMarker,
+        offset: i64,
+    ) -> Option<TxnChange> {
+        let entry = self.producers.entry(pid).or_default();
+        entry.set_epoch(epoch);
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        let first = entry.txn_first_offset.take()?;
+        self.open.remove(&first);
+        Some(TxnChange::Ended(CompletedTxn {
+            producer_id: pid,
+            first_offset: first,
+            last_offset: offset,
+            aborted: !marker.commit,
+        }))
     }
 
     /// Each producer's id, epoch and last batch (None if it has none), in no order.
@@ -189,6 +363,19 @@ impl ProducerState {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
                 out.extend_from_slice(&b.last_seq.to_be_bytes());
                 out.extend_from_slice(&b.base_offset.to_be_bytes());
+            }
+        }
+        let txn: Vec<(&i64, &ProducerEntry)> = ids_sorted(&self.producers)
+            .into_iter()
+            .map(|id| (id, &self.producers[id]))
+            .filter(|(_, e)| e.transactional())
+            .collect();
+        if !txn.is_empty() {
+            out.extend_from_slice(&(txn.len() as u32).to_be_bytes());
+            for (id, e) in txn {
+                out.extend_from_slice(&id.to_be_bytes());
+                out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+                out.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
             }
         }
         out
@@ -226,20 +413,52 @@ impl ProducerState {
                     base_offset: r.i64()?,
                 });
             }
-            if id < 0
-                || state
-                    .producers
-                    .insert(id, ProducerEntry { epoch, batches })
-                    .is_some()
-            {
+            let entry = ProducerEntry {
+                epoch,
+                batches,
+                ..ProducerEntry::default()
+            };
+            if id < 0 || state.producers.insert(id, entry).is_some() {
                 return Err(r.bad(at, format!("producer id {id} is negative or repeated")));
             }
         }
         if r.at != payload.len() {
-            return Err(r.bad(r.at, "bytes after the last producer".into()));
+            let n = r.u32()?;
+            let mut prev = None;
+            for _ in 0..n {
+                let at = r.at;
+                let id = r.i64()?;
+                let coordinator_epoch = r.i32()?;
+                let first = r.i64()?;
+                let Some(entry) = state.producers.get_mut(&id).filter(|_| prev < Some(id)) else {
+                    return Err(r.bad(
+                        at,
+                        format!("transactional producer {id} is not listed, or out of order"),
+                    ));
+                };
+                prev = Some(id);
+                entry.coordinator_epoch = coordinator_epoch;
+                if first >= 0 {
+                    entry.txn_first_offset = Some(first);
+                    if state.open.insert(first, id).is_some() {
+                        return Err(r.bad(at, format!("two transactions open at {first}")));
+                    }
+                } else if first != -1 {
+                    return Err(r.bad(at, format!("transaction first offset {first}")));
+                }
+            }
+            if r.at != payload.len() {
+                return Err(r.bad(r.at, "bytes after the last transactional producer".into()));
+            }
         }
         Ok(state)
     }
+}
+
+fn ids_sorted(producers: &HashMap<i64, ProducerEntry>) -> Vec<&i64> {
+    let mut ids: Vec<&i64> = producers.keys().collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// A cursor over a snapshot payload; errors name the file and the byte position (in the
@@ -407,6 +626,125 @@ mod tests {
         let mut w = ProducerState::default();
         w.record(2, 0, meta(i32::MAX - 1, i32::MAX, 0));
         assert_eq!(w.check(2, 0, 0, 4), Check::Append);
+    }
+
+    fn txn_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+        let mut b = crate::record::BatchBuilder::new()
+            .producer(pid, epoch, seq)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        for _ in 0..n {
+            b.push(0, None, Some(b"v"), &[]);
+        }
+        b.finish()
+    }
+
+    fn record(s: &mut ProducerState, bytes: &[u8], offset: i64) -> Option<TxnChange> {
+        let b = crate::record::Batch::parse(bytes).unwrap();
+        s.record_batch(&b, offset, "t-0").unwrap()
+    }
+
+    #[test]
+    fn transactions_open_at_their_first_batch_and_end_with_a_marker() {
+        let mut s = ProducerState::default();
+        assert_eq!(
+            record(&mut s, &txn_batch(1, 0, 0, 2), 10),
+            Some(TxnChange::Opened {
+                first_offset: 10,
+                producer_id: 1
+            })
+        );
+        assert_eq!(record(&mut s, &txn_batch(1, 0, 2, 1), 12), None);
+        assert_eq!(
+            record(&mut s, &txn_batch(2, 0, 0, 1), 13),
+            Some(TxnChange::Opened {
+                first_offset: 13,
+                producer_id: 2
+            })
+        );
+        assert!(s.in_transaction(1) && s.in_transaction(2) && !s.in_transaction(3));
+        assert_eq!(
+            s.open_transactions().collect::<Vec<_>>(),
+            vec![(10, 1), (13, 2)]
+        );
+        let abort = EndTxnMarker::abort(4).batch(1, 0, 0);
+        assert_eq!(
+            record(&mut s, &abort, 14),
+            Some(TxnChange::Ended(CompletedTxn {
+                producer_id: 1,
+                first_offset: 10,
+                last_offset: 14,
+                aborted: true,
+            }))
+        );
+        assert_eq!(s.open_transactions().collect::<Vec<_>>(), vec![(13, 2)]);
+        // A marker with no transaction open ends nothing, but counts for the epochs.
+        assert_eq!(
+            record(&mut s, &EndTxnMarker::commit(5).batch(1, 1, 0), 15),
+            None
+        );
+        assert_eq!(
+            s.check_marker(1, 0, 5),
+            Err(MarkerRefusal::ProducerEpoch { current: 1 })
+        );
+        assert_eq!(
+            s.check_marker(1, 1, 4),
+            Err(MarkerRefusal::CoordinatorEpoch { current: 5 })
+        );
+        assert_eq!(s.check_marker(1, 2, 5), Ok(()));
+        assert_eq!(s.check_marker(99, 0, 0), Ok(()));
+        // The marker's epoch is the producer's: its sequences start again.
+        assert_eq!(s.check(1, 1, 0, 0), Check::Append);
+        // A control batch that does not parse changes nothing.
+        let mut bad = crate::record::BatchBuilder::new()
+            .producer(2, 0, -1)
+            .attributes(crate::record::TRANSACTIONAL_BIT | crate::record::CONTROL_BIT);
+        bad.push(0, Some(&[0, 0, 0, 1]), Some(&[0]), &[]);
+        let bad = bad.finish();
+        let b = crate::record::Batch::parse(&bad).unwrap();
+        assert!(s.record_batch(&b, 16, "t-0").unwrap_err().is_corruption());
+        assert!(s.in_transaction(2));
+    }
+
+    #[test]
+    fn snapshots_keep_transactions_and_read_the_old_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ProducerState::default();
+        s.record(1, 0, meta(0, 0, 0));
+        record(&mut s, &txn_batch(2, 3, 0, 1), 1);
+        record(&mut s, &txn_batch(3, 0, 0, 1), 2);
+        record(&mut s, &EndTxnMarker::commit(7).batch(3, 0, 0), 3);
+        write_snapshot(dir.path(), 4, &s).unwrap();
+        let back = read_snapshot(dir.path(), 4).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.open_transactions().collect::<Vec<_>>(), vec![(1, 2)]);
+        // The transactional section: producers 2 (open at 1) and 3 (coordinator 7).
+        let payload = s.encode(4);
+        let tail: Vec<u8> = [
+            &2u32.to_be_bytes()[..],
+            &2i64.to_be_bytes(),
+            &(-1i32).to_be_bytes(),
+            &1i64.to_be_bytes(),
+            &3i64.to_be_bytes(),
+            &7i32.to_be_bytes(),
+            &(-1i64).to_be_bytes(),
+        ]
+        .concat();
+        assert!(payload.ends_with(&tail));
+        // A snapshot of the format before transactions (no section) still reads.
+        let mut old = ProducerState::default();
+        old.record(1, 0, meta(0, 0, 0));
+        let old_payload = old.encode(1);
+        assert_eq!(old_payload.len(), 8 + 4 + 8 + 2 + 1 + 16);
+        checkpoint::write(&snapshot_path(dir.path(), 1), &old_payload).unwrap();
+        assert_eq!(read_snapshot(dir.path(), 1).unwrap(), old);
+        // A section naming a producer the snapshot does not list is corrupt.
+        let mut lying = old_payload.clone();
+        lying.extend_from_slice(&1u32.to_be_bytes());
+        lying.extend_from_slice(&9i64.to_be_bytes());
+        lying.extend_from_slice(&0i32.to_be_bytes());
+        lying.extend_from_slice(&(-1i64).to_be_bytes());
+        checkpoint::write(&snapshot_path(dir.path(), 1), &lying).unwrap();
+        assert!(read_snapshot(dir.path(), 1).unwrap_err().is_corruption());
     }
 
     #[test]

@@ -71,10 +71,10 @@ pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
     format!("{base_offset:020}.{ext}")
 }
 
-/// Removes the files of the segment at `base_offset` in `dir` (its log and both
-/// indexes; a file already gone is no error). `op` names the removal in an error.
+/// Removes the files of the segment at `base_offset` in `dir` (its log, both indexes
+/// and its aborted-transaction index; a file already gone is no error). `op` names the removal in an error.
 pub(crate) fn remove_files(dir: &Path, base_offset: i64, op: &'static str) -> Result<()> {
-    for ext in ["log", "index", "timeindex"] {
+    for ext in ["log", "index", "timeindex", super::txn_index::TXN_INDEX_EXT] {
         let p = dir.join(file_name(base_offset, ext));
         match std::fs::remove_file(&p) {
             Ok(()) => {}

@@ -56,11 +56,13 @@ def tidelog_bytes():
             built = f.read()
         with open(out + ".fetched", "rb") as f:
             fetched = f.read()
-        return built, fetched
+        with open(out + ".markers", "rb") as f:
+            markers = f.read()
+        return built, fetched, markers
 
 
 def main():
-    data, fetched = tidelog_bytes()
+    data, fetched, markers = tidelog_bytes()
     batch = DefaultRecordBatch(data)
     if not batch.validate_crc():
         fail("kafka-python rejects the CRC-32C of tidelog's batch")
@@ -115,8 +117,31 @@ def main():
     got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in second]
     want = [(3 + i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(RECORDS)]
     check("second fetched batch records", got, want)
+
+    # Transaction markers (control batches) as a consumer fetches them: kafka-python
+    # reads them as ControlRecords (it builds none: only brokers write them).
+    mem = MemoryRecords(markers)
+    txn, commit, abort = mem.next_batch(), mem.next_batch(), mem.next_batch()
+    if abort is None or mem.next_batch() is not None:
+        fail("kafka-python does not find exactly three batches in a tidelog transaction")
+    check("transactional batch", (txn.is_transactional, txn.is_control_batch), (True, False))
+    for b, offset, kind in ((commit, 1, 1), (abort, 2, 0)):
+        what = "marker at %d" % offset
+        if not b.validate_crc():
+            fail("kafka-python rejects the CRC of a tidelog " + what)
+        check(what + " bits", (b.is_transactional, b.is_control_batch), (True, True))
+        check(what + " producer", (b.producer_id, b.producer_epoch, b.base_sequence),
+              (PRODUCER_ID, PRODUCER_EPOCH, -1))
+        check(what + " size", b.size_in_bytes, 78)
+        recs = list(b)
+        check(what + " records", len(recs), 1)
+        r = recs[0]
+        check(what + " offset", r.offset, offset)
+        check(what + " key", (r.version, r.type, r.commit, r.abort), (0, kind, kind == 1, kind == 0))
+        check(what + " value (version 0, coordinator epoch 7)", r.value, b"\x00\x00\x00\x00\x00\x07")
+        check(what + " timestamp", r.timestamp, 1_700_000_000_001)
     print("record_roundtrip: OK: kafka-python decoded tidelog's %d-byte batch of %d records"
-          % (len(data), len(records)))
+          " and its COMMIT and ABORT markers" % (len(data), len(records)))
 
 
 if __name__ == "__main__":

@@ -164,6 +164,14 @@ impl PartitionLog {
         config: &LogConfig,
         now: i64,
     ) -> Result<()> {
+        if b.is_transactional() {
+            // Transactions need the producers' state, and a marker must parse before
+            // it is written (`record_batch` parses it again after).
+            self.ensure_producers(w)?;
+            if b.is_control() && b.producer_id() >= 0 {
+                crate::record::EndTxnMarker::of_batch(b, &self.inner.name)?;
+            }
+        }
         self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)
             .inspect_err(|e| self.note_out_of_space(e))?;
         // The epoch entry is on disk before the batch can be published: a recovery
@@ -210,8 +218,10 @@ impl PartitionLog {
         self.inner
             .stats
             .appended(b.record_count() as u64, b.len() as u64);
-        if let Some(p) = w.producers.as_mut() {
-            p.record_batch(b, offset);
+        if let Some(p) = w.producers.as_mut()
+            && let Some(change) = p.record_batch(b, offset, &self.inner.name)?
+        {
+            self.note_txn_change(w, change)?;
         }
         Ok(())
     }
@@ -314,6 +324,7 @@ impl PartitionLog {
         new.set_prefaulter(self.inner.prefault.clone());
         checkpoint::sync_dir(&self.inner.dir)?;
         let old = w.active.take().ok_or_else(|| self.closed_err())?;
+        let old_base = old.shared().base_offset;
         let sealed = match old.seal() {
             Ok(s) => s,
             Err(e) => {
@@ -330,8 +341,10 @@ impl PartitionLog {
         *segs = Arc::new(list);
         drop(segs);
         w.active = Some(new);
-        // The producers' state as of the new segment: a restart replays from here.
+        // The producers' state as of the new segment: a restart replays from here (the
+        // aborted transactions of the sealed segment are on disk first).
         if let Some(p) = &w.producers {
+            crate::storage::txn_index::sync(&self.inner.dir, old_base)?;
             producer_state::write_snapshot(&self.inner.dir, next_offset, p)?;
         }
         Ok(())

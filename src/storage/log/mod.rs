@@ -6,7 +6,8 @@
 //! lookups by time), `sync` (fsyncs, recovery point, checkpoint), `retention`
 //! (DeleteRecords, retention, compaction), `replication` (replicated mode, high
 //! watermark, follower appends), `epochs` (the leader-epoch cache), `truncate`
-//! (crash-safe truncation), `producers` (idempotent producers' state), `follow` (a
+//! (crash-safe truncation), `producers` (idempotent producers' state), `transactions` (markers, the last
+//! stable offset, aborted transactions), `follow` (a
 //! read-only log following another process). The algorithms they call on segments
 //! and files live below the log (`segment`, `scan`, `recovery`, `retention`,
 //! `producer_state`, `follow`).
@@ -49,6 +50,7 @@ mod read;
 mod replication;
 mod retention;
 mod sync;
+mod transactions;
 mod truncate;
 
 #[cfg(test)]
@@ -63,6 +65,7 @@ use super::prefault::Prefaulter;
 use super::producer_state::ProducerState;
 use super::segment::{Segment, SegmentWriter};
 use super::signal::Watchers;
+use super::txn_index::TxnBounds;
 use super::types::RecoveryReport;
 use crate::error::{Error, Result};
 use crate::record::batches;
@@ -92,7 +95,8 @@ pub(super) struct WriterState {
     /// append then leaves the cache alone: loading it reads the batch headers).
     pub(super) latest_epoch: Option<i32>,
     /// Idempotent producers' state, once loaded (on open when a snapshot exists, else on
-    /// the first idempotent or follower append); every append updates it.
+    /// the first idempotent, transactional or follower append, or the first question
+    /// about transactions); every append updates it.
     pub(super) producers: Option<ProducerState>,
 }
 
@@ -156,6 +160,9 @@ pub(super) struct Inner {
     pub(super) poison_reason: Mutex<Option<String>>,
     /// The readers to wake when the log moves.
     pub(super) watchers: Watchers,
+    /// The open and aborted transactions, as the producers' state has them (`known`
+    /// once it is loaded). Changed under `writer` (take `writer` first).
+    pub(super) txns: Mutex<TxnBounds>,
     /// The leader-epoch cache; None until loaded (see `WriterState::latest_epoch`).
     /// Changed under `writer`.
     pub(super) epochs: RwLock<Option<EpochCache>>,

@@ -16,6 +16,7 @@ use crate::storage::recovery;
 use crate::storage::scan;
 use crate::storage::segment::Segment;
 use crate::storage::signal::Watchers;
+use crate::storage::txn_index;
 use crate::storage::types::RecoveryReport;
 use parking_lot::{Mutex, RwLock};
 use std::fs;
@@ -164,6 +165,7 @@ impl PartitionLog {
                 poisoned: AtomicBool::new(false),
                 poison_reason: Mutex::new(None),
                 watchers: Watchers::default(),
+                txns: Mutex::new(Default::default()),
                 epochs: RwLock::new(None),
                 prefault: a.env.prefault,
                 space: a.env.space,
@@ -198,7 +200,14 @@ impl PartitionLog {
         }
         let snapshot = match &w.producers {
             Some(p) if !self.inner.poisoned.load(Ordering::Acquire) => {
-                producer_state::write_snapshot(&self.inner.dir, self.log_end_offset(), p)
+                // The snapshot covers the active segment's aborted transactions: their
+                // index is on disk first.
+                let active = w.active.as_ref().map(|a| a.shared().base_offset);
+                active
+                    .map_or(Ok(()), |base| txn_index::sync(&self.inner.dir, base))
+                    .and_then(|()| {
+                        producer_state::write_snapshot(&self.inner.dir, self.log_end_offset(), p)
+                    })
             }
             _ => Ok(()),
         };

@@ -6,10 +6,37 @@
 use super::{PartitionLog, WriterState, parse_batches};
 use crate::error::{Error, Result};
 use crate::storage::producer_state::{
-    ActiveProducer, AppendOutcome, BatchMeta, Check, ProducerState, last_seq, list_snapshots,
-    next_seq, read_snapshot, remove_snapshot, snapshot_path,
+    ActiveProducer, AppendOutcome, BatchMeta, Check, CompletedTxn, ProducerState, TxnChange,
+    last_seq, list_snapshots, next_seq, read_snapshot, remove_snapshot, snapshot_path,
 };
+use crate::storage::txn_index::{self, AbortedTxn};
 use std::path::PathBuf;
+
+/// What a replay of the log found.
+#[derive(Default)]
+pub(super) struct Replayed {
+    /// Batch headers read.
+    pub(super) batches: u64,
+    /// The transactions it saw end: first offset and marker offset.
+    pub(super) ended: Vec<(i64, i64)>,
+    /// The log's aborted transactions, in marker order.
+    pub(super) aborted: Vec<AbortedTxn>,
+}
+
+/// The index entry of `txn`, aborted, once `state` recorded its marker: its last
+/// stable offset is the first offset of the earliest transaction still open, or the
+/// offset after the marker (Kafka's `lastStableOffset(completedTxn)`).
+pub(super) fn aborted_entry(state: &ProducerState, txn: &CompletedTxn) -> AbortedTxn {
+    AbortedTxn {
+        producer_id: txn.producer_id,
+        first_offset: txn.first_offset,
+        last_offset: txn.last_offset,
+        last_stable_offset: state
+            .open_transactions()
+            .next()
+            .map_or(txn.last_offset + 1, |(first, _)| first),
+    }
+}
 
 impl PartitionLog {
     /// Appends batches of idempotent producers (and possibly others) after checking
@@ -48,6 +75,27 @@ impl PartitionLog {
         self.check_writable()?;
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        if let Some(b) = parsed.iter().find(|b| b.is_control()) {
+            // Kafka: only the transaction coordinator writes markers
+            // (`append_end_txn_marker`), never a producer.
+            return Err(Error::InvalidBatch(format!(
+                "a producer's append to {} holds a control batch (offset delta {})",
+                self.inner.name,
+                b.last_offset_delta()
+            )));
+        }
+        if let Some(b) = parsed
+            .iter()
+            .find(|b| b.producer_id() >= 0 && !b.is_transactional())
+            .filter(|b| state.in_transaction(b.producer_id()))
+        {
+            // Kafka's InvalidTxnStateException.
+            return Err(Error::InvalidBatch(format!(
+                "producer {} has a transaction open in {}: its batches must be transactional",
+                b.producer_id(),
+                self.inner.name
+            )));
+        }
         // Producer id and last sequence of the batches judged so far.
         let mut staged: Vec<(i64, i32)> = Vec::new();
         for b in parsed.iter().filter(|b| b.producer_id() >= 0) {
@@ -154,10 +202,26 @@ impl PartitionLog {
     pub(super) fn ensure_producers(&self, w: &mut WriterState) -> Result<()> {
         if w.producers.is_none() {
             let mut state = ProducerState::default();
-            self.replay_producers(&mut state, i64::MIN)?;
-            w.producers = Some(state);
+            let replayed = self.replay_producers(&mut state, i64::MIN)?;
+            self.install_producers(w, state, replayed);
         }
         Ok(())
+    }
+
+    /// Makes `state` the log's producers' state, and what `replayed` found of the
+    /// transactions the log's (`Inner::txns`).
+    fn install_producers(&self, w: &mut WriterState, state: ProducerState, replayed: Replayed) {
+        let hw = self.high_watermark();
+        let mut t = self.inner.txns.lock();
+        t.known = true;
+        t.open = state.open_transactions().collect();
+        t.ended = replayed
+            .ended
+            .into_iter()
+            .filter(|&(_, marker)| marker >= hw)
+            .collect();
+        t.aborted = replayed.aborted;
+        w.producers = Some(state);
     }
 
     /// On open: removes snapshots past the log end (a crash lost what they covered)
@@ -173,9 +237,9 @@ impl PartitionLog {
         let mut removed = Vec::new();
         let mut replayed = 0;
         if !usable.is_empty() {
-            let (state, n) = self.load_producers(&usable, &mut removed)?;
-            replayed = n;
-            self.inner.writer.lock().producers = Some(state);
+            let (state, r) = self.load_producers(&usable, &mut removed)?;
+            replayed = r.batches;
+            self.install_producers(&mut self.inner.writer.lock(), state, r);
         }
         Ok((removed, replayed))
     }
@@ -188,7 +252,7 @@ impl PartitionLog {
         &self,
         snapshots: &[i64],
         removed: &mut Vec<PathBuf>,
-    ) -> Result<(ProducerState, u64)> {
+    ) -> Result<(ProducerState, Replayed)> {
         for &s in snapshots.iter().rev() {
             match read_snapshot(&self.inner.dir, s) {
                 Ok(mut state) => {
@@ -203,22 +267,42 @@ impl PartitionLog {
             }
         }
         let mut state = ProducerState::default();
-        let n = self.replay_producers(&mut state, i64::MIN)?;
-        Ok((state, n))
+        let r = self.replay_producers(&mut state, i64::MIN)?;
+        Ok((state, r))
     }
 
-    /// Records in `state` the batches at or after offset `from`; returns how many
-    /// batch headers it read.
-    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> Result<u64> {
-        let mut n = 0;
-        for seg in self.segments().iter().filter(|s| s.next_offset() > from) {
+    /// Records in `state` the batches at or after offset `from`, and rebuilds the
+    /// aborted-transaction indexes from there (the entries of markers below `from` stay
+    /// as the files have them; a read-only log writes nothing); returns how many batch
+    /// headers it read and the transactions.
+    fn replay_producers(&self, state: &mut ProducerState, from: i64) -> Result<Replayed> {
+        let dir = &self.inner.dir;
+        let segments = self.segments();
+        let bases: Vec<i64> = segments.iter().map(|s| s.base_offset).collect();
+        let write = !self.inner.read_only;
+        let mut replayed = Replayed {
+            aborted: txn_index::keep_below(dir, &bases, from, write)?,
+            ..Replayed::default()
+        };
+        for seg in segments.iter().filter(|s| s.next_offset() > from) {
             let view = seg.view()?;
             for b in view.batches().filter(|b| b.base_offset() >= from) {
-                state.record_batch(&b, b.base_offset());
-                n += 1;
+                replayed.batches += 1;
+                let change = state.record_batch(&b, b.base_offset(), &self.inner.name)?;
+                let Some(TxnChange::Ended(txn)) = change else {
+                    continue;
+                };
+                replayed.ended.push((txn.first_offset, txn.last_offset));
+                if txn.aborted {
+                    let entry = aborted_entry(state, &txn);
+                    if write {
+                        txn_index::append(dir, seg.base_offset, &entry)?;
+                    }
+                    replayed.aborted.push(entry);
+                }
             }
         }
-        Ok(n)
+        Ok(replayed)
     }
 
     /// After retention deleted the segments below `first_base`: their snapshots go, but
@@ -233,6 +317,12 @@ impl PartitionLog {
         {
             remove_snapshot(&self.inner.dir, s)?;
         }
+        // Their aborted transactions went with them (`remove_files`).
+        self.inner
+            .txns
+            .lock()
+            .aborted
+            .retain(|e| e.last_offset >= first_base);
         Ok(())
     }
 
@@ -247,7 +337,8 @@ impl PartitionLog {
         if w.producers.is_some() {
             let usable: Vec<i64> = snapshots.into_iter().filter(|&s| s <= end).collect();
             let mut removed = Vec::new();
-            w.producers = Some(self.load_producers(&usable, &mut removed)?.0);
+            let (state, replayed) = self.load_producers(&usable, &mut removed)?;
+            self.install_producers(w, state, replayed);
             if let Some(p) = removed.first() {
                 return Err(Error::corrupt(
                     p.display(),

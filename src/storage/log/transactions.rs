@@ -1,0 +1,160 @@
+//! Transactions in a [`PartitionLog`] (KIP-98): the markers the transaction
+//! coordinator appends, the last stable offset, and the aborted transactions a
+//! read_committed fetch returns. The producers' state (`producer_state`) tracks the
+//! open transactions; `Inner::txns` mirrors them for readers, with the aborted ones
+//! (`txn_index` holds their files).
+
+use super::{PartitionLog, WriterState};
+use crate::error::{Error, Result};
+use crate::record::EndTxnMarker;
+use crate::storage::producer_state::{MarkerRefusal, TxnChange};
+use crate::storage::txn_index::{self, AbortedTxn};
+use crate::storage::types::AppendInfo;
+
+impl PartitionLog {
+    /// Appends the COMMIT or ABORT `marker` of producer `producer_id` at
+    /// `producer_epoch`, its record at `timestamp`: what the transaction coordinator
+    /// writes to every partition of a transaction (Kafka's WriteTxnMarkers). It ends the
+    /// producer's open transaction, if one is, and takes the producer to
+    /// `producer_epoch` (KIP-890 bumps the epoch with the marker). An older epoch than
+    /// the producer's is refused ([`Error::InvalidProducerEpoch`]), and so is a marker
+    /// from an older coordinator than the producer's last one ([`Error::InvalidBatch`]:
+    /// Kafka's `TransactionCoordinatorFencedException`).
+    ///
+    /// ```
+    /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new().producer(7, 0, 0).attributes(TRANSACTIONAL_BIT);
+    /// b.push(1_000, None, Some(b"pending"), &[]);
+    /// log.append_idempotent(&b.finish())?;
+    /// assert_eq!(log.last_stable_offset()?, 0, "the transaction is open");
+    /// log.append_end_txn_marker(7, 0, EndTxnMarker::abort(0), 2_000)?;
+    /// assert_eq!(log.last_stable_offset()?, 2);
+    /// let aborted = log.aborted_transactions(0, 2)?;
+    /// assert_eq!((aborted[0].first_offset, aborted[0].last_offset), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        timestamp: i64,
+    ) -> Result<AppendInfo> {
+        if producer_id < 0 {
+            return Err(Error::InvalidBatch(format!(
+                "a transaction marker for {} without a producer id",
+                self.inner.name
+            )));
+        }
+        let bytes = marker.batch(producer_id, producer_epoch, timestamp);
+        let parsed = super::parse_batches(&bytes)?;
+        let mut w = self.inner.writer.lock();
+        let config = std::sync::Arc::clone(&w.config);
+        self.check_batches(&parsed, None)?;
+        self.check_writable()?;
+        self.ensure_producers(&mut w)?;
+        let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        match state.check_marker(producer_id, producer_epoch, marker.coordinator_epoch) {
+            Ok(()) => {}
+            Err(MarkerRefusal::ProducerEpoch { current }) => {
+                return Err(Error::InvalidProducerEpoch {
+                    partition: self.inner.name.clone(),
+                    producer_id,
+                    epoch: producer_epoch,
+                    current,
+                });
+            }
+            Err(MarkerRefusal::CoordinatorEpoch { current }) => {
+                return Err(Error::InvalidBatch(format!(
+                    "transaction marker for producer {producer_id} in {} from coordinator \
+                     epoch {}, older than {current}: the coordinator is fenced",
+                    self.inner.name, marker.coordinator_epoch
+                )));
+            }
+        }
+        self.append_locked(w, &parsed, &config)
+    }
+
+    /// The last stable offset (LSO): the first offset of the earliest transaction
+    /// still open (or ended by a marker the high watermark has not passed yet), or the
+    /// high watermark when there is none; never above the high watermark. A
+    /// read_committed consumer reads up to it. Readers waiting on the high watermark
+    /// also wake when it moves: it moves only with the high watermark or with an append
+    /// (both notify them).
+    ///
+    /// Cheap once the producers' state is loaded (one uncontended lock, no writer
+    /// lock); the first call on a log without a snapshot reads its batch headers.
+    pub fn last_stable_offset(&self) -> Result<i64> {
+        self.with_txns(|t, hw| t.last_stable_offset(hw))
+    }
+
+    /// The aborted transactions with data in `from_offset..to_offset`: those whose
+    /// ABORT marker is at or after `from_offset` and whose first offset is below
+    /// `to_offset`, in marker order (what a read_committed Fetch returns with its
+    /// records, for `to_offset` its upper bound, the last stable offset).
+    pub fn aborted_transactions(
+        &self,
+        from_offset: i64,
+        to_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        self.with_txns(|t, _| t.aborted_between(from_offset, to_offset))
+    }
+
+    /// `f` of the transactions and the high watermark, the producers' state loaded
+    /// first if it is not.
+    fn with_txns<R>(&self, mut f: impl FnMut(&mut txn_index::TxnBounds, i64) -> R) -> Result<R> {
+        {
+            let hw = self.high_watermark();
+            let mut t = self.inner.txns.lock();
+            if t.known {
+                return Ok(f(&mut t, hw));
+            }
+        }
+        let mut w = self.inner.writer.lock();
+        self.ensure_producers(&mut w)?;
+        let hw = self.high_watermark();
+        let mut t = self.inner.txns.lock();
+        Ok(f(&mut t, hw))
+    }
+
+    /// After an append changed the open transactions (under the writer lock, before
+    /// the batch is published): mirrors the change for readers, and writes an aborted
+    /// transaction to the index of the active segment (the marker's). A failure to
+    /// write it poisons the log: the batch is in the segment, unpublished, and the
+    /// reopen replays it.
+    pub(super) fn note_txn_change(&self, w: &mut WriterState, change: TxnChange) -> Result<()> {
+        let mut t = self.inner.txns.lock();
+        match change {
+            TxnChange::Opened {
+                first_offset,
+                producer_id,
+            } => {
+                t.open.insert(first_offset, producer_id);
+            }
+            TxnChange::Ended(txn) => {
+                t.open.remove(&txn.first_offset);
+                t.ended.insert(txn.first_offset, txn.last_offset);
+                if txn.aborted {
+                    let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+                    let entry = super::producers::aborted_entry(state, &txn);
+                    let base = w
+                        .active
+                        .as_ref()
+                        .map(|a| a.shared().base_offset)
+                        .ok_or_else(|| self.closed_err())?;
+                    if let Err(e) = txn_index::append(&self.inner.dir, base, &entry) {
+                        self.poison(&e);
+                        return Err(e);
+                    }
+                    t.aborted.push(entry);
+                }
+            }
+        }
+        Ok(())
+    }
+}

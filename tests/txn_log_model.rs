@@ -1,0 +1,377 @@
+//! Property test: the transactions of a [`PartitionLog`] against a model.
+//!
+//! Random sequences of idempotent appends, transactional appends from a few producers,
+//! COMMIT and ABORT markers, plain appends, rolls, truncations and reopens (after a
+//! clean close, or after a drop without one) run against the log and against a model
+//! that folds the batches the log holds. After every step the log's last stable offset
+//! and aborted transactions must be the model's, and after the last step the
+//! `.txnindex` files must hold the model's aborted transactions byte for byte. Tiny
+//! segments make the transactions span segments and the indexes roll. Seeded, 32
+//! cases (`TIDELOG_MODEL_CASES`, `TIDELOG_MODEL_SEED` widen the search).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
+use std::path::Path;
+use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+use tidelog::storage::{AbortedTxn, PartitionLog};
+use tidelog::{BatchBuilder, LogConfig};
+
+/// Producer ids of the producers the test runs.
+const PIDS: [i64; 3] = [100, 101, 102];
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// An idempotent, non-transactional batch of `n` records from producer `p`.
+    Idempotent {
+        p: usize,
+        n: usize,
+    },
+    /// A transactional batch of `n` records from producer `p`.
+    Txn {
+        p: usize,
+        n: usize,
+    },
+    /// A COMMIT (or ABORT) marker for producer `p`.
+    Marker {
+        p: usize,
+        commit: bool,
+    },
+    /// A batch without a producer.
+    Plain,
+    Roll,
+    /// `truncate_to` a point of `[start, end]` (per mille).
+    Truncate {
+        at: u16,
+    },
+    Reopen {
+        clean: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let p = 0..PIDS.len();
+    prop_oneof![
+        3 => (p.clone(), 1usize..4).prop_map(|(p, n)| Op::Idempotent { p, n }),
+        5 => (p.clone(), 1usize..4).prop_map(|(p, n)| Op::Txn { p, n }),
+        4 => (p, any::<bool>()).prop_map(|(p, commit)| Op::Marker { p, commit }),
+        1 => Just(Op::Plain),
+        1 => Just(Op::Roll),
+        1 => (0u16..=1000).prop_map(|at| Op::Truncate { at }),
+        1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
+    ]
+}
+
+/// One batch the log holds, as the model sees it.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Data {
+        pid: i64,
+        transactional: bool,
+        /// Sequence of its last record (producers' batches).
+        last_seq: i32,
+    },
+    Marker {
+        pid: i64,
+        commit: bool,
+    },
+    Plain,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    base: i64,
+    last: i64,
+    kind: Kind,
+}
+
+/// The batches of the log; everything else is folded from them.
+#[derive(Debug, Default)]
+struct Model {
+    batches: Vec<Entry>,
+}
+
+/// What the batches say of the transactions.
+#[derive(Debug, Default)]
+struct Folded {
+    /// Producer id to the first offset of its open transaction.
+    open: std::collections::BTreeMap<i64, i64>,
+    aborted: Vec<AbortedTxn>,
+    /// Producer id to the sequence of its last record.
+    last_seq: std::collections::BTreeMap<i64, i32>,
+}
+
+impl Model {
+    fn end(&self) -> i64 {
+        self.batches.last().map_or(0, |e| e.last + 1)
+    }
+
+    fn fold(&self) -> Folded {
+        let mut f = Folded::default();
+        for e in &self.batches {
+            match e.kind {
+                Kind::Data {
+                    pid,
+                    transactional,
+                    last_seq,
+                } => {
+                    f.last_seq.insert(pid, last_seq);
+                    if transactional {
+                        f.open.entry(pid).or_insert(e.base);
+                    }
+                }
+                Kind::Marker { pid, commit } => {
+                    if let Some(first) = f.open.remove(&pid)
+                        && !commit
+                    {
+                        f.aborted.push(AbortedTxn {
+                            producer_id: pid,
+                            first_offset: first,
+                            last_offset: e.base,
+                            last_stable_offset: f
+                                .open
+                                .values()
+                                .min()
+                                .copied()
+                                .unwrap_or(e.base + 1),
+                        });
+                    }
+                }
+                Kind::Plain => {}
+            }
+        }
+        f
+    }
+
+    fn last_stable_offset(&self) -> i64 {
+        self.fold()
+            .open
+            .values()
+            .min()
+            .copied()
+            .unwrap_or(self.end())
+    }
+}
+
+fn config() -> LogConfig {
+    let mut c = LogConfig::default();
+    c.segment_bytes = 600;
+    c.index_interval_bytes = 100;
+    c
+}
+
+fn open(dir: &Path) -> PartitionLog {
+    PartitionLog::open(dir, "txn-0", config()).expect("open")
+}
+
+fn data_batch(pid: i64, seq: i32, n: usize, transactional: bool) -> Vec<u8> {
+    let attrs = if transactional { TRANSACTIONAL_BIT } else { 0 };
+    let mut b = BatchBuilder::new().producer(pid, 0, seq).attributes(attrs);
+    for i in 0..n {
+        b.push(1_000 + i as i64, None, Some(b"record"), &[]);
+    }
+    b.finish()
+}
+
+fn apply(log: &PartitionLog, m: &mut Model, op: &Op) {
+    let folded = m.fold();
+    let next_seq = |pid: i64| folded.last_seq.get(&pid).map_or(0, |s| s + 1);
+    match *op {
+        Op::Idempotent { p, n } | Op::Txn { p, n } => {
+            let pid = PIDS[p];
+            let transactional = matches!(op, Op::Txn { .. });
+            let seq = next_seq(pid);
+            let r = log.append_idempotent(&data_batch(pid, seq, n, transactional));
+            if !transactional && folded.open.contains_key(&pid) {
+                let e = r.expect_err("a non-transactional batch inside a transaction");
+                assert!(e.to_string().contains("transaction open"), "{e}");
+                return;
+            }
+            match r.expect("append") {
+                tidelog::storage::AppendOutcome::Appended(info) => {
+                    assert_eq!(info.base_offset, m.end());
+                    m.batches.push(Entry {
+                        base: info.base_offset,
+                        last: info.last_offset,
+                        kind: Kind::Data {
+                            pid,
+                            transactional,
+                            last_seq: seq + n as i32 - 1,
+                        },
+                    });
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        Op::Marker { p, commit } => {
+            let pid = PIDS[p];
+            let marker = if commit {
+                EndTxnMarker::commit(0)
+            } else {
+                EndTxnMarker::abort(0)
+            };
+            let info = log
+                .append_end_txn_marker(pid, 0, marker, 2_000)
+                .expect("marker");
+            assert_eq!((info.base_offset, info.last_offset), (m.end(), m.end()));
+            m.batches.push(Entry {
+                base: info.base_offset,
+                last: info.last_offset,
+                kind: Kind::Marker { pid, commit },
+            });
+        }
+        Op::Plain => {
+            let mut b = BatchBuilder::new();
+            b.push(1_000, None, Some(b"plain"), &[]);
+            let info = log.append(&b.finish()).expect("append");
+            m.batches.push(Entry {
+                base: info.base_offset,
+                last: info.last_offset,
+                kind: Kind::Plain,
+            });
+        }
+        Op::Roll => log.roll().expect("roll"),
+        Op::Truncate { at } => {
+            let (start, end) = (log.log_start_offset(), log.log_end_offset());
+            let target = start + (end - start) * i64::from(at) / 1000;
+            let new_end = log.truncate_to(target).expect("truncate");
+            m.batches.retain(|e| e.base < new_end);
+            assert_eq!(m.end(), new_end, "a truncation cuts between batches");
+        }
+        Op::Reopen { .. } => unreachable!("handled by the runner"),
+    }
+}
+
+fn check(log: &PartitionLog, m: &Model) {
+    let end = m.end();
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(
+        log.last_stable_offset().expect("lso"),
+        m.last_stable_offset(),
+        "last stable offset of {:?}",
+        m.batches
+    );
+    let aborted = m.fold().aborted;
+    assert_eq!(log.aborted_transactions(0, end).expect("aborted"), aborted);
+    // A range in the middle: markers at or after `from`, data below `to`.
+    let (from, to) = (end / 3, end * 2 / 3);
+    let expected: Vec<AbortedTxn> = aborted
+        .iter()
+        .filter(|a| a.last_offset >= from && a.first_offset < to)
+        .copied()
+        .collect();
+    assert_eq!(
+        log.aborted_transactions(from, to).expect("aborted"),
+        expected
+    );
+}
+
+/// The `.txnindex` files of `dir`, in base order, concatenated.
+fn index_bytes(dir: &Path) -> Vec<u8> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txnindex"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|p| std::fs::read(p).expect("read"))
+        .collect()
+}
+
+#[test]
+fn transactions_match_the_model() {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let config = Config {
+        cases: env("TIDELOG_MODEL_CASES").unwrap_or(32) as u32,
+        rng_seed: RngSeed::Fixed(env("TIDELOG_MODEL_SEED").unwrap_or(0x7A4E_1060)),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let strategy = proptest::collection::vec(op(), 1..50);
+    runner
+        .run(&strategy, |ops| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("txn-0");
+            let mut log = open(&path);
+            let mut m = Model::default();
+            for op in &ops {
+                if let Op::Reopen { clean } = *op {
+                    if clean {
+                        log.close().expect("close");
+                    }
+                    drop(log);
+                    log = open(&path);
+                } else {
+                    apply(&log, &mut m, op);
+                }
+                check(&log, &m);
+            }
+            log.close().expect("close");
+            drop(log);
+            let log = open(&path);
+            check(&log, &m);
+            let expected: Vec<u8> = m.fold().aborted.iter().flat_map(|a| a.encode()).collect();
+            assert_eq!(index_bytes(&path), expected, "the .txnindex files");
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_marker_from_an_older_epoch_is_refused_and_one_ends_an_empty_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(&dir.path().join("txn-0"));
+    log.append_idempotent(&data_batch(7, 0, 2, true))
+        .expect("txn");
+    assert_eq!(log.last_stable_offset().expect("lso"), 0);
+    // The coordinator bumps the epoch with the marker (KIP-890).
+    log.append_end_txn_marker(7, 1, EndTxnMarker::abort(3), 0)
+        .expect("abort");
+    assert_eq!(log.last_stable_offset().expect("lso"), 3);
+    let e = log
+        .append_end_txn_marker(7, 0, EndTxnMarker::commit(3), 0)
+        .expect_err("older producer epoch");
+    assert!(
+        matches!(e, tidelog::Error::InvalidProducerEpoch { current: 1, .. }),
+        "{e}"
+    );
+    let e = log
+        .append_end_txn_marker(7, 1, EndTxnMarker::commit(2), 0)
+        .expect_err("older coordinator");
+    assert!(e.to_string().contains("fenced"), "{e}");
+    // A marker without data ends nothing and aborts nothing.
+    log.append_end_txn_marker(7, 1, EndTxnMarker::abort(3), 0)
+        .expect("empty abort");
+    assert_eq!(log.aborted_transactions(0, 10).expect("aborted").len(), 1);
+    assert_eq!(log.last_stable_offset().expect("lso"), 4);
+    // A producer cannot write a control batch itself.
+    let marker = EndTxnMarker::commit(3).batch(7, 1, 0);
+    assert!(log.append_idempotent(&marker).is_err());
+}
+
+#[test]
+fn the_last_stable_offset_stays_below_a_replicated_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(&dir.path().join("txn-0"));
+    log.set_replicated(0);
+    log.append_idempotent(&data_batch(7, 0, 1, false))
+        .expect("data");
+    log.append_idempotent(&data_batch(8, 0, 2, true))
+        .expect("txn");
+    log.append_end_txn_marker(8, 0, EndTxnMarker::commit(0), 0)
+        .expect("commit");
+    // The high watermark has not moved: nor has the last stable offset.
+    assert_eq!(log.last_stable_offset().expect("lso"), 0);
+    log.set_high_watermark(2);
+    assert_eq!(log.last_stable_offset().expect("lso"), 1, "the transaction");
+    log.set_high_watermark(3);
+    assert_eq!(
+        log.last_stable_offset().expect("lso"),
+        1,
+        "its marker is not below the high watermark yet"
+    );
+    log.set_high_watermark(4);
+    assert_eq!(log.last_stable_offset().expect("lso"), 4);
+}
