@@ -591,3 +591,87 @@ fn auto_created_topics_get_the_broker_default_partition_count() {
     assert_eq!(partition_count(&mut c, "defaulted"), 3);
     server.shutdown().unwrap();
 }
+
+#[test]
+fn message_format_version_is_accepted_ignored_and_described_at_kafkas_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, broker) = serve(dir.path());
+    let mut c = connect(&server);
+    // CreateTopics with it (as Kafka 3.x, accepted and ignored).
+    create(
+        &mut c,
+        "fmt",
+        1,
+        &[("message.format.version", "2.8"), ("retention.ms", "60000")],
+    );
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "60000");
+    assert_eq!(config(&mut c, "fmt", "message.format.version"), "3.0-IV1");
+    // AlterConfigs, every version.
+    for version in 0..=2 {
+        let req = AlterConfigsRequest::default().with_resources(vec![
+            alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configs(vec![
+                    alter_configs_request::AlterableConfig::default()
+                        .with_name(s("message.format.version"))
+                        .with_value(Some(s("0.10.2"))),
+                    alter_configs_request::AlterableConfig::default()
+                        .with_name(s("retention.ms"))
+                        .with_value(Some(s("70000"))),
+                ]),
+        ]);
+        let r: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, version, &req);
+        assert_eq!(
+            r.responses[0].error_code, 0,
+            "v{version}: {:?}",
+            r.responses[0]
+        );
+    }
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "70000");
+    // IncrementalAlterConfigs SET and DELETE, every version.
+    for (version, op) in [(0, 0), (1, 0), (1, 1)] {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(s("message.format.version"))
+                        .with_config_operation(op)
+                        .with_value((op == 0).then(|| s("2.1"))),
+                ]),
+        ]);
+        let r: IncrementalAlterConfigsResponse =
+            c.call(ApiKey::IncrementalAlterConfigs, version, &req);
+        assert_eq!(
+            r.responses[0].error_code, 0,
+            "v{version} op {op}: {:?}",
+            r.responses[0]
+        );
+    }
+    // Ignored: described at Kafka's default, as a default, and not stored.
+    assert_eq!(config(&mut c, "fmt", "message.format.version"), "3.0-IV1");
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "70000", "kept");
+    let r: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        3,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configuration_keys(Some(vec![s("message.format.version")])),
+        ]),
+    );
+    assert_eq!(r.results[0].configs.len(), 1);
+    assert_eq!(r.results[0].configs[0].config_source, 5, "DEFAULT_CONFIG");
+    assert_eq!(
+        broker
+            .topic("fmt")
+            .unwrap()
+            .config()
+            .get("message.format.version"),
+        None
+    );
+    server.shutdown().unwrap();
+}
