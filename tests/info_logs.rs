@@ -1,6 +1,7 @@
 //! What `tidelog serve` logs from the layers below the server, through `tracing` (the
 //! subscriber `serve` sets up): segments deleted by retention and group rebalances at
-//! info level, a client connection with its client id and address at debug level.
+//! info level, a client connection with its client id and address at debug level, a
+//! connection closed for being idle with `connections.max.idle.ms`.
 #![cfg(all(feature = "server", feature = "cli", feature = "testing"))]
 
 use std::io::{Read, Write};
@@ -127,5 +128,34 @@ fn retention_rebalances_and_connections_are_logged() {
         Duration::from_secs(10),
     )
     .unwrap();
+    server.shutdown().unwrap();
+
+    // A connection idle past connections.max.idle.ms is closed, and logged as such (it
+    // used to be "read failed: Resource temporarily unavailable").
+    let server = Server::builder(broker.clone())
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .idle_timeout(Duration::from_millis(300))
+        .start()
+        .unwrap();
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let local = s.local_addr().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "closed by the server");
+    let idle = logs
+        .wait_for_line(
+            &[
+                "INFO",
+                "connection idle for connections.max.idle.ms = 300 ms: closed",
+            ],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    assert!(idle.contains(&format!("peer={local}")), "{idle}");
+    assert!(
+        logs.lines_with(&["Resource temporarily unavailable"])
+            .is_empty(),
+        "{idle}"
+    );
     server.shutdown().unwrap();
 }

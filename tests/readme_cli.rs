@@ -18,6 +18,7 @@ use std::process::Command;
 /// The README section holding the tour.
 const README_TOUR: (&str, &str) = ("README.md", "## Command line");
 /// The docs/cli.md section holding the `--bootstrap` block.
+#[cfg(feature = "server")]
 const CLI_BOOTSTRAP: (&str, &str) = ("docs/cli.md", "## On a running node or cluster");
 /// The docs/cli.md section holding the `perf` block.
 const CLI_PERF: (&str, &str) = ("docs/cli.md", "## Measuring");

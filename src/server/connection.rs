@@ -90,6 +90,20 @@ pub(crate) fn serve(
                 tracing::debug!(%peer, error = %e, "connection closed by shutdown");
                 break;
             }
+            Err(FrameError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                // The socket's read timeout is the idle timeout (see listener.rs).
+                tracing::info!(
+                    %peer,
+                    "connection idle for connections.max.idle.ms = {} ms: closed",
+                    shared.config.idle_timeout.as_millis()
+                );
+                break;
+            }
             Err(e @ FrameError::BadLength(_)) => {
                 peer_warn!(
                     shared.peer_log,

@@ -591,3 +591,156 @@ fn auto_created_topics_get_the_broker_default_partition_count() {
     assert_eq!(partition_count(&mut c, "defaulted"), 3);
     server.shutdown().unwrap();
 }
+
+#[test]
+fn message_format_version_is_accepted_ignored_and_described_at_kafkas_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, broker) = serve(dir.path());
+    let mut c = connect(&server);
+    // CreateTopics with it (as Kafka 3.x, accepted and ignored).
+    create(
+        &mut c,
+        "fmt",
+        1,
+        &[("message.format.version", "2.8"), ("retention.ms", "60000")],
+    );
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "60000");
+    assert_eq!(config(&mut c, "fmt", "message.format.version"), "3.0-IV1");
+    // AlterConfigs, every version.
+    for version in 0..=2 {
+        let req = AlterConfigsRequest::default().with_resources(vec![
+            alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configs(vec![
+                    alter_configs_request::AlterableConfig::default()
+                        .with_name(s("message.format.version"))
+                        .with_value(Some(s("0.10.2"))),
+                    alter_configs_request::AlterableConfig::default()
+                        .with_name(s("retention.ms"))
+                        .with_value(Some(s("70000"))),
+                ]),
+        ]);
+        let r: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, version, &req);
+        assert_eq!(
+            r.responses[0].error_code, 0,
+            "v{version}: {:?}",
+            r.responses[0]
+        );
+    }
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "70000");
+    // IncrementalAlterConfigs SET and DELETE, every version.
+    for (version, op) in [(0, 0), (1, 0), (1, 1)] {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(s("message.format.version"))
+                        .with_config_operation(op)
+                        .with_value((op == 0).then(|| s("2.1"))),
+                ]),
+        ]);
+        let r: IncrementalAlterConfigsResponse =
+            c.call(ApiKey::IncrementalAlterConfigs, version, &req);
+        assert_eq!(
+            r.responses[0].error_code, 0,
+            "v{version} op {op}: {:?}",
+            r.responses[0]
+        );
+    }
+    // Ignored: described at Kafka's default, as a default, and not stored.
+    assert_eq!(config(&mut c, "fmt", "message.format.version"), "3.0-IV1");
+    assert_eq!(config(&mut c, "fmt", "retention.ms"), "70000", "kept");
+    let r: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        3,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fmt"))
+                .with_configuration_keys(Some(vec![s("message.format.version")])),
+        ]),
+    );
+    assert_eq!(r.results[0].configs.len(), 1);
+    assert_eq!(r.results[0].configs[0].config_source, 5, "DEFAULT_CONFIG");
+    assert_eq!(
+        broker
+            .topic("fmt")
+            .unwrap()
+            .config()
+            .get("message.format.version"),
+        None
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn keyless_records_on_a_compacted_topic_are_refused_naming_each_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, broker) = serve(dir.path());
+    let mut c = connect(&server);
+    create(&mut c, "keyed", 1, &[("cleanup.policy", "compact")]);
+    for codec in [Compression::None, Compression::Zstd] {
+        let mut b = BatchBuilder::new().compression(codec);
+        b.push(1_000, Some(b"k0"), Some(b"v0"), &[]);
+        b.push(1_001, None, Some(b"v1"), &[]);
+        b.push(1_002, Some(b"k2"), Some(b"v2"), &[]);
+        b.push(1_003, None, Some(b"v3"), &[]);
+        let records = Bytes::from(b.finish());
+        for version in [3, 7, 8] {
+            let req = ProduceRequest::default()
+                .with_acks(1)
+                .with_timeout_ms(1000)
+                .with_topic_data(vec![
+                    produce_request::TopicProduceData::default()
+                        .with_name(topic_name("keyed"))
+                        .with_partition_data(vec![
+                            produce_request::PartitionProduceData::default()
+                                .with_index(0)
+                                .with_records(Some(records.clone())),
+                        ]),
+                ]);
+            let resp: ProduceResponse = c.call(ApiKey::Produce, version, &req);
+            let p = &resp.responses[0].partition_responses[0];
+            assert_eq!(
+                p.error_code, 87,
+                "{codec:?} v{version}: INVALID_RECORD {p:?}"
+            );
+            assert_eq!(p.base_offset, -1);
+            if version >= 8 {
+                let indexes: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+                assert_eq!(indexes, [1, 3], "{p:?}");
+                assert!(
+                    p.record_errors
+                        .iter()
+                        .all(|e| e.batch_index_error_message.is_some())
+                );
+                let message = p.error_message.as_ref().expect("error_message").to_string();
+                assert!(message.contains("without a key"), "{message}");
+            }
+        }
+    }
+    // Keyed records are taken; nothing of the refused batches was stored.
+    let mut b = BatchBuilder::new();
+    b.push(1_000, Some(b"k"), Some(b"v"), &[]);
+    assert_eq!(produce(&mut c, "keyed", 0, b.finish()), (0, 0));
+    assert_eq!(
+        broker
+            .topic("keyed")
+            .unwrap()
+            .partition(0)
+            .unwrap()
+            .log()
+            .log_end_offset(),
+        1
+    );
+    // A topic that is not compacted takes keyless records.
+    create(&mut c, "plain", 1, &[]);
+    assert_eq!(
+        produce(&mut c, "plain", 0, batch(&["a", "b"], Compression::None)).0,
+        0
+    );
+    server.shutdown().unwrap();
+}

@@ -11,7 +11,7 @@ use super::files::Files;
 use super::prefault::Prefaulter;
 use super::producer_state::parse_snapshot_name;
 use super::scan::{Trust, move_aside, parse_cut_name, scan_segment};
-use super::segment::{Segment, SegmentWriter, file_name, parse_base_offset};
+use super::segment::{Segment, SegmentWriter, create_empty_index, file_name, parse_base_offset};
 use super::types::{RecoveryCut, RecoveryReport, SegmentScan};
 use crate::error::IoContext;
 use crate::error::Result;
@@ -148,6 +148,13 @@ pub(crate) fn recover_segments(
             Trust::UpTo(recovery_point)
         };
         let scan = scan_segment(dir, base, trust, interval, index_max)?;
+        if next_base.is_some() && scan.truncated.is_none() {
+            // A sealed segment has its three files (an index rebuilt without entries is
+            // an empty file, as `seal` leaves it).
+            for ext in ["index", "timeindex"] {
+                create_empty_index(&dir.join(file_name(base, ext)))?;
+            }
+        }
         let log_path = dir.join(file_name(base, "log"));
         if scan.trusted {
             report.segments_trusted += 1;

@@ -132,8 +132,8 @@ pub(crate) fn scan_segment(
         s.time_index_rebuilt = differs(&time_path, &tidx, true);
         // A trusted segment is rebuilt only because its indexes did not check out.
         s.index_rebuilt |= !validate && !s.time_index_rebuilt;
-        write_index_file(&index_path, &idx)?;
-        write_index_file(&time_path, &tidx)?;
+        write_index_file(&index_path, &idx, sealed)?;
+        write_index_file(&time_path, &tidx, sealed)?;
         scan = Some(s);
     }
     let mut scan = scan.expect("set above");
@@ -260,16 +260,18 @@ fn differs(path: &Path, rebuilt: &[u8], prefix_ok: bool) -> bool {
                 || old[..rebuilt.len()] != *rebuilt
                 || (!prefix_ok && old[rebuilt.len()..].iter().any(|&b| b != 0))
         }
-        // An index without entries has no file.
+        // An index without entries has no file (or an empty one).
         Err(_) => !rebuilt.is_empty(),
     }
 }
 
 /// Writes an index file through a temporary file and a rename, so that a reader still
 /// mapping the old file keeps valid pages (a shrink in place could fault its map).
-fn write_index_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    if bytes.is_empty() {
-        // An index without entries has no file (it is created with its first entry).
+///
+/// An index without entries is an empty file with `keep_empty` (a sealed segment's, as
+/// in Kafka), else no file (an active segment's is created with its first entry).
+fn write_index_file(path: &Path, bytes: &[u8], keep_empty: bool) -> Result<()> {
+    if bytes.is_empty() && !keep_empty {
         return match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -349,8 +351,8 @@ pub(crate) fn cut_to(
         dst.sync_all().ctx("fsync", &swap)?;
         step("prefix copied")?;
     }
-    write_index_file(&dir.join(file_name(base, "index")), &idx)?;
-    write_index_file(&dir.join(file_name(base, "timeindex")), &tidx)?;
+    write_index_file(&dir.join(file_name(base, "index")), &idx, false)?;
+    write_index_file(&dir.join(file_name(base, "timeindex")), &tidx, false)?;
     step("indexes rewritten")?;
     if copied {
         std::fs::rename(&swap, &seg.log_path).ctx("swap in the kept prefix", &seg.log_path)?;
@@ -399,8 +401,8 @@ pub(crate) fn replace_with(
     // From here the old segment's files are replaced: it never opens them by path
     // again (its readers keep their maps).
     old.detach();
-    write_index_file(&dir.join(file_name(base_offset, "index")), &idx)?;
-    write_index_file(&dir.join(file_name(base_offset, "timeindex")), &tidx)?;
+    write_index_file(&dir.join(file_name(base_offset, "index")), &idx, true)?;
+    write_index_file(&dir.join(file_name(base_offset, "timeindex")), &tidx, true)?;
     std::fs::rename(&cleaned, &log_path).ctx("swap in compacted segment", &log_path)?;
     Ok(Some(Segment::open_sealed(dir, base_offset, &scan, files)))
 }
@@ -501,7 +503,9 @@ fn read_trusted_indexes(index_path: &Path, time_path: &Path) -> Result<Option<Tr
     };
     let idx = read(index_path)?;
     let tidx = read(time_path)?;
-    let index_missing = idx.is_none();
+    // An empty file is an index without entries, as a missing one (a sealed segment's
+    // index that never got an entry is an empty file).
+    let index_missing = idx.as_ref().is_none_or(Vec::is_empty);
     if index_missing && tidx.as_ref().is_some_and(|t| t.len() > TIME_ENTRY) {
         // Time entries beyond the final one come with offset entries.
         return Ok(None);

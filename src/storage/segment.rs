@@ -85,6 +85,18 @@ pub(crate) fn remove_files(dir: &Path, base_offset: i64, op: &'static str) -> Re
     Ok(())
 }
 
+/// Creates the index file at `path` empty if it does not exist (a file that does keeps
+/// its bytes). Only its directory entry costs: no descriptor stays open, no map.
+pub(crate) fn create_empty_index(path: &Path) -> Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .ctx("create empty index", path)
+        .map(drop)
+}
+
 /// The maps of a segment: its log, and its indexes once they have entries.
 pub(crate) struct Maps {
     log: Arc<AppendMap>,
@@ -503,7 +515,8 @@ impl Segment {
         self.index_writes.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Creates a new, empty active segment (its `.log` empty, no index file yet).
+    /// Creates a new, empty active segment (its `.log` empty, no index file yet: the
+    /// index files are made with their first entry, or empty when it is sealed).
     pub(crate) fn create(
         dir: &Path,
         base_offset: i64,
@@ -1300,6 +1313,16 @@ impl SegmentWriter {
         }
         if let Some(w) = &self.time_w {
             w.trim(fds)?;
+        }
+        // A sealed segment has its three files, as in Kafka: an index that never got an
+        // entry (one large batch) is an empty file, never mapped.
+        for (writer, path) in [
+            (self.index_w.is_some(), self.seg.index_path()),
+            (self.time_w.is_some(), self.seg.time_path()),
+        ] {
+            if !writer {
+                create_empty_index(&path)?;
+            }
         }
         self.seg.index_written();
         // Readers borrow only below the write position: trimming the file there never

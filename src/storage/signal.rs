@@ -53,7 +53,9 @@ impl Signal {
         self.wait_past_spinning(seen, deadline, SPIN)
     }
 
-    /// [`Signal::wait_past`] without the spin: parks on the condition variable at once.
+    /// [`Signal::wait_past`] without the spin: parks on the condition variable at once
+    /// (the network server's long-polling Fetch).
+    #[cfg(any(feature = "server", test))]
     pub(crate) fn wait_past_parked(&self, seen: u64, deadline: Instant) -> bool {
         self.wait_past_spinning(seen, deadline, Duration::ZERO)
     }

@@ -723,6 +723,11 @@ pub(crate) struct ServeArgs {
     /// process can hold (from the kernel's vm.max_map_count).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_partitions: Option<u64>,
+    /// How often the segments past a topic's retention.ms or retention.bytes are
+    /// deleted (and compacted topics cleaned), in ms (Kafka's
+    /// log.retention.check.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_retention_check_interval_ms: u64,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]
     pub node_id: Option<i32>,

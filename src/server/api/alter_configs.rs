@@ -6,7 +6,8 @@
 //! `retention.ms`, `min.insync.replicas`, `compression.type`, ...); a null value, a
 //! setting named twice, a resource named twice, a broker resource (broker settings are
 //! not dynamic here) or an unknown resource type INVALID_REQUEST. `validate_only` checks
-//! without changing anything. Shared with IncrementalAlterConfigs: [`alter`].
+//! without changing anything. `message.format.version` is accepted and ignored, with a
+//! warning, as Kafka 3.x does. Shared with IncrementalAlterConfigs: [`alter`].
 
 use std::collections::HashMap;
 
@@ -85,6 +86,36 @@ pub(super) fn alter(
     Ok(())
 }
 
+/// Topic settings Kafka 3.x accepts and ignores, with the value its DescribeConfigs
+/// shows: `message.format.version` (deprecated in 3.0, where every record batch is v2).
+pub(super) const IGNORED_TOPIC_CONFIGS: &[(&str, &str)] = &[("message.format.version", "3.0-IV1")];
+
+/// True for a setting of [`IGNORED_TOPIC_CONFIGS`].
+pub(super) fn is_ignored(key: &str) -> bool {
+    IGNORED_TOPIC_CONFIGS.iter().any(|(k, _)| *k == key)
+}
+
+/// `configs` without the ignored settings, each dropped one logged at warn with the
+/// topic and the client's address.
+pub(super) fn without_ignored(
+    peer: std::net::SocketAddr,
+    topic: &str,
+    mut configs: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    configs.retain(|(key, value)| {
+        if !is_ignored(key) {
+            return true;
+        }
+        tracing::warn!(
+            %peer,
+            topic,
+            "ignoring {key}={value}: deprecated since Kafka 3.0, which ignores it (record batches are always v2)"
+        );
+        false
+    });
+    configs
+}
+
 /// The error for a setting named twice in one resource.
 pub(super) fn duplicate_key<'a>(mut keys: impl Iterator<Item = &'a str>) -> Option<Refusal> {
     let mut seen = std::collections::HashSet::new();
@@ -122,6 +153,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         };
                         overrides.push((c.name.to_string(), v.to_string()));
                     }
+                    let overrides = without_ignored(ctx.peer, name, overrides);
                     alter(ctx, name, request.validate_only, |_| Ok(overrides))
                 });
             let response = AlterConfigsResourceResponse::default()

@@ -30,7 +30,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
-            let configs = configs_of(&t);
+            let configs = configs_of(ctx, &t);
             let result = CreatableTopicResult::default().with_name(t.name.clone());
             let outcome = if duplicates.contains(&name) {
                 Err(duplicate(&name))
@@ -103,16 +103,19 @@ fn duplicate(name: &str) -> (i16, String) {
     )
 }
 
-/// The config overrides a topic asks for.
-fn configs_of(t: &CreatableTopic) -> Vec<(String, String)> {
-    t.configs
+/// The config overrides a topic asks for, without those Kafka ignores
+/// (`message.format.version`, logged).
+fn configs_of(ctx: &Ctx<'_>, t: &CreatableTopic) -> Vec<(String, String)> {
+    let configs = t
+        .configs
         .iter()
         .filter_map(|c| {
             c.value
                 .as_ref()
                 .map(|v| (c.name.to_string(), v.to_string()))
         })
-        .collect()
+        .collect();
+    super::alter_configs::without_ignored(ctx.peer, t.name.0.as_str(), configs)
 }
 
 /// A client's replica assignment, partition by partition, or an error code and message.
@@ -197,7 +200,7 @@ fn handle_cluster(
                         partitions: t.num_partitions,
                         replication_factor: t.replication_factor,
                         assignment,
-                        configs: configs_of(t),
+                        configs: configs_of(ctx, t),
                     };
                     cluster
                         .create_topic(&topic, request.validate_only, timeout)

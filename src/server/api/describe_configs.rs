@@ -12,6 +12,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
+use super::alter_configs::IGNORED_TOPIC_CONFIGS;
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
@@ -43,8 +44,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 _ if allowed.is_err() => allowed.map(|()| Vec::new()),
                 TOPIC => crate::config::validate_topic_name(&r.resource_name)
                     .and_then(|()| ctx.backend().topic_configs(&r.resource_name))
-                    .and_then(|pairs| {
+                    .and_then(|mut pairs| {
                         overridden = ctx.backend().topic_overrides(&r.resource_name)?;
+                        // Kafka 3.x still lists the settings it ignores, at their default.
+                        for (k, v) in IGNORED_TOPIC_CONFIGS {
+                            if !pairs.iter().any(|(p, _)| p == k) {
+                                pairs.push((k.to_string(), v.to_string()));
+                            }
+                        }
                         Ok(pairs)
                     })
                     .map_err(|e| (error_code(&e), e.to_string())),

@@ -13,7 +13,8 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{
-    Refusal, alter, check_resource, duplicate_key, invalid_request, resource_counts,
+    Refusal, alter, check_resource, duplicate_key, invalid_request, is_ignored, resource_counts,
+    without_ignored,
 };
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
@@ -52,6 +53,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .map_err(|e| (error_code(&e), e.to_string()))?;
                     alter(ctx, name, request.validate_only, |mut overrides| {
                         for c in &r.configs {
+                            if is_ignored(c.name.as_str()) {
+                                let value = c.value.as_deref().unwrap_or_default().to_string();
+                                let configs = vec![(c.name.to_string(), value)];
+                                without_ignored(ctx.peer, name, configs);
+                                continue;
+                            }
                             apply(&mut overrides, &effective, c)?;
                         }
                         Ok(overrides)

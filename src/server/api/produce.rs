@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
@@ -46,6 +48,7 @@ type Appended = (
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
+    let version = req.version();
     let deadline = Instant::now() + Duration::from_millis(request.timeout_ms.max(0) as u64);
     let transactional = request
         .transactional_id
@@ -113,6 +116,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     }
                     _ => response,
                 })
+                // KIP-467's record errors are in versions 8 and up only.
+                .map(|response| {
+                    if version < 8 {
+                        response.with_record_errors(Vec::new())
+                    } else {
+                        response
+                    }
+                })
                 .collect();
             TopicProduceResponse::default()
                 .with_name(name)
@@ -176,6 +187,53 @@ fn validate(
     Ok(idempotent)
 }
 
+/// Kafka's check of a compacted topic (KIP-467): every record has a key. The refusal
+/// (INVALID_RECORD) names each keyless record by its index in its batch.
+fn keyless_records(
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+    config: &LogConfig,
+) -> Option<PartitionProduceResponse> {
+    if !config.cleanup_policy.compacts() {
+        return None;
+    }
+    let limit = decompression_limit(config.max_message_bytes);
+    let location = format!("produce request for {topic}-{partition}");
+    let mut scratch = Vec::new();
+    let mut errors = Vec::new();
+    let mut pos = 0usize;
+    // `validate` checked the batches and their records.
+    while let Ok(batch) = Batch::parse_at(records.get(pos..)?, &location, pos as u64) {
+        pos += batch.len();
+        let Ok(decoded) = batch.decode_records(&location, limit, &mut scratch) else {
+            break;
+        };
+        for (i, r) in decoded.enumerate() {
+            if r.is_ok_and(|r| r.key.is_none()) {
+                errors.push(
+                    BatchIndexAndErrorMessage::default()
+                        .with_batch_index(i as i32)
+                        .with_batch_index_error_message(Some(kstr(format!(
+                            "compacted topic {topic} takes only records with a key"
+                        )))),
+                );
+            }
+        }
+        if pos >= records.len() {
+            break;
+        }
+    }
+    if errors.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "{location}: {} record(s) without a key, which compacted topic {topic} refuses",
+        errors.len()
+    );
+    Some(refuse(partition, ResponseError::InvalidRecord.code(), message).with_record_errors(errors))
+}
+
 fn produce_partition(
     ctx: &Ctx<'_>,
     topic: &str,
@@ -208,6 +266,10 @@ fn produce_partition(
             return (refuse(index, code, message), None);
         }
     };
+    if let Some(refused) = keyless_records(topic, index, &records, &log.log_config()) {
+        tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: records without a key on a compacted topic");
+        return (refused, None);
+    }
     if acks == -1
         && let Err(e) = log.check_enough_replicas()
     {

@@ -8,6 +8,7 @@ mod follow;
 mod limits;
 mod producers;
 mod replication;
+mod segment_files;
 
 use super::*;
 use crate::error::Error;
