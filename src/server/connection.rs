@@ -82,50 +82,11 @@ pub(crate) fn serve(
     let max_request_size = shared.max_request_size();
     let mut stats = shared.metrics.connection(peer);
     loop {
-        let frame = match read_request(&shared, &mut transport, max_request_size) {
-            Ok(Some(request)) => request,
-            Ok(None) => break,
-            Err(FrameError::Closed) => break,
-            Err(FrameError::Io(e)) if shared.stopping.load(Ordering::Acquire) => {
-                tracing::debug!(%peer, error = %e, "connection closed by shutdown");
-                break;
-            }
-            Err(FrameError::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                // The socket's read timeout is the idle timeout (see listener.rs).
-                tracing::info!(
-                    %peer,
-                    "connection idle for connections.max.idle.ms = {} ms: closed",
-                    shared.config.idle_timeout.as_millis()
-                );
-                break;
-            }
-            Err(e @ FrameError::BadLength(_)) => {
-                peer_warn!(
-                    shared.peer_log,
-                    peer,
-                    max_request_size = shared.config.max_request_size,
-                    max_queued_request_bytes = shared.config.max_queued_request_bytes,
-                    "refusing request: {e}; closing the connection"
-                );
-                break;
-            }
-            Err(e) => {
-                if shared
-                    .peer_log
-                    .admit(peer.ip(), std::time::Instant::now())
-                    .is_some()
-                {
-                    tracing::info!(%peer, "{e}; closing the connection");
-                }
-                break;
-            }
+        let Some((frame, reservation)) =
+            next_request(&shared, &mut transport, peer, max_request_size)
+        else {
+            break;
         };
-        let (frame, reservation) = frame;
         let _timer = stats.request(&frame);
         shared.in_flight.fetch_add(1, Ordering::AcqRel);
         let outcome = admit(
@@ -196,6 +157,58 @@ pub(crate) fn serve(
     transport.close_notify();
     let _ = transport.socket().shutdown(std::net::Shutdown::Both);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// The connection's next request with its memory reservation, or None when the
+/// connection ends: the client left, the server is stopping, the client sent nothing
+/// for `connections.max.idle.ms`, or a frame could not be read (each logged as it
+/// deserves).
+fn next_request<'s>(
+    shared: &'s Shared,
+    transport: &mut Transport,
+    peer: SocketAddr,
+    max_request_size: usize,
+) -> Option<(Vec<u8>, super::limits::Reservation<'s>)> {
+    match read_request(shared, transport, max_request_size) {
+        Ok(Some(request)) => return Some(request),
+        Ok(None) => {}
+        Err(FrameError::Closed) => {}
+        Err(FrameError::Io(e)) if shared.stopping.load(Ordering::Acquire) => {
+            tracing::debug!(%peer, error = %e, "connection closed by shutdown");
+        }
+        Err(FrameError::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            // The socket's read timeout is the idle timeout (see listener.rs).
+            tracing::info!(
+                %peer,
+                "connection idle for connections.max.idle.ms = {} ms: closed",
+                shared.config.idle_timeout.as_millis()
+            );
+        }
+        Err(e @ FrameError::BadLength(_)) => {
+            peer_warn!(
+                shared.peer_log,
+                peer,
+                max_request_size = shared.config.max_request_size,
+                max_queued_request_bytes = shared.config.max_queued_request_bytes,
+                "refusing request: {e}; closing the connection"
+            );
+        }
+        Err(e) => {
+            if shared
+                .peer_log
+                .admit(peer.ip(), std::time::Instant::now())
+                .is_some()
+            {
+                tracing::info!(%peer, "{e}; closing the connection");
+            }
+        }
+    }
+    None
 }
 
 /// A frame past the connection's security gate.
