@@ -70,7 +70,7 @@ pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,
-    GroupConsumer, OffsetReset,
+    GroupConsumer, IsolationLevel, OffsetReset,
 };
 pub use error::{Error, Result};
 pub use producer::{

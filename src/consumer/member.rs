@@ -32,7 +32,7 @@ use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
 use crate::consumer::standalone::{
-    ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
+    ConsumerConfig, ConsumerRecords, Fetcher, IsolationLevel, OffsetReset, commit_entries,
 };
 use crate::coordinator::{
     GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
@@ -74,6 +74,9 @@ pub struct GroupConfig {
     pub max_partition_fetch_bytes: usize,
     /// `check.crcs`: check every batch's CRC-32C before decoding it. Default true.
     pub check_crcs: bool,
+    /// `isolation.level`: which records of transactions to read. Default
+    /// ReadUncommitted, as in Kafka.
+    pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
     /// `client.id`, the prefix of the member id. Default "tidelog".
@@ -96,6 +99,7 @@ impl std::fmt::Debug for GroupConfig {
             .field("session_timeout", &self.session_timeout)
             .field("enable_auto_commit", &self.enable_auto_commit)
             .field("auto_offset_reset", &self.auto_offset_reset)
+            .field("isolation_level", &self.isolation_level)
             .finish()
     }
 }
@@ -115,6 +119,7 @@ impl GroupConfig {
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
             group_instance_id: None,
             client_id: "tidelog".into(),
         }
@@ -173,6 +178,13 @@ impl GroupConfig {
     #[must_use]
     pub fn check_crcs(mut self, check: bool) -> Self {
         self.check_crcs = check;
+        self
+    }
+
+    /// Sets `isolation.level`.
+    #[must_use]
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
         self
     }
 
@@ -309,6 +321,7 @@ impl GroupConsumer {
             auto_offset_reset: config.auto_offset_reset,
             max_partition_fetch_bytes: config.max_partition_fetch_bytes,
             check_crcs: config.check_crcs,
+            isolation_level: config.isolation_level,
             ..ConsumerConfig::default()
         };
         let now = Instant::now();

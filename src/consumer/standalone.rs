@@ -13,7 +13,7 @@ use crate::broker::Broker;
 use crate::coordinator::{CommitOffset, OffsetCommitRequest};
 use crate::error::{Error, Result};
 use crate::record::{Batch, Headers, Records, decompression_limit};
-use crate::storage::LogSlice;
+use crate::storage::{AbortedTxn, LogSlice};
 use crate::topic::{Partition, Signal};
 
 /// What to do when a partition has no committed offset, or its committed offset is no
@@ -27,6 +27,20 @@ pub enum OffsetReset {
     Latest,
     /// Fail with `Error::NoOffsetForPartition`.
     None,
+}
+
+/// Which records of transactions a consumer reads (Kafka `isolation.level`). Control
+/// records (transaction markers) are never handed out, at either level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Every record up to the high watermark, including those of open and aborted
+    /// transactions. Kafka's default.
+    #[default]
+    ReadUncommitted,
+    /// Records up to the last stable offset (a transaction's records wait until it is
+    /// decided), without those of aborted transactions. The end of a partition
+    /// ("latest", `seek_to_end`) is then its last stable offset.
+    ReadCommitted,
 }
 
 /// Settings of a consumer. Defaults mirror the Kafka consumer's.
@@ -46,6 +60,9 @@ pub struct ConsumerConfig {
     /// (`check.crcs`). Default true, as in Kafka: a batch whose bytes changed on disk
     /// after it was appended is an [`Error::Corrupt`] instead of wrong records.
     pub check_crcs: bool,
+    /// Which records of transactions to read (`isolation.level`). Default
+    /// ReadUncommitted, as in Kafka.
+    pub isolation_level: IsolationLevel,
 }
 
 impl Default for ConsumerConfig {
@@ -56,6 +73,7 @@ impl Default for ConsumerConfig {
             max_partition_fetch_bytes: 1 << 20,
             fetch_max_bytes: 50 << 20,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -86,6 +104,13 @@ impl ConsumerConfig {
     #[must_use]
     pub fn check_crcs(mut self, check: bool) -> Self {
         self.check_crcs = check;
+        self
+    }
+
+    /// Sets `isolation.level`.
+    #[must_use]
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
         self
     }
 }
@@ -120,6 +145,9 @@ struct Fetched {
     limit: usize,
     /// Check each batch's CRC-32C before decoding it (`check.crcs`).
     check_crcs: bool,
+    /// Read committed: the aborted transactions with records in the slice, whose
+    /// batches are skipped (empty for read_uncommitted).
+    aborted: Vec<AbortedTxn>,
     /// The records sections of the slice's compressed batches, in order, decompressed
     /// the first time an iterator reaches one of them. Uncompressed batches are read
     /// in place and never touch this.
@@ -148,6 +176,28 @@ impl std::ops::Deref for FetchedBytes {
 }
 
 impl Fetched {
+    /// True if batch `b` of the slice is handed out: not a control batch (a
+    /// transaction marker) nor a batch of an aborted transaction.
+    #[inline]
+    fn shows(&self, b: &Batch<'_>) -> bool {
+        !b.is_control()
+            && (self.aborted.is_empty()
+                || !b.is_transactional()
+                || !self.aborted.iter().any(|a| {
+                    a.producer_id == b.producer_id()
+                        && a.first_offset <= b.base_offset()
+                        && b.base_offset() < a.last_offset
+                }))
+    }
+
+    /// True if the slice has a record to hand out: one at or after `from`, in a batch
+    /// [`Fetched::shows`]. Reads batch headers only, and usually just the first.
+    fn has_records(&self) -> bool {
+        crate::record::batches(&self.slice)
+            .map_while(|b| b.ok())
+            .any(|b| b.last_offset() >= self.from && self.shows(&b))
+    }
+
     /// Decompresses every compressed batch of the slice (each on its own: a bad one is
     /// an error in its place and the others still decode).
     fn decompress(&self) -> Vec<Result<Vec<u8>>> {
@@ -246,6 +296,7 @@ impl ConsumerRecords {
             slice: FetchedBytes::Wire(batches),
             limit,
             check_crcs,
+            aborted: Vec::new(),
             decompressed: OnceLock::new(),
         });
     }
@@ -374,6 +425,14 @@ impl<'a> ConsumerRecordsIter<'a> {
                         }
                     });
                 match next {
+                    // Markers and aborted records are never handed out; a compressed
+                    // one still counts among the slice's decompressed batches.
+                    Ok(b) if !self.current.is_none_or(|f| f.shows(&b)) => {
+                        self.rest = &self.rest[b.len()..];
+                        if b.compression() != 0 {
+                            self.compressed_seen += 1;
+                        }
+                    }
                     Ok(b) if b.compression() != 0 => {
                         self.rest = &self.rest[b.len()..];
                         let f = self.current.expect("a slice is being walked");
@@ -524,20 +583,36 @@ impl Fetcher {
     }
 
     pub(crate) fn find(&mut self, topic: &str, partition: i32) -> Result<&mut Assigned> {
+        let i = self.index_of(topic, partition)?;
+        Ok(&mut self.assigned[i])
+    }
+
+    /// Where `topic`-`partition` is in the assignment; an error if it is not.
+    fn index_of(&self, topic: &str, partition: i32) -> Result<usize> {
         self.assigned
-            .iter_mut()
-            .find(|a| &*a.topic == topic && a.partition.index() == partition)
+            .iter()
+            .position(|a| &*a.topic == topic && a.partition.index() == partition)
             .ok_or_else(|| Error::InvalidConfig {
                 key: "assignment".into(),
                 reason: format!("partition {topic}-{partition} is not assigned to this consumer"),
             })
     }
 
+    /// Where the consumer's reads of `a` end: the high watermark, or the last stable
+    /// offset when reading committed.
+    pub(crate) fn end_offset(&self, a: &Assigned) -> Result<i64> {
+        match self.config.isolation_level {
+            IsolationLevel::ReadUncommitted => Ok(a.partition.high_watermark()),
+            IsolationLevel::ReadCommitted => a.partition.last_stable_offset(),
+        }
+    }
+
     /// The position after applying the reset policy to `committed` (None = no commit).
     fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
         let start = a.partition.log_start_offset();
-        // "latest" is the high watermark: records above it are not committed yet.
-        let end = a.partition.high_watermark();
+        // "latest" is the high watermark (records above it are not committed yet), or
+        // the last stable offset when reading committed.
+        let end = self.end_offset(a)?;
         if let Some(c) = committed
             && c >= start
             && c <= end
@@ -628,13 +703,22 @@ impl Fetcher {
         for k in 0..n {
             let i = (self.next + k) % n;
             let mut pos = self.assigned[i].position.unwrap_or(0);
-            let hw = self.assigned[i].partition.high_watermark();
+            let end = self.end_offset(&self.assigned[i])?;
             let max = self.config.max_partition_fetch_bytes.min(budget.max(1));
+            let committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
             let slice = loop {
-                if pos >= hw {
+                if pos >= end {
                     break None;
                 }
-                match self.assigned[i].partition.read(pos, max) {
+                let read = if committed {
+                    self.assigned[i]
+                        .partition
+                        .read_committed(pos, max)
+                        .map(|(s, _)| s)
+                } else {
+                    self.assigned[i].partition.read(pos, max)
+                };
+                match read {
                     Ok(s) => break Some(s),
                     Err(Error::OffsetOutOfRange { .. }) => {
                         // Retention removed the position (or the log was truncated):
@@ -654,17 +738,28 @@ impl Fetcher {
                 continue;
             }
             let a = &mut self.assigned[i];
+            let aborted = if committed {
+                a.partition.aborted_transactions(pos, slice.next_offset())?
+            } else {
+                Vec::new()
+            };
             a.position = Some(slice.next_offset());
             budget = budget.saturating_sub(slice.len());
-            out.fetched.push(Fetched {
+            let fetched = Fetched {
                 topic: Arc::clone(&a.topic),
                 partition: a.partition.index(),
                 from: pos,
                 slice: FetchedBytes::Log(slice),
                 limit: decompression_limit(a.partition.log().config().max_message_bytes),
                 check_crcs: self.config.check_crcs,
+                aborted,
                 decompressed: OnceLock::new(),
-            });
+            };
+            // Only markers or aborted records: the position moves past them, and the
+            // poll goes on waiting.
+            if fetched.has_records() {
+                out.fetched.push(fetched);
+            }
             if budget == 0 {
                 self.next = (i + 1) % n;
                 break;
@@ -825,23 +920,37 @@ impl Consumer {
         Ok(())
     }
 
-    /// Every assigned partition skips to its end (only new records).
+    /// Every assigned partition skips to its end (only new records): the high
+    /// watermark, or the last stable offset when reading committed.
     pub fn seek_to_end(&mut self) -> Result<()> {
         self.check_open()?;
-        for a in &mut self.fetcher.assigned {
-            a.position = Some(a.partition.high_watermark());
+        for i in 0..self.fetcher.assigned.len() {
+            let end = self.fetcher.end_offset(&self.fetcher.assigned[i])?;
+            self.fetcher.assigned[i].position = Some(end);
         }
         Ok(())
+    }
+
+    /// Where the consumer's reads of the partition end now (Kafka's `endOffsets` for
+    /// this consumer's `isolation.level`): its high watermark, or its last stable
+    /// offset when reading committed. The lag is this minus the position.
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.check_open()?;
+        let i = self.fetcher.index_of(topic, partition)?;
+        self.fetcher.end_offset(&self.fetcher.assigned[i])
     }
 
     /// Every assigned partition moves to its first record with a timestamp at or after
     /// `timestamp` (ms since the epoch), or to its end if there is none.
     pub fn seek_to_timestamp(&mut self, timestamp: i64) -> Result<()> {
         self.check_open()?;
-        for a in &mut self.fetcher.assigned {
-            a.position = Some(match a.partition.offset_for_timestamp(timestamp)? {
-                Some((offset, _)) => offset,
-                None => a.partition.high_watermark(),
+        for i in 0..self.fetcher.assigned.len() {
+            let a = &self.fetcher.assigned[i];
+            let end = self.fetcher.end_offset(a)?;
+            let found = a.partition.offset_for_timestamp(timestamp)?;
+            self.fetcher.assigned[i].position = Some(match found {
+                Some((offset, _)) if offset < end => offset,
+                _ => end,
             });
         }
         Ok(())

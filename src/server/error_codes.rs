@@ -31,6 +31,9 @@ impl KafkaCode for GroupError {
             GroupError::OffsetMetadataTooLarge { .. } => 12,
             GroupError::UnknownTopicOrPartition { .. } => 3,
             GroupError::RequestTimedOut => 7,
+            GroupError::UnstableOffsetCommit { .. } => 88,
+            GroupError::InvalidProducerEpoch { .. } => 47,
+            GroupError::InvalidProducerIdMapping { .. } => 49,
             GroupError::Journal(e) => match &**e {
                 // A replicated journal that lost its leadership: the coordinator moved.
                 Error::Closed(_) => 16,

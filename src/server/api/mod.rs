@@ -42,6 +42,7 @@ mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 
 use crate::server::error_codes::KafkaCode;
 use std::net::{SocketAddr, TcpStream};
@@ -198,7 +199,7 @@ apis! {
         }];
     OffsetCommit 2..=7, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    OffsetFetch 1..=5, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+    OffsetFetch 1..=7, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
             f(r.error_code);
             r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
@@ -231,6 +232,8 @@ apis! {
         errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
     InitProducerId 0..=1, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
         errors [|r, f| f(r.error_code)];
+    TxnOffsetCommit 0..=4, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeConfigs 1..=3, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
     DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
