@@ -1003,7 +1003,123 @@ mod tests {
     use super::*;
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
-    use crate::record::Compression;
+    use crate::record::{BatchBuilder, Compression, EndTxnMarker, TRANSACTIONAL_BIT};
+
+    /// Appends one batch of `values` to `p`: transactional for producer `txn` if
+    /// given (lz4-compressed, so that skipping it must keep the consumer's count of
+    /// compressed batches right).
+    fn append(p: &Partition, txn: Option<i64>, values: &[&str]) {
+        let mut b = BatchBuilder::new();
+        if let Some(pid) = txn {
+            b = b
+                .producer(pid, 0, 0)
+                .attributes(TRANSACTIONAL_BIT)
+                .compression(Compression::Lz4);
+        }
+        for v in values {
+            b.push(1_000, None, Some(v.as_bytes()), &[]);
+        }
+        p.append_batch(&b.finish()).expect("append");
+    }
+
+    fn end_txn(p: &Partition, pid: i64, commit: bool) {
+        let marker = match commit {
+            true => EndTxnMarker::commit(0),
+            false => EndTxnMarker::abort(0),
+        };
+        p.log()
+            .append_end_txn_marker(pid, 0, marker, 2_000)
+            .expect("marker");
+    }
+
+    /// Every record a consumer of `level` reads from the start of `t-0`, polled until
+    /// a poll returns nothing.
+    fn read_all(broker: &Broker, level: IsolationLevel) -> (Vec<String>, Consumer) {
+        let config = ConsumerConfig::default().isolation_level(level);
+        let mut consumer = Consumer::new(broker, config);
+        consumer.assign(&[("t", 0)]).expect("assign");
+        consumer.seek_to_beginning().expect("seek");
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            let polled = consumer.poll(Duration::from_millis(20)).expect("poll");
+            if polled.is_empty() {
+                break;
+            }
+            for r in polled.iter() {
+                let r = r.expect("record");
+                got.push(String::from_utf8(r.value.expect("value").to_vec()).expect("utf-8"));
+            }
+        }
+        (got, consumer)
+    }
+
+    /// Markers are never handed out; read_uncommitted reads every data record up to
+    /// the high watermark, read_committed stops at the last stable offset and leaves
+    /// out aborted transactions, and its end (lag, `seek_to_end`) is that offset.
+    #[test]
+    fn isolation_levels_read_as_kafkas_consumers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let p = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic")
+            .partition(0)
+            .expect("partition");
+        append(&p, None, &["a"]); // 0
+        append(&p, Some(7), &["b1", "b1'"]); // 1-2
+        append(&p, Some(8), &["c1"]); // 3
+        end_txn(&p, 7, false); // 4
+        append(&p, Some(8), &["c2"]); // 5
+        end_txn(&p, 8, true); // 6
+        append(&p, None, &["d"]); // 7
+        append(&p, Some(7), &["b2"]); // 8, open
+        append(&p, None, &["e"]); // 9
+        let (all, _) = read_all(&broker, IsolationLevel::ReadUncommitted);
+        assert_eq!(all, ["a", "b1", "b1'", "c1", "c2", "d", "b2", "e"]);
+        let (committed, mut consumer) = read_all(&broker, IsolationLevel::ReadCommitted);
+        assert_eq!(committed, ["a", "c1", "c2", "d"]);
+        assert_eq!(consumer.position("t", 0).expect("position"), 8);
+        assert_eq!(consumer.end_offset("t", 0).expect("end"), 8);
+        consumer.seek("t", 0, 0).expect("seek");
+        consumer.seek_to_end().expect("seek to end");
+        assert_eq!(consumer.position("t", 0).expect("position"), 8);
+        end_txn(&p, 7, true); // 10
+        let polled = consumer.poll(Duration::from_millis(100)).expect("poll");
+        let values: Vec<Vec<u8>> = polled
+            .iter()
+            .map(|r| r.expect("record").value.expect("value").to_vec())
+            .collect();
+        assert_eq!(values, [b"b2".to_vec(), b"e".to_vec()]);
+        assert_eq!(consumer.end_offset("t", 0).expect("end"), 11);
+        assert_eq!(consumer.position("t", 0).expect("position"), 11);
+    }
+
+    /// A poll whose slice holds only markers or aborted records moves past them and
+    /// waits on: it returns no empty partition.
+    #[test]
+    fn a_slice_of_only_markers_and_aborted_records_is_not_returned() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let p = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic")
+            .partition(0)
+            .expect("partition");
+        append(&p, Some(7), &["x"]);
+        end_txn(&p, 7, false);
+        for level in [
+            IsolationLevel::ReadCommitted,
+            IsolationLevel::ReadUncommitted,
+        ] {
+            let mut consumer =
+                Consumer::new(&broker, ConsumerConfig::default().isolation_level(level));
+            consumer.assign(&[("t", 0)]).expect("assign");
+            consumer.seek("t", 0, 1).expect("seek");
+            let polled = consumer.poll(Duration::from_millis(20)).expect("poll");
+            assert!(polled.is_empty(), "{level:?}: {:?}", polled.partitions());
+            assert_eq!(consumer.position("t", 0).expect("position"), 2);
+        }
+    }
 
     /// A consumer that starts inside a batch skips the batch's earlier records, for
     /// plain and compressed batches, and hands out the rest of every partition.

@@ -981,13 +981,16 @@ fn reaper_loop(inner: &Arc<Inner>) {
 }
 
 #[cfg(test)]
+mod tests_txn;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::coordinator::offsets::decode;
 
     /// A journal in memory, which can be made to fail.
     #[derive(Default)]
-    struct MemJournal {
+    pub(super) struct MemJournal {
         records: Mutex<Vec<JournalRecord>>,
         fail: AtomicBool,
     }
@@ -1025,7 +1028,7 @@ mod tests {
         }
     }
 
-    fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
+    pub(super) fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
         let c = GroupCoordinator::new(CoordinatorConfig {
             min_session_timeout: Duration::from_millis(1),
             initial_rebalance_delay: Duration::ZERO,
@@ -1035,7 +1038,7 @@ mod tests {
         c
     }
 
-    fn join_req(member: &str) -> JoinGroupRequest {
+    pub(super) fn join_req(member: &str) -> JoinGroupRequest {
         JoinGroupRequest {
             group_id: "g".into(),
             member_id: member.into(),
@@ -1048,7 +1051,7 @@ mod tests {
         }
     }
 
-    fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+    pub(super) fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
         OffsetCommitRequest {
             group_id: "g".into(),
             generation_id: generation,
@@ -1065,7 +1068,7 @@ mod tests {
     }
 
     /// One member joins and syncs; returns (member id, generation).
-    fn stable_member(c: &GroupCoordinator) -> (String, i32) {
+    pub(super) fn stable_member(c: &GroupCoordinator) -> (String, i32) {
         let a = c
             .join_group(join_req(""), Duration::from_secs(5))
             .expect("join");
