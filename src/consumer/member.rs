@@ -361,8 +361,7 @@ impl GroupConsumer {
 
     /// The next offset the member reads from a partition it owns.
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
-        self.fetcher.init_positions()?;
-        Ok(self.fetcher.find(topic, partition)?.position.unwrap_or(0))
+        self.fetcher.position(topic, partition)
     }
 
     /// The next poll reads this partition (which the member owns) from `offset`.

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
-use crate::coordinator::{CommitOffset, OffsetCommitRequest};
+use crate::coordinator::{CommitOffset, GroupError, OffsetCommitRequest};
 use crate::error::{Error, Result};
 use crate::record::{Batch, Headers, Records, decompression_limit};
 use crate::storage::{AbortedTxn, LogSlice};
@@ -191,11 +191,19 @@ impl Fetched {
     }
 
     /// True if the slice has a record to hand out: one at or after `from`, in a batch
-    /// [`Fetched::shows`]. Reads batch headers only, and usually just the first.
+    /// [`Fetched::shows`]; or a header that does not parse (the iterator reports it).
+    /// Reads batch headers only (the CRC is the iterator's to check), and usually just
+    /// the first.
     fn has_records(&self) -> bool {
-        crate::record::batches(&self.slice)
-            .map_while(|b| b.ok())
-            .any(|b| b.last_offset() >= self.from && self.shows(&b))
+        let mut rest: &[u8] = &self.slice;
+        while !rest.is_empty() {
+            match Batch::parse_header_at(rest, &self.topic, 0) {
+                Ok(b) if b.last_offset() >= self.from && self.shows(&b) => return true,
+                Ok(b) => rest = &rest[b.len()..],
+                Err(_) => return true,
+            }
+        }
+        false
     }
 
     /// Decompresses every compressed batch of the slice (each on its own: a bad one is
@@ -658,40 +666,68 @@ impl Fetcher {
             .collect()
     }
 
-    /// Committed offsets of the group for the assigned partitions (-1 = none).
-    pub(crate) fn fetch_committed(&self) -> Result<Vec<Option<i64>>> {
+    /// Committed offsets of the group for the assigned partitions (None: none). When
+    /// reading committed they are fetched with `require_stable` (KIP-447), and a
+    /// partition for which a transaction has an offset pending is an error
+    /// ([`GroupError::UnstableOffsetCommit`]).
+    pub(crate) fn fetch_committed(
+        &self,
+    ) -> Result<Vec<std::result::Result<Option<i64>, GroupError>>> {
         let Some(group) = &self.config.group_id else {
-            return Ok(vec![None; self.assigned.len()]);
+            return Ok(vec![Ok(None); self.assigned.len()]);
         };
         let list = self.assignment();
-        let offsets = self
-            .broker
-            .group_coordinator()
-            .offset_fetch(group, Some(&list))
-            .map_err(|source| Error::Group {
-                group: group.clone(),
-                source,
-            })?;
+        let coordinator = self.broker.group_coordinator();
+        let offsets = match self.config.isolation_level {
+            IsolationLevel::ReadCommitted => coordinator.offset_fetch_stable(group, Some(&list)),
+            IsolationLevel::ReadUncommitted => coordinator
+                .offset_fetch(group, Some(&list))
+                .map(|offsets| offsets.into_iter().map(Ok).collect()),
+        }
+        .map_err(|source| Error::Group {
+            group: group.clone(),
+            source,
+        })?;
         Ok(offsets
-            .iter()
-            .map(|o| (o.offset >= 0).then_some(o.offset))
+            .into_iter()
+            .map(|o| o.map(|o| (o.offset >= 0).then_some(o.offset)))
             .collect())
     }
 
-    /// Sets every unset position from the committed offsets or the reset policy.
+    /// Sets every unset position from the committed offsets or the reset policy. A
+    /// partition whose committed offset is not stable yet (a transaction has one
+    /// pending) keeps no position: it is not fetched, and the next call asks again,
+    /// as Kafka's consumer does.
     pub(crate) fn init_positions(&mut self) -> Result<()> {
         if self.assigned.iter().all(|a| a.position.is_some()) {
             return Ok(());
         }
         let committed = self.fetch_committed()?;
         for i in 0..self.assigned.len() {
-            if self.assigned[i].position.is_none() {
-                let pos =
-                    self.reset_position(&self.assigned[i], committed.get(i).copied().flatten())?;
+            if self.assigned[i].position.is_none()
+                && let Some(Ok(committed)) = committed.get(i)
+            {
+                let pos = self.reset_position(&self.assigned[i], *committed)?;
                 self.assigned[i].position = Some(pos);
             }
         }
         Ok(())
+    }
+
+    /// The position of an assigned partition, set first if it is not; while its
+    /// committed offset is not stable, [`GroupError::UnstableOffsetCommit`] (retriable).
+    pub(crate) fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        self.init_positions()?;
+        let group = self.config.group_id.clone().unwrap_or_default();
+        self.find(topic, partition)?
+            .position
+            .ok_or_else(|| Error::Group {
+                group,
+                source: GroupError::UnstableOffsetCommit {
+                    topic: topic.to_string(),
+                    partition,
+                },
+            })
     }
 
     /// One pass over the assigned partitions: reads what is there, never waits.
@@ -702,7 +738,9 @@ impl Fetcher {
         let mut budget = self.config.fetch_max_bytes;
         for k in 0..n {
             let i = (self.next + k) % n;
-            let mut pos = self.assigned[i].position.unwrap_or(0);
+            let Some(mut pos) = self.assigned[i].position else {
+                continue; // its committed offset is not stable yet
+            };
             let end = self.end_offset(&self.assigned[i])?;
             let max = self.config.max_partition_fetch_bytes.min(budget.max(1));
             let committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
@@ -956,12 +994,13 @@ impl Consumer {
         Ok(())
     }
 
-    /// The next offset that will be read from the partition.
+    /// The next offset that will be read from the partition. Reading committed, while
+    /// a transaction has the group's offset of the partition pending (KIP-447), it is
+    /// not known yet: [`Error::Group`] with [`GroupError::UnstableOffsetCommit`], and
+    /// `poll` does not read the partition until the transaction ended.
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
         self.check_open()?;
-        self.fetcher.init_positions()?;
-        let a = self.fetcher.find(topic, partition)?;
-        Ok(a.position.unwrap_or(0))
+        self.fetcher.position(topic, partition)
     }
 
     /// Waits up to `timeout` for records from the assigned partitions. Returns as soon
@@ -1119,6 +1158,78 @@ mod tests {
             assert!(polled.is_empty(), "{level:?}: {:?}", polled.partitions());
             assert_eq!(consumer.position("t", 0).expect("position"), 2);
         }
+    }
+
+    /// Reading committed, a consumer does not start from a committed offset while a
+    /// transaction has one pending (KIP-447's `require_stable`); reading uncommitted,
+    /// it takes the one committed before.
+    #[test]
+    fn a_read_committed_consumer_waits_for_a_stable_committed_offset() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let p = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic")
+            .partition(0)
+            .expect("partition");
+        for v in ["a", "b", "c", "d"] {
+            append(&p, None, &[v]);
+        }
+        let coordinator = broker.group_coordinator();
+        coordinator
+            .offset_commit(OffsetCommitRequest {
+                group_id: "g".into(),
+                generation_id: -1,
+                offsets: commit_entries(&[("t", 0, 1)]),
+                ..Default::default()
+            })
+            .expect("commit");
+        let results = coordinator
+            .txn_offset_commit(crate::coordinator::TxnOffsetCommitRequest {
+                group_id: "g".into(),
+                producer_id: 5,
+                generation_id: -1,
+                offsets: commit_entries(&[("t", 0, 3)]),
+                ..Default::default()
+            })
+            .expect("txn commit");
+        assert!(results[0].result.is_ok());
+        let consumer = |level| {
+            let mut c = Consumer::new(
+                &broker,
+                ConsumerConfig::default()
+                    .group_id("g")
+                    .isolation_level(level),
+            );
+            c.assign(&[("t", 0)]).expect("assign");
+            c
+        };
+        let mut uncommitted = consumer(IsolationLevel::ReadUncommitted);
+        assert_eq!(uncommitted.position("t", 0).expect("position"), 1);
+        let mut committed = consumer(IsolationLevel::ReadCommitted);
+        let e = committed.position("t", 0).expect_err("unstable");
+        assert!(
+            matches!(
+                e,
+                Error::Group {
+                    source: GroupError::UnstableOffsetCommit { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            committed
+                .poll(Duration::from_millis(10))
+                .expect("poll")
+                .is_empty()
+        );
+        coordinator
+            .complete_txn_offsets(5, 0, true)
+            .expect("commit");
+        let polled = committed.poll(Duration::from_millis(100)).expect("poll");
+        let offsets: Vec<i64> = polled.iter().map(|r| r.expect("record").offset).collect();
+        assert_eq!(offsets, [3]);
     }
 
     /// A consumer that starts inside a batch skips the batch's earlier records, for
