@@ -75,7 +75,10 @@ pub struct GroupConfig {
     /// `check.crcs`: check every batch's CRC-32C before decoding it. Default true.
     pub check_crcs: bool,
     /// `isolation.level`: which records of transactions to read. Default
-    /// ReadUncommitted, as in Kafka.
+    /// ReadUncommitted, as in Kafka. Reading committed, a member also waits for its
+    /// group's committed offsets to be stable (KIP-447); the network
+    /// `admin::GroupMember` reads committed records but does not
+    /// ask for stable offsets yet.
     pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,

@@ -195,15 +195,14 @@ impl Fetched {
     /// Reads batch headers only (the CRC is the iterator's to check), and usually just
     /// the first.
     fn has_records(&self) -> bool {
-        let mut rest: &[u8] = &self.slice;
-        while !rest.is_empty() {
-            match Batch::parse_header_at(rest, &self.topic, 0) {
-                Ok(b) if b.last_offset() >= self.from && self.shows(&b) => return true,
-                Ok(b) => rest = &rest[b.len()..],
-                Err(_) => return true,
+        let mut seen = 0;
+        for b in headers(&self.slice, &self.topic) {
+            if b.last_offset() >= self.from && self.shows(&b) {
+                return true;
             }
+            seen += b.len();
         }
-        false
+        seen < self.slice.len()
     }
 
     /// Decompresses every compressed batch of the slice (each on its own: a bad one is
@@ -224,6 +223,17 @@ impl Fetched {
         }
         out
     }
+}
+
+/// The batches of `bytes` by their headers alone (no CRC check), up to the first that
+/// does not parse.
+fn headers<'a>(bytes: &'a [u8], location: &'a str) -> impl Iterator<Item = Batch<'a>> + 'a {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let b = Batch::parse_header_at(rest, location, 0).ok()?;
+        rest = &rest[b.len()..];
+        Some(b)
+    })
 }
 
 /// The records of one `poll`: zero-copy views of the log, decoded while iterating.
@@ -286,17 +296,34 @@ impl ConsumerRecords {
 
     /// Adds the whole batches `batches` of `topic`-`partition` (as a Fetch response
     /// carries them), whose records from offset `from` on are handed out; `limit`
-    /// bounds what one compressed batch may decompress to.
+    /// bounds what one compressed batch may decompress to. `aborted` is the response's
+    /// `aborted_transactions` (producer id, first offset) of a read_committed fetch:
+    /// a producer's transactional batches from there to its next marker in the
+    /// batches (or their end) are left out, as Kafka's consumer does.
     #[cfg(feature = "server")]
     pub(crate) fn push_wire(
         &mut self,
-        topic: Arc<str>,
-        partition: i32,
-        from: i64,
+        (topic, partition, from): (Arc<str>, i32, i64),
         batches: bytes::Bytes,
         limit: usize,
         check_crcs: bool,
+        aborted: &[(i64, i64)],
     ) {
+        let aborted = aborted
+            .iter()
+            .map(|&(producer_id, first_offset)| AbortedTxn {
+                producer_id,
+                first_offset,
+                last_offset: headers(&batches, &topic)
+                    .find(|b| {
+                        b.is_control()
+                            && b.producer_id() == producer_id
+                            && b.base_offset() >= first_offset
+                    })
+                    .map_or(i64::MAX, |b| b.base_offset()),
+                last_stable_offset: -1,
+            })
+            .collect();
         self.fetched.push(Fetched {
             topic,
             partition,
@@ -304,7 +331,7 @@ impl ConsumerRecords {
             slice: FetchedBytes::Wire(batches),
             limit,
             check_crcs,
-            aborted: Vec::new(),
+            aborted,
             decompressed: OnceLock::new(),
         });
     }
