@@ -1196,7 +1196,7 @@ mod tests {
     #[test]
     fn a_member_reads_committed_records_over_the_wire() {
         use crate::consumer::IsolationLevel;
-        use crate::record::{BatchBuilder, EndTxnMarker, TRANSACTIONAL_BIT};
+        use crate::record::{Compression, EndTxnMarker, test_batch};
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::Broker::open(dir.path()).unwrap();
         let p = broker
@@ -1205,12 +1205,8 @@ mod tests {
             .partition(0)
             .unwrap();
         let append = |txn: Option<i64>, v: &str| {
-            let mut b = BatchBuilder::new();
-            if let Some(pid) = txn {
-                b = b.producer(pid, 0, 0).attributes(TRANSACTIONAL_BIT);
-            }
-            b.push(1_000, None, Some(v.as_bytes()), &[]);
-            p.append_batch(&b.finish()).unwrap();
+            p.append_batch(&test_batch(txn, Compression::None, &[v]))
+                .unwrap();
         };
         append(None, "a"); // 0
         append(Some(7), "aborted"); // 1

@@ -1069,33 +1069,36 @@ mod tests {
     use super::*;
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
-    use crate::record::{BatchBuilder, Compression, EndTxnMarker, TRANSACTIONAL_BIT};
+    use crate::record::{Compression, EndTxnMarker, test_batch};
 
     /// Appends one batch of `values` to `p`: transactional for producer `txn` if
     /// given (lz4-compressed, so that skipping it must keep the consumer's count of
     /// compressed batches right).
     fn append(p: &Partition, txn: Option<i64>, values: &[&str]) {
-        let mut b = BatchBuilder::new();
-        if let Some(pid) = txn {
-            b = b
-                .producer(pid, 0, 0)
-                .attributes(TRANSACTIONAL_BIT)
-                .compression(Compression::Lz4);
-        }
-        for v in values {
-            b.push(1_000, None, Some(v.as_bytes()), &[]);
-        }
-        p.append_batch(&b.finish()).expect("append");
+        let codec = txn.map_or(Compression::None, |_| Compression::Lz4);
+        p.append_batch(&test_batch(txn, codec, values))
+            .expect("append");
     }
 
     fn end_txn(p: &Partition, pid: i64, commit: bool) {
-        let marker = match commit {
-            true => EndTxnMarker::commit(0),
-            false => EndTxnMarker::abort(0),
+        let marker = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
         };
         p.log()
             .append_end_txn_marker(pid, 0, marker, 2_000)
             .expect("marker");
+    }
+
+    /// A broker in `dir` with a topic `t` of one partition, and that partition.
+    fn topic_t(dir: &tempfile::TempDir) -> (Broker, Partition) {
+        let broker = Broker::open(dir.path()).expect("broker");
+        let p = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic")
+            .partition(0)
+            .expect("partition");
+        (broker, p)
     }
 
     /// Every record a consumer of `level` reads from the start of `t-0`, polled until
@@ -1125,12 +1128,7 @@ mod tests {
     #[test]
     fn isolation_levels_read_as_kafkas_consumers() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let broker = Broker::open(dir.path()).expect("broker");
-        let p = broker
-            .create_topic("t", 1, TopicConfig::new())
-            .expect("topic")
-            .partition(0)
-            .expect("partition");
+        let (broker, p) = topic_t(&dir);
         append(&p, None, &["a"]); // 0
         append(&p, Some(7), &["b1", "b1'"]); // 1-2
         append(&p, Some(8), &["c1"]); // 3
@@ -1165,12 +1163,7 @@ mod tests {
     #[test]
     fn a_slice_of_only_markers_and_aborted_records_is_not_returned() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let broker = Broker::open(dir.path()).expect("broker");
-        let p = broker
-            .create_topic("t", 1, TopicConfig::new())
-            .expect("topic")
-            .partition(0)
-            .expect("partition");
+        let (broker, p) = topic_t(&dir);
         append(&p, Some(7), &["x"]);
         end_txn(&p, 7, false);
         for level in [
@@ -1193,12 +1186,7 @@ mod tests {
     #[test]
     fn a_read_committed_consumer_waits_for_a_stable_committed_offset() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let broker = Broker::open(dir.path()).expect("broker");
-        let p = broker
-            .create_topic("t", 1, TopicConfig::new())
-            .expect("topic")
-            .partition(0)
-            .expect("partition");
+        let (broker, p) = topic_t(&dir);
         for v in ["a", "b", "c", "d"] {
             append(&p, None, &[v]);
         }

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::tests_api::Client;
 use super::*;
-use crate::record::{BatchBuilder, EndTxnMarker, TRANSACTIONAL_BIT, batches};
+use crate::record::{Compression, EndTxnMarker, batches, test_batch};
 
 const BIG: usize = 20_000;
 
@@ -33,14 +33,8 @@ fn serve() -> (tempfile::TempDir, crate::broker::Broker, ServerHandle) {
         .partition(0)
         .unwrap();
     let append = |txn: Option<i64>, values: &[&str]| {
-        let mut b = BatchBuilder::new();
-        if let Some(pid) = txn {
-            b = b.producer(pid, 0, 0).attributes(TRANSACTIONAL_BIT);
-        }
-        for v in values {
-            b.push(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
-        }
-        p.append_batch(&b.finish()).unwrap();
+        p.append_batch(&test_batch(txn, Compression::None, values))
+            .unwrap();
     };
     append(None, &[&"a".repeat(BIG)]);
     append(Some(7), &["b1", "b2"]);

@@ -171,6 +171,29 @@ macro_rules! apis {
     };
 }
 
+/// Per-partition answers `(topic, partition, error code)` grouped by topic, in topic
+/// name order: `partition(index, code)` builds a partition's answer, `topic(name,
+/// partitions)` a topic's (OffsetCommit, TxnOffsetCommit).
+pub(super) fn by_topic<P, T>(
+    results: impl IntoIterator<Item = (String, i32, i16)>,
+    partition: impl Fn(i32, i16) -> P,
+    topic: impl Fn(kafka_protocol::messages::TopicName, Vec<P>) -> T,
+) -> Vec<T> {
+    let mut grouped: std::collections::BTreeMap<String, Vec<P>> = Default::default();
+    for (name, index, code) in results {
+        grouped
+            .entry(name)
+            .or_default()
+            .push(partition(index, code));
+    }
+    grouped
+        .into_iter()
+        .map(|(name, partitions)| {
+            topic(kafka_protocol::messages::TopicName(kstr(name)), partitions)
+        })
+        .collect()
+}
+
 // The Kafka APIs the server serves, one line each, in the order ApiVersions lists them:
 //
 //     Key lo..=hi, Request => Response, answered_by(module), errors [how];

@@ -3,14 +3,13 @@
 //! UNKNOWN_TOPIC_OR_PARTITION.
 
 use crate::server::error_codes::KafkaCode;
-use std::collections::BTreeMap;
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
-use super::{Ctx, Fatal, Reply, Request, kstr};
+use super::{Ctx, Fatal, Reply, Request};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 
@@ -71,21 +70,18 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .collect(),
         Err(e) => all.into_iter().map(|(t, p)| (t, p, e.code())).collect(),
     };
-    let mut by_topic: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
-    for (topic, partition, code) in results.into_iter().chain(denied) {
-        by_topic.entry(topic).or_default().push(
+    let topics = super::by_topic(
+        results.into_iter().chain(denied),
+        |index, code| {
             OffsetCommitResponsePartition::default()
-                .with_partition_index(partition)
-                .with_error_code(code),
-        );
-    }
-    let topics = by_topic
-        .into_iter()
-        .map(|(name, partitions)| {
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+        |name, partitions| {
             OffsetCommitResponseTopic::default()
-                .with_name(TopicName(kstr(name)))
+                .with_name(name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&OffsetCommitResponse::default().with_topics(topics))
 }

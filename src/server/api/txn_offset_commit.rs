@@ -8,14 +8,12 @@
 //! (each refusal answers every partition), then Read on each topic
 //! (TOPIC_AUTHORIZATION_FAILED for that topic's partitions).
 
-use std::collections::BTreeMap;
-
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use super::{Ctx, Fatal, Reply, Request, kstr};
+use super::{Ctx, Fatal, Reply, Request};
 use crate::coordinator::CommitOffset;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
@@ -90,21 +88,18 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             Err(e) => results.extend(asked.into_iter().map(|(t, p)| (t, p, e.code()))),
         }
     }
-    let mut by_topic: BTreeMap<String, Vec<TxnOffsetCommitResponsePartition>> = BTreeMap::new();
-    for (topic, partition, code) in results {
-        by_topic.entry(topic).or_default().push(
+    let topics = super::by_topic(
+        results,
+        |index, code| {
             TxnOffsetCommitResponsePartition::default()
-                .with_partition_index(partition)
-                .with_error_code(code),
-        );
-    }
-    let topics = by_topic
-        .into_iter()
-        .map(|(name, partitions)| {
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+        |name, partitions| {
             TxnOffsetCommitResponseTopic::default()
-                .with_name(TopicName(kstr(name)))
+                .with_name(name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&TxnOffsetCommitResponse::default().with_topics(topics))
 }
