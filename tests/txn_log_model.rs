@@ -150,6 +150,7 @@ impl Model {
 
     /// The offsets of the data records of batches not in an aborted transaction (those
     /// of open transactions included), in order.
+    #[cfg(feature = "testing")]
     fn not_aborted(&self) -> Vec<i64> {
         let mut open: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
         let mut aborted = std::collections::BTreeSet::new();
@@ -178,6 +179,7 @@ impl Model {
     }
 
     /// The offsets of every data record, in order.
+    #[cfg(feature = "testing")]
     fn data(&self) -> Vec<i64> {
         self.batches
             .iter()

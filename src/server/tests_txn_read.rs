@@ -198,6 +198,76 @@ fn list_offsets_latest_is_the_lso_for_read_committed() {
     }
 }
 
+/// The codes of a TxnOffsetCommit of `t`-0 and `u`-0 by `c`.
+fn txn_commit_codes(c: &mut Client, txn_id: &str, group: &str) -> Vec<(String, i16)> {
+    let partition = || {
+        txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(1)
+    };
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.into())))
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_producer_id(ProducerId(3))
+        .with_topics(
+            ["t", "u"]
+                .iter()
+                .map(|t| {
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(name(t))
+                        .with_partitions(vec![partition()])
+                })
+                .collect(),
+        );
+    let resp: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, 3, &req);
+    resp.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.error_code))
+        })
+        .collect()
+}
+
+#[test]
+fn txn_offset_commit_needs_write_on_the_transactional_id_and_read_on_group_and_topic() {
+    use super::tests_security::{binding, broker, create_acls, login, sasl_server};
+    use crate::security::acl::ResourceType::{Group, Topic, TransactionalId as TxnId};
+    use crate::security::acl::{AclOperation as Op, AclPermission as Perm, PatternType};
+    let (_dir, broker) = broker(&["t", "u"], &[("admin", "a"), ("app", "p")]);
+    let server = sasl_server(broker, true);
+    let mut admin = login(server.local_addr(), "PLAIN", "admin", "a").unwrap();
+    let allow = |kind, name: &str, op| {
+        binding(
+            kind,
+            name,
+            PatternType::Literal,
+            "User:app",
+            op,
+            Perm::Allow,
+        )
+    };
+    create_acls(
+        &mut admin,
+        vec![
+            allow(TxnId, "tx", Op::Write),
+            allow(Group, "g", Op::Read),
+            allow(Topic, "t", Op::Read),
+        ],
+    );
+    let mut app = login(server.local_addr(), "PLAIN", "app", "p").unwrap();
+    let codes = |c: &mut Client, txn_id, group| txn_commit_codes(c, txn_id, group);
+    let all = |code: i16| vec![("t".to_string(), code), ("u".to_string(), code)];
+    assert_eq!(codes(&mut app, "other", "g"), all(53), "no Write on the id");
+    assert_eq!(codes(&mut app, "tx", "h"), all(30), "no Read on the group");
+    assert_eq!(
+        codes(&mut app, "tx", "g"),
+        [("t".to_string(), 0), ("u".to_string(), 29)],
+        "Read on t only"
+    );
+}
+
 fn offset_fetch(c: &mut Client, version: i16, require_stable: bool) -> (i16, i64) {
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_static_str("g")))
