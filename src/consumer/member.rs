@@ -362,9 +362,18 @@ impl GroupConsumer {
         self.fetcher.assignment()
     }
 
-    /// The next offset the member reads from a partition it owns.
+    /// The next offset the member reads from a partition it owns (see
+    /// [`Consumer::position`](crate::Consumer::position) for a committed offset that
+    /// is not stable yet).
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
         self.fetcher.position(topic, partition)
+    }
+
+    /// Where the member's reads of a partition it owns end now: its high watermark, or
+    /// its last stable offset when reading committed (the lag is this minus the
+    /// position).
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.fetcher.end_offset_of(topic, partition)
     }
 
     /// The next poll reads this partition (which the member owns) from `offset`.

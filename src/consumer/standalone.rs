@@ -642,6 +642,11 @@ impl Fetcher {
         }
     }
 
+    /// [`Fetcher::end_offset`] of an assigned partition; an error if it is not.
+    pub(crate) fn end_offset_of(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.end_offset(&self.assigned[self.index_of(topic, partition)?])
+    }
+
     /// The position after applying the reset policy to `committed` (None = no commit).
     fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
         let start = a.partition.log_start_offset();
@@ -1001,8 +1006,7 @@ impl Consumer {
     /// offset when reading committed. The lag is this minus the position.
     pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
         self.check_open()?;
-        let i = self.fetcher.index_of(topic, partition)?;
-        self.fetcher.end_offset(&self.fetcher.assigned[i])
+        self.fetcher.end_offset_of(topic, partition)
     }
 
     /// Every assigned partition moves to its first record with a timestamp at or after
@@ -1156,6 +1160,37 @@ mod tests {
         assert_eq!(values, [b"b2".to_vec(), b"e".to_vec()]);
         assert_eq!(consumer.end_offset("t", 0).expect("end"), 11);
         assert_eq!(consumer.position("t", 0).expect("position"), 11);
+    }
+
+    /// A group member reading committed reads as a `Consumer` does: committed records
+    /// up to the last stable offset, which is its end.
+    #[test]
+    fn a_group_member_reads_committed_records() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, p) = topic_t(&dir);
+        append(&p, None, &["a"]); // 0
+        append(&p, Some(7), &["x"]); // 1
+        end_txn(&p, 7, false); // 2
+        append(&p, None, &["b"]); // 3
+        append(&p, Some(8), &["open"]); // 4
+        append(&p, None, &["c"]); // 5
+        let config = crate::GroupConfig::new("g", &["t"])
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted);
+        let mut member = crate::GroupConsumer::join(&broker, config).expect("join");
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            for r in member.poll(Duration::from_millis(20)).expect("poll").iter() {
+                got.push(r.expect("record").value.expect("value").to_vec());
+            }
+            if got.len() >= 2 {
+                break;
+            }
+        }
+        assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(member.end_offset("t", 0).expect("end"), 4);
+        assert_eq!(member.position("t", 0).expect("position"), 4);
+        member.close();
     }
 
     /// A poll whose slice holds only markers or aborted records moves past them and
