@@ -12,9 +12,12 @@
 //! the records and how the rest of the feature builds on them.
 
 pub mod log;
+mod shell;
 mod state;
 
+pub use crate::config::TransactionConfig;
 pub use crate::error::{TxnError, TxnState};
+pub use shell::{MarkerWriter, TransactionCoordinator, TxnStateLog};
 pub use state::{
     AddPartitionsRequest, DEFAULT_MAX_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     EPOCH_BUMP_TRANSACTION_VERSION, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
@@ -25,3 +28,5 @@ pub use state::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shell;
