@@ -115,6 +115,10 @@ impl Broker {
             )?;
         }
         txns.set_partition_count(topic.partition_count());
+        tracing::info!(
+            partitions = topic.partition_count(),
+            "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}"
+        );
         txns.start_timer()
     }
 

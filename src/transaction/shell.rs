@@ -292,7 +292,7 @@ impl TransactionCoordinator {
         }
         let markers = fresh.finish_loading();
         *slot.state.lock() = fresh;
-        tracing::info!(
+        tracing::debug!(
             partition,
             coordinator_epoch,
             "transaction coordinator loaded its partition of __transaction_state"
