@@ -38,6 +38,10 @@ use crate::storage::now_ms;
 /// whose reload failed.
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Called with each record of a `__transaction_state` partition: its key and value
+/// (`None`: a tombstone).
+pub type RecordVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> Result<()> + 'a;
+
 /// Where the coordinator writes the records of one `__transaction_state` partition,
 /// and reads them back when it loads.
 pub trait TxnStateLog: Send + Sync {
@@ -45,7 +49,7 @@ pub trait TxnStateLog: Send + Sync {
     /// committed (acks=all). An error means nothing may be taken as written.
     fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
     /// Calls `f` with every record of the partition, oldest first.
-    fn read_all(&self, f: &mut dyn FnMut(&[u8], Option<&[u8]>) -> Result<()>) -> Result<()>;
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()>;
 }
 
 /// Writes the COMMIT or ABORT markers of a transaction to its partitions' leaders.
@@ -64,7 +68,7 @@ impl TxnStateLog for crate::topic::Partition {
         self.wait_committed_at(info.last_offset, appended, WRITE_TIMEOUT)
     }
 
-    fn read_all(&self, f: &mut dyn FnMut(&[u8], Option<&[u8]>) -> Result<()>) -> Result<()> {
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
         let end = self.log_end_offset();
         let mut offset = self.log_start_offset();
         while offset < end {

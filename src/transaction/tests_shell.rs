@@ -13,10 +13,13 @@ use parking_lot::Mutex;
 use super::*;
 use crate::error::{Error, Result};
 
+/// A record: key and value (`None`: a tombstone).
+type Rec = (Vec<u8>, Option<Vec<u8>>);
+
 /// A `__transaction_state` partition in memory, which can be made to fail.
 #[derive(Default)]
 struct MemLog {
-    records: Mutex<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
+    records: Mutex<Vec<Rec>>,
     fail: AtomicBool,
     /// When set, `read_all` waits for a message before it reads.
     gate: Mutex<Option<mpsc::Receiver<()>>>,
@@ -37,7 +40,7 @@ impl TxnStateLog for MemLog {
         Ok(())
     }
 
-    fn read_all(&self, f: &mut dyn FnMut(&[u8], Option<&[u8]>) -> Result<()>) -> Result<()> {
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
         if let Some(gate) = self.gate.lock().take() {
             gate.recv_timeout(Duration::from_secs(10))
                 .expect("the test opens the gate");
