@@ -135,6 +135,12 @@ impl Broker {
         marker: EndTxnMarker,
     ) -> Result<()> {
         let p = self.registered_topic(topic)?.partition(partition)?;
+        if topic == OFFSETS_TOPIC && !p.log().has_open_transaction(producer_id)? {
+            // The group coordinator reads every record of its journal: a marker there
+            // ends the producer's transactional offsets (TxnOffsetCommit), and with
+            // none open it would end nothing.
+            return Ok(());
+        }
         let ts = crate::storage::now_ms();
         let (info, appended) =
             p.append_end_txn_marker_at(producer_id, producer_epoch, marker, ts)?;

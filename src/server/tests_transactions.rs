@@ -239,3 +239,37 @@ fn a_transaction_commits_aborts_and_fences_over_the_wire() {
     assert_eq!((after.producer_id.0, after.producer_epoch), (p.0, 2));
     server.shutdown().unwrap();
 }
+
+/// AddOffsetsToTxn adds the group's `__consumer_offsets` partition; a transaction that
+/// committed no offsets in it leaves the group coordinator's journal as it was, so the
+/// broker opens again.
+#[test]
+fn a_transaction_with_a_group_but_no_offsets_keeps_the_offsets_journal_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let p = init(&mut c, "tx");
+    let req = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(s("tx")))
+        .with_producer_id(ProducerId(p.0))
+        .with_producer_epoch(p.1)
+        .with_group_id(GroupId(s("g")));
+    let r: AddOffsetsToTxnResponse = c.call(ApiKey::AddOffsetsToTxn, 3, &req);
+    assert_eq!(r.error_code, 0);
+    let ongoing = describe(&mut c, "tx");
+    assert_eq!(
+        ongoing.topics[0].topic.0.as_str(),
+        crate::broker::OFFSETS_TOPIC
+    );
+    assert_eq!(end(&mut c, 3, "tx", p, true).error_code, 0);
+    assert_eq!(
+        describe(&mut c, "tx").transaction_state.as_str(),
+        "CompleteCommit"
+    );
+    drop(c);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(broker.group_coordinator().is_loaded());
+}

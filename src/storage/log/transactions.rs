@@ -105,6 +105,29 @@ impl PartitionLog {
         self.with_txns(|t, _| t.aborted_between(from_offset, to_offset))
     }
 
+    /// Whether producer `producer_id` has a transaction open in this log (a
+    /// transactional batch not yet ended by a marker).
+    ///
+    /// ```
+    /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// assert!(!log.has_open_transaction(7)?);
+    /// let mut b = BatchBuilder::new().producer(7, 0, 0).attributes(TRANSACTIONAL_BIT);
+    /// b.push(1_000, None, Some(b"pending"), &[]);
+    /// log.append_idempotent(&b.finish())?;
+    /// assert!(log.has_open_transaction(7)?);
+    /// log.append_end_txn_marker(7, 0, EndTxnMarker::commit(0), 2_000)?;
+    /// assert!(!log.has_open_transaction(7)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn has_open_transaction(&self, producer_id: i64) -> Result<bool> {
+        self.with_txns(|t, _| t.open.values().any(|p| *p == producer_id))
+    }
+
     /// `f` of the transactions and the high watermark, the producers' state loaded
     /// first if it is not.
     fn with_txns<R>(&self, mut f: impl FnMut(&mut txn_index::TxnBounds, i64) -> R) -> Result<R> {
