@@ -158,3 +158,78 @@ impl Broker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, TRANSACTIONAL_BIT};
+    use crate::transaction::{
+        AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
+        TxnResult, TxnState,
+    };
+
+    /// A leader that takes no marker (as if the broker crashed before writing them).
+    struct Unreachable;
+
+    impl MarkerWriter for Unreachable {
+        fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+            m.partitions
+                .iter()
+                .map(|tp| (tp.clone(), Error::Timeout("crashed".into())))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_transaction_prepared_before_a_restart_is_completed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        broker.ensure_transaction_state().unwrap();
+        let txns = broker.transaction_coordinator();
+        let init = InitProducerIdRequest {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        let InitProducerIdAnswer::Ready(p) = txns.init_producer_id(&init, &|| Ok(42)).unwrap()
+        else {
+            panic!("no producer id");
+        };
+        txns.add_partitions(&AddPartitionsRequest {
+            transactional_id: "tx".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            partitions: [("t".to_string(), 0)].into(),
+            client_transaction_version: 0,
+        })
+        .unwrap();
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        let mut b = BatchBuilder::new()
+            .producer(p.producer_id, p.epoch, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        part.append_idempotent(&b.finish()).unwrap();
+        txns.set_marker_writer(Arc::new(Unreachable));
+        let end = EndTxnRequest {
+            transactional_id: "tx".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            result: TxnResult::Commit,
+            client_transaction_version: 0,
+        };
+        txns.end_txn(&end, &|| Ok(43)).unwrap();
+        assert_eq!(txns.describe("tx").unwrap().state, TxnState::PrepareCommit);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 0, "still open");
+        drop(part);
+        broker.close().unwrap();
+
+        let broker = Broker::open(dir.path()).unwrap();
+        let m = broker.transaction_coordinator().describe("tx").unwrap();
+        assert_eq!(m.state, TxnState::CompleteCommit);
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        assert_eq!(part.log_end_offset(), 2, "the record and its COMMIT marker");
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+        assert!(!part.log().has_open_transaction(p.producer_id).unwrap());
+    }
+}
