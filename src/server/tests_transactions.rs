@@ -273,3 +273,34 @@ fn a_transaction_with_a_group_but_no_offsets_keeps_the_offsets_journal_readable(
     let broker = Broker::open(dir.path()).unwrap();
     assert!(broker.group_coordinator().is_loaded());
 }
+
+/// `__transaction_state`'s 50 partitions count in the broker's `max_partitions`: a
+/// node without room for them answers COORDINATOR_NOT_AVAILABLE and makes nothing.
+#[test]
+fn no_room_for_the_transaction_state_is_coordinator_not_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder(dir.path())
+        .max_partitions(20)
+        .open()
+        .unwrap();
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_key(s("tx"));
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 3, &req);
+    assert_eq!(r.error_code, 15, "{r:?}");
+    assert!(
+        r.error_message
+            .as_ref()
+            .is_some_and(|m| m.contains("max_partitions")),
+        "{r:?}"
+    );
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s("tx"))))
+        .with_transaction_timeout_ms(60_000);
+    let r: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &req);
+    assert_eq!(r.error_code, 15);
+    assert!(broker.topic("__transaction_state").is_err());
+    server.shutdown().unwrap();
+}
