@@ -52,7 +52,10 @@ impl MarkerWriter for LocalMarkers {
                 }
                 // A newer producer epoch or coordinator wrote there already: this
                 // marker is fenced and never will be written (Kafka drops it too).
-                Err(e @ (Error::InvalidProducerEpoch { .. } | Error::InvalidBatch(_))) => {
+                Err(
+                    e @ (Error::InvalidProducerEpoch { .. }
+                    | Error::TransactionCoordinatorFenced { .. }),
+                ) => {
                     tracing::warn!(topic, partition, transactional_id = %m.transactional_id, error = %e, "transaction marker refused by the partition: dropped");
                 }
                 Err(e) => failed.push(((topic.clone(), *partition), e)),

@@ -226,6 +226,19 @@ fn a_transaction_commits_aborts_and_fences_over_the_wire() {
     let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &req);
     assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0);
     assert_eq!(markers(&broker, 0), vec![true, false, false]);
+    // A marker from an older coordinator than the producer's last one is fenced.
+    let mut older = req.clone();
+    older.markers[0].coordinator_epoch = -1;
+    let mut newer = req;
+    newer.markers[0].coordinator_epoch = 5;
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &newer);
+    assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0);
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &older);
+    assert_eq!(
+        r.markers[0].topics[0].partitions[0].error_code, 52,
+        "TRANSACTION_COORDINATOR_FENCED"
+    );
+    assert_eq!(markers(&broker, 0), vec![true, false, false, false]);
     drop(c);
     server.shutdown().unwrap();
     broker.close().unwrap();

@@ -635,6 +635,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::DuplicateSequence { .. } => R::DuplicateSequenceNumber,
         Error::OutOfOrderSequence { .. } => R::OutOfOrderSequenceNumber,
         Error::InvalidProducerEpoch { .. } => R::InvalidProducerEpoch,
+        Error::TransactionCoordinatorFenced { .. } => R::TransactionCoordinatorFenced,
         Error::InvalidReplicationFactor { .. } => R::InvalidReplicationFactor,
         Error::InvalidReplicaAssignment { .. } => R::InvalidReplicaAssignment,
         Error::InvalidPartitions { .. } => R::InvalidPartitions,

@@ -18,8 +18,8 @@ impl PartitionLog {
     /// producer's open transaction, if one is, and takes the producer to
     /// `producer_epoch` (KIP-890 bumps the epoch with the marker). An older epoch than
     /// the producer's is refused ([`Error::InvalidProducerEpoch`]), and so is a marker
-    /// from an older coordinator than the producer's last one ([`Error::InvalidBatch`]:
-    /// Kafka's `TransactionCoordinatorFencedException`).
+    /// from an older coordinator than the producer's last one
+    /// ([`Error::TransactionCoordinatorFenced`]).
     ///
     /// ```
     /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
@@ -70,11 +70,12 @@ impl PartitionLog {
                 });
             }
             Err(MarkerRefusal::CoordinatorEpoch { current }) => {
-                return Err(Error::InvalidBatch(format!(
-                    "transaction marker for producer {producer_id} in {} from coordinator \
-                     epoch {}, older than {current}: the coordinator is fenced",
-                    self.inner.name, marker.coordinator_epoch
-                )));
+                return Err(Error::TransactionCoordinatorFenced {
+                    partition: self.inner.name.clone(),
+                    producer_id,
+                    coordinator_epoch: marker.coordinator_epoch,
+                    current,
+                });
             }
         }
         self.append_locked(w, &parsed, &config)
