@@ -10,6 +10,7 @@ use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::record::EndTxnMarker;
 use crate::storage::CleanupPolicy;
+use crate::transaction::events;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 use crate::transaction::{MarkerWriter, TopicPartition, TransactionCoordinator, TxnMarkers};
 
@@ -48,7 +49,7 @@ impl MarkerWriter for LocalMarkers {
                 Ok(()) => {}
                 // A partition deleted since it was added: nothing to mark (Kafka drops it).
                 Err(Error::UnknownTopic(_) | Error::UnknownPartition { .. }) => {
-                    tracing::info!(topic, partition, transactional_id = %m.transactional_id, "transaction marker dropped: the partition no longer exists");
+                    events::marker_dropped(&m.transactional_id, topic, *partition, None);
                 }
                 // A newer producer epoch or coordinator wrote there already: this
                 // marker is fenced and never will be written (Kafka drops it too).
@@ -56,7 +57,7 @@ impl MarkerWriter for LocalMarkers {
                     e @ (Error::InvalidProducerEpoch { .. }
                     | Error::TransactionCoordinatorFenced { .. }),
                 ) => {
-                    tracing::warn!(topic, partition, transactional_id = %m.transactional_id, error = %e, "transaction marker refused by the partition: dropped");
+                    events::marker_dropped(&m.transactional_id, topic, *partition, Some(&e));
                 }
                 Err(e) => failed.push(((topic.clone(), *partition), e)),
             }
@@ -95,10 +96,7 @@ impl Broker {
             Ok(t) => t,
             Err(_) => {
                 let partitions = self.inner.config.transaction.state_log_partitions;
-                tracing::info!(
-                    partitions,
-                    "creating the internal topic {TRANSACTION_STATE_TOPIC}"
-                );
+                events::creating_state_topic(partitions);
                 self.create_topic_inner(
                     TRANSACTION_STATE_TOPIC,
                     partitions,
@@ -118,10 +116,7 @@ impl Broker {
             )?;
         }
         txns.set_partition_count(topic.partition_count());
-        tracing::info!(
-            partitions = topic.partition_count(),
-            "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}"
-        );
+        events::coordinator_loaded(topic.partition_count());
         txns.start_timer()
     }
 
@@ -151,12 +146,7 @@ impl Broker {
         if topic == OFFSETS_TOPIC {
             let commit = marker.commit;
             // MERGE: call group_coordinator().complete_txn_offsets(producer_id, producer_epoch, commit) here
-            tracing::debug!(
-                producer_id,
-                producer_epoch,
-                commit,
-                "transaction marker written to {OFFSETS_TOPIC}"
-            );
+            events::offsets_marker(producer_id, producer_epoch, commit);
         }
         Ok(())
     }

@@ -17,6 +17,7 @@
 //! transactions and expires idle ids. The broker owns one and the network server serves
 //! it. docs/design.md ("Transactions") describes the states, the records and the shell.
 
+pub(crate) mod events;
 pub mod log;
 mod shell;
 mod state;

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::events;
 use super::log::partition_for;
 use super::state::{
     AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
@@ -186,7 +187,7 @@ impl Slot {
         match self.log.append(&write.key_bytes(), value.as_deref()) {
             Ok(()) => Ok(()),
             Err(e) => {
-                tracing::warn!(partition = self.partition, transactional_id = %write.transactional_id, error = %e, "cannot write to __transaction_state: reloading the partition");
+                events::write_failed(self.partition, &write.transactional_id, &e);
                 let markers = self.reload(st);
                 Err((write_failed(&e), markers))
             }
@@ -197,7 +198,7 @@ impl Slot {
         match self.load(st) {
             Ok(markers) => markers,
             Err(e) => {
-                tracing::error!(partition = self.partition, error = %e, "cannot reload __transaction_state: retrying");
+                events::reload_failed(self.partition, &e);
                 self.needs_reload.store(true, Ordering::Release);
                 Vec::new()
             }
@@ -296,11 +297,7 @@ impl TransactionCoordinator {
         }
         let markers = fresh.finish_loading();
         *slot.state.lock() = fresh;
-        tracing::debug!(
-            partition,
-            coordinator_epoch,
-            "transaction coordinator loaded its partition of __transaction_state"
-        );
+        events::partition_loaded(partition, coordinator_epoch);
         self.send_markers(&slot, markers);
         Ok(())
     }
@@ -497,7 +494,7 @@ impl TransactionCoordinator {
                 self.complete(slot, &m);
             } else {
                 for ((topic, partition), e) in &failed {
-                    tracing::debug!(transactional_id = %m.transactional_id, topic, partition, error = %e, "transaction marker not written: retrying");
+                    events::marker_retried(&m.transactional_id, topic, *partition, e);
                 }
                 m.partitions = failed.into_iter().map(|(tp, _)| tp).collect();
                 slot.pending.lock().push(m);
@@ -520,7 +517,7 @@ impl TransactionCoordinator {
                 Ok(_) => Vec::new(),
                 // Reloaded or moved meanwhile: whoever holds the state now sends them.
                 Err(e) => {
-                    tracing::debug!(transactional_id = %m.transactional_id, error = %e, "markers written for a transaction no longer prepared here");
+                    events::stale_markers(&m.transactional_id, &e);
                     Vec::new()
                 }
             }
@@ -609,7 +606,7 @@ impl TransactionCoordinator {
                             markers.extend(found);
                             break;
                         }
-                        tracing::info!(transactional_id = %write.transactional_id, "transaction timed out: aborting");
+                        events::timed_out(&write.transactional_id);
                         markers.extend(outcome.markers);
                     }
                 }
