@@ -1,7 +1,8 @@
 """confluent-kafka's transactional producer against `tidelog serve`: transactions over
 two topics committed, one aborted, a second producer with the same transactional.id
 fencing the first, and a read_uncommitted consumer that sees data records only (the
-COMMIT and ABORT markers take offsets but never surface as messages).
+COMMIT and ABORT markers take offsets but never surface as messages). Then
+kafka-python's transactional producer: a commit, and fencing by a second instance.
 
 With TIDELOG_READ_COMMITTED=1 a read_committed consumer is checked too: it must see
 the committed records and none of the aborted ones (needs read_committed Fetch).
@@ -123,5 +124,26 @@ if os.environ.get("TIDELOG_READ_COMMITTED") == "1":
         values = [v for topic, v in committed if topic == t]
         expected = [f"{tag}-{i}" for tag in ("commit1", "commit2", "commit3") for i in range(3)]
         assert values == expected, (t, values)
+
+# kafka-python's transactional producer against the same coordinator: a commit, and
+# fencing by a second instance (PRODUCER_FENCED).
+from kafka import KafkaProducer  # noqa: E402
+from kafka.errors import KafkaError as KpError  # noqa: E402
+
+kp = KafkaProducer(bootstrap_servers=BOOTSTRAP, transactional_id="interop-txn-kp")
+kp.init_transactions()
+kp.begin_transaction()
+kp.send(TOPICS[0], b"kp-1")
+kp.commit_transaction()
+kp2 = KafkaProducer(bootstrap_servers=BOOTSTRAP, transactional_id="interop-txn-kp")
+kp2.init_transactions()
+try:
+    kp.begin_transaction()
+    kp.send(TOPICS[0], b"kp-zombie")
+    kp.commit_transaction()
+    sys.exit("kafka-python: the fenced producer committed a transaction")
+except KpError as err:
+    assert "Fenced" in str(err) or "fenced" in str(err), err
+kp2.close()
 
 print("confluent-kafka transactions: ok")
