@@ -891,3 +891,5 @@ mod tests_groups;
 mod tests_listeners;
 #[cfg(test)]
 mod tests_security;
+#[cfg(test)]
+mod tests_transactions;
