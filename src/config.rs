@@ -172,6 +172,8 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// Group coordinator settings (Kafka `group.*`).
     pub coordinator: CoordinatorConfig,
+    /// Transaction coordinator settings (Kafka `transaction.*`).
+    pub transaction: TransactionConfig,
     /// Partitions of a topic created implicitly (Kafka `num.partitions`). Default 1.
     pub default_partitions: i32,
     /// Create unknown topics on first use by a producer (Kafka
@@ -195,6 +197,7 @@ impl Default for BrokerConfig {
             flush_check_interval: Duration::from_secs(1),
             retention_check_interval: Duration::from_secs(300),
             coordinator: CoordinatorConfig::default(),
+            transaction: TransactionConfig::default(),
             default_partitions: 1,
             auto_create_topics: false,
             max_partitions: crate::storage::StorageLimits::default().partitions_that_fit(),
@@ -243,6 +246,38 @@ impl Default for CoordinatorConfig {
             max_group_size: usize::MAX,
             offset_metadata_max_bytes: 4096,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// Settings of the transaction coordinator. Defaults are Kafka's.
+#[derive(Debug, Clone)]
+pub struct TransactionConfig {
+    /// Partitions of the internal topic `__transaction_state`, made on first use
+    /// (`transaction.state.log.num.partitions`). Default 50.
+    pub state_log_partitions: i32,
+    /// Longest transaction timeout a producer may ask for
+    /// (`transaction.max.timeout.ms`). Default 15 min.
+    pub max_timeout: Duration,
+    /// How long a transactional id without a change is kept
+    /// (`transactional.id.expiration.ms`). Default 7 days.
+    pub transactional_id_expiration: Duration,
+    /// How often transactions past their timeout are aborted
+    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`). Default 10 s.
+    pub abort_timed_out_interval: Duration,
+    /// How often expired transactional ids are removed
+    /// (`transaction.remove.expired.transaction.cleanup.interval.ms`). Default 1 h.
+    pub remove_expired_interval: Duration,
+}
+
+impl Default for TransactionConfig {
+    fn default() -> Self {
+        TransactionConfig {
+            state_log_partitions: 50,
+            max_timeout: Duration::from_millis(900_000),
+            transactional_id_expiration: Duration::from_millis(604_800_000),
+            abort_timed_out_interval: Duration::from_secs(10),
+            remove_expired_interval: Duration::from_secs(3600),
         }
     }
 }

@@ -254,6 +254,27 @@ impl Partition {
         Ok((info, Self::epoch_of(&role)))
     }
 
+    /// Appends the COMMIT or ABORT control batch of a transaction of `producer_id`
+    /// ([`PartitionLog::append_end_txn_marker`], what the transaction coordinator
+    /// writes), with the leadership it was appended under. Refused on a cluster node
+    /// that does not lead the partition, as [`Partition::append_batch`].
+    pub(crate) fn append_end_txn_marker_at(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: crate::record::EndTxnMarker,
+        timestamp: i64,
+    ) -> Result<(AppendInfo, AppendEpoch)> {
+        let role = self.inner.role.read();
+        self.check_appendable(&role)?;
+        let info =
+            self.inner
+                .log
+                .append_end_txn_marker(producer_id, producer_epoch, marker, timestamp)?;
+        self.after_append(&role);
+        Ok((info, Self::epoch_of(&role)))
+    }
+
     /// The leadership of an append holding `role`.
     fn epoch_of(role: &Role) -> AppendEpoch {
         AppendEpoch(match role {

@@ -232,10 +232,30 @@ fn answer_every_version(
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect()
         ),
-        ApiKey::FindCoordinator => every!(
-            FindCoordinatorResponse,
-            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str(GROUP)),
-        ),
+        // One key up to v3, batched keys from v4; of groups, and (key type 1, from v1)
+        // of transactional ids.
+        ApiKey::FindCoordinator => {
+            let mut find = |key_type: i8, (lo, hi): (i16, i16)| {
+                let keyed = FindCoordinatorRequest::default()
+                    .with_key_type(key_type)
+                    .with_key(StrBytes::from_static_str(GROUP));
+                let batched = FindCoordinatorRequest::default()
+                    .with_key_type(key_type)
+                    .with_coordinator_keys(vec![StrBytes::from_static_str(GROUP)]);
+                every::<_, FindCoordinatorResponse>(addr, key, (lo, hi.min(3)), corr, &keyed, |r| {
+                    vec![r.error_code]
+                }) + every::<_, FindCoordinatorResponse>(
+                    addr,
+                    key,
+                    (lo.max(4), hi),
+                    corr,
+                    &batched,
+                    |r| r.coordinators.iter().map(|c| c.error_code).collect(),
+                )
+            };
+            find(1, (lo.max(1), hi));
+            find(0, (lo, hi))
+        }
         ApiKey::JoinGroup => every!(JoinGroupResponse, JoinGroupRequest::default()),
         ApiKey::Heartbeat => every!(HeartbeatResponse, HeartbeatRequest::default()),
         ApiKey::LeaveGroup => every!(LeaveGroupResponse, LeaveGroupRequest::default()),
@@ -350,6 +370,28 @@ fn answer_every_version(
                     .collect()
             )
         }
+        ApiKey::AddPartitionsToTxn => {
+            every!(
+                AddPartitionsToTxnResponse,
+                AddPartitionsToTxnRequest::default()
+            )
+        }
+        ApiKey::AddOffsetsToTxn => {
+            every!(AddOffsetsToTxnResponse, AddOffsetsToTxnRequest::default())
+        }
+        ApiKey::EndTxn => every!(EndTxnResponse, EndTxnRequest::default()),
+        ApiKey::WriteTxnMarkers => {
+            every!(WriteTxnMarkersResponse, WriteTxnMarkersRequest::default())
+        }
+        ApiKey::DescribeTransactions => every!(
+            DescribeTransactionsResponse,
+            DescribeTransactionsRequest::default()
+        ),
+        ApiKey::ListTransactions => every!(
+            ListTransactionsResponse,
+            ListTransactionsRequest::default(),
+            |r| vec![r.error_code]
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

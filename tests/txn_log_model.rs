@@ -386,6 +386,17 @@ fn a_marker_from_an_older_epoch_is_refused_and_one_ends_an_empty_transaction() {
     let e = log
         .append_end_txn_marker(7, 1, EndTxnMarker::commit(2), 0)
         .expect_err("older coordinator");
+    assert!(
+        matches!(
+            e,
+            tidelog::Error::TransactionCoordinatorFenced {
+                coordinator_epoch: 2,
+                current: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("fenced"), "{e}");
     // A marker without data ends nothing and aborts nothing.
     log.append_end_txn_marker(7, 1, EndTxnMarker::abort(3), 0)

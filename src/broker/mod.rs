@@ -22,6 +22,7 @@
 //!   used, and each partition directory holds Kafka's `partition.metadata` (topic id).
 
 mod metrics;
+mod transactions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ use crate::storage::{
     CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
 };
 use crate::topic::{Partition, Topic, TopicDescription};
+use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
 /// Name of the internal topic that stores committed group offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -99,6 +101,10 @@ struct BrokerInner {
     /// Serializes create / delete / add-partitions and registry writes.
     admin: Mutex<()>,
     coordinator: GroupCoordinator,
+    /// The transaction coordinator; its `__transaction_state` is made on first use.
+    transactions: crate::transaction::TransactionCoordinator,
+    /// Serializes the first use of `__transaction_state`.
+    txn_setup: Mutex<()>,
     closed: AtomicBool,
     /// True on a cluster node: the topics come from the cluster's metadata.
     managed: AtomicBool,
@@ -574,6 +580,8 @@ impl Broker {
         };
         let topics = open_registered_topics(&logs, entries, &config.log)?;
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
+        let transactions =
+            crate::transaction::TransactionCoordinator::new(config.transaction.clone());
         let broker = Broker {
             inner: Arc::new(BrokerInner {
                 dir,
@@ -581,6 +589,8 @@ impl Broker {
                 logs: Mutex::new(Some(logs)),
                 topics: RwLock::new(topics),
                 admin: Mutex::new(()),
+                transactions,
+                txn_setup: Mutex::new(()),
                 coordinator,
                 closed: AtomicBool::new(false),
                 managed: AtomicBool::new(managed),
@@ -628,6 +638,11 @@ impl Broker {
                 )?,
             };
             self.use_offsets_partition(offsets_topic.partition(0)?)?;
+            // Transactions prepared before a restart are completed now, not at the
+            // next transactional request.
+            if self.registered_topic(TRANSACTION_STATE_TOPIC).is_ok() {
+                self.ensure_transaction_state()?;
+            }
         }
         // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
         // exist (a weak handle: the coordinator lives inside the broker).
@@ -1076,6 +1091,13 @@ impl Broker {
         if name.starts_with("__") && name == OFFSETS_TOPIC {
             return Err(Error::TopicExists(name.to_string()));
         }
+        if name == TRANSACTION_STATE_TOPIC {
+            return Err(Error::InvalidTopicName {
+                name: name.to_string(),
+                reason: "the name is reserved for the transaction coordinator's internal topic"
+                    .into(),
+            });
+        }
         if let Some(authority) = self.authority()? {
             self.check_open()?;
             authority.create_topic(name, partitions, &config)?;
@@ -1214,7 +1236,10 @@ impl Broker {
         if let Some(t) = self.inner.topics.read().get(name) {
             return Ok(t.clone());
         }
-        if self.inner.config.auto_create_topics && name != OFFSETS_TOPIC {
+        if self.inner.config.auto_create_topics
+            && name != OFFSETS_TOPIC
+            && name != TRANSACTION_STATE_TOPIC
+        {
             return match self.create_topic(
                 name,
                 self.inner.config.default_partitions,
@@ -1242,10 +1267,10 @@ impl Broker {
     /// Deletes a topic and its data. Handles to it return `UnknownTopic` afterwards.
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_writable()?;
-        if name == OFFSETS_TOPIC {
+        if name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC {
             return Err(Error::InvalidConfig {
                 key: "topic".into(),
-                reason: format!("the internal topic {OFFSETS_TOPIC} cannot be deleted"),
+                reason: format!("the internal topic {name} cannot be deleted"),
             });
         }
         if let Some(authority) = self.authority()? {
@@ -1359,6 +1384,7 @@ impl BrokerInner {
         }
         self.authority.write().take();
         self.coordinator.shutdown();
+        self.transactions.shutdown();
         for topic in self.topics.read().values() {
             for p in topic.partitions().iter() {
                 p.wake_all();

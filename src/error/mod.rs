@@ -250,6 +250,23 @@ pub enum Error {
         current: i16,
     },
 
+    /// A transaction marker from an older transaction coordinator than the one that
+    /// last wrote a marker of the producer (Kafka's TRANSACTION_COORDINATOR_FENCED):
+    /// the coordinator moved.
+    #[error(
+        "{partition}: transaction marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than {current}: the coordinator is fenced"
+    )]
+    TransactionCoordinatorFenced {
+        /// The partition, as `topic-partition`.
+        partition: String,
+        /// The producer id.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The coordinator epoch of the producer's last marker.
+        current: i32,
+    },
+
     /// A leader epoch older than one the log already holds (epochs never go back).
     #[error("{partition}: leader epoch {epoch} is older than the log's latest epoch {latest}")]
     StaleLeaderEpoch {

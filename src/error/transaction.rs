@@ -115,6 +115,13 @@ pub enum TxnError {
     /// the coordinator again and retry.
     #[error("this node is not the transaction coordinator of the transactional id")]
     NotCoordinator,
+    /// The coordinator cannot serve the transactional id now (its `__transaction_state`
+    /// partition could not be made or written): retry after a backoff.
+    #[error("the transaction coordinator is not available: {reason}")]
+    CoordinatorNotAvailable {
+        /// Why.
+        reason: String,
+    },
     /// The coordinator is still loading its `__transaction_state` partition: retry.
     #[error("the transaction coordinator is loading its state")]
     CoordinatorLoadInProgress,
@@ -180,6 +187,7 @@ impl TxnError {
         matches!(
             self,
             TxnError::NotCoordinator
+                | TxnError::CoordinatorNotAvailable { .. }
                 | TxnError::CoordinatorLoadInProgress
                 | TxnError::ConcurrentTransactions
         )

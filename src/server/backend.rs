@@ -55,6 +55,23 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn brokers(&self, listener: &str, local: (String, i32)) -> Vec<BrokerEndpoint>;
     /// The group coordinator, shared with in-process consumers.
     fn groups(&self) -> crate::coordinator::GroupCoordinator;
+    /// The transaction coordinator (leading no partition until `__transaction_state`
+    /// exists).
+    fn transactions(&self) -> crate::transaction::TransactionCoordinator;
+    /// Makes `__transaction_state` and loads it into the transaction coordinator
+    /// unless done (a single node, on the first use of a transactional id).
+    fn start_transactions(&self) -> Result<()>;
+    /// Appends a transaction marker of `producer_id` at `producer_epoch` to
+    /// `topic`-`partition`, led here, and waits for its in-sync replicas
+    /// (WriteTxnMarkers).
+    fn write_txn_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: crate::record::EndTxnMarker,
+    ) -> Result<()>;
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).

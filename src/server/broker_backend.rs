@@ -207,6 +207,29 @@ impl Backend for BrokerBackend {
         self.broker.group_coordinator().clone()
     }
 
+    fn transactions(&self) -> crate::transaction::TransactionCoordinator {
+        self.broker.transaction_coordinator().clone()
+    }
+
+    fn start_transactions(&self) -> Result<()> {
+        self.broker.ensure_transaction_state()
+    }
+
+    fn write_txn_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: crate::record::EndTxnMarker,
+    ) -> Result<()> {
+        if let Some(c) = &self.cluster {
+            check_leader(c.as_ref(), topic, partition)?;
+        }
+        self.broker
+            .write_txn_marker(topic, partition, producer_id, producer_epoch, marker)
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.broker.dir().to_path_buf()
     }

@@ -49,6 +49,7 @@ impl KafkaCode for TxnError {
         match self {
             TxnError::InvalidRequest(_) => 42,
             TxnError::NotCoordinator => 16,
+            TxnError::CoordinatorNotAvailable { .. } => 15,
             TxnError::CoordinatorLoadInProgress => 14,
             TxnError::ProducerFenced { .. } => 90,
             TxnError::InvalidProducerIdMapping { .. } => 49,
@@ -58,6 +59,38 @@ impl KafkaCode for TxnError {
             TxnError::TransactionalIdNotFound => 105,
             TxnError::TransactionAbortable { .. } => 120,
         }
+    }
+}
+
+/// Kafka's code of a transaction refusal for a client speaking `version` of an API
+/// whose versions below `fenced_since` predate PRODUCER_FENCED (those clients get
+/// INVALID_PRODUCER_EPOCH) and below `abortable_since` predate TRANSACTION_ABORTABLE
+/// (those get INVALID_TXN_STATE), as Kafka answers older clients.
+pub(crate) fn txn_code_for(
+    e: &TxnError,
+    version: i16,
+    fenced_since: i16,
+    abortable_since: i16,
+) -> i16 {
+    match e {
+        TxnError::ProducerFenced { .. } if version < fenced_since => 47,
+        TxnError::TransactionAbortable { .. } if version < abortable_since => 48,
+        other => other.code(),
+    }
+}
+
+/// The code a Produce of a transactional batch gets when the coordinator's verification
+/// (KIP-890 part 1) refuses it, as Kafka's partition leader answers a client of
+/// Produce v8 and below: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH,
+/// TRANSACTION_ABORTABLE as INVALID_TXN_STATE, and a coordinator that is busy or
+/// elsewhere as the retriable NOT_ENOUGH_REPLICAS.
+pub(crate) fn produce_verification_code(e: &TxnError) -> i16 {
+    match e {
+        TxnError::NotCoordinator
+        | TxnError::CoordinatorNotAvailable { .. }
+        | TxnError::CoordinatorLoadInProgress
+        | TxnError::ConcurrentTransactions => 19,
+        other => txn_code_for(other, 0, 1, 1),
     }
 }
 
@@ -92,6 +125,12 @@ mod tests {
             (
                 TxnError::CoordinatorLoadInProgress,
                 R::CoordinatorLoadInProgress,
+            ),
+            (
+                TxnError::CoordinatorNotAvailable {
+                    reason: "disk".into(),
+                },
+                R::CoordinatorNotAvailable,
             ),
             (
                 TxnError::ProducerFenced {
@@ -154,6 +193,29 @@ mod tests {
             }
             .code(),
             120
+        );
+    }
+
+    #[test]
+    fn older_clients_get_the_codes_they_know() {
+        let fenced = TxnError::ProducerFenced {
+            producer_id: 1,
+            epoch: 0,
+            current: 1,
+        };
+        assert_eq!(txn_code_for(&fenced, 3, 4, 5), 47);
+        assert_eq!(txn_code_for(&fenced, 4, 4, 5), 90);
+        let abortable = TxnError::TransactionAbortable {
+            topic: "t".into(),
+            partition: 0,
+        };
+        assert_eq!(txn_code_for(&abortable, 4, 4, 5), 48);
+        assert_eq!(txn_code_for(&abortable, 5, 4, 5), 120);
+        assert_eq!(produce_verification_code(&abortable), 48);
+        assert_eq!(produce_verification_code(&fenced), 47);
+        assert_eq!(
+            produce_verification_code(&TxnError::ConcurrentTransactions),
+            19
         );
     }
 

@@ -892,4 +892,6 @@ mod tests_listeners;
 #[cfg(test)]
 mod tests_security;
 #[cfg(test)]
+mod tests_transactions;
+#[cfg(test)]
 mod tests_txn_read;

@@ -34,6 +34,9 @@ const INVALID_REQUEST: i16 = 42;
 const SECURITY_DISABLED: i16 = 54;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const GROUP_ID_NOT_FOUND: i16 = 69;
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 const INVALID_RECORD: i16 = 87;
 const RESOURCE_NOT_FOUND: i16 = 91;
 const UNACCEPTABLE_CREDENTIAL: i16 = 93;
@@ -425,6 +428,15 @@ fn describe_producers(c: &mut Client, t: &str, p: i32) -> i16 {
 }
 
 /// A batch whose CRC does not match its bytes.
+/// A transactional batch of producer 7 at epoch 0.
+fn transactional_batch() -> Vec<u8> {
+    let mut b = crate::record::BatchBuilder::new()
+        .producer(7, 0, 0)
+        .attributes(crate::record::TRANSACTIONAL_BIT);
+    b.push(1_700_000_000_000, None, Some(b"x"), &[]);
+    b.finish()
+}
+
 fn damaged_batch() -> Vec<u8> {
     let mut b = batch(&["x"]);
     let last = b.len() - 1;
@@ -461,15 +473,14 @@ const PLAIN: &[Case] = &[
         INVALID_TOPIC_EXCEPTION,
         |c| produce(c, 1, crate::broker::OFFSETS_TOPIC, 0, batch(&["x"])),
     ),
+    ("Produce: a client's control batch", INVALID_RECORD, |c| {
+        let marker = crate::record::EndTxnMarker::commit(0).batch(7, 0, 1_700_000_000_000);
+        produce(c, 1, TOPIC, 0, marker)
+    }),
     (
-        "Produce: transactional",
+        "Produce: transactional batch without a transactional id",
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        |c| {
-            let req = produce_req(1, vec![(TOPIC, 0, batch(&["x"]))])
-                .with_transactional_id(Some(TransactionalId(s("tx"))));
-            let r: ProduceResponse = call(c, ApiKey::Produce, 8, &req);
-            r.responses[0].partition_responses[0].error_code
-        },
+        |c| produce(c, 1, TOPIC, 0, transactional_batch()),
     ),
     ("Fetch: unknown topic", UNKNOWN_TOPIC_OR_PARTITION, |c| {
         fetch(c, "nowhere", 0)
@@ -568,9 +579,39 @@ const PLAIN: &[Case] = &[
         delete_topics(c, &[crate::broker::OFFSETS_TOPIC])
     }),
     (
-        "InitProducerId: transactional id",
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        |c| init_producer_id(c, Some("tx")),
+        "InitProducerId: transaction timeout above the maximum",
+        INVALID_TRANSACTION_TIMEOUT,
+        |c| {
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s("tx"))))
+                .with_transaction_timeout_ms(i32::MAX);
+            let r: InitProducerIdResponse = call(c, ApiKey::InitProducerId, 4, &req);
+            r.error_code
+        },
+    ),
+    (
+        "EndTxn: unknown transactional id",
+        INVALID_PRODUCER_ID_MAPPING,
+        |c| {
+            assert_eq!(init_producer_id(c, Some("known")), 0);
+            let req = EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("unknown")))
+                .with_producer_id(ProducerId(5))
+                .with_committed(true);
+            let r: EndTxnResponse = call(c, ApiKey::EndTxn, 3, &req);
+            r.error_code
+        },
+    ),
+    (
+        "DescribeTransactions: unknown transactional id",
+        TRANSACTIONAL_ID_NOT_FOUND,
+        |c| {
+            assert_eq!(init_producer_id(c, Some("known")), 0);
+            let req = DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(s("unknown"))]);
+            let r: DescribeTransactionsResponse = call(c, ApiKey::DescribeTransactions, 0, &req);
+            r.transaction_states[0].error_code
+        },
     ),
     (
         "DescribeConfigs: unknown topic",
@@ -709,6 +750,26 @@ const DENIED: &[Case] = &[
     ("FindCoordinator", GROUP_AUTHORIZATION_FAILED, |c| {
         find_coordinator(c, 0)
     }),
+    (
+        "FindCoordinator (transaction)",
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        |c| find_coordinator(c, 1),
+    ),
+    (
+        "InitProducerId (transactional id)",
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        |c| init_producer_id(c, Some("tx")),
+    ),
+    (
+        "Produce (transactional id)",
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        |c| {
+            let req = produce_req(1, vec![(TOPIC, 0, transactional_batch())])
+                .with_transactional_id(Some(TransactionalId(s("tx"))));
+            let r: ProduceResponse = call(c, ApiKey::Produce, 8, &req);
+            r.responses[0].partition_responses[0].error_code
+        },
+    ),
     ("JoinGroup", GROUP_AUTHORIZATION_FAILED, |c| {
         join_group(c, GROUP, 10_000)
     }),

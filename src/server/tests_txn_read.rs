@@ -327,3 +327,61 @@ fn txn_offset_commit_is_pending_until_the_marker_and_require_stable_says_so() {
     assert_eq!(offset_fetch(&mut c, 7, true), (0, 103));
     assert_eq!(offset_fetch(&mut c, 6, false), (0, 103));
 }
+
+/// With the transaction coordinator: offsets sent to a transaction (AddOffsetsToTxn,
+/// TxnOffsetCommit) become the group's when EndTxn commits (its marker on
+/// `__consumer_offsets`), are dropped when it aborts, and stay so after a restart.
+#[test]
+fn end_txn_decides_the_offsets_of_a_transaction() {
+    use super::tests_transactions::{end, init, s, start};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 1, crate::TopicConfig::new())
+        .unwrap();
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let p = init(&mut c, "tx");
+    let send_offset = |c: &mut Client, offset: i64| {
+        let add = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(s("tx")))
+            .with_producer_id(ProducerId(p.0))
+            .with_producer_epoch(p.1)
+            .with_group_id(GroupId(s("g")));
+        let r: AddOffsetsToTxnResponse = c.call(ApiKey::AddOffsetsToTxn, 3, &add);
+        assert_eq!(r.error_code, 0);
+        let commit = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s("tx")))
+            .with_group_id(GroupId(s("g")))
+            .with_producer_id(ProducerId(p.0))
+            .with_producer_epoch(p.1)
+            .with_generation_id(-1)
+            .with_topics(vec![
+                txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset),
+                    ]),
+            ]);
+        let r: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, 3, &commit);
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    };
+    send_offset(&mut c, 7);
+    assert_eq!(offset_fetch(&mut c, 7, true), (88, -1));
+    assert_eq!(end(&mut c, 3, "tx", p, true).error_code, 0);
+    assert_eq!(offset_fetch(&mut c, 7, true), (0, 7));
+    send_offset(&mut c, 9);
+    assert_eq!(end(&mut c, 3, "tx", p, false).error_code, 0);
+    assert_eq!(offset_fetch(&mut c, 7, true), (0, 7));
+    drop(c);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    let fetched = broker
+        .group_coordinator()
+        .offset_fetch_stable("g", Some(&[("t".to_string(), 0)]))
+        .unwrap();
+    assert_eq!(fetched[0].as_ref().map(|o| o.offset).ok(), Some(7));
+}

@@ -8,13 +8,23 @@
 //! timeouts and the expiration of idle ids. It reads no clock and does no I/O: every
 //! operation returns a [`TxnOutcome`] naming the record to write to
 //! `__transaction_state` ([`log`] encodes it as Kafka does), the markers to send and
-//! the answer, or a [`TxnError`]. docs/design.md ("Transactions") describes the states,
-//! the records and how the rest of the feature builds on them.
+//! the answer, or a [`TxnError`].
+//!
+//! [`TransactionCoordinator`] is its shell: one [`TxnCoordinator`] per led partition of
+//! `__transaction_state`, each outcome's record written ([`TxnStateLog`]) before the
+//! answer, a reload from the log when a write fails, markers sent through a
+//! [`MarkerWriter`] and retried until written, and a timer that aborts timed-out
+//! transactions and expires idle ids. The broker owns one and the network server serves
+//! it. docs/design.md ("Transactions") describes the states, the records and the shell.
 
+pub(crate) mod events;
 pub mod log;
+mod shell;
 mod state;
 
+pub use crate::config::TransactionConfig;
 pub use crate::error::{TxnError, TxnState};
+pub use shell::{MarkerWriter, RecordVisitor, TransactionCoordinator, TxnStateLog};
 pub use state::{
     AddPartitionsRequest, DEFAULT_MAX_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     EPOCH_BUMP_TRANSACTION_VERSION, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
@@ -25,3 +35,5 @@ pub use state::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shell;

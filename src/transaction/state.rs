@@ -362,6 +362,11 @@ impl TxnCoordinator {
         self.coordinator_epoch
     }
 
+    /// The longest transaction timeout it allows (`transaction.max.timeout.ms`).
+    pub fn max_timeout_ms(&self) -> i32 {
+        self.max_timeout_ms
+    }
+
     /// Whether the coordinator is still loading.
     pub fn is_loading(&self) -> bool {
         self.loading

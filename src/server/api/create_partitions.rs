@@ -66,7 +66,9 @@ fn grow(
             format!("unknown topic {name:?}"),
         ));
     };
-    if name == crate::broker::OFFSETS_TOPIC {
+    if name == crate::broker::OFFSETS_TOPIC
+        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC
+    {
         return Err((
             ResponseError::InvalidRequest.code(),
             format!("{name} is internal: its partition count cannot change"),

@@ -46,7 +46,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 fn delete(ctx: &Ctx<'_>, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
     ctx.authorize(AclOperation::Delete, ResourceType::Topic, topic)
         .map_err(|e| error_code(&e))?;
-    if topic == crate::broker::OFFSETS_TOPIC {
+    if topic == crate::broker::OFFSETS_TOPIC
+        || topic == crate::transaction::log::TRANSACTION_STATE_TOPIC
+    {
         return Err(ResponseError::InvalidTopicException.code());
     }
     let log = ctx

@@ -1,4 +1,6 @@
-//! FindCoordinator (key 10), versions 0-2: a single node coordinates every group. On a
+//! FindCoordinator (key 10), versions 0-6 (v4 and up: several keys at once), of
+//! groups (key type 0) and transactional ids (key type 1, whose first lookup makes
+//! `__transaction_state`, as Kafka does): a single node coordinates every one. On a
 //! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
 //! partition (Kafka's `abs(groupId.hashCode) % partitions`), from its
 //! [`ClusterView`];
@@ -6,57 +8,88 @@
 //! leader.
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::cluster_view::ClusterView;
 
+/// The first version that asks for several keys at once.
+const BATCHED_SINCE: i16 = 4;
+
+/// A coordinator found: `(node id, host, port)`; or a refusal: code and message.
+type Found = Result<(i32, String, i32), (i16, Option<String>)>;
+
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: FindCoordinatorRequest = req.decode()?;
     let kind = match request.key_type {
-        0 => ResourceType::Group,
-        1 => ResourceType::TransactionalId,
-        other => {
-            // Kafka's CoordinatorType.forId: an unknown type is INVALID_REQUEST.
-            return req.respond(
-                &FindCoordinatorResponse::default()
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(kstr(format!("unknown coordinator type {other}")))),
-            );
-        }
+        0 => Some(ResourceType::Group),
+        1 => Some(ResourceType::TransactionalId),
+        _ => None,
     };
-    if !ctx.allowed(AclOperation::Describe, kind, &request.key) {
-        return req.respond(
-            &FindCoordinatorResponse::default()
-                .with_node_id(BrokerId(-1))
-                .with_port(-1)
-                .with_error_code(denied_code(kind)),
-        );
-    }
-    if let Some(cluster) = ctx.backend().cluster() {
-        let response = match cluster_coordinator(cluster, &request.key, ctx.listener) {
+    if req.version() < BATCHED_SINCE {
+        let response = match find(ctx, kind, request.key_type, &request.key) {
             Ok((id, host, port)) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(id))
                 .with_host(kstr(host))
                 .with_port(port),
-            Err(message) => FindCoordinatorResponse::default()
+            Err((code, message)) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(-1))
                 .with_port(-1)
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_error_message(Some(kstr(message))),
+                .with_error_code(code)
+                .with_error_message(message.map(kstr)),
         };
         return req.respond(&response);
     }
+    let coordinators = request
+        .coordinator_keys
+        .iter()
+        .map(|key| {
+            let c = Coordinator::default().with_key(key.clone());
+            match find(ctx, kind, request.key_type, key) {
+                Ok((id, host, port)) => c
+                    .with_node_id(BrokerId(id))
+                    .with_host(kstr(host))
+                    .with_port(port),
+                Err((code, message)) => c
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(code)
+                    .with_error_message(message.map(kstr)),
+            }
+        })
+        .collect();
+    req.respond(&FindCoordinatorResponse::default().with_coordinators(coordinators))
+}
+
+/// The coordinator of one key: a group's, or (making `__transaction_state` on first
+/// use) a transactional id's.
+fn find(ctx: &Ctx<'_>, kind: Option<ResourceType>, key_type: i8, key: &StrBytes) -> Found {
+    // Kafka's CoordinatorType.forId: an unknown type is INVALID_REQUEST.
+    let kind = kind.ok_or_else(|| {
+        (
+            ResponseError::InvalidRequest.code(),
+            Some(format!("unknown coordinator type {key_type}")),
+        )
+    })?;
+    if !ctx.allowed(AclOperation::Describe, kind, key) {
+        return Err((denied_code(kind), None));
+    }
+    let unavailable = |m: String| (ResponseError::CoordinatorNotAvailable.code(), Some(m));
+    if kind == ResourceType::TransactionalId {
+        ctx.backend().start_transactions().map_err(|e| {
+            tracing::warn!(error = %e, "the transaction coordinator is not available");
+            unavailable(e.to_string())
+        })?;
+    }
+    if let Some(cluster) = ctx.backend().cluster() {
+        return cluster_coordinator(cluster, key, ctx.listener).map_err(unavailable);
+    }
     let (host, port) = ctx.advertised();
-    let response = FindCoordinatorResponse::default()
-        .with_node_id(BrokerId(NODE_ID))
-        .with_host(kstr(host))
-        .with_port(port);
-    req.respond(&response)
+    Ok((NODE_ID, host, port))
 }
 
 /// Java's `String.hashCode` (over UTF-16 code units), as Kafka partitions groups.

@@ -88,7 +88,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         topics.push(
             MetadataResponseTopic::default()
                 .with_error_code(error)
-                .with_is_internal(name == OFFSETS_TOPIC)
+                .with_is_internal(
+                    name == OFFSETS_TOPIC
+                        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC,
+                )
                 .with_name(Some(TopicName(kstr(name))))
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(OPERATIONS_OMITTED),

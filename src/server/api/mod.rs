@@ -7,6 +7,8 @@
 //! return a [`Reply`]: the response bytes (header included, size prefix excluded), or
 //! nothing for an `acks = 0` produce.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
@@ -22,7 +24,9 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_producers;
+mod describe_transactions;
 mod describe_user_scram_credentials;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -32,6 +36,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -43,6 +48,7 @@ pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
+mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
 use std::net::{SocketAddr, TcpStream};
@@ -231,7 +237,7 @@ apis! {
                 g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
             }
         }];
-    FindCoordinator 0..=2, FindCoordinatorRequest => FindCoordinatorResponse, handler(find_coordinator),
+    FindCoordinator 0..=6, FindCoordinatorRequest => FindCoordinatorResponse, handler(find_coordinator),
         errors [|r, f| {
             f(r.error_code);
             r.coordinators.iter().for_each(|c| f(c.error_code));
@@ -253,8 +259,23 @@ apis! {
         errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
     DeleteTopics 1..=3, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
         errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
-    InitProducerId 0..=1, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
+    InitProducerId 0..=5, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
         errors [|r, f| f(r.error_code)];
+    AddPartitionsToTxn 0..=5, AddPartitionsToTxnRequest => AddPartitionsToTxnResponse,
+        handler(add_partitions_to_txn),
+        errors [|r, f| {
+            f(r.error_code);
+            r.results_by_topic_v3_and_below
+                .iter()
+                .chain(r.results_by_transaction.iter().flat_map(|t| &t.topic_results))
+                .flat_map(|t| &t.results_by_partition)
+                .for_each(|p| f(p.partition_error_code));
+        }];
+    AddOffsetsToTxn 0..=4, AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, handler(add_offsets_to_txn),
+        errors [|r, f| f(r.error_code)];
+    EndTxn 0..=5, EndTxnRequest => EndTxnResponse, handler(end_txn), errors [|r, f| f(r.error_code)];
+    WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
+        errors [|r, f| r.markers.iter().flat_map(|m| &m.topics).flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     TxnOffsetCommit 0..=4, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeConfigs 1..=3, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
@@ -297,6 +318,11 @@ apis! {
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeProducers 0..=0, DescribeProducersRequest => DescribeProducersResponse, handler(describe_producers),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    DescribeTransactions 0..=0, DescribeTransactionsRequest => DescribeTransactionsResponse,
+        handler(describe_transactions),
+        errors [|r, f| r.transaction_states.iter().for_each(|t| f(t.error_code))];
+    ListTransactions 0..=1, ListTransactionsRequest => ListTransactionsResponse, handler(list_transactions),
+        errors [|r, f| f(r.error_code)];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -635,6 +661,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::DuplicateSequence { .. } => R::DuplicateSequenceNumber,
         Error::OutOfOrderSequence { .. } => R::OutOfOrderSequenceNumber,
         Error::InvalidProducerEpoch { .. } => R::InvalidProducerEpoch,
+        Error::TransactionCoordinatorFenced { .. } => R::TransactionCoordinatorFenced,
         Error::InvalidReplicationFactor { .. } => R::InvalidReplicationFactor,
         Error::InvalidReplicaAssignment { .. } => R::InvalidReplicaAssignment,
         Error::InvalidPartitions { .. } => R::InvalidPartitions,

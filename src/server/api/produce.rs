@@ -1,5 +1,12 @@
 //! Produce (key 0), versions 3-8.
 //!
+//! Transactional batches (KIP-98) need the request's transactional id, Write on it, and
+//! their partition in the producer's ongoing transaction, which the transaction
+//! coordinator confirms before the append (KIP-890 part 1; refusals are answered as
+//! Kafka answers a client of these versions: INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH,
+//! or the retriable NOT_ENOUGH_REPLICAS while the coordinator is busy). Control batches
+//! are the coordinator's alone: a client's get INVALID_RECORD.
+//!
 //! Every batch of a partition is validated (length, magic 2, CRC-32C) before anything
 //! is appended; a bad batch fails its partition only (`CORRUPT_MESSAGE`), other
 //! partitions of the request go ahead. A compressed batch is decompressed (bounded by
@@ -34,9 +41,12 @@ use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::record::{Batch, Compression, decompression_limit};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
+use crate::server::error_codes::produce_verification_code;
 use crate::storage::AppendOutcome;
 use crate::storage::LogConfig;
 use crate::topic::AppendEpoch;
+use crate::transaction::ProducerIdAndEpoch;
+use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
 /// A partition's answer, and for an appended one the log, the offset the high
 /// watermark must pass for `acks=all` and the leadership it was appended under.
@@ -50,10 +60,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let acks = request.acks;
     let version = req.version();
     let deadline = Instant::now() + Duration::from_millis(request.timeout_ms.max(0) as u64);
-    let transactional = request
+    // A transactional producer needs Write on its transactional id (Kafka refuses the
+    // whole request otherwise).
+    let transactional_id = request
         .transactional_id
         .as_ref()
-        .is_some_and(|t| !t.is_empty());
+        .map(|t| t.0.as_str())
+        .filter(|t| !t.is_empty());
+    let id_refused = transactional_id
+        .is_some_and(|id| !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, id));
     let appended: Vec<_> = request
         .topic_data
         .into_iter()
@@ -62,12 +77,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .partition_data
                 .into_iter()
                 .map(|p| {
-                    if transactional {
+                    if id_refused {
                         (
                             refuse(
                                 p.index,
                                 ResponseError::TransactionalIdAuthorizationFailed.code(),
-                                "transactions are not supported".into(),
+                                "not authorized to write as this transactional id".into(),
                             ),
                             None,
                         )
@@ -87,6 +102,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                             p.index,
                             p.records.unwrap_or_default(),
                             acks,
+                            transactional_id,
                         )
                     }
                 })
@@ -144,13 +160,20 @@ fn refuse(index: i32, code: i16, message: String) -> PartitionProduceResponse {
         .with_error_message(Some(kstr(message)))
 }
 
-/// Validate every batch of `records`; whether one comes from an idempotent producer.
+/// What the batches of a partition are: whether one comes from an idempotent producer,
+/// and the producer id and epoch of a transactional one.
+struct Batches {
+    idempotent: bool,
+    transactional: Option<ProducerIdAndEpoch>,
+}
+
+/// Validate every batch of `records`, and say what they are.
 fn validate(
     topic: &str,
     partition: i32,
     records: &[u8],
     config: &LogConfig,
-) -> Result<bool, (i16, String)> {
+) -> Result<Batches, (i16, String)> {
     let limit = decompression_limit(config.max_message_bytes);
     let corrupt = |e: crate::error::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
@@ -160,7 +183,10 @@ fn validate(
             format!("produce request for {topic}-{partition} carries no record batch"),
         ));
     }
-    let mut idempotent = false;
+    let mut kinds = Batches {
+        idempotent: false,
+        transactional: None,
+    };
     let mut scratch = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
@@ -175,16 +201,23 @@ fn validate(
                 r.map_err(corrupt)?;
             }
         }
-        if batch.is_control() || batch.is_transactional() {
+        if batch.is_control() {
+            // Kafka's LogValidator: only the transaction coordinator writes markers.
             return Err((
                 ResponseError::InvalidRecord.code(),
-                format!("{location}: transactional and control batches are not supported"),
+                format!("{location}: clients are not allowed to write control records"),
             ));
         }
+        if batch.is_transactional() {
+            kinds.transactional = Some(ProducerIdAndEpoch {
+                producer_id: batch.producer_id(),
+                epoch: batch.producer_epoch(),
+            });
+        }
         pos += batch.len();
-        idempotent |= batch.producer_id() >= 0;
+        kinds.idempotent |= batch.producer_id() >= 0;
     }
-    Ok(idempotent)
+    Ok(kinds)
 }
 
 /// Kafka's check of a compacted topic (KIP-467): every record has a key. The refusal
@@ -234,18 +267,46 @@ fn keyless_records(
     Some(refuse(partition, ResponseError::InvalidRecord.code(), message).with_record_errors(errors))
 }
 
+/// KIP-890 part 1: a transactional batch is appended only if its partition is in the
+/// producer's ongoing transaction, as the coordinator says.
+fn verify(
+    ctx: &Ctx<'_>,
+    transactional_id: Option<&str>,
+    producer: ProducerIdAndEpoch,
+    topic: &str,
+    index: i32,
+) -> Result<(), (i16, String)> {
+    let Some(id) = transactional_id else {
+        // Kafka: transactional records need the request's transactional id.
+        return Err((
+            ResponseError::TransactionalIdAuthorizationFailed.code(),
+            format!(
+                "transactional records for {topic}-{index} in a request without a transactional id"
+            ),
+        ));
+    };
+    let wanted = [(topic.to_string(), index)].into();
+    let verdict = ctx
+        .backend()
+        .transactions()
+        .verify_partitions(id, producer, &wanted)
+        .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(())));
+    verdict.map_err(|e| (produce_verification_code(&e), e.to_string()))
+}
+
 fn produce_partition(
     ctx: &Ctx<'_>,
     topic: &str,
     index: i32,
     records: Bytes,
     acks: i16,
+    transactional_id: Option<&str>,
 ) -> Appended {
     if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
-    if topic == crate::broker::OFFSETS_TOPIC {
-        // The group coordinator owns it; a client's bytes there would corrupt offsets.
+    if topic == crate::broker::OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC {
+        // The coordinators own them; a client's bytes there would corrupt their state.
         return (
             refuse(
                 index,
@@ -259,13 +320,22 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return (refuse(index, error_code(&e), e.to_string()), None),
     };
-    let idempotent = match validate(topic, index, &records, &log.log_config()) {
+    let Batches {
+        idempotent,
+        transactional,
+    } = match validate(topic, index, &records, &log.log_config()) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
             return (refuse(index, code, message), None);
         }
     };
+    if let Some(producer) = transactional
+        && let Err((code, message)) = verify(ctx, transactional_id, producer, topic, index)
+    {
+        tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "transactional produce refused: {message}");
+        return (refuse(index, code, message), None);
+    }
     if let Some(refused) = keyless_records(topic, index, &records, &log.log_config()) {
         tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: records without a key on a compacted topic");
         return (refused, None);

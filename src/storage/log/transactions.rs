@@ -18,8 +18,8 @@ impl PartitionLog {
     /// producer's open transaction, if one is, and takes the producer to
     /// `producer_epoch` (KIP-890 bumps the epoch with the marker). An older epoch than
     /// the producer's is refused ([`Error::InvalidProducerEpoch`]), and so is a marker
-    /// from an older coordinator than the producer's last one ([`Error::InvalidBatch`]:
-    /// Kafka's `TransactionCoordinatorFencedException`).
+    /// from an older coordinator than the producer's last one
+    /// ([`Error::TransactionCoordinatorFenced`]).
     ///
     /// ```
     /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
@@ -70,11 +70,12 @@ impl PartitionLog {
                 });
             }
             Err(MarkerRefusal::CoordinatorEpoch { current }) => {
-                return Err(Error::InvalidBatch(format!(
-                    "transaction marker for producer {producer_id} in {} from coordinator \
-                     epoch {}, older than {current}: the coordinator is fenced",
-                    self.inner.name, marker.coordinator_epoch
-                )));
+                return Err(Error::TransactionCoordinatorFenced {
+                    partition: self.inner.name.clone(),
+                    producer_id,
+                    coordinator_epoch: marker.coordinator_epoch,
+                    current,
+                });
             }
         }
         self.append_locked(w, &parsed, &config)
@@ -103,6 +104,29 @@ impl PartitionLog {
         to_offset: i64,
     ) -> Result<Vec<AbortedTxn>> {
         self.with_txns(|t, _| t.aborted_between(from_offset, to_offset))
+    }
+
+    /// Whether producer `producer_id` has a transaction open in this log (a
+    /// transactional batch not yet ended by a marker).
+    ///
+    /// ```
+    /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// assert!(!log.has_open_transaction(7)?);
+    /// let mut b = BatchBuilder::new().producer(7, 0, 0).attributes(TRANSACTIONAL_BIT);
+    /// b.push(1_000, None, Some(b"pending"), &[]);
+    /// log.append_idempotent(&b.finish())?;
+    /// assert!(log.has_open_transaction(7)?);
+    /// log.append_end_txn_marker(7, 0, EndTxnMarker::commit(0), 2_000)?;
+    /// assert!(!log.has_open_transaction(7)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn has_open_transaction(&self, producer_id: i64) -> Result<bool> {
+        self.with_txns(|t, _| t.open.values().any(|p| *p == producer_id))
     }
 
     /// `f` of the transactions and the high watermark, the producers' state loaded

@@ -1,0 +1,229 @@
+//! The broker's side of transactions: its transaction coordinator, the internal topic
+//! `__transaction_state` made on first use (as Kafka does), and the markers written to
+//! the partitions this broker leads.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{Broker, BrokerInner, OFFSETS_TOPIC};
+use crate::config::TopicConfig;
+use crate::error::{Error, Result};
+use crate::record::EndTxnMarker;
+use crate::storage::CleanupPolicy;
+use crate::transaction::events;
+use crate::transaction::log::TRANSACTION_STATE_TOPIC;
+use crate::transaction::{MarkerWriter, TopicPartition, TransactionCoordinator, TxnMarkers};
+
+/// How long a marker waits for the partition's in-sync replicas (acks=all).
+const MARKER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Writes markers to the partitions this broker leads.
+struct LocalMarkers {
+    broker: Weak<BrokerInner>,
+}
+
+impl MarkerWriter for LocalMarkers {
+    fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        let Some(inner) = self.broker.upgrade() else {
+            let closed = || Error::Closed("broker".into());
+            return m
+                .partitions
+                .iter()
+                .map(|tp| (tp.clone(), closed()))
+                .collect();
+        };
+        let broker = Broker { inner };
+        let marker = match m.result {
+            crate::transaction::TxnResult::Commit => EndTxnMarker::commit(m.coordinator_epoch),
+            crate::transaction::TxnResult::Abort => EndTxnMarker::abort(m.coordinator_epoch),
+        };
+        let mut failed = Vec::new();
+        for (topic, partition) in &m.partitions {
+            match broker.write_txn_marker(
+                topic,
+                *partition,
+                m.producer_id,
+                m.producer_epoch,
+                marker,
+            ) {
+                Ok(()) => {}
+                // A partition deleted since it was added: nothing to mark (Kafka drops it).
+                Err(Error::UnknownTopic(_) | Error::UnknownPartition { .. }) => {
+                    events::marker_dropped(&m.transactional_id, topic, *partition, None);
+                }
+                // A newer producer epoch or coordinator wrote there already: this
+                // marker is fenced and never will be written (Kafka drops it too).
+                Err(
+                    e @ (Error::InvalidProducerEpoch { .. }
+                    | Error::TransactionCoordinatorFenced { .. }),
+                ) => {
+                    events::marker_dropped(&m.transactional_id, topic, *partition, Some(&e));
+                }
+                Err(e) => failed.push(((topic.clone(), *partition), e)),
+            }
+        }
+        failed
+    }
+}
+
+impl Broker {
+    /// The transaction coordinator (served by the network server).
+    pub fn transaction_coordinator(&self) -> &TransactionCoordinator {
+        &self.inner.transactions
+    }
+
+    /// Makes `__transaction_state` (`transaction.state.log.num.partitions`
+    /// partitions, compacted, internal) unless it exists, and loads every partition
+    /// into the transaction coordinator: what a single node does on the first
+    /// FindCoordinator or InitProducerId of a transactional id, and at open when the
+    /// topic exists. Cheap once done.
+    pub(crate) fn ensure_transaction_state(&self) -> Result<()> {
+        let txns = &self.inner.transactions;
+        if txns.partition_count() > 0 {
+            return Ok(());
+        }
+        if self.is_cluster_node() {
+            return Err(Error::InvalidConfig {
+                key: "transactional.id".into(),
+                reason: "the transaction coordinator is served by single nodes only for now".into(),
+            });
+        }
+        let _once = self.inner.txn_setup.lock();
+        if txns.partition_count() > 0 {
+            return Ok(());
+        }
+        let topic = match self.registered_topic(TRANSACTION_STATE_TOPIC) {
+            Ok(t) => t,
+            Err(_) => {
+                let partitions = self.inner.config.transaction.state_log_partitions;
+                events::creating_state_topic(partitions);
+                self.create_topic_inner(
+                    TRANSACTION_STATE_TOPIC,
+                    partitions,
+                    TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
+                    true,
+                )?
+            }
+        };
+        txns.set_marker_writer(Arc::new(LocalMarkers {
+            broker: Arc::downgrade(&self.inner),
+        }));
+        for p in topic.partitions().iter() {
+            txns.load_partition(
+                p.index(),
+                p.leader_epoch().unwrap_or(0),
+                Arc::new(p.clone()),
+            )?;
+        }
+        txns.set_partition_count(topic.partition_count());
+        events::coordinator_loaded(topic.partition_count());
+        txns.start_timer()
+    }
+
+    /// Appends the COMMIT or ABORT `marker` of `producer_id` at `producer_epoch` to
+    /// `topic`-`partition`, led here, and waits for its in-sync replicas: a
+    /// transaction coordinator's marker (the local one's, or one a WriteTxnMarkers
+    /// request carries).
+    pub(crate) fn write_txn_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<()> {
+        let p = self.registered_topic(topic)?.partition(partition)?;
+        if topic == OFFSETS_TOPIC && !p.log().has_open_transaction(producer_id)? {
+            // The group coordinator reads every record of its journal: a marker there
+            // ends the producer's transactional offsets (TxnOffsetCommit), and with
+            // none open it would end nothing.
+            return Ok(());
+        }
+        let ts = crate::storage::now_ms();
+        let (info, appended) =
+            p.append_end_txn_marker_at(producer_id, producer_epoch, marker, ts)?;
+        p.wait_committed_at(info.last_offset, appended, MARKER_TIMEOUT)?;
+        if topic == OFFSETS_TOPIC {
+            let commit = marker.commit;
+            self.group_coordinator()
+                .complete_txn_offsets(producer_id, producer_epoch, commit)?;
+            events::offsets_marker(producer_id, producer_epoch, commit);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, TRANSACTIONAL_BIT};
+    use crate::transaction::{
+        AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
+        TxnResult, TxnState,
+    };
+
+    /// A leader that takes no marker (as if the broker crashed before writing them).
+    struct Unreachable;
+
+    impl MarkerWriter for Unreachable {
+        fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+            m.partitions
+                .iter()
+                .map(|tp| (tp.clone(), Error::Timeout("crashed".into())))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_transaction_prepared_before_a_restart_is_completed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        broker.ensure_transaction_state().unwrap();
+        let txns = broker.transaction_coordinator();
+        let init = InitProducerIdRequest {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        let InitProducerIdAnswer::Ready(p) = txns.init_producer_id(&init, &|| Ok(42)).unwrap()
+        else {
+            panic!("no producer id");
+        };
+        txns.add_partitions(&AddPartitionsRequest {
+            transactional_id: "tx".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            partitions: [("t".to_string(), 0)].into(),
+            client_transaction_version: 0,
+        })
+        .unwrap();
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        let mut b = BatchBuilder::new()
+            .producer(p.producer_id, p.epoch, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        part.append_idempotent(&b.finish()).unwrap();
+        txns.set_marker_writer(Arc::new(Unreachable));
+        let end = EndTxnRequest {
+            transactional_id: "tx".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            result: TxnResult::Commit,
+            client_transaction_version: 0,
+        };
+        txns.end_txn(&end, &|| Ok(43)).unwrap();
+        assert_eq!(txns.describe("tx").unwrap().state, TxnState::PrepareCommit);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 0, "still open");
+        drop(part);
+        broker.close().unwrap();
+
+        let broker = Broker::open(dir.path()).unwrap();
+        let m = broker.transaction_coordinator().describe("tx").unwrap();
+        assert_eq!(m.state, TxnState::CompleteCommit);
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        assert_eq!(part.log_end_offset(), 2, "the record and its COMMIT marker");
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+        assert!(!part.log().has_open_transaction(p.producer_id).unwrap());
+    }
+}

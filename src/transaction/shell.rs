@@ -1,0 +1,643 @@
+//! The transaction coordinator's shell: one [`TxnCoordinator`] per led partition of
+//! `__transaction_state`, the writes of their records, the delivery of markers and
+//! the timer that aborts timed-out transactions and expires idle transactional ids.
+//!
+//! Rules it keeps (docs/design.md, "Transactions"):
+//!
+//! - The requests of one partition are handled one at a time under its lock, and an
+//!   outcome's record is in the partition's log before the lock is released and the
+//!   request answered, so no request sees a state the log does not hold.
+//! - A failed write reloads the partition from its log (`replay`, `finish_loading`):
+//!   the memory is again what the log says, and the markers of prepared transactions
+//!   are sent again. Until a partition is loaded its ids get
+//!   COORDINATOR_LOAD_IN_PROGRESS; an id of a partition not led here gets
+//!   NOT_COORDINATOR.
+//! - Markers go through a [`MarkerWriter`] (the broker's appends to its local
+//!   leaders); partitions whose marker failed are retried by the timer until every one
+//!   is written, then [`TxnCoordinator::markers_written`] completes the transaction.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::events;
+use super::log::partition_for;
+use super::state::{
+    AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
+    PartitionVerdicts, ProducerIdAndEpoch, TopicPartition, TransactionMetadata, TxnCoordinator,
+    TxnLogWrite, TxnMarkers, TxnOutcome, is_epoch_exhausted,
+};
+use crate::config::TransactionConfig;
+use crate::error::{Error, Result, TxnError};
+use crate::storage::now_ms;
+
+/// How often the timer retries markers that could not be written, and partitions
+/// whose reload failed.
+const RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Called with each record of a `__transaction_state` partition: its key and value
+/// (`None`: a tombstone).
+pub type RecordVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> Result<()> + 'a;
+
+/// Where the coordinator writes the records of one `__transaction_state` partition,
+/// and reads them back when it loads.
+pub trait TxnStateLog: Send + Sync {
+    /// Appends one record (a `None` value is a tombstone); returns once it is
+    /// committed (acks=all). An error means nothing may be taken as written.
+    fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
+    /// Calls `f` with every record of the partition, oldest first.
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()>;
+}
+
+/// Writes the COMMIT or ABORT markers of a transaction to its partitions' leaders.
+pub trait MarkerWriter: Send + Sync {
+    /// Writes the marker to every partition of `markers`; returns the partitions whose
+    /// marker could not be written (retried later), each with its error. A partition
+    /// that no longer exists counts as written, as in Kafka.
+    fn write_markers(&self, markers: &TxnMarkers) -> Vec<(TopicPartition, Error)>;
+}
+
+impl TxnStateLog for crate::topic::Partition {
+    fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let mut builder = crate::record::BatchBuilder::new();
+        builder.push(now_ms(), Some(key), value, &[]);
+        let (info, appended) = self.append_batch_at(&builder.finish())?;
+        self.wait_committed_at(info.last_offset, appended, WRITE_TIMEOUT)
+    }
+
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
+        let end = self.log_end_offset();
+        let mut offset = self.log_start_offset();
+        while offset < end {
+            let slice =
+                self.log()
+                    .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)?;
+            let mut next = offset;
+            for batch in crate::record::batches(&slice) {
+                let batch = batch?;
+                next = batch.last_offset() + 1;
+                if batch.is_control() {
+                    continue;
+                }
+                for record in batch.records() {
+                    let record = record?;
+                    if record.offset < offset {
+                        continue;
+                    }
+                    if let Some(key) = record.key {
+                        f(key, record.value)?;
+                    }
+                }
+            }
+            if next <= offset {
+                break;
+            }
+            offset = next;
+        }
+        Ok(())
+    }
+}
+
+/// How long a write to `__transaction_state` waits for the in-sync replicas.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One led partition of `__transaction_state`.
+struct Slot {
+    partition: i32,
+    log: Arc<dyn TxnStateLog>,
+    state: Mutex<TxnCoordinator>,
+    /// Set when a write failed and the reload that followed failed too: the timer
+    /// retries the reload (the partition answers COORDINATOR_LOAD_IN_PROGRESS).
+    needs_reload: AtomicBool,
+    /// Markers not yet written to every partition.
+    pending: Mutex<Vec<TxnMarkers>>,
+}
+
+struct Inner {
+    config: TransactionConfig,
+    /// Partitions of `__transaction_state` (0 until it exists).
+    partition_count: AtomicI32,
+    slots: RwLock<HashMap<i32, Arc<Slot>>>,
+    markers: RwLock<Option<Arc<dyn MarkerWriter>>>,
+    closed: AtomicBool,
+    /// The timer waits on it; notified when markers are queued and at shutdown.
+    wake: Mutex<()>,
+    woken: Condvar,
+    timer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The transaction coordinator of a broker: the shell around one [`TxnCoordinator`]
+/// per led `__transaction_state` partition. Cheap to clone; every clone is the same
+/// coordinator.
+#[derive(Clone)]
+pub struct TransactionCoordinator {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for TransactionCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionCoordinator")
+            .field("config", &self.inner.config)
+            .field("partitions", &self.inner.slots.read().len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn max_timeout_ms(config: &TransactionConfig) -> i32 {
+    i32::try_from(config.max_timeout.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// The refusal of a request whose record could not be written.
+fn write_failed(e: &Error) -> TxnError {
+    match e {
+        // The partition's leadership moved: find the coordinator again.
+        Error::NotLeaderOrFollower { .. } | Error::Closed(_) => TxnError::NotCoordinator,
+        other => TxnError::CoordinatorNotAvailable {
+            reason: other.to_string(),
+        },
+    }
+}
+
+impl Slot {
+    /// Replays the partition into a new coordinator at `epoch` and returns the markers
+    /// of the transactions it found prepared.
+    fn load(&self, st: &mut TxnCoordinator) -> Result<Vec<TxnMarkers>> {
+        let mut fresh = TxnCoordinator::loading(st.coordinator_epoch(), st.max_timeout_ms());
+        // Until the replay succeeds, the partition answers COORDINATOR_LOAD_IN_PROGRESS.
+        *st = fresh.clone();
+        self.log.read_all(&mut |k, v| fresh.replay(k, v))?;
+        let markers = fresh.finish_loading();
+        *st = fresh;
+        self.needs_reload.store(false, Ordering::Release);
+        Ok(markers)
+    }
+
+    /// Writes `write`; on an error reloads the partition (so the memory is what the log
+    /// holds) and returns the refusal, with the markers the reload found.
+    fn write(
+        &self,
+        st: &mut TxnCoordinator,
+        write: &TxnLogWrite,
+    ) -> std::result::Result<(), (TxnError, Vec<TxnMarkers>)> {
+        let value = write.value_bytes();
+        match self.log.append(&write.key_bytes(), value.as_deref()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                events::write_failed(self.partition, &write.transactional_id, &e);
+                let markers = self.reload(st);
+                Err((write_failed(&e), markers))
+            }
+        }
+    }
+
+    fn reload(&self, st: &mut TxnCoordinator) -> Vec<TxnMarkers> {
+        match self.load(st) {
+            Ok(markers) => markers,
+            Err(e) => {
+                events::reload_failed(self.partition, &e);
+                self.needs_reload.store(true, Ordering::Release);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// What a request did, for the caller to finish after the partition's lock is
+/// released: its answer (or refusal) and the markers to send.
+struct Done<A> {
+    answer: std::result::Result<A, TxnError>,
+    markers: Vec<TxnMarkers>,
+}
+
+impl TransactionCoordinator {
+    /// A coordinator leading no partition yet.
+    pub fn new(config: TransactionConfig) -> Self {
+        TransactionCoordinator {
+            inner: Arc::new(Inner {
+                config,
+                partition_count: AtomicI32::new(0),
+                slots: RwLock::new(HashMap::new()),
+                markers: RwLock::new(None),
+                closed: AtomicBool::new(false),
+                wake: Mutex::new(()),
+                woken: Condvar::new(),
+                timer: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The coordinator's settings.
+    pub fn config(&self) -> &TransactionConfig {
+        &self.inner.config
+    }
+
+    /// Sets the number of partitions of `__transaction_state` (what
+    /// [`partition_of`](Self::partition_of) divides by).
+    pub fn set_partition_count(&self, count: i32) {
+        self.inner.partition_count.store(count, Ordering::Release);
+    }
+
+    /// The partitions of `__transaction_state`, 0 while it does not exist.
+    pub fn partition_count(&self) -> i32 {
+        self.inner.partition_count.load(Ordering::Acquire)
+    }
+
+    /// The `__transaction_state` partition of `transactional_id`, `None` while the
+    /// topic does not exist.
+    pub fn partition_of(&self, transactional_id: &str) -> Option<i32> {
+        let count = self.partition_count();
+        (count > 0).then(|| partition_for(transactional_id, count))
+    }
+
+    /// Sets where markers are written.
+    pub fn set_marker_writer(&self, writer: Arc<dyn MarkerWriter>) {
+        *self.inner.markers.write() = Some(writer);
+    }
+
+    /// Whether `partition` of `__transaction_state` is led (loaded or loading) here.
+    pub fn leads(&self, partition: i32) -> bool {
+        self.inner.slots.read().contains_key(&partition)
+    }
+
+    /// Becomes the coordinator of `partition` at `coordinator_epoch` (its leader
+    /// epoch): replays its records from `log` (requests of its ids get
+    /// COORDINATOR_LOAD_IN_PROGRESS meanwhile), then sends the markers of the
+    /// transactions that were prepared and not completed.
+    pub fn load_partition(
+        &self,
+        partition: i32,
+        coordinator_epoch: i32,
+        log: Arc<dyn TxnStateLog>,
+    ) -> Result<()> {
+        let slot = Arc::new(Slot {
+            partition,
+            log,
+            state: Mutex::new(TxnCoordinator::loading(
+                coordinator_epoch,
+                max_timeout_ms(&self.inner.config),
+            )),
+            needs_reload: AtomicBool::new(false),
+            pending: Mutex::new(Vec::new()),
+        });
+        self.inner
+            .slots
+            .write()
+            .insert(partition, Arc::clone(&slot));
+        // Replayed without the partition's lock: meanwhile its ids are answered
+        // COORDINATOR_LOAD_IN_PROGRESS.
+        let mut fresh =
+            TxnCoordinator::loading(coordinator_epoch, max_timeout_ms(&self.inner.config));
+        if let Err(e) = slot.log.read_all(&mut |k, v| fresh.replay(k, v)) {
+            slot.needs_reload.store(true, Ordering::Release);
+            return Err(e);
+        }
+        let markers = fresh.finish_loading();
+        *slot.state.lock() = fresh;
+        events::partition_loaded(partition, coordinator_epoch);
+        self.send_markers(&slot, markers);
+        Ok(())
+    }
+
+    /// Stops coordinating `partition` (its leadership moved): its ids get
+    /// NOT_COORDINATOR and its pending markers are dropped (the new coordinator sends
+    /// them again).
+    pub fn unload_partition(&self, partition: i32) {
+        self.inner.slots.write().remove(&partition);
+    }
+
+    fn slot(&self, transactional_id: &str) -> std::result::Result<Arc<Slot>, TxnError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(TxnError::CoordinatorNotAvailable {
+                reason: "the broker is shutting down".into(),
+            });
+        }
+        let partition = self
+            .partition_of(transactional_id)
+            .ok_or(TxnError::NotCoordinator)?;
+        self.inner
+            .slots
+            .read()
+            .get(&partition)
+            .cloned()
+            .ok_or(TxnError::NotCoordinator)
+    }
+
+    /// Runs `op` on the coordinator of `transactional_id`'s partition under its lock
+    /// and writes the outcome's record before the lock is released; then sends the
+    /// outcome's markers (or those a reload found) and answers.
+    fn run<A, R>(
+        &self,
+        transactional_id: &str,
+        op: impl FnOnce(&mut TxnCoordinator, i64) -> std::result::Result<TxnOutcome<A>, TxnError>,
+        answer: impl FnOnce(A) -> R,
+    ) -> std::result::Result<R, TxnError> {
+        let slot = self.slot(transactional_id)?;
+        let done = {
+            let mut st = slot.state.lock();
+            match op(&mut st, now_ms()) {
+                Err(e) => Done {
+                    answer: Err(e),
+                    markers: Vec::new(),
+                },
+                Ok(outcome) => match outcome.write.as_ref().map(|w| slot.write(&mut st, w)) {
+                    Some(Err((e, markers))) => Done {
+                        answer: Err(e),
+                        markers,
+                    },
+                    _ => Done {
+                        answer: Ok(outcome.answer),
+                        markers: outcome.markers.into_iter().collect(),
+                    },
+                },
+            }
+        };
+        self.send_markers(&slot, done.markers);
+        done.answer.map(answer)
+    }
+
+    /// InitProducerId with a transactional id ([`TxnCoordinator::init_producer_id`]).
+    /// `new_producer_id` hands out a producer id (the one allocator of idempotent and
+    /// transactional producers); it is asked only when the id is new or its epochs
+    /// are used up.
+    pub fn init_producer_id(
+        &self,
+        request: &InitProducerIdRequest,
+        new_producer_id: &dyn Fn() -> Result<i64>,
+    ) -> std::result::Result<InitProducerIdAnswer, TxnError> {
+        self.run(
+            &request.transactional_id,
+            |st, now| {
+                let id = fresh_id(st.get(&request.transactional_id), new_producer_id)?;
+                st.init_producer_id(request, now, || id)
+            },
+            |a| a,
+        )
+    }
+
+    /// AddPartitionsToTxn ([`TxnCoordinator::add_partitions`]).
+    pub fn add_partitions(
+        &self,
+        request: &AddPartitionsRequest,
+    ) -> std::result::Result<(), TxnError> {
+        self.run(
+            &request.transactional_id,
+            |st, now| st.add_partitions(request, now),
+            |a| a,
+        )
+    }
+
+    /// AddOffsetsToTxn of the group whose offsets live in `offsets_partition` of
+    /// `__consumer_offsets` ([`TxnCoordinator::add_offsets`]).
+    pub fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        offsets_partition: i32,
+        client_transaction_version: i16,
+    ) -> std::result::Result<(), TxnError> {
+        self.run(
+            transactional_id,
+            |st, now| {
+                st.add_offsets(
+                    transactional_id,
+                    producer,
+                    offsets_partition,
+                    client_transaction_version,
+                    now,
+                )
+            },
+            |a| a,
+        )
+    }
+
+    /// KIP-890 part 1: whether each partition is in the ongoing transaction of
+    /// `transactional_id` ([`TxnCoordinator::verify_partitions`]).
+    pub fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> std::result::Result<PartitionVerdicts, TxnError> {
+        let slot = self.slot(transactional_id)?;
+        let st = slot.state.lock();
+        st.verify_partitions(transactional_id, producer, partitions)
+    }
+
+    /// EndTxn ([`TxnCoordinator::end_txn`]): answers once the Prepare record is
+    /// written and the markers were tried once; the producer id and epoch to go on
+    /// with (bumped for a client of transaction version 2).
+    pub fn end_txn(
+        &self,
+        request: &EndTxnRequest,
+        new_producer_id: &dyn Fn() -> Result<i64>,
+    ) -> std::result::Result<ProducerIdAndEpoch, TxnError> {
+        self.run(
+            &request.transactional_id,
+            |st, now| {
+                let exhausted = st
+                    .get(&request.transactional_id)
+                    .is_some_and(|m| is_epoch_exhausted(m.producer_epoch));
+                let id = if exhausted {
+                    new_producer_id().map_err(|e| TxnError::CoordinatorNotAvailable {
+                        reason: format!("cannot allocate a producer id: {e}"),
+                    })?
+                } else {
+                    -1
+                };
+                st.end_txn(request, now, || id)
+            },
+            |a| a,
+        )
+    }
+
+    /// DescribeTransactions of one id.
+    pub fn describe(
+        &self,
+        transactional_id: &str,
+    ) -> std::result::Result<TransactionMetadata, TxnError> {
+        let slot = self.slot(transactional_id)?;
+        let st = slot.state.lock();
+        st.describe(transactional_id).cloned()
+    }
+
+    /// ListTransactions: every id of every led partition;
+    /// COORDINATOR_LOAD_IN_PROGRESS while one is loading.
+    pub fn list(&self) -> std::result::Result<Vec<TransactionMetadata>, TxnError> {
+        let slots: Vec<Arc<Slot>> = self.inner.slots.read().values().cloned().collect();
+        let mut out = Vec::new();
+        for slot in slots {
+            let st = slot.state.lock();
+            if st.is_loading() {
+                return Err(TxnError::CoordinatorLoadInProgress);
+            }
+            out.extend(st.transactions().cloned());
+        }
+        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Ok(out)
+    }
+
+    /// Writes `markers` (outside any partition lock); completes each transaction whose
+    /// markers are all written and queues the rest for the timer.
+    fn send_markers(&self, slot: &Arc<Slot>, markers: Vec<TxnMarkers>) {
+        let writer = self.inner.markers.read().clone();
+        for mut m in markers {
+            let Some(writer) = &writer else {
+                slot.pending.lock().push(m);
+                continue;
+            };
+            let failed = writer.write_markers(&m);
+            if failed.is_empty() {
+                self.complete(slot, &m);
+            } else {
+                for ((topic, partition), e) in &failed {
+                    events::marker_retried(&m.transactional_id, topic, *partition, e);
+                }
+                m.partitions = failed.into_iter().map(|(tp, _)| tp).collect();
+                slot.pending.lock().push(m);
+                self.inner.woken.notify_all();
+            }
+        }
+    }
+
+    /// Every marker of the transaction is written: PrepareX → CompleteX, recorded.
+    fn complete(&self, slot: &Arc<Slot>, m: &TxnMarkers) {
+        let markers = {
+            let mut st = slot.state.lock();
+            match st.markers_written(&m.transactional_id, m.coordinator_epoch, now_ms()) {
+                Ok(TxnOutcome {
+                    write: Some(write), ..
+                }) => match slot.write(&mut st, &write) {
+                    Ok(()) => Vec::new(),
+                    Err((_, markers)) => markers,
+                },
+                Ok(_) => Vec::new(),
+                // Reloaded or moved meanwhile: whoever holds the state now sends them.
+                Err(e) => {
+                    events::stale_markers(&m.transactional_id, &e);
+                    Vec::new()
+                }
+            }
+        };
+        self.send_markers(slot, markers);
+    }
+
+    /// Starts the timer thread (idempotent): markers retried, timed-out transactions
+    /// aborted (`transaction.abort.timed.out.transaction.cleanup.interval.ms`), idle
+    /// transactional ids expired (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+    pub fn start_timer(&self) -> Result<()> {
+        let mut slot = self.inner.timer.lock();
+        if slot.is_some() {
+            return Ok(());
+        }
+        let me = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("tidelog-txn-timer".into())
+            .spawn(move || me.timer_loop())
+            .map_err(|e| Error::io("spawn transaction timer thread for", "<coordinator>", e))?;
+        *slot = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the timer thread; later requests get COORDINATOR_NOT_AVAILABLE.
+    pub fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        {
+            let _g = self.inner.wake.lock();
+            self.inner.woken.notify_all();
+        }
+        let handle = self.inner.timer.lock().take();
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
+        }
+    }
+
+    fn timer_loop(&self) {
+        let config = &self.inner.config;
+        let mut next_abort = Instant::now() + config.abort_timed_out_interval;
+        let mut next_expire = Instant::now() + config.remove_expired_interval;
+        while !self.inner.closed.load(Ordering::Acquire) {
+            let now = Instant::now();
+            let abort = now >= next_abort;
+            let expire = now >= next_expire;
+            if abort {
+                next_abort = now + config.abort_timed_out_interval;
+            }
+            if expire {
+                next_expire = now + config.remove_expired_interval;
+            }
+            let busy = self.tick(abort, expire);
+            let mut wake = next_abort.min(next_expire);
+            if busy {
+                wake = wake.min(Instant::now() + RETRY_INTERVAL);
+            }
+            let mut g = self.inner.wake.lock();
+            if !self.inner.closed.load(Ordering::Acquire) {
+                self.inner.woken.wait_until(&mut g, wake);
+            }
+        }
+    }
+
+    /// One pass of the timer over every led partition; true if something is left to
+    /// retry.
+    pub(crate) fn tick(&self, abort: bool, expire: bool) -> bool {
+        let slots: Vec<Arc<Slot>> = self.inner.slots.read().values().cloned().collect();
+        let expiration = i64::try_from(self.inner.config.transactional_id_expiration.as_millis())
+            .unwrap_or(i64::MAX);
+        let mut busy = false;
+        for slot in slots {
+            let mut markers = Vec::new();
+            {
+                let mut st = slot.state.lock();
+                if slot.needs_reload.load(Ordering::Acquire) {
+                    markers.extend(slot.reload(&mut st));
+                }
+                if abort {
+                    for outcome in st.expire_timed_out(now_ms()) {
+                        let Some(write) = &outcome.write else {
+                            continue;
+                        };
+                        if let Err((_, found)) = slot.write(&mut st, write) {
+                            markers.extend(found);
+                            break;
+                        }
+                        events::timed_out(&write.transactional_id);
+                        markers.extend(outcome.markers);
+                    }
+                }
+                if expire {
+                    for write in st.expire_transactional_ids(now_ms(), expiration) {
+                        if let Err((_, found)) = slot.write(&mut st, &write) {
+                            markers.extend(found);
+                            break;
+                        }
+                    }
+                }
+            }
+            markers.append(&mut slot.pending.lock());
+            self.send_markers(&slot, markers);
+            busy |= slot.needs_reload.load(Ordering::Acquire) || !slot.pending.lock().is_empty();
+        }
+        busy
+    }
+}
+
+/// The producer id InitProducerId may need: a new one when the id is unknown or its
+/// epochs are used up, else -1 (not asked).
+fn fresh_id(
+    current: Option<&TransactionMetadata>,
+    new_producer_id: &dyn Fn() -> Result<i64>,
+) -> std::result::Result<i64, TxnError> {
+    if current.is_none_or(|m| is_epoch_exhausted(m.producer_epoch)) {
+        new_producer_id().map_err(|e| TxnError::CoordinatorNotAvailable {
+            reason: format!("cannot allocate a producer id: {e}"),
+        })
+    } else {
+        Ok(-1)
+    }
+}

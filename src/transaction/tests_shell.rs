@@ -1,0 +1,345 @@
+//! The transaction coordinator's shell: records written before answers, loading and
+//! replay, a failed write reloading the partition, markers retried, timeouts aborted
+//! and fencing, over an in-memory `__transaction_state` and marker writer.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::error::{Error, Result};
+
+/// A record: key and value (`None`: a tombstone).
+type Rec = (Vec<u8>, Option<Vec<u8>>);
+
+/// A `__transaction_state` partition in memory, which can be made to fail.
+#[derive(Default)]
+struct MemLog {
+    records: Mutex<Vec<Rec>>,
+    fail: AtomicBool,
+    /// When set, `read_all` waits for a message before it reads.
+    gate: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl TxnStateLog for MemLog {
+    fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(Error::io(
+                "append to",
+                "__transaction_state-0",
+                std::io::Error::other("disk full"),
+            ));
+        }
+        self.records
+            .lock()
+            .push((key.to_vec(), value.map(<[u8]>::to_vec)));
+        Ok(())
+    }
+
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
+        if let Some(gate) = self.gate.lock().take() {
+            gate.recv_timeout(Duration::from_secs(10))
+                .expect("the test opens the gate");
+        }
+        for (k, v) in self.records.lock().iter() {
+            f(k, v.as_deref())?;
+        }
+        Ok(())
+    }
+}
+
+/// Records every marker; fails the first `failures` calls.
+#[derive(Default)]
+struct MemMarkers {
+    written: Mutex<Vec<(TopicPartition, TxnResult, i64, i16)>>,
+    failures: AtomicUsize,
+}
+
+impl MarkerWriter for MemMarkers {
+    fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        if self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return m
+                .partitions
+                .iter()
+                .map(|tp| (tp.clone(), Error::Timeout("leader busy".into())))
+                .collect();
+        }
+        let mut w = self.written.lock();
+        for tp in &m.partitions {
+            w.push((tp.clone(), m.result, m.producer_id, m.producer_epoch));
+        }
+        Vec::new()
+    }
+}
+
+fn config() -> TransactionConfig {
+    TransactionConfig {
+        state_log_partitions: 1,
+        abort_timed_out_interval: Duration::from_millis(20),
+        ..TransactionConfig::default()
+    }
+}
+
+fn coordinator(log: &Arc<MemLog>, markers: &Arc<MemMarkers>) -> TransactionCoordinator {
+    let c = TransactionCoordinator::new(config());
+    c.set_marker_writer(Arc::clone(markers) as Arc<dyn MarkerWriter>);
+    c.set_partition_count(1);
+    c.load_partition(0, 0, Arc::clone(log) as Arc<dyn TxnStateLog>)
+        .unwrap();
+    c
+}
+
+fn ids_from(counter: &AtomicUsize) -> impl Fn() -> Result<i64> + '_ {
+    move || Ok(1000 + counter.fetch_add(1, Ordering::SeqCst) as i64)
+}
+
+fn init(c: &TransactionCoordinator, id: &str, timeout_ms: i32) -> InitProducerIdAnswer {
+    let ids = AtomicUsize::new(0);
+    let request = InitProducerIdRequest {
+        transactional_id: id.into(),
+        timeout_ms,
+        expected: None,
+    };
+    c.init_producer_id(&request, &ids_from(&ids)).unwrap()
+}
+
+fn ready(answer: InitProducerIdAnswer) -> ProducerIdAndEpoch {
+    match answer {
+        InitProducerIdAnswer::Ready(p) => p,
+        InitProducerIdAnswer::Fencing => panic!("expected a producer id, got Fencing"),
+    }
+}
+
+fn add(
+    c: &TransactionCoordinator,
+    id: &str,
+    p: ProducerIdAndEpoch,
+    partitions: &[(&str, i32)],
+) -> std::result::Result<(), TxnError> {
+    c.add_partitions(&AddPartitionsRequest {
+        transactional_id: id.into(),
+        producer_id: p.producer_id,
+        producer_epoch: p.epoch,
+        partitions: partitions
+            .iter()
+            .map(|(t, n)| (t.to_string(), *n))
+            .collect(),
+        client_transaction_version: 0,
+    })
+}
+
+fn end(
+    c: &TransactionCoordinator,
+    id: &str,
+    p: ProducerIdAndEpoch,
+    result: TxnResult,
+) -> std::result::Result<ProducerIdAndEpoch, TxnError> {
+    let none = || -> Result<i64> { Err(Error::Timeout("no id needed".into())) };
+    c.end_txn(
+        &EndTxnRequest {
+            transactional_id: id.into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            result,
+            client_transaction_version: 0,
+        },
+        &none,
+    )
+}
+
+#[test]
+fn a_commit_is_written_marked_and_survives_a_reload() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers::default());
+    let c = coordinator(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    assert_eq!(p.epoch, 0);
+    assert_eq!(
+        log.records.lock().len(),
+        1,
+        "Empty written before the answer"
+    );
+    add(&c, "tx", p, &[("a", 0), ("b", 1)]).unwrap();
+    end(&c, "tx", p, TxnResult::Commit).unwrap();
+    let written = markers.written.lock().clone();
+    assert_eq!(
+        written,
+        vec![
+            (("a".into(), 0), TxnResult::Commit, p.producer_id, 0),
+            (("b".into(), 1), TxnResult::Commit, p.producer_id, 0),
+        ]
+    );
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::CompleteCommit);
+    // Empty, Ongoing, PrepareCommit, CompleteCommit.
+    assert_eq!(log.records.lock().len(), 4);
+
+    let again = coordinator(&log, &Arc::new(MemMarkers::default()));
+    let m = again.describe("tx").unwrap();
+    assert_eq!(m.state, TxnState::CompleteCommit);
+    assert_eq!((m.producer_id, m.producer_epoch), (p.producer_id, 0));
+    assert_eq!(
+        again.list().unwrap().len(),
+        1,
+        "the reloaded partition lists the id"
+    );
+}
+
+#[test]
+fn requests_wait_for_the_load_and_unled_ids_are_not_coordinated() {
+    let log = Arc::new(MemLog::default());
+    let (open, gate) = mpsc::channel();
+    *log.gate.lock() = Some(gate);
+    let c = TransactionCoordinator::new(config());
+    c.set_partition_count(1);
+    let loader = {
+        let c = c.clone();
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || c.load_partition(0, 3, log as Arc<dyn TxnStateLog>))
+    };
+    let ids = AtomicUsize::new(0);
+    let request = InitProducerIdRequest {
+        transactional_id: "tx".into(),
+        timeout_ms: 1000,
+        expected: None,
+    };
+    // Bounded: the loader thread takes the slot within a moment.
+    let mut answer = c.init_producer_id(&request, &ids_from(&ids));
+    for _ in 0..200 {
+        if answer != Err(TxnError::NotCoordinator) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        answer = c.init_producer_id(&request, &ids_from(&ids));
+    }
+    assert_eq!(answer, Err(TxnError::CoordinatorLoadInProgress));
+    open.send(()).unwrap();
+    loader.join().unwrap().unwrap();
+    assert!(matches!(
+        c.init_producer_id(&request, &ids_from(&ids)),
+        Ok(InitProducerIdAnswer::Ready(_))
+    ));
+    c.unload_partition(0);
+    assert_eq!(c.describe("tx"), Err(TxnError::NotCoordinator));
+}
+
+#[test]
+fn a_failed_write_reloads_the_partition_from_its_log() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers::default());
+    let c = coordinator(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    log.fail.store(true, Ordering::SeqCst);
+    let refused = add(&c, "tx", p, &[("a", 0)]);
+    assert!(
+        matches!(refused, Err(TxnError::CoordinatorNotAvailable { .. })),
+        "{refused:?}"
+    );
+    // The memory is what the log holds: the transaction never started.
+    let m = c.describe("tx").unwrap();
+    assert_eq!(m.state, TxnState::Empty);
+    assert!(m.partitions.is_empty());
+    log.fail.store(false, Ordering::SeqCst);
+    add(&c, "tx", p, &[("a", 0)]).unwrap();
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::Ongoing);
+}
+
+#[test]
+fn markers_that_fail_are_retried_and_prepared_ones_resent_on_load() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers {
+        failures: AtomicUsize::new(usize::MAX),
+        ..MemMarkers::default()
+    });
+    let c = coordinator(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", p, &[("a", 0)]).unwrap();
+    end(&c, "tx", p, TxnResult::Abort).unwrap();
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::PrepareAbort);
+    assert!(c.tick(false, false), "the marker is still to write");
+
+    // Another coordinator loading the same log sends the prepared transaction's
+    // markers again and completes it.
+    let fresh = Arc::new(MemMarkers::default());
+    let other = coordinator(&log, &fresh);
+    assert_eq!(other.describe("tx").unwrap().state, TxnState::CompleteAbort);
+    assert_eq!(fresh.written.lock().len(), 1);
+
+    // The first coordinator's timer retries until the leader takes the marker.
+    markers.failures.store(1, Ordering::SeqCst);
+    assert!(c.tick(false, false));
+    assert!(!c.tick(false, false), "nothing left to retry");
+    assert_eq!(markers.written.lock().len(), 1);
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::CompleteAbort);
+}
+
+#[test]
+fn the_timer_aborts_a_timed_out_transaction_and_fences_its_producer() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers::default());
+    let c = coordinator(&log, &markers);
+    let p = ready(init(&c, "tx", 1));
+    add(&c, "tx", p, &[("a", 0)]).unwrap();
+    c.start_timer().unwrap();
+    // Bounded wait for the timer (every 20 ms here).
+    for _ in 0..500 {
+        if c.describe("tx").unwrap().state == TxnState::CompleteAbort {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let m = c.describe("tx").unwrap();
+    c.shutdown();
+    assert!(matches!(
+        c.describe("tx"),
+        Err(TxnError::CoordinatorNotAvailable { .. })
+    ));
+    assert_eq!(m.state, TxnState::CompleteAbort);
+    assert_eq!(m.producer_epoch, 1, "the abort bumped the epoch");
+    let written = markers.written.lock().clone();
+    assert_eq!(
+        written,
+        vec![(("a".into(), 0), TxnResult::Abort, p.producer_id, 1)]
+    );
+}
+
+#[test]
+fn a_new_instance_fences_the_old_one_after_aborting_its_transaction() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers::default());
+    let c = coordinator(&log, &markers);
+    let first = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", first, &[("a", 0)]).unwrap();
+    assert_eq!(init(&c, "tx", 60_000), InitProducerIdAnswer::Fencing);
+    assert_eq!(
+        markers.written.lock().first().map(|m| m.1),
+        Some(TxnResult::Abort)
+    );
+    let second = ready(init(&c, "tx", 60_000));
+    assert_eq!(second.producer_id, first.producer_id);
+    assert!(second.epoch > first.epoch + 1);
+    assert!(matches!(
+        add(&c, "tx", first, &[("a", 0)]),
+        Err(TxnError::ProducerFenced { .. })
+    ));
+    assert!(matches!(
+        end(&c, "tx", first, TxnResult::Commit),
+        Err(TxnError::ProducerFenced { .. })
+    ));
+    add(&c, "tx", second, &[("a", 0)]).unwrap();
+    let partitions: BTreeSet<TopicPartition> = [("a".to_string(), 0)].into();
+    let verdicts = c.verify_partitions("tx", second, &partitions).unwrap();
+    assert_eq!(verdicts[&("a".to_string(), 0)], Ok(()));
+    let other: BTreeSet<TopicPartition> = [("b".to_string(), 0)].into();
+    assert!(matches!(
+        c.verify_partitions("tx", second, &other).unwrap()[&("b".to_string(), 0)],
+        Err(TxnError::TransactionAbortable { .. })
+    ));
+}
