@@ -45,6 +45,7 @@ use super::records::{AlterPartition, TopicId};
 use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
 use crate::client::Client;
 use crate::error::Error;
+use crate::replica::IsrProposalEnd;
 use crate::topic::Partition;
 
 /// Fetch version the fetchers send (every tidelog node answers 4-11).
@@ -72,6 +73,8 @@ type Key = (String, i32);
 struct IsrProposal {
     partition: Partition,
     leader_epoch: i32,
+    /// The partition's id of the proposal.
+    id: u64,
     proposal: super::shared::Proposal,
 }
 
@@ -328,7 +331,14 @@ impl ReplicaManager {
             Some(Ok(_)) => false,
             Some(Err(e)) => {
                 tracing::warn!(node = self.node_id, partition = %p.partition.name(), error = %e, "ISR change not applied");
-                p.partition.isr_change_failed(p.leader_epoch);
+                // A timed-out record may still be committed: it keeps counting for the
+                // high watermark until a committed change fences it.
+                let end = if matches!(e, Error::Timeout(_)) {
+                    IsrProposalEnd::TimedOut
+                } else {
+                    IsrProposalEnd::Refused
+                };
+                p.partition.isr_change_failed(p.leader_epoch, p.id, end);
                 false
             }
         });
@@ -351,7 +361,11 @@ impl ReplicaManager {
                 continue;
             };
             let Some(broker_epoch) = node.broker_epoch() else {
-                partition.isr_change_failed(change.leader_epoch);
+                partition.isr_change_failed(
+                    change.leader_epoch,
+                    change.proposal,
+                    IsrProposalEnd::Refused,
+                );
                 continue;
             };
             tracing::info!(node = self.node_id, partition = %partition.name(), isr = ?change.new_isr, "proposing an ISR change");
@@ -372,11 +386,16 @@ impl ReplicaManager {
                 Ok(proposal) => in_flight.push(IsrProposal {
                     partition,
                     leader_epoch: change.leader_epoch,
+                    id: change.proposal,
                     proposal,
                 }),
                 Err(e) => {
                     tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not proposed");
-                    partition.isr_change_failed(change.leader_epoch);
+                    partition.isr_change_failed(
+                        change.leader_epoch,
+                        change.proposal,
+                        IsrProposalEnd::Refused,
+                    );
                 }
             }
         }
