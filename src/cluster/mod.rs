@@ -20,7 +20,7 @@
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
-//! 5. `shared` (image, listener, liveness, transport), then `handle` (config, image,
+//! 5. `shared` (image, listener, liveness, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
