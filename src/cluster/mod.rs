@@ -286,7 +286,7 @@ impl ClusterNode {
         );
         let looper = std::thread::Builder::new()
             .name(format!("raft-{me}"))
-            .spawn(move || raft_loop.run())
+            .spawn(move || node::run_raft_thread(raft_loop))
             .ctx("spawn the raft thread for", self.data_dir.clone())?;
         self.threads.lock().extend([looper, publisher]);
         Ok(())

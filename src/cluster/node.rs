@@ -157,8 +157,7 @@ impl RaftLoop {
                 self.on_tick();
             }
             if let Err(e) = self.handle_ready() {
-                tracing::error!(node = self.me(), error = %e, "the metadata quorum stops on this node");
-                *self.shared.failed.lock() = Some(e.to_string());
+                self.shared.fail(e.to_string());
                 break;
             }
         }
@@ -479,6 +478,22 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes,
         });
+    }
+}
+
+/// Runs `raft_loop` on this thread; a panic in it (raft-rs's `fatal!` on a message it
+/// cannot accept, or any bug) fails the node with the panic's message rather than
+/// ending the thread silently.
+pub(crate) fn run_raft_thread(raft_loop: RaftLoop) {
+    let shared = raft_loop.shared.clone();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || raft_loop.run()));
+    if let Err(panic) = ran {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        shared.fail(format!("the Raft thread panicked: {message}"));
     }
 }
 

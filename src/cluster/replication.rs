@@ -463,6 +463,18 @@ impl MetadataListener for ReplicaManager {
         self.reset_stale_followers(&st, update);
         self.refresh_min_insync(&st, update);
     }
+
+    /// The node follows no metadata any more: stops fetching and the ISR thread, and
+    /// steps down from every partition it leads (appends are refused with
+    /// `NotLeaderOrFollower`), since another leader may be elected without it knowing.
+    fn on_node_failed(&self) {
+        self.stop();
+        let led = std::mem::take(&mut self.state.lock().led);
+        for (_, l) in led {
+            let hw = l.partition.high_watermark();
+            l.partition.become_follower(NO_LEADER, hw);
+        }
+    }
 }
 
 impl ReplicaManager {

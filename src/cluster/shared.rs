@@ -95,6 +95,27 @@ impl Shared {
         Ok(())
     }
 
+    /// The metadata quorum stops on this node for good (`why`): proposals fail with
+    /// `Closed` naming it, and the listeners stop acting on the last image (this node
+    /// leads no partition any more). Never a node that looks alive and follows nothing.
+    pub(super) fn fail(&self, why: String) {
+        {
+            let mut failed = self.failed.lock();
+            if failed.is_some() {
+                return;
+            }
+            tracing::error!(node = self.node_id, reason = %why, "the metadata quorum stops on this node: it leads no partition and applies no metadata until it is restarted");
+            *failed = Some(why);
+        }
+        self.set_leader(-1);
+        for l in self.listeners.lock().iter() {
+            l.on_node_failed();
+        }
+        for w in self.waiters.lock().values() {
+            w.cv.notify_all();
+        }
+    }
+
     pub(super) fn next_request_id(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed)
     }
