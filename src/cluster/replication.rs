@@ -142,6 +142,9 @@ struct CoordinatorLoader {
     /// cleared, at most a minute.
     #[cfg(test)]
     hold: Arc<(Mutex<bool>, Condvar)>,
+    /// Tests: this many loads fail (as on a read error) before they start.
+    #[cfg(test)]
+    fail: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CoordinatorLoader {
@@ -151,56 +154,25 @@ impl CoordinatorLoader {
             thread: Mutex::new(None),
             #[cfg(test)]
             hold: Arc::new((Mutex::new(false), Condvar::new())),
+            #[cfg(test)]
+            fail: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }
     }
 
     fn start(&self, node_id: i32, broker: WeakBroker) -> crate::error::Result<()> {
         let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
-        #[cfg(test)]
-        let hold = self.hold.clone();
+        let thread = LoaderThread {
+            node_id,
+            broker,
+            rx,
+            #[cfg(test)]
+            hold: self.hold.clone(),
+            #[cfg(test)]
+            fail: self.fail.clone(),
+        };
         let h = std::thread::Builder::new()
             .name(format!("coordinator-loader-{node_id}"))
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    let Some(broker) = broker.upgrade() else {
-                        return;
-                    };
-                    let coordinator = broker.group_coordinator();
-                    match job {
-                        LoaderJob::Unload => coordinator.unload(),
-                        LoaderJob::Load {
-                            partition,
-                            leader_epoch,
-                        } => {
-                            if partition.leader_epoch() != Some(leader_epoch) {
-                                continue;
-                            }
-                            #[cfg(test)]
-                            {
-                                let deadline = Instant::now() + Duration::from_secs(60);
-                                let mut held = hold.0.lock();
-                                while *held && Instant::now() < deadline {
-                                    hold.1.wait_until(&mut held, deadline);
-                                }
-                            }
-                            let started = Instant::now();
-                            match coordinator.load_partition(partition.clone()) {
-                                Ok(()) => {
-                                    tracing::info!(node = node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
-                                }
-                                Err(e) => {
-                                    tracing::error!(node = node_id, error = %e, "cannot load the group coordinator");
-                                }
-                            }
-                            // The leadership ended while it loaded: an Unload is queued
-                            // too, but nothing may be answered meanwhile.
-                            if partition.leader_epoch() != Some(leader_epoch) {
-                                coordinator.unload();
-                            }
-                        }
-                    }
-                }
-            })
+            .spawn(move || thread.run())
             .map_err(|e| Error::io("spawn", "the coordinator loader thread", e))?;
         *self.jobs.lock() = Some(tx);
         *self.thread.lock() = Some(h);
@@ -218,6 +190,123 @@ impl CoordinatorLoader {
         drop(self.jobs.lock().take());
         if let Some(h) = self.thread.lock().take() {
             let _ = h.join();
+        }
+    }
+}
+
+/// A failed coordinator load is tried again after this long, doubling up to
+/// [`LOAD_RETRY_MAX`], for as long as the leadership it was for lasts.
+const LOAD_RETRY_MIN: Duration = Duration::from_millis(500);
+const LOAD_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The coordinator loader's thread: its jobs, in order.
+struct LoaderThread {
+    node_id: i32,
+    broker: WeakBroker,
+    rx: crossbeam_channel::Receiver<LoaderJob>,
+    #[cfg(test)]
+    hold: Arc<(Mutex<bool>, Condvar)>,
+    #[cfg(test)]
+    fail: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl LoaderThread {
+    fn run(self) {
+        let mut next = None;
+        loop {
+            let job = match next.take() {
+                Some(job) => job,
+                None => match self.rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+            };
+            let Some(broker) = self.broker.upgrade() else {
+                return;
+            };
+            let coordinator = broker.group_coordinator();
+            match job {
+                LoaderJob::Unload => coordinator.unload(),
+                LoaderJob::Load {
+                    partition,
+                    leader_epoch,
+                } => {
+                    match self.load(&broker, &partition, leader_epoch) {
+                        Ok(arrived) => next = arrived,
+                        Err(()) => return,
+                    }
+                    // The leadership ended while it loaded: an Unload is queued too,
+                    // but nothing may be answered meanwhile.
+                    if partition.leader_epoch() != Some(leader_epoch) {
+                        coordinator.unload();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Loads the coordinator from `partition` while it is led here at `leader_epoch`;
+    /// a failed load is retried with a backoff until it succeeds, the leadership
+    /// ends, or another job arrives (returned, to run next). `Err` once the manager
+    /// stopped.
+    fn load(
+        &self,
+        broker: &Broker,
+        partition: &Partition,
+        leader_epoch: i32,
+    ) -> std::result::Result<Option<LoaderJob>, ()> {
+        let coordinator = broker.group_coordinator();
+        let mut delay = LOAD_RETRY_MIN;
+        while partition.leader_epoch() == Some(leader_epoch) {
+            #[cfg(test)]
+            self.hold_if_told();
+            let started = Instant::now();
+            match self.load_once(&coordinator, partition) {
+                Ok(()) => {
+                    tracing::info!(node = self.node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
+                    return Ok(None);
+                }
+                Err(e) => {
+                    tracing::error!(node = self.node_id, error = %e, retry_in = ?delay, "cannot load the group coordinator; retrying while this node leads {OFFSETS_TOPIC}-0");
+                }
+            }
+            match self.rx.recv_timeout(delay) {
+                Ok(job) => return Ok(Some(job)),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(()),
+            }
+            delay = (delay * 2).min(LOAD_RETRY_MAX);
+        }
+        Ok(None)
+    }
+
+    fn load_once(
+        &self,
+        coordinator: &crate::coordinator::GroupCoordinator,
+        partition: &Partition,
+    ) -> crate::error::Result<()> {
+        #[cfg(test)]
+        if self
+            .fail
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(Error::io(
+                "read",
+                format!("{OFFSETS_TOPIC}-0"),
+                std::io::Error::other("injected by a test"),
+            ));
+        }
+        coordinator.load_partition(partition.clone())
+    }
+
+    /// Tests: waits while loads are held, at most a minute.
+    #[cfg(test)]
+    fn hold_if_told(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut held = self.hold.0.lock();
+        while *held && Instant::now() < deadline {
+            self.hold.1.wait_until(&mut held, deadline);
         }
     }
 }
@@ -252,6 +341,12 @@ impl ReplicaManager {
     pub(crate) fn hold_coordinator_loads(&self, held: bool) {
         *self.loader.hold.0.lock() = held;
         self.loader.hold.1.notify_all();
+    }
+
+    /// Tests: the next `n` coordinator loads fail before they read the log.
+    #[cfg(test)]
+    pub(crate) fn fail_coordinator_loads(&self, n: usize) {
+        self.loader.fail.store(n, Ordering::Release);
     }
 
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were

@@ -304,3 +304,34 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
     });
     c.shutdown();
 }
+
+#[test]
+fn a_failed_coordinator_load_is_retried() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let offsets = |c: &TestCluster| {
+        c.node(c.running()[0])
+            .image()
+            .topic(crate::broker::OFFSETS_TOPIC)
+            .map(|t| t.partitions[0].leader)
+            .filter(|l| *l >= 1)
+    };
+    wait_until("__consumer_offsets has a leader", || offsets(&c).is_some());
+    let old = (offsets(&c).unwrap() - 1) as usize;
+    wait_until("the first coordinator loaded", || {
+        broker(&c, old).group_coordinator().is_loaded()
+    });
+    // The next load of every node fails once (a read error).
+    for i in c.running() {
+        c.node(i).replica_manager().fail_coordinator_loads(1);
+    }
+    c.halt(old);
+    wait_until("a new leader of __consumer_offsets-0", || {
+        offsets(&c).is_some_and(|l| l != old as i32 + 1)
+    });
+    let new = (offsets(&c).unwrap() - 1) as usize;
+    wait_until("the new coordinator loaded after a retry", || {
+        broker(&c, new).group_coordinator().is_loaded()
+    });
+    c.shutdown();
+}
