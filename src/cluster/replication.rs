@@ -1013,6 +1013,7 @@ impl Fetcher {
                     let log = e.partition.log();
                     let (target, complete) = truncation_point(
                         |epoch| log.end_offset_for_epoch(epoch),
+                        log.log_start_offset(),
                         log.log_end_offset(),
                         log.high_watermark(),
                         r.leader_epoch,
@@ -1176,7 +1177,35 @@ fn apply_fetched(
 /// where to truncate and whether that completes the truncation (false: the leader
 /// answered an epoch this log does not have; truncate to the end of this log's largest
 /// epoch below it and ask again with the new latest epoch).
+///
+/// A point below this log's start (`log_start`: retention or DeleteRecords moved it past
+/// where the logs diverge) is the log start, and completes the truncation: everything
+/// this log holds diverged (Kafka's `truncateFullyAndStartAt`; the records below are
+/// fetched from the leader no more than a compacted log's gap would be).
 fn truncation_point(
+    end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
+    log_start: i64,
+    log_end: i64,
+    high_watermark: i64,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> crate::error::Result<(i64, bool)> {
+    let (target, complete) = divergence_point(
+        end_offset_for_epoch,
+        log_end,
+        high_watermark,
+        leader_epoch,
+        leader_end,
+    )?;
+    Ok(if target < log_start {
+        (log_start, true)
+    } else {
+        (target, complete)
+    })
+}
+
+/// [`truncation_point`] before the log start is considered.
+fn divergence_point(
     end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
     log_end: i64,
     high_watermark: i64,
@@ -1222,29 +1251,50 @@ mod tests {
     fn truncation_follows_kafkas_rules() {
         // The leader has epoch 4 too, ending at 90: cut to 90.
         assert_eq!(
-            truncation_point(follower, 100, 50, 4, 90).unwrap(),
+            truncation_point(follower, 0, 100, 50, 4, 90).unwrap(),
             (90, true)
         );
         // The leader knows our epoch 4 but ends later: nothing to cut.
         assert_eq!(
-            truncation_point(follower, 100, 50, 4, 120).unwrap(),
+            truncation_point(follower, 0, 100, 50, 4, 120).unwrap(),
             (100, true)
         );
         // The leader answers epoch 2, which we never had: cut to the end of our largest
         // epoch below it (1 ends at 40) and ask again.
         assert_eq!(
-            truncation_point(follower, 100, 50, 2, 55).unwrap(),
+            truncation_point(follower, 0, 100, 50, 2, 55).unwrap(),
             (40, false)
         );
         // The leader has no epoch: the high watermark.
         assert_eq!(
-            truncation_point(follower, 100, 50, -1, -1).unwrap(),
+            truncation_point(follower, 0, 100, 50, -1, -1).unwrap(),
             (50, true)
         );
         // Our answer for 3 is its own end (70): min with the leader's 60.
         assert_eq!(
-            truncation_point(follower, 100, 50, 3, 60).unwrap(),
+            truncation_point(follower, 0, 100, 50, 3, 60).unwrap(),
             (60, true)
+        );
+    }
+
+    #[test]
+    fn a_point_below_the_log_start_is_the_log_start_and_completes_the_truncation() {
+        // Our log starts at 80 (retention); the leader ends our epoch 4 at 75: all we
+        // hold diverged. Truncating to 75 would be refused (below the log start), and
+        // retried forever.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 4, 75).unwrap(),
+            (80, true)
+        );
+        // Asking again would not help either: an epoch we never had, below the start.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 2, 55).unwrap(),
+            (80, true)
+        );
+        // At or above the start, the rules as before.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 4, 85).unwrap(),
+            (85, true)
         );
     }
 }
