@@ -109,8 +109,8 @@ pub(crate) struct ReplicaManager {
     state: Mutex<ManagerState>,
     stop: Arc<(Mutex<bool>, Condvar)>,
     isr_thread: Mutex<Option<JoinHandle<()>>>,
-    /// Tests: while set, the fetchers send nothing (a follower cut off from leaders).
-    paused: Arc<AtomicBool>,
+    /// What tests steer the fetchers with.
+    hooks: Arc<FetcherHooks>,
     /// Loads and unloads the group coordinator off the metadata publisher thread.
     loader: CoordinatorLoader,
 }
@@ -330,7 +330,7 @@ impl ReplicaManager {
             state: Mutex::new(ManagerState::default()),
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
-            paused: Arc::new(AtomicBool::new(false)),
+            hooks: Arc::new(FetcherHooks::default()),
             loader: CoordinatorLoader::new(),
         })
     }
@@ -349,11 +349,20 @@ impl ReplicaManager {
         self.loader.fail.store(n, Ordering::Release);
     }
 
+    /// Tests: while `held`, every truncation of a follower waits before it cuts (released
+    /// by `false`, or after a minute); returns how many waited so far.
+    #[cfg(test)]
+    pub(crate) fn hold_truncations(&self, held: bool) -> usize {
+        *self.hooks.hold_truncations.0.lock() = held;
+        self.hooks.hold_truncations.1.notify_all();
+        self.hooks.held.load(Ordering::Acquire)
+    }
+
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
     /// unreachable.
     #[cfg(test)]
     pub(crate) fn pause_fetchers(&self, paused: bool) {
-        self.paused.store(paused, Ordering::Release);
+        self.hooks.paused.store(paused, Ordering::Release);
         // A response being applied finishes first; later ones are dropped.
         for f in self.state.lock().fetchers.values() {
             drop(f.parts.lock());
@@ -501,7 +510,7 @@ impl ReplicaManager {
         if let Some(f) = st.fetchers.get(&source) {
             return Some(f.clone());
         }
-        match Fetcher::start(self.node_id, source, self.node.clone(), self.paused.clone()) {
+        match Fetcher::start(self.node_id, source, self.node.clone(), self.hooks.clone()) {
             Ok(f) => {
                 st.fetchers.insert(source, f.clone());
                 Some(f)
@@ -747,6 +756,9 @@ struct Followed {
     fetch_from: Option<i64>,
     /// No request for it before then.
     delay_until: Option<Instant>,
+    /// Held while its log is cut outside the fetcher's lock; removing the partition
+    /// waits for it (see [`Fetcher::cut`]).
+    cutting: Arc<Mutex<()>>,
 }
 
 impl Followed {
@@ -766,7 +778,36 @@ pub(crate) struct Fetcher {
     stopped: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// See [`ReplicaManager::pause_fetchers`].
-    paused: Arc<AtomicBool>,
+    hooks: Arc<FetcherHooks>,
+}
+
+/// What tests steer the fetchers with (outside tests, `paused` stays false).
+#[derive(Default)]
+struct FetcherHooks {
+    /// While set, the fetchers send nothing (a follower cut off from leaders).
+    paused: AtomicBool,
+    /// While set, every truncation waits before it cuts (at most a minute), as a slow
+    /// disk would.
+    #[cfg(test)]
+    hold_truncations: (Mutex<bool>, Condvar),
+    /// Truncations that waited on `hold_truncations`.
+    #[cfg(test)]
+    held: std::sync::atomic::AtomicUsize,
+}
+
+impl FetcherHooks {
+    /// Tests: waits while truncations are held.
+    #[cfg(test)]
+    fn hold_truncation(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut held = self.hold_truncations.0.lock();
+        if *held {
+            self.held.fetch_add(1, Ordering::AcqRel);
+        }
+        while *held && Instant::now() < deadline {
+            self.hold_truncations.1.wait_until(&mut held, deadline);
+        }
+    }
 }
 
 impl Fetcher {
@@ -774,13 +815,13 @@ impl Fetcher {
         node_id: i32,
         source: i32,
         node: Weak<NodeHandle>,
-        paused: Arc<AtomicBool>,
+        hooks: Arc<FetcherHooks>,
     ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
             node,
-            paused,
+            hooks,
             parts: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
@@ -804,13 +845,18 @@ impl Fetcher {
                 truncating: true,
                 fetch_from: None,
                 delay_until: None,
+                cutting: Arc::new(Mutex::new(())),
             },
         );
         self.changed.notify_all();
     }
 
+    /// Stops fetching `key`; waits for a truncation of it under way (only that one).
     fn remove(&self, key: &Key) {
-        self.parts.lock().remove(key);
+        let removed = self.parts.lock().remove(key);
+        if let Some(f) = removed {
+            drop(f.cutting.lock());
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -856,7 +902,7 @@ impl Fetcher {
         // When a refused login was last logged at warn: once a minute at most.
         let mut login_warned: Option<Instant> = None;
         while !self.is_stopped() {
-            if self.paused.load(Ordering::Acquire) {
+            if self.hooks.paused.load(Ordering::Acquire) {
                 self.pause(Duration::from_millis(20));
                 continue;
             }
@@ -936,6 +982,47 @@ impl Fetcher {
         }
     }
 
+    /// Runs `work` (a truncation) on the followed partition `key` if it is still
+    /// followed at `epoch`, holding only that partition's `cutting` lock, not the
+    /// fetcher's: the metadata publisher adds and removes other partitions meanwhile.
+    /// The lock is taken under the fetcher's, and [`Fetcher::remove`] takes it after
+    /// removing the partition, so once a partition is removed no cut of it is under way
+    /// or will start (its log is never cut after its role changed). `None` if it is no
+    /// longer followed at `epoch`.
+    fn cut(
+        &self,
+        key: &Key,
+        epoch: i32,
+        work: impl FnOnce(&Partition) -> crate::error::Result<Option<bool>>,
+    ) -> Option<crate::error::Result<Option<bool>>> {
+        let g = self.parts.lock();
+        let entry = g.get(key).filter(|e| e.leader_epoch == epoch)?;
+        let (cutting, partition) = (entry.cutting.clone(), entry.partition.clone());
+        let _cutting = cutting.lock();
+        drop(g);
+        Some(work(&partition))
+    }
+
+    /// Records what [`Fetcher::cut`] did: `Some(true)` completes the truncation,
+    /// `Some(false)` asks again, `None` (refused by the leader) and an error back off.
+    fn after_cut(&self, key: &Key, f: &Followed, cut: Option<crate::error::Result<Option<bool>>>) {
+        let delay = match cut {
+            None | Some(Ok(Some(false))) => return,
+            Some(Ok(Some(true))) => {
+                self.with_current(key, f.leader_epoch, |e| e.truncating = false);
+                return;
+            }
+            Some(Ok(None)) => BACKOFF,
+            Some(Err(e)) => {
+                tracing::error!(node = self.node_id, partition = %f.partition.name(), error = %e, "truncation failed");
+                Duration::from_secs(1)
+            }
+        };
+        self.with_current(key, f.leader_epoch, |e| {
+            e.delay_until = Some(Instant::now() + delay);
+        });
+    }
+
     /// Applies `f` to the followed partition `key` if it is still followed at `epoch`.
     fn with_current<T>(
         &self,
@@ -970,15 +1057,15 @@ impl Fetcher {
                     // No epoch in the log: an empty log has nothing to cut; a log of
                     // batches without epochs falls back to the high watermark (Kafka's
                     // rule before KIP-101).
-                    self.with_current(key, f.leader_epoch, |e| {
+                    let cut = self.cut(key, f.leader_epoch, |p| {
+                        let log = p.log();
                         let hw = log.high_watermark();
                         if log.log_end_offset() > hw {
                             log.truncate_to(hw)?;
                         }
-                        e.truncating = false;
-                        Ok::<(), Error>(())
-                    })
-                    .transpose()?;
+                        Ok(Some(true))
+                    });
+                    self.after_cut(key, f, cut);
                 }
             }
         }
@@ -1004,13 +1091,14 @@ impl Fetcher {
                 let Some((_, f)) = asked.iter().find(|(k, _)| **k == key) else {
                     continue;
                 };
-                let done = self.with_current(&key, f.leader_epoch, |e| {
+                let cut = self.cut(&key, f.leader_epoch, |p| {
                     if r.error_code != 0 {
-                        tracing::debug!(node = self.node_id, partition = %e.partition.name(), code = r.error_code, "OffsetForLeaderEpoch refused; waiting for metadata");
-                        e.delay_until = Some(Instant::now() + BACKOFF);
-                        return Ok(());
+                        tracing::debug!(node = self.node_id, partition = %p.name(), code = r.error_code, "OffsetForLeaderEpoch refused; waiting for metadata");
+                        return Ok(None);
                     }
-                    let log = e.partition.log();
+                    #[cfg(test)]
+                    self.hooks.hold_truncation();
+                    let log = p.log();
                     let (target, complete) = truncation_point(
                         |epoch| log.end_offset_for_epoch(epoch),
                         log.log_start_offset(),
@@ -1024,22 +1112,14 @@ impl Fetcher {
                             // Only an unclean history gets here (the high watermark was
                             // computed over ISR members, and the leader was one): the
                             // leader's log is the one the cluster keeps.
-                            tracing::warn!(node = self.node_id, partition = %e.partition.name(), target, hw = log.high_watermark(), "truncating below the high watermark as the leader's log requires");
+                            tracing::warn!(node = self.node_id, partition = %p.name(), target, hw = log.high_watermark(), "truncating below the high watermark as the leader's log requires");
                         }
                         let end = log.truncate_to(target)?;
-                        tracing::info!(node = self.node_id, partition = %e.partition.name(), leader_epoch = r.leader_epoch, end, "truncated to the leader's log");
+                        tracing::info!(node = self.node_id, partition = %p.name(), leader_epoch = r.leader_epoch, end, "truncated to the leader's log");
                     }
-                    if complete {
-                        e.truncating = false;
-                    }
-                    Ok::<(), Error>(())
+                    Ok(Some(complete))
                 });
-                if let Some(Err(e)) = done {
-                    tracing::error!(node = self.node_id, partition = %f.partition.name(), error = %e, "truncation failed");
-                    self.with_current(&key, f.leader_epoch, |e| {
-                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
-                    });
-                }
+                self.after_cut(&key, f, cut);
             }
         }
         Ok(())
@@ -1095,7 +1175,7 @@ impl Fetcher {
                 let applied = self.with_current(&key, epoch, |e| {
                     if e.truncating
                         || e.fetch_offset() != offset
-                        || self.paused.load(Ordering::Acquire)
+                        || self.hooks.paused.load(Ordering::Acquire)
                     {
                         return Ok(());
                     }
