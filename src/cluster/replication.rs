@@ -261,7 +261,7 @@ impl LoaderThread {
             #[cfg(test)]
             self.hold_if_told();
             let started = Instant::now();
-            match self.load_once(&coordinator, partition) {
+            match self.load_once(coordinator, partition) {
                 Ok(()) => {
                     tracing::info!(node = self.node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
                     return Ok(None);
