@@ -20,7 +20,7 @@
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
-//! 5. `shared` (image, listener, liveness, transport), then `handle` (config, image,
+//! 5. `shared` (image, listener, liveness, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
@@ -286,7 +286,7 @@ impl ClusterNode {
         );
         let looper = std::thread::Builder::new()
             .name(format!("raft-{me}"))
-            .spawn(move || raft_loop.run())
+            .spawn(move || node::run_raft_thread(raft_loop))
             .ctx("spawn the raft thread for", self.data_dir.clone())?;
         self.threads.lock().extend([looper, publisher]);
         Ok(())
