@@ -54,8 +54,7 @@ pub(crate) const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
 /// The file whose presence in [`CLUSTER_METADATA_DIR`] makes a data directory a cluster
 /// node's.
 pub(crate) const CLUSTER_STATE_FILE: &str = "raft-state";
-#[cfg(feature = "server")]
-/// Kafka's per-partition file naming the topic id, on cluster nodes.
+/// Kafka's per-partition file naming the topic id.
 pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
 /// Decides the topics of a cluster node: the broker hands its admin operations to it and
@@ -104,9 +103,8 @@ struct BrokerInner {
     managed: AtomicBool,
     /// The cluster node deciding the topics, once attached.
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
-    /// Topic ids of a cluster node's topics (read by the cluster, of the `server`
-    /// feature).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    /// Topic ids (Kafka's, base64) by topic name: from the cluster's metadata on a
+    /// cluster node, from the partitions' `partition.metadata` on a single node.
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
@@ -148,7 +146,6 @@ pub(crate) fn is_cluster_dir(dir: &Path) -> bool {
         .exists()
 }
 
-#[cfg(feature = "server")]
 /// Writes `partition.metadata` (Kafka's format) into a partition directory.
 fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     use std::io::Write;
@@ -164,7 +161,6 @@ fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     crate::storage::sync_dir(dir)
 }
 
-#[cfg(feature = "server")]
 /// The topic id in a partition directory's `partition.metadata`, if it has one.
 fn read_partition_metadata(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
@@ -408,6 +404,32 @@ fn move_orphans_aside(logs: &LogManager, entries: &[RegistryEntry]) -> Result<Ve
     Ok(orphans)
 }
 
+/// The topic ids of a single node's `topics`, from their partitions' `partition.metadata`.
+/// A topic without one (created by an older version) is given a new id, written to each
+/// of its partitions, unless the broker is read-only.
+fn single_node_topic_ids(
+    dir: &Path,
+    topics: &BTreeMap<String, Topic>,
+    read_only: bool,
+) -> Result<HashMap<String, String>> {
+    let mut ids = HashMap::with_capacity(topics.len());
+    for (name, topic) in topics {
+        let id = match read_partition_metadata(&dir.join(log_name(name, 0))) {
+            Some(id) => id,
+            None if read_only => continue,
+            None => {
+                let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
+                for p in 0..topic.partition_count() {
+                    write_partition_metadata(&dir.join(log_name(name, p)), &id)?;
+                }
+                id
+            }
+        };
+        ids.insert(name.clone(), id);
+    }
+    Ok(ids)
+}
+
 /// Opens the partition logs of the registry's topics, each with its topic's
 /// configuration over the broker's defaults.
 fn open_registered_topics(
@@ -564,6 +586,7 @@ impl Broker {
             Vec::new()
         };
         let topics = open_registered_topics(&logs, entries, &config.log)?;
+        let topic_ids = single_node_topic_ids(&dir, &topics, read_only)?;
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
         let broker = Broker {
             inner: Arc::new(BrokerInner {
@@ -576,7 +599,7 @@ impl Broker {
                 closed: AtomicBool::new(false),
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
-                topic_ids: RwLock::new(HashMap::new()),
+                topic_ids: RwLock::new(topic_ids),
                 orphans: Mutex::new(orphans),
                 read_only,
                 stats: Default::default(),
@@ -689,7 +712,7 @@ impl Broker {
     fn create_partition_logs(
         &self,
         logs: &LogManager,
-        name: &str,
+        (name, topic_id): (&str, &str),
         range: std::ops::Range<i32>,
         config: &LogConfig,
     ) -> Result<Vec<Partition>> {
@@ -702,7 +725,9 @@ impl Broker {
                     let orphan = logs.move_aside(&ln)?;
                     self.inner.orphans.lock().push(orphan);
                 }
-                logs.open_log(&ln, config.clone())
+                let log = logs.open_log(&ln, config.clone())?;
+                write_partition_metadata(&self.inner.dir.join(&ln), topic_id)?;
+                Ok(log)
             })();
             match made {
                 Ok(log) => parts.push(Partition::new(Arc::clone(&arc_name), p, log)),
@@ -1164,12 +1189,15 @@ impl Broker {
         }
         // Checked before a file is made: a refusal leaves the directory as it was.
         self.check_partition_limit(name, partitions)?;
+        // A new id for every creation: a topic created again under a deleted one's name
+        // is another topic for Kafka clients (KIP-516).
+        let topic_id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
         let parts = {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            self.create_partition_logs(logs, name, 0..partitions, &log_config)?
+            self.create_partition_logs(logs, (name, &topic_id), 0..partitions, &log_config)?
         };
         let topic = Topic::new(name, parts, config, internal);
         let mut snapshot = self.inner.topics.read().clone();
@@ -1179,6 +1207,10 @@ impl Broker {
             return Err(e);
         }
         *self.inner.topics.write() = snapshot;
+        self.inner
+            .topic_ids
+            .write()
+            .insert(name.to_string(), topic_id);
         Ok(topic)
     }
 
@@ -1249,6 +1281,7 @@ impl Broker {
             .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
         self.write_registry(&snapshot)?;
         *self.inner.topics.write() = snapshot;
+        self.inner.topic_ids.write().remove(name);
         topic.inner.deleted.store(true, Ordering::Release);
         let logs = self.inner.logs.lock();
         if let Some(logs) = logs.as_ref() {
@@ -1258,6 +1291,13 @@ impl Broker {
             }
         }
         Ok(())
+    }
+
+    /// The id of topic `name` (Kafka's topic id, base64), if it has one: every topic of
+    /// a cluster node, and every topic of a writable single node (one created by an
+    /// older version gets its id when the broker opens).
+    pub(crate) fn topic_id(&self, name: &str) -> Option<String> {
+        self.inner.topic_ids.read().get(name).cloned()
     }
 
     /// The registered topic `name` (no auto-creation), for admin operations and for
@@ -1317,12 +1357,18 @@ impl Broker {
         let log_config = topic.config().apply(&self.inner.config.log)?;
         self.check_partition_limit(name, total - current)?;
         let mut parts: Vec<Partition> = topic.partitions().as_ref().clone();
+        let topic_id = self.topic_id(name).unwrap_or_default();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            parts.extend(self.create_partition_logs(logs, name, current..total, &log_config)?);
+            parts.extend(self.create_partition_logs(
+                logs,
+                (name, &topic_id),
+                current..total,
+                &log_config,
+            )?);
         }
         let old = topic.partitions().as_ref().clone();
         topic.set_partitions(parts);
