@@ -72,7 +72,6 @@ pub(crate) trait TopicAuthority: Send + Sync {
     fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
 }
 
-#[cfg(feature = "server")]
 /// A topic as a cluster's metadata says it, for this node.
 #[derive(Debug, Clone)]
 pub(crate) struct ClusterTopic {
@@ -198,6 +197,12 @@ pub struct BrokerBuilder {
 }
 
 impl BrokerBuilder {
+    /// The data directory to open.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Default log settings of every topic (Kafka `log.segment.bytes`,
     /// `log.retention.ms`, ...). Default: `LogConfig::default()`, Kafka's values.
     pub fn log_config(mut self, config: LogConfig) -> Self {
@@ -303,13 +308,22 @@ impl BrokerBuilder {
     /// Opens the directory (created if missing), recovers every partition and starts
     /// the background threads.
     pub fn open(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config, false)
+        Broker::open_with(self.dir, self.config, false, None)
     }
 
     /// Opens the directory read-only, as [`Broker::open_read_only`] does, with these
     /// settings (the log and storage ones apply; nothing is created).
     pub fn open_read_only(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config, true)
+        Broker::open_with(self.dir, self.config, true, None)
+    }
+
+    #[cfg(feature = "server")]
+    /// Opens a cluster node's data directory read-only, with `topics` (what the node's
+    /// own metadata says, read by the cluster layer) in place of a registry: each
+    /// partition the node hosts whose directory holds the topic's id. Nothing is
+    /// written; the committed offsets are those of the node's `__consumer_offsets`.
+    pub(crate) fn open_read_only_with_node_topics(self, topics: &[ClusterTopic]) -> Result<Broker> {
+        Broker::open_with(self.dir, self.config, true, Some(topics))
     }
 }
 
@@ -428,6 +442,39 @@ fn single_node_topic_ids(
         ids.insert(name.clone(), id);
     }
     Ok(ids)
+}
+
+/// A cluster node's topics as `list` gives them (read-only): the logs of the partitions
+/// it hosts whose directory holds the topic's id (a partition not yet created there, or
+/// one of an older topic of that name, is left out), and the topic ids.
+fn open_node_topics(
+    dir: &Path,
+    logs: &LogManager,
+    list: &[ClusterTopic],
+    defaults: &LogConfig,
+) -> Result<(BTreeMap<String, Topic>, HashMap<String, String>)> {
+    let mut topics = BTreeMap::new();
+    let mut ids = HashMap::new();
+    for t in list {
+        let log_config = t.config.apply(defaults)?;
+        let name: Arc<str> = Arc::from(t.name.as_str());
+        let mut parts = Vec::with_capacity(t.hosted.len());
+        for &p in &t.hosted {
+            let ln = log_name(&t.name, p);
+            if read_partition_metadata(&dir.join(&ln)).as_deref() == Some(t.id.as_str()) {
+                parts.push(Partition::new(
+                    Arc::clone(&name),
+                    p,
+                    logs.open_log(&ln, log_config.clone())?,
+                ));
+            }
+        }
+        let topic = Topic::new(&t.name, parts.clone(), t.config.clone(), t.internal);
+        topic.set_hosted_partitions(parts, t.partition_count);
+        topics.insert(t.name.clone(), topic);
+        ids.insert(t.name.clone(), t.id.clone());
+    }
+    Ok((topics, ids))
 }
 
 /// Opens the partition logs of the registry's topics, each with its topic's
@@ -549,7 +596,12 @@ impl Broker {
         }
     }
 
-    fn open_with(dir: PathBuf, config: BrokerConfig, read_only: bool) -> Result<Broker> {
+    fn open_with(
+        dir: PathBuf,
+        config: BrokerConfig,
+        read_only: bool,
+        node_topics: Option<&[ClusterTopic]>,
+    ) -> Result<Broker> {
         config.log.validate()?;
         if config.default_partitions < 1 {
             return Err(Error::InvalidConfig {
@@ -564,11 +616,11 @@ impl Broker {
             LogManager::open_with_limits(&dir, config.storage_limits)?
         };
         let managed = is_cluster_dir(&dir);
-        if managed && read_only {
+        if managed && read_only && node_topics.is_none() {
             return Err(Error::InvalidConfig {
                 key: "node.id".into(),
                 reason: format!(
-                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which a read-only opener does not read",
+                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which Broker::open_read_only does not read (BrokerBuilder::open_cluster_node_read_only does; the CLI uses it)",
                     dir.display()
                 ),
             });
@@ -585,8 +637,14 @@ impl Broker {
         } else {
             Vec::new()
         };
-        let topics = open_registered_topics(&logs, entries, &config.log)?;
-        let topic_ids = single_node_topic_ids(&dir, &topics, read_only)?;
+        let (topics, topic_ids) = match node_topics {
+            Some(list) => open_node_topics(&dir, &logs, list, &config.log)?,
+            None => {
+                let topics = open_registered_topics(&logs, entries, &config.log)?;
+                let ids = single_node_topic_ids(&dir, &topics, read_only)?;
+                (topics, ids)
+            }
+        };
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
         let broker = Broker {
             inner: Arc::new(BrokerInner {

@@ -30,6 +30,7 @@ use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::credentials::{self, CredentialChange, Users};
 
 mod codec;
+pub(crate) mod stored;
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
