@@ -1,9 +1,10 @@
-//! The CLI's read-only commands on a cluster node's data directory: a node (`tidelog
-//! serve --node-id 1 --quorum ...`, a child process) gets a topic, records (Produce over
-//! the wire, acks=all) and a group's committed offsets (`consume --group --bootstrap`),
-//! then stops, cleanly (SIGTERM) or killed (SIGKILL). `consume --from-beginning -e`,
-//! `topics describe` and `groups describe` on its data directory then show the records,
-//! the topic and the group, from the node's own metadata, saying so on stderr.
+//! The CLI's read-only commands on a cluster node's data directory: a cluster of `tidelog
+//! serve --node-id N --quorum ...` child processes (one node, then three with every
+//! partition on each) gets a topic, records (Produce over the wire, acks=all) and a
+//! group's committed offsets (`consume --group --bootstrap`), then stops, cleanly
+//! (SIGTERM) or killed (SIGKILL). `consume --from-beginning -e`, `topics describe` and
+//! `groups describe` on each node's data directory then show the records, the topic and
+//! the group, from that node's own metadata, saying so in one line on stderr.
 #![cfg(all(feature = "cli", feature = "server"))]
 
 mod cli_support;
@@ -20,9 +21,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-/// Produces `values` to `partition` of `topic` on the node at `addr` with acks=all,
-/// retrying (at most 30 s) while the partition has no leader yet.
-fn produce(addr: &str, topic: &str, partition: i32, values: &[&str]) {
+/// Produces `values` to `partition` of `topic` with acks=all on whichever node of
+/// `addrs` leads it, retrying (at most 30 s) while the partition has no leader yet.
+fn produce(addrs: &[String], topic: &str, partition: i32, values: &[&str]) {
     let mut b = tidelog::BatchBuilder::new();
     for v in values {
         b.push(0, None, Some(v.as_bytes()), &[]);
@@ -42,31 +43,56 @@ fn produce(addr: &str, topic: &str, partition: i32, values: &[&str]) {
         ]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let mut s = TcpStream::connect(addr).unwrap();
-        let resp: ProduceResponse = server_support::call(&mut s, ApiKey::Produce, 8, &req);
-        let code = resp.responses[0].partition_responses[0].error_code;
-        if code == 0 {
-            return;
+        let mut codes = Vec::new();
+        for addr in addrs {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let resp: ProduceResponse = server_support::call(&mut s, ApiKey::Produce, 8, &req);
+            let code = resp.responses[0].partition_responses[0].error_code;
+            if code == 0 {
+                return;
+            }
+            codes.push(code);
         }
         assert!(
             Instant::now() < deadline,
-            "produce to {topic}-{partition}: error {code}"
+            "produce to {topic}-{partition}: errors {codes:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-/// A node of a one-voter cluster on `data`, with `orders` (2 partitions, 3 records)
-/// and group `audit` having consumed it all.
-fn node_with_data(data: &Path) -> cli_support::Serve {
-    let quorum_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let quorum = format!("1@127.0.0.1:{quorum_port}");
-    let node = serve(data, &["--node-id", "1", "--quorum", &quorum]);
-    let bootstrap = node.addr.clone();
+/// The nodes of an `n`-voter cluster on `root/node-N`, with `orders` (2 partitions of
+/// `n` replicas, 3 records) and group `audit` having consumed it all.
+fn cluster_with_data(root: &Path, n: usize) -> Vec<cli_support::Serve> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let quorum = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    drop(listeners);
+    let rf = n.to_string();
+    let nodes: Vec<cli_support::Serve> = (0..n)
+        .map(|i| {
+            let id = (i + 1).to_string();
+            serve(
+                &root.join(format!("node-{id}")),
+                &[
+                    "--node-id",
+                    &id,
+                    "--quorum",
+                    &quorum,
+                    "--default-replication-factor",
+                    &rf,
+                ],
+            )
+        })
+        .collect();
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    let bootstrap = addrs.join(",");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let run = tidelog_raw(
@@ -87,8 +113,8 @@ fn node_with_data(data: &Path) -> cli_support::Serve {
         assert!(Instant::now() < deadline, "{run:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    produce(&bootstrap, "orders", 0, &["first", "second"]);
-    produce(&bootstrap, "orders", 1, &["third"]);
+    produce(&addrs, "orders", 0, &["first", "second"]);
+    produce(&addrs, "orders", 1, &["third"]);
     let consumed = ok(tidelog_raw(
         &[
             "consume",
@@ -103,11 +129,11 @@ fn node_with_data(data: &Path) -> cli_support::Serve {
         "",
     ));
     assert_eq!(consumed.lines().count(), 3, "{consumed}");
-    node
+    nodes
 }
 
-/// The three read-only commands on the stopped node's `data`.
-fn check_read_only_commands(data: &Path) {
+/// The three read-only commands on the stopped node `id`'s `data`.
+fn check_read_only_commands(data: &Path, id: i32) {
     let run = tidelog(data, &["consume", "orders", "--from-beginning", "-e"], "");
     assert_eq!(run.code, 0, "{run:?}");
     let mut values: Vec<&str> = run.stdout.lines().collect();
@@ -116,8 +142,11 @@ fn check_read_only_commands(data: &Path) {
     assert_eq!(
         run.stderr
             .lines()
-            .filter(|l| l
-                .contains("is cluster node 1's data directory: this is its last known metadata"))
+            .filter(|l| {
+                l.contains(&format!(
+                    "is cluster node {id}'s data directory: this is its last known metadata"
+                ))
+            })
             .count(),
         1,
         "{run:?}"
@@ -145,17 +174,52 @@ fn check_read_only_commands(data: &Path) {
 #[test]
 fn a_cleanly_stopped_nodes_data_reads_from_its_own_metadata() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("node-1");
-    let node = node_with_data(&data);
-    assert_eq!(node.stop(), Some(0));
-    check_read_only_commands(&data);
+    let mut nodes = cluster_with_data(tmp.path(), 1);
+    assert_eq!(nodes.remove(0).stop(), Some(0));
+    check_read_only_commands(&tmp.path().join("node-1"), 1);
 }
 
 #[test]
 fn a_killed_nodes_data_reads_from_its_own_metadata() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("node-1");
-    let node = node_with_data(&data);
-    drop(node); // SIGKILL
-    check_read_only_commands(&data);
+    let nodes = cluster_with_data(tmp.path(), 1);
+    drop(nodes); // SIGKILL
+    check_read_only_commands(&tmp.path().join("node-1"), 1);
+}
+
+/// The ISR of each partition of `orders` as `topics describe --bootstrap` lists it.
+fn isr_sizes(bootstrap: &str) -> Vec<usize> {
+    let run = tidelog_raw(
+        &["topics", "describe", "orders", "--bootstrap", bootstrap],
+        "",
+    );
+    run.stdout
+        .lines()
+        .filter_map(|l| l.split("Isr: ").nth(1))
+        .map(|rest| rest.split('\t').next().unwrap_or("").split(',').count())
+        .collect()
+}
+
+#[test]
+fn every_node_of_three_reads_its_replicas_once_stopped_or_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut nodes = cluster_with_data(tmp.path(), 3);
+    // Stopped once every replica caught up (all 3 in each partition's ISR).
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while isr_sizes(&bootstrap) != vec![3, 3] {
+        assert!(Instant::now() < deadline, "{:?}", isr_sizes(&bootstrap));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(nodes.pop()); // node 3: SIGKILL
+    for n in nodes.drain(..).rev() {
+        assert_eq!(n.stop(), Some(0));
+    }
+    for id in 1..=3 {
+        check_read_only_commands(&tmp.path().join(format!("node-{id}")), id);
+    }
 }
