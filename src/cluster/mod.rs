@@ -62,9 +62,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
-use crate::broker::{
-    CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, ClusterTopic, TopicAuthority, WeakBroker,
-};
+use crate::broker::{CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, TopicAuthority, WeakBroker};
 use crate::config::TopicConfig;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
@@ -137,16 +135,7 @@ impl MetadataListener for BrokerSync {
             {
                 continue;
             }
-            let topic = ClusterTopic {
-                name: name.clone(),
-                id: codec::uuid_base64(&t.id),
-                partition_count: t.partitions.len() as i32,
-                hosted: (0..t.partitions.len() as i32)
-                    .filter(|p| t.partitions[*p as usize].hosts(u.node_id))
-                    .collect(),
-                config: t.config(),
-                internal: t.internal,
-            };
+            let topic = t.for_node(u.node_id);
             if let Err(e) = broker.apply_cluster_topic(&topic) {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot open a topic's local logs");
             }

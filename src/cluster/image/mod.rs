@@ -33,6 +33,7 @@ mod codec;
 mod once;
 
 pub(crate) use once::ProposerWindow;
+pub(crate) mod stored;
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
