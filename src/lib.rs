@@ -67,6 +67,8 @@ mod topic;
 pub mod transaction;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
+#[cfg(feature = "server")]
+pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,

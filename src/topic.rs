@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::record::BatchBuilder;
-use crate::replica::LeaderState;
+use crate::replica::{IsrProposalEnd, LeaderState};
 pub(crate) use crate::storage::Signal;
 use crate::storage::{
     AbortedTxn, AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit,
@@ -76,6 +76,8 @@ pub(crate) struct IsrChange {
     pub partition_epoch: i32,
     /// The new ISR.
     pub new_isr: Vec<i32>,
+    /// The leadership's id of the proposal (what [`Partition::isr_change_failed`] names).
+    pub proposal: u64,
 }
 
 /// One partition of a topic: a handle on its log. Cheap to clone, `Send + Sync`.
@@ -529,11 +531,12 @@ impl Partition {
         };
         let mut s = state.lock();
         let new_isr = s.isr_change(self.inner.log.log_end_offset(), now, eligible)?;
-        s.propose(new_isr.clone());
+        let proposal = s.propose(new_isr.clone());
         Some(IsrChange {
             leader_epoch: s.leader_epoch,
             partition_epoch: s.partition_epoch,
             new_isr,
+            proposal,
         })
     }
 
@@ -548,13 +551,13 @@ impl Partition {
         }
     }
 
-    /// The proposed ISR change of `leader_epoch` was not applied: another may be
-    /// proposed.
-    pub(crate) fn isr_change_failed(&self, leader_epoch: i32) {
+    /// ISR change `proposal` of `leader_epoch` was not seen applied (`end` says whether
+    /// it still may be): another may be proposed. A newer proposal is untouched.
+    pub(crate) fn isr_change_failed(&self, leader_epoch: i32, proposal: u64, end: IsrProposalEnd) {
         if let Role::Leader { state, .. } = &*self.inner.role.read() {
             let mut s = state.lock();
             if s.leader_epoch == leader_epoch {
-                s.clear_pending();
+                s.proposal_ended(proposal, end);
                 if let Some(hw) = s.advance(self.inner.log.log_end_offset()) {
                     self.inner.log.set_high_watermark(hw);
                 }
@@ -562,11 +565,11 @@ impl Partition {
         }
     }
 
-    /// True while this leader has an ISR change proposed and not settled (tests).
+    /// True while this leader awaits the answer to an ISR change it proposed (tests).
     #[cfg(test)]
     pub(crate) fn has_pending_isr_change(&self) -> bool {
         match &*self.inner.role.read() {
-            Role::Leader { state, .. } => state.lock().pending.is_some(),
+            Role::Leader { state, .. } => state.lock().awaiting_answer(),
             _ => false,
         }
     }

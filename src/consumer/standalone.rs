@@ -762,6 +762,30 @@ impl Fetcher {
             })
     }
 
+    /// Assigned partition `i` belongs to a deleted topic (its log is closed): takes the
+    /// same partition of the topic now of that name, if there is one, at the reset
+    /// policy's position (another topic: the old position means nothing there; Kafka's
+    /// clients tell the two apart by topic id). False while there is none.
+    fn follow_recreated(&mut self, i: usize) -> Result<bool> {
+        let a = &self.assigned[i];
+        let Ok(now) = self
+            .broker
+            .registered_topic(&a.topic)
+            .and_then(|t| t.partition(a.partition.index()))
+        else {
+            return Ok(false);
+        };
+        if now.log().is_closed() {
+            return Ok(false);
+        }
+        a.partition.unwatch(&self.signal);
+        now.watch(&self.signal);
+        self.assigned[i].partition = now;
+        let position = self.reset_position(&self.assigned[i], None)?;
+        self.assigned[i].position = Some(position);
+        Ok(true)
+    }
+
     /// One pass over the assigned partitions: reads what is there, never waits.
     fn fetch_once(&mut self) -> Result<ConsumerRecords> {
         self.init_positions()?;
@@ -770,6 +794,9 @@ impl Fetcher {
         let mut budget = self.config.fetch_max_bytes;
         for k in 0..n {
             let i = (self.next + k) % n;
+            if self.assigned[i].partition.log().is_closed() && !self.follow_recreated(i)? {
+                continue;
+            }
             let Some(mut pos) = self.assigned[i].position else {
                 continue; // its committed offset is not stable yet
             };
@@ -960,6 +987,11 @@ impl Consumer {
 
     /// Reads these (topic, partition) pairs from now on, replacing the previous
     /// assignment. `UnknownTopic` / `UnknownPartition` if one does not exist.
+    ///
+    /// A topic deleted while assigned reads nothing (and no error); once a topic of that
+    /// name is created again, its partitions of the same numbers are read from the
+    /// `auto_offset_reset` position (another topic: the old positions mean nothing
+    /// there).
     pub fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
         self.check_open()?;
         let list: Vec<(String, i32)> = partitions

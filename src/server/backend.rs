@@ -19,6 +19,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn topic_names(&self) -> Vec<String>;
     /// Number of partitions of `topic`, `None` if it does not exist.
     fn partition_count(&self, topic: &str) -> Option<i32>;
+    /// The topic id of `topic` (KIP-516), None if it does not exist or has none.
+    fn topic_id(&self, _topic: &str) -> Option<[u8; 16]> {
+        None
+    }
     /// Create `name` with `partitions` partitions (`-1` = the broker default) and the
     /// given Kafka-named config overrides.
     fn create_topic(&self, name: &str, partitions: i32, configs: &[(String, String)])

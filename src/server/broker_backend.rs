@@ -85,6 +85,16 @@ impl Backend for BrokerBackend {
         }
     }
 
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        match &self.cluster {
+            Some(c) => c.topic(topic).map(|t| t.id),
+            None => self
+                .broker
+                .topic_id(topic)
+                .and_then(|id| crate::storage::codec::uuid_from_base64(&id)),
+        }
+    }
+
     fn cluster(&self) -> Option<&dyn ClusterView> {
         self.cluster.as_deref()
     }

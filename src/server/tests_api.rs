@@ -575,6 +575,68 @@ fn metadata_creates_topics_and_advertises_a_reachable_address() {
     assert!(all.topics[0].is_internal && !all.topics[1].is_internal);
 }
 
+/// Metadata v12 of `topics` by name: each topic's error code and id.
+fn topic_ids(c: &mut Client, topics: &[&'static str]) -> Vec<(i16, [u8; 16])> {
+    let req = MetadataRequest::default().with_topics(Some(
+        topics
+            .iter()
+            .map(|t| {
+                metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str(t))))
+            })
+            .collect(),
+    ));
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    resp.topics
+        .iter()
+        .map(|t| (t.error_code, *t.topic_id.as_bytes()))
+        .collect()
+}
+
+#[test]
+fn metadata_gives_each_incarnation_of_a_topic_its_own_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "twice", 2);
+    let [(0, first)] = topic_ids(&mut c, &["twice"])[..] else {
+        panic!("no id for the topic");
+    };
+    assert_ne!(first, [0; 16]);
+    // Asked for by id (v12): the same topic; an id no topic has is UNKNOWN_TOPIC_ID.
+    let by_id = |id: [u8; 16]| {
+        MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(id.to_vec().try_into().unwrap()),
+        ]))
+    };
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &by_id(first));
+    assert_eq!(resp.topics[0].name.as_ref().unwrap().as_str(), "twice");
+    assert_eq!(resp.topics[0].partitions.len(), 2);
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &by_id([9; 16]));
+    assert_eq!(resp.topics[0].error_code, 100, "UNKNOWN_TOPIC_ID");
+
+    // Deleted and created again: another id, kept across a restart.
+    let resp: DeleteTopicsResponse = c.call(
+        ApiKey::DeleteTopics,
+        3,
+        &DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str("twice"))]),
+    );
+    assert_eq!(resp.responses[0].error_code, 0);
+    create(&mut c, "twice", 1);
+    let [(0, second)] = topic_ids(&mut c, &["twice"])[..] else {
+        panic!("no id for the topic created again");
+    };
+    assert_ne!(second, first);
+    drop(c);
+    server.shutdown().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(topic_ids(&mut c, &["twice"]), vec![(0, second)]);
+}
+
 /// The error code of a Metadata v8 request for `topic` that allows auto-creation.
 fn metadata_error(c: &mut Client, topic: &'static str) -> i16 {
     let req = MetadataRequest::default()

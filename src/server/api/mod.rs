@@ -218,7 +218,7 @@ apis! {
     Fetch 4..=11, FetchRequest => FetchResponse, handler(fetch), errors [framed];
     ListOffsets 1..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    Metadata 0..=8, MetadataRequest => MetadataResponse, handler(metadata),
+    Metadata 0..=12, MetadataRequest => MetadataResponse, handler(metadata),
         errors [|r, f| {
             f(r.error_code);
             for t in &r.topics {
