@@ -107,6 +107,8 @@ struct Harness {
     handed_out: BTreeMap<i32, BTreeMap<String, BTreeSet<i32>>>,
     /// partition -> committed offset, as the model expects.
     offsets: BTreeMap<i32, i64>,
+    /// The clients speak JoinGroup v9+ (`skip_assignment`).
+    skip_assignment: bool,
 }
 
 impl Harness {
@@ -121,6 +123,7 @@ impl Harness {
             clients: vec![Client::default(); SLOTS],
             handed_out: BTreeMap::new(),
             offsets: BTreeMap::new(),
+            skip_assignment: false,
         }
     }
 
@@ -148,6 +151,7 @@ impl Harness {
             client_id: format!("client-{slot}"),
             client_host: "/127.0.0.1".into(),
             origin: MemberOrigin::Network,
+            supports_skip_assignment: self.skip_assignment,
         }
     }
 
@@ -245,7 +249,8 @@ impl Harness {
         let Some(resp) = c.joined.clone() else {
             return;
         };
-        let assignments = if resp.leader == resp.member_id {
+        // A leader told to skip the assignment syncs with none, as a Kafka client does.
+        let assignments = if resp.leader == resp.member_id && !resp.skip_assignment {
             Self::leader_assignment(&resp)
         } else {
             Vec::new()
@@ -479,8 +484,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_interleavings_keep_the_invariants(ops in prop::collection::vec(op(), 1..80)) {
+    fn random_interleavings_keep_the_invariants(
+        ops in prop::collection::vec(op(), 1..80),
+        skip_assignment in any::<bool>(),
+    ) {
         let mut h = Harness::new();
+        h.skip_assignment = skip_assignment;
         for op in &ops {
             h.apply(op);
             h.check();
@@ -671,6 +680,116 @@ fn static_member_restart_gets_its_assignment_back_without_a_rebalance() {
         h.now,
     );
     assert!(left[0].is_ok(), "{left:?}");
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn static_leader_returns_without_a_rebalance_before_and_from_join_group_v9() {
+    for skip in [false, true] {
+        let mut h = Harness::new();
+        h.skip_assignment = skip;
+        let generation = settle(&mut h, &[0, 1]);
+        let leader = h.group.leader().expect("a leader").to_string();
+        let (l, o) = if h.clients[0].member_id == leader {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let (mine, theirs) = (assignment_of(&h, l), assignment_of(&h, o));
+        // The leader's process restarts within its session and joins with no member id.
+        h.apply(&Op::ClientRestart(l));
+        h.advance(2_000);
+        h.join(l);
+        let resp = h.clients[l].joined.clone().expect("answered at once");
+        assert_eq!(resp.generation_id, generation, "skip {skip}");
+        assert_ne!(resp.member_id, leader);
+        assert_eq!(
+            h.group.leader(),
+            Some(resp.member_id.as_str()),
+            "it still leads"
+        );
+        if skip {
+            // v9: told that it leads, with the members, and to skip the assignment.
+            assert_eq!(resp.leader, resp.member_id);
+            assert!(resp.skip_assignment);
+            assert_eq!(resp.members.len(), 2);
+        } else {
+            // Before v9: the old leader id, so that it acts as a follower.
+            assert_eq!(resp.leader, leader);
+            assert!(!resp.skip_assignment);
+            assert!(resp.members.is_empty());
+        }
+        h.sync(l);
+        assert_eq!(assignment_of(&h, l), mine, "skip {skip}");
+        assert_eq!(
+            h.group.generation(),
+            generation,
+            "no rebalance (skip {skip})"
+        );
+        assert_eq!(h.group.state(), GroupState::Stable);
+        // The other member goes on undisturbed.
+        h.heartbeat(o);
+        assert_eq!(assignment_of(&h, o), theirs, "skip {skip}");
+        h.check();
+    }
+}
+
+#[test]
+fn a_static_member_gone_without_leave_stays_until_its_session_times_out() {
+    let mut h = Harness::new();
+    let generation = settle(&mut h, &[0, 2]);
+    // Its process stops: a static member sends no LeaveGroup.
+    h.apply(&Op::ClientRestart(0));
+    h.advance(SESSION.as_millis() as u64 - 1_000);
+    h.heartbeat(2);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(h.group.generation(), generation);
+    assert!(h.group.static_member("instance-0").is_some());
+    h.advance(2_000);
+    assert_eq!(
+        h.group.static_member("instance-0"),
+        None,
+        "its session ended"
+    );
+    assert_eq!(h.group.member_ids().len(), 1);
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn leave_group_with_an_instance_id_is_checked_as_kafka_does() {
+    let mut h = Harness::new();
+    settle(&mut h, &[0, 2]);
+    let id = h.clients[0].member_id.clone();
+    let leaving = |member_id: &str, instance: &str| LeavingMember {
+        member_id: member_id.into(),
+        group_instance_id: Some(instance.into()),
+    };
+    let results = h.group.leave(
+        &[
+            // Another member id than the instance's: fenced.
+            leaving("stale-id", "instance-0"),
+            // An instance the group does not know: unknown member.
+            leaving("", "instance-9"),
+            leaving(&id, "instance-9"),
+        ],
+        h.now,
+    );
+    assert!(
+        matches!(
+            results.as_slice(),
+            [
+                Err(GroupError::FencedInstanceId(_)),
+                Err(GroupError::UnknownMemberId(_)),
+                Err(GroupError::UnknownMemberId(_)),
+            ]
+        ),
+        "{results:?}"
+    );
+    assert_eq!(h.group.state(), GroupState::Stable, "nobody left");
+    // Its own member id with its instance id: it leaves, the other rebalances.
+    let results = h.group.leave(&[leaving(&id, "instance-0")], h.now);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert_eq!(h.group.static_member("instance-0"), None);
     assert_eq!(h.group.state(), GroupState::PreparingRebalance);
 }
 

@@ -267,22 +267,18 @@ impl Group {
         now: Instant,
     ) -> Result<JoinStart, GroupError> {
         let member_id = req.member_id.clone();
-        if let Some(instance) = &req.group_instance_id {
-            match self.instances.get(instance) {
-                Some(current) if *current != member_id => {
-                    return Err(GroupError::FencedInstanceId(instance.clone()));
-                }
-                _ => {}
-            }
+        if let Some(instance) = &req.group_instance_id
+            && let Some(current) = self.instances.get(instance)
+            && *current != member_id
+        {
+            return Err(GroupError::FencedInstanceId(instance.clone()));
         }
         if self.pending.remove(&member_id).is_some() {
             return Ok(JoinStart::Pending(
                 self.add_member(member_id, req, cfg, now),
             ));
         }
-        if !self.members.contains_key(&member_id) {
-            return Err(GroupError::UnknownMemberId(member_id));
-        }
+        self.check_member(&member_id, req.group_instance_id.as_deref())?;
         Ok(self.rejoin_known_member(member_id, req, now))
     }
 
@@ -449,9 +445,19 @@ impl Group {
         match self.state {
             GroupState::Stable if protocol_stays => {
                 self.store_pending = true;
+                let leads = self.leader.as_deref() == Some(new_id.as_str());
+                if req.supports_skip_assignment {
+                    // JoinGroup v9+: the returning leader learns that it leads (to go on
+                    // watching the topics' metadata) but does not assign: the group's
+                    // assignment stands.
+                    let mut resp = self.current_join_response(&new_id, leads);
+                    resp.skip_assignment = leads;
+                    return JoinStart::Done(resp);
+                }
+                // Before v9: the old leader id, so that a returning leader (whose new
+                // id differs) acts as a follower and does not compute an assignment a
+                // Stable group would not hand out.
                 let mut resp = self.current_join_response(&new_id, false);
-                // The old leader id, so that a returning leader does not recompute an
-                // assignment a Stable group would not hand out.
                 resp.leader = current_leader.unwrap_or_default();
                 JoinStart::Done(resp)
             }
@@ -486,6 +492,7 @@ impl Group {
             } else {
                 Vec::new()
             },
+            skip_assignment: false,
         }
     }
 
@@ -694,6 +701,7 @@ impl Group {
                 } else {
                     Vec::new()
                 },
+                skip_assignment: false,
             };
             m.join_result = Some((seq, Ok(resp)));
             m.last_heartbeat = now;
@@ -742,13 +750,18 @@ impl Group {
     // ----- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
 
     /// Checks that `member_id` belongs to the group and is not fenced by a newer
-    /// instance of the same static member.
+    /// instance of the same static member, as Kafka's `validateCurrentMember`: an
+    /// instance id mapped to another member id is fenced, one the group does not know
+    /// is an unknown member.
     fn check_member(&self, member_id: &str, instance: Option<&str>) -> Result<(), GroupError> {
-        if let Some(instance) = instance
-            && let Some(current) = self.instances.get(instance)
-            && current != member_id
-        {
-            return Err(GroupError::FencedInstanceId(instance.to_string()));
+        if let Some(instance) = instance {
+            match self.instances.get(instance) {
+                Some(current) if current != member_id => {
+                    return Err(GroupError::FencedInstanceId(instance.to_string()));
+                }
+                Some(_) => {}
+                None => return Err(GroupError::UnknownMemberId(member_id.to_string())),
+            }
         }
         if self.members.contains_key(member_id) {
             Ok(())

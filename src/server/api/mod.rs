@@ -212,16 +212,16 @@ apis! {
             f(r.error_code);
             r.coordinators.iter().for_each(|c| f(c.error_code));
         }];
-    JoinGroup 0..=5, JoinGroupRequest => JoinGroupResponse, handler(join_group),
+    JoinGroup 0..=9, JoinGroupRequest => JoinGroupResponse, handler(join_group),
         errors [|r, f| f(r.error_code)];
-    Heartbeat 0..=3, HeartbeatRequest => HeartbeatResponse, handler(heartbeat),
+    Heartbeat 0..=4, HeartbeatRequest => HeartbeatResponse, handler(heartbeat),
         errors [|r, f| f(r.error_code)];
-    LeaveGroup 0..=3, LeaveGroupRequest => LeaveGroupResponse, handler(leave_group),
+    LeaveGroup 0..=5, LeaveGroupRequest => LeaveGroupResponse, handler(leave_group),
         errors [|r, f| {
             f(r.error_code);
             r.members.iter().for_each(|m| f(m.error_code));
         }];
-    SyncGroup 0..=3, SyncGroupRequest => SyncGroupResponse, handler(sync_group),
+    SyncGroup 0..=5, SyncGroupRequest => SyncGroupResponse, handler(sync_group),
         errors [|r, f| f(r.error_code)];
     ApiVersions 0..=3, ApiVersionsRequest => ApiVersionsResponse, handler(api_versions),
         errors [|r, f| f(r.error_code)];
