@@ -362,6 +362,7 @@ impl Harness {
                 offset,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         };
         let allowed = self.group.check_commit(&req, self.now);
@@ -791,6 +792,39 @@ fn leave_group_with_an_instance_id_is_checked_as_kafka_does() {
     assert!(results[0].is_ok(), "{results:?}");
     assert_eq!(h.group.static_member("instance-0"), None);
     assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn an_offset_commit_v1_timestamp_is_the_commits_time() {
+    // A standalone consumer commits with its own timestamp (OffsetCommit v1), eight
+    // days ago: with a week's retention the offset of the empty group has expired, as
+    // Kafka counts from the commit timestamp; the same commit at the time of the
+    // commit has not.
+    let retention = Duration::from_secs(7 * 24 * 3600);
+    for (timestamp, expired) in [(Some(-8), true), (None, false)] {
+        let mut h = Harness::new();
+        let day = 24 * 3600 * 1000;
+        let req = OffsetCommitRequest {
+            group_id: GROUP.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset: 3,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: timestamp.map(|days: i64| h.wall_ms + days * day),
+            }],
+        };
+        h.group.check_commit(&req, h.now).unwrap();
+        let (results, prepared) = h.group.prepare_commit(&req.offsets, &h.cfg, h.wall_ms);
+        assert!(results[0].result.is_ok());
+        h.group.apply_commit(prepared);
+        let records = h.group.expired_records(retention, h.wall_ms);
+        assert_eq!(records.is_some(), expired, "{timestamp:?}: {records:?}");
+    }
 }
 
 #[test]

@@ -1013,7 +1013,7 @@ impl Group {
                         offset: o.offset,
                         leader_epoch: o.leader_epoch,
                         metadata: o.metadata.clone().unwrap_or_default(),
-                        commit_timestamp: wall_ms,
+                        commit_timestamp: o.commit_timestamp.unwrap_or(wall_ms),
                     },
                 ));
                 Ok(())

@@ -220,6 +220,9 @@ pub struct CommitOffset {
     pub leader_epoch: i32,
     /// Free-form metadata stored with the offset.
     pub metadata: Option<String>,
+    /// When it was committed (ms since the epoch; OffsetCommit v1 lets the client say),
+    /// or None for the time of the commit.
+    pub commit_timestamp: Option<i64>,
 }
 
 /// The result of committing one partition's offset.

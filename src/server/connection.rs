@@ -298,9 +298,12 @@ pub(crate) fn parse(frame: Vec<u8>) -> Result<Parsed, Fatal> {
         if start.api_key == ApiKey::ApiVersions as i16 {
             return api::unsupported_version_reply(start.correlation_id).map(Parsed::Reply);
         }
+        // As Kafka, which closes the connection of a request of a version it does not
+        // serve; the log line names the client.
         return Err(Fatal(format!(
-            "{name} v{} is not supported (versions {lo}-{hi} are)",
-            start.api_version
+            "{name} v{} is not supported (versions {lo}-{hi} are), client id {:?}",
+            start.api_version,
+            codec::client_id(&frame).unwrap_or_default()
         )));
     }
     let key =

@@ -334,6 +334,7 @@ pub(crate) fn commit_offsets(
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 })
                 .collect(),
         });

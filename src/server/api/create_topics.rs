@@ -1,4 +1,4 @@
-//! CreateTopics (key 19), versions 2-4. One node: a replication factor above 1 is
+//! CreateTopics (key 19), versions 0-4 (v0 has no `validate_only`). One node: a replication factor above 1 is
 //! refused, replica assignments are ignored. A cluster node proposes each topic to the
 //! controller, with its replication factor (-1: `default.replication.factor`) or the
 //! client's replica assignment, and answers once the topic is applied here (or
