@@ -6,12 +6,11 @@
 //! watched for several heartbeat intervals after the restart, long enough to be told
 //! of a rebalance.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot_free::Events;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use tidelog::TopicConfig;
@@ -22,20 +21,17 @@ const GROUP: &str = "static-group";
 const PARTITIONS: i32 = 4;
 const HEARTBEAT_MS: u64 = 300;
 
-mod parking_lot_free {
-    use std::sync::{Arc, Mutex};
+/// The rebalance callbacks a member went through, in order.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<String>>>);
 
-    /// The rebalance callbacks a member went through, in order.
-    #[derive(Clone, Default)]
-    pub struct Events(Arc<Mutex<Vec<String>>>);
+impl Events {
+    fn push(&self, e: String) {
+        self.0.lock().unwrap().push(e);
+    }
 
-    impl Events {
-        pub fn push(&self, e: String) {
-            self.0.lock().unwrap().push(e);
-        }
-        pub fn list(&self) -> Vec<String> {
-            self.0.lock().unwrap().clone()
-        }
+    fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
     }
 }
 
