@@ -175,6 +175,18 @@ fn list_describe_delete_groups_and_offsets_over_every_version() {
     assert_eq!(stable.len(), 1);
     assert_eq!(stable[0].0, "live");
     assert!(list(&mut c, 4, &["Dead"]).is_empty());
+    // v5: every group is of type "classic"; a filter by another type lists none.
+    for (types, expected) in [(vec![], 2), (vec!["Classic"], 2), (vec!["consumer"], 0)] {
+        let req =
+            ListGroupsRequest::default().with_types_filter(types.iter().map(|t| s(t)).collect());
+        let resp: ListGroupsResponse = c.call(ApiKey::ListGroups, 5, &req);
+        assert_eq!(resp.groups.len(), expected, "types {types:?}");
+        assert!(
+            resp.groups
+                .iter()
+                .all(|g| g.group_type.as_str() == "classic")
+        );
+    }
 
     // DescribeGroups: every version.
     for v in 0..=5 {

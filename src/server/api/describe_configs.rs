@@ -1,4 +1,4 @@
-//! DescribeConfigs (key 32), versions 0-3 (v0 says `is_default` where later
+//! DescribeConfigs (key 32), versions 0-4 (v0 says `is_default` where later
 //! versions give the source, and has no synonyms): a topic's effective configuration (Kafka
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
 //! the others DEFAULT_CONFIG); a broker resource answers an empty list.

@@ -203,7 +203,7 @@ apis! {
                 t.partitions.iter().for_each(|p| f(p.error_code));
             }
         }];
-    OffsetCommit 0..=7, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
+    OffsetCommit 0..=9, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     OffsetFetch 0..=5, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
@@ -234,15 +234,15 @@ apis! {
         errors [|r, f| f(r.error_code)];
     CreateTopics 0..=4, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
         errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
-    DeleteTopics 0..=3, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
+    DeleteTopics 0..=5, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
         errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
     InitProducerId 0..=1, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
         errors [|r, f| f(r.error_code)];
-    DescribeConfigs 0..=3, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
+    DescribeConfigs 0..=4, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
     DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
         errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
-    ListGroups 0..=4, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
+    ListGroups 0..=5, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
         errors [|r, f| f(r.error_code)];
     DeleteGroups 0..=2, DeleteGroupsRequest => DeleteGroupsResponse, handler(delete_groups),
         errors [|r, f| r.results.iter().for_each(|g| f(g.error_code))];
