@@ -100,7 +100,16 @@ pub struct Group {
     /// JoinGroups of static members replaced by a newer instance: (old member id, join
     /// sequence, instance id); their waiters get FENCED_INSTANCE_ID.
     fenced_joins: Vec<(String, u64, String)>,
+    /// A static member took over its entry in a Stable group without a rebalance:
+    /// (instance id, old member id, new member id), until its metadata is stored.
+    pending_replacement: Option<StaticReplacement>,
+    /// What the last stored metadata recorded, if it was such a replacement.
+    stored_replacement: Option<StaticReplacement>,
 }
+
+/// A static member's new member id, without a rebalance: (instance id, old member id,
+/// new member id).
+pub(crate) type StaticReplacement = (String, String, String);
 
 impl Group {
     /// An empty group. `incarnation` makes the member ids this value hands out differ
@@ -125,6 +134,8 @@ impl Group {
             store_pending: false,
             rebalances: 0,
             fenced_joins: Vec::new(),
+            pending_replacement: None,
+            stored_replacement: None,
         }
     }
 
@@ -439,12 +450,13 @@ impl Group {
         if self.leader.as_deref() == Some(old_id) {
             self.leader = Some(new_id.clone());
         }
-        self.instances.insert(instance, new_id.clone());
+        self.instances.insert(instance.clone(), new_id.clone());
         let protocol_stays = self.protocol.is_some()
             && self.select_protocol().as_deref() == self.protocol.as_deref();
         match self.state {
             GroupState::Stable if protocol_stays => {
                 self.store_pending = true;
+                self.pending_replacement = Some((instance, old_id.to_string(), new_id.clone()));
                 let leads = self.leader.as_deref() == Some(new_id.as_str());
                 if req.supports_skip_assignment {
                     // JoinGroup v9+: the returning leader learns that it leads (to go on
@@ -1260,9 +1272,11 @@ impl Group {
     /// the last call (a completed generation, an emptied group, a static member's new
     /// id). `wall_ms` is stamped as the state's timestamp.
     pub fn take_pending_store(&mut self, wall_ms: i64) -> Option<JournalRecord> {
+        let replacement = self.pending_replacement.take();
         if !std::mem::take(&mut self.store_pending) || self.state == GroupState::Dead {
             return None;
         }
+        self.stored_replacement = replacement;
         self.state_timestamp_ms = wall_ms;
         let protocol = self.protocol.clone().unwrap_or_default();
         let stored = StoredGroup {
@@ -1348,6 +1362,13 @@ impl Group {
         } else {
             GroupState::Stable
         };
+    }
+
+    /// The static member whose new member id the metadata last taken by
+    /// [`take_pending_store`](Self::take_pending_store) records, if that was all it
+    /// recorded (no rebalance).
+    pub(crate) fn stored_replacement(&self) -> Option<&StaticReplacement> {
+        self.stored_replacement.as_ref()
     }
 
     /// When the group entered its current state (ms since the epoch, -1 if unknown).

@@ -1,9 +1,8 @@
 //! OffsetCommit (key 8), versions 0-9 (v9's generation is the classic group's), stored
 //! by the broker's group coordinator in `__consumer_offsets`. A partition that does not
-//! exist answers
-//! UNKNOWN_TOPIC_OR_PARTITION. v1 gives each partition a commit timestamp (-1: now);
-//! v0, whose offsets Kafka kept in ZooKeeper, is answered UNSUPPORTED_VERSION per
-//! partition, as Kafka 3.9 without ZooKeeper does.
+//! exist answers UNKNOWN_TOPIC_OR_PARTITION. v1 gives each partition a commit timestamp
+//! (-1: now); v0, whose offsets Kafka kept in ZooKeeper, is answered UNSUPPORTED_VERSION
+//! per partition, as Kafka 3.9 without ZooKeeper does.
 
 use crate::server::error_codes::KafkaCode;
 use std::collections::BTreeMap;
