@@ -232,7 +232,7 @@ apis! {
         errors [|r, f| f(r.error_code)];
     ApiVersions 0..=3, ApiVersionsRequest => ApiVersionsResponse, handler(api_versions),
         errors [|r, f| f(r.error_code)];
-    CreateTopics 0..=4, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
+    CreateTopics 0..=6, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
         errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
     DeleteTopics 0..=5, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
         errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
