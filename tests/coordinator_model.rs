@@ -736,6 +736,37 @@ fn static_leader_returns_without_a_rebalance_before_and_from_join_group_v9() {
 }
 
 #[test]
+fn a_static_members_new_id_that_cannot_be_stored_is_undone_without_a_rebalance() {
+    let mut h = Harness::new();
+    let generation = settle(&mut h, &[0, 2]);
+    let old_id = h.clients[0].member_id.clone();
+    h.apply(&Op::ClientRestart(0));
+    let req = h.join_request(0);
+    let Ok(JoinStart::Done(resp)) = h.group.join(&req, &h.cfg, h.now) else {
+        panic!("a static member back in a Stable group is answered at once");
+    };
+    // The journal refuses the group's metadata with the new id.
+    assert!(h.group.take_pending_store(h.wall_ms).is_some());
+    h.group.store_failed(h.now);
+    assert_eq!(h.group.static_member("instance-0"), Some(old_id.as_str()));
+    assert_eq!(h.group.state(), GroupState::Stable, "no rebalance");
+    assert_eq!(h.group.generation(), generation);
+    h.group
+        .heartbeat(generation, &old_id, Some("instance-0"), h.now)
+        .expect("the old id is the member again");
+    assert!(matches!(
+        h.group
+            .heartbeat(generation, &resp.member_id, Some("instance-0"), h.now),
+        Err(GroupError::FencedInstanceId(_))
+    ));
+    h.heartbeat(2);
+    assert!(
+        h.clients[2].assignment.is_some(),
+        "the other member goes on"
+    );
+}
+
+#[test]
 fn a_static_member_gone_without_leave_stays_until_its_session_times_out() {
     let mut h = Harness::new();
     let generation = settle(&mut h, &[0, 2]);

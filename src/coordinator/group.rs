@@ -105,6 +105,9 @@ pub struct Group {
     pending_replacement: Option<StaticReplacement>,
     /// What the last stored metadata recorded, if it was such a replacement.
     stored_replacement: Option<StaticReplacement>,
+    /// The replaced member as it was, until the replacement is stored: put back if
+    /// storing fails (Kafka reverts the replacement rather than rebalance).
+    replaced_member: Option<Member>,
 }
 
 /// A static member's new member id, without a rebalance: (instance id, old member id,
@@ -136,6 +139,7 @@ impl Group {
             fenced_joins: Vec::new(),
             pending_replacement: None,
             stored_replacement: None,
+            replaced_member: None,
         }
     }
 
@@ -432,6 +436,7 @@ impl Group {
             .members
             .remove(old_id)
             .expect("instances maps to members");
+        let before = member.clone();
         if let Some(seq) = member.awaiting_join.take() {
             // A JoinGroup of the replaced instance is still waiting: fence it.
             if self.fenced_joins.len() >= 64 {
@@ -457,6 +462,7 @@ impl Group {
             GroupState::Stable if protocol_stays => {
                 self.store_pending = true;
                 self.pending_replacement = Some((instance, old_id.to_string(), new_id.clone()));
+                self.replaced_member = Some(before);
                 let leads = self.leader.as_deref() == Some(new_id.as_str());
                 if req.supports_skip_assignment {
                     // JoinGroup v9+: the returning leader learns that it leads (to go on
@@ -1274,7 +1280,11 @@ impl Group {
     pub fn take_pending_store(&mut self, wall_ms: i64) -> Option<JournalRecord> {
         let replacement = self.pending_replacement.take();
         if !std::mem::take(&mut self.store_pending) || self.state == GroupState::Dead {
+            self.replaced_member = None;
             return None;
+        }
+        if replacement.is_none() {
+            self.replaced_member = None;
         }
         self.stored_replacement = replacement;
         self.state_timestamp_ms = wall_ms;
@@ -1310,8 +1320,21 @@ impl Group {
     }
 
     /// Storing the metadata failed: the generation cannot be trusted to survive a
-    /// restart, so its members rejoin.
+    /// restart, so its members rejoin; a static member's new id that could not be
+    /// stored is undone instead (the old id is the member again, no rebalance), as
+    /// Kafka does, and the joining instance is refused.
     pub fn store_failed(&mut self, now: Instant) {
+        if let (Some((instance, old, new)), Some(member)) =
+            (self.stored_replacement.take(), self.replaced_member.take())
+            && self.members.remove(&new).is_some()
+        {
+            self.members.insert(old.clone(), member);
+            if self.leader.as_deref() == Some(new.as_str()) {
+                self.leader = Some(old.clone());
+            }
+            self.instances.insert(instance, old);
+            return;
+        }
         if !self.members.is_empty() {
             self.prepare_rebalance(now);
         }
