@@ -126,6 +126,12 @@ macro_rules! apis {
         /// it. Used by the request-decoder fuzz target.
         #[cfg(any(test, feature = "testing"))]
         pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
+            if req.header.request_api_key == ApiKey::OffsetCommit as i16 && req.version() < 2 {
+                // OffsetCommit v0-1 have their own reader (see `legacy`).
+                return legacy::offset_commit_request(&req.body, req.version())
+                    .map(drop)
+                    .map_err(Fatal);
+            }
             match ApiKey::try_from(req.header.request_api_key) {
                 $(Ok(ApiKey::$key) => req.decode::<kafka_protocol::messages::$request>().map(drop),)*
                 _ => Err(not_supported(&req)),
