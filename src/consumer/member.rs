@@ -445,6 +445,9 @@ impl GroupConsumer {
             client_id: self.config.client_id.clone(),
             client_host: "in-process".into(),
             origin: MemberOrigin::InProcess,
+            // A returning static leader is answered as a follower (the group's old
+            // leader id), which this member handles like any follower.
+            supports_skip_assignment: false,
         }
     }
 

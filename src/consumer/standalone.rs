@@ -520,6 +520,7 @@ pub(crate) fn commit_entries(offsets: &[(&str, i32, i64)]) -> Vec<CommitOffset> 
             offset: *o,
             leader_epoch: -1,
             metadata: None,
+            commit_timestamp: None,
         })
         .collect()
 }
@@ -903,6 +904,7 @@ impl Fetcher {
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 })
             })
             .collect()

@@ -1063,6 +1063,7 @@ mod tests {
                 offset,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         }
     }

@@ -16,6 +16,7 @@ fn offset(topic: &str, partition: i32, offset: i64) -> CommitOffset {
         offset,
         leader_epoch: -1,
         metadata: None,
+        commit_timestamp: None,
     }
 }
 

@@ -87,6 +87,10 @@ pub struct JoinGroupRequest {
     pub client_host: String,
     /// Network client or in-process member.
     pub origin: MemberOrigin,
+    /// JoinGroup v9+: the client understands `skip_assignment`, so a static leader that
+    /// returns to a Stable group is told it leads, with the member list, but not to
+    /// assign (KIP-345, KIP-814).
+    pub supports_skip_assignment: bool,
 }
 
 /// One member as the leader sees it in the JoinGroup response.
@@ -115,6 +119,9 @@ pub struct JoinGroupResponse {
     pub member_id: String,
     /// Every member with its metadata; only the leader receives this list.
     pub members: Vec<JoinGroupMember>,
+    /// JoinGroup v9+: the leader must not run its assignor (a static leader back in a
+    /// Stable group whose assignment stands); it syncs with an empty assignment.
+    pub skip_assignment: bool,
 }
 
 /// What [`GroupCoordinator::begin_join`](super::GroupCoordinator::begin_join) did.
@@ -234,6 +241,9 @@ pub struct CommitOffset {
     pub leader_epoch: i32,
     /// Free-form metadata stored with the offset.
     pub metadata: Option<String>,
+    /// When it was committed (ms since the epoch; OffsetCommit v1 lets the client say),
+    /// or None for the time of the commit.
+    pub commit_timestamp: Option<i64>,
 }
 
 /// The result of committing one partition's offset.

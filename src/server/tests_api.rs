@@ -716,6 +716,27 @@ fn admin_apis_create_describe_and_delete() {
     let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 2, &twice);
     assert_eq!(resp.topics[0].error_code, 42);
     assert_eq!(resp.topics[1].error_code, 42);
+    // v5+: the created topic's partitions, replication factor and settings.
+    let with_config = creatable("adm-v6", 1)
+        .with_num_partitions(2)
+        .with_configs(vec![
+            create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(Some(StrBytes::from_static_str("1000"))),
+        ]);
+    let req = CreateTopicsRequest::default().with_topics(vec![with_config]);
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 6, &req);
+    let created = &resp.topics[0];
+    assert_eq!(created.error_code, 0);
+    assert_eq!((created.num_partitions, created.replication_factor), (2, 1));
+    let configs = created.configs.as_ref().expect("the topic's settings");
+    let find = |name: &str| configs.iter().find(|c| c.name.as_str() == name).unwrap();
+    let retention = find("retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("1000"));
+    assert_eq!(retention.config_source, 1, "DYNAMIC_TOPIC_CONFIG");
+    let policy = find("cleanup.policy");
+    assert_eq!(policy.value.as_deref(), Some("delete"));
+    assert_eq!(policy.config_source, 5, "DEFAULT_CONFIG");
     let resp: DescribeConfigsResponse = c.call(
         ApiKey::DescribeConfigs,
         1,

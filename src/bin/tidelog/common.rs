@@ -353,6 +353,7 @@ pub(crate) fn commit_offsets(
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 })
                 .collect(),
         });

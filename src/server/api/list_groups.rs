@@ -1,5 +1,6 @@
-//! ListGroups (key 16), versions 0-4: every group of the coordinator, with its state
-//! from v4, which may also filter by state.
+//! ListGroups (key 16), versions 0-5: every group of the coordinator, with its state
+//! from v4, which may also filter by state, and its type ("classic") from v5, which may
+//! filter by type.
 
 use crate::server::error_codes::KafkaCode;
 use kafka_protocol::ResponseError;
@@ -10,6 +11,10 @@ use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::broker::OFFSETS_TOPIC;
 use crate::coordinator::{GroupError, GroupState};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+
+/// Kafka's name of the type of every group here (the classic protocol; KIP-848's
+/// "consumer" groups are not served).
+const CLASSIC: &str = "classic";
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListGroupsRequest = req.decode()?;
@@ -22,8 +27,16 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             None => unknown_state = true,
         }
     }
+    // v5 filters by group type: every group here is a classic one (case-insensitive, as
+    // Kafka; an unknown type matches nothing).
+    let classic = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(CLASSIC));
+    let typed = req.version() >= 5;
     let response = match ctx.backend().groups().list_groups(&states) {
-        Ok(_) if unknown_state && states.is_empty() => ListGroupsResponse::default(),
+        Ok(_) if (unknown_state && states.is_empty()) || !classic => ListGroupsResponse::default(),
         Ok(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
@@ -35,10 +48,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     ) || ctx.permits(AclOperation::Describe, ResourceType::Group, &g.group_id)
                 })
                 .map(|g| {
-                    ListedGroup::default()
+                    let listed = ListedGroup::default()
                         .with_group_id(GroupId(kstr(g.group_id)))
                         .with_protocol_type(kstr(g.protocol_type))
-                        .with_group_state(kstr(g.state.as_str()))
+                        .with_group_state(kstr(g.state.as_str()));
+                    if typed {
+                        listed.with_group_type(kstr(CLASSIC))
+                    } else {
+                        listed
+                    }
                 })
                 .collect(),
         ),

@@ -1,7 +1,9 @@
-//! OffsetFetch (key 9), versions 1-7: a group's committed offsets from the broker's
-//! group coordinator (all of them when the request names no topics, v2+). With
-//! `require_stable` (v7+, KIP-447), a partition for which a transaction has an offset
-//! pending answers UNSTABLE_OFFSET_COMMIT instead of an offset.
+//! OffsetFetch (key 9), versions 0-7: a group's committed offsets from the broker's
+//! group coordinator (all of them when the request names no topics, v2+). v0, which
+//! read Kafka's offsets in ZooKeeper, is answered UNSUPPORTED_VERSION per partition, as
+//! Kafka 3.9 without ZooKeeper does. With `require_stable` (v7+, KIP-447), a partition
+//! for which a transaction has an offset pending answers UNSTABLE_OFFSET_COMMIT instead
+//! of an offset.
 //!
 //! A refusal of the whole group (GROUP_AUTHORIZATION_FAILED, the coordinator's errors)
 //! is the top-level error code from v2; v1 has none, so there every partition asked for
@@ -48,6 +50,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         }
         OffsetFetchResponse::default().with_topics(topics(by_topic))
     };
+    if version == 0 {
+        // Version 0 read offsets from ZooKeeper: Kafka 3.9 without ZooKeeper answers
+        // UNSUPPORTED_VERSION for each partition, and so does tidelog.
+        return req.respond(&group_error(
+            kafka_protocol::ResponseError::UnsupportedVersion.code(),
+        ));
+    }
     if !ctx.allowed(
         AclOperation::Describe,
         ResourceType::Group,

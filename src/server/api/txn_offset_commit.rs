@@ -43,6 +43,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         -1
                     },
                     metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    commit_timestamp: None,
                 })
             })
             .collect(),
