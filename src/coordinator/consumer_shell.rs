@@ -1,0 +1,272 @@
+//! The coordinator's side of consumer-protocol groups (KIP-848): the methods the
+//! network server calls for ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69),
+//! and the checks the classic APIs make so that a group id is either a classic group
+//! or a consumer group, never both. The groups themselves are
+//! [`ConsumerGroup`](super::ConsumerGroup) state machines, under the coordinator's
+//! one lock; their committed offsets live in the classic group of the same id, which
+//! then has no members (OffsetCommit, OffsetFetch and the offsets' expiry work
+//! unchanged).
+
+use std::time::Instant;
+
+use super::consumer_group::{ConsumerGroup, TopicsImage, validate_heartbeat};
+use super::consumer_types::{
+    ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, GroupType,
+    TypedListedGroup,
+};
+use super::{GroupCoordinator, GroupError, Loaded, OffsetCommitRequest};
+
+impl GroupCoordinator {
+    /// ConsumerGroupHeartbeat: joins, heartbeats or leaves a consumer-protocol group
+    /// (created on the first join), with `topics` the cluster's topics now. A group id
+    /// used by a classic group with members answers [`GroupError::GroupIdNotFound`];
+    /// a classic group with only offsets becomes a consumer group and keeps them.
+    pub fn consumer_group_heartbeat(
+        &self,
+        req: ConsumerHeartbeatRequest,
+        topics: &TopicsImage,
+    ) -> Result<ConsumerHeartbeatResponse, GroupError> {
+        self.check_open()?;
+        let cfg = &self.inner.config;
+        validate_heartbeat(&req, cfg)?;
+        let now = Instant::now();
+        let mut st = self.inner.state.lock();
+        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        if loaded
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| !g.member_ids().is_empty())
+        {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        let incarnation = loaded.incarnation;
+        let group = match loaded.consumer.entry(req.group_id.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                if req.member_epoch != 0 {
+                    return Err(GroupError::UnknownMemberId(req.member_id.clone()));
+                }
+                e.insert(ConsumerGroup::new(&req.group_id, incarnation))
+            }
+        };
+        let out = group.heartbeat(&req, topics, cfg, now);
+        // The reaper learns the new session deadlines.
+        self.inner.changed.notify_all();
+        out
+    }
+
+    /// ConsumerGroupDescribe for one group: [`GroupError::GroupIdNotFound`] if it is
+    /// not a consumer-protocol group.
+    pub fn consumer_group_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        self.check_open()?;
+        let st = self.inner.state.lock();
+        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
+        loaded
+            .consumer
+            .get(group_id)
+            .map(ConsumerGroup::describe)
+            .ok_or(GroupError::GroupIdNotFound)
+    }
+
+    /// The protocol of a known group, None if the coordinator does not know it.
+    pub fn group_type(&self, group_id: &str) -> Option<GroupType> {
+        let st = self.inner.state.lock();
+        let loaded = st.loaded.as_ref()?;
+        if loaded.consumer.contains_key(group_id) {
+            Some(GroupType::Consumer)
+        } else {
+            loaded
+                .groups
+                .contains_key(group_id)
+                .then_some(GroupType::Classic)
+        }
+    }
+
+    /// ListGroups with types (v5): every group, sorted by id; only those whose state
+    /// (by Kafka's name, case-insensitively) is in `states` and whose type is in
+    /// `types`, when these are not empty.
+    pub fn list_typed_groups(
+        &self,
+        states: &[String],
+        types: &[GroupType],
+    ) -> Result<Vec<TypedListedGroup>, GroupError> {
+        self.check_open()?;
+        let st = self.inner.state.lock();
+        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
+        let classic = loaded
+            .groups
+            .values()
+            .filter(|g| !loaded.consumer.contains_key(g.id()))
+            .map(|g| {
+                let l = g.listed();
+                TypedListedGroup {
+                    group_id: l.group_id,
+                    protocol_type: l.protocol_type,
+                    state: l.state.as_str(),
+                    group_type: GroupType::Classic,
+                }
+            });
+        let consumer = loaded.consumer.values().map(|g| TypedListedGroup {
+            group_id: g.id().to_string(),
+            protocol_type: "consumer".into(),
+            state: g.state().as_str(),
+            group_type: GroupType::Consumer,
+        });
+        let mut out: Vec<TypedListedGroup> = classic
+            .chain(consumer)
+            .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state)))
+            .filter(|g| types.is_empty() || types.contains(&g.group_type))
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    /// A classic JoinGroup on a consumer-protocol group: refused while it has members
+    /// (Kafka answers GROUP_ID_NOT_FOUND, "not a classic group", when it does not
+    /// convert groups); an empty one is dropped and becomes a classic group.
+    pub(super) fn refuse_classic_join(&self, group_id: &str) -> Result<(), GroupError> {
+        let mut st = self.inner.state.lock();
+        let Some(loaded) = st.loaded.as_mut() else {
+            return Ok(());
+        };
+        match loaded.consumer.get(group_id) {
+            Some(g) if !g.is_empty() => Err(GroupError::GroupIdNotFound),
+            Some(_) => {
+                loaded.consumer.remove(group_id);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// DescribeGroups (the classic API) on a consumer-protocol group: Kafka answers
+    /// GROUP_ID_NOT_FOUND ("not a classic group").
+    pub(super) fn refuse_classic_describe(&self, group_id: &str) -> Result<(), GroupError> {
+        match self.group_type(group_id) {
+            Some(GroupType::Consumer) => Err(GroupError::GroupIdNotFound),
+            _ => Ok(()),
+        }
+    }
+
+    /// OffsetCommit's member check for a consumer-protocol group (the member epoch is
+    /// the request's generation, KIP-848). Ok(true) if the group is one (the classic
+    /// check is then skipped), Ok(false) if it is not.
+    pub(super) fn check_consumer_commit(
+        &self,
+        req: &OffsetCommitRequest,
+    ) -> Result<bool, GroupError> {
+        let st = self.inner.state.lock();
+        let Some(g) = st
+            .loaded
+            .as_ref()
+            .and_then(|l| l.consumer.get(&req.group_id))
+        else {
+            return Ok(false);
+        };
+        g.check_commit(&req.member_id, req.generation_id)?;
+        Ok(true)
+    }
+
+    /// DeleteGroups on a consumer-protocol group: refused while it has members,
+    /// otherwise forgotten (its offsets are deleted with the classic group of the same
+    /// id). True if there was one.
+    pub(super) fn delete_consumer_group(&self, group_id: &str) -> Result<bool, GroupError> {
+        let mut st = self.inner.state.lock();
+        let Some(loaded) = st.loaded.as_mut() else {
+            return Ok(false);
+        };
+        match loaded.consumer.get(group_id) {
+            Some(g) if !g.is_empty() => Err(GroupError::NonEmptyGroup),
+            Some(_) => {
+                loaded.consumer.remove(group_id);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The topics the members of a consumer-protocol group subscribe to (OffsetDelete
+    /// refuses their offsets).
+    pub(super) fn consumer_subscribed_topics(
+        &self,
+        group_id: &str,
+    ) -> std::collections::BTreeSet<String> {
+        let st = self.inner.state.lock();
+        st.loaded
+            .as_ref()
+            .and_then(|l| l.consumer.get(group_id))
+            .map(ConsumerGroup::subscribed_topics)
+            .unwrap_or_default()
+    }
+
+    /// Removes a consumer-protocol group's member as if its session had timed out
+    /// (for tests that simulate a dead member without waiting).
+    #[doc(hidden)]
+    pub fn expire_consumer_member(&self, group_id: &str, member_id: &str) {
+        let cfg = &self.inner.config;
+        let mut st = self.inner.state.lock();
+        if let Some(g) = st
+            .loaded
+            .as_mut()
+            .and_then(|l| l.consumer.get_mut(group_id))
+        {
+            g.expire_member(member_id, cfg);
+        }
+        self.inner.changed.notify_all();
+    }
+}
+
+/// The reaper's pass over consumer-protocol groups: expires sessions and revocations,
+/// forgets empty groups that have no offsets. Returns the next instant something may
+/// expire.
+pub(super) fn tick_consumer_groups(
+    loaded: &mut Loaded,
+    cfg: &crate::config::CoordinatorConfig,
+    now: Instant,
+) -> Option<Instant> {
+    let mut next: Option<Instant> = None;
+    for g in loaded.consumer.values_mut() {
+        if let Some(t) = g.tick(cfg, now) {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    let groups = &loaded.groups;
+    loaded
+        .consumer
+        .retain(|id, g| !g.is_empty() || groups.contains_key(id));
+    next
+}
+
+/// The consumer-protocol groups with members (their offsets do not expire while they
+/// have some).
+pub(super) fn active_consumer_groups(loaded: &Loaded) -> std::collections::HashSet<String> {
+    loaded
+        .consumer
+        .iter()
+        .filter(|(_, g)| !g.is_empty())
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// OffsetDelete on a consumer-protocol group: the partitions of topics its members
+/// subscribe to are refused (GROUP_SUBSCRIBED_TO_TOPIC) and their tombstones dropped.
+pub(super) fn refuse_subscribed(
+    group_id: &str,
+    partitions: &[(String, i32)],
+    subscribed: &std::collections::BTreeSet<String>,
+    (results, records): (
+        &mut Vec<Result<(), GroupError>>,
+        &mut Vec<super::JournalRecord>,
+    ),
+) {
+    for ((t, p), r) in partitions.iter().zip(results.iter_mut()) {
+        if subscribed.contains(t) && r.is_ok() {
+            *r = Err(GroupError::GroupSubscribedToTopic(t.clone()));
+            let key = super::offsets::encode_key(group_id, t, *p);
+            records.retain(|(k, _)| *k != key);
+        }
+    }
+}
