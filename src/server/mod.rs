@@ -40,6 +40,7 @@ mod limits;
 mod listener;
 mod node;
 mod sendfile;
+mod topic_ids;
 mod transport;
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Metadata (key 3), versions 0-8: the brokers, the controller and the topics asked for,
+//! Metadata (key 3), versions 0-12: the brokers, the controller and the topics asked for,
 //! created on the fly when the request allows it and the server is configured to
 //! (`auto_create_topics`: the broker's setting unless the server builder says otherwise;
 //! `tidelog serve` turns it on).
@@ -9,6 +9,9 @@
 //! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
 //! there is none or it lacks the listener), leader epoch, replicas, ISR and offline replicas (those on fenced
 //! brokers).
+//!
+//! From v10 each topic carries its id ([`topic_ids`](crate::server::topic_ids)), and from
+//! v12 a request may name topics by id alone (an unknown id answers UNKNOWN_TOPIC_ID).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -21,6 +24,7 @@ use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::cluster_view::{
     ClusterBroker, ClusterView, NO_LEADER, PartitionLayout, TopicSpec,
 };
+use crate::server::topic_ids::{by_id, topic_id};
 
 /// The name of the internal offsets topic, flagged `is_internal`.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -39,7 +43,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         return handle_cluster(ctx, req, request, cluster);
     }
     // v0: an empty list means every topic; v1+: null means every topic.
-    let wanted = wanted_topics(&request, version);
+    let (wanted, unknown_ids) = wanted_topics(&request, version, &|| backend.topic_names());
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
     let all = wanted.is_none();
@@ -89,11 +93,17 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             MetadataResponseTopic::default()
                 .with_error_code(error)
                 .with_is_internal(name == OFFSETS_TOPIC)
+                .with_topic_id(if error == 0 {
+                    topic_id(&name)
+                } else {
+                    Default::default()
+                })
                 .with_name(Some(TopicName(kstr(name))))
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(OPERATIONS_OMITTED),
         );
     }
+    topics.extend(unknown_ids.into_iter().map(unknown_id));
     let (host, port) = ctx.advertised();
     let response = MetadataResponse::default()
         .with_brokers(vec![
@@ -127,16 +137,42 @@ fn unknown_topic_code(name: &str) -> i16 {
     }
 }
 
-/// The topics a request asks for: None = every topic.
-fn wanted_topics(request: &MetadataRequest, version: i16) -> Option<Vec<String>> {
+/// The answer for a topic asked for by an id no topic has.
+fn unknown_id(id: uuid::Uuid) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(ResponseError::UnknownTopicId.code())
+        .with_topic_id(id)
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+/// The topics a request asks for (None = every topic), and the ids it asks for that no
+/// topic of `all_names` has.
+fn wanted_topics(
+    request: &MetadataRequest,
+    version: i16,
+    all_names: &dyn Fn() -> Vec<String>,
+) -> (Option<Vec<String>>, Vec<uuid::Uuid>) {
     match &request.topics {
-        None => None,
-        Some(t) if t.is_empty() && version == 0 => None,
-        Some(t) => Some(
-            t.iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
-                .collect(),
-        ),
+        None => (None, Vec::new()),
+        Some(t) if t.is_empty() && version == 0 => (None, Vec::new()),
+        Some(t) => {
+            let mut names = Vec::with_capacity(t.len());
+            let mut unknown = Vec::new();
+            let mut ids = None;
+            for topic in t {
+                match &topic.name {
+                    Some(n) => names.push(n.0.to_string()),
+                    None => {
+                        let ids = ids.get_or_insert_with(|| by_id(&all_names()));
+                        match ids.get(&topic.topic_id) {
+                            Some(n) => names.push(n.clone()),
+                            None => unknown.push(topic.topic_id),
+                        }
+                    }
+                }
+            }
+            (Some(names), unknown)
+        }
     }
 }
 
@@ -154,7 +190,7 @@ fn handle_cluster(
     let version = req.version();
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
-    let wanted = wanted_topics(&request, version);
+    let (wanted, unknown_ids) = wanted_topics(&request, version, &|| cluster.topic_names());
     if allow_create && let Some(names) = &wanted {
         auto_create(ctx, req, cluster, names);
     }
@@ -183,8 +219,10 @@ fn handle_cluster(
                 .collect();
             topic
                 .with_is_internal(t.internal)
+                .with_topic_id(topic_id(&name))
                 .with_partitions(partitions)
         })
+        .chain(unknown_ids.into_iter().map(unknown_id))
         .collect();
     // Every broker at its endpoint of the listener the request came in on; one without
     // that listener is left out (Kafka logs it the same way).

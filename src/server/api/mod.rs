@@ -10,6 +10,8 @@
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -188,7 +190,7 @@ apis! {
     Fetch 4..=11, FetchRequest => FetchResponse, handler(fetch), errors [framed];
     ListOffsets 1..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    Metadata 0..=8, MetadataRequest => MetadataResponse, handler(metadata),
+    Metadata 0..=12, MetadataRequest => MetadataResponse, handler(metadata),
         errors [|r, f| {
             f(r.error_code);
             for t in &r.topics {
@@ -235,7 +237,7 @@ apis! {
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
     DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
         errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
-    ListGroups 0..=4, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
+    ListGroups 0..=5, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
         errors [|r, f| f(r.error_code)];
     DeleteGroups 0..=2, DeleteGroupsRequest => DeleteGroupsResponse, handler(delete_groups),
         errors [|r, f| r.results.iter().for_each(|g| f(g.error_code))];
@@ -271,6 +273,10 @@ apis! {
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeProducers 0..=0, DescribeProducersRequest => DescribeProducersResponse, handler(describe_producers),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    ConsumerGroupHeartbeat 0..=1, ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
+        handler(consumer_group_heartbeat), errors [|r, f| f(r.error_code)];
+    ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse,
+        handler(consumer_group_describe), errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.
