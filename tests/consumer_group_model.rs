@@ -102,7 +102,10 @@ impl Model {
             ..Default::default()
         };
         subscribe(slot, &mut req);
-        match self.group.heartbeat(&req, &self.topics, &self.cfg, self.now) {
+        match self
+            .group
+            .heartbeat(&req, &self.topics, &self.cfg, self.now)
+        {
             Ok(r) => {
                 self.clients[slot] = Some(Client {
                     member_id: r.member_id,
@@ -128,7 +131,10 @@ impl Model {
             owned_partitions: Some(c.owned.clone()),
             ..Default::default()
         };
-        match self.group.heartbeat(&req, &self.topics, &self.cfg, self.now) {
+        match self
+            .group
+            .heartbeat(&req, &self.topics, &self.cfg, self.now)
+        {
             Ok(r) => {
                 let c = self.clients[slot].as_mut().expect("client");
                 c.epoch = r.member_epoch;
@@ -234,7 +240,8 @@ impl Model {
                 .iter()
                 .flatten()
                 .find(|c| c.member_id == member);
-            let client = client.ok_or_else(|| TestCaseError::fail(format!("{member} has no client")))?;
+            let client =
+                client.ok_or_else(|| TestCaseError::fail(format!("{member} has no client")))?;
             prop_assert_eq!(&client.owned, &parts, "client and coordinator disagree");
             for (t, ps) in parts {
                 assigned.entry(t).or_default().extend(ps);

@@ -270,3 +270,184 @@ pub(super) fn refuse_subscribed(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::super::{CommitOffset, CoordinatorConfig, GroupState, JoinGroupRequest};
+    use super::*;
+
+    fn topics() -> TopicsImage {
+        BTreeMap::from([("t".to_string(), 2)])
+    }
+
+    fn join(group: &str, member: &str) -> ConsumerHeartbeatRequest {
+        ConsumerHeartbeatRequest {
+            group_id: group.into(),
+            member_id: member.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Default::default()
+        }
+    }
+
+    fn commit(group: &str, member: &str, epoch: i32) -> OffsetCommitRequest {
+        OffsetCommitRequest {
+            group_id: group.into(),
+            generation_id: epoch,
+            member_id: member.into(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset: 7,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+        }
+    }
+
+    fn classic_join(group: &str) -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: group.into(),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), vec![1])],
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(10),
+            ..Default::default()
+        }
+    }
+
+    fn coordinator() -> GroupCoordinator {
+        GroupCoordinator::new(CoordinatorConfig {
+            min_session_timeout: Duration::from_millis(1),
+            initial_rebalance_delay: Duration::ZERO,
+            ..CoordinatorConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_group_id_is_classic_or_consumer_never_both() {
+        let c = coordinator();
+        c.consumer_group_heartbeat(join("g", "a"), &topics())
+            .unwrap();
+        assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+        assert!(matches!(
+            c.join_group(classic_join("g"), Duration::from_secs(1)),
+            Err(GroupError::GroupIdNotFound)
+        ));
+        assert!(matches!(
+            c.describe_group("g"),
+            Err(GroupError::GroupIdNotFound)
+        ));
+        // A classic group with members refuses the consumer protocol.
+        c.join_group(classic_join("old"), Duration::from_secs(5))
+            .unwrap();
+        assert!(matches!(
+            c.consumer_group_heartbeat(join("old", "a"), &topics()),
+            Err(GroupError::GroupIdNotFound)
+        ));
+        // An unknown group with a non-zero epoch: the member must rejoin.
+        let mut beat = join("new", "a");
+        beat.member_epoch = 3;
+        assert!(matches!(
+            c.consumer_group_heartbeat(beat, &topics()),
+            Err(GroupError::UnknownMemberId(_))
+        ));
+        let listed = c.list_typed_groups(&[], &[]).unwrap();
+        let types: Vec<(&str, GroupType, &str)> = listed
+            .iter()
+            .map(|g| (g.group_id.as_str(), g.group_type, g.state))
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                ("g", GroupType::Consumer, "Stable"),
+                ("old", GroupType::Classic, "CompletingRebalance")
+            ]
+        );
+        let only = c
+            .list_typed_groups(&["stable".into()], &[GroupType::Consumer])
+            .unwrap();
+        assert_eq!(only.len(), 1);
+        assert_eq!(c.consumer_group_describe("g").unwrap().members.len(), 1);
+        assert!(matches!(
+            c.consumer_group_describe("old"),
+            Err(GroupError::GroupIdNotFound)
+        ));
+    }
+
+    #[test]
+    fn offsets_commit_with_the_member_epoch() {
+        let c = coordinator();
+        let r = c
+            .consumer_group_heartbeat(join("g", "a"), &topics())
+            .unwrap();
+        let results = c.offset_commit(commit("g", "a", r.member_epoch)).unwrap();
+        assert!(results[0].result.is_ok(), "{:?}", results[0].result);
+        assert!(matches!(
+            c.offset_commit(commit("g", "a", r.member_epoch - 1)),
+            Err(GroupError::StaleMemberEpoch { .. })
+        ));
+        assert!(matches!(
+            c.offset_commit(commit("g", "zz", r.member_epoch)),
+            Err(GroupError::UnknownMemberId(_))
+        ));
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, 7);
+        // The offsets of a subscribed topic cannot be deleted, and the group not at all
+        // while it has members.
+        let deleted = c.offset_delete("g", &[("t".into(), 0)]).unwrap();
+        assert!(matches!(
+            deleted[0],
+            Err(GroupError::GroupSubscribedToTopic(_))
+        ));
+        assert!(matches!(
+            c.delete_group("g"),
+            Err(GroupError::NonEmptyGroup)
+        ));
+        // The member expires; the group keeps its offsets, then is deleted.
+        c.expire_consumer_member("g", "a");
+        assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+        c.delete_group("g").unwrap();
+        assert_eq!(c.group_type("g"), None);
+        assert_eq!(
+            c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap()[0].offset,
+            -1
+        );
+    }
+
+    #[test]
+    fn the_reaper_expires_consumer_sessions() {
+        let c = GroupCoordinator::new(CoordinatorConfig {
+            consumer_session_timeout: Duration::from_millis(50),
+            ..CoordinatorConfig::default()
+        });
+        c.start_reaper().unwrap();
+        c.consumer_group_heartbeat(join("g", "a"), &topics())
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.group_type("g").is_some() {
+            assert!(Instant::now() < deadline, "the member never expired");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // An empty consumer group becomes a classic group on a classic join.
+        c.consumer_group_heartbeat(join("h", "a"), &topics())
+            .unwrap();
+        let mut leave = join("h", "a");
+        leave.member_epoch = -1;
+        c.consumer_group_heartbeat(leave, &topics()).unwrap();
+        let r = c
+            .join_group(classic_join("h"), Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(r.generation_id, 1);
+        assert_eq!(
+            c.describe_group("h").unwrap().state,
+            GroupState::CompletingRebalance
+        );
+        c.shutdown();
+    }
+}
