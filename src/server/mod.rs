@@ -885,6 +885,8 @@ mod tests_api_table;
 #[cfg(test)]
 mod tests_cluster_view;
 #[cfg(test)]
+mod tests_consumer_groups;
+#[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]
 mod tests_groups;

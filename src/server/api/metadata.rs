@@ -161,8 +161,10 @@ fn wanted_topics(
             let mut ids = None;
             for topic in t {
                 match &topic.name {
-                    Some(n) => names.push(n.0.to_string()),
-                    None => {
+                    Some(n) if !(n.is_empty() && version >= 10 && !topic.topic_id.is_nil()) => {
+                        names.push(n.0.to_string())
+                    }
+                    _ => {
                         let ids = ids.get_or_insert_with(|| by_id(&all_names()));
                         match ids.get(&topic.topic_id) {
                             Some(n) => names.push(n.clone()),
