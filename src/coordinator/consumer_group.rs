@@ -228,7 +228,8 @@ pub fn validate_heartbeat(
         }
     }
     if let Some(a) = &req.server_assignor
-        && !cfg.consumer_assignors.iter().any(|c| c == a)
+        && !(cfg.consumer_assignors.iter().any(|c| c == a)
+            && server_assignor::ASSIGNORS.contains(&a.as_str()))
     {
         return Err(GroupError::UnsupportedAssignor(a.clone()));
     }

@@ -353,6 +353,15 @@ fn invalid_requests_are_refused() {
         g.heartbeat(&j, &topics(), &cfg(), now),
         Err(GroupError::UnsupportedAssignor(a)) if a == "sticky"
     ));
+    // Configured but not implemented here: refused too.
+    let mut custom = cfg();
+    custom.consumer_assignors.push("custom".into());
+    let mut j = join("a");
+    j.server_assignor = Some("custom".into());
+    assert!(matches!(
+        g.heartbeat(&j, &topics(), &custom, now),
+        Err(GroupError::UnsupportedAssignor(_))
+    ));
     let mut j = join("a");
     j.server_assignor = Some("range".into());
     g.heartbeat(&j, &topics(), &cfg(), now).unwrap();
