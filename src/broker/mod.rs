@@ -1387,7 +1387,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_builder_sets_the_consumer_protocol_timeouts() {
+    fn consumer_protocol_settings_and_metrics() {
         let dir = tempfile::tempdir().unwrap();
         let broker = Broker::builder(dir.path())
             .group_consumer_session_timeout(Duration::from_secs(7))
@@ -1407,6 +1407,13 @@ mod tests {
             .unwrap();
         assert_eq!(r.heartbeat_interval, Duration::from_millis(700));
         assert_eq!(c.config().consumer_session_timeout, Duration::from_secs(7));
+        // The metrics list the consumer-protocol group, its epoch as the generation.
+        let g = &broker.metrics().groups;
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            (g[0].state, g[0].generation, g[0].members),
+            ("Stable", 1, 1)
+        );
         broker.close().unwrap();
     }
 
