@@ -1415,6 +1415,18 @@ mod tests {
             ("Stable", 1, 1)
         );
         broker.close().unwrap();
+        // Reopened, the coordinator has the member back from __consumer_offsets.
+        let broker = Broker::open(dir.path()).unwrap();
+        let d = broker
+            .group_coordinator()
+            .consumer_group_describe("g")
+            .unwrap();
+        assert_eq!((d.group_epoch, d.members.len()), (1, 1));
+        assert_eq!(
+            (d.members[0].member_id.as_str(), d.members[0].member_epoch),
+            ("a", 1)
+        );
+        broker.close().unwrap();
     }
 
     #[test]

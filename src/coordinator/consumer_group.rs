@@ -160,6 +160,8 @@ pub struct ConsumerGroup {
     assignor: String,
     seq: u64,
     incarnation: u64,
+    /// The records the journal holds for the group, by key (see `pending_records`).
+    written: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// An anchored regular expression (Kafka matches the whole topic name).
@@ -259,6 +261,7 @@ impl ConsumerGroup {
             assignor: String::new(),
             seq: 0,
             incarnation,
+            written: BTreeMap::new(),
         }
     }
 
@@ -764,6 +767,9 @@ fn update_member(member: &mut Member, req: &ConsumerHeartbeatRequest) -> Result<
     }
     Ok(changed)
 }
+
+#[path = "consumer_group_store.rs"]
+mod store;
 
 #[cfg(test)]
 #[path = "consumer_group_tests.rs"]

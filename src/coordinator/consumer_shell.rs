@@ -7,6 +7,7 @@
 //! then has no members (OffsetCommit, OffsetFetch and the offsets' expiry work
 //! unchanged).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::consumer_group::{ConsumerGroup, TopicsImage, validate_heartbeat};
@@ -14,7 +15,40 @@ use super::consumer_types::{
     ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, GroupType,
     TypedListedGroup,
 };
-use super::{GroupCoordinator, GroupError, Loaded, OffsetCommitRequest};
+use super::offsets::OffsetJournal;
+use super::{GroupCoordinator, GroupError, JournalRecord, Loaded, OffsetCommitRequest};
+
+/// Journals what changed in `group` since its last write (types 3 to 8); on an error
+/// nothing is taken as written and the next change writes it again.
+fn persist(
+    group: &mut ConsumerGroup,
+    journal: Option<&Arc<dyn OffsetJournal>>,
+) -> Result<(), GroupError> {
+    let (records, state) = group.pending_records();
+    if records.is_empty() {
+        return Ok(());
+    }
+    if let Some(journal) = journal {
+        journal
+            .append(&records)
+            .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+    }
+    group.mark_written(state);
+    Ok(())
+}
+
+/// Appends tombstones (a group forgotten or deleted).
+fn forget(
+    records: Vec<JournalRecord>,
+    journal: Option<&Arc<dyn OffsetJournal>>,
+) -> Result<(), GroupError> {
+    match journal {
+        Some(j) if !records.is_empty() => j
+            .append(&records)
+            .map_err(|e| GroupError::Journal(Arc::new(e))),
+        _ => Ok(()),
+    }
+}
 
 impl GroupCoordinator {
     /// ConsumerGroupHeartbeat: joins, heartbeats or leaves a consumer-protocol group
@@ -31,6 +65,7 @@ impl GroupCoordinator {
         validate_heartbeat(&req, cfg)?;
         let now = Instant::now();
         let mut st = self.inner.state.lock();
+        let journal = st.journal.clone();
         let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
         if loaded
             .groups
@@ -50,9 +85,41 @@ impl GroupCoordinator {
             }
         };
         let out = group.heartbeat(&req, topics, cfg, now);
+        // Answered once the new state is in the journal.
+        let stored = persist(group, journal.as_ref());
         // The reaper learns the new session deadlines.
         self.inner.changed.notify_all();
-        out
+        let out = out?;
+        stored?;
+        Ok(out)
+    }
+
+    /// Rebuilds the consumer-protocol groups from the records of `__consumer_offsets`
+    /// (oldest first), as a load does.
+    pub(super) fn restore_consumer_groups(
+        &self,
+        records: &[JournalRecord],
+    ) -> crate::error::Result<()> {
+        let mut by_group: std::collections::BTreeMap<String, Vec<super::consumer_records::Record>> =
+            std::collections::BTreeMap::new();
+        for (key, value) in records {
+            if let Some(r) = super::consumer_records::decode(key, value.as_deref())? {
+                by_group.entry(r.group.clone()).or_default().push(r);
+            }
+        }
+        let now = Instant::now();
+        let cfg = &self.inner.config;
+        let mut st = self.inner.state.lock();
+        if let Some(loaded) = st.loaded.as_mut() {
+            let incarnation = loaded.incarnation;
+            for (id, recs) in by_group {
+                if let Some(g) = ConsumerGroup::restore(&id, &recs, cfg, now, incarnation) {
+                    loaded.consumer.insert(id, g);
+                }
+            }
+        }
+        self.inner.changed.notify_all();
+        Ok(())
     }
 
     /// ConsumerGroupDescribe for one group: [`GroupError::GroupIdNotFound`] if it is
@@ -134,8 +201,11 @@ impl GroupCoordinator {
         };
         match loaded.consumer.get(group_id) {
             Some(g) if !g.is_empty() => Err(GroupError::GroupIdNotFound),
-            Some(_) => {
-                loaded.consumer.remove(group_id);
+            Some(g) => {
+                forget(g.tombstones(), st.journal.as_ref())?;
+                if let Some(l) = st.loaded.as_mut() {
+                    l.consumer.remove(group_id);
+                }
                 Ok(())
             }
             None => Ok(()),
@@ -180,8 +250,11 @@ impl GroupCoordinator {
         };
         match loaded.consumer.get(group_id) {
             Some(g) if !g.is_empty() => Err(GroupError::NonEmptyGroup),
-            Some(_) => {
-                loaded.consumer.remove(group_id);
+            Some(g) => {
+                forget(g.tombstones(), st.journal.as_ref())?;
+                if let Some(l) = st.loaded.as_mut() {
+                    l.consumer.remove(group_id);
+                }
                 Ok(true)
             }
             None => Ok(false),
@@ -208,12 +281,14 @@ impl GroupCoordinator {
     pub fn expire_consumer_member(&self, group_id: &str, member_id: &str) {
         let cfg = &self.inner.config;
         let mut st = self.inner.state.lock();
+        let journal = st.journal.clone();
         if let Some(g) = st
             .loaded
             .as_mut()
             .and_then(|l| l.consumer.get_mut(group_id))
         {
             g.expire_member(member_id, cfg);
+            let _ = persist(g, journal.as_ref());
         }
         self.inner.changed.notify_all();
     }
@@ -224,6 +299,7 @@ impl GroupCoordinator {
 /// expire.
 pub(super) fn tick_consumer_groups(
     loaded: &mut Loaded,
+    journal: Option<&Arc<dyn OffsetJournal>>,
     cfg: &crate::config::CoordinatorConfig,
     now: Instant,
 ) -> Option<Instant> {
@@ -232,11 +308,14 @@ pub(super) fn tick_consumer_groups(
         if let Some(t) = g.tick(cfg, now) {
             next = Some(next.map_or(t, |n| n.min(t)));
         }
+        // A failed write is tried again on the next pass.
+        let _ = persist(g, journal);
     }
     let groups = &loaded.groups;
-    loaded
-        .consumer
-        .retain(|id, g| !g.is_empty() || groups.contains_key(id));
+    // An empty group with no offsets goes, with tombstones for its records.
+    loaded.consumer.retain(|id, g| {
+        !g.is_empty() || groups.contains_key(id) || forget(g.tombstones(), journal).is_err()
+    });
     next
 }
 
@@ -418,6 +497,66 @@ mod tests {
             c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap()[0].offset,
             -1
         );
+    }
+
+    /// A journal in memory.
+    #[derive(Default)]
+    struct Mem(parking_lot::Mutex<Vec<JournalRecord>>);
+
+    impl OffsetJournal for Mem {
+        fn append(&self, records: &[JournalRecord]) -> crate::error::Result<()> {
+            self.0.lock().extend_from_slice(records);
+            Ok(())
+        }
+    }
+
+    /// A coordinator loaded from what `journal` holds (a restart), writing to it.
+    fn reload(journal: &Arc<Mem>) -> GroupCoordinator {
+        let c = coordinator();
+        let records = journal.0.lock().clone();
+        c.load(Vec::new(), Arc::clone(journal) as Arc<dyn OffsetJournal>);
+        c.restore_consumer_groups(&records).unwrap();
+        c
+    }
+
+    #[test]
+    fn a_restart_keeps_member_epochs_and_assignments() {
+        let journal = Arc::new(Mem::default());
+        let c = reload(&journal);
+        let topics = BTreeMap::from([("t".to_string(), 4)]);
+        let mut a = join("g", "a");
+        a.instance_id = Some("host-a".into());
+        let ra = c.consumer_group_heartbeat(a, &topics).unwrap();
+        c.consumer_group_heartbeat(join("g", "b"), &topics).unwrap();
+        // a is told to revoke half: it is mid-reconciliation when the coordinator stops.
+        let mut beat = join("g", "a");
+        beat.member_epoch = ra.member_epoch;
+        beat.instance_id = Some("host-a".into());
+        beat.subscribed_topic_names = None;
+        beat.owned_partitions = ra.assignment.clone();
+        let kept = c.consumer_group_heartbeat(beat.clone(), &topics).unwrap();
+        let before = c.consumer_group_describe("g").unwrap();
+        assert_eq!(before.state, super::super::ConsumerGroupState::Reconciling);
+
+        let c2 = reload(&journal);
+        assert_eq!(c2.consumer_group_describe("g").unwrap(), before);
+        // a goes on at its epoch: it acknowledges the revocation and moves on.
+        beat.owned_partitions = kept.assignment;
+        let r = c2.consumer_group_heartbeat(beat, &topics).unwrap();
+        assert_eq!(r.member_epoch, 2);
+        // b leaves; after another restart it is gone and the static member remains.
+        let mut leave = join("g", "b");
+        leave.member_epoch = -1;
+        c2.consumer_group_heartbeat(leave, &topics).unwrap();
+        let c3 = reload(&journal);
+        let d = c3.consumer_group_describe("g").unwrap();
+        assert_eq!(d.members.len(), 1);
+        assert_eq!(d.members[0].instance_id.as_deref(), Some("host-a"));
+        assert_eq!(d, c2.consumer_group_describe("g").unwrap());
+        // Deleted once empty: nothing comes back.
+        c3.expire_consumer_member("g", "a");
+        c3.delete_group("g").unwrap();
+        assert_eq!(reload(&journal).group_type("g"), None);
     }
 
     #[test]

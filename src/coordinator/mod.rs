@@ -55,8 +55,11 @@
 //! restored `Stable` with its members, who go on heartbeating and committing with
 //! their old ids and generation; no rebalance is needed. Member ids carry a per-load
 //! incarnation, so a restarted coordinator never hands out an id it gave before.
+//! Consumer-protocol groups (KIP-848, `consumer_group.rs`) are rebuilt the same way
+//! from their records (Kafka's types 3 to 8), with their member epochs and assignments.
 
 mod consumer_group;
+mod consumer_records;
 mod consumer_shell;
 mod consumer_types;
 mod events;
@@ -72,6 +75,7 @@ pub use crate::error::GroupError;
 pub use consumer_group::{
     ConsumerGroup, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, TopicsImage, validate_heartbeat,
 };
+pub use consumer_records::topic_id;
 pub use consumer_types::{
     ConsumerGroupDescription, ConsumerGroupState, ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse, ConsumerMemberDescription, GroupType, TopicPartitionList,
@@ -270,8 +274,13 @@ impl GroupCoordinator {
         &self,
         partition: crate::topic::Partition,
     ) -> crate::error::Result<()> {
-        let entries = offsets::load(&partition)?;
+        let records = offsets::load_records(&partition)?;
+        let mut entries = Vec::with_capacity(records.len());
+        for (key, value) in &records {
+            entries.extend(offsets::decode(key, value.as_deref())?);
+        }
         self.load(entries, Arc::new(offsets::LogJournal { partition }));
+        self.restore_consumer_groups(&records)?;
         Ok(())
     }
 
@@ -753,7 +762,8 @@ impl GroupCoordinator {
         let wall = now_ms();
         let journal = st.journal.clone();
         let loaded = st.loaded.as_mut()?;
-        let mut next = consumer_shell::tick_consumer_groups(loaded, &self.inner.config, now);
+        let mut next =
+            consumer_shell::tick_consumer_groups(loaded, journal.as_ref(), &self.inner.config, now);
         let active = consumer_shell::active_consumer_groups(loaded);
         let mut woken = Vec::new();
         let mut expired = Vec::new();

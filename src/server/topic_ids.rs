@@ -1,27 +1,19 @@
 //! Topic ids on the wire (Metadata v10+, ConsumerGroupHeartbeat, ConsumerGroupDescribe).
 //!
-//! A topic's id is derived from its name: the first 16 bytes of SHA-256 of
-//! `"tidelog topic id\0" + name`, with the RFC 4122 version 8 (custom) and variant bits
-//! set. Every node of a cluster, and a restarted node, answers the same id for a name
-//! without storing one. Unlike Kafka's random ids, a topic deleted and created again
-//! under the same name keeps its id.
+//! A topic's id is derived from its name ([`crate::coordinator::topic_id`], the ids
+//! consumer-protocol groups store in `__consumer_offsets`): every node of a cluster, and
+//! a restarted node, answers the same id for a name without storing one. Unlike Kafka's
+//! random ids, a topic deleted and created again under the same name keeps its id.
 
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::backend::Backend;
 
 /// The id of topic `name`.
 pub(crate) fn topic_id(name: &str) -> Uuid {
-    let mut h = Sha256::new();
-    h.update(b"tidelog topic id\0");
-    h.update(name.as_bytes());
-    let digest = h.finalize();
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_custom_bytes(b).into_uuid()
+    Uuid::from_bytes(crate::coordinator::topic_id(name))
 }
 
 /// Every topic of the backend (of the cluster on a cluster node) with its partition
