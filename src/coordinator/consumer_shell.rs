@@ -499,15 +499,45 @@ mod tests {
         );
     }
 
-    /// A journal in memory.
+    /// A journal in memory, which can be made to fail.
     #[derive(Default)]
-    struct Mem(parking_lot::Mutex<Vec<JournalRecord>>);
+    struct Mem(
+        parking_lot::Mutex<Vec<JournalRecord>>,
+        std::sync::atomic::AtomicBool,
+    );
 
     impl OffsetJournal for Mem {
         fn append(&self, records: &[JournalRecord]) -> crate::error::Result<()> {
+            if self.1.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(crate::error::Error::io(
+                    "append to",
+                    "__consumer_offsets-0",
+                    std::io::Error::other("disk full"),
+                ));
+            }
             self.0.lock().extend_from_slice(records);
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_journal_error_fails_the_heartbeat_and_the_next_one_writes_it() {
+        let journal = Arc::new(Mem::default());
+        let c = reload(&journal);
+        journal.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(matches!(
+            c.consumer_group_heartbeat(join("g", "a"), &topics()),
+            Err(GroupError::Journal(_))
+        ));
+        assert!(journal.0.lock().is_empty());
+        journal.1.store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut beat = join("g", "a");
+        beat.member_epoch = 1;
+        beat.subscribed_topic_names = None;
+        beat.owned_partitions = Some(vec![("t".into(), vec![0, 1])]);
+        c.consumer_group_heartbeat(beat, &topics()).unwrap();
+        let d = reload(&journal).consumer_group_describe("g").unwrap();
+        assert_eq!((d.group_epoch, d.members[0].member_epoch), (1, 1));
     }
 
     /// A coordinator loaded from what `journal` holds (a restart), writing to it.
