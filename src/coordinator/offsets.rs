@@ -268,9 +268,9 @@ impl OffsetJournal for LogJournal {
 /// How long a commit waits for the in-sync replicas (Kafka `offsets.commit.timeout.ms`).
 const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Reads every commit record of the partition, oldest first, to its log end (a new
-/// leader loads what it has, committed or not, as Kafka's coordinator does).
-pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
+/// Reads every record of the partition with a key, oldest first, to its log end (a
+/// new leader loads what it has, committed or not, as Kafka's coordinator does).
+pub(crate) fn load_records(partition: &crate::topic::Partition) -> Result<Vec<JournalRecord>> {
     let mut entries = Vec::new();
     let end = partition.log_end_offset();
     let mut offset = partition.log_start_offset();
@@ -291,9 +291,7 @@ pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
                     continue;
                 }
                 let Some(key) = record.key else { continue };
-                if let Some(entry) = decode(key, record.value)? {
-                    entries.push(entry);
-                }
+                entries.push((key.to_vec(), record.value.map(<[u8]>::to_vec)));
             }
             next = batch.last_offset() + 1;
         }
