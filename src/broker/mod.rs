@@ -280,6 +280,20 @@ impl BrokerBuilder {
         self
     }
 
+    /// How long a member of a consumer-protocol group (KIP-848) may go without a
+    /// heartbeat (Kafka `group.consumer.session.timeout.ms`). Default 45 s.
+    pub fn group_consumer_session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.coordinator.consumer_session_timeout = timeout;
+        self
+    }
+
+    /// How often members of a consumer-protocol group are told to heartbeat (Kafka
+    /// `group.consumer.heartbeat.interval.ms`). Default 5 s.
+    pub fn group_consumer_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.config.coordinator.consumer_heartbeat_interval = interval;
+        self
+    }
+
     /// Partitions of auto-created topics (Kafka `num.partitions`). Default 1.
     pub fn default_partitions(mut self, partitions: i32) -> Self {
         self.config.default_partitions = partitions;
@@ -1510,6 +1524,49 @@ impl Drop for BrokerInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consumer_protocol_settings_and_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::builder(dir.path())
+            .group_consumer_session_timeout(Duration::from_secs(7))
+            .group_consumer_heartbeat_interval(Duration::from_millis(700))
+            .open()
+            .unwrap();
+        let c = broker.group_coordinator();
+        let join = crate::coordinator::ConsumerHeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "a".into(),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Default::default()
+        };
+        let r = c
+            .consumer_group_heartbeat(join, &std::collections::BTreeMap::new())
+            .unwrap();
+        assert_eq!(r.heartbeat_interval, Duration::from_millis(700));
+        assert_eq!(c.config().consumer_session_timeout, Duration::from_secs(7));
+        // The metrics list the consumer-protocol group, its epoch as the generation.
+        let g = &broker.metrics().groups;
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            (g[0].state, g[0].generation, g[0].members),
+            ("Stable", 1, 1)
+        );
+        broker.close().unwrap();
+        // Reopened, the coordinator has the member back from __consumer_offsets.
+        let broker = Broker::open(dir.path()).unwrap();
+        let d = broker
+            .group_coordinator()
+            .consumer_group_describe("g")
+            .unwrap();
+        assert_eq!((d.group_epoch, d.members.len()), (1, 1));
+        assert_eq!(
+            (d.members[0].member_id.as_str(), d.members[0].member_epoch),
+            ("a", 1)
+        );
+        broker.close().unwrap();
+    }
 
     #[test]
     fn handles_are_thread_safe() {

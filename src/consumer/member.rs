@@ -21,6 +21,11 @@
 //! Kafka: a member keeps its partitions while rejoining, sends them as
 //! `owned_partitions`, and gives up only those the new assignment moves elsewhere
 //! (committing them first), which their new owner receives in a follow-up rebalance.
+//!
+//! With [`GroupProtocol::Consumer`] the member speaks the consumer group protocol
+//! (KIP-848) instead: the broker assigns, and the member reconciles on each heartbeat,
+//! revoking what its new assignment no longer holds (the listener hears it) and adding
+//! what the others have released; its assignors are not used.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,6 +44,9 @@ use crate::coordinator::{
     LeavingMember, MemberOrigin, RebalanceWaker, SyncGroupRequest,
 };
 use crate::error::{Error, Result};
+
+#[path = "member_consumer_protocol.rs"]
+mod consumer_protocol;
 
 /// How long a member waits before rejoining when the coordinator is unavailable.
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
@@ -84,6 +92,21 @@ pub struct GroupConfig {
     pub group_instance_id: Option<String>,
     /// `client.id`, the prefix of the member id. Default "tidelog".
     pub client_id: String,
+    /// `group.protocol`: the classic protocol (JoinGroup/SyncGroup, the assignors
+    /// above), or the consumer protocol (KIP-848: the broker assigns, `assignors` are
+    /// not used). Default classic.
+    pub group_protocol: GroupProtocol,
+}
+
+/// The group protocol a member speaks (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup with client-side assignors (Kafka's `classic`).
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat: the broker assigns and the member reconciles
+    /// incrementally (Kafka's `consumer`).
+    Consumer,
 }
 
 impl std::fmt::Debug for GroupConfig {
@@ -125,6 +148,7 @@ impl GroupConfig {
             isolation_level: IsolationLevel::ReadUncommitted,
             group_instance_id: None,
             client_id: "tidelog".into(),
+            group_protocol: GroupProtocol::Classic,
         }
     }
 
@@ -202,6 +226,13 @@ impl GroupConfig {
     #[must_use]
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.client_id = id.into();
+        self
+    }
+
+    /// Sets `group.protocol`.
+    #[must_use]
+    pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.group_protocol = protocol;
         self
     }
 }
@@ -498,6 +529,9 @@ impl GroupConsumer {
 
     /// Drives the join / sync protocol until the member is stable or `deadline`.
     fn ensure_joined(&mut self, deadline: Instant) -> Result<bool> {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            return self.ensure_joined_consumer(deadline);
+        }
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             match std::mem::replace(&mut self.state, MemberState::Unjoined) {
@@ -687,6 +721,9 @@ impl GroupConsumer {
     }
 
     fn heartbeat(&mut self) {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            return self.consumer_heartbeat();
+        }
         self.last_heartbeat = Instant::now();
         let answer = self.coordinator().heartbeat(
             &self.config.group_id,
@@ -805,9 +842,11 @@ impl GroupConsumer {
         if stable && self.config.enable_auto_commit && !std::thread::panicking() {
             let _ = self.commit_current();
         }
-        // A static member does not leave: it keeps its entry (and partitions) for its
-        // session timeout, so that a restart gets them back without a rebalance.
-        if !self.member_id.is_empty() && self.config.group_instance_id.is_none() {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            self.consumer_leave();
+        } else if !self.member_id.is_empty() && self.config.group_instance_id.is_none() {
+            // A static member does not leave: it keeps its entry (and partitions) for
+            // its session timeout, so that a restart gets them back without a rebalance.
             let _ = self.coordinator().leave_group(
                 &self.config.group_id,
                 &[LeavingMember {

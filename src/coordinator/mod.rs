@@ -57,6 +57,8 @@
 //! restored `Stable` with its members, who go on heartbeating and committing with
 //! their old ids and generation; no rebalance is needed. Member ids carry a per-load
 //! incarnation, so a restarted coordinator never hands out an id it gave before.
+//! Consumer-protocol groups (KIP-848, `consumer_group.rs`) are rebuilt the same way
+//! from their records (Kafka's types 3 to 8), with their member epochs and assignments.
 //!
 //! # Transactional offsets
 //!
@@ -67,16 +69,30 @@
 //! producer's offsets count where a COMMIT marker of it follows them, and stay pending
 //! without a marker.
 
+mod consumer_group;
+mod consumer_records;
+mod consumer_shell;
+mod consumer_types;
 mod events;
 mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
+mod server_assignor;
 mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
 pub use crate::config::CoordinatorConfig;
 pub use crate::error::GroupError;
+pub use consumer_group::{
+    ConsumerGroup, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, TopicsImage, validate_heartbeat,
+};
+pub use consumer_records::topic_id;
+pub use consumer_types::{
+    ConsumerGroupDescription, ConsumerGroupState, ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse, ConsumerMemberDescription, GroupType, TopicPartitionList,
+    TypedListedGroup,
+};
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
 pub use types::{
@@ -126,6 +142,8 @@ pub(crate) type PartitionCheck = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 /// The groups of a loaded coordinator.
 struct Loaded {
     groups: HashMap<String, Group>,
+    /// Consumer-protocol groups (KIP-848); their offsets are in `groups`.
+    consumer: HashMap<String, ConsumerGroup>,
     incarnation: u64,
 }
 
@@ -225,6 +243,7 @@ impl GroupCoordinator {
         let incarnation = c.next_incarnation();
         c.inner.state.lock().loaded = Some(Loaded {
             groups: HashMap::new(),
+            consumer: HashMap::new(),
             incarnation,
         });
         c
@@ -268,6 +287,7 @@ impl GroupCoordinator {
         let mut st = self.inner.state.lock();
         st.loaded = Some(Loaded {
             groups: groups.into_iter().collect(),
+            consumer: HashMap::new(),
             incarnation,
         });
         st.journal = Some(journal);
@@ -282,8 +302,9 @@ impl GroupCoordinator {
         &self,
         partition: crate::topic::Partition,
     ) -> crate::error::Result<()> {
-        let logged = offsets::load(&partition)?;
+        let (logged, records) = offsets::load(&partition)?;
         self.load_logged(logged, Arc::new(offsets::LogJournal { partition }));
+        self.restore_consumer_groups(&records)?;
         Ok(())
     }
 
@@ -424,6 +445,7 @@ impl GroupCoordinator {
     /// starts (or joins) a rebalance, without waiting.
     pub fn begin_join(&self, req: JoinGroupRequest) -> Result<JoinStart, GroupError> {
         group::validate_join(&req, &self.inner.config)?;
+        self.refuse_classic_join(&req.group_id)?;
         let missing =
             (!req.member_id.is_empty()).then(|| GroupError::UnknownMemberId(req.member_id.clone()));
         let cfg = &self.inner.config;
@@ -562,8 +584,12 @@ impl GroupCoordinator {
         &self,
         req: OffsetCommitRequest,
     ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if req.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId(req.group_id));
+        }
+        let consumer = self.check_consumer_commit(&req)?;
         let simple = req.generation_id < 0 && req.member_id.is_empty();
-        let missing = (!simple).then_some(GroupError::IllegalGeneration {
+        let missing = (!simple && !consumer).then_some(GroupError::IllegalGeneration {
             given: req.generation_id,
             current: -1,
         });
@@ -573,7 +599,10 @@ impl GroupCoordinator {
             &group_id,
             &req.offsets,
             missing,
-            |g, now| g.check_commit(&req, now),
+            |g, now| match consumer {
+                true => Ok(()),
+                false => g.check_commit(&req, now),
+            },
             |g, txn, prepared| {
                 if let Some(journal) = &journal {
                     journal
@@ -816,6 +845,7 @@ impl GroupCoordinator {
     /// DescribeGroups for one group. An unknown group is described as `Dead` with no
     /// members and generation -1, as Kafka does.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
+        self.refuse_classic_describe(group_id)?;
         match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
             Ok(g.describe())
         }) {
@@ -837,13 +867,17 @@ impl GroupCoordinator {
     /// and its metadata, then forgets it.
     pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         self.check_open()?;
+        let was_consumer = self.delete_consumer_group(group_id)?;
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
         let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
-        let group = loaded
-            .groups
-            .get_mut(group_id)
-            .ok_or(GroupError::GroupIdNotFound)?;
+        let Some(group) = loaded.groups.get_mut(group_id) else {
+            return if was_consumer {
+                Ok(())
+            } else {
+                Err(GroupError::GroupIdNotFound)
+            };
+        };
         let records = group.prepare_delete()?;
         if !records.is_empty()
             && let Some(journal) = &st.journal
@@ -869,8 +903,15 @@ impl GroupCoordinator {
         partitions: &[(String, i32)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let journal = self.inner.state.lock().journal.clone();
+        let subscribed = self.consumer_subscribed_topics(group_id);
         self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
-            let (results, records) = g.prepare_offset_delete(partitions)?;
+            let (mut results, mut records) = g.prepare_offset_delete(partitions)?;
+            consumer_shell::refuse_subscribed(
+                group_id,
+                partitions,
+                &subscribed,
+                (&mut results, &mut records),
+            );
             if !records.is_empty()
                 && let Some(journal) = &journal
             {
@@ -922,7 +963,9 @@ impl GroupCoordinator {
         let wall = now_ms();
         let journal = st.journal.clone();
         let loaded = st.loaded.as_mut()?;
-        let mut next: Option<Instant> = None;
+        let mut next =
+            consumer_shell::tick_consumer_groups(loaded, journal.as_ref(), &self.inner.config, now);
+        let active = consumer_shell::active_consumer_groups(loaded);
         let mut woken = Vec::new();
         let mut expired = Vec::new();
         for (id, group) in loaded.groups.iter_mut() {
@@ -936,7 +979,9 @@ impl GroupCoordinator {
             }
             // A group with nothing left, or empty for longer than the offsets'
             // retention, goes with tombstones for what it had stored.
-            let records = if group.is_forgettable() {
+            let records = if active.contains(id) {
+                None
+            } else if group.is_forgettable() {
                 group.prepare_delete().ok()
             } else {
                 group.expired_records(retention, wall)

@@ -325,10 +325,14 @@ impl LogJournal {
 const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Reads every record of the partition, oldest first, to its log end (a new leader
-/// loads what it has, committed or not, as Kafka's coordinator does), with the
-/// transactional batches and markers they were logged in.
-pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Logged>> {
+/// loads what it has, committed or not, as Kafka's coordinator does): the offsets and
+/// group records with the transactional batches and markers they were logged in, and
+/// every record with a key of a batch that is not a marker, as it is.
+pub(crate) fn load(
+    partition: &crate::topic::Partition,
+) -> Result<(Vec<Logged>, Vec<JournalRecord>)> {
     let mut entries = Vec::new();
+    let mut records = Vec::new();
     let end = partition.log_end_offset();
     let mut offset = partition.log_start_offset();
     while offset < end {
@@ -375,6 +379,7 @@ pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Logged>> {
                         },
                     });
                 }
+                records.push((key.to_vec(), record.value.map(<[u8]>::to_vec)));
             }
         }
         if next <= offset {
@@ -382,7 +387,7 @@ pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Logged>> {
         }
         offset = next;
     }
-    Ok(entries)
+    Ok((entries, records))
 }
 
 #[cfg(test)]

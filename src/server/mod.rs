@@ -40,6 +40,7 @@ mod limits;
 mod listener;
 mod node;
 mod sendfile;
+mod topic_ids;
 mod transport;
 
 use std::collections::HashMap;
@@ -883,6 +884,8 @@ mod tests_api;
 mod tests_api_table;
 #[cfg(test)]
 mod tests_cluster_view;
+#[cfg(test)]
+mod tests_consumer_groups;
 #[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]

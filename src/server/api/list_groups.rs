@@ -1,6 +1,7 @@
 //! ListGroups (key 16), versions 0-5: every group of the coordinator, with its state
-//! from v4, which may also filter by state, and its type ("classic") from v5, which may
-//! filter by type.
+//! from v4, which may also filter by state, and its type ("classic" or "consumer") from
+//! v5, which may also filter by type. States are Kafka's names of either protocol's
+//! states ("Stable", "Reconciling", ...).
 
 use crate::server::error_codes::KafkaCode;
 use kafka_protocol::ResponseError;
@@ -9,34 +10,30 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::broker::OFFSETS_TOPIC;
-use crate::coordinator::{GroupError, GroupState};
+use crate::coordinator::{GroupError, GroupType};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
-
-/// Kafka's name of the type of every group here (the classic protocol; KIP-848's
-/// "consumer" groups are not served).
-const CLASSIC: &str = "classic";
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListGroupsRequest = req.decode()?;
-    // An unknown state name matches no group (Kafka does the same).
-    let mut states = Vec::new();
-    let mut unknown_state = false;
-    for name in &request.states_filter {
-        match GroupState::parse(name) {
-            Some(s) => states.push(s),
-            None => unknown_state = true,
+    // An unknown state or type name matches no group (Kafka does the same).
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut types = Vec::new();
+    let mut unknown_type = false;
+    for name in &request.types_filter {
+        match [GroupType::Classic, GroupType::Consumer]
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
+        {
+            Some(t) => types.push(t),
+            None => unknown_type = true,
         }
     }
-    // v5 filters by group type: every group here is a classic one (case-insensitive, as
-    // Kafka; an unknown type matches nothing).
-    let classic = request.types_filter.is_empty()
-        || request
-            .types_filter
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(CLASSIC));
-    let typed = req.version() >= 5;
-    let response = match ctx.backend().groups().list_groups(&states) {
-        Ok(_) if (unknown_state && states.is_empty()) || !classic => ListGroupsResponse::default(),
+    let response = match ctx.backend().groups().list_typed_groups(&states, &types) {
+        Ok(_) if unknown_type && types.is_empty() => ListGroupsResponse::default(),
         Ok(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
@@ -48,15 +45,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     ) || ctx.permits(AclOperation::Describe, ResourceType::Group, &g.group_id)
                 })
                 .map(|g| {
-                    let listed = ListedGroup::default()
+                    ListedGroup::default()
                         .with_group_id(GroupId(kstr(g.group_id)))
                         .with_protocol_type(kstr(g.protocol_type))
-                        .with_group_state(kstr(g.state.as_str()));
-                    if typed {
-                        listed.with_group_type(kstr(CLASSIC))
-                    } else {
-                        listed
-                    }
+                        .with_group_state(kstr(g.state))
+                        .with_group_type(kstr(g.group_type.as_str()))
                 })
                 .collect(),
         ),

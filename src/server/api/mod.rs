@@ -12,6 +12,8 @@ mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -336,6 +338,10 @@ apis! {
         errors [|r, f| r.transaction_states.iter().for_each(|t| f(t.error_code))];
     ListTransactions 0..=1, ListTransactionsRequest => ListTransactionsResponse, handler(list_transactions),
         errors [|r, f| f(r.error_code)];
+    ConsumerGroupHeartbeat 0..=1, ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
+        handler(consumer_group_heartbeat), errors [|r, f| f(r.error_code)];
+    ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse,
+        handler(consumer_group_describe), errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.
