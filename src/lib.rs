@@ -72,7 +72,7 @@ pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,
-    GroupConsumer, OffsetReset,
+    GroupConsumer, IsolationLevel, OffsetReset,
 };
 pub use error::{Error, Result};
 pub use producer::{

@@ -22,7 +22,8 @@ use crate::record::BatchBuilder;
 use crate::replica::{IsrProposalEnd, LeaderState};
 pub(crate) use crate::storage::Signal;
 use crate::storage::{
-    AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit, RecoveryReport,
+    AbortedTxn, AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit,
+    RecoveryReport,
 };
 
 struct PartitionInner {
@@ -715,6 +716,28 @@ impl Partition {
     /// `Error::OffsetOutOfRange` outside `[log_start_offset, log_end_offset]`.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         self.inner.log.read(offset, max_bytes)
+    }
+
+    /// [`Partition::read`] for a read_committed consumer: whole batches below the last
+    /// stable offset, with that offset (see [`PartitionLog::read_committed`]).
+    pub fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
+        self.inner.log.read_committed(offset, max_bytes)
+    }
+
+    /// The last stable offset: where a read_committed consumer's reads end (the first
+    /// offset of the earliest transaction not yet decided, else the high watermark).
+    pub fn last_stable_offset(&self) -> Result<i64> {
+        self.inner.log.last_stable_offset()
+    }
+
+    /// The aborted transactions with records in `from_offset..to_offset` (see
+    /// [`PartitionLog::aborted_transactions`]).
+    pub fn aborted_transactions(
+        &self,
+        from_offset: i64,
+        to_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        self.inner.log.aborted_transactions(from_offset, to_offset)
     }
 
     /// The first offset still in the log.

@@ -217,6 +217,28 @@ fn answer_every_version(
                         .with_partition_indexes(vec![0]),
                 ])),
         ),
+        ApiKey::TxnOffsetCommit => every!(
+            TxnOffsetCommitResponse,
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("versions-txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                .with_producer_id(ProducerId(1))
+                .with_generation_id(-1)
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1),
+                        ]),
+                ]),
+            |r| r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        ),
         // One key up to v3, batched keys from v4; of groups, and (key type 1, from v1)
         // of transactional ids.
         ApiKey::FindCoordinator => {

@@ -126,6 +126,15 @@ impl crate::coordinator::offsets::OffsetJournal for ReadOnlyJournal {
     fn append(&self, _records: &[crate::coordinator::offsets::JournalRecord]) -> Result<()> {
         Err(Error::ReadOnly(self.0.clone()))
     }
+
+    fn append_txn(
+        &self,
+        _producer_id: i64,
+        _producer_epoch: i16,
+        _records: &[crate::coordinator::offsets::JournalRecord],
+    ) -> Result<()> {
+        Err(Error::ReadOnly(self.0.clone()))
+    }
 }
 
 #[cfg(feature = "server")]

@@ -37,7 +37,7 @@ use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
 use crate::consumer::standalone::{
-    ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
+    ConsumerConfig, ConsumerRecords, Fetcher, IsolationLevel, OffsetReset, commit_entries,
 };
 use crate::coordinator::{
     GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
@@ -82,6 +82,12 @@ pub struct GroupConfig {
     pub max_partition_fetch_bytes: usize,
     /// `check.crcs`: check every batch's CRC-32C before decoding it. Default true.
     pub check_crcs: bool,
+    /// `isolation.level`: which records of transactions to read. Default
+    /// ReadUncommitted, as in Kafka. Reading committed, a member also waits for its
+    /// group's committed offsets to be stable (KIP-447); the network
+    /// `admin::GroupMember` reads committed records but does not
+    /// ask for stable offsets yet.
+    pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
     /// `client.id`, the prefix of the member id. Default "tidelog".
@@ -119,6 +125,7 @@ impl std::fmt::Debug for GroupConfig {
             .field("session_timeout", &self.session_timeout)
             .field("enable_auto_commit", &self.enable_auto_commit)
             .field("auto_offset_reset", &self.auto_offset_reset)
+            .field("isolation_level", &self.isolation_level)
             .finish()
     }
 }
@@ -138,6 +145,7 @@ impl GroupConfig {
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
             group_instance_id: None,
             client_id: "tidelog".into(),
             group_protocol: GroupProtocol::Classic,
@@ -197,6 +205,13 @@ impl GroupConfig {
     #[must_use]
     pub fn check_crcs(mut self, check: bool) -> Self {
         self.check_crcs = check;
+        self
+    }
+
+    /// Sets `isolation.level`.
+    #[must_use]
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
         self
     }
 
@@ -340,6 +355,7 @@ impl GroupConsumer {
             auto_offset_reset: config.auto_offset_reset,
             max_partition_fetch_bytes: config.max_partition_fetch_bytes,
             check_crcs: config.check_crcs,
+            isolation_level: config.isolation_level,
             ..ConsumerConfig::default()
         };
         let now = Instant::now();
@@ -377,10 +393,18 @@ impl GroupConsumer {
         self.fetcher.assignment()
     }
 
-    /// The next offset the member reads from a partition it owns.
+    /// The next offset the member reads from a partition it owns (see
+    /// [`Consumer::position`](crate::Consumer::position) for a committed offset that
+    /// is not stable yet).
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
-        self.fetcher.init_positions()?;
-        Ok(self.fetcher.find(topic, partition)?.position.unwrap_or(0))
+        self.fetcher.position(topic, partition)
+    }
+
+    /// Where the member's reads of a partition it owns end now: its high watermark, or
+    /// its last stable offset when reading committed (the lag is this minus the
+    /// position).
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.fetcher.end_offset_of(topic, partition)
     }
 
     /// The next poll reads this partition (which the member owns) from `offset`.

@@ -27,5 +27,6 @@ pub use assignor::{
 pub use member::ConsumerGroup;
 pub use member::{GroupConfig, GroupConsumer, GroupProtocol, RebalanceContext, RebalanceListener};
 pub use standalone::{
-    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, OffsetReset,
+    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
+    OffsetReset,
 };

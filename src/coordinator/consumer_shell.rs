@@ -385,6 +385,7 @@ mod tests {
                 offset: 7,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         }
     }
@@ -517,6 +518,15 @@ mod tests {
             }
             self.0.lock().extend_from_slice(records);
             Ok(())
+        }
+
+        fn append_txn(
+            &self,
+            _producer_id: i64,
+            _producer_epoch: i16,
+            records: &[JournalRecord],
+        ) -> crate::error::Result<()> {
+            self.append(records)
         }
     }
 

@@ -1000,6 +1000,35 @@ impl Group {
         Ok(())
     }
 
+    /// Checks that a TxnOffsetCommit may be made (Kafka's `doTxnCommitOffsets`,
+    /// KIP-447): a static instance now used by another member id is fenced, a member id
+    /// other than "" must be a member, and a generation other than a negative one must
+    /// be the group's. A producer without group information (generation -1, no member
+    /// id) always may; the group's state does not matter otherwise.
+    pub fn check_txn_commit(
+        &self,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        if self.state == GroupState::Dead {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if let Some(instance) = group_instance_id
+            && let Some(current) = self.instances.get(instance)
+            && current != member_id
+        {
+            return Err(GroupError::FencedInstanceId(instance.to_string()));
+        }
+        if !member_id.is_empty() && !self.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId(member_id.to_string()));
+        }
+        if generation_id >= 0 {
+            self.check_generation(generation_id)?;
+        }
+        Ok(())
+    }
+
     /// Validates each offset (metadata size) and prepares the records to journal.
     /// Returns the per-partition results and the records of the accepted ones, which
     /// [`apply_commit`](Self::apply_commit) stores once they are journaled.
@@ -1431,6 +1460,16 @@ impl PreparedCommit {
     /// True if no offset was accepted.
     pub fn is_empty(&self) -> bool {
         self.accepted.is_empty()
+    }
+
+    /// The accepted offsets: (topic, partition, offset).
+    pub(crate) fn accepted(&self) -> &[(String, i32, Committed)] {
+        &self.accepted
+    }
+
+    /// Offsets to store as they are (a transaction's, once it committed).
+    pub(crate) fn of(accepted: Vec<(String, i32, Committed)>) -> Self {
+        PreparedCommit { accepted }
     }
 }
 

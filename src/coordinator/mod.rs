@@ -24,7 +24,9 @@
 //! | Heartbeat (12) | [`GroupCoordinator::heartbeat`] | no |
 //! | LeaveGroup (13) | [`GroupCoordinator::leave_group`] | no |
 //! | OffsetCommit (8) | [`GroupCoordinator::offset_commit`] | appends to `__consumer_offsets` |
-//! | OffsetFetch (9) | [`GroupCoordinator::offset_fetch`] | no |
+//! | OffsetFetch (9) | [`GroupCoordinator::offset_fetch`], [`offset_fetch_stable`](GroupCoordinator::offset_fetch_stable) (v7+ `require_stable`) | no |
+//! | TxnOffsetCommit (28) | [`GroupCoordinator::txn_offset_commit`] | appends to `__consumer_offsets` |
+//! | (a marker written to `__consumer_offsets`) | [`GroupCoordinator::complete_txn_offsets`] | no |
 //! | ListGroups (16) | [`GroupCoordinator::list_groups`] | no |
 //! | DescribeGroups (15) | [`GroupCoordinator::describe_group`] | no |
 //! | DeleteGroups (42) | [`GroupCoordinator::delete_group`] | appends tombstones |
@@ -57,6 +59,15 @@
 //! incarnation, so a restarted coordinator never hands out an id it gave before.
 //! Consumer-protocol groups (KIP-848, `consumer_group.rs`) are rebuilt the same way
 //! from their records (Kafka's types 3 to 8), with their member epochs and assignments.
+//!
+//! # Transactional offsets
+//!
+//! TxnOffsetCommit's offsets are pending until the producer's transaction ends
+//! (`txn_offsets`): written at once, as a transactional batch of the producer, but
+//! shown by OffsetFetch only once [`GroupCoordinator::complete_txn_offsets`] is told of
+//! its COMMIT marker (an ABORT drops them). Loading does the same from the log: a
+//! producer's offsets count where a COMMIT marker of it follows them, and stay pending
+//! without a marker.
 
 mod consumer_group;
 mod consumer_records;
@@ -67,6 +78,7 @@ mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
+mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
@@ -87,6 +99,7 @@ pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
     MemberOrigin, OffsetCommitRequest, OffsetCommitResult, SyncGroupRequest, SyncGroupResponse,
+    TxnOffsetCommitRequest,
 };
 
 use std::collections::HashMap;
@@ -142,6 +155,8 @@ struct State {
     partition_check: Option<PartitionCheck>,
     /// In-process members to wake when their group starts a rebalance.
     wakers: HashMap<String, HashMap<String, RebalanceWaker>>,
+    /// Transactional offsets not yet decided by a marker (reset with every load).
+    txn: txn_offsets::PendingTxnOffsets,
 }
 
 struct Inner {
@@ -255,7 +270,19 @@ impl GroupCoordinator {
     /// first: committed offsets and group metadata) and writes to `journal` from now
     /// on. Replaces whatever was loaded before.
     pub(crate) fn load(&self, entries: Vec<offsets::Entry>, journal: Arc<dyn OffsetJournal>) {
+        let logged = entries.into_iter().map(offsets::Logged::Plain).collect();
+        self.load_logged(logged, journal);
+    }
+
+    /// [`load`](Self::load) from the records as logged: transactional offsets count
+    /// where their producer's COMMIT marker is, and stay pending without a marker.
+    pub(crate) fn load_logged(
+        &self,
+        logged: Vec<offsets::Logged>,
+        journal: Arc<dyn OffsetJournal>,
+    ) {
         let incarnation = self.next_incarnation();
+        let (entries, pending) = txn_offsets::resolve(logged);
         let groups = group::groups_from_entries(entries, Instant::now(), incarnation);
         let mut st = self.inner.state.lock();
         st.loaded = Some(Loaded {
@@ -264,6 +291,7 @@ impl GroupCoordinator {
             incarnation,
         });
         st.journal = Some(journal);
+        st.txn = pending;
         self.inner.changed.notify_all();
     }
 
@@ -274,12 +302,8 @@ impl GroupCoordinator {
         &self,
         partition: crate::topic::Partition,
     ) -> crate::error::Result<()> {
-        let records = offsets::load_records(&partition)?;
-        let mut entries = Vec::with_capacity(records.len());
-        for (key, value) in &records {
-            entries.extend(offsets::decode(key, value.as_deref())?);
-        }
-        self.load(entries, Arc::new(offsets::LogJournal { partition }));
+        let (logged, records) = offsets::load(&partition)?;
+        self.load_logged(logged, Arc::new(offsets::LogJournal { partition }));
         self.restore_consumer_groups(&records)?;
         Ok(())
     }
@@ -292,6 +316,7 @@ impl GroupCoordinator {
         let mut st = self.inner.state.lock();
         st.loaded = None;
         st.journal = None;
+        st.txn = txn_offsets::PendingTxnOffsets::default();
         for wakers in st.wakers.values() {
             for w in wakers.values() {
                 w.wake();
@@ -360,6 +385,21 @@ impl GroupCoordinator {
         missing: Option<GroupError>,
         f: impl FnOnce(&mut Group, Instant) -> Result<R, GroupError>,
     ) -> Result<R, GroupError> {
+        self.with_group_txn(group_id, missing, |g, _, now| f(g, now))
+    }
+
+    /// [`with_group`](Self::with_group), `f` also given the pending transactional
+    /// offsets.
+    fn with_group_txn<R>(
+        &self,
+        group_id: &str,
+        missing: Option<GroupError>,
+        f: impl FnOnce(
+            &mut Group,
+            &mut txn_offsets::PendingTxnOffsets,
+            Instant,
+        ) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
         self.check_open()?;
         let now = Instant::now();
         let mut guard = self.inner.state.lock();
@@ -374,7 +414,7 @@ impl GroupCoordinator {
             (false, Some(e)) => return Err(e),
         };
         let before = group.rebalances();
-        let out = f(group, now);
+        let out = f(group, &mut st.txn, now);
         let stored = persist(group, st.journal.as_ref(), now);
         let after = group.rebalances();
         wake_group(&st.wakers, group_id, before, after);
@@ -547,46 +587,170 @@ impl GroupCoordinator {
         if req.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId(req.group_id));
         }
-        // Checked before taking the coordinator's lock (the check reads the topic
-        // registry).
-        let check = self.inner.state.lock().partition_check.clone();
-        let missing_partitions: std::collections::HashSet<(String, i32)> = req
-            .offsets
-            .iter()
-            .filter(|o| check.as_ref().is_some_and(|c| !c(&o.topic, o.partition)))
-            .map(|o| (o.topic.clone(), o.partition))
-            .collect();
-        let exists = |t: &str, p: i32| !missing_partitions.contains(&(t.to_string(), p));
         let consumer = self.check_consumer_commit(&req)?;
         let simple = req.generation_id < 0 && req.member_id.is_empty();
         let missing = (!simple && !consumer).then_some(GroupError::IllegalGeneration {
             given: req.generation_id,
             current: -1,
         });
-        let cfg = &self.inner.config;
         let journal = self.inner.state.lock().journal.clone();
-        self.with_group(&req.group_id, missing, |g, now| {
-            if !consumer {
-                g.check_commit(&req, now)?;
-            }
-            let (known, unknown): (Vec<CommitOffset>, Vec<CommitOffset>) = req
-                .offsets
-                .iter()
-                .cloned()
-                .partition(|o| exists(&o.topic, o.partition));
+        let group_id = req.group_id.clone();
+        self.commit_with(
+            &group_id,
+            &req.offsets,
+            missing,
+            |g, now| match consumer {
+                true => Ok(()),
+                false => g.check_commit(&req, now),
+            },
+            |g, txn, prepared| {
+                if let Some(journal) = &journal {
+                    journal
+                        .append(&g.commit_records(&prepared))
+                        .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+                }
+                for (t, p, _) in prepared.accepted() {
+                    txn.plain_commit(&req.group_id, t, *p);
+                }
+                g.apply_commit(prepared);
+                Ok(())
+            },
+        )
+    }
+
+    /// TxnOffsetCommit: writes the offsets to `__consumer_offsets` at once, as a
+    /// transactional batch of the producer, and holds them pending until
+    /// [`complete_txn_offsets`](Self::complete_txn_offsets) is told how its transaction
+    /// ended. A missing group is created, as Kafka does. Refused as a whole (KIP-447):
+    /// a fenced static instance ([`GroupError::FencedInstanceId`]), a member id that is
+    /// not the group's ([`GroupError::UnknownMemberId`]), another generation
+    /// ([`GroupError::IllegalGeneration`]), an epoch older than the producer's
+    /// ([`GroupError::InvalidProducerEpoch`]). One result per partition otherwise.
+    ///
+    /// Whether the producer's transaction holds the group's `__consumer_offsets`
+    /// partition (AddOffsetsToTxn) is the transaction coordinator's to check.
+    pub fn txn_offset_commit(
+        &self,
+        req: TxnOffsetCommitRequest,
+    ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if req.producer_id < 0 || req.producer_epoch < 0 {
+            return Err(GroupError::InvalidProducerIdMapping {
+                producer_id: req.producer_id,
+                epoch: req.producer_epoch,
+            });
+        }
+        let journal = self.inner.state.lock().journal.clone();
+        let (pid, epoch) = (req.producer_id, req.producer_epoch);
+        self.commit_with(
+            &req.group_id,
+            &req.offsets,
+            None,
+            |g, _| {
+                g.check_txn_commit(
+                    req.generation_id,
+                    &req.member_id,
+                    req.group_instance_id.as_deref(),
+                )
+            },
+            |g, txn, prepared| {
+                if let Some(current) = txn.epoch_of(pid).filter(|&c| c > epoch) {
+                    return Err(GroupError::InvalidProducerEpoch {
+                        producer_id: pid,
+                        epoch,
+                        current,
+                    });
+                }
+                if let Some(journal) = &journal {
+                    journal
+                        .append_txn(pid, epoch, &g.commit_records(&prepared))
+                        .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+                }
+                for (t, p, c) in prepared.accepted() {
+                    let key = (req.group_id.clone(), t.clone(), *p);
+                    txn.add(pid, epoch, key, c.clone());
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Producer `producer_id`'s transaction ended: its COMMIT or ABORT marker (at
+    /// `producer_epoch`) is in `__consumer_offsets`. A commit makes the producer's
+    /// pending transactional offsets the groups' committed offsets (but not over a
+    /// plain commit made after them), an abort drops them. Nothing pending is no
+    /// error: a transaction without offsets, or a marker written again.
+    pub fn complete_txn_offsets(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> crate::error::Result<()> {
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let done = st.txn.complete(producer_id, producer_epoch, commit);
+        let Some(loaded) = st.loaded.as_mut() else {
+            // Not the coordinator: the next load reads the marker from the log.
+            return Ok(());
+        };
+        let mut by_group: HashMap<String, Vec<(String, i32, offsets::Committed)>> = HashMap::new();
+        for ((group, topic, partition), value) in done {
+            by_group
+                .entry(group)
+                .or_default()
+                .push((topic, partition, value));
+        }
+        for (group_id, accepted) in by_group {
+            let incarnation = loaded.incarnation;
+            loaded
+                .groups
+                .entry(group_id.clone())
+                .or_insert_with(|| Group::new(&group_id, incarnation))
+                .apply_commit(PreparedCommit::of(accepted));
+        }
+        self.inner.changed.notify_all();
+        Ok(())
+    }
+
+    /// What OffsetCommit and TxnOffsetCommit share: partitions that do not exist answer
+    /// UNKNOWN_TOPIC_OR_PARTITION, `check` may refuse the whole request, the others are
+    /// validated and `store`d (an error of it fails each of them), and the results come
+    /// in the request's order.
+    fn commit_with(
+        &self,
+        group_id: &str,
+        offsets: &[CommitOffset],
+        missing: Option<GroupError>,
+        check: impl FnOnce(&mut Group, Instant) -> Result<(), GroupError>,
+        store: impl FnOnce(
+            &mut Group,
+            &mut txn_offsets::PendingTxnOffsets,
+            PreparedCommit,
+        ) -> Result<(), GroupError>,
+    ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId(group_id.to_string()));
+        }
+        // Checked before taking the coordinator's lock (the check reads the topic
+        // registry).
+        let partition_check = self.inner.state.lock().partition_check.clone();
+        let (known, unknown): (Vec<CommitOffset>, Vec<CommitOffset>) =
+            offsets.iter().cloned().partition(|o| {
+                partition_check
+                    .as_ref()
+                    .is_none_or(|c| c(&o.topic, o.partition))
+            });
+        let cfg = &self.inner.config;
+        self.with_group_txn(group_id, missing, |g, txn, now| {
+            check(g, now)?;
             let (mut results, prepared) = g.prepare_commit(&known, cfg, now_ms());
             if !prepared.is_empty()
-                && let Some(journal) = &journal
-                && let Err(e) = journal.append(&g.commit_records(&prepared))
+                && let Err(e) = store(g, txn, prepared)
             {
-                let e = GroupError::Journal(Arc::new(e));
                 for r in &mut results {
                     if r.result.is_ok() {
                         r.result = Err(e.clone());
                     }
                 }
-            } else {
-                g.apply_commit(prepared);
             }
             results.extend(unknown.into_iter().map(|o| OffsetCommitResult {
                 result: Err(GroupError::UnknownTopicOrPartition {
@@ -597,8 +761,7 @@ impl GroupCoordinator {
                 partition: o.partition,
             }));
             // Back in the request's order.
-            let order: HashMap<(&str, i32), usize> = req
-                .offsets
+            let order: HashMap<(&str, i32), usize> = offsets
                 .iter()
                 .enumerate()
                 .map(|(i, o)| ((o.topic.as_str(), o.partition), i))
@@ -620,6 +783,44 @@ impl GroupCoordinator {
         }) {
             Err(GroupError::GroupIdNotFound) => {
                 Ok(Group::new(group_id, 0).fetch_offsets(partitions))
+            }
+            other => other,
+        }
+    }
+
+    /// OffsetFetch with `require_stable` (v7+, KIP-447): as
+    /// [`offset_fetch`](Self::offset_fetch), but a partition for which a transaction
+    /// has an offset pending answers [`GroupError::UnstableOffsetCommit`] instead (a
+    /// read_committed consumer asks again once the transaction ended).
+    pub fn offset_fetch_stable(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<Result<FetchedOffset, GroupError>>, GroupError> {
+        let mark = |txn: &txn_offsets::PendingTxnOffsets, fetched: Vec<FetchedOffset>| {
+            fetched
+                .into_iter()
+                .map(|o| {
+                    if txn.is_pending(group_id, &o.topic, o.partition) {
+                        Err(GroupError::UnstableOffsetCommit {
+                            topic: o.topic,
+                            partition: o.partition,
+                        })
+                    } else {
+                        Ok(o)
+                    }
+                })
+                .collect()
+        };
+        match self.with_group_txn(group_id, Some(GroupError::GroupIdNotFound), |g, txn, _| {
+            Ok(mark(txn, g.fetch_offsets(partitions)))
+        }) {
+            Err(GroupError::GroupIdNotFound) => {
+                let st = self.inner.state.lock();
+                Ok(mark(
+                    &st.txn,
+                    Group::new(group_id, 0).fetch_offsets(partitions),
+                ))
             }
             other => other,
         }
@@ -825,13 +1026,16 @@ fn reaper_loop(inner: &Arc<Inner>) {
 }
 
 #[cfg(test)]
+mod tests_txn;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::coordinator::offsets::decode;
 
     /// A journal in memory, which can be made to fail.
     #[derive(Default)]
-    struct MemJournal {
+    pub(super) struct MemJournal {
         records: Mutex<Vec<JournalRecord>>,
         fail: AtomicBool,
     }
@@ -848,6 +1052,15 @@ mod tests {
             self.records.lock().extend_from_slice(records);
             Ok(())
         }
+
+        fn append_txn(
+            &self,
+            _producer_id: i64,
+            _producer_epoch: i16,
+            records: &[JournalRecord],
+        ) -> crate::error::Result<()> {
+            self.append(records)
+        }
     }
 
     impl MemJournal {
@@ -860,7 +1073,7 @@ mod tests {
         }
     }
 
-    fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
+    pub(super) fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
         let c = GroupCoordinator::new(CoordinatorConfig {
             min_session_timeout: Duration::from_millis(1),
             initial_rebalance_delay: Duration::ZERO,
@@ -870,7 +1083,7 @@ mod tests {
         c
     }
 
-    fn join_req(member: &str) -> JoinGroupRequest {
+    pub(super) fn join_req(member: &str) -> JoinGroupRequest {
         JoinGroupRequest {
             group_id: "g".into(),
             member_id: member.into(),
@@ -883,7 +1096,7 @@ mod tests {
         }
     }
 
-    fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+    pub(super) fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
         OffsetCommitRequest {
             group_id: "g".into(),
             generation_id: generation,
@@ -901,7 +1114,7 @@ mod tests {
     }
 
     /// One member joins and syncs; returns (member id, generation).
-    fn stable_member(c: &GroupCoordinator) -> (String, i32) {
+    pub(super) fn stable_member(c: &GroupCoordinator) -> (String, i32) {
         let a = c
             .join_group(join_req(""), Duration::from_secs(5))
             .expect("join");

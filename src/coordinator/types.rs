@@ -207,6 +207,27 @@ pub struct OffsetCommitRequest {
     pub offsets: Vec<CommitOffset>,
 }
 
+/// A TxnOffsetCommit request (API key 28): offsets a transactional producer commits
+/// for a group, pending until its transaction ends (KIP-98), with the group
+/// information of its consumer (KIP-447; generation -1 and no member id without it).
+#[derive(Debug, Clone, Default)]
+pub struct TxnOffsetCommitRequest {
+    /// The group.
+    pub group_id: String,
+    /// The producer whose transaction the offsets belong to.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// The consuming member's generation, or -1.
+    pub generation_id: i32,
+    /// The consuming member's id, or "".
+    pub member_id: String,
+    /// The consuming member's static membership id, if any.
+    pub group_instance_id: Option<String>,
+    /// The offsets to commit with the transaction.
+    pub offsets: Vec<CommitOffset>,
+}
+
 /// One partition's offset in an OffsetCommit request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitOffset {

@@ -82,6 +82,34 @@ pub enum GroupError {
     /// send SyncGroup again).
     #[error("timed out waiting for the leader's assignment")]
     RequestTimedOut,
+    /// OffsetFetch with `require_stable`: a transaction has an offset of the partition
+    /// pending (KIP-447); ask again once it ended.
+    #[error("a transaction has a pending offset commit for {topic}-{partition}")]
+    UnstableOffsetCommit {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// TxnOffsetCommit from a producer epoch older than the producer's latest (a fenced
+    /// producer).
+    #[error("producer {producer_id} epoch {epoch} is older than its epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The epoch in the request.
+        epoch: i16,
+        /// The producer's latest epoch.
+        current: i16,
+    },
+    /// TxnOffsetCommit without a valid producer id or epoch (negative).
+    #[error("producer id {producer_id} epoch {epoch} is not a transactional producer's")]
+    InvalidProducerIdMapping {
+        /// The producer id in the request.
+        producer_id: i64,
+        /// The epoch in the request.
+        epoch: i16,
+    },
     /// ConsumerGroupHeartbeat: the member's epoch is ahead of or behind the
     /// coordinator's (KIP-848); the member must rejoin with epoch 0.
     #[error("member epoch {given} is fenced: the member's epoch is {current}")]

@@ -896,3 +896,5 @@ mod tests_listeners;
 mod tests_security;
 #[cfg(test)]
 mod tests_transactions;
+#[cfg(test)]
+mod tests_txn_read;

@@ -14,8 +14,8 @@ use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::coordinator::{ConsumerMemberDescription, TopicPartitionList};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
-use crate::server::error_codes::KafkaCode;
 use crate::server::backend::Backend;
+use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::topic_id;
 
 /// `authorized_operations` when the client did not ask for them (Kafka's INT32_MIN).

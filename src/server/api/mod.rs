@@ -50,6 +50,7 @@ mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
@@ -191,6 +192,29 @@ macro_rules! apis {
     };
 }
 
+/// Per-partition answers `(topic, partition, error code)` grouped by topic, in topic
+/// name order: `partition(index, code)` builds a partition's answer, `topic(name,
+/// partitions)` a topic's (TxnOffsetCommit).
+pub(super) fn by_topic<P, T>(
+    results: impl IntoIterator<Item = (String, i32, i16)>,
+    partition: impl Fn(i32, i16) -> P,
+    topic: impl Fn(kafka_protocol::messages::TopicName, Vec<P>) -> T,
+) -> Vec<T> {
+    let mut grouped: std::collections::BTreeMap<String, Vec<P>> = Default::default();
+    for (name, index, code) in results {
+        grouped
+            .entry(name)
+            .or_default()
+            .push(partition(index, code));
+    }
+    grouped
+        .into_iter()
+        .map(|(name, partitions)| {
+            topic(kafka_protocol::messages::TopicName(kstr(name)), partitions)
+        })
+        .collect()
+}
+
 // The Kafka APIs the server serves, one line each, in the order ApiVersions lists them:
 //
 //     Key lo..=hi, Request => Response, answered_by(module), errors [how];
@@ -219,7 +243,7 @@ apis! {
         }];
     OffsetCommit 0..=9, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    OffsetFetch 0..=5, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+    OffsetFetch 0..=7, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
             f(r.error_code);
             r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
@@ -267,6 +291,8 @@ apis! {
     EndTxn 0..=5, EndTxnRequest => EndTxnResponse, handler(end_txn), errors [|r, f| f(r.error_code)];
     WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
         errors [|r, f| r.markers.iter().flat_map(|m| &m.topics).flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    TxnOffsetCommit 0..=4, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeConfigs 0..=4, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
     DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
