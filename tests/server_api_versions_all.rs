@@ -399,6 +399,22 @@ fn answer_every_version(
             ListTransactionsRequest::default(),
             |r| vec![r.error_code]
         ),
+        ApiKey::ConsumerGroupHeartbeat => every!(
+            ConsumerGroupHeartbeatResponse,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("versions-848")))
+                .with_member_id(StrBytes::from_static_str("m-versions"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![topic()]))
+                .with_topic_partitions(Some(Vec::new())),
+            |r| vec![r.error_code]
+        ),
+        ApiKey::ConsumerGroupDescribe => every!(
+            ConsumerGroupDescribeResponse,
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("versions-848"))])
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }
