@@ -72,6 +72,14 @@ impl Broker {
         &self.inner.transactions
     }
 
+    /// The marker writer of the partitions this broker leads (a cluster node's
+    /// coordinators send the others' markers over the network).
+    pub(crate) fn local_marker_writer(&self) -> Arc<dyn MarkerWriter> {
+        Arc::new(LocalMarkers {
+            broker: Arc::downgrade(&self.inner),
+        })
+    }
+
     /// Makes `__transaction_state` (`transaction.state.log.num.partitions`
     /// partitions, compacted, internal) unless it exists, and loads every partition
     /// into the transaction coordinator: what a single node does on the first
@@ -105,9 +113,7 @@ impl Broker {
                 )?
             }
         };
-        txns.set_marker_writer(Arc::new(LocalMarkers {
-            broker: Arc::downgrade(&self.inner),
-        }));
+        txns.set_marker_writer(self.local_marker_writer());
         for p in topic.partitions().iter() {
             txns.load_partition(
                 p.index(),

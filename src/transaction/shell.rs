@@ -63,6 +63,9 @@ pub trait MarkerWriter: Send + Sync {
 
 impl TxnStateLog for crate::topic::Partition {
     fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        // acks=all: refused while the ISR is below min.insync.replicas, as Kafka's
+        // coordinator's writes are.
+        self.check_enough_replicas()?;
         let mut builder = crate::record::BatchBuilder::new();
         builder.push(now_ms(), Some(key), value, &[]);
         let (info, appended) = self.append_batch_at(&builder.finish())?;
