@@ -272,5 +272,13 @@ pub(crate) mod fake {
         fn wait_caught_up(&self, _: Duration, _: &dyn Fn() -> bool) -> bool {
             true
         }
+        fn ensure_transaction_state(&self, _: &TransactionConfig) -> Result<()> {
+            let name = crate::transaction::log::TRANSACTION_STATE_TOPIC;
+            if self.topics.contains_key(name) {
+                Ok(())
+            } else {
+                Err(crate::error::Error::Timeout(format!("{name} not made yet")))
+            }
+        }
     }
 }
