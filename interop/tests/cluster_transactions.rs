@@ -253,8 +253,22 @@ fn transactions_commit_and_abort_across_leaders() {
     assert!(view.is_disjoint(&aborted));
 }
 
+/// The coordinator's node is killed right as the commit starts: the race of the kill
+/// with the EndTxn, the PrepareCommit record and the markers.
 #[test]
 fn a_commit_survives_or_aborts_whole_when_the_coordinator_is_killed() {
+    commit_while_the_coordinator_dies(false);
+}
+
+/// The coordinator's node is frozen (SIGSTOP) before the commit is asked, so the
+/// EndTxn is surely sent to it, then killed: the producer's commit is left to the
+/// successor.
+#[test]
+fn a_commit_sent_to_a_frozen_coordinator_that_is_killed_ends_whole() {
+    commit_while_the_coordinator_dies(true);
+}
+
+fn commit_while_the_coordinator_dies(freeze_first: bool) {
     let root = tempfile::tempdir().unwrap();
     let (mut nodes, admin) = cluster(root.path());
     let bootstrap = nodes.layout.bootstrap();
@@ -266,13 +280,18 @@ fn a_commit_survives_or_aborts_whole_when_the_coordinator_is_killed() {
 
     p.begin_transaction().unwrap();
     let in_flight = send(&p, "in-flight", 20);
+    if freeze_first {
+        nodes.signal(victim, "STOP");
+    }
     // The commit runs while the coordinator's node dies under it.
     let committing = std::thread::spawn(move || {
         let outcome = p.commit_transaction(Duration::from_secs(10));
         drop(p);
         outcome
     });
-    std::thread::sleep(Duration::from_millis(5));
+    if freeze_first {
+        std::thread::sleep(Duration::from_millis(500));
+    }
     nodes.kill(victim);
     let outcome = committing.join().unwrap();
     eprintln!("commit_transaction while the coordinator died: {outcome:?}");
