@@ -19,6 +19,7 @@ mod describe_producers;
 mod duplicate_proposal;
 mod failover;
 mod replication;
+mod transactions;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
