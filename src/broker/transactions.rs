@@ -93,7 +93,7 @@ impl Broker {
         if self.is_cluster_node() {
             return Err(Error::InvalidConfig {
                 key: "transactional.id".into(),
-                reason: "the transaction coordinator is served by single nodes only for now".into(),
+                reason: "on a cluster node __transaction_state is made through the controller and loaded by its partitions' leaders".into(),
             });
         }
         let _once = self.inner.txn_setup.lock();

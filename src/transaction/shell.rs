@@ -13,7 +13,7 @@
 //!   COORDINATOR_LOAD_IN_PROGRESS; an id of a partition not led here gets
 //!   NOT_COORDINATOR.
 //! - Markers go through a [`MarkerWriter`] (the broker's appends to its local
-//!   leaders); partitions whose marker failed are retried by the timer until every one
+//!   leaders; on a cluster, WriteTxnMarkers to the others); partitions whose marker failed are retried by the timer until every one
 //!   is written, then [`TxnCoordinator::markers_written`] completes the transaction.
 
 use std::collections::{BTreeSet, HashMap};
