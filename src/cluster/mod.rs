@@ -102,6 +102,8 @@ pub(crate) struct ClusterNode {
     replicas: Mutex<Option<Arc<replication::ReplicaManager>>>,
     /// Loads the transaction coordinator where `__transaction_state` is led.
     txn_loader: Mutex<Option<Arc<transactions::TxnLoader>>>,
+    /// Connections to the coordinators that verify transactional batches led here.
+    txn_clients: transactions::ClientPool,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -225,6 +227,7 @@ impl ClusterNode {
             quorum_addr,
             replicas: Mutex::new(None),
             txn_loader: Mutex::new(None),
+            txn_clients: transactions::ClientPool::new(format!("tidelog-txn-verify-{me}")),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;

@@ -57,6 +57,48 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long making `__transaction_state` waits for the metadata to apply it.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Idle connections to other brokers by address, for the coordinators' markers and
+/// the leaders' verifications: a call takes one (or connects), and gives it back when
+/// it succeeded, so concurrent calls to one broker each have their own and a login is
+/// not paid per call.
+pub(crate) struct ClientPool {
+    client_id: String,
+    idle: Mutex<HashMap<String, Vec<Client>>>,
+}
+
+/// Idle connections kept per broker.
+const IDLE_PER_BROKER: usize = 4;
+
+impl ClientPool {
+    pub(crate) fn new(client_id: String) -> ClientPool {
+        ClientPool {
+            client_id,
+            idle: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `request` at `version` to the broker at `addr`, connecting with `security`.
+    fn call<R: kafka_protocol::protocol::Request>(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response> {
+        let taken = self.idle.lock().get_mut(addr).and_then(Vec::pop);
+        let mut client = taken.unwrap_or_else(|| {
+            Client::new(addr, self.client_id.clone()).with_security(security.clone())
+        });
+        let response = client.call(request, version, CALL_TIMEOUT)?;
+        let mut idle = self.idle.lock();
+        let kept = idle.entry(addr.to_string()).or_default();
+        if kept.len() < IDLE_PER_BROKER {
+            kept.push(client);
+        }
+        Ok(response)
+    }
+}
+
 /// A job of the loader thread.
 struct LoadJob {
     index: i32,
@@ -90,7 +132,7 @@ impl TxnLoader {
             node_id,
             node,
             local: broker.local_marker_writer(),
-            clients: Mutex::new(HashMap::new()),
+            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
         }));
         txns.start_timer()?;
         let (tx, rx) = crossbeam_channel::unbounded::<LoadJob>();
@@ -212,8 +254,8 @@ struct ClusterMarkers {
     node_id: i32,
     node: Weak<NodeHandle>,
     local: Arc<dyn MarkerWriter>,
-    /// One connection per leader address, kept between calls.
-    clients: Mutex<HashMap<String, Client>>,
+    /// Connections to the leaders, kept between calls.
+    clients: ClientPool,
 }
 
 impl MarkerWriter for ClusterMarkers {
@@ -295,15 +337,7 @@ impl ClusterMarkers {
                         .collect(),
                 ),
         ]);
-        let response = {
-            let mut clients = self.clients.lock();
-            let client = clients.entry(addr.to_string()).or_insert_with(|| {
-                Client::new(addr, format!("tidelog-txn-markers-{}", self.node_id))
-                    .with_security(security.clone())
-            });
-            client.call(&request, MARKERS_VERSION, CALL_TIMEOUT)
-        };
-        let response = match response {
+        let response = match self.clients.call(addr, security, &request, MARKERS_VERSION) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(node = self.node_id, leader = addr, error = %e, "WriteTxnMarkers failed; retrying");
@@ -513,10 +547,14 @@ impl ClusterNode {
                         .with_partitions(vec![partition]),
                 ]),
         ]);
-        let mut client = Client::new(addr, format!("tidelog-txn-verify-{}", self.node_id()))
-            .with_security(self.config.replication_security.clone());
-        let response = client
-            .call(&request, VERIFY_VERSION, CALL_TIMEOUT)
+        let response = self
+            .txn_clients
+            .call(
+                &addr,
+                &self.config.replication_security,
+                &request,
+                VERIFY_VERSION,
+            )
             .map_err(|e| unavailable(format!("cannot ask the transaction coordinator: {e}")))?;
         if response.error_code != 0 {
             return Err(verification_refusal(
