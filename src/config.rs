@@ -234,6 +234,16 @@ pub struct CoordinatorConfig {
     /// How long the offsets of a group without members are kept after it became empty
     /// (`offsets.retention.minutes`, KIP-211). Default 7 days.
     pub offsets_retention: Duration,
+    /// How long a member of a consumer-protocol group (KIP-848) stays without a
+    /// heartbeat before it is removed (`group.consumer.session.timeout.ms`). Default 45 s.
+    pub consumer_session_timeout: Duration,
+    /// How often members of a consumer-protocol group are told to heartbeat
+    /// (`group.consumer.heartbeat.interval.ms`). Default 5 s.
+    pub consumer_heartbeat_interval: Duration,
+    /// The server-side assignors of consumer-protocol groups, the first being the
+    /// default (`group.consumer.assignors`): any of "uniform" and "range". Default
+    /// `["uniform", "range"]`.
+    pub consumer_assignors: Vec<String>,
 }
 
 impl Default for CoordinatorConfig {
@@ -246,6 +256,9 @@ impl Default for CoordinatorConfig {
             max_group_size: usize::MAX,
             offset_metadata_max_bytes: 4096,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            consumer_session_timeout: Duration::from_secs(45),
+            consumer_heartbeat_interval: Duration::from_secs(5),
+            consumer_assignors: vec!["uniform".into(), "range".into()],
         }
     }
 }

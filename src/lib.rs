@@ -67,10 +67,12 @@ mod topic;
 pub mod transaction;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
+#[cfg(feature = "server")]
+pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,
-    GroupConsumer, OffsetReset,
+    GroupConsumer, IsolationLevel, OffsetReset,
 };
 pub use error::{Error, Result};
 pub use producer::{

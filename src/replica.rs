@@ -14,7 +14,8 @@
 //!   that fetch, or at the time of the previous fetch if this one reached the leader's
 //!   log end as it was then (`lastCaughtUpTime`).
 //! - **High watermark** = the smallest log end offset over the *maximal* ISR (the
-//!   committed ISR plus a pending addition; a pending removal still counts), the leader
+//!   committed ISR plus every addition a proposal not settled may still commit; a
+//!   pending removal still counts), the leader
 //!   included; unknown while a member has not fetched since this leadership began. It
 //!   never moves backwards.
 //! - **Shrink**: a follower in the ISR whose log end is not the leader's and that has
@@ -23,6 +24,11 @@
 //!   and at least the start offset of the leader's current epoch joins it.
 //! - One ISR change is in flight at a time; the committed ISR changes only when the
 //!   metadata log says so ([`LeaderState::update`]).
+//! - Proposals are tracked by id. A refused one is forgotten; one that timed out locally
+//!   may still be committed later (its record can sit in the metadata log), so it keeps
+//!   counting in the maximal ISR until a committed change of the partition fences it (a
+//!   newer partition epoch) or the leadership ends. Another change may be proposed
+//!   meanwhile.
 //!
 //! [`Partition`]: crate::Partition
 
@@ -63,6 +69,29 @@ impl FollowerState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NotAReplica(pub i32);
 
+/// An ISR change this leader proposed that the metadata log has not settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IsrProposal {
+    /// This leadership's id of the proposal.
+    pub id: u64,
+    /// The partition epoch it was computed from (the controller applies it only at
+    /// that epoch).
+    pub partition_epoch: i32,
+    /// The proposed ISR.
+    pub isr: Vec<i32>,
+    /// It timed out locally: no answer is awaited, but it may still be committed.
+    pub timed_out: bool,
+}
+
+/// How a proposed ISR change ended without being seen applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IsrProposalEnd {
+    /// The controller refused it, or it was never proposed: it can never be applied.
+    Refused,
+    /// No answer in time: it may still be committed.
+    TimedOut,
+}
+
 /// The leader's replica state of one partition. See the module documentation.
 #[derive(Debug, Clone)]
 pub(crate) struct LeaderState {
@@ -76,8 +105,11 @@ pub(crate) struct LeaderState {
     pub replicas: Vec<i32>,
     /// The committed ISR (from the metadata log).
     pub isr: Vec<i32>,
-    /// An ISR change proposed and not yet seen in the metadata log.
-    pub pending: Option<Vec<i32>>,
+    /// The ISR changes proposed and not settled by the metadata log, oldest first: at
+    /// most one awaiting an answer, the others timed out but still able to commit.
+    pub proposals: Vec<IsrProposal>,
+    /// The id of the next proposal.
+    next_proposal: u64,
     /// The leader's log end when it became leader of this epoch: where its epoch
     /// starts.
     pub epoch_start_offset: i64,
@@ -114,7 +146,8 @@ impl LeaderState {
             partition_epoch,
             replicas,
             isr,
-            pending: None,
+            proposals: Vec::new(),
+            next_proposal: 0,
             epoch_start_offset,
             high_watermark,
             lag_max,
@@ -123,7 +156,8 @@ impl LeaderState {
     }
 
     /// The metadata log committed a new ISR (or replica set) for the same leader epoch:
-    /// the pending change, if any, is settled; follower states are kept.
+    /// the proposals made from an older partition epoch can no longer be applied and
+    /// are settled; follower states are kept.
     pub(crate) fn update(
         &mut self,
         partition_epoch: i32,
@@ -133,7 +167,8 @@ impl LeaderState {
     ) {
         self.partition_epoch = partition_epoch;
         self.isr = isr;
-        self.pending = None;
+        self.proposals
+            .retain(|p| p.partition_epoch == partition_epoch);
         for r in &replicas {
             if *r != self.node_id {
                 self.followers
@@ -145,17 +180,32 @@ impl LeaderState {
         self.replicas = replicas;
     }
 
-    /// The proposed ISR change failed (refused or timed out): a new one may be proposed.
-    pub(crate) fn clear_pending(&mut self) {
-        self.pending = None;
+    /// Proposal `id` ended without being seen applied: a new change may be proposed. A
+    /// refused one is forgotten; one that timed out still counts in the maximal ISR
+    /// until a committed change fences it. Only that proposal is touched, never a newer
+    /// one.
+    pub(crate) fn proposal_ended(&mut self, id: u64, end: IsrProposalEnd) {
+        match end {
+            IsrProposalEnd::Refused => self.proposals.retain(|p| p.id != id),
+            IsrProposalEnd::TimedOut => {
+                if let Some(p) = self.proposals.iter_mut().find(|p| p.id == id) {
+                    p.timed_out = true;
+                }
+            }
+        }
     }
 
-    /// The committed ISR plus a pending addition: the members the high watermark waits
-    /// for.
+    /// True while a proposal awaits its answer (no other may be made).
+    pub(crate) fn awaiting_answer(&self) -> bool {
+        self.proposals.iter().any(|p| !p.timed_out)
+    }
+
+    /// The committed ISR plus every addition a proposal not settled may still commit:
+    /// the members the high watermark waits for.
     pub(crate) fn maximal_isr(&self) -> Vec<i32> {
         let mut m = self.isr.clone();
-        if let Some(p) = &self.pending {
-            for r in p {
+        for p in &self.proposals {
+            for r in &p.isr {
                 if !m.contains(r) {
                     m.push(*r);
                 }
@@ -252,7 +302,7 @@ impl LeaderState {
         now: Instant,
         eligible: impl Fn(i32) -> bool,
     ) -> Option<Vec<i32>> {
-        if self.pending.is_some() {
+        if self.awaiting_answer() {
             return None;
         }
         let mut next: Vec<i32> = Vec::with_capacity(self.replicas.len());
@@ -282,9 +332,17 @@ impl LeaderState {
         }
     }
 
-    /// Marks `isr` as proposed.
-    pub(crate) fn propose(&mut self, isr: Vec<i32>) {
-        self.pending = Some(isr);
+    /// Marks `isr` as proposed (from the current partition epoch); returns its id.
+    pub(crate) fn propose(&mut self, isr: Vec<i32>) -> u64 {
+        let id = self.next_proposal;
+        self.next_proposal += 1;
+        self.proposals.push(IsrProposal {
+            id,
+            partition_epoch: self.partition_epoch,
+            isr,
+            timed_out: false,
+        });
+        id
     }
 }
 
@@ -339,6 +397,36 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_out_expansion_that_commits_late_admits_no_member_below_the_high_watermark() {
+        let t0 = Instant::now();
+        let mut s = LeaderState::new(1, 5, 7, vec![1, 2, 3], vec![1, 2], 10, 10, LAG, t0);
+        s.on_fetch(2, 10, 10, t0).unwrap();
+        s.on_fetch(3, 10, 10, t0).unwrap();
+        let expand = s.isr_change(10, t0, |_| true).unwrap();
+        assert_eq!(expand, vec![1, 2, 3]);
+        let id = s.propose(expand.clone());
+        // The proposal times out locally; its record may still be in the metadata log.
+        s.proposal_ended(id, IsrProposalEnd::TimedOut);
+        assert!(!s.awaiting_answer(), "another change may be proposed");
+        // A newer proposal is not settled by the end of an older one.
+        let newer = s.propose(expand.clone());
+        s.proposal_ended(id, IsrProposalEnd::Refused);
+        assert!(s.awaiting_answer());
+        s.proposal_ended(newer, IsrProposalEnd::TimedOut);
+        // The leader appends; 2 follows, 3 does not.
+        s.on_fetch(2, 20, 20, t0).unwrap();
+        s.advance(20);
+        // The timed-out record commits after all.
+        s.update(8, vec![1, 2, 3], expand, t0);
+        let end3 = s.follower(3).unwrap().log_end;
+        assert!(
+            end3 >= s.high_watermark,
+            "ISR member 3 at {end3} is below the high watermark {}",
+            s.high_watermark
+        );
+    }
+
+    #[test]
     fn a_follower_behind_the_epoch_start_does_not_join() {
         let t0 = Instant::now();
         let mut s = LeaderState::new(1, 5, 7, vec![1, 2, 3], vec![1, 2], 50, 40, LAG, t0);
@@ -354,7 +442,8 @@ mod tests {
     }
 
     /// One step of the model: a follower fetches, the leader appends, or time passes;
-    /// sometimes the metadata log commits the pending ISR change.
+    /// sometimes the metadata log commits a proposed ISR change (the awaited one or one
+    /// that timed out), refuses the awaited one, or it times out.
     #[derive(Debug, Clone)]
     enum Step {
         Fetch {
@@ -363,8 +452,12 @@ mod tests {
         },
         Append(i64),
         Tick(u64),
-        Commit,
+        /// The metadata log commits the proposal at this index (modulo their number)
+        /// among those still able to commit: late, if it timed out.
+        Commit(usize),
         Reject,
+        /// The awaited proposal times out locally.
+        TimeOut,
         /// The controller fences (false) or unfences (true) broker 4; fencing resets
         /// what the leader knows of it.
         Eligible4(bool),
@@ -375,8 +468,9 @@ mod tests {
             4 => (0usize..3, 0i64..40).prop_map(|(follower, ahead)| Step::Fetch { follower, ahead }),
             3 => (1i64..20).prop_map(Step::Append),
             2 => (0u64..800).prop_map(Step::Tick),
-            1 => Just(Step::Commit),
+            1 => (0usize..4).prop_map(Step::Commit),
             1 => Just(Step::Reject),
+            1 => Just(Step::TimeOut),
             1 => proptest::bool::ANY.prop_map(Step::Eligible4),
         ]
     }
@@ -423,16 +517,33 @@ mod tests {
                         s.advance(leader_end);
                     }
                     Step::Tick(ms) => now += Duration::from_millis(ms),
-                    Step::Commit => {
-                        if let Some(p) = s.pending.clone() {
+                    Step::Commit(i) => {
+                        // The controller applies a proposal only at its partition epoch.
+                        let live: Vec<IsrProposal> = s
+                            .proposals
+                            .iter()
+                            .filter(|p| p.partition_epoch == s.partition_epoch)
+                            .cloned()
+                            .collect();
+                        if !live.is_empty() {
+                            let p = live[i % live.len()].clone();
                             let epoch = s.partition_epoch + 1;
-                            s.update(epoch, vec![1, 2, 3, 4], p, now);
+                            s.update(epoch, vec![1, 2, 3, 4], p.isr, now);
+                            prop_assert!(s.proposals.is_empty(), "every other proposal is fenced");
                             s.advance(leader_end);
                         }
                     }
-                    Step::Reject => {
-                        s.clear_pending();
-                        s.advance(leader_end);
+                    Step::Reject | Step::TimeOut => {
+                        let awaited = s.proposals.iter().find(|p| !p.timed_out).map(|p| p.id);
+                        if let Some(id) = awaited {
+                            let end = if matches!(st, Step::Reject) {
+                                IsrProposalEnd::Refused
+                            } else {
+                                IsrProposalEnd::TimedOut
+                            };
+                            s.proposal_ended(id, end);
+                            s.advance(leader_end);
+                        }
                     }
                     Step::Eligible4(e) => {
                         eligible4 = e;
@@ -468,7 +579,7 @@ mod tests {
                     prop_assert_eq!(s.high_watermark, min.max(before));
                 }
                 // ISR change: exactly the rules.
-                let expected = if s.pending.is_some() {
+                let expected = if s.awaiting_answer() {
                     None
                 } else {
                     let mut next = vec![1];

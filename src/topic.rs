@@ -19,10 +19,11 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::record::BatchBuilder;
-use crate::replica::LeaderState;
+use crate::replica::{IsrProposalEnd, LeaderState};
 pub(crate) use crate::storage::Signal;
 use crate::storage::{
-    AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit, RecoveryReport,
+    AbortedTxn, AppendInfo, AppendOutcome, LogConfig, LogSlice, PartitionLog, ReadLimit,
+    RecoveryReport,
 };
 
 struct PartitionInner {
@@ -75,6 +76,8 @@ pub(crate) struct IsrChange {
     pub partition_epoch: i32,
     /// The new ISR.
     pub new_isr: Vec<i32>,
+    /// The leadership's id of the proposal (what [`Partition::isr_change_failed`] names).
+    pub proposal: u64,
 }
 
 /// One partition of a topic: a handle on its log. Cheap to clone, `Send + Sync`.
@@ -528,11 +531,12 @@ impl Partition {
         };
         let mut s = state.lock();
         let new_isr = s.isr_change(self.inner.log.log_end_offset(), now, eligible)?;
-        s.propose(new_isr.clone());
+        let proposal = s.propose(new_isr.clone());
         Some(IsrChange {
             leader_epoch: s.leader_epoch,
             partition_epoch: s.partition_epoch,
             new_isr,
+            proposal,
         })
     }
 
@@ -547,13 +551,13 @@ impl Partition {
         }
     }
 
-    /// The proposed ISR change of `leader_epoch` was not applied: another may be
-    /// proposed.
-    pub(crate) fn isr_change_failed(&self, leader_epoch: i32) {
+    /// ISR change `proposal` of `leader_epoch` was not seen applied (`end` says whether
+    /// it still may be): another may be proposed. A newer proposal is untouched.
+    pub(crate) fn isr_change_failed(&self, leader_epoch: i32, proposal: u64, end: IsrProposalEnd) {
         if let Role::Leader { state, .. } = &*self.inner.role.read() {
             let mut s = state.lock();
             if s.leader_epoch == leader_epoch {
-                s.clear_pending();
+                s.proposal_ended(proposal, end);
                 if let Some(hw) = s.advance(self.inner.log.log_end_offset()) {
                     self.inner.log.set_high_watermark(hw);
                 }
@@ -561,11 +565,11 @@ impl Partition {
         }
     }
 
-    /// True while this leader has an ISR change proposed and not settled (tests).
+    /// True while this leader awaits the answer to an ISR change it proposed (tests).
     #[cfg(test)]
     pub(crate) fn has_pending_isr_change(&self) -> bool {
         match &*self.inner.role.read() {
-            Role::Leader { state, .. } => state.lock().pending.is_some(),
+            Role::Leader { state, .. } => state.lock().awaiting_answer(),
             _ => false,
         }
     }
@@ -712,6 +716,28 @@ impl Partition {
     /// `Error::OffsetOutOfRange` outside `[log_start_offset, log_end_offset]`.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         self.inner.log.read(offset, max_bytes)
+    }
+
+    /// [`Partition::read`] for a read_committed consumer: whole batches below the last
+    /// stable offset, with that offset (see [`PartitionLog::read_committed`]).
+    pub fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
+        self.inner.log.read_committed(offset, max_bytes)
+    }
+
+    /// The last stable offset: where a read_committed consumer's reads end (the first
+    /// offset of the earliest transaction not yet decided, else the high watermark).
+    pub fn last_stable_offset(&self) -> Result<i64> {
+        self.inner.log.last_stable_offset()
+    }
+
+    /// The aborted transactions with records in `from_offset..to_offset` (see
+    /// [`PartitionLog::aborted_transactions`]).
+    pub fn aborted_transactions(
+        &self,
+        from_offset: i64,
+        to_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        self.inner.log.aborted_transactions(from_offset, to_offset)
     }
 
     /// The first offset still in the log.

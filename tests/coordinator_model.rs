@@ -107,6 +107,8 @@ struct Harness {
     handed_out: BTreeMap<i32, BTreeMap<String, BTreeSet<i32>>>,
     /// partition -> committed offset, as the model expects.
     offsets: BTreeMap<i32, i64>,
+    /// The clients speak JoinGroup v9+ (`skip_assignment`).
+    skip_assignment: bool,
 }
 
 impl Harness {
@@ -121,6 +123,7 @@ impl Harness {
             clients: vec![Client::default(); SLOTS],
             handed_out: BTreeMap::new(),
             offsets: BTreeMap::new(),
+            skip_assignment: false,
         }
     }
 
@@ -148,6 +151,7 @@ impl Harness {
             client_id: format!("client-{slot}"),
             client_host: "/127.0.0.1".into(),
             origin: MemberOrigin::Network,
+            supports_skip_assignment: self.skip_assignment,
         }
     }
 
@@ -245,7 +249,8 @@ impl Harness {
         let Some(resp) = c.joined.clone() else {
             return;
         };
-        let assignments = if resp.leader == resp.member_id {
+        // A leader told to skip the assignment syncs with none, as a Kafka client does.
+        let assignments = if resp.leader == resp.member_id && !resp.skip_assignment {
             Self::leader_assignment(&resp)
         } else {
             Vec::new()
@@ -357,6 +362,7 @@ impl Harness {
                 offset,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         };
         let allowed = self.group.check_commit(&req, self.now);
@@ -479,8 +485,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_interleavings_keep_the_invariants(ops in prop::collection::vec(op(), 1..80)) {
+    fn random_interleavings_keep_the_invariants(
+        ops in prop::collection::vec(op(), 1..80),
+        skip_assignment in any::<bool>(),
+    ) {
         let mut h = Harness::new();
+        h.skip_assignment = skip_assignment;
         for op in &ops {
             h.apply(op);
             h.check();
@@ -672,6 +682,180 @@ fn static_member_restart_gets_its_assignment_back_without_a_rebalance() {
     );
     assert!(left[0].is_ok(), "{left:?}");
     assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn static_leader_returns_without_a_rebalance_before_and_from_join_group_v9() {
+    for skip in [false, true] {
+        let mut h = Harness::new();
+        h.skip_assignment = skip;
+        let generation = settle(&mut h, &[0, 1]);
+        let leader = h.group.leader().expect("a leader").to_string();
+        let (l, o) = if h.clients[0].member_id == leader {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let (mine, theirs) = (assignment_of(&h, l), assignment_of(&h, o));
+        // The leader's process restarts within its session and joins with no member id.
+        h.apply(&Op::ClientRestart(l));
+        h.advance(2_000);
+        h.join(l);
+        let resp = h.clients[l].joined.clone().expect("answered at once");
+        assert_eq!(resp.generation_id, generation, "skip {skip}");
+        assert_ne!(resp.member_id, leader);
+        assert_eq!(
+            h.group.leader(),
+            Some(resp.member_id.as_str()),
+            "it still leads"
+        );
+        if skip {
+            // v9: told that it leads, with the members, and to skip the assignment.
+            assert_eq!(resp.leader, resp.member_id);
+            assert!(resp.skip_assignment);
+            assert_eq!(resp.members.len(), 2);
+        } else {
+            // Before v9: the old leader id, so that it acts as a follower.
+            assert_eq!(resp.leader, leader);
+            assert!(!resp.skip_assignment);
+            assert!(resp.members.is_empty());
+        }
+        h.sync(l);
+        assert_eq!(assignment_of(&h, l), mine, "skip {skip}");
+        assert_eq!(
+            h.group.generation(),
+            generation,
+            "no rebalance (skip {skip})"
+        );
+        assert_eq!(h.group.state(), GroupState::Stable);
+        // The other member goes on undisturbed.
+        h.heartbeat(o);
+        assert_eq!(assignment_of(&h, o), theirs, "skip {skip}");
+        h.check();
+    }
+}
+
+#[test]
+fn a_static_members_new_id_that_cannot_be_stored_is_undone_without_a_rebalance() {
+    let mut h = Harness::new();
+    let generation = settle(&mut h, &[0, 2]);
+    let old_id = h.clients[0].member_id.clone();
+    h.apply(&Op::ClientRestart(0));
+    let req = h.join_request(0);
+    let Ok(JoinStart::Done(resp)) = h.group.join(&req, &h.cfg, h.now) else {
+        panic!("a static member back in a Stable group is answered at once");
+    };
+    // The journal refuses the group's metadata with the new id.
+    assert!(h.group.take_pending_store(h.wall_ms).is_some());
+    h.group.store_failed(h.now);
+    assert_eq!(h.group.static_member("instance-0"), Some(old_id.as_str()));
+    assert_eq!(h.group.state(), GroupState::Stable, "no rebalance");
+    assert_eq!(h.group.generation(), generation);
+    h.group
+        .heartbeat(generation, &old_id, Some("instance-0"), h.now)
+        .expect("the old id is the member again");
+    assert!(matches!(
+        h.group
+            .heartbeat(generation, &resp.member_id, Some("instance-0"), h.now),
+        Err(GroupError::FencedInstanceId(_))
+    ));
+    h.heartbeat(2);
+    assert!(
+        h.clients[2].assignment.is_some(),
+        "the other member goes on"
+    );
+}
+
+#[test]
+fn a_static_member_gone_without_leave_stays_until_its_session_times_out() {
+    let mut h = Harness::new();
+    let generation = settle(&mut h, &[0, 2]);
+    // Its process stops: a static member sends no LeaveGroup.
+    h.apply(&Op::ClientRestart(0));
+    h.advance(SESSION.as_millis() as u64 - 1_000);
+    h.heartbeat(2);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(h.group.generation(), generation);
+    assert!(h.group.static_member("instance-0").is_some());
+    h.advance(2_000);
+    assert_eq!(
+        h.group.static_member("instance-0"),
+        None,
+        "its session ended"
+    );
+    assert_eq!(h.group.member_ids().len(), 1);
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn leave_group_with_an_instance_id_is_checked_as_kafka_does() {
+    let mut h = Harness::new();
+    settle(&mut h, &[0, 2]);
+    let id = h.clients[0].member_id.clone();
+    let leaving = |member_id: &str, instance: &str| LeavingMember {
+        member_id: member_id.into(),
+        group_instance_id: Some(instance.into()),
+    };
+    let results = h.group.leave(
+        &[
+            // Another member id than the instance's: fenced.
+            leaving("stale-id", "instance-0"),
+            // An instance the group does not know: unknown member.
+            leaving("", "instance-9"),
+            leaving(&id, "instance-9"),
+        ],
+        h.now,
+    );
+    assert!(
+        matches!(
+            results.as_slice(),
+            [
+                Err(GroupError::FencedInstanceId(_)),
+                Err(GroupError::UnknownMemberId(_)),
+                Err(GroupError::UnknownMemberId(_)),
+            ]
+        ),
+        "{results:?}"
+    );
+    assert_eq!(h.group.state(), GroupState::Stable, "nobody left");
+    // Its own member id with its instance id: it leaves, the other rebalances.
+    let results = h.group.leave(&[leaving(&id, "instance-0")], h.now);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert_eq!(h.group.static_member("instance-0"), None);
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn an_offset_commit_v1_timestamp_is_the_commits_time() {
+    // A standalone consumer commits with its own timestamp (OffsetCommit v1), eight
+    // days ago: with a week's retention the offset of the empty group has expired, as
+    // Kafka counts from the commit timestamp; the same commit at the time of the
+    // commit has not.
+    let retention = Duration::from_secs(7 * 24 * 3600);
+    for (timestamp, expired) in [(Some(-8), true), (None, false)] {
+        let mut h = Harness::new();
+        let day = 24 * 3600 * 1000;
+        let req = OffsetCommitRequest {
+            group_id: GROUP.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset: 3,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: timestamp.map(|days: i64| h.wall_ms + days * day),
+            }],
+        };
+        h.group.check_commit(&req, h.now).unwrap();
+        let (results, prepared) = h.group.prepare_commit(&req.offsets, &h.cfg, h.wall_ms);
+        assert!(results[0].result.is_ok());
+        h.group.apply_commit(prepared);
+        let records = h.group.expired_records(retention, h.wall_ms);
+        assert_eq!(records.is_some(), expired, "{timestamp:?}: {records:?}");
+    }
 }
 
 #[test]

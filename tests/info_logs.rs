@@ -1,7 +1,8 @@
 //! What `tidelog serve` logs from the layers below the server, through `tracing` (the
-//! subscriber `serve` sets up): segments deleted by retention and group rebalances at
-//! info level, a client connection with its client id and address at debug level, a
-//! connection closed for being idle with `connections.max.idle.ms`.
+//! subscriber `serve` sets up): segments deleted by retention, group rebalances and a
+//! static member back under a new member id at info level, a client connection with its
+//! client id and address at debug level, a connection closed for being idle with
+//! `connections.max.idle.ms`.
 #![cfg(all(feature = "server", feature = "cli", feature = "testing"))]
 
 use std::io::{Read, Write};
@@ -92,6 +93,46 @@ fn retention_rebalances_and_connections_are_logged() {
         Duration::from_secs(10),
     )
     .unwrap();
+
+    // A static member comes back under a new member id: logged as such, not as a
+    // rebalance.
+    let c = broker.group_coordinator();
+    let join = tidelog::coordinator::JoinGroupRequest {
+        group_id: "statics".into(),
+        group_instance_id: Some("host-1".into()),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Vec::new())],
+        session_timeout: Duration::from_secs(10),
+        rebalance_timeout: Duration::from_secs(10),
+        origin: tidelog::coordinator::MemberOrigin::InProcess,
+        ..Default::default()
+    };
+    let first = c.join_group(join.clone(), Duration::from_secs(10)).unwrap();
+    c.sync_group(
+        tidelog::coordinator::SyncGroupRequest {
+            group_id: "statics".into(),
+            generation_id: first.generation_id,
+            member_id: first.member_id.clone(),
+            group_instance_id: Some("host-1".into()),
+            assignments: vec![(first.member_id.clone(), vec![1])],
+            ..Default::default()
+        },
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let again = c.join_group(join, Duration::from_secs(10)).unwrap();
+    let rejoined = logs
+        .wait_for_line(
+            &["INFO", "static member rejoined", "group=\"statics\""],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    assert!(
+        rejoined.contains(&format!("member={:?}", again.member_id))
+            && rejoined.contains(&format!("old_member={:?}", first.member_id))
+            && rejoined.contains("instance=\"host-1\""),
+        "{rejoined}"
+    );
 
     // A client connection, with the client id of its first request, at debug level.
     let server = Server::builder(broker.clone())

@@ -45,6 +45,7 @@ fn read_only_commands_work_on_a_read_only_mount() {
                     offset: 3,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 }],
             })
             .unwrap();

@@ -140,6 +140,7 @@ fn a_second_process_tails_a_partition_this_one_writes() {
                 offset: 2500,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         })
         .unwrap();

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog::{BatchBuilder, Broker, Server, TopicConfig};
@@ -31,6 +31,14 @@ fn exchange<Q: Encodable>(
     corr: i32,
     req: &Q,
 ) -> Bytes {
+    let mut body = BytesMut::new();
+    req.encode(&mut body, version)
+        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
+    exchange_raw(addr, key, version, corr, &body)
+}
+
+/// [`exchange`] of a request body encoded by the caller.
+fn exchange_raw(addr: SocketAddr, key: ApiKey, version: i16, corr: i32, body: &[u8]) -> Bytes {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut buf = BytesMut::new();
@@ -41,8 +49,7 @@ fn exchange<Q: Encodable>(
         .with_client_id(Some(StrBytes::from_static_str("versions-test")))
         .encode(&mut buf, key.request_header_version(version))
         .unwrap();
-    req.encode(&mut buf, version)
-        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
+    buf.extend_from_slice(body);
     let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
     framed.extend_from_slice(&buf);
     s.write_all(&framed).unwrap();
@@ -210,6 +217,28 @@ fn answer_every_version(
                         .with_partition_indexes(vec![0]),
                 ])),
         ),
+        ApiKey::TxnOffsetCommit => every!(
+            TxnOffsetCommitResponse,
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("versions-txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                .with_producer_id(ProducerId(1))
+                .with_generation_id(-1)
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1),
+                        ]),
+                ]),
+            |r| r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        ),
         // One key up to v3, batched keys from v4; of groups, and (key type 1, from v1)
         // of transactional ids.
         ApiKey::FindCoordinator => {
@@ -374,6 +403,177 @@ fn answer_every_version(
     }
 }
 
+/// A request body in Kafka's classic encoding.
+#[derive(Default)]
+struct Body(Vec<u8>);
+
+impl Body {
+    fn i8(mut self, v: i8) -> Self {
+        self.0.push(v as u8);
+        self
+    }
+    fn i16(mut self, v: i16) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn i32(mut self, v: i32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn i64(mut self, v: i64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn str(self, v: &str) -> Self {
+        let mut b = self.i16(v.len() as i16);
+        b.0.extend_from_slice(v.as_bytes());
+        b
+    }
+}
+
+/// A response body in Kafka's classic encoding, read field by field.
+struct Fields(Bytes);
+
+impl Fields {
+    fn i8(&mut self) -> i8 {
+        self.0.get_i8()
+    }
+    fn i16(&mut self) -> i16 {
+        self.0.get_i16()
+    }
+    fn i32(&mut self) -> i32 {
+        self.0.get_i32()
+    }
+    fn i64(&mut self) -> i64 {
+        self.0.get_i64()
+    }
+    fn str(&mut self) -> Option<String> {
+        let len = self.i16();
+        (len >= 0).then(|| String::from_utf8(self.0.split_to(len as usize).to_vec()).unwrap())
+    }
+    fn done(&self, what: &str) {
+        assert!(
+            self.0.is_empty(),
+            "{what}: {} bytes after the response",
+            self.0.len()
+        );
+    }
+}
+
+/// The versions below `kafka-protocol`'s (Kafka 3.9 answers them, Kafka 4 does not):
+/// each request encoded by hand in the layout of Kafka's protocol guide, and the
+/// fields of its answer checked; how many versions it checked.
+fn answer_old_versions(addr: SocketAddr, key: ApiKey, (lo, hi): (i16, i16), corr: &mut i32) -> i32 {
+    for version in lo..=hi {
+        *corr += 1;
+        let what = format!("{key:?} v{version}");
+        let (body, check): (Body, fn(&mut Fields, i16)) = match (key, version) {
+            (ApiKey::OffsetCommit, 0 | 1) => {
+                let mut b = Body::default().str(GROUP);
+                if version == 1 {
+                    b = b.i32(-1).str("");
+                }
+                b = b.i32(1).str(TOPIC).i32(1).i32(0).i64(7);
+                if version == 1 {
+                    // Its own commit time (a minute ago): offsets expire from it.
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap();
+                    b = b.i64(now.as_millis() as i64 - 60_000);
+                }
+                (b.str("old"), |f, version| {
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32()), (1, 0));
+                    // v0 (offsets in ZooKeeper): UNSUPPORTED_VERSION, as Kafka 3.9.
+                    assert_eq!(f.i16(), if version == 0 { 35 } else { 0 });
+                })
+            }
+            (ApiKey::OffsetFetch, 0) => (
+                Body::default().str(GROUP).i32(1).str(TOPIC).i32(1).i32(0),
+                |f, _| {
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i64()), (1, 0, -1));
+                    assert_eq!((f.str().as_deref(), f.i16()), (Some(""), 35));
+                },
+            ),
+            (ApiKey::CreateTopics, 0 | 1) => {
+                let name = if version == 0 { "old-v0" } else { "old-v1" };
+                let b = Body::default().i32(1).str(name).i32(2).i16(1).i32(0).i32(0);
+                let b = if version == 1 {
+                    b.i32(5000).i8(0)
+                } else {
+                    b.i32(5000)
+                };
+                (b, |f, version| {
+                    assert_eq!(f.i32(), 1);
+                    let name = f.str().unwrap();
+                    assert!(name.starts_with("old-v"), "{name}");
+                    assert_eq!(f.i16(), 0, "{name} created");
+                    if version == 1 {
+                        let message = f.str();
+                        assert!(message.as_deref().is_none_or(str::is_empty), "{message:?}");
+                    }
+                })
+            }
+            (ApiKey::DeleteTopics, 0) => {
+                (Body::default().i32(1).str("old-v0").i32(5000), |f, _| {
+                    assert_eq!(f.i32(), 1, "no throttle_time_ms before v1");
+                    assert_eq!((f.str().as_deref(), f.i16()), (Some("old-v0"), 0));
+                })
+            }
+            (ApiKey::DescribeConfigs, 0) => (
+                Body::default()
+                    .i32(1)
+                    .i8(2)
+                    .str(TOPIC)
+                    .i32(2)
+                    .str("cleanup.policy")
+                    .str("retention.ms"),
+                |f, _| {
+                    assert_eq!((f.i32(), f.i32()), (0, 1), "throttle, one resource");
+                    assert_eq!(f.i16(), 0);
+                    let message = f.str();
+                    assert!(message.as_deref().is_none_or(str::is_empty), "{message:?}");
+                    assert_eq!((f.i8(), f.str().as_deref()), (2, Some(TOPIC)));
+                    assert_eq!(f.i32(), 2);
+                    let mut seen = Vec::new();
+                    for _ in 0..2 {
+                        let (name, value) = (f.str().unwrap(), f.str().unwrap());
+                        // read_only, is_default (v0), is_sensitive
+                        assert_eq!((f.i8(), f.i8(), f.i8()), (0, 1, 0), "{name}");
+                        seen.push((name, value));
+                    }
+                    seen.sort();
+                    assert_eq!(
+                        seen,
+                        [
+                            ("cleanup.policy".to_string(), "delete".to_string()),
+                            ("retention.ms".to_string(), "604800000".to_string()),
+                        ]
+                    );
+                },
+            ),
+            other => panic!("{other:?}: an old version this test has no request for"),
+        };
+        let mut fields = Fields(exchange_raw(addr, key, version, *corr, &body.0));
+        check(&mut fields, version);
+        fields.done(&what);
+    }
+    // OffsetCommit v1 stored its offset: OffsetFetch v1 reads it back.
+    if key == ApiKey::OffsetCommit && hi >= 1 {
+        *corr += 1;
+        let body = Body::default().str(GROUP).i32(1).str(TOPIC).i32(1).i32(0);
+        let mut f = Fields(exchange_raw(addr, ApiKey::OffsetFetch, 1, *corr, &body.0));
+        assert_eq!((f.i32(), f.str().as_deref(), f.i32()), (1, Some(TOPIC), 1));
+        assert_eq!(
+            (f.i32(), f.i64(), f.str().as_deref(), f.i16()),
+            (0, 7, Some("old"), 0)
+        );
+        f.done("OffsetFetch v1 after OffsetCommit v1");
+    }
+    i32::from(hi - lo + 1)
+}
+
 #[test]
 fn every_advertised_version_of_every_api_is_answered_at_that_version() {
     let dir = tempfile::tempdir().unwrap();
@@ -400,18 +600,42 @@ fn every_advertised_version_of_every_api_is_answered_at_that_version() {
             .any(|k| k.api_key == ApiKey::DescribeProducers as i16),
         "{advertised:?}"
     );
+    // The versions Kafka 4.0 removed (KIP-896) and Kafka 3.9 answers are served too.
+    for key in [
+        ApiKey::OffsetCommit,
+        ApiKey::OffsetFetch,
+        ApiKey::CreateTopics,
+        ApiKey::DeleteTopics,
+        ApiKey::DescribeConfigs,
+        ApiKey::JoinGroup,
+        ApiKey::Heartbeat,
+        ApiKey::LeaveGroup,
+        ApiKey::SyncGroup,
+    ] {
+        let k = advertised.iter().find(|k| k.api_key == key as i16).unwrap();
+        assert_eq!(
+            k.min_version, 0,
+            "{key:?}: Kafka 3.9 answers from version 0"
+        );
+    }
     let mut corr = 100;
     let mut answered = 0;
     for k in &advertised {
         let key = ApiKey::try_from(k.api_key).unwrap();
         let valid = key.valid_versions();
         assert!(
-            k.min_version >= valid.min && k.max_version <= valid.max,
+            k.min_version >= 0 && k.max_version <= valid.max,
             "{key:?} advertised {}-{}, the protocol defines {valid:?}",
             k.min_version,
             k.max_version
         );
-        answered += answer_every_version(addr, key, (k.min_version, k.max_version), &mut corr);
+        // Versions below the protocol crate's (Kafka 4 dropped them, Kafka 3.9 answers).
+        let old = (k.min_version, k.max_version.min(valid.min - 1));
+        if old.0 <= old.1 {
+            answered += answer_old_versions(addr, key, old, &mut corr);
+        }
+        let modern = (k.min_version.max(valid.min), k.max_version);
+        answered += answer_every_version(addr, key, modern, &mut corr);
     }
     let expected: i32 = advertised
         .iter()

@@ -8,6 +8,12 @@
 //! `.txnindex` files must hold the model's aborted transactions byte for byte. Tiny
 //! segments make the transactions span segments and the indexes roll. Seeded, 32
 //! cases (`TIDELOG_MODEL_CASES`, `TIDELOG_MODEL_SEED` widen the search).
+//!
+//! With the `testing` feature, the same operations also run on a broker's partition
+//! (a reopen reopens the broker), and after every step in-process consumers read it
+//! from the start: a read_committed one must read exactly the model's committed
+//! records (below the last stable offset, none of an aborted transaction) in order, a
+//! read_uncommitted one every data record, and neither a control record.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
@@ -140,6 +146,46 @@ impl Model {
             }
         }
         f
+    }
+
+    /// The offsets of the data records of batches not in an aborted transaction (those
+    /// of open transactions included), in order.
+    #[cfg(feature = "testing")]
+    fn not_aborted(&self) -> Vec<i64> {
+        let mut open: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+        let mut aborted = std::collections::BTreeSet::new();
+        for (i, e) in self.batches.iter().enumerate() {
+            match e.kind {
+                Kind::Data {
+                    pid,
+                    transactional: true,
+                    ..
+                } => open.entry(pid).or_default().push(i),
+                Kind::Marker { pid, commit } => {
+                    let ended = open.remove(&pid).unwrap_or_default();
+                    if !commit {
+                        aborted.extend(ended);
+                    }
+                }
+                Kind::Data { .. } | Kind::Plain => {}
+            }
+        }
+        self.batches
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| !matches!(e.kind, Kind::Marker { .. }) && !aborted.contains(i))
+            .flat_map(|(_, e)| e.base..=e.last)
+            .collect()
+    }
+
+    /// The offsets of every data record, in order.
+    #[cfg(feature = "testing")]
+    fn data(&self) -> Vec<i64> {
+        self.batches
+            .iter()
+            .filter(|e| !matches!(e.kind, Kind::Marker { .. }))
+            .flat_map(|e| e.base..=e.last)
+            .collect()
     }
 
     fn last_stable_offset(&self) -> i64 {
@@ -385,4 +431,76 @@ fn the_last_stable_offset_stays_below_a_replicated_high_watermark() {
     );
     log.set_high_watermark(4);
     assert_eq!(log.last_stable_offset().expect("lso"), 4);
+}
+
+/// The offsets a consumer of `level` reads of `t-0` from its start until it reaches its
+/// end (the last stable offset or the high watermark), small fetches so that reads
+/// start and end everywhere.
+#[cfg(feature = "testing")]
+fn consume(broker: &tidelog::Broker, level: tidelog::IsolationLevel) -> (Vec<i64>, i64) {
+    let config = tidelog::ConsumerConfig::default()
+        .isolation_level(level)
+        .max_partition_fetch_bytes(150);
+    let mut consumer = tidelog::Consumer::new(broker, config);
+    consumer.assign(&[("t", 0)]).expect("assign");
+    consumer.seek_to_beginning().expect("seek");
+    let end = consumer.end_offset("t", 0).expect("end");
+    let mut got = Vec::new();
+    for _ in 0..10_000 {
+        if consumer.position("t", 0).expect("position") >= end {
+            break;
+        }
+        let polled = consumer.poll(std::time::Duration::ZERO).expect("poll");
+        got.extend(polled.iter().map(|r| r.expect("record").offset));
+    }
+    assert_eq!(consumer.position("t", 0).expect("position"), end);
+    (got, end)
+}
+
+#[cfg(feature = "testing")]
+#[test]
+fn consumers_read_what_the_model_says_at_each_isolation_level() {
+    use tidelog::IsolationLevel::{ReadCommitted, ReadUncommitted};
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let config = Config {
+        cases: env("TIDELOG_MODEL_CASES").unwrap_or(32) as u32,
+        rng_seed: RngSeed::Fixed(env("TIDELOG_MODEL_SEED").unwrap_or(0x7A4E_1061)),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let strategy = proptest::collection::vec(op(), 1..40);
+    runner
+        .run(&strategy, |ops| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let open_broker = || tidelog::Broker::open(dir.path()).expect("broker");
+            let mut broker = open_broker();
+            broker
+                .create_topic("t", 1, tidelog::TopicConfig::new().segment_bytes(600))
+                .expect("topic");
+            let mut m = Model::default();
+            for op in &ops {
+                if let Op::Reopen { clean } = *op {
+                    if clean {
+                        broker.close().expect("close");
+                    }
+                    drop(broker);
+                    broker = open_broker();
+                } else {
+                    let p = broker.topic("t").expect("topic").partition(0).expect("p");
+                    apply(p.log(), &mut m, op);
+                }
+                let lso = m.last_stable_offset();
+                let committed: Vec<i64> =
+                    m.not_aborted().into_iter().filter(|&o| o < lso).collect();
+                let (got, end) = consume(&broker, ReadCommitted);
+                assert_eq!(end, lso, "a read_committed consumer ends at the LSO");
+                assert_eq!(got, committed, "read_committed of {:?}", m.batches);
+                let (got, end) = consume(&broker, ReadUncommitted);
+                assert_eq!(end, m.end());
+                assert_eq!(got, m.data(), "read_uncommitted of {:?}", m.batches);
+            }
+            Ok(())
+        })
+        .unwrap();
 }

@@ -1,9 +1,13 @@
 //! Static membership (KIP-345) with librdkafka: a member with `group.instance.id`
 //! restarts within its session timeout and gets its partitions back under a new member
-//! id, in the same generation: the other member sees no rebalance.
+//! id, in the same generation: the other member sees no rebalance. Both the follower
+//! and the leader of the group are restarted (a returning leader is answered with the
+//! group's assignment as it stands, it does not assign again), and the other member is
+//! watched for several heartbeat intervals after the restart, long enough to be told
+//! of a rebalance.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,43 +19,61 @@ use tidelog_interop::groups::{assert_disjoint, free_port, serve_on, stable_assig
 const TOPIC: &str = "static";
 const GROUP: &str = "static-group";
 const PARTITIONS: i32 = 4;
+const HEARTBEAT_MS: u64 = 300;
 
-/// Counts the rebalances a member goes through.
-struct Counting(Arc<AtomicUsize>);
+/// The rebalance callbacks a member went through, in order.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<String>>>);
 
-impl rdkafka::ClientContext for Counting {}
+impl Events {
+    fn push(&self, e: String) {
+        self.0.lock().unwrap().push(e);
+    }
 
-impl ConsumerContext for Counting {
+    fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Records the rebalance callbacks of a member.
+struct Recording(Events);
+
+impl rdkafka::ClientContext for Recording {}
+
+impl ConsumerContext for Recording {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(_) | Rebalance::Revoke(_) = rebalance {
-            self.0.fetch_add(1, Ordering::AcqRel);
+        match rebalance {
+            Rebalance::Assign(tpl) => self.0.push(format!("assign {}", tpl.count())),
+            Rebalance::Revoke(tpl) => self.0.push(format!("revoke {}", tpl.count())),
+            Rebalance::Error(e) => self.0.push(format!("error {e}")),
         }
     }
 }
 
+/// A consumer process with `group.instance.id` = `instance`; it polls until `stop`,
+/// then closes (a static member sends no LeaveGroup when it closes).
 fn member(
     bootstrap: &str,
     instance: &str,
-    rebalances: Arc<AtomicUsize>,
+    events: Events,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<()> {
     let (bootstrap, instance) = (bootstrap.to_string(), instance.to_string());
     thread::spawn(move || {
-        let consumer: BaseConsumer<Counting> = ClientConfig::new()
+        let consumer: BaseConsumer<Recording> = ClientConfig::new()
             .set("bootstrap.servers", &bootstrap)
             .set("group.id", GROUP)
             .set("group.instance.id", &instance)
             .set("session.timeout.ms", "30000")
-            .set("heartbeat.interval.ms", "300")
+            .set("heartbeat.interval.ms", HEARTBEAT_MS.to_string())
             .set("auto.offset.reset", "earliest")
-            .create_with_context(Counting(rebalances))
+            .create_with_context(Recording(events))
             .expect("consumer");
         consumer.subscribe(&[TOPIC]).expect("subscribe");
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(90);
         while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
             let _ = consumer.poll(Duration::from_millis(100));
         }
-        // A static member closes without LeaveGroup: its entry waits for it.
     })
 }
 
@@ -70,8 +92,20 @@ fn wait_stable_with(broker: &tidelog::Broker, members: usize) -> (i32, Vec<(Stri
     }
 }
 
-#[test]
-fn a_static_member_restarts_without_a_rebalance_of_the_other() {
+/// The member id of instance `instance` and whether it leads the group.
+fn role(broker: &tidelog::Broker, instance: &str) -> (String, bool) {
+    let d = broker.group_coordinator().describe_group(GROUP).unwrap();
+    let m = d
+        .members
+        .iter()
+        .find(|m| m.group_instance_id.as_deref() == Some(instance))
+        .expect("the instance is a member");
+    (m.member_id.clone(), m.member_id == d.leader)
+}
+
+/// Two static members "first" and "second" (the first one to join leads the group);
+/// `restarted` restarts within its session timeout; the other must see nothing.
+fn restart_without_rebalance(restarted: &str) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let (broker, server) = serve_on(dir.path(), port);
@@ -80,32 +114,56 @@ fn a_static_member_restarts_without_a_rebalance_of_the_other() {
         .unwrap();
     let bootstrap = format!("127.0.0.1:{port}");
 
-    let b_rebalances = Arc::new(AtomicUsize::new(0));
-    let stop_b = Arc::new(AtomicBool::new(false));
-    let b = member(&bootstrap, "b", b_rebalances.clone(), stop_b.clone());
-    let stop_a = Arc::new(AtomicBool::new(false));
-    let a = member(&bootstrap, "a", Arc::default(), stop_a.clone());
+    let mut stops = std::collections::BTreeMap::new();
+    let mut events = std::collections::BTreeMap::new();
+    let mut threads = std::collections::BTreeMap::new();
+    for (i, name) in ["first", "second"].into_iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ev = Events::default();
+        threads.insert(name, member(&bootstrap, name, ev.clone(), stop.clone()));
+        stops.insert(name, stop);
+        events.insert(name, ev);
+        if i == 0 {
+            wait_stable_with(&broker, 1);
+        }
+    }
     let (generation, before) = wait_stable_with(&broker, 2);
-    // Let b see its (last) assignment, then count from here.
-    thread::sleep(Duration::from_millis(500));
-    let b_before = b_rebalances.load(Ordering::Acquire);
+    assert!(role(&broker, "first").1, "the first member leads");
+    let other = if restarted == "first" {
+        "second"
+    } else {
+        "first"
+    };
+    let (old_id, was_leader) = role(&broker, restarted);
+    // Let the other member see its (last) assignment, then watch it from here.
+    thread::sleep(Duration::from_millis(10 * HEARTBEAT_MS));
+    let other_before = events[other].list();
 
-    // a's process stops and a new one with the same instance id starts.
-    stop_a.store(true, Ordering::Release);
-    a.join().unwrap();
-    let stop_a = Arc::new(AtomicBool::new(false));
-    let a2_rebalances = Arc::new(AtomicUsize::new(0));
-    let a2 = member(&bootstrap, "a", a2_rebalances.clone(), stop_a.clone());
+    // The process stops (no LeaveGroup) and a new one with the same instance id starts
+    // a moment later.
+    stops[restarted].store(true, Ordering::Release);
+    threads.remove(restarted).unwrap().join().unwrap();
+    thread::sleep(Duration::from_millis(1_000));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ev = Events::default();
+    let again = member(&bootstrap, restarted, ev.clone(), stop.clone());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while a2_rebalances.load(Ordering::Acquire) == 0 {
+    while !ev.list().iter().any(|e| e.starts_with("assign")) {
         assert!(
             Instant::now() < deadline,
-            "the restarted static member got nothing"
+            "the restarted static member got nothing: {:?}",
+            ev.list()
         );
         thread::sleep(Duration::from_millis(20));
     }
-    thread::sleep(Duration::from_millis(500));
+    // Several heartbeat intervals: a rebalance would reach the other member by then.
+    thread::sleep(Duration::from_millis(10 * HEARTBEAT_MS));
     let (generation_after, after) = wait_stable_with(&broker, 2);
+    assert_eq!(
+        events[other].list(),
+        other_before,
+        "the other member went through a rebalance when {restarted} restarted"
+    );
     assert_eq!(
         generation_after, generation,
         "a static restart must not start a generation"
@@ -118,18 +176,34 @@ fn a_static_member_restarts_without_a_rebalance_of_the_other() {
     assert_eq!(
         parts(&after),
         parts(&before),
-        "the same partitions, under a new id for a"
+        "the same partitions, under a new id for {restarted}"
     );
-    assert_ne!(after, before, "a rejoined under a new member id");
+    let (new_id, is_leader) = role(&broker, restarted);
+    assert_ne!(new_id, old_id, "{restarted} rejoined under a new member id");
+    assert_eq!(is_leader, was_leader, "the leader stays the leader");
     assert_eq!(
-        b_rebalances.load(Ordering::Acquire),
-        b_before,
-        "the other member went through a rebalance"
+        ev.list(),
+        vec![format!(
+            "assign {}",
+            before.iter().find(|(id, _)| *id == old_id).unwrap().1.len()
+        )],
+        "the restarted member got its old partitions once"
     );
-    stop_a.store(true, Ordering::Release);
-    stop_b.store(true, Ordering::Release);
-    a2.join().unwrap();
-    b.join().unwrap();
+
+    stop.store(true, Ordering::Release);
+    again.join().unwrap();
+    stops[other].store(true, Ordering::Release);
+    threads.remove(other).unwrap().join().unwrap();
     server.shutdown().unwrap();
     broker.close().unwrap();
+}
+
+#[test]
+fn a_static_follower_restarts_without_a_rebalance_of_the_other() {
+    restart_without_rebalance("second");
+}
+
+#[test]
+fn a_static_leader_restarts_without_a_rebalance_of_the_other() {
+    restart_without_rebalance("first");
 }

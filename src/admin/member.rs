@@ -24,7 +24,7 @@ use kafka_protocol::protocol::Request;
 use super::router::{Outcome, kstr};
 use super::{
     AdminClient, AdminClientBuilder, AdminError, ErrorCode, OFFSET_COMMIT_VERSION,
-    OFFSET_FETCH_VERSION, OffsetSpec, Resource, TopicPartition, topics_of,
+    OFFSET_FETCH_VERSION, OffsetSpec, Resource, TopicPartition, isolation_level, topics_of,
 };
 use crate::consumer::{Assignment, ConsumerRecords, GroupConfig, OffsetReset, Subscription};
 use crate::error::{Error, Result};
@@ -678,7 +678,8 @@ impl GroupMember {
 
     fn listed(&self, specs: &[(TopicPartition, OffsetSpec)]) -> Result<Vec<(TopicPartition, i64)>> {
         let mut out = Vec::new();
-        for (tp, listed) in self.admin.list_offsets(specs)? {
+        let level = self.config.isolation_level;
+        for (tp, listed) in self.admin.list_offsets_with(specs, level)? {
             let offset = listed?.offset.ok_or_else(|| {
                 Error::corrupt(
                     format!("ListOffsets answer for {tp}"),
@@ -802,7 +803,7 @@ impl GroupMember {
                 .with_max_wait_ms(millis(each))
                 .with_min_bytes(1)
                 .with_max_bytes(FETCH_MAX_BYTES)
-                .with_isolation_level(0)
+                .with_isolation_level(isolation_level(self.config.isolation_level))
                 .with_session_id(0)
                 .with_session_epoch(-1)
                 .with_topics(
@@ -891,13 +892,18 @@ impl GroupMember {
             return Ok(());
         }
         let limit = decompression_limit(DEFAULT_MAX_MESSAGE_BYTES.max(whole as u32));
+        let aborted: Vec<(i64, i64)> = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
         out.push_wire(
-            topic,
-            partition,
-            from,
+            (topic, partition, from),
             records.slice(..whole),
             limit,
             self.config.check_crcs,
+            &aborted,
         );
         self.owned[i].position = Some(next);
         Ok(())
@@ -1181,6 +1187,70 @@ mod tests {
             .offset_fetch("g", Some(&[("t".to_string(), moved)]))
             .unwrap();
         assert_eq!(committed[0].offset, 4);
+        server.shutdown().unwrap();
+    }
+
+    /// Over the wire, a member reading committed gets the committed records only (up
+    /// to the last stable offset, none of an aborted transaction, no marker), and its
+    /// `latest` reset is the last stable offset; reading uncommitted, every record.
+    #[test]
+    fn a_member_reads_committed_records_over_the_wire() {
+        use crate::consumer::IsolationLevel;
+        use crate::record::{Compression, EndTxnMarker, test_batch};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::Broker::open(dir.path()).unwrap();
+        let p = broker
+            .create_topic("x", 1, crate::TopicConfig::new())
+            .unwrap()
+            .partition(0)
+            .unwrap();
+        let append = |txn: Option<i64>, v: &str| {
+            p.append_batch(&test_batch(txn, Compression::None, &[v]))
+                .unwrap();
+        };
+        append(None, "a"); // 0
+        append(Some(7), "aborted"); // 1
+        append(Some(8), "committed"); // 2
+        let log = p.log();
+        log.append_end_txn_marker(7, 0, EndTxnMarker::abort(0), 1)
+            .unwrap(); // 3
+        append(Some(7), "later"); // 4: producer 7 again, committed below
+        log.append_end_txn_marker(8, 0, EndTxnMarker::commit(0), 1)
+            .unwrap(); // 5
+        log.append_end_txn_marker(7, 0, EndTxnMarker::commit(0), 1)
+            .unwrap(); // 6
+        append(None, "b"); // 7
+        append(Some(9), "open"); // 8
+        let server = crate::Server::builder(broker.clone())
+            .listen("127.0.0.1:0")
+            .start()
+            .unwrap();
+        let addr = server.local_addr().to_string();
+        let read = |level: IsolationLevel, reset: OffsetReset, want: usize| {
+            let config = GroupConfig::new(format!("{level:?}"), &["x"])
+                .auto_offset_reset(reset)
+                .enable_auto_commit(false)
+                .isolation_level(level);
+            let mut m = GroupMember::join(&addr, config).unwrap();
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while got.len() < want && Instant::now() < deadline {
+                let polled = m.poll(Duration::from_millis(50)).unwrap();
+                for r in polled.iter() {
+                    got.push(String::from_utf8(r.unwrap().value.unwrap().to_vec()).unwrap());
+                }
+            }
+            let position = m.position("x", 0).unwrap();
+            m.close();
+            (got, position)
+        };
+        let (got, position) = read(IsolationLevel::ReadCommitted, OffsetReset::Earliest, 4);
+        assert_eq!(got, ["a", "committed", "later", "b"]);
+        assert_eq!(position, 8, "up to the open transaction");
+        let (got, _) = read(IsolationLevel::ReadUncommitted, OffsetReset::Earliest, 6);
+        assert_eq!(got, ["a", "aborted", "committed", "later", "b", "open"]);
+        let (got, position) = read(IsolationLevel::ReadCommitted, OffsetReset::Latest, 0);
+        assert_eq!((got.len(), position), (0, 8), "latest is the LSO");
         server.shutdown().unwrap();
     }
 

@@ -83,7 +83,7 @@ pub use types::{
 };
 
 use crate::client::ClientSecurity;
-use crate::consumer::Assignment;
+use crate::consumer::{Assignment, IsolationLevel};
 use crate::error::{Error, Result};
 use crate::security::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
@@ -101,6 +101,14 @@ const DESCRIBE_GROUPS_VERSION: i16 = 4;
 const OFFSET_FETCH_VERSION: i16 = 5;
 const OFFSET_COMMIT_VERSION: i16 = 7;
 const LIST_OFFSETS_VERSION: i16 = 5;
+
+/// Kafka's `isolation_level` field of Fetch and ListOffsets for `level`.
+pub(crate) fn isolation_level(level: IsolationLevel) -> i8 {
+    match level {
+        IsolationLevel::ReadUncommitted => 0,
+        IsolationLevel::ReadCommitted => 1,
+    }
+}
 
 /// DescribeConfigs/IncrementalAlterConfigs resource type of a topic.
 const TOPIC_RESOURCE: i8 = 2;
@@ -852,6 +860,17 @@ impl AdminClient {
         &self,
         specs: &[(TopicPartition, OffsetSpec)],
     ) -> Result<Each<TopicPartition, ListedOffset>> {
+        self.list_offsets_with(specs, IsolationLevel::ReadUncommitted)
+    }
+
+    /// [`list_offsets`](Self::list_offsets) as a consumer of `isolation` sees them
+    /// (Kafka's `ListOffsetsOptions.isolationLevel`): reading committed, the end is
+    /// the last stable offset, and a time is looked up below it.
+    pub fn list_offsets_with(
+        &self,
+        specs: &[(TopicPartition, OffsetSpec)],
+        isolation: IsolationLevel,
+    ) -> Result<Each<TopicPartition, ListedOffset>> {
         let keys: Vec<TopicPartition> = specs.iter().map(|(tp, _)| tp.clone()).collect();
         unique(&keys, |tp| Resource::Partition(tp.clone()))?;
         self.router.lock().rounds(keys, true, |r, pending| {
@@ -923,7 +942,7 @@ impl AdminClient {
                 }
                 let request = ListOffsetsRequest::default()
                     .with_replica_id(BrokerId(-1))
-                    .with_isolation_level(0)
+                    .with_isolation_level(isolation_level(isolation))
                     .with_topics(
                         by_topic
                             .into_iter()

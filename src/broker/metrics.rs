@@ -2,6 +2,7 @@
 //! group coordinator and servers (the counters themselves are the `metrics` layer's).
 
 use super::Broker;
+use crate::coordinator::GroupType;
 use crate::metrics::{
     BrokerStats, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
     RecoveryMetrics,
@@ -62,13 +63,23 @@ fn add_recovery(into: &mut RecoveryMetrics, r: &crate::storage::RecoveryReport) 
 /// Every group the coordinator knows, with its committed offsets and their lag.
 fn groups(broker: &Broker) -> Vec<GroupMetrics> {
     let coordinator = broker.group_coordinator();
-    let Ok(listed) = coordinator.list_groups(&[]) else {
+    let Ok(listed) = coordinator.list_typed_groups(&[], &[]) else {
         return Vec::new();
     };
     listed
         .into_iter()
         .filter_map(|g| {
-            let d = coordinator.describe_group(&g.group_id).ok()?;
+            // A consumer-protocol group's epoch stands for the generation.
+            let (state, generation, members) = match g.group_type {
+                GroupType::Classic => {
+                    let d = coordinator.describe_group(&g.group_id).ok()?;
+                    (d.state.as_str(), d.generation_id, d.members.len())
+                }
+                GroupType::Consumer => {
+                    let d = coordinator.consumer_group_describe(&g.group_id).ok()?;
+                    (d.state.as_str(), d.group_epoch, d.members.len())
+                }
+            };
             let mut offsets: Vec<GroupOffsetMetrics> = coordinator
                 .offset_fetch(&g.group_id, None)
                 .unwrap_or_default()
@@ -92,9 +103,9 @@ fn groups(broker: &Broker) -> Vec<GroupMetrics> {
             offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
             Some(GroupMetrics {
                 group_id: g.group_id,
-                state: d.state.as_str(),
-                generation: d.generation_id,
-                members: d.members.len(),
+                state,
+                generation,
+                members,
                 offsets,
             })
         })

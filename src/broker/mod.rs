@@ -56,8 +56,7 @@ pub(crate) const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
 /// The file whose presence in [`CLUSTER_METADATA_DIR`] makes a data directory a cluster
 /// node's.
 pub(crate) const CLUSTER_STATE_FILE: &str = "raft-state";
-#[cfg(feature = "server")]
-/// Kafka's per-partition file naming the topic id, on cluster nodes.
+/// Kafka's per-partition file naming the topic id.
 pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
 /// Decides the topics of a cluster node: the broker hands its admin operations to it and
@@ -75,7 +74,6 @@ pub(crate) trait TopicAuthority: Send + Sync {
     fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
 }
 
-#[cfg(feature = "server")]
 /// A topic as a cluster's metadata says it, for this node.
 #[derive(Debug, Clone)]
 pub(crate) struct ClusterTopic {
@@ -110,9 +108,8 @@ struct BrokerInner {
     managed: AtomicBool,
     /// The cluster node deciding the topics, once attached.
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
-    /// Topic ids of a cluster node's topics (read by the cluster, of the `server`
-    /// feature).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    /// Topic ids (Kafka's, base64) by topic name: from the cluster's metadata on a
+    /// cluster node, from the partitions' `partition.metadata` on a single node.
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
@@ -127,6 +124,15 @@ struct ReadOnlyJournal(PathBuf);
 
 impl crate::coordinator::offsets::OffsetJournal for ReadOnlyJournal {
     fn append(&self, _records: &[crate::coordinator::offsets::JournalRecord]) -> Result<()> {
+        Err(Error::ReadOnly(self.0.clone()))
+    }
+
+    fn append_txn(
+        &self,
+        _producer_id: i64,
+        _producer_epoch: i16,
+        _records: &[crate::coordinator::offsets::JournalRecord],
+    ) -> Result<()> {
         Err(Error::ReadOnly(self.0.clone()))
     }
 }
@@ -154,7 +160,6 @@ pub(crate) fn is_cluster_dir(dir: &Path) -> bool {
         .exists()
 }
 
-#[cfg(feature = "server")]
 /// Writes `partition.metadata` (Kafka's format) into a partition directory.
 fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     use std::io::Write;
@@ -170,7 +175,6 @@ fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
     crate::storage::sync_dir(dir)
 }
 
-#[cfg(feature = "server")]
 /// The topic id in a partition directory's `partition.metadata`, if it has one.
 fn read_partition_metadata(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
@@ -208,6 +212,12 @@ pub struct BrokerBuilder {
 }
 
 impl BrokerBuilder {
+    /// The data directory to open.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Default log settings of every topic (Kafka `log.segment.bytes`,
     /// `log.retention.ms`, ...). Default: `LogConfig::default()`, Kafka's values.
     pub fn log_config(mut self, config: LogConfig) -> Self {
@@ -270,6 +280,20 @@ impl BrokerBuilder {
         self
     }
 
+    /// How long a member of a consumer-protocol group (KIP-848) may go without a
+    /// heartbeat (Kafka `group.consumer.session.timeout.ms`). Default 45 s.
+    pub fn group_consumer_session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.coordinator.consumer_session_timeout = timeout;
+        self
+    }
+
+    /// How often members of a consumer-protocol group are told to heartbeat (Kafka
+    /// `group.consumer.heartbeat.interval.ms`). Default 5 s.
+    pub fn group_consumer_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.config.coordinator.consumer_heartbeat_interval = interval;
+        self
+    }
+
     /// Partitions of auto-created topics (Kafka `num.partitions`). Default 1.
     pub fn default_partitions(mut self, partitions: i32) -> Self {
         self.config.default_partitions = partitions;
@@ -313,13 +337,22 @@ impl BrokerBuilder {
     /// Opens the directory (created if missing), recovers every partition and starts
     /// the background threads.
     pub fn open(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config, false)
+        Broker::open_with(self.dir, self.config, false, None)
     }
 
     /// Opens the directory read-only, as [`Broker::open_read_only`] does, with these
     /// settings (the log and storage ones apply; nothing is created).
     pub fn open_read_only(self) -> Result<Broker> {
-        Broker::open_with(self.dir, self.config, true)
+        Broker::open_with(self.dir, self.config, true, None)
+    }
+
+    #[cfg(feature = "server")]
+    /// Opens a cluster node's data directory read-only, with `topics` (what the node's
+    /// own metadata says, read by the cluster layer) in place of a registry: each
+    /// partition the node hosts whose directory holds the topic's id. Nothing is
+    /// written; the committed offsets are those of the node's `__consumer_offsets`.
+    pub(crate) fn open_read_only_with_node_topics(self, topics: &[ClusterTopic]) -> Result<Broker> {
+        Broker::open_with(self.dir, self.config, true, Some(topics))
     }
 }
 
@@ -412,6 +445,65 @@ fn move_orphans_aside(logs: &LogManager, entries: &[RegistryEntry]) -> Result<Ve
         }
     }
     Ok(orphans)
+}
+
+/// The topic ids of a single node's `topics`, from their partitions' `partition.metadata`.
+/// A topic without one (created by an older version) is given a new id, written to each
+/// of its partitions, unless the broker is read-only.
+fn single_node_topic_ids(
+    dir: &Path,
+    topics: &BTreeMap<String, Topic>,
+    read_only: bool,
+) -> Result<HashMap<String, String>> {
+    let mut ids = HashMap::with_capacity(topics.len());
+    for (name, topic) in topics {
+        let id = match read_partition_metadata(&dir.join(log_name(name, 0))) {
+            Some(id) => id,
+            None if read_only => continue,
+            None => {
+                let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
+                for p in 0..topic.partition_count() {
+                    write_partition_metadata(&dir.join(log_name(name, p)), &id)?;
+                }
+                id
+            }
+        };
+        ids.insert(name.clone(), id);
+    }
+    Ok(ids)
+}
+
+/// A cluster node's topics as `list` gives them (read-only): the logs of the partitions
+/// it hosts whose directory holds the topic's id (a partition not yet created there, or
+/// one of an older topic of that name, is left out), and the topic ids.
+fn open_node_topics(
+    dir: &Path,
+    logs: &LogManager,
+    list: &[ClusterTopic],
+    defaults: &LogConfig,
+) -> Result<(BTreeMap<String, Topic>, HashMap<String, String>)> {
+    let mut topics = BTreeMap::new();
+    let mut ids = HashMap::new();
+    for t in list {
+        let log_config = t.config.apply(defaults)?;
+        let name: Arc<str> = Arc::from(t.name.as_str());
+        let mut parts = Vec::with_capacity(t.hosted.len());
+        for &p in &t.hosted {
+            let ln = log_name(&t.name, p);
+            if read_partition_metadata(&dir.join(&ln)).as_deref() == Some(t.id.as_str()) {
+                parts.push(Partition::new(
+                    Arc::clone(&name),
+                    p,
+                    logs.open_log(&ln, log_config.clone())?,
+                ));
+            }
+        }
+        let topic = Topic::new(&t.name, parts.clone(), t.config.clone(), t.internal);
+        topic.set_hosted_partitions(parts, t.partition_count);
+        topics.insert(t.name.clone(), topic);
+        ids.insert(t.name.clone(), t.id.clone());
+    }
+    Ok((topics, ids))
 }
 
 /// Opens the partition logs of the registry's topics, each with its topic's
@@ -533,7 +625,12 @@ impl Broker {
         }
     }
 
-    fn open_with(dir: PathBuf, config: BrokerConfig, read_only: bool) -> Result<Broker> {
+    fn open_with(
+        dir: PathBuf,
+        config: BrokerConfig,
+        read_only: bool,
+        node_topics: Option<&[ClusterTopic]>,
+    ) -> Result<Broker> {
         config.log.validate()?;
         if config.default_partitions < 1 {
             return Err(Error::InvalidConfig {
@@ -548,11 +645,11 @@ impl Broker {
             LogManager::open_with_limits(&dir, config.storage_limits)?
         };
         let managed = is_cluster_dir(&dir);
-        if managed && read_only {
+        if managed && read_only && node_topics.is_none() {
             return Err(Error::InvalidConfig {
                 key: "node.id".into(),
                 reason: format!(
-                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which a read-only opener does not read",
+                    "{} is a cluster node's data directory: its topics come from the cluster's metadata, which Broker::open_read_only does not read (BrokerBuilder::open_cluster_node_read_only does; the CLI uses it)",
                     dir.display()
                 ),
             });
@@ -569,7 +666,14 @@ impl Broker {
         } else {
             Vec::new()
         };
-        let topics = open_registered_topics(&logs, entries, &config.log)?;
+        let (topics, topic_ids) = match node_topics {
+            Some(list) => open_node_topics(&dir, &logs, list, &config.log)?,
+            None => {
+                let topics = open_registered_topics(&logs, entries, &config.log)?;
+                let ids = single_node_topic_ids(&dir, &topics, read_only)?;
+                (topics, ids)
+            }
+        };
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
         let transactions =
             crate::transaction::TransactionCoordinator::new(config.transaction.clone());
@@ -586,7 +690,7 @@ impl Broker {
                 closed: AtomicBool::new(false),
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
-                topic_ids: RwLock::new(HashMap::new()),
+                topic_ids: RwLock::new(topic_ids),
                 orphans: Mutex::new(orphans),
                 read_only,
                 stats: Default::default(),
@@ -704,7 +808,7 @@ impl Broker {
     fn create_partition_logs(
         &self,
         logs: &LogManager,
-        name: &str,
+        (name, topic_id): (&str, &str),
         range: std::ops::Range<i32>,
         config: &LogConfig,
     ) -> Result<Vec<Partition>> {
@@ -717,7 +821,9 @@ impl Broker {
                     let orphan = logs.move_aside(&ln)?;
                     self.inner.orphans.lock().push(orphan);
                 }
-                logs.open_log(&ln, config.clone())
+                let log = logs.open_log(&ln, config.clone())?;
+                write_partition_metadata(&self.inner.dir.join(&ln), topic_id)?;
+                Ok(log)
             })();
             match made {
                 Ok(log) => parts.push(Partition::new(Arc::clone(&arc_name), p, log)),
@@ -1186,12 +1292,15 @@ impl Broker {
         }
         // Checked before a file is made: a refusal leaves the directory as it was.
         self.check_partition_limit(name, partitions)?;
+        // A new id for every creation: a topic created again under a deleted one's name
+        // is another topic for Kafka clients (KIP-516).
+        let topic_id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
         let parts = {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            self.create_partition_logs(logs, name, 0..partitions, &log_config)?
+            self.create_partition_logs(logs, (name, &topic_id), 0..partitions, &log_config)?
         };
         let topic = Topic::new(name, parts, config, internal);
         let mut snapshot = self.inner.topics.read().clone();
@@ -1201,6 +1310,10 @@ impl Broker {
             return Err(e);
         }
         *self.inner.topics.write() = snapshot;
+        self.inner
+            .topic_ids
+            .write()
+            .insert(name.to_string(), topic_id);
         Ok(topic)
     }
 
@@ -1274,6 +1387,7 @@ impl Broker {
             .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
         self.write_registry(&snapshot)?;
         *self.inner.topics.write() = snapshot;
+        self.inner.topic_ids.write().remove(name);
         topic.inner.deleted.store(true, Ordering::Release);
         let logs = self.inner.logs.lock();
         if let Some(logs) = logs.as_ref() {
@@ -1283,6 +1397,13 @@ impl Broker {
             }
         }
         Ok(())
+    }
+
+    /// The id of topic `name` (Kafka's topic id, base64), if it has one: every topic of
+    /// a cluster node, and every topic of a writable single node (one created by an
+    /// older version gets its id when the broker opens).
+    pub(crate) fn topic_id(&self, name: &str) -> Option<String> {
+        self.inner.topic_ids.read().get(name).cloned()
     }
 
     /// The registered topic `name` (no auto-creation), for admin operations and for
@@ -1342,12 +1463,18 @@ impl Broker {
         let log_config = topic.config().apply(&self.inner.config.log)?;
         self.check_partition_limit(name, total - current)?;
         let mut parts: Vec<Partition> = topic.partitions().as_ref().clone();
+        let topic_id = self.topic_id(name).unwrap_or_default();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
                 .as_ref()
                 .ok_or_else(|| Error::Closed("broker".into()))?;
-            parts.extend(self.create_partition_logs(logs, name, current..total, &log_config)?);
+            parts.extend(self.create_partition_logs(
+                logs,
+                (name, &topic_id),
+                current..total,
+                &log_config,
+            )?);
         }
         let old = topic.partitions().as_ref().clone();
         topic.set_partitions(parts);
@@ -1397,6 +1524,49 @@ impl Drop for BrokerInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consumer_protocol_settings_and_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::builder(dir.path())
+            .group_consumer_session_timeout(Duration::from_secs(7))
+            .group_consumer_heartbeat_interval(Duration::from_millis(700))
+            .open()
+            .unwrap();
+        let c = broker.group_coordinator();
+        let join = crate::coordinator::ConsumerHeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "a".into(),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Default::default()
+        };
+        let r = c
+            .consumer_group_heartbeat(join, &std::collections::BTreeMap::new())
+            .unwrap();
+        assert_eq!(r.heartbeat_interval, Duration::from_millis(700));
+        assert_eq!(c.config().consumer_session_timeout, Duration::from_secs(7));
+        // The metrics list the consumer-protocol group, its epoch as the generation.
+        let g = &broker.metrics().groups;
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            (g[0].state, g[0].generation, g[0].members),
+            ("Stable", 1, 1)
+        );
+        broker.close().unwrap();
+        // Reopened, the coordinator has the member back from __consumer_offsets.
+        let broker = Broker::open(dir.path()).unwrap();
+        let d = broker
+            .group_coordinator()
+            .consumer_group_describe("g")
+            .unwrap();
+        assert_eq!((d.group_epoch, d.members.len()), (1, 1));
+        assert_eq!(
+            (d.members[0].member_id.as_str(), d.members[0].member_epoch),
+            ("a", 1)
+        );
+        broker.close().unwrap();
+    }
 
     #[test]
     fn handles_are_thread_safe() {

@@ -151,7 +151,8 @@ impl Broker {
         p.wait_committed_at(info.last_offset, appended, MARKER_TIMEOUT)?;
         if topic == OFFSETS_TOPIC {
             let commit = marker.commit;
-            // MERGE: call group_coordinator().complete_txn_offsets(producer_id, producer_epoch, commit) here
+            self.group_coordinator()
+                .complete_txn_offsets(producer_id, producer_epoch, commit)?;
             events::offsets_marker(producer_id, producer_epoch, commit);
         }
         Ok(())

@@ -12,7 +12,7 @@ use crossbeam_channel::Sender;
 use super::config::ClusterConfig;
 use super::image::MetadataImage;
 use super::inbox::Inbound;
-use super::records::{AlterPartition, Envelope, MetadataRecord};
+use super::records::{AlterPartition, MetadataRecord};
 use super::shared::{Proposal, Shared, Waiter};
 use crate::error::Result;
 
@@ -48,13 +48,7 @@ impl NodeHandle {
     pub(crate) fn submit(&self, record: MetadataRecord, timeout: Duration) -> Result<Proposal> {
         self.shared.check_running()?;
         let name = record.name();
-        let request_id = self.shared.next_request_id();
-        let data = Envelope {
-            proposer: self.config.node_id,
-            request_id,
-            record,
-        }
-        .encode();
+        let (request_id, data) = self.shared.envelope(record, timeout);
         let deadline = Instant::now() + timeout;
         let waiter = Arc::new(Waiter::default());
         self.shared
@@ -65,11 +59,16 @@ impl NodeHandle {
             .inbox
             .send(Inbound::Propose {
                 request_id,
+                #[cfg(test)]
+                data: data.clone(),
+                #[cfg(not(test))]
                 data,
                 deadline,
             })
             .is_ok();
         Ok(Proposal {
+            #[cfg(test)]
+            data,
             shared: self.shared.clone(),
             request_id,
             waiter,

@@ -28,4 +28,9 @@ impl MetadataUpdate<'_> {
 pub(crate) trait MetadataListener: Send + Sync {
     /// A new image.
     fn on_metadata(&self, update: &MetadataUpdate<'_>);
+
+    /// The node's metadata quorum stopped for good (its Raft thread failed or
+    /// panicked): no image will follow, so what the last one said must no longer be
+    /// acted on.
+    fn on_node_failed(&self) {}
 }

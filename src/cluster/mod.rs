@@ -20,7 +20,7 @@
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
-//! 5. `shared` (image, listener, liveness, transport), then `handle` (config, image,
+//! 5. `shared` (image, listener, liveness, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
@@ -63,9 +63,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
-use crate::broker::{
-    CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, ClusterTopic, TopicAuthority, WeakBroker,
-};
+use crate::broker::{CLUSTER_METADATA_DIR, CLUSTER_STATE_FILE, TopicAuthority, WeakBroker};
 use crate::config::TopicConfig;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
@@ -142,16 +140,7 @@ impl MetadataListener for BrokerSync {
             {
                 continue;
             }
-            let topic = ClusterTopic {
-                name: name.clone(),
-                id: codec::uuid_base64(&t.id),
-                partition_count: t.partitions.len() as i32,
-                hosted: (0..t.partitions.len() as i32)
-                    .filter(|p| t.partitions[*p as usize].hosts(u.node_id))
-                    .collect(),
-                config: t.config(),
-                internal: t.internal,
-            };
+            let topic = t.for_node(u.node_id);
             if let Err(e) = broker.apply_cluster_topic(&topic) {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot open a topic's local logs");
             }
@@ -293,7 +282,7 @@ impl ClusterNode {
         );
         let looper = std::thread::Builder::new()
             .name(format!("raft-{me}"))
-            .spawn(move || raft_loop.run())
+            .spawn(move || node::run_raft_thread(raft_loop))
             .ctx("spawn the raft thread for", self.data_dir.clone())?;
         self.threads.lock().extend([looper, publisher]);
         Ok(())

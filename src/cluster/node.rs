@@ -59,7 +59,7 @@ enum Internal {
 }
 
 /// A proposal not applied after this long is proposed again (it may have been dropped
-/// by a leader change; a duplicate is validated like any record).
+/// by a leader change; the image applies a proposal at most once).
 const REPROPOSE_AFTER: Duration = Duration::from_secs(3);
 /// How long the loop's own proposals are retried.
 const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
@@ -97,6 +97,7 @@ impl RaftLoop {
         clean_shutdown_epoch: Option<i64>,
         meta_props: Option<MetaProperties>,
     ) -> RaftLoop {
+        let incarnation = shared.incarnation;
         RaftLoop {
             raw,
             config,
@@ -106,7 +107,7 @@ impl RaftLoop {
             publish,
             image: Arc::new(image),
             data_dir,
-            incarnation: codec::random_u64(),
+            incarnation,
             clean_shutdown_epoch,
             meta_props,
             outstanding: BTreeMap::new(),
@@ -156,8 +157,7 @@ impl RaftLoop {
                 self.on_tick();
             }
             if let Err(e) = self.handle_ready() {
-                tracing::error!(node = self.me(), error = %e, "the metadata quorum stops on this node");
-                *self.shared.failed.lock() = Some(e.to_string());
+                self.shared.fail(e.to_string());
                 break;
             }
         }
@@ -210,13 +210,7 @@ impl RaftLoop {
         {
             return;
         }
-        let request_id = self.shared.next_request_id();
-        let data = Envelope {
-            proposer: self.me(),
-            request_id,
-            record,
-        }
-        .encode();
+        let (request_id, data) = self.shared.envelope(record, INTERNAL_DEADLINE);
         self.outstanding.insert(
             request_id,
             Outstanding {
@@ -439,7 +433,7 @@ impl RaftLoop {
             let location = format!("metadata log entry {}", e.index);
             match Envelope::decode(&e.data, &location) {
                 Ok(env) => {
-                    let outcome = image.apply(e.index, &env.record);
+                    let outcome = image.apply_envelope(e.index, &env);
                     match &outcome {
                         Ok(_) => tracing::info!(
                             node = me,
@@ -453,8 +447,8 @@ impl RaftLoop {
                     }
                     // The first application of a request is its outcome. A request
                     // proposed again (REPROPOSE_AFTER) can be committed twice: the
-                    // duplicate is applied like any record (removing nothing, adding
-                    // nothing new) but must not overwrite what its proposer is told.
+                    // image applies it once (`image::once`), and the copy's rejection
+                    // must not overwrite what its proposer is told.
                     // Entries of an earlier incarnation are nobody's request here.
                     if env.proposer == me && self.outstanding.remove(&env.request_id).is_some() {
                         outcomes.push((env.request_id, outcome));
@@ -484,6 +478,22 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes,
         });
+    }
+}
+
+/// Runs `raft_loop` on this thread; a panic in it (raft-rs's `fatal!` on a message it
+/// cannot accept, or any bug) fails the node with the panic's message rather than
+/// ending the thread silently.
+pub(crate) fn run_raft_thread(raft_loop: RaftLoop) {
+    let shared = raft_loop.shared.clone();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || raft_loop.run()));
+    if let Err(panic) = ran {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        shared.fail(format!("the Raft thread panicked: {message}"));
     }
 }
 

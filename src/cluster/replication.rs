@@ -45,6 +45,7 @@ use super::records::{AlterPartition, TopicId};
 use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
 use crate::client::Client;
 use crate::error::Error;
+use crate::replica::IsrProposalEnd;
 use crate::topic::Partition;
 
 /// Fetch version the fetchers send (every tidelog node answers 4-11).
@@ -72,6 +73,8 @@ type Key = (String, i32);
 struct IsrProposal {
     partition: Partition,
     leader_epoch: i32,
+    /// The partition's id of the proposal.
+    id: u64,
     proposal: super::shared::Proposal,
 }
 
@@ -106,8 +109,8 @@ pub(crate) struct ReplicaManager {
     state: Mutex<ManagerState>,
     stop: Arc<(Mutex<bool>, Condvar)>,
     isr_thread: Mutex<Option<JoinHandle<()>>>,
-    /// Tests: while set, the fetchers send nothing (a follower cut off from leaders).
-    paused: Arc<AtomicBool>,
+    /// What tests steer the fetchers with.
+    hooks: Arc<FetcherHooks>,
     /// Loads and unloads the group coordinator off the metadata publisher thread.
     loader: CoordinatorLoader,
 }
@@ -139,6 +142,9 @@ struct CoordinatorLoader {
     /// cleared, at most a minute.
     #[cfg(test)]
     hold: Arc<(Mutex<bool>, Condvar)>,
+    /// Tests: this many loads fail (as on a read error) before they start.
+    #[cfg(test)]
+    fail: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CoordinatorLoader {
@@ -148,56 +154,25 @@ impl CoordinatorLoader {
             thread: Mutex::new(None),
             #[cfg(test)]
             hold: Arc::new((Mutex::new(false), Condvar::new())),
+            #[cfg(test)]
+            fail: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }
     }
 
     fn start(&self, node_id: i32, broker: WeakBroker) -> crate::error::Result<()> {
         let (tx, rx) = crossbeam_channel::unbounded::<LoaderJob>();
-        #[cfg(test)]
-        let hold = self.hold.clone();
+        let thread = LoaderThread {
+            node_id,
+            broker,
+            rx,
+            #[cfg(test)]
+            hold: self.hold.clone(),
+            #[cfg(test)]
+            fail: self.fail.clone(),
+        };
         let h = std::thread::Builder::new()
             .name(format!("coordinator-loader-{node_id}"))
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    let Some(broker) = broker.upgrade() else {
-                        return;
-                    };
-                    let coordinator = broker.group_coordinator();
-                    match job {
-                        LoaderJob::Unload => coordinator.unload(),
-                        LoaderJob::Load {
-                            partition,
-                            leader_epoch,
-                        } => {
-                            if partition.leader_epoch() != Some(leader_epoch) {
-                                continue;
-                            }
-                            #[cfg(test)]
-                            {
-                                let deadline = Instant::now() + Duration::from_secs(60);
-                                let mut held = hold.0.lock();
-                                while *held && Instant::now() < deadline {
-                                    hold.1.wait_until(&mut held, deadline);
-                                }
-                            }
-                            let started = Instant::now();
-                            match coordinator.load_partition(partition.clone()) {
-                                Ok(()) => {
-                                    tracing::info!(node = node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
-                                }
-                                Err(e) => {
-                                    tracing::error!(node = node_id, error = %e, "cannot load the group coordinator");
-                                }
-                            }
-                            // The leadership ended while it loaded: an Unload is queued
-                            // too, but nothing may be answered meanwhile.
-                            if partition.leader_epoch() != Some(leader_epoch) {
-                                coordinator.unload();
-                            }
-                        }
-                    }
-                }
-            })
+            .spawn(move || thread.run())
             .map_err(|e| Error::io("spawn", "the coordinator loader thread", e))?;
         *self.jobs.lock() = Some(tx);
         *self.thread.lock() = Some(h);
@@ -215,6 +190,123 @@ impl CoordinatorLoader {
         drop(self.jobs.lock().take());
         if let Some(h) = self.thread.lock().take() {
             let _ = h.join();
+        }
+    }
+}
+
+/// A failed coordinator load is tried again after this long, doubling up to
+/// [`LOAD_RETRY_MAX`], for as long as the leadership it was for lasts.
+const LOAD_RETRY_MIN: Duration = Duration::from_millis(500);
+const LOAD_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The coordinator loader's thread: its jobs, in order.
+struct LoaderThread {
+    node_id: i32,
+    broker: WeakBroker,
+    rx: crossbeam_channel::Receiver<LoaderJob>,
+    #[cfg(test)]
+    hold: Arc<(Mutex<bool>, Condvar)>,
+    #[cfg(test)]
+    fail: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl LoaderThread {
+    fn run(self) {
+        let mut next = None;
+        loop {
+            let job = match next.take() {
+                Some(job) => job,
+                None => match self.rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+            };
+            let Some(broker) = self.broker.upgrade() else {
+                return;
+            };
+            let coordinator = broker.group_coordinator();
+            match job {
+                LoaderJob::Unload => coordinator.unload(),
+                LoaderJob::Load {
+                    partition,
+                    leader_epoch,
+                } => {
+                    match self.load(&broker, &partition, leader_epoch) {
+                        Ok(arrived) => next = arrived,
+                        Err(()) => return,
+                    }
+                    // The leadership ended while it loaded: an Unload is queued too,
+                    // but nothing may be answered meanwhile.
+                    if partition.leader_epoch() != Some(leader_epoch) {
+                        coordinator.unload();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Loads the coordinator from `partition` while it is led here at `leader_epoch`;
+    /// a failed load is retried with a backoff until it succeeds, the leadership
+    /// ends, or another job arrives (returned, to run next). `Err` once the manager
+    /// stopped.
+    fn load(
+        &self,
+        broker: &Broker,
+        partition: &Partition,
+        leader_epoch: i32,
+    ) -> std::result::Result<Option<LoaderJob>, ()> {
+        let coordinator = broker.group_coordinator();
+        let mut delay = LOAD_RETRY_MIN;
+        while partition.leader_epoch() == Some(leader_epoch) {
+            #[cfg(test)]
+            self.hold_if_told();
+            let started = Instant::now();
+            match self.load_once(coordinator, partition) {
+                Ok(()) => {
+                    tracing::info!(node = self.node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
+                    return Ok(None);
+                }
+                Err(e) => {
+                    tracing::error!(node = self.node_id, error = %e, retry_in = ?delay, "cannot load the group coordinator; retrying while this node leads {OFFSETS_TOPIC}-0");
+                }
+            }
+            match self.rx.recv_timeout(delay) {
+                Ok(job) => return Ok(Some(job)),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(()),
+            }
+            delay = (delay * 2).min(LOAD_RETRY_MAX);
+        }
+        Ok(None)
+    }
+
+    fn load_once(
+        &self,
+        coordinator: &crate::coordinator::GroupCoordinator,
+        partition: &Partition,
+    ) -> crate::error::Result<()> {
+        #[cfg(test)]
+        if self
+            .fail
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(Error::io(
+                "read",
+                format!("{OFFSETS_TOPIC}-0"),
+                std::io::Error::other("injected by a test"),
+            ));
+        }
+        coordinator.load_partition(partition.clone())
+    }
+
+    /// Tests: waits while loads are held, at most a minute.
+    #[cfg(test)]
+    fn hold_if_told(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut held = self.hold.0.lock();
+        while *held && Instant::now() < deadline {
+            self.hold.1.wait_until(&mut held, deadline);
         }
     }
 }
@@ -238,7 +330,7 @@ impl ReplicaManager {
             state: Mutex::new(ManagerState::default()),
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
-            paused: Arc::new(AtomicBool::new(false)),
+            hooks: Arc::new(FetcherHooks::default()),
             loader: CoordinatorLoader::new(),
         })
     }
@@ -251,11 +343,26 @@ impl ReplicaManager {
         self.loader.hold.1.notify_all();
     }
 
+    /// Tests: the next `n` coordinator loads fail before they read the log.
+    #[cfg(test)]
+    pub(crate) fn fail_coordinator_loads(&self, n: usize) {
+        self.loader.fail.store(n, Ordering::Release);
+    }
+
+    /// Tests: while `held`, every truncation of a follower waits before it cuts (released
+    /// by `false`, or after a minute); returns how many waited so far.
+    #[cfg(test)]
+    pub(crate) fn hold_truncations(&self, held: bool) -> usize {
+        *self.hooks.hold_truncations.0.lock() = held;
+        self.hooks.hold_truncations.1.notify_all();
+        self.hooks.held.load(Ordering::Acquire)
+    }
+
     /// Tests: stops (or resumes) every fetch of this node, as if its leaders were
     /// unreachable.
     #[cfg(test)]
     pub(crate) fn pause_fetchers(&self, paused: bool) {
-        self.paused.store(paused, Ordering::Release);
+        self.hooks.paused.store(paused, Ordering::Release);
         // A response being applied finishes first; later ones are dropped.
         for f in self.state.lock().fetchers.values() {
             drop(f.parts.lock());
@@ -328,7 +435,14 @@ impl ReplicaManager {
             Some(Ok(_)) => false,
             Some(Err(e)) => {
                 tracing::warn!(node = self.node_id, partition = %p.partition.name(), error = %e, "ISR change not applied");
-                p.partition.isr_change_failed(p.leader_epoch);
+                // A timed-out record may still be committed: it keeps counting for the
+                // high watermark until a committed change fences it.
+                let end = if matches!(e, Error::Timeout(_)) {
+                    IsrProposalEnd::TimedOut
+                } else {
+                    IsrProposalEnd::Refused
+                };
+                p.partition.isr_change_failed(p.leader_epoch, p.id, end);
                 false
             }
         });
@@ -351,7 +465,11 @@ impl ReplicaManager {
                 continue;
             };
             let Some(broker_epoch) = node.broker_epoch() else {
-                partition.isr_change_failed(change.leader_epoch);
+                partition.isr_change_failed(
+                    change.leader_epoch,
+                    change.proposal,
+                    IsrProposalEnd::Refused,
+                );
                 continue;
             };
             tracing::info!(node = self.node_id, partition = %partition.name(), isr = ?change.new_isr, "proposing an ISR change");
@@ -372,11 +490,16 @@ impl ReplicaManager {
                 Ok(proposal) => in_flight.push(IsrProposal {
                     partition,
                     leader_epoch: change.leader_epoch,
+                    id: change.proposal,
                     proposal,
                 }),
                 Err(e) => {
                     tracing::warn!(node = self.node_id, partition = %partition.name(), error = %e, "ISR change not proposed");
-                    partition.isr_change_failed(change.leader_epoch);
+                    partition.isr_change_failed(
+                        change.leader_epoch,
+                        change.proposal,
+                        IsrProposalEnd::Refused,
+                    );
                 }
             }
         }
@@ -387,7 +510,7 @@ impl ReplicaManager {
         if let Some(f) = st.fetchers.get(&source) {
             return Some(f.clone());
         }
-        match Fetcher::start(self.node_id, source, self.node.clone(), self.paused.clone()) {
+        match Fetcher::start(self.node_id, source, self.node.clone(), self.hooks.clone()) {
             Ok(f) => {
                 st.fetchers.insert(source, f.clone());
                 Some(f)
@@ -443,6 +566,18 @@ impl MetadataListener for ReplicaManager {
         }
         self.reset_stale_followers(&st, update);
         self.refresh_min_insync(&st, update);
+    }
+
+    /// The node follows no metadata any more: stops fetching and the ISR thread, and
+    /// steps down from every partition it leads (appends are refused with
+    /// `NotLeaderOrFollower`), since another leader may be elected without it knowing.
+    fn on_node_failed(&self) {
+        self.stop();
+        let led = std::mem::take(&mut self.state.lock().led);
+        for (_, l) in led {
+            let hw = l.partition.high_watermark();
+            l.partition.become_follower(NO_LEADER, hw);
+        }
     }
 }
 
@@ -621,6 +756,9 @@ struct Followed {
     fetch_from: Option<i64>,
     /// No request for it before then.
     delay_until: Option<Instant>,
+    /// Held while its log is cut outside the fetcher's lock; removing the partition
+    /// waits for it (see [`Fetcher::cut`]).
+    cutting: Arc<Mutex<()>>,
 }
 
 impl Followed {
@@ -640,7 +778,36 @@ pub(crate) struct Fetcher {
     stopped: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// See [`ReplicaManager::pause_fetchers`].
-    paused: Arc<AtomicBool>,
+    hooks: Arc<FetcherHooks>,
+}
+
+/// What tests steer the fetchers with (outside tests, `paused` stays false).
+#[derive(Default)]
+struct FetcherHooks {
+    /// While set, the fetchers send nothing (a follower cut off from leaders).
+    paused: AtomicBool,
+    /// While set, every truncation waits before it cuts (at most a minute), as a slow
+    /// disk would.
+    #[cfg(test)]
+    hold_truncations: (Mutex<bool>, Condvar),
+    /// Truncations that waited on `hold_truncations`.
+    #[cfg(test)]
+    held: std::sync::atomic::AtomicUsize,
+}
+
+impl FetcherHooks {
+    /// Tests: waits while truncations are held.
+    #[cfg(test)]
+    fn hold_truncation(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut held = self.hold_truncations.0.lock();
+        if *held {
+            self.held.fetch_add(1, Ordering::AcqRel);
+        }
+        while *held && Instant::now() < deadline {
+            self.hold_truncations.1.wait_until(&mut held, deadline);
+        }
+    }
 }
 
 impl Fetcher {
@@ -648,13 +815,13 @@ impl Fetcher {
         node_id: i32,
         source: i32,
         node: Weak<NodeHandle>,
-        paused: Arc<AtomicBool>,
+        hooks: Arc<FetcherHooks>,
     ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
             node,
-            paused,
+            hooks,
             parts: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
@@ -678,13 +845,18 @@ impl Fetcher {
                 truncating: true,
                 fetch_from: None,
                 delay_until: None,
+                cutting: Arc::new(Mutex::new(())),
             },
         );
         self.changed.notify_all();
     }
 
+    /// Stops fetching `key`; waits for a truncation of it under way (only that one).
     fn remove(&self, key: &Key) {
-        self.parts.lock().remove(key);
+        let removed = self.parts.lock().remove(key);
+        if let Some(f) = removed {
+            drop(f.cutting.lock());
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -730,7 +902,7 @@ impl Fetcher {
         // When a refused login was last logged at warn: once a minute at most.
         let mut login_warned: Option<Instant> = None;
         while !self.is_stopped() {
-            if self.paused.load(Ordering::Acquire) {
+            if self.hooks.paused.load(Ordering::Acquire) {
                 self.pause(Duration::from_millis(20));
                 continue;
             }
@@ -810,6 +982,47 @@ impl Fetcher {
         }
     }
 
+    /// Runs `work` (a truncation) on the followed partition `key` if it is still
+    /// followed at `epoch`, holding only that partition's `cutting` lock, not the
+    /// fetcher's: the metadata publisher adds and removes other partitions meanwhile.
+    /// The lock is taken under the fetcher's, and [`Fetcher::remove`] takes it after
+    /// removing the partition, so once a partition is removed no cut of it is under way
+    /// or will start (its log is never cut after its role changed). `None` if it is no
+    /// longer followed at `epoch`.
+    fn cut(
+        &self,
+        key: &Key,
+        epoch: i32,
+        work: impl FnOnce(&Partition) -> crate::error::Result<Option<bool>>,
+    ) -> Option<crate::error::Result<Option<bool>>> {
+        let g = self.parts.lock();
+        let entry = g.get(key).filter(|e| e.leader_epoch == epoch)?;
+        let (cutting, partition) = (entry.cutting.clone(), entry.partition.clone());
+        let _cutting = cutting.lock();
+        drop(g);
+        Some(work(&partition))
+    }
+
+    /// Records what [`Fetcher::cut`] did: `Some(true)` completes the truncation,
+    /// `Some(false)` asks again, `None` (refused by the leader) and an error back off.
+    fn after_cut(&self, key: &Key, f: &Followed, cut: Option<crate::error::Result<Option<bool>>>) {
+        let delay = match cut {
+            None | Some(Ok(Some(false))) => return,
+            Some(Ok(Some(true))) => {
+                self.with_current(key, f.leader_epoch, |e| e.truncating = false);
+                return;
+            }
+            Some(Ok(None)) => BACKOFF,
+            Some(Err(e)) => {
+                tracing::error!(node = self.node_id, partition = %f.partition.name(), error = %e, "truncation failed");
+                Duration::from_secs(1)
+            }
+        };
+        self.with_current(key, f.leader_epoch, |e| {
+            e.delay_until = Some(Instant::now() + delay);
+        });
+    }
+
     /// Applies `f` to the followed partition `key` if it is still followed at `epoch`.
     fn with_current<T>(
         &self,
@@ -844,15 +1057,15 @@ impl Fetcher {
                     // No epoch in the log: an empty log has nothing to cut; a log of
                     // batches without epochs falls back to the high watermark (Kafka's
                     // rule before KIP-101).
-                    self.with_current(key, f.leader_epoch, |e| {
+                    let cut = self.cut(key, f.leader_epoch, |p| {
+                        let log = p.log();
                         let hw = log.high_watermark();
                         if log.log_end_offset() > hw {
                             log.truncate_to(hw)?;
                         }
-                        e.truncating = false;
-                        Ok::<(), Error>(())
-                    })
-                    .transpose()?;
+                        Ok(Some(true))
+                    });
+                    self.after_cut(key, f, cut);
                 }
             }
         }
@@ -878,15 +1091,17 @@ impl Fetcher {
                 let Some((_, f)) = asked.iter().find(|(k, _)| **k == key) else {
                     continue;
                 };
-                let done = self.with_current(&key, f.leader_epoch, |e| {
+                let cut = self.cut(&key, f.leader_epoch, |p| {
                     if r.error_code != 0 {
-                        tracing::debug!(node = self.node_id, partition = %e.partition.name(), code = r.error_code, "OffsetForLeaderEpoch refused; waiting for metadata");
-                        e.delay_until = Some(Instant::now() + BACKOFF);
-                        return Ok(());
+                        tracing::debug!(node = self.node_id, partition = %p.name(), code = r.error_code, "OffsetForLeaderEpoch refused; waiting for metadata");
+                        return Ok(None);
                     }
-                    let log = e.partition.log();
+                    #[cfg(test)]
+                    self.hooks.hold_truncation();
+                    let log = p.log();
                     let (target, complete) = truncation_point(
                         |epoch| log.end_offset_for_epoch(epoch),
+                        log.log_start_offset(),
                         log.log_end_offset(),
                         log.high_watermark(),
                         r.leader_epoch,
@@ -897,22 +1112,14 @@ impl Fetcher {
                             // Only an unclean history gets here (the high watermark was
                             // computed over ISR members, and the leader was one): the
                             // leader's log is the one the cluster keeps.
-                            tracing::warn!(node = self.node_id, partition = %e.partition.name(), target, hw = log.high_watermark(), "truncating below the high watermark as the leader's log requires");
+                            tracing::warn!(node = self.node_id, partition = %p.name(), target, hw = log.high_watermark(), "truncating below the high watermark as the leader's log requires");
                         }
                         let end = log.truncate_to(target)?;
-                        tracing::info!(node = self.node_id, partition = %e.partition.name(), leader_epoch = r.leader_epoch, end, "truncated to the leader's log");
+                        tracing::info!(node = self.node_id, partition = %p.name(), leader_epoch = r.leader_epoch, end, "truncated to the leader's log");
                     }
-                    if complete {
-                        e.truncating = false;
-                    }
-                    Ok::<(), Error>(())
+                    Ok(Some(complete))
                 });
-                if let Some(Err(e)) = done {
-                    tracing::error!(node = self.node_id, partition = %f.partition.name(), error = %e, "truncation failed");
-                    self.with_current(&key, f.leader_epoch, |e| {
-                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
-                    });
-                }
+                self.after_cut(&key, f, cut);
             }
         }
         Ok(())
@@ -968,7 +1175,7 @@ impl Fetcher {
                 let applied = self.with_current(&key, epoch, |e| {
                     if e.truncating
                         || e.fetch_offset() != offset
-                        || self.paused.load(Ordering::Acquire)
+                        || self.hooks.paused.load(Ordering::Acquire)
                     {
                         return Ok(());
                     }
@@ -1050,7 +1257,35 @@ fn apply_fetched(
 /// where to truncate and whether that completes the truncation (false: the leader
 /// answered an epoch this log does not have; truncate to the end of this log's largest
 /// epoch below it and ask again with the new latest epoch).
+///
+/// A point below this log's start (`log_start`: retention or DeleteRecords moved it past
+/// where the logs diverge) is the log start, and completes the truncation: everything
+/// this log holds diverged (Kafka's `truncateFullyAndStartAt`; the records below are
+/// fetched from the leader no more than a compacted log's gap would be).
 fn truncation_point(
+    end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
+    log_start: i64,
+    log_end: i64,
+    high_watermark: i64,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> crate::error::Result<(i64, bool)> {
+    let (target, complete) = divergence_point(
+        end_offset_for_epoch,
+        log_end,
+        high_watermark,
+        leader_epoch,
+        leader_end,
+    )?;
+    Ok(if target < log_start {
+        (log_start, true)
+    } else {
+        (target, complete)
+    })
+}
+
+/// [`truncation_point`] before the log start is considered.
+fn divergence_point(
     end_offset_for_epoch: impl Fn(i32) -> crate::error::Result<(i32, i64)>,
     log_end: i64,
     high_watermark: i64,
@@ -1096,29 +1331,50 @@ mod tests {
     fn truncation_follows_kafkas_rules() {
         // The leader has epoch 4 too, ending at 90: cut to 90.
         assert_eq!(
-            truncation_point(follower, 100, 50, 4, 90).unwrap(),
+            truncation_point(follower, 0, 100, 50, 4, 90).unwrap(),
             (90, true)
         );
         // The leader knows our epoch 4 but ends later: nothing to cut.
         assert_eq!(
-            truncation_point(follower, 100, 50, 4, 120).unwrap(),
+            truncation_point(follower, 0, 100, 50, 4, 120).unwrap(),
             (100, true)
         );
         // The leader answers epoch 2, which we never had: cut to the end of our largest
         // epoch below it (1 ends at 40) and ask again.
         assert_eq!(
-            truncation_point(follower, 100, 50, 2, 55).unwrap(),
+            truncation_point(follower, 0, 100, 50, 2, 55).unwrap(),
             (40, false)
         );
         // The leader has no epoch: the high watermark.
         assert_eq!(
-            truncation_point(follower, 100, 50, -1, -1).unwrap(),
+            truncation_point(follower, 0, 100, 50, -1, -1).unwrap(),
             (50, true)
         );
         // Our answer for 3 is its own end (70): min with the leader's 60.
         assert_eq!(
-            truncation_point(follower, 100, 50, 3, 60).unwrap(),
+            truncation_point(follower, 0, 100, 50, 3, 60).unwrap(),
             (60, true)
+        );
+    }
+
+    #[test]
+    fn a_point_below_the_log_start_is_the_log_start_and_completes_the_truncation() {
+        // Our log starts at 80 (retention); the leader ends our epoch 4 at 75: all we
+        // hold diverged. Truncating to 75 would be refused (below the log start), and
+        // retried forever.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 4, 75).unwrap(),
+            (80, true)
+        );
+        // Asking again would not help either: an epoch we never had, below the start.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 2, 55).unwrap(),
+            (80, true)
+        );
+        // At or above the start, the rules as before.
+        assert_eq!(
+            truncation_point(follower, 80, 100, 90, 4, 85).unwrap(),
+            (85, true)
         );
     }
 }

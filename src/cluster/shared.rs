@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::image::{Applied, MetadataImage, Outcome};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::liveness::Liveness;
+use super::records::{Envelope, MetadataRecord, Stamp};
 use super::transport::ClusterIdCell;
 use crate::error::{Error, Result};
 use crate::storage::codec;
@@ -42,6 +43,10 @@ pub(crate) struct Shared {
     pub(super) caught_up: AtomicBool,
     pub(super) waiters: Mutex<HashMap<u64, Arc<Waiter>>>,
     pub(super) next_request: AtomicU64,
+    /// This process (random per start; its broker registration names it).
+    pub(super) incarnation: u64,
+    /// When this process's node started: the clock of its proposals' stamps.
+    pub(super) started: Instant,
     pub(super) listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
     /// Why the Raft loop stopped, if it failed.
     pub(super) failed: Mutex<Option<String>>,
@@ -66,6 +71,8 @@ impl Shared {
             caught_up: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
             next_request: AtomicU64::new(codec::random_u64() >> 2),
+            incarnation: codec::random_u64(),
+            started: Instant::now(),
             listeners: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
             stopped: AtomicBool::new(false),
@@ -88,8 +95,49 @@ impl Shared {
         Ok(())
     }
 
+    /// The metadata quorum stops on this node for good (`why`): proposals fail with
+    /// `Closed` naming it, and the listeners stop acting on the last image (this node
+    /// leads no partition any more). Never a node that looks alive and follows nothing.
+    pub(super) fn fail(&self, why: String) {
+        {
+            let mut failed = self.failed.lock();
+            if failed.is_some() {
+                return;
+            }
+            tracing::error!(node = self.node_id, reason = %why, "the metadata quorum stops on this node: it leads no partition and applies no metadata until it is restarted");
+            *failed = Some(why);
+        }
+        self.set_leader(-1);
+        for l in self.listeners.lock().iter() {
+            l.on_node_failed();
+        }
+        for w in self.waiters.lock().values() {
+            w.cv.notify_all();
+        }
+    }
+
     pub(super) fn next_request_id(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A new proposal of `record`, which its proposer gives up on after `timeout`: its
+    /// request id and the envelope's bytes, stamped so the image applies it at most
+    /// once (`image::once`).
+    pub(super) fn envelope(&self, record: MetadataRecord, timeout: Duration) -> (u64, Vec<u8>) {
+        let request_id = self.next_request_id();
+        let issued_ms = self.started.elapsed().as_millis() as u64;
+        let data = Envelope {
+            proposer: self.node_id,
+            request_id,
+            stamp: Some(Stamp {
+                incarnation: self.incarnation,
+                issued_ms,
+                expires_ms: issued_ms.saturating_add(timeout.as_millis() as u64),
+            }),
+            record,
+        }
+        .encode();
+        (request_id, data)
     }
 
     pub(super) fn set_leader(&self, node: i32) {
@@ -133,6 +181,9 @@ impl Shared {
 
 /// A proposal in flight ([`super::ClusterNode::submit`]); dropping it stops waiting.
 pub(crate) struct Proposal {
+    /// The envelope as proposed (tests send copies of it).
+    #[cfg(test)]
+    pub(super) data: Vec<u8>,
     pub(super) shared: Arc<Shared>,
     pub(super) request_id: u64,
     pub(super) waiter: Arc<Waiter>,

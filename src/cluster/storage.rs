@@ -604,6 +604,32 @@ impl raft::Storage for RaftStorage {
     }
 }
 
+/// A node's metadata log as `dir` stores it, read without writing, locking or repairing
+/// anything (for tools looking at a stopped node's disk): the raft id it belongs to, its
+/// snapshot, and every entry after the snapshot (a torn last entry is left out, as an
+/// open would cut it off). The stored commit index is no bound: it is persisted only
+/// with the next hard state, so it lags (a restarted node learns it again).
+pub(crate) fn read_stored(dir: &Path) -> Result<(u64, Snapshot, Vec<Entry>)> {
+    let state_path = dir.join(STATE_FILE);
+    let bytes = read_checkpoint(&state_path)?.ok_or_else(|| {
+        Error::io(
+            "read",
+            &state_path,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    })?;
+    let (node_id, _, _) = decode_state(&bytes, &state_path.display().to_string())?;
+    let snapshot_path = dir.join(SNAPSHOT_FILE);
+    let snapshot = match read_checkpoint(&snapshot_path)? {
+        Some(bytes) => decode_snapshot(&bytes, &snapshot_path.display().to_string())?,
+        None => Snapshot::default(),
+    };
+    let (mut entries, _, _) = read_entries(&dir.join(ENTRIES_FILE))?;
+    let snap_index = snapshot.get_metadata().index;
+    entries.retain(|e| e.index > snap_index);
+    Ok((node_id, snapshot, entries))
+}
+
 /// Reads the clean-shutdown marker: the broker epoch of the last controlled shutdown.
 pub(crate) fn read_clean_shutdown(dir: &Path) -> Result<Option<i64>> {
     let path = dir.join(CLEAN_SHUTDOWN_FILE);

@@ -56,6 +56,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// The longest a peer may take, once connected (and through its TLS handshake), to send
 /// its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections read at once beyond two per peer (a peer reconnecting overlaps its old
+/// connection for a moment); more are closed as they are accepted.
+const SPARE_CONNECTIONS: usize = 8;
 
 /// Reads from `inner` until `deadline`; a read that times out after it fails (a peer that
 /// does not say who it is in time is closed, not waited for).
@@ -213,6 +216,55 @@ fn read_full(
     Ok(true)
 }
 
+/// The cluster ids a node's hellos are checked against and carry.
+#[derive(Clone)]
+struct HelloIds {
+    /// This node's cluster id, once its metadata names one.
+    ours: ClusterIdCell,
+    /// While it names none: the id the voters that connected here presented, which
+    /// this node's own hellos carry so that those voters accept it (a node that joins
+    /// with an empty directory learns the id from the metadata only through them).
+    claimed: ClusterIdCell,
+}
+
+impl HelloIds {
+    /// Once this node knows its cluster id, a hello must carry the same one: without
+    /// it, or with another, the connection is refused. Before, any is accepted and
+    /// remembered as the one to present.
+    fn check(&self, hello: &Hello, peer: &str) -> Result<()> {
+        let ours = self.ours.read().clone();
+        match (&hello.cluster_id, ours) {
+            (Some(theirs), Some(ours)) if *theirs != ours => Err(Error::InvalidConfig {
+                key: "cluster.id".into(),
+                reason: format!(
+                    "node {} at {peer} belongs to cluster {theirs}, this node to cluster {ours}",
+                    hello.from
+                ),
+            }),
+            (None, Some(ours)) => Err(Error::InvalidConfig {
+                key: "cluster.id".into(),
+                reason: format!(
+                    "{peer} says it is node {} but names no cluster id; this node belongs to cluster {ours} and takes Raft messages only from its members",
+                    hello.from
+                ),
+            }),
+            (Some(theirs), None) => {
+                *self.claimed.write() = Some(theirs.clone());
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The cluster id this node's hellos carry.
+    fn to_send(&self) -> Option<String> {
+        self.ours
+            .read()
+            .clone()
+            .or_else(|| self.claimed.read().clone())
+    }
+}
+
 /// The known cluster id, shared with the node (None until the first `InitCluster`).
 pub(crate) type ClusterIdCell = Arc<RwLock<Option<String>>>;
 
@@ -258,13 +310,17 @@ impl Transport {
         let stop = Arc::new(AtomicBool::new(false));
         let readers = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
+        let ids = HelloIds {
+            ours: cluster_id,
+            claimed: Arc::new(RwLock::new(None)),
+        };
         {
             let accepting = Accepting {
                 me,
                 voters: voters.to_vec(),
                 inbox: inbox.clone(),
                 liveness,
-                cluster_id: cluster_id.clone(),
+                ids: ids.clone(),
                 stop: stop.clone(),
                 tls: tls.clone(),
                 log: PeerLog::default(),
@@ -283,12 +339,12 @@ impl Transport {
             let peer = v.clone();
             let inbox = inbox.clone();
             let stop = stop.clone();
-            let cluster_id = cluster_id.clone();
+            let ids = ids.clone();
             let tls = tls.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quorum-send-{me}-to-{}", v.id))
-                    .spawn(move || sender_loop(me, peer, rx, inbox, cluster_id, tls, stop))
+                    .spawn(move || sender_loop(me, peer, rx, inbox, ids, tls, stop))
                     .ctx("spawn a quorum sender thread for", v.addr.clone())?,
             );
             peers.insert(raft_id(v.id), Peer { queue: tx });
@@ -358,7 +414,7 @@ struct Accepting {
     voters: Vec<Voter>,
     inbox: Sender<Inbound>,
     liveness: Arc<Liveness>,
-    cluster_id: ClusterIdCell,
+    ids: HelloIds,
     stop: Arc<AtomicBool>,
     tls: Option<Arc<QuorumTls>>,
     /// Refused connections, logged at most once per peer address per 10 s.
@@ -386,6 +442,22 @@ fn accept_loop(a: Arc<Accepting>, listener: TcpListener, readers: Arc<Mutex<Vec<
                 continue;
             }
         };
+        let limit = 2 * a.voters.len() + SPARE_CONNECTIONS;
+        let open = {
+            let mut r = readers.lock();
+            r.retain(|h| !h.is_finished());
+            r.len()
+        };
+        if open >= limit {
+            peer_warn!(
+                a.log,
+                peer,
+                node = me,
+                open,
+                "closing a quorum connection: {limit} are open already (two per voter and {SPARE_CONNECTIONS} spare)"
+            );
+            continue;
+        }
         let a = a.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("quorum-read-{me}"))
@@ -451,17 +523,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
     if let Some((cert, subject)) = &certificate {
         quorum_tls::check_peer(cert, subject, voter, peer)?;
     }
-    if let (Some(theirs), Some(ours)) = (&hello.cluster_id, a.cluster_id.read().as_ref())
-        && theirs != ours
-    {
-        return Err(Error::InvalidConfig {
-            key: "cluster.id".into(),
-            reason: format!(
-                "node {} at {peer} belongs to cluster {theirs}, this node to cluster {ours}",
-                hello.from
-            ),
-        });
-    }
+    a.ids.check(&hello, peer)?;
     let from_raft = raft_id(hello.from);
     let to_raft = raft_id(me);
     while let Some(body) = read_frame(&mut stream, stop, peer)? {
@@ -493,12 +555,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
 /// A connection to a peer, plaintext or TLS.
 type Conn = BufWriter<Box<dyn Write + Send>>;
 
-fn connect(
-    me: i32,
-    peer: &Voter,
-    cluster_id: &ClusterIdCell,
-    tls: Option<&QuorumTls>,
-) -> Result<Conn> {
+fn connect(me: i32, peer: &Voter, ids: &HelloIds, tls: Option<&QuorumTls>) -> Result<Conn> {
     let addrs: Vec<SocketAddr> = peer
         .addr
         .to_socket_addrs()
@@ -517,7 +574,7 @@ fn connect(
                     Some(tls) => tls.connect(s, peer)?,
                 };
                 let mut w = BufWriter::with_capacity(64 << 10, s);
-                let id = cluster_id.read().clone();
+                let id = ids.to_send();
                 w.write_all(&frame(&hello(me, peer.id, id.as_deref())))
                     .ctx("send hello to", peer.addr.clone())?;
                 return Ok(w);
@@ -537,7 +594,7 @@ fn sender_loop(
     peer: Voter,
     rx: Receiver<Message>,
     inbox: Sender<Inbound>,
-    cluster_id: ClusterIdCell,
+    ids: HelloIds,
     tls: Option<Arc<QuorumTls>>,
     stop: Arc<AtomicBool>,
 ) {
@@ -581,7 +638,7 @@ fn sender_loop(
                 fail(&batch);
                 continue;
             }
-            match connect(me, &peer, &cluster_id, tls.as_deref()) {
+            match connect(me, &peer, &ids, tls.as_deref()) {
                 Ok(c) => {
                     if reported_down {
                         tracing::info!(node = me, peer = peer.id, addr = %peer.addr, "quorum peer reachable again");

@@ -21,6 +21,11 @@
 //! Kafka: a member keeps its partitions while rejoining, sends them as
 //! `owned_partitions`, and gives up only those the new assignment moves elsewhere
 //! (committing them first), which their new owner receives in a follow-up rebalance.
+//!
+//! With [`GroupProtocol::Consumer`] the member speaks the consumer group protocol
+//! (KIP-848) instead: the broker assigns, and the member reconciles on each heartbeat,
+//! revoking what its new assignment no longer holds (the listener hears it) and adding
+//! what the others have released; its assignors are not used.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,13 +37,16 @@ use crate::consumer::assignor::{
     Assignment, Assignor, RangeAssignor, RoundRobinAssignor, Subscription,
 };
 use crate::consumer::standalone::{
-    ConsumerConfig, ConsumerRecords, Fetcher, OffsetReset, commit_entries,
+    ConsumerConfig, ConsumerRecords, Fetcher, IsolationLevel, OffsetReset, commit_entries,
 };
 use crate::coordinator::{
     GroupCoordinator, GroupError, JoinGroupRequest, JoinGroupResponse, JoinStart, JoinTicket,
     LeavingMember, MemberOrigin, RebalanceWaker, SyncGroupRequest,
 };
 use crate::error::{Error, Result};
+
+#[path = "member_consumer_protocol.rs"]
+mod consumer_protocol;
 
 /// How long a member waits before rejoining when the coordinator is unavailable.
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
@@ -74,10 +82,31 @@ pub struct GroupConfig {
     pub max_partition_fetch_bytes: usize,
     /// `check.crcs`: check every batch's CRC-32C before decoding it. Default true.
     pub check_crcs: bool,
+    /// `isolation.level`: which records of transactions to read. Default
+    /// ReadUncommitted, as in Kafka. Reading committed, a member also waits for its
+    /// group's committed offsets to be stable (KIP-447); the network
+    /// `admin::GroupMember` reads committed records but does not
+    /// ask for stable offsets yet.
+    pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
     /// `client.id`, the prefix of the member id. Default "tidelog".
     pub client_id: String,
+    /// `group.protocol`: the classic protocol (JoinGroup/SyncGroup, the assignors
+    /// above), or the consumer protocol (KIP-848: the broker assigns, `assignors` are
+    /// not used). Default classic.
+    pub group_protocol: GroupProtocol,
+}
+
+/// The group protocol a member speaks (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup with client-side assignors (Kafka's `classic`).
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat: the broker assigns and the member reconciles
+    /// incrementally (Kafka's `consumer`).
+    Consumer,
 }
 
 impl std::fmt::Debug for GroupConfig {
@@ -96,6 +125,7 @@ impl std::fmt::Debug for GroupConfig {
             .field("session_timeout", &self.session_timeout)
             .field("enable_auto_commit", &self.enable_auto_commit)
             .field("auto_offset_reset", &self.auto_offset_reset)
+            .field("isolation_level", &self.isolation_level)
             .finish()
     }
 }
@@ -115,8 +145,10 @@ impl GroupConfig {
             auto_offset_reset: OffsetReset::Latest,
             max_partition_fetch_bytes: 1 << 20,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
             group_instance_id: None,
             client_id: "tidelog".into(),
+            group_protocol: GroupProtocol::Classic,
         }
     }
 
@@ -176,6 +208,13 @@ impl GroupConfig {
         self
     }
 
+    /// Sets `isolation.level`.
+    #[must_use]
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
+        self
+    }
+
     /// Sets `group.instance.id` (static membership).
     #[must_use]
     pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
@@ -187,6 +226,13 @@ impl GroupConfig {
     #[must_use]
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.client_id = id.into();
+        self
+    }
+
+    /// Sets `group.protocol`.
+    #[must_use]
+    pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.group_protocol = protocol;
         self
     }
 }
@@ -309,6 +355,7 @@ impl GroupConsumer {
             auto_offset_reset: config.auto_offset_reset,
             max_partition_fetch_bytes: config.max_partition_fetch_bytes,
             check_crcs: config.check_crcs,
+            isolation_level: config.isolation_level,
             ..ConsumerConfig::default()
         };
         let now = Instant::now();
@@ -346,10 +393,18 @@ impl GroupConsumer {
         self.fetcher.assignment()
     }
 
-    /// The next offset the member reads from a partition it owns.
+    /// The next offset the member reads from a partition it owns (see
+    /// [`Consumer::position`](crate::Consumer::position) for a committed offset that
+    /// is not stable yet).
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
-        self.fetcher.init_positions()?;
-        Ok(self.fetcher.find(topic, partition)?.position.unwrap_or(0))
+        self.fetcher.position(topic, partition)
+    }
+
+    /// Where the member's reads of a partition it owns end now: its high watermark, or
+    /// its last stable offset when reading committed (the lag is this minus the
+    /// position).
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.fetcher.end_offset_of(topic, partition)
     }
 
     /// The next poll reads this partition (which the member owns) from `offset`.
@@ -421,6 +476,9 @@ impl GroupConsumer {
             client_id: self.config.client_id.clone(),
             client_host: "in-process".into(),
             origin: MemberOrigin::InProcess,
+            // A returning static leader is answered as a follower (the group's old
+            // leader id), which this member handles like any follower.
+            supports_skip_assignment: false,
         }
     }
 
@@ -471,6 +529,9 @@ impl GroupConsumer {
 
     /// Drives the join / sync protocol until the member is stable or `deadline`.
     fn ensure_joined(&mut self, deadline: Instant) -> Result<bool> {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            return self.ensure_joined_consumer(deadline);
+        }
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             match std::mem::replace(&mut self.state, MemberState::Unjoined) {
@@ -660,6 +721,9 @@ impl GroupConsumer {
     }
 
     fn heartbeat(&mut self) {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            return self.consumer_heartbeat();
+        }
         self.last_heartbeat = Instant::now();
         let answer = self.coordinator().heartbeat(
             &self.config.group_id,
@@ -778,9 +842,11 @@ impl GroupConsumer {
         if stable && self.config.enable_auto_commit && !std::thread::panicking() {
             let _ = self.commit_current();
         }
-        // A static member does not leave: it keeps its entry (and partitions) for its
-        // session timeout, so that a restart gets them back without a rebalance.
-        if !self.member_id.is_empty() && self.config.group_instance_id.is_none() {
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            self.consumer_leave();
+        } else if !self.member_id.is_empty() && self.config.group_instance_id.is_none() {
+            // A static member does not leave: it keeps its entry (and partitions) for
+            // its session timeout, so that a restart gets them back without a rebalance.
             let _ = self.coordinator().leave_group(
                 &self.config.group_id,
                 &[LeavingMember {

@@ -25,7 +25,8 @@ pub use assignor::{
 };
 #[allow(deprecated)]
 pub use member::ConsumerGroup;
-pub use member::{GroupConfig, GroupConsumer, RebalanceContext, RebalanceListener};
+pub use member::{GroupConfig, GroupConsumer, GroupProtocol, RebalanceContext, RebalanceListener};
 pub use standalone::{
-    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, OffsetReset,
+    Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
+    OffsetReset,
 };

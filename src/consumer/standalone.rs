@@ -10,10 +10,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
-use crate::coordinator::{CommitOffset, OffsetCommitRequest};
+use crate::coordinator::{CommitOffset, GroupError, OffsetCommitRequest};
 use crate::error::{Error, Result};
 use crate::record::{Batch, Headers, Records, decompression_limit};
-use crate::storage::LogSlice;
+use crate::storage::{AbortedTxn, LogSlice};
 use crate::topic::{Partition, Signal};
 
 /// What to do when a partition has no committed offset, or its committed offset is no
@@ -27,6 +27,20 @@ pub enum OffsetReset {
     Latest,
     /// Fail with `Error::NoOffsetForPartition`.
     None,
+}
+
+/// Which records of transactions a consumer reads (Kafka `isolation.level`). Control
+/// records (transaction markers) are never handed out, at either level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Every record up to the high watermark, including those of open and aborted
+    /// transactions. Kafka's default.
+    #[default]
+    ReadUncommitted,
+    /// Records up to the last stable offset (a transaction's records wait until it is
+    /// decided), without those of aborted transactions. The end of a partition
+    /// ("latest", `seek_to_end`) is then its last stable offset.
+    ReadCommitted,
 }
 
 /// Settings of a consumer. Defaults mirror the Kafka consumer's.
@@ -46,6 +60,9 @@ pub struct ConsumerConfig {
     /// (`check.crcs`). Default true, as in Kafka: a batch whose bytes changed on disk
     /// after it was appended is an [`Error::Corrupt`] instead of wrong records.
     pub check_crcs: bool,
+    /// Which records of transactions to read (`isolation.level`). Default
+    /// ReadUncommitted, as in Kafka.
+    pub isolation_level: IsolationLevel,
 }
 
 impl Default for ConsumerConfig {
@@ -56,6 +73,7 @@ impl Default for ConsumerConfig {
             max_partition_fetch_bytes: 1 << 20,
             fetch_max_bytes: 50 << 20,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -86,6 +104,13 @@ impl ConsumerConfig {
     #[must_use]
     pub fn check_crcs(mut self, check: bool) -> Self {
         self.check_crcs = check;
+        self
+    }
+
+    /// Sets `isolation.level`.
+    #[must_use]
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
         self
     }
 }
@@ -120,6 +145,9 @@ struct Fetched {
     limit: usize,
     /// Check each batch's CRC-32C before decoding it (`check.crcs`).
     check_crcs: bool,
+    /// Read committed: the aborted transactions with records in the slice, whose
+    /// batches are skipped (empty for read_uncommitted).
+    aborted: Vec<AbortedTxn>,
     /// The records sections of the slice's compressed batches, in order, decompressed
     /// the first time an iterator reaches one of them. Uncompressed batches are read
     /// in place and never touch this.
@@ -148,6 +176,35 @@ impl std::ops::Deref for FetchedBytes {
 }
 
 impl Fetched {
+    /// True if batch `b` of the slice is handed out: not a control batch (a
+    /// transaction marker) nor a batch of an aborted transaction.
+    #[inline]
+    fn shows(&self, b: &Batch<'_>) -> bool {
+        !b.is_control()
+            && (self.aborted.is_empty()
+                || !b.is_transactional()
+                || !self.aborted.iter().any(|a| {
+                    a.producer_id == b.producer_id()
+                        && a.first_offset <= b.base_offset()
+                        && b.base_offset() < a.last_offset
+                }))
+    }
+
+    /// True if the slice has a record to hand out: one at or after `from`, in a batch
+    /// [`Fetched::shows`]; or a header that does not parse (the iterator reports it).
+    /// Reads batch headers only (the CRC is the iterator's to check), and usually just
+    /// the first.
+    fn has_records(&self) -> bool {
+        let mut seen = 0;
+        for b in headers(&self.slice, &self.topic) {
+            if b.last_offset() >= self.from && self.shows(&b) {
+                return true;
+            }
+            seen += b.len();
+        }
+        seen < self.slice.len()
+    }
+
     /// Decompresses every compressed batch of the slice (each on its own: a bad one is
     /// an error in its place and the others still decode).
     fn decompress(&self) -> Vec<Result<Vec<u8>>> {
@@ -166,6 +223,17 @@ impl Fetched {
         }
         out
     }
+}
+
+/// The batches of `bytes` by their headers alone (no CRC check), up to the first that
+/// does not parse.
+fn headers<'a>(bytes: &'a [u8], location: &'a str) -> impl Iterator<Item = Batch<'a>> + 'a {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let b = Batch::parse_header_at(rest, location, 0).ok()?;
+        rest = &rest[b.len()..];
+        Some(b)
+    })
 }
 
 /// The records of one `poll`: zero-copy views of the log, decoded while iterating.
@@ -228,17 +296,34 @@ impl ConsumerRecords {
 
     /// Adds the whole batches `batches` of `topic`-`partition` (as a Fetch response
     /// carries them), whose records from offset `from` on are handed out; `limit`
-    /// bounds what one compressed batch may decompress to.
+    /// bounds what one compressed batch may decompress to. `aborted` is the response's
+    /// `aborted_transactions` (producer id, first offset) of a read_committed fetch:
+    /// a producer's transactional batches from there to its next marker in the
+    /// batches (or their end) are left out, as Kafka's consumer does.
     #[cfg(feature = "server")]
     pub(crate) fn push_wire(
         &mut self,
-        topic: Arc<str>,
-        partition: i32,
-        from: i64,
+        (topic, partition, from): (Arc<str>, i32, i64),
         batches: bytes::Bytes,
         limit: usize,
         check_crcs: bool,
+        aborted: &[(i64, i64)],
     ) {
+        let aborted = aborted
+            .iter()
+            .map(|&(producer_id, first_offset)| AbortedTxn {
+                producer_id,
+                first_offset,
+                last_offset: headers(&batches, &topic)
+                    .find(|b| {
+                        b.is_control()
+                            && b.producer_id() == producer_id
+                            && b.base_offset() >= first_offset
+                    })
+                    .map_or(i64::MAX, |b| b.base_offset()),
+                last_stable_offset: -1,
+            })
+            .collect();
         self.fetched.push(Fetched {
             topic,
             partition,
@@ -246,6 +331,7 @@ impl ConsumerRecords {
             slice: FetchedBytes::Wire(batches),
             limit,
             check_crcs,
+            aborted,
             decompressed: OnceLock::new(),
         });
     }
@@ -374,6 +460,14 @@ impl<'a> ConsumerRecordsIter<'a> {
                         }
                     });
                 match next {
+                    // Markers and aborted records are never handed out; a compressed
+                    // one still counts among the slice's decompressed batches.
+                    Ok(b) if !self.current.is_none_or(|f| f.shows(&b)) => {
+                        self.rest = &self.rest[b.len()..];
+                        if b.compression() != 0 {
+                            self.compressed_seen += 1;
+                        }
+                    }
                     Ok(b) if b.compression() != 0 => {
                         self.rest = &self.rest[b.len()..];
                         let f = self.current.expect("a slice is being walked");
@@ -426,6 +520,7 @@ pub(crate) fn commit_entries(offsets: &[(&str, i32, i64)]) -> Vec<CommitOffset> 
             offset: *o,
             leader_epoch: -1,
             metadata: None,
+            commit_timestamp: None,
         })
         .collect()
 }
@@ -524,20 +619,41 @@ impl Fetcher {
     }
 
     pub(crate) fn find(&mut self, topic: &str, partition: i32) -> Result<&mut Assigned> {
+        let i = self.index_of(topic, partition)?;
+        Ok(&mut self.assigned[i])
+    }
+
+    /// Where `topic`-`partition` is in the assignment; an error if it is not.
+    fn index_of(&self, topic: &str, partition: i32) -> Result<usize> {
         self.assigned
-            .iter_mut()
-            .find(|a| &*a.topic == topic && a.partition.index() == partition)
+            .iter()
+            .position(|a| &*a.topic == topic && a.partition.index() == partition)
             .ok_or_else(|| Error::InvalidConfig {
                 key: "assignment".into(),
                 reason: format!("partition {topic}-{partition} is not assigned to this consumer"),
             })
     }
 
+    /// Where the consumer's reads of `a` end: the high watermark, or the last stable
+    /// offset when reading committed.
+    pub(crate) fn end_offset(&self, a: &Assigned) -> Result<i64> {
+        match self.config.isolation_level {
+            IsolationLevel::ReadUncommitted => Ok(a.partition.high_watermark()),
+            IsolationLevel::ReadCommitted => a.partition.last_stable_offset(),
+        }
+    }
+
+    /// [`Fetcher::end_offset`] of an assigned partition; an error if it is not.
+    pub(crate) fn end_offset_of(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.end_offset(&self.assigned[self.index_of(topic, partition)?])
+    }
+
     /// The position after applying the reset policy to `committed` (None = no commit).
     fn reset_position(&self, a: &Assigned, committed: Option<i64>) -> Result<i64> {
         let start = a.partition.log_start_offset();
-        // "latest" is the high watermark: records above it are not committed yet.
-        let end = a.partition.high_watermark();
+        // "latest" is the high watermark (records above it are not committed yet), or
+        // the last stable offset when reading committed.
+        let end = self.end_offset(a)?;
         if let Some(c) = committed
             && c >= start
             && c <= end
@@ -583,40 +699,92 @@ impl Fetcher {
             .collect()
     }
 
-    /// Committed offsets of the group for the assigned partitions (-1 = none).
-    pub(crate) fn fetch_committed(&self) -> Result<Vec<Option<i64>>> {
+    /// Committed offsets of the group for the assigned partitions (None: none). When
+    /// reading committed they are fetched with `require_stable` (KIP-447), and a
+    /// partition for which a transaction has an offset pending is an error
+    /// ([`GroupError::UnstableOffsetCommit`]).
+    pub(crate) fn fetch_committed(
+        &self,
+    ) -> Result<Vec<std::result::Result<Option<i64>, GroupError>>> {
         let Some(group) = &self.config.group_id else {
-            return Ok(vec![None; self.assigned.len()]);
+            return Ok(vec![Ok(None); self.assigned.len()]);
         };
         let list = self.assignment();
-        let offsets = self
-            .broker
-            .group_coordinator()
-            .offset_fetch(group, Some(&list))
-            .map_err(|source| Error::Group {
-                group: group.clone(),
-                source,
-            })?;
+        let coordinator = self.broker.group_coordinator();
+        let offsets = match self.config.isolation_level {
+            IsolationLevel::ReadCommitted => coordinator.offset_fetch_stable(group, Some(&list)),
+            IsolationLevel::ReadUncommitted => coordinator
+                .offset_fetch(group, Some(&list))
+                .map(|offsets| offsets.into_iter().map(Ok).collect()),
+        }
+        .map_err(|source| Error::Group {
+            group: group.clone(),
+            source,
+        })?;
         Ok(offsets
-            .iter()
-            .map(|o| (o.offset >= 0).then_some(o.offset))
+            .into_iter()
+            .map(|o| o.map(|o| (o.offset >= 0).then_some(o.offset)))
             .collect())
     }
 
-    /// Sets every unset position from the committed offsets or the reset policy.
+    /// Sets every unset position from the committed offsets or the reset policy. A
+    /// partition whose committed offset is not stable yet (a transaction has one
+    /// pending) keeps no position: it is not fetched, and the next call asks again,
+    /// as Kafka's consumer does.
     pub(crate) fn init_positions(&mut self) -> Result<()> {
         if self.assigned.iter().all(|a| a.position.is_some()) {
             return Ok(());
         }
         let committed = self.fetch_committed()?;
         for i in 0..self.assigned.len() {
-            if self.assigned[i].position.is_none() {
-                let pos =
-                    self.reset_position(&self.assigned[i], committed.get(i).copied().flatten())?;
+            if self.assigned[i].position.is_none()
+                && let Some(Ok(committed)) = committed.get(i)
+            {
+                let pos = self.reset_position(&self.assigned[i], *committed)?;
                 self.assigned[i].position = Some(pos);
             }
         }
         Ok(())
+    }
+
+    /// The position of an assigned partition, set first if it is not; while its
+    /// committed offset is not stable, [`GroupError::UnstableOffsetCommit`] (retriable).
+    pub(crate) fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        self.init_positions()?;
+        let group = self.config.group_id.clone().unwrap_or_default();
+        self.find(topic, partition)?
+            .position
+            .ok_or_else(|| Error::Group {
+                group,
+                source: GroupError::UnstableOffsetCommit {
+                    topic: topic.to_string(),
+                    partition,
+                },
+            })
+    }
+
+    /// Assigned partition `i` belongs to a deleted topic (its log is closed): takes the
+    /// same partition of the topic now of that name, if there is one, at the reset
+    /// policy's position (another topic: the old position means nothing there; Kafka's
+    /// clients tell the two apart by topic id). False while there is none.
+    fn follow_recreated(&mut self, i: usize) -> Result<bool> {
+        let a = &self.assigned[i];
+        let Ok(now) = self
+            .broker
+            .registered_topic(&a.topic)
+            .and_then(|t| t.partition(a.partition.index()))
+        else {
+            return Ok(false);
+        };
+        if now.log().is_closed() {
+            return Ok(false);
+        }
+        a.partition.unwatch(&self.signal);
+        now.watch(&self.signal);
+        self.assigned[i].partition = now;
+        let position = self.reset_position(&self.assigned[i], None)?;
+        self.assigned[i].position = Some(position);
+        Ok(true)
     }
 
     /// One pass over the assigned partitions: reads what is there, never waits.
@@ -627,14 +795,28 @@ impl Fetcher {
         let mut budget = self.config.fetch_max_bytes;
         for k in 0..n {
             let i = (self.next + k) % n;
-            let mut pos = self.assigned[i].position.unwrap_or(0);
-            let hw = self.assigned[i].partition.high_watermark();
+            if self.assigned[i].partition.log().is_closed() && !self.follow_recreated(i)? {
+                continue;
+            }
+            let Some(mut pos) = self.assigned[i].position else {
+                continue; // its committed offset is not stable yet
+            };
+            let end = self.end_offset(&self.assigned[i])?;
             let max = self.config.max_partition_fetch_bytes.min(budget.max(1));
+            let committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
             let slice = loop {
-                if pos >= hw {
+                if pos >= end {
                     break None;
                 }
-                match self.assigned[i].partition.read(pos, max) {
+                let read = if committed {
+                    self.assigned[i]
+                        .partition
+                        .read_committed(pos, max)
+                        .map(|(s, _)| s)
+                } else {
+                    self.assigned[i].partition.read(pos, max)
+                };
+                match read {
                     Ok(s) => break Some(s),
                     Err(Error::OffsetOutOfRange { .. }) => {
                         // Retention removed the position (or the log was truncated):
@@ -654,17 +836,28 @@ impl Fetcher {
                 continue;
             }
             let a = &mut self.assigned[i];
+            let aborted = if committed {
+                a.partition.aborted_transactions(pos, slice.next_offset())?
+            } else {
+                Vec::new()
+            };
             a.position = Some(slice.next_offset());
             budget = budget.saturating_sub(slice.len());
-            out.fetched.push(Fetched {
+            let fetched = Fetched {
                 topic: Arc::clone(&a.topic),
                 partition: a.partition.index(),
                 from: pos,
                 slice: FetchedBytes::Log(slice),
                 limit: decompression_limit(a.partition.log().config().max_message_bytes),
                 check_crcs: self.config.check_crcs,
+                aborted,
                 decompressed: OnceLock::new(),
-            });
+            };
+            // Only markers or aborted records: the position moves past them, and the
+            // poll goes on waiting.
+            if fetched.has_records() {
+                out.fetched.push(fetched);
+            }
             if budget == 0 {
                 self.next = (i + 1) % n;
                 break;
@@ -711,6 +904,7 @@ impl Fetcher {
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 })
             })
             .collect()
@@ -795,6 +989,11 @@ impl Consumer {
 
     /// Reads these (topic, partition) pairs from now on, replacing the previous
     /// assignment. `UnknownTopic` / `UnknownPartition` if one does not exist.
+    ///
+    /// A topic deleted while assigned reads nothing (and no error); once a topic of that
+    /// name is created again, its partitions of the same numbers are read from the
+    /// `auto_offset_reset` position (another topic: the old positions mean nothing
+    /// there).
     pub fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
         self.check_open()?;
         let list: Vec<(String, i32)> = partitions
@@ -825,34 +1024,48 @@ impl Consumer {
         Ok(())
     }
 
-    /// Every assigned partition skips to its end (only new records).
+    /// Every assigned partition skips to its end (only new records): the high
+    /// watermark, or the last stable offset when reading committed.
     pub fn seek_to_end(&mut self) -> Result<()> {
         self.check_open()?;
-        for a in &mut self.fetcher.assigned {
-            a.position = Some(a.partition.high_watermark());
+        for i in 0..self.fetcher.assigned.len() {
+            let end = self.fetcher.end_offset(&self.fetcher.assigned[i])?;
+            self.fetcher.assigned[i].position = Some(end);
         }
         Ok(())
+    }
+
+    /// Where the consumer's reads of the partition end now (Kafka's `endOffsets` for
+    /// this consumer's `isolation.level`): its high watermark, or its last stable
+    /// offset when reading committed. The lag is this minus the position.
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.check_open()?;
+        self.fetcher.end_offset_of(topic, partition)
     }
 
     /// Every assigned partition moves to its first record with a timestamp at or after
     /// `timestamp` (ms since the epoch), or to its end if there is none.
     pub fn seek_to_timestamp(&mut self, timestamp: i64) -> Result<()> {
         self.check_open()?;
-        for a in &mut self.fetcher.assigned {
-            a.position = Some(match a.partition.offset_for_timestamp(timestamp)? {
-                Some((offset, _)) => offset,
-                None => a.partition.high_watermark(),
+        for i in 0..self.fetcher.assigned.len() {
+            let a = &self.fetcher.assigned[i];
+            let end = self.fetcher.end_offset(a)?;
+            let found = a.partition.offset_for_timestamp(timestamp)?;
+            self.fetcher.assigned[i].position = Some(match found {
+                Some((offset, _)) if offset < end => offset,
+                _ => end,
             });
         }
         Ok(())
     }
 
-    /// The next offset that will be read from the partition.
+    /// The next offset that will be read from the partition. Reading committed, while
+    /// a transaction has the group's offset of the partition pending (KIP-447), it is
+    /// not known yet: [`Error::Group`] with [`GroupError::UnstableOffsetCommit`], and
+    /// `poll` does not read the partition until the transaction ended.
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
         self.check_open()?;
-        self.fetcher.init_positions()?;
-        let a = self.fetcher.find(topic, partition)?;
-        Ok(a.position.unwrap_or(0))
+        self.fetcher.position(topic, partition)
     }
 
     /// Waits up to `timeout` for records from the assigned partitions. Returns as soon
@@ -894,7 +1107,214 @@ mod tests {
     use super::*;
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
-    use crate::record::Compression;
+    use crate::record::{Compression, EndTxnMarker, test_batch};
+
+    /// Appends one batch of `values` to `p`: transactional for producer `txn` if
+    /// given (lz4-compressed, so that skipping it must keep the consumer's count of
+    /// compressed batches right).
+    fn append(p: &Partition, txn: Option<i64>, values: &[&str]) {
+        let codec = txn.map_or(Compression::None, |_| Compression::Lz4);
+        p.append_batch(&test_batch(txn, codec, values))
+            .expect("append");
+    }
+
+    fn end_txn(p: &Partition, pid: i64, commit: bool) {
+        let marker = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        p.log()
+            .append_end_txn_marker(pid, 0, marker, 2_000)
+            .expect("marker");
+    }
+
+    /// A broker in `dir` with a topic `t` of one partition, and that partition.
+    fn topic_t(dir: &tempfile::TempDir) -> (Broker, Partition) {
+        let broker = Broker::open(dir.path()).expect("broker");
+        let p = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic")
+            .partition(0)
+            .expect("partition");
+        (broker, p)
+    }
+
+    /// Every record a consumer of `level` reads from the start of `t-0`, polled until
+    /// a poll returns nothing.
+    fn read_all(broker: &Broker, level: IsolationLevel) -> (Vec<String>, Consumer) {
+        let config = ConsumerConfig::default().isolation_level(level);
+        let mut consumer = Consumer::new(broker, config);
+        consumer.assign(&[("t", 0)]).expect("assign");
+        consumer.seek_to_beginning().expect("seek");
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            let polled = consumer.poll(Duration::from_millis(20)).expect("poll");
+            if polled.is_empty() {
+                break;
+            }
+            for r in polled.iter() {
+                let r = r.expect("record");
+                got.push(String::from_utf8(r.value.expect("value").to_vec()).expect("utf-8"));
+            }
+        }
+        (got, consumer)
+    }
+
+    /// Markers are never handed out; read_uncommitted reads every data record up to
+    /// the high watermark, read_committed stops at the last stable offset and leaves
+    /// out aborted transactions, and its end (lag, `seek_to_end`) is that offset.
+    #[test]
+    fn isolation_levels_read_as_kafkas_consumers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, p) = topic_t(&dir);
+        append(&p, None, &["a"]); // 0
+        append(&p, Some(7), &["b1", "b1'"]); // 1-2
+        append(&p, Some(8), &["c1"]); // 3
+        end_txn(&p, 7, false); // 4
+        append(&p, Some(8), &["c2"]); // 5
+        end_txn(&p, 8, true); // 6
+        append(&p, None, &["d"]); // 7
+        append(&p, Some(7), &["b2"]); // 8, open
+        append(&p, None, &["e"]); // 9
+        let (all, _) = read_all(&broker, IsolationLevel::ReadUncommitted);
+        assert_eq!(all, ["a", "b1", "b1'", "c1", "c2", "d", "b2", "e"]);
+        let (committed, mut consumer) = read_all(&broker, IsolationLevel::ReadCommitted);
+        assert_eq!(committed, ["a", "c1", "c2", "d"]);
+        assert_eq!(consumer.position("t", 0).expect("position"), 8);
+        assert_eq!(consumer.end_offset("t", 0).expect("end"), 8);
+        consumer.seek("t", 0, 0).expect("seek");
+        consumer.seek_to_end().expect("seek to end");
+        assert_eq!(consumer.position("t", 0).expect("position"), 8);
+        end_txn(&p, 7, true); // 10
+        let polled = consumer.poll(Duration::from_millis(100)).expect("poll");
+        let values: Vec<Vec<u8>> = polled
+            .iter()
+            .map(|r| r.expect("record").value.expect("value").to_vec())
+            .collect();
+        assert_eq!(values, [b"b2".to_vec(), b"e".to_vec()]);
+        assert_eq!(consumer.end_offset("t", 0).expect("end"), 11);
+        assert_eq!(consumer.position("t", 0).expect("position"), 11);
+    }
+
+    /// A group member reading committed reads as a `Consumer` does: committed records
+    /// up to the last stable offset, which is its end.
+    #[test]
+    fn a_group_member_reads_committed_records() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, p) = topic_t(&dir);
+        append(&p, None, &["a"]); // 0
+        append(&p, Some(7), &["x"]); // 1
+        end_txn(&p, 7, false); // 2
+        append(&p, None, &["b"]); // 3
+        append(&p, Some(8), &["open"]); // 4
+        append(&p, None, &["c"]); // 5
+        let config = crate::GroupConfig::new("g", &["t"])
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted);
+        let mut member = crate::GroupConsumer::join(&broker, config).expect("join");
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            for r in member.poll(Duration::from_millis(20)).expect("poll").iter() {
+                got.push(r.expect("record").value.expect("value").to_vec());
+            }
+            if got.len() >= 2 {
+                break;
+            }
+        }
+        assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(member.end_offset("t", 0).expect("end"), 4);
+        assert_eq!(member.position("t", 0).expect("position"), 4);
+        member.close();
+    }
+
+    /// A poll whose slice holds only markers or aborted records moves past them and
+    /// waits on: it returns no empty partition.
+    #[test]
+    fn a_slice_of_only_markers_and_aborted_records_is_not_returned() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, p) = topic_t(&dir);
+        append(&p, Some(7), &["x"]);
+        end_txn(&p, 7, false);
+        for level in [
+            IsolationLevel::ReadCommitted,
+            IsolationLevel::ReadUncommitted,
+        ] {
+            let mut consumer =
+                Consumer::new(&broker, ConsumerConfig::default().isolation_level(level));
+            consumer.assign(&[("t", 0)]).expect("assign");
+            consumer.seek("t", 0, 1).expect("seek");
+            let polled = consumer.poll(Duration::from_millis(20)).expect("poll");
+            assert!(polled.is_empty(), "{level:?}: {:?}", polled.partitions());
+            assert_eq!(consumer.position("t", 0).expect("position"), 2);
+        }
+    }
+
+    /// Reading committed, a consumer does not start from a committed offset while a
+    /// transaction has one pending (KIP-447's `require_stable`); reading uncommitted,
+    /// it takes the one committed before.
+    #[test]
+    fn a_read_committed_consumer_waits_for_a_stable_committed_offset() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, p) = topic_t(&dir);
+        for v in ["a", "b", "c", "d"] {
+            append(&p, None, &[v]);
+        }
+        let coordinator = broker.group_coordinator();
+        coordinator
+            .offset_commit(OffsetCommitRequest {
+                group_id: "g".into(),
+                generation_id: -1,
+                offsets: commit_entries(&[("t", 0, 1)]),
+                ..Default::default()
+            })
+            .expect("commit");
+        let results = coordinator
+            .txn_offset_commit(crate::coordinator::TxnOffsetCommitRequest {
+                group_id: "g".into(),
+                producer_id: 5,
+                generation_id: -1,
+                offsets: commit_entries(&[("t", 0, 3)]),
+                ..Default::default()
+            })
+            .expect("txn commit");
+        assert!(results[0].result.is_ok());
+        let consumer = |level| {
+            let mut c = Consumer::new(
+                &broker,
+                ConsumerConfig::default()
+                    .group_id("g")
+                    .isolation_level(level),
+            );
+            c.assign(&[("t", 0)]).expect("assign");
+            c
+        };
+        let mut uncommitted = consumer(IsolationLevel::ReadUncommitted);
+        assert_eq!(uncommitted.position("t", 0).expect("position"), 1);
+        let mut committed = consumer(IsolationLevel::ReadCommitted);
+        let e = committed.position("t", 0).expect_err("unstable");
+        assert!(
+            matches!(
+                e,
+                Error::Group {
+                    source: GroupError::UnstableOffsetCommit { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            committed
+                .poll(Duration::from_millis(10))
+                .expect("poll")
+                .is_empty()
+        );
+        coordinator
+            .complete_txn_offsets(5, 0, true)
+            .expect("commit");
+        let polled = committed.poll(Duration::from_millis(100)).expect("poll");
+        let offsets: Vec<i64> = polled.iter().map(|r| r.expect("record").offset).collect();
+        assert_eq!(offsets, [3]);
+    }
 
     /// A consumer that starts inside a batch skips the batch's earlier records, for
     /// plain and compressed batches, and hands out the rest of every partition.

@@ -100,7 +100,19 @@ pub struct Group {
     /// JoinGroups of static members replaced by a newer instance: (old member id, join
     /// sequence, instance id); their waiters get FENCED_INSTANCE_ID.
     fenced_joins: Vec<(String, u64, String)>,
+    /// A static member took over its entry in a Stable group without a rebalance:
+    /// (instance id, old member id, new member id), until its metadata is stored.
+    pending_replacement: Option<StaticReplacement>,
+    /// What the last stored metadata recorded, if it was such a replacement.
+    stored_replacement: Option<StaticReplacement>,
+    /// The replaced member as it was, until the replacement is stored: put back if
+    /// storing fails (Kafka reverts the replacement rather than rebalance).
+    replaced_member: Option<Member>,
 }
+
+/// A static member's new member id, without a rebalance: (instance id, old member id,
+/// new member id).
+pub(crate) type StaticReplacement = (String, String, String);
 
 impl Group {
     /// An empty group. `incarnation` makes the member ids this value hands out differ
@@ -125,6 +137,9 @@ impl Group {
             store_pending: false,
             rebalances: 0,
             fenced_joins: Vec::new(),
+            pending_replacement: None,
+            stored_replacement: None,
+            replaced_member: None,
         }
     }
 
@@ -267,22 +282,18 @@ impl Group {
         now: Instant,
     ) -> Result<JoinStart, GroupError> {
         let member_id = req.member_id.clone();
-        if let Some(instance) = &req.group_instance_id {
-            match self.instances.get(instance) {
-                Some(current) if *current != member_id => {
-                    return Err(GroupError::FencedInstanceId(instance.clone()));
-                }
-                _ => {}
-            }
+        if let Some(instance) = &req.group_instance_id
+            && let Some(current) = self.instances.get(instance)
+            && *current != member_id
+        {
+            return Err(GroupError::FencedInstanceId(instance.clone()));
         }
         if self.pending.remove(&member_id).is_some() {
             return Ok(JoinStart::Pending(
                 self.add_member(member_id, req, cfg, now),
             ));
         }
-        if !self.members.contains_key(&member_id) {
-            return Err(GroupError::UnknownMemberId(member_id));
-        }
+        self.check_member(&member_id, req.group_instance_id.as_deref())?;
         Ok(self.rejoin_known_member(member_id, req, now))
     }
 
@@ -425,6 +436,7 @@ impl Group {
             .members
             .remove(old_id)
             .expect("instances maps to members");
+        let before = member.clone();
         if let Some(seq) = member.awaiting_join.take() {
             // A JoinGroup of the replaced instance is still waiting: fence it.
             if self.fenced_joins.len() >= 64 {
@@ -443,15 +455,27 @@ impl Group {
         if self.leader.as_deref() == Some(old_id) {
             self.leader = Some(new_id.clone());
         }
-        self.instances.insert(instance, new_id.clone());
+        self.instances.insert(instance.clone(), new_id.clone());
         let protocol_stays = self.protocol.is_some()
             && self.select_protocol().as_deref() == self.protocol.as_deref();
         match self.state {
             GroupState::Stable if protocol_stays => {
                 self.store_pending = true;
+                self.pending_replacement = Some((instance, old_id.to_string(), new_id.clone()));
+                self.replaced_member = Some(before);
+                let leads = self.leader.as_deref() == Some(new_id.as_str());
+                if req.supports_skip_assignment {
+                    // JoinGroup v9+: the returning leader learns that it leads (to go on
+                    // watching the topics' metadata) but does not assign: the group's
+                    // assignment stands.
+                    let mut resp = self.current_join_response(&new_id, leads);
+                    resp.skip_assignment = leads;
+                    return JoinStart::Done(resp);
+                }
+                // Before v9: the old leader id, so that a returning leader (whose new
+                // id differs) acts as a follower and does not compute an assignment a
+                // Stable group would not hand out.
                 let mut resp = self.current_join_response(&new_id, false);
-                // The old leader id, so that a returning leader does not recompute an
-                // assignment a Stable group would not hand out.
                 resp.leader = current_leader.unwrap_or_default();
                 JoinStart::Done(resp)
             }
@@ -486,6 +510,7 @@ impl Group {
             } else {
                 Vec::new()
             },
+            skip_assignment: false,
         }
     }
 
@@ -694,6 +719,7 @@ impl Group {
                 } else {
                     Vec::new()
                 },
+                skip_assignment: false,
             };
             m.join_result = Some((seq, Ok(resp)));
             m.last_heartbeat = now;
@@ -742,13 +768,18 @@ impl Group {
     // ----- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
 
     /// Checks that `member_id` belongs to the group and is not fenced by a newer
-    /// instance of the same static member.
+    /// instance of the same static member, as Kafka's `validateCurrentMember`: an
+    /// instance id mapped to another member id is fenced, one the group does not know
+    /// is an unknown member.
     fn check_member(&self, member_id: &str, instance: Option<&str>) -> Result<(), GroupError> {
-        if let Some(instance) = instance
-            && let Some(current) = self.instances.get(instance)
-            && current != member_id
-        {
-            return Err(GroupError::FencedInstanceId(instance.to_string()));
+        if let Some(instance) = instance {
+            match self.instances.get(instance) {
+                Some(current) if current != member_id => {
+                    return Err(GroupError::FencedInstanceId(instance.to_string()));
+                }
+                Some(_) => {}
+                None => return Err(GroupError::UnknownMemberId(member_id.to_string())),
+            }
         }
         if self.members.contains_key(member_id) {
             Ok(())
@@ -969,6 +1000,35 @@ impl Group {
         Ok(())
     }
 
+    /// Checks that a TxnOffsetCommit may be made (Kafka's `doTxnCommitOffsets`,
+    /// KIP-447): a static instance now used by another member id is fenced, a member id
+    /// other than "" must be a member, and a generation other than a negative one must
+    /// be the group's. A producer without group information (generation -1, no member
+    /// id) always may; the group's state does not matter otherwise.
+    pub fn check_txn_commit(
+        &self,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        if self.state == GroupState::Dead {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if let Some(instance) = group_instance_id
+            && let Some(current) = self.instances.get(instance)
+            && current != member_id
+        {
+            return Err(GroupError::FencedInstanceId(instance.to_string()));
+        }
+        if !member_id.is_empty() && !self.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId(member_id.to_string()));
+        }
+        if generation_id >= 0 {
+            self.check_generation(generation_id)?;
+        }
+        Ok(())
+    }
+
     /// Validates each offset (metadata size) and prepares the records to journal.
     /// Returns the per-partition results and the records of the accepted ones, which
     /// [`apply_commit`](Self::apply_commit) stores once they are journaled.
@@ -1000,7 +1060,7 @@ impl Group {
                         offset: o.offset,
                         leader_epoch: o.leader_epoch,
                         metadata: o.metadata.clone().unwrap_or_default(),
-                        commit_timestamp: wall_ms,
+                        commit_timestamp: o.commit_timestamp.unwrap_or(wall_ms),
                     },
                 ));
                 Ok(())
@@ -1247,9 +1307,15 @@ impl Group {
     /// the last call (a completed generation, an emptied group, a static member's new
     /// id). `wall_ms` is stamped as the state's timestamp.
     pub fn take_pending_store(&mut self, wall_ms: i64) -> Option<JournalRecord> {
+        let replacement = self.pending_replacement.take();
         if !std::mem::take(&mut self.store_pending) || self.state == GroupState::Dead {
+            self.replaced_member = None;
             return None;
         }
+        if replacement.is_none() {
+            self.replaced_member = None;
+        }
+        self.stored_replacement = replacement;
         self.state_timestamp_ms = wall_ms;
         let protocol = self.protocol.clone().unwrap_or_default();
         let stored = StoredGroup {
@@ -1283,8 +1349,21 @@ impl Group {
     }
 
     /// Storing the metadata failed: the generation cannot be trusted to survive a
-    /// restart, so its members rejoin.
+    /// restart, so its members rejoin; a static member's new id that could not be
+    /// stored is undone instead (the old id is the member again, no rebalance), as
+    /// Kafka does, and the joining instance is refused.
     pub fn store_failed(&mut self, now: Instant) {
+        if let (Some((instance, old, new)), Some(member)) =
+            (self.stored_replacement.take(), self.replaced_member.take())
+            && self.members.remove(&new).is_some()
+        {
+            self.members.insert(old.clone(), member);
+            if self.leader.as_deref() == Some(new.as_str()) {
+                self.leader = Some(old.clone());
+            }
+            self.instances.insert(instance, old);
+            return;
+        }
         if !self.members.is_empty() {
             self.prepare_rebalance(now);
         }
@@ -1337,6 +1416,13 @@ impl Group {
         };
     }
 
+    /// The static member whose new member id the metadata last taken by
+    /// [`take_pending_store`](Self::take_pending_store) records, if that was all it
+    /// recorded (no rebalance).
+    pub(crate) fn stored_replacement(&self) -> Option<&StaticReplacement> {
+        self.stored_replacement.as_ref()
+    }
+
     /// When the group entered its current state (ms since the epoch, -1 if unknown).
     pub fn state_timestamp_ms(&self) -> i64 {
         self.state_timestamp_ms
@@ -1374,6 +1460,16 @@ impl PreparedCommit {
     /// True if no offset was accepted.
     pub fn is_empty(&self) -> bool {
         self.accepted.is_empty()
+    }
+
+    /// The accepted offsets: (topic, partition, offset).
+    pub(crate) fn accepted(&self) -> &[(String, i32, Committed)] {
+        &self.accepted
+    }
+
+    /// Offsets to store as they are (a transaction's, once it committed).
+    pub(crate) fn of(accepted: Vec<(String, i32, Committed)>) -> Self {
+        PreparedCommit { accepted }
     }
 }
 

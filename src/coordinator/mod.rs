@@ -24,7 +24,9 @@
 //! | Heartbeat (12) | [`GroupCoordinator::heartbeat`] | no |
 //! | LeaveGroup (13) | [`GroupCoordinator::leave_group`] | no |
 //! | OffsetCommit (8) | [`GroupCoordinator::offset_commit`] | appends to `__consumer_offsets` |
-//! | OffsetFetch (9) | [`GroupCoordinator::offset_fetch`] | no |
+//! | OffsetFetch (9) | [`GroupCoordinator::offset_fetch`], [`offset_fetch_stable`](GroupCoordinator::offset_fetch_stable) (v7+ `require_stable`) | no |
+//! | TxnOffsetCommit (28) | [`GroupCoordinator::txn_offset_commit`] | appends to `__consumer_offsets` |
+//! | (a marker written to `__consumer_offsets`) | [`GroupCoordinator::complete_txn_offsets`] | no |
 //! | ListGroups (16) | [`GroupCoordinator::list_groups`] | no |
 //! | DescribeGroups (15) | [`GroupCoordinator::describe_group`] | no |
 //! | DeleteGroups (42) | [`GroupCoordinator::delete_group`] | appends tombstones |
@@ -55,22 +57,49 @@
 //! restored `Stable` with its members, who go on heartbeating and committing with
 //! their old ids and generation; no rebalance is needed. Member ids carry a per-load
 //! incarnation, so a restarted coordinator never hands out an id it gave before.
+//! Consumer-protocol groups (KIP-848, `consumer_group.rs`) are rebuilt the same way
+//! from their records (Kafka's types 3 to 8), with their member epochs and assignments.
+//!
+//! # Transactional offsets
+//!
+//! TxnOffsetCommit's offsets are pending until the producer's transaction ends
+//! (`txn_offsets`): written at once, as a transactional batch of the producer, but
+//! shown by OffsetFetch only once [`GroupCoordinator::complete_txn_offsets`] is told of
+//! its COMMIT marker (an ABORT drops them). Loading does the same from the log: a
+//! producer's offsets count where a COMMIT marker of it follows them, and stay pending
+//! without a marker.
 
+mod consumer_group;
+mod consumer_records;
+mod consumer_shell;
+mod consumer_types;
 mod events;
 mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
+mod server_assignor;
+mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
 pub use crate::config::CoordinatorConfig;
 pub use crate::error::GroupError;
+pub use consumer_group::{
+    ConsumerGroup, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, TopicsImage, validate_heartbeat,
+};
+pub use consumer_records::topic_id;
+pub use consumer_types::{
+    ConsumerGroupDescription, ConsumerGroupState, ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse, ConsumerMemberDescription, GroupType, TopicPartitionList,
+    TypedListedGroup,
+};
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
     MemberOrigin, OffsetCommitRequest, OffsetCommitResult, SyncGroupRequest, SyncGroupResponse,
+    TxnOffsetCommitRequest,
 };
 
 use std::collections::HashMap;
@@ -113,6 +142,8 @@ pub(crate) type PartitionCheck = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 /// The groups of a loaded coordinator.
 struct Loaded {
     groups: HashMap<String, Group>,
+    /// Consumer-protocol groups (KIP-848); their offsets are in `groups`.
+    consumer: HashMap<String, ConsumerGroup>,
     incarnation: u64,
 }
 
@@ -124,6 +155,8 @@ struct State {
     partition_check: Option<PartitionCheck>,
     /// In-process members to wake when their group starts a rebalance.
     wakers: HashMap<String, HashMap<String, RebalanceWaker>>,
+    /// Transactional offsets not yet decided by a marker (reset with every load).
+    txn: txn_offsets::PendingTxnOffsets,
 }
 
 struct Inner {
@@ -210,6 +243,7 @@ impl GroupCoordinator {
         let incarnation = c.next_incarnation();
         c.inner.state.lock().loaded = Some(Loaded {
             groups: HashMap::new(),
+            consumer: HashMap::new(),
             incarnation,
         });
         c
@@ -236,14 +270,28 @@ impl GroupCoordinator {
     /// first: committed offsets and group metadata) and writes to `journal` from now
     /// on. Replaces whatever was loaded before.
     pub(crate) fn load(&self, entries: Vec<offsets::Entry>, journal: Arc<dyn OffsetJournal>) {
+        let logged = entries.into_iter().map(offsets::Logged::Plain).collect();
+        self.load_logged(logged, journal);
+    }
+
+    /// [`load`](Self::load) from the records as logged: transactional offsets count
+    /// where their producer's COMMIT marker is, and stay pending without a marker.
+    pub(crate) fn load_logged(
+        &self,
+        logged: Vec<offsets::Logged>,
+        journal: Arc<dyn OffsetJournal>,
+    ) {
         let incarnation = self.next_incarnation();
+        let (entries, pending) = txn_offsets::resolve(logged);
         let groups = group::groups_from_entries(entries, Instant::now(), incarnation);
         let mut st = self.inner.state.lock();
         st.loaded = Some(Loaded {
             groups: groups.into_iter().collect(),
+            consumer: HashMap::new(),
             incarnation,
         });
         st.journal = Some(journal);
+        st.txn = pending;
         self.inner.changed.notify_all();
     }
 
@@ -254,8 +302,9 @@ impl GroupCoordinator {
         &self,
         partition: crate::topic::Partition,
     ) -> crate::error::Result<()> {
-        let entries = offsets::load(&partition)?;
-        self.load(entries, Arc::new(offsets::LogJournal { partition }));
+        let (logged, records) = offsets::load(&partition)?;
+        self.load_logged(logged, Arc::new(offsets::LogJournal { partition }));
+        self.restore_consumer_groups(&records)?;
         Ok(())
     }
 
@@ -267,6 +316,7 @@ impl GroupCoordinator {
         let mut st = self.inner.state.lock();
         st.loaded = None;
         st.journal = None;
+        st.txn = txn_offsets::PendingTxnOffsets::default();
         for wakers in st.wakers.values() {
             for w in wakers.values() {
                 w.wake();
@@ -335,6 +385,21 @@ impl GroupCoordinator {
         missing: Option<GroupError>,
         f: impl FnOnce(&mut Group, Instant) -> Result<R, GroupError>,
     ) -> Result<R, GroupError> {
+        self.with_group_txn(group_id, missing, |g, _, now| f(g, now))
+    }
+
+    /// [`with_group`](Self::with_group), `f` also given the pending transactional
+    /// offsets.
+    fn with_group_txn<R>(
+        &self,
+        group_id: &str,
+        missing: Option<GroupError>,
+        f: impl FnOnce(
+            &mut Group,
+            &mut txn_offsets::PendingTxnOffsets,
+            Instant,
+        ) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
         self.check_open()?;
         let now = Instant::now();
         let mut guard = self.inner.state.lock();
@@ -349,7 +414,7 @@ impl GroupCoordinator {
             (false, Some(e)) => return Err(e),
         };
         let before = group.rebalances();
-        let out = f(group, now);
+        let out = f(group, &mut st.txn, now);
         let stored = persist(group, st.journal.as_ref(), now);
         let after = group.rebalances();
         wake_group(&st.wakers, group_id, before, after);
@@ -380,6 +445,7 @@ impl GroupCoordinator {
     /// starts (or joins) a rebalance, without waiting.
     pub fn begin_join(&self, req: JoinGroupRequest) -> Result<JoinStart, GroupError> {
         group::validate_join(&req, &self.inner.config)?;
+        self.refuse_classic_join(&req.group_id)?;
         let missing =
             (!req.member_id.is_empty()).then(|| GroupError::UnknownMemberId(req.member_id.clone()));
         let cfg = &self.inner.config;
@@ -521,43 +587,170 @@ impl GroupCoordinator {
         if req.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId(req.group_id));
         }
-        // Checked before taking the coordinator's lock (the check reads the topic
-        // registry).
-        let check = self.inner.state.lock().partition_check.clone();
-        let missing_partitions: std::collections::HashSet<(String, i32)> = req
-            .offsets
-            .iter()
-            .filter(|o| check.as_ref().is_some_and(|c| !c(&o.topic, o.partition)))
-            .map(|o| (o.topic.clone(), o.partition))
-            .collect();
-        let exists = |t: &str, p: i32| !missing_partitions.contains(&(t.to_string(), p));
+        let consumer = self.check_consumer_commit(&req)?;
         let simple = req.generation_id < 0 && req.member_id.is_empty();
-        let missing = (!simple).then_some(GroupError::IllegalGeneration {
+        let missing = (!simple && !consumer).then_some(GroupError::IllegalGeneration {
             given: req.generation_id,
             current: -1,
         });
-        let cfg = &self.inner.config;
         let journal = self.inner.state.lock().journal.clone();
-        self.with_group(&req.group_id, missing, |g, now| {
-            g.check_commit(&req, now)?;
-            let (known, unknown): (Vec<CommitOffset>, Vec<CommitOffset>) = req
-                .offsets
-                .iter()
-                .cloned()
-                .partition(|o| exists(&o.topic, o.partition));
+        let group_id = req.group_id.clone();
+        self.commit_with(
+            &group_id,
+            &req.offsets,
+            missing,
+            |g, now| match consumer {
+                true => Ok(()),
+                false => g.check_commit(&req, now),
+            },
+            |g, txn, prepared| {
+                if let Some(journal) = &journal {
+                    journal
+                        .append(&g.commit_records(&prepared))
+                        .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+                }
+                for (t, p, _) in prepared.accepted() {
+                    txn.plain_commit(&req.group_id, t, *p);
+                }
+                g.apply_commit(prepared);
+                Ok(())
+            },
+        )
+    }
+
+    /// TxnOffsetCommit: writes the offsets to `__consumer_offsets` at once, as a
+    /// transactional batch of the producer, and holds them pending until
+    /// [`complete_txn_offsets`](Self::complete_txn_offsets) is told how its transaction
+    /// ended. A missing group is created, as Kafka does. Refused as a whole (KIP-447):
+    /// a fenced static instance ([`GroupError::FencedInstanceId`]), a member id that is
+    /// not the group's ([`GroupError::UnknownMemberId`]), another generation
+    /// ([`GroupError::IllegalGeneration`]), an epoch older than the producer's
+    /// ([`GroupError::InvalidProducerEpoch`]). One result per partition otherwise.
+    ///
+    /// Whether the producer's transaction holds the group's `__consumer_offsets`
+    /// partition (AddOffsetsToTxn) is the transaction coordinator's to check.
+    pub fn txn_offset_commit(
+        &self,
+        req: TxnOffsetCommitRequest,
+    ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if req.producer_id < 0 || req.producer_epoch < 0 {
+            return Err(GroupError::InvalidProducerIdMapping {
+                producer_id: req.producer_id,
+                epoch: req.producer_epoch,
+            });
+        }
+        let journal = self.inner.state.lock().journal.clone();
+        let (pid, epoch) = (req.producer_id, req.producer_epoch);
+        self.commit_with(
+            &req.group_id,
+            &req.offsets,
+            None,
+            |g, _| {
+                g.check_txn_commit(
+                    req.generation_id,
+                    &req.member_id,
+                    req.group_instance_id.as_deref(),
+                )
+            },
+            |g, txn, prepared| {
+                if let Some(current) = txn.epoch_of(pid).filter(|&c| c > epoch) {
+                    return Err(GroupError::InvalidProducerEpoch {
+                        producer_id: pid,
+                        epoch,
+                        current,
+                    });
+                }
+                if let Some(journal) = &journal {
+                    journal
+                        .append_txn(pid, epoch, &g.commit_records(&prepared))
+                        .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+                }
+                for (t, p, c) in prepared.accepted() {
+                    let key = (req.group_id.clone(), t.clone(), *p);
+                    txn.add(pid, epoch, key, c.clone());
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Producer `producer_id`'s transaction ended: its COMMIT or ABORT marker (at
+    /// `producer_epoch`) is in `__consumer_offsets`. A commit makes the producer's
+    /// pending transactional offsets the groups' committed offsets (but not over a
+    /// plain commit made after them), an abort drops them. Nothing pending is no
+    /// error: a transaction without offsets, or a marker written again.
+    pub fn complete_txn_offsets(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> crate::error::Result<()> {
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let done = st.txn.complete(producer_id, producer_epoch, commit);
+        let Some(loaded) = st.loaded.as_mut() else {
+            // Not the coordinator: the next load reads the marker from the log.
+            return Ok(());
+        };
+        let mut by_group: HashMap<String, Vec<(String, i32, offsets::Committed)>> = HashMap::new();
+        for ((group, topic, partition), value) in done {
+            by_group
+                .entry(group)
+                .or_default()
+                .push((topic, partition, value));
+        }
+        for (group_id, accepted) in by_group {
+            let incarnation = loaded.incarnation;
+            loaded
+                .groups
+                .entry(group_id.clone())
+                .or_insert_with(|| Group::new(&group_id, incarnation))
+                .apply_commit(PreparedCommit::of(accepted));
+        }
+        self.inner.changed.notify_all();
+        Ok(())
+    }
+
+    /// What OffsetCommit and TxnOffsetCommit share: partitions that do not exist answer
+    /// UNKNOWN_TOPIC_OR_PARTITION, `check` may refuse the whole request, the others are
+    /// validated and `store`d (an error of it fails each of them), and the results come
+    /// in the request's order.
+    fn commit_with(
+        &self,
+        group_id: &str,
+        offsets: &[CommitOffset],
+        missing: Option<GroupError>,
+        check: impl FnOnce(&mut Group, Instant) -> Result<(), GroupError>,
+        store: impl FnOnce(
+            &mut Group,
+            &mut txn_offsets::PendingTxnOffsets,
+            PreparedCommit,
+        ) -> Result<(), GroupError>,
+    ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId(group_id.to_string()));
+        }
+        // Checked before taking the coordinator's lock (the check reads the topic
+        // registry).
+        let partition_check = self.inner.state.lock().partition_check.clone();
+        let (known, unknown): (Vec<CommitOffset>, Vec<CommitOffset>) =
+            offsets.iter().cloned().partition(|o| {
+                partition_check
+                    .as_ref()
+                    .is_none_or(|c| c(&o.topic, o.partition))
+            });
+        let cfg = &self.inner.config;
+        self.with_group_txn(group_id, missing, |g, txn, now| {
+            check(g, now)?;
             let (mut results, prepared) = g.prepare_commit(&known, cfg, now_ms());
             if !prepared.is_empty()
-                && let Some(journal) = &journal
-                && let Err(e) = journal.append(&g.commit_records(&prepared))
+                && let Err(e) = store(g, txn, prepared)
             {
-                let e = GroupError::Journal(Arc::new(e));
                 for r in &mut results {
                     if r.result.is_ok() {
                         r.result = Err(e.clone());
                     }
                 }
-            } else {
-                g.apply_commit(prepared);
             }
             results.extend(unknown.into_iter().map(|o| OffsetCommitResult {
                 result: Err(GroupError::UnknownTopicOrPartition {
@@ -568,8 +761,7 @@ impl GroupCoordinator {
                 partition: o.partition,
             }));
             // Back in the request's order.
-            let order: HashMap<(&str, i32), usize> = req
-                .offsets
+            let order: HashMap<(&str, i32), usize> = offsets
                 .iter()
                 .enumerate()
                 .map(|(i, o)| ((o.topic.as_str(), o.partition), i))
@@ -596,6 +788,44 @@ impl GroupCoordinator {
         }
     }
 
+    /// OffsetFetch with `require_stable` (v7+, KIP-447): as
+    /// [`offset_fetch`](Self::offset_fetch), but a partition for which a transaction
+    /// has an offset pending answers [`GroupError::UnstableOffsetCommit`] instead (a
+    /// read_committed consumer asks again once the transaction ended).
+    pub fn offset_fetch_stable(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<Result<FetchedOffset, GroupError>>, GroupError> {
+        let mark = |txn: &txn_offsets::PendingTxnOffsets, fetched: Vec<FetchedOffset>| {
+            fetched
+                .into_iter()
+                .map(|o| {
+                    if txn.is_pending(group_id, &o.topic, o.partition) {
+                        Err(GroupError::UnstableOffsetCommit {
+                            topic: o.topic,
+                            partition: o.partition,
+                        })
+                    } else {
+                        Ok(o)
+                    }
+                })
+                .collect()
+        };
+        match self.with_group_txn(group_id, Some(GroupError::GroupIdNotFound), |g, txn, _| {
+            Ok(mark(txn, g.fetch_offsets(partitions)))
+        }) {
+            Err(GroupError::GroupIdNotFound) => {
+                let st = self.inner.state.lock();
+                Ok(mark(
+                    &st.txn,
+                    Group::new(group_id, 0).fetch_offsets(partitions),
+                ))
+            }
+            other => other,
+        }
+    }
+
     /// ListGroups: every group the coordinator knows (including groups that only have
     /// committed offsets), sorted by id; only those in `states` when it is not empty.
     pub fn list_groups(&self, states: &[GroupState]) -> Result<Vec<ListedGroup>, GroupError> {
@@ -615,6 +845,7 @@ impl GroupCoordinator {
     /// DescribeGroups for one group. An unknown group is described as `Dead` with no
     /// members and generation -1, as Kafka does.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
+        self.refuse_classic_describe(group_id)?;
         match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
             Ok(g.describe())
         }) {
@@ -636,13 +867,17 @@ impl GroupCoordinator {
     /// and its metadata, then forgets it.
     pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         self.check_open()?;
+        let was_consumer = self.delete_consumer_group(group_id)?;
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
         let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
-        let group = loaded
-            .groups
-            .get_mut(group_id)
-            .ok_or(GroupError::GroupIdNotFound)?;
+        let Some(group) = loaded.groups.get_mut(group_id) else {
+            return if was_consumer {
+                Ok(())
+            } else {
+                Err(GroupError::GroupIdNotFound)
+            };
+        };
         let records = group.prepare_delete()?;
         if !records.is_empty()
             && let Some(journal) = &st.journal
@@ -668,8 +903,15 @@ impl GroupCoordinator {
         partitions: &[(String, i32)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let journal = self.inner.state.lock().journal.clone();
+        let subscribed = self.consumer_subscribed_topics(group_id);
         self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
-            let (results, records) = g.prepare_offset_delete(partitions)?;
+            let (mut results, mut records) = g.prepare_offset_delete(partitions)?;
+            consumer_shell::refuse_subscribed(
+                group_id,
+                partitions,
+                &subscribed,
+                (&mut results, &mut records),
+            );
             if !records.is_empty()
                 && let Some(journal) = &journal
             {
@@ -721,7 +963,9 @@ impl GroupCoordinator {
         let wall = now_ms();
         let journal = st.journal.clone();
         let loaded = st.loaded.as_mut()?;
-        let mut next: Option<Instant> = None;
+        let mut next =
+            consumer_shell::tick_consumer_groups(loaded, journal.as_ref(), &self.inner.config, now);
+        let active = consumer_shell::active_consumer_groups(loaded);
         let mut woken = Vec::new();
         let mut expired = Vec::new();
         for (id, group) in loaded.groups.iter_mut() {
@@ -735,7 +979,9 @@ impl GroupCoordinator {
             }
             // A group with nothing left, or empty for longer than the offsets'
             // retention, goes with tombstones for what it had stored.
-            let records = if group.is_forgettable() {
+            let records = if active.contains(id) {
+                None
+            } else if group.is_forgettable() {
                 group.prepare_delete().ok()
             } else {
                 group.expired_records(retention, wall)
@@ -780,13 +1026,16 @@ fn reaper_loop(inner: &Arc<Inner>) {
 }
 
 #[cfg(test)]
+mod tests_txn;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::coordinator::offsets::decode;
 
     /// A journal in memory, which can be made to fail.
     #[derive(Default)]
-    struct MemJournal {
+    pub(super) struct MemJournal {
         records: Mutex<Vec<JournalRecord>>,
         fail: AtomicBool,
     }
@@ -803,6 +1052,15 @@ mod tests {
             self.records.lock().extend_from_slice(records);
             Ok(())
         }
+
+        fn append_txn(
+            &self,
+            _producer_id: i64,
+            _producer_epoch: i16,
+            records: &[JournalRecord],
+        ) -> crate::error::Result<()> {
+            self.append(records)
+        }
     }
 
     impl MemJournal {
@@ -815,7 +1073,7 @@ mod tests {
         }
     }
 
-    fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
+    pub(super) fn coordinator(journal: &Arc<MemJournal>) -> GroupCoordinator {
         let c = GroupCoordinator::new(CoordinatorConfig {
             min_session_timeout: Duration::from_millis(1),
             initial_rebalance_delay: Duration::ZERO,
@@ -825,7 +1083,7 @@ mod tests {
         c
     }
 
-    fn join_req(member: &str) -> JoinGroupRequest {
+    pub(super) fn join_req(member: &str) -> JoinGroupRequest {
         JoinGroupRequest {
             group_id: "g".into(),
             member_id: member.into(),
@@ -838,7 +1096,7 @@ mod tests {
         }
     }
 
-    fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+    pub(super) fn commit_req(generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
         OffsetCommitRequest {
             group_id: "g".into(),
             generation_id: generation,
@@ -850,12 +1108,13 @@ mod tests {
                 offset,
                 leader_epoch: -1,
                 metadata: None,
+                commit_timestamp: None,
             }],
         }
     }
 
     /// One member joins and syncs; returns (member id, generation).
-    fn stable_member(c: &GroupCoordinator) -> (String, i32) {
+    pub(super) fn stable_member(c: &GroupCoordinator) -> (String, i32) {
         let a = c
             .join_group(join_req(""), Duration::from_secs(5))
             .expect("join");

@@ -14,6 +14,11 @@
 //! Strings are an `i16` big-endian length followed by UTF-8 bytes (-1 = null). The topic
 //! is compacted, so the latest record per key wins; when the coordinator loads, it
 //! replays the partition in order.
+//!
+//! A TxnOffsetCommit's records are the same offset commits, in a transactional batch of
+//! the committing producer (its id and epoch, base sequence 0, as Kafka's coordinator
+//! writes them); the COMMIT or ABORT marker the transaction coordinator then appends to
+//! the partition decides them ([`Logged`]).
 
 use super::wire::{Reader, put_bytes, put_str};
 use crate::error::Result;
@@ -27,6 +32,15 @@ pub type JournalRecord = (Vec<u8>, Option<Vec<u8>>);
 pub(crate) trait OffsetJournal: Send + Sync {
     /// Appends the records as one batch and returns once they are in the log.
     fn append(&self, records: &[JournalRecord]) -> Result<()>;
+    /// Appends the records as one transactional batch of producer `producer_id` at
+    /// `producer_epoch` (a TxnOffsetCommit: pending until its marker), and returns once
+    /// they are in the log.
+    fn append_txn(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: &[JournalRecord],
+    ) -> Result<()>;
 }
 
 /// A committed offset as the coordinator keeps it (`OffsetCommitValue`).
@@ -84,6 +98,26 @@ pub(crate) enum Entry {
     Group { group: String, value: StoredGroup },
     /// A tombstone: the group was deleted (or emptied and expired).
     DeleteGroup { group: String },
+}
+
+/// A record of `__consumer_offsets` as it was logged: on its own, in a transactional
+/// batch (a TxnOffsetCommit, which its producer's marker decides), or a marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Logged {
+    /// A record of a plain batch.
+    Plain(Entry),
+    /// A record of a transactional batch of `producer_id`.
+    Txn {
+        producer_id: i64,
+        producer_epoch: i16,
+        entry: Entry,
+    },
+    /// The COMMIT (`commit` true) or ABORT marker of `producer_id`'s transaction.
+    Marker {
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    },
 }
 
 /// The key of a commit record.
@@ -252,8 +286,30 @@ pub(crate) struct LogJournal {
 
 impl OffsetJournal for LogJournal {
     fn append(&self, records: &[JournalRecord]) -> Result<()> {
+        self.write(crate::record::BatchBuilder::new(), records)
+    }
+
+    fn append_txn(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: &[JournalRecord],
+    ) -> Result<()> {
+        let builder = crate::record::BatchBuilder::new()
+            .producer(producer_id, producer_epoch, 0)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        self.write(builder, records)
+    }
+}
+
+impl LogJournal {
+    /// Appends `records` as one batch of `builder` and waits for the replicas.
+    fn write(
+        &self,
+        mut builder: crate::record::BatchBuilder,
+        records: &[JournalRecord],
+    ) -> Result<()> {
         let ts = crate::storage::now_ms();
-        let mut builder = crate::record::BatchBuilder::new();
         for (key, value) in records {
             builder.push(ts, Some(key), value.as_deref(), &[]);
         }
@@ -268,10 +324,15 @@ impl OffsetJournal for LogJournal {
 /// How long a commit waits for the in-sync replicas (Kafka `offsets.commit.timeout.ms`).
 const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Reads every commit record of the partition, oldest first, to its log end (a new
-/// leader loads what it has, committed or not, as Kafka's coordinator does).
-pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
+/// Reads every record of the partition, oldest first, to its log end (a new leader
+/// loads what it has, committed or not, as Kafka's coordinator does): the offsets and
+/// group records with the transactional batches and markers they were logged in, and
+/// every record with a key of a batch that is not a marker, as it is.
+pub(crate) fn load(
+    partition: &crate::topic::Partition,
+) -> Result<(Vec<Logged>, Vec<JournalRecord>)> {
     let mut entries = Vec::new();
+    let mut records = Vec::new();
     let end = partition.log_end_offset();
     let mut offset = partition.log_start_offset();
     while offset < end {
@@ -285,6 +346,23 @@ pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
         let mut next = offset;
         for batch in crate::record::batches(&slice) {
             let batch = batch?;
+            next = batch.last_offset() + 1;
+            if batch.last_offset() < offset {
+                continue;
+            }
+            let (producer_id, producer_epoch) = (batch.producer_id(), batch.producer_epoch());
+            if batch.is_control() {
+                let location = format!("__consumer_offsets-{}", partition.index());
+                if let Some(marker) = crate::record::EndTxnMarker::of_batch(&batch, &location)? {
+                    entries.push(Logged::Marker {
+                        producer_id,
+                        producer_epoch,
+                        commit: marker.commit,
+                    });
+                }
+                continue;
+            }
+            let txn = batch.is_transactional() && producer_id >= 0;
             for record in batch.records() {
                 let record = record?;
                 if record.offset < offset {
@@ -292,17 +370,24 @@ pub(crate) fn load(partition: &crate::topic::Partition) -> Result<Vec<Entry>> {
                 }
                 let Some(key) = record.key else { continue };
                 if let Some(entry) = decode(key, record.value)? {
-                    entries.push(entry);
+                    entries.push(match txn {
+                        false => Logged::Plain(entry),
+                        true => Logged::Txn {
+                            producer_id,
+                            producer_epoch,
+                            entry,
+                        },
+                    });
                 }
+                records.push((key.to_vec(), record.value.map(<[u8]>::to_vec)));
             }
-            next = batch.last_offset() + 1;
         }
         if next <= offset {
             break;
         }
         offset = next;
     }
-    Ok(entries)
+    Ok((entries, records))
 }
 
 #[cfg(test)]

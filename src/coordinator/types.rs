@@ -87,6 +87,10 @@ pub struct JoinGroupRequest {
     pub client_host: String,
     /// Network client or in-process member.
     pub origin: MemberOrigin,
+    /// JoinGroup v9+: the client understands `skip_assignment`, so a static leader that
+    /// returns to a Stable group is told it leads, with the member list, but not to
+    /// assign (KIP-345, KIP-814).
+    pub supports_skip_assignment: bool,
 }
 
 /// One member as the leader sees it in the JoinGroup response.
@@ -115,6 +119,9 @@ pub struct JoinGroupResponse {
     pub member_id: String,
     /// Every member with its metadata; only the leader receives this list.
     pub members: Vec<JoinGroupMember>,
+    /// JoinGroup v9+: the leader must not run its assignor (a static leader back in a
+    /// Stable group whose assignment stands); it syncs with an empty assignment.
+    pub skip_assignment: bool,
 }
 
 /// What [`GroupCoordinator::begin_join`](super::GroupCoordinator::begin_join) did.
@@ -200,6 +207,27 @@ pub struct OffsetCommitRequest {
     pub offsets: Vec<CommitOffset>,
 }
 
+/// A TxnOffsetCommit request (API key 28): offsets a transactional producer commits
+/// for a group, pending until its transaction ends (KIP-98), with the group
+/// information of its consumer (KIP-447; generation -1 and no member id without it).
+#[derive(Debug, Clone, Default)]
+pub struct TxnOffsetCommitRequest {
+    /// The group.
+    pub group_id: String,
+    /// The producer whose transaction the offsets belong to.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// The consuming member's generation, or -1.
+    pub generation_id: i32,
+    /// The consuming member's id, or "".
+    pub member_id: String,
+    /// The consuming member's static membership id, if any.
+    pub group_instance_id: Option<String>,
+    /// The offsets to commit with the transaction.
+    pub offsets: Vec<CommitOffset>,
+}
+
 /// One partition's offset in an OffsetCommit request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitOffset {
@@ -213,6 +241,9 @@ pub struct CommitOffset {
     pub leader_epoch: i32,
     /// Free-form metadata stored with the offset.
     pub metadata: Option<String>,
+    /// When it was committed (ms since the epoch; OffsetCommit v1 lets the client say),
+    /// or None for the time of the commit.
+    pub commit_timestamp: Option<i64>,
 }
 
 /// The result of committing one partition's offset.

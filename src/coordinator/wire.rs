@@ -53,6 +53,10 @@ impl<'a> Reader<'a> {
             ))),
         }
     }
+    /// How many bytes are left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
     /// True when every byte was read (later versions may append fields).
     pub(crate) fn at_end(&self) -> bool {
         self.pos >= self.buf.len()

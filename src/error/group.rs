@@ -82,6 +82,70 @@ pub enum GroupError {
     /// send SyncGroup again).
     #[error("timed out waiting for the leader's assignment")]
     RequestTimedOut,
+    /// OffsetFetch with `require_stable`: a transaction has an offset of the partition
+    /// pending (KIP-447); ask again once it ended.
+    #[error("a transaction has a pending offset commit for {topic}-{partition}")]
+    UnstableOffsetCommit {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// TxnOffsetCommit from a producer epoch older than the producer's latest (a fenced
+    /// producer).
+    #[error("producer {producer_id} epoch {epoch} is older than its epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The epoch in the request.
+        epoch: i16,
+        /// The producer's latest epoch.
+        current: i16,
+    },
+    /// TxnOffsetCommit without a valid producer id or epoch (negative).
+    #[error("producer id {producer_id} epoch {epoch} is not a transactional producer's")]
+    InvalidProducerIdMapping {
+        /// The producer id in the request.
+        producer_id: i64,
+        /// The epoch in the request.
+        epoch: i16,
+    },
+    /// ConsumerGroupHeartbeat: the member's epoch is ahead of or behind the
+    /// coordinator's (KIP-848); the member must rejoin with epoch 0.
+    #[error("member epoch {given} is fenced: the member's epoch is {current}")]
+    FencedMemberEpoch {
+        /// The epoch the member sent.
+        given: i32,
+        /// The member's epoch at the coordinator.
+        current: i32,
+    },
+    /// OffsetCommit of a consumer-protocol member with an epoch older than its current
+    /// one (KIP-848): retry with the new epoch.
+    #[error("member epoch {given} is stale: the member's epoch is {current}")]
+    StaleMemberEpoch {
+        /// The epoch the member sent.
+        given: i32,
+        /// The member's epoch at the coordinator.
+        current: i32,
+    },
+    /// A static member joined with an instance id whose previous member has not left
+    /// (KIP-848).
+    #[error("instance id {0:?} is still used by a member that has not left")]
+    UnreleasedInstanceId(String),
+    /// The server-side assignor named is not one of `group.consumer.assignors`.
+    #[error("server assignor {0:?} is not supported")]
+    UnsupportedAssignor(String),
+    /// The server-side subscription regular expression does not compile.
+    #[error("invalid regular expression {regex:?}: {reason}")]
+    InvalidRegularExpression {
+        /// The expression.
+        regex: String,
+        /// Why it does not compile.
+        reason: String,
+    },
+    /// A request whose fields are inconsistent (ConsumerGroupHeartbeat's validation).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// The `__consumer_offsets` journal refused the write: nothing was stored.
     #[error("writing to __consumer_offsets failed: {0}")]
     Journal(#[source] Arc<crate::error::Error>),

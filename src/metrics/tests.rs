@@ -118,6 +118,7 @@ fn group_lag_is_the_high_watermark_minus_the_committed_offset() {
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 }],
             })
             .unwrap();

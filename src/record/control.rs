@@ -224,6 +224,20 @@ impl EndTxnMarker {
     }
 }
 
+/// Tests: a batch of `values` (timestamp 1000) compressed with `codec`, a
+/// transactional one of producer `txn` (epoch 0, sequence 0) when given.
+#[cfg(test)]
+pub(crate) fn test_batch(txn: Option<i64>, codec: super::Compression, values: &[&str]) -> Vec<u8> {
+    let mut b = BatchBuilder::new().compression(codec);
+    if let Some(pid) = txn {
+        b = b.producer(pid, 0, 0).attributes(TRANSACTIONAL_BIT);
+    }
+    for v in values {
+        b.push(1_000, None, Some(v.as_bytes()), &[]);
+    }
+    b.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

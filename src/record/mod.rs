@@ -39,4 +39,6 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
 }
 
 #[cfg(test)]
+pub(crate) use control::test_batch;
+#[cfg(test)]
 mod tests;

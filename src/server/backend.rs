@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::LogConfig;
-use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::{AppendEpoch, Signal};
 
 /// The topic registry, the group coordinator and the data directory of a broker.
@@ -19,6 +19,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn topic_names(&self) -> Vec<String>;
     /// Number of partitions of `topic`, `None` if it does not exist.
     fn partition_count(&self, topic: &str) -> Option<i32>;
+    /// The topic id of `topic` (KIP-516), None if it does not exist or has none.
+    fn topic_id(&self, _topic: &str) -> Option<[u8; 16]> {
+        None
+    }
     /// Create `name` with `partitions` partitions (`-1` = the broker default) and the
     /// given Kafka-named config overrides.
     fn create_topic(&self, name: &str, partitions: i32, configs: &[(String, String)])
@@ -109,6 +113,13 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)>;
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one).
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice>;
+    /// A read_committed consumer's read: whole batches below the last stable offset,
+    /// with that offset.
+    fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)>;
+    /// The last stable offset (ListOffsets LATEST of a read_committed consumer).
+    fn last_stable_offset(&self) -> Result<i64>;
+    /// The aborted transactions with records in `from_offset..to_offset`.
+    fn aborted_transactions(&self, from_offset: i64, to_offset: i64) -> Result<Vec<AbortedTxn>>;
     /// First readable offset.
     fn log_start_offset(&self) -> i64;
     /// Offset after the last committed record.

@@ -9,7 +9,7 @@ use crate::broker::Broker;
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::storage::LogConfig;
-use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
 use crate::topic::{AppendEpoch, Partition};
 
@@ -82,6 +82,16 @@ impl Backend for BrokerBackend {
                 .registered_topic(topic)
                 .ok()
                 .map(|t| t.partition_count()),
+        }
+    }
+
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        match &self.cluster {
+            Some(c) => c.topic(topic).map(|t| t.id),
+            None => self
+                .broker
+                .topic_id(topic)
+                .and_then(|id| crate::storage::codec::uuid_from_base64(&id)),
         }
     }
 
@@ -254,6 +264,15 @@ impl PartitionOps for Partition {
     }
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         Partition::read(self, offset, max_bytes)
+    }
+    fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
+        Partition::read_committed(self, offset, max_bytes)
+    }
+    fn last_stable_offset(&self) -> Result<i64> {
+        Partition::last_stable_offset(self)
+    }
+    fn aborted_transactions(&self, from_offset: i64, to_offset: i64) -> Result<Vec<AbortedTxn>> {
+        Partition::aborted_transactions(self, from_offset, to_offset)
     }
     fn log_start_offset(&self) -> i64 {
         Partition::log_start_offset(self)

@@ -33,6 +33,8 @@ pub(crate) struct ClusterBroker {
 /// The partitions of one topic as the cluster's metadata has them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TopicLayout {
+    /// Topic id (KIP-516): a topic created again under a deleted one's name has another.
+    pub id: [u8; 16],
     /// True for `__consumer_offsets`.
     pub internal: bool,
     /// The partitions, by index.
@@ -156,6 +158,7 @@ impl ClusterView for ClusterNode {
             .map(|name| {
                 let t = image.topic(name)?;
                 Some(TopicLayout {
+                    id: t.id,
                     internal: t.internal,
                     partitions: t
                         .partitions

@@ -141,6 +141,15 @@ pub(crate) fn request_start(frame: &[u8]) -> Option<RequestStart> {
     })
 }
 
+/// The client id of a request header (every header version puts it, as a classic
+/// nullable string, right after the correlation id), if the frame holds one.
+pub(crate) fn client_id(frame: &[u8]) -> Option<String> {
+    let len = frame.get(MIN_REQUEST_LEN..MIN_REQUEST_LEN + 2)?;
+    let len = usize::try_from(i16::from_be_bytes([len[0], len[1]])).ok()?;
+    let bytes = frame.get(MIN_REQUEST_LEN + 2..MIN_REQUEST_LEN + 2 + len)?;
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
 /// A request header decoded, and the body bytes that follow it.
 pub(crate) fn split_header(
     frame: Bytes,

@@ -296,11 +296,22 @@ pub(crate) fn parse(frame: Vec<u8>) -> Result<Parsed, Fatal> {
     };
     if start.api_version < lo || start.api_version > hi {
         if start.api_key == ApiKey::ApiVersions as i16 {
+            // A client asks with its newest version first: the usual start, not a fault.
+            tracing::debug!(
+                version = start.api_version,
+                client_id = codec::client_id(&frame).unwrap_or_default(),
+                "ApiVersions v{} is not supported (versions {lo}-{hi} are): answered \
+                 UNSUPPORTED_VERSION with the supported ranges",
+                start.api_version
+            );
             return api::unsupported_version_reply(start.correlation_id).map(Parsed::Reply);
         }
+        // As Kafka, which closes the connection of a request of a version it does not
+        // serve; the log line names the client.
         return Err(Fatal(format!(
-            "{name} v{} is not supported (versions {lo}-{hi} are)",
-            start.api_version
+            "{name} v{} is not supported (versions {lo}-{hi} are), client id {:?}",
+            start.api_version,
+            codec::client_id(&frame).unwrap_or_default()
         )));
     }
     let key =

@@ -31,6 +31,15 @@ impl KafkaCode for GroupError {
             GroupError::OffsetMetadataTooLarge { .. } => 12,
             GroupError::UnknownTopicOrPartition { .. } => 3,
             GroupError::RequestTimedOut => 7,
+            GroupError::UnstableOffsetCommit { .. } => 88,
+            GroupError::InvalidProducerEpoch { .. } => 47,
+            GroupError::InvalidProducerIdMapping { .. } => 49,
+            GroupError::FencedMemberEpoch { .. } => 110,
+            GroupError::UnreleasedInstanceId(_) => 111,
+            GroupError::UnsupportedAssignor(_) => 112,
+            GroupError::StaleMemberEpoch { .. } => 113,
+            GroupError::InvalidRegularExpression { .. } => 128,
+            GroupError::InvalidRequest(_) => 42,
             GroupError::Journal(e) => match &**e {
                 // A replicated journal that lost its leadership: the coordinator moved.
                 Error::Closed(_) => 16,
@@ -110,6 +119,46 @@ mod tests {
         assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
         let io = Error::io("append", "x", std::io::Error::other("disk"));
         assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
+    }
+
+    #[test]
+    fn consumer_protocol_codes_are_kafkas() {
+        use kafka_protocol::ResponseError as R;
+        let cases = [
+            (
+                GroupError::FencedMemberEpoch {
+                    given: 3,
+                    current: 2,
+                },
+                R::FencedMemberEpoch,
+            ),
+            (
+                GroupError::StaleMemberEpoch {
+                    given: 1,
+                    current: 2,
+                },
+                R::StaleMemberEpoch,
+            ),
+            (
+                GroupError::UnreleasedInstanceId("i".into()),
+                R::UnreleasedInstanceId,
+            ),
+            (
+                GroupError::UnsupportedAssignor("x".into()),
+                R::UnsupportedAssignor,
+            ),
+            (
+                GroupError::InvalidRegularExpression {
+                    regex: "(".into(),
+                    reason: "unclosed".into(),
+                },
+                R::InvalidRegularExpression,
+            ),
+            (GroupError::InvalidRequest("x".into()), R::InvalidRequest),
+        ];
+        for (error, kafka) in cases {
+            assert_eq!(error.code(), kafka.code(), "{error:?}");
+        }
     }
 
     #[test]

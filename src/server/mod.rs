@@ -40,6 +40,7 @@ mod limits;
 mod listener;
 mod node;
 mod sendfile;
+mod topic_ids;
 mod transport;
 
 use std::collections::HashMap;
@@ -884,6 +885,8 @@ mod tests_api_table;
 #[cfg(test)]
 mod tests_cluster_view;
 #[cfg(test)]
+mod tests_consumer_groups;
+#[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]
 mod tests_groups;
@@ -893,3 +896,5 @@ mod tests_listeners;
 mod tests_security;
 #[cfg(test)]
 mod tests_transactions;
+#[cfg(test)]
+mod tests_txn_read;

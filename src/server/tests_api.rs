@@ -575,6 +575,68 @@ fn metadata_creates_topics_and_advertises_a_reachable_address() {
     assert!(all.topics[0].is_internal && !all.topics[1].is_internal);
 }
 
+/// Metadata v12 of `topics` by name: each topic's error code and id.
+fn topic_ids(c: &mut Client, topics: &[&'static str]) -> Vec<(i16, [u8; 16])> {
+    let req = MetadataRequest::default().with_topics(Some(
+        topics
+            .iter()
+            .map(|t| {
+                metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str(t))))
+            })
+            .collect(),
+    ));
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    resp.topics
+        .iter()
+        .map(|t| (t.error_code, *t.topic_id.as_bytes()))
+        .collect()
+}
+
+#[test]
+fn metadata_gives_each_incarnation_of_a_topic_its_own_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "twice", 2);
+    let [(0, first)] = topic_ids(&mut c, &["twice"])[..] else {
+        panic!("no id for the topic");
+    };
+    assert_ne!(first, [0; 16]);
+    // Asked for by id (v12): the same topic; an id no topic has is UNKNOWN_TOPIC_ID.
+    let by_id = |id: [u8; 16]| {
+        MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(id.to_vec().try_into().unwrap()),
+        ]))
+    };
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &by_id(first));
+    assert_eq!(resp.topics[0].name.as_ref().unwrap().as_str(), "twice");
+    assert_eq!(resp.topics[0].partitions.len(), 2);
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &by_id([9; 16]));
+    assert_eq!(resp.topics[0].error_code, 100, "UNKNOWN_TOPIC_ID");
+
+    // Deleted and created again: another id, kept across a restart.
+    let resp: DeleteTopicsResponse = c.call(
+        ApiKey::DeleteTopics,
+        3,
+        &DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str("twice"))]),
+    );
+    assert_eq!(resp.responses[0].error_code, 0);
+    create(&mut c, "twice", 1);
+    let [(0, second)] = topic_ids(&mut c, &["twice"])[..] else {
+        panic!("no id for the topic created again");
+    };
+    assert_ne!(second, first);
+    drop(c);
+    server.shutdown().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(topic_ids(&mut c, &["twice"]), vec![(0, second)]);
+}
+
 /// The error code of a Metadata v8 request for `topic` that allows auto-creation.
 fn metadata_error(c: &mut Client, topic: &'static str) -> i16 {
     let req = MetadataRequest::default()
@@ -654,6 +716,27 @@ fn admin_apis_create_describe_and_delete() {
     let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 2, &twice);
     assert_eq!(resp.topics[0].error_code, 42);
     assert_eq!(resp.topics[1].error_code, 42);
+    // v5+: the created topic's partitions, replication factor and settings.
+    let with_config = creatable("adm-v6", 1)
+        .with_num_partitions(2)
+        .with_configs(vec![
+            create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(Some(StrBytes::from_static_str("1000"))),
+        ]);
+    let req = CreateTopicsRequest::default().with_topics(vec![with_config]);
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 6, &req);
+    let created = &resp.topics[0];
+    assert_eq!(created.error_code, 0);
+    assert_eq!((created.num_partitions, created.replication_factor), (2, 1));
+    let configs = created.configs.as_ref().expect("the topic's settings");
+    let find = |name: &str| configs.iter().find(|c| c.name.as_str() == name).unwrap();
+    let retention = find("retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("1000"));
+    assert_eq!(retention.config_source, 1, "DYNAMIC_TOPIC_CONFIG");
+    let policy = find("cleanup.policy");
+    assert_eq!(policy.value.as_deref(), Some("delete"));
+    assert_eq!(policy.config_source, 5, "DEFAULT_CONFIG");
     let resp: DescribeConfigsResponse = c.call(
         ApiKey::DescribeConfigs,
         1,

@@ -72,8 +72,13 @@ fn api_versions_lists_exactly_the_tables_apis() {
     assert_eq!(listed, table);
     for api in APIS {
         let valid = api.key.valid_versions();
+        // Below the protocol crate's versions only the old ones kept in `legacy`.
+        let oldest = api::legacy::OLDEST
+            .iter()
+            .find(|(k, _)| *k == api.key)
+            .map_or(valid.min, |(_, v)| *v);
         assert!(
-            valid.min <= api.min && api.min <= api.max && api.max <= valid.max,
+            oldest <= api.min && api.min <= api.max && api.max <= valid.max,
             "{:?} {}..={} is outside the protocol's {valid:?}",
             api.key,
             api.min,
@@ -161,4 +166,16 @@ fn response_errors_count_per_partition_for_this_threads_server() {
     count_error(3);
     let m = ServerStats::sum(&[stats]).unwrap();
     assert_eq!(m.errors[0].count, 2);
+}
+
+#[test]
+fn a_version_out_of_range_is_refused_naming_the_api_version_and_client() {
+    let (_, hi) = api::supported_range(ApiKey::OffsetCommit as i16).unwrap();
+    let request = frame(ApiKey::OffsetCommit, hi + 1, 7, &[]);
+    let Err(api::Fatal(msg)) = super::connection::parse(request[4..].to_vec()) else {
+        panic!("OffsetCommit v{} was accepted", hi + 1);
+    };
+    let expected = format!("OffsetCommit v{} is not supported", hi + 1);
+    assert!(msg.contains(&expected), "{msg}");
+    assert!(msg.contains("client id \"table\""), "{msg}");
 }

@@ -29,6 +29,7 @@ fn two_brokers() -> FakeCluster {
     topics.insert(
         "orders".to_string(),
         TopicLayout {
+            id: [1; 16],
             internal: false,
             partitions: vec![partition(1, vec![1, 2]), partition(2, vec![2, 1])],
         },
@@ -36,6 +37,7 @@ fn two_brokers() -> FakeCluster {
     topics.insert(
         crate::broker::OFFSETS_TOPIC.to_string(),
         TopicLayout {
+            id: [2; 16],
             internal: true,
             partitions: vec![partition(2, vec![2, 1])],
         },
@@ -274,6 +276,7 @@ fn find_coordinator_answers_the_leader_of_the_transactional_ids_state_partition(
     cluster.topics.insert(
         crate::transaction::log::TRANSACTION_STATE_TOPIC.to_string(),
         TopicLayout {
+            id: [3; 16],
             internal: true,
             partitions,
         },

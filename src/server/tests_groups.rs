@@ -175,6 +175,18 @@ fn list_describe_delete_groups_and_offsets_over_every_version() {
     assert_eq!(stable.len(), 1);
     assert_eq!(stable[0].0, "live");
     assert!(list(&mut c, 4, &["Dead"]).is_empty());
+    // v5: every group is of type "classic"; a filter by another type lists none.
+    for (types, expected) in [(vec![], 2), (vec!["Classic"], 2), (vec!["consumer"], 0)] {
+        let req =
+            ListGroupsRequest::default().with_types_filter(types.iter().map(|t| s(t)).collect());
+        let resp: ListGroupsResponse = c.call(ApiKey::ListGroups, 5, &req);
+        assert_eq!(resp.groups.len(), expected, "types {types:?}");
+        assert!(
+            resp.groups
+                .iter()
+                .all(|g| g.group_type.as_str() == "classic")
+        );
+    }
 
     // DescribeGroups: every version.
     for v in 0..=5 {
@@ -320,5 +332,87 @@ fn static_members_are_fenced_and_leave_by_instance_id() {
     let state = resp.groups[0].group_state.as_str();
     assert!(matches!(state, "Empty" | "Dead"), "{state}");
     assert!(resp.groups[0].members.is_empty());
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_static_leader_back_with_join_group_v9_is_told_to_skip_the_assignment() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "g", 2);
+    let (first, generation) = join_and_sync(&mut c, "lead", Some("host-1"), &[("g", vec![0, 1])]);
+    let join = |instance: &str| {
+        JoinGroupRequest::default()
+            .with_group_id(GroupId(s("lead")))
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_protocol_type(s("consumer"))
+            .with_group_instance_id(Some(s(instance)))
+            .with_reason(Some(s("restarted")))
+            .with_protocols(vec![
+                join_group_request::JoinGroupRequestProtocol::default()
+                    .with_name(s("range"))
+                    .with_metadata(subscription(&["g"])),
+            ])
+    };
+    // The leader's process restarts and joins with JoinGroup v9: it leads under its new
+    // id, gets the member list, and is told not to assign.
+    let resp: JoinGroupResponse = c.call(ApiKey::JoinGroup, 9, &join("host-1"));
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    assert_eq!(resp.generation_id, generation, "no new generation");
+    assert_ne!(resp.member_id, first);
+    assert_eq!(resp.leader, resp.member_id);
+    assert!(resp.skip_assignment);
+    assert_eq!(resp.protocol_type.as_deref(), Some("consumer"));
+    let listed: Vec<_> = resp.members.iter().map(|m| m.member_id.clone()).collect();
+    assert_eq!(listed, vec![resp.member_id.clone()]);
+    // It syncs with no assignment (SyncGroup v5) and gets the group's.
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s("lead")))
+        .with_generation_id(generation)
+        .with_member_id(resp.member_id.clone())
+        .with_group_instance_id(Some(s("host-1")))
+        .with_protocol_type(Some(s("consumer")))
+        .with_protocol_name(Some(s("range")));
+    let synced: SyncGroupResponse = c.call(ApiKey::SyncGroup, 5, &sync);
+    assert_eq!(synced.error_code, 0);
+    let a = Assignment::decode(&synced.assignment).unwrap();
+    assert_eq!(a.partitions, vec![("g".to_string(), vec![0, 1])]);
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(s("lead")))
+        .with_generation_id(generation)
+        .with_member_id(resp.member_id.clone())
+        .with_group_instance_id(Some(s("host-1")));
+    let beat: HeartbeatResponse = c.call(ApiKey::Heartbeat, 4, &hb);
+    assert_eq!(beat.error_code, 0, "the group stays Stable");
+
+    // The same return before v9 (JoinGroup v7): the old leader id, no member list.
+    let second = resp.member_id;
+    let resp: JoinGroupResponse = c.call(ApiKey::JoinGroup, 7, &join("host-1").with_reason(None));
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    assert_eq!(resp.generation_id, generation);
+    assert_eq!(resp.leader, second, "the leader id before this join");
+    assert!(resp.members.is_empty());
+
+    // LeaveGroup v5 with the instance id and its member id, and a reason.
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("lead")))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default()
+                .with_member_id(second)
+                .with_group_instance_id(Some(s("host-1")))
+                .with_reason(Some(s("shutting down"))),
+            leave_group_request::MemberIdentity::default()
+                .with_member_id(resp.member_id)
+                .with_group_instance_id(Some(s("host-1"))),
+        ]);
+    let left: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, 5, &leave);
+    let codes: Vec<i16> = left.members.iter().map(|m| m.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![82, 0],
+        "the stale id is fenced, the current one leaves"
+    );
     server.shutdown().unwrap();
 }

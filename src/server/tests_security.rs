@@ -153,7 +153,7 @@ fn produce_code(c: &mut Client, topic: &str) -> i16 {
     r.responses[0].partition_responses[0].error_code
 }
 
-fn binding(
+pub(super) fn binding(
     kind: ResourceType,
     name: &str,
     pattern: PatternType,
@@ -171,7 +171,7 @@ fn binding(
         .with_permission_type(perm.code())
 }
 
-fn create_acls(c: &mut Client, creations: Vec<create_acls_request::AclCreation>) {
+pub(super) fn create_acls(c: &mut Client, creations: Vec<create_acls_request::AclCreation>) {
     let r: CreateAclsResponse = c.call(
         ApiKey::CreateAcls,
         3,

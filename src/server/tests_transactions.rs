@@ -13,18 +13,18 @@ use super::*;
 use crate::broker::Broker;
 use crate::record::{BatchBuilder, EndTxnMarker, TRANSACTIONAL_BIT};
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn start(broker: &Broker) -> ServerHandle {
+pub(super) fn start(broker: &Broker) -> ServerHandle {
     Server::builder(broker.clone())
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .start()
         .unwrap()
 }
 
-fn init(c: &mut Client, id: &str) -> (i64, i16) {
+pub(super) fn init(c: &mut Client, id: &str) -> (i64, i16) {
     let req = InitProducerIdRequest::default()
         .with_transactional_id(Some(TransactionalId(s(id))))
         .with_transaction_timeout_ms(60_000);
@@ -93,7 +93,13 @@ fn produce(c: &mut Client, id: &str, p: (i64, i16), partition: i32, seq: i32) ->
     r.responses[0].partition_responses[0].error_code
 }
 
-fn end(c: &mut Client, version: i16, id: &str, p: (i64, i16), commit: bool) -> EndTxnResponse {
+pub(super) fn end(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    p: (i64, i16),
+    commit: bool,
+) -> EndTxnResponse {
     let req = EndTxnRequest::default()
         .with_transactional_id(TransactionalId(s(id)))
         .with_producer_id(ProducerId(p.0))

@@ -278,9 +278,54 @@ pub(crate) fn uuid_base64(id: &[u8; 16]) -> String {
     out
 }
 
+/// The UUID of a [`uuid_base64`] string, None if `s` is not one (22 characters of the
+/// URL-safe alphabet whose last one carries no stray bits).
+pub(crate) fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
+    let digit = |c: u8| -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        }))
+    };
+    let s = s.as_bytes();
+    if s.len() != 22 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (k, chunk) in s.chunks(4).enumerate() {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= digit(c)? << (18 - 6 * i);
+        }
+        let bytes = chunk.len() - 1;
+        for i in 0..bytes {
+            out[3 * k + i] = (n >> (16 - 8 * i)) as u8;
+        }
+        if n & (0x00ff_ffff >> (8 * bytes)) != 0 {
+            return None;
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_round_trip_through_base64() {
+        for id in [[0u8; 16], [0xff; 16], random_uuid(), random_uuid()] {
+            assert_eq!(uuid_from_base64(&uuid_base64(&id)), Some(id));
+        }
+        assert_eq!(uuid_from_base64("short"), None);
+        assert_eq!(uuid_from_base64("AAAAAAAAAAAAAAAAAAAAA!"), None);
+        // The last character carries 2 bits; the other 4 must be zero.
+        assert_eq!(uuid_from_base64("AAAAAAAAAAAAAAAAAAAAAB"), None);
+    }
 
     #[test]
     fn values_round_trip() {

@@ -40,7 +40,7 @@
 
 mod checkpoint;
 mod clock;
-#[cfg(feature = "server")]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) mod codec;
 mod config;
 mod epoch;

@@ -1,11 +1,11 @@
 """confluent-kafka's transactional producer against `tidelog serve`: transactions over
 two topics committed, one aborted, a second producer with the same transactional.id
-fencing the first, and a read_uncommitted consumer that sees data records only (the
-COMMIT and ABORT markers take offsets but never surface as messages). Then
+fencing the first, a read_uncommitted consumer that sees data records only (the
+COMMIT and ABORT markers take offsets but never surface as messages), and a
+read_committed one that sees the committed records and none of the aborted ones. Then
 kafka-python's transactional producer: a commit, and fencing by a second instance.
-
-With TIDELOG_READ_COMMITTED=1 a read_committed consumer is checked too: it must see
-the committed records and none of the aborted ones (needs read_committed Fetch).
+Last, offsets sent to transactions (TxnOffsetCommit): not the group's until the
+transaction commits, dropped when it aborts.
 
 Run by run.sh with BOOTSTRAP set to the server's address.
 """
@@ -118,12 +118,11 @@ for t in TOPICS:
     # take offsets but never surface as messages.
     assert ends[t] == 16, (t, ends[t])
 
-if os.environ.get("TIDELOG_READ_COMMITTED") == "1":
-    committed, _ = consume("read_committed")
-    for t in TOPICS:
-        values = [v for topic, v in committed if topic == t]
-        expected = [f"{tag}-{i}" for tag in ("commit1", "commit2", "commit3") for i in range(3)]
-        assert values == expected, (t, values)
+committed, _ = consume("read_committed")
+for t in TOPICS:
+    values = [v for topic, v in committed if topic == t]
+    expected = [f"{tag}-{i}" for tag in ("commit1", "commit2", "commit3") for i in range(3)]
+    assert values == expected, (t, values)
 
 # kafka-python's transactional producer against the same coordinator: a commit, and
 # fencing by a second instance (PRODUCER_FENCED).
@@ -145,5 +144,35 @@ try:
 except KpError as err:
     assert "Fenced" in str(err) or "fenced" in str(err), err
 kp2.close()
+
+# Offsets in a transaction (send_offsets_to_transaction: AddOffsetsToTxn, then
+# TxnOffsetCommit): pending until the transaction ends (a read_uncommitted fetch of the
+# group's offsets does not see them), the group's once it commits, dropped if it aborts.
+GROUP = "txn-offsets"
+reader = Consumer({
+    "bootstrap.servers": BOOTSTRAP,
+    "group.id": GROUP,
+    "enable.auto.commit": False,
+    "isolation.level": "read_uncommitted",
+})
+meta = reader.consumer_group_metadata()
+
+
+def group_offset():
+    return reader.committed([TopicPartition(TOPICS[0], 0)], timeout=10)[0].offset
+
+
+second.begin_transaction()
+send(second, "offsets-commit", 1)
+second.send_offsets_to_transaction([TopicPartition(TOPICS[0], 0, 5)], meta, 30)
+assert group_offset() < 0, group_offset()
+second.commit_transaction(30)
+assert group_offset() == 5, group_offset()
+second.begin_transaction()
+send(second, "offsets-abort", 1)
+second.send_offsets_to_transaction([TopicPartition(TOPICS[0], 0, 9)], meta, 30)
+second.abort_transaction(30)
+assert group_offset() == 5, group_offset()
+reader.close()
 
 print("confluent-kafka transactions: ok")

@@ -61,9 +61,11 @@ run() {
 }
 run "kcat" "$here/kcat.sh"
 run "kafka-python" "$PYTHON" "$here/kafka_python.py"
+run "kafka-python, old request versions (OffsetCommit v0-1, DescribeConfigs v0, ...)" "$PYTHON" "$here/kafka_python_old_versions.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
 run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"
 run "confluent-kafka transactions" "$PYTHON" "$here/confluent_kafka_transactions.py"
+run "confluent-kafka consumer group protocol (KIP-848)" "$PYTHON" "$here/confluent_kafka_consumer_protocol.py"
 run "compression" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/compression.sh"
 run "security: SSL, SASL and ACLs with kcat, confluent-kafka and kafka-python" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/security.sh"
 run "three-node cluster" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/cluster.sh"

@@ -14,8 +14,27 @@ use tidelog::{Batch, Broker, Partition, Topic};
 /// another process holds the directory (and follow what it appends) and on a directory
 /// this user cannot write, and never write a byte of it. Says so on stderr when that is
 /// why it matters: another process holds it, or it cannot be written.
+///
+/// A cluster node's data directory (a stopped node's disk, or one a node serves) opens
+/// with the topics of the node's own metadata, said in one line on stderr.
 pub(crate) fn open_broker_read_only(dir: &Path) -> CliResult<Broker> {
     exists(dir, false)?;
+    #[cfg(feature = "server")]
+    if dir.join("__cluster_metadata-0").join("raft-state").exists() {
+        let (broker, node) = Broker::builder(dir).open_cluster_node_read_only()?;
+        eprintln!(
+            "note: {} is cluster node {}'s data directory: this is its last known metadata (metadata log entry {}{}, {}), and the records its replicas hold",
+            dir.display(),
+            node.node_id,
+            node.index,
+            node.cluster_id
+                .as_deref()
+                .map(|id| format!(" of cluster {id}"))
+                .unwrap_or_default(),
+            counted(node.topics as u64, "topic", "topics"),
+        );
+        return Ok(broker);
+    }
     let broker = Broker::open_read_only(dir)?;
     if let Some(why) = read_only_reason(dir) {
         eprintln!("note: {} is opened read-only ({why})", dir.display());
@@ -334,6 +353,7 @@ pub(crate) fn commit_offsets(
                     offset,
                     leader_epoch: -1,
                     metadata: None,
+                    commit_timestamp: None,
                 })
                 .collect(),
         });

@@ -3,21 +3,23 @@
 //!
 //! Layout: version (`u16`), index (`u64`), cluster id (optional string), next producer
 //! id (`i64`), then a count (`u32`) and the entries of each of: brokers, topics (with
-//! their partitions), SCRAM credentials, ACL bindings.
+//! their partitions), SCRAM credentials, ACL bindings, proposers' applied proposals
+//! (version 4).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use super::{BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage};
 use crate::cluster::records::codec::{get_endpoints, get_opt_str, put_endpoints, put_opt_str};
 use crate::error::Result;
 use crate::security::acl::{self, AclBinding};
 use crate::security::credentials::{self, Users};
 use crate::storage::codec::{Reader, Writer};
 
-/// Image encoding version written by this code (version 1, without users and ACLs, and
-/// version 2, without the brokers' named listeners, are still read).
-const IMAGE_VERSION: u16 = 3;
+/// Image encoding version written by this code (version 1, without users and ACLs,
+/// version 2, without the brokers' named listeners, and version 3, without the
+/// proposers' applied proposals, are still read).
+const IMAGE_VERSION: u16 = 4;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -47,6 +49,10 @@ impl MetadataImage {
         w.u32(self.acls.len() as u32);
         for b in self.acls.iter() {
             acl::put_binding(&mut w, b);
+        }
+        w.u32(self.proposals.len() as u32);
+        for ((node, incarnation), p) in &self.proposals {
+            put_proposer(&mut w, *node, *incarnation, p);
         }
         w.into_bytes()
     }
@@ -78,6 +84,13 @@ impl MetadataImage {
         } else {
             (Users::new(), BTreeSet::new())
         };
+        let mut proposals = BTreeMap::new();
+        if version >= 4 {
+            for _ in 0..r.count(32)? {
+                let (key, p) = get_proposer(&mut r)?;
+                proposals.insert(key, p);
+            }
+        }
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -87,8 +100,45 @@ impl MetadataImage {
             next_producer_id,
             users: Arc::new(users),
             acls: Arc::new(acls),
+            proposals,
         })
     }
+}
+
+/// One proposing process: node id (`i32`), incarnation (`u64`), index of its first
+/// applied proposal (`u64`), latest issue time (`u64`), then a count (`u32`) of applied
+/// request ids, each with its expiry (`u64`, `u64`).
+fn put_proposer(w: &mut Writer, node: i32, incarnation: u64, p: &ProposerWindow) {
+    w.i32(node);
+    w.u64(incarnation);
+    w.u64(p.first_index);
+    w.u64(p.latest_issued_ms);
+    w.u32(p.applied.len() as u32);
+    for (id, expires) in &p.applied {
+        w.u64(*id);
+        w.u64(*expires);
+    }
+}
+
+/// Reads what [`put_proposer`] wrote.
+fn get_proposer(r: &mut Reader<'_>) -> Result<((i32, u64), ProposerWindow)> {
+    let node = r.i32()?;
+    let incarnation = r.u64()?;
+    let first_index = r.u64()?;
+    let latest_issued_ms = r.u64()?;
+    let mut applied = BTreeMap::new();
+    for _ in 0..r.count(16)? {
+        let id = r.u64()?;
+        applied.insert(id, r.u64()?);
+    }
+    Ok((
+        (node, incarnation),
+        ProposerWindow {
+            first_index,
+            latest_issued_ms,
+            applied,
+        },
+    ))
 }
 
 /// A registration: id, epoch, incarnation, listener, fenced, shut down, replication

@@ -30,6 +30,10 @@ use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::credentials::{self, CredentialChange, Users};
 
 mod codec;
+mod once;
+
+pub(crate) use once::ProposerWindow;
+pub(crate) mod stored;
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
@@ -238,6 +242,20 @@ pub(crate) enum Rejected {
         /// Why.
         reason: String,
     },
+    /// A copy of a proposal applied before (proposals are applied at most once).
+    Duplicate {
+        /// The proposing node.
+        proposer: i32,
+        /// Its request id.
+        request_id: u64,
+    },
+    /// A proposal committed after its proposer had given up on it.
+    Expired {
+        /// The proposing node.
+        proposer: i32,
+        /// Its request id.
+        request_id: u64,
+    },
 }
 
 impl std::fmt::Display for Rejected {
@@ -285,6 +303,18 @@ impl From<Rejected> for Error {
             Rejected::IneligibleReplica { partition, reason } => {
                 Error::IneligibleReplica { partition, reason }
             }
+            Rejected::Duplicate {
+                proposer,
+                request_id,
+            } => Error::Timeout(format!(
+                "request {request_id} of node {proposer} was applied already; its outcome was not seen"
+            )),
+            Rejected::Expired {
+                proposer,
+                request_id,
+            } => Error::Timeout(format!(
+                "request {request_id} of node {proposer} was committed after its proposer gave up on it; not applied"
+            )),
         }
     }
 }
@@ -310,6 +340,9 @@ pub(crate) struct MetadataImage {
     pub users: Arc<Users>,
     /// ACL bindings (shared between images until they change).
     pub acls: Arc<BTreeSet<AclBinding>>,
+    /// What each proposing process (node id, incarnation) had applied, so that a copy
+    /// of a proposal is never applied twice ([`MetadataImage::apply_envelope`]).
+    pub proposals: BTreeMap<(i32, u64), ProposerWindow>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {

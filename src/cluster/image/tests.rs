@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::cluster::records::tests::samples;
+use crate::cluster::records::{Envelope, Stamp};
 use proptest::prelude::*;
 
 /// An image with brokers `ids` registered and unfenced (registration indexes 1..).
@@ -907,7 +908,7 @@ proptest! {
         // reaches the same image, which also survives a snapshot round trip.
         let mut other = MetadataImage::default();
         for (i, r) in log.iter().enumerate() {
-            let env = crate::cluster::records::Envelope { proposer: 1, request_id: i as u64, record: r.clone() };
+            let env = crate::cluster::records::Envelope { proposer: 1, request_id: i as u64, stamp: None, record: r.clone() };
             let back = crate::cluster::records::Envelope::decode(&env.encode(), "entry").unwrap();
             let _ = other.apply(i as u64 + 1, &back.record);
         }
@@ -986,19 +987,21 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 3 without the endpoint count after each broker: version (2),
+    // Version 2 is version 4 without the endpoint count after each broker and the
+    // proposers' count at the end: version (2),
     // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
     // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
     // down, no replication listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 3]);
+    assert_eq!(&bytes[..2], &[0, 4]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
     bytes.drain(at..at + 4);
+    assert_eq!(bytes.split_off(bytes.len() - 4), [0, 0, 0, 0]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
-    bytes[1] = 4;
+    bytes[1] = 5;
     assert!(
-        MetadataImage::decode(&bytes, "v4")
+        MetadataImage::decode(&bytes, "v5")
             .unwrap_err()
             .is_corruption()
     );
@@ -1041,4 +1044,140 @@ fn the_transaction_state_topic_is_internal_and_only_so() {
         Err(Rejected::InvalidTopicName { .. })
     ));
     check_invariants(&img);
+}
+
+/// An envelope of `record` from process `incarnation` of node 1.
+fn stamped(
+    request_id: u64,
+    incarnation: u64,
+    issued: u64,
+    expires: u64,
+    record: MetadataRecord,
+) -> Envelope {
+    Envelope {
+        proposer: 1,
+        request_id,
+        stamp: Some(Stamp {
+            incarnation,
+            issued_ms: issued,
+            expires_ms: expires,
+        }),
+        record,
+    }
+}
+
+fn acl(name: &str) -> AclBinding {
+    use crate::security::acl::{AclOperation, AclPermission, PatternType, ResourceType};
+    AclBinding {
+        resource_type: ResourceType::Topic,
+        resource_name: name.into(),
+        pattern_type: PatternType::Literal,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: AclOperation::Read,
+        permission: AclPermission::Allow,
+    }
+}
+
+#[test]
+fn a_proposal_is_applied_at_most_once_and_an_expired_one_never() {
+    let mut img = cluster(&[1, 2, 3]);
+    let create = stamped(
+        7,
+        42,
+        1_000,
+        31_000,
+        MetadataRecord::CreateAcls {
+            bindings: vec![acl("a")],
+        },
+    );
+    let delete = stamped(
+        8,
+        42,
+        2_000,
+        32_000,
+        MetadataRecord::DeleteAcls {
+            filters: vec![AclFilter::any()],
+        },
+    );
+    img.apply_envelope(next(&img), &create).unwrap();
+    img.apply_envelope(next(&img), &delete).unwrap();
+    let index = next(&img);
+    assert_eq!(
+        img.apply_envelope(index, &create),
+        Err(Rejected::Duplicate {
+            proposer: 1,
+            request_id: 7
+        })
+    );
+    assert_eq!(img.index, index, "a refused copy still moves the index");
+    assert!(img.acls.is_empty(), "the deleted ACL came back");
+    // The same request id from another process of node 1 is another proposal.
+    img.apply_envelope(
+        next(&img),
+        &stamped(
+            7,
+            43,
+            0,
+            30_000,
+            MetadataRecord::CreateAcls {
+                bindings: vec![acl("b")],
+            },
+        ),
+    )
+    .unwrap();
+    assert_eq!(img.acls.len(), 1);
+    // Process 42 issues a proposal past the first two's expiry: their ids are
+    // forgotten, and a copy of them is refused as expired, never applied again.
+    img.apply_envelope(
+        next(&img),
+        &stamped(
+            9,
+            42,
+            40_000,
+            70_000,
+            MetadataRecord::CreateAcls {
+                bindings: vec![acl("c")],
+            },
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        img.proposals[&(1, 42)]
+            .applied
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![9]
+    );
+    assert_eq!(
+        img.apply_envelope(next(&img), &create),
+        Err(Rejected::Expired {
+            proposer: 1,
+            request_id: 7
+        })
+    );
+    assert!(!img.acls.contains(&acl("a")));
+    // The snapshot keeps what was applied.
+    let back = MetadataImage::decode(&img.encode(), "snapshot").unwrap();
+    assert_eq!(back, img);
+    // Only the newest processes of a node are remembered.
+    for inc in 100..100 + once::MAX_INCARNATIONS as u64 {
+        img.apply_envelope(
+            next(&img),
+            &stamped(
+                1,
+                inc,
+                0,
+                10,
+                MetadataRecord::CreateAcls {
+                    bindings: vec![acl("d")],
+                },
+            ),
+        )
+        .unwrap();
+    }
+    let kept: Vec<u64> = img.proposals.keys().map(|(_, inc)| *inc).collect();
+    assert_eq!(kept.len(), once::MAX_INCARNATIONS);
+    assert!(!kept.contains(&42) && !kept.contains(&43), "{kept:?}");
 }

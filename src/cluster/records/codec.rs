@@ -7,15 +7,15 @@
 //! version (`u8`, 0 for every type but `RegisterBroker`) and its fields in the order
 //! they are declared in [`super`].
 
-use super::{AlterPartition, CreateTopic, Endpoint, Envelope, MetadataRecord, PartitionRef};
+use super::{AlterPartition, CreateTopic, Endpoint, Envelope, MetadataRecord, PartitionRef, Stamp};
 use crate::error::Result;
 use crate::security::SecurityProtocol;
 use crate::security::acl;
 use crate::security::credentials::{self, CredentialChange};
 use crate::storage::codec::{Reader, Writer};
 
-/// Envelope version written by this code.
-const ENVELOPE_VERSION: u8 = 1;
+/// Envelope version written by this code (2 adds the [`Stamp`]; 1 is still read).
+const ENVELOPE_VERSION: u8 = 2;
 /// Record version written by this code for every record type but `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
 /// `RegisterBroker`'s version (1 adds the replication listener, 2 every named listener;
@@ -186,6 +186,15 @@ impl Envelope {
         w.u8(ENVELOPE_VERSION);
         w.i32(self.proposer);
         w.u64(self.request_id);
+        // Every envelope this code writes is stamped; version 1 had none.
+        let stamp = self.stamp.unwrap_or(Stamp {
+            incarnation: 0,
+            issued_ms: 0,
+            expires_ms: 0,
+        });
+        w.u64(stamp.incarnation);
+        w.u64(stamp.issued_ms);
+        w.u64(stamp.expires_ms);
         self.record.encode(&mut w);
         w.into_bytes()
     }
@@ -194,18 +203,28 @@ impl Envelope {
     pub(crate) fn decode(data: &[u8], location: &str) -> Result<Envelope> {
         let mut r = Reader::new(data, location);
         let version = r.u8()?;
-        if version != ENVELOPE_VERSION {
+        if !(1..=ENVELOPE_VERSION).contains(&version) {
             return Err(r.error(format!(
-                "metadata entry version {version}; this node reads version {ENVELOPE_VERSION}"
+                "metadata entry version {version}; this node reads versions 1 to {ENVELOPE_VERSION}"
             )));
         }
         let proposer = r.i32()?;
         let request_id = r.u64()?;
+        let stamp = if version >= 2 {
+            Some(Stamp {
+                incarnation: r.u64()?,
+                issued_ms: r.u64()?,
+                expires_ms: r.u64()?,
+            })
+        } else {
+            None
+        };
         let record = MetadataRecord::decode(&mut r)?;
         r.finish()?;
         Ok(Envelope {
             proposer,
             request_id,
+            stamp,
             record,
         })
     }

@@ -241,8 +241,24 @@ pub(crate) struct Envelope {
     pub proposer: i32,
     /// The proposer's id for this proposal (matched against its waiting callers).
     pub request_id: u64,
+    /// The proposing process and its proposal's lifetime, by which the metadata image
+    /// applies each proposal at most once (none in envelopes of version 1).
+    pub stamp: Option<Stamp>,
     /// The change.
     pub record: MetadataRecord,
+}
+
+/// Which process proposed an envelope and for how long it may be applied: the times are
+/// milliseconds since that process started (its own monotonic clock), so they compare
+/// only with each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// The proposing process (random per start, as its broker registration's).
+    pub incarnation: u64,
+    /// When the proposal was first made.
+    pub issued_ms: u64,
+    /// When its proposer stops waiting for it (and proposing it again).
+    pub expires_ms: u64,
 }
 
 #[cfg(test)]
@@ -394,6 +410,11 @@ pub(crate) mod tests {
             let env = Envelope {
                 proposer: 3,
                 request_id: 77,
+                stamp: Some(Stamp {
+                    incarnation: 5,
+                    issued_ms: 1_000,
+                    expires_ms: 31_000,
+                }),
                 record,
             };
             let bytes = env.encode();
@@ -403,6 +424,28 @@ pub(crate) mod tests {
                 assert!(Envelope::decode(&bytes[..cut], "test").is_err());
             }
         }
+    }
+
+    #[test]
+    fn a_version_1_envelope_has_no_stamp() {
+        let record = MetadataRecord::InitCluster {
+            cluster_id: "abc".into(),
+        };
+        let mut w = Writer::new();
+        w.u8(1);
+        w.i32(3);
+        w.u64(77);
+        record.encode(&mut w);
+        let env = Envelope::decode(&w.into_bytes(), "v1").unwrap();
+        assert_eq!(
+            env,
+            Envelope {
+                proposer: 3,
+                request_id: 77,
+                stamp: None,
+                record,
+            }
+        );
     }
 
     #[test]

@@ -304,3 +304,82 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
     });
     c.shutdown();
 }
+
+#[test]
+fn a_failed_coordinator_load_is_retried() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let offsets = |c: &TestCluster| {
+        c.node(c.running()[0])
+            .image()
+            .topic(crate::broker::OFFSETS_TOPIC)
+            .map(|t| t.partitions[0].leader)
+            .filter(|l| *l >= 1)
+    };
+    wait_until("__consumer_offsets has a leader", || offsets(&c).is_some());
+    let old = (offsets(&c).unwrap() - 1) as usize;
+    wait_until("the first coordinator loaded", || {
+        broker(&c, old).group_coordinator().is_loaded()
+    });
+    // The next load of every node fails once (a read error).
+    for i in c.running() {
+        c.node(i).replica_manager().fail_coordinator_loads(1);
+    }
+    c.halt(old);
+    wait_until("a new leader of __consumer_offsets-0", || {
+        offsets(&c).is_some_and(|l| l != old as i32 + 1)
+    });
+    let new = (offsets(&c).unwrap() - 1) as usize;
+    wait_until("the new coordinator loaded after a retry", || {
+        broker(&c, new).group_coordinator().is_loaded()
+    });
+    c.shutdown();
+}
+
+#[test]
+fn a_slow_truncation_does_not_hold_up_the_metadata() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "a", 1, vec![]);
+    let old = leader_index(&c, "a", 0);
+    let mut b = crate::record::BatchBuilder::new();
+    b.push(1_000, None, Some(b"v"), &[]);
+    part(&c, old, "a", 0).append_batch(&b.finish()).unwrap();
+    wait_until("every replica has the record", || {
+        (0..3).all(|i| part(&c, i, "a", 0).log_end_offset() == 1)
+    });
+    // Every truncation now waits, as on a slow disk.
+    for i in c.running() {
+        c.node(i).replica_manager().hold_truncations(true);
+    }
+    c.halt(old);
+    // The follower of the new leader truncates (by epoch) before it fetches again.
+    let mut follower = None;
+    wait_until("a follower's truncation under way", || {
+        follower = c
+            .running()
+            .into_iter()
+            .find(|i| c.node(*i).replica_manager().hold_truncations(true) > 0);
+        follower.is_some()
+    });
+    let f = follower.unwrap();
+    // Meanwhile its metadata goes on: a topic created through it, followed from the
+    // same leader, is there when the call returns.
+    c.node(f)
+        .create_topic(
+            &NewTopic {
+                name: "meanwhile".into(),
+                partitions: 4,
+                replication_factor: 2,
+                ..Default::default()
+            },
+            false,
+            WAIT,
+        )
+        .unwrap();
+    assert!(broker(&c, f).topic("meanwhile").is_ok());
+    for i in c.running() {
+        c.node(i).replica_manager().hold_truncations(false);
+    }
+    c.shutdown();
+}

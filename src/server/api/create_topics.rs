@@ -1,4 +1,5 @@
-//! CreateTopics (key 19), versions 2-4. One node: a replication factor above 1 is
+//! CreateTopics (key 19), versions 0-6 (v0 has no `validate_only`; from v5 a created
+//! topic's answer gives its partition count, replication factor and settings). One node: a replication factor above 1 is
 //! refused, replica assignments are ignored. A cluster node proposes each topic to the
 //! controller, with its replication factor (-1: `default.replication.factor`) or the
 //! client's replica assignment, and answers once the topic is applied here (or
@@ -10,11 +11,13 @@
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
-use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::security::acl::ResourceType;
+use super::{Ctx, Fatal, Reply, Request, describe_configs, error_code, kstr};
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::cluster_view::{ClusterView, TopicSpec};
 
@@ -73,7 +76,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     if !request.validate_only {
                         tracing::info!(topic = %name, peer = %ctx.peer, client_id = req.client_id(), "topic created");
                     }
-                    result
+                    let partitions = backend.partition_count(&name).unwrap_or(t.num_partitions);
+                    let result = result.with_num_partitions(partitions).with_replication_factor(1);
+                    with_configs(ctx, result, &name, req.version())
                 }
                 Err((code, message)) => result
                     .with_error_code(code)
@@ -82,6 +87,39 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
         .collect();
     req.respond(&CreateTopicsResponse::default().with_topics(topics))
+}
+
+/// From v5 a created topic's answer lists its settings, as DescribeConfigs would
+/// (Kafka's `configs`), when the principal may describe them; otherwise
+/// `topic_config_error_code` says why. Nothing for a topic not created here
+/// (`validate_only`), whose settings are not known yet.
+fn with_configs(
+    ctx: &Ctx<'_>,
+    result: CreatableTopicResult,
+    name: &str,
+    version: i16,
+) -> CreatableTopicResult {
+    if version < 5 || ctx.backend().partition_count(name).is_none() {
+        return result;
+    }
+    if let Err((code, _)) = ctx.check(AclOperation::DescribeConfigs, ResourceType::Topic, name) {
+        return result.with_topic_config_error_code(code);
+    }
+    match describe_configs::topic_configs(ctx, name) {
+        Ok((pairs, overridden)) => result.with_configs(Some(
+            pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    let source = describe_configs::config_source(&k, &overridden);
+                    CreatableTopicConfigs::default()
+                        .with_name(kstr(k))
+                        .with_value(Some(kstr(v)))
+                        .with_config_source(source)
+                })
+                .collect(),
+        )),
+        Err(e) => result.with_topic_config_error_code(error_code(&e)),
+    }
 }
 
 /// The names the request lists more than once.
@@ -220,9 +258,10 @@ fn handle_cluster(
                                     t.partitions.first().map_or(-1, |p| p.replicas.len() as i16),
                                 )
                             });
-                    result
+                    let result = result
                         .with_num_partitions(partitions)
-                        .with_replication_factor(rf)
+                        .with_replication_factor(rf);
+                    with_configs(ctx, result, &name, req.version())
                 }
                 Err((code, message)) => result
                     .with_error_code(code)

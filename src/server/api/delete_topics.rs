@@ -1,4 +1,4 @@
-//! DeleteTopics (key 20), versions 1-3. A cluster node deletes through the controller and
+//! DeleteTopics (key 20), versions 0-5 (an error message from v5). A cluster node deletes through the controller and
 //! answers once the deletion is applied here (its local logs are gone).
 //!
 //! Per topic, as Kafka: a name listed twice is INVALID_REQUEST (every copy), then Delete

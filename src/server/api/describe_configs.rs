@@ -1,4 +1,5 @@
-//! DescribeConfigs (key 32), versions 1-3: a topic's effective configuration (Kafka
+//! DescribeConfigs (key 32), versions 0-4 (v0 says `is_default` where later
+//! versions give the source, and has no synonyms): a topic's effective configuration (Kafka
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
 //! the others DEFAULT_CONFIG); a broker resource answers an empty list.
 //!
@@ -25,6 +26,34 @@ const DEFAULT_CONFIG: i8 = 5;
 /// `config_source` DYNAMIC_TOPIC_CONFIG: a setting the topic overrides.
 const TOPIC_CONFIG: i8 = 1;
 
+/// Settings as (name, value) pairs.
+type Settings = Vec<(String, String)>;
+
+/// A topic's effective settings as DescribeConfigs lists them (with the ones Kafka 3.x
+/// ignores, at their defaults), and the settings it overrides.
+pub(super) fn topic_configs(
+    ctx: &Ctx<'_>,
+    topic: &str,
+) -> crate::error::Result<(Settings, Settings)> {
+    let mut pairs = ctx.backend().topic_configs(topic)?;
+    let overridden = ctx.backend().topic_overrides(topic)?;
+    for (k, v) in IGNORED_TOPIC_CONFIGS {
+        if !pairs.iter().any(|(p, _)| p == k) {
+            pairs.push((k.to_string(), v.to_string()));
+        }
+    }
+    Ok((pairs, overridden))
+}
+
+/// The `config_source` of a setting: DYNAMIC_TOPIC_CONFIG if the topic overrides it.
+pub(super) fn config_source(name: &str, overridden: &[(String, String)]) -> i8 {
+    if overridden.iter().any(|(o, _)| o == name) {
+        TOPIC_CONFIG
+    } else {
+        DEFAULT_CONFIG
+    }
+}
+
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeConfigsRequest = req.decode()?;
     let results = request
@@ -43,16 +72,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let pairs = match r.resource_type {
                 _ if allowed.is_err() => allowed.map(|()| Vec::new()),
                 TOPIC => crate::config::validate_topic_name(&r.resource_name)
-                    .and_then(|()| ctx.backend().topic_configs(&r.resource_name))
-                    .and_then(|mut pairs| {
-                        overridden = ctx.backend().topic_overrides(&r.resource_name)?;
-                        // Kafka 3.x still lists the settings it ignores, at their default.
-                        for (k, v) in IGNORED_TOPIC_CONFIGS {
-                            if !pairs.iter().any(|(p, _)| p == k) {
-                                pairs.push((k.to_string(), v.to_string()));
-                            }
-                        }
-                        Ok(pairs)
+                    .and_then(|()| topic_configs(ctx, &r.resource_name))
+                    .map(|(pairs, o)| {
+                        overridden = o;
+                        pairs
                     })
                     .map_err(|e| (error_code(&e), e.to_string())),
                 BROKER => {
@@ -82,11 +105,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                                 .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                         })
                         .map(|(k, v)| {
-                            let set = overridden.iter().any(|(o, _)| *o == k);
+                            let source = config_source(&k, &overridden);
                             DescribeConfigsResourceResult::default()
                                 .with_name(kstr(k))
                                 .with_value(Some(kstr(v)))
-                                .with_config_source(if set { TOPIC_CONFIG } else { DEFAULT_CONFIG })
+                                .with_config_source(source)
                         })
                         .collect(),
                 ),

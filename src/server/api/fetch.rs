@@ -27,6 +27,14 @@
 //!   whether the client hung up: if it did, the request ends with no answer and the
 //!   connection closes, so an abandoned long poll does not hold its thread, socket and
 //!   connection slot.
+//! - `isolation_level` read_committed (1, a consumer's fetch): records end at the
+//!   partition's last stable offset rather than the high watermark, and each partition
+//!   answers its `last_stable_offset` and the `aborted_transactions` (producer id, first
+//!   offset) of the records returned, from which the client drops aborted records (and
+//!   it never hands out control batches). read_uncommitted does no work for
+//!   transactions: `last_stable_offset` is the high watermark there (Kafka's clients
+//!   read it only when reading committed) and `aborted_transactions` is null. A
+//!   follower's fetch reads to the log end whatever it says.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
 
 use std::sync::Arc;
@@ -115,9 +123,18 @@ struct PartitionData {
     index: i32,
     error: i16,
     high_watermark: i64,
+    /// The high watermark for read_uncommitted (no extra work on that path: Kafka's
+    /// clients read it only when they read committed).
+    last_stable_offset: i64,
     log_start_offset: i64,
+    /// read_committed: the aborted transactions of the records returned, as
+    /// (producer id, first offset); None (null on the wire) for read_uncommitted.
+    aborted: Option<Vec<(i64, i64)>>,
     records: Option<LogSlice>,
 }
+
+/// Kafka's `isolation_level` of a Fetch or ListOffsets: 1 reads committed records.
+pub(super) const READ_COMMITTED: i8 = 1;
 
 /// The answer for one topic.
 struct TopicData {
@@ -184,7 +201,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let mut next_check = Instant::now() + HANGUP_CHECK;
     let topics = loop {
         let seen = watch.as_ref().map(|w| w.signal.current());
-        let (topics, bytes, errors) = gather(&wanted, max_bytes);
+        let committed = request.isolation_level == READ_COMMITTED && replica.is_none();
+        let (topics, bytes, errors) = gather(&wanted, max_bytes, committed);
         if bytes >= min_bytes || errors || Instant::now() >= deadline || ctx.shared.is_stopping() {
             break topics;
         }
@@ -219,7 +237,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     Ok(Reply::Parts(frame(
         req.header.correlation_id,
         version,
-        request.isolation_level,
         topics,
     )))
 }
@@ -232,9 +249,10 @@ fn logs(wanted: &[Wanted]) -> impl Iterator<Item = &Arc<dyn PartitionOps>> {
         .filter_map(|p| p.log.as_ref().ok())
 }
 
-/// Read every partition once: the answers, the record bytes found, and whether any
-/// partition has an error (which ends the long poll).
-fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) {
+/// Read every partition once (below the last stable offset if `committed`): the
+/// answers, the record bytes found, and whether any partition has an error (which ends
+/// the long poll).
+fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicData>, usize, bool) {
     let mut total = 0usize;
     let mut errors = false;
     let topics = wanted
@@ -249,7 +267,9 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
                         index: p.index,
                         error: 0,
                         high_watermark: -1,
+                        last_stable_offset: -1,
                         log_start_offset: -1,
+                        aborted: committed.then(Vec::new),
                         records: None,
                     };
                     let log = match &p.log {
@@ -257,16 +277,26 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
                         Err(e) => {
                             errors = true;
                             data.error = error_code(e);
+                            data.aborted = None;
                             return data;
                         }
                     };
                     data.high_watermark = log.high_watermark();
+                    data.last_stable_offset = data.high_watermark;
                     data.log_start_offset = log.log_start_offset();
                     let budget = p.max_bytes.min(max_bytes.saturating_sub(total));
                     if budget == 0 && total > 0 {
+                        if committed {
+                            data.last_stable_offset = log.last_stable_offset().unwrap_or(-1);
+                        }
                         return data;
                     }
-                    match log.read(p.offset, budget.max(1)) {
+                    let read = if committed {
+                        read_committed(log.as_ref(), p.offset, budget.max(1), &mut data)
+                    } else {
+                        log.read(p.offset, budget.max(1))
+                    };
+                    match read {
                         Ok(slice) => {
                             // Past the first partition with data, a batch must fit.
                             if slice.is_empty() || (total > 0 && slice.len() > budget) {
@@ -277,6 +307,7 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
                         }
                         Err(e) => {
                             errors = true;
+                            data.aborted = None;
                             data.error = match e {
                                 crate::error::Error::OffsetOutOfRange { .. } => {
                                     ResponseError::OffsetOutOfRange.code()
@@ -293,6 +324,30 @@ fn gather(wanted: &[Wanted], max_bytes: usize) -> (Vec<TopicData>, usize, bool) 
     (topics, total, errors)
 }
 
+/// A read_committed read of `log` from `offset`: records below the last stable offset,
+/// which goes into `data`, with the aborted transactions of the range returned (those
+/// whose ABORT marker is at or after `offset` and whose first offset is below the end
+/// of the records, as Kafka's `collectAbortedTransactions`).
+fn read_committed(
+    log: &dyn PartitionOps,
+    offset: i64,
+    max_bytes: usize,
+    data: &mut PartitionData,
+) -> crate::error::Result<LogSlice> {
+    let (slice, lso) = log.read_committed(offset, max_bytes)?;
+    data.last_stable_offset = lso;
+    if !slice.is_empty() {
+        let aborted = log.aborted_transactions(offset, slice.next_offset())?;
+        data.aborted = Some(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect(),
+        );
+    }
+    Ok(slice)
+}
+
 /// Partitions of one Fetch response sent with `sendfile` (each holds its segment's
 /// descriptor until sent); the records of any further ones are copied.
 const MAX_SENDFILE_PARTS: usize = 64;
@@ -305,12 +360,7 @@ const MAX_SENDFILE_PARTS: usize = 64;
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
 /// Lay out a Fetch response of `version` (4-11).
-fn frame(
-    correlation_id: i32,
-    version: i16,
-    isolation_level: i8,
-    topics: Vec<TopicData>,
-) -> Vec<Part> {
+fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut files = 0usize;
     let mut buf = Vec::with_capacity(256);
@@ -331,13 +381,21 @@ fn frame(
             buf.extend_from_slice(&p.index.to_be_bytes());
             buf.extend_from_slice(&p.error.to_be_bytes());
             buf.extend_from_slice(&p.high_watermark.to_be_bytes());
-            buf.extend_from_slice(&p.high_watermark.to_be_bytes()); // last_stable_offset
+            buf.extend_from_slice(&p.last_stable_offset.to_be_bytes());
             if version >= 5 {
                 buf.extend_from_slice(&p.log_start_offset.to_be_bytes());
             }
-            // aborted_transactions: null for read_uncommitted, empty for read_committed.
-            let aborted: i32 = if isolation_level == 0 { -1 } else { 0 };
-            buf.extend_from_slice(&aborted.to_be_bytes());
+            // aborted_transactions: null for read_uncommitted.
+            match &p.aborted {
+                None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(aborted) => {
+                    buf.extend_from_slice(&(aborted.len() as i32).to_be_bytes());
+                    for (producer_id, first_offset) in aborted {
+                        buf.extend_from_slice(&producer_id.to_be_bytes());
+                        buf.extend_from_slice(&first_offset.to_be_bytes());
+                    }
+                }
+            }
             if version >= 11 {
                 buf.extend_from_slice(&(-1i32).to_be_bytes()); // preferred_read_replica
             }
@@ -393,7 +451,9 @@ mod tests {
                 index: 0,
                 error: 0,
                 high_watermark: 1,
+                last_stable_offset: 1,
                 log_start_offset: 0,
+                aborted: None,
                 records: Some(records),
             }],
         }]
@@ -405,7 +465,7 @@ mod tests {
         let slice = slice_of(dir.path(), 100);
         assert!(slice.len() < MIN_SENDFILE_BYTES && slice.file().is_some());
         let records = slice.to_vec();
-        let parts = frame(7, 11, 0, one_partition(slice));
+        let parts = frame(7, 11, one_partition(slice));
         let [Part::Bytes(bytes)] = parts.as_slice() else {
             panic!("{} parts, expected one in-memory part", parts.len());
         };
@@ -425,7 +485,7 @@ mod tests {
         let slice = slice_of(dir.path(), MIN_SENDFILE_BYTES);
         let (len, position) = (slice.len(), slice.file_position());
         assert!(len >= MIN_SENDFILE_BYTES);
-        let parts = frame(7, 11, 0, one_partition(slice));
+        let parts = frame(7, 11, one_partition(slice));
         let [Part::Bytes(head), Part::File(file)] = parts.as_slice() else {
             panic!(
                 "{} parts, expected the fields then the file region",

@@ -1,4 +1,4 @@
-//! Heartbeat (key 12), versions 0-3. An empty group id is INVALID_GROUP_ID, as in Kafka.
+//! Heartbeat (key 12), versions 0-4. An empty group id is INVALID_GROUP_ID, as in Kafka.
 
 use crate::server::error_codes::KafkaCode;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};

@@ -1,5 +1,7 @@
-//! JoinGroup (key 11), versions 0-5 (static membership, KIP-345, from v5), through the broker's [`GroupCoordinator`]
-//! (the same one in-process consumers use).
+//! JoinGroup (key 11), versions 0-9 (static membership, KIP-345, from v5; a reason from
+//! v8; from v9 a static leader returning to a Stable group is told to skip the
+//! assignment), through the broker's [`GroupCoordinator`] (the same one in-process
+//! consumers use).
 //!
 //! The request blocks until the rebalance completes or the member's rebalance timeout
 //! passes, as in Kafka; the wait is cut into short slices so that a server shutdown is
@@ -64,7 +66,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .unwrap_or_default(),
         client_host: format!("/{}", ctx.peer.ip()),
         origin: coordinator::MemberOrigin::Network,
+        supports_skip_assignment: version >= 9,
     };
+    if let Some(reason) = request.reason.as_deref().filter(|r| !r.is_empty()) {
+        tracing::debug!(group = %join.group_id, member = %member_id, reason, "JoinGroup");
+    }
     let groups = ctx.backend().groups();
     let answer = match groups.begin_join(join) {
         Ok(coordinator::JoinStart::Done(answer)) => Ok(answer),
@@ -89,6 +95,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .with_protocol_name(Some(kstr(a.protocol_name.unwrap_or_default())))
             .with_leader(kstr(a.leader))
             .with_member_id(kstr(a.member_id))
+            .with_skip_assignment(a.skip_assignment)
             .with_members(
                 a.members
                     .into_iter()

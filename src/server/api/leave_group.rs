@@ -1,4 +1,4 @@
-//! LeaveGroup (key 13), versions 0-3 (one member before v3, a list from v3, where a
+//! LeaveGroup (key 13), versions 0-5 (one member before v3, a list from v3, where a
 //! static member may be named by its `group.instance.id` alone). An empty group id is
 //! INVALID_GROUP_ID, as in Kafka.
 

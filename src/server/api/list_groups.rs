@@ -1,5 +1,7 @@
-//! ListGroups (key 16), versions 0-4: every group of the coordinator, with its state
-//! from v4, which may also filter by state.
+//! ListGroups (key 16), versions 0-5: every group of the coordinator, with its state
+//! from v4, which may also filter by state, and its type ("classic" or "consumer") from
+//! v5, which may also filter by type. States are Kafka's names of either protocol's
+//! states ("Stable", "Reconciling", ...).
 
 use crate::server::error_codes::KafkaCode;
 use kafka_protocol::ResponseError;
@@ -8,22 +10,30 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::broker::OFFSETS_TOPIC;
-use crate::coordinator::{GroupError, GroupState};
+use crate::coordinator::{GroupError, GroupType};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListGroupsRequest = req.decode()?;
-    // An unknown state name matches no group (Kafka does the same).
-    let mut states = Vec::new();
-    let mut unknown_state = false;
-    for name in &request.states_filter {
-        match GroupState::parse(name) {
-            Some(s) => states.push(s),
-            None => unknown_state = true,
+    // An unknown state or type name matches no group (Kafka does the same).
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut types = Vec::new();
+    let mut unknown_type = false;
+    for name in &request.types_filter {
+        match [GroupType::Classic, GroupType::Consumer]
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
+        {
+            Some(t) => types.push(t),
+            None => unknown_type = true,
         }
     }
-    let response = match ctx.backend().groups().list_groups(&states) {
-        Ok(_) if unknown_state && states.is_empty() => ListGroupsResponse::default(),
+    let response = match ctx.backend().groups().list_typed_groups(&states, &types) {
+        Ok(_) if unknown_type && types.is_empty() => ListGroupsResponse::default(),
         Ok(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
@@ -38,7 +48,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     ListedGroup::default()
                         .with_group_id(GroupId(kstr(g.group_id)))
                         .with_protocol_type(kstr(g.protocol_type))
-                        .with_group_state(kstr(g.state.as_str()))
+                        .with_group_state(kstr(g.state))
+                        .with_group_type(kstr(g.group_type.as_str()))
                 })
                 .collect(),
         ),

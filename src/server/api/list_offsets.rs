@@ -4,6 +4,8 @@
 //! whose high watermark is still below the start of its epoch answers latest, and a
 //! timestamp found at none of its committed records, with OFFSET_NOT_AVAILABLE
 //! (KIP-207): its high watermark may be below what the previous leader had committed.
+//! With `isolation_level` read_committed (v2+), latest is the last stable offset, and
+//! a timestamp found at or above it is not found (Kafka's `fetchOffsetForTimestamp`).
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -23,6 +25,7 @@ const EARLIEST: i64 = -2;
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: ListOffsetsRequest = req.decode()?;
     let backend = ctx.backend();
+    let committed = req.version() >= 2 && request.isolation_level == super::fetch::READ_COMMITTED;
     let topics = request
         .topics
         .into_iter()
@@ -46,10 +49,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         .and_then(|log| {
                             // v4+: the client's leader epoch (-1 before).
                             log.check_leader_epoch(p.current_leader_epoch)?;
-                            let found = match p.timestamp {
-                                LATEST => Some((log.high_watermark(), -1)),
-                                EARLIEST => Some((log.log_start_offset(), -1)),
-                                ts => log.offset_for_timestamp(ts)?,
+                            let found = match (p.timestamp, committed) {
+                                (LATEST, false) => Some((log.high_watermark(), -1)),
+                                (LATEST, true) => Some((log.last_stable_offset()?, -1)),
+                                (EARLIEST, _) => Some((log.log_start_offset(), -1)),
+                                (ts, false) => log.offset_for_timestamp(ts)?,
+                                (ts, true) => {
+                                    let lso = log.last_stable_offset()?;
+                                    log.offset_for_timestamp(ts)?.filter(|&(o, _)| o < lso)
+                                }
                             };
                             // KIP-207: as Kafka's `fetchOffsetForTimestamp`.
                             let unknown = p.timestamp != EARLIEST

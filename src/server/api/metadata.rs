@@ -1,7 +1,12 @@
-//! Metadata (key 3), versions 0-8: the brokers, the controller and the topics asked for,
+//! Metadata (key 3), versions 0-12: the brokers, the controller and the topics asked for,
 //! created on the fly when the request allows it and the server is configured to
 //! (`auto_create_topics`: the broker's setting unless the server builder says otherwise;
 //! `tidelog serve` turns it on).
+//!
+//! From v10 each topic carries its topic id (KIP-516), and v12 may ask for topics by id
+//! (an id no topic has is UNKNOWN_TOPIC_ID). A topic deleted and created again under the
+//! same name has a new id: clients (librdkafka among them) forget the old topic's
+//! partitions only when the id changes.
 //!
 //! A single node is the only broker and leads every partition. A cluster node answers
 //! from its [`ClusterView`]: the unfenced brokers at their advertised endpoints of the
@@ -39,7 +44,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         return handle_cluster(ctx, req, request, cluster);
     }
     // v0: an empty list means every topic; v1+: null means every topic.
-    let wanted = wanted_topics(&request, version);
+    let (wanted, unknown_ids) = wanted_topics(&request, version, |id| {
+        backend
+            .topic_names()
+            .into_iter()
+            .find(|n| backend.topic_id(n).as_ref() == Some(id))
+    });
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
     let all = wanted.is_none();
@@ -85,6 +95,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     .with_isr_nodes(vec![BrokerId(NODE_ID)])
             })
             .collect();
+        let id = backend.topic_id(&name).unwrap_or_default();
         topics.push(
             MetadataResponseTopic::default()
                 .with_error_code(error)
@@ -93,10 +104,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         || name == crate::transaction::log::TRANSACTION_STATE_TOPIC,
                 )
                 .with_name(Some(TopicName(kstr(name))))
+                .with_topic_id(uuid(id))
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(OPERATIONS_OMITTED),
         );
     }
+    topics.extend(unknown_ids.into_iter().map(unknown_id));
     let (host, port) = ctx.advertised();
     let response = MetadataResponse::default()
         .with_brokers(vec![
@@ -110,6 +123,19 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     req.respond(&response)
+}
+
+/// A topic id on the wire.
+fn uuid<T: TryFrom<Vec<u8>> + Default>(id: [u8; 16]) -> T {
+    id.to_vec().try_into().unwrap_or_default()
+}
+
+/// The answer for a topic asked for by an id no topic has (v12).
+fn unknown_id(id: [u8; 16]) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(ResponseError::UnknownTopicId.code())
+        .with_topic_id(uuid(id))
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
 }
 
 /// The answer for a topic the principal may not describe (or create).
@@ -130,17 +156,35 @@ fn unknown_topic_code(name: &str) -> i16 {
     }
 }
 
-/// The topics a request asks for: None = every topic.
-fn wanted_topics(request: &MetadataRequest, version: i16) -> Option<Vec<String>> {
-    match &request.topics {
+/// The topics a request asks for (None = every topic): by name, or by topic id (v12; a
+/// topic with a non-zero id is looked up by it), and the ids that `name_of` finds no
+/// topic of.
+fn wanted_topics(
+    request: &MetadataRequest,
+    version: i16,
+    name_of: impl Fn(&[u8; 16]) -> Option<String>,
+) -> (Option<Vec<String>>, Vec<[u8; 16]>) {
+    let mut unknown = Vec::new();
+    let names = match &request.topics {
         None => None,
         Some(t) if t.is_empty() && version == 0 => None,
         Some(t) => Some(
             t.iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                .filter_map(|t| {
+                    let id = *t.topic_id.as_bytes();
+                    if id == [0; 16] {
+                        return t.name.as_ref().map(|n| n.0.to_string());
+                    }
+                    let name = name_of(&id);
+                    if name.is_none() {
+                        unknown.push(id);
+                    }
+                    name
+                })
                 .collect(),
         ),
-    }
+    };
+    (names, unknown)
 }
 
 fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
@@ -157,7 +201,14 @@ fn handle_cluster(
     let version = req.version();
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && ctx.shared.config.auto_create_topics;
-    let wanted = wanted_topics(&request, version);
+    let (wanted, unknown_ids) = wanted_topics(&request, version, |id| {
+        let names = cluster.topic_names();
+        let layouts = cluster.topics(&names);
+        names
+            .into_iter()
+            .zip(layouts)
+            .find_map(|(n, l)| l.is_some_and(|l| l.id == *id).then_some(n))
+    });
     if allow_create && let Some(names) = &wanted {
         auto_create(ctx, req, cluster, names);
     }
@@ -165,7 +216,7 @@ fn handle_cluster(
     let names = wanted.unwrap_or_else(|| ctx.describable(cluster.topic_names()));
     let brokers = cluster.brokers(ctx.listener);
     let layouts = cluster.topics(&names);
-    let topics = names
+    let mut topics: Vec<MetadataResponseTopic> = names
         .into_iter()
         .zip(layouts)
         .map(|(name, layout)| {
@@ -185,10 +236,12 @@ fn handle_cluster(
                 .map(|(i, p)| partition(i, p, &brokers))
                 .collect();
             topic
+                .with_topic_id(uuid(t.id))
                 .with_is_internal(t.internal)
                 .with_partitions(partitions)
         })
         .collect();
+    topics.extend(unknown_ids.into_iter().map(unknown_id));
     // Every broker at its endpoint of the listener the request came in on; one without
     // that listener is left out (Kafka logs it the same way).
     let brokers = brokers

@@ -12,6 +12,8 @@ mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -34,6 +36,7 @@ mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+pub(crate) mod legacy;
 mod list_groups;
 mod list_offsets;
 mod list_transactions;
@@ -47,6 +50,7 @@ mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
@@ -131,6 +135,12 @@ macro_rules! apis {
         /// it. Used by the request-decoder fuzz target.
         #[cfg(any(test, feature = "testing"))]
         pub(crate) fn decode_only(mut req: Request) -> Result<(), Fatal> {
+            if req.header.request_api_key == ApiKey::OffsetCommit as i16 && req.version() < 2 {
+                // OffsetCommit v0-1 have their own reader (see `legacy`).
+                return legacy::offset_commit_request(&req.body, req.version())
+                    .map(drop)
+                    .map_err(Fatal);
+            }
             match ApiKey::try_from(req.header.request_api_key) {
                 $(Ok(ApiKey::$key) => req.decode::<kafka_protocol::messages::$request>().map(drop),)*
                 _ => Err(not_supported(&req)),
@@ -154,17 +164,23 @@ macro_rules! apis {
             use kafka_protocol::protocol::Decodable;
 
             pub(crate) fn default_request(key: ApiKey, version: i16) -> Vec<u8> {
+                let modern = legacy::modern_version(key, version).unwrap_or(version);
                 let mut out = bytes::BytesMut::new();
                 match key {
                     $(ApiKey::$key => kafka_protocol::messages::$request::default()
-                        .encode(&mut out, version)
+                        .encode(&mut out, modern)
                         .unwrap(),)*
                     other => panic!("{other:?} is not in the table"),
                 }
-                out.to_vec()
+                legacy::old_request(key, version, &out)
             }
 
-            pub(crate) fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> Result<(), String> {
+            pub(crate) fn decodes(key: ApiKey, version: i16, body: Bytes) -> Result<(), String> {
+                let modern = legacy::modern_version(key, version);
+                let (version, mut body) = match modern {
+                    Some(m) => (m, Bytes::from(legacy::upgrade(key, version, &body)?)),
+                    None => (version, body),
+                };
                 let decoded = match key {
                     $(ApiKey::$key => kafka_protocol::messages::$response::decode(&mut body, version).map(drop),)*
                     other => panic!("{other:?} is not in the table"),
@@ -174,6 +190,29 @@ macro_rules! apis {
             }
         }
     };
+}
+
+/// Per-partition answers `(topic, partition, error code)` grouped by topic, in topic
+/// name order: `partition(index, code)` builds a partition's answer, `topic(name,
+/// partitions)` a topic's (TxnOffsetCommit).
+pub(super) fn by_topic<P, T>(
+    results: impl IntoIterator<Item = (String, i32, i16)>,
+    partition: impl Fn(i32, i16) -> P,
+    topic: impl Fn(kafka_protocol::messages::TopicName, Vec<P>) -> T,
+) -> Vec<T> {
+    let mut grouped: std::collections::BTreeMap<String, Vec<P>> = Default::default();
+    for (name, index, code) in results {
+        grouped
+            .entry(name)
+            .or_default()
+            .push(partition(index, code));
+    }
+    grouped
+        .into_iter()
+        .map(|(name, partitions)| {
+            topic(kafka_protocol::messages::TopicName(kstr(name)), partitions)
+        })
+        .collect()
 }
 
 // The Kafka APIs the server serves, one line each, in the order ApiVersions lists them:
@@ -194,7 +233,7 @@ apis! {
     Fetch 4..=11, FetchRequest => FetchResponse, handler(fetch), errors [framed];
     ListOffsets 1..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    Metadata 0..=8, MetadataRequest => MetadataResponse, handler(metadata),
+    Metadata 0..=12, MetadataRequest => MetadataResponse, handler(metadata),
         errors [|r, f| {
             f(r.error_code);
             for t in &r.topics {
@@ -202,9 +241,9 @@ apis! {
                 t.partitions.iter().for_each(|p| f(p.error_code));
             }
         }];
-    OffsetCommit 2..=7, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
+    OffsetCommit 0..=9, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    OffsetFetch 1..=5, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+    OffsetFetch 0..=7, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
             f(r.error_code);
             r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
@@ -218,22 +257,22 @@ apis! {
             f(r.error_code);
             r.coordinators.iter().for_each(|c| f(c.error_code));
         }];
-    JoinGroup 0..=5, JoinGroupRequest => JoinGroupResponse, handler(join_group),
+    JoinGroup 0..=9, JoinGroupRequest => JoinGroupResponse, handler(join_group),
         errors [|r, f| f(r.error_code)];
-    Heartbeat 0..=3, HeartbeatRequest => HeartbeatResponse, handler(heartbeat),
+    Heartbeat 0..=4, HeartbeatRequest => HeartbeatResponse, handler(heartbeat),
         errors [|r, f| f(r.error_code)];
-    LeaveGroup 0..=3, LeaveGroupRequest => LeaveGroupResponse, handler(leave_group),
+    LeaveGroup 0..=5, LeaveGroupRequest => LeaveGroupResponse, handler(leave_group),
         errors [|r, f| {
             f(r.error_code);
             r.members.iter().for_each(|m| f(m.error_code));
         }];
-    SyncGroup 0..=3, SyncGroupRequest => SyncGroupResponse, handler(sync_group),
+    SyncGroup 0..=5, SyncGroupRequest => SyncGroupResponse, handler(sync_group),
         errors [|r, f| f(r.error_code)];
     ApiVersions 0..=3, ApiVersionsRequest => ApiVersionsResponse, handler(api_versions),
         errors [|r, f| f(r.error_code)];
-    CreateTopics 2..=4, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
+    CreateTopics 0..=6, CreateTopicsRequest => CreateTopicsResponse, handler(create_topics),
         errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
-    DeleteTopics 1..=3, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
+    DeleteTopics 0..=5, DeleteTopicsRequest => DeleteTopicsResponse, handler(delete_topics),
         errors [|r, f| r.responses.iter().for_each(|t| f(t.error_code))];
     InitProducerId 0..=5, InitProducerIdRequest => InitProducerIdResponse, handler(init_producer_id),
         errors [|r, f| f(r.error_code)];
@@ -252,11 +291,13 @@ apis! {
     EndTxn 0..=5, EndTxnRequest => EndTxnResponse, handler(end_txn), errors [|r, f| f(r.error_code)];
     WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
         errors [|r, f| r.markers.iter().flat_map(|m| &m.topics).flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    DescribeConfigs 1..=3, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
+    TxnOffsetCommit 0..=4, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
+        errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
+    DescribeConfigs 0..=4, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
     DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
         errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
-    ListGroups 0..=4, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
+    ListGroups 0..=5, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
         errors [|r, f| f(r.error_code)];
     DeleteGroups 0..=2, DeleteGroupsRequest => DeleteGroupsResponse, handler(delete_groups),
         errors [|r, f| r.results.iter().for_each(|g| f(g.error_code))];
@@ -297,6 +338,10 @@ apis! {
         errors [|r, f| r.transaction_states.iter().for_each(|t| f(t.error_code))];
     ListTransactions 0..=1, ListTransactionsRequest => ListTransactionsResponse, handler(list_transactions),
         errors [|r, f| f(r.error_code)];
+    ConsumerGroupHeartbeat 0..=1, ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
+        handler(consumer_group_heartbeat), errors [|r, f| f(r.error_code)];
+    ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse,
+        handler(consumer_group_describe), errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -367,9 +412,27 @@ impl Request {
         self.header.request_api_version
     }
 
-    /// Decode the body as a `T`.
+    /// The API of the request, if the protocol crate knows its key.
+    fn api_key(&self) -> Option<ApiKey> {
+        ApiKey::try_from(self.header.request_api_key).ok()
+    }
+
+    /// The protocol crate's version a request of an old version (see [`legacy`]) is
+    /// decoded and answered as; its own version otherwise.
+    fn modern_version(&self) -> i16 {
+        self.api_key()
+            .and_then(|key| legacy::modern_version(key, self.version()))
+            .unwrap_or(self.version())
+    }
+
+    /// Decode the body as a `T` (an old version as the newer one it maps to).
     pub(crate) fn decode<T: kafka_protocol::protocol::Decodable>(&mut self) -> Result<T, Fatal> {
-        let version = self.version();
+        let version = self.modern_version();
+        if version != self.version()
+            && let Some(key) = self.api_key()
+        {
+            self.body = legacy::decode_as(key, self.version(), &self.body);
+        }
         super::codec::decode(&mut self.body, version).map_err(|e| {
             Fatal(format!(
                 "cannot decode {} v{version} request: {e}",
@@ -390,7 +453,25 @@ impl Request {
         response: &R,
     ) -> Result<Reply, Fatal> {
         count_errors(response);
-        encode_response(self.header.correlation_id, self.version(), response).map(Reply::bytes)
+        let modern = self.modern_version();
+        let Some(key) = self.api_key().filter(|_| modern != self.version()) else {
+            return encode_response(self.header.correlation_id, modern, response).map(Reply::bytes);
+        };
+        // An old version: the newer layout rewritten (both have response header v0).
+        let mut body = bytes::BytesMut::new();
+        response
+            .encode(&mut body, modern)
+            .map_err(|e| Fatal(format!("cannot encode a v{modern} response: {e}")))?;
+        let old = legacy::downgrade(key, self.version(), &body).map_err(|e| {
+            Fatal(format!(
+                "cannot write a {} v{} response: {e}",
+                api_name(key as i16),
+                self.version()
+            ))
+        })?;
+        let mut out = self.header.correlation_id.to_be_bytes().to_vec();
+        out.extend_from_slice(&old);
+        Ok(Reply::bytes(out))
     }
 }
 

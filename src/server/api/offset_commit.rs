@@ -1,6 +1,8 @@
-//! OffsetCommit (key 8), versions 2-7, stored by the broker's group coordinator in
-//! `__consumer_offsets`. A partition that does not exist answers
-//! UNKNOWN_TOPIC_OR_PARTITION.
+//! OffsetCommit (key 8), versions 0-9 (v9's generation is the classic group's), stored
+//! by the broker's group coordinator in `__consumer_offsets`. A partition that does not
+//! exist answers UNKNOWN_TOPIC_OR_PARTITION. v1 gives each partition a commit timestamp
+//! (-1: now); v0, whose offsets Kafka kept in ZooKeeper, is answered UNSUPPORTED_VERSION
+//! per partition, as Kafka 3.9 without ZooKeeper does.
 
 use crate::server::error_codes::KafkaCode;
 use std::collections::BTreeMap;
@@ -10,30 +12,51 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
-use super::{Ctx, Fatal, Reply, Request, kstr};
+use super::{Ctx, Fatal, Reply, Request, kstr, legacy};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
+use kafka_protocol::ResponseError;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
-    let request: OffsetCommitRequest = req.decode()?;
     let version = req.version();
+    // v0-1: their own layout (v1's per-partition commit timestamps); v2+: the crate's.
+    let (request, timestamps) = if version < 2 {
+        legacy::offset_commit_request(&req.body, version).map_err(|e| {
+            Fatal(format!(
+                "cannot decode OffsetCommit v{version} request: {e}"
+            ))
+        })?
+    } else {
+        (req.decode::<OffsetCommitRequest>()?, Vec::new())
+    };
+    if version == 0 {
+        // Version 0 stored offsets in ZooKeeper: Kafka 3.9 without ZooKeeper answers
+        // UNSUPPORTED_VERSION for each partition, and so does tidelog.
+        let code = ResponseError::UnsupportedVersion.code();
+        let all = request.topics.iter().flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_index, code))
+        });
+        return req.respond(&response(all.collect()));
+    }
+    let mut timestamps = timestamps.into_iter();
     let offsets = request
         .topics
         .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| crate::coordinator::CommitOffset {
-                    topic: t.name.0.to_string(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                })
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .map(|(t, p)| crate::coordinator::CommitOffset {
+            topic: t.name.0.to_string(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: if version >= 6 {
+                p.committed_leader_epoch
+            } else {
+                -1
+            },
+            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            // v1's own commit time, -1 for the time of the commit.
+            commit_timestamp: timestamps.next().filter(|&ts| ts != -1),
         })
         .collect();
     let mut commit = crate::coordinator::OffsetCommitRequest {
@@ -71,8 +94,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             .collect(),
         Err(e) => all.into_iter().map(|(t, p)| (t, p, e.code())).collect(),
     };
+    req.respond(&response(results.into_iter().chain(denied).collect()))
+}
+
+/// The response: each (topic, partition, error code), grouped by topic.
+fn response(results: Vec<(String, i32, i16)>) -> OffsetCommitResponse {
     let mut by_topic: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
-    for (topic, partition, code) in results.into_iter().chain(denied) {
+    for (topic, partition, code) in results {
         by_topic.entry(topic).or_default().push(
             OffsetCommitResponsePartition::default()
                 .with_partition_index(partition)
@@ -87,5 +115,5 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partitions(partitions)
         })
         .collect();
-    req.respond(&OffsetCommitResponse::default().with_topics(topics))
+    OffsetCommitResponse::default().with_topics(topics)
 }

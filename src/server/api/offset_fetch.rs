@@ -1,5 +1,9 @@
-//! OffsetFetch (key 9), versions 1-5: a group's committed offsets from the broker's
-//! group coordinator (all of them when the request names no topics, v2+).
+//! OffsetFetch (key 9), versions 0-7: a group's committed offsets from the broker's
+//! group coordinator (all of them when the request names no topics, v2+). v0, which
+//! read Kafka's offsets in ZooKeeper, is answered UNSUPPORTED_VERSION per partition, as
+//! Kafka 3.9 without ZooKeeper does. With `require_stable` (v7+, KIP-447), a partition
+//! for which a transaction has an offset pending answers UNSTABLE_OFFSET_COMMIT instead
+//! of an offset.
 //!
 //! A refusal of the whole group (GROUP_AUTHORIZATION_FAILED, the coordinator's errors)
 //! is the top-level error code from v2; v1 has none, so there every partition asked for
@@ -46,6 +50,13 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         }
         OffsetFetchResponse::default().with_topics(topics(by_topic))
     };
+    if version == 0 {
+        // Version 0 read offsets from ZooKeeper: Kafka 3.9 without ZooKeeper answers
+        // UNSUPPORTED_VERSION for each partition, and so does tidelog.
+        return req.respond(&group_error(
+            kafka_protocol::ResponseError::UnsupportedVersion.code(),
+        ));
+    }
     if !ctx.allowed(
         AclOperation::Describe,
         ResourceType::Group,
@@ -53,23 +64,43 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     ) {
         return req.respond(&group_error(denied_code(ResourceType::Group)));
     }
-    let answer = ctx
-        .backend()
-        .groups()
-        .offset_fetch(&request.group_id, wanted.as_deref());
+    let groups = ctx.backend().groups();
+    let answer = if version >= 7 && request.require_stable {
+        groups.offset_fetch_stable(&request.group_id, wanted.as_deref())
+    } else {
+        groups
+            .offset_fetch(&request.group_id, wanted.as_deref())
+            .map(|offsets| offsets.into_iter().map(Ok).collect())
+    };
     let offsets = match answer {
         Ok(offsets) => offsets,
         Err(e) => return req.respond(&group_error(e.code())),
     };
     let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
     for o in offsets {
+        let (o, unstable) = match o {
+            Ok(o) => (o, None),
+            Err(e) => match &e {
+                crate::coordinator::GroupError::UnstableOffsetCommit { topic, partition } => (
+                    crate::coordinator::FetchedOffset {
+                        topic: topic.clone(),
+                        partition: *partition,
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                    },
+                    Some(e.code()),
+                ),
+                _ => return req.respond(&group_error(e.code())),
+            },
+        };
         // Describe on each topic: a named one answers TOPIC_AUTHORIZATION_FAILED, an
         // unnamed one (every offset of the group) is left out.
         let (code, offset) = match (
             ctx.permits(AclOperation::Describe, ResourceType::Topic, &o.topic),
             wanted.is_some(),
         ) {
-            (true, _) => (0, o.offset),
+            (true, _) => (unstable.unwrap_or(0), o.offset),
             (false, true) => (denied_code(ResourceType::Topic), -1),
             (false, false) => continue,
         };

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::server::backend::{Backend, PartitionOps};
 use crate::storage::LogConfig;
-use crate::storage::{ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
+use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::{AppendEpoch, Signal};
 
 /// Resolves a fetched partition: the leader-epoch check (`current_leader_epoch`, -1 for
@@ -62,6 +62,15 @@ impl PartitionOps for ReplicaView {
     /// Up to the log end: a follower copies what is not committed yet.
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         self.log.read_bounded(offset, max_bytes, ReadLimit::LogEnd)
+    }
+    fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
+        self.log.read_committed(offset, max_bytes)
+    }
+    fn last_stable_offset(&self) -> Result<i64> {
+        self.log.last_stable_offset()
+    }
+    fn aborted_transactions(&self, from_offset: i64, to_offset: i64) -> Result<Vec<AbortedTxn>> {
+        self.log.aborted_transactions(from_offset, to_offset)
     }
     fn log_start_offset(&self) -> i64 {
         self.log.log_start_offset()

@@ -1,4 +1,4 @@
-//! SyncGroup (key 14), versions 0-3: the leader hands in the assignment, every member
+//! SyncGroup (key 14), versions 0-5 (v5 checks the protocol type and name): the leader hands in the assignment, every member
 //! receives its own, through the broker's group coordinator. An empty group id is
 //! INVALID_GROUP_ID, as in Kafka.
 

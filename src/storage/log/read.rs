@@ -11,6 +11,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// What a read is bounded by: a [`ReadLimit`], or a last stable offset read before.
+#[derive(Clone, Copy)]
+enum Upper {
+    Limit(ReadLimit),
+    Stable(i64),
+}
+
 impl PartitionLog {
     /// Reads whole batches starting with the one that contains `offset`, up to
     /// `max_bytes` (at least one batch, even a larger one), below the high watermark
@@ -46,7 +53,7 @@ impl PartitionLog {
         // read again from the new list (whose bounds say where the log is now).
         let mut attempt = 0;
         loop {
-            match self.read_once(offset, max_bytes, limit) {
+            match self.read_once(offset, max_bytes, Upper::Limit(limit)) {
                 Err(Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::NotFound && attempt < 2 =>
                 {
@@ -59,14 +66,57 @@ impl PartitionLog {
         }
     }
 
-    fn read_once(&self, offset: i64, max_bytes: usize, limit: ReadLimit) -> Result<LogSlice> {
-        if self.inner.read_only && offset >= self.bound(limit) {
+    /// [`PartitionLog::read`] for a read_committed consumer: whole batches below the
+    /// last stable offset (records of transactions still open, or whose marker the
+    /// high watermark has not passed, wait), with that offset. The aborted
+    /// transactions of the range are [`PartitionLog::aborted_transactions`] from
+    /// `offset` to the slice's next offset.
+    ///
+    /// ```
+    /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new().producer(7, 0, 0).attributes(TRANSACTIONAL_BIT);
+    /// b.push(1_000, None, Some(b"pending"), &[]);
+    /// log.append_idempotent(&b.finish())?;
+    /// let (slice, lso) = log.read_committed(0, 1 << 20)?;
+    /// assert!(slice.is_empty() && lso == 0, "the transaction is open");
+    /// log.append_end_txn_marker(7, 0, EndTxnMarker::commit(0), 2_000)?;
+    /// let (slice, lso) = log.read_committed(0, 1 << 20)?;
+    /// assert_eq!((slice.next_offset(), lso), (2, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
+        let mut attempt = 0;
+        loop {
+            let lso = self.last_stable_offset()?;
+            match self.read_once(offset, max_bytes, Upper::Stable(lso)) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 2 =>
+                {
+                    attempt += 1;
+                    self.refresh(true)?;
+                }
+                result => return result.map(|slice| (slice, lso)),
+            }
+        }
+    }
+
+    fn read_once(&self, offset: i64, max_bytes: usize, upper: Upper) -> Result<LogSlice> {
+        let bound = |upper| match upper {
+            Upper::Limit(limit) => self.bound(limit),
+            Upper::Stable(lso) => lso,
+        };
+        if self.inner.read_only && offset >= bound(upper) {
             // At the end of what this reader has seen: the writer may have gone on.
             self.refresh(false)?;
         }
         // The bound first, then the log end (at or above it; a truncation in between
         // may lower both, and the range then ends at the bound).
-        let hw = self.bound(limit);
+        let hw = bound(upper);
         let end = self.log_end_offset().max(hw);
         let start = self.log_start_offset();
         if offset < start || offset > end {

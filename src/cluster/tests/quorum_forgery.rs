@@ -1,0 +1,107 @@
+//! The quorum port against forged messages: a hello without the cluster id is refused
+//! once the node knows it, and a message that makes raft-rs panic (a heartbeat whose
+//! commit index is past the log) stops the node with a clear error instead of leaving
+//! it looking alive and no longer following the metadata.
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use protobuf::Message as _;
+use raft::prelude::{Message, MessageType};
+
+use super::replication::{create, part};
+use super::*;
+use crate::cluster::inbox::raft_id;
+use crate::cluster::transport::{frame, hello};
+use crate::security::acl::{AclBinding, AclOperation, AclPermission, PatternType, ResourceType};
+
+const CALL: Duration = Duration::from_secs(10);
+
+/// Connects to node index 0's quorum port as node 2 with `cluster_id` and sends a
+/// heartbeat of a far higher term whose commit index no log has.
+fn forge(c: &TestCluster, cluster_id: Option<&str>) -> TcpStream {
+    let mut s = TcpStream::connect(c.addrs[0]).unwrap();
+    s.write_all(&frame(&hello(2, 1, cluster_id))).unwrap();
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgHeartbeat);
+    m.from = raft_id(2);
+    m.to = raft_id(1);
+    m.term = 1 << 30;
+    m.commit = 1 << 40;
+    s.write_all(&frame(&m.write_to_bytes().unwrap())).unwrap();
+    s
+}
+
+fn acl(name: &str) -> MetadataRecord {
+    MetadataRecord::CreateAcls {
+        bindings: vec![AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: name.into(),
+            pattern_type: PatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission: AclPermission::Allow,
+        }],
+    }
+}
+
+#[test]
+fn a_hello_without_the_cluster_id_is_refused() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let _forged = forge(&c, None);
+    std::thread::sleep(Duration::from_millis(500));
+    c.node(0).propose(acl("after"), CALL).unwrap();
+    assert!(c.node(0).check_running().is_ok());
+    c.shutdown();
+}
+
+#[test]
+fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "t", 3, vec![]);
+    wait_until("node 1 leads a partition", || {
+        (0..3).any(|p| part(&c, 0, "t", p).leader_epoch().is_some())
+    });
+    let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    let _forged = forge(&c, Some(&id));
+    wait_until("node 1 failed", || c.node(0).check_running().is_err());
+    let e = c.node(0).check_running().unwrap_err().to_string();
+    assert!(e.contains("Raft thread panicked"), "{e}");
+    assert!(e.contains("out of range"), "the panic's message: {e}");
+    // It leads nothing any more: writes go elsewhere.
+    wait_until("node 1 leads nothing", || {
+        (0..3).all(|p| part(&c, 0, "t", p).leader_epoch().is_none())
+    });
+    c.shutdown();
+}
+
+#[test]
+fn connections_past_the_bound_are_closed_at_once() {
+    use std::io::Read;
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    // Silent connections (no hello): three voters allow two each and 8 spare.
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(c.addrs[0]).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Well within the hello timeout (10 s): only those past the bound are closed.
+    let closed = silent
+        .iter()
+        .filter(|s| {
+            s.set_nonblocking(true).unwrap();
+            matches!((&**s).read(&mut [0u8; 1]), Ok(0))
+        })
+        .count();
+    assert!(
+        closed >= 6,
+        "only {closed} of 20 silent connections were closed"
+    );
+    // The voters' own connections were there before: the node goes on.
+    c.node(0).propose(acl("after"), CALL).unwrap();
+    drop(silent);
+    c.shutdown();
+}

@@ -1,0 +1,363 @@
+//! The request versions Kafka 4.0 removed (KIP-896) that Kafka 3.9 still answers, for
+//! older clients: OffsetCommit v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0
+//! and DescribeConfigs v0. `kafka-protocol` is generated from Kafka 4's message
+//! definitions and neither decodes nor encodes them, so their layouts are here, from
+//! Kafka's protocol guide.
+//!
+//! Most differ from the oldest version the protocol crate knows only at the edges: a
+//! request lacks a trailing field (read as its default), a response lacks the leading
+//! `throttle_time_ms` or a field the newer version added. Such a request is decoded as
+//! that newer version ([`decode_as`]), the handler answers as for it, and the response
+//! is encoded at that version and rewritten in the old layout ([`downgrade`]).
+//! OffsetCommit v0-1 carry other fields in the middle of their partitions (a commit
+//! timestamp in v1) and are read by [`offset_commit_request`].
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{ApiKey, GroupId, OffsetCommitRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+/// DescribeConfigs' `config_source` DEFAULT_CONFIG: what v0's `is_default` says.
+const DEFAULT_CONFIG: i8 = 5;
+
+/// The oldest version served of each API that has versions below the protocol crate's.
+pub(crate) const OLDEST: &[(ApiKey, i16)] = &[
+    (ApiKey::OffsetCommit, 0),
+    (ApiKey::OffsetFetch, 0),
+    (ApiKey::CreateTopics, 0),
+    (ApiKey::DeleteTopics, 0),
+    (ApiKey::DescribeConfigs, 0),
+];
+
+/// The version of the protocol crate a request of `key` v`version` is decoded and
+/// answered as, if `version` is one of the old versions kept here.
+pub(crate) fn modern_version(key: ApiKey, version: i16) -> Option<i16> {
+    let oldest = OLDEST.iter().find(|(k, _)| *k == key)?.1;
+    let crate_min = key.valid_versions().min;
+    (oldest..crate_min).contains(&version).then_some(crate_min)
+}
+
+/// The body of an old request made decodable as [`modern_version`]: the fields the
+/// newer version appends are added at their defaults (CreateTopics v0's
+/// `validate_only`, DescribeConfigs v0's `include_synonyms`, both false); the other
+/// old versions have the same request layout as the newer one.
+pub(crate) fn decode_as(key: ApiKey, version: i16, body: &Bytes) -> Bytes {
+    match (key, version) {
+        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0) => {
+            let mut b = BytesMut::from(&body[..]);
+            b.put_u8(0);
+            b.freeze()
+        }
+        _ => body.clone(),
+    }
+}
+
+/// Rewrites a response body encoded at [`modern_version`] in the layout of `version`.
+pub(crate) fn downgrade(key: ApiKey, version: i16, modern: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader(modern);
+    let mut out = Vec::with_capacity(modern.len());
+    match (key, version) {
+        // Same layout as v2 (OffsetCommit) and v1 (OffsetFetch).
+        (ApiKey::OffsetCommit, 0 | 1) | (ApiKey::OffsetFetch, 0) => out.extend_from_slice(modern),
+        // v0: no throttle_time_ms (DeleteTopics v1 added it).
+        (ApiKey::DeleteTopics, 0) => {
+            r.take(4)?;
+            out.extend_from_slice(r.0);
+        }
+        // v1: no throttle_time_ms (v2 added it); v0: no error_message either.
+        (ApiKey::CreateTopics, 1) => {
+            r.take(4)?;
+            out.extend_from_slice(r.0);
+        }
+        (ApiKey::CreateTopics, 0) => {
+            r.take(4)?;
+            let n = r.array_len()?;
+            out.put_i32(n);
+            for _ in 0..n.max(0) {
+                out.extend_from_slice(r.string()?);
+                out.extend_from_slice(r.take(2)?);
+                r.string()?;
+            }
+        }
+        (ApiKey::DescribeConfigs, 0) => describe_configs_v0(&mut r, &mut out)?,
+        _ => return Err(format!("{key:?} v{version} has no old layout")),
+    }
+    if matches!(
+        (key, version),
+        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0)
+    ) && !r.0.is_empty()
+    {
+        return Err(format!("{} bytes left over", r.0.len()));
+    }
+    Ok(out)
+}
+
+/// DescribeConfigs v0 from v1: each config's `config_source` becomes `is_default`, and
+/// it has no synonyms.
+fn describe_configs_v0(r: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    out.extend_from_slice(r.take(4)?); // throttle_time_ms
+    let results = r.array_len()?;
+    out.put_i32(results);
+    for _ in 0..results.max(0) {
+        out.extend_from_slice(r.take(2)?); // error_code
+        out.extend_from_slice(r.string()?); // error_message
+        out.extend_from_slice(r.take(1)?); // resource_type
+        out.extend_from_slice(r.string()?); // resource_name
+        let configs = r.array_len()?;
+        out.put_i32(configs);
+        for _ in 0..configs.max(0) {
+            out.extend_from_slice(r.string()?); // name
+            out.extend_from_slice(r.string()?); // value
+            out.extend_from_slice(r.take(1)?); // read_only
+            let source = r.take(1)?[0] as i8;
+            out.put_u8(u8::from(source == DEFAULT_CONFIG)); // is_default
+            out.extend_from_slice(r.take(1)?); // is_sensitive
+            let synonyms = r.array_len()?;
+            for _ in 0..synonyms.max(0) {
+                r.string()?;
+                r.string()?;
+                r.take(1)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An OffsetCommit v0 or v1 request, as the protocol crate's v2 request (v0 has no
+/// generation nor member id: -1 and "") and, for v1, each partition's commit timestamp
+/// in request order (-1: the time of the commit).
+pub(crate) fn offset_commit_request(
+    body: &[u8],
+    version: i16,
+) -> Result<(OffsetCommitRequest, Vec<i64>), String> {
+    let mut r = Reader(body);
+    let group_id = r.str()?;
+    let (generation, member_id) = if version >= 1 {
+        (r.i32()?, r.str()?)
+    } else {
+        (-1, StrBytes::default())
+    };
+    let mut timestamps = Vec::new();
+    let mut topics = Vec::new();
+    for _ in 0..r.array_len()?.max(0) {
+        let name = r.str()?;
+        let mut partitions = Vec::new();
+        for _ in 0..r.array_len()?.max(0) {
+            let index = r.i32()?;
+            let offset = r.i64()?;
+            if version >= 1 {
+                timestamps.push(r.i64()?);
+            }
+            let metadata = r.nullable_str()?;
+            partitions.push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(index)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(-1)
+                    .with_committed_metadata(metadata),
+            );
+        }
+        topics.push(
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(name))
+                .with_partitions(partitions),
+        );
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the request", r.0.len()));
+    }
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(group_id))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(member_id)
+        .with_topics(topics);
+    Ok((request, timestamps))
+}
+
+/// A cursor over bytes in Kafka's classic (non-flexible) encoding.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "{n} bytes expected, {} left (truncated)",
+                self.0.len()
+            ));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn i16(&mut self) -> Result<i16, String> {
+        let b = self.take(2)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn i64(&mut self) -> Result<i64, String> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(i64::from_be_bytes(a))
+    }
+
+    /// An array's length (-1, null, reads as empty).
+    fn array_len(&mut self) -> Result<i32, String> {
+        let n = self.i32()?;
+        if n > 0 && n as usize > self.0.len() {
+            return Err(format!("an array of {n} items in {} bytes", self.0.len()));
+        }
+        Ok(n.max(0))
+    }
+
+    /// A (nullable) string's bytes, length prefix included.
+    fn string(&mut self) -> Result<&'a [u8], String> {
+        let whole = self.0;
+        let len = self.i16()?;
+        let n = usize::try_from(len).unwrap_or(0);
+        self.take(n)?;
+        Ok(&whole[..2 + n])
+    }
+
+    fn nullable_str(&mut self) -> Result<Option<StrBytes>, String> {
+        let len = self.i16()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        let b = self.take(len as usize)?;
+        let s = std::str::from_utf8(b).map_err(|e| format!("a string is not UTF-8: {e}"))?;
+        Ok(Some(StrBytes::from_string(s.to_string())))
+    }
+
+    fn str(&mut self) -> Result<StrBytes, String> {
+        Ok(self.nullable_str()?.unwrap_or_default())
+    }
+}
+
+/// Tests: a request body encoded at [`modern_version`] (with no topics, partitions or
+/// resources, as the table's default requests) in the layout of old `version`.
+#[cfg(test)]
+pub(crate) fn old_request(key: ApiKey, version: i16, modern: &[u8]) -> Vec<u8> {
+    let mut r = Reader(modern);
+    match (key, version) {
+        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0) => {
+            modern[..modern.len() - 1].to_vec()
+        }
+        (ApiKey::OffsetCommit, 0 | 1) => {
+            // v2: group, generation, member, retention_time_ms, topics.
+            let mut out = r.string().unwrap().to_vec();
+            let generation = r.take(4).unwrap();
+            let member = r.string().unwrap();
+            r.take(8).unwrap();
+            if version == 1 {
+                out.extend_from_slice(generation);
+                out.extend_from_slice(member);
+            }
+            out.extend_from_slice(r.0);
+            out
+        }
+        _ => modern.to_vec(),
+    }
+}
+
+/// Tests: an old response body in the layout of [`modern_version`], for the protocol
+/// crate's decoder (the inverse of [`downgrade`]; absent fields at their defaults).
+#[cfg(test)]
+pub(crate) fn upgrade(key: ApiKey, version: i16, old: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader(old);
+    let mut out = Vec::new();
+    match (key, version) {
+        (ApiKey::DeleteTopics, 0) | (ApiKey::CreateTopics, 1) => {
+            out.put_i32(0);
+            out.extend_from_slice(old);
+            return Ok(out);
+        }
+        (ApiKey::CreateTopics, 0) => {
+            out.put_i32(0);
+            let n = r.array_len()?;
+            out.put_i32(n);
+            for _ in 0..n {
+                out.extend_from_slice(r.string()?);
+                out.extend_from_slice(r.take(2)?);
+                out.put_i16(-1);
+            }
+        }
+        (ApiKey::DescribeConfigs, 0) => {
+            out.extend_from_slice(r.take(4)?);
+            let results = r.array_len()?;
+            out.put_i32(results);
+            for _ in 0..results {
+                out.extend_from_slice(r.take(2)?);
+                out.extend_from_slice(r.string()?);
+                out.extend_from_slice(r.take(1)?);
+                out.extend_from_slice(r.string()?);
+                let configs = r.array_len()?;
+                out.put_i32(configs);
+                for _ in 0..configs {
+                    out.extend_from_slice(r.string()?);
+                    out.extend_from_slice(r.string()?);
+                    out.extend_from_slice(r.take(1)?);
+                    let default = r.take(1)?[0] != 0;
+                    out.put_i8(if default { DEFAULT_CONFIG } else { 1 });
+                    out.extend_from_slice(r.take(1)?);
+                    out.put_i32(0);
+                }
+            }
+        }
+        _ => return Ok(old.to_vec()),
+    }
+    if r.0.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!("{} bytes left over", r.0.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::{CreateTopicsResponse, TopicName};
+    use kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn create_topics_v0_drops_throttle_and_messages() {
+        let resp = CreateTopicsResponse::default()
+            .with_throttle_time_ms(7)
+            .with_topics(vec![
+                CreatableTopicResult::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_error_code(36)
+                    .with_error_message(Some(StrBytes::from_static_str("exists"))),
+            ]);
+        let mut modern = BytesMut::new();
+        resp.encode(&mut modern, 2).unwrap();
+        let old = downgrade(ApiKey::CreateTopics, 0, &modern).unwrap();
+        assert_eq!(old, [0, 0, 0, 1, 0, 1, b't', 0, 36]);
+    }
+
+    #[test]
+    fn a_truncated_offset_commit_is_an_error_not_a_panic() {
+        let (req, ts) = offset_commit_request(
+            &[
+                0, 1, b'g', 0, 0, 0, 3, 0, 1, b'm', 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 2,
+                0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff,
+            ],
+            1,
+        )
+        .unwrap();
+        assert_eq!(req.generation_id_or_member_epoch, 3);
+        assert_eq!(req.topics[0].partitions[0].committed_offset, 9);
+        assert_eq!(req.topics[0].partitions[0].committed_metadata, None);
+        assert_eq!(ts, vec![5]);
+        let e = offset_commit_request(&[0, 1, b'g', 0, 0, 0, 3, 0, 1], 1).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+    }
+}

@@ -1,0 +1,193 @@
+//! The consumer group protocol (KIP-848) over a real socket: ConsumerGroupHeartbeat,
+//! ConsumerGroupDescribe, topic ids in Metadata, ListGroups v5's group types and
+//! OffsetCommit with member epochs, with requests encoded and responses decoded by
+//! `kafka-protocol`.
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as Owned;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use super::tests_api::Client;
+use super::tests_groups::start_without_initial_delay;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn heartbeat(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<Owned>>,
+) -> ConsumerGroupHeartbeatResponse {
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
+        .with_topic_partitions(owned);
+    if epoch == 0 {
+        req = req
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(Vec::new()));
+    }
+    c.call(ApiKey::ConsumerGroupHeartbeat, 1, &req)
+}
+
+/// The partitions of an assignment, as the owned partitions of the next heartbeat.
+fn owned(r: &ConsumerGroupHeartbeatResponse) -> Vec<Owned> {
+    r.assignment
+        .as_ref()
+        .expect("an assignment")
+        .topic_partitions
+        .iter()
+        .map(|tp| {
+            Owned::default()
+                .with_topic_id(tp.topic_id)
+                .with_partitions(tp.partitions.clone())
+        })
+        .collect()
+}
+
+fn count(o: &[Owned]) -> usize {
+    o.iter().map(|tp| tp.partitions.len()).sum()
+}
+
+#[test]
+fn two_members_split_a_topic_through_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_num_partitions(4)
+            .with_replication_factor(1),
+    ]);
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
+    assert_eq!(created.topics[0].error_code, 0);
+
+    // Metadata v12 reports t's id, and finds t by it.
+    let meta: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s("t")))),
+        ])),
+    );
+    let id = meta.topics[0].topic_id;
+    assert!(!id.is_nil());
+    let by_id: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_topic_id(id),
+        ])),
+    );
+    assert_eq!(
+        by_id.topics[0].name.as_ref().map(|n| n.0.as_str()),
+        Some("t")
+    );
+    let unknown = uuid::Uuid::from_u128(42);
+    let none: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(unknown),
+        ])),
+    );
+    assert_eq!(
+        (none.topics[0].error_code, none.topics[0].topic_id),
+        (100, unknown)
+    );
+
+    // v1: an empty member id is refused.
+    assert_eq!(heartbeat(&mut c, "", 0, None).error_code, 42);
+    let a = heartbeat(&mut c, "a", 0, None);
+    assert_eq!((a.error_code, a.member_epoch), (0, 1), "{a:?}");
+    assert_eq!(a.heartbeat_interval_ms, 5000);
+    let a_owned = owned(&a);
+    assert_eq!(count(&a_owned), 4);
+    assert_eq!(a_owned[0].topic_id, id);
+
+    // b joins: nothing until a has revoked half.
+    let b = heartbeat(&mut c, "b", 0, None);
+    assert_eq!((b.error_code, b.member_epoch), (0, 2));
+    assert_eq!(count(&owned(&b)), 0);
+    let a = heartbeat(&mut c, "a", 1, Some(a_owned));
+    assert_eq!(a.member_epoch, 1);
+    let kept = owned(&a);
+    assert_eq!(count(&kept), 2);
+    let a = heartbeat(&mut c, "a", 1, Some(kept));
+    assert_eq!(a.member_epoch, 2);
+    let b = heartbeat(&mut c, "b", 2, Some(Vec::new()));
+    assert_eq!(count(&owned(&b)), 2);
+
+    // Fenced: an epoch from the future.
+    assert_eq!(heartbeat(&mut c, "b", 9, Some(owned(&b))).error_code, 110);
+
+    // A commit with an older member epoch is stale.
+    let commit = |epoch: i32| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_member_id(s("b"))
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(5),
+                    ]),
+            ])
+    };
+    let ok: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 7, &commit(2));
+    assert_eq!(ok.topics[0].partitions[0].error_code, 0);
+    let stale: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 7, &commit(1));
+    assert_eq!(stale.topics[0].partitions[0].error_code, 113);
+
+    let described: ConsumerGroupDescribeResponse = c.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        &ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![GroupId(s("g")), GroupId(s("nope"))]),
+    );
+    let g = &described.groups[0];
+    assert_eq!((g.error_code, g.group_state.as_str()), (0, "Stable"));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+    assert_eq!(g.assignor_name.as_str(), "uniform");
+    assert_eq!(g.members.len(), 2);
+    assert!(g.members.iter().all(|m| m.member_type == 1));
+    assert_eq!(described.groups[1].error_code, 69);
+
+    // ListGroups v5: the group's type; a classic DescribeGroups does not describe it.
+    let listed: ListGroupsResponse = c.call(
+        ApiKey::ListGroups,
+        5,
+        &ListGroupsRequest::default().with_types_filter(vec![s("consumer")]),
+    );
+    assert_eq!(listed.groups.len(), 1);
+    assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
+    let classic: ListGroupsResponse = c.call(
+        ApiKey::ListGroups,
+        5,
+        &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),
+    );
+    assert!(classic.groups.is_empty());
+    let d: DescribeGroupsResponse = c.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+    );
+    assert_eq!(d.groups[0].error_code, 69);
+
+    // b leaves; a gets everything back.
+    let left = heartbeat(&mut c, "b", -1, None);
+    assert_eq!((left.error_code, left.member_epoch), (0, -1));
+    let a = heartbeat(&mut c, "a", 2, None);
+    assert_eq!(a.member_epoch, 3);
+    assert_eq!(count(&owned(&a)), 4);
+}
