@@ -238,10 +238,9 @@ fn transactions_commit_and_abort_across_leaders() {
     drop(p);
 
     let seen = read_committed(&bootstrap, expected.len());
-    assert!(
-        expected.is_subset(&seen),
-        "a read_committed consumer misses committed records: {:?}",
-        expected.difference(&seen).collect::<Vec<_>>()
+    assert_eq!(
+        seen, expected,
+        "a read_committed consumer sees the committed records only"
     );
     drop(admin);
     for i in 0..3 {
