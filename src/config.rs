@@ -269,6 +269,13 @@ pub struct TransactionConfig {
     /// Partitions of the internal topic `__transaction_state`, made on first use
     /// (`transaction.state.log.num.partitions`). Default 50.
     pub state_log_partitions: i32,
+    /// Replicas of each `__transaction_state` partition on a cluster, capped at the
+    /// unfenced brokers when it is made (`transaction.state.log.replication.factor`).
+    /// Default 3.
+    pub state_log_replication_factor: i16,
+    /// `min.insync.replicas` of `__transaction_state` on a cluster, capped at its
+    /// replication factor (`transaction.state.log.min.isr`). Default 2.
+    pub state_log_min_isr: i32,
     /// Longest transaction timeout a producer may ask for
     /// (`transaction.max.timeout.ms`). Default 15 min.
     pub max_timeout: Duration,
@@ -287,6 +294,8 @@ impl Default for TransactionConfig {
     fn default() -> Self {
         TransactionConfig {
             state_log_partitions: 50,
+            state_log_replication_factor: 3,
+            state_log_min_isr: 2,
             max_timeout: Duration::from_millis(900_000),
             transactional_id_expiration: Duration::from_millis(604_800_000),
             abort_timed_out_interval: Duration::from_secs(10),

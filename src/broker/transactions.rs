@@ -72,6 +72,14 @@ impl Broker {
         &self.inner.transactions
     }
 
+    /// The marker writer of the partitions this broker leads (a cluster node's
+    /// coordinators send the others' markers over the network).
+    pub(crate) fn local_marker_writer(&self) -> Arc<dyn MarkerWriter> {
+        Arc::new(LocalMarkers {
+            broker: Arc::downgrade(&self.inner),
+        })
+    }
+
     /// Makes `__transaction_state` (`transaction.state.log.num.partitions`
     /// partitions, compacted, internal) unless it exists, and loads every partition
     /// into the transaction coordinator: what a single node does on the first
@@ -85,7 +93,7 @@ impl Broker {
         if self.is_cluster_node() {
             return Err(Error::InvalidConfig {
                 key: "transactional.id".into(),
-                reason: "the transaction coordinator is served by single nodes only for now".into(),
+                reason: "on a cluster node __transaction_state is made through the controller and loaded by its partitions' leaders".into(),
             });
         }
         let _once = self.inner.txn_setup.lock();
@@ -105,9 +113,7 @@ impl Broker {
                 )?
             }
         };
-        txns.set_marker_writer(Arc::new(LocalMarkers {
-            broker: Arc::downgrade(&self.inner),
-        }));
+        txns.set_marker_writer(self.local_marker_writer());
         for p in topic.partitions().iter() {
             txns.load_partition(
                 p.index(),

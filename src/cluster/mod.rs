@@ -49,6 +49,7 @@ mod replication;
 pub(crate) mod security;
 mod shared;
 mod storage;
+mod transactions;
 mod transport;
 mod voters;
 
@@ -97,6 +98,10 @@ pub(crate) struct ClusterNode {
     quorum_addr: SocketAddr,
     /// The data plane: partition roles, fetchers, ISR changes.
     replicas: Mutex<Option<Arc<replication::ReplicaManager>>>,
+    /// Loads the transaction coordinator where `__transaction_state` is led.
+    txn_loader: Mutex<Option<Arc<transactions::TxnLoader>>>,
+    /// Connections to the coordinators that verify transactional batches led here.
+    txn_clients: transactions::ClientPool,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -210,6 +215,8 @@ impl ClusterNode {
             data_dir,
             quorum_addr,
             replicas: Mutex::new(None),
+            txn_loader: Mutex::new(None),
+            txn_clients: transactions::ClientPool::new(format!("tidelog-txn-verify-{me}")),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
@@ -341,6 +348,15 @@ impl ClusterNode {
         replicas.start()?;
         self.shared.listeners.lock().push(replicas.clone());
         *self.replicas.lock() = Some(replicas);
+        // After the replica manager: a partition's role is set before its coordinator
+        // loads.
+        let txns = transactions::TxnLoader::start(
+            self.config.node_id,
+            broker,
+            Arc::downgrade(&self.handle),
+        )?;
+        self.shared.listeners.lock().push(txns.clone());
+        *self.txn_loader.lock() = Some(txns);
         Ok(())
     }
 
@@ -604,6 +620,9 @@ impl ClusterNode {
         }
         if let Some(r) = self.replicas.lock().take() {
             r.stop();
+        }
+        if let Some(t) = self.txn_loader.lock().take() {
+            t.stop();
         }
         let _ = self.inbox.send(Inbound::Stop);
         let threads: Vec<_> = self.threads.lock().drain(..).collect();

@@ -20,6 +20,7 @@ mod duplicate_proposal;
 mod failover;
 mod quorum_forgery;
 mod replication;
+mod transactions;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

@@ -62,8 +62,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// The transaction coordinator (leading no partition until `__transaction_state`
     /// exists).
     fn transactions(&self) -> crate::transaction::TransactionCoordinator;
-    /// Makes `__transaction_state` and loads it into the transaction coordinator
-    /// unless done (a single node, on the first use of a transactional id).
+    /// Makes `__transaction_state` unless done, on the first use of a transactional
+    /// id: a single node also loads it into its transaction coordinator; a cluster
+    /// node asks the controller for it (each partition's leader loads it).
     fn start_transactions(&self) -> Result<()>;
     /// Appends a transaction marker of `producer_id` at `producer_epoch` to
     /// `topic`-`partition`, led here, and waits for its in-sync replicas
@@ -145,6 +146,12 @@ pub(crate) trait PartitionOps: Send + Sync {
     /// (ListOffsets answers OFFSET_NOT_AVAILABLE then, KIP-207).
     fn offsets_available(&self) -> bool {
         true
+    }
+    /// True if producer `producer_id` has a transaction open here at `epoch`, so a
+    /// batch of it needs no new verification by the coordinator (KIP-890 part 1).
+    fn transaction_open_at(&self, producer_id: i64, epoch: i16) -> Result<bool> {
+        let _ = (producer_id, epoch);
+        Ok(false)
     }
     /// Before an `acks=all` append: `NotEnoughReplicas` if the ISR is below
     /// `min.insync.replicas`.

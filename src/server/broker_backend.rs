@@ -222,7 +222,10 @@ impl Backend for BrokerBackend {
     }
 
     fn start_transactions(&self) -> Result<()> {
-        self.broker.ensure_transaction_state()
+        match &self.cluster {
+            Some(c) => c.ensure_transaction_state(&self.broker.config().transaction),
+            None => self.broker.ensure_transaction_state(),
+        }
     }
 
     fn write_txn_marker(
@@ -250,6 +253,9 @@ impl Backend for BrokerBackend {
 }
 
 impl PartitionOps for Partition {
+    fn transaction_open_at(&self, producer_id: i64, epoch: i16) -> Result<bool> {
+        self.log().transaction_open_at(producer_id, epoch)
+    }
     fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
         self.append_batch_at(batches)
     }

@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use crate::cluster::ClusterNode;
-use crate::error::Result;
+use crate::config::TransactionConfig;
+use crate::error::{Result, TxnError};
+use crate::transaction::ProducerIdAndEpoch;
 
 /// "No leader" in [`PartitionLayout::leader`] (as Kafka's -1).
 pub(crate) const NO_LEADER: i32 = -1;
@@ -97,6 +99,26 @@ pub(crate) trait ClusterView: Send + Sync {
     /// Wait until this node has caught up with the metadata log (up to `timeout`, or
     /// until `gone` says the client left); true if it has.
     fn wait_caught_up(&self, timeout: Duration, gone: &dyn Fn() -> bool) -> bool;
+    /// Makes `__transaction_state` through the controller unless it exists.
+    fn ensure_transaction_state(&self, config: &TransactionConfig) -> Result<()> {
+        let _ = config;
+        Err(crate::error::Error::InvalidConfig {
+            key: "transactional.id".into(),
+            reason: "this cluster serves no transactions".into(),
+        })
+    }
+    /// KIP-890 part 1: asks the coordinator of `transactional_id` on another node
+    /// whether `topic`-`partition` is in the producer's ongoing transaction.
+    fn verify_transaction(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        topic: &str,
+        partition: i32,
+    ) -> std::result::Result<(), TxnError> {
+        let _ = (transactional_id, producer, topic, partition);
+        Err(TxnError::NotCoordinator)
+    }
 }
 
 /// The adapter: a cluster node answers from its metadata image.
@@ -176,6 +198,20 @@ impl ClusterView for ClusterNode {
     fn wait_caught_up(&self, timeout: Duration, gone: &dyn Fn() -> bool) -> bool {
         ClusterNode::wait_caught_up(self, timeout, gone)
     }
+
+    fn ensure_transaction_state(&self, config: &TransactionConfig) -> Result<()> {
+        ClusterNode::ensure_transaction_state(self, config)
+    }
+
+    fn verify_transaction(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        topic: &str,
+        partition: i32,
+    ) -> std::result::Result<(), TxnError> {
+        ClusterNode::verify_transaction(self, transactional_id, producer, topic, partition)
+    }
 }
 
 #[cfg(test)]
@@ -238,6 +274,14 @@ pub(crate) mod fake {
         }
         fn wait_caught_up(&self, _: Duration, _: &dyn Fn() -> bool) -> bool {
             true
+        }
+        fn ensure_transaction_state(&self, _: &TransactionConfig) -> Result<()> {
+            let name = crate::transaction::log::TRANSACTION_STATE_TOPIC;
+            if self.topics.contains_key(name) {
+                Ok(())
+            } else {
+                Err(crate::error::Error::Timeout(format!("{name} not made yet")))
+            }
         }
     }
 }

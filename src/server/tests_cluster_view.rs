@@ -246,3 +246,49 @@ fn describe_cluster_answers_the_clusters_id_controller_and_brokers() {
     let ids: Vec<i32> = r.brokers.iter().map(|b| b.broker_id.0).collect();
     assert_eq!(ids, [1, 2]);
 }
+
+#[test]
+fn find_coordinator_answers_the_leader_of_the_transactional_ids_state_partition() {
+    let request = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str("payments-tx"))
+        .with_key_type(1);
+    // Until __transaction_state exists (and has leaders): COORDINATOR_NOT_AVAILABLE.
+    let r: FindCoordinatorResponse = ask(
+        two_brokers(),
+        "INTERNAL",
+        ApiKey::FindCoordinator,
+        3,
+        &request,
+    );
+    assert_eq!(r.error_code, 15, "{r:?}");
+    let mut cluster = two_brokers();
+    let partitions = (0..50)
+        .map(|p| {
+            let leader = 1 + p % 2;
+            PartitionLayout {
+                leader,
+                leader_epoch: 3,
+                replicas: vec![leader, 3 - leader],
+                isr: vec![leader, 3 - leader],
+            }
+        })
+        .collect();
+    cluster.topics.insert(
+        crate::transaction::log::TRANSACTION_STATE_TOPIC.to_string(),
+        TopicLayout {
+            id: [3; 16],
+            internal: true,
+            partitions,
+        },
+    );
+    let index = crate::transaction::log::partition_for("payments-tx", 50);
+    let leader = 1 + index % 2;
+    let r: FindCoordinatorResponse = ask(cluster, "INTERNAL", ApiKey::FindCoordinator, 3, &request);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let host = if leader == 1 {
+        "b1.internal"
+    } else {
+        "b2.internal"
+    };
+    assert_eq!((r.node_id.0, r.host.as_str(), r.port), (leader, host, 9093));
+}

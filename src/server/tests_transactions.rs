@@ -323,3 +323,29 @@ fn no_room_for_the_transaction_state_is_coordinator_not_available() {
     assert!(broker.topic("__transaction_state").is_err());
     server.shutdown().unwrap();
 }
+
+/// KIP-890 part 1, as Kafka's leader does: only the first transactional batch of a
+/// transaction in a partition is verified with the coordinator; later ones continue
+/// the transaction the log holds open for the producer at that epoch.
+#[test]
+fn only_the_first_batch_of_a_transaction_in_a_partition_is_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 2, crate::TopicConfig::new())
+        .unwrap();
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let p = init(&mut c, "tx");
+    assert_eq!(add(&mut c, 3, "tx", p, &[0, 1]), vec![0, 0]);
+    assert_eq!(produce(&mut c, "tx", p, 0, 0), 0);
+    // The coordinator stops answering for the id (its partition moved away).
+    let txns = broker.transaction_coordinator();
+    txns.unload_partition(txns.partition_of("tx").unwrap());
+    // The transaction open in partition 0 goes on without asking it.
+    assert_eq!(produce(&mut c, "tx", p, 0, 1), 0);
+    // Partition 1's first batch must be verified: the coordinator is elsewhere now,
+    // which a Produce v8 client is told as the retriable NOT_ENOUGH_REPLICAS.
+    assert_eq!(produce(&mut c, "tx", p, 1, 0), 19);
+    server.shutdown().unwrap();
+}

@@ -341,6 +341,11 @@ impl ProducerState {
     }
 
     /// Each producer's id, epoch and last batch (None if it has none), in no order.
+    /// The epoch of producer `pid`, None if unknown.
+    pub(crate) fn epoch_of(&self, pid: i64) -> Option<i16> {
+        self.producers.get(&pid).map(|e| e.epoch)
+    }
+
     pub(crate) fn last_batches(&self) -> impl Iterator<Item = (i64, i16, Option<BatchMeta>)> {
         self.producers
             .iter()

@@ -13,7 +13,7 @@
 //!   COORDINATOR_LOAD_IN_PROGRESS; an id of a partition not led here gets
 //!   NOT_COORDINATOR.
 //! - Markers go through a [`MarkerWriter`] (the broker's appends to its local
-//!   leaders); partitions whose marker failed are retried by the timer until every one
+//!   leaders; on a cluster, WriteTxnMarkers to the others); partitions whose marker failed are retried by the timer until every one
 //!   is written, then [`TxnCoordinator::markers_written`] completes the transaction.
 
 use std::collections::{BTreeSet, HashMap};
@@ -63,6 +63,9 @@ pub trait MarkerWriter: Send + Sync {
 
 impl TxnStateLog for crate::topic::Partition {
     fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        // acks=all: refused while the ISR is below min.insync.replicas, as Kafka's
+        // coordinator's writes are.
+        self.check_enough_replicas()?;
         let mut builder = crate::record::BatchBuilder::new();
         builder.push(now_ms(), Some(key), value, &[]);
         let (info, appended) = self.append_batch_at(&builder.finish())?;

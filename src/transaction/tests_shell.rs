@@ -343,3 +343,38 @@ fn a_new_instance_fences_the_old_one_after_aborting_its_transaction() {
         Err(TxnError::TransactionAbortable { .. })
     ));
 }
+
+/// A state record is written with acks=all semantics: refused while the partition's
+/// ISR is below `min.insync.replicas` (as Kafka's coordinator's writes are), so no
+/// answer rests on a record a single replica holds.
+#[test]
+fn a_state_write_needs_min_insync_replicas() {
+    use crate::storage::{LogConfig, PartitionLog};
+    use crate::topic::Partition;
+    let dir = tempfile::tempdir().unwrap();
+    let log = PartitionLog::open(
+        dir.path().join("__transaction_state-0"),
+        "__transaction_state-0",
+        LogConfig::default(),
+    )
+    .unwrap();
+    let p = Partition::new(Arc::from("__transaction_state"), 0, log);
+    p.become_leader(
+        1,
+        1,
+        1,
+        vec![1, 2],
+        vec![1],
+        2,
+        Duration::from_secs(30),
+        0,
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    let refused = TxnStateLog::append(&p, b"key", Some(b"value")).unwrap_err();
+    assert!(
+        matches!(refused, Error::NotEnoughReplicas { .. }),
+        "{refused}"
+    );
+    assert_eq!(p.log_end_offset(), 0, "nothing written");
+}

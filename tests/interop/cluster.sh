@@ -3,7 +3,10 @@
 #   1. kcat -L shows 3 brokers, and a replicated topic's replicas and ISR;
 #   2. confluent-kafka creates a topic with replication factor 3, produces with
 #      acks=all and consumes it in a group (cluster_confluent.py);
-#   3. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
+#   3. confluent-kafka's and kafka-python's transactional producers: commits, an abort
+#      and fencing (confluent_kafka_transactions.py), the coordinator on whichever node
+#      leads the id's __transaction_state partition;
+#   4. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
 #      new leader and an ISR without the dead node, and `kcat -C -o beginning -e` still
 #      returns every record.
 #
@@ -58,7 +61,10 @@ grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 bro
 # 2. confluent-kafka: replicated topic, acks=all, group.
 "$PYTHON" "$here/cluster_confluent.py"
 
-# 1. and 3. kcat: the replicated topic's metadata, then the failover walk-through.
+# 3. Transactions, coordinated by the leader of each id's __transaction_state partition.
+"$PYTHON" "$here/confluent_kafka_transactions.py"
+
+# 1. and 4. kcat: the replicated topic's metadata, then the failover walk-through.
 topic="failover-$$"
 "$PYTHON" - <<PY
 from confluent_kafka.admin import AdminClient, NewTopic

@@ -37,6 +37,8 @@ pub(crate) mod stored;
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
+/// The internal topic of the transaction coordinators' state.
+pub(crate) const TRANSACTION_STATE_TOPIC: &str = crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
 /// No leader.
 pub(crate) const NO_LEADER: i32 = -1;
@@ -950,11 +952,12 @@ impl MetadataImage {
 
     fn create_topic(&mut self, c: &CreateTopic) -> Outcome {
         self.check_new_topic_name(&c.name)?;
-        if (c.name == OFFSETS_TOPIC) != c.internal {
+        let internal_name = c.name == OFFSETS_TOPIC || c.name == TRANSACTION_STATE_TOPIC;
+        if internal_name != c.internal {
             return Err(Rejected::InvalidTopicName {
                 name: c.name.clone(),
                 reason: format!(
-                    "only {OFFSETS_TOPIC} is internal, and only the controller creates it"
+                    "only {OFFSETS_TOPIC} and {TRANSACTION_STATE_TOPIC} are internal, and only the cluster creates them"
                 ),
             });
         }

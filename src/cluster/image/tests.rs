@@ -1007,6 +1007,45 @@ fn a_version_2_image_decodes_without_endpoints() {
     );
 }
 
+#[test]
+fn the_transaction_state_topic_is_internal_and_only_so() {
+    let mut img = cluster(&[1, 2, 3]);
+    let record = |internal: bool| {
+        MetadataRecord::CreateTopic(CreateTopic {
+            name: TRANSACTION_STATE_TOPIC.into(),
+            topic_id: [7; 16],
+            partitions: 50,
+            replication_factor: 3,
+            assignment: None,
+            configs: vec![
+                ("cleanup.policy".into(), "compact".into()),
+                ("min.insync.replicas".into(), "2".into()),
+            ],
+            internal,
+        })
+    };
+    // A client's CreateTopics of the name is refused; the cluster's own is made.
+    assert!(matches!(
+        img.apply(next(&img), &record(false)),
+        Err(Rejected::InvalidTopicName { .. })
+    ));
+    img.apply(next(&img), &record(true)).unwrap();
+    let t = img.topic(TRANSACTION_STATE_TOPIC).unwrap();
+    assert!(t.internal);
+    assert_eq!(t.partitions.len(), 50);
+    assert!(t.partitions.iter().all(|p| p.replicas.len() == 3));
+    // And the internal flag is no way to make another topic internal.
+    let mut other = record(true);
+    if let MetadataRecord::CreateTopic(c) = &mut other {
+        c.name = "mine".into();
+    }
+    assert!(matches!(
+        img.apply(next(&img), &other),
+        Err(Rejected::InvalidTopicName { .. })
+    ));
+    check_invariants(&img);
+}
+
 /// An envelope of `record` from process `incarnation` of node 1.
 fn stamped(
     request_id: u64,

@@ -3,7 +3,8 @@
 //! `__transaction_state`, as Kafka does): a single node coordinates every one. On a
 //! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
 //! partition (Kafka's `abs(groupId.hashCode) % partitions`), from its
-//! [`ClusterView`];
+//! [`ClusterView`], and the coordinator of a transactional id the leader of its
+//! `__transaction_state` partition (`transaction::log::partition_for`, the same hash);
 //! COORDINATOR_NOT_AVAILABLE while that topic does not exist or the partition has no
 //! leader.
 
@@ -16,6 +17,7 @@ use super::{Ctx, Fatal, NODE_ID, Reply, Request, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::cluster_view::ClusterView;
+use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
 /// The first version that asks for several keys at once.
 const BATCHED_SINCE: i16 = 4;
@@ -86,7 +88,12 @@ fn find(ctx: &Ctx<'_>, kind: Option<ResourceType>, key_type: i8, key: &StrBytes)
         })?;
     }
     if let Some(cluster) = ctx.backend().cluster() {
-        return cluster_coordinator(cluster, key, ctx.listener).map_err(unavailable);
+        let topic = if kind == ResourceType::TransactionalId {
+            TRANSACTION_STATE_TOPIC
+        } else {
+            crate::broker::OFFSETS_TOPIC
+        };
+        return cluster_coordinator(cluster, topic, key, ctx.listener).map_err(unavailable);
     }
     let (host, port) = ctx.advertised();
     Ok((NODE_ID, host, port))
@@ -98,23 +105,25 @@ fn java_hash(s: &str) -> i32 {
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
 
-/// The coordinator of `group` on a cluster: `(node id, host, port)` of the leader of its
-/// `__consumer_offsets` partition at its endpoint of `listener`, or why there is none.
+/// The coordinator of `key` (a group, or a transactional id) on a cluster:
+/// `(node id, host, port)` of the leader of its partition of `topic`
+/// (`__consumer_offsets`, or `__transaction_state`) at its endpoint of `listener`, or
+/// why there is none.
 fn cluster_coordinator(
     cluster: &dyn ClusterView,
-    group: &str,
+    topic_name: &str,
+    key: &str,
     listener: &str,
 ) -> Result<(i32, String, i32), String> {
-    let no_leader = || format!("{} has no leader yet", crate::broker::OFFSETS_TOPIC);
-    let topic = cluster
-        .topic(crate::broker::OFFSETS_TOPIC)
-        .ok_or_else(no_leader)?;
+    let no_leader = || format!("{topic_name} has no leader yet");
+    let topic = cluster.topic(topic_name).ok_or_else(no_leader)?;
     let count = topic.partitions.len() as i32;
     if count == 0 {
         return Err(no_leader());
     }
     // Kafka's Utils.abs: i32::MIN maps to 0, not to itself.
-    let partition = (java_hash(group) & 0x7fff_ffff) % count;
+    let partition = (java_hash(key) & 0x7fff_ffff) % count;
+
     let leader = topic.partitions[partition as usize].leader;
     let broker = cluster
         .brokers(listener)

@@ -268,9 +268,14 @@ fn keyless_records(
 }
 
 /// KIP-890 part 1: a transactional batch is appended only if its partition is in the
-/// producer's ongoing transaction, as the coordinator says.
+/// producer's ongoing transaction, as the coordinator says: the local one, or on a
+/// cluster the one on the node that leads the id's `__transaction_state` partition
+/// (AddPartitionsToTxn `verify_only`). As Kafka's leader does, only the first batch of
+/// a transaction in a partition is verified: later ones continue the transaction the
+/// log holds open for the producer at that epoch.
 fn verify(
     ctx: &Ctx<'_>,
+    log: &dyn PartitionOps,
     transactional_id: Option<&str>,
     producer: ProducerIdAndEpoch,
     topic: &str,
@@ -285,12 +290,21 @@ fn verify(
             ),
         ));
     };
-    let wanted = [(topic.to_string(), index)].into();
-    let verdict = ctx
-        .backend()
-        .transactions()
-        .verify_partitions(id, producer, &wanted)
-        .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(())));
+    match log.transaction_open_at(producer.producer_id, producer.epoch) {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => return Err((error_code(&e), e.to_string())),
+    }
+    let txns = ctx.backend().transactions();
+    let local = txns.partition_of(id).is_some_and(|p| txns.leads(p));
+    let verdict = match ctx.backend().cluster() {
+        Some(cluster) if !local => cluster.verify_transaction(id, producer, topic, index),
+        _ => {
+            let wanted = [(topic.to_string(), index)].into();
+            txns.verify_partitions(id, producer, &wanted)
+                .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(())))
+        }
+    };
     verdict.map_err(|e| (produce_verification_code(&e), e.to_string()))
 }
 
@@ -331,7 +345,8 @@ fn produce_partition(
         }
     };
     if let Some(producer) = transactional
-        && let Err((code, message)) = verify(ctx, transactional_id, producer, topic, index)
+        && let Err((code, message)) =
+            verify(ctx, log.as_ref(), transactional_id, producer, topic, index)
     {
         tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "transactional produce refused: {message}");
         return (refuse(index, code, message), None);

@@ -190,6 +190,19 @@ impl PartitionLog {
             .collect()
     }
 
+    /// True if producer `producer_id` has a transaction open in this partition at
+    /// `epoch`: a later batch of it continues that transaction, which the coordinator
+    /// confirmed at its first batch (KIP-890 part 1 verifies only the first).
+    pub fn transaction_open_at(&self, producer_id: i64, epoch: i16) -> Result<bool> {
+        if !self.has_open_transaction(producer_id)? {
+            return Ok(false);
+        }
+        let mut w = self.inner.writer.lock();
+        self.ensure_producers(&mut w)?;
+        let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        Ok(state.epoch_of(producer_id) == Some(epoch))
+    }
+
     /// True once the producers' state is loaded (tests).
     #[cfg(test)]
     pub(crate) fn producers_loaded(&self) -> bool {

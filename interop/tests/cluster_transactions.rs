@@ -1,0 +1,349 @@
+//! Kafka transactions on a three-node cluster (three `tidelog serve` child processes)
+//! through librdkafka's transactional producer:
+//!
+//! - transactions over three partitions led by three different nodes are committed,
+//!   aborted and committed again: the coordinator (the leader of the transactional id's
+//!   `__transaction_state` partition) sends markers to the remote leaders, and the
+//!   leaders ask it to verify the first transactional batch of each partition;
+//! - the coordinator's node is killed with SIGKILL while a commit is under way: the
+//!   transaction ends committed or aborted in every partition, never half, and a new
+//!   producer with the same transactional.id initializes and commits on the survivors.
+//!
+//! What a read_committed consumer sees is checked in the partitions' logs, read from
+//! the stopped nodes' data directories with Kafka's rule (a transaction's records
+//! count once a COMMIT marker of its producer follows them, never after an ABORT, and
+//! not while none followed), and through librdkafka's read_committed consumer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures_executor::block_on;
+use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tidelog::record::EndTxnMarker;
+use tidelog::storage::{PartitionLog, ReadLimit};
+use tidelog_interop::cluster::{KafkaConn, Processes, eventually};
+
+const TOPIC: &str = "txn-work";
+const PARTITIONS: i32 = 3;
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Three nodes, the topic with one partition led by each (preferred leaders of a
+/// fresh three-way topic are spread), and an admin client.
+fn cluster(root: &Path) -> (Processes, AdminClient<DefaultClientContext>) {
+    let nodes = Processes::start(
+        tidelog_interop::tidelog_bin(),
+        root,
+        3,
+        &["--broker-session-timeout-ms", "2000"],
+    );
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", nodes.layout.bootstrap())
+        .create()
+        .unwrap();
+    eventually("three brokers", WAIT, || {
+        let m = admin
+            .inner()
+            .fetch_metadata(None, Duration::from_secs(2))
+            .ok()?;
+        (m.brokers().len() == 3).then_some(())
+    });
+    let created = block_on(
+        admin.create_topics(
+            &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(3))
+                .set("min.insync.replicas", "2")],
+            &AdminOptions::new().operation_timeout(Some(WAIT)),
+        ),
+    )
+    .unwrap();
+    for r in created {
+        r.unwrap();
+    }
+    let leaders = eventually("a leader per partition, fully in sync", WAIT, || {
+        let m = admin
+            .inner()
+            .fetch_metadata(Some(TOPIC), Duration::from_secs(2))
+            .ok()?;
+        let t = m.topics().first()?;
+        let ps = t.partitions();
+        (ps.len() == PARTITIONS as usize
+            && ps.iter().all(|p| p.leader() >= 1 && p.isr().len() == 3))
+        .then(|| ps.iter().map(|p| p.leader()).collect::<BTreeSet<i32>>())
+    });
+    assert_eq!(leaders.len(), 3, "each partition led by another node");
+    (nodes, admin)
+}
+
+fn producer(bootstrap: &str, transactional_id: &str) -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", "20000")
+        .create()
+        .unwrap()
+}
+
+/// Sends `n` records `tag-partition-i` to every partition and waits for them.
+fn send(p: &BaseProducer, tag: &str, n: usize) -> BTreeSet<String> {
+    let mut sent = BTreeSet::new();
+    for partition in 0..PARTITIONS {
+        for i in 0..n {
+            let v = format!("{tag}-{partition}-{i}");
+            p.send(
+                BaseRecord::<(), String>::to(TOPIC)
+                    .payload(&v)
+                    .partition(partition),
+            )
+            .unwrap();
+            sent.insert(v);
+        }
+    }
+    p.flush(WAIT).unwrap();
+    sent
+}
+
+/// The node that coordinates `transactional_id`, as FindCoordinator answers on `addr`.
+fn coordinator(addr: &str, transactional_id: &str) -> Option<i32> {
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_key(StrBytes::from_string(transactional_id.to_string()));
+    let response: FindCoordinatorResponse =
+        KafkaConn::connect(addr, Duration::from_secs(5))?.call(&request, 3)?;
+    (response.error_code == 0).then_some(response.node_id.0)
+}
+
+/// Every record a read_committed consumer of `TOPIC` sees on `bootstrap` within a few
+/// seconds of reaching `at_least` records.
+fn read_committed(bootstrap: &str, at_least: usize) -> BTreeSet<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "txn-reader")
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + WAIT;
+    let mut quiet_until: Option<Instant> = None;
+    while Instant::now() < deadline && quiet_until.is_none_or(|q| Instant::now() < q) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            seen.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+        if quiet_until.is_none() && seen.len() >= at_least {
+            quiet_until = Some(Instant::now() + Duration::from_secs(2));
+        }
+    }
+    seen
+}
+
+/// What a read_committed consumer may return of one partition's log in `dir`, by
+/// Kafka's rule, and whether a transaction was still open at its end.
+fn committed_in_log(dir: &Path, partition: i32) -> (i64, Vec<String>, bool) {
+    let name = format!("{TOPIC}-{partition}");
+    let log = PartitionLog::open(dir.join(&name), &name, tidelog::LogConfig::default())
+        .unwrap_or_else(|e| panic!("open {name} in {}: {e}", dir.display()));
+    let end = log.log_end_offset();
+    let mut committed = Vec::new();
+    let mut open: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let mut offset = log.log_start_offset();
+    for _ in 0..100_000 {
+        if offset >= end {
+            break;
+        }
+        let slice = log
+            .read_bounded(offset, 1 << 20, ReadLimit::LogEnd)
+            .unwrap();
+        if slice.is_empty() {
+            break;
+        }
+        for b in slice.batches() {
+            for r in b.records() {
+                let r = r.unwrap();
+                if b.is_control() {
+                    let marker = EndTxnMarker::parse_record(&r).unwrap();
+                    let values = open.remove(&b.producer_id()).unwrap_or_default();
+                    if marker.commit {
+                        committed.extend(values);
+                    }
+                } else {
+                    let v = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                    if b.is_transactional() {
+                        open.entry(b.producer_id()).or_default().push(v);
+                    } else {
+                        committed.push(v);
+                    }
+                }
+            }
+        }
+        offset = slice.next_offset();
+    }
+    log.close().unwrap();
+    (end, committed, !open.is_empty())
+}
+
+/// The read_committed view of every partition from the longest replica among the
+/// data directories of `nodes` (stopped), and whether any transaction is left open.
+fn committed_view(nodes: &Processes, survivors: &[usize]) -> (BTreeSet<String>, bool) {
+    let mut all = BTreeSet::new();
+    let mut any_open = false;
+    for p in 0..PARTITIONS {
+        let (_, values, open) = survivors
+            .iter()
+            .map(|i| committed_in_log(&nodes.dir(*i), p))
+            .max_by_key(|(end, _, _)| *end)
+            .expect("a survivor");
+        any_open |= open;
+        all.extend(values);
+    }
+    (all, any_open)
+}
+
+#[test]
+fn transactions_commit_and_abort_across_leaders() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut nodes, admin) = cluster(root.path());
+    let bootstrap = nodes.layout.bootstrap();
+    let p = producer(&bootstrap, "cluster-txn");
+    // The first use makes __transaction_state through the controller; librdkafka
+    // retries COORDINATOR_NOT_AVAILABLE until its partition has a leader.
+    p.init_transactions(WAIT).unwrap();
+    let node = coordinator(&nodes.layout.addr(0), "cluster-txn").expect("a coordinator");
+    assert!((1..=3).contains(&node), "coordinator {node}");
+
+    let mut expected = BTreeSet::new();
+    p.begin_transaction().unwrap();
+    expected.extend(send(&p, "first", 5));
+    p.commit_transaction(WAIT).unwrap();
+
+    p.begin_transaction().unwrap();
+    let aborted = send(&p, "aborted", 5);
+    p.abort_transaction(WAIT).unwrap();
+
+    p.begin_transaction().unwrap();
+    expected.extend(send(&p, "second", 5));
+    p.commit_transaction(WAIT).unwrap();
+    drop(p);
+
+    let seen = read_committed(&bootstrap, expected.len());
+    assert_eq!(
+        seen, expected,
+        "a read_committed consumer sees the committed records only"
+    );
+    drop(admin);
+    for i in 0..3 {
+        assert!(nodes.terminate(i), "node {} stops cleanly", i + 1);
+    }
+    let (view, open) = committed_view(&nodes, &[0, 1, 2]);
+    assert!(!open, "no transaction left open");
+    assert_eq!(view, expected, "exactly the committed records");
+    assert!(view.is_disjoint(&aborted));
+}
+
+/// The coordinator's node is killed right as the commit starts: the race of the kill
+/// with the EndTxn, the PrepareCommit record and the markers.
+#[test]
+fn a_commit_survives_or_aborts_whole_when_the_coordinator_is_killed() {
+    commit_while_the_coordinator_dies(false);
+}
+
+/// The coordinator's node is frozen (SIGSTOP) before the commit is asked, so the
+/// EndTxn is surely sent to it, then killed: the producer's commit is left to the
+/// successor.
+#[test]
+fn a_commit_sent_to_a_frozen_coordinator_that_is_killed_ends_whole() {
+    commit_while_the_coordinator_dies(true);
+}
+
+fn commit_while_the_coordinator_dies(freeze_first: bool) {
+    let root = tempfile::tempdir().unwrap();
+    let (mut nodes, admin) = cluster(root.path());
+    let bootstrap = nodes.layout.bootstrap();
+    let id = "cluster-txn-killed";
+    let p = producer(&bootstrap, id);
+    p.init_transactions(WAIT).unwrap();
+    let node = coordinator(&nodes.layout.addr(0), id).expect("a coordinator");
+    let victim = (node - 1) as usize;
+
+    p.begin_transaction().unwrap();
+    let in_flight = send(&p, "in-flight", 20);
+    if freeze_first {
+        nodes.signal(victim, "STOP");
+    }
+    // The commit runs while the coordinator's node dies under it.
+    let committing = std::thread::spawn(move || {
+        let outcome = p.commit_transaction(Duration::from_secs(10));
+        drop(p);
+        outcome
+    });
+    if freeze_first {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    nodes.kill(victim);
+    let outcome = committing.join().unwrap();
+    eprintln!("commit_transaction while the coordinator died: {outcome:?}");
+
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != victim).collect();
+    let live = survivors
+        .iter()
+        .map(|i| nodes.layout.addr(*i))
+        .collect::<Vec<_>>()
+        .join(",");
+    // A new instance fences the old one and finds the transaction completed (a
+    // commit the coordinator had prepared is finished by its successor; an unprepared
+    // one is aborted), then commits its own.
+    let next = producer(&live, id);
+    next.init_transactions(WAIT)
+        .unwrap_or_else(|e| panic!("init_transactions after the kill: {e}\n{}", nodes.logs()));
+    next.begin_transaction().unwrap();
+    let after = send(&next, "after", 5);
+    next.commit_transaction(WAIT).unwrap();
+    drop(next);
+
+    let seen = read_committed(&live, after.len());
+    assert!(
+        after.is_subset(&seen),
+        "the new producer's commit is visible"
+    );
+    drop(admin);
+    for i in &survivors {
+        nodes.terminate(*i);
+    }
+    let (view, open) = committed_view(&nodes, &survivors);
+    assert!(!open, "no transaction left open");
+    assert!(after.is_subset(&view));
+    let survived: BTreeSet<&String> = view.intersection(&in_flight).collect();
+    assert!(
+        survived.is_empty() || survived.len() == in_flight.len(),
+        "the killed commit is half visible: {} of {} records",
+        survived.len(),
+        in_flight.len()
+    );
+    if outcome.is_ok() {
+        assert_eq!(
+            survived.len(),
+            in_flight.len(),
+            "an acknowledged commit is kept"
+        );
+    }
+    eprintln!(
+        "the in-flight transaction ended {}",
+        if survived.is_empty() {
+            "aborted"
+        } else {
+            "committed"
+        }
+    );
+}

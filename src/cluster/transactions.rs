@@ -1,0 +1,627 @@
+//! Transactions on a cluster: `__transaction_state` made through the controller on
+//! first use, the transaction coordinator of each of its partitions loaded where the
+//! partition is led (at its leader epoch as the coordinator epoch) and unloaded where it
+//! no longer is, markers sent to remote leaders with WriteTxnMarkers, and a partition
+//! leader's KIP-890 check of a transactional batch against a coordinator elsewhere
+//! (AddPartitionsToTxn v4, `verify_only`).
+//!
+//! [`TxnLoader`] is a [`MetadataListener`] registered after the replica manager, so a
+//! partition's role is set before its coordinator is loaded. Loading replays the
+//! partition's log, which may take a while: the publisher only queues the job for the
+//! loader thread. Until the load is done the ids of the partition answer
+//! COORDINATOR_LOAD_IN_PROGRESS; a load that fails is retried by the coordinator's
+//! timer (the partition answers COORDINATOR_LOAD_IN_PROGRESS meanwhile); a load whose
+//! leadership ended meanwhile is undone. Unloading is immediate, on the publisher
+//! thread: from then on the partition's ids answer NOT_COORDINATOR.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+
+use super::ClusterNode;
+use super::handle::NodeHandle;
+use super::image::{LocalRole, MetadataImage, NO_LEADER, TRANSACTION_STATE_TOPIC};
+use super::listener::{MetadataListener, MetadataUpdate};
+use super::records::{CreateTopic, MetadataRecord};
+use crate::broker::{Broker, WeakBroker};
+use crate::client::Client;
+use crate::error::{
+    AdminError, Error, ErrorCode, Resource, Result, TopicPartition as AdminPartition, TxnError,
+};
+use crate::storage::codec;
+use crate::topic::Partition;
+use crate::transaction::{
+    MarkerWriter, ProducerIdAndEpoch, TopicPartition, TxnMarkers, TxnResult, TxnStateLog,
+};
+
+/// WriteTxnMarkers version the coordinators send (every tidelog node answers 1).
+const MARKERS_VERSION: i16 = 1;
+/// AddPartitionsToTxn version of a partition leader's verification (KIP-890).
+const VERIFY_VERSION: i16 = 5;
+/// How long a call to another broker may take (markers wait for the in-sync replicas).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long making `__transaction_state` waits for the metadata to apply it.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Idle connections to other brokers by address, for the coordinators' markers and
+/// the leaders' verifications: a call takes one (or connects), and gives it back when
+/// it succeeded, so concurrent calls to one broker each have their own and a login is
+/// not paid per call.
+pub(crate) struct ClientPool {
+    client_id: String,
+    idle: Mutex<HashMap<String, Vec<Client>>>,
+}
+
+/// Idle connections kept per broker.
+const IDLE_PER_BROKER: usize = 4;
+
+impl ClientPool {
+    pub(crate) fn new(client_id: String) -> ClientPool {
+        ClientPool {
+            client_id,
+            idle: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `request` at `version` to the broker at `addr`, connecting with `security`.
+    fn call<R: kafka_protocol::protocol::Request>(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response> {
+        let taken = self.idle.lock().get_mut(addr).and_then(Vec::pop);
+        let mut client = taken.unwrap_or_else(|| {
+            Client::new(addr, self.client_id.clone()).with_security(security.clone())
+        });
+        let response = client.call(request, version, CALL_TIMEOUT)?;
+        let mut idle = self.idle.lock();
+        let kept = idle.entry(addr.to_string()).or_default();
+        if kept.len() < IDLE_PER_BROKER {
+            kept.push(client);
+        }
+        Ok(response)
+    }
+}
+
+/// A job of the loader thread.
+struct LoadJob {
+    index: i32,
+    partition: Partition,
+    leader_epoch: i32,
+}
+
+/// Loads and unloads the transaction coordinator's partitions as this node's
+/// leadership of `__transaction_state` partitions changes. See the module
+/// documentation.
+pub(crate) struct TxnLoader {
+    node_id: i32,
+    broker: WeakBroker,
+    /// The leader epoch each led partition was loaded (or queued) at.
+    loaded: Mutex<BTreeMap<i32, i32>>,
+    jobs: Mutex<Option<crossbeam_channel::Sender<LoadJob>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl TxnLoader {
+    /// Starts the loader thread, and gives `broker`'s transaction coordinator its
+    /// marker writer (remote leaders over `node`'s inter-broker client, local ones
+    /// directly) and its timer.
+    pub(crate) fn start(
+        node_id: i32,
+        broker: &Broker,
+        node: Weak<NodeHandle>,
+    ) -> Result<Arc<TxnLoader>> {
+        let txns = broker.transaction_coordinator();
+        txns.set_marker_writer(Arc::new(ClusterMarkers {
+            node_id,
+            node,
+            local: broker.local_marker_writer(),
+            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
+        }));
+        txns.start_timer()?;
+        let (tx, rx) = crossbeam_channel::unbounded::<LoadJob>();
+        let weak = broker.downgrade();
+        let h = std::thread::Builder::new()
+            .name(format!("txn-loader-{node_id}"))
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    let Some(broker) = weak.upgrade() else {
+                        return;
+                    };
+                    load(node_id, &broker, job);
+                }
+            })
+            .map_err(|e| Error::io("spawn", "the transaction coordinator loader thread", e))?;
+        Ok(Arc::new(TxnLoader {
+            node_id,
+            broker: broker.downgrade(),
+            loaded: Mutex::new(BTreeMap::new()),
+            jobs: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(h)),
+        }))
+    }
+
+    /// Stops the thread once the jobs queued are done.
+    pub(crate) fn stop(&self) {
+        drop(self.jobs.lock().take());
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Loads one partition if it is still led at the job's epoch; undoes the load if the
+/// leadership ended while it ran.
+fn load(node_id: i32, broker: &Broker, job: LoadJob) {
+    let LoadJob {
+        index,
+        partition,
+        leader_epoch,
+    } = job;
+    if partition.leader_epoch() != Some(leader_epoch) {
+        return;
+    }
+    let txns = broker.transaction_coordinator();
+    let started = Instant::now();
+    let log: Arc<dyn TxnStateLog> = Arc::new(partition.clone());
+    match txns.load_partition(index, leader_epoch, log) {
+        Ok(()) => {
+            tracing::info!(node = node_id, partition = index, coordinator_epoch = leader_epoch, elapsed = ?started.elapsed(), "transaction coordinator loaded {TRANSACTION_STATE_TOPIC}-{index}");
+        }
+        Err(e) => {
+            // The slot stays, marked for reload: the coordinator's timer retries it.
+            tracing::warn!(node = node_id, partition = index, error = %e, "cannot load {TRANSACTION_STATE_TOPIC}-{index} yet; retrying");
+        }
+    }
+    // The leadership ended while it loaded: a newer leadership queued its own load.
+    if partition.leader_epoch() != Some(leader_epoch) {
+        txns.unload_partition(index);
+    }
+}
+
+impl MetadataListener for TxnLoader {
+    fn on_metadata(&self, update: &MetadataUpdate<'_>) {
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        let txns = broker.transaction_coordinator();
+        if let Some(t) = update.current.topic(TRANSACTION_STATE_TOPIC) {
+            txns.set_partition_count(t.partitions.len() as i32);
+        }
+        let changes = update.local_changes();
+        let mut loaded = self.loaded.lock();
+        for (topic, _, index) in &changes.removed {
+            if topic == TRANSACTION_STATE_TOPIC && loaded.remove(index).is_some() {
+                txns.unload_partition(*index);
+            }
+        }
+        for c in changes.changed {
+            if c.topic != TRANSACTION_STATE_TOPIC {
+                continue;
+            }
+            match c.role {
+                LocalRole::Leader { leader_epoch, .. } => {
+                    if loaded.get(&c.partition) == Some(&leader_epoch) {
+                        continue;
+                    }
+                    let Some(partition) = broker.hosted_partition(&c.topic, c.partition) else {
+                        continue;
+                    };
+                    loaded.insert(c.partition, leader_epoch);
+                    if let Some(tx) = self.jobs.lock().as_ref() {
+                        let _ = tx.send(LoadJob {
+                            index: c.partition,
+                            partition,
+                            leader_epoch,
+                        });
+                    }
+                }
+                LocalRole::Follower { .. } => {
+                    if loaded.remove(&c.partition).is_some() {
+                        tracing::info!(
+                            node = self.node_id,
+                            partition = c.partition,
+                            "transaction coordinator unloaded {TRANSACTION_STATE_TOPIC}-{}",
+                            c.partition
+                        );
+                        txns.unload_partition(c.partition);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The markers of the coordinators of this node: to partitions led here through the
+/// broker, to the others with WriteTxnMarkers to their leader (from the image).
+struct ClusterMarkers {
+    node_id: i32,
+    node: Weak<NodeHandle>,
+    local: Arc<dyn MarkerWriter>,
+    /// Connections to the leaders, kept between calls.
+    clients: ClientPool,
+}
+
+impl MarkerWriter for ClusterMarkers {
+    fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        let Some(node) = self.node.upgrade() else {
+            let closed = || Error::Closed("cluster node".into());
+            return m
+                .partitions
+                .iter()
+                .map(|tp| (tp.clone(), closed()))
+                .collect();
+        };
+        let image = node.image();
+        let security = node.config().replication_security.clone();
+        drop(node);
+        let mut failed = Vec::new();
+        let mut local = Vec::new();
+        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for tp in &m.partitions {
+            match leader_of(&image, &tp.0, tp.1) {
+                // Deleted since it was added: nothing to mark (the local writer drops it).
+                None => local.push(tp.clone()),
+                Some(NO_LEADER) => failed.push((tp.clone(), not_leader(tp))),
+                Some(l) if l == self.node_id => local.push(tp.clone()),
+                Some(l) => remote.entry(l).or_default().push(tp.clone()),
+            }
+        }
+        if !local.is_empty() {
+            let mine = TxnMarkers {
+                partitions: local.into_iter().collect(),
+                ..m.clone()
+            };
+            failed.extend(self.local.write_markers(&mine));
+        }
+        for (leader, partitions) in remote {
+            let addr = image
+                .brokers
+                .get(&leader)
+                .filter(|b| !b.fenced)
+                .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
+            let Some(addr) = addr else {
+                failed.extend(partitions.iter().map(|tp| (tp.clone(), not_leader(tp))));
+                continue;
+            };
+            failed.extend(self.send(&addr, &security, m, &partitions));
+        }
+        failed
+    }
+}
+
+impl ClusterMarkers {
+    /// WriteTxnMarkers of `partitions` to the leader at `addr`: the partitions it could
+    /// not write, each with its error.
+    fn send(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        m: &TxnMarkers,
+        partitions: &[TopicPartition],
+    ) -> Vec<(TopicPartition, Error)> {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(m.producer_id))
+                .with_producer_epoch(m.producer_epoch)
+                .with_transaction_result(m.result == TxnResult::Commit)
+                .with_coordinator_epoch(m.coordinator_epoch)
+                .with_topics(
+                    by_topic
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            WritableTxnMarkerTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                                .with_partition_indexes(ps)
+                        })
+                        .collect(),
+                ),
+        ]);
+        let response = match self.clients.call(addr, security, &request, MARKERS_VERSION) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(node = self.node_id, leader = addr, error = %e, "WriteTxnMarkers failed; retrying");
+                let message = e.to_string();
+                return partitions
+                    .iter()
+                    .map(|tp| (tp.clone(), Error::Timeout(message.clone())))
+                    .collect();
+            }
+        };
+        let mut answered: HashMap<TopicPartition, i16> = HashMap::new();
+        for r in response.markers {
+            for t in r.topics {
+                for p in t.partitions {
+                    answered.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        for tp in partitions {
+            let code = answered.get(tp).copied().unwrap_or(-1);
+            if marker_done(code) {
+                if code != 0 {
+                    tracing::info!(node = self.node_id, transactional_id = %m.transactional_id, topic = %tp.0, partition = tp.1, code = %ErrorCode::from_code(code), "transaction marker dropped");
+                }
+                continue;
+            }
+            failed.push((tp.clone(), refusal(tp, code)));
+        }
+        failed
+    }
+}
+
+/// True when a leader's answer to a marker ends its delivery: written, or never to be
+/// (the partition is gone, or a newer producer epoch or coordinator wrote there), as
+/// Kafka's coordinator drops it.
+fn marker_done(code: i16) -> bool {
+    code == 0
+        || code == ResponseError::UnknownTopicOrPartition.code()
+        || code == ResponseError::InvalidProducerEpoch.code()
+        || code == ResponseError::ProducerFenced.code()
+        || code == ResponseError::TransactionCoordinatorFenced.code()
+}
+
+/// The leader of `topic`-`partition` in `image` (`Some(NO_LEADER)` while it has
+/// none), None if the partition does not exist.
+fn leader_of(image: &MetadataImage, topic: &str, partition: i32) -> Option<i32> {
+    let t = image.topic(topic)?;
+    let p = t.partitions.get(usize::try_from(partition).ok()?)?;
+    Some(p.leader)
+}
+
+fn not_leader(tp: &TopicPartition) -> Error {
+    refusal(tp, ResponseError::NotLeaderOrFollower.code())
+}
+
+/// A broker's refusal `code` for `tp`, as an error.
+fn refusal(tp: &TopicPartition, code: i16) -> Error {
+    Error::Admin(Box::new(AdminError::new(
+        Resource::Partition(AdminPartition {
+            topic: tp.0.clone(),
+            partition: tp.1,
+        }),
+        ErrorCode::from_code(code),
+        None,
+    )))
+}
+
+/// The refusal a coordinator's answer `code` to a verification of `topic`-`partition`
+/// stands for.
+fn verification_refusal(
+    code: i16,
+    producer: ProducerIdAndEpoch,
+    topic: &str,
+    partition: i32,
+) -> TxnError {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::NotCoordinator) => TxnError::NotCoordinator,
+        Some(ResponseError::CoordinatorLoadInProgress) => TxnError::CoordinatorLoadInProgress,
+        Some(ResponseError::ConcurrentTransactions) => TxnError::ConcurrentTransactions,
+        Some(ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch) => {
+            TxnError::ProducerFenced {
+                producer_id: producer.producer_id,
+                epoch: producer.epoch,
+                current: -1,
+            }
+        }
+        Some(ResponseError::InvalidProducerIdMapping) => TxnError::InvalidProducerIdMapping {
+            producer_id: producer.producer_id,
+            current: -1,
+        },
+        Some(ResponseError::TransactionAbortable | ResponseError::InvalidTxnState) => {
+            TxnError::TransactionAbortable {
+                topic: topic.to_string(),
+                partition,
+            }
+        }
+        _ => TxnError::CoordinatorNotAvailable {
+            reason: format!(
+                "the coordinator answered {} to the verification of {topic}-{partition}",
+                ErrorCode::from_code(code)
+            ),
+        },
+    }
+}
+
+impl ClusterNode {
+    /// Makes `__transaction_state` through the controller unless it exists (what the
+    /// first FindCoordinator or InitProducerId of a transactional id does, as Kafka's
+    /// broker asks its controller): `transaction.state.log.num.partitions` partitions,
+    /// compacted, `transaction.state.log.replication.factor` replicas capped at the
+    /// unfenced brokers (with a warning), `min.insync.replicas` of
+    /// `transaction.state.log.min.isr` capped at that. Returns once this node applied
+    /// it (or another node made it first).
+    pub(crate) fn ensure_transaction_state(
+        &self,
+        config: &crate::config::TransactionConfig,
+    ) -> Result<()> {
+        let image = self.image();
+        if image.topic(TRANSACTION_STATE_TOPIC).is_some() {
+            return Ok(());
+        }
+        let unfenced = image.unfenced_brokers().len();
+        let wanted = config.state_log_replication_factor;
+        let rf = i16::try_from(unfenced).unwrap_or(i16::MAX).min(wanted);
+        if rf < 1 {
+            return Err(Error::InvalidConfig {
+                key: "transaction.state.log.replication.factor".into(),
+                reason: format!("no unfenced broker to place {TRANSACTION_STATE_TOPIC} on yet"),
+            });
+        }
+        if rf < wanted {
+            tracing::warn!(
+                wanted,
+                replicas = rf,
+                "transaction.state.log.replication.factor is above the {unfenced} unfenced brokers: {TRANSACTION_STATE_TOPIC} gets {rf} replicas"
+            );
+        }
+        let min_isr = config.state_log_min_isr.min(i32::from(rf)).max(1);
+        let record = MetadataRecord::CreateTopic(CreateTopic {
+            name: TRANSACTION_STATE_TOPIC.into(),
+            topic_id: codec::random_uuid(),
+            partitions: config.state_log_partitions,
+            replication_factor: rf,
+            assignment: None,
+            configs: vec![
+                ("cleanup.policy".into(), "compact".into()),
+                ("min.insync.replicas".into(), min_isr.to_string()),
+            ],
+            internal: true,
+        });
+        tracing::info!(
+            partitions = config.state_log_partitions,
+            replicas = rf,
+            "creating {TRANSACTION_STATE_TOPIC}"
+        );
+        match self.propose(record, CREATE_TIMEOUT) {
+            Ok(_) => Ok(()),
+            // Another node made it meanwhile.
+            Err(_) if self.image().topic(TRANSACTION_STATE_TOPIC).is_some() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// KIP-890 part 1 on a partition leader: asks the coordinator of
+    /// `transactional_id` (the leader of its `__transaction_state` partition, another
+    /// node) whether `topic`-`partition` is in the producer's ongoing transaction, with
+    /// AddPartitionsToTxn `verify_only` over the inter-broker client.
+    pub(crate) fn verify_transaction(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        topic: &str,
+        partition: i32,
+    ) -> std::result::Result<(), TxnError> {
+        let image = self.image();
+        let unavailable = |reason: String| TxnError::CoordinatorNotAvailable { reason };
+        let count = image
+            .topic(TRANSACTION_STATE_TOPIC)
+            .map_or(0, |t| t.partitions.len() as i32);
+        if count == 0 {
+            return Err(unavailable(format!(
+                "{TRANSACTION_STATE_TOPIC} does not exist"
+            )));
+        }
+        let index = crate::transaction::log::partition_for(transactional_id, count);
+        let leader = leader_of(&image, TRANSACTION_STATE_TOPIC, index).unwrap_or(NO_LEADER);
+        let addr = image
+            .brokers
+            .get(&leader)
+            .filter(|b| !b.fenced)
+            .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()))
+            .ok_or_else(|| {
+                unavailable(format!("{TRANSACTION_STATE_TOPIC}-{index} has no leader"))
+            })?;
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    transactional_id.to_string(),
+                )))
+                .with_producer_id(ProducerId(producer.producer_id))
+                .with_producer_epoch(producer.epoch)
+                .with_verify_only(true)
+                .with_topics(vec![
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(vec![partition]),
+                ]),
+        ]);
+        let response = self
+            .txn_clients
+            .call(
+                &addr,
+                &self.config.replication_security,
+                &request,
+                VERIFY_VERSION,
+            )
+            .map_err(|e| unavailable(format!("cannot ask the transaction coordinator: {e}")))?;
+        if response.error_code != 0 {
+            return Err(verification_refusal(
+                response.error_code,
+                producer,
+                topic,
+                partition,
+            ));
+        }
+        let code = response
+            .results_by_transaction
+            .iter()
+            .flat_map(|r| r.topic_results.iter())
+            .filter(|t| t.name.0.as_str() == topic)
+            .flat_map(|t| t.results_by_partition.iter())
+            .find(|p| p.partition_index == partition)
+            .map(|p| p.partition_error_code);
+        match code {
+            Some(0) => Ok(()),
+            Some(code) => Err(verification_refusal(code, producer, topic, partition)),
+            None => Err(unavailable(format!(
+                "the transaction coordinator did not answer for {topic}-{partition}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fenced_and_gone_partitions_end_a_markers_delivery() {
+        assert!(marker_done(0));
+        assert!(marker_done(ResponseError::UnknownTopicOrPartition.code()));
+        assert!(marker_done(
+            ResponseError::TransactionCoordinatorFenced.code()
+        ));
+        assert!(marker_done(ResponseError::InvalidProducerEpoch.code()));
+        assert!(!marker_done(ResponseError::NotLeaderOrFollower.code()));
+        assert!(!marker_done(ResponseError::NotEnoughReplicas.code()));
+        assert!(!marker_done(-1));
+    }
+
+    #[test]
+    fn a_remote_verification_refusal_keeps_its_meaning() {
+        let p = ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 1,
+        };
+        let code = |e: ResponseError| verification_refusal(e.code(), p, "t", 0);
+        assert_eq!(
+            code(ResponseError::NotCoordinator),
+            TxnError::NotCoordinator
+        );
+        assert!(matches!(
+            code(ResponseError::TransactionAbortable),
+            TxnError::TransactionAbortable { .. }
+        ));
+        assert!(matches!(
+            code(ResponseError::InvalidTxnState),
+            TxnError::TransactionAbortable { .. }
+        ));
+        assert!(matches!(
+            code(ResponseError::ProducerFenced),
+            TxnError::ProducerFenced { producer_id: 7, .. }
+        ));
+        assert!(code(ResponseError::UnknownServerError).is_retriable());
+    }
+}
