@@ -209,4 +209,37 @@ mod tests {
         .unwrap();
         assert!(read(dir.path()).is_err());
     }
+
+    #[test]
+    fn a_directory_id_is_drawn_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // An empty directory: an id in memory only (written with the cluster id).
+        let mut none = None;
+        let fresh = directory_id(dir.path(), &mut none).unwrap();
+        assert_eq!(fresh.len(), 22);
+        assert_eq!(read(dir.path()).unwrap(), None);
+        // A file written before directory ids gets one, written at once and kept.
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=1\nnode.id=2\ncluster.id=a\n",
+        )
+        .unwrap();
+        let mut props = read(dir.path()).unwrap();
+        let id = directory_id(dir.path(), &mut props).unwrap();
+        assert_ne!(id, fresh);
+        assert_eq!(props.unwrap().directory_id.as_deref(), Some(id.as_str()));
+        let mut again = read(dir.path()).unwrap();
+        assert_eq!(
+            again.as_ref().unwrap().directory_id.as_deref(),
+            Some(id.as_str())
+        );
+        assert_eq!(directory_id(dir.path(), &mut again).unwrap(), id);
+        // The error of a lost directory says what happened and what to do.
+        let e = lost_directory(dir.path(), 2, &id, &fresh).to_string();
+        assert!(
+            e.contains("node 2") && e.contains(&id) && e.contains(&fresh),
+            "{e}"
+        );
+        assert!(e.contains("lost") && e.contains("restore"), "{e}");
+    }
 }

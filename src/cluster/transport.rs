@@ -920,3 +920,69 @@ mod tests {
         assert!(decode_hello(&v2, "p").is_err());
     }
 }
+
+#[cfg(test)]
+mod directory_tests {
+    use super::*;
+
+    /// Node 1's hello checks, which knows node 2 by directory "d2" and itself is "d1".
+    fn node_1() -> HelloIds {
+        HelloIds {
+            ours: Arc::new(RwLock::new(Some("c".into()))),
+            claimed: Arc::new(RwLock::new(None)),
+            directories: DirectoryIds {
+                mine: "d1".into(),
+                known: Arc::new(RwLock::new(BTreeMap::from([
+                    (1, "d1".to_string()),
+                    (2, "d2".to_string()),
+                ]))),
+            },
+        }
+    }
+
+    fn from_2(from_directory: Option<&str>, to_directory: Option<&str>) -> Hello {
+        decode_hello(
+            &hello_with_directories(2, 1, Some("c"), from_directory, to_directory),
+            "p",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_peer_with_another_directory_id_is_refused() {
+        let ids = node_1();
+        ids.check_directory(&from_2(Some("d2"), Some("d1")), "p")
+            .unwrap();
+        // An older peer (no directory id) and a node the quorum knows none for pass.
+        ids.check_directory(&from_2(None, None), "p").unwrap();
+        ids.directories.known.write().remove(&2);
+        ids.check_directory(&from_2(Some("new"), None), "p")
+            .unwrap();
+        ids.directories.known.write().insert(2, "d2".into());
+        let e = ids
+            .check_directory(&from_2(Some("new"), Some("d1")), "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("node 2") && e.contains("d2") && e.contains("lost"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_knows_this_node_by_another_directory_id_says_so() {
+        let ids = node_1();
+        assert_eq!(ids.lost_directory(&from_2(Some("d2"), Some("d1"))), None);
+        assert_eq!(ids.lost_directory(&from_2(Some("d2"), None)), None);
+        assert_eq!(
+            ids.lost_directory(&from_2(Some("d2"), Some("old"))),
+            Some("old".to_string())
+        );
+        // The hello node 1 sends names both directory ids.
+        let sent = decode_hello(&ids.hello_to(1, 2), "p").unwrap();
+        assert_eq!(
+            (sent.from_directory.as_deref(), sent.to_directory.as_deref()),
+            (Some("d1"), Some("d2"))
+        );
+    }
+}
