@@ -33,6 +33,12 @@ pub(crate) enum Inbound {
     Unreachable(u64),
     /// A snapshot to that raft peer was delivered or not.
     SnapshotStatus(u64, SnapshotStatus),
+    /// A peer knows this node by directory id `known`, not by its own: its data
+    /// directory was lost, and the loop stops without voting.
+    DirectoryLost {
+        /// The directory id the quorum recorded for this node.
+        known: String,
+    },
     /// Stop the loop.
     Stop,
 }

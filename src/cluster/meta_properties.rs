@@ -1,7 +1,10 @@
 //! `meta.properties` in a cluster node's data directory, in Kafka's format (a Java
-//! properties file with `version=1`, `node.id=` and `cluster.id=`). Written once the
-//! node learns the cluster id; checked at every start, so a node refuses a data directory
-//! of another node or cluster.
+//! properties file with `version=1`, `node.id=`, `cluster.id=` and `directory.id=`).
+//! Written once the node learns the cluster id; checked at every start, so a node
+//! refuses a data directory of another node or cluster. The directory id (Kafka's
+//! `directory.id`, a random base64 UUID) names this incarnation of the directory: the
+//! quorum records it, so a voter that comes back on an empty directory (a lost disk) is
+//! told apart from a new one.
 
 use std::path::Path;
 
@@ -18,6 +21,9 @@ pub(crate) struct MetaProperties {
     pub node_id: i32,
     /// `cluster.id`.
     pub cluster_id: String,
+    /// `directory.id`; None in a file written before directory ids (one is then drawn
+    /// and written at start).
+    pub directory_id: Option<String>,
 }
 
 /// Reads `<dir>/meta.properties`; None if there is none.
@@ -31,6 +37,7 @@ pub(crate) fn read(dir: &Path) -> Result<Option<MetaProperties>> {
     let mut version = None;
     let mut node_id = None;
     let mut cluster_id = None;
+    let mut directory_id = None;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
@@ -50,6 +57,7 @@ pub(crate) fn read(dir: &Path) -> Result<Option<MetaProperties>> {
                 )
             }
             "cluster.id" => cluster_id = Some(v.trim().to_string()),
+            "directory.id" => directory_id = Some(v.trim().to_string()),
             _ => {}
         }
     }
@@ -68,6 +76,7 @@ pub(crate) fn read(dir: &Path) -> Result<Option<MetaProperties>> {
     Ok(Some(MetaProperties {
         node_id: node_id.ok_or_else(|| missing("node.id"))?,
         cluster_id: cluster_id.ok_or_else(|| missing("cluster.id"))?,
+        directory_id,
     }))
 }
 
@@ -76,10 +85,13 @@ pub(crate) fn write(dir: &Path, props: &MetaProperties) -> Result<()> {
     use std::io::Write;
     let path = dir.join(FILE);
     let tmp = dir.join("meta.properties.tmp");
-    let text = format!(
+    let mut text = format!(
         "#\n#Written by tidelog\nversion=1\nnode.id={}\ncluster.id={}\n",
         props.node_id, props.cluster_id
     );
+    if let Some(id) = &props.directory_id {
+        text.push_str(&format!("directory.id={id}\n"));
+    }
     {
         let mut f = std::fs::File::create(&tmp).ctx("create", &tmp)?;
         f.write_all(text.as_bytes()).ctx("write", &tmp)?;
@@ -87,6 +99,21 @@ pub(crate) fn write(dir: &Path, props: &MetaProperties) -> Result<()> {
     }
     std::fs::rename(&tmp, &path).ctx("rename into place", &path)?;
     crate::storage::sync_dir(dir)
+}
+
+/// This directory's id: the one `props` names, or a new one (a file written before
+/// directory ids is rewritten with it; a directory without `meta.properties` gets it
+/// written with the cluster id, once the node learns that).
+pub(crate) fn directory_id(dir: &Path, props: &mut Option<MetaProperties>) -> Result<String> {
+    if let Some(id) = props.as_ref().and_then(|p| p.directory_id.clone()) {
+        return Ok(id);
+    }
+    let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
+    if let Some(p) = props {
+        p.directory_id = Some(id.clone());
+        write(dir, p)?;
+    }
+    Ok(id)
 }
 
 /// Checks that `dir` is node `node_id`'s (if it says whose it is).
@@ -103,6 +130,18 @@ pub(crate) fn check_node(dir: &Path, props: &MetaProperties, node_id: i32) -> Re
         });
     }
     Ok(())
+}
+
+/// The error of a voter whose data directory is not the one the quorum knows it by:
+/// `known` is the directory id the quorum recorded for `node_id`, `mine` this process's.
+pub(crate) fn lost_directory(dir: &Path, node_id: i32, known: &str, mine: &str) -> Error {
+    Error::InvalidConfig {
+        key: "directory.id".into(),
+        reason: format!(
+            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or rebuild the cluster; adding a voter back under a new directory id is not supported yet",
+            dir.display()
+        ),
+    }
 }
 
 /// Checks that the cluster's id is the one `dir` was written for.
@@ -131,10 +170,13 @@ mod tests {
         let props = MetaProperties {
             node_id: 2,
             cluster_id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+            directory_id: Some("BBBBBBBBBBBBBBBBBBBBBB".into()),
         };
         write(dir.path(), &props).unwrap();
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        assert!(text.contains("version=1\nnode.id=2\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n"));
+        assert!(text.contains(
+            "version=1\nnode.id=2\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\ndirectory.id=BBBBBBBBBBBBBBBBBBBBBB\n"
+        ));
         let back = read(dir.path()).unwrap().unwrap();
         assert_eq!(back, props);
         check_node(dir.path(), &back, 2).unwrap();
@@ -147,6 +189,13 @@ mod tests {
             e.contains("AAAAAAAAAAAAAAAAAAAAAA") && e.contains("other"),
             "{e}"
         );
+        // A file written before directory ids reads with none.
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=1\nnode.id=2\ncluster.id=a\n",
+        )
+        .unwrap();
+        assert_eq!(read(dir.path()).unwrap().unwrap().directory_id, None);
         std::fs::write(
             dir.path().join(FILE),
             "version=1\nnode.id=x\ncluster.id=a\n",
@@ -159,5 +208,38 @@ mod tests {
         )
         .unwrap();
         assert!(read(dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_directory_id_is_drawn_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // An empty directory: an id in memory only (written with the cluster id).
+        let mut none = None;
+        let fresh = directory_id(dir.path(), &mut none).unwrap();
+        assert_eq!(fresh.len(), 22);
+        assert_eq!(read(dir.path()).unwrap(), None);
+        // A file written before directory ids gets one, written at once and kept.
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=1\nnode.id=2\ncluster.id=a\n",
+        )
+        .unwrap();
+        let mut props = read(dir.path()).unwrap();
+        let id = directory_id(dir.path(), &mut props).unwrap();
+        assert_ne!(id, fresh);
+        assert_eq!(props.unwrap().directory_id.as_deref(), Some(id.as_str()));
+        let mut again = read(dir.path()).unwrap();
+        assert_eq!(
+            again.as_ref().unwrap().directory_id.as_deref(),
+            Some(id.as_str())
+        );
+        assert_eq!(directory_id(dir.path(), &mut again).unwrap(), id);
+        // The error of a lost directory says what happened and what to do.
+        let e = lost_directory(dir.path(), 2, &id, &fresh).to_string();
+        assert!(
+            e.contains("node 2") && e.contains(&id) && e.contains(&fresh),
+            "{e}"
+        );
+        assert!(e.contains("lost") && e.contains("restore"), "{e}");
     }
 }

@@ -190,7 +190,8 @@ impl ClusterNode {
         let me = config.node_id;
         check_config(&mut config)?;
         let data_dir = broker.dir().to_path_buf();
-        let meta_props = check_data_dir(&data_dir, me)?;
+        let mut meta_props = check_data_dir(&data_dir, me)?;
+        let directory_id = meta_properties::directory_id(&data_dir, &mut meta_props)?;
         let listener = bind_quorum_listener(&mut config)?;
         let quorum_addr = listener
             .local_addr()
@@ -224,7 +225,7 @@ impl ClusterNode {
         // (the replica manager loads it then): until then every group API answers
         // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.
         broker.group_coordinator().unload();
-        if let Err(e) = node.run(broker, listener, inbox_rx, meta_props) {
+        if let Err(e) = node.run(broker, listener, inbox_rx, meta_props, directory_id) {
             broker.detach_cluster();
             node.shutdown();
             return Err(e);
@@ -241,6 +242,7 @@ impl ClusterNode {
         listener: TcpListener,
         inbox: crossbeam_channel::Receiver<Inbound>,
         meta_props: Option<meta_properties::MetaProperties>,
+        directory_id: String,
     ) -> Result<()> {
         let config = &self.config;
         let me = config.node_id;
@@ -256,7 +258,11 @@ impl ClusterNode {
             listener,
             self.inbox.clone(),
             self.shared.liveness.clone(),
-            self.shared.cluster_id.clone(),
+            transport::QuorumIds {
+                cluster_id: self.shared.cluster_id.clone(),
+                directory_id: directory_id.clone(),
+                directories: self.shared.directories.clone(),
+            },
             config.quorum_tls.clone(),
         )?;
         self.add_listeners(broker)?;
@@ -279,6 +285,7 @@ impl ClusterNode {
             self.data_dir.clone(),
             clean_shutdown_epoch,
             meta_props,
+            directory_id,
         );
         let looper = std::thread::Builder::new()
             .name(format!("raft-{me}"))

@@ -54,6 +54,8 @@ struct Outstanding {
 enum Internal {
     /// This node's registration and readiness.
     Lifecycle,
+    /// This node's directory id, recorded once ([`MetadataRecord::RegisterVoterDirectory`]).
+    Directory,
     /// A controller's duty.
     Controller(Duty),
 }
@@ -76,6 +78,8 @@ pub(crate) struct RaftLoop {
     pub incarnation: u64,
     pub clean_shutdown_epoch: Option<i64>,
     pub meta_props: Option<MetaProperties>,
+    /// This data directory's id (`meta.properties`' `directory.id`).
+    pub directory_id: String,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -96,6 +100,7 @@ impl RaftLoop {
         data_dir: PathBuf,
         clean_shutdown_epoch: Option<i64>,
         meta_props: Option<MetaProperties>,
+        directory_id: String,
     ) -> RaftLoop {
         let incarnation = shared.incarnation;
         RaftLoop {
@@ -110,6 +115,7 @@ impl RaftLoop {
             incarnation,
             clean_shutdown_epoch,
             meta_props,
+            directory_id,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -128,6 +134,11 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes: Vec::new(),
         });
+        if let Err(e) = self.check_directory() {
+            self.shared.fail(e.to_string());
+            self.transport.shutdown();
+            return;
+        }
         let mut next_tick = Instant::now() + self.config.tick;
         loop {
             let wait = next_tick.saturating_duration_since(Instant::now());
@@ -190,6 +201,16 @@ impl RaftLoop {
             }
             Inbound::Unreachable(peer) => self.raw.report_unreachable(peer),
             Inbound::SnapshotStatus(peer, status) => self.raw.report_snapshot(peer, status),
+            Inbound::DirectoryLost { known } => {
+                let e = meta_properties::lost_directory(
+                    &self.data_dir,
+                    self.me(),
+                    &known,
+                    &self.directory_id,
+                );
+                self.shared.fail(e.to_string());
+                return false;
+            }
             Inbound::Stop => return false,
         }
         true
@@ -257,6 +278,7 @@ impl RaftLoop {
             _ => {}
         }
         self.lifecycle();
+        self.register_directory();
         if is_leader {
             self.controller_duties(now);
         }
@@ -294,6 +316,38 @@ impl RaftLoop {
                 };
                 self.propose_internal(Internal::Lifecycle, record);
             }
+        }
+    }
+
+    /// Records this node's directory id with the quorum once the cluster has an id and
+    /// knows none for this node ([`RaftLoop::check_directory`] stops a node it knows by
+    /// another one).
+    fn register_directory(&mut self) {
+        if self.image.cluster_id.is_none() || self.image.directories.contains_key(&self.me()) {
+            return;
+        }
+        let record = MetadataRecord::RegisterVoterDirectory {
+            node_id: self.me(),
+            directory_id: self.directory_id.clone(),
+        };
+        self.propose_internal(Internal::Directory, record);
+    }
+
+    /// Shares the voters' directory ids of the image with the transport, and fails if
+    /// the image knows this node by another directory id than its own: its data
+    /// directory was lost, and it must not take part in the quorum as if new.
+    fn check_directory(&self) -> Result<()> {
+        if *self.shared.directories.read() != self.image.directories {
+            *self.shared.directories.write() = self.image.directories.clone();
+        }
+        match self.image.directories.get(&self.me()) {
+            Some(known) if *known != self.directory_id => Err(meta_properties::lost_directory(
+                &self.data_dir,
+                self.me(),
+                known,
+                &self.directory_id,
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -358,6 +412,7 @@ impl RaftLoop {
             );
             self.adopt_cluster_id(&image)?;
             self.image = Arc::new(image);
+            self.check_directory()?;
             self.publish(Vec::new());
         }
         self.apply(ready.take_committed_entries())?;
@@ -407,6 +462,7 @@ impl RaftLoop {
                 let props = MetaProperties {
                     node_id: self.me(),
                     cluster_id: id.clone(),
+                    directory_id: Some(self.directory_id.clone()),
                 };
                 meta_properties::write(&self.data_dir, &props)?;
                 tracing::info!(node = self.me(), cluster_id = %id, "joined the cluster; wrote meta.properties");
@@ -469,6 +525,7 @@ impl RaftLoop {
         {
             self.shared.broker_epoch.store(r.epoch, Ordering::Release);
         }
+        self.check_directory()?;
         self.publish(outcomes);
         Ok(())
     }

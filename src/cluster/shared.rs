@@ -13,7 +13,7 @@ use super::image::{Applied, MetadataImage, Outcome};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::liveness::Liveness;
 use super::records::{Envelope, MetadataRecord, Stamp};
-use super::transport::ClusterIdCell;
+use super::transport::{ClusterIdCell, DirectoryCell};
 use crate::error::{Error, Result};
 use crate::storage::codec;
 
@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     pub(super) failed: Mutex<Option<String>>,
     pub(super) stopped: AtomicBool,
     pub(super) cluster_id: ClusterIdCell,
+    /// The voters' directory ids the applied metadata records (the transport checks
+    /// hellos against them).
+    pub(super) directories: DirectoryCell,
     pub(super) liveness: Arc<Liveness>,
 }
 
@@ -77,6 +80,7 @@ impl Shared {
             failed: Mutex::new(None),
             stopped: AtomicBool::new(false),
             cluster_id: Arc::new(RwLock::new(cluster_id)),
+            directories: Arc::new(RwLock::new(Default::default())),
             liveness: Arc::new(Liveness::default()),
         }
     }

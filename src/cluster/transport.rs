@@ -8,7 +8,8 @@
 //!
 //! Frames: `length (u32) | CRC32 of the body (u32) | body`, at most [`MAX_FRAME`] bytes
 //! of body. The first frame of a connection is a hello (magic `TLRQ`, version, sender and
-//! receiver node ids, the cluster id the sender knows); the others are raft-rs messages
+//! receiver node ids, the cluster id the sender knows, from version 2 the sender's
+//! directory id and the one it knows the receiver by); the others are raft-rs messages
 //! in their protobuf encoding. A frame that is too large, fails its CRC, does not decode,
 //! or names the wrong nodes or another cluster closes the connection with a log line
 //! (at most one per peer address per 10 s).
@@ -17,8 +18,14 @@
 //! first: a peer without a certificate of the cluster's CA is refused in the handshake,
 //! and one whose certificate does not name the voter its hello claims to be is refused
 //! before any of its Raft messages is read (see the `quorum_tls` module).
+//!
+//! Directory ids (KIP-853's voter directory ids, `meta.properties`' `directory.id`): a
+//! hello from a node whose directory id is not the one the quorum recorded for it (it
+//! came back on an empty data directory) is refused, and a node told by a peer that the
+//! quorum knows it by another directory id stops ([`Inbound::DirectoryLost`]) before
+//! any Raft message is read: a voter that lost its disk never votes as if new.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -44,7 +51,8 @@ use crate::storage::codec::{Reader, Writer};
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"TLRQ";
-const HELLO_VERSION: u16 = 1;
+/// Hello version written (2 adds the directory ids; 1 is still read).
+const HELLO_VERSION: u16 = 2;
 /// Messages queued for one peer before new ones are dropped.
 const QUEUE: usize = 4096;
 /// How often blocked reads and waits look at the stop flag.
@@ -95,14 +103,29 @@ pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The hello frame's body.
+/// The hello frame's body, without directory ids.
+#[cfg(test)]
 pub(crate) fn hello(from: i32, to: i32, cluster_id: Option<&str>) -> Vec<u8> {
+    hello_with_directories(from, to, cluster_id, None, None)
+}
+
+/// The hello frame's body: `from_directory` is the sender's directory id, `to_directory`
+/// the one the sender's metadata knows the receiver by.
+pub(crate) fn hello_with_directories(
+    from: i32,
+    to: i32,
+    cluster_id: Option<&str>,
+    from_directory: Option<&str>,
+    to_directory: Option<&str>,
+) -> Vec<u8> {
     let mut w = Writer::new();
     w.raw(HELLO_MAGIC);
     w.u16(HELLO_VERSION);
     w.i32(from);
     w.i32(to);
     w.str(cluster_id.unwrap_or(""));
+    w.str(from_directory.unwrap_or(""));
+    w.str(to_directory.unwrap_or(""));
     w.into_bytes()
 }
 
@@ -112,6 +135,10 @@ pub(crate) struct Hello {
     pub from: i32,
     pub to: i32,
     pub cluster_id: Option<String>,
+    /// The sender's directory id (None from a version 1 hello).
+    pub from_directory: Option<String>,
+    /// The directory id the sender knows the receiver by, if any.
+    pub to_directory: Option<String>,
 }
 
 pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
@@ -125,19 +152,27 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
         ));
     }
     let version = r.u16()?;
-    if version != HELLO_VERSION {
+    if !(1..=HELLO_VERSION).contains(&version) {
         return Err(r.error(format!(
-            "quorum protocol version {version}; this node speaks {HELLO_VERSION}"
+            "quorum protocol version {version}; this node speaks 1 to {HELLO_VERSION}"
         )));
     }
     let from = r.i32()?;
     let to = r.i32()?;
-    let cluster_id = r.str()?;
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    let cluster_id = some(r.str()?);
+    let (from_directory, to_directory) = if version >= 2 {
+        (some(r.str()?), some(r.str()?))
+    } else {
+        (None, None)
+    };
     r.finish()?;
     Ok(Hello {
         from,
         to,
-        cluster_id: (!cluster_id.is_empty()).then_some(cluster_id),
+        cluster_id,
+        from_directory,
+        to_directory,
     })
 }
 
@@ -225,7 +260,31 @@ struct HelloIds {
     /// this node's own hellos carry so that those voters accept it (a node that joins
     /// with an empty directory learns the id from the metadata only through them).
     claimed: ClusterIdCell,
+    /// This node's directory id and the ones the quorum recorded.
+    directories: DirectoryIds,
 }
+
+/// A node's directory id and the voters' directory ids its metadata recorded.
+#[derive(Clone)]
+struct DirectoryIds {
+    /// This node's (`meta.properties`' `directory.id`).
+    mine: String,
+    /// The image's `directories`, kept current by the Raft loop.
+    known: DirectoryCell,
+}
+
+/// What a node's hellos carry and are checked against, as the node shares it.
+pub(crate) struct QuorumIds {
+    /// The cluster id, once the metadata names one.
+    pub cluster_id: ClusterIdCell,
+    /// This node's directory id (`meta.properties`' `directory.id`).
+    pub directory_id: String,
+    /// The voters' directory ids the applied metadata recorded.
+    pub directories: DirectoryCell,
+}
+
+/// The voters' directory ids by node id, shared with the node.
+pub(crate) type DirectoryCell = Arc<RwLock<BTreeMap<i32, String>>>;
 
 impl HelloIds {
     /// Once this node knows its cluster id, a hello must carry the same one: without
@@ -254,6 +313,44 @@ impl HelloIds {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The directory id `hello`'s sender knows this node by, when it is not this
+    /// node's own: this node's data directory was lost (or replaced).
+    fn lost_directory(&self, hello: &Hello) -> Option<String> {
+        hello
+            .to_directory
+            .clone()
+            .filter(|known| *known != self.directories.mine)
+    }
+
+    /// A hello whose sender's directory id is not the one the quorum recorded for it
+    /// (the sender came back on an empty data directory) is refused.
+    fn check_directory(&self, hello: &Hello, peer: &str) -> Result<()> {
+        let known = self.directories.known.read().get(&hello.from).cloned();
+        match (known, &hello.from_directory) {
+            (Some(known), Some(theirs)) if known != *theirs => Err(Error::InvalidConfig {
+                key: "directory.id".into(),
+                reason: format!(
+                    "node {} at {peer} presents directory id {theirs}, but the quorum knows node {} by directory id {known}: its data directory was lost, and it takes no part in the quorum until the directory is restored",
+                    hello.from, hello.from
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The hello this node sends to `to`.
+    fn hello_to(&self, me: i32, to: i32) -> Vec<u8> {
+        let cluster_id = self.to_send();
+        let known = self.directories.known.read().get(&to).cloned();
+        hello_with_directories(
+            me,
+            to,
+            cluster_id.as_deref(),
+            Some(&self.directories.mine),
+            known.as_deref(),
+        )
     }
 
     /// The cluster id this node's hellos carry.
@@ -301,7 +398,7 @@ impl Transport {
         listener: TcpListener,
         inbox: Sender<Inbound>,
         liveness: Arc<Liveness>,
-        cluster_id: ClusterIdCell,
+        ids: QuorumIds,
         tls: Option<Arc<QuorumTls>>,
     ) -> Result<Transport> {
         let local = listener
@@ -311,8 +408,12 @@ impl Transport {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
         let ids = HelloIds {
-            ours: cluster_id,
+            ours: ids.cluster_id,
             claimed: Arc::new(RwLock::new(None)),
+            directories: DirectoryIds {
+                mine: ids.directory_id,
+                known: ids.directories,
+            },
         };
         {
             let accepting = Accepting {
@@ -524,6 +625,19 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
         quorum_tls::check_peer(cert, subject, voter, peer)?;
     }
     a.ids.check(&hello, peer)?;
+    if let Some(known) = a.ids.lost_directory(&hello) {
+        let _ = a.inbox.send(Inbound::DirectoryLost {
+            known: known.clone(),
+        });
+        return Err(Error::InvalidConfig {
+            key: "directory.id".into(),
+            reason: format!(
+                "node {} at {peer} knows this node {me} by directory id {known}, not by this data directory's: it was lost",
+                hello.from
+            ),
+        });
+    }
+    a.ids.check_directory(&hello, peer)?;
     let from_raft = raft_id(hello.from);
     let to_raft = raft_id(me);
     while let Some(body) = read_frame(&mut stream, stop, peer)? {
@@ -574,8 +688,7 @@ fn connect(me: i32, peer: &Voter, ids: &HelloIds, tls: Option<&QuorumTls>) -> Re
                     Some(tls) => tls.connect(s, peer)?,
                 };
                 let mut w = BufWriter::with_capacity(64 << 10, s);
-                let id = ids.to_send();
-                w.write_all(&frame(&hello(me, peer.id, id.as_deref())))
+                w.write_all(&frame(&ids.hello_to(me, peer.id)))
                     .ctx("send hello to", peer.addr.clone())?;
                 return Ok(w);
             }
@@ -767,8 +880,31 @@ mod tests {
             Hello {
                 from: 1,
                 to: 2,
-                cluster_id: Some("abc".into())
+                cluster_id: Some("abc".into()),
+                from_directory: None,
+                to_directory: None,
             }
+        );
+        let h = decode_hello(
+            &hello_with_directories(1, 2, None, Some("d1"), Some("d2")),
+            "p",
+        )
+        .unwrap();
+        assert_eq!(
+            (h.from_directory.as_deref(), h.to_directory.as_deref()),
+            (Some("d1"), Some("d2"))
+        );
+        // A version 1 hello (before directory ids) is still read.
+        let mut v1 = Writer::new();
+        v1.raw(HELLO_MAGIC);
+        v1.u16(1);
+        v1.i32(1);
+        v1.i32(2);
+        v1.str("abc");
+        let h = decode_hello(&v1.into_bytes(), "p").unwrap();
+        assert_eq!(
+            (h.cluster_id.as_deref(), h.from_directory),
+            (Some("abc"), None)
         );
         assert_eq!(
             decode_hello(&hello(1, 2, None), "p").unwrap().cluster_id,
@@ -782,5 +918,71 @@ mod tests {
         let mut v2 = hello(1, 2, None);
         v2[5] = 9;
         assert!(decode_hello(&v2, "p").is_err());
+    }
+}
+
+#[cfg(test)]
+mod directory_tests {
+    use super::*;
+
+    /// Node 1's hello checks, which knows node 2 by directory "d2" and itself is "d1".
+    fn node_1() -> HelloIds {
+        HelloIds {
+            ours: Arc::new(RwLock::new(Some("c".into()))),
+            claimed: Arc::new(RwLock::new(None)),
+            directories: DirectoryIds {
+                mine: "d1".into(),
+                known: Arc::new(RwLock::new(BTreeMap::from([
+                    (1, "d1".to_string()),
+                    (2, "d2".to_string()),
+                ]))),
+            },
+        }
+    }
+
+    fn from_2(from_directory: Option<&str>, to_directory: Option<&str>) -> Hello {
+        decode_hello(
+            &hello_with_directories(2, 1, Some("c"), from_directory, to_directory),
+            "p",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_peer_with_another_directory_id_is_refused() {
+        let ids = node_1();
+        ids.check_directory(&from_2(Some("d2"), Some("d1")), "p")
+            .unwrap();
+        // An older peer (no directory id) and a node the quorum knows none for pass.
+        ids.check_directory(&from_2(None, None), "p").unwrap();
+        ids.directories.known.write().remove(&2);
+        ids.check_directory(&from_2(Some("new"), None), "p")
+            .unwrap();
+        ids.directories.known.write().insert(2, "d2".into());
+        let e = ids
+            .check_directory(&from_2(Some("new"), Some("d1")), "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("node 2") && e.contains("d2") && e.contains("lost"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_knows_this_node_by_another_directory_id_says_so() {
+        let ids = node_1();
+        assert_eq!(ids.lost_directory(&from_2(Some("d2"), Some("d1"))), None);
+        assert_eq!(ids.lost_directory(&from_2(Some("d2"), None)), None);
+        assert_eq!(
+            ids.lost_directory(&from_2(Some("d2"), Some("old"))),
+            Some("old".to_string())
+        );
+        // The hello node 1 sends names both directory ids.
+        let sent = decode_hello(&ids.hello_to(1, 2), "p").unwrap();
+        assert_eq!(
+            (sent.from_directory.as_deref(), sent.to_directory.as_deref()),
+            (Some("d1"), Some("d2"))
+        );
     }
 }

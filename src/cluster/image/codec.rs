@@ -4,7 +4,7 @@
 //! Layout: version (`u16`), index (`u64`), cluster id (optional string), next producer
 //! id (`i64`), then a count (`u32`) and the entries of each of: brokers, topics (with
 //! their partitions), SCRAM credentials, ACL bindings, proposers' applied proposals
-//! (version 4).
+//! (version 4), voters' directory ids (version 5).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,8 +18,9 @@ use crate::storage::codec::{Reader, Writer};
 
 /// Image encoding version written by this code (version 1, without users and ACLs,
 /// version 2, without the brokers' named listeners, and version 3, without the
-/// proposers' applied proposals, are still read).
-const IMAGE_VERSION: u16 = 4;
+/// proposers' applied proposals, and version 4, without the voters' directory ids, are
+/// still read).
+const IMAGE_VERSION: u16 = 5;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -53,6 +54,11 @@ impl MetadataImage {
         w.u32(self.proposals.len() as u32);
         for ((node, incarnation), p) in &self.proposals {
             put_proposer(&mut w, *node, *incarnation, p);
+        }
+        w.u32(self.directories.len() as u32);
+        for (node, id) in &self.directories {
+            w.i32(*node);
+            w.str(id);
         }
         w.into_bytes()
     }
@@ -91,6 +97,13 @@ impl MetadataImage {
                 proposals.insert(key, p);
             }
         }
+        let mut directories = BTreeMap::new();
+        if version >= 5 {
+            for _ in 0..r.count(8)? {
+                let node = r.i32()?;
+                directories.insert(node, r.str()?);
+            }
+        }
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -101,6 +114,7 @@ impl MetadataImage {
             users: Arc::new(users),
             acls: Arc::new(acls),
             proposals,
+            directories,
         })
     }
 }

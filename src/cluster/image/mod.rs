@@ -343,6 +343,9 @@ pub(crate) struct MetadataImage {
     /// What each proposing process (node id, incarnation) had applied, so that a copy
     /// of a proposal is never applied twice ([`MetadataImage::apply_envelope`]).
     pub proposals: BTreeMap<(i32, u64), ProposerWindow>,
+    /// The directory id (`meta.properties`' `directory.id`) each voter registered
+    /// first: a voter is known by it for good ([`MetadataImage::register_voter_directory`]).
+    pub directories: BTreeMap<i32, String>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -638,6 +641,29 @@ impl MetadataImage {
             }
             MetadataRecord::CreateAcls { bindings } => self.create_acls(bindings),
             MetadataRecord::DeleteAcls { filters } => self.delete_acls(filters),
+            MetadataRecord::RegisterVoterDirectory {
+                node_id,
+                directory_id,
+            } => self.register_voter_directory(*node_id, directory_id),
+        }
+    }
+
+    /// `RegisterVoterDirectory`: the first directory id of a voter is kept; the same one
+    /// again is a no-op, another one is refused (the voter's data directory was lost:
+    /// it must not come back as if new).
+    pub(crate) fn register_voter_directory(&mut self, node_id: i32, directory_id: &str) -> Outcome {
+        match self.directories.get(&node_id) {
+            Some(known) if known != directory_id => Err(Rejected::StaleBroker {
+                broker: node_id,
+                reason: format!(
+                    "node {node_id} is known by directory id {known}, not {directory_id}: its data directory was lost"
+                ),
+            }),
+            Some(_) => Ok(Applied::Done),
+            None => {
+                self.directories.insert(node_id, directory_id.to_string());
+                Ok(Applied::Done)
+            }
         }
     }
 

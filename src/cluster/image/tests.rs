@@ -987,21 +987,21 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 4 without the endpoint count after each broker and the
-    // proposers' count at the end: version (2),
+    // Version 2 is version 5 without the endpoint count after each broker and the
+    // proposers' and directories' counts at the end: version (2),
     // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
     // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
     // down, no replication listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 4]);
+    assert_eq!(&bytes[..2], &[0, 5]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
     bytes.drain(at..at + 4);
-    assert_eq!(bytes.split_off(bytes.len() - 4), [0, 0, 0, 0]);
+    assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
-    bytes[1] = 5;
+    bytes[1] = 6;
     assert!(
-        MetadataImage::decode(&bytes, "v5")
+        MetadataImage::decode(&bytes, "v6")
             .unwrap_err()
             .is_corruption()
     );
@@ -1044,6 +1044,36 @@ fn the_transaction_state_topic_is_internal_and_only_so() {
         Err(Rejected::InvalidTopicName { .. })
     ));
     check_invariants(&img);
+fn a_voter_is_known_by_its_first_directory_id() {
+    let mut img = cluster(&[1, 2, 3]);
+    let at = img.index + 1;
+    let record = |id: &str| MetadataRecord::RegisterVoterDirectory {
+        node_id: 2,
+        directory_id: id.into(),
+    };
+    img.apply(at, &record("dir-a")).unwrap();
+    // The same id again is a no-op; another one (an empty directory) is refused.
+    img.apply(at + 1, &record("dir-a")).unwrap();
+    let e = img.apply(at + 2, &record("dir-b")).unwrap_err();
+    assert!(
+        matches!(&e, Rejected::StaleBroker { broker: 2, reason } if reason.contains("dir-a") && reason.contains("lost")),
+        "{e:?}"
+    );
+    assert_eq!(img.directories.get(&2).map(String::as_str), Some("dir-a"));
+    // The snapshot keeps them; a version 4 image (without them) knows none.
+    let mut bytes = img.encode();
+    let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
+    assert_eq!(back, img);
+    let tail = 4 + 4 + 4 + "dir-a".len();
+    assert_eq!(
+        &bytes[bytes.len() - tail..bytes.len() - tail + 4],
+        &[0, 0, 0, 1]
+    );
+    bytes.truncate(bytes.len() - tail);
+    bytes[1] = 4;
+    let v4 = MetadataImage::decode(&bytes, "v4").unwrap();
+    assert!(v4.directories.is_empty());
+    assert_eq!(v4.brokers, img.brokers);
 }
 
 /// An envelope of `record` from process `incarnation` of node 1.

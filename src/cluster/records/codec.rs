@@ -39,6 +39,7 @@ pub(super) mod kind {
     pub const ALTER_SCRAM_CREDENTIALS: u8 = 13;
     pub const CREATE_ACLS: u8 = 14;
     pub const DELETE_ACLS: u8 = 15;
+    pub const REGISTER_VOTER_DIRECTORY: u8 = 16;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -65,6 +66,7 @@ impl MetadataRecord {
             MetadataRecord::AlterScramCredentials { .. } => kind::ALTER_SCRAM_CREDENTIALS,
             MetadataRecord::CreateAcls { .. } => kind::CREATE_ACLS,
             MetadataRecord::DeleteAcls { .. } => kind::DELETE_ACLS,
+            MetadataRecord::RegisterVoterDirectory { .. } => kind::REGISTER_VOTER_DIRECTORY,
         }
     }
 
@@ -123,6 +125,13 @@ impl MetadataRecord {
             }
             MetadataRecord::CreateAcls { bindings } => put_list(w, bindings, acl::put_binding),
             MetadataRecord::DeleteAcls { filters } => put_list(w, filters, acl::put_filter),
+            MetadataRecord::RegisterVoterDirectory {
+                node_id,
+                directory_id,
+            } => {
+                w.i32(*node_id);
+                w.str(directory_id);
+            }
         }
     }
 
@@ -173,6 +182,10 @@ impl MetadataRecord {
             }),
             kind::DELETE_ACLS => Ok(MetadataRecord::DeleteAcls {
                 filters: get_list(r, 7, acl::get_filter)?,
+            }),
+            kind::REGISTER_VOTER_DIRECTORY => Ok(MetadataRecord::RegisterVoterDirectory {
+                node_id: r.i32()?,
+                directory_id: r.str()?,
             }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }

@@ -209,6 +209,15 @@ pub(crate) enum MetadataRecord {
         /// The filters.
         filters: Vec<AclFilter>,
     },
+    /// Records the directory id (`meta.properties`' `directory.id`) a voter is known by,
+    /// once (KIP-853's voter directory id): a node that comes back with another one (an
+    /// empty data directory) is refused by the quorum and stops.
+    RegisterVoterDirectory {
+        /// Node id.
+        node_id: i32,
+        /// Kafka-style base64 UUID.
+        directory_id: String,
+    },
 }
 
 impl MetadataRecord {
@@ -230,6 +239,7 @@ impl MetadataRecord {
             MetadataRecord::AlterScramCredentials { .. } => "AlterScramCredentials",
             MetadataRecord::CreateAcls { .. } => "CreateAcls",
             MetadataRecord::DeleteAcls { .. } => "DeleteAcls",
+            MetadataRecord::RegisterVoterDirectory { .. } => "RegisterVoterDirectory",
         }
     }
 }
@@ -400,6 +410,10 @@ pub(crate) mod tests {
                         ..AclFilter::any()
                     },
                 ],
+            },
+            MetadataRecord::RegisterVoterDirectory {
+                node_id: 2,
+                directory_id: "d3HkQx2bT0mJ8wz1fLmC4A".into(),
             },
         ]
     }

@@ -32,7 +32,7 @@ fn forge(c: &TestCluster, cluster_id: Option<&str>) -> TcpStream {
     s
 }
 
-fn acl(name: &str) -> MetadataRecord {
+pub(super) fn acl(name: &str) -> MetadataRecord {
     MetadataRecord::CreateAcls {
         bindings: vec![AclBinding {
             resource_type: ResourceType::Topic,
