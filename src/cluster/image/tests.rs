@@ -1008,6 +1008,39 @@ fn a_version_2_image_decodes_without_endpoints() {
 }
 
 #[test]
+fn a_voter_is_known_by_its_first_directory_id() {
+    let mut img = cluster(&[1, 2, 3]);
+    let at = img.index + 1;
+    let record = |id: &str| MetadataRecord::RegisterVoterDirectory {
+        node_id: 2,
+        directory_id: id.into(),
+    };
+    img.apply(at, &record("dir-a")).unwrap();
+    // The same id again is a no-op; another one (an empty directory) is refused.
+    img.apply(at + 1, &record("dir-a")).unwrap();
+    let e = img.apply(at + 2, &record("dir-b")).unwrap_err();
+    assert!(
+        matches!(&e, Rejected::StaleBroker { broker: 2, reason } if reason.contains("dir-a") && reason.contains("lost")),
+        "{e:?}"
+    );
+    assert_eq!(img.directories.get(&2).map(String::as_str), Some("dir-a"));
+    // The snapshot keeps them; a version 4 image (without them) knows none.
+    let mut bytes = img.encode();
+    let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
+    assert_eq!(back, img);
+    let tail = 4 + 4 + 4 + "dir-a".len();
+    assert_eq!(
+        &bytes[bytes.len() - tail..bytes.len() - tail + 4],
+        &[0, 0, 0, 1]
+    );
+    bytes.truncate(bytes.len() - tail);
+    bytes[1] = 4;
+    let v4 = MetadataImage::decode(&bytes, "v4").unwrap();
+    assert!(v4.directories.is_empty());
+    assert_eq!(v4.brokers, img.brokers);
+}
+
+#[test]
 fn the_transaction_state_topic_is_internal_and_only_so() {
     let mut img = cluster(&[1, 2, 3]);
     let record = |internal: bool| {
@@ -1044,36 +1077,6 @@ fn the_transaction_state_topic_is_internal_and_only_so() {
         Err(Rejected::InvalidTopicName { .. })
     ));
     check_invariants(&img);
-fn a_voter_is_known_by_its_first_directory_id() {
-    let mut img = cluster(&[1, 2, 3]);
-    let at = img.index + 1;
-    let record = |id: &str| MetadataRecord::RegisterVoterDirectory {
-        node_id: 2,
-        directory_id: id.into(),
-    };
-    img.apply(at, &record("dir-a")).unwrap();
-    // The same id again is a no-op; another one (an empty directory) is refused.
-    img.apply(at + 1, &record("dir-a")).unwrap();
-    let e = img.apply(at + 2, &record("dir-b")).unwrap_err();
-    assert!(
-        matches!(&e, Rejected::StaleBroker { broker: 2, reason } if reason.contains("dir-a") && reason.contains("lost")),
-        "{e:?}"
-    );
-    assert_eq!(img.directories.get(&2).map(String::as_str), Some("dir-a"));
-    // The snapshot keeps them; a version 4 image (without them) knows none.
-    let mut bytes = img.encode();
-    let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
-    assert_eq!(back, img);
-    let tail = 4 + 4 + 4 + "dir-a".len();
-    assert_eq!(
-        &bytes[bytes.len() - tail..bytes.len() - tail + 4],
-        &[0, 0, 0, 1]
-    );
-    bytes.truncate(bytes.len() - tail);
-    bytes[1] = 4;
-    let v4 = MetadataImage::decode(&bytes, "v4").unwrap();
-    assert!(v4.directories.is_empty());
-    assert_eq!(v4.brokers, img.brokers);
 }
 
 /// An envelope of `record` from process `incarnation` of node 1.
