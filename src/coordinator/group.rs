@@ -1418,7 +1418,8 @@ impl Group {
 
     /// The static member whose new member id the metadata last taken by
     /// [`take_pending_store`](Self::take_pending_store) records, if that was all it
-    /// recorded (no rebalance).
+    /// recorded (no rebalance). Read only by the log line of `tidelog serve`.
+    #[cfg(feature = "server")]
     pub(crate) fn stored_replacement(&self) -> Option<&StaticReplacement> {
         self.stored_replacement.as_ref()
     }
