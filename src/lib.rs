@@ -76,8 +76,8 @@ pub use consumer::{
 };
 pub use error::{Error, Result};
 pub use producer::{
-    Acks, DeliveryReceipt, Durability, Producer, ProducerBuilder, ProducerConfig, ProducerRecord,
-    RecordMetadata,
+    Acks, ConsumerGroupMetadata, DeliveryReceipt, Durability, Producer, ProducerBuilder,
+    ProducerConfig, ProducerRecord, RecordMetadata,
 };
 pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
