@@ -884,7 +884,7 @@ impl Producer {
         topic: &str,
         record: &ProducerRecord<'_>,
         append_now: bool,
-    ) -> Result<(i32, i64, Option<(accumulator::Appended, i32)>)> {
+    ) -> Result<(i32, i64, Option<transaction::Placed>)> {
         self.check_open()?;
         let t = self.inner.broker.topic(topic)?;
         let count = t.partition_count();

@@ -101,6 +101,9 @@ pub(crate) struct Queued {
     pub(crate) full: bool,
 }
 
+/// A record's batch, once appended, and the record's index in it.
+pub(crate) type Placed = (Appended, i32);
+
 /// The transactional side of a producer.
 pub(crate) struct TxnProducer {
     broker: Broker,
@@ -313,7 +316,7 @@ impl TxnProducer {
         record: &super::ProducerRecord<'_>,
         timestamp: i64,
         append_now: bool,
-    ) -> Result<Option<(Appended, i32)>> {
+    ) -> Result<Option<Placed>> {
         let mut st = self.state.lock();
         self.check_in_transaction(&st, "send")?;
         let key = (topic.to_string(), partition.index());
