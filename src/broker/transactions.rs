@@ -16,7 +16,7 @@ use crate::transaction::{MarkerWriter, TopicPartition, TransactionCoordinator, T
 
 /// The first producer id of in-process transactional producers (2^62): a range of its
 /// own, so that they never take an id the network server hands out.
-pub const IN_PROCESS_PRODUCER_IDS: i64 = 1 << 62;
+pub(crate) const IN_PROCESS_PRODUCER_IDS: i64 = 1 << 62;
 
 /// How long a marker waits for the partition's in-sync replicas (acks=all).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(5);

@@ -580,3 +580,131 @@ impl TxnProducer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::broker::TopicAuthority;
+    use crate::config::TopicConfig;
+    use crate::producer::{Producer, ProducerRecord};
+    use crate::{Broker, Error, Result};
+
+    /// A cluster whose metadata nobody serves: enough to make the broker a cluster
+    /// node.
+    struct NoCluster;
+
+    impl TopicAuthority for NoCluster {
+        fn create_topic(&self, name: &str, _: i32, _: &TopicConfig) -> Result<()> {
+            Err(Error::UnknownTopic(name.into()))
+        }
+        fn delete_topic(&self, name: &str) -> Result<()> {
+            Err(Error::UnknownTopic(name.into()))
+        }
+        fn add_partitions(&self, name: &str, _: i32) -> Result<()> {
+            Err(Error::UnknownTopic(name.into()))
+        }
+        fn alter_topic_config(&self, name: &str, _: &TopicConfig) -> Result<()> {
+            Err(Error::UnknownTopic(name.into()))
+        }
+    }
+
+    #[test]
+    fn a_cluster_node_without_a_local_coordinator_refuses_init_transactions() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker.attach_cluster(Arc::new(NoCluster)).expect("attach");
+        let p = Producer::builder(&broker)
+            .transactional_id("remote")
+            .build()
+            .expect("producer");
+        match p.init_transactions() {
+            Err(Error::InvalidConfig { key, .. }) => assert_eq!(key, "transactional.id"),
+            Err(Error::Transaction {
+                transactional_id,
+                source: crate::error::TxnError::NotCoordinator,
+            }) => assert_eq!(transactional_id, "remote"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn in_process_producer_ids_are_never_handed_out_twice() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let first = broker.new_in_process_producer_id().expect("id");
+        assert_eq!(first, 1 << 62, "a range of their own");
+        assert_eq!(broker.new_in_process_producer_id().expect("id"), first + 1);
+        broker.close().expect("close");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let after = broker.new_in_process_producer_id().expect("id");
+        assert!(after > first + 1, "{after} after a reopen");
+    }
+
+    #[test]
+    fn threads_send_into_one_transaction() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker
+            .create_topic("t", 2, TopicConfig::new())
+            .expect("topic");
+        let p = Producer::builder(&broker)
+            .transactional_id("threads")
+            .batch_size(256)
+            .build()
+            .expect("producer");
+        p.init_transactions().expect("init");
+        p.begin_transaction().expect("begin");
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    for i in 0..100u8 {
+                        let v = [t, i];
+                        let r = ProducerRecord::new(&v).partition(i32::from(i % 2));
+                        if i % 3 == 0 {
+                            let m = p.send_async("t", r).expect("send").wait().expect("wait");
+                            assert!(m.offset >= 0);
+                        } else {
+                            p.send_nowait("t", r).expect("send");
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().expect("thread"));
+        p.commit_transaction().expect("commit");
+        let ends: i64 = (0..2)
+            .map(|i| {
+                let part = broker
+                    .topic("t")
+                    .and_then(|t| t.partition(i))
+                    .expect("part");
+                assert_eq!(
+                    part.log().last_stable_offset().expect("lso"),
+                    part.log_end_offset()
+                );
+                part.log_end_offset()
+            })
+            .sum();
+        assert!(ends > 400, "400 records and 2 markers, {ends}");
+        let records: usize = (0..2)
+            .map(|i| {
+                let part = broker
+                    .topic("t")
+                    .and_then(|t| t.partition(i))
+                    .expect("part");
+                let slice = part.read(0, 1 << 20).expect("read");
+                slice
+                    .batches()
+                    .filter(|b| !b.is_control())
+                    .map(|b| {
+                        assert!(b.is_transactional());
+                        b.records().count()
+                    })
+                    .sum::<usize>()
+            })
+            .sum();
+        assert_eq!(records, 400);
+    }
+}
