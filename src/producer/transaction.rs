@@ -583,48 +583,55 @@ impl TxnProducer {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use crate::broker::TopicAuthority;
+    use crate::Broker;
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
-    use crate::{Broker, Error, Result};
 
-    /// A cluster whose metadata nobody serves: enough to make the broker a cluster
-    /// node.
-    struct NoCluster;
+    #[cfg(feature = "server")]
+    mod cluster {
+        use std::sync::Arc;
 
-    impl TopicAuthority for NoCluster {
-        fn create_topic(&self, name: &str, _: i32, _: &TopicConfig) -> Result<()> {
-            Err(Error::UnknownTopic(name.into()))
-        }
-        fn delete_topic(&self, name: &str) -> Result<()> {
-            Err(Error::UnknownTopic(name.into()))
-        }
-        fn add_partitions(&self, name: &str, _: i32) -> Result<()> {
-            Err(Error::UnknownTopic(name.into()))
-        }
-        fn alter_topic_config(&self, name: &str, _: &TopicConfig) -> Result<()> {
-            Err(Error::UnknownTopic(name.into()))
-        }
-    }
+        use crate::broker::TopicAuthority;
+        use crate::config::TopicConfig;
+        use crate::producer::Producer;
+        use crate::{Broker, Error, Result};
 
-    #[test]
-    fn a_cluster_node_without_a_local_coordinator_refuses_init_transactions() {
-        let dir = tempfile::tempdir().expect("dir");
-        let broker = Broker::open(dir.path()).expect("broker");
-        broker.attach_cluster(Arc::new(NoCluster)).expect("attach");
-        let p = Producer::builder(&broker)
-            .transactional_id("remote")
-            .build()
-            .expect("producer");
-        match p.init_transactions() {
-            Err(Error::InvalidConfig { key, .. }) => assert_eq!(key, "transactional.id"),
-            Err(Error::Transaction {
-                transactional_id,
-                source: crate::error::TxnError::NotCoordinator,
-            }) => assert_eq!(transactional_id, "remote"),
-            other => panic!("expected a refusal, got {other:?}"),
+        /// A cluster whose metadata nobody serves: enough to make the broker a cluster
+        /// node.
+        struct NoCluster;
+
+        impl TopicAuthority for NoCluster {
+            fn create_topic(&self, name: &str, _: i32, _: &TopicConfig) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn delete_topic(&self, name: &str) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn add_partitions(&self, name: &str, _: i32) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn alter_topic_config(&self, name: &str, _: &TopicConfig) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+        }
+
+        #[test]
+        fn a_cluster_node_without_a_local_coordinator_refuses_init_transactions() {
+            let dir = tempfile::tempdir().expect("dir");
+            let broker = Broker::open(dir.path()).expect("broker");
+            broker.attach_cluster(Arc::new(NoCluster)).expect("attach");
+            let p = Producer::builder(&broker)
+                .transactional_id("remote")
+                .build()
+                .expect("producer");
+            match p.init_transactions() {
+                Err(Error::InvalidConfig { key, .. }) => assert_eq!(key, "transactional.id"),
+                Err(Error::Transaction {
+                    transactional_id,
+                    source: crate::error::TxnError::NotCoordinator,
+                }) => assert_eq!(transactional_id, "remote"),
+                other => panic!("expected a refusal, got {other:?}"),
+            }
         }
     }
 
