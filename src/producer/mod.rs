@@ -7,6 +7,12 @@
 //! A send takes no lock other threads contend for, allocates nothing (but a receipt's
 //! slot, once per batch), and reads the coarse clock (`clock.rs`). Acknowledgement
 //! levels keep Kafka's names with their in-process meaning documented on [`Acks`].
+//!
+//! With a `transactional_id` the producer writes in transactions (`transaction.rs`):
+//! [`Producer::init_transactions`], [`Producer::begin_transaction`],
+//! [`Producer::send_offsets_to_transaction`], [`Producer::commit_transaction`] and
+//! [`Producer::abort_transaction`] drive the broker's transaction coordinator, and the
+//! records of a transaction are appended as its transactional batches.
 
 mod accumulator;
 mod clock;
