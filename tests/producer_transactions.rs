@@ -136,7 +136,13 @@ fn a_newer_instance_fences_the_older_one() {
 fn a_stale_instance_cannot_append_to_a_partition_of_its_transaction() {
     let dir = tempfile::tempdir().expect("dir");
     let broker = open(dir.path());
-    let old = producer(&broker, "zombie-append");
+    // A long linger: the batch stays open until the flush.
+    let old = Producer::builder(&broker)
+        .transactional_id("zombie-append")
+        .linger(Duration::from_secs(60))
+        .build()
+        .expect("producer");
+    old.init_transactions().expect("init");
     old.begin_transaction().expect("begin");
     // The partition is in the old transaction; its batch is still open.
     old.send_nowait("a", ProducerRecord::new(b"buffered").partition(0))

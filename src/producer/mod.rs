@@ -1086,6 +1086,9 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
             for lane in inner.all_lanes() {
                 lane.flush_if_older(linger, fsync, &inner.errors);
             }
+            if let Some(txn) = &inner.txn {
+                txn.append_older_than(linger);
+            }
         }
         std::thread::park_timeout(tick);
     }

@@ -76,6 +76,8 @@ enum Phase {
 struct Open {
     partition: Partition,
     builder: BatchBuilder,
+    /// When its first record arrived (for `linger.ms`).
+    opened: Instant,
 }
 
 struct State {
@@ -358,6 +360,7 @@ impl TxnProducer {
         let open = st.open.entry(key.clone()).or_insert_with(|| Open {
             partition: partition.clone(),
             builder: BatchBuilder::new().compression(compression),
+            opened: Instant::now(),
         });
         let index = open.builder.len() as i32;
         open.builder
@@ -417,6 +420,29 @@ impl TxnProducer {
             return Ok(());
         }
         self.flush_locked(&mut st)
+    }
+
+    /// The linger thread's part: appends the open batches older than `linger`. A
+    /// failure makes the transaction abortable (or the producer fenced), which the
+    /// next call reports.
+    pub(crate) fn append_older_than(&self, linger: Duration) {
+        let Some(mut st) = self.state.try_lock() else {
+            return; // a sender or a commit holds it: the next tick tries again
+        };
+        if !matches!(st.phase, Phase::InTransaction) {
+            return;
+        }
+        let due: Vec<(String, i32)> = st
+            .open
+            .iter()
+            .filter(|(_, o)| o.opened.elapsed() >= linger)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            if self.append(&mut st, &key).is_err() {
+                return;
+            }
+        }
     }
 
     fn flush_locked(&self, st: &mut State) -> Result<()> {
@@ -646,6 +672,39 @@ mod tests {
         let broker = Broker::open(dir.path()).expect("broker");
         let after = broker.new_in_process_producer_id().expect("id");
         assert!(after > first + 1, "{after} after a reopen");
+    }
+
+    #[test]
+    fn the_linger_thread_appends_a_transactions_batches() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic");
+        let p = Producer::builder(&broker)
+            .transactional_id("linger")
+            .linger(std::time::Duration::from_millis(5))
+            .build()
+            .expect("producer");
+        p.init_transactions().expect("init");
+        p.begin_transaction().expect("begin");
+        p.send_nowait("t", ProducerRecord::new(b"v")).expect("send");
+        let part = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("part");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while part.log_end_offset() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(part.log_end_offset(), 1, "appended before the commit");
+        assert_eq!(
+            part.log().last_stable_offset().expect("lso"),
+            0,
+            "still open"
+        );
+        p.commit_transaction().expect("commit");
+        assert_eq!(part.log().last_stable_offset().expect("lso"), 2);
     }
 
     #[test]
