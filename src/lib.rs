@@ -76,8 +76,8 @@ pub use consumer::{
 };
 pub use error::{Error, Result};
 pub use producer::{
-    Acks, DeliveryReceipt, Durability, Producer, ProducerBuilder, ProducerConfig, ProducerRecord,
-    RecordMetadata,
+    Acks, ConsumerGroupMetadata, DeliveryReceipt, Durability, Producer, ProducerBuilder,
+    ProducerConfig, ProducerRecord, RecordMetadata,
 };
 pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
 #[cfg(feature = "server")]
@@ -86,8 +86,8 @@ pub use storage::{CleanupPolicy, LogConfig};
 pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 
 /// The examples of README.md, compiled and run as doctests so that they keep working
-/// as written (in the package directory, where they write `./tidelog-data` and
-/// `./tidelog-storage`; both are in `.gitignore`).
+/// as written (in the package directory, where they write `./tidelog-data`,
+/// `./tidelog-storage` and `./tidelog-txn`; all are in `.gitignore`).
 #[cfg(all(doctest, feature = "server"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -103,6 +103,9 @@ struct BrokerInner {
     transactions: crate::transaction::TransactionCoordinator,
     /// Serializes the first use of `__transaction_state`.
     txn_setup: Mutex<()>,
+    /// The next and the first unreserved producer id of in-process transactional
+    /// producers (`broker/transactions.rs`), once read.
+    in_process_ids: Mutex<Option<(i64, i64)>>,
     closed: AtomicBool,
     /// True on a cluster node: the topics come from the cluster's metadata.
     managed: AtomicBool,
@@ -331,6 +334,13 @@ impl BrokerBuilder {
     /// [`StorageLimits::default`](crate::storage::StorageLimits::default).
     pub fn storage_limits(mut self, limits: crate::storage::StorageLimits) -> Self {
         self.config.storage_limits = limits;
+        self
+    }
+
+    /// The transaction coordinator's settings (Kafka's `transaction.*`). Default:
+    /// [`TransactionConfig::default`](crate::config::TransactionConfig::default).
+    pub fn transaction(mut self, config: crate::config::TransactionConfig) -> Self {
+        self.config.transaction = config;
         self
     }
 
@@ -686,6 +696,7 @@ impl Broker {
                 admin: Mutex::new(()),
                 transactions,
                 txn_setup: Mutex::new(()),
+                in_process_ids: Mutex::new(None),
                 coordinator,
                 closed: AtomicBool::new(false),
                 managed: AtomicBool::new(managed),

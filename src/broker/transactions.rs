@@ -14,6 +14,10 @@ use crate::transaction::events;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 use crate::transaction::{MarkerWriter, TopicPartition, TransactionCoordinator, TxnMarkers};
 
+/// The first producer id of in-process transactional producers (2^62): a range of its
+/// own, so that they never take an id the network server hands out.
+pub(crate) const IN_PROCESS_PRODUCER_IDS: i64 = 1 << 62;
+
 /// How long a marker waits for the partition's in-sync replicas (acks=all).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -124,6 +128,41 @@ impl Broker {
         txns.set_partition_count(topic.partition_count());
         events::coordinator_loaded(topic.partition_count());
         txns.start_timer()
+    }
+
+    /// A producer id for an in-process transactional producer, never handed out
+    /// before by this data directory. In-process ids come from their own range,
+    /// starting at [`IN_PROCESS_PRODUCER_IDS`] (far above the ids the network server
+    /// hands out from 0), reserved in blocks of 1000 whose upper end is written to
+    /// `<data dir>/producer-id-block-in-process` before any id of the block is used.
+    pub(crate) fn new_in_process_producer_id(&self) -> Result<i64> {
+        const BLOCK: i64 = 1000;
+        let file = self.dir().join("producer-id-block-in-process");
+        let mut ids = self.inner.in_process_ids.lock();
+        let (next, limit) = match *ids {
+            Some(b) => b,
+            None => {
+                let start = match crate::storage::read_checkpoint(&file)? {
+                    Some(bytes) => {
+                        let raw: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+                            Error::corrupt(file.display(), 0, "a producer id block is 8 bytes")
+                        })?;
+                        i64::from_be_bytes(raw)
+                    }
+                    None => IN_PROCESS_PRODUCER_IDS,
+                };
+                (start, start)
+            }
+        };
+        let limit = if next >= limit {
+            let limit = next + BLOCK;
+            crate::storage::write_checkpoint(&file, &limit.to_be_bytes())?;
+            limit
+        } else {
+            limit
+        };
+        *ids = Some((next + 1, limit));
+        Ok(next)
     }
 
     /// Appends the COMMIT or ABORT `marker` of `producer_id` at `producer_epoch` to

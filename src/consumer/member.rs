@@ -388,6 +388,19 @@ impl GroupConsumer {
         self.generation
     }
 
+    /// The group and this member's generation, member id and instance id (Kafka's
+    /// `groupMetadata()`): what a transactional producer's
+    /// [`crate::Producer::send_offsets_to_transaction`] takes, so that the offsets of
+    /// a member that lost its partitions in a rebalance are refused.
+    pub fn group_metadata(&self) -> crate::producer::ConsumerGroupMetadata {
+        crate::producer::ConsumerGroupMetadata {
+            group_id: self.config.group_id.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+        }
+    }
+
     /// The partitions the member owns now.
     pub fn assignment(&self) -> Vec<(String, i32)> {
         self.fetcher.assignment()

@@ -169,6 +169,47 @@ pub enum Error {
         source: TxnError,
     },
 
+    /// A newer instance of a transactional producer (the same `transactional.id`,
+    /// initialized later) fenced this one (Kafka's ProducerFencedException): fatal for
+    /// this producer, which must be dropped.
+    #[error(
+        "transactional id {transactional_id:?}: producer {producer_id} epoch {epoch} is fenced by a newer instance of the producer"
+    )]
+    ProducerFenced {
+        /// The transactional id.
+        transactional_id: String,
+        /// The producer id this instance had.
+        producer_id: i64,
+        /// The epoch this instance had.
+        epoch: i16,
+    },
+
+    /// A transactional producer was asked to do something its state does not allow
+    /// (Kafka's IllegalStateException): a send outside a transaction,
+    /// `begin_transaction` before `init_transactions`, a commit after an abortable
+    /// error, ...
+    #[error("transactional id {transactional_id:?}: cannot {operation} {state}")]
+    InvalidProducerState {
+        /// The transactional id.
+        transactional_id: String,
+        /// What was asked ("send", "commit the transaction", ...).
+        operation: &'static str,
+        /// Why not ("outside a transaction", "before init_transactions", ...).
+        state: &'static str,
+    },
+
+    /// An error the open transaction cannot go on from (a failed append, a refused
+    /// offset commit): `abort_transaction` and begin a new one
+    /// (Kafka's TransactionAbortableException).
+    #[error("transactional id {transactional_id:?}: the transaction must be aborted: {source}")]
+    TransactionAbortable {
+        /// The transactional id.
+        transactional_id: String,
+        /// What failed.
+        #[source]
+        source: Box<Error>,
+    },
+
     /// A committed offset is no longer in the log and `auto_offset_reset` is `none`.
     #[error(
         "no valid position for {partition}: offset {offset} is outside {start}..{end} and auto_offset_reset is none"

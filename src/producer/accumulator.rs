@@ -59,6 +59,13 @@ pub(crate) struct BatchSlot {
 }
 
 impl BatchSlot {
+    /// A slot whose batch is already appended (or failed).
+    pub(crate) fn completed(result: AppendResult) -> Arc<Self> {
+        let slot = Arc::new(BatchSlot::default());
+        slot.complete(result);
+        slot
+    }
+
     fn complete(&self, result: AppendResult) {
         *self.done.lock() = Some(result);
         self.cv.notify_all();

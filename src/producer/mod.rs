@@ -7,10 +7,17 @@
 //! A send takes no lock other threads contend for, allocates nothing (but a receipt's
 //! slot, once per batch), and reads the coarse clock (`clock.rs`). Acknowledgement
 //! levels keep Kafka's names with their in-process meaning documented on [`Acks`].
+//!
+//! With a `transactional_id` the producer writes in transactions (`transaction.rs`):
+//! [`Producer::init_transactions`], [`Producer::begin_transaction`],
+//! [`Producer::send_offsets_to_transaction`], [`Producer::commit_transaction`] and
+//! [`Producer::abort_transaction`] drive the broker's transaction coordinator, and the
+//! records of a transaction are appended as its transactional batches.
 
 mod accumulator;
 mod clock;
 mod partitioner;
+mod transaction;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -32,6 +39,7 @@ use accumulator::{
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
 };
+pub use transaction::ConsumerGroupMetadata;
 
 /// A record to send. Borrows its key, value and headers: nothing is copied until the
 /// record is encoded into its batch.
@@ -234,6 +242,12 @@ pub struct ProducerConfig {
     /// [`Compression::None`]. A topic whose own `compression.type` names a codec (or
     /// `uncompressed`) gets that one instead, as a Kafka broker would store it.
     pub compression: Compression,
+    /// `transactional.id`: makes the producer transactional (see
+    /// [`Producer::init_transactions`]). Default None.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open
+    /// before it aborts it. Default 60 s.
+    pub transaction_timeout: Duration,
 }
 
 impl std::fmt::Debug for ProducerConfig {
@@ -244,6 +258,8 @@ impl std::fmt::Debug for ProducerConfig {
             .field("acks", &self.acks)
             .field("durability", &self.durability)
             .field("compression", &self.compression)
+            .field("transactional_id", &self.transactional_id)
+            .field("transaction_timeout", &self.transaction_timeout)
             .finish()
     }
 }
@@ -257,6 +273,8 @@ impl Default for ProducerConfig {
             durability: Durability::PageCache,
             partitioner: Arc::new(DefaultPartitioner::default()),
             compression: Compression::None,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -309,6 +327,21 @@ impl ProducerBuilder {
     /// ```
     pub fn compression(mut self, codec: Compression) -> Self {
         self.config.compression = codec;
+        self
+    }
+
+    /// `transactional.id`: the producer writes in transactions
+    /// ([`Producer::init_transactions`], [`Producer::begin_transaction`], ...); a
+    /// later producer with the same id fences this one.
+    pub fn transactional_id(mut self, id: impl Into<String>) -> Self {
+        self.config.transactional_id = Some(id.into());
+        self
+    }
+
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction of this
+    /// producer stay open before it aborts it. Default 60 s.
+    pub fn transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.config.transaction_timeout = timeout;
         self
     }
 
@@ -526,6 +559,8 @@ struct ProducerInner {
     errors: ErrorSink,
     closed: AtomicBool,
     linger_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The transactional side, with a `transactional.id`.
+    txn: Option<transaction::TxnProducer>,
 }
 
 /// Sends records to topics. Cloneable and `Send + Sync`: clones share batches.
@@ -568,6 +603,16 @@ impl Producer {
             immediate: linger.is_zero(),
             acks_all: config.acks == Acks::All,
         };
+        let txn = match &config.transactional_id {
+            Some(id) => Some(transaction::TxnProducer::new(
+                broker.clone(),
+                id.clone(),
+                config.transaction_timeout,
+                config.batch_size,
+                config.compression,
+            )?),
+            None => None,
+        };
         let producer = Producer {
             inner: Arc::new(ProducerInner {
                 id: PRODUCER_IDS.fetch_add(1, Ordering::Relaxed),
@@ -579,6 +624,7 @@ impl Producer {
                 errors: ErrorSink::default(),
                 closed: AtomicBool::new(false),
                 linger_thread: Mutex::new(None),
+                txn,
             }),
         };
         if !linger.is_zero() {
@@ -669,6 +715,10 @@ impl Producer {
     /// with `Acks::None`, at once with offset -1). Records this thread sent earlier to
     /// the same partition without waiting go in the same batch.
     pub fn send(&self, topic: &str, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
+        if let Some(txn) = &self.inner.txn {
+            let append_now = self.inner.config.acks != Acks::None;
+            return self.send_in_transaction(txn, topic, &record, append_now);
+        }
         if self.inner.config.acks == Acks::None {
             let (partition, timestamp, ()) = self.enqueue(topic, &record, Forget)?;
             return Ok(RecordMetadata {
@@ -685,6 +735,23 @@ impl Producer {
     /// Sends a record without waiting; the receipt gives its offset once its batch is
     /// appended (after `linger`, when the batch is full, or on `flush`).
     pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
+        if let Some(txn) = &self.inner.txn {
+            // A transaction's batch is appended at once: the receipt is ready.
+            let (partition, timestamp, appended) =
+                self.push_in_transaction(txn, topic, &record, true)?;
+            let (appended, index) = appended.ok_or_else(|| {
+                Error::InvalidBatch(format!(
+                    "{topic}-{partition}: transactional batch not appended"
+                ))
+            })?;
+            return Ok(DeliveryReceipt {
+                slot: BatchSlot::completed(Ok(appended)),
+                index,
+                partition,
+                timestamp,
+                committed: None,
+            });
+        }
         let (partition, timestamp, (slot, index, committed)) =
             self.enqueue(topic, &record, Receipt)?;
         Ok(DeliveryReceipt {
@@ -717,6 +784,11 @@ impl Producer {
     /// ```
     #[inline]
     pub fn send_nowait(&self, topic: &str, record: ProducerRecord<'_>) -> Result<()> {
+        if let Some(txn) = &self.inner.txn {
+            return self
+                .send_in_transaction(txn, topic, &record, false)
+                .map(|_| ());
+        }
         self.enqueue(topic, &record, Forget).map(|_| ())
     }
 
@@ -727,6 +799,9 @@ impl Producer {
         topic: &str,
         records: &[ProducerRecord<'_>],
     ) -> Result<Vec<RecordMetadata>> {
+        if self.inner.txn.is_some() {
+            return records.iter().map(|r| self.send(topic, *r)).collect();
+        }
         let mut receipts = Vec::with_capacity(records.len());
         let mut touched: Vec<i32> = Vec::new();
         for r in records {
@@ -775,7 +850,143 @@ impl Producer {
     /// [`Acks::None`]), or whose receipts had all been dropped when their batch was
     /// appended.
     pub fn flush(&self) -> Result<()> {
+        if let Some(txn) = &self.inner.txn {
+            txn.flush()?;
+        }
         self.inner.flush_all()
+    }
+
+    /// Puts a record into the open transaction's batch of its partition (appending
+    /// the batch when full, or with `append_now`).
+    fn send_in_transaction(
+        &self,
+        txn: &transaction::TxnProducer,
+        topic: &str,
+        record: &ProducerRecord<'_>,
+        append_now: bool,
+    ) -> Result<RecordMetadata> {
+        let (partition, timestamp, appended) =
+            self.push_in_transaction(txn, topic, record, append_now)?;
+        Ok(match appended {
+            Some((a, index)) => RecordMetadata {
+                partition,
+                offset: a.base_offset + i64::from(index),
+                timestamp: a.log_append_time.unwrap_or(timestamp),
+            },
+            None => RecordMetadata {
+                partition,
+                offset: -1,
+                timestamp,
+            },
+        })
+    }
+
+    /// Chooses the record's partition and pushes it into the transaction's batch:
+    /// the partition, the record's timestamp and, if its batch was appended, the
+    /// append and the record's index in the batch.
+    fn push_in_transaction(
+        &self,
+        txn: &transaction::TxnProducer,
+        topic: &str,
+        record: &ProducerRecord<'_>,
+        append_now: bool,
+    ) -> Result<(i32, i64, Option<transaction::Placed>)> {
+        self.check_open()?;
+        let t = self.inner.broker.topic(topic)?;
+        let count = t.partition_count();
+        let partition = match record.partition {
+            Some(p) => p,
+            None => self
+                .inner
+                .config
+                .partitioner
+                .partition(topic, record.key, record.value, count),
+        };
+        let p = t.partition(partition)?;
+        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let appended = txn.push(&p, topic, record, timestamp, append_now)?;
+        Ok((partition, timestamp, appended))
+    }
+
+    fn txn(&self, operation: &'static str) -> Result<&transaction::TxnProducer> {
+        self.inner.txn.as_ref().ok_or_else(|| Error::InvalidConfig {
+            key: "transactional.id".into(),
+            reason: format!("{operation} needs a transactional producer (none is set)"),
+        })
+    }
+
+    /// The producer's `transactional.id`, if it is transactional.
+    pub fn transactional_id(&self) -> Option<&str> {
+        self.inner.txn.as_ref().map(|t| t.transactional_id())
+    }
+
+    /// Registers the producer's `transactional.id` with the broker's transaction
+    /// coordinator (InitProducerId): the id's epoch is bumped, which fences every
+    /// older producer of the id (their next call fails with
+    /// [`Error::ProducerFenced`]) and aborts the transaction one left open (waited
+    /// for, at most 60 s). Call once, before the first transaction. On a cluster
+    /// node whose coordinator of the id is elsewhere: [`Error::Transaction`] with
+    /// `NotCoordinator` (or `InvalidConfig` while the cluster serves no transactions).
+    ///
+    /// ```
+    /// use tidelog::{Broker, Producer, ProducerRecord, TopicConfig};
+    /// # let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_topic("a", 1, TopicConfig::new())?;
+    /// broker.create_topic("b", 1, TopicConfig::new())?;
+    /// let producer = Producer::builder(&broker).transactional_id("writer").build()?;
+    /// producer.init_transactions()?;
+    /// producer.begin_transaction()?;
+    /// producer.send("a", ProducerRecord::new(b"debit"))?;
+    /// producer.send("b", ProducerRecord::new(b"credit"))?;
+    /// producer.commit_transaction()?; // both records, or (abort) neither
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn init_transactions(&self) -> Result<()> {
+        self.check_open()?;
+        self.txn("init_transactions")?.init_transactions()
+    }
+
+    /// Opens a transaction: the records sent until its commit or abort belong to it
+    /// (a partition joins it with its first record). `Error::InvalidProducerState`
+    /// before `init_transactions` or while a transaction is open.
+    pub fn begin_transaction(&self) -> Result<()> {
+        self.check_open()?;
+        self.txn("begin_transaction")?.begin_transaction()
+    }
+
+    /// Commits a consumer group's offsets (topic, partition, next offset to read)
+    /// with the open transaction (AddOffsetsToTxn, then TxnOffsetCommit with the
+    /// consuming member's generation, member id and instance id): they become the
+    /// group's committed offsets when the transaction commits, and are dropped if it
+    /// aborts. What a consume-transform-produce loop calls before
+    /// `commit_transaction`, with [`crate::GroupConsumer::group_metadata`].
+    pub fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(String, i32, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.txn("send_offsets_to_transaction")?
+            .send_offsets(offsets, group)
+    }
+
+    /// Appends the transaction's open batches, commits it (EndTxn) and waits until
+    /// its markers are written: its records become visible to read_committed
+    /// consumers and its offsets the group's. A failure leaves the transaction to
+    /// abort ([`Error::TransactionAbortable`]), or the producer fenced.
+    pub fn commit_transaction(&self) -> Result<()> {
+        self.check_open()?;
+        self.txn("commit_transaction")?.commit()
+    }
+
+    /// Aborts the open transaction: records not appended yet are dropped, those
+    /// appended are never shown to read_committed consumers, offsets sent are
+    /// dropped. Also what to do after [`Error::TransactionAbortable`]; then a new
+    /// transaction can begin.
+    pub fn abort_transaction(&self) -> Result<()> {
+        self.check_open()?;
+        self.txn("abort_transaction")?.abort()
     }
 
     /// Appends every open batch and refuses further sends (`Error::Closed`). Returns
@@ -874,6 +1085,9 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
             let fsync = inner.lane_config.fsync;
             for lane in inner.all_lanes() {
                 lane.flush_if_older(linger, fsync, &inner.errors);
+            }
+            if let Some(txn) = &inner.txn {
+                txn.append_older_than(linger);
             }
         }
         std::thread::park_timeout(tick);

@@ -1,0 +1,776 @@
+//! The transactional producer (Kafka's `transactional.id`): its state and the calls it
+//! makes to the broker's transaction coordinator — the same `TransactionCoordinator`,
+//! with the same rules, that the network server's InitProducerId, AddPartitionsToTxn,
+//! AddOffsetsToTxn, EndTxn and TxnOffsetCommit handlers drive.
+//!
+//! Records of a transaction do not go through the per-thread lanes: sequence numbers
+//! are per partition of the producer, so one batch per partition is filled under the
+//! transaction's lock and appended as a transactional batch (producer id, epoch,
+//! sequence) through the partition's idempotent path, which refuses a fenced epoch.
+//! A partition joins the transaction (AddPartitionsToTxn) on its first record.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::accumulator::Appended;
+use crate::broker::{Broker, OFFSETS_TOPIC};
+use crate::coordinator::{CommitOffset, TxnOffsetCommitRequest};
+use crate::error::{Error, Result, TxnError, TxnState};
+use crate::record::{BatchBuilder, Compression, TRANSACTIONAL_BIT};
+use crate::storage::AppendOutcome;
+use crate::topic::Partition;
+use crate::transaction::{
+    AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
+    ProducerIdAndEpoch, TxnResult,
+};
+
+/// How long a call waits out a busy coordinator (CONCURRENT_TRANSACTIONS, loading) or
+/// the markers of a commit or abort (Kafka's `max.block.ms` default).
+const MAX_BLOCK: Duration = Duration::from_secs(60);
+
+/// The consumer group a consume-transform-produce loop commits its offsets to, with
+/// the consuming member's identity, so that the group coordinator refuses offsets of
+/// a member that lost its partitions (Kafka's `ConsumerGroupMetadata`, KIP-447).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupMetadata {
+    /// The group id.
+    pub group_id: String,
+    /// The member's generation (-1: not checked).
+    pub generation_id: i32,
+    /// The member id ("": not checked).
+    pub member_id: String,
+    /// The member's static membership id, if any.
+    pub group_instance_id: Option<String>,
+}
+
+impl ConsumerGroupMetadata {
+    /// The metadata of `group_id` without a member (generation and member not checked).
+    pub fn new(group_id: impl Into<String>) -> Self {
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+/// Where the producer is in Kafka's transaction state machine.
+#[derive(Debug, Clone)]
+enum Phase {
+    /// `init_transactions` not called yet.
+    Uninitialized,
+    /// No transaction open.
+    Ready,
+    /// Between `begin_transaction` and its commit or abort.
+    InTransaction,
+    /// The open transaction failed: only `abort_transaction` goes on.
+    Abortable(Error),
+    /// Fenced (or another fatal error): the producer can do nothing more.
+    Fatal(Error),
+}
+
+/// One partition's open transactional batch.
+struct Open {
+    partition: Partition,
+    builder: BatchBuilder,
+    /// When its first record arrived (for `linger.ms`).
+    opened: Instant,
+}
+
+struct State {
+    phase: Phase,
+    ids: ProducerIdAndEpoch,
+    /// The partitions added to the open transaction.
+    partitions: BTreeSet<(String, i32)>,
+    /// The groups whose offsets partition was added to the open transaction.
+    groups: BTreeSet<String>,
+    /// The next sequence of each partition (for the current producer id and epoch).
+    sequences: HashMap<(String, i32), i32>,
+    open: HashMap<(String, i32), Open>,
+    /// An append of this epoch failed: sequences may be out of step, so the abort
+    /// bumps the epoch (KIP-360).
+    needs_bump: bool,
+}
+
+/// A record's place in a transactional batch.
+pub(crate) struct Queued {
+    /// Its index in the open batch of its partition.
+    pub(crate) index: i32,
+    /// The batch is full: append it now.
+    pub(crate) full: bool,
+}
+
+/// A record's batch, once appended, and the record's index in it.
+pub(crate) type Placed = (Appended, i32);
+
+/// The transactional side of a producer.
+pub(crate) struct TxnProducer {
+    broker: Broker,
+    transactional_id: String,
+    timeout_ms: i32,
+    batch_size: usize,
+    compression: Compression,
+    state: Mutex<State>,
+}
+
+impl TxnProducer {
+    pub(crate) fn new(
+        broker: Broker,
+        transactional_id: String,
+        timeout: Duration,
+        batch_size: usize,
+        compression: Compression,
+    ) -> Result<Self> {
+        if transactional_id.is_empty() {
+            return Err(Error::InvalidConfig {
+                key: "transactional.id".into(),
+                reason: "must not be empty".into(),
+            });
+        }
+        let timeout_ms = i32::try_from(timeout.as_millis()).map_err(|_| Error::InvalidConfig {
+            key: "transaction.timeout.ms".into(),
+            reason: format!("{timeout:?} is too long"),
+        })?;
+        Ok(TxnProducer {
+            broker,
+            transactional_id,
+            timeout_ms,
+            batch_size,
+            compression,
+            state: Mutex::new(State {
+                phase: Phase::Uninitialized,
+                ids: ProducerIdAndEpoch {
+                    producer_id: -1,
+                    epoch: -1,
+                },
+                partitions: BTreeSet::new(),
+                groups: BTreeSet::new(),
+                sequences: HashMap::new(),
+                open: HashMap::new(),
+                needs_bump: false,
+            }),
+        })
+    }
+
+    pub(crate) fn transactional_id(&self) -> &str {
+        &self.transactional_id
+    }
+
+    fn invalid(&self, operation: &'static str, state: &'static str) -> Error {
+        Error::InvalidProducerState {
+            transactional_id: self.transactional_id.clone(),
+            operation,
+            state,
+        }
+    }
+
+    fn fenced(&self, ids: ProducerIdAndEpoch) -> Error {
+        Error::ProducerFenced {
+            transactional_id: self.transactional_id.clone(),
+            producer_id: ids.producer_id,
+            epoch: ids.epoch,
+        }
+    }
+
+    /// The coordinator's refusal as the producer's error: fencing is fatal (and ends
+    /// the producer), the rest is returned as it is.
+    fn coordinator_error(&self, st: &mut State, e: TxnError) -> Error {
+        match e {
+            TxnError::ProducerFenced { .. } | TxnError::InvalidProducerIdMapping { .. } => {
+                let err = self.fenced(st.ids);
+                st.phase = Phase::Fatal(err.clone());
+                err
+            }
+            source => Error::Transaction {
+                transactional_id: self.transactional_id.clone(),
+                source,
+            },
+        }
+    }
+
+    /// An error of the open transaction: fencing ends the producer, anything else
+    /// makes the transaction abortable.
+    fn fail(&self, st: &mut State, e: Error) -> Error {
+        let err = match e {
+            Error::InvalidProducerEpoch { .. } => self.fenced(st.ids),
+            e @ (Error::ProducerFenced { .. } | Error::TransactionAbortable { .. }) => e,
+            e => Error::TransactionAbortable {
+                transactional_id: self.transactional_id.clone(),
+                source: Box::new(e),
+            },
+        };
+        st.phase = match &err {
+            Error::ProducerFenced { .. } => Phase::Fatal(err.clone()),
+            _ => Phase::Abortable(err.clone()),
+        };
+        err
+    }
+
+    /// Refuses a call unless the producer is in a transaction that can go on.
+    fn check_in_transaction(&self, st: &State, operation: &'static str) -> Result<()> {
+        match &st.phase {
+            Phase::InTransaction => Ok(()),
+            Phase::Abortable(e) | Phase::Fatal(e) => Err(e.clone()),
+            Phase::Uninitialized => Err(self.invalid(operation, "before init_transactions")),
+            Phase::Ready => Err(self.invalid(operation, "outside a transaction")),
+        }
+    }
+
+    /// Calls the coordinator until it answers something other than "busy"
+    /// (CONCURRENT_TRANSACTIONS, loading, not available), for at most [`MAX_BLOCK`].
+    fn retry<T>(
+        &self,
+        mut call: impl FnMut() -> std::result::Result<T, TxnError>,
+    ) -> std::result::Result<T, TxnError> {
+        let deadline = Instant::now() + MAX_BLOCK;
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            match call() {
+                Err(
+                    TxnError::ConcurrentTransactions
+                    | TxnError::CoordinatorLoadInProgress
+                    | TxnError::CoordinatorNotAvailable { .. },
+                ) if Instant::now() < deadline => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(100));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// InitProducerId through the broker's transaction coordinator: the id's epoch
+    /// is bumped (a new id at epoch 0), which fences older instances and aborts their
+    /// open transaction (waited out, as CONCURRENT_TRANSACTIONS, for at most
+    /// [`MAX_BLOCK`]).
+    pub(crate) fn init_transactions(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match &st.phase {
+            Phase::Uninitialized => {}
+            Phase::Fatal(e) => return Err(e.clone()),
+            _ => return Err(self.invalid("init_transactions", "twice")),
+        }
+        let ids = self.init_producer_id(&mut st, None)?;
+        st.ids = ids;
+        st.sequences.clear();
+        st.phase = Phase::Ready;
+        Ok(())
+    }
+
+    fn init_producer_id(
+        &self,
+        st: &mut State,
+        expected: Option<ProducerIdAndEpoch>,
+    ) -> Result<ProducerIdAndEpoch> {
+        self.broker.ensure_transaction_state()?;
+        let txns = self.broker.transaction_coordinator();
+        let local = txns
+            .partition_of(&self.transactional_id)
+            .is_some_and(|p| txns.leads(p));
+        if !local {
+            return Err(Error::Transaction {
+                transactional_id: self.transactional_id.clone(),
+                source: TxnError::NotCoordinator,
+            });
+        }
+        let request = InitProducerIdRequest {
+            transactional_id: self.transactional_id.clone(),
+            timeout_ms: self.timeout_ms,
+            expected,
+        };
+        let new_id = || self.broker.new_in_process_producer_id();
+        let answer = self.retry(|| match txns.init_producer_id(&request, &new_id)? {
+            InitProducerIdAnswer::Ready(ids) => Ok(ids),
+            // The id's open transaction is being aborted: ask again once it is.
+            InitProducerIdAnswer::Fencing => Err(TxnError::ConcurrentTransactions),
+        });
+        answer.map_err(|e| self.coordinator_error(st, e))
+    }
+
+    pub(crate) fn begin_transaction(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match &st.phase {
+            Phase::Ready => {
+                st.phase = Phase::InTransaction;
+                Ok(())
+            }
+            Phase::Fatal(e) => Err(e.clone()),
+            Phase::Uninitialized => {
+                Err(self.invalid("begin a transaction", "before init_transactions"))
+            }
+            Phase::InTransaction | Phase::Abortable(_) => {
+                Err(self.invalid("begin a transaction", "while one is open"))
+            }
+        }
+    }
+
+    /// Puts a record into the open batch of `partition` of `topic`, adding the
+    /// partition to the transaction first if it is new to it; appends the batch if it
+    /// is full (or `append_now`). Returns the record's batch outcome: the base offset
+    /// and log append time of its batch once appended, and its index in it.
+    pub(crate) fn push(
+        &self,
+        partition: &Partition,
+        topic: &str,
+        record: &super::ProducerRecord<'_>,
+        timestamp: i64,
+        append_now: bool,
+    ) -> Result<Option<Placed>> {
+        let mut st = self.state.lock();
+        self.check_in_transaction(&st, "send")?;
+        let key = (topic.to_string(), partition.index());
+        if !st.partitions.contains(&key) {
+            let request = AddPartitionsRequest {
+                transactional_id: self.transactional_id.clone(),
+                producer_id: st.ids.producer_id,
+                producer_epoch: st.ids.epoch,
+                partitions: [key.clone()].into(),
+                client_transaction_version: 0,
+            };
+            let txns = self.broker.transaction_coordinator();
+            if let Err(e) = self.retry(|| txns.add_partitions(&request)) {
+                let err = self.coordinator_error(&mut st, e);
+                return Err(match err {
+                    Error::ProducerFenced { .. } => err,
+                    e => self.fail(&mut st, e),
+                });
+            }
+            st.partitions.insert(key.clone());
+        }
+        let queued = self.queue(&mut st, partition, &key, record, timestamp);
+        if queued.full || append_now {
+            let appended = self.append(&mut st, &key)?;
+            return Ok(appended.map(|info| (info, queued.index)));
+        }
+        Ok(None)
+    }
+
+    fn queue(
+        &self,
+        st: &mut State,
+        partition: &Partition,
+        key: &(String, i32),
+        record: &super::ProducerRecord<'_>,
+        timestamp: i64,
+    ) -> Queued {
+        let compression = self.compression;
+        let open = st.open.entry(key.clone()).or_insert_with(|| Open {
+            partition: partition.clone(),
+            builder: BatchBuilder::new().compression(compression),
+            opened: Instant::now(),
+        });
+        let index = open.builder.len() as i32;
+        open.builder
+            .push(timestamp, record.key, record.value, record.headers);
+        Queued {
+            index,
+            full: open.builder.size_bytes() >= self.batch_size,
+        }
+    }
+
+    /// Appends the open batch of `key` as a transactional batch of the producer.
+    fn append(&self, st: &mut State, key: &(String, i32)) -> Result<Option<Appended>> {
+        let Some(mut open) = st.open.remove(key) else {
+            return Ok(None);
+        };
+        if open.builder.is_empty() {
+            return Ok(None);
+        }
+        let sequence = st.sequences.get(key).copied().unwrap_or(0);
+        let count = open.builder.len() as i32;
+        let mut builder = std::mem::take(&mut open.builder)
+            .producer(st.ids.producer_id, st.ids.epoch, sequence)
+            .attributes(TRANSACTIONAL_BIT);
+        let result = builder.finish_with(|bytes| open.partition.append_idempotent_at(bytes));
+        match result {
+            Ok((AppendOutcome::Appended(info), epoch)) => {
+                st.sequences
+                    .insert(key.clone(), sequence.wrapping_add(count) & i32::MAX);
+                Ok(Some(Appended {
+                    base_offset: info.base_offset,
+                    log_append_time: info.log_append_time,
+                    epoch,
+                }))
+            }
+            Ok((AppendOutcome::Duplicate(_), _)) => {
+                st.needs_bump = true;
+                Err(self.fail(
+                    st,
+                    Error::DuplicateSequence {
+                        partition: format!("{}-{}", key.0, key.1),
+                        producer_id: st.ids.producer_id,
+                        sequence,
+                    },
+                ))
+            }
+            Err(e) => {
+                st.needs_bump = true;
+                Err(self.fail(st, e))
+            }
+        }
+    }
+
+    /// Appends every open batch of the transaction.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if !matches!(st.phase, Phase::InTransaction) {
+            return Ok(());
+        }
+        self.flush_locked(&mut st)
+    }
+
+    /// The linger thread's part: appends the open batches older than `linger`. A
+    /// failure makes the transaction abortable (or the producer fenced), which the
+    /// next call reports.
+    pub(crate) fn append_older_than(&self, linger: Duration) {
+        let Some(mut st) = self.state.try_lock() else {
+            return; // a sender or a commit holds it: the next tick tries again
+        };
+        if !matches!(st.phase, Phase::InTransaction) {
+            return;
+        }
+        let due: Vec<(String, i32)> = st
+            .open
+            .iter()
+            .filter(|(_, o)| o.opened.elapsed() >= linger)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            if self.append(&mut st, &key).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn flush_locked(&self, st: &mut State) -> Result<()> {
+        let keys: Vec<(String, i32)> = st.open.keys().cloned().collect();
+        for key in keys {
+            self.append(st, &key)?;
+        }
+        Ok(())
+    }
+
+    /// AddOffsetsToTxn of the group, then TxnOffsetCommit of `offsets` (topic,
+    /// partition, next offset to read) with the member's identity: the offsets are
+    /// the group's once the transaction commits, dropped if it aborts.
+    pub(crate) fn send_offsets(
+        &self,
+        offsets: &[(String, i32, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        let mut st = self.state.lock();
+        self.check_in_transaction(&st, "send offsets")?;
+        if !st.groups.contains(&group.group_id) {
+            let count = self
+                .broker
+                .topic(OFFSETS_TOPIC)
+                .map(|t| t.partition_count())
+                .unwrap_or(1)
+                .max(1);
+            let offsets_partition = crate::transaction::log::partition_for(&group.group_id, count);
+            let txns = self.broker.transaction_coordinator();
+            let ids = st.ids;
+            let added =
+                self.retry(|| txns.add_offsets(&self.transactional_id, ids, offsets_partition, 0));
+            if let Err(e) = added {
+                let err = self.coordinator_error(&mut st, e);
+                return Err(self.fail(&mut st, err));
+            }
+            st.groups.insert(group.group_id.clone());
+        }
+        let request = TxnOffsetCommitRequest {
+            group_id: group.group_id.clone(),
+            producer_id: st.ids.producer_id,
+            producer_epoch: st.ids.epoch,
+            generation_id: group.generation_id,
+            member_id: group.member_id.clone(),
+            group_instance_id: group.group_instance_id.clone(),
+            offsets: offsets
+                .iter()
+                .map(|(topic, partition, offset)| CommitOffset {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                    leader_epoch: -1,
+                    metadata: None,
+                    commit_timestamp: None,
+                })
+                .collect(),
+        };
+        let refused = match self.broker.group_coordinator().txn_offset_commit(request) {
+            Ok(results) => results.into_iter().find_map(|r| r.result.err()),
+            Err(e) => Some(e),
+        };
+        match refused {
+            None => Ok(()),
+            Some(source) => {
+                let e = Error::Group {
+                    group: group.group_id.clone(),
+                    source,
+                };
+                Err(self.fail(&mut st, e))
+            }
+        }
+    }
+
+    /// Appends the open batches, then EndTxn(commit), and waits until the markers are
+    /// written. An error leaves the transaction abortable (or the producer fenced).
+    pub(crate) fn commit(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        self.check_in_transaction(&st, "commit the transaction")?;
+        self.flush_locked(&mut st)?;
+        if let Err(e) = self.end(&mut st, TxnResult::Commit) {
+            return Err(match e {
+                e @ Error::ProducerFenced { .. } => e,
+                e => self.fail(&mut st, e),
+            });
+        }
+        st.phase = Phase::Ready;
+        Ok(())
+    }
+
+    /// Drops the records not appended yet, then EndTxn(abort), and waits until the
+    /// markers are written; after a failed append the epoch is bumped (KIP-360), so
+    /// that the next transaction starts its sequences afresh.
+    pub(crate) fn abort(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match &st.phase {
+            Phase::InTransaction | Phase::Abortable(_) => {}
+            Phase::Fatal(e) => return Err(e.clone()),
+            Phase::Uninitialized => {
+                return Err(self.invalid("abort the transaction", "before init_transactions"));
+            }
+            Phase::Ready => {
+                return Err(self.invalid("abort the transaction", "outside a transaction"));
+            }
+        }
+        st.open.clear();
+        self.end(&mut st, TxnResult::Abort)?;
+        if std::mem::take(&mut st.needs_bump) {
+            let current = st.ids;
+            st.ids = self.init_producer_id(&mut st, Some(current))?;
+            st.sequences.clear();
+        }
+        st.phase = Phase::Ready;
+        Ok(())
+    }
+
+    /// EndTxn with `result` (nothing to do if no partition or group was added) and the
+    /// wait for its markers.
+    fn end(&self, st: &mut State, result: TxnResult) -> Result<()> {
+        if st.partitions.is_empty() && st.groups.is_empty() {
+            return Ok(());
+        }
+        let request = EndTxnRequest {
+            transactional_id: self.transactional_id.clone(),
+            producer_id: st.ids.producer_id,
+            producer_epoch: st.ids.epoch,
+            result,
+            client_transaction_version: 0,
+        };
+        let txns = self.broker.transaction_coordinator();
+        let new_id = || self.broker.new_in_process_producer_id();
+        self.retry(|| txns.end_txn(&request, &new_id))
+            .map_err(|e| self.coordinator_error(st, e))?;
+        self.wait_markers(st)?;
+        st.partitions.clear();
+        st.groups.clear();
+        Ok(())
+    }
+
+    /// Waits until the coordinator wrote every marker of the transaction (the id is
+    /// no longer in PrepareCommit or PrepareAbort), for at most [`MAX_BLOCK`].
+    fn wait_markers(&self, st: &mut State) -> Result<()> {
+        let txns = self.broker.transaction_coordinator();
+        let deadline = Instant::now() + MAX_BLOCK;
+        loop {
+            let m = txns
+                .describe(&self.transactional_id)
+                .map_err(|e| self.coordinator_error(st, e))?;
+            if m.producer_epoch != st.ids.epoch || m.producer_id != st.ids.producer_id {
+                return Err(self.fenced(st.ids));
+            }
+            if !matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "transactional id {:?}: the markers of the transaction were not written within {MAX_BLOCK:?}",
+                    self.transactional_id
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Broker;
+    use crate::config::TopicConfig;
+    use crate::producer::{Producer, ProducerRecord};
+
+    #[cfg(feature = "server")]
+    mod cluster {
+        use std::sync::Arc;
+
+        use crate::broker::TopicAuthority;
+        use crate::config::TopicConfig;
+        use crate::producer::Producer;
+        use crate::{Broker, Error, Result};
+
+        /// A cluster whose metadata nobody serves: enough to make the broker a cluster
+        /// node.
+        struct NoCluster;
+
+        impl TopicAuthority for NoCluster {
+            fn create_topic(&self, name: &str, _: i32, _: &TopicConfig) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn delete_topic(&self, name: &str) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn add_partitions(&self, name: &str, _: i32) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+            fn alter_topic_config(&self, name: &str, _: &TopicConfig) -> Result<()> {
+                Err(Error::UnknownTopic(name.into()))
+            }
+        }
+
+        #[test]
+        fn a_cluster_node_without_a_local_coordinator_refuses_init_transactions() {
+            let dir = tempfile::tempdir().expect("dir");
+            let broker = Broker::open(dir.path()).expect("broker");
+            broker.attach_cluster(Arc::new(NoCluster)).expect("attach");
+            let p = Producer::builder(&broker)
+                .transactional_id("remote")
+                .build()
+                .expect("producer");
+            match p.init_transactions() {
+                Err(Error::InvalidConfig { key, .. }) => assert_eq!(key, "transactional.id"),
+                Err(Error::Transaction {
+                    transactional_id,
+                    source: crate::error::TxnError::NotCoordinator,
+                }) => assert_eq!(transactional_id, "remote"),
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn in_process_producer_ids_are_never_handed_out_twice() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let first = broker.new_in_process_producer_id().expect("id");
+        assert_eq!(first, 1 << 62, "a range of their own");
+        assert_eq!(broker.new_in_process_producer_id().expect("id"), first + 1);
+        broker.close().expect("close");
+        let broker = Broker::open(dir.path()).expect("broker");
+        let after = broker.new_in_process_producer_id().expect("id");
+        assert!(after > first + 1, "{after} after a reopen");
+    }
+
+    #[test]
+    fn the_linger_thread_appends_a_transactions_batches() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker
+            .create_topic("t", 1, TopicConfig::new())
+            .expect("topic");
+        let p = Producer::builder(&broker)
+            .transactional_id("linger")
+            .linger(std::time::Duration::from_millis(5))
+            .build()
+            .expect("producer");
+        p.init_transactions().expect("init");
+        p.begin_transaction().expect("begin");
+        p.send_nowait("t", ProducerRecord::new(b"v")).expect("send");
+        let part = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("part");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while part.log_end_offset() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(part.log_end_offset(), 1, "appended before the commit");
+        assert_eq!(
+            part.log().last_stable_offset().expect("lso"),
+            0,
+            "still open"
+        );
+        p.commit_transaction().expect("commit");
+        assert_eq!(part.log().last_stable_offset().expect("lso"), 2);
+    }
+
+    #[test]
+    fn threads_send_into_one_transaction() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker
+            .create_topic("t", 2, TopicConfig::new())
+            .expect("topic");
+        let p = Producer::builder(&broker)
+            .transactional_id("threads")
+            .batch_size(256)
+            .build()
+            .expect("producer");
+        p.init_transactions().expect("init");
+        p.begin_transaction().expect("begin");
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    for i in 0..100u8 {
+                        let v = [t, i];
+                        let r = ProducerRecord::new(&v).partition(i32::from(i % 2));
+                        if i % 3 == 0 {
+                            let m = p.send_async("t", r).expect("send").wait().expect("wait");
+                            assert!(m.offset >= 0);
+                        } else {
+                            p.send_nowait("t", r).expect("send");
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().expect("thread"));
+        p.commit_transaction().expect("commit");
+        let ends: i64 = (0..2)
+            .map(|i| {
+                let part = broker
+                    .topic("t")
+                    .and_then(|t| t.partition(i))
+                    .expect("part");
+                assert_eq!(
+                    part.log().last_stable_offset().expect("lso"),
+                    part.log_end_offset()
+                );
+                part.log_end_offset()
+            })
+            .sum();
+        assert!(ends > 400, "400 records and 2 markers, {ends}");
+        let records: usize = (0..2)
+            .map(|i| {
+                let part = broker
+                    .topic("t")
+                    .and_then(|t| t.partition(i))
+                    .expect("part");
+                let slice = part.read(0, 1 << 20).expect("read");
+                slice
+                    .batches()
+                    .filter(|b| !b.is_control())
+                    .map(|b| {
+                        assert!(b.is_transactional());
+                        b.records().count()
+                    })
+                    .sum::<usize>()
+            })
+            .sum();
+        assert_eq!(records, 400);
+    }
+}
