@@ -338,7 +338,10 @@ fn a_failed_coordinator_load_is_retried() {
 
 #[test]
 fn a_slow_truncation_does_not_hold_up_the_metadata() {
-    let mut c = TestCluster::new(3, 1024);
+    // A lag long enough that no ISR change of "a" comes while its truncation is held:
+    // a change of the partition itself waits for its truncation (as it must), and this
+    // test holds the truncation until the end, where a slow disk would finish it.
+    let mut c = TestCluster::with_lag(3, 1024, Duration::from_secs(120));
     c.wait_settled();
     create(&c, "a", 1, vec![]);
     let old = leader_index(&c, "a", 0);
