@@ -45,6 +45,9 @@ use crate::coordinator::{
 };
 use crate::error::{Error, Result};
 
+/// Topic partitions, as an assignment lists them.
+type Partitions = Vec<(String, i32)>;
+
 #[path = "member_consumer_protocol.rs"]
 mod consumer_protocol;
 
@@ -694,13 +697,28 @@ impl GroupConsumer {
     /// (committing them first) and adds the new ones. If any were revoked, the member
     /// rejoins at once so that their new owner gets them in the follow-up rebalance.
     fn apply_incremental(&mut self, list: &[(String, i32)]) -> Result<()> {
+        let (revoked, added) = self.revoke_for(list);
+        self.state = if revoked.is_empty() {
+            MemberState::Stable
+        } else {
+            MemberState::Unjoined
+        };
+        self.fetcher.update_assignment(list)?;
+        self.notify_assigned(&added);
+        Ok(())
+    }
+
+    /// Splits the move from the current assignment to `list` into the partitions revoked
+    /// and those added, and revokes the first (committing them first if auto-commit is
+    /// on, then the listener). Both protocols reconcile incrementally through this.
+    pub(super) fn revoke_for(&mut self, list: &[(String, i32)]) -> (Partitions, Partitions) {
         let current = self.assignment();
-        let revoked: Vec<(String, i32)> = current
+        let revoked: Partitions = current
             .iter()
             .filter(|tp| !list.contains(tp))
             .cloned()
             .collect();
-        let added: Vec<(String, i32)> = list
+        let added: Partitions = list
             .iter()
             .filter(|tp| !current.contains(tp))
             .cloned()
@@ -711,14 +729,7 @@ impl GroupConsumer {
             }
             self.notify_revoked(&revoked);
         }
-        self.state = if revoked.is_empty() {
-            MemberState::Stable
-        } else {
-            MemberState::Unjoined
-        };
-        self.fetcher.update_assignment(list)?;
-        self.notify_assigned(&added);
-        Ok(())
+        (revoked, added)
     }
 
     /// Gives up the assignment before rejoining: auto-commit (if `commit`), listener,

@@ -120,22 +120,8 @@ impl GroupConsumer {
     /// Applies an assignment: revokes what it no longer has (committing it first if
     /// auto-commit is on), adds what it gains.
     fn reconcile(&mut self, list: &[(String, i32)]) {
-        let current = self.assignment();
-        let revoked: Vec<(String, i32)> = current
-            .iter()
-            .filter(|tp| !list.contains(tp))
-            .cloned()
-            .collect();
-        let added: Vec<(String, i32)> = list
-            .iter()
-            .filter(|tp| !current.contains(tp))
-            .cloned()
-            .collect();
+        let (revoked, added) = self.revoke_for(list);
         if !revoked.is_empty() {
-            if self.config.enable_auto_commit {
-                let _ = self.commit_current();
-            }
-            self.notify_revoked(&revoked);
             // Acknowledge the revocation on the next poll, without waiting out the
             // heartbeat interval.
             self.last_heartbeat = Instant::now() - self.config.heartbeat_interval;
