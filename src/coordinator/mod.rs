@@ -78,12 +78,17 @@ mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
+mod share_partition;
+#[cfg(test)]
+mod tests_share;
 mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
 pub use crate::config::CoordinatorConfig;
+pub use crate::config::ShareConfig;
 pub use crate::error::GroupError;
+pub use crate::error::{RecordState, ShareError};
 pub use consumer_group::{
     ConsumerGroup, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, TopicsImage, validate_heartbeat,
 };
@@ -95,6 +100,9 @@ pub use consumer_types::{
 };
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
+pub use share_partition::{
+    AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
+};
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
