@@ -79,6 +79,8 @@ pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
 mod share_partition;
+mod share_records;
+mod share_shell;
 #[cfg(test)]
 mod tests_share;
 mod txn_offsets;
@@ -103,6 +105,8 @@ pub use offsets::JournalRecord;
 pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };
+pub use share_records::SHARE_GROUP_STATE_TOPIC;
+pub use share_shell::{ShareCoordinator, ShareJournal, ShareMemberDescription};
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
