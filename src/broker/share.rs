@@ -92,7 +92,12 @@ mod tests {
     /// 4 rejected, 5 released, the rest held.
     fn work(share: &ShareCoordinator, member: &str) {
         let now = Instant::now();
-        assert_eq!(share.fetch_offset("g", "t", 0, 0, 0).unwrap(), 0);
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            0
+        );
         let all: Vec<i64> = (0..10).collect();
         let got = share
             .acquire("g", member, "t", 0, &all, 10, 100, now)
@@ -120,7 +125,12 @@ mod tests {
             share.record_state("g", "t", 0, 9),
             Some((RecordState::Available, 1))
         );
-        assert_eq!(share.fetch_offset("g", "t", 0, 0, 0).unwrap(), 5);
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            5
+        );
         let again = share
             .acquire(
                 "g",
@@ -181,7 +191,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open(dir.path(), 500);
         let share = broker.share_coordinator().unwrap();
-        assert_eq!(share.fetch_offset("g", "t", 0, 0, 0).unwrap(), 0);
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            0
+        );
         let now = Instant::now();
         share
             .acquire("g", "m", "t", 0, &[0, 1], 2, 10, now)

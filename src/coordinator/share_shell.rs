@@ -267,7 +267,7 @@ impl ShareCoordinator {
     /// record in flight, else its end offset. A share-partition seen for the first time
     /// starts at `initial` (the log's start or end offset, as `share.auto.offset.reset`
     /// says), written to the journal as its first snapshot; records the log no longer
-    /// has (before `log_start`) are passed over.
+    /// has (before `log_start`) are passed over, and locks expired by `now` end.
     pub fn fetch_offset(
         &self,
         group: &str,
@@ -275,12 +275,14 @@ impl ShareCoordinator {
         partition: i32,
         log_start: i64,
         initial: i64,
+        now: Instant,
     ) -> Result<i64> {
         let mut inner = self.inner.lock();
         let k = self.initialize(&mut inner, group, topic, partition, initial)?;
-        if inner.partitions[&k].partition.start_offset() < log_start {
-            self.change(&mut inner, &k, |p| p.skip_to(log_start))?;
-        }
+        self.change(&mut inner, &k, |p| {
+            p.expire_locks(now);
+            p.skip_to(log_start);
+        })?;
         Ok(inner.partitions[&k].partition.fetch_offset())
     }
 
