@@ -104,6 +104,9 @@ enum Held {
 
 type RecordKey = (Arc<str>, i32, i64);
 
+/// Acknowledgements to send, by (topic, partition).
+type Acks = BTreeMap<(Arc<str>, i32), Vec<(i64, AcknowledgeType)>>;
+
 /// A member of a share group (Kafka's `KafkaShareConsumer`).
 ///
 /// `poll` hands out records this member acquired; each must be acknowledged with
@@ -261,8 +264,7 @@ impl ShareConsumer {
     pub fn commit_sync(&mut self) -> Result<()> {
         self.check_open()?;
         let implicit = !self.explicit;
-        let mut by_partition: BTreeMap<(Arc<str>, i32), Vec<(i64, AcknowledgeType)>> =
-            BTreeMap::new();
+        let mut by_partition = Acks::new();
         let mut keep = BTreeMap::new();
         for ((topic, partition, offset), h) in std::mem::take(&mut self.held) {
             let kind = match h {
@@ -298,7 +300,7 @@ impl ShareConsumer {
         sent
     }
 
-    fn send(&mut self, acks: BTreeMap<(Arc<str>, i32), Vec<(i64, AcknowledgeType)>>) -> Result<()> {
+    fn send(&mut self, acks: Acks) -> Result<()> {
         if acks.is_empty() {
             return Ok(());
         }
