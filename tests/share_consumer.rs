@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use tidelog::coordinator::{RecordState, ShareConfig, ShareError};
 use tidelog::{
-    AcknowledgeType, Broker, Error, OffsetReset, Producer, ProducerRecord, ShareConsumer,
-    ShareConsumerConfig, ShareRecord, TopicConfig,
+    AcknowledgeType, Broker, Consumer, ConsumerConfig, Error, OffsetReset, Producer,
+    ProducerRecord, ShareConsumer, ShareConsumerConfig, ShareRecord, TopicConfig,
 };
 
 const LOCK: Duration = Duration::from_millis(400);
@@ -299,4 +299,48 @@ fn accepted_records_stay_accepted_after_the_broker_reopens() {
     // Accepted (implicitly) with the next poll, which finds nothing more.
     assert!(c.poll(Duration::from_millis(200)).unwrap().is_empty());
     assert_eq!(share.start_offset("g", "q", 0), Some(10));
+}
+
+#[test]
+fn the_coordinator_lists_share_groups_and_their_members() {
+    let (_dir, broker) = setup(5, 0);
+    let a = consumer(&broker);
+    let b = ShareConsumer::new(
+        &broker,
+        ShareConsumerConfig::new("g", &["q"]).client_id("worker-b"),
+    )
+    .unwrap();
+    let share = broker.share_coordinator().unwrap();
+    assert_eq!(share.list_groups(), vec!["g".to_string()]);
+    let members = share.describe("g");
+    let ids: BTreeSet<&str> = members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(ids, BTreeSet::from([a.member_id(), b.member_id()]));
+    assert!(
+        members
+            .iter()
+            .any(|m| m.client_id == "worker-b" && m.topics == ["q"])
+    );
+    drop(a);
+    assert_eq!(share.describe("g").len(), 1, "a left when dropped");
+}
+
+#[test]
+fn a_consumer_groups_id_is_not_a_share_groups() {
+    let (_dir, broker) = setup(5, 0);
+    let mut classic = Consumer::new(&broker, ConsumerConfig::default().group_id("classic"));
+    classic.assign(&[("q", 0)]).unwrap();
+    classic.commit_offsets(&[("q", 0, 0)]).unwrap();
+    let err = ShareConsumer::new(&broker, ShareConsumerConfig::new("classic", &["q"])).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Share {
+                source: ShareError::NotShareGroup,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = ShareConsumer::new(&broker, ShareConsumerConfig::new("g", &["missing"])).unwrap_err();
+    assert!(matches!(err, Error::UnknownTopic(_)), "{err:?}");
 }

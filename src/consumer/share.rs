@@ -159,10 +159,25 @@ impl std::fmt::Debug for ShareConsumer {
 
 impl ShareConsumer {
     /// Joins the share group of `config` on `broker` (making `__share_group_state` on
-    /// first use). The topics must exist.
+    /// first use). The topics must exist, and the group id must not be a classic or
+    /// consumer group's ([`ShareError::NotShareGroup`]).
     pub fn new(broker: &Broker, config: ShareConsumerConfig) -> Result<ShareConsumer> {
         for t in &config.topics {
             broker.registered_topic(t)?;
+        }
+        // A group id names one kind of group (Kafka refuses a share member of a
+        // classic or consumer group).
+        if broker
+            .group_coordinator()
+            .group_type(&config.group_id)
+            .is_some()
+        {
+            return Err(Error::Share {
+                group: config.group_id.clone(),
+                topic: config.topics.first().cloned().unwrap_or_default(),
+                partition: -1,
+                source: ShareError::NotShareGroup,
+            });
         }
         let share = broker.share_coordinator()?;
         let member_id = share.join(&config.group_id, &config.topics, &config.client_id)?;

@@ -356,29 +356,6 @@ impl ShareCoordinator {
             .map(|e| e.partition.start_offset())
     }
 
-    /// The share-partitions of `group`, as (topic, partition, start offset).
-    pub fn group_partitions(&self, group: &str) -> Vec<(String, i32, i64)> {
-        let inner = self.inner.lock();
-        let mut out: Vec<(String, i32, i64)> = inner
-            .partitions
-            .iter()
-            .filter(|(k, _)| k.group == group)
-            .map(|(k, e)| (e.topic.clone(), k.partition, e.partition.start_offset()))
-            .collect();
-        out.sort();
-        out
-    }
-
-    /// When the next acquisition lock of any share-partition expires.
-    pub fn next_lock_expiry(&self) -> Option<Instant> {
-        let inner = self.inner.lock();
-        inner
-            .partitions
-            .values()
-            .filter_map(|e| e.partition.next_lock_expiry())
-            .min()
-    }
-
     fn known(inner: &Inner, group: &str, topic: &str, partition: i32) -> Result<ShareKey> {
         let k = key(group, topic, partition);
         if inner.partitions.contains_key(&k) {
