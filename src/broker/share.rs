@@ -26,7 +26,7 @@ impl Broker {
     /// let share = broker.share_coordinator()?;
     /// assert!(share.list_groups().is_empty());
     /// assert!(broker.topic("__share_group_state").is_ok());
-    /// # Ok::<(), tidelog::Error>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn share_coordinator(&self) -> Result<&ShareCoordinator> {
         self.ensure_share_state()?;

@@ -132,7 +132,7 @@ type Acks = BTreeMap<(Arc<str>, i32), Vec<(i64, AcknowledgeType)>>;
 /// assert_eq!(records.len(), 1);
 /// worker.acknowledge(&records[0], AcknowledgeType::Accept)?;
 /// worker.commit_sync()?;
-/// # Ok::<(), tidelog::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShareConsumer {
     broker: Broker,
