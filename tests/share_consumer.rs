@@ -344,3 +344,26 @@ fn a_consumer_groups_id_is_not_a_share_groups() {
     let err = ShareConsumer::new(&broker, ShareConsumerConfig::new("g", &["missing"])).unwrap_err();
     assert!(matches!(err, Error::UnknownTopic(_)), "{err:?}");
 }
+
+#[test]
+fn records_deleted_from_the_log_are_passed_over() {
+    let (_dir, broker) = setup(5, 10);
+    let mut c = consumer(&broker);
+    let records = poll_n(&mut c, 10, Duration::from_secs(5));
+    for r in &records {
+        if r.offset < 3 {
+            c.acknowledge(r, AcknowledgeType::Release).unwrap();
+        } else {
+            c.acknowledge(r, AcknowledgeType::Accept).unwrap();
+        }
+    }
+    c.commit_sync().unwrap();
+    // Offsets 0..3 are available again, but DeleteRecords removes 0..2.
+    let p = broker.topic("q").unwrap().partition(0).unwrap();
+    p.delete_records_before(2).unwrap();
+    let again = poll_n(&mut c, 1, Duration::from_secs(5));
+    assert_eq!(offsets(&again), vec![2]);
+    let share = broker.share_coordinator().unwrap();
+    assert_eq!(share.start_offset("g", "q", 0), Some(2));
+    assert_eq!(share.record_state("g", "q", 0, 0), None);
+}
