@@ -174,6 +174,8 @@ pub struct BrokerConfig {
     pub coordinator: CoordinatorConfig,
     /// Transaction coordinator settings (Kafka `transaction.*`).
     pub transaction: TransactionConfig,
+    /// Share group settings (Kafka `group.share.*`, `share.coordinator.*`).
+    pub share: ShareConfig,
     /// Partitions of a topic created implicitly (Kafka `num.partitions`). Default 1.
     pub default_partitions: i32,
     /// Create unknown topics on first use by a producer (Kafka
@@ -198,6 +200,7 @@ impl Default for BrokerConfig {
             retention_check_interval: Duration::from_secs(300),
             coordinator: CoordinatorConfig::default(),
             transaction: TransactionConfig::default(),
+            share: ShareConfig::default(),
             default_partitions: 1,
             auto_create_topics: false,
             max_partitions: crate::storage::StorageLimits::default().partitions_that_fit(),
@@ -300,6 +303,49 @@ impl Default for TransactionConfig {
             transactional_id_expiration: Duration::from_millis(604_800_000),
             abort_timed_out_interval: Duration::from_secs(10),
             remove_expired_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Settings of share groups (KIP-932) and their share coordinator. Defaults are Kafka's.
+#[derive(Debug, Clone)]
+pub struct ShareConfig {
+    /// How long a member holds a record it acquired before the record becomes
+    /// available to the group again (`group.share.record.lock.duration.ms`). Default 30 s.
+    pub record_lock_duration: Duration,
+    /// How many times a record is delivered at most: released or expired at this
+    /// count, it is archived instead of made available (`group.share.delivery.count.limit`).
+    /// Default 5.
+    pub delivery_count_limit: i16,
+    /// Most records in flight (acquired, available again, or acknowledged above the
+    /// start offset) of one share-partition
+    /// (`group.share.partition.max.record.locks`). Default 200.
+    pub partition_max_record_locks: usize,
+    /// How long a member of a share group stays without a heartbeat before it is
+    /// removed and its records released (`group.share.session.timeout.ms`). Default 45 s.
+    pub session_timeout: Duration,
+    /// How often members of a share group are told to heartbeat
+    /// (`group.share.heartbeat.interval.ms`). Default 5 s.
+    pub heartbeat_interval: Duration,
+    /// Partitions of the internal topic `__share_group_state`, made on first use
+    /// (`share.coordinator.state.topic.num.partitions`). Default 50.
+    pub state_topic_partitions: i32,
+    /// Update records written for a share-partition before its state is written whole
+    /// again as a snapshot (`share.coordinator.snapshot.update.records.per.snapshot`).
+    /// Default 500.
+    pub snapshot_update_records_per_snapshot: u32,
+}
+
+impl Default for ShareConfig {
+    fn default() -> Self {
+        ShareConfig {
+            record_lock_duration: Duration::from_millis(30_000),
+            delivery_count_limit: 5,
+            partition_max_record_locks: 200,
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(5_000),
+            state_topic_partitions: 50,
+            snapshot_update_records_per_snapshot: 500,
         }
     }
 }

@@ -72,8 +72,9 @@ pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, GroupConfig,
-    GroupConsumer, IsolationLevel, OffsetReset,
+    GroupConsumer, IsolationLevel, OffsetReset, ShareConsumer, ShareConsumerConfig, ShareRecord,
 };
+pub use coordinator::AcknowledgeType;
 pub use error::{Error, Result};
 pub use producer::{
     Acks, ConsumerGroupMetadata, DeliveryReceipt, Durability, Producer, ProducerBuilder,

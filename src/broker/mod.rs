@@ -22,6 +22,7 @@
 //!   used, and each partition directory holds Kafka's `partition.metadata` (topic id).
 
 mod metrics;
+mod share;
 mod transactions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -103,6 +104,10 @@ struct BrokerInner {
     transactions: crate::transaction::TransactionCoordinator,
     /// Serializes the first use of `__transaction_state`.
     txn_setup: Mutex<()>,
+    /// The share coordinator (KIP-932); its `__share_group_state` is made on first use.
+    share: crate::coordinator::ShareCoordinator,
+    /// Held while `__share_group_state` is made and loaded.
+    share_setup: Mutex<()>,
     /// The next and the first unreserved producer id of in-process transactional
     /// producers (`broker/transactions.rs`), once read.
     in_process_ids: Mutex<Option<(i64, i64)>>,
@@ -685,6 +690,7 @@ impl Broker {
             }
         };
         let coordinator = GroupCoordinator::new(config.coordinator.clone());
+        let share = crate::coordinator::ShareCoordinator::new(config.share.clone());
         let transactions =
             crate::transaction::TransactionCoordinator::new(config.transaction.clone());
         let broker = Broker {
@@ -696,6 +702,8 @@ impl Broker {
                 admin: Mutex::new(()),
                 transactions,
                 txn_setup: Mutex::new(()),
+                share,
+                share_setup: Mutex::new(()),
                 in_process_ids: Mutex::new(None),
                 coordinator,
                 closed: AtomicBool::new(false),
@@ -748,6 +756,12 @@ impl Broker {
             // next transactional request.
             if self.registered_topic(TRANSACTION_STATE_TOPIC).is_ok() {
                 self.ensure_transaction_state()?;
+            }
+            if self
+                .registered_topic(crate::coordinator::SHARE_GROUP_STATE_TOPIC)
+                .is_ok()
+            {
+                self.ensure_share_state()?;
             }
         }
         // OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not

@@ -13,10 +13,15 @@
 //!   [`Subscription`] and [`Assignment`] they exchange through the coordinator (Kafka's
 //!   `ConsumerProtocol`).
 //!
+//! - [`ShareConsumer`], a member of a share group (KIP-932, "queues for Kafka"):
+//!   any number of them read the same partitions, each record acquired by one of them
+//!   at a time and acknowledged on its own ([`ShareConsumerConfig`], [`ShareRecord`]).
+//!
 //! The group coordinator the members talk to is [`crate::coordinator`].
 
 mod assignor;
 mod member;
+mod share;
 mod standalone;
 
 pub use assignor::{
@@ -26,6 +31,7 @@ pub use assignor::{
 #[allow(deprecated)]
 pub use member::ConsumerGroup;
 pub use member::{GroupConfig, GroupConsumer, GroupProtocol, RebalanceContext, RebalanceListener};
+pub use share::{ShareConsumer, ShareConsumerConfig, ShareRecord};
 pub use standalone::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
     OffsetReset,

@@ -109,7 +109,7 @@ pub(crate) fn key(kind: i16, group: &str, member: Option<&str>) -> Vec<u8> {
     out
 }
 
-fn uvarint(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn uvarint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -129,12 +129,12 @@ fn compact_nullable_str(out: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
-fn compact_len(out: &mut Vec<u8>, n: usize) {
+pub(super) fn compact_len(out: &mut Vec<u8>, n: usize) {
     uvarint(out, n as u64 + 1);
 }
 
 /// An empty tagged-fields section.
-fn no_tags(out: &mut Vec<u8>) {
+pub(super) fn no_tags(out: &mut Vec<u8>) {
     out.push(0);
 }
 
@@ -192,7 +192,8 @@ pub(crate) fn encode(v: &Value) -> Vec<u8> {
 }
 
 /// Reads Kafka's flexible encoding.
-struct Flex<'a>(Reader<'a>);
+/// A reader of Kafka's flexible encoding (also of `__share_group_state` records).
+pub(super) struct Flex<'a>(pub(super) Reader<'a>);
 
 impl Flex<'_> {
     fn uvarint(&mut self) -> Result<u64> {
@@ -227,7 +228,7 @@ impl Flex<'_> {
     fn string(&mut self) -> Result<String> {
         Ok(self.nullable_str()?.unwrap_or_default())
     }
-    fn array(&mut self) -> Result<usize> {
+    pub(super) fn array(&mut self) -> Result<usize> {
         let n = self.len()?.unwrap_or(0);
         // Every element takes at least one byte: refuse counts the input cannot hold.
         if n > self.0.remaining() {
@@ -237,13 +238,13 @@ impl Flex<'_> {
         }
         Ok(n)
     }
-    fn id(&mut self) -> Result<TopicId> {
+    pub(super) fn id(&mut self) -> Result<TopicId> {
         let mut id = [0u8; 16];
         id.copy_from_slice(self.0.take(16)?);
         Ok(id)
     }
     /// Skips a tagged-fields section (fields of later versions are ignored).
-    fn tags(&mut self) -> Result<()> {
+    pub(super) fn tags(&mut self) -> Result<()> {
         for _ in 0..self.uvarint()? {
             self.uvarint()?;
             let n = usize::try_from(self.uvarint()?).map_err(|_| self.0.err("tag overflows"))?;

@@ -78,12 +78,19 @@ mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
+mod share_partition;
+mod share_records;
+mod share_shell;
+#[cfg(test)]
+mod tests_share;
 mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
 pub use crate::config::CoordinatorConfig;
+pub use crate::config::ShareConfig;
 pub use crate::error::GroupError;
+pub use crate::error::{RecordState, ShareError};
 pub use consumer_group::{
     ConsumerGroup, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, TopicsImage, validate_heartbeat,
 };
@@ -95,6 +102,11 @@ pub use consumer_types::{
 };
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
+pub use share_partition::{
+    AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
+};
+pub use share_records::SHARE_GROUP_STATE_TOPIC;
+pub use share_shell::{ShareCoordinator, ShareJournal, ShareMemberDescription};
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,

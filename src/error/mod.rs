@@ -9,6 +9,7 @@ mod admin;
 #[cfg(feature = "server")]
 mod authorization;
 mod group;
+mod share;
 mod transaction;
 
 #[cfg(feature = "server")]
@@ -18,6 +19,7 @@ pub use admin::{AdminError, ErrorCode, Resource, TopicPartition};
 #[cfg(feature = "server")]
 pub use authorization::{AclOperation, AclPermission, PatternType, ResourceType};
 pub use group::GroupError;
+pub use share::{RecordState, ShareError};
 pub use transaction::{TxnError, TxnState};
 
 use std::io;
@@ -167,6 +169,21 @@ pub enum Error {
         /// The coordinator's refusal.
         #[source]
         source: TxnError,
+    },
+
+    /// A share group (KIP-932) refused an operation on one of its share-partitions:
+    /// an acknowledgement of a record the member does not hold, an unknown member.
+    #[error("share group {group:?}, {topic}-{partition}: {source}")]
+    Share {
+        /// The share group id.
+        group: String,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The refusal.
+        #[source]
+        source: ShareError,
     },
 
     /// A newer instance of a transactional producer (the same `transactional.id`,

@@ -2,7 +2,7 @@
 //! the one place they are mapped (the layers below never see a number).
 
 use crate::coordinator::GroupError;
-use crate::error::Error;
+use crate::error::{Error, ShareError};
 use crate::transaction::TxnError;
 
 /// A typed refusal with Kafka's numeric error code on the wire.
@@ -46,6 +46,19 @@ impl KafkaCode for GroupError {
                 Error::Timeout(_) => 7,
                 _ => 56,
             },
+        }
+    }
+}
+
+impl KafkaCode for ShareError {
+    fn code(&self) -> i16 {
+        match self {
+            ShareError::InvalidRecordState { .. } => 121,
+            ShareError::UnknownMember(_) => 25,
+            ShareError::FencedMemberEpoch { .. } => 110,
+            // Kafka's coordinator: "group ... is not a share group" (GROUP_ID_NOT_FOUND).
+            ShareError::NotShareGroup => 69,
+            ShareError::InvalidRequest(_) => 42,
         }
     }
 }
@@ -119,6 +132,41 @@ mod tests {
         assert_eq!(GroupError::FencedInstanceId("i".into()).code(), 82);
         let io = Error::io("append", "x", std::io::Error::other("disk"));
         assert_eq!(GroupError::Journal(Arc::new(io)).code(), 56);
+    }
+
+    #[test]
+    fn share_codes_are_kafkas() {
+        use kafka_protocol::ResponseError as R;
+        let cases = [
+            (
+                ShareError::InvalidRecordState {
+                    offset: 1,
+                    state: None,
+                    reason: "x".into(),
+                },
+                R::InvalidRecordState,
+            ),
+            (ShareError::UnknownMember("m".into()), R::UnknownMemberId),
+            (
+                ShareError::FencedMemberEpoch {
+                    given: 1,
+                    current: 2,
+                },
+                R::FencedMemberEpoch,
+            ),
+            (ShareError::NotShareGroup, R::GroupIdNotFound),
+            (ShareError::InvalidRequest("x".into()), R::InvalidRequest),
+        ];
+        for (error, kafka) in cases {
+            assert_eq!(error.code(), kafka.code(), "{error:?}");
+        }
+        let e = Error::Share {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+            source: ShareError::UnknownMember("m".into()),
+        };
+        assert_eq!(crate::server::api::error_code(&e), 25);
     }
 
     #[test]

@@ -710,6 +710,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidConfig { .. } => R::InvalidConfig,
         Error::Group { source, .. } => return source.code(),
         Error::Transaction { source, .. } => return source.code(),
+        Error::Share { source, .. } => return source.code(),
         Error::Timeout(_) => R::RequestTimedOut,
         Error::Io { .. } | Error::Poisoned { .. } => R::KafkaStorageError,
         Error::Closed(_) => R::NotLeaderOrFollower,

@@ -1,0 +1,214 @@
+//! The broker's side of share groups (KIP-932): its share coordinator, and the internal
+//! topic `__share_group_state` made on first use (as Kafka does).
+
+use super::{Broker, BrokerBuilder};
+use crate::config::{ShareConfig, TopicConfig};
+use crate::coordinator::{SHARE_GROUP_STATE_TOPIC, ShareCoordinator};
+use crate::error::{Error, Result};
+use crate::storage::CleanupPolicy;
+
+impl BrokerBuilder {
+    /// Share group settings (Kafka's `group.share.*` and `share.coordinator.*`).
+    /// Default: [`ShareConfig::default`], Kafka's defaults.
+    pub fn share(mut self, config: ShareConfig) -> Self {
+        self.config.share = config;
+        self
+    }
+}
+
+impl Broker {
+    /// The share coordinator, with `__share_group_state` made and loaded unless done
+    /// (what the first share consumer of a data directory does).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = tidelog::Broker::open(dir.path())?;
+    /// let share = broker.share_coordinator()?;
+    /// assert!(share.list_groups().is_empty());
+    /// assert!(broker.topic("__share_group_state").is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn share_coordinator(&self) -> Result<&ShareCoordinator> {
+        self.ensure_share_state()?;
+        Ok(&self.inner.share)
+    }
+
+    /// Makes `__share_group_state` (`share.coordinator.state.topic.num.partitions`
+    /// partitions; cleanup policy `delete` with no retention: the coordinator deletes
+    /// what no share-partition needs any more) unless it exists, and loads it into the
+    /// share coordinator. Cheap once done.
+    pub(crate) fn ensure_share_state(&self) -> Result<()> {
+        let share = &self.inner.share;
+        if share.is_loaded() {
+            return Ok(());
+        }
+        if self.is_cluster_node() {
+            return Err(Error::InvalidConfig {
+                key: "group.share.enable".into(),
+                reason: "share groups are served by single nodes: on a cluster node __share_group_state would be made through the controller, which does not do it yet".into(),
+            });
+        }
+        let _once = self.inner.share_setup.lock();
+        if share.is_loaded() {
+            return Ok(());
+        }
+        let topic = match self.registered_topic(SHARE_GROUP_STATE_TOPIC) {
+            Ok(t) => t,
+            Err(_) => self.create_topic_inner(
+                SHARE_GROUP_STATE_TOPIC,
+                self.inner.config.share.state_topic_partitions.max(1),
+                TopicConfig::new()
+                    .cleanup_policy(CleanupPolicy::Delete)
+                    .retention(None)
+                    .retention_bytes(None),
+                true,
+            )?,
+        };
+        share.load(&topic.partitions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::coordinator::AcknowledgeType::{Accept, Reject, Release};
+    use crate::error::RecordState;
+
+    fn open(dir: &std::path::Path, per_snapshot: u32) -> Broker {
+        Broker::builder(dir)
+            .share(ShareConfig {
+                state_topic_partitions: 3,
+                snapshot_update_records_per_snapshot: per_snapshot,
+                record_lock_duration: Duration::from_secs(60),
+                ..ShareConfig::default()
+            })
+            .open()
+            .unwrap()
+    }
+
+    /// Acquires offsets 0..10 of t-0 for `member` and acknowledges: 0..4 accepted,
+    /// 4 rejected, 5 released, the rest held.
+    fn work(share: &ShareCoordinator, member: &str) {
+        let now = Instant::now();
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            0
+        );
+        let all: Vec<i64> = (0..10).collect();
+        let got = share
+            .acquire("g", member, "t", 0, &all, 10, 100, now)
+            .unwrap();
+        assert_eq!(got.len(), 10);
+        let mut acks: Vec<(i64, crate::coordinator::AcknowledgeType)> =
+            (0..4).map(|o| (o, Accept)).collect();
+        acks.push((4, Reject));
+        acks.push((5, Release));
+        for (_, r) in share.acknowledge("g", member, "t", 0, &acks, now).unwrap() {
+            r.unwrap();
+        }
+        assert_eq!(share.start_offset("g", "t", 0), Some(5));
+    }
+
+    fn check_reloaded(share: &ShareCoordinator) {
+        assert_eq!(share.start_offset("g", "t", 0), Some(5));
+        assert_eq!(share.record_state("g", "t", 0, 3), None, "complete");
+        assert_eq!(
+            share.record_state("g", "t", 0, 5),
+            Some((RecordState::Available, 1))
+        );
+        // Held when the broker stopped: available again, delivered once.
+        assert_eq!(
+            share.record_state("g", "t", 0, 9),
+            Some((RecordState::Available, 1))
+        );
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            5
+        );
+        let again = share
+            .acquire(
+                "g",
+                "m2",
+                "t",
+                0,
+                &(0..12).collect::<Vec<_>>(),
+                12,
+                100,
+                Instant::now(),
+            )
+            .unwrap();
+        let offsets: Vec<i64> = again.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, (5..12).collect::<Vec<_>>());
+        assert_eq!(again[0].delivery_count, 2);
+        assert_eq!(again[6].delivery_count, 1);
+    }
+
+    #[test]
+    fn acknowledgements_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let broker = open(dir.path(), 500);
+            let share = broker.share_coordinator().unwrap();
+            work(share, "m1");
+            let state = broker.topic(SHARE_GROUP_STATE_TOPIC).unwrap();
+            assert_eq!(state.partition_count(), 3);
+            assert!(state.is_internal());
+        }
+        let broker = open(dir.path(), 500);
+        assert!(broker.inner.share.is_loaded(), "loaded at open");
+        check_reloaded(broker.share_coordinator().unwrap());
+    }
+
+    #[test]
+    fn snapshots_prune_the_journal_and_still_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let broker = open(dir.path(), 2);
+            let share = broker.share_coordinator().unwrap();
+            work(share, "m1");
+            // Every second write is a snapshot; what came before it is deleted.
+            let starts: Vec<i64> = broker
+                .topic(SHARE_GROUP_STATE_TOPIC)
+                .unwrap()
+                .partitions()
+                .iter()
+                .map(|p| p.log_start_offset())
+                .collect();
+            assert!(starts.iter().any(|s| *s > 0), "nothing pruned: {starts:?}");
+        }
+        let broker = open(dir.path(), 2);
+        check_reloaded(broker.share_coordinator().unwrap());
+    }
+
+    #[test]
+    fn a_failed_write_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path(), 500);
+        let share = broker.share_coordinator().unwrap();
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                .unwrap(),
+            0
+        );
+        let now = Instant::now();
+        share
+            .acquire("g", "m", "t", 0, &[0, 1], 2, 10, now)
+            .unwrap();
+        // The journal's partitions go away (the broker closes its logs).
+        broker.close().unwrap();
+        let err = share.acknowledge("g", "m", "t", 0, &[(0, Accept)], now);
+        assert!(err.is_err(), "{err:?}");
+        assert_eq!(
+            share.record_state("g", "t", 0, 0),
+            Some((RecordState::Acquired, 1)),
+            "undone"
+        );
+    }
+}

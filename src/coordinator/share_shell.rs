@@ -1,0 +1,544 @@
+//! The share coordinator: every share-partition's state ([`SharePartition`]) under one
+//! lock, the members of each share group, and the journal every change is written to
+//! (`__share_group_state`, records in `share_records.rs`) before it is answered.
+//!
+//! A change that cannot be written is undone and its caller gets the error: the state
+//! in memory is never ahead of the journal. Loading replays the journal: each
+//! share-partition's last snapshot, then its updates. After every snapshot the records
+//! of a state partition before the oldest snapshot still needed are deleted (the topic's
+//! cleanup policy is `delete` with no retention, as Kafka's): an update's key is the
+//! same for every update of a share-partition, so compaction would lose updates.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::consumer_records::topic_id;
+use super::share_partition::{AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition};
+use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState, UPDATE};
+use crate::config::ShareConfig;
+use crate::error::{Error, RecordState, Result, ShareError};
+
+/// Where the share coordinator writes its records: one partition of
+/// `__share_group_state`.
+pub trait ShareJournal: Send + Sync {
+    /// Appends one record and returns its offset once it is durable.
+    fn append(&self, key: &[u8], value: &[u8]) -> Result<i64>;
+    /// Deletes the records before `offset` (none of them is needed any more).
+    fn prune(&self, offset: i64) -> Result<()>;
+}
+
+/// How long a journal write waits for the partition's in-sync replicas.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The journal on one partition of `__share_group_state`.
+pub(crate) struct PartitionJournal(pub(crate) crate::topic::Partition);
+
+impl ShareJournal for PartitionJournal {
+    fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
+        let mut b = crate::record::BatchBuilder::new();
+        b.push(crate::storage::now_ms(), Some(key), Some(value), &[]);
+        let (info, appended) = self.0.append_batch_at(&b.finish())?;
+        self.0
+            .wait_committed_at(info.last_offset, appended, WRITE_TIMEOUT)?;
+        Ok(info.base_offset)
+    }
+
+    fn prune(&self, offset: i64) -> Result<()> {
+        if offset > self.0.log_start_offset() {
+            self.0.delete_records_before(offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// One share-partition as the coordinator keeps it.
+struct Entry {
+    topic: String,
+    partition: SharePartition,
+    /// Its partition of `__share_group_state`.
+    state_partition: usize,
+    snapshot_epoch: i32,
+    /// Updates written since the last snapshot.
+    updates: u32,
+    /// Offset of its last snapshot in its state partition.
+    snapshot_offset: i64,
+}
+
+/// A member of a share group.
+#[derive(Debug, Clone)]
+struct Member {
+    topics: BTreeSet<String>,
+    client_id: String,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The partitions of `__share_group_state`, by index (empty until loaded).
+    journals: Vec<Arc<dyn ShareJournal>>,
+    partitions: HashMap<ShareKey, Entry>,
+    groups: BTreeMap<String, BTreeMap<String, Member>>,
+}
+
+/// The members of a share group, as [`ShareCoordinator::describe`] tells them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareMemberDescription {
+    /// The member id.
+    pub member_id: String,
+    /// The client id it gave.
+    pub client_id: String,
+    /// The topics it reads.
+    pub topics: Vec<String>,
+}
+
+/// The share coordinator of a broker: see the module documentation.
+pub struct ShareCoordinator {
+    config: ShareConfig,
+    inner: Mutex<Inner>,
+    next_member: AtomicU64,
+}
+
+impl std::fmt::Debug for ShareCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.inner.lock();
+        f.debug_struct("ShareCoordinator")
+            .field("state_partitions", &inner.journals.len())
+            .field("share_partitions", &inner.partitions.len())
+            .field("groups", &inner.groups.len())
+            .finish()
+    }
+}
+
+fn share_error(group: &str, topic: &str, partition: i32, source: ShareError) -> Error {
+    Error::Share {
+        group: group.to_string(),
+        topic: topic.to_string(),
+        partition,
+        source,
+    }
+}
+
+impl ShareCoordinator {
+    /// A coordinator with nothing loaded.
+    pub fn new(config: ShareConfig) -> ShareCoordinator {
+        ShareCoordinator {
+            config,
+            inner: Mutex::new(Inner::default()),
+            next_member: AtomicU64::new(0),
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &ShareConfig {
+        &self.config
+    }
+
+    /// True once the partitions of `__share_group_state` are loaded.
+    pub fn is_loaded(&self) -> bool {
+        !self.inner.lock().journals.is_empty()
+    }
+
+    /// Loads every partition of `__share_group_state` (in index order): each
+    /// share-partition's last snapshot and the updates after it.
+    pub(crate) fn load(&self, partitions: &[crate::topic::Partition]) -> Result<()> {
+        let limits = ShareLimits::from(&self.config);
+        let mut loaded: HashMap<ShareKey, Entry> = HashMap::new();
+        for (index, p) in partitions.iter().enumerate() {
+            let location = format!("{}-{}", records::SHARE_GROUP_STATE_TOPIC, p.index());
+            read_log(p, &location, |offset, key, value| {
+                let Some((kind, k, v)) = records::decode(key, value)? else {
+                    return Ok(());
+                };
+                match (kind, loaded.get_mut(&k)) {
+                    (SNAPSHOT, _) => {
+                        let entry = Entry {
+                            topic: String::new(),
+                            partition: SharePartition::restore(v.start_offset, &v.batches, limits),
+                            state_partition: index,
+                            snapshot_epoch: v.snapshot_epoch,
+                            updates: 0,
+                            snapshot_offset: offset,
+                        };
+                        loaded.insert(k, entry);
+                    }
+                    (UPDATE, Some(e)) => {
+                        e.partition.apply(v.start_offset, &v.batches);
+                        e.updates += 1;
+                    }
+                    // An update whose snapshot was pruned away cannot be: the journal
+                    // prunes only below every share-partition's last snapshot.
+                    _ => {
+                        return Err(Error::corrupt(
+                            &location,
+                            offset as u64,
+                            format!(
+                                "update of share group {:?} partition {} before any snapshot",
+                                k.group, k.partition
+                            ),
+                        ));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let mut inner = self.inner.lock();
+        inner.journals = partitions
+            .iter()
+            .map(|p| Arc::new(PartitionJournal(p.clone())) as Arc<dyn ShareJournal>)
+            .collect();
+        inner.partitions = loaded;
+        Ok(())
+    }
+
+    /// Joins `group` as a new member reading `topics`; returns its member id.
+    pub fn join(&self, group: &str, topics: &[String], client_id: &str) -> Result<String> {
+        if group.is_empty() {
+            return Err(share_error(
+                group,
+                "",
+                -1,
+                ShareError::InvalidRequest("the group id is empty".into()),
+            ));
+        }
+        let n = self.next_member.fetch_add(1, Ordering::Relaxed);
+        let member_id = format!("{client_id}-{:x}-{n}", crate::storage::now_ms());
+        let member = Member {
+            topics: topics.iter().cloned().collect(),
+            client_id: client_id.to_string(),
+        };
+        self.inner
+            .lock()
+            .groups
+            .entry(group.to_string())
+            .or_default()
+            .insert(member_id.clone(), member);
+        Ok(member_id)
+    }
+
+    /// `member` leaves `group`: every record it holds is released. The group stays
+    /// (its share-partitions keep their state) when it has no member left.
+    pub fn leave(&self, group: &str, member: &str, now: Instant) -> Result<()> {
+        let mut inner = self.inner.lock();
+        if let Some(members) = inner.groups.get_mut(group) {
+            members.remove(member);
+        }
+        let keys: Vec<ShareKey> = inner
+            .partitions
+            .keys()
+            .filter(|k| k.group == group)
+            .cloned()
+            .collect();
+        for k in keys {
+            self.change(&mut inner, &k, |p| {
+                p.expire_locks(now);
+                p.release_member(member);
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The share groups known, in order.
+    pub fn list_groups(&self) -> Vec<String> {
+        let inner = self.inner.lock();
+        let mut out: BTreeSet<String> = inner.groups.keys().cloned().collect();
+        out.extend(inner.partitions.keys().map(|k| k.group.clone()));
+        out.into_iter().collect()
+    }
+
+    /// The members of `group` (empty for a group without members or unknown).
+    pub fn describe(&self, group: &str) -> Vec<ShareMemberDescription> {
+        let inner = self.inner.lock();
+        inner.groups.get(group).map_or_else(Vec::new, |members| {
+            members
+                .iter()
+                .map(|(id, m)| ShareMemberDescription {
+                    member_id: id.clone(),
+                    client_id: m.client_id.clone(),
+                    topics: m.topics.iter().cloned().collect(),
+                })
+                .collect()
+        })
+    }
+
+    /// Where a read of `topic`-`partition` for `group` starts: its first available
+    /// record in flight, else its end offset. A share-partition seen for the first time
+    /// starts at `initial` (the log's start or end offset, as `share.auto.offset.reset`
+    /// says), written to the journal as its first snapshot; records the log no longer
+    /// has (before `log_start`) are passed over, and locks expired by `now` end.
+    pub fn fetch_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        log_start: i64,
+        initial: i64,
+        now: Instant,
+    ) -> Result<i64> {
+        let mut inner = self.inner.lock();
+        let k = self.initialize(&mut inner, group, topic, partition, initial)?;
+        self.change(&mut inner, &k, |p| {
+            p.expire_locks(now);
+            p.skip_to(log_start);
+        })?;
+        Ok(inner.partitions[&k].partition.fetch_offset())
+    }
+
+    /// Acquires for `member` of `group` up to `max_records` of the records at `offsets`
+    /// of `topic`-`partition`, read from [`fetch_offset`](Self::fetch_offset) up to
+    /// `read_end` (see [`SharePartition::acquire`]); the new delivery counts are in the
+    /// journal before they are returned.
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire(
+        &self,
+        group: &str,
+        member: &str,
+        topic: &str,
+        partition: i32,
+        offsets: &[i64],
+        read_end: i64,
+        max_records: usize,
+        now: Instant,
+    ) -> Result<Vec<AcquiredRecord>> {
+        let mut inner = self.inner.lock();
+        let k = Self::known(&inner, group, topic, partition)?;
+        self.change(&mut inner, &k, |p| {
+            p.acquire(member, offsets, read_end, max_records, now)
+        })
+    }
+
+    /// `member` of `group` acknowledges records of `topic`-`partition`; each
+    /// acknowledgement succeeds or fails on its own (Kafka answers per batch), and the
+    /// successful ones are in the journal before this returns.
+    pub fn acknowledge(
+        &self,
+        group: &str,
+        member: &str,
+        topic: &str,
+        partition: i32,
+        acks: &[(i64, AcknowledgeType)],
+        now: Instant,
+    ) -> Result<Vec<(i64, std::result::Result<RecordState, ShareError>)>> {
+        let mut inner = self.inner.lock();
+        let k = Self::known(&inner, group, topic, partition)?;
+        self.change(&mut inner, &k, |p| {
+            acks.iter()
+                .map(|&(offset, kind)| (offset, p.acknowledge(member, offset, kind, now)))
+                .collect()
+        })
+    }
+
+    /// The state and delivery count of one record while it is in flight (see
+    /// [`SharePartition::state_of`]).
+    pub fn record_state(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Option<(RecordState, i16)> {
+        let inner = self.inner.lock();
+        inner
+            .partitions
+            .get(&key(group, topic, partition))
+            .and_then(|e| e.partition.state_of(offset))
+    }
+
+    /// The start offset of a share-partition: every record before it is acknowledged
+    /// or archived. `None` for a share-partition never read.
+    pub fn start_offset(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
+        let inner = self.inner.lock();
+        inner
+            .partitions
+            .get(&key(group, topic, partition))
+            .map(|e| e.partition.start_offset())
+    }
+
+    fn known(inner: &Inner, group: &str, topic: &str, partition: i32) -> Result<ShareKey> {
+        let k = key(group, topic, partition);
+        if inner.partitions.contains_key(&k) {
+            Ok(k)
+        } else {
+            Err(share_error(
+                group,
+                topic,
+                partition,
+                ShareError::InvalidRequest(
+                    "the share-partition was never fetched (fetch_offset first)".into(),
+                ),
+            ))
+        }
+    }
+
+    /// The share-partition's key, made (and its first snapshot written) at `initial`
+    /// unless known.
+    fn initialize(
+        &self,
+        inner: &mut Inner,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        initial: i64,
+    ) -> Result<ShareKey> {
+        let k = key(group, topic, partition);
+        if let Some(e) = inner.partitions.get_mut(&k) {
+            if e.topic.is_empty() {
+                e.topic = topic.to_string(); // loaded: the journal has the id only
+            }
+            return Ok(k);
+        }
+        if inner.journals.is_empty() {
+            return Err(Error::Closed(format!(
+                "the share coordinator ({} is not loaded)",
+                records::SHARE_GROUP_STATE_TOPIC
+            )));
+        }
+        let n = inner.journals.len() as i32;
+        let state_partition = records::state_partition_for(&k, n) as usize;
+        let partition_state = SharePartition::new(initial, ShareLimits::from(&self.config));
+        let state = ShareState {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: initial,
+            batches: Vec::new(),
+        };
+        let offset = inner.journals[state_partition].append(
+            &records::key(SNAPSHOT, &k),
+            &records::value(SNAPSHOT, &state),
+        )?;
+        inner.partitions.insert(
+            k.clone(),
+            Entry {
+                topic: topic.to_string(),
+                partition: partition_state,
+                state_partition,
+                snapshot_epoch: 0,
+                updates: 0,
+                snapshot_offset: offset,
+            },
+        );
+        Ok(k)
+    }
+
+    /// Runs `op` on the share-partition and writes what it changed; on a write error
+    /// the change is undone and the error returned.
+    fn change<T>(
+        &self,
+        inner: &mut Inner,
+        k: &ShareKey,
+        op: impl FnOnce(&mut SharePartition) -> T,
+    ) -> Result<T> {
+        let per_snapshot = self.config.snapshot_update_records_per_snapshot;
+        let entry = inner
+            .partitions
+            .get_mut(k)
+            .expect("a known share-partition");
+        let before = entry.partition.clone();
+        let out = op(&mut entry.partition);
+        let Some((start_offset, batches)) = entry.partition.take_changes() else {
+            return Ok(out);
+        };
+        let journal = Arc::clone(&inner.journals[entry.state_partition]);
+        let snapshot = entry.updates + 1 >= per_snapshot;
+        let (kind, state) = if snapshot {
+            let whole = ShareState {
+                snapshot_epoch: entry.snapshot_epoch + 1,
+                state_epoch: 0,
+                leader_epoch: 0,
+                start_offset,
+                batches: entry.partition.snapshot(),
+            };
+            (SNAPSHOT, whole)
+        } else {
+            let update = ShareState {
+                snapshot_epoch: entry.snapshot_epoch,
+                state_epoch: 0,
+                leader_epoch: 0,
+                start_offset,
+                batches,
+            };
+            (UPDATE, update)
+        };
+        match journal.append(&records::key(kind, k), &records::value(kind, &state)) {
+            Ok(offset) if snapshot => {
+                entry.snapshot_epoch += 1;
+                entry.updates = 0;
+                entry.snapshot_offset = offset;
+                let index = entry.state_partition;
+                let oldest = inner
+                    .partitions
+                    .values()
+                    .filter(|e| e.state_partition == index)
+                    .map(|e| e.snapshot_offset)
+                    .min()
+                    .unwrap_or(offset);
+                // Only space is at stake: a failed prune leaves records the next load
+                // reads and supersedes, and the next snapshot prunes again.
+                let _ = journal.prune(oldest);
+                Ok(out)
+            }
+            Ok(_) => {
+                entry.updates += 1;
+                Ok(out)
+            }
+            Err(e) => {
+                entry.partition = before;
+                Err(e)
+            }
+        }
+    }
+}
+
+fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
+    ShareKey {
+        group: group.to_string(),
+        topic_id: topic_id(topic),
+        partition,
+    }
+}
+
+/// Calls `f` with the offset, key and value of every record of `partition`'s log, from
+/// its start to its end (control batches skipped).
+fn read_log(
+    partition: &crate::topic::Partition,
+    location: &str,
+    mut f: impl FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
+) -> Result<()> {
+    let end = partition.log_end_offset();
+    let mut offset = partition.log_start_offset();
+    let mut scratch = Vec::new();
+    while offset < end {
+        let slice =
+            partition
+                .log()
+                .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)?;
+        if slice.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        for batch in crate::record::batches(&slice) {
+            let batch = batch?;
+            next = batch.last_offset() + 1;
+            if batch.is_control() || batch.last_offset() < offset {
+                continue;
+            }
+            for record in batch.decode_records(location, 1 << 26, &mut scratch)? {
+                let record = record?;
+                if record.offset < offset {
+                    continue;
+                }
+                if let Some(key) = record.key {
+                    f(record.offset, key, record.value)?;
+                }
+            }
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! Why a share-partition (KIP-932) refused an acknowledgement, and the states its
+//! records go through.
+
+/// The delivery state of one record of a share-partition (Kafka's `RecordState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordState {
+    /// Not held by anyone: the next fetch of the group may acquire it.
+    Available,
+    /// Held by one member until it acknowledges it or its acquisition lock expires.
+    Acquired,
+    /// Accepted: processed, never delivered again.
+    Acknowledged,
+    /// Rejected, or released or expired once the delivery count limit was reached:
+    /// never delivered again.
+    Archived,
+}
+
+impl RecordState {
+    /// Kafka's number of the state (`DeliveryState` of `__share_group_state`):
+    /// 0 available, 1 acquired, 2 acknowledged, 4 archived.
+    pub fn id(self) -> i8 {
+        match self {
+            RecordState::Available => 0,
+            RecordState::Acquired => 1,
+            RecordState::Acknowledged => 2,
+            RecordState::Archived => 4,
+        }
+    }
+
+    /// The state of Kafka's number, `None` for a number Kafka does not define.
+    pub fn from_id(id: i8) -> Option<RecordState> {
+        match id {
+            0 => Some(RecordState::Available),
+            1 => Some(RecordState::Acquired),
+            2 => Some(RecordState::Acknowledged),
+            4 => Some(RecordState::Archived),
+            _ => None,
+        }
+    }
+
+    /// True for the states a record never leaves (acknowledged, archived).
+    pub fn is_final(self) -> bool {
+        matches!(self, RecordState::Acknowledged | RecordState::Archived)
+    }
+}
+
+/// A refusal of a share-partition, named as Kafka names it. The network server turns it
+/// into Kafka's numeric code; in-process callers match on the variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShareError {
+    /// The record is not acquired by this member: never delivered, already
+    /// acknowledged, or its acquisition lock expired (Kafka's INVALID_RECORD_STATE).
+    #[error("record at offset {offset} cannot be acknowledged by this member: {reason}")]
+    InvalidRecordState {
+        /// The record's offset.
+        offset: i64,
+        /// Its state as the share-partition knows it, or `None` when it is not in
+        /// flight (before the start offset, or never fetched).
+        state: Option<RecordState>,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The member is not a member of the share group (Kafka's UNKNOWN_MEMBER_ID).
+    #[error("unknown share group member {0:?}")]
+    UnknownMember(String),
+    /// The member's epoch is not the one the coordinator has (FENCED_MEMBER_EPOCH).
+    #[error("member epoch {given} is not the member's current epoch {current}")]
+    FencedMemberEpoch {
+        /// The epoch the member sent.
+        given: i32,
+        /// The member's epoch at the coordinator.
+        current: i32,
+    },
+    /// The group id names a group of another type (a classic or consumer group).
+    #[error("the group is not a share group")]
+    NotShareGroup,
+    /// A malformed request (Kafka's INVALID_REQUEST).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
