@@ -207,16 +207,42 @@ fn answer_every_version(
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect()
         ),
-        ApiKey::OffsetFetch => every!(
-            OffsetFetchResponse,
-            OffsetFetchRequest::default()
+        ApiKey::OffsetFetch => {
+            // One group up to v7, a list of groups from v8.
+            let single = OffsetFetchRequest::default()
                 .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
                 .with_topics(Some(vec![
                     offset_fetch_request::OffsetFetchRequestTopic::default()
                         .with_name(topic())
                         .with_partition_indexes(vec![0]),
-                ])),
-        ),
+                ]));
+            let groups = OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(topic())
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            ]);
+            every::<_, OffsetFetchResponse>(addr, key, (lo, hi.min(7)), corr, &single, |r| {
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .chain([r.error_code])
+                    .collect()
+            }) + every::<_, OffsetFetchResponse>(addr, key, (lo.max(8), hi), corr, &groups, |r| {
+                r.groups
+                    .iter()
+                    .flat_map(|g| {
+                        g.topics
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                            .chain([g.error_code])
+                    })
+                    .collect()
+            })
+        }
         ApiKey::TxnOffsetCommit => every!(
             TxnOffsetCommitResponse,
             TxnOffsetCommitRequest::default()

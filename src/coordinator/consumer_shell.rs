@@ -248,6 +248,23 @@ impl GroupCoordinator {
         Ok(true)
     }
 
+    /// OffsetFetch v9's member check (KIP-848): for a consumer-protocol group, a
+    /// member id with a non-negative epoch must name a member at that epoch
+    /// ([`GroupError::UnknownMemberId`], [`GroupError::StaleMemberEpoch`]); classic
+    /// groups and requests without a member (an admin client's) are not checked.
+    pub fn check_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let st = self.inner.state.lock();
+        match st.shard(group_id).and_then(|l| l.consumer.get(group_id)) {
+            Some(g) => g.check_offset_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
+    }
+
     /// DeleteGroups on a consumer-protocol group: refused while it has members,
     /// otherwise forgotten (its offsets are deleted with the classic group of the same
     /// id). True if there was one.

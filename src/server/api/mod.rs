@@ -243,7 +243,7 @@ apis! {
         }];
     OffsetCommit 0..=9, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    OffsetFetch 0..=7, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+    OffsetFetch 0..=9, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
             f(r.error_code);
             r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
