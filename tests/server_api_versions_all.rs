@@ -595,6 +595,24 @@ fn answer_old_versions(addr: SocketAddr, key: ApiKey, (lo, hi): (i16, i16), corr
                     );
                 },
             ),
+            (ApiKey::ListOffsets, 0) => (
+                // Latest (-1) of TOPIC-0, at most one offset.
+                Body::default()
+                    .i32(-1)
+                    .i32(1)
+                    .str(TOPIC)
+                    .i32(1)
+                    .i32(0)
+                    .i64(-1)
+                    .i32(1),
+                |f, _| {
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i16()), (1, 0, 0));
+                    // old_style_offsets: the log end.
+                    assert_eq!(f.i32(), 1);
+                    assert!(f.i64() >= 0);
+                },
+            ),
             other => panic!("{other:?}: an old version this test has no request for"),
         };
         let mut fields = Fields(exchange_raw(addr, key, version, *corr, &body.0));
@@ -644,6 +662,7 @@ fn every_advertised_version_of_every_api_is_answered_at_that_version() {
     );
     // The versions Kafka 4.0 removed (KIP-896) and Kafka 3.9 answers are served too.
     for key in [
+        ApiKey::ListOffsets,
         ApiKey::OffsetCommit,
         ApiKey::OffsetFetch,
         ApiKey::CreateTopics,
