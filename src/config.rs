@@ -237,6 +237,13 @@ pub struct CoordinatorConfig {
     /// How long the offsets of a group without members are kept after it became empty
     /// (`offsets.retention.minutes`, KIP-211). Default 7 days.
     pub offsets_retention: Duration,
+    /// Partitions of `__consumer_offsets` when it is created
+    /// (`offsets.topic.num.partitions`). Default 50, as Kafka. Fixed at creation: an
+    /// existing topic keeps its count (a data directory made with one partition goes on
+    /// with one), which is read from the topic, never from this setting. A group's
+    /// partition, hence its coordinator, is
+    /// [`partition_for`](crate::coordinator::partition_for) its id.
+    pub offsets_topic_num_partitions: i32,
     /// How long a member of a consumer-protocol group (KIP-848) stays without a
     /// heartbeat before it is removed (`group.consumer.session.timeout.ms`). Default 45 s.
     pub consumer_session_timeout: Duration,
@@ -259,6 +266,7 @@ impl Default for CoordinatorConfig {
             max_group_size: usize::MAX,
             offset_metadata_max_bytes: 4096,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            offsets_topic_num_partitions: 50,
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
             consumer_assignors: vec!["uniform".into(), "range".into()],

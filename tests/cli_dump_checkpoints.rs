@@ -66,7 +66,7 @@ fn checkpoint_files_show_their_fields_and_crc() {
     assert_eq!(
         lines[at + 1..at + 5],
         [
-            "  name: __consumer_offsets partitions: 1 internal: true configs: 1",
+            "  name: __consumer_offsets partitions: 50 internal: true configs: 1",
             "    key: cleanup.policy value: compact",
             "  name: events partitions: 3 internal: false configs: 1",
             "    key: retention.ms value: 1000",

@@ -207,16 +207,42 @@ fn answer_every_version(
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect()
         ),
-        ApiKey::OffsetFetch => every!(
-            OffsetFetchResponse,
-            OffsetFetchRequest::default()
+        ApiKey::OffsetFetch => {
+            // One group up to v7, a list of groups from v8.
+            let single = OffsetFetchRequest::default()
                 .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
                 .with_topics(Some(vec![
                     offset_fetch_request::OffsetFetchRequestTopic::default()
                         .with_name(topic())
                         .with_partition_indexes(vec![0]),
-                ])),
-        ),
+                ]));
+            let groups = OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(topic())
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            ]);
+            every::<_, OffsetFetchResponse>(addr, key, (lo, hi.min(7)), corr, &single, |r| {
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .chain([r.error_code])
+                    .collect()
+            }) + every::<_, OffsetFetchResponse>(addr, key, (lo.max(8), hi), corr, &groups, |r| {
+                r.groups
+                    .iter()
+                    .flat_map(|g| {
+                        g.topics
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                            .chain([g.error_code])
+                    })
+                    .collect()
+            })
+        }
         ApiKey::TxnOffsetCommit => every!(
             TxnOffsetCommitResponse,
             TxnOffsetCommitRequest::default()
@@ -569,6 +595,24 @@ fn answer_old_versions(addr: SocketAddr, key: ApiKey, (lo, hi): (i16, i16), corr
                     );
                 },
             ),
+            (ApiKey::ListOffsets, 0) => (
+                // Latest (-1) of TOPIC-0, at most one offset.
+                Body::default()
+                    .i32(-1)
+                    .i32(1)
+                    .str(TOPIC)
+                    .i32(1)
+                    .i32(0)
+                    .i64(-1)
+                    .i32(1),
+                |f, _| {
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i16()), (1, 0, 0));
+                    // old_style_offsets: the log end.
+                    assert_eq!(f.i32(), 1);
+                    assert!(f.i64() >= 0);
+                },
+            ),
             other => panic!("{other:?}: an old version this test has no request for"),
         };
         let mut fields = Fields(exchange_raw(addr, key, version, *corr, &body.0));
@@ -618,6 +662,7 @@ fn every_advertised_version_of_every_api_is_answered_at_that_version() {
     );
     // The versions Kafka 4.0 removed (KIP-896) and Kafka 3.9 answers are served too.
     for key in [
+        ApiKey::ListOffsets,
         ApiKey::OffsetCommit,
         ApiKey::OffsetFetch,
         ApiKey::CreateTopics,

@@ -12,6 +12,7 @@ use tidelog::{Broker, Error, TopicConfig};
 fn broker(dir: &std::path::Path, max: usize) -> Broker {
     Broker::builder(dir)
         .max_partitions(max)
+        .offsets_topic_num_partitions(1)
         // No background pass writes a checkpoint while the directory is compared.
         .flush_check_interval(Duration::from_secs(3600))
         .retention_check_interval(Duration::from_secs(3600))

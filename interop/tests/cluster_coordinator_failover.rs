@@ -1,6 +1,7 @@
 //! A consumer group's committed offsets survive the death of its coordinator: three
 //! `tidelog serve` child processes, a group commits through librdkafka, the node that
-//! leads `__consumer_offsets` (the coordinator) is killed with SIGKILL, and a new member
+//! leads the group's partition of `__consumer_offsets` (the coordinator) is killed with
+//! SIGKILL, and a new member
 //! of the group, talking to the survivors, finds the new coordinator and resumes from
 //! the committed offset.
 
@@ -55,7 +56,9 @@ fn committed_offsets_survive_the_coordinators_death() {
             .inner()
             .fetch_metadata(Some(tidelog::OFFSETS_TOPIC), Duration::from_secs(2))
             .ok()?;
-        let p = m.topics().first()?.partitions().first()?;
+        let partitions = m.topics().first()?.partitions();
+        let index = tidelog::coordinator::partition_for(GROUP, partitions.len() as i32);
+        let p = partitions.iter().find(|p| p.id() == index)?;
         (p.leader() >= 1 && p.isr().len() == 3).then_some(p.leader())
     });
     let created = block_on(admin.create_topics(

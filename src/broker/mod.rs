@@ -302,6 +302,24 @@ impl BrokerBuilder {
         self
     }
 
+    /// Partitions of `__consumer_offsets` when this broker creates it (Kafka
+    /// `offsets.topic.num.partitions`). Default 50. Groups are spread over them by
+    /// their id's hash, as Kafka does; a data directory whose `__consumer_offsets`
+    /// exists keeps its count whatever this says.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let broker = tidelog::Broker::builder(dir.path())
+    ///     .offsets_topic_num_partitions(3)
+    ///     .open()?;
+    /// assert_eq!(broker.topic(tidelog::OFFSETS_TOPIC)?.partition_count(), 3);
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn offsets_topic_num_partitions(mut self, partitions: i32) -> Self {
+        self.config.coordinator.offsets_topic_num_partitions = partitions;
+        self
+    }
+
     /// Partitions of auto-created topics (Kafka `num.partitions`). Default 1.
     pub fn default_partitions(mut self, partitions: i32) -> Self {
         self.config.default_partitions = partitions;
@@ -727,7 +745,7 @@ impl Broker {
     /// lives in the writing process): loaded, never written.
     fn load_offsets_read_only(&self) -> Result<()> {
         match self.registered_topic(OFFSETS_TOPIC) {
-            Ok(t) => self.use_offsets_partition(t.partition(0)?)?,
+            Ok(t) => self.use_offsets_topic(&t)?,
             Err(_) => self.inner.coordinator.load(
                 Vec::new(),
                 Arc::new(ReadOnlyJournal(self.inner.dir.clone())),
@@ -746,12 +764,12 @@ impl Broker {
                 Ok(t) => t,
                 Err(_) => self.create_topic_inner(
                     OFFSETS_TOPIC,
-                    1,
+                    self.inner.config.coordinator.offsets_topic_num_partitions,
                     TopicConfig::new().cleanup_policy(CleanupPolicy::Compact),
                     true,
                 )?,
             };
-            self.use_offsets_partition(offsets_topic.partition(0)?)?;
+            self.use_offsets_topic(&offsets_topic)?;
             // Transactions prepared before a restart are completed now, not at the
             // next transactional request.
             if self.registered_topic(TRANSACTION_STATE_TOPIC).is_ok() {
@@ -942,10 +960,16 @@ impl Broker {
         &self.inner.coordinator
     }
 
-    /// Loads committed offsets from `partition` (of `__consumer_offsets`) and journals
-    /// new commits to it.
-    fn use_offsets_partition(&self, partition: Partition) -> Result<()> {
-        self.inner.coordinator.load_partition(partition)
+    /// Loads the groups of every partition of `topic` (`__consumer_offsets`, whose
+    /// partition count places the groups) and journals their new records to them.
+    fn use_offsets_topic(&self, topic: &Topic) -> Result<()> {
+        let coordinator = &self.inner.coordinator;
+        coordinator.unload();
+        coordinator.set_partition_count(topic.partition_count());
+        for partition in topic.partitions().iter() {
+            coordinator.load_partition(partition.clone())?;
+        }
+        Ok(())
     }
 
     #[cfg(feature = "server")]

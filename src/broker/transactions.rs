@@ -190,8 +190,12 @@ impl Broker {
         p.wait_committed_at(info.last_offset, appended, MARKER_TIMEOUT)?;
         if topic == OFFSETS_TOPIC {
             let commit = marker.commit;
-            self.group_coordinator()
-                .complete_txn_offsets(producer_id, producer_epoch, commit)?;
+            self.group_coordinator().complete_txn_offsets(
+                partition,
+                producer_id,
+                producer_epoch,
+                commit,
+            )?;
             events::offsets_marker(producer_id, producer_epoch, commit);
         }
         Ok(())

@@ -37,6 +37,10 @@ pub(crate) struct ClusterConfig {
     pub replica_lag_time_max: Duration,
     /// Kafka `offsets.topic.replication.factor`: 3, capped at the number of voters.
     pub offsets_topic_replication_factor: i16,
+    /// Kafka `offsets.topic.num.partitions`: 50, the partitions of `__consumer_offsets`
+    /// when the controller creates it (the broker's
+    /// [`CoordinatorConfig::offsets_topic_num_partitions`](crate::config::CoordinatorConfig::offsets_topic_num_partitions)).
+    pub offsets_topic_num_partitions: i32,
     /// Kafka `num.partitions`: partitions of a topic created with -1.
     pub default_partitions: i32,
     /// Kafka `auto.leader.rebalance.enable`: true.
@@ -79,6 +83,7 @@ impl ClusterConfig {
             min_insync_replicas: 1,
             replica_lag_time_max: Duration::from_millis(30_000),
             offsets_topic_replication_factor: 3,
+            offsets_topic_num_partitions: 50,
             default_partitions: 1,
             auto_leader_rebalance: true,
             leader_imbalance_check_interval: Duration::from_secs(300),

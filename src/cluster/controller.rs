@@ -166,7 +166,7 @@ fn offsets_topic(
     Some(MetadataRecord::CreateTopic(CreateTopic {
         name: OFFSETS_TOPIC.into(),
         topic_id,
-        partitions: 1,
+        partitions: config.offsets_topic_num_partitions.max(1),
         replication_factor: rf,
         assignment: None,
         configs: vec![("cleanup.policy".into(), "compact".into())],
@@ -427,7 +427,7 @@ mod tests {
         let offsets = MetadataRecord::CreateTopic(CreateTopic {
             name: OFFSETS_TOPIC.into(),
             topic_id: [7; 16],
-            partitions: 1,
+            partitions: 50,
             replication_factor: 3,
             assignment: None,
             configs: vec![("cleanup.policy".into(), "compact".into())],

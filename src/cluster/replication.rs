@@ -4,8 +4,8 @@
 //! changed in a new image it makes the [`Partition`] a leader (the log replicated at its
 //! recorded high watermark, the epoch stamped, the followers' state fresh) or a follower
 //! (appends refused, the partition handed to the fetcher of its leader, which first
-//! truncates by leader epoch), and it loads or unloads the group coordinator with the
-//! leadership of `__consumer_offsets-0`. Its ISR thread proposes the ISR changes the
+//! truncates by leader epoch), and it loads or unloads the groups of each partition of
+//! `__consumer_offsets` into the group coordinator with the partition's leadership. Its ISR thread proposes the ISR changes the
 //! leaders' rules ask for (`AlterPartition`), every `replica.lag.time.max.ms / 2` at
 //! most, a quarter second at least, without waiting for their outcome (it settles them
 //! on its next rounds), so no partition's change waits for another's, with or without a
@@ -93,9 +93,9 @@ struct ManagerState {
     /// Fetchers told to stop and not joined yet (a call in flight to a hung leader may
     /// take its timeout: the metadata publisher does not wait for it).
     retired: Vec<Arc<Fetcher>>,
-    /// True while this node's group coordinator is loaded (or being loaded) from
-    /// `__consumer_offsets-0`.
-    coordinator: bool,
+    /// The partitions of `__consumer_offsets` whose groups this node's coordinator has
+    /// loaded (or is loading).
+    coordinator: std::collections::BTreeSet<i32>,
 }
 
 /// Drives the replica role of every hosted partition from the metadata. See the module
@@ -117,24 +117,26 @@ pub(crate) struct ReplicaManager {
 
 /// A job of the coordinator loader thread.
 enum LoaderJob {
-    /// Load the coordinator from `__consumer_offsets-0`, led here at `leader_epoch`.
+    /// Load the groups of this partition of `__consumer_offsets`, led here at
+    /// `leader_epoch`.
     Load {
         partition: Partition,
         leader_epoch: i32,
     },
-    /// Stop coordinating.
-    Unload,
+    /// Stop coordinating the groups of this partition of `__consumer_offsets`.
+    Unload(i32),
 }
 
-/// The thread that loads the group coordinator from `__consumer_offsets-0` when this
-/// node becomes its leader, and unloads it when it stops leading it, in the order the
-/// metadata said so. Loading reads the whole log, which may take a while: the metadata
-/// publisher only queues the job, so publication never waits for it. Until the load is
-/// done the group APIs answer NOT_COORDINATOR (clients retry), and a load whose
-/// leadership ended meanwhile is undone.
 /// How often a fetcher whose login or certificate the leader refuses logs it at warn.
 const LOGIN_WARN_EVERY: Duration = Duration::from_secs(60);
 
+/// The thread that loads the groups of a partition of `__consumer_offsets` into the
+/// group coordinator when this node becomes its leader, and unloads them when it stops
+/// leading it, in the order the metadata said so. Loading reads the partition's whole
+/// log, which may take a while: the metadata publisher only queues the job, so
+/// publication never waits for it. Until the load is done the partition's groups
+/// answer NOT_COORDINATOR (clients retry), and a load whose leadership ended meanwhile
+/// is undone.
 struct CoordinatorLoader {
     jobs: Mutex<Option<crossbeam_channel::Sender<LoaderJob>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -199,6 +201,14 @@ impl CoordinatorLoader {
 const LOAD_RETRY_MIN: Duration = Duration::from_millis(500);
 const LOAD_RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// A load that failed, tried again at `due`.
+struct Retry {
+    partition: Partition,
+    leader_epoch: i32,
+    due: Instant,
+    delay: Duration,
+}
+
 /// The coordinator loader's thread: its jobs, in order.
 struct LoaderThread {
     node_id: i32,
@@ -211,14 +221,21 @@ struct LoaderThread {
 }
 
 impl LoaderThread {
+    /// Runs the jobs as they come; a failed load is retried with a backoff (while
+    /// other jobs go on) until it succeeds, its leadership ends, or a newer job of its
+    /// partition replaces it.
     fn run(self) {
-        let mut next = None;
+        let mut retries: BTreeMap<i32, Retry> = BTreeMap::new();
         loop {
-            let job = match next.take() {
-                Some(job) => job,
+            let job = match retries.values().map(|r| r.due).min() {
                 None => match self.rx.recv() {
-                    Ok(job) => job,
+                    Ok(job) => Some(job),
                     Err(_) => return,
+                },
+                Some(due) => match self.rx.recv_deadline(due) {
+                    Ok(job) => Some(job),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
                 },
             };
             let Some(broker) = self.broker.upgrade() else {
@@ -226,58 +243,81 @@ impl LoaderThread {
             };
             let coordinator = broker.group_coordinator();
             match job {
-                LoaderJob::Unload => coordinator.unload(),
-                LoaderJob::Load {
+                Some(LoaderJob::Unload(index)) => {
+                    retries.remove(&index);
+                    coordinator.unload_partition(index);
+                    tracing::info!(
+                        node = self.node_id,
+                        "group coordinator unloaded {OFFSETS_TOPIC}-{index}"
+                    );
+                }
+                Some(LoaderJob::Load {
                     partition,
                     leader_epoch,
-                } => {
-                    match self.load(&broker, &partition, leader_epoch) {
-                        Ok(arrived) => next = arrived,
-                        Err(()) => return,
-                    }
-                    // The leadership ended while it loaded: an Unload is queued too,
-                    // but nothing may be answered meanwhile.
-                    if partition.leader_epoch() != Some(leader_epoch) {
-                        coordinator.unload();
+                }) => {
+                    retries.remove(&partition.index());
+                    if !self.load(coordinator, &partition, leader_epoch) {
+                        retries.insert(
+                            partition.index(),
+                            Retry {
+                                partition,
+                                leader_epoch,
+                                due: Instant::now() + LOAD_RETRY_MIN,
+                                delay: LOAD_RETRY_MIN,
+                            },
+                        );
                     }
                 }
+                None => {}
             }
+            let now = Instant::now();
+            retries.retain(|_, r| {
+                if r.due > now {
+                    return true;
+                }
+                if self.load(coordinator, &r.partition, r.leader_epoch) {
+                    return false;
+                }
+                r.delay = (r.delay * 2).min(LOAD_RETRY_MAX);
+                r.due = Instant::now() + r.delay;
+                true
+            });
         }
     }
 
-    /// Loads the coordinator from `partition` while it is led here at `leader_epoch`;
-    /// a failed load is retried with a backoff until it succeeds, the leadership
-    /// ends, or another job arrives (returned, to run next). `Err` once the manager
-    /// stopped.
+    /// Loads the groups of `partition` if it is still led here at `leader_epoch`, and
+    /// undoes the load if the leadership ended while it ran. False if the load failed
+    /// (to be retried).
     fn load(
         &self,
-        broker: &Broker,
+        coordinator: &crate::coordinator::GroupCoordinator,
         partition: &Partition,
         leader_epoch: i32,
-    ) -> std::result::Result<Option<LoaderJob>, ()> {
-        let coordinator = broker.group_coordinator();
-        let mut delay = LOAD_RETRY_MIN;
-        while partition.leader_epoch() == Some(leader_epoch) {
-            #[cfg(test)]
-            self.hold_if_told();
-            let started = Instant::now();
-            match self.load_once(coordinator, partition) {
-                Ok(()) => {
-                    tracing::info!(node = self.node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded from {OFFSETS_TOPIC}-0");
-                    return Ok(None);
-                }
-                Err(e) => {
-                    tracing::error!(node = self.node_id, error = %e, retry_in = ?delay, "cannot load the group coordinator; retrying while this node leads {OFFSETS_TOPIC}-0");
-                }
-            }
-            match self.rx.recv_timeout(delay) {
-                Ok(job) => return Ok(Some(job)),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(()),
-            }
-            delay = (delay * 2).min(LOAD_RETRY_MAX);
+    ) -> bool {
+        if partition.leader_epoch() != Some(leader_epoch) {
+            return true;
         }
-        Ok(None)
+        #[cfg(test)]
+        self.hold_if_told();
+        let index = partition.index();
+        let started = Instant::now();
+        let loaded = match self.load_once(coordinator, partition) {
+            Ok(()) => {
+                tracing::info!(node = self.node_id, leader_epoch, elapsed = ?started.elapsed(), "group coordinator loaded {OFFSETS_TOPIC}-{index}");
+                true
+            }
+            Err(e) => {
+                tracing::error!(node = self.node_id, error = %e, "cannot load the group coordinator of {OFFSETS_TOPIC}-{index}; retrying while this node leads it");
+                false
+            }
+        };
+        // The leadership ended while it loaded: an Unload is queued too, but nothing
+        // may be answered meanwhile.
+        if partition.leader_epoch() != Some(leader_epoch) {
+            coordinator.unload_partition(index);
+            return true;
+        }
+        loaded
     }
 
     fn load_once(
@@ -293,7 +333,7 @@ impl LoaderThread {
         {
             return Err(Error::io(
                 "read",
-                format!("{OFFSETS_TOPIC}-0"),
+                format!("{OFFSETS_TOPIC}-{}", partition.index()),
                 std::io::Error::other("injected by a test"),
             ));
         }
@@ -557,6 +597,12 @@ impl MetadataListener for ReplicaManager {
         if *self.stop.0.lock() {
             return;
         }
+        // Groups are placed by the count the topic has (fixed at its creation).
+        if let Some(t) = update.current.topic(OFFSETS_TOPIC) {
+            broker
+                .group_coordinator()
+                .set_partition_count(t.partitions.len() as i32);
+        }
         let now = Instant::now();
         for (topic, _, p) in &changes.removed {
             self.remove_replica(&mut st, topic, *p);
@@ -583,14 +629,13 @@ impl MetadataListener for ReplicaManager {
 
 impl ReplicaManager {
     /// This node no longer hosts `topic`'s `partition`: stops following and leading it
-    /// (and coordinating groups, for `__consumer_offsets-0`).
+    /// (and coordinating its groups, for a partition of `__consumer_offsets`).
     fn remove_replica(&self, st: &mut ManagerState, topic: &str, partition: i32) {
         let key = (topic.to_string(), partition);
         self.unfollow(st, &key);
         st.led.remove(&key);
-        if topic == OFFSETS_TOPIC && partition == 0 && st.coordinator {
-            self.loader.send(LoaderJob::Unload);
-            st.coordinator = false;
+        if topic == OFFSETS_TOPIC && st.coordinator.remove(&partition) {
+            self.loader.send(LoaderJob::Unload(partition));
         }
     }
 
@@ -646,7 +691,8 @@ impl ReplicaManager {
     }
 
     /// Records a partition this node now leads at `leader_epoch`, and (for a new
-    /// leadership of `__consumer_offsets-0`) loads the group coordinator.
+    /// leadership of a partition of `__consumer_offsets`) loads its groups into the
+    /// group coordinator.
     fn led(
         &self,
         st: &mut ManagerState,
@@ -659,7 +705,8 @@ impl ReplicaManager {
         if !was_leader {
             tracing::info!(node = self.node_id, partition = %partition.name(), leader_epoch, "leader");
         }
-        let offsets = key.0 == OFFSETS_TOPIC && key.1 == 0;
+        let offsets = key.0 == OFFSETS_TOPIC;
+        let index = key.1;
         st.led.insert(
             key,
             Led {
@@ -672,12 +719,12 @@ impl ReplicaManager {
                 partition,
                 leader_epoch,
             });
-            st.coordinator = true;
+            st.coordinator.insert(index);
         }
     }
 
     /// Makes a hosted partition a follower of `leader` (fetched from it unless there
-    /// is none), unloading the group coordinator for `__consumer_offsets-0`.
+    /// is none), unloading the groups of a partition of `__consumer_offsets`.
     fn follow(
         &self,
         st: &mut ManagerState,
@@ -688,9 +735,8 @@ impl ReplicaManager {
         leader_epoch: i32,
     ) {
         st.led.remove(&key);
-        if key.0 == OFFSETS_TOPIC && key.1 == 0 && st.coordinator {
-            self.loader.send(LoaderJob::Unload);
-            st.coordinator = false;
+        if key.0 == OFFSETS_TOPIC && st.coordinator.remove(&key.1) {
+            self.loader.send(LoaderJob::Unload(key.1));
         }
         self.unfollow(st, &key);
         partition.become_follower(leader, initial_hw);

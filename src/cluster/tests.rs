@@ -14,10 +14,13 @@ const WAIT: Duration = Duration::from_secs(30);
 const SESSION: Duration = Duration::from_millis(2000);
 /// `replica.lag.time.max.ms` of the test clusters.
 const LAG: Duration = Duration::from_millis(1000);
+/// `offsets.topic.num.partitions` of the test clusters.
+const OFFSETS_PARTITIONS: i32 = 6;
 
 mod describe_producers;
 mod duplicate_proposal;
 mod failover;
+mod group_coordinators;
 mod lost_directory;
 mod quorum_forgery;
 mod replication;
@@ -73,7 +76,12 @@ impl TestCluster {
     }
 
     fn start_with(&self, i: usize, listener: TcpListener) -> ServerHandle {
-        Server::builder(crate::broker::Broker::open(self.dirs[i].path()).unwrap())
+        // A few `__consumer_offsets` partitions, enough to place groups on every node.
+        let broker = crate::broker::Broker::builder(self.dirs[i].path())
+            .offsets_topic_num_partitions(OFFSETS_PARTITIONS)
+            .open()
+            .unwrap();
+        Server::builder(broker)
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())

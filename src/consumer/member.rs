@@ -826,7 +826,8 @@ impl GroupConsumer {
     fn commit_positions(&mut self, fsync: bool) -> Result<()> {
         self.commit_current()?;
         if fsync {
-            let offsets = self.fetcher.broker.topic(OFFSETS_TOPIC)?.partition(0)?;
+            let index = self.coordinator().partition_of(&self.config.group_id);
+            let offsets = self.fetcher.broker.topic(OFFSETS_TOPIC)?.partition(index)?;
             offsets.sync()?;
         }
         Ok(())

@@ -1309,7 +1309,7 @@ mod tests {
                 .is_empty()
         );
         coordinator
-            .complete_txn_offsets(5, 0, true)
+            .complete_txn_offsets(coordinator.partition_of("g"), 5, 0, true)
             .expect("commit");
         let polled = committed.poll(Duration::from_millis(100)).expect("poll");
         let offsets: Vec<i64> = polled.iter().map(|r| r.expect("record").offset).collect();

@@ -644,6 +644,31 @@ impl ConsumerGroup {
         self.remove_member(member_id, cfg);
     }
 
+    /// OffsetFetch v9's check for this group (KIP-848, Kafka's `validateOffsetFetch`):
+    /// a request without a member id or with a negative epoch (an admin client's) is
+    /// accepted; a member must be one of the group's (`UNKNOWN_MEMBER_ID`) at its
+    /// current epoch (`STALE_MEMBER_EPOCH` otherwise).
+    pub fn check_offset_fetch(
+        &self,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let Some(member_id) = member_id.filter(|_| member_epoch >= 0) else {
+            return Ok(());
+        };
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or_else(|| GroupError::UnknownMemberId(member_id.to_string()))?;
+        if member_epoch != m.epoch {
+            return Err(GroupError::StaleMemberEpoch {
+                given: member_epoch,
+                current: m.epoch,
+            });
+        }
+        Ok(())
+    }
+
     /// OffsetCommit's check for this group (KIP-848): a commit without a member id and
     /// a negative epoch is accepted only while the group is empty; a member's commit
     /// must carry its current epoch (`STALE_MEMBER_EPOCH` if older, fenced if newer).

@@ -65,8 +65,8 @@ impl GroupCoordinator {
         validate_heartbeat(&req, cfg)?;
         let now = Instant::now();
         let mut st = self.inner.state.lock();
-        let journal = st.journal.clone();
-        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        let loaded = st.coordinating(&req.group_id)?;
+        let journal = loaded.journal.clone();
         if loaded
             .groups
             .get(&req.group_id)
@@ -94,10 +94,11 @@ impl GroupCoordinator {
         Ok(out)
     }
 
-    /// Rebuilds the consumer-protocol groups from the records of `__consumer_offsets`
-    /// (oldest first), as a load does.
+    /// Rebuilds the consumer-protocol groups of partition `index` from the records of
+    /// that `__consumer_offsets` partition (oldest first), as a load does.
     pub(super) fn restore_consumer_groups(
         &self,
+        index: i32,
         records: &[JournalRecord],
     ) -> crate::error::Result<()> {
         let mut by_group: std::collections::BTreeMap<String, Vec<super::consumer_records::Record>> =
@@ -110,7 +111,7 @@ impl GroupCoordinator {
         let now = Instant::now();
         let cfg = &self.inner.config;
         let mut st = self.inner.state.lock();
-        if let Some(loaded) = st.loaded.as_mut() {
+        if let Some(loaded) = st.loaded.get_mut(&index) {
             let incarnation = loaded.incarnation;
             for (id, recs) in by_group {
                 if let Some(g) = ConsumerGroup::restore(&id, &recs, cfg, now, incarnation) {
@@ -130,7 +131,7 @@ impl GroupCoordinator {
     ) -> Result<ConsumerGroupDescription, GroupError> {
         self.check_open()?;
         let st = self.inner.state.lock();
-        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
+        let loaded = st.shard(group_id).ok_or(GroupError::NotCoordinator)?;
         loaded
             .consumer
             .get(group_id)
@@ -141,7 +142,7 @@ impl GroupCoordinator {
     /// The protocol of a known group, None if the coordinator does not know it.
     pub fn group_type(&self, group_id: &str) -> Option<GroupType> {
         let st = self.inner.state.lock();
-        let loaded = st.loaded.as_ref()?;
+        let loaded = st.shard(group_id)?;
         if loaded.consumer.contains_key(group_id) {
             Some(GroupType::Consumer)
         } else {
@@ -162,11 +163,17 @@ impl GroupCoordinator {
     ) -> Result<Vec<TypedListedGroup>, GroupError> {
         self.check_open()?;
         let st = self.inner.state.lock();
-        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
-        let classic = loaded
-            .groups
+        if st.loaded.is_empty() {
+            return Err(GroupError::NotCoordinator);
+        }
+        let classic = st
+            .loaded
             .values()
-            .filter(|g| !loaded.consumer.contains_key(g.id()))
+            .flat_map(|l| {
+                l.groups
+                    .values()
+                    .filter(|g| !l.consumer.contains_key(g.id()))
+            })
             .map(|g| {
                 let l = g.listed();
                 TypedListedGroup {
@@ -176,12 +183,16 @@ impl GroupCoordinator {
                     group_type: GroupType::Classic,
                 }
             });
-        let consumer = loaded.consumer.values().map(|g| TypedListedGroup {
-            group_id: g.id().to_string(),
-            protocol_type: "consumer".into(),
-            state: g.state().as_str(),
-            group_type: GroupType::Consumer,
-        });
+        let consumer = st
+            .loaded
+            .values()
+            .flat_map(|l| l.consumer.values())
+            .map(|g| TypedListedGroup {
+                group_id: g.id().to_string(),
+                protocol_type: "consumer".into(),
+                state: g.state().as_str(),
+                group_type: GroupType::Consumer,
+            });
         let mut out: Vec<TypedListedGroup> = classic
             .chain(consumer)
             .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state)))
@@ -196,16 +207,14 @@ impl GroupCoordinator {
     /// convert groups); an empty one is dropped and becomes a classic group.
     pub(super) fn refuse_classic_join(&self, group_id: &str) -> Result<(), GroupError> {
         let mut st = self.inner.state.lock();
-        let Some(loaded) = st.loaded.as_mut() else {
+        let Some(loaded) = st.shard_mut(group_id) else {
             return Ok(());
         };
         match loaded.consumer.get(group_id) {
             Some(g) if !g.is_empty() => Err(GroupError::GroupIdNotFound),
             Some(g) => {
-                forget(g.tombstones(), st.journal.as_ref())?;
-                if let Some(l) = st.loaded.as_mut() {
-                    l.consumer.remove(group_id);
-                }
+                forget(g.tombstones(), loaded.journal.as_ref())?;
+                loaded.consumer.remove(group_id);
                 Ok(())
             }
             None => Ok(()),
@@ -230,8 +239,7 @@ impl GroupCoordinator {
     ) -> Result<bool, GroupError> {
         let st = self.inner.state.lock();
         let Some(g) = st
-            .loaded
-            .as_ref()
+            .shard(&req.group_id)
             .and_then(|l| l.consumer.get(&req.group_id))
         else {
             return Ok(false);
@@ -240,21 +248,36 @@ impl GroupCoordinator {
         Ok(true)
     }
 
+    /// OffsetFetch v9's member check (KIP-848): for a consumer-protocol group, a
+    /// member id with a non-negative epoch must name a member at that epoch
+    /// ([`GroupError::UnknownMemberId`], [`GroupError::StaleMemberEpoch`]); classic
+    /// groups and requests without a member (an admin client's) are not checked.
+    pub fn check_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let st = self.inner.state.lock();
+        match st.shard(group_id).and_then(|l| l.consumer.get(group_id)) {
+            Some(g) => g.check_offset_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
+    }
+
     /// DeleteGroups on a consumer-protocol group: refused while it has members,
     /// otherwise forgotten (its offsets are deleted with the classic group of the same
     /// id). True if there was one.
     pub(super) fn delete_consumer_group(&self, group_id: &str) -> Result<bool, GroupError> {
         let mut st = self.inner.state.lock();
-        let Some(loaded) = st.loaded.as_mut() else {
+        let Some(loaded) = st.shard_mut(group_id) else {
             return Ok(false);
         };
         match loaded.consumer.get(group_id) {
             Some(g) if !g.is_empty() => Err(GroupError::NonEmptyGroup),
             Some(g) => {
-                forget(g.tombstones(), st.journal.as_ref())?;
-                if let Some(l) = st.loaded.as_mut() {
-                    l.consumer.remove(group_id);
-                }
+                forget(g.tombstones(), loaded.journal.as_ref())?;
+                loaded.consumer.remove(group_id);
                 Ok(true)
             }
             None => Ok(false),
@@ -268,8 +291,7 @@ impl GroupCoordinator {
         group_id: &str,
     ) -> std::collections::BTreeSet<String> {
         let st = self.inner.state.lock();
-        st.loaded
-            .as_ref()
+        st.shard(group_id)
             .and_then(|l| l.consumer.get(group_id))
             .map(ConsumerGroup::subscribed_topics)
             .unwrap_or_default()
@@ -281,14 +303,11 @@ impl GroupCoordinator {
     pub fn expire_consumer_member(&self, group_id: &str, member_id: &str) {
         let cfg = &self.inner.config;
         let mut st = self.inner.state.lock();
-        let journal = st.journal.clone();
-        if let Some(g) = st
-            .loaded
-            .as_mut()
-            .and_then(|l| l.consumer.get_mut(group_id))
+        if let Some(l) = st.shard_mut(group_id)
+            && let Some(g) = l.consumer.get_mut(group_id)
         {
             g.expire_member(member_id, cfg);
-            let _ = persist(g, journal.as_ref());
+            let _ = persist(g, l.journal.as_ref());
         }
         self.inner.changed.notify_all();
     }
@@ -555,7 +574,7 @@ mod tests {
         let c = coordinator();
         let records = journal.0.lock().clone();
         c.load(Vec::new(), Arc::clone(journal) as Arc<dyn OffsetJournal>);
-        c.restore_consumer_groups(&records).unwrap();
+        c.restore_consumer_groups(0, &records).unwrap();
         c
     }
 

@@ -51,9 +51,13 @@
 //!
 //! # Loading, unloading and restarts
 //!
-//! The coordinator answers only while it is loaded ([`GroupCoordinator::unload`] makes
-//! every call answer [`GroupError::NotCoordinator`]). Loading replays
-//! `__consumer_offsets`: committed offsets, and each group's last stored generation,
+//! `__consumer_offsets` has several partitions (`offsets.topic.num.partitions`, 50 by
+//! default, fixed at the topic's creation), and a group's records are all in the
+//! partition [`partition_for`] its id (Kafka's hash). The coordinator loads partitions
+//! one by one ([`GroupCoordinator::unload_partition`] drops one): a single node loads
+//! them all, a cluster node those it leads. A group whose partition is not loaded here
+//! answers [`GroupError::NotCoordinator`]. Loading a partition replays it: committed
+//! offsets, and each group's last stored generation,
 //! restored `Stable` with its members, who go on heartbeating and committing with
 //! their old ids and generation; no rebalance is needed. Member ids carry a per-load
 //! incarnation, so a restarted coordinator never hands out an id it gave before.
@@ -151,24 +155,96 @@ impl std::fmt::Debug for RebalanceWaker {
 /// `UNKNOWN_TOPIC_OR_PARTITION` for those that do not).
 pub(crate) type PartitionCheck = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 
-/// The groups of a loaded coordinator.
+/// The groups of one loaded partition of `__consumer_offsets`.
 struct Loaded {
     groups: HashMap<String, Group>,
     /// Consumer-protocol groups (KIP-848); their offsets are in `groups`.
     consumer: HashMap<String, ConsumerGroup>,
     incarnation: u64,
+    /// Where this partition's records are written (None: kept in memory only).
+    journal: Option<Arc<dyn OffsetJournal>>,
+    /// Transactional offsets not yet decided by a marker (reset with every load).
+    txn: txn_offsets::PendingTxnOffsets,
 }
 
-#[derive(Default)]
+impl Loaded {
+    fn new(incarnation: u64, journal: Option<Arc<dyn OffsetJournal>>) -> Loaded {
+        Loaded {
+            groups: HashMap::new(),
+            consumer: HashMap::new(),
+            incarnation,
+            journal,
+            txn: txn_offsets::PendingTxnOffsets::default(),
+        }
+    }
+}
+
 struct State {
-    /// None while unloaded (not the coordinator).
-    loaded: Option<Loaded>,
-    journal: Option<Arc<dyn OffsetJournal>>,
+    /// The partitions of `__consumer_offsets`: a group's partition is
+    /// [`partition_for`] its id.
+    partitions: i32,
+    /// The partitions loaded here (this node coordinates their groups), by index.
+    loaded: std::collections::BTreeMap<i32, Loaded>,
     partition_check: Option<PartitionCheck>,
     /// In-process members to wake when their group starts a rebalance.
     wakers: HashMap<String, HashMap<String, RebalanceWaker>>,
-    /// Transactional offsets not yet decided by a marker (reset with every load).
-    txn: txn_offsets::PendingTxnOffsets,
+}
+
+impl State {
+    /// The `__consumer_offsets` partition of `group_id`.
+    fn partition_of(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.partitions)
+    }
+
+    /// The loaded partition that coordinates `group_id`, if it is loaded here.
+    fn shard(&self, group_id: &str) -> Option<&Loaded> {
+        self.loaded.get(&self.partition_of(group_id))
+    }
+
+    /// [`shard`](Self::shard), mutable.
+    fn shard_mut(&mut self, group_id: &str) -> Option<&mut Loaded> {
+        let p = self.partition_of(group_id);
+        self.loaded.get_mut(&p)
+    }
+
+    /// The loaded partition of `group_id`, or NOT_COORDINATOR.
+    fn coordinating(&mut self, group_id: &str) -> Result<&mut Loaded, GroupError> {
+        self.shard_mut(group_id).ok_or(GroupError::NotCoordinator)
+    }
+
+    /// Wakes and forgets the in-process members of the groups of partition `index`.
+    fn drop_wakers_of(&mut self, index: i32) {
+        let partitions = self.partitions;
+        self.wakers.retain(|group_id, wakers| {
+            if partition_for(group_id, partitions) != index {
+                return true;
+            }
+            for w in wakers.values() {
+                w.wake();
+            }
+            false
+        });
+    }
+}
+
+/// The `__consumer_offsets` partition of `group_id` among `partitions`: Kafka's
+/// `Utils.abs(groupId.hashCode()) % partitions`, with Java's `String.hashCode` over
+/// UTF-16 code units (so a group has the partition, hence the coordinator, that a Kafka
+/// broker would give it). The same rule places transactional ids in
+/// `__transaction_state`.
+///
+/// ```
+/// use tidelog::coordinator::partition_for;
+/// // Java: "hello".hashCode() == 99162322.
+/// assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
+/// assert_eq!(partition_for("any", 1), 0);
+/// ```
+pub fn partition_for(key: &str, partitions: i32) -> i32 {
+    let hash = key.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
+    // Kafka's Utils.abs masks the sign bit (i32::MIN maps to 0).
+    (hash & 0x7fff_ffff) % partitions.max(1)
 }
 
 struct Inner {
@@ -245,7 +321,12 @@ impl GroupCoordinator {
         let c = GroupCoordinator {
             inner: Arc::new(Inner {
                 config,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    partitions: 1,
+                    loaded: std::collections::BTreeMap::new(),
+                    partition_check: None,
+                    wakers: HashMap::new(),
+                }),
                 changed: Condvar::new(),
                 closed: AtomicBool::new(false),
                 reaper: Mutex::new(None),
@@ -253,11 +334,11 @@ impl GroupCoordinator {
             }),
         };
         let incarnation = c.next_incarnation();
-        c.inner.state.lock().loaded = Some(Loaded {
-            groups: HashMap::new(),
-            consumer: HashMap::new(),
-            incarnation,
-        });
+        c.inner
+            .state
+            .lock()
+            .loaded
+            .insert(0, Loaded::new(incarnation, None));
         c
     }
 
@@ -278,57 +359,79 @@ impl GroupCoordinator {
         self.inner.state.lock().partition_check = Some(check);
     }
 
-    /// Becomes the coordinator: replays the records of `__consumer_offsets` (oldest
-    /// first: committed offsets and group metadata) and writes to `journal` from now
-    /// on. Replaces whatever was loaded before.
+    /// Becomes the coordinator of every group as the only partition of
+    /// `__consumer_offsets`: replays `entries` (oldest first: committed offsets and
+    /// group metadata) and writes to `journal` from now on. Replaces whatever was
+    /// loaded before.
     pub(crate) fn load(&self, entries: Vec<offsets::Entry>, journal: Arc<dyn OffsetJournal>) {
         let logged = entries.into_iter().map(offsets::Logged::Plain).collect();
-        self.load_logged(logged, journal);
+        let mut st = self.inner.state.lock();
+        st.partitions = 1;
+        st.loaded.clear();
+        drop(st);
+        self.load_logged(0, logged, journal);
     }
 
-    /// [`load`](Self::load) from the records as logged: transactional offsets count
+    /// Loads partition `index` from its records as logged: transactional offsets count
     /// where their producer's COMMIT marker is, and stay pending without a marker.
     pub(crate) fn load_logged(
         &self,
+        index: i32,
         logged: Vec<offsets::Logged>,
         journal: Arc<dyn OffsetJournal>,
     ) {
         let incarnation = self.next_incarnation();
         let (entries, pending) = txn_offsets::resolve(logged);
         let groups = group::groups_from_entries(entries, Instant::now(), incarnation);
+        let mut shard = Loaded::new(incarnation, Some(journal));
+        shard.groups = groups.into_iter().collect();
+        shard.txn = pending;
         let mut st = self.inner.state.lock();
-        st.loaded = Some(Loaded {
-            groups: groups.into_iter().collect(),
-            consumer: HashMap::new(),
-            incarnation,
-        });
-        st.journal = Some(journal);
-        st.txn = pending;
+        st.loaded.insert(index, shard);
         self.inner.changed.notify_all();
     }
 
-    /// Becomes the coordinator from partition 0 of `__consumer_offsets`: reads it whole
-    /// and appends to it from now on (a cluster node calls this when it becomes the
-    /// partition's leader).
+    /// Sets the number of partitions of `__consumer_offsets`, which places every group
+    /// ([`partition_for`]): read from the topic, fixed at its creation.
+    pub(crate) fn set_partition_count(&self, partitions: i32) {
+        let mut st = self.inner.state.lock();
+        if st.partitions != partitions.max(1) {
+            st.partitions = partitions.max(1);
+            self.inner.changed.notify_all();
+        }
+    }
+
+    /// The number of partitions of `__consumer_offsets` groups are placed over.
+    pub fn partition_count(&self) -> i32 {
+        self.inner.state.lock().partitions
+    }
+
+    /// The `__consumer_offsets` partition whose leader coordinates `group_id`.
+    pub fn partition_of(&self, group_id: &str) -> i32 {
+        self.inner.state.lock().partition_of(group_id)
+    }
+
+    /// Becomes the coordinator of the groups of `partition` (of `__consumer_offsets`):
+    /// reads it whole and appends to it from now on (a single node loads every
+    /// partition when it opens; a cluster node each one it becomes the leader of).
     pub(crate) fn load_partition(
         &self,
         partition: crate::topic::Partition,
     ) -> crate::error::Result<()> {
+        let index = partition.index();
         let (logged, records) = offsets::load(&partition)?;
-        self.load_logged(logged, Arc::new(offsets::LogJournal { partition }));
-        self.restore_consumer_groups(&records)?;
+        self.load_logged(index, logged, Arc::new(offsets::LogJournal { partition }));
+        self.restore_consumer_groups(index, &records)?;
         Ok(())
     }
 
-    /// Stops being the coordinator (a cluster node calls this when it loses the
-    /// leadership of `__consumer_offsets`): every group API answers
-    /// [`GroupError::NotCoordinator`] until the next load, and blocked JoinGroup and
-    /// SyncGroup calls return it at once.
+    /// Stops coordinating every group (a cluster node before it leads any partition of
+    /// `__consumer_offsets`): every group API answers [`GroupError::NotCoordinator`]
+    /// until the next load, and blocked JoinGroup and SyncGroup calls return it at
+    /// once.
     pub fn unload(&self) {
         let mut st = self.inner.state.lock();
-        st.loaded = None;
-        st.journal = None;
-        st.txn = txn_offsets::PendingTxnOffsets::default();
+        st.loaded.clear();
         for wakers in st.wakers.values() {
             for w in wakers.values() {
                 w.wake();
@@ -338,9 +441,32 @@ impl GroupCoordinator {
         self.inner.changed.notify_all();
     }
 
-    /// True while the coordinator is loaded (answers group APIs).
+    /// Stops coordinating the groups of partition `index` of `__consumer_offsets` (a
+    /// cluster node that lost its leadership): they answer
+    /// [`GroupError::NotCoordinator`] until it is loaded again; the other partitions
+    /// go on.
+    pub fn unload_partition(&self, index: i32) {
+        let mut st = self.inner.state.lock();
+        st.loaded.remove(&index);
+        st.drop_wakers_of(index);
+        self.inner.changed.notify_all();
+    }
+
+    /// True while some partition is loaded (the coordinator answers group APIs for
+    /// its groups).
     pub fn is_loaded(&self) -> bool {
-        self.inner.state.lock().loaded.is_some()
+        !self.inner.state.lock().loaded.is_empty()
+    }
+
+    /// True while the partition of `group_id` is loaded here: this node coordinates
+    /// the group.
+    pub fn coordinates(&self, group_id: &str) -> bool {
+        self.inner.state.lock().shard(group_id).is_some()
+    }
+
+    /// The partitions of `__consumer_offsets` loaded here, ascending.
+    pub fn loaded_partitions(&self) -> Vec<i32> {
+        self.inner.state.lock().loaded.keys().copied().collect()
     }
 
     /// Starts the session reaper thread (idempotent).
@@ -416,7 +542,8 @@ impl GroupCoordinator {
         let now = Instant::now();
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
-        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        let p = st.partition_of(group_id);
+        let loaded = st.loaded.get_mut(&p).ok_or(GroupError::NotCoordinator)?;
         let incarnation = loaded.incarnation;
         let group = match (loaded.groups.contains_key(group_id), missing) {
             (true, _) | (false, None) => loaded
@@ -426,8 +553,8 @@ impl GroupCoordinator {
             (false, Some(e)) => return Err(e),
         };
         let before = group.rebalances();
-        let out = f(group, &mut st.txn, now);
-        let stored = persist(group, st.journal.as_ref(), now);
+        let out = f(group, &mut loaded.txn, now);
+        let stored = persist(group, loaded.journal.as_ref(), now);
         let after = group.rebalances();
         wake_group(&st.wakers, group_id, before, after);
         self.inner.changed.notify_all();
@@ -479,7 +606,8 @@ impl GroupCoordinator {
             }
             let now = Instant::now();
             let st = &mut *guard;
-            let Some(loaded) = st.loaded.as_mut() else {
+            let p = st.partition_of(&ticket.group_id);
+            let Some(loaded) = st.loaded.get_mut(&p) else {
                 return Some(Err(GroupError::NotCoordinator));
             };
             let Some(group) = loaded.groups.get_mut(&ticket.group_id) else {
@@ -487,7 +615,7 @@ impl GroupCoordinator {
             };
             let before = group.rebalances();
             let next = group.tick(now);
-            let _ = persist(group, st.journal.as_ref(), now);
+            let _ = persist(group, loaded.journal.as_ref(), now);
             wake_group(&st.wakers, &ticket.group_id, before, group.rebalances());
             if let Some(answer) = group.join_result(ticket, now) {
                 self.inner.changed.notify_all();
@@ -525,14 +653,14 @@ impl GroupCoordinator {
             let now = Instant::now();
             let closed = self.is_closed();
             let st = &mut *guard;
+            let coordinating = st.shard(&req.group_id).is_some();
             let Some(group) = st
-                .loaded
-                .as_mut()
+                .shard_mut(&req.group_id)
                 .and_then(|l| l.groups.get_mut(&req.group_id))
             else {
                 return Err(if closed {
                     GroupError::CoordinatorNotAvailable
-                } else if st.loaded.is_none() {
+                } else if !coordinating {
                     GroupError::NotCoordinator
                 } else {
                     GroupError::UnknownMemberId(req.member_id.clone())
@@ -605,7 +733,7 @@ impl GroupCoordinator {
             given: req.generation_id,
             current: -1,
         });
-        let journal = self.inner.state.lock().journal.clone();
+        let journal = self.journal_of(&req.group_id);
         let group_id = req.group_id.clone();
         self.commit_with(
             &group_id,
@@ -651,7 +779,7 @@ impl GroupCoordinator {
                 epoch: req.producer_epoch,
             });
         }
-        let journal = self.inner.state.lock().journal.clone();
+        let journal = self.journal_of(&req.group_id);
         let (pid, epoch) = (req.producer_id, req.producer_epoch);
         self.commit_with(
             &req.group_id,
@@ -687,23 +815,25 @@ impl GroupCoordinator {
     }
 
     /// Producer `producer_id`'s transaction ended: its COMMIT or ABORT marker (at
-    /// `producer_epoch`) is in `__consumer_offsets`. A commit makes the producer's
-    /// pending transactional offsets the groups' committed offsets (but not over a
-    /// plain commit made after them), an abort drops them. Nothing pending is no
-    /// error: a transaction without offsets, or a marker written again.
+    /// `producer_epoch`) is in partition `partition` of `__consumer_offsets`. A commit
+    /// makes the producer's pending transactional offsets of that partition's groups
+    /// their committed offsets (but not over a plain commit made after them), an abort
+    /// drops them. Nothing pending is no error: a transaction without offsets, or a
+    /// marker written again.
     pub fn complete_txn_offsets(
         &self,
+        partition: i32,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
     ) -> crate::error::Result<()> {
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
-        let done = st.txn.complete(producer_id, producer_epoch, commit);
-        let Some(loaded) = st.loaded.as_mut() else {
+        let Some(loaded) = st.loaded.get_mut(&partition) else {
             // Not the coordinator: the next load reads the marker from the log.
             return Ok(());
         };
+        let done = loaded.txn.complete(producer_id, producer_epoch, commit);
         let mut by_group: HashMap<String, Vec<(String, i32, offsets::Committed)>> = HashMap::new();
         for ((group, topic, partition), value) in done {
             by_group
@@ -829,8 +959,9 @@ impl GroupCoordinator {
         }) {
             Err(GroupError::GroupIdNotFound) => {
                 let st = self.inner.state.lock();
+                let shard = st.shard(group_id).ok_or(GroupError::NotCoordinator)?;
                 Ok(mark(
-                    &st.txn,
+                    &shard.txn,
                     Group::new(group_id, 0).fetch_offsets(partitions),
                 ))
             }
@@ -843,10 +974,13 @@ impl GroupCoordinator {
     pub fn list_groups(&self, states: &[GroupState]) -> Result<Vec<ListedGroup>, GroupError> {
         self.check_open()?;
         let st = self.inner.state.lock();
-        let loaded = st.loaded.as_ref().ok_or(GroupError::NotCoordinator)?;
-        let mut out: Vec<ListedGroup> = loaded
-            .groups
+        if st.loaded.is_empty() {
+            return Err(GroupError::NotCoordinator);
+        }
+        let mut out: Vec<ListedGroup> = st
+            .loaded
             .values()
+            .flat_map(|l| l.groups.values())
             .map(Group::listed)
             .filter(|g| states.is_empty() || states.contains(&g.state))
             .collect();
@@ -882,7 +1016,8 @@ impl GroupCoordinator {
         let was_consumer = self.delete_consumer_group(group_id)?;
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
-        let loaded = st.loaded.as_mut().ok_or(GroupError::NotCoordinator)?;
+        let p = st.partition_of(group_id);
+        let loaded = st.loaded.get_mut(&p).ok_or(GroupError::NotCoordinator)?;
         let Some(group) = loaded.groups.get_mut(group_id) else {
             return if was_consumer {
                 Ok(())
@@ -892,7 +1027,7 @@ impl GroupCoordinator {
         };
         let records = group.prepare_delete()?;
         if !records.is_empty()
-            && let Some(journal) = &st.journal
+            && let Some(journal) = &loaded.journal
         {
             journal
                 .append(&records)
@@ -914,7 +1049,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let journal = self.inner.state.lock().journal.clone();
+        let journal = self.journal_of(group_id);
         let subscribed = self.consumer_subscribed_topics(group_id);
         self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, _| {
             let (mut results, mut records) = g.prepare_offset_delete(partitions)?;
@@ -946,8 +1081,7 @@ impl GroupCoordinator {
     pub(crate) fn set_waker(&self, group_id: &str, member_id: &str, waker: RebalanceWaker) {
         let mut st = self.inner.state.lock();
         let live: Vec<String> = st
-            .loaded
-            .as_ref()
+            .shard(group_id)
             .and_then(|l| l.groups.get(group_id))
             .map(Group::member_ids)
             .unwrap_or_default();
@@ -971,10 +1105,26 @@ impl GroupCoordinator {
     /// retention, forgets groups with nothing left. Returns the next instant at which
     /// something may time out.
     fn tick(&self, st: &mut State, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let State { loaded, wakers, .. } = st;
+        for shard in loaded.values_mut() {
+            if let Some(t) = self.tick_partition(shard, wakers, now) {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    /// [`tick`](Self::tick) of the groups of one loaded partition.
+    fn tick_partition(
+        &self,
+        loaded: &mut Loaded,
+        wakers: &mut HashMap<String, HashMap<String, RebalanceWaker>>,
+        now: Instant,
+    ) -> Option<Instant> {
         let retention = self.inner.config.offsets_retention;
         let wall = now_ms();
-        let journal = st.journal.clone();
-        let loaded = st.loaded.as_mut()?;
+        let journal = loaded.journal.clone();
         let mut next =
             consumer_shell::tick_consumer_groups(loaded, journal.as_ref(), &self.inner.config, now);
         let active = consumer_shell::active_consumer_groups(loaded);
@@ -1010,12 +1160,22 @@ impl GroupCoordinator {
         }
         for id in expired {
             loaded.groups.remove(&id);
-            st.wakers.remove(&id);
+            wakers.remove(&id);
         }
         for id in woken {
-            wake_group(&st.wakers, &id, 0, 1);
+            wake_group(wakers, &id, 0, 1);
         }
         next
+    }
+
+    /// The journal of `group_id`'s partition, None if it is not loaded (or keeps
+    /// nothing).
+    fn journal_of(&self, group_id: &str) -> Option<Arc<dyn OffsetJournal>> {
+        self.inner
+            .state
+            .lock()
+            .shard(group_id)
+            .and_then(|l| l.journal.clone())
     }
 }
 

@@ -75,9 +75,9 @@ fn txn_offsets_are_pending_until_a_commit_marker_and_dropped_by_an_abort() {
     assert_eq!(visible(&c), [3, -1], "pending offsets are not shown");
     assert_eq!(unstable(&c), [true, true]);
     // Another producer's marker decides nothing of producer 5.
-    c.complete_txn_offsets(6, 0, true).expect("complete");
+    c.complete_txn_offsets(0, 6, 0, true).expect("complete");
     assert_eq!(visible(&c), [3, -1]);
-    c.complete_txn_offsets(5, 0, true).expect("complete");
+    c.complete_txn_offsets(0, 5, 0, true).expect("complete");
     assert_eq!(visible(&c), [10, 20]);
     assert_eq!(unstable(&c), [false, false]);
 
@@ -86,11 +86,11 @@ fn txn_offsets_are_pending_until_a_commit_marker_and_dropped_by_an_abort() {
             .expect("txn commit"),
     );
     assert_eq!(unstable(&c), [true, false]);
-    c.complete_txn_offsets(5, 1, false).expect("abort");
+    c.complete_txn_offsets(0, 5, 1, false).expect("abort");
     assert_eq!(visible(&c), [10, 20], "an abort drops them");
     assert_eq!(unstable(&c), [false, false]);
     // A marker written again finds nothing pending.
-    c.complete_txn_offsets(5, 1, false).expect("abort again");
+    c.complete_txn_offsets(0, 5, 1, false).expect("abort again");
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn a_plain_commit_after_a_txn_offset_commit_wins() {
         [true, false],
         "still pending until the marker"
     );
-    c.complete_txn_offsets(5, 0, true).expect("complete");
+    c.complete_txn_offsets(0, 5, 0, true).expect("complete");
     assert_eq!(visible(&c), [12, -1]);
 }
 
@@ -158,7 +158,7 @@ fn txn_offset_commit_checks_the_member_as_kip_447() {
 fn an_older_producer_epoch_is_refused() {
     let journal = Arc::new(MemJournal::default());
     let c = coordinator(&journal);
-    c.complete_txn_offsets(5, 2, false).expect("abort");
+    c.complete_txn_offsets(0, 5, 2, false).expect("abort");
     let results = c
         .txn_offset_commit(txn_req(5, 1, vec![offset("t", 0, 10)]))
         .expect("answered");
@@ -200,7 +200,7 @@ fn a_reload_decides_txn_offsets_by_the_markers_in_the_log() {
         let offsets = broker
             .topic(crate::OFFSETS_TOPIC)
             .expect("offsets topic")
-            .partition(0)
+            .partition(c.partition_of("g"))
             .expect("partition");
         assert_eq!(
             offsets.last_stable_offset().expect("lso"),
@@ -220,6 +220,7 @@ fn a_reload_decides_txn_offsets_by_the_markers_in_the_log() {
     let c = broker.group_coordinator();
     assert_eq!(visible(c), [10, -1]);
     assert_eq!(unstable(c), [false, true], "producer 7 has no marker yet");
-    c.complete_txn_offsets(7, 0, true).expect("complete");
+    c.complete_txn_offsets(c.partition_of("g"), 7, 0, true)
+        .expect("complete");
     assert_eq!(visible(c), [10, 30]);
 }

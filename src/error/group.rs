@@ -7,12 +7,13 @@ use std::sync::Arc;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum GroupError {
-    /// This node does not coordinate groups now (the offsets partition is not loaded
-    /// here): find the coordinator again and retry. On a cluster the coordinator is the
-    /// node that leads `__consumer_offsets-0`; an in-process group member works only on
-    /// that node (elsewhere, use a network client, which finds the coordinator).
+    /// This node does not coordinate the group now (its partition of
+    /// `__consumer_offsets` is not loaded here): find the coordinator again and retry.
+    /// On a cluster the coordinator of a group is the node that leads the group's
+    /// partition of `__consumer_offsets`; an in-process group member works only on that
+    /// node (elsewhere, use a network client, which finds the coordinator).
     #[error(
-        "this node is not the group coordinator (on a cluster, the node that leads __consumer_offsets-0 is; in-process group members work only there)"
+        "this node is not the group's coordinator (on a cluster, the node that leads the group's partition of __consumer_offsets is; in-process group members work only there)"
     )]
     NotCoordinator,
     /// The coordinator is shutting down, or the group is being deleted.

@@ -422,6 +422,11 @@ impl ServerBuilder {
         }
         self.cluster.apply_to(&mut config);
         config.default_partitions = self.broker.config().default_partitions;
+        config.offsets_topic_num_partitions = self
+            .broker
+            .config()
+            .coordinator
+            .offsets_topic_num_partitions;
         Ok(Some(config))
     }
 

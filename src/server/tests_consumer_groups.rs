@@ -191,3 +191,109 @@ fn two_members_split_a_topic_through_heartbeats() {
     assert_eq!(a.member_epoch, 3);
     assert_eq!(count(&owned(&a)), 4);
 }
+
+/// OffsetFetch v8 asks for several groups at once, each answered on its own; v9 names
+/// the member asking, whose epoch a consumer-protocol group checks (KIP-848).
+#[test]
+fn offset_fetch_v8_answers_groups_and_v9_checks_the_member_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
+    assert_eq!(created.topics[0].error_code, 0);
+    let a = heartbeat(&mut c, "a", 0, None);
+    assert_eq!((a.error_code, a.member_epoch), (0, 1), "{a:?}");
+    let commit = |group: &str, member: &str, epoch: i32, offset: i64| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_member_id(s(member))
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset),
+                    ]),
+            ])
+    };
+    for (group, member, epoch, offset) in [("g", "a", 1, 5), ("classic", "", -1, 7)] {
+        let r: OffsetCommitResponse = c.call(
+            ApiKey::OffsetCommit,
+            7,
+            &commit(group, member, epoch, offset),
+        );
+        assert_eq!(r.topics[0].partitions[0].error_code, 0, "{group}");
+    }
+    let group = |id: &str, member: Option<&str>, epoch: i32| {
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(id)))
+            .with_member_id(member.map(s))
+            .with_member_epoch(epoch)
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopics::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0]),
+            ]))
+    };
+    let answers = |r: &OffsetFetchResponse| -> Vec<(String, i16, i64)> {
+        r.groups
+            .iter()
+            .map(|g| {
+                let offset = g
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .map_or(-2, |p| p.committed_offset);
+                (g.group_id.0.to_string(), g.error_code, offset)
+            })
+            .collect()
+    };
+    // v8: three groups in one request, one of them unknown.
+    let v8: OffsetFetchResponse = c.call(
+        ApiKey::OffsetFetch,
+        8,
+        &OffsetFetchRequest::default().with_groups(vec![
+            group("g", None, -1),
+            group("classic", None, -1),
+            group("nobody", None, -1),
+        ]),
+    );
+    assert_eq!(
+        answers(&v8),
+        [
+            ("g".to_string(), 0, 5),
+            ("classic".to_string(), 0, 7),
+            ("nobody".to_string(), 0, -1)
+        ]
+    );
+    // v9: the member at its epoch; an older epoch, an unknown member, an admin client.
+    let v9: OffsetFetchResponse = c.call(
+        ApiKey::OffsetFetch,
+        9,
+        &OffsetFetchRequest::default().with_groups(vec![
+            group("g", Some("a"), 1),
+            group("g", Some("a"), 0),
+            group("g", Some("zz"), 1),
+            group("g", None, -1),
+            group("classic", Some("anyone"), 3),
+        ]),
+    );
+    assert_eq!(
+        answers(&v9),
+        [
+            ("g".to_string(), 0, 5),
+            ("g".to_string(), 113, -2),
+            ("g".to_string(), 25, -2),
+            ("g".to_string(), 0, 5),
+            ("classic".to_string(), 0, 7)
+        ]
+    );
+}

@@ -300,6 +300,7 @@ fn no_room_for_the_transaction_state_is_coordinator_not_available() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder(dir.path())
         .max_partitions(20)
+        .offsets_topic_num_partitions(1)
         .open()
         .unwrap();
     let server = start(&broker);

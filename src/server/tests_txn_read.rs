@@ -321,7 +321,7 @@ fn txn_offset_commit_is_pending_until_the_marker_and_require_stable_says_so() {
     for version in 0..=4i64 {
         let commit = version != 4;
         coordinator
-            .complete_txn_offsets(20 + version, 0, commit)
+            .complete_txn_offsets(coordinator.partition_of("g"), 20 + version, 0, commit)
             .unwrap();
     }
     assert_eq!(offset_fetch(&mut c, 7, true), (0, 103));

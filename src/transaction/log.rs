@@ -30,10 +30,7 @@ pub const VALUE_VERSION: i16 = 1;
 ///
 /// `partitions` must be positive; a count below 1 is taken as 1.
 pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    let hash = transactional_id.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    });
-    (hash & 0x7fff_ffff) % partitions.max(1)
+    crate::coordinator::partition_for(transactional_id, partitions)
 }
 
 /// The value of one `__transaction_state` record: what a transactional id's coordinator

@@ -1,8 +1,9 @@
 """Request versions Kafka 4.0 removed and Kafka 3.9 answers, as an older client sends
 them, encoded by kafka-python's own classes for those versions (kafka.protocol.old):
 OffsetCommit v1 (with its commit timestamp) and OffsetFetch v1 read it back,
-OffsetCommit v0 (ZooKeeper's: UNSUPPORTED_VERSION), DescribeConfigs v0, CreateTopics v0
-and DeleteTopics v0. The connection must stay open after each."""
+OffsetCommit v0 (ZooKeeper's: UNSUPPORTED_VERSION), DescribeConfigs v0, CreateTopics v0,
+ListOffsets v0 (old_style_offsets) and DeleteTopics v0. The connection must stay open
+after each."""
 import os
 import socket
 import struct
@@ -13,6 +14,7 @@ from kafka.protocol.old.admin import (
     CreateTopicsRequest_v0, CreateTopicsResponse_v0, DeleteTopicsRequest_v0,
     DeleteTopicsResponse_v0, DescribeConfigsRequest_v0, DescribeConfigsResponse_v0,
 )
+from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsResponse_v0
 from kafka.protocol.old.commit import (
     OffsetCommitRequest_v0, OffsetCommitRequest_v1, OffsetCommitResponse_v0,
     OffsetCommitResponse_v1, OffsetFetchRequest_v1, OffsetFetchResponse_v1,
@@ -77,6 +79,14 @@ assert result[0] == 0 and result[3] == TOPIC, r
 configs = [tuple(c) for c in result[4]]
 assert configs == [("cleanup.policy", "delete", False, True, False)], configs
 print("DescribeConfigs v0:", configs)
+
+# Earliest (-2) and latest (-1) of the empty partition 0, one offset each; a partition
+# that does not exist answers UNKNOWN_TOPIC_OR_PARTITION with no offsets.
+r = call(ListOffsetsRequest_v0(replica_id=-1, topics=[(TOPIC, [(0, -2, 1), (1, -1, 1), (9, -1, 1)])]),
+         ListOffsetsResponse_v0)
+got = sorted(tuple((p[0], p[1], list(p[2]))) for p in r.topics[0][1])
+assert got == [(0, 0, [0]), (1, 0, [0]), (9, 3, [])], got
+print("ListOffsets v0:", got)
 
 r = call(DeleteTopicsRequest_v0(topic_names=[TOPIC], timeout_ms=10000), DeleteTopicsResponse_v0)
 assert [tuple(t) for t in r.topic_error_codes] == [(TOPIC, 0)], r

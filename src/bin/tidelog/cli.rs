@@ -767,6 +767,11 @@ pub(crate) struct ServeArgs {
     /// offsets.topic.replication.factor).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub offsets_topic_replication_factor: i16,
+    /// Partitions of __consumer_offsets when it is created, over which groups (and so
+    /// their coordinators) are spread by their id's hash (Kafka's
+    /// offsets.topic.num.partitions). An existing topic keeps its count.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(i32).range(1..))]
+    pub offsets_topic_num_partitions: i32,
     /// Cluster: move leaderships back to the preferred replicas when they are
     /// imbalanced (Kafka's auto.leader.rebalance.enable).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]

@@ -266,7 +266,10 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
     wait_until("__consumer_offsets has a leader", || offsets(&c).is_some());
     let old = (offsets(&c).unwrap() - 1) as usize;
     wait_until("the first coordinator loaded", || {
-        broker(&c, old).group_coordinator().is_loaded()
+        broker(&c, old)
+            .group_coordinator()
+            .loaded_partitions()
+            .contains(&0)
     });
     // Every load now waits until the test lets it go, as on a large offsets log.
     for i in c.running() {
@@ -293,14 +296,20 @@ fn loading_the_group_coordinator_does_not_hold_up_the_metadata() {
         .unwrap();
     assert!(broker(&c, new).topic("meanwhile").is_ok());
     assert!(
-        !broker(&c, new).group_coordinator().is_loaded(),
+        !broker(&c, new)
+            .group_coordinator()
+            .loaded_partitions()
+            .contains(&0),
         "published while the coordinator loads"
     );
     for i in c.running() {
         c.node(i).replica_manager().hold_coordinator_loads(false);
     }
     wait_until("the new coordinator loaded", || {
-        broker(&c, new).group_coordinator().is_loaded()
+        broker(&c, new)
+            .group_coordinator()
+            .loaded_partitions()
+            .contains(&0)
     });
     c.shutdown();
 }
@@ -319,7 +328,10 @@ fn a_failed_coordinator_load_is_retried() {
     wait_until("__consumer_offsets has a leader", || offsets(&c).is_some());
     let old = (offsets(&c).unwrap() - 1) as usize;
     wait_until("the first coordinator loaded", || {
-        broker(&c, old).group_coordinator().is_loaded()
+        broker(&c, old)
+            .group_coordinator()
+            .loaded_partitions()
+            .contains(&0)
     });
     // The next load of every node fails once (a read error).
     for i in c.running() {
@@ -331,7 +343,10 @@ fn a_failed_coordinator_load_is_retried() {
     });
     let new = (offsets(&c).unwrap() - 1) as usize;
     wait_until("the new coordinator loaded after a retry", || {
-        broker(&c, new).group_coordinator().is_loaded()
+        broker(&c, new)
+            .group_coordinator()
+            .loaded_partitions()
+            .contains(&0)
     });
     c.shutdown();
 }

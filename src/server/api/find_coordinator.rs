@@ -4,7 +4,7 @@
 //! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
 //! partition (Kafka's `abs(groupId.hashCode) % partitions`), from its
 //! [`ClusterView`], and the coordinator of a transactional id the leader of its
-//! `__transaction_state` partition (`transaction::log::partition_for`, the same hash);
+//! `__transaction_state` partition (`coordinator::partition_for`, the same hash);
 //! COORDINATOR_NOT_AVAILABLE while that topic does not exist or the partition has no
 //! leader.
 
@@ -99,12 +99,6 @@ fn find(ctx: &Ctx<'_>, kind: Option<ResourceType>, key_type: i8, key: &StrBytes)
     Ok((NODE_ID, host, port))
 }
 
-/// Java's `String.hashCode` (over UTF-16 code units), as Kafka partitions groups.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
-
 /// The coordinator of `key` (a group, or a transactional id) on a cluster:
 /// `(node id, host, port)` of the leader of its partition of `topic`
 /// (`__consumer_offsets`, or `__transaction_state`) at its endpoint of `listener`, or
@@ -121,8 +115,7 @@ fn cluster_coordinator(
     if count == 0 {
         return Err(no_leader());
     }
-    // Kafka's Utils.abs: i32::MIN maps to 0, not to itself.
-    let partition = (java_hash(key) & 0x7fff_ffff) % count;
+    let partition = crate::coordinator::partition_for(key, count);
 
     let leader = topic.partitions[partition as usize].leader;
     let broker = cluster
@@ -134,16 +127,4 @@ fn cluster_coordinator(
         format!("the coordinator, broker {leader}, has no listener named {listener}")
     })?;
     Ok((leader, host, port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::java_hash;
-
-    #[test]
-    fn group_hash_is_javas() {
-        // "hello".hashCode() in Java.
-        assert_eq!(java_hash("hello"), 99_162_322);
-        assert_eq!(java_hash(""), 0);
-    }
 }

@@ -1,6 +1,6 @@
 //! The request versions Kafka 4.0 removed (KIP-896) that Kafka 3.9 still answers, for
-//! older clients: OffsetCommit v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0
-//! and DescribeConfigs v0. `kafka-protocol` is generated from Kafka 4's message
+//! older clients: OffsetCommit v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0,
+//! DescribeConfigs v0 and ListOffsets v0. `kafka-protocol` is generated from Kafka 4's message
 //! definitions and neither decodes nor encodes them, so their layouts are here, from
 //! Kafka's protocol guide.
 //!
@@ -10,7 +10,11 @@
 //! that newer version ([`decode_as`]), the handler answers as for it, and the response
 //! is encoded at that version and rewritten in the old layout ([`downgrade`]).
 //! OffsetCommit v0-1 carry other fields in the middle of their partitions (a commit
-//! timestamp in v1) and are read by [`offset_commit_request`].
+//! timestamp in v1) and are read by [`offset_commit_request`]. ListOffsets v0 asks for
+//! up to `max_num_offsets` offsets before a timestamp and is answered with a list
+//! (`old_style_offsets`): it is read as v1 without that field and answered with the one
+//! offset v1 finds (Kafka's answer to the `max_num_offsets` 1 old clients send; an error
+//! answers an empty list).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::offset_commit_request::{
@@ -29,6 +33,7 @@ pub(crate) const OLDEST: &[(ApiKey, i16)] = &[
     (ApiKey::CreateTopics, 0),
     (ApiKey::DeleteTopics, 0),
     (ApiKey::DescribeConfigs, 0),
+    (ApiKey::ListOffsets, 0),
 ];
 
 /// The version of the protocol crate a request of `key` v`version` is decoded and
@@ -50,8 +55,58 @@ pub(crate) fn decode_as(key: ApiKey, version: i16, body: &Bytes) -> Bytes {
             b.put_u8(0);
             b.freeze()
         }
+        // A malformed body is left as it is: decoding it as v1 fails and says so.
+        (ApiKey::ListOffsets, 0) => list_offsets_v0_request(body).map_or(body.clone(), Bytes::from),
         _ => body.clone(),
     }
+}
+
+/// ListOffsets v0's request as v1's: each partition's `max_num_offsets` left out.
+fn list_offsets_v0_request(body: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader(body);
+    let mut out = Vec::with_capacity(body.len());
+    out.extend_from_slice(r.take(4)?); // replica_id
+    let topics = r.array_len()?;
+    out.put_i32(topics);
+    for _ in 0..topics {
+        out.extend_from_slice(r.string()?); // name
+        let partitions = r.array_len()?;
+        out.put_i32(partitions);
+        for _ in 0..partitions {
+            out.extend_from_slice(r.take(12)?); // partition_index, timestamp
+            r.take(4)?; // max_num_offsets
+        }
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the request", r.0.len()));
+    }
+    Ok(out)
+}
+
+/// ListOffsets v0's response from v1's: each partition's `timestamp` and `offset`
+/// become `old_style_offsets`, the offset alone (none on an error or without one).
+fn list_offsets_v0_response(r: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    let topics = r.array_len()?;
+    out.put_i32(topics);
+    for _ in 0..topics {
+        out.extend_from_slice(r.string()?); // name
+        let partitions = r.array_len()?;
+        out.put_i32(partitions);
+        for _ in 0..partitions {
+            out.extend_from_slice(r.take(4)?); // partition_index
+            let code = r.i16()?;
+            out.put_i16(code);
+            r.i64()?; // timestamp
+            let offset = r.i64()?;
+            if code == 0 && offset >= 0 {
+                out.put_i32(1);
+                out.put_i64(offset);
+            } else {
+                out.put_i32(0);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rewrites a response body encoded at [`modern_version`] in the layout of `version`.
@@ -82,11 +137,12 @@ pub(crate) fn downgrade(key: ApiKey, version: i16, modern: &[u8]) -> Result<Vec<
             }
         }
         (ApiKey::DescribeConfigs, 0) => describe_configs_v0(&mut r, &mut out)?,
+        (ApiKey::ListOffsets, 0) => list_offsets_v0_response(&mut r, &mut out)?,
         _ => return Err(format!("{key:?} v{version} has no old layout")),
     }
     if matches!(
         (key, version),
-        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0)
+        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0) | (ApiKey::ListOffsets, 0)
     ) && !r.0.is_empty()
     {
         return Err(format!("{} bytes left over", r.0.len()));
@@ -289,6 +345,28 @@ pub(crate) fn upgrade(key: ApiKey, version: i16, old: &[u8]) -> Result<Vec<u8>, 
                 out.put_i16(-1);
             }
         }
+        (ApiKey::ListOffsets, 0) => {
+            let topics = r.array_len()?;
+            out.put_i32(topics);
+            for _ in 0..topics {
+                out.extend_from_slice(r.string()?);
+                let partitions = r.array_len()?;
+                out.put_i32(partitions);
+                for _ in 0..partitions {
+                    out.extend_from_slice(r.take(6)?);
+                    out.put_i64(-1);
+                    let offsets = r.array_len()?;
+                    let mut first = -1;
+                    for i in 0..offsets {
+                        let o = r.i64()?;
+                        if i == 0 {
+                            first = o;
+                        }
+                    }
+                    out.put_i64(first);
+                }
+            }
+        }
         (ApiKey::DescribeConfigs, 0) => {
             out.extend_from_slice(r.take(4)?);
             let results = r.array_len()?;
@@ -341,6 +419,44 @@ mod tests {
         resp.encode(&mut modern, 2).unwrap();
         let old = downgrade(ApiKey::CreateTopics, 0, &modern).unwrap();
         assert_eq!(old, [0, 0, 0, 1, 0, 1, b't', 0, 36]);
+    }
+
+    #[test]
+    fn list_offsets_v0_is_v1_without_max_num_offsets_and_answers_a_list() {
+        // replica -1, topic "t", partition 2 at timestamp -1 (latest), max 1 offset.
+        let v0 = [
+            0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1,
+        ];
+        let v1 = decode_as(ApiKey::ListOffsets, 0, &Bytes::copy_from_slice(&v0));
+        assert_eq!(&v1[..], &v0[..v0.len() - 4]);
+        let resp = kafka_protocol::messages::ListOffsetsResponse::default().with_topics(vec![
+            kafka_protocol::messages::list_offsets_response::ListOffsetsTopicResponse::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse::default()
+                        .with_partition_index(2)
+                        .with_offset(42),
+                    kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse::default()
+                        .with_partition_index(3)
+                        .with_error_code(3),
+                ]),
+        ]);
+        let mut modern = BytesMut::new();
+        resp.encode(&mut modern, 1).unwrap();
+        let old = downgrade(ApiKey::ListOffsets, 0, &modern).unwrap();
+        assert_eq!(
+            old,
+            [
+                0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, // topic "t", 2 partitions
+                0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 42, // [42]
+                0, 0, 0, 3, 0, 3, 0, 0, 0, 0, // UNKNOWN_TOPIC_OR_PARTITION, []
+            ]
+        );
+        let back = upgrade(ApiKey::ListOffsets, 0, &old).unwrap();
+        let mut b = Bytes::from(back);
+        let decoded = <kafka_protocol::messages::ListOffsetsResponse as kafka_protocol::protocol::Decodable>::decode(&mut b, 1).unwrap();
+        assert_eq!(decoded.topics[0].partitions[0].offset, 42);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! ListOffsets (key 2), versions 1-5: earliest (-2), latest (-1: the high watermark,
-//! what consumers may read) or the first offset at or after a timestamp, per partition.
+//! ListOffsets (key 2), versions 0-5 (v0 through `legacy`): earliest (-2), latest (-1:
+//! the high watermark, what consumers may read) or the first offset at or after a
+//! timestamp, per partition.
 //! From v4 the request's `current_leader_epoch` is checked as Fetch does. A new leader
 //! whose high watermark is still below the start of its epoch answers latest, and a
 //! timestamp found at none of its committed records, with OFFSET_NOT_AVAILABLE

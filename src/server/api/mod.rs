@@ -231,7 +231,7 @@ apis! {
     Produce 3..=8, ProduceRequest => ProduceResponse, handler(produce),
         errors [|r, f| r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))];
     Fetch 4..=11, FetchRequest => FetchResponse, handler(fetch), errors [framed];
-    ListOffsets 1..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
+    ListOffsets 0..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     Metadata 0..=12, MetadataRequest => MetadataResponse, handler(metadata),
         errors [|r, f| {
@@ -243,7 +243,7 @@ apis! {
         }];
     OffsetCommit 0..=9, OffsetCommitRequest => OffsetCommitResponse, handler(offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    OffsetFetch 0..=7, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
+    OffsetFetch 0..=9, OffsetFetchRequest => OffsetFetchResponse, handler(offset_fetch),
         errors [|r, f| {
             f(r.error_code);
             r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
