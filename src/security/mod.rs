@@ -22,6 +22,7 @@ pub(crate) mod acl;
 pub(crate) mod credentials;
 pub(crate) mod dn;
 pub(crate) mod identity;
+#[cfg(feature = "server")]
 pub(crate) mod peer_log;
 pub(crate) mod sasl;
 pub(crate) mod scram;
@@ -433,7 +434,7 @@ impl Session {
         }
         Gate::Refuse(format!(
             "{} before SASL authentication completed on a {} listener",
-            crate::metrics::server::api_name(api_key),
+            crate::error::api_name(api_key),
             self.protocol
         ))
     }
