@@ -18,8 +18,11 @@ use crate::config::TopicConfig;
 use crate::error::{AdminError, ApiError, Error, ErrorCode, Resource, Result, TopicPartition};
 
 /// How much longer than `request.timeout.ms` the client waits for an answer, so that a
-/// broker's REQUEST_TIMED_OUT arrives before the socket gives up.
-const SLACK: Duration = Duration::from_secs(2);
+/// broker's REQUEST_TIMED_OUT arrives before the socket gives up: a quarter of it, at
+/// most 2 s.
+fn slack(request_timeout: Duration) -> Duration {
+    (request_timeout / 4).min(Duration::from_secs(2))
+}
 
 /// A connection to a Kafka-API cluster, used where a [`Broker`](crate::Broker) is used
 /// in process: cheap to clone (clones share the connections and metadata), safe to
@@ -38,6 +41,7 @@ struct Inner {
     retry_backoff: Duration,
     retry_backoff_max: Duration,
     metadata_max_age: Duration,
+    delivery_timeout: Duration,
     security: Arc<ClientSecurity>,
     admin: AdminClient,
     meta: RwLock<Meta>,
@@ -165,6 +169,7 @@ impl Cluster {
                 retry_backoff,
                 retry_backoff_max: parsed.retry_backoff_max,
                 metadata_max_age: parsed.metadata_max_age,
+                delivery_timeout: parsed.delivery_timeout,
                 security,
                 admin,
                 meta: RwLock::new(Meta::default()),
@@ -187,9 +192,19 @@ impl Cluster {
         meta.brokers.iter().map(|(i, a)| (*i, a.clone())).collect()
     }
 
+    /// The bootstrap addresses.
+    pub(crate) fn bootstrap(&self) -> &[String] {
+        &self.inner.bootstrap
+    }
+
     /// The `request.timeout.ms` setting.
     pub(crate) fn request_timeout(&self) -> Duration {
         self.inner.request_timeout
+    }
+
+    /// The `delivery.timeout.ms` setting.
+    pub(crate) fn delivery_timeout(&self) -> Duration {
+        self.inner.delivery_timeout
     }
 
     /// The connection to the broker at `addr` (opened, and its versions negotiated, on
@@ -221,7 +236,7 @@ impl Cluster {
         let mut client = conn.lock();
         let version = client.version::<R>(ours)?;
         let request = build(version);
-        let timeout = self.inner.request_timeout + SLACK;
+        let timeout = self.inner.request_timeout + slack(self.inner.request_timeout);
         let response = client.call(&request, version, timeout)?;
         Ok((version, response))
     }
@@ -238,7 +253,11 @@ impl Cluster {
         let mut client = conn.lock();
         let version = client.version::<R>(ours)?;
         let request = build(version);
-        client.send(&request, version, self.inner.request_timeout + SLACK)?;
+        client.send(
+            &request,
+            version,
+            self.inner.request_timeout + slack(self.inner.request_timeout),
+        )?;
         Ok(version)
     }
 
@@ -257,6 +276,31 @@ impl Cluster {
     /// Asks a broker (the known ones, then the bootstrap addresses) for the metadata of
     /// `topics` (an empty list: the brokers only) and remembers brokers and leaders.
     fn refresh(&self, topics: &[&str]) -> Result<MetadataResponse> {
+        let (_, _, response) = self.call_any(1..=12, |version| {
+            MetadataRequest::default()
+                .with_topics(Some(
+                    topics
+                        .iter()
+                        .map(|n| {
+                            MetadataRequestTopic::default()
+                                .with_name(Some(TopicName(StrBytes::from_string(n.to_string()))))
+                        })
+                        .collect(),
+                ))
+                // Versions before 4 have no such field (and always create).
+                .with_allow_auto_topic_creation(version < 4)
+        })?;
+        self.remember(&response);
+        Ok(response)
+    }
+
+    /// Sends a request any broker answers to the known brokers, then the bootstrap
+    /// addresses, until one answers; returns its address, the version and the answer.
+    pub(crate) fn call_any<R: Request + Message>(
+        &self,
+        ours: RangeInclusive<i16>,
+        build: impl Fn(i16) -> R,
+    ) -> Result<(String, i16, R::Response)> {
         let mut candidates: Vec<String> =
             self.inner.meta.read().brokers.values().cloned().collect();
         for b in &self.inner.bootstrap {
@@ -265,27 +309,9 @@ impl Cluster {
             }
         }
         let mut last = None;
-        for addr in &candidates {
-            let asked = self.call(addr, 1..=12, |version| {
-                MetadataRequest::default()
-                    .with_topics(Some(
-                        topics
-                            .iter()
-                            .map(|n| {
-                                MetadataRequestTopic::default().with_name(Some(TopicName(
-                                    StrBytes::from_string(n.to_string()),
-                                )))
-                            })
-                            .collect(),
-                    ))
-                    // Versions before 4 have no such field (and always create).
-                    .with_allow_auto_topic_creation(version < 4)
-            });
-            match asked {
-                Ok((_, response)) => {
-                    self.remember(&response);
-                    return Ok(response);
-                }
+        for addr in candidates {
+            match self.call(&addr, ours.clone(), &build) {
+                Ok((version, response)) => return Ok((addr, version, response)),
                 Err(e) if unreachable(&e) => last = Some(e),
                 Err(e) => return Err(e),
             }
@@ -392,7 +418,14 @@ impl Cluster {
     /// # Errors
     /// [`Error::UnknownTopic`] when the cluster has no such topic.
     pub fn partition_count(&self, topic: &str) -> Result<i32> {
-        Ok(self.leaders(topic)?.partitions.len() as i32)
+        let known = self.inner.meta.read().topics.get(topic).and_then(|t| {
+            (!t.stale && t.learnt.elapsed() < self.inner.metadata_max_age)
+                .then_some(t.partitions.len() as i32)
+        });
+        match known {
+            Some(n) => Ok(n),
+            None => Ok(self.leaders(topic)?.partitions.len() as i32),
+        }
     }
 
     /// The leader of `partition` of `topic`, or `None` while it has none.
@@ -415,14 +448,14 @@ impl Cluster {
     /// Runs `attempt` against the leader of `topic`/`partition` until it is done: after
     /// an [`Attempt::Retry`] or a broker that cannot be reached, marks the metadata
     /// stale, pauses (`retry.backoff.ms`, doubling up to `retry.backoff.max.ms`) and
-    /// asks the leader again, for at most `request.timeout.ms` in all.
+    /// asks the leader again, for at most `delivery.timeout.ms` in all.
     pub(crate) fn on_leader<T>(
         &self,
         topic: &str,
         partition: i32,
         mut attempt: impl FnMut(&Leader) -> Attempt<T>,
     ) -> Result<T> {
-        let deadline = Instant::now() + self.inner.request_timeout;
+        let deadline = Instant::now() + self.inner.delivery_timeout;
         let mut backoff = self.inner.retry_backoff;
         loop {
             let error = match self.leader(topic, partition) {

@@ -28,6 +28,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
         "the pause before the first repetition of a failed request (default 100); it doubles with each one",
     ),
     (
+        "delivery.timeout.ms",
+        "how long a partition request (a batch, a fetch) is retried in all before it fails (default 120000)",
+    ),
+    (
         "retry.backoff.max.ms",
         "the longest pause between two repetitions (default 1000)",
     ),
@@ -91,6 +95,7 @@ pub(super) struct Parsed {
     pub connect_timeout: Duration,
     pub retry_backoff_max: Duration,
     pub metadata_max_age: Duration,
+    pub delivery_timeout: Duration,
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> Error {
@@ -138,6 +143,7 @@ impl ClientConfig {
         let mut backoff_max = Duration::from_secs(1);
         let mut max_age = Duration::from_secs(300);
         let mut retry_backoff = Duration::from_millis(100);
+        let mut delivery = Duration::from_secs(120);
         for (key, value) in &self.settings {
             let key = key.as_str();
             admin = match key {
@@ -166,6 +172,10 @@ impl ClientConfig {
                     if parsed_connect.is_zero() {
                         return Err(invalid(key, "must be above 0"));
                     }
+                    admin
+                }
+                "delivery.timeout.ms" => {
+                    delivery = millis(key, value)?;
                     admin
                 }
                 "metadata.max.age.ms" => {
@@ -213,6 +223,7 @@ impl ClientConfig {
             connect_timeout: parsed_connect,
             retry_backoff_max: backoff_max,
             metadata_max_age: max_age,
+            delivery_timeout: delivery,
         })
     }
 }

@@ -9,7 +9,7 @@
 //! leads (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, LEADER_NOT_AVAILABLE), a request
 //! times out or a broker cannot be reached (it restarts), asks for fresh metadata and
 //! repeats the request after a pause (`retry.backoff.ms`, doubling up to
-//! `retry.backoff.max.ms`) until `request.timeout.ms` has passed. TLS and SASL
+//! `retry.backoff.max.ms`) until `delivery.timeout.ms` has passed. TLS and SASL
 //! (`security.protocol`, `ssl.*`, `sasl.*`) go through the same code as the admin
 //! client's.
 //!
@@ -29,10 +29,35 @@
 mod cluster;
 mod config;
 mod partition;
+mod producer;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_producer;
 
 pub use crate::error::ApiError;
 pub use cluster::Cluster;
 pub use config::{ClientConfig, SETTINGS};
 pub use partition::{FetchedPartition, ListedOffset};
+
+impl From<&Cluster> for crate::producer::Destination {
+    fn from(cluster: &Cluster) -> crate::producer::Destination {
+        crate::producer::Destination::remote(std::sync::Arc::new(cluster.clone()))
+    }
+}
+
+impl crate::producer::RemoteLog for Cluster {
+    fn producer(
+        &self,
+        config: crate::producer::ProducerConfig,
+    ) -> crate::Result<std::sync::Arc<dyn crate::producer::RemoteProducer>> {
+        Ok(std::sync::Arc::new(producer::ClusterProducer::start(
+            self.clone(),
+            config,
+        )?))
+    }
+
+    fn describe(&self) -> String {
+        self.bootstrap().join(",")
+    }
+}

@@ -24,7 +24,7 @@ use super::{ClientConfig, Cluster};
 use crate::error::{Error, ErrorCode, Resource};
 use crate::{BatchBuilder, Broker, Server, TopicConfig};
 
-fn batch(values: &[&str]) -> Bytes {
+pub(super) fn batch(values: &[&str]) -> Bytes {
     let mut b = BatchBuilder::new();
     for v in values {
         b.push(1_000, None, Some(v.as_bytes()), &[]);
@@ -32,7 +32,41 @@ fn batch(values: &[&str]) -> Bytes {
     Bytes::from(b.finish())
 }
 
-fn serve(broker: &Broker, addr: &str) -> crate::ServerHandle {
+/// One fetched batch: its producer id, epoch, base sequence, and its records as
+/// `(offset, value, key, timestamp)`.
+pub(super) struct Fetched {
+    pub producer: (i64, i16, i32),
+    pub records: Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64)>,
+}
+
+/// The whole batches of a Fetch answer's records.
+pub(super) fn batches_of(bytes: &[u8]) -> Vec<Fetched> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some(size) = crate::record::batch_size(rest).filter(|s| *s <= rest.len()) {
+        let b = crate::record::Batch::parse(&rest[..size]).unwrap();
+        out.push(Fetched {
+            producer: (b.producer_id(), b.producer_epoch(), b.base_sequence()),
+            records: b
+                .records()
+                .map(|r| {
+                    let r = r.unwrap();
+                    let key = r.key.map(<[u8]>::to_vec);
+                    (
+                        r.offset,
+                        r.value.unwrap_or_default().to_vec(),
+                        key,
+                        r.timestamp,
+                    )
+                })
+                .collect(),
+        });
+        rest = &rest[size..];
+    }
+    out
+}
+
+pub(super) fn serve(broker: &Broker, addr: &str) -> crate::ServerHandle {
     Server::builder(broker.clone())
         .listen(addr)
         .start()
@@ -83,13 +117,10 @@ fn produces_fetches_and_lists_offsets_on_a_tidelog_node() {
         }
     };
     assert_eq!(fetched.high_watermark, 4, "the acks=0 record arrived too");
-    let mut values: Vec<Vec<u8>> = Vec::new();
-    let mut rest = &fetched.records[..];
-    while let Some(size) = crate::record::batch_size(rest).filter(|s| *s <= rest.len()) {
-        let b = crate::record::Batch::parse(&rest[..size]).unwrap();
-        values.extend(b.records().map(|r| r.unwrap().value.unwrap().to_vec()));
-        rest = &rest[size..];
-    }
+    let values: Vec<Vec<u8>> = batches_of(&fetched.records)
+        .iter()
+        .flat_map(|b| b.records.iter().map(|r| r.1.clone()))
+        .collect();
     assert_eq!(values, [b"a", b"b", b"c", b"d"].map(|v| v.to_vec()));
     assert_eq!(cluster.list_offset("t", 1, -2, 0).unwrap().offset, 0);
     assert_eq!(cluster.list_offset("t", 1, -1, 0).unwrap().offset, 4);
@@ -220,10 +251,10 @@ fn follows_the_leader_through_a_broker_restart() {
 
 /// What a scripted node answers: the API versions it advertises, and a handler of the
 /// requests after ApiVersions (`None`: never answer).
-type Handler = dyn Fn(ApiKey, i16, &mut Bytes) -> Option<BytesMut> + Send + Sync;
+pub(super) type Handler = dyn Fn(ApiKey, i16, &mut Bytes) -> Option<BytesMut> + Send + Sync;
 
 /// A node on 127.0.0.1 that speaks the Kafka protocol by script; returns its address.
-fn scripted_node(versions: Vec<(ApiKey, i16, i16)>, handler: Arc<Handler>) -> String {
+pub(super) fn scripted_node(versions: Vec<(ApiKey, i16, i16)>, handler: Arc<Handler>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -299,7 +330,7 @@ fn answer(mut conn: TcpStream, versions: &[(ApiKey, i16, i16)], handler: &Handle
 
 /// A Metadata answer naming `brokers` (`(node id, address)`) and topic `t` with one
 /// partition led by `leader` at `epoch`.
-fn metadata(version: i16, brokers: &[(i32, &str)], leader: i32, epoch: i32) -> BytesMut {
+pub(super) fn metadata(version: i16, brokers: &[(i32, &str)], leader: i32, epoch: i32) -> BytesMut {
     let r = MetadataResponse::default()
         .with_brokers(
             brokers
@@ -328,7 +359,7 @@ fn metadata(version: i16, brokers: &[(i32, &str)], leader: i32, epoch: i32) -> B
     out
 }
 
-fn produce_answer(version: i16, code: i16, base_offset: i64) -> BytesMut {
+pub(super) fn produce_answer(version: i16, code: i16, base_offset: i64) -> BytesMut {
     let r = ProduceResponse::default().with_responses(vec![
         TopicProduceResponse::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
@@ -474,6 +505,7 @@ fn a_broker_that_never_answers_times_out() {
     let cluster = Cluster::connect(
         ClientConfig::new(&addr)
             .set("request.timeout.ms", 200)
+            .set("delivery.timeout.ms", 300)
             .set("retry.backoff.ms", 50),
     )
     .unwrap();
