@@ -91,7 +91,8 @@ pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 
 /// The examples of README.md, compiled and run as doctests so that they keep working
 /// as written (in the package directory, where they write `./tidelog-data`,
-/// `./tidelog-storage` and `./tidelog-txn`; all are in `.gitignore`).
+/// `./tidelog-storage`, `./tidelog-txn`, `./tidelog-edge` and `./tidelog-remote-node`;
+/// all are in `.gitignore`).
 #[cfg(all(doctest, feature = "server"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

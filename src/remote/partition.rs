@@ -12,6 +12,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::cluster::{Attempt, Cluster, api_version, partition_error, retriable};
+use crate::admin::isolation_level;
+use crate::consumer::IsolationLevel;
 use crate::error::{ErrorCode, Result};
 
 /// Produce versions this client speaks: 3 (the first with RecordBatch v2) to 12 (13
@@ -52,6 +54,12 @@ fn topic_name(topic: &str) -> TopicName {
 }
 
 impl Cluster {
+    /// The `timestamp` of [`list_offset`](Self::list_offset) that asks for the log
+    /// start offset.
+    pub const EARLIEST: i64 = -2;
+    /// The `timestamp` of [`list_offset`](Self::list_offset) that asks for the end.
+    pub const LATEST: i64 = -1;
+
     /// Appends the record batches `records` to `partition` of `topic` on its leader,
     /// with `acks` (0, 1 or -1 for all) and, for a transactional producer, its id.
     /// Returns the offset of the first record and the broker's append time (-1 unless
@@ -128,18 +136,27 @@ impl Cluster {
         })
     }
 
-    /// Reads `partition` of `topic` from `offset` on its leader: at most `max_bytes`,
-    /// waiting up to `max_wait_ms` for new records; `isolation` is Kafka's
-    /// isolation_level (0 read uncommitted, 1 read committed).
-    pub(crate) fn fetch(
+    /// Reads `partition` of `topic` from `offset` on its leader (Fetch): at most
+    /// `max_bytes`, waiting up to `max_wait` for a first record, at `isolation`. The
+    /// answer holds whole batches, the last possibly cut short, as the broker sent
+    /// them: cut them with [`record::batch_size`](crate::record::batch_size).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`](crate::Error::UnknownTopic),
+    /// [`Error::UnknownPartition`](crate::Error::UnknownPartition); the broker's refusal
+    /// (OFFSET_OUT_OF_RANGE, ...) as [`Error::Api`](crate::Error::Api), after the
+    /// retries of a leader move.
+    pub fn fetch(
         &self,
         topic: &str,
         partition: i32,
         offset: i64,
         max_bytes: i32,
-        max_wait_ms: i32,
-        isolation: i8,
+        max_wait: std::time::Duration,
+        isolation: IsolationLevel,
     ) -> Result<FetchedPartition> {
+        let max_wait_ms = max_wait.as_millis().min(i32::MAX as u128) as i32;
+        let isolation = isolation_level(isolation);
         self.on_leader(topic, partition, |leader| {
             let build = |version: i16| {
                 let mut p = FetchPartition::default()
@@ -202,16 +219,22 @@ impl Cluster {
         })
     }
 
-    /// The offset of `partition` of `topic` for `timestamp` (Kafka's ListOffsets: -2
-    /// the earliest offset, -1 the latest, else the first record at or after the
-    /// timestamp), at isolation level `isolation`.
-    pub(crate) fn list_offset(
+    /// The offset of `partition` of `topic` for `timestamp`, as Kafka's ListOffsets
+    /// answers it (its leader asked): [`EARLIEST`](Self::EARLIEST) the log start offset,
+    /// [`LATEST`](Self::LATEST) the end (the last stable offset when reading
+    /// committed), else the first record whose timestamp is at or after `timestamp`
+    /// (Kafka's `offsetsForTimes`; offset -1 when there is none).
+    ///
+    /// # Errors
+    /// As [`fetch`](Self::fetch).
+    pub fn list_offset(
         &self,
         topic: &str,
         partition: i32,
         timestamp: i64,
-        isolation: i8,
+        isolation: IsolationLevel,
     ) -> Result<ListedOffset> {
+        let isolation = isolation_level(isolation);
         self.on_leader(topic, partition, |leader| {
             let build = |version: i16| {
                 let mut p = ListOffsetsPartition::default()

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::{ClientConfig, Cluster};
 use crate::error::{Error, ErrorCode, Resource};
-use crate::{BatchBuilder, Broker, Server, TopicConfig};
+use crate::{BatchBuilder, Broker, IsolationLevel, Server, TopicConfig};
 
 pub(super) fn batch(values: &[&str]) -> Bytes {
     let mut b = BatchBuilder::new();
@@ -32,11 +32,32 @@ pub(super) fn batch(values: &[&str]) -> Bytes {
     Bytes::from(b.finish())
 }
 
-/// One fetched batch: its producer id, epoch, base sequence, and its records as
-/// `(offset, value, key, timestamp)`.
+/// A fetched record: `(offset, value, key, timestamp)`.
+pub(super) type FetchedRecord = (i64, Vec<u8>, Option<Vec<u8>>, i64);
+
+/// One fetched batch: its producer id, epoch, base sequence, and its records.
 pub(super) struct Fetched {
     pub producer: (i64, i16, i32),
-    pub records: Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64)>,
+    pub records: Vec<FetchedRecord>,
+}
+
+/// Partition `partition` of topic `t` from offset 0, read uncommitted, waiting
+/// `max_wait` for a first record.
+pub(super) fn fetch_t(
+    cluster: &Cluster,
+    partition: i32,
+    max_wait: Duration,
+) -> super::FetchedPartition {
+    cluster
+        .fetch(
+            "t",
+            partition,
+            0,
+            1 << 20,
+            max_wait,
+            IsolationLevel::ReadUncommitted,
+        )
+        .unwrap()
 }
 
 /// The whole batches of a Fetch answer's records.
@@ -111,7 +132,7 @@ fn produces_fetches_and_lists_offsets_on_a_tidelog_node() {
     );
     let end = Instant::now() + Duration::from_secs(10);
     let fetched = loop {
-        let f = cluster.fetch("t", 1, 0, 1 << 20, 100, 0).unwrap();
+        let f = fetch_t(&cluster, 1, Duration::from_millis(100));
         if f.high_watermark == 4 || Instant::now() > end {
             break f;
         }
@@ -122,9 +143,39 @@ fn produces_fetches_and_lists_offsets_on_a_tidelog_node() {
         .flat_map(|b| b.records.iter().map(|r| r.1.clone()))
         .collect();
     assert_eq!(values, [b"a", b"b", b"c", b"d"].map(|v| v.to_vec()));
-    assert_eq!(cluster.list_offset("t", 1, -2, 0).unwrap().offset, 0);
-    assert_eq!(cluster.list_offset("t", 1, -1, 0).unwrap().offset, 4);
-    assert_eq!(cluster.list_offset("t", 0, -1, 1).unwrap().offset, 0);
+    assert_eq!(
+        cluster
+            .list_offset("t", 1, Cluster::EARLIEST, IsolationLevel::ReadUncommitted)
+            .unwrap()
+            .offset,
+        0
+    );
+    assert_eq!(
+        cluster
+            .list_offset("t", 1, Cluster::LATEST, IsolationLevel::ReadUncommitted)
+            .unwrap()
+            .offset,
+        4
+    );
+    assert_eq!(
+        cluster
+            .list_offset("t", 0, Cluster::LATEST, IsolationLevel::ReadCommitted)
+            .unwrap()
+            .offset,
+        0
+    );
+    let by_time = |ts| {
+        cluster
+            .list_offset("t", 1, ts, IsolationLevel::ReadUncommitted)
+            .unwrap()
+    };
+    assert_eq!(
+        by_time(1_000).offset,
+        0,
+        "the first record stamped at or after 1000"
+    );
+    assert_eq!(by_time(1_000).timestamp, 1_000);
+    assert_eq!(by_time(5_000).offset, -1, "none that late");
 
     assert!(matches!(
         cluster.produce("t", 7, &batch(&["x"]), -1, None),
@@ -424,7 +475,16 @@ fn picks_the_highest_version_both_sides_speak() {
         }
         other => panic!("{other:?}"),
     }
-    let err = cluster.fetch("t", 0, 0, 1024, 0, 0).unwrap_err();
+    let err = cluster
+        .fetch(
+            "t",
+            0,
+            0,
+            1024,
+            Duration::from_millis(0),
+            IsolationLevel::ReadUncommitted,
+        )
+        .unwrap_err();
     assert!(matches!(err, Error::UnsupportedApi { .. }), "{err}");
 }
 

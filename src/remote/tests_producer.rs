@@ -9,7 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, InitProducerIdResponse, ProduceRequest, ProducerId};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use super::tests::{Handler, batches_of, metadata, produce_answer, scripted_node, serve};
+use super::tests::{Handler, batches_of, fetch_t, metadata, produce_answer, scripted_node, serve};
 use super::{ClientConfig, Cluster};
 use crate::producer::partition_for_key;
 use crate::{Acks, Broker, Error, Producer, ProducerRecord, TopicConfig};
@@ -51,7 +51,7 @@ fn keyed_records_land_where_kafka_and_the_in_process_producer_put_them() {
     }
     let mut seen = 0;
     for p in 0..4 {
-        let fetched = cluster.fetch("t", p, 0, 1 << 20, 0, 0).unwrap();
+        let fetched = fetch_t(&cluster, p, Duration::ZERO);
         for b in batches_of(&fetched.records) {
             for (_, value, key, _) in &b.records {
                 let key = key.as_deref().unwrap();
@@ -109,7 +109,7 @@ fn batches_per_partition_and_numbers_them_for_idempotence() {
         .unwrap();
     producer.flush().unwrap();
     assert_eq!(last.wait().unwrap().offset, 50);
-    let fetched = cluster.fetch("t", 0, 0, 1 << 20, 0, 0).unwrap();
+    let fetched = fetch_t(&cluster, 0, Duration::from_millis(0));
     let batches = batches_of(&fetched.records);
     assert_eq!(batches.len(), 2, "one batch per flush");
     let (pid, epoch, seq) = batches[0].producer;
@@ -144,7 +144,7 @@ fn acks_zero_and_one_are_kafkas() {
         .unwrap();
     let m = leader.send("t", ProducerRecord::new(b"c")).unwrap();
     assert_eq!(m.offset, 2, "after the two acks=0 records");
-    let fetched = cluster.fetch("t", 0, 0, 1 << 20, 0, 0).unwrap();
+    let fetched = fetch_t(&cluster, 0, Duration::from_millis(0));
     let batches = batches_of(&fetched.records);
     assert_eq!(
         batches.last().unwrap().producer.0,
