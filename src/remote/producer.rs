@@ -136,9 +136,13 @@ impl Shared {
     /// A producer id and epoch for an idempotent producer (InitProducerId without a
     /// transactional id, which any broker answers).
     fn init_producer_id(&self) -> Result<(i64, i16)> {
-        let (addr, version, r) = self
-            .cluster
-            .call_any(INIT_PRODUCER_ID, |_| InitProducerIdRequest::default())?;
+        let (addr, version, r) = self.cluster.call_any(INIT_PRODUCER_ID, |_| {
+            // No transactional id (the default is an empty one), and the timeout
+            // Kafka's idempotent producer sends.
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(i32::MAX)
+        })?;
         if r.error_code != 0 {
             return Err(ApiError {
                 api: api_version::<InitProducerIdRequest>(version),
