@@ -41,10 +41,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 pub mod admin;
 mod broker;
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "server")]
 mod cluster;
@@ -55,8 +55,10 @@ mod error;
 pub mod metrics;
 pub mod producer;
 pub mod record;
+#[cfg(feature = "client")]
+pub mod remote;
 mod replica;
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 pub mod security;
 #[cfg(feature = "server")]
 mod server;
@@ -81,6 +83,8 @@ pub use producer::{
     ProducerConfig, ProducerRecord, RecordMetadata,
 };
 pub use record::{Batch, BatchBuilder, Compression, Headers, Record};
+#[cfg(feature = "client")]
+pub use remote::{ClientConfig, Cluster};
 #[cfg(feature = "server")]
 pub use server::{Server, ServerBuilder, ServerHandle};
 pub use storage::{CleanupPolicy, LogConfig};
@@ -88,7 +92,8 @@ pub use topic::{Partition, PartitionDescription, Topic, TopicDescription};
 
 /// The examples of README.md, compiled and run as doctests so that they keep working
 /// as written (in the package directory, where they write `./tidelog-data`,
-/// `./tidelog-storage` and `./tidelog-txn`; all are in `.gitignore`).
+/// `./tidelog-storage`, `./tidelog-txn`, `./tidelog-edge` and `./tidelog-remote-node`;
+/// all are in `.gitignore`).
 #[cfg(all(doctest, feature = "server"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -62,7 +62,7 @@ pub(crate) enum Role {
 /// partition, none on a standalone partition. An `acks=all` wait for that append
 /// ([`Partition::wait_committed_at`]) is decided under it only: if the leadership
 /// changed since, the offset may now hold another leader's record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct AppendEpoch(Option<i32>);
 

@@ -33,6 +33,7 @@ const LAYERS: &[&str] = &[
     "security",
     "client",
     "admin",
+    "remote",
     "cluster",
     "server",
     "testing",

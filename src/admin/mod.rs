@@ -223,13 +223,45 @@ impl AdminClientBuilder {
     /// `sasl.mechanism`, `sasl.username`); [`Error::Io`] or
     /// [`Error::Timeout`] when no address answers; [`Error::AuthenticationFailed`] when
     /// a broker refuses the SASL login.
-    pub fn connect(mut self) -> Result<AdminClient> {
+    pub fn connect(self) -> Result<AdminClient> {
+        let security = Arc::new(self.client_security()?);
+        self.connect_with(security)
+    }
+
+    /// Connects with `security` (from [`client_security`](Self::client_security)),
+    /// shared with other connections of the same settings.
+    pub(crate) fn connect_with(mut self, security: Arc<ClientSecurity>) -> Result<AdminClient> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
+        self.settings.security = security;
+        let mut router = Router::new(bootstrap, self.settings);
+        router.refresh(Some(&[]))?;
+        Ok(AdminClient {
+            router: Mutex::new(router),
+        })
+    }
+
+    /// The bootstrap addresses, each checked to be `HOST:PORT`.
+    pub(crate) fn bootstrap_addresses(&self) -> Result<Vec<String>> {
+        parse_bootstrap(&self.bootstrap)
+    }
+
+    /// The client id, request timeout and retry backoff set.
+    pub(crate) fn timing(&self) -> (&str, Duration, Duration) {
+        (
+            &self.settings.client_id,
+            self.settings.request_timeout,
+            self.settings.retry_backoff,
+        )
+    }
+
+    /// The TLS and SASL settings checked and loaded (the CA and certificate files
+    /// read), with errors naming the setting.
+    pub(crate) fn client_security(&self) -> Result<ClientSecurity> {
         let sasl = match (
             self.protocol.uses_sasl(),
             self.sasl_mechanism,
-            self.sasl_username,
-            self.sasl_password,
+            self.sasl_username.clone(),
+            self.sasl_password.clone(),
         ) {
             (false, ..) => None,
             (true, None, ..) => {
@@ -263,17 +295,7 @@ impl AdminClientBuilder {
                 });
             }
         };
-        self.settings.security = Arc::new(ClientSecurity::new(
-            self.protocol,
-            self.ca_location.as_deref(),
-            identity,
-            sasl,
-        )?);
-        let mut router = Router::new(bootstrap, self.settings);
-        router.refresh(Some(&[]))?;
-        Ok(AdminClient {
-            router: Mutex::new(router),
-        })
+        ClientSecurity::new(self.protocol, self.ca_location.as_deref(), identity, sasl)
     }
 }
 

@@ -102,6 +102,7 @@ impl ClientSecurity {
 
 /// Whether `e` is a failed TLS exchange with a broker: a certificate one side does not
 /// trust, or a client certificate the broker requires and did not get.
+#[cfg(feature = "server")]
 pub(crate) fn is_tls_failure(e: &Error) -> bool {
     match e {
         Error::Io { source, .. } => source

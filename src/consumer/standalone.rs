@@ -159,7 +159,7 @@ struct Fetched {
 /// before).
 enum FetchedBytes {
     Log(LogSlice),
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     Wire(bytes::Bytes),
 }
 
@@ -169,7 +169,7 @@ impl std::ops::Deref for FetchedBytes {
     fn deref(&self) -> &[u8] {
         match self {
             FetchedBytes::Log(s) => s,
-            #[cfg(feature = "server")]
+            #[cfg(feature = "client")]
             FetchedBytes::Wire(b) => b,
         }
     }
@@ -300,7 +300,7 @@ impl ConsumerRecords {
     /// `aborted_transactions` (producer id, first offset) of a read_committed fetch:
     /// a producer's transactional batches from there to its next marker in the
     /// batches (or their end) are left out, as Kafka's consumer does.
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     pub(crate) fn push_wire(
         &mut self,
         (topic, partition, from): (Arc<str>, i32, i64),

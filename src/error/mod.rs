@@ -4,19 +4,25 @@
 //! position, or the topic, partition and offset. Corruption is its own variant so that a
 //! caller can tell "the disk holds bad bytes" apart from "the disk is unreachable".
 
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 mod admin;
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
+mod api;
+#[cfg(feature = "client")]
 mod authorization;
 mod group;
 mod share;
 mod transaction;
 
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 pub(crate) use admin::error_name;
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 pub use admin::{AdminError, ErrorCode, Resource, TopicPartition};
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
+pub use api::ApiError;
+#[cfg(feature = "client")]
+pub(crate) use api::api_name;
+#[cfg(feature = "client")]
 pub use authorization::{AclOperation, AclPermission, PatternType, ResourceType};
 pub use group::GroupError;
 pub use share::{RecordState, ShareError};
@@ -442,9 +448,28 @@ pub enum Error {
     /// A Kafka broker refused a request of the admin client
     /// ([`AdminClient`](crate::admin::AdminClient)): the topic, partition or group, Kafka's
     /// error code (its name is displayed) and the broker's message.
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     #[error(transparent)]
     Admin(Box<AdminError>),
+
+    /// A broker refused a request of the network client ([`Cluster`](crate::Cluster),
+    /// and the producer and consumers over it): the API and version, the broker, the
+    /// topic or partition, Kafka's error code and the broker's message.
+    #[cfg(feature = "client")]
+    #[error(transparent)]
+    Api(Box<ApiError>),
+    /// A broker does not answer any version of an API that this client can speak (its
+    /// ApiVersions answer lists none in common), or does not answer the API at all.
+    #[cfg(feature = "client")]
+    #[error("{broker} cannot answer {api}: {reason}")]
+    UnsupportedApi {
+        /// The broker's `host:port`.
+        broker: String,
+        /// The API, as `Produce`.
+        api: String,
+        /// The versions each side speaks.
+        reason: String,
+    },
 
     /// A cluster request from a broker that is not registered or whose broker epoch is
     /// not its current one.
@@ -458,7 +483,7 @@ pub enum Error {
     /// A broker refused this client's SASL authentication (a wrong password, an
     /// unknown user, a mechanism it does not enable) or its proof of the credential; on
     /// the wire Kafka's SASL_AUTHENTICATION_FAILED.
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     #[error("authentication with {broker} failed: {reason}")]
     AuthenticationFailed {
         /// The broker's `host:port`.
@@ -469,7 +494,7 @@ pub enum Error {
     /// A network client's principal may not do an operation on a resource (the
     /// server's ACLs, `--authorizer`); on the wire Kafka's TOPIC_, GROUP_, CLUSTER_ or
     /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, by resource type.
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     #[error("{principal} is not authorized to {operation} {resource_type} {name:?}")]
     AuthorizationFailed {
         /// The principal refused, e.g. `User:alice`.

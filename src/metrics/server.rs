@@ -14,8 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use kafka_protocol::messages::ApiKey;
-
 use super::counters::Histogram;
 use super::{ErrorMetrics, HistogramSnapshot, RequestMetrics, ServerMetrics};
 
@@ -23,14 +21,7 @@ use super::{ErrorMetrics, HistogramSnapshot, RequestMetrics, ServerMetrics};
 /// sendfile path adds to it).
 pub(crate) static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// Kafka's name of an API key (`Produce` for 0), or `api key N` for one Kafka does
-/// not define.
-pub(crate) fn api_name(api_key: i16) -> String {
-    match ApiKey::try_from(api_key) {
-        Ok(k) => format!("{k:?}"),
-        Err(()) => format!("api key {api_key}"),
-    }
-}
+pub(crate) use crate::error::api_name;
 
 /// API keys counted one by one (Kafka's keys are below 100).
 const API_SLOTS: usize = 128;

@@ -66,7 +66,7 @@ impl BatchSlot {
         slot
     }
 
-    fn complete(&self, result: AppendResult) {
+    pub(crate) fn complete(&self, result: AppendResult) {
         *self.done.lock() = Some(result);
         self.cv.notify_all();
     }

@@ -15,6 +15,7 @@
 //! records of a transaction are appended as its transactional batches.
 
 mod accumulator;
+mod backend;
 mod clock;
 mod partitioner;
 mod transaction;
@@ -36,6 +37,9 @@ use accumulator::{
     AppendResult, BatchSlot, Delivery, ErrorSink, Forget, Lane, LaneConfig, Now, Rec, Receipt,
 };
 
+pub use backend::Destination;
+use backend::Target;
+pub(crate) use backend::{RemoteLog, RemoteProducer, RemoteSlot};
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
 };
@@ -283,7 +287,7 @@ impl Default for ProducerConfig {
 #[derive(Debug)]
 #[must_use]
 pub struct ProducerBuilder {
-    broker: Broker,
+    target: Destination,
     config: ProducerConfig,
 }
 
@@ -352,8 +356,26 @@ impl ProducerBuilder {
     }
 
     /// Creates the producer (and its linger thread when `linger > 0`).
+    ///
+    /// # Errors
+    /// On a cluster over the network, [`Error::InvalidConfig`] for a
+    /// `transactional.id` (transactions are in process only for now), and the
+    /// errors of asking the cluster for a producer id.
     pub fn build(self) -> Result<Producer> {
-        Producer::with_config(self.broker, self.config)
+        match self.target.0 {
+            Target::Local(broker) => Producer::with_config(broker, self.config),
+            Target::Remote(log) => {
+                if self.config.transactional_id.is_some() {
+                    return Err(Error::InvalidConfig {
+                        key: "transactional.id".into(),
+                        reason: "a producer over the network does not run transactions yet".into(),
+                    });
+                }
+                Ok(Producer {
+                    backend: Backend::Remote(log.producer(self.config)?),
+                })
+            }
+        }
     }
 }
 
@@ -568,30 +590,51 @@ struct ProducerInner {
 /// Each thread that sends fills its own batch per partition, so threads do not contend
 /// on a send; `flush`, `close` and the linger thread append every thread's batches.
 /// Dropping the last clone (or [`Producer::close`]) appends every open batch.
+///
+/// On a cluster over the network (`Producer::new(&cluster)`, feature `client`) the
+/// same calls batch per partition and send each batch to the partition's leader.
 #[derive(Clone)]
 pub struct Producer {
-    inner: Arc<ProducerInner>,
+    backend: Backend,
+}
+
+/// In process, or over the network: chosen once, when the producer is built.
+#[derive(Clone)]
+enum Backend {
+    Local(Arc<ProducerInner>),
+    Remote(Arc<dyn RemoteProducer>),
 }
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("config", &self.inner.config)
+            .field("config", self.config())
             .finish()
     }
 }
 
 impl Producer {
-    /// A producer with default settings.
-    pub fn new(broker: &Broker) -> Result<Producer> {
-        Producer::builder(broker).build()
+    /// A producer with default settings, on a [`Broker`] (`&broker`) or a cluster over
+    /// the network (`&cluster`).
+    pub fn new(log: impl Into<Destination>) -> Result<Producer> {
+        Producer::builder(log).build()
     }
 
-    /// A builder for a producer on `broker`.
-    pub fn builder(broker: &Broker) -> ProducerBuilder {
+    /// A builder for a producer on `log`: a [`Broker`] (`&broker`) or a cluster over the
+    /// network (`&cluster`).
+    pub fn builder(log: impl Into<Destination>) -> ProducerBuilder {
         ProducerBuilder {
-            broker: broker.clone(),
+            target: log.into(),
             config: ProducerConfig::default(),
+        }
+    }
+
+    /// The in-process producer, for the transactional calls (a producer over the
+    /// network has no `transactional.id`: its builder refuses one).
+    fn local(&self, operation: &'static str) -> Result<&Arc<ProducerInner>> {
+        match &self.backend {
+            Backend::Local(inner) => Ok(inner),
+            Backend::Remote(_) => Err(no_transactional_id(operation)),
         }
     }
 
@@ -613,45 +656,50 @@ impl Producer {
             )?),
             None => None,
         };
-        let producer = Producer {
-            inner: Arc::new(ProducerInner {
-                id: PRODUCER_IDS.fetch_add(1, Ordering::Relaxed),
-                broker,
-                config,
-                lane_config,
-                lanes: Mutex::new(Vec::new()),
-                shared: Mutex::new(None),
-                errors: ErrorSink::default(),
-                closed: AtomicBool::new(false),
-                linger_thread: Mutex::new(None),
-                txn,
-            }),
-        };
+        let inner = Arc::new(ProducerInner {
+            id: PRODUCER_IDS.fetch_add(1, Ordering::Relaxed),
+            broker,
+            config,
+            lane_config,
+            lanes: Mutex::new(Vec::new()),
+            shared: Mutex::new(None),
+            errors: ErrorSink::default(),
+            closed: AtomicBool::new(false),
+            linger_thread: Mutex::new(None),
+            txn,
+        });
         if !linger.is_zero() {
-            let weak = Arc::downgrade(&producer.inner);
+            let weak = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()
                 .name("tidelog-producer-linger".into())
                 .spawn(move || linger_loop(&weak, linger))
                 .map_err(|e| Error::io("spawn producer linger thread", "<producer>", e))?;
-            *producer.inner.linger_thread.lock() = Some(handle);
+            *inner.linger_thread.lock() = Some(handle);
         }
-        Ok(producer)
+        Ok(Producer {
+            backend: Backend::Local(inner),
+        })
     }
 
     /// The producer's settings.
     pub fn config(&self) -> &ProducerConfig {
-        &self.inner.config
+        match &self.backend {
+            Backend::Local(inner) => &inner.config,
+            Backend::Remote(remote) => remote.config(),
+        }
     }
+}
 
+impl ProducerInner {
     #[inline]
     fn check_open(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("producer".into()));
         }
-        if self.inner.broker.is_closed() {
+        if self.broker.is_closed() {
             return Err(Error::Closed(format!(
                 "broker at {}",
-                self.inner.broker.dir().display()
+                self.broker.dir().display()
             )));
         }
         Ok(())
@@ -661,10 +709,13 @@ impl Producer {
     /// destructor, or from a send inside a custom partitioner (when the thread's lanes
     /// are in use), on the producer's shared lanes instead.
     #[inline]
-    fn with_lanes<R>(&self, mut f: impl FnMut(&mut ThreadLanes) -> Result<R>) -> Result<R> {
+    fn with_lanes<R>(
+        self: &Arc<Self>,
+        mut f: impl FnMut(&mut ThreadLanes) -> Result<R>,
+    ) -> Result<R> {
         let local = THREAD_LANES.try_with(|cell| {
             let mut all = cell.try_borrow_mut().ok()?;
-            let id = self.inner.id;
+            let id = self.id;
             let i = match all.iter().position(|l| l.producer == id) {
                 Some(i) => i,
                 None => {
@@ -675,7 +726,7 @@ impl Producer {
                             .upgrade()
                             .is_some_and(|p| !p.closed.load(Ordering::Acquire))
                     });
-                    all.push(ThreadLanes::new(&self.inner));
+                    all.push(ThreadLanes::new(self));
                     all.len() - 1
                 }
             };
@@ -684,8 +735,8 @@ impl Producer {
         match local {
             Ok(Some(r)) => r,
             _ => {
-                let mut shared = self.inner.shared.lock();
-                f(shared.get_or_insert_with(|| ThreadLanes::new(&self.inner)))
+                let mut shared = self.shared.lock();
+                f(shared.get_or_insert_with(|| ThreadLanes::new(self)))
             }
         }
     }
@@ -694,7 +745,7 @@ impl Producer {
     /// the record's timestamp and what `delivery` gives back.
     #[inline]
     fn enqueue<D: Delivery>(
-        &self,
+        self: &Arc<Self>,
         topic: &str,
         record: &ProducerRecord<'_>,
         delivery: D,
@@ -702,25 +753,37 @@ impl Producer {
         self.check_open()?;
         let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
         let (partition, out) =
-            self.with_lanes(|l| l.push(&self.inner, topic, record, timestamp, delivery))?;
+            self.with_lanes(|l| l.push(self, topic, record, timestamp, delivery))?;
         Ok((partition, timestamp, out))
     }
 
     /// Appends this thread's open batch of one partition now.
-    fn flush_partition(&self, topic: &str, partition: i32) -> Result<()> {
-        self.with_lanes(|l| l.flush_partition(&self.inner, topic, partition))
+    fn flush_partition(self: &Arc<Self>, topic: &str, partition: i32) -> Result<()> {
+        self.with_lanes(|l| l.flush_partition(self, topic, partition))
     }
+}
 
+impl Producer {
     /// Sends one record and returns where it was stored (after its batch is appended;
     /// with `Acks::None`, at once with offset -1). Records this thread sent earlier to
     /// the same partition without waiting go in the same batch.
     pub fn send(&self, topic: &str, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
-        if let Some(txn) = &self.inner.txn {
-            let append_now = self.inner.config.acks != Acks::None;
-            return self.send_in_transaction(txn, topic, &record, append_now);
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => {
+                let receipt = remote.send_async(topic, &record)?;
+                return match remote.config().acks {
+                    Acks::None => Ok(backend::unacknowledged(&receipt)),
+                    _ => receipt.wait(),
+                };
+            }
+        };
+        if let Some(txn) = &inner.txn {
+            let append_now = inner.config.acks != Acks::None;
+            return inner.send_in_transaction(txn, topic, &record, append_now);
         }
-        if self.inner.config.acks == Acks::None {
-            let (partition, timestamp, ()) = self.enqueue(topic, &record, Forget)?;
+        if inner.config.acks == Acks::None {
+            let (partition, timestamp, ()) = inner.enqueue(topic, &record, Forget)?;
             return Ok(RecordMetadata {
                 partition,
                 offset: -1,
@@ -728,17 +791,21 @@ impl Producer {
             });
         }
         let (partition, timestamp, (result, index, committed)) =
-            self.enqueue(topic, &record, Now)?;
+            inner.enqueue(topic, &record, Now)?;
         record_metadata(result, index, partition, timestamp, committed.as_ref())
     }
 
     /// Sends a record without waiting; the receipt gives its offset once its batch is
     /// appended (after `linger`, when the batch is full, or on `flush`).
     pub fn send_async(&self, topic: &str, record: ProducerRecord<'_>) -> Result<DeliveryReceipt> {
-        if let Some(txn) = &self.inner.txn {
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => return remote.send_async(topic, &record),
+        };
+        if let Some(txn) = &inner.txn {
             // A transaction's batch is appended at once: the receipt is ready.
             let (partition, timestamp, appended) =
-                self.push_in_transaction(txn, topic, &record, true)?;
+                inner.push_in_transaction(txn, topic, &record, true)?;
             let (appended, index) = appended.ok_or_else(|| {
                 Error::InvalidBatch(format!(
                     "{topic}-{partition}: transactional batch not appended"
@@ -753,7 +820,7 @@ impl Producer {
             });
         }
         let (partition, timestamp, (slot, index, committed)) =
-            self.enqueue(topic, &record, Receipt)?;
+            inner.enqueue(topic, &record, Receipt)?;
         Ok(DeliveryReceipt {
             slot,
             index,
@@ -784,12 +851,16 @@ impl Producer {
     /// ```
     #[inline]
     pub fn send_nowait(&self, topic: &str, record: ProducerRecord<'_>) -> Result<()> {
-        if let Some(txn) = &self.inner.txn {
-            return self
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => return remote.send_async(topic, &record).map(|_| ()),
+        };
+        if let Some(txn) = &inner.txn {
+            return inner
                 .send_in_transaction(txn, topic, &record, false)
                 .map(|_| ());
         }
-        self.enqueue(topic, &record, Forget).map(|_| ())
+        inner.enqueue(topic, &record, Forget).map(|_| ())
     }
 
     /// Sends several records (possibly to several partitions) and returns their
@@ -799,7 +870,11 @@ impl Producer {
         topic: &str,
         records: &[ProducerRecord<'_>],
     ) -> Result<Vec<RecordMetadata>> {
-        if self.inner.txn.is_some() {
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => return send_batch_remote(&**remote, topic, records),
+        };
+        if inner.txn.is_some() {
             return records.iter().map(|r| self.send(topic, *r)).collect();
         }
         let mut receipts = Vec::with_capacity(records.len());
@@ -812,9 +887,9 @@ impl Producer {
             receipts.push(receipt);
         }
         for p in touched {
-            self.flush_partition(topic, p)?;
+            inner.flush_partition(topic, p)?;
         }
-        if self.inner.config.acks == Acks::None {
+        if inner.config.acks == Acks::None {
             return Ok(receipts
                 .iter()
                 .map(|r| RecordMetadata {
@@ -850,12 +925,18 @@ impl Producer {
     /// [`Acks::None`]), or whose receipts had all been dropped when their batch was
     /// appended.
     pub fn flush(&self) -> Result<()> {
-        if let Some(txn) = &self.inner.txn {
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => return remote.flush(),
+        };
+        if let Some(txn) = &inner.txn {
             txn.flush()?;
         }
-        self.inner.flush_all()
+        inner.flush_all()
     }
+}
 
+impl ProducerInner {
     /// Puts a record into the open transaction's batch of its partition (appending
     /// the batch when full, or with `append_now`).
     fn send_in_transaction(
@@ -892,12 +973,11 @@ impl Producer {
         append_now: bool,
     ) -> Result<(i32, i64, Option<transaction::Placed>)> {
         self.check_open()?;
-        let t = self.inner.broker.topic(topic)?;
+        let t = self.broker.topic(topic)?;
         let count = t.partition_count();
         let partition = match record.partition {
             Some(p) => p,
             None => self
-                .inner
                 .config
                 .partitioner
                 .partition(topic, record.key, record.value, count),
@@ -909,15 +989,19 @@ impl Producer {
     }
 
     fn txn(&self, operation: &'static str) -> Result<&transaction::TxnProducer> {
-        self.inner.txn.as_ref().ok_or_else(|| Error::InvalidConfig {
-            key: "transactional.id".into(),
-            reason: format!("{operation} needs a transactional producer (none is set)"),
-        })
+        self.txn
+            .as_ref()
+            .ok_or_else(|| no_transactional_id(operation))
     }
+}
 
+impl Producer {
     /// The producer's `transactional.id`, if it is transactional.
     pub fn transactional_id(&self) -> Option<&str> {
-        self.inner.txn.as_ref().map(|t| t.transactional_id())
+        let Backend::Local(inner) = &self.backend else {
+            return None;
+        };
+        inner.txn.as_ref().map(|t| t.transactional_id())
     }
 
     /// Registers the producer's `transactional.id` with the broker's transaction
@@ -943,16 +1027,18 @@ impl Producer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn init_transactions(&self) -> Result<()> {
-        self.check_open()?;
-        self.txn("init_transactions")?.init_transactions()
+        let inner = self.local("init_transactions")?;
+        inner.check_open()?;
+        inner.txn("init_transactions")?.init_transactions()
     }
 
     /// Opens a transaction: the records sent until its commit or abort belong to it
     /// (a partition joins it with its first record). `Error::InvalidProducerState`
     /// before `init_transactions` or while a transaction is open.
     pub fn begin_transaction(&self) -> Result<()> {
-        self.check_open()?;
-        self.txn("begin_transaction")?.begin_transaction()
+        let inner = self.local("begin_transaction")?;
+        inner.check_open()?;
+        inner.txn("begin_transaction")?.begin_transaction()
     }
 
     /// Commits a consumer group's offsets (topic, partition, next offset to read)
@@ -966,8 +1052,10 @@ impl Producer {
         offsets: &[(String, i32, i64)],
         group: &ConsumerGroupMetadata,
     ) -> Result<()> {
-        self.check_open()?;
-        self.txn("send_offsets_to_transaction")?
+        let inner = self.local("send_offsets_to_transaction")?;
+        inner.check_open()?;
+        inner
+            .txn("send_offsets_to_transaction")?
             .send_offsets(offsets, group)
     }
 
@@ -976,8 +1064,9 @@ impl Producer {
     /// consumers and its offsets the group's. A failure leaves the transaction to
     /// abort ([`Error::TransactionAbortable`]), or the producer fenced.
     pub fn commit_transaction(&self) -> Result<()> {
-        self.check_open()?;
-        self.txn("commit_transaction")?.commit()
+        let inner = self.local("commit_transaction")?;
+        inner.check_open()?;
+        inner.txn("commit_transaction")?.commit()
     }
 
     /// Aborts the open transaction: records not appended yet are dropped, those
@@ -985,20 +1074,25 @@ impl Producer {
     /// dropped. Also what to do after [`Error::TransactionAbortable`]; then a new
     /// transaction can begin.
     pub fn abort_transaction(&self) -> Result<()> {
-        self.check_open()?;
-        self.txn("abort_transaction")?.abort()
+        let inner = self.local("abort_transaction")?;
+        inner.check_open()?;
+        inner.txn("abort_transaction")?.abort()
     }
 
     /// Appends every open batch and refuses further sends (`Error::Closed`). Returns
     /// the first error, as [`Producer::flush`] does.
     pub fn close(&self) -> Result<()> {
-        self.inner.closed.store(true, Ordering::Release);
-        let r = self.inner.flush_all();
-        if let Some(h) = self.inner.linger_thread.lock().take() {
+        let inner = match &self.backend {
+            Backend::Local(inner) => inner,
+            Backend::Remote(remote) => return remote.close(),
+        };
+        inner.closed.store(true, Ordering::Release);
+        let r = inner.flush_all();
+        if let Some(h) = inner.linger_thread.lock().take() {
             h.thread().unpark();
             let _ = h.join();
         }
-        let retired = self.inner.retire_all();
+        let retired = inner.retire_all();
         r.and(retired)
     }
 }
@@ -1072,6 +1166,35 @@ impl Drop for ProducerInner {
     }
 }
 
+/// The refusal of a transactional call on a producer without a `transactional.id`.
+fn no_transactional_id(operation: &'static str) -> Error {
+    Error::InvalidConfig {
+        key: "transactional.id".into(),
+        reason: format!("{operation} needs a transactional producer (none is set)"),
+    }
+}
+
+/// [`Producer::send_batch`] over the network: every record into its partition's batch,
+/// the batches sent, then each record's metadata.
+fn send_batch_remote(
+    remote: &dyn RemoteProducer,
+    topic: &str,
+    records: &[ProducerRecord<'_>],
+) -> Result<Vec<RecordMetadata>> {
+    let receipts = records
+        .iter()
+        .map(|r| remote.send_async(topic, r))
+        .collect::<Result<Vec<_>>>()?;
+    remote.flush()?;
+    receipts
+        .into_iter()
+        .map(|r| match remote.config().acks {
+            Acks::None => Ok(backend::unacknowledged(&r)),
+            _ => r.wait(),
+        })
+        .collect()
+}
+
 /// Appends batches older than `linger`, and whatever the lanes of ended threads hold.
 /// Holds only a weak reference, so dropping the producer ends it.
 fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
@@ -1125,10 +1248,13 @@ mod tests {
         // One lane per thread, unless the linger thread (whose first pass may run late)
         // already appended an ended thread's lane and a later thread's registration
         // dropped it.
-        let lanes = producer.inner.lanes.lock().len();
+        let Backend::Local(inner) = &producer.backend else {
+            panic!("an in-process producer")
+        };
+        let lanes = inner.lanes.lock().len();
         assert!((1..=3).contains(&lanes), "{lanes} lanes for 3 threads");
         producer.flush().expect("flush");
-        assert!(producer.inner.lanes.lock().is_empty(), "orphans dropped");
+        assert!(inner.lanes.lock().is_empty(), "orphans dropped");
         let end = broker.topic("t").and_then(|t| t.partition(0));
         assert_eq!(end.expect("partition").log_end_offset(), 3);
     }

@@ -36,6 +36,7 @@ pub(crate) const CRC_POS: usize = 17;
 pub(crate) const ATTRIBUTES_POS: usize = 21;
 const MAGIC_POS: usize = 16;
 const MAX_TIMESTAMP_POS: usize = 35;
+const PRODUCER_ID_POS: usize = 43;
 
 /// Attribute bit: the batch's timestamps are LogAppendTime.
 pub const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
@@ -117,6 +118,18 @@ pub fn set_base_offset(buf: &mut [u8], offset: i64) {
 #[inline]
 pub fn set_partition_leader_epoch(buf: &mut [u8], epoch: i32) {
     buf[12..16].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Sets the idempotent producer id, epoch and base sequence of the batch at the start of
+/// `buf` and recomputes the CRC (they are covered by it): what a network producer does
+/// when it sends a batch, so that a batch is numbered in the order batches leave.
+pub fn set_producer(buf: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+    let at = PRODUCER_ID_POS;
+    buf[at..at + 8].copy_from_slice(&producer_id.to_be_bytes());
+    buf[at + 8..at + 10].copy_from_slice(&epoch.to_be_bytes());
+    buf[at + 10..at + 14].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = super::crc32c(&buf[ATTRIBUTES_POS..]);
+    buf[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Marks the batch as LogAppendTime with `timestamp` as its max timestamp and recomputes

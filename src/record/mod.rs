@@ -16,7 +16,7 @@ pub(crate) use batch::BatchHead;
 pub use batch::{
     Batch, BatchIter, CONTROL_BIT, HEADER_LEN, Headers, LOG_OVERHEAD, Record, Records,
     TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, batch_size, batches, set_base_offset,
-    set_log_append_time, set_partition_leader_epoch,
+    set_log_append_time, set_partition_leader_epoch, set_producer,
 };
 pub use builder::BatchBuilder;
 pub(crate) use builder::recompress_batches;

@@ -295,3 +295,24 @@ fn a_header_alone_gives_the_same_fields_as_the_batch() {
     bad[23..27].copy_from_slice(&(-1i32).to_be_bytes());
     assert_eq!(BatchHead::parse(&bad), None);
 }
+
+#[test]
+fn set_producer_numbers_a_batch_and_keeps_its_crc_valid() {
+    let mut b = BatchBuilder::new();
+    b.push(1_000, Some(b"k"), Some(b"v"), &[]);
+    let mut bytes = b.finish();
+    set_producer(&mut bytes, 42, 3, 17);
+    let batch = Batch::parse(&bytes).expect("the CRC was recomputed");
+    assert_eq!(
+        (
+            batch.producer_id(),
+            batch.producer_epoch(),
+            batch.base_sequence()
+        ),
+        (42, 3, 17)
+    );
+    assert_eq!(
+        batch.records().next().unwrap().unwrap().value,
+        Some(&b"v"[..])
+    );
+}

@@ -17,11 +17,16 @@
 //! - Users' credentials and the ACLs are kept in the data directory (`users`, `acls`).
 //!   The in-process API (the `Broker` a program opens) is trusted: none of this applies
 //!   to it.
+// A build with `client` and without `server` uses the client side only (TLS and SASL
+// logins, the credential and ACL vocabulary of the admin client): the server's gates
+// (listeners, sessions, the authorizer) are compiled but unused there.
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
 
 pub(crate) mod acl;
 pub(crate) mod credentials;
 pub(crate) mod dn;
 pub(crate) mod identity;
+#[cfg(feature = "server")]
 pub(crate) mod peer_log;
 pub(crate) mod sasl;
 pub(crate) mod scram;
@@ -433,7 +438,7 @@ impl Session {
         }
         Gate::Refuse(format!(
             "{} before SASL authentication completed on a {} listener",
-            crate::metrics::server::api_name(api_key),
+            crate::error::api_name(api_key),
             self.protocol
         ))
     }

@@ -1,0 +1,130 @@
+//! tidelog's network client (`Cluster`, and the `Producer` over it) against an
+//! implementation of the Kafka protocol that is not tidelog: librdkafka's mock cluster
+//! (three brokers in this process). It advertises fewer Produce versions than the
+//! client speaks, moves a partition's leader and answers NOT_LEADER_OR_FOLLOWER: the
+//! client negotiates, follows the leader, and the idempotent producer's records are
+//! each in the log once, in order.
+
+use std::time::Duration;
+
+use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use tidelog::producer::partition_for_key;
+use tidelog::{ClientConfig, Cluster, IsolationLevel, Producer, ProducerRecord};
+
+/// Every record value of partition `p` of `t`, in offset order.
+fn values(cluster: &Cluster, p: i32) -> Vec<String> {
+    let uncommitted = IsolationLevel::ReadUncommitted;
+    let end = cluster
+        .list_offset("t", p, Cluster::LATEST, uncommitted)
+        .unwrap()
+        .offset;
+    let mut offset = cluster
+        .list_offset("t", p, Cluster::EARLIEST, uncommitted)
+        .unwrap()
+        .offset;
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        if offset >= end {
+            break;
+        }
+        let fetched = cluster
+            .fetch(
+                "t",
+                p,
+                offset,
+                1 << 20,
+                Duration::from_millis(100),
+                uncommitted,
+            )
+            .unwrap();
+        let mut rest = &fetched.records[..];
+        while let Some(size) = tidelog::record::batch_size(rest).filter(|s| *s <= rest.len()) {
+            let batch = tidelog::Batch::parse(&rest[..size]).unwrap();
+            rest = &rest[size..];
+            for r in batch.records() {
+                let r = r.unwrap();
+                if r.offset >= offset {
+                    out.push(String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned());
+                    offset = r.offset + 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_network_producer_on_librdkafkas_mock_cluster() {
+    let mock = MockCluster::new(3).unwrap();
+    mock.create_topic("t", 4, 3).unwrap();
+    // Fewer versions than the client's 3..=12: the client must send v7 at most.
+    mock.apiversion(RDKafkaApiKey::Produce, Some(3), Some(7))
+        .unwrap();
+    let cluster = Cluster::connect(
+        ClientConfig::new(mock.bootstrap_servers())
+            .set("client.id", "mock-test")
+            .set("retry.backoff.ms", 10),
+    )
+    .unwrap();
+    assert_eq!(cluster.brokers().len(), 3);
+    assert_eq!(cluster.partition_count("t").unwrap(), 4);
+
+    let producer = Producer::new(&cluster).unwrap();
+    for i in 0..100 {
+        let key = format!("user-{}", i % 10);
+        let value = format!("{key} {i}");
+        let sent = producer
+            .send("t", ProducerRecord::keyed(key.as_bytes(), value.as_bytes()))
+            .unwrap();
+        assert_eq!(
+            sent.partition,
+            partition_for_key(key.as_bytes(), 4),
+            "{key}"
+        );
+    }
+
+    // Partition 0 moves to broker 2, and the next two Produce requests are refused
+    // with NOT_LEADER_OR_FOLLOWER: the producer asks for metadata again and repeats
+    // its batches, each appended once.
+    mock.partition_leader("t", 0, Some(2)).unwrap();
+    mock.request_errors(
+        RDKafkaApiKey::Produce,
+        &[
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        ],
+    );
+    let receipts: Vec<_> = (0..50)
+        .map(|i| {
+            let value = format!("moved {i}");
+            let r = ProducerRecord::new(value.as_bytes()).partition(0);
+            producer.send_async("t", r).unwrap()
+        })
+        .collect();
+    producer.flush().unwrap();
+    let offsets: Vec<i64> = receipts
+        .into_iter()
+        .map(|r| r.wait().unwrap().offset)
+        .collect();
+    assert!(offsets.windows(2).all(|w| w[1] == w[0] + 1), "{offsets:?}");
+
+    let mut all = Vec::new();
+    for p in 0..4 {
+        let vs = values(&cluster, p);
+        for v in vs.iter().filter(|v| v.starts_with("user-")) {
+            let key = v.split(' ').next().unwrap();
+            assert_eq!(partition_for_key(key.as_bytes(), 4), p, "{v}");
+        }
+        all.extend(vs);
+    }
+    let moved: Vec<&String> = all.iter().filter(|v| v.starts_with("moved")).collect();
+    let expected: Vec<String> = (0..50).map(|i| format!("moved {i}")).collect();
+    assert_eq!(
+        moved,
+        expected.iter().collect::<Vec<_>>(),
+        "once each, in order"
+    );
+    assert_eq!(all.len(), 150);
+    producer.close().unwrap();
+}

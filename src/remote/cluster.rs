@@ -1,0 +1,602 @@
+//! [`Cluster`]: connections to a cluster's brokers, the metadata of its topics, and the
+//! retry loop that follows a partition's leader.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::{Message, Request, StrBytes};
+use parking_lot::{Mutex, RwLock};
+
+use super::config::ClientConfig;
+use crate::admin::{AdminClient, NewTopic, TopicMetadata};
+use crate::client::{Client, ClientSecurity, api_name};
+use crate::config::TopicConfig;
+use crate::error::{AdminError, ApiError, Error, ErrorCode, Resource, Result, TopicPartition};
+
+/// How much longer than `request.timeout.ms` the client waits for an answer, so that a
+/// broker's REQUEST_TIMED_OUT arrives before the socket gives up: a quarter of it, at
+/// most 2 s.
+fn slack(request_timeout: Duration) -> Duration {
+    (request_timeout / 4).min(Duration::from_secs(2))
+}
+
+/// A connection to a Kafka-API cluster, used where a [`Broker`](crate::Broker) is used
+/// in process: cheap to clone (clones share the connections and metadata), safe to
+/// share between threads. See the [module documentation](crate::remote).
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    bootstrap: Vec<String>,
+    client_id: String,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    retry_backoff: Duration,
+    retry_backoff_max: Duration,
+    metadata_max_age: Duration,
+    delivery_timeout: Duration,
+    security: Arc<ClientSecurity>,
+    admin: AdminClient,
+    meta: RwLock<Meta>,
+    /// One connection per broker address; each carries its negotiated versions.
+    conns: Mutex<HashMap<String, Arc<Mutex<Client>>>>,
+}
+
+/// The cluster as the last Metadata answers showed it.
+#[derive(Debug, Default)]
+struct Meta {
+    brokers: BTreeMap<i32, String>,
+    topics: HashMap<String, TopicLeaders>,
+}
+
+/// The leaders of one topic's partitions, and when they were learnt.
+#[derive(Debug, Clone)]
+struct TopicLeaders {
+    /// Per partition: the leader's node id (-1: none now) and its leader epoch.
+    partitions: Vec<(i32, i32)>,
+    learnt: Instant,
+    /// A request failed in a way that says these are out of date.
+    stale: bool,
+}
+
+/// Where a partition's requests go.
+#[derive(Debug, Clone)]
+pub(crate) struct Leader {
+    /// The leader's `host:port`.
+    pub addr: String,
+    /// Its leader epoch, as the last metadata gave it (-1: unknown).
+    pub epoch: i32,
+}
+
+/// What one attempt of a partition request made.
+pub(crate) enum Attempt<T> {
+    /// Final: the value, or an error asking again would not change.
+    Done(Result<T>),
+    /// Ask again after fresh metadata (the leader moved, the broker was not ready).
+    Retry(Error),
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: i32) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// True for a failure to reach a broker, as opposed to its answer.
+pub(crate) fn unreachable(e: &Error) -> bool {
+    matches!(e, Error::Io { .. } | Error::Timeout(_))
+}
+
+/// True for Kafka's codes that a partition request answers while leadership moves or a
+/// broker catches up: asking again (after fresh metadata) may succeed.
+pub(crate) fn retriable(code: ErrorCode) -> bool {
+    const NETWORK_EXCEPTION: i16 = 13;
+    const NOT_ENOUGH_REPLICAS: i16 = 19;
+    const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+    const KAFKA_STORAGE_ERROR: i16 = 56;
+    const OFFSET_NOT_AVAILABLE: i16 = 78;
+    code.is_retriable()
+        || code == ErrorCode::FENCED_LEADER_EPOCH
+        || code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+        || code == ErrorCode::REQUEST_TIMED_OUT
+        || matches!(
+            code.code(),
+            NETWORK_EXCEPTION
+                | NOT_ENOUGH_REPLICAS
+                | NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                | KAFKA_STORAGE_ERROR
+                | OFFSET_NOT_AVAILABLE
+        )
+}
+
+/// The error of a Kafka `code` an API answered about a partition.
+pub(crate) fn partition_error(
+    api: String,
+    broker: &str,
+    topic: &str,
+    partition: i32,
+    code: i16,
+    message: Option<&StrBytes>,
+) -> Error {
+    ApiError {
+        api,
+        broker: broker.to_string(),
+        resource: Resource::Partition(TopicPartition::new(topic, partition)),
+        code: ErrorCode::from_code(code),
+        message: message
+            .map(|m| m.to_string())
+            .filter(|m| !m.trim().is_empty()),
+    }
+    .into()
+}
+
+impl Cluster {
+    /// Connects to the cluster `config` names: checks every setting, asks the bootstrap
+    /// addresses in turn for the cluster's brokers (negotiating the versions of each
+    /// API with the broker that answers) until one answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming a setting that is unknown or has a bad value
+    /// (`bootstrap.servers` empty or not `HOST:PORT`, TLS or SASL settings that do not
+    /// go together); [`Error::Io`] or [`Error::Timeout`] when no address answers;
+    /// [`Error::AuthenticationFailed`] when a broker refuses the SASL login;
+    /// [`Error::UnsupportedApi`] when a broker speaks no version of Metadata this client
+    /// does.
+    pub fn connect(config: ClientConfig) -> Result<Cluster> {
+        let parsed = config.parse()?;
+        let bootstrap = parsed.admin.bootstrap_addresses()?;
+        let security = Arc::new(parsed.admin.client_security()?);
+        let (client_id, request_timeout, retry_backoff) = parsed.admin.timing();
+        let (client_id, request_timeout, retry_backoff) =
+            (client_id.to_string(), request_timeout, retry_backoff);
+        let admin = parsed.admin.connect_with(security.clone())?;
+        let cluster = Cluster {
+            inner: Arc::new(Inner {
+                bootstrap,
+                client_id,
+                request_timeout,
+                connect_timeout: parsed.connect_timeout,
+                retry_backoff,
+                retry_backoff_max: parsed.retry_backoff_max,
+                metadata_max_age: parsed.metadata_max_age,
+                delivery_timeout: parsed.delivery_timeout,
+                security,
+                admin,
+                meta: RwLock::new(Meta::default()),
+                conns: Mutex::new(HashMap::new()),
+            }),
+        };
+        cluster.refresh(&[])?;
+        Ok(cluster)
+    }
+
+    /// The admin client of the cluster (same settings), for what the methods here do
+    /// not cover: configurations, groups, ACLs.
+    pub fn admin(&self) -> &AdminClient {
+        &self.inner.admin
+    }
+
+    /// The brokers as `(node id, host:port)`, as the last metadata gave them.
+    pub fn brokers(&self) -> Vec<(i32, String)> {
+        let meta = self.inner.meta.read();
+        meta.brokers.iter().map(|(i, a)| (*i, a.clone())).collect()
+    }
+
+    /// The bootstrap addresses.
+    pub(crate) fn bootstrap(&self) -> &[String] {
+        &self.inner.bootstrap
+    }
+
+    /// The `request.timeout.ms` setting.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
+    }
+
+    /// The `delivery.timeout.ms` setting.
+    pub(crate) fn delivery_timeout(&self) -> Duration {
+        self.inner.delivery_timeout
+    }
+
+    /// The connection to the broker at `addr` (opened, and its versions negotiated, on
+    /// first use).
+    fn conn(&self, addr: &str) -> Arc<Mutex<Client>> {
+        let mut conns = self.inner.conns.lock();
+        conns
+            .entry(addr.to_string())
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(
+                    Client::new(addr, self.inner.client_id.clone())
+                        .with_security(self.inner.security.clone())
+                        .with_connect_timeout(self.inner.connect_timeout)
+                        .negotiating(),
+                ))
+            })
+            .clone()
+    }
+
+    /// Sends the request `build` makes for the version negotiated with the broker at
+    /// `addr` (the highest in `ours` that it answers); returns the version and answer.
+    pub(crate) fn call<R: Request + Message>(
+        &self,
+        addr: &str,
+        ours: RangeInclusive<i16>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<(i16, R::Response)> {
+        let conn = self.conn(addr);
+        let mut client = conn.lock();
+        let version = client.version::<R>(ours)?;
+        let request = build(version);
+        let timeout = self.inner.request_timeout + slack(self.inner.request_timeout);
+        let response = client.call(&request, version, timeout)?;
+        Ok((version, response))
+    }
+
+    /// Sends the request `build` makes to the broker at `addr` without waiting for an
+    /// answer (a Produce with acks 0); returns the version sent.
+    pub(crate) fn send<R: Request + Message>(
+        &self,
+        addr: &str,
+        ours: RangeInclusive<i16>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<i16> {
+        let conn = self.conn(addr);
+        let mut client = conn.lock();
+        let version = client.version::<R>(ours)?;
+        let request = build(version);
+        client.send(
+            &request,
+            version,
+            self.inner.request_timeout + slack(self.inner.request_timeout),
+        )?;
+        Ok(version)
+    }
+
+    /// The versions of every API the broker at `addr` answers, as negotiated (connects
+    /// first if needed): `(api key, highest version this client uses)` is what
+    /// [`call`](Self::call) picks.
+    #[cfg(test)]
+    pub(crate) fn negotiated<R: Request + Message>(
+        &self,
+        addr: &str,
+        ours: RangeInclusive<i16>,
+    ) -> Result<i16> {
+        self.conn(addr).lock().version::<R>(ours)
+    }
+
+    /// Asks a broker (the known ones, then the bootstrap addresses) for the metadata of
+    /// `topics` (an empty list: the brokers only) and remembers brokers and leaders.
+    fn refresh(&self, topics: &[&str]) -> Result<MetadataResponse> {
+        let (_, _, response) = self.call_any(1..=12, |version| {
+            MetadataRequest::default()
+                .with_topics(Some(
+                    topics
+                        .iter()
+                        .map(|n| {
+                            MetadataRequestTopic::default()
+                                .with_name(Some(TopicName(StrBytes::from_string(n.to_string()))))
+                        })
+                        .collect(),
+                ))
+                // Versions before 4 have no such field (and always create).
+                .with_allow_auto_topic_creation(version < 4)
+        })?;
+        self.remember(&response);
+        Ok(response)
+    }
+
+    /// Sends a request any broker answers to the known brokers, then the bootstrap
+    /// addresses, until one answers; returns its address, the version and the answer.
+    pub(crate) fn call_any<R: Request + Message>(
+        &self,
+        ours: RangeInclusive<i16>,
+        build: impl Fn(i16) -> R,
+    ) -> Result<(String, i16, R::Response)> {
+        let mut candidates: Vec<String> =
+            self.inner.meta.read().brokers.values().cloned().collect();
+        for b in &self.inner.bootstrap {
+            if !candidates.contains(b) {
+                candidates.push(b.clone());
+            }
+        }
+        let mut last = None;
+        for addr in candidates {
+            match self.call(&addr, ours.clone(), &build) {
+                Ok((version, response)) => return Ok((addr, version, response)),
+                Err(e) if unreachable(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::InvalidConfig {
+            key: "bootstrap.servers".into(),
+            reason: "no broker address to connect to".into(),
+        }))
+    }
+
+    fn remember(&self, response: &MetadataResponse) {
+        let mut meta = self.inner.meta.write();
+        if !response.brokers.is_empty() {
+            meta.brokers = response
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, host_port(&b.host, b.port)))
+                .collect();
+        }
+        let now = Instant::now();
+        for t in &response.topics {
+            let Some(name) = t.name.as_ref().map(|n| n.0.to_string()) else {
+                continue;
+            };
+            if t.error_code != 0 {
+                meta.topics.remove(&name);
+                continue;
+            }
+            let mut partitions = vec![(-1, -1); t.partitions.len()];
+            for p in &t.partitions {
+                if let Some(slot) = usize::try_from(p.partition_index)
+                    .ok()
+                    .and_then(|i| partitions.get_mut(i))
+                {
+                    *slot = (p.leader_id.0, p.leader_epoch);
+                }
+            }
+            meta.topics.insert(
+                name,
+                TopicLeaders {
+                    partitions,
+                    learnt: now,
+                    stale: false,
+                },
+            );
+        }
+    }
+
+    /// The leaders of `topic` as known, asking for them when unknown, marked stale or
+    /// older than `metadata.max.age.ms`.
+    fn leaders(&self, topic: &str) -> Result<TopicLeaders> {
+        let fresh = |t: &TopicLeaders| !t.stale && t.learnt.elapsed() < self.inner.metadata_max_age;
+        if let Some(t) = self
+            .inner
+            .meta
+            .read()
+            .topics
+            .get(topic)
+            .filter(|t| fresh(t))
+        {
+            return Ok(t.clone());
+        }
+        let response = self.refresh(&[topic])?;
+        let answer = response
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic));
+        match answer {
+            Some(t) if t.error_code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code() => {
+                Err(Error::UnknownTopic(topic.to_string()))
+            }
+            Some(t) if t.error_code != 0 => Err(ApiError {
+                api: "Metadata".into(),
+                broker: self
+                    .brokers()
+                    .first()
+                    .map(|b| b.1.clone())
+                    .unwrap_or_default(),
+                resource: Resource::Topic(topic.to_string()),
+                code: ErrorCode::from_code(t.error_code),
+                message: None,
+            }
+            .into()),
+            _ => self
+                .inner
+                .meta
+                .read()
+                .topics
+                .get(topic)
+                .cloned()
+                .ok_or_else(|| Error::UnknownTopic(topic.to_string())),
+        }
+    }
+
+    /// Forgets what is known of `topic`'s leaders: the next request asks again.
+    pub(crate) fn invalidate(&self, topic: &str) {
+        if let Some(t) = self.inner.meta.write().topics.get_mut(topic) {
+            t.stale = true;
+        }
+    }
+
+    /// The number of partitions of `topic` (from metadata, asked when unknown).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`] when the cluster has no such topic.
+    pub fn partition_count(&self, topic: &str) -> Result<i32> {
+        let known = self.inner.meta.read().topics.get(topic).and_then(|t| {
+            (!t.stale && t.learnt.elapsed() < self.inner.metadata_max_age)
+                .then_some(t.partitions.len() as i32)
+        });
+        match known {
+            Some(n) => Ok(n),
+            None => Ok(self.leaders(topic)?.partitions.len() as i32),
+        }
+    }
+
+    /// The leader of `partition` of `topic`, or `None` while it has none.
+    pub(crate) fn leader(&self, topic: &str, partition: i32) -> Result<Option<Leader>> {
+        let leaders = self.leaders(topic)?;
+        let Some(&(node, epoch)) = usize::try_from(partition)
+            .ok()
+            .and_then(|i| leaders.partitions.get(i))
+        else {
+            return Err(Error::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+                count: leaders.partitions.len() as i32,
+            });
+        };
+        let addr = self.inner.meta.read().brokers.get(&node).cloned();
+        Ok(addr.map(|addr| Leader { addr, epoch }))
+    }
+
+    /// Runs `attempt` against the leader of `topic`/`partition` until it is done: after
+    /// an [`Attempt::Retry`] or a broker that cannot be reached, marks the metadata
+    /// stale, pauses (`retry.backoff.ms`, doubling up to `retry.backoff.max.ms`) and
+    /// asks the leader again, for at most `delivery.timeout.ms` in all.
+    pub(crate) fn on_leader<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        mut attempt: impl FnMut(&Leader) -> Attempt<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + self.inner.delivery_timeout;
+        let mut backoff = self.inner.retry_backoff;
+        loop {
+            let error = match self.leader(topic, partition) {
+                Ok(Some(leader)) => match attempt(&leader) {
+                    Attempt::Done(Err(e)) if unreachable(&e) => e,
+                    Attempt::Done(done) => return done,
+                    Attempt::Retry(e) => e,
+                },
+                Ok(None) => partition_error(
+                    "Metadata".into(),
+                    &self
+                        .brokers()
+                        .first()
+                        .map(|b| b.1.clone())
+                        .unwrap_or_default(),
+                    topic,
+                    partition,
+                    ErrorCode::LEADER_NOT_AVAILABLE.code(),
+                    None,
+                ),
+                Err(e) if unreachable(&e) => e,
+                Err(e) => return Err(e),
+            };
+            self.invalidate(topic);
+            let now = Instant::now();
+            if now + backoff > deadline {
+                return Err(error);
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(self.inner.retry_backoff_max);
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions (the cluster's default replication
+    /// factor) and the settings of `config`.
+    ///
+    /// # Errors
+    /// [`Error::TopicExists`] when it exists (as in process); a broker's refusal
+    /// (INVALID_CONFIG, INVALID_PARTITIONS, ...) as [`Error::Admin`].
+    pub fn create_topic(&self, name: &str, partitions: i32, config: TopicConfig) -> Result<()> {
+        let mut new = NewTopic::new(name).partitions(partitions);
+        new.configs = config
+            .overrides()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut results = self.inner.admin.create_topics(&[new])?;
+        match results.remove(name).unwrap_or(Ok(())) {
+            Err(Error::Admin(e)) if e.code == ErrorCode::TOPIC_ALREADY_EXISTS => {
+                Err(Error::TopicExists(name.to_string()))
+            }
+            other => other,
+        }
+    }
+
+    /// Creates `topic` unless it exists; an existing topic must have `partitions`
+    /// partitions, as [`Broker::create_topic_if_missing`](crate::Broker::create_topic_if_missing)
+    /// requires (its settings are left as they are).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (key `partitions`) when the topic exists with another
+    /// count; the errors of [`create_topic`](Self::create_topic).
+    pub fn create_topic_if_missing(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+    ) -> Result<()> {
+        match self.create_topic(name, partitions, config) {
+            Err(Error::TopicExists(_)) => {}
+            created_or_failed => return created_or_failed,
+        }
+        self.invalidate(name);
+        let current = self.partition_count(name)?;
+        if current != partitions {
+            return Err(Error::InvalidConfig {
+                key: "partitions".into(),
+                reason: format!(
+                    "topic {name:?} already exists with {current} partitions, not {partitions}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The names of the cluster's topics, sorted (internal ones included).
+    pub fn topics(&self) -> Result<Vec<String>> {
+        let metadata = self.inner.admin.metadata()?;
+        Ok(metadata.topics.into_iter().map(|t| t.name).collect())
+    }
+
+    /// The partitions of `topic` with their leaders, replicas and in-sync replicas.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`] when the cluster has no such topic.
+    pub fn describe_topic(&self, name: &str) -> Result<TopicMetadata> {
+        let mut results = self.inner.admin.describe_topics(&[name])?;
+        known_topic(
+            name,
+            results
+                .remove(name)
+                .unwrap_or_else(|| Err(Error::UnknownTopic(name.into()))),
+        )
+    }
+
+    /// Deletes `topic` and its data.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`] when the cluster has no such topic.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        let mut results = self.inner.admin.delete_topics(&[name])?;
+        self.inner.meta.write().topics.remove(name);
+        known_topic(name, results.remove(name).unwrap_or(Ok(())))
+    }
+
+    /// Grows `topic` to `total` partitions (as
+    /// [`Broker::add_partitions`](crate::Broker::add_partitions)).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`]; INVALID_PARTITIONS (as [`Error::Admin`]) for a count
+    /// that is not a growth.
+    pub fn add_partitions(&self, name: &str, total: i32) -> Result<()> {
+        let mut results = self.inner.admin.create_partitions(&[(name, total)])?;
+        self.invalidate(name);
+        known_topic(name, results.remove(name).unwrap_or(Ok(())))
+    }
+}
+
+/// `result`, with a broker's UNKNOWN_TOPIC_OR_PARTITION for `name` as the in-process
+/// error ([`Error::UnknownTopic`]).
+fn known_topic<T>(name: &str, result: Result<T>) -> Result<T> {
+    match result {
+        Err(Error::Admin(e)) if is_unknown_topic(&e) => Err(Error::UnknownTopic(name.into())),
+        other => other,
+    }
+}
+
+fn is_unknown_topic(e: &AdminError) -> bool {
+    e.code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+}
+
+/// The API and version of a request, as errors name it: `Produce v9`.
+pub(crate) fn api_version<R: Request>(version: i16) -> String {
+    format!("{} v{version}", api_name(R::KEY))
+}

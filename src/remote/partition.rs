@@ -1,0 +1,287 @@
+//! A partition's requests on its leader: Produce, Fetch and ListOffsets, with the leader
+//! epoch the client knows (so that a deposed leader answers FENCED_LEADER_EPOCH), each
+//! repeated through [`Cluster::on_leader`] while leadership moves.
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::cluster::{Attempt, Cluster, api_version, partition_error, retriable};
+use crate::admin::isolation_level;
+use crate::consumer::IsolationLevel;
+use crate::error::{ErrorCode, Result};
+
+/// Produce versions this client speaks: 3 (the first with RecordBatch v2) to 12 (13
+/// names topics by id).
+const PRODUCE: std::ops::RangeInclusive<i16> = 3..=12;
+/// Fetch versions: 4 (the oldest Kafka 4 answers) to 12 (13 names topics by id).
+const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
+/// ListOffsets versions: 1 to 9.
+const LIST_OFFSETS: std::ops::RangeInclusive<i16> = 1..=9;
+
+/// One partition's part of a Fetch answer.
+#[derive(Debug, Clone)]
+pub struct FetchedPartition {
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// Its last stable offset (-1 when the broker does not say).
+    pub last_stable_offset: i64,
+    /// Its log start offset (-1 when the broker does not say).
+    pub log_start_offset: i64,
+    /// The aborted transactions in the records, as `(producer id, first offset)` (read
+    /// committed only).
+    pub aborted: Vec<(i64, i64)>,
+    /// The record batches, as the broker sent them (the last may be cut short).
+    pub records: Bytes,
+}
+
+/// A ListOffsets answer: an offset and the timestamp it was found by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedOffset {
+    /// The offset (-1: none, e.g. no record at or after the timestamp).
+    pub offset: i64,
+    /// The timestamp of the record found (-1 for the earliest and latest offsets).
+    pub timestamp: i64,
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+impl Cluster {
+    /// The `timestamp` of [`list_offset`](Self::list_offset) that asks for the log
+    /// start offset.
+    pub const EARLIEST: i64 = -2;
+    /// The `timestamp` of [`list_offset`](Self::list_offset) that asks for the end.
+    pub const LATEST: i64 = -1;
+
+    /// Appends the record batches `records` to `partition` of `topic` on its leader,
+    /// with `acks` (0, 1 or -1 for all) and, for a transactional producer, its id.
+    /// Returns the offset of the first record and the broker's append time (-1 unless
+    /// the topic keeps LogAppendTime); with acks 0, `(-1, -1)` once sent.
+    pub(crate) fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &Bytes,
+        acks: i16,
+        transactional_id: Option<&str>,
+    ) -> Result<(i64, i64)> {
+        let timeout_ms = self.request_timeout().as_millis().min(i32::MAX as u128) as i32;
+        let build = |_: i16| {
+            ProduceRequest::default()
+                .with_transactional_id(
+                    transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
+                )
+                .with_acks(acks)
+                .with_timeout_ms(timeout_ms)
+                .with_topic_data(vec![
+                    TopicProduceData::default()
+                        .with_name(topic_name(topic))
+                        .with_partition_data(vec![
+                            PartitionProduceData::default()
+                                .with_index(partition)
+                                .with_records(Some(records.clone())),
+                        ]),
+                ])
+        };
+        self.on_leader(topic, partition, |leader| {
+            if acks == 0 {
+                return Attempt::Done(self.send(&leader.addr, PRODUCE, build).map(|_| (-1, -1)));
+            }
+            let (version, response) = match self.call(&leader.addr, PRODUCE, build) {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let api = api_version::<ProduceRequest>(version);
+            let p = response
+                .responses
+                .iter()
+                .filter(|t| t.name.0.as_str() == topic)
+                .flat_map(|t| t.partition_responses.iter())
+                .find(|p| p.index == partition);
+            let Some(p) = p else {
+                return Attempt::Retry(partition_error(
+                    api,
+                    &leader.addr,
+                    topic,
+                    partition,
+                    ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+                    Some(&StrBytes::from_static_str(
+                        "the answer leaves the partition out",
+                    )),
+                ));
+            };
+            if p.error_code == 0 {
+                return Attempt::Done(Ok((p.base_offset, p.log_append_time_ms)));
+            }
+            let e = partition_error(
+                api,
+                &leader.addr,
+                topic,
+                partition,
+                p.error_code,
+                p.error_message.as_ref(),
+            );
+            if retriable(ErrorCode::from_code(p.error_code)) {
+                Attempt::Retry(e)
+            } else {
+                Attempt::Done(Err(e))
+            }
+        })
+    }
+
+    /// Reads `partition` of `topic` from `offset` on its leader (Fetch): at most
+    /// `max_bytes`, waiting up to `max_wait` for a first record, at `isolation`. The
+    /// answer holds whole batches, the last possibly cut short, as the broker sent
+    /// them: cut them with [`record::batch_size`](crate::record::batch_size).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`](crate::Error::UnknownTopic),
+    /// [`Error::UnknownPartition`](crate::Error::UnknownPartition); the broker's refusal
+    /// (OFFSET_OUT_OF_RANGE, ...) as [`Error::Api`](crate::Error::Api), after the
+    /// retries of a leader move.
+    pub fn fetch(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        max_wait: std::time::Duration,
+        isolation: IsolationLevel,
+    ) -> Result<FetchedPartition> {
+        let max_wait_ms = max_wait.as_millis().min(i32::MAX as u128) as i32;
+        let isolation = isolation_level(isolation);
+        self.on_leader(topic, partition, |leader| {
+            let build = |version: i16| {
+                let mut p = FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(max_bytes);
+                if version >= 9 {
+                    p = p.with_current_leader_epoch(leader.epoch);
+                }
+                FetchRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_max_wait_ms(max_wait_ms)
+                    .with_min_bytes(1)
+                    .with_max_bytes(max_bytes)
+                    .with_isolation_level(isolation)
+                    .with_topics(vec![
+                        FetchTopic::default()
+                            .with_topic(topic_name(topic))
+                            .with_partitions(vec![p]),
+                    ])
+            };
+            let (version, response) = match self.call(&leader.addr, FETCH, build) {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let api = api_version::<FetchRequest>(version);
+            let found = response
+                .responses
+                .into_iter()
+                .filter(|t| t.topic.0.as_str() == topic)
+                .flat_map(|t| t.partitions)
+                .find(|p| p.partition_index == partition);
+            let code = match &found {
+                Some(p) => p.error_code,
+                None if response.error_code != 0 => response.error_code,
+                None => ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            };
+            match found {
+                Some(p) if p.error_code == 0 => Attempt::Done(Ok(FetchedPartition {
+                    high_watermark: p.high_watermark,
+                    last_stable_offset: p.last_stable_offset,
+                    log_start_offset: p.log_start_offset,
+                    aborted: p
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect(),
+                    records: p.records.unwrap_or_default(),
+                })),
+                _ => {
+                    let e = partition_error(api, &leader.addr, topic, partition, code, None);
+                    if retriable(ErrorCode::from_code(code)) {
+                        Attempt::Retry(e)
+                    } else {
+                        Attempt::Done(Err(e))
+                    }
+                }
+            }
+        })
+    }
+
+    /// The offset of `partition` of `topic` for `timestamp`, as Kafka's ListOffsets
+    /// answers it (its leader asked): [`EARLIEST`](Self::EARLIEST) the log start offset,
+    /// [`LATEST`](Self::LATEST) the end (the last stable offset when reading
+    /// committed), else the first record whose timestamp is at or after `timestamp`
+    /// (Kafka's `offsetsForTimes`; offset -1 when there is none).
+    ///
+    /// # Errors
+    /// As [`fetch`](Self::fetch).
+    pub fn list_offset(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset> {
+        let isolation = isolation_level(isolation);
+        self.on_leader(topic, partition, |leader| {
+            let build = |version: i16| {
+                let mut p = ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(timestamp);
+                if version >= 4 {
+                    p = p.with_current_leader_epoch(leader.epoch);
+                }
+                let request = ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![
+                        ListOffsetsTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partitions(vec![p]),
+                    ]);
+                if version >= 2 {
+                    request.with_isolation_level(isolation)
+                } else {
+                    request
+                }
+            };
+            let (version, response) = match self.call(&leader.addr, LIST_OFFSETS, build) {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let api = api_version::<ListOffsetsRequest>(version);
+            let found = response
+                .topics
+                .iter()
+                .filter(|t| t.name.0.as_str() == topic)
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.partition_index == partition);
+            let code = found.map_or(ErrorCode::UNKNOWN_SERVER_ERROR.code(), |p| p.error_code);
+            match found {
+                Some(p) if p.error_code == 0 => Attempt::Done(Ok(ListedOffset {
+                    offset: p.offset,
+                    timestamp: p.timestamp,
+                })),
+                _ => {
+                    let e = partition_error(api, &leader.addr, topic, partition, code, None);
+                    if retriable(ErrorCode::from_code(code)) {
+                        Attempt::Retry(e)
+                    } else {
+                        Attempt::Done(Err(e))
+                    }
+                }
+            }
+        })
+    }
+}

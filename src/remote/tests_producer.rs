@@ -1,0 +1,222 @@
+//! The `Producer` over the network, against a tidelog server in process and a
+//! scripted node that loses an answer.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, InitProducerIdResponse, ProduceRequest, ProducerId};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use super::tests::{Handler, batches_of, fetch_t, metadata, produce_answer, scripted_node, serve};
+use super::{ClientConfig, Cluster};
+use crate::producer::partition_for_key;
+use crate::{Acks, Broker, Error, Producer, ProducerRecord, TopicConfig};
+
+fn node_with_topic(partitions: i32) -> (tempfile::TempDir, Broker, crate::ServerHandle) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", partitions, TopicConfig::new())
+        .unwrap();
+    let server = serve(&broker, "127.0.0.1:0");
+    (dir, broker, server)
+}
+
+#[test]
+fn keyed_records_land_where_kafka_and_the_in_process_producer_put_them() {
+    let (_dir, broker, server) = node_with_topic(4);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let remote = Producer::new(&cluster).unwrap();
+    let local = Producer::new(&broker).unwrap();
+    for i in 0..40u32 {
+        let key = format!("user-{i}");
+        let headers = [("h", &b"v"[..])];
+        let r = ProducerRecord::keyed(key.as_bytes(), b"x")
+            .timestamp(1_000 + i64::from(i))
+            .headers(&headers);
+        let sent = remote.send("t", r).unwrap();
+        assert_eq!(
+            sent.partition,
+            partition_for_key(key.as_bytes(), 4),
+            "{key}"
+        );
+        assert_eq!(
+            local.send("t", r).unwrap().partition,
+            sent.partition,
+            "{key}"
+        );
+        assert_eq!(sent.timestamp, 1_000 + i64::from(i));
+    }
+    let mut seen = 0;
+    for p in 0..4 {
+        let fetched = fetch_t(&cluster, p, Duration::ZERO);
+        for b in batches_of(&fetched.records) {
+            for (_, value, key, _) in &b.records {
+                let key = key.as_deref().unwrap();
+                assert_eq!(partition_for_key(key, 4), p);
+                assert_eq!(value, b"x");
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, 80, "40 sent over the network, 40 in process");
+    assert!(matches!(
+        remote.send("nope", ProducerRecord::new(b"x")),
+        Err(Error::UnknownTopic(_))
+    ));
+    assert!(matches!(
+        remote.send("t", ProducerRecord::new(b"x").partition(9)),
+        Err(Error::UnknownPartition { partition: 9, .. })
+    ));
+    assert!(matches!(
+        Producer::builder(&cluster).transactional_id("x").build(),
+        Err(Error::InvalidConfig { key, .. }) if key == "transactional.id"
+    ));
+    remote.close().unwrap();
+    assert!(matches!(
+        remote.send("t", ProducerRecord::new(b"x")),
+        Err(Error::Closed(_))
+    ));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn batches_per_partition_and_numbers_them_for_idempotence() {
+    let (_dir, _broker, server) = node_with_topic(2);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let producer = Producer::builder(&cluster)
+        .linger(Duration::from_secs(30))
+        .batch_size(1 << 20)
+        .build()
+        .unwrap();
+    let receipts: Vec<_> = (0..100u32)
+        .map(|i| {
+            let r = ProducerRecord::new(b"v").partition((i % 2) as i32);
+            producer.send_async("t", r).unwrap()
+        })
+        .collect();
+    assert!(!receipts[0].is_done(), "lingering for 30 s");
+    producer.flush().unwrap();
+    for (i, r) in receipts.into_iter().enumerate() {
+        let m = r.wait().unwrap();
+        assert_eq!((m.partition, m.offset), ((i % 2) as i32, (i / 2) as i64));
+    }
+    // A second round: its batch continues the partition's sequence.
+    let last = producer
+        .send_async("t", ProducerRecord::new(b"w").partition(0))
+        .unwrap();
+    producer.flush().unwrap();
+    assert_eq!(last.wait().unwrap().offset, 50);
+    let fetched = fetch_t(&cluster, 0, Duration::from_millis(0));
+    let batches = batches_of(&fetched.records);
+    assert_eq!(batches.len(), 2, "one batch per flush");
+    let (pid, epoch, seq) = batches[0].producer;
+    assert!(pid >= 0 && epoch >= 0, "an idempotent producer id");
+    assert_eq!(seq, 0);
+    assert_eq!(batches[1].producer, (pid, epoch, 50));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn acks_zero_and_one_are_kafkas() {
+    let (_dir, _broker, server) = node_with_topic(1);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let fire = Producer::builder(&cluster)
+        .acks(Acks::None)
+        .build()
+        .unwrap();
+    let m = fire.send("t", ProducerRecord::new(b"a")).unwrap();
+    assert_eq!((m.partition, m.offset), (0, -1));
+    assert_eq!(
+        fire.send_async("t", ProducerRecord::new(b"b"))
+            .unwrap()
+            .wait()
+            .unwrap()
+            .offset,
+        -1
+    );
+    fire.flush().unwrap();
+    let leader = Producer::builder(&cluster)
+        .acks(Acks::Leader)
+        .build()
+        .unwrap();
+    let m = leader.send("t", ProducerRecord::new(b"c")).unwrap();
+    assert_eq!(m.offset, 2, "after the two acks=0 records");
+    let fetched = fetch_t(&cluster, 0, Duration::from_millis(0));
+    let batches = batches_of(&fetched.records);
+    assert_eq!(
+        batches.last().unwrap().producer.0,
+        -1,
+        "acks=1 is not idempotent"
+    );
+    server.shutdown().unwrap();
+}
+
+/// A node that appends a batch but loses its first answer: the producer sends the same
+/// batch again (same producer id and sequence) on a new connection, and the node
+/// answers the retry with the first append's offset, as Kafka's leader does.
+#[test]
+fn a_lost_answer_is_retried_with_the_same_sequence() {
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+        (ApiKey::InitProducerId, 0, 4),
+    ];
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let produced: Arc<Mutex<Vec<(i64, i32)>>> = Arc::default();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let handler: Arc<Handler> = {
+        let (addr_cell, produced, answered) =
+            (addr_cell.clone(), produced.clone(), answered.clone());
+        Arc::new(move |key, version, body| {
+            let addr = addr_cell.lock().unwrap().clone();
+            match key {
+                ApiKey::Metadata => Some(metadata(version, &[(1, &addr)], 1, 0)),
+                ApiKey::InitProducerId => {
+                    let mut out = bytes::BytesMut::new();
+                    InitProducerIdResponse::default()
+                        .with_producer_id(ProducerId(77))
+                        .with_producer_epoch(3)
+                        .encode(&mut out, version)
+                        .unwrap();
+                    Some(out)
+                }
+                ApiKey::Produce => {
+                    let request = ProduceRequest::decode(body, version).unwrap();
+                    let records: Bytes = request.topic_data[0].partition_data[0]
+                        .records
+                        .clone()
+                        .unwrap();
+                    let b = crate::record::Batch::parse(&records).unwrap();
+                    produced
+                        .lock()
+                        .unwrap()
+                        .push((b.producer_id(), b.base_sequence()));
+                    // The first answer is lost.
+                    (answered.fetch_add(1, Ordering::SeqCst) > 0)
+                        .then(|| produce_answer(version, 0, 5))
+                }
+                _ => None,
+            }
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    let cluster = Cluster::connect(
+        ClientConfig::new(&addr)
+            .set("request.timeout.ms", 300)
+            .set("retry.backoff.ms", 10),
+    )
+    .unwrap();
+    let producer = Producer::new(&cluster).unwrap();
+    let m = producer.send("t", ProducerRecord::new(b"once")).unwrap();
+    assert_eq!(m.offset, 5);
+    assert_eq!(
+        *produced.lock().unwrap(),
+        [(77, 0), (77, 0)],
+        "the same batch twice"
+    );
+}
