@@ -987,3 +987,7 @@ pub mod numbered {
         counts
     }
 }
+
+pub mod faults;
+pub mod history;
+pub mod workload;
