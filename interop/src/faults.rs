@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::cluster::free_ports;
+use crate::cluster::{free_ports, log_tails, terminate_child};
 
 /// One side of a link: a node (by index) or the clients (the test's own process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -697,44 +697,13 @@ impl Nodes {
 
     /// SIGTERM node index `i` and wait up to 30 s for it; true if it exited cleanly.
     pub fn terminate(&mut self, i: usize) -> bool {
-        let Some(mut c) = self.children[i].take() else {
-            return true;
-        };
         self.net.set_pid(i, None);
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(status)) = c.try_wait() {
-                return status.success();
-            }
-            if Instant::now() >= deadline {
-                let _ = c.kill();
-                let _ = c.wait();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// True while node index `i` was started and not killed.
-    pub fn is_running(&self, i: usize) -> bool {
-        self.children[i].is_some()
+        self.children[i].take().is_none_or(terminate_child)
     }
 
     /// The last `lines` lines of each node's log, for a failing test's message.
     pub fn logs(&self, lines: usize) -> String {
-        (0..self.children.len())
-            .map(|i| {
-                let path = self.root.join(format!("node-{}.log", i + 1));
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(lines).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                format!("--- node {} ---\n{}", i + 1, tail.join("\n"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        log_tails(&self.root, self.children.len(), lines)
     }
 }
 

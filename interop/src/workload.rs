@@ -246,3 +246,79 @@ pub fn read_all(
     let complete = (0..partitions as usize).all(|p| next[p] >= ends[p]);
     (out, complete)
 }
+
+/// Starts member `name` of `group` on `topic` through tidelog's own network group
+/// member (`tidelog::admin::GroupMember`, what `tidelog consume --group` runs), with
+/// `auto.offset.reset` = `reset`, committing its positions every second, polling and
+/// recording until `stop` (or 2 hours). A change of generation or partitions after a
+/// poll is recorded as the end of the old assignment and the start of the new one,
+/// before that poll's records (a member fetches under the assignment it just joined).
+pub fn tidelog_member(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    reset: tidelog::OffsetReset,
+    name: &str,
+    history: &History,
+    stop: &Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let config = tidelog::GroupConfig::new(group, &[topic]).auto_offset_reset(reset);
+    let (bootstrap, history, stop, name, group) = (
+        bootstrap.to_string(),
+        history.clone(),
+        stop.clone(),
+        name.to_string(),
+        group.to_string(),
+    );
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(2 * 3600);
+        let mut member = None;
+        while member.is_none() && !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+            match tidelog::admin::GroupMember::join(&bootstrap, config.clone()) {
+                Ok(m) => member = Some(m),
+                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+        let Some(mut member) = member else { return };
+        let mut current: Option<(i32, Vec<i32>)> = None;
+        let mut committed = Instant::now();
+        while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+            let records = member.poll(Duration::from_millis(200));
+            let mut now: Vec<i32> = member.assignment().into_iter().map(|(_, p)| p).collect();
+            now.sort_unstable();
+            let now = (member.generation(), now);
+            if current.as_ref() != Some(&now) {
+                if let Some((_, old)) = current.take() {
+                    history.push(Event::Revoked {
+                        consumer: name.clone(),
+                        partitions: old,
+                    });
+                }
+                history.push(Event::Assigned {
+                    consumer: name.clone(),
+                    group: group.clone(),
+                    partitions: now.1.clone(),
+                });
+                current = Some(now);
+            }
+            let Ok(records) = records else {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            };
+            for r in records.iter().flatten() {
+                history.push(Event::Polled {
+                    consumer: name.clone(),
+                    group: Some(group.clone()),
+                    partition: r.partition,
+                    offset: r.offset,
+                    value: String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned(),
+                });
+            }
+            if committed.elapsed() >= Duration::from_secs(1) {
+                let _ = member.commit_sync();
+                committed = Instant::now();
+            }
+        }
+        member.close();
+    })
+}

@@ -1,8 +1,9 @@
 //! A fault schedule against a three-node cluster, checked as Jepsen's Kafka workload
 //! checks one: an idempotent acks=all producer (librdkafka) sends numbered records to a
 //! topic with three partitions, replication factor 3 and `min.insync.replicas=2`, while
-//! two consumer groups of two members each read it (one with `auto.offset.reset`
-//! earliest, one with latest), and the test cuts links between the nodes (symmetric and
+//! three consumer groups of two members each read it (librdkafka with
+//! `auto.offset.reset` earliest, librdkafka with latest, and tidelog's own network
+//! `GroupMember` with latest), and the test cuts links between the nodes (symmetric and
 //! one-way partitions, a leader cut off from its peers while the clients still reach
 //! it, a node isolated from everyone), pauses a leader (SIGSTOP) for longer than the
 //! broker session timeout and lets it come back, and kills nodes (SIGKILL) and restarts
@@ -33,6 +34,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::Producer;
+use tidelog::OffsetReset;
 use tidelog_interop::cluster::{ClusterView, Rng, describe, eventually, read_log};
 use tidelog_interop::faults::{End, Net, Nodes};
 use tidelog_interop::history::{self, Event};
@@ -43,7 +45,13 @@ const TOPIC: &str = "faults";
 const PARTITIONS: i32 = 3;
 const NODES: usize = 3;
 const WAIT: Duration = Duration::from_secs(90);
-const GROUPS: [(&str, &str); 2] = [("group-earliest", "earliest"), ("group-latest", "latest")];
+/// The consumer groups: name, `auto.offset.reset`, and whether its members are
+/// tidelog's own network `GroupMember` (else librdkafka).
+const GROUPS: [(&str, &str, bool); 3] = [
+    ("group-earliest", "earliest", false),
+    ("group-latest", "latest", false),
+    ("group-tidelog", "latest", true),
+];
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
@@ -239,24 +247,41 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     let history = History::default();
     let stop_consumers = Arc::new(AtomicBool::new(false));
     let mut members = Vec::new();
-    for (group, reset) in GROUPS {
+    for (group, reset, own) in GROUPS {
         for m in 0..2 {
-            members.push(workload::member(
-                &bootstrap,
-                TOPIC,
-                group,
-                reset,
-                &format!("{group}-{m}"),
-                &history,
-                &stop_consumers,
-            ));
+            let name = format!("{group}-{m}");
+            members.push(if own {
+                let reset = match reset {
+                    "earliest" => OffsetReset::Earliest,
+                    _ => OffsetReset::Latest,
+                };
+                workload::tidelog_member(
+                    &bootstrap,
+                    TOPIC,
+                    group,
+                    reset,
+                    &name,
+                    &history,
+                    &stop_consumers,
+                )
+            } else {
+                workload::member(
+                    &bootstrap,
+                    TOPIC,
+                    group,
+                    reset,
+                    &name,
+                    &history,
+                    &stop_consumers,
+                )
+            });
         }
     }
     eventually("both groups own every partition", WAIT, || {
         let events = history.events();
         GROUPS
             .iter()
-            .all(|(g, _)| {
+            .all(|(g, _, _)| {
                 let mut owned = std::collections::BTreeSet::new();
                 for e in &events {
                     if let Event::Assigned {
@@ -291,6 +316,10 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
         })
     };
 
+    // Both groups commit offsets (every second) before the first fault: a partition
+    // moved by a rebalance before any commit would start over at the latest offset
+    // for the `latest` group, which is the client's rule, not a lost record.
+    std::thread::sleep(Duration::from_secs(4));
     let end = Instant::now() + Duration::from_secs(minutes * 60);
     let mut done = 0;
     // Every kind of fault once, in a seeded order, then seeded choices.
@@ -344,7 +373,7 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     let waited = Instant::now();
     while waited.elapsed() < WAIT {
         let events = history.events();
-        let all = GROUPS.iter().all(|(g, _)| {
+        let all = GROUPS.iter().all(|(g, _, _)| {
             let got = workload::delivered(&events, g);
             acked.iter().all(|e| match e {
                 Event::Acked {
