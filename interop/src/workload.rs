@@ -249,7 +249,7 @@ pub fn read_all(
 
 /// Starts member `name` of `group` on `topic` through tidelog's own network group
 /// member (`tidelog::admin::GroupMember`, what `tidelog consume --group` runs), with
-/// `auto.offset.reset` = `reset`, committing its positions every second, polling and
+/// `auto.offset.reset` = `reset` (`earliest` or `latest`), committing its positions every second, polling and
 /// recording until `stop` (or 2 hours). A change of generation or partitions after a
 /// poll is recorded as the end of the old assignment and the start of the new one,
 /// before that poll's records (a member fetches under the assignment it just joined).
@@ -257,11 +257,15 @@ pub fn tidelog_member(
     bootstrap: &str,
     topic: &str,
     group: &str,
-    reset: tidelog::OffsetReset,
+    reset: &str,
     name: &str,
     history: &History,
     stop: &Arc<AtomicBool>,
 ) -> JoinHandle<()> {
+    let reset = match reset {
+        "earliest" => tidelog::OffsetReset::Earliest,
+        _ => tidelog::OffsetReset::Latest,
+    };
     let config = tidelog::GroupConfig::new(group, &[topic]).auto_offset_reset(reset);
     let (bootstrap, history, stop, name, group) = (
         bootstrap.to_string(),

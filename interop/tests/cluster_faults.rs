@@ -29,13 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_executor::block_on;
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::Producer;
-use tidelog::OffsetReset;
-use tidelog_interop::cluster::{ClusterView, Rng, describe, eventually, read_log};
+use tidelog_interop::cluster::{ClusterView, Rng, cli_ok, describe, eventually, read_log};
 use tidelog_interop::faults::{End, Net, Nodes};
 use tidelog_interop::history::{self, Event};
 use tidelog_interop::numbered;
@@ -222,22 +217,19 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     eventually("three brokers", WAIT, || {
         view(&nodes).filter(|v| v.brokers.len() == NODES)
     });
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .unwrap();
-    let created = block_on(
-        admin.create_topics(
-            &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(3))
-                .set("min.insync.replicas", "2")],
-            &AdminOptions::new().operation_timeout(Some(WAIT)),
-        ),
-    )
-    .unwrap();
-    for r in created {
-        r.unwrap();
-    }
-    drop(admin);
+    let partitions = PARTITIONS.to_string();
+    let create = [
+        "topics",
+        "create",
+        TOPIC,
+        "--partitions",
+        &partitions,
+        "--replication-factor",
+        "3",
+        "--config",
+        "min.insync.replicas=2",
+    ];
+    eventually("the topic created", WAIT, || cli_ok(&bootstrap, &create));
     eventually("every partition fully in sync", WAIT, || {
         view(&nodes).filter(|v| v.fully_in_sync(NODES))
     });
@@ -250,31 +242,20 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     for (group, reset, own) in GROUPS {
         for m in 0..2 {
             let name = format!("{group}-{m}");
-            members.push(if own {
-                let reset = match reset {
-                    "earliest" => OffsetReset::Earliest,
-                    _ => OffsetReset::Latest,
-                };
-                workload::tidelog_member(
-                    &bootstrap,
-                    TOPIC,
-                    group,
-                    reset,
-                    &name,
-                    &history,
-                    &stop_consumers,
-                )
+            let start = if own {
+                workload::tidelog_member
             } else {
-                workload::member(
-                    &bootstrap,
-                    TOPIC,
-                    group,
-                    reset,
-                    &name,
-                    &history,
-                    &stop_consumers,
-                )
-            });
+                workload::member
+            };
+            members.push(start(
+                &bootstrap,
+                TOPIC,
+                group,
+                reset,
+                &name,
+                &history,
+                &stop_consumers,
+            ));
         }
     }
     eventually("both groups own every partition", WAIT, || {
