@@ -124,7 +124,13 @@ pub fn member(
                 value: String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
             });
         }
-        consumer.unsubscribe();
+        // librdkafka's close (leaving the group, run when the consumer is dropped) can
+        // wait without end; the history is complete once polling stopped, so the close
+        // finishes on its own thread, not waited for.
+        std::thread::spawn(move || {
+            consumer.unsubscribe();
+            drop(consumer);
+        });
     })
 }
 
