@@ -432,24 +432,7 @@ pub mod cluster {
         /// SIGTERM node index `i` (controlled shutdown) and wait up to 30 s for it to
         /// exit; true if it exited successfully.
         pub fn terminate(&mut self, i: usize) -> bool {
-            let Some(mut c) = self.children[i].take() else {
-                return true;
-            };
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Ok(Some(status)) = c.try_wait() {
-                    return status.success();
-                }
-                if Instant::now() >= deadline {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    return false;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            self.children[i].take().is_none_or(terminate_child)
         }
 
         /// Sends `SIG<name>` (`STOP`, `CONT`, ...) to node index `i` if it runs.
@@ -480,17 +463,43 @@ pub mod cluster {
 
         /// The node logs, for a failing test's message.
         pub fn logs(&self) -> String {
-            (0..self.children.len())
-                .map(|i| {
-                    let path = self.root.join(format!("node-{}.log", i + 1));
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
-                    let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    format!("--- node {} ---\n{}", i + 1, tail.join("\n"))
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
+            log_tails(&self.root, self.children.len(), 40)
         }
+    }
+
+    /// SIGTERM `c` (a node's controlled shutdown) and wait up to 30 s for it to exit;
+    /// true if it exited successfully (killed and false after 30 s).
+    pub fn terminate_child(mut c: Child) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.success();
+            }
+            if Instant::now() >= deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The last `lines` lines of the logs `root/node-N.log` of `n` nodes, for a failing
+    /// test's message.
+    pub fn log_tails(root: &Path, n: usize, lines: usize) -> String {
+        (0..n)
+            .map(|i| {
+                let path = root.join(format!("node-{}.log", i + 1));
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("--- node {} ---\n{}", i + 1, tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// One partition as a node's Metadata response shows it.
@@ -987,3 +996,7 @@ pub mod numbered {
         counts
     }
 }
+
+pub mod faults;
+pub mod history;
+pub mod workload;
