@@ -1,6 +1,6 @@
 //! Argument definitions (clap derive). Option names follow Kafka's tools and kcat.
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// tidelog: an embeddable, Kafka-compatible commit log — command line tool.
@@ -359,6 +359,37 @@ pub(crate) struct ConsumeArgs {
     /// Print the key, then SEP, then the value (when -f is not given).
     #[arg(short = 'K', long = "key-delimiter", value_name = "SEP")]
     pub key_delimiter: Option<String>,
+    /// Which records of transactions to print (Kafka's isolation.level):
+    /// read_committed prints only committed ones, up to the last stable offset;
+    /// read_uncommitted (the default, as Kafka's) every record.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value = "read_uncommitted"
+    )]
+    pub isolation_level: Isolation,
+}
+
+/// `--isolation-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Isolation {
+    /// Every record, up to the high watermark.
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    /// Committed records only, up to the last stable offset.
+    #[value(name = "read_committed")]
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The library's level.
+    pub(crate) fn level(self) -> tidelog::IsolationLevel {
+        match self {
+            Isolation::ReadUncommitted => tidelog::IsolationLevel::ReadUncommitted,
+            Isolation::ReadCommitted => tidelog::IsolationLevel::ReadCommitted,
+        }
+    }
 }
 
 /// `tidelog groups ...`.
