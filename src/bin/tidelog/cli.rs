@@ -512,6 +512,21 @@ pub(crate) struct PerfProduceArgs {
     /// Sending threads of a --durable run.
     #[arg(long, value_name = "T", default_value_t = 1, requires = "durable")]
     pub threads: usize,
+    /// Transactions: the N records go through a transactional `tidelog::Producer` in
+    /// transactions of --txn-records records each (begin, send_nowait each record,
+    /// commit). Reports the rate, the commit latency (p50_us, p99_us: from the commit
+    /// call until it returns, its markers written) and, measured first in the same run
+    /// on another topic, the rate of the non-transactional `Producer` (producer_*).
+    #[arg(long, conflicts_with_all = ["batch", "producer", "durable", "keys"])]
+    pub transactional: bool,
+    /// Records per transaction of a --transactional run.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 10_000,
+        requires = "transactional"
+    )]
+    pub txn_records: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
