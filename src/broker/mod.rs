@@ -24,6 +24,7 @@
 mod metrics;
 mod transactions;
 
+#[cfg(feature = "server")]
 pub(crate) use transactions::RemoteTransactions;
 
 use std::collections::{BTreeMap, HashMap};

@@ -93,7 +93,7 @@ impl Reader {
     /// the high watermark.
     fn end(&self) -> CliResult<i64> {
         Ok(match self.committed {
-            true => self.partition.log().last_stable_offset()?,
+            true => self.partition.last_stable_offset()?,
             false => self.partition.high_watermark(),
         })
     }
@@ -304,7 +304,7 @@ fn read_some(
     let from = r.position;
     let end = r.end()?;
     let aborted = match r.committed {
-        true => r.partition.log().aborted_transactions(from, end)?,
+        true => r.partition.aborted_transactions(from, end)?,
         false => Vec::new(),
     };
     let slice = match r.partition.read(r.position, READ_BYTES) {
