@@ -424,3 +424,63 @@ fn perf_consume_group_and_pubsub_producer_go_through_the_application_apis() {
         "--producer",
     );
 }
+
+/// `perf produce --transactional`: the records go in transactions of `--txn-records`
+/// (the last one shorter), all committed; the commit latencies and the rate of the
+/// non-transactional producer of the same run are reported. No timing is asserted.
+#[test]
+fn perf_produce_transactional_commits_every_transaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("data");
+    let d = d.to_str().unwrap();
+    let out = ok(tidelog_raw(
+        &[
+            "perf",
+            "produce",
+            "--data",
+            d,
+            "--topic",
+            "txn",
+            "--records",
+            "2500",
+            "--record-size",
+            "100",
+            "--transactional",
+            "--txn-records",
+            "1000",
+            "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(field(line, "mode"), "produce");
+    assert_eq!(number(line, "transactions"), 3.0);
+    assert_eq!(number(line, "txn_records"), 1000.0);
+    for k in [
+        "records_per_s",
+        "commit_p50_us",
+        "commit_p99_us",
+        "producer_records_per_s",
+        "ratio_to_producer",
+    ] {
+        assert!(number(line, k) > 0.0, "{k}: {line}");
+    }
+    assert!(number(line, "commit_p99_us") >= number(line, "commit_p50_us"));
+    // Every record committed: a read_committed reader sees all of them.
+    let read = ok(tidelog_raw(
+        &[
+            "consume",
+            "--data",
+            d,
+            "txn",
+            "--from-beginning",
+            "-e",
+            "--isolation-level",
+            "read_committed",
+            "-f",
+            "%o\n",
+        ],
+        "",
+    ));
+    assert_eq!(read.lines().count(), 2500);
+}

@@ -1,9 +1,13 @@
 //! Property test: the transactions of a [`PartitionLog`] against a model.
 //!
 //! Random sequences of idempotent appends, transactional appends from a few producers,
-//! COMMIT and ABORT markers, plain appends, rolls, truncations and reopens (after a
-//! clean close, or after a drop without one) run against the log and against a model
-//! that folds the batches the log holds. After every step the log's last stable offset
+//! COMMIT and ABORT markers, plain appends, rolls, truncations, compactions (with the
+//! markers' `delete.retention.ms` passed or not) and reopens (after a clean close, or
+//! after a drop without one) run against the log and against a model that folds the
+//! batches the log holds. A compaction may drop only the data of aborted transactions
+//! and markers left without data (when old enough), never changes what a
+//! read_committed reader sees nor the last stable offset, and the model then takes the
+//! batches the log kept. After every step the log's last stable offset
 //! and aborted transactions must be the model's, and after the last step the
 //! `.txnindex` files must hold the model's aborted transactions byte for byte. Tiny
 //! segments make the transactions span segments and the indexes roll. Seeded, 32
@@ -52,6 +56,10 @@ enum Op {
     Reopen {
         clean: bool,
     },
+    /// A compaction pass, with the markers' `delete.retention.ms` passed (`old`) or not.
+    Compact {
+        old: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Roll),
         1 => (0u16..=1000).prop_map(|at| Op::Truncate { at }),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
+        2 => any::<bool>().prop_map(|old| Op::Compact { old }),
     ]
 }
 
@@ -94,6 +103,17 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Model {
     batches: Vec<Entry>,
+    /// A compaction ran. From then on the aborted transactions are compared without
+    /// their last stable offset (the index keeps the one written, as Kafka's does,
+    /// which may count data compacted away since), a log's aborted transaction
+    /// without data left is allowed (a replay from a producer snapshot taken before
+    /// the compaction finds the marker of a transaction the snapshot holds open), and
+    /// truncations are not run (a producer whose batches were compacted away is known
+    /// to the log's state, or not, depending on the snapshot a rebuild starts from).
+    compacted: bool,
+    /// The log end offset once compaction removed the last batches (the offsets of a
+    /// log never go back).
+    tail: i64,
 }
 
 /// What the batches say of the transactions.
@@ -108,7 +128,9 @@ struct Folded {
 
 impl Model {
     fn end(&self) -> i64 {
-        self.batches.last().map_or(0, |e| e.last + 1)
+        self.batches
+            .last()
+            .map_or(self.tail, |e| (e.last + 1).max(self.tail))
     }
 
     fn fold(&self) -> Folded {
@@ -150,7 +172,6 @@ impl Model {
 
     /// The offsets of the data records of batches not in an aborted transaction (those
     /// of open transactions included), in order.
-    #[cfg(feature = "testing")]
     fn not_aborted(&self) -> Vec<i64> {
         let mut open: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
         let mut aborted = std::collections::BTreeSet::new();
@@ -276,6 +297,7 @@ fn apply(log: &PartitionLog, m: &mut Model, op: &Op) {
             });
         }
         Op::Roll => log.roll().expect("roll"),
+        Op::Truncate { .. } if m.compacted => {}
         Op::Truncate { at } => {
             let (start, end) = (log.log_start_offset(), log.log_end_offset());
             let target = start + (end - start) * i64::from(at) / 1000;
@@ -283,8 +305,114 @@ fn apply(log: &PartitionLog, m: &mut Model, op: &Op) {
             m.batches.retain(|e| e.base < new_end);
             assert_eq!(m.end(), new_end, "a truncation cuts between batches");
         }
+        Op::Compact { old } => compact(log, m, old),
         Op::Reopen { .. } => unreachable!("handled by the runner"),
     }
+}
+
+/// The batches `log` holds, as the model sees them.
+fn batches_of(log: &PartitionLog) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    for _ in 0..10_000 {
+        let slice = log.read(offset, 1 << 20).expect("read");
+        if slice.is_empty() {
+            break;
+        }
+        for b in slice.batches() {
+            let kind = match EndTxnMarker::of_batch(&b, "txn-0").expect("marker") {
+                Some(marker) => Kind::Marker {
+                    pid: b.producer_id(),
+                    commit: marker.commit,
+                },
+                None if b.producer_id() < 0 => Kind::Plain,
+                None => Kind::Data {
+                    pid: b.producer_id(),
+                    transactional: b.is_transactional(),
+                    last_seq: b.base_sequence() + b.last_offset_delta(),
+                },
+            };
+            out.push(Entry {
+                base: b.base_offset(),
+                last: b.last_offset(),
+                kind,
+            });
+        }
+        offset = slice.next_offset();
+    }
+    out
+}
+
+/// A compaction pass at a time past the markers' `delete.retention.ms` (`old`) or
+/// not; checks what it dropped, then takes the log's batches into the model.
+fn compact(log: &PartitionLog, m: &mut Model, old: bool) {
+    let now = if old {
+        2_001 + config().delete_retention_ms as i64
+    } else {
+        2_000
+    };
+    let lso = m.last_stable_offset();
+    let committed: Vec<i64> = m.not_aborted().into_iter().filter(|&o| o < lso).collect();
+    let before = m.fold().aborted;
+    log.compact(now).expect("compact");
+    let kept = batches_of(log);
+    let mut rest = kept.iter().peekable();
+    let mut dropped = Vec::new();
+    for e in &m.batches {
+        match rest.peek() {
+            Some(k) if k.base == e.base => {
+                assert_eq!(k.last, e.last, "a kept batch is unchanged");
+                rest.next();
+            }
+            _ => dropped.push(*e),
+        }
+    }
+    assert!(rest.next().is_none(), "compaction made no batch");
+    for e in &dropped {
+        match e.kind {
+            Kind::Marker { .. } => assert!(old, "a marker younger than delete.retention.ms"),
+            Kind::Data {
+                pid,
+                transactional: true,
+                ..
+            } => {
+                assert!(
+                    before.iter().any(|a| a.producer_id == pid
+                        && (a.first_offset..a.last_offset).contains(&e.base)),
+                    "only aborted data goes: {e:?}"
+                )
+            }
+            _ => panic!("a batch that is neither aborted data nor a marker went: {e:?}"),
+        }
+    }
+    m.tail = m.end();
+    m.batches = kept;
+    m.compacted = true;
+    assert_eq!(m.last_stable_offset(), lso, "the last stable offset");
+    let after: Vec<i64> = m.not_aborted().into_iter().filter(|&o| o < lso).collect();
+    assert_eq!(after, committed, "what read_committed reads");
+}
+
+/// The aborted transactions `m` expects of `log` (see [`Model::compacted`]): those of
+/// `from_log` as they are before any compaction, then without their last stable offset
+/// and without those that have no data left.
+fn comparable(m: &Model, from_log: Vec<AbortedTxn>) -> Vec<AbortedTxn> {
+    if !m.compacted {
+        return from_log;
+    }
+    from_log
+        .into_iter()
+        .filter(|a| {
+            m.batches.iter().any(|e| {
+                matches!(e.kind, Kind::Data { pid, transactional: true, .. } if pid == a.producer_id)
+                    && (a.first_offset..a.last_offset).contains(&e.base)
+            })
+        })
+        .map(|a| AbortedTxn {
+            last_stable_offset: 0,
+            ..a
+        })
+        .collect()
 }
 
 fn check(log: &PartitionLog, m: &Model) {
@@ -296,8 +424,11 @@ fn check(log: &PartitionLog, m: &Model) {
         "last stable offset of {:?}",
         m.batches
     );
-    let aborted = m.fold().aborted;
-    assert_eq!(log.aborted_transactions(0, end).expect("aborted"), aborted);
+    let aborted = comparable(m, m.fold().aborted);
+    assert_eq!(
+        comparable(m, log.aborted_transactions(0, end).expect("aborted")),
+        aborted
+    );
     // A range in the middle: markers at or after `from`, data below `to`.
     let (from, to) = (end / 3, end * 2 / 3);
     let expected: Vec<AbortedTxn> = aborted
@@ -306,7 +437,7 @@ fn check(log: &PartitionLog, m: &Model) {
         .copied()
         .collect();
     assert_eq!(
-        log.aborted_transactions(from, to).expect("aborted"),
+        comparable(m, log.aborted_transactions(from, to).expect("aborted")),
         expected
     );
 }
@@ -359,7 +490,19 @@ fn transactions_match_the_model() {
             let log = open(&path);
             check(&log, &m);
             let expected: Vec<u8> = m.fold().aborted.iter().flat_map(|a| a.encode()).collect();
-            assert_eq!(index_bytes(&path), expected, "the .txnindex files");
+            if m.compacted {
+                let entries = index_bytes(&path)
+                    .chunks_exact(tidelog::storage::ABORTED_TXN_LEN)
+                    .map(|c| AbortedTxn::decode(c.try_into().expect("34")).expect("entry"))
+                    .collect();
+                assert_eq!(
+                    comparable(&m, entries),
+                    comparable(&m, m.fold().aborted),
+                    "the .txnindex files"
+                );
+            } else {
+                assert_eq!(index_bytes(&path), expected, "the .txnindex files");
+            }
             Ok(())
         })
         .unwrap();
@@ -435,9 +578,11 @@ fn the_last_stable_offset_stays_below_a_replicated_high_watermark() {
 
 /// The offsets a consumer of `level` reads of `t-0` from its start until it reaches its
 /// end (the last stable offset or the high watermark), small fetches so that reads
-/// start and end everywhere.
+/// start and end everywhere; with the end and the position it stopped at (before the
+/// end only in a gap compaction left below a last stable offset that is not the log's
+/// end: as in Kafka, nothing is there to move the consumer over it).
 #[cfg(feature = "testing")]
-fn consume(broker: &tidelog::Broker, level: tidelog::IsolationLevel) -> (Vec<i64>, i64) {
+fn consume(broker: &tidelog::Broker, level: tidelog::IsolationLevel) -> (Vec<i64>, i64, i64) {
     let config = tidelog::ConsumerConfig::default()
         .isolation_level(level)
         .max_partition_fetch_bytes(150);
@@ -446,15 +591,22 @@ fn consume(broker: &tidelog::Broker, level: tidelog::IsolationLevel) -> (Vec<i64
     consumer.seek_to_beginning().expect("seek");
     let end = consumer.end_offset("t", 0).expect("end");
     let mut got = Vec::new();
+    let mut still = 0;
     for _ in 0..10_000 {
-        if consumer.position("t", 0).expect("position") >= end {
+        let at = consumer.position("t", 0).expect("position");
+        if at >= end || still == 3 {
             break;
         }
         let polled = consumer.poll(std::time::Duration::ZERO).expect("poll");
         got.extend(polled.iter().map(|r| r.expect("record").offset));
+        let moved = consumer.position("t", 0).expect("position") != at;
+        still = if moved || !polled.is_empty() {
+            0
+        } else {
+            still + 1
+        };
     }
-    assert_eq!(consumer.position("t", 0).expect("position"), end);
-    (got, end)
+    (got, end, consumer.position("t", 0).expect("position"))
 }
 
 #[cfg(feature = "testing")]
@@ -493,14 +645,93 @@ fn consumers_read_what_the_model_says_at_each_isolation_level() {
                 let lso = m.last_stable_offset();
                 let committed: Vec<i64> =
                     m.not_aborted().into_iter().filter(|&o| o < lso).collect();
-                let (got, end) = consume(&broker, ReadCommitted);
+                let (got, end, at) = consume(&broker, ReadCommitted);
                 assert_eq!(end, lso, "a read_committed consumer ends at the LSO");
+                assert!(
+                    at == end
+                        || (m.compacted && m.batches.iter().all(|e| e.last < at || e.base >= end)),
+                    "a read_committed consumer stopped at {at} of {end}: {:?}",
+                    m.batches
+                );
                 assert_eq!(got, committed, "read_committed of {:?}", m.batches);
-                let (got, end) = consume(&broker, ReadUncommitted);
+                let (got, end, at) = consume(&broker, ReadUncommitted);
                 assert_eq!(end, m.end());
+                assert_eq!(at, end, "a read_uncommitted consumer reads to the end");
                 assert_eq!(got, m.data(), "read_uncommitted of {:?}", m.batches);
             }
             Ok(())
         })
         .unwrap();
+}
+
+/// Compaction and transactions, as Kafka's cleaner: an aborted record never hides the
+/// committed record of its key, the aborted data goes with its `.txnindex` entry, and
+/// its marker only in a later pass past `delete.retention.ms`.
+#[test]
+fn compaction_drops_aborted_data_then_its_marker_and_keeps_committed_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("txn-0");
+    let log = open(&path);
+    let keyed = |pid: i64, seq: i32, value: &[u8]| {
+        let mut b = BatchBuilder::new()
+            .producer(pid, 0, seq)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1_000, Some(b"k"), Some(value), &[]);
+        b.finish()
+    };
+    // Producer 7 commits k=v1; producer 8 writes k=v2 and aborts; producer 8 then
+    // writes again, so the aborted batch is not its last.
+    log.append_idempotent(&keyed(7, 0, b"v1")).expect("v1");
+    log.append_end_txn_marker(7, 0, EndTxnMarker::commit(0), 2_000)
+        .expect("commit");
+    log.append_idempotent(&keyed(8, 0, b"v2")).expect("v2");
+    log.append_end_txn_marker(8, 0, EndTxnMarker::abort(0), 2_000)
+        .expect("abort");
+    log.append_idempotent(&data_batch(8, 1, 1, false))
+        .expect("later");
+    log.roll().expect("roll");
+    log.append_idempotent(&data_batch(9, 0, 1, false))
+        .expect("active");
+    assert_eq!(log.aborted_transactions(0, 10).expect("aborted").len(), 1);
+    let young = 2_000;
+    let old = 2_001 + config().delete_retention_ms as i64;
+
+    log.compact(young).expect("compact");
+    let kinds = |log: &PartitionLog| -> Vec<(i64, bool)> {
+        batches_of(log)
+            .iter()
+            .map(|e| (e.base, matches!(e.kind, Kind::Marker { .. })))
+            .collect()
+    };
+    // v1, its COMMIT, the ABORT (data of its transaction was there before this pass),
+    // the later batch, the active segment's.
+    assert_eq!(
+        kinds(&log),
+        vec![(0, false), (1, true), (3, true), (4, false), (5, false)]
+    );
+    assert!(log.aborted_transactions(0, 10).expect("aborted").is_empty());
+    assert!(
+        index_bytes(&path).is_empty(),
+        "the entry left with its data"
+    );
+    let slice = log.read(0, 1 << 20).expect("read");
+    let first = slice.batches().next().expect("v1");
+    let value = first.records().next().expect("record").expect("ok").value;
+    assert_eq!(value, Some(&b"v1"[..]), "the committed record of k stays");
+
+    // A young marker stays; past delete.retention.ms the ABORT, without data, goes
+    // (the COMMIT stays with v1).
+    log.compact(young).expect("compact");
+    assert_eq!(kinds(&log).len(), 5);
+    log.compact(old).expect("compact");
+    assert_eq!(
+        kinds(&log),
+        vec![(0, false), (1, true), (4, false), (5, false)],
+        "the ABORT marker without data went; the COMMIT of v1 stays with v1"
+    );
+    log.close().expect("close");
+    drop(log);
+    let log = open(&path);
+    assert_eq!(kinds(&log).len(), 4);
+    assert_eq!(log.last_stable_offset().expect("lso"), 6);
 }

@@ -42,6 +42,11 @@ const FETCH_VERSION: i16 = 11;
 const ATTEMPTS: u32 = 30;
 /// Pause between two attempts.
 const BACKOFF: Duration = Duration::from_millis(100);
+/// OffsetFetch version of a member reading committed: `require_stable` (KIP-447).
+const STABLE_OFFSET_FETCH_VERSION: i16 = 7;
+/// How long a member reading committed waits for offsets a transaction holds pending
+/// (Kafka's `default.api.timeout.ms`).
+const UNSTABLE_WAIT: Duration = Duration::from_secs(60);
 /// How much longer than the rebalance timeout a JoinGroup may wait for its answer.
 const JOIN_SLACK: Duration = Duration::from_secs(5);
 /// `fetch.max.bytes`.
@@ -580,6 +585,9 @@ impl GroupMember {
     }
 
     /// The group's committed offsets of `partitions` (OffsetFetch), those it has.
+    /// Reading committed, with `require_stable` (KIP-447): a partition whose offset a
+    /// transaction holds pending (UNSTABLE_OFFSET_COMMIT) is asked again until the
+    /// transaction ended, for at most [`UNSTABLE_WAIT`].
     fn fetch_committed(
         &mut self,
         partitions: &[(String, i32)],
@@ -600,11 +608,20 @@ impl GroupMember {
                     })
                     .collect(),
             ));
+        let stable = self.config.isolation_level == crate::consumer::IsolationLevel::ReadCommitted;
+        let (request, version) = match stable {
+            true => (
+                request.with_require_stable(true),
+                STABLE_OFFSET_FETCH_VERSION,
+            ),
+            false => (request, OFFSET_FETCH_VERSION),
+        };
+        let unstable_until = Instant::now() + UNSTABLE_WAIT;
         let mut attempt = 0;
         'again: loop {
             attempt += 1;
             let last = attempt >= ATTEMPTS;
-            let response = match self.call_coordinator(&request, OFFSET_FETCH_VERSION, None) {
+            let response = match self.call_coordinator(&request, version, None) {
                 Ok(r) => r,
                 Err(Error::Io { .. } | Error::Timeout(_)) if !last => {
                     std::thread::sleep(BACKOFF);
@@ -620,6 +637,12 @@ impl GroupMember {
                     .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
             );
             if let Some(code) = codes.into_iter().find(|c| *c != 0) {
+                let unstable = kafka_protocol::ResponseError::UnstableOffsetCommit.code();
+                if code == unstable && Instant::now() < unstable_until {
+                    attempt -= 1;
+                    std::thread::sleep(BACKOFF);
+                    continue 'again;
+                }
                 match self.next_after(code) {
                     Next::Rediscover if !last => {
                         self.coordinator = None;
@@ -1251,6 +1274,65 @@ mod tests {
         assert_eq!(got, ["a", "aborted", "committed", "later", "b", "open"]);
         let (got, position) = read(IsolationLevel::ReadCommitted, OffsetReset::Latest, 0);
         assert_eq!((got.len(), position), (0, 8), "latest is the LSO");
+        server.shutdown().unwrap();
+    }
+
+    /// A member reading committed fetches its group's offsets with `require_stable`
+    /// (KIP-447): offsets a transaction holds pending are waited for, so the member
+    /// starts where the transaction committed, not at its reset policy's offset.
+    #[test]
+    fn a_member_reading_committed_waits_for_offsets_of_an_open_transaction() {
+        use crate::consumer::IsolationLevel;
+        use crate::producer::{ConsumerGroupMetadata, Producer, ProducerRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::Broker::builder(dir.path())
+            .group_initial_rebalance_delay(Duration::ZERO)
+            .open()
+            .unwrap();
+        broker
+            .create_topic("y", 1, crate::TopicConfig::new())
+            .unwrap();
+        let plain = Producer::new(&broker).unwrap();
+        for v in ["0", "1", "2", "3"] {
+            plain.send("y", ProducerRecord::new(v.as_bytes())).unwrap();
+        }
+        let txn = Producer::builder(&broker)
+            .transactional_id("copier")
+            .build()
+            .unwrap();
+        txn.init_transactions().unwrap();
+        txn.begin_transaction().unwrap();
+        txn.send_offsets_to_transaction(
+            &[("y".to_string(), 0, 2)],
+            &ConsumerGroupMetadata::new("stable"),
+        )
+        .unwrap();
+        let server = crate::Server::builder(broker.clone())
+            .listen("127.0.0.1:0")
+            .start()
+            .unwrap();
+        let addr = server.local_addr().to_string();
+        let config = GroupConfig::new("stable", &["y"])
+            .auto_offset_reset(OffsetReset::Earliest)
+            .enable_auto_commit(false)
+            .isolation_level(IsolationLevel::ReadCommitted);
+        // The member fetches the offsets while the transaction is still open (no
+        // initial rebalance delay).
+        let committer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            txn.commit_transaction().unwrap();
+        });
+        let mut m = GroupMember::join(&addr, config).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while got.len() < 2 && Instant::now() < deadline {
+            for r in m.poll(Duration::from_millis(50)).unwrap().iter() {
+                got.push(r.unwrap().offset);
+            }
+        }
+        assert_eq!(got, [2, 3], "from the offset the transaction committed");
+        m.close();
+        committer.join().unwrap();
         server.shutdown().unwrap();
     }
 

@@ -25,6 +25,9 @@ mod metrics;
 mod share;
 mod transactions;
 
+#[cfg(feature = "server")]
+pub(crate) use transactions::RemoteTransactions;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -116,6 +119,8 @@ struct BrokerInner {
     managed: AtomicBool,
     /// The cluster node deciding the topics, once attached.
     authority: RwLock<Option<Arc<dyn TopicAuthority>>>,
+    /// The transaction coordinators of other nodes (a cluster node's), once attached.
+    remote_transactions: RwLock<Option<Arc<dyn transactions::RemoteTransactions>>>,
     /// Topic ids (Kafka's, base64) by topic name: from the cluster's metadata on a
     /// cluster node, from the partitions' `partition.metadata` on a single node.
     topic_ids: RwLock<HashMap<String, String>>,
@@ -727,6 +732,7 @@ impl Broker {
                 closed: AtomicBool::new(false),
                 managed: AtomicBool::new(managed),
                 authority: RwLock::new(None),
+                remote_transactions: RwLock::new(None),
                 topic_ids: RwLock::new(topic_ids),
                 orphans: Mutex::new(orphans),
                 read_only,
@@ -1059,6 +1065,7 @@ impl Broker {
     /// Detaches the cluster node (it is stopping); admin operations fail from now on.
     pub(crate) fn detach_cluster(&self) {
         self.inner.authority.write().take();
+        self.inner.remote_transactions.write().take();
     }
 
     #[cfg(feature = "server")]
@@ -1550,6 +1557,7 @@ impl BrokerInner {
             return Ok(());
         }
         self.authority.write().take();
+        self.remote_transactions.write().take();
         self.coordinator.shutdown();
         self.transactions.shutdown();
         for topic in self.topics.read().values() {

@@ -7,12 +7,187 @@ use std::time::Duration;
 
 use super::{Broker, BrokerInner, OFFSETS_TOPIC};
 use crate::config::TopicConfig;
-use crate::error::{Error, Result};
+use crate::coordinator::TxnOffsetCommitRequest;
+use crate::error::{Error, Result, TxnError, TxnState};
 use crate::record::EndTxnMarker;
 use crate::storage::CleanupPolicy;
 use crate::transaction::events;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
-use crate::transaction::{MarkerWriter, TopicPartition, TransactionCoordinator, TxnMarkers};
+use crate::transaction::{
+    AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest, MarkerWriter,
+    ProducerIdAndEpoch, TopicPartition, TransactionCoordinator, TxnMarkers,
+};
+
+/// A transaction coordinator's answer to an in-process producer.
+pub(crate) type TxnAnswer<T> = std::result::Result<T, TxnError>;
+
+/// What a cluster node adds to the transaction calls of its in-process producers: the
+/// transaction and group coordinators of other nodes (the leaders of the id's
+/// `__transaction_state` partition and of the group's `__consumer_offsets` partition),
+/// the cluster's producer ids, and `__transaction_state` made through the controller.
+/// Implemented by the cluster layer (above) and attached with
+/// [`Broker::attach_remote_transactions`], so the broker does not depend on it.
+pub(crate) trait RemoteTransactions: Send + Sync {
+    /// Makes `__transaction_state` through the controller unless it exists.
+    fn ensure_transaction_state(&self) -> Result<()>;
+    /// A producer id no other producer of the cluster has.
+    fn new_producer_id(&self) -> Result<i64>;
+    /// InitProducerId of the transactional id at its coordinator.
+    fn init_producer_id(&self, request: &InitProducerIdRequest) -> TxnAnswer<InitProducerIdAnswer>;
+    /// AddPartitionsToTxn at the coordinator.
+    fn add_partitions(&self, request: &AddPartitionsRequest) -> TxnAnswer<()>;
+    /// AddOffsetsToTxn of `group_id` at the coordinator.
+    fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        group_id: &str,
+    ) -> TxnAnswer<()>;
+    /// EndTxn at the coordinator (answered once the Prepare record is written).
+    fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<()>;
+    /// The id's producer id, epoch and state (DescribeTransactions).
+    fn describe(&self, transactional_id: &str) -> TxnAnswer<(ProducerIdAndEpoch, TxnState)>;
+    /// True when this node coordinates `group_id`.
+    fn coordinates_group(&self, group_id: &str) -> bool;
+    /// TxnOffsetCommit of `request` at the group's coordinator, another node; an
+    /// error names the group and the partition refused.
+    fn txn_offset_commit(
+        &self,
+        transactional_id: &str,
+        request: TxnOffsetCommitRequest,
+    ) -> Result<()>;
+}
+
+/// The coordinators an in-process transactional producer talks to, chosen per call:
+/// this broker's own transaction coordinator when it coordinates the id (every id on
+/// a single node), else, on a cluster node, the coordinator of another node through
+/// the attached [`RemoteTransactions`] (NOT_COORDINATOR without one).
+pub(crate) struct TxnRoute {
+    broker: Broker,
+    remote: Option<Arc<dyn RemoteTransactions>>,
+}
+
+impl TxnRoute {
+    /// The local coordinator if it coordinates `transactional_id`.
+    fn local(&self, transactional_id: &str) -> Option<&TransactionCoordinator> {
+        let txns = self.broker.transaction_coordinator();
+        txns.partition_of(transactional_id)
+            .is_some_and(|p| txns.leads(p))
+            .then_some(txns)
+    }
+
+    fn remote(&self) -> TxnAnswer<&dyn RemoteTransactions> {
+        self.remote.as_deref().ok_or(TxnError::NotCoordinator)
+    }
+
+    /// A producer id for the local coordinator: the cluster's on a cluster node, else
+    /// one of the data directory's in-process range.
+    fn new_producer_id(&self) -> Result<i64> {
+        match &self.remote {
+            Some(r) => r.new_producer_id(),
+            None => self.broker.new_in_process_producer_id(),
+        }
+    }
+
+    /// Makes `__transaction_state` unless it exists (through the controller on a
+    /// cluster node).
+    pub(crate) fn ensure_transaction_state(&self) -> Result<()> {
+        match &self.remote {
+            Some(r) => r.ensure_transaction_state(),
+            None => self.broker.ensure_transaction_state(),
+        }
+    }
+
+    pub(crate) fn init_producer_id(
+        &self,
+        request: &InitProducerIdRequest,
+    ) -> TxnAnswer<InitProducerIdAnswer> {
+        match self.local(&request.transactional_id) {
+            Some(txns) => txns.init_producer_id(request, &|| self.new_producer_id()),
+            None => self.remote()?.init_producer_id(request),
+        }
+    }
+
+    pub(crate) fn add_partitions(&self, request: &AddPartitionsRequest) -> TxnAnswer<()> {
+        match self.local(&request.transactional_id) {
+            Some(txns) => txns.add_partitions(request),
+            None => self.remote()?.add_partitions(request),
+        }
+    }
+
+    pub(crate) fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        group_id: &str,
+    ) -> TxnAnswer<()> {
+        match self.local(transactional_id) {
+            Some(txns) => {
+                let count = self
+                    .broker
+                    .topic(OFFSETS_TOPIC)
+                    .map(|t| t.partition_count())
+                    .unwrap_or(1)
+                    .max(1);
+                let partition = crate::transaction::log::partition_for(group_id, count);
+                txns.add_offsets(transactional_id, producer, partition, 0)
+            }
+            None => self
+                .remote()?
+                .add_offsets(transactional_id, producer, group_id),
+        }
+    }
+
+    pub(crate) fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<()> {
+        match self.local(&request.transactional_id) {
+            Some(txns) => txns
+                .end_txn(request, &|| self.new_producer_id())
+                .map(|_| ()),
+            None => self.remote()?.end_txn(request),
+        }
+    }
+
+    pub(crate) fn describe(
+        &self,
+        transactional_id: &str,
+    ) -> TxnAnswer<(ProducerIdAndEpoch, TxnState)> {
+        match self.local(transactional_id) {
+            Some(txns) => txns.describe(transactional_id).map(|m| {
+                let ids = ProducerIdAndEpoch {
+                    producer_id: m.producer_id,
+                    epoch: m.producer_epoch,
+                };
+                (ids, m.state)
+            }),
+            None => self.remote()?.describe(transactional_id),
+        }
+    }
+
+    /// TxnOffsetCommit at the group's coordinator: this broker's on a single node or
+    /// where it coordinates the group, else the other node's.
+    pub(crate) fn txn_offset_commit(
+        &self,
+        transactional_id: &str,
+        request: TxnOffsetCommitRequest,
+    ) -> Result<()> {
+        if let Some(r) = self
+            .remote
+            .as_ref()
+            .filter(|r| !r.coordinates_group(&request.group_id))
+        {
+            return r.txn_offset_commit(transactional_id, request);
+        }
+        let group = request.group_id.clone();
+        let refused = match self.broker.group_coordinator().txn_offset_commit(request) {
+            Ok(results) => results.into_iter().find_map(|r| r.result.err()),
+            Err(e) => Some(e),
+        };
+        match refused {
+            None => Ok(()),
+            Some(source) => Err(Error::Group { group, source }),
+        }
+    }
+}
 
 /// The first producer id of in-process transactional producers (2^62): a range of its
 /// own, so that they never take an id the network server hands out.
@@ -74,6 +249,21 @@ impl Broker {
     /// The transaction coordinator (served by the network server).
     pub fn transaction_coordinator(&self) -> &TransactionCoordinator {
         &self.inner.transactions
+    }
+
+    /// The coordinators an in-process transactional producer talks to ([`TxnRoute`]).
+    pub(crate) fn txn_route(&self) -> TxnRoute {
+        TxnRoute {
+            broker: self.clone(),
+            remote: self.inner.remote_transactions.read().clone(),
+        }
+    }
+
+    #[cfg(feature = "server")]
+    /// Gives the in-process transactional producers of this cluster node the
+    /// coordinators of the other nodes (until the cluster is detached).
+    pub(crate) fn attach_remote_transactions(&self, remote: Arc<dyn RemoteTransactions>) {
+        *self.inner.remote_transactions.write() = Some(remote);
     }
 
     /// The marker writer of the partitions this broker leads (a cluster node's

@@ -50,6 +50,7 @@ pub(crate) mod security;
 mod shared;
 mod storage;
 mod transactions;
+mod transactions_remote;
 mod transport;
 mod voters;
 
@@ -221,6 +222,8 @@ impl ClusterNode {
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
+        // Its in-process transactional producers reach the other nodes' coordinators.
+        broker.attach_remote_transactions(node.clone());
         // A cluster node coordinates groups only while it leads `__consumer_offsets-0`
         // (the replica manager loads it then): until then every group API answers
         // NOT_COORDINATOR, never from an empty coordinator whose commits nothing keeps.

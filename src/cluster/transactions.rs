@@ -78,7 +78,7 @@ impl ClientPool {
     }
 
     /// `request` at `version` to the broker at `addr`, connecting with `security`.
-    fn call<R: kafka_protocol::protocol::Request>(
+    pub(super) fn call<R: kafka_protocol::protocol::Request>(
         &self,
         addr: &str,
         security: &Arc<crate::client::ClientSecurity>,

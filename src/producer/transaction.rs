@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::accumulator::Appended;
-use crate::broker::{Broker, OFFSETS_TOPIC};
+use crate::broker::Broker;
 use crate::coordinator::{CommitOffset, TxnOffsetCommitRequest};
 use crate::error::{Error, Result, TxnError, TxnState};
 use crate::record::{BatchBuilder, Compression, TRANSACTIONAL_BIT};
@@ -220,7 +220,8 @@ impl TxnProducer {
     }
 
     /// Calls the coordinator until it answers something other than "busy"
-    /// (CONCURRENT_TRANSACTIONS, loading, not available), for at most [`MAX_BLOCK`].
+    /// (CONCURRENT_TRANSACTIONS, loading, not available, or moved: NOT_COORDINATOR,
+    /// after which the next call finds it again), for at most [`MAX_BLOCK`].
     fn retry<T>(
         &self,
         mut call: impl FnMut() -> std::result::Result<T, TxnError>,
@@ -229,11 +230,7 @@ impl TxnProducer {
         let mut backoff = Duration::from_millis(1);
         loop {
             match call() {
-                Err(
-                    TxnError::ConcurrentTransactions
-                    | TxnError::CoordinatorLoadInProgress
-                    | TxnError::CoordinatorNotAvailable { .. },
-                ) if Instant::now() < deadline => {
+                Err(e) if e.is_retriable() && Instant::now() < deadline => {
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
@@ -265,24 +262,14 @@ impl TxnProducer {
         st: &mut State,
         expected: Option<ProducerIdAndEpoch>,
     ) -> Result<ProducerIdAndEpoch> {
-        self.broker.ensure_transaction_state()?;
-        let txns = self.broker.transaction_coordinator();
-        let local = txns
-            .partition_of(&self.transactional_id)
-            .is_some_and(|p| txns.leads(p));
-        if !local {
-            return Err(Error::Transaction {
-                transactional_id: self.transactional_id.clone(),
-                source: TxnError::NotCoordinator,
-            });
-        }
+        let txns = self.broker.txn_route();
+        txns.ensure_transaction_state()?;
         let request = InitProducerIdRequest {
             transactional_id: self.transactional_id.clone(),
             timeout_ms: self.timeout_ms,
             expected,
         };
-        let new_id = || self.broker.new_in_process_producer_id();
-        let answer = self.retry(|| match txns.init_producer_id(&request, &new_id)? {
+        let answer = self.retry(|| match txns.init_producer_id(&request)? {
             InitProducerIdAnswer::Ready(ids) => Ok(ids),
             // The id's open transaction is being aborted: ask again once it is.
             InitProducerIdAnswer::Fencing => Err(TxnError::ConcurrentTransactions),
@@ -330,7 +317,7 @@ impl TxnProducer {
                 partitions: [key.clone()].into(),
                 client_transaction_version: 0,
             };
-            let txns = self.broker.transaction_coordinator();
+            let txns = self.broker.txn_route();
             if let Err(e) = self.retry(|| txns.add_partitions(&request)) {
                 let err = self.coordinator_error(&mut st, e);
                 return Err(match err {
@@ -463,18 +450,11 @@ impl TxnProducer {
     ) -> Result<()> {
         let mut st = self.state.lock();
         self.check_in_transaction(&st, "send offsets")?;
+        let txns = self.broker.txn_route();
         if !st.groups.contains(&group.group_id) {
-            let count = self
-                .broker
-                .topic(OFFSETS_TOPIC)
-                .map(|t| t.partition_count())
-                .unwrap_or(1)
-                .max(1);
-            let offsets_partition = crate::transaction::log::partition_for(&group.group_id, count);
-            let txns = self.broker.transaction_coordinator();
             let ids = st.ids;
             let added =
-                self.retry(|| txns.add_offsets(&self.transactional_id, ids, offsets_partition, 0));
+                self.retry(|| txns.add_offsets(&self.transactional_id, ids, &group.group_id));
             if let Err(e) = added {
                 let err = self.coordinator_error(&mut st, e);
                 return Err(self.fail(&mut st, err));
@@ -500,20 +480,8 @@ impl TxnProducer {
                 })
                 .collect(),
         };
-        let refused = match self.broker.group_coordinator().txn_offset_commit(request) {
-            Ok(results) => results.into_iter().find_map(|r| r.result.err()),
-            Err(e) => Some(e),
-        };
-        match refused {
-            None => Ok(()),
-            Some(source) => {
-                let e = Error::Group {
-                    group: group.group_id.clone(),
-                    source,
-                };
-                Err(self.fail(&mut st, e))
-            }
-        }
+        txns.txn_offset_commit(&self.transactional_id, request)
+            .map_err(|e| self.fail(&mut st, e))
     }
 
     /// Appends the open batches, then EndTxn(commit), and waits until the markers are
@@ -571,9 +539,8 @@ impl TxnProducer {
             result,
             client_transaction_version: 0,
         };
-        let txns = self.broker.transaction_coordinator();
-        let new_id = || self.broker.new_in_process_producer_id();
-        self.retry(|| txns.end_txn(&request, &new_id))
+        let txns = self.broker.txn_route();
+        self.retry(|| txns.end_txn(&request))
             .map_err(|e| self.coordinator_error(st, e))?;
         self.wait_markers(st)?;
         st.partitions.clear();
@@ -584,16 +551,16 @@ impl TxnProducer {
     /// Waits until the coordinator wrote every marker of the transaction (the id is
     /// no longer in PrepareCommit or PrepareAbort), for at most [`MAX_BLOCK`].
     fn wait_markers(&self, st: &mut State) -> Result<()> {
-        let txns = self.broker.transaction_coordinator();
+        let txns = self.broker.txn_route();
         let deadline = Instant::now() + MAX_BLOCK;
         loop {
-            let m = txns
-                .describe(&self.transactional_id)
+            let (ids, state) = self
+                .retry(|| txns.describe(&self.transactional_id))
                 .map_err(|e| self.coordinator_error(st, e))?;
-            if m.producer_epoch != st.ids.epoch || m.producer_id != st.ids.producer_id {
+            if ids != st.ids {
                 return Err(self.fenced(st.ids));
             }
-            if !matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            if !matches!(state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
                 return Ok(());
             }
             if Instant::now() >= deadline {

@@ -6,11 +6,12 @@
 
 use super::config::LogConfig;
 use super::segment::Segment;
+use super::txn_index::AbortedTxn;
 use crate::error::Result;
 use crate::record::{
     Batch, BatchBuilder, Compression, Records, batches, set_base_offset, set_partition_leader_epoch,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What retention needs to know of one segment.
@@ -60,15 +61,17 @@ pub(crate) fn segments_to_delete(
 /// The latest offset of every key, over the given batches. Compressed batches are
 /// decompressed (at most `limit` bytes each); one that cannot be is skipped here, which
 /// only keeps older records of its keys, and [`compact_batch`] reports it.
+/// Batches of aborted transactions (`aborted`, by base offset) take no part: an
+/// aborted record never hides an older committed one.
 pub(crate) fn latest_offsets<'a>(
     batches: impl Iterator<Item = Batch<'a>>,
-    below: i64,
+    (below, aborted): (i64, &HashSet<i64>),
     limit: usize,
     map: &mut HashMap<Vec<u8>, i64>,
 ) {
     let mut scratch = Vec::new();
     for b in batches {
-        if b.is_control() || b.base_offset() >= below {
+        if b.is_control() || b.base_offset() >= below || aborted.contains(&b.base_offset()) {
             continue;
         }
         let Ok(records) = b.decode_records("", limit, &mut scratch) else {
@@ -165,42 +168,158 @@ pub(crate) fn compact_batch(
     Ok(true)
 }
 
+/// What compaction needs to know of one batch for transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchHead {
+    pub(crate) base: i64,
+    pub(crate) producer_id: i64,
+    pub(crate) transactional: bool,
+    pub(crate) control: bool,
+    pub(crate) max_timestamp: i64,
+}
+
+impl BatchHead {
+    fn of(b: &Batch<'_>) -> BatchHead {
+        BatchHead {
+            base: b.base_offset(),
+            producer_id: b.producer_id(),
+            transactional: b.is_transactional(),
+            control: b.is_control(),
+            max_timestamp: b.max_timestamp(),
+        }
+    }
+}
+
+/// What compaction does to transactions (Kafka's cleaner): the batches it drops
+/// beyond the key rule, and the aborted transactions left without data.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct TxnCleaning {
+    /// Base offsets of the batches of aborted transactions below the bound: they take
+    /// no part in the latest offset of a key.
+    pub(crate) aborted: HashSet<i64>,
+    /// Base offsets of the batches dropped whole: aborted data, and markers.
+    pub(crate) dropped: HashSet<i64>,
+    /// The aborted transactions whose data is all dropped: their index entries go.
+    pub(crate) gone: Vec<AbortedTxn>,
+}
+
+/// Decides, over every batch of the log (`heads`, in offset order), what compaction
+/// does to transactions below `bound` (the end of the segments it rewrites, at most
+/// the last stable offset), `aborted` being the log's aborted transactions and
+/// `cutoff` the `delete.retention.ms` horizon:
+///
+/// - the data of an aborted transaction goes, unless one of its batches is the last
+///   data batch of its producer in the log (kept, as Kafka keeps it, so the producer's
+///   sequence survives a rebuild of its state): then all of it stays;
+/// - a control batch (COMMIT or ABORT marker) goes once no data of its transaction is
+///   left before it (as the log was before this pass: a marker outlives its data by
+///   at least one pass) and its timestamp is older than `cutoff`.
+pub(crate) fn txn_cleaning(
+    heads: &[BatchHead],
+    aborted: &[AbortedTxn],
+    bound: i64,
+    cutoff: i64,
+) -> TxnCleaning {
+    let mut out = TxnCleaning::default();
+    let mut last_data: HashMap<i64, i64> = HashMap::new();
+    for h in heads.iter().filter(|h| !h.control && h.producer_id >= 0) {
+        last_data.insert(h.producer_id, h.base);
+    }
+    for a in aborted.iter().filter(|a| a.first_offset < bound) {
+        let of_it: Vec<i64> = heads
+            .iter()
+            .filter(|h| {
+                h.transactional
+                    && !h.control
+                    && h.producer_id == a.producer_id
+                    && (a.first_offset..a.last_offset).contains(&h.base)
+            })
+            .map(|h| h.base)
+            .collect();
+        out.aborted.extend(of_it.iter().copied());
+        let keeps_last = of_it
+            .iter()
+            .any(|b| last_data.get(&a.producer_id) == Some(b));
+        if a.last_offset < bound && !keeps_last {
+            out.dropped.extend(of_it);
+            out.gone.push(*a);
+        }
+    }
+    let mut has_data: HashSet<i64> = HashSet::new();
+    for h in heads.iter().take_while(|h| h.base < bound) {
+        if !h.transactional {
+            continue;
+        }
+        if !h.control {
+            has_data.insert(h.producer_id);
+        } else if !has_data.remove(&h.producer_id) && h.max_timestamp < cutoff {
+            out.dropped.insert(h.base);
+        }
+    }
+    out
+}
+
 /// The segments a compaction pass rewrites (see [`compaction_rewrites`]).
+#[derive(Default)]
 pub(crate) struct Compaction {
     /// Each segment that changes, with its new bytes.
     pub(crate) rewritten: Vec<(Arc<Segment>, Vec<u8>)>,
     /// Records the new bytes no longer hold.
     pub(crate) records_removed: u64,
+    /// The aborted transactions left without data: their index entries go.
+    pub(crate) gone: Vec<AbortedTxn>,
 }
 
 /// What compaction makes of the sealed segments of `segs` (oldest first, the active one
-/// last, never rewritten) wholly below the high watermark `hw`: each segment it changes
-/// with its new bytes, and the records removed. The latest offset of each key is taken
-/// over every segment up to `hw`; tombstones older than `cutoff` go (see
-/// [`compact_batch`]; `log`: the log's name and the decompression limit).
+/// last, never rewritten) wholly below `stable` (the last stable offset, at most the
+/// high watermark: nothing of an undecided transaction is cleaned): each segment it
+/// changes with its new bytes, and the records removed. The latest offset of each key
+/// is taken over every segment up to `stable`, without the records of aborted
+/// transactions (`aborted`: the log's); tombstones older than `cutoff` go (see
+/// [`compact_batch`]), and so do the data of aborted transactions and old markers
+/// (see [`txn_cleaning`]; `log`: the log's name and the decompression limit).
 pub(crate) fn compaction_rewrites(
     segs: &[Arc<Segment>],
-    hw: i64,
+    (stable, aborted): (i64, &[AbortedTxn]),
     cutoff: i64,
     log: (&str, usize),
 ) -> Result<Compaction> {
     let (name, limit) = log;
-    let mut latest = HashMap::new();
+    let sealed = &segs[..segs.len() - 1];
+    let rewritable = sealed
+        .iter()
+        .take_while(|s| s.next_offset() <= stable)
+        .count();
+    let bound = match rewritable {
+        0 => return Ok(Compaction::default()),
+        n => sealed[n - 1].next_offset(),
+    };
+    let mut heads = Vec::new();
     for seg in segs.iter() {
         // Every batch, or an error: a damaged header must not make compaction keep
         // only the batches before it.
         let view = seg.view()?;
-        let all: Vec<Batch<'_>> = view.checked_batches().collect::<Result<_>>()?;
-        latest_offsets(all.into_iter(), hw, limit, &mut latest);
+        for b in view.checked_batches() {
+            heads.push(BatchHead::of(&b?));
+        }
+    }
+    let txns = txn_cleaning(&heads, aborted, bound, cutoff);
+    let mut latest = HashMap::new();
+    for seg in segs.iter() {
+        let view = seg.view()?;
+        latest_offsets(view.batches(), (stable, &txns.aborted), limit, &mut latest);
     }
     let mut rewritten: Vec<(Arc<Segment>, Vec<u8>)> = Vec::new();
     let mut records_removed = 0u64;
-    let sealed = &segs[..segs.len() - 1];
-    for seg in sealed.iter().take_while(|s| s.next_offset() <= hw) {
+    for seg in &sealed[..rewritable] {
         let view = seg.view()?;
         let mut bytes = Vec::with_capacity(seg.size());
         let mut changed = false;
         for b in view.batches() {
+            if txns.dropped.contains(&b.base_offset()) {
+                changed = true;
+                continue;
+            }
             changed |= compact_batch(&b, &latest, cutoff, (name, limit), &mut bytes)?;
         }
         if changed {
@@ -216,6 +335,7 @@ pub(crate) fn compaction_rewrites(
     Ok(Compaction {
         rewritten,
         records_removed,
+        gone: txns.gone,
     })
 }
 
@@ -288,7 +408,12 @@ mod tests {
         set_base_offset(&mut bytes, 100);
         let batch = Batch::parse(&bytes).unwrap();
         let mut latest = HashMap::new();
-        latest_offsets(std::iter::once(batch), i64::MAX, 1 << 20, &mut latest);
+        latest_offsets(
+            std::iter::once(batch),
+            (i64::MAX, &HashSet::new()),
+            1 << 20,
+            &mut latest,
+        );
         latest.insert(b"b".to_vec(), 500); // b was overwritten later
         let mut out = Vec::new();
         assert!(compact_batch(&batch, &latest, 0, ("t-0", 1 << 20), &mut out).unwrap());
@@ -337,7 +462,12 @@ mod tests {
             set_base_offset(&mut bytes, 1000);
             let batch = Batch::parse(&bytes).unwrap();
             let mut latest = HashMap::new();
-            latest_offsets(std::iter::once(batch), i64::MAX, 1 << 20, &mut latest);
+            latest_offsets(
+                std::iter::once(batch),
+                (i64::MAX, &HashSet::new()),
+                1 << 20,
+                &mut latest,
+            );
             assert_eq!(latest.len(), 5, "{codec}: keys of the compressed records");
             let mut out = Vec::new();
             assert!(compact_batch(&batch, &latest, 0, ("t-0", 1 << 20), &mut out).unwrap());

@@ -112,7 +112,7 @@ pub(crate) fn read(dir: &Path, base: i64) -> Result<Vec<AbortedTxn>> {
 }
 
 /// Replaces the index of the segment at `base` by `entries` (removes it if none).
-fn rewrite(dir: &Path, base: i64, entries: &[AbortedTxn]) -> Result<()> {
+pub(crate) fn rewrite(dir: &Path, base: i64, entries: &[AbortedTxn]) -> Result<()> {
     let p = path(dir, base);
     if entries.is_empty() {
         return match std::fs::remove_file(&p) {

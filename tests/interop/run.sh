@@ -4,12 +4,16 @@
 # Needs (installed by .ci/run, never by this script):
 #   apt:  kcat python3 python3-venv openssl
 #   pip (in a virtualenv): kafka-python confluent-kafka
+#   npm:  kafkajs (in KAFKAJS_MODULES), with node
 #
 # Environment:
 #   TIDELOG_BIN  the tidelog binary built with --features cli,server
 #                (default: target/debug/tidelog)
 #   PYTHON       python with kafka-python and confluent-kafka (default: python3)
 #   KCAT         kcat binary (default: kcat)
+#   NODE         node binary (default: node)
+#   KAFKAJS_MODULES  a node_modules directory holding kafkajs
+#                (default: target/npm/node_modules, where .ci/run installs it)
 #
 # Starts one server on a free port with a fresh data directory, runs every client
 # scenario against it, then stops it with SIGTERM and checks that it exits cleanly.
@@ -20,10 +24,16 @@ root="$(cd "$here/../.." && pwd)"
 TIDELOG_BIN="${TIDELOG_BIN:-$root/target/debug/tidelog}"
 PYTHON="${PYTHON:-python3}"
 KCAT="${KCAT:-kcat}"
+NODE="${NODE:-node}"
+KAFKAJS_MODULES="${KAFKAJS_MODULES:-$root/target/npm/node_modules}"
 
-for tool in "$TIDELOG_BIN" "$PYTHON" "$KCAT"; do
+for tool in "$TIDELOG_BIN" "$PYTHON" "$KCAT" "$NODE"; do
     command -v "$tool" >/dev/null 2>&1 || { echo "interop: $tool not found" >&2; exit 1; }
 done
+if [ ! -f "$KAFKAJS_MODULES/kafkajs/package.json" ]; then
+    echo "interop: kafkajs not found in $KAFKAJS_MODULES (npm install --prefix target/npm kafkajs)" >&2
+    exit 1
+fi
 
 data="$(mktemp -d)"
 log="$data.log"
@@ -65,6 +75,7 @@ run "kafka-python, old request versions (OffsetCommit v0-1, DescribeConfigs v0, 
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
 run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"
 run "confluent-kafka transactions" "$PYTHON" "$here/confluent_kafka_transactions.py"
+run "kafkajs transactions" env NODE_PATH="$KAFKAJS_MODULES" "$NODE" "$here/kafkajs_transactions.js"
 run "confluent-kafka consumer group protocol (KIP-848)" "$PYTHON" "$here/confluent_kafka_consumer_protocol.py"
 run "compression" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/compression.sh"
 run "security: SSL, SASL and ACLs with kcat, confluent-kafka and kafka-python" env TIDELOG_BIN="$TIDELOG_BIN" PYTHON="$PYTHON" KCAT="$KCAT" "$here/security.sh"

@@ -1,6 +1,6 @@
 //! Argument definitions (clap derive). Option names follow Kafka's tools and kcat.
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// tidelog: an embeddable, Kafka-compatible commit log — command line tool.
@@ -359,6 +359,37 @@ pub(crate) struct ConsumeArgs {
     /// Print the key, then SEP, then the value (when -f is not given).
     #[arg(short = 'K', long = "key-delimiter", value_name = "SEP")]
     pub key_delimiter: Option<String>,
+    /// Which records of transactions to print (Kafka's isolation.level):
+    /// read_committed prints only committed ones, up to the last stable offset;
+    /// read_uncommitted (the default, as Kafka's) every record.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value = "read_uncommitted"
+    )]
+    pub isolation_level: Isolation,
+}
+
+/// `--isolation-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Isolation {
+    /// Every record, up to the high watermark.
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    /// Committed records only, up to the last stable offset.
+    #[value(name = "read_committed")]
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The library's level.
+    pub(crate) fn level(self) -> tidelog::IsolationLevel {
+        match self {
+            Isolation::ReadUncommitted => tidelog::IsolationLevel::ReadUncommitted,
+            Isolation::ReadCommitted => tidelog::IsolationLevel::ReadCommitted,
+        }
+    }
 }
 
 /// `tidelog groups ...`.
@@ -481,6 +512,21 @@ pub(crate) struct PerfProduceArgs {
     /// Sending threads of a --durable run.
     #[arg(long, value_name = "T", default_value_t = 1, requires = "durable")]
     pub threads: usize,
+    /// Transactions: the N records go through a transactional `tidelog::Producer` in
+    /// transactions of --txn-records records each (begin, send_nowait each record,
+    /// commit). Reports the rate, the commit latency (p50_us, p99_us: from the commit
+    /// call until it returns, its markers written) and, measured first in the same run
+    /// on another topic, the rate of the non-transactional `Producer` (producer_*).
+    #[arg(long, conflicts_with_all = ["batch", "producer", "durable", "keys"])]
+    pub transactional: bool,
+    /// Records per transaction of a --transactional run.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 10_000,
+        requires = "transactional"
+    )]
+    pub txn_records: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

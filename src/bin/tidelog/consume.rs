@@ -84,6 +84,19 @@ fn parse_start(args: &ConsumeArgs) -> CliResult<Start> {
 struct Reader {
     partition: Partition,
     position: i64,
+    /// read_committed: up to the last stable offset, without aborted transactions.
+    committed: bool,
+}
+
+impl Reader {
+    /// Where reading stops for now: the last stable offset reading committed, else
+    /// the high watermark.
+    fn end(&self) -> CliResult<i64> {
+        Ok(match self.committed {
+            true => self.partition.last_stable_offset()?,
+            false => self.partition.high_watermark(),
+        })
+    }
 }
 
 /// Runs `tidelog consume`; `given` is `--data`, if given.
@@ -159,13 +172,16 @@ fn consume_partitions(
     stop: &AtomicBool,
 ) -> CliResult {
     let topic = broker.topic(&args.topic)?;
+    let committed = args.isolation_level == crate::cli::Isolation::ReadCommitted;
     let mut readers = Vec::new();
     for partition in select_partitions(&topic, &args.partition)? {
-        let position = start_position(&partition, start)?;
-        readers.push(Reader {
+        let mut r = Reader {
             partition,
-            position,
-        });
+            position: 0,
+            committed,
+        };
+        r.position = start_position(&r, start)?;
+        readers.push(r);
     }
     let mut out = Out::new();
     let result = read_loop(args, format, &mut readers, &mut out, stop);
@@ -173,8 +189,9 @@ fn consume_partitions(
     result.and(flushed)
 }
 
-fn start_position(p: &Partition, start: &Start) -> CliResult<i64> {
-    let (lo, hi) = (p.log_start_offset(), p.high_watermark());
+fn start_position(r: &Reader, start: &Start) -> CliResult<i64> {
+    let p = &r.partition;
+    let (lo, hi) = (p.log_start_offset(), r.end()?);
     Ok(match *start {
         Start::Beginning => lo,
         Start::End => hi,
@@ -227,7 +244,7 @@ fn read_loop(
             if remaining == 0 {
                 break;
             }
-            if r.position < r.partition.high_watermark() {
+            if r.position < r.end()? {
                 let from = r.position;
                 progressed |= read_some(r, format, &mut remaining, &mut buf, out)?;
                 done += (r.position - from).max(0) as u64;
@@ -246,10 +263,14 @@ fn read_loop(
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            r.partition.wait_for(
-                r.position,
-                Duration::from_millis(100) / readers.len().max(1) as u32,
-            );
+            let wait = Duration::from_millis(100) / readers.len().max(1) as u32;
+            if r.position < r.partition.high_watermark() {
+                // Reading committed, behind an open transaction: the high watermark
+                // is already past, so nothing wakes us when the transaction ends.
+                std::thread::sleep(wait);
+            } else {
+                r.partition.wait_for(r.position, wait);
+            }
         }
     }
     Ok(())
@@ -281,6 +302,11 @@ fn read_some(
     out: &mut Out,
 ) -> CliResult<bool> {
     let from = r.position;
+    let end = r.end()?;
+    let aborted = match r.committed {
+        true => r.partition.aborted_transactions(from, end)?,
+        false => Vec::new(),
+    };
     let slice = match r.partition.read(r.position, READ_BYTES) {
         Ok(s) => s,
         Err(tidelog::Error::OffsetOutOfRange { start, .. }) if r.position < start => {
@@ -298,7 +324,15 @@ fn read_some(
     let mut scratch = Vec::new();
     for batch in checked_batches(&slice, &r.partition) {
         let (at, batch) = batch?;
-        if batch.is_control() {
+        if batch.base_offset() >= end {
+            break;
+        }
+        let aborted = batch.is_transactional()
+            && aborted.iter().any(|a| {
+                a.producer_id == batch.producer_id()
+                    && (a.first_offset..a.last_offset).contains(&batch.base_offset())
+            });
+        if batch.is_control() || aborted {
             r.position = r.position.max(batch.last_offset() + 1);
             continue;
         }
@@ -342,7 +376,7 @@ fn read_some(
         }
         r.position = r.position.max(batch.last_offset() + 1);
     }
-    r.position = r.position.max(slice.next_offset());
+    r.position = r.position.max(slice.next_offset().min(end));
     Ok(r.position > from)
 }
 
@@ -454,6 +488,7 @@ fn group_config(group: &str, args: &ConsumeArgs) -> GroupConfig {
     GroupConfig::new(group, &[args.topic.as_str()])
         .auto_offset_reset(reset)
         .enable_auto_commit(false)
+        .isolation_level(args.isolation_level.level())
         .client_id("tidelog-consume")
 }
 

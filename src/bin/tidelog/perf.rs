@@ -393,6 +393,10 @@ pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
         drop(progress);
         return produce_durable(broker, &topic, &payloads, a);
     }
+    if a.transactional {
+        drop(progress);
+        return produce_transactional(broker, &topic, &payloads, a);
+    }
     let t0 = Instant::now();
     if a.producer {
         send_records(
@@ -505,6 +509,70 @@ fn produce_durable(
         ("p99_us", format!("{:.1}", pct(0.99))),
         ("p999_us", format!("{:.1}", pct(0.999))),
         ("max_us", format!("{:.1}", pct(1.0))),
+    ];
+    report("produce", n, a.record_size, seconds, &extra, a.json)
+}
+
+/// Runs `perf produce --transactional`: first the records through a non-transactional
+/// `Producer` to `<topic>-plain` (the rate to compare with), then through a
+/// transactional one in transactions of `--txn-records` records; reports the
+/// transactional rate, the commit latencies and the other rate.
+fn produce_transactional(
+    broker: Broker,
+    topic: &Topic,
+    payloads: &Payloads,
+    a: &PerfProduceArgs,
+) -> CliResult {
+    if a.txn_records == 0 {
+        return Err(fail!("--txn-records must be at least 1"));
+    }
+    let n = a.records;
+    let plain_topic = format!("{}-plain", topic.name());
+    topic_or_create(&broker, &plain_topic, Some(topic.partition_count()), 1)?;
+    let mut progress = Progress::new("perf produce (non-transactional)");
+    let t0 = Instant::now();
+    send_records(&broker, &plain_topic, payloads, None, n, &mut progress)?;
+    let plain_seconds = t0.elapsed().as_secs_f64().max(1e-9);
+    drop(progress);
+
+    let producer = Producer::builder(&broker)
+        .transactional_id(format!("tidelog-perf-{}", std::process::id()))
+        .build()?;
+    producer.init_transactions()?;
+    let mut progress = Progress::new("perf produce --transactional");
+    let mut commits = Vec::with_capacity((n / a.txn_records + 1) as usize);
+    let t0 = Instant::now();
+    let mut i = 0;
+    while i < n {
+        producer.begin_transaction()?;
+        let end = (i + a.txn_records).min(n);
+        for j in i..end {
+            producer.send_nowait(topic.name(), ProducerRecord::new(payloads.get(j)))?;
+        }
+        let started = Instant::now();
+        producer.commit_transaction()?;
+        commits.push(started.elapsed().as_nanos() as u64);
+        i = end;
+        progress.tick(i);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    drop(progress);
+    producer.close()?;
+    close_broker(broker)?;
+    commits.sort_unstable();
+    let pct = |q: f64| percentile_us(&commits, q);
+    let plain_rate = n as f64 / plain_seconds;
+    let rate = n as f64 / seconds.max(1e-9);
+    let extra = [
+        ("api", "\"producer\"".into()),
+        ("transactional", "true".into()),
+        ("txn_records", a.txn_records.to_string()),
+        ("transactions", commits.len().to_string()),
+        ("partitions", topic.partition_count().to_string()),
+        ("commit_p50_us", format!("{:.1}", pct(0.5))),
+        ("commit_p99_us", format!("{:.1}", pct(0.99))),
+        ("producer_records_per_s", format!("{plain_rate:.1}")),
+        ("ratio_to_producer", format!("{:.3}", rate / plain_rate)),
     ];
     report("produce", n, a.record_size, seconds, &extra, a.json)
 }

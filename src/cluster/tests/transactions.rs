@@ -96,3 +96,114 @@ fn the_replication_factor_is_capped_at_the_unfenced_nodes() {
     );
     c.shutdown();
 }
+
+/// An in-process transactional producer on a node that coordinates neither its
+/// transactional id nor its group: every call goes to the other nodes' coordinators
+/// over the inter-broker listener, with the same results as a local coordinator's
+/// (commit, abort, offsets, fencing by an instance on another node).
+#[test]
+fn an_in_process_producer_uses_the_coordinator_of_another_node() {
+    use super::replication::{broker, create};
+    use crate::error::Error;
+    use crate::producer::{ConsumerGroupMetadata, Producer, ProducerRecord};
+
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    c.node(0).ensure_transaction_state(&config()).unwrap();
+    wait_until("every node coordinating what it leads", || {
+        (0..3).all(|i| coordinates_what_it_leads(&c, i))
+    });
+    create(&c, "t", 3, Vec::new());
+    create(&c, "in", 1, Vec::new());
+    wait_until("__consumer_offsets made", || {
+        c.node(0)
+            .image()
+            .topic(crate::broker::OFFSETS_TOPIC)
+            .is_some()
+    });
+    let image = c.wait_same_image();
+    let leader_of = |topic: &str, p: i32| image.topic(topic).unwrap().partitions[p as usize].leader;
+    // The producer's node: not the group coordinator (the leader of
+    // __consumer_offsets-0), and leading a partition of "t".
+    let groups = leader_of(crate::broker::OFFSETS_TOPIC, 0);
+    let (node, p) = (0..3)
+        .find_map(|p| {
+            let l = leader_of("t", p);
+            (l != groups).then_some((l, p))
+        })
+        .expect("a partition of t led away from the group coordinator");
+    let id = (0..)
+        .map(|i| format!("remote-{i}"))
+        .find(|id| {
+            let tp = crate::transaction::log::partition_for(id, PARTITIONS);
+            leader_of(TRANSACTION_STATE_TOPIC, tp) != node
+        })
+        .unwrap();
+    wait_until("the group coordinator loaded", || {
+        broker(&c, (groups - 1) as usize)
+            .group_coordinator()
+            .is_loaded()
+    });
+    let here = broker(&c, (node - 1) as usize);
+    let part = here.topic("t").unwrap().partition(p).unwrap();
+    wait_until("leadership applied", || part.leader_epoch().is_some());
+    let txns = here.transaction_coordinator();
+    assert!(!txns.leads(txns.partition_of(&id).unwrap()), "remote");
+
+    let producer = Producer::builder(&here)
+        .transactional_id(id.clone())
+        .build()
+        .unwrap();
+    producer.init_transactions().unwrap();
+    producer.begin_transaction().unwrap();
+    for v in [b"a", b"b"] {
+        producer
+            .send("t", ProducerRecord::new(v).partition(p))
+            .unwrap();
+    }
+    let offsets = vec![("in".to_string(), 0, 5)];
+    producer
+        .send_offsets_to_transaction(&offsets, &ConsumerGroupMetadata::new("g"))
+        .unwrap();
+    producer.commit_transaction().unwrap();
+    producer.begin_transaction().unwrap();
+    producer
+        .send("t", ProducerRecord::new(b"x").partition(p))
+        .unwrap();
+    producer.abort_transaction().unwrap();
+
+    // Two records, their COMMIT marker, one aborted record and its ABORT marker: all
+    // stable once the markers are replicated.
+    wait_until("the markers written and replicated", || {
+        part.log_end_offset() == 5 && part.log().last_stable_offset().unwrap() == 5
+    });
+    let aborted = part.log().aborted_transactions(0, 5).unwrap();
+    assert_eq!(aborted.len(), 1, "{aborted:?}");
+    assert_eq!(aborted[0].first_offset, 3);
+    let committed = broker(&c, (groups - 1) as usize)
+        .group_coordinator()
+        .offset_fetch("g", Some(&[("in".to_string(), 0)]))
+        .unwrap();
+    assert_eq!(committed[0].offset, 5, "the offsets committed with it");
+
+    // A new instance on the coordinator's node fences this one.
+    let coordinator = leader_of(
+        TRANSACTION_STATE_TOPIC,
+        crate::transaction::log::partition_for(&id, PARTITIONS),
+    );
+    let there = broker(&c, (coordinator - 1) as usize);
+    let newer = Producer::builder(&there)
+        .transactional_id(id.clone())
+        .build()
+        .unwrap();
+    newer.init_transactions().unwrap();
+    producer.begin_transaction().unwrap();
+    match producer.send("t", ProducerRecord::new(b"late").partition(p)) {
+        Err(Error::ProducerFenced {
+            transactional_id, ..
+        }) => assert_eq!(transactional_id, id),
+        other => panic!("expected the older instance fenced, got {other:?}"),
+    }
+    drop((producer, newer));
+    c.shutdown();
+}

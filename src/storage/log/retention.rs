@@ -11,6 +11,7 @@ use crate::storage::retention::{
 };
 use crate::storage::scan;
 use crate::storage::segment::{Segment, remove_files};
+use crate::storage::txn_index::{self, AbortedTxn};
 use crate::storage::types::CleanupOutcome;
 use std::fs;
 use std::path::PathBuf;
@@ -153,9 +154,13 @@ impl PartitionLog {
         files.into_iter().map(|(p, _)| p).collect()
     }
 
-    /// Compacts the sealed segments wholly below the high watermark: keeps the latest
-    /// record of each key (over the whole log up to the high watermark), records
-    /// without a key, and tombstones younger than `delete_retention_ms`. Offsets and
+    /// Compacts the sealed segments wholly below the last stable offset: keeps the
+    /// latest record of each key (over the whole log up to the last stable offset, the
+    /// records of aborted transactions left out), records without a key, and
+    /// tombstones younger than `delete_retention_ms`; drops the data of aborted
+    /// transactions, and markers older than `delete_retention_ms` once no data of
+    /// their transaction is left before them (Kafka's cleaner). The `.txnindex`
+    /// entries of aborted transactions whose data is gone go with it. Offsets and
     /// leader epochs never change. Sealed segments are immutable, so the copies are
     /// written without blocking appends; only the swap takes the lock.
     pub fn compact(&self, now_ms: i64) -> Result<CleanupOutcome> {
@@ -168,13 +173,15 @@ impl PartitionLog {
         if segs.len() < 2 || self.is_closed() {
             return Ok(out);
         }
-        let hw = self.high_watermark();
+        let stable = self.last_stable_offset()?;
+        let aborted = self.aborted_transactions(0, stable)?;
         let limit = crate::record::decompression_limit(config.max_message_bytes);
         let cutoff = now_ms.saturating_sub(config.delete_retention_ms as i64);
         let Compaction {
             rewritten,
             records_removed,
-        } = compaction_rewrites(&segs, hw, cutoff, (&self.inner.name, limit))?;
+            gone,
+        } = compaction_rewrites(&segs, (stable, &aborted), cutoff, (&self.inner.name, limit))?;
         out.records_removed += records_removed;
         if rewritten.is_empty() {
             return Ok(out);
@@ -204,7 +211,38 @@ impl PartitionLog {
             out.segments_compacted += 1;
         }
         *self.inner.segments.write() = Arc::new(list);
+        self.forget_aborted(&segs, &gone)?;
         checkpoint::sync_dir(&self.inner.dir)?;
         Ok(out)
+    }
+
+    /// Removes the aborted transactions `gone` (their data compacted away) from the
+    /// `.txnindex` of the segment of their marker (`segs`: the segments before the
+    /// compaction) and from what readers see. The caller holds the writer lock.
+    fn forget_aborted(&self, segs: &[Arc<Segment>], gone: &[AbortedTxn]) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut bases: Vec<i64> = gone
+            .iter()
+            .filter_map(|a| {
+                let i = segs.partition_point(|s| s.base_offset <= a.last_offset);
+                i.checked_sub(1).map(|i| segs[i].base_offset)
+            })
+            .collect();
+        bases.dedup();
+        for base in bases {
+            let entries = txn_index::read(&self.inner.dir, base)?;
+            let kept: Vec<AbortedTxn> = entries
+                .iter()
+                .filter(|e| !gone.contains(e))
+                .copied()
+                .collect();
+            if kept.len() != entries.len() {
+                txn_index::rewrite(&self.inner.dir, base, &kept)?;
+            }
+        }
+        self.inner.txns.lock().aborted.retain(|e| !gone.contains(e));
+        Ok(())
     }
 }
