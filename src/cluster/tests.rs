@@ -15,6 +15,7 @@ const SESSION: Duration = Duration::from_millis(2000);
 /// `replica.lag.time.max.ms` of the test clusters.
 const LAG: Duration = Duration::from_millis(1000);
 
+mod broker_epoch;
 mod describe_producers;
 mod duplicate_proposal;
 mod failover;
@@ -39,6 +40,8 @@ struct TestCluster {
     nodes: Vec<Option<ServerHandle>>,
     snapshot_after: usize,
     lag: Duration,
+    /// Each node also listens on a `REPLICATION` listener, named the inter-broker one.
+    inter_broker: bool,
 }
 
 impl TestCluster {
@@ -48,6 +51,16 @@ impl TestCluster {
 
     /// A cluster whose `replica.lag.time.max.ms` is `lag`.
     fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
+        TestCluster::build(n, snapshot_after, lag, false)
+    }
+
+    /// A cluster whose nodes replicate on a `REPLICATION` listener of their own, the
+    /// inter-broker listener.
+    fn with_inter_broker_listener(n: usize, lag: Duration) -> TestCluster {
+        TestCluster::build(n, 1024, lag, true)
+    }
+
+    fn build(n: usize, snapshot_after: usize, lag: Duration, inter_broker: bool) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -65,6 +78,7 @@ impl TestCluster {
             nodes: (0..n).map(|_| None).collect(),
             snapshot_after,
             lag,
+            inter_broker,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -73,8 +87,19 @@ impl TestCluster {
     }
 
     fn start_with(&self, i: usize, listener: TcpListener) -> ServerHandle {
-        Server::builder(crate::broker::Broker::open(self.dirs[i].path()).unwrap())
-            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        let mut builder =
+            Server::builder(crate::broker::Broker::open(self.dirs[i].path()).unwrap())
+                .listen(SocketAddr::from(([127, 0, 0, 1], 0)));
+        if self.inter_broker {
+            builder = builder
+                .add_named_listener(
+                    "REPLICATION",
+                    crate::security::SecurityProtocol::Plaintext,
+                    "127.0.0.1:0",
+                )
+                .inter_broker_listener_name("REPLICATION");
+        }
+        builder
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
