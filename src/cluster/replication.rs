@@ -1218,6 +1218,7 @@ impl Fetcher {
                 reason: format!("the leader answered error code {}", response.error_code),
             });
         }
+        let mut durable = Vec::new();
         for t in response.responses {
             let topic = match names.get(&t.topic_id) {
                 Some(name) if version >= 13 => name.clone(),
@@ -1233,17 +1234,30 @@ impl Fetcher {
                         || e.fetch_offset() != offset
                         || self.hooks.paused.load(Ordering::Acquire)
                     {
-                        return Ok(());
+                        return Ok::<_, Error>(None);
                     }
-                    apply_fetched(self.node_id, e, offset, &p)
+                    apply_fetched(self.node_id, e, offset, &p)?;
+                    Ok(e.partition
+                        .config()
+                        .durable_acks
+                        .then(|| e.partition.clone()))
                 });
-                if let Some(Err(err)) = applied {
-                    tracing::error!(node = self.node_id, topic = %key.0, partition = key.1, error = %err, "cannot apply the leader's batches");
-                    self.with_current(&key, epoch, |e| {
-                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
-                    });
+                match applied {
+                    Some(Err(err)) => {
+                        tracing::error!(node = self.node_id, topic = %key.0, partition = key.1, error = %err, "cannot apply the leader's batches");
+                        self.with_current(&key, epoch, |e| {
+                            e.delay_until = Some(Instant::now() + Duration::from_secs(1));
+                        });
+                    }
+                    Some(Ok(Some(partition))) => durable.push(partition),
+                    _ => {}
                 }
             }
+        }
+        // Durable acks: what was appended is fsynced (group commit, outside the
+        // fetcher's lock) before the next fetch reports this log end to the leader.
+        for partition in durable {
+            partition.log().sync_to(partition.log_end_offset())?;
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ const LAG: Duration = Duration::from_millis(1000);
 mod broker_epoch;
 mod describe_producers;
 mod duplicate_proposal;
+mod durable_acks;
 mod failover;
 mod lost_directory;
 mod quorum_forgery;
