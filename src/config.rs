@@ -90,6 +90,14 @@ impl TopicConfig {
         self.set("flush.messages", count.map_or(-1, |c| c as i64))
     }
 
+    /// Answer `acks=all` writes only once the leader and every in-sync follower have
+    /// fsynced them (`durable.acks`, a tidelog setting; default false, as Kafka, whose
+    /// acknowledged records may be in the page cache only).
+    #[must_use]
+    pub fn durable_acks(self, durable: bool) -> Self {
+        self.set("durable.acks", durable)
+    }
+
     /// Fsync when unflushed data is this old; None leaves flushing to the OS
     /// (`flush.ms`, default None).
     #[must_use]

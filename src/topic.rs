@@ -614,6 +614,9 @@ impl Partition {
     /// meanwhile, `NotEnoughReplicasAfterAppend` if the ISR is below
     /// `min.insync.replicas` when the record is committed.
     ///
+    /// With `durable.acks`, this replica fsyncs the record first, and the high
+    /// watermark passes it only once every in-sync follower fsynced it too.
+    ///
     /// The wait is decided under the leadership current when it starts: it is for a
     /// record appended under that leadership (an offset appended under an earlier one
     /// may since hold another leader's record). tidelog's own `acks=all` paths wait
@@ -634,6 +637,11 @@ impl Partition {
         timeout: Duration,
     ) -> Result<()> {
         let log = &self.inner.log;
+        if log.config().durable_acks {
+            // Durable acks: this replica's copy is fsynced first (group commit); the
+            // followers fsync theirs before their fetches count it.
+            log.sync_to(offset + 1)?;
+        }
         if log.high_watermark() > offset && !log.is_replicated() {
             return Ok(());
         }

@@ -22,6 +22,16 @@ fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str(TOPIC))
 }
 
+/// The test topic's id, from Metadata v12.
+fn topic_id(addr: SocketAddr, corr: &mut i32) -> uuid::Uuid {
+    *corr += 1;
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(topic())),
+    ]));
+    let mut body = exchange(addr, ApiKey::Metadata, 12, *corr, &req);
+    MetadataResponse::decode(&mut body, 12).unwrap().topics[0].topic_id
+}
+
 /// Sends `req` as `key` v`version` with correlation id `corr` on a new connection and
 /// returns the response's body (after its header, whose correlation id is checked).
 fn exchange<Q: Encodable>(
@@ -138,27 +148,32 @@ fn answer_every_version(
                 .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
                 .collect()
         ),
-        ApiKey::Fetch => every!(
-            FetchResponse,
-            FetchRequest::default()
-                .with_max_wait_ms(0)
-                .with_max_bytes(1 << 20)
-                .with_topics(vec![
-                    fetch_request::FetchTopic::default()
-                        .with_topic(topic())
-                        .with_partitions(vec![
-                            fetch_request::FetchPartition::default()
-                                .with_partition(0)
-                                .with_fetch_offset(0)
-                                .with_partition_max_bytes(1 << 20),
-                        ]),
-                ]),
-            |r| r
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-                .collect()
-        ),
+        ApiKey::Fetch => {
+            let id = topic_id(addr, corr);
+            every!(
+                FetchResponse,
+                FetchRequest::default()
+                    .with_max_wait_ms(0)
+                    .with_max_bytes(1 << 20)
+                    .with_topics(vec![
+                        fetch_request::FetchTopic::default()
+                            .with_topic(topic())
+                            // From v13 topics go by id.
+                            .with_topic_id(id)
+                            .with_partitions(vec![
+                                fetch_request::FetchPartition::default()
+                                    .with_partition(0)
+                                    .with_fetch_offset(0)
+                                    .with_partition_max_bytes(1 << 20),
+                            ]),
+                    ]),
+                |r| r
+                    .responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect()
+            )
+        }
         ApiKey::ListOffsets => {
             every!(
                 ListOffsetsResponse,

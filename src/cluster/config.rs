@@ -20,6 +20,9 @@ pub(crate) struct ClusterConfig {
     /// The listener other nodes' replica fetchers reach this one on, when it is not
     /// `advertised_listener` (Kafka's `inter.broker.listener.name`).
     pub replication_listener: Option<String>,
+    /// The name of the inter-broker listener when one was named (Kafka's
+    /// `inter.broker.listener.name`): follower fetches are taken only there.
+    pub inter_broker_listener: Option<String>,
     /// Every Kafka listener of this broker by name, as clients of each should reach it
     /// (Kafka's `advertised.listeners`); registered so that each client is answered with
     /// the brokers' addresses on its own listener. Empty: only `advertised_listener`.
@@ -76,6 +79,7 @@ impl ClusterConfig {
             voters,
             advertised_listener,
             replication_listener: None,
+            inter_broker_listener: None,
             endpoints: Vec::new(),
             replication_security: Arc::default(),
             session_timeout: Duration::from_millis(9000),

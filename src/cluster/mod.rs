@@ -375,6 +375,11 @@ impl ClusterNode {
         self.config.node_id
     }
 
+    /// The name of the inter-broker listener when one was named.
+    pub(crate) fn inter_broker_listener(&self) -> Option<&str> {
+        self.config.inter_broker_listener.as_deref()
+    }
+
     #[cfg(test)]
     /// The node's settings.
     pub(crate) fn config(&self) -> &ClusterConfig {

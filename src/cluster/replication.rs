@@ -15,9 +15,10 @@
 //! Each round it asks the leader for the end of its latest epoch for the partitions that
 //! start following (OffsetForLeaderEpoch, Kafka's follower truncation rules, iterated
 //! while the leader answers an older epoch), then sends one Fetch for every partition
-//! it follows from that leader (replica id = this node, the current leader epoch, the
-//! local log end as fetch offset), appends the leader's batches verbatim and takes
-//! `min(leader's high watermark, own log end)` as its high watermark. A response is
+//! it follows from that leader (v15: this node's id and broker epoch, which the leader
+//! checks against its metadata, KIP-903; the current leader epoch, the local log end as
+//! fetch offset; a leader that answers no v15 gets v11), appends the leader's batches
+//! verbatim and takes `min(leader's high watermark, own log end)` as its high watermark. A response is
 //! applied under the fetcher's lock and only if the partition is still followed at the
 //! same epoch, and the replica manager removes a partition under that lock before it
 //! changes its role: no batch of an old leader lands after a role change.
@@ -29,11 +30,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_request::ReplicaState;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName,
+};
+use kafka_protocol::protocol::Request as _;
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
 
@@ -48,8 +53,12 @@ use crate::error::Error;
 use crate::replica::IsrProposalEnd;
 use crate::topic::Partition;
 
-/// Fetch version the fetchers send (every tidelog node answers 4-11).
-const FETCH_VERSION: i16 = 11;
+/// Fetch version the fetchers send: v15 carries this node's broker epoch (KIP-903), the
+/// leader's check that this process is the broker's current incarnation.
+const FETCH_VERSION: i16 = 15;
+/// Fetch version sent to a leader of an older version that answers no higher (no
+/// broker epoch: such a leader checks none).
+const FETCH_VERSION_OLD: i16 = 11;
 /// OffsetForLeaderEpoch version the fetchers send.
 const EPOCH_VERSION: i16 = 3;
 /// How long a replica fetch waits on the leader for new data (Kafka
@@ -945,6 +954,8 @@ impl Fetcher {
 
     fn run(self: Arc<Self>) {
         let mut client: Option<Client> = None;
+        // The Fetch version the leader answers, asked once per connection.
+        let mut version: Option<i16> = None;
         // When a refused login was last logged at warn: once a minute at most.
         let mut login_warned: Option<Instant> = None;
         while !self.is_stopped() {
@@ -984,6 +995,7 @@ impl Fetcher {
                 continue;
             };
             if client.as_ref().is_none_or(|c| c.addr() != addr) {
+                version = None;
                 client = Some(
                     Client::new(addr, format!("tidelog-replica-fetcher-{}", self.node_id))
                         .with_security(security),
@@ -996,7 +1008,14 @@ impl Fetcher {
                 .cloned()
                 .collect();
             let result = if truncating.is_empty() {
-                self.fetch(c, &ready)
+                let v = match version {
+                    Some(v) => Ok(v),
+                    None => fetch_version(c),
+                };
+                v.and_then(|v| {
+                    version = Some(v);
+                    self.fetch(c, &ready, v)
+                })
             } else {
                 self.truncate(c, &truncating)
             };
@@ -1023,6 +1042,7 @@ impl Fetcher {
                     }
                 }
                 c.disconnect();
+                version = None;
                 self.pause(BACKOFF);
             }
         }
@@ -1171,8 +1191,25 @@ impl Fetcher {
         Ok(())
     }
 
-    /// One Fetch for every ready partition, applied.
-    fn fetch(&self, client: &mut Client, parts: &[(Key, Followed)]) -> crate::error::Result<()> {
+    /// One Fetch (of `version`) for every ready partition, applied.
+    fn fetch(
+        &self,
+        client: &mut Client,
+        parts: &[(Key, Followed)],
+        version: i16,
+    ) -> crate::error::Result<()> {
+        let Some(node) = self.node.upgrade() else {
+            return Ok(());
+        };
+        // KIP-903: the broker epoch of this process's registration.
+        let Some(broker_epoch) = node.broker_epoch() else {
+            return Err(Error::NotLeaderOrFollower {
+                partition: format!("fetch from node {}", self.source),
+                reason: "this node's registration is not published yet".into(),
+            });
+        };
+        let image = node.image();
+        drop(node);
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         let mut sent: HashMap<Key, (i32, i64)> = HashMap::new();
         for (key, f) in parts {
@@ -1187,8 +1224,9 @@ impl Fetcher {
             );
             sent.insert(key.clone(), (f.leader_epoch, offset));
         }
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(self.node_id))
+        // From v13 topics go by id, and come back by id.
+        let mut names: HashMap<uuid::Uuid, String> = HashMap::new();
+        let mut request = FetchRequest::default()
             .with_max_wait_ms(FETCH_MAX_WAIT.as_millis() as i32)
             .with_min_bytes(1)
             .with_max_bytes(RESPONSE_MAX_BYTES)
@@ -1198,23 +1236,42 @@ impl Fetcher {
             .with_topics(
                 topics
                     .into_iter()
-                    .map(|(t, ps)| {
-                        FetchTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
+                    .filter_map(|(t, ps)| {
+                        let topic = FetchTopic::default().with_partitions(ps);
+                        if version < 13 {
+                            let name = TopicName(StrBytes::from_string(t.to_string()));
+                            return Some(topic.with_topic(name));
+                        }
+                        let id = uuid::Uuid::from_bytes(image.topic(t)?.id);
+                        names.insert(id, t.to_string());
+                        Some(topic.with_topic_id(id))
                     })
                     .collect(),
             );
-        let response = client.call(&request, FETCH_VERSION, CALL_TIMEOUT)?;
+        if version >= 15 {
+            request = request.with_replica_state(
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(self.node_id))
+                    .with_replica_epoch(broker_epoch),
+            );
+        } else {
+            request = request.with_replica_id(BrokerId(self.node_id));
+        }
+        let response = client.call(&request, version, CALL_TIMEOUT)?;
         if response.error_code != 0 {
             return Err(Error::NotLeaderOrFollower {
                 partition: format!("fetch from node {}", self.source),
                 reason: format!("the leader answered error code {}", response.error_code),
             });
         }
+        let mut durable = Vec::new();
         for t in response.responses {
+            let topic = match names.get(&t.topic_id) {
+                Some(name) if version >= 13 => name.clone(),
+                _ => t.topic.0.to_string(),
+            };
             for p in t.partitions {
-                let key = (t.topic.0.to_string(), p.partition_index);
+                let key = (topic.clone(), p.partition_index);
                 let Some(&(epoch, offset)) = sent.get(&key) else {
                     continue;
                 };
@@ -1223,19 +1280,53 @@ impl Fetcher {
                         || e.fetch_offset() != offset
                         || self.hooks.paused.load(Ordering::Acquire)
                     {
-                        return Ok(());
+                        return Ok::<_, Error>(None);
                     }
-                    apply_fetched(self.node_id, e, offset, &p)
+                    apply_fetched(self.node_id, e, offset, &p)?;
+                    Ok(e.partition
+                        .config()
+                        .durable_acks
+                        .then(|| e.partition.clone()))
                 });
-                if let Some(Err(err)) = applied {
-                    tracing::error!(node = self.node_id, topic = %key.0, partition = key.1, error = %err, "cannot apply the leader's batches");
-                    self.with_current(&key, epoch, |e| {
-                        e.delay_until = Some(Instant::now() + Duration::from_secs(1));
-                    });
+                match applied {
+                    Some(Err(err)) => {
+                        tracing::error!(node = self.node_id, topic = %key.0, partition = key.1, error = %err, "cannot apply the leader's batches");
+                        self.with_current(&key, epoch, |e| {
+                            e.delay_until = Some(Instant::now() + Duration::from_secs(1));
+                        });
+                    }
+                    Some(Ok(Some(partition))) => durable.push(partition),
+                    _ => {}
                 }
             }
         }
+        // Durable acks: what was appended is fsynced (group commit, outside the
+        // fetcher's lock) before the next fetch reports this log end to the leader.
+        for partition in durable {
+            partition.log().sync_to(partition.log_end_offset())?;
+        }
         Ok(())
+    }
+}
+
+/// The Fetch version to send to the leader `client` reaches: [`FETCH_VERSION`], or
+/// [`FETCH_VERSION_OLD`] for a leader of an older version that answers no higher.
+fn fetch_version(client: &mut Client) -> crate::error::Result<i16> {
+    let versions = client.call(&ApiVersionsRequest::default(), 0, CALL_TIMEOUT)?;
+    let max = versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == FetchRequest::KEY)
+        .map_or(-1, |k| k.max_version);
+    if max >= FETCH_VERSION {
+        Ok(FETCH_VERSION)
+    } else if max >= FETCH_VERSION_OLD {
+        Ok(FETCH_VERSION_OLD)
+    } else {
+        Err(Error::NotLeaderOrFollower {
+            partition: format!("fetch from {}", client.addr()),
+            reason: format!("the leader answers Fetch up to v{max}, below v{FETCH_VERSION_OLD}"),
+        })
     }
 }
 

@@ -17,8 +17,10 @@ const LAG: Duration = Duration::from_millis(1000);
 /// `offsets.topic.num.partitions` of the test clusters.
 const OFFSETS_PARTITIONS: i32 = 6;
 
+mod broker_epoch;
 mod describe_producers;
 mod duplicate_proposal;
+mod durable_acks;
 mod failover;
 mod group_coordinators;
 mod lost_directory;
@@ -42,6 +44,8 @@ struct TestCluster {
     nodes: Vec<Option<ServerHandle>>,
     snapshot_after: usize,
     lag: Duration,
+    /// Each node also listens on a `REPLICATION` listener, named the inter-broker one.
+    inter_broker: bool,
 }
 
 impl TestCluster {
@@ -51,6 +55,16 @@ impl TestCluster {
 
     /// A cluster whose `replica.lag.time.max.ms` is `lag`.
     fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
+        TestCluster::build(n, snapshot_after, lag, false)
+    }
+
+    /// A cluster whose nodes replicate on a `REPLICATION` listener of their own, the
+    /// inter-broker listener.
+    fn with_inter_broker_listener(n: usize, lag: Duration) -> TestCluster {
+        TestCluster::build(n, 1024, lag, true)
+    }
+
+    fn build(n: usize, snapshot_after: usize, lag: Duration, inter_broker: bool) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -68,6 +82,7 @@ impl TestCluster {
             nodes: (0..n).map(|_| None).collect(),
             snapshot_after,
             lag,
+            inter_broker,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -81,8 +96,17 @@ impl TestCluster {
             .offsets_topic_num_partitions(OFFSETS_PARTITIONS)
             .open()
             .unwrap();
-        Server::builder(broker)
-            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        let mut builder = Server::builder(broker).listen(SocketAddr::from(([127, 0, 0, 1], 0)));
+        if self.inter_broker {
+            builder = builder
+                .add_named_listener(
+                    "REPLICATION",
+                    crate::security::SecurityProtocol::Plaintext,
+                    "127.0.0.1:0",
+                )
+                .inter_broker_listener_name("REPLICATION");
+        }
+        builder
             .node_id(i as i32 + 1)
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)

@@ -73,6 +73,7 @@
 //! producer's offsets count where a COMMIT marker of it follows them, and stay pending
 //! without a marker.
 
+mod commit_order;
 mod consumer_group;
 mod consumer_records;
 mod consumer_shell;
@@ -255,6 +256,9 @@ struct Inner {
     closed: AtomicBool,
     reaper: Mutex<Option<JoinHandle<()>>>,
     incarnations: AtomicU64,
+    /// Offset commits waiting for the replicas, without `state`'s lock (taken after it
+    /// when both are held).
+    order: Mutex<commit_order::CommitOrder>,
 }
 
 /// The group coordinator of a broker (see the module documentation for the protocol
@@ -331,6 +335,7 @@ impl GroupCoordinator {
                 closed: AtomicBool::new(false),
                 reaper: Mutex::new(None),
                 incarnations: AtomicU64::new(seed),
+                order: Mutex::default(),
             }),
         };
         let incarnation = c.next_incarnation();
@@ -388,6 +393,7 @@ impl GroupCoordinator {
         shard.txn = pending;
         let mut st = self.inner.state.lock();
         st.loaded.insert(index, shard);
+        self.inner.order.lock().reset(index);
         self.inner.changed.notify_all();
     }
 
@@ -431,7 +437,13 @@ impl GroupCoordinator {
     /// once.
     pub fn unload(&self) {
         let mut st = self.inner.state.lock();
+        let indexes: Vec<i32> = st.loaded.keys().copied().collect();
         st.loaded.clear();
+        let mut order = self.inner.order.lock();
+        for index in indexes {
+            order.reset(index);
+        }
+        drop(order);
         for wakers in st.wakers.values() {
             for w in wakers.values() {
                 w.wake();
@@ -448,6 +460,7 @@ impl GroupCoordinator {
     pub fn unload_partition(&self, index: i32) {
         let mut st = self.inner.state.lock();
         st.loaded.remove(&index);
+        self.inner.order.lock().reset(index);
         st.drop_wakers_of(index);
         self.inner.changed.notify_all();
     }
@@ -734,8 +747,10 @@ impl GroupCoordinator {
             current: -1,
         });
         let journal = self.journal_of(&req.group_id);
+        let offsets_partition = self.partition_of(&req.group_id);
         let group_id = req.group_id.clone();
-        self.commit_with(
+        let mut waiting = None;
+        let mut results = self.commit_with(
             &group_id,
             &req.offsets,
             missing,
@@ -744,18 +759,72 @@ impl GroupCoordinator {
                 false => g.check_commit(&req, now),
             },
             |g, txn, prepared| {
-                if let Some(journal) = &journal {
-                    journal
-                        .append(&g.commit_records(&prepared))
-                        .map_err(|e| GroupError::Journal(Arc::new(e)))?;
-                }
-                for (t, p, _) in prepared.accepted() {
-                    txn.plain_commit(&req.group_id, t, *p);
-                }
-                g.apply_commit(prepared);
+                let Some(journal) = &journal else {
+                    for (t, p, _) in prepared.accepted() {
+                        txn.plain_commit(&req.group_id, t, *p);
+                    }
+                    g.apply_commit(prepared);
+                    return Ok(());
+                };
+                // Appended in order under the lock; the replicas are waited for
+                // without it (commit_order.rs).
+                let wait = journal
+                    .append_deferred(&g.commit_records(&prepared))
+                    .map_err(|e| GroupError::Journal(Arc::new(e)))?;
+                let ticket = self
+                    .inner
+                    .order
+                    .lock()
+                    .start(&req.group_id, offsets_partition);
+                waiting = Some((wait, ticket, prepared));
                 Ok(())
             },
-        )
+        )?;
+        if let Some(waiting) = waiting {
+            self.finish_commit(&group_id, waiting, &mut results);
+        }
+        Ok(results)
+    }
+
+    /// The end of an OffsetCommit whose batch is in the log: waits for the in-sync
+    /// replicas without the coordinator's lock, then stores what no later change
+    /// superseded (commit_order.rs); a failed wait fails every accepted partition.
+    fn finish_commit(
+        &self,
+        group_id: &str,
+        (wait, ticket, prepared): (
+            offsets::JournalWait,
+            commit_order::CommitTicket,
+            group::PreparedCommit,
+        ),
+        results: &mut [OffsetCommitResult],
+    ) {
+        let waited = wait();
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let current = self
+            .inner
+            .order
+            .lock()
+            .finish(ticket, group_id, prepared.accepted());
+        if let Err(e) = waited {
+            let e = GroupError::Journal(Arc::new(e));
+            for r in results.iter_mut().filter(|r| r.result.is_ok()) {
+                r.result = Err(e.clone());
+            }
+            return;
+        }
+        let Some(shard) = st.shard_mut(group_id) else {
+            return;
+        };
+        let Some(group) = shard.groups.get_mut(group_id) else {
+            return;
+        };
+        for (t, p, _) in &current {
+            shard.txn.plain_commit(group_id, t, *p);
+        }
+        group.apply_commit(group::PreparedCommit::of(current));
+        self.inner.changed.notify_all();
     }
 
     /// TxnOffsetCommit: writes the offsets to `__consumer_offsets` at once, as a
@@ -841,7 +910,9 @@ impl GroupCoordinator {
                 .or_default()
                 .push((topic, partition, value));
         }
+        let mut order = self.inner.order.lock();
         for (group_id, accepted) in by_group {
+            order.changed(&group_id, accepted.iter().map(|(t, p, _)| (t.as_str(), *p)));
             let incarnation = loaded.incarnation;
             loaded
                 .groups
@@ -1035,6 +1106,7 @@ impl GroupCoordinator {
         }
         group.mark_dead();
         loaded.groups.remove(group_id);
+        self.inner.order.lock().cleared(group_id);
         st.wakers.remove(group_id);
         self.inner.changed.notify_all();
         Ok(())
@@ -1073,6 +1145,10 @@ impl GroupCoordinator {
                 .map(|(tp, _)| tp.clone())
                 .collect();
             g.remove_offsets(&deleted);
+            self.inner
+                .order
+                .lock()
+                .changed(group_id, deleted.iter().map(|(t, p)| (t.as_str(), *p)));
             Ok(results)
         })
     }
@@ -1141,7 +1217,7 @@ impl GroupCoordinator {
             }
             // A group with nothing left, or empty for longer than the offsets'
             // retention, goes with tombstones for what it had stored.
-            let records = if active.contains(id) {
+            let records = if active.contains(id) || self.inner.order.lock().is_waiting(id) {
                 None
             } else if group.is_forgettable() {
                 group.prepare_delete().ok()
@@ -1205,15 +1281,42 @@ mod tests {
     use super::*;
     use crate::coordinator::offsets::decode;
 
-    /// A journal in memory, which can be made to fail.
+    /// A journal in memory, which can be made to fail, or to hold its waits for the
+    /// replicas (as a partition whose followers are slow to fetch).
     #[derive(Default)]
     pub(super) struct MemJournal {
         records: Mutex<Vec<JournalRecord>>,
         fail: AtomicBool,
+        replicas: Arc<HeldReplicas>,
     }
 
-    impl OffsetJournal for MemJournal {
-        fn append(&self, records: &[JournalRecord]) -> crate::error::Result<()> {
+    /// While `held`, every wait for the replicas blocks (at most 30 s); `waits` counts
+    /// those that began.
+    #[derive(Default)]
+    pub(super) struct HeldReplicas {
+        held: Mutex<bool>,
+        released: Condvar,
+        waits: std::sync::atomic::AtomicUsize,
+    }
+
+    impl HeldReplicas {
+        fn wait(&self) {
+            self.waits.fetch_add(1, Ordering::AcqRel);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut held = self.held.lock();
+            while *held && Instant::now() < deadline {
+                self.released.wait_until(&mut held, deadline);
+            }
+        }
+
+        fn hold(&self, held: bool) {
+            *self.held.lock() = held;
+            self.released.notify_all();
+        }
+    }
+
+    impl MemJournal {
+        fn check(&self) -> crate::error::Result<()> {
             if self.fail.load(Ordering::Relaxed) {
                 return Err(crate::error::Error::io(
                     "append to",
@@ -1221,8 +1324,26 @@ mod tests {
                     std::io::Error::other("disk full"),
                 ));
             }
-            self.records.lock().extend_from_slice(records);
             Ok(())
+        }
+    }
+
+    impl OffsetJournal for MemJournal {
+        fn append(&self, records: &[JournalRecord]) -> crate::error::Result<()> {
+            self.append_deferred(records)?()
+        }
+
+        fn append_deferred(
+            &self,
+            records: &[JournalRecord],
+        ) -> crate::error::Result<offsets::JournalWait> {
+            self.check()?;
+            self.records.lock().extend_from_slice(records);
+            let replicas = Arc::clone(&self.replicas);
+            Ok(Box::new(move || {
+                replicas.wait();
+                Ok(())
+            }))
         }
 
         fn append_txn(
@@ -1354,6 +1475,48 @@ mod tests {
             .offset_commit(commit_req(generation, &member, 43))
             .unwrap();
         assert!(results[0].result.is_ok());
+    }
+
+    #[test]
+    fn a_commit_waiting_for_the_replicas_holds_up_no_other_group() {
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let (member, generation) = stable_member(&c);
+        journal.replicas.hold(true);
+        // A commit of another group waits for its replicas...
+        let committer = {
+            let c = c.clone();
+            let mut req = commit_req(-1, "", 7);
+            req.group_id = "other".into();
+            std::thread::spawn(move || c.offset_commit(req))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while journal.replicas.waits.load(Ordering::Acquire) == 0 {
+            assert!(Instant::now() < deadline, "the commit never appended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // ...while g's member heartbeats (answered, not held up), and the commit is not
+        // shown before the replicas have it.
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(c.heartbeat("g", generation, &member, None));
+            });
+        }
+        let answered = rx.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(answered, Ok(Ok(()))),
+            "a heartbeat waited for another group's commit: {answered:?}"
+        );
+        let fetched = c.offset_fetch("other", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, -1);
+        assert!(!committer.is_finished());
+        journal.replicas.hold(false);
+        let results = committer.join().unwrap().unwrap();
+        assert!(results[0].result.is_ok());
+        let fetched = c.offset_fetch("other", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, 7);
     }
 
     #[test]

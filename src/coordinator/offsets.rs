@@ -41,7 +41,18 @@ pub(crate) trait OffsetJournal: Send + Sync {
         producer_epoch: i16,
         records: &[JournalRecord],
     ) -> Result<()>;
+    /// Appends the records as one batch and returns once they are in the leader's log,
+    /// with the wait for the in-sync replicas still to run, so that the caller can run
+    /// it without its locks ([`append`](Self::append) waits at once). The batches are
+    /// in the log in the order of these calls.
+    fn append_deferred(&self, records: &[JournalRecord]) -> Result<JournalWait> {
+        self.append(records)?;
+        Ok(Box::new(|| Ok(())))
+    }
 }
+
+/// The rest of an [`OffsetJournal::append_deferred`]: waits for the in-sync replicas.
+pub(crate) type JournalWait = Box<dyn FnOnce() -> Result<()> + Send>;
 
 /// A committed offset as the coordinator keeps it (`OffsetCommitValue`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,6 +300,10 @@ impl OffsetJournal for LogJournal {
         self.write(crate::record::BatchBuilder::new(), records)
     }
 
+    fn append_deferred(&self, records: &[JournalRecord]) -> Result<JournalWait> {
+        self.start(crate::record::BatchBuilder::new(), records)
+    }
+
     fn append_txn(
         &self,
         producer_id: i64,
@@ -304,11 +319,17 @@ impl OffsetJournal for LogJournal {
 
 impl LogJournal {
     /// Appends `records` as one batch of `builder` and waits for the replicas.
-    fn write(
+    fn write(&self, builder: crate::record::BatchBuilder, records: &[JournalRecord]) -> Result<()> {
+        self.start(builder, records)?()
+    }
+
+    /// Appends `records` as one batch of `builder`; the wait for the replicas is
+    /// returned.
+    fn start(
         &self,
         mut builder: crate::record::BatchBuilder,
         records: &[JournalRecord],
-    ) -> Result<()> {
+    ) -> Result<JournalWait> {
         let ts = crate::storage::now_ms();
         for (key, value) in records {
             builder.push(ts, Some(key), value.as_deref(), &[]);
@@ -316,8 +337,10 @@ impl LogJournal {
         let (info, appended) = self.partition.append_batch_at(&builder.finish())?;
         // acks=all: a commit is answered once every in-sync replica has it (at once on a
         // single node), under the leadership it was appended in.
-        self.partition
-            .wait_committed_at(info.last_offset, appended, OFFSETS_COMMIT_TIMEOUT)
+        let partition = self.partition.clone();
+        Ok(Box::new(move || {
+            partition.wait_committed_at(info.last_offset, appended, OFFSETS_COMMIT_TIMEOUT)
+        }))
     }
 }
 

@@ -269,6 +269,9 @@ struct Target {
     /// `batch_size` is larger (a single larger record still fails, as in Kafka). Read
     /// again after each append, so a topic config change applies to the next batch.
     max_batch: usize,
+    /// The topic's `durable.acks`: an `acks=all` send waits for the fsync even on a
+    /// single node (read again after each append, as `max_batch`).
+    durable_acks: bool,
     /// The producer's `compression.type`; the topic's own `compression.type`, read again
     /// after each append, decides what the builder uses.
     producer_codec: Compression,
@@ -340,6 +343,7 @@ impl Lane {
                 target: Some(Target {
                     partition,
                     max_batch,
+                    durable_acks: config.durable_acks,
                     producer_codec: codec,
                 }),
                 builder,
@@ -407,12 +411,13 @@ impl Lane {
         };
         let batch_size = config.batch_size.min(target.max_batch);
         // One atomic load a record; the ISR is looked at only on a replicated partition.
-        let committed = if config.acks_all && target.partition.log().is_replicated() {
-            target.partition.check_enough_replicas()?;
-            Some(target.partition.clone())
-        } else {
-            None
-        };
+        let committed =
+            if config.acks_all && (target.durable_acks || target.partition.log().is_replicated()) {
+                target.partition.check_enough_replicas()?;
+                Some(target.partition.clone())
+            } else {
+                None
+            };
         if !st.builder.is_empty() && st.builder.size_bytes() + max_record_size(r) > batch_size {
             append_locked(&mut st, config.fsync, sink);
         }
@@ -524,6 +529,7 @@ fn append_now(st: &mut LaneState, fsync: bool, sink: &ErrorSink) -> AppendResult
             );
             let config = t.partition.log().config();
             t.max_batch = config.max_message_bytes as usize;
+            t.durable_acks = config.durable_acks;
             let codec = config.compression_type.resolve(t.producer_codec);
             if builder.codec() != codec {
                 *builder = std::mem::take(builder).compression(codec);

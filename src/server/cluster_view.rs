@@ -81,6 +81,17 @@ pub(crate) trait ClusterView: Send + Sync {
     /// Every registered broker (fenced ones included), by id, with its endpoint of
     /// `listener`.
     fn brokers(&self, listener: &str) -> Vec<ClusterBroker>;
+    /// The broker epoch broker `id` is registered at (the place of its registration in
+    /// the metadata log), None if it is not registered.
+    fn broker_epoch(&self, id: i32) -> Option<i64> {
+        let _ = id;
+        None
+    }
+    /// The name of the inter-broker listener when one was named: follower fetches are
+    /// taken only there.
+    fn inter_broker_listener(&self) -> Option<String> {
+        None
+    }
     /// The names of every topic, sorted.
     fn topic_names(&self) -> Vec<String>;
     /// The layout of each of `names` (None for a topic that does not exist), all read
@@ -145,6 +156,14 @@ impl ClusterView for ClusterNode {
                 endpoint: b.endpoint(listener),
             })
             .collect()
+    }
+
+    fn broker_epoch(&self, id: i32) -> Option<i64> {
+        self.image().brokers.get(&id).map(|b| b.epoch)
+    }
+
+    fn inter_broker_listener(&self) -> Option<String> {
+        ClusterNode::inter_broker_listener(self).map(str::to_string)
     }
 
     fn topic_names(&self) -> Vec<String> {

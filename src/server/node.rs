@@ -416,7 +416,8 @@ impl ServerBuilder {
         let mut config = ClusterConfig::new(node_id, voters, advertised);
         config.quorum_tls = quorum_tls;
         config.endpoints = endpoints;
-        if let Some((addr, security)) = replication {
+        if let Some((name, addr, security)) = replication {
+            config.inter_broker_listener = Some(name);
             config.replication_listener = addr;
             config.replication_security = Arc::new(security);
         }
@@ -457,14 +458,14 @@ impl ServerBuilder {
     }
 
     /// The inter-broker listener replica fetchers connect to, if one was named: its
-    /// address (None for the first listener, advertised already) and how the fetchers
-    /// connect to it.
+    /// name, its address (None for the first listener, advertised already) and how the
+    /// fetchers connect to it.
     fn replication(
         &self,
         listeners: &[(String, SecurityProtocol, SocketAddr)],
         endpoints: &[crate::cluster::records::Endpoint],
         reachable: &dyn Fn(SocketAddr) -> String,
-    ) -> Result<Option<(Option<String>, crate::client::ClientSecurity)>> {
+    ) -> Result<Option<(String, Option<String>, crate::client::ClientSecurity)>> {
         let c = &self.cluster;
         let Some(which) = &c.inter_broker_listener else {
             return Ok(None);
@@ -497,7 +498,7 @@ impl ServerBuilder {
             Some(e) => e.address(),
             None => reachable(listeners[index].2),
         });
-        Ok(Some((addr, security)))
+        Ok(Some((listeners[index].0.clone(), addr, security)))
     }
 
     /// The quorum port's TLS, from `quorum_security_protocol`, `quorum_ca` and `tls`.

@@ -226,13 +226,18 @@ fn produce_then_fetch_every_version_through_sendfile() {
     let r = produce(&mut c, "events", 0, batch(&[&cc]));
     assert_eq!((r.error_code, r.base_offset), (0, 2));
 
-    for version in 4..=11 {
+    // From v13 topics are named by id, and answered by id.
+    let id = uuid::Uuid::from_bytes(topic_ids(&mut c, &["events"])[0].1);
+    for version in 4..=15 {
         let before = sendfile_bytes_sent();
-        let resp: FetchResponse = c.call(
-            ApiKey::Fetch,
-            version,
-            &fetch_req(0, 0, 1 << 20, &[("events", 0, 1, 1 << 20)]),
-        );
+        let mut req = fetch_req(0, 0, 1 << 20, &[("events", 0, 1, 1 << 20)]);
+        req.topics[0].topic_id = id;
+        let resp: FetchResponse = c.call(ApiKey::Fetch, version, &req);
+        if version >= 13 {
+            assert_eq!(resp.responses[0].topic_id, id, "v{version}");
+        } else {
+            assert_eq!(resp.responses[0].topic.0.as_str(), "events", "v{version}");
+        }
         let p = &resp.responses[0].partitions[0];
         assert_eq!(p.error_code, 0);
         assert_eq!(p.high_watermark, 3);
@@ -255,6 +260,13 @@ fn produce_then_fetch_every_version_through_sendfile() {
             "v{version}: fetch did not use sendfile"
         );
     }
+    // An id no topic has: UNKNOWN_TOPIC_ID, answered under that id.
+    let unknown = uuid::Uuid::from_bytes([7; 16]);
+    let mut req = fetch_req(0, 0, 1 << 20, &[("events", 0, 0, 1 << 20)]);
+    req.topics[0].topic_id = unknown;
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 13, &req);
+    assert_eq!(resp.responses[0].topic_id, unknown);
+    assert_eq!(resp.responses[0].partitions[0].error_code, 100);
 }
 
 #[test]

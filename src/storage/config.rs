@@ -131,6 +131,12 @@ pub struct LogConfig {
     /// Fewest in-sync replicas an `acks=all` write needs. Kafka `min.insync.replicas`.
     /// Default = 1. Stored and validated; a single node is its own only replica.
     pub min_insync_replicas: u32,
+    /// Durable acks (a tidelog setting, `durable.acks`): an `acks=all` write is answered
+    /// only once the leader and every in-sync follower have fsynced it (followers fsync
+    /// what they fetched before their next fetch counts it toward the high watermark),
+    /// through the log's group commit. Default = false (Kafka's: acknowledged records
+    /// may be only in the page cache of every replica).
+    pub durable_acks: bool,
 }
 
 impl Default for LogConfig {
@@ -150,6 +156,7 @@ impl Default for LogConfig {
             log_append_time: false,
             compression_type: CompressionType::Producer,
             min_insync_replicas: 1,
+            durable_acks: false,
         }
     }
 }
@@ -170,6 +177,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "message.timestamp.type",
     "compression.type",
     "min.insync.replicas",
+    "durable.acks",
 ];
 
 fn invalid(key: &str, reason: impl Into<String>) -> Error {
@@ -262,6 +270,13 @@ impl LogConfig {
                 }
             }
             "compression.type" => self.compression_type = value.parse()?,
+            "durable.acks" => {
+                self.durable_acks = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid(key, format!("{value:?} is not true or false"))),
+                }
+            }
             "min.insync.replicas" => {
                 self.min_insync_replicas = parse_u64(key, value, 1)?
                     .try_into()
@@ -342,6 +357,7 @@ impl LogConfig {
                 self.compression_type.as_str().to_string(),
             ),
             ("min.insync.replicas", self.min_insync_replicas.to_string()),
+            ("durable.acks", self.durable_acks.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

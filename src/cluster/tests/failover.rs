@@ -33,7 +33,7 @@ use crate::record::BatchBuilder;
 
 const CALL: Duration = Duration::from_secs(10);
 
-fn addr(c: &TestCluster, i: usize) -> SocketAddr {
+pub(super) fn addr(c: &TestCluster, i: usize) -> SocketAddr {
     c.nodes[i].as_ref().unwrap().local_addr()
 }
 
@@ -41,11 +41,17 @@ fn tname(t: &str) -> TopicName {
     TopicName(StrBytes::from_string(t.to_string()))
 }
 
-fn pause(c: &TestCluster, i: usize, paused: bool) {
+pub(super) fn pause(c: &TestCluster, i: usize, paused: bool) {
     c.node(i).replica_manager().pause_fetchers(paused);
 }
 
-fn send(c: &TestCluster, i: usize, topic: &str, acks: Acks, values: &[String]) -> Vec<i64> {
+pub(super) fn send(
+    c: &TestCluster,
+    i: usize,
+    topic: &str,
+    acks: Acks,
+    values: &[String],
+) -> Vec<i64> {
     let producer = Producer::builder(&broker(c, i))
         .acks(acks)
         .linger(Duration::ZERO)
@@ -62,7 +68,7 @@ fn send(c: &TestCluster, i: usize, topic: &str, acks: Acks, values: &[String]) -
         .collect()
 }
 
-fn values(prefix: &str, n: usize) -> Vec<String> {
+pub(super) fn values(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 

@@ -1,4 +1,4 @@
-//! Fetch (key 1), versions 4-11, with a hand-framed response.
+//! Fetch (key 1), versions 4-15, with a hand-framed response.
 //!
 //! The request is decoded with `kafka-protocol`; the response is written by hand so that
 //! each partition's record bytes are not copied: the reply is a list of parts, in-memory
@@ -36,6 +36,10 @@
 //!   read it only when reading committed) and `aborted_transactions` is null. A
 //!   follower's fetch reads to the log end whatever it says.
 //! - No fetch sessions: `session_id` is always 0, so clients send full requests.
+//! - v12+ is framed flexibly (compact arrays and strings, empty tagged fields); v13+
+//!   names topics by id (KIP-516), an id no topic has answering UNKNOWN_TOPIC_ID; v15+
+//!   carries a follower's id and broker epoch in `replica_state` (KIP-903), checked in
+//!   `replica_fetch.rs` before the fetch is recorded.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,6 +119,10 @@ struct WantedPartition {
 /// A topic named in the request.
 struct Wanted {
     name: String,
+    /// Its id as the request gave it (v13+), answered back.
+    id: uuid::Uuid,
+    /// False for an id no topic has (UNKNOWN_TOPIC_ID).
+    known: bool,
     partitions: Vec<WantedPartition>,
 }
 
@@ -139,6 +147,8 @@ pub(super) const READ_COMMITTED: i8 = 1;
 /// The answer for one topic.
 struct TopicData {
     name: String,
+    /// Answered instead of the name from v13.
+    id: uuid::Uuid,
     partitions: Vec<PartitionData>,
 }
 
@@ -157,7 +167,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 
     // Resolve the partitions once (a follower's fetch is recorded then: replica_fetch.rs).
     let backend = ctx.backend();
-    let replica = (request.replica_id.0 >= 0).then_some(request.replica_id.0);
+    let (replica, refused) =
+        super::replica_fetch::follower(backend, ctx.listener, &request, version);
+    // v13+ names topics by id.
+    let by_id =
+        (version >= 13).then(|| crate::server::topic_ids::by_id(backend, &backend.topic_names()));
     // A consumer's response is capped by the server's `fetch.max.bytes`; a follower's
     // is not (Kafka's rule).
     let max_bytes = match replica {
@@ -168,10 +182,20 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .topics
         .iter()
         .map(|t| {
-            let name = t.topic.0.to_string();
+            let (name, known) = match &by_id {
+                Some(names) => match names.get(&t.topic_id) {
+                    Some(name) => (name.clone(), true),
+                    None => (t.topic_id.to_string(), false),
+                },
+                None => (t.topic.0.to_string(), true),
+            };
             // Authorization first (Read on the topic; ClusterAction for a follower), so a
             // refused follower's fetch is never recorded.
-            let allowed = ctx.authorize_fetch(&name, replica.is_some());
+            let allowed = if known {
+                ctx.authorize_fetch(&name, replica.is_some())
+            } else {
+                Err(crate::error::Error::UnknownTopic(name.clone()))
+            };
             let partitions = t
                 .partitions
                 .iter()
@@ -187,11 +211,17 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                             p.fetch_offset,
                             p.current_leader_epoch,
                             replica,
+                            refused.as_deref(),
                         )
                     }),
                 })
                 .collect();
-            Wanted { name, partitions }
+            Wanted {
+                name,
+                id: t.topic_id,
+                known,
+                partitions,
+            }
         })
         .collect();
     // Long poll: one signal for the request, notified by each of its partitions on
@@ -259,6 +289,7 @@ fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicDat
         .iter()
         .map(|w| TopicData {
             name: w.name.clone(),
+            id: w.id,
             partitions: w
                 .partitions
                 .iter()
@@ -276,7 +307,11 @@ fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicDat
                         Ok(log) => log,
                         Err(e) => {
                             errors = true;
-                            data.error = error_code(e);
+                            data.error = if w.known {
+                                error_code(e)
+                            } else {
+                                ResponseError::UnknownTopicId.code()
+                            };
                             data.aborted = None;
                             return data;
                         }
@@ -359,23 +394,35 @@ const MAX_SENDFILE_PARTS: usize = 64;
 /// for the first and waits for the second).
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
-/// Lay out a Fetch response of `version` (4-11).
+/// Lay out a Fetch response of `version` (4-15).
 fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part> {
+    let flexible = version >= 12;
     let mut parts = Vec::new();
     let mut files = 0usize;
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(&correlation_id.to_be_bytes());
+    if flexible {
+        buf.push(0); // the response header's tagged fields: none
+    }
     buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
     if version >= 7 {
         buf.extend_from_slice(&0i16.to_be_bytes()); // error_code
         buf.extend_from_slice(&0i32.to_be_bytes()); // session_id: no session
     }
-    buf.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    put_len(&mut buf, flexible, topics.len());
     for topic in topics {
-        let name = topic.name.as_bytes();
-        buf.extend_from_slice(&(name.len().min(i16::MAX as usize) as i16).to_be_bytes());
-        buf.extend_from_slice(&name[..name.len().min(i16::MAX as usize)]);
-        buf.extend_from_slice(&(topic.partitions.len() as i32).to_be_bytes());
+        if version >= 13 {
+            buf.extend_from_slice(topic.id.as_bytes());
+        } else {
+            let name = &topic.name.as_bytes()[..topic.name.len().min(i16::MAX as usize)];
+            if flexible {
+                put_len(&mut buf, true, name.len());
+            } else {
+                buf.extend_from_slice(&(name.len() as i16).to_be_bytes());
+            }
+            buf.extend_from_slice(name);
+        }
+        put_len(&mut buf, flexible, topic.partitions.len());
         for p in topic.partitions {
             crate::metrics::server::count_error(p.error);
             buf.extend_from_slice(&p.index.to_be_bytes());
@@ -387,12 +434,16 @@ fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part>
             }
             // aborted_transactions: null for read_uncommitted.
             match &p.aborted {
+                None if flexible => put_uvarint(&mut buf, 0),
                 None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
                 Some(aborted) => {
-                    buf.extend_from_slice(&(aborted.len() as i32).to_be_bytes());
+                    put_len(&mut buf, flexible, aborted.len());
                     for (producer_id, first_offset) in aborted {
                         buf.extend_from_slice(&producer_id.to_be_bytes());
                         buf.extend_from_slice(&first_offset.to_be_bytes());
+                        if flexible {
+                            buf.push(0);
+                        }
                     }
                 }
             }
@@ -401,7 +452,7 @@ fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part>
             }
             match p.records {
                 Some(slice) if !slice.is_empty() => {
-                    buf.extend_from_slice(&(slice.len() as i32).to_be_bytes());
+                    put_len(&mut buf, flexible, slice.len());
                     // A sendfile holds its segment's descriptor until it is sent: a
                     // response takes a bounded number of them (a fetch of thousands of
                     // partitions would otherwise hold thousands); the rest, and a slice
@@ -417,14 +468,42 @@ fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part>
                         buf.extend_from_slice(&slice);
                     }
                 }
-                _ => buf.extend_from_slice(&0i32.to_be_bytes()),
+                _ => put_len(&mut buf, flexible, 0),
+            }
+            if flexible {
+                buf.push(0); // the partition's tagged fields
             }
         }
+        if flexible {
+            buf.push(0); // the topic's tagged fields
+        }
+    }
+    if flexible {
+        buf.push(0); // the response's tagged fields
     }
     if !buf.is_empty() {
         parts.push(Part::Bytes(buf));
     }
     parts
+}
+
+/// The length of an array, a string or records: an i32 (a u16 for strings is written
+/// by the caller), or from v12 an unsigned varint of the length plus one.
+fn put_len(buf: &mut Vec<u8>, flexible: bool, len: usize) {
+    if flexible {
+        put_uvarint(buf, len as u64 + 1);
+    } else {
+        buf.extend_from_slice(&(len as i32).to_be_bytes());
+    }
+}
+
+/// An unsigned varint (LEB128), as the flexible versions frame lengths.
+fn put_uvarint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
 }
 
 #[cfg(test)]
@@ -447,6 +526,7 @@ mod tests {
     fn one_partition(records: LogSlice) -> Vec<TopicData> {
         vec![TopicData {
             name: "t".into(),
+            id: uuid::Uuid::nil(),
             partitions: vec![PartitionData {
                 index: 0,
                 error: 0,

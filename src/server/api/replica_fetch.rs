@@ -2,6 +2,16 @@
 //! `fetch.rs`: the leader-epoch check of a fetched partition (v9+), and a follower's
 //! fetch (`replica_id` >= 0).
 //!
+//! A follower's fetch counts only from the follower's current incarnation (KIP-903): a
+//! fetch that carries a broker epoch (v15+ `replica_state`) other than the one the
+//! follower is registered at in this node's metadata is refused with
+//! NOT_LEADER_OR_FOLLOWER before anything is recorded, so a stale process of that id, or
+//! one restarted on a wiped disk before its new registration is published here, never
+//! moves the high watermark nor rejoins the ISR (the follower retries once the metadata
+//! agrees). A fetch without an epoch (a node of an older version, v14 and below) is taken
+//! as Kafka takes it. Where an inter-broker listener is named, follower fetches are taken
+//! only on it.
+//!
 //! A follower's fetch is recorded first (its log end is its fetch offset: the leader's
 //! high watermark may move, which wakes `acks=all` producers), then served through a
 //! [`ReplicaView`] of the partition: reads and the long poll go to the log end rather
@@ -12,15 +22,78 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::FetchRequest;
+
 use crate::error::Result;
 use crate::server::backend::{Backend, PartitionOps};
 use crate::storage::LogConfig;
 use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::{AppendEpoch, Signal};
 
+/// The follower a Fetch of `version` comes from (`replica_id`, from v15 in
+/// `replica_state`), None for a consumer's, and why [`check_follower`] refuses it if it
+/// does.
+pub(super) fn follower(
+    backend: &dyn Backend,
+    listener: &str,
+    request: &FetchRequest,
+    version: i16,
+) -> (Option<i32>, Option<String>) {
+    let (id, epoch) = if version >= 15 {
+        let state = &request.replica_state;
+        (state.replica_id.0, state.replica_epoch)
+    } else {
+        (request.replica_id.0, -1)
+    };
+    if id < 0 {
+        return (None, None);
+    }
+    (Some(id), check_follower(backend, listener, id, epoch).err())
+}
+
+/// Whether the follower fetch of broker `replica` at broker epoch `epoch` (-1: none
+/// sent), arrived on `listener`, may be taken: `Err` says why not. A single node takes
+/// every fetch (it has no followers to check).
+fn check_follower(
+    backend: &dyn Backend,
+    listener: &str,
+    replica: i32,
+    epoch: i64,
+) -> std::result::Result<(), String> {
+    let Some(cluster) = backend.cluster() else {
+        return Ok(());
+    };
+    if let Some(inter) = cluster.inter_broker_listener()
+        && inter != listener
+    {
+        return Err(format!(
+            "broker {replica} fetched on listener {listener}: follower fetches are taken only on the inter-broker listener {inter}"
+        ));
+    }
+    if epoch < 0 {
+        return Ok(());
+    }
+    match cluster.broker_epoch(replica) {
+        Some(registered) if registered == epoch => Ok(()),
+        Some(registered) => Err(format!(
+            "broker {replica} fetched at broker epoch {epoch}, but it is registered at epoch {registered}{}",
+            if epoch < registered {
+                ": a stale incarnation"
+            } else {
+                " (this node has not seen its new registration yet)"
+            }
+        )),
+        None => Err(format!(
+            "broker {replica} (broker epoch {epoch}) is not registered"
+        )),
+    }
+}
+
 /// Resolves a fetched partition: the leader-epoch check (`current_leader_epoch`, -1 for
 /// none or before v9), and for a follower's fetch (`replica` >= 0) the fetch recorded
-/// and a view that reads to the log end.
+/// and a view that reads to the log end; a follower's fetch that
+/// [`check_follower`] refused (`refused`, why) answers NOT_LEADER_OR_FOLLOWER,
+/// recording nothing.
 pub(super) fn resolve(
     backend: &dyn Backend,
     topic: &str,
@@ -28,16 +101,21 @@ pub(super) fn resolve(
     fetch_offset: i64,
     current_leader_epoch: i32,
     replica: Option<i32>,
+    refused: Option<&str>,
 ) -> Result<Arc<dyn PartitionOps>> {
     let log = backend.partition(topic, partition)?;
     log.check_leader_epoch(current_leader_epoch)?;
-    match replica {
-        None => Ok(log),
-        Some(replica) => {
-            log.record_replica_fetch(replica, fetch_offset)?;
-            Ok(Arc::new(ReplicaView { log, replica }))
-        }
+    let Some(replica) = replica else {
+        return Ok(log);
+    };
+    if let Some(reason) = refused {
+        return Err(crate::error::Error::NotLeaderOrFollower {
+            partition: format!("{topic}-{partition}"),
+            reason: reason.to_string(),
+        });
     }
+    log.record_replica_fetch(replica, fetch_offset)?;
+    Ok(Arc::new(ReplicaView { log, replica }))
 }
 
 /// True if a follower's long poll should answer now: the high watermark of one of its
