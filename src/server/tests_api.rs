@@ -105,7 +105,7 @@ pub(crate) fn start(dir: &std::path::Path) -> ServerHandle {
         .unwrap()
 }
 
-fn create(c: &mut Client, topic: &str, partitions: i32) {
+pub(crate) fn create(c: &mut Client, topic: &str, partitions: i32) {
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(1000)
         .with_topics(vec![
