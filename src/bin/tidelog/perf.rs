@@ -74,14 +74,14 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The data directory of a perf run that writes: the `--data` directory, or a fresh
 /// temporary directory that is removed when this value is dropped (also after an
 /// error; declare it before the broker, so that the broker is closed first).
-struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
     temporary: bool,
 }
 
 impl RunDir {
     /// `given`, or a new temporary directory, announced on stderr as `mode`'s.
-    fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
+    pub(crate) fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
         if let Some(path) = given {
             return Ok(RunDir {
                 path: path.to_path_buf(),
@@ -123,7 +123,7 @@ impl RunDir {
         ))
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -510,7 +510,7 @@ fn produce_durable(
 }
 
 /// The `q` quantile of `sorted` nanoseconds, in microseconds (0 when empty).
-fn percentile_us(sorted: &[u64], q: f64) -> f64 {
+pub(crate) fn percentile_us(sorted: &[u64], q: f64) -> f64 {
     let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
     sorted.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
 }
@@ -1119,7 +1119,12 @@ fn report(
 
 /// Prints a result that is not a record count: one JSON object with `--json` (`mode`
 /// then `fields`; values are JSON already), else `summary` and a details line.
-fn report_fields(mode: &str, summary: &str, fields: &[(&str, String)], json: bool) -> CliResult {
+pub(crate) fn report_fields(
+    mode: &str,
+    summary: &str,
+    fields: &[(&str, String)],
+    json: bool,
+) -> CliResult {
     let mut out = Out::new();
     if json {
         let mut s = format!("{{\"mode\":\"{mode}\"");
@@ -1306,7 +1311,7 @@ fn open_setup_in_child(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option
 }
 
 /// This executable, to run the helper processes of `perf open` and `perf recover`.
-fn current_exe() -> CliResult<std::path::PathBuf> {
+pub(crate) fn current_exe() -> CliResult<std::path::PathBuf> {
     std::env::current_exe()
         .map_err(|e| fail!("cannot find the tidelog executable to run a helper process: {e}"))
 }
