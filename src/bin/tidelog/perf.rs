@@ -813,10 +813,12 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     if a.producer && a.threads == 0 {
         return Err(fail!("--threads must be at least 1"));
     }
-    let (count, seconds) = if a.producer {
-        pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?
+    let (count, seconds, switches) = if a.producer {
+        let (count, seconds) = pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?;
+        (count, seconds, None)
     } else {
-        pubsub_direct(&parts, a, keys.as_ref(), &payloads)?
+        let (count, seconds, switches) = pubsub_direct(&parts, a, keys.as_ref(), &payloads)?;
+        (count, seconds, Some(switches))
     };
 
     // The latency run is a separate run: start it from a quiet system, not while the
@@ -829,7 +831,7 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     close_broker(broker)?;
     let pct = |q: f64| percentile_us(&latencies, q);
     let [api, batch] = api_fields(a.producer, a.batch);
-    let extra = [
+    let mut extra = vec![
         api,
         batch,
         (
@@ -851,6 +853,16 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
             ),
         ),
     ];
+    if let Some([producer, consumer]) = switches {
+        // Context switches of the throughput run's two threads (voluntary: it blocked or
+        // yielded; involuntary: the scheduler took its core), per 1,000 records: what
+        // the waiting costs, whatever the machine's speed.
+        let per_k = |n: u64| format!("{:.3}", n as f64 * 1000.0 / count.records.max(1) as f64);
+        extra.push(("producer_voluntary_cs_per_1k", per_k(producer.0)));
+        extra.push(("producer_involuntary_cs_per_1k", per_k(producer.1)));
+        extra.push(("consumer_voluntary_cs_per_1k", per_k(consumer.0)));
+        extra.push(("consumer_involuntary_cs_per_1k", per_k(consumer.1)));
+    }
     report(
         "pubsub",
         count.records,
@@ -870,21 +882,28 @@ fn pubsub_direct(
     a: &PerfPubsubArgs,
     keys: Option<&Keys>,
     payloads: &Payloads,
-) -> CliResult<(ReadCount, f64)> {
+) -> CliResult<(ReadCount, f64, [Switches; 2])> {
     let from: Vec<i64> = parts.iter().map(Partition::high_watermark).collect();
     let n = a.records;
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let consumer = {
         let (parts, stop) = (Arc::clone(parts), Arc::clone(&stop));
-        std::thread::spawn(move || -> CliResult<(ReadCount, Instant)> {
+        std::thread::spawn(move || -> CliResult<(ReadCount, Instant, Switches)> {
+            let before = thread_switches();
             let mut progress = Progress::new("perf pubsub (consumed)");
             let mut count = ReadCount::default();
             read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
-            Ok((count, Instant::now()))
+            let after = thread_switches();
+            Ok((
+                count,
+                Instant::now(),
+                (after.0 - before.0, after.1 - before.1),
+            ))
         })
     };
     let mut progress = Progress::new("perf pubsub (produced)");
+    let before = thread_switches();
     let produced = produce_records(
         parts,
         payloads,
@@ -894,11 +913,37 @@ fn pubsub_direct(
         &mut progress,
         &AtomicBool::new(false),
     );
+    let after = thread_switches();
     stop.store(true, Ordering::Release);
     let consumed = join(consumer)?;
     produced?;
-    let (count, done) = consumed?;
-    Ok((count, done.duration_since(t0).as_secs_f64()))
+    let (count, done, consumer_switches) = consumed?;
+    let producer_switches = (after.0 - before.0, after.1 - before.1);
+    Ok((
+        count,
+        done.duration_since(t0).as_secs_f64(),
+        [producer_switches, consumer_switches],
+    ))
+}
+
+/// Context switches, voluntary and involuntary.
+type Switches = (u64, u64);
+
+/// This thread's context switches so far, voluntary and involuntary (Linux's
+/// `/proc/thread-self/status`; zeros where there is no such file).
+fn thread_switches() -> Switches {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        field("voluntary_ctxt_switches:"),
+        field("nonvoluntary_ctxt_switches:"),
+    )
 }
 
 /// The throughput run of `perf pubsub --producer`: `--threads` threads sending through
