@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
-use crate::record::BatchBuilder;
+use crate::record::{BatchBuilder, ValidBatches};
 use crate::replica::{IsrProposalEnd, LeaderState};
 pub(crate) use crate::storage::Signal;
 use crate::storage::{
@@ -202,11 +202,22 @@ impl Partition {
     /// [`Partition::append_batch`], with the leadership the batches were appended
     /// under (read under the role lock the append holds), for an `acks=all` wait.
     pub(crate) fn append_batch_at(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
+        self.append_valid_at(&ValidBatches::parse(batches, self.inner.log.name())?)
+    }
+
+    /// [`Partition::append_batch_at`] of batches already validated (a request's,
+    /// checked once where it was received): no CRC is computed again, including on the
+    /// way through the topic's codec.
+    pub(crate) fn append_valid_at(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Result<(AppendInfo, AppendEpoch)> {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
-        let batches = rewritten.as_deref().unwrap_or(batches);
+        let again = self.rewritten(rewritten.as_deref())?;
+        let batches = again.as_ref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
-        let info = self.inner.log.append(batches)?;
+        let info = self.inner.log.append_valid(batches)?;
         self.after_append(&role);
         Ok((info, Self::epoch_of(&role)))
     }
@@ -226,11 +237,21 @@ impl Partition {
         &self,
         batches: &[u8],
     ) -> Result<(AppendOutcome, AppendEpoch)> {
+        self.append_idempotent_valid_at(&ValidBatches::parse(batches, self.inner.log.name())?)
+    }
+
+    /// [`Partition::append_idempotent_at`] of batches already validated, as
+    /// [`Partition::append_valid_at`].
+    pub(crate) fn append_idempotent_valid_at(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Result<(AppendOutcome, AppendEpoch)> {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
-        let batches = rewritten.as_deref().unwrap_or(batches);
+        let again = self.rewritten(rewritten.as_deref())?;
+        let batches = again.as_ref().unwrap_or(batches);
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
-        let outcome = self.inner.log.append_idempotent(batches)?;
+        let outcome = self.inner.log.append_idempotent_valid(batches)?;
         self.after_append(&role);
         Ok((outcome, Self::epoch_of(&role)))
     }
@@ -275,6 +296,14 @@ impl Partition {
                 .append_end_txn_marker(producer_id, producer_epoch, marker, timestamp)?;
         self.after_append(&role);
         Ok((info, Self::epoch_of(&role)))
+    }
+
+    /// The batches the topic's codec rewrote, if it did (tidelog encoded them: their
+    /// CRC is not checked again).
+    fn rewritten<'b>(&self, bytes: Option<&'b [u8]>) -> Result<Option<ValidBatches<'b>>> {
+        bytes
+            .map(|b| ValidBatches::encoded(b, self.inner.log.name()))
+            .transpose()
     }
 
     /// The leadership of an append holding `role`.

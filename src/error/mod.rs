@@ -506,6 +506,29 @@ pub enum Error {
         /// The resource's name.
         name: String,
     },
+    /// An incremental Fetch named a fetch session (KIP-227) the broker does not hold:
+    /// never made, evicted from the session cache or closed. On the wire Kafka's
+    /// FETCH_SESSION_ID_NOT_FOUND; the client starts again with a full fetch.
+    #[cfg(feature = "server")]
+    #[error(
+        "fetch session {session_id} not found (evicted, closed or never made): send a full fetch"
+    )]
+    FetchSessionIdNotFound {
+        /// The session id the fetch named.
+        session_id: i32,
+    },
+    /// An incremental Fetch's session epoch is not the one its session expects next
+    /// (a fetch lost or sent twice). On the wire Kafka's INVALID_FETCH_SESSION_EPOCH.
+    #[cfg(feature = "server")]
+    #[error("fetch session {session_id} expects epoch {expected}, not {epoch}")]
+    InvalidFetchSessionEpoch {
+        /// The session.
+        session_id: i32,
+        /// The epoch the session expects next.
+        expected: i32,
+        /// The epoch the fetch carried.
+        epoch: i32,
+    },
 }
 
 impl Error {

@@ -391,34 +391,33 @@ impl super::Batch<'_> {
     }
 }
 
-/// `batches` (concatenated batches) with every batch whose codec is not `codec`
-/// rewritten in it ([`Batch::recompress`](super::Batch::recompress)); `None` when every
-/// batch already has it, so they are stored as sent. A batch is CRC-checked before it is
-/// rewritten (a new CRC must not hide damage); errors name `location` and the batch's
-/// position in `batches`. Decompression is bounded by `max_bytes`.
+/// `batches` with every batch whose codec is not `codec` rewritten in it
+/// ([`Batch::recompress`](super::Batch::recompress)); `None` when every batch already
+/// has it, so they are stored as sent. The batches were CRC-checked when they were
+/// validated (a new CRC must not hide damage); errors name `location`. Decompression is
+/// bounded by `max_bytes`.
 pub(crate) fn recompress_batches(
-    batches: &[u8],
+    batches: &super::ValidBatches<'_>,
     codec: Compression,
     location: &str,
     max_bytes: usize,
 ) -> crate::error::Result<Option<Vec<u8>>> {
+    let all = batches.as_bytes();
     let mut rewritten: Option<Vec<u8>> = None;
     let mut pos = 0usize;
-    while pos < batches.len() {
-        let header = super::Batch::parse_header_at(&batches[pos..], location, pos as u64)?;
-        let len = header.len();
-        if header.codec()? == codec {
+    // The batches' CRCs were checked when they were validated: not again here.
+    for batch in batches.iter() {
+        if batch.codec()? == codec {
             if let Some(out) = &mut rewritten {
-                out.extend_from_slice(header.as_bytes());
+                out.extend_from_slice(batch.as_bytes());
             }
         } else {
-            let batch = super::Batch::parse_at(&batches[pos..], location, pos as u64)?;
             let again = batch.recompress(codec, location, max_bytes)?;
             rewritten
-                .get_or_insert_with(|| batches[..pos].to_vec())
+                .get_or_insert_with(|| all[..pos].to_vec())
                 .extend_from_slice(&again);
         }
-        pos += len;
+        pos += batch.len();
     }
     Ok(rewritten)
 }

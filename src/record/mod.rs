@@ -10,9 +10,12 @@ mod batch;
 mod builder;
 mod compression;
 mod control;
+mod valid;
 pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
+#[cfg(test)]
+pub(crate) use batch::CRC_CHECKS;
 pub use batch::{
     Batch, BatchIter, CONTROL_BIT, HEADER_LEN, Headers, LOG_OVERHEAD, Record, Records,
     TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, batch_size, batches, set_base_offset,
@@ -25,6 +28,7 @@ pub use control::{
     CONTROL_KEY_LEN, ControlRecord, ControlRecordType, END_TXN_MARKER_BATCH_LEN,
     END_TXN_MARKER_VALUE_LEN, EndTxnMarker,
 };
+pub use valid::ValidBatches;
 
 /// CRC-32C (Castagnoli) of `bytes`: the checksum a RecordBatch v2 carries over its bytes
 /// from the attributes field on.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::record::ValidBatches;
 use crate::storage::LogConfig;
 use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::{AppendEpoch, Signal};
@@ -106,11 +107,14 @@ pub(crate) struct BrokerEndpoint {
 
 /// One partition's log as the handlers use it.
 pub(crate) trait PartitionOps: Send + Sync {
-    /// Append one or more validated batches; offsets are assigned by the log.
-    /// With the leadership it was appended under, for an `acks=all` wait.
-    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)>;
-    /// Append batches of idempotent producers after their sequence checks, in one step.
-    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)>;
+    /// Append one or more validated batches (their CRC is not checked again); offsets
+    /// are assigned by the log. With the leadership it was appended under, for an
+    /// `acks=all` wait.
+    fn append(&self, batches: &ValidBatches<'_>) -> Result<(AppendInfo, AppendEpoch)>;
+    /// Append validated batches of idempotent producers after their sequence checks, in
+    /// one step.
+    fn append_idempotent(&self, batches: &ValidBatches<'_>)
+    -> Result<(AppendOutcome, AppendEpoch)>;
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one).
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice>;
     /// A read_committed consumer's read: whole batches below the last stable offset,

@@ -8,6 +8,7 @@ use super::cluster_view::{ClusterView, NO_LEADER};
 use crate::broker::Broker;
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
+use crate::record::ValidBatches;
 use crate::storage::LogConfig;
 use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
 use crate::topic::Signal;
@@ -256,11 +257,14 @@ impl PartitionOps for Partition {
     fn transaction_open_at(&self, producer_id: i64, epoch: i16) -> Result<bool> {
         self.log().transaction_open_at(producer_id, epoch)
     }
-    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
-        self.append_batch_at(batches)
+    fn append(&self, batches: &ValidBatches<'_>) -> Result<(AppendInfo, AppendEpoch)> {
+        self.append_valid_at(batches)
     }
-    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)> {
-        Partition::append_idempotent_at(self, batches)
+    fn append_idempotent(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Result<(AppendOutcome, AppendEpoch)> {
+        self.append_idempotent_valid_at(batches)
     }
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
         Partition::read(self, offset, max_bytes)

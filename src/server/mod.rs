@@ -33,6 +33,7 @@ mod cluster_view;
 mod codec;
 mod connection;
 mod error_codes;
+mod fetch_session;
 #[cfg(any(test, feature = "testing"))]
 mod fuzz;
 mod idempotence;
@@ -101,6 +102,8 @@ pub(crate) struct Config {
     pub fetch_max_wait: Duration,
     /// The most record bytes one Fetch response carries, whatever its `max_bytes`.
     pub fetch_max_bytes: usize,
+    /// The most incremental fetch sessions held at once.
+    pub fetch_session_cache_slots: usize,
     /// Bytes of requests in flight over all connections, at most.
     pub max_queued_request_bytes: usize,
     /// The security protocol of the `listen` listener.
@@ -128,6 +131,7 @@ impl Default for Config {
             write_timeout: Duration::from_secs(60),
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            fetch_session_cache_slots: fetch_session::DEFAULT_SLOTS,
             max_queued_request_bytes: limits::DEFAULT_MAX_QUEUED_REQUEST_BYTES,
             protocol: SecurityProtocol::Plaintext,
             tls: None,
@@ -185,6 +189,8 @@ pub(crate) struct Shared {
     pub in_flight: AtomicUsize,
     /// Fetch long polls waiting for data.
     pub long_polls: LongPolls,
+    /// The incremental fetch sessions (KIP-227).
+    pub fetch_sessions: fetch_session::FetchSessions,
     /// Open connections, for shutdown.
     pub registry: listener::Registry,
     /// Bytes reserved by requests in flight (`max_queued_request_bytes`).
@@ -230,6 +236,7 @@ impl Shared {
                 fds.reserve(),
             );
         }
+        let fetch_sessions = fetch_session::FetchSessions::new(config.fetch_session_cache_slots);
         Shared {
             request_memory: limits::RequestMemory::new(config.max_queued_request_bytes),
             peer_log: crate::security::peer_log::PeerLog::default(),
@@ -253,6 +260,7 @@ impl Shared {
             active: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             long_polls: LongPolls::default(),
+            fetch_sessions,
             registry: listener::Registry::default(),
             metrics,
         }
@@ -560,6 +568,17 @@ impl ServerBuilder {
     /// response while the next is on its way: its first record comes sooner.
     pub fn fetch_max_bytes(mut self, bytes: usize) -> Self {
         self.config.fetch_max_bytes = bytes.clamp(MIN_FETCH_MAX_BYTES, i32::MAX as usize);
+        self
+    }
+
+    /// The most incremental fetch sessions (KIP-227) the server holds at once (Kafka's
+    /// `max.incremental.fetch.session.cache.slots`): a consumer of many partitions
+    /// lists them once and then sends, and is answered, only what changed. When the
+    /// cache is full a new session takes the slot of one idle for two minutes, or of a
+    /// smaller consumer session at least two minutes old, as in Kafka; otherwise its
+    /// client fetches without a session. 0 turns sessions off. Default = 1,000.
+    pub fn fetch_session_cache_slots(mut self, slots: usize) -> Self {
+        self.config.fetch_session_cache_slots = slots;
         self
     }
 
@@ -888,6 +907,8 @@ mod tests_cluster_view;
 mod tests_consumer_groups;
 #[cfg(test)]
 mod tests_error_codes;
+#[cfg(test)]
+mod tests_fetch_session;
 #[cfg(test)]
 mod tests_groups;
 #[cfg(test)]

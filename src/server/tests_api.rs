@@ -105,7 +105,7 @@ pub(crate) fn start(dir: &std::path::Path) -> ServerHandle {
         .unwrap()
 }
 
-fn create(c: &mut Client, topic: &str, partitions: i32) {
+pub(crate) fn create(c: &mut Client, topic: &str, partitions: i32) {
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(1000)
         .with_topics(vec![
@@ -588,7 +588,7 @@ fn metadata_creates_topics_and_advertises_a_reachable_address() {
 }
 
 /// Metadata v12 of `topics` by name: each topic's error code and id.
-fn topic_ids(c: &mut Client, topics: &[&'static str]) -> Vec<(i16, [u8; 16])> {
+pub(super) fn topic_ids(c: &mut Client, topics: &[&'static str]) -> Vec<(i16, [u8; 16])> {
     let req = MetadataRequest::default().with_topics(Some(
         topics
             .iter()

@@ -71,6 +71,7 @@ run() {
 }
 run "kcat" "$here/kcat.sh"
 run "kafka-python" "$PYTHON" "$here/kafka_python.py"
+run "kafka-python, incremental fetch sessions (KIP-227)" "$PYTHON" "$here/kafka_python_fetch_sessions.py"
 run "kafka-python, old request versions (OffsetCommit v0-1, DescribeConfigs v0, ...)" "$PYTHON" "$here/kafka_python_old_versions.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
 run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"

@@ -463,6 +463,11 @@ pub(crate) enum PerfCmd {
     Recover(PerfRecoverArgs),
     /// Latency of reading one record at a random offset.
     Lookup(PerfLookupArgs),
+    /// Replicated writes over the network: `tidelog serve` child processes on
+    /// 127.0.0.1, one node (replication factor 1) then three (replication factor 3),
+    /// each driven with Produce at acks=1 and acks=all: throughput and ack latency.
+    #[cfg(feature = "server")]
+    Cluster(PerfClusterArgs),
     /// The writer process of `perf recover` (internal).
     #[command(hide = true)]
     RecoverWriter(PerfRecoverWriterArgs),
@@ -543,6 +548,35 @@ pub(crate) struct PerfConsumeArgs {
     /// of reading the partitions directly: what an application using the group API gets.
     #[arg(long)]
     pub group: bool,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf cluster`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct PerfClusterArgs {
+    /// Records of each throughput run.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub records: u64,
+    /// Value size of each record in bytes.
+    #[arg(long, value_name = "S", default_value_t = 100)]
+    pub record_size: usize,
+    /// Records per Produce request in the throughput runs.
+    #[arg(long, value_name = "B", default_value_t = 1000)]
+    pub batch: usize,
+    /// Produce requests sent and not yet answered, at most, in the throughput runs
+    /// (Kafka's `max.in.flight.requests.per.connection`).
+    #[arg(long, value_name = "W", default_value_t = 5)]
+    pub in_flight: usize,
+    /// Records of each latency run (a request carries the records due when the window
+    /// has room, as a producer with linger.ms 0).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub latency_records: u64,
+    /// Pace of the latency runs, records per second.
+    #[arg(long, value_name = "R", default_value_t = 20_000)]
+    pub latency_rate: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

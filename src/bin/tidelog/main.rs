@@ -26,6 +26,8 @@ mod groups;
 mod metrics_http;
 mod out;
 mod perf;
+#[cfg(feature = "server")]
+mod perf_cluster;
 mod produce;
 mod progress;
 #[cfg(feature = "server")]
@@ -88,6 +90,8 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Recover(args)) => perf::recover(given, &args),
         Command::Perf(PerfCmd::RecoverWriter(args)) => perf::recover_writer(given, &args),
         Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
+        #[cfg(feature = "server")]
+        Command::Perf(PerfCmd::Cluster(args)) => perf_cluster::cluster(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
         #[cfg(feature = "server")]

@@ -74,14 +74,14 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The data directory of a perf run that writes: the `--data` directory, or a fresh
 /// temporary directory that is removed when this value is dropped (also after an
 /// error; declare it before the broker, so that the broker is closed first).
-struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
     temporary: bool,
 }
 
 impl RunDir {
     /// `given`, or a new temporary directory, announced on stderr as `mode`'s.
-    fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
+    pub(crate) fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
         if let Some(path) = given {
             return Ok(RunDir {
                 path: path.to_path_buf(),
@@ -123,7 +123,7 @@ impl RunDir {
         ))
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -578,7 +578,7 @@ fn produce_transactional(
 }
 
 /// The `q` quantile of `sorted` nanoseconds, in microseconds (0 when empty).
-fn percentile_us(sorted: &[u64], q: f64) -> f64 {
+pub(crate) fn percentile_us(sorted: &[u64], q: f64) -> f64 {
     let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
     sorted.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
 }
@@ -881,10 +881,12 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     if a.producer && a.threads == 0 {
         return Err(fail!("--threads must be at least 1"));
     }
-    let (count, seconds) = if a.producer {
-        pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?
+    let (count, seconds, switches) = if a.producer {
+        let (count, seconds) = pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?;
+        (count, seconds, None)
     } else {
-        pubsub_direct(&parts, a, keys.as_ref(), &payloads)?
+        let (count, seconds, switches) = pubsub_direct(&parts, a, keys.as_ref(), &payloads)?;
+        (count, seconds, Some(switches))
     };
 
     // The latency run is a separate run: start it from a quiet system, not while the
@@ -897,7 +899,7 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     close_broker(broker)?;
     let pct = |q: f64| percentile_us(&latencies, q);
     let [api, batch] = api_fields(a.producer, a.batch);
-    let extra = [
+    let mut extra = vec![
         api,
         batch,
         (
@@ -919,6 +921,16 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
             ),
         ),
     ];
+    if let Some([producer, consumer]) = switches {
+        // Context switches of the throughput run's two threads (voluntary: it blocked or
+        // yielded; involuntary: the scheduler took its core), per 1,000 records: what
+        // the waiting costs, whatever the machine's speed.
+        let per_k = |n: u64| format!("{:.3}", n as f64 * 1000.0 / count.records.max(1) as f64);
+        extra.push(("producer_voluntary_cs_per_1k", per_k(producer.0)));
+        extra.push(("producer_involuntary_cs_per_1k", per_k(producer.1)));
+        extra.push(("consumer_voluntary_cs_per_1k", per_k(consumer.0)));
+        extra.push(("consumer_involuntary_cs_per_1k", per_k(consumer.1)));
+    }
     report(
         "pubsub",
         count.records,
@@ -938,21 +950,28 @@ fn pubsub_direct(
     a: &PerfPubsubArgs,
     keys: Option<&Keys>,
     payloads: &Payloads,
-) -> CliResult<(ReadCount, f64)> {
+) -> CliResult<(ReadCount, f64, [Switches; 2])> {
     let from: Vec<i64> = parts.iter().map(Partition::high_watermark).collect();
     let n = a.records;
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let consumer = {
         let (parts, stop) = (Arc::clone(parts), Arc::clone(&stop));
-        std::thread::spawn(move || -> CliResult<(ReadCount, Instant)> {
+        std::thread::spawn(move || -> CliResult<(ReadCount, Instant, Switches)> {
+            let before = thread_switches();
             let mut progress = Progress::new("perf pubsub (consumed)");
             let mut count = ReadCount::default();
             read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
-            Ok((count, Instant::now()))
+            let after = thread_switches();
+            Ok((
+                count,
+                Instant::now(),
+                (after.0 - before.0, after.1 - before.1),
+            ))
         })
     };
     let mut progress = Progress::new("perf pubsub (produced)");
+    let before = thread_switches();
     let produced = produce_records(
         parts,
         payloads,
@@ -962,11 +981,37 @@ fn pubsub_direct(
         &mut progress,
         &AtomicBool::new(false),
     );
+    let after = thread_switches();
     stop.store(true, Ordering::Release);
     let consumed = join(consumer)?;
     produced?;
-    let (count, done) = consumed?;
-    Ok((count, done.duration_since(t0).as_secs_f64()))
+    let (count, done, consumer_switches) = consumed?;
+    let producer_switches = (after.0 - before.0, after.1 - before.1);
+    Ok((
+        count,
+        done.duration_since(t0).as_secs_f64(),
+        [producer_switches, consumer_switches],
+    ))
+}
+
+/// Context switches, voluntary and involuntary.
+type Switches = (u64, u64);
+
+/// This thread's context switches so far, voluntary and involuntary (Linux's
+/// `/proc/thread-self/status`; zeros where there is no such file).
+fn thread_switches() -> Switches {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        field("voluntary_ctxt_switches:"),
+        field("nonvoluntary_ctxt_switches:"),
+    )
 }
 
 /// The throughput run of `perf pubsub --producer`: `--threads` threads sending through
@@ -1187,7 +1232,12 @@ fn report(
 
 /// Prints a result that is not a record count: one JSON object with `--json` (`mode`
 /// then `fields`; values are JSON already), else `summary` and a details line.
-fn report_fields(mode: &str, summary: &str, fields: &[(&str, String)], json: bool) -> CliResult {
+pub(crate) fn report_fields(
+    mode: &str,
+    summary: &str,
+    fields: &[(&str, String)],
+    json: bool,
+) -> CliResult {
     let mut out = Out::new();
     if json {
         let mut s = format!("{{\"mode\":\"{mode}\"");
@@ -1374,7 +1424,7 @@ fn open_setup_in_child(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option
 }
 
 /// This executable, to run the helper processes of `perf open` and `perf recover`.
-fn current_exe() -> CliResult<std::path::PathBuf> {
+pub(crate) fn current_exe() -> CliResult<std::path::PathBuf> {
     std::env::current_exe()
         .map_err(|e| fail!("cannot find the tidelog executable to run a helper process: {e}"))
 }

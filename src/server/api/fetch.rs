@@ -35,11 +35,14 @@
 //!   transactions: `last_stable_offset` is the high watermark there (Kafka's clients
 //!   read it only when reading committed) and `aborted_transactions` is null. A
 //!   follower's fetch reads to the log end whatever it says.
-//! - No fetch sessions: `session_id` is always 0, so clients send full requests.
 //! - v12+ is framed flexibly (compact arrays and strings, empty tagged fields); v13+
 //!   names topics by id (KIP-516), an id no topic has answering UNKNOWN_TOPIC_ID; v15+
 //!   carries a follower's id and broker epoch in `replica_state` (KIP-903), checked in
 //!   `replica_fetch.rs` before the fetch is recorded.
+//! - Fetch sessions (KIP-227, v7+): `fetch_session.rs` resolves the request against the
+//!   session cache (what to read: the request's partitions, or an incremental fetch's
+//!   session's) and keeps in an incremental answer only the partitions with news; a
+//!   session error is the response's top-level error, with no partitions.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +53,7 @@ use kafka_protocol::messages::FetchRequest;
 use super::{Ctx, Fatal, Part, Reply, Request, error_code};
 use crate::server::Shared;
 use crate::server::backend::PartitionOps;
+use crate::server::fetch_session::Answered;
 use crate::server::sendfile::FileRegion;
 use crate::storage::LogSlice;
 use crate::topic::Signal;
@@ -141,6 +145,20 @@ struct PartitionData {
     records: Option<LogSlice>,
 }
 
+impl PartitionData {
+    /// What a fetch session compares: the index, the answer, and whether there is news
+    /// (records or an error) to send whatever moved.
+    fn seen(&self) -> (i32, Answered, bool) {
+        let answered = Answered {
+            high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset,
+            log_start_offset: self.log_start_offset,
+        };
+        let records = self.records.as_ref().is_some_and(|r| !r.is_empty());
+        (self.index, answered, records || self.error != 0)
+    }
+}
+
 /// Kafka's `isolation_level` of a Fetch or ListOffsets: 1 reads committed records.
 pub(super) const READ_COMMITTED: i8 = 1;
 
@@ -178,7 +196,24 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         None => max_bytes.min(ctx.shared.config.fetch_max_bytes),
         Some(_) => max_bytes,
     };
-    let wanted: Vec<Wanted> = request
+    let session = match ctx
+        .shared
+        .fetch_sessions
+        .begin(&request, replica.is_some(), Instant::now())
+    {
+        Ok(session) => session,
+        Err(e) => {
+            tracing::debug!(peer = %ctx.peer, "fetch refused: {e}");
+            let refused = (error_code(&e), 0);
+            return Ok(Reply::Parts(frame(
+                req.header.correlation_id,
+                version,
+                refused,
+                Vec::new(),
+            )));
+        }
+    };
+    let wanted: Vec<Wanted> = session
         .topics
         .iter()
         .map(|t| {
@@ -187,7 +222,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     Some(name) => (name.clone(), true),
                     None => (t.topic_id.to_string(), false),
                 },
-                None => (t.topic.0.to_string(), true),
+                None => (t.name.clone(), true),
             };
             // Authorization first (Read on the topic; ClusterAction for a follower), so a
             // refused follower's fetch is never recorded.
@@ -200,15 +235,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .partitions
                 .iter()
                 .map(|p| WantedPartition {
-                    index: p.partition,
-                    offset: p.fetch_offset,
-                    max_bytes: p.partition_max_bytes.max(0) as usize,
+                    index: p.index,
+                    offset: p.offset,
+                    max_bytes: p.max_bytes,
                     log: allowed.clone().and_then(|()| {
                         super::replica_fetch::resolve(
                             backend,
                             &name,
-                            p.partition,
-                            p.fetch_offset,
+                            p.index,
+                            p.offset,
                             p.current_leader_epoch,
                             replica,
                             refused.as_deref(),
@@ -264,9 +299,20 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             }
         }
     }
+    let mut topics = topics;
+    for t in &mut topics {
+        let sessions = &ctx.shared.fetch_sessions;
+        let key = match version >= 13 {
+            true => crate::server::fetch_session::topic_key("", t.id),
+            false => t.name.clone(),
+        };
+        sessions.retain(&session, &key, &mut t.partitions, PartitionData::seen);
+    }
+    topics.retain(|t| !(session.incremental && t.partitions.is_empty()));
     Ok(Reply::Parts(frame(
         req.header.correlation_id,
         version,
+        (0, session.session_id),
         topics,
     )))
 }
@@ -394,8 +440,14 @@ const MAX_SENDFILE_PARTS: usize = 64;
 /// for the first and waits for the second).
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
-/// Lay out a Fetch response of `version` (4-15).
-fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part> {
+/// Lay out a Fetch response of `version` (4-15), with its top-level error code and
+/// session id (v7+).
+fn frame(
+    correlation_id: i32,
+    version: i16,
+    (error_code, session_id): (i16, i32),
+    topics: Vec<TopicData>,
+) -> Vec<Part> {
     let flexible = version >= 12;
     let mut parts = Vec::new();
     let mut files = 0usize;
@@ -406,8 +458,8 @@ fn frame(correlation_id: i32, version: i16, topics: Vec<TopicData>) -> Vec<Part>
     }
     buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
     if version >= 7 {
-        buf.extend_from_slice(&0i16.to_be_bytes()); // error_code
-        buf.extend_from_slice(&0i32.to_be_bytes()); // session_id: no session
+        buf.extend_from_slice(&error_code.to_be_bytes());
+        buf.extend_from_slice(&session_id.to_be_bytes());
     }
     put_len(&mut buf, flexible, topics.len());
     for topic in topics {
@@ -545,7 +597,7 @@ mod tests {
         let slice = slice_of(dir.path(), 100);
         assert!(slice.len() < MIN_SENDFILE_BYTES && slice.file().is_some());
         let records = slice.to_vec();
-        let parts = frame(7, 11, one_partition(slice));
+        let parts = frame(7, 11, (0, 0), one_partition(slice));
         let [Part::Bytes(bytes)] = parts.as_slice() else {
             panic!("{} parts, expected one in-memory part", parts.len());
         };
@@ -565,7 +617,7 @@ mod tests {
         let slice = slice_of(dir.path(), MIN_SENDFILE_BYTES);
         let (len, position) = (slice.len(), slice.file_position());
         assert!(len >= MIN_SENDFILE_BYTES);
-        let parts = frame(7, 11, one_partition(slice));
+        let parts = frame(7, 11, (0, 0), one_partition(slice));
         let [Part::Bytes(head), Part::File(file)] = parts.as_slice() else {
             panic!(
                 "{} parts, expected the fields then the file region",

@@ -733,6 +733,8 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::UnknownLeaderEpoch { .. } => R::UnknownLeaderEpoch,
         Error::NotEnoughReplicas { .. } => R::NotEnoughReplicas,
         Error::NotEnoughReplicasAfterAppend { .. } => R::NotEnoughReplicasAfterAppend,
+        Error::FetchSessionIdNotFound { .. } => R::FetchSessionIdNotFound,
+        Error::InvalidFetchSessionEpoch { .. } => R::InvalidFetchSessionEpoch,
         _ => R::UnknownServerError,
     };
     r.code()

@@ -38,7 +38,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::record::{Batch, Compression, decompression_limit};
+use crate::record::{Compression, ValidBatches, decompression_limit};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::server::error_codes::produce_verification_code;
@@ -167,13 +167,14 @@ struct Batches {
     transactional: Option<ProducerIdAndEpoch>,
 }
 
-/// Validate every batch of `records`, and say what they are.
-fn validate(
+/// Validate every batch of `records` (the one CRC check they get: the log takes the
+/// [`ValidBatches`] without another), and say what they are.
+fn validate<'r>(
     topic: &str,
     partition: i32,
-    records: &[u8],
+    records: &'r [u8],
     config: &LogConfig,
-) -> Result<Batches, (i16, String)> {
+) -> Result<(ValidBatches<'r>, Batches), (i16, String)> {
     let limit = decompression_limit(config.max_message_bytes);
     let corrupt = |e: crate::error::Error| (ResponseError::CorruptMessage.code(), e.to_string());
     if records.is_empty() {
@@ -183,15 +184,14 @@ fn validate(
             format!("produce request for {topic}-{partition} carries no record batch"),
         ));
     }
+    let location = format!("produce request for {topic}-{partition}");
+    let valid = ValidBatches::parse(records, &location).map_err(corrupt)?;
     let mut kinds = Batches {
         idempotent: false,
         transactional: None,
     };
     let mut scratch = Vec::new();
-    let mut pos = 0usize;
-    while pos < records.len() {
-        let location = format!("produce request for {topic}-{partition}");
-        let batch = Batch::parse_at(&records[pos..], &location, pos as u64).map_err(corrupt)?;
+    for batch in valid.iter() {
         let codec = batch.codec().map_err(corrupt)?;
         if codec != Compression::None {
             for r in batch
@@ -214,10 +214,9 @@ fn validate(
                 epoch: batch.producer_epoch(),
             });
         }
-        pos += batch.len();
         kinds.idempotent |= batch.producer_id() >= 0;
     }
-    Ok(kinds)
+    Ok((valid, kinds))
 }
 
 /// Kafka's check of a compacted topic (KIP-467): every record has a key. The refusal
@@ -225,7 +224,7 @@ fn validate(
 fn keyless_records(
     topic: &str,
     partition: i32,
-    records: &[u8],
+    records: &ValidBatches<'_>,
     config: &LogConfig,
 ) -> Option<PartitionProduceResponse> {
     if !config.cleanup_policy.compacts() {
@@ -235,10 +234,8 @@ fn keyless_records(
     let location = format!("produce request for {topic}-{partition}");
     let mut scratch = Vec::new();
     let mut errors = Vec::new();
-    let mut pos = 0usize;
     // `validate` checked the batches and their records.
-    while let Ok(batch) = Batch::parse_at(records.get(pos..)?, &location, pos as u64) {
-        pos += batch.len();
+    for batch in records.iter() {
         let Ok(decoded) = batch.decode_records(&location, limit, &mut scratch) else {
             break;
         };
@@ -252,9 +249,6 @@ fn keyless_records(
                         )))),
                 );
             }
-        }
-        if pos >= records.len() {
-            break;
         }
     }
     if errors.is_empty() {
@@ -334,10 +328,14 @@ fn produce_partition(
         Ok(log) => log,
         Err(e) => return (refuse(index, error_code(&e), e.to_string()), None),
     };
-    let Batches {
-        idempotent,
-        transactional,
-    } = match validate(topic, index, &records, &log.log_config()) {
+    let config = log.log_config();
+    let (
+        valid,
+        Batches {
+            idempotent,
+            transactional,
+        },
+    ) = match validate(topic, index, &records, &config) {
         Ok(b) => b,
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, "{message}");
@@ -351,7 +349,7 @@ fn produce_partition(
         tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "transactional produce refused: {message}");
         return (refuse(index, code, message), None);
     }
-    if let Some(refused) = keyless_records(topic, index, &records, &log.log_config()) {
+    if let Some(refused) = keyless_records(topic, index, &valid, &config) {
         tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: records without a key on a compacted topic");
         return (refused, None);
     }
@@ -362,7 +360,7 @@ fn produce_partition(
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
     let result = if idempotent {
-        log.append_idempotent(&records)
+        log.append_idempotent(&valid)
             .map(|(outcome, appended)| match outcome {
                 AppendOutcome::Appended(info) => (
                     info.base_offset,
@@ -383,7 +381,7 @@ fn produce_partition(
                 }
             })
     } else {
-        log.append(&records).map(|(info, appended)| {
+        log.append(&valid).map(|(info, appended)| {
             (
                 info.base_offset,
                 info.last_offset,
@@ -406,5 +404,100 @@ fn produce_partition(
             tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "produce refused: {message}");
             (refuse(index, code, message), None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, CRC_CHECKS};
+    use crate::{Broker, TopicConfig};
+
+    fn batch(codec: Compression, key: &[u8]) -> Vec<u8> {
+        let mut b = BatchBuilder::new().compression(codec);
+        b.push(1_000, Some(key), Some(b"value"), &[]);
+        b.push(1_001, Some(key), Some(b"value"), &[]);
+        b.finish()
+    }
+
+    fn crc_checks() -> u64 {
+        CRC_CHECKS.with(|n| n.get())
+    }
+
+    /// The network produce path of one partition, as `produce_partition` runs it:
+    /// validation, the compacted topic's key check and the append (through the topic's
+    /// codec); the CRC-32C checks it made.
+    fn produce_and_count(p: &crate::topic::Partition, records: &[u8]) -> u64 {
+        let config = p.log_config();
+        let before = crc_checks();
+        let (valid, _) = validate(p.topic(), p.index(), records, &config).expect("valid");
+        assert!(keyless_records(p.topic(), p.index(), &valid, &config).is_none());
+        PartitionOps::append(p, &valid).expect("append");
+        crc_checks() - before
+    }
+
+    #[test]
+    fn a_produced_batch_has_its_crc_checked_once_whatever_the_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("plain", 1, TopicConfig::new()).unwrap();
+        broker
+            .create_topic(
+                "zstd",
+                1,
+                TopicConfig::new().set("compression.type", "zstd"),
+            )
+            .unwrap();
+        broker
+            .create_topic(
+                "compact",
+                1,
+                TopicConfig::new().set("cleanup.policy", "compact"),
+            )
+            .unwrap();
+        // Two batches in one request, the second in another codec than the first.
+        let mut records = batch(Compression::None, b"k");
+        records.extend(batch(Compression::Gzip, b"k"));
+        for topic in ["plain", "zstd", "compact"] {
+            let p = broker.topic(topic).unwrap().partition(0).unwrap();
+            assert_eq!(
+                produce_and_count(&p, &records),
+                2,
+                "{topic}: one check a batch"
+            );
+            assert_eq!(p.log().log_end_offset(), 4, "{topic}");
+        }
+        // The zstd topic stored both batches rewritten in its codec.
+        let p = broker.topic("zstd").unwrap().partition(0).unwrap();
+        let stored = p.read(0, 1 << 20).unwrap();
+        for b in crate::record::batches(&stored) {
+            assert_eq!(b.unwrap().codec().unwrap(), Compression::Zstd);
+        }
+    }
+
+    #[test]
+    fn a_corrupt_batch_is_refused_once_with_corrupt_message_and_nothing_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let p = broker.topic("t").unwrap().partition(0).unwrap();
+        let first = batch(Compression::None, b"k");
+        let mut records = first.clone();
+        records.extend(batch(Compression::None, b"k"));
+        let last = records.len() - 1;
+        records[last] ^= 0x40;
+        let before = crc_checks();
+        let Err((code, message)) = validate("t", 0, &records, &p.log_config()) else {
+            panic!("a flipped bit passed validation");
+        };
+        assert_eq!(crc_checks() - before, 2);
+        assert_eq!(code, ResponseError::CorruptMessage.code());
+        assert!(message.contains("produce request for t-0"), "{message}");
+        assert!(message.contains("CRC-32C mismatch"), "{message}");
+        assert!(
+            message.contains(&first.len().to_string()),
+            "the position: {message}"
+        );
+        assert_eq!(p.log().log_end_offset(), 0);
     }
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 use kafka_protocol::messages::FetchRequest;
 
 use crate::error::Result;
+use crate::record::ValidBatches;
 use crate::server::backend::{Backend, PartitionOps};
 use crate::storage::LogConfig;
 use crate::storage::{AbortedTxn, ActiveProducer, AppendInfo, AppendOutcome, LogSlice, ReadLimit};
@@ -131,10 +132,13 @@ struct ReplicaView {
 }
 
 impl PartitionOps for ReplicaView {
-    fn append(&self, batches: &[u8]) -> Result<(AppendInfo, AppendEpoch)> {
+    fn append(&self, batches: &ValidBatches<'_>) -> Result<(AppendInfo, AppendEpoch)> {
         self.log.append(batches)
     }
-    fn append_idempotent(&self, batches: &[u8]) -> Result<(AppendOutcome, AppendEpoch)> {
+    fn append_idempotent(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Result<(AppendOutcome, AppendEpoch)> {
         self.log.append_idempotent(batches)
     }
     /// Up to the log end: a follower copies what is not committed yet.

@@ -2,9 +2,9 @@
 //! epoch, LogAppendTime), writing them into the active segment, publishing the new log
 //! end to readers, and rolling segments.
 
-use super::{PartitionLog, WriterState, parse_batches, smallvec_like};
+use super::{PartitionLog, WriterState, parse_batches};
 use crate::error::{Error, Result};
-use crate::record::{Batch, BatchBuilder};
+use crate::record::{Batch, BatchBuilder, ValidBatches};
 use crate::storage::checkpoint;
 use crate::storage::clock::now_ms;
 use crate::storage::config::LogConfig;
@@ -22,7 +22,33 @@ impl PartitionLog {
     /// each batch's baseOffset in place (and its partitionLeaderEpoch, once
     /// [`PartitionLog::set_leader_epoch`] was called). Returns where they landed.
     pub fn append(&self, batches_bytes: &[u8]) -> Result<AppendInfo> {
-        self.append_parsed(parse_batches(batches_bytes)?)
+        self.append_valid(&parse_batches(batches_bytes)?)
+    }
+
+    /// [`PartitionLog::append`] of batches already validated (a request's, checked once
+    /// where it was received): the log's own checks (size limit, records present,
+    /// timestamps) run, the CRC is not computed again.
+    ///
+    /// ```
+    /// use tidelog::record::ValidBatches;
+    /// use tidelog::storage::PartitionLog;
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new();
+    /// b.push(1_700_000_000_000, None, Some(b"hello"), &[]);
+    /// let bytes = b.finish();
+    /// let valid = ValidBatches::parse(&bytes, "a request for t-0")?;
+    /// assert_eq!(log.append_valid(&valid)?.base_offset, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_valid(&self, batches: &ValidBatches<'_>) -> Result<AppendInfo> {
+        let w = self.inner.writer.lock();
+        let config = Arc::clone(&w.config);
+        self.check_batches(batches, Some(config.max_message_bytes as usize))?;
+        self.check_writable()?;
+        self.append_locked(w, batches, &config)
     }
 
     /// Finishes `builder`'s batch and appends it: [`PartitionLog::append`] of
@@ -46,19 +72,8 @@ impl PartitionLog {
     /// ```
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
         builder.finish_with(|bytes| {
-            let mut parsed: smallvec_like::Batches<'_> = smallvec_like::Batches::new();
-            parsed.push(Batch::parse_header_at(bytes, &self.inner.name, 0)?);
-            self.append_parsed(parsed)
+            self.append_valid(&ValidBatches::encoded(bytes, &self.inner.name)?)
         })
-    }
-
-    /// Checks parsed batches against the log's limits and appends them at the log end.
-    fn append_parsed(&self, parsed: smallvec_like::Batches<'_>) -> Result<AppendInfo> {
-        let w = self.inner.writer.lock();
-        let config = Arc::clone(&w.config);
-        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
-        self.check_writable()?;
-        self.append_locked(w, &parsed, &config)
     }
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
@@ -66,7 +81,7 @@ impl PartitionLog {
     pub(super) fn append_locked(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
-        parsed: &smallvec_like::Batches<'_>,
+        parsed: &ValidBatches<'_>,
         config: &LogConfig,
     ) -> Result<AppendInfo> {
         let now = self.append_clock(config);
@@ -103,7 +118,7 @@ impl PartitionLog {
     /// limit.
     pub(super) fn check_batches(
         &self,
-        parsed: &smallvec_like::Batches<'_>,
+        parsed: &ValidBatches<'_>,
         max_bytes: Option<usize>,
     ) -> Result<()> {
         for b in parsed.iter() {

@@ -68,7 +68,7 @@ use super::signal::Watchers;
 use super::txn_index::TxnBounds;
 use super::types::RecoveryReport;
 use crate::error::{Error, Result};
-use crate::record::batches;
+use crate::record::ValidBatches;
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -264,7 +264,10 @@ impl PartitionLog {
     /// every batch already in that codec). Decompression is bounded by
     /// `max.message.bytes` ([`decompression_limit`](crate::record::decompression_limit));
     /// a batch that does not decode is [`Error::Corrupt`] naming this log.
-    pub(crate) fn in_configured_codec(&self, batches: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn in_configured_codec(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Result<Option<Vec<u8>>> {
         let (compression, max_message_bytes) = {
             let c = self.inner.config.read();
             (c.compression_type, c.max_message_bytes)
@@ -399,43 +402,7 @@ impl Drop for Inner {
     }
 }
 
-/// A tiny inline vector for the batches of one append (almost always one).
-pub(super) mod smallvec_like {
-    use crate::record::Batch;
-
-    pub(in crate::storage) struct Batches<'a> {
-        first: Option<Batch<'a>>,
-        rest: Vec<Batch<'a>>,
-    }
-
-    impl<'a> Batches<'a> {
-        pub(super) fn new() -> Self {
-            Batches {
-                first: None,
-                rest: Vec::new(),
-            }
-        }
-        pub(super) fn push(&mut self, b: Batch<'a>) {
-            if self.first.is_none() {
-                self.first = Some(b);
-            } else {
-                self.rest.push(b);
-            }
-        }
-        pub(super) fn is_empty(&self) -> bool {
-            self.first.is_none()
-        }
-        pub(super) fn iter(&self) -> impl Iterator<Item = &Batch<'a>> {
-            self.first.iter().chain(self.rest.iter())
-        }
-    }
-}
-
 /// Validates (length, magic, CRC) and collects the batches laid back to back in `bytes`.
-pub(super) fn parse_batches(bytes: &[u8]) -> Result<smallvec_like::Batches<'_>> {
-    let mut parsed = smallvec_like::Batches::new();
-    for b in batches(bytes) {
-        parsed.push(b?);
-    }
-    Ok(parsed)
+pub(super) fn parse_batches(bytes: &[u8]) -> Result<ValidBatches<'_>> {
+    ValidBatches::parse(bytes, "input")
 }

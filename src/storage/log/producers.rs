@@ -5,6 +5,7 @@
 
 use super::{PartitionLog, WriterState, parse_batches};
 use crate::error::{Error, Result};
+use crate::record::ValidBatches;
 use crate::storage::producer_state::{
     ActiveProducer, AppendOutcome, BatchMeta, Check, CompletedTxn, ProducerState, TxnChange,
     last_seq, list_snapshots, next_seq, read_snapshot, remove_snapshot, snapshot_path,
@@ -68,10 +69,16 @@ impl PartitionLog {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append_idempotent(&self, bytes: &[u8]) -> Result<AppendOutcome> {
-        let parsed = parse_batches(bytes)?;
+        self.append_idempotent_valid(&parse_batches(bytes)?)
+    }
+
+    /// [`PartitionLog::append_idempotent`] of batches already validated (length, magic,
+    /// CRC), as [`PartitionLog::append_valid`]: the sequence and the log's other checks
+    /// run once here, the CRC is not computed again.
+    pub fn append_idempotent_valid(&self, parsed: &ValidBatches<'_>) -> Result<AppendOutcome> {
         let mut w = self.inner.writer.lock();
         let config = std::sync::Arc::clone(&w.config);
-        self.check_batches(&parsed, Some(config.max_message_bytes as usize))?;
+        self.check_batches(parsed, Some(config.max_message_bytes as usize))?;
         self.check_writable()?;
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
@@ -111,7 +118,7 @@ impl PartitionLog {
             let partition = || self.inner.name.clone();
             match verdict {
                 Check::Append => staged.push((pid, last)),
-                Check::Duplicate(base) if parsed.iter().count() == 1 => {
+                Check::Duplicate(base) if parsed.len() == 1 => {
                     return Ok(AppendOutcome::Duplicate(base));
                 }
                 Check::Duplicate(_) | Check::DuplicateSequence => {
@@ -141,7 +148,7 @@ impl PartitionLog {
             }
         }
         // The append records the batches in the state (`write_batch`).
-        self.append_locked(w, &parsed, &config)
+        self.append_locked(w, parsed, &config)
             .map(AppendOutcome::Appended)
     }
 
