@@ -103,7 +103,7 @@ pub use consumer_types::{
 };
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
-pub use share_members::{ShareHeartbeat, ShareHeartbeatResponse};
+pub use share_members::{ShareHeartbeat, ShareHeartbeatResponse, ShareMemberState};
 pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };
