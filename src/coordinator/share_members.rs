@@ -263,6 +263,10 @@ impl ShareCoordinator {
             inner.sessions.insert(key.clone(), ShareSession::default());
         }
         let Some(session) = inner.sessions.get_mut(&key) else {
+            // Closing a session already gone (its member left first) closes nothing.
+            if epoch == LEAVE_EPOCH {
+                return Ok(Vec::new());
+            }
             return Err(refused(
                 group,
                 ShareError::ShareSessionNotFound(member.into()),
@@ -429,5 +433,13 @@ mod tests {
             code(share.share_session("g", "a", 3, &[], &[]).unwrap_err()),
             ShareError::ShareSessionNotFound(_)
         ));
+        // A member's last request after it left: nothing to close, no error.
+        share
+            .heartbeat(hb("a", LEAVE_EPOCH, None), &topics, now)
+            .unwrap();
+        assert_eq!(
+            share.share_session("g", "a", -1, &[], &[]).unwrap(),
+            Vec::new()
+        );
     }
 }
