@@ -121,7 +121,12 @@ impl ShareCoordinator {
         self.expire_members(now)?;
         let interval = self.config().heartbeat_interval;
         if hb.member_epoch == LEAVE_EPOCH {
-            self.leave(&group, &hb.member_id, now)?;
+            // Its records stay held until its share session closes (its last
+            // ShareFetch or ShareAcknowledge, with its final acknowledgements) or their
+            // locks expire, as Kafka's share-partitions do.
+            if let Some(members) = self.inner.lock().groups.get_mut(&group) {
+                members.remove(&hb.member_id);
+            }
             return Ok(ShareHeartbeatResponse {
                 member_id: hb.member_id,
                 member_epoch: LEAVE_EPOCH,

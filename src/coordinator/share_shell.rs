@@ -240,13 +240,22 @@ impl ShareCoordinator {
     /// `member` leaves `group`: every record it holds is released. The group stays
     /// (its share-partitions keep their state) when it has no member left.
     pub fn leave(&self, group: &str, member: &str, now: Instant) -> Result<()> {
-        let mut inner = self.inner.lock();
-        if let Some(members) = inner.groups.get_mut(group) {
-            members.remove(member);
+        {
+            let mut inner = self.inner.lock();
+            if let Some(members) = inner.groups.get_mut(group) {
+                members.remove(member);
+            }
+            inner
+                .sessions
+                .remove(&(group.to_string(), member.to_string()));
         }
-        inner
-            .sessions
-            .remove(&(group.to_string(), member.to_string()));
+        self.release_held(group, member, now)
+    }
+
+    /// Releases every record `member` of `group` holds (what a leave, and the close of
+    /// a member's share session, do).
+    pub fn release_held(&self, group: &str, member: &str, now: Instant) -> Result<()> {
+        let mut inner = self.inner.lock();
         let keys: Vec<ShareKey> = inner
             .partitions
             .keys()

@@ -1,6 +1,7 @@
 //! ShareAcknowledge (key 79), version 1: a share group member acknowledges records it
 //! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap) within
-//! its share session. Needs Read on the group. Each partition gets its own error code:
+//! its share session; epoch -1 closes the session, releasing what the member still
+//! holds. Needs Read on the group. Each partition gets its own error code:
 //! INVALID_RECORD_STATE when a record was not acquired by the member.
 
 use std::collections::BTreeMap;
@@ -142,6 +143,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     .with_error_code(code)
                     .with_error_message(message.map(kstr)),
             );
+        }
+    }
+    if request.share_session_epoch == -1 {
+        // The session's last request: what the member still holds goes back.
+        if let Err(e) = share.release_held(&group, &member, Instant::now()) {
+            return req.respond(&refusal(error_code(&e), e.to_string()));
         }
     }
     let responses = by_topic

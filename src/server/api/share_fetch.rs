@@ -2,7 +2,8 @@
 //! The share session (member id and session epoch, see the share coordinator) holds
 //! the partitions fetched: `topics` adds to it, `forgotten_topics_data` removes.
 //! Acknowledgements of earlier records may come along (not with epoch 0: INVALID_REQUEST),
-//! each partition's outcome in `acknowledge_error_code`. Records are read from the
+//! each partition's outcome in `acknowledge_error_code`; epoch -1 closes the session,
+//! releasing what the member still holds. Records are read from the
 //! share-partition's first available one up to the high watermark; the ones acquired
 //! travel as `acquired_records` ranges with their delivery counts next to the record
 //! batches holding them (the client delivers only acquired offsets). With nothing to
@@ -196,7 +197,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         data.acknowledge_error_message = message.map(kstr);
     }
     // The last request of a session only acknowledges.
-    if epoch != -1 {
+    if epoch == -1 {
+        // The session's last request: what the member still holds goes back.
+        if let Err(e) = share.release_held(&group, &member, Instant::now()) {
+            return req.respond(&refusal(error_code(&e), e.to_string()));
+        }
+    } else {
         let fetcher = Fetcher {
             backend,
             share,
