@@ -83,6 +83,7 @@ mod group;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
+mod share_members;
 mod share_partition;
 mod share_records;
 mod share_shell;
@@ -107,6 +108,7 @@ pub use consumer_types::{
 };
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
+pub use share_members::{ShareHeartbeat, ShareHeartbeatResponse, ShareMemberState};
 pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };

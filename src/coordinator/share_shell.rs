@@ -70,17 +70,31 @@ struct Entry {
 
 /// A member of a share group.
 #[derive(Debug, Clone)]
-struct Member {
-    topics: BTreeSet<String>,
-    client_id: String,
+pub(super) struct Member {
+    pub(super) topics: BTreeSet<String>,
+    pub(super) client_id: String,
+    /// Its member epoch (0 for an in-process member, which never heartbeats).
+    pub(super) epoch: i32,
+    /// When its session ends unless it heartbeats; `None` for an in-process member.
+    pub(super) deadline: Option<Instant>,
+    /// The partitions last assigned to it, by topic.
+    pub(super) assigned: BTreeMap<String, Vec<i32>>,
+    /// Its host as the server saw it, and its rack.
+    pub(super) client_host: String,
+    pub(super) rack: Option<String>,
 }
 
 #[derive(Default)]
-struct Inner {
+pub(super) struct Inner {
     /// The partitions of `__share_group_state`, by index (empty until loaded).
     journals: Vec<Arc<dyn ShareJournal>>,
     partitions: HashMap<ShareKey, Entry>,
-    groups: BTreeMap<String, BTreeMap<String, Member>>,
+    pub(super) groups: BTreeMap<String, BTreeMap<String, Member>>,
+    /// Each share group's epoch: bumped whenever a member joins or its assignment
+    /// changes.
+    pub(super) group_epochs: HashMap<String, i32>,
+    /// Share sessions of members fetching over the network, by (group, member).
+    pub(super) sessions: HashMap<(String, String), super::share_members::ShareSession>,
 }
 
 /// The members of a share group, as [`ShareCoordinator::describe`] tells them.
@@ -97,7 +111,7 @@ pub struct ShareMemberDescription {
 /// The share coordinator of a broker: see the module documentation.
 pub struct ShareCoordinator {
     config: ShareConfig,
-    inner: Mutex<Inner>,
+    pub(super) inner: Mutex<Inner>,
     next_member: AtomicU64,
 }
 
@@ -208,6 +222,11 @@ impl ShareCoordinator {
         let member = Member {
             topics: topics.iter().cloned().collect(),
             client_id: client_id.to_string(),
+            epoch: 0,
+            deadline: None,
+            assigned: BTreeMap::new(),
+            client_host: String::new(),
+            rack: None,
         };
         self.inner
             .lock()
@@ -221,10 +240,22 @@ impl ShareCoordinator {
     /// `member` leaves `group`: every record it holds is released. The group stays
     /// (its share-partitions keep their state) when it has no member left.
     pub fn leave(&self, group: &str, member: &str, now: Instant) -> Result<()> {
-        let mut inner = self.inner.lock();
-        if let Some(members) = inner.groups.get_mut(group) {
-            members.remove(member);
+        {
+            let mut inner = self.inner.lock();
+            if let Some(members) = inner.groups.get_mut(group) {
+                members.remove(member);
+            }
+            inner
+                .sessions
+                .remove(&(group.to_string(), member.to_string()));
         }
+        self.release_held(group, member, now)
+    }
+
+    /// Releases every record `member` of `group` holds (what a leave, and the close of
+    /// a member's share session, do).
+    pub fn release_held(&self, group: &str, member: &str, now: Instant) -> Result<()> {
+        let mut inner = self.inner.lock();
         let keys: Vec<ShareKey> = inner
             .partitions
             .keys()

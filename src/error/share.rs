@@ -78,4 +78,17 @@ pub enum ShareError {
     /// A malformed request (Kafka's INVALID_REQUEST).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The member has no share session (Kafka's SHARE_SESSION_NOT_FOUND): it must open
+    /// one with session epoch 0.
+    #[error("member {0:?} has no share session")]
+    ShareSessionNotFound(String),
+    /// The share session epoch is not the one the session expects next (Kafka's
+    /// INVALID_SHARE_SESSION_EPOCH).
+    #[error("share session epoch {given} is not the expected {expected}")]
+    InvalidShareSessionEpoch {
+        /// The epoch the member sent.
+        given: i32,
+        /// The epoch the session expects.
+        expected: i32,
+    },
 }

@@ -78,6 +78,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         producer_epoch: i16,
         marker: crate::record::EndTxnMarker,
     ) -> Result<()>;
+    /// The share coordinator (share groups, KIP-932), `__share_group_state` made and
+    /// loaded on first use. A backend without one refuses.
+    fn share(&self) -> Result<&crate::coordinator::ShareCoordinator> {
+        Err(crate::error::Error::Closed(
+            "share groups are not served by this backend".into(),
+        ))
+    }
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Close the broker cleanly (after the server stopped).

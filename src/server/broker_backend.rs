@@ -218,6 +218,10 @@ impl Backend for BrokerBackend {
         self.broker.group_coordinator().clone()
     }
 
+    fn share(&self) -> Result<&crate::coordinator::ShareCoordinator> {
+        self.broker.share_coordinator()
+    }
+
     fn transactions(&self) -> crate::transaction::TransactionCoordinator {
         self.broker.transaction_coordinator().clone()
     }

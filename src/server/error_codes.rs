@@ -59,6 +59,8 @@ impl KafkaCode for ShareError {
             // Kafka's coordinator: "group ... is not a share group" (GROUP_ID_NOT_FOUND).
             ShareError::NotShareGroup => 69,
             ShareError::InvalidRequest(_) => 42,
+            ShareError::ShareSessionNotFound(_) => 122,
+            ShareError::InvalidShareSessionEpoch { .. } => 123,
         }
     }
 }
@@ -156,6 +158,17 @@ mod tests {
             ),
             (ShareError::NotShareGroup, R::GroupIdNotFound),
             (ShareError::InvalidRequest("x".into()), R::InvalidRequest),
+            (
+                ShareError::ShareSessionNotFound("m".into()),
+                R::ShareSessionNotFound,
+            ),
+            (
+                ShareError::InvalidShareSessionEpoch {
+                    given: 3,
+                    expected: 2,
+                },
+                R::InvalidShareSessionEpoch,
+            ),
         ];
         for (error, kafka) in cases {
             assert_eq!(error.code(), kafka.code(), "{error:?}");

@@ -916,6 +916,8 @@ mod tests_listeners;
 #[cfg(test)]
 mod tests_security;
 #[cfg(test)]
+mod tests_share_groups;
+#[cfg(test)]
 mod tests_transactions;
 #[cfg(test)]
 mod tests_txn_read;

@@ -49,6 +49,10 @@ mod produce;
 mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
+mod share_acknowledge;
+mod share_fetch;
+mod share_group_describe;
+mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
 mod write_txn_markers;
@@ -342,6 +346,23 @@ apis! {
         handler(consumer_group_heartbeat), errors [|r, f| f(r.error_code)];
     ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse,
         handler(consumer_group_describe), errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
+    ShareGroupHeartbeat 1..=1, ShareGroupHeartbeatRequest => ShareGroupHeartbeatResponse,
+        handler(share_group_heartbeat), errors [|r, f| f(r.error_code)];
+    ShareGroupDescribe 1..=1, ShareGroupDescribeRequest => ShareGroupDescribeResponse,
+        handler(share_group_describe), errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
+    ShareFetch 1..=1, ShareFetchRequest => ShareFetchResponse, handler(share_fetch),
+        errors [|r, f| {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| {
+                f(p.error_code);
+                f(p.acknowledge_error_code);
+            });
+        }];
+    ShareAcknowledge 1..=1, ShareAcknowledgeRequest => ShareAcknowledgeResponse, handler(share_acknowledge),
+        errors [|r, f| {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.

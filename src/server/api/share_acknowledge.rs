@@ -1,0 +1,163 @@
+//! ShareAcknowledge (key 79), version 1: a share group member acknowledges records it
+//! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap) within
+//! its share session; epoch -1 closes the session, releasing what the member still
+//! holds. Needs Read on the group. Each partition gets its own error code:
+//! INVALID_RECORD_STATE when a record was not acquired by the member.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::share_acknowledge_response::{
+    PartitionData, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+
+use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::coordinator::{AcknowledgeType, ShareCoordinator};
+use crate::error::ShareError;
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
+use crate::server::error_codes::KafkaCode;
+use crate::server::topic_ids::{by_id, topic_id};
+
+/// One partition's acknowledgement batches: `(first offset, last offset, types)`.
+pub(super) type AckBatches = Vec<(i64, i64, Vec<i8>)>;
+
+/// The acknowledgements of `batches`, one per offset (gaps left out): a batch with one
+/// type applies it to every offset, else it has one type per offset.
+fn acknowledgements(batches: &AckBatches) -> Result<Vec<(i64, AcknowledgeType)>, ShareError> {
+    let mut out = Vec::new();
+    for (first, last, types) in batches {
+        let n = last - first + 1;
+        if n <= 0 || (types.len() != 1 && types.len() as i64 != n) {
+            return Err(ShareError::InvalidRequest(format!(
+                "acknowledgement batch {first}..={last} has {} types",
+                types.len()
+            )));
+        }
+        for (i, offset) in (*first..=*last).enumerate() {
+            let id = if types.len() == 1 { types[0] } else { types[i] };
+            if id == 0 {
+                continue;
+            }
+            let kind = AcknowledgeType::from_id(id).ok_or_else(|| {
+                ShareError::InvalidRequest(format!("acknowledge type {id} at offset {offset}"))
+            })?;
+            out.push((offset, kind));
+        }
+    }
+    Ok(out)
+}
+
+/// Applies one partition's acknowledgements; the code and message of the first that
+/// failed (0 when all succeeded).
+pub(super) fn acknowledge(
+    share: &ShareCoordinator,
+    group: &str,
+    member: &str,
+    (topic, partition): (&str, i32),
+    batches: &AckBatches,
+) -> (i16, Option<String>) {
+    let acks = match acknowledgements(batches) {
+        Ok(a) => a,
+        Err(e) => return (e.code(), Some(e.to_string())),
+    };
+    match share.acknowledge(group, member, topic, partition, &acks, Instant::now()) {
+        Ok(results) => results
+            .into_iter()
+            .find_map(|(_, r)| r.err())
+            .map_or((0, None), |e| (e.code(), Some(e.to_string()))),
+        Err(e) => (error_code(&e), Some(e.to_string())),
+    }
+}
+
+/// Group id and member id of a share request, both required.
+pub(super) fn ids(
+    group: Option<String>,
+    member: Option<String>,
+) -> Result<(String, String), ShareError> {
+    match (group, member) {
+        (Some(g), Some(m)) if !g.is_empty() && !m.is_empty() => Ok((g, m)),
+        _ => Err(ShareError::InvalidRequest(
+            "GroupId and MemberId must be set".into(),
+        )),
+    }
+}
+
+fn refusal(code: i16, message: String) -> ShareAcknowledgeResponse {
+    ShareAcknowledgeResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(kstr(message)))
+}
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: ShareAcknowledgeRequest = req.decode()?;
+    let (group, member) = match ids(
+        request.group_id.as_ref().map(|g| g.0.to_string()),
+        request.member_id.as_deref().map(String::from),
+    ) {
+        Ok(ids) => ids,
+        Err(e) => return req.respond(&refusal(e.code(), e.to_string())),
+    };
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &group) {
+        let code = denied_code(ResourceType::Group);
+        return req.respond(&refusal(code, format!("not authorized on group {group}")));
+    }
+    if request.share_session_epoch == 0 {
+        let e = ShareError::InvalidRequest("ShareAcknowledge needs an open share session".into());
+        return req.respond(&refusal(e.code(), e.to_string()));
+    }
+    let backend = ctx.backend();
+    let share = match backend.share() {
+        Ok(s) => s,
+        Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
+    };
+    if let Err(e) = share.share_session(&group, &member, request.share_session_epoch, &[], &[]) {
+        return req.respond(&refusal(error_code(&e), e.to_string()));
+    }
+    let names = crate::server::topic_ids::topics_with_counts(backend)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect::<Vec<_>>();
+    let ids = by_id(backend, names.iter());
+    let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
+    for t in &request.topics {
+        let Some(name) = ids.get(&t.topic_id) else {
+            continue;
+        };
+        for p in &t.partitions {
+            let (code, message) = if ctx.allowed(AclOperation::Read, ResourceType::Topic, name) {
+                let batches: AckBatches = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                    .collect();
+                acknowledge(share, &group, &member, (name, p.partition_index), &batches)
+            } else {
+                (ResponseError::TopicAuthorizationFailed.code(), None)
+            };
+            by_topic.entry(name.clone()).or_default().push(
+                PartitionData::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+                    .with_error_message(message.map(kstr)),
+            );
+        }
+    }
+    if request.share_session_epoch == -1 {
+        // The session's last request: what the member still holds goes back.
+        if let Err(e) = share.release_held(&group, &member, Instant::now()) {
+            return req.respond(&refusal(error_code(&e), e.to_string()));
+        }
+    }
+    let responses = by_topic
+        .into_iter()
+        .map(|(t, partitions)| {
+            ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(topic_id(backend, &t))
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(&ShareAcknowledgeResponse::default().with_responses(responses))
+}

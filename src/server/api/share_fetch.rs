@@ -1,0 +1,281 @@
+//! ShareFetch (key 78), version 1: a share group member acquires records (KIP-932).
+//! The share session (member id and session epoch, see the share coordinator) holds
+//! the partitions fetched: `topics` adds to it, `forgotten_topics_data` removes.
+//! Acknowledgements of earlier records may come along (not with epoch 0: INVALID_REQUEST),
+//! each partition's outcome in `acknowledge_error_code`; epoch -1 closes the session,
+//! releasing what the member still holds. Records are read from the
+//! share-partition's first available one up to the high watermark; the ones acquired
+//! travel as `acquired_records` ranges with their delivery counts next to the record
+//! batches holding them (the client delivers only acquired offsets). With nothing to
+//! acquire the request waits up to `max_wait_ms`. A new share-partition starts at the
+//! log's end (Kafka's default `share.auto.offset.reset`, latest).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
+
+use super::share_acknowledge::{AckBatches, acknowledge, ids};
+use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::coordinator::{AcquiredRecord, ShareCoordinator};
+use crate::error::{Error, Result, ShareError};
+use crate::security::acl::{AclOperation, ResourceType};
+use crate::security::denied_code;
+use crate::server::backend::Backend;
+use crate::server::error_codes::KafkaCode;
+use crate::server::topic_ids::{by_id, topic_id, topics_with_counts};
+use crate::storage::ReadLimit;
+
+/// Records acquired per request when the client sets no limit (Kafka's
+/// `max.poll.records` default).
+const DEFAULT_MAX_RECORDS: usize = 500;
+/// How often a waiting request looks for new records.
+const WAIT_STEP: Duration = Duration::from_millis(20);
+
+fn refusal(code: i16, message: String) -> ShareFetchResponse {
+    ShareFetchResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(kstr(message)))
+}
+
+/// The acquired records as Kafka's ranges: consecutive offsets with one delivery
+/// count.
+fn ranges(acquired: &[AcquiredRecord]) -> Vec<AcquiredRecords> {
+    let mut out: Vec<AcquiredRecords> = Vec::new();
+    for a in acquired {
+        match out.last_mut() {
+            Some(r) if r.last_offset + 1 == a.offset && r.delivery_count == a.delivery_count => {
+                r.last_offset = a.offset;
+            }
+            _ => out.push(
+                AcquiredRecords::default()
+                    .with_first_offset(a.offset)
+                    .with_last_offset(a.offset)
+                    .with_delivery_count(a.delivery_count),
+            ),
+        }
+    }
+    out
+}
+
+/// Who fetches: the share coordinator, the group and the member.
+struct Fetcher<'a> {
+    backend: &'a dyn Backend,
+    share: &'a ShareCoordinator,
+    group: &'a str,
+    member: &'a str,
+}
+
+impl Fetcher<'_> {
+    /// Acquires up to `room` records of `topic`-`partition`: the batches read and
+    /// what was acquired of them (nothing when there is nothing to acquire).
+    fn partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        max_bytes: usize,
+        room: usize,
+    ) -> Result<(Bytes, Vec<AcquiredRecord>)> {
+        let p = self.backend.partition(topic, partition)?;
+        let end = p.high_watermark();
+        let now = Instant::now();
+        let share = self.share;
+        let from =
+            share.fetch_offset(self.group, topic, partition, p.log_start_offset(), end, now)?;
+        if from >= end {
+            return Ok((Bytes::new(), Vec::new()));
+        }
+        let slice = match p.read_bounded(from, max_bytes, ReadLimit::HighWatermark) {
+            Ok(s) => s,
+            // Retention removed it meanwhile: the next fetch skips to the log start.
+            Err(Error::OffsetOutOfRange { .. }) => return Ok((Bytes::new(), Vec::new())),
+            Err(e) => return Err(e),
+        };
+        let offsets: Vec<i64> = slice
+            .batches()
+            .filter(|b| !b.is_control())
+            .flat_map(|b| b.base_offset().max(from)..=b.last_offset())
+            .collect();
+        let acquired = share.acquire(
+            self.group,
+            self.member,
+            topic,
+            partition,
+            &offsets,
+            slice.next_offset(),
+            room,
+            now,
+        )?;
+        if acquired.is_empty() {
+            return Ok((Bytes::new(), acquired));
+        }
+        Ok((Bytes::copy_from_slice(&slice), acquired))
+    }
+}
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    let request: ShareFetchRequest = req.decode()?;
+    let (group, member) = match ids(
+        request.group_id.as_ref().map(|g| g.0.to_string()),
+        request.member_id.as_deref().map(String::from),
+    ) {
+        Ok(ids) => ids,
+        Err(e) => return req.respond(&refusal(e.code(), e.to_string())),
+    };
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &group) {
+        let code = denied_code(ResourceType::Group);
+        return req.respond(&refusal(code, format!("not authorized on group {group}")));
+    }
+    let epoch = request.share_session_epoch;
+    let has_acks = request
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| !p.acknowledgement_batches.is_empty());
+    if epoch == 0 && has_acks {
+        let e = ShareError::InvalidRequest(
+            "acknowledgements need an open share session (epoch 0 opens one)".into(),
+        );
+        return req.respond(&refusal(e.code(), e.to_string()));
+    }
+    let backend = ctx.backend();
+    let share = match backend.share() {
+        Ok(s) => s,
+        Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
+    };
+    let names: Vec<String> = topics_with_counts(backend)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let ids = by_id(backend, names.iter());
+    let mut answers: BTreeMap<(String, i32), PartitionData> = BTreeMap::new();
+    let mut add = Vec::new();
+    let mut acks: Vec<((String, i32), AckBatches)> = Vec::new();
+    for t in &request.topics {
+        for p in &t.partitions {
+            let Some(name) = ids.get(&t.topic_id) else {
+                continue;
+            };
+            let key = (name.clone(), p.partition_index);
+            if !ctx.allowed(AclOperation::Read, ResourceType::Topic, name) {
+                let code = ResponseError::TopicAuthorizationFailed.code();
+                answers.insert(key, partition_data(p.partition_index).with_error_code(code));
+                continue;
+            }
+            add.push(key.clone());
+            if !p.acknowledgement_batches.is_empty() {
+                let batches = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                    .collect();
+                acks.push((key, batches));
+            }
+        }
+    }
+    let forget: Vec<(String, i32)> = request
+        .forgotten_topics_data
+        .iter()
+        .filter_map(|t| Some((ids.get(&t.topic_id)?, &t.partitions)))
+        .flat_map(|(n, ps)| ps.iter().map(move |p| (n.clone(), *p)))
+        .collect();
+    let session = match share.share_session(&group, &member, epoch, &add, &forget) {
+        Ok(s) => s,
+        Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
+    };
+    for ((topic, partition), batches) in acks {
+        let (code, message) = acknowledge(share, &group, &member, (&topic, partition), &batches);
+        let data = answers
+            .entry((topic, partition))
+            .or_insert_with(|| partition_data(partition));
+        data.acknowledge_error_code = code;
+        data.acknowledge_error_message = message.map(kstr);
+    }
+    // The last request of a session only acknowledges.
+    if epoch == -1 {
+        // The session's last request: what the member still holds goes back.
+        if let Err(e) = share.release_held(&group, &member, Instant::now()) {
+            return req.respond(&refusal(error_code(&e), e.to_string()));
+        }
+    } else {
+        let fetcher = Fetcher {
+            backend,
+            share,
+            group: &group,
+            member: &member,
+        };
+        fetch(ctx, &fetcher, &request, &session, &mut answers);
+    }
+    let lock = share.config().record_lock_duration;
+    let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
+    for ((topic, _), data) in answers {
+        by_topic.entry(topic).or_default().push(data);
+    }
+    let responses = by_topic
+        .into_iter()
+        .map(|(t, partitions)| {
+            ShareFetchableTopicResponse::default()
+                .with_topic_id(topic_id(backend, &t))
+                .with_partitions(partitions)
+        })
+        .collect();
+    let response = ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(i32::try_from(lock.as_millis()).unwrap_or(i32::MAX))
+        .with_responses(responses);
+    req.respond(&response)
+}
+
+fn partition_data(partition: i32) -> PartitionData {
+    PartitionData::default().with_partition_index(partition)
+}
+
+/// Acquires records of the session's partitions into `answers`, waiting up to
+/// `max_wait_ms` while there is none.
+fn fetch(
+    ctx: &Ctx<'_>,
+    fetcher: &Fetcher<'_>,
+    request: &ShareFetchRequest,
+    session: &[(String, i32)],
+    answers: &mut BTreeMap<(String, i32), PartitionData>,
+) {
+    let max_records = usize::try_from(request.max_records)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_MAX_RECORDS);
+    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
+    let deadline =
+        Instant::now() + Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    loop {
+        let mut got = 0;
+        for (topic, partition) in session {
+            let room = max_records - got;
+            if room == 0 {
+                break;
+            }
+            let data = answers
+                .entry((topic.clone(), *partition))
+                .or_insert_with(|| partition_data(*partition));
+            match fetcher.partition(topic, *partition, max_bytes, room) {
+                Ok((_, acquired)) if acquired.is_empty() => {}
+                Ok((records, acquired)) => {
+                    got += acquired.len();
+                    data.records = Some(records);
+                    data.acquired_records = ranges(&acquired);
+                }
+                Err(e) => {
+                    data.error_code = error_code(&e);
+                    data.error_message = Some(kstr(e.to_string()));
+                }
+            }
+        }
+        if got > 0 || Instant::now() >= deadline || ctx.client_gone() {
+            return;
+        }
+        std::thread::sleep(WAIT_STEP.min(deadline.saturating_duration_since(Instant::now())));
+    }
+}
