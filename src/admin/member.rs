@@ -1080,7 +1080,7 @@ fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
     Ok((at, next))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
 mod tests {
     use super::*;
     use crate::BatchBuilder;

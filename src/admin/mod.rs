@@ -44,7 +44,7 @@
 mod member;
 mod router;
 mod security;
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
 mod tests;
 mod types;
 

@@ -471,7 +471,7 @@ fn io_error(op: &'static str, addr: &str, e: std::io::Error, timeout: Duration) 
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
 mod tests {
     use super::*;
     use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest};

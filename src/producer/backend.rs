@@ -32,12 +32,15 @@ impl std::fmt::Debug for Destination {
     }
 }
 
+// Without the `client` feature nothing builds a `Remote` target.
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 #[derive(Clone)]
 pub(crate) enum Target {
     Local(Broker),
     Remote(Arc<dyn RemoteLog>),
 }
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl Destination {
     /// A destination over the network.
     pub(crate) fn remote(log: Arc<dyn RemoteLog>) -> Destination {
@@ -74,9 +77,11 @@ pub(crate) trait RemoteProducer: Send + Sync {
 }
 
 /// The completion of one batch sent over the network, shared by its records' receipts.
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RemoteSlot(Arc<BatchSlot>);
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl RemoteSlot {
     /// The receipt of the record at `index` of this batch, in `partition`, stamped
     /// `timestamp`.

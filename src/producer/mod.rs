@@ -39,6 +39,8 @@ use accumulator::{
 
 pub use backend::Destination;
 use backend::Target;
+// Implemented by the network client (feature `client`); unused without it.
+#[cfg_attr(not(feature = "client"), allow(unused_imports))]
 pub(crate) use backend::{RemoteLog, RemoteProducer, RemoteSlot};
 pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,

@@ -14,7 +14,7 @@ mod valid;
 pub(crate) mod varint;
 
 pub(crate) use batch::BatchHead;
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 pub(crate) use batch::CRC_CHECKS;
 pub use batch::{
     Batch, BatchIter, CONTROL_BIT, HEADER_LEN, Headers, LOG_OVERHEAD, Record, Records,

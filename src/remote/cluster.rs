@@ -264,7 +264,7 @@ impl Cluster {
     /// The versions of every API the broker at `addr` answers, as negotiated (connects
     /// first if needed): `(api key, highest version this client uses)` is what
     /// [`call`](Self::call) picks.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "server"))]
     pub(crate) fn negotiated<R: Request + Message>(
         &self,
         addr: &str,

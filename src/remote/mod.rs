@@ -30,9 +30,9 @@ mod cluster;
 mod config;
 mod partition;
 mod producer;
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
 mod tests;
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
 mod tests_producer;
 
 pub use crate::error::ApiError;
