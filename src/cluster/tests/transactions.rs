@@ -123,9 +123,12 @@ fn an_in_process_producer_uses_the_coordinator_of_another_node() {
     });
     let image = c.wait_same_image();
     let leader_of = |topic: &str, p: i32| image.topic(topic).unwrap().partitions[p as usize].leader;
-    // The producer's node: not the group coordinator (the leader of
-    // __consumer_offsets-0), and leading a partition of "t".
-    let groups = leader_of(crate::broker::OFFSETS_TOPIC, 0);
+    // The producer's node: not the coordinator of group "g" (the leader of its
+    // partition of __consumer_offsets), and leading a partition of "t".
+    let groups = leader_of(
+        crate::broker::OFFSETS_TOPIC,
+        crate::coordinator::partition_for("g", super::OFFSETS_PARTITIONS),
+    );
     let (node, p) = (0..3)
         .find_map(|p| {
             let l = leader_of("t", p);
@@ -142,7 +145,7 @@ fn an_in_process_producer_uses_the_coordinator_of_another_node() {
     wait_until("the group coordinator loaded", || {
         broker(&c, (groups - 1) as usize)
             .group_coordinator()
-            .is_loaded()
+            .coordinates("g")
     });
     let here = broker(&c, (node - 1) as usize);
     let part = here.topic("t").unwrap().partition(p).unwrap();
