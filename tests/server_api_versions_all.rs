@@ -456,6 +456,41 @@ fn answer_every_version(
             ConsumerGroupDescribeRequest::default()
                 .with_group_ids(vec![GroupId(StrBytes::from_static_str("versions-848"))])
         ),
+        ApiKey::ShareGroupHeartbeat => every!(
+            ShareGroupHeartbeatResponse,
+            ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("versions-share")))
+                .with_member_id(StrBytes::from_static_str("m-share"))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![topic()])),
+            |r| vec![r.error_code]
+        ),
+        ApiKey::ShareGroupDescribe => every!(
+            ShareGroupDescribeResponse,
+            ShareGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("versions-share"))]),
+            |r| r.groups.iter().map(|g| g.error_code).collect()
+        ),
+        // The member joined above opens its share session (epoch 0) and closes it (-1).
+        ApiKey::ShareFetch => every!(
+            ShareFetchResponse,
+            ShareFetchRequest::default()
+                .with_group_id(Some(GroupId(StrBytes::from_static_str("versions-share"))))
+                .with_member_id(Some(StrBytes::from_static_str("m-share")))
+                .with_share_session_epoch(0)
+                .with_max_wait_ms(0)
+                .with_max_bytes(1 << 20)
+                .with_max_records(10),
+            |r| vec![r.error_code]
+        ),
+        ApiKey::ShareAcknowledge => every!(
+            ShareAcknowledgeResponse,
+            ShareAcknowledgeRequest::default()
+                .with_group_id(Some(GroupId(StrBytes::from_static_str("versions-share"))))
+                .with_member_id(Some(StrBytes::from_static_str("m-share")))
+                .with_share_session_epoch(-1),
+            |r| vec![r.error_code]
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

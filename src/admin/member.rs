@@ -1080,7 +1080,8 @@ fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
     Ok((at, next))
 }
 
-#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::BatchBuilder;

@@ -44,7 +44,8 @@
 mod member;
 mod router;
 mod security;
-#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
 mod tests;
 mod types;
 

@@ -471,7 +471,8 @@ fn io_error(op: &'static str, addr: &str, e: std::io::Error, timeout: Duration) 
     }
 }
 
-#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
 mod tests {
     use super::*;
     use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest};

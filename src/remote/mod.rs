@@ -30,9 +30,11 @@ mod cluster;
 mod config;
 mod partition;
 mod producer;
-#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
 mod tests;
-#[cfg(all(test, feature = "server"))] // the tests start a tidelog server
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
 mod tests_producer;
 
 pub use crate::error::ApiError;
