@@ -406,6 +406,28 @@ fn refusal(tp: &TopicPartition, code: i16) -> Error {
     )))
 }
 
+/// The refusal a transaction coordinator's answer `code` to a request of `producer`
+/// stands for, for the codes every such request may get (None for the others).
+pub(super) fn coordinator_refusal(code: i16, producer: ProducerIdAndEpoch) -> Option<TxnError> {
+    Some(match ResponseError::try_from_code(code)? {
+        ResponseError::NotCoordinator => TxnError::NotCoordinator,
+        ResponseError::CoordinatorLoadInProgress => TxnError::CoordinatorLoadInProgress,
+        ResponseError::ConcurrentTransactions => TxnError::ConcurrentTransactions,
+        ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+            TxnError::ProducerFenced {
+                producer_id: producer.producer_id,
+                epoch: producer.epoch,
+                current: -1,
+            }
+        }
+        ResponseError::InvalidProducerIdMapping => TxnError::InvalidProducerIdMapping {
+            producer_id: producer.producer_id,
+            current: -1,
+        },
+        _ => return None,
+    })
+}
+
 /// The refusal a coordinator's answer `code` to a verification of `topic`-`partition`
 /// stands for.
 fn verification_refusal(
@@ -414,21 +436,10 @@ fn verification_refusal(
     topic: &str,
     partition: i32,
 ) -> TxnError {
+    if let Some(refusal) = coordinator_refusal(code, producer) {
+        return refusal;
+    }
     match ResponseError::try_from_code(code) {
-        Some(ResponseError::NotCoordinator) => TxnError::NotCoordinator,
-        Some(ResponseError::CoordinatorLoadInProgress) => TxnError::CoordinatorLoadInProgress,
-        Some(ResponseError::ConcurrentTransactions) => TxnError::ConcurrentTransactions,
-        Some(ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch) => {
-            TxnError::ProducerFenced {
-                producer_id: producer.producer_id,
-                epoch: producer.epoch,
-                current: -1,
-            }
-        }
-        Some(ResponseError::InvalidProducerIdMapping) => TxnError::InvalidProducerIdMapping {
-            producer_id: producer.producer_id,
-            current: -1,
-        },
         Some(ResponseError::TransactionAbortable | ResponseError::InvalidTxnState) => {
             TxnError::TransactionAbortable {
                 topic: topic.to_string(),

@@ -52,21 +52,10 @@ fn kstr(s: &str) -> StrBytes {
 /// coordinator's refusal; `what` names the request, for the codes no [`TxnError`]
 /// stands for.
 fn txn_refusal(code: i16, producer: ProducerIdAndEpoch, what: &str) -> TxnError {
+    if let Some(refusal) = super::transactions::coordinator_refusal(code, producer) {
+        return refusal;
+    }
     match ResponseError::try_from_code(code) {
-        Some(ResponseError::NotCoordinator) => TxnError::NotCoordinator,
-        Some(ResponseError::CoordinatorLoadInProgress) => TxnError::CoordinatorLoadInProgress,
-        Some(ResponseError::ConcurrentTransactions) => TxnError::ConcurrentTransactions,
-        Some(ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch) => {
-            TxnError::ProducerFenced {
-                producer_id: producer.producer_id,
-                epoch: producer.epoch,
-                current: -1,
-            }
-        }
-        Some(ResponseError::InvalidProducerIdMapping) => TxnError::InvalidProducerIdMapping {
-            producer_id: producer.producer_id,
-            current: -1,
-        },
         Some(ResponseError::TransactionalIdNotFound) => TxnError::TransactionalIdNotFound,
         Some(
             ResponseError::CoordinatorNotAvailable

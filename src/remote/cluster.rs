@@ -83,6 +83,18 @@ pub(crate) enum Attempt<T> {
     Retry(Error),
 }
 
+impl<T> Attempt<T> {
+    /// A broker's refusal `e` with Kafka's `code`: asked again if the code is
+    /// [`retriable`], final otherwise.
+    pub(crate) fn refused(code: i16, e: Error) -> Attempt<T> {
+        if retriable(ErrorCode::from_code(code)) {
+            Attempt::Retry(e)
+        } else {
+            Attempt::Done(Err(e))
+        }
+    }
+}
+
 /// `host:port`, with an IPv6 host in brackets.
 fn host_port(host: &str, port: i32) -> String {
     if host.contains(':') {

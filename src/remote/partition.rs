@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{Attempt, Cluster, api_version, partition_error, retriable};
+use super::cluster::{Attempt, Cluster, api_version, partition_error};
 use crate::admin::isolation_level;
 use crate::consumer::IsolationLevel;
 use crate::error::{ErrorCode, Result};
@@ -128,11 +128,7 @@ impl Cluster {
                 p.error_code,
                 p.error_message.as_ref(),
             );
-            if retriable(ErrorCode::from_code(p.error_code)) {
-                Attempt::Retry(e)
-            } else {
-                Attempt::Done(Err(e))
-            }
+            Attempt::refused(p.error_code, e)
         })
     }
 
@@ -209,11 +205,7 @@ impl Cluster {
                 })),
                 _ => {
                     let e = partition_error(api, &leader.addr, topic, partition, code, None);
-                    if retriable(ErrorCode::from_code(code)) {
-                        Attempt::Retry(e)
-                    } else {
-                        Attempt::Done(Err(e))
-                    }
+                    Attempt::refused(code, e)
                 }
             }
         })
@@ -275,11 +267,7 @@ impl Cluster {
                 })),
                 _ => {
                     let e = partition_error(api, &leader.addr, topic, partition, code, None);
-                    if retriable(ErrorCode::from_code(code)) {
-                        Attempt::Retry(e)
-                    } else {
-                        Attempt::Done(Err(e))
-                    }
+                    Attempt::refused(code, e)
                 }
             }
         })

@@ -300,13 +300,21 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         }
     }
     let mut topics = topics;
-    for t in &mut topics {
+    // Sessionless fetches (most clients') skip this: no key is made for them.
+    if session.session_id != 0 {
         let sessions = &ctx.shared.fetch_sessions;
-        let key = match version >= 13 {
-            true => crate::server::fetch_session::topic_key("", t.id),
-            false => t.name.clone(),
-        };
-        sessions.retain(&session, &key, &mut t.partitions, PartitionData::seen);
+        for t in &mut topics {
+            // A session keys a topic by its id from v13 (fetch_session::topic_key).
+            let by_id;
+            let key = match version >= 13 {
+                true => {
+                    by_id = crate::server::fetch_session::topic_key("", t.id);
+                    by_id.as_str()
+                }
+                false => t.name.as_str(),
+            };
+            sessions.retain(&session, key, &mut t.partitions, PartitionData::seen);
+        }
     }
     topics.retain(|t| !(session.incremental && t.partitions.is_empty()));
     Ok(Reply::Parts(frame(
