@@ -52,6 +52,8 @@ mod config;
 pub mod consumer;
 pub mod coordinator;
 mod error;
+#[cfg(feature = "client")]
+pub mod forward;
 pub mod metrics;
 pub mod producer;
 pub mod record;

@@ -34,6 +34,7 @@ const LAYERS: &[&str] = &[
     "client",
     "admin",
     "remote",
+    "forward",
     "cluster",
     "server",
     "testing",

@@ -187,6 +187,10 @@ pub(super) struct Inner {
     pub(super) follow: Mutex<super::follow::FollowState>,
     /// Records and bytes appended and read, fsyncs (`crate::metrics`).
     pub(super) stats: crate::metrics::LogStats,
+    /// Offsets below which named holders (a forwarder) let retention delete, by
+    /// holder: retention never deletes a record at or above the lowest
+    /// ([`PartitionLog::hold_retention`]).
+    pub(super) retention_holds: Mutex<std::collections::BTreeMap<String, i64>>,
     #[cfg(test)]
     pub(super) step_hook: Mutex<Option<StepHook>>,
 }
@@ -319,6 +323,25 @@ impl PartitionLog {
     /// Bytes of data in all segments.
     pub fn size_bytes(&self) -> u64 {
         self.segments().iter().map(|s| s.size() as u64).sum()
+    }
+
+    /// Bytes of the log from the batch holding `offset` to the end: what a reader at
+    /// `offset` has left (0 at or past the end, the whole log before its start).
+    pub fn bytes_from(&self, offset: i64) -> u64 {
+        if offset >= self.log_end_offset() {
+            return 0;
+        }
+        let segs = self.segments();
+        let Some(i) = segs.iter().rposition(|s| s.base_offset <= offset) else {
+            return self.size_bytes();
+        };
+        let later: u64 = segs[i + 1..].iter().map(|s| s.size() as u64).sum();
+        let within = self
+            .read(offset, 1)
+            .ok()
+            .filter(|slice| !slice.is_empty() && slice.path() == Some(segs[i].log_path.as_path()))
+            .map_or(0, |slice| slice.file_position());
+        later + (segs[i].size() as u64).saturating_sub(within)
     }
 
     /// Number of segments.

@@ -177,6 +177,7 @@ impl PartitionLog {
                 read_only: a.read_only,
                 follow: Mutex::new(FollowState::default()),
                 stats: Default::default(),
+                retention_holds: Mutex::new(Default::default()),
                 #[cfg(test)]
                 step_hook: Mutex::new(None),
             }),

@@ -74,6 +74,28 @@ impl PartitionLog {
         Ok(n)
     }
 
+    /// Holds retention of this log at `offset` for `holder` (None releases the hold):
+    /// while held, retention (time and size) deletes no segment holding a record at or
+    /// above the lowest hold. A forwarder holds its position so that records not
+    /// forwarded yet stay; `delete_records_before` (an explicit request) ignores holds.
+    pub fn hold_retention(&self, holder: &str, offset: Option<i64>) {
+        let mut holds = self.inner.retention_holds.lock();
+        match offset {
+            Some(o) => {
+                holds.insert(holder.to_string(), o);
+            }
+            None => {
+                holds.remove(holder);
+            }
+        }
+    }
+
+    /// The lowest retention hold ([`hold_retention`](Self::hold_retention)), None
+    /// without any.
+    pub fn retention_floor(&self) -> Option<i64> {
+        self.inner.retention_holds.lock().values().copied().min()
+    }
+
     /// One retention pass at time `now_ms`: deletes old segments (policy `delete`) and
     /// compacts (policy `compact`). The maintenance thread calls this; tests and tools
     /// may call it directly.
@@ -98,8 +120,11 @@ impl PartitionLog {
                 .collect();
             // Only segments whose successor starts at or below the high watermark
             // (always true of the sealed segments of a standalone log): no uncommitted
-            // record is deleted and the log start never passes the high watermark.
-            let hw = self.high_watermark();
+            // record is deleted and the log start never passes the high watermark. A
+            // retention hold (a forwarder's position) keeps what it has not passed.
+            let hw = self
+                .high_watermark()
+                .min(self.retention_floor().unwrap_or(i64::MAX));
             let committed = segs
                 .windows(2)
                 .take_while(|pair| pair[1].base_offset <= hw)

@@ -317,6 +317,50 @@ fn truncate_then_append_and_recover() {
 }
 
 #[test]
+fn a_retention_hold_keeps_the_records_at_and_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            retention_ms: Some(1000),
+            retention_bytes: None,
+            ..small()
+        },
+    );
+    for i in 0..100 {
+        log.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3, "{bases:?}");
+    let held_at = bases[2] + 1;
+    log.hold_retention("forward-a", Some(held_at));
+    log.hold_retention("forward-b", Some(bases[3]));
+    assert_eq!(log.retention_floor(), Some(held_at));
+    log.apply_retention(now_ms()).unwrap();
+    assert_eq!(
+        log.log_start_offset(),
+        bases[2],
+        "the segment holding the lowest hold stays"
+    );
+    assert!(log.read(held_at, 10).is_ok());
+    log.hold_retention("forward-a", None);
+    log.apply_retention(now_ms()).unwrap();
+    assert_eq!(
+        log.log_start_offset(),
+        bases[3],
+        "the other hold still holds"
+    );
+    log.hold_retention("forward-b", None);
+    assert_eq!(log.retention_floor(), None);
+    log.apply_retention(now_ms()).unwrap();
+    assert_eq!(
+        log.segment_count(),
+        1,
+        "released: every sealed segment expired"
+    );
+}
+
+#[test]
 fn size_and_time_retention_delete_old_segments() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(

@@ -1,0 +1,860 @@
+//! Store-and-forward (feature `client`): a [`Forwarder`] copies the records of local
+//! topics (a [`Broker`]'s data directory: the application writes there whether or not
+//! the network is up) to a remote Kafka-API cluster, and keeps at it across restarts
+//! of either side and network loss, each record exactly once.
+//!
+//! Partition p of a local topic goes to partition p of the remote topic (of the same
+//! name, or the one `rename` gives), created with as many partitions when it is missing;
+//! when the counts differ, a keyed record goes where Kafka's murmur2 partitioner puts
+//! its key and an unkeyed one to its partition modulo the remote count. Keys, values,
+//! headers and timestamps are kept; records of one local partition arrive in their
+//! local order. Records of aborted transactions are not forwarded (the forwarder reads
+//! committed).
+//!
+//! **Exactly once without remote transactions.** Each forwarded record carries two
+//! headers: [`SOURCE_HEADER`] (`NAME/TOPIC/PARTITION`) and [`OFFSET_HEADER`] (its local
+//! offset). Within a session the network [`Producer`] is idempotent with `acks=all`,
+//! so its retries neither duplicate nor reorder. When a session starts (the process
+//! started, or the last one failed and the outcome of what was in flight is unknown),
+//! the forwarder reads the tail of every remote partition it writes, backwards until
+//! it has found its last record of each local partition (or the partition's start),
+//! and resumes after it: what reached the remote is not sent again, what did not is.
+//! The positions committed locally (below) are a floor to that, so records the remote
+//! side deleted by its retention are not sent twice.
+//!
+//! **The local log is the buffer.** The forwarder reads it incrementally (at most
+//! `max.in.flight.records` sent and not acknowledged, and a bounded fetch), so a remote
+//! side down for hours costs disk, not memory. Its position per partition (the first
+//! record not acknowledged yet) is committed, when the data directory is opened for
+//! writing, as the offsets of the consumer group `tidelog-forward-NAME` (so `tidelog
+//! groups describe` shows it and its lag), and held as a retention hold on the local
+//! partition: retention deletes nothing not forwarded yet, unless
+//! [`ForwarderBuilder::allow_retention_loss`] says it may, in which case the records it
+//! deletes are counted in [`ForwardStatus::records_lost`], logged, and skipped.
+//!
+//! ```no_run
+//! use tidelog::{Broker, ClientConfig, forward::Forwarder};
+//!
+//! let broker = Broker::open("edge-data")?;
+//! let forwarder = Forwarder::builder(&broker, ClientConfig::new("central:9092"))
+//!     .topic("readings")
+//!     .rename("readings", "site-7.readings")
+//!     .start()?;
+//! // ... the application produces to `broker` ...
+//! println!("{} records behind", forwarder.status().records_behind());
+//! forwarder.stop()?;
+//! # Ok::<(), tidelog::Error>(())
+//! ```
+
+mod position;
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use position::{OFFSET_HEADER, SOURCE_HEADER};
+
+use crate::broker::Broker;
+use crate::config::TopicConfig;
+use crate::consumer::{Consumer, ConsumerConfig, IsolationLevel, OffsetReset};
+use crate::error::{Error, Result};
+use crate::producer::{DeliveryReceipt, Producer, ProducerRecord};
+use crate::remote::{ClientConfig, Cluster};
+use crate::topic::Partition;
+
+/// The prefix of the consumer group a forwarder commits its positions as.
+pub const GROUP_PREFIX: &str = "tidelog-forward-";
+
+/// Settings of a [`Forwarder`].
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// The forwarder's name: its records' source header and its group
+    /// (`tidelog-forward-NAME`). Default `default`.
+    pub name: String,
+    /// The local topics to forward; empty forwards every topic that is not internal.
+    pub topics: Vec<String>,
+    /// Remote names of local topics, `(local, remote)`.
+    pub renames: Vec<(String, String)>,
+    /// Lets local retention delete records not forwarded yet (they are then lost to
+    /// the remote side, counted and logged). Default false: the forwarder holds
+    /// retention at its position.
+    pub allow_retention_loss: bool,
+    /// Most records sent and not acknowledged at once (`max.in.flight.records`).
+    /// Default 10,000.
+    pub max_in_flight_records: usize,
+    /// How often positions are committed and the status refreshed. Default 1 s.
+    pub commit_interval: Duration,
+    /// The pause after a failed session before the next. Default 1 s.
+    pub retry_backoff: Duration,
+}
+
+impl Default for ForwarderConfig {
+    fn default() -> Self {
+        ForwarderConfig {
+            name: "default".into(),
+            topics: Vec::new(),
+            renames: Vec::new(),
+            allow_retention_loss: false,
+            max_in_flight_records: 10_000,
+            commit_interval: Duration::from_secs(1),
+            retry_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Builds a [`Forwarder`].
+#[derive(Debug)]
+#[must_use]
+pub struct ForwarderBuilder {
+    broker: Broker,
+    client: ClientConfig,
+    config: ForwarderConfig,
+}
+
+impl ForwarderBuilder {
+    /// Names the forwarder (letters, digits, `.`, `_`, `-`): two forwarders of one data
+    /// directory, or of several to one remote topic, need different names.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.name = name.into();
+        self
+    }
+
+    /// Forwards this local topic (repeat for several); none given forwards every topic
+    /// that is not internal.
+    pub fn topic(mut self, topic: impl Into<String>) -> Self {
+        self.config.topics.push(topic.into());
+        self
+    }
+
+    /// Writes local topic `from` to remote topic `to`.
+    pub fn rename(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.config.renames.push((from.into(), to.into()));
+        self
+    }
+
+    /// Lets local retention delete records not forwarded yet (see
+    /// [`ForwarderConfig::allow_retention_loss`]).
+    pub fn allow_retention_loss(mut self, yes: bool) -> Self {
+        self.config.allow_retention_loss = yes;
+        self
+    }
+
+    /// Most records sent and not acknowledged at once.
+    pub fn max_in_flight_records(mut self, n: usize) -> Self {
+        self.config.max_in_flight_records = n;
+        self
+    }
+
+    /// Replaces every setting.
+    pub fn config(mut self, config: ForwarderConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Checks the settings and the local topics, and starts forwarding on a thread of
+    /// its own. The remote cluster need not be reachable yet: the forwarder connects,
+    /// and reconnects, by itself ([`ForwardStatus::last_error`] says why it waits).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad name, rename or in-flight limit;
+    /// [`Error::UnknownTopic`] for a local topic given that does not exist.
+    pub fn start(self) -> Result<Forwarder> {
+        let c = &self.config;
+        let bad = |key: &str, reason: String| Error::InvalidConfig {
+            key: key.into(),
+            reason,
+        };
+        if c.name.is_empty()
+            || !c
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(bad(
+                "name",
+                format!("{:?}: use letters, digits, '.', '_' and '-'", c.name),
+            ));
+        }
+        if c.max_in_flight_records == 0 {
+            return Err(bad("max.in.flight.records", "0 is less than 1".into()));
+        }
+        for (from, to) in &c.renames {
+            crate::config::validate_topic_name(to)?;
+            if !c.topics.is_empty() && !c.topics.contains(from) {
+                return Err(bad(
+                    "rename",
+                    format!("{from}={to}: {from} is not one of the topics forwarded"),
+                ));
+            }
+        }
+        for t in &c.topics {
+            self.broker.topic(t)?;
+        }
+        let worker = Worker {
+            broker: self.broker,
+            client: self.client,
+            config: self.config,
+            shared: Arc::new(Shared {
+                stop: AtomicBool::new(false),
+                wake: (Mutex::new(()), Condvar::new()),
+                status: Mutex::new(ForwardStatus::default()),
+            }),
+        };
+        // Retention waits for the forwarder from now on, reachable remote or not.
+        worker.hold_committed()?;
+        let shared = Arc::clone(&worker.shared);
+        let thread = std::thread::Builder::new()
+            .name("tidelog-forward".into())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::io("start the forwarder thread", "", e))?;
+        Ok(Forwarder {
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+/// Copies local topics to a remote cluster, exactly once; see the [module
+/// documentation](self). Stops (after sending what it read and committing its
+/// position) on [`stop`](Self::stop) or when dropped.
+#[derive(Debug)]
+pub struct Forwarder {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    stop: AtomicBool,
+    wake: (Mutex<()>, Condvar),
+    status: Mutex<ForwardStatus>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Sleeps up to `d`, less if the forwarder is stopped meanwhile.
+    fn pause(&self, d: Duration) {
+        let mut g = self.wake.0.lock();
+        if !self.stopping() {
+            self.wake.1.wait_for(&mut g, d);
+        }
+    }
+}
+
+/// Where a forwarder stands.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ForwardStatus {
+    /// Every local partition forwarded, by topic and partition (filled once a session
+    /// has started).
+    pub partitions: Vec<PartitionStatus>,
+    /// Records forwarded (acknowledged by the remote side) since start.
+    pub records_forwarded: u64,
+    /// Their bytes (keys, values and headers as read locally).
+    pub bytes_forwarded: u64,
+    /// Records found already forwarded when a session resumed, and not sent again.
+    pub records_skipped: u64,
+    /// Records deleted by local retention before they were forwarded (only with
+    /// `allow_retention_loss`).
+    pub records_lost: u64,
+    /// Sessions started (the first, and one after each failure).
+    pub sessions: u64,
+    /// The last error, None since the last session that succeeded in sending.
+    pub last_error: Option<String>,
+}
+
+impl ForwardStatus {
+    /// Records of every partition not forwarded yet.
+    pub fn records_behind(&self) -> u64 {
+        self.partitions.iter().map(|p| p.records_behind()).sum()
+    }
+
+    /// True once every partition is forwarded up to its end.
+    pub fn caught_up(&self) -> bool {
+        !self.partitions.is_empty() && self.records_behind() == 0
+    }
+}
+
+/// One local partition's forwarding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionStatus {
+    /// The local topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The remote topic.
+    pub remote_topic: String,
+    /// The first local offset not acknowledged by the remote side yet.
+    pub position: i64,
+    /// The local end (last stable offset) when last looked at.
+    pub end: i64,
+    /// Bytes of the local log from the position's batch to the end.
+    pub bytes_behind: u64,
+}
+
+impl PartitionStatus {
+    /// Records (offsets) not forwarded yet.
+    pub fn records_behind(&self) -> u64 {
+        (self.end - self.position).max(0) as u64
+    }
+}
+
+impl Forwarder {
+    /// A forwarder of `broker`'s topics to the cluster `client` connects to.
+    pub fn builder(broker: &Broker, client: ClientConfig) -> ForwarderBuilder {
+        ForwarderBuilder {
+            broker: broker.clone(),
+            client,
+            config: ForwarderConfig::default(),
+        }
+    }
+
+    /// Where the forwarder stands now.
+    pub fn status(&self) -> ForwardStatus {
+        self.shared.status.lock().clone()
+    }
+
+    /// Waits up to `timeout` until every partition is forwarded to its end; true if it
+    /// is.
+    pub fn wait_caught_up(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.status().caught_up() {
+                return true;
+            }
+            if Instant::now() >= deadline || self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops: sends what was read, waits for its acknowledgements (at most the remote
+    /// client's `delivery.timeout.ms`), commits the position, and returns the error that
+    /// ended the forwarder's thread, if one did.
+    pub fn stop(mut self) -> Result<()> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<()> {
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _g = self.shared.wake.0.lock();
+            self.shared.wake.1.notify_all();
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(Error::Closed("the forwarder's thread panicked".into()))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+/// One local partition in a session.
+struct Source {
+    topic: String,
+    partition: Partition,
+    remote_topic: String,
+    local_count: i32,
+    remote_count: i32,
+    /// Per remote partition: the local offset of the last record of this partition
+    /// found there when the session started (-1: none); records up to it are skipped.
+    last: Vec<i64>,
+    /// Records sent and not acknowledged yet, in local order.
+    in_flight: VecDeque<(i64, u64, DeliveryReceipt)>,
+    /// The offset after the last record read.
+    next: i64,
+}
+
+impl Source {
+    /// The first offset not acknowledged yet.
+    fn position(&self) -> i64 {
+        self.in_flight.front().map_or(self.next, |(o, _, _)| *o)
+    }
+}
+
+struct Worker {
+    broker: Broker,
+    client: ClientConfig,
+    config: ForwarderConfig,
+    shared: Arc<Shared>,
+}
+
+/// Why a session ended.
+enum End {
+    Stopped,
+    /// The local topics or partitions changed: start again with them.
+    TopicsChanged,
+}
+
+impl Worker {
+    fn group(&self) -> String {
+        format!("{GROUP_PREFIX}{}", self.config.name)
+    }
+
+    fn run(self) -> Result<()> {
+        let mut cluster: Option<Cluster> = None;
+        loop {
+            if self.shared.stopping() {
+                return Ok(());
+            }
+            self.shared.status.lock().sessions += 1;
+            let c = match &cluster {
+                Some(c) => c.clone(),
+                None => match Cluster::connect(self.client.clone()) {
+                    Ok(c) => {
+                        cluster = Some(c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        self.failed(&e);
+                        continue;
+                    }
+                },
+            };
+            match self.session(&c) {
+                Ok(End::Stopped) => return Ok(()),
+                Ok(End::TopicsChanged) => {}
+                Err(e @ (Error::Closed(_) | Error::ReadOnly(_))) if self.broker.is_closed() => {
+                    return Err(e);
+                }
+                Err(e) => self.failed(&e),
+            }
+        }
+    }
+
+    fn failed(&self, e: &Error) {
+        emit_error(&self.config.name, e);
+        self.shared.status.lock().last_error = Some(e.to_string());
+        self.shared.pause(self.config.retry_backoff);
+    }
+
+    /// The local topics to forward now, with their remote names.
+    fn topics(&self) -> Result<Vec<(String, String)>> {
+        let names = if self.config.topics.is_empty() {
+            let mut all = Vec::new();
+            for t in self.broker.topics() {
+                if !self.broker.topic(&t)?.is_internal() {
+                    all.push(t);
+                }
+            }
+            all.sort();
+            all
+        } else {
+            self.config.topics.clone()
+        };
+        Ok(names
+            .into_iter()
+            .map(|t| {
+                let remote = self
+                    .config
+                    .renames
+                    .iter()
+                    .find(|(from, _)| *from == t)
+                    .map_or_else(|| t.clone(), |(_, to)| to.clone());
+                (t, remote)
+            })
+            .collect())
+    }
+
+    /// The local partitions to forward: (topic, partition count).
+    fn layout(&self) -> Result<Vec<(String, i32)>> {
+        let mut out = Vec::new();
+        for (t, _) in self.topics()? {
+            out.push((t.clone(), self.broker.topic(&t)?.partition_count()));
+        }
+        Ok(out)
+    }
+
+    fn session(&self, cluster: &Cluster) -> Result<End> {
+        let layout = self.layout()?;
+        let mut sources = Vec::new();
+        for (topic, remote_topic) in self.topics()? {
+            let local = self.broker.topic(&topic)?;
+            let remote_count = match cluster.partition_count(&remote_topic) {
+                Err(Error::UnknownTopic(_)) => {
+                    cluster.create_topic_if_missing(
+                        &remote_topic,
+                        local.partition_count(),
+                        TopicConfig::new(),
+                    )?;
+                    cluster.partition_count(&remote_topic)?
+                }
+                other => other?,
+            };
+            for partition in local.partitions().iter() {
+                sources.push(Source {
+                    topic: topic.clone(),
+                    partition: partition.clone(),
+                    remote_topic: remote_topic.clone(),
+                    local_count: local.partition_count(),
+                    remote_count,
+                    last: vec![-1; remote_count as usize],
+                    in_flight: VecDeque::new(),
+                    next: 0,
+                });
+            }
+        }
+        let writable = !self.broker.is_read_only();
+        let mut consumer = Consumer::new(
+            &self.broker,
+            ConsumerConfig {
+                group_id: Some(self.group()),
+                auto_offset_reset: OffsetReset::Earliest,
+                max_partition_fetch_bytes: 256 << 10,
+                fetch_max_bytes: 1 << 20,
+                check_crcs: true,
+                isolation_level: IsolationLevel::ReadCommitted,
+            },
+        );
+        let assignment: Vec<(&str, i32)> = sources
+            .iter()
+            .map(|s| (s.topic.as_str(), s.partition.index()))
+            .collect();
+        consumer.assign(&assignment)?;
+        // Hold retention at the committed positions before anything else.
+        let mut committed = Vec::with_capacity(sources.len());
+        for s in &sources {
+            let c = consumer.committed(&s.topic, s.partition.index())?;
+            if let Some(c) = c {
+                self.hold(s, c);
+            }
+            committed.push(c);
+        }
+        self.recover(cluster, &mut sources)?;
+        let mut skipped = 0;
+        for (s, c) in sources.iter_mut().zip(&committed) {
+            let log_start = s.partition.log_start_offset();
+            let targets = position::targets(s.partition.index(), s.local_count, s.remote_count);
+            let last: Vec<i64> = targets.map(|q| s.last[q as usize]).collect();
+            let mut start = position::resume_at(*c, 0, &last);
+            if start < log_start {
+                self.lost(s, start, log_start);
+                start = log_start;
+            }
+            s.next = start;
+            consumer.seek(&s.topic, s.partition.index(), start)?;
+            self.hold(s, start);
+        }
+        let producer = Producer::builder(cluster).build()?;
+        self.publish(&sources, writable.then_some(&mut consumer))?;
+        let mut last_commit = Instant::now();
+        let mut in_flight = 0usize;
+        let mut sending_ok = false;
+        let result = loop {
+            if self.shared.stopping() {
+                break Ok(End::Stopped);
+            }
+            if in_flight < self.config.max_in_flight_records {
+                let records = consumer.poll(Duration::from_millis(50))?;
+                for r in records.iter() {
+                    let r = r?;
+                    let Some(i) = sources
+                        .iter()
+                        .position(|s| s.topic == r.topic && s.partition.index() == r.partition)
+                    else {
+                        continue;
+                    };
+                    let s = &mut sources[i];
+                    if r.offset > s.next && s.in_flight.is_empty() {
+                        let log_start = s.partition.log_start_offset();
+                        if log_start > s.next {
+                            let (from, to) = (s.next, log_start.min(r.offset));
+                            self.lost(s, from, to);
+                        }
+                    }
+                    s.next = r.offset + 1;
+                    let q = position::target(r.key, r.partition, s.local_count, s.remote_count);
+                    if position::already_forwarded(r.offset, s.last[q as usize]) {
+                        skipped += 1;
+                        continue;
+                    }
+                    let source = position::source(&self.config.name, &s.topic, r.partition);
+                    let offset = r.offset.to_string();
+                    let mut headers: Vec<(&str, &[u8])> = r
+                        .headers
+                        .iter()
+                        .filter(|(k, _)| *k != SOURCE_HEADER && *k != OFFSET_HEADER)
+                        .map(|(k, v)| (k, v.unwrap_or_default()))
+                        .collect();
+                    headers.push((SOURCE_HEADER, source.as_bytes()));
+                    headers.push((OFFSET_HEADER, offset.as_bytes()));
+                    let bytes = r.key.map_or(0, <[u8]>::len)
+                        + r.value.map_or(0, <[u8]>::len)
+                        + headers
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len())
+                            .sum::<usize>();
+                    let record = ProducerRecord {
+                        key: r.key,
+                        value: r.value,
+                        headers: &headers,
+                        partition: Some(q),
+                        timestamp: Some(r.timestamp),
+                    };
+                    let receipt = producer.send_async(&s.remote_topic, record)?;
+                    s.in_flight.push_back((r.offset, bytes as u64, receipt));
+                    in_flight += 1;
+                }
+                if skipped > 0 {
+                    self.shared.status.lock().records_skipped += skipped;
+                    skipped = 0;
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let (records, bytes) = match acknowledged(&mut sources) {
+                Ok(done) => done,
+                Err(e) => break Err(e),
+            };
+            in_flight -= records as usize;
+            if records > 0 {
+                let mut st = self.shared.status.lock();
+                st.records_forwarded += records;
+                st.bytes_forwarded += bytes;
+                if !sending_ok {
+                    st.last_error = None;
+                    sending_ok = true;
+                }
+            }
+            if last_commit.elapsed() >= self.config.commit_interval {
+                last_commit = Instant::now();
+                self.publish(&sources, writable.then_some(&mut consumer))?;
+                if self.layout()? != layout {
+                    break Ok(End::TopicsChanged);
+                }
+            }
+        };
+        let end = match result {
+            Ok(end) => end,
+            Err(e) => {
+                // What is in flight has an unknown outcome: the next session finds it.
+                let _ = producer.close();
+                return Err(e);
+            }
+        };
+        producer.flush()?;
+        let (records, bytes) = acknowledged(&mut sources)?;
+        {
+            let mut st = self.shared.status.lock();
+            st.records_forwarded += records;
+            st.bytes_forwarded += bytes;
+        }
+        producer.close()?;
+        self.publish(&sources, writable.then_some(&mut consumer))?;
+        Ok(end)
+    }
+
+    /// Finds, for every source, the last record of it in each of its remote targets.
+    fn recover(&self, cluster: &Cluster, sources: &mut [Source]) -> Result<()> {
+        let mut by_remote: HashMap<(String, i32), Vec<usize>> = HashMap::new();
+        for (i, s) in sources.iter().enumerate() {
+            for q in position::targets(s.partition.index(), s.local_count, s.remote_count) {
+                by_remote
+                    .entry((s.remote_topic.clone(), q))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        for ((topic, q), ids) in by_remote {
+            let wanted: HashMap<Vec<u8>, usize> = ids
+                .iter()
+                .map(|&i| {
+                    let s = &sources[i];
+                    (
+                        position::source(&self.config.name, &s.topic, s.partition.index())
+                            .into_bytes(),
+                        i,
+                    )
+                })
+                .collect();
+            for (i, last) in last_forwarded(cluster, &topic, q, &wanted)? {
+                sources[i].last[q as usize] = last;
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds retention of every local partition forwarded at its committed position
+    /// (its log start when none is committed: nothing of it is forwarded yet).
+    fn hold_committed(&self) -> Result<()> {
+        let consumer = Consumer::new(
+            &self.broker,
+            ConsumerConfig {
+                group_id: Some(self.group()),
+                ..ConsumerConfig::default()
+            },
+        );
+        for (topic, _) in self.topics()? {
+            for p in self.broker.topic(&topic)?.partitions().iter() {
+                let at = match self.config.allow_retention_loss {
+                    true => None,
+                    false => Some(
+                        consumer
+                            .committed(&topic, p.index())?
+                            .unwrap_or_else(|| p.log_start_offset()),
+                    ),
+                };
+                p.log().hold_retention(&self.group(), at);
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds local retention at `offset` for this forwarder (unless loss is allowed).
+    fn hold(&self, s: &Source, offset: i64) {
+        if !self.config.allow_retention_loss {
+            s.partition
+                .log()
+                .hold_retention(&self.group(), Some(offset));
+        }
+    }
+
+    /// Records `from..to` of `s` were deleted by retention before they were forwarded.
+    fn lost(&self, s: &Source, from: i64, to: i64) {
+        let n = (to - from).max(0) as u64;
+        if n == 0 {
+            return;
+        }
+        let line = format!(
+            "forwarder {}: {n} records of {}-{} (offsets {from} to {}) were deleted by local retention before they were forwarded",
+            self.config.name,
+            s.topic,
+            s.partition.index(),
+            to - 1
+        );
+        emit_loss(&line);
+        let mut st = self.shared.status.lock();
+        st.records_lost += n;
+        st.last_error = Some(line);
+    }
+
+    /// Commits the positions (when the directory is writable), moves the retention
+    /// holds and refreshes the status.
+    fn publish(&self, sources: &[Source], consumer: Option<&mut Consumer>) -> Result<()> {
+        let positions: Vec<(&str, i32, i64)> = sources
+            .iter()
+            .map(|s| (s.topic.as_str(), s.partition.index(), s.position()))
+            .collect();
+        if let Some(c) = consumer {
+            c.commit_offsets(&positions)?;
+        }
+        let mut partitions = Vec::with_capacity(sources.len());
+        for s in sources {
+            let position = s.position();
+            self.hold(s, position);
+            let end = s.partition.last_stable_offset()?;
+            partitions.push(PartitionStatus {
+                topic: s.topic.clone(),
+                partition: s.partition.index(),
+                remote_topic: s.remote_topic.clone(),
+                position,
+                end,
+                bytes_behind: if position < end {
+                    s.partition.log().bytes_from(position)
+                } else {
+                    0
+                },
+            });
+        }
+        self.shared.status.lock().partitions = partitions;
+        Ok(())
+    }
+}
+
+/// Pops the acknowledged records at the head of every source's queue: their count and
+/// bytes. The first failed delivery is the session's error.
+fn acknowledged(sources: &mut [Source]) -> Result<(u64, u64)> {
+    let (mut records, mut bytes) = (0, 0);
+    for s in sources {
+        while s.in_flight.front().is_some_and(|(_, _, r)| r.is_done()) {
+            let (_, b, receipt) = s.in_flight.pop_front().expect("front checked");
+            receipt.wait()?;
+            records += 1;
+            bytes += b;
+        }
+    }
+    Ok((records, bytes))
+}
+
+/// The local offset of the last record of each wanted source in `partition` of remote
+/// `topic`, read backwards from its end in growing windows until every source is found
+/// or the partition's start is reached.
+fn last_forwarded(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    wanted: &HashMap<Vec<u8>, usize>,
+) -> Result<HashMap<usize, i64>> {
+    let uncommitted = IsolationLevel::ReadUncommitted;
+    let start = cluster
+        .list_offset(topic, partition, Cluster::EARLIEST, uncommitted)?
+        .offset;
+    let end = cluster
+        .list_offset(topic, partition, Cluster::LATEST, uncommitted)?
+        .offset;
+    let location = format!("{topic}-{partition}");
+    let mut found: HashMap<usize, i64> = HashMap::new();
+    let mut hi = end;
+    let mut window = 1_000i64;
+    while hi > start && found.len() < wanted.len() {
+        let lo = (hi - window).max(start);
+        let mut in_window = HashMap::new();
+        let mut at = lo;
+        while at < hi {
+            let fetched =
+                cluster.fetch(topic, partition, at, 1 << 20, Duration::ZERO, uncommitted)?;
+            let next = position::scan(
+                &fetched.records,
+                at,
+                wanted,
+                &mut in_window,
+                (&location, 64 << 20),
+            )?;
+            if next <= at {
+                break;
+            }
+            at = next;
+        }
+        for (i, last) in in_window {
+            // A later window's find is the larger: records of a source arrive in order.
+            found.entry(i).or_insert(last);
+        }
+        hi = lo;
+        window = (window * 4).min(1 << 20);
+    }
+    Ok(found)
+}
+
+#[cfg(feature = "server")]
+fn emit_error(name: &str, e: &Error) {
+    tracing::warn!(forwarder = name, "forwarding paused, retrying: {e}");
+}
+
+#[cfg(not(feature = "server"))]
+fn emit_error(_name: &str, _e: &Error) {}
+
+#[cfg(feature = "server")]
+fn emit_loss(line: &str) {
+    tracing::warn!("{line}");
+}
+
+#[cfg(not(feature = "server"))]
+fn emit_loss(_line: &str) {}

@@ -1,0 +1,281 @@
+//! Where a forwarder stands, found from what it wrote: the headers every forwarded
+//! record carries, the scan of a remote partition's records for the last local offset
+//! of each source, and the rules that turn those into where to resume and what to skip.
+//! Pure functions over bytes and numbers; the network calls are `mod.rs`'s.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::producer::partition_for_key;
+use crate::record::{Batch, Headers};
+
+/// The header naming the local offset a forwarded record had (decimal ASCII).
+pub const OFFSET_HEADER: &str = "tidelog.forward.offset";
+/// The header naming where a forwarded record came from: `NAME/TOPIC/PARTITION` (the
+/// forwarder's name, the local topic and partition).
+pub const SOURCE_HEADER: &str = "tidelog.forward.source";
+
+/// The value of [`SOURCE_HEADER`] for `partition` of `topic` forwarded by `name`.
+pub(crate) fn source(name: &str, topic: &str, partition: i32) -> String {
+    format!("{name}/{topic}/{partition}")
+}
+
+/// The source and local offset a forwarded record's headers carry; None for a record
+/// without both headers (written by someone else).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `location` when the offset header is there but is not a
+/// decimal number (someone else's header of the same name).
+pub(crate) fn forwarded<'a>(
+    headers: &Headers<'a>,
+    location: &str,
+) -> Result<Option<(&'a [u8], i64)>> {
+    let mut source = None;
+    let mut offset = None;
+    for (name, value) in headers.iter() {
+        match name {
+            SOURCE_HEADER => source = value,
+            OFFSET_HEADER => offset = value,
+            _ => {}
+        }
+    }
+    let (Some(source), Some(offset)) = (source, offset) else {
+        return Ok(None);
+    };
+    let parsed = std::str::from_utf8(offset)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|o| *o >= 0);
+    match parsed {
+        Some(o) => Ok(Some((source, o))),
+        None => Err(Error::corrupt(
+            location,
+            0,
+            format!(
+                "header {OFFSET_HEADER} holds {:?}, not a local offset",
+                String::from_utf8_lossy(offset)
+            ),
+        )),
+    }
+}
+
+/// Reads the record batches `bytes` (a Fetch answer's, the last possibly cut short) and
+/// raises `found[i]` to the largest local offset of a record whose source is
+/// `wanted[i]`. Returns the offset after the last whole batch (`from` when there is
+/// none). Compressed batches are decompressed, at most `limit` bytes each.
+///
+/// # Errors
+/// A batch that does not decode, or a bad offset header, naming `location`.
+pub(crate) fn scan(
+    bytes: &[u8],
+    from: i64,
+    wanted: &HashMap<Vec<u8>, usize>,
+    found: &mut HashMap<usize, i64>,
+    (location, limit): (&str, usize),
+) -> Result<i64> {
+    let mut next = from;
+    let mut rest = bytes;
+    let mut scratch = Vec::new();
+    while let Some(size) = crate::record::batch_size(rest) {
+        if size > rest.len() {
+            break;
+        }
+        let batch = Batch::parse(&rest[..size])?;
+        rest = &rest[size..];
+        next = next.max(batch.last_offset() + 1);
+        if batch.is_control() {
+            continue;
+        }
+        for r in batch.decode_records(location, limit, &mut scratch)? {
+            let r = r?;
+            if let Some((source, offset)) = forwarded(&r.headers, location)?
+                && let Some(&i) = wanted.get(source)
+            {
+                let e = found.entry(i).or_insert(offset);
+                *e = (*e).max(offset);
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// The remote partition a local record goes to: the same number when both topics have
+/// as many partitions; otherwise by key (Kafka's murmur2, as every Kafka client places
+/// a key), and a record without a key to its local partition modulo the remote count
+/// (so that a partition's unkeyed records stay in order in one remote partition).
+pub(crate) fn target(key: Option<&[u8]>, partition: i32, local: i32, remote: i32) -> i32 {
+    if local == remote {
+        return partition;
+    }
+    match key {
+        Some(k) => partition_for_key(k, remote),
+        None => partition.rem_euclid(remote),
+    }
+}
+
+/// The remote partitions records of local `partition` may go to.
+pub(crate) fn targets(partition: i32, local: i32, remote: i32) -> std::ops::Range<i32> {
+    if local == remote {
+        partition..partition + 1
+    } else {
+        0..remote
+    }
+}
+
+/// Where to resume reading a local partition: after the last record found forwarded in
+/// each of its remote targets (`last[q]`, -1 for none), never before the position
+/// committed locally (every record before it was acknowledged) nor before the log
+/// start. A record between that and the last found in its own target was forwarded
+/// already and is skipped ([`already_forwarded`]).
+pub(crate) fn resume_at(committed: Option<i64>, log_start: i64, last: &[i64]) -> i64 {
+    let found = last.iter().map(|l| l + 1).min().unwrap_or(0);
+    found.max(committed.unwrap_or(0)).max(log_start)
+}
+
+/// True if the local record at `offset` bound for a remote partition whose last
+/// forwarded record of the same source had local offset `last` is there already:
+/// records of one source reach one remote partition in local order, so everything of it
+/// up to `last` has.
+pub(crate) fn already_forwarded(offset: i64, last: i64) -> bool {
+    offset <= last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::BatchBuilder;
+
+    fn batch(base: i64, records: &[(Option<&str>, i64)], codec: crate::Compression) -> Vec<u8> {
+        let mut b = BatchBuilder::new().compression(codec);
+        for (source, offset) in records {
+            let o = offset.to_string();
+            match source {
+                Some(s) => b.push(
+                    1,
+                    None,
+                    Some(b"v"),
+                    &[(SOURCE_HEADER, s.as_bytes()), (OFFSET_HEADER, o.as_bytes())],
+                ),
+                None => b.push(1, None, Some(b"other"), &[("x", b"y")]),
+            };
+        }
+        let mut bytes = b.finish();
+        crate::record::set_base_offset(&mut bytes, base);
+        bytes
+    }
+
+    fn wanted(sources: &[&str]) -> HashMap<Vec<u8>, usize> {
+        sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.as_bytes().to_vec(), i))
+            .collect()
+    }
+
+    #[test]
+    fn the_scan_finds_each_sources_last_local_offset_among_other_writers() {
+        let mut bytes = batch(
+            10,
+            &[(Some("edge/a/0"), 5), (None, 0), (Some("edge/a/1"), 7)],
+            crate::Compression::None,
+        );
+        bytes.extend(batch(
+            13,
+            &[(Some("edge/a/0"), 6), (Some("other/a/0"), 900)],
+            crate::Compression::Gzip,
+        ));
+        let whole = bytes.len();
+        bytes.extend(batch(
+            15,
+            &[(Some("edge/a/0"), 8)],
+            crate::Compression::None,
+        ));
+        // The last batch is cut short, as a Fetch answer may cut it.
+        bytes.truncate(whole + 20);
+        let w = wanted(&["edge/a/0", "edge/a/1", "edge/a/2"]);
+        let mut found = HashMap::new();
+        let next = scan(&bytes, 10, &w, &mut found, ("t-0", 1 << 20)).unwrap();
+        assert_eq!(next, 15, "after the last whole batch");
+        assert_eq!(found.get(&0), Some(&6));
+        assert_eq!(found.get(&1), Some(&7));
+        assert_eq!(found.get(&2), None, "never forwarded here");
+        // Nothing whole: the position stays.
+        let mut none = HashMap::new();
+        assert_eq!(
+            scan(&bytes[whole..], 15, &w, &mut none, ("t-0", 1 << 20)).unwrap(),
+            15
+        );
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_bad_offset_header_is_an_error_naming_the_partition() {
+        let mut b = BatchBuilder::new();
+        b.push(
+            1,
+            None,
+            Some(b"v"),
+            &[(SOURCE_HEADER, b"edge/a/0"), (OFFSET_HEADER, b"twelve")],
+        );
+        let bytes = b.finish();
+        let mut found = HashMap::new();
+        let e = scan(
+            &bytes,
+            0,
+            &wanted(&["edge/a/0"]),
+            &mut found,
+            ("remote-3", 1 << 20),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("remote-3"), "{e}");
+        assert!(e.to_string().contains("twelve"), "{e}");
+    }
+
+    #[test]
+    fn resuming_starts_after_the_last_record_found_in_every_target() {
+        // Same partition counts: one target.
+        assert_eq!(resume_at(None, 0, &[41]), 42);
+        assert_eq!(resume_at(None, 0, &[-1]), 0, "nothing forwarded yet");
+        // The local commit is a floor (the remote may have dropped old records by
+        // retention), and so is the local log start.
+        assert_eq!(resume_at(Some(50), 0, &[-1]), 50);
+        assert_eq!(resume_at(Some(50), 0, &[60]), 61);
+        assert_eq!(resume_at(None, 100, &[10]), 100);
+        // Several targets: from the least advanced; the others skip what they have.
+        assert_eq!(resume_at(None, 0, &[9, 4, 12]), 5);
+        assert!(already_forwarded(9, 9));
+        assert!(already_forwarded(7, 12));
+        assert!(!already_forwarded(10, 9));
+        assert_eq!(resume_at(Some(3), 0, &[9, -1]), 3, "one target has nothing");
+    }
+
+    #[test]
+    fn records_go_to_the_same_partition_or_by_key() {
+        assert_eq!(target(Some(b"k"), 2, 4, 4), 2);
+        assert_eq!(target(None, 3, 4, 4), 3);
+        assert_eq!(target(Some(b"k"), 2, 4, 6), partition_for_key(b"k", 6));
+        assert_eq!(target(None, 5, 8, 3), 2);
+        assert_eq!(targets(2, 4, 4), 2..3);
+        assert_eq!(targets(2, 4, 6), 0..6);
+    }
+
+    #[test]
+    fn the_source_header_names_forwarder_topic_and_partition() {
+        let s = source("edge-1", "events", 3);
+        assert_eq!(s, "edge-1/events/3");
+        let mut b = BatchBuilder::new();
+        b.push(
+            1,
+            None,
+            Some(b"v"),
+            &[(SOURCE_HEADER, s.as_bytes()), (OFFSET_HEADER, b"17")],
+        );
+        let bytes = b.finish();
+        let batch = Batch::parse(&bytes).unwrap();
+        let r = batch.records().next().unwrap().unwrap();
+        assert_eq!(
+            forwarded(&r.headers, "x").unwrap(),
+            Some((s.as_bytes(), 17))
+        );
+    }
+}

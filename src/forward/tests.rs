@@ -1,0 +1,342 @@
+//! The forwarder against a tidelog server in process: every record once, in order,
+//! across restarts whose commits were lost, with renames and other partition counts;
+//! retention held while the remote side is away.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{Forwarder, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
+use crate::producer::partition_for_key;
+use crate::{
+    Broker, ClientConfig, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, Server,
+    TopicConfig,
+};
+
+/// A record as the remote side holds it: key, value, headers (without the forwarder's),
+/// timestamp, and the source and local offset of the forwarder's headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Forwarded {
+    key: Option<Vec<u8>>,
+    value: Vec<u8>,
+    headers: Vec<(String, Vec<u8>)>,
+    timestamp: i64,
+    source: String,
+    offset: i64,
+}
+
+/// Every record of `topic` on `broker`, per partition, in offset order.
+fn read_all(broker: &Broker, topic: &str) -> Vec<Vec<Forwarded>> {
+    let count = broker.topic(topic).unwrap().partition_count();
+    let mut out = vec![Vec::new(); count as usize];
+    let mut c = Consumer::new(
+        broker,
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            ..ConsumerConfig::default()
+        },
+    );
+    let assignment: Vec<(&str, i32)> = (0..count).map(|p| (topic, p)).collect();
+    c.assign(&assignment).unwrap();
+    for _ in 0..10_000 {
+        let records = c.poll(Duration::from_millis(20)).unwrap();
+        if records.is_empty() {
+            break;
+        }
+        for r in records.iter() {
+            let r = r.unwrap();
+            let mut headers = Vec::new();
+            let (mut source, mut offset) = (String::new(), -1);
+            for (k, v) in r.headers.iter() {
+                let v = v.unwrap_or_default();
+                match k {
+                    SOURCE_HEADER => source = String::from_utf8(v.to_vec()).unwrap(),
+                    OFFSET_HEADER => offset = std::str::from_utf8(v).unwrap().parse().unwrap(),
+                    _ => headers.push((k.to_string(), v.to_vec())),
+                }
+            }
+            out[r.partition as usize].push(Forwarded {
+                key: r.key.map(<[u8]>::to_vec),
+                value: r.value.unwrap_or_default().to_vec(),
+                headers,
+                timestamp: r.timestamp,
+                source,
+                offset,
+            });
+        }
+    }
+    out
+}
+
+fn produce(broker: &Broker, topic: &str, from: u32, to: u32) {
+    let producer = Producer::new(broker).unwrap();
+    for i in from..to {
+        let key = format!("k{}", i % 37);
+        let value = format!("v{i}");
+        let headers = [("n", &b"1"[..])];
+        producer
+            .send(
+                topic,
+                ProducerRecord::keyed(key.as_bytes(), value.as_bytes())
+                    .timestamp(1_000_000 + i64::from(i))
+                    .headers(&headers),
+            )
+            .unwrap();
+    }
+}
+
+fn remote_node() -> (tempfile::TempDir, Broker, crate::ServerHandle) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let server = Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .start()
+        .unwrap();
+    (dir, broker, server)
+}
+
+/// Moves the forwarder's committed positions back to 0: as if it was killed after
+/// sending but before committing.
+fn forget_commits(local: &Broker, name: &str, topic: &str) {
+    let count = local.topic(topic).unwrap().partition_count();
+    let mut c = Consumer::new(
+        local,
+        ConsumerConfig {
+            group_id: Some(format!("{GROUP_PREFIX}{name}")),
+            ..ConsumerConfig::default()
+        },
+    );
+    let zeros: Vec<(&str, i32, i64)> = (0..count).map(|p| (topic, p, 0)).collect();
+    c.commit_offsets(&zeros).unwrap();
+}
+
+fn check_exactly_once(local: &Broker, topic: &str, remote: &[Vec<Forwarded>], name: &str) {
+    let locals = read_all(local, topic);
+    let mut by_source: HashMap<String, Vec<&Forwarded>> = HashMap::new();
+    for (q, p) in remote.iter().enumerate() {
+        let mut last: HashMap<&str, i64> = HashMap::new();
+        for r in p {
+            let before = last.insert(&r.source, r.offset).unwrap_or(-1);
+            assert!(
+                before < r.offset,
+                "{} in local order in partition {q}",
+                r.source
+            );
+            by_source.entry(r.source.clone()).or_default().push(r);
+        }
+    }
+    for (p, records) in locals.iter().enumerate() {
+        let source = format!("{name}/{topic}/{p}");
+        let mut got = by_source.remove(&source).unwrap_or_default();
+        got.sort_by_key(|r| r.offset);
+        assert_eq!(got.len(), records.len(), "{source}: every record once");
+        for (i, (l, r)) in records.iter().zip(&got).enumerate() {
+            assert_eq!(r.offset, i as i64, "{source}: each offset once");
+            assert_eq!(
+                (&l.key, &l.value, &l.headers, l.timestamp),
+                (&r.key, &r.value, &r.headers, r.timestamp),
+                "{source} offset {i}"
+            );
+        }
+    }
+    assert!(by_source.is_empty(), "nothing else: {:?}", by_source.keys());
+}
+
+#[test]
+fn every_record_arrives_once_in_order_when_commits_were_lost() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    local.create_topic("events", 3, TopicConfig::new()).unwrap();
+    let (_rdir, remote, server) = remote_node();
+    let client = || ClientConfig::new(server.local_addr().to_string());
+    produce(&local, "events", 0, 1_500);
+    let f = Forwarder::builder(&local, client()).start().unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    let status = f.status();
+    assert_eq!(status.records_forwarded, 1_500);
+    assert_eq!(status.records_behind(), 0);
+    assert!(status.partitions.iter().all(|p| p.bytes_behind == 0));
+    f.stop().unwrap();
+    // Killed after sending, before committing: the remote tail says where it stands.
+    forget_commits(&local, "default", "events");
+    produce(&local, "events", 1_500, 2_000);
+    let f = Forwarder::builder(&local, client()).start().unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    let status = f.status();
+    assert_eq!(
+        status.records_skipped, 0,
+        "resumed after the remote's last record"
+    );
+    assert_eq!(status.records_forwarded, 500);
+    f.stop().unwrap();
+    let forwarded = read_all(&remote, "events");
+    check_exactly_once(&local, "events", &forwarded, "default");
+    // Partition p went to partition p.
+    for (p, records) in forwarded.iter().enumerate() {
+        assert!(
+            records
+                .iter()
+                .all(|r| r.source == format!("default/events/{p}"))
+        );
+    }
+    // The position is the group's committed offset, as `groups describe` shows it.
+    let c = Consumer::new(
+        &local,
+        ConsumerConfig {
+            group_id: Some("tidelog-forward-default".into()),
+            ..ConsumerConfig::default()
+        },
+    );
+    for p in 0..3 {
+        let end = local
+            .topic("events")
+            .unwrap()
+            .partition(p)
+            .unwrap()
+            .high_watermark();
+        assert_eq!(c.committed("events", p).unwrap(), Some(end));
+    }
+}
+
+#[test]
+fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_there() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    local.create_topic("a", 2, TopicConfig::new()).unwrap();
+    local
+        .create_topic("ignored", 1, TopicConfig::new())
+        .unwrap();
+    let (_rdir, remote, server) = remote_node();
+    remote
+        .create_topic("site.a", 5, TopicConfig::new())
+        .unwrap();
+    let client = || ClientConfig::new(server.local_addr().to_string());
+    produce(&local, "a", 0, 800);
+    produce(&local, "ignored", 0, 10);
+    let start = || {
+        Forwarder::builder(&local, client())
+            .name("edge-1")
+            .topic("a")
+            .rename("a", "site.a")
+            .max_in_flight_records(64)
+            .start()
+            .unwrap()
+    };
+    let f = start();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    f.stop().unwrap();
+    forget_commits(&local, "edge-1", "a");
+    produce(&local, "a", 800, 1_000);
+    let f = start();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    let status = f.status();
+    assert_eq!(status.records_forwarded, 200);
+    assert!(status.records_skipped > 0, "{status:?}");
+    f.stop().unwrap();
+    let forwarded = read_all(&remote, "site.a");
+    for (q, records) in forwarded.iter().enumerate() {
+        for r in records {
+            assert_eq!(partition_for_key(r.key.as_deref().unwrap(), 5), q as i32);
+        }
+    }
+    check_exactly_once(&local, "a", &forwarded, "edge-1");
+    assert!(remote.topic("ignored").is_err(), "only the topics given");
+}
+
+#[test]
+fn retention_keeps_what_was_not_forwarded_unless_allowed() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    let config = TopicConfig::new()
+        .set("segment.bytes", "1024")
+        .set("retention.ms", "1000");
+    local.create_topic("t", 1, config).unwrap();
+    produce(&local, "t", 0, 200);
+    let p = local.topic("t").unwrap().partition(0).unwrap();
+    assert!(p.segment_count() > 2);
+    // A port nothing listens on: the remote side is away.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let away = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let f = Forwarder::builder(&local, ClientConfig::new(away.clone()))
+        .start()
+        .unwrap();
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    assert_eq!(p.log_start_offset(), 0, "nothing was forwarded: all kept");
+    for _ in 0..200 {
+        if f.status().last_error.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(f.status().last_error.is_some(), "says why it waits");
+    f.stop().unwrap();
+    let f = Forwarder::builder(&local, ClientConfig::new(away))
+        .allow_retention_loss(true)
+        .start()
+        .unwrap();
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    assert!(p.log_start_offset() > 0, "allowed: retention deletes");
+    f.stop().unwrap();
+    // Back: what is left is forwarded, what retention took is counted as lost.
+    let (_rdir, remote, server) = remote_node();
+    let f = Forwarder::builder(&local, ClientConfig::new(server.local_addr().to_string()))
+        .allow_retention_loss(true)
+        .start()
+        .unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    let status = f.status();
+    assert_eq!(status.records_lost as i64, p.log_start_offset());
+    assert_eq!(status.records_forwarded as i64, 200 - p.log_start_offset());
+    f.stop().unwrap();
+    let forwarded = read_all(&remote, "t");
+    assert_eq!(forwarded[0][0].offset, p.log_start_offset());
+}
+
+#[test]
+fn bad_settings_are_refused_by_name() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    local.create_topic("t", 1, TopicConfig::new()).unwrap();
+    let client = || ClientConfig::new("127.0.0.1:1");
+    let e = Forwarder::builder(&local, client())
+        .name("a/b")
+        .start()
+        .unwrap_err();
+    assert!(e.to_string().contains("a/b"), "{e}");
+    let e = Forwarder::builder(&local, client())
+        .topic("nope")
+        .start()
+        .unwrap_err();
+    assert!(matches!(e, crate::Error::UnknownTopic(_)), "{e}");
+    let e = Forwarder::builder(&local, client())
+        .topic("t")
+        .rename("u", "v")
+        .start()
+        .unwrap_err();
+    assert!(e.to_string().contains("u=v"), "{e}");
+    let e = Forwarder::builder(&local, client())
+        .rename("t", "bad name!")
+        .start()
+        .unwrap_err();
+    assert!(e.to_string().contains("bad name!"), "{e}");
+}
