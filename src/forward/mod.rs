@@ -197,6 +197,7 @@ impl ForwarderBuilder {
         for t in &c.topics {
             self.broker.topic(t)?;
         }
+        let name = self.config.name.clone();
         let worker = Worker {
             broker: self.broker,
             client: self.client,
@@ -204,7 +205,10 @@ impl ForwarderBuilder {
             shared: Arc::new(Shared {
                 stop: AtomicBool::new(false),
                 wake: (Mutex::new(()), Condvar::new()),
-                status: Mutex::new(ForwardStatus::default()),
+                status: Mutex::new(ForwardStatus {
+                    name,
+                    ..ForwardStatus::default()
+                }),
             }),
         };
         // Retention waits for the forwarder from now on, reachable remote or not.
@@ -254,6 +258,8 @@ impl Shared {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ForwardStatus {
+    /// The forwarder's name.
+    pub name: String,
     /// Every local partition forwarded, by topic and partition (filled once a session
     /// has started).
     pub partitions: Vec<PartitionStatus>,
@@ -276,6 +282,119 @@ impl ForwardStatus {
     /// Records of every partition not forwarded yet.
     pub fn records_behind(&self) -> u64 {
         self.partitions.iter().map(|p| p.records_behind()).sum()
+    }
+
+    /// Bytes of every partition not forwarded yet.
+    pub fn bytes_behind(&self) -> u64 {
+        self.partitions.iter().map(|p| p.bytes_behind).sum()
+    }
+
+    /// The status in the Prometheus text format (what `tidelog forward
+    /// --metrics-listen` serves beside the broker's metrics): per partition
+    /// `tidelog_forward_records_behind`, `tidelog_forward_bytes_behind` and
+    /// `tidelog_forward_position`; the counters `tidelog_forward_records_total`,
+    /// `tidelog_forward_bytes_total`, `tidelog_forward_records_skipped_total`,
+    /// `tidelog_forward_records_lost_total`, `tidelog_forward_sessions_total`; and
+    /// `tidelog_forward_error` (1 while the last session failed, its message in
+    /// `tidelog_forward_last_error_info`).
+    pub fn prometheus_text(&self) -> String {
+        use std::fmt::Write as _;
+        let esc = |s: &str| {
+            s.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n")
+        };
+        let name = esc(&self.name);
+        let mut out = String::new();
+        let gauges: [(&str, &str, fn(&PartitionStatus) -> i64); 3] = [
+            (
+                "records_behind",
+                "Records of the local partition not forwarded yet.",
+                |p| p.records_behind() as i64,
+            ),
+            (
+                "bytes_behind",
+                "Bytes of the local partition not forwarded yet.",
+                |p| p.bytes_behind as i64,
+            ),
+            (
+                "position",
+                "The first local offset not acknowledged by the remote cluster.",
+                |p| p.position,
+            ),
+        ];
+        for (metric, help, value) in gauges {
+            let _ = writeln!(out, "# HELP tidelog_forward_{metric} {help}");
+            let _ = writeln!(out, "# TYPE tidelog_forward_{metric} gauge");
+            for p in &self.partitions {
+                let _ = writeln!(
+                    out,
+                    "tidelog_forward_{metric}{{forwarder=\"{name}\",topic=\"{}\",partition=\"{}\",remote_topic=\"{}\"}} {}",
+                    esc(&p.topic),
+                    p.partition,
+                    esc(&p.remote_topic),
+                    value(p)
+                );
+            }
+        }
+        let counters = [
+            (
+                "records",
+                "Records forwarded and acknowledged.",
+                self.records_forwarded,
+            ),
+            (
+                "bytes",
+                "Bytes of the records forwarded.",
+                self.bytes_forwarded,
+            ),
+            (
+                "records_skipped",
+                "Records found forwarded already when a session resumed.",
+                self.records_skipped,
+            ),
+            (
+                "records_lost",
+                "Records deleted by local retention before they were forwarded.",
+                self.records_lost,
+            ),
+            (
+                "sessions",
+                "Sessions started (one after each failure).",
+                self.sessions,
+            ),
+        ];
+        for (metric, help, value) in counters {
+            let _ = writeln!(out, "# HELP tidelog_forward_{metric}_total {help}");
+            let _ = writeln!(out, "# TYPE tidelog_forward_{metric}_total counter");
+            let _ = writeln!(
+                out,
+                "tidelog_forward_{metric}_total{{forwarder=\"{name}\"}} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tidelog_forward_error 1 while the forwarder's last attempt failed."
+        );
+        let _ = writeln!(out, "# TYPE tidelog_forward_error gauge");
+        let _ = writeln!(
+            out,
+            "tidelog_forward_error{{forwarder=\"{name}\"}} {}",
+            u8::from(self.last_error.is_some())
+        );
+        if let Some(e) = &self.last_error {
+            let _ = writeln!(
+                out,
+                "# HELP tidelog_forward_last_error_info The forwarder's last error."
+            );
+            let _ = writeln!(out, "# TYPE tidelog_forward_last_error_info gauge");
+            let _ = writeln!(
+                out,
+                "tidelog_forward_last_error_info{{forwarder=\"{name}\",error=\"{}\"}} 1",
+                esc(e)
+            );
+        }
+        out
     }
 
     /// True once every partition is forwarded up to its end.

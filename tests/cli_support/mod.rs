@@ -113,11 +113,17 @@ pub struct Serve {
 /// Starts `tidelog --data DATA serve --listen 127.0.0.1:0 ARGS...` and waits (at most
 /// 60 s) for the line naming its address. Its stderr is drained by a thread.
 pub fn serve(data: &Path, args: &[&str]) -> Serve {
+    serve_on(data, "127.0.0.1:0", args)
+}
+
+/// [`serve`] listening on `listen` (e.g. the address of a node started before, to
+/// restart it where its clients look for it).
+pub fn serve_on(data: &Path, listen: &str, args: &[&str]) -> Serve {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
         .arg("--data")
         .arg(data)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--listen", listen])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -153,6 +159,12 @@ pub fn serve(data: &Path, args: &[&str]) -> Serve {
 }
 
 impl Serve {
+    /// SIGKILL, and waits for it to be gone.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, then waits (at most 60 s) for it to exit; its exit code.
     pub fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill")

@@ -47,6 +47,10 @@ pub(crate) enum Command {
     /// Serve the data directory over the Kafka wire protocol.
     #[cfg(feature = "server")]
     Serve(ServeArgs),
+    /// Copy local topics to a remote Kafka-API cluster as they are written, each record
+    /// exactly once, until SIGINT or SIGTERM (store-and-forward).
+    #[cfg(feature = "server")]
+    Forward(ForwardArgs),
     /// Add, delete and list users' SCRAM credentials (as kafka-configs --entity-type
     /// users): on a stopped single node's data directory, or with --bootstrap on a
     /// running node or cluster.
@@ -157,6 +161,33 @@ pub(crate) enum AclsCmd {
     List(AclArgs),
     /// Remove the ACLs matching the options given.
     Remove(AclArgs),
+}
+
+/// `tidelog forward --bootstrap ADDRS [--topic T ...] [--rename FROM=TO ...]`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ForwardArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    /// A local topic to forward (repeat for several) [default: every topic that is not
+    /// internal].
+    #[arg(long = "topic", short = 't', value_name = "TOPIC")]
+    pub topics: Vec<String>,
+    /// Write local topic FROM to remote topic TO (repeat for several).
+    #[arg(long, value_name = "FROM=TO")]
+    pub rename: Vec<String>,
+    /// The forwarder's name: its records' source header, and the consumer group
+    /// tidelog-forward-NAME its position is committed as.
+    #[arg(long, default_value = "default")]
+    pub name: String,
+    /// Let local retention delete records not forwarded yet (each loss is logged and
+    /// counted) [default: retention waits for the forwarder].
+    #[arg(long)]
+    pub allow_retention_loss: bool,
+    /// Serve the forwarder's and the broker's metrics in the Prometheus text format at
+    /// http://HOST:PORT/metrics (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
 }
 
 /// `--bootstrap`: act on a running node or cluster instead of a data directory.

@@ -45,7 +45,7 @@ pub(crate) fn open_broker_read_only(dir: &Path) -> CliResult<Broker> {
 /// Why a read-only opening of `dir` is worth a note: another process holds its lock (it
 /// writes it), or this process cannot write it. Looks without writing or locking: the
 /// kernel's list of file locks, and whether the lock file opens for writing.
-fn read_only_reason(dir: &Path) -> Option<&'static str> {
+pub(crate) fn read_only_reason(dir: &Path) -> Option<&'static str> {
     use std::os::unix::fs::MetadataExt;
     if !writable(dir) {
         return Some("it cannot be written");

@@ -21,6 +21,8 @@ mod consume;
 mod dump;
 mod dump_checkpoint;
 mod format;
+#[cfg(feature = "server")]
+mod forward;
 mod groups;
 #[cfg(feature = "server")]
 mod metrics_http;
@@ -94,6 +96,8 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Cluster(args)) => perf_cluster::cluster(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
+        #[cfg(feature = "server")]
+        Command::Forward(args) => forward::run(data, &args),
         #[cfg(feature = "server")]
         Command::Users(args) => security::users(given, &args),
         #[cfg(feature = "server")]

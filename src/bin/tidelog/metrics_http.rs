@@ -20,13 +20,23 @@ const MAX_HEAD: usize = 8 * 1024;
 
 /// Serves `listener` on a thread of its own for as long as the process runs.
 pub(crate) fn spawn(listener: TcpListener, broker: Broker) -> std::io::Result<()> {
+    spawn_with(listener, move || {
+        tidelog::metrics::prometheus_text(&broker.metrics())
+    })
+}
+
+/// Serves `listener` with the text `render` makes at each scrape.
+pub(crate) fn spawn_with(
+    listener: TcpListener,
+    render: impl Fn() -> String + Send + 'static,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("tidelog-metrics".into())
         .spawn(move || {
             for stream in listener.incoming() {
                 match stream {
                     Ok(s) => {
-                        if let Err(e) = answer(s, &broker) {
+                        if let Err(e) = answer(s, &render) {
                             tracing::debug!(error = %e, "metrics request failed");
                         }
                     }
@@ -41,7 +51,7 @@ pub(crate) fn spawn(listener: TcpListener, broker: Broker) -> std::io::Result<()
 }
 
 /// Reads one request from `s` and answers it.
-fn answer(mut s: TcpStream, broker: &Broker) -> std::io::Result<()> {
+fn answer(mut s: TcpStream, render: &dyn Fn() -> String) -> std::io::Result<()> {
     s.set_read_timeout(Some(READ_TIMEOUT))?;
     s.set_write_timeout(Some(READ_TIMEOUT))?;
     let Some(head) = read_head(&mut s)? else {
@@ -49,7 +59,7 @@ fn answer(mut s: TcpStream, broker: &Broker) -> std::io::Result<()> {
     };
     let (status, content_type, body) = match route(&head) {
         Route::Metrics { with_body } => {
-            let text = tidelog::metrics::prometheus_text(&broker.metrics());
+            let text = render();
             (
                 "200 OK",
                 tidelog::metrics::CONTENT_TYPE,

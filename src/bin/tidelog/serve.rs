@@ -95,7 +95,7 @@ pub(crate) fn run(data: &Path, args: &ServeArgs) -> CliResult {
 }
 
 /// Logs to stderr through `tracing`, filtered by `RUST_LOG` or [`DEFAULT_LOG_FILTER`].
-fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
@@ -351,7 +351,7 @@ fn quorum_security_protocol(args: &ServeArgs) -> CliResult<tidelog::security::Se
 
 /// Binds `--metrics-listen`'s address (before the data directory is touched, as the
 /// Kafka listener).
-fn bind_metrics(addr: &str) -> CliResult<TcpListener> {
+pub(crate) fn bind_metrics(addr: &str) -> CliResult<TcpListener> {
     let parsed: SocketAddr = addr.parse().map_err(|e| {
         fail!("--metrics-listen {addr:?} is not an IP address and port such as 127.0.0.1:9644: {e}")
     })?;

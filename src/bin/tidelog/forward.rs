@@ -1,0 +1,151 @@
+//! `tidelog forward`: copies local topics to a remote Kafka-API cluster with a
+//! [`tidelog::forward::Forwarder`] until SIGINT or SIGTERM, each record exactly once.
+//!
+//! The data directory opens for writing when no other process holds it: the position is
+//! then committed as the group `tidelog-forward-NAME` and retention waits for it. While
+//! an application holds the directory, it opens read-only (and follows what the
+//! application appends); the position is then found from the remote side alone, and
+//! the application's retention does not wait (it runs a `Forwarder` itself for that).
+//!
+//! Progress (records forwarded, records behind) shows on a terminal as the other long
+//! commands show theirs; a failure (the remote side away) is one `warning:` line when
+//! it starts and one `forwarding again` line when it ends.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tidelog::ClientConfig;
+use tidelog::forward::Forwarder;
+
+use crate::cli::ForwardArgs;
+use crate::progress::{Progress, Unit};
+use crate::{CliResult, fail};
+
+/// Runs `tidelog forward`.
+pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
+    crate::serve::init_logging();
+    let Some(bootstrap) = &args.target.bootstrap else {
+        return Err(fail!(
+            "give --bootstrap HOST:PORT: the cluster the records are forwarded to"
+        ));
+    };
+    let client = client_config(bootstrap, args)?;
+    let metrics = match &args.metrics_listen {
+        Some(addr) => Some(crate::serve::bind_metrics(addr)?),
+        None => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
+    }
+    let broker = if crate::common::read_only_reason(data).is_some() {
+        crate::common::open_broker_read_only(data)?
+    } else {
+        crate::common::open_broker(data, false)?
+    };
+    let mut builder = Forwarder::builder(&broker, client)
+        .name(&args.name)
+        .allow_retention_loss(args.allow_retention_loss);
+    for t in &args.topics {
+        builder = builder.topic(t);
+    }
+    for r in &args.rename {
+        let Some((from, to)) = r.split_once('=') else {
+            return Err(fail!("--rename {r:?}: give FROM=TO"));
+        };
+        builder = builder.rename(from, to);
+    }
+    let forwarder = builder.start()?;
+    eprintln!(
+        "tidelog forward: {} to {bootstrap} as {} (SIGINT or SIGTERM to stop)",
+        data.display(),
+        args.name
+    );
+    // What the metrics thread renders: the status as the loop below last read it.
+    let shown = Arc::new(Mutex::new(forwarder.status()));
+    if let Some(listener) = metrics {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| fail!("cannot read the metrics listener's address: {e}"))?;
+        let (shown, b) = (Arc::clone(&shown), broker.clone());
+        crate::metrics_http::spawn_with(listener, move || {
+            let mut text = tidelog::metrics::prometheus_text(&b.metrics());
+            text.push_str(
+                &shown
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .prometheus_text(),
+            );
+            text
+        })
+        .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
+        eprintln!("tidelog forward: metrics on http://{addr}/metrics");
+    }
+    let progress = Progress::with(format!("forwarded to {bootstrap}"), Unit::Records, None);
+    let mut failing: Option<String> = None;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+        let status = forwarder.status();
+        progress.set(status.records_forwarded);
+        match (&failing, &status.last_error) {
+            (None, Some(e)) => {
+                crate::progress::suspend(|| eprintln!("warning: forwarding paused, retrying: {e}"));
+                failing = Some(e.clone());
+            }
+            (Some(_), None) => {
+                crate::progress::suspend(|| eprintln!("tidelog forward: forwarding again"));
+                failing = None;
+            }
+            _ => {}
+        }
+        *shown.lock().unwrap_or_else(|e| e.into_inner()) = status;
+    }
+    drop(progress);
+    let status = forwarder.status();
+    forwarder.stop()?;
+    eprintln!(
+        "tidelog forward: stopped: {} records forwarded, {} behind",
+        status.records_forwarded,
+        status.records_behind()
+    );
+    Ok(())
+}
+
+/// The client settings: `bootstrap.servers` and the security options given.
+fn client_config(bootstrap: &str, args: &ForwardArgs) -> CliResult<ClientConfig> {
+    let t = &args.target;
+    let mut c = ClientConfig::new(bootstrap).set("client.id", "tidelog-forward");
+    let password = t
+        .sasl_password
+        .clone()
+        .or_else(|| std::env::var("TIDELOG_SASL_PASSWORD").ok());
+    let settings = [
+        ("security.protocol", t.security_protocol.clone()),
+        ("sasl.mechanism", t.sasl_mechanism.clone()),
+        ("sasl.username", t.sasl_username.clone()),
+        ("sasl.password", password),
+        (
+            "ssl.ca.location",
+            t.ssl_ca_location.as_ref().map(|p| p.display().to_string()),
+        ),
+        (
+            "ssl.certificate.location",
+            t.ssl_certificate_location
+                .as_ref()
+                .map(|p| p.display().to_string()),
+        ),
+        (
+            "ssl.key.location",
+            t.ssl_key_location.as_ref().map(|p| p.display().to_string()),
+        ),
+    ];
+    for (key, value) in settings {
+        if let Some(v) = value {
+            c = c.set(key, v);
+        }
+    }
+    Ok(c)
+}

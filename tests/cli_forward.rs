@@ -1,0 +1,227 @@
+//! `tidelog forward` as a child process copies an embedded log that an application (this
+//! test) keeps writing to a `tidelog serve` node, exactly once: the forwarder is killed
+//! with SIGKILL three times and restarted, and the node is killed and brought back on
+//! the same address; the remote topic then holds every local record once, with its key,
+//! value, headers and timestamp, in local order per partition.
+#![cfg(all(feature = "cli", feature = "server"))]
+
+mod cli_support;
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cli_support::{serve, serve_on};
+use tidelog::forward::{OFFSET_HEADER, SOURCE_HEADER};
+use tidelog::{
+    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer,
+    ProducerRecord, TopicConfig,
+};
+
+const TOPIC: &str = "events";
+const PARTITIONS: i32 = 3;
+const RECORDS: u32 = 20_000;
+
+/// A `tidelog forward` child; its stderr lines are kept.
+struct Forward {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+fn forward(data: &Path, bootstrap: &str) -> Forward {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+        .arg("--data")
+        .arg(data)
+        .args(["forward", "--bootstrap", bootstrap, "--topic", TOPIC])
+        .args(["--name", "edge"])
+        .env("TIDELOG_PROGRESS", "never")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tidelog forward");
+    let pipe = child.stderr.take().expect("stderr");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            kept.lock().unwrap().push(line);
+        }
+    });
+    Forward { child, lines }
+}
+
+impl Forward {
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM; its exit code and stderr.
+    fn stop(mut self) -> (Option<i32>, Vec<String>) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let code = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status.code();
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        (code, self.lines.lock().unwrap().clone())
+    }
+}
+
+/// A record as a consumer reads it: key, value, headers, timestamp.
+type Fields = (Option<Vec<u8>>, Vec<u8>, Vec<(String, Vec<u8>)>, i64);
+
+/// Every record of `topic` on `broker`, per partition, in offset order.
+fn read_all(broker: &Broker) -> Vec<Vec<Fields>> {
+    let mut out = vec![Vec::new(); PARTITIONS as usize];
+    let mut c = Consumer::new(
+        broker,
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            isolation_level: IsolationLevel::ReadCommitted,
+            ..ConsumerConfig::default()
+        },
+    );
+    let assignment: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (TOPIC, p)).collect();
+    c.assign(&assignment).unwrap();
+    for _ in 0..100_000 {
+        let records = c.poll(Duration::from_millis(50)).unwrap();
+        if records.is_empty() {
+            break;
+        }
+        for r in records.iter() {
+            let r = r.unwrap();
+            let headers = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.unwrap_or_default().to_vec()))
+                .collect();
+            out[r.partition as usize].push((
+                r.key.map(<[u8]>::to_vec),
+                r.value.unwrap_or_default().to_vec(),
+                headers,
+                r.timestamp,
+            ));
+        }
+    }
+    out
+}
+
+fn remote_records(cluster: &Cluster) -> i64 {
+    (0..PARTITIONS)
+        .map(|p| {
+            cluster
+                .list_offset(TOPIC, p, Cluster::LATEST, IsolationLevel::ReadUncommitted)
+                .map_or(0, |o| o.offset)
+        })
+        .sum()
+}
+
+#[test]
+fn forward_survives_kills_of_itself_and_of_the_remote_node_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local_dir = tmp.path().join("edge");
+    let remote_dir = tmp.path().join("central");
+    let local = Broker::open(&local_dir).unwrap();
+    local
+        .create_topic(TOPIC, PARTITIONS, TopicConfig::new())
+        .unwrap();
+    let node = serve(&remote_dir, &[]);
+    let addr = node.addr.clone();
+
+    // The application: writes in paced chunks while the forwarder runs.
+    let writer = {
+        let local = local.clone();
+        std::thread::spawn(move || {
+            let producer = Producer::new(&local).unwrap();
+            for chunk in 0..40 {
+                for i in chunk * (RECORDS / 40)..(chunk + 1) * (RECORDS / 40) {
+                    let key = format!("device-{}", i % 101);
+                    let value = format!("reading {i}");
+                    let seq = i.to_string();
+                    let headers = [("seq", seq.as_bytes())];
+                    producer
+                        .send_nowait(
+                            TOPIC,
+                            ProducerRecord::keyed(key.as_bytes(), value.as_bytes())
+                                .timestamp(1_700_000_000_000 + i64::from(i))
+                                .headers(&headers),
+                        )
+                        .unwrap();
+                }
+                producer.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    };
+
+    // Three SIGKILLs of the forwarder, each after it has run a while.
+    let mut f = forward(&local_dir, &addr);
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(1_500));
+        f.kill();
+        f = forward(&local_dir, &addr);
+    }
+    // The remote node dies and comes back on its address a few seconds later.
+    std::thread::sleep(Duration::from_millis(1_000));
+    node.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    let node = serve_on(&remote_dir, &addr, &[]);
+    writer.join().unwrap();
+
+    let cluster = Cluster::connect(ClientConfig::new(addr.clone())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while remote_records(&cluster) < i64::from(RECORDS) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, lines) = f.stop();
+    assert_eq!(code, Some(0), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("forwarding paused")),
+        "the node's absence was reported: {lines:#?}"
+    );
+    assert_eq!(node.stop(), Some(0));
+
+    let remote = Broker::open(&remote_dir).unwrap();
+    let locals = read_all(&local);
+    let remotes = read_all(&remote);
+    assert_eq!(locals.iter().map(Vec::len).sum::<usize>(), RECORDS as usize);
+    for p in 0..PARTITIONS as usize {
+        assert_eq!(
+            remotes[p].len(),
+            locals[p].len(),
+            "partition {p}: every record exactly once"
+        );
+        for (offset, (l, r)) in locals[p].iter().zip(&remotes[p]).enumerate() {
+            let (key, value, headers, timestamp) = r;
+            let mut plain = headers.clone();
+            plain.retain(|(k, _)| k != SOURCE_HEADER && k != OFFSET_HEADER);
+            assert_eq!(
+                (&l.0, &l.1, &l.2, l.3),
+                (key, value, &plain, *timestamp),
+                "partition {p} offset {offset}"
+            );
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| String::from_utf8(v.clone()).unwrap())
+            };
+            assert_eq!(header(OFFSET_HEADER), Some(offset.to_string()));
+            assert_eq!(header(SOURCE_HEADER), Some(format!("edge/{TOPIC}/{p}")));
+        }
+    }
+}
