@@ -69,6 +69,10 @@ use crate::producer::{DeliveryReceipt, Producer, ProducerRecord};
 use crate::remote::{ClientConfig, Cluster};
 use crate::topic::Partition;
 
+/// Most bytes of records sent before their answers are awaited: below a batch the
+/// remote side accepts (`max.message.bytes`, 1 MiB by default).
+const CHUNK_BYTES: usize = 256 << 10;
+
 /// The prefix of the consumer group a forwarder commits its positions as.
 pub const GROUP_PREFIX: &str = "tidelog-forward-";
 
@@ -254,6 +258,9 @@ impl Shared {
     }
 }
 
+/// A per-partition gauge of the Prometheus text: name, help, value.
+type Gauge = (&'static str, &'static str, fn(&PartitionStatus) -> i64);
+
 /// Where a forwarder stands.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -306,7 +313,7 @@ impl ForwardStatus {
         };
         let name = esc(&self.name);
         let mut out = String::new();
-        let gauges: [(&str, &str, fn(&PartitionStatus) -> i64); 3] = [
+        let gauges: [Gauge; 3] = [
             (
                 "records_behind",
                 "Records of the local partition not forwarded yet.",
@@ -524,6 +531,16 @@ enum End {
 }
 
 impl Worker {
+    /// The client settings: the user's, with `delivery.timeout.ms` 30 s unless given
+    /// (a batch waits that long for an unreachable remote side before the session
+    /// ends, and a stop waits for at most that).
+    fn client(&self) -> ClientConfig {
+        match self.client.get("delivery.timeout.ms") {
+            Some(_) => self.client.clone(),
+            None => self.client.clone().set("delivery.timeout.ms", 30_000),
+        }
+    }
+
     fn group(&self) -> String {
         format!("{GROUP_PREFIX}{}", self.config.name)
     }
@@ -537,7 +554,7 @@ impl Worker {
             self.shared.status.lock().sessions += 1;
             let c = match &cluster {
                 Some(c) => c.clone(),
-                None => match Cluster::connect(self.client.clone()) {
+                None => match Cluster::connect(self.client()) {
                     Ok(c) => {
                         cluster = Some(c.clone());
                         c
@@ -672,86 +689,96 @@ impl Worker {
             consumer.seek(&s.topic, s.partition.index(), start)?;
             self.hold(s, start);
         }
-        let producer = Producer::builder(cluster).build()?;
+        // One open batch per remote partition, sealed only by `settle`: a batch that
+        // fails for good is then never followed by a later one of its partition, so
+        // what reached a remote partition is always a prefix of what was sent to it.
+        let producer = Producer::builder(cluster)
+            .linger(Duration::from_secs(24 * 3600))
+            .batch_size(2 * CHUNK_BYTES)
+            .build()?;
         self.publish(&sources, writable.then_some(&mut consumer))?;
         let mut last_commit = Instant::now();
-        let mut in_flight = 0usize;
         let mut sending_ok = false;
         let result = loop {
             if self.shared.stopping() {
                 break Ok(End::Stopped);
             }
-            if in_flight < self.config.max_in_flight_records {
-                let records = consumer.poll(Duration::from_millis(50))?;
-                for r in records.iter() {
-                    let r = r?;
-                    let Some(i) = sources
-                        .iter()
-                        .position(|s| s.topic == r.topic && s.partition.index() == r.partition)
-                    else {
-                        continue;
-                    };
-                    let s = &mut sources[i];
-                    if r.offset > s.next && s.in_flight.is_empty() {
-                        let log_start = s.partition.log_start_offset();
-                        if log_start > s.next {
-                            let (from, to) = (s.next, log_start.min(r.offset));
-                            self.lost(s, from, to);
-                        }
+            let records = consumer.poll(Duration::from_millis(50))?;
+            let (mut chunk_bytes, mut chunk_records) = (0, 0);
+            let mut failed = None;
+            for r in records.iter() {
+                let r = r?;
+                let Some(i) = sources
+                    .iter()
+                    .position(|s| s.topic == r.topic && s.partition.index() == r.partition)
+                else {
+                    continue;
+                };
+                let s = &mut sources[i];
+                if r.offset > s.next && s.in_flight.is_empty() {
+                    let log_start = s.partition.log_start_offset();
+                    if log_start > s.next {
+                        let (from, to) = (s.next, log_start.min(r.offset));
+                        self.lost(s, from, to);
                     }
-                    s.next = r.offset + 1;
-                    let q = position::target(r.key, r.partition, s.local_count, s.remote_count);
-                    if position::already_forwarded(r.offset, s.last[q as usize]) {
-                        skipped += 1;
-                        continue;
-                    }
-                    let source = position::source(&self.config.name, &s.topic, r.partition);
-                    let offset = r.offset.to_string();
-                    let mut headers: Vec<(&str, &[u8])> = r
-                        .headers
+                }
+                s.next = r.offset + 1;
+                let q = position::target(r.key, r.partition, s.local_count, s.remote_count);
+                if position::already_forwarded(r.offset, s.last[q as usize]) {
+                    skipped += 1;
+                    continue;
+                }
+                let source = position::source(&self.config.name, &s.topic, r.partition);
+                let offset = r.offset.to_string();
+                let mut headers: Vec<(&str, &[u8])> = r
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| *k != SOURCE_HEADER && *k != OFFSET_HEADER)
+                    .map(|(k, v)| (k, v.unwrap_or_default()))
+                    .collect();
+                headers.push((SOURCE_HEADER, source.as_bytes()));
+                headers.push((OFFSET_HEADER, offset.as_bytes()));
+                let bytes = r.key.map_or(0, <[u8]>::len)
+                    + r.value.map_or(0, <[u8]>::len)
+                    + headers
                         .iter()
-                        .filter(|(k, _)| *k != SOURCE_HEADER && *k != OFFSET_HEADER)
-                        .map(|(k, v)| (k, v.unwrap_or_default()))
-                        .collect();
-                    headers.push((SOURCE_HEADER, source.as_bytes()));
-                    headers.push((OFFSET_HEADER, offset.as_bytes()));
-                    let bytes = r.key.map_or(0, <[u8]>::len)
-                        + r.value.map_or(0, <[u8]>::len)
-                        + headers
-                            .iter()
-                            .map(|(k, v)| k.len() + v.len())
-                            .sum::<usize>();
-                    let record = ProducerRecord {
-                        key: r.key,
-                        value: r.value,
-                        headers: &headers,
-                        partition: Some(q),
-                        timestamp: Some(r.timestamp),
-                    };
-                    let receipt = producer.send_async(&s.remote_topic, record)?;
-                    s.in_flight.push_back((r.offset, bytes as u64, receipt));
-                    in_flight += 1;
+                        .map(|(k, v)| k.len() + v.len())
+                        .sum::<usize>();
+                // A record's overhead in a batch is at most a few dozen bytes. A chunk
+                // that this record would take past the limit is settled first.
+                let size = bytes + 64;
+                if chunk_records > 0
+                    && (chunk_bytes + size > CHUNK_BYTES
+                        || chunk_records >= self.config.max_in_flight_records)
+                {
+                    if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok) {
+                        failed = Some(e);
+                        break;
+                    }
+                    (chunk_bytes, chunk_records) = (0, 0);
                 }
-                if skipped > 0 {
-                    self.shared.status.lock().records_skipped += skipped;
-                    skipped = 0;
-                }
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
+                let s = &mut sources[i];
+                let record = ProducerRecord {
+                    key: r.key,
+                    value: r.value,
+                    headers: &headers,
+                    partition: Some(q),
+                    timestamp: Some(r.timestamp),
+                };
+                let receipt = producer.send_async(&s.remote_topic, record)?;
+                s.in_flight.push_back((r.offset, bytes as u64, receipt));
+                chunk_bytes += size;
+                chunk_records += 1;
             }
-            let (records, bytes) = match acknowledged(&mut sources) {
-                Ok(done) => done,
-                Err(e) => break Err(e),
-            };
-            in_flight -= records as usize;
-            if records > 0 {
-                let mut st = self.shared.status.lock();
-                st.records_forwarded += records;
-                st.bytes_forwarded += bytes;
-                if !sending_ok {
-                    st.last_error = None;
-                    sending_ok = true;
-                }
+            if skipped > 0 {
+                self.shared.status.lock().records_skipped += skipped;
+                skipped = 0;
+            }
+            if let Some(e) = failed {
+                break Err(e);
+            }
+            if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok) {
+                break Err(e);
             }
             if last_commit.elapsed() >= self.config.commit_interval {
                 last_commit = Instant::now();
@@ -761,24 +788,45 @@ impl Worker {
                 }
             }
         };
-        let end = match result {
-            Ok(end) => end,
-            Err(e) => {
-                // What is in flight has an unknown outcome: the next session finds it.
-                let _ = producer.close();
-                return Err(e);
-            }
-        };
-        producer.flush()?;
-        let (records, bytes) = acknowledged(&mut sources)?;
-        {
+        // Nothing is left unsent: `settle` waited for every batch (a failed one ends
+        // the session, whose successor finds what reached the remote side).
+        let _ = producer.close();
+        let end = result?;
+        self.publish(&sources, writable.then_some(&mut consumer))?;
+        Ok(end)
+    }
+
+    /// Sends the open batches and waits for their answers (the remote client's
+    /// `delivery.timeout.ms` at most); counts what was acknowledged.
+    fn settle(&self, producer: &Producer, sources: &mut [Source], ok: &mut bool) -> Result<()> {
+        if sources.iter().all(|s| s.in_flight.is_empty()) {
+            return Ok(());
+        }
+        let flushed = producer.flush();
+        let (records, bytes) = acknowledged(sources);
+        if records > 0 {
             let mut st = self.shared.status.lock();
             st.records_forwarded += records;
             st.bytes_forwarded += bytes;
+            if !*ok {
+                st.last_error = None;
+                *ok = true;
+            }
         }
-        producer.close()?;
-        self.publish(&sources, writable.then_some(&mut consumer))?;
-        Ok(end)
+        flushed?;
+        match sources.iter().find_map(|s| s.in_flight.front()) {
+            None => Ok(()),
+            Some(_) => {
+                let e = sources
+                    .iter_mut()
+                    .find_map(|s| s.in_flight.pop_front())
+                    .map(|(_, _, r)| r.wait());
+                match e {
+                    Some(Err(e)) => Err(e),
+                    _ => Err(Error::Timeout("a forwarded batch was not answered".into())),
+                }
+            }
+        }
     }
 
     /// Finds, for every source, the last record of it in each of its remote targets.
@@ -899,18 +947,20 @@ impl Worker {
 }
 
 /// Pops the acknowledged records at the head of every source's queue: their count and
-/// bytes. The first failed delivery is the session's error.
-fn acknowledged(sources: &mut [Source]) -> Result<(u64, u64)> {
+/// bytes. A failed one stays at the head (the caller reports it).
+fn acknowledged(sources: &mut [Source]) -> (u64, u64) {
     let (mut records, mut bytes) = (0, 0);
     for s in sources {
-        while s.in_flight.front().is_some_and(|(_, _, r)| r.is_done()) {
-            let (_, b, receipt) = s.in_flight.pop_front().expect("front checked");
-            receipt.wait()?;
+        while let Some((_, b, r)) = s.in_flight.front() {
+            if !r.is_done() || r.wait_timeout(Duration::ZERO).is_err() {
+                break;
+            }
             records += 1;
-            bytes += b;
+            bytes += *b;
+            s.in_flight.pop_front();
         }
     }
-    Ok((records, bytes))
+    (records, bytes)
 }
 
 /// The local offset of the last record of each wanted source in `partition` of remote

@@ -159,6 +159,21 @@ fn every_record_arrives_once_in_order_when_commits_were_lost() {
     assert_eq!(status.records_forwarded, 1_500);
     assert_eq!(status.records_behind(), 0);
     assert!(status.partitions.iter().all(|p| p.bytes_behind == 0));
+    let text = status.prometheus_text();
+    assert!(
+        text.contains("tidelog_forward_records_total{forwarder=\"default\"} 1500\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"2\",remote_topic=\"events\"} 0\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("tidelog_forward_error{forwarder=\"default\"} 0\n"),
+        "{text}"
+    );
     f.stop().unwrap();
     // Killed after sending, before committing: the remote tail says where it stands.
     forget_commits(&local, "default", "events");
