@@ -31,11 +31,15 @@ struct Forward {
 }
 
 fn forward(data: &Path, bootstrap: &str) -> Forward {
+    forward_with(data, bootstrap, &["--topic", TOPIC, "--name", "edge"])
+}
+
+fn forward_with(data: &Path, bootstrap: &str, args: &[&str]) -> Forward {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
         .arg("--data")
         .arg(data)
-        .args(["forward", "--bootstrap", bootstrap, "--topic", TOPIC])
-        .args(["--name", "edge"])
+        .args(["forward", "--bootstrap", bootstrap])
+        .args(args)
         .env("TIDELOG_PROGRESS", "never")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -78,6 +82,25 @@ impl Forward {
         };
         std::thread::sleep(Duration::from_millis(100));
         (code, self.lines.lock().unwrap().clone())
+    }
+}
+
+impl Forward {
+    /// Waits (at most 60 s) for a stderr line containing `needle`.
+    fn line_with(&self, needle: &str) -> String {
+        for _ in 0..600 {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(needle))
+            {
+                return l.clone();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("no line with {needle:?}: {:?}", self.lines.lock().unwrap());
     }
 }
 
@@ -223,5 +246,116 @@ fn forward_survives_kills_of_itself_and_of_the_remote_node_exactly_once() {
             assert_eq!(header(OFFSET_HEADER), Some(offset.to_string()));
             assert_eq!(header(SOURCE_HEADER), Some(format!("edge/{TOPIC}/{p}")));
         }
+    }
+}
+
+#[test]
+fn forward_of_a_free_directory_commits_its_position_as_a_group_and_serves_metrics() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let local_dir = tmp.path().join("edge");
+    let remote_dir = tmp.path().join("central");
+    {
+        let local = Broker::open(&local_dir).unwrap();
+        local
+            .create_topic(TOPIC, PARTITIONS, TopicConfig::new())
+            .unwrap();
+        let producer = Producer::new(&local).unwrap();
+        for i in 0..300u32 {
+            let v = i.to_string();
+            producer
+                .send(
+                    TOPIC,
+                    ProducerRecord::new(v.as_bytes()).partition((i % 3) as i32),
+                )
+                .unwrap();
+        }
+        local.close().unwrap();
+    }
+    let node = serve(&remote_dir, &[]);
+    let f = forward_with(
+        &local_dir,
+        &node.addr,
+        &[
+            "--rename",
+            "events=central.events",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let url = f.line_with("metrics on http://");
+    let addr = url
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
+    let remote_end = |p| {
+        cluster
+            .list_offset(
+                "central.events",
+                p,
+                Cluster::LATEST,
+                IsolationLevel::ReadUncommitted,
+            )
+            .map_or(0, |o| o.offset)
+    };
+    for _ in 0..600 {
+        if (0..PARTITIONS).map(remote_end).sum::<i64>() >= 300 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        (0..PARTITIONS).map(remote_end).collect::<Vec<_>>(),
+        [100, 100, 100]
+    );
+    // The metrics: the broker's and the forwarder's, nothing behind once it caught up.
+    let mut text = String::new();
+    for _ in 0..100 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        text.clear();
+        s.read_to_string(&mut text).unwrap();
+        if text.contains("tidelog_forward_records_total{forwarder=\"default\"} 300") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        text.contains(
+            "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"1\",remote_topic=\"central.events\"} 0"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("tidelog_forward_records_total{forwarder=\"default\"} 300"),
+        "{text}"
+    );
+    let (code, lines) = f.stop();
+    assert_eq!(code, Some(0), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("300 records forwarded, 0 behind")),
+        "{lines:#?}"
+    );
+    node.stop();
+    // Its position is the group tidelog-forward-default's offsets: no lag.
+    let out = cli_support::ok(cli_support::tidelog(
+        &local_dir,
+        &["groups", "describe", "tidelog-forward-default"],
+        "",
+    ));
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.starts_with("tidelog-forward-default\t"))
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    for row in rows {
+        assert_eq!(&row[1..6], &[TOPIC, row[2], "100", "100", "0"], "{out}");
     }
 }

@@ -805,7 +805,9 @@ impl Worker {
         let flushed = producer.flush();
         let (records, bytes) = acknowledged(sources);
         if records > 0 {
+            let partitions = partition_status(sources)?;
             let mut st = self.shared.status.lock();
+            st.partitions = partitions;
             st.records_forwarded += records;
             st.bytes_forwarded += bytes;
             if !*ok {
@@ -923,27 +925,35 @@ impl Worker {
         if let Some(c) = consumer {
             c.commit_offsets(&positions)?;
         }
-        let mut partitions = Vec::with_capacity(sources.len());
         for s in sources {
-            let position = s.position();
-            self.hold(s, position);
-            let end = s.partition.last_stable_offset()?;
-            partitions.push(PartitionStatus {
-                topic: s.topic.clone(),
-                partition: s.partition.index(),
-                remote_topic: s.remote_topic.clone(),
-                position,
-                end,
-                bytes_behind: if position < end {
-                    s.partition.log().bytes_from(position)
-                } else {
-                    0
-                },
-            });
+            self.hold(s, s.position());
         }
+        let partitions = partition_status(sources)?;
         self.shared.status.lock().partitions = partitions;
         Ok(())
     }
+}
+
+/// Where each source stands now.
+fn partition_status(sources: &[Source]) -> Result<Vec<PartitionStatus>> {
+    let mut partitions = Vec::with_capacity(sources.len());
+    for s in sources {
+        let position = s.position();
+        let end = s.partition.last_stable_offset()?;
+        partitions.push(PartitionStatus {
+            topic: s.topic.clone(),
+            partition: s.partition.index(),
+            remote_topic: s.remote_topic.clone(),
+            position,
+            end,
+            bytes_behind: if position < end {
+                s.partition.log().bytes_from(position)
+            } else {
+                0
+            },
+        });
+    }
+    Ok(partitions)
 }
 
 /// Pops the acknowledged records at the head of every source's queue: their count and
