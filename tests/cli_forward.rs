@@ -22,7 +22,7 @@ use tidelog::{
 
 const TOPIC: &str = "events";
 const PARTITIONS: i32 = 3;
-const RECORDS: u32 = 20_000;
+const RECORDS: u32 = 100_000;
 
 /// A `tidelog forward` child; its stderr lines are kept.
 struct Forward {
