@@ -31,6 +31,7 @@ use crate::security::credentials::{self, CredentialChange, Users};
 
 mod codec;
 mod once;
+mod reassign;
 
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
@@ -112,6 +113,10 @@ pub(crate) struct PartitionImage {
     pub leader_epoch: i32,
     /// Bumped on every leader or ISR change.
     pub partition_epoch: i32,
+    /// Replicas a reassignment in progress adds (in `replicas` already; KIP-455).
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a reassignment in progress removes once the new ones are in sync.
+    pub removing_replicas: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -645,6 +650,12 @@ impl MetadataImage {
                 node_id,
                 directory_id,
             } => self.register_voter_directory(*node_id, directory_id),
+            MetadataRecord::ElectUncleanLeaders { partitions } => {
+                self.elect_unclean_leaders(partitions)
+            }
+            MetadataRecord::AlterPartitionReassignment { partition, target } => {
+                self.alter_reassignment(partition, target.as_deref())
+            }
         }
     }
 
@@ -941,6 +952,8 @@ impl MetadataImage {
                     isr,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 }
             })
             .collect()
@@ -1143,10 +1156,13 @@ impl MetadataImage {
             .copied()
             .filter(|r| a.new_isr.contains(r))
             .collect();
+        let unfenced = self.unfenced_brokers();
         let mut t = (*topic).clone();
         let target = &mut t.partitions[a.partition as usize];
         let leader = target.leader;
         Self::change_partition(target, isr, leader);
+        // The new replicas of a reassignment joined the ISR: the replica set switches.
+        reassign::complete(target, &unfenced);
         self.topics.insert(a.topic.clone(), Arc::new(t));
         Ok(Applied::Done)
     }
@@ -1221,8 +1237,8 @@ pub(crate) struct LocalPartitionChange {
 pub(crate) struct LocalChanges {
     /// Partitions hosted here that are new or whose leader, ISR or epochs changed.
     pub changed: Vec<LocalPartitionChange>,
-    /// Partitions no longer hosted here (topic deleted), as `(topic, topic id,
-    /// partition)`.
+    /// Partitions no longer hosted here (topic deleted, or reassigned to other
+    /// replicas), as `(topic, topic id, partition)`.
     pub removed: Vec<(String, TopicId, i32)>,
 }
 
@@ -1274,7 +1290,11 @@ pub(crate) fn local_changes(
     for (name, topic) in &previous.topics {
         let still = current.topics.get(name).filter(|t| t.id == topic.id);
         for (i, p) in topic.partitions.iter().enumerate() {
-            if p.hosts(node) && still.is_none() {
+            // Deleted with its topic, or reassigned away.
+            let gone = still
+                .and_then(|t| t.partitions.get(i))
+                .is_none_or(|c| !c.hosts(node));
+            if p.hosts(node) && gone {
                 out.removed.push((name.clone(), topic.id, i as i32));
             }
         }
@@ -1284,3 +1304,5 @@ pub(crate) fn local_changes(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reassign;
