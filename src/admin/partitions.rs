@@ -78,6 +78,44 @@ pub struct PartitionReassignment {
     pub removing: Vec<i32>,
 }
 
+/// Kafka's rack-unaware replica placement (`assignReplicasToBrokersRackUnaware`): the
+/// first replica of partition `first_partition + k` is broker `(p + start) % n` of
+/// `brokers` (sorted), the others follow it at a shift that moves by one every `n`
+/// partitions, so leaders (the first replicas) and followers both spread evenly. The
+/// controller places new topics with it (start and shift from the topic id) and
+/// `tidelog reassign --generate` plans moves with it. A replication factor above the
+/// number of brokers is capped at it (callers check it first: Kafka refuses it with
+/// INVALID_REPLICATION_FACTOR).
+pub fn assign_replicas(
+    brokers: &[i32],
+    partitions: i32,
+    replication_factor: usize,
+    first_partition: i32,
+    start: usize,
+    shift: usize,
+) -> Vec<Vec<i32>> {
+    let n = brokers.len();
+    let mut out = Vec::with_capacity(partitions.max(0) as usize);
+    if n == 0 {
+        return out;
+    }
+    let mut next_shift = shift % n;
+    for k in 0..partitions {
+        let p = (first_partition.max(0) + k) as usize;
+        if p > 0 && p.is_multiple_of(n) {
+            next_shift += 1;
+        }
+        let first = (p + start) % n;
+        let mut replicas = vec![brokers[first]];
+        for j in 0..replication_factor.min(n).saturating_sub(1) {
+            let step = 1 + (next_shift + j) % (n - 1).max(1);
+            replicas.push(brokers[(first + step) % n]);
+        }
+        out.push(replicas);
+    }
+    out
+}
+
 fn partition(tp: &TopicPartition) -> Resource {
     Resource::Partition(tp.clone())
 }

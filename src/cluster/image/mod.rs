@@ -357,11 +357,9 @@ fn pname(topic: &str, partition: usize) -> String {
     format!("{topic}-{partition}")
 }
 
-/// Kafka's rack-unaware replica placement (`assignReplicasToBrokersRackUnaware`): the
-/// first replica of partition `p` is broker `(p + start) % n`, the others follow it at a
-/// shift that moves by one every `n` partitions, so leaders and followers both spread
-/// evenly. `brokers` sorted; `start` and `shift` are derived from the topic id so every
-/// node computes the same placement.
+/// Kafka's rack-unaware replica placement over `brokers` (sorted), with the start
+/// index and shift derived from the topic id so every node computes the same placement:
+/// [`crate::admin::assign_replicas`], which generated reassignment plans use too.
 pub(crate) fn place_replicas(
     brokers: &[i32],
     partitions: i32,
@@ -370,26 +368,14 @@ pub(crate) fn place_replicas(
     start: usize,
     shift: usize,
 ) -> Vec<Vec<i32>> {
-    let n = brokers.len();
-    let mut out = Vec::with_capacity(partitions.max(0) as usize);
-    if n == 0 {
-        return out;
-    }
-    let mut next_shift = shift % n;
-    for k in 0..partitions {
-        let p = (first_partition + k) as usize;
-        if p > 0 && p.is_multiple_of(n) {
-            next_shift += 1;
-        }
-        let first = (p + start) % n;
-        let mut replicas = vec![brokers[first]];
-        for j in 0..replication_factor.saturating_sub(1) {
-            let step = 1 + (next_shift + j) % (n - 1).max(1);
-            replicas.push(brokers[(first + step) % n]);
-        }
-        out.push(replicas);
-    }
-    out
+    crate::admin::assign_replicas(
+        brokers,
+        partitions,
+        replication_factor,
+        first_partition,
+        start,
+        shift,
+    )
 }
 
 /// The placement start index and shift of a topic, from its id.
