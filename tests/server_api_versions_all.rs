@@ -506,7 +506,7 @@ fn answer_every_version(
         // The test topic's partition is listed (-1 when it is not).
         ApiKey::DescribeLogDirs => every!(
             DescribeLogDirsResponse,
-            DescribeLogDirsRequest::default(),
+            DescribeLogDirsRequest::default().with_topics(None),
             |r| {
                 let listed = r.results.iter().any(|d| {
                     d.topics
