@@ -32,7 +32,10 @@ fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool
 }
 
 fn json_after(stdout: &str, heading: &str) -> Value {
-    let rest = stdout.split(heading).nth(1).unwrap_or_else(|| panic!("{heading} in {stdout}"));
+    let rest = stdout
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{heading} in {stdout}"));
     let line = rest.lines().find(|l| l.starts_with('{')).unwrap();
     serde_json::from_str(line).unwrap()
 }
@@ -64,9 +67,21 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
             )
         })
         .collect();
-    let bootstrap = nodes.iter().map(|n| n.addr.clone()).collect::<Vec<_>>().join(",");
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
     until(
-        &["topics", "create", "moves", "--partitions", "1", "--replication-factor", "2"],
+        &[
+            "topics",
+            "create",
+            "moves",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
         &bootstrap,
         "the topic created",
         |r| r.code == 0,
@@ -74,16 +89,29 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
 
     // --generate: the current assignment and a balanced one, in Kafka's JSON.
     let generated = until(
-        &["reassign", "--generate", "--topics", "moves", "--brokers", "1,2,3"],
+        &[
+            "reassign",
+            "--generate",
+            "--topics",
+            "moves",
+            "--brokers",
+            "1,2,3",
+        ],
         &bootstrap,
         "a plan",
         |r| r.code == 0,
     );
     let now = json_after(&generated.stdout, "Current partition replica assignment");
-    let proposed = json_after(&generated.stdout, "Proposed partition reassignment configuration");
+    let proposed = json_after(
+        &generated.stdout,
+        "Proposed partition reassignment configuration",
+    );
     assert_eq!(proposed["version"], 1);
     let p = &proposed["partitions"][0];
-    assert_eq!((p["topic"].as_str(), p["partition"].as_i64()), (Some("moves"), Some(0)));
+    assert_eq!(
+        (p["topic"].as_str(), p["partition"].as_i64()),
+        (Some("moves"), Some(0))
+    );
     assert_eq!(p["replicas"].as_array().unwrap().len(), 2);
     assert_eq!(p["log_dirs"], serde_json::json!(["any", "any"]));
     let current: Vec<i64> = now["partitions"][0]["replicas"]
@@ -102,7 +130,17 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1]},{"topic":"moves","partition":0,"replicas":[2]}]}"#,
     );
     err(
-        tidelog_raw(&["reassign", "--execute", "--reassignment-json-file", &twice, "--bootstrap", &bootstrap], ""),
+        tidelog_raw(
+            &[
+                "reassign",
+                "--execute",
+                "--reassignment-json-file",
+                &twice,
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
         1,
         "partition moves-0 is listed twice",
     );
@@ -112,12 +150,32 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1],"log_dirs":["/data"]}]}"#,
     );
     err(
-        tidelog_raw(&["reassign", "--execute", "--reassignment-json-file", &dirs, "--bootstrap", &bootstrap], ""),
+        tidelog_raw(
+            &[
+                "reassign",
+                "--execute",
+                "--reassignment-json-file",
+                &dirs,
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
         1,
         "log_dirs",
     );
     err(
-        tidelog_raw(&["leader-election", "--election-type", "unclean", "--all-topic-partitions", "--bootstrap", &bootstrap], ""),
+        tidelog_raw(
+            &[
+                "leader-election",
+                "--election-type",
+                "unclean",
+                "--all-topic-partitions",
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
         1,
         "name its partitions",
     );
@@ -132,26 +190,54 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     );
     let file = ["--reassignment-json-file", plan.as_str()];
     let executed = ok(tidelog_raw(
-        &[&["reassign", "--execute"][..], &file, &["--bootstrap", &bootstrap]].concat(),
+        &[
+            &["reassign", "--execute"][..],
+            &file,
+            &["--bootstrap", &bootstrap],
+        ]
+        .concat(),
         "",
     ));
-    assert!(executed.contains("Save this to use as the --reassignment-json-file option during rollback"), "{executed}");
-    assert!(executed.contains("Successfully started partition reassignments for moves-0"), "{executed}");
+    assert!(
+        executed
+            .contains("Save this to use as the --reassignment-json-file option during rollback"),
+        "{executed}"
+    );
+    assert!(
+        executed.contains("Successfully started partition reassignments for moves-0"),
+        "{executed}"
+    );
     until(
         &[&["reassign", "--verify"][..], &file].concat(),
         &bootstrap,
         "the move to complete",
-        |r| r.code == 0 && r.stdout.contains("Reassignment of partition moves-0 is completed."),
+        |r| {
+            r.code == 0
+                && r.stdout
+                    .contains("Reassignment of partition moves-0 is completed.")
+        },
     );
-    let listed = ok(tidelog_raw(&["reassign", "--list", "--bootstrap", &bootstrap], ""));
-    assert!(listed.contains("No partition reassignments found."), "{listed}");
+    let listed = ok(tidelog_raw(
+        &["reassign", "--list", "--bootstrap", &bootstrap],
+        "",
+    ));
+    assert!(
+        listed.contains("No partition reassignments found."),
+        "{listed}"
+    );
     // The removed node's copy is deleted; the new one is there.
     let described = until(
         &["log-dirs", "describe", "--topic-list", "moves"],
         &bootstrap,
         "the old copy deleted",
         |r| {
-            let Ok(v) = r.stdout.lines().last().map(serde_json::from_str::<Value>).transpose() else {
+            let Ok(v) = r
+                .stdout
+                .lines()
+                .last()
+                .map(serde_json::from_str::<Value>)
+                .transpose()
+            else {
                 return false;
             };
             let holds = |b: i64| {
@@ -169,25 +255,45 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
             r.code == 0 && holds(added) && holds(kept) && !holds(dropped)
         },
     );
-    assert!(described.stdout.contains("Received log directory information from brokers 1,2,3"), "{described:?}");
+    assert!(
+        described
+            .stdout
+            .contains("Received log directory information from brokers 1,2,3"),
+        "{described:?}"
+    );
 
     // A preferred election leads the partition from its new first replica.
     let elected = until(
-        &["leader-election", "--election-type", "PREFERRED", "--topic", "moves", "--partition", "0"],
+        &[
+            "leader-election",
+            "--election-type",
+            "PREFERRED",
+            "--topic",
+            "moves",
+            "--partition",
+            "0",
+        ],
         &bootstrap,
         "the election",
         |r| r.code == 0,
     );
     assert!(
-        elected.stdout.contains("Successfully completed leader election (PREFERRED) for partitions moves-0")
-            || elected.stdout.contains("Valid replica already elected for partitions moves-0"),
+        elected
+            .stdout
+            .contains("Successfully completed leader election (PREFERRED) for partitions moves-0")
+            || elected
+                .stdout
+                .contains("Valid replica already elected for partitions moves-0"),
         "{elected:?}"
     );
     until(
         &["topics", "describe", "moves"],
         &bootstrap,
         "the new leader",
-        |r| r.stdout.contains(&format!("Leader: {added}\tReplicas: {added},{kept}")),
+        |r| {
+            r.stdout
+                .contains(&format!("Leader: {added}\tReplicas: {added},{kept}"))
+        },
     );
     for n in nodes {
         n.stop();

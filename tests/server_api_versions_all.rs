@@ -509,9 +509,10 @@ fn answer_every_version(
             DescribeLogDirsRequest::default().with_topics(None),
             |r| {
                 let listed = r.results.iter().any(|d| {
-                    d.topics
-                        .iter()
-                        .any(|t| t.name.0.as_str() == TOPIC && t.partitions.iter().any(|p| p.partition_index == 0))
+                    d.topics.iter().any(|t| {
+                        t.name.0.as_str() == TOPIC
+                            && t.partitions.iter().any(|p| p.partition_index == 0)
+                    })
                 });
                 r.results
                     .iter()

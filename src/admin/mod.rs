@@ -77,7 +77,7 @@ use parking_lot::Mutex;
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
 pub use partitions::{
-    ElectionType, assign_replicas, LogDirDescription, PartitionReassignment, ReplicaLogInfo,
+    ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;

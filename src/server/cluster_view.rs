@@ -129,7 +129,8 @@ pub(crate) trait ClusterView: Send + Sync {
     ) -> std::result::Result<(), TxnError> {
         let _ = (transactional_id, producer, topic, partition);
         Err(TxnError::NotCoordinator)
-    }    /// Leader elections and reassignments through the controller (None: this cluster
+    }
+    /// Leader elections and reassignments through the controller (None: this cluster
     /// offers none).
     fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
         None

@@ -106,8 +106,8 @@ fn connect(target: &Bootstrap, data: Option<&Path>, what: &str) -> CliResult<Adm
 }
 
 fn read_json(path: &Path) -> CliResult<Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| fail!("cannot read {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| fail!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| fail!("{} is not JSON: {e}", path.display()))
 }
 
@@ -158,27 +158,26 @@ pub(crate) fn leader_election(data: Option<&Path>, args: &LeaderElectionArgs) ->
         "PREFERRED" => (ElectionType::Preferred, "PREFERRED"),
         "UNCLEAN" => (ElectionType::Unclean, "UNCLEAN"),
         other => {
-            return Err(fail!(
-                "--election-type {other:?}: PREFERRED or UNCLEAN"
-            ));
+            return Err(fail!("--election-type {other:?}: PREFERRED or UNCLEAN"));
         }
     };
-    let partitions: Option<Vec<TopicPartition>> = match (&args.topic, args.partition, &args.path_to_json_file) {
-        (Some(t), Some(p), _) => Some(vec![TopicPartition::new(t, p)]),
-        (_, _, Some(path)) => {
-            let plan = read_json(path)?;
-            let list = entries(&plan, path)?
-                .iter()
-                .enumerate()
-                .map(|(at, e)| topic_partition(e, path, at))
-                .collect::<CliResult<Vec<_>>>()?;
-            if list.is_empty() {
-                return Err(fail!("{}: no partition listed", path.display()));
+    let partitions: Option<Vec<TopicPartition>> =
+        match (&args.topic, args.partition, &args.path_to_json_file) {
+            (Some(t), Some(p), _) => Some(vec![TopicPartition::new(t, p)]),
+            (_, _, Some(path)) => {
+                let plan = read_json(path)?;
+                let list = entries(&plan, path)?
+                    .iter()
+                    .enumerate()
+                    .map(|(at, e)| topic_partition(e, path, at))
+                    .collect::<CliResult<Vec<_>>>()?;
+                if list.is_empty() {
+                    return Err(fail!("{}: no partition listed", path.display()));
+                }
+                Some(unique(list, path)?)
             }
-            Some(unique(list, path)?)
-        }
-        _ => None,
-    };
+            _ => None,
+        };
     if election == ElectionType::Unclean && partitions.is_none() {
         return Err(fail!(
             "an unclean election may lose acknowledged records: name its partitions (--topic and --partition, or --path-to-json-file), not --all-topic-partitions"
@@ -314,14 +313,20 @@ fn read_plan(path: &Path) -> CliResult<Plan> {
             .and_then(Value::as_array)
             .ok_or_else(|| bad("no \"replicas\" array"))?
             .iter()
-            .map(|r| r.as_i64().and_then(|r| i32::try_from(r).ok()).filter(|r| *r >= 0))
+            .map(|r| {
+                r.as_i64()
+                    .and_then(|r| i32::try_from(r).ok())
+                    .filter(|r| *r >= 0)
+            })
             .collect::<Option<_>>()
             .ok_or_else(|| bad("\"replicas\" must be node ids (numbers of 0 or more)"))?;
         if replicas.is_empty() {
             return Err(bad("\"replicas\" is empty"));
         }
         if replicas.iter().collect::<BTreeSet<_>>().len() != replicas.len() {
-            return Err(bad(&format!("\"replicas\" {replicas:?} names a node twice")));
+            return Err(bad(&format!(
+                "\"replicas\" {replicas:?} names a node twice"
+            )));
         }
         if let Some(dirs) = e.get("log_dirs") {
             let any = dirs
@@ -374,7 +379,9 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
         let admin = connect(&args.target, data, "reassign")?;
         let known: BTreeSet<i32> = admin.metadata()?.brokers.iter().map(|b| b.id).collect();
         if let Some(b) = brokers.iter().find(|b| !known.contains(b)) {
-            return Err(fail!("--brokers: node {b} is not a live broker of the cluster ({known:?})"));
+            return Err(fail!(
+                "--brokers: node {b} is not a live broker of the cluster ({known:?})"
+            ));
         }
         let topics: Vec<&str> = args.topics.iter().map(String::as_str).collect();
         let now = current(&admin, &topics)?;
@@ -390,9 +397,18 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
                 ));
             }
             // Spread each topic from another start, as Kafka's random one does.
-            let seed = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+            let seed = topic
+                .bytes()
+                .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
             let n = brokers.len();
-            let placed = tidelog::admin::assign_replicas(&brokers, parts.len() as i32, rf, 0, seed % n, (seed / n) % n);
+            let placed = tidelog::admin::assign_replicas(
+                &brokers,
+                parts.len() as i32,
+                rf,
+                0,
+                seed % n,
+                (seed / n) % n,
+            );
             for ((tp, _), replicas) in parts.into_iter().zip(placed) {
                 proposed.push((tp.clone(), replicas));
             }
@@ -412,7 +428,12 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
         } else {
             out.line("Current partition reassignments:")?;
             for (tp, r) in ongoing {
-                let ids = |v: &[i32]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+                let ids = |v: &[i32]| {
+                    v.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
                 out.line(format!(
                     "{tp}: replicas: {}. adding: {}. removing: {}.",
                     ids(&r.replicas),
@@ -442,7 +463,10 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
                 .into_iter()
                 .filter(|(tp, _)| partitions.contains(tp))
                 .collect();
-            if let Some(tp) = partitions.iter().find(|tp| !now.iter().any(|(n, _)| n == *tp)) {
+            if let Some(tp) = partitions
+                .iter()
+                .find(|tp| !now.iter().any(|(n, _)| n == *tp))
+            {
                 return Err(fail!("{}: partition {tp} does not exist", path.display()));
             }
             out.line("Current partition replica assignment")?;
@@ -465,14 +489,17 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             let ongoing = admin.list_partition_reassignments(Some(&partitions))?;
             let topics: BTreeSet<&str> = plan.iter().map(|(tp, _)| tp.topic.as_str()).collect();
             let topics: Vec<&str> = topics.into_iter().collect();
-            let now: BTreeMap<TopicPartition, Vec<i32>> = current(&admin, &topics)?.into_iter().collect();
+            let now: BTreeMap<TopicPartition, Vec<i32>> =
+                current(&admin, &topics)?.into_iter().collect();
             out.line("Status of partition reassignment:")?;
             for (tp, target) in &plan {
                 let line = if ongoing.contains_key(tp) {
                     format!("Reassignment of partition {tp} is still in progress.")
                 } else {
                     match now.get(tp) {
-                        Some(r) if r == target => format!("Reassignment of partition {tp} is completed."),
+                        Some(r) if r == target => {
+                            format!("Reassignment of partition {tp} is completed.")
+                        }
                         Some(r) => format!(
                             "There is no active reassignment of partition {tp}, but replica set is {r:?} rather than {target:?}."
                         ),
@@ -506,7 +533,10 @@ fn report(
         ))?;
     }
     out.flush()?;
-    let failed: Vec<_> = results.into_iter().filter_map(|(tp, r)| r.err().map(|e| (tp, e))).collect();
+    let failed: Vec<_> = results
+        .into_iter()
+        .filter_map(|(tp, r)| r.err().map(|e| (tp, e)))
+        .collect();
     for (tp, e) in &failed {
         eprintln!("Error in the {what} of partition {tp}: {e}");
     }

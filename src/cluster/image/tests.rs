@@ -116,11 +116,16 @@ fn check_invariants(img: &MetadataImage) {
             replicas.dedup();
             assert_eq!(replicas.len(), p.replicas.len(), "duplicate replica {at}");
             assert!(
-                p.adding_replicas.iter().chain(&p.removing_replicas).all(|r| p.replicas.contains(r)),
+                p.adding_replicas
+                    .iter()
+                    .chain(&p.removing_replicas)
+                    .all(|r| p.replicas.contains(r)),
                 "a reassignment's replica outside the replicas {at}"
             );
             assert!(
-                !p.adding_replicas.iter().any(|r| p.removing_replicas.contains(r)),
+                !p.adding_replicas
+                    .iter()
+                    .any(|r| p.removing_replicas.contains(r)),
                 "a replica both added and removed {at}"
             );
             assert!(!p.target_replicas().is_empty(), "no target replica {at}");
@@ -812,14 +817,16 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
             0..3i32,
             proptest::option::of(prop::collection::vec(broker.clone(), 0..4))
         )
-            .prop_map(|(t, p, target)| MetadataRecord::AlterPartitionReassignment {
-                partition: PartitionRef {
-                    topic: t.into(),
-                    topic_id: [0; 16],
-                    partition: p,
-                },
-                target,
-            }),
+            .prop_map(
+                |(t, p, target)| MetadataRecord::AlterPartitionReassignment {
+                    partition: PartitionRef {
+                        topic: t.into(),
+                        topic_id: [0; 16],
+                        partition: p,
+                    },
+                    target,
+                }
+            ),
         (
             topic,
             0..3i32,

@@ -111,7 +111,13 @@ fn new_replicas_follow_until_in_sync_then_the_set_switches_and_the_leader_moves_
     // Node 4 now hosts a follower of the partition.
     let c = local_changes(4, &with_topic(&[1, 2, 3, 4], vec![1, 2, 3]), &img);
     assert!(
-        matches!(&c.changed[..], [LocalPartitionChange { role: LocalRole::Follower { leader: 1, .. }, .. }]),
+        matches!(
+            &c.changed[..],
+            [LocalPartitionChange {
+                role: LocalRole::Follower { leader: 1, .. },
+                ..
+            }]
+        ),
         "{c:?}"
     );
     // The leader adds node 4 to the ISR: the replica set becomes the target, and the
@@ -177,14 +183,21 @@ fn a_cancellation_goes_back_to_the_original_replicas() {
     assert_eq!(back.leader, 1);
     assert!(back.partition_epoch > moving.partition_epoch);
     // Node 4 stops hosting it.
-    let c = local_changes(4, &{
-        let mut m = img.clone();
-        m.topics = BTreeMap::from([("t".to_string(), Arc::new(TopicImage {
-            partitions: vec![moving],
-            ..(*img.topics["t"]).clone()
-        }))]);
-        m
-    }, &img);
+    let c = local_changes(
+        4,
+        &{
+            let mut m = img.clone();
+            m.topics = BTreeMap::from([(
+                "t".to_string(),
+                Arc::new(TopicImage {
+                    partitions: vec![moving],
+                    ..(*img.topics["t"]).clone()
+                }),
+            )]);
+            m
+        },
+        &img,
+    );
     assert_eq!(c.removed, vec![("t".to_string(), [1; 16], 0)]);
     // A second cancellation changes nothing.
     let same = img.topics.clone();
@@ -241,7 +254,17 @@ fn bad_targets_are_refused_and_change_nothing() {
         },
     )
     .unwrap_err();
-    assert!(matches!(e, Rejected::UnknownPartition { partition: 1, count: 1, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Rejected::UnknownPartition {
+                partition: 1,
+                count: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(img.topics, same);
 }
 

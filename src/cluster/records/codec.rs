@@ -70,9 +70,7 @@ impl MetadataRecord {
             MetadataRecord::DeleteAcls { .. } => kind::DELETE_ACLS,
             MetadataRecord::RegisterVoterDirectory { .. } => kind::REGISTER_VOTER_DIRECTORY,
             MetadataRecord::ElectUncleanLeaders { .. } => kind::ELECT_UNCLEAN_LEADERS,
-            MetadataRecord::AlterPartitionReassignment { .. } => {
-                kind::ALTER_PARTITION_REASSIGNMENT
-            }
+            MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
         }
     }
 

@@ -44,7 +44,12 @@ fn bootstrap(c: &TestCluster) -> String {
 }
 
 fn partition_image(c: &TestCluster, topic: &str) -> image::PartitionImage {
-    c.node(c.running()[0]).image().topic(topic).unwrap().partitions[0].clone()
+    c.node(c.running()[0])
+        .image()
+        .topic(topic)
+        .unwrap()
+        .partitions[0]
+        .clone()
 }
 
 fn refusal(r: &crate::error::Result<()>) -> Option<ErrorCode> {
@@ -62,7 +67,7 @@ fn a_preferred_election_brings_the_leadership_back_and_log_dirs_list_every_node(
     let admin = AdminClient::connect(&bootstrap(&c)).unwrap();
     let lead0 = TopicPartition::new("lead", 0);
     let out = admin
-        .elect_leaders(ElectionType::Preferred, Some(&[lead0.clone()]))
+        .elect_leaders(ElectionType::Preferred, Some(std::slice::from_ref(&lead0)))
         .unwrap();
     assert_eq!(refusal(&out[&lead0]), Some(ErrorCode::ELECTION_NOT_NEEDED));
     // Fence node 1 as a lost session would: its leadership moves to node 2; node 1
@@ -83,7 +88,7 @@ fn a_preferred_election_brings_the_leadership_back_and_log_dirs_list_every_node(
         p.leader == 2 && p.isr.contains(&1) && img.is_unfenced(1)
     });
     let out = admin
-        .elect_leaders(ElectionType::Unclean, Some(&[lead0.clone()]))
+        .elect_leaders(ElectionType::Unclean, Some(std::slice::from_ref(&lead0)))
         .unwrap();
     assert_eq!(
         refusal(&out[&lead0]),
@@ -100,7 +105,10 @@ fn a_preferred_election_brings_the_leadership_back_and_log_dirs_list_every_node(
     wait_until("node 1 leads", || leader.is_leader());
     let missing = TopicPartition::new("nope", 0);
     let out = admin
-        .elect_leaders(ElectionType::Preferred, Some(&[missing.clone()]))
+        .elect_leaders(
+            ElectionType::Preferred,
+            Some(std::slice::from_ref(&missing)),
+        )
         .unwrap();
     assert_eq!(
         refusal(&out[&missing]),
@@ -131,7 +139,10 @@ fn a_preferred_election_brings_the_leadership_back_and_log_dirs_list_every_node(
             .iter()
             .find(|r| r.partition == lead0)
             .unwrap_or_else(|| panic!("node {id}: {d:?}"));
-        assert_eq!(r.size as u64, part(&c, *id as usize - 1, "lead", 0).size_bytes());
+        assert_eq!(
+            r.size as u64,
+            part(&c, *id as usize - 1, "lead", 0).size_bytes()
+        );
         assert!(r.size > 0 && r.offset_lag == 0 && !r.is_future, "{r:?}");
     }
     c.shutdown();
@@ -196,14 +207,18 @@ fn a_partition_moves_to_another_node_under_acks_all_writes_and_loses_nothing() {
     });
     assert!(broker(&c, 0).hosted_partition("moves", 0).is_none());
     let after = count();
-    wait_until("writes acknowledged by the new leader", || count() >= after + 50);
+    wait_until("writes acknowledged by the new leader", || {
+        count() >= after + 50
+    });
     stop.store(true, Ordering::Release);
     let failed = writer.join().unwrap();
     // Every acknowledged record is on the new leader, at its offset.
     let acked = acked.lock().unwrap().clone();
     let last = acked.iter().map(|(o, _)| *o).max().unwrap();
     let leader = part(&c, 3, "moves", 0);
-    wait_until("the new leader's high watermark", || leader.high_watermark() > last);
+    wait_until("the new leader's high watermark", || {
+        leader.high_watermark() > last
+    });
     let mut consumer = Consumer::new(&broker(&c, 3), ConsumerConfig::default());
     consumer.assign(&[("moves", 0)]).unwrap();
     consumer.seek_to_beginning().unwrap();
@@ -212,15 +227,25 @@ fn a_partition_moves_to_another_node_under_acks_all_writes_and_loses_nothing() {
     while stored.len() as i64 <= last && Instant::now() < deadline {
         for r in consumer.poll(Duration::from_millis(100)).unwrap().iter() {
             let r = r.unwrap();
-            stored.insert(r.offset, String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+            stored.insert(
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            );
         }
     }
     let lost: Vec<_> = acked
         .iter()
         .filter(|(o, v)| stored.get(o) != Some(v))
         .collect();
-    assert!(lost.is_empty(), "{} acknowledged records lost: {lost:?}", lost.len());
-    eprintln!("{} records acknowledged across the move, {failed} sends failed", acked.len());
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged records lost: {lost:?}",
+        lost.len()
+    );
+    eprintln!(
+        "{} records acknowledged across the move, {failed} sends failed",
+        acked.len()
+    );
     c.shutdown();
 }
 

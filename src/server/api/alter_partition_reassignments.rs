@@ -92,7 +92,9 @@ fn alter(
     if let Some(t) = &target
         && !allow_rf_change
     {
-        let rf = admin.replication_factor(topic, partition).map_err(refused)?;
+        let rf = admin
+            .replication_factor(topic, partition)
+            .map_err(refused)?;
         if t.len() != rf {
             return Err((
                 ResponseError::InvalidReplicationFactor.code(),
@@ -136,7 +138,9 @@ fn single_node(
         Some([NODE_ID]) => Ok(()),
         Some(t) => Err((
             ResponseError::InvalidReplicaAssignment.code(),
-            format!("the target {t:?} of {topic}-{partition} names other brokers than this single node ({NODE_ID})"),
+            format!(
+                "the target {t:?} of {topic}-{partition} names other brokers than this single node ({NODE_ID})"
+            ),
         )),
     }
 }

@@ -56,7 +56,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     ) {
         return refuse(code, message);
     }
-    let election = match if version == 0 { PREFERRED } else { request.election_type } {
+    let election = match if version == 0 {
+        PREFERRED
+    } else {
+        request.election_type
+    } {
         PREFERRED => ElectionType::Preferred,
         UNCLEAN => ElectionType::Unclean,
         other => {
