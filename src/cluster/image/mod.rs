@@ -16,7 +16,10 @@
 //!   once an ISR member is back), and a fenced broker stays in an ISR only as its last
 //!   member;
 //! - leader epochs and partition epochs never go down; every leader change bumps the
-//!   leader epoch, every leader or ISR change bumps the partition epoch.
+//!   leader epoch, every leader, ISR or replica change bumps the partition epoch;
+//! - a partition's replicas are distinct; the adding and removing replicas of a
+//!   reassignment in progress are among them, disjoint, and leave at least one target
+//!   replica (`reassign.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
