@@ -491,6 +491,62 @@ fn answer_every_version(
                 .with_share_session_epoch(-1),
             |r| vec![r.error_code]
         ),
+        // A single node leads every partition: no election is needed, and for every
+        // partition (null) none is listed.
+        ApiKey::ElectLeaders => every!(
+            ElectLeadersResponse,
+            ElectLeadersRequest::default().with_timeout_ms(5000),
+            |r| r
+                .replica_election_results
+                .iter()
+                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+                .chain([r.error_code])
+                .collect()
+        ),
+        // The test topic's partition is listed (-1 when it is not).
+        ApiKey::DescribeLogDirs => every!(
+            DescribeLogDirsResponse,
+            DescribeLogDirsRequest::default().with_topics(None),
+            |r| {
+                let listed = r.results.iter().any(|d| {
+                    d.topics.iter().any(|t| {
+                        t.name.0.as_str() == TOPIC
+                            && t.partitions.iter().any(|p| p.partition_index == 0)
+                    })
+                });
+                r.results
+                    .iter()
+                    .map(|d| d.error_code)
+                    .chain([r.error_code, if listed { 0 } else { -1 }])
+                    .collect()
+            }
+        ),
+        // Onto the single node itself: nothing to move.
+        ApiKey::AlterPartitionReassignments => every!(
+            AlterPartitionReassignmentsResponse,
+            AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![
+                    alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(0)])),
+                        ]),
+                ]),
+            |r| r
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .chain([r.error_code])
+                .collect()
+        ),
+        ApiKey::ListPartitionReassignments => every!(
+            ListPartitionReassignmentsResponse,
+            ListPartitionReassignmentsRequest::default(),
+            |r| vec![r.error_code]
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

@@ -27,7 +27,8 @@
 //!    records, shared, storage, transport);
 //! 8. `replication`, the data plane (handle, image, listener, records, shared);
 //! 9. this file, [`ClusterNode`] (all of the above);
-//! 10. `security` (this file's [`ClusterNode`], for the server's credentials and ACLs).
+//! 10. `security` (this file's [`ClusterNode`], for the server's credentials and ACLs),
+//!     `partition_admin` (leader elections and reassignments on [`ClusterNode`]).
 
 /// The Kafka client the cluster's tests talk to nodes with.
 #[cfg(test)]
@@ -43,6 +44,7 @@ mod liveness;
 mod logger;
 mod meta_properties;
 mod node;
+pub(crate) mod partition_admin;
 pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;

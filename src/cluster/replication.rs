@@ -637,12 +637,18 @@ impl MetadataListener for ReplicaManager {
 }
 
 impl ReplicaManager {
-    /// This node no longer hosts `topic`'s `partition`: stops following and leading it
+    /// This node no longer hosts `topic`'s `partition` (deleted, or reassigned to other
+    /// replicas): stops following and leading it
     /// (and coordinating its groups, for a partition of `__consumer_offsets`).
     fn remove_replica(&self, st: &mut ManagerState, topic: &str, partition: i32) {
         let key = (topic.to_string(), partition);
         self.unfollow(st, &key);
-        st.led.remove(&key);
+        if let Some(l) = st.led.remove(&key) {
+            // Reassigned away while leading: writes waiting for the in-sync replicas
+            // end with NOT_LEADER_OR_FOLLOWER now rather than at their timeout.
+            let hw = l.partition.high_watermark();
+            l.partition.become_follower(NO_LEADER, hw);
+        }
         if topic == OFFSETS_TOPIC && st.coordinator.remove(&partition) {
             self.loader.send(LoaderJob::Unload(partition));
         }

@@ -25,6 +25,7 @@ mod failover;
 mod group_coordinators;
 mod lost_directory;
 mod quorum_forgery;
+mod reassignment;
 mod replication;
 mod transactions;
 

@@ -86,6 +86,14 @@ codes! {
     FENCED_LEADER_EPOCH = FencedLeaderEpoch;
     /// The request's leader epoch is newer than the broker knows (75).
     UNKNOWN_LEADER_EPOCH = UnknownLeaderEpoch;
+    /// The preferred replica cannot lead: it is down or out of sync (80).
+    PREFERRED_LEADER_NOT_AVAILABLE = PreferredLeaderNotAvailable;
+    /// No replica is alive to lead the partition (83).
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = EligibleLeadersNotAvailable;
+    /// The partition is led as the election would lead it already (84).
+    ELECTION_NOT_NEEDED = ElectionNotNeeded;
+    /// No reassignment of the partition is in progress (85).
+    NO_REASSIGNMENT_IN_PROGRESS = NoReassignmentInProgress;
 }
 
 impl ErrorCode {

@@ -87,6 +87,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
+    /// Every partition log in the data directory (on a cluster node, the hosted
+    /// ones), for DescribeLogDirs.
+    fn local_logs(&self) -> Vec<LocalLog>;
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
     /// The cluster this broker is a node of, None for a single node. Handlers answer
@@ -95,6 +98,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn cluster(&self) -> Option<&dyn super::cluster_view::ClusterView> {
         None
     }
+}
+
+/// One partition's log in the data directory, as DescribeLogDirs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalLog {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// Bytes of its files.
+    pub size: u64,
+    /// How far its log end is below its high watermark (Kafka's offset lag of a
+    /// current log: never negative).
+    pub offset_lag: i64,
 }
 
 /// One broker as DescribeCluster lists it.

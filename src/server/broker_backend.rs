@@ -252,6 +252,24 @@ impl Backend for BrokerBackend {
         self.broker.dir().to_path_buf()
     }
 
+    fn local_logs(&self) -> Vec<super::backend::LocalLog> {
+        let mut out = Vec::new();
+        for name in self.broker.topics() {
+            let Ok(topic) = self.broker.registered_topic(&name) else {
+                continue;
+            };
+            for p in topic.partitions().iter() {
+                out.push(super::backend::LocalLog {
+                    topic: name.clone(),
+                    partition: p.index(),
+                    size: p.size_bytes(),
+                    offset_lag: (p.high_watermark() - p.log_end_offset()).max(0),
+                });
+            }
+        }
+        out
+    }
+
     fn close(&self) -> Result<()> {
         self.broker.close()
     }

@@ -130,6 +130,11 @@ pub(crate) trait ClusterView: Send + Sync {
         let _ = (transactional_id, producer, topic, partition);
         Err(TxnError::NotCoordinator)
     }
+    /// Leader elections and reassignments through the controller (None: this cluster
+    /// offers none).
+    fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
+        None
+    }
 }
 
 /// The adapter: a cluster node answers from its metadata image.
@@ -230,6 +235,9 @@ impl ClusterView for ClusterNode {
         partition: i32,
     ) -> std::result::Result<(), TxnError> {
         ClusterNode::verify_transaction(self, transactional_id, producer, topic, partition)
+    }
+    fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
+        Some(self)
     }
 }
 

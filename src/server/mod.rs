@@ -40,6 +40,7 @@ mod idempotence;
 mod limits;
 mod listener;
 mod node;
+mod partition_admin;
 mod sendfile;
 mod topic_ids;
 mod transport;

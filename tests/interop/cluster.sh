@@ -6,7 +6,9 @@
 #   3. confluent-kafka's and kafka-python's transactional producers: commits, an abort
 #      and fencing (confluent_kafka_transactions.py), the coordinator on whichever node
 #      leads the id's __transaction_state partition;
-#   4. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
+#   4. kafka-python moves a partition, describes the log directories and elects its
+#      preferred leader; confluent-kafka's elect_leaders too (cluster_partitions.py);
+#   5. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
 #      new leader and an ISR without the dead node, and `kcat -C -o beginning -e` still
 #      returns every record.
 #
@@ -64,7 +66,10 @@ grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 bro
 # 3. Transactions, coordinated by the leader of each id's __transaction_state partition.
 "$PYTHON" "$here/confluent_kafka_transactions.py"
 
-# 1. and 4. kcat: the replicated topic's metadata, then the failover walk-through.
+# 4. Partition moves, log directories and leader elections with Kafka's admin clients.
+"$PYTHON" "$here/cluster_partitions.py"
+
+# 1. and 5. kcat: the replicated topic's metadata, then the failover walk-through.
 topic="failover-$$"
 "$PYTHON" - <<PY
 from confluent_kafka.admin import AdminClient, NewTopic

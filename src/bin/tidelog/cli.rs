@@ -60,6 +60,18 @@ pub(crate) enum Command {
     /// directory, or with --bootstrap on a running node or cluster.
     #[cfg(feature = "server")]
     Acls(AclsArgs),
+    /// Move partition leaderships back to their preferred replicas, or elect a leader
+    /// from outside the ISR (as kafka-leader-election), on a running cluster.
+    #[cfg(feature = "server")]
+    LeaderElection(crate::partitions::LeaderElectionArgs),
+    /// Describe each broker's data directory and the partition logs in it (as
+    /// kafka-log-dirs), on a running cluster.
+    #[cfg(feature = "server")]
+    LogDirs(crate::partitions::LogDirsArgs),
+    /// Move partitions to other brokers: generate a balanced plan, execute, verify,
+    /// cancel or list moves (as kafka-reassign-partitions), on a running cluster.
+    #[cfg(feature = "server")]
+    Reassign(crate::partitions::ReassignArgs),
 }
 
 /// `tidelog users [--bootstrap ADDRS] ...`.

@@ -27,6 +27,8 @@ mod groups;
 #[cfg(feature = "server")]
 mod metrics_http;
 mod out;
+#[cfg(feature = "server")]
+mod partitions;
 mod perf;
 #[cfg(feature = "server")]
 mod perf_cluster;
@@ -102,6 +104,12 @@ fn main() -> ExitCode {
         Command::Users(args) => security::users(given, &args),
         #[cfg(feature = "server")]
         Command::Acls(args) => security::acls(given, &args),
+        #[cfg(feature = "server")]
+        Command::LeaderElection(args) => partitions::leader_election(given, &args),
+        #[cfg(feature = "server")]
+        Command::LogDirs(args) => partitions::log_dirs(given, &args),
+        #[cfg(feature = "server")]
+        Command::Reassign(args) => partitions::reassign(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

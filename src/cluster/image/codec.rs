@@ -4,7 +4,8 @@
 //! Layout: version (`u16`), index (`u64`), cluster id (optional string), next producer
 //! id (`i64`), then a count (`u32`) and the entries of each of: brokers, topics (with
 //! their partitions), SCRAM credentials, ACL bindings, proposers' applied proposals
-//! (version 4), voters' directory ids (version 5).
+//! (version 4), voters' directory ids (version 5); each partition's adding and removing
+//! replicas since version 6.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,9 +19,9 @@ use crate::storage::codec::{Reader, Writer};
 
 /// Image encoding version written by this code (version 1, without users and ACLs,
 /// version 2, without the brokers' named listeners, and version 3, without the
-/// proposers' applied proposals, and version 4, without the voters' directory ids, are
-/// still read).
-const IMAGE_VERSION: u16 = 5;
+/// proposers' applied proposals, version 4, without the voters' directory ids, and
+/// version 5, without the partitions' reassignments, are still read).
+const IMAGE_VERSION: u16 = 6;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -82,7 +83,7 @@ impl MetadataImage {
         }
         let mut topics = BTreeMap::new();
         for _ in 0..r.count(29)? {
-            let t = get_topic(&mut r)?;
+            let t = get_topic(&mut r, version)?;
             topics.insert(t.name.clone(), Arc::new(t));
         }
         let (users, acls) = if version >= 2 {
@@ -190,7 +191,8 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
 }
 
 /// A topic: name, id, internal, config overrides, then a count (`u32`) of partitions,
-/// each: replicas, ISR, leader, leader epoch, partition epoch.
+/// each: replicas, ISR, leader, leader epoch, partition epoch, adding and removing
+/// replicas (image version 6).
 fn put_topic(w: &mut Writer, t: &TopicImage) {
     w.str(&t.name);
     w.raw(&t.id);
@@ -203,11 +205,13 @@ fn put_topic(w: &mut Writer, t: &TopicImage) {
         w.i32(p.leader);
         w.i32(p.leader_epoch);
         w.i32(p.partition_epoch);
+        w.i32s(&p.adding_replicas);
+        w.i32s(&p.removing_replicas);
     }
 }
 
 /// Reads what [`put_topic`] wrote.
-fn get_topic(r: &mut Reader<'_>) -> Result<TopicImage> {
+fn get_topic(r: &mut Reader<'_>, version: u16) -> Result<TopicImage> {
     let name = r.str()?;
     let id = r.fixed()?;
     let internal = r.bool()?;
@@ -215,13 +219,20 @@ fn get_topic(r: &mut Reader<'_>) -> Result<TopicImage> {
     let n = r.count(20)?;
     let mut partitions = Vec::with_capacity(n);
     for _ in 0..n {
-        partitions.push(PartitionImage {
+        let mut p = PartitionImage {
             replicas: r.i32s()?,
             isr: r.i32s()?,
             leader: r.i32()?,
             leader_epoch: r.i32()?,
             partition_epoch: r.i32()?,
-        });
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        };
+        if version >= 6 {
+            p.adding_replicas = r.i32s()?;
+            p.removing_replicas = r.i32s()?;
+        }
+        partitions.push(p);
     }
     Ok(TopicImage {
         id,

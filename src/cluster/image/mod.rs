@@ -16,7 +16,10 @@
 //!   once an ISR member is back), and a fenced broker stays in an ISR only as its last
 //!   member;
 //! - leader epochs and partition epochs never go down; every leader change bumps the
-//!   leader epoch, every leader or ISR change bumps the partition epoch.
+//!   leader epoch, every leader, ISR or replica change bumps the partition epoch;
+//! - a partition's replicas are distinct; the adding and removing replicas of a
+//!   reassignment in progress are among them, disjoint, and leave at least one target
+//!   replica (`reassign.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -31,6 +34,7 @@ use crate::security::credentials::{self, CredentialChange, Users};
 
 mod codec;
 mod once;
+mod reassign;
 
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
@@ -112,6 +116,10 @@ pub(crate) struct PartitionImage {
     pub leader_epoch: i32,
     /// Bumped on every leader or ISR change.
     pub partition_epoch: i32,
+    /// Replicas a reassignment in progress adds (in `replicas` already; KIP-455).
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a reassignment in progress removes once the new ones are in sync.
+    pub removing_replicas: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -352,11 +360,9 @@ fn pname(topic: &str, partition: usize) -> String {
     format!("{topic}-{partition}")
 }
 
-/// Kafka's rack-unaware replica placement (`assignReplicasToBrokersRackUnaware`): the
-/// first replica of partition `p` is broker `(p + start) % n`, the others follow it at a
-/// shift that moves by one every `n` partitions, so leaders and followers both spread
-/// evenly. `brokers` sorted; `start` and `shift` are derived from the topic id so every
-/// node computes the same placement.
+/// Kafka's rack-unaware replica placement over `brokers` (sorted), with the start
+/// index and shift derived from the topic id so every node computes the same placement:
+/// [`crate::admin::assign_replicas`], which generated reassignment plans use too.
 pub(crate) fn place_replicas(
     brokers: &[i32],
     partitions: i32,
@@ -365,26 +371,14 @@ pub(crate) fn place_replicas(
     start: usize,
     shift: usize,
 ) -> Vec<Vec<i32>> {
-    let n = brokers.len();
-    let mut out = Vec::with_capacity(partitions.max(0) as usize);
-    if n == 0 {
-        return out;
-    }
-    let mut next_shift = shift % n;
-    for k in 0..partitions {
-        let p = (first_partition + k) as usize;
-        if p > 0 && p.is_multiple_of(n) {
-            next_shift += 1;
-        }
-        let first = (p + start) % n;
-        let mut replicas = vec![brokers[first]];
-        for j in 0..replication_factor.saturating_sub(1) {
-            let step = 1 + (next_shift + j) % (n - 1).max(1);
-            replicas.push(brokers[(first + step) % n]);
-        }
-        out.push(replicas);
-    }
-    out
+    crate::admin::assign_replicas(
+        brokers,
+        partitions,
+        replication_factor,
+        first_partition,
+        start,
+        shift,
+    )
 }
 
 /// The placement start index and shift of a topic, from its id.
@@ -645,6 +639,12 @@ impl MetadataImage {
                 node_id,
                 directory_id,
             } => self.register_voter_directory(*node_id, directory_id),
+            MetadataRecord::ElectUncleanLeaders { partitions } => {
+                self.elect_unclean_leaders(partitions)
+            }
+            MetadataRecord::AlterPartitionReassignment { partition, target } => {
+                self.alter_reassignment(partition, target.as_deref())
+            }
         }
     }
 
@@ -941,6 +941,8 @@ impl MetadataImage {
                     isr,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 }
             })
             .collect()
@@ -1143,10 +1145,13 @@ impl MetadataImage {
             .copied()
             .filter(|r| a.new_isr.contains(r))
             .collect();
+        let unfenced = self.unfenced_brokers();
         let mut t = (*topic).clone();
         let target = &mut t.partitions[a.partition as usize];
         let leader = target.leader;
         Self::change_partition(target, isr, leader);
+        // The new replicas of a reassignment joined the ISR: the replica set switches.
+        reassign::complete(target, &unfenced);
         self.topics.insert(a.topic.clone(), Arc::new(t));
         Ok(Applied::Done)
     }
@@ -1221,8 +1226,8 @@ pub(crate) struct LocalPartitionChange {
 pub(crate) struct LocalChanges {
     /// Partitions hosted here that are new or whose leader, ISR or epochs changed.
     pub changed: Vec<LocalPartitionChange>,
-    /// Partitions no longer hosted here (topic deleted), as `(topic, topic id,
-    /// partition)`.
+    /// Partitions no longer hosted here (topic deleted, or reassigned to other
+    /// replicas), as `(topic, topic id, partition)`.
     pub removed: Vec<(String, TopicId, i32)>,
 }
 
@@ -1274,7 +1279,11 @@ pub(crate) fn local_changes(
     for (name, topic) in &previous.topics {
         let still = current.topics.get(name).filter(|t| t.id == topic.id);
         for (i, p) in topic.partitions.iter().enumerate() {
-            if p.hosts(node) && still.is_none() {
+            // Deleted with its topic, or reassigned away.
+            let gone = still
+                .and_then(|t| t.partitions.get(i))
+                .is_none_or(|c| !c.hosts(node));
+            if p.hosts(node) && gone {
                 out.removed.push((name.clone(), topic.id, i as i32));
             }
         }
@@ -1284,3 +1293,5 @@ pub(crate) fn local_changes(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reassign;

@@ -111,6 +111,24 @@ fn check_invariants(img: &MetadataImage) {
                     "leaderless with an unfenced ISR member {at}"
                 );
             }
+            let mut replicas = p.replicas.clone();
+            replicas.sort_unstable();
+            replicas.dedup();
+            assert_eq!(replicas.len(), p.replicas.len(), "duplicate replica {at}");
+            assert!(
+                p.adding_replicas
+                    .iter()
+                    .chain(&p.removing_replicas)
+                    .all(|r| p.replicas.contains(r)),
+                "a reassignment's replica outside the replicas {at}"
+            );
+            assert!(
+                !p.adding_replicas
+                    .iter()
+                    .any(|r| p.removing_replicas.contains(r)),
+                "a replica both added and removed {at}"
+            );
+            assert!(!p.target_replicas().is_empty(), "no target replica {at}");
             if p.isr.iter().any(|r| !img.is_unfenced(*r)) {
                 assert_eq!(p.isr.len(), 1, "fenced broker in a larger ISR {at}");
                 assert_eq!(p.leader, NO_LEADER, "{at}");
@@ -782,6 +800,33 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
                     .collect(),
             }
         }),
+        prop::collection::vec((topic.clone(), 0..3i32), 0..4).prop_map(|ps| {
+            MetadataRecord::ElectUncleanLeaders {
+                partitions: ps
+                    .into_iter()
+                    .map(|(t, p)| PartitionRef {
+                        topic: t.into(),
+                        topic_id: [0; 16],
+                        partition: p,
+                    })
+                    .collect(),
+            }
+        }),
+        (
+            topic.clone(),
+            0..3i32,
+            proptest::option::of(prop::collection::vec(broker.clone(), 0..4))
+        )
+            .prop_map(
+                |(t, p, target)| MetadataRecord::AlterPartitionReassignment {
+                    partition: PartitionRef {
+                        topic: t.into(),
+                        topic_id: [0; 16],
+                        partition: p,
+                    },
+                    target,
+                }
+            ),
         (
             topic,
             0..3i32,
@@ -835,6 +880,30 @@ fn plausible(img: &MetadataImage, r: MetadataRecord) -> MetadataRecord {
                 }
             }
             MetadataRecord::ElectPreferredLeaders { partitions }
+        }
+        MetadataRecord::ElectUncleanLeaders { mut partitions } => {
+            for r in &mut partitions {
+                if let Some(t) = img.topics.get(&r.topic) {
+                    r.topic_id = t.id;
+                }
+            }
+            MetadataRecord::ElectUncleanLeaders { partitions }
+        }
+        MetadataRecord::AlterPartitionReassignment {
+            mut partition,
+            mut target,
+        } => {
+            if let Some(t) = img.topics.get(&partition.topic) {
+                partition.topic_id = t.id;
+            }
+            // Distinct replicas, most of the time.
+            if let Some(t) = &mut target
+                && partition.partition != 2
+            {
+                let mut seen = std::collections::BTreeSet::new();
+                t.retain(|b| seen.insert(*b));
+            }
+            MetadataRecord::AlterPartitionReassignment { partition, target }
         }
         MetadataRecord::BrokerReady {
             broker_id,
@@ -896,7 +965,7 @@ proptest! {
                         if q.leader != p.leader {
                             prop_assert!(q.leader_epoch > p.leader_epoch);
                         }
-                        if q.leader != p.leader || q.isr != p.isr {
+                        if q.leader != p.leader || q.isr != p.isr || q.replicas != p.replicas {
                             prop_assert!(q.partition_epoch > p.partition_epoch);
                         }
                     }
@@ -987,21 +1056,21 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 5 without the endpoint count after each broker and the
+    // Version 2 is version 6 (for an image without topics) without the endpoint count after each broker and the
     // proposers' and directories' counts at the end: version (2),
     // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
     // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
     // down, no replication listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 5]);
+    assert_eq!(&bytes[..2], &[0, 6]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
     bytes.drain(at..at + 4);
     assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
-    bytes[1] = 6;
+    bytes[1] = 7;
     assert!(
-        MetadataImage::decode(&bytes, "v6")
+        MetadataImage::decode(&bytes, "v7")
             .unwrap_err()
             .is_corruption()
     );

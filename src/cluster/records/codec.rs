@@ -40,6 +40,8 @@ pub(super) mod kind {
     pub const CREATE_ACLS: u8 = 14;
     pub const DELETE_ACLS: u8 = 15;
     pub const REGISTER_VOTER_DIRECTORY: u8 = 16;
+    pub const ELECT_UNCLEAN_LEADERS: u8 = 32;
+    pub const ALTER_PARTITION_REASSIGNMENT: u8 = 33;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -67,6 +69,8 @@ impl MetadataRecord {
             MetadataRecord::CreateAcls { .. } => kind::CREATE_ACLS,
             MetadataRecord::DeleteAcls { .. } => kind::DELETE_ACLS,
             MetadataRecord::RegisterVoterDirectory { .. } => kind::REGISTER_VOTER_DIRECTORY,
+            MetadataRecord::ElectUncleanLeaders { .. } => kind::ELECT_UNCLEAN_LEADERS,
+            MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
         }
     }
 
@@ -132,6 +136,16 @@ impl MetadataRecord {
                 w.i32(*node_id);
                 w.str(directory_id);
             }
+            MetadataRecord::ElectUncleanLeaders { partitions } => {
+                put_list(w, partitions, put_partition_ref)
+            }
+            MetadataRecord::AlterPartitionReassignment { partition, target } => {
+                put_partition_ref(w, partition);
+                w.bool(target.is_some());
+                if let Some(t) = target {
+                    w.i32s(t);
+                }
+            }
         }
     }
 
@@ -187,6 +201,10 @@ impl MetadataRecord {
                 node_id: r.i32()?,
                 directory_id: r.str()?,
             }),
+            kind::ELECT_UNCLEAN_LEADERS => Ok(MetadataRecord::ElectUncleanLeaders {
+                partitions: get_list(r, 24, get_partition_ref)?,
+            }),
+            kind::ALTER_PARTITION_REASSIGNMENT => get_reassignment(r),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
     }
@@ -392,6 +410,14 @@ fn get_allocate_producer_ids(r: &mut Reader<'_>) -> Result<MetadataRecord> {
         broker_epoch: r.i64()?,
         count: r.i64()?,
     })
+}
+
+/// `AlterPartitionReassignment`: the partition, whether a target follows (`bool`; none:
+/// a cancellation), the target replicas.
+fn get_reassignment(r: &mut Reader<'_>) -> Result<MetadataRecord> {
+    let partition = get_partition_ref(r)?;
+    let target = if r.bool()? { Some(r.i32s()?) } else { None };
+    Ok(MetadataRecord::AlterPartitionReassignment { partition, target })
 }
 
 fn put_partition_ref(w: &mut Writer, p: &PartitionRef) {

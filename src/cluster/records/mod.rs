@@ -218,6 +218,23 @@ pub(crate) enum MetadataRecord {
         /// Kafka-style base64 UUID.
         directory_id: String,
     },
+    /// Elects a leader among the live replicas outside the ISR for each partition that
+    /// has none (Kafka's unclean election, only when an operator asks for it per
+    /// partition through ElectLeaders): the first unfenced replica, in assignment order,
+    /// leads and is the ISR alone. Partitions with a leader, or without an unfenced
+    /// replica, are left as they are.
+    ElectUncleanLeaders {
+        /// The partitions.
+        partitions: Vec<PartitionRef>,
+    },
+    /// Starts, replaces or cancels a partition's reassignment (KIP-455, Kafka's
+    /// `PartitionChangeRecord` with adding and removing replicas).
+    AlterPartitionReassignment {
+        /// The partition.
+        partition: PartitionRef,
+        /// The target replicas, or None to cancel the reassignment in progress.
+        target: Option<Vec<i32>>,
+    },
 }
 
 impl MetadataRecord {
@@ -240,6 +257,8 @@ impl MetadataRecord {
             MetadataRecord::CreateAcls { .. } => "CreateAcls",
             MetadataRecord::DeleteAcls { .. } => "DeleteAcls",
             MetadataRecord::RegisterVoterDirectory { .. } => "RegisterVoterDirectory",
+            MetadataRecord::ElectUncleanLeaders { .. } => "ElectUncleanLeaders",
+            MetadataRecord::AlterPartitionReassignment { .. } => "AlterPartitionReassignment",
         }
     }
 }
@@ -414,6 +433,29 @@ pub(crate) mod tests {
             MetadataRecord::RegisterVoterDirectory {
                 node_id: 2,
                 directory_id: "d3HkQx2bT0mJ8wz1fLmC4A".into(),
+            },
+            MetadataRecord::ElectUncleanLeaders {
+                partitions: vec![PartitionRef {
+                    topic: "t".into(),
+                    topic_id: [5; 16],
+                    partition: 1,
+                }],
+            },
+            MetadataRecord::AlterPartitionReassignment {
+                partition: PartitionRef {
+                    topic: "t".into(),
+                    topic_id: [6; 16],
+                    partition: 0,
+                },
+                target: Some(vec![3, 1, 2]),
+            },
+            MetadataRecord::AlterPartitionReassignment {
+                partition: PartitionRef {
+                    topic: "u".into(),
+                    topic_id: [7; 16],
+                    partition: 4,
+                },
+                target: None,
             },
         ]
     }

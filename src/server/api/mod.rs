@@ -10,6 +10,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
@@ -25,9 +26,11 @@ mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod describe_producers;
 mod describe_transactions;
 mod describe_user_scram_credentials;
+mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -39,6 +42,7 @@ mod leave_group;
 pub(crate) mod legacy;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
@@ -321,6 +325,24 @@ apis! {
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeCluster 0..=2, DescribeClusterRequest => DescribeClusterResponse, handler(describe_cluster),
         errors [|r, f| f(r.error_code)];
+    ElectLeaders 0..=2, ElectLeadersRequest => ElectLeadersResponse, handler(elect_leaders),
+        errors [|r, f| {
+            f(r.error_code);
+            r.replica_election_results.iter().flat_map(|t| &t.partition_result).for_each(|p| f(p.error_code));
+        }];
+    DescribeLogDirs 1..=4, DescribeLogDirsRequest => DescribeLogDirsResponse, handler(describe_log_dirs),
+        errors [|r, f| {
+            f(r.error_code);
+            r.results.iter().for_each(|d| f(d.error_code));
+        }];
+    AlterPartitionReassignments 0..=1, AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse,
+        handler(alter_partition_reassignments),
+        errors [|r, f| {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    ListPartitionReassignments 0..=0, ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse,
+        handler(list_partition_reassignments), errors [|r, f| f(r.error_code)];
     SaslHandshake 0..=1, SaslHandshakeRequest => SaslHandshakeResponse, connection(sasl_handshake),
         errors [none];
     SaslAuthenticate 0..=2, SaslAuthenticateRequest => SaslAuthenticateResponse, connection(sasl_authenticate),

@@ -1,0 +1,301 @@
+//! `tidelog reassign`, `leader-election` and `log-dirs describe` against three `tidelog
+//! serve --node-id N --quorum ...` child processes: a generated plan is Kafka's JSON, a
+//! partition moves to the node that lacked it (`--execute`, then `--verify` until it
+//! completed, the removed node's copy gone from `log-dirs describe`), a preferred
+//! election makes the new first replica lead, and bad plans are refused with the reason.
+#![cfg(all(feature = "cli", feature = "server"))]
+
+mod cli_support;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cli_support::{Run, err, ok, serve, tidelog_raw};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `tidelog ARGS... --bootstrap B` until `done` accepts the run (at most [`WAIT`]).
+fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut all = args.to_vec();
+        all.extend(["--bootstrap", bootstrap]);
+        let run = tidelog_raw(&all, "");
+        if done(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "{what}: {run:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn json_after(stdout: &str, heading: &str) -> Value {
+    let rest = stdout
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{heading} in {stdout}"));
+    let line = rest.lines().find(|l| l.starts_with('{')).unwrap();
+    serde_json::from_str(line).unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
+    let root = tempfile::tempdir().unwrap();
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let quorum = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    drop(listeners);
+    let nodes: Vec<_> = (1..=3)
+        .map(|id| {
+            serve(
+                &root.path().join(format!("node-{id}")),
+                &["--node-id", &id.to_string(), "--quorum", &quorum],
+            )
+        })
+        .collect();
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    until(
+        &[
+            "topics",
+            "create",
+            "moves",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
+        &bootstrap,
+        "the topic created",
+        |r| r.code == 0,
+    );
+
+    // --generate: the current assignment and a balanced one, in Kafka's JSON.
+    let generated = until(
+        &[
+            "reassign",
+            "--generate",
+            "--topics",
+            "moves",
+            "--brokers",
+            "1,2,3",
+        ],
+        &bootstrap,
+        "a plan",
+        |r| r.code == 0,
+    );
+    let now = json_after(&generated.stdout, "Current partition replica assignment");
+    let proposed = json_after(
+        &generated.stdout,
+        "Proposed partition reassignment configuration",
+    );
+    assert_eq!(proposed["version"], 1);
+    let p = &proposed["partitions"][0];
+    assert_eq!(
+        (p["topic"].as_str(), p["partition"].as_i64()),
+        (Some("moves"), Some(0))
+    );
+    assert_eq!(p["replicas"].as_array().unwrap().len(), 2);
+    assert_eq!(p["log_dirs"], serde_json::json!(["any", "any"]));
+    let current: Vec<i64> = now["partitions"][0]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_i64().unwrap())
+        .collect();
+    let (kept, dropped) = (current[0], current[1]);
+    let added = (1..=3).find(|b| !current.contains(b)).unwrap();
+
+    // Bad plans are refused before anything is sent.
+    let twice = write(
+        root.path(),
+        "twice.json",
+        r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1]},{"topic":"moves","partition":0,"replicas":[2]}]}"#,
+    );
+    err(
+        tidelog_raw(
+            &[
+                "reassign",
+                "--execute",
+                "--reassignment-json-file",
+                &twice,
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
+        1,
+        "partition moves-0 is listed twice",
+    );
+    let dirs = write(
+        root.path(),
+        "dirs.json",
+        r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1],"log_dirs":["/data"]}]}"#,
+    );
+    err(
+        tidelog_raw(
+            &[
+                "reassign",
+                "--execute",
+                "--reassignment-json-file",
+                &dirs,
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
+        1,
+        "log_dirs",
+    );
+    err(
+        tidelog_raw(
+            &[
+                "leader-election",
+                "--election-type",
+                "unclean",
+                "--all-topic-partitions",
+                "--bootstrap",
+                &bootstrap,
+            ],
+            "",
+        ),
+        1,
+        "name its partitions",
+    );
+
+    // Move: the dropped replica is replaced by the node that had none, first.
+    let plan = write(
+        root.path(),
+        "plan.json",
+        &format!(
+            r#"{{"version":1,"partitions":[{{"topic":"moves","partition":0,"replicas":[{added},{kept}]}}]}}"#
+        ),
+    );
+    let file = ["--reassignment-json-file", plan.as_str()];
+    let executed = ok(tidelog_raw(
+        &[
+            &["reassign", "--execute"][..],
+            &file,
+            &["--bootstrap", &bootstrap],
+        ]
+        .concat(),
+        "",
+    ));
+    assert!(
+        executed
+            .contains("Save this to use as the --reassignment-json-file option during rollback"),
+        "{executed}"
+    );
+    assert!(
+        executed.contains("Successfully started partition reassignments for moves-0"),
+        "{executed}"
+    );
+    until(
+        &[&["reassign", "--verify"][..], &file].concat(),
+        &bootstrap,
+        "the move to complete",
+        |r| {
+            r.code == 0
+                && r.stdout
+                    .contains("Reassignment of partition moves-0 is completed.")
+        },
+    );
+    let listed = ok(tidelog_raw(
+        &["reassign", "--list", "--bootstrap", &bootstrap],
+        "",
+    ));
+    assert!(
+        listed.contains("No partition reassignments found."),
+        "{listed}"
+    );
+    // The removed node's copy is deleted; the new one is there.
+    let described = until(
+        &["log-dirs", "describe", "--topic-list", "moves"],
+        &bootstrap,
+        "the old copy deleted",
+        |r| {
+            let Ok(v) = r
+                .stdout
+                .lines()
+                .last()
+                .map(serde_json::from_str::<Value>)
+                .transpose()
+            else {
+                return false;
+            };
+            let holds = |b: i64| {
+                v.as_ref().is_some_and(|v| {
+                    v["brokers"].as_array().unwrap().iter().any(|x| {
+                        x["broker"] == b
+                            && x["logDirs"][0]["partitions"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|p| p["partition"] == "moves-0")
+                    })
+                })
+            };
+            r.code == 0 && holds(added) && holds(kept) && !holds(dropped)
+        },
+    );
+    assert!(
+        described
+            .stdout
+            .contains("Received log directory information from brokers 1,2,3"),
+        "{described:?}"
+    );
+
+    // A preferred election leads the partition from its new first replica.
+    let elected = until(
+        &[
+            "leader-election",
+            "--election-type",
+            "PREFERRED",
+            "--topic",
+            "moves",
+            "--partition",
+            "0",
+        ],
+        &bootstrap,
+        "the election",
+        |r| r.code == 0,
+    );
+    assert!(
+        elected
+            .stdout
+            .contains("Successfully completed leader election (PREFERRED) for partitions moves-0")
+            || elected
+                .stdout
+                .contains("Valid replica already elected for partitions moves-0"),
+        "{elected:?}"
+    );
+    until(
+        &["topics", "describe", "moves"],
+        &bootstrap,
+        "the new leader",
+        |r| {
+            r.stdout
+                .contains(&format!("Leader: {added}\tReplicas: {added},{kept}"))
+        },
+    );
+    for n in nodes {
+        n.stop();
+    }
+}
