@@ -39,6 +39,9 @@ pub(crate) enum Inbound {
         /// The directory id the quorum recorded for this node.
         known: String,
     },
+    /// A broker-only node said hello: the controller adds it to the metadata log's
+    /// learners if it is not one yet.
+    Join(i32),
     /// Stop the loop.
     Stop,
 }

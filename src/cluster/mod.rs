@@ -16,11 +16,11 @@
 //! Its files import each other bottom-up only (each imports only files above it in
 //! this list; no cycle but a file and its own tests):
 //! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
-//!    (with `records/codec`): no other file of the cluster;
+//!    (with `records/codec`): no other file of the cluster; `membership` (inbox);
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
-//! 5. `shared` (image, listener, liveness, records, transport), then `handle` (config, image,
+//! 5. `shared` (image, listener, liveness, membership, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
@@ -41,6 +41,7 @@ mod inbox;
 mod listener;
 mod liveness;
 mod logger;
+mod membership;
 mod meta_properties;
 mod node;
 pub(crate) mod quorum_tls;
@@ -197,6 +198,9 @@ impl ClusterNode {
         let quorum_addr = listener
             .local_addr()
             .ctx("address of", "the quorum listener")?;
+        if !config.is_voter() {
+            tracing::info!(node = me, quorum = %quorum_addr, "not among the voters of --quorum: this node is a broker only and follows the metadata log as a learner");
+        }
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared::new(
             me,
@@ -267,6 +271,7 @@ impl ClusterNode {
                 directories: self.shared.directories.clone(),
             },
             config.quorum_tls.clone(),
+            (!config.is_voter()).then(|| announced_quorum_addr(config, self.quorum_addr)),
         )?;
         self.add_listeners(broker)?;
         let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
@@ -578,6 +583,12 @@ impl ClusterNode {
         self.handle.alter_partition(change, timeout)
     }
 
+    /// The metadata quorum's voters and learners (broker-only nodes) as this node last
+    /// applied them.
+    pub(crate) fn membership(&self) -> membership::Membership {
+        self.shared.membership.read().clone()
+    }
+
     /// Reserves `count` producer ids for this broker; returns the first.
     pub(crate) fn allocate_producer_ids(&self, count: i64, timeout: Duration) -> Result<i64> {
         let broker_epoch = self.broker_epoch().ok_or_else(|| Error::StaleBrokerEpoch {
@@ -662,14 +673,10 @@ impl ClusterNode {
 /// Checks `config` against the quorum, capping the offsets topic's replication factor
 /// at the number of voters.
 fn check_config(config: &mut ClusterConfig) -> Result<()> {
-    let me = config.node_id;
-    if !config.voters.iter().any(|v| v.id == me) {
+    if config.node_id < 0 {
         return Err(Error::InvalidConfig {
             key: "node.id".into(),
-            reason: format!(
-                "node {me} is not among the voters {:?} of --quorum",
-                config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
-            ),
+            reason: format!("node id {} is negative", config.node_id),
         });
     }
     let voters = config.voters.len() as i16;
@@ -718,13 +725,32 @@ fn bind_quorum_listener(config: &mut ClusterConfig) -> Result<TcpListener> {
         return Ok(l);
     }
     let me = config.node_id;
-    let addr = &config
-        .voters
-        .iter()
-        .find(|v| v.id == me)
-        .expect("checked")
-        .addr;
+    let addr = match config.voters.iter().find(|v| v.id == me) {
+        Some(v) => v.addr.clone(),
+        // A broker only: the voters connect to it where it announces, on a port of the
+        // OS's choosing on its advertised host.
+        None => format!("{}:0", advertised_host(config)),
+    };
     TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())
+}
+
+/// The host of this node's advertised Kafka listener.
+fn advertised_host(config: &ClusterConfig) -> String {
+    let host = config
+        .advertised_listener
+        .rsplit_once(':')
+        .map_or(config.advertised_listener.as_str(), |(h, _)| h);
+    host.to_string()
+}
+
+/// The quorum address a broker-only node announces: its bound listener, with the
+/// advertised host for a wildcard address.
+fn announced_quorum_addr(config: &ClusterConfig, bound: SocketAddr) -> String {
+    if bound.ip().is_unspecified() {
+        format!("{}:{}", advertised_host(config), bound.port())
+    } else {
+        bound.to_string()
+    }
 }
 
 impl TopicAuthority for ClusterNode {

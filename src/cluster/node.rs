@@ -28,6 +28,7 @@ use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
 use super::inbox::{Inbound, node_of};
+use super::membership::{self, Membership};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord};
 use super::shared::Shared;
@@ -65,6 +66,9 @@ enum Internal {
 const REPROPOSE_AFTER: Duration = Duration::from_secs(3);
 /// How long the loop's own proposals are retried.
 const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
+/// A broker-only node that has heard from no voter for this long says hello to them
+/// again (a voter that restarted, or a new controller, learns its address then).
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -85,6 +89,8 @@ pub(crate) struct RaftLoop {
     leader_since: Option<Instant>,
     /// When the controller last checked the leaders' balance.
     last_balance_check: Option<Instant>,
+    /// A broker-only node: when it last said hello to the voters.
+    last_announce: Option<Instant>,
 }
 
 impl RaftLoop {
@@ -120,6 +126,7 @@ impl RaftLoop {
             internal: HashMap::new(),
             leader_since: None,
             last_balance_check: None,
+            last_announce: None,
         }
     }
 
@@ -134,6 +141,7 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes: Vec::new(),
         });
+        self.share_membership();
         if let Err(e) = self.check_directory() {
             self.shared.fail(e.to_string());
             self.transport.shutdown();
@@ -211,9 +219,68 @@ impl RaftLoop {
                 self.shared.fail(e.to_string());
                 return false;
             }
+            Inbound::Join(node) => self.add_learner(node),
             Inbound::Stop => return false,
         }
         true
+    }
+
+    /// The controller adds broker-only node `node`, which said hello, to the learners
+    /// of the metadata log (one configuration change at a time; the node says hello
+    /// again until it is one).
+    fn add_learner(&mut self, node: i32) {
+        if self.raw.raft.state != StateRole::Leader
+            || self.raw.raft.has_pending_conf()
+            || self.membership().contains(node)
+        {
+            return;
+        }
+        match self
+            .raw
+            .propose_conf_change(Vec::new(), membership::learner_change(node))
+        {
+            Ok(()) => tracing::info!(
+                node = self.me(),
+                broker = node,
+                "adding a broker-only node to the metadata log's learners"
+            ),
+            Err(e) => {
+                tracing::warn!(node = self.me(), broker = node, error = %e, "cannot add a broker-only node to the learners")
+            }
+        }
+    }
+
+    /// The voters and learners of raft-rs's current configuration.
+    fn membership(&self) -> Membership {
+        Membership::of(&self.raw.raft.prs().conf().to_conf_state())
+    }
+
+    /// Publishes the membership for [`super::ClusterNode::membership`].
+    fn share_membership(&self) {
+        *self.shared.membership.write() = self.membership();
+    }
+
+    /// A broker-only node says hello to every voter when it has heard from none for
+    /// [`ANNOUNCE_AFTER`].
+    fn announce(&mut self, now: Instant) {
+        let me = self.me();
+        if self.config.voters.iter().any(|v| v.id == me)
+            || self
+                .last_announce
+                .is_some_and(|t| now.duration_since(t) < ANNOUNCE_AFTER)
+        {
+            return;
+        }
+        let heard = self.shared.liveness.snapshot();
+        let quiet = self.config.voters.iter().all(|v| {
+            heard
+                .get(&v.id)
+                .is_none_or(|t| now.duration_since(*t) >= ANNOUNCE_AFTER)
+        });
+        if quiet {
+            self.last_announce = Some(now);
+            self.transport.announce();
+        }
     }
 
     fn propose_outstanding(&mut self, id: u64) {
@@ -277,6 +344,7 @@ impl RaftLoop {
             }
             _ => {}
         }
+        self.announce(now);
         self.lifecycle();
         self.register_directory();
         if is_leader {
@@ -413,6 +481,7 @@ impl RaftLoop {
             self.adopt_cluster_id(&image)?;
             self.image = Arc::new(image);
             self.check_directory()?;
+            self.share_membership();
             self.publish(Vec::new());
         }
         self.apply(ready.take_committed_entries())?;
@@ -481,9 +550,15 @@ impl RaftLoop {
         let had_cluster_id = self.image.cluster_id.is_some();
         let image = Arc::make_mut(&mut self.image);
         let mut outcomes = Vec::new();
+        let mut conf_changes = Vec::new();
         for e in entries {
             if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
                 image.index = image.index.max(e.index);
+                if !e.data.is_empty()
+                    && let Some(cc) = membership::conf_change_of(&e)?
+                {
+                    conf_changes.push((e.index, cc));
+                }
                 continue;
             }
             let location = format!("metadata log entry {}", e.index);
@@ -515,6 +590,18 @@ impl RaftLoop {
                     image.index = e.index;
                 }
             }
+        }
+        for (index, cc) in conf_changes {
+            let cs = self.raw.apply_conf_change(&cc).map_err(|e| {
+                crate::error::Error::corrupt(
+                    format!("metadata log entry {index}"),
+                    0,
+                    format!("configuration change not applied: {e}"),
+                )
+            })?;
+            self.raw.mut_store().set_conf_state(&cs)?;
+            tracing::info!(node = me, index, change = %membership::describe(&cc), voters = ?cs.voters, learners = ?cs.learners, "applied a quorum configuration change");
+            self.share_membership();
         }
         if !had_cluster_id && self.image.cluster_id.is_some() {
             let image = self.image.clone();

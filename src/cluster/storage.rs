@@ -42,10 +42,10 @@ pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 const RECORD_HEADER: usize = 8;
 /// Largest entry record accepted on read.
 const MAX_RECORD: usize = 64 << 20;
-/// Version of the raft-state payload.
-const STATE_VERSION: u8 = 1;
-/// Version of the snapshot payload.
-const SNAPSHOT_VERSION: u8 = 1;
+/// Version of the raft-state payload (2 adds the learners; 1 is still read).
+const STATE_VERSION: u8 = 2;
+/// Version of the snapshot payload (2 adds the learners; 1 is still read).
+const SNAPSHOT_VERSION: u8 = 2;
 
 /// One entry's place in `entries.log`.
 #[derive(Debug, Clone, Copy)]
@@ -123,19 +123,31 @@ fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState) -> Vec<u8> {
     w.u64(hs.term);
     w.u64(hs.vote);
     w.u64(hs.commit);
-    w.u32(cs.voters.len() as u32);
-    for v in &cs.voters {
+    write_ids(&mut w, &cs.voters);
+    write_ids(&mut w, &cs.learners);
+    w.into_bytes()
+}
+
+/// A list of raft ids: u32 count, u64 each.
+fn write_ids(w: &mut Writer, ids: &[u64]) {
+    w.u32(ids.len() as u32);
+    for v in ids {
         w.u64(*v);
     }
-    w.into_bytes()
+}
+
+/// A list written by [`write_ids`].
+fn read_ids(r: &mut Reader<'_>) -> Result<Vec<u64>> {
+    let n = r.count(8)?;
+    (0..n).map(|_| r.u64()).collect()
 }
 
 fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfState)> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
-    if version != STATE_VERSION {
+    if version != 1 && version != STATE_VERSION {
         return Err(r.error(format!(
-            "raft state version {version}; this node reads {STATE_VERSION}"
+            "raft state version {version}; this node reads 1 to {STATE_VERSION}"
         )));
     }
     let node_id = r.u64()?;
@@ -145,10 +157,12 @@ fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfSta
         commit: r.u64()?,
         ..Default::default()
     };
-    let n = r.count(8)?;
-    let mut cs = ConfState::default();
-    for _ in 0..n {
-        cs.voters.push(r.u64()?);
+    let mut cs = ConfState {
+        voters: read_ids(&mut r)?,
+        ..Default::default()
+    };
+    if version >= 2 {
+        cs.learners = read_ids(&mut r)?;
     }
     r.finish()?;
     Ok((node_id, hs, cs))
@@ -160,11 +174,8 @@ fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
     w.u8(SNAPSHOT_VERSION);
     w.u64(m.index);
     w.u64(m.term);
-    let voters = &m.get_conf_state().voters;
-    w.u32(voters.len() as u32);
-    for v in voters {
-        w.u64(*v);
-    }
+    write_ids(&mut w, &m.get_conf_state().voters);
+    write_ids(&mut w, &m.get_conf_state().learners);
     w.bytes(&s.data);
     w.into_bytes()
 }
@@ -172,19 +183,18 @@ fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
 fn decode_snapshot(bytes: &[u8], location: &str) -> Result<Snapshot> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
-    if version != SNAPSHOT_VERSION {
+    if version != 1 && version != SNAPSHOT_VERSION {
         return Err(r.error(format!(
-            "snapshot version {version}; this node reads {SNAPSHOT_VERSION}"
+            "snapshot version {version}; this node reads 1 to {SNAPSHOT_VERSION}"
         )));
     }
     let mut s = Snapshot::default();
     let m = s.mut_metadata();
     m.index = r.u64()?;
     m.term = r.u64()?;
-    let n = r.count(8)?;
-    for _ in 0..n {
-        let v = r.u64()?;
-        m.mut_conf_state().voters.push(v);
+    m.mut_conf_state().voters = read_ids(&mut r)?;
+    if version >= 2 {
+        m.mut_conf_state().learners = read_ids(&mut r)?;
     }
     s.data = r.bytes()?.to_vec().into();
     r.finish()?;
@@ -397,6 +407,13 @@ impl RaftStorage {
     /// Persists a new hard state.
     pub(crate) fn set_hard_state(&mut self, hs: &HardState) -> Result<()> {
         self.hard_state = hs.clone();
+        self.persist_state()
+    }
+
+    /// Persists the configuration raft-rs reached by applying a configuration change
+    /// (a learner added).
+    pub(crate) fn set_conf_state(&mut self, cs: &ConfState) -> Result<()> {
+        self.conf_state = cs.clone();
         self.persist_state()
     }
 

@@ -1,0 +1,122 @@
+//! The metadata quorum's membership: the voters (the controllers) and the learners
+//! (broker-only nodes, Kafka's `process.roles=broker`), as raft-rs's configuration
+//! holds them.
+//!
+//! A node whose id is not among `--quorum`'s voters is a broker only: it follows the
+//! metadata log as a raft-rs learner (it is sent every entry, applies it, and never
+//! votes or counts towards a majority). It says hello to every voter with its own quorum
+//! address; the controller then adds it to the learners through a configuration change
+//! ([`learner_change`]), a Raft entry of its own that every node applies
+//! ([`conf_change_of`]) and persists in its `raft-state`.
+
+use protobuf::Message as _;
+use raft::prelude::{ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType};
+
+use super::inbox::{node_of, raft_id};
+use crate::error::{Error, Result};
+
+/// Who takes part in the metadata quorum, by node id, sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Membership {
+    /// Voters: they elect the controller among themselves.
+    pub voters: Vec<i32>,
+    /// Learners: broker-only nodes that follow the metadata log.
+    pub learners: Vec<i32>,
+}
+
+impl Membership {
+    /// The membership of raft-rs's `cs`.
+    pub(crate) fn of(cs: &ConfState) -> Membership {
+        let ids = |v: &[u64]| {
+            let mut ids: Vec<i32> = v.iter().map(|r| node_of(*r)).collect();
+            ids.sort_unstable();
+            ids
+        };
+        Membership {
+            voters: ids(&cs.voters),
+            learners: ids(&cs.learners),
+        }
+    }
+
+    /// True if `node` is a voter or a learner.
+    pub(crate) fn contains(&self, node: i32) -> bool {
+        self.voters.contains(&node) || self.learners.contains(&node)
+    }
+}
+
+/// The configuration change that adds broker-only node `node` as a learner.
+pub(crate) fn learner_change(node: i32) -> ConfChangeV2 {
+    let mut single = ConfChangeSingle::default();
+    single.set_change_type(ConfChangeType::AddLearnerNode);
+    single.node_id = raft_id(node);
+    let mut cc = ConfChangeV2::default();
+    cc.mut_changes().push(single);
+    cc
+}
+
+/// The configuration change a committed entry carries, if it is one (None for a
+/// normal entry). An entry that does not decode is corruption of the metadata log.
+pub(crate) fn conf_change_of(e: &Entry) -> Result<Option<ConfChangeV2>> {
+    let location = || format!("metadata log entry {}", e.index);
+    match e.get_entry_type() {
+        EntryType::EntryNormal => Ok(None),
+        EntryType::EntryConfChangeV2 => {
+            ConfChangeV2::parse_from_bytes(&e.data)
+                .map(Some)
+                .map_err(|err| {
+                    Error::corrupt(location(), 0, format!("not a configuration change: {err}"))
+                })
+        }
+        EntryType::EntryConfChange => Err(Error::corrupt(
+            location(),
+            0,
+            "a version 1 configuration change, which tidelog never writes",
+        )),
+    }
+}
+
+/// The learners and voters a change names, for the log.
+pub(crate) fn describe(cc: &ConfChangeV2) -> String {
+    cc.changes
+        .iter()
+        .map(|c| format!("{:?} {}", c.get_change_type(), node_of(c.node_id)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_learner_change_round_trips_through_an_entry() {
+        let cc = learner_change(4);
+        let mut e = Entry {
+            index: 7,
+            data: cc.write_to_bytes().unwrap().into(),
+            ..Default::default()
+        };
+        e.set_entry_type(EntryType::EntryConfChangeV2);
+        let back = conf_change_of(&e).unwrap().unwrap();
+        assert_eq!(back, cc);
+        assert_eq!(describe(&back), "AddLearnerNode 4");
+        e.data = vec![0xff, 0xff, 0xff].into();
+        let err = conf_change_of(&e).unwrap_err().to_string();
+        assert!(err.contains("entry 7"), "{err}");
+        e.set_entry_type(EntryType::EntryNormal);
+        assert_eq!(conf_change_of(&e).unwrap(), None);
+    }
+
+    #[test]
+    fn membership_is_by_node_id() {
+        let cs = ConfState {
+            voters: vec![3, 2, 4],
+            learners: vec![5],
+            ..Default::default()
+        };
+        let m = Membership::of(&cs);
+        assert_eq!(m.voters, vec![1, 2, 3]);
+        assert_eq!(m.learners, vec![4]);
+        assert!(m.contains(4) && m.contains(1) && !m.contains(5));
+    }
+}
