@@ -44,14 +44,43 @@ impl Membership {
     }
 }
 
-/// The configuration change that adds broker-only node `node` as a learner.
-pub(crate) fn learner_change(node: i32) -> ConfChangeV2 {
+/// The configuration change of `kind` for `node`; `addr`, the quorum address of a node
+/// it adds, goes in its context, so that every node learns where to reach it.
+pub(crate) fn change(kind: ConfChangeType, node: i32, addr: &str) -> ConfChangeV2 {
     let mut single = ConfChangeSingle::default();
-    single.set_change_type(ConfChangeType::AddLearnerNode);
+    single.set_change_type(kind);
     single.node_id = raft_id(node);
     let mut cc = ConfChangeV2::default();
     cc.mut_changes().push(single);
+    cc.context = addr.as_bytes().to_vec().into();
     cc
+}
+
+/// The node a change adds (as a learner or a voter) with the quorum address in its
+/// context, if it adds one and names an address.
+pub(crate) fn added(cc: &ConfChangeV2) -> Option<(i32, String)> {
+    let addr = std::str::from_utf8(&cc.context).ok()?;
+    if addr.is_empty() {
+        return None;
+    }
+    cc.changes
+        .iter()
+        .find(|c| {
+            matches!(
+                c.get_change_type(),
+                ConfChangeType::AddNode | ConfChangeType::AddLearnerNode
+            )
+        })
+        .map(|c| (node_of(c.node_id), addr.to_string()))
+}
+
+/// The nodes a change removes.
+pub(crate) fn removed(cc: &ConfChangeV2) -> Vec<i32> {
+    cc.changes
+        .iter()
+        .filter(|c| c.get_change_type() == ConfChangeType::RemoveNode)
+        .map(|c| node_of(c.node_id))
+        .collect()
 }
 
 /// The configuration change a committed entry carries, if it is one (None for a
@@ -90,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_learner_change_round_trips_through_an_entry() {
-        let cc = learner_change(4);
+        let cc = change(ConfChangeType::AddLearnerNode, 4, "h:9");
         let mut e = Entry {
             index: 7,
             data: cc.write_to_bytes().unwrap().into(),
@@ -100,6 +129,10 @@ mod tests {
         let back = conf_change_of(&e).unwrap().unwrap();
         assert_eq!(back, cc);
         assert_eq!(describe(&back), "AddLearnerNode 4");
+        assert_eq!(added(&back), Some((4, "h:9".to_string())));
+        assert!(removed(&back).is_empty());
+        let out = change(ConfChangeType::RemoveNode, 2, "");
+        assert_eq!((added(&out), removed(&out)), (None, vec![2]));
         e.data = vec![0xff, 0xff, 0xff].into();
         let err = conf_change_of(&e).unwrap_err().to_string();
         assert!(err.contains("entry 7"), "{err}");

@@ -16,7 +16,8 @@
 //! Its files import each other bottom-up only (each imports only files above it in
 //! this list; no cycle but a file and its own tests):
 //! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
-//!    (with `records/codec`): no other file of the cluster; `membership` (inbox);
+//!    (with `records/codec`), `voter_change`: no other file of the cluster; `inbox`
+//!    (voter_change); `membership` (inbox);
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
@@ -53,6 +54,7 @@ mod storage;
 mod transactions;
 mod transactions_remote;
 mod transport;
+mod voter_change;
 mod voters;
 
 use std::net::{SocketAddr, TcpListener};
@@ -83,6 +85,7 @@ use records::AlterPartition;
 pub(crate) use records::{CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
 use shared::Shared;
+pub(crate) use voter_change::QuorumRefusal;
 #[cfg(test)]
 use voters::Voter;
 pub(crate) use voters::parse_quorum;
@@ -271,8 +274,11 @@ impl ClusterNode {
                 directories: self.shared.directories.clone(),
             },
             config.quorum_tls.clone(),
-            (!config.is_voter()).then(|| announced_quorum_addr(config, self.quorum_addr)),
+            Some(announced_quorum_addr(config, self.quorum_addr)),
         )?;
+        for (id, addr) in &raw.store().reconfigured().addresses {
+            transport.note_address(inbox::node_of(*id), addr);
+        }
         self.add_listeners(broker)?;
         let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
         let publisher = {
@@ -589,6 +595,71 @@ impl ClusterNode {
         self.shared.membership.read().clone()
     }
 
+    /// Adds `node`, a broker-only node that follows the metadata log, to the voters
+    /// (Kafka's `AddRaftVoter`): asked of the controller, answered once this node
+    /// applied the change. `directory_id`, when given, must be the one the node
+    /// registered.
+    pub(crate) fn add_voter(
+        &self,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        self.change_voters(true, node, directory_id, timeout)
+    }
+
+    /// Removes voter `node` (Kafka's `RemoveRaftVoter`); the quorum forgets its
+    /// directory id, so that it can come back on a new data directory through
+    /// [`ClusterNode::add_voter`]. A removed node that keeps running follows the log
+    /// as a broker only.
+    pub(crate) fn remove_voter(
+        &self,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        self.change_voters(false, node, directory_id, timeout)
+    }
+
+    fn change_voters(
+        &self,
+        add: bool,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        let failed = |reason: String| QuorumRefusal::Failed { reason };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox
+            .send(Inbound::ChangeVoters(voter_change::VoterChange {
+                add,
+                node,
+                directory_id,
+                reply: tx,
+            }))
+            .map_err(|_| failed(format!("cluster node {} is stopped", self.config.node_id)))?;
+        let deadline = Instant::now() + timeout;
+        rx.recv_timeout(timeout).map_err(|_| {
+            failed(format!(
+                "cluster node {} did not answer in {timeout:?}",
+                self.config.node_id
+            ))
+        })??;
+        // Proposed: wait until this node applied it.
+        loop {
+            let m = self.membership();
+            if m.voters.contains(&node) == add {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(failed(format!(
+                    "the change of voter {node} was proposed but not applied within {timeout:?}; describe the quorum to see whether it was"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Reserves `count` producer ids for this broker; returns the first.
     pub(crate) fn allocate_producer_ids(&self, count: i64, timeout: Duration) -> Result<i64> {
         let broker_epoch = self.broker_epoch().ok_or_else(|| Error::StaleBrokerEpoch {
@@ -743,10 +814,12 @@ fn advertised_host(config: &ClusterConfig) -> String {
     host.to_string()
 }
 
-/// The quorum address a broker-only node announces: its bound listener, with the
-/// advertised host for a wildcard address.
+/// The quorum address a node announces in its hellos: a voter's `--quorum` entry, a
+/// broker-only node's bound listener (with the advertised host for a wildcard address).
 fn announced_quorum_addr(config: &ClusterConfig, bound: SocketAddr) -> String {
-    if bound.ip().is_unspecified() {
+    if let Some(v) = config.voters.iter().find(|v| v.id == config.node_id) {
+        v.addr.clone()
+    } else if bound.ip().is_unspecified() {
         format!("{}:{}", advertised_host(config), bound.port())
     } else {
         bound.to_string()

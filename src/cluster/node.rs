@@ -21,19 +21,20 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use raft::prelude::{Entry, EntryType, Message};
+use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
 use raft::{RawNode, StateRole};
 
 use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
-use super::inbox::{Inbound, node_of};
+use super::inbox::{Inbound, node_of, raft_id};
 use super::membership::{self, Membership};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord};
 use super::shared::Shared;
 use super::storage::RaftStorage;
 use super::transport::Transport;
+use super::voter_change::{QuorumRefusal, VoterChange};
 use crate::error::Result;
 use crate::storage::codec;
 
@@ -69,6 +70,9 @@ const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
 /// A broker-only node that has heard from no voter for this long says hello to them
 /// again (a voter that restarted, or a new controller, learns its address then).
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
+/// A learner is added as a voter only if it lags the committed metadata log by at most
+/// this many entries.
+const CAUGHT_UP_WITHIN: u64 = 64;
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -220,6 +224,10 @@ impl RaftLoop {
                 return false;
             }
             Inbound::Join(node) => self.add_learner(node),
+            Inbound::ChangeVoters(change) => {
+                let outcome = self.change_voters(&change);
+                let _ = change.reply.send(outcome);
+            }
             Inbound::Stop => return false,
         }
         true
@@ -235,10 +243,19 @@ impl RaftLoop {
         {
             return;
         }
-        match self
-            .raw
-            .propose_conf_change(Vec::new(), membership::learner_change(node))
-        {
+        let Some(addr) = self.transport.address_of(node).or_else(|| {
+            self.config
+                .voters
+                .iter()
+                .find(|v| v.id == node)
+                .map(|v| v.addr.clone())
+        }) else {
+            return;
+        };
+        match self.raw.propose_conf_change(
+            Vec::new(),
+            membership::change(ConfChangeType::AddLearnerNode, node, &addr),
+        ) {
             Ok(()) => tracing::info!(
                 node = self.me(),
                 broker = node,
@@ -248,6 +265,98 @@ impl RaftLoop {
                 tracing::warn!(node = self.me(), broker = node, error = %e, "cannot add a broker-only node to the learners")
             }
         }
+    }
+
+    /// The controller checks a voter change and proposes it.
+    fn change_voters(&mut self, change: &VoterChange) -> std::result::Result<(), QuorumRefusal> {
+        let node = change.node;
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(QuorumRefusal::NotController {
+                leader: node_of(self.raw.raft.leader_id),
+            });
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Err(QuorumRefusal::ChangeInProgress);
+        }
+        if let Some(given) = &change.directory_id {
+            let known = self.image.directories.get(&node).cloned();
+            if known.as_ref() != Some(given) {
+                return Err(QuorumRefusal::InvalidVoterKey {
+                    node,
+                    known,
+                    given: given.clone(),
+                });
+            }
+        }
+        let m = self.membership();
+        let (kind, addr) = if change.add {
+            if m.voters.contains(&node) {
+                return Err(QuorumRefusal::DuplicateVoter { node });
+            }
+            if !m.learners.contains(&node) {
+                return Err(QuorumRefusal::NotFollowing { node });
+            }
+            let committed = self.raw.raft.raft_log.committed;
+            let matched = self
+                .raw
+                .raft
+                .prs()
+                .get(raft_id(node))
+                .map_or(0, |p| p.matched);
+            let behind = committed.saturating_sub(matched);
+            if behind > CAUGHT_UP_WITHIN {
+                return Err(QuorumRefusal::NotCaughtUp { node, behind });
+            }
+            let addr = self.transport.address_of(node).or_else(|| {
+                self.config
+                    .voters
+                    .iter()
+                    .find(|v| v.id == node)
+                    .map(|v| v.addr.clone())
+            });
+            (ConfChangeType::AddNode, addr.unwrap_or_default())
+        } else {
+            if !m.voters.contains(&node) {
+                return Err(QuorumRefusal::VoterNotFound { node });
+            }
+            if m.voters.len() == 1 {
+                return Err(QuorumRefusal::LastVoter { node });
+            }
+            if node == self.me() {
+                // The controller does not remove itself: it hands its leadership to
+                // the most caught-up other voter, and the caller asks that one.
+                let to = m
+                    .voters
+                    .iter()
+                    .filter(|v| **v != node)
+                    .max_by_key(|v| {
+                        self.raw
+                            .raft
+                            .prs()
+                            .get(raft_id(**v))
+                            .map_or(0, |p| p.matched)
+                    })
+                    .copied()
+                    .unwrap_or(-1);
+                if to >= 0 {
+                    self.raw.transfer_leader(raft_id(to));
+                }
+                return Err(QuorumRefusal::NotController { leader: to });
+            }
+            (ConfChangeType::RemoveNode, String::new())
+        };
+        self.raw
+            .propose_conf_change(Vec::new(), membership::change(kind, node, &addr))
+            .map_err(|e| QuorumRefusal::Failed {
+                reason: format!("the controller cannot propose the change: {e}"),
+            })?;
+        tracing::info!(
+            node = self.me(),
+            voter = node,
+            add = change.add,
+            "proposed a change of the voters"
+        );
+        Ok(())
     }
 
     /// The voters and learners of raft-rs's current configuration.
@@ -264,7 +373,7 @@ impl RaftLoop {
     /// [`ANNOUNCE_AFTER`].
     fn announce(&mut self, now: Instant) {
         let me = self.me();
-        if self.config.voters.iter().any(|v| v.id == me)
+        if self.shared.membership.read().voters.contains(&me)
             || self
                 .last_announce
                 .is_some_and(|t| now.duration_since(t) < ANNOUNCE_AFTER)
@@ -272,11 +381,9 @@ impl RaftLoop {
             return;
         }
         let heard = self.shared.liveness.snapshot();
-        let quiet = self.config.voters.iter().all(|v| {
-            heard
-                .get(&v.id)
-                .is_none_or(|t| now.duration_since(*t) >= ANNOUNCE_AFTER)
-        });
+        let quiet = heard
+            .values()
+            .all(|t| now.duration_since(*t) >= ANNOUNCE_AFTER);
         if quiet {
             self.last_announce = Some(now);
             self.transport.announce();
@@ -599,7 +706,18 @@ impl RaftLoop {
                     format!("configuration change not applied: {e}"),
                 )
             })?;
-            self.raw.mut_store().set_conf_state(&cs)?;
+            let added = membership::added(&cc);
+            for node in membership::removed(&cc) {
+                // A removed voter may come back on a new data directory (remove, then
+                // add): the quorum forgets the directory id it knew it by.
+                Arc::make_mut(&mut self.image).directories.remove(&node);
+            }
+            if let Some((node, addr)) = &added {
+                self.transport.note_address(*node, addr);
+            }
+            self.raw
+                .mut_store()
+                .set_conf_state(&cs, added.map(|(n, a)| (raft_id(n), a)))?;
             tracing::info!(node = me, index, change = %membership::describe(&cc), voters = ?cs.voters, learners = ?cs.learners, "applied a quorum configuration change");
             self.share_membership();
         }

@@ -60,6 +60,10 @@ pub(crate) struct RaftStorage {
     node_id: u64,
     hard_state: HardState,
     conf_state: ConfState,
+    /// The quorum state changed online: configuration changes were applied (the
+    /// stored voters then rule over `--quorum`), and the quorum addresses of the nodes
+    /// they added, by raft id.
+    reconfigured: Reconfigured,
     /// The latest snapshot (data = the encoded metadata image at its index).
     snapshot: Snapshot,
     /// Entries after the snapshot, contiguous.
@@ -116,7 +120,16 @@ fn decode_entry(body: &[u8], location: &str) -> Result<Entry> {
     Ok(e)
 }
 
-fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState) -> Vec<u8> {
+/// What online configuration changes left in `raft-state`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Reconfigured {
+    /// True once a configuration change was applied.
+    pub changed: bool,
+    /// Quorum addresses of the nodes the changes added, by raft id.
+    pub addresses: std::collections::BTreeMap<u64, String>,
+}
+
+fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState, rc: &Reconfigured) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(STATE_VERSION);
     w.u64(node_id);
@@ -125,6 +138,12 @@ fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState) -> Vec<u8> {
     w.u64(hs.commit);
     write_ids(&mut w, &cs.voters);
     write_ids(&mut w, &cs.learners);
+    w.bool(rc.changed);
+    w.u32(rc.addresses.len() as u32);
+    for (id, addr) in &rc.addresses {
+        w.u64(*id);
+        w.str(addr);
+    }
     w.into_bytes()
 }
 
@@ -142,7 +161,7 @@ fn read_ids(r: &mut Reader<'_>) -> Result<Vec<u64>> {
     (0..n).map(|_| r.u64()).collect()
 }
 
-fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfState)> {
+fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfState, Reconfigured)> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
     if version != 1 && version != STATE_VERSION {
@@ -161,11 +180,18 @@ fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfSta
         voters: read_ids(&mut r)?,
         ..Default::default()
     };
+    let mut rc = Reconfigured::default();
     if version >= 2 {
         cs.learners = read_ids(&mut r)?;
+        rc.changed = r.bool()?;
+        let n = r.count(12)?;
+        for _ in 0..n {
+            let id = r.u64()?;
+            rc.addresses.insert(id, r.str()?);
+        }
     }
     r.finish()?;
-    Ok((node_id, hs, cs))
+    Ok((node_id, hs, cs, rc))
 }
 
 fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
@@ -280,9 +306,9 @@ impl RaftStorage {
         let state_path = dir.join(STATE_FILE);
         let mut wanted = voters.to_vec();
         wanted.sort_unstable();
-        let (hard_state, conf_state) = match read_checkpoint(&state_path)? {
+        let (hard_state, conf_state, reconfigured) = match read_checkpoint(&state_path)? {
             Some(bytes) => {
-                let (stored_node, hs, cs) =
+                let (stored_node, hs, cs, rc) =
                     decode_state(&bytes, &state_path.display().to_string())?;
                 if stored_node != node_id {
                     return Err(Error::InvalidConfig {
@@ -297,19 +323,25 @@ impl RaftStorage {
                 }
                 let mut stored = cs.voters.clone();
                 stored.sort_unstable();
-                if stored != wanted {
+                if stored != wanted && rc.changed {
+                    tracing::info!(
+                        dir = %dir.display(),
+                        voters = ?stored.iter().map(|x| x.saturating_sub(1)).collect::<Vec<_>>(),
+                        "the voters changed online since this cluster started: the stored voters rule over --quorum"
+                    );
+                } else if stored != wanted {
                     let ids = |v: &[u64]| v.iter().map(|x| x.saturating_sub(1)).collect::<Vec<_>>();
                     return Err(Error::InvalidConfig {
                         key: "controller.quorum.voters".into(),
                         reason: format!(
-                            "the metadata log in {} was written by the voters {:?} but --quorum lists {:?}; the voters of a cluster cannot change",
+                            "the metadata log in {} was written by the voters {:?} but --quorum lists {:?}; change the voters online (tidelog quorum add-voter|remove-voter), not through --quorum",
                             dir.display(),
                             ids(&stored),
                             ids(&wanted)
                         ),
                     });
                 }
-                (hs, cs)
+                (hs, cs, rc)
             }
             None => {
                 let cs = ConfState {
@@ -317,8 +349,9 @@ impl RaftStorage {
                     ..Default::default()
                 };
                 let hs = HardState::default();
-                write_checkpoint(&state_path, &encode_state(node_id, &hs, &cs))?;
-                (hs, cs)
+                let rc = Reconfigured::default();
+                write_checkpoint(&state_path, &encode_state(node_id, &hs, &cs, &rc))?;
+                (hs, cs, rc)
             }
         };
         let snapshot_path = dir.join(SNAPSHOT_FILE);
@@ -362,6 +395,7 @@ impl RaftStorage {
             node_id,
             hard_state,
             conf_state,
+            reconfigured,
             snapshot,
             entries,
             positions,
@@ -400,7 +434,12 @@ impl RaftStorage {
     fn persist_state(&self) -> Result<()> {
         write_checkpoint(
             &self.dir.join(STATE_FILE),
-            &encode_state(self.node_id, &self.hard_state, &self.conf_state),
+            &encode_state(
+                self.node_id,
+                &self.hard_state,
+                &self.conf_state,
+                &self.reconfigured,
+            ),
         )
     }
 
@@ -410,11 +449,24 @@ impl RaftStorage {
         self.persist_state()
     }
 
-    /// Persists the configuration raft-rs reached by applying a configuration change
-    /// (a learner added).
-    pub(crate) fn set_conf_state(&mut self, cs: &ConfState) -> Result<()> {
+    /// Persists the configuration raft-rs reached by applying a configuration change,
+    /// with the quorum address of the node it added, if any.
+    pub(crate) fn set_conf_state(
+        &mut self,
+        cs: &ConfState,
+        added: Option<(u64, String)>,
+    ) -> Result<()> {
         self.conf_state = cs.clone();
+        self.reconfigured.changed = true;
+        if let Some((id, addr)) = added {
+            self.reconfigured.addresses.insert(id, addr);
+        }
         self.persist_state()
+    }
+
+    /// What online configuration changes left: the added nodes' addresses.
+    pub(crate) fn reconfigured(&self) -> &Reconfigured {
+        &self.reconfigured
     }
 
     /// Notes a new commit index (persisted with the next hard state; a commit index that
@@ -635,7 +687,7 @@ pub(crate) fn read_stored(dir: &Path) -> Result<(u64, Snapshot, Vec<Entry>)> {
             std::io::Error::from(std::io::ErrorKind::NotFound),
         )
     })?;
-    let (node_id, _, _) = decode_state(&bytes, &state_path.display().to_string())?;
+    let (node_id, _, _, _) = decode_state(&bytes, &state_path.display().to_string())?;
     let snapshot_path = dir.join(SNAPSHOT_FILE);
     let snapshot = match read_checkpoint(&snapshot_path)? {
         Some(bytes) => decode_snapshot(&bytes, &snapshot_path.display().to_string())?,

@@ -28,6 +28,7 @@ mod lost_directory;
 mod quorum_forgery;
 mod replication;
 mod transactions;
+mod voter_changes;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

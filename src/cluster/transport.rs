@@ -316,7 +316,12 @@ impl HelloIds {
     fn check(&self, hello: &Hello, peer: &str) -> Result<()> {
         let ours = self.ours.read().clone();
         match (&hello.cluster_id, ours) {
-            (None, Some(_)) if hello.from_addr.is_some() => Ok(()),
+            (None, Some(_))
+                if hello.from_addr.is_some()
+                    && !self.directories.known.read().contains_key(&hello.from) =>
+            {
+                Ok(())
+            }
             (Some(theirs), Some(ours)) if *theirs != ours => Err(Error::InvalidConfig {
                 key: "cluster.id".into(),
                 reason: format!(
@@ -535,6 +540,24 @@ impl Transport {
         }
     }
 
+    /// Notes the quorum address of a node that is not among `--quorum`'s voters (from
+    /// a configuration change that added it).
+    pub(crate) fn note_address(&self, node: i32, addr: &str) {
+        if self.voters.contains(&node) || node == self.me {
+            return;
+        }
+        let known = self.ctx.brokers.read().get(&node).cloned();
+        if known.as_deref() != Some(addr) {
+            self.ctx.brokers.write().insert(node, addr.to_string());
+        }
+    }
+
+    /// The quorum address of `node` as this node knows it: its `--quorum` entry, or the
+    /// one it announced.
+    pub(crate) fn address_of(&self, node: i32) -> Option<String> {
+        self.ctx.brokers.read().get(&node).cloned()
+    }
+
     /// Queues `msg` for its peer; a full queue drops it and reports the peer unreachable.
     pub(crate) fn send(&self, msg: Message) {
         let to = msg.to;
@@ -706,7 +729,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
         });
     }
     let voter = match (voters.iter().find(|v| v.id == hello.from), &hello.from_addr) {
-        (Some(v), None) if v.id != me => v.clone(),
+        (Some(v), _) if v.id != me => v.clone(),
         // A broker-only node (never one of the voters) at the address it announces.
         (None, Some(addr)) if hello.from >= 0 => Voter {
             id: hello.from,
@@ -719,8 +742,8 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
                     "{peer} says it is node {}, which is not another voter of {:?}{}",
                     hello.from,
                     voters.iter().map(|v| v.id).collect::<Vec<_>>(),
-                    if hello.from_addr.is_some() {
-                        " (a voter cannot join as a broker-only node)"
+                    if hello.from_addr.is_none() {
+                        " and announces no quorum address"
                     } else {
                         ""
                     }
@@ -747,7 +770,8 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
     a.ids.check_directory(&hello, peer)?;
     if let Some(addr) = &hello.from_addr {
         let known = a.brokers.read().get(&hello.from).cloned();
-        if known.as_deref() != Some(addr.as_str()) {
+        let listed = voters.iter().any(|v| v.id == hello.from);
+        if !listed && known.as_deref() != Some(addr.as_str()) {
             tracing::info!(node = me, broker = hello.from, addr = %addr, "a broker-only node announced its quorum address");
             a.brokers.write().insert(hello.from, addr.clone());
         }

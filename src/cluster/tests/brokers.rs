@@ -7,7 +7,7 @@ use super::*;
 impl TestCluster {
     /// Starts one more node, with the next id, as a broker only: the same `--quorum`
     /// (which does not list it) and its own quorum listener on a port from the OS.
-    fn add_broker(&mut self) -> usize {
+    pub(super) fn add_broker(&mut self) -> usize {
         let i = self.nodes.len();
         self.dirs.push(tempfile::tempdir().unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
