@@ -44,6 +44,35 @@ impl Membership {
     }
 }
 
+/// One member of the quorum as the controller sees it (Kafka's DescribeQuorum
+/// `ReplicaState`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReplicaStatus {
+    /// Node id.
+    pub node: i32,
+    /// The last metadata log index the controller knows it has (-1 unknown).
+    pub log_end: i64,
+    /// Milliseconds since the epoch it was last heard from (-1 unknown).
+    pub last_heard_ms: i64,
+}
+
+/// The quorum as this node last saw it (Kafka's DescribeQuorum).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct QuorumStatus {
+    /// The controller (Raft leader), -1 if unknown.
+    pub leader: i32,
+    /// Its term (Kafka's leader epoch of the metadata partition).
+    pub term: u64,
+    /// The committed index (Kafka's high watermark).
+    pub committed: u64,
+    /// The voters, with their progress on the controller.
+    pub voters: Vec<ReplicaStatus>,
+    /// The learners (Kafka's observers), likewise.
+    pub learners: Vec<ReplicaStatus>,
+    /// Quorum addresses by node, where known.
+    pub addresses: Vec<(i32, String)>,
+}
+
 /// The configuration change of `kind` for `node`; `addr`, the quorum address of a node
 /// it adds, goes in its context, so that every node learns where to reach it.
 pub(crate) fn change(kind: ConfChangeType, node: i32, addr: &str) -> ConfChangeV2 {

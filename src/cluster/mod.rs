@@ -85,6 +85,7 @@ use records::AlterPartition;
 pub(crate) use records::{CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
 use shared::Shared;
+pub(crate) use membership::{QuorumStatus, ReplicaStatus};
 pub(crate) use voter_change::QuorumRefusal;
 #[cfg(test)]
 use voters::Voter;
@@ -593,6 +594,17 @@ impl ClusterNode {
     /// applied them.
     pub(crate) fn membership(&self) -> membership::Membership {
         self.shared.membership.read().clone()
+    }
+
+    /// The quorum as this node sees it (Kafka's DescribeQuorum): on the controller,
+    /// with every member's progress.
+    pub(crate) fn quorum_status(&self) -> QuorumStatus {
+        self.shared.quorum.read().clone()
+    }
+
+    /// The directory id the quorum recorded for `node`.
+    pub(crate) fn directory_of(&self, node: i32) -> Option<String> {
+        self.image().directories.get(&node).cloned()
     }
 
     /// Adds `node`, a broker-only node that follows the metadata log, to the voters

@@ -28,7 +28,7 @@ use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
 use super::inbox::{Inbound, node_of, raft_id};
-use super::membership::{self, Membership};
+use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord};
 use super::shared::Shared;
@@ -366,7 +366,70 @@ impl RaftLoop {
 
     /// Publishes the membership for [`super::ClusterNode::membership`].
     fn share_membership(&self) {
+        // The quorum's state first: a caller that sees the new membership then
+        // describes the quorum with it.
+        self.share_quorum();
         *self.shared.membership.write() = self.membership();
+    }
+
+    /// Publishes the quorum's state for DescribeQuorum: the controller knows each
+    /// member's progress; another node only the membership, the leader and the term.
+    fn share_quorum(&self) {
+        let raft = &self.raw.raft;
+        let m = self.membership();
+        let leader = raft.state == StateRole::Leader;
+        let heard = self.shared.liveness.snapshot();
+        let now = Instant::now();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let status = |node: &i32| {
+            let me = *node == self.me();
+            let log_end = if me {
+                raft.raft_log.last_index() as i64
+            } else if leader {
+                raft.prs().get(raft_id(*node)).map_or(-1, |p| p.matched as i64)
+            } else {
+                -1
+            };
+            let last_heard_ms = if me {
+                wall
+            } else {
+                heard
+                    .get(node)
+                    .map_or(-1, |t| wall - now.duration_since(*t).as_millis() as i64)
+            };
+            ReplicaStatus {
+                node: *node,
+                log_end,
+                last_heard_ms,
+            }
+        };
+        let addresses = m
+            .voters
+            .iter()
+            .chain(&m.learners)
+            .filter_map(|n| {
+                self.transport
+                    .address_of(*n)
+                    .or_else(|| {
+                        self.config
+                            .voters
+                            .iter()
+                            .find(|v| v.id == *n)
+                            .map(|v| v.addr.clone())
+                    })
+                    .map(|a| (*n, a))
+            })
+            .collect();
+        *self.shared.quorum.write() = QuorumStatus {
+            leader: node_of(raft.leader_id),
+            term: raft.term,
+            committed: raft.raft_log.committed,
+            voters: m.voters.iter().map(status).collect(),
+            learners: m.learners.iter().map(status).collect(),
+            addresses,
+        };
     }
 
     /// A broker-only node says hello to every voter when it has heard from none for
@@ -452,6 +515,7 @@ impl RaftLoop {
             _ => {}
         }
         self.announce(now);
+        self.share_quorum();
         self.lifecycle();
         self.register_directory();
         if is_leader {

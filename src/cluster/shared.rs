@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::image::{Applied, MetadataImage, Outcome};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::liveness::Liveness;
-use super::membership::Membership;
+use super::membership::{Membership, QuorumStatus};
 use super::records::{Envelope, MetadataRecord, Stamp};
 use super::transport::{ClusterIdCell, DirectoryCell};
 use crate::error::{Error, Result};
@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub(super) liveness: Arc<Liveness>,
     /// The metadata quorum's voters and learners, as the Raft loop last applied them.
     pub(super) membership: RwLock<Membership>,
+    /// The quorum with the controller's view of each member's progress.
+    pub(super) quorum: RwLock<QuorumStatus>,
 }
 
 impl Shared {
@@ -86,6 +88,7 @@ impl Shared {
             directories: Arc::new(RwLock::new(Default::default())),
             liveness: Arc::new(Liveness::default()),
             membership: RwLock::new(Membership::default()),
+            quorum: RwLock::new(QuorumStatus::default()),
         }
     }
 

@@ -25,6 +25,7 @@ mod durable_acks;
 mod failover;
 mod group_coordinators;
 mod lost_directory;
+mod quorum_api;
 mod quorum_forgery;
 mod replication;
 mod transactions;

@@ -31,6 +31,8 @@ mod perf_cluster;
 mod produce;
 mod progress;
 #[cfg(feature = "server")]
+mod quorum;
+#[cfg(feature = "server")]
 mod security;
 #[cfg(feature = "server")]
 mod serve;
@@ -98,6 +100,8 @@ fn main() -> ExitCode {
         Command::Users(args) => security::users(given, &args),
         #[cfg(feature = "server")]
         Command::Acls(args) => security::acls(given, &args),
+        #[cfg(feature = "server")]
+        Command::Quorum(args) => quorum::run(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,
