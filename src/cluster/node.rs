@@ -432,14 +432,14 @@ impl RaftLoop {
         };
     }
 
-    /// A broker-only node says hello to every voter when it has heard from none for
-    /// [`ANNOUNCE_AFTER`].
+    /// A node that has heard from no peer for [`ANNOUNCE_AFTER`] says hello to every
+    /// peer again: a broker-only node not added yet, or a node the quorum removed (or
+    /// that came back on a new directory after its removal), is added as a learner by
+    /// the controller; for a member the hello changes nothing.
     fn announce(&mut self, now: Instant) {
-        let me = self.me();
-        if self.shared.membership.read().voters.contains(&me)
-            || self
-                .last_announce
-                .is_some_and(|t| now.duration_since(t) < ANNOUNCE_AFTER)
+        if self
+            .last_announce
+            .is_some_and(|t| now.duration_since(t) < ANNOUNCE_AFTER)
         {
             return;
         }

@@ -525,18 +525,16 @@ impl Transport {
         Ok(())
     }
 
-    /// A broker-only node's hello to every voter (sent again on a new connection): the
-    /// voters learn its quorum address, and the controller adds it to the metadata
-    /// log's learners.
+    /// A hello to every peer (sent again on a new connection): the voters learn this
+    /// node's quorum address, and the controller adds it to the metadata log's learners
+    /// if it is no member.
     pub(crate) fn announce(&self) {
         if self.ctx.ids.announce.is_none() {
             return;
         }
-        for v in self.voters.iter().filter(|v| **v != self.me) {
-            if let Some(peer) = self.peers.lock().get(&raft_id(*v)) {
-                // A message to raft id 0 only makes the sender reconnect (and say hello).
-                let _ = peer.queue.try_send(Message::default());
-            }
+        for peer in self.peers.lock().values() {
+            // A message to raft id 0 only makes the sender reconnect (and say hello).
+            let _ = peer.queue.try_send(Message::default());
         }
     }
 

@@ -101,3 +101,52 @@ fn voters_are_removed_and_added_online() {
     assert_eq!(c.node(third).membership().voters, voters);
     c.shutdown();
 }
+
+/// Empties a data directory, as a replaced disk.
+fn wipe(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).unwrap();
+        } else {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_voter_on_a_replaced_disk_comes_back_through_remove_and_add() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let ctl = controller(&c);
+    let lost = (0..3).find(|i| *i != ctl).unwrap();
+    let id = lost as i32 + 1;
+    let old_dir = c.node(ctl).directory_of(id).unwrap();
+    c.halt(lost);
+    wipe(c.dir(lost));
+    c.node(ctl).remove_voter(id, Some(old_dir.clone()), WAIT).unwrap();
+    let others: Vec<i32> = (1..=3).filter(|v| *v != id).collect();
+    membership_everywhere(&c, &others, &[]);
+
+    // Started on the empty directory, it joins as a learner and registers anew.
+    c.restart(lost);
+    wait_until("the new directory registered", || {
+        c.node(ctl)
+            .directory_of(id)
+            .is_some_and(|d| d != old_dir)
+    });
+    membership_everywhere(&c, &others, &[id]);
+    let new_dir = meta_properties::read(c.dir(lost))
+        .unwrap()
+        .unwrap()
+        .directory_id
+        .unwrap();
+    assert_eq!(c.node(ctl).directory_of(id), Some(new_dir.clone()));
+    // The old directory id is no key any more; the new one is.
+    let e = c.node(ctl).add_voter(id, Some(old_dir), WAIT).unwrap_err();
+    assert_eq!(e.code(), 125, "{e}");
+    c.node(ctl).add_voter(id, Some(new_dir), WAIT).unwrap();
+    membership_everywhere(&c, &[1, 2, 3], &[]);
+    c.wait_settled();
+    c.shutdown();
+}
