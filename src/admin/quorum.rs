@@ -125,7 +125,11 @@ impl AdminClient {
             .router
             .lock()
             .call_controller(&request, ADD_RAFT_VOTER_VERSION)?;
-        check(|| Resource::Broker(node), r.error_code, r.error_message.as_ref())?;
+        check(
+            || Resource::Broker(node),
+            r.error_code,
+            r.error_message.as_ref(),
+        )?;
         Ok(())
     }
 
@@ -139,7 +143,11 @@ impl AdminClient {
             .router
             .lock()
             .call_controller(&request, REMOVE_RAFT_VOTER_VERSION)?;
-        check(|| Resource::Broker(node), r.error_code, r.error_message.as_ref())?;
+        check(
+            || Resource::Broker(node),
+            r.error_code,
+            r.error_message.as_ref(),
+        )?;
         Ok(())
     }
 }

@@ -79,13 +79,13 @@ use image::NO_LEADER;
 pub(crate) use image::{Applied, MetadataImage};
 use inbox::{Inbound, raft_id};
 pub(crate) use listener::{MetadataListener, MetadataUpdate};
+pub(crate) use membership::{QuorumStatus, ReplicaStatus};
 use node::{PublishJob, RaftLoop};
 #[cfg(test)]
 use records::AlterPartition;
 pub(crate) use records::{CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
 use shared::Shared;
-pub(crate) use membership::{QuorumStatus, ReplicaStatus};
 pub(crate) use voter_change::QuorumRefusal;
 #[cfg(test)]
 use voters::Voter;

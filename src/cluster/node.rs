@@ -388,7 +388,9 @@ impl RaftLoop {
             let log_end = if me {
                 raft.raft_log.last_index() as i64
             } else if leader {
-                raft.prs().get(raft_id(*node)).map_or(-1, |p| p.matched as i64)
+                raft.prs()
+                    .get(raft_id(*node))
+                    .map_or(-1, |p| p.matched as i64)
             } else {
                 -1
             };

@@ -60,6 +60,29 @@ pub(crate) enum Command {
     /// (as kafka-metadata-quorum); needs --bootstrap.
     #[cfg(feature = "server")]
     Quorum(QuorumArgs),
+    /// Describe the nodes of a running cluster: role, listener, liveness and the
+    /// replicas each holds; needs --bootstrap.
+    #[cfg(feature = "server")]
+    Cluster(ClusterArgs),
+}
+
+/// `tidelog cluster --bootstrap ADDRS ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: ClusterCmd,
+}
+
+/// `tidelog cluster ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCmd {
+    /// Every node: id, role (voter or broker), listener, liveness, and the replicas it
+    /// holds (how many, how many it leads, which).
+    Describe,
 }
 
 /// `tidelog quorum --bootstrap ADDRS ...`.

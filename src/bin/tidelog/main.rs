@@ -102,6 +102,8 @@ fn main() -> ExitCode {
         Command::Acls(args) => security::acls(given, &args),
         #[cfg(feature = "server")]
         Command::Quorum(args) => quorum::run(given, &args),
+        #[cfg(feature = "server")]
+        Command::Cluster(args) => quorum::cluster(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

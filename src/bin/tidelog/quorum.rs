@@ -1,14 +1,88 @@
 //! `tidelog quorum describe|add-voter|remove-voter --bootstrap ADDRS`: the metadata
-//! quorum of a running cluster, as kafka-metadata-quorum shows and changes it.
+//! quorum of a running cluster, as kafka-metadata-quorum shows and changes it; and
+//! `tidelog cluster describe --bootstrap ADDRS`: its nodes with their roles and replicas.
 
 use std::path::Path;
 
 use tidelog::admin::{QuorumInfo, QuorumReplica};
 
-use crate::cli::{QuorumArgs, QuorumCmd};
+use std::collections::BTreeMap;
+
+use crate::cli::{ClusterArgs, ClusterCmd, QuorumArgs, QuorumCmd};
 use crate::common::admin_client;
 use crate::out::Out;
 use crate::{CliResult, fail};
+
+/// `tidelog cluster describe`: Metadata (the live brokers and every partition's
+/// replicas) and DescribeQuorum (who votes, who only follows, when each was last heard
+/// from) together.
+pub(crate) fn cluster(given: Option<&Path>, args: &ClusterArgs) -> CliResult {
+    let Some(bootstrap) = &args.target.bootstrap else {
+        return Err(fail!(
+            "tidelog cluster acts on a running cluster: give --bootstrap HOST:PORT"
+        ));
+    };
+    let admin = admin_client(bootstrap, &args.target, given)?;
+    let ClusterCmd::Describe = args.cmd;
+    let metadata = admin.metadata()?;
+    let quorum = admin.describe_metadata_quorum()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    // Node id -> (replicas, partitions led).
+    let mut held: BTreeMap<i32, (Vec<String>, usize)> = BTreeMap::new();
+    for b in &metadata.brokers {
+        held.entry(b.id).or_default();
+    }
+    for r in quorum.voters.iter().chain(&quorum.observers) {
+        held.entry(r.node).or_default();
+    }
+    for t in &metadata.topics {
+        for p in &t.partitions {
+            for r in &p.replicas {
+                let e = held.entry(*r).or_default();
+                e.0.push(format!("{}-{}", t.name, p.partition));
+                if p.leader == Some(*r) {
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    let mut out = Out::new();
+    if let Some(id) = &metadata.cluster_id {
+        out.line(format!("ClusterId: {id}  Controller: {}", quorum.leader))?;
+    }
+    for (node, (replicas, led)) in &held {
+        let role = if quorum.voters.iter().any(|r| r.node == *node) {
+            "voter"
+        } else {
+            "broker"
+        };
+        let broker = metadata.brokers.iter().find(|b| b.id == *node);
+        let listener = broker.map_or("-".to_string(), |b| format!("{}:{}", b.host, b.port));
+        let heard = quorum
+            .voters
+            .iter()
+            .chain(&quorum.observers)
+            .find(|r| r.node == *node)
+            .filter(|r| r.last_fetch_timestamp >= 0)
+            .map_or("-".to_string(), |r| {
+                format!("{}ms", (now - r.last_fetch_timestamp).max(0))
+            });
+        let liveness = if broker.is_some() { "alive" } else { "fenced" };
+        let rack = broker
+            .and_then(|b| b.rack.clone())
+            .unwrap_or_else(|| "-".into());
+        out.line(format!(
+            "Node: {node}  Role: {role}  Listener: {listener}  Rack: {rack}  Liveness: {liveness}  LastHeard: {heard}  Replicas: {}  Leaders: {led}",
+            replicas.len()
+        ))?;
+        if !replicas.is_empty() {
+            out.line(format!("  {}", replicas.join(",")))?;
+        }
+    }
+    out.flush()
+}
 
 pub(crate) fn run(given: Option<&Path>, args: &QuorumArgs) -> CliResult {
     let Some(bootstrap) = &args.target.bootstrap else {
@@ -62,7 +136,16 @@ fn describe(out: &mut Out, q: &QuorumInfo) -> CliResult {
     let rows = q
         .voters
         .iter()
-        .map(|r| (r, if r.node == q.leader { "Leader" } else { "Follower" }))
+        .map(|r| {
+            (
+                r,
+                if r.node == q.leader {
+                    "Leader"
+                } else {
+                    "Follower"
+                },
+            )
+        })
         .chain(q.observers.iter().map(|r| (r, "Observer")));
     for (r, status) in rows {
         let lag = if r.log_end_offset >= 0 {

@@ -31,7 +31,10 @@ fn describe_add_and_remove_voters_through_the_kafka_apis() {
     let admin = AdminClient::connect(&bootstrap).unwrap();
     let q = admin.describe_metadata_quorum().unwrap();
     assert!((1..=3).contains(&q.leader), "{q:?}");
-    assert_eq!((ids(&q.voters), ids(&q.observers)), (vec![1, 2, 3], vec![4]));
+    assert_eq!(
+        (ids(&q.voters), ids(&q.observers)),
+        (vec![1, 2, 3], vec![4])
+    );
     assert!(q.high_watermark > 0, "{q:?}");
     let dir_4 = meta_properties::read(c.dir(b))
         .unwrap()

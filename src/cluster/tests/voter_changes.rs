@@ -124,16 +124,16 @@ fn a_voter_on_a_replaced_disk_comes_back_through_remove_and_add() {
     let old_dir = c.node(ctl).directory_of(id).unwrap();
     c.halt(lost);
     wipe(c.dir(lost));
-    c.node(ctl).remove_voter(id, Some(old_dir.clone()), WAIT).unwrap();
+    c.node(ctl)
+        .remove_voter(id, Some(old_dir.clone()), WAIT)
+        .unwrap();
     let others: Vec<i32> = (1..=3).filter(|v| *v != id).collect();
     membership_everywhere(&c, &others, &[]);
 
     // Started on the empty directory, it joins as a learner and registers anew.
     c.restart(lost);
     wait_until("the new directory registered", || {
-        c.node(ctl)
-            .directory_of(id)
-            .is_some_and(|d| d != old_dir)
+        c.node(ctl).directory_of(id).is_some_and(|d| d != old_dir)
     });
     membership_everywhere(&c, &others, &[id]);
     let new_dir = meta_properties::read(c.dir(lost))

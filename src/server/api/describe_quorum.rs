@@ -47,7 +47,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         ));
     };
     let asked_other = request.topics.iter().any(|t| {
-        t.topic_name.as_str() != METADATA_TOPIC || t.partitions.iter().any(|p| p.partition_index != 0)
+        t.topic_name.as_str() != METADATA_TOPIC
+            || t.partitions.iter().any(|p| p.partition_index != 0)
     });
     if asked_other || request.topics.is_empty() {
         return req.respond(&refused(
