@@ -1,4 +1,6 @@
-//! Raft messages between the voters over TCP.
+//! Raft messages between the members of the quorum over TCP: the `--quorum` voters,
+//! and the nodes that announced a quorum address of their own (broker-only nodes, the
+//! learners; voters added online), whose senders start when raft-rs first sends to them.
 //!
 //! Each node listens on its own quorum address. For each peer a sender thread keeps one
 //! connection, writes the messages raft-rs produces for that peer, reconnects with a
@@ -9,7 +11,8 @@
 //! Frames: `length (u32) | CRC32 of the body (u32) | body`, at most [`MAX_FRAME`] bytes
 //! of body. The first frame of a connection is a hello (magic `TLRQ`, version, sender and
 //! receiver node ids, the cluster id the sender knows, from version 2 the sender's
-//! directory id and the one it knows the receiver by); the others are raft-rs messages
+//! directory id and the one it knows the receiver by, from version 3 the sender's own
+//! quorum address, which a node not among `--quorum` must send); the others are raft-rs messages
 //! in their protobuf encoding. A frame that is too large, fails its CRC, does not decode,
 //! or names the wrong nodes or another cluster closes the connection with a log line
 //! (at most one per peer address per 10 s).

@@ -124,6 +124,12 @@ fn a_voter_on_a_replaced_disk_comes_back_through_remove_and_add() {
     let old_dir = c.node(ctl).directory_of(id).unwrap();
     c.halt(lost);
     wipe(c.dir(lost));
+    // Started on the empty directory while still a voter, it is refused and stops.
+    c.restart(lost);
+    wait_until("the wiped voter stopped", || {
+        c.node(lost).check_running().is_err()
+    });
+    c.halt(lost);
     c.node(ctl)
         .remove_voter(id, Some(old_dir.clone()), WAIT)
         .unwrap();
