@@ -547,6 +547,23 @@ fn answer_every_version(
             ListPartitionReassignmentsRequest::default(),
             |r| vec![r.error_code]
         ),
+        // A single node has no metadata quorum: each is answered with INVALID_REQUEST
+        // (42), and any other code fails the check.
+        ApiKey::DescribeQuorum => every!(
+            DescribeQuorumResponse,
+            DescribeQuorumRequest::default(),
+            |r| vec![i16::from(r.error_code != 42)]
+        ),
+        ApiKey::AddRaftVoter => every!(
+            AddRaftVoterResponse,
+            AddRaftVoterRequest::default(),
+            |r| vec![i16::from(r.error_code != 42)]
+        ),
+        ApiKey::RemoveRaftVoter => every!(
+            RemoveRaftVoterResponse,
+            RemoveRaftVoterRequest::default(),
+            |r| vec![i16::from(r.error_code != 42)]
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

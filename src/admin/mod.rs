@@ -43,6 +43,7 @@
 
 mod member;
 mod partitions;
+mod quorum;
 mod router;
 mod security;
 #[cfg(feature = "server")] // the tests start a tidelog server
@@ -79,6 +80,7 @@ pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
+pub use quorum::{QuorumInfo, QuorumReplica};
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
 pub use types::{

@@ -68,6 +68,12 @@ pub(crate) struct ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// True if this node is one of the voters (a controller); false for a broker-only
+    /// node.
+    pub(crate) fn is_voter(&self) -> bool {
+        self.voters.iter().any(|v| v.id == self.node_id)
+    }
+
     /// Kafka's defaults for node `node_id` of `voters`.
     pub(crate) fn new(
         node_id: i32,

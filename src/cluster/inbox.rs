@@ -39,6 +39,11 @@ pub(crate) enum Inbound {
         /// The directory id the quorum recorded for this node.
         known: String,
     },
+    /// A broker-only node said hello: the controller adds it to the metadata log's
+    /// learners if it is not one yet.
+    Join(i32),
+    /// Add or remove a voter (on the controller).
+    ChangeVoters(super::voter_change::VoterChange),
     /// Stop the loop.
     Stop,
 }

@@ -138,7 +138,7 @@ pub(crate) fn lost_directory(dir: &Path, node_id: i32, known: &str, mine: &str) 
     Error::InvalidConfig {
         key: "directory.id".into(),
         reason: format!(
-            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or rebuild the cluster; adding a voter back under a new directory id is not supported yet",
+            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or remove node {node_id} from the voters (tidelog quorum remove-voter --node-id {node_id} --bootstrap ...), start it again on this directory (it joins as a broker only) and add it back (tidelog quorum add-voter --node-id {node_id})",
             dir.display()
         ),
     }
@@ -240,6 +240,9 @@ mod tests {
             e.contains("node 2") && e.contains(&id) && e.contains(&fresh),
             "{e}"
         );
-        assert!(e.contains("lost") && e.contains("restore"), "{e}");
+        assert!(
+            e.contains("lost") && e.contains("restore") && e.contains("remove-voter --node-id 2"),
+            "{e}"
+        );
     }
 }

@@ -16,11 +16,12 @@
 //! Its files import each other bottom-up only (each imports only files above it in
 //! this list; no cycle but a file and its own tests):
 //! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
-//!    (with `records/codec`): no other file of the cluster;
+//!    (with `records/codec`), `voter_change`: no other file of the cluster; `inbox`
+//!    (voter_change); `membership` (inbox);
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
 //! 3. `image` (with `image/codec`: records), then `listener` (image);
 //! 4. `transport` (inbox, liveness, quorum_tls, voters);
-//! 5. `shared` (image, listener, liveness, records, transport), then `handle` (config, image,
+//! 5. `shared` (image, listener, liveness, membership, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
@@ -42,6 +43,7 @@ mod inbox;
 mod listener;
 mod liveness;
 mod logger;
+mod membership;
 mod meta_properties;
 mod node;
 pub(crate) mod partition_admin;
@@ -54,6 +56,7 @@ mod storage;
 mod transactions;
 mod transactions_remote;
 mod transport;
+mod voter_change;
 mod voters;
 
 use std::net::{SocketAddr, TcpListener};
@@ -78,12 +81,14 @@ use image::NO_LEADER;
 pub(crate) use image::{Applied, MetadataImage};
 use inbox::{Inbound, raft_id};
 pub(crate) use listener::{MetadataListener, MetadataUpdate};
+pub(crate) use membership::{QuorumStatus, ReplicaStatus};
 use node::{PublishJob, RaftLoop};
 #[cfg(test)]
 use records::AlterPartition;
 pub(crate) use records::{CreateTopic, MetadataRecord};
 pub(crate) use shared::Proposal;
 use shared::Shared;
+pub(crate) use voter_change::QuorumRefusal;
 #[cfg(test)]
 use voters::Voter;
 pub(crate) use voters::parse_quorum;
@@ -199,6 +204,9 @@ impl ClusterNode {
         let quorum_addr = listener
             .local_addr()
             .ctx("address of", "the quorum listener")?;
+        if !config.is_voter() {
+            tracing::info!(node = me, quorum = %quorum_addr, "not among the voters of --quorum: this node is a broker only and follows the metadata log as a learner");
+        }
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared::new(
             me,
@@ -269,7 +277,11 @@ impl ClusterNode {
                 directories: self.shared.directories.clone(),
             },
             config.quorum_tls.clone(),
+            Some(announced_quorum_addr(config, self.quorum_addr)),
         )?;
+        for (id, addr) in &raw.store().reconfigured().addresses {
+            transport.note_address(inbox::node_of(*id), addr);
+        }
         self.add_listeners(broker)?;
         let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
         let publisher = {
@@ -580,6 +592,88 @@ impl ClusterNode {
         self.handle.alter_partition(change, timeout)
     }
 
+    /// The metadata quorum's voters and learners (broker-only nodes) as this node last
+    /// applied them.
+    pub(crate) fn membership(&self) -> membership::Membership {
+        self.shared.membership.read().clone()
+    }
+
+    /// The quorum as this node sees it (Kafka's DescribeQuorum): on the controller,
+    /// with every member's progress.
+    pub(crate) fn quorum_status(&self) -> QuorumStatus {
+        self.shared.quorum.read().clone()
+    }
+
+    /// The directory id the quorum recorded for `node`.
+    pub(crate) fn directory_of(&self, node: i32) -> Option<String> {
+        self.image().directories.get(&node).cloned()
+    }
+
+    /// Adds `node`, a broker-only node that follows the metadata log, to the voters
+    /// (Kafka's `AddRaftVoter`): asked of the controller, answered once this node
+    /// applied the change. `directory_id`, when given, must be the one the node
+    /// registered.
+    pub(crate) fn add_voter(
+        &self,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        self.change_voters(true, node, directory_id, timeout)
+    }
+
+    /// Removes voter `node` (Kafka's `RemoveRaftVoter`); the quorum forgets its
+    /// directory id, so that it can come back on a new data directory through
+    /// [`ClusterNode::add_voter`]. A removed node that keeps running follows the log
+    /// as a broker only.
+    pub(crate) fn remove_voter(
+        &self,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        self.change_voters(false, node, directory_id, timeout)
+    }
+
+    fn change_voters(
+        &self,
+        add: bool,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), QuorumRefusal> {
+        let failed = |reason: String| QuorumRefusal::Failed { reason };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox
+            .send(Inbound::ChangeVoters(voter_change::VoterChange {
+                add,
+                node,
+                directory_id,
+                reply: tx,
+            }))
+            .map_err(|_| failed(format!("cluster node {} is stopped", self.config.node_id)))?;
+        let deadline = Instant::now() + timeout;
+        rx.recv_timeout(timeout).map_err(|_| {
+            failed(format!(
+                "cluster node {} did not answer in {timeout:?}",
+                self.config.node_id
+            ))
+        })??;
+        // Proposed: wait until this node applied it.
+        loop {
+            let m = self.membership();
+            if m.voters.contains(&node) == add {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(failed(format!(
+                    "the change of voter {node} was proposed but not applied within {timeout:?}; describe the quorum to see whether it was"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Reserves `count` producer ids for this broker; returns the first.
     pub(crate) fn allocate_producer_ids(&self, count: i64, timeout: Duration) -> Result<i64> {
         let broker_epoch = self.broker_epoch().ok_or_else(|| Error::StaleBrokerEpoch {
@@ -664,14 +758,10 @@ impl ClusterNode {
 /// Checks `config` against the quorum, capping the offsets topic's replication factor
 /// at the number of voters.
 fn check_config(config: &mut ClusterConfig) -> Result<()> {
-    let me = config.node_id;
-    if !config.voters.iter().any(|v| v.id == me) {
+    if config.node_id < 0 {
         return Err(Error::InvalidConfig {
             key: "node.id".into(),
-            reason: format!(
-                "node {me} is not among the voters {:?} of --quorum",
-                config.voters.iter().map(|v| v.id).collect::<Vec<_>>()
-            ),
+            reason: format!("node id {} is negative", config.node_id),
         });
     }
     let voters = config.voters.len() as i16;
@@ -720,13 +810,34 @@ fn bind_quorum_listener(config: &mut ClusterConfig) -> Result<TcpListener> {
         return Ok(l);
     }
     let me = config.node_id;
-    let addr = &config
-        .voters
-        .iter()
-        .find(|v| v.id == me)
-        .expect("checked")
-        .addr;
+    let addr = match config.voters.iter().find(|v| v.id == me) {
+        Some(v) => v.addr.clone(),
+        // A broker only: the voters connect to it where it announces, on a port of the
+        // OS's choosing on its advertised host.
+        None => format!("{}:0", advertised_host(config)),
+    };
     TcpListener::bind(addr.as_str()).ctx("bind the quorum listener", addr.clone())
+}
+
+/// The host of this node's advertised Kafka listener.
+fn advertised_host(config: &ClusterConfig) -> String {
+    let host = config
+        .advertised_listener
+        .rsplit_once(':')
+        .map_or(config.advertised_listener.as_str(), |(h, _)| h);
+    host.to_string()
+}
+
+/// The quorum address a node announces in its hellos: a voter's `--quorum` entry, a
+/// broker-only node's bound listener (with the advertised host for a wildcard address).
+fn announced_quorum_addr(config: &ClusterConfig, bound: SocketAddr) -> String {
+    if let Some(v) = config.voters.iter().find(|v| v.id == config.node_id) {
+        v.addr.clone()
+    } else if bound.ip().is_unspecified() {
+        format!("{}:{}", advertised_host(config), bound.port())
+    } else {
+        bound.to_string()
+    }
 }
 
 impl TopicAuthority for ClusterNode {

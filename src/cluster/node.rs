@@ -21,18 +21,20 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use raft::prelude::{Entry, EntryType, Message};
+use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
 use raft::{RawNode, StateRole};
 
 use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
-use super::inbox::{Inbound, node_of};
+use super::inbox::{Inbound, node_of, raft_id};
+use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord};
 use super::shared::Shared;
 use super::storage::RaftStorage;
 use super::transport::Transport;
+use super::voter_change::{QuorumRefusal, VoterChange};
 use crate::error::Result;
 use crate::storage::codec;
 
@@ -65,6 +67,12 @@ enum Internal {
 const REPROPOSE_AFTER: Duration = Duration::from_secs(3);
 /// How long the loop's own proposals are retried.
 const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
+/// A broker-only node that has heard from no voter for this long says hello to them
+/// again (a voter that restarted, or a new controller, learns its address then).
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
+/// A learner is added as a voter only if it lags the committed metadata log by at most
+/// this many entries.
+const CAUGHT_UP_WITHIN: u64 = 64;
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -85,6 +93,8 @@ pub(crate) struct RaftLoop {
     leader_since: Option<Instant>,
     /// When the controller last checked the leaders' balance.
     last_balance_check: Option<Instant>,
+    /// A broker-only node: when it last said hello to the voters.
+    last_announce: Option<Instant>,
 }
 
 impl RaftLoop {
@@ -120,6 +130,7 @@ impl RaftLoop {
             internal: HashMap::new(),
             leader_since: None,
             last_balance_check: None,
+            last_announce: None,
         }
     }
 
@@ -134,6 +145,7 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes: Vec::new(),
         });
+        self.share_membership();
         if let Err(e) = self.check_directory() {
             self.shared.fail(e.to_string());
             self.transport.shutdown();
@@ -211,9 +223,236 @@ impl RaftLoop {
                 self.shared.fail(e.to_string());
                 return false;
             }
+            Inbound::Join(node) => self.add_learner(node),
+            Inbound::ChangeVoters(change) => {
+                let outcome = self.change_voters(&change);
+                let _ = change.reply.send(outcome);
+            }
             Inbound::Stop => return false,
         }
         true
+    }
+
+    /// The controller adds broker-only node `node`, which said hello, to the learners
+    /// of the metadata log (one configuration change at a time; the node says hello
+    /// again until it is one).
+    fn add_learner(&mut self, node: i32) {
+        if self.raw.raft.state != StateRole::Leader
+            || self.raw.raft.has_pending_conf()
+            || self.membership().contains(node)
+        {
+            return;
+        }
+        let Some(addr) = self.transport.address_of(node).or_else(|| {
+            self.config
+                .voters
+                .iter()
+                .find(|v| v.id == node)
+                .map(|v| v.addr.clone())
+        }) else {
+            return;
+        };
+        match self.raw.propose_conf_change(
+            Vec::new(),
+            membership::change(ConfChangeType::AddLearnerNode, node, &addr),
+        ) {
+            Ok(()) => tracing::info!(
+                node = self.me(),
+                broker = node,
+                "adding a broker-only node to the metadata log's learners"
+            ),
+            Err(e) => {
+                tracing::warn!(node = self.me(), broker = node, error = %e, "cannot add a broker-only node to the learners")
+            }
+        }
+    }
+
+    /// The controller checks a voter change and proposes it.
+    fn change_voters(&mut self, change: &VoterChange) -> std::result::Result<(), QuorumRefusal> {
+        let node = change.node;
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(QuorumRefusal::NotController {
+                leader: node_of(self.raw.raft.leader_id),
+            });
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Err(QuorumRefusal::ChangeInProgress);
+        }
+        if let Some(given) = &change.directory_id {
+            let known = self.image.directories.get(&node).cloned();
+            if known.as_ref() != Some(given) {
+                return Err(QuorumRefusal::InvalidVoterKey {
+                    node,
+                    known,
+                    given: given.clone(),
+                });
+            }
+        }
+        let m = self.membership();
+        let (kind, addr) = if change.add {
+            if m.voters.contains(&node) {
+                return Err(QuorumRefusal::DuplicateVoter { node });
+            }
+            if !m.learners.contains(&node) {
+                return Err(QuorumRefusal::NotFollowing { node });
+            }
+            let committed = self.raw.raft.raft_log.committed;
+            let matched = self
+                .raw
+                .raft
+                .prs()
+                .get(raft_id(node))
+                .map_or(0, |p| p.matched);
+            let behind = committed.saturating_sub(matched);
+            if behind > CAUGHT_UP_WITHIN {
+                return Err(QuorumRefusal::NotCaughtUp { node, behind });
+            }
+            let addr = self.transport.address_of(node).or_else(|| {
+                self.config
+                    .voters
+                    .iter()
+                    .find(|v| v.id == node)
+                    .map(|v| v.addr.clone())
+            });
+            (ConfChangeType::AddNode, addr.unwrap_or_default())
+        } else {
+            if !m.voters.contains(&node) {
+                return Err(QuorumRefusal::VoterNotFound { node });
+            }
+            if m.voters.len() == 1 {
+                return Err(QuorumRefusal::LastVoter { node });
+            }
+            if node == self.me() {
+                // The controller does not remove itself: it hands its leadership to
+                // the most caught-up other voter, and the caller asks that one.
+                let to = m
+                    .voters
+                    .iter()
+                    .filter(|v| **v != node)
+                    .max_by_key(|v| {
+                        self.raw
+                            .raft
+                            .prs()
+                            .get(raft_id(**v))
+                            .map_or(0, |p| p.matched)
+                    })
+                    .copied()
+                    .unwrap_or(-1);
+                if to >= 0 {
+                    self.raw.transfer_leader(raft_id(to));
+                }
+                return Err(QuorumRefusal::NotController { leader: to });
+            }
+            (ConfChangeType::RemoveNode, String::new())
+        };
+        self.raw
+            .propose_conf_change(Vec::new(), membership::change(kind, node, &addr))
+            .map_err(|e| QuorumRefusal::Failed {
+                reason: format!("the controller cannot propose the change: {e}"),
+            })?;
+        tracing::info!(
+            node = self.me(),
+            voter = node,
+            add = change.add,
+            "proposed a change of the voters"
+        );
+        Ok(())
+    }
+
+    /// The voters and learners of raft-rs's current configuration.
+    fn membership(&self) -> Membership {
+        Membership::of(&self.raw.raft.prs().conf().to_conf_state())
+    }
+
+    /// Publishes the membership for [`super::ClusterNode::membership`].
+    fn share_membership(&self) {
+        // The quorum's state first: a caller that sees the new membership then
+        // describes the quorum with it.
+        self.share_quorum();
+        *self.shared.membership.write() = self.membership();
+    }
+
+    /// Publishes the quorum's state for DescribeQuorum: the controller knows each
+    /// member's progress; another node only the membership, the leader and the term.
+    fn share_quorum(&self) {
+        let raft = &self.raw.raft;
+        let m = self.membership();
+        let leader = raft.state == StateRole::Leader;
+        let heard = self.shared.liveness.snapshot();
+        let now = Instant::now();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let status = |node: &i32| {
+            let me = *node == self.me();
+            let log_end = if me {
+                raft.raft_log.last_index() as i64
+            } else if leader {
+                raft.prs()
+                    .get(raft_id(*node))
+                    .map_or(-1, |p| p.matched as i64)
+            } else {
+                -1
+            };
+            let last_heard_ms = if me {
+                wall
+            } else {
+                heard
+                    .get(node)
+                    .map_or(-1, |t| wall - now.duration_since(*t).as_millis() as i64)
+            };
+            ReplicaStatus {
+                node: *node,
+                log_end,
+                last_heard_ms,
+            }
+        };
+        let addresses = m
+            .voters
+            .iter()
+            .chain(&m.learners)
+            .filter_map(|n| {
+                self.transport
+                    .address_of(*n)
+                    .or_else(|| {
+                        self.config
+                            .voters
+                            .iter()
+                            .find(|v| v.id == *n)
+                            .map(|v| v.addr.clone())
+                    })
+                    .map(|a| (*n, a))
+            })
+            .collect();
+        *self.shared.quorum.write() = QuorumStatus {
+            leader: node_of(raft.leader_id),
+            term: raft.term,
+            committed: raft.raft_log.committed,
+            voters: m.voters.iter().map(status).collect(),
+            learners: m.learners.iter().map(status).collect(),
+            addresses,
+        };
+    }
+
+    /// A node that has heard from no peer for [`ANNOUNCE_AFTER`] says hello to every
+    /// peer again: a broker-only node not added yet, or a node the quorum removed (or
+    /// that came back on a new directory after its removal), is added as a learner by
+    /// the controller; for a member the hello changes nothing.
+    fn announce(&mut self, now: Instant) {
+        if self
+            .last_announce
+            .is_some_and(|t| now.duration_since(t) < ANNOUNCE_AFTER)
+        {
+            return;
+        }
+        let heard = self.shared.liveness.snapshot();
+        let quiet = heard
+            .values()
+            .all(|t| now.duration_since(*t) >= ANNOUNCE_AFTER);
+        if quiet {
+            self.last_announce = Some(now);
+            self.transport.announce();
+        }
     }
 
     fn propose_outstanding(&mut self, id: u64) {
@@ -277,6 +516,8 @@ impl RaftLoop {
             }
             _ => {}
         }
+        self.announce(now);
+        self.share_quorum();
         self.lifecycle();
         self.register_directory();
         if is_leader {
@@ -413,6 +654,7 @@ impl RaftLoop {
             self.adopt_cluster_id(&image)?;
             self.image = Arc::new(image);
             self.check_directory()?;
+            self.share_membership();
             self.publish(Vec::new());
         }
         self.apply(ready.take_committed_entries())?;
@@ -481,9 +723,15 @@ impl RaftLoop {
         let had_cluster_id = self.image.cluster_id.is_some();
         let image = Arc::make_mut(&mut self.image);
         let mut outcomes = Vec::new();
+        let mut conf_changes = Vec::new();
         for e in entries {
             if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
                 image.index = image.index.max(e.index);
+                if !e.data.is_empty()
+                    && let Some(cc) = membership::conf_change_of(&e)?
+                {
+                    conf_changes.push((e.index, cc));
+                }
                 continue;
             }
             let location = format!("metadata log entry {}", e.index);
@@ -515,6 +763,29 @@ impl RaftLoop {
                     image.index = e.index;
                 }
             }
+        }
+        for (index, cc) in conf_changes {
+            let cs = self.raw.apply_conf_change(&cc).map_err(|e| {
+                crate::error::Error::corrupt(
+                    format!("metadata log entry {index}"),
+                    0,
+                    format!("configuration change not applied: {e}"),
+                )
+            })?;
+            let added = membership::added(&cc);
+            for node in membership::removed(&cc) {
+                // A removed voter may come back on a new data directory (remove, then
+                // add): the quorum forgets the directory id it knew it by.
+                Arc::make_mut(&mut self.image).directories.remove(&node);
+            }
+            if let Some((node, addr)) = &added {
+                self.transport.note_address(*node, addr);
+            }
+            self.raw
+                .mut_store()
+                .set_conf_state(&cs, added.map(|(n, a)| (raft_id(n), a)))?;
+            tracing::info!(node = me, index, change = %membership::describe(&cc), voters = ?cs.voters, learners = ?cs.learners, "applied a quorum configuration change");
+            self.share_membership();
         }
         if !had_cluster_id && self.image.cluster_id.is_some() {
             let image = self.image.clone();

@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::image::{Applied, MetadataImage, Outcome};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::liveness::Liveness;
+use super::membership::{Membership, QuorumStatus};
 use super::records::{Envelope, MetadataRecord, Stamp};
 use super::transport::{ClusterIdCell, DirectoryCell};
 use crate::error::{Error, Result};
@@ -56,6 +57,10 @@ pub(crate) struct Shared {
     /// hellos against them).
     pub(super) directories: DirectoryCell,
     pub(super) liveness: Arc<Liveness>,
+    /// The metadata quorum's voters and learners, as the Raft loop last applied them.
+    pub(super) membership: RwLock<Membership>,
+    /// The quorum with the controller's view of each member's progress.
+    pub(super) quorum: RwLock<QuorumStatus>,
 }
 
 impl Shared {
@@ -82,6 +87,8 @@ impl Shared {
             cluster_id: Arc::new(RwLock::new(cluster_id)),
             directories: Arc::new(RwLock::new(Default::default())),
             liveness: Arc::new(Liveness::default()),
+            membership: RwLock::new(Membership::default()),
+            quorum: RwLock::new(QuorumStatus::default()),
         }
     }
 

@@ -42,10 +42,10 @@ pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 const RECORD_HEADER: usize = 8;
 /// Largest entry record accepted on read.
 const MAX_RECORD: usize = 64 << 20;
-/// Version of the raft-state payload.
-const STATE_VERSION: u8 = 1;
-/// Version of the snapshot payload.
-const SNAPSHOT_VERSION: u8 = 1;
+/// Version of the raft-state payload (2 adds the learners; 1 is still read).
+const STATE_VERSION: u8 = 2;
+/// Version of the snapshot payload (2 adds the learners; 1 is still read).
+const SNAPSHOT_VERSION: u8 = 2;
 
 /// One entry's place in `entries.log`.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +60,10 @@ pub(crate) struct RaftStorage {
     node_id: u64,
     hard_state: HardState,
     conf_state: ConfState,
+    /// The quorum state changed online: configuration changes were applied (the
+    /// stored voters then rule over `--quorum`), and the quorum addresses of the nodes
+    /// they added, by raft id.
+    reconfigured: Reconfigured,
     /// The latest snapshot (data = the encoded metadata image at its index).
     snapshot: Snapshot,
     /// Entries after the snapshot, contiguous.
@@ -116,26 +120,53 @@ fn decode_entry(body: &[u8], location: &str) -> Result<Entry> {
     Ok(e)
 }
 
-fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState) -> Vec<u8> {
+/// What online configuration changes left in `raft-state`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Reconfigured {
+    /// True once a configuration change was applied.
+    pub changed: bool,
+    /// Quorum addresses of the nodes the changes added, by raft id.
+    pub addresses: std::collections::BTreeMap<u64, String>,
+}
+
+fn encode_state(node_id: u64, hs: &HardState, cs: &ConfState, rc: &Reconfigured) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(STATE_VERSION);
     w.u64(node_id);
     w.u64(hs.term);
     w.u64(hs.vote);
     w.u64(hs.commit);
-    w.u32(cs.voters.len() as u32);
-    for v in &cs.voters {
-        w.u64(*v);
+    write_ids(&mut w, &cs.voters);
+    write_ids(&mut w, &cs.learners);
+    w.bool(rc.changed);
+    w.u32(rc.addresses.len() as u32);
+    for (id, addr) in &rc.addresses {
+        w.u64(*id);
+        w.str(addr);
     }
     w.into_bytes()
 }
 
-fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfState)> {
+/// A list of raft ids: u32 count, u64 each.
+fn write_ids(w: &mut Writer, ids: &[u64]) {
+    w.u32(ids.len() as u32);
+    for v in ids {
+        w.u64(*v);
+    }
+}
+
+/// A list written by [`write_ids`].
+fn read_ids(r: &mut Reader<'_>) -> Result<Vec<u64>> {
+    let n = r.count(8)?;
+    (0..n).map(|_| r.u64()).collect()
+}
+
+fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfState, Reconfigured)> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
-    if version != STATE_VERSION {
+    if version != 1 && version != STATE_VERSION {
         return Err(r.error(format!(
-            "raft state version {version}; this node reads {STATE_VERSION}"
+            "raft state version {version}; this node reads 1 to {STATE_VERSION}"
         )));
     }
     let node_id = r.u64()?;
@@ -145,13 +176,22 @@ fn decode_state(bytes: &[u8], location: &str) -> Result<(u64, HardState, ConfSta
         commit: r.u64()?,
         ..Default::default()
     };
-    let n = r.count(8)?;
-    let mut cs = ConfState::default();
-    for _ in 0..n {
-        cs.voters.push(r.u64()?);
+    let mut cs = ConfState {
+        voters: read_ids(&mut r)?,
+        ..Default::default()
+    };
+    let mut rc = Reconfigured::default();
+    if version >= 2 {
+        cs.learners = read_ids(&mut r)?;
+        rc.changed = r.bool()?;
+        let n = r.count(12)?;
+        for _ in 0..n {
+            let id = r.u64()?;
+            rc.addresses.insert(id, r.str()?);
+        }
     }
     r.finish()?;
-    Ok((node_id, hs, cs))
+    Ok((node_id, hs, cs, rc))
 }
 
 fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
@@ -160,11 +200,8 @@ fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
     w.u8(SNAPSHOT_VERSION);
     w.u64(m.index);
     w.u64(m.term);
-    let voters = &m.get_conf_state().voters;
-    w.u32(voters.len() as u32);
-    for v in voters {
-        w.u64(*v);
-    }
+    write_ids(&mut w, &m.get_conf_state().voters);
+    write_ids(&mut w, &m.get_conf_state().learners);
     w.bytes(&s.data);
     w.into_bytes()
 }
@@ -172,19 +209,18 @@ fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
 fn decode_snapshot(bytes: &[u8], location: &str) -> Result<Snapshot> {
     let mut r = Reader::new(bytes, location);
     let version = r.u8()?;
-    if version != SNAPSHOT_VERSION {
+    if version != 1 && version != SNAPSHOT_VERSION {
         return Err(r.error(format!(
-            "snapshot version {version}; this node reads {SNAPSHOT_VERSION}"
+            "snapshot version {version}; this node reads 1 to {SNAPSHOT_VERSION}"
         )));
     }
     let mut s = Snapshot::default();
     let m = s.mut_metadata();
     m.index = r.u64()?;
     m.term = r.u64()?;
-    let n = r.count(8)?;
-    for _ in 0..n {
-        let v = r.u64()?;
-        m.mut_conf_state().voters.push(v);
+    m.mut_conf_state().voters = read_ids(&mut r)?;
+    if version >= 2 {
+        m.mut_conf_state().learners = read_ids(&mut r)?;
     }
     s.data = r.bytes()?.to_vec().into();
     r.finish()?;
@@ -270,9 +306,9 @@ impl RaftStorage {
         let state_path = dir.join(STATE_FILE);
         let mut wanted = voters.to_vec();
         wanted.sort_unstable();
-        let (hard_state, conf_state) = match read_checkpoint(&state_path)? {
+        let (hard_state, conf_state, reconfigured) = match read_checkpoint(&state_path)? {
             Some(bytes) => {
-                let (stored_node, hs, cs) =
+                let (stored_node, hs, cs, rc) =
                     decode_state(&bytes, &state_path.display().to_string())?;
                 if stored_node != node_id {
                     return Err(Error::InvalidConfig {
@@ -287,19 +323,25 @@ impl RaftStorage {
                 }
                 let mut stored = cs.voters.clone();
                 stored.sort_unstable();
-                if stored != wanted {
+                if stored != wanted && rc.changed {
+                    tracing::info!(
+                        dir = %dir.display(),
+                        voters = ?stored.iter().map(|x| x.saturating_sub(1)).collect::<Vec<_>>(),
+                        "the voters changed online since this cluster started: the stored voters rule over --quorum"
+                    );
+                } else if stored != wanted {
                     let ids = |v: &[u64]| v.iter().map(|x| x.saturating_sub(1)).collect::<Vec<_>>();
                     return Err(Error::InvalidConfig {
                         key: "controller.quorum.voters".into(),
                         reason: format!(
-                            "the metadata log in {} was written by the voters {:?} but --quorum lists {:?}; the voters of a cluster cannot change",
+                            "the metadata log in {} was written by the voters {:?} but --quorum lists {:?}; change the voters online (tidelog quorum add-voter|remove-voter), not through --quorum",
                             dir.display(),
                             ids(&stored),
                             ids(&wanted)
                         ),
                     });
                 }
-                (hs, cs)
+                (hs, cs, rc)
             }
             None => {
                 let cs = ConfState {
@@ -307,8 +349,9 @@ impl RaftStorage {
                     ..Default::default()
                 };
                 let hs = HardState::default();
-                write_checkpoint(&state_path, &encode_state(node_id, &hs, &cs))?;
-                (hs, cs)
+                let rc = Reconfigured::default();
+                write_checkpoint(&state_path, &encode_state(node_id, &hs, &cs, &rc))?;
+                (hs, cs, rc)
             }
         };
         let snapshot_path = dir.join(SNAPSHOT_FILE);
@@ -352,6 +395,7 @@ impl RaftStorage {
             node_id,
             hard_state,
             conf_state,
+            reconfigured,
             snapshot,
             entries,
             positions,
@@ -390,7 +434,12 @@ impl RaftStorage {
     fn persist_state(&self) -> Result<()> {
         write_checkpoint(
             &self.dir.join(STATE_FILE),
-            &encode_state(self.node_id, &self.hard_state, &self.conf_state),
+            &encode_state(
+                self.node_id,
+                &self.hard_state,
+                &self.conf_state,
+                &self.reconfigured,
+            ),
         )
     }
 
@@ -398,6 +447,26 @@ impl RaftStorage {
     pub(crate) fn set_hard_state(&mut self, hs: &HardState) -> Result<()> {
         self.hard_state = hs.clone();
         self.persist_state()
+    }
+
+    /// Persists the configuration raft-rs reached by applying a configuration change,
+    /// with the quorum address of the node it added, if any.
+    pub(crate) fn set_conf_state(
+        &mut self,
+        cs: &ConfState,
+        added: Option<(u64, String)>,
+    ) -> Result<()> {
+        self.conf_state = cs.clone();
+        self.reconfigured.changed = true;
+        if let Some((id, addr)) = added {
+            self.reconfigured.addresses.insert(id, addr);
+        }
+        self.persist_state()
+    }
+
+    /// What online configuration changes left: the added nodes' addresses.
+    pub(crate) fn reconfigured(&self) -> &Reconfigured {
+        &self.reconfigured
     }
 
     /// Notes a new commit index (persisted with the next hard state; a commit index that
@@ -618,7 +687,7 @@ pub(crate) fn read_stored(dir: &Path) -> Result<(u64, Snapshot, Vec<Entry>)> {
             std::io::Error::from(std::io::ErrorKind::NotFound),
         )
     })?;
-    let (node_id, _, _) = decode_state(&bytes, &state_path.display().to_string())?;
+    let (node_id, _, _, _) = decode_state(&bytes, &state_path.display().to_string())?;
     let snapshot_path = dir.join(SNAPSHOT_FILE);
     let snapshot = match read_checkpoint(&snapshot_path)? {
         Some(bytes) => decode_snapshot(&bytes, &snapshot_path.display().to_string())?,

@@ -18,16 +18,19 @@ const LAG: Duration = Duration::from_millis(1000);
 const OFFSETS_PARTITIONS: i32 = 6;
 
 mod broker_epoch;
+mod brokers;
 mod describe_producers;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;
 mod group_coordinators;
 mod lost_directory;
+mod quorum_api;
 mod quorum_forgery;
 mod reassignment;
 mod replication;
 mod transactions;
+mod voter_changes;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

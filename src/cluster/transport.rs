@@ -1,4 +1,6 @@
-//! Raft messages between the voters over TCP.
+//! Raft messages between the members of the quorum over TCP: the `--quorum` voters,
+//! and the nodes that announced a quorum address of their own (broker-only nodes, the
+//! learners; voters added online), whose senders start when raft-rs first sends to them.
 //!
 //! Each node listens on its own quorum address. For each peer a sender thread keeps one
 //! connection, writes the messages raft-rs produces for that peer, reconnects with a
@@ -9,7 +11,8 @@
 //! Frames: `length (u32) | CRC32 of the body (u32) | body`, at most [`MAX_FRAME`] bytes
 //! of body. The first frame of a connection is a hello (magic `TLRQ`, version, sender and
 //! receiver node ids, the cluster id the sender knows, from version 2 the sender's
-//! directory id and the one it knows the receiver by); the others are raft-rs messages
+//! directory id and the one it knows the receiver by, from version 3 the sender's own
+//! quorum address, which a node not among `--quorum` must send); the others are raft-rs messages
 //! in their protobuf encoding. A frame that is too large, fails its CRC, does not decode,
 //! or names the wrong nodes or another cluster closes the connection with a log line
 //! (at most one per peer address per 10 s).
@@ -39,7 +42,7 @@ use protobuf::Message as _;
 use raft::SnapshotStatus;
 use raft::prelude::{Message, MessageType};
 
-use super::inbox::{Inbound, raft_id};
+use super::inbox::{Inbound, node_of, raft_id};
 use super::liveness::Liveness;
 use super::quorum_tls::{self, QuorumTls};
 use super::voters::Voter;
@@ -51,8 +54,9 @@ use crate::storage::codec::{Reader, Writer};
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"TLRQ";
-/// Hello version written (2 adds the directory ids; 1 is still read).
-const HELLO_VERSION: u16 = 2;
+/// Hello version written (2 adds the directory ids, 3 a broker's quorum address; 1 and
+/// 2 are still read).
+const HELLO_VERSION: u16 = 3;
 /// Messages queued for one peer before new ones are dropped.
 const QUEUE: usize = 4096;
 /// How often blocked reads and waits look at the stop flag.
@@ -111,12 +115,26 @@ pub(crate) fn hello(from: i32, to: i32, cluster_id: Option<&str>) -> Vec<u8> {
 
 /// The hello frame's body: `from_directory` is the sender's directory id, `to_directory`
 /// the one the sender's metadata knows the receiver by.
+#[cfg(test)]
 pub(crate) fn hello_with_directories(
     from: i32,
     to: i32,
     cluster_id: Option<&str>,
     from_directory: Option<&str>,
     to_directory: Option<&str>,
+) -> Vec<u8> {
+    hello_body(from, to, cluster_id, from_directory, to_directory, None)
+}
+
+/// The hello frame's body; `from_addr` is the quorum address of a sender that is not
+/// a voter (a broker-only node asking to follow the metadata log).
+pub(crate) fn hello_body(
+    from: i32,
+    to: i32,
+    cluster_id: Option<&str>,
+    from_directory: Option<&str>,
+    to_directory: Option<&str>,
+    from_addr: Option<&str>,
 ) -> Vec<u8> {
     let mut w = Writer::new();
     w.raw(HELLO_MAGIC);
@@ -126,6 +144,7 @@ pub(crate) fn hello_with_directories(
     w.str(cluster_id.unwrap_or(""));
     w.str(from_directory.unwrap_or(""));
     w.str(to_directory.unwrap_or(""));
+    w.str(from_addr.unwrap_or(""));
     w.into_bytes()
 }
 
@@ -139,6 +158,8 @@ pub(crate) struct Hello {
     pub from_directory: Option<String>,
     /// The directory id the sender knows the receiver by, if any.
     pub to_directory: Option<String>,
+    /// A broker-only node's quorum address (from version 3; None from a voter).
+    pub from_addr: Option<String>,
 }
 
 pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
@@ -166,6 +187,7 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
     } else {
         (None, None)
     };
+    let from_addr = if version >= 3 { some(r.str()?) } else { None };
     r.finish()?;
     Ok(Hello {
         from,
@@ -173,6 +195,7 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
         cluster_id,
         from_directory,
         to_directory,
+        from_addr,
     })
 }
 
@@ -262,6 +285,8 @@ struct HelloIds {
     claimed: ClusterIdCell,
     /// This node's directory id and the ones the quorum recorded.
     directories: DirectoryIds,
+    /// A broker-only node's own quorum address, announced in its hellos.
+    announce: Option<String>,
 }
 
 /// A node's directory id and the voters' directory ids its metadata recorded.
@@ -289,10 +314,17 @@ pub(crate) type DirectoryCell = Arc<RwLock<BTreeMap<i32, String>>>;
 impl HelloIds {
     /// Once this node knows its cluster id, a hello must carry the same one: without
     /// it, or with another, the connection is refused. Before, any is accepted and
-    /// remembered as the one to present.
+    /// remembered as the one to present. A broker-only node that joins on an empty
+    /// directory knows none yet: it learns it from the metadata log it is sent.
     fn check(&self, hello: &Hello, peer: &str) -> Result<()> {
         let ours = self.ours.read().clone();
         match (&hello.cluster_id, ours) {
+            (None, Some(_))
+                if hello.from_addr.is_some()
+                    && !self.directories.known.read().contains_key(&hello.from) =>
+            {
+                Ok(())
+            }
             (Some(theirs), Some(ours)) if *theirs != ours => Err(Error::InvalidConfig {
                 key: "cluster.id".into(),
                 reason: format!(
@@ -344,12 +376,13 @@ impl HelloIds {
     fn hello_to(&self, me: i32, to: i32) -> Vec<u8> {
         let cluster_id = self.to_send();
         let known = self.directories.known.read().get(&to).cloned();
-        hello_with_directories(
+        hello_body(
             me,
             to,
             cluster_id.as_deref(),
             Some(&self.directories.mine),
             known.as_deref(),
+            self.announce.as_deref(),
         )
     }
 
@@ -369,10 +402,27 @@ struct Peer {
     queue: Sender<Message>,
 }
 
+/// The quorum addresses of broker-only nodes, by node id, as their hellos announced
+/// them (not persisted: a broker announces itself again when it hears from no voter).
+pub(crate) type BrokerAddrs = Arc<RwLock<BTreeMap<i32, String>>>;
+
+/// What a sender thread needs besides its peer.
+#[derive(Clone)]
+struct SenderCtx {
+    inbox: Sender<Inbound>,
+    ids: HelloIds,
+    tls: Option<Arc<QuorumTls>>,
+    stop: Arc<AtomicBool>,
+    brokers: BrokerAddrs,
+}
+
 /// The running transport of one node.
 pub(crate) struct Transport {
     me: i32,
-    peers: HashMap<u64, Peer>,
+    /// A sender per voter, and per broker-only node once it announced itself.
+    peers: Mutex<HashMap<u64, Peer>>,
+    ctx: SenderCtx,
+    voters: Vec<i32>,
     inbox: Sender<Inbound>,
     stop: Arc<AtomicBool>,
     local: SocketAddr,
@@ -391,7 +441,9 @@ impl std::fmt::Debug for Transport {
 
 impl Transport {
     /// Starts the accept thread on `listener` and a sender thread per peer; with `tls`,
-    /// every connection is mutual TLS.
+    /// every connection is mutual TLS. `announce` is a broker-only node's own quorum
+    /// address, which its hellos carry.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         me: i32,
         voters: &[Voter],
@@ -400,6 +452,7 @@ impl Transport {
         liveness: Arc<Liveness>,
         ids: QuorumIds,
         tls: Option<Arc<QuorumTls>>,
+        announce: Option<String>,
     ) -> Result<Transport> {
         let local = listener
             .local_addr()
@@ -414,11 +467,14 @@ impl Transport {
                 mine: ids.directory_id,
                 known: ids.directories,
             },
+            announce,
         };
+        let brokers = BrokerAddrs::default();
         {
             let accepting = Accepting {
                 me,
                 voters: voters.to_vec(),
+                brokers: brokers.clone(),
                 inbox: inbox.clone(),
                 liveness,
                 ids: ids.clone(),
@@ -434,46 +490,107 @@ impl Transport {
                     .ctx("spawn the quorum accept thread for", local.to_string())?,
             );
         }
-        let mut peers = HashMap::new();
-        for v in voters.iter().filter(|v| v.id != me) {
-            let (tx, rx) = crossbeam_channel::bounded(QUEUE);
-            let peer = v.clone();
-            let inbox = inbox.clone();
-            let stop = stop.clone();
-            let ids = ids.clone();
-            let tls = tls.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("quorum-send-{me}-to-{}", v.id))
-                    .spawn(move || sender_loop(me, peer, rx, inbox, ids, tls, stop))
-                    .ctx("spawn a quorum sender thread for", v.addr.clone())?,
-            );
-            peers.insert(raft_id(v.id), Peer { queue: tx });
-        }
-        Ok(Transport {
+        let transport = Transport {
             me,
-            peers,
+            peers: Mutex::new(HashMap::new()),
+            ctx: SenderCtx {
+                inbox: inbox.clone(),
+                ids,
+                tls,
+                stop: stop.clone(),
+                brokers,
+            },
+            voters: voters.iter().map(|v| v.id).collect(),
             inbox,
             stop,
             local,
             threads: Mutex::new(threads),
             readers,
-        })
+        };
+        for v in voters.iter().filter(|v| v.id != me) {
+            transport.spawn_sender(v.clone())?;
+        }
+        Ok(transport)
+    }
+
+    /// Starts the sender thread of `peer`.
+    fn spawn_sender(&self, peer: Voter) -> Result<()> {
+        let me = self.me;
+        let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+        let ctx = self.ctx.clone();
+        let (id, addr) = (peer.id, peer.addr.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("quorum-send-{me}-to-{id}"))
+            .spawn(move || sender_loop(me, peer, rx, ctx))
+            .ctx("spawn a quorum sender thread for", addr)?;
+        self.threads.lock().push(handle);
+        self.peers.lock().insert(raft_id(id), Peer { queue: tx });
+        Ok(())
+    }
+
+    /// A hello to every peer (sent again on a new connection): the voters learn this
+    /// node's quorum address, and the controller adds it to the metadata log's learners
+    /// if it is no member.
+    pub(crate) fn announce(&self) {
+        if self.ctx.ids.announce.is_none() {
+            return;
+        }
+        for peer in self.peers.lock().values() {
+            // A message to raft id 0 only makes the sender reconnect (and say hello).
+            let _ = peer.queue.try_send(Message::default());
+        }
+    }
+
+    /// Notes the quorum address of a node that is not among `--quorum`'s voters (from
+    /// a configuration change that added it).
+    pub(crate) fn note_address(&self, node: i32, addr: &str) {
+        if self.voters.contains(&node) || node == self.me {
+            return;
+        }
+        let known = self.ctx.brokers.read().get(&node).cloned();
+        if known.as_deref() != Some(addr) {
+            self.ctx.brokers.write().insert(node, addr.to_string());
+        }
+    }
+
+    /// The quorum address of `node` as this node knows it: its `--quorum` entry, or the
+    /// one it announced.
+    pub(crate) fn address_of(&self, node: i32) -> Option<String> {
+        self.ctx.brokers.read().get(&node).cloned()
     }
 
     /// Queues `msg` for its peer; a full queue drops it and reports the peer unreachable.
     pub(crate) fn send(&self, msg: Message) {
         let to = msg.to;
-        let Some(peer) = self.peers.get(&to) else {
-            tracing::warn!(
-                node = self.me,
-                raft_to = to,
-                "raft message for a node that is not a voter dropped"
-            );
-            return;
+        let queue = {
+            let mut peers = self.peers.lock();
+            if !peers.contains_key(&to) {
+                let node = node_of(to);
+                let known = self.ctx.brokers.read().get(&node).cloned();
+                drop(peers);
+                match known {
+                    Some(addr) => {
+                        if let Err(e) = self.spawn_sender(Voter { id: node, addr }) {
+                            tracing::error!(node = self.me, peer = node, error = %e, "cannot start a quorum sender");
+                            return;
+                        }
+                    }
+                    None => {
+                        tracing::debug!(
+                            node = self.me,
+                            peer = node,
+                            "raft message for a node whose quorum address is not known yet dropped"
+                        );
+                        let _ = self.inbox.try_send(Inbound::Unreachable(to));
+                        return;
+                    }
+                }
+                peers = self.peers.lock();
+            }
+            peers.get(&to).expect("inserted above").queue.clone()
         };
         let snapshot = msg.get_msg_type() == MessageType::MsgSnapshot;
-        match peer.queue.try_send(msg) {
+        match queue.try_send(msg) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 let _ = self.inbox.try_send(Inbound::Unreachable(to));
@@ -491,7 +608,7 @@ impl Transport {
         if self.stop.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.peers.clear();
+        self.peers.lock().clear();
         // Wake the accept thread.
         let _ = TcpStream::connect_timeout(&self.local, CONNECT_TIMEOUT);
         for t in self.threads.lock().drain(..) {
@@ -513,6 +630,8 @@ impl Drop for Transport {
 struct Accepting {
     me: i32,
     voters: Vec<Voter>,
+    /// Broker-only nodes' quorum addresses, noted from their hellos.
+    brokers: BrokerAddrs,
     inbox: Sender<Inbound>,
     liveness: Arc<Liveness>,
     ids: HelloIds,
@@ -543,7 +662,7 @@ fn accept_loop(a: Arc<Accepting>, listener: TcpListener, readers: Arc<Mutex<Vec<
                 continue;
             }
         };
-        let limit = 2 * a.voters.len() + SPARE_CONNECTIONS;
+        let limit = 2 * (a.voters.len() + a.brokers.read().len()) + SPARE_CONNECTIONS;
         let open = {
             let mut r = readers.lock();
             r.retain(|h| !h.is_finished());
@@ -610,19 +729,31 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
             ),
         });
     }
-    let voter = voters
-        .iter()
-        .find(|v| v.id == hello.from && v.id != me)
-        .ok_or_else(|| Error::InvalidConfig {
-            key: "controller.quorum.voters".into(),
-            reason: format!(
-                "{peer} says it is node {}, which is not another voter of {:?}",
-                hello.from,
-                voters.iter().map(|v| v.id).collect::<Vec<_>>()
-            ),
-        })?;
+    let voter = match (voters.iter().find(|v| v.id == hello.from), &hello.from_addr) {
+        (Some(v), _) if v.id != me => v.clone(),
+        // A broker-only node (never one of the voters) at the address it announces.
+        (None, Some(addr)) if hello.from >= 0 => Voter {
+            id: hello.from,
+            addr: addr.clone(),
+        },
+        _ => {
+            return Err(Error::InvalidConfig {
+                key: "controller.quorum.voters".into(),
+                reason: format!(
+                    "{peer} says it is node {}, which is not another voter of {:?}{}",
+                    hello.from,
+                    voters.iter().map(|v| v.id).collect::<Vec<_>>(),
+                    if hello.from_addr.is_none() {
+                        " and announces no quorum address"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+    };
     if let Some((cert, subject)) = &certificate {
-        quorum_tls::check_peer(cert, subject, voter, peer)?;
+        quorum_tls::check_peer(cert, subject, &voter, peer)?;
     }
     a.ids.check(&hello, peer)?;
     if let Some(known) = a.ids.lost_directory(&hello) {
@@ -638,6 +769,15 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
         });
     }
     a.ids.check_directory(&hello, peer)?;
+    if let Some(addr) = &hello.from_addr {
+        let known = a.brokers.read().get(&hello.from).cloned();
+        let listed = voters.iter().any(|v| v.id == hello.from);
+        if !listed && known.as_deref() != Some(addr.as_str()) {
+            tracing::info!(node = me, broker = hello.from, addr = %addr, "a broker-only node announced its quorum address");
+            a.brokers.write().insert(hello.from, addr.clone());
+        }
+        let _ = a.inbox.send(Inbound::Join(hello.from));
+    }
     let from_raft = raft_id(hello.from);
     let to_raft = raft_id(me);
     while let Some(body) = read_frame(&mut stream, stop, peer)? {
@@ -670,6 +810,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
 type Conn = BufWriter<Box<dyn Write + Send>>;
 
 fn connect(me: i32, peer: &Voter, ids: &HelloIds, tls: Option<&QuorumTls>) -> Result<Conn> {
+    tracing::debug!(node = me, peer = peer.id, addr = %peer.addr, "connecting to a quorum peer");
     let addrs: Vec<SocketAddr> = peer
         .addr
         .to_socket_addrs()
@@ -702,15 +843,14 @@ fn connect(me: i32, peer: &Voter, ids: &HelloIds, tls: Option<&QuorumTls>) -> Re
     ))
 }
 
-fn sender_loop(
-    me: i32,
-    peer: Voter,
-    rx: Receiver<Message>,
-    inbox: Sender<Inbound>,
-    ids: HelloIds,
-    tls: Option<Arc<QuorumTls>>,
-    stop: Arc<AtomicBool>,
-) {
+fn sender_loop(me: i32, mut peer: Voter, rx: Receiver<Message>, ctx: SenderCtx) {
+    let SenderCtx {
+        inbox,
+        ids,
+        tls,
+        stop,
+        brokers,
+    } = ctx;
     let peer_raft = raft_id(peer.id);
     let mut conn: Option<Conn> = None;
     let mut backoff = BACKOFF_MIN;
@@ -745,6 +885,20 @@ fn sender_loop(
         }
         if stop.load(Ordering::Acquire) {
             return;
+        }
+        // Messages to raft id 0 ask for a new connection (a broker's hello again).
+        let before = batch.len();
+        batch.retain(|m| m.to != 0);
+        if batch.len() < before {
+            conn = None;
+            retry_at = Instant::now().min(retry_at);
+        }
+        // A broker-only node that restarted may have announced another address.
+        if let Some(addr) = brokers.read().get(&peer.id)
+            && *addr != peer.addr
+        {
+            peer.addr = addr.clone();
+            conn = None;
         }
         if conn.is_none() {
             if Instant::now() < retry_at {
@@ -883,6 +1037,7 @@ mod tests {
                 cluster_id: Some("abc".into()),
                 from_directory: None,
                 to_directory: None,
+                from_addr: None,
             }
         );
         let h = decode_hello(
@@ -930,6 +1085,7 @@ mod directory_tests {
         HelloIds {
             ours: Arc::new(RwLock::new(Some("c".into()))),
             claimed: Arc::new(RwLock::new(None)),
+            announce: None,
             directories: DirectoryIds {
                 mine: "d1".into(),
                 known: Arc::new(RwLock::new(BTreeMap::from([

@@ -92,6 +92,31 @@ pub(crate) trait ClusterView: Send + Sync {
     fn inter_broker_listener(&self) -> Option<String> {
         None
     }
+    /// The metadata quorum as this node sees it (DescribeQuorum); None on a single
+    /// node.
+    fn quorum(&self) -> Option<crate::cluster::QuorumStatus> {
+        None
+    }
+    /// The directory id the quorum recorded for `node` (`meta.properties`'
+    /// `directory.id`), if any.
+    fn directory_of(&self, node: i32) -> Option<String> {
+        let _ = node;
+        None
+    }
+    /// Adds (`add`) or removes voter `node` of the metadata quorum (AddRaftVoter,
+    /// RemoveRaftVoter), on the controller: why not, with Kafka's error code.
+    fn change_voter(
+        &self,
+        add: bool,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), crate::cluster::QuorumRefusal> {
+        let _ = (add, node, directory_id, timeout);
+        Err(crate::cluster::QuorumRefusal::Failed {
+            reason: "this node is not a cluster node".into(),
+        })
+    }
     /// The names of every topic, sorted.
     fn topic_names(&self) -> Vec<String>;
     /// The layout of each of `names` (None for a topic that does not exist), all read
@@ -149,6 +174,28 @@ impl ClusterView for ClusterNode {
 
     fn controller_id(&self) -> Option<i32> {
         ClusterNode::controller_id(self)
+    }
+
+    fn quorum(&self) -> Option<crate::cluster::QuorumStatus> {
+        Some(self.quorum_status())
+    }
+
+    fn directory_of(&self, node: i32) -> Option<String> {
+        ClusterNode::directory_of(self, node)
+    }
+
+    fn change_voter(
+        &self,
+        add: bool,
+        node: i32,
+        directory_id: Option<String>,
+        timeout: Duration,
+    ) -> std::result::Result<(), crate::cluster::QuorumRefusal> {
+        if add {
+            self.add_voter(node, directory_id, timeout)
+        } else {
+            self.remove_voter(node, directory_id, timeout)
+        }
     }
 
     fn brokers(&self, listener: &str) -> Vec<ClusterBroker> {

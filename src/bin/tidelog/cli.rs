@@ -72,6 +72,71 @@ pub(crate) enum Command {
     /// cancel or list moves (as kafka-reassign-partitions), on a running cluster.
     #[cfg(feature = "server")]
     Reassign(crate::partitions::ReassignArgs),
+    /// Describe the metadata quorum of a running cluster and add or remove its voters
+    /// (as kafka-metadata-quorum); needs --bootstrap.
+    #[cfg(feature = "server")]
+    Quorum(QuorumArgs),
+    /// Describe the nodes of a running cluster: role, listener, liveness and the
+    /// replicas each holds; needs --bootstrap.
+    #[cfg(feature = "server")]
+    Cluster(ClusterArgs),
+}
+
+/// `tidelog cluster --bootstrap ADDRS ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: ClusterCmd,
+}
+
+/// `tidelog cluster ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCmd {
+    /// Every node: id, role (voter or broker), listener, liveness, and the replicas it
+    /// holds (how many, how many it leads, which).
+    Describe,
+}
+
+/// `tidelog quorum --bootstrap ADDRS ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct QuorumArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: QuorumCmd,
+}
+
+/// `tidelog quorum ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum QuorumCmd {
+    /// The controller, its epoch, the high watermark of the metadata log, and each
+    /// voter's and observer's (broker-only node's) progress.
+    Describe,
+    /// Make a broker-only node that follows the metadata log a voter (AddRaftVoter).
+    AddVoter {
+        /// The node's id.
+        #[arg(long, value_name = "N")]
+        node_id: i32,
+        /// The node's directory id (its meta.properties' directory.id) [default: the
+        /// one it registered with].
+        #[arg(long, value_name = "ID")]
+        directory_id: Option<String>,
+    },
+    /// Remove a voter (RemoveRaftVoter); a node still running goes on as a broker only.
+    RemoveVoter {
+        /// The voter's id.
+        #[arg(long, value_name = "N")]
+        node_id: i32,
+        /// The voter's directory id [default: the one the quorum knows it by].
+        #[arg(long, value_name = "ID")]
+        directory_id: Option<String>,
+    },
 }
 
 /// `tidelog users [--bootstrap ADDRS] ...`.

@@ -35,6 +35,8 @@ mod perf_cluster;
 mod produce;
 mod progress;
 #[cfg(feature = "server")]
+mod quorum;
+#[cfg(feature = "server")]
 mod security;
 #[cfg(feature = "server")]
 mod serve;
@@ -110,6 +112,10 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => partitions::log_dirs(given, &args),
         #[cfg(feature = "server")]
         Command::Reassign(args) => partitions::reassign(given, &args),
+        #[cfg(feature = "server")]
+        Command::Quorum(args) => quorum::run(given, &args),
+        #[cfg(feature = "server")]
+        Command::Cluster(args) => quorum::cluster(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

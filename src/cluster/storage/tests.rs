@@ -225,3 +225,46 @@ fn the_clean_shutdown_marker() {
     assert_eq!(read_clean_shutdown(dir.path()).unwrap(), None);
     remove_clean_shutdown(dir.path()).unwrap();
 }
+
+#[test]
+fn an_online_configuration_change_survives_a_reopen_and_rules_over_the_quorum_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = RaftStorage::open(dir.path(), 2, &[1, 2, 3]).unwrap();
+    let cs = ConfState {
+        voters: vec![1, 2, 5],
+        learners: vec![3],
+        ..Default::default()
+    };
+    s.set_conf_state(&cs, Some((5, "h5:9093".into()))).unwrap();
+    drop(s);
+    // `--quorum` still lists the voters the cluster started with.
+    let s = RaftStorage::open(dir.path(), 2, &[1, 2, 3]).unwrap();
+    let init = s.initial_state().unwrap();
+    assert_eq!(
+        (init.conf_state.voters, init.conf_state.learners),
+        (vec![1, 2, 5], vec![3])
+    );
+    assert!(s.reconfigured().changed);
+    assert_eq!(
+        s.reconfigured().addresses.get(&5).map(String::as_str),
+        Some("h5:9093")
+    );
+}
+
+#[test]
+fn a_version_1_raft_state_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Writer::new();
+    w.u8(1);
+    w.u64(2);
+    w.u64(7);
+    w.u64(3);
+    w.u64(4);
+    write_ids(&mut w, &[1, 2, 3]);
+    write_checkpoint(&dir.path().join(STATE_FILE), &w.into_bytes()).unwrap();
+    let s = RaftStorage::open(dir.path(), 2, &[1, 2, 3]).unwrap();
+    let init = s.initial_state().unwrap();
+    assert_eq!(init.hard_state.term, 7);
+    assert_eq!(init.conf_state.voters, vec![1, 2, 3]);
+    assert!(init.conf_state.learners.is_empty() && !s.reconfigured().changed);
+}

@@ -9,6 +9,7 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod add_raft_voter;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
@@ -28,6 +29,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
+mod describe_quorum;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -50,6 +52,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod remove_raft_voter;
 mod replica_fetch;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
@@ -385,6 +388,15 @@ apis! {
             f(r.error_code);
             r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
         }];
+    DescribeQuorum 0..=2, DescribeQuorumRequest => DescribeQuorumResponse, handler(describe_quorum),
+        errors [|r, f| {
+            f(r.error_code);
+            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    AddRaftVoter 0..=0, AddRaftVoterRequest => AddRaftVoterResponse, handler(add_raft_voter),
+        errors [|r, f| f(r.error_code)];
+    RemoveRaftVoter 0..=0, RemoveRaftVoterRequest => RemoveRaftVoterResponse, handler(remove_raft_voter),
+        errors [|r, f| f(r.error_code)];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.

@@ -1,0 +1,153 @@
+//! The metadata quorum through the admin client (KIP-853): DescribeQuorum,
+//! AddRaftVoter and RemoveRaftVoter, sent to the controller as `kafka-metadata-quorum`
+//! sends them.
+
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::describe_quorum_response::ReplicaState;
+use kafka_protocol::messages::{
+    AddRaftVoterRequest, DescribeQuorumRequest, RemoveRaftVoterRequest, TopicName,
+};
+
+use super::router::{check, kstr};
+use super::{AdminClient, Resource};
+use crate::error::{Error, Result};
+use crate::storage::codec::{uuid_base64, uuid_from_base64};
+
+const DESCRIBE_QUORUM_VERSION: i16 = 2;
+const ADD_RAFT_VOTER_VERSION: i16 = 0;
+const REMOVE_RAFT_VOTER_VERSION: i16 = 0;
+/// How long the controller may take to apply a voter change.
+const VOTER_CHANGE_TIMEOUT_MS: i32 = 30_000;
+
+/// The metadata quorum, as its controller describes it (`kafka-metadata-quorum
+/// describe --status --replication`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumInfo {
+    /// The controller (Raft leader).
+    pub leader: i32,
+    /// Its epoch (the Raft term).
+    pub leader_epoch: i32,
+    /// The committed end of the metadata log.
+    pub high_watermark: i64,
+    /// The voters.
+    pub voters: Vec<QuorumReplica>,
+    /// The observers: broker-only nodes that follow the metadata log.
+    pub observers: Vec<QuorumReplica>,
+    /// Each member's quorum address, where the controller knows it.
+    pub addresses: Vec<(i32, String)>,
+}
+
+/// One member of the quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumReplica {
+    /// Node id.
+    pub node: i32,
+    /// Its data directory's id (`meta.properties`' `directory.id`), if recorded.
+    pub directory_id: Option<String>,
+    /// How far its metadata log reaches, as the controller knows (-1 unknown).
+    pub log_end_offset: i64,
+    /// When the controller last heard from it, ms since the epoch (-1 never).
+    pub last_fetch_timestamp: i64,
+}
+
+fn replica(r: &ReplicaState) -> QuorumReplica {
+    QuorumReplica {
+        node: r.replica_id.0,
+        directory_id: (!r.replica_directory_id.is_nil())
+            .then(|| uuid_base64(r.replica_directory_id.as_bytes())),
+        log_end_offset: r.log_end_offset,
+        last_fetch_timestamp: r.last_fetch_timestamp,
+    }
+}
+
+/// A directory id as the wire carries it: nil for none.
+fn directory(id: Option<&str>) -> Result<uuid::Uuid> {
+    match id {
+        None => Ok(uuid::Uuid::nil()),
+        Some(s) => uuid_from_base64(s)
+            .map(uuid::Uuid::from_bytes)
+            .ok_or_else(|| Error::InvalidConfig {
+                key: "directory.id".into(),
+                reason: format!("{s:?} is not a directory id (22 base64url characters)"),
+            }),
+    }
+}
+
+impl AdminClient {
+    /// The metadata quorum: controller, voters and observers with their progress
+    /// (DescribeQuorum, asked of the controller).
+    pub fn describe_metadata_quorum(&self) -> Result<QuorumInfo> {
+        let request = DescribeQuorumRequest::default().with_topics(vec![
+            TopicData::default()
+                .with_topic_name(TopicName(kstr("__cluster_metadata")))
+                .with_partitions(vec![PartitionData::default().with_partition_index(0)]),
+        ]);
+        let r = self
+            .router
+            .lock()
+            .call_controller(&request, DESCRIBE_QUORUM_VERSION)?;
+        check(|| Resource::Cluster, r.error_code, r.error_message.as_ref())?;
+        let p = r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| {
+                Error::corrupt("a DescribeQuorum response", 0, "no metadata partition")
+            })?;
+        check(|| Resource::Cluster, p.error_code, p.error_message.as_ref())?;
+        let addresses = r
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                n.listeners
+                    .first()
+                    .map(|l| (n.node_id.0, format!("{}:{}", l.host, l.port)))
+            })
+            .collect();
+        Ok(QuorumInfo {
+            leader: p.leader_id.0,
+            leader_epoch: p.leader_epoch,
+            high_watermark: p.high_watermark,
+            voters: p.current_voters.iter().map(replica).collect(),
+            observers: p.observers.iter().map(replica).collect(),
+            addresses,
+        })
+    }
+
+    /// Makes `node`, a broker-only node that follows the metadata log, a voter
+    /// (AddRaftVoter); `directory_id`, when given, must be the one it registered.
+    pub fn add_raft_voter(&self, node: i32, directory_id: Option<&str>) -> Result<()> {
+        let request = AddRaftVoterRequest::default()
+            .with_timeout_ms(VOTER_CHANGE_TIMEOUT_MS)
+            .with_voter_id(node)
+            .with_voter_directory_id(directory(directory_id)?);
+        let r = self
+            .router
+            .lock()
+            .call_controller(&request, ADD_RAFT_VOTER_VERSION)?;
+        check(
+            || Resource::Broker(node),
+            r.error_code,
+            r.error_message.as_ref(),
+        )?;
+        Ok(())
+    }
+
+    /// Removes voter `node` (RemoveRaftVoter); `directory_id`, when given, must be the
+    /// one the quorum knows it by.
+    pub fn remove_raft_voter(&self, node: i32, directory_id: Option<&str>) -> Result<()> {
+        let request = RemoveRaftVoterRequest::default()
+            .with_voter_id(node)
+            .with_voter_directory_id(directory(directory_id)?);
+        let r = self
+            .router
+            .lock()
+            .call_controller(&request, REMOVE_RAFT_VOTER_VERSION)?;
+        check(
+            || Resource::Broker(node),
+            r.error_code,
+            r.error_message.as_ref(),
+        )?;
+        Ok(())
+    }
+}

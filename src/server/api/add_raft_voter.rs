@@ -1,0 +1,7 @@
+//! AddRaftVoter (key 80), version 0 (KIP-853): see [`super::describe_quorum`].
+
+use super::{Ctx, Fatal, Reply, Request};
+
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    super::describe_quorum::add(ctx, req)
+}
