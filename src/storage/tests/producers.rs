@@ -335,3 +335,96 @@ fn active_producers_list_epoch_last_sequence_and_last_timestamp() {
     assert!(log.segment_count() > 1, "segments rolled");
     assert_eq!(listed(&log), expected);
 }
+
+/// Every entry of the `.txnindex` files in the log's directory, in marker order.
+fn aborted_on_disk(dir: &Path) -> Vec<AbortedTxn> {
+    let dir = dir.join("p-0");
+    let mut all = Vec::new();
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("txnindex") {
+            continue;
+        }
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap();
+        let base: i64 = stem.parse().unwrap();
+        all.extend(crate::storage::txn_index::read(&dir, base).unwrap());
+    }
+    all.sort_by_key(|e| e.last_offset);
+    all
+}
+
+/// Thirty transactions of one batch each, every other one aborted, spread over
+/// several segments.
+fn log_with_aborted_transactions(dir: &Path) -> PartitionLog {
+    let log = open(dir);
+    for i in 0..30i64 {
+        let pid = 100 + i;
+        let mut b = BatchBuilder::new()
+            .producer(pid, 0, 0)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        for r in 0..4 {
+            b.push(
+                1_000,
+                None,
+                Some(format!("txn {i} record {r} padding-padding-padding-padding").as_bytes()),
+                &[],
+            );
+        }
+        appended(log.append_idempotent(&b.finish()).unwrap());
+        let marker = if i % 2 == 0 {
+            crate::record::EndTxnMarker::abort(0)
+        } else {
+            crate::record::EndTxnMarker::commit(0)
+        };
+        log.append_end_txn_marker(pid, 0, marker, 2_000).unwrap();
+    }
+    log
+}
+
+/// DeleteRecords and retention take the aborted transactions of the segments they
+/// delete out of the log's list as the `.txnindex` files go: the list stays what the
+/// files hold, and what a reopen reads back.
+#[test]
+fn the_aborted_list_follows_the_log_start_as_the_txnindex_files_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_with_aborted_transactions(dir.path());
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 4, "several segments: {bases:?}");
+    let all = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert_eq!(all.len(), 15);
+    assert_eq!(all, aborted_on_disk(dir.path()));
+
+    // DeleteRecords past the first two segments.
+    log.delete_records_before(bases[2]).unwrap();
+    let left = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert!(
+        left.len() < all.len(),
+        "{} of {} left",
+        left.len(),
+        all.len()
+    );
+    assert!(left.iter().all(|e| e.last_offset >= bases[2]), "{left:?}");
+    assert_eq!(left, aborted_on_disk(dir.path()));
+    log.close().unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.aborted_transactions(0, i64::MAX).unwrap(), left);
+
+    // Retention by size: all but the active segment go.
+    let mut config = small();
+    config.retention_bytes = Some(1);
+    log.set_config(config).unwrap();
+    assert!(log.apply_retention(3_000).unwrap().segments_deleted > 0);
+    let first = log.segment_base_offsets()[0];
+    let kept = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert!(
+        kept.len() < left.len(),
+        "{} of {} left",
+        kept.len(),
+        left.len()
+    );
+    assert!(kept.iter().all(|e| e.last_offset >= first), "{kept:?}");
+    assert_eq!(kept, aborted_on_disk(dir.path()));
+    log.close().unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.aborted_transactions(0, i64::MAX).unwrap(), kept);
+}
