@@ -527,3 +527,26 @@ fn the_expiration_is_a_setting_with_kafkas_name() {
         Err(Error::InvalidConfig { key, .. }) if key == "producer.id.expiration.ms"
     ));
 }
+
+/// The maintenance thread of a log manager expires producers on its retention
+/// passes.
+#[test]
+fn the_maintenance_thread_expires_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::open(dir.path()).unwrap();
+    let mut config = small();
+    config.producer_id_expiration_ms = 1;
+    let log = manager.open_log("p-0", config).unwrap();
+    appended(log.append_idempotent(&idem(1, 0, 0, 1)).unwrap());
+    assert_eq!(log.active_producers().unwrap().len(), 1);
+    manager.start_background(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(5),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !log.active_producers().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(log.active_producers().unwrap(), []);
+    appended(log.append_idempotent(&idem(1, 0, 9, 1)).unwrap());
+}
