@@ -327,15 +327,13 @@ impl ProducerState {
         );
         let entry = self.producers.get_mut(&pid).expect("just recorded");
         entry.last_timestamp = written_ms;
-        if b.is_transactional() {
-            if entry.txn_first_offset.is_none() {
-                entry.txn_first_offset = Some(base_offset);
-                self.open.insert(base_offset, pid);
-                return Ok(Some(TxnChange::Opened {
-                    first_offset: base_offset,
-                    producer_id: pid,
-                }));
-            }
+        if b.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(base_offset);
+            self.open.insert(base_offset, pid);
+            return Ok(Some(TxnChange::Opened {
+                first_offset: base_offset,
+                producer_id: pid,
+            }));
         }
         Ok(None)
     }
