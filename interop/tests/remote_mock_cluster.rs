@@ -3,7 +3,8 @@
 //! (three brokers in this process). It advertises fewer Produce versions than the
 //! client speaks, moves a partition's leader and answers NOT_LEADER_OR_FOLLOWER: the
 //! client negotiates, follows the leader, and the idempotent producer's records are
-//! each in the log once, in order.
+//! each in the log once, in order. A transactional producer finds its coordinator on
+//! another broker and rides out the mock's injected coordinator errors.
 
 use std::time::Duration;
 
