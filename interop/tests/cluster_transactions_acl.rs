@@ -13,6 +13,7 @@ use std::time::Duration;
 use tidelog::security::{
     AclBinding, AclOperation, AclPermission, CLUSTER_RESOURCE_NAME, PatternType, ResourceType,
 };
+use tidelog::transaction::TxnError;
 use tidelog::{Error, Producer, ProducerRecord, TopicConfig};
 use tidelog_interop::cluster::{Layout, eventually, start_nodes};
 
@@ -85,8 +86,12 @@ fn a_transaction_through_a_remote_coordinator_needs_write_on_the_transactional_i
     });
     match &err {
         Error::Transaction {
-            transactional_id, ..
-        } => assert_eq!(transactional_id, &id),
+            transactional_id,
+            source: TxnError::AuthorizationFailed { code, .. },
+        } => {
+            assert_eq!(transactional_id, &id);
+            assert_eq!(code.code(), 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
+        }
         other => panic!("{other:?}"),
     }
     assert!(
