@@ -3,14 +3,15 @@
 //! (three brokers in this process). It advertises fewer Produce versions than the
 //! client speaks, moves a partition's leader and answers NOT_LEADER_OR_FOLLOWER: the
 //! client negotiates, follows the leader, and the idempotent producer's records are
-//! each in the log once, in order.
+//! each in the log once, in order. A transactional producer finds its coordinator on
+//! another broker and rides out the mock's injected coordinator errors.
 
 use std::time::Duration;
 
-use rdkafka::mocking::MockCluster;
+use rdkafka::mocking::{MockCluster, MockCoordinator};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use tidelog::producer::partition_for_key;
-use tidelog::{ClientConfig, Cluster, IsolationLevel, Producer, ProducerRecord};
+use tidelog::{ClientConfig, Cluster, Error, IsolationLevel, Producer, ProducerRecord};
 
 /// Every record value of partition `p` of `t`, in offset order.
 fn values(cluster: &Cluster, p: i32) -> Vec<String> {
@@ -127,4 +128,78 @@ fn the_network_producer_on_librdkafkas_mock_cluster() {
     );
     assert_eq!(all.len(), 150);
     producer.close().unwrap();
+}
+
+/// The transactional producer over the network on the mock cluster, whose transaction
+/// coordinator is broker 3: it finds the coordinator, waits out a loading and a busy
+/// coordinator and one that moved, adds its partitions, commits, aborts, and reports
+/// fencing at EndTxn as `Error::ProducerFenced` naming the id.
+#[test]
+fn the_transactional_producer_on_librdkafkas_mock_cluster() {
+    let mock = MockCluster::new(3).unwrap();
+    mock.create_topic("t", 4, 3).unwrap();
+    mock.coordinator(MockCoordinator::Transaction("mock-txn".into()), 3)
+        .unwrap();
+    let cluster =
+        Cluster::connect(ClientConfig::new(mock.bootstrap_servers()).set("retry.backoff.ms", 10))
+            .unwrap();
+    let producer = Producer::builder(&cluster)
+        .transactional_id("mock-txn")
+        .build()
+        .unwrap();
+    mock.request_errors(
+        RDKafkaApiKey::InitProducerId,
+        &[
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS,
+        ],
+    );
+    producer.init_transactions().unwrap();
+
+    producer.begin_transaction().unwrap();
+    for i in 0..10 {
+        let value = format!("committed {i}");
+        producer
+            .send("t", ProducerRecord::new(value.as_bytes()).partition(i % 2))
+            .unwrap();
+    }
+    mock.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_COORDINATOR],
+    );
+    producer.commit_transaction().unwrap();
+
+    producer.begin_transaction().unwrap();
+    producer
+        .send("t", ProducerRecord::new(b"aborted").partition(2))
+        .unwrap();
+    producer.abort_transaction().unwrap();
+
+    producer.begin_transaction().unwrap();
+    producer
+        .send("t", ProducerRecord::new(b"fenced").partition(3))
+        .unwrap();
+    mock.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED],
+    );
+    match producer.commit_transaction() {
+        Err(Error::ProducerFenced {
+            transactional_id, ..
+        }) => assert_eq!(transactional_id, "mock-txn"),
+        other => panic!("expected ProducerFenced, got {other:?}"),
+    }
+    assert!(matches!(
+        producer.begin_transaction(),
+        Err(Error::ProducerFenced { .. })
+    ));
+
+    let mut committed: Vec<String> = (0..2).flat_map(|p| values(&cluster, p)).collect();
+    committed.sort();
+    let mut expected: Vec<String> = (0..10).map(|i| format!("committed {i}")).collect();
+    expected.sort();
+    assert_eq!(committed, expected);
+    for (p, value) in [(2, "aborted"), (3, "fenced")] {
+        assert_eq!(values(&cluster, p), [value], "partition {p}");
+    }
 }

@@ -58,6 +58,15 @@ fn txn_refusal(code: i16, producer: ProducerIdAndEpoch, what: &str) -> TxnError 
     match ResponseError::try_from_code(code) {
         Some(ResponseError::TransactionalIdNotFound) => TxnError::TransactionalIdNotFound,
         Some(
+            ResponseError::TransactionalIdAuthorizationFailed
+            | ResponseError::TopicAuthorizationFailed
+            | ResponseError::GroupAuthorizationFailed
+            | ResponseError::ClusterAuthorizationFailed,
+        ) => TxnError::AuthorizationFailed {
+            request: what.to_string(),
+            code: ErrorCode::from_code(code),
+        },
+        Some(
             ResponseError::CoordinatorNotAvailable
             | ResponseError::NotEnoughReplicas
             | ResponseError::NotEnoughReplicasAfterAppend

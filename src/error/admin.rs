@@ -156,6 +156,8 @@ pub enum Resource {
     User(String),
     /// An ACL binding, as `tidelog acls` prints it.
     Acl(String),
+    /// A transactional id (its transaction coordinator's answers).
+    TransactionalId(String),
 }
 
 impl std::fmt::Display for Resource {
@@ -168,6 +170,7 @@ impl std::fmt::Display for Resource {
             Resource::Cluster => f.write_str("the cluster"),
             Resource::User(u) => write!(f, "user {u:?}"),
             Resource::Acl(b) => write!(f, "ACL {b}"),
+            Resource::TransactionalId(t) => write!(f, "transactional id {t:?}"),
         }
     }
 }

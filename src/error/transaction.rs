@@ -169,6 +169,18 @@ pub enum TxnError {
     /// DescribeTransactions: the coordinator knows no such transactional id.
     #[error("transactional id not found")]
     TransactionalIdNotFound,
+    /// The coordinator refused a node's request on behalf of an in-process producer for
+    /// lack of an ACL of the node's principal: Write on the transactional id
+    /// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Write on a topic added to the
+    /// transaction (TOPIC_AUTHORIZATION_FAILED), Read on a group
+    /// (GROUP_AUTHORIZATION_FAILED), ...
+    #[error("not authorized: the transaction coordinator answered {code} to {request}")]
+    AuthorizationFailed {
+        /// The request refused ("InitProducerId", "AddPartitionsToTxn of t-0", ...).
+        request: String,
+        /// Kafka's authorization code.
+        code: super::ErrorCode,
+    },
     /// KIP-890: a partition written to was not added to the transaction; the producer
     /// can abort the transaction and go on with the same transactional id.
     #[error("partition {topic}-{partition} is not part of the ongoing transaction")]

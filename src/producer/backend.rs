@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use super::accumulator::{Appended, BatchSlot};
-use super::{DeliveryReceipt, ProducerConfig, ProducerRecord, RecordMetadata};
+use super::{
+    ConsumerGroupMetadata, DeliveryReceipt, ProducerConfig, ProducerRecord, RecordMetadata,
+};
 use crate::broker::Broker;
 use crate::error::Result;
 
@@ -74,6 +76,18 @@ pub(crate) trait RemoteProducer: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Flushes and refuses further sends.
     fn close(&self) -> Result<()>;
+    /// The transactional calls of a producer with a `transactional.id`, with the
+    /// semantics of [`Producer::init_transactions`](super::Producer::init_transactions)
+    /// and the calls after it.
+    fn init_transactions(&self) -> Result<()>;
+    fn begin_transaction(&self) -> Result<()>;
+    fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(String, i32, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()>;
+    fn commit_transaction(&self) -> Result<()>;
+    fn abort_transaction(&self) -> Result<()>;
 }
 
 /// The completion of one batch sent over the network, shared by its records' receipts.

@@ -360,23 +360,15 @@ impl ProducerBuilder {
     /// Creates the producer (and its linger thread when `linger > 0`).
     ///
     /// # Errors
-    /// On a cluster over the network, [`Error::InvalidConfig`] for a
-    /// `transactional.id` (transactions are in process only for now), and the
-    /// errors of asking the cluster for a producer id.
+    /// On a cluster over the network, the errors of asking the cluster for a producer
+    /// id (an idempotent producer; a transactional one asks in `init_transactions`),
+    /// and [`Error::InvalidConfig`] for a `transactional.id` without `acks=all`.
     pub fn build(self) -> Result<Producer> {
         match self.target.0 {
             Target::Local(broker) => Producer::with_config(broker, self.config),
-            Target::Remote(log) => {
-                if self.config.transactional_id.is_some() {
-                    return Err(Error::InvalidConfig {
-                        key: "transactional.id".into(),
-                        reason: "a producer over the network does not run transactions yet".into(),
-                    });
-                }
-                Ok(Producer {
-                    backend: Backend::Remote(log.producer(self.config)?),
-                })
-            }
+            Target::Remote(log) => Ok(Producer {
+                backend: Backend::Remote(log.producer(self.config)?),
+            }),
         }
     }
 }
@@ -631,12 +623,15 @@ impl Producer {
         }
     }
 
-    /// The in-process producer, for the transactional calls (a producer over the
-    /// network has no `transactional.id`: its builder refuses one).
-    fn local(&self, operation: &'static str) -> Result<&Arc<ProducerInner>> {
+    /// The side that runs the transactional call `operation`: the in-process
+    /// producer's (checked open), or the one over the network.
+    fn txn_side(&self, operation: &'static str) -> Result<TxnSide<'_>> {
         match &self.backend {
-            Backend::Local(inner) => Ok(inner),
-            Backend::Remote(_) => Err(no_transactional_id(operation)),
+            Backend::Local(inner) => {
+                inner.check_open()?;
+                Ok(TxnSide::Local(inner.txn(operation)?))
+            }
+            Backend::Remote(remote) => Ok(TxnSide::Remote(&**remote)),
         }
     }
 
@@ -1000,10 +995,10 @@ impl ProducerInner {
 impl Producer {
     /// The producer's `transactional.id`, if it is transactional.
     pub fn transactional_id(&self) -> Option<&str> {
-        let Backend::Local(inner) = &self.backend else {
-            return None;
-        };
-        inner.txn.as_ref().map(|t| t.transactional_id())
+        match &self.backend {
+            Backend::Local(inner) => inner.txn.as_ref().map(|t| t.transactional_id()),
+            Backend::Remote(remote) => remote.config().transactional_id.as_deref(),
+        }
     }
 
     /// Registers the producer's `transactional.id` with the broker's transaction
@@ -1029,18 +1024,20 @@ impl Producer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn init_transactions(&self) -> Result<()> {
-        let inner = self.local("init_transactions")?;
-        inner.check_open()?;
-        inner.txn("init_transactions")?.init_transactions()
+        match self.txn_side("init_transactions")? {
+            TxnSide::Local(txn) => txn.init_transactions(),
+            TxnSide::Remote(remote) => remote.init_transactions(),
+        }
     }
 
     /// Opens a transaction: the records sent until its commit or abort belong to it
     /// (a partition joins it with its first record). `Error::InvalidProducerState`
     /// before `init_transactions` or while a transaction is open.
     pub fn begin_transaction(&self) -> Result<()> {
-        let inner = self.local("begin_transaction")?;
-        inner.check_open()?;
-        inner.txn("begin_transaction")?.begin_transaction()
+        match self.txn_side("begin_transaction")? {
+            TxnSide::Local(txn) => txn.begin_transaction(),
+            TxnSide::Remote(remote) => remote.begin_transaction(),
+        }
     }
 
     /// Commits a consumer group's offsets (topic, partition, next offset to read)
@@ -1054,11 +1051,10 @@ impl Producer {
         offsets: &[(String, i32, i64)],
         group: &ConsumerGroupMetadata,
     ) -> Result<()> {
-        let inner = self.local("send_offsets_to_transaction")?;
-        inner.check_open()?;
-        inner
-            .txn("send_offsets_to_transaction")?
-            .send_offsets(offsets, group)
+        match self.txn_side("send_offsets_to_transaction")? {
+            TxnSide::Local(txn) => txn.send_offsets(offsets, group),
+            TxnSide::Remote(remote) => remote.send_offsets_to_transaction(offsets, group),
+        }
     }
 
     /// Appends the transaction's open batches, commits it (EndTxn) and waits until
@@ -1066,9 +1062,10 @@ impl Producer {
     /// consumers and its offsets the group's. A failure leaves the transaction to
     /// abort ([`Error::TransactionAbortable`]), or the producer fenced.
     pub fn commit_transaction(&self) -> Result<()> {
-        let inner = self.local("commit_transaction")?;
-        inner.check_open()?;
-        inner.txn("commit_transaction")?.commit()
+        match self.txn_side("commit_transaction")? {
+            TxnSide::Local(txn) => txn.commit(),
+            TxnSide::Remote(remote) => remote.commit_transaction(),
+        }
     }
 
     /// Aborts the open transaction: records not appended yet are dropped, those
@@ -1076,9 +1073,10 @@ impl Producer {
     /// dropped. Also what to do after [`Error::TransactionAbortable`]; then a new
     /// transaction can begin.
     pub fn abort_transaction(&self) -> Result<()> {
-        let inner = self.local("abort_transaction")?;
-        inner.check_open()?;
-        inner.txn("abort_transaction")?.abort()
+        match self.txn_side("abort_transaction")? {
+            TxnSide::Local(txn) => txn.abort(),
+            TxnSide::Remote(remote) => remote.abort_transaction(),
+        }
     }
 
     /// Appends every open batch and refuses further sends (`Error::Closed`). Returns
@@ -1166,6 +1164,12 @@ impl Drop for ProducerInner {
         }
         let _ = self.retire_all();
     }
+}
+
+/// Where a transactional call runs: in process, or over the network.
+enum TxnSide<'a> {
+    Local(&'a transaction::TxnProducer),
+    Remote(&'a dyn RemoteProducer),
 }
 
 /// The refusal of a transactional call on a producer without a `transactional.id`.

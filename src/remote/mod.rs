@@ -36,6 +36,10 @@ mod tests;
 #[cfg(feature = "server")] // the tests start a tidelog server
 #[cfg(test)]
 mod tests_producer;
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
+mod tests_transactions;
+mod transaction;
 
 pub use crate::error::ApiError;
 pub use cluster::Cluster;

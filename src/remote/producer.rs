@@ -13,6 +13,12 @@
 //! DUPLICATE_SEQUENCE_NUMBER, taken as success). After a batch fails for good the
 //! sequences could have a gap, so the producer asks for a new producer id before the
 //! next batch (as Kafka's producer bumps its epoch).
+//!
+//! With a `transactional.id` the producer id and epoch come from the transaction
+//! coordinator instead (`init_transactions`, see [`super::transaction`]); the batches
+//! are marked transactional, a partition joins the open transaction before its first
+//! record is queued, and a failed batch makes the transaction abortable (or the
+//! producer fenced) instead of asking for a new producer id.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -24,14 +30,13 @@ use kafka_protocol::messages::InitProducerIdRequest;
 use parking_lot::{Condvar, Mutex};
 
 use super::cluster::{Cluster, api_version};
+use super::transaction::{INIT_PRODUCER_ID, Transactions};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
 use crate::producer::{
-    Acks, DeliveryReceipt, ProducerConfig, ProducerRecord, RemoteProducer, RemoteSlot,
+    Acks, ConsumerGroupMetadata, DeliveryReceipt, ProducerConfig, ProducerRecord, RemoteProducer,
+    RemoteSlot,
 };
-use crate::record::{BatchBuilder, set_producer};
-
-/// InitProducerId versions this client speaks.
-const INIT_PRODUCER_ID: std::ops::RangeInclusive<i16> = 0..=4;
+use crate::record::{BatchBuilder, TRANSACTIONAL_BIT, set_producer};
 /// Kafka's DUPLICATE_SEQUENCE_NUMBER: the batch was appended before.
 const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
 
@@ -47,6 +52,8 @@ struct Shared {
     cluster: Cluster,
     config: ProducerConfig,
     state: Mutex<State>,
+    /// The transactional side, with a `transactional.id`.
+    txn: Option<Transactions>,
     /// Wakes the sender: a batch sealed, a flush, a close.
     wake: Condvar,
     /// Wakes flushers: the sender finished a round.
@@ -64,6 +71,8 @@ struct State {
     closing: bool,
     /// The first failure since the last flush.
     error: Option<Error>,
+    /// The first failed batch of the open transaction (it must be aborted).
+    txn_failed: Option<Error>,
 }
 
 /// A partition's batch being filled.
@@ -93,15 +102,30 @@ struct Numbering {
 
 impl ClusterProducer {
     pub(super) fn start(cluster: Cluster, config: ProducerConfig) -> Result<ClusterProducer> {
+        let txn = match &config.transactional_id {
+            Some(_) if config.acks != Acks::All => {
+                return Err(Error::InvalidConfig {
+                    key: "acks".into(),
+                    reason: "a transactional producer needs acks=all".into(),
+                });
+            }
+            Some(id) => Some(Transactions::new(
+                cluster.clone(),
+                id.clone(),
+                config.transaction_timeout,
+            )?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             cluster,
             config: config.clone(),
             state: Mutex::new(State::default()),
+            txn,
             wake: Condvar::new(),
             done: Condvar::new(),
         });
         let mut numbering = Numbering::default();
-        if shared.idempotent() {
+        if shared.idempotent() && shared.txn.is_none() {
             numbering.id = Some(shared.init_producer_id()?);
         }
         let sender = {
@@ -205,7 +229,16 @@ impl Shared {
                 match outcome {
                     Ok((offset, append_time)) => batch.slot.acknowledged(offset, append_time),
                     Err(e) => {
-                        self.state.lock().error.get_or_insert_with(|| e.clone());
+                        let e = match &self.txn {
+                            Some(txn) => txn.batch_failure(e),
+                            None => e,
+                        };
+                        let mut st = self.state.lock();
+                        st.error.get_or_insert_with(|| e.clone());
+                        if self.txn.is_some() {
+                            st.txn_failed.get_or_insert_with(|| e.clone());
+                        }
+                        drop(st);
                         batch.slot.failed(e);
                     }
                 }
@@ -220,7 +253,23 @@ impl Shared {
     fn send(&self, numbering: &mut Numbering, batch: &Sealed) -> Result<(i64, i64)> {
         let mut bytes = batch.bytes.clone();
         let key = (batch.topic.clone(), batch.partition);
-        if self.idempotent() {
+        if let Some(txn) = &self.txn {
+            let ids = txn.ids();
+            if numbering.id != ids {
+                // A new epoch (after an abort that bumped it) starts every sequence at 0.
+                numbering.next.clear();
+                numbering.id = ids;
+            }
+            let Some((id, epoch)) = ids else {
+                return Err(Error::InvalidProducerState {
+                    transactional_id: txn.transactional_id().to_string(),
+                    operation: "send",
+                    state: "before init_transactions",
+                });
+            };
+            let sequence = numbering.next.get(&key).copied().unwrap_or(0);
+            set_producer(&mut bytes, id, epoch, sequence);
+        } else if self.idempotent() {
             let (id, epoch) = match numbering.id {
                 Some(id) => id,
                 None => {
@@ -238,7 +287,7 @@ impl Shared {
             batch.partition,
             &bytes.into(),
             self.acks(),
-            None,
+            self.txn.as_ref().map(|t| t.transactional_id()),
         );
         let result = match result {
             Err(Error::Api(e)) if e.code.code() == DUPLICATE_SEQUENCE_NUMBER => Ok((-1, -1)),
@@ -251,8 +300,9 @@ impl Shared {
                     *next = next.wrapping_add(batch.records) & i32::MAX;
                 }
                 // A batch that failed for good may leave a gap: start over with a new
-                // producer id.
-                Err(_) => numbering.id = None,
+                // producer id (in a transaction: the abort bumps the epoch).
+                Err(_) if self.txn.is_none() => numbering.id = None,
+                Err(_) => {}
             }
         }
         result
@@ -324,37 +374,15 @@ impl RemoteProducer for ClusterProducer {
                 .partitioner
                 .partition(topic, record.key, record.value, count),
         };
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let size = BatchBuilder::record_size(0, 0, record.key, record.value, record.headers) + 16;
-        let mut st = shared.state.lock();
-        let key = (topic.to_string(), partition);
-        let full = st.open.get(&key).is_some_and(|o| {
-            o.records > 0 && o.builder.size_bytes() + size > self.config.batch_size
-        });
-        if full && let Some(open) = st.open.remove(&key) {
-            st.sealed.push_back(seal(key.clone(), open));
-            shared.wake.notify_all();
+        match &shared.txn {
+            Some(txn) => txn.before_send(
+                topic,
+                partition,
+                || shared.state.lock().txn_failed.clone(),
+                || Ok(self.queue(topic, partition, record)),
+            ),
+            None => Ok(self.queue(topic, partition, record)),
         }
-        let first = st.open.is_empty();
-        let open = st.open.entry(key).or_insert_with(|| Open {
-            builder: BatchBuilder::new().compression(self.config.compression),
-            slot: RemoteSlot::default(),
-            records: 0,
-            created: Instant::now(),
-        });
-        open.builder
-            .push(timestamp, record.key, record.value, record.headers);
-        let index = open.records;
-        open.records += 1;
-        let receipt = match self.config.acks {
-            // No offset comes back: the receipt reports -1.
-            Acks::None => open.slot.receipt(0, partition, timestamp),
-            _ => open.slot.receipt(index, partition, timestamp),
-        };
-        if first || self.config.linger.is_zero() {
-            shared.wake.notify_all();
-        }
-        Ok(receipt)
     }
 
     fn flush(&self) -> Result<()> {
@@ -372,6 +400,118 @@ impl RemoteProducer for ClusterProducer {
             let _ = h.join();
         }
         flushed
+    }
+
+    fn init_transactions(&self) -> Result<()> {
+        self.txn("init_transactions")?.init_transactions()
+    }
+
+    fn begin_transaction(&self) -> Result<()> {
+        self.txn("begin_transaction")?.begin_transaction()
+    }
+
+    fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(String, i32, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        self.txn("send_offsets_to_transaction")?
+            .send_offsets(offsets, group)
+    }
+
+    fn commit_transaction(&self) -> Result<()> {
+        self.txn("commit_transaction")?
+            .commit(|| self.shared.flush())
+    }
+
+    fn abort_transaction(&self) -> Result<()> {
+        let txn = self.txn("abort_transaction")?;
+        txn.abort(|| self.drop_batches(txn.transactional_id()))
+    }
+}
+
+impl ClusterProducer {
+    /// The transactional side, for a transactional call on an open producer.
+    fn txn(&self, operation: &'static str) -> Result<&Transactions> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("producer".into()));
+        }
+        self.shared
+            .txn
+            .as_ref()
+            .ok_or_else(|| Error::InvalidConfig {
+                key: "transactional.id".into(),
+                reason: format!("{operation} needs a transactional producer (none is set)"),
+            })
+    }
+
+    /// For an abort: fails the records not sent yet, waits for the batches being sent,
+    /// and returns whether a batch of the transaction failed (its error is cleared).
+    fn drop_batches(&self, transactional_id: &str) -> bool {
+        let shared = &self.shared;
+        let mut st = shared.state.lock();
+        let mut dropped: Vec<RemoteSlot> = st.open.drain().map(|(_, o)| o.slot).collect();
+        dropped.extend(st.sealed.drain(..).map(|b| b.slot));
+        let deadline = Instant::now() + shared.flush_timeout();
+        while st.sending > 0 {
+            if shared.done.wait_until(&mut st, deadline).timed_out() {
+                break;
+            }
+        }
+        st.error = None;
+        let failed = st.txn_failed.take().is_some();
+        drop(st);
+        for slot in dropped {
+            slot.failed(Error::InvalidProducerState {
+                transactional_id: transactional_id.to_string(),
+                operation: "deliver the record",
+                state: "after its transaction was aborted",
+            });
+        }
+        failed
+    }
+
+    /// Puts the record in the open batch of `partition` of `topic`.
+    fn queue(&self, topic: &str, partition: i32, record: &ProducerRecord<'_>) -> DeliveryReceipt {
+        let shared = &self.shared;
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let size = BatchBuilder::record_size(0, 0, record.key, record.value, record.headers) + 16;
+        let mut st = shared.state.lock();
+        let key = (topic.to_string(), partition);
+        let full = st.open.get(&key).is_some_and(|o| {
+            o.records > 0 && o.builder.size_bytes() + size > self.config.batch_size
+        });
+        if full && let Some(open) = st.open.remove(&key) {
+            st.sealed.push_back(seal(key.clone(), open));
+            shared.wake.notify_all();
+        }
+        let first = st.open.is_empty();
+        let attributes = if shared.txn.is_some() {
+            TRANSACTIONAL_BIT
+        } else {
+            0
+        };
+        let open = st.open.entry(key).or_insert_with(|| Open {
+            builder: BatchBuilder::new()
+                .compression(self.config.compression)
+                .attributes(attributes),
+            slot: RemoteSlot::default(),
+            records: 0,
+            created: Instant::now(),
+        });
+        open.builder
+            .push(timestamp, record.key, record.value, record.headers);
+        let index = open.records;
+        open.records += 1;
+        let receipt = match self.config.acks {
+            // No offset comes back: the receipt reports -1.
+            Acks::None => open.slot.receipt(0, partition, timestamp),
+            _ => open.slot.receipt(index, partition, timestamp),
+        };
+        if first || self.config.linger.is_zero() {
+            shared.wake.notify_all();
+        }
+        receipt
     }
 }
 

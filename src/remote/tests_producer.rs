@@ -70,10 +70,6 @@ fn keyed_records_land_where_kafka_and_the_in_process_producer_put_them() {
         remote.send("t", ProducerRecord::new(b"x").partition(9)),
         Err(Error::UnknownPartition { partition: 9, .. })
     ));
-    assert!(matches!(
-        Producer::builder(&cluster).transactional_id("x").build(),
-        Err(Error::InvalidConfig { key, .. }) if key == "transactional.id"
-    ));
     remote.close().unwrap();
     assert!(matches!(
         remote.send("t", ProducerRecord::new(b"x")),

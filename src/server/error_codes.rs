@@ -79,6 +79,7 @@ impl KafkaCode for TxnError {
             TxnError::InvalidTransactionTimeout { .. } => 50,
             TxnError::TransactionalIdNotFound => 105,
             TxnError::TransactionAbortable { .. } => 120,
+            TxnError::AuthorizationFailed { code, .. } => code.code(),
         }
     }
 }
@@ -228,6 +229,13 @@ mod tests {
         use kafka_protocol::ResponseError as R;
         let cases = [
             (TxnError::InvalidRequest("empty".into()), R::InvalidRequest),
+            (
+                TxnError::AuthorizationFailed {
+                    request: "InitProducerId".into(),
+                    code: crate::error::ErrorCode::from_code(53),
+                },
+                R::TransactionalIdAuthorizationFailed,
+            ),
             (TxnError::NotCoordinator, R::NotCoordinator),
             (
                 TxnError::CoordinatorLoadInProgress,

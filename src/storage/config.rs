@@ -137,6 +137,11 @@ pub struct LogConfig {
     /// through the log's group commit. Default = false (Kafka's: acknowledged records
     /// may be only in the page cache of every replica).
     pub durable_acks: bool,
+    /// Forget an idempotent producer's state (its epoch and last sequences) once its
+    /// last write to the partition is this old (ms), unless it has a transaction open;
+    /// checked on every retention pass and when the state is loaded. Kafka
+    /// `producer.id.expiration.ms`. Default = 1 day.
+    pub producer_id_expiration_ms: u64,
 }
 
 impl Default for LogConfig {
@@ -157,6 +162,7 @@ impl Default for LogConfig {
             compression_type: CompressionType::Producer,
             min_insync_replicas: 1,
             durable_acks: false,
+            producer_id_expiration_ms: 24 * 3600 * 1000,
         }
     }
 }
@@ -178,6 +184,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "compression.type",
     "min.insync.replicas",
     "durable.acks",
+    "producer.id.expiration.ms",
 ];
 
 fn invalid(key: &str, reason: impl Into<String>) -> Error {
@@ -277,6 +284,9 @@ impl LogConfig {
                     _ => return Err(invalid(key, format!("{value:?} is not true or false"))),
                 }
             }
+            "producer.id.expiration.ms" => {
+                self.producer_id_expiration_ms = parse_u64(key, value, 1)?
+            }
             "min.insync.replicas" => {
                 self.min_insync_replicas = parse_u64(key, value, 1)?
                     .try_into()
@@ -358,6 +368,10 @@ impl LogConfig {
             ),
             ("min.insync.replicas", self.min_insync_replicas.to_string()),
             ("durable.acks", self.durable_acks.to_string()),
+            (
+                "producer.id.expiration.ms",
+                self.producer_id_expiration_ms.to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -607,7 +607,10 @@ fn maintenance(
             clock.tick(now_ms(), tick);
             let mut result = log.flush_sealed().and_then(|()| log.flush_if_due());
             if retention_due && result.is_ok() {
-                result = log.apply_retention(now_ms()).map(|o| cleaned(&log, &o));
+                result = log
+                    .apply_retention(now_ms())
+                    .map(|o| cleaned(&log, &o))
+                    .and_then(|()| log.remove_expired_producers(now_ms()).map(drop));
             }
             if let Err(e) = result
                 && !matches!(e, Error::Closed(_))

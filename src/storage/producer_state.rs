@@ -34,7 +34,18 @@
 //! `last_sequence: i32`, `base_offset: i64`; then, optionally (a snapshot written
 //! before transactions ends after the producers), `transactional: u32` and per
 //! producer with a coordinator epoch or an open transaction, by ascending id,
-//! `producer_id: i64`, `coordinator_epoch: i32`, `txn_first_offset: i64` (-1: none).
+//! `producer_id: i64`, `coordinator_epoch: i32`, `txn_first_offset: i64` (-1: none);
+//! then, optionally (a snapshot written before producer-id expiry ends there; the
+//! transactional section is then written even when empty), `timestamps: u32` (the
+//! number of producers) and per producer, by ascending id, `last_timestamp: i64` (when
+//! its last batch or marker was appended, ms since the epoch; -1: unknown).
+//!
+//! Producer-id expiry (Kafka's `producer.id.expiration.ms`): a producer whose last
+//! batch or marker was appended longer ago than the expiration (by the broker's clock,
+//! not the batch's timestamps, which a producer sets), and that has no transaction
+//! open, is forgotten ([`ProducerState::remove_expired`]); its next batch is then
+//! taken as a new producer's. A producer whose time is unknown (replayed from the log,
+//! or from a snapshot written before expiry) counts from when the state was loaded.
 
 use super::checkpoint;
 use super::segment::parse_base_offset;
@@ -88,6 +99,9 @@ struct ProducerEntry {
     coordinator_epoch: i32,
     /// The first offset of the producer's open transaction.
     txn_first_offset: Option<i64>,
+    /// When its last batch or marker was appended (ms; -1: unknown), for producer-id
+    /// expiry.
+    last_timestamp: i64,
 }
 
 impl Default for ProducerEntry {
@@ -97,6 +111,7 @@ impl Default for ProducerEntry {
             batches: VecDeque::new(),
             coordinator_epoch: -1,
             txn_first_offset: None,
+            last_timestamp: -1,
         }
     }
 }
@@ -276,12 +291,15 @@ impl ProducerState {
     /// without a producer id change nothing. A transactional batch opens its producer's
     /// transaction if none is open; a control batch is parsed for its marker
     /// ([`Error::Corrupt`] naming `location` if it does not parse; then nothing
-    /// changed) and ends the producer's transaction, if one is open.
+    /// changed) and ends the producer's transaction, if one is open. `written_ms`: when
+    /// the batch was appended (-1 for a replay: then the producer's expiry counts from
+    /// the load).
     pub(crate) fn record_batch(
         &mut self,
         b: &crate::record::Batch<'_>,
         base_offset: i64,
         location: &str,
+        written_ms: i64,
     ) -> Result<Option<TxnChange>> {
         let pid = b.producer_id();
         if pid < 0 {
@@ -291,7 +309,11 @@ impl ProducerState {
             let Some(marker) = EndTxnMarker::of_batch(b, location)? else {
                 return Ok(None); // Kafka: compaction emptied it.
             };
-            return Ok(self.end_transaction(pid, b.producer_epoch(), marker, base_offset));
+            let change = self.end_transaction(pid, b.producer_epoch(), marker, base_offset);
+            if let Some(entry) = self.producers.get_mut(&pid) {
+                entry.last_timestamp = written_ms;
+            }
+            return Ok(change);
         }
         let first = b.base_sequence();
         self.record(
@@ -303,16 +325,15 @@ impl ProducerState {
                 base_offset,
             },
         );
-        if b.is_transactional() {
-            let entry = self.producers.get_mut(&pid).expect("just recorded");
-            if entry.txn_first_offset.is_none() {
-                entry.txn_first_offset = Some(base_offset);
-                self.open.insert(base_offset, pid);
-                return Ok(Some(TxnChange::Opened {
-                    first_offset: base_offset,
-                    producer_id: pid,
-                }));
-            }
+        let entry = self.producers.get_mut(&pid).expect("just recorded");
+        entry.last_timestamp = written_ms;
+        if b.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(base_offset);
+            self.open.insert(base_offset, pid);
+            return Ok(Some(TxnChange::Opened {
+                first_offset: base_offset,
+                producer_id: pid,
+            }));
         }
         Ok(None)
     }
@@ -340,12 +361,27 @@ impl ProducerState {
         }))
     }
 
-    /// Each producer's id, epoch and last batch (None if it has none), in no order.
+    /// Forgets the producers whose last batch or marker is `expiration_ms` or more
+    /// older than `now_ms` and that have no transaction open (Kafka's
+    /// `removeExpiredProducers`); a producer whose time is unknown counts from
+    /// `now_ms`. Returns how many it forgot.
+    pub(crate) fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, e| {
+            if e.last_timestamp < 0 {
+                e.last_timestamp = now_ms;
+            }
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
+        before - self.producers.len()
+    }
+
     /// The epoch of producer `pid`, None if unknown.
     pub(crate) fn epoch_of(&self, pid: i64) -> Option<i16> {
         self.producers.get(&pid).map(|e| e.epoch)
     }
 
+    /// Each producer's id, epoch and last batch (None if it has none), in no order.
     pub(crate) fn last_batches(&self) -> impl Iterator<Item = (i64, i16, Option<BatchMeta>)> {
         self.producers
             .iter()
@@ -375,12 +411,19 @@ impl ProducerState {
             .map(|id| (id, &self.producers[id]))
             .filter(|(_, e)| e.transactional())
             .collect();
-        if !txn.is_empty() {
+        let timed = self.producers.values().any(|e| e.last_timestamp >= 0);
+        if !txn.is_empty() || timed {
             out.extend_from_slice(&(txn.len() as u32).to_be_bytes());
             for (id, e) in txn {
                 out.extend_from_slice(&id.to_be_bytes());
                 out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
                 out.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
+            }
+        }
+        if timed {
+            out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+            for id in ids_sorted(&self.producers) {
+                out.extend_from_slice(&self.producers[id].last_timestamp.to_be_bytes());
             }
         }
         out
@@ -452,8 +495,28 @@ impl ProducerState {
                     return Err(r.bad(at, format!("transaction first offset {first}")));
                 }
             }
+        }
+        if r.at != payload.len() {
+            let at = r.at;
+            let n = r.u32()? as usize;
+            if n != state.producers.len() {
+                return Err(r.bad(
+                    at,
+                    format!(
+                        "{n} producer timestamps for {} producers",
+                        state.producers.len()
+                    ),
+                ));
+            }
+            let ids: Vec<i64> = ids_sorted(&state.producers).into_iter().copied().collect();
+            for id in ids {
+                let t = r.i64()?;
+                if let Some(e) = state.producers.get_mut(&id) {
+                    e.last_timestamp = t;
+                }
+            }
             if r.at != payload.len() {
-                return Err(r.bad(r.at, "bytes after the last transactional producer".into()));
+                return Err(r.bad(r.at, "bytes after the last producer timestamp".into()));
             }
         }
         Ok(state)
@@ -645,7 +708,7 @@ mod tests {
 
     fn record(s: &mut ProducerState, bytes: &[u8], offset: i64) -> Option<TxnChange> {
         let b = crate::record::Batch::parse(bytes).unwrap();
-        s.record_batch(&b, offset, "t-0").unwrap()
+        s.record_batch(&b, offset, "t-0", -1).unwrap()
     }
 
     #[test]
@@ -706,7 +769,11 @@ mod tests {
         bad.push(0, Some(&[0, 0, 0, 1]), Some(&[0]), &[]);
         let bad = bad.finish();
         let b = crate::record::Batch::parse(&bad).unwrap();
-        assert!(s.record_batch(&b, 16, "t-0").unwrap_err().is_corruption());
+        assert!(
+            s.record_batch(&b, 16, "t-0", -1)
+                .unwrap_err()
+                .is_corruption()
+        );
         assert!(s.in_transaction(2));
     }
 

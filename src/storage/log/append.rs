@@ -234,7 +234,7 @@ impl PartitionLog {
             .stats
             .appended(b.record_count() as u64, b.len() as u64);
         if let Some(p) = w.producers.as_mut()
-            && let Some(change) = p.record_batch(b, offset, &self.inner.name)?
+            && let Some(change) = p.record_batch(b, offset, &self.inner.name, now)?
         {
             self.note_txn_change(w, change)?;
         }

@@ -6,6 +6,7 @@
 use super::{PartitionLog, WriterState, parse_batches};
 use crate::error::{Error, Result};
 use crate::record::ValidBatches;
+use crate::storage::clock::now_ms;
 use crate::storage::producer_state::{
     ActiveProducer, AppendOutcome, BatchMeta, Check, CompletedTxn, ProducerState, TxnChange,
     last_seq, list_snapshots, next_seq, read_snapshot, remove_snapshot, snapshot_path,
@@ -37,6 +38,11 @@ pub(super) fn aborted_entry(state: &ProducerState, txn: &CompletedTxn) -> Aborte
             .next()
             .map_or(txn.last_offset + 1, |(first, _)| first),
     }
+}
+
+/// The log's `producer.id.expiration.ms`.
+fn expiration_ms(w: &WriterState) -> i64 {
+    i64::try_from(w.config.producer_id_expiration_ms).unwrap_or(i64::MAX)
 }
 
 impl PartitionLog {
@@ -228,9 +234,23 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Makes `state` the log's producers' state, and what `replayed` found of the
-    /// transactions the log's (`Inner::txns`).
-    fn install_producers(&self, w: &mut WriterState, state: ProducerState, replayed: Replayed) {
+    /// Forgets the idempotent producers whose last write is `producer.id.expiration.ms`
+    /// older than `now_ms` and that have no transaction open (nothing to do while the
+    /// state is not loaded: loading it expires them). The maintenance thread calls this
+    /// on every retention pass; tests and tools may call it directly. Returns how many
+    /// producers it forgot.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> Result<usize> {
+        let mut w = self.inner.writer.lock();
+        let expiration = expiration_ms(&w);
+        Ok(w.producers
+            .as_mut()
+            .map_or(0, |state| state.remove_expired(now_ms, expiration)))
+    }
+
+    /// Makes `state` the log's producers' state, less the expired producers, and what
+    /// `replayed` found of the transactions the log's (`Inner::txns`).
+    fn install_producers(&self, w: &mut WriterState, mut state: ProducerState, replayed: Replayed) {
+        state.remove_expired(now_ms(), expiration_ms(w));
         let hw = self.high_watermark();
         let mut t = self.inner.txns.lock();
         t.known = true;
@@ -308,7 +328,7 @@ impl PartitionLog {
             let view = seg.view()?;
             for b in view.batches().filter(|b| b.base_offset() >= from) {
                 replayed.batches += 1;
-                let change = state.record_batch(&b, b.base_offset(), &self.inner.name)?;
+                let change = state.record_batch(&b, b.base_offset(), &self.inner.name, -1)?;
                 let Some(TxnChange::Ended(txn)) = change else {
                     continue;
                 };

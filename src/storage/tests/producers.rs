@@ -335,3 +335,218 @@ fn active_producers_list_epoch_last_sequence_and_last_timestamp() {
     assert!(log.segment_count() > 1, "segments rolled");
     assert_eq!(listed(&log), expected);
 }
+
+/// Every entry of the `.txnindex` files in the log's directory, in marker order.
+fn aborted_on_disk(dir: &Path) -> Vec<AbortedTxn> {
+    let dir = dir.join("p-0");
+    let mut all = Vec::new();
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("txnindex") {
+            continue;
+        }
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap();
+        let base: i64 = stem.parse().unwrap();
+        all.extend(crate::storage::txn_index::read(&dir, base).unwrap());
+    }
+    all.sort_by_key(|e| e.last_offset);
+    all
+}
+
+/// Thirty transactions of one batch each, every other one aborted, spread over
+/// several segments.
+fn log_with_aborted_transactions(dir: &Path) -> PartitionLog {
+    let log = open(dir);
+    for i in 0..30i64 {
+        let pid = 100 + i;
+        let mut b = BatchBuilder::new()
+            .producer(pid, 0, 0)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        for r in 0..4 {
+            b.push(
+                1_000,
+                None,
+                Some(format!("txn {i} record {r} padding-padding-padding-padding").as_bytes()),
+                &[],
+            );
+        }
+        appended(log.append_idempotent(&b.finish()).unwrap());
+        let marker = if i % 2 == 0 {
+            crate::record::EndTxnMarker::abort(0)
+        } else {
+            crate::record::EndTxnMarker::commit(0)
+        };
+        log.append_end_txn_marker(pid, 0, marker, 2_000).unwrap();
+    }
+    log
+}
+
+/// DeleteRecords and retention take the aborted transactions of the segments they
+/// delete out of the log's list as the `.txnindex` files go: the list stays what the
+/// files hold, and what a reopen reads back.
+#[test]
+fn the_aborted_list_follows_the_log_start_as_the_txnindex_files_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_with_aborted_transactions(dir.path());
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 4, "several segments: {bases:?}");
+    let all = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert_eq!(all.len(), 15);
+    assert_eq!(all, aborted_on_disk(dir.path()));
+
+    // DeleteRecords past the first two segments.
+    log.delete_records_before(bases[2]).unwrap();
+    let left = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert!(
+        left.len() < all.len(),
+        "{} of {} left",
+        left.len(),
+        all.len()
+    );
+    assert!(left.iter().all(|e| e.last_offset >= bases[2]), "{left:?}");
+    assert_eq!(left, aborted_on_disk(dir.path()));
+    log.close().unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.aborted_transactions(0, i64::MAX).unwrap(), left);
+
+    // Retention by size: all but the active segment go.
+    let mut config = small();
+    config.retention_bytes = Some(1);
+    log.set_config(config).unwrap();
+    assert!(log.apply_retention(3_000).unwrap().segments_deleted > 0);
+    let first = log.segment_base_offsets()[0];
+    let kept = log.aborted_transactions(0, i64::MAX).unwrap();
+    assert!(
+        kept.len() < left.len(),
+        "{} of {} left",
+        kept.len(),
+        left.len()
+    );
+    assert!(kept.iter().all(|e| e.last_offset >= first), "{kept:?}");
+    assert_eq!(kept, aborted_on_disk(dir.path()));
+    log.close().unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.aborted_transactions(0, i64::MAX).unwrap(), kept);
+}
+
+fn open_with(dir: &Path, config: LogConfig) -> PartitionLog {
+    PartitionLog::open(dir.join("p-0"), "p-0", config).unwrap()
+}
+
+/// A one-record transactional batch of producer `pid` from sequence `seq`.
+fn txn_batch(pid: i64, seq: i32) -> Vec<u8> {
+    let mut b = BatchBuilder::new()
+        .producer(pid, 0, seq)
+        .attributes(crate::record::TRANSACTIONAL_BIT);
+    b.push(1_000, None, Some(b"in a transaction"), &[]);
+    b.finish()
+}
+
+/// `producer.id.expiration.ms`: a producer whose last write is that old is forgotten
+/// (its next batch is a new producer's), unless its transaction is open; the time is
+/// the broker's clock at the append, passed in here as `now_ms`.
+#[test]
+fn producers_expire_after_their_last_write_unless_a_transaction_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small();
+    config.producer_id_expiration_ms = 60_000;
+    let log = open_with(dir.path(), config);
+    let before = crate::storage::clock::now_ms();
+    appended(log.append_idempotent(&idem(1, 0, 0, 1)).unwrap());
+    appended(log.append_idempotent(&idem(1, 0, 1, 1)).unwrap());
+    let open_txn = appended(log.append_idempotent(&txn_batch(2, 0)).unwrap());
+    let after = crate::storage::clock::now_ms();
+
+    assert_eq!(log.remove_expired_producers(before + 59_999).unwrap(), 0);
+    assert!(matches!(
+        log.append_idempotent(&idem(1, 0, 5, 1)),
+        Err(Error::OutOfOrderSequence { expected: 2, .. })
+    ));
+    assert_eq!(
+        log.remove_expired_producers(after + 60_000).unwrap(),
+        1,
+        "producer 2 has a transaction open"
+    );
+    // Producer 1 is forgotten: a batch from any sequence starts it afresh.
+    appended(log.append_idempotent(&idem(1, 0, 5, 1)).unwrap());
+    // Producer 2 is not: its retry is still caught.
+    assert_eq!(
+        log.append_idempotent(&txn_batch(2, 0)).unwrap(),
+        AppendOutcome::Duplicate(open_txn.base_offset)
+    );
+    // Once its transaction ends, it expires too.
+    log.append_end_txn_marker(2, 0, crate::record::EndTxnMarker::commit(0), 2_000)
+        .unwrap();
+    let ended = crate::storage::clock::now_ms();
+    assert_eq!(log.remove_expired_producers(ended + 60_000).unwrap(), 2);
+    appended(log.append_idempotent(&txn_batch(2, 7)).unwrap());
+}
+
+/// The times survive a close (in the snapshot), and a reopen forgets the producers
+/// whose last write is older than the log's `producer.id.expiration.ms`.
+#[test]
+fn a_reload_forgets_expired_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    appended(log.append_idempotent(&idem(1, 0, 0, 1)).unwrap());
+    let written = crate::storage::clock::now_ms();
+    log.close().unwrap();
+
+    // The default (a day): still known after a reopen.
+    let log = open(dir.path());
+    assert!(matches!(
+        log.append_idempotent(&idem(1, 0, 5, 1)),
+        Err(Error::OutOfOrderSequence { expected: 1, .. })
+    ));
+    log.close().unwrap();
+
+    // A bounded wait for the clock to pass the write by 1 ms.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while crate::storage::clock::now_ms() <= written + 1 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let mut config = small();
+    config.producer_id_expiration_ms = 1;
+    let log = open_with(dir.path(), config);
+    appended(log.append_idempotent(&idem(1, 0, 5, 1)).unwrap());
+}
+
+#[test]
+fn the_expiration_is_a_setting_with_kafkas_name() {
+    let mut config = LogConfig::default();
+    assert_eq!(config.producer_id_expiration_ms, 86_400_000);
+    config.set("producer.id.expiration.ms", "1000").unwrap();
+    assert_eq!(config.producer_id_expiration_ms, 1_000);
+    assert!(
+        config
+            .to_pairs()
+            .contains(&("producer.id.expiration.ms".into(), "1000".into()))
+    );
+    assert!(matches!(
+        config.set("producer.id.expiration.ms", "0"),
+        Err(Error::InvalidConfig { key, .. }) if key == "producer.id.expiration.ms"
+    ));
+}
+
+/// The maintenance thread of a log manager expires producers on its retention
+/// passes.
+#[test]
+fn the_maintenance_thread_expires_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::open(dir.path()).unwrap();
+    let mut config = small();
+    config.producer_id_expiration_ms = 1;
+    let log = manager.open_log("p-0", config).unwrap();
+    appended(log.append_idempotent(&idem(1, 0, 0, 1)).unwrap());
+    assert_eq!(log.active_producers().unwrap().len(), 1);
+    manager.start_background(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(5),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !log.active_producers().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(log.active_producers().unwrap(), []);
+    appended(log.append_idempotent(&idem(1, 0, 9, 1)).unwrap());
+}
