@@ -808,6 +808,11 @@ pub(crate) struct ServeArgs {
     /// log.retention.check.interval.ms).
     #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub log_retention_check_interval_ms: u64,
+    /// The default of the durable.acks topic setting (log.durable.acks): an acks=all
+    /// write is answered only once the leader and every in-sync replica have fsynced it.
+    /// A topic's own durable.acks overrides it. Set it alike on every node of a cluster.
+    #[arg(long)]
+    pub log_durable_acks: bool,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]
     pub node_id: Option<i32>,
