@@ -42,6 +42,7 @@
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
 mod member;
+mod quotas;
 mod router;
 mod security;
 #[cfg(feature = "server")] // the tests start a tidelog server
@@ -75,6 +76,7 @@ use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
+pub use quotas::QuotaMatch;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
 pub use types::{

@@ -9,6 +9,7 @@ use super::{ADMIN_TIMEOUT, Applied, ClusterNode, MetadataRecord};
 use crate::error::{Error, Result};
 use crate::security::acl::{AclBinding, AclFilter, AclStore};
 use crate::security::credentials::{self, CredentialChange, CredentialStore};
+use crate::security::quota::{self, QuotaChange, QuotaStore, Quotas};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 /// The users of a cluster, in its metadata image.
@@ -30,6 +31,33 @@ impl CredentialStore for ClusterCredentials {
         self.0
             .propose(
                 MetadataRecord::AlterScramCredentials {
+                    changes: changes.to_vec(),
+                },
+                ADMIN_TIMEOUT,
+            )
+            .map(drop)
+    }
+}
+
+/// The client quotas of a cluster, in its metadata image: every node throttles by the
+/// same quotas (each measures the clients it serves, as Kafka's brokers do).
+#[derive(Debug)]
+pub(crate) struct ClusterQuotas(pub(crate) Arc<ClusterNode>);
+
+impl QuotaStore for ClusterQuotas {
+    fn quotas(&self) -> Arc<Quotas> {
+        self.0.image().client_quotas.0.clone()
+    }
+
+    fn apply(&self, changes: &[QuotaChange]) -> Result<()> {
+        // Refuse an invalid change here with its typed error; the apply checks again.
+        quota::apply_changes(&mut (*self.0.image().client_quotas.0).clone(), changes)?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.0
+            .propose(
+                MetadataRecord::AlterClientQuotas {
                     changes: changes.to_vec(),
                 },
                 ADMIN_TIMEOUT,

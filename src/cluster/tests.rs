@@ -46,6 +46,8 @@ struct TestCluster {
     lag: Duration,
     /// Each node also listens on a `REPLICATION` listener, named the inter-broker one.
     inter_broker: bool,
+    /// The nodes take follower fetches without a broker epoch (a rolling upgrade).
+    fetch_without_epoch: bool,
 }
 
 impl TestCluster {
@@ -83,6 +85,7 @@ impl TestCluster {
             snapshot_after,
             lag,
             inter_broker,
+            fetch_without_epoch: false,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -111,6 +114,7 @@ impl TestCluster {
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
             .replica_lag_time_max(self.lag)
+            .follower_fetch_without_epoch(self.fetch_without_epoch)
             .test_cluster(listener, self.snapshot_after)
             .start()
             .unwrap()

@@ -17,6 +17,8 @@
 
 mod cli;
 mod common;
+#[cfg(feature = "server")]
+mod configs;
 mod consume;
 mod dump;
 mod dump_checkpoint;
@@ -98,6 +100,8 @@ fn main() -> ExitCode {
         Command::Users(args) => security::users(given, &args),
         #[cfg(feature = "server")]
         Command::Acls(args) => security::acls(given, &args),
+        #[cfg(feature = "server")]
+        Command::Configs(args) => configs::run(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

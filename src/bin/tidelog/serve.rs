@@ -248,6 +248,7 @@ fn cluster_node(
             args.leader_imbalance_check_interval_seconds,
         ))
         .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
+    builder = builder.follower_fetch_without_epoch(args.follower_fetch_without_epoch);
     if let Some(name) = &args.inter_broker_listener {
         builder = builder.inter_broker_listener_name(name.clone());
     }

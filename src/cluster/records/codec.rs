@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::security::SecurityProtocol;
 use crate::security::acl;
 use crate::security::credentials::{self, CredentialChange};
+use crate::security::quota;
 use crate::storage::codec::{Reader, Writer};
 
 /// Envelope version written by this code (2 adds the [`Stamp`]; 1 is still read).
@@ -40,6 +41,7 @@ pub(super) mod kind {
     pub const CREATE_ACLS: u8 = 14;
     pub const DELETE_ACLS: u8 = 15;
     pub const REGISTER_VOTER_DIRECTORY: u8 = 16;
+    pub const ALTER_CLIENT_QUOTAS: u8 = 40;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -67,6 +69,7 @@ impl MetadataRecord {
             MetadataRecord::CreateAcls { .. } => kind::CREATE_ACLS,
             MetadataRecord::DeleteAcls { .. } => kind::DELETE_ACLS,
             MetadataRecord::RegisterVoterDirectory { .. } => kind::REGISTER_VOTER_DIRECTORY,
+            MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
         }
     }
 
@@ -132,6 +135,9 @@ impl MetadataRecord {
                 w.i32(*node_id);
                 w.str(directory_id);
             }
+            MetadataRecord::AlterClientQuotas { changes } => {
+                put_list(w, changes, quota::put_change)
+            }
         }
     }
 
@@ -186,6 +192,10 @@ impl MetadataRecord {
             kind::REGISTER_VOTER_DIRECTORY => Ok(MetadataRecord::RegisterVoterDirectory {
                 node_id: r.i32()?,
                 directory_id: r.str()?,
+            }),
+            // At least two entity tags, a key length and a value tag each.
+            kind::ALTER_CLIENT_QUOTAS => Ok(MetadataRecord::AlterClientQuotas {
+                changes: get_list(r, 5, quota::get_change)?,
             }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
