@@ -71,6 +71,21 @@ fn entity_of<'a>(parts: impl Iterator<Item = (&'a StrBytes, Option<&'a StrBytes>
 }
 
 impl AdminClient {
+    /// Runs an idempotent request any broker answers through `round` (repeated as the
+    /// router repeats rounds), and its outcome.
+    fn on_any_broker<T>(
+        &self,
+        mut round: impl FnMut(&mut super::router::Router) -> Result<Outcome<T>>,
+    ) -> Result<T> {
+        let mut found = self
+            .router
+            .lock()
+            .rounds(vec![Cluster], true, |r, _| Ok(vec![(Cluster, round(r)?)]))?;
+        found
+            .remove(&Cluster)
+            .unwrap_or_else(|| Err(Error::corrupt("an admin response", 0, "no answer")))
+    }
+
     /// Sets and removes client quotas (AlterClientQuotas): the outcome per entity, in
     /// the order the entities first appear in `changes`. An entity's changes apply
     /// together or not at all; with `validate_only` they are only checked.
@@ -117,14 +132,10 @@ impl AdminClient {
         let request = AlterClientQuotasRequest::default()
             .with_entries(entries)
             .with_validate_only(validate_only);
-        let mut r = self.router.lock();
-        let mut found = r.rounds(vec![Cluster], true, |r, _| {
+        let results = self.on_any_broker(|r| {
             let response = r.call_any(&request, ALTER_CLIENT_QUOTAS_VERSION)?;
-            Ok(vec![(Cluster, Outcome::Done(Ok(response.entries)))])
+            Ok(Outcome::Done(Ok(response.entries)))
         })?;
-        let results = found
-            .remove(&Cluster)
-            .unwrap_or_else(|| Err(Error::corrupt("an admin response", 0, "no answer")))?;
         let mut out = Vec::new();
         for res in results {
             let entity = entity_of(
@@ -169,21 +180,16 @@ impl AdminClient {
                     .collect(),
             )
             .with_strict(strict);
-        let mut r = self.router.lock();
-        let mut found = r.rounds(vec![Cluster], true, |r, _| {
+        let entries = self.on_any_broker(|r| {
             let response = r.call_any(&request, DESCRIBE_CLIENT_QUOTAS_VERSION)?;
-            let o: Outcome<_> = check(
+            Ok(check(
                 || Resource::Cluster,
                 response.error_code,
                 response.error_message.as_ref(),
             )
             .map(|()| response.entries.unwrap_or_default())
-            .into();
-            Ok(vec![(Cluster, o)])
+            .into())
         })?;
-        let entries = found
-            .remove(&Cluster)
-            .unwrap_or_else(|| Err(Error::corrupt("an admin response", 0, "no answer")))?;
         let mut out = Quotas::new();
         for e in entries {
             let entity = entity_of(

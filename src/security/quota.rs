@@ -631,7 +631,8 @@ mod tests {
 
     #[test]
     fn a_client_over_its_rate_is_throttled_for_the_time_that_brings_it_back() {
-        let store = Arc::new(FileQuotaStore::open(tempfile::tempdir().unwrap().path()).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FileQuotaStore::open(dir.path()).unwrap());
         store
             .apply(&[set(entity(None, Some("app")), PRODUCER_BYTE_RATE, 1000.0)])
             .unwrap();

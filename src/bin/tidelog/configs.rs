@@ -169,8 +169,14 @@ fn run_on(target: &dyn QuotaTarget, args: &ConfigsArgs) -> CliResult {
             describe_entity(&entity)
         ));
     }
+    // `--describe --entity-type T` alone: every entity with a part of that type.
+    let has_type = |e: &QuotaEntity| match args.entity_type.as_deref() {
+        Some("users" | "user") => e.user.is_some(),
+        Some(_) => e.client_id.is_some(),
+        None => true,
+    };
     for (e, values) in target.all()? {
-        if !selected(&entity, &e) {
+        if !selected(&entity, &e) || !has_type(&e) {
             continue;
         }
         let values: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
