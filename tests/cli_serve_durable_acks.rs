@@ -38,9 +38,16 @@ fn topics_on(args: &[&str]) -> [(String, ConfigSource); 2] {
 #[test]
 fn log_durable_acks_is_the_default_of_every_topic_without_its_own() {
     let [plain, own] = topics_on(&["--log-durable-acks"]);
-    assert_eq!(plain.0, "true", "a topic without durable.acks takes the default");
+    assert_eq!(
+        plain.0, "true",
+        "a topic without durable.acks takes the default"
+    );
     assert_ne!(plain.1, ConfigSource::Topic);
-    assert_eq!(own, ("false".to_string(), ConfigSource::Topic), "an override wins");
+    assert_eq!(
+        own,
+        ("false".to_string(), ConfigSource::Topic),
+        "an override wins"
+    );
 
     let [plain, _] = topics_on(&[]);
     assert_eq!(plain.0, "false", "without the flag: Kafka's behaviour");

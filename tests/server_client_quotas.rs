@@ -162,8 +162,14 @@ fn a_producer_over_its_quota_is_held_to_it_and_others_are_not() {
         "the limited producer ran at {rate:.0} B/s against a quota of {QUOTA} B/s ({} requests)",
         slow.requests
     );
-    assert!(slow.max_throttle_ms > 0, "its responses said it was throttled");
-    assert_eq!(free.max_throttle_ms, 0, "the client without a quota never was");
+    assert!(
+        slow.max_throttle_ms > 0,
+        "its responses said it was throttled"
+    );
+    assert_eq!(
+        free.max_throttle_ms, 0,
+        "the client without a quota never was"
+    );
     assert!(
         free_rate > 2.0 * QUOTA,
         "the client without a quota ran at {free_rate:.0} B/s, not held to the other's quota"

@@ -13,8 +13,7 @@ use super::router::{Outcome, check, kstr};
 use super::{AdminClient, Cluster, Resource};
 use crate::error::{Error, Result};
 use crate::security::quota::{
-    ENTITY_CLIENT_ID, ENTITY_USER, EntityName, QuotaChange, QuotaEntity, Quotas,
-    validate_change,
+    ENTITY_CLIENT_ID, ENTITY_USER, EntityName, QuotaChange, QuotaEntity, Quotas, validate_change,
 };
 
 const ALTER_CLIENT_QUOTAS_VERSION: i16 = 0;
@@ -34,24 +33,29 @@ pub enum QuotaMatch {
 
 /// The (type, name) parts of an entity, in Kafka's form (a default is a null name).
 fn parts(entity: &QuotaEntity) -> Vec<(&'static str, Option<String>)> {
-    [(ENTITY_USER, &entity.user), (ENTITY_CLIENT_ID, &entity.client_id)]
-        .into_iter()
-        .filter_map(|(kind, part)| {
-            part.as_ref().map(|p| {
-                (
-                    kind,
-                    match p {
-                        EntityName::Default => None,
-                        EntityName::Name(n) => Some(n.clone()),
-                    },
-                )
-            })
+    [
+        (ENTITY_USER, &entity.user),
+        (ENTITY_CLIENT_ID, &entity.client_id),
+    ]
+    .into_iter()
+    .filter_map(|(kind, part)| {
+        part.as_ref().map(|p| {
+            (
+                kind,
+                match p {
+                    EntityName::Default => None,
+                    EntityName::Name(n) => Some(n.clone()),
+                },
+            )
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// The entity of a response's (type, name) parts.
-fn entity_of<'a>(parts: impl Iterator<Item = (&'a StrBytes, Option<&'a StrBytes>)>) -> Result<QuotaEntity> {
+fn entity_of<'a>(
+    parts: impl Iterator<Item = (&'a StrBytes, Option<&'a StrBytes>)>,
+) -> Result<QuotaEntity> {
     let mut entity = QuotaEntity::default();
     for (kind, name) in parts {
         let name = name.map_or(EntityName::Default, |n| EntityName::Name(n.to_string()));

@@ -43,8 +43,8 @@ pub use credentials::{
 pub(crate) use identity::{ClientIdentity, SaslLogin};
 pub use quota::{
     CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, EntityName, FileQuotaStore,
-    PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaChange, QuotaEntity, QuotaStore, REQUEST_PERCENTAGE,
-    Quotas,
+    PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaChange, QuotaEntity, QuotaStore, Quotas,
+    REQUEST_PERCENTAGE,
 };
 pub use sasl::SaslMechanism;
 pub use scram::{MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism};

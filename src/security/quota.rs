@@ -476,6 +476,11 @@ impl Throttler {
         self.store.as_ref()
     }
 
+    /// Whether any quota is set (else nothing needs measuring).
+    pub fn active(&self) -> bool {
+        self.store.as_ref().is_some_and(|s| !s.quotas().is_empty())
+    }
+
     /// Records `value` (bytes, or percent-seconds of request time) of `kind` for `user`
     /// with `client_id` at `now` and returns how long the client is to be throttled:
     /// zero under its quota (or with none), else Kafka's throttle time, the time over
@@ -591,10 +596,22 @@ mod tests {
     fn bad_changes_are_refused_by_name() {
         let mut q = Quotas::new();
         for (c, needle) in [
-            (set(entity(None, None), PRODUCER_BYTE_RATE, 1.0), "needs a user"),
-            (set(entity(Some("a"), None), "bogus_rate", 1.0), "unknown quota key"),
-            (set(entity(Some("a"), None), PRODUCER_BYTE_RATE, 0.0), "above 0"),
-            (set(entity(Some("a"), None), PRODUCER_BYTE_RATE, 1.5), "whole number"),
+            (
+                set(entity(None, None), PRODUCER_BYTE_RATE, 1.0),
+                "needs a user",
+            ),
+            (
+                set(entity(Some("a"), None), "bogus_rate", 1.0),
+                "unknown quota key",
+            ),
+            (
+                set(entity(Some("a"), None), PRODUCER_BYTE_RATE, 0.0),
+                "above 0",
+            ),
+            (
+                set(entity(Some("a"), None), PRODUCER_BYTE_RATE, 1.5),
+                "whole number",
+            ),
         ] {
             let e = apply_changes(&mut q, &[c]).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");

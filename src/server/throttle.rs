@@ -65,8 +65,9 @@ fn user(principal: &str) -> &str {
 pub(crate) fn before(ctx: &Ctx<'_>, req: &Request) {
     FOLLOWER.with(|f| f.set(false));
     let quotas = &ctx.security().quotas;
-    if quotas.store().is_none() {
+    if !quotas.active() {
         THROTTLE_MS.with(|t| t.set(0));
+        CPU_START.with(|c| c.set(None));
         return;
     }
     let who = (user(ctx.principal), req.client_id());
@@ -86,7 +87,7 @@ pub(crate) fn before(ctx: &Ctx<'_>, req: &Request) {
 /// holds the response for the throttle time set by [`before`] (not a follower's).
 pub(crate) fn after(ctx: &Ctx<'_>, req: &Request, reply: &Reply, started: Instant) {
     let hold = Duration::from_millis(THROTTLE_MS.with(|t| t.replace(0)).max(0) as u64);
-    if FOLLOWER.with(|f| f.replace(false)) || ctx.security().quotas.store().is_none() {
+    if FOLLOWER.with(|f| f.replace(false)) || !ctx.security().quotas.active() {
         return;
     }
     let quotas = &ctx.security().quotas;

@@ -6,9 +6,7 @@
 use std::path::Path;
 
 use tidelog::admin::AdminClient;
-use tidelog::security::{
-    EntityName, FileQuotaStore, QuotaChange, QuotaEntity, QuotaStore, Quotas,
-};
+use tidelog::security::{EntityName, FileQuotaStore, QuotaChange, QuotaEntity, QuotaStore, Quotas};
 
 use crate::cli::ConfigsArgs;
 use crate::common::{admin_client, close_broker, data_dir, open_broker};
@@ -73,7 +71,9 @@ fn entity(a: &ConfigsArgs) -> CliResult<QuotaEntity> {
             }
         }
     } else if a.entity_name.is_some() || a.entity_default {
-        return Err(fail!("--entity-name and --entity-default need --entity-type"));
+        return Err(fail!(
+            "--entity-name and --entity-default need --entity-type"
+        ));
     }
     if let Some(u) = name(&a.user, a.user_defaults)? {
         e.user = Some(u);

@@ -198,7 +198,11 @@ fn a_follower_fetch_without_a_broker_epoch_is_refused_unless_allowed() {
             );
         }
     }
-    assert_eq!(leader.high_watermark(), 2, "no fetch without an epoch was counted");
+    assert_eq!(
+        leader.high_watermark(),
+        2,
+        "no fetch without an epoch was counted"
+    );
     for i in [a, b] {
         pause(&c, i, false);
     }

@@ -59,8 +59,14 @@ fn changes_of(entry: &EntryData) -> Result<Vec<QuotaChange>, String> {
     )?;
     let mut changes = Vec::with_capacity(entry.ops.len());
     for op in &entry.ops {
-        if changes.iter().any(|c: &QuotaChange| c.key == op.key.as_str()) {
-            return Err(format!("quota {:?} altered twice for {entity}", op.key.as_str()));
+        if changes
+            .iter()
+            .any(|c: &QuotaChange| c.key == op.key.as_str())
+        {
+            return Err(format!(
+                "quota {:?} altered twice for {entity}",
+                op.key.as_str()
+            ));
         }
         let change = QuotaChange {
             entity: entity.clone(),

@@ -10,9 +10,7 @@
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::describe_client_quotas_response::{
-    EntityData, EntryData, ValueData,
-};
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
@@ -96,14 +94,22 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .iter()
                 .all(|c| matches(c, part(entity, c.entity_type.as_str())))
                 && (!request.strict || {
-                    let named = |kind: &str| request.components.iter().any(|c| c.entity_type.as_str() == kind);
+                    let named = |kind: &str| {
+                        request
+                            .components
+                            .iter()
+                            .any(|c| c.entity_type.as_str() == kind)
+                    };
                     (entity.user.is_none() || named(ENTITY_USER))
                         && (entity.client_id.is_none() || named(ENTITY_CLIENT_ID))
                 })
         })
         .map(|(entity, values)| {
             let mut parts = Vec::new();
-            for (kind, p) in [(ENTITY_USER, &entity.user), (ENTITY_CLIENT_ID, &entity.client_id)] {
+            for (kind, p) in [
+                (ENTITY_USER, &entity.user),
+                (ENTITY_CLIENT_ID, &entity.client_id),
+            ] {
                 if let Some(p) = p {
                     parts.push(
                         EntityData::default()
@@ -118,7 +124,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             EntryData::default().with_entity(parts).with_values(
                 values
                     .iter()
-                    .map(|(k, v)| ValueData::default().with_key(kstr(k.clone())).with_value(*v))
+                    .map(|(k, v)| {
+                        ValueData::default()
+                            .with_key(kstr(k.clone()))
+                            .with_value(*v)
+                    })
                     .collect(),
             )
         })

@@ -185,13 +185,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 
     // Resolve the partitions once (a follower's fetch is recorded then: replica_fetch.rs).
     let backend = ctx.backend();
-    let (replica, refused) =
-        super::replica_fetch::follower(
-            backend,
-            (ctx.listener, ctx.shared.config.follower_fetch_without_epoch),
-            &request,
-            version,
-        );
+    let (replica, refused) = super::replica_fetch::follower(
+        backend,
+        (ctx.listener, ctx.shared.config.follower_fetch_without_epoch),
+        &request,
+        version,
+    );
     if replica.is_some() {
         crate::server::throttle::follower();
     }
