@@ -18,6 +18,7 @@ const LAG: Duration = Duration::from_millis(1000);
 const OFFSETS_PARTITIONS: i32 = 6;
 
 mod broker_epoch;
+mod client_quotas;
 mod describe_producers;
 mod duplicate_proposal;
 mod durable_acks;
