@@ -564,6 +564,28 @@ fn answer_every_version(
             RemoveRaftVoterRequest::default(),
             |r| vec![i16::from(r.error_code != 42)]
         ),
+        ApiKey::DescribeClientQuotas => every!(
+            DescribeClientQuotasResponse,
+            DescribeClientQuotasRequest::default(),
+            |r| vec![r.error_code]
+        ),
+        ApiKey::AlterClientQuotas => every!(
+            AlterClientQuotasResponse,
+            AlterClientQuotasRequest::default().with_entries(vec![
+                alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![
+                        alter_client_quotas_request::EntityData::default()
+                            .with_entity_type(StrBytes::from_static_str("client-id"))
+                            .with_entity_name(Some(StrBytes::from_static_str("versions"))),
+                    ])
+                    .with_ops(vec![
+                        alter_client_quotas_request::OpData::default()
+                            .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                            .with_value(1e9),
+                    ]),
+            ]),
+            |r| r.entries.iter().map(|e| e.error_code).collect()
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

@@ -250,6 +250,8 @@ pub fn read_all(
         });
     }
     let complete = (0..partitions as usize).all(|p| next[p] >= ends[p]);
+    // As a member's: librdkafka's close is not waited for.
+    std::thread::spawn(move || drop(consumer));
     (out, complete)
 }
 

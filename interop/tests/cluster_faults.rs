@@ -286,14 +286,17 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     let sender = {
         let stop = stop_producer.clone();
         std::thread::spawn(move || {
-            workload::produce(
+            let done = workload::produce(
                 &producer,
                 TOPIC,
                 PARTITIONS,
                 300,
                 &stop,
                 Duration::from_secs(300),
-            )
+            );
+            // The flush is bounded; librdkafka's close (the drop) is not waited for.
+            std::thread::spawn(move || drop(producer));
+            done
         })
     };
 

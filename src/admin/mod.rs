@@ -44,6 +44,7 @@
 mod member;
 mod partitions;
 mod quorum;
+mod quotas;
 mod router;
 mod security;
 #[cfg(feature = "server")] // the tests start a tidelog server
@@ -81,6 +82,7 @@ pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
 pub use quorum::{QuorumInfo, QuorumReplica};
+pub use quotas::QuotaMatch;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
 pub use types::{

@@ -251,6 +251,14 @@ impl BrokerBuilder {
         self
     }
 
+    /// Default of every topic's `durable.acks` (`log.durable.acks`, a tidelog setting):
+    /// an `acks=all` write is answered once the leader and every in-sync replica have
+    /// fsynced it. A topic's own `durable.acks` overrides it. Default false, as Kafka.
+    pub fn durable_acks(mut self, durable: bool) -> Self {
+        self.config.log.durable_acks = durable;
+        self
+    }
+
     /// How often retention runs (Kafka `log.retention.check.interval.ms`). Default
     /// 5 min.
     pub fn retention_check_interval(mut self, interval: Duration) -> Self {

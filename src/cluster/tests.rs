@@ -19,6 +19,7 @@ const OFFSETS_PARTITIONS: i32 = 6;
 
 mod broker_epoch;
 mod brokers;
+mod client_quotas;
 mod describe_producers;
 mod duplicate_proposal;
 mod durable_acks;
@@ -50,6 +51,8 @@ struct TestCluster {
     lag: Duration,
     /// Each node also listens on a `REPLICATION` listener, named the inter-broker one.
     inter_broker: bool,
+    /// The nodes take follower fetches without a broker epoch (a rolling upgrade).
+    fetch_without_epoch: bool,
 }
 
 impl TestCluster {
@@ -87,6 +90,7 @@ impl TestCluster {
             snapshot_after,
             lag,
             inter_broker,
+            fetch_without_epoch: false,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -115,6 +119,7 @@ impl TestCluster {
             .quorum(self.quorum.clone())
             .broker_session_timeout(SESSION)
             .replica_lag_time_max(self.lag)
+            .follower_fetch_without_epoch(self.fetch_without_epoch)
             .test_cluster(listener, self.snapshot_after)
             .start()
             .unwrap()

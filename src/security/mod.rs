@@ -28,6 +28,7 @@ pub(crate) mod dn;
 pub(crate) mod identity;
 #[cfg(feature = "server")]
 pub(crate) mod peer_log;
+pub(crate) mod quota;
 pub(crate) mod sasl;
 pub(crate) mod scram;
 pub(crate) mod tls;
@@ -40,6 +41,11 @@ pub use credentials::{
     CredentialChange, CredentialStore, FileCredentialStore, validate_credential,
 };
 pub(crate) use identity::{ClientIdentity, SaslLogin};
+pub use quota::{
+    CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, EntityName, FileQuotaStore,
+    PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaChange, QuotaEntity, QuotaStore, Quotas,
+    REQUEST_PERCENTAGE,
+};
 pub use sasl::SaslMechanism;
 pub use scram::{MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramMechanism};
 pub use tls::TlsSettings;
@@ -297,6 +303,8 @@ pub(crate) struct Security {
     pub(crate) failed_logins: FailedLogins,
     /// Key of the made-up SCRAM salts of unknown users (random per server).
     pub(crate) decoy_key: [u8; 32],
+    /// Client quotas and each client's usage (none kept: nobody is throttled).
+    pub(crate) quotas: quota::Throttler,
 }
 
 impl Security {
@@ -311,6 +319,7 @@ impl Security {
             tls: None,
             failed_logins: FailedLogins::default(),
             decoy_key,
+            quotas: quota::Throttler::new(None, quota::QuotaWindows::default()),
         }
     }
 

@@ -42,6 +42,7 @@ mod listener;
 mod node;
 mod partition_admin;
 mod sendfile;
+mod throttle;
 mod topic_ids;
 mod transport;
 
@@ -117,6 +118,11 @@ pub(crate) struct Config {
     pub authorizer: bool,
     /// Principals allowed everything when ACLs are enforced.
     pub super_users: Vec<String>,
+    /// How client quota usage is measured (Kafka's `quota.window.size.seconds` and
+    /// `quota.window.num`).
+    pub quota_windows: crate::security::quota::QuotaWindows,
+    /// Whether a cluster node takes a follower's fetch that carries no broker epoch.
+    pub follower_fetch_without_epoch: bool,
 }
 
 impl Default for Config {
@@ -138,6 +144,8 @@ impl Default for Config {
             tls: None,
             sasl_mechanisms: SaslMechanism::ALL.to_vec(),
             authorizer: false,
+            quota_windows: Default::default(),
+            follower_fetch_without_epoch: false,
             super_users: Vec::new(),
         }
     }
@@ -549,6 +557,30 @@ impl ServerBuilder {
     /// [`max_request_size`](ServerBuilder::max_request_size) does. Default = 500 MiB.
     pub fn max_queued_request_bytes(mut self, bytes: usize) -> Self {
         self.config.max_queued_request_bytes = bytes.max(codec::MIN_REQUEST_LEN);
+        self
+    }
+
+    /// Cluster: take a follower's fetch that carries no broker epoch (Fetch v14 and
+    /// below, or v15+ with `replica_epoch` -1), which cannot be checked against the
+    /// follower's registration (KIP-903). Default false: refused with
+    /// NOT_LEADER_OR_FOLLOWER, so no process can move the high watermark in a follower's
+    /// name without proving its incarnation. Turn it on only while a rolling upgrade from
+    /// a version that sends no broker epoch is under way.
+    pub fn follower_fetch_without_epoch(mut self, accept: bool) -> Self {
+        self.config.follower_fetch_without_epoch = accept;
+        self
+    }
+
+    /// How a client's usage is measured against its quotas: over the last `samples`
+    /// windows of `window` each (Kafka's `quota.window.num` and
+    /// `quota.window.size.seconds`). Default 11 windows of 1 s, as Kafka. A new client's
+    /// first burst is spread over `samples - 1` windows, so fewer windows let less of it
+    /// through unthrottled. `samples` below 2 is taken as 2.
+    pub fn client_quota_window(mut self, window: Duration, samples: u32) -> Self {
+        self.config.quota_windows = crate::security::quota::QuotaWindows {
+            window: window.max(Duration::from_millis(1)),
+            samples: samples.max(2),
+        };
         self
     }
 

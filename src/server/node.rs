@@ -589,7 +589,13 @@ impl ServerBuilder {
                     )
                 }
             };
+        let quotas: Arc<dyn crate::security::QuotaStore> = match cluster {
+            None => Arc::new(crate::security::FileQuotaStore::open(dir)?),
+            Some(node) => Arc::new(crate::cluster::security::ClusterQuotas(node.clone())),
+        };
         let mut security = crate::security::Security::new(credentials);
+        security.quotas =
+            crate::security::quota::Throttler::new(Some(quotas), self.config.quota_windows);
         security.mechanisms = self.config.sasl_mechanisms.clone();
         security.tls = tls;
         if let Some(acls) = acls.filter(|_| authorizer) {

@@ -80,6 +80,11 @@ pub(crate) enum Command {
     /// replicas each holds; needs --bootstrap.
     #[cfg(feature = "server")]
     Cluster(ClusterArgs),
+    /// Set, remove and list client quotas (as kafka-configs --entity-type
+    /// clients|users): on a stopped single node's data directory, or with --bootstrap on
+    /// a running node or cluster.
+    #[cfg(feature = "server")]
+    Configs(ConfigsArgs),
 }
 
 /// `tidelog cluster --bootstrap ADDRS ...`.
@@ -137,6 +142,50 @@ pub(crate) enum QuorumCmd {
         #[arg(long, value_name = "ID")]
         directory_id: Option<String>,
     },
+}
+
+/// `tidelog configs [--bootstrap ADDRS] --alter|--describe ...` (kafka-configs' names).
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ConfigsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    /// Change the entity's quotas with --add-config and --delete-config.
+    #[arg(long)]
+    pub alter: bool,
+    /// List the quotas of the entities the options name (every one without them).
+    #[arg(long)]
+    pub describe: bool,
+    /// clients or users.
+    #[arg(long, value_name = "TYPE")]
+    pub entity_type: Option<String>,
+    /// The client id or user of --entity-type.
+    #[arg(long, value_name = "NAME")]
+    pub entity_name: Option<String>,
+    /// The default of --entity-type: every client id or user without a quota of its own.
+    #[arg(long)]
+    pub entity_default: bool,
+    /// A user (the principal's name): with --client or --client-defaults, the quota of
+    /// that user's client id.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The default user.
+    #[arg(long)]
+    pub user_defaults: bool,
+    /// A client id.
+    #[arg(long, value_name = "ID")]
+    pub client: Option<String>,
+    /// The default client id.
+    #[arg(long)]
+    pub client_defaults: bool,
+    /// Quotas to set, KEY=VALUE[,KEY=VALUE...]: producer_byte_rate and
+    /// consumer_byte_rate (bytes per second), request_percentage (percent of one
+    /// thread's time).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub add_config: Vec<String>,
+    /// Quotas to remove, KEY[,KEY...].
+    #[arg(long, value_name = "KEY")]
+    pub delete_config: Vec<String>,
 }
 
 /// `tidelog users [--bootstrap ADDRS] ...`.
@@ -859,6 +908,11 @@ pub(crate) struct ServeArgs {
     /// [default: the first --listen, in plaintext].
     #[arg(long, value_name = "NAME")]
     pub inter_broker_listener: Option<String>,
+    /// Cluster: take follower fetches that carry no broker epoch (from nodes of a
+    /// version before broker epochs), which cannot be checked against the follower's
+    /// registration; only while a rolling upgrade from such a version is under way.
+    #[arg(long, requires = "quorum")]
+    pub follower_fetch_without_epoch: bool,
     /// Cluster: the replica fetchers' SASL mechanism on a SASL inter-broker listener.
     #[arg(long, value_name = "MECHANISM")]
     pub inter_broker_sasl_mechanism: Option<String>,
@@ -916,6 +970,11 @@ pub(crate) struct ServeArgs {
     /// log.retention.check.interval.ms).
     #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub log_retention_check_interval_ms: u64,
+    /// The default of the durable.acks topic setting (log.durable.acks): an acks=all
+    /// write is answered only once the leader and every in-sync replica have fsynced it.
+    /// A topic's own durable.acks overrides it. Set it alike on every node of a cluster.
+    #[arg(long)]
+    pub log_durable_acks: bool,
     /// Run as node N of a cluster (Kafka's node.id); needs --quorum.
     #[arg(long, value_name = "N", requires = "quorum")]
     pub node_id: Option<i32>,

@@ -17,6 +17,8 @@
 
 mod cli;
 mod common;
+#[cfg(feature = "server")]
+mod configs;
 mod consume;
 mod dump;
 mod dump_checkpoint;
@@ -116,6 +118,8 @@ fn main() -> ExitCode {
         Command::Quorum(args) => quorum::run(given, &args),
         #[cfg(feature = "server")]
         Command::Cluster(args) => quorum::cluster(given, &args),
+        #[cfg(feature = "server")]
+        Command::Configs(args) => configs::run(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

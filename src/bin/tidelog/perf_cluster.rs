@@ -12,6 +12,10 @@
 //!   one record a request while the acks keep up), and a record's latency runs from when
 //!   it was due to when its request was acknowledged: p50/p99/p99.9.
 //!
+//! On the cluster, a second topic with `durable.acks=true` is driven with `acks=all` too
+//! (`rf3_acksall_durable`): the cost of answering only once every in-sync replica has
+//! fsynced the write.
+//!
 //! Every configuration runs once, one after the other, in the same invocation, so their
 //! ratios come from one machine state. The nodes are stopped (SIGKILL: their data is a
 //! benchmark's, in a directory removed at the end) when the command ends, also on error.
@@ -129,14 +133,15 @@ fn free_port() -> CliResult<u16> {
         .map_err(|e| fail!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
-/// Creates `topic` (one partition, `rf` replicas) on `nodes` once they serve, and waits
-/// until its leader is known and every replica is in sync; the leader's address.
+/// Creates `topic` (one partition, `rf` replicas, `durable.acks` if `durable`) on `nodes`
+/// once they serve, and waits until its leader is known and every replica is in sync;
+/// the leader's address.
 fn create_topic(
     nodes: &mut Nodes,
     dir: &Path,
     label: &str,
     topic: &str,
-    rf: i16,
+    (rf, durable): (i16, bool),
 ) -> CliResult<String> {
     let deadline = Instant::now() + START_TIMEOUT;
     let mut last = String::from("no answer yet");
@@ -152,6 +157,9 @@ fn create_topic(
                 let mut new = NewTopic::new(topic).partitions(1).replication_factor(rf);
                 if rf > 1 {
                     new = new.config("min.insync.replicas", (rf - 1).to_string());
+                }
+                if durable {
+                    new = new.config("durable.acks", "true");
                 }
                 let result = admin.create_topics(&[new]).map_err(|e| e.to_string())?;
                 match result.into_values().next() {
@@ -466,12 +474,19 @@ pub(crate) fn cluster(data: Option<&Path>, a: &PerfClusterArgs) -> CliResult {
         let rf = count as i16;
         let mut nodes = Nodes::start(&base, label, count)?;
         let topic = format!("perf-cluster-rf{rf}");
-        let leader = create_topic(&mut nodes, &base, label, &topic, rf)?;
+        let leader = create_topic(&mut nodes, &base, label, &topic, (rf, false))?;
         eprintln!("perf cluster: {label} ({count} node(s)) ready, leader of {topic} at {leader}");
         for (name, acks) in [("acks1", 1i16), ("acksall", -1)] {
             let m = measure(&leader, &topic, acks, a)
                 .and_then(|m| nodes.check_alive(&base, label).map(|()| m))?;
             results.push((format!("rf{rf}_{name}"), m));
+        }
+        if count > 1 {
+            let topic = format!("perf-cluster-rf{rf}-durable");
+            let leader = create_topic(&mut nodes, &base, label, &topic, (rf, true))?;
+            let m = measure(&leader, &topic, -1, a)
+                .and_then(|m| nodes.check_alive(&base, label).map(|()| m))?;
+            results.push((format!("rf{rf}_acksall_durable"), m));
         }
         drop(nodes);
     }
@@ -507,10 +522,16 @@ pub(crate) fn cluster(data: Option<&Path>, a: &PerfClusterArgs) -> CliResult {
     };
     let ratio = rate("rf3_acksall") / rate("rf1_acks1").max(1e-9);
     fields.push(("rf3_acksall_vs_rf1_acks1".into(), format!("{ratio:.3}")));
+    let durable = rate("rf3_acksall_durable") / rate("rf3_acksall").max(1e-9);
+    fields.push((
+        "rf3_acksall_durable_vs_rf3_acksall".into(),
+        format!("{durable:.3}"),
+    ));
     let summary = format!(
-        "RF 3 acks=all {:.0} records/s, {ratio:.2}x RF 1 acks=1 ({:.0} records/s)",
+        "RF 3 acks=all {:.0} records/s, {ratio:.2}x RF 1 acks=1 ({:.0} records/s); with durable.acks {:.0} records/s, {durable:.2}x",
         rate("rf3_acksall"),
-        rate("rf1_acks1")
+        rate("rf1_acks1"),
+        rate("rf3_acksall_durable")
     );
     let borrowed: Vec<(&str, String)> = fields
         .iter()

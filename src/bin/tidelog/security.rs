@@ -136,7 +136,7 @@ impl UserTarget for AdminClient {
 
 /// Refuses a cluster node's data directory: its users and ACLs are in the cluster's
 /// metadata, reached with `--bootstrap`.
-fn refuse_cluster_node(data: &Path, what: &str) -> CliResult {
+pub(crate) fn refuse_cluster_node(data: &Path, what: &str) -> CliResult {
     if data.join(CLUSTER_STATE).exists() {
         return Err(fail!(
             "{} is a cluster node's data directory: the cluster keeps its {what} in its metadata log; give --bootstrap HOST:PORT of a running node instead",

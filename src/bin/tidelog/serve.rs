@@ -165,14 +165,15 @@ fn bind_listeners(listens: &[Listen]) -> CliResult<Vec<(SecurityProtocol, TcpLis
 }
 
 /// Opens the broker on the data directory (`--num-partitions`, `--max-partitions`,
-/// `--offsets-topic-num-partitions`, `--log-retention-check-interval-ms`) and
-/// logs what opening it found.
+/// `--offsets-topic-num-partitions`, `--log-retention-check-interval-ms`,
+/// `--log-durable-acks`) and logs what opening it found.
 fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
     let opened = std::time::Instant::now();
     let mut broker = Broker::builder(data)
         .default_partitions(args.num_partitions)
         .offsets_topic_num_partitions(args.offsets_topic_num_partitions)
-        .retention_check_interval(Duration::from_millis(args.log_retention_check_interval_ms));
+        .retention_check_interval(Duration::from_millis(args.log_retention_check_interval_ms))
+        .durable_acks(args.log_durable_acks);
     if let Some(max) = args.max_partitions {
         broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
     }
@@ -247,6 +248,7 @@ fn cluster_node(
             args.leader_imbalance_check_interval_seconds,
         ))
         .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
+    builder = builder.follower_fetch_without_epoch(args.follower_fetch_without_epoch);
     if let Some(name) = &args.inter_broker_listener {
         builder = builder.inter_broker_listener_name(name.clone());
     }

@@ -4,8 +4,9 @@
 //! Layout: version (`u16`), index (`u64`), cluster id (optional string), next producer
 //! id (`i64`), then a count (`u32`) and the entries of each of: brokers, topics (with
 //! their partitions), SCRAM credentials, ACL bindings, proposers' applied proposals
-//! (version 4), voters' directory ids (version 5); each partition's adding and removing
-//! replicas since version 6.
+//! (version 4), voters' directory ids (version 5), client quotas (version 7: entities
+//! with their keys and values, as the `client-quotas` file of a single node); each
+//! partition's adding and removing replicas since version 6.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,13 +16,15 @@ use crate::cluster::records::codec::{get_endpoints, get_opt_str, put_endpoints, 
 use crate::error::Result;
 use crate::security::acl::{self, AclBinding};
 use crate::security::credentials::{self, Users};
+use crate::security::quota::{self, QuotaTable};
 use crate::storage::codec::{Reader, Writer};
 
 /// Image encoding version written by this code (version 1, without users and ACLs,
 /// version 2, without the brokers' named listeners, and version 3, without the
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
-/// version 5, without the partitions' reassignments, are still read).
-const IMAGE_VERSION: u16 = 6;
+/// version 5, without the partitions' reassignments, and version 6, without client
+/// quotas, are still read).
+const IMAGE_VERSION: u16 = 7;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -61,6 +64,7 @@ impl MetadataImage {
             w.i32(*node);
             w.str(id);
         }
+        quota::put_quotas(&mut w, &self.client_quotas.0);
         w.into_bytes()
     }
 
@@ -105,6 +109,11 @@ impl MetadataImage {
                 directories.insert(node, r.str()?);
             }
         }
+        let client_quotas = if version >= 7 {
+            quota::get_quotas(&mut r)?
+        } else {
+            Default::default()
+        };
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -116,6 +125,7 @@ impl MetadataImage {
             acls: Arc::new(acls),
             proposals,
             directories,
+            client_quotas: QuotaTable(Arc::new(client_quotas)),
         })
     }
 }

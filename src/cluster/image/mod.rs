@@ -31,6 +31,7 @@ use crate::config::TopicConfig;
 use crate::error::Error;
 use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::credentials::{self, CredentialChange, Users};
+use crate::security::quota::{self, QuotaChange, QuotaTable};
 
 mod codec;
 mod once;
@@ -354,6 +355,8 @@ pub(crate) struct MetadataImage {
     /// The directory id (`meta.properties`' `directory.id`) each voter registered
     /// first: a voter is known by it for good ([`MetadataImage::register_voter_directory`]).
     pub directories: BTreeMap<i32, String>,
+    /// Client quotas (shared between images until they change).
+    pub client_quotas: QuotaTable,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -645,6 +648,7 @@ impl MetadataImage {
             MetadataRecord::AlterPartitionReassignment { partition, target } => {
                 self.alter_reassignment(partition, target.as_deref())
             }
+            MetadataRecord::AlterClientQuotas { changes } => self.alter_client_quotas(changes),
         }
     }
 
@@ -780,6 +784,14 @@ impl MetadataImage {
         let mut users = (*self.users).clone();
         credentials::apply_changes(&mut users, changes).map_err(invalid)?;
         self.users = Arc::new(users);
+        Ok(Applied::Done)
+    }
+
+    /// `AlterClientQuotas`: all the changes, or none.
+    fn alter_client_quotas(&mut self, changes: &[QuotaChange]) -> Outcome {
+        let mut quotas = (*self.client_quotas.0).clone();
+        quota::apply_changes(&mut quotas, changes).map_err(invalid)?;
+        self.client_quotas = QuotaTable(Arc::new(quotas));
         Ok(Applied::Done)
     }
 

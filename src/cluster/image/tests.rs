@@ -1056,21 +1056,21 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 6 (for an image without topics) without the endpoint count after each broker and the
-    // proposers' and directories' counts at the end: version (2),
+    // Version 2 is version 7 (for an image without topics) without the endpoint count after each broker and the
+    // proposers', directories' and quotas' counts at the end: version (2),
     // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
     // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
     // down, no replication listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 6]);
+    assert_eq!(&bytes[..2], &[0, 7]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
     bytes.drain(at..at + 4);
-    assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
+    assert_eq!(bytes.split_off(bytes.len() - 12), [0; 12]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
-    bytes[1] = 7;
+    bytes[1] = 8;
     assert!(
-        MetadataImage::decode(&bytes, "v7")
+        MetadataImage::decode(&bytes, "v8")
             .unwrap_err()
             .is_corruption()
     );
@@ -1097,6 +1097,8 @@ fn a_voter_is_known_by_its_first_directory_id() {
     let mut bytes = img.encode();
     let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
     assert_eq!(back, img);
+    // Version 7's client quotas (none) come last.
+    assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
     let tail = 4 + 4 + 4 + "dir-a".len();
     assert_eq!(
         &bytes[bytes.len() - tail..bytes.len() - tail + 4],

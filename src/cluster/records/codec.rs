@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::security::SecurityProtocol;
 use crate::security::acl;
 use crate::security::credentials::{self, CredentialChange};
+use crate::security::quota;
 use crate::storage::codec::{Reader, Writer};
 
 /// Envelope version written by this code (2 adds the [`Stamp`]; 1 is still read).
@@ -42,6 +43,7 @@ pub(super) mod kind {
     pub const REGISTER_VOTER_DIRECTORY: u8 = 16;
     pub const ELECT_UNCLEAN_LEADERS: u8 = 32;
     pub const ALTER_PARTITION_REASSIGNMENT: u8 = 33;
+    pub const ALTER_CLIENT_QUOTAS: u8 = 40;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -71,6 +73,7 @@ impl MetadataRecord {
             MetadataRecord::RegisterVoterDirectory { .. } => kind::REGISTER_VOTER_DIRECTORY,
             MetadataRecord::ElectUncleanLeaders { .. } => kind::ELECT_UNCLEAN_LEADERS,
             MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
+            MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
         }
     }
 
@@ -146,6 +149,9 @@ impl MetadataRecord {
                     w.i32s(t);
                 }
             }
+            MetadataRecord::AlterClientQuotas { changes } => {
+                put_list(w, changes, quota::put_change)
+            }
         }
     }
 
@@ -205,6 +211,10 @@ impl MetadataRecord {
                 partitions: get_list(r, 24, get_partition_ref)?,
             }),
             kind::ALTER_PARTITION_REASSIGNMENT => get_reassignment(r),
+            // At least two entity tags, a key length and a value tag each.
+            kind::ALTER_CLIENT_QUOTAS => Ok(MetadataRecord::AlterClientQuotas {
+                changes: get_list(r, 5, quota::get_change)?,
+            }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
     }

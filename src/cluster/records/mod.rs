@@ -10,6 +10,7 @@ pub(crate) mod codec;
 use crate::security::SecurityProtocol;
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::credentials::CredentialChange;
+use crate::security::quota::QuotaChange;
 
 /// A topic's id: 16 random bytes chosen by the proposer of `CreateTopic` (Kafka's topic
 /// id, printed in base64), so a topic deleted and created again under the same name is a
@@ -235,6 +236,12 @@ pub(crate) enum MetadataRecord {
         /// The target replicas, or None to cancel the reassignment in progress.
         target: Option<Vec<i32>>,
     },
+    /// Sets and removes client quotas, all or none (Kafka's `ClientQuotaRecord`, from
+    /// AlterClientQuotas).
+    AlterClientQuotas {
+        /// The changes, in order.
+        changes: Vec<QuotaChange>,
+    },
 }
 
 impl MetadataRecord {
@@ -259,6 +266,7 @@ impl MetadataRecord {
             MetadataRecord::RegisterVoterDirectory { .. } => "RegisterVoterDirectory",
             MetadataRecord::ElectUncleanLeaders { .. } => "ElectUncleanLeaders",
             MetadataRecord::AlterPartitionReassignment { .. } => "AlterPartitionReassignment",
+            MetadataRecord::AlterClientQuotas { .. } => "AlterClientQuotas",
         }
     }
 }
@@ -456,6 +464,26 @@ pub(crate) mod tests {
                     partition: 4,
                 },
                 target: None,
+            },
+            MetadataRecord::AlterClientQuotas {
+                changes: vec![
+                    QuotaChange {
+                        entity: crate::security::QuotaEntity {
+                            user: Some(crate::security::EntityName::Name("alice".into())),
+                            client_id: Some(crate::security::EntityName::Default),
+                        },
+                        key: crate::security::PRODUCER_BYTE_RATE.into(),
+                        value: Some(1_048_576.0),
+                    },
+                    QuotaChange {
+                        entity: crate::security::QuotaEntity {
+                            user: None,
+                            client_id: Some(crate::security::EntityName::Name("app".into())),
+                        },
+                        key: crate::security::REQUEST_PERCENTAGE.into(),
+                        value: None,
+                    },
+                ],
             },
         ]
     }

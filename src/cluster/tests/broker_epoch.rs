@@ -162,13 +162,66 @@ fn follower_fetches_are_taken_only_on_the_inter_broker_listener() {
         }
     }
     assert_eq!(leader.high_watermark(), 2);
-    // On the inter-broker listener: counted (a node of an older version sends no epoch).
+    // On the inter-broker listener: counted with the broker epoch (without one: refused,
+    // see `a_follower_fetch_without_a_broker_epoch_is_refused_unless_allowed`).
     let [a, b] = followers;
-    assert_eq!(follower_fetch(replication, &c, "listeners", a, None), 0);
-    let fetched = follower_fetch(replication, &c, "listeners", b, Some(epoch_of(&c, l, b)));
-    assert_eq!(fetched, 0);
+    assert_eq!(
+        follower_fetch(replication, &c, "listeners", a, None),
+        ResponseError::NotLeaderOrFollower.code()
+    );
+    for i in [a, b] {
+        let fetched = follower_fetch(replication, &c, "listeners", i, Some(epoch_of(&c, l, i)));
+        assert_eq!(fetched, 0);
+    }
     assert_eq!(leader.high_watermark(), END);
     for i in followers {
+        pause(&c, i, false);
+    }
+}
+
+#[test]
+fn a_follower_fetch_without_a_broker_epoch_is_refused_unless_allowed() {
+    // Without an inter-broker listener any connection may say it is a follower: a fetch
+    // that carries no broker epoch (Fetch v11, or v15 with -1) cannot be checked against
+    // the follower's registration, so it is refused and never moves the high watermark.
+    let c = TestCluster::with_lag(3, 1024, Duration::from_secs(60));
+    let (l, [a, b]) = uncommitted_tail(&c, "no-epoch");
+    let leader = part(&c, l, "no-epoch", 0);
+    let at = addr(&c, l);
+    for i in [a, b] {
+        for epoch in [None, Some(-1)] {
+            assert_eq!(
+                follower_fetch(at, &c, "no-epoch", i, epoch),
+                ResponseError::NotLeaderOrFollower.code(),
+                "broker {} without an epoch ({epoch:?})",
+                i + 1
+            );
+        }
+    }
+    assert_eq!(
+        leader.high_watermark(),
+        2,
+        "no fetch without an epoch was counted"
+    );
+    for i in [a, b] {
+        pause(&c, i, false);
+    }
+
+    // A rolling upgrade from a version that sends no broker epoch: the switch takes them.
+    let mut c = TestCluster::with_lag(3, 1024, Duration::from_secs(60));
+    c.fetch_without_epoch = true;
+    for i in 0..3 {
+        c.halt(i);
+        c.restart(i);
+    }
+    let (l, [a, b]) = uncommitted_tail(&c, "upgrade");
+    let leader = part(&c, l, "upgrade", 0);
+    let at = addr(&c, l);
+    for i in [a, b] {
+        assert_eq!(follower_fetch(at, &c, "upgrade", i, None), 0);
+    }
+    assert_eq!(leader.high_watermark(), END);
+    for i in [a, b] {
         pause(&c, i, false);
     }
 }

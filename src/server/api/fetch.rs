@@ -185,8 +185,15 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 
     // Resolve the partitions once (a follower's fetch is recorded then: replica_fetch.rs).
     let backend = ctx.backend();
-    let (replica, refused) =
-        super::replica_fetch::follower(backend, ctx.listener, &request, version);
+    let (replica, refused) = super::replica_fetch::follower(
+        backend,
+        (ctx.listener, ctx.shared.config.follower_fetch_without_epoch),
+        &request,
+        version,
+    );
+    if replica.is_some() {
+        crate::server::throttle::follower();
+    }
     // v13+ names topics by id.
     let by_id =
         (version >= 13).then(|| crate::server::topic_ids::by_id(backend, &backend.topic_names()));
@@ -464,7 +471,7 @@ fn frame(
     if flexible {
         buf.push(0); // the response header's tagged fields: none
     }
-    buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
+    buf.extend_from_slice(&crate::server::throttle::current_ms().to_be_bytes()); // throttle_time_ms
     if version >= 7 {
         buf.extend_from_slice(&error_code.to_be_bytes());
         buf.extend_from_slice(&session_id.to_be_bytes());

@@ -10,6 +10,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod add_raft_voter;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
@@ -24,6 +25,7 @@ mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -357,6 +359,10 @@ apis! {
         handler(describe_user_scram_credentials), errors [none];
     AlterUserScramCredentials 0..=0, AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse,
         handler(alter_user_scram_credentials), errors [none];
+    DescribeClientQuotas 0..=1, DescribeClientQuotasRequest => DescribeClientQuotasResponse,
+        handler(describe_client_quotas), errors [|r, f| f(r.error_code)];
+    AlterClientQuotas 0..=1, AlterClientQuotasRequest => AlterClientQuotasResponse,
+        handler(alter_client_quotas), errors [|r, f| r.entries.iter().for_each(|e| f(e.error_code))];
     OffsetForLeaderEpoch 2..=4, OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse,
         handler(offset_for_leader_epoch),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
@@ -824,7 +830,13 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
             api_name(req.header.request_api_key)
         )));
     }
-    dispatch(ctx, req)
+    let started = std::time::Instant::now();
+    super::throttle::before(ctx, req);
+    let reply = dispatch(ctx, req);
+    if let Ok(r) = &reply {
+        super::throttle::after(ctx, req, r, started);
+    }
+    reply
 }
 
 pub(crate) use api_versions::unsupported_version_reply;

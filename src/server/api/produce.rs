@@ -146,7 +146,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    req.respond(&ProduceResponse::default().with_responses(responses))
+    req.respond(
+        &ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(crate::server::throttle::current_ms()),
+    )
 }
 
 /// A failed partition.

@@ -33,10 +33,11 @@ use crate::topic::{AppendEpoch, Signal};
 
 /// The follower a Fetch of `version` comes from (`replica_id`, from v15 in
 /// `replica_state`), None for a consumer's, and why [`check_follower`] refuses it if it
-/// does.
+/// does. `without_epoch`: whether a follower fetch without a broker epoch is taken
+/// (the server's `follower_fetch_without_epoch`, for rolling upgrades).
 pub(super) fn follower(
     backend: &dyn Backend,
-    listener: &str,
+    (listener, without_epoch): (&str, bool),
     request: &FetchRequest,
     version: i16,
 ) -> (Option<i32>, Option<String>) {
@@ -49,7 +50,18 @@ pub(super) fn follower(
     if id < 0 {
         return (None, None);
     }
-    (Some(id), check_follower(backend, listener, id, epoch).err())
+    let checked = check_follower(backend, listener, id, epoch).and_then(|()| {
+        if epoch >= 0 || without_epoch || backend.cluster().is_none() {
+            return Ok(());
+        }
+        Err(format!(
+            "broker {id} fetched without a broker epoch (Fetch v{version}), which this node \
+             cannot check against its registration: refused (a node of an older version; \
+             during a rolling upgrade from one, start the upgraded nodes with \
+             --follower-fetch-without-epoch)"
+        ))
+    });
+    (Some(id), checked.err())
 }
 
 /// Whether the follower fetch of broker `replica` at broker epoch `epoch` (-1: none
