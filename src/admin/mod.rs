@@ -75,6 +75,7 @@ use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
+pub(crate) use member::whole_batches;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
 pub use types::{
