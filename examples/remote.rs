@@ -216,7 +216,10 @@ fn main() -> tidelog::Result<()> {
             read.iter().all(|(p, _, key)| remote[key] == *p),
             "{place}: each key read from its partition"
         );
-        println!("{place}: a group of two read {} records, each once", read.len());
+        println!(
+            "{place}: a group of two read {} records, each once",
+            read.len()
+        );
     }
     if let Some(server) = node {
         server.shutdown()?;

@@ -108,7 +108,10 @@ where
             let key = format!("user-{}", i % 10);
             let value = format!("order-{i}");
             producer
-                .send(TOPIC, ProducerRecord::keyed(key.as_bytes(), value.as_bytes()))
+                .send(
+                    TOPIC,
+                    ProducerRecord::keyed(key.as_bytes(), value.as_bytes()),
+                )
                 .expect("send");
         }
         producer.close().expect("close");
@@ -147,8 +150,14 @@ where
         .map(|p| consumer.end_offset(TOPIC, p).expect("end"))
         .sum();
     while (read as i64) < total {
-        assert!(Instant::now() < deadline, "standalone consumer: records missing");
-        read += consumer.poll(Duration::from_millis(100)).expect("poll").count();
+        assert!(
+            Instant::now() < deadline,
+            "standalone consumer: records missing"
+        );
+        read += consumer
+            .poll(Duration::from_millis(100))
+            .expect("poll")
+            .count();
     }
     consumer.close();
     (committed, read)
@@ -173,9 +182,8 @@ where
 #[test]
 fn the_same_program_runs_in_process_and_on_a_node() {
     let local_dir = tempfile::tempdir().unwrap();
-    let (local_seen, local_committed) = program(&mut || {
-        Arc::new(Broker::open(local_dir.path()).expect("open the directory"))
-    });
+    let (local_seen, local_committed) =
+        program(&mut || Arc::new(Broker::open(local_dir.path()).expect("open the directory")));
 
     let node_dir = tempfile::tempdir().unwrap();
     let mut node: Option<(ServerHandle, Broker)> = None;
@@ -190,8 +198,8 @@ fn the_same_program_runs_in_process_and_on_a_node() {
             .listen("127.0.0.1:0")
             .start()
             .expect("serve");
-        let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string()))
-            .expect("connect");
+        let cluster =
+            Cluster::connect(ClientConfig::new(server.local_addr().to_string())).expect("connect");
         node = Some((server, broker));
         Arc::new(cluster)
     });
@@ -204,8 +212,14 @@ fn the_same_program_runs_in_process_and_on_a_node() {
             "{key}"
         );
     }
-    assert_eq!(remote_seen, local_seen, "the same records at the same offsets");
-    assert_eq!(remote_committed, local_committed, "the same committed offsets");
+    assert_eq!(
+        remote_seen, local_seen,
+        "the same records at the same offsets"
+    );
+    assert_eq!(
+        remote_committed, local_committed,
+        "the same committed offsets"
+    );
     let ends: i64 = local_committed.values().map(|c| c.unwrap_or(0)).sum();
     assert_eq!(ends, 100, "everything read was committed");
 }

@@ -861,7 +861,7 @@ impl LocalMember {
 pub struct GroupConsumer(Member);
 
 enum Member {
-    Local(LocalMember),
+    Local(Box<LocalMember>),
     // Built only with the `client` feature.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     Remote(Box<dyn RemoteMember>),
@@ -904,12 +904,12 @@ impl GroupConsumer {
     pub fn join(log: impl Into<Source>, config: GroupConfig) -> Result<GroupConsumer> {
         check_config(&config)?;
         match log.into().0 {
-            Origin::Local(broker) => Ok(GroupConsumer(Member::Local(LocalMember::join(
+            Origin::Local(broker) => Ok(GroupConsumer(Member::Local(Box::new(LocalMember::join(
                 &broker, config,
-            )?))),
-            Origin::Remote(remote) => Ok(GroupConsumer(Member::Remote(
-                remote.group_member(config)?,
-            ))),
+            )?)))),
+            Origin::Remote(remote) => {
+                Ok(GroupConsumer(Member::Remote(remote.group_member(config)?)))
+            }
         }
     }
 

@@ -33,10 +33,10 @@ pub use assignor::{
 pub use member::ConsumerGroup;
 pub use member::{GroupConfig, GroupConsumer, GroupProtocol, RebalanceContext, RebalanceListener};
 // Implemented by the network client (feature `client`); unused without it.
+pub use share::{ShareConsumer, ShareConsumerConfig, ShareRecord};
+pub use source::Source;
 #[cfg_attr(not(feature = "client"), allow(unused_imports))]
 pub(crate) use source::{RemoteConsumer, RemoteMember, RemoteRebalance, RemoteSource, SeekSpec};
-pub use source::Source;
-pub use share::{ShareConsumer, ShareConsumerConfig, ShareRecord};
 pub use standalone::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
     OffsetReset,

@@ -484,7 +484,11 @@ impl Reader {
                 *self.coordinator.lock() = Some(addr.clone());
                 return Ok(addr);
             }
-            let e = self.group_error(api_version::<FindCoordinatorRequest>(version), &broker, code);
+            let e = self.group_error(
+                api_version::<FindCoordinatorRequest>(version),
+                &broker,
+                code,
+            );
             if !retriable(ErrorCode::from_code(code)) || attempt >= ATTEMPTS {
                 return Err(e);
             }
@@ -697,9 +701,7 @@ impl Reader {
                 | ErrorCode::UNKNOWN_MEMBER_ID
                 | ErrorCode::NOT_COORDINATOR
                 | ErrorCode::COORDINATOR_NOT_AVAILABLE
-                | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => {
-                    self.group_error(api, &broker, code)
-                }
+                | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => self.group_error(api, &broker, code),
                 _ => partition_error(api, &broker, &topic, partition, code, None),
             });
         }
@@ -772,7 +774,10 @@ impl crate::consumer::RemoteConsumer for RemoteConsumer {
     fn commit(&mut self, offsets: Option<&[(&str, i32, i64)]>) -> Result<()> {
         self.check_open()?;
         let offsets: Vec<(String, i32, i64)> = match offsets {
-            Some(list) => list.iter().map(|(t, p, o)| (t.to_string(), *p, *o)).collect(),
+            Some(list) => list
+                .iter()
+                .map(|(t, p, o)| (t.to_string(), *p, *o))
+                .collect(),
             None => self.reader.positions(),
         };
         self.reader.commit((-1, "", None), &offsets)

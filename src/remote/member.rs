@@ -268,8 +268,7 @@ impl RemoteMember {
         // The coordinator holds a JoinGroup until the round ends (at most the
         // rebalance timeout).
         let timeout = self.config.rebalance_timeout + self.reader.cluster.request_timeout();
-        let (broker, version, joined) =
-            self.reader.call_coordinator(JOIN_GROUP, build, timeout)?;
+        let (broker, version, joined) = self.reader.call_coordinator(JOIN_GROUP, build, timeout)?;
         if joined.error_code == ErrorCode::MEMBER_ID_REQUIRED.code() {
             // Join again at once with the id given.
             self.member_id = joined.member_id.to_string();
@@ -311,8 +310,7 @@ impl RemoteMember {
                 false => request,
             }
         };
-        let (broker, version, synced) =
-            self.reader.call_coordinator(SYNC_GROUP, build, timeout)?;
+        let (broker, version, synced) = self.reader.call_coordinator(SYNC_GROUP, build, timeout)?;
         if synced.error_code != 0 {
             let api = api_version::<SyncGroupRequest>(version);
             return self
@@ -573,8 +571,8 @@ impl crate::consumer::RemoteMember for RemoteMember {
         if joined && self.config.group_instance_id.is_none() {
             let member_id = kstr(&self.member_id);
             let build = |version: i16| {
-                let request =
-                    LeaveGroupRequest::default().with_group_id(GroupId(kstr(&self.config.group_id)));
+                let request = LeaveGroupRequest::default()
+                    .with_group_id(GroupId(kstr(&self.config.group_id)));
                 match version >= 3 {
                     true => request.with_members(vec![
                         MemberIdentity::default().with_member_id(member_id.clone()),

@@ -137,7 +137,11 @@ fn a_consumer_of_assigned_partitions_reads_seeks_and_commits_over_the_network() 
     strict.assign(&[("t", 0)]).unwrap();
     assert!(matches!(
         strict.position("t", 0),
-        Err(Error::NoOffsetForPartition { start: 0, end: 10, .. })
+        Err(Error::NoOffsetForPartition {
+            start: 0,
+            end: 10,
+            ..
+        })
     ));
     c.close();
     assert!(matches!(
@@ -177,17 +181,30 @@ fn a_read_committed_consumer_over_the_network_skips_aborted_records() {
         c
     };
     let mut committed = level(IsolationLevel::ReadCommitted);
-    let got = read(&mut || committed.poll(Duration::from_millis(100)).unwrap(), 2);
+    let got = read(
+        &mut || committed.poll(Duration::from_millis(100)).unwrap(),
+        2,
+    );
     assert_eq!(got, [(0, "a".to_string()), (3, "b".to_string())]);
-    assert_eq!(committed.end_offset("t", 0).unwrap(), 4, "the last stable offset");
+    assert_eq!(
+        committed.end_offset("t", 0).unwrap(),
+        4,
+        "the last stable offset"
+    );
     let mut uncommitted = level(IsolationLevel::ReadUncommitted);
-    let got = read(&mut || uncommitted.poll(Duration::from_millis(100)).unwrap(), 4);
+    let got = read(
+        &mut || uncommitted.poll(Duration::from_millis(100)).unwrap(),
+        4,
+    );
     let values: Vec<&str> = got.iter().map(|(_, v)| v.as_str()).collect();
     assert_eq!(values, ["a", "x", "b", "open"]);
 }
 
 /// What a listener heard: ("assigned" or "revoked", partitions).
 type Heard = Arc<Mutex<Vec<(&'static str, Vec<(String, i32)>)>>>;
+
+/// The assignment a member thread published last.
+type Published = Arc<Mutex<Vec<(String, i32)>>>;
 
 struct Recorder(Heard);
 
@@ -217,13 +234,9 @@ fn member(
     group: &str,
     assignor: Arc<dyn Assignor>,
     stop: Arc<AtomicBool>,
-) -> (
-    Heard,
-    Arc<Mutex<Vec<(String, i32)>>>,
-    std::thread::JoinHandle<()>,
-) {
+) -> (Heard, Published, std::thread::JoinHandle<()>) {
     let heard = Heard::default();
-    let owned = Arc::new(Mutex::new(Vec::new()));
+    let owned = Published::default();
     let config = GroupConfig::new(group, &["t"])
         .assignors(vec![assignor])
         .enable_auto_commit(false);
@@ -284,11 +297,21 @@ fn members_over_the_network_split_partitions_with_each_assignor_and_tell_the_lis
             .flat_map(|(_, ps)| ps.iter().cloned())
             .collect();
         // Eager: everything is given up before rejoining; cooperative: only what moves.
-        assert_eq!(revoked.len(), if cooperative { 2 } else { 4 }, "{group}: {heard:?}");
-        assert_eq!(heard.first().map(|h| h.1.len()), Some(4), "{group}: {heard:?}");
+        assert_eq!(
+            revoked.len(),
+            if cooperative { 2 } else { 4 },
+            "{group}: {heard:?}"
+        );
+        assert_eq!(
+            heard.first().map(|h| h.1.len()),
+            Some(4),
+            "{group}: {heard:?}"
+        );
         let heard_b = heard_b.lock().unwrap().clone();
         assert!(
-            heard_b.iter().any(|(what, ps)| *what == "assigned" && !ps.is_empty()),
+            heard_b
+                .iter()
+                .any(|(what, ps)| *what == "assigned" && !ps.is_empty()),
             "{group}: {heard_b:?}"
         );
     }
