@@ -75,7 +75,6 @@ use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
-pub(crate) use member::whole_batches;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
 pub use types::{
@@ -90,6 +89,7 @@ use crate::error::{Error, Result};
 use crate::security::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
 use crate::security::{ClientIdentity, SaslLogin};
+pub(crate) use member::whole_batches;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.
