@@ -89,9 +89,8 @@ pub struct GroupConfig {
     pub check_crcs: bool,
     /// `isolation.level`: which records of transactions to read. Default
     /// ReadUncommitted, as in Kafka. Reading committed, a member also waits for its
-    /// group's committed offsets to be stable (KIP-447); the network
-    /// `admin::GroupMember` reads committed records but does not
-    /// ask for stable offsets yet.
+    /// group's committed offsets to be stable (KIP-447), in process and over the
+    /// network (OffsetFetch v7 `require_stable`).
     pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
