@@ -1,7 +1,9 @@
 //! The same producer code on a data directory in this process and on a Kafka-API
 //! cluster over the network: only the line that opens the log differs. Keyed records
 //! land on the same partition both ways (Kafka's murmur2 partitioner), which the program
-//! checks by reading both logs back.
+//! checks by reading both logs back; then the same group consumer code (two members,
+//! each in its thread, committing as they go) reads every record of both logs exactly
+//! once.
 //!
 //! With `TIDELOG_BOOTSTRAP=host:port` it uses that cluster (tidelog, Apache Kafka,
 //! Redpanda: any Kafka-API cluster; the topic `remote-example` is created if missing);
@@ -9,11 +11,14 @@
 //!
 //! Run with `cargo run --release --all-features --example remote`.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use tidelog::consumer::Source;
 use tidelog::{
-    Broker, ClientConfig, Cluster, IsolationLevel, Producer, ProducerRecord, Server, TopicConfig,
+    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, GroupConfig, GroupConsumer,
+    IsolationLevel, OffsetReset, Producer, ProducerRecord, Server, TopicConfig,
 };
 
 const TOPIC: &str = "remote-example";
@@ -96,6 +101,64 @@ fn keys_on_cluster(cluster: &Cluster, partition: i32) -> tidelog::Result<Vec<Str
     Ok(keys)
 }
 
+/// Reads the whole topic in a new group of two members, each in its own thread and
+/// committing after each poll: the same code for a data directory (`&broker`) and a
+/// cluster (`&cluster`). Returns each record's (partition, offset, key), once each.
+fn consume_in_group<L: Sync>(log: &L, group: &str) -> tidelog::Result<BTreeSet<(i32, i64, String)>>
+where
+    for<'a> &'a L: Into<Source>,
+{
+    // Where the topic ends now: the group reads up to there.
+    let mut probe = Consumer::new(log, ConsumerConfig::default());
+    let all: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (TOPIC, p)).collect();
+    probe.assign(&all)?;
+    let mut total = 0;
+    for p in 0..PARTITIONS {
+        total += probe.end_offset(TOPIC, p)?;
+    }
+    let seen = Mutex::new(BTreeSet::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    std::thread::scope(|s| {
+        let members: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| -> tidelog::Result<()> {
+                    let config = GroupConfig::new(group, &[TOPIC])
+                        .auto_offset_reset(OffsetReset::Earliest)
+                        .enable_auto_commit(false);
+                    let mut member = GroupConsumer::join(log, config)?;
+                    while (seen.lock().unwrap().len() as i64) < total {
+                        if Instant::now() > deadline {
+                            return Err(tidelog::Error::Timeout(format!(
+                                "group {group}: records missing"
+                            )));
+                        }
+                        let records = member.poll(Duration::from_millis(200))?;
+                        for record in &records {
+                            let r = record?;
+                            let key = String::from_utf8_lossy(r.key.unwrap_or_default()).into();
+                            if !seen.lock().unwrap().insert((r.partition, r.offset, key)) {
+                                return Err(tidelog::Error::InvalidBatch(format!(
+                                    "{}-{} read twice",
+                                    r.partition, r.offset
+                                )));
+                            }
+                        }
+                        if !records.is_empty() {
+                            member.commit_sync()?;
+                        }
+                    }
+                    member.close();
+                    Ok(())
+                })
+            })
+            .collect();
+        members
+            .into_iter()
+            .try_for_each(|m| m.join().expect("member thread"))
+    })?;
+    Ok(seen.into_inner().unwrap())
+}
+
 fn main() -> tidelog::Result<()> {
     let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/remote-example");
     let _ = std::fs::remove_dir_all(&base);
@@ -141,6 +204,23 @@ fn main() -> tidelog::Result<()> {
         USERS * EVENTS_PER_USER,
         broker.dir().display()
     );
+
+    // The same group consumer on both logs: every record read once, each key from its
+    // partition.
+    let group = format!("remote-example-{}", std::process::id());
+    for (place, read) in [
+        ("in process", consume_in_group(&broker, &group)?),
+        ("on the cluster", consume_in_group(&cluster, &group)?),
+    ] {
+        assert!(
+            read.iter().all(|(p, _, key)| remote[key] == *p),
+            "{place}: each key read from its partition"
+        );
+        println!(
+            "{place}: a group of two read {} records, each once",
+            read.len()
+        );
+    }
     if let Some(server) = node {
         server.shutdown()?;
     }

@@ -1059,7 +1059,7 @@ fn millis(d: Duration) -> i32 {
 
 /// The length of the whole batches at the start of `records` (a broker may end a Fetch
 /// answer with part of a batch) and the offset after the last of them.
-fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
+pub(crate) fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
     let mut at = 0;
     let mut next = -1;
     while records.len() - at >= 12 {

@@ -45,6 +45,8 @@ use crate::coordinator::{
 };
 use crate::error::{Error, Result};
 
+use super::source::{Origin, RemoteMember, RemoteRebalance, Source};
+
 /// Topic partitions, as an assignment lists them.
 type Partitions = Vec<(String, i32)>;
 
@@ -87,9 +89,8 @@ pub struct GroupConfig {
     pub check_crcs: bool,
     /// `isolation.level`: which records of transactions to read. Default
     /// ReadUncommitted, as in Kafka. Reading committed, a member also waits for its
-    /// group's committed offsets to be stable (KIP-447); the network
-    /// `admin::GroupMember` reads committed records but does not
-    /// ask for stable offsets yet.
+    /// group's committed offsets to be stable (KIP-447), in process and over the
+    /// network (OffsetFetch v7 `require_stable`).
     pub isolation_level: IsolationLevel,
     /// Static membership id (`group.instance.id`). Default None.
     pub group_instance_id: Option<String>,
@@ -152,6 +153,18 @@ impl GroupConfig {
             group_instance_id: None,
             client_id: "tidelog".into(),
             group_protocol: GroupProtocol::Classic,
+        }
+    }
+
+    /// The settings of the member's reads and commits.
+    pub(crate) fn consumer_config(&self) -> ConsumerConfig {
+        ConsumerConfig {
+            group_id: Some(self.group_id.clone()),
+            auto_offset_reset: self.auto_offset_reset,
+            max_partition_fetch_bytes: self.max_partition_fetch_bytes,
+            check_crcs: self.check_crcs,
+            isolation_level: self.isolation_level,
+            ..ConsumerConfig::default()
         }
     }
 
@@ -242,32 +255,51 @@ impl GroupConfig {
 
 /// What a rebalance listener may do while partitions are revoked: read positions and
 /// commit them.
-pub struct RebalanceContext<'a> {
-    fetcher: &'a Fetcher,
-    generation: i32,
-    member_id: &'a str,
-    instance: Option<&'a str>,
+pub struct RebalanceContext<'a>(Context<'a>);
+
+enum Context<'a> {
+    Local {
+        fetcher: &'a Fetcher,
+        generation: i32,
+        member_id: &'a str,
+        instance: Option<&'a str>,
+    },
+    // Built only with the `client` feature.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    Remote(&'a dyn RemoteRebalance),
 }
 
-impl RebalanceContext<'_> {
+impl<'a> RebalanceContext<'a> {
+    /// The context of a member over the network.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn remote(member: &'a dyn RemoteRebalance) -> RebalanceContext<'a> {
+        RebalanceContext(Context::Remote(member))
+    }
+
     /// The member's next offset per assigned partition: (topic, partition, offset).
     pub fn positions(&self) -> Vec<(String, i32, i64)> {
-        self.fetcher
-            .positions()
-            .into_iter()
-            .map(|c| (c.topic, c.partition, c.offset))
-            .collect()
+        match &self.0 {
+            Context::Local { fetcher, .. } => fetcher
+                .positions()
+                .into_iter()
+                .map(|c| (c.topic, c.partition, c.offset))
+                .collect(),
+            Context::Remote(r) => r.positions(),
+        }
     }
 
     /// Commits the current positions (with the generation being left, which the
     /// coordinator accepts while the group prepares the rebalance).
     pub fn commit_sync(&self) -> Result<()> {
-        self.fetcher.commit(
-            self.generation,
-            self.member_id,
-            self.instance,
-            self.fetcher.positions(),
-        )
+        match &self.0 {
+            Context::Local {
+                fetcher,
+                generation,
+                member_id,
+                instance,
+            } => fetcher.commit(*generation, member_id, *instance, fetcher.positions()),
+            Context::Remote(r) => r.commit_sync(),
+        }
     }
 }
 
@@ -300,12 +332,8 @@ enum MemberState {
     Stable,
 }
 
-/// A member of a consumer group, used from one thread (`Send`, not `Sync`).
-///
-/// Created with [`GroupConsumer::join`]; it joins on the first `poll`. Dropping it (or
-/// [`GroupConsumer::close`]) commits (if auto-commit is on, and not while the thread is
-/// panicking) and leaves the group, so the others take its partitions at once.
-pub struct GroupConsumer {
+/// A [`GroupConsumer`] of a [`Broker`] in this process.
+pub(super) struct LocalMember {
     fetcher: Fetcher,
     config: GroupConfig,
     state: MemberState,
@@ -314,13 +342,11 @@ pub struct GroupConsumer {
     listener: Option<Box<dyn RebalanceListener>>,
     last_heartbeat: Instant,
     last_auto_commit: Instant,
-    /// Raised by the coordinator when the group starts a rebalance (see
-    /// `RebalanceWaker`): the next poll heartbeats at once.
     rebalance_flag: Arc<AtomicBool>,
     closed: bool,
 }
 
-impl std::fmt::Debug for GroupConsumer {
+impl std::fmt::Debug for LocalMember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GroupConsumer")
             .field("group_id", &self.config.group_id)
@@ -331,38 +357,14 @@ impl std::fmt::Debug for GroupConsumer {
     }
 }
 
-impl GroupConsumer {
-    /// A member of `config.group_id` subscribed to `config.topics`. Checks the topics
-    /// exist; the member joins the group on its first `poll`.
-    pub fn join(broker: &Broker, config: GroupConfig) -> Result<GroupConsumer> {
-        if config.group_id.is_empty() {
-            return Err(Error::InvalidConfig {
-                key: "group.id".into(),
-                reason: "a consumer group needs a non-empty group id".into(),
-            });
-        }
-        if config.topics.is_empty() || config.assignors.is_empty() {
-            return Err(Error::InvalidConfig {
-                key: "subscription".into(),
-                reason: format!(
-                    "group {:?} needs at least one topic and one assignor",
-                    config.group_id
-                ),
-            });
-        }
+impl LocalMember {
+    fn join(broker: &Broker, config: GroupConfig) -> Result<LocalMember> {
         for t in &config.topics {
             broker.topic(t)?;
         }
-        let consumer_config = ConsumerConfig {
-            group_id: Some(config.group_id.clone()),
-            auto_offset_reset: config.auto_offset_reset,
-            max_partition_fetch_bytes: config.max_partition_fetch_bytes,
-            check_crcs: config.check_crcs,
-            isolation_level: config.isolation_level,
-            ..ConsumerConfig::default()
-        };
+        let consumer_config = config.consumer_config();
         let now = Instant::now();
-        Ok(GroupConsumer {
+        Ok(LocalMember {
             fetcher: Fetcher::new(broker.clone(), consumer_config),
             config,
             state: MemberState::Unjoined,
@@ -376,26 +378,19 @@ impl GroupConsumer {
         })
     }
 
-    /// Sets the rebalance listener.
-    pub fn set_listener(&mut self, listener: impl RebalanceListener + 'static) {
+    fn set_listener(&mut self, listener: impl RebalanceListener + 'static) {
         self.listener = Some(Box::new(listener));
     }
 
-    /// The member id the coordinator gave ("" before the first join).
-    pub fn member_id(&self) -> &str {
+    fn member_id(&self) -> &str {
         &self.member_id
     }
 
-    /// The generation the member is in (-1 before the first join).
-    pub fn generation(&self) -> i32 {
+    fn generation(&self) -> i32 {
         self.generation
     }
 
-    /// The group and this member's generation, member id and instance id (Kafka's
-    /// `groupMetadata()`): what a transactional producer's
-    /// [`crate::Producer::send_offsets_to_transaction`] takes, so that the offsets of
-    /// a member that lost its partitions in a rebalance are refused.
-    pub fn group_metadata(&self) -> crate::producer::ConsumerGroupMetadata {
+    fn group_metadata(&self) -> crate::producer::ConsumerGroupMetadata {
         crate::producer::ConsumerGroupMetadata {
             group_id: self.config.group_id.clone(),
             generation_id: self.generation,
@@ -404,38 +399,31 @@ impl GroupConsumer {
         }
     }
 
-    /// The partitions the member owns now.
-    pub fn assignment(&self) -> Vec<(String, i32)> {
+    fn assignment(&self) -> Vec<(String, i32)> {
         self.fetcher.assignment()
     }
 
-    /// The next offset the member reads from a partition it owns (see
-    /// [`Consumer::position`](crate::Consumer::position) for a committed offset that
-    /// is not stable yet).
-    pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+    fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
         self.fetcher.position(topic, partition)
     }
 
-    /// Where the member's reads of a partition it owns end now: its high watermark, or
-    /// its last stable offset when reading committed (the lag is this minus the
-    /// position).
-    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+    fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
         self.fetcher.end_offset_of(topic, partition)
     }
 
-    /// The next poll reads this partition (which the member owns) from `offset`.
-    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
         self.fetcher.find(topic, partition)?.position = Some(offset);
         Ok(())
     }
 
-    /// The group's committed offset for a partition, None if there is none.
-    pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+    fn offsets_for_times(&self, timestamp: i64) -> Result<Vec<(String, i32, Option<i64>)>> {
+        self.fetcher.offsets_for_times(timestamp)
+    }
+
+    fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
         self.fetcher.committed(topic, partition)
     }
 
-    /// True if every configured assignor is cooperative (as in Kafka, the group then
-    /// uses the incremental protocol; one eager assignor makes it eager).
     fn cooperative(&self) -> bool {
         self.config.assignors.iter().all(|a| a.is_cooperative())
     }
@@ -451,7 +439,6 @@ impl GroupConsumer {
         }
     }
 
-    /// Commits the current positions with the member's generation.
     fn commit_current(&self) -> Result<()> {
         self.fetcher.commit(
             self.generation,
@@ -498,7 +485,6 @@ impl GroupConsumer {
         }
     }
 
-    /// As leader: decode every member's subscription and run the chosen assignor.
     fn compute_assignment(&self, resp: &JoinGroupResponse) -> Result<Vec<(String, Vec<u8>)>> {
         let protocol = resp.protocol_name.clone().unwrap_or_default();
         let assignor = self
@@ -543,7 +529,6 @@ impl GroupConsumer {
             .collect())
     }
 
-    /// Drives the join / sync protocol until the member is stable or `deadline`.
     fn ensure_joined(&mut self, deadline: Instant) -> Result<bool> {
         if self.config.group_protocol == GroupProtocol::Consumer {
             return self.ensure_joined_consumer(deadline);
@@ -626,8 +611,6 @@ impl GroupConsumer {
         }
     }
 
-    /// The member is in generation `resp.generation_id`: registers its waker and
-    /// computes the assignment if it leads.
     fn joined(&mut self, resp: JoinGroupResponse) -> Result<()> {
         self.member_id = resp.member_id.clone();
         self.generation = resp.generation_id;
@@ -651,8 +634,6 @@ impl GroupConsumer {
         Ok(())
     }
 
-    /// A JoinGroup or SyncGroup was refused: rejoin (with a fresh id if the old one is
-    /// gone), wait a little if the coordinator is away, or fail for good.
     fn join_failed(&mut self, e: GroupError, deadline: Instant) -> Result<()> {
         self.state = MemberState::Unjoined;
         match e {
@@ -682,20 +663,17 @@ impl GroupConsumer {
 
     fn notify_revoked(&mut self, partitions: &[(String, i32)]) {
         if let Some(mut l) = self.listener.take() {
-            let ctx = RebalanceContext {
+            let ctx = RebalanceContext(Context::Local {
                 fetcher: &self.fetcher,
                 generation: self.generation,
                 member_id: &self.member_id,
                 instance: self.config.group_instance_id.as_deref(),
-            };
+            });
             l.on_partitions_revoked(&ctx, partitions);
             self.listener = Some(l);
         }
     }
 
-    /// Cooperative protocol: keeps the partitions that stay, revokes those that go
-    /// (committing them first) and adds the new ones. If any were revoked, the member
-    /// rejoins at once so that their new owner gets them in the follow-up rebalance.
     fn apply_incremental(&mut self, list: &[(String, i32)]) -> Result<()> {
         let (revoked, added) = self.revoke_for(list);
         self.state = if revoked.is_empty() {
@@ -708,9 +686,6 @@ impl GroupConsumer {
         Ok(())
     }
 
-    /// Splits the move from the current assignment to `list` into the partitions revoked
-    /// and those added, and revokes the first (committing them first if auto-commit is
-    /// on, then the listener). Both protocols reconcile incrementally through this.
     pub(super) fn revoke_for(&mut self, list: &[(String, i32)]) -> (Partitions, Partitions) {
         let current = self.assignment();
         let revoked: Partitions = current
@@ -732,8 +707,6 @@ impl GroupConsumer {
         (revoked, added)
     }
 
-    /// Gives up the assignment before rejoining: auto-commit (if `commit`), listener,
-    /// unassign.
     fn revoke(&mut self, commit: bool) {
         if commit && self.config.enable_auto_commit {
             let _ = self.commit_current();
@@ -778,9 +751,7 @@ impl GroupConsumer {
         }
     }
 
-    /// Joins or rejoins the group as needed, heartbeats, auto-commits, and waits up to
-    /// `timeout` for records from the member's partitions.
-    pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
+    fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         if self.closed {
             return Err(Error::Closed(format!(
                 "member {:?} of consumer group {:?}",
@@ -820,9 +791,6 @@ impl GroupConsumer {
         }
     }
 
-    /// Commits the positions of the owned partitions (none after an eager revocation:
-    /// then there is nothing to commit) with the member's generation; the coordinator
-    /// refuses it if that generation is over.
     fn commit_positions(&mut self, fsync: bool) -> Result<()> {
         self.commit_current()?;
         if fsync {
@@ -833,21 +801,15 @@ impl GroupConsumer {
         Ok(())
     }
 
-    /// Commits the positions of every owned partition and fsyncs `__consumer_offsets`
-    /// before returning.
-    pub fn commit_sync(&mut self) -> Result<()> {
+    fn commit_sync(&mut self) -> Result<()> {
         self.commit_positions(true)
     }
 
-    /// Commits the positions without waiting for the fsync (the commit is in the page
-    /// cache, visible to every member at once, and durable after the next flush).
-    pub fn commit_async(&mut self) -> Result<()> {
+    fn commit_async(&mut self) -> Result<()> {
         self.commit_positions(false)
     }
 
-    /// Commits explicit offsets (topic, partition, next offset to read) for partitions
-    /// the member owns, with its generation.
-    pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
+    fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
         self.fetcher.commit(
             self.generation,
             &self.member_id,
@@ -856,9 +818,7 @@ impl GroupConsumer {
         )
     }
 
-    /// Commits (if auto-commit is on) and leaves the group. Later polls return
-    /// `Error::Closed`.
-    pub fn close(&mut self) {
+    fn close(&mut self) {
         if self.closed {
             return;
         }
@@ -884,6 +844,198 @@ impl GroupConsumer {
     }
 }
 
+/// A member of a consumer group, used from one thread (`Send`, not `Sync`).
+///
+/// Created with [`GroupConsumer::join`]; it joins on the first `poll`. Dropping it (or
+/// [`GroupConsumer::close`]) commits (if auto-commit is on, and not while the thread is
+/// panicking) and leaves the group, so the others take its partitions at once.
+///
+/// Opened on a [`Broker`] in this process (`GroupConsumer::join(&broker, ..)`), or, with
+/// the `client` feature, on a `tidelog::Cluster` over the network
+/// (`GroupConsumer::join(&cluster, ..)`): the calls, the assignors, the rebalance
+/// listener and the commits are the same; over the network the member speaks Kafka's
+/// classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+/// OffsetCommit, OffsetFetch, LeaveGroup) to the group's coordinator, at the versions
+/// negotiated with it, and fetches from each partition's leader.
+pub struct GroupConsumer(Member);
+
+enum Member {
+    Local(Box<LocalMember>),
+    // Built only with the `client` feature.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    Remote(Box<dyn RemoteMember>),
+}
+
+impl std::fmt::Debug for GroupConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Member::Local(m) => m.fmt(f),
+            Member::Remote(m) => f
+                .debug_struct("RemoteGroupConsumer")
+                .field("member_id", &m.member_id())
+                .field("generation", &m.generation())
+                .field("assignment", &m.assignment())
+                .finish(),
+        }
+    }
+}
+
+/// Calls `$call` on the member, in process or over the network.
+macro_rules! on_member {
+    ($self:ident, $m:ident => $call:expr) => {
+        match &$self.0 {
+            Member::Local($m) => $call,
+            Member::Remote($m) => $call,
+        }
+    };
+    (mut $self:ident, $m:ident => $call:expr) => {
+        match &mut $self.0 {
+            Member::Local($m) => $call,
+            Member::Remote($m) => $call,
+        }
+    };
+}
+
+impl GroupConsumer {
+    /// A member of `config.group_id` subscribed to `config.topics`, on `log`
+    /// (`&broker`, or `&cluster` with the `client` feature). Checks the topics exist;
+    /// the member joins the group on its first `poll`.
+    pub fn join(log: impl Into<Source>, config: GroupConfig) -> Result<GroupConsumer> {
+        check_config(&config)?;
+        match log.into().0 {
+            Origin::Local(broker) => Ok(GroupConsumer(Member::Local(Box::new(LocalMember::join(
+                &broker, config,
+            )?)))),
+            Origin::Remote(remote) => {
+                Ok(GroupConsumer(Member::Remote(remote.group_member(config)?)))
+            }
+        }
+    }
+
+    /// Sets the rebalance listener.
+    pub fn set_listener(&mut self, listener: impl RebalanceListener + 'static) {
+        match &mut self.0 {
+            Member::Local(m) => m.set_listener(listener),
+            Member::Remote(m) => m.set_listener(Box::new(listener)),
+        }
+    }
+
+    /// The member id the coordinator gave ("" before the first join).
+    pub fn member_id(&self) -> &str {
+        on_member!(self, m => m.member_id())
+    }
+
+    /// The generation the member is in (-1 before the first join).
+    pub fn generation(&self) -> i32 {
+        on_member!(self, m => m.generation())
+    }
+
+    /// The group and this member's generation, member id and instance id (Kafka's
+    /// `groupMetadata()`): what a transactional producer's
+    /// [`crate::Producer::send_offsets_to_transaction`] takes, so that the offsets of
+    /// a member that lost its partitions in a rebalance are refused.
+    pub fn group_metadata(&self) -> crate::producer::ConsumerGroupMetadata {
+        match &self.0 {
+            Member::Local(m) => m.group_metadata(),
+            Member::Remote(m) => m.group_metadata(),
+        }
+    }
+
+    /// The partitions the member owns now.
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        on_member!(self, m => m.assignment())
+    }
+
+    /// The next offset the member reads from a partition it owns (see
+    /// [`Consumer::position`](crate::Consumer::position) for a committed offset that
+    /// is not stable yet).
+    pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        on_member!(mut self, m => m.position(topic, partition))
+    }
+
+    /// Where the member's reads of a partition it owns end now: its high watermark, or
+    /// its last stable offset when reading committed (the lag is this minus the
+    /// position).
+    pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        on_member!(self, m => m.end_offset(topic, partition))
+    }
+
+    /// The next poll reads this partition (which the member owns) from `offset`.
+    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        on_member!(mut self, m => m.seek(topic, partition, offset))
+    }
+
+    /// Kafka's `offsetsForTimes` for the partitions the member owns: for each, the
+    /// offset of its first record with a timestamp at or after `timestamp` (ms since
+    /// the epoch), None when it has none before its end. Over the network: ListOffsets
+    /// by timestamp. Seek to one with [`seek`](Self::seek).
+    pub fn offsets_for_times(&self, timestamp: i64) -> Result<Vec<(String, i32, Option<i64>)>> {
+        on_member!(self, m => m.offsets_for_times(timestamp))
+    }
+
+    /// The group's committed offset for a partition, None if there is none.
+    pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+        on_member!(self, m => m.committed(topic, partition))
+    }
+
+    /// Joins or rejoins the group as needed, heartbeats, auto-commits, and waits up to
+    /// `timeout` for records from the member's partitions.
+    pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
+        on_member!(mut self, m => m.poll(timeout))
+    }
+
+    /// Commits the positions of every owned partition and, in process, fsyncs
+    /// `__consumer_offsets` before returning (over the network: once the coordinator
+    /// answered the OffsetCommit).
+    pub fn commit_sync(&mut self) -> Result<()> {
+        match &mut self.0 {
+            Member::Local(m) => m.commit_sync(),
+            Member::Remote(m) => m.commit_positions(),
+        }
+    }
+
+    /// Commits the positions without waiting for the fsync (the commit is in the page
+    /// cache, visible to every member at once, and durable after the next flush).
+    pub fn commit_async(&mut self) -> Result<()> {
+        match &mut self.0 {
+            Member::Local(m) => m.commit_async(),
+            Member::Remote(m) => m.commit_positions(),
+        }
+    }
+
+    /// Commits explicit offsets (topic, partition, next offset to read) for partitions
+    /// the member owns, with its generation.
+    pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
+        on_member!(mut self, m => m.commit_offsets(offsets))
+    }
+
+    /// Commits (if auto-commit is on) and leaves the group. Later polls return
+    /// `Error::Closed`.
+    pub fn close(&mut self) {
+        on_member!(mut self, m => m.close())
+    }
+}
+
+/// The checks of a group member's settings, in process and over the network.
+fn check_config(config: &GroupConfig) -> Result<()> {
+    if config.group_id.is_empty() {
+        return Err(Error::InvalidConfig {
+            key: "group.id".into(),
+            reason: "a consumer group needs a non-empty group id".into(),
+        });
+    }
+    if config.topics.is_empty() || config.assignors.is_empty() {
+        return Err(Error::InvalidConfig {
+            key: "subscription".into(),
+            reason: format!(
+                "group {:?} needs at least one topic and one assignor",
+                config.group_id
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The former name of [`GroupConsumer`].
 #[deprecated(
     since = "0.2.0",
@@ -891,7 +1043,7 @@ impl GroupConsumer {
 )]
 pub type ConsumerGroup = GroupConsumer;
 
-impl Drop for GroupConsumer {
+impl Drop for LocalMember {
     fn drop(&mut self) {
         self.close();
     }

@@ -8,14 +8,14 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{GroupConsumer, MemberState, RETRY_BACKOFF};
+use super::{LocalMember, MemberState, RETRY_BACKOFF};
 use crate::coordinator::{
     ConsumerHeartbeatRequest, GroupError, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
     TopicPartitionList, TopicsImage,
 };
 use crate::error::Result;
 
-impl GroupConsumer {
+impl LocalMember {
     /// The broker's topics with their partition counts.
     fn topics_image(&self) -> TopicsImage {
         let broker = &self.fetcher.broker;

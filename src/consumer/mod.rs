@@ -22,6 +22,7 @@
 mod assignor;
 mod member;
 mod share;
+mod source;
 mod standalone;
 
 pub use assignor::{
@@ -31,7 +32,11 @@ pub use assignor::{
 #[allow(deprecated)]
 pub use member::ConsumerGroup;
 pub use member::{GroupConfig, GroupConsumer, GroupProtocol, RebalanceContext, RebalanceListener};
+// Implemented by the network client (feature `client`); unused without it.
 pub use share::{ShareConsumer, ShareConsumerConfig, ShareRecord};
+pub use source::Source;
+#[cfg_attr(not(feature = "client"), allow(unused_imports))]
+pub(crate) use source::{RemoteConsumer, RemoteMember, RemoteRebalance, RemoteSource, SeekSpec};
 pub use standalone::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
     OffsetReset,

@@ -16,6 +16,8 @@ use crate::record::{Batch, Headers, Records, decompression_limit};
 use crate::storage::{AbortedTxn, LogSlice};
 use crate::topic::{Partition, Signal};
 
+use super::source::{Origin, RemoteConsumer, Source};
+
 /// What to do when a partition has no committed offset, or its committed offset is no
 /// longer in the log (Kafka `auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -324,7 +326,7 @@ impl ConsumerRecords {
                 last_stable_offset: -1,
             })
             .collect();
-        self.fetched.push(Fetched {
+        let fetched = Fetched {
             topic,
             partition,
             from,
@@ -333,7 +335,11 @@ impl ConsumerRecords {
             check_crcs,
             aborted,
             decompressed: OnceLock::new(),
-        });
+        };
+        // Only markers or aborted records: nothing to hand out.
+        if fetched.has_records() {
+            self.fetched.push(fetched);
+        }
     }
 }
 
@@ -691,6 +697,22 @@ impl Fetcher {
             .and_then(|o| (o.offset >= 0).then_some(o.offset)))
     }
 
+    /// For each assigned partition, the offset of its first record with a timestamp at
+    /// or after `timestamp`, None when it has none before its end.
+    pub(crate) fn offsets_for_times(
+        &self,
+        timestamp: i64,
+    ) -> Result<Vec<(String, i32, Option<i64>)>> {
+        let mut out = Vec::with_capacity(self.assigned.len());
+        for a in &self.assigned {
+            let end = self.end_offset(a)?;
+            let found = a.partition.offset_for_timestamp(timestamp)?;
+            let offset = found.map(|(o, _)| o).filter(|o| *o < end);
+            out.push((a.topic.to_string(), a.partition.index(), offset));
+        }
+        Ok(out)
+    }
+
     /// The assigned partitions, as `(topic, partition)`.
     pub(crate) fn assignment(&self) -> Vec<(String, i32)> {
         self.assigned
@@ -955,26 +977,24 @@ impl Drop for Fetcher {
     }
 }
 
-/// A consumer with a manual assignment (Kafka's `assign()` mode): reads the partitions
-/// it is given, from the positions it is told or from its group's committed offsets.
-pub struct Consumer {
+/// A [`Consumer`] of a [`Broker`] in this process.
+struct LocalConsumer {
     fetcher: Fetcher,
     closed: bool,
 }
 
-impl std::fmt::Debug for Consumer {
+impl std::fmt::Debug for LocalConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consumer")
+        f.debug_struct("LocalConsumer")
             .field("config", &self.fetcher.config)
             .field("assignment", &self.assignment())
             .finish()
     }
 }
 
-impl Consumer {
-    /// A consumer on `broker` with these settings and no assignment.
-    pub fn new(broker: &Broker, config: ConsumerConfig) -> Consumer {
-        Consumer {
+impl LocalConsumer {
+    fn new(broker: &Broker, config: ConsumerConfig) -> LocalConsumer {
+        LocalConsumer {
             fetcher: Fetcher::new(broker.clone(), config),
             closed: false,
         }
@@ -987,14 +1007,7 @@ impl Consumer {
         Ok(())
     }
 
-    /// Reads these (topic, partition) pairs from now on, replacing the previous
-    /// assignment. `UnknownTopic` / `UnknownPartition` if one does not exist.
-    ///
-    /// A topic deleted while assigned reads nothing (and no error); once a topic of that
-    /// name is created again, its partitions of the same numbers are read from the
-    /// `auto_offset_reset` position (another topic: the old positions mean nothing
-    /// there).
-    pub fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
+    fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
         self.check_open()?;
         let list: Vec<(String, i32)> = partitions
             .iter()
@@ -1003,20 +1016,17 @@ impl Consumer {
         self.fetcher.assign(&list)
     }
 
-    /// The current assignment.
-    pub fn assignment(&self) -> Vec<(String, i32)> {
+    fn assignment(&self) -> Vec<(String, i32)> {
         self.fetcher.assignment()
     }
 
-    /// The next read of this partition starts at `offset`.
-    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
         self.check_open()?;
         self.fetcher.find(topic, partition)?.position = Some(offset);
         Ok(())
     }
 
-    /// Every assigned partition restarts at its first record.
-    pub fn seek_to_beginning(&mut self) -> Result<()> {
+    fn seek_to_beginning(&mut self) -> Result<()> {
         self.check_open()?;
         for a in &mut self.fetcher.assigned {
             a.position = Some(a.partition.log_start_offset());
@@ -1024,9 +1034,7 @@ impl Consumer {
         Ok(())
     }
 
-    /// Every assigned partition skips to its end (only new records): the high
-    /// watermark, or the last stable offset when reading committed.
-    pub fn seek_to_end(&mut self) -> Result<()> {
+    fn seek_to_end(&mut self) -> Result<()> {
         self.check_open()?;
         for i in 0..self.fetcher.assigned.len() {
             let end = self.fetcher.end_offset(&self.fetcher.assigned[i])?;
@@ -1035,28 +1043,176 @@ impl Consumer {
         Ok(())
     }
 
+    fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
+        self.check_open()?;
+        self.fetcher.end_offset_of(topic, partition)
+    }
+
+    fn offsets_for_times(&self, timestamp: i64) -> Result<Vec<(String, i32, Option<i64>)>> {
+        self.check_open()?;
+        self.fetcher.offsets_for_times(timestamp)
+    }
+
+    fn seek_to_timestamp(&mut self, timestamp: i64) -> Result<()> {
+        let found = self.offsets_for_times(timestamp)?;
+        for (i, (_, _, offset)) in found.into_iter().enumerate() {
+            let end = self.fetcher.end_offset(&self.fetcher.assigned[i])?;
+            self.fetcher.assigned[i].position = Some(offset.unwrap_or(end));
+        }
+        Ok(())
+    }
+
+    fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        self.check_open()?;
+        self.fetcher.position(topic, partition)
+    }
+
+    fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
+        self.check_open()?;
+        self.fetcher.poll_until(Instant::now() + timeout, None)
+    }
+
+    fn commit_sync(&mut self) -> Result<()> {
+        self.check_open()?;
+        let positions = self.fetcher.positions();
+        self.fetcher.commit(-1, "", None, positions)
+    }
+
+    fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
+        self.check_open()?;
+        self.fetcher.commit(-1, "", None, commit_entries(offsets))
+    }
+
+    fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+        self.fetcher.committed(topic, partition)
+    }
+
+    fn close(&mut self) {
+        self.fetcher.unassign();
+        self.closed = true;
+    }
+}
+
+/// A consumer with a manual assignment (Kafka's `assign()` mode): reads the partitions
+/// it is given, from the positions it is told or from its group's committed offsets.
+///
+/// Opened on a [`Broker`] in this process (`Consumer::new(&broker, ..)`), or, with the
+/// `client` feature, on a `tidelog::Cluster` over the network (`Consumer::new(&cluster,
+/// ..)`): the calls are the same; over the network `poll` sends Fetch requests to each
+/// partition's leader, the positions and ends are asked with ListOffsets, and commits go
+/// to the group's coordinator (OffsetCommit, OffsetFetch).
+pub struct Consumer(Kind);
+
+enum Kind {
+    Local(LocalConsumer),
+    // Built only with the `client` feature.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    Remote(Box<dyn RemoteConsumer>),
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Kind::Local(c) => c.fmt(f),
+            Kind::Remote(c) => f
+                .debug_struct("RemoteConsumer")
+                .field("assignment", &c.assignment())
+                .finish(),
+        }
+    }
+}
+
+impl Consumer {
+    /// A consumer on `log` (`&broker`, or `&cluster` with the `client` feature) with
+    /// these settings and no assignment.
+    pub fn new(log: impl Into<Source>, config: ConsumerConfig) -> Consumer {
+        match log.into().0 {
+            Origin::Local(broker) => Consumer(Kind::Local(LocalConsumer::new(&broker, config))),
+            Origin::Remote(remote) => Consumer(Kind::Remote(remote.consumer(config))),
+        }
+    }
+
+    /// Reads these (topic, partition) pairs from now on, replacing the previous
+    /// assignment. `UnknownTopic` / `UnknownPartition` if one does not exist.
+    ///
+    /// A topic deleted while assigned reads nothing (and no error); once a topic of that
+    /// name is created again, its partitions of the same numbers are read from the
+    /// `auto_offset_reset` position (another topic: the old positions mean nothing
+    /// there).
+    pub fn assign(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
+        match &mut self.0 {
+            Kind::Local(c) => c.assign(partitions),
+            Kind::Remote(c) => {
+                let list: Vec<(String, i32)> = partitions
+                    .iter()
+                    .map(|(t, p)| (t.to_string(), *p))
+                    .collect();
+                c.assign(&list)
+            }
+        }
+    }
+
+    /// The current assignment.
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        match &self.0 {
+            Kind::Local(c) => c.assignment(),
+            Kind::Remote(c) => c.assignment(),
+        }
+    }
+
+    /// The next read of this partition starts at `offset`.
+    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        match &mut self.0 {
+            Kind::Local(c) => c.seek(topic, partition, offset),
+            Kind::Remote(c) => c.seek(topic, partition, offset),
+        }
+    }
+
+    /// Every assigned partition restarts at its first record.
+    pub fn seek_to_beginning(&mut self) -> Result<()> {
+        match &mut self.0 {
+            Kind::Local(c) => c.seek_to_beginning(),
+            Kind::Remote(c) => c.seek_to(-2),
+        }
+    }
+
+    /// Every assigned partition skips to its end (only new records): the high
+    /// watermark, or the last stable offset when reading committed.
+    pub fn seek_to_end(&mut self) -> Result<()> {
+        match &mut self.0 {
+            Kind::Local(c) => c.seek_to_end(),
+            Kind::Remote(c) => c.seek_to(-1),
+        }
+    }
+
     /// Where the consumer's reads of the partition end now (Kafka's `endOffsets` for
     /// this consumer's `isolation.level`): its high watermark, or its last stable
     /// offset when reading committed. The lag is this minus the position.
     pub fn end_offset(&self, topic: &str, partition: i32) -> Result<i64> {
-        self.check_open()?;
-        self.fetcher.end_offset_of(topic, partition)
+        match &self.0 {
+            Kind::Local(c) => c.end_offset(topic, partition),
+            Kind::Remote(c) => c.end_offset(topic, partition),
+        }
+    }
+
+    /// Kafka's `offsetsForTimes` for the assigned partitions: for each, the offset of
+    /// its first record with a timestamp at or after `timestamp` (ms since the epoch),
+    /// None when it has none before its end. Over the network: ListOffsets by
+    /// timestamp.
+    pub fn offsets_for_times(&self, timestamp: i64) -> Result<Vec<(String, i32, Option<i64>)>> {
+        match &self.0 {
+            Kind::Local(c) => c.offsets_for_times(timestamp),
+            Kind::Remote(c) => c.offsets_for_times(timestamp),
+        }
     }
 
     /// Every assigned partition moves to its first record with a timestamp at or after
     /// `timestamp` (ms since the epoch), or to its end if there is none.
     pub fn seek_to_timestamp(&mut self, timestamp: i64) -> Result<()> {
-        self.check_open()?;
-        for i in 0..self.fetcher.assigned.len() {
-            let a = &self.fetcher.assigned[i];
-            let end = self.fetcher.end_offset(a)?;
-            let found = a.partition.offset_for_timestamp(timestamp)?;
-            self.fetcher.assigned[i].position = Some(match found {
-                Some((offset, _)) if offset < end => offset,
-                _ => end,
-            });
+        match &mut self.0 {
+            Kind::Local(c) => c.seek_to_timestamp(timestamp),
+            Kind::Remote(c) => c.seek_to(timestamp),
         }
-        Ok(())
     }
 
     /// The next offset that will be read from the partition. Reading committed, while
@@ -1064,44 +1220,56 @@ impl Consumer {
     /// not known yet: [`Error::Group`] with [`GroupError::UnstableOffsetCommit`], and
     /// `poll` does not read the partition until the transaction ended.
     pub fn position(&mut self, topic: &str, partition: i32) -> Result<i64> {
-        self.check_open()?;
-        self.fetcher.position(topic, partition)
+        match &mut self.0 {
+            Kind::Local(c) => c.position(topic, partition),
+            Kind::Remote(c) => c.position(topic, partition),
+        }
     }
 
     /// Waits up to `timeout` for records from the assigned partitions. Returns as soon
-    /// as any partition has records (woken by the append, not by polling); empty after
-    /// the timeout. `Error::Closed` once the broker is closed.
+    /// as any partition has records (in process woken by the append, not by polling;
+    /// over the network by the broker answering its Fetch); empty after the timeout.
+    /// `Error::Closed` once the broker is closed.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
-        self.check_open()?;
-        self.fetcher.poll_until(Instant::now() + timeout, None)
+        match &mut self.0 {
+            Kind::Local(c) => c.poll(timeout),
+            Kind::Remote(c) => c.poll(timeout),
+        }
     }
 
     /// Commits the current positions for the consumer's group (a "simple" commit:
     /// generation -1, no member id, refused while the group has active members).
     pub fn commit_sync(&mut self) -> Result<()> {
-        self.check_open()?;
-        let positions = self.fetcher.positions();
-        self.fetcher.commit(-1, "", None, positions)
+        match &mut self.0 {
+            Kind::Local(c) => c.commit_sync(),
+            Kind::Remote(c) => c.commit(None),
+        }
     }
 
     /// Commits explicit offsets (the next offset to read) for the consumer's group.
     pub fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
-        self.check_open()?;
-        self.fetcher.commit(-1, "", None, commit_entries(offsets))
+        match &mut self.0 {
+            Kind::Local(c) => c.commit_offsets(offsets),
+            Kind::Remote(c) => c.commit(Some(offsets)),
+        }
     }
 
     /// The group's committed offset for a partition, None if there is none.
     pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
-        self.fetcher.committed(topic, partition)
+        match &self.0 {
+            Kind::Local(c) => c.committed(topic, partition),
+            Kind::Remote(c) => c.committed(topic, partition),
+        }
     }
 
     /// Releases the assignment; later calls return `Error::Closed`.
     pub fn close(&mut self) {
-        self.fetcher.unassign();
-        self.closed = true;
+        match &mut self.0 {
+            Kind::Local(c) => c.close(),
+            Kind::Remote(c) => c.close(),
+        }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,10 @@ fn slack(request_timeout: Duration) -> Duration {
 #[derive(Clone, Debug)]
 pub struct Cluster {
     inner: Arc<Inner>,
+    /// One connection per broker address; each carries its negotiated versions. Shared
+    /// by clones, except those [`with_own_connections`](Self::with_own_connections)
+    /// makes.
+    conns: Arc<Mutex<HashMap<String, Arc<Mutex<Client>>>>>,
 }
 
 #[derive(Debug)]
@@ -45,8 +49,6 @@ struct Inner {
     security: Arc<ClientSecurity>,
     admin: AdminClient,
     meta: RwLock<Meta>,
-    /// One connection per broker address; each carries its negotiated versions.
-    conns: Mutex<HashMap<String, Arc<Mutex<Client>>>>,
 }
 
 /// The cluster as the last Metadata answers showed it.
@@ -185,8 +187,8 @@ impl Cluster {
                 security,
                 admin,
                 meta: RwLock::new(Meta::default()),
-                conns: Mutex::new(HashMap::new()),
             }),
+            conns: Arc::default(),
         };
         cluster.refresh(&[])?;
         Ok(cluster)
@@ -196,6 +198,17 @@ impl Cluster {
     /// not cover: configurations, groups, ACLs.
     pub fn admin(&self) -> &AdminClient {
         &self.inner.admin
+    }
+
+    /// The same cluster (settings, metadata) with connections of its own, as each
+    /// Kafka client instance has: a consumer's requests the broker holds (a JoinGroup
+    /// waiting for the group's round, a Fetch waiting for records) then hold up no one
+    /// else's.
+    pub(crate) fn with_own_connections(&self) -> Cluster {
+        Cluster {
+            inner: self.inner.clone(),
+            conns: Arc::default(),
+        }
     }
 
     /// The brokers as `(node id, host:port)`, as the last metadata gave them.
@@ -222,7 +235,7 @@ impl Cluster {
     /// The connection to the broker at `addr` (opened, and its versions negotiated, on
     /// first use).
     fn conn(&self, addr: &str) -> Arc<Mutex<Client>> {
-        let mut conns = self.inner.conns.lock();
+        let mut conns = self.conns.lock();
         conns
             .entry(addr.to_string())
             .or_insert_with(|| {
@@ -244,13 +257,30 @@ impl Cluster {
         ours: RangeInclusive<i16>,
         build: impl FnOnce(i16) -> R,
     ) -> Result<(i16, R::Response)> {
+        self.call_within(addr, ours, build, self.inner.request_timeout)
+    }
+
+    /// As [`call`](Self::call), waiting for the answer up to `timeout` (and a little
+    /// slack) instead of `request.timeout.ms`: for a request the broker holds on
+    /// purpose (a JoinGroup waits for the group's rebalance).
+    pub(crate) fn call_within<R: Request + Message>(
+        &self,
+        addr: &str,
+        ours: RangeInclusive<i16>,
+        build: impl FnOnce(i16) -> R,
+        timeout: Duration,
+    ) -> Result<(i16, R::Response)> {
         let conn = self.conn(addr);
         let mut client = conn.lock();
         let version = client.version::<R>(ours)?;
         let request = build(version);
-        let timeout = self.inner.request_timeout + slack(self.inner.request_timeout);
-        let response = client.call(&request, version, timeout)?;
+        let response = client.call(&request, version, timeout + slack(timeout))?;
         Ok((version, response))
+    }
+
+    /// The `retry.backoff.ms` setting.
+    pub(crate) fn retry_backoff(&self) -> Duration {
+        self.inner.retry_backoff
     }
 
     /// Sends the request `build` makes to the broker at `addr` without waiting for an

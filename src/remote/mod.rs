@@ -28,11 +28,16 @@
 
 mod cluster;
 mod config;
+mod consumer;
+mod member;
 mod partition;
 mod producer;
 #[cfg(feature = "server")] // the tests start a tidelog server
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "server")] // the tests start a tidelog server
+#[cfg(test)]
+mod tests_consumer;
 #[cfg(feature = "server")] // the tests start a tidelog server
 #[cfg(test)]
 mod tests_producer;
@@ -59,6 +64,38 @@ impl crate::producer::RemoteLog for Cluster {
     ) -> crate::Result<std::sync::Arc<dyn crate::producer::RemoteProducer>> {
         Ok(std::sync::Arc::new(producer::ClusterProducer::start(
             self.clone(),
+            config,
+        )?))
+    }
+
+    fn describe(&self) -> String {
+        self.bootstrap().join(",")
+    }
+}
+
+impl From<&Cluster> for crate::consumer::Source {
+    fn from(cluster: &Cluster) -> crate::consumer::Source {
+        crate::consumer::Source::remote(std::sync::Arc::new(cluster.clone()))
+    }
+}
+
+impl crate::consumer::RemoteSource for Cluster {
+    fn consumer(
+        &self,
+        config: crate::consumer::ConsumerConfig,
+    ) -> Box<dyn crate::consumer::RemoteConsumer> {
+        Box::new(consumer::RemoteConsumer::new(
+            self.with_own_connections(),
+            config,
+        ))
+    }
+
+    fn group_member(
+        &self,
+        config: crate::consumer::GroupConfig,
+    ) -> crate::Result<Box<dyn crate::consumer::RemoteMember>> {
+        Ok(Box::new(member::RemoteMember::new(
+            self.with_own_connections(),
             config,
         )?))
     }

@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, Result};
 /// names topics by id).
 const PRODUCE: std::ops::RangeInclusive<i16> = 3..=12;
 /// Fetch versions: 4 (the oldest Kafka 4 answers) to 12 (13 names topics by id).
-const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
+pub(super) const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
 /// ListOffsets versions: 1 to 9.
 const LIST_OFFSETS: std::ops::RangeInclusive<i16> = 1..=9;
 
