@@ -26,6 +26,7 @@ mod group_coordinators;
 mod lost_directory;
 mod quorum_forgery;
 mod replication;
+mod share_groups;
 mod transactions;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].

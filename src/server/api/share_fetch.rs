@@ -189,7 +189,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
     };
     for ((topic, partition), batches) in acks {
-        let (code, message) = acknowledge(share, &group, &member, (&topic, partition), &batches);
+        let (code, message) = acknowledge(
+            backend,
+            share,
+            &group,
+            &member,
+            (&topic, partition),
+            &batches,
+        );
         let data = answers
             .entry((topic, partition))
             .or_insert_with(|| partition_data(partition));
