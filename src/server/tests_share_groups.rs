@@ -81,3 +81,104 @@ fn a_share_member_joins_is_described_and_its_session_checks_epochs() {
     );
     assert_eq!(ack.error_code, 123);
 }
+
+#[test]
+fn list_groups_and_describe_groups_report_share_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
+    assert_eq!(created.topics[0].error_code, 0);
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]));
+    let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    // A classic group next to it.
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("classic")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(0),
+                ]),
+        ]);
+    let committed: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &commit);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+
+    let list = |c: &mut Client,
+                types: &[&str],
+                states: &[&str]|
+     -> Vec<(String, String, String, String)> {
+        let r: ListGroupsResponse = c.call(
+            ApiKey::ListGroups,
+            5,
+            &ListGroupsRequest::default()
+                .with_types_filter(types.iter().map(|t| s(t)).collect())
+                .with_states_filter(states.iter().map(|t| s(t)).collect()),
+        );
+        assert_eq!(r.error_code, 0);
+        let mut out: Vec<_> = r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.to_string(),
+                    g.group_type.to_string(),
+                    g.protocol_type.to_string(),
+                    g.group_state.to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let share = (
+        "sg".to_string(),
+        "share".to_string(),
+        "share".to_string(),
+        "Stable".to_string(),
+    );
+    let all = list(&mut c, &[], &[]);
+    assert!(all.contains(&share), "{all:?}");
+    assert!(all.iter().any(|g| g.0 == "classic"), "{all:?}");
+    assert_eq!(list(&mut c, &["share"], &[]), vec![share.clone()]);
+    assert_eq!(list(&mut c, &["Share"], &["stable"]), vec![share.clone()]);
+    assert!(list(&mut c, &["share"], &["Empty"]).is_empty());
+    assert!(
+        list(&mut c, &["classic"], &[])
+            .iter()
+            .all(|g| g.1 == "classic")
+    );
+
+    let described: DescribeGroupsResponse = c.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
+    );
+    assert_eq!(described.groups[0].error_code, 69);
+
+    // Its member leaves: the group is listed Empty.
+    let leave = join.with_member_epoch(-1);
+    let left: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &leave);
+    assert_eq!(left.error_code, 0);
+    let empty = (
+        "sg".to_string(),
+        "share".to_string(),
+        "share".to_string(),
+        "Empty".to_string(),
+    );
+    assert_eq!(list(&mut c, &["share"], &[]), vec![empty]);
+}
