@@ -136,6 +136,9 @@ pub struct ShareCoordinator {
     /// Partitions whose share-partitions to drop at the next lock (see
     /// [`ShareCoordinator::unload_partition`]), as (topic id, partition).
     unloads: Mutex<Vec<([u8; 16], i32)>>,
+    /// Notified after every change written (records acquired, acknowledged, released):
+    /// the waiting ShareFetch requests.
+    watchers: Mutex<Vec<Arc<crate::topic::Signal>>>,
     next_member: AtomicU64,
 }
 
@@ -166,6 +169,7 @@ impl ShareCoordinator {
             config,
             inner: Mutex::new(Inner::default()),
             unloads: Mutex::new(Vec::new()),
+            watchers: Mutex::new(Vec::new()),
             next_member: AtomicU64::new(0),
         }
     }
@@ -211,6 +215,36 @@ impl ShareCoordinator {
                 .retain(|k, _| !(k.topic_id == id && k.partition == partition));
         }
         inner
+    }
+
+    /// Notifies `signal` after every change of a share-partition until
+    /// [`unwatch`](Self::unwatch) (a ShareFetch waiting for records to become
+    /// available).
+    pub(crate) fn watch(&self, signal: &Arc<crate::topic::Signal>) {
+        self.watchers.lock().push(Arc::clone(signal));
+    }
+
+    /// Stops notifying `signal`.
+    pub(crate) fn unwatch(&self, signal: &Arc<crate::topic::Signal>) {
+        self.watchers.lock().retain(|w| !Arc::ptr_eq(w, signal));
+    }
+
+    fn notify_watchers(&self) {
+        for w in self.watchers.lock().iter() {
+            w.notify();
+        }
+    }
+
+    /// When the first lock held on a share-partition of `group` among `partitions`
+    /// expires (its record becomes available then, with no append to wake a waiting
+    /// ShareFetch).
+    pub fn next_lock_expiry(&self, group: &str, partitions: &[(String, i32)]) -> Option<Instant> {
+        let inner = self.lock();
+        partitions
+            .iter()
+            .filter_map(|(t, p)| inner.partitions.get(&key(group, t, *p)))
+            .filter_map(|e| e.partition.next_lock_expiry())
+            .min()
     }
 
     /// The share-partitions held in memory, as (group, topic, partition).
@@ -639,6 +673,7 @@ impl ShareCoordinator {
         };
         match journal.append(&records::key(kind, k), &records::value(kind, &state)) {
             Ok(offset) if snapshot => {
+                self.notify_watchers();
                 entry.snapshot_epoch += 1;
                 entry.updates = 0;
                 entry.snapshot_offset = offset;
@@ -662,6 +697,7 @@ impl ShareCoordinator {
             }
             Ok(_) => {
                 entry.updates += 1;
+                self.notify_watchers();
                 Ok(out)
             }
             Err(e) => {

@@ -59,7 +59,7 @@ use crate::storage::LogSlice;
 use crate::topic::Signal;
 
 /// How often a waiting Fetch checks that its client is still connected.
-const HANGUP_CHECK: Duration = Duration::from_millis(200);
+pub(super) const HANGUP_CHECK: Duration = Duration::from_millis(200);
 
 impl FileRegion for LogSlice {
     fn file(&self) -> Option<&std::fs::File> {
@@ -74,8 +74,8 @@ impl FileRegion for LogSlice {
 }
 
 /// The partitions of a long poll, watched with one signal until dropped.
-struct Watch<'a> {
-    signal: Arc<Signal>,
+pub(super) struct Watch<'a> {
+    pub(super) signal: Arc<Signal>,
     logs: Vec<Arc<dyn PartitionOps>>,
     /// Where the signal is registered so that shutdown can wake it.
     shared: &'a Shared,
@@ -84,13 +84,21 @@ struct Watch<'a> {
 
 impl<'a> Watch<'a> {
     fn new(shared: &'a Shared, wanted: &[Wanted]) -> Watch<'a> {
-        let signal = Arc::new(Signal::default());
-        let id = shared.long_polls.register(&signal);
         let logs: Vec<Arc<dyn PartitionOps>> = wanted
             .iter()
             .flat_map(|w| w.partitions.iter())
             .filter_map(|p| p.log.as_ref().ok().cloned())
             .collect();
+        Watch::over(shared, Arc::new(Signal::default()), logs)
+    }
+
+    /// `signal`, notified by an append to any of `logs` and woken at shutdown.
+    pub(super) fn over(
+        shared: &'a Shared,
+        signal: Arc<Signal>,
+        logs: Vec<Arc<dyn PartitionOps>>,
+    ) -> Watch<'a> {
+        let id = shared.long_polls.register(&signal);
         for log in &logs {
             log.watch(&signal);
         }
