@@ -1,4 +1,5 @@
-//! Fetch (key 1), versions 4-15, with a hand-framed response.
+//! Fetch (key 1), versions 4-16, with a hand-framed response (v16, KIP-951, adds only
+//! tagged fields, left out).
 //!
 //! The request is decoded with `kafka-protocol`; the response is written by hand so that
 //! each partition's record bytes are not copied: the reply is a list of parts, in-memory
@@ -456,7 +457,7 @@ const MAX_SENDFILE_PARTS: usize = 64;
 /// for the first and waits for the second).
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
-/// Lay out a Fetch response of `version` (4-15), with its top-level error code and
+/// Lay out a Fetch response of `version` (4-16), with its top-level error code and
 /// session id (v7+).
 fn frame(
     correlation_id: i32,
