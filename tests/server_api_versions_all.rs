@@ -708,6 +708,31 @@ fn answer_old_versions(addr: SocketAddr, key: ApiKey, (lo, hi): (i16, i16), corr
                     }
                 },
             ),
+            (ApiKey::Fetch, 0..=3) => {
+                // TOPIC-0 from offset 0 (Produce put records there first).
+                let mut b = Body::default().i32(-1).i32(0).i32(0);
+                if version == 3 {
+                    b = b.i32(1 << 20);
+                }
+                let b = b.i32(1).str(TOPIC).i32(1).i32(0).i64(0).i32(1 << 20);
+                (b, |f, version| {
+                    if version >= 1 {
+                        assert_eq!(f.i32(), 0, "throttle_time_ms");
+                    }
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i16()), (1, 0, 0));
+                    assert!(f.i64() > 0, "high watermark");
+                    // A message set of magic 1: offset 0 first.
+                    let len = f.i32();
+                    assert!(len > 0, "records");
+                    assert_eq!((f.i64(), f.i32() > 0), (0, true));
+                    let _crc = f.i32();
+                    assert_eq!(f.i8(), 1, "magic");
+                    for _ in 0..len - 17 {
+                        f.i8();
+                    }
+                })
+            }
             other => panic!("{other:?}: an old version this test has no request for"),
         };
         let mut fields = Fields(exchange_raw(addr, key, version, *corr, &body.0));

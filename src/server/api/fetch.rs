@@ -1,5 +1,6 @@
-//! Fetch (key 1), versions 4-16, with a hand-framed response (v16, KIP-951, adds only
-//! tagged fields, left out).
+//! Fetch (key 1), versions 0-16, with a hand-framed response (v16, KIP-951, adds only
+//! tagged fields, left out; v0-3, read as v4 through `legacy`, get their records
+//! down-converted to message sets of magic 1, copied).
 //!
 //! The request is decoded with `kafka-protocol`; the response is written by hand so that
 //! each partition's record bytes are not copied: the reply is a list of parts, in-memory
@@ -457,7 +458,7 @@ const MAX_SENDFILE_PARTS: usize = 64;
 /// for the first and waits for the second).
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
-/// Lay out a Fetch response of `version` (4-16), with its top-level error code and
+/// Lay out a Fetch response of `version` (0-16), with its top-level error code and
 /// session id (v7+).
 fn frame(
     correlation_id: i32,
@@ -473,7 +474,9 @@ fn frame(
     if flexible {
         buf.push(0); // the response header's tagged fields: none
     }
-    buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
+    if version >= 1 {
+        buf.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
+    }
     if version >= 7 {
         buf.extend_from_slice(&error_code.to_be_bytes());
         buf.extend_from_slice(&session_id.to_be_bytes());
@@ -492,7 +495,29 @@ fn frame(
             buf.extend_from_slice(name);
         }
         put_len(&mut buf, flexible, topic.partitions.len());
-        for p in topic.partitions {
+        for mut p in topic.partitions {
+            if version < 4 {
+                // Fetch v0-3: a message set of magic 1, copied.
+                let location = format!("{}-{}", topic.name, p.index);
+                let set = match p.records.take() {
+                    Some(slice) => super::legacy::down_convert(&slice, &location),
+                    None => Ok(Vec::new()),
+                };
+                let (error, set) = match set {
+                    Ok(set) => (p.error, set),
+                    Err(e) => {
+                        tracing::warn!("cannot down-convert {location} for Fetch v{version}: {e}");
+                        (ResponseError::CorruptMessage.code(), Vec::new())
+                    }
+                };
+                crate::metrics::server::count_error(error);
+                buf.extend_from_slice(&p.index.to_be_bytes());
+                buf.extend_from_slice(&error.to_be_bytes());
+                buf.extend_from_slice(&p.high_watermark.to_be_bytes());
+                put_len(&mut buf, false, set.len());
+                buf.extend_from_slice(&set);
+                continue;
+            }
             crate::metrics::server::count_error(p.error);
             buf.extend_from_slice(&p.index.to_be_bytes());
             buf.extend_from_slice(&p.error.to_be_bytes());

@@ -1,6 +1,6 @@
 //! The request versions Kafka 4.0 removed (KIP-896) that Kafka 3.9 still answers, for
 //! older clients: OffsetCommit v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0,
-//! DescribeConfigs v0, ListOffsets v0 and Produce v0-2. `kafka-protocol` is generated from Kafka 4's message
+//! DescribeConfigs v0, ListOffsets v0, Produce v0-2 and Fetch v0-3. `kafka-protocol` is generated from Kafka 4's message
 //! definitions and neither decodes nor encodes them, so their layouts are here, from
 //! Kafka's protocol guide.
 //!
@@ -16,7 +16,10 @@
 //! offset v1 finds (Kafka's answer to the `max_num_offsets` 1 old clients send; an error
 //! answers an empty list). Produce v0-2 carry message sets of magic 0 or 1: they are
 //! read as v3 with each message set up-converted to a record batch of magic 2
-//! ([`up_convert`], as Kafka's broker converts), and answered in v0-2's layout.
+//! ([`up_convert`], as Kafka's broker converts), and answered in v0-2's layout. Fetch
+//! v0-3 are read as v4 (no response limit before v3, read uncommitted) and answered by
+//! the Fetch handler in their layout, the records down-converted to message sets of
+//! magic 1 ([`down_convert`]).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::offset_commit_request::{
@@ -37,6 +40,7 @@ pub(crate) const OLDEST: &[(ApiKey, i16)] = &[
     (ApiKey::DescribeConfigs, 0),
     (ApiKey::ListOffsets, 0),
     (ApiKey::Produce, 0),
+    (ApiKey::Fetch, 0),
 ];
 
 /// The version of the protocol crate a request of `key` v`version` is decoded and
@@ -61,6 +65,18 @@ pub(crate) fn decode_as(key: ApiKey, version: i16, body: &Bytes) -> Bytes {
         // A malformed body is left as it is: decoding it as v1 fails and says so.
         (ApiKey::ListOffsets, 0) => list_offsets_v0_request(body).map_or(body.clone(), Bytes::from),
         (ApiKey::Produce, 0..=2) => produce_old_request(body).map_or(body.clone(), Bytes::from),
+        // v4: `max_bytes` (v3 added it; before, no limit) and `isolation_level` (read
+        // uncommitted) after `min_bytes`; the topics are laid out alike.
+        (ApiKey::Fetch, 0..=3) if body.len() >= 12 => {
+            let at = if version == 3 { 16 } else { 12 };
+            let mut b = BytesMut::from(&body[..at.min(body.len())]);
+            if version < 3 {
+                b.put_i32(i32::MAX);
+            }
+            b.put_i8(0);
+            b.extend_from_slice(&body[at.min(body.len())..]);
+            b.freeze()
+        }
         _ => body.clone(),
     }
 }
@@ -171,6 +187,47 @@ pub(crate) fn up_convert(set: &[u8]) -> Result<Vec<u8>, String> {
         return Err("an empty message set".into());
     }
     Ok(batch.finish())
+}
+
+/// Record batches as a message set of magic 1 (Fetch v0-3, as Kafka's broker
+/// down-converts): each record of each data batch with its offset, timestamp, key and
+/// value (headers have no place there), control batches left out.
+pub(crate) fn down_convert(bytes: &[u8], location: &str) -> crate::error::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut scratch = Vec::new();
+    for batch in crate::record::batches(bytes) {
+        let batch = batch?;
+        if batch.is_control() {
+            continue;
+        }
+        // Attribute bit 3: the timestamp is the broker's (LogAppendTime).
+        let attributes: u8 = if batch.timestamp_type_log_append() {
+            8
+        } else {
+            0
+        };
+        for record in batch.decode_records(location, 1 << 26, &mut scratch)? {
+            let record = record?;
+            let mut m = Vec::with_capacity(22 + record.value.map_or(0, <[u8]>::len));
+            m.push(1); // magic
+            m.push(attributes);
+            m.extend_from_slice(&record.timestamp.to_be_bytes());
+            for field in [record.key, record.value] {
+                match field {
+                    Some(f) => {
+                        m.extend_from_slice(&(f.len() as i32).to_be_bytes());
+                        m.extend_from_slice(f);
+                    }
+                    None => m.extend_from_slice(&(-1i32).to_be_bytes()),
+                }
+            }
+            out.extend_from_slice(&record.offset.to_be_bytes());
+            out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
+            out.extend_from_slice(&crate::storage::crc32(&m).to_be_bytes());
+            out.extend_from_slice(&m);
+        }
+    }
+    Ok(out)
 }
 
 /// Produce v0-2's response from v3's (v2 has v3's layout): v1 has no
@@ -433,6 +490,9 @@ pub(crate) fn old_request(key: ApiKey, version: i16, modern: &[u8]) -> Vec<u8> {
         }
         // v3 with no topics: a null transactional id first.
         (ApiKey::Produce, 0..=2) => modern[2..].to_vec(),
+        // v4: isolation_level at 16 (v3 drops it), max_bytes at 12 (v0-2 too).
+        (ApiKey::Fetch, 3) => [&modern[..16], &modern[17..]].concat(),
+        (ApiKey::Fetch, 0..=2) => [&modern[..12], &modern[17..]].concat(),
         (ApiKey::OffsetCommit, 0 | 1) => {
             // v2: group, generation, member, retention_time_ms, topics.
             let mut out = r.string().unwrap().to_vec();
@@ -461,6 +521,28 @@ pub(crate) fn upgrade(key: ApiKey, version: i16, old: &[u8]) -> Result<Vec<u8>, 
             out.put_i32(0);
             out.extend_from_slice(old);
             return Ok(out);
+        }
+        (ApiKey::Fetch, 0..=3) => {
+            if version == 0 {
+                out.put_i32(0);
+            } else {
+                out.extend_from_slice(r.take(4)?);
+            }
+            let topics = r.array_len()?;
+            out.put_i32(topics);
+            for _ in 0..topics {
+                out.extend_from_slice(r.string()?);
+                let partitions = r.array_len()?;
+                out.put_i32(partitions);
+                for _ in 0..partitions {
+                    out.extend_from_slice(r.take(14)?); // index, error, high watermark
+                    out.put_i64(-1); // last_stable_offset
+                    out.put_i32(-1); // aborted_transactions: null
+                    let len = r.i32()?;
+                    out.put_i32(len);
+                    out.extend_from_slice(r.take(usize::try_from(len).unwrap_or(0))?);
+                }
+            }
         }
         (ApiKey::Produce, 0 | 1) => {
             let topics = r.array_len()?;
@@ -688,5 +770,12 @@ mod tests {
                 .contains("truncated")
         );
         assert!(up_convert(&[]).is_err());
+
+        // Down-converted (Fetch v0-3): magic 1 messages at the batch's offsets, which
+        // up-convert to the same records.
+        let set = down_convert(&batch, "t-0").unwrap();
+        assert_eq!(set[16], 1, "magic 1");
+        assert_eq!(i64::from_be_bytes(set[..8].try_into().unwrap()), 0);
+        assert_eq!(up_convert(&set).unwrap(), batch);
     }
 }
