@@ -26,8 +26,8 @@ use super::records::{CreateTopic, MetadataRecord};
 use super::transactions::ClientPool;
 use crate::broker::{Broker, WeakBroker};
 use crate::coordinator::{
-    PartitionJournal, SHARE_GROUP_STATE_TOPIC, ShareJournal, ShareStateStore, keyed_records,
-    read_log,
+    PartitionJournal, RecordVisitor, SHARE_GROUP_STATE_TOPIC, ShareJournal, ShareStateStore,
+    keyed_records, read_log,
 };
 use crate::error::{AdminError, Error, ErrorCode, Resource, Result, TopicPartition};
 use crate::storage::codec;
@@ -159,12 +159,7 @@ impl StoreInner {
 
     /// Every keyed record of partition `index`, fetched from its leader at `addr` up
     /// to its high watermark.
-    fn fetch(
-        &self,
-        addr: &str,
-        index: i32,
-        f: &mut dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
-    ) -> Result<()> {
+    fn fetch(&self, addr: &str, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
         let node = self.node()?;
         let security = node.config().replication_security.clone();
         drop(node);
@@ -277,11 +272,7 @@ impl ShareStateStore for ClusterShareStore {
         })
     }
 
-    fn read(
-        &self,
-        index: i32,
-        f: &mut dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
-    ) -> Result<()> {
+    fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
         // A failed read called `f` for nothing: the coordinator reads into a fresh
         // state each time.
         retrying(|| {

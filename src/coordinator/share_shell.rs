@@ -31,6 +31,9 @@ pub trait ShareJournal: Send + Sync {
     fn prune(&self, offset: i64) -> Result<()>;
 }
 
+/// A visitor of a state partition's keyed records: offset, key, value.
+pub type RecordVisitor<'a> = dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()> + 'a;
+
 /// Where a cluster node's share coordinator keeps its share-partitions' state: the
 /// partitions of `__share_group_state`, wherever the cluster leads them. A node holds
 /// in memory only the share-partitions of the partitions it leads, each loaded from
@@ -43,11 +46,7 @@ pub trait ShareStateStore: Send + Sync {
     fn journal(&self, index: i32) -> Arc<dyn ShareJournal>;
     /// Calls `f` with the offset, key and value of every record of partition `index`,
     /// read from its current leader.
-    fn read(
-        &self,
-        index: i32,
-        f: &mut dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
-    ) -> Result<()>;
+    fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()>;
 }
 
 /// How long a journal write waits for the partition's in-sync replicas.
@@ -751,7 +750,7 @@ pub(crate) fn keyed_records(
     offset: i64,
     location: &str,
     scratch: &mut Vec<u8>,
-    f: &mut dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
+    f: &mut RecordVisitor<'_>,
 ) -> Result<i64> {
     let mut next = offset;
     for batch in crate::record::batches(bytes) {

@@ -261,10 +261,7 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
     assert_eq!(got, vec![(0, 1), (1, 1), (2, 1)]);
 
     // m2 waits (m1 holds everything); m1 releasing its records answers it.
-    let waiting = std::thread::spawn(move || {
-        let got = share_fetch_q(&mut m2, id, "m2", 1, 60_000);
-        got
-    });
+    let waiting = std::thread::spawn(move || share_fetch_q(&mut m2, id, "m2", 1, 60_000));
     let released: ShareAcknowledgeResponse = m1.call(
         ApiKey::ShareAcknowledge,
         1,
