@@ -229,7 +229,9 @@ fn refused(index: i32, reason: String) -> Error {
 /// moving or not there yet (retried) as [`Error::NotLeaderOrFollower`].
 fn answered(index: i32, code: i16) -> Error {
     match code {
-        3 | 5 | 6 | 19 => refused(
+        // 20 (appended, not replicated): written again, harmless as a record replays
+        // to the same state.
+        3 | 5 | 6 | 19 | 20 => refused(
             index,
             format!("its leader answered {}", ErrorCode::from_code(code)),
         ),
@@ -245,14 +247,19 @@ fn answered(index: i32, code: i16) -> Error {
 }
 
 /// `f` again while it fails because the leader moves (or has not applied its
-/// leadership yet), for up to [`RETRY_FOR`].
+/// leadership yet) or its in-sync replicas are too few for now, for up to
+/// [`RETRY_FOR`]. A write appended but not replicated is written again: a share
+/// record replays to the same state however often it is in the log.
 fn retrying<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         match f() {
-            Err(Error::NotLeaderOrFollower { .. } | Error::Io { .. })
-                if Instant::now() < deadline =>
-            {
+            Err(
+                Error::NotLeaderOrFollower { .. }
+                | Error::NotEnoughReplicas { .. }
+                | Error::NotEnoughReplicasAfterAppend { .. }
+                | Error::Io { .. },
+            ) if Instant::now() < deadline => {
                 std::thread::sleep(RETRY_STEP);
             }
             other => return other,
