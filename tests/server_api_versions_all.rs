@@ -611,6 +611,11 @@ impl Body {
         self.0.extend_from_slice(&v.to_be_bytes());
         self
     }
+    fn bytes(mut self, v: &[u8]) -> Self {
+        self.0.extend_from_slice(&(v.len() as i32).to_be_bytes());
+        self.0.extend_from_slice(v);
+        self
+    }
     fn str(self, v: &str) -> Self {
         let mut b = self.i16(v.len() as i16);
         b.0.extend_from_slice(v.as_bytes());
@@ -645,6 +650,24 @@ impl Fields {
             self.0.len()
         );
     }
+}
+
+/// A message set of one uncompressed message of `magic` 0 or 1 (key "k", value "v").
+fn message_set(magic: i8) -> Vec<u8> {
+    let mut m = vec![magic as u8, 0];
+    if magic == 1 {
+        m.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+    }
+    for field in [b"k", b"v"] {
+        m.extend_from_slice(&1i32.to_be_bytes());
+        m.extend_from_slice(field);
+    }
+    let crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32IsoHdlc, &m) as u32;
+    let mut set = 0i64.to_be_bytes().to_vec();
+    set.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
+    set.extend_from_slice(&crc.to_be_bytes());
+    set.extend_from_slice(&m);
+    set
 }
 
 /// The versions below `kafka-protocol`'s (Kafka 3.9 answers them, Kafka 4 does not):
@@ -758,6 +781,53 @@ fn answer_old_versions(addr: SocketAddr, key: ApiKey, (lo, hi): (i16, i16), corr
                     assert!(f.i64() >= 0);
                 },
             ),
+            (ApiKey::Produce, 0..=2) => (
+                // acks 1: one message of magic 0 (v0) or 1 (v1, v2).
+                Body::default()
+                    .i16(1)
+                    .i32(5000)
+                    .i32(1)
+                    .str(TOPIC)
+                    .i32(1)
+                    .i32(0)
+                    .bytes(&message_set(if version == 0 { 0 } else { 1 })),
+                |f, version| {
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i16()), (1, 0, 0));
+                    assert!(f.i64() >= 0, "base_offset");
+                    if version == 2 {
+                        assert_eq!(f.i64(), -1, "log_append_time_ms");
+                    }
+                    if version >= 1 {
+                        assert_eq!(f.i32(), 0, "throttle_time_ms");
+                    }
+                },
+            ),
+            (ApiKey::Fetch, 0..=3) => {
+                // TOPIC-0 from offset 0 (Produce put records there first).
+                let mut b = Body::default().i32(-1).i32(0).i32(0);
+                if version == 3 {
+                    b = b.i32(1 << 20);
+                }
+                let b = b.i32(1).str(TOPIC).i32(1).i32(0).i64(0).i32(1 << 20);
+                (b, |f, version| {
+                    if version >= 1 {
+                        assert_eq!(f.i32(), 0, "throttle_time_ms");
+                    }
+                    assert_eq!((f.i32(), f.str().as_deref()), (1, Some(TOPIC)));
+                    assert_eq!((f.i32(), f.i32(), f.i16()), (1, 0, 0));
+                    assert!(f.i64() > 0, "high watermark");
+                    // A message set of magic 1: offset 0 first.
+                    let len = f.i32();
+                    assert!(len > 0, "records");
+                    assert_eq!((f.i64(), f.i32() > 0), (0, true));
+                    let _crc = f.i32();
+                    assert_eq!(f.i8(), 1, "magic");
+                    for _ in 0..len - 17 {
+                        f.i8();
+                    }
+                })
+            }
             other => panic!("{other:?}: an old version this test has no request for"),
         };
         let mut fields = Fields(exchange_raw(addr, key, version, *corr, &body.0));

@@ -33,6 +33,12 @@ impl Broker {
         Ok(&self.inner.share)
     }
 
+    /// The share coordinator as it is (nothing made or loaded).
+    #[cfg(feature = "server")]
+    pub(crate) fn share_state(&self) -> &ShareCoordinator {
+        &self.inner.share
+    }
+
     /// Makes `__share_group_state` (`share.coordinator.state.topic.num.partitions`
     /// partitions; cleanup policy `delete` with no retention: the coordinator deletes
     /// what no share-partition needs any more) unless it exists, and loads it into the
@@ -43,10 +49,10 @@ impl Broker {
             return Ok(());
         }
         if self.is_cluster_node() {
-            return Err(Error::InvalidConfig {
-                key: "group.share.enable".into(),
-                reason: "share groups are served by single nodes: on a cluster node __share_group_state would be made through the controller, which does not do it yet".into(),
-            });
+            // A cluster node's store is set when the node starts.
+            return Err(Error::Closed(
+                "the share coordinator (this cluster node has not started yet)".into(),
+            ));
         }
         let _once = self.inner.share_setup.lock();
         if share.is_loaded() {

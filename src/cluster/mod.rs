@@ -51,6 +51,7 @@ pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
 pub(crate) mod security;
+mod share;
 mod shared;
 mod storage;
 mod transactions;
@@ -381,6 +382,18 @@ impl ClusterNode {
         )?;
         self.shared.listeners.lock().push(txns.clone());
         *self.txn_loader.lock() = Some(txns);
+        let store = share::ClusterShareStore::new(
+            self.config.node_id,
+            broker,
+            Arc::downgrade(&self.handle),
+        );
+        broker.share_state().set_store(Arc::new(store));
+        self.shared
+            .listeners
+            .lock()
+            .push(Arc::new(share::ShareUnloader {
+                broker: broker.downgrade(),
+            }));
         Ok(())
     }
 

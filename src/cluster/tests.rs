@@ -30,6 +30,7 @@ mod quorum_api;
 mod quorum_forgery;
 mod reassignment;
 mod replication;
+mod share_groups;
 mod transactions;
 mod voter_changes;
 

@@ -113,7 +113,10 @@ pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };
 pub use share_records::SHARE_GROUP_STATE_TOPIC;
-pub use share_shell::{ShareCoordinator, ShareJournal, ShareMemberDescription};
+pub(crate) use share_shell::{PartitionJournal, keyed_records, read_log};
+pub use share_shell::{
+    RecordVisitor, ShareCoordinator, ShareJournal, ShareMemberDescription, ShareStateStore,
+};
 pub use types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,

@@ -124,7 +124,7 @@ impl ShareCoordinator {
             // Its records stay held until its share session closes (its last
             // ShareFetch or ShareAcknowledge, with its final acknowledgements) or their
             // locks expire, as Kafka's share-partitions do.
-            if let Some(members) = self.inner.lock().groups.get_mut(&group) {
+            if let Some(members) = self.lock().groups.get_mut(&group) {
                 members.remove(&hb.member_id);
             }
             return Ok(ShareHeartbeatResponse {
@@ -135,7 +135,7 @@ impl ShareCoordinator {
             });
         }
         let deadline = now + self.config().session_timeout;
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let Inner {
             groups,
             group_epochs,
@@ -203,7 +203,7 @@ impl ShareCoordinator {
     /// holds, as a leave does).
     pub fn expire_members(&self, now: Instant) -> Result<()> {
         let expired: Vec<(String, String)> = {
-            let inner = self.inner.lock();
+            let inner = self.lock();
             inner
                 .groups
                 .iter()
@@ -224,7 +224,7 @@ impl ShareCoordinator {
     /// The epoch of `group` (0 for a group never joined over the network) and its
     /// members with their epochs and assignments.
     pub fn describe_members(&self, group: &str) -> (i32, Vec<ShareMemberState>) {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         let epoch = inner.group_epochs.get(group).copied().unwrap_or(0);
         let members = inner.groups.get(group).map_or_else(Vec::new, |members| {
             members
@@ -255,14 +255,15 @@ impl ShareCoordinator {
         add: &[(String, i32)],
         forget: &[(String, i32)],
     ) -> Result<Vec<(String, i32)>> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let known = inner
             .groups
             .get(group)
             .is_some_and(|m| m.contains_key(member));
         let key = (group.to_string(), member.to_string());
+        let on_cluster = inner.store.is_some();
         if epoch == 0 {
-            if !known {
+            if !known && !on_cluster {
                 return Err(refused(group, ShareError::UnknownMember(member.into())));
             }
             inner.sessions.insert(key.clone(), ShareSession::default());

@@ -31,6 +31,24 @@ pub trait ShareJournal: Send + Sync {
     fn prune(&self, offset: i64) -> Result<()>;
 }
 
+/// A visitor of a state partition's keyed records: offset, key, value.
+pub type RecordVisitor<'a> = dyn FnMut(i64, &[u8], Option<&[u8]>) -> Result<()> + 'a;
+
+/// Where a cluster node's share coordinator keeps its share-partitions' state: the
+/// partitions of `__share_group_state`, wherever the cluster leads them. A node holds
+/// in memory only the share-partitions of the partitions it leads, each loaded from
+/// its state partition when first used there (see
+/// [`ShareCoordinator::unload_partition`]).
+pub trait ShareStateStore: Send + Sync {
+    /// The number of partitions of `__share_group_state`, made unless it exists.
+    fn partitions(&self) -> Result<i32>;
+    /// The journal of partition `index`, writing through its current leader.
+    fn journal(&self, index: i32) -> Arc<dyn ShareJournal>;
+    /// Calls `f` with the offset, key and value of every record of partition `index`,
+    /// read from its current leader.
+    fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()>;
+}
+
 /// How long a journal write waits for the partition's in-sync replicas.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -88,6 +106,8 @@ pub(super) struct Member {
 pub(super) struct Inner {
     /// The partitions of `__share_group_state`, by index (empty until loaded).
     journals: Vec<Arc<dyn ShareJournal>>,
+    /// A cluster node's state partitions (then `journals` stays empty).
+    pub(super) store: Option<Arc<dyn ShareStateStore>>,
     partitions: HashMap<ShareKey, Entry>,
     pub(super) groups: BTreeMap<String, BTreeMap<String, Member>>,
     /// Each share group's epoch: bumped whenever a member joins or its assignment
@@ -111,13 +131,19 @@ pub struct ShareMemberDescription {
 /// The share coordinator of a broker: see the module documentation.
 pub struct ShareCoordinator {
     config: ShareConfig,
-    pub(super) inner: Mutex<Inner>,
+    inner: Mutex<Inner>,
+    /// Partitions whose share-partitions to drop at the next lock (see
+    /// [`ShareCoordinator::unload_partition`]), as (topic id, partition).
+    unloads: Mutex<Vec<([u8; 16], i32)>>,
+    /// Notified after every change written (records acquired, acknowledged, released):
+    /// the waiting ShareFetch requests.
+    watchers: Mutex<Vec<Arc<crate::topic::Signal>>>,
     next_member: AtomicU64,
 }
 
 impl std::fmt::Debug for ShareCoordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         f.debug_struct("ShareCoordinator")
             .field("state_partitions", &inner.journals.len())
             .field("share_partitions", &inner.partitions.len())
@@ -141,6 +167,8 @@ impl ShareCoordinator {
         ShareCoordinator {
             config,
             inner: Mutex::new(Inner::default()),
+            unloads: Mutex::new(Vec::new()),
+            watchers: Mutex::new(Vec::new()),
             next_member: AtomicU64::new(0),
         }
     }
@@ -150,9 +178,84 @@ impl ShareCoordinator {
         &self.config
     }
 
-    /// True once the partitions of `__share_group_state` are loaded.
+    /// True once the partitions of `__share_group_state` are loaded (on a cluster
+    /// node: once its state store is set).
     pub fn is_loaded(&self) -> bool {
-        !self.inner.lock().journals.is_empty()
+        let inner = self.lock();
+        !inner.journals.is_empty() || inner.store.is_some()
+    }
+
+    /// Makes this a cluster node's coordinator: every share-partition is loaded from
+    /// `store` when first used here, and written through it. Members of a group may
+    /// heartbeat to another node (the group's coordinator), so a share session opens
+    /// for a member this node does not know.
+    pub(crate) fn set_store(&self, store: Arc<dyn ShareStateStore>) {
+        let mut inner = self.lock();
+        inner.store = Some(store);
+        inner.partitions.clear();
+    }
+
+    /// Forgets the share-partitions of `topic`-`partition` (a cluster node that no
+    /// longer leads it): their state stays in `__share_group_state`, and the next
+    /// leader loads it; the records held here become available again there. Never
+    /// waits for the coordinator's lock (a journal write may hold it while it waits
+    /// for metadata): done before the next use.
+    pub fn unload_partition(&self, topic: &str, partition: i32) {
+        self.unloads.lock().push((topic_id(topic), partition));
+    }
+
+    /// The coordinator's state, with the unloads asked for done.
+    pub(super) fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        let mut inner = self.inner.lock();
+        let unloads = std::mem::take(&mut *self.unloads.lock());
+        for (id, partition) in unloads {
+            inner
+                .partitions
+                .retain(|k, _| !(k.topic_id == id && k.partition == partition));
+        }
+        inner
+    }
+
+    /// Notifies `signal` after every change of a share-partition until
+    /// [`unwatch`](Self::unwatch) (a ShareFetch waiting for records to become
+    /// available).
+    pub(crate) fn watch(&self, signal: &Arc<crate::topic::Signal>) {
+        self.watchers.lock().push(Arc::clone(signal));
+    }
+
+    /// Stops notifying `signal`.
+    pub(crate) fn unwatch(&self, signal: &Arc<crate::topic::Signal>) {
+        self.watchers.lock().retain(|w| !Arc::ptr_eq(w, signal));
+    }
+
+    fn notify_watchers(&self) {
+        for w in self.watchers.lock().iter() {
+            w.notify();
+        }
+    }
+
+    /// When the first lock held on a share-partition of `group` among `partitions`
+    /// expires (its record becomes available then, with no append to wake a waiting
+    /// ShareFetch).
+    pub fn next_lock_expiry(&self, group: &str, partitions: &[(String, i32)]) -> Option<Instant> {
+        let inner = self.lock();
+        partitions
+            .iter()
+            .filter_map(|(t, p)| inner.partitions.get(&key(group, t, *p)))
+            .filter_map(|e| e.partition.next_lock_expiry())
+            .min()
+    }
+
+    /// The share-partitions held in memory, as (group, topic, partition).
+    pub fn loaded_share_partitions(&self) -> Vec<(String, String, i32)> {
+        let inner = self.lock();
+        let mut out: Vec<_> = inner
+            .partitions
+            .iter()
+            .map(|(k, e)| (k.group.clone(), e.topic.clone(), k.partition))
+            .collect();
+        out.sort();
+        out
     }
 
     /// Loads every partition of `__share_group_state` (in index order): each
@@ -198,7 +301,7 @@ impl ShareCoordinator {
                 Ok(())
             })?;
         }
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         inner.journals = partitions
             .iter()
             .map(|p| Arc::new(PartitionJournal(p.clone())) as Arc<dyn ShareJournal>)
@@ -241,7 +344,7 @@ impl ShareCoordinator {
     /// (its share-partitions keep their state) when it has no member left.
     pub fn leave(&self, group: &str, member: &str, now: Instant) -> Result<()> {
         {
-            let mut inner = self.inner.lock();
+            let mut inner = self.lock();
             if let Some(members) = inner.groups.get_mut(group) {
                 members.remove(member);
             }
@@ -255,7 +358,7 @@ impl ShareCoordinator {
     /// Releases every record `member` of `group` holds (what a leave, and the close of
     /// a member's share session, do).
     pub fn release_held(&self, group: &str, member: &str, now: Instant) -> Result<()> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let keys: Vec<ShareKey> = inner
             .partitions
             .keys()
@@ -273,7 +376,7 @@ impl ShareCoordinator {
 
     /// The share groups known, in order.
     pub fn list_groups(&self) -> Vec<String> {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         let mut out: BTreeSet<String> = inner.groups.keys().cloned().collect();
         out.extend(inner.partitions.keys().map(|k| k.group.clone()));
         out.into_iter().collect()
@@ -281,7 +384,7 @@ impl ShareCoordinator {
 
     /// The members of `group` (empty for a group without members or unknown).
     pub fn describe(&self, group: &str) -> Vec<ShareMemberDescription> {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         inner.groups.get(group).map_or_else(Vec::new, |members| {
             members
                 .iter()
@@ -308,7 +411,7 @@ impl ShareCoordinator {
         initial: i64,
         now: Instant,
     ) -> Result<i64> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let k = self.initialize(&mut inner, group, topic, partition, initial)?;
         self.change(&mut inner, &k, |p| {
             p.expire_locks(now);
@@ -333,7 +436,7 @@ impl ShareCoordinator {
         max_records: usize,
         now: Instant,
     ) -> Result<Vec<AcquiredRecord>> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let k = Self::known(&inner, group, topic, partition)?;
         self.change(&mut inner, &k, |p| {
             p.acquire(member, offsets, read_end, max_records, now)
@@ -352,7 +455,7 @@ impl ShareCoordinator {
         acks: &[(i64, AcknowledgeType)],
         now: Instant,
     ) -> Result<Vec<(i64, std::result::Result<RecordState, ShareError>)>> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.lock();
         let k = Self::known(&inner, group, topic, partition)?;
         self.change(&mut inner, &k, |p| {
             acks.iter()
@@ -370,7 +473,7 @@ impl ShareCoordinator {
         partition: i32,
         offset: i64,
     ) -> Option<(RecordState, i16)> {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         inner
             .partitions
             .get(&key(group, topic, partition))
@@ -380,7 +483,7 @@ impl ShareCoordinator {
     /// The start offset of a share-partition: every record before it is acknowledged
     /// or archived. `None` for a share-partition never read.
     pub fn start_offset(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
-        let inner = self.inner.lock();
+        let inner = self.lock();
         inner
             .partitions
             .get(&key(group, topic, partition))
@@ -420,14 +523,20 @@ impl ShareCoordinator {
             }
             return Ok(k);
         }
-        if inner.journals.is_empty() {
+        if let Some(store) = inner.store.clone() {
+            let n = store.partitions()?;
+            let index = records::state_partition_for(&k, n);
+            if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+                inner.partitions.insert(k.clone(), entry);
+                return Ok(k);
+            }
+        } else if inner.journals.is_empty() {
             return Err(Error::Closed(format!(
                 "the share coordinator ({} is not loaded)",
                 records::SHARE_GROUP_STATE_TOPIC
             )));
         }
-        let n = inner.journals.len() as i32;
-        let state_partition = records::state_partition_for(&k, n) as usize;
+        let (state_partition, journal) = self.journal_for(inner, &k)?;
         let partition_state = SharePartition::new(initial, ShareLimits::from(&self.config));
         let state = ShareState {
             snapshot_epoch: 0,
@@ -436,7 +545,7 @@ impl ShareCoordinator {
             start_offset: initial,
             batches: Vec::new(),
         };
-        let offset = inner.journals[state_partition].append(
+        let offset = journal.append(
             &records::key(SNAPSHOT, &k),
             &records::value(SNAPSHOT, &state),
         )?;
@@ -452,6 +561,70 @@ impl ShareCoordinator {
             },
         );
         Ok(k)
+    }
+
+    /// The state partition of `k` and its journal.
+    fn journal_for(&self, inner: &Inner, k: &ShareKey) -> Result<(usize, Arc<dyn ShareJournal>)> {
+        match &inner.store {
+            Some(store) => {
+                let index = records::state_partition_for(k, store.partitions()?);
+                Ok((index as usize, store.journal(index)))
+            }
+            None => {
+                let index = records::state_partition_for(k, inner.journals.len() as i32) as usize;
+                Ok((index, Arc::clone(&inner.journals[index])))
+            }
+        }
+    }
+
+    /// The state of share-partition `k` as state partition `index` of `store` has it
+    /// (its last snapshot and the updates after it), None if it has none.
+    fn read_entry(
+        &self,
+        store: &dyn ShareStateStore,
+        k: &ShareKey,
+        topic: &str,
+        index: i32,
+    ) -> Result<Option<Entry>> {
+        let limits = ShareLimits::from(&self.config);
+        let location = format!("{}-{index}", records::SHARE_GROUP_STATE_TOPIC);
+        let mut found: Option<Entry> = None;
+        store.read(index, &mut |offset, key, value| {
+            let Some((kind, rk, v)) = records::decode(key, value)? else {
+                return Ok(());
+            };
+            if rk != *k {
+                return Ok(());
+            }
+            match (kind, found.as_mut()) {
+                (SNAPSHOT, _) => {
+                    found = Some(Entry {
+                        topic: topic.to_string(),
+                        partition: SharePartition::restore(v.start_offset, &v.batches, limits),
+                        state_partition: index as usize,
+                        snapshot_epoch: v.snapshot_epoch,
+                        updates: 0,
+                        snapshot_offset: offset,
+                    });
+                }
+                (UPDATE, Some(e)) => {
+                    e.partition.apply(v.start_offset, &v.batches);
+                    e.updates += 1;
+                }
+                _ => {
+                    return Err(Error::corrupt(
+                        &location,
+                        offset as u64,
+                        format!(
+                            "update of share group {:?} partition {} before any snapshot",
+                            k.group, k.partition
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(found)
     }
 
     /// Runs `op` on the share-partition and writes what it changed; on a write error
@@ -472,7 +645,11 @@ impl ShareCoordinator {
         let Some((start_offset, batches)) = entry.partition.take_changes() else {
             return Ok(out);
         };
-        let journal = Arc::clone(&inner.journals[entry.state_partition]);
+        let journal = match &inner.store {
+            Some(store) => store.journal(entry.state_partition as i32),
+            None => Arc::clone(&inner.journals[entry.state_partition]),
+        };
+        let prunes = inner.store.is_none();
         let snapshot = entry.updates + 1 >= per_snapshot;
         let (kind, state) = if snapshot {
             let whole = ShareState {
@@ -495,9 +672,15 @@ impl ShareCoordinator {
         };
         match journal.append(&records::key(kind, k), &records::value(kind, &state)) {
             Ok(offset) if snapshot => {
+                self.notify_watchers();
                 entry.snapshot_epoch += 1;
                 entry.updates = 0;
                 entry.snapshot_offset = offset;
+                // A cluster node holds only some of a state partition's
+                // share-partitions: the others' snapshots are not its to delete.
+                if !prunes {
+                    return Ok(out);
+                }
                 let index = entry.state_partition;
                 let oldest = inner
                     .partitions
@@ -513,6 +696,7 @@ impl ShareCoordinator {
             }
             Ok(_) => {
                 entry.updates += 1;
+                self.notify_watchers();
                 Ok(out)
             }
             Err(e) => {
@@ -533,7 +717,7 @@ fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
 
 /// Calls `f` with the offset, key and value of every record of `partition`'s log, from
 /// its start to its end (control batches skipped).
-fn read_log(
+pub(crate) fn read_log(
     partition: &crate::topic::Partition,
     location: &str,
     mut f: impl FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
@@ -549,27 +733,41 @@ fn read_log(
         if slice.is_empty() {
             break;
         }
-        let mut next = offset;
-        for batch in crate::record::batches(&slice) {
-            let batch = batch?;
-            next = batch.last_offset() + 1;
-            if batch.is_control() || batch.last_offset() < offset {
-                continue;
-            }
-            for record in batch.decode_records(location, 1 << 26, &mut scratch)? {
-                let record = record?;
-                if record.offset < offset {
-                    continue;
-                }
-                if let Some(key) = record.key {
-                    f(record.offset, key, record.value)?;
-                }
-            }
-        }
+        let next = keyed_records(&slice, offset, location, &mut scratch, &mut f)?;
         if next <= offset {
             break;
         }
         offset = next;
     }
     Ok(())
+}
+
+/// Calls `f` with the offset, key and value of every keyed record at or after
+/// `offset` in the record batches `bytes` (control batches skipped); returns the offset
+/// after the last batch.
+pub(crate) fn keyed_records(
+    bytes: &[u8],
+    offset: i64,
+    location: &str,
+    scratch: &mut Vec<u8>,
+    f: &mut RecordVisitor<'_>,
+) -> Result<i64> {
+    let mut next = offset;
+    for batch in crate::record::batches(bytes) {
+        let batch = batch?;
+        next = batch.last_offset() + 1;
+        if batch.is_control() || batch.last_offset() < offset {
+            continue;
+        }
+        for record in batch.decode_records(location, 1 << 26, scratch)? {
+            let record = record?;
+            if record.offset < offset {
+                continue;
+            }
+            if let Some(key) = record.key {
+                f(record.offset, key, record.value)?;
+            }
+        }
+    }
+    Ok(next)
 }

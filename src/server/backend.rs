@@ -85,6 +85,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
             "share groups are not served by this backend".into(),
         ))
     }
+    /// The share groups this node knows, each with its number of members, made or
+    /// loaded nothing (ListGroups, DescribeGroups).
+    fn share_groups(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Every partition log in the data directory (on a cluster node, the hosted

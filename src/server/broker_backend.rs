@@ -222,6 +222,18 @@ impl Backend for BrokerBackend {
         self.broker.share_coordinator()
     }
 
+    fn share_groups(&self) -> Vec<(String, usize)> {
+        let share = self.broker.share_state();
+        share
+            .list_groups()
+            .into_iter()
+            .map(|g| {
+                let members = share.describe(&g).len();
+                (g, members)
+            })
+            .collect()
+    }
+
     fn transactions(&self) -> crate::transaction::TransactionCoordinator {
         self.broker.transaction_coordinator().clone()
     }

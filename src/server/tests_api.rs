@@ -1135,3 +1135,52 @@ fn a_new_leaders_uncommitted_offsets_fetch_empty_and_list_offsets_answers_not_av
     assert_eq!(latest(&mut c), (0, 3));
     assert_eq!(fetch_code(&mut c, 0), (0, 3));
 }
+
+/// ListOffsets of `topic`-0 at `timestamp` with `version`: (error, offset, timestamp).
+fn list_offset_at(c: &mut Client, version: i16, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(timestamp),
+                ]),
+        ]);
+    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, version, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+#[test]
+fn produce_up_to_v11_and_list_offsets_v7_to_v9_answer_as_kafka_3_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "lo", 1);
+    // An empty log has no largest timestamp.
+    assert_eq!(list_offset_at(&mut c, 7, "lo", -3), (0, -1, -1));
+    let mut b = BatchBuilder::new();
+    const T: i64 = 1_800_000_000_000; // after `batch`'s timestamps
+    for ts in [T + 100, T + 300, T + 200] {
+        b.push(ts, None, Some(b"v"), &[]);
+    }
+    for (version, bytes) in [(9, b.finish()), (10, batch(&["x"])), (11, batch(&["y"]))] {
+        let resp: ProduceResponse = c.call(
+            ApiKey::Produce,
+            version,
+            &produce_req(-1, vec![("lo", 0, bytes)]),
+        );
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0, "Produce v{version}: {p:?}");
+    }
+    // The record with the largest timestamp (-3), the earliest local offset (-4), the
+    // latest tiered one (-5: nothing is tiered).
+    assert_eq!(list_offset_at(&mut c, 7, "lo", -3), (0, 1, T + 300));
+    assert_eq!(list_offset_at(&mut c, 8, "lo", -4).1, 0);
+    assert_eq!(list_offset_at(&mut c, 9, "lo", -5).1, -1);
+    assert_eq!(list_offset_at(&mut c, 9, "lo", -1).1, 5);
+    assert_eq!(list_offset_at(&mut c, 6, "lo", T + 250), (0, 1, T + 300));
+}

@@ -81,3 +81,210 @@ fn a_share_member_joins_is_described_and_its_session_checks_epochs() {
     );
     assert_eq!(ack.error_code, 123);
 }
+
+#[test]
+fn list_groups_and_describe_groups_report_share_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
+    assert_eq!(created.topics[0].error_code, 0);
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]));
+    let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    // A classic group next to it.
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("classic")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(0),
+                ]),
+        ]);
+    let committed: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &commit);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+
+    let list = |c: &mut Client,
+                types: &[&str],
+                states: &[&str]|
+     -> Vec<(String, String, String, String)> {
+        let r: ListGroupsResponse = c.call(
+            ApiKey::ListGroups,
+            5,
+            &ListGroupsRequest::default()
+                .with_types_filter(types.iter().map(|t| s(t)).collect())
+                .with_states_filter(states.iter().map(|t| s(t)).collect()),
+        );
+        assert_eq!(r.error_code, 0);
+        let mut out: Vec<_> = r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.to_string(),
+                    g.group_type.to_string(),
+                    g.protocol_type.to_string(),
+                    g.group_state.to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let share = (
+        "sg".to_string(),
+        "share".to_string(),
+        "share".to_string(),
+        "Stable".to_string(),
+    );
+    let all = list(&mut c, &[], &[]);
+    assert!(all.contains(&share), "{all:?}");
+    assert!(all.iter().any(|g| g.0 == "classic"), "{all:?}");
+    assert_eq!(list(&mut c, &["share"], &[]), vec![share.clone()]);
+    assert_eq!(list(&mut c, &["Share"], &["stable"]), vec![share.clone()]);
+    assert!(list(&mut c, &["share"], &["Empty"]).is_empty());
+    assert!(
+        list(&mut c, &["classic"], &[])
+            .iter()
+            .all(|g| g.1 == "classic")
+    );
+
+    let described: DescribeGroupsResponse = c.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
+    );
+    assert_eq!(described.groups[0].error_code, 69);
+
+    // Its member leaves: the group is listed Empty.
+    let leave = join.with_member_epoch(-1);
+    let left: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &leave);
+    assert_eq!(left.error_code, 0);
+    let empty = (
+        "sg".to_string(),
+        "share".to_string(),
+        "share".to_string(),
+        "Empty".to_string(),
+    );
+    assert_eq!(list(&mut c, &["share"], &[]), vec![empty]);
+}
+
+/// ShareFetch of q-0 (topic id `id`) for `member` at `epoch`, waiting up to `wait_ms`:
+/// the acquired offsets with their delivery counts.
+fn share_fetch_q(
+    c: &mut Client,
+    id: [u8; 16],
+    member: &str,
+    epoch: i32,
+    wait_ms: i32,
+) -> Vec<(i64, i16)> {
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s("waiters"))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(wait_ms)
+        .with_max_bytes(1 << 20)
+        .with_max_records(10)
+        .with_topics(vec![
+            share_fetch_request::FetchTopic::default()
+                .with_topic_id(uuid::Uuid::from_bytes(id))
+                .with_partitions(vec![
+                    share_fetch_request::FetchPartition::default()
+                        .with_partition_index(0)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let r: ShareFetchResponse = c.call(ApiKey::ShareFetch, 1, &req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let mut out = Vec::new();
+    for p in r.responses.iter().flat_map(|t| &t.partitions) {
+        assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+        for a in &p.acquired_records {
+            out.extend((a.first_offset..=a.last_offset).map(|o| (o, a.delivery_count)));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let addr = server.local_addr();
+    let mut c = Client::connect(addr);
+    super::tests_api::create(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    let mut m1 = Client::connect(addr);
+    let mut m2 = Client::connect(addr);
+    for m in ["m1", "m2"] {
+        let join = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("waiters")))
+            .with_member_id(s(m))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+        let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+        assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    }
+    // Sessions open; the share-partition starts at the (empty) log's end.
+    assert!(share_fetch_q(&mut m1, id, "m1", 0, 0).is_empty());
+    assert!(share_fetch_q(&mut m2, id, "m2", 0, 0).is_empty());
+
+    // m1 waits; records appended meanwhile answer it.
+    let waiting = std::thread::spawn(move || {
+        let got = share_fetch_q(&mut m1, id, "m1", 1, 60_000);
+        (m1, got)
+    });
+    let produced: ProduceResponse = c.call(
+        ApiKey::Produce,
+        8,
+        &super::tests_api::produce_req(
+            -1,
+            vec![("q", 0, super::tests_api::batch(&["a", "b", "c"]))],
+        ),
+    );
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let (mut m1, got) = waiting.join().unwrap();
+    assert_eq!(got, vec![(0, 1), (1, 1), (2, 1)]);
+
+    // m2 waits (m1 holds everything); m1 releasing its records answers it.
+    let waiting = std::thread::spawn(move || share_fetch_q(&mut m2, id, "m2", 1, 60_000));
+    let released: ShareAcknowledgeResponse = m1.call(
+        ApiKey::ShareAcknowledge,
+        1,
+        &ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(s("waiters"))))
+            .with_member_id(Some(s("m1")))
+            .with_share_session_epoch(2)
+            .with_topics(vec![
+                share_acknowledge_request::AcknowledgeTopic::default()
+                    .with_topic_id(uuid::Uuid::from_bytes(id))
+                    .with_partitions(vec![
+                        share_acknowledge_request::AcknowledgePartition::default()
+                            .with_partition_index(0)
+                            .with_acknowledgement_batches(vec![
+                                share_acknowledge_request::AcknowledgementBatch::default()
+                                    .with_first_offset(0)
+                                    .with_last_offset(2)
+                                    .with_acknowledge_types(vec![2]),
+                            ]),
+                    ]),
+            ]),
+    );
+    assert_eq!(released.error_code, 0);
+    assert_eq!(released.responses[0].partitions[0].error_code, 0);
+    assert_eq!(waiting.join().unwrap(), vec![(0, 2), (1, 2), (2, 2)]);
+}

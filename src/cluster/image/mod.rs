@@ -44,6 +44,8 @@ pub(crate) mod stored;
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
 /// The internal topic of the transaction coordinators' state.
 pub(crate) const TRANSACTION_STATE_TOPIC: &str = crate::transaction::log::TRANSACTION_STATE_TOPIC;
+/// The share coordinators' internal topic.
+pub(crate) const SHARE_GROUP_STATE_TOPIC: &str = crate::coordinator::SHARE_GROUP_STATE_TOPIC;
 
 /// No leader.
 pub(crate) const NO_LEADER: i32 = -1;
@@ -992,12 +994,14 @@ impl MetadataImage {
 
     fn create_topic(&mut self, c: &CreateTopic) -> Outcome {
         self.check_new_topic_name(&c.name)?;
-        let internal_name = c.name == OFFSETS_TOPIC || c.name == TRANSACTION_STATE_TOPIC;
+        let internal_name = c.name == OFFSETS_TOPIC
+            || c.name == TRANSACTION_STATE_TOPIC
+            || c.name == SHARE_GROUP_STATE_TOPIC;
         if internal_name != c.internal {
             return Err(Rejected::InvalidTopicName {
                 name: c.name.clone(),
                 reason: format!(
-                    "only {OFFSETS_TOPIC} and {TRANSACTION_STATE_TOPIC} are internal, and only the cluster creates them"
+                    "only {OFFSETS_TOPIC}, {TRANSACTION_STATE_TOPIC} and {SHARE_GROUP_STATE_TOPIC} are internal, and only the cluster creates them"
                 ),
             });
         }

@@ -1,7 +1,9 @@
 //! DescribeGroups (key 15), versions 0-5: state, protocol, generation's members with
-//! their ids (instance ids from v4), clients, subscriptions and assignments.
+//! their ids (instance ids from v4), clients, subscriptions and assignments. A share
+//! group's id answers GROUP_ID_NOT_FOUND, as Kafka's (it is not a classic group).
 
 use crate::server::error_codes::KafkaCode;
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
@@ -28,6 +30,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     .with_group_state(kstr(""));
             }
             match groups.describe_group(id) {
+                // Kafka answers a share group's id as it does every group not classic.
+                Ok(d) if d.state.as_str() == "Dead" && is_share_group(ctx, id) => base
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_group_state(kstr("")),
                 Ok(d) => base
                     .with_group_state(kstr(d.state.as_str()))
                     .with_protocol_type(kstr(d.protocol_type))
@@ -51,4 +57,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
         .collect();
     req.respond(&DescribeGroupsResponse::default().with_groups(described))
+}
+
+/// True when the share coordinator of this node knows `group`.
+fn is_share_group(ctx: &Ctx<'_>, group: &str) -> bool {
+    ctx.backend().share_groups().iter().any(|(g, _)| g == group)
 }

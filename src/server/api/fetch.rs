@@ -1,4 +1,6 @@
-//! Fetch (key 1), versions 4-15, with a hand-framed response.
+//! Fetch (key 1), versions 0-16, with a hand-framed response (v16, KIP-951, adds only
+//! tagged fields, left out; v0-3, read as v4 through `legacy`, get their records
+//! down-converted to message sets of magic 1, copied).
 //!
 //! The request is decoded with `kafka-protocol`; the response is written by hand so that
 //! each partition's record bytes are not copied: the reply is a list of parts, in-memory
@@ -59,7 +61,7 @@ use crate::storage::LogSlice;
 use crate::topic::Signal;
 
 /// How often a waiting Fetch checks that its client is still connected.
-const HANGUP_CHECK: Duration = Duration::from_millis(200);
+pub(super) const HANGUP_CHECK: Duration = Duration::from_millis(200);
 
 impl FileRegion for LogSlice {
     fn file(&self) -> Option<&std::fs::File> {
@@ -74,8 +76,8 @@ impl FileRegion for LogSlice {
 }
 
 /// The partitions of a long poll, watched with one signal until dropped.
-struct Watch<'a> {
-    signal: Arc<Signal>,
+pub(super) struct Watch<'a> {
+    pub(super) signal: Arc<Signal>,
     logs: Vec<Arc<dyn PartitionOps>>,
     /// Where the signal is registered so that shutdown can wake it.
     shared: &'a Shared,
@@ -84,13 +86,21 @@ struct Watch<'a> {
 
 impl<'a> Watch<'a> {
     fn new(shared: &'a Shared, wanted: &[Wanted]) -> Watch<'a> {
-        let signal = Arc::new(Signal::default());
-        let id = shared.long_polls.register(&signal);
         let logs: Vec<Arc<dyn PartitionOps>> = wanted
             .iter()
             .flat_map(|w| w.partitions.iter())
             .filter_map(|p| p.log.as_ref().ok().cloned())
             .collect();
+        Watch::over(shared, Arc::new(Signal::default()), logs)
+    }
+
+    /// `signal`, notified by an append to any of `logs` and woken at shutdown.
+    pub(super) fn over(
+        shared: &'a Shared,
+        signal: Arc<Signal>,
+        logs: Vec<Arc<dyn PartitionOps>>,
+    ) -> Watch<'a> {
+        let id = shared.long_polls.register(&signal);
         for log in &logs {
             log.watch(&signal);
         }
@@ -455,7 +465,7 @@ const MAX_SENDFILE_PARTS: usize = 64;
 /// for the first and waits for the second).
 const MIN_SENDFILE_BYTES: usize = 16 * 1024;
 
-/// Lay out a Fetch response of `version` (4-15), with its top-level error code and
+/// Lay out a Fetch response of `version` (0-16), with its top-level error code and
 /// session id (v7+).
 fn frame(
     correlation_id: i32,
@@ -471,7 +481,9 @@ fn frame(
     if flexible {
         buf.push(0); // the response header's tagged fields: none
     }
-    buf.extend_from_slice(&crate::server::throttle::current_ms().to_be_bytes()); // throttle_time_ms
+    if version >= 1 {
+        buf.extend_from_slice(&crate::server::throttle::current_ms().to_be_bytes()); // throttle_time_ms
+    }
     if version >= 7 {
         buf.extend_from_slice(&error_code.to_be_bytes());
         buf.extend_from_slice(&session_id.to_be_bytes());
@@ -490,7 +502,29 @@ fn frame(
             buf.extend_from_slice(name);
         }
         put_len(&mut buf, flexible, topic.partitions.len());
-        for p in topic.partitions {
+        for mut p in topic.partitions {
+            if version < 4 {
+                // Fetch v0-3: a message set of magic 1, copied.
+                let location = format!("{}-{}", topic.name, p.index);
+                let set = match p.records.take() {
+                    Some(slice) => super::legacy::down_convert(&slice, &location),
+                    None => Ok(Vec::new()),
+                };
+                let (error, set) = match set {
+                    Ok(set) => (p.error, set),
+                    Err(e) => {
+                        tracing::warn!("cannot down-convert {location} for Fetch v{version}: {e}");
+                        (ResponseError::CorruptMessage.code(), Vec::new())
+                    }
+                };
+                crate::metrics::server::count_error(error);
+                buf.extend_from_slice(&p.index.to_be_bytes());
+                buf.extend_from_slice(&error.to_be_bytes());
+                buf.extend_from_slice(&p.high_watermark.to_be_bytes());
+                put_len(&mut buf, false, set.len());
+                buf.extend_from_slice(&set);
+                continue;
+            }
             crate::metrics::server::count_error(p.error);
             buf.extend_from_slice(&p.index.to_be_bytes());
             buf.extend_from_slice(&p.error.to_be_bytes());

@@ -1,6 +1,6 @@
 //! The request versions Kafka 4.0 removed (KIP-896) that Kafka 3.9 still answers, for
 //! older clients: OffsetCommit v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0,
-//! DescribeConfigs v0 and ListOffsets v0. `kafka-protocol` is generated from Kafka 4's message
+//! DescribeConfigs v0, ListOffsets v0, Produce v0-2 and Fetch v0-3. `kafka-protocol` is generated from Kafka 4's message
 //! definitions and neither decodes nor encodes them, so their layouts are here, from
 //! Kafka's protocol guide.
 //!
@@ -14,7 +14,12 @@
 //! up to `max_num_offsets` offsets before a timestamp and is answered with a list
 //! (`old_style_offsets`): it is read as v1 without that field and answered with the one
 //! offset v1 finds (Kafka's answer to the `max_num_offsets` 1 old clients send; an error
-//! answers an empty list).
+//! answers an empty list). Produce v0-2 carry message sets of magic 0 or 1: they are
+//! read as v3 with each message set up-converted to a record batch of magic 2
+//! ([`up_convert`], as Kafka's broker converts), and answered in v0-2's layout. Fetch
+//! v0-3 are read as v4 (no response limit before v3, read uncommitted) and answered by
+//! the Fetch handler in their layout, the records down-converted to message sets of
+//! magic 1 ([`down_convert`]).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::offset_commit_request::{
@@ -34,6 +39,8 @@ pub(crate) const OLDEST: &[(ApiKey, i16)] = &[
     (ApiKey::DeleteTopics, 0),
     (ApiKey::DescribeConfigs, 0),
     (ApiKey::ListOffsets, 0),
+    (ApiKey::Produce, 0),
+    (ApiKey::Fetch, 0),
 ];
 
 /// The version of the protocol crate a request of `key` v`version` is decoded and
@@ -57,6 +64,19 @@ pub(crate) fn decode_as(key: ApiKey, version: i16, body: &Bytes) -> Bytes {
         }
         // A malformed body is left as it is: decoding it as v1 fails and says so.
         (ApiKey::ListOffsets, 0) => list_offsets_v0_request(body).map_or(body.clone(), Bytes::from),
+        (ApiKey::Produce, 0..=2) => produce_old_request(body).map_or(body.clone(), Bytes::from),
+        // v4: `max_bytes` (v3 added it; before, no limit) and `isolation_level` (read
+        // uncommitted) after `min_bytes`; the topics are laid out alike.
+        (ApiKey::Fetch, 0..=3) if body.len() >= 12 => {
+            let at = if version == 3 { 16 } else { 12 };
+            let mut b = BytesMut::from(&body[..at.min(body.len())]);
+            if version < 3 {
+                b.put_i32(i32::MAX);
+            }
+            b.put_i8(0);
+            b.extend_from_slice(&body[at.min(body.len())..]);
+            b.freeze()
+        }
         _ => body.clone(),
     }
 }
@@ -81,6 +101,154 @@ fn list_offsets_v0_request(body: &[u8]) -> Result<Vec<u8>, String> {
         return Err(format!("{} bytes after the request", r.0.len()));
     }
     Ok(out)
+}
+
+/// Produce v0-2's request as v3's: a null `transactional_id` first, and each
+/// partition's message set of magic 0 or 1 converted to one record batch of magic 2 (as
+/// Kafka up-converts: a magic 0 message has no timestamp, -1). A message set that
+/// cannot be converted is passed on as it is, and its partition is refused as any
+/// batch that is not of magic 2.
+fn produce_old_request(body: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader(body);
+    let mut out = Vec::with_capacity(body.len() + 64);
+    out.put_i16(-1); // transactional_id: null
+    out.extend_from_slice(r.take(6)?); // acks, timeout_ms
+    let topics = r.array_len()?;
+    out.put_i32(topics);
+    for _ in 0..topics {
+        out.extend_from_slice(r.string()?);
+        let partitions = r.array_len()?;
+        out.put_i32(partitions);
+        for _ in 0..partitions {
+            out.extend_from_slice(r.take(4)?); // index
+            let len = r.i32()?;
+            let set = if len < 0 {
+                &[][..]
+            } else {
+                r.take(len as usize)?
+            };
+            match up_convert(set) {
+                Ok(batch) => {
+                    out.put_i32(batch.len() as i32);
+                    out.extend_from_slice(&batch);
+                }
+                Err(_) => {
+                    out.put_i32(len);
+                    out.extend_from_slice(set);
+                }
+            }
+        }
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the request", r.0.len()));
+    }
+    Ok(out)
+}
+
+/// A message set of magic 0 or 1 (uncompressed) as one record batch of magic 2 with
+/// the same keys, values and timestamps.
+pub(crate) fn up_convert(set: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader(set);
+    let mut batch = crate::record::BatchBuilder::new();
+    let mut count = 0;
+    while !r.0.is_empty() {
+        r.i64()?; // offset: assigned by the log
+        let size = r.i32()?;
+        let mut m = Reader(r.take(usize::try_from(size).map_err(|_| "a negative message size")?)?);
+        let crc = u32::from_be_bytes(m.take(4)?.try_into().expect("4 bytes"));
+        if crate::storage::crc32(m.0) != crc {
+            return Err(format!("message {count}: CRC mismatch"));
+        }
+        let magic = m.take(1)?[0];
+        let attributes = m.take(1)?[0];
+        if magic > 1 {
+            return Err(format!(
+                "message {count}: magic {magic} in an old message set"
+            ));
+        }
+        if attributes & 0x07 != 0 {
+            return Err(format!(
+                "message {count}: compressed messages of magic {magic} are not converted"
+            ));
+        }
+        let timestamp = if magic == 1 { m.i64()? } else { -1 };
+        let key = m.bytes()?;
+        let value = m.bytes()?;
+        if !m.0.is_empty() {
+            return Err(format!(
+                "message {count}: {} bytes after its value",
+                m.0.len()
+            ));
+        }
+        batch.push(timestamp, key, value, &[]);
+        count += 1;
+    }
+    if count == 0 {
+        return Err("an empty message set".into());
+    }
+    Ok(batch.finish())
+}
+
+/// Record batches as a message set of magic 1 (Fetch v0-3, as Kafka's broker
+/// down-converts): each record of each data batch with its offset, timestamp, key and
+/// value (headers have no place there), control batches left out.
+pub(crate) fn down_convert(bytes: &[u8], location: &str) -> crate::error::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut scratch = Vec::new();
+    for batch in crate::record::batches(bytes) {
+        let batch = batch?;
+        if batch.is_control() {
+            continue;
+        }
+        // Attribute bit 3: the timestamp is the broker's (LogAppendTime).
+        let attributes: u8 = if batch.timestamp_type_log_append() {
+            8
+        } else {
+            0
+        };
+        for record in batch.decode_records(location, 1 << 26, &mut scratch)? {
+            let record = record?;
+            let mut m = Vec::with_capacity(22 + record.value.map_or(0, <[u8]>::len));
+            m.push(1); // magic
+            m.push(attributes);
+            m.extend_from_slice(&record.timestamp.to_be_bytes());
+            for field in [record.key, record.value] {
+                match field {
+                    Some(f) => {
+                        m.extend_from_slice(&(f.len() as i32).to_be_bytes());
+                        m.extend_from_slice(f);
+                    }
+                    None => m.extend_from_slice(&(-1i32).to_be_bytes()),
+                }
+            }
+            out.extend_from_slice(&record.offset.to_be_bytes());
+            out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
+            out.extend_from_slice(&crate::storage::crc32(&m).to_be_bytes());
+            out.extend_from_slice(&m);
+        }
+    }
+    Ok(out)
+}
+
+/// Produce v0-2's response from v3's (v2 has v3's layout): v1 has no
+/// `log_append_time_ms`, v0 no `throttle_time_ms` either.
+fn produce_old_response(version: i16, r: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    let topics = r.array_len()?;
+    out.put_i32(topics);
+    for _ in 0..topics {
+        out.extend_from_slice(r.string()?);
+        let partitions = r.array_len()?;
+        out.put_i32(partitions);
+        for _ in 0..partitions {
+            out.extend_from_slice(r.take(14)?); // index, error_code, base_offset
+            r.take(8)?; // log_append_time_ms
+        }
+    }
+    let throttle = r.take(4)?;
+    if version == 1 {
+        out.extend_from_slice(throttle);
+    }
+    Ok(())
 }
 
 /// ListOffsets v0's response from v1's: each partition's `timestamp` and `offset`
@@ -138,11 +306,16 @@ pub(crate) fn downgrade(key: ApiKey, version: i16, modern: &[u8]) -> Result<Vec<
         }
         (ApiKey::DescribeConfigs, 0) => describe_configs_v0(&mut r, &mut out)?,
         (ApiKey::ListOffsets, 0) => list_offsets_v0_response(&mut r, &mut out)?,
+        (ApiKey::Produce, 2) => out.extend_from_slice(modern),
+        (ApiKey::Produce, 0 | 1) => produce_old_response(version, &mut r, &mut out)?,
         _ => return Err(format!("{key:?} v{version} has no old layout")),
     }
     if matches!(
         (key, version),
-        (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0) | (ApiKey::ListOffsets, 0)
+        (ApiKey::CreateTopics, 0)
+            | (ApiKey::DescribeConfigs, 0)
+            | (ApiKey::ListOffsets, 0)
+            | (ApiKey::Produce, 0 | 1)
     ) && !r.0.is_empty()
     {
         return Err(format!("{} bytes left over", r.0.len()));
@@ -282,6 +455,15 @@ impl<'a> Reader<'a> {
         Ok(&whole[..2 + n])
     }
 
+    /// Nullable bytes with an i32 length (-1: null).
+    fn bytes(&mut self) -> Result<Option<&'a [u8]>, String> {
+        let len = self.i32()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        self.take(len as usize).map(Some)
+    }
+
     fn nullable_str(&mut self) -> Result<Option<StrBytes>, String> {
         let len = self.i16()?;
         if len < 0 {
@@ -306,6 +488,11 @@ pub(crate) fn old_request(key: ApiKey, version: i16, modern: &[u8]) -> Vec<u8> {
         (ApiKey::CreateTopics, 0) | (ApiKey::DescribeConfigs, 0) => {
             modern[..modern.len() - 1].to_vec()
         }
+        // v3 with no topics: a null transactional id first.
+        (ApiKey::Produce, 0..=2) => modern[2..].to_vec(),
+        // v4: isolation_level at 16 (v3 drops it), max_bytes at 12 (v0-2 too).
+        (ApiKey::Fetch, 3) => [&modern[..16], &modern[17..]].concat(),
+        (ApiKey::Fetch, 0..=2) => [&modern[..12], &modern[17..]].concat(),
         (ApiKey::OffsetCommit, 0 | 1) => {
             // v2: group, generation, member, retention_time_ms, topics.
             let mut out = r.string().unwrap().to_vec();
@@ -334,6 +521,45 @@ pub(crate) fn upgrade(key: ApiKey, version: i16, old: &[u8]) -> Result<Vec<u8>, 
             out.put_i32(0);
             out.extend_from_slice(old);
             return Ok(out);
+        }
+        (ApiKey::Fetch, 0..=3) => {
+            if version == 0 {
+                out.put_i32(0);
+            } else {
+                out.extend_from_slice(r.take(4)?);
+            }
+            let topics = r.array_len()?;
+            out.put_i32(topics);
+            for _ in 0..topics {
+                out.extend_from_slice(r.string()?);
+                let partitions = r.array_len()?;
+                out.put_i32(partitions);
+                for _ in 0..partitions {
+                    out.extend_from_slice(r.take(14)?); // index, error, high watermark
+                    out.put_i64(-1); // last_stable_offset
+                    out.put_i32(-1); // aborted_transactions: null
+                    let len = r.i32()?;
+                    out.put_i32(len);
+                    out.extend_from_slice(r.take(usize::try_from(len).unwrap_or(0))?);
+                }
+            }
+        }
+        (ApiKey::Produce, 0 | 1) => {
+            let topics = r.array_len()?;
+            out.put_i32(topics);
+            for _ in 0..topics {
+                out.extend_from_slice(r.string()?);
+                let partitions = r.array_len()?;
+                out.put_i32(partitions);
+                for _ in 0..partitions {
+                    out.extend_from_slice(r.take(14)?);
+                    out.put_i64(-1);
+                }
+            }
+            match version {
+                1 => out.extend_from_slice(r.take(4)?),
+                _ => out.put_i32(0),
+            }
         }
         (ApiKey::CreateTopics, 0) => {
             out.put_i32(0);
@@ -475,5 +701,81 @@ mod tests {
         assert_eq!(ts, vec![5]);
         let e = offset_commit_request(&[0, 1, b'g', 0, 0, 0, 3, 0, 1], 1).unwrap_err();
         assert!(e.contains("truncated"), "{e}");
+    }
+
+    /// A message of `magic` 0 or 1 (`attributes`, timestamp `ts` for magic 1) at
+    /// offset 0, its CRC computed unless `bad_crc`.
+    fn message(
+        magic: u8,
+        attributes: u8,
+        ts: i64,
+        key: Option<&[u8]>,
+        value: &[u8],
+        bad_crc: bool,
+    ) -> Vec<u8> {
+        let mut m = vec![magic, attributes];
+        if magic == 1 {
+            m.extend_from_slice(&ts.to_be_bytes());
+        }
+        match key {
+            Some(k) => {
+                m.extend_from_slice(&(k.len() as i32).to_be_bytes());
+                m.extend_from_slice(k);
+            }
+            None => m.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        m.extend_from_slice(&(value.len() as i32).to_be_bytes());
+        m.extend_from_slice(value);
+        let crc = crate::storage::crc32(&m) ^ u32::from(bad_crc);
+        let mut out = 0i64.to_be_bytes().to_vec();
+        out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
+        out.extend_from_slice(&crc.to_be_bytes());
+        out.extend_from_slice(&m);
+        out
+    }
+
+    #[test]
+    fn old_message_sets_become_one_batch_of_magic_2() {
+        let mut set = message(0, 0, 0, Some(b"k0"), b"v0", false);
+        set.extend(message(1, 0, 1_700_000_000_123, None, b"v1", false));
+        let batch = up_convert(&set).unwrap();
+        let b = crate::record::batches(&batch).next().unwrap().unwrap();
+        let mut scratch = Vec::new();
+        let records: Vec<(i64, Option<Vec<u8>>, Vec<u8>)> = b
+            .decode_records("t-0", 1 << 20, &mut scratch)
+            .unwrap()
+            .map(|r| {
+                let r = r.unwrap();
+                (
+                    r.timestamp,
+                    r.key.map(<[u8]>::to_vec),
+                    r.value.unwrap().to_vec(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            records,
+            vec![
+                (-1, Some(b"k0".to_vec()), b"v0".to_vec()),
+                (1_700_000_000_123, None, b"v1".to_vec()),
+            ]
+        );
+        let e = up_convert(&message(1, 0, 5, None, b"v", true)).unwrap_err();
+        assert!(e.contains("CRC"), "{e}");
+        let e = up_convert(&message(1, 1, 5, None, b"v", false)).unwrap_err();
+        assert!(e.contains("compressed"), "{e}");
+        assert!(
+            up_convert(&set[..set.len() - 1])
+                .unwrap_err()
+                .contains("truncated")
+        );
+        assert!(up_convert(&[]).is_err());
+
+        // Down-converted (Fetch v0-3): magic 1 messages at the batch's offsets, which
+        // up-convert to the same records.
+        let set = down_convert(&batch, "t-0").unwrap();
+        assert_eq!(set[16], 1, "magic 1");
+        assert_eq!(i64::from_be_bytes(set[..8].try_into().unwrap()), 0);
+        assert_eq!(up_convert(&set).unwrap(), batch);
     }
 }

@@ -101,7 +101,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_error_code(error)
                 .with_is_internal(
                     name == OFFSETS_TOPIC
-                        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC,
+                        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC
+                        || name == crate::coordinator::SHARE_GROUP_STATE_TOPIC,
                 )
                 .with_name(Some(TopicName(kstr(name))))
                 .with_topic_id(uuid(id))

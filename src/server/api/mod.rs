@@ -241,10 +241,10 @@ pub(super) fn by_topic<P, T>(
 //
 // Adding an API: its handler file (and `mod` line above), and one line here.
 apis! {
-    Produce 3..=8, ProduceRequest => ProduceResponse, handler(produce),
+    Produce 0..=11, ProduceRequest => ProduceResponse, handler(produce),
         errors [|r, f| r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))];
-    Fetch 4..=15, FetchRequest => FetchResponse, handler(fetch), errors [framed];
-    ListOffsets 0..=5, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
+    Fetch 0..=16, FetchRequest => FetchResponse, handler(fetch), errors [framed];
+    ListOffsets 0..=9, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     Metadata 0..=12, MetadataRequest => MetadataResponse, handler(metadata),
         errors [|r, f| {

@@ -1,4 +1,5 @@
-//! Produce (key 0), versions 3-8.
+//! Produce (key 0), versions 3-11 (v9 is flexible; v10 and v11 add only tagged fields
+//! and an error code tidelog does not give).
 //!
 //! Transactional batches (KIP-98) need the request's transactional id, Write on it, and
 //! their partition in the producer's ongoing transaction, which the transaction

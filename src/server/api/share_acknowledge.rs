@@ -2,7 +2,8 @@
 //! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap) within
 //! its share session; epoch -1 closes the session, releasing what the member still
 //! holds. Needs Read on the group. Each partition gets its own error code:
-//! INVALID_RECORD_STATE when a record was not acquired by the member.
+//! INVALID_RECORD_STATE when a record was not acquired by the member,
+//! NOT_LEADER_OR_FOLLOWER on a cluster node that does not lead the partition.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -18,6 +19,7 @@ use crate::coordinator::{AcknowledgeType, ShareCoordinator};
 use crate::error::ShareError;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
+use crate::server::backend::Backend;
 use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::{by_id, topic_id};
 
@@ -53,12 +55,17 @@ fn acknowledgements(batches: &AckBatches) -> Result<Vec<(i64, AcknowledgeType)>,
 /// Applies one partition's acknowledgements; the code and message of the first that
 /// failed (0 when all succeeded).
 pub(super) fn acknowledge(
+    backend: &dyn Backend,
     share: &ShareCoordinator,
     group: &str,
     member: &str,
     (topic, partition): (&str, i32),
     batches: &AckBatches,
 ) -> (i16, Option<String>) {
+    // Served by the partition's leader, which holds its share-partition.
+    if let Err(e) = backend.partition(topic, partition) {
+        return (error_code(&e), Some(e.to_string()));
+    }
     let acks = match acknowledgements(batches) {
         Ok(a) => a,
         Err(e) => return (e.code(), Some(e.to_string())),
@@ -133,7 +140,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     .iter()
                     .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                     .collect();
-                acknowledge(share, &group, &member, (name, p.partition_index), &batches)
+                acknowledge(
+                    backend,
+                    share,
+                    &group,
+                    &member,
+                    (name, p.partition_index),
+                    &batches,
+                )
             } else {
                 (ResponseError::TopicAuthorizationFailed.code(), None)
             };

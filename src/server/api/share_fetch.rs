@@ -7,10 +7,13 @@
 //! share-partition's first available one up to the high watermark; the ones acquired
 //! travel as `acquired_records` ranges with their delivery counts next to the record
 //! batches holding them (the client delivers only acquired offsets). With nothing to
-//! acquire the request waits up to `max_wait_ms`. A new share-partition starts at the
+//! acquire the request waits up to `max_wait_ms`, woken by an append to its partitions,
+//! a change of the share coordinator (records released or acknowledged) or the next
+//! lock expiry, never polling. A new share-partition starts at the
 //! log's end (Kafka's default `share.auto.offset.reset`, latest).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,6 +23,7 @@ use kafka_protocol::messages::share_fetch_response::{
 };
 use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 
+use super::fetch::{HANGUP_CHECK, Watch};
 use super::share_acknowledge::{AckBatches, acknowledge, ids};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::coordinator::{AcquiredRecord, ShareCoordinator};
@@ -30,12 +34,11 @@ use crate::server::backend::Backend;
 use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::{by_id, topic_id, topics_with_counts};
 use crate::storage::ReadLimit;
+use crate::topic::Signal;
 
 /// Records acquired per request when the client sets no limit (Kafka's
 /// `max.poll.records` default).
 const DEFAULT_MAX_RECORDS: usize = 500;
-/// How often a waiting request looks for new records.
-const WAIT_STEP: Duration = Duration::from_millis(20);
 
 fn refusal(code: i16, message: String) -> ShareFetchResponse {
     ShareFetchResponse::default()
@@ -189,7 +192,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
     };
     for ((topic, partition), batches) in acks {
-        let (code, message) = acknowledge(share, &group, &member, (&topic, partition), &batches);
+        let (code, message) = acknowledge(
+            backend,
+            share,
+            &group,
+            &member,
+            (&topic, partition),
+            &batches,
+        );
         let data = answers
             .entry((topic, partition))
             .or_insert_with(|| partition_data(partition));
@@ -250,7 +260,9 @@ fn fetch(
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
     let deadline =
         Instant::now() + Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let mut wait: Option<ShareWait> = None;
     loop {
+        let seen = wait.as_ref().map_or(0, |w| w.watch.signal.current());
         let mut got = 0;
         for (topic, partition) in session {
             let room = max_records - got;
@@ -273,9 +285,50 @@ fn fetch(
                 }
             }
         }
-        if got > 0 || Instant::now() >= deadline || ctx.client_gone() {
+        if got > 0 || Instant::now() >= deadline || ctx.client_gone() || ctx.shared.is_stopping() {
             return;
         }
-        std::thread::sleep(WAIT_STEP.min(deadline.saturating_duration_since(Instant::now())));
+        match &wait {
+            Some(w) => {
+                let until = fetcher
+                    .share
+                    .next_lock_expiry(fetcher.group, session)
+                    .map_or(deadline, |e| e.min(deadline))
+                    .min(Instant::now() + HANGUP_CHECK);
+                w.watch.signal.wait_past_parked(seen, until);
+            }
+            // Registered once a wait is needed; the partitions are read again before
+            // waiting, so what happened in between is not missed.
+            None => wait = Some(ShareWait::new(ctx, fetcher, session)),
+        }
+    }
+}
+
+/// A waiting ShareFetch's signal: notified by an append to the session's partitions
+/// (as Fetch's long poll), by any change of the share coordinator (records released,
+/// acknowledged), and at shutdown; the coordinator's watch ends when dropped.
+struct ShareWait<'a> {
+    watch: Watch<'a>,
+    share: &'a ShareCoordinator,
+}
+
+impl<'a> ShareWait<'a> {
+    fn new(ctx: &'a Ctx<'_>, fetcher: &Fetcher<'a>, session: &[(String, i32)]) -> Self {
+        let logs = session
+            .iter()
+            .filter_map(|(t, p)| fetcher.backend.partition(t, *p).ok())
+            .collect();
+        let watch = Watch::over(ctx.shared, Arc::new(Signal::default()), logs);
+        fetcher.share.watch(&watch.signal);
+        ShareWait {
+            watch,
+            share: fetcher.share,
+        }
+    }
+}
+
+impl Drop for ShareWait<'_> {
+    fn drop(&mut self) {
+        self.share.unwatch(&self.watch.signal);
     }
 }

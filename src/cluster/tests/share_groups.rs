@@ -1,0 +1,274 @@
+//! Share groups on a cluster: ShareFetch and ShareAcknowledge served by a partition's
+//! leader, its share-partition's state written to `__share_group_state` through that
+//! partition's leader, wherever it is. When the state partition's leader and then the
+//! data partition's leader stop, three members still get disjoint records, no accepted
+//! record is delivered again, and what a member held when its leader stopped is
+//! delivered again, counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::failover::{addr, send, values};
+use super::replication::{broker, create};
+use super::*;
+use crate::cluster::client::Client;
+use crate::coordinator::SHARE_GROUP_STATE_TOPIC;
+use crate::producer::Acks;
+
+const CALL: Duration = Duration::from_secs(15);
+const GROUP: &str = "workers";
+const RECORDS: i64 = 30;
+
+/// A member of the share group, with its share session on one node.
+struct Member {
+    id: String,
+    node: usize,
+    client: Client,
+    epoch: i32,
+}
+
+impl Member {
+    fn new(c: &TestCluster, id: &str, node: usize) -> Member {
+        Member {
+            id: id.into(),
+            node,
+            client: Client::new(addr(c, node).to_string(), id),
+            epoch: 0,
+        }
+    }
+
+    /// Moves its session to `node` (a new session there, epoch 0).
+    fn to(&mut self, c: &TestCluster, node: usize) {
+        if self.node != node {
+            *self = Member::new(c, &self.id, node);
+        }
+    }
+
+    /// One ShareFetch of t-0: the acquired offsets with their delivery counts.
+    fn fetch(&mut self, topic_id: [u8; 16], max_records: i32) -> BTreeMap<i64, i16> {
+        let r = self.fetch_answer(topic_id, max_records);
+        let mut out = BTreeMap::new();
+        for p in r.responses.iter().flat_map(|t| &t.partitions) {
+            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+            for a in &p.acquired_records {
+                for o in a.first_offset..=a.last_offset {
+                    out.insert(o, a.delivery_count);
+                }
+            }
+        }
+        out
+    }
+
+    /// One ShareFetch of t-0, its answer.
+    fn fetch_answer(&mut self, topic_id: [u8; 16], max_records: i32) -> ShareFetchResponse {
+        let request = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str(GROUP))))
+            .with_member_id(Some(StrBytes::from_string(self.id.clone())))
+            .with_share_session_epoch(self.epoch)
+            .with_max_wait_ms(500)
+            .with_max_bytes(1 << 20)
+            .with_max_records(max_records)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic_id(uuid::Uuid::from_bytes(topic_id))
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition_index(0)
+                            .with_partition_max_bytes(1 << 20),
+                    ]),
+            ]);
+        let r: ShareFetchResponse = self.client.call(&request, 1, CALL).unwrap();
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        self.epoch += 1;
+        r
+    }
+
+    /// Accepts `offsets` of t-0 with ShareAcknowledge; its error code.
+    fn accept(&mut self, topic_id: [u8; 16], offsets: &BTreeSet<i64>) -> i16 {
+        let batches = offsets
+            .iter()
+            .map(|&o| {
+                AcknowledgementBatch::default()
+                    .with_first_offset(o)
+                    .with_last_offset(o)
+                    .with_acknowledge_types(vec![1])
+            })
+            .collect();
+        let request = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str(GROUP))))
+            .with_member_id(Some(StrBytes::from_string(self.id.clone())))
+            .with_share_session_epoch(self.epoch)
+            .with_topics(vec![
+                AcknowledgeTopic::default()
+                    .with_topic_id(uuid::Uuid::from_bytes(topic_id))
+                    .with_partitions(vec![
+                        AcknowledgePartition::default()
+                            .with_partition_index(0)
+                            .with_acknowledgement_batches(batches),
+                    ]),
+            ]);
+        let r: ShareAcknowledgeResponse = self.client.call(&request, 1, CALL).unwrap();
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        self.epoch += 1;
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code)
+            .find(|c| *c != 0)
+            .unwrap_or(0)
+    }
+}
+
+/// The node index leading `topic`-`p` once it applied its leadership, among the
+/// running nodes.
+fn applied_leader(c: &TestCluster, topic: &str, p: i32) -> usize {
+    let mut found = None;
+    wait_until(&format!("a running leader of {topic}-{p}"), || {
+        let img = c.node(c.running()[0]).image();
+        let Some(leader) = img.topic(topic).map(|t| t.partitions[p as usize].leader) else {
+            return false;
+        };
+        let Ok(i) = usize::try_from(leader - 1) else {
+            return false;
+        };
+        found = Some(i);
+        c.running().contains(&i)
+            && broker(c, i)
+                .hosted_partition(topic, p)
+                .is_some_and(|x| x.leader_epoch().is_some())
+    });
+    found.unwrap()
+}
+
+/// Accepted records, checked: none was accepted before.
+fn record_accepts(accepted: &mut BTreeSet<i64>, offsets: &BTreeSet<i64>) {
+    for o in offsets {
+        assert!(accepted.insert(*o), "offset {o} accepted twice");
+    }
+}
+
+#[test]
+fn share_partitions_keep_every_record_state_when_leaders_move() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "t", 1, Vec::new());
+    let topic_id = c.node(0).image().topic("t").unwrap().id;
+    let l0 = applied_leader(&c, "t", 0);
+    let mut members: Vec<Member> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|id| Member::new(&c, id, l0))
+        .collect();
+    // The first fetch makes `__share_group_state` and starts the share-partition at
+    // the log's end (`share.auto.offset.reset` latest): nothing yet.
+    for m in &mut members {
+        assert!(m.fetch(topic_id, 5).is_empty());
+    }
+    c.wait_same_image();
+    send(&c, l0, "t", Acks::All, &values("job", RECORDS as usize));
+
+    // Three members, disjoint records; m1 and m3 accept theirs, m2 holds its own.
+    let mut accepted = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut held = BTreeSet::new();
+    for (i, m) in members.iter_mut().enumerate() {
+        let got = m.fetch(topic_id, 5);
+        assert_eq!(got.len(), 5, "{} got {got:?}", m.id);
+        let offsets: BTreeSet<i64> = got.keys().copied().collect();
+        assert!(seen.is_disjoint(&offsets), "{} got {offsets:?} again", m.id);
+        seen.extend(offsets.iter().copied());
+        if i == 1 {
+            held = offsets;
+        } else {
+            assert_eq!(m.accept(topic_id, &offsets), 0);
+            record_accepts(&mut accepted, &offsets);
+        }
+    }
+
+    // A follower does not hold the share-partition: NOT_LEADER_OR_FOLLOWER.
+    let follower = (0..3).find(|&i| i != l0).unwrap();
+    let mut stray = Member::new(&c, "m1", follower);
+    let r = stray.fetch_answer(topic_id, 5);
+    assert_eq!(r.responses[0].partitions[0].error_code, 6);
+    assert_eq!(stray.accept(topic_id, &held), 6);
+
+    // The leader of the share-partition's state partition stops.
+    let state: Vec<i32> = (0..broker(&c, l0).config().share.state_topic_partitions)
+        .filter(|&i| {
+            broker(&c, l0)
+                .hosted_partition(SHARE_GROUP_STATE_TOPIC, i)
+                .is_some_and(|p| p.log_end_offset() > 0)
+        })
+        .collect();
+    assert_eq!(state.len(), 1, "one state partition written: {state:?}");
+    let s = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, state[0]);
+    c.halt(s);
+    c.wait_settled();
+    let mut leader = applied_leader(&c, "t", 0);
+    if leader == l0 {
+        // The data leader stayed: its state goes to the new state leader, over the
+        // network. m2 accepts what it held and takes more, held when the data leader
+        // stops in its turn.
+        applied_leader(&c, SHARE_GROUP_STATE_TOPIC, state[0]);
+        assert_eq!(members[1].accept(topic_id, &held), 0);
+        record_accepts(&mut accepted, &held);
+        let got = members[1].fetch(topic_id, 5);
+        assert_eq!(got.len(), 5, "m2 got {got:?}");
+        assert!(got.keys().all(|o| !seen.contains(o)), "{got:?} again");
+        held = got.keys().copied().collect();
+        c.restart(s);
+        c.wait_settled();
+        wait_until("every replica of the state partition in sync", || {
+            let img = c.node(c.running()[0]).image();
+            img.topic(SHARE_GROUP_STATE_TOPIC).unwrap().partitions[state[0] as usize]
+                .isr
+                .len()
+                == 3
+        });
+        c.halt(l0);
+        c.wait_settled();
+        leader = applied_leader(&c, "t", 0);
+    }
+    assert_ne!(leader, l0);
+
+    // The new leader loads the share-partition: accepted records stay accepted; the
+    // ones m2 held come back, delivered a second time.
+    let mut redelivered = BTreeMap::new();
+    for m in &mut members {
+        m.to(&c, leader);
+    }
+    for round in 0..60 {
+        if accepted.len() == RECORDS as usize {
+            break;
+        }
+        let m = &mut members[round % 3];
+        let got = m.fetch(topic_id, 4);
+        for (o, count) in &got {
+            assert!(!accepted.contains(o), "accepted offset {o} delivered again");
+            if held.contains(o) {
+                redelivered.insert(*o, *count);
+            }
+        }
+        let offsets: BTreeSet<i64> = got.keys().copied().collect();
+        if !offsets.is_empty() {
+            assert_eq!(m.accept(topic_id, &offsets), 0);
+            record_accepts(&mut accepted, &offsets);
+        }
+    }
+    assert_eq!(accepted, (0..RECORDS).collect::<BTreeSet<_>>());
+    assert_eq!(
+        redelivered.keys().copied().collect::<BTreeSet<_>>(),
+        held,
+        "what m2 held came back"
+    );
+    assert!(redelivered.values().all(|&n| n == 2), "{redelivered:?}");
+    c.shutdown();
+}
