@@ -403,6 +403,12 @@ impl ClusterNode {
         self.handle.image()
     }
 
+    /// True while topic `name` is in the metadata this node applied but not yet in the
+    /// image it published: its creation is committed, and this node is opening its logs.
+    pub(crate) fn topic_being_published(&self, name: &str) -> bool {
+        self.shared.applied.read().topic(name).is_some() && self.image().topic(name).is_none()
+    }
+
     /// The controller (Raft leader), if known.
     pub(crate) fn controller_id(&self) -> Option<i32> {
         let l = self.shared.leader.load(Ordering::Acquire);

@@ -24,6 +24,7 @@ mod durable_acks;
 mod failover;
 mod group_coordinators;
 mod lost_directory;
+mod metadata_visibility;
 mod quorum_forgery;
 mod replication;
 mod transactions;

@@ -97,6 +97,13 @@ pub(crate) trait ClusterView: Send + Sync {
     /// The layout of each of `names` (None for a topic that does not exist), all read
     /// from one state of the metadata.
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>>;
+    /// True for a topic this node knows is created but does not serve yet (its
+    /// partitions are being opened here): Metadata answers LEADER_NOT_AVAILABLE for it,
+    /// as Kafka does for a topic being created, rather than UNKNOWN_TOPIC_OR_PARTITION.
+    fn topic_being_created(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
     /// The layout of topic `name`, None if it does not exist.
     fn topic(&self, name: &str) -> Option<TopicLayout> {
         self.topics(&[name.to_string()]).pop().flatten()
@@ -168,6 +175,10 @@ impl ClusterView for ClusterNode {
 
     fn topic_names(&self) -> Vec<String> {
         self.image().topics.keys().cloned().collect()
+    }
+
+    fn topic_being_created(&self, name: &str) -> bool {
+        self.topic_being_published(name)
     }
 
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
@@ -252,6 +263,8 @@ pub(crate) mod fake {
         /// `(id, fenced, endpoints by listener name)`.
         pub brokers: Vec<(i32, bool, Vec<Endpoint>)>,
         pub topics: std::collections::BTreeMap<String, TopicLayout>,
+        /// Topics created but not served yet ([`ClusterView::topic_being_created`]).
+        pub being_created: Vec<String>,
         pub created: Mutex<Vec<TopicSpec>>,
     }
 
@@ -283,6 +296,9 @@ pub(crate) mod fake {
         }
         fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
             names.iter().map(|n| self.topics.get(n).cloned()).collect()
+        }
+        fn topic_being_created(&self, name: &str) -> bool {
+            self.being_created.iter().any(|n| n == name)
         }
         fn create_topic(&self, topic: &TopicSpec, _: bool, _: Duration) -> Result<()> {
             self.created.lock().push(topic.clone());

@@ -227,6 +227,12 @@ fn handle_cluster(
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             let Some(t) = layout else {
+                // Created, and this node is opening its partitions: Kafka's answer for a
+                // topic being created, which clients retry (UNKNOWN_TOPIC_OR_PARTITION
+                // makes a consumer report its subscribed topic as missing).
+                if cluster.topic_being_created(&name) {
+                    return topic.with_error_code(ResponseError::LeaderNotAvailable.code());
+                }
                 return topic.with_error_code(unknown_topic_code(&name));
             };
             let partitions = t
@@ -278,7 +284,7 @@ fn handle_cluster(
 fn auto_create(ctx: &Ctx<'_>, req: &Request, cluster: &dyn ClusterView, names: &[String]) {
     let layouts = cluster.topics(names);
     for (name, _) in names.iter().zip(layouts).filter(|(_, l)| l.is_none()) {
-        if !ctx.may_create_topic(name) {
+        if cluster.topic_being_created(name) || !ctx.may_create_topic(name) {
             continue;
         }
         let topic = TopicSpec {
