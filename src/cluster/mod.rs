@@ -403,10 +403,20 @@ impl ClusterNode {
         self.handle.image()
     }
 
-    /// True while topic `name` is in the metadata this node applied but not yet in the
-    /// image it published: its creation is committed, and this node is opening its logs.
-    pub(crate) fn topic_being_published(&self, name: &str) -> bool {
-        self.shared.applied.read().topic(name).is_some() && self.image().topic(name).is_none()
+    /// The topics in the metadata this node applied but not yet in the image it
+    /// published: their creation is committed, and this node is opening their logs.
+    pub(crate) fn topics_being_published(&self) -> Vec<String> {
+        let applied = self.shared.applied.read().clone();
+        let published = self.image();
+        if Arc::ptr_eq(&applied, &published) {
+            return Vec::new();
+        }
+        applied
+            .topics
+            .keys()
+            .filter(|name| published.topic(name).is_none())
+            .cloned()
+            .collect()
     }
 
     /// The controller (Raft leader), if known.

@@ -97,12 +97,12 @@ pub(crate) trait ClusterView: Send + Sync {
     /// The layout of each of `names` (None for a topic that does not exist), all read
     /// from one state of the metadata.
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>>;
-    /// True for a topic this node knows is created but does not serve yet (its
-    /// partitions are being opened here): Metadata answers LEADER_NOT_AVAILABLE for it,
-    /// as Kafka does for a topic being created, rather than UNKNOWN_TOPIC_OR_PARTITION.
-    fn topic_being_created(&self, name: &str) -> bool {
-        let _ = name;
-        false
+    /// The topics this node knows are created but does not serve yet (their partitions
+    /// are being opened here): Metadata lists them with LEADER_NOT_AVAILABLE, as Kafka
+    /// does for a topic being created, rather than leaving them out or answering
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    fn topics_being_created(&self) -> Vec<String> {
+        Vec::new()
     }
     /// The layout of topic `name`, None if it does not exist.
     fn topic(&self, name: &str) -> Option<TopicLayout> {
@@ -177,8 +177,8 @@ impl ClusterView for ClusterNode {
         self.image().topics.keys().cloned().collect()
     }
 
-    fn topic_being_created(&self, name: &str) -> bool {
-        self.topic_being_published(name)
+    fn topics_being_created(&self) -> Vec<String> {
+        self.topics_being_published()
     }
 
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
@@ -263,7 +263,7 @@ pub(crate) mod fake {
         /// `(id, fenced, endpoints by listener name)`.
         pub brokers: Vec<(i32, bool, Vec<Endpoint>)>,
         pub topics: std::collections::BTreeMap<String, TopicLayout>,
-        /// Topics created but not served yet ([`ClusterView::topic_being_created`]).
+        /// Topics created but not served yet ([`ClusterView::topics_being_created`]).
         pub being_created: Vec<String>,
         pub created: Mutex<Vec<TopicSpec>>,
     }
@@ -297,8 +297,8 @@ pub(crate) mod fake {
         fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
             names.iter().map(|n| self.topics.get(n).cloned()).collect()
         }
-        fn topic_being_created(&self, name: &str) -> bool {
-            self.being_created.iter().any(|n| n == name)
+        fn topics_being_created(&self) -> Vec<String> {
+            self.being_created.clone()
         }
         fn create_topic(&self, topic: &TopicSpec, _: bool, _: Duration) -> Result<()> {
             self.created.lock().push(topic.clone());

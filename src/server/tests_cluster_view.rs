@@ -198,6 +198,29 @@ fn metadata_of_a_topic_being_created_on_this_node_is_leader_not_available() {
         [("fresh".into(), 5), ("nope".into(), 3)],
         "LEADER_NOT_AVAILABLE for the topic being created, UNKNOWN_TOPIC_OR_PARTITION else"
     );
+    // Listed among every topic too.
+    let mut cluster = two_brokers();
+    cluster.being_created = vec!["fresh".into()];
+    let r: MetadataResponse = ask(
+        cluster,
+        "INTERNAL",
+        ApiKey::Metadata,
+        8,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let codes: Vec<(String, i16)> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().unwrap().to_string(), t.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("__consumer_offsets".into(), 0),
+            ("fresh".into(), 5),
+            ("orders".into(), 0)
+        ]
+    );
 }
 
 #[test]

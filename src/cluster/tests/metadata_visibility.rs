@@ -41,18 +41,21 @@ impl Gate {
     }
 }
 
-/// Metadata v12 of `topic` from the node listening at `addr`: the topic's error code.
-fn metadata_error(addr: SocketAddr, topic: &str) -> i16 {
+/// Metadata v12 of `topic` (None: of every topic) from the node listening at `addr`:
+/// each topic's name and error code.
+fn metadata(addr: SocketAddr, topic: Option<&str>) -> Vec<(String, i16)> {
     let version = 12;
     let header = RequestHeader::default()
         .with_request_api_key(ApiKey::Metadata as i16)
         .with_request_api_version(version)
         .with_correlation_id(1)
         .with_client_id(Some(StrBytes::from_static_str("unit")));
-    let request = MetadataRequest::default().with_topics(Some(vec![
-        metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(topic.into())))),
-    ]));
+    let request = MetadataRequest::default().with_topics(topic.map(|t| {
+        vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(t.into())))),
+        ]
+    }));
     let mut buf = BytesMut::new();
     header
         .encode(&mut buf, ApiKey::Metadata.request_header_version(version))
@@ -69,8 +72,17 @@ fn metadata_error(addr: SocketAddr, topic: &str) -> i16 {
     let mut b = Bytes::from(body);
     ResponseHeader::decode(&mut b, ApiKey::Metadata.response_header_version(version)).unwrap();
     let r = MetadataResponse::decode(&mut b, version).unwrap();
-    assert_eq!(r.topics.len(), 1, "{r:?}");
-    r.topics[0].error_code
+    r.topics
+        .iter()
+        .map(|t| (t.name.as_ref().unwrap().to_string(), t.error_code))
+        .filter(|(name, _)| !name.starts_with("__"))
+        .collect()
+}
+
+fn metadata_error(addr: SocketAddr, topic: &str) -> i16 {
+    let topics = metadata(addr, Some(topic));
+    assert_eq!(topics.len(), 1, "{topics:?}");
+    topics[0].1
 }
 
 #[test]
@@ -98,7 +110,7 @@ fn a_topic_a_node_applied_but_has_not_published_is_leader_not_available_there() 
         )
         .unwrap();
     wait_until("node 1 applied the creation", || {
-        c.node(0).topic_being_published("fresh")
+        c.node(0).topics_being_published() == ["fresh"]
     });
     assert!(c.node(0).image().topic("fresh").is_none());
     let addr = c.nodes[0].as_ref().unwrap().local_addr();
@@ -112,7 +124,8 @@ fn a_topic_a_node_applied_but_has_not_published_is_leader_not_available_there() 
     wait_until("node 1 published the topic", || {
         c.node(0).image().topic("fresh").is_some()
     });
-    assert!(!c.node(0).topic_being_published("fresh"));
+    assert!(c.node(0).topics_being_published().is_empty());
     assert_eq!(metadata_error(addr, "fresh"), 0);
+    assert_eq!(metadata(addr, None), [("fresh".to_string(), 0)]);
     c.shutdown();
 }
