@@ -160,14 +160,15 @@ for entry in "${TESTS_LIST[@]}"; do
     set +e
     (
         cd "$src/tests"
-        # -E: no sockem (socket fault injection) tests, -L: no broker-less tests; CI unset so that librdkafka
-        # does not skip its timing-dependent checks.
+        # -E: no sockem (socket fault injection) tests, -L: no broker-less tests; CI
+        # unset so that librdkafka does not skip its timing-dependent checks.
         env -u CI LD_LIBRARY_PATH="../src:../src-cpp" RDKAFKA_TEST_CONF="$work/test.conf" \
             TEST_KAFKA_VERSION=3.9.0 TESTS="$test" SUBTESTS="$subtests" TEST_SCENARIO="$SCENARIO" \
             timeout "$TEST_TIMEOUT" ./test-runner -E -L -p1
     ) >"$log" 2>&1
     rc=$?
     set -e
+    rm -f "$src"/tests/stats_*.json   # the runner's statistics files, one per test
     took=$(( $(date +%s) - t0 ))
     # The runner's summary table: one row per test it matched ("| NAME | PASSED | ...").
     # Broker-less variants filtered out by -L are not counted.
