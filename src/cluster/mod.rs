@@ -430,6 +430,22 @@ impl ClusterNode {
         self.handle.image()
     }
 
+    /// The topics in the metadata this node applied but not yet in the image it
+    /// published: their creation is committed, and this node is opening their logs.
+    pub(crate) fn topics_being_published(&self) -> Vec<String> {
+        let applied = self.shared.applied.read().clone();
+        let published = self.image();
+        if Arc::ptr_eq(&applied, &published) {
+            return Vec::new();
+        }
+        applied
+            .topics
+            .keys()
+            .filter(|name| published.topic(name).is_none())
+            .cloned()
+            .collect()
+    }
+
     /// The controller (Raft leader), if known.
     pub(crate) fn controller_id(&self) -> Option<i32> {
         let l = self.shared.leader.load(Ordering::Acquire);

@@ -797,6 +797,7 @@ impl RaftLoop {
             self.shared.broker_epoch.store(r.epoch, Ordering::Release);
         }
         self.check_directory()?;
+        *self.shared.applied.write() = self.image.clone();
         self.publish(outcomes);
         Ok(())
     }

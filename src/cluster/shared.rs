@@ -29,6 +29,9 @@ pub(super) struct Waiter {
 pub(crate) struct Shared {
     pub(super) node_id: i32,
     pub(super) image: RwLock<Arc<MetadataImage>>,
+    /// The latest image the Raft loop applied: ahead of `image` while the listeners
+    /// act on it (open the logs of new partitions) before it is published.
+    pub(super) applied: RwLock<Arc<MetadataImage>>,
     /// Index of the published image.
     pub(super) published: AtomicU64,
     pub(super) published_lock: Mutex<()>,
@@ -70,6 +73,7 @@ impl Shared {
         Shared {
             node_id,
             image: RwLock::new(Arc::new(MetadataImage::default())),
+            applied: RwLock::new(Arc::new(MetadataImage::default())),
             published: AtomicU64::new(0),
             published_lock: Mutex::new(()),
             published_cv: Condvar::new(),

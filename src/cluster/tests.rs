@@ -27,6 +27,7 @@ mod failover;
 mod group_coordinators;
 mod lost_directory;
 mod quorum_api;
+mod metadata_visibility;
 mod quorum_forgery;
 mod reassignment;
 mod replication;

@@ -122,6 +122,13 @@ pub(crate) trait ClusterView: Send + Sync {
     /// The layout of each of `names` (None for a topic that does not exist), all read
     /// from one state of the metadata.
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>>;
+    /// The topics this node knows are created but does not serve yet (their partitions
+    /// are being opened here): Metadata lists them with LEADER_NOT_AVAILABLE, as Kafka
+    /// does for a topic being created, rather than leaving them out or answering
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    fn topics_being_created(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The layout of topic `name`, None if it does not exist.
     fn topic(&self, name: &str) -> Option<TopicLayout> {
         self.topics(&[name.to_string()]).pop().flatten()
@@ -222,6 +229,10 @@ impl ClusterView for ClusterNode {
         self.image().topics.keys().cloned().collect()
     }
 
+    fn topics_being_created(&self) -> Vec<String> {
+        self.topics_being_published()
+    }
+
     fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
         let image = self.image();
         names
@@ -307,6 +318,8 @@ pub(crate) mod fake {
         /// `(id, fenced, endpoints by listener name)`.
         pub brokers: Vec<(i32, bool, Vec<Endpoint>)>,
         pub topics: std::collections::BTreeMap<String, TopicLayout>,
+        /// Topics created but not served yet ([`ClusterView::topics_being_created`]).
+        pub being_created: Vec<String>,
         pub created: Mutex<Vec<TopicSpec>>,
     }
 
@@ -338,6 +351,9 @@ pub(crate) mod fake {
         }
         fn topics(&self, names: &[String]) -> Vec<Option<TopicLayout>> {
             names.iter().map(|n| self.topics.get(n).cloned()).collect()
+        }
+        fn topics_being_created(&self) -> Vec<String> {
+            self.being_created.clone()
         }
         fn create_topic(&self, topic: &TopicSpec, _: bool, _: Duration) -> Result<()> {
             self.created.lock().push(topic.clone());

@@ -178,6 +178,38 @@ fn metadata_lists_the_brokers_of_the_listener_and_the_partitions_layout() {
 }
 
 #[test]
+fn metadata_of_a_topic_being_created_on_this_node_is_leader_not_available() {
+    // Committed, and this node is opening its partitions: a client retries
+    // LEADER_NOT_AVAILABLE, where UNKNOWN_TOPIC_OR_PARTITION (or a topic left out of
+    // Metadata of every topic) tells a consumer that its subscribed topic does not exist.
+    let codes = |topics: Option<Vec<metadata_request::MetadataRequestTopic>>| {
+        let mut cluster = two_brokers();
+        cluster.being_created = vec!["fresh".into()];
+        let request = MetadataRequest::default()
+            .with_topics(topics)
+            .with_allow_auto_topic_creation(true);
+        let r: MetadataResponse = ask(cluster, "INTERNAL", ApiKey::Metadata, 8, &request);
+        r.topics
+            .iter()
+            .map(|t| (t.name.as_ref().unwrap().to_string(), t.error_code))
+            .collect::<Vec<(String, i16)>>()
+    };
+    assert_eq!(
+        codes(Some(vec![topic("fresh"), topic("nope")])),
+        [("fresh".into(), 5), ("nope".into(), 3)],
+        "LEADER_NOT_AVAILABLE for the topic being created, UNKNOWN_TOPIC_OR_PARTITION else"
+    );
+    assert_eq!(
+        codes(None),
+        [
+            ("__consumer_offsets".into(), 0),
+            ("fresh".into(), 5),
+            ("orders".into(), 0)
+        ]
+    );
+}
+
+#[test]
 fn metadata_of_a_fenced_replica_lists_it_offline() {
     let mut cluster = two_brokers();
     cluster.brokers[1].1 = true;

@@ -214,7 +214,16 @@ fn handle_cluster(
         auto_create(ctx, req, cluster, names);
     }
     let all = wanted.is_none();
-    let names = wanted.unwrap_or_else(|| ctx.describable(cluster.topic_names()));
+    // Created, and this node is opening their partitions: listed with Kafka's answer for
+    // a topic being created, which clients retry (a consumer whose subscribed topic is
+    // missing from Metadata, or UNKNOWN_TOPIC_OR_PARTITION, reports it as not there).
+    let being_created = cluster.topics_being_created();
+    let names = wanted.unwrap_or_else(|| {
+        let mut names = cluster.topic_names();
+        names.extend(being_created.iter().cloned());
+        names.sort();
+        ctx.describable(names)
+    });
     let brokers = cluster.brokers(ctx.listener);
     let layouts = cluster.topics(&names);
     let mut topics: Vec<MetadataResponseTopic> = names
@@ -228,6 +237,9 @@ fn handle_cluster(
                 .with_name(Some(TopicName(kstr(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             let Some(t) = layout else {
+                if being_created.contains(&name) {
+                    return topic.with_error_code(ResponseError::LeaderNotAvailable.code());
+                }
                 return topic.with_error_code(unknown_topic_code(&name));
             };
             let partitions = t
@@ -278,8 +290,9 @@ fn handle_cluster(
 /// through the controller, as a Metadata request that allows it does.
 fn auto_create(ctx: &Ctx<'_>, req: &Request, cluster: &dyn ClusterView, names: &[String]) {
     let layouts = cluster.topics(names);
+    let being_created = cluster.topics_being_created();
     for (name, _) in names.iter().zip(layouts).filter(|(_, l)| l.is_none()) {
-        if !ctx.may_create_topic(name) {
+        if being_created.contains(name) || !ctx.may_create_topic(name) {
             continue;
         }
         let topic = TopicSpec {
