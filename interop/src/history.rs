@@ -19,6 +19,15 @@
 //!   holds a record (some read or acknowledgement saw one there);
 //! - **undelivered**: an acknowledged record a consumer group never delivered to any of
 //!   its members.
+//!
+//! An acknowledgement may carry no offset: librdkafka's idempotent producer reports
+//! offset -1001 (`RD_KAFKA_OFFSET_INVALID`) for records it acknowledges implicitly,
+//! when a later batch of the same partition succeeded while theirs had failed with an
+//! uncertain outcome (a timeout, a lost connection): no broker answered them, so no
+//! offset exists to compare. Such a record (any negative offset) counts as
+//! acknowledged without offset ([`Report::acked_without_offset`]); it is still lost if
+//! no read found it, a duplicate if read at two offsets, and undelivered if a group
+//! never delivered it, but it names no offset and so is never a misplaced ack.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -220,6 +229,8 @@ pub struct Report {
     pub anomalies: Vec<Anomaly>,
     /// Records acknowledged.
     pub acked: usize,
+    /// Of those, the ones acknowledged without an offset (librdkafka's -1001).
+    pub acked_without_offset: usize,
     /// Records polled by group members.
     pub polled: usize,
     /// Distinct (partition, offset) pairs seen.
@@ -284,13 +295,13 @@ pub fn check(history: &[Event]) -> Report {
                 offset,
             } => {
                 acked.push((*partition, value, *offset));
-                facts
-                    .entry(*partition)
-                    .or_default()
-                    .at
-                    .entry(*offset)
-                    .or_default()
-                    .insert(value.clone());
+                let f = facts.entry(*partition).or_default();
+                if *offset < 0 {
+                    // Acknowledged without an offset: nothing to place.
+                    report.acked_without_offset += 1;
+                } else {
+                    f.at.entry(*offset).or_default().insert(value.clone());
+                }
             }
             Event::Polled {
                 partition,
@@ -337,7 +348,7 @@ pub fn check(history: &[Event]) -> Report {
         let f = &facts[p];
         match f.read_at.get(*value) {
             Some(reads) => {
-                for read in reads.iter().filter(|r| **r != *offset) {
+                for read in reads.iter().filter(|r| *offset >= 0 && **r != *offset) {
                     a.push(Anomaly::MisplacedAck {
                         partition: *p,
                         value: value.to_string(),
@@ -632,6 +643,71 @@ mod tests {
                 read: 2,
             }]
         );
+    }
+
+    /// librdkafka's `RD_KAFKA_OFFSET_INVALID`: the offset of an implicit acknowledgement.
+    const UNKNOWN: i64 = -1001;
+
+    #[test]
+    fn an_acknowledgement_without_offset_found_once_is_no_anomaly() {
+        // "b" and "c" acknowledged implicitly (offset unknown), each read once.
+        let h = vec![
+            assign("c1", &[0]),
+            ack(0, "a", 0),
+            ack(0, "b", UNKNOWN),
+            ack(0, "c", UNKNOWN),
+            poll("c1", 0, 0, "a"),
+            poll("c1", 0, 1, "b"),
+            poll("c1", 0, 2, "c"),
+            read(0, 0, "a"),
+            read(0, 1, "b"),
+            read(0, 2, "c"),
+        ];
+        let r = check(&h);
+        assert_eq!(r.anomalies, vec![]);
+        assert_eq!(
+            (r.acked, r.acked_without_offset, r.offsets),
+            (3, 2, 3),
+            "the unknown offset is not counted as an offset"
+        );
+    }
+
+    #[test]
+    fn an_acknowledgement_without_offset_is_still_checked_for_loss_and_duplicates() {
+        let h = vec![
+            assign("c1", &[0]),
+            ack(0, "a", 0),
+            ack(0, "b", UNKNOWN),
+            ack(0, "c", UNKNOWN),
+            poll("c1", 0, 0, "a"),
+            poll("c1", 0, 1, "c"),
+            read(0, 0, "a"),
+            read(0, 1, "c"),
+            read(0, 2, "c"),
+        ];
+        let r = check(&h);
+        assert_eq!(
+            r.anomalies,
+            vec![
+                Anomaly::Lost {
+                    partition: 0,
+                    value: "b".into(),
+                    offset: UNKNOWN,
+                },
+                Anomaly::Duplicate {
+                    partition: 0,
+                    value: "c".into(),
+                    offsets: vec![1, 2],
+                },
+                Anomaly::Undelivered {
+                    group: "g".into(),
+                    partition: 0,
+                    value: "b".into(),
+                    offset: UNKNOWN,
+                },
+            ]
+        );
+        assert_eq!(r.counts()["misplaced ack"], 0);
     }
 
     #[test]

@@ -404,8 +404,9 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     }
     let report = history::check(&events);
     println!(
-        "seed {seed}: {done} faults; {} acknowledged, {} polled by the groups, {} offsets; anomalies {:?}",
+        "seed {seed}: {done} faults; {} acknowledged ({} without an offset), {} polled by the groups, {} offsets; anomalies {:?}",
         report.acked,
+        report.acked_without_offset,
         report.polled,
         report.offsets,
         report.counts()
