@@ -1,4 +1,4 @@
-//! `tidelog perf` with the options `../shared/peers/compare.sh` passes: each mode runs
+//! `tidelog perf` with the options a benchmark harness passes: each mode runs
 //! on small numbers and prints one JSON object with the fields the script reads. No
 //! timing is asserted.
 #![cfg(feature = "cli")]
@@ -483,4 +483,59 @@ fn perf_produce_transactional_commits_every_transaction() {
         "",
     ));
     assert_eq!(read.lines().count(), 2500);
+}
+
+/// `perf produce --transactional --bootstrap`: the same two runs through the network
+/// producer against a running node; every transaction is committed there (a
+/// read_committed consumer over the network reads every record). No timing is asserted.
+#[cfg(feature = "server")]
+#[test]
+fn perf_produce_transactional_over_the_network_commits_every_transaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let node = cli_support::serve(&tmp.path().join("node"), &[]);
+    let out = ok(tidelog_raw(
+        &[
+            "perf",
+            "produce",
+            "--bootstrap",
+            &node.addr,
+            "--topic",
+            "txn",
+            "--partitions",
+            "2",
+            "--records",
+            "1500",
+            "--record-size",
+            "100",
+            "--transactional",
+            "--txn-records",
+            "500",
+            "--json",
+        ],
+        "",
+    ));
+    let line = out.trim();
+    assert_eq!(number(line, "transactions"), 3.0, "{line}");
+    assert_eq!(number(line, "partitions"), 2.0, "{line}");
+    for k in ["records_per_s", "commit_p50_us", "producer_records_per_s"] {
+        assert!(number(line, k) > 0.0, "{k}: {line}");
+    }
+    let read = ok(tidelog_raw(
+        &[
+            "consume",
+            "txn",
+            "--bootstrap",
+            &node.addr,
+            "--group",
+            "perf-check",
+            "--from-beginning",
+            "-e",
+            "--isolation-level",
+            "read_committed",
+            "-f",
+            "%o\n",
+        ],
+        "",
+    ));
+    assert_eq!(read.lines().count(), 1500);
 }

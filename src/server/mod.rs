@@ -66,6 +66,7 @@ use node::InterBrokerListener;
 
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use fuzz::{fuzz_decode_request, fuzz_sasl_session, fuzz_tls_handshake};
+#[cfg(any(test, feature = "testing"))]
 pub(crate) use sendfile::sendfile_bytes_sent;
 
 /// The default cap on a Fetch's `max_wait_ms`: 30 s.

@@ -19,15 +19,14 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
 
-use crate::metrics::server::SENDFILE_BYTES;
-
 /// Total number of bytes the server has sent with `sendfile(2)` (zero-copy) since the
 /// process started, over all servers and connections of the process.
 ///
 /// Fetch responses send record bytes this way; tests read this counter to check that a
 /// fetch took the zero-copy path, and the server's metrics report it.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn sendfile_bytes_sent() -> u64 {
-    SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+    crate::metrics::server::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A run of bytes inside an open file, to be sent without copying.

@@ -689,6 +689,12 @@ pub(crate) struct PerfProduceArgs {
         requires = "transactional"
     )]
     pub txn_records: u64,
+    /// Run --transactional through the network producer against a running node or
+    /// cluster (HOST:PORT[,...]) instead of a data directory in this process; the topics
+    /// get --partitions partitions (default 1) and the cluster's default replication
+    /// factor when created.
+    #[arg(long, value_name = "HOSTS", requires = "transactional")]
+    pub bootstrap: Option<String>,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

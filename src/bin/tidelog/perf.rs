@@ -43,10 +43,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tidelog::producer::Destination;
 use tidelog::producer::partition_for_key;
 use tidelog::{
-    BatchBuilder, Broker, ConsumerRecords, Durability, GroupConfig, GroupConsumer, OffsetReset,
-    Partition, Producer, ProducerRecord, Topic, TopicConfig,
+    Acks, BatchBuilder, Broker, ConsumerRecords, Durability, GroupConfig, GroupConsumer,
+    OffsetReset, Partition, Producer, ProducerRecord, Topic, TopicConfig,
 };
 
 /// Bytes read from a partition per call.
@@ -377,6 +378,9 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
 
 /// Runs `tidelog perf produce`.
 pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
+    if let Some(bootstrap) = &a.bootstrap {
+        return produce_transactional_remote(bootstrap, a);
+    }
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
     }
@@ -513,9 +517,9 @@ fn produce_durable(
     report("produce", n, a.record_size, seconds, &extra, a.json)
 }
 
-/// Runs `perf produce --transactional`: first the records through a non-transactional
-/// `Producer` to `<topic>-plain` (the rate to compare with), then through a
-/// transactional one in transactions of `--txn-records` records; reports the
+/// Runs `perf produce --transactional` in process: first the records through a
+/// non-transactional `Producer` to `<topic>-plain` (the rate to compare with), then
+/// through a transactional one in transactions of `--txn-records` records; reports the
 /// transactional rate, the commit latencies and the other rate.
 fn produce_transactional(
     broker: Broker,
@@ -523,19 +527,73 @@ fn produce_transactional(
     payloads: &Payloads,
     a: &PerfProduceArgs,
 ) -> CliResult {
+    let plain_topic = format!("{}-plain", topic.name());
+    topic_or_create(&broker, &plain_topic, Some(topic.partition_count()), 1)?;
+    let result = transactions_beside_plain(
+        Destination::from(&broker),
+        topic.name(),
+        topic.partition_count(),
+        payloads,
+        a,
+    );
+    close_broker(broker)?;
+    result
+}
+
+/// Runs `perf produce --transactional --bootstrap HOSTS`: the same two runs as
+/// [`produce_transactional`] through the network producer against a running node or
+/// cluster (both topics created there with the cluster's default replication factor
+/// if missing; both producers idempotent with acks=all).
+fn produce_transactional_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResult {
+    let cluster = tidelog::Cluster::connect(
+        tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf"),
+    )?;
+    let partitions = a.partitions.unwrap_or(1);
+    for name in [a.topic.clone(), format!("{}-plain", a.topic)] {
+        cluster.create_topic_if_missing(&name, partitions, TopicConfig::new())?;
+    }
+    let payloads = Payloads::new(a.record_size);
+    transactions_beside_plain(
+        Destination::from(&cluster),
+        &a.topic,
+        partitions,
+        &payloads,
+        a,
+    )
+}
+
+/// The two runs of `perf produce --transactional` on `dest`: `n` records through an
+/// idempotent acks=all `Producer` to `<topic>-plain`, then through a transactional one
+/// to `topic` in transactions of `--txn-records` records.
+fn transactions_beside_plain(
+    dest: Destination,
+    topic: &str,
+    partition_count: i32,
+    payloads: &Payloads,
+    a: &PerfProduceArgs,
+) -> CliResult {
     if a.txn_records == 0 {
         return Err(fail!("--txn-records must be at least 1"));
     }
     let n = a.records;
-    let plain_topic = format!("{}-plain", topic.name());
-    topic_or_create(&broker, &plain_topic, Some(topic.partition_count()), 1)?;
+    let plain_topic = format!("{topic}-plain");
     let mut progress = Progress::new("perf produce (non-transactional)");
     let t0 = Instant::now();
-    send_records(&broker, &plain_topic, payloads, None, n, &mut progress)?;
+    let plain = Producer::builder(dest.clone()).acks(Acks::All).build()?;
+    for i in 0..n {
+        // Fire and forget: a failed batch is reported by the flush below.
+        plain.send_nowait(&plain_topic, ProducerRecord::new(payloads.get(i)))?;
+        if i % 128 == 127 {
+            progress.tick(i + 1);
+        }
+    }
+    plain.flush()?;
     let plain_seconds = t0.elapsed().as_secs_f64().max(1e-9);
+    plain.close()?;
     drop(progress);
 
-    let producer = Producer::builder(&broker)
+    let producer = Producer::builder(dest)
+        .acks(Acks::All)
         .transactional_id(format!("tidelog-perf-{}", std::process::id()))
         .build()?;
     producer.init_transactions()?;
@@ -547,7 +605,7 @@ fn produce_transactional(
         producer.begin_transaction()?;
         let end = (i + a.txn_records).min(n);
         for j in i..end {
-            producer.send_nowait(topic.name(), ProducerRecord::new(payloads.get(j)))?;
+            producer.send_nowait(topic, ProducerRecord::new(payloads.get(j)))?;
         }
         let started = Instant::now();
         producer.commit_transaction()?;
@@ -558,7 +616,6 @@ fn produce_transactional(
     let seconds = t0.elapsed().as_secs_f64();
     drop(progress);
     producer.close()?;
-    close_broker(broker)?;
     commits.sort_unstable();
     let pct = |q: f64| percentile_us(&commits, q);
     let plain_rate = n as f64 / plain_seconds;
@@ -568,7 +625,7 @@ fn produce_transactional(
         ("transactional", "true".into()),
         ("txn_records", a.txn_records.to_string()),
         ("transactions", commits.len().to_string()),
-        ("partitions", topic.partition_count().to_string()),
+        ("partitions", partition_count.to_string()),
         ("commit_p50_us", format!("{:.1}", pct(0.5))),
         ("commit_p99_us", format!("{:.1}", pct(0.99))),
         ("producer_records_per_s", format!("{plain_rate:.1}")),
