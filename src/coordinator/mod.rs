@@ -113,6 +113,7 @@ pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };
 pub use share_records::SHARE_GROUP_STATE_TOPIC;
+#[cfg(feature = "server")]
 pub(crate) use share_shell::{PartitionJournal, keyed_records, read_log};
 pub use share_shell::{
     RecordVisitor, ShareCoordinator, ShareJournal, ShareMemberDescription, ShareStateStore,

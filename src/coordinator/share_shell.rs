@@ -189,6 +189,7 @@ impl ShareCoordinator {
     /// `store` when first used here, and written through it. Members of a group may
     /// heartbeat to another node (the group's coordinator), so a share session opens
     /// for a member this node does not know.
+    #[cfg(feature = "server")]
     pub(crate) fn set_store(&self, store: Arc<dyn ShareStateStore>) {
         let mut inner = self.lock();
         inner.store = Some(store);
@@ -219,11 +220,13 @@ impl ShareCoordinator {
     /// Notifies `signal` after every change of a share-partition until
     /// [`unwatch`](Self::unwatch) (a ShareFetch waiting for records to become
     /// available).
+    #[cfg(feature = "server")]
     pub(crate) fn watch(&self, signal: &Arc<crate::topic::Signal>) {
         self.watchers.lock().push(Arc::clone(signal));
     }
 
     /// Stops notifying `signal`.
+    #[cfg(feature = "server")]
     pub(crate) fn unwatch(&self, signal: &Arc<crate::topic::Signal>) {
         self.watchers.lock().retain(|w| !Arc::ptr_eq(w, signal));
     }

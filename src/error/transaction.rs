@@ -174,6 +174,7 @@ pub enum TxnError {
     /// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Write on a topic added to the
     /// transaction (TOPIC_AUTHORIZATION_FAILED), Read on a group
     /// (GROUP_AUTHORIZATION_FAILED), ...
+    #[cfg(feature = "client")]
     #[error("not authorized: the transaction coordinator answered {code} to {request}")]
     AuthorizationFailed {
         /// The request refused ("InitProducerId", "AddPartitionsToTxn of t-0", ...).

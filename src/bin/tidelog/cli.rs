@@ -693,6 +693,7 @@ pub(crate) struct PerfProduceArgs {
     /// cluster (HOST:PORT[,...]) instead of a data directory in this process; the topics
     /// get --partitions partitions (default 1) and the cluster's default replication
     /// factor when created.
+    #[cfg(feature = "server")]
     #[arg(long, value_name = "HOSTS", requires = "transactional")]
     pub bootstrap: Option<String>,
     /// Print one JSON object on stdout instead of a summary.

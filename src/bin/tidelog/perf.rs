@@ -378,6 +378,7 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
 
 /// Runs `tidelog perf produce`.
 pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
+    #[cfg(feature = "server")]
     if let Some(bootstrap) = &a.bootstrap {
         return produce_transactional_remote(bootstrap, a);
     }
@@ -544,6 +545,7 @@ fn produce_transactional(
 /// [`produce_transactional`] through the network producer against a running node or
 /// cluster (both topics created there with the cluster's default replication factor
 /// if missing; both producers idempotent with acks=all).
+#[cfg(feature = "server")]
 fn produce_transactional_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResult {
     let cluster = tidelog::Cluster::connect(
         tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf"),
