@@ -160,6 +160,16 @@ fn consume_from_a_running_node_with_and_without_a_group() {
         "b1\nb2\n"
     );
     assert_eq!(ok(t(&["consume", "events", "-o", "end", "-e"])), "");
+    // Reading committed: records outside transactions are all committed.
+    let out = ok(t(&[
+        "consume",
+        "events",
+        "--from-beginning",
+        "-e",
+        "--isolation-level",
+        "read_committed",
+    ]));
+    assert_eq!(out.lines().count(), 6, "{out}");
     assert_eq!(ok(t(&["consume", "events", "-e"])), "");
     assert_eq!(
         ok(t(&[
