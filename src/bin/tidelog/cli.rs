@@ -495,8 +495,8 @@ pub(crate) struct ConsumeArgs {
     /// or the beginning with --from-beginning), and commit the position of each on exit.
     #[arg(short = 'g', long, value_name = "G", conflicts_with_all = ["partition", "offset", "timestamp"])]
     pub group: Option<String>,
-    /// With --group and --bootstrap: be a member of the group on that running node or
-    /// cluster over the Kafka protocol (as kafka-console-consumer --bootstrap-server).
+    /// With --bootstrap: read that running node or cluster over the Kafka protocol (as
+    /// kafka-console-consumer --bootstrap-server), as a member of --group or not.
     #[command(flatten)]
     pub target: Bootstrap,
     /// Read only these partitions (repeat for several; default: all).

@@ -208,12 +208,7 @@ pub(crate) fn admin_builder(
     data: Option<&Path>,
 ) -> CliResult<tidelog::admin::AdminClientBuilder> {
     use tidelog::security::{SaslMechanism, SecurityProtocol};
-    if let Some(dir) = data {
-        return Err(fail!(
-            "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap acts on a running node, which holds its data directory)",
-            dir.display()
-        ));
-    }
+    only_bootstrap(bootstrap, data)?;
     let mut builder = tidelog::admin::AdminClient::builder(bootstrap).client_id("tidelog-cli");
     if let Some(p) = &target.security_protocol {
         let protocol: SecurityProtocol = p
@@ -247,6 +242,53 @@ pub(crate) fn admin_builder(
         builder = builder.ssl_key_location(key);
     }
     Ok(builder)
+}
+
+/// The error for `--data` given with `--bootstrap`.
+#[cfg(feature = "server")]
+pub(crate) fn only_bootstrap(bootstrap: &str, data: Option<&Path>) -> CliResult {
+    match data {
+        Some(dir) => Err(fail!(
+            "--data {} and --bootstrap {bootstrap} name two places: give one (--bootstrap acts on a running node, which holds its data directory)",
+            dir.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The settings of a [`tidelog::Cluster`] at `bootstrap` (`--bootstrap`): Kafka's client
+/// settings for the security options of `target`, sent with `client_id`.
+#[cfg(feature = "server")]
+pub(crate) fn client_config(
+    bootstrap: &str,
+    target: &crate::cli::Bootstrap,
+    client_id: &str,
+) -> tidelog::ClientConfig {
+    let t = target;
+    let mut c = tidelog::ClientConfig::new(bootstrap).set("client.id", client_id);
+    let password = t
+        .sasl_password
+        .clone()
+        .or_else(|| std::env::var("TIDELOG_SASL_PASSWORD").ok());
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let settings = [
+        ("security.protocol", t.security_protocol.clone()),
+        ("sasl.mechanism", t.sasl_mechanism.clone()),
+        ("sasl.username", t.sasl_username.clone()),
+        ("sasl.password", password),
+        ("ssl.ca.location", path(&t.ssl_ca_location)),
+        (
+            "ssl.certificate.location",
+            path(&t.ssl_certificate_location),
+        ),
+        ("ssl.key.location", path(&t.ssl_key_location)),
+    ];
+    for (key, value) in settings {
+        if let Some(v) = value {
+            c = c.set(key, v);
+        }
+    }
+    c
 }
 
 /// The error for `--bootstrap` in a build without the Kafka client.

@@ -14,9 +14,12 @@
 //! position, then leaves the group. So the next run continues exactly where the group
 //! stands. Records handed out by a poll but not printed (after `-c`) are not committed.
 //!
-//! With `--group G --bootstrap HOST:PORT` the same member runs against a running node or
-//! cluster over the Kafka protocol ([`tidelog::admin::GroupMember`], feature `server`):
-//! several such processes share the group's partitions, as Kafka's console consumers do.
+//! With `--bootstrap HOST:PORT` the command reads a running node or any Kafka-API
+//! cluster over the Kafka protocol through [`tidelog::Cluster`] (feature `server`), with
+//! the versions each broker negotiates: with `--group G` the same member as above
+//! ([`GroupConsumer`] of the cluster; several such processes share the group's
+//! partitions, as Kafka's console consumers do), without it a [`tidelog::Consumer`]
+//! assigned the partitions and start chosen on the command line.
 
 use crate::cli::ConsumeArgs;
 use crate::common::{
@@ -36,6 +39,8 @@ use tidelog::record::decompression_limit;
 use tidelog::{
     Broker, ConsumerRecord, ConsumerRecords, GroupConfig, GroupConsumer, OffsetReset, Partition,
 };
+#[cfg(feature = "server")]
+use tidelog::{Consumer, ConsumerConfig};
 
 /// Bytes read from a partition at a time.
 const READ_BYTES: usize = 1 << 20;
@@ -114,12 +119,7 @@ pub(crate) fn run(given: Option<&Path>, args: &ConsumeArgs) -> CliResult {
             .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
     if let Some(bootstrap) = &args.target.bootstrap {
-        let Some(group) = &args.group else {
-            return Err(fail!(
-                "--bootstrap {bootstrap} needs --group: consume from a running node as a member of a consumer group"
-            ));
-        };
-        return consume_remote_group(given, bootstrap, group, args, &format, &stop);
+        return consume_remote(given, bootstrap, args, &format, &start, &stop);
     }
     let data = crate::common::data_dir(given);
     // Without a group nothing is written: the directory is read as it is (and followed,
@@ -135,32 +135,139 @@ pub(crate) fn run(given: Option<&Path>, args: &ConsumeArgs) -> CliResult {
     close_broker(broker)
 }
 
-/// `consume --group G --bootstrap ADDRS`: a member of G on a running node or cluster.
+/// `consume --bootstrap ADDRS`: reads a running node or cluster, as a member of
+/// `--group` or from the partitions and start chosen on the command line.
 #[cfg(feature = "server")]
-fn consume_remote_group(
+fn consume_remote(
     given: Option<&Path>,
     bootstrap: &str,
-    group: &str,
     args: &ConsumeArgs,
     format: &Format,
+    start: &Start,
     stop: &AtomicBool,
 ) -> CliResult {
-    let builder = crate::common::admin_builder(bootstrap, &args.target, given)?;
-    let member = tidelog::admin::GroupMember::join_with(builder, group_config(group, args))?;
-    run_member(member, args, format, stop)
+    crate::common::only_bootstrap(bootstrap, given)?;
+    let config = crate::common::client_config(bootstrap, &args.target, "tidelog-consume");
+    let cluster = tidelog::Cluster::connect(config)?;
+    match &args.group {
+        Some(group) => {
+            let mut member = GroupConsumer::join(&cluster, group_config(group, args))?;
+            member.set_listener(CommitOnRevoke);
+            run_member(member, args, format, stop)
+        }
+        None => consume_remote_partitions(&cluster, args, format, start, stop),
+    }
+}
+
+/// Commits the positions of the partitions a member over the network gives up in a
+/// rebalance (auto-commit is off): every record a poll handed out before was printed,
+/// so the next owner continues after them instead of printing them again.
+#[cfg(feature = "server")]
+struct CommitOnRevoke;
+
+#[cfg(feature = "server")]
+impl tidelog::consumer::RebalanceListener for CommitOnRevoke {
+    fn on_partitions_revoked(
+        &mut self,
+        ctx: &tidelog::consumer::RebalanceContext<'_>,
+        partitions: &[(String, i32)],
+    ) {
+        if let Err(e) = ctx.commit_sync() {
+            // The next owner reads these partitions again from the group's last commit.
+            eprintln!("warning: cannot commit {partitions:?} before the rebalance: {e}");
+        }
+    }
 }
 
 /// Without the Kafka client, `--bootstrap` is an error.
 #[cfg(not(feature = "server"))]
-fn consume_remote_group(
+fn consume_remote(
     _given: Option<&Path>,
     _bootstrap: &str,
-    _group: &str,
     _args: &ConsumeArgs,
     _format: &Format,
+    _start: &Start,
     _stop: &AtomicBool,
 ) -> CliResult {
     Err(crate::common::no_admin_client())
+}
+
+/// `consume --bootstrap` without `--group`: a [`Consumer`] of the cluster assigned the
+/// partitions of `-p` (default all), each starting where `start` says.
+#[cfg(feature = "server")]
+fn consume_remote_partitions(
+    cluster: &tidelog::Cluster,
+    args: &ConsumeArgs,
+    format: &Format,
+    start: &Start,
+    stop: &AtomicBool,
+) -> CliResult {
+    let partitions = match args.partition.is_empty() {
+        true => (0..cluster.partition_count(&args.topic)?).collect(),
+        false => args.partition.clone(),
+    };
+    let config = ConsumerConfig::default()
+        .auto_offset_reset(OffsetReset::Earliest)
+        .isolation_level(args.isolation_level.level());
+    let mut consumer = Consumer::new(cluster, config);
+    let assigned: Vec<(&str, i32)> = partitions
+        .iter()
+        .map(|&p| (args.topic.as_str(), p))
+        .collect();
+    consumer.assign(&assigned)?;
+    seek_start(&mut consumer, start)?;
+    let mut out = Out::new();
+    let result = group_loop(
+        args,
+        format,
+        stop,
+        &mut consumer,
+        &mut out,
+        &mut BTreeMap::new(),
+    );
+    let flushed = out.flush();
+    consumer.close();
+    result.and(flushed)
+}
+
+/// The (topic, partition, log start, end) of every partition `consumer` is assigned.
+#[cfg(feature = "server")]
+fn ranges(consumer: &mut Consumer) -> CliResult<Vec<(String, i32, i64, i64)>> {
+    consumer.seek_to_beginning()?;
+    let mut out = Vec::new();
+    for (t, p) in consumer.assignment() {
+        let lo = consumer.position(&t, p)?;
+        let hi = consumer.end_offset(&t, p)?;
+        out.push((t, p, lo, hi));
+    }
+    Ok(out)
+}
+
+/// Moves every partition `consumer` is assigned to where `start` says, with the same
+/// range check as in a data directory.
+#[cfg(feature = "server")]
+fn seek_start(consumer: &mut Consumer, start: &Start) -> CliResult {
+    match *start {
+        Start::Beginning | Start::Default { beginning: true } => consumer.seek_to_beginning()?,
+        Start::End | Start::Default { beginning: false } => consumer.seek_to_end()?,
+        Start::Time(ts) => consumer.seek_to_timestamp(ts)?,
+        Start::FromEnd(n) => {
+            for (t, p, lo, hi) in ranges(consumer)? {
+                consumer.seek(&t, p, (hi - n).max(lo))?;
+            }
+        }
+        Start::Offset(n) => {
+            for (t, p, lo, hi) in ranges(consumer)? {
+                if n < lo || n > hi {
+                    return Err(fail!(
+                        "offset {n} is out of range for {t}-{p}: valid offsets are {lo}..{hi}"
+                    ));
+                }
+                consumer.seek(&t, p, n)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the partitions chosen on the command line, from the start chosen there.
@@ -406,7 +513,8 @@ impl PollProgress {
 }
 
 /// What `consume --group` needs of a group member: a [`GroupConsumer`] of the data
-/// directory, or a `GroupMember` of a running node.
+/// directory or of a cluster (and of the loop of `consume --bootstrap` without a group,
+/// a [`Consumer`]).
 trait Member {
     fn assignment(&self) -> Vec<(String, i32)>;
     fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64>;
@@ -418,43 +526,7 @@ trait Member {
     fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>>;
 }
 
-/// A member of a group of the data directory.
-struct Local<'a> {
-    broker: &'a Broker,
-    member: GroupConsumer,
-}
-
-impl Member for Local<'_> {
-    fn assignment(&self) -> Vec<(String, i32)> {
-        self.member.assignment()
-    }
-    fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64> {
-        self.member.position(topic, partition)
-    }
-    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> tidelog::Result<()> {
-        self.member.seek(topic, partition, offset)
-    }
-    fn poll(&mut self, timeout: Duration) -> tidelog::Result<ConsumerRecords> {
-        self.member.poll(timeout)
-    }
-    fn commit_sync(&mut self) -> tidelog::Result<()> {
-        self.member.commit_sync()
-    }
-    fn close(&mut self) {
-        self.member.close();
-    }
-    fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>> {
-        Ok(Some(
-            self.broker
-                .topic(topic)?
-                .partition(partition)?
-                .high_watermark(),
-        ))
-    }
-}
-
-#[cfg(feature = "server")]
-impl Member for tidelog::admin::GroupMember {
+impl Member for GroupConsumer {
     fn assignment(&self) -> Vec<(String, i32)> {
         self.assignment()
     }
@@ -474,7 +546,34 @@ impl Member for tidelog::admin::GroupMember {
         self.close();
     }
     fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>> {
-        Ok(self.high_watermark(topic, partition))
+        Ok(Some(self.end_offset(topic, partition)?))
+    }
+}
+
+/// The reader of `consume --bootstrap` without a group (its loop is the group's; it
+/// commits nothing).
+#[cfg(feature = "server")]
+impl Member for Consumer {
+    fn assignment(&self) -> Vec<(String, i32)> {
+        self.assignment()
+    }
+    fn position(&mut self, topic: &str, partition: i32) -> tidelog::Result<i64> {
+        self.position(topic, partition)
+    }
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> tidelog::Result<()> {
+        self.seek(topic, partition, offset)
+    }
+    fn poll(&mut self, timeout: Duration) -> tidelog::Result<ConsumerRecords> {
+        self.poll(timeout)
+    }
+    fn commit_sync(&mut self) -> tidelog::Result<()> {
+        self.commit_sync()
+    }
+    fn close(&mut self) {
+        self.close();
+    }
+    fn end(&self, topic: &str, partition: i32) -> CliResult<Option<i64>> {
+        Ok(Some(self.end_offset(topic, partition)?))
     }
 }
 
@@ -502,7 +601,7 @@ fn consume_group(
     stop: &AtomicBool,
 ) -> CliResult {
     let member = GroupConsumer::join(broker, group_config(group, args))?;
-    run_member(Local { broker, member }, args, format, stop)
+    run_member(member, args, format, stop)
 }
 
 /// Prints what `member` polls, then commits and leaves.

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tidelog::ClientConfig;
 use tidelog::forward::Forwarder;
 
 use crate::cli::ForwardArgs;
@@ -31,7 +30,7 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
             "give --bootstrap HOST:PORT: the cluster the records are forwarded to"
         ));
     };
-    let client = client_config(bootstrap, args)?;
+    let client = crate::common::client_config(bootstrap, &args.target, "tidelog-forward");
     let metrics = match &args.metrics_listen {
         Some(addr) => Some(crate::serve::bind_metrics(addr)?),
         None => None,
@@ -112,40 +111,4 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
         status.records_behind()
     );
     Ok(())
-}
-
-/// The client settings: `bootstrap.servers` and the security options given.
-fn client_config(bootstrap: &str, args: &ForwardArgs) -> CliResult<ClientConfig> {
-    let t = &args.target;
-    let mut c = ClientConfig::new(bootstrap).set("client.id", "tidelog-forward");
-    let password = t
-        .sasl_password
-        .clone()
-        .or_else(|| std::env::var("TIDELOG_SASL_PASSWORD").ok());
-    let settings = [
-        ("security.protocol", t.security_protocol.clone()),
-        ("sasl.mechanism", t.sasl_mechanism.clone()),
-        ("sasl.username", t.sasl_username.clone()),
-        ("sasl.password", password),
-        (
-            "ssl.ca.location",
-            t.ssl_ca_location.as_ref().map(|p| p.display().to_string()),
-        ),
-        (
-            "ssl.certificate.location",
-            t.ssl_certificate_location
-                .as_ref()
-                .map(|p| p.display().to_string()),
-        ),
-        (
-            "ssl.key.location",
-            t.ssl_key_location.as_ref().map(|p| p.display().to_string()),
-        ),
-    ];
-    for (key, value) in settings {
-        if let Some(v) = value {
-            c = c.set(key, v);
-        }
-    }
-    Ok(c)
 }
