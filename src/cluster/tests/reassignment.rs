@@ -300,11 +300,14 @@ fn a_reassignment_in_progress_is_cancelled() {
         .unwrap();
     assert!(matches!(out[&stay0], Ok(())), "{out:?}");
     assert!(admin.list_partition_reassignments(None).unwrap().is_empty());
-    let p = partition_image(&c, "stay");
-    let mut replicas = p.replicas.clone();
-    replicas.sort_unstable();
-    assert_eq!(replicas, vec![1, 2, 3]);
-    assert!(!p.reassigning());
+    // The controller answered once the cancellation was committed; the node read here
+    // may apply it a moment later.
+    wait_until("the cancellation applied on the node read", || {
+        let p = partition_image(&c, "stay");
+        let mut replicas = p.replicas.clone();
+        replicas.sort_unstable();
+        replicas == [1, 2, 3] && !p.reassigning()
+    });
     wait_until("node 4's copy deleted", || {
         !partition_dir(c.dir(3), "stay", 0).exists()
     });
