@@ -250,3 +250,105 @@ fn transactional_calls_need_a_transactional_id_and_acks_all() {
     ));
     server.shutdown().unwrap();
 }
+
+/// The epochs of the data batches of `topic`-`partition`, in log order.
+fn data_epochs(broker: &Broker, topic: &str, partition: i32) -> Vec<(i64, i16)> {
+    let part = broker
+        .topic(topic)
+        .and_then(|t| t.partition(partition))
+        .unwrap();
+    let slice = part.read(0, 1 << 20).unwrap();
+    slice
+        .batches()
+        .filter(|b| !b.is_control())
+        .map(|b| (b.producer_id(), b.producer_epoch()))
+        .collect()
+}
+
+/// Transaction version 2 (KIP-890 part 2), which the server finalizes: every EndTxn
+/// bumps the producer's epoch, so the next transaction's batches carry a new epoch and
+/// a batch delayed from an earlier transaction is fenced instead of joining the open
+/// one (the lost write / torn transaction of the original protocol).
+#[test]
+fn every_transaction_end_bumps_the_epoch_and_fences_a_delayed_batch() {
+    let (_dir, broker, server, cluster) = node();
+    let p = transactional(&cluster, "bumped");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t1").partition(0))
+        .unwrap();
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t2").partition(0))
+        .unwrap();
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t3").partition(0))
+        .unwrap();
+    let epochs = data_epochs(&broker, "a", 0);
+    assert_eq!(epochs.len(), 3, "{epochs:?}");
+    let (id, first) = epochs[0];
+    assert_eq!(
+        epochs,
+        [(id, first), (id, first + 1), (id, first + 2)],
+        "the commit and the abort each bumped the epoch"
+    );
+
+    // A batch of the first transaction that arrives only now (its epoch, the next
+    // sequence) must not join the third transaction.
+    let slice = broker
+        .topic("a")
+        .and_then(|t| t.partition(0))
+        .unwrap()
+        .read(0, 1 << 20)
+        .unwrap();
+    let mut delayed = slice.batches().next().unwrap().as_bytes().to_vec();
+    crate::record::set_producer(&mut delayed, id, first, 1);
+    let err = cluster
+        .produce("a", 0, &delayed.into(), -1, Some("bumped"))
+        .unwrap_err();
+    match &err {
+        // INVALID_PRODUCER_EPOCH or PRODUCER_FENCED.
+        Error::Api(e) => assert!(matches!(e.code.code(), 47 | 90), "{err}"),
+        other => panic!("expected a fenced epoch, got {other:?}"),
+    }
+    p.commit_transaction().unwrap();
+    read_committed_until(&broker, "a", 2, &["t1", "t3"]);
+    p.close().unwrap();
+    server.shutdown().unwrap();
+}
+
+/// With transaction version 2 the producer sends no AddOffsetsToTxn: the group's
+/// coordinator adds the group to the transaction (TxnOffsetCommit v5), and the offsets
+/// are the group's once the transaction commits, not before.
+#[test]
+fn offsets_join_a_version_2_transaction_without_add_offsets() {
+    let (_dir, _broker, server, cluster) = node();
+    let p = transactional(&cluster, "copier2");
+    p.init_transactions().unwrap();
+    let group = ConsumerGroupMetadata::new("copiers2");
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction(&[("a".into(), 0, 3)], &group)
+        .unwrap();
+    let pending = cluster.admin().list_consumer_group_offsets("copiers2");
+    assert!(
+        matches!(&pending, Ok(o) if o.is_empty())
+            || matches!(&pending, Err(Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND),
+        "{pending:?}"
+    );
+    p.commit_transaction().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got: Vec<_> = cluster
+            .admin()
+            .list_consumer_group_offsets("copiers2")
+            .map(|o| o.into_iter().map(|o| o.offset).collect())
+            .unwrap_or_default();
+        if got == [3] || Instant::now() >= deadline {
+            assert_eq!(got, [3]);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.shutdown().unwrap();
+}
