@@ -352,3 +352,116 @@ fn offsets_join_a_version_2_transaction_without_add_offsets() {
     }
     server.shutdown().unwrap();
 }
+
+/// A coordinator that finalizes no `transaction.version` (a broker before Kafka 4.0,
+/// or one that keeps transaction version 0) gets transaction version 0: partitions
+/// added with AddPartitionsToTxn, EndTxn below v5, one epoch for every transaction.
+#[test]
+fn a_broker_without_transaction_version_2_gets_version_0() {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::BytesMut;
+    use kafka_protocol::messages::add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnResponse, ApiKey, EndTxnResponse, FindCoordinatorResponse,
+        InitProducerIdResponse, ProduceRequest, ProducerId, TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    use super::tests::{Handler, metadata, produce_answer, scripted_node};
+
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+        (ApiKey::FindCoordinator, 0, 6),
+        (ApiKey::InitProducerId, 0, 5),
+        (ApiKey::AddPartitionsToTxn, 0, 5),
+        (ApiKey::EndTxn, 0, 5),
+    ];
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let calls: Arc<Mutex<Vec<(ApiKey, i16)>>> = Arc::default();
+    let epochs: Arc<Mutex<Vec<i16>>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let (addr_cell, calls, epochs) = (addr_cell.clone(), calls.clone(), epochs.clone());
+        Arc::new(move |key, version, body| {
+            let addr = addr_cell.lock().unwrap().clone();
+            calls.lock().unwrap().push((key, version));
+            let mut out = BytesMut::new();
+            match key {
+                ApiKey::Metadata => return Some(metadata(version, &[(1, &addr)], 1, 0)),
+                ApiKey::Produce => {
+                    let request = ProduceRequest::decode(body, version).unwrap();
+                    let records = request.topic_data[0].partition_data[0]
+                        .records
+                        .clone()
+                        .unwrap();
+                    let b = crate::record::Batch::parse(&records).unwrap();
+                    epochs.lock().unwrap().push(b.producer_epoch());
+                    return Some(produce_answer(version, 0, 0));
+                }
+                ApiKey::FindCoordinator => {
+                    let (host, port) = addr.rsplit_once(':').unwrap();
+                    let (host, port) = (StrBytes::from_string(host.into()), port.parse().unwrap());
+                    // v4 and up answer per key.
+                    assert!(version >= 4, "FindCoordinator v{version}");
+                    FindCoordinatorResponse::default()
+                        .with_coordinators(vec![
+                            Coordinator::default()
+                                .with_key(StrBytes::from_static_str("v0"))
+                                .with_node_id(kafka_protocol::messages::BrokerId(1))
+                                .with_host(host)
+                                .with_port(port),
+                        ])
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                ApiKey::InitProducerId => InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(41))
+                    .with_producer_epoch(0)
+                    .encode(&mut out, version)
+                    .unwrap(),
+                ApiKey::AddPartitionsToTxn => AddPartitionsToTxnResponse::default()
+                    .with_results_by_topic_v3_and_below(vec![
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(TopicName(StrBytes::from_static_str("t")))
+                            .with_results_by_partition(vec![
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(0),
+                            ]),
+                    ])
+                    .encode(&mut out, version)
+                    .unwrap(),
+                ApiKey::EndTxn => EndTxnResponse::default()
+                    .encode(&mut out, version)
+                    .unwrap(),
+                _ => return None,
+            }
+            Some(out)
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    let cluster = Cluster::connect(ClientConfig::new(&addr)).unwrap();
+    let p = transactional(&cluster, "v0");
+    p.init_transactions().unwrap();
+    for value in ["one", "two"] {
+        p.begin_transaction().unwrap();
+        p.send("t", ProducerRecord::new(value.as_bytes())).unwrap();
+        p.commit_transaction().unwrap();
+    }
+    assert_eq!(*epochs.lock().unwrap(), [0, 0], "one epoch");
+    let calls = calls.lock().unwrap().clone();
+    let of = |key: ApiKey| -> Vec<i16> {
+        calls
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .collect()
+    };
+    assert_eq!(of(ApiKey::AddPartitionsToTxn), [3, 3], "{calls:?}");
+    assert_eq!(of(ApiKey::EndTxn), [4, 4], "{calls:?}");
+}
