@@ -435,9 +435,7 @@ fn a_broker_without_transaction_version_2_gets_version_0() {
                     ])
                     .encode(&mut out, version)
                     .unwrap(),
-                ApiKey::EndTxn => EndTxnResponse::default()
-                    .encode(&mut out, version)
-                    .unwrap(),
+                ApiKey::EndTxn => EndTxnResponse::default().encode(&mut out, version).unwrap(),
                 _ => return None,
             }
             Some(out)

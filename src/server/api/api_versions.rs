@@ -15,8 +15,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{APIS, Ctx, Fatal, Reply, Request, encode_response};
 use crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION;

@@ -373,8 +373,14 @@ fn produce_partition(
         }
     };
     if let Some(producer) = transactional
-        && let Err((code, message)) =
-            verify(ctx, log.as_ref(), transactional_id, producer, (topic, index), version >= 12)
+        && let Err((code, message)) = verify(
+            ctx,
+            log.as_ref(),
+            transactional_id,
+            producer,
+            (topic, index),
+            version >= 12,
+        )
     {
         tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "transactional produce refused: {message}");
         return (refuse(index, code, message), None);

@@ -89,7 +89,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             | TxnError::CoordinatorLoadInProgress => TxnError::ConcurrentTransactions.code(),
             e => e.code(),
         };
-        results.extend(commit.offsets.drain(..).map(|o| (o.topic, o.partition, code)));
+        results.extend(
+            commit
+                .offsets
+                .drain(..)
+                .map(|o| (o.topic, o.partition, code)),
+        );
     }
     if !commit.offsets.is_empty() {
         let asked: Vec<(String, i32)> = commit
