@@ -453,10 +453,11 @@ impl Transactions {
         }
         let key = (topic.to_string(), partition);
         // Transaction version 2: the partition's leader adds it (Produce v12).
-        if !txn.partitions.contains(&key) && !txn.version_2 {
-            if let Err(e) = self.add_partition(topic, partition) {
-                return Err(self.fail(&mut txn, e));
-            }
+        if !txn.partitions.contains(&key)
+            && !txn.version_2
+            && let Err(e) = self.add_partition(topic, partition)
+        {
+            return Err(self.fail(&mut txn, e));
         }
         txn.partitions.insert(key);
         queue()
@@ -520,10 +521,11 @@ impl Transactions {
         let mut txn = self.txn.lock();
         self.check_in_transaction(&txn, "send offsets")?;
         // Transaction version 2: the group's coordinator adds it (TxnOffsetCommit v5).
-        if !txn.groups.contains(&group.group_id) && !txn.version_2 {
-            if let Err(e) = self.add_offsets(&group.group_id) {
-                return Err(self.fail(&mut txn, e));
-            }
+        if !txn.groups.contains(&group.group_id)
+            && !txn.version_2
+            && let Err(e) = self.add_offsets(&group.group_id)
+        {
+            return Err(self.fail(&mut txn, e));
         }
         txn.groups.insert(group.group_id.clone());
         let versions = if txn.version_2 {
