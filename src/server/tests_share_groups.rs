@@ -5,7 +5,7 @@
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::tests_api::Client;
+use super::tests_api::{Client, create as create_topic};
 use super::tests_groups::start_without_initial_delay;
 
 fn s(v: &str) -> StrBytes {
@@ -28,14 +28,7 @@ fn a_share_member_joins_is_described_and_its_session_checks_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 2);
 
     let join = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
@@ -87,14 +80,7 @@ fn list_groups_and_describe_groups_report_share_groups() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 1);
     let join = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
         .with_member_id(s("m1"))
