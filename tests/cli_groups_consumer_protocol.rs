@@ -10,7 +10,7 @@ mod cli_support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use cli_support::{ok, tidelog, tidelog_raw};
+use cli_support::{err, ok, tidelog, tidelog_raw};
 use tidelog::consumer::GroupProtocol;
 use tidelog::{
     Broker, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord, Server, TopicConfig,
@@ -76,6 +76,24 @@ fn a_consumer_protocol_group_is_described_with_epochs_and_assignments() -> tidel
             "{described}"
         );
     }
+    // Its offsets stay while it has members, as kafka-consumer-groups refuses.
+    err(
+        tidelog_raw(
+            &[
+                "groups",
+                "reset-offsets",
+                "kip848",
+                "--topic",
+                "events",
+                "--to-earliest",
+                "--bootstrap",
+                &addr,
+            ],
+            "",
+        ),
+        1,
+        "consumer group \"kip848\": NON_EMPTY_GROUP",
+    );
     member.close();
     server.shutdown()?;
     broker.close()

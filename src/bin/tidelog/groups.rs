@@ -530,16 +530,22 @@ mod remote {
         target: Target,
         dry_run: bool,
     ) -> CliResult {
-        // As kafka-consumer-groups: only an inactive group's offsets move.
-        let d = only(admin.describe_groups(&[group])?, group)?;
-        if !d.members.is_empty() || !matches!(d.state.as_str(), "Empty" | "Dead") {
+        // As kafka-consumer-groups: only an inactive group's offsets move (a group of
+        // the consumer protocol is described by ConsumerGroupDescribe).
+        let (state, members) = match only(admin.describe_groups(&[group])?, group) {
+            Err(tidelog::Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND => {
+                let d = only(admin.describe_consumer_groups(&[group])?, group)?;
+                (d.state, d.members.len())
+            }
+            Err(e) => return Err(e.into()),
+            Ok(d) => (d.state, d.members.len()),
+        };
+        if members > 0 || !matches!(state.as_str(), "Empty" | "Dead") {
             let e = AdminError::new(
                 Resource::Group(group.to_string()),
                 ErrorCode::NON_EMPTY_GROUP,
                 Some(format!(
-                    "assignments can only be reset if the group is inactive, but its state is {} with {} members",
-                    d.state,
-                    d.members.len()
+                    "assignments can only be reset if the group is inactive, but its state is {state} with {members} members"
                 )),
             );
             return Err(tidelog::Error::from(e).into());
