@@ -2,11 +2,11 @@
 //! sent to each group's coordinator, as Kafka's `Admin.describeConsumerGroups` sends it
 //! for groups of the new protocol.
 
-use kafka_protocol::messages::consumer_group_describe_response::Assignment;
+use kafka_protocol::messages::consumer_group_describe_response::{Assignment, Member};
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, GroupId};
 
-use super::router::{check, kstr};
-use super::{AdminClient, Each, TopicPartition, group};
+use super::router::kstr;
+use super::{AdminClient, Each, TopicPartition, group_outcome};
 use crate::error::Result;
 
 const CONSUMER_GROUP_DESCRIBE_VERSION: i16 = 0;
@@ -69,6 +69,25 @@ fn partitions(a: Assignment) -> Vec<TopicPartition> {
     out
 }
 
+/// A member of the wire as [`ConsumerGroupMember`].
+fn member(m: Member) -> ConsumerGroupMember {
+    ConsumerGroupMember {
+        member_id: m.member_id.to_string(),
+        instance_id: m.instance_id.map(|s| s.to_string()),
+        member_epoch: m.member_epoch,
+        client_id: m.client_id.to_string(),
+        host: m.client_host.to_string(),
+        subscribed_topic_names: m
+            .subscribed_topic_names
+            .into_iter()
+            .map(|t| t.0.to_string())
+            .collect(),
+        subscribed_topic_regex: m.subscribed_topic_regex.map(|s| s.to_string()),
+        assignment: partitions(m.assignment),
+        target_assignment: partitions(m.target_assignment),
+    }
+}
+
 impl AdminClient {
     /// Each consumer-protocol group's state, epochs, assignor and members with their
     /// subscriptions and current and target assignments (ConsumerGroupDescribe, sent to
@@ -88,39 +107,20 @@ impl AdminClient {
                     .groups
                     .into_iter()
                     .map(|g| {
-                        let gid = g.group_id.0.to_string();
-                        let o = check(|| group(&gid), g.error_code, g.error_message.as_ref()).map(
-                            |()| ConsumerGroupDescription {
-                                group_id: gid.clone(),
+                        group_outcome(
+                            &g.group_id.0,
+                            g.error_code,
+                            g.error_message.as_ref(),
+                            |gid| ConsumerGroupDescription {
+                                group_id: gid,
                                 state: g.group_state.to_string(),
                                 group_epoch: g.group_epoch,
                                 assignment_epoch: g.assignment_epoch,
                                 assignor: g.assignor_name.to_string(),
-                                members: g
-                                    .members
-                                    .into_iter()
-                                    .map(|m| ConsumerGroupMember {
-                                        member_id: m.member_id.to_string(),
-                                        instance_id: m.instance_id.map(|s| s.to_string()),
-                                        member_epoch: m.member_epoch,
-                                        client_id: m.client_id.to_string(),
-                                        host: m.client_host.to_string(),
-                                        subscribed_topic_names: m
-                                            .subscribed_topic_names
-                                            .into_iter()
-                                            .map(|t| t.0.to_string())
-                                            .collect(),
-                                        subscribed_topic_regex: m
-                                            .subscribed_topic_regex
-                                            .map(|s| s.to_string()),
-                                        assignment: partitions(m.assignment),
-                                        target_assignment: partitions(m.target_assignment),
-                                    })
-                                    .collect(),
+                                members: g.members.into_iter().map(member).collect(),
                                 coordinator: node,
                             },
-                        );
-                        (gid, o.into())
+                        )
                     })
                     .collect()
             },

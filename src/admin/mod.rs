@@ -386,6 +386,19 @@ fn group(id: &str) -> Resource {
     Resource::Group(id.to_string())
 }
 
+/// A group's outcome in a response: its value (`value`, given the group id) if its
+/// error code is 0, else the refusal with the broker's message.
+fn group_outcome<T>(
+    id: &StrBytes,
+    code: i16,
+    message: Option<&StrBytes>,
+    value: impl FnOnce(String) -> T,
+) -> (String, Outcome<T>) {
+    let gid = id.to_string();
+    let o = check(|| group(&gid), code, message).map(|()| value(gid.clone()));
+    (gid, o.into())
+}
+
 fn node_ids(ids: &[BrokerId]) -> Vec<i32> {
     ids.iter().map(|b| b.0).collect()
 }
@@ -723,12 +736,14 @@ impl AdminClient {
                     .groups
                     .into_iter()
                     .map(|g| {
-                        let gid = g.group_id.0.to_string();
-                        let o = check(|| group(&gid), g.error_code, g.error_message.as_ref()).map(
-                            |()| {
+                        group_outcome(
+                            &g.group_id.0,
+                            g.error_code,
+                            g.error_message.as_ref(),
+                            |gid| {
                                 let consumer = g.protocol_type.as_str() == "consumer";
                                 GroupDescription {
-                                    group_id: gid.clone(),
+                                    group_id: gid,
                                     state: g.group_state.to_string(),
                                     protocol_type: g.protocol_type.to_string(),
                                     protocol: g.protocol_data.to_string(),
@@ -751,8 +766,7 @@ impl AdminClient {
                                     coordinator: node,
                                 }
                             },
-                        );
-                        (gid, o.into())
+                        )
                     })
                     .collect()
             },

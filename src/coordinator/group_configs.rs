@@ -299,7 +299,7 @@ mod tests {
             set(SHARE_AUTO_OFFSET_RESET, "middle"),
         ];
         for change in refused {
-            let e = store.apply("g", &[change.clone()]).unwrap_err();
+            let e = store.apply("g", std::slice::from_ref(&change)).unwrap_err();
             assert!(
                 matches!(&e, Error::InvalidConfig { key, reason } if *key == change.0 && reason.contains("\"g\"")),
                 "{e}"

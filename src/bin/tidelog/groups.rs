@@ -93,15 +93,18 @@ struct GroupView {
     committed: BTreeMap<(String, i32), i64>,
 }
 
+/// Partitions per topic.
+type Partitions = Vec<(String, Vec<i32>)>;
+
 /// A member as `groups describe` prints it.
 struct MemberView {
     id: String,
     client: String,
     host: String,
     /// The partitions it owns, if it has an assignment.
-    assignment: Option<Vec<(String, Vec<i32>)>>,
+    assignment: Option<Partitions>,
     /// A consumer-protocol member's epoch and target assignment.
-    target: Option<(i32, Vec<(String, Vec<i32>)>)>,
+    target: Option<(i32, Partitions)>,
 }
 
 impl MemberView {
@@ -114,6 +117,22 @@ impl MemberView {
             host,
             assignment: assignment.map(|a| a.partitions),
             target: None,
+        }
+    }
+
+    /// A consumer-protocol member: its epoch, current and target assignment.
+    fn consumer(
+        (id, client, host): (String, String, String),
+        epoch: i32,
+        assignment: Partitions,
+        target: Partitions,
+    ) -> Self {
+        MemberView {
+            id,
+            client,
+            host,
+            assignment: Some(assignment),
+            target: Some((epoch, target)),
         }
     }
 }
@@ -253,12 +272,13 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
             members: d
                 .members
                 .into_iter()
-                .map(|m| MemberView {
-                    id: m.member_id,
-                    client: m.client_id,
-                    host: m.client_host,
-                    assignment: Some(m.assignment),
-                    target: Some((m.member_epoch, m.target_assignment)),
+                .map(|m| {
+                    MemberView::consumer(
+                        (m.member_id, m.client_id, m.client_host),
+                        m.member_epoch,
+                        m.assignment,
+                        m.target_assignment,
+                    )
                 })
                 .collect(),
             generation: None,
@@ -447,12 +467,13 @@ mod remote {
             members: d
                 .members
                 .into_iter()
-                .map(|m| MemberView {
-                    id: m.member_id,
-                    client: m.client_id,
-                    host: m.host,
-                    assignment: Some(grouped(m.assignment)),
-                    target: Some((m.member_epoch, grouped(m.target_assignment))),
+                .map(|m| {
+                    MemberView::consumer(
+                        (m.member_id, m.client_id, m.host),
+                        m.member_epoch,
+                        grouped(m.assignment),
+                        grouped(m.target_assignment),
+                    )
                 })
                 .collect(),
             generation: None,
