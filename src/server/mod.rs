@@ -717,6 +717,17 @@ impl ServerBuilder {
                 return Err(e);
             }
         };
+        // A single node keeps its group configs in its data directory.
+        let group_configs = match &cluster {
+            None => Some(
+                crate::coordinator::group_configs::FileGroupConfigStore::open(
+                    self.broker.dir(),
+                    &self.broker.config().coordinator,
+                    &self.broker.config().share,
+                )?,
+            ),
+            Some(_) => None,
+        };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
         let producers = node::producer_ids(self.broker.dir(), cluster.as_ref());
@@ -725,6 +736,7 @@ impl ServerBuilder {
             cluster: cluster
                 .clone()
                 .map(|c| c as Arc<dyn cluster_view::ClusterView>),
+            group_configs,
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
