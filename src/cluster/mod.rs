@@ -35,6 +35,7 @@
 #[cfg(test)]
 pub(crate) use crate::client;
 
+mod amnesia;
 mod config;
 mod controller;
 mod handle;
@@ -444,6 +445,12 @@ impl ClusterNode {
             .filter(|name| published.topic(name).is_none())
             .cloned()
             .collect()
+    }
+
+    /// Tests: whether this voter dropped a vote request because it may not vote yet.
+    #[cfg(test)]
+    pub(crate) fn refused_a_vote(&self) -> bool {
+        self.shared.refused_vote.load(Ordering::Acquire)
     }
 
     /// The controller (Raft leader), if known.

@@ -24,6 +24,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
 use raft::{RawNode, StateRole};
 
+use super::amnesia;
 use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
@@ -88,6 +89,11 @@ pub(crate) struct RaftLoop {
     pub meta_props: Option<MetaProperties>,
     /// This data directory's id (`meta.properties`' `directory.id`).
     pub directory_id: String,
+    /// The directory had no `meta.properties` at this start: its Raft state may be that
+    /// of a voter whose disk was lost ([`amnesia`]).
+    fresh: bool,
+    /// A refused vote was logged (once per process).
+    refusal_logged: bool,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -113,6 +119,7 @@ impl RaftLoop {
         directory_id: String,
     ) -> RaftLoop {
         let incarnation = shared.incarnation;
+        let fresh = meta_props.is_none();
         RaftLoop {
             raw,
             config,
@@ -126,6 +133,8 @@ impl RaftLoop {
             clean_shutdown_epoch,
             meta_props,
             directory_id,
+            fresh,
+            refusal_logged: false,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -192,6 +201,28 @@ impl RaftLoop {
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
             Inbound::Raft(m) => {
+                match amnesia::judge(&m, self.standing()) {
+                    amnesia::Verdict::Step => {}
+                    amnesia::Verdict::RefuseVote => {
+                        self.log_refused_vote(&m);
+                        return true;
+                    }
+                    amnesia::Verdict::Lost {
+                        leader,
+                        acknowledged,
+                        last,
+                    } => {
+                        let e = meta_properties::lost_log(
+                            &self.data_dir,
+                            self.me(),
+                            leader,
+                            acknowledged,
+                            last,
+                        );
+                        self.shared.fail(e.to_string());
+                        return false;
+                    }
+                }
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
                 }
@@ -560,11 +591,39 @@ impl RaftLoop {
         }
     }
 
+    /// What [`amnesia::judge`] needs to know of this node.
+    fn standing(&self) -> amnesia::Standing {
+        let cluster_known = self.image.cluster_id.is_some() || self.transport.cluster_presented();
+        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
+        amnesia::Standing {
+            term: self.raw.raft.term,
+            last_index: self.raw.raft.raft_log.last_index(),
+            votes_refused: !amnesia::may_vote(self.fresh, cluster_known, recorded),
+        }
+    }
+
+    /// Says once why this node does not vote yet.
+    fn log_refused_vote(&mut self, m: &Message) {
+        self.shared.refused_vote.store(true, Ordering::Release);
+        if !self.refusal_logged {
+            self.refusal_logged = true;
+            tracing::warn!(
+                node = self.me(),
+                candidate = node_of(m.from),
+                directory_id = %self.directory_id,
+                "this voter started on a new data directory of a cluster that already exists: it does not vote until the quorum has recorded its directory id. If its data directory was lost, remove it from the voters and add it back (tidelog quorum remove-voter / add-voter)"
+            );
+        }
+    }
+
     /// Records this node's directory id with the quorum once the cluster has an id and
     /// knows none for this node ([`RaftLoop::check_directory`] stops a node it knows by
     /// another one).
     fn register_directory(&mut self) {
-        if self.image.cluster_id.is_none() || self.image.directories.contains_key(&self.me()) {
+        if !self.config.record_directory
+            || self.image.cluster_id.is_none()
+            || self.image.directories.contains_key(&self.me())
+        {
             return;
         }
         let record = MetadataRecord::RegisterVoterDirectory {
