@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 
 use super::cluster::{Cluster, api_version, unreachable};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
-use crate::producer::ConsumerGroupMetadata;
+use crate::producer::{ConsumerGroupMetadata, transaction_timeout_ms};
 
 /// How long a call waits out a coordinator that moved or is busy.
 const MAX_BLOCK: Duration = Duration::from_secs(60);
@@ -128,16 +128,7 @@ impl Transactions {
         transactional_id: String,
         timeout: Duration,
     ) -> Result<Transactions> {
-        if transactional_id.is_empty() {
-            return Err(Error::InvalidConfig {
-                key: "transactional.id".into(),
-                reason: "must not be empty".into(),
-            });
-        }
-        let timeout_ms = i32::try_from(timeout.as_millis()).map_err(|_| Error::InvalidConfig {
-            key: "transaction.timeout.ms".into(),
-            reason: format!("{timeout:?} is too long"),
-        })?;
+        let timeout_ms = transaction_timeout_ms(&transactional_id, timeout)?;
         Ok(Transactions {
             cluster,
             transactional_id,

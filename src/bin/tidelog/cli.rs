@@ -676,9 +676,11 @@ pub(crate) struct PerfProduceArgs {
     pub threads: usize,
     /// Transactions: the N records go through a transactional `tidelog::Producer` in
     /// transactions of --txn-records records each (begin, send_nowait each record,
-    /// commit). Reports the rate, the commit latency (p50_us, p99_us: from the commit
-    /// call until it returns, its markers written) and, measured first in the same run
-    /// on another topic, the rate of the non-transactional `Producer` (producer_*).
+    /// commit), and N through the non-transactional `Producer` to `<topic>-plain`, in
+    /// --rounds rounds whose two runs alternate in order. Reports each round, the rate,
+    /// the commit latency (commit_p50_us, commit_p99_us: from the commit call until it
+    /// returns, its markers written), the non-transactional rate (producer_*) and the
+    /// median of the rounds' ratios (ratio_to_producer).
     #[arg(long, conflicts_with_all = ["batch", "producer", "durable", "keys"])]
     pub transactional: bool,
     /// Records per transaction of a --transactional run.
@@ -689,6 +691,15 @@ pub(crate) struct PerfProduceArgs {
         requires = "transactional"
     )]
     pub txn_records: u64,
+    /// Rounds of a --transactional run: each sends the N records both ways, the
+    /// non-transactional run first in odd rounds, second in even ones.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 4,
+        requires = "transactional"
+    )]
+    pub rounds: usize,
     /// Run --transactional through the network producer against a running node or
     /// cluster (HOST:PORT[,...]) instead of a data directory in this process; the topics
     /// get --partitions partitions (default 1) and the cluster's default replication
