@@ -41,6 +41,7 @@
 //! [`Error::Admin`](crate::Error) with an [`AdminError`]: the topic, partition or
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
+mod drain;
 mod member;
 mod partitions;
 mod quorum;
@@ -77,6 +78,7 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
+pub use drain::drain_plan;
 pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
