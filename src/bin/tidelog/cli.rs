@@ -104,6 +104,24 @@ pub(crate) enum ClusterCmd {
     /// Every node: id, role (voter or broker), listener, liveness, and the replicas it
     /// holds (how many, how many it leads, which).
     Describe,
+    /// Move every replica node N holds to the other nodes (reassignments, each replica
+    /// in place to the least loaded node without one) and wait until it holds none,
+    /// printing the progress.
+    Drain {
+        /// The node to drain.
+        #[arg(long, value_name = "N")]
+        node: i32,
+        /// Give up waiting after this many seconds (the moves go on).
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        timeout: u64,
+    },
+    /// Remove a retired node from the cluster (UnregisterBroker): refused while it is a
+    /// voter, runs, or holds a replica (drain and stop it first).
+    Unregister {
+        /// The node to remove.
+        #[arg(long, value_name = "N")]
+        node: i32,
+    },
 }
 
 /// `tidelog quorum --bootstrap ADDRS ...`.
