@@ -975,6 +975,16 @@ pub(crate) struct ServeArgs {
     /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Most client connections served at once from one address (Kafka's
+    /// max.connections.per.ip); one more is closed as soon as it is accepted, and
+    /// logged. Default: no limit.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Limits of given addresses instead of --max-connections-per-ip (Kafka's
+    /// max.connections.per.ip.overrides): ADDRESS:LIMIT pairs, comma-separated, an IPv6
+    /// address in brackets ("127.0.0.1:100,[::1]:0").
+    #[arg(long, value_name = "ADDRESS:N,...", default_value = "")]
+    pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_size: usize,
