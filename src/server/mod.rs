@@ -9,7 +9,8 @@
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
 //!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
 //! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
-//!   the open-files limit allows), `max_request_size` (Kafka's
+//!   the open-files limit allows), `max_connections_per_ip` and its overrides (Kafka's
+//!   `max.connections.per.ip`, per client address), `max_request_size` (Kafka's
 //!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
 //!   flight, Kafka's `queued.max.request.bytes`), `fetch_max_wait` (the longest a
 //!   Fetch waits for data) and `fetch_max_bytes` (the record bytes of a consumer's Fetch
