@@ -568,6 +568,12 @@ fn answer_every_version(
             RemoveRaftVoterRequest::default(),
             |r| vec![i16::from(r.error_code != 42)]
         ),
+        // A single node registers no other broker: BROKER_ID_NOT_REGISTERED (102).
+        ApiKey::UnregisterBroker => every!(
+            UnregisterBrokerResponse,
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(7)),
+            |r| vec![i16::from(r.error_code != 102)]
+        ),
         ApiKey::DescribeClientQuotas => every!(
             DescribeClientQuotasResponse,
             DescribeClientQuotasRequest::default(),

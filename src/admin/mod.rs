@@ -42,6 +42,7 @@
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
 mod consumer_groups;
+mod drain;
 mod member;
 mod partitions;
 mod quorum;
@@ -79,6 +80,7 @@ use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
+pub use drain::drain_plan;
 pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,

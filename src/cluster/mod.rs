@@ -58,6 +58,7 @@ mod storage;
 mod transactions;
 mod transactions_remote;
 mod transport;
+pub(crate) mod unregister;
 mod voter_change;
 mod voters;
 

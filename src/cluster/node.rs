@@ -14,7 +14,7 @@
 //! readers and wakes the callers whose proposals it holds the outcome of. A caller's
 //! change is therefore visible locally (logs created, registry updated) when it returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -101,6 +101,9 @@ pub(crate) struct RaftLoop {
     last_balance_check: Option<Instant>,
     /// A broker-only node: when it last said hello to the voters.
     last_announce: Option<Instant>,
+    /// Nodes unregistered (`UnregisterBroker`) since this process started: the
+    /// controller removes them from the learners of the metadata log.
+    retired: BTreeSet<i32>,
 }
 
 impl RaftLoop {
@@ -140,6 +143,7 @@ impl RaftLoop {
             leader_since: None,
             last_balance_check: None,
             last_announce: None,
+            retired: BTreeSet::new(),
         }
     }
 
@@ -294,6 +298,35 @@ impl RaftLoop {
             ),
             Err(e) => {
                 tracing::warn!(node = self.me(), broker = node, error = %e, "cannot add a broker-only node to the learners")
+            }
+        }
+    }
+
+    /// The controller removes an unregistered node from the learners of the metadata
+    /// log (one configuration change at a time), so DescribeQuorum no longer lists it as
+    /// an observer. A node that registered again since (it was restarted) stays.
+    fn remove_retired_learner(&mut self) {
+        if self.retired.is_empty() || self.raw.raft.has_pending_conf() {
+            return;
+        }
+        let learners = self.membership().learners;
+        let image = self.image.clone();
+        self.retired
+            .retain(|n| learners.contains(n) && !image.brokers.contains_key(n));
+        let Some(&node) = self.retired.iter().next() else {
+            return;
+        };
+        match self.raw.propose_conf_change(
+            Vec::new(),
+            membership::change(ConfChangeType::RemoveNode, node, ""),
+        ) {
+            Ok(()) => tracing::info!(
+                node = self.me(),
+                broker = node,
+                "removing an unregistered node from the metadata log's learners"
+            ),
+            Err(e) => {
+                tracing::warn!(node = self.me(), broker = node, error = %e, "cannot remove an unregistered node from the learners")
             }
         }
     }
@@ -552,6 +585,7 @@ impl RaftLoop {
         self.lifecycle();
         self.register_directory();
         if is_leader {
+            self.remove_retired_learner();
             self.controller_duties(now);
         }
     }
@@ -813,6 +847,11 @@ impl RaftLoop {
                     // image applies it once (`image::once`), and the copy's rejection
                     // must not overwrite what its proposer is told.
                     // Entries of an earlier incarnation are nobody's request here.
+                    if let (MetadataRecord::UnregisterBroker { broker_id }, Ok(_)) =
+                        (&env.record, &outcome)
+                    {
+                        self.retired.insert(*broker_id);
+                    }
                     if env.proposer == me && self.outstanding.remove(&env.request_id).is_some() {
                         outcomes.push((env.request_id, outcome));
                     }

@@ -21,6 +21,7 @@ mod broker_epoch;
 mod brokers;
 mod client_quotas;
 mod describe_producers;
+mod drain;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;

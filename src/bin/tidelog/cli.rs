@@ -104,6 +104,24 @@ pub(crate) enum ClusterCmd {
     /// Every node: id, role (voter or broker), listener, liveness, and the replicas it
     /// holds (how many, how many it leads, which).
     Describe,
+    /// Move every replica node N holds to the other nodes (reassignments, each replica
+    /// in place to the least loaded node without one) and wait until it holds none,
+    /// printing the progress.
+    Drain {
+        /// The node to drain.
+        #[arg(long, value_name = "N")]
+        node: i32,
+        /// Give up waiting after this many seconds (the moves go on).
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        timeout: u64,
+    },
+    /// Remove a retired node from the cluster (UnregisterBroker): refused while it is a
+    /// voter, runs, or holds a replica (drain and stop it first).
+    Unregister {
+        /// The node to remove.
+        #[arg(long, value_name = "N")]
+        node: i32,
+    },
 }
 
 /// `tidelog quorum --bootstrap ADDRS ...`.
@@ -968,6 +986,16 @@ pub(crate) struct ServeArgs {
     /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Most client connections served at once from one address (Kafka's
+    /// max.connections.per.ip); one more is closed as soon as it is accepted, and
+    /// logged. Default: no limit.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Limits of given addresses instead of --max-connections-per-ip (Kafka's
+    /// max.connections.per.ip.overrides): ADDRESS:LIMIT pairs, comma-separated, an IPv6
+    /// address in brackets ("127.0.0.1:100,[::1]:0").
+    #[arg(long, value_name = "ADDRESS:N,...", default_value = "")]
+    pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_size: usize,

@@ -64,6 +64,7 @@ mod share_group_describe;
 mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
+mod unregister_broker;
 mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
@@ -402,6 +403,8 @@ apis! {
     AddRaftVoter 0..=0, AddRaftVoterRequest => AddRaftVoterResponse, handler(add_raft_voter),
         errors [|r, f| f(r.error_code)];
     RemoveRaftVoter 0..=0, RemoveRaftVoterRequest => RemoveRaftVoterResponse, handler(remove_raft_voter),
+        errors [|r, f| f(r.error_code)];
+    UnregisterBroker 0..=0, UnregisterBrokerRequest => UnregisterBrokerResponse, handler(unregister_broker),
         errors [|r, f| f(r.error_code)];
 }
 
