@@ -28,7 +28,6 @@ use super::{
 };
 use crate::consumer::{Assignment, ConsumerRecords, GroupConfig, OffsetReset, Subscription};
 use crate::error::{Error, Result};
-use crate::record::{Batch, decompression_limit};
 
 /// API versions asked for (every tidelog node and Kafka from 2.4 answer them).
 const JOIN_GROUP_VERSION: i16 = 5;
@@ -51,9 +50,6 @@ const UNSTABLE_WAIT: Duration = Duration::from_secs(60);
 const JOIN_SLACK: Duration = Duration::from_secs(5);
 /// `fetch.max.bytes`.
 const FETCH_MAX_BYTES: i32 = 50 << 20;
-/// Kafka's default `max.message.bytes`, for the decompression bound of fetched batches
-/// (the topic's own setting is the broker's to know).
-const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
 
 /// One partition assigned to the member.
 #[derive(Debug)]
@@ -906,29 +902,10 @@ impl GroupMember {
             };
         }
         self.owned[i].high_watermark = Some(p.high_watermark);
-        let Some(records) = p.records.filter(|r| !r.is_empty()) else {
-            return Ok(());
-        };
-        let location = tp.to_string();
-        let (whole, next) = whole_batches(&records, &location)?;
-        if whole == 0 || next <= from {
-            return Ok(());
+        let fetched = out.push_fetched((topic, partition, from), &p, self.config.check_crcs)?;
+        if let Some(next) = fetched {
+            self.owned[i].position = Some(next);
         }
-        let limit = decompression_limit(DEFAULT_MAX_MESSAGE_BYTES.max(whole as u32));
-        let aborted: Vec<(i64, i64)> = p
-            .aborted_transactions
-            .iter()
-            .flatten()
-            .map(|a| (a.producer_id.0, a.first_offset))
-            .collect();
-        out.push_wire(
-            (topic, partition, from),
-            records.slice(..whole),
-            limit,
-            self.config.check_crcs,
-            &aborted,
-        );
-        self.owned[i].position = Some(next);
         Ok(())
     }
 
@@ -1057,58 +1034,10 @@ fn millis(d: Duration) -> i32 {
     d.as_millis().min(i32::MAX as u128) as i32
 }
 
-/// The length of the whole batches at the start of `records` (a broker may end a Fetch
-/// answer with part of a batch) and the offset after the last of them.
-pub(crate) fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
-    let mut at = 0;
-    let mut next = -1;
-    while records.len() - at >= 12 {
-        let len = i32::from_be_bytes([
-            records[at + 8],
-            records[at + 9],
-            records[at + 10],
-            records[at + 11],
-        ]);
-        let size = 12usize.saturating_add(len.max(0) as usize);
-        if records.len() - at < size {
-            break;
-        }
-        let batch = Batch::parse_header_at(&records[at..at + size], location, at as u64)?;
-        next = batch.last_offset() + 1;
-        at += size;
-    }
-    Ok((at, next))
-}
-
 #[cfg(feature = "server")] // the tests start a tidelog server
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BatchBuilder;
-
-    #[test]
-    fn a_partial_last_batch_is_cut_off() {
-        let mut bytes = Vec::new();
-        for base in [0i64, 3] {
-            let mut b = BatchBuilder::new();
-            for i in 0..3 {
-                b.push(0, None, Some(format!("v{i}").as_bytes()), &[]);
-            }
-            let mut batch = b.finish();
-            crate::record::set_base_offset(&mut batch, base);
-            bytes.extend_from_slice(&batch);
-        }
-        let first = bytes.len() / 2;
-        assert_eq!(whole_batches(&bytes, "t-0").unwrap(), (bytes.len(), 6));
-        assert_eq!(
-            whole_batches(&bytes[..bytes.len() - 1], "t-0").unwrap(),
-            (first, 3)
-        );
-        assert_eq!(whole_batches(&bytes[..5], "t-0").unwrap(), (0, -1));
-        let mut bad = bytes.clone();
-        bad[16] = 9; // magic
-        assert!(whole_batches(&bad, "t-0").is_err());
-    }
 
     /// A broker with topic `t` of 4 partitions holding 10 records each, served on a
     /// free port.

@@ -97,7 +97,6 @@ use crate::error::{Error, Result};
 use crate::security::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
 use crate::security::{ClientIdentity, SaslLogin};
-pub(crate) use member::whole_batches;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.

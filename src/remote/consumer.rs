@@ -23,10 +23,9 @@ use parking_lot::Mutex;
 
 use super::cluster::{Cluster, api_version, partition_error, retriable, unreachable};
 use super::partition::FETCH;
-use crate::admin::{isolation_level, whole_batches};
+use crate::admin::isolation_level;
 use crate::consumer::{ConsumerConfig, ConsumerRecords, IsolationLevel, OffsetReset, SeekSpec};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
-use crate::record::decompression_limit;
 
 /// FindCoordinator versions: 0 to 4 (4 asks for a list of keys).
 const FIND_COORDINATOR: std::ops::RangeInclusive<i16> = 0..=4;
@@ -41,8 +40,6 @@ pub(super) const ATTEMPTS: u32 = 30;
 /// How long a reader reading committed waits for offsets a transaction holds pending
 /// (Kafka's `default.api.timeout.ms`).
 const UNSTABLE_WAIT: Duration = Duration::from_secs(60);
-/// Kafka's default `max.message.bytes`, for the decompression bound of fetched batches.
-const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
 
 pub(super) fn kstr(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -401,29 +398,10 @@ impl Reader {
                 None,
             ));
         }
-        let Some(records) = p.records.filter(|r| !r.is_empty()) else {
-            return Ok(());
-        };
-        let location = format!("{topic}-{partition}");
-        let (whole, next) = whole_batches(&records, &location)?;
-        if whole == 0 || next <= from {
-            return Ok(());
+        let fetched = out.push_fetched((topic, partition, from), &p, self.config.check_crcs)?;
+        if let Some(next) = fetched {
+            self.owned[i].position = Some(next);
         }
-        let limit = decompression_limit(DEFAULT_MAX_MESSAGE_BYTES.max(whole as u32));
-        let aborted: Vec<(i64, i64)> = p
-            .aborted_transactions
-            .iter()
-            .flatten()
-            .map(|a| (a.producer_id.0, a.first_offset))
-            .collect();
-        out.push_wire(
-            (topic, partition, from),
-            records.slice(..whole),
-            limit,
-            self.config.check_crcs,
-            &aborted,
-        );
-        self.owned[i].position = Some(next);
         Ok(())
     }
 
