@@ -41,7 +41,6 @@
 //! [`Error::Admin`](crate::Error) with an [`AdminError`]: the topic, partition or
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
-mod member;
 mod partitions;
 mod quorum;
 mod quotas;
@@ -77,7 +76,6 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
-pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
