@@ -567,3 +567,109 @@ fn a_member_over_the_network_reading_committed_waits_for_offsets_of_an_open_tran
     m.close();
     committer.join().unwrap();
 }
+
+/// A TCP proxy on `listener` to `target`: a connection accepted while `hold` is set
+/// forwards nothing until it is cleared (for at most 30 s).
+fn proxy(listener: std::net::TcpListener, target: String, hold: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(100) {
+            let Ok(client) = conn else { return };
+            let (target, hold) = (target.clone(), hold.clone());
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while hold.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    return;
+                };
+                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut c_in, &mut s_out));
+                let (mut s_in, mut c_out) = (server, client);
+                let _ = std::io::copy(&mut s_in, &mut c_out);
+            });
+        }
+    });
+}
+
+/// Over the network `commit_async` sends the commit and returns without waiting for the
+/// answer (Kafka's `commitAsync`): with the coordinator out of reach the call returns
+/// and nothing is committed yet; once it can be reached the commits land in the order
+/// they were made, their callbacks are called from `poll` in that order, and `close`
+/// waits for what is pending.
+#[test]
+fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder(dir.path())
+        .group_initial_rebalance_delay(Duration::ZERO)
+        .open()
+        .unwrap();
+    broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+    send(&broker, 0, 10);
+    // Clients reach the node through a proxy that can hold new connections: the
+    // member's committer thread opens its own.
+    let front = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let front_addr = front.local_addr().unwrap().to_string();
+    let server = crate::Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .advertised(front_addr.clone())
+        .start()
+        .unwrap();
+    let hold = Arc::new(AtomicBool::new(false));
+    proxy(front, server.local_addr().to_string(), hold.clone());
+    let cluster = Cluster::connect(ClientConfig::new(front_addr)).unwrap();
+    let config = GroupConfig::new("async", &["t"])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false);
+    let mut m = GroupConsumer::join(&cluster, config).unwrap();
+    let got = read(&mut || m.poll(Duration::from_millis(100)).unwrap(), 10);
+    assert_eq!(got.len(), 10);
+    let committed = || {
+        let key = [("t".to_string(), 0)];
+        broker.group_coordinator().offset_fetch("async", Some(&key)).unwrap()[0].offset
+    };
+
+    hold.store(true, Ordering::SeqCst);
+    let heard: Arc<Mutex<Vec<(Vec<(String, i32, i64)>, bool)>>> = Arc::default();
+    let callback = |heard: &Arc<Mutex<Vec<_>>>| {
+        let heard = heard.clone();
+        move |offsets: &[(String, i32, i64)], result: crate::Result<()>| {
+            heard.lock().unwrap().push((offsets.to_vec(), result.is_ok()));
+        }
+    };
+    m.seek("t", 0, 4).unwrap();
+    m.commit_async().unwrap();
+    assert_eq!(committed(), -1, "commit_async returned before the commit landed");
+    m.seek("t", 0, 7).unwrap();
+    m.commit_async_with(callback(&heard));
+    m.seek("t", 0, 10).unwrap();
+    m.commit_async_with(callback(&heard));
+    assert_eq!(committed(), -1);
+    assert!(heard.lock().unwrap().is_empty(), "no answer yet");
+
+    hold.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while heard.lock().unwrap().len() < 2 && Instant::now() < deadline {
+        m.poll(Duration::from_millis(50)).unwrap();
+    }
+    let t = |o| vec![("t".to_string(), 0, o)];
+    assert_eq!(*heard.lock().unwrap(), [(t(7), true), (t(10), true)]);
+    assert_eq!(committed(), 10, "the last commit made is the one that stays");
+
+    // A commit_sync waits for the asynchronous commits before its own; close waits for
+    // what is pending.
+    m.seek("t", 0, 2).unwrap();
+    m.commit_async().unwrap();
+    m.seek("t", 0, 3).unwrap();
+    m.commit_sync().unwrap();
+    assert_eq!(committed(), 3);
+    m.seek("t", 0, 5).unwrap();
+    m.commit_async_with(callback(&heard));
+    m.close();
+    assert_eq!(heard.lock().unwrap().last(), Some(&(t(5), true)));
+    assert_eq!(committed(), 5);
+    m.commit_async_with(callback(&heard));
+    assert_eq!(heard.lock().unwrap().last(), Some(&(vec![], false)), "closed");
+    assert!(matches!(m.commit_async(), Err(Error::Closed(_))));
+    server.shutdown().unwrap();
+}
