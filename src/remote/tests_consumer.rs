@@ -673,3 +673,62 @@ fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order()
     assert!(matches!(m.commit_async(), Err(Error::Closed(_))));
     server.shutdown().unwrap();
 }
+
+/// A consumer over the network reads in a fetch session (KIP-227): once the session is
+/// open, a request lists only the partitions whose position moved, and a quiet one
+/// lists none; every record still arrives. A broker that lost the session or disagrees
+/// on its epoch makes the next request a full fetch that opens another.
+#[test]
+fn a_consumer_over_the_network_fetches_in_a_session_listing_only_changed_partitions() {
+    let (_dir, broker, _server, cluster) = node(20);
+    for p in 0..20 {
+        send(&broker, p, 3);
+    }
+    let config = ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest);
+    let mut reader = super::consumer::Reader::new(cluster.clone(), config);
+    let all: Vec<(String, i32)> = (0..20).map(|p| ("t".to_string(), p)).collect();
+    reader.assign(&all).unwrap();
+    let got = read(&mut || reader.poll(Duration::from_millis(100)).unwrap(), 60);
+    assert_eq!(got.len(), 60);
+    // The positions the last answers moved are told once more; then a quiet session
+    // lists nothing.
+    assert!(reader.fetch(Duration::from_millis(10)).unwrap().is_empty());
+    let listed = reader.partitions_listed;
+    let sent = reader.fetches_sent;
+    assert!(reader.fetch(Duration::from_millis(10)).unwrap().is_empty());
+    assert_eq!(reader.fetches_sent, sent + 1);
+    assert_eq!(reader.partitions_listed, listed, "a quiet fetch lists no partition");
+    assert!(reader.sessions.values().all(|s| s.id != 0 && s.epoch > 1));
+
+    send(&broker, 3, 1);
+    send(&broker, 7, 1);
+    let got = read(&mut || reader.poll(Duration::from_millis(100)).unwrap(), 2);
+    assert_eq!(got, [(3, "v0".to_string()), (3, "v0".to_string())]);
+    assert!(reader.fetch(Duration::from_millis(10)).unwrap().is_empty());
+    assert_eq!(
+        reader.partitions_listed - listed,
+        2,
+        "only the two partitions that moved"
+    );
+    assert_eq!(reader.position("t", 3).unwrap(), 4);
+    assert_eq!(reader.position("t", 7).unwrap(), 4);
+
+    // INVALID_FETCH_SESSION_EPOCH, then FETCH_SESSION_ID_NOT_FOUND: a full fetch of
+    // every partition follows, and the records come.
+    for (p, break_session) in [
+        (5, &(|s: &mut super::consumer::FetchSession| s.epoch += 5) as &dyn Fn(&mut _)),
+        (9, &|s: &mut super::consumer::FetchSession| s.id = s.id.wrapping_add(1_000)),
+    ] {
+        reader.sessions.values_mut().for_each(break_session);
+        let before = reader.partitions_listed;
+        send(&broker, p, 1);
+        let got = read(&mut || reader.poll(Duration::from_millis(100)).unwrap(), 1);
+        assert_eq!(got, [(3, "v0".to_string())], "partition {p}");
+        assert!(
+            reader.partitions_listed - before >= 20,
+            "a full fetch after the broker refused the session"
+        );
+        assert_eq!(reader.position("t", p).unwrap(), 4);
+        assert!(reader.sessions.values().all(|s| s.id != 0));
+    }
+}
