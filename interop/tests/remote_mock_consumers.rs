@@ -51,7 +51,10 @@ fn values(prefix: &str, n: i32) -> Vec<String> {
     v
 }
 
-fn mock() -> (MockCluster<'static, rdkafka::producer::DefaultProducerContext>, Cluster) {
+fn mock() -> (
+    MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    Cluster,
+) {
     let mock = MockCluster::new(3).unwrap();
     mock.create_topic("t", PARTITIONS, 3).unwrap();
     let cluster = Cluster::connect(

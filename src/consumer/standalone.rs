@@ -1374,13 +1374,20 @@ mod tests {
         };
         let mut out = ConsumerRecords::default();
         let cut = part(&bytes[..bytes.len() - 1]);
-        assert_eq!(out.push_fetched((Arc::from("t"), 0, 1), &cut, true).unwrap(), Some(3));
+        assert_eq!(
+            out.push_fetched((Arc::from("t"), 0, 1), &cut, true)
+                .unwrap(),
+            Some(3)
+        );
         let offsets: Vec<i64> = out.iter().map(|r| r.unwrap().offset).collect();
         assert_eq!(offsets, [1, 2]);
         let behind = out.push_fetched((Arc::from("t"), 0, 6), &part(&bytes), true);
         assert_eq!(behind.unwrap(), None);
         assert_eq!(out.count(), 2);
-        assert!(out.push_fetched((Arc::from("t"), 0, 0), &part(&bad), true).is_err());
+        assert!(
+            out.push_fetched((Arc::from("t"), 0, 0), &part(&bad), true)
+                .is_err()
+        );
     }
 
     /// Appends one batch of `values` to `p`: transactional for producer `txn` if

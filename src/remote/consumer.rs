@@ -80,12 +80,17 @@ pub(super) struct FetchSession {
     pub(super) epoch: i32,
     /// What the broker's session holds: each partition's fetch offset and leader
     /// epoch as last sent.
-    sent: BTreeMap<(Arc<str>, i32), (i64, i32)>,
+    sent: BTreeMap<SessionKey, SessionState>,
 }
+
+/// A partition of a fetch session, and what a request said of it: (fetch offset,
+/// leader epoch).
+type SessionKey = (Arc<str>, i32);
+type SessionState = (i64, i32);
 
 /// The epoch after `epoch`: 1 after `i32::MAX` (0 opens a session).
 fn next_epoch(epoch: i32) -> i32 {
-    if epoch >= i32::MAX { 1 } else { epoch + 1 }
+    if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
 
 /// What a member's identity adds to a commit: `(generation, member id, instance id)`;
@@ -352,7 +357,7 @@ impl Reader {
         let max_bytes = self.config.max_partition_fetch_bytes.min(i32::MAX as usize) as i32;
         let fetch_max = self.config.fetch_max_bytes.min(i32::MAX as usize) as i32;
         // Every partition read from this leader, with what the request says of it.
-        let wanted: BTreeMap<(Arc<str>, i32), (i64, i32)> = partitions
+        let wanted: BTreeMap<SessionKey, SessionState> = partitions
             .iter()
             .map(|&(i, epoch)| {
                 let o = &self.owned[i];
@@ -364,11 +369,11 @@ impl Reader {
         let (session_id, session_epoch) = (session.id, session.epoch);
         let incremental = session.id != 0;
         // An incremental request lists what changed and forgets what is not read.
-        let changed: Vec<(&(Arc<str>, i32), &(i64, i32))> = wanted
+        let changed: Vec<(&SessionKey, &SessionState)> = wanted
             .iter()
             .filter(|(k, v)| !incremental || session.sent.get(*k) != Some(*v))
             .collect();
-        let forgotten: Vec<(Arc<str>, i32)> = match incremental {
+        let forgotten: Vec<SessionKey> = match incremental {
             true => session
                 .sent
                 .keys()
@@ -380,7 +385,7 @@ impl Reader {
         let isolation = isolation_level(self.config.isolation_level);
         let build = |version: i16| {
             let sessions = version >= FETCH_SESSIONS_FROM;
-            let listed: Vec<(&(Arc<str>, i32), &(i64, i32))> = match sessions {
+            let listed: Vec<(&SessionKey, &SessionState)> = match sessions {
                 true => changed.clone(),
                 false => wanted.iter().collect(),
             };
@@ -463,7 +468,7 @@ impl Reader {
                 self.sessions.remove(addr);
                 return Ok(());
             }
-            let changed: Vec<((Arc<str>, i32), (i64, i32))> =
+            let changed: Vec<(SessionKey, SessionState)> =
                 changed.into_iter().map(|(k, v)| (k.clone(), *v)).collect();
             let session = self.sessions.entry(addr.to_string()).or_default();
             if !incremental {

@@ -78,10 +78,7 @@ struct Committer {
 
 impl Committer {
     fn start(reader: &Reader) -> Result<Committer> {
-        let committer = Reader::new(
-            reader.cluster.with_own_connections(),
-            reader.config.clone(),
-        );
+        let committer = Reader::new(reader.cluster.with_own_connections(), reader.config.clone());
         let (jobs, inbox) = std::sync::mpsc::channel::<AsyncCommit>();
         let (outbox, results) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()

@@ -447,7 +447,11 @@ fn a_member_over_the_network_hands_partitions_over_at_its_positions() {
         let want: Vec<(String, i32)> = (0..4).map(|p| ("t".to_string(), p)).collect();
         assert_eq!(both, want, "{group}");
         for (t, p) in b.assignment() {
-            assert_eq!(b.position(&t, p).unwrap(), 10, "{group}: {t}-{p} at a's commit");
+            assert_eq!(
+                b.position(&t, p).unwrap(),
+                10,
+                "{group}: {t}-{p} at a's commit"
+            );
         }
         read.extend(offsets(&b.poll(Duration::from_millis(300)).unwrap()));
         let mut unique = read.clone();
@@ -583,7 +587,8 @@ fn proxy(listener: std::net::TcpListener, target: String, hold: Arc<AtomicBool>)
                 let Ok(server) = std::net::TcpStream::connect(&target) else {
                     return;
                 };
-                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
                 std::thread::spawn(move || std::io::copy(&mut c_in, &mut s_out));
                 let (mut s_in, mut c_out) = (server, client);
                 let _ = std::io::copy(&mut s_in, &mut c_out);
@@ -626,20 +631,33 @@ fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order()
     assert_eq!(got.len(), 10);
     let committed = || {
         let key = [("t".to_string(), 0)];
-        broker.group_coordinator().offset_fetch("async", Some(&key)).unwrap()[0].offset
+        broker
+            .group_coordinator()
+            .offset_fetch("async", Some(&key))
+            .unwrap()[0]
+            .offset
     };
 
     hold.store(true, Ordering::SeqCst);
-    let heard: Arc<Mutex<Vec<(Vec<(String, i32, i64)>, bool)>>> = Arc::default();
-    let callback = |heard: &Arc<Mutex<Vec<_>>>| {
+    // Each callback's offsets and whether its commit succeeded.
+    type Heard = Arc<Mutex<Vec<(Vec<(String, i32, i64)>, bool)>>>;
+    let heard = Heard::default();
+    let callback = |heard: &Heard| {
         let heard = heard.clone();
         move |offsets: &[(String, i32, i64)], result: crate::Result<()>| {
-            heard.lock().unwrap().push((offsets.to_vec(), result.is_ok()));
+            heard
+                .lock()
+                .unwrap()
+                .push((offsets.to_vec(), result.is_ok()));
         }
     };
     m.seek("t", 0, 4).unwrap();
     m.commit_async().unwrap();
-    assert_eq!(committed(), -1, "commit_async returned before the commit landed");
+    assert_eq!(
+        committed(),
+        -1,
+        "commit_async returned before the commit landed"
+    );
     m.seek("t", 0, 7).unwrap();
     m.commit_async_with(callback(&heard));
     m.seek("t", 0, 10).unwrap();
@@ -654,7 +672,11 @@ fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order()
     }
     let t = |o| vec![("t".to_string(), 0, o)];
     assert_eq!(*heard.lock().unwrap(), [(t(7), true), (t(10), true)]);
-    assert_eq!(committed(), 10, "the last commit made is the one that stays");
+    assert_eq!(
+        committed(),
+        10,
+        "the last commit made is the one that stays"
+    );
 
     // A commit_sync waits for the asynchronous commits before its own; close waits for
     // what is pending.
@@ -669,7 +691,11 @@ fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order()
     assert_eq!(heard.lock().unwrap().last(), Some(&(t(5), true)));
     assert_eq!(committed(), 5);
     m.commit_async_with(callback(&heard));
-    assert_eq!(heard.lock().unwrap().last(), Some(&(vec![], false)), "closed");
+    assert_eq!(
+        heard.lock().unwrap().last(),
+        Some(&(vec![], false)),
+        "closed"
+    );
     assert!(matches!(m.commit_async(), Err(Error::Closed(_))));
     server.shutdown().unwrap();
 }
@@ -697,7 +723,10 @@ fn a_consumer_over_the_network_fetches_in_a_session_listing_only_changed_partiti
     let sent = reader.fetches_sent;
     assert!(reader.fetch(Duration::from_millis(10)).unwrap().is_empty());
     assert_eq!(reader.fetches_sent, sent + 1);
-    assert_eq!(reader.partitions_listed, listed, "a quiet fetch lists no partition");
+    assert_eq!(
+        reader.partitions_listed, listed,
+        "a quiet fetch lists no partition"
+    );
     assert!(reader.sessions.values().all(|s| s.id != 0 && s.epoch > 1));
 
     send(&broker, 3, 1);
@@ -716,8 +745,13 @@ fn a_consumer_over_the_network_fetches_in_a_session_listing_only_changed_partiti
     // INVALID_FETCH_SESSION_EPOCH, then FETCH_SESSION_ID_NOT_FOUND: a full fetch of
     // every partition follows, and the records come.
     for (p, break_session) in [
-        (5, &(|s: &mut super::consumer::FetchSession| s.epoch += 5) as &dyn Fn(&mut _)),
-        (9, &|s: &mut super::consumer::FetchSession| s.id = s.id.wrapping_add(1_000)),
+        (
+            5,
+            &(|s: &mut super::consumer::FetchSession| s.epoch += 5) as &dyn Fn(&mut _),
+        ),
+        (9, &|s: &mut super::consumer::FetchSession| {
+            s.id = s.id.wrapping_add(1_000)
+        }),
     ] {
         reader.sessions.values_mut().for_each(break_session);
         let before = reader.partitions_listed;
