@@ -43,7 +43,6 @@
 
 mod consumer_groups;
 mod drain;
-mod member;
 mod partitions;
 mod quorum;
 mod quotas;
@@ -81,7 +80,6 @@ use parking_lot::Mutex;
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use drain::drain_plan;
-pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
@@ -101,7 +99,6 @@ use crate::error::{Error, Result};
 use crate::security::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
 use crate::security::{ClientIdentity, SaslLogin};
-pub(crate) use member::whole_batches;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.
