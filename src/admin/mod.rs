@@ -80,6 +80,7 @@ pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use member::GroupMember;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
+    assign_replicas_rack_aware,
 };
 pub use quorum::{QuorumInfo, QuorumReplica};
 pub use quotas::QuotaMatch;
