@@ -29,6 +29,7 @@ mod lost_directory;
 mod metadata_visibility;
 mod quorum_api;
 mod quorum_forgery;
+mod racks;
 mod reassignment;
 mod replication;
 mod share_groups;
@@ -55,6 +56,9 @@ struct TestCluster {
     inter_broker: bool,
     /// The nodes take follower fetches without a broker epoch (a rolling upgrade).
     fetch_without_epoch: bool,
+    /// Node `i` is in rack `rack-{i + 1}`, and consumers are sent to the replica of their
+    /// rack (`RackAwareReplicaSelector`).
+    racks: bool,
 }
 
 impl TestCluster {
@@ -74,6 +78,21 @@ impl TestCluster {
     }
 
     fn build(n: usize, snapshot_after: usize, lag: Duration, inter_broker: bool) -> TestCluster {
+        TestCluster::build_with(n, snapshot_after, lag, (inter_broker, false))
+    }
+
+    /// A cluster whose node `i` is in rack `rack-{i + 1}`, with the rack-aware replica
+    /// selector and `replica.lag.time.max.ms` `lag`.
+    fn with_racks(n: usize, lag: Duration) -> TestCluster {
+        TestCluster::build_with(n, 1024, lag, (false, true))
+    }
+
+    fn build_with(
+        n: usize,
+        snapshot_after: usize,
+        lag: Duration,
+        (inter_broker, racks): (bool, bool),
+    ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -93,6 +112,7 @@ impl TestCluster {
             lag,
             inter_broker,
             fetch_without_epoch: false,
+            racks,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -115,6 +135,12 @@ impl TestCluster {
                     "127.0.0.1:0",
                 )
                 .inter_broker_listener_name("REPLICATION");
+        }
+        if self.racks {
+            builder = builder
+                .broker_rack(format!("rack-{}", i + 1))
+                .replica_selector_class("org.apache.kafka.common.replica.RackAwareReplicaSelector")
+                .unwrap();
         }
         builder
             .node_id(i as i32 + 1)
