@@ -95,7 +95,9 @@ fn a_consumer_of_a_followers_rack_reads_the_committed_records_from_that_follower
         follower.high_watermark() == 5
     });
     wait_until("the leader to know the follower caught up", || {
-        leader.in_sync_follower_log_end(f_id).is_some_and(|end| end >= 5)
+        leader
+            .in_sync_follower_log_end(f_id)
+            .is_some_and(|end| end >= 5)
     });
     // Cut both followers off: the leader's log is read by nobody but consumers now, and
     // records it takes with acks=1 stay uncommitted.
