@@ -585,9 +585,10 @@ impl ServerBuilder {
     /// `Error::InvalidConfig`. Followers serve a consumer's fetch up to their high
     /// watermark whatever the selector (Fetch v11+).
     pub fn replica_selector_class(mut self, name: &str) -> Result<Self> {
-        self.config.rack_aware_replica_selector = match name.rsplit('.').next() {
-            Some("RackAwareReplicaSelector") => true,
-            Some("LeaderSelector") => false,
+        const PACKAGE: &str = "org.apache.kafka.common.replica.";
+        self.config.rack_aware_replica_selector = match name.strip_prefix(PACKAGE).unwrap_or(name) {
+            "RackAwareReplicaSelector" => true,
+            "LeaderSelector" => false,
             _ => {
                 return Err(crate::error::Error::InvalidConfig {
                     key: "replica.selector.class".into(),

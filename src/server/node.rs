@@ -344,9 +344,9 @@ impl ServerBuilder {
     /// and listed by Metadata and DescribeCluster. A new topic's replicas are spread
     /// over the racks (Kafka's rack-aware placement), and with
     /// [`replica_selector_class`](Self::replica_selector_class) rack-aware a consumer of
-    /// this rack may fetch from a replica here. Default: no rack.
+    /// this rack may fetch from a replica here. Default (and an empty name): no rack.
     pub fn broker_rack(mut self, rack: impl Into<String>) -> Self {
-        self.cluster.rack = Some(rack.into());
+        self.cluster.rack = Some(rack.into()).filter(|r: &String| !r.is_empty());
         self
     }
 

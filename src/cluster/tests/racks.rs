@@ -1,4 +1,5 @@
-//! Racks in process: every node registers its rack (`rack-N` on node N), and with the
+//! Racks in process: every node registers its rack (`rack-N` on node N, listed by
+//! Metadata), and with the
 //! rack-aware replica selector a consumer that names a follower's rack is sent by the
 //! leader to that follower (`preferred_read_replica`, no records), then reads exactly
 //! the committed records from it (the leader serves none of them), under the leader
@@ -81,6 +82,21 @@ fn a_consumer_of_a_followers_rack_reads_the_committed_records_from_that_follower
             Some(format!("rack-{id}").as_str())
         );
     }
+    // Metadata over the wire lists each broker's rack.
+    let admin = crate::admin::AdminClient::connect(&addr(&c, 0).to_string()).unwrap();
+    let listed: Vec<(i32, Option<String>)> = admin
+        .metadata()
+        .unwrap()
+        .brokers
+        .into_iter()
+        .map(|b| (b.id, b.rack))
+        .collect();
+    assert_eq!(
+        listed,
+        (1..=3)
+            .map(|id| (id, Some(format!("rack-{id}"))))
+            .collect::<Vec<_>>()
+    );
     create(&c, "near", 1, Vec::new());
     let l = leader_index(&c, "near", 0);
     let leader = part(&c, l, "near", 0);

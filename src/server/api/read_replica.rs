@@ -158,4 +158,24 @@ mod tests {
         assert_eq!(pick([(2, 4)].into_iter(), 5), None);
         assert_eq!(pick(std::iter::empty(), 0), None);
     }
+
+    #[test]
+    fn replica_selector_class_takes_kafkas_two_selectors_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let rack_aware = |name: &str| {
+            let broker = crate::broker::Broker::open(dir.path()).unwrap();
+            crate::server::Server::builder(broker)
+                .replica_selector_class(name)
+                .map(|b| b.config.rack_aware_replica_selector)
+        };
+        let full = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+        assert!(rack_aware(full).unwrap());
+        assert!(rack_aware("RackAwareReplicaSelector").unwrap());
+        assert!(!rack_aware("org.apache.kafka.common.replica.LeaderSelector").unwrap());
+        let e = rack_aware("com.example.NearestSelector").unwrap_err();
+        assert!(
+            matches!(&e, crate::error::Error::InvalidConfig { key, .. } if key == "replica.selector.class"),
+            "{e}"
+        );
+    }
 }
