@@ -7,10 +7,9 @@
 
 mod cli_support;
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use cli_support::{Run, serve, tidelog_raw};
+use cli_support::{Run, loopback_quorum, serve, tidelog_raw};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -62,16 +61,7 @@ fn spans_both_racks(plan: &[Vec<i64>]) -> bool {
 #[test]
 fn racks_are_shown_and_replicas_spread_over_them() {
     let root = tempfile::tempdir().unwrap();
-    let listeners: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let quorum = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    drop(listeners);
+    let quorum = loopback_quorum(3);
     let nodes: Vec<_> = [(1, "a"), (2, "a"), (3, "b")]
         .iter()
         .map(|(id, rack)| {
