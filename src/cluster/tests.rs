@@ -21,6 +21,7 @@ mod broker_epoch;
 mod brokers;
 mod client_quotas;
 mod describe_producers;
+mod drain;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;
@@ -56,6 +57,8 @@ struct TestCluster {
     inter_broker: bool,
     /// The nodes take follower fetches without a broker epoch (a rolling upgrade).
     fetch_without_epoch: bool,
+    /// The node that never records its directory id with the quorum, if any.
+    unrecorded: Option<usize>,
     /// Node `i` is in rack `rack-{i + 1}`, and consumers are sent to the replica of their
     /// rack (`RackAwareReplicaSelector`).
     racks: bool,
@@ -68,30 +71,42 @@ impl TestCluster {
 
     /// A cluster whose `replica.lag.time.max.ms` is `lag`.
     fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
-        TestCluster::build(n, snapshot_after, lag, false)
+        TestCluster::build(n, snapshot_after, lag, false, None)
     }
 
     /// A cluster whose nodes replicate on a `REPLICATION` listener of their own, the
     /// inter-broker listener.
     fn with_inter_broker_listener(n: usize, lag: Duration) -> TestCluster {
-        TestCluster::build(n, 1024, lag, true)
+        TestCluster::build(n, 1024, lag, true, None)
     }
 
-    fn build(n: usize, snapshot_after: usize, lag: Duration, inter_broker: bool) -> TestCluster {
-        TestCluster::build_with(n, snapshot_after, lag, (inter_broker, false))
+    /// A cluster whose node `i` never records its directory id (its
+    /// `RegisterVoterDirectory` is never applied anywhere).
+    fn with_unrecorded_directory(n: usize, i: usize) -> TestCluster {
+        TestCluster::build(n, 1024, LAG, false, Some(i))
+    }
+
+    fn build(
+        n: usize,
+        snapshot_after: usize,
+        lag: Duration,
+        inter_broker: bool,
+        unrecorded: Option<usize>,
+    ) -> TestCluster {
+        TestCluster::build_with(n, snapshot_after, lag, (inter_broker, unrecorded, false))
     }
 
     /// A cluster whose node `i` is in rack `rack-{i + 1}`, with the rack-aware replica
     /// selector and `replica.lag.time.max.ms` `lag`.
     fn with_racks(n: usize, lag: Duration) -> TestCluster {
-        TestCluster::build_with(n, 1024, lag, (false, true))
+        TestCluster::build_with(n, 1024, lag, (false, None, true))
     }
 
     fn build_with(
         n: usize,
         snapshot_after: usize,
         lag: Duration,
-        (inter_broker, racks): (bool, bool),
+        (inter_broker, unrecorded, racks): (bool, Option<usize>, bool),
     ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -112,6 +127,7 @@ impl TestCluster {
             lag,
             inter_broker,
             fetch_without_epoch: false,
+            unrecorded,
             racks,
         };
         for (i, l) in listeners.into_iter().enumerate() {
@@ -135,6 +151,9 @@ impl TestCluster {
                     "127.0.0.1:0",
                 )
                 .inter_broker_listener_name("REPLICATION");
+        }
+        if self.unrecorded == Some(i) {
+            builder = builder.test_unrecorded_directory();
         }
         if self.racks {
             builder = builder
