@@ -46,7 +46,7 @@ pub(crate) enum Command {
     Perf(PerfCmd),
     /// Serve the data directory over the Kafka wire protocol.
     #[cfg(feature = "server")]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Copy local topics to a remote Kafka-API cluster as they are written, each record
     /// exactly once, until SIGINT or SIGTERM (store-and-forward).
     #[cfg(feature = "server")]
