@@ -554,6 +554,21 @@ impl Partition {
         }
     }
 
+    /// On the leader, the log end offset of follower `replica` if it is in the ISR
+    /// (Kafka's rack-aware replica selector picks among those); None otherwise.
+    pub(crate) fn in_sync_follower_log_end(&self, replica: i32) -> Option<i64> {
+        match &*self.inner.role.read() {
+            Role::Leader { state, .. } => {
+                let s = state.lock();
+                if !s.isr.contains(&replica) {
+                    return None;
+                }
+                s.follower(replica).map(|f| f.log_end)
+            }
+            _ => None,
+        }
+    }
+
     /// Notes the high watermark a fetch response told `replica`.
     pub(crate) fn sent_high_watermark(&self, replica: i32, hw: i64) {
         if let Role::Leader { state, .. } = &*self.inner.role.read() {

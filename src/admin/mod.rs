@@ -82,6 +82,7 @@ pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use drain::drain_plan;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
+    assign_replicas_rack_aware,
 };
 pub use quorum::{QuorumInfo, QuorumReplica};
 pub use quotas::QuotaMatch;

@@ -3,7 +3,7 @@
 //! replica reassignments (AlterPartitionReassignments and ListPartitionReassignments,
 //! KIP-455, as `kafka-reassign-partitions`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
@@ -114,6 +114,90 @@ pub fn assign_replicas(
         out.push(replicas);
     }
     out
+}
+
+/// Kafka's rack-aware replica placement (`assignReplicasToBrokersRackAware`), for
+/// brokers that all have a rack: `brokers` (id, rack), sorted by id, are first arranged
+/// so that racks alternate (the first broker of each rack, racks in name order, then the
+/// second of each, ...); partition `first_partition + k` starts at arranged broker
+/// `(p + start) % n`, and each further replica is the next broker, at a shift as in
+/// [`assign_replicas`] (times the number of racks), that is in a rack with no replica
+/// of the partition yet (once every rack has one, any broker without one). So a
+/// partition has replicas in as many racks as it can, and leaders and followers spread
+/// evenly over the brokers. The controller places new topics with it when every
+/// unfenced broker has a rack, and `tidelog reassign --generate` plans moves with it
+/// when every broker given has one. A replication factor above the number of brokers is
+/// capped at it.
+pub fn assign_replicas_rack_aware(
+    brokers: &[(i32, String)],
+    partitions: i32,
+    replication_factor: usize,
+    first_partition: i32,
+    start: usize,
+    shift: usize,
+) -> Vec<Vec<i32>> {
+    let arranged = rack_alternated(brokers);
+    let n = arranged.len();
+    let mut out = Vec::with_capacity(partitions.max(0) as usize);
+    if n == 0 {
+        return out;
+    }
+    let rack_of = |id: i32| {
+        brokers
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, r)| r.as_str())
+            .unwrap_or_default()
+    };
+    let racks = brokers
+        .iter()
+        .map(|(_, r)| r)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let mut next_shift = shift % n;
+    for k in 0..partitions {
+        let p = (first_partition.max(0) + k) as usize;
+        if p > 0 && p.is_multiple_of(n) {
+            next_shift += 1;
+        }
+        let first = (p + start) % n;
+        let leader = arranged[first];
+        let mut replicas = vec![leader];
+        let mut with_replicas = BTreeSet::from([rack_of(leader)]);
+        let mut step = 0usize;
+        while replicas.len() < replication_factor.min(n) {
+            // Every broker but the first is visited within n - 1 steps, and one of them
+            // is always acceptable, so this ends.
+            let at = (first + 1 + (next_shift * racks + step) % (n - 1).max(1)) % n;
+            step += 1;
+            let broker = arranged[at];
+            let rack = rack_of(broker);
+            if (!with_replicas.contains(rack) || with_replicas.len() == racks)
+                && !replicas.contains(&broker)
+            {
+                replicas.push(broker);
+                with_replicas.insert(rack);
+            }
+        }
+        out.push(replicas);
+    }
+    out
+}
+
+/// `brokers` (id, rack) arranged so that racks alternate: the first broker (by id) of
+/// each rack in rack order, then the second of each, and so on.
+fn rack_alternated(brokers: &[(i32, String)]) -> Vec<i32> {
+    let mut by_rack: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (id, rack) in brokers {
+        by_rack.entry(rack.as_str()).or_default().push(*id);
+    }
+    for ids in by_rack.values_mut() {
+        ids.sort_unstable();
+    }
+    let most = by_rack.values().map(Vec::len).max().unwrap_or(0);
+    (0..most)
+        .flat_map(|i| by_rack.values().filter_map(move |ids| ids.get(i).copied()))
+        .collect()
 }
 
 fn partition(tp: &TopicPartition) -> Resource {

@@ -27,6 +27,10 @@ pub(crate) struct ClusterConfig {
     /// (Kafka's `advertised.listeners`); registered so that each client is answered with
     /// the brokers' addresses on its own listener. Empty: only `advertised_listener`.
     pub endpoints: Vec<records::Endpoint>,
+    /// This broker's rack (Kafka's `broker.rack`), registered with the broker: replica
+    /// placement spreads a partition's replicas over racks, and consumers of a rack may
+    /// fetch from a replica there. None: no rack.
+    pub rack: Option<String>,
     /// How this node's replica fetchers connect (the inter-broker listener's TLS and
     /// SASL login); plaintext by default.
     pub replication_security: Arc<client::ClientSecurity>,
@@ -91,6 +95,7 @@ impl ClusterConfig {
             replication_listener: None,
             inter_broker_listener: None,
             endpoints: Vec::new(),
+            rack: None,
             replication_security: Arc::default(),
             session_timeout: Duration::from_millis(9000),
             default_replication_factor: 1,

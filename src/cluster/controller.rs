@@ -214,6 +214,7 @@ mod tests {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             },
         );
     }

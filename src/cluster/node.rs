@@ -619,6 +619,7 @@ impl RaftLoop {
                     clean_shutdown_epoch: self.clean_shutdown_epoch,
                     replication_listener: self.config.replication_listener.clone(),
                     endpoints: self.config.endpoints.clone(),
+                    rack: self.config.rack.clone(),
                 };
                 self.propose_internal(Internal::Lifecycle, record);
             }

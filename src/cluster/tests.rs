@@ -30,6 +30,7 @@ mod lost_directory;
 mod metadata_visibility;
 mod quorum_api;
 mod quorum_forgery;
+mod racks;
 mod reassignment;
 mod replication;
 mod share_groups;
@@ -58,6 +59,9 @@ struct TestCluster {
     fetch_without_epoch: bool,
     /// The node that never records its directory id with the quorum, if any.
     unrecorded: Option<usize>,
+    /// Node `i` is in rack `rack-{i + 1}`, and consumers are sent to the replica of their
+    /// rack (`RackAwareReplicaSelector`).
+    racks: bool,
 }
 
 impl TestCluster {
@@ -89,6 +93,21 @@ impl TestCluster {
         inter_broker: bool,
         unrecorded: Option<usize>,
     ) -> TestCluster {
+        TestCluster::build_with(n, snapshot_after, lag, (inter_broker, unrecorded, false))
+    }
+
+    /// A cluster whose node `i` is in rack `rack-{i + 1}`, with the rack-aware replica
+    /// selector and `replica.lag.time.max.ms` `lag`.
+    fn with_racks(n: usize, lag: Duration) -> TestCluster {
+        TestCluster::build_with(n, 1024, lag, (false, None, true))
+    }
+
+    fn build_with(
+        n: usize,
+        snapshot_after: usize,
+        lag: Duration,
+        (inter_broker, unrecorded, racks): (bool, Option<usize>, bool),
+    ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -109,6 +128,7 @@ impl TestCluster {
             inter_broker,
             fetch_without_epoch: false,
             unrecorded,
+            racks,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -134,6 +154,12 @@ impl TestCluster {
         }
         if self.unrecorded == Some(i) {
             builder = builder.test_unrecorded_directory();
+        }
+        if self.racks {
+            builder = builder
+                .broker_rack(format!("rack-{}", i + 1))
+                .replica_selector_class("org.apache.kafka.common.replica.RackAwareReplicaSelector")
+                .unwrap();
         }
         builder
             .node_id(i as i32 + 1)

@@ -39,6 +39,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn delete_topic(&self, name: &str) -> Result<()>;
     /// One partition of a topic.
     fn partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>>;
+    /// One partition of a topic this node holds a replica of, led here or not: a
+    /// consumer's fetch from a follower (KIP-392) reads it up to its high watermark.
+    /// A single node has no followers: the same as [`Backend::partition`].
+    fn replica_partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
+        self.partition(topic, partition)
+    }
     /// The effective configuration of `topic` as Kafka-named pairs.
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>>;
     /// Grow `topic` to `total` partitions (CreatePartitions); with `validate_only`, only
@@ -217,4 +223,10 @@ pub(crate) trait PartitionOps: Send + Sync {
     fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)>;
     /// DescribeProducers: the idempotent producers of the partition's state.
     fn active_producers(&self) -> Result<Vec<ActiveProducer>>;
+    /// On the leader, the log end offset of follower `replica` when it is in the ISR
+    /// (where a consumer may be sent to read, KIP-392); None otherwise.
+    fn in_sync_follower_log_end(&self, replica: i32) -> Option<i64> {
+        let _ = replica;
+        None
+    }
 }

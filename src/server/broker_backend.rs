@@ -152,6 +152,23 @@ impl Backend for BrokerBackend {
         ))
     }
 
+    fn replica_partition(&self, topic: &str, partition: i32) -> Result<Arc<dyn PartitionOps>> {
+        let Some(c) = &self.cluster else {
+            return self.partition(topic, partition);
+        };
+        let hosted = c
+            .topic(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?).cloned())
+            .is_some_and(|p| p.replicas.contains(&c.node_id()));
+        if !hosted {
+            // The leader check names the leader, or why the partition is unknown.
+            return self.partition(topic, partition);
+        }
+        Ok(Arc::new(
+            self.broker.registered_topic(topic)?.partition(partition)?,
+        ))
+    }
+
     fn topic_configs(&self, topic: &str) -> Result<Vec<(String, String)>> {
         Ok(self.broker.describe_topic(topic)?.log_config.to_pairs())
     }
@@ -205,7 +222,7 @@ impl Backend for BrokerBackend {
                         node_id: b.id,
                         host,
                         port,
-                        rack: None,
+                        rack: b.rack,
                         fenced: b.fenced,
                     })
                 })
@@ -376,5 +393,8 @@ impl PartitionOps for Partition {
     }
     fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
         self.log().active_producers()
+    }
+    fn in_sync_follower_log_end(&self, replica: i32) -> Option<i64> {
+        Partition::in_sync_follower_log_end(self, replica)
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct ClusterBroker {
     /// Its advertised `(host, port)` for the listener asked about; None if it has no
     /// listener of that name.
     pub endpoint: Option<(String, i32)>,
+    /// Its rack (`broker.rack`), if it has one.
+    pub rack: Option<String>,
 }
 
 /// The partitions of one topic as the cluster's metadata has them.
@@ -215,6 +217,7 @@ impl ClusterView for ClusterNode {
                 id: b.id,
                 fenced: b.fenced,
                 endpoint: b.endpoint(listener),
+                rack: b.rack.clone(),
             })
             .collect()
     }
@@ -346,6 +349,7 @@ pub(crate) mod fake {
                         .iter()
                         .find(|(name, _, _)| name == listener)
                         .map(|(_, host, port)| (host.clone(), *port)),
+                    rack: None,
                 })
                 .collect()
         }

@@ -131,6 +131,9 @@ pub(crate) struct Config {
     pub quota_windows: crate::security::quota::QuotaWindows,
     /// Whether a cluster node takes a follower's fetch that carries no broker epoch.
     pub follower_fetch_without_epoch: bool,
+    /// Kafka's `replica.selector.class` is the rack-aware selector: a consumer of a
+    /// rack where an in-sync follower is is told to fetch from it (KIP-392).
+    pub rack_aware_replica_selector: bool,
 }
 
 impl Default for Config {
@@ -156,6 +159,7 @@ impl Default for Config {
             authorizer: false,
             quota_windows: Default::default(),
             follower_fetch_without_epoch: false,
+            rack_aware_replica_selector: false,
             super_users: Vec::new(),
         }
     }
@@ -604,6 +608,33 @@ impl ServerBuilder {
     pub fn follower_fetch_without_epoch(mut self, accept: bool) -> Self {
         self.config.follower_fetch_without_epoch = accept;
         self
+    }
+
+    /// Cluster: which replica a consumer should fetch from (Kafka's
+    /// `replica.selector.class`, KIP-392). `org.apache.kafka.common.replica.RackAwareReplicaSelector`
+    /// (or `RackAwareReplicaSelector`): a consumer that names its rack (`client.rack`)
+    /// is sent, by the partition's leader, to an in-sync replica in that rack that has
+    /// the records it asks for. `org.apache.kafka.common.replica.LeaderSelector` (or
+    /// `LeaderSelector`), the default: the leader. Any other name is
+    /// `Error::InvalidConfig`. Followers serve a consumer's fetch up to their high
+    /// watermark whatever the selector (Fetch v11+).
+    pub fn replica_selector_class(mut self, name: &str) -> Result<Self> {
+        const PACKAGE: &str = "org.apache.kafka.common.replica.";
+        self.config.rack_aware_replica_selector = match name.strip_prefix(PACKAGE).unwrap_or(name) {
+            "RackAwareReplicaSelector" => true,
+            "LeaderSelector" => false,
+            _ => {
+                return Err(crate::error::Error::InvalidConfig {
+                    key: "replica.selector.class".into(),
+                    reason: format!(
+                        "{name:?} is not a replica selector tidelog has: \
+                         org.apache.kafka.common.replica.RackAwareReplicaSelector or \
+                         org.apache.kafka.common.replica.LeaderSelector"
+                    ),
+                });
+            }
+        };
+        Ok(self)
     }
 
     /// How a client's usage is measured against its quotas: over the last `samples`

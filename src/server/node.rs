@@ -32,6 +32,8 @@ pub(super) struct ClusterSettings {
     /// The listener replica fetchers use, by protocol or name (Kafka's
     /// `inter.broker.listener.name`).
     inter_broker_listener: Option<InterBrokerListener>,
+    /// This broker's rack (Kafka's `broker.rack`).
+    rack: Option<String>,
     /// The certificate and key replica fetchers present on a TLS inter-broker listener
     /// (default: the node's own TLS certificate and key).
     inter_broker_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
@@ -81,6 +83,7 @@ impl ClusterSettings {
         if let Some(p) = c.leader_imbalance_per_broker_percentage {
             config.leader_imbalance_per_broker_percentage = p;
         }
+        config.rack = c.rack.take();
         #[cfg(test)]
         {
             config.quorum_listener = c.quorum_listener.take();
@@ -338,6 +341,16 @@ impl ServerBuilder {
     /// (Kafka `leader.imbalance.per.broker.percentage`).
     pub fn leader_imbalance_per_broker_percentage(mut self, percentage: u32) -> Self {
         self.cluster.leader_imbalance_per_broker_percentage = Some(percentage);
+        self
+    }
+
+    /// Cluster: this broker's rack (Kafka's `broker.rack`), registered with the broker
+    /// and listed by Metadata and DescribeCluster. A new topic's replicas are spread
+    /// over the racks (Kafka's rack-aware placement), and with
+    /// [`replica_selector_class`](Self::replica_selector_class) rack-aware a consumer of
+    /// this rack may fetch from a replica here. Default (and an empty name): no rack.
+    pub fn broker_rack(mut self, rack: impl Into<String>) -> Self {
+        self.cluster.rack = Some(rack.into()).filter(|r: &String| !r.is_empty());
         self
     }
 

@@ -116,6 +116,19 @@ pub fn serve(data: &Path, args: &[&str]) -> Serve {
     serve_on(data, "127.0.0.1:0", args)
 }
 
+/// A `--quorum` of `n` voters (ids 1 to n) on loopback ports free when asked.
+pub fn loopback_quorum(n: usize) -> String {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// [`serve`] listening on `listen` (e.g. the address of a node started before, to
 /// restart it where its clients look for it).
 pub fn serve_on(data: &Path, listen: &str, args: &[&str]) -> Serve {

@@ -46,7 +46,7 @@ pub(crate) enum Command {
     Perf(PerfCmd),
     /// Serve the data directory over the Kafka wire protocol.
     #[cfg(feature = "server")]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Copy local topics to a remote Kafka-API cluster as they are written, each record
     /// exactly once, until SIGINT or SIGTERM (store-and-forward).
     #[cfg(feature = "server")]
@@ -949,6 +949,16 @@ pub(crate) struct ServeArgs {
     /// registration; only while a rolling upgrade from such a version is under way.
     #[arg(long, requires = "quorum")]
     pub follower_fetch_without_epoch: bool,
+    /// Cluster: this broker's rack (Kafka's broker.rack): new topics spread their
+    /// replicas over racks, and consumers of this rack may read from replicas here.
+    #[arg(long, value_name = "RACK", requires = "quorum")]
+    pub rack: Option<String>,
+    /// Cluster: which replica consumers fetch from (Kafka's replica.selector.class):
+    /// org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with a
+    /// client.rack to an in-sync replica of its rack [default: the leader,
+    /// org.apache.kafka.common.replica.LeaderSelector].
+    #[arg(long, value_name = "CLASS", requires = "quorum")]
+    pub replica_selector_class: Option<String>,
     /// Cluster: the replica fetchers' SASL mechanism on a SASL inter-broker listener.
     #[arg(long, value_name = "MECHANISM")]
     pub inter_broker_sasl_mechanism: Option<String>,

@@ -92,6 +92,11 @@ pub(crate) struct ReassignArgs {
     /// With --generate: the brokers to place them on (comma-separated ids).
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub brokers: Vec<i32>,
+    /// With --generate: place replicas without regard to racks (by default, when every
+    /// broker given has a rack, each partition's replicas go to as many racks as they
+    /// can).
+    #[arg(long)]
+    pub disable_rack_aware: bool,
     /// Kafka's reassignment JSON: {"version": 1, "partitions": [{"topic": "t",
     /// "partition": 0, "replicas": [1, 2, 3]}, ...]}.
     #[arg(long, value_name = "FILE")]
@@ -377,12 +382,22 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
         brokers.sort_unstable();
         brokers.dedup();
         let admin = connect(&args.target, data, "reassign")?;
-        let known: BTreeSet<i32> = admin.metadata()?.brokers.iter().map(|b| b.id).collect();
+        let live = admin.metadata()?.brokers;
+        let known: BTreeSet<i32> = live.iter().map(|b| b.id).collect();
         if let Some(b) = brokers.iter().find(|b| !known.contains(b)) {
             return Err(fail!(
                 "--brokers: node {b} is not a live broker of the cluster ({known:?})"
             ));
         }
+        // Rack-aware when every broker given has a rack, as Kafka's tool.
+        let racked: Option<Vec<(i32, String)>> = brokers
+            .iter()
+            .map(|id| {
+                let rack = live.iter().find(|b| b.id == *id)?.rack.clone()?;
+                Some((*id, rack))
+            })
+            .collect();
+        let racked = racked.filter(|_| !args.disable_rack_aware);
         let topics: Vec<&str> = args.topics.iter().map(String::as_str).collect();
         let now = current(&admin, &topics)?;
         let mut proposed = Vec::new();
@@ -401,14 +416,13 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
                 .bytes()
                 .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
             let n = brokers.len();
-            let placed = tidelog::admin::assign_replicas(
-                &brokers,
-                parts.len() as i32,
-                rf,
-                0,
-                seed % n,
-                (seed / n) % n,
-            );
+            let (count, start, shift) = (parts.len() as i32, seed % n, (seed / n) % n);
+            let placed = match &racked {
+                Some(racked) => {
+                    tidelog::admin::assign_replicas_rack_aware(racked, count, rf, 0, start, shift)
+                }
+                None => tidelog::admin::assign_replicas(&brokers, count, rf, 0, start, shift),
+            };
             for ((tp, _), replicas) in parts.into_iter().zip(placed) {
                 proposed.push((tp.clone(), replicas));
             }

@@ -251,6 +251,12 @@ fn cluster_node(
         ))
         .leader_imbalance_per_broker_percentage(args.leader_imbalance_per_broker_percentage);
     builder = builder.follower_fetch_without_epoch(args.follower_fetch_without_epoch);
+    if let Some(rack) = &args.rack {
+        builder = builder.broker_rack(rack.clone());
+    }
+    if let Some(class) = &args.replica_selector_class {
+        builder = builder.replica_selector_class(class)?;
+    }
     if let Some(name) = &args.inter_broker_listener {
         builder = builder.inter_broker_listener_name(name.clone());
     }

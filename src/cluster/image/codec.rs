@@ -6,7 +6,8 @@
 //! their partitions), SCRAM credentials, ACL bindings, proposers' applied proposals
 //! (version 4), voters' directory ids (version 5), client quotas (version 7: entities
 //! with their keys and values, as the `client-quotas` file of a single node); each
-//! partition's adding and removing replicas since version 6.
+//! partition's adding and removing replicas since version 6; each broker's rack since
+//! version 8.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,9 +23,9 @@ use crate::storage::codec::{Reader, Writer};
 /// Image encoding version written by this code (version 1, without users and ACLs,
 /// version 2, without the brokers' named listeners, and version 3, without the
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
-/// version 5, without the partitions' reassignments, and version 6, without client
-/// quotas, are still read).
-const IMAGE_VERSION: u16 = 7;
+/// version 5, without the partitions' reassignments, version 6, without client
+/// quotas, and version 7, without the brokers' racks, are still read).
+const IMAGE_VERSION: u16 = 8;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -167,7 +168,7 @@ fn get_proposer(r: &mut Reader<'_>) -> Result<((i32, u64), ProposerWindow)> {
 }
 
 /// A registration: id, epoch, incarnation, listener, fenced, shut down, replication
-/// listener (version 2), endpoints (version 3).
+/// listener (version 2), endpoints (version 3), rack (version 8).
 fn put_broker(w: &mut Writer, b: &BrokerRegistration) {
     w.i32(b.id);
     w.i64(b.epoch);
@@ -177,6 +178,7 @@ fn put_broker(w: &mut Writer, b: &BrokerRegistration) {
     w.bool(b.shut_down);
     put_opt_str(w, b.replication_listener.as_deref());
     put_endpoints(w, &b.endpoints);
+    put_opt_str(w, b.rack.as_deref());
 }
 
 /// Reads what [`put_broker`] wrote in image `version`.
@@ -188,6 +190,7 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
         listener: r.str()?,
         replication_listener: None,
         endpoints: Vec::new(),
+        rack: None,
         fenced: r.bool()?,
         shut_down: r.bool()?,
     };
@@ -196,6 +199,9 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
     }
     if version >= 3 {
         b.endpoints = get_endpoints(r)?;
+    }
+    if version >= 8 {
+        b.rack = get_opt_str(r)?;
     }
     Ok(b)
 }

@@ -71,6 +71,8 @@ pub(crate) struct BrokerRegistration {
     /// that wrote `RegisterBroker` version 0 or 1 (it is listed at `listener` on every
     /// listener).
     pub endpoints: Vec<Endpoint>,
+    /// The broker's rack (`broker.rack`), if it has one.
+    pub rack: Option<String>,
     /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
     /// not listed to clients.
     pub fenced: bool,
@@ -596,12 +598,13 @@ impl MetadataImage {
                 clean_shutdown_epoch,
                 replication_listener,
                 endpoints,
+                rack,
             } => self.register(
                 index,
                 *broker_id,
                 *incarnation,
                 (listener, replication_listener.as_deref(), endpoints),
-                *clean_shutdown_epoch,
+                (*clean_shutdown_epoch, rack.as_deref()),
             ),
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -828,7 +831,7 @@ impl MetadataImage {
         broker_id: i32,
         incarnation: u64,
         (listener, replication_listener, endpoints): (&str, Option<&str>, &[Endpoint]),
-        clean_shutdown_epoch: Option<i64>,
+        (clean_shutdown_epoch, rack): (Option<i64>, Option<&str>),
     ) -> Outcome {
         if broker_id < 0 {
             return Err(Rejected::StaleBroker {
@@ -853,6 +856,7 @@ impl MetadataImage {
                 listener: listener.to_string(),
                 replication_listener: replication_listener.map(str::to_string),
                 endpoints: endpoints.to_vec(),
+                rack: rack.map(str::to_string),
                 fenced: true,
                 shut_down: false,
             },
@@ -984,6 +988,22 @@ impl MetadataImage {
             });
         }
         let (start, shift) = placement_seed(id, brokers.len());
+        // Rack-aware when every unfenced broker has a rack (as Kafka, which places a
+        // cluster of racked and unracked brokers without racks when told to).
+        let racked: Option<Vec<(i32, String)>> = brokers
+            .iter()
+            .map(|b| Some((*b, self.brokers.get(b)?.rack.clone()?)))
+            .collect();
+        if let Some(racked) = racked {
+            return Ok(crate::admin::assign_replicas_rack_aware(
+                &racked,
+                partitions,
+                replication_factor as usize,
+                first_partition,
+                start,
+                shift,
+            ));
+        }
         Ok(place_replicas(
             &brokers,
             partitions,

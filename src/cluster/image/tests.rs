@@ -22,6 +22,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             },
         )
         .unwrap();
@@ -179,6 +180,121 @@ fn kafkas_rack_unaware_assignment() {
     assert_eq!(a[4], vec![4, 0, 1]);
     assert_eq!(a[5], vec![0, 2, 3]);
     assert_eq!(a[9], vec![4, 1, 2]);
+}
+
+/// `(id, rack)` pairs from `(id, "rackN")`.
+fn racked(pairs: &[(i32, &str)]) -> Vec<(i32, String)> {
+    pairs.iter().map(|(id, r)| (*id, r.to_string())).collect()
+}
+
+#[test]
+fn kafkas_rack_aware_assignment() {
+    // Kafka's documented example: racks alternate as 0, 3, 1, 5, 4, 2, then round robin.
+    let brokers = racked(&[
+        (0, "rack1"),
+        (1, "rack3"),
+        (2, "rack3"),
+        (3, "rack2"),
+        (4, "rack2"),
+        (5, "rack1"),
+    ]);
+    let a = crate::admin::assign_replicas_rack_aware(&brokers, 6, 3, 0, 0, 0);
+    assert_eq!(
+        a,
+        vec![
+            vec![0, 3, 1],
+            vec![3, 1, 5],
+            vec![1, 5, 4],
+            vec![5, 4, 2],
+            vec![4, 2, 0],
+            vec![2, 0, 3],
+        ]
+    );
+}
+
+#[test]
+fn rack_aware_placement_spreads_replicas_over_racks_and_balances_brokers() {
+    let brokers = racked(&[(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")]);
+    let rack = |id: i32| brokers.iter().find(|(b, _)| *b == id).unwrap().1.clone();
+    for (start, shift) in [(0, 0), (2, 3), (5, 1)] {
+        let a = crate::admin::assign_replicas_rack_aware(&brokers, 12, 3, 0, start, shift);
+        let mut lead = std::collections::BTreeMap::new();
+        let mut hold = std::collections::BTreeMap::new();
+        for replicas in &a {
+            let racks: BTreeSet<String> = replicas.iter().map(|r| rack(*r)).collect();
+            assert_eq!(racks.len(), 3, "{replicas:?}: one replica per rack");
+            *lead.entry(replicas[0]).or_insert(0) += 1;
+            for r in replicas {
+                *hold.entry(*r).or_insert(0) += 1;
+            }
+        }
+        assert!(lead.values().all(|n| *n == 2), "{lead:?}");
+        assert!(hold.values().all(|n| *n == 6), "{hold:?}");
+    }
+    // Fewer racks than replicas: every rack has one before any has two; no broker twice.
+    let two = racked(&[(1, "a"), (2, "a"), (3, "b"), (4, "b")]);
+    for replicas in crate::admin::assign_replicas_rack_aware(&two, 8, 3, 0, 1, 1) {
+        let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
+        assert_eq!(distinct.len(), 3, "{replicas:?}");
+        let in_a = replicas.iter().filter(|r| **r <= 2).count();
+        assert!(in_a == 1 || in_a == 2, "{replicas:?} spans both racks");
+    }
+    // One broker: one replica.
+    let one = racked(&[(7, "a")]);
+    assert_eq!(
+        crate::admin::assign_replicas_rack_aware(&one, 2, 1, 0, 0, 0),
+        vec![vec![7], vec![7]]
+    );
+}
+
+#[test]
+fn the_controller_places_new_topics_rack_aware_when_every_broker_has_a_rack() {
+    let mut img = MetadataImage::default();
+    let racks = [(1, "a"), (2, "a"), (3, "b"), (4, "b")];
+    for (i, (id, rack)) in racks.iter().enumerate() {
+        img.apply(
+            i as u64 + 1,
+            &MetadataRecord::RegisterBroker {
+                broker_id: *id,
+                incarnation: *id as u64,
+                listener: format!("h:{id}"),
+                clean_shutdown_epoch: None,
+                replication_listener: None,
+                endpoints: vec![],
+                rack: Some(rack.to_string()),
+            },
+        )
+        .unwrap();
+    }
+    for (id, _) in racks {
+        let epoch = img.brokers[&id].epoch;
+        let at = next(&img);
+        img.apply(
+            at,
+            &MetadataRecord::BrokerReady {
+                broker_id: id,
+                broker_epoch: epoch,
+            },
+        )
+        .unwrap();
+    }
+    create(&mut img, "t", 8, 2).unwrap();
+    let extra = img.index + 1;
+    img.apply(
+        extra,
+        &MetadataRecord::CreatePartitions {
+            name: "t".into(),
+            total: 12,
+            assignment: None,
+        },
+    )
+    .unwrap();
+    let t = img.topic("t").unwrap();
+    assert_eq!(t.partitions.len(), 12);
+    for p in &t.partitions {
+        let in_a = p.replicas.iter().filter(|r| **r <= 2).count();
+        assert_eq!(in_a, 1, "{:?}: one replica in each rack", p.replicas);
+    }
 }
 
 #[test]
@@ -530,6 +646,7 @@ fn controlled_shutdown_moves_leadership_and_fences() {
             clean_shutdown_epoch: Some(epoch),
             replication_listener: None,
             endpoints: vec![],
+            rack: None,
         },
     )
     .unwrap();
@@ -554,6 +671,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             },
         )
         .unwrap();
@@ -575,6 +693,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
             clean_shutdown_epoch: None,
             replication_listener: None,
             endpoints: vec![],
+            rack: None,
         },
     )
     .unwrap();
@@ -754,6 +873,7 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
                 clean_shutdown_epoch: clean,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             }
         }),
         (broker.clone(), 0..40i64).prop_map(|(b, e)| MetadataRecord::BrokerReady {
@@ -1025,6 +1145,7 @@ fn register_with_endpoints(img: &mut MetadataImage, id: i32, endpoints: bool) {
             clean_shutdown_epoch: None,
             replication_listener: None,
             endpoints,
+            rack: None,
         },
     )
     .unwrap();
@@ -1056,24 +1177,54 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 7 (for an image without topics) without the endpoint count after each broker and the
-    // proposers', directories' and quotas' counts at the end: version (2),
-    // index (8), no cluster id (1), next producer id (8), broker count (4), then broker
-    // 1: id, epoch, incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut
-    // down, no replication listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 7]);
+    // Version 2 is version 8 (for an image without topics) without the endpoint count
+    // and the rack after each broker and the proposers', directories' and quotas'
+    // counts at the end: version (2), index (8), no cluster id (1), next producer id
+    // (8), broker count (4), then broker 1: id, epoch, incarnation (20), listener
+    // "10.0.0.1:9001" (4 + 13), fenced, shut down, no replication listener (3): the
+    // count is at 60.
+    assert_eq!(&bytes[..2], &[0, 8]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
-    assert_eq!(&bytes[at..at + 4], &[0, 0, 0, 0]);
-    bytes.drain(at..at + 4);
+    assert_eq!(&bytes[at..at + 5], &[0, 0, 0, 0, 0]);
+    bytes.drain(at..at + 5);
     assert_eq!(bytes.split_off(bytes.len() - 12), [0; 12]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
-    bytes[1] = 8;
+    bytes[1] = 200;
     assert!(
-        MetadataImage::decode(&bytes, "v8")
+        MetadataImage::decode(&bytes, "v200")
             .unwrap_err()
             .is_corruption()
     );
+}
+
+#[test]
+fn a_broker_keeps_its_rack_in_the_snapshot_and_a_version_7_image_has_none() {
+    let mut img = MetadataImage::default();
+    img.apply(
+        1,
+        &MetadataRecord::RegisterBroker {
+            broker_id: 1,
+            incarnation: 7,
+            listener: "10.0.0.1:9001".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints: vec![],
+            rack: Some("rack-a".into()),
+        },
+    )
+    .unwrap();
+    assert_eq!(img.brokers[&1].rack.as_deref(), Some("rack-a"));
+    let mut bytes = img.encode();
+    assert_eq!(MetadataImage::decode(&bytes, "v8").unwrap(), img);
+    // Version 7: the same without the rack (present flag and string) after the
+    // endpoint count; the broker's fields end 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3 + 4 in.
+    let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3 + 4;
+    assert_eq!(bytes[at], 1, "rack present");
+    bytes.drain(at..at + 1 + 4 + "rack-a".len());
+    bytes[1] = 7;
+    let old = MetadataImage::decode(&bytes, "v7").unwrap();
+    assert_eq!(old.brokers[&1].rack, None);
 }
 
 #[test]
@@ -1105,6 +1256,14 @@ fn a_voter_is_known_by_its_first_directory_id() {
         &[0, 0, 0, 1]
     );
     bytes.truncate(bytes.len() - tail);
+    // Nor the brokers' racks (version 8): each of the three brokers (45 bytes from 23
+    // on: id, epoch, incarnation, listener "127.0.0.1:900N", flags, endpoint count) ends
+    // with an absent rack.
+    for b in (0..3).rev() {
+        let at = 23 + 45 * (b + 1) + b;
+        assert_eq!(bytes[at], 0, "broker {b}'s absent rack");
+        bytes.remove(at);
+    }
     bytes[1] = 4;
     let v4 = MetadataImage::decode(&bytes, "v4").unwrap();
     assert!(v4.directories.is_empty());

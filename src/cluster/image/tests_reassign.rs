@@ -16,6 +16,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             },
         )
         .unwrap();

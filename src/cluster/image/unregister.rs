@@ -84,6 +84,7 @@ mod tests {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             };
             apply(&mut img, r).unwrap();
             let broker_epoch = img.brokers[&id].epoch;

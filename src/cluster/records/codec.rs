@@ -19,9 +19,9 @@ use crate::storage::codec::{Reader, Writer};
 const ENVELOPE_VERSION: u8 = 2;
 /// Record version written by this code for every record type but `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
-/// `RegisterBroker`'s version (1 adds the replication listener, 2 every named listener;
-/// 0 and 1 are still read).
-const REGISTER_BROKER_VERSION: u8 = 2;
+/// `RegisterBroker`'s version (1 adds the replication listener, 2 every named listener,
+/// 3 the rack; 0 to 2 are still read).
+const REGISTER_BROKER_VERSION: u8 = 3;
 
 /// Record type ids.
 pub(super) mod kind {
@@ -329,8 +329,8 @@ fn get_broker_epoch_record(r: &mut Reader<'_>, kind: u8) -> Result<MetadataRecor
     })
 }
 
-/// `RegisterBroker`'s fields (version 2): id, incarnation, listener, clean shutdown
-/// epoch (-1 for none), replication listener, endpoints.
+/// `RegisterBroker`'s fields (version 3): id, incarnation, listener, clean shutdown
+/// epoch (-1 for none), replication listener, endpoints, rack.
 fn put_registration(w: &mut Writer, record: &MetadataRecord) {
     let MetadataRecord::RegisterBroker {
         broker_id,
@@ -339,6 +339,7 @@ fn put_registration(w: &mut Writer, record: &MetadataRecord) {
         clean_shutdown_epoch,
         replication_listener,
         endpoints,
+        rack,
     } = record
     else {
         unreachable!("put_registration is given a RegisterBroker");
@@ -349,10 +350,11 @@ fn put_registration(w: &mut Writer, record: &MetadataRecord) {
     w.i64(clean_shutdown_epoch.unwrap_or(-1));
     put_opt_str(w, replication_listener.as_deref());
     put_endpoints(w, endpoints);
+    put_opt_str(w, rack.as_deref());
 }
 
 /// Reads `RegisterBroker`'s fields at `version` (0 lacks the replication listener,
-/// 0 and 1 the endpoints).
+/// 0 and 1 the endpoints, 0 to 2 the rack).
 fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
     let broker_id = r.i32()?;
     let incarnation = r.u64()?;
@@ -364,6 +366,7 @@ fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
     } else {
         Vec::new()
     };
+    let rack = if version >= 3 { get_opt_str(r)? } else { None };
     Ok(MetadataRecord::RegisterBroker {
         broker_id,
         incarnation,
@@ -371,6 +374,7 @@ fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
         clean_shutdown_epoch: (epoch >= 0).then_some(epoch),
         replication_listener,
         endpoints,
+        rack,
     })
 }
 

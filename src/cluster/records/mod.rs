@@ -124,6 +124,10 @@ pub(crate) enum MetadataRecord {
         /// addresses on the listener it connected to. Record version 2; versions 0 and 1
         /// have none (their brokers are listed at `listener` on every listener).
         endpoints: Vec<Endpoint>,
+        /// The broker's rack (Kafka's `broker.rack`), for rack-aware replica placement
+        /// and fetching from the closest replica. Record version 3; older versions have
+        /// none.
+        rack: Option<String>,
     },
     /// The broker caught up with the metadata log and opened its logs: unfence it.
     BrokerReady {
@@ -340,6 +344,7 @@ pub(crate) mod tests {
                         protocol: SecurityProtocol::SaslSsl,
                     },
                 ],
+                rack: Some("eu-west-1a".into()),
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
@@ -348,6 +353,7 @@ pub(crate) mod tests {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
+                rack: None,
             },
             MetadataRecord::BrokerReady {
                 broker_id: 1,
@@ -549,18 +555,20 @@ pub(crate) mod tests {
             clean_shutdown_epoch: None,
             replication_listener: None,
             endpoints: vec![],
+            rack: None,
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
-        // Version 0: the same fields without the optional listener and the endpoints.
+        // Version 0: the same fields without the optional listener, the endpoints and
+        // the rack.
         bytes[1] = 0;
-        bytes.truncate(bytes.len() - 5);
+        bytes.truncate(bytes.len() - 6);
         let mut r = Reader::new(&bytes, "v0");
         assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
         r.finish().unwrap();
-        bytes[1] = 3;
-        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v3")).is_err());
+        bytes[1] = 4;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v4")).is_err());
     }
 
     #[test]
@@ -584,13 +592,35 @@ pub(crate) mod tests {
                 clean_shutdown_epoch: Some(12),
                 replication_listener: Some("h:2".into()),
                 endpoints: vec![],
+                rack: None,
             }
         );
         r.finish().unwrap();
     }
 
     #[test]
-    fn a_version_2_registration_lays_out_its_endpoints() {
+    fn a_version_2_registration_has_no_rack() {
+        let record = MetadataRecord::RegisterBroker {
+            broker_id: 4,
+            incarnation: 9,
+            listener: "h:1".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints: vec![],
+            rack: None,
+        };
+        let mut w = Writer::new();
+        record.encode(&mut w);
+        let mut bytes = w.into_bytes();
+        bytes[1] = 2;
+        bytes.truncate(bytes.len() - 1);
+        let mut r = Reader::new(&bytes, "v2");
+        assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn a_version_3_registration_lays_out_its_endpoints_and_rack() {
         let record = MetadataRecord::RegisterBroker {
             broker_id: 1,
             incarnation: 2,
@@ -603,18 +633,20 @@ pub(crate) mod tests {
                 port: 0x0102,
                 protocol: SecurityProtocol::Ssl,
             }],
+            rack: None,
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let bytes = w.into_bytes();
-        assert_eq!(bytes[1], 2, "version");
-        // ... replication listener absent, then 1 endpoint: "EXT", "b", port, SSL (1).
+        assert_eq!(bytes[1], 3, "version");
+        // ... replication listener absent, then 1 endpoint: "EXT", "b", port, SSL (1),
+        // then no rack.
         let tail: &[u8] = &[
-            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1,
+            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1, 0,
         ];
         assert!(bytes.ends_with(tail), "{bytes:?}");
         let mut bad = bytes.clone();
-        let at = bad.len() - 1;
+        let at = bad.len() - 2;
         bad[at] = 9;
         let e = MetadataRecord::decode(&mut Reader::new(&bad, "bad")).unwrap_err();
         assert!(e.to_string().contains("security protocol id 9"), "{e}");

@@ -45,6 +45,10 @@
 //!   session cache (what to read: the request's partitions, or an incremental fetch's
 //!   session's) and keeps in an incremental answer only the partitions with news; a
 //!   session error is the response's top-level error, with no partitions.
+//! - Fetching from the closest replica (KIP-392, v11+): `read_replica.rs` resolves a
+//!   consumer's partition on a follower (read up to its high watermark), and on the
+//!   leader may answer `preferred_read_replica` instead of records, which ends the long
+//!   poll.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -128,6 +132,8 @@ struct WantedPartition {
     offset: i64,
     max_bytes: usize,
     log: crate::error::Result<Arc<dyn PartitionOps>>,
+    /// The replica the consumer should fetch from instead (KIP-392), if any.
+    preferred: Option<i32>,
 }
 
 /// A topic named in the request.
@@ -153,6 +159,8 @@ struct PartitionData {
     /// (producer id, first offset); None (null on the wire) for read_uncommitted.
     aborted: Option<Vec<(i64, i64)>>,
     records: Option<LogSlice>,
+    /// The replica to fetch from instead (v11+), -1 for none.
+    preferred_read_replica: i32,
 }
 
 impl PartitionData {
@@ -165,7 +173,8 @@ impl PartitionData {
             log_start_offset: self.log_start_offset,
         };
         let records = self.records.as_ref().is_some_and(|r| !r.is_empty());
-        (self.index, answered, records || self.error != 0)
+        let news = records || self.error != 0 || self.preferred_read_replica >= 0;
+        (self.index, answered, news)
     }
 }
 
@@ -230,6 +239,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             )));
         }
     };
+    // A consumer's fetch from v11 names its rack and may be served by a follower.
+    let client_rack = (version >= 11 && replica.is_none()).then(|| request.rack_id.to_string());
+    let rack_aware = ctx.shared.config.rack_aware_replica_selector;
     let wanted: Vec<Wanted> = session
         .topics
         .iter()
@@ -251,12 +263,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| WantedPartition {
-                    index: p.index,
-                    offset: p.offset,
-                    max_bytes: p.max_bytes,
-                    log: allowed.clone().and_then(|()| {
-                        super::replica_fetch::resolve(
+                .map(|p| {
+                    let mut preferred = None;
+                    let log = allowed.clone().and_then(|()| match replica {
+                        Some(_) => super::replica_fetch::resolve(
                             backend,
                             &name,
                             p.index,
@@ -264,8 +274,25 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                             p.current_leader_epoch,
                             replica,
                             refused.as_deref(),
+                        ),
+                        None => super::read_replica::resolve(
+                            backend,
+                            (&name, p.index),
+                            (p.offset, p.current_leader_epoch),
+                            (client_rack.as_deref(), rack_aware, ctx.listener),
                         )
-                    }),
+                        .map(|(log, chosen)| {
+                            preferred = chosen;
+                            log
+                        }),
+                    });
+                    WantedPartition {
+                        index: p.index,
+                        offset: p.offset,
+                        max_bytes: p.max_bytes,
+                        log,
+                        preferred,
+                    }
                 })
                 .collect();
             Wanted {
@@ -351,8 +378,8 @@ fn logs(wanted: &[Wanted]) -> impl Iterator<Item = &Arc<dyn PartitionOps>> {
 }
 
 /// Read every partition once (below the last stable offset if `committed`): the
-/// answers, the record bytes found, and whether any partition has an error (which ends
-/// the long poll).
+/// answers, the record bytes found, and whether any partition has an error or a
+/// preferred read replica (either ends the long poll).
 fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicData>, usize, bool) {
     let mut total = 0usize;
     let mut errors = false;
@@ -373,6 +400,7 @@ fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicDat
                         log_start_offset: -1,
                         aborted: committed.then(Vec::new),
                         records: None,
+                        preferred_read_replica: -1,
                     };
                     let log = match &p.log {
                         Ok(log) => log,
@@ -390,6 +418,15 @@ fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicDat
                     data.high_watermark = log.high_watermark();
                     data.last_stable_offset = data.high_watermark;
                     data.log_start_offset = log.log_start_offset();
+                    if let Some(id) = p.preferred {
+                        // Sent to another replica: no records (Kafka's rule).
+                        errors = true;
+                        data.preferred_read_replica = id;
+                        if committed {
+                            data.last_stable_offset = log.last_stable_offset().unwrap_or(-1);
+                        }
+                        return data;
+                    }
                     let budget = p.max_bytes.min(max_bytes.saturating_sub(total));
                     if budget == 0 && total > 0 {
                         if committed {
@@ -549,7 +586,7 @@ fn frame(
                 }
             }
             if version >= 11 {
-                buf.extend_from_slice(&(-1i32).to_be_bytes()); // preferred_read_replica
+                buf.extend_from_slice(&p.preferred_read_replica.to_be_bytes());
             }
             match p.records {
                 Some(slice) if !slice.is_empty() => {
@@ -636,6 +673,7 @@ mod tests {
                 log_start_offset: 0,
                 aborted: None,
                 records: Some(records),
+                preferred_read_replica: -1,
             }],
         }]
     }

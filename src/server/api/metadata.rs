@@ -273,7 +273,8 @@ fn handle_cluster(
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(b.id))
                     .with_host(kstr(host))
-                    .with_port(port),
+                    .with_port(port)
+                    .with_rack(b.rack.map(kstr)),
             )
         })
         .collect();

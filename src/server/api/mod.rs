@@ -54,6 +54,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod read_replica;
 mod remove_raft_voter;
 mod replica_fetch;
 pub(crate) mod sasl_authenticate;
