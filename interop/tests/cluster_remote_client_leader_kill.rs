@@ -146,7 +146,9 @@ fn the_remote_producer_and_group_consumer_ride_out_a_killed_leader() {
     }
     for (p, records) in &per_partition {
         assert!(
-            records.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+            records
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
             "partition {p}: read in offset and send order ({} consumer errors: {:?})",
             errors.len(),
             errors.first()

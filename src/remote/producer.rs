@@ -612,8 +612,7 @@ impl Shared {
                 continue;
             }
             let request = in_flight.pop_front().expect("checked in the loop above");
-            match conn.receive::<ProduceRequest>(request.correlation_id, request.version, timeout)
-            {
+            match conn.receive::<ProduceRequest>(request.correlation_id, request.version, timeout) {
                 Ok(response) => self.answered(&addr, request, response),
                 Err(e) => {
                     let mut all = request.batches;
@@ -656,13 +655,14 @@ impl Shared {
                 ),
             }
         }
-        let request = ProduceRequest::default()
-            .with_transactional_id(self.txn.as_ref().map(|t| {
-                TransactionalId(StrBytes::from_string(t.transactional_id().to_string()))
-            }))
-            .with_acks(self.acks())
-            .with_timeout_ms(timeout_ms)
-            .with_topic_data(topics);
+        let request =
+            ProduceRequest::default()
+                .with_transactional_id(self.txn.as_ref().map(|t| {
+                    TransactionalId(StrBytes::from_string(t.transactional_id().to_string()))
+                }))
+                .with_acks(self.acks())
+                .with_timeout_ms(timeout_ms)
+                .with_topic_data(topics);
         let timeout = self.cluster.answer_timeout();
         match conn.submit(&request, version, timeout) {
             Err(e) => Err((e, batches)),

@@ -314,8 +314,38 @@ fn pipelined_batches_keep_their_order_through_a_retriable_error() {
     let refused_at = seen.received.iter().position(|&s| s == 2).unwrap();
     let resent_at = seen.received.iter().rposition(|&s| s == 2).unwrap();
     assert!(
-        seen.received[refused_at + 1..resent_at].iter().any(|&s| s > 2),
+        seen.received[refused_at + 1..resent_at]
+            .iter()
+            .any(|&s| s > 2),
         "requests in flight behind the refused one: {:?}",
         seen.received
     );
+}
+
+/// `max.in.flight.requests.per.connection` is 1 to 5 with idempotence (a Kafka leader
+/// keeps the last five batches of a producer), at least 1 without.
+#[test]
+fn max_in_flight_is_checked() {
+    let (_dir, _broker, server) = node_with_topic(1);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    for (acks, n) in [(Acks::All, 6), (Acks::All, 0), (Acks::Leader, 0)] {
+        match Producer::builder(&cluster)
+            .acks(acks)
+            .max_in_flight(n)
+            .build()
+        {
+            Err(Error::InvalidConfig { key, .. }) => {
+                assert_eq!(key, "max.in.flight.requests.per.connection")
+            }
+            other => panic!("{acks:?} with {n} in flight: {:?}", other.err()),
+        }
+    }
+    let producer = Producer::builder(&cluster)
+        .acks(Acks::Leader)
+        .max_in_flight(1)
+        .build()
+        .unwrap();
+    let m = producer.send("t", ProducerRecord::new(b"v")).unwrap();
+    assert_eq!(m.offset, 0);
+    server.shutdown().unwrap();
 }

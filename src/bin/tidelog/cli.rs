@@ -697,7 +697,12 @@ pub(crate) struct PerfProduceArgs {
     #[arg(long, value_name = "HOSTS")]
     pub bootstrap: Option<String>,
     /// `batch.size` in bytes of a --producer run (Kafka's default 16384).
-    #[arg(long, value_name = "BYTES", default_value_t = 16384, requires = "producer")]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 16384,
+        requires = "producer"
+    )]
     pub batch_bytes: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
