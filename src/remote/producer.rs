@@ -405,18 +405,17 @@ impl Shared {
             }
         };
         part_mut(st, topic, partition).leader = Some(addr.clone());
-        if !st.brokers.contains_key(&addr) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = st.brokers.entry(addr.clone()) {
             let shared = self.clone();
-            let thread_addr = addr.clone();
-            match std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name("tidelog-remote-producer-broker".into())
-                .spawn(move || shared.send_to(thread_addr))
-            {
+                .spawn(move || shared.send_to(addr.clone()));
+            match spawned {
                 Ok(h) => {
-                    st.brokers.insert(addr, h);
+                    slot.insert(h);
                 }
                 Err(e) => {
-                    let e = Error::io("spawn producer thread", &addr, e);
+                    let e = Error::io("spawn producer thread", slot.key(), e);
                     part_mut(st, topic, partition).leader = None;
                     self.pause(st, topic, partition, e);
                 }
