@@ -256,6 +256,20 @@ impl Partition {
         Ok((outcome, Self::epoch_of(&role)))
     }
 
+    /// Finishes the batch of an idempotent (or transactional) producer in `builder` and
+    /// appends it after its sequence checks, as [`Partition::append_idempotent_at`]
+    /// does, without copying the batch out of the builder or computing again the CRC
+    /// the builder has just computed. The builder is empty afterwards, whatever the
+    /// result (and keeps its buffer).
+    pub(crate) fn append_idempotent_builder_at(
+        &self,
+        builder: &mut BatchBuilder,
+    ) -> Result<(AppendOutcome, AppendEpoch)> {
+        builder.finish_with(|bytes| {
+            self.append_idempotent_valid_at(&ValidBatches::encoded(bytes, self.inner.log.name())?)
+        })
+    }
+
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]
     /// does (no copy, no second CRC pass); the log wakes the consumers waiting on this
     /// partition. Refused on a cluster node that does not lead the partition, as

@@ -425,9 +425,10 @@ fn perf_consume_group_and_pubsub_producer_go_through_the_application_apis() {
     );
 }
 
-/// `perf produce --transactional`: the records go in transactions of `--txn-records`
-/// (the last one shorter), all committed; the commit latencies and the rate of the
-/// non-transactional producer of the same run are reported. No timing is asserted.
+/// `perf produce --transactional`: in each of `--rounds` rounds the records go in
+/// transactions of `--txn-records` (the last one shorter), all committed; each round,
+/// the commit latencies and the rate of the non-transactional producer of the same
+/// run are reported. No timing is asserted.
 #[test]
 fn perf_produce_transactional_commits_every_transaction() {
     let tmp = tempfile::tempdir().unwrap();
@@ -448,14 +449,17 @@ fn perf_produce_transactional_commits_every_transaction() {
             "--transactional",
             "--txn-records",
             "1000",
+            "--rounds",
+            "2",
             "--json",
         ],
         "",
     ));
     let line = out.trim();
     assert_eq!(field(line, "mode"), "produce");
-    assert_eq!(number(line, "transactions"), 3.0);
+    assert_eq!(number(line, "transactions"), 6.0);
     assert_eq!(number(line, "txn_records"), 1000.0);
+    assert_eq!(number(line, "rounds"), 2.0);
     for k in [
         "records_per_s",
         "commit_p50_us",
@@ -466,6 +470,12 @@ fn perf_produce_transactional_commits_every_transaction() {
         assert!(number(line, k) > 0.0, "{k}: {line}");
     }
     assert!(number(line, "commit_p99_us") >= number(line, "commit_p50_us"));
+    // One entry per round, the plain run first in the first round, then alternating.
+    assert!(
+        line.contains("\"round\":1,\"first\":\"plain\"")
+            && line.contains("\"round\":2,\"first\":\"transactional\""),
+        "{line}"
+    );
     // Every record committed: a read_committed reader sees all of them.
     let read = ok(tidelog_raw(
         &[
@@ -482,7 +492,7 @@ fn perf_produce_transactional_commits_every_transaction() {
         ],
         "",
     ));
-    assert_eq!(read.lines().count(), 2500);
+    assert_eq!(read.lines().count(), 5000, "both rounds' records");
 }
 
 /// `perf produce --transactional --bootstrap`: the same two runs through the network
@@ -510,6 +520,8 @@ fn perf_produce_transactional_over_the_network_commits_every_transaction() {
             "--transactional",
             "--txn-records",
             "500",
+            "--rounds",
+            "1",
             "--json",
         ],
         "",

@@ -274,10 +274,14 @@ fn answer_every_version(
                                 .with_committed_offset(1),
                         ]),
                 ]),
+            // v5 (transaction version 2) adds the group to producer 1's transaction
+            // first, and its coordinator knows no such producer:
+            // INVALID_PRODUCER_ID_MAPPING (49), as Kafka answers.
             |r| r
                 .topics
                 .iter()
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .filter(|&c| c != 49)
                 .collect()
         ),
         // One key up to v3, batched keys from v4; of groups, and (key type 1, from v1)
@@ -563,6 +567,12 @@ fn answer_every_version(
             RemoveRaftVoterResponse,
             RemoveRaftVoterRequest::default(),
             |r| vec![i16::from(r.error_code != 42)]
+        ),
+        // A single node registers no other broker: BROKER_ID_NOT_REGISTERED (102).
+        ApiKey::UnregisterBroker => every!(
+            UnregisterBrokerResponse,
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(7)),
+            |r| vec![i16::from(r.error_code != 102)]
         ),
         ApiKey::DescribeClientQuotas => every!(
             DescribeClientQuotasResponse,

@@ -256,8 +256,9 @@ pub fn read_all(
 }
 
 /// Starts member `name` of `group` on `topic` through tidelog's own network group
-/// member (`tidelog::admin::GroupMember`, what `tidelog consume --group` runs), with
-/// `auto.offset.reset` = `reset` (`earliest` or `latest`), committing its positions every second, polling and
+/// member (`tidelog::GroupConsumer` on a `tidelog::Cluster`, what `tidelog consume
+/// --group --bootstrap` runs), with `auto.offset.reset` = `reset` (`earliest` or
+/// `latest`), committing its positions every second, polling and
 /// recording until `stop` (or 2 hours). A change of generation or partitions after a
 /// poll is recorded as the end of the old assignment and the start of the new one,
 /// before that poll's records (a member fetches under the assignment it just joined).
@@ -286,7 +287,9 @@ pub fn tidelog_member(
         let deadline = Instant::now() + Duration::from_secs(2 * 3600);
         let mut member = None;
         while member.is_none() && !stop.load(Ordering::Acquire) && Instant::now() < deadline {
-            match tidelog::admin::GroupMember::join(&bootstrap, config.clone()) {
+            let joined = tidelog::Cluster::connect(tidelog::ClientConfig::new(bootstrap.as_str()))
+                .and_then(|cluster| tidelog::GroupConsumer::join(&cluster, config.clone()));
+            match joined {
                 Ok(m) => member = Some(m),
                 Err(_) => std::thread::sleep(Duration::from_millis(500)),
             }

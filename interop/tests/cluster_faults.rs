@@ -3,7 +3,7 @@
 //! topic with three partitions, replication factor 3 and `min.insync.replicas=2`, while
 //! three consumer groups of two members each read it (librdkafka with
 //! `auto.offset.reset` earliest, librdkafka with latest, and tidelog's own network
-//! `GroupMember` with latest), and the test cuts links between the nodes (symmetric and
+//! `GroupConsumer` with latest), and the test cuts links between the nodes (symmetric and
 //! one-way partitions, a leader cut off from its peers while the clients still reach
 //! it, a node isolated from everyone), pauses a leader (SIGSTOP) for longer than the
 //! broker session timeout and lets it come back, and kills nodes (SIGKILL) and restarts
@@ -41,7 +41,7 @@ const PARTITIONS: i32 = 3;
 const NODES: usize = 3;
 const WAIT: Duration = Duration::from_secs(90);
 /// The consumer groups: name, `auto.offset.reset`, and whether its members are
-/// tidelog's own network `GroupMember` (else librdkafka).
+/// tidelog's own `GroupConsumer` over the network (else librdkafka).
 const GROUPS: [(&str, &str, bool); 3] = [
     ("group-earliest", "earliest", false),
     ("group-latest", "latest", false),

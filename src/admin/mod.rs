@@ -41,7 +41,8 @@
 //! [`Error::Admin`](crate::Error) with an [`AdminError`]: the topic, partition or
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
-mod member;
+mod consumer_groups;
+mod drain;
 mod partitions;
 mod quorum;
 mod quotas;
@@ -77,7 +78,8 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
 pub use crate::error::{AdminError, ErrorCode, Resource};
-pub use member::GroupMember;
+pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
+pub use drain::drain_plan;
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
 };
@@ -97,7 +99,6 @@ use crate::error::{Error, Result};
 use crate::security::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
 use crate::security::{ClientIdentity, SaslLogin};
-pub(crate) use member::whole_batches;
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
 /// from 2.4 to 4.x answer too; no ApiVersions negotiation.
@@ -382,6 +383,19 @@ fn topic(name: &str) -> Resource {
 
 fn group(id: &str) -> Resource {
     Resource::Group(id.to_string())
+}
+
+/// A group's outcome in a response: its value (`value`, given the group id) if its
+/// error code is 0, else the refusal with the broker's message.
+fn group_outcome<T>(
+    id: &StrBytes,
+    code: i16,
+    message: Option<&StrBytes>,
+    value: impl FnOnce(String) -> T,
+) -> (String, Outcome<T>) {
+    let gid = id.to_string();
+    let o = check(|| group(&gid), code, message).map(|()| value(gid.clone()));
+    (gid, o.into())
 }
 
 fn node_ids(ids: &[BrokerId]) -> Vec<i32> {
@@ -712,6 +726,62 @@ impl AdminClient {
     /// sent to the group's coordinator). A group the coordinator does not know is
     /// described as `Dead` with no members, as Kafka does.
     pub fn describe_groups(&self, groups: &[&str]) -> Result<Each<String, GroupDescription>> {
+        self.to_coordinators(
+            groups,
+            DESCRIBE_GROUPS_VERSION,
+            |id| DescribeGroupsRequest::default().with_groups(vec![GroupId(kstr(id))]),
+            |node, response| {
+                response
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        group_outcome(
+                            &g.group_id.0,
+                            g.error_code,
+                            g.error_message.as_ref(),
+                            |gid| {
+                                let consumer = g.protocol_type.as_str() == "consumer";
+                                GroupDescription {
+                                    group_id: gid,
+                                    state: g.group_state.to_string(),
+                                    protocol_type: g.protocol_type.to_string(),
+                                    protocol: g.protocol_data.to_string(),
+                                    members: g
+                                        .members
+                                        .into_iter()
+                                        .map(|m| MemberDescription {
+                                            member_id: m.member_id.to_string(),
+                                            group_instance_id: m
+                                                .group_instance_id
+                                                .map(|s| s.to_string()),
+                                            client_id: m.client_id.to_string(),
+                                            host: m.client_host.to_string(),
+                                            assignment: (consumer
+                                                && !m.member_assignment.is_empty())
+                                            .then(|| Assignment::decode(&m.member_assignment).ok())
+                                            .flatten(),
+                                        })
+                                        .collect(),
+                                    coordinator: node,
+                                }
+                            },
+                        )
+                    })
+                    .collect()
+            },
+        )
+    }
+
+    /// Sends each group's request (`make`) to the group's coordinator (FindCoordinator)
+    /// and reads its answer (`read`, given the coordinator's node id) into an outcome per
+    /// group, with the client's retries.
+    fn to_coordinators<R: kafka_protocol::protocol::Request, T>(
+        &self,
+        groups: &[&str],
+        version: i16,
+        make: impl Fn(&str) -> R,
+        read: impl Fn(i32, R::Response) -> Vec<(String, Outcome<T>)>,
+    ) -> Result<Each<String, T>> {
         let ids: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
         unique(&ids, |g| group(g))?;
         self.router.lock().rounds(ids, true, |r, pending| {
@@ -728,43 +798,9 @@ impl AdminClient {
                         continue;
                     }
                 };
-                let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(kstr(id))]);
-                let response = match r.call_addr(&addr, &request, DESCRIBE_GROUPS_VERSION) {
-                    Ok(response) => response,
-                    Err(e) => {
-                        out.push((id.clone(), Outcome::Retry(e)));
-                        continue;
-                    }
-                };
-                for g in response.groups {
-                    let gid = g.group_id.0.to_string();
-                    let o =
-                        check(|| group(&gid), g.error_code, g.error_message.as_ref()).map(|()| {
-                            let consumer = g.protocol_type.as_str() == "consumer";
-                            GroupDescription {
-                                group_id: gid.clone(),
-                                state: g.group_state.to_string(),
-                                protocol_type: g.protocol_type.to_string(),
-                                protocol: g.protocol_data.to_string(),
-                                members: g
-                                    .members
-                                    .into_iter()
-                                    .map(|m| MemberDescription {
-                                        member_id: m.member_id.to_string(),
-                                        group_instance_id: m
-                                            .group_instance_id
-                                            .map(|s| s.to_string()),
-                                        client_id: m.client_id.to_string(),
-                                        host: m.client_host.to_string(),
-                                        assignment: (consumer && !m.member_assignment.is_empty())
-                                            .then(|| Assignment::decode(&m.member_assignment).ok())
-                                            .flatten(),
-                                    })
-                                    .collect(),
-                                coordinator: node,
-                            }
-                        });
-                    out.push((gid, o.into()));
+                match r.call_addr(&addr, &make(id), version) {
+                    Ok(response) => out.extend(read(node, response)),
+                    Err(e) => out.push((id.clone(), Outcome::Retry(e))),
                 }
             }
             Ok(out)

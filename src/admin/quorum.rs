@@ -5,7 +5,8 @@
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::ReplicaState;
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, DescribeQuorumRequest, RemoveRaftVoterRequest, TopicName,
+    AddRaftVoterRequest, BrokerId, DescribeQuorumRequest, RemoveRaftVoterRequest, TopicName,
+    UnregisterBrokerRequest,
 };
 
 use super::router::{check, kstr};
@@ -16,6 +17,7 @@ use crate::storage::codec::{uuid_base64, uuid_from_base64};
 const DESCRIBE_QUORUM_VERSION: i16 = 2;
 const ADD_RAFT_VOTER_VERSION: i16 = 0;
 const REMOVE_RAFT_VOTER_VERSION: i16 = 0;
+const UNREGISTER_BROKER_VERSION: i16 = 0;
 /// How long the controller may take to apply a voter change.
 const VOTER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 
@@ -143,6 +145,23 @@ impl AdminClient {
             .router
             .lock()
             .call_controller(&request, REMOVE_RAFT_VOTER_VERSION)?;
+        check(
+            || Resource::Broker(node),
+            r.error_code,
+            r.error_message.as_ref(),
+        )?;
+        Ok(())
+    }
+
+    /// Removes the registration of retired node `node` (UnregisterBroker), once it is
+    /// stopped, not a voter and holds no replica: Metadata and DescribeCluster no
+    /// longer list it.
+    pub fn unregister_broker(&self, node: i32) -> Result<()> {
+        let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(node));
+        let r = self
+            .router
+            .lock()
+            .call_controller(&request, UNREGISTER_BROKER_VERSION)?;
         check(
             || Resource::Broker(node),
             r.error_code,

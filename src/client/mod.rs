@@ -58,6 +58,9 @@ pub(crate) struct Client {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ApiVersions {
     ranges: std::collections::BTreeMap<i16, (i16, i16)>,
+    /// The features the broker has finalized (ApiVersions v3), by name: the highest
+    /// level.
+    finalized: std::collections::BTreeMap<String, i16>,
 }
 
 impl ApiVersions {
@@ -71,6 +74,12 @@ impl ApiVersions {
     /// The broker's range of API `key`, if it answers it.
     pub(crate) fn range(&self, key: i16) -> Option<(i16, i16)> {
         self.ranges.get(&key).copied()
+    }
+
+    /// The highest finalized level of feature `name` (none: not finalized, or a broker
+    /// before ApiVersions v3).
+    pub(crate) fn finalized(&self, name: &str) -> Option<i16> {
+        self.finalized.get(name).copied()
     }
 }
 
@@ -102,6 +111,19 @@ impl Client {
     pub(crate) fn with_connect_timeout(mut self, timeout: Duration) -> Client {
         self.connect_timeout = timeout;
         self
+    }
+
+    /// The highest finalized level of feature `name` the broker announced (ApiVersions
+    /// v3); connects (and negotiates) first if needed.
+    ///
+    /// # Errors
+    /// Connection errors as [`Client::call`].
+    pub(crate) fn finalized_feature(&mut self, name: &str) -> Result<Option<i16>> {
+        if let Err(e) = self.connect() {
+            self.stream = None;
+            return Err(e);
+        }
+        Ok(self.versions.as_ref().and_then(|v| v.finalized(name)))
     }
 
     /// The highest version of `R` that both this client (within `ours`, a range of
@@ -238,6 +260,11 @@ impl Client {
                 .api_keys
                 .iter()
                 .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect(),
+            finalized: response
+                .finalized_features
+                .iter()
+                .map(|f| (f.name.to_string(), f.max_version_level))
                 .collect(),
         })
     }

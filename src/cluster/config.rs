@@ -65,6 +65,10 @@ pub(crate) struct ClusterConfig {
     /// Mutual TLS on the quorum connections (`--quorum-security-protocol SSL`); None is
     /// plaintext.
     pub quorum_tls: Option<Arc<quorum_tls::QuorumTls>>,
+    /// True: the node records its directory id with the quorum (`RegisterVoterDirectory`)
+    /// once the cluster has an id. False only in tests, for a node whose record no peer
+    /// has applied yet.
+    pub record_directory: bool,
 }
 
 impl ClusterConfig {
@@ -103,6 +107,7 @@ impl ClusterConfig {
             election_ticks: 10,
             quorum_listener: None,
             quorum_tls: None,
+            record_directory: true,
         }
     }
 }

@@ -138,10 +138,38 @@ pub(crate) fn lost_directory(dir: &Path, node_id: i32, known: &str, mine: &str) 
     Error::InvalidConfig {
         key: "directory.id".into(),
         reason: format!(
-            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or remove node {node_id} from the voters (tidelog quorum remove-voter --node-id {node_id} --bootstrap ...), start it again on this directory (it joins as a broker only) and add it back (tidelog quorum add-voter --node-id {node_id})",
-            dir.display()
+            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). {}",
+            dir.display(),
+            must_not_vote(node_id)
         ),
     }
+}
+
+/// The error of a voter told by the leader `leader` that it acknowledged metadata log
+/// entries up to `acknowledged` while its log ends at `last`: the log (and with it the
+/// data directory) was lost since, before the quorum recorded its directory id.
+pub(crate) fn lost_log(
+    dir: &Path,
+    node_id: i32,
+    leader: i32,
+    acknowledged: u64,
+    last: u64,
+) -> Error {
+    Error::InvalidConfig {
+        key: "directory.id".into(),
+        reason: format!(
+            "the data directory of node {node_id} was lost or replaced: the controller (node {leader}) says node {node_id} acknowledged metadata log entries up to index {acknowledged}, but the metadata log in {} ends at index {last}. {}",
+            dir.display(),
+            must_not_vote(node_id)
+        ),
+    }
+}
+
+/// Why a voter that lost its disk stops, and how to bring it back.
+fn must_not_vote(node_id: i32) -> String {
+    format!(
+        "A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or remove node {node_id} from the voters (tidelog quorum remove-voter --node-id {node_id} --bootstrap ...), start it again on this directory (it joins as a broker only) and add it back (tidelog quorum add-voter --node-id {node_id})"
+    )
 }
 
 /// Checks that the cluster's id is the one `dir` was written for.

@@ -35,6 +35,7 @@
 #[cfg(test)]
 pub(crate) use crate::client;
 
+mod amnesia;
 mod config;
 mod controller;
 mod handle;
@@ -57,6 +58,7 @@ mod storage;
 mod transactions;
 mod transactions_remote;
 mod transport;
+pub(crate) mod unregister;
 mod voter_change;
 mod voters;
 
@@ -444,6 +446,12 @@ impl ClusterNode {
             .filter(|name| published.topic(name).is_none())
             .cloned()
             .collect()
+    }
+
+    /// Tests: whether this voter dropped a vote request because it may not vote yet.
+    #[cfg(test)]
+    pub(crate) fn refused_a_vote(&self) -> bool {
+        self.shared.refused_vote.load(Ordering::Acquire)
     }
 
     /// The controller (Raft leader), if known.

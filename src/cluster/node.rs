@@ -14,7 +14,7 @@
 //! readers and wakes the callers whose proposals it holds the outcome of. A caller's
 //! change is therefore visible locally (logs created, registry updated) when it returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,6 +24,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
 use raft::{RawNode, StateRole};
 
+use super::amnesia;
 use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::image::{MetadataImage, Outcome};
@@ -88,6 +89,11 @@ pub(crate) struct RaftLoop {
     pub meta_props: Option<MetaProperties>,
     /// This data directory's id (`meta.properties`' `directory.id`).
     pub directory_id: String,
+    /// The directory had no `meta.properties` at this start: its Raft state may be that
+    /// of a voter whose disk was lost ([`amnesia`]).
+    fresh: bool,
+    /// A refused vote was logged (once per process).
+    refusal_logged: bool,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -95,6 +101,9 @@ pub(crate) struct RaftLoop {
     last_balance_check: Option<Instant>,
     /// A broker-only node: when it last said hello to the voters.
     last_announce: Option<Instant>,
+    /// Nodes unregistered (`UnregisterBroker`) since this process started: the
+    /// controller removes them from the learners of the metadata log.
+    retired: BTreeSet<i32>,
 }
 
 impl RaftLoop {
@@ -113,6 +122,7 @@ impl RaftLoop {
         directory_id: String,
     ) -> RaftLoop {
         let incarnation = shared.incarnation;
+        let fresh = meta_props.is_none();
         RaftLoop {
             raw,
             config,
@@ -126,11 +136,14 @@ impl RaftLoop {
             clean_shutdown_epoch,
             meta_props,
             directory_id,
+            fresh,
+            refusal_logged: false,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
             last_balance_check: None,
             last_announce: None,
+            retired: BTreeSet::new(),
         }
     }
 
@@ -192,6 +205,28 @@ impl RaftLoop {
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
             Inbound::Raft(m) => {
+                match amnesia::judge(&m, self.standing()) {
+                    amnesia::Verdict::Step => {}
+                    amnesia::Verdict::RefuseVote => {
+                        self.log_refused_vote(&m);
+                        return true;
+                    }
+                    amnesia::Verdict::Lost {
+                        leader,
+                        acknowledged,
+                        last,
+                    } => {
+                        let e = meta_properties::lost_log(
+                            &self.data_dir,
+                            self.me(),
+                            leader,
+                            acknowledged,
+                            last,
+                        );
+                        self.shared.fail(e.to_string());
+                        return false;
+                    }
+                }
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
                 }
@@ -263,6 +298,35 @@ impl RaftLoop {
             ),
             Err(e) => {
                 tracing::warn!(node = self.me(), broker = node, error = %e, "cannot add a broker-only node to the learners")
+            }
+        }
+    }
+
+    /// The controller removes an unregistered node from the learners of the metadata
+    /// log (one configuration change at a time), so DescribeQuorum no longer lists it as
+    /// an observer. A node that registered again since (it was restarted) stays.
+    fn remove_retired_learner(&mut self) {
+        if self.retired.is_empty() || self.raw.raft.has_pending_conf() {
+            return;
+        }
+        let learners = self.membership().learners;
+        let image = self.image.clone();
+        self.retired
+            .retain(|n| learners.contains(n) && !image.brokers.contains_key(n));
+        let Some(&node) = self.retired.iter().next() else {
+            return;
+        };
+        match self.raw.propose_conf_change(
+            Vec::new(),
+            membership::change(ConfChangeType::RemoveNode, node, ""),
+        ) {
+            Ok(()) => tracing::info!(
+                node = self.me(),
+                broker = node,
+                "removing an unregistered node from the metadata log's learners"
+            ),
+            Err(e) => {
+                tracing::warn!(node = self.me(), broker = node, error = %e, "cannot remove an unregistered node from the learners")
             }
         }
     }
@@ -521,6 +585,7 @@ impl RaftLoop {
         self.lifecycle();
         self.register_directory();
         if is_leader {
+            self.remove_retired_learner();
             self.controller_duties(now);
         }
     }
@@ -560,11 +625,39 @@ impl RaftLoop {
         }
     }
 
+    /// What [`amnesia::judge`] needs to know of this node.
+    fn standing(&self) -> amnesia::Standing {
+        let cluster_known = self.image.cluster_id.is_some() || self.transport.cluster_presented();
+        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
+        amnesia::Standing {
+            term: self.raw.raft.term,
+            last_index: self.raw.raft.raft_log.last_index(),
+            votes_refused: !amnesia::may_vote(self.fresh, cluster_known, recorded),
+        }
+    }
+
+    /// Says once why this node does not vote yet.
+    fn log_refused_vote(&mut self, m: &Message) {
+        self.shared.refused_vote.store(true, Ordering::Release);
+        if !self.refusal_logged {
+            self.refusal_logged = true;
+            tracing::warn!(
+                node = self.me(),
+                candidate = node_of(m.from),
+                directory_id = %self.directory_id,
+                "this voter started on a new data directory of a cluster that already exists: it does not vote until the quorum has recorded its directory id. If its data directory was lost, remove it from the voters and add it back (tidelog quorum remove-voter / add-voter)"
+            );
+        }
+    }
+
     /// Records this node's directory id with the quorum once the cluster has an id and
     /// knows none for this node ([`RaftLoop::check_directory`] stops a node it knows by
     /// another one).
     fn register_directory(&mut self) {
-        if self.image.cluster_id.is_none() || self.image.directories.contains_key(&self.me()) {
+        if !self.config.record_directory
+            || self.image.cluster_id.is_none()
+            || self.image.directories.contains_key(&self.me())
+        {
             return;
         }
         let record = MetadataRecord::RegisterVoterDirectory {
@@ -754,6 +847,11 @@ impl RaftLoop {
                     // image applies it once (`image::once`), and the copy's rejection
                     // must not overwrite what its proposer is told.
                     // Entries of an earlier incarnation are nobody's request here.
+                    if let (MetadataRecord::UnregisterBroker { broker_id }, Ok(_)) =
+                        (&env.record, &outcome)
+                    {
+                        self.retired.insert(*broker_id);
+                    }
                     if env.proposer == me && self.outstanding.remove(&env.request_id).is_some() {
                         outcomes.push((env.request_id, outcome));
                     }

@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     /// Why the Raft loop stopped, if it failed.
     pub(super) failed: Mutex<Option<String>>,
     pub(super) stopped: AtomicBool,
+    /// This voter dropped a vote request: it may not vote yet (`amnesia::may_vote`).
+    pub(super) refused_vote: AtomicBool,
     pub(super) cluster_id: ClusterIdCell,
     /// The voters' directory ids the applied metadata records (the transport checks
     /// hellos against them).
@@ -88,6 +90,7 @@ impl Shared {
             listeners: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
             stopped: AtomicBool::new(false),
+            refused_vote: AtomicBool::new(false),
             cluster_id: Arc::new(RwLock::new(cluster_id)),
             directories: Arc::new(RwLock::new(Default::default())),
             liveness: Arc::new(Liveness::default()),

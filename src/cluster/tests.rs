@@ -21,6 +21,7 @@ mod broker_epoch;
 mod brokers;
 mod client_quotas;
 mod describe_producers;
+mod drain;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;
@@ -55,6 +56,8 @@ struct TestCluster {
     inter_broker: bool,
     /// The nodes take follower fetches without a broker epoch (a rolling upgrade).
     fetch_without_epoch: bool,
+    /// The node that never records its directory id with the quorum, if any.
+    unrecorded: Option<usize>,
 }
 
 impl TestCluster {
@@ -64,16 +67,28 @@ impl TestCluster {
 
     /// A cluster whose `replica.lag.time.max.ms` is `lag`.
     fn with_lag(n: usize, snapshot_after: usize, lag: Duration) -> TestCluster {
-        TestCluster::build(n, snapshot_after, lag, false)
+        TestCluster::build(n, snapshot_after, lag, false, None)
     }
 
     /// A cluster whose nodes replicate on a `REPLICATION` listener of their own, the
     /// inter-broker listener.
     fn with_inter_broker_listener(n: usize, lag: Duration) -> TestCluster {
-        TestCluster::build(n, 1024, lag, true)
+        TestCluster::build(n, 1024, lag, true, None)
     }
 
-    fn build(n: usize, snapshot_after: usize, lag: Duration, inter_broker: bool) -> TestCluster {
+    /// A cluster whose node `i` never records its directory id (its
+    /// `RegisterVoterDirectory` is never applied anywhere).
+    fn with_unrecorded_directory(n: usize, i: usize) -> TestCluster {
+        TestCluster::build(n, 1024, LAG, false, Some(i))
+    }
+
+    fn build(
+        n: usize,
+        snapshot_after: usize,
+        lag: Duration,
+        inter_broker: bool,
+        unrecorded: Option<usize>,
+    ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -93,6 +108,7 @@ impl TestCluster {
             lag,
             inter_broker,
             fetch_without_epoch: false,
+            unrecorded,
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -115,6 +131,9 @@ impl TestCluster {
                     "127.0.0.1:0",
                 )
                 .inter_broker_listener_name("REPLICATION");
+        }
+        if self.unrecorded == Some(i) {
+            builder = builder.test_unrecorded_directory();
         }
         builder
             .node_id(i as i32 + 1)

@@ -516,13 +516,16 @@ impl ClusterNode {
     /// KIP-890 part 1 on a partition leader: asks the coordinator of
     /// `transactional_id` (the leader of its `__transaction_state` partition, another
     /// node) whether `topic`-`partition` is in the producer's ongoing transaction, with
-    /// AddPartitionsToTxn `verify_only` over the inter-broker client.
+    /// AddPartitionsToTxn `verify_only` over the inter-broker client. With `add`
+    /// (KIP-890 part 2, a producer of transaction version 2) the partition is added to
+    /// the transaction instead of verified.
     pub(crate) fn verify_transaction(
         &self,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         topic: &str,
         partition: i32,
+        add: bool,
     ) -> std::result::Result<(), TxnError> {
         let image = self.image();
         let unavailable = |reason: String| TxnError::CoordinatorNotAvailable { reason };
@@ -551,7 +554,7 @@ impl ClusterNode {
                 )))
                 .with_producer_id(ProducerId(producer.producer_id))
                 .with_producer_epoch(producer.epoch)
-                .with_verify_only(true)
+                .with_verify_only(!add)
                 .with_topics(vec![
                     AddPartitionsToTxnTopic::default()
                         .with_name(TopicName(StrBytes::from_string(topic.to_string())))

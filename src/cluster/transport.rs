@@ -553,6 +553,12 @@ impl Transport {
         }
     }
 
+    /// Whether a voter that connected here presented a cluster id (the cluster exists,
+    /// though this node's metadata may not name it yet).
+    pub(crate) fn cluster_presented(&self) -> bool {
+        self.ctx.ids.claimed.read().is_some()
+    }
+
     /// The quorum address of `node` as this node knows it: its `--quorum` entry, or the
     /// one it announced.
     pub(crate) fn address_of(&self, node: i32) -> Option<String> {

@@ -994,12 +994,52 @@ impl GroupConsumer {
         }
     }
 
-    /// Commits the positions without waiting for the fsync (the commit is in the page
-    /// cache, visible to every member at once, and durable after the next flush).
+    /// Commits the positions of every owned partition without waiting. In process: the
+    /// commit is made without waiting for the fsync (it is in the page cache, visible to
+    /// every member at once, and durable after the next flush). Over the network, as
+    /// Kafka's `commitAsync`: the OffsetCommit is handed to the member's committer
+    /// thread and this returns at once; commits go out in the order they were made; a
+    /// failure is returned by the member's next `commit_async` or `commit_sync` call
+    /// (or handed to the callback of [`commit_async_with`](Self::commit_async_with));
+    /// `commit_sync`, `commit_offsets`, a rebalance's commit and `close` wait for the
+    /// pending asynchronous commits first, so an older commit never lands after a
+    /// newer one.
+    ///
+    /// # Errors
+    /// In process, the commit's own refusal; over the network, the failure of an
+    /// earlier asynchronous commit that had no callback (this commit is still sent),
+    /// or [`Error::Closed`].
     pub fn commit_async(&mut self) -> Result<()> {
         match &mut self.0 {
             Member::Local(m) => m.commit_async(),
-            Member::Remote(m) => m.commit_positions(),
+            Member::Remote(m) => m.commit_async(None),
+        }
+    }
+
+    /// [`commit_async`](Self::commit_async) with Kafka's `OffsetCommitCallback`:
+    /// `callback` gets the offsets committed (topic, partition, next offset) and the
+    /// result. In process it is called before this returns; over the network on the
+    /// member's thread, from a later `poll`, commit or `close` (in the order the
+    /// commits were made), once the coordinator answered.
+    pub fn commit_async_with(
+        &mut self,
+        callback: impl FnOnce(&[(String, i32, i64)], Result<()>) + Send + 'static,
+    ) {
+        match &mut self.0 {
+            Member::Local(m) => {
+                let offsets: Vec<(String, i32, i64)> = m
+                    .fetcher
+                    .positions()
+                    .into_iter()
+                    .map(|c| (c.topic, c.partition, c.offset))
+                    .collect();
+                let result = m.commit_async();
+                callback(&offsets, result);
+            }
+            Member::Remote(m) => {
+                let sent = m.commit_async(Some(Box::new(callback)));
+                debug_assert!(sent.is_ok(), "the callback gets every outcome");
+            }
         }
     }
 
@@ -1035,6 +1075,11 @@ fn check_config(config: &GroupConfig) -> Result<()> {
     }
     Ok(())
 }
+
+/// What [`GroupConsumer::commit_async_with`] calls with the offsets it committed and
+/// the result (Kafka's `OffsetCommitCallback`).
+pub(crate) type OffsetCommitCallback =
+    Box<dyn FnOnce(&[(String, i32, i64)], Result<()>) + Send + 'static>;
 
 /// The former name of [`GroupConsumer`].
 #[deprecated(

@@ -37,6 +37,9 @@ pub use share::{ShareConsumer, ShareConsumerConfig, ShareRecord};
 pub use source::Source;
 #[cfg_attr(not(feature = "client"), allow(unused_imports))]
 pub(crate) use source::{RemoteConsumer, RemoteMember, RemoteRebalance, RemoteSource, SeekSpec};
+// What a network member calls back with (feature `client`).
+#[cfg_attr(not(feature = "client"), allow(unused_imports))]
+pub(crate) use member::OffsetCommitCallback;
 pub use standalone::{
     Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, ConsumerRecordsIter, IsolationLevel,
     OffsetReset,

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::member::{GroupConfig, RebalanceListener};
+use super::member::{GroupConfig, OffsetCommitCallback, RebalanceListener};
 use super::standalone::{ConsumerConfig, ConsumerRecords};
 use crate::broker::Broker;
 use crate::error::Result;
@@ -104,9 +104,12 @@ pub(crate) trait RemoteMember: Send {
     fn offsets_for_times(&self, timestamp: i64) -> Result<Vec<(String, i32, Option<i64>)>>;
     fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>>;
     fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords>;
-    /// Commits the positions of the owned partitions (`sync`: the broker's answer is
-    /// waited for in both cases; kept for the in-process distinction).
+    /// Commits the positions of the owned partitions and waits for the answer, after
+    /// the pending asynchronous commits.
     fn commit_positions(&mut self) -> Result<()>;
+    /// Sends the commit of the positions of the owned partitions and returns without
+    /// waiting for the answer; `callback` gets it on a later call of this member.
+    fn commit_async(&mut self, callback: Option<OffsetCommitCallback>) -> Result<()>;
     fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()>;
     fn close(&mut self);
 }

@@ -296,6 +296,46 @@ impl ConsumerRecords {
         self.iter().filter(|r| r.is_ok()).count()
     }
 
+    /// Adds one partition `p` of a Fetch answer (whose error code the caller checked),
+    /// read from offset `from` on: the whole batches of its records (a broker may end
+    /// an answer with part of a batch), each compressed one bounded as a batch of a log
+    /// with Kafka's default `max.message.bytes` (the topic's own setting is the
+    /// broker's to know), and, reading committed, without the transactions its
+    /// `aborted_transactions` lists. Returns the offset after the last whole batch, the
+    /// partition's new position; None when the answer holds nothing past `from`.
+    #[cfg(feature = "client")]
+    pub(crate) fn push_fetched(
+        &mut self,
+        (topic, partition, from): (Arc<str>, i32, i64),
+        p: &kafka_protocol::messages::fetch_response::PartitionData,
+        check_crcs: bool,
+    ) -> Result<Option<i64>> {
+        /// Kafka's default `max.message.bytes`.
+        const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
+        let Some(records) = p.records.as_ref().filter(|r| !r.is_empty()) else {
+            return Ok(None);
+        };
+        let (whole, next) = whole_batches(records, &format!("{topic}-{partition}"))?;
+        if whole == 0 || next <= from {
+            return Ok(None);
+        }
+        let limit = decompression_limit(DEFAULT_MAX_MESSAGE_BYTES.max(whole as u32));
+        let aborted: Vec<(i64, i64)> = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        self.push_wire(
+            (topic, partition, from),
+            records.slice(..whole),
+            limit,
+            check_crcs,
+            &aborted,
+        );
+        Ok(Some(next))
+    }
+
     /// Adds the whole batches `batches` of `topic`-`partition` (as a Fetch response
     /// carries them), whose records from offset `from` on are handed out; `limit`
     /// bounds what one compressed batch may decompress to. `aborted` is the response's
@@ -303,7 +343,7 @@ impl ConsumerRecords {
     /// a producer's transactional batches from there to its next marker in the
     /// batches (or their end) are left out, as Kafka's consumer does.
     #[cfg(feature = "client")]
-    pub(crate) fn push_wire(
+    fn push_wire(
         &mut self,
         (topic, partition, from): (Arc<str>, i32, i64),
         batches: bytes::Bytes,
@@ -341,6 +381,31 @@ impl ConsumerRecords {
             self.fetched.push(fetched);
         }
     }
+}
+
+/// The length of the whole batches at the start of `records` (a broker may end a Fetch
+/// answer with part of a batch) and the offset after the last of them; `location`
+/// names the partition in the error of a malformed batch header.
+#[cfg(feature = "client")]
+fn whole_batches(records: &[u8], location: &str) -> Result<(usize, i64)> {
+    let mut at = 0;
+    let mut next = -1;
+    while records.len() - at >= 12 {
+        let len = i32::from_be_bytes([
+            records[at + 8],
+            records[at + 9],
+            records[at + 10],
+            records[at + 11],
+        ]);
+        let size = 12usize.saturating_add(len.max(0) as usize);
+        if records.len() - at < size {
+            break;
+        }
+        let batch = Batch::parse_header_at(&records[at..at + size], location, at as u64)?;
+        next = batch.last_offset() + 1;
+        at += size;
+    }
+    Ok((at, next))
 }
 
 impl<'a> IntoIterator for &'a ConsumerRecords {
@@ -1276,6 +1341,54 @@ mod tests {
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
     use crate::record::{Compression, EndTxnMarker, test_batch};
+
+    #[cfg(feature = "client")]
+    #[test]
+    fn a_partial_last_batch_of_a_fetch_answer_is_cut_off() {
+        let mut bytes = Vec::new();
+        for base in [0i64, 3] {
+            let mut b = crate::BatchBuilder::new();
+            for i in 0..3 {
+                b.push(0, None, Some(format!("v{i}").as_bytes()), &[]);
+            }
+            let mut batch = b.finish();
+            crate::record::set_base_offset(&mut batch, base);
+            bytes.extend_from_slice(&batch);
+        }
+        let first = bytes.len() / 2;
+        assert_eq!(whole_batches(&bytes, "t-0").unwrap(), (bytes.len(), 6));
+        assert_eq!(
+            whole_batches(&bytes[..bytes.len() - 1], "t-0").unwrap(),
+            (first, 3)
+        );
+        assert_eq!(whole_batches(&bytes[..5], "t-0").unwrap(), (0, -1));
+        let mut bad = bytes.clone();
+        bad[16] = 9; // magic
+        assert!(whole_batches(&bad, "t-0").is_err());
+
+        // One partition of a Fetch answer: the records from `from` on, the new
+        // position after the whole batches, nothing for an answer behind `from`.
+        let part = |records: &[u8]| {
+            kafka_protocol::messages::fetch_response::PartitionData::default()
+                .with_records(Some(bytes::Bytes::copy_from_slice(records)))
+        };
+        let mut out = ConsumerRecords::default();
+        let cut = part(&bytes[..bytes.len() - 1]);
+        assert_eq!(
+            out.push_fetched((Arc::from("t"), 0, 1), &cut, true)
+                .unwrap(),
+            Some(3)
+        );
+        let offsets: Vec<i64> = out.iter().map(|r| r.unwrap().offset).collect();
+        assert_eq!(offsets, [1, 2]);
+        let behind = out.push_fetched((Arc::from("t"), 0, 6), &part(&bytes), true);
+        assert_eq!(behind.unwrap(), None);
+        assert_eq!(out.count(), 2);
+        assert!(
+            out.push_fetched((Arc::from("t"), 0, 0), &part(&bad), true)
+                .is_err()
+        );
+    }
 
     /// Appends one batch of `values` to `p`: transactional for producer `txn` if
     /// given (lz4-compressed, so that skipping it must keep the consumer's count of

@@ -80,6 +80,7 @@ mod consumer_shell;
 mod consumer_types;
 mod events;
 mod group;
+pub mod group_configs;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;

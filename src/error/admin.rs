@@ -94,6 +94,8 @@ codes! {
     ELECTION_NOT_NEEDED = ElectionNotNeeded;
     /// No reassignment of the partition is in progress (85).
     NO_REASSIGNMENT_IN_PROGRESS = NoReassignmentInProgress;
+    /// No broker of that id is registered (102).
+    BROKER_ID_NOT_REGISTERED = BrokerIdNotRegistered;
 }
 
 impl ErrorCode {

@@ -46,6 +46,9 @@ pub use partitioner::{
     DefaultPartitioner, Partitioner, RoundRobinPartitioner, murmur2, partition_for_key, to_positive,
 };
 pub use transaction::ConsumerGroupMetadata;
+// The network producer checks its settings as the in-process one (feature `client`).
+#[cfg(feature = "client")]
+pub(crate) use transaction::transaction_timeout_ms;
 
 /// A record to send. Borrows its key, value and headers: nothing is copied until the
 /// record is encoded into its batch.
@@ -951,7 +954,7 @@ impl ProducerInner {
     /// Puts a record into the open transaction's batch of its partition (appending
     /// the batch when full, or with `append_now`).
     fn send_in_transaction(
-        &self,
+        self: &Arc<Self>,
         txn: &transaction::TxnProducer,
         topic: &str,
         record: &ProducerRecord<'_>,
@@ -975,28 +978,38 @@ impl ProducerInner {
 
     /// Chooses the record's partition and pushes it into the transaction's batch:
     /// the partition, the record's timestamp and, if its batch was appended, the
-    /// append and the record's index in the batch.
+    /// append and the record's index in the batch. The topic is looked up through
+    /// this thread's lanes (no lock, no allocation), as a send outside a transaction.
     fn push_in_transaction(
-        &self,
+        self: &Arc<Self>,
         txn: &transaction::TxnProducer,
         topic: &str,
         record: &ProducerRecord<'_>,
         append_now: bool,
     ) -> Result<(i32, i64, Option<transaction::Placed>)> {
         self.check_open()?;
-        let t = self.broker.topic(topic)?;
-        let count = t.partition_count();
-        let partition = match record.partition {
-            Some(p) => p,
-            None => self
-                .config
-                .partitioner
-                .partition(topic, record.key, record.value, count),
-        };
-        let p = t.partition(partition)?;
         let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
-        let appended = txn.push(&p, topic, record, timestamp, append_now)?;
-        Ok((partition, timestamp, appended))
+        self.with_lanes(|l| {
+            let t = l.topic(self, topic)?;
+            let handle = &l.topics[t].topic;
+            let count = handle.partition_count();
+            let partition = match record.partition {
+                Some(p) => p,
+                None => self
+                    .config
+                    .partitioner
+                    .partition(topic, record.key, record.value, count),
+            };
+            if partition < 0 || partition >= count {
+                return Err(Error::UnknownPartition {
+                    topic: topic.to_string(),
+                    partition,
+                    count,
+                });
+            }
+            let appended = txn.push(handle, partition, record, timestamp, append_now)?;
+            Ok((partition, timestamp, appended))
+        })
     }
 
     fn txn(&self, operation: &'static str) -> Result<&transaction::TxnProducer> {

@@ -10,6 +10,7 @@
 //! A partition joins the transaction (AddPartitionsToTxn) on its first record.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -20,7 +21,7 @@ use crate::coordinator::{CommitOffset, TxnOffsetCommitRequest};
 use crate::error::{Error, Result, TxnError, TxnState};
 use crate::record::{BatchBuilder, Compression, TRANSACTIONAL_BIT};
 use crate::storage::AppendOutcome;
-use crate::topic::Partition;
+use crate::topic::{Partition, Topic};
 use crate::transaction::{
     AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
     ProducerIdAndEpoch, TxnResult,
@@ -72,35 +73,111 @@ enum Phase {
     Fatal(Error),
 }
 
-/// One partition's open transactional batch.
-struct Open {
+/// One partition the transaction writes to: its batch, reused from one batch to the
+/// next (no allocation per record or per batch), and its sequence.
+struct Slot {
+    /// The partition the open batch goes to (looked up again as each batch opens).
     partition: Partition,
+    /// The partition is in the open transaction (AddPartitionsToTxn answered).
+    added: bool,
+    /// The next sequence (for the current producer id and epoch).
+    sequence: i32,
+    /// The open batch; empty when none is open.
     builder: BatchBuilder,
-    /// When its first record arrived (for `linger.ms`).
+    /// The builder carries the producer id, epoch, `sequence` and the transactional
+    /// bit (after a successful append it advances its base sequence by itself);
+    /// false once any of them changed or an append failed.
+    stamped: bool,
+    /// When the open batch's first record arrived (for `linger.ms`).
     opened: Instant,
+}
+
+/// The partitions of one topic the producer wrote to, by index.
+struct TopicSlots {
+    /// The topic as last sent to (compared by identity on each record; replaced, the
+    /// slots kept, when the topic of that name is another one).
+    topic: Topic,
+    slots: Vec<Option<Slot>>,
 }
 
 struct State {
     phase: Phase,
     ids: ProducerIdAndEpoch,
-    /// The partitions added to the open transaction.
-    partitions: BTreeSet<(String, i32)>,
+    /// Every topic written to, in the order first written.
+    topics: Vec<TopicSlots>,
+    /// The index in `topics` of each topic's name.
+    by_name: HashMap<Box<str>, usize>,
+    /// The topic of the last record.
+    last: usize,
+    /// The partitions added to the open transaction: index in `topics`, partition.
+    added: Vec<(usize, usize)>,
     /// The groups whose offsets partition was added to the open transaction.
     groups: BTreeSet<String>,
-    /// The next sequence of each partition (for the current producer id and epoch).
-    sequences: HashMap<(String, i32), i32>,
-    open: HashMap<(String, i32), Open>,
     /// An append of this epoch failed: sequences may be out of step, so the abort
     /// bumps the epoch (KIP-360).
     needs_bump: bool,
 }
 
-/// A record's place in a transactional batch.
-pub(crate) struct Queued {
-    /// Its index in the open batch of its partition.
-    pub(crate) index: i32,
-    /// The batch is full: append it now.
-    pub(crate) full: bool,
+impl State {
+    /// Every slot, in order.
+    fn slots_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+        self.topics
+            .iter_mut()
+            .flat_map(|t| t.slots.iter_mut().flatten())
+    }
+
+    /// The slots with an open batch: index in `topics` and partition.
+    fn open(&self) -> impl Iterator<Item = (usize, usize, &Slot)> {
+        self.topics.iter().enumerate().flat_map(|(t, ts)| {
+            ts.slots
+                .iter()
+                .enumerate()
+                .filter_map(move |(p, s)| s.as_ref().map(|s| (t, p, s)))
+                .filter(|(_, _, s)| !s.builder.is_empty())
+        })
+    }
+
+    /// A new producer id or epoch: every partition's sequence starts again at 0.
+    fn reset_sequences(&mut self) {
+        for slot in self.slots_mut() {
+            slot.sequence = 0;
+            slot.stamped = false;
+        }
+    }
+
+    /// The index of `topic` in `topics` (added if new).
+    #[inline]
+    fn topic_index(&mut self, topic: &Topic) -> usize {
+        match self.topics.get(self.last) {
+            Some(ts) if Arc::ptr_eq(&ts.topic.inner, &topic.inner) => self.last,
+            _ => self.find_topic(topic),
+        }
+    }
+
+    #[cold]
+    fn find_topic(&mut self, topic: &Topic) -> usize {
+        let i = match self.by_name.get(topic.name()) {
+            Some(&i) => {
+                let known = &mut self.topics[i].topic;
+                if !Arc::ptr_eq(&known.inner, &topic.inner) {
+                    // Deleted and created again: the same name, so the same sequences.
+                    *known = topic.clone();
+                }
+                i
+            }
+            None => {
+                self.topics.push(TopicSlots {
+                    topic: topic.clone(),
+                    slots: Vec::new(),
+                });
+                self.by_name
+                    .insert(topic.name().into(), self.topics.len() - 1);
+                self.topics.len() - 1
+            }
+        };
+        self.last = i;
+        i
+    }
 }
 
 /// A record's batch, once appended, and the record's index in it.
@@ -116,6 +193,22 @@ pub(crate) struct TxnProducer {
     state: Mutex<State>,
 }
 
+/// Checks a producer's `transactional.id` (not empty) and `transaction.timeout.ms`
+/// (in milliseconds, as InitProducerId carries it: an `i32`), in process and over the
+/// network alike; returns the timeout in milliseconds.
+pub(crate) fn transaction_timeout_ms(transactional_id: &str, timeout: Duration) -> Result<i32> {
+    if transactional_id.is_empty() {
+        return Err(Error::InvalidConfig {
+            key: "transactional.id".into(),
+            reason: "must not be empty".into(),
+        });
+    }
+    i32::try_from(timeout.as_millis()).map_err(|_| Error::InvalidConfig {
+        key: "transaction.timeout.ms".into(),
+        reason: format!("{timeout:?} is too long"),
+    })
+}
+
 impl TxnProducer {
     pub(crate) fn new(
         broker: Broker,
@@ -124,16 +217,7 @@ impl TxnProducer {
         batch_size: usize,
         compression: Compression,
     ) -> Result<Self> {
-        if transactional_id.is_empty() {
-            return Err(Error::InvalidConfig {
-                key: "transactional.id".into(),
-                reason: "must not be empty".into(),
-            });
-        }
-        let timeout_ms = i32::try_from(timeout.as_millis()).map_err(|_| Error::InvalidConfig {
-            key: "transaction.timeout.ms".into(),
-            reason: format!("{timeout:?} is too long"),
-        })?;
+        let timeout_ms = transaction_timeout_ms(&transactional_id, timeout)?;
         Ok(TxnProducer {
             broker,
             transactional_id,
@@ -146,10 +230,11 @@ impl TxnProducer {
                     producer_id: -1,
                     epoch: -1,
                 },
-                partitions: BTreeSet::new(),
+                topics: Vec::new(),
+                by_name: HashMap::new(),
+                last: 0,
+                added: Vec::new(),
                 groups: BTreeSet::new(),
-                sequences: HashMap::new(),
-                open: HashMap::new(),
                 needs_bump: false,
             }),
         })
@@ -252,7 +337,7 @@ impl TxnProducer {
         }
         let ids = self.init_producer_id(&mut st, None)?;
         st.ids = ids;
-        st.sequences.clear();
+        st.reset_sequences();
         st.phase = Phase::Ready;
         Ok(())
     }
@@ -294,88 +379,127 @@ impl TxnProducer {
         }
     }
 
-    /// Puts a record into the open batch of `partition` of `topic`, adding the
-    /// partition to the transaction first if it is new to it; appends the batch if it
-    /// is full (or `append_now`). Returns the record's batch outcome: the base offset
-    /// and log append time of its batch once appended, and its index in it.
+    /// Puts a record into the open batch of `partition` of `topic` (a partition the
+    /// caller checked is in the topic's range), adding the partition to the
+    /// transaction first if it is new to it; appends the batch if it is full (or
+    /// `append_now`). Returns the record's batch outcome: the base offset and log
+    /// append time of its batch once appended, and its index in it.
+    #[inline]
     pub(crate) fn push(
         &self,
-        partition: &Partition,
-        topic: &str,
+        topic: &Topic,
+        partition: i32,
         record: &super::ProducerRecord<'_>,
         timestamp: i64,
         append_now: bool,
     ) -> Result<Option<Placed>> {
         let mut st = self.state.lock();
         self.check_in_transaction(&st, "send")?;
-        let key = (topic.to_string(), partition.index());
-        if !st.partitions.contains(&key) {
-            let request = AddPartitionsRequest {
-                transactional_id: self.transactional_id.clone(),
-                producer_id: st.ids.producer_id,
-                producer_epoch: st.ids.epoch,
-                partitions: [key.clone()].into(),
-                client_transaction_version: 0,
-            };
-            let txns = self.broker.txn_route();
-            if let Err(e) = self.retry(|| txns.add_partitions(&request)) {
-                let err = self.coordinator_error(&mut st, e);
-                return Err(match err {
-                    Error::ProducerFenced { .. } => err,
-                    e => self.fail(&mut st, e),
-                });
-            }
-            st.partitions.insert(key.clone());
-        }
-        let queued = self.queue(&mut st, partition, &key, record, timestamp);
-        if queued.full || append_now {
-            let appended = self.append(&mut st, &key)?;
-            return Ok(appended.map(|info| (info, queued.index)));
+        let t = st.topic_index(topic);
+        let p = usize::try_from(partition).map_err(|_| Error::UnknownPartition {
+            topic: topic.name().to_string(),
+            partition,
+            count: topic.partition_count(),
+        })?;
+        let slot = match st.topics[t].slots.get_mut(p) {
+            Some(Some(slot)) if slot.added && !slot.builder.is_empty() => slot,
+            _ => self.open_batch(&mut st, topic, t, p)?,
+        };
+        let index = slot.builder.len() as i32;
+        slot.builder
+            .push(timestamp, record.key, record.value, record.headers);
+        if slot.builder.size_bytes() >= self.batch_size || append_now {
+            let appended = self.append(&mut st, t, p)?;
+            return Ok(appended.map(|info| (info, index)));
         }
         Ok(None)
     }
 
-    fn queue(
+    /// Makes partition `p` of `topic` (`t` in `st.topics`) ready for a record: its
+    /// slot made, the partition looked up again if no batch is open (so that a topic
+    /// deleted and created again is written to anew), and the partition added to the
+    /// transaction (AddPartitionsToTxn) if it is not in it yet.
+    #[cold]
+    fn open_batch<'s>(
         &self,
-        st: &mut State,
-        partition: &Partition,
-        key: &(String, i32),
-        record: &super::ProducerRecord<'_>,
-        timestamp: i64,
-    ) -> Queued {
-        let compression = self.compression;
-        let open = st.open.entry(key.clone()).or_insert_with(|| Open {
-            partition: partition.clone(),
-            builder: BatchBuilder::new().compression(compression),
-            opened: Instant::now(),
-        });
-        let index = open.builder.len() as i32;
-        open.builder
-            .push(timestamp, record.key, record.value, record.headers);
-        Queued {
-            index,
-            full: open.builder.size_bytes() >= self.batch_size,
+        st: &'s mut State,
+        topic: &Topic,
+        t: usize,
+        p: usize,
+    ) -> Result<&'s mut Slot> {
+        let index = p as i32;
+        let slots = &mut st.topics[t].slots;
+        if slots.len() <= p {
+            slots.resize_with(p + 1, || None);
         }
+        match &mut slots[p] {
+            Some(slot) if slot.builder.is_empty() => {
+                slot.partition = topic.partition(index)?;
+                slot.opened = Instant::now();
+            }
+            Some(_) => {}
+            empty => {
+                *empty = Some(Slot {
+                    partition: topic.partition(index)?,
+                    added: false,
+                    sequence: 0,
+                    builder: BatchBuilder::new().compression(self.compression),
+                    stamped: false,
+                    opened: Instant::now(),
+                });
+            }
+        }
+        let added = st.topics[t].slots[p].as_ref().is_some_and(|s| s.added);
+        if !added {
+            let request = AddPartitionsRequest {
+                transactional_id: self.transactional_id.clone(),
+                producer_id: st.ids.producer_id,
+                producer_epoch: st.ids.epoch,
+                partitions: [(topic.name().to_string(), index)].into(),
+                client_transaction_version: 0,
+            };
+            let txns = self.broker.txn_route();
+            if let Err(e) = self.retry(|| txns.add_partitions(&request)) {
+                let err = self.coordinator_error(st, e);
+                return Err(match err {
+                    Error::ProducerFenced { .. } => err,
+                    e => self.fail(st, e),
+                });
+            }
+            st.added.push((t, p));
+        }
+        let slot = st.topics[t].slots[p]
+            .as_mut()
+            .expect("the slot was made above");
+        slot.added = true;
+        Ok(slot)
     }
 
-    /// Appends the open batch of `key` as a transactional batch of the producer.
-    fn append(&self, st: &mut State, key: &(String, i32)) -> Result<Option<Appended>> {
-        let Some(mut open) = st.open.remove(key) else {
+    /// Appends the open batch of partition `p` of `st.topics[t]` as a transactional
+    /// batch of the producer.
+    fn append(&self, st: &mut State, t: usize, p: usize) -> Result<Option<Appended>> {
+        let ids = st.ids;
+        let Some(Some(slot)) = st.topics[t].slots.get_mut(p) else {
             return Ok(None);
         };
-        if open.builder.is_empty() {
+        if slot.builder.is_empty() {
             return Ok(None);
         }
-        let sequence = st.sequences.get(key).copied().unwrap_or(0);
-        let count = open.builder.len() as i32;
-        let mut builder = std::mem::take(&mut open.builder)
-            .producer(st.ids.producer_id, st.ids.epoch, sequence)
-            .attributes(TRANSACTIONAL_BIT);
-        let result = builder.finish_with(|bytes| open.partition.append_idempotent_at(bytes));
+        if !slot.stamped {
+            slot.builder = std::mem::take(&mut slot.builder)
+                .producer(ids.producer_id, ids.epoch, slot.sequence)
+                .attributes(TRANSACTIONAL_BIT);
+            slot.stamped = true;
+        }
+        let sequence = slot.sequence;
+        let count = slot.builder.len() as i32;
+        // The builder is empty afterwards, appended or not: a failed batch is dropped.
+        let result = slot
+            .partition
+            .append_idempotent_builder_at(&mut slot.builder);
         match result {
             Ok((AppendOutcome::Appended(info), epoch)) => {
-                st.sequences
-                    .insert(key.clone(), sequence.wrapping_add(count) & i32::MAX);
+                slot.sequence = sequence.wrapping_add(count) & i32::MAX;
                 Ok(Some(Appended {
                     base_offset: info.base_offset,
                     log_append_time: info.log_append_time,
@@ -383,17 +507,20 @@ impl TxnProducer {
                 }))
             }
             Ok((AppendOutcome::Duplicate(_), _)) => {
+                slot.stamped = false;
                 st.needs_bump = true;
+                let partition = format!("{}-{p}", st.topics[t].topic.name());
                 Err(self.fail(
                     st,
                     Error::DuplicateSequence {
-                        partition: format!("{}-{}", key.0, key.1),
-                        producer_id: st.ids.producer_id,
+                        partition,
+                        producer_id: ids.producer_id,
                         sequence,
                     },
                 ))
             }
             Err(e) => {
+                slot.stamped = false;
                 st.needs_bump = true;
                 Err(self.fail(st, e))
             }
@@ -419,23 +546,22 @@ impl TxnProducer {
         if !matches!(st.phase, Phase::InTransaction) {
             return;
         }
-        let due: Vec<(String, i32)> = st
-            .open
-            .iter()
-            .filter(|(_, o)| o.opened.elapsed() >= linger)
-            .map(|(k, _)| k.clone())
+        let due: Vec<(usize, usize)> = st
+            .open()
+            .filter(|(_, _, s)| s.opened.elapsed() >= linger)
+            .map(|(t, p, _)| (t, p))
             .collect();
-        for key in due {
-            if self.append(&mut st, &key).is_err() {
+        for (t, p) in due {
+            if self.append(&mut st, t, p).is_err() {
                 return;
             }
         }
     }
 
     fn flush_locked(&self, st: &mut State) -> Result<()> {
-        let keys: Vec<(String, i32)> = st.open.keys().cloned().collect();
-        for key in keys {
-            self.append(st, &key)?;
+        let open: Vec<(usize, usize)> = st.open().map(|(t, p, _)| (t, p)).collect();
+        for (t, p) in open {
+            self.append(st, t, p)?;
         }
         Ok(())
     }
@@ -515,12 +641,17 @@ impl TxnProducer {
                 return Err(self.invalid("abort the transaction", "outside a transaction"));
             }
         }
-        st.open.clear();
+        let compression = self.compression;
+        for slot in st.slots_mut().filter(|s| !s.builder.is_empty()) {
+            // The records not appended are dropped (the slot's sequence stays).
+            slot.builder = BatchBuilder::new().compression(compression);
+            slot.stamped = false;
+        }
         self.end(&mut st, TxnResult::Abort)?;
         if std::mem::take(&mut st.needs_bump) {
             let current = st.ids;
             st.ids = self.init_producer_id(&mut st, Some(current))?;
-            st.sequences.clear();
+            st.reset_sequences();
         }
         st.phase = Phase::Ready;
         Ok(())
@@ -529,7 +660,7 @@ impl TxnProducer {
     /// EndTxn with `result` (nothing to do if no partition or group was added) and the
     /// wait for its markers.
     fn end(&self, st: &mut State, result: TxnResult) -> Result<()> {
-        if st.partitions.is_empty() && st.groups.is_empty() {
+        if st.added.is_empty() && st.groups.is_empty() {
             return Ok(());
         }
         let request = EndTxnRequest {
@@ -543,7 +674,11 @@ impl TxnProducer {
         self.retry(|| txns.end_txn(&request))
             .map_err(|e| self.coordinator_error(st, e))?;
         self.wait_markers(st)?;
-        st.partitions.clear();
+        for (t, p) in std::mem::take(&mut st.added) {
+            if let Some(Some(slot)) = st.topics[t].slots.get_mut(p) {
+                slot.added = false;
+            }
+        }
         st.groups.clear();
         Ok(())
     }
@@ -625,6 +760,82 @@ mod tests {
                 }) => assert_eq!(transactional_id, "remote"),
                 other => panic!("expected a refusal, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn the_transactional_id_and_timeout_are_checked() {
+        let err = super::transaction_timeout_ms("", std::time::Duration::from_secs(60));
+        assert!(
+            matches!(&err, Err(crate::Error::InvalidConfig { key, .. }) if key == "transactional.id"),
+            "{err:?}"
+        );
+        let err = super::transaction_timeout_ms("t", std::time::Duration::from_secs(1 << 40));
+        assert!(
+            matches!(&err, Err(crate::Error::InvalidConfig { key, .. }) if key == "transaction.timeout.ms"),
+            "{err:?}"
+        );
+        let ms = super::transaction_timeout_ms("t", std::time::Duration::from_secs(60));
+        assert_eq!(ms.expect("valid"), 60_000);
+    }
+
+    /// Batches of several transactions, with records dropped by an abort in between,
+    /// reach each partition with sequences that follow on (the log refuses a gap) and
+    /// without the dropped records.
+    #[test]
+    fn sequences_follow_on_across_batches_transactions_and_an_abort() {
+        let dir = tempfile::tempdir().expect("dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        broker
+            .create_topic("t", 2, TopicConfig::new())
+            .expect("topic");
+        let p = Producer::builder(&broker)
+            .transactional_id("sequences")
+            .batch_size(256)
+            .build()
+            .expect("producer");
+        p.init_transactions().expect("init");
+        let value = [7u8; 40];
+        let send = |n: i32| {
+            for i in 0..n {
+                let r = ProducerRecord::new(&value).partition(i % 2);
+                p.send_nowait("t", r).expect("send");
+            }
+        };
+        p.begin_transaction().expect("begin");
+        send(50);
+        p.commit_transaction().expect("commit");
+        // Fewer records than a batch holds: none appended before the abort drops them.
+        p.begin_transaction().expect("begin");
+        send(3);
+        p.abort_transaction().expect("abort");
+        p.begin_transaction().expect("begin");
+        send(50);
+        p.commit_transaction().expect("commit");
+        for i in 0..2 {
+            let part = broker
+                .topic("t")
+                .and_then(|t| t.partition(i))
+                .expect("part");
+            let slice = part.read(0, 1 << 20).expect("read");
+            let mut next = 0;
+            let mut records = 0;
+            for b in slice.batches().filter(|b| !b.is_control()) {
+                assert!(b.is_transactional());
+                assert_eq!(b.base_sequence(), next, "partition {i}");
+                let count = b.records().count() as i32;
+                assert!(count > 1, "several records per batch");
+                next += count;
+                records += count;
+            }
+            assert_eq!(
+                records, 50,
+                "partition {i}: the aborted records were dropped"
+            );
+            assert_eq!(
+                part.log().last_stable_offset().expect("lso"),
+                part.log_end_offset()
+            );
         }
     }
 

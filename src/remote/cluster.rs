@@ -291,6 +291,12 @@ impl Cluster {
         Ok((version, response))
     }
 
+    /// The highest finalized level of feature `name` the broker at `addr` announced
+    /// (none: not finalized there); connects first if needed.
+    pub(crate) fn finalized_feature(&self, addr: &str, name: &str) -> Result<Option<i16>> {
+        self.conn(addr).lock().finalized_feature(name)
+    }
+
     /// The `retry.backoff.ms` setting.
     pub(crate) fn retry_backoff(&self) -> Duration {
         self.inner.retry_backoff
@@ -315,7 +321,6 @@ impl Cluster {
     /// The versions of every API the broker at `addr` answers, as negotiated (connects
     /// first if needed): `(api key, highest version this client uses)` is what
     /// [`call`](Self::call) picks.
-    #[cfg(all(test, feature = "server"))]
     pub(crate) fn negotiated<R: Request + Message>(
         &self,
         addr: &str,

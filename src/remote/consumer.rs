@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -23,10 +23,9 @@ use parking_lot::Mutex;
 
 use super::cluster::{Cluster, api_version, partition_error, retriable, unreachable};
 use super::partition::FETCH;
-use crate::admin::{isolation_level, whole_batches};
+use crate::admin::isolation_level;
 use crate::consumer::{ConsumerConfig, ConsumerRecords, IsolationLevel, OffsetReset, SeekSpec};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
-use crate::record::decompression_limit;
 
 /// FindCoordinator versions: 0 to 4 (4 asks for a list of keys).
 const FIND_COORDINATOR: std::ops::RangeInclusive<i16> = 0..=4;
@@ -41,8 +40,6 @@ pub(super) const ATTEMPTS: u32 = 30;
 /// How long a reader reading committed waits for offsets a transaction holds pending
 /// (Kafka's `default.api.timeout.ms`).
 const UNSTABLE_WAIT: Duration = Duration::from_secs(60);
-/// Kafka's default `max.message.bytes`, for the decompression bound of fetched batches.
-const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
 
 pub(super) fn kstr(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -63,6 +60,39 @@ pub(super) struct Owned {
     pub(super) position: Option<i64>,
 }
 
+/// Kafka's FETCH_SESSION_ID_NOT_FOUND: the broker no longer has the session.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+/// Kafka's INVALID_FETCH_SESSION_EPOCH: the request's epoch is not the session's next.
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+/// The first Fetch version with sessions (KIP-227).
+const FETCH_SESSIONS_FROM: i16 = 7;
+
+/// A fetch session with one broker (KIP-227): after a full fetch that opens it, a
+/// request lists only the partitions whose fetch offset or leader epoch changed since
+/// the broker last heard them (and forgets those no longer read), and the broker
+/// answers only partitions with news.
+#[derive(Debug, Default)]
+pub(super) struct FetchSession {
+    /// The broker's id of the session; 0: none, the next request is a full fetch
+    /// that asks for one.
+    pub(super) id: i32,
+    /// The epoch of the next request (1 after the opening full fetch).
+    pub(super) epoch: i32,
+    /// What the broker's session holds: each partition's fetch offset and leader
+    /// epoch as last sent.
+    sent: BTreeMap<SessionKey, SessionState>,
+}
+
+/// A partition of a fetch session, and what a request said of it: (fetch offset,
+/// leader epoch).
+type SessionKey = (Arc<str>, i32);
+type SessionState = (i64, i32);
+
+/// The epoch after `epoch`: 1 after `i32::MAX` (0 opens a session).
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX { 1 } else { epoch + 1 }
+}
+
 /// What a member's identity adds to a commit: `(generation, member id, instance id)`;
 /// a standalone consumer commits as `(-1, "", None)`.
 pub(super) type Committer<'a> = (i32, &'a str, Option<&'a str>);
@@ -75,6 +105,12 @@ pub(super) struct Reader {
     pub(super) owned: Vec<Owned>,
     /// The group coordinator's address, while it is known.
     coordinator: Mutex<Option<String>>,
+    /// The fetch session with each leader, by address.
+    pub(super) sessions: BTreeMap<String, FetchSession>,
+    /// Fetch requests sent, and the partitions they listed in all: with sessions a
+    /// request lists only the partitions that changed.
+    pub(super) fetches_sent: u64,
+    pub(super) partitions_listed: u64,
 }
 
 impl Reader {
@@ -84,6 +120,9 @@ impl Reader {
             config,
             owned: Vec::new(),
             coordinator: Mutex::new(None),
+            sessions: BTreeMap::new(),
+            fetches_sent: 0,
+            partitions_listed: 0,
         }
     }
 
@@ -317,25 +356,62 @@ impl Reader {
     ) -> Result<()> {
         let max_bytes = self.config.max_partition_fetch_bytes.min(i32::MAX as usize) as i32;
         let fetch_max = self.config.fetch_max_bytes.min(i32::MAX as usize) as i32;
-        let build = |version: i16| {
-            let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-            for &(i, epoch) in partitions {
+        // Every partition read from this leader, with what the request says of it.
+        let wanted: BTreeMap<SessionKey, SessionState> = partitions
+            .iter()
+            .map(|&(i, epoch)| {
                 let o = &self.owned[i];
+                let key = (Arc::clone(&o.topic), o.partition);
+                (key, (o.position.unwrap_or(0), epoch))
+            })
+            .collect();
+        let session = self.sessions.entry(addr.to_string()).or_default();
+        let (session_id, session_epoch) = (session.id, session.epoch);
+        let incremental = session.id != 0;
+        // An incremental request lists what changed and forgets what is not read.
+        let changed: Vec<(&SessionKey, &SessionState)> = wanted
+            .iter()
+            .filter(|(k, v)| !incremental || session.sent.get(*k) != Some(*v))
+            .collect();
+        let forgotten: Vec<SessionKey> = match incremental {
+            true => session
+                .sent
+                .keys()
+                .filter(|k| !wanted.contains_key(*k))
+                .cloned()
+                .collect(),
+            false => Vec::new(),
+        };
+        let isolation = isolation_level(self.config.isolation_level);
+        let build = |version: i16| {
+            let sessions = version >= FETCH_SESSIONS_FROM;
+            let listed: Vec<(&SessionKey, &SessionState)> = match sessions {
+                true => changed.clone(),
+                false => wanted.iter().collect(),
+            };
+            let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+            for ((topic, partition), (offset, epoch)) in listed {
                 let mut p = FetchPartition::default()
-                    .with_partition(o.partition)
-                    .with_fetch_offset(o.position.unwrap_or(0))
+                    .with_partition(*partition)
+                    .with_fetch_offset(*offset)
                     .with_partition_max_bytes(max_bytes);
                 if version >= 9 {
-                    p = p.with_current_leader_epoch(epoch);
+                    p = p.with_current_leader_epoch(*epoch);
                 }
-                topics.entry(&o.topic).or_default().push(p);
+                topics.entry(topic).or_default().push(p);
             }
-            FetchRequest::default()
+            let mut forget: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            if sessions {
+                for (topic, partition) in &forgotten {
+                    forget.entry(topic).or_default().push(*partition);
+                }
+            }
+            let request = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_max_wait_ms(millis(wait))
                 .with_min_bytes(1)
                 .with_max_bytes(fetch_max)
-                .with_isolation_level(isolation_level(self.config.isolation_level))
+                .with_isolation_level(isolation)
                 .with_topics(
                     topics
                         .into_iter()
@@ -345,13 +421,33 @@ impl Reader {
                                 .with_partitions(ps)
                         })
                         .collect(),
-                )
+                );
+            match sessions {
+                true => request
+                    .with_session_id(session_id)
+                    .with_session_epoch(session_epoch)
+                    .with_forgotten_topics_data(
+                        forget
+                            .into_iter()
+                            .map(|(t, ps)| {
+                                ForgottenTopic::default()
+                                    .with_topic(TopicName(kstr(t)))
+                                    .with_partitions(ps)
+                            })
+                            .collect(),
+                    ),
+                false => request,
+            }
         };
         let timeout = self.cluster.request_timeout() + wait;
-        let (version, response) = match self.cluster.call_within(addr, FETCH, build, timeout) {
+        let called = self.cluster.call_within(addr, FETCH, build, timeout);
+        self.fetches_sent += 1;
+        let (version, response) = match called {
             Ok(r) => r,
             Err(e) if unreachable(&e) => {
-                // The leader is gone or moved: ask where it is now next time.
+                // The leader is gone or moved: ask where it is now next time, in a
+                // full fetch.
+                self.sessions.remove(addr);
                 for &(i, _) in partitions {
                     self.cluster.invalidate(&self.owned[i].topic);
                 }
@@ -359,6 +455,38 @@ impl Reader {
             }
             Err(e) => return Err(e),
         };
+        let sessions = version >= FETCH_SESSIONS_FROM;
+        self.partitions_listed += match sessions {
+            true => changed.len(),
+            false => wanted.len(),
+        } as u64;
+        if sessions {
+            let code = response.error_code;
+            if code == FETCH_SESSION_ID_NOT_FOUND || code == INVALID_FETCH_SESSION_EPOCH {
+                // The broker lost the session or disagrees on its epoch: the next
+                // request is a full fetch that opens another.
+                self.sessions.remove(addr);
+                return Ok(());
+            }
+            let changed: Vec<(SessionKey, SessionState)> =
+                changed.into_iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let session = self.sessions.entry(addr.to_string()).or_default();
+            if !incremental {
+                session.id = response.session_id;
+                session.epoch = 1;
+                session.sent = wanted;
+            } else {
+                session.epoch = next_epoch(session.epoch);
+                for k in &forgotten {
+                    session.sent.remove(k);
+                }
+                session.sent.extend(changed);
+            }
+            if session.id == 0 {
+                // The broker keeps no session for us: full fetches.
+                self.sessions.remove(addr);
+            }
+        }
         let api = api_version::<FetchRequest>(version);
         for t in response.responses {
             let topic = t.topic.0.to_string();
@@ -401,29 +529,10 @@ impl Reader {
                 None,
             ));
         }
-        let Some(records) = p.records.filter(|r| !r.is_empty()) else {
-            return Ok(());
-        };
-        let location = format!("{topic}-{partition}");
-        let (whole, next) = whole_batches(&records, &location)?;
-        if whole == 0 || next <= from {
-            return Ok(());
+        let fetched = out.push_fetched((topic, partition, from), &p, self.config.check_crcs)?;
+        if let Some(next) = fetched {
+            self.owned[i].position = Some(next);
         }
-        let limit = decompression_limit(DEFAULT_MAX_MESSAGE_BYTES.max(whole as u32));
-        let aborted: Vec<(i64, i64)> = p
-            .aborted_transactions
-            .iter()
-            .flatten()
-            .map(|a| (a.producer_id.0, a.first_offset))
-            .collect();
-        out.push_wire(
-            (topic, partition, from),
-            records.slice(..whole),
-            limit,
-            self.config.check_crcs,
-            &aborted,
-        );
-        self.owned[i].position = Some(next);
         Ok(())
     }
 

@@ -28,11 +28,14 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
 
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+
 use super::cluster::{Cluster, api_version, unreachable};
 use super::consumer::{ATTEMPTS, Reader, kstr, millis};
 use crate::consumer::{
-    Assignment, ConsumerRecords, GroupConfig, GroupProtocol, RebalanceContext, RebalanceListener,
-    RemoteRebalance, Subscription,
+    Assignment, ConsumerRecords, GroupConfig, GroupProtocol, OffsetCommitCallback,
+    RebalanceContext, RebalanceListener, RemoteRebalance, Subscription,
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::producer::ConsumerGroupMetadata;
@@ -51,6 +54,64 @@ const FENCED_INSTANCE_ID: i16 = 82;
 /// Topic partitions, as an assignment lists them.
 type Partitions = Vec<(String, i32)>;
 
+/// Offsets to commit: (topic, partition, next offset).
+type Offsets = Vec<(String, i32, i64)>;
+
+/// An asynchronous commit: the member's identity when it was made (generation, member
+/// id, instance id), the offsets, and the callback of its result.
+type AsyncCommit = (
+    (i32, String, Option<String>),
+    Offsets,
+    Option<OffsetCommitCallback>,
+);
+
+/// The committer thread of a member's asynchronous commits: it sends them one at a
+/// time, in the order they were made, on connections of its own (a member's long
+/// Fetch does not hold them up), and hands each result back.
+struct Committer {
+    jobs: Option<Sender<AsyncCommit>>,
+    results: Receiver<(Offsets, Result<()>, Option<OffsetCommitCallback>)>,
+    /// Commits sent whose result was not taken yet.
+    in_flight: usize,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Committer {
+    fn start(reader: &Reader) -> Result<Committer> {
+        let committer = Reader::new(reader.cluster.with_own_connections(), reader.config.clone());
+        let (jobs, inbox) = std::sync::mpsc::channel::<AsyncCommit>();
+        let (outbox, results) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("tidelog-commit".into())
+            .spawn(move || {
+                for ((generation, member_id, instance), offsets, callback) in inbox {
+                    let who = (generation, member_id.as_str(), instance.as_deref());
+                    let result = committer.commit(who, &offsets);
+                    if outbox.send((offsets, result, callback)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("spawn the commit thread", "<consumer>", e))?;
+        Ok(Committer {
+            jobs: Some(jobs),
+            results,
+            in_flight: 0,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread after the commit it is sending.
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A member of a consumer group of a cluster, as Kafka's `KafkaConsumer` with
 /// `subscribe()` is. See the [module documentation](self).
 pub(super) struct RemoteMember {
@@ -63,6 +124,10 @@ pub(super) struct RemoteMember {
     last_heartbeat: Instant,
     last_auto_commit: Instant,
     closed: bool,
+    /// The thread of asynchronous commits, from the first one.
+    committer: Option<Committer>,
+    /// The failure of an asynchronous commit without a callback, not returned yet.
+    async_failure: Option<Error>,
 }
 
 /// What a listener may do while a member over the network gives partitions up.
@@ -112,7 +177,91 @@ impl RemoteMember {
             last_heartbeat: now,
             last_auto_commit: now,
             closed: false,
+            committer: None,
+            async_failure: None,
         })
+    }
+
+    /// Takes the results of the asynchronous commits that have one (`wait`: waits for
+    /// every pending one): calls their callbacks, in the order the commits were made,
+    /// and keeps the first failure of one without a callback.
+    fn settle_async(&mut self, wait: bool) {
+        let Some(committer) = self.committer.as_mut() else {
+            return;
+        };
+        let mut settled = Vec::new();
+        while committer.in_flight > 0 {
+            let next = match wait {
+                true => committer.results.recv().ok(),
+                false => committer.results.try_recv().ok(),
+            };
+            let Some(result) = next else {
+                break;
+            };
+            committer.in_flight -= 1;
+            settled.push(result);
+        }
+        for (offsets, result, callback) in settled {
+            match callback {
+                Some(callback) => callback(&offsets, result),
+                None => {
+                    if let Err(e) = result {
+                        self.async_failure.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kafka's `commitAsync`: hands the commit of the positions to the committer
+    /// thread. See `GroupConsumer::commit_async`.
+    fn send_async(&mut self, callback: Option<OffsetCommitCallback>) -> Result<()> {
+        // A commit that cannot be sent: its callback gets the error, else the caller.
+        let refuse = |callback: Option<OffsetCommitCallback>, e: Error| match callback {
+            Some(callback) => {
+                callback(&[], Err(e));
+                Ok(())
+            }
+            None => Err(e),
+        };
+        if let Err(e) = self.check_open() {
+            return refuse(callback, e);
+        }
+        self.settle_async(false);
+        if self.committer.is_none() {
+            match Committer::start(&self.reader) {
+                Ok(c) => self.committer = Some(c),
+                Err(e) => return refuse(callback, e),
+            }
+        }
+        let report = callback.is_none();
+        let who = (
+            self.generation,
+            self.member_id.clone(),
+            self.config.group_instance_id.clone(),
+        );
+        let job = (who, self.reader.positions(), callback);
+        let committer = self.committer.as_mut().expect("started above");
+        let sent = match committer.jobs.as_ref() {
+            Some(jobs) => jobs.send(job).map_err(|unsent| unsent.0.2),
+            None => Err(job.2),
+        };
+        if let Err(callback) = sent {
+            // The thread is gone (it only stops once its queue is closed).
+            let e = Error::Closed(format!(
+                "asynchronous commits of consumer group {:?}",
+                self.config.group_id
+            ));
+            return refuse(callback, e);
+        }
+        committer.in_flight += 1;
+        match self.async_failure.take() {
+            Some(e) if report => Err(e),
+            kept => {
+                self.async_failure = kept;
+                Ok(())
+            }
+        }
     }
 
     fn instance(&self) -> Option<&str> {
@@ -125,7 +274,10 @@ impl RemoteMember {
         self.config.assignors.iter().all(|a| a.is_cooperative())
     }
 
-    fn commit_current(&self) -> Result<()> {
+    /// Commits the positions and waits for the answer, after the pending asynchronous
+    /// commits (an older commit must not land after this one).
+    fn commit_current(&mut self) -> Result<()> {
+        self.settle_async(true);
         let who = (self.generation, self.member_id.as_str(), self.instance());
         self.reader.commit(who, &self.reader.positions())
     }
@@ -139,6 +291,8 @@ impl RemoteMember {
 
     fn notify_revoked(&mut self, partitions: &[(String, i32)]) {
         if let Some(mut l) = self.listener.take() {
+            // What the listener commits lands after every commit made before.
+            self.settle_async(true);
             let revoking = Revoking {
                 reader: &self.reader,
                 generation: self.generation,
@@ -514,6 +668,7 @@ impl crate::consumer::RemoteMember for RemoteMember {
 
     fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         self.check_open()?;
+        self.settle_async(false);
         let deadline = Instant::now() + timeout;
         loop {
             self.ensure_joined()?;
@@ -541,11 +696,20 @@ impl crate::consumer::RemoteMember for RemoteMember {
 
     fn commit_positions(&mut self) -> Result<()> {
         self.check_open()?;
-        self.commit_current()
+        self.commit_current()?;
+        match self.async_failure.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn commit_async(&mut self, callback: Option<OffsetCommitCallback>) -> Result<()> {
+        self.send_async(callback)
     }
 
     fn commit_offsets(&mut self, offsets: &[(&str, i32, i64)]) -> Result<()> {
         self.check_open()?;
+        self.settle_async(true);
         let offsets: Vec<(String, i32, i64)> = offsets
             .iter()
             .map(|(t, p, o)| (t.to_string(), *p, *o))
@@ -564,6 +728,10 @@ impl crate::consumer::RemoteMember for RemoteMember {
             return;
         }
         self.closed = true;
+        // Pending asynchronous commits are answered (and their callbacks called)
+        // before the member leaves.
+        self.settle_async(true);
+        self.committer = None;
         let joined = !self.needs_rejoin && !self.member_id.is_empty();
         if joined && self.config.enable_auto_commit && !std::thread::panicking() {
             let _ = self.commit_current();

@@ -250,3 +250,216 @@ fn transactional_calls_need_a_transactional_id_and_acks_all() {
     ));
     server.shutdown().unwrap();
 }
+
+/// The epochs of the data batches of `topic`-`partition`, in log order.
+fn data_epochs(broker: &Broker, topic: &str, partition: i32) -> Vec<(i64, i16)> {
+    let part = broker
+        .topic(topic)
+        .and_then(|t| t.partition(partition))
+        .unwrap();
+    let slice = part.read(0, 1 << 20).unwrap();
+    slice
+        .batches()
+        .filter(|b| !b.is_control())
+        .map(|b| (b.producer_id(), b.producer_epoch()))
+        .collect()
+}
+
+/// Transaction version 2 (KIP-890 part 2), which the server finalizes: every EndTxn
+/// bumps the producer's epoch, so the next transaction's batches carry a new epoch and
+/// a batch delayed from an earlier transaction is fenced instead of joining the open
+/// one (the lost write / torn transaction of the original protocol).
+#[test]
+fn every_transaction_end_bumps_the_epoch_and_fences_a_delayed_batch() {
+    let (_dir, broker, server, cluster) = node();
+    let p = transactional(&cluster, "bumped");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t1").partition(0))
+        .unwrap();
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t2").partition(0))
+        .unwrap();
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("a", ProducerRecord::new(b"t3").partition(0))
+        .unwrap();
+    let epochs = data_epochs(&broker, "a", 0);
+    assert_eq!(epochs.len(), 3, "{epochs:?}");
+    let (id, first) = epochs[0];
+    assert_eq!(
+        epochs,
+        [(id, first), (id, first + 1), (id, first + 2)],
+        "the commit and the abort each bumped the epoch"
+    );
+
+    // A batch of the first transaction that arrives only now (its epoch, the next
+    // sequence) must not join the third transaction.
+    let slice = broker
+        .topic("a")
+        .and_then(|t| t.partition(0))
+        .unwrap()
+        .read(0, 1 << 20)
+        .unwrap();
+    let mut delayed = slice.batches().next().unwrap().as_bytes().to_vec();
+    crate::record::set_producer(&mut delayed, id, first, 1);
+    let err = cluster
+        .produce("a", 0, &delayed.into(), -1, Some("bumped"))
+        .unwrap_err();
+    match &err {
+        // INVALID_PRODUCER_EPOCH or PRODUCER_FENCED.
+        Error::Api(e) => assert!(matches!(e.code.code(), 47 | 90), "{err}"),
+        other => panic!("expected a fenced epoch, got {other:?}"),
+    }
+    p.commit_transaction().unwrap();
+    read_committed_until(&broker, "a", 2, &["t1", "t3"]);
+    p.close().unwrap();
+    server.shutdown().unwrap();
+}
+
+/// With transaction version 2 the producer sends no AddOffsetsToTxn: the group's
+/// coordinator adds the group to the transaction (TxnOffsetCommit v5), and the offsets
+/// are the group's once the transaction commits, not before.
+#[test]
+fn offsets_join_a_version_2_transaction_without_add_offsets() {
+    let (_dir, _broker, server, cluster) = node();
+    let p = transactional(&cluster, "copier2");
+    p.init_transactions().unwrap();
+    let group = ConsumerGroupMetadata::new("copiers2");
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction(&[("a".into(), 0, 3)], &group)
+        .unwrap();
+    let pending = cluster.admin().list_consumer_group_offsets("copiers2");
+    assert!(
+        matches!(&pending, Ok(o) if o.is_empty())
+            || matches!(&pending, Err(Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND),
+        "{pending:?}"
+    );
+    p.commit_transaction().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got: Vec<_> = cluster
+            .admin()
+            .list_consumer_group_offsets("copiers2")
+            .map(|o| o.into_iter().map(|o| o.offset).collect())
+            .unwrap_or_default();
+        if got == [3] || Instant::now() >= deadline {
+            assert_eq!(got, [3]);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.shutdown().unwrap();
+}
+
+/// A coordinator that finalizes no `transaction.version` (a broker before Kafka 4.0,
+/// or one that keeps transaction version 0) gets transaction version 0: partitions
+/// added with AddPartitionsToTxn, EndTxn below v5, one epoch for every transaction.
+#[test]
+fn a_broker_without_transaction_version_2_gets_version_0() {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::BytesMut;
+    use kafka_protocol::messages::add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnResponse, ApiKey, EndTxnResponse, FindCoordinatorResponse,
+        InitProducerIdResponse, ProduceRequest, ProducerId, TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    use super::tests::{Handler, metadata, produce_answer, scripted_node};
+
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+        (ApiKey::FindCoordinator, 0, 6),
+        (ApiKey::InitProducerId, 0, 5),
+        (ApiKey::AddPartitionsToTxn, 0, 5),
+        (ApiKey::EndTxn, 0, 5),
+    ];
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let calls: Arc<Mutex<Vec<(ApiKey, i16)>>> = Arc::default();
+    let epochs: Arc<Mutex<Vec<i16>>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let (addr_cell, calls, epochs) = (addr_cell.clone(), calls.clone(), epochs.clone());
+        Arc::new(move |key, version, body| {
+            let addr = addr_cell.lock().unwrap().clone();
+            calls.lock().unwrap().push((key, version));
+            let mut out = BytesMut::new();
+            match key {
+                ApiKey::Metadata => return Some(metadata(version, &[(1, &addr)], 1, 0)),
+                ApiKey::Produce => {
+                    let request = ProduceRequest::decode(body, version).unwrap();
+                    let records = request.topic_data[0].partition_data[0]
+                        .records
+                        .clone()
+                        .unwrap();
+                    let b = crate::record::Batch::parse(&records).unwrap();
+                    epochs.lock().unwrap().push(b.producer_epoch());
+                    return Some(produce_answer(version, 0, 0));
+                }
+                ApiKey::FindCoordinator => {
+                    let (host, port) = addr.rsplit_once(':').unwrap();
+                    let (host, port) = (StrBytes::from_string(host.into()), port.parse().unwrap());
+                    // v4 and up answer per key.
+                    assert!(version >= 4, "FindCoordinator v{version}");
+                    FindCoordinatorResponse::default()
+                        .with_coordinators(vec![
+                            Coordinator::default()
+                                .with_key(StrBytes::from_static_str("v0"))
+                                .with_node_id(kafka_protocol::messages::BrokerId(1))
+                                .with_host(host)
+                                .with_port(port),
+                        ])
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                ApiKey::InitProducerId => InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(41))
+                    .with_producer_epoch(0)
+                    .encode(&mut out, version)
+                    .unwrap(),
+                ApiKey::AddPartitionsToTxn => AddPartitionsToTxnResponse::default()
+                    .with_results_by_topic_v3_and_below(vec![
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(TopicName(StrBytes::from_static_str("t")))
+                            .with_results_by_partition(vec![
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(0),
+                            ]),
+                    ])
+                    .encode(&mut out, version)
+                    .unwrap(),
+                ApiKey::EndTxn => EndTxnResponse::default().encode(&mut out, version).unwrap(),
+                _ => return None,
+            }
+            Some(out)
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    let cluster = Cluster::connect(ClientConfig::new(&addr)).unwrap();
+    let p = transactional(&cluster, "v0");
+    p.init_transactions().unwrap();
+    for value in ["one", "two"] {
+        p.begin_transaction().unwrap();
+        p.send("t", ProducerRecord::new(value.as_bytes())).unwrap();
+        p.commit_transaction().unwrap();
+    }
+    assert_eq!(*epochs.lock().unwrap(), [0, 0], "one epoch");
+    let calls = calls.lock().unwrap().clone();
+    let of = |key: ApiKey| -> Vec<i16> {
+        calls
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .collect()
+    };
+    assert_eq!(of(ApiKey::AddPartitionsToTxn), [3, 3], "{calls:?}");
+    assert_eq!(of(ApiKey::EndTxn), [4, 4], "{calls:?}");
+}

@@ -10,7 +10,16 @@
 //! transactional batches with the producer id and epoch got here);
 //! `send_offsets_to_transaction` is AddOffsetsToTxn to the transaction coordinator and
 //! TxnOffsetCommit to the group's coordinator; a commit or abort is EndTxn, after the
-//! batches are sent (commit) or dropped (abort). A coordinator that moved
+//! batches are sent (commit) or dropped (abort).
+//!
+//! Transaction version 2 (KIP-890 part 2), as Kafka 4.0's producer uses it: when the
+//! coordinator has finalized the feature `transaction.version` at 2 or more and answers
+//! EndTxn v5 (checked at each `begin_transaction`), every EndTxn bumps the epoch and
+//! answers the producer id and epoch of the next transaction, so a batch or marker
+//! delayed from an earlier transaction is fenced; partitions and groups join the
+//! transaction without AddPartitionsToTxn or AddOffsetsToTxn, through Produce v12 and
+//! TxnOffsetCommit v5 (the partition leader and the group coordinator add them).
+//! Against any other coordinator the producer keeps transaction version 0. A coordinator that moved
 //! (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, unreachable) is found again, one that is
 //! busy (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) is asked again, for at
 //! most [`MAX_BLOCK`] (Kafka's `max.block.ms` default). PRODUCER_FENCED (or
@@ -34,7 +43,7 @@ use parking_lot::Mutex;
 
 use super::cluster::{Cluster, api_version, unreachable};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
-use crate::producer::ConsumerGroupMetadata;
+use crate::producer::{ConsumerGroupMetadata, transaction_timeout_ms};
 
 /// How long a call waits out a coordinator that moved or is busy.
 const MAX_BLOCK: Duration = Duration::from_secs(60);
@@ -51,6 +60,14 @@ const ADD_OFFSETS_TO_TXN: RangeInclusive<i16> = 0..=4;
 const TXN_OFFSET_COMMIT: RangeInclusive<i16> = 0..=4;
 /// EndTxn versions: 0 to 4 (5 bumps the epoch on every end: transaction version 2).
 const END_TXN: RangeInclusive<i16> = 0..=4;
+/// EndTxn versions of transaction version 2.
+const END_TXN_V2: RangeInclusive<i16> = 5..=5;
+/// TxnOffsetCommit versions of transaction version 2 (v5 adds the group's partition).
+const TXN_OFFSET_COMMIT_V2: RangeInclusive<i16> = 5..=5;
+/// Kafka's feature of the transaction protocol's version, and the level of KIP-890
+/// part 2.
+const TRANSACTION_VERSION: &str = "transaction.version";
+const EPOCH_BUMP_LEVEL: i16 = 2;
 
 /// FindCoordinator's key types.
 const GROUP: i8 = 0;
@@ -88,6 +105,8 @@ struct Txn {
     /// A batch of this epoch failed: its sequences may be out of step, so the abort
     /// bumps the epoch (KIP-360).
     needs_bump: bool,
+    /// The open transaction uses transaction version 2 (KIP-890 part 2).
+    version_2: bool,
 }
 
 /// The transactional side of a producer over the network.
@@ -109,16 +128,7 @@ impl Transactions {
         transactional_id: String,
         timeout: Duration,
     ) -> Result<Transactions> {
-        if transactional_id.is_empty() {
-            return Err(Error::InvalidConfig {
-                key: "transactional.id".into(),
-                reason: "must not be empty".into(),
-            });
-        }
-        let timeout_ms = i32::try_from(timeout.as_millis()).map_err(|_| Error::InvalidConfig {
-            key: "transaction.timeout.ms".into(),
-            reason: format!("{timeout:?} is too long"),
-        })?;
+        let timeout_ms = transaction_timeout_ms(&transactional_id, timeout)?;
         Ok(Transactions {
             cluster,
             transactional_id,
@@ -128,6 +138,7 @@ impl Transactions {
                 partitions: BTreeSet::new(),
                 groups: BTreeSet::new(),
                 needs_bump: false,
+                version_2: false,
             }),
             ids: Mutex::new(None),
             coordinators: Mutex::new(HashMap::new()),
@@ -400,6 +411,7 @@ impl Transactions {
         let mut txn = self.txn.lock();
         match &txn.phase {
             Phase::Ready => {
+                txn.version_2 = self.coordinator_has_version_2();
                 txn.phase = Phase::InTransaction;
                 Ok(())
             }
@@ -431,12 +443,14 @@ impl Transactions {
             return Err(self.fail(&mut txn, e));
         }
         let key = (topic.to_string(), partition);
-        if !txn.partitions.contains(&key) {
-            if let Err(e) = self.add_partition(topic, partition) {
-                return Err(self.fail(&mut txn, e));
-            }
-            txn.partitions.insert(key);
+        // Transaction version 2: the partition's leader adds it (Produce v12).
+        if !txn.partitions.contains(&key)
+            && !txn.version_2
+            && let Err(e) = self.add_partition(topic, partition)
+        {
+            return Err(self.fail(&mut txn, e));
         }
+        txn.partitions.insert(key);
         queue()
     }
 
@@ -497,13 +511,20 @@ impl Transactions {
     ) -> Result<()> {
         let mut txn = self.txn.lock();
         self.check_in_transaction(&txn, "send offsets")?;
-        if !txn.groups.contains(&group.group_id) {
-            if let Err(e) = self.add_offsets(&group.group_id) {
-                return Err(self.fail(&mut txn, e));
-            }
-            txn.groups.insert(group.group_id.clone());
+        // Transaction version 2: the group's coordinator adds it (TxnOffsetCommit v5).
+        if !txn.groups.contains(&group.group_id)
+            && !txn.version_2
+            && let Err(e) = self.add_offsets(&group.group_id)
+        {
+            return Err(self.fail(&mut txn, e));
         }
-        self.txn_offset_commit(offsets, group)
+        txn.groups.insert(group.group_id.clone());
+        let versions = if txn.version_2 {
+            TXN_OFFSET_COMMIT_V2
+        } else {
+            TXN_OFFSET_COMMIT
+        };
+        self.txn_offset_commit(offsets, group, versions)
             .map_err(|e| self.fail(&mut txn, e))
     }
 
@@ -540,6 +561,7 @@ impl Transactions {
         &self,
         offsets: &[(String, i32, i64)],
         group: &ConsumerGroupMetadata,
+        versions: RangeInclusive<i16>,
     ) -> Result<()> {
         let (pid, epoch) = self.current_ids();
         let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
@@ -560,7 +582,7 @@ impl Transactions {
         let (addr, version, r) = self.on_coordinator(
             GROUP,
             &group.group_id,
-            TXN_OFFSET_COMMIT,
+            versions,
             |version| {
                 let mut request = TxnOffsetCommitRequest::default()
                     .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -629,13 +651,17 @@ impl Transactions {
         if drop_batches() {
             txn.needs_bump = true;
         }
-        if let Err(e) = self.end(&mut txn, false) {
-            if let Error::ProducerFenced { .. } = e {
-                txn.phase = Phase::Fatal(e.clone());
+        let bumped = match self.end(&mut txn, false) {
+            Ok(bumped) => bumped,
+            Err(e) => {
+                if let Error::ProducerFenced { .. } = e {
+                    txn.phase = Phase::Fatal(e.clone());
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        if std::mem::take(&mut txn.needs_bump) {
+        };
+        // EndTxn v5 bumped the epoch already.
+        if std::mem::take(&mut txn.needs_bump) && !bumped {
             match self.init_producer_id(self.ids()) {
                 Ok(ids) => *self.ids.lock() = Some(ids),
                 Err(e) => {
@@ -648,16 +674,18 @@ impl Transactions {
         Ok(())
     }
 
-    /// EndTxn (nothing to do if no partition or group was added).
-    fn end(&self, txn: &mut Txn, commit: bool) -> Result<()> {
+    /// EndTxn (nothing to do if no partition or group was added); returns whether it
+    /// bumped the epoch (transaction version 2: the answer's producer id and epoch are
+    /// the next transaction's, and the sender starts its sequences afresh with them).
+    fn end(&self, txn: &mut Txn, commit: bool) -> Result<bool> {
         if txn.partitions.is_empty() && txn.groups.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let (pid, epoch) = self.current_ids();
         let (addr, version, r) = self.on_coordinator(
             TRANSACTION,
             &self.transactional_id,
-            END_TXN,
+            if txn.version_2 { END_TXN_V2 } else { END_TXN },
             |_| {
                 EndTxnRequest::default()
                     .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -680,7 +708,32 @@ impl Transactions {
         }
         txn.partitions.clear();
         txn.groups.clear();
-        Ok(())
+        let bumped = version >= *END_TXN_V2.start();
+        if bumped {
+            *self.ids.lock() = Some((r.producer_id.0, r.producer_epoch));
+        }
+        Ok(bumped)
+    }
+
+    /// Whether the transaction coordinator speaks transaction version 2: it finalized
+    /// `transaction.version` at 2 or more and answers EndTxn v5 (as Kafka 4.0's
+    /// producer decides). A coordinator not found now means version 0, which every
+    /// coordinator takes.
+    fn coordinator_has_version_2(&self) -> bool {
+        let Ok(Some(addr)) = self.coordinator(TRANSACTION, &self.transactional_id) else {
+            return false;
+        };
+        let level = self
+            .cluster
+            .finalized_feature(&addr, TRANSACTION_VERSION)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        level >= EPOCH_BUMP_LEVEL
+            && self
+                .cluster
+                .negotiated::<EndTxnRequest>(&addr, END_TXN_V2)
+                .is_ok()
     }
 }
 

@@ -85,6 +85,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
             "share groups are not served by this backend".into(),
         ))
     }
+    /// The dynamic group configs (the GROUP resource of DescribeConfigs and
+    /// IncrementalAlterConfigs), where this node keeps them: a single node, in its data
+    /// directory.
+    fn group_configs(&self) -> Option<&crate::coordinator::group_configs::FileGroupConfigStore> {
+        None
+    }
     /// The share groups this node knows, each with its number of members, made or
     /// loaded nothing (ListGroups, DescribeGroups).
     fn share_groups(&self) -> Vec<(String, usize)> {

@@ -19,6 +19,8 @@ pub(crate) struct BrokerBackend {
     pub(crate) broker: Broker,
     /// Set when the broker is a cluster node: topics and leaders come from the cluster.
     pub(crate) cluster: Option<Arc<dyn ClusterView>>,
+    /// A single node's group configs (a cluster node has none yet).
+    pub(crate) group_configs: Option<crate::coordinator::group_configs::FileGroupConfigStore>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -98,6 +100,10 @@ impl Backend for BrokerBackend {
 
     fn cluster(&self) -> Option<&dyn ClusterView> {
         self.cluster.as_deref()
+    }
+
+    fn group_configs(&self) -> Option<&crate::coordinator::group_configs::FileGroupConfigStore> {
+        self.group_configs.as_ref()
     }
 
     fn create_topic(

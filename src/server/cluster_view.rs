@@ -151,15 +151,17 @@ pub(crate) trait ClusterView: Send + Sync {
         })
     }
     /// KIP-890 part 1: asks the coordinator of `transactional_id` on another node
-    /// whether `topic`-`partition` is in the producer's ongoing transaction.
+    /// whether `topic`-`partition` is in the producer's ongoing transaction; with `add`
+    /// (part 2, a client of transaction version 2) to add it.
     fn verify_transaction(
         &self,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         topic: &str,
         partition: i32,
+        add: bool,
     ) -> std::result::Result<(), TxnError> {
-        let _ = (transactional_id, producer, topic, partition);
+        let _ = (transactional_id, producer, topic, partition, add);
         Err(TxnError::NotCoordinator)
     }
     /// Leader elections and reassignments through the controller (None: this cluster
@@ -291,8 +293,9 @@ impl ClusterView for ClusterNode {
         producer: ProducerIdAndEpoch,
         topic: &str,
         partition: i32,
+        add: bool,
     ) -> std::result::Result<(), TxnError> {
-        ClusterNode::verify_transaction(self, transactional_id, producer, topic, partition)
+        ClusterNode::verify_transaction(self, transactional_id, producer, topic, partition, add)
     }
     fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
         Some(self)

@@ -9,7 +9,8 @@
 //!
 //! A connection costs one descriptor: its thread and the registry share the socket. An
 //! accepted socket is refused (closed at once, logged with the peer address, rate-limited
-//! per address) when `max_connections` are open or when its descriptor number reaches
+//! per address) when `max_connections` are open, when its address has
+//! `max_connections_per_ip` open (or its override) or when its descriptor number reaches
 //! into the descriptors kept for the broker's files (see the `limits` module).
 
 use std::collections::HashMap;
@@ -39,10 +40,12 @@ pub(crate) struct Registry {
 struct Slot {
     shared: Arc<Shared>,
     id: u64,
+    ip: std::net::IpAddr,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        self.shared.ip_connections.release(self.ip);
         self.shared.registry.sockets.lock().remove(&self.id);
         self.shared.active.fetch_sub(1, Ordering::AcqRel);
     }
@@ -116,6 +119,16 @@ fn accept_loop(
             );
             continue;
         }
+        if let Err(limit) = shared.ip_connections.acquire(peer.ip()) {
+            shared.metrics.refused();
+            peer_warn!(
+                shared.peer_log,
+                peer,
+                max_connections_per_ip = limit,
+                "refusing connection: too many open connections from this address"
+            );
+            continue;
+        }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = start_connection(shared, stream, peer, id, (protocol, name.clone())) {
             tracing::warn!(%peer, error = %e, "cannot start a connection thread");
@@ -130,15 +143,22 @@ fn start_connection(
     id: u64,
     (protocol, name): (SecurityProtocol, Arc<str>),
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(shared.config.idle_timeout))?;
-    stream.set_write_timeout(Some(shared.config.write_timeout))?;
+    let configured = stream
+        .set_nodelay(true)
+        .and_then(|()| stream.set_read_timeout(Some(shared.config.idle_timeout)))
+        .and_then(|()| stream.set_write_timeout(Some(shared.config.write_timeout)));
+    if let Err(e) = configured {
+        // Counted by the accept loop; the slot that would uncount it is not made yet.
+        shared.ip_connections.release(peer.ip());
+        return Err(e);
+    }
     let stream = Arc::new(stream);
     shared.active.fetch_add(1, Ordering::AcqRel);
     shared.registry.sockets.lock().insert(id, stream.clone());
     let slot = Slot {
         shared: shared.clone(),
         id,
+        ip: peer.ip(),
     };
     let conn_shared = shared.clone();
     let spawned = thread::Builder::new()

@@ -9,7 +9,8 @@
 //!   response, framed by hand so record bytes go out with `sendfile(2)` straight from the
 //!   segment file (counted for tests by `tidelog::testing::sendfile_bytes_sent`).
 //! - Limits: `max_connections` (refusals logged with the peer address; lowered to what
-//!   the open-files limit allows), `max_request_size` (Kafka's
+//!   the open-files limit allows), `max_connections_per_ip` and its overrides (Kafka's
+//!   `max.connections.per.ip`, per client address), `max_request_size` (Kafka's
 //!   `socket.request.max.bytes`), `max_queued_request_bytes` (memory of all requests in
 //!   flight, Kafka's `queued.max.request.bytes`), `fetch_max_wait` (the longest a
 //!   Fetch waits for data) and `fetch_max_bytes` (the record bytes of a consumer's Fetch
@@ -37,6 +38,7 @@ mod fetch_session;
 #[cfg(any(test, feature = "testing"))]
 mod fuzz;
 mod idempotence;
+mod ip_connections;
 mod limits;
 mod listener;
 mod node;
@@ -93,6 +95,11 @@ pub(crate) struct Config {
     pub advertised_listeners: Vec<(String, Option<advertised::Advertised>)>,
     /// Most connections served at once.
     pub max_connections: usize,
+    /// Most connections served at once from one client address (Kafka's
+    /// `max.connections.per.ip`).
+    pub max_connections_per_ip: usize,
+    /// Kafka's `max.connections.per.ip.overrides`: `ADDRESS:LIMIT,...`.
+    pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes.
     pub max_request_size: usize,
     /// Whether Metadata requests that allow it create missing topics.
@@ -133,6 +140,8 @@ impl Default for Config {
             advertised: None,
             advertised_listeners: Vec::new(),
             max_connections: 10_000,
+            max_connections_per_ip: usize::MAX,
+            max_connections_per_ip_overrides: String::new(),
             max_request_size: codec::DEFAULT_MAX_REQUEST_SIZE,
             auto_create_topics: false,
             idle_timeout: Duration::from_secs(600),
@@ -195,6 +204,8 @@ pub(crate) struct Shared {
     pub stopping: AtomicBool,
     /// Number of open connections (checked against `max_connections`).
     pub active: AtomicUsize,
+    /// Open connections per client address (`max_connections_per_ip`).
+    pub ip_connections: ip_connections::IpConnections,
     /// Requests being handled right now (read, not yet answered).
     pub in_flight: AtomicUsize,
     /// Fetch long polls waiting for data.
@@ -248,6 +259,10 @@ impl Shared {
         }
         let fetch_sessions = fetch_session::FetchSessions::new(config.fetch_session_cache_slots);
         Shared {
+            ip_connections: ip_connections::IpConnections::new(
+                config.max_connections_per_ip,
+                std::collections::HashMap::new(),
+            ),
             request_memory: limits::RequestMemory::new(config.max_queued_request_bytes),
             peer_log: crate::security::peer_log::PeerLog::default(),
             max_connections,
@@ -544,6 +559,25 @@ impl ServerBuilder {
         self
     }
 
+    /// Most connections served at once from one client address (Kafka's
+    /// `max.connections.per.ip`; default: no limit). One more from that address is
+    /// closed as soon as it is accepted, and logged.
+    pub fn max_connections_per_ip(mut self, n: usize) -> Self {
+        self.config.max_connections_per_ip = n;
+        self
+    }
+
+    /// Limits of given client addresses instead of
+    /// [`max_connections_per_ip`](Self::max_connections_per_ip) (Kafka's
+    /// `max.connections.per.ip.overrides`): `ADDRESS:LIMIT` pairs separated by commas,
+    /// an IPv6 address in brackets (`127.0.0.1:100,[::1]:0`). [`ServerBuilder::start`]
+    /// fails with [`Error::InvalidConfig`](crate::error::Error::InvalidConfig) naming a
+    /// pair that is not an IP address and a count.
+    pub fn max_connections_per_ip_overrides(mut self, spec: impl Into<String>) -> Self {
+        self.config.max_connections_per_ip_overrides = spec.into();
+        self
+    }
+
     /// Largest request accepted, in bytes; a larger size prefix closes the connection.
     /// Default = 100 MiB (Kafka's `socket.request.max.bytes`).
     pub fn max_request_size(mut self, bytes: usize) -> Self {
@@ -685,6 +719,8 @@ impl ServerBuilder {
         {
             return Err(e);
         }
+        let ip_overrides =
+            ip_connections::parse_overrides(&self.config.max_connections_per_ip_overrides)?;
         let (names, listeners) = self.bind()?;
         let local = listeners[0].2;
         let tls = self.config.tls.as_ref().map(|t| t.load()).transpose()?;
@@ -717,6 +753,17 @@ impl ServerBuilder {
                 return Err(e);
             }
         };
+        // A single node keeps its group configs in its data directory.
+        let group_configs = match &cluster {
+            None => Some(
+                crate::coordinator::group_configs::FileGroupConfigStore::open(
+                    self.broker.dir(),
+                    &self.broker.config().coordinator,
+                    &self.broker.config().share,
+                )?,
+            ),
+            Some(_) => None,
+        };
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
         let producers = node::producer_ids(self.broker.dir(), cluster.as_ref());
@@ -725,17 +772,14 @@ impl ServerBuilder {
             cluster: cluster
                 .clone()
                 .map(|c| c as Arc<dyn cluster_view::ClusterView>),
+            group_configs,
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
-        let shared = Arc::new(Shared::new(
-            self.config,
-            backend,
-            fds,
-            metrics,
-            security,
-            producers,
-        ));
+        let mut shared = Shared::new(self.config, backend, fds, metrics, security, producers);
+        shared.ip_connections =
+            ip_connections::IpConnections::new(shared.config.max_connections_per_ip, ip_overrides);
+        let shared = Arc::new(shared);
         let mut accepts = Vec::with_capacity(listeners.len());
         let named = bound;
         let mut bound = Vec::with_capacity(listeners.len());

@@ -48,6 +48,9 @@ pub(super) struct ClusterSettings {
     quorum_listener: Option<std::net::TcpListener>,
     #[cfg(test)]
     snapshot_after_entries: Option<usize>,
+    /// Tests: the node never records its directory id with the quorum.
+    #[cfg(test)]
+    unrecorded_directory: bool,
 }
 
 impl ClusterSettings {
@@ -84,6 +87,7 @@ impl ClusterSettings {
             if let Some(n) = c.snapshot_after_entries {
                 config.snapshot_after_entries = n;
             }
+            config.record_directory = !c.unrecorded_directory;
         }
     }
 }
@@ -347,6 +351,14 @@ impl ServerBuilder {
     ) -> Self {
         self.cluster.quorum_listener = Some(quorum_listener);
         self.cluster.snapshot_after_entries = Some(snapshot_after_entries);
+        self
+    }
+
+    /// Tests: the node never records its directory id with the quorum, as one whose
+    /// `RegisterVoterDirectory` no peer has applied yet.
+    #[cfg(test)]
+    pub(crate) fn test_unrecorded_directory(mut self) -> Self {
+        self.cluster.unrecorded_directory = true;
         self
     }
 

@@ -10,6 +10,7 @@ use crate::cluster::ClusterNode;
 pub(crate) use crate::cluster::partition_admin::{
     Altered, ElectionOutcome, ElectionType, Reassignment,
 };
+pub(crate) use crate::cluster::unregister::Unregistered;
 use crate::error::Result;
 
 /// Leader elections and reassignments through the controller.
@@ -35,6 +36,8 @@ pub(crate) trait PartitionAdmin {
     fn replication_factor(&self, topic: &str, partition: i32) -> Result<usize>;
     /// The reassignments in progress (of `partitions` only, when given).
     fn list_reassignments(&self, partitions: Option<&[(String, i32)]>) -> Vec<Reassignment>;
+    /// Removes a retired broker's registration (UnregisterBroker).
+    fn unregister_broker(&self, broker: i32, timeout: Duration) -> Result<Unregistered>;
 }
 
 impl PartitionAdmin for ClusterNode {
@@ -67,5 +70,9 @@ impl PartitionAdmin for ClusterNode {
 
     fn list_reassignments(&self, partitions: Option<&[(String, i32)]>) -> Vec<Reassignment> {
         ClusterNode::list_reassignments(self, partitions)
+    }
+
+    fn unregister_broker(&self, broker: i32, timeout: Duration) -> Result<Unregistered> {
+        ClusterNode::unregister_broker(self, broker, timeout)
     }
 }

@@ -198,6 +198,58 @@ fn connections_above_the_limit_are_refused() {
 }
 
 #[test]
+fn connections_above_the_per_address_limit_are_closed_at_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = |per_ip: usize, overrides: &str| {
+        Server::builder(crate::broker::Broker::open(dir.path()).unwrap())
+            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .max_connections_per_ip(per_ip)
+            .max_connections_per_ip_overrides(overrides)
+            .start()
+    };
+    let Err(bad) = start(2, "localhost:1") else {
+        panic!("a host name is accepted as an address");
+    };
+    assert!(
+        bad.to_string().contains("max.connections.per.ip.overrides"),
+        "{bad}"
+    );
+    // 127.0.0.1 may hold two; its override says one.
+    for (per_ip, overrides, open) in [(2, "", 2), (5, "127.0.0.1:1, [::1]:7", 1)] {
+        let server = start(per_ip, overrides).unwrap();
+        let addr = server.local_addr();
+        let mut served: Vec<TcpStream> = Vec::new();
+        for c in 0..open {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&request(18, 0, c, &[])).unwrap();
+            assert_eq!(be32(&response(&mut s), 0), c);
+            served.push(s);
+        }
+        let mut over = TcpStream::connect(addr).unwrap();
+        let _ = over.write_all(&request(18, 0, 99, &[]));
+        assert!(
+            closed(&mut over),
+            "connection {} of 127.0.0.1 ({overrides:?})",
+            open + 1
+        );
+        // Once one leaves, the address is served again (the count drops asynchronously).
+        drop(served.pop());
+        let again = (0..200).any(|i| {
+            let mut d = TcpStream::connect(addr).unwrap();
+            let _ = d.write_all(&request(18, 0, 100 + i, &[]));
+            let mut size = [0u8; 4];
+            if d.read_exact(&mut size).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            false
+        });
+        assert!(again, "{overrides:?}");
+        server.shutdown().unwrap();
+    }
+}
+
+#[test]
 fn shutdown_finishes_in_flight_requests_and_closes_idle_connections() {
     let server = start();
     let addr = server.local_addr();

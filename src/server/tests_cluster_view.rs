@@ -78,6 +78,7 @@ fn ask<Q: Encodable + Default, R: Decodable>(
     let backend = Arc::new(broker_backend::BrokerBackend {
         broker,
         cluster: Some(cluster),
+        group_configs: None,
     });
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     let socket = TcpStream::connect(probe.local_addr().unwrap()).unwrap();

@@ -7,7 +7,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::tests_api::Client;
+use super::tests_api::{Client, create as create_topic};
 use super::tests_groups::start_without_initial_delay;
 
 fn s(v: &str) -> StrBytes {
@@ -58,14 +58,7 @@ fn two_members_split_a_topic_through_heartbeats() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(4)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 4);
 
     // Metadata v12 reports t's id, and finds t by it.
     let meta: MetadataResponse = c.call(
@@ -199,14 +192,7 @@ fn offset_fetch_v8_answers_groups_and_v9_checks_the_member_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 1);
     let a = heartbeat(&mut c, "a", 0, None);
     assert_eq!((a.error_code, a.member_epoch), (0, 1), "{a:?}");
     let commit = |group: &str, member: &str, epoch: i32, offset: i64| {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::tests_api::Client;
+use super::tests_api::{Client, create as create_topic};
 use super::*;
 use crate::consumer::{Assignment, Subscription};
 
@@ -27,17 +27,6 @@ pub(crate) fn start_without_initial_delay(dir: &std::path::Path) -> ServerHandle
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-fn create_topic(c: &mut Client, topic: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1),
-    ]);
-    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &req);
-    assert_eq!(resp.topics[0].error_code, 0);
 }
 
 fn subscription(topics: &[&str]) -> Bytes {

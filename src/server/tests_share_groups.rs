@@ -5,7 +5,7 @@
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::tests_api::Client;
+use super::tests_api::{Client, create as create_topic};
 use super::tests_groups::start_without_initial_delay;
 
 fn s(v: &str) -> StrBytes {
@@ -28,14 +28,7 @@ fn a_share_member_joins_is_described_and_its_session_checks_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 2);
 
     let join = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
@@ -87,14 +80,7 @@ fn list_groups_and_describe_groups_report_share_groups() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &create);
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 1);
     let join = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
         .with_member_id(s("m1"))
@@ -183,17 +169,18 @@ fn list_groups_and_describe_groups_report_share_groups() {
     assert_eq!(list(&mut c, &["share"], &[]), vec![empty]);
 }
 
-/// ShareFetch of q-0 (topic id `id`) for `member` at `epoch`, waiting up to `wait_ms`:
-/// the acquired offsets with their delivery counts.
+/// ShareFetch of q-0 (topic id `id`) for `member` of `group` at `epoch`, waiting up to
+/// `wait_ms`: the acquired offsets with their delivery counts.
 fn share_fetch_q(
     c: &mut Client,
+    group: &str,
     id: [u8; 16],
     member: &str,
     epoch: i32,
     wait_ms: i32,
 ) -> Vec<(i64, i16)> {
     let req = ShareFetchRequest::default()
-        .with_group_id(Some(GroupId(s("waiters"))))
+        .with_group_id(Some(GroupId(s(group))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
         .with_max_wait_ms(wait_ms)
@@ -240,12 +227,12 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
         assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
     }
     // Sessions open; the share-partition starts at the (empty) log's end.
-    assert!(share_fetch_q(&mut m1, id, "m1", 0, 0).is_empty());
-    assert!(share_fetch_q(&mut m2, id, "m2", 0, 0).is_empty());
+    assert!(share_fetch_q(&mut m1, "waiters", id, "m1", 0, 0).is_empty());
+    assert!(share_fetch_q(&mut m2, "waiters", id, "m2", 0, 0).is_empty());
 
     // m1 waits; records appended meanwhile answer it.
     let waiting = std::thread::spawn(move || {
-        let got = share_fetch_q(&mut m1, id, "m1", 1, 60_000);
+        let got = share_fetch_q(&mut m1, "waiters", id, "m1", 1, 60_000);
         (m1, got)
     });
     let produced: ProduceResponse = c.call(
@@ -261,7 +248,8 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
     assert_eq!(got, vec![(0, 1), (1, 1), (2, 1)]);
 
     // m2 waits (m1 holds everything); m1 releasing its records answers it.
-    let waiting = std::thread::spawn(move || share_fetch_q(&mut m2, id, "m2", 1, 60_000));
+    let waiting =
+        std::thread::spawn(move || share_fetch_q(&mut m2, "waiters", id, "m2", 1, 60_000));
     let released: ShareAcknowledgeResponse = m1.call(
         ApiKey::ShareAcknowledge,
         1,
@@ -287,4 +275,103 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
     assert_eq!(released.error_code, 0);
     assert_eq!(released.responses[0].partitions[0].error_code, 0);
     assert_eq!(waiting.join().unwrap(), vec![(0, 2), (1, 2), (2, 2)]);
+}
+
+/// IncrementalAlterConfigs of group `group`: SET `key` to `value`; the error code.
+fn set_group_config(c: &mut Client, group: &str, key: &str, value: &str) -> i16 {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(group))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    r.responses[0].error_code
+}
+
+#[test]
+fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    let produced: ProduceResponse = c.call(
+        ApiKey::Produce,
+        8,
+        &super::tests_api::produce_req(-1, vec![("q", 0, super::tests_api::batch(&["a", "b"]))]),
+    );
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+
+    // Kafka's bounds and values: INVALID_CONFIG; then `early` reads from the start.
+    assert_eq!(
+        set_group_config(&mut c, "early", "share.record.lock.duration.ms", "1"),
+        40
+    );
+    assert_eq!(
+        set_group_config(&mut c, "early", "share.auto.offset.reset", "soon"),
+        40
+    );
+    assert_eq!(set_group_config(&mut c, "early", "no.such.config", "1"), 40);
+    assert_eq!(
+        set_group_config(&mut c, "early", "share.auto.offset.reset", "earliest"),
+        0
+    );
+    let described: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(32)
+                .with_resource_name(s("early"))
+                .with_configuration_keys(None),
+        ]),
+    );
+    let result = &described.results[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    let entry = |k: &str| {
+        let e = result
+            .configs
+            .iter()
+            .find(|e| e.name.as_str() == k)
+            .expect(k);
+        (e.value.as_ref().map(|v| v.to_string()), e.config_source)
+    };
+    assert_eq!(
+        entry("share.auto.offset.reset"),
+        (Some("earliest".into()), 8)
+    );
+    assert_eq!(
+        entry("share.record.lock.duration.ms"),
+        (Some("30000".into()), 5)
+    );
+    assert_eq!(
+        entry("consumer.session.timeout.ms"),
+        (Some("45000".into()), 5)
+    );
+
+    // A new server on the same directory keeps the setting: `early` (earliest) acquires
+    // the two records produced before it joined, `late` (latest, the default) none.
+    server.shutdown().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    for (group, expected) in [("early", vec![(0, 1), (1, 1)]), ("late", vec![])] {
+        let join = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s("m1"))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+        let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+        assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+        assert_eq!(
+            share_fetch_q(&mut c, group, id, "m1", 0, 0),
+            expected,
+            "{group}"
+        );
+    }
 }

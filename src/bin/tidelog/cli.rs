@@ -104,6 +104,24 @@ pub(crate) enum ClusterCmd {
     /// Every node: id, role (voter or broker), listener, liveness, and the replicas it
     /// holds (how many, how many it leads, which).
     Describe,
+    /// Move every replica node N holds to the other nodes (reassignments, each replica
+    /// in place to the least loaded node without one) and wait until it holds none,
+    /// printing the progress.
+    Drain {
+        /// The node to drain.
+        #[arg(long, value_name = "N")]
+        node: i32,
+        /// Give up waiting after this many seconds (the moves go on).
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        timeout: u64,
+    },
+    /// Remove a retired node from the cluster (UnregisterBroker): refused while it is a
+    /// voter, runs, or holds a replica (drain and stop it first).
+    Unregister {
+        /// The node to remove.
+        #[arg(long, value_name = "N")]
+        node: i32,
+    },
 }
 
 /// `tidelog quorum --bootstrap ADDRS ...`.
@@ -676,9 +694,11 @@ pub(crate) struct PerfProduceArgs {
     pub threads: usize,
     /// Transactions: the N records go through a transactional `tidelog::Producer` in
     /// transactions of --txn-records records each (begin, send_nowait each record,
-    /// commit). Reports the rate, the commit latency (p50_us, p99_us: from the commit
-    /// call until it returns, its markers written) and, measured first in the same run
-    /// on another topic, the rate of the non-transactional `Producer` (producer_*).
+    /// commit), and N through the non-transactional `Producer` to `<topic>-plain`, in
+    /// --rounds rounds whose two runs alternate in order. Reports each round, the rate,
+    /// the commit latency (commit_p50_us, commit_p99_us: from the commit call until it
+    /// returns, its markers written), the non-transactional rate (producer_*) and the
+    /// median of the rounds' ratios (ratio_to_producer).
     #[arg(long, conflicts_with_all = ["batch", "producer", "durable", "keys"])]
     pub transactional: bool,
     /// Records per transaction of a --transactional run.
@@ -689,6 +709,15 @@ pub(crate) struct PerfProduceArgs {
         requires = "transactional"
     )]
     pub txn_records: u64,
+    /// Rounds of a --transactional run: each sends the N records both ways, the
+    /// non-transactional run first in odd rounds, second in even ones.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 4,
+        requires = "transactional"
+    )]
+    pub rounds: usize,
     /// Run --producer or --transactional through the network producer against a
     /// running node or cluster (HOST:PORT[,...]) instead of a data directory in this
     /// process; the topics get --partitions partitions (default 1) and the cluster's
@@ -965,6 +994,16 @@ pub(crate) struct ServeArgs {
     /// with a warning, to what the open-files limit holds.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Most client connections served at once from one address (Kafka's
+    /// max.connections.per.ip); one more is closed as soon as it is accepted, and
+    /// logged. Default: no limit.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Limits of given addresses instead of --max-connections-per-ip (Kafka's
+    /// max.connections.per.ip.overrides): ADDRESS:LIMIT pairs, comma-separated, an IPv6
+    /// address in brackets ("127.0.0.1:100,[::1]:0").
+    #[arg(long, value_name = "ADDRESS:N,...", default_value = "")]
+    pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_size: usize,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use tidelog::Broker;
 use tidelog::consumer::Assignment;
-use tidelog::coordinator::GroupState;
+use tidelog::coordinator::{GroupState, GroupType};
 
 /// Runs `tidelog groups ...`; `data` is `--data` if it was given.
 pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
@@ -82,14 +82,78 @@ pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
 /// A group as `groups describe` prints it, wherever it was read from.
 struct GroupView {
     state: String,
-    /// Member id, client id, host and assignment (if it has one) of each member.
-    members: Vec<(String, String, String, Option<Assignment>)>,
+    members: Vec<MemberView>,
     /// The generation, where known (the wire's DescribeGroups does not say).
     generation: Option<i32>,
-    /// The assignor of the generation.
+    /// A consumer-protocol group's group epoch and target assignment epoch.
+    epochs: Option<(i32, i32)>,
+    /// The assignor of the generation (classic) or of the target (consumer protocol).
     assignor: String,
     /// Committed offsets: (topic, partition) -> offset.
     committed: BTreeMap<(String, i32), i64>,
+}
+
+/// Partitions per topic.
+type Partitions = Vec<(String, Vec<i32>)>;
+
+/// A member as `groups describe` prints it.
+struct MemberView {
+    id: String,
+    client: String,
+    host: String,
+    /// The partitions it owns, if it has an assignment.
+    assignment: Option<Partitions>,
+    /// A consumer-protocol member's epoch and target assignment.
+    target: Option<(i32, Partitions)>,
+}
+
+impl MemberView {
+    /// A classic member, its assignment decoded from the group's bytes (none if empty
+    /// or not of the consumer protocol).
+    fn classic(id: String, client: String, host: String, assignment: Option<Assignment>) -> Self {
+        MemberView {
+            id,
+            client,
+            host,
+            assignment: assignment.map(|a| a.partitions),
+            target: None,
+        }
+    }
+
+    /// A consumer-protocol member: its epoch, current and target assignment.
+    fn consumer(
+        (id, client, host): (String, String, String),
+        epoch: i32,
+        assignment: Partitions,
+        target: Partitions,
+    ) -> Self {
+        MemberView {
+            id,
+            client,
+            host,
+            assignment: Some(assignment),
+            target: Some((epoch, target)),
+        }
+    }
+}
+
+/// Partitions as `topic(0,1) other(2)`, `-` for none.
+fn partition_list(list: Option<&[(String, Vec<i32>)]>) -> String {
+    let text = list
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, ps)| !ps.is_empty())
+        .map(|(t, ps)| {
+            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+            format!("{t}({})", ps.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.is_empty() {
+        "-".to_string()
+    } else {
+        text
+    }
 }
 
 /// One partition line of `groups describe`.
@@ -106,10 +170,10 @@ impl GroupView {
     /// Every partition with a committed offset or an owner, sorted.
     fn rows(&self) -> Vec<Row<'_>> {
         let mut owners: BTreeMap<(String, i32), &str> = BTreeMap::new();
-        for (member, _, _, assignment) in &self.members {
-            for (t, ps) in assignment.iter().flat_map(|a| &a.partitions) {
+        for member in &self.members {
+            for (t, ps) in member.assignment.iter().flatten() {
                 for p in ps {
-                    owners.insert((t.clone(), *p), member);
+                    owners.insert((t.clone(), *p), &member.id);
                 }
             }
         }
@@ -136,10 +200,14 @@ fn print_group(
     view: &GroupView,
     ends: &BTreeMap<(String, i32), i64>,
 ) -> CliResult {
-    let generation = match (view.members.is_empty(), view.generation) {
-        (true, _) => String::new(),
-        (false, Some(g)) => format!(", generation {g}, assignor {}", view.assignor),
-        (false, None) => format!(", assignor {}", view.assignor),
+    let generation = match (view.members.is_empty(), view.generation, view.epochs) {
+        (_, _, Some((group_epoch, target_epoch))) => format!(
+            ", group epoch {group_epoch}, assignment epoch {target_epoch}, assignor {} (consumer protocol)",
+            view.assignor
+        ),
+        (true, _, None) => String::new(),
+        (false, Some(g), None) => format!(", generation {g}, assignor {}", view.assignor),
+        (false, None, None) => format!(", assignor {}", view.assignor),
     };
     out.line(format_args!(
         "Consumer group '{group}': state {}, {}{generation}",
@@ -148,21 +216,20 @@ fn print_group(
     ))?;
     if !view.members.is_empty() {
         out.line("")?;
-        out.line("MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNMENT")?;
-        for (member, client, host, assignment) in &view.members {
-            let assignment = match assignment {
-                Some(a) => a
-                    .partitions
-                    .iter()
-                    .map(|(t, ps)| {
-                        let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
-                        format!("{t}({})", ps.join(","))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                None => "-".to_string(),
+        if view.epochs.is_some() {
+            out.line("MEMBER-ID\tCLIENT-ID\tHOST\tEPOCH\tASSIGNMENT\tTARGET-ASSIGNMENT")?;
+        } else {
+            out.line("MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNMENT")?;
+        }
+        for m in &view.members {
+            let assignment = partition_list(m.assignment.as_deref());
+            let target = match &m.target {
+                Some((epoch, target)) => {
+                    format!("\t{epoch}\t{assignment}\t{}", partition_list(Some(target)))
+                }
+                None => format!("\t{assignment}"),
             };
-            out.line(format_args!("{member}\t{client}\t{host}\t{assignment}"))?;
+            out.line(format_args!("{}\t{}\t{}{target}", m.id, m.client, m.host))?;
         }
     }
     out.line("")?;
@@ -188,34 +255,61 @@ fn print_group(
 
 fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
     let coord = broker.group_coordinator();
-    let d = coord
-        .describe_group(group)
-        .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
     let offsets = coord
         .offset_fetch(group, None)
         .map_err(|e| fail!("reading the offsets of consumer group {group:?} failed: {e}"))?;
-    if d.state == GroupState::Dead && d.members.is_empty() && offsets.is_empty() {
-        return Err(fail!("consumer group {group:?} does not exist"));
-    }
-    let view = GroupView {
-        state: d.state.as_str().to_string(),
-        members: d
-            .members
-            .into_iter()
-            .map(|m| {
-                let assignment = (!m.assignment.is_empty())
-                    .then(|| Assignment::decode(&m.assignment).ok())
-                    .flatten();
-                (m.member_id, m.client_id, m.client_host, assignment)
-            })
-            .collect(),
-        generation: Some(d.generation_id),
-        assignor: d.protocol_data,
-        committed: offsets
-            .into_iter()
-            .filter(|o| o.offset >= 0)
-            .map(|o| ((o.topic, o.partition), o.offset))
-            .collect(),
+    let committed = offsets
+        .into_iter()
+        .filter(|o| o.offset >= 0)
+        .map(|o| ((o.topic, o.partition), o.offset))
+        .collect();
+    let view = if coord.group_type(group) == Some(GroupType::Consumer) {
+        let d = coord
+            .consumer_group_describe(group)
+            .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
+        GroupView {
+            state: d.state.as_str().to_string(),
+            members: d
+                .members
+                .into_iter()
+                .map(|m| {
+                    MemberView::consumer(
+                        (m.member_id, m.client_id, m.client_host),
+                        m.member_epoch,
+                        m.assignment,
+                        m.target_assignment,
+                    )
+                })
+                .collect(),
+            generation: None,
+            epochs: Some((d.group_epoch, d.assignment_epoch)),
+            assignor: d.assignor_name,
+            committed,
+        }
+    } else {
+        let d = coord
+            .describe_group(group)
+            .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
+        if d.state == GroupState::Dead && d.members.is_empty() && committed.is_empty() {
+            return Err(fail!("consumer group {group:?} does not exist"));
+        }
+        GroupView {
+            state: d.state.as_str().to_string(),
+            members: d
+                .members
+                .into_iter()
+                .map(|m| {
+                    let assignment = (!m.assignment.is_empty())
+                        .then(|| Assignment::decode(&m.assignment).ok())
+                        .flatten();
+                    MemberView::classic(m.member_id, m.client_id, m.client_host, assignment)
+                })
+                .collect(),
+            generation: Some(d.generation_id),
+            epochs: None,
+            assignor: d.protocol_data,
+            committed,
+        }
     };
     let ends = view
         .rows()
@@ -299,12 +393,15 @@ fn reset(
 /// The group commands on a running node or cluster (`--bootstrap`).
 #[cfg(feature = "server")]
 mod remote {
-    use super::{CliResult, GroupView, GroupsCmd, Out, Target, fail, print_group, print_reset};
+    use super::{
+        CliResult, GroupView, GroupsCmd, MemberView, Out, Target, fail, print_group, print_reset,
+    };
     use crate::common::{admin_client, only};
     use std::collections::BTreeMap;
     use std::path::Path;
     use tidelog::admin::{
-        AdminClient, AdminError, ErrorCode, OffsetSpec, Resource, TopicPartition,
+        AdminClient, AdminError, ConsumerGroupDescription, ErrorCode, OffsetSpec, Resource,
+        TopicPartition,
     };
 
     /// Runs `tidelog groups --bootstrap ADDRS ...`.
@@ -350,30 +447,82 @@ mod remote {
             .collect())
     }
 
-    fn describe(admin: &AdminClient, out: &mut Out, group: &str) -> CliResult {
-        let d = only(admin.describe_groups(&[group])?, group)?;
-        let committed = admin.list_consumer_group_offsets(group)?;
-        if d.state == "Dead" && d.members.is_empty() && committed.is_empty() {
-            let e = AdminError::new(
-                Resource::Group(group.to_string()),
-                ErrorCode::GROUP_ID_NOT_FOUND,
-                Some("no such group: it has no members and no committed offsets".into()),
-            );
-            return Err(tidelog::Error::from(e).into());
-        }
-        let view = GroupView {
+    /// A consumer-protocol group as `groups describe` prints it.
+    fn consumer_view(
+        d: ConsumerGroupDescription,
+        committed: BTreeMap<(String, i32), i64>,
+    ) -> GroupView {
+        let grouped = |tps: Vec<TopicPartition>| {
+            let mut out: Vec<(String, Vec<i32>)> = Vec::new();
+            for tp in tps {
+                match out.last_mut() {
+                    Some((t, ps)) if *t == tp.topic => ps.push(tp.partition),
+                    _ => out.push((tp.topic, vec![tp.partition])),
+                }
+            }
+            out
+        };
+        GroupView {
             state: d.state,
             members: d
                 .members
                 .into_iter()
-                .map(|m| (m.member_id, m.client_id, m.host, m.assignment))
+                .map(|m| {
+                    MemberView::consumer(
+                        (m.member_id, m.client_id, m.host),
+                        m.member_epoch,
+                        grouped(m.assignment),
+                        grouped(m.target_assignment),
+                    )
+                })
                 .collect(),
             generation: None,
-            assignor: d.protocol,
-            committed: committed
-                .into_iter()
-                .map(|c| ((c.partition.topic, c.partition.partition), c.offset))
-                .collect(),
+            epochs: Some((d.group_epoch, d.assignment_epoch)),
+            assignor: d.assignor,
+            committed,
+        }
+    }
+
+    fn describe(admin: &AdminClient, out: &mut Out, group: &str) -> CliResult {
+        let committed: BTreeMap<(String, i32), i64> = admin
+            .list_consumer_group_offsets(group)?
+            .into_iter()
+            .map(|c| ((c.partition.topic, c.partition.partition), c.offset))
+            .collect();
+        // As Kafka's admin: DescribeGroups answers GROUP_ID_NOT_FOUND for a group of the
+        // consumer protocol, which ConsumerGroupDescribe describes.
+        let view = match only(admin.describe_groups(&[group])?, group) {
+            Err(tidelog::Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND => {
+                consumer_view(
+                    only(admin.describe_consumer_groups(&[group])?, group)?,
+                    committed,
+                )
+            }
+            Err(e) => return Err(e.into()),
+            Ok(d) => {
+                if d.state == "Dead" && d.members.is_empty() && committed.is_empty() {
+                    let e = AdminError::new(
+                        Resource::Group(group.to_string()),
+                        ErrorCode::GROUP_ID_NOT_FOUND,
+                        Some("no such group: it has no members and no committed offsets".into()),
+                    );
+                    return Err(tidelog::Error::from(e).into());
+                }
+                GroupView {
+                    state: d.state,
+                    members: d
+                        .members
+                        .into_iter()
+                        .map(|m| {
+                            MemberView::classic(m.member_id, m.client_id, m.host, m.assignment)
+                        })
+                        .collect(),
+                    generation: None,
+                    epochs: None,
+                    assignor: d.protocol,
+                    committed,
+                }
+            }
         };
         let specs: Vec<(TopicPartition, OffsetSpec)> = view
             .rows()
@@ -402,16 +551,22 @@ mod remote {
         target: Target,
         dry_run: bool,
     ) -> CliResult {
-        // As kafka-consumer-groups: only an inactive group's offsets move.
-        let d = only(admin.describe_groups(&[group])?, group)?;
-        if !d.members.is_empty() || !matches!(d.state.as_str(), "Empty" | "Dead") {
+        // As kafka-consumer-groups: only an inactive group's offsets move (a group of
+        // the consumer protocol is described by ConsumerGroupDescribe).
+        let (state, members) = match only(admin.describe_groups(&[group])?, group) {
+            Err(tidelog::Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND => {
+                let d = only(admin.describe_consumer_groups(&[group])?, group)?;
+                (d.state, d.members.len())
+            }
+            Err(e) => return Err(e.into()),
+            Ok(d) => (d.state, d.members.len()),
+        };
+        if members > 0 || !matches!(state.as_str(), "Empty" | "Dead") {
             let e = AdminError::new(
                 Resource::Group(group.to_string()),
                 ErrorCode::NON_EMPTY_GROUP,
                 Some(format!(
-                    "assignments can only be reset if the group is inactive, but its state is {} with {} members",
-                    d.state,
-                    d.members.len()
+                    "assignments can only be reset if the group is inactive, but its state is {state} with {members} members"
                 )),
             );
             return Err(tidelog::Error::from(e).into());

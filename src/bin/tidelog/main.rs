@@ -20,6 +20,8 @@ mod common;
 #[cfg(feature = "server")]
 mod configs;
 mod consume;
+#[cfg(feature = "server")]
+mod drain;
 mod dump;
 mod dump_checkpoint;
 mod format;

@@ -524,10 +524,10 @@ fn produce_durable(
     report("produce", n, a.record_size, seconds, &extra, a.json)
 }
 
-/// Runs `perf produce --transactional` in process: first the records through a
-/// non-transactional `Producer` to `<topic>-plain` (the rate to compare with), then
-/// through a transactional one in transactions of `--txn-records` records; reports the
-/// transactional rate, the commit latencies and the other rate.
+/// Runs `perf produce --transactional` in process: `--rounds` rounds, each of N records
+/// through a non-transactional `Producer` to `<topic>-plain` (the rate to compare
+/// with) and through a transactional one to the topic in transactions of
+/// `--txn-records` records, in alternating order (see [`transactions_beside_plain`]).
 fn produce_transactional(
     broker: Broker,
     topic: &Topic,
@@ -538,6 +538,7 @@ fn produce_transactional(
     topic_or_create(&broker, &plain_topic, Some(topic.partition_count()), 1)?;
     let result = transactions_beside_plain(
         Destination::from(&broker),
+        Some(&broker),
         topic.name(),
         topic.partition_count(),
         payloads,
@@ -599,7 +600,7 @@ fn produce_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResult {
     report("produce", a.records, a.record_size, seconds, &extra, a.json)
 }
 
-/// Runs `perf produce --transactional --bootstrap HOSTS`: the same two runs as
+/// Runs `perf produce --transactional --bootstrap HOSTS`: the same rounds as
 /// [`produce_transactional`] through the network producer against a running node or
 /// cluster (both topics created there with the cluster's default replication factor
 /// if missing; both producers idempotent with acks=all).
@@ -615,6 +616,7 @@ fn produce_transactional_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResu
     let payloads = Payloads::new(a.record_size);
     transactions_beside_plain(
         Destination::from(&cluster),
+        None,
         &a.topic,
         partitions,
         &payloads,
@@ -622,11 +624,68 @@ fn produce_transactional_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResu
     )
 }
 
-/// The two runs of `perf produce --transactional` on `dest`: `n` records through an
-/// idempotent acks=all `Producer` to `<topic>-plain`, then through a transactional one
-/// to `topic` in transactions of `--txn-records` records.
+/// One round of `perf produce --transactional`: the rates of its two runs and the
+/// commit latencies (nanoseconds) of its transactions.
+struct TxnRound {
+    plain_first: bool,
+    plain_seconds: f64,
+    seconds: f64,
+    /// CPU seconds of the process during each run, where the system tells.
+    plain_cpu: Option<f64>,
+    cpu: Option<f64>,
+    commits: Vec<u64>,
+}
+
+impl TxnRound {
+    /// The transactional rate over the plain one.
+    fn ratio(&self) -> f64 {
+        self.plain_seconds / self.seconds.max(1e-9)
+    }
+
+    /// The plain run's CPU time over the transactional one's: the ratio of the rates
+    /// each would reach on a CPU of its own.
+    fn cpu_ratio(&self) -> Option<f64> {
+        Some(self.plain_cpu? / self.cpu?.max(1e-9))
+    }
+}
+
+/// The CPU time the process used so far (every thread), in seconds; None where the
+/// system does not tell.
+fn process_cpu_seconds() -> Option<f64> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Some(t.tv_sec as f64 + t.tv_nsec as f64 / 1e9)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        None
+    }
+}
+
+/// The median of `values` (sorted here; 0 when empty).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 0 => (values[mid - 1] + values[mid]) / 2.0,
+        _ => values[mid],
+    }
+}
+
+/// The rounds of `perf produce --transactional` on `dest`. Each round sends `n`
+/// records through an idempotent acks=all `Producer` to `<topic>-plain` and `n` through
+/// a transactional one to `topic` in transactions of `--txn-records` records; the
+/// order of the two runs alternates from round to round (plain first in the first), so
+/// that neither run always meets the conditions the other left (a page cache the
+/// other filled, its writeback still under way). In process, each run's partitions are
+/// fsynced after it, outside the timing, so every run starts with no dirty pages of
+/// the other. Reports each round, the median of the rounds' ratios, the rates over
+/// all rounds and the commit latencies of every transaction.
 fn transactions_beside_plain(
     dest: Destination,
+    broker: Option<&Broker>,
     topic: &str,
     partition_count: i32,
     payloads: &Payloads,
@@ -635,35 +694,95 @@ fn transactions_beside_plain(
     if a.txn_records == 0 {
         return Err(fail!("--txn-records must be at least 1"));
     }
+    if a.rounds == 0 {
+        return Err(fail!("--rounds must be at least 1"));
+    }
     let n = a.records;
     let plain_topic = format!("{topic}-plain");
-    let mut progress = Progress::new("perf produce (non-transactional)");
-    let t0 = Instant::now();
     let plain = Producer::builder(dest.clone()).acks(Acks::All).build()?;
-    for i in 0..n {
-        // Fire and forget: a failed batch is reported by the flush below.
-        plain.send_nowait(&plain_topic, ProducerRecord::new(payloads.get(i)))?;
-        if i % 128 == 127 {
-            progress.tick(i + 1);
-        }
-    }
-    plain.flush()?;
-    let plain_seconds = t0.elapsed().as_secs_f64().max(1e-9);
-    plain.close()?;
-    drop(progress);
-
     let producer = Producer::builder(dest)
         .acks(Acks::All)
         .transactional_id(format!("tidelog-perf-{}", std::process::id()))
         .build()?;
     producer.init_transactions()?;
+    // Every run's partitions on disk before the next run starts (in process).
+    let settle = |name: &str| -> CliResult {
+        if let Some(broker) = broker {
+            for p in broker.topic(name)?.partitions().iter() {
+                p.sync()?;
+            }
+        }
+        Ok(())
+    };
+    let mut rounds = Vec::with_capacity(a.rounds);
+    for r in 0..a.rounds {
+        let plain_first = r % 2 == 0;
+        let mut round = TxnRound {
+            plain_first,
+            plain_seconds: 0.0,
+            seconds: 0.0,
+            plain_cpu: None,
+            cpu: None,
+            commits: Vec::with_capacity((n / a.txn_records + 1) as usize),
+        };
+        for plain_turn in [plain_first, !plain_first] {
+            let cpu0 = process_cpu_seconds();
+            if plain_turn {
+                round.plain_seconds = plain_run(&plain, &plain_topic, payloads, n)?;
+                round.plain_cpu = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+                settle(&plain_topic)?;
+            } else {
+                round.seconds = transactional_run(
+                    &producer,
+                    topic,
+                    payloads,
+                    n,
+                    a.txn_records,
+                    &mut round.commits,
+                )?;
+                round.cpu = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+                settle(topic)?;
+            }
+        }
+        rounds.push(round);
+    }
+    plain.close()?;
+    producer.close()?;
+    report_transactional_rounds(&rounds, n, partition_count, a)
+}
+
+/// `n` records through `plain` to `topic`, fire and forget, then a flush: the seconds
+/// it took.
+fn plain_run(plain: &Producer, topic: &str, payloads: &Payloads, n: u64) -> CliResult<f64> {
+    let mut progress = Progress::new("perf produce (non-transactional)");
+    let t0 = Instant::now();
+    for i in 0..n {
+        // Fire and forget: a failed batch is reported by the flush below.
+        plain.send_nowait(topic, ProducerRecord::new(payloads.get(i)))?;
+        if i % 128 == 127 {
+            progress.tick(i + 1);
+        }
+    }
+    plain.flush()?;
+    Ok(t0.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// `n` records through `producer` to `topic` in transactions of `per_txn` records: the
+/// seconds it took; each commit's latency goes to `commits`.
+fn transactional_run(
+    producer: &Producer,
+    topic: &str,
+    payloads: &Payloads,
+    n: u64,
+    per_txn: u64,
+    commits: &mut Vec<u64>,
+) -> CliResult<f64> {
     let mut progress = Progress::new("perf produce --transactional");
-    let mut commits = Vec::with_capacity((n / a.txn_records + 1) as usize);
     let t0 = Instant::now();
     let mut i = 0;
     while i < n {
         producer.begin_transaction()?;
-        let end = (i + a.txn_records).min(n);
+        let end = (i + per_txn).min(n);
         for j in i..end {
             producer.send_nowait(topic, ProducerRecord::new(payloads.get(j)))?;
         }
@@ -673,25 +792,84 @@ fn transactions_beside_plain(
         i = end;
         progress.tick(i);
     }
-    let seconds = t0.elapsed().as_secs_f64();
-    drop(progress);
-    producer.close()?;
+    Ok(t0.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// Reports the rounds of `perf produce --transactional`: one line per round (a
+/// `rounds_detail` array with `--json`), then the transactional rate over every round,
+/// the plain one, the median of the rounds' ratios (of the rates, and of the CPU time
+/// each run took) and the commit latencies of every transaction.
+fn report_transactional_rounds(
+    rounds: &[TxnRound],
+    n: u64,
+    partition_count: i32,
+    a: &PerfProduceArgs,
+) -> CliResult {
+    let rate = |seconds: f64| n as f64 / seconds.max(1e-9);
+    let json_or_null = |v: Option<f64>| v.map_or("null".into(), |v| format!("{v:.3}"));
+    let mut details = Vec::with_capacity(rounds.len());
+    for (r, round) in rounds.iter().enumerate() {
+        let mut commits = round.commits.clone();
+        commits.sort_unstable();
+        let first = if round.plain_first {
+            "plain"
+        } else {
+            "transactional"
+        };
+        let (p50, p99) = (percentile_us(&commits, 0.5), percentile_us(&commits, 0.99));
+        details.push(format!(
+            "{{\"round\":{},\"first\":\"{first}\",\"records_per_s\":{:.1},\"producer_records_per_s\":{:.1},\"ratio\":{:.3},\"cpu_ratio\":{},\"commit_p50_us\":{p50:.1},\"commit_p99_us\":{p99:.1}}}",
+            r + 1,
+            rate(round.seconds),
+            rate(round.plain_seconds),
+            round.ratio(),
+            json_or_null(round.cpu_ratio()),
+        ));
+        if !a.json {
+            Out::new().line(format_args!(
+                "round {} ({first} first): transactional {:.0} records/s, producer {:.0} records/s, ratio {:.3}, cpu ratio {}, commit p50 {p50:.1} us, p99 {p99:.1} us",
+                r + 1,
+                rate(round.seconds),
+                rate(round.plain_seconds),
+                round.ratio(),
+                json_or_null(round.cpu_ratio()),
+            ))?;
+        }
+    }
+    let mut ratios: Vec<f64> = rounds.iter().map(TxnRound::ratio).collect();
+    let cpu_ratios: Option<Vec<f64>> = rounds.iter().map(TxnRound::cpu_ratio).collect();
+    let mut commits: Vec<u64> = rounds
+        .iter()
+        .flat_map(|r| r.commits.iter().copied())
+        .collect();
     commits.sort_unstable();
     let pct = |q: f64| percentile_us(&commits, q);
-    let plain_rate = n as f64 / plain_seconds;
-    let rate = n as f64 / seconds.max(1e-9);
-    let extra = [
+    let records = n * rounds.len() as u64;
+    let seconds: f64 = rounds.iter().map(|r| r.seconds).sum();
+    let plain_seconds: f64 = rounds.iter().map(|r| r.plain_seconds).sum();
+    let mut extra = vec![
         ("api", "\"producer\"".into()),
         ("transactional", "true".into()),
         ("txn_records", a.txn_records.to_string()),
         ("transactions", commits.len().to_string()),
         ("partitions", partition_count.to_string()),
+        ("rounds", rounds.len().to_string()),
         ("commit_p50_us", format!("{:.1}", pct(0.5))),
         ("commit_p99_us", format!("{:.1}", pct(0.99))),
-        ("producer_records_per_s", format!("{plain_rate:.1}")),
-        ("ratio_to_producer", format!("{:.3}", rate / plain_rate)),
+        (
+            "producer_records_per_s",
+            format!("{:.1}", records as f64 / plain_seconds.max(1e-9)),
+        ),
+        ("ratio_to_producer", format!("{:.3}", median(&mut ratios))),
+        (
+            "cpu_ratio_to_producer",
+            json_or_null(cpu_ratios.map(|mut r| median(&mut r))),
+        ),
     ];
-    report("produce", n, a.record_size, seconds, &extra, a.json)
+    if a.json {
+        extra.push(("rounds_detail", format!("[{}]", details.join(","))));
+    }
+    report("produce", records, a.record_size, seconds, &extra, a.json)
 }
 
 /// The `q` quantile of `sorted` nanoseconds, in microseconds (0 when empty).

@@ -23,7 +23,13 @@ pub(crate) fn cluster(given: Option<&Path>, args: &ClusterArgs) -> CliResult {
         ));
     };
     let admin = admin_client(bootstrap, &args.target, given)?;
-    let ClusterCmd::Describe = args.cmd;
+    match args.cmd {
+        ClusterCmd::Describe => {}
+        ClusterCmd::Drain { node, timeout } => {
+            return crate::drain::drain(&admin, node, std::time::Duration::from_secs(timeout));
+        }
+        ClusterCmd::Unregister { node } => return crate::drain::unregister(&admin, node),
+    }
     let metadata = admin.metadata()?;
     let quorum = admin.describe_metadata_quorum()?;
     let now = std::time::SystemTime::now()

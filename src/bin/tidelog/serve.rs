@@ -202,6 +202,8 @@ fn server_builder(
         .fetch_max_bytes(args.fetch_max_bytes as usize)
         .max_queued_request_bytes(args.max_queued_request_bytes)
         .max_connections(args.max_connections)
+        .max_connections_per_ip(args.max_connections_per_ip.unwrap_or(usize::MAX))
+        .max_connections_per_ip_overrides(args.max_connections_per_ip_overrides.as_str())
         .max_request_size(args.max_request_size)
         .auto_create_topics(!args.no_auto_create_topics)
         .security_protocol(protocol)

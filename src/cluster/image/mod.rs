@@ -36,6 +36,7 @@ use crate::security::quota::{self, QuotaChange, QuotaTable};
 mod codec;
 mod once;
 mod reassign;
+mod unregister;
 
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
@@ -651,6 +652,7 @@ impl MetadataImage {
                 self.alter_reassignment(partition, target.as_deref())
             }
             MetadataRecord::AlterClientQuotas { changes } => self.alter_client_quotas(changes),
+            MetadataRecord::UnregisterBroker { broker_id } => self.unregister_broker(*broker_id),
         }
     }
 

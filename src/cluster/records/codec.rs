@@ -44,6 +44,7 @@ pub(super) mod kind {
     pub const ELECT_UNCLEAN_LEADERS: u8 = 32;
     pub const ALTER_PARTITION_REASSIGNMENT: u8 = 33;
     pub const ALTER_CLIENT_QUOTAS: u8 = 40;
+    pub const UNREGISTER_BROKER: u8 = 43;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -74,6 +75,7 @@ impl MetadataRecord {
             MetadataRecord::ElectUncleanLeaders { .. } => kind::ELECT_UNCLEAN_LEADERS,
             MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
             MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
+            MetadataRecord::UnregisterBroker { .. } => kind::UNREGISTER_BROKER,
         }
     }
 
@@ -152,6 +154,7 @@ impl MetadataRecord {
             MetadataRecord::AlterClientQuotas { changes } => {
                 put_list(w, changes, quota::put_change)
             }
+            MetadataRecord::UnregisterBroker { broker_id } => w.i32(*broker_id),
         }
     }
 
@@ -214,6 +217,9 @@ impl MetadataRecord {
             // At least two entity tags, a key length and a value tag each.
             kind::ALTER_CLIENT_QUOTAS => Ok(MetadataRecord::AlterClientQuotas {
                 changes: get_list(r, 5, quota::get_change)?,
+            }),
+            kind::UNREGISTER_BROKER => Ok(MetadataRecord::UnregisterBroker {
+                broker_id: r.i32()?,
             }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }

@@ -242,6 +242,12 @@ pub(crate) enum MetadataRecord {
         /// The changes, in order.
         changes: Vec<QuotaChange>,
     },
+    /// Removes a broker's registration (Kafka's `UnregisterBrokerRecord`, from
+    /// UnregisterBroker): refused while it is unfenced or holds a replica.
+    UnregisterBroker {
+        /// Node id.
+        broker_id: i32,
+    },
 }
 
 impl MetadataRecord {
@@ -267,6 +273,7 @@ impl MetadataRecord {
             MetadataRecord::ElectUncleanLeaders { .. } => "ElectUncleanLeaders",
             MetadataRecord::AlterPartitionReassignment { .. } => "AlterPartitionReassignment",
             MetadataRecord::AlterClientQuotas { .. } => "AlterClientQuotas",
+            MetadataRecord::UnregisterBroker { .. } => "UnregisterBroker",
         }
     }
 }
@@ -465,6 +472,7 @@ pub(crate) mod tests {
                 },
                 target: None,
             },
+            MetadataRecord::UnregisterBroker { broker_id: 4 },
             MetadataRecord::AlterClientQuotas {
                 changes: vec![
                     QuotaChange {

@@ -53,3 +53,93 @@ fn a_voter_restarted_on_an_empty_directory_refuses_to_vote() {
     }
     c.shutdown();
 }
+
+/// Whether `image` holds the ACL that [`acl`]`(name)` made.
+fn has_acl(image: &MetadataImage, name: &str) -> bool {
+    image.acls.iter().any(|b| b.resource_name == name)
+}
+
+/// A voter wiped before any peer applied the record of its directory id: the quorum has
+/// no id to refuse it by. Restarted empty, it must not vote for a candidate that lacks
+/// an entry it acknowledged (node 3 never records its directory id here).
+#[test]
+fn a_voter_wiped_before_its_directory_id_was_recorded_does_not_vote() {
+    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    c.wait_settled();
+    assert_eq!(c.node(0).image().directories.get(&3), None);
+    // An entry committed by node 3 and a "keeper" while the node "behind" is down. The
+    // controller stays up: node 3 does not vote while its directory is unrecorded.
+    let controller = c.node(0).controller_id().unwrap();
+    let behind = if controller == 2 { 0 } else { 1 };
+    let keeper = 1 - behind;
+    c.halt(behind);
+    c.node(keeper)
+        .propose(acl("acked-by-node-3"), CALL)
+        .unwrap();
+    c.halt(keeper);
+    c.halt(2);
+    wipe(c.dir(2));
+    c.restart(behind);
+    c.restart(2);
+    // "behind" lacks the entry; node 3's log is empty and would grant it its vote.
+    wait_until(
+        "node 3 refusing a vote, or a controller without the entry",
+        || c.node(2).refused_a_vote() || c.node(behind).controller_id().is_some(),
+    );
+    assert_eq!(
+        c.node(behind).controller_id(),
+        None,
+        "elected with the vote of a voter that lost the entry it acknowledged"
+    );
+    c.restart(keeper);
+    wait_until("the acknowledged entry on every node", || {
+        (0..3).all(|i| has_acl(&c.node(i).image(), "acked-by-node-3"))
+    });
+    for i in 0..3 {
+        c.node(i).check_running().unwrap();
+    }
+    c.shutdown();
+}
+
+/// The same voter while the controller that counted its acknowledgements still leads:
+/// the controller's heartbeat names a commit index the wiped log lacks, and the node
+/// stops with an error that says its data directory was lost and how to bring it back.
+#[test]
+fn a_voter_wiped_before_its_directory_id_was_recorded_stops_on_the_controllers_word() {
+    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    c.wait_settled();
+    if c.node(0).controller_id() == Some(3) {
+        // Another controller, which remembers what node 3 acknowledged.
+        c.halt(2);
+        c.restart(2);
+        wait_until("a controller other than node 3", || {
+            let l = c.node(0).controller_id();
+            l.is_some_and(|l| l != 3) && c.node(2).controller_id() == l
+        });
+    }
+    c.node(0).propose(acl("before"), CALL).unwrap();
+    let controller = c.node(0).controller_id().unwrap();
+    c.halt(2);
+    wipe(c.dir(2));
+    c.restart(2);
+    wait_until("the wiped node 3 failed", || {
+        c.node(2).check_running().is_err()
+    });
+    let e = c.node(2).check_running().unwrap_err().to_string();
+    assert!(
+        e.contains("node 3") && e.contains("data directory") && e.contains("lost"),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("controller (node {controller})")),
+        "{e}"
+    );
+    assert!(
+        e.contains("remove-voter") && e.contains("add-voter"),
+        "says how to recover: {e}"
+    );
+    for i in [0, 1] {
+        c.node(i).propose(acl(&format!("after-{i}")), CALL).unwrap();
+    }
+    c.shutdown();
+}

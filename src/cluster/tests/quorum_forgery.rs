@@ -1,7 +1,7 @@
 //! The quorum port against forged messages: a hello without the cluster id is refused
-//! once the node knows it, and a message that makes raft-rs panic (a heartbeat whose
-//! commit index is past the log) stops the node with a clear error instead of leaving
-//! it looking alive and no longer following the metadata.
+//! once the node knows it, and a message that makes raft-rs panic (a proposal without
+//! entries) stops the node with a clear error instead of leaving it looking alive and
+//! no longer following the metadata.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -20,14 +20,21 @@ const CALL: Duration = Duration::from_secs(10);
 /// Connects to node index 0's quorum port as node 2 with `cluster_id` and sends a
 /// heartbeat of a far higher term whose commit index no log has.
 fn forge(c: &TestCluster, cluster_id: Option<&str>) -> TcpStream {
-    let mut s = TcpStream::connect(c.addrs[0]).unwrap();
-    s.write_all(&frame(&hello(2, 1, cluster_id))).unwrap();
     let mut m = Message::default();
     m.set_msg_type(MessageType::MsgHeartbeat);
-    m.from = raft_id(2);
-    m.to = raft_id(1);
     m.term = 1 << 30;
     m.commit = 1 << 40;
+    forge_to(c, 0, cluster_id, m)
+}
+
+/// Connects to node index `i`'s quorum port as another voter with `cluster_id` and
+/// sends `m` from it.
+fn forge_to(c: &TestCluster, i: usize, cluster_id: Option<&str>, mut m: Message) -> TcpStream {
+    let (me, from) = (i as i32 + 1, (i as i32 + 1) % 3 + 1);
+    let mut s = TcpStream::connect(c.addrs[i]).unwrap();
+    s.write_all(&frame(&hello(from, me, cluster_id))).unwrap();
+    m.from = raft_id(from);
+    m.to = raft_id(me);
     s.write_all(&frame(&m.write_to_bytes().unwrap())).unwrap();
     s
 }
@@ -62,19 +69,43 @@ fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
     create(&c, "t", 3, vec![]);
-    wait_until("node 1 leads a partition", || {
-        (0..3).any(|p| part(&c, 0, "t", p).leader_epoch().is_some())
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    wait_until("the controller leads a partition", || {
+        (0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some())
     });
+    let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    // A proposal without entries: raft-rs's leader ends its thread on it.
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgPropose);
+    let _forged = forge_to(&c, l, Some(&id), m);
+    wait_until("the controller failed", || {
+        c.node(l).check_running().is_err()
+    });
+    let e = c.node(l).check_running().unwrap_err().to_string();
+    assert!(e.contains("Raft thread panicked"), "{e}");
+    assert!(e.contains("empty MsgProp"), "the panic's message: {e}");
+    // It leads nothing any more: writes go elsewhere.
+    wait_until("the failed node leads nothing", || {
+        (0..3).all(|p| part(&c, l, "t", p).leader_epoch().is_none())
+    });
+    c.shutdown();
+}
+
+/// A forged heartbeat whose commit index no log has no longer reaches raft-rs (which
+/// ends its thread on it): the node stops with the error of a lost metadata log.
+#[test]
+fn a_heartbeat_past_the_log_stops_the_node_before_raft_rs_sees_it() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
     let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
     let _forged = forge(&c, Some(&id));
     wait_until("node 1 failed", || c.node(0).check_running().is_err());
     let e = c.node(0).check_running().unwrap_err().to_string();
-    assert!(e.contains("Raft thread panicked"), "{e}");
-    assert!(e.contains("out of range"), "the panic's message: {e}");
-    // It leads nothing any more: writes go elsewhere.
-    wait_until("node 1 leads nothing", || {
-        (0..3).all(|p| part(&c, 0, "t", p).leader_epoch().is_none())
-    });
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(
+        e.contains("node 1") && e.contains(&format!("index {}", 1u64 << 40)),
+        "{e}"
+    );
     c.shutdown();
 }
 

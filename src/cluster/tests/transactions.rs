@@ -210,3 +210,89 @@ fn an_in_process_producer_uses_the_coordinator_of_another_node() {
     drop((producer, newer));
     c.shutdown();
 }
+
+/// A network producer of transaction version 2 on a cluster: its partitions are led by
+/// other nodes than its transaction coordinator, which add them to the transaction
+/// over the inter-broker client (AddPartitionsToTxn, not verify-only: KIP-890 part 2);
+/// every transaction's batches carry the epoch the previous EndTxn bumped to, and each
+/// ends with its marker.
+#[test]
+fn a_version_2_network_producer_joins_partitions_led_by_other_nodes() {
+    use super::failover::addr;
+    use super::replication::{broker, create};
+    use crate::producer::{Producer, ProducerRecord};
+    use crate::remote::{ClientConfig, Cluster};
+
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    c.node(0).ensure_transaction_state(&config()).unwrap();
+    wait_until("every node coordinating what it leads", || {
+        (0..3).all(|i| coordinates_what_it_leads(&c, i))
+    });
+    create(&c, "t", 3, Vec::new());
+    let image = c.wait_same_image();
+    let leaders: Vec<i32> = image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    let tp = crate::transaction::log::partition_for("v2", PARTITIONS);
+    let coordinator = image.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions[tp as usize].leader;
+    assert!(
+        leaders.iter().any(|&l| l != coordinator),
+        "a partition of t led away from the coordinator: {leaders:?}, {coordinator}"
+    );
+    let bootstrap = c
+        .running()
+        .iter()
+        .map(|&i| addr(&c, i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let remote = Cluster::connect(ClientConfig::new(bootstrap)).unwrap();
+    let p = Producer::builder(&remote)
+        .transactional_id("v2")
+        .build()
+        .unwrap();
+    p.init_transactions().unwrap();
+    for round in 0..2 {
+        p.begin_transaction().unwrap();
+        for partition in 0..3 {
+            let value = format!("r{round}-{partition}");
+            p.send(
+                "t",
+                ProducerRecord::new(value.as_bytes()).partition(partition),
+            )
+            .unwrap();
+        }
+        p.commit_transaction().unwrap();
+    }
+    for (partition, &leader) in leaders.iter().enumerate() {
+        let log = broker(&c, (leader - 1) as usize)
+            .topic("t")
+            .and_then(|t| t.partition(partition as i32))
+            .unwrap();
+        wait_until("both markers written", || {
+            log.read(0, 1 << 20)
+                .unwrap()
+                .batches()
+                .filter(|b| b.is_control())
+                .count()
+                == 2
+        });
+        let slice = log.read(0, 1 << 20).unwrap();
+        let epochs: Vec<i16> = slice
+            .batches()
+            .filter(|b| !b.is_control())
+            .map(|b| b.producer_epoch())
+            .collect();
+        assert_eq!(epochs.len(), 2, "t-{partition}: {epochs:?}");
+        assert_eq!(
+            epochs[1],
+            epochs[0] + 1,
+            "t-{partition}: the commit bumped the epoch"
+        );
+    }
+    p.close().unwrap();
+}

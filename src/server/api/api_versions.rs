@@ -5,12 +5,24 @@
 //! `UNSUPPORTED_VERSION` (35) and the full list, and the client retries with the highest
 //! version the list offers. That reply is built from the raw header alone, before any
 //! decoding, in [`unsupported_version_reply`].
+//!
+//! v3 also lists the features the server supports and has finalized: only
+//! `transaction.version`, finalized at 2 (KIP-890 part 2: EndTxn v5 bumps the
+//! producer's epoch on every transaction end, Produce v12 and TxnOffsetCommit v5 add
+//! their partition to the transaction), which tells Kafka 4.0 clients to use it.
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{APIS, Ctx, Fatal, Reply, Request, encode_response};
+use crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION;
+
+/// Kafka's feature of the transaction protocol's version (KIP-1022).
+const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// The response listing every API of the table ([`APIS`]), with `error_code`.
 fn response(error_code: i16) -> ApiVersionsResponse {
@@ -26,6 +38,20 @@ fn response(error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(api_keys)
+        .with_supported_features(vec![
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+                .with_min_version(0)
+                .with_max_version(EPOCH_BUMP_TRANSACTION_VERSION),
+        ])
+        // The levels never change: one epoch for the life of every server.
+        .with_finalized_features_epoch(0)
+        .with_finalized_features(vec![
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+                .with_min_version_level(EPOCH_BUMP_TRANSACTION_VERSION)
+                .with_max_version_level(EPOCH_BUMP_TRANSACTION_VERSION),
+        ])
 }
 
 /// Answer an ApiVersions request of a supported version.

@@ -25,6 +25,10 @@ const BROKER: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 /// `config_source` DYNAMIC_TOPIC_CONFIG: a setting the topic overrides.
 const TOPIC_CONFIG: i8 = 1;
+/// Resource type of a group (KIP-848's dynamic group configs).
+pub(super) const GROUP: i8 = 32;
+/// `config_source` GROUP_CONFIG: a setting the group overrides.
+const GROUP_CONFIG: i8 = 8;
 
 /// Settings as (name, value) pairs.
 type Settings = Vec<(String, String)>;
@@ -54,6 +58,26 @@ pub(super) fn config_source(name: &str, overridden: &[(String, String)]) -> i8 {
     }
 }
 
+/// A group's settings as DescribeConfigs lists them, and the ones it overrides; a node
+/// that keeps no group configs (a cluster node) answers INVALID_REQUEST.
+fn group_configs(ctx: &Ctx<'_>, group: &str) -> Result<(Settings, Settings), (i16, String)> {
+    let store = ctx.backend().group_configs().ok_or_else(|| {
+        (
+            ResponseError::InvalidRequest.code(),
+            format!("group {group:?}: group configs are kept by single nodes only, not by cluster nodes yet"),
+        )
+    })?;
+    let mut pairs = Vec::new();
+    let mut overridden = Vec::new();
+    for (k, v, set) in store.describe(group) {
+        if set {
+            overridden.push((k.clone(), v.clone()));
+        }
+        pairs.push((k, v));
+    }
+    Ok((pairs, overridden))
+}
+
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeConfigsRequest = req.decode()?;
     let results = request
@@ -66,6 +90,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let mut overridden = Vec::new();
             let (kind, name) = match r.resource_type {
                 BROKER => (ResourceType::Cluster, CLUSTER_RESOURCE_NAME),
+                GROUP => (ResourceType::Group, r.resource_name.as_str()),
                 _ => (ResourceType::Topic, r.resource_name.as_str()),
             };
             let allowed = ctx.check(AclOperation::DescribeConfigs, kind, name);
@@ -90,10 +115,19 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         ))
                     }
                 }
+                GROUP => group_configs(ctx, &r.resource_name).map(|(pairs, o)| {
+                    overridden = o;
+                    pairs
+                }),
                 other => Err((
                     ResponseError::InvalidRequest.code(),
                     format!("resource type {other} is not supported"),
                 )),
+            };
+            let override_source = if r.resource_type == GROUP {
+                GROUP_CONFIG
+            } else {
+                TOPIC_CONFIG
             };
             match pairs {
                 Ok(pairs) => result.with_configs(
@@ -105,7 +139,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                                 .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                         })
                         .map(|(k, v)| {
-                            let source = config_source(&k, &overridden);
+                            let source = match config_source(&k, &overridden) {
+                                TOPIC_CONFIG => override_source,
+                                default => default,
+                            };
                             DescribeConfigsResourceResult::default()
                                 .with_name(kstr(k))
                                 .with_value(Some(kstr(v)))

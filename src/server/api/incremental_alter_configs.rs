@@ -8,7 +8,11 @@
 //! SUBTRACT on a setting that is not a list INVALID_CONFIG, as in Kafka.
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
+use std::collections::HashMap;
+
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
@@ -16,6 +20,7 @@ use super::alter_configs::{
     Refusal, alter, check_resource, duplicate_key, invalid_request, is_ignored, resource_counts,
     without_ignored,
 };
+use super::describe_configs::GROUP;
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 
@@ -26,6 +31,60 @@ const SUBTRACT: i8 = 3;
 
 /// Settings whose value is a comma-separated list.
 const LIST_SETTINGS: &[&str] = &["cleanup.policy"];
+
+/// IncrementalAlterConfigs of a group (resource type 32): SET and DELETE of the group
+/// settings Kafka has (`consumer.session.timeout.ms`, `share.auto.offset.reset`, ...),
+/// checked against their bounds, stored durably before the answer; a cluster node keeps
+/// none yet (INVALID_REQUEST).
+fn alter_group(
+    ctx: &Ctx<'_>,
+    counts: &HashMap<(i8, String), usize>,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    if counts[&(GROUP, name.to_string())] > 1 {
+        return Err(invalid_request(format!(
+            "resource {name:?} appears more than once in the request"
+        )));
+    }
+    ctx.check(AclOperation::AlterConfigs, ResourceType::Group, name)?;
+    if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str())) {
+        return Err(refusal);
+    }
+    let store = ctx.backend().group_configs().ok_or_else(|| {
+        invalid_request(format!(
+            "group {name:?}: group configs are kept by single nodes only, not by cluster nodes yet"
+        ))
+    })?;
+    let changes = r
+        .configs
+        .iter()
+        .map(|c| {
+            let key = c.name.to_string();
+            match (c.config_operation, &c.value) {
+                (SET, Some(v)) => Ok((key, Some(v.to_string()))),
+                (DELETE, _) => Ok((key, None)),
+                (APPEND | SUBTRACT, _) => Err((
+                    ResponseError::InvalidConfig.code(),
+                    format!("group {name:?}: {key} is not a list setting"),
+                )),
+                (SET, None) => Err(invalid_request(format!(
+                    "group {name:?}: SET of {key} without a value"
+                ))),
+                (other, _) => Err(invalid_request(format!(
+                    "group {name:?}: unknown operation {other} on {key}"
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, Refusal>>()?;
+    let done = if validate_only {
+        store.validate(name, &changes)
+    } else {
+        store.apply(name, &changes)
+    };
+    done.map_err(|e| (error_code(&e), e.to_string()))
+}
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
@@ -40,30 +99,35 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .iter()
         .map(|r| {
             let name = r.resource_name.as_str();
-            let outcome = check_resource(&counts, r.resource_type, name)
-                .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))
-                .and_then(|()| {
-                    if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str()))
-                    {
-                        return Err(refusal);
-                    }
-                    let effective = ctx
-                        .backend()
-                        .topic_configs(name)
-                        .map_err(|e| (error_code(&e), e.to_string()))?;
-                    alter(ctx, name, request.validate_only, |mut overrides| {
-                        for c in &r.configs {
-                            if is_ignored(c.name.as_str()) {
-                                let value = c.value.as_deref().unwrap_or_default().to_string();
-                                let configs = vec![(c.name.to_string(), value)];
-                                without_ignored(ctx.peer, name, configs);
-                                continue;
-                            }
-                            apply(&mut overrides, &effective, c)?;
+            let outcome = if r.resource_type == GROUP {
+                alter_group(ctx, &counts, r, request.validate_only)
+            } else {
+                check_resource(&counts, r.resource_type, name)
+                    .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))
+                    .and_then(|()| {
+                        if let Some(refusal) =
+                            duplicate_key(r.configs.iter().map(|c| c.name.as_str()))
+                        {
+                            return Err(refusal);
                         }
-                        Ok(overrides)
+                        let effective = ctx
+                            .backend()
+                            .topic_configs(name)
+                            .map_err(|e| (error_code(&e), e.to_string()))?;
+                        alter(ctx, name, request.validate_only, |mut overrides| {
+                            for c in &r.configs {
+                                if is_ignored(c.name.as_str()) {
+                                    let value = c.value.as_deref().unwrap_or_default().to_string();
+                                    let configs = vec![(c.name.to_string(), value)];
+                                    without_ignored(ctx.peer, name, configs);
+                                    continue;
+                                }
+                                apply(&mut overrides, &effective, c)?;
+                            }
+                            Ok(overrides)
+                        })
                     })
-                });
+            };
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

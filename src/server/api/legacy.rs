@@ -189,6 +189,44 @@ pub(crate) fn up_convert(set: &[u8]) -> Result<Vec<u8>, String> {
     Ok(batch.finish())
 }
 
+/// One message of magic 0 or 1 (uncompressed) of an old message set.
+struct Message<'a> {
+    magic: u8,
+    attributes: u8,
+    /// Written for magic 1 only.
+    timestamp: i64,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+}
+
+impl Message<'_> {
+    /// Appends the message at `offset` to `out`: offset, size, CRC-32 of the rest,
+    /// magic, attributes, timestamp (magic 1), key and value (length -1 when null).
+    fn encode(&self, offset: i64, out: &mut Vec<u8>) {
+        let mut m = Vec::with_capacity(
+            22 + self.key.map_or(0, <[u8]>::len) + self.value.map_or(0, <[u8]>::len),
+        );
+        m.push(self.magic);
+        m.push(self.attributes);
+        if self.magic == 1 {
+            m.extend_from_slice(&self.timestamp.to_be_bytes());
+        }
+        for field in [self.key, self.value] {
+            match field {
+                Some(f) => {
+                    m.extend_from_slice(&(f.len() as i32).to_be_bytes());
+                    m.extend_from_slice(f);
+                }
+                None => m.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
+        out.extend_from_slice(&crate::storage::crc32(&m).to_be_bytes());
+        out.extend_from_slice(&m);
+    }
+}
+
 /// Record batches as a message set of magic 1 (Fetch v0-3, as Kafka's broker
 /// down-converts): each record of each data batch with its offset, timestamp, key and
 /// value (headers have no place there), control batches left out.
@@ -208,23 +246,14 @@ pub(crate) fn down_convert(bytes: &[u8], location: &str) -> crate::error::Result
         };
         for record in batch.decode_records(location, 1 << 26, &mut scratch)? {
             let record = record?;
-            let mut m = Vec::with_capacity(22 + record.value.map_or(0, <[u8]>::len));
-            m.push(1); // magic
-            m.push(attributes);
-            m.extend_from_slice(&record.timestamp.to_be_bytes());
-            for field in [record.key, record.value] {
-                match field {
-                    Some(f) => {
-                        m.extend_from_slice(&(f.len() as i32).to_be_bytes());
-                        m.extend_from_slice(f);
-                    }
-                    None => m.extend_from_slice(&(-1i32).to_be_bytes()),
-                }
-            }
-            out.extend_from_slice(&record.offset.to_be_bytes());
-            out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
-            out.extend_from_slice(&crate::storage::crc32(&m).to_be_bytes());
-            out.extend_from_slice(&m);
+            let message = Message {
+                magic: 1,
+                attributes,
+                timestamp: record.timestamp,
+                key: record.key,
+                value: record.value,
+            };
+            message.encode(record.offset, &mut out);
         }
     }
     Ok(out)
@@ -713,24 +742,16 @@ mod tests {
         value: &[u8],
         bad_crc: bool,
     ) -> Vec<u8> {
-        let mut m = vec![magic, attributes];
-        if magic == 1 {
-            m.extend_from_slice(&ts.to_be_bytes());
-        }
-        match key {
-            Some(k) => {
-                m.extend_from_slice(&(k.len() as i32).to_be_bytes());
-                m.extend_from_slice(k);
-            }
-            None => m.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-        m.extend_from_slice(&(value.len() as i32).to_be_bytes());
-        m.extend_from_slice(value);
-        let crc = crate::storage::crc32(&m) ^ u32::from(bad_crc);
-        let mut out = 0i64.to_be_bytes().to_vec();
-        out.extend_from_slice(&(m.len() as i32 + 4).to_be_bytes());
-        out.extend_from_slice(&crc.to_be_bytes());
-        out.extend_from_slice(&m);
+        let mut out = Vec::new();
+        let m = Message {
+            magic,
+            attributes,
+            timestamp: ts,
+            key,
+            value: Some(value),
+        };
+        m.encode(0, &mut out);
+        out[12] ^= u8::from(bad_crc);
         out
     }
 

@@ -64,6 +64,7 @@ mod share_group_describe;
 mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
+mod unregister_broker;
 mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
@@ -241,7 +242,7 @@ pub(super) fn by_topic<P, T>(
 //
 // Adding an API: its handler file (and `mod` line above), and one line here.
 apis! {
-    Produce 0..=11, ProduceRequest => ProduceResponse, handler(produce),
+    Produce 0..=12, ProduceRequest => ProduceResponse, handler(produce),
         errors [|r, f| r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))];
     Fetch 0..=16, FetchRequest => FetchResponse, handler(fetch), errors [framed];
     ListOffsets 0..=9, ListOffsetsRequest => ListOffsetsResponse, handler(list_offsets),
@@ -304,7 +305,7 @@ apis! {
     EndTxn 0..=5, EndTxnRequest => EndTxnResponse, handler(end_txn), errors [|r, f| f(r.error_code)];
     WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
         errors [|r, f| r.markers.iter().flat_map(|m| &m.topics).flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
-    TxnOffsetCommit 0..=4, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
+    TxnOffsetCommit 0..=5, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeConfigs 0..=4, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
@@ -402,6 +403,8 @@ apis! {
     AddRaftVoter 0..=0, AddRaftVoterRequest => AddRaftVoterResponse, handler(add_raft_voter),
         errors [|r, f| f(r.error_code)];
     RemoveRaftVoter 0..=0, RemoveRaftVoterRequest => RemoveRaftVoterResponse, handler(remove_raft_voter),
+        errors [|r, f| f(r.error_code)];
+    UnregisterBroker 0..=0, UnregisterBrokerRequest => UnregisterBrokerResponse, handler(unregister_broker),
         errors [|r, f| f(r.error_code)];
 }
 

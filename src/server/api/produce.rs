@@ -1,5 +1,6 @@
-//! Produce (key 0), versions 3-11 (v9 is flexible; v10 and v11 add only tagged fields
-//! and an error code tidelog does not give).
+//! Produce (key 0), versions 3-12 (v9 is flexible; v10 and v11 add only tagged fields
+//! and an error code tidelog does not give; v12 is a client of transaction version 2,
+//! whose partitions the leader adds to the transaction: KIP-890 part 2).
 //!
 //! Transactional batches (KIP-98) need the request's transactional id, Write on it, and
 //! their partition in the producer's ongoing transaction, which the transaction
@@ -104,6 +105,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                             p.records.unwrap_or_default(),
                             acks,
                             transactional_id,
+                            version,
                         )
                     }
                 })
@@ -271,14 +273,16 @@ fn keyless_records(
 /// cluster the one on the node that leads the id's `__transaction_state` partition
 /// (AddPartitionsToTxn `verify_only`). As Kafka's leader does, only the first batch of
 /// a transaction in a partition is verified: later ones continue the transaction the
-/// log holds open for the producer at that epoch.
+/// log holds open for the producer at that epoch. With `add` (Produce v12, a client of
+/// transaction version 2: KIP-890 part 2) the leader adds the partition to the
+/// transaction instead, as that client no longer sends AddPartitionsToTxn.
 fn verify(
     ctx: &Ctx<'_>,
     log: &dyn PartitionOps,
     transactional_id: Option<&str>,
     producer: ProducerIdAndEpoch,
-    topic: &str,
-    index: i32,
+    (topic, index): (&str, i32),
+    add: bool,
 ) -> Result<(), (i16, String)> {
     let Some(id) = transactional_id else {
         // Kafka: transactional records need the request's transactional id.
@@ -294,17 +298,37 @@ fn verify(
         Ok(false) => {}
         Err(e) => return Err((error_code(&e), e.to_string())),
     }
+    in_transaction(ctx, id, producer, topic, index, add)
+        .map_err(|e| (produce_verification_code(&e), e.to_string()))
+}
+
+/// Asks the coordinator of `id` (this node's, or on a cluster the one of the node
+/// that leads the id's `__transaction_state` partition) to verify (KIP-890 part 1) or,
+/// with `add`, to add (part 2) `topic`-`index` in the producer's ongoing transaction.
+pub(super) fn in_transaction(
+    ctx: &Ctx<'_>,
+    id: &str,
+    producer: ProducerIdAndEpoch,
+    topic: &str,
+    index: i32,
+    add: bool,
+) -> Result<(), crate::transaction::TxnError> {
     let txns = ctx.backend().transactions();
     let local = txns.partition_of(id).is_some_and(|p| txns.leads(p));
-    let verdict = match ctx.backend().cluster() {
-        Some(cluster) if !local => cluster.verify_transaction(id, producer, topic, index),
-        _ => {
-            let wanted = [(topic.to_string(), index)].into();
-            txns.verify_partitions(id, producer, &wanted)
-                .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(())))
-        }
-    };
-    verdict.map_err(|e| (produce_verification_code(&e), e.to_string()))
+    let wanted: std::collections::BTreeSet<_> = [(topic.to_string(), index)].into();
+    match ctx.backend().cluster() {
+        Some(cluster) if !local => cluster.verify_transaction(id, producer, topic, index, add),
+        _ if add => txns.add_partitions(&crate::transaction::AddPartitionsRequest {
+            transactional_id: id.to_string(),
+            producer_id: producer.producer_id,
+            producer_epoch: producer.epoch,
+            partitions: wanted,
+            client_transaction_version: crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION,
+        }),
+        _ => txns
+            .verify_partitions(id, producer, &wanted)
+            .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(()))),
+    }
 }
 
 fn produce_partition(
@@ -314,6 +338,7 @@ fn produce_partition(
     records: Bytes,
     acks: i16,
     transactional_id: Option<&str>,
+    version: i16,
 ) -> Appended {
     if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
         return (refuse(index, error_code(&e), e.to_string()), None);
@@ -348,8 +373,14 @@ fn produce_partition(
         }
     };
     if let Some(producer) = transactional
-        && let Err((code, message)) =
-            verify(ctx, log.as_ref(), transactional_id, producer, topic, index)
+        && let Err((code, message)) = verify(
+            ctx,
+            log.as_ref(),
+            transactional_id,
+            producer,
+            (topic, index),
+            version >= 12,
+        )
     {
         tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "transactional produce refused: {message}");
         return (refuse(index, code, message), None);

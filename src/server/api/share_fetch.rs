@@ -10,7 +10,8 @@
 //! acquire the request waits up to `max_wait_ms`, woken by an append to its partitions,
 //! a change of the share coordinator (records released or acknowledged) or the next
 //! lock expiry, never polling. A new share-partition starts at the
-//! log's end (Kafka's default `share.auto.offset.reset`, latest).
+//! log's end (Kafka's default `share.auto.offset.reset`, latest) or, when the group's
+//! `share.auto.offset.reset` config is `earliest`, at its start.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,8 +89,15 @@ impl Fetcher<'_> {
         let end = p.high_watermark();
         let now = Instant::now();
         let share = self.share;
-        let from =
-            share.fetch_offset(self.group, topic, partition, p.log_start_offset(), end, now)?;
+        // A share-partition read for the first time starts as the group's
+        // `share.auto.offset.reset` says: the log's end (latest, the default) or start.
+        let earliest = self
+            .backend
+            .group_configs()
+            .is_some_and(|c| c.share_reads_from_earliest(self.group));
+        let start = p.log_start_offset();
+        let initial = if earliest { start } else { end };
+        let from = share.fetch_offset(self.group, topic, partition, start, initial, now)?;
         if from >= end {
             return Ok((Bytes::new(), Vec::new()));
         }

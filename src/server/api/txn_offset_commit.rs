@@ -1,8 +1,12 @@
-//! TxnOffsetCommit (key 28), versions 0-4: a transactional producer commits a group's
+//! TxnOffsetCommit (key 28), versions 0-5: a transactional producer commits a group's
 //! offsets with its transaction (KIP-98). The group coordinator writes them to
 //! `__consumer_offsets` at once and holds them pending until the transaction's marker
 //! decides them; v3 adds the consuming member's generation, member id and instance id,
-//! checked as Kafka does (KIP-447).
+//! checked as Kafka does (KIP-447). A client of v5 (transaction version 2, KIP-890
+//! part 2) sends no AddOffsetsToTxn: the group's `__consumer_offsets` partition is
+//! added to its transaction here, at its transaction coordinator, before the offsets
+//! are written (a coordinator that is busy or moving answers the retriable
+//! CONCURRENT_TRANSACTIONS).
 //!
 //! Authorization as Kafka's: Write on the transactional id, then Read on the group
 //! (each refusal answers every partition), then Read on each topic
@@ -18,6 +22,7 @@ use crate::coordinator::CommitOffset;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::error_codes::KafkaCode;
+use crate::transaction::TxnError;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: TxnOffsetCommitRequest = req.decode()?;
@@ -73,6 +78,24 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         results.push((o.topic.clone(), o.partition, code));
         false
     });
+    if version >= 5
+        && !commit.offsets.is_empty()
+        && let Err(e) = add_offsets_partition(ctx, &request.transactional_id.0, &commit)
+    {
+        tracing::debug!(peer = %ctx.peer, group = %commit.group_id, "TxnOffsetCommit refused: {e}");
+        let code = match e {
+            TxnError::NotCoordinator
+            | TxnError::CoordinatorNotAvailable { .. }
+            | TxnError::CoordinatorLoadInProgress => TxnError::ConcurrentTransactions.code(),
+            e => e.code(),
+        };
+        results.extend(
+            commit
+                .offsets
+                .drain(..)
+                .map(|o| (o.topic, o.partition, code)),
+        );
+    }
     if !commit.offsets.is_empty() {
         let asked: Vec<(String, i32)> = commit
             .offsets
@@ -103,4 +126,31 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         },
     );
     req.respond(&TxnOffsetCommitResponse::default().with_topics(topics))
+}
+
+/// KIP-890 part 2: adds the `__consumer_offsets` partition of the commit's group to the
+/// producer's transaction at its coordinator.
+fn add_offsets_partition(
+    ctx: &Ctx<'_>,
+    transactional_id: &str,
+    commit: &crate::coordinator::TxnOffsetCommitRequest,
+) -> Result<(), TxnError> {
+    let count = ctx
+        .backend()
+        .partition_count(crate::broker::OFFSETS_TOPIC)
+        .unwrap_or(1)
+        .max(1);
+    let partition = crate::transaction::log::partition_for(&commit.group_id, count);
+    let producer = crate::transaction::ProducerIdAndEpoch {
+        producer_id: commit.producer_id,
+        epoch: commit.producer_epoch,
+    };
+    super::produce::in_transaction(
+        ctx,
+        transactional_id,
+        producer,
+        crate::broker::OFFSETS_TOPIC,
+        partition,
+        true,
+    )
 }

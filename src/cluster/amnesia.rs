@@ -1,0 +1,337 @@
+//! A voter that lost its Raft state (a wiped or replaced data directory) must not take
+//! part in the quorum as if new: with an empty log and a term of 0 it would vote for a
+//! candidate that lacks entries it once acknowledged. The quorum refuses a voter whose
+//! directory id is not the one it recorded (`RegisterVoterDirectory`); this module
+//! covers the voter no peer has a record of yet, judging each Raft message before it is
+//! stepped:
+//!
+//! - a leader's heartbeat names a commit index of at most what this node acknowledged
+//!   (raft-rs sends `min(matched, committed)`), so one above this node's last index says
+//!   it acknowledged entries it no longer has: its metadata log was lost, and it stops
+//!   (raft-rs would end the thread on the commit index its log lacks);
+//! - a voter on a directory drawn at this start (no `meta.properties`) that joins a
+//!   cluster which already has an id does not vote (pre-vote or vote) until the quorum
+//!   has recorded its directory id: it may be a voter whose disk was lost, and by then
+//!   it holds every entry committed before its record.
+
+use raft::prelude::{Message, MessageType};
+
+use super::inbox::node_of;
+
+/// What to do with a Raft message from a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Step it.
+    Step,
+    /// Drop a vote request unanswered: this node may not vote yet.
+    RefuseVote,
+    /// This node acknowledged entries up to `acknowledged` to the leader `leader` (a
+    /// node id), but its log ends at `last`: its metadata log was lost.
+    Lost {
+        leader: i32,
+        acknowledged: u64,
+        last: u64,
+    },
+}
+
+/// Where this node stands, as the judgement of a message needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Standing {
+    /// raft-rs's current term of this node.
+    pub term: u64,
+    /// The last index of this node's metadata log (its snapshot's if the log is empty).
+    pub last_index: u64,
+    /// This node may not vote (see [`may_vote`]).
+    pub votes_refused: bool,
+}
+
+/// The verdict on message `m` for a node in `standing`.
+pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
+    match m.get_msg_type() {
+        MessageType::MsgHeartbeat if m.term >= standing.term && m.commit > standing.last_index => {
+            Verdict::Lost {
+                leader: node_of(m.from),
+                acknowledged: m.commit,
+                last: standing.last_index,
+            }
+        }
+        MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
+            Verdict::RefuseVote
+        }
+        _ => Verdict::Step,
+    }
+}
+
+/// Whether a voter may vote: always, unless its data directory was drawn at this start
+/// (`fresh`), it knows the cluster already has an id (`cluster_known`: from its applied
+/// metadata or its peers' hellos), and the quorum has not yet recorded its directory id
+/// (`recorded`). A new cluster's voters all start fresh and know no id, so they elect
+/// the first leader.
+pub(crate) fn may_vote(fresh: bool, cluster_known: bool, recorded: bool) -> bool {
+    !fresh || !cluster_known || recorded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::storage::MemStorage;
+    use raft::{Config, RawNode};
+
+    fn message(t: MessageType, term: u64, commit: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(t);
+        m.term = term;
+        m.commit = commit;
+        m.from = 2;
+        m
+    }
+
+    fn standing(term: u64, last_index: u64, votes_refused: bool) -> Standing {
+        Standing {
+            term,
+            last_index,
+            votes_refused,
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_naming_a_commit_beyond_the_log_means_it_was_lost() {
+        let hb = message(MessageType::MsgHeartbeat, 5, 40);
+        assert_eq!(
+            judge(&hb, standing(0, 0, false)),
+            Verdict::Lost {
+                leader: 1,
+                acknowledged: 40,
+                last: 0
+            }
+        );
+        // A log that holds the commit index, or one that is behind only in what it was
+        // not told is committed, is stepped.
+        assert_eq!(judge(&hb, standing(5, 40, false)), Verdict::Step);
+        assert_eq!(
+            judge(
+                &message(MessageType::MsgHeartbeat, 5, 0),
+                standing(0, 0, false)
+            ),
+            Verdict::Step
+        );
+        // A stale leader's heartbeat (a lower term) is raft-rs's to ignore.
+        assert_eq!(judge(&hb, standing(6, 10, false)), Verdict::Step);
+        // Appends carry no such claim: a mismatch is answered with a rejection.
+        assert_eq!(
+            judge(
+                &message(MessageType::MsgAppend, 5, 40),
+                standing(0, 0, false)
+            ),
+            Verdict::Step
+        );
+    }
+
+    #[test]
+    fn a_node_that_may_not_vote_drops_vote_requests_only() {
+        for t in [MessageType::MsgRequestVote, MessageType::MsgRequestPreVote] {
+            assert_eq!(
+                judge(&message(t, 3, 0), standing(0, 0, true)),
+                Verdict::RefuseVote
+            );
+            assert_eq!(
+                judge(&message(t, 3, 0), standing(0, 0, false)),
+                Verdict::Step
+            );
+        }
+        assert_eq!(
+            judge(&message(MessageType::MsgAppend, 3, 0), standing(0, 0, true)),
+            Verdict::Step
+        );
+    }
+
+    #[test]
+    fn only_a_fresh_directory_of_a_known_cluster_without_a_record_may_not_vote() {
+        assert!(!may_vote(true, true, false));
+        // A new cluster's first election; a recorded directory; a directory that was
+        // there before this start (its Raft state is its own).
+        assert!(may_vote(true, false, false));
+        assert!(may_vote(true, true, true));
+        assert!(may_vote(false, true, false));
+    }
+
+    /// Three raft-rs nodes in memory, stepped by hand: the assumption the lost-log rule
+    /// rests on, that a leader's heartbeat names `min(matched, committed)`.
+    struct Model {
+        nodes: Vec<RawNode<MemStorage>>,
+        /// Nodes (raft ids) whose messages are dropped, as if down.
+        down: Vec<u64>,
+        /// Nodes (raft ids) that may not vote ([`may_vote`]).
+        refusing: Vec<u64>,
+    }
+
+    impl Model {
+        fn new() -> Model {
+            Model {
+                nodes: (1..=3).map(fresh).collect(),
+                down: Vec::new(),
+                refusing: Vec::new(),
+            }
+        }
+
+        /// Runs the nodes' `Ready`s and delivers their messages until none is left,
+        /// keeping what `keep` picks of them; a message [`judge`] does not let through is
+        /// dropped (raft-rs would end the thread on the heartbeat of a lost log).
+        fn settle(&mut self, keep: impl Fn(&Message) -> bool) -> Vec<Message> {
+            let mut kept = Vec::new();
+            for _ in 0..100 {
+                let mut msgs = Vec::new();
+                for n in self.nodes.iter_mut() {
+                    if !n.has_ready() {
+                        continue;
+                    }
+                    let mut rd = n.ready();
+                    msgs.extend(rd.take_messages());
+                    n.mut_store().wl().append(rd.entries()).unwrap();
+                    if let Some(hs) = rd.hs() {
+                        n.mut_store().wl().set_hardstate(hs.clone());
+                    }
+                    msgs.extend(rd.take_persisted_messages());
+                    let mut light = n.advance(rd);
+                    if let Some(c) = light.commit_index() {
+                        n.mut_store().wl().mut_hard_state().commit = c;
+                    }
+                    msgs.extend(light.take_messages());
+                    n.advance_apply();
+                }
+                if msgs.is_empty() {
+                    return kept;
+                }
+                for m in msgs {
+                    if self.down.contains(&m.to) || self.down.contains(&m.from) {
+                        continue;
+                    }
+                    if keep(&m) {
+                        kept.push(m.clone());
+                    }
+                    // As the Raft loop does: only what the judgement lets through.
+                    if judge(&m, self.standing(m.to)) == Verdict::Step {
+                        let _ = self.nodes[m.to as usize - 1].step(m);
+                    }
+                }
+            }
+            panic!("the model did not settle in 100 rounds");
+        }
+
+        /// Node 1 campaigns and proposes `n` entries, which commit.
+        fn lead_and_commit(&mut self, n: usize) {
+            self.nodes[0].campaign().unwrap();
+            self.settle(|_| false);
+            for _ in 0..n {
+                self.nodes[0].propose(vec![], b"x".to_vec()).unwrap();
+                self.settle(|_| false);
+            }
+        }
+
+        /// The heartbeats node 1 sends on its next heartbeat tick.
+        fn heartbeats(&mut self) -> Vec<Message> {
+            self.nodes[0].tick();
+            self.settle(|m| m.get_msg_type() == MessageType::MsgHeartbeat)
+        }
+
+        fn standing(&self, raft_id: u64) -> Standing {
+            let r = &self.nodes[raft_id as usize - 1].raft;
+            Standing {
+                term: r.term,
+                last_index: r.raft_log.last_index(),
+                votes_refused: self.refusing.contains(&raft_id),
+            }
+        }
+    }
+
+    /// A raft-rs node with an empty log, of voters 1, 2 and 3.
+    fn fresh(id: u64) -> RawNode<MemStorage> {
+        let config = Config {
+            id,
+            election_tick: 10,
+            heartbeat_tick: 1,
+            ..Default::default()
+        };
+        let store = MemStorage::new_with_conf_state((vec![1, 2, 3], vec![]));
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        RawNode::new(&config, store, &logger).unwrap()
+    }
+
+    #[test]
+    fn a_leader_that_counted_a_wiped_voter_names_what_it_acknowledged() {
+        let mut m = Model::new();
+        m.lead_and_commit(3);
+        let committed = m.nodes[0].raft.raft_log.committed;
+        assert!(committed >= 4, "committed {committed}");
+        // Node 3 acknowledged them; its disk is lost and it comes back empty.
+        m.nodes[2] = fresh(3);
+        let to_3: Vec<_> = m.heartbeats().into_iter().filter(|h| h.to == 3).collect();
+        assert!(!to_3.is_empty(), "no heartbeat to node 3");
+        for hb in &to_3 {
+            assert_eq!(
+                judge(hb, m.standing(3)),
+                Verdict::Lost {
+                    leader: node_of(1),
+                    acknowledged: committed,
+                    last: 0
+                }
+            );
+        }
+        // Node 2 holds what it acknowledged: stepped.
+        let to_2: Vec<_> = m.heartbeats().into_iter().filter(|h| h.to == 2).collect();
+        assert!(!to_2.is_empty(), "no heartbeat to node 2");
+        for hb in &to_2 {
+            assert_eq!(judge(hb, m.standing(2)), Verdict::Step);
+        }
+    }
+
+    #[test]
+    fn a_voter_that_never_acknowledged_is_not_taken_for_lost() {
+        let mut m = Model::new();
+        // Node 3 is down from the start: a late voter of a new cluster.
+        m.down.push(3);
+        m.lead_and_commit(3);
+        m.down.clear();
+        let to_3: Vec<_> = m.heartbeats().into_iter().filter(|h| h.to == 3).collect();
+        assert!(!to_3.is_empty(), "no heartbeat to node 3");
+        // The first heartbeat names commit 0; node 3 then catches up and stays stepped.
+        for hb in &to_3 {
+            assert_eq!(hb.commit, 0);
+            assert_eq!(judge(hb, m.standing(3)), Verdict::Step);
+        }
+        assert_eq!(
+            m.nodes[2].raft.raft_log.last_index(),
+            m.nodes[0].raft.raft_log.last_index()
+        );
+    }
+
+    /// Node 2 missed an entry that nodes 1 and 3 committed; node 1 is down and node 3
+    /// lost its disk. Whether node 2 wins an election with node 3's vote.
+    fn lagging_candidate_wins(node_3_may_vote: bool) -> bool {
+        let mut m = Model::new();
+        m.lead_and_commit(1);
+        m.down.push(2);
+        m.nodes[0].propose(vec![], b"acked".to_vec()).unwrap();
+        m.settle(|_| false);
+        let committed = m.nodes[0].raft.raft_log.committed;
+        assert_eq!(m.nodes[2].raft.raft_log.last_index(), committed);
+        assert!(m.nodes[1].raft.raft_log.last_index() < committed);
+        m.down = vec![1];
+        m.nodes[2] = fresh(3);
+        if !node_3_may_vote {
+            m.refusing.push(3);
+        }
+        m.nodes[1].campaign().unwrap();
+        m.settle(|_| false);
+        m.nodes[1].raft.state == raft::StateRole::Leader
+    }
+
+    #[test]
+    fn a_wiped_voter_that_may_not_vote_elects_no_one_lacking_what_it_acknowledged() {
+        assert!(
+            lagging_candidate_wins(true),
+            "the model shows the danger: a wiped voter's vote elects a leader without a committed entry"
+        );
+        assert!(!lagging_candidate_wins(false));
+    }
+}

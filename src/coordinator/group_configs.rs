@@ -1,0 +1,366 @@
+//! Dynamic group configs (KIP-848, KIP-932): per group id, overrides of the broker's
+//! session timeouts, heartbeat intervals, record lock duration and
+//! `share.auto.offset.reset`, with Kafka's names, bounds and defaults (the GROUP
+//! resource, type 32, of DescribeConfigs and IncrementalAlterConfigs). A single node
+//! keeps them in its data directory's `group-configs` file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::config::{CoordinatorConfig, ShareConfig};
+use crate::error::{Error, Result};
+use crate::storage::codec::{Reader, Writer};
+
+/// The file of a data directory that holds the group configs.
+pub const GROUP_CONFIGS_FILE: &str = "group-configs";
+const GROUP_CONFIGS_VERSION: u8 = 1;
+
+/// `consumer.session.timeout.ms`: a consumer-protocol member's session.
+pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
+/// `consumer.heartbeat.interval.ms`: how often consumer-protocol members heartbeat.
+pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
+/// `share.session.timeout.ms`: a share member's session.
+pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+/// `share.heartbeat.interval.ms`: how often share members heartbeat.
+pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
+/// `share.record.lock.duration.ms`: how long an acquired record stays locked.
+pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+/// `share.auto.offset.reset`: where a share-partition seen for the first time starts,
+/// `latest` (the default) or `earliest`.
+pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+
+/// Each setting with its bounds in milliseconds (Kafka's broker defaults of
+/// `group.consumer.min/max.session.timeout.ms` and the like), `None` for
+/// `share.auto.offset.reset`.
+const KEYS: &[(&str, Option<(i64, i64)>)] = &[
+    (CONSUMER_SESSION_TIMEOUT_MS, Some((45_000, 60_000))),
+    (CONSUMER_HEARTBEAT_INTERVAL_MS, Some((5_000, 15_000))),
+    (SHARE_SESSION_TIMEOUT_MS, Some((45_000, 60_000))),
+    (SHARE_HEARTBEAT_INTERVAL_MS, Some((5_000, 15_000))),
+    (SHARE_RECORD_LOCK_DURATION_MS, Some((15_000, 60_000))),
+    (SHARE_AUTO_OFFSET_RESET, None),
+];
+
+/// The settings of one group that override the broker's.
+pub type GroupOverrides = BTreeMap<String, String>;
+
+/// Every group's overrides, by group id.
+pub type GroupConfigs = BTreeMap<String, GroupOverrides>;
+
+/// One change of an IncrementalAlterConfigs: set `key` to a value, or remove its
+/// override (`None`).
+pub type GroupConfigChange = (String, Option<String>);
+
+/// Every setting of a group, its value (the override, else the broker's), and whether
+/// the group overrides it; in Kafka's order.
+pub fn describe(
+    overrides: &GroupOverrides,
+    coordinator: &CoordinatorConfig,
+    share: &ShareConfig,
+) -> Vec<(String, String, bool)> {
+    let ms = |d: std::time::Duration| d.as_millis().to_string();
+    let defaults = [
+        ms(coordinator.consumer_session_timeout),
+        ms(coordinator.consumer_heartbeat_interval),
+        ms(share.session_timeout),
+        ms(share.heartbeat_interval),
+        ms(share.record_lock_duration),
+        "latest".to_string(),
+    ];
+    KEYS.iter()
+        .zip(defaults)
+        .map(|((key, _), default)| match overrides.get(*key) {
+            Some(v) => (key.to_string(), v.clone(), true),
+            None => (key.to_string(), default, false),
+        })
+        .collect()
+}
+
+/// The bounds of a known setting (`None` for `share.auto.offset.reset`); an unknown
+/// name is refused.
+fn bounds(group: &str, key: &str) -> Result<Option<(i64, i64)>> {
+    match KEYS.iter().find(|(k, _)| *k == key) {
+        Some((_, b)) => Ok(*b),
+        None => {
+            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            Err(Error::InvalidConfig {
+                key: key.to_string(),
+                reason: format!(
+                    "group {group:?}: unknown group config; known: {}",
+                    known.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+/// Checks one value as Kafka's `GroupConfig` does: a known name, a whole number of
+/// milliseconds within the setting's bounds, or `earliest`/`latest`.
+fn validate_value(group: &str, key: &str, value: &str) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidConfig {
+        key: key.to_string(),
+        reason: format!("group {group:?}: {reason}"),
+    };
+    match bounds(group, key)? {
+        Some((lo, hi)) => match value.parse::<i64>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(()),
+            Ok(v) => Err(invalid(format!("{v} is not within [{lo}, {hi}]"))),
+            Err(_) => Err(invalid(format!(
+                "{value:?} is not a number of milliseconds"
+            ))),
+        },
+        None if matches!(value, "earliest" | "latest") => Ok(()),
+        None => Err(invalid(format!("{value:?} is not one of earliest, latest"))),
+    }
+}
+
+/// Applies `changes` to `group`'s overrides in `configs`, in order, after checking
+/// each and that each heartbeat interval stays below its session timeout (nothing
+/// changes on an error).
+pub fn apply_changes(
+    configs: &mut GroupConfigs,
+    group: &str,
+    changes: &[GroupConfigChange],
+    coordinator: &CoordinatorConfig,
+    share: &ShareConfig,
+) -> Result<()> {
+    let mut next = configs.get(group).cloned().unwrap_or_default();
+    for (key, value) in changes {
+        match value {
+            Some(v) => {
+                validate_value(group, key, v)?;
+                next.insert(key.clone(), v.clone());
+            }
+            None => {
+                bounds(group, key)?;
+                next.remove(key);
+            }
+        }
+    }
+    let values: BTreeMap<String, String> = describe(&next, coordinator, share)
+        .into_iter()
+        .map(|(k, v, _)| (k, v))
+        .collect();
+    let ms = |k: &str| values.get(k).and_then(|v| v.parse::<i64>().ok());
+    for (interval, session) in [
+        (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS),
+        (SHARE_HEARTBEAT_INTERVAL_MS, SHARE_SESSION_TIMEOUT_MS),
+    ] {
+        if let (Some(i), Some(s)) = (ms(interval), ms(session))
+            && i >= s
+        {
+            return Err(Error::InvalidConfig {
+                key: interval.to_string(),
+                reason: format!(
+                    "group {group:?}: {interval} ({i}) must be less than {session} ({s})"
+                ),
+            });
+        }
+    }
+    if next.is_empty() {
+        configs.remove(group);
+    } else {
+        configs.insert(group.to_string(), next);
+    }
+    Ok(())
+}
+
+/// The group configs of a data directory, in its `group-configs` file.
+#[derive(Debug)]
+pub struct FileGroupConfigStore {
+    path: PathBuf,
+    configs: RwLock<Arc<GroupConfigs>>,
+    /// The broker's settings, the defaults of the groups'.
+    coordinator: CoordinatorConfig,
+    share: ShareConfig,
+}
+
+impl FileGroupConfigStore {
+    /// Reads `<dir>/group-configs` (none yet: no override), with the broker's settings
+    /// as the defaults. A damaged file is `Error::Corrupt`.
+    pub fn open(
+        dir: impl AsRef<Path>,
+        coordinator: &CoordinatorConfig,
+        share: &ShareConfig,
+    ) -> Result<FileGroupConfigStore> {
+        let path = dir.as_ref().join(GROUP_CONFIGS_FILE);
+        let configs = match crate::storage::read_checkpoint(&path)? {
+            None => GroupConfigs::new(),
+            Some(payload) => decode(&payload, &path.display().to_string())?,
+        };
+        Ok(FileGroupConfigStore {
+            path,
+            configs: RwLock::new(Arc::new(configs)),
+            coordinator: coordinator.clone(),
+            share: share.clone(),
+        })
+    }
+
+    /// The overrides of `group` (empty if it has none).
+    pub fn overrides(&self, group: &str) -> GroupOverrides {
+        self.configs.read().get(group).cloned().unwrap_or_default()
+    }
+
+    /// Every setting of `group` with its value and whether the group overrides it
+    /// ([`describe`]).
+    pub fn describe(&self, group: &str) -> Vec<(String, String, bool)> {
+        describe(&self.overrides(group), &self.coordinator, &self.share)
+    }
+
+    /// Whether `group`'s `share.auto.offset.reset` is `earliest`: a share-partition it
+    /// reads for the first time starts at the log's start, else at its end (`latest`).
+    pub fn share_reads_from_earliest(&self, group: &str) -> bool {
+        self.configs
+            .read()
+            .get(group)
+            .and_then(|o| o.get(SHARE_AUTO_OFFSET_RESET))
+            .is_some_and(|v| v == "earliest")
+    }
+
+    /// Checks `changes` as [`apply`](Self::apply) would, changing nothing.
+    pub fn validate(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
+        let mut next = (**self.configs.read()).clone();
+        apply_changes(&mut next, group, changes, &self.coordinator, &self.share)
+    }
+
+    /// Applies `changes` to `group`'s overrides, durably, all or none.
+    pub fn apply(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
+        let mut configs = self.configs.write();
+        let mut next = (**configs).clone();
+        apply_changes(&mut next, group, changes, &self.coordinator, &self.share)?;
+        crate::storage::write_checkpoint(&self.path, &encode(&next))?;
+        *configs = Arc::new(next);
+        Ok(())
+    }
+}
+
+/// The `group-configs` payload: version (`u8`), a count (`u32`) of groups, each a
+/// group id and a count (`u32`) of (key, value) strings.
+fn encode(configs: &GroupConfigs) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u8(GROUP_CONFIGS_VERSION);
+    w.u32(configs.len() as u32);
+    for (group, overrides) in configs {
+        w.str(group);
+        w.u32(overrides.len() as u32);
+        for (k, v) in overrides {
+            w.str(k);
+            w.str(v);
+        }
+    }
+    w.into_bytes()
+}
+
+/// Reads what [`encode`] wrote, checking every value as a change would be.
+fn decode(payload: &[u8], location: &str) -> Result<GroupConfigs> {
+    let mut r = Reader::new(payload, location);
+    let version = r.u8()?;
+    if version != GROUP_CONFIGS_VERSION {
+        return Err(r.error(format!(
+            "group configs version {version}; this version reads {GROUP_CONFIGS_VERSION}"
+        )));
+    }
+    let mut configs = GroupConfigs::new();
+    for _ in 0..r.count(8)? {
+        let group = r.str()?;
+        let mut overrides = GroupOverrides::new();
+        for _ in 0..r.count(8)? {
+            let (k, v) = (r.str()?, r.str()?);
+            validate_value(&group, &k, &v).map_err(|e| r.error(e.to_string()))?;
+            overrides.insert(k, v);
+        }
+        configs.insert(group, overrides);
+    }
+    r.finish()?;
+    Ok(configs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(k: &str, v: &str) -> GroupConfigChange {
+        (k.to_string(), Some(v.to_string()))
+    }
+
+    #[test]
+    fn values_are_checked_against_kafka_bounds_and_kept_across_a_reopen() {
+        let (c, s) = (CoordinatorConfig::default(), ShareConfig::default());
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileGroupConfigStore::open(dir.path(), &c, &s).unwrap();
+        let refused = [
+            set("nope", "1"),
+            set(CONSUMER_SESSION_TIMEOUT_MS, "44999"),
+            set(SHARE_RECORD_LOCK_DURATION_MS, "60001"),
+            set(SHARE_HEARTBEAT_INTERVAL_MS, "soon"),
+            set(SHARE_AUTO_OFFSET_RESET, "middle"),
+        ];
+        for change in refused {
+            let e = store.apply("g", std::slice::from_ref(&change)).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidConfig { key, reason } if *key == change.0 && reason.contains("\"g\"")),
+                "{e}"
+            );
+        }
+        assert!(store.overrides("g").is_empty());
+
+        store
+            .apply(
+                "g",
+                &[
+                    set(SHARE_AUTO_OFFSET_RESET, "earliest"),
+                    set(SHARE_RECORD_LOCK_DURATION_MS, "15000"),
+                ],
+            )
+            .unwrap();
+        // Removing an override that does not exist, or of a known key, is fine.
+        store
+            .apply("g", &[(SHARE_RECORD_LOCK_DURATION_MS.into(), None)])
+            .unwrap();
+        let reopened = FileGroupConfigStore::open(dir.path(), &c, &s).unwrap();
+        let described = reopened.describe("g");
+        assert_eq!(
+            described,
+            vec![
+                (CONSUMER_SESSION_TIMEOUT_MS.into(), "45000".into(), false),
+                (CONSUMER_HEARTBEAT_INTERVAL_MS.into(), "5000".into(), false),
+                (SHARE_SESSION_TIMEOUT_MS.into(), "45000".into(), false),
+                (SHARE_HEARTBEAT_INTERVAL_MS.into(), "5000".into(), false),
+                (SHARE_RECORD_LOCK_DURATION_MS.into(), "30000".into(), false),
+                (SHARE_AUTO_OFFSET_RESET.into(), "earliest".into(), true),
+            ]
+        );
+        assert!(reopened.overrides("other").is_empty());
+    }
+
+    #[test]
+    fn a_heartbeat_interval_must_stay_below_the_session_timeout() {
+        let (mut c, s) = (CoordinatorConfig::default(), ShareConfig::default());
+        c.consumer_session_timeout = std::time::Duration::from_secs(10);
+        let mut configs = GroupConfigs::new();
+        let e = apply_changes(
+            &mut configs,
+            "g",
+            &[set(CONSUMER_HEARTBEAT_INTERVAL_MS, "15000")],
+            &c,
+            &s,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("must be less than"), "{e}");
+        apply_changes(
+            &mut configs,
+            "g",
+            &[
+                set(CONSUMER_SESSION_TIMEOUT_MS, "50000"),
+                set(CONSUMER_HEARTBEAT_INTERVAL_MS, "15000"),
+            ],
+            &c,
+            &s,
+        )
+        .unwrap();
+        assert_eq!(configs["g"].len(), 2);
+    }
+}
