@@ -363,15 +363,17 @@ impl Client {
         result
     }
 
-    /// Sends `request` as version `version` and does not wait for an answer: for a
-    /// Produce with acks 0, which the broker does not answer. A failure drops the
-    /// connection.
-    pub(crate) fn send<R: Request>(
+    /// Writes `request` as version `version` without reading its answer; returns its
+    /// correlation id, for [`Client::receive`]. A broker answers a connection's
+    /// requests in the order they came, so several may be in flight (a producer's
+    /// pipelined Produce requests); a Produce with acks 0 has no answer. A failure
+    /// drops the connection.
+    pub(crate) fn submit<R: Request>(
         &mut self,
         request: &R,
         version: i16,
         timeout: Duration,
-    ) -> Result<()> {
+    ) -> Result<i32> {
         let addr = self.addr.clone();
         let result = self.connect().and_then(|stream| {
             set_timeouts(stream.tcp(), &addr, timeout)?;
@@ -381,10 +383,38 @@ impl Client {
             let mut stream = self.stream.take().expect("connected above");
             let sent = self.write_request(&mut stream, request, version, timeout);
             self.stream = Some(stream);
-            sent.map(|_| ())
+            sent
         });
         if result.is_err() {
             self.stream = None;
+        }
+        result
+    }
+
+    /// Reads the answer of the oldest request [`Client::submit`] wrote and not read yet,
+    /// which must be `correlation_id` (an `R` of `version`), waiting at most `timeout`.
+    /// A failure drops the connection (and with it the answers of the others).
+    pub(crate) fn receive<R: Request>(
+        &mut self,
+        correlation_id: i32,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let addr = self.addr.clone();
+        let Some(mut stream) = self.stream.take() else {
+            return Err(Error::io(
+                "read from",
+                &addr,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the connection closed before the answer",
+                ),
+            ));
+        };
+        let result = set_timeouts(stream.tcp(), &addr, timeout)
+            .and_then(|()| self.read_response::<R>(&mut stream, correlation_id, version, timeout));
+        if result.is_ok() {
+            self.stream = Some(stream);
         }
         result
     }

@@ -257,6 +257,10 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open
     /// before it aborts it. Default 60 s.
     pub transaction_timeout: Duration,
+    /// `max.in.flight.requests.per.connection`: how many Produce requests a producer
+    /// over the network keeps unanswered on a broker connection. Default 5 (Kafka's,
+    /// and the most its idempotence allows). The in-process producer ignores it.
+    pub max_in_flight: usize,
 }
 
 impl std::fmt::Debug for ProducerConfig {
@@ -269,6 +273,7 @@ impl std::fmt::Debug for ProducerConfig {
             .field("compression", &self.compression)
             .field("transactional_id", &self.transactional_id)
             .field("transaction_timeout", &self.transaction_timeout)
+            .field("max_in_flight", &self.max_in_flight)
             .finish()
     }
 }
@@ -284,6 +289,7 @@ impl Default for ProducerConfig {
             compression: Compression::None,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            max_in_flight: 5,
         }
     }
 }
@@ -306,6 +312,14 @@ impl ProducerBuilder {
     /// `batch.size` in bytes. Default 16384.
     pub fn batch_size(mut self, bytes: usize) -> Self {
         self.config.batch_size = bytes.max(64);
+        self
+    }
+
+    /// `max.in.flight.requests.per.connection`: Produce requests a producer over the
+    /// network keeps unanswered per broker connection: at least 1, and at most 5 with
+    /// `acks=all` (idempotence keeps order only that far, as in Kafka). Default 5.
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.config.max_in_flight = requests;
         self
     }
 

@@ -232,20 +232,33 @@ impl Cluster {
         self.inner.delivery_timeout
     }
 
+    /// The `retry.backoff.max.ms` setting.
+    pub(crate) fn retry_backoff_max(&self) -> Duration {
+        self.inner.retry_backoff_max
+    }
+
+    /// How long a client waits for an answer: `request.timeout.ms` and a little slack.
+    pub(crate) fn answer_timeout(&self) -> Duration {
+        self.inner.request_timeout + slack(self.inner.request_timeout)
+    }
+
+    /// A connection of its own to the broker at `addr`, with this cluster's settings
+    /// (it connects, negotiates versions and logs in on first use): for a producer's
+    /// pipelined requests, which must not share a connection with other callers.
+    pub(crate) fn connection(&self, addr: &str) -> Client {
+        Client::new(addr, self.inner.client_id.clone())
+            .with_security(self.inner.security.clone())
+            .with_connect_timeout(self.inner.connect_timeout)
+            .negotiating()
+    }
+
     /// The connection to the broker at `addr` (opened, and its versions negotiated, on
     /// first use).
     fn conn(&self, addr: &str) -> Arc<Mutex<Client>> {
         let mut conns = self.conns.lock();
         conns
             .entry(addr.to_string())
-            .or_insert_with(|| {
-                Arc::new(Mutex::new(
-                    Client::new(addr, self.inner.client_id.clone())
-                        .with_security(self.inner.security.clone())
-                        .with_connect_timeout(self.inner.connect_timeout)
-                        .negotiating(),
-                ))
-            })
+            .or_insert_with(|| Arc::new(Mutex::new(self.connection(addr))))
             .clone()
     }
 
@@ -291,7 +304,8 @@ impl Cluster {
 
     /// Sends the request `build` makes to the broker at `addr` without waiting for an
     /// answer (a Produce with acks 0); returns the version sent.
-    pub(crate) fn send<R: Request + Message>(
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn call_no_answer<R: Request + Message>(
         &self,
         addr: &str,
         ours: RangeInclusive<i16>,
@@ -300,12 +314,7 @@ impl Cluster {
         let conn = self.conn(addr);
         let mut client = conn.lock();
         let version = client.version::<R>(ours)?;
-        let request = build(version);
-        client.send(
-            &request,
-            version,
-            self.inner.request_timeout + slack(self.inner.request_timeout),
-        )?;
+        client.submit(&build(version), version, self.answer_timeout())?;
         Ok(version)
     }
 

@@ -1,14 +1,12 @@
-//! A partition's requests on its leader: Produce, Fetch and ListOffsets, with the leader
+//! A partition's requests on its leader: Fetch and ListOffsets (Produce is the
+//! producer's, which pipelines them), with the leader
 //! epoch the client knows (so that a deposed leader answers FENCED_LEADER_EPOCH), each
 //! repeated through [`Cluster::on_leader`] while leadership moves.
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName, TransactionalId,
-};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::cluster::{Attempt, Cluster, api_version, partition_error};
@@ -18,7 +16,7 @@ use crate::error::{ErrorCode, Result};
 
 /// Produce versions this client speaks: 3 (the first with RecordBatch v2) to 12 (13
 /// names topics by id).
-const PRODUCE: std::ops::RangeInclusive<i16> = 3..=12;
+pub(super) const PRODUCE: std::ops::RangeInclusive<i16> = 3..=12;
 /// Fetch versions: 4 (the oldest Kafka 4 answers) to 12 (13 names topics by id).
 pub(super) const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
 /// ListOffsets versions: 1 to 9.
@@ -63,28 +61,30 @@ impl Cluster {
     /// Appends the record batches `records` to `partition` of `topic` on its leader,
     /// with `acks` (0, 1 or -1 for all) and, for a transactional producer, its id.
     /// Returns the offset of the first record and the broker's append time (-1 unless
-    /// the topic keeps LogAppendTime); with acks 0, `(-1, -1)` once sent.
+    /// the topic keeps LogAppendTime); with acks 0, `(-1, -1)` once sent. One batch at a
+    /// time, for tests of the leader-following loop (the producer pipelines its own).
+    #[cfg(all(test, feature = "server"))]
     pub(crate) fn produce(
         &self,
         topic: &str,
         partition: i32,
-        records: &Bytes,
+        records: &bytes::Bytes,
         acks: i16,
         transactional_id: Option<&str>,
     ) -> Result<(i64, i64)> {
         let timeout_ms = self.request_timeout().as_millis().min(i32::MAX as u128) as i32;
         let build = |_: i16| {
-            ProduceRequest::default()
+            kafka_protocol::messages::ProduceRequest::default()
                 .with_transactional_id(
-                    transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
+                    transactional_id.map(|t| kafka_protocol::messages::TransactionalId(StrBytes::from_string(t.into()))),
                 )
                 .with_acks(acks)
                 .with_timeout_ms(timeout_ms)
                 .with_topic_data(vec![
-                    TopicProduceData::default()
+                    kafka_protocol::messages::produce_request::TopicProduceData::default()
                         .with_name(topic_name(topic))
                         .with_partition_data(vec![
-                            PartitionProduceData::default()
+                            kafka_protocol::messages::produce_request::PartitionProduceData::default()
                                 .with_index(partition)
                                 .with_records(Some(records.clone())),
                         ]),
@@ -92,13 +92,14 @@ impl Cluster {
         };
         self.on_leader(topic, partition, |leader| {
             if acks == 0 {
-                return Attempt::Done(self.send(&leader.addr, PRODUCE, build).map(|_| (-1, -1)));
+                let sent = self.call_no_answer(&leader.addr, PRODUCE, build);
+                return Attempt::Done(sent.map(|_| (-1, -1)));
             }
             let (version, response) = match self.call(&leader.addr, PRODUCE, build) {
                 Ok(r) => r,
                 Err(e) => return Attempt::Done(Err(e)),
             };
-            let api = api_version::<ProduceRequest>(version);
+            let api = api_version::<kafka_protocol::messages::ProduceRequest>(version);
             let p = response
                 .responses
                 .iter()

@@ -216,3 +216,136 @@ fn a_lost_answer_is_retried_with_the_same_sequence() {
         "the same batch twice"
     );
 }
+
+/// What the pipelining node saw: base sequences in the order Produce requests came,
+/// and the values it appended.
+#[derive(Default)]
+struct Pipelined {
+    received: Vec<i32>,
+    log: Vec<String>,
+    next_sequence: i32,
+}
+
+/// A node that checks sequences as a Kafka leader does (the next one is appended, an
+/// old one is a duplicate, one ahead is OUT_OF_ORDER_SEQUENCE_NUMBER) and refuses its
+/// third Produce with NOT_ENOUGH_REPLICAS, a retriable error, while the producer has
+/// more requests in flight behind it: those come back OUT_OF_ORDER_SEQUENCE_NUMBER,
+/// and the producer sends them all again from the refused one, in order. Every record
+/// is appended once, in the order it was sent.
+#[test]
+fn pipelined_batches_keep_their_order_through_a_retriable_error() {
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+        (ApiKey::InitProducerId, 0, 4),
+    ];
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let seen: Arc<Mutex<Pipelined>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let (addr_cell, seen) = (addr_cell.clone(), seen.clone());
+        Arc::new(move |key, version, body| {
+            let addr = addr_cell.lock().unwrap().clone();
+            match key {
+                ApiKey::Metadata => Some(metadata(version, &[(1, &addr)], 1, 0)),
+                ApiKey::InitProducerId => {
+                    let mut out = bytes::BytesMut::new();
+                    InitProducerIdResponse::default()
+                        .with_producer_id(ProducerId(9))
+                        .with_producer_epoch(0)
+                        .encode(&mut out, version)
+                        .unwrap();
+                    Some(out)
+                }
+                ApiKey::Produce => {
+                    // Slow enough that the producer queues more requests meanwhile.
+                    std::thread::sleep(Duration::from_millis(2));
+                    let request = ProduceRequest::decode(body, version).unwrap();
+                    let records = request.topic_data[0].partition_data[0]
+                        .records
+                        .clone()
+                        .unwrap();
+                    let b = crate::record::Batch::parse(&records).unwrap();
+                    let mut seen = seen.lock().unwrap();
+                    seen.received.push(b.base_sequence());
+                    let offset = seen.log.len() as i64;
+                    let code = if seen.received.len() == 3 {
+                        19 // NOT_ENOUGH_REPLICAS: not appended
+                    } else if b.base_sequence() > seen.next_sequence {
+                        45 // OUT_OF_ORDER_SEQUENCE_NUMBER
+                    } else if b.base_sequence() < seen.next_sequence {
+                        46 // DUPLICATE_SEQUENCE_NUMBER
+                    } else {
+                        for r in b.records() {
+                            let value = r.unwrap().value.unwrap_or_default().to_vec();
+                            seen.log.push(String::from_utf8(value).unwrap());
+                        }
+                        seen.next_sequence += b.records().count() as i32;
+                        0
+                    };
+                    Some(produce_answer(version, code, offset))
+                }
+                _ => None,
+            }
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    let cluster = Cluster::connect(ClientConfig::new(&addr).set("retry.backoff.ms", 10)).unwrap();
+    // batch.size 64: every record is a batch of its own.
+    let producer = Producer::builder(&cluster).batch_size(64).build().unwrap();
+    let receipts: Vec<_> = (0..100)
+        .map(|i| {
+            let value = format!("v{i}");
+            producer
+                .send_async("t", ProducerRecord::new(value.as_bytes()))
+                .unwrap()
+        })
+        .collect();
+    producer.flush().unwrap();
+    for (i, r) in receipts.into_iter().enumerate() {
+        assert_eq!(r.wait().unwrap().offset, i as i64, "record {i}");
+    }
+    let seen = seen.lock().unwrap();
+    let expected: Vec<String> = (0..100).map(|i| format!("v{i}")).collect();
+    assert_eq!(seen.log, expected, "each once, in order");
+    // The refused batch (sequence 2) was sent again after batches behind it: they
+    // were in flight together.
+    let refused_at = seen.received.iter().position(|&s| s == 2).unwrap();
+    let resent_at = seen.received.iter().rposition(|&s| s == 2).unwrap();
+    assert!(
+        seen.received[refused_at + 1..resent_at]
+            .iter()
+            .any(|&s| s > 2),
+        "requests in flight behind the refused one: {:?}",
+        seen.received
+    );
+}
+
+/// `max.in.flight.requests.per.connection` is 1 to 5 with idempotence (a Kafka leader
+/// keeps the last five batches of a producer), at least 1 without.
+#[test]
+fn max_in_flight_is_checked() {
+    let (_dir, _broker, server) = node_with_topic(1);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    for (acks, n) in [(Acks::All, 6), (Acks::All, 0), (Acks::Leader, 0)] {
+        match Producer::builder(&cluster)
+            .acks(acks)
+            .max_in_flight(n)
+            .build()
+        {
+            Err(Error::InvalidConfig { key, .. }) => {
+                assert_eq!(key, "max.in.flight.requests.per.connection")
+            }
+            other => panic!("{acks:?} with {n} in flight: {:?}", other.err()),
+        }
+    }
+    let producer = Producer::builder(&cluster)
+        .acks(Acks::Leader)
+        .max_in_flight(1)
+        .build()
+        .unwrap();
+    let m = producer.send("t", ProducerRecord::new(b"v")).unwrap();
+    assert_eq!(m.offset, 0);
+    server.shutdown().unwrap();
+}

@@ -718,13 +718,21 @@ pub(crate) struct PerfProduceArgs {
         requires = "transactional"
     )]
     pub rounds: usize,
-    /// Run --transactional through the network producer against a running node or
-    /// cluster (HOST:PORT[,...]) instead of a data directory in this process; the topics
-    /// get --partitions partitions (default 1) and the cluster's default replication
-    /// factor when created.
+    /// Run --producer or --transactional through the network producer against a
+    /// running node or cluster (HOST:PORT[,...]) instead of a data directory in this
+    /// process; the topics get --partitions partitions (default 1) and the cluster's
+    /// default replication factor when created.
     #[cfg(feature = "server")]
-    #[arg(long, value_name = "HOSTS", requires = "transactional")]
+    #[arg(long, value_name = "HOSTS")]
     pub bootstrap: Option<String>,
+    /// `batch.size` in bytes of a --producer run (Kafka's default 16384).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 16384,
+        requires = "producer"
+    )]
+    pub batch_bytes: usize,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -307,9 +307,10 @@ fn send_records(
     payloads: &Payloads,
     keys: Option<&Keys>,
     n: u64,
+    batch_bytes: usize,
     progress: &mut Progress,
 ) -> CliResult {
-    let producer = Producer::new(broker)?;
+    let producer = Producer::builder(broker).batch_size(batch_bytes).build()?;
     for i in 0..n {
         let value = payloads.get(i);
         let record = match keys {
@@ -380,7 +381,11 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
 pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
     #[cfg(feature = "server")]
     if let Some(bootstrap) = &a.bootstrap {
-        return produce_transactional_remote(bootstrap, a);
+        return match (a.transactional, a.producer) {
+            (true, _) => produce_transactional_remote(bootstrap, a),
+            (false, true) => produce_remote(bootstrap, a),
+            (false, false) => Err(fail!("--bootstrap needs --producer or --transactional")),
+        };
     }
     if a.batch == 0 {
         return Err(fail!("--batch must be at least 1"));
@@ -410,6 +415,7 @@ pub(crate) fn produce(data: Option<&Path>, a: &PerfProduceArgs) -> CliResult {
             &payloads,
             keys.as_ref(),
             a.records,
+            a.batch_bytes,
             &mut progress,
         )?;
     } else {
@@ -540,6 +546,58 @@ fn produce_transactional(
     );
     close_broker(broker)?;
     result
+}
+
+/// Runs `perf produce --producer --bootstrap HOSTS`: `n` records through the network
+/// producer (`--acks`, `--batch-bytes`, linger 5 ms; idempotent with acks=all) to a
+/// running node or cluster, `send_nowait` each, then a flush; the topic is created
+/// there with the cluster's default replication factor if missing.
+#[cfg(feature = "server")]
+fn produce_remote(bootstrap: &str, a: &PerfProduceArgs) -> CliResult {
+    let cluster = tidelog::Cluster::connect(
+        tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf"),
+    )?;
+    let partitions = a.partitions.unwrap_or(1);
+    cluster.create_topic_if_missing(&a.topic, partitions, TopicConfig::new())?;
+    let keys = Keys::new(a.keys, a.records)?;
+    let payloads = Payloads::new(a.record_size);
+    let acks = match a.acks.as_str() {
+        "0" => Acks::None,
+        "1" => Acks::Leader,
+        _ => Acks::All,
+    };
+    let producer = Producer::builder(&cluster)
+        .acks(acks)
+        .batch_size(a.batch_bytes)
+        .build()?;
+    let mut progress = Progress::new("perf produce --bootstrap");
+    let t0 = Instant::now();
+    for i in 0..a.records {
+        let value = payloads.get(i);
+        let record = match &keys {
+            Some(keys) => ProducerRecord::keyed(keys.get(i), value),
+            None => ProducerRecord::new(value),
+        };
+        // Fire and forget: a failed batch is reported by the flush below.
+        producer.send_nowait(&a.topic, record)?;
+        if i % 128 == 127 {
+            progress.tick(i + 1);
+        }
+    }
+    producer.flush()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    drop(progress);
+    producer.close()?;
+    let acks = if a.acks == "-1" { "all" } else { &a.acks };
+    let extra = [
+        ("api", "\"producer\"".into()),
+        ("remote", "true".into()),
+        ("batch_bytes", a.batch_bytes.to_string()),
+        ("partitions", partitions.to_string()),
+        ("keys", a.keys.to_string()),
+        ("acks", format!("\"{acks}\"")),
+    ];
+    report("produce", a.records, a.record_size, seconds, &extra, a.json)
 }
 
 /// Runs `perf produce --transactional --bootstrap HOSTS`: the same rounds as
