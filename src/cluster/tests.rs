@@ -196,8 +196,10 @@ impl TestCluster {
         self.dirs[i].path()
     }
 
-    /// Waits until every running node sees a cluster id, a controller, and exactly the
-    /// running nodes unfenced.
+    /// Waits until every running node knows the cluster, a controller and every running
+    /// broker unfenced, and has applied every running node's directory id: until then a
+    /// voter on a new directory does not vote (`amnesia::may_vote`), so a test that stops
+    /// the controller sooner could find no majority to elect another.
     fn wait_settled(&self) {
         let running: Vec<i32> = self.running().iter().map(|i| *i as i32 + 1).collect();
         wait_until("the cluster to settle", || {
@@ -206,6 +208,9 @@ impl TestCluster {
                 img.cluster_id.is_some()
                     && self.node(i).controller_id().is_some()
                     && img.unfenced_brokers() == running
+                    && self.running().iter().all(|&j| {
+                        self.unrecorded == Some(j) || img.directories.contains_key(&(j as i32 + 1))
+                    })
             })
         });
     }
