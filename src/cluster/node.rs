@@ -92,6 +92,13 @@ pub(crate) struct RaftLoop {
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
+    /// This node, on a fresh directory, took part in the quorum (handled a Raft message)
+    /// before it knew of any cluster id: it is one of the new cluster's founders, not a
+    /// voter whose disk was lost (a peer's hello, which names the cluster once it has an
+    /// id, comes before its Raft messages), so it votes before its directory id is
+    /// recorded. Without this, a controller lost before the founders' directory ids were
+    /// recorded would leave no voter willing to elect another.
+    founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
     outstanding: BTreeMap<u64, Outstanding>,
@@ -137,6 +144,7 @@ impl RaftLoop {
             meta_props,
             directory_id,
             fresh,
+            founder: false,
             refusal_logged: false,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
@@ -205,6 +213,9 @@ impl RaftLoop {
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
             Inbound::Raft(m) => {
+                if self.fresh && !self.founder && !self.cluster_known() {
+                    self.founder = true;
+                }
                 match amnesia::judge(&m, self.standing()) {
                     amnesia::Verdict::Step => {}
                     amnesia::Verdict::RefuseVote => {
@@ -626,14 +637,23 @@ impl RaftLoop {
         }
     }
 
+    /// Whether this node knows the cluster has an id: from its applied metadata or a
+    /// peer's hello.
+    fn cluster_known(&self) -> bool {
+        self.image.cluster_id.is_some() || self.transport.cluster_presented()
+    }
+
     /// What [`amnesia::judge`] needs to know of this node.
     fn standing(&self) -> amnesia::Standing {
-        let cluster_known = self.image.cluster_id.is_some() || self.transport.cluster_presented();
         let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
         amnesia::Standing {
             term: self.raw.raft.term,
             last_index: self.raw.raft.raft_log.last_index(),
-            votes_refused: !amnesia::may_vote(self.fresh, cluster_known, recorded),
+            votes_refused: !amnesia::may_vote(
+                self.fresh && !self.founder,
+                self.cluster_known(),
+                recorded,
+            ),
         }
     }
 

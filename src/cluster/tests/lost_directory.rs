@@ -143,3 +143,32 @@ fn a_voter_wiped_before_its_directory_id_was_recorded_stops_on_the_controllers_w
     }
     c.shutdown();
 }
+
+/// A founder of a new cluster votes before its directory id is recorded: it took part in
+/// the first election before the cluster had an id, so it is no wiped voter, and losing
+/// the controller in that window still leaves a majority to elect another.
+#[test]
+fn a_founder_votes_before_its_directory_id_is_recorded() {
+    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    c.wait_settled();
+    assert_eq!(c.node(0).image().directories.get(&3), None);
+    let controller = c.node(0).controller_id().unwrap();
+    // Node 3 (index 2) never records its directory id. Stop a controller other than
+    // node 3: the node left besides it needs node 3's vote, or node 3 needs its (then
+    // node 3 must not have refused one either way). A controller that is node 3 leaves
+    // nothing to show: node 1 goes then.
+    let (gone, other) = match controller {
+        1 => (0, 1),
+        2 => (1, 0),
+        _ => (0, 1),
+    };
+    c.halt(gone);
+    wait_until("a controller elected with node 3's vote", || {
+        c.node(other)
+            .controller_id()
+            .is_some_and(|l| l != gone as i32 + 1)
+            && c.node(2).controller_id() == c.node(other).controller_id()
+    });
+    assert!(!c.node(2).refused_a_vote(), "node 3 refused to vote");
+    c.shutdown();
+}
