@@ -512,20 +512,7 @@ impl ThreadLanes {
             .inner
             .partition_count
             .load(Ordering::Acquire);
-        let partition = match record.partition {
-            Some(p) => p,
-            None => inner
-                .config
-                .partitioner
-                .partition(topic, record.key, record.value, count),
-        };
-        if partition < 0 || partition >= count {
-            return Err(Error::UnknownPartition {
-                topic: topic.to_string(),
-                partition,
-                count,
-            });
-        }
+        let partition = choose_partition(&*inner.config.partitioner, topic, record, count)?;
         let lane = match self.topics[t].lanes.get(partition as usize) {
             Some(Some(lane)) => lane,
             _ => self.add_lane(inner, t, partition)?,
@@ -993,20 +980,7 @@ impl ProducerInner {
             let t = l.topic(self, topic)?;
             let handle = &l.topics[t].topic;
             let count = handle.partition_count();
-            let partition = match record.partition {
-                Some(p) => p,
-                None => self
-                    .config
-                    .partitioner
-                    .partition(topic, record.key, record.value, count),
-            };
-            if partition < 0 || partition >= count {
-                return Err(Error::UnknownPartition {
-                    topic: topic.to_string(),
-                    partition,
-                    count,
-                });
-            }
+            let partition = choose_partition(&*self.config.partitioner, topic, record, count)?;
             let appended = txn.push(handle, partition, record, timestamp, append_now)?;
             Ok((partition, timestamp, appended))
         })
@@ -1248,6 +1222,30 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
         }
         std::thread::park_timeout(tick);
     }
+}
+
+/// The partition of `record` among a topic's `count`: the one it names, else the
+/// partitioner's; out of range is [`Error::UnknownPartition`]. Plain and transactional
+/// sends choose alike.
+#[inline]
+fn choose_partition(
+    partitioner: &dyn Partitioner,
+    topic: &str,
+    record: &ProducerRecord<'_>,
+    count: i32,
+) -> Result<i32> {
+    let partition = match record.partition {
+        Some(p) => p,
+        None => partitioner.partition(topic, record.key, record.value, count),
+    };
+    if partition < 0 || partition >= count {
+        return Err(Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count,
+        });
+    }
+    Ok(partition)
 }
 
 #[cfg(test)]
