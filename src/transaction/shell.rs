@@ -12,9 +12,16 @@
 //!   are sent again. Until a partition is loaded its ids get
 //!   COORDINATOR_LOAD_IN_PROGRESS; an id of a partition not led here gets
 //!   NOT_COORDINATOR.
-//! - Markers go through a [`MarkerWriter`] (the broker's appends to its local
-//!   leaders; on a cluster, WriteTxnMarkers to the others); partitions whose marker failed are retried by the timer until every one
-//!   is written, then [`TxnCoordinator::markers_written`] completes the transaction.
+//! - Markers are sent in the background, as Kafka's TransactionMarkerChannelManager
+//!   does: EndTxn (and the fencing InitProducerId, a timeout's abort, a load) only
+//!   queues them once the Prepare record is written, and the marker sender threads
+//!   write them through a [`MarkerWriter`] (the broker's appends to its local
+//!   leaders; on a cluster, WriteTxnMarkers to the others), so a slow or unreachable
+//!   leader never holds an answer. Partitions whose marker failed are retried by the
+//!   timer until every one is written, then [`TxnCoordinator::markers_written`]
+//!   completes the transaction (CompleteCommit or CompleteAbort). Until then the id
+//!   answers CONCURRENT_TRANSACTIONS to InitProducerId, AddPartitionsToTxn and a
+//!   retried EndTxn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -38,6 +45,10 @@ use crate::storage::now_ms;
 /// How often the timer retries markers that could not be written, and partitions
 /// whose reload failed.
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The marker sender threads: a leader that is slow to answer holds one of them, not
+/// the markers of every other transaction.
+const MARKER_SENDERS: usize = 4;
 
 /// Called with each record of a `__transaction_state` partition: its key and value
 /// (`None`: a tombstone).
@@ -116,8 +127,14 @@ struct Slot {
     /// Set when a write failed and the reload that followed failed too: the timer
     /// retries the reload (the partition answers COORDINATOR_LOAD_IN_PROGRESS).
     needs_reload: AtomicBool,
-    /// Markers not yet written to every partition.
+    /// Markers not yet written to every partition: retried by the timer.
     pending: Mutex<Vec<TxnMarkers>>,
+}
+
+/// The markers of one transaction, for a marker sender thread.
+struct MarkerJob {
+    slot: Arc<Slot>,
+    markers: TxnMarkers,
 }
 
 struct Inner {
@@ -131,6 +148,11 @@ struct Inner {
     wake: Mutex<()>,
     woken: Condvar,
     timer: Mutex<Option<JoinHandle<()>>>,
+    /// The queue of the marker sender threads (`None` until they are started, and
+    /// after shutdown: markers then wait in their partition's `pending` for the
+    /// timer).
+    queue: Mutex<Option<crossbeam_channel::Sender<MarkerJob>>>,
+    senders: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The transaction coordinator of a broker: the shell around one [`TxnCoordinator`]
@@ -229,6 +251,8 @@ impl TransactionCoordinator {
                 wake: Mutex::new(()),
                 woken: Condvar::new(),
                 timer: Mutex::new(None),
+                queue: Mutex::new(None),
+                senders: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -268,7 +292,7 @@ impl TransactionCoordinator {
 
     /// Becomes the coordinator of `partition` at `coordinator_epoch` (its leader
     /// epoch): replays its records from `log` (requests of its ids get
-    /// COORDINATOR_LOAD_IN_PROGRESS meanwhile), then sends the markers of the
+    /// COORDINATOR_LOAD_IN_PROGRESS meanwhile), then queues the markers of the
     /// transactions that were prepared and not completed.
     pub fn load_partition(
         &self,
@@ -301,7 +325,7 @@ impl TransactionCoordinator {
         let markers = fresh.finish_loading();
         *slot.state.lock() = fresh;
         events::partition_loaded(partition, coordinator_epoch);
-        self.send_markers(&slot, markers);
+        self.queue_markers(&slot, markers);
         Ok(())
     }
 
@@ -330,8 +354,8 @@ impl TransactionCoordinator {
     }
 
     /// Runs `op` on the coordinator of `transactional_id`'s partition under its lock
-    /// and writes the outcome's record before the lock is released; then sends the
-    /// outcome's markers (or those a reload found) and answers.
+    /// and writes the outcome's record before the lock is released; then queues the
+    /// outcome's markers (or those a reload found) for the sender threads and answers.
     fn run<A, R>(
         &self,
         transactional_id: &str,
@@ -358,7 +382,7 @@ impl TransactionCoordinator {
                 },
             }
         };
-        self.send_markers(&slot, done.markers);
+        self.queue_markers(&slot, done.markers);
         done.answer.map(answer)
     }
 
@@ -431,8 +455,9 @@ impl TransactionCoordinator {
     }
 
     /// EndTxn ([`TxnCoordinator::end_txn`]): answers once the Prepare record is
-    /// written and the markers were tried once; the producer id and epoch to go on
-    /// with (bumped for a client of transaction version 2).
+    /// written, with the producer id and epoch to go on with (bumped for a client of
+    /// transaction version 2). The markers are sent in the background; the
+    /// transaction is CompleteCommit or CompleteAbort once all are written.
     pub fn end_txn(
         &self,
         request: &EndTxnRequest,
@@ -483,8 +508,55 @@ impl TransactionCoordinator {
         Ok(out)
     }
 
-    /// Writes `markers` (outside any partition lock); completes each transaction whose
-    /// markers are all written and queues the rest for the timer.
+    /// Hands `markers` to the marker sender threads (outside any partition lock);
+    /// before they are started, leaves them in the partition's `pending` for the
+    /// timer.
+    fn queue_markers(&self, slot: &Arc<Slot>, markers: Vec<TxnMarkers>) {
+        if markers.is_empty() {
+            return;
+        }
+        let queue = self.inner.queue.lock().clone();
+        let mut left = Vec::new();
+        for m in markers {
+            match &queue {
+                Some(q) => {
+                    let job = MarkerJob {
+                        slot: Arc::clone(slot),
+                        markers: m,
+                    };
+                    // Refused only once the senders stopped (shutdown).
+                    if let Err(crossbeam_channel::SendError(job)) = q.send(job) {
+                        left.push(job.markers);
+                    }
+                }
+                None => left.push(m),
+            }
+        }
+        if !left.is_empty() {
+            slot.pending.lock().extend(left);
+            self.wake_timer();
+        }
+    }
+
+    /// Wakes the timer (under its lock, so a wake-up between its last pass and its
+    /// wait is not lost).
+    fn wake_timer(&self) {
+        let _g = self.inner.wake.lock();
+        self.inner.woken.notify_all();
+    }
+
+    /// Whether `slot` is still the partition's led slot (not unloaded or replaced).
+    fn still_leads(&self, slot: &Arc<Slot>) -> bool {
+        self.inner
+            .slots
+            .read()
+            .get(&slot.partition)
+            .is_some_and(|s| Arc::ptr_eq(s, slot))
+    }
+
+    /// Writes `markers` on this thread (outside any partition lock); completes each
+    /// transaction whose markers are all written and leaves the rest in `pending`
+    /// for the timer.
     fn send_markers(&self, slot: &Arc<Slot>, markers: Vec<TxnMarkers>) {
         let writer = self.inner.markers.read().clone();
         for mut m in markers {
@@ -501,7 +573,21 @@ impl TransactionCoordinator {
                 }
                 m.partitions = failed.into_iter().map(|(tp, _)| tp).collect();
                 slot.pending.lock().push(m);
-                self.inner.woken.notify_all();
+                self.wake_timer();
+            }
+        }
+    }
+
+    /// A marker sender thread: writes the markers queued until the coordinator shuts
+    /// down; those of a partition no longer led here are dropped (its new
+    /// coordinator sends them again).
+    fn sender_loop(&self, jobs: crossbeam_channel::Receiver<MarkerJob>) {
+        while let Ok(job) = jobs.recv() {
+            if self.inner.closed.load(Ordering::Acquire) {
+                break;
+            }
+            if self.still_leads(&job.slot) {
+                self.send_markers(&job.slot, vec![job.markers]);
             }
         }
     }
@@ -525,17 +611,40 @@ impl TransactionCoordinator {
                 }
             }
         };
-        self.send_markers(slot, markers);
+        self.queue_markers(slot, markers);
     }
 
-    /// Starts the timer thread (idempotent): markers retried, timed-out transactions
-    /// aborted (`transaction.abort.timed.out.transaction.cleanup.interval.ms`), idle
+    /// Starts the marker sender threads and the timer thread (idempotent): markers
+    /// sent and retried, timed-out transactions aborted
+    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`), idle
     /// transactional ids expired (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+    /// Until then markers wait for [`tick`](Self::tick).
     pub fn start_timer(&self) -> Result<()> {
         let mut slot = self.inner.timer.lock();
         if slot.is_some() {
             return Ok(());
         }
+        {
+            let mut queue = self.inner.queue.lock();
+            let mut senders = self.inner.senders.lock();
+            if queue.is_none() && !self.inner.closed.load(Ordering::Acquire) {
+                let (tx, rx) = crossbeam_channel::unbounded::<MarkerJob>();
+                for i in 0..MARKER_SENDERS {
+                    let me = self.clone();
+                    let rx = rx.clone();
+                    let handle = std::thread::Builder::new()
+                        .name(format!("tidelog-txn-markers-{i}"))
+                        .spawn(move || me.sender_loop(rx))
+                        .map_err(|e| {
+                            Error::io("spawn transaction marker thread for", "<coordinator>", e)
+                        })?;
+                    senders.push(handle);
+                }
+                *queue = Some(tx);
+            }
+        }
+        // Markers queued before the senders existed.
+        self.wake_timer();
         let me = self.clone();
         let handle = std::thread::Builder::new()
             .name("tidelog-txn-timer".into())
@@ -545,18 +654,20 @@ impl TransactionCoordinator {
         Ok(())
     }
 
-    /// Stops the timer thread; later requests get COORDINATOR_NOT_AVAILABLE.
+    /// Stops the timer and the marker sender threads (markers not written yet are
+    /// sent again by whoever loads the partition next); later requests get
+    /// COORDINATOR_NOT_AVAILABLE.
     pub fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        {
-            let _g = self.inner.wake.lock();
-            self.inner.woken.notify_all();
-        }
-        let handle = self.inner.timer.lock().take();
-        if let Some(h) = handle
-            && h.thread().id() != std::thread::current().id()
-        {
-            let _ = h.join();
+        // The senders' queue disconnects: each ends after the markers it is writing.
+        drop(self.inner.queue.lock().take());
+        self.wake_timer();
+        let mut handles: Vec<JoinHandle<()>> = std::mem::take(&mut *self.inner.senders.lock());
+        handles.extend(self.inner.timer.lock().take());
+        for h in handles {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
         }
     }
 
@@ -580,13 +691,29 @@ impl TransactionCoordinator {
                 wake = wake.min(Instant::now() + RETRY_INTERVAL);
             }
             let mut g = self.inner.wake.lock();
+            // Markers left for retry since the pass (checked under the lock their
+            // writer wakes the timer with): retried soon.
+            if self.any_pending() {
+                wake = wake.min(Instant::now() + RETRY_INTERVAL);
+            }
             if !self.inner.closed.load(Ordering::Acquire) {
                 self.inner.woken.wait_until(&mut g, wake);
             }
         }
     }
 
-    /// One pass of the timer over every led partition; true if something is left to
+    /// Whether markers wait in any led partition for the timer.
+    fn any_pending(&self) -> bool {
+        self.inner
+            .slots
+            .read()
+            .values()
+            .any(|s| !s.pending.lock().is_empty())
+    }
+
+    /// One pass of the timer over every led partition, on the calling thread: reloads
+    /// retried, timed-out transactions aborted (`abort`), idle ids expired
+    /// (`expire`), and the markers left for it written; true if something is left to
     /// retry.
     pub(crate) fn tick(&self, abort: bool, expire: bool) -> bool {
         let slots: Vec<Arc<Slot>> = self.inner.slots.read().values().cloned().collect();

@@ -1,6 +1,10 @@
-//! The transaction coordinator's shell: records written before answers, loading and
-//! replay, a failed write reloading the partition, markers retried, timeouts aborted
-//! and fencing, over an in-memory `__transaction_state` and marker writer.
+//! The transaction coordinator's shell: records written before answers, markers sent
+//! in the background, loading and replay, a failed write reloading the partition,
+//! markers retried, timeouts aborted and fencing, over an in-memory
+//! `__transaction_state` and marker writer.
+//!
+//! A coordinator without its threads (no `start_timer`) leaves every marker for
+//! `tick`, so most tests here send them with `tick` where they want them written.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -78,6 +82,56 @@ impl MarkerWriter for MemMarkers {
         }
         Vec::new()
     }
+}
+
+/// A leader of topic [`STALLED`] that holds each marker until the test lets it go (a
+/// broker that does not answer WriteTxnMarkers); markers of other topics are written
+/// at once.
+#[derive(Default)]
+struct StalledMarkers {
+    written: Mutex<Vec<TopicPartition>>,
+    /// Markers of [`STALLED`] being held.
+    held: AtomicUsize,
+    open: Mutex<bool>,
+    opened: parking_lot::Condvar,
+}
+
+const STALLED: &str = "stalled";
+
+impl StalledMarkers {
+    fn release(&self) {
+        *self.open.lock() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl MarkerWriter for StalledMarkers {
+    fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        if m.partitions.iter().any(|(t, _)| t == STALLED) {
+            self.held.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock();
+            // Bounded: the test releases it (or fails) well before.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !*open && std::time::Instant::now() < deadline {
+                self.opened.wait_until(&mut open, deadline);
+            }
+            self.held.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.written.lock().extend(m.partitions.iter().cloned());
+        Vec::new()
+    }
+}
+
+/// Waits (bounded) until `id` is no longer being completed; its state then.
+fn settled(c: &TransactionCoordinator, id: &str) -> TxnState {
+    for _ in 0..1000 {
+        let state = c.describe(id).unwrap().state;
+        if !matches!(state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return state;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.describe(id).unwrap().state
 }
 
 fn config() -> TransactionConfig {
@@ -169,6 +223,10 @@ fn a_commit_is_written_marked_and_survives_a_reload() {
     );
     add(&c, "tx", p, &[("a", 0), ("b", 1)]).unwrap();
     end(&c, "tx", p, TxnResult::Commit).unwrap();
+    // Answered once PrepareCommit is written; the markers are sent after.
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::PrepareCommit);
+    assert_eq!(log.records.lock().len(), 3);
+    assert!(!c.tick(false, false), "every marker written");
     let written = markers.written.lock().clone();
     assert_eq!(
         written,
@@ -269,6 +327,8 @@ fn markers_that_fail_are_retried_and_prepared_ones_resent_on_load() {
     // markers again and completes it.
     let fresh = Arc::new(MemMarkers::default());
     let other = coordinator(&log, &fresh);
+    assert_eq!(other.describe("tx").unwrap().state, TxnState::PrepareAbort);
+    assert!(!other.tick(false, false));
     assert_eq!(other.describe("tx").unwrap().state, TxnState::CompleteAbort);
     assert_eq!(fresh.written.lock().len(), 1);
 
@@ -318,6 +378,18 @@ fn a_new_instance_fences_the_old_one_after_aborting_its_transaction() {
     let first = ready(init(&c, "tx", 60_000));
     add(&c, "tx", first, &[("a", 0)]).unwrap();
     assert_eq!(init(&c, "tx", 60_000), InitProducerIdAnswer::Fencing);
+    // The fenced transaction's abort completes in the background.
+    let ids = AtomicUsize::new(0);
+    let again = InitProducerIdRequest {
+        transactional_id: "tx".into(),
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    assert_eq!(
+        c.init_producer_id(&again, &ids_from(&ids)),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert!(!c.tick(false, false));
     assert_eq!(
         markers.written.lock().first().map(|m| m.1),
         Some(TxnResult::Abort)
@@ -377,4 +449,84 @@ fn a_state_write_needs_min_insync_replicas() {
         "{refused}"
     );
     assert_eq!(p.log_end_offset(), 0, "nothing written");
+}
+
+/// EndTxn answers once PrepareCommit is written, while a leader of the transaction
+/// still holds its marker (as Kafka's coordinator, whose markers are sent in the
+/// background); the id answers CONCURRENT_TRANSACTIONS until the marker is written,
+/// then the transaction is CompleteCommit. Another transaction's markers are not held
+/// behind the stalled leader.
+#[test]
+fn end_txn_answers_while_a_leader_holds_the_markers() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(StalledMarkers::default());
+    let c = TransactionCoordinator::new(config());
+    c.set_marker_writer(Arc::clone(&markers) as Arc<dyn MarkerWriter>);
+    c.set_partition_count(1);
+    c.load_partition(0, 0, Arc::clone(&log) as Arc<dyn TxnStateLog>)
+        .unwrap();
+    c.start_timer().unwrap();
+    let p = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", p, &[(STALLED, 0), ("a", 0)]).unwrap();
+
+    let (answers, answered) = mpsc::channel();
+    let ender = {
+        let c = c.clone();
+        std::thread::spawn(move || answers.send(end(&c, "tx", p, TxnResult::Commit)))
+    };
+    // Bounded: the leader holds the marker until released below, so an EndTxn that
+    // waited for it would not answer within this.
+    let answer = answered.recv_timeout(Duration::from_secs(10));
+    let state = c.describe("tx").map(|m| m.state);
+    let retried = end(&c, "tx", p, TxnResult::Commit);
+    let added = add(&c, "tx", p, &[("b", 0)]);
+
+    // Meanwhile another id's transaction completes.
+    let q = ready(init(&c, "other", 60_000));
+    add(&c, "other", q, &[("a", 1)]).unwrap();
+    end(&c, "other", q, TxnResult::Commit).unwrap();
+    let other = settled(&c, "other");
+    // Bounded: the sender that took the stalled marker is in the leader's hands.
+    for _ in 0..1000 {
+        if markers.held.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let still_held = markers.held.load(Ordering::SeqCst);
+
+    markers.release();
+    ender.join().unwrap().ok();
+    assert_eq!(answer.expect("EndTxn answered while the leader held the marker"), Ok(p));
+    assert_eq!(state, Ok(TxnState::PrepareCommit));
+    assert_eq!(retried, Err(TxnError::ConcurrentTransactions));
+    assert_eq!(added, Err(TxnError::ConcurrentTransactions));
+    assert_eq!(other, TxnState::CompleteCommit, "not held behind the stalled leader");
+    assert_eq!(still_held, 1, "the stalled leader still held the marker");
+
+    assert_eq!(settled(&c, "tx"), TxnState::CompleteCommit);
+    let written = markers.written.lock().clone();
+    assert!(written.contains(&(STALLED.to_string(), 0)), "{written:?}");
+    assert!(written.contains(&("a".to_string(), 0)), "{written:?}");
+    // A retried EndTxn now answers like the first; the next transaction starts.
+    assert_eq!(end(&c, "tx", p, TxnResult::Commit), Ok(p));
+    add(&c, "tx", p, &[("b", 0)]).unwrap();
+    c.shutdown();
+}
+
+/// Markers queued before the sender threads start (a partition loaded first) are
+/// sent once they are.
+#[test]
+fn markers_queued_before_the_senders_start_are_sent() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(MemMarkers::default());
+    let c = coordinator(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", p, &[("a", 0)]).unwrap();
+    end(&c, "tx", p, TxnResult::Abort).unwrap();
+    assert!(markers.written.lock().is_empty(), "left for the timer");
+    c.start_timer().unwrap();
+    assert_eq!(settled(&c, "tx"), TxnState::CompleteAbort);
+    assert_eq!(markers.written.lock().len(), 1);
+    c.shutdown();
 }
