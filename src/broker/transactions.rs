@@ -458,7 +458,15 @@ mod tests {
         broker.close().unwrap();
 
         let broker = Broker::open(dir.path()).unwrap();
-        let m = broker.transaction_coordinator().describe("tx").unwrap();
+        // The markers are sent again in the background (bounded wait).
+        let txns = broker.transaction_coordinator();
+        for _ in 0..1000 {
+            if txns.describe("tx").unwrap().state != TxnState::PrepareCommit {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let m = txns.describe("tx").unwrap();
         assert_eq!(m.state, TxnState::CompleteCommit);
         let part = broker.topic("t").unwrap().partition(0).unwrap();
         assert_eq!(part.log_end_offset(), 2, "the record and its COMMIT marker");

@@ -115,6 +115,19 @@ fn describe(c: &mut Client, id: &str) -> describe_transactions_response::Transac
     r.transaction_states[0].clone()
 }
 
+/// The state of `id` once its markers are written (EndTxn answers before they are;
+/// bounded wait).
+fn settled(c: &mut Client, id: &str) -> describe_transactions_response::TransactionState {
+    for _ in 0..1000 {
+        let state = describe(c, id);
+        if !state.transaction_state.as_str().starts_with("Prepare") {
+            return state;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    describe(c, id)
+}
+
 /// The control markers of partition `p` of `t`, in log order.
 fn markers(broker: &Broker, p: i32) -> Vec<bool> {
     let part = broker.topic("t").unwrap().partition(p).unwrap();
@@ -170,17 +183,21 @@ fn a_transaction_commits_aborts_and_fences_over_the_wire() {
     assert_eq!(ongoing.transaction_state.as_str(), "Ongoing");
     assert_eq!(ongoing.topics[0].partitions, vec![0, 1]);
     assert_eq!(end(&mut c, 3, "tx", p, true).error_code, 0);
-    assert_eq!(markers(&broker, 0), vec![true]);
-    assert_eq!(markers(&broker, 1), vec![true]);
     assert_eq!(
-        describe(&mut c, "tx").transaction_state.as_str(),
+        settled(&mut c, "tx").transaction_state.as_str(),
         "CompleteCommit"
     );
+    assert_eq!(markers(&broker, 0), vec![true]);
+    assert_eq!(markers(&broker, 1), vec![true]);
 
     // A second transaction, aborted.
     assert_eq!(add(&mut c, 3, "tx", p, &[0]), vec![0]);
     assert_eq!(produce(&mut c, "tx", p, 0, 1), 0);
     assert_eq!(end(&mut c, 3, "tx", p, false).error_code, 0);
+    assert_eq!(
+        settled(&mut c, "tx").transaction_state.as_str(),
+        "CompleteAbort"
+    );
     assert_eq!(markers(&broker, 0), vec![true, false]);
     // The retried EndTxn is answered like the first; the opposite one is refused.
     assert_eq!(end(&mut c, 3, "tx", p, false).error_code, 0);
@@ -215,6 +232,10 @@ fn a_transaction_commits_aborts_and_fences_over_the_wire() {
     assert_eq!(
         (r.error_code, r.producer_id.0, r.producer_epoch),
         (0, p.0, 2)
+    );
+    assert_eq!(
+        settled(&mut c, "tx").transaction_state.as_str(),
+        "CompleteCommit"
     );
 
     // A coordinator's WriteTxnMarkers to a partition led here.
@@ -283,7 +304,7 @@ fn a_transaction_with_a_group_but_no_offsets_keeps_the_offsets_journal_readable(
     );
     assert_eq!(end(&mut c, 3, "tx", p, true).error_code, 0);
     assert_eq!(
-        describe(&mut c, "tx").transaction_state.as_str(),
+        settled(&mut c, "tx").transaction_state.as_str(),
         "CompleteCommit"
     );
     drop(c);
