@@ -17,6 +17,10 @@ use crate::error::{ErrorCode, Result};
 /// Produce versions this client speaks: 3 (the first with RecordBatch v2) to 12 (13
 /// names topics by id).
 pub(super) const PRODUCE: std::ops::RangeInclusive<i16> = 3..=12;
+/// Produce versions of a transactional producer of transaction version 0: up to 11,
+/// as Kafka's client sends, since v12 tells the leader to add the partition to the
+/// transaction itself (KIP-890 part 2), which only transaction version 2 does.
+pub(super) const PRODUCE_BEFORE_TRANSACTION_V2: std::ops::RangeInclusive<i16> = 3..=11;
 /// Fetch versions: 4 (the oldest Kafka 4 answers) to 12 (13 names topics by id).
 pub(super) const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
 /// ListOffsets versions: 1 to 9.

@@ -631,7 +631,11 @@ impl Shared {
         conn: &mut Client,
         batches: Vec<(String, i32, Batch)>,
     ) -> std::result::Result<Option<InFlight>, (Error, Vec<(String, i32, Batch)>)> {
-        let version = match conn.version::<ProduceRequest>(PRODUCE) {
+        let versions = self
+            .txn
+            .as_ref()
+            .map_or(PRODUCE, Transactions::produce_versions);
+        let version = match conn.version::<ProduceRequest>(versions) {
             Ok(v) => v,
             Err(e) => return Err((e, batches)),
         };

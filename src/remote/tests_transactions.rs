@@ -355,7 +355,8 @@ fn offsets_join_a_version_2_transaction_without_add_offsets() {
 
 /// A coordinator that finalizes no `transaction.version` (a broker before Kafka 4.0,
 /// or one that keeps transaction version 0) gets transaction version 0: partitions
-/// added with AddPartitionsToTxn, EndTxn below v5, one epoch for every transaction.
+/// added with AddPartitionsToTxn, EndTxn below v5, Produce below v12, one epoch for
+/// every transaction.
 #[test]
 fn a_broker_without_transaction_version_2_gets_version_0() {
     use std::sync::{Arc, Mutex};
@@ -462,4 +463,8 @@ fn a_broker_without_transaction_version_2_gets_version_0() {
     };
     assert_eq!(of(ApiKey::AddPartitionsToTxn), [3, 3], "{calls:?}");
     assert_eq!(of(ApiKey::EndTxn), [4, 4], "{calls:?}");
+    // The broker takes Produce v12, but v12 makes the leader add the partition to the
+    // transaction (transaction version 2): a version 0 transaction sends v11, as
+    // Kafka's client does.
+    assert_eq!(of(ApiKey::Produce), [11, 11], "{calls:?}");
 }

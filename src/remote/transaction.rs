@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -42,6 +43,7 @@ use kafka_protocol::protocol::{Message, Request, StrBytes};
 use parking_lot::Mutex;
 
 use super::cluster::{Cluster, api_version, unreachable};
+use super::partition::{PRODUCE, PRODUCE_BEFORE_TRANSACTION_V2};
 use crate::error::{ApiError, Error, ErrorCode, Resource, Result};
 use crate::producer::{ConsumerGroupMetadata, transaction_timeout_ms};
 
@@ -118,6 +120,9 @@ pub(super) struct Transactions {
     /// The producer id and epoch, read by the sender for each batch (none before
     /// `init_transactions`).
     ids: Mutex<Option<(i64, i16)>>,
+    /// The open transaction's `version_2`, read by the sender for each Produce
+    /// (without the transaction's lock, which a send holds while it queues).
+    produce_version_2: AtomicBool,
     /// The coordinators found, by key type and key.
     coordinators: Mutex<HashMap<(i8, String), String>>,
 }
@@ -141,12 +146,23 @@ impl Transactions {
                 version_2: false,
             }),
             ids: Mutex::new(None),
+            produce_version_2: AtomicBool::new(false),
             coordinators: Mutex::new(HashMap::new()),
         })
     }
 
     pub(super) fn transactional_id(&self) -> &str {
         &self.transactional_id
+    }
+
+    /// The Produce versions of the open transaction's batches: v12 only with
+    /// transaction version 2, whose leaders add the partition themselves.
+    pub(super) fn produce_versions(&self) -> RangeInclusive<i16> {
+        if self.produce_version_2.load(Ordering::Acquire) {
+            PRODUCE
+        } else {
+            PRODUCE_BEFORE_TRANSACTION_V2
+        }
     }
 
     /// The producer id and epoch the sender numbers batches with.
@@ -412,6 +428,8 @@ impl Transactions {
         match &txn.phase {
             Phase::Ready => {
                 txn.version_2 = self.coordinator_has_version_2();
+                self.produce_version_2
+                    .store(txn.version_2, Ordering::Release);
                 txn.phase = Phase::InTransaction;
                 Ok(())
             }
