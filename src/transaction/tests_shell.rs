@@ -497,11 +497,18 @@ fn end_txn_answers_while_a_leader_holds_the_markers() {
 
     markers.release();
     ender.join().unwrap().ok();
-    assert_eq!(answer.expect("EndTxn answered while the leader held the marker"), Ok(p));
+    assert_eq!(
+        answer.expect("EndTxn answered while the leader held the marker"),
+        Ok(p)
+    );
     assert_eq!(state, Ok(TxnState::PrepareCommit));
     assert_eq!(retried, Err(TxnError::ConcurrentTransactions));
     assert_eq!(added, Err(TxnError::ConcurrentTransactions));
-    assert_eq!(other, TxnState::CompleteCommit, "not held behind the stalled leader");
+    assert_eq!(
+        other,
+        TxnState::CompleteCommit,
+        "not held behind the stalled leader"
+    );
     assert_eq!(still_held, 1, "the stalled leader still held the marker");
 
     assert_eq!(settled(&c, "tx"), TxnState::CompleteCommit);
