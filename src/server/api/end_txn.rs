@@ -1,9 +1,9 @@
 //! EndTxn (key 26), versions 0-5: commits or aborts the producer's transaction. The
 //! answer comes once the Prepare record is in `__transaction_state`; the markers are
-//! written in the background; a client of v5 (transaction version 2, KIP-890 part 2) gets its bumped
-//! producer id and epoch back. Write on the transactional id. PRODUCER_FENCED is
-//! INVALID_PRODUCER_EPOCH before v2, TRANSACTION_ABORTABLE is INVALID_TXN_STATE before
-//! v4.
+//! written in the background. A client of v5 (transaction version 2, KIP-890 part 2)
+//! gets its bumped producer id and epoch back. Write on the transactional id.
+//! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, TRANSACTION_ABORTABLE is
+//! INVALID_TXN_STATE before v4.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
