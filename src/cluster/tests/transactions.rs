@@ -296,3 +296,109 @@ fn a_version_2_network_producer_joins_partitions_led_by_other_nodes() {
     }
     p.close().unwrap();
 }
+
+/// EndTxn answers once PrepareCommit is written while the partition's leader cannot
+/// write the COMMIT marker (a follower in its ISR is stalled, so the marker is never
+/// committed); the markers are retried in the background, and the transaction becomes
+/// CompleteCommit, its records stable, only once the follower fetches again.
+#[test]
+fn a_commit_completes_once_a_stalled_partition_takes_its_marker() {
+    use super::failover::pause;
+    use super::replication::{broker, create};
+    use crate::record::{BatchBuilder, TRANSACTIONAL_BIT};
+    use crate::transaction::{
+        AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
+        TxnResult, TxnState,
+    };
+
+    // Followers never leave the ISR here, so a stalled one holds every commit back.
+    let c = TestCluster::with_lag(3, 1024, Duration::from_secs(600));
+    c.wait_settled();
+    let single = TransactionConfig {
+        state_log_replication_factor: 1,
+        ..config()
+    };
+    c.node(0).ensure_transaction_state(&single).unwrap();
+    wait_until("every node coordinating what it leads", || {
+        (0..3).all(|i| coordinates_what_it_leads(&c, i))
+    });
+    create(&c, "t", 1, Vec::new());
+    let image = c.wait_same_image();
+    let layout = image.topic("t").unwrap().partitions[0].clone();
+    let leader = (layout.leader - 1) as usize;
+    let follower = layout
+        .replicas
+        .iter()
+        .map(|r| (*r - 1) as usize)
+        .find(|&r| r != leader)
+        .unwrap();
+    let coordinator_node = image.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions
+        [crate::transaction::log::partition_for("stalled", PARTITIONS) as usize]
+        .leader;
+    let coordinator = broker(&c, (coordinator_node - 1) as usize);
+    let txns = coordinator.transaction_coordinator();
+
+    let init = InitProducerIdRequest {
+        transactional_id: "stalled".into(),
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    let InitProducerIdAnswer::Ready(p) = txns.init_producer_id(&init, &|| Ok(77)).unwrap() else {
+        panic!("no producer id");
+    };
+    txns.add_partitions(&AddPartitionsRequest {
+        transactional_id: "stalled".into(),
+        producer_id: p.producer_id,
+        producer_epoch: p.epoch,
+        partitions: [("t".to_string(), 0)].into(),
+        client_transaction_version: 0,
+    })
+    .unwrap();
+    let part = broker(&c, leader).topic("t").unwrap().partition(0).unwrap();
+    wait_until("leadership applied", || part.leader_epoch().is_some());
+    let mut b = BatchBuilder::new()
+        .producer(p.producer_id, p.epoch, 0)
+        .attributes(TRANSACTIONAL_BIT);
+    b.push(1, None, Some(b"v"), &[]);
+    part.append_idempotent(&b.finish()).unwrap();
+    wait_until("the record replicated", || part.high_watermark() == 1);
+
+    pause(&c, follower, true);
+    txns.end_txn(
+        &EndTxnRequest {
+            transactional_id: "stalled".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            result: TxnResult::Commit,
+            client_transaction_version: 0,
+        },
+        &|| Ok(78),
+    )
+    .unwrap();
+    let prepared = txns.describe("stalled").unwrap().state;
+    let hw_stalled = part.high_watermark();
+    // What a read_committed consumer may read: nothing until the marker is committed.
+    let lso_stalled = part.log().last_stable_offset().unwrap();
+
+    pause(&c, follower, false);
+    wait_until("the transaction complete", || {
+        txns.describe("stalled").unwrap().state == TxnState::CompleteCommit
+    });
+    assert_eq!(
+        prepared,
+        TxnState::PrepareCommit,
+        "answered before the marker"
+    );
+    assert_eq!(
+        hw_stalled, 1,
+        "the marker not committed while the follower stalled"
+    );
+    assert_eq!(lso_stalled, 0, "the record not stable before its marker is");
+    // (A marker retried after its commit timed out may be written twice.)
+    wait_until("the record and its marker stable", || {
+        let end = part.log_end_offset();
+        end >= 2 && part.high_watermark() == end && part.log().last_stable_offset().unwrap() == end
+    });
+    drop((part, coordinator));
+    c.shutdown();
+}
