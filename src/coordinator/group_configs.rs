@@ -498,43 +498,36 @@ mod tests {
         assert_eq!(configs["g"].len(), 2);
     }
 
-    /// Group configs kept in memory: the coordinators' view of a store.
-    #[derive(Debug, Default)]
-    struct MemStore {
-        configs: RwLock<Arc<GroupConfigs>>,
-        coordinator: CoordinatorConfig,
-        share: ShareConfig,
-    }
+    /// Group configs fixed by a test (which may set a session shorter than Kafka's
+    /// bounds, to wait for it): what the coordinators read; a change is refused.
+    #[derive(Debug)]
+    struct Fixed(Arc<GroupConfigs>, CoordinatorConfig, ShareConfig);
 
-    impl MemStore {
-        /// A store whose group `group` has `overrides` as they are (a test may set a
-        /// session shorter than Kafka's bounds, to wait for it).
-        fn with(group: &str, overrides: &[(&str, &str)]) -> Arc<MemStore> {
+    impl Fixed {
+        fn with(group: &str, overrides: &[(&str, &str)]) -> Arc<Fixed> {
             let one: GroupOverrides = overrides
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            let store = MemStore::default();
-            *store.configs.write() = Arc::new([(group.to_string(), one)].into());
-            Arc::new(store)
+            let configs = Arc::new([(group.to_string(), one)].into());
+            Arc::new(Fixed(configs, Default::default(), Default::default()))
         }
     }
 
-    impl GroupConfigStore for MemStore {
+    impl GroupConfigStore for Fixed {
         fn configs(&self) -> Arc<GroupConfigs> {
-            self.configs.read().clone()
+            Arc::clone(&self.0)
         }
 
         fn defaults(&self) -> (&CoordinatorConfig, &ShareConfig) {
-            (&self.coordinator, &self.share)
+            (&self.1, &self.2)
         }
 
-        fn store(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
-            let mut configs = self.configs.write();
-            let mut next = (**configs).clone();
-            apply_checked_values(&mut next, group, changes)?;
-            *configs = Arc::new(next);
-            Ok(())
+        fn store(&self, group: &str, _: &[GroupConfigChange]) -> Result<()> {
+            Err(Error::InvalidConfig {
+                key: group.to_string(),
+                reason: "this test's group configs are fixed".into(),
+            })
         }
     }
 
@@ -553,7 +546,7 @@ mod tests {
     fn a_consumer_group_heartbeats_and_expires_by_its_own_settings() {
         use std::time::{Duration, Instant};
         let c = super::super::GroupCoordinator::new(CoordinatorConfig::default());
-        c.set_group_configs(MemStore::with(
+        c.set_group_configs(Fixed::with(
             "quick",
             &[
                 (CONSUMER_SESSION_TIMEOUT_MS, "200"),
@@ -585,7 +578,7 @@ mod tests {
     fn a_share_group_heartbeats_and_expires_by_its_own_settings() {
         use std::time::{Duration, Instant};
         let share = super::super::ShareCoordinator::new(ShareConfig::default());
-        share.set_group_configs(MemStore::with(
+        share.set_group_configs(Fixed::with(
             "slow",
             &[
                 (SHARE_SESSION_TIMEOUT_MS, "60000"),

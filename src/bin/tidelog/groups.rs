@@ -167,11 +167,13 @@ struct Row<'a> {
 }
 
 impl GroupView {
-    /// A classic group: its generation where known, and the assignor of the generation.
-    fn classic(
+    /// A group as described: a classic group has its generation where known, a
+    /// consumer-protocol group its group and target assignment epochs.
+    fn new(
         state: String,
         members: Vec<MemberView>,
         generation: Option<i32>,
+        epochs: Option<(i32, i32)>,
         assignor: String,
         committed: BTreeMap<(String, i32), i64>,
     ) -> GroupView {
@@ -179,26 +181,7 @@ impl GroupView {
             state,
             members,
             generation,
-            epochs: None,
-            assignor,
-            committed,
-        }
-    }
-
-    /// A consumer-protocol group: its group and target assignment epochs, and the
-    /// assignor of the target.
-    fn consumer(
-        state: String,
-        members: Vec<MemberView>,
-        epochs: (i32, i32),
-        assignor: String,
-        committed: BTreeMap<(String, i32), i64>,
-    ) -> GroupView {
-        GroupView {
-            state,
-            members,
-            generation: None,
-            epochs: Some(epochs),
+            epochs,
             assignor,
             committed,
         }
@@ -312,10 +295,11 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
                 m.target_assignment,
             )
         });
-        GroupView::consumer(
+        GroupView::new(
             d.state.as_str().to_string(),
             members.collect(),
-            (d.group_epoch, d.assignment_epoch),
+            None,
+            Some((d.group_epoch, d.assignment_epoch)),
             d.assignor_name,
             committed,
         )
@@ -332,10 +316,11 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
                 .flatten();
             MemberView::classic(m.member_id, m.client_id, m.client_host, assignment)
         });
-        GroupView::classic(
+        GroupView::new(
             d.state.as_str().to_string(),
             members.collect(),
             Some(d.generation_id),
+            None,
             d.protocol_data,
             committed,
         )
@@ -499,10 +484,11 @@ mod remote {
                 grouped(m.target_assignment),
             )
         });
-        GroupView::consumer(
+        GroupView::new(
             d.state,
             members.collect(),
-            (d.group_epoch, d.assignment_epoch),
+            None,
+            Some((d.group_epoch, d.assignment_epoch)),
             d.assignor,
             committed,
         )
@@ -537,7 +523,14 @@ mod remote {
                     .members
                     .into_iter()
                     .map(|m| MemberView::classic(m.member_id, m.client_id, m.host, m.assignment));
-                GroupView::classic(d.state, members.collect(), None, d.protocol, committed)
+                GroupView::new(
+                    d.state,
+                    members.collect(),
+                    None,
+                    None,
+                    d.protocol,
+                    committed,
+                )
             }
         };
         let specs: Vec<(TopicPartition, OffsetSpec)> = view
