@@ -6,7 +6,7 @@ use kafka_protocol::messages::consumer_group_describe_response::{Assignment, Mem
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, GroupId};
 
 use super::router::kstr;
-use super::{AdminClient, Each, TopicPartition, group_outcome};
+use super::{AdminClient, Each, TopicPartition, described};
 use crate::error::Result;
 
 const CONSUMER_GROUP_DESCRIBE_VERSION: i16 = 0;
@@ -103,26 +103,15 @@ impl AdminClient {
             CONSUMER_GROUP_DESCRIBE_VERSION,
             |id| ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(kstr(id))]),
             |node, response| {
-                response
-                    .groups
-                    .into_iter()
-                    .map(|g| {
-                        group_outcome(
-                            &g.group_id.0,
-                            g.error_code,
-                            g.error_message.as_ref(),
-                            |gid| ConsumerGroupDescription {
-                                group_id: gid,
-                                state: g.group_state.to_string(),
-                                group_epoch: g.group_epoch,
-                                assignment_epoch: g.assignment_epoch,
-                                assignor: g.assignor_name.to_string(),
-                                members: g.members.into_iter().map(member).collect(),
-                                coordinator: node,
-                            },
-                        )
-                    })
-                    .collect()
+                described(response.groups, |gid, g| ConsumerGroupDescription {
+                    group_id: gid,
+                    state: g.group_state.to_string(),
+                    group_epoch: g.group_epoch,
+                    assignment_epoch: g.assignment_epoch,
+                    assignor: g.assignor_name.to_string(),
+                    members: g.members.into_iter().map(member).collect(),
+                    coordinator: node,
+                })
             },
         )
     }

@@ -399,6 +399,76 @@ fn group_outcome<T>(
     (gid, o.into())
 }
 
+/// A group of a describe answer (DescribeGroups, ConsumerGroupDescribe): its id, error
+/// code and message.
+trait DescribedGroup {
+    fn outcome_of(&self) -> (StrBytes, i16, Option<StrBytes>);
+}
+
+impl DescribedGroup for kafka_protocol::messages::describe_groups_response::DescribedGroup {
+    fn outcome_of(&self) -> (StrBytes, i16, Option<StrBytes>) {
+        (
+            self.group_id.0.clone(),
+            self.error_code,
+            self.error_message.clone(),
+        )
+    }
+}
+
+impl DescribedGroup for kafka_protocol::messages::consumer_group_describe_response::DescribedGroup {
+    fn outcome_of(&self) -> (StrBytes, i16, Option<StrBytes>) {
+        (
+            self.group_id.0.clone(),
+            self.error_code,
+            self.error_message.clone(),
+        )
+    }
+}
+
+/// Each group of a describe answer with its outcome: `describe` (given the group id)
+/// for a group answered without an error.
+fn described<G: DescribedGroup, T>(
+    groups: Vec<G>,
+    describe: impl Fn(String, G) -> T,
+) -> Vec<(String, Outcome<T>)> {
+    groups
+        .into_iter()
+        .map(|g| {
+            let (id, code, message) = g.outcome_of();
+            group_outcome(&id, code, message.as_ref(), |gid| describe(gid, g))
+        })
+        .collect()
+}
+
+/// A classic group as DescribeGroups answered it, from coordinator `node`.
+fn group_description(
+    gid: String,
+    node: i32,
+    g: kafka_protocol::messages::describe_groups_response::DescribedGroup,
+) -> GroupDescription {
+    let consumer = g.protocol_type.as_str() == "consumer";
+    GroupDescription {
+        group_id: gid,
+        state: g.group_state.to_string(),
+        protocol_type: g.protocol_type.to_string(),
+        protocol: g.protocol_data.to_string(),
+        members: g
+            .members
+            .into_iter()
+            .map(|m| MemberDescription {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.group_instance_id.map(|s| s.to_string()),
+                client_id: m.client_id.to_string(),
+                host: m.client_host.to_string(),
+                assignment: (consumer && !m.member_assignment.is_empty())
+                    .then(|| Assignment::decode(&m.member_assignment).ok())
+                    .flatten(),
+            })
+            .collect(),
+        coordinator: node,
+    }
+}
+
 fn node_ids(ids: &[BrokerId]) -> Vec<i32> {
     ids.iter().map(|b| b.0).collect()
 }
@@ -731,45 +801,7 @@ impl AdminClient {
             groups,
             DESCRIBE_GROUPS_VERSION,
             |id| DescribeGroupsRequest::default().with_groups(vec![GroupId(kstr(id))]),
-            |node, response| {
-                response
-                    .groups
-                    .into_iter()
-                    .map(|g| {
-                        group_outcome(
-                            &g.group_id.0,
-                            g.error_code,
-                            g.error_message.as_ref(),
-                            |gid| {
-                                let consumer = g.protocol_type.as_str() == "consumer";
-                                GroupDescription {
-                                    group_id: gid,
-                                    state: g.group_state.to_string(),
-                                    protocol_type: g.protocol_type.to_string(),
-                                    protocol: g.protocol_data.to_string(),
-                                    members: g
-                                        .members
-                                        .into_iter()
-                                        .map(|m| MemberDescription {
-                                            member_id: m.member_id.to_string(),
-                                            group_instance_id: m
-                                                .group_instance_id
-                                                .map(|s| s.to_string()),
-                                            client_id: m.client_id.to_string(),
-                                            host: m.client_host.to_string(),
-                                            assignment: (consumer
-                                                && !m.member_assignment.is_empty())
-                                            .then(|| Assignment::decode(&m.member_assignment).ok())
-                                            .flatten(),
-                                        })
-                                        .collect(),
-                                    coordinator: node,
-                                }
-                            },
-                        )
-                    })
-                    .collect()
-            },
+            |node, response| described(response.groups, |gid, g| group_description(gid, node, g)),
         )
     }
 

@@ -217,4 +217,46 @@ mod tests {
             "undone"
         );
     }
+
+    #[test]
+    fn a_groups_record_lock_duration_ends_its_locks() {
+        use crate::coordinator::group_configs::{
+            FileGroupConfigStore, GroupConfigStore, SHARE_RECORD_LOCK_DURATION_MS,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::builder(dir.path()).open().unwrap();
+        let share = broker.share_coordinator().unwrap();
+        let config = broker.config();
+        let store = FileGroupConfigStore::open(dir.path(), &config.coordinator, &config.share);
+        let store = store.unwrap();
+        let lock = (
+            SHARE_RECORD_LOCK_DURATION_MS.to_string(),
+            Some("15000".into()),
+        );
+        store.apply("quick", &[lock]).unwrap();
+        share.set_group_configs(std::sync::Arc::new(store));
+        assert_eq!(
+            share.group_settings("quick").record_lock_duration,
+            Duration::from_secs(15)
+        );
+        let t0 = Instant::now();
+        for group in ["quick", "g"] {
+            assert_eq!(share.fetch_offset(group, "t", 0, 0, 0, t0).unwrap(), 0);
+            let got = share.acquire(group, "m", "t", 0, &[0], 1, 10, t0).unwrap();
+            assert_eq!(got.len(), 1, "{group}");
+        }
+        // After 16 s the lock of `quick` (15 s) has ended, the broker's (30 s) not.
+        let t1 = t0 + Duration::from_secs(16);
+        for group in ["quick", "g"] {
+            share.fetch_offset(group, "t", 0, 0, 0, t1).unwrap();
+        }
+        assert_eq!(
+            share.record_state("quick", "t", 0, 0),
+            Some((RecordState::Available, 1))
+        );
+        assert_eq!(
+            share.record_state("g", "t", 0, 0),
+            Some((RecordState::Acquired, 1))
+        );
+    }
 }

@@ -25,6 +25,7 @@ mod drain;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;
+mod group_configs;
 mod group_coordinators;
 mod lost_directory;
 mod metadata_visibility;

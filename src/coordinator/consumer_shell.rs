@@ -61,7 +61,9 @@ impl GroupCoordinator {
         topics: &TopicsImage,
     ) -> Result<ConsumerHeartbeatResponse, GroupError> {
         self.check_open()?;
-        let cfg = &self.inner.config;
+        // The group's own session timeout and heartbeat interval, if it has them.
+        let settings = self.group_settings(&req.group_id);
+        let cfg = &*settings;
         validate_heartbeat(&req, cfg)?;
         let now = Instant::now();
         let mut st = self.inner.state.lock();
@@ -109,12 +111,12 @@ impl GroupCoordinator {
             }
         }
         let now = Instant::now();
-        let cfg = &self.inner.config;
         let mut st = self.inner.state.lock();
         if let Some(loaded) = st.loaded.get_mut(&index) {
             let incarnation = loaded.incarnation;
             for (id, recs) in by_group {
-                if let Some(g) = ConsumerGroup::restore(&id, &recs, cfg, now, incarnation) {
+                let cfg = self.group_settings(&id);
+                if let Some(g) = ConsumerGroup::restore(&id, &recs, &cfg, now, incarnation) {
                     loaded.consumer.insert(id, g);
                 }
             }

@@ -2,11 +2,17 @@
 //! session timeouts, heartbeat intervals, record lock duration and
 //! `share.auto.offset.reset`, with Kafka's names, bounds and defaults (the GROUP
 //! resource, type 32, of DescribeConfigs and IncrementalAlterConfigs). A single node
-//! keeps them in its data directory's `group-configs` file.
+//! keeps them in its data directory's `group-configs` file, a cluster in its metadata
+//! image; both are a [`GroupConfigStore`]. The group coordinator and the share
+//! coordinator read a group's values from the store they are given
+//! ([`GroupCoordinator::set_group_configs`](super::GroupCoordinator::set_group_configs),
+//! [`ShareCoordinator::set_group_configs`](super::ShareCoordinator::set_group_configs)).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 
@@ -127,19 +133,7 @@ pub fn apply_changes(
     coordinator: &CoordinatorConfig,
     share: &ShareConfig,
 ) -> Result<()> {
-    let mut next = configs.get(group).cloned().unwrap_or_default();
-    for (key, value) in changes {
-        match value {
-            Some(v) => {
-                validate_value(group, key, v)?;
-                next.insert(key.clone(), v.clone());
-            }
-            None => {
-                bounds(group, key)?;
-                next.remove(key);
-            }
-        }
-    }
+    let next = changed(configs, group, changes)?;
     let values: BTreeMap<String, String> = describe(&next, coordinator, share)
         .into_iter()
         .map(|(k, v, _)| (k, v))
@@ -160,12 +154,157 @@ pub fn apply_changes(
             });
         }
     }
+    put_overrides(configs, group, next);
+    Ok(())
+}
+
+/// Applies `changes` to `group`'s overrides in `configs` checking each value but not
+/// the heartbeat intervals against the session timeouts, which depend on the broker's
+/// defaults (a cluster's metadata image applies a change every node checked before it
+/// proposed it). Nothing changes on an error.
+pub fn apply_checked_values(
+    configs: &mut GroupConfigs,
+    group: &str,
+    changes: &[GroupConfigChange],
+) -> Result<()> {
+    let next = changed(configs, group, changes)?;
+    put_overrides(configs, group, next);
+    Ok(())
+}
+
+/// `group`'s overrides after `changes`, each checked.
+fn changed(
+    configs: &GroupConfigs,
+    group: &str,
+    changes: &[GroupConfigChange],
+) -> Result<GroupOverrides> {
+    let mut next = configs.get(group).cloned().unwrap_or_default();
+    for (key, value) in changes {
+        match value {
+            Some(v) => {
+                validate_value(group, key, v)?;
+                next.insert(key.clone(), v.clone());
+            }
+            None => {
+                bounds(group, key)?;
+                next.remove(key);
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// Sets `group`'s overrides (none: the group is forgotten).
+fn put_overrides(configs: &mut GroupConfigs, group: &str, next: GroupOverrides) {
     if next.is_empty() {
         configs.remove(group);
     } else {
         configs.insert(group.to_string(), next);
     }
-    Ok(())
+}
+
+/// A millisecond setting of `overrides`, if the group overrides it.
+fn millis(overrides: &GroupOverrides, key: &str) -> Option<Duration> {
+    let ms = overrides.get(key)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ms))
+}
+
+/// The broker's consumer-protocol settings with `group`'s overrides of
+/// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` (borrowed as
+/// they are when it has none).
+pub fn consumer_settings<'a>(
+    overrides: &GroupOverrides,
+    base: &'a CoordinatorConfig,
+) -> Cow<'a, CoordinatorConfig> {
+    let session = millis(overrides, CONSUMER_SESSION_TIMEOUT_MS);
+    let interval = millis(overrides, CONSUMER_HEARTBEAT_INTERVAL_MS);
+    if session.is_none() && interval.is_none() {
+        return Cow::Borrowed(base);
+    }
+    let mut c = base.clone();
+    c.consumer_session_timeout = session.unwrap_or(c.consumer_session_timeout);
+    c.consumer_heartbeat_interval = interval.unwrap_or(c.consumer_heartbeat_interval);
+    Cow::Owned(c)
+}
+
+/// The broker's share-group settings with a group's overrides of
+/// `share.session.timeout.ms`, `share.heartbeat.interval.ms` and
+/// `share.record.lock.duration.ms`.
+pub fn share_settings(overrides: &GroupOverrides, base: &ShareConfig) -> ShareConfig {
+    let mut s = base.clone();
+    let or = |key, d| millis(overrides, key).unwrap_or(d);
+    s.session_timeout = or(SHARE_SESSION_TIMEOUT_MS, s.session_timeout);
+    s.heartbeat_interval = or(SHARE_HEARTBEAT_INTERVAL_MS, s.heartbeat_interval);
+    s.record_lock_duration = or(SHARE_RECORD_LOCK_DURATION_MS, s.record_lock_duration);
+    s
+}
+
+/// Where a node keeps its group configs: a single node's `group-configs` file
+/// ([`FileGroupConfigStore`]), a cluster node its metadata image. Every change is
+/// checked against Kafka's bounds and the broker's settings before it is stored.
+pub trait GroupConfigStore: Send + Sync + std::fmt::Debug {
+    /// Every group's overrides now.
+    fn configs(&self) -> Arc<GroupConfigs>;
+
+    /// The broker's settings, the defaults of the groups'.
+    fn defaults(&self) -> (&CoordinatorConfig, &ShareConfig);
+
+    /// Stores `changes` of `group` (checked by [`apply`](Self::apply)), all or none,
+    /// durably before it returns.
+    fn store(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()>;
+
+    /// The overrides of `group` (empty if it has none).
+    fn overrides(&self, group: &str) -> GroupOverrides {
+        self.configs().get(group).cloned().unwrap_or_default()
+    }
+
+    /// Every setting of `group` with its value and whether the group overrides it
+    /// ([`describe`]).
+    fn describe(&self, group: &str) -> Vec<(String, String, bool)> {
+        let (coordinator, share) = self.defaults();
+        describe(&self.overrides(group), coordinator, share)
+    }
+
+    /// Whether `group`'s `share.auto.offset.reset` is `earliest`: a share-partition it
+    /// reads for the first time starts at the log's start, else at its end (`latest`).
+    fn share_reads_from_earliest(&self, group: &str) -> bool {
+        self.overrides(group)
+            .get(SHARE_AUTO_OFFSET_RESET)
+            .is_some_and(|v| v == "earliest")
+    }
+
+    /// Checks `changes` as [`apply`](Self::apply) would, changing nothing.
+    fn validate(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
+        let (coordinator, share) = self.defaults();
+        let mut one = GroupConfigs::new();
+        one.insert(group.to_string(), self.overrides(group));
+        apply_changes(&mut one, group, changes, coordinator, share)
+    }
+
+    /// Applies `changes` to `group`'s overrides, durably, all or none.
+    fn apply(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
+        self.validate(group, changes)?;
+        self.store(group, changes)
+    }
+}
+
+impl super::GroupCoordinator {
+    /// Reads each group's `consumer.session.timeout.ms` and
+    /// `consumer.heartbeat.interval.ms` from `store` from now on (a server sets the
+    /// store it serves DescribeConfigs from).
+    pub fn set_group_configs(&self, store: Arc<dyn GroupConfigStore>) {
+        *self.inner.group_configs.write() = Some(store);
+    }
+
+    /// The coordinator's settings with `group`'s overrides of its consumer-protocol
+    /// session timeout and heartbeat interval.
+    pub(super) fn group_settings(&self, group: &str) -> Cow<'_, CoordinatorConfig> {
+        let overrides = match &*self.inner.group_configs.read() {
+            Some(store) => store.overrides(group),
+            None => return Cow::Borrowed(&self.inner.config),
+        };
+        consumer_settings(&overrides, &self.inner.config)
+    }
 }
 
 /// The group configs of a data directory, in its `group-configs` file.
@@ -198,36 +337,18 @@ impl FileGroupConfigStore {
             share: share.clone(),
         })
     }
+}
 
-    /// The overrides of `group` (empty if it has none).
-    pub fn overrides(&self, group: &str) -> GroupOverrides {
-        self.configs.read().get(group).cloned().unwrap_or_default()
+impl GroupConfigStore for FileGroupConfigStore {
+    fn configs(&self) -> Arc<GroupConfigs> {
+        self.configs.read().clone()
     }
 
-    /// Every setting of `group` with its value and whether the group overrides it
-    /// ([`describe`]).
-    pub fn describe(&self, group: &str) -> Vec<(String, String, bool)> {
-        describe(&self.overrides(group), &self.coordinator, &self.share)
+    fn defaults(&self) -> (&CoordinatorConfig, &ShareConfig) {
+        (&self.coordinator, &self.share)
     }
 
-    /// Whether `group`'s `share.auto.offset.reset` is `earliest`: a share-partition it
-    /// reads for the first time starts at the log's start, else at its end (`latest`).
-    pub fn share_reads_from_earliest(&self, group: &str) -> bool {
-        self.configs
-            .read()
-            .get(group)
-            .and_then(|o| o.get(SHARE_AUTO_OFFSET_RESET))
-            .is_some_and(|v| v == "earliest")
-    }
-
-    /// Checks `changes` as [`apply`](Self::apply) would, changing nothing.
-    pub fn validate(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
-        let mut next = (**self.configs.read()).clone();
-        apply_changes(&mut next, group, changes, &self.coordinator, &self.share)
-    }
-
-    /// Applies `changes` to `group`'s overrides, durably, all or none.
-    pub fn apply(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
+    fn store(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
         let mut configs = self.configs.write();
         let mut next = (**configs).clone();
         apply_changes(&mut next, group, changes, &self.coordinator, &self.share)?;
@@ -237,11 +358,19 @@ impl FileGroupConfigStore {
     }
 }
 
-/// The `group-configs` payload: version (`u8`), a count (`u32`) of groups, each a
-/// group id and a count (`u32`) of (key, value) strings.
+/// The `group-configs` payload: version (`u8`), then the configs as [`put_configs`]
+/// writes them.
 fn encode(configs: &GroupConfigs) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(GROUP_CONFIGS_VERSION);
+    put_configs(&mut w, configs);
+    w.into_bytes()
+}
+
+/// Every group's overrides: a count (`u32`) of groups, each a group id and a count
+/// (`u32`) of (key, value) strings (the `group-configs` file, and a cluster's metadata
+/// image since its version 9).
+pub(crate) fn put_configs(w: &mut Writer, configs: &GroupConfigs) {
     w.u32(configs.len() as u32);
     for (group, overrides) in configs {
         w.str(group);
@@ -251,18 +380,10 @@ fn encode(configs: &GroupConfigs) -> Vec<u8> {
             w.str(v);
         }
     }
-    w.into_bytes()
 }
 
-/// Reads what [`encode`] wrote, checking every value as a change would be.
-fn decode(payload: &[u8], location: &str) -> Result<GroupConfigs> {
-    let mut r = Reader::new(payload, location);
-    let version = r.u8()?;
-    if version != GROUP_CONFIGS_VERSION {
-        return Err(r.error(format!(
-            "group configs version {version}; this version reads {GROUP_CONFIGS_VERSION}"
-        )));
-    }
+/// Reads what [`put_configs`] wrote, checking every value as a change would be.
+pub(crate) fn get_configs(r: &mut Reader<'_>) -> Result<GroupConfigs> {
     let mut configs = GroupConfigs::new();
     for _ in 0..r.count(8)? {
         let group = r.str()?;
@@ -274,6 +395,19 @@ fn decode(payload: &[u8], location: &str) -> Result<GroupConfigs> {
         }
         configs.insert(group, overrides);
     }
+    Ok(configs)
+}
+
+/// Reads what [`encode`] wrote.
+fn decode(payload: &[u8], location: &str) -> Result<GroupConfigs> {
+    let mut r = Reader::new(payload, location);
+    let version = r.u8()?;
+    if version != GROUP_CONFIGS_VERSION {
+        return Err(r.error(format!(
+            "group configs version {version}; this version reads {GROUP_CONFIGS_VERSION}"
+        )));
+    }
+    let configs = get_configs(&mut r)?;
     r.finish()?;
     Ok(configs)
 }
@@ -362,5 +496,113 @@ mod tests {
         )
         .unwrap();
         assert_eq!(configs["g"].len(), 2);
+    }
+
+    /// Group configs fixed by a test (which may set a session shorter than Kafka's
+    /// bounds, to wait for it): what the coordinators read; a change is refused.
+    #[derive(Debug)]
+    struct Fixed(Arc<GroupConfigs>, CoordinatorConfig, ShareConfig);
+
+    impl Fixed {
+        fn with(group: &str, overrides: &[(&str, &str)]) -> Arc<Fixed> {
+            let one: GroupOverrides = overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let configs = Arc::new([(group.to_string(), one)].into());
+            Arc::new(Fixed(configs, Default::default(), Default::default()))
+        }
+    }
+
+    impl GroupConfigStore for Fixed {
+        fn configs(&self) -> Arc<GroupConfigs> {
+            Arc::clone(&self.0)
+        }
+
+        fn defaults(&self) -> (&CoordinatorConfig, &ShareConfig) {
+            (&self.1, &self.2)
+        }
+
+        fn store(&self, group: &str, _: &[GroupConfigChange]) -> Result<()> {
+            Err(Error::InvalidConfig {
+                key: group.to_string(),
+                reason: "this test's group configs are fixed".into(),
+            })
+        }
+    }
+
+    fn consumer_join(group: &str, member: &str) -> super::super::ConsumerHeartbeatRequest {
+        super::super::ConsumerHeartbeatRequest {
+            group_id: group.into(),
+            member_id: member.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_consumer_group_heartbeats_and_expires_by_its_own_settings() {
+        use std::time::{Duration, Instant};
+        let c = super::super::GroupCoordinator::new(CoordinatorConfig::default());
+        c.set_group_configs(Fixed::with(
+            "quick",
+            &[
+                (CONSUMER_SESSION_TIMEOUT_MS, "200"),
+                (CONSUMER_HEARTBEAT_INTERVAL_MS, "50"),
+            ],
+        ));
+        c.start_reaper().unwrap();
+        let topics = BTreeMap::from([("t".to_string(), 2)]);
+        let quick = c
+            .consumer_group_heartbeat(consumer_join("quick", "a"), &topics)
+            .unwrap();
+        assert_eq!(quick.heartbeat_interval, Duration::from_millis(50));
+        let other = c
+            .consumer_group_heartbeat(consumer_join("other", "a"), &topics)
+            .unwrap();
+        assert_eq!(other.heartbeat_interval, Duration::from_secs(5));
+        // The member of `quick` is gone after its 200 ms session, the other's (45 s)
+        // stays.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.group_type("quick").is_some() {
+            assert!(Instant::now() < deadline, "the member never expired");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(c.consumer_group_describe("other").unwrap().members.len(), 1);
+        c.shutdown();
+    }
+
+    #[test]
+    fn a_share_group_heartbeats_and_expires_by_its_own_settings() {
+        use std::time::{Duration, Instant};
+        let share = super::super::ShareCoordinator::new(ShareConfig::default());
+        share.set_group_configs(Fixed::with(
+            "slow",
+            &[
+                (SHARE_SESSION_TIMEOUT_MS, "60000"),
+                (SHARE_HEARTBEAT_INTERVAL_MS, "12000"),
+            ],
+        ));
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let join = |group: &str| super::super::ShareHeartbeat {
+            group_id: group.into(),
+            member_id: "m".into(),
+            member_epoch: 0,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let slow = share.heartbeat(join("slow"), &topics, t0).unwrap();
+        assert_eq!(slow.heartbeat_interval, Duration::from_secs(12));
+        let other = share.heartbeat(join("other"), &topics, t0).unwrap();
+        assert_eq!(other.heartbeat_interval, Duration::from_secs(5));
+        // After 50 s the default 45 s session has ended, the group's 60 s one not.
+        share.expire_members(t0 + Duration::from_secs(50)).unwrap();
+        assert_eq!(share.describe("slow").len(), 1);
+        assert!(share.describe("other").is_empty());
+        share.expire_members(t0 + Duration::from_secs(61)).unwrap();
+        assert!(share.describe("slow").is_empty());
     }
 }

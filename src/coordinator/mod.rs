@@ -266,6 +266,8 @@ struct Inner {
     /// Offset commits waiting for the replicas, without `state`'s lock (taken after it
     /// when both are held).
     order: Mutex<commit_order::CommitOrder>,
+    /// The groups' own settings (none: the broker's for every group).
+    group_configs: parking_lot::RwLock<Option<Arc<dyn group_configs::GroupConfigStore>>>,
 }
 
 /// The group coordinator of a broker (see the module documentation for the protocol
@@ -343,6 +345,7 @@ impl GroupCoordinator {
                 reaper: Mutex::new(None),
                 incarnations: AtomicU64::new(seed),
                 order: Mutex::default(),
+                group_configs: parking_lot::RwLock::new(None),
             }),
         };
         let incarnation = c.next_incarnation();

@@ -119,7 +119,9 @@ impl ShareCoordinator {
             return Err(refused(&group, ShareError::InvalidRequest(what.into())));
         }
         self.expire_members(now)?;
-        let interval = self.config().heartbeat_interval;
+        // The group's own session timeout and heartbeat interval, if it has them.
+        let settings = self.group_settings(&group);
+        let interval = settings.heartbeat_interval;
         if hb.member_epoch == LEAVE_EPOCH {
             // Its records stay held until its share session closes (its last
             // ShareFetch or ShareAcknowledge, with its final acknowledgements) or their
@@ -134,7 +136,7 @@ impl ShareCoordinator {
                 assignment: None,
             });
         }
-        let deadline = now + self.config().session_timeout;
+        let deadline = now + settings.session_timeout;
         let mut inner = self.lock();
         let Inner {
             groups,

@@ -201,6 +201,12 @@ impl SharePartition {
         self.limits
     }
 
+    /// Sets how long the records acquired from now on stay locked (the group's
+    /// `share.record.lock.duration.ms`); locks held keep their expiry.
+    pub fn set_lock_duration(&mut self, lock_duration: Duration) {
+        self.limits.lock_duration = lock_duration;
+    }
+
     /// The first offset that may still be delivered: every record before it is
     /// acknowledged or archived.
     pub fn start_offset(&self) -> i64 {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::consumer_records::topic_id;
+use super::group_configs::{GroupConfigStore, share_settings};
 use super::share_partition::{AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition};
 use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState, UPDATE};
 use crate::config::ShareConfig;
@@ -139,6 +140,8 @@ pub struct ShareCoordinator {
     /// the waiting ShareFetch requests.
     watchers: Mutex<Vec<Arc<crate::topic::Signal>>>,
     next_member: AtomicU64,
+    /// The groups' own settings (none: the broker's for every group).
+    group_configs: parking_lot::RwLock<Option<Arc<dyn GroupConfigStore>>>,
 }
 
 impl std::fmt::Debug for ShareCoordinator {
@@ -170,12 +173,28 @@ impl ShareCoordinator {
             unloads: Mutex::new(Vec::new()),
             watchers: Mutex::new(Vec::new()),
             next_member: AtomicU64::new(0),
+            group_configs: parking_lot::RwLock::new(None),
         }
     }
 
     /// Its settings.
     pub fn config(&self) -> &ShareConfig {
         &self.config
+    }
+
+    /// Reads each group's `share.session.timeout.ms`, `share.heartbeat.interval.ms` and
+    /// `share.record.lock.duration.ms` from `store` from now on (a server sets the
+    /// store it serves DescribeConfigs from).
+    pub fn set_group_configs(&self, store: Arc<dyn GroupConfigStore>) {
+        *self.group_configs.write() = Some(store);
+    }
+
+    /// Its settings with `group`'s overrides.
+    pub fn group_settings(&self, group: &str) -> ShareConfig {
+        match &*self.group_configs.read() {
+            Some(store) => share_settings(&store.overrides(group), &self.config),
+            None => self.config.clone(),
+        }
     }
 
     /// True once the partitions of `__share_group_state` are loaded (on a cluster
@@ -439,9 +458,12 @@ impl ShareCoordinator {
         max_records: usize,
         now: Instant,
     ) -> Result<Vec<AcquiredRecord>> {
+        // The group's lock duration now, for the records acquired from now on.
+        let lock_duration = self.group_settings(group).record_lock_duration;
         let mut inner = self.lock();
         let k = Self::known(&inner, group, topic, partition)?;
         self.change(&mut inner, &k, |p| {
+            p.set_lock_duration(lock_duration);
             p.acquire(member, offsets, read_end, max_records, now)
         })
     }

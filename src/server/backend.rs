@@ -92,9 +92,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
         ))
     }
     /// The dynamic group configs (the GROUP resource of DescribeConfigs and
-    /// IncrementalAlterConfigs), where this node keeps them: a single node, in its data
-    /// directory.
-    fn group_configs(&self) -> Option<&crate::coordinator::group_configs::FileGroupConfigStore> {
+    /// IncrementalAlterConfigs), where this node keeps them: a single node in its data
+    /// directory, a cluster node in the metadata image.
+    fn group_configs(&self) -> Option<&dyn crate::coordinator::group_configs::GroupConfigStore> {
         None
     }
     /// The share groups this node knows, each with its number of members, made or

@@ -19,8 +19,8 @@ pub(crate) struct BrokerBackend {
     pub(crate) broker: Broker,
     /// Set when the broker is a cluster node: topics and leaders come from the cluster.
     pub(crate) cluster: Option<Arc<dyn ClusterView>>,
-    /// A single node's group configs (a cluster node has none yet).
-    pub(crate) group_configs: Option<crate::coordinator::group_configs::FileGroupConfigStore>,
+    /// The group configs: a single node's file, or a cluster's metadata image.
+    pub(crate) group_configs: Option<Arc<dyn crate::coordinator::group_configs::GroupConfigStore>>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -102,8 +102,8 @@ impl Backend for BrokerBackend {
         self.cluster.as_deref()
     }
 
-    fn group_configs(&self) -> Option<&crate::coordinator::group_configs::FileGroupConfigStore> {
-        self.group_configs.as_ref()
+    fn group_configs(&self) -> Option<&dyn crate::coordinator::group_configs::GroupConfigStore> {
+        self.group_configs.as_deref()
     }
 
     fn create_topic(

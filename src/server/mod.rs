@@ -784,17 +784,35 @@ impl ServerBuilder {
                 return Err(e);
             }
         };
-        // A single node keeps its group configs in its data directory.
-        let group_configs = match &cluster {
-            None => Some(
-                crate::coordinator::group_configs::FileGroupConfigStore::open(
-                    self.broker.dir(),
-                    &self.broker.config().coordinator,
-                    &self.broker.config().share,
-                )?,
-            ),
-            Some(_) => None,
+        // A single node keeps its group configs in its data directory, a cluster in its
+        // metadata image; the group and share coordinators read each group's from there.
+        let group_configs: Arc<dyn crate::coordinator::group_configs::GroupConfigStore> = {
+            let (coordinator, share) = (
+                &self.broker.config().coordinator,
+                &self.broker.config().share,
+            );
+            match &cluster {
+                None => Arc::new(
+                    crate::coordinator::group_configs::FileGroupConfigStore::open(
+                        self.broker.dir(),
+                        coordinator,
+                        share,
+                    )?,
+                ),
+                Some(node) => Arc::new(crate::cluster::group_configs::ClusterGroupConfigs::new(
+                    node.clone(),
+                    coordinator,
+                    share,
+                )),
+            }
         };
+        self.broker
+            .group_coordinator()
+            .set_group_configs(group_configs.clone());
+        self.broker
+            .share_state()
+            .set_group_configs(group_configs.clone());
+        let group_configs = Some(group_configs);
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
         let producers = node::producer_ids(self.broker.dir(), cluster.as_ref());

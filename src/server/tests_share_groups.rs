@@ -375,3 +375,37 @@ fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
         );
     }
 }
+
+#[test]
+fn heartbeats_answer_the_groups_own_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "q", 1);
+    let key = "consumer.heartbeat.interval.ms";
+    assert_eq!(set_group_config(&mut c, "tuned", key, "7000"), 0);
+    let key = "share.heartbeat.interval.ms";
+    assert_eq!(set_group_config(&mut c, "tuned-share", key, "12000"), 0);
+    for (group, expected) in [("tuned", 7000), ("plain", 5000)] {
+        let join = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s("m1"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]))
+            .with_topic_partitions(Some(Vec::new()));
+        let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, &join);
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        assert_eq!(r.heartbeat_interval_ms, expected, "{group}");
+    }
+    for (group, expected) in [("tuned-share", 12000), ("plain-share", 5000)] {
+        let join = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s("m1"))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+        let r: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        assert_eq!(r.heartbeat_interval_ms, expected, "{group}");
+    }
+}

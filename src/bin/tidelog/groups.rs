@@ -167,6 +167,26 @@ struct Row<'a> {
 }
 
 impl GroupView {
+    /// A group as described: a classic group has its generation where known, a
+    /// consumer-protocol group its group and target assignment epochs.
+    fn new(
+        state: String,
+        members: Vec<MemberView>,
+        generation: Option<i32>,
+        epochs: Option<(i32, i32)>,
+        assignor: String,
+        committed: BTreeMap<(String, i32), i64>,
+    ) -> GroupView {
+        GroupView {
+            state,
+            members,
+            generation,
+            epochs,
+            assignor,
+            committed,
+        }
+    }
+
     /// Every partition with a committed offset or an owner, sorted.
     fn rows(&self) -> Vec<Row<'_>> {
         let mut owners: BTreeMap<(String, i32), &str> = BTreeMap::new();
@@ -267,25 +287,22 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
         let d = coord
             .consumer_group_describe(group)
             .map_err(|e| fail!("describing consumer group {group:?} failed: {e}"))?;
-        GroupView {
-            state: d.state.as_str().to_string(),
-            members: d
-                .members
-                .into_iter()
-                .map(|m| {
-                    MemberView::consumer(
-                        (m.member_id, m.client_id, m.client_host),
-                        m.member_epoch,
-                        m.assignment,
-                        m.target_assignment,
-                    )
-                })
-                .collect(),
-            generation: None,
-            epochs: Some((d.group_epoch, d.assignment_epoch)),
-            assignor: d.assignor_name,
+        let members = d.members.into_iter().map(|m| {
+            MemberView::consumer(
+                (m.member_id, m.client_id, m.client_host),
+                m.member_epoch,
+                m.assignment,
+                m.target_assignment,
+            )
+        });
+        GroupView::new(
+            d.state.as_str().to_string(),
+            members.collect(),
+            None,
+            Some((d.group_epoch, d.assignment_epoch)),
+            d.assignor_name,
             committed,
-        }
+        )
     } else {
         let d = coord
             .describe_group(group)
@@ -293,23 +310,20 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
         if d.state == GroupState::Dead && d.members.is_empty() && committed.is_empty() {
             return Err(fail!("consumer group {group:?} does not exist"));
         }
-        GroupView {
-            state: d.state.as_str().to_string(),
-            members: d
-                .members
-                .into_iter()
-                .map(|m| {
-                    let assignment = (!m.assignment.is_empty())
-                        .then(|| Assignment::decode(&m.assignment).ok())
-                        .flatten();
-                    MemberView::classic(m.member_id, m.client_id, m.client_host, assignment)
-                })
-                .collect(),
-            generation: Some(d.generation_id),
-            epochs: None,
-            assignor: d.protocol_data,
+        let members = d.members.into_iter().map(|m| {
+            let assignment = (!m.assignment.is_empty())
+                .then(|| Assignment::decode(&m.assignment).ok())
+                .flatten();
+            MemberView::classic(m.member_id, m.client_id, m.client_host, assignment)
+        });
+        GroupView::new(
+            d.state.as_str().to_string(),
+            members.collect(),
+            Some(d.generation_id),
+            None,
+            d.protocol_data,
             committed,
-        }
+        )
     };
     let ends = view
         .rows()
@@ -462,25 +476,22 @@ mod remote {
             }
             out
         };
-        GroupView {
-            state: d.state,
-            members: d
-                .members
-                .into_iter()
-                .map(|m| {
-                    MemberView::consumer(
-                        (m.member_id, m.client_id, m.host),
-                        m.member_epoch,
-                        grouped(m.assignment),
-                        grouped(m.target_assignment),
-                    )
-                })
-                .collect(),
-            generation: None,
-            epochs: Some((d.group_epoch, d.assignment_epoch)),
-            assignor: d.assignor,
+        let members = d.members.into_iter().map(|m| {
+            MemberView::consumer(
+                (m.member_id, m.client_id, m.host),
+                m.member_epoch,
+                grouped(m.assignment),
+                grouped(m.target_assignment),
+            )
+        });
+        GroupView::new(
+            d.state,
+            members.collect(),
+            None,
+            Some((d.group_epoch, d.assignment_epoch)),
+            d.assignor,
             committed,
-        }
+        )
     }
 
     fn describe(admin: &AdminClient, out: &mut Out, group: &str) -> CliResult {
@@ -508,20 +519,18 @@ mod remote {
                     );
                     return Err(tidelog::Error::from(e).into());
                 }
-                GroupView {
-                    state: d.state,
-                    members: d
-                        .members
-                        .into_iter()
-                        .map(|m| {
-                            MemberView::classic(m.member_id, m.client_id, m.host, m.assignment)
-                        })
-                        .collect(),
-                    generation: None,
-                    epochs: None,
-                    assignor: d.protocol,
+                let members = d
+                    .members
+                    .into_iter()
+                    .map(|m| MemberView::classic(m.member_id, m.client_id, m.host, m.assignment));
+                GroupView::new(
+                    d.state,
+                    members.collect(),
+                    None,
+                    None,
+                    d.protocol,
                     committed,
-                }
+                )
             }
         };
         let specs: Vec<(TopicPartition, OffsetSpec)> = view

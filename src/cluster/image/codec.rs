@@ -7,13 +7,15 @@
 //! (version 4), voters' directory ids (version 5), client quotas (version 7: entities
 //! with their keys and values, as the `client-quotas` file of a single node); each
 //! partition's adding and removing replicas since version 6; each broker's rack since
-//! version 8.
+//! version 8; groups' config overrides (version 9, as the `group-configs` file of a
+//! single node).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage};
 use crate::cluster::records::codec::{get_endpoints, get_opt_str, put_endpoints, put_opt_str};
+use crate::coordinator::group_configs;
 use crate::error::Result;
 use crate::security::acl::{self, AclBinding};
 use crate::security::credentials::{self, Users};
@@ -24,8 +26,9 @@ use crate::storage::codec::{Reader, Writer};
 /// version 2, without the brokers' named listeners, and version 3, without the
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
 /// version 5, without the partitions' reassignments, version 6, without client
-/// quotas, and version 7, without the brokers' racks, are still read).
-const IMAGE_VERSION: u16 = 8;
+/// quotas, version 7, without the brokers' racks, and version 8, without group
+/// configs, are still read).
+const IMAGE_VERSION: u16 = 9;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -66,6 +69,7 @@ impl MetadataImage {
             w.str(id);
         }
         quota::put_quotas(&mut w, &self.client_quotas.0);
+        group_configs::put_configs(&mut w, &self.group_configs);
         w.into_bytes()
     }
 
@@ -115,6 +119,11 @@ impl MetadataImage {
         } else {
             Default::default()
         };
+        let group_configs = if version >= 9 {
+            group_configs::get_configs(&mut r)?
+        } else {
+            Default::default()
+        };
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -127,6 +136,7 @@ impl MetadataImage {
             proposals,
             directories,
             client_quotas: QuotaTable(Arc::new(client_quotas)),
+            group_configs: Arc::new(group_configs),
         })
     }
 }

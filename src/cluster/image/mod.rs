@@ -362,6 +362,8 @@ pub(crate) struct MetadataImage {
     pub directories: BTreeMap<i32, String>,
     /// Client quotas (shared between images until they change).
     pub client_quotas: QuotaTable,
+    /// Groups' config overrides by group id (shared between images until they change).
+    pub group_configs: Arc<crate::coordinator::group_configs::GroupConfigs>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -656,6 +658,9 @@ impl MetadataImage {
             }
             MetadataRecord::AlterClientQuotas { changes } => self.alter_client_quotas(changes),
             MetadataRecord::UnregisterBroker { broker_id } => self.unregister_broker(*broker_id),
+            MetadataRecord::AlterGroupConfig { group, changes } => {
+                self.alter_group_config(group, changes)
+            }
         }
     }
 
@@ -799,6 +804,20 @@ impl MetadataImage {
         let mut quotas = (*self.client_quotas.0).clone();
         quota::apply_changes(&mut quotas, changes).map_err(invalid)?;
         self.client_quotas = QuotaTable(Arc::new(quotas));
+        Ok(Applied::Done)
+    }
+
+    /// `AlterGroupConfig`: all the changes, or none (each value within Kafka's bounds;
+    /// the proposer checked the intervals against the session timeouts).
+    fn alter_group_config(
+        &mut self,
+        group: &str,
+        changes: &[crate::coordinator::group_configs::GroupConfigChange],
+    ) -> Outcome {
+        let mut configs = (*self.group_configs).clone();
+        crate::coordinator::group_configs::apply_checked_values(&mut configs, group, changes)
+            .map_err(invalid)?;
+        self.group_configs = Arc::new(configs);
         Ok(Applied::Done)
     }
 

@@ -45,6 +45,7 @@ pub(super) mod kind {
     pub const ALTER_PARTITION_REASSIGNMENT: u8 = 33;
     pub const ALTER_CLIENT_QUOTAS: u8 = 40;
     pub const UNREGISTER_BROKER: u8 = 43;
+    pub const ALTER_GROUP_CONFIG: u8 = 44;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -76,6 +77,7 @@ impl MetadataRecord {
             MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
             MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
             MetadataRecord::UnregisterBroker { .. } => kind::UNREGISTER_BROKER,
+            MetadataRecord::AlterGroupConfig { .. } => kind::ALTER_GROUP_CONFIG,
         }
     }
 
@@ -155,6 +157,13 @@ impl MetadataRecord {
                 put_list(w, changes, quota::put_change)
             }
             MetadataRecord::UnregisterBroker { broker_id } => w.i32(*broker_id),
+            MetadataRecord::AlterGroupConfig { group, changes } => {
+                w.str(group);
+                put_list(w, changes, |w, (key, value)| {
+                    w.str(key);
+                    put_opt_str(w, value.as_deref());
+                })
+            }
         }
     }
 
@@ -220,6 +229,11 @@ impl MetadataRecord {
             }),
             kind::UNREGISTER_BROKER => Ok(MetadataRecord::UnregisterBroker {
                 broker_id: r.i32()?,
+            }),
+            // At least a key length and a value tag each.
+            kind::ALTER_GROUP_CONFIG => Ok(MetadataRecord::AlterGroupConfig {
+                group: r.str()?,
+                changes: get_list(r, 3, |r| Ok((r.str()?, get_opt_str(r)?)))?,
             }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }

@@ -252,6 +252,14 @@ pub(crate) enum MetadataRecord {
         /// Node id.
         broker_id: i32,
     },
+    /// Sets and removes a group's config overrides, all or none (Kafka's
+    /// `ConfigRecord`s of a GROUP resource, from IncrementalAlterConfigs).
+    AlterGroupConfig {
+        /// The group id.
+        group: String,
+        /// The changes, in order: a key and its new value, or `None` to remove it.
+        changes: Vec<(String, Option<String>)>,
+    },
 }
 
 impl MetadataRecord {
@@ -278,6 +286,7 @@ impl MetadataRecord {
             MetadataRecord::AlterPartitionReassignment { .. } => "AlterPartitionReassignment",
             MetadataRecord::AlterClientQuotas { .. } => "AlterClientQuotas",
             MetadataRecord::UnregisterBroker { .. } => "UnregisterBroker",
+            MetadataRecord::AlterGroupConfig { .. } => "AlterGroupConfig",
         }
     }
 }
@@ -479,6 +488,13 @@ pub(crate) mod tests {
                 target: None,
             },
             MetadataRecord::UnregisterBroker { broker_id: 4 },
+            MetadataRecord::AlterGroupConfig {
+                group: "g".into(),
+                changes: vec![
+                    ("consumer.session.timeout.ms".into(), Some("50000".into())),
+                    ("share.auto.offset.reset".into(), None),
+                ],
+            },
             MetadataRecord::AlterClientQuotas {
                 changes: vec![
                     QuotaChange {

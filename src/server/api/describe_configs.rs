@@ -58,13 +58,14 @@ pub(super) fn config_source(name: &str, overridden: &[(String, String)]) -> i8 {
     }
 }
 
-/// A group's settings as DescribeConfigs lists them, and the ones it overrides; a node
-/// that keeps no group configs (a cluster node) answers INVALID_REQUEST.
+/// A group's settings as DescribeConfigs lists them, and the ones it overrides (a
+/// single node's from its data directory, a cluster node's from the metadata image); a
+/// backend that keeps no group configs answers INVALID_REQUEST.
 fn group_configs(ctx: &Ctx<'_>, group: &str) -> Result<(Settings, Settings), (i16, String)> {
     let store = ctx.backend().group_configs().ok_or_else(|| {
         (
             ResponseError::InvalidRequest.code(),
-            format!("group {group:?}: group configs are kept by single nodes only, not by cluster nodes yet"),
+            format!("group {group:?}: this server keeps no group configs"),
         )
     })?;
     let mut pairs = Vec::new();

@@ -34,8 +34,9 @@ const LIST_SETTINGS: &[&str] = &["cleanup.policy"];
 
 /// IncrementalAlterConfigs of a group (resource type 32): SET and DELETE of the group
 /// settings Kafka has (`consumer.session.timeout.ms`, `share.auto.offset.reset`, ...),
-/// checked against their bounds, stored durably before the answer; a cluster node keeps
-/// none yet (INVALID_REQUEST).
+/// checked against their bounds, stored durably before the answer (a cluster node
+/// proposes them to the controller and answers once it applied them); a backend that
+/// keeps no group configs answers INVALID_REQUEST.
 fn alter_group(
     ctx: &Ctx<'_>,
     counts: &HashMap<(i8, String), usize>,
@@ -54,7 +55,7 @@ fn alter_group(
     }
     let store = ctx.backend().group_configs().ok_or_else(|| {
         invalid_request(format!(
-            "group {name:?}: group configs are kept by single nodes only, not by cluster nodes yet"
+            "group {name:?}: this server keeps no group configs"
         ))
     })?;
     let changes = r

@@ -229,7 +229,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         };
         fetch(ctx, &fetcher, &request, &session, &mut answers);
     }
-    let lock = share.config().record_lock_duration;
+    let lock = share.group_settings(&group).record_lock_duration;
     let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
     for ((topic, _), data) in answers {
         by_topic.entry(topic).or_default().push(data);
