@@ -104,9 +104,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
-    /// Every partition log in the data directory (on a cluster node, the hosted
+    /// Every partition log in the log directories (on a cluster node, the hosted
     /// ones), for DescribeLogDirs.
     fn local_logs(&self) -> Vec<LocalLog>;
+    /// Every log directory with why it failed (None: usable), the data directory
+    /// first, for DescribeLogDirs.
+    fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.data_dir(), None)]
+    }
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
     /// The cluster this broker is a node of, None for a single node. Handlers answer
@@ -124,6 +129,8 @@ pub(crate) struct LocalLog {
     pub topic: String,
     /// Partition index.
     pub partition: i32,
+    /// The log directory holding it.
+    pub dir: PathBuf,
     /// Bytes of its files.
     pub size: u64,
     /// How far its log end is below its high watermark (Kafka's offset lag of a

@@ -1023,6 +1023,8 @@ mod tests_groups;
 #[cfg(test)]
 mod tests_listeners;
 #[cfg(test)]
+mod tests_log_dirs;
+#[cfg(test)]
 mod tests_security;
 #[cfg(test)]
 mod tests_share_groups;
