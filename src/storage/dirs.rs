@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// same node (Kafka's `-future` replica): `<topic>-<partition>.<uuid>-future`.
 pub const FUTURE_SUFFIX: &str = "-future";
 
+/// Suffix of a partition directory retired by a move to another log directory, until
+/// it is deleted: `<topic>-<partition>.<uuid>-delete`.
+pub const DELETE_SUFFIX: &str = "-delete";
+
 /// Whether one log directory is usable, shared by the manager and every log in it.
 #[derive(Debug)]
 pub(crate) struct DirHealth {
@@ -87,6 +91,60 @@ pub(crate) fn future_of(name: &str) -> Option<&str> {
     let (partition, id) = stem.rsplit_once('.')?;
     (!partition.is_empty() && !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
         .then_some(partition)
+}
+
+/// The name of the partition a directory retired by a move held: `events-0` for
+/// `events-0.0123abcd-delete`; None for another name.
+pub(crate) fn retired_of(name: &str) -> Option<&str> {
+    let stem = name.strip_suffix(DELETE_SUFFIX)?;
+    let (partition, id) = stem.rsplit_once('.')?;
+    (!partition.is_empty() && !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some(partition)
+}
+
+/// Makes `to` hold what `from` holds (files only, one level, as a partition directory
+/// is), each file fsynced: a file already in `to` with the same length and
+/// modification time is kept (a sealed segment copied by an earlier pass), one
+/// missing from `from` is deleted. Returns the bytes copied.
+pub(crate) fn sync_copy(from: &Path, to: &Path) -> Result<u64> {
+    use crate::error::IoContext;
+    std::fs::create_dir_all(to).ctx("create", to)?;
+    let mut copied = 0;
+    let mut names = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(from).ctx("list", from)? {
+        let entry = entry.ctx("list", from)?;
+        let src_meta = entry.metadata().ctx("stat", entry.path())?;
+        if !src_meta.is_file() {
+            continue;
+        }
+        let name = entry.file_name();
+        let dst = to.join(&name);
+        names.insert(name);
+        let same = std::fs::metadata(&dst).is_ok_and(|m| {
+            m.len() == src_meta.len() && m.modified().ok() == src_meta.modified().ok()
+        });
+        if same {
+            continue;
+        }
+        copied += std::fs::copy(entry.path(), &dst).ctx("copy", entry.path())?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&dst)
+            .ctx("open", &dst)?;
+        if let Ok(t) = src_meta.modified() {
+            f.set_modified(t)
+                .ctx("set the modification time of", &dst)?;
+        }
+        f.sync_all().ctx("fsync", &dst)?;
+    }
+    for entry in std::fs::read_dir(to).ctx("list", to)? {
+        let entry = entry.ctx("list", to)?;
+        if !names.contains(&entry.file_name()) {
+            std::fs::remove_file(entry.path()).ctx("delete", entry.path())?;
+        }
+    }
+    super::checkpoint::sync_dir(to)?;
+    Ok(copied)
 }
 
 /// A partition directory `name` found in two log directories.

@@ -5,7 +5,7 @@
 use super::clock::CoarseClock;
 use super::clock::now_ms;
 use super::config::LogConfig;
-use super::dirs::{DirHealth, duplicate, future_of, least_loaded};
+use super::dirs::{DirHealth, duplicate, future_of, least_loaded, retired_of, sync_copy};
 use super::events::DiskSpace;
 use super::files::{Files, StorageLimits};
 use super::log::{LogEnv, PartitionLog};
@@ -128,6 +128,7 @@ fn list_subdirs(dir: &Path) -> Result<Vec<String>> {
 fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String, usize>> {
     let mut placement: BTreeMap<String, usize> = BTreeMap::new();
     let mut futures = Vec::new();
+    let mut retired = Vec::new();
     for (at, d) in dirs.iter().enumerate() {
         if d.failure().is_some() {
             continue;
@@ -143,6 +144,8 @@ fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String
         for name in names {
             if let Some(partition) = future_of(&name) {
                 futures.push((at, name.clone(), partition.to_string()));
+            } else if let Some(partition) = retired_of(&name) {
+                retired.push((at, name.clone(), partition.to_string()));
             } else if split_log_name(&name).is_some()
                 && let Some(&first) = placement.get(&name)
             {
@@ -162,6 +165,18 @@ fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String
         } else {
             let to = dirs[at].path().join(&partition);
             fs::rename(&path, &to).ctx("finish move", &path)?;
+            placement.insert(partition, at);
+        }
+        super::checkpoint::sync_dir(dirs[at].path())?;
+    }
+    // A directory retired by a move: deleted once the partition is in place elsewhere,
+    // put back if not (the move had not finished).
+    for (at, old, partition) in retired {
+        let path = dirs[at].path().join(&old);
+        if placement.contains_key(&partition) {
+            fs::remove_dir_all(&path).ctx("delete moved partition", &path)?;
+        } else {
+            fs::rename(&path, dirs[at].path().join(&partition)).ctx("restore", &path)?;
             placement.insert(partition, at);
         }
         super::checkpoint::sync_dir(dirs[at].path())?;
@@ -550,6 +565,94 @@ impl LogManager {
     pub fn log_dir_of(&self, name: &str) -> Option<PathBuf> {
         let at = *self.inner.placement.lock().get(name)?;
         Some(self.inner.dirs[at].path().to_path_buf())
+    }
+
+    /// The index of the log directory `dir` (compared canonicalized, as DescribeLogDirs
+    /// shows them).
+    fn dir_index(&self, dir: &Path) -> Option<usize> {
+        let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        self.inner
+            .dirs
+            .iter()
+            .position(|d| d.path() == dir || fs::canonicalize(d.path()).is_ok_and(|p| p == want))
+    }
+
+    /// True if `dir` is one of the log directories.
+    pub fn is_log_dir(&self, dir: &Path) -> bool {
+        self.dir_index(dir).is_some()
+    }
+
+    /// Moves the open log `name` into the log directory `target` (Kafka's
+    /// AlterReplicaLogDirs) and returns it reopened there; `reopen` is the log's
+    /// configuration. The files are first copied into
+    /// `<target>/<name>.<uuid>-future` while the log serves; then the log is closed
+    /// (appends and reads of the old handle get [`Error::Closed`]: the caller swaps in
+    /// the returned one), what changed since is copied, the old directory is renamed
+    /// `<name>.<uuid>-delete`, the future one renamed into place, and the old one
+    /// deleted. Each step is fsynced; a crash at any point leaves either the old copy or
+    /// the new one in place when the manager opens again (see `scan_dirs`). A log
+    /// already in `target` is left alone.
+    pub fn move_log(&self, name: &str, target: &Path, reopen: LogConfig) -> Result<PartitionLog> {
+        self.check_writable()?;
+        check_name(name)?;
+        let to = self.dir_index(target).ok_or_else(|| Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("{} is not one of the log directories", target.display()),
+        })?;
+        let log = self.get(name).ok_or_else(|| Error::InvalidConfig {
+            key: "log name".into(),
+            reason: format!("{name} is not open: only an open log is moved"),
+        })?;
+        let from = self.place(name)?;
+        if from == to {
+            return Ok(log);
+        }
+        self.inner.dirs[from].check(name)?;
+        self.inner.dirs[to].check(name)?;
+        let hex: String = super::codec::random_uuid()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let src = self.inner.dirs[from].path().join(name);
+        let future = self.inner.dirs[to]
+            .path()
+            .join(format!("{name}.{hex}{}", super::dirs::FUTURE_SUFFIX));
+        let retired = self.inner.dirs[from]
+            .path()
+            .join(format!("{name}.{hex}{}", super::dirs::DELETE_SUFFIX));
+        let dst = self.inner.dirs[to].path().join(name);
+        // Online: the sealed segments (and whatever else is there now).
+        if let Err(e) = sync_copy(&src, &future) {
+            let _ = fs::remove_dir_all(&future);
+            return Err(e);
+        }
+        // Offline: the tail, then the swap.
+        let mut logs = self.inner.logs.lock();
+        logs.remove(name);
+        let swapped = (|| {
+            log.close()?;
+            sync_copy(&src, &future)?;
+            super::checkpoint::sync_dir(self.inner.dirs[to].path())?;
+            fs::rename(&src, &retired).ctx("retire", &src)?;
+            super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
+            fs::rename(&future, &dst).ctx("finish move", &future)?;
+            super::checkpoint::sync_dir(self.inner.dirs[to].path())
+        })();
+        if let Err(e) = swapped {
+            // Put the old copy back if it was retired; the next open resolves the rest.
+            if !src.exists() && retired.exists() && !dst.exists() {
+                let _ = fs::rename(&retired, &src);
+            }
+            let _ = fs::remove_dir_all(&future);
+            drop(logs);
+            return Err(e);
+        }
+        self.inner.placement.lock().insert(name.to_string(), to);
+        drop(logs);
+        let moved = self.open_log(name, reopen)?;
+        fs::remove_dir_all(&retired).ctx("delete moved partition", &retired)?;
+        super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
+        Ok(moved)
     }
 
     /// Takes the log directory `dir` offline, as an I/O error in it does: its logs

@@ -131,3 +131,75 @@ fn a_directory_unusable_at_open_is_failed_not_fatal() {
     assert!(a.join("t-0").is_dir() && a.join("t-1").is_dir());
     assert!(open2(&a, &a).is_err(), "a directory given twice");
 }
+
+#[test]
+fn a_log_moves_to_another_directory_with_every_record() {
+    let (_root, a, b) = two_dirs();
+    let m = open2(&a, &b).unwrap();
+    let log = m.open_log("t-0", small()).unwrap();
+    // Several segments: sealed ones are copied while the log serves, the tail after.
+    for i in 0..40 {
+        log.append(&batch(i * 5, 5, 1_000)).unwrap();
+    }
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(a.as_path()));
+    let before = values(&log, 0);
+    let moved = m.move_log("t-0", &b, small()).unwrap();
+    assert!(matches!(
+        log.append(&batch(0, 1, 1_000)),
+        Err(Error::Closed(_))
+    ));
+    assert_eq!(values(&moved, 0), before);
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
+    assert!(!a.join("t-0").exists() && b.join("t-0").is_dir());
+    let leftovers: Vec<_> = fs::read_dir(&a)
+        .unwrap()
+        .chain(fs::read_dir(&b).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-future") || n.ends_with("-delete"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    moved.append(&batch(200, 5, 1_000)).unwrap();
+    assert!(
+        m.move_log("t-0", &PathBuf::from("/nonexistent"), small())
+            .is_err()
+    );
+    m.close().unwrap();
+    drop(m);
+    let m = open2(&a, &b).unwrap();
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
+    assert_eq!(
+        values(&m.open_log("t-0", small()).unwrap(), 0).len(),
+        before.len() + 5
+    );
+}
+
+#[test]
+fn a_move_cut_short_after_retiring_the_old_copy_is_finished_or_undone() {
+    let (_root, a, b) = two_dirs();
+    {
+        let m = open2(&a, &b).unwrap();
+        m.open_log("t-0", small())
+            .unwrap()
+            .append(&batch(0, 3, 1_000))
+            .unwrap();
+        m.close().unwrap();
+    }
+    assert!(a.join("t-0").is_dir());
+    // The old copy retired, the new one not complete-and-renamed yet: only the retired
+    // one is left (the copy had not started): it is put back.
+    fs::rename(a.join("t-0"), a.join("t-0.00ff-delete")).unwrap();
+    {
+        let m = open2(&a, &b).unwrap();
+        assert_eq!(m.log_dir_of("t-0").as_deref(), Some(a.as_path()));
+        assert_eq!(values(&m.open_log("t-0", small()).unwrap(), 0).len(), 3);
+        m.close().unwrap();
+    }
+    // The old copy retired and the complete future one present: the future one wins,
+    // the retired one is deleted.
+    super::super::dirs::sync_copy(&a.join("t-0"), &b.join("t-0.00ff-future")).unwrap();
+    fs::rename(a.join("t-0"), a.join("t-0.00ff-delete")).unwrap();
+    let m = open2(&a, &b).unwrap();
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
+    assert!(!a.join("t-0.00ff-delete").exists());
+    assert_eq!(values(&m.open_log("t-0", small()).unwrap(), 0).len(), 3);
+}
