@@ -893,6 +893,79 @@ impl Broker {
         }
     }
 
+    /// Moves partition `partition` of `topic` into the log directory `dir` (Kafka's
+    /// AlterReplicaLogDirs; see [`LogManager::move_log`]): its files are copied while it
+    /// serves, then it is briefly offline (appends and reads through a handle taken
+    /// before get [`Error::Closed`], Kafka's NOT_LEADER_OR_FOLLOWER on the wire, which
+    /// clients retry) while the tail is copied and the directories swapped; handles
+    /// taken after serve from the new directory. Every step is crash-safe: after a
+    /// crash the partition is whole in one directory or the other. A partition already
+    /// in `dir` is left alone. The topics of the coordinators (`__consumer_offsets`,
+    /// ...) and a cluster node's partitions are not moved ([`Error::InvalidConfig`]).
+    ///
+    /// ```
+    /// # let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    /// use tidelog::{Broker, TopicConfig};
+    /// let broker = Broker::builder(a.path()).log_dirs([b.path()]).open()?;
+    /// broker.create_topic("events", 1, TopicConfig::new())?;
+    /// broker.move_partition_to_log_dir("events", 0, b.path())?;
+    /// assert!(b.path().join("events-0").is_dir());
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn move_partition_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        self.check_open()?;
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        let _admin = self.inner.admin.lock();
+        let refuse = |why: String| Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("partition {topic}-{partition} is not moved: {why}"),
+        };
+        if self.inner.managed.load(Ordering::Acquire) {
+            return Err(refuse(
+                "moves between log directories are for a single node's partitions, not yet a cluster node's".into(),
+            ));
+        }
+        let t = self.registered_topic(topic)?;
+        if t.is_internal() {
+            return Err(refuse(format!(
+                "{topic} is an internal topic, whose partitions the coordinators hold"
+            )));
+        }
+        let old = t.partition(partition)?;
+        let logs = self
+            .inner
+            .logs
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::Closed("broker".into()))?;
+        if !logs.is_log_dir(dir) {
+            return Err(refuse(format!(
+                "{} is not one of the log directories",
+                dir.display()
+            )));
+        }
+        let ln = log_name(topic, partition);
+        let config = old.log().config();
+        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
+            Ok(log) => (log, Ok(())),
+            // The log may be closed part way: serve it again from where it is.
+            Err(e) => match logs.open_log(&ln, config) {
+                Ok(log) if old.log().is_closed() => (log, Err(e)),
+                _ => return Err(e),
+            },
+        };
+        if log.dir() != old.log().dir() || old.log().is_closed() {
+            let mut parts: Vec<Partition> = t.partitions().to_vec();
+            if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
+                *slot = Partition::new(Arc::from(topic), partition, log);
+            }
+            t.set_partitions(parts);
+        }
+        result
+    }
+
     /// Takes the log directory `dir` offline, as an I/O error in it does (see
     /// [`LogManager::fail_log_dir`]): its partitions answer a storage error.
     pub fn fail_log_dir(&self, dir: &Path, reason: &str) -> Result<()> {

@@ -112,6 +112,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
         vec![(self.data_dir(), None)]
     }
+    /// Moves partition `partition` of `topic` into the log directory `dir`
+    /// (AlterReplicaLogDirs).
+    fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &std::path::Path) -> Result<()> {
+        let _ = (topic, partition);
+        Err(crate::error::Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("{} is the only log directory", dir.display()),
+        })
+    }
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
     /// The cluster this broker is a node of, None for a single node. Handlers answer

@@ -314,6 +314,10 @@ impl Backend for BrokerBackend {
         self.broker.log_dir_states()
     }
 
+    fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        self.broker.move_partition_to_log_dir(topic, partition, dir)
+    }
+
     fn close(&self) -> Result<()> {
         self.broker.close()
     }

@@ -162,3 +162,64 @@ fn a_log_directory_replaced_by_a_file_is_refused_at_open_when_it_held_partitions
         "{err}"
     );
 }
+
+fn alter_log_dir(c: &mut Client, dir: &Path, topic: &str, partition: i32) -> i16 {
+    let req = AlterReplicaLogDirsRequest::default().with_dirs(vec![
+        alter_replica_log_dirs_request::AlterReplicaLogDir::default()
+            .with_path(StrBytes::from_string(dir.display().to_string()))
+            .with_topics(vec![
+                alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partitions(vec![partition]),
+            ]),
+    ]);
+    let resp: AlterReplicaLogDirsResponse = c.call(ApiKey::AlterReplicaLogDirs, 2, &req);
+    resp.results[0].partitions[0].error_code
+}
+
+#[test]
+fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let expected: Vec<String> = (0..30).map(|i| format!("record-{i}")).collect();
+    let moved_to = {
+        let (server, broker) = start_jbod(&a, &b);
+        let mut c = Client::connect(server.local_addr());
+        create(&mut c, "t", 1);
+        for chunk in expected.chunks(3) {
+            let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            assert_eq!(produce(&mut c, "t", 0, &values), 0);
+        }
+        let dirs = describe(&mut c);
+        let from = dirs
+            .iter()
+            .position(|d| d.2.contains(&("t".into(), 0)))
+            .unwrap();
+        let to = 1 - from;
+        let target = dirs[to].0.clone();
+        assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+        let dirs = describe(&mut c);
+        assert!(dirs[to].2.contains(&("t".into(), 0)), "{dirs:?}");
+        assert!(!dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+        assert_eq!(fetch(&mut c, "t", 0), (0, expected.clone()));
+        // It still takes records where it is now.
+        assert_eq!(produce(&mut c, "t", 0, &["after"]), 0);
+        // A path that is not a log directory, a partition that does not exist.
+        assert_eq!(
+            alter_log_dir(&mut c, &root.path().join("elsewhere"), "t", 0),
+            57
+        );
+        assert_eq!(alter_log_dir(&mut c, &target, "t", 7), 3);
+        server.shutdown().unwrap();
+        broker.close().unwrap();
+        target
+    };
+    assert!(moved_to.join("t-0").is_dir());
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    let mut all = expected;
+    all.push("after".into());
+    assert_eq!(fetch(&mut c, "t", 0), (0, all));
+    server.shutdown().unwrap();
+    drop(broker);
+}
