@@ -68,8 +68,11 @@ fn fetch(c: &mut Client, topic: &str, p: i32) -> (i16, Vec<String>) {
     (part.error_code, values)
 }
 
-/// DescribeLogDirs v4: (path, error code, [(topic, partition)]) per directory.
-fn describe(c: &mut Client) -> Vec<(PathBuf, i16, Vec<(String, i32)>)> {
+/// One directory as DescribeLogDirs v4 gives it: path, error code, (topic, partition)s.
+type DirListing = (PathBuf, i16, Vec<(String, i32)>);
+
+/// DescribeLogDirs v4, per directory.
+fn describe(c: &mut Client) -> Vec<DirListing> {
     let resp: DescribeLogDirsResponse = c.call(
         ApiKey::DescribeLogDirs,
         4,

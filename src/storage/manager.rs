@@ -160,12 +160,15 @@ fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String
     }
     for (at, future, partition) in futures {
         let path = dirs[at].path().join(&future);
-        if placement.contains_key(&partition) {
-            fs::remove_dir_all(&path).ctx("delete unfinished move", &path)?;
-        } else {
-            let to = dirs[at].path().join(&partition);
-            fs::rename(&path, &to).ctx("finish move", &path)?;
-            placement.insert(partition, at);
+        match placement.entry(partition) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                fs::remove_dir_all(&path).ctx("delete unfinished move", &path)?;
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let to = dirs[at].path().join(v.key());
+                fs::rename(&path, &to).ctx("finish move", &path)?;
+                v.insert(at);
+            }
         }
         super::checkpoint::sync_dir(dirs[at].path())?;
     }
@@ -173,11 +176,14 @@ fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String
     // put back if not (the move had not finished).
     for (at, old, partition) in retired {
         let path = dirs[at].path().join(&old);
-        if placement.contains_key(&partition) {
-            fs::remove_dir_all(&path).ctx("delete moved partition", &path)?;
-        } else {
-            fs::rename(&path, dirs[at].path().join(&partition)).ctx("restore", &path)?;
-            placement.insert(partition, at);
+        match placement.entry(partition) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                fs::remove_dir_all(&path).ctx("delete moved partition", &path)?;
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                fs::rename(&path, dirs[at].path().join(v.key())).ctx("restore", &path)?;
+                v.insert(at);
+            }
         }
         super::checkpoint::sync_dir(dirs[at].path())?;
     }

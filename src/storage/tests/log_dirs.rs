@@ -51,7 +51,7 @@ fn partitions_spread_over_the_directories_and_are_found_again() {
     assert!(matches!(
         LogManager::open_with_dirs(
             tempfile::tempdir().unwrap().path(),
-            &[b.clone()],
+            std::slice::from_ref(&b),
             StorageLimits::default()
         ),
         Err(Error::DirectoryLocked(_))
