@@ -203,3 +203,30 @@ fn a_move_cut_short_after_retiring_the_old_copy_is_finished_or_undone() {
     assert!(!a.join("t-0.00ff-delete").exists());
     assert_eq!(values(&m.open_log("t-0", small()).unwrap(), 0).len(), 3);
 }
+
+#[test]
+fn an_io_error_on_append_fails_the_directory() {
+    let (_root, a, b) = two_dirs();
+    let m = open2(&a, &b).unwrap();
+    let l0 = m.open_log("t-0", small()).unwrap();
+    let l1 = m.open_log("t-1", small()).unwrap();
+    assert_eq!(m.log_dir_of("t-1").as_deref(), Some(b.as_path()));
+    // The disk under b goes: the next segment cannot be created.
+    fs::remove_dir_all(b.join("t-1")).unwrap();
+    let mut failed = None;
+    for i in 0..200 {
+        if let Err(e) = l1.append(&batch(i * 5, 5, 1_000)) {
+            failed = Some(e);
+            break;
+        }
+    }
+    assert!(matches!(failed, Some(Error::Io { .. })), "{failed:?}");
+    assert!(
+        m.log_dir_states()[1].1.is_some(),
+        "{:?}",
+        m.log_dir_states()
+    );
+    assert!(matches!(l1.read(0, 1 << 20), Err(Error::Io { .. })));
+    l0.append(&batch(0, 5, 1_000)).unwrap();
+    assert!(m.log_dir_states()[0].1.is_none());
+}
