@@ -198,6 +198,9 @@ pub struct BrokerConfig {
     /// What the partitions' logs hold open at once, however many there are
     /// (descriptors, mapped segments). Default: [`crate::storage::StorageLimits::default`].
     pub storage_limits: crate::storage::StorageLimits,
+    /// More log directories for partitions besides the data directory (Kafka's
+    /// `log.dirs` past its first entry, JBOD). Default none.
+    pub extra_log_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -213,6 +216,7 @@ impl Default for BrokerConfig {
             auto_create_topics: false,
             max_partitions: crate::storage::StorageLimits::default().partitions_that_fit(),
             storage_limits: crate::storage::StorageLimits::default(),
+            extra_log_dirs: Vec::new(),
         }
     }
 }

@@ -525,6 +525,26 @@ fn answer_every_version(
                     .collect()
             }
         ),
+        // To a path that is not one of the node's log directories: LOG_DIR_NOT_FOUND.
+        ApiKey::AlterReplicaLogDirs => every!(
+            AlterReplicaLogDirsResponse,
+            AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                alter_replica_log_dirs_request::AlterReplicaLogDir::default()
+                    .with_path(StrBytes::from_static_str("/nonexistent-log-dir"))
+                    .with_topics(vec![
+                        alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default()
+                            .with_name(topic())
+                            .with_partitions(vec![0]),
+                    ]),
+            ]),
+            |r| r
+                .results
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| i16::from(p.error_code != 57))
+                .chain([i16::from(r.results.is_empty())])
+                .collect()
+        ),
         // Onto the single node itself: nothing to move.
         ApiKey::AlterPartitionReassignments => every!(
             AlterPartitionReassignmentsResponse,

@@ -373,6 +373,30 @@ impl BrokerBuilder {
         self
     }
 
+    /// More log directories for partitions besides the data directory (Kafka's
+    /// `log.dirs`, JBOD; `tidelog serve --log-dirs`). The data directory keeps the
+    /// metadata files and holds partitions like the others; a new partition goes to
+    /// the usable directory holding the fewest, an existing one is found in whichever
+    /// holds it. A directory that fails (missing or unusable at open, an I/O error
+    /// later) takes only its partitions offline: they answer a storage error
+    /// (KAFKA_STORAGE_ERROR), the others serve. Give the same list at every open.
+    ///
+    /// ```
+    /// # let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    /// let broker = tidelog::Broker::builder(a.path())
+    ///     .log_dirs([b.path()])
+    ///     .open()?;
+    /// assert_eq!(broker.log_dirs().len(), 2);
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn log_dirs<P: AsRef<Path>>(mut self, extra: impl IntoIterator<Item = P>) -> Self {
+        self.config.extra_log_dirs = extra
+            .into_iter()
+            .map(|p| p.as_ref().to_path_buf())
+            .collect();
+        self
+    }
+
     /// The transaction coordinator's settings (Kafka's `transaction.*`). Default:
     /// [`TransactionConfig::default`](crate::config::TransactionConfig::default).
     pub fn transaction(mut self, config: crate::config::TransactionConfig) -> Self {
@@ -497,19 +521,19 @@ fn move_orphans_aside(logs: &LogManager, entries: &[RegistryEntry]) -> Result<Ve
 /// A topic without one (created by an older version) is given a new id, written to each
 /// of its partitions, unless the broker is read-only.
 fn single_node_topic_ids(
-    dir: &Path,
+    logs: &LogManager,
     topics: &BTreeMap<String, Topic>,
     read_only: bool,
 ) -> Result<HashMap<String, String>> {
     let mut ids = HashMap::with_capacity(topics.len());
     for (name, topic) in topics {
-        let id = match read_partition_metadata(&dir.join(log_name(name, 0))) {
+        let id = match read_partition_metadata(&logs.log_path(&log_name(name, 0))) {
             Some(id) => id,
             None if read_only => continue,
             None => {
                 let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
                 for p in 0..topic.partition_count() {
-                    write_partition_metadata(&dir.join(log_name(name, p)), &id)?;
+                    write_partition_metadata(&logs.log_path(&log_name(name, p)), &id)?;
                 }
                 id
             }
@@ -523,7 +547,6 @@ fn single_node_topic_ids(
 /// it hosts whose directory holds the topic's id (a partition not yet created there, or
 /// one of an older topic of that name, is left out), and the topic ids.
 fn open_node_topics(
-    dir: &Path,
     logs: &LogManager,
     list: &[ClusterTopic],
     defaults: &LogConfig,
@@ -536,7 +559,7 @@ fn open_node_topics(
         let mut parts = Vec::with_capacity(t.hosted.len());
         for &p in &t.hosted {
             let ln = log_name(&t.name, p);
-            if read_partition_metadata(&dir.join(&ln)).as_deref() == Some(t.id.as_str()) {
+            if read_partition_metadata(&logs.log_path(&ln)).as_deref() == Some(t.id.as_str()) {
                 parts.push(Partition::new(
                     Arc::clone(&name),
                     p,
@@ -554,6 +577,27 @@ fn open_node_topics(
 
 /// Opens the partition logs of the registry's topics, each with its topic's
 /// configuration over the broker's defaults.
+/// Refuses to create afresh the log `ln` of a registered partition that no usable log
+/// directory holds while a log directory failed: it may be in that one, and an empty
+/// log in its place would hide its records.
+fn check_not_in_failed_dir(logs: &LogManager, ln: &str) -> Result<()> {
+    let failed: Vec<String> = logs
+        .log_dir_states()
+        .into_iter()
+        .filter_map(|(d, why)| why.map(|why| format!("{} ({why})", d.display())))
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidConfig {
+        key: "log.dirs".into(),
+        reason: format!(
+            "partition {ln} is in no usable log directory and may be in a failed one: {}; bring the directory back, or remove it from the log directories to start without its partitions' records",
+            failed.join(", ")
+        ),
+    })
+}
+
 fn open_registered_topics(
     logs: &LogManager,
     entries: Vec<RegistryEntry>,
@@ -565,7 +609,11 @@ fn open_registered_topics(
         let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
         let name: Arc<str> = Arc::from(e.name.as_str());
         for p in 0..e.partitions {
-            let log = logs.open_log(&log_name(&e.name, p), log_config.clone())?;
+            let ln = log_name(&e.name, p);
+            if logs.log_dir_of(&ln).is_none() {
+                check_not_in_failed_dir(logs, &ln)?;
+            }
+            let log = logs.open_log(&ln, log_config.clone())?;
             parts.push(Partition::new(Arc::clone(&name), p, log));
         }
         topics.insert(
@@ -685,10 +733,14 @@ impl Broker {
             });
         }
         let logs = if read_only {
-            LogManager::open_read_only_with_limits(&dir, config.storage_limits)?
+            LogManager::open_read_only_with_dirs(
+                &dir,
+                &config.extra_log_dirs,
+                config.storage_limits,
+            )?
         } else {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-            LogManager::open_with_limits(&dir, config.storage_limits)?
+            LogManager::open_with_dirs(&dir, &config.extra_log_dirs, config.storage_limits)?
         };
         let managed = is_cluster_dir(&dir);
         if managed && read_only && node_topics.is_none() {
@@ -713,10 +765,10 @@ impl Broker {
             Vec::new()
         };
         let (topics, topic_ids) = match node_topics {
-            Some(list) => open_node_topics(&dir, &logs, list, &config.log)?,
+            Some(list) => open_node_topics(&logs, list, &config.log)?,
             None => {
                 let topics = open_registered_topics(&logs, entries, &config.log)?;
-                let ids = single_node_topic_ids(&dir, &topics, read_only)?;
+                let ids = single_node_topic_ids(&logs, &topics, read_only)?;
                 (topics, ids)
             }
         };
@@ -825,6 +877,105 @@ impl Broker {
         &self.inner.dir
     }
 
+    /// The log directories, the data directory first (see [`BrokerBuilder::log_dirs`]).
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        match self.inner.logs.lock().as_ref() {
+            Some(logs) => logs.log_dirs(),
+            None => vec![self.inner.dir.clone()],
+        }
+    }
+
+    /// Each log directory with why it failed (None: usable), the data directory first.
+    pub fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
+        match self.inner.logs.lock().as_ref() {
+            Some(logs) => logs.log_dir_states(),
+            None => vec![(self.inner.dir.clone(), None)],
+        }
+    }
+
+    /// Moves partition `partition` of `topic` into the log directory `dir` (Kafka's
+    /// AlterReplicaLogDirs; see [`LogManager::move_log`]): its files are copied while it
+    /// serves, then it is briefly offline (appends and reads through a handle taken
+    /// before get [`Error::Closed`], Kafka's NOT_LEADER_OR_FOLLOWER on the wire, which
+    /// clients retry) while the tail is copied and the directories swapped; handles
+    /// taken after serve from the new directory. Every step is crash-safe: after a
+    /// crash the partition is whole in one directory or the other. A partition already
+    /// in `dir` is left alone. The topics of the coordinators (`__consumer_offsets`,
+    /// ...) and a cluster node's partitions are not moved ([`Error::InvalidConfig`]).
+    ///
+    /// ```
+    /// # let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    /// use tidelog::{Broker, TopicConfig};
+    /// let broker = Broker::builder(a.path()).log_dirs([b.path()]).open()?;
+    /// broker.create_topic("events", 1, TopicConfig::new())?;
+    /// broker.move_partition_to_log_dir("events", 0, b.path())?;
+    /// assert!(b.path().join("events-0").is_dir());
+    /// # Ok::<(), tidelog::Error>(())
+    /// ```
+    pub fn move_partition_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        self.check_open()?;
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(self.inner.dir.clone()));
+        }
+        let _admin = self.inner.admin.lock();
+        let refuse = |why: String| Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("partition {topic}-{partition} is not moved: {why}"),
+        };
+        if self.inner.managed.load(Ordering::Acquire) {
+            return Err(refuse(
+                "moves between log directories are for a single node's partitions, not yet a cluster node's".into(),
+            ));
+        }
+        let t = self.registered_topic(topic)?;
+        if t.is_internal() {
+            return Err(refuse(format!(
+                "{topic} is an internal topic, whose partitions the coordinators hold"
+            )));
+        }
+        let old = t.partition(partition)?;
+        let logs = self
+            .inner
+            .logs
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::Closed("broker".into()))?;
+        if !logs.is_log_dir(dir) {
+            return Err(refuse(format!(
+                "{} is not one of the log directories",
+                dir.display()
+            )));
+        }
+        let ln = log_name(topic, partition);
+        let config = old.log().config();
+        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
+            Ok(log) => (log, Ok(())),
+            // The log may be closed part way: serve it again from where it is.
+            Err(e) => match logs.open_log(&ln, config) {
+                Ok(log) if old.log().is_closed() => (log, Err(e)),
+                _ => return Err(e),
+            },
+        };
+        if log.dir() != old.log().dir() || old.log().is_closed() {
+            let mut parts: Vec<Partition> = t.partitions().to_vec();
+            if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
+                *slot = Partition::new(Arc::from(topic), partition, log);
+            }
+            t.set_partitions(parts);
+        }
+        result
+    }
+
+    /// Takes the log directory `dir` offline, as an I/O error in it does (see
+    /// [`LogManager::fail_log_dir`]): its partitions answer a storage error.
+    pub fn fail_log_dir(&self, dir: &Path, reason: &str) -> Result<()> {
+        self.check_open()?;
+        match self.inner.logs.lock().as_ref() {
+            Some(logs) => logs.fail_log_dir(dir, reason),
+            None => Err(Error::Closed("broker".into())),
+        }
+    }
+
     /// Partition directories that belonged to no topic and were moved aside (to
     /// `<data dir>/orphaned/`) since the broker opened: left by a topic creation that a
     /// crash or an older version's failure cut short. Nothing is deleted.
@@ -874,12 +1025,12 @@ impl Broker {
         for p in range.clone() {
             let ln = log_name(name, p);
             let made = (|| {
-                if self.inner.dir.join(&ln).is_dir() {
+                if logs.log_path(&ln).is_dir() {
                     let orphan = logs.move_aside(&ln)?;
                     self.inner.orphans.lock().push(orphan);
                 }
                 let log = logs.open_log(&ln, config.clone())?;
-                write_partition_metadata(&self.inner.dir.join(&ln), topic_id)?;
+                write_partition_metadata(&logs.log_path(&ln), topic_id)?;
                 Ok(log)
             })();
             match made {
@@ -889,7 +1040,7 @@ impl Broker {
                     // that failed if it made one (a file of that name is not ours).
                     for q in range.start..=p {
                         let ln = log_name(name, q);
-                        if q < p || self.inner.dir.join(&ln).is_dir() {
+                        if q < p || logs.log_path(&ln).is_dir() {
                             let _ = logs.delete_log(&ln);
                         }
                     }
@@ -1088,10 +1239,11 @@ impl Broker {
         config: &LogConfig,
     ) -> Result<crate::storage::PartitionLog> {
         let name = log_name(&topic.name, p);
-        let path = self.inner.dir.join(&name);
+        let path = logs.log_path(&name);
         if path.exists() && read_partition_metadata(&path).as_deref() != Some(topic.id.as_str()) {
             logs.delete_log(&name)?;
         }
+        let path = logs.log_path(&name);
         let log = logs.open_log(&name, config.clone())?;
         if read_partition_metadata(&path).is_none() {
             write_partition_metadata(&path, &topic.id)?;
@@ -1225,7 +1377,7 @@ impl Broker {
         let mut deleted = Vec::new();
         for name in logs.names_on_disk()? {
             if name == CLUSTER_METADATA_DIR
-                || read_partition_metadata(&self.inner.dir.join(&name)).is_none()
+                || read_partition_metadata(&logs.log_path(&name)).is_none()
             {
                 continue;
             }

@@ -104,9 +104,23 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
-    /// Every partition log in the data directory (on a cluster node, the hosted
+    /// Every partition log in the log directories (on a cluster node, the hosted
     /// ones), for DescribeLogDirs.
     fn local_logs(&self) -> Vec<LocalLog>;
+    /// Every log directory with why it failed (None: usable), the data directory
+    /// first, for DescribeLogDirs.
+    fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.data_dir(), None)]
+    }
+    /// Moves partition `partition` of `topic` into the log directory `dir`
+    /// (AlterReplicaLogDirs).
+    fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &std::path::Path) -> Result<()> {
+        let _ = (topic, partition);
+        Err(crate::error::Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("{} is the only log directory", dir.display()),
+        })
+    }
     /// Close the broker cleanly (after the server stopped).
     fn close(&self) -> Result<()>;
     /// The cluster this broker is a node of, None for a single node. Handlers answer
@@ -124,6 +138,8 @@ pub(crate) struct LocalLog {
     pub topic: String,
     /// Partition index.
     pub partition: i32,
+    /// The log directory holding it.
+    pub dir: PathBuf,
     /// Bytes of its files.
     pub size: u64,
     /// How far its log end is below its high watermark (Kafka's offset lag of a

@@ -1,6 +1,6 @@
 //! The [`Backend`] and [`PartitionOps`] traits implemented by the real [`Broker`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::backend::{Backend, BrokerEndpoint, PartitionOps};
@@ -297,12 +297,25 @@ impl Backend for BrokerBackend {
                 out.push(super::backend::LocalLog {
                     topic: name.clone(),
                     partition: p.index(),
+                    dir: p
+                        .log()
+                        .dir()
+                        .parent()
+                        .map_or_else(|| self.broker.dir().to_path_buf(), Path::to_path_buf),
                     size: p.size_bytes(),
                     offset_lag: (p.high_watermark() - p.log_end_offset()).max(0),
                 });
             }
         }
         out
+    }
+
+    fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.broker.log_dir_states()
+    }
+
+    fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        self.broker.move_partition_to_log_dir(topic, partition, dir)
     }
 
     fn close(&self) -> Result<()> {

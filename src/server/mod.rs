@@ -1041,6 +1041,8 @@ mod tests_groups;
 #[cfg(test)]
 mod tests_listeners;
 #[cfg(test)]
+mod tests_log_dirs;
+#[cfg(test)]
 mod tests_security;
 #[cfg(test)]
 mod tests_share_groups;

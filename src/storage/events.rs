@@ -136,6 +136,16 @@ pub(crate) fn orphan_moved(line: &str) {
 #[cfg(not(feature = "server"))]
 pub(crate) fn orphan_moved(_line: &str) {}
 
+/// A log directory failed: its partitions are offline.
+#[cfg(feature = "server")]
+pub(crate) fn log_dir_failed(dir: &Path, reason: &str) {
+    tracing::error!(log_dir = %dir.display(), "log directory failed, its partitions are offline: {reason}");
+}
+
+/// A log directory failed (logged with the `server` feature).
+#[cfg(not(feature = "server"))]
+pub(crate) fn log_dir_failed(_dir: &Path, _reason: &str) {}
+
 /// Recovery of `log` removed data: `line` says what and where it went.
 #[cfg(feature = "server")]
 pub(crate) fn recovery_cut(log: &str, line: &str) {

@@ -5,6 +5,7 @@
 use super::clock::CoarseClock;
 use super::clock::now_ms;
 use super::config::LogConfig;
+use super::dirs::{DirHealth, duplicate, future_of, least_loaded, retired_of, sync_copy};
 use super::events::DiskSpace;
 use super::files::{Files, StorageLimits};
 use super::log::{LogEnv, PartitionLog};
@@ -73,6 +74,122 @@ fn dir_bytes(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
+/// Takes the exclusive lock of the log directory `dir`.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .ctx("open lock file", &lock_path)?;
+    if lock.try_lock_exclusive().is_err() {
+        return Err(Error::DirectoryLocked(dir.to_path_buf()));
+    }
+    Ok(lock)
+}
+
+/// Refuses a log directory given twice.
+fn check_distinct(dir: &Path, extra: &[PathBuf]) -> Result<()> {
+    let mut seen = vec![dir];
+    for d in extra {
+        if seen.contains(&d.as_path()) {
+            return Err(Error::InvalidConfig {
+                key: "log.dirs".into(),
+                reason: format!("{} is given twice", d.display()),
+            });
+        }
+        seen.push(d);
+    }
+    Ok(())
+}
+
+/// Names of the plain-named subdirectories of `dir`.
+fn list_subdirs(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() && check_name(&name).is_ok() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Finds the partition directories of every usable log directory: which one holds
+/// each. One in two directories is an error naming both. A `-future` directory (a move
+/// between directories that a crash cut short) is deleted if the partition is still
+/// in its old directory (the move starts again if asked again), and renamed into place
+/// if not (the old copy was already retired: the future one is complete). An extra
+/// directory that cannot be listed is failed.
+fn scan_dirs(dirs: &[Arc<DirHealth>], read_only: bool) -> Result<BTreeMap<String, usize>> {
+    let mut placement: BTreeMap<String, usize> = BTreeMap::new();
+    let mut futures = Vec::new();
+    let mut retired = Vec::new();
+    for (at, d) in dirs.iter().enumerate() {
+        if d.failure().is_some() {
+            continue;
+        }
+        let names = match list_subdirs(d.path()) {
+            Ok(names) => names,
+            Err(e) if at > 0 => {
+                d.fail(&e.to_string());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for name in names {
+            if let Some(partition) = future_of(&name) {
+                futures.push((at, name.clone(), partition.to_string()));
+            } else if let Some(partition) = retired_of(&name) {
+                retired.push((at, name.clone(), partition.to_string()));
+            } else if split_log_name(&name).is_some()
+                && let Some(&first) = placement.get(&name)
+            {
+                return Err(duplicate(&name, dirs[first].path(), d.path()));
+            } else if split_log_name(&name).is_some() {
+                placement.insert(name, at);
+            }
+        }
+    }
+    if read_only {
+        return Ok(placement);
+    }
+    for (at, future, partition) in futures {
+        let path = dirs[at].path().join(&future);
+        match placement.entry(partition) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                fs::remove_dir_all(&path).ctx("delete unfinished move", &path)?;
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let to = dirs[at].path().join(v.key());
+                fs::rename(&path, &to).ctx("finish move", &path)?;
+                v.insert(at);
+            }
+        }
+        super::checkpoint::sync_dir(dirs[at].path())?;
+    }
+    // A directory retired by a move: deleted once the partition is in place elsewhere,
+    // put back if not (the move had not finished).
+    for (at, old, partition) in retired {
+        let path = dirs[at].path().join(&old);
+        match placement.entry(partition) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                fs::remove_dir_all(&path).ctx("delete moved partition", &path)?;
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                fs::rename(&path, dirs[at].path().join(v.key())).ctx("restore", &path)?;
+                v.insert(at);
+            }
+        }
+        super::checkpoint::sync_dir(dirs[at].path())?;
+    }
+    Ok(placement)
+}
+
 /// Errors from background passes kept for inspection (the newest ones).
 const MAX_BACKGROUND_ERRORS: usize = 32;
 
@@ -81,6 +198,14 @@ struct Inner {
     /// Holds the exclusive fs2 lock for as long as the manager lives (None: opened
     /// read-only, which takes no lock).
     _lock: Option<File>,
+    /// Every log directory, the data directory first (Kafka's `log.dirs`), and whether
+    /// each is usable.
+    dirs: Vec<Arc<DirHealth>>,
+    /// The locks of the other log directories (as `_lock`).
+    _dir_locks: Vec<File>,
+    /// Which log directory holds each partition directory (`<topic>-<partition>`),
+    /// found on disk at open or placed since, by index in `dirs`.
+    placement: Mutex<BTreeMap<String, usize>>,
     /// Opened read-only: nothing is written, the logs follow another process.
     read_only: bool,
     logs: Mutex<BTreeMap<String, PartitionLog>>,
@@ -155,20 +280,56 @@ impl LogManager {
     /// [`LogManager::open`] with the limits of what its logs hold open at once
     /// (descriptors, mapped segments), however many logs it opens.
     pub fn open_with_limits(dir: impl AsRef<Path>, limits: StorageLimits) -> Result<LogManager> {
+        Self::open_with_dirs(dir, &[], limits)
+    }
+
+    /// [`LogManager::open_with_limits`] over several log directories (Kafka's
+    /// `log.dirs`, JBOD): `dir` holds the metadata files and partitions like any other,
+    /// `extra` are more directories for partitions (each created if missing and
+    /// locked). Partitions already on disk are found in whichever directory holds them
+    /// (one found in two is an error naming both paths); a new one goes to the usable
+    /// directory holding the fewest. An extra directory that cannot be created, locked
+    /// or listed is failed at once: its partitions are offline (a storage error), the
+    /// others serve.
+    ///
+    /// ```
+    /// use tidelog::LogConfig;
+    /// use tidelog::storage::{LogManager, StorageLimits};
+    ///
+    /// let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    /// let extra = [b.path().to_path_buf()];
+    /// let m = LogManager::open_with_dirs(a.path(), &extra, StorageLimits::default())?;
+    /// m.open_log("t-0", LogConfig::default())?;
+    /// m.open_log("t-1", LogConfig::default())?;
+    /// assert!(a.path().join("t-0").is_dir() && b.path().join("t-1").is_dir());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_with_dirs(
+        dir: impl AsRef<Path>,
+        extra: &[PathBuf],
+        limits: StorageLimits,
+    ) -> Result<LogManager> {
         let dir = dir.as_ref().to_path_buf();
+        check_distinct(&dir, extra)?;
         fs::create_dir_all(&dir).ctx("create data directory", &dir)?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .ctx("open lock file", &lock_path)?;
-        if lock.try_lock_exclusive().is_err() {
-            return Err(Error::DirectoryLocked(dir));
+        let lock = lock_dir(&dir)?;
+        let mut health = vec![Arc::new(DirHealth::new(dir.clone()))];
+        let mut locks = Vec::new();
+        for d in extra {
+            let h = Arc::new(DirHealth::new(d.clone()));
+            let locked = fs::create_dir_all(d)
+                .ctx("create log directory", d)
+                .and_then(|()| lock_dir(d));
+            match locked {
+                Ok(l) => locks.push(l),
+                Err(e @ Error::DirectoryLocked(_)) => return Err(e),
+                Err(e) => {
+                    h.fail(&e.to_string());
+                }
+            }
+            health.push(h);
         }
-        Self::assemble(dir, Some(lock), limits)
+        Self::assemble(dir, (Some(lock), locks), health, limits)
     }
 
     /// Opens the data directory `dir` read-only, while another process may hold it and
@@ -186,7 +347,18 @@ impl LogManager {
         dir: impl AsRef<Path>,
         limits: StorageLimits,
     ) -> Result<LogManager> {
+        Self::open_read_only_with_dirs(dir, &[], limits)
+    }
+
+    /// [`LogManager::open_read_only_with_limits`] over several log directories (see
+    /// [`LogManager::open_with_dirs`]); an extra directory missing is failed.
+    pub fn open_read_only_with_dirs(
+        dir: impl AsRef<Path>,
+        extra: &[PathBuf],
+        limits: StorageLimits,
+    ) -> Result<LogManager> {
         let dir = dir.as_ref().to_path_buf();
+        check_distinct(&dir, extra)?;
         if !dir.is_dir() {
             return Err(Error::io(
                 "open data directory",
@@ -194,7 +366,15 @@ impl LogManager {
                 std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         }
-        let manager = Self::assemble(dir, None, limits)?;
+        let mut health = vec![Arc::new(DirHealth::new(dir.clone()))];
+        for d in extra {
+            let h = Arc::new(DirHealth::new(d.clone()));
+            if !d.is_dir() {
+                h.fail(&format!("{} is not a directory", d.display()));
+            }
+            health.push(h);
+        }
+        let manager = Self::assemble(dir, (None, Vec::new()), health, limits)?;
         let (tx, rx) = bounded::<()>(1);
         let weak = Arc::downgrade(&manager.inner);
         let handle = std::thread::Builder::new()
@@ -205,8 +385,15 @@ impl LogManager {
         Ok(manager)
     }
 
-    /// A manager of `dir` holding `lock` (None: read-only).
-    fn assemble(dir: PathBuf, lock: Option<File>, limits: StorageLimits) -> Result<LogManager> {
+    /// A manager of `dir` and the log directories `dirs` (`dir` first) holding `locks`
+    /// (None: read-only).
+    fn assemble(
+        dir: PathBuf,
+        (lock, dir_locks): (Option<File>, Vec<File>),
+        dirs: Vec<Arc<DirHealth>>,
+        limits: StorageLimits,
+    ) -> Result<LogManager> {
+        let placement = scan_dirs(&dirs, lock.is_none())?;
         let mut errors = Vec::new();
         let high_watermarks = match read_high_watermarks(&dir) {
             Ok(hws) => hws,
@@ -225,6 +412,9 @@ impl LogManager {
             inner: Arc::new(Inner {
                 dir,
                 _lock: lock,
+                dirs,
+                _dir_locks: dir_locks,
+                placement: Mutex::new(placement),
                 read_only,
                 prefaulter,
                 prefault_thread: Mutex::new(prefault_thread),
@@ -295,20 +485,202 @@ impl LogManager {
             log.set_config(config)?;
             return Ok(log.clone());
         }
+        let at = self.place(name)?;
+        let health = &self.inner.dirs[at];
+        health.check(name)?;
         let env = LogEnv {
             prefault: Some(self.inner.prefaulter.clone()),
             clock: Some(self.inner.clock.clone()),
             space: Arc::clone(&self.inner.space),
             files: Arc::clone(&self.inner.files),
+            dir_health: Some(Arc::clone(health)),
         };
-        let path = self.inner.dir.join(name);
+        let path = health.path().join(name);
         let log = if self.inner.read_only {
-            PartitionLog::open_read_only(&path, name, config, env)?
+            PartitionLog::open_read_only(&path, name, config, env)
         } else {
-            PartitionLog::open_with(&path, name, config, env)?
+            PartitionLog::open_with(&path, name, config, env)
         };
+        let log = match log {
+            Ok(log) => log,
+            Err(e) => {
+                if at > 0 && matches!(e, Error::Io { .. }) && !super::events::is_out_of_space(&e) {
+                    // An extra directory that fails under a log: offline, as Kafka.
+                    health.fail(&format!("{name}: {e}"));
+                }
+                return Err(e);
+            }
+        };
+        if split_log_name(name).is_some() {
+            self.inner.placement.lock().insert(name.to_string(), at);
+        }
         logs.insert(name.to_string(), log.clone());
         Ok(log)
+    }
+
+    /// Which log directory holds (or will hold) the log `name`: the one it was found
+    /// in, else the main one for a name that is not `<topic>-<partition>` (metadata),
+    /// else the usable directory holding the fewest partitions.
+    fn place(&self, name: &str) -> Result<usize> {
+        let placement = self.inner.placement.lock();
+        if let Some(&at) = placement.get(name) {
+            return Ok(at);
+        }
+        if self.inner.dirs.len() == 1 || split_log_name(name).is_none() {
+            return Ok(0);
+        }
+        let mut counts = vec![0usize; self.inner.dirs.len()];
+        for &at in placement.values() {
+            counts[at] += 1;
+        }
+        least_loaded(&self.inner.dirs, &counts).ok_or_else(|| {
+            Error::io(
+                "create log directory",
+                self.inner.dir.join(name),
+                std::io::Error::other("every log directory is offline"),
+            )
+        })
+    }
+
+    /// The log directories, the data directory first (Kafka's `log.dirs`).
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        self.inner
+            .dirs
+            .iter()
+            .map(|d| d.path().to_path_buf())
+            .collect()
+    }
+
+    /// Each log directory with why it failed (None: usable), the data directory first.
+    pub fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.inner
+            .dirs
+            .iter()
+            .map(|d| (d.path().to_path_buf(), d.failure()))
+            .collect()
+    }
+
+    /// The path of the log `name`: where it is on disk, or where [`LogManager::open_log`]
+    /// would create it now.
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        let at = self.place(name).unwrap_or(0);
+        self.inner.dirs[at].path().join(name)
+    }
+
+    /// The log directory holding the log `name`, if it was found on disk or opened.
+    pub fn log_dir_of(&self, name: &str) -> Option<PathBuf> {
+        let at = *self.inner.placement.lock().get(name)?;
+        Some(self.inner.dirs[at].path().to_path_buf())
+    }
+
+    /// The index of the log directory `dir` (compared canonicalized, as DescribeLogDirs
+    /// shows them).
+    fn dir_index(&self, dir: &Path) -> Option<usize> {
+        let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        self.inner
+            .dirs
+            .iter()
+            .position(|d| d.path() == dir || fs::canonicalize(d.path()).is_ok_and(|p| p == want))
+    }
+
+    /// True if `dir` is one of the log directories.
+    pub fn is_log_dir(&self, dir: &Path) -> bool {
+        self.dir_index(dir).is_some()
+    }
+
+    /// Moves the open log `name` into the log directory `target` (Kafka's
+    /// AlterReplicaLogDirs) and returns it reopened there; `reopen` is the log's
+    /// configuration. The files are first copied into
+    /// `<target>/<name>.<uuid>-future` while the log serves; then the log is closed
+    /// (appends and reads of the old handle get [`Error::Closed`]: the caller swaps in
+    /// the returned one), what changed since is copied, the old directory is renamed
+    /// `<name>.<uuid>-delete`, the future one renamed into place, and the old one
+    /// deleted. Each step is fsynced; a crash at any point leaves either the old copy or
+    /// the new one in place when the manager opens again (see `scan_dirs`). A log
+    /// already in `target` is left alone.
+    pub fn move_log(&self, name: &str, target: &Path, reopen: LogConfig) -> Result<PartitionLog> {
+        self.check_writable()?;
+        check_name(name)?;
+        let to = self.dir_index(target).ok_or_else(|| Error::InvalidConfig {
+            key: "log.dirs".into(),
+            reason: format!("{} is not one of the log directories", target.display()),
+        })?;
+        let log = self.get(name).ok_or_else(|| Error::InvalidConfig {
+            key: "log name".into(),
+            reason: format!("{name} is not open: only an open log is moved"),
+        })?;
+        let from = self.place(name)?;
+        if from == to {
+            return Ok(log);
+        }
+        self.inner.dirs[from].check(name)?;
+        self.inner.dirs[to].check(name)?;
+        let hex: String = super::codec::random_uuid()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let src = self.inner.dirs[from].path().join(name);
+        let future = self.inner.dirs[to]
+            .path()
+            .join(format!("{name}.{hex}{}", super::dirs::FUTURE_SUFFIX));
+        let retired = self.inner.dirs[from]
+            .path()
+            .join(format!("{name}.{hex}{}", super::dirs::DELETE_SUFFIX));
+        let dst = self.inner.dirs[to].path().join(name);
+        // Online: the sealed segments (and whatever else is there now).
+        if let Err(e) = sync_copy(&src, &future) {
+            let _ = fs::remove_dir_all(&future);
+            return Err(e);
+        }
+        // Offline: the tail, then the swap.
+        let mut logs = self.inner.logs.lock();
+        logs.remove(name);
+        let swapped = (|| {
+            log.close()?;
+            sync_copy(&src, &future)?;
+            super::checkpoint::sync_dir(self.inner.dirs[to].path())?;
+            fs::rename(&src, &retired).ctx("retire", &src)?;
+            super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
+            fs::rename(&future, &dst).ctx("finish move", &future)?;
+            super::checkpoint::sync_dir(self.inner.dirs[to].path())
+        })();
+        if let Err(e) = swapped {
+            // Put the old copy back if it was retired; the next open resolves the rest.
+            if !src.exists() && retired.exists() && !dst.exists() {
+                let _ = fs::rename(&retired, &src);
+            }
+            let _ = fs::remove_dir_all(&future);
+            drop(logs);
+            return Err(e);
+        }
+        self.inner.placement.lock().insert(name.to_string(), to);
+        drop(logs);
+        let moved = self.open_log(name, reopen)?;
+        fs::remove_dir_all(&retired).ctx("delete moved partition", &retired)?;
+        super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
+        Ok(moved)
+    }
+
+    /// Takes the log directory `dir` offline, as an I/O error in it does: its logs
+    /// refuse appends and reads with a storage error, new logs go elsewhere. For an
+    /// operator's tooling and tests (the way a disk is pulled).
+    pub fn fail_log_dir(&self, dir: &Path, reason: &str) -> Result<()> {
+        let d = self
+            .inner
+            .dirs
+            .iter()
+            .find(|d| d.path() == dir)
+            .ok_or_else(|| Error::InvalidConfig {
+                key: "log.dirs".into(),
+                reason: format!("{} is not one of the log directories", dir.display()),
+            })?;
+        d.fail(reason);
+        for log in self.logs() {
+            if log.dir().parent() == Some(dir) {
+                log.wake_all();
+            }
+        }
+        Ok(())
     }
 
     /// The open log called `name`, if any.
@@ -322,16 +694,22 @@ impl LogManager {
     }
 
     /// Names of the log directories present on disk (open or not).
+    /// Every log directory counts (a failed one is skipped); a partition being moved
+    /// in (`-future`) is not a log.
     pub fn names_on_disk(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
-        for entry in fs::read_dir(&self.inner.dir).ctx("list data directory", &self.inner.dir)? {
-            let entry = entry.ctx("list data directory", &self.inner.dir)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.path().is_dir() && check_name(&name).is_ok() {
-                names.push(name);
+        for (at, d) in self.inner.dirs.iter().enumerate() {
+            if at > 0 && d.failure().is_some() {
+                continue;
+            }
+            for name in list_subdirs(d.path())? {
+                if future_of(&name).is_none() && (at == 0 || split_log_name(&name).is_some()) {
+                    names.push(name);
+                }
             }
         }
         names.sort();
+        names.dedup();
         Ok(names)
     }
 
@@ -349,9 +727,10 @@ impl LogManager {
                 reason: format!("{name} is open: only a log that is not open is moved aside"),
             });
         }
-        let from = self.inner.dir.join(name);
+        let from = self.log_path(name);
+        let home = from.parent().unwrap_or(&self.inner.dir).to_path_buf();
         let bytes = dir_bytes(&from)?;
-        let aside = self.inner.dir.join(ORPHANED_DIR);
+        let aside = home.join(ORPHANED_DIR);
         fs::create_dir_all(&aside).ctx("create", &aside)?;
         let mut ms = now_ms();
         let to = loop {
@@ -363,7 +742,8 @@ impl LogManager {
         };
         fs::rename(&from, &to).ctx("move aside", &from)?;
         super::checkpoint::sync_dir(&aside)?;
-        super::checkpoint::sync_dir(&self.inner.dir)?;
+        super::checkpoint::sync_dir(&home)?;
+        self.inner.placement.lock().remove(name);
         let orphan = OrphanedLog {
             name: name.to_string(),
             moved_to: to,
@@ -382,13 +762,14 @@ impl LogManager {
         match log {
             Some(log) => log.destroy()?,
             None => {
-                let p = self.inner.dir.join(name);
+                let p = self.log_path(name);
                 if p.exists() {
                     fs::remove_dir_all(&p).ctx("delete log directory", &p)?;
-                    super::checkpoint::sync_dir(&self.inner.dir)?;
+                    super::checkpoint::sync_dir(p.parent().unwrap_or(&self.inner.dir))?;
                 }
             }
         }
+        self.inner.placement.lock().remove(name);
         let mut hws = self.inner.high_watermarks.lock();
         if hws.remove(name).is_some() {
             write_high_watermarks(&self.inner.dir, &hws)?;

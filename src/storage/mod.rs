@@ -43,6 +43,7 @@ mod clock;
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) mod codec;
 mod config;
+pub(crate) mod dirs;
 mod epoch;
 mod events;
 mod files;
@@ -65,6 +66,7 @@ mod txn_index;
 mod types;
 
 pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
+pub use dirs::FUTURE_SUFFIX;
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};

@@ -1029,6 +1029,13 @@ pub(crate) struct ServeArgs {
     /// process can hold (from the kernel's vm.max_map_count).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_partitions: Option<u64>,
+    /// More log directories for partitions besides the data directory (Kafka's
+    /// log.dirs past its first entry, JBOD): DIR1,DIR2 or the option repeated. The data
+    /// directory keeps the metadata files; a new partition goes to the directory holding
+    /// the fewest; a directory that fails takes only its partitions offline
+    /// (KAFKA_STORAGE_ERROR). Give the same list at every start.
+    #[arg(long, value_name = "DIR,...", value_delimiter = ',')]
+    pub log_dirs: Vec<PathBuf>,
     /// How often the segments past a topic's retention.ms or retention.bytes are
     /// deleted (and compacted topics cleaned), in ms (Kafka's
     /// log.retention.check.interval.ms).

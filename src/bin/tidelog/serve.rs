@@ -164,7 +164,7 @@ fn bind_listeners(listens: &[Listen]) -> CliResult<Vec<(SecurityProtocol, TcpLis
     Ok(bound)
 }
 
-/// Opens the broker on the data directory (`--num-partitions`, `--max-partitions`,
+/// Opens the broker on the data directory (`--log-dirs`, `--num-partitions`, `--max-partitions`,
 /// `--offsets-topic-num-partitions`, `--log-retention-check-interval-ms`,
 /// `--log-durable-acks`) and logs what opening it found.
 fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
@@ -176,6 +176,9 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
         .durable_acks(args.log_durable_acks);
     if let Some(max) = args.max_partitions {
         broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    if !args.log_dirs.is_empty() {
+        broker = broker.log_dirs(&args.log_dirs);
     }
     let broker = broker.open()?;
     log_opened(&broker, opened.elapsed());

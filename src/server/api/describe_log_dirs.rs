@@ -1,6 +1,7 @@
 //! DescribeLogDirs (key 35), versions 1-4: Kafka's `kafka-log-dirs --describe`. Each
-//! node answers for its own data directory (a node has one: Kafka's `log.dirs` with one
-//! entry), listing the partition logs it holds with their size on disk and offset lag
+//! node answers for each of its log directories (the data directory first, then those
+//! of `--log-dirs`; a failed one with KAFKA_STORAGE_ERROR and no partition),
+//! listing the partition logs each holds with their size on disk and offset lag
 //! (how far the log end is below the high watermark; 0 for a current log, as Kafka's).
 //! `topics` null lists every log; otherwise only the named partitions this node holds
 //! (a partition not here is left out, as Kafka does). The volume's total and usable
@@ -16,6 +17,7 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
+use kafka_protocol::ResponseError;
 
 /// Kafka's `UNKNOWN_VOLUME_BYTES`.
 const UNKNOWN_VOLUME_BYTES: i64 = -1;
@@ -41,7 +43,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         m
     });
     let backend = ctx.backend();
-    let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+    // By log directory, then topic.
+    type Topics = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
+    let mut by_dir: BTreeMap<std::path::PathBuf, Topics> = BTreeMap::new();
     for log in backend.local_logs() {
         let listed = wanted.as_ref().is_none_or(|w| {
             w.get(&log.topic)
@@ -50,29 +54,50 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         if !listed {
             continue;
         }
-        topics.entry(log.topic).or_default().push(
-            DescribeLogDirsPartition::default()
-                .with_partition_index(log.partition)
-                .with_partition_size(i64::try_from(log.size).unwrap_or(i64::MAX))
-                .with_offset_lag(log.offset_lag)
-                .with_is_future_key(false),
+        by_dir
+            .entry(log.dir)
+            .or_default()
+            .entry(log.topic)
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(log.partition)
+                    .with_partition_size(i64::try_from(log.size).unwrap_or(i64::MAX))
+                    .with_offset_lag(log.offset_lag)
+                    .with_is_future_key(false),
+            );
+    }
+    let mut results = Vec::new();
+    for (dir, failure) in backend.log_dir_states() {
+        let topics = match failure {
+            // A failed directory is listed with its error and nothing in it, as Kafka.
+            Some(_) => Vec::new(),
+            None => by_dir
+                .remove(&dir)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, mut partitions)| {
+                    partitions.sort_by_key(|p| p.partition_index);
+                    DescribeLogDirsTopic::default()
+                        .with_name(TopicName(kstr(name)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        };
+        let code = if failure.is_some() {
+            ResponseError::KafkaStorageError.code()
+        } else {
+            0
+        };
+        let shown = std::fs::canonicalize(&dir).unwrap_or(dir);
+        results.push(
+            DescribeLogDirsResult::default()
+                .with_error_code(code)
+                .with_log_dir(kstr(shown.display().to_string()))
+                .with_topics(topics)
+                .with_total_bytes(UNKNOWN_VOLUME_BYTES)
+                .with_usable_bytes(UNKNOWN_VOLUME_BYTES),
         );
     }
-    let topics = topics
-        .into_iter()
-        .map(|(name, mut partitions)| {
-            partitions.sort_by_key(|p| p.partition_index);
-            DescribeLogDirsTopic::default()
-                .with_name(TopicName(kstr(name)))
-                .with_partitions(partitions)
-        })
-        .collect();
-    let dir = backend.data_dir();
-    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let result = DescribeLogDirsResult::default()
-        .with_log_dir(kstr(dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(UNKNOWN_VOLUME_BYTES)
-        .with_usable_bytes(UNKNOWN_VOLUME_BYTES);
-    req.respond(&DescribeLogDirsResponse::default().with_results(vec![result]))
+    req.respond(&DescribeLogDirsResponse::default().with_results(results))
 }

@@ -13,6 +13,7 @@ mod add_raft_voter;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
+mod alter_replica_log_dirs;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
@@ -337,6 +338,8 @@ apis! {
             f(r.error_code);
             r.replica_election_results.iter().flat_map(|t| &t.partition_result).for_each(|p| f(p.error_code));
         }];
+    AlterReplicaLogDirs 1..=2, AlterReplicaLogDirsRequest => AlterReplicaLogDirsResponse, handler(alter_replica_log_dirs),
+        errors [|r, f| r.results.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeLogDirs 1..=4, DescribeLogDirsRequest => DescribeLogDirsResponse, handler(describe_log_dirs),
         errors [|r, f| {
             f(r.error_code);

@@ -112,6 +112,8 @@ pub(crate) struct LogEnv {
     pub(crate) space: Arc<DiskSpace>,
     /// The descriptors and maps the data directory's logs hold, bounded.
     pub(crate) files: Arc<Files>,
+    /// Whether the log directory holding the log is usable (None: a log opened alone).
+    pub(crate) dir_health: Option<Arc<crate::storage::dirs::DirHealth>>,
 }
 
 /// The parts a log is assembled from (see `PartitionLog::assemble`).
@@ -172,6 +174,8 @@ pub(super) struct Inner {
     pub(super) space: Arc<DiskSpace>,
     /// The data directory's bounded descriptors and maps (shared with its other logs).
     pub(super) files: Arc<Files>,
+    /// Whether its log directory is usable (a failed one takes the log offline).
+    pub(super) dir_health: Option<Arc<crate::storage::dirs::DirHealth>>,
     /// Damaged reads are logged at most once a minute per log.
     pub(super) corrupt_reads: RateLimit,
     /// Files holding bytes recovery cut (`<base>.log.cut-<ms>`) and their unix ms:
@@ -377,7 +381,28 @@ impl PartitionLog {
         if self.inner.poisoned.load(Ordering::Acquire) {
             return Err(self.poisoned_err());
         }
-        Ok(())
+        self.check_dir()
+    }
+
+    /// Ok unless the log directory holding the log failed (the log is then offline:
+    /// appends and reads give a storage error).
+    #[inline]
+    pub(super) fn check_dir(&self) -> Result<()> {
+        match &self.inner.dir_health {
+            Some(h) => h.check(&self.inner.name),
+            None => Ok(()),
+        }
+    }
+
+    /// An I/O error `e` on the log's files: the log directory is failed (Kafka takes a
+    /// directory offline on any I/O error but a full disk, which tidelog rides out).
+    #[cold]
+    pub(super) fn note_io_error(&self, e: &Error) {
+        if let (Some(h), Error::Io { .. }) = (&self.inner.dir_health, e)
+            && !events::is_out_of_space(e)
+        {
+            h.fail(&format!("{}: {e}", self.inner.name));
+        }
     }
 
     fn poisoned_err(&self) -> Error {
@@ -391,6 +416,7 @@ impl PartitionLog {
     /// (logged once for the data directory).
     #[cold]
     fn note_out_of_space(&self, e: &Error) {
+        self.note_io_error(e);
         if events::is_out_of_space(e) {
             self.inner.space.ran_out(&self.inner.name, e);
         }
@@ -405,6 +431,7 @@ impl PartitionLog {
     }
 
     pub(super) fn poison(&self, e: &Error) {
+        self.note_io_error(e);
         let mut p = self.inner.poison_reason.lock();
         if p.is_none() {
             *p = Some(e.to_string());

@@ -46,6 +46,7 @@ impl PartitionLog {
             clock,
             space,
             files,
+            dir_health,
         } = env;
         config.validate()?;
         let dir = dir.to_path_buf();
@@ -96,6 +97,7 @@ impl PartitionLog {
                     clock,
                     space,
                     files,
+                    dir_health,
                 },
                 segments,
                 active: Some(active),
@@ -170,6 +172,7 @@ impl PartitionLog {
                 prefault: a.env.prefault,
                 space: a.env.space,
                 files: a.env.files,
+                dir_health: a.env.dir_health,
                 corrupt_reads: RateLimit::default(),
                 cut_files: Mutex::new(cut_files),
                 report: RecoveryReport::default(),

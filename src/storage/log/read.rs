@@ -106,6 +106,7 @@ impl PartitionLog {
     }
 
     fn read_once(&self, offset: i64, max_bytes: usize, upper: Upper) -> Result<LogSlice> {
+        self.check_dir()?;
         let bound = |upper| match upper {
             Upper::Limit(limit) => self.bound(limit),
             Upper::Stable(lso) => lso,
