@@ -32,6 +32,7 @@ mod quorum_api;
 mod quorum_forgery;
 mod racks;
 mod reassignment;
+mod replication_throttle;
 mod replication;
 mod share_groups;
 mod transactions;

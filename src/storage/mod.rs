@@ -64,7 +64,7 @@ mod time_index;
 mod txn_index;
 mod types;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig, ThrottledReplicas};
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};

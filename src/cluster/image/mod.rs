@@ -33,6 +33,7 @@ use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::credentials::{self, CredentialChange, Users};
 use crate::security::quota::{self, QuotaChange, QuotaTable};
 
+mod broker_configs;
 mod codec;
 mod once;
 mod reassign;
@@ -40,6 +41,11 @@ mod unregister;
 
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
+
+pub(crate) use broker_configs::{
+    BrokerConfigSource, BrokerConfigs, DYNAMIC_BROKER_KEYS, FOLLOWER_THROTTLED_RATE,
+    LEADER_THROTTLED_RATE, UNTHROTTLED,
+};
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
@@ -362,6 +368,9 @@ pub(crate) struct MetadataImage {
     pub directories: BTreeMap<i32, String>,
     /// Client quotas (shared between images until they change).
     pub client_quotas: QuotaTable,
+    /// Dynamic broker configs (the replication throttle rates), per broker and
+    /// cluster-wide.
+    pub broker_configs: BrokerConfigs,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -656,6 +665,9 @@ impl MetadataImage {
             }
             MetadataRecord::AlterClientQuotas { changes } => self.alter_client_quotas(changes),
             MetadataRecord::UnregisterBroker { broker_id } => self.unregister_broker(*broker_id),
+            MetadataRecord::AlterBrokerConfig { broker, changes } => {
+                self.alter_broker_config(*broker, changes)
+            }
         }
     }
 

@@ -1177,17 +1177,17 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 8 (for an image without topics) without the endpoint count
-    // and the rack after each broker and the proposers', directories' and quotas'
-    // counts at the end: version (2), index (8), no cluster id (1), next producer id
+    // Version 2 is version 10 (for an image without topics) without the endpoint count
+    // and the rack after each broker and the proposers', directories', quotas' and
+    // broker configs' counts at the end: version (2), index (8), no cluster id (1), next producer id
     // (8), broker count (4), then broker 1: id, epoch, incarnation (20), listener
     // "10.0.0.1:9001" (4 + 13), fenced, shut down, no replication listener (3): the
     // count is at 60.
-    assert_eq!(&bytes[..2], &[0, 8]);
+    assert_eq!(&bytes[..2], &[0, 10]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 5], &[0, 0, 0, 0, 0]);
     bytes.drain(at..at + 5);
-    assert_eq!(bytes.split_off(bytes.len() - 12), [0; 12]);
+    assert_eq!(bytes.split_off(bytes.len() - 16), [0; 16]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
     bytes[1] = 200;
@@ -1216,7 +1216,9 @@ fn a_broker_keeps_its_rack_in_the_snapshot_and_a_version_7_image_has_none() {
     .unwrap();
     assert_eq!(img.brokers[&1].rack.as_deref(), Some("rack-a"));
     let mut bytes = img.encode();
-    assert_eq!(MetadataImage::decode(&bytes, "v8").unwrap(), img);
+    assert_eq!(MetadataImage::decode(&bytes, "v10").unwrap(), img);
+    // Version 10's broker configs (none) come last.
+    assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
     // Version 7: the same without the rack (present flag and string) after the
     // endpoint count; the broker's fields end 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3 + 4 in.
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3 + 4;
@@ -1248,8 +1250,8 @@ fn a_voter_is_known_by_its_first_directory_id() {
     let mut bytes = img.encode();
     let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
     assert_eq!(back, img);
-    // Version 7's client quotas (none) come last.
-    assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
+    // Version 7's client quotas and version 10's broker configs (none) come last.
+    assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
     let tail = 4 + 4 + 4 + "dir-a".len();
     assert_eq!(
         &bytes[bytes.len() - tail..bytes.len() - tail + 4],

@@ -45,6 +45,7 @@ pub(super) mod kind {
     pub const ALTER_PARTITION_REASSIGNMENT: u8 = 33;
     pub const ALTER_CLIENT_QUOTAS: u8 = 40;
     pub const UNREGISTER_BROKER: u8 = 43;
+    pub const ALTER_BROKER_CONFIG: u8 = 45;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -76,6 +77,7 @@ impl MetadataRecord {
             MetadataRecord::AlterPartitionReassignment { .. } => kind::ALTER_PARTITION_REASSIGNMENT,
             MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
             MetadataRecord::UnregisterBroker { .. } => kind::UNREGISTER_BROKER,
+            MetadataRecord::AlterBrokerConfig { .. } => kind::ALTER_BROKER_CONFIG,
         }
     }
 
@@ -155,6 +157,9 @@ impl MetadataRecord {
                 put_list(w, changes, quota::put_change)
             }
             MetadataRecord::UnregisterBroker { broker_id } => w.i32(*broker_id),
+            MetadataRecord::AlterBrokerConfig { broker, changes } => {
+                put_broker_config(w, *broker, changes)
+            }
         }
     }
 
@@ -221,6 +226,10 @@ impl MetadataRecord {
             kind::UNREGISTER_BROKER => Ok(MetadataRecord::UnregisterBroker {
                 broker_id: r.i32()?,
             }),
+            kind::ALTER_BROKER_CONFIG => {
+                let (broker, changes) = get_broker_config(r)?;
+                Ok(MetadataRecord::AlterBrokerConfig { broker, changes })
+            }
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
     }
@@ -586,4 +595,34 @@ fn get_assignment(r: &mut Reader<'_>) -> Result<Option<Vec<Vec<i32>>>> {
 
 fn put_pairs(w: &mut Writer, pairs: &[(String, String)]) {
     w.pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+}
+
+/// `AlterBrokerConfig` (and each broker's entry of the image's broker configs): the
+/// broker id (`i32`, -1 for the cluster-wide default), then a count (`u32`) of keys,
+/// each: key (string), value (optional string; none removes the key).
+pub(crate) fn put_broker_config(
+    w: &mut Writer,
+    broker: Option<i32>,
+    changes: &[(String, Option<String>)],
+) {
+    w.i32(broker.unwrap_or(-1));
+    put_list(w, changes, |w, (k, v)| {
+        w.str(k);
+        put_opt_str(w, v.as_deref());
+    });
+}
+
+/// Reads what [`put_broker_config`] wrote.
+pub(crate) fn get_broker_config(
+    r: &mut Reader<'_>,
+) -> Result<(Option<i32>, Vec<(String, Option<String>)>)> {
+    let broker = r.i32()?;
+    let broker = match broker {
+        -1 => None,
+        b if b >= 0 => Some(b),
+        other => return Err(r.error(format!("broker config of broker id {other}"))),
+    };
+    // A key length and a value tag each.
+    let changes = get_list(r, 5, |r| Ok((r.str()?, get_opt_str(r)?)))?;
+    Ok((broker, changes))
 }

@@ -252,6 +252,15 @@ pub(crate) enum MetadataRecord {
         /// Node id.
         broker_id: i32,
     },
+    /// Sets and removes dynamic broker configs, all or none (Kafka's `ConfigRecord` of a
+    /// BROKER resource, from AlterConfigs and IncrementalAlterConfigs): the
+    /// replication throttle rates of KIP-73.
+    AlterBrokerConfig {
+        /// The broker, or None for the cluster-wide default (resource name "").
+        broker: Option<i32>,
+        /// Each key with its new value, or None to remove it.
+        changes: Vec<(String, Option<String>)>,
+    },
 }
 
 impl MetadataRecord {
@@ -278,6 +287,7 @@ impl MetadataRecord {
             MetadataRecord::AlterPartitionReassignment { .. } => "AlterPartitionReassignment",
             MetadataRecord::AlterClientQuotas { .. } => "AlterClientQuotas",
             MetadataRecord::UnregisterBroker { .. } => "UnregisterBroker",
+            MetadataRecord::AlterBrokerConfig { .. } => "AlterBrokerConfig",
         }
     }
 }
@@ -479,6 +489,17 @@ pub(crate) mod tests {
                 target: None,
             },
             MetadataRecord::UnregisterBroker { broker_id: 4 },
+            MetadataRecord::AlterBrokerConfig {
+                broker: Some(2),
+                changes: vec![
+                    ("leader.replication.throttled.rate".into(), Some("1000".into())),
+                    ("follower.replication.throttled.rate".into(), None),
+                ],
+            },
+            MetadataRecord::AlterBrokerConfig {
+                broker: None,
+                changes: vec![],
+            },
             MetadataRecord::AlterClientQuotas {
                 changes: vec![
                     QuotaChange {

@@ -12,6 +12,7 @@ mod add_partitions_to_txn;
 mod add_raft_voter;
 mod alter_client_quotas;
 mod alter_configs;
+mod broker_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 mod api_versions;
