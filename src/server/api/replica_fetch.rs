@@ -18,6 +18,10 @@
 //! than the high watermark, and the long poll also ends as soon as the high watermark
 //! moved past what that follower was last told, so a caught-up follower learns of a
 //! commit within one round trip.
+//!
+//! KIP-73: a follower outside the ISR of a partition this node lists in its topic's
+//! `leader.replication.throttled.replicas` reads through this node's leader quota
+//! (`leader.replication.throttled.rate`): no records while it is spent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
