@@ -61,7 +61,7 @@ impl AdminClient {
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
                 .with_resource_type(BROKER_RESOURCE)
-                .with_resource_name(kstr(&broker.to_string()))
+                .with_resource_name(kstr(broker.to_string()))
                 .with_configuration_keys(None),
         ]);
         let results = self.on_any_broker(|r| {
@@ -75,9 +75,10 @@ impl AdminClient {
             let response = r.call_addr(&addr, &request, DESCRIBE_CONFIGS_VERSION)?;
             Ok(Outcome::Done(Ok(response.results)))
         })?;
-        let res = results.into_iter().next().ok_or_else(|| {
-            Error::corrupt("a DescribeConfigs response", 0, "no answer")
-        })?;
+        let res = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::corrupt("a DescribeConfigs response", 0, "no answer"))?;
         check(
             || Resource::Broker(broker),
             res.error_code,

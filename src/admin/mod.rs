@@ -632,13 +632,14 @@ impl AdminClient {
                 .into_iter()
                 .map(|res| {
                     let name = res.resource_name.to_string();
-                    let o = check(|| topic(&name), res.error_code, res.error_message.as_ref())
-                        .map(|()| {
+                    let o = check(|| topic(&name), res.error_code, res.error_message.as_ref()).map(
+                        |()| {
                             res.configs
                                 .into_iter()
                                 .map(broker_configs::config_entry)
                                 .collect()
-                        });
+                        },
+                    );
                     (name, o.into())
                 })
                 .collect())

@@ -22,6 +22,12 @@
 //! applied under the fetcher's lock and only if the partition is still followed at the
 //! same epoch, and the replica manager removes a partition under that lock before it
 //! changes its role: no batch of an old leader lands after a role change.
+//!
+//! KIP-73: the fetchers share this node's follower quota
+//! (`follower.replication.throttled.rate`, see [`super::replication_quota`]): a
+//! partition whose replica here is listed in its topic's
+//! `follower.replication.throttled.replicas` and is not in the ISR asks at most one
+//! second of the rate per fetch and is left out while the budget is spent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,9 +50,9 @@ use parking_lot::{Condvar, Mutex};
 
 use super::handle::NodeHandle;
 use super::image::NO_LEADER;
+use super::image::{FOLLOWER_THROTTLED_RATE, UNTHROTTLED};
 use super::image::{LocalPartitionChange, LocalRole};
 use super::listener::{MetadataListener, MetadataUpdate};
-use super::image::{FOLLOWER_THROTTLED_RATE, UNTHROTTLED};
 use super::records::{AlterPartition, TopicId};
 use super::replication_quota::ReplicationQuota;
 use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
@@ -1266,7 +1272,11 @@ impl Fetcher {
         }
         if topics.is_empty() {
             // Every ready partition is throttled and the budget is spent.
-            self.pause(self.quota.wait(rate, now).clamp(BACKOFF / 4, FETCH_MAX_WAIT));
+            self.pause(
+                self.quota
+                    .wait(rate, now)
+                    .clamp(BACKOFF / 4, FETCH_MAX_WAIT),
+            );
             return Ok(());
         }
         // From v13 topics go by id, and come back by id.

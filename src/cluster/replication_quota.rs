@@ -139,7 +139,10 @@ mod tests {
         assert!(q.is_exceeded(1000, t0));
         // 2000 bytes below zero at 1000 bytes/s: about two seconds.
         let w = q.wait(1000, t0);
-        assert!(w > Duration::from_millis(1900) && w < Duration::from_millis(2100), "{w:?}");
+        assert!(
+            w > Duration::from_millis(1900) && w < Duration::from_millis(2100),
+            "{w:?}"
+        );
         assert!(q.is_exceeded(1000, t0 + Duration::from_millis(1500)));
         assert!(!q.is_exceeded(1000, t0 + Duration::from_millis(2500)));
         // The budget holds one second at most.
@@ -152,8 +155,14 @@ mod tests {
         free.record(UNTHROTTLED, usize::MAX, t0);
         assert!(!free.is_exceeded(UNTHROTTLED, t0));
         assert_eq!(free.wait(UNTHROTTLED, t0), Duration::ZERO);
-        assert_eq!(ReplicationQuota::partition_max_bytes(200_000, 1 << 20), 200_000);
-        assert_eq!(ReplicationQuota::partition_max_bytes(UNTHROTTLED, 1 << 20), 1 << 20);
+        assert_eq!(
+            ReplicationQuota::partition_max_bytes(200_000, 1 << 20),
+            200_000
+        );
+        assert_eq!(
+            ReplicationQuota::partition_max_bytes(UNTHROTTLED, 1 << 20),
+            1 << 20
+        );
         assert_eq!(ReplicationQuota::partition_max_bytes(0, 1 << 20), 1);
     }
 }

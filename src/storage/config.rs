@@ -513,9 +513,11 @@ mod tests {
         );
         assert!(c.leader_throttled_replicas.contains(1, 2));
         assert!(!c.leader_throttled_replicas.contains(1, 1));
-        c.set("follower.replication.throttled.replicas", "*").unwrap();
+        c.set("follower.replication.throttled.replicas", "*")
+            .unwrap();
         assert!(c.follower_throttled_replicas.contains(7, 9));
-        c.set("follower.replication.throttled.replicas", "").unwrap();
+        c.set("follower.replication.throttled.replicas", "")
+            .unwrap();
         assert_eq!(c.follower_throttled_replicas, ThrottledReplicas::None);
         for bad in ["0", "a:1", "0:-1", "0:1:2", "**"] {
             let e = c

@@ -27,7 +27,9 @@ pub(crate) fn set(
     target: &[(TopicPartition, Vec<i32>)],
 ) -> CliResult {
     if rate < 0 {
-        return Err(fail!("--throttle {rate}: a rate in bytes per second is at least 0"));
+        return Err(fail!(
+            "--throttle {rate}: a rate in bytes per second is at least 0"
+        ));
     }
     // Per topic: the replicas to throttle as leaders and as followers.
     let mut topics: BTreeMap<&str, (Vec<String>, Vec<String>)> = BTreeMap::new();

@@ -54,7 +54,10 @@ impl BrokerConfigs {
 
     /// A throttle rate of `broker` in bytes/s, [`UNTHROTTLED`] if none is set.
     pub(crate) fn rate(&self, broker: i32, key: &str) -> i64 {
-        self.value(Some(broker), key).0.parse().unwrap_or(UNTHROTTLED)
+        self.value(Some(broker), key)
+            .0
+            .parse()
+            .unwrap_or(UNTHROTTLED)
     }
 }
 

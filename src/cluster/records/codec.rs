@@ -612,10 +612,11 @@ pub(crate) fn put_broker_config(
     });
 }
 
+/// Keys with their new values (None: removed), as `AlterBrokerConfig` carries them.
+pub(crate) type ConfigChanges = Vec<(String, Option<String>)>;
+
 /// Reads what [`put_broker_config`] wrote.
-pub(crate) fn get_broker_config(
-    r: &mut Reader<'_>,
-) -> Result<(Option<i32>, Vec<(String, Option<String>)>)> {
+pub(crate) fn get_broker_config(r: &mut Reader<'_>) -> Result<(Option<i32>, ConfigChanges)> {
     let broker = r.i32()?;
     let broker = match broker {
         -1 => None,

@@ -492,7 +492,10 @@ pub(crate) mod tests {
             MetadataRecord::AlterBrokerConfig {
                 broker: Some(2),
                 changes: vec![
-                    ("leader.replication.throttled.rate".into(), Some("1000".into())),
+                    (
+                        "leader.replication.throttled.rate".into(),
+                        Some("1000".into()),
+                    ),
                     ("follower.replication.throttled.rate".into(), None),
                 ],
             },

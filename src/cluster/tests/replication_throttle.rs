@@ -53,7 +53,10 @@ fn broker_throttle_rates_are_set_per_broker_and_cluster_wide_and_described_by_ev
     for bad in [
         vec![set("log.retention.ms", "1")],
         vec![set(LEADER_THROTTLED_RATE, "-5")],
-        vec![AlterConfigOp::Append(LEADER_THROTTLED_RATE.into(), "1".into())],
+        vec![AlterConfigOp::Append(
+            LEADER_THROTTLED_RATE.into(),
+            "1".into(),
+        )],
     ] {
         assert_eq!(
             refusal(admin.alter_broker_configs(Some(1), &bad)),
@@ -62,7 +65,10 @@ fn broker_throttle_rates_are_set_per_broker_and_cluster_wide_and_described_by_ev
         );
     }
     admin
-        .alter_broker_configs(Some(2), &[AlterConfigOp::Delete(LEADER_THROTTLED_RATE.into())])
+        .alter_broker_configs(
+            Some(2),
+            &[AlterConfigOp::Delete(LEADER_THROTTLED_RATE.into())],
+        )
         .unwrap();
     let img = c.wait_same_image();
     assert_eq!(img.broker_configs.rate(2, LEADER_THROTTLED_RATE), i64::MAX);
@@ -108,7 +114,10 @@ fn a_throttled_reassignment_moves_its_data_at_a_bounded_rate_and_completes() {
             "slow",
             vec![
                 AlterConfigOp::Set("leader.replication.throttled.replicas".into(), "0:1".into()),
-                AlterConfigOp::Set("follower.replication.throttled.replicas".into(), "0:2".into()),
+                AlterConfigOp::Set(
+                    "follower.replication.throttled.replicas".into(),
+                    "0:2".into(),
+                ),
             ],
         )])
         .unwrap();
@@ -139,12 +148,11 @@ fn a_throttled_reassignment_moves_its_data_at_a_bounded_rate_and_completes() {
         "the throttled replica copied {early} of {end} records of 10 kB in {elapsed:?}"
     );
     wait_until("the throttled reassignment to complete", || {
-        admin.list_partition_reassignments(None).unwrap().is_empty()
-            && {
-                let img = c.node(0).image();
-                let p = &img.topic("slow").unwrap().partitions[0];
-                p.replicas == vec![1, 2] && p.isr.contains(&2)
-            }
+        admin.list_partition_reassignments(None).unwrap().is_empty() && {
+            let img = c.node(0).image();
+            let p = &img.topic("slow").unwrap().partitions[0];
+            p.replicas == vec![1, 2] && p.isr.contains(&2)
+        }
     });
     assert_eq!(copied(), end);
     c.shutdown();

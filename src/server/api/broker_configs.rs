@@ -47,9 +47,7 @@ pub(super) fn alter(
     ctx: &Ctx<'_>,
     name: &str,
     validate_only: bool,
-    changes: impl FnOnce(
-        &BTreeMap<String, String>,
-    ) -> Result<Vec<(String, Option<String>)>, Refusal>,
+    changes: impl FnOnce(&BTreeMap<String, String>) -> Result<Vec<(String, Option<String>)>, Refusal>,
 ) -> Result<(), Refusal> {
     let broker = broker_of(name)?;
     ctx.check(
