@@ -2,6 +2,11 @@
 //! the admin client over the wire, seen alike by every node, and a reassignment under a
 //! small replication throttle that moves its data at a bounded rate and completes.
 
+use kafka_protocol::messages::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::protocol::StrBytes;
+
+use super::failover::addr;
 use super::reassignment::{bootstrap, create_on};
 use super::replication::{broker, part};
 use super::*;
@@ -73,6 +78,27 @@ fn broker_throttle_rates_are_set_per_broker_and_cluster_wide_and_described_by_ev
     let img = c.wait_same_image();
     assert_eq!(img.broker_configs.rate(2, LEADER_THROTTLED_RATE), i64::MAX);
     assert_eq!(img.broker_configs.rate(1, FOLLOWER_THROTTLED_RATE), 2000);
+    // AlterConfigs (not incremental) replaces the resource's settings: the default's
+    // follower rate goes, its leader rate is set.
+    let mut client = crate::client::Client::new(addr(&c, 0).to_string(), "test");
+    let request = AlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str(""))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(LEADER_THROTTLED_RATE))
+                    .with_value(Some(StrBytes::from_static_str("3000"))),
+            ]),
+    ]);
+    let response = client.call(&request, 2, WAIT).unwrap();
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+    let img = c.wait_same_image();
+    assert_eq!(img.broker_configs.rate(1, LEADER_THROTTLED_RATE), 3000);
+    assert_eq!(
+        img.broker_configs.rate(1, FOLLOWER_THROTTLED_RATE),
+        i64::MAX
+    );
     c.shutdown();
 }
 
