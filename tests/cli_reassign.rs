@@ -1,7 +1,8 @@
 //! `tidelog reassign`, `leader-election` and `log-dirs describe` against three `tidelog
 //! serve --node-id N --quorum ...` child processes: a generated plan is Kafka's JSON, a
 //! partition moves to the node that lacked it (`--execute`, then `--verify` until it
-//! completed, the removed node's copy gone from `log-dirs describe`), a preferred
+//! completed, the removed node's copy gone from `log-dirs describe`; under `--throttle`,
+//! which `--verify` removes once it completed), a preferred
 //! election makes the new first replica lead, and bad plans are refused with the reason.
 #![cfg(all(feature = "cli", feature = "server"))]
 
@@ -191,7 +192,7 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     let file = ["--reassignment-json-file", plan.as_str()];
     let executed = ok(tidelog_raw(
         &[
-            &["reassign", "--execute"][..],
+            &["reassign", "--execute", "--throttle", "10000000"][..],
             &file,
             &["--bootstrap", &bootstrap],
         ]
@@ -207,7 +208,13 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         executed.contains("Successfully started partition reassignments for moves-0"),
         "{executed}"
     );
-    until(
+    assert!(
+        executed.contains("The inter-broker throttle limit was set to 10000000 B/s"),
+        "{executed}"
+    );
+    // The first --verify that finds the move completed removes the throttle (the
+    // rates of the three brokers, the topic's throttled replicas); the next finds none.
+    let verified = until(
         &[&["reassign", "--verify"][..], &file].concat(),
         &bootstrap,
         "the move to complete",
@@ -217,6 +224,25 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
                     .contains("Reassignment of partition moves-0 is completed.")
         },
     );
+    assert!(
+        verified
+            .stdout
+            .contains("Clearing broker-level throttles on brokers 1,2,3")
+            && verified
+                .stdout
+                .contains("Clearing topic-level throttles on topics moves"),
+        "{verified:?}"
+    );
+    let again = ok(tidelog_raw(
+        &[
+            &["reassign", "--verify"][..],
+            &file,
+            &["--bootstrap", &bootstrap],
+        ]
+        .concat(),
+        "",
+    ));
+    assert!(!again.contains("Clearing"), "{again}");
     let listed = ok(tidelog_raw(
         &["reassign", "--list", "--bootstrap", &bootstrap],
         "",

@@ -41,6 +41,7 @@
 //! [`Error::Admin`](crate::Error) with an [`AdminError`]: the topic, partition or
 //! group, Kafka's error code (whose name it displays) and the broker's message.
 
+mod broker_configs;
 mod consumer_groups;
 mod drain;
 mod partitions;
@@ -705,13 +706,7 @@ impl AdminClient {
                         |()| {
                             res.configs
                                 .into_iter()
-                                .map(|c| ConfigEntry {
-                                    name: c.name.to_string(),
-                                    value: c.value.map(|v| v.to_string()),
-                                    source: ConfigSource::from_wire(c.config_source),
-                                    read_only: c.read_only,
-                                    sensitive: c.is_sensitive,
-                                })
+                                .map(broker_configs::config_entry)
                                 .collect()
                         },
                     );

@@ -77,7 +77,7 @@ fn entity_of<'a>(
 impl AdminClient {
     /// Runs an idempotent request any broker answers through `round` (repeated as the
     /// router repeats rounds), and its outcome.
-    fn on_any_broker<T>(
+    pub(super) fn on_any_broker<T>(
         &self,
         mut round: impl FnMut(&mut super::router::Router) -> Result<Outcome<T>>,
     ) -> Result<T> {

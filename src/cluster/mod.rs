@@ -52,6 +52,8 @@ pub(crate) mod partition_admin;
 pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
+mod replication_quota;
+pub(crate) use replication_quota::{LeaderThrottle, ReplicationQuota};
 pub(crate) mod security;
 mod share;
 mod shared;
@@ -114,6 +116,9 @@ pub(crate) struct ClusterNode {
     txn_loader: Mutex<Option<Arc<transactions::TxnLoader>>>,
     /// Connections to the coordinators that verify transactional batches led here.
     txn_clients: transactions::ClientPool,
+    /// What this node sends as leader to followers of its leader-throttled replicas
+    /// (KIP-73).
+    leader_quota: Arc<replication_quota::ReplicationQuota>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -191,7 +196,7 @@ pub(crate) struct NewTopic {
 }
 
 /// How long an in-process admin call waits for its record to be applied.
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl ClusterNode {
     /// Starts node `config.node_id` on `broker`'s data directory: checks (and on a fresh
@@ -233,6 +238,7 @@ impl ClusterNode {
             replicas: Mutex::new(None),
             txn_loader: Mutex::new(None),
             txn_clients: transactions::ClientPool::new(format!("tidelog-txn-verify-{me}")),
+            leader_quota: Arc::new(replication_quota::ReplicationQuota::new()),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
@@ -617,6 +623,25 @@ impl ClusterNode {
             timeout,
         )
         .map(drop)
+    }
+
+    /// Sets and removes dynamic broker configs of `broker` (None: the cluster-wide
+    /// default) through the controller, all or none (with `validate_only`, only checks
+    /// them).
+    pub(crate) fn alter_broker_config(
+        &self,
+        broker: Option<i32>,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let record = MetadataRecord::AlterBrokerConfig { broker, changes };
+        // Refuse an invalid change here with its typed error; the apply checks again.
+        self.validate(&record)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.propose(record, timeout).map(drop)
     }
 
     /// An ISR change from this node as a partition's leader (tests; the data plane

@@ -22,6 +22,12 @@
 //! applied under the fetcher's lock and only if the partition is still followed at the
 //! same epoch, and the replica manager removes a partition under that lock before it
 //! changes its role: no batch of an old leader lands after a role change.
+//!
+//! KIP-73: the fetchers share this node's follower quota
+//! (`follower.replication.throttled.rate`, see [`super::replication_quota`]): a
+//! partition whose replica here is listed in its topic's
+//! `follower.replication.throttled.replicas` and is not in the ISR asks at most one
+//! second of the rate per fetch and is left out while the budget is spent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,9 +50,11 @@ use parking_lot::{Condvar, Mutex};
 
 use super::handle::NodeHandle;
 use super::image::NO_LEADER;
+use super::image::{FOLLOWER_THROTTLED_RATE, UNTHROTTLED};
 use super::image::{LocalPartitionChange, LocalRole};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::records::{AlterPartition, TopicId};
+use super::replication_quota::ReplicationQuota;
 use crate::broker::{Broker, OFFSETS_TOPIC, WeakBroker};
 use crate::client::Client;
 use crate::error::Error;
@@ -120,6 +128,8 @@ pub(crate) struct ReplicaManager {
     isr_thread: Mutex<Option<JoinHandle<()>>>,
     /// What tests steer the fetchers with.
     hooks: Arc<FetcherHooks>,
+    /// This node's follower replication quota, shared by its fetchers (KIP-73).
+    follower_quota: Arc<ReplicationQuota>,
     /// Loads and unloads the group coordinator off the metadata publisher thread.
     loader: CoordinatorLoader,
 }
@@ -380,6 +390,7 @@ impl ReplicaManager {
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
             hooks: Arc::new(FetcherHooks::default()),
+            follower_quota: Arc::new(ReplicationQuota::new()),
             loader: CoordinatorLoader::new(),
         })
     }
@@ -559,7 +570,8 @@ impl ReplicaManager {
         if let Some(f) = st.fetchers.get(&source) {
             return Some(f.clone());
         }
-        match Fetcher::start(self.node_id, source, self.node.clone(), self.hooks.clone()) {
+        let shared = (self.hooks.clone(), self.follower_quota.clone());
+        match Fetcher::start(self.node_id, source, self.node.clone(), shared) {
             Ok(f) => {
                 st.fetchers.insert(source, f.clone());
                 Some(f)
@@ -840,6 +852,8 @@ pub(crate) struct Fetcher {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// See [`ReplicaManager::pause_fetchers`].
     hooks: Arc<FetcherHooks>,
+    /// This node's follower replication quota.
+    quota: Arc<ReplicationQuota>,
 }
 
 /// What tests steer the fetchers with (outside tests, `paused` stays false).
@@ -876,13 +890,14 @@ impl Fetcher {
         node_id: i32,
         source: i32,
         node: Weak<NodeHandle>,
-        hooks: Arc<FetcherHooks>,
+        (hooks, quota): (Arc<FetcherHooks>, Arc<ReplicationQuota>),
     ) -> crate::error::Result<Arc<Fetcher>> {
         let f = Arc::new(Fetcher {
             node_id,
             source,
             node,
             hooks,
+            quota,
             parts: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
@@ -1216,9 +1231,34 @@ impl Fetcher {
         };
         let image = node.image();
         drop(node);
+        // KIP-73: this node's follower rate, measured over its throttled replicas that
+        // are not in sync; once it is spent they are left out of the fetch.
+        let rate = image
+            .broker_configs
+            .rate(self.node_id, FOLLOWER_THROTTLED_RATE);
+        let now = Instant::now();
+        let over = self.quota.is_exceeded(rate, now);
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-        let mut sent: HashMap<Key, (i32, i64)> = HashMap::new();
+        let mut sent: HashMap<Key, (i32, i64, bool)> = HashMap::new();
         for (key, f) in parts {
+            let throttled = rate != UNTHROTTLED
+                && f.partition
+                    .config()
+                    .follower_throttled_replicas
+                    .contains(key.1, self.node_id)
+                && image.topic(&key.0).is_none_or(|t| {
+                    t.partitions
+                        .get(key.1 as usize)
+                        .is_none_or(|p| !p.isr.contains(&self.node_id))
+                });
+            if throttled && over {
+                continue;
+            }
+            let max_bytes = if throttled {
+                ReplicationQuota::partition_max_bytes(rate, PARTITION_MAX_BYTES)
+            } else {
+                PARTITION_MAX_BYTES
+            };
             let offset = f.fetch_offset();
             topics.entry(key.0.as_str()).or_default().push(
                 FetchPartition::default()
@@ -1226,9 +1266,18 @@ impl Fetcher {
                     .with_current_leader_epoch(f.leader_epoch)
                     .with_fetch_offset(offset)
                     .with_log_start_offset(f.partition.log_start_offset())
-                    .with_partition_max_bytes(PARTITION_MAX_BYTES),
+                    .with_partition_max_bytes(max_bytes),
             );
-            sent.insert(key.clone(), (f.leader_epoch, offset));
+            sent.insert(key.clone(), (f.leader_epoch, offset, throttled));
+        }
+        if topics.is_empty() {
+            // Every ready partition is throttled and the budget is spent.
+            self.pause(
+                self.quota
+                    .wait(rate, now)
+                    .clamp(BACKOFF / 4, FETCH_MAX_WAIT),
+            );
+            return Ok(());
         }
         // From v13 topics go by id, and come back by id.
         let mut names: HashMap<uuid::Uuid, String> = HashMap::new();
@@ -1278,9 +1327,13 @@ impl Fetcher {
             };
             for p in t.partitions {
                 let key = (topic.clone(), p.partition_index);
-                let Some(&(epoch, offset)) = sent.get(&key) else {
+                let Some(&(epoch, offset, throttled)) = sent.get(&key) else {
                     continue;
                 };
+                if throttled {
+                    let bytes = p.records.as_ref().map_or(0, |r| r.len());
+                    self.quota.record(rate, bytes, Instant::now());
+                }
                 let applied = self.with_current(&key, epoch, |e| {
                     if e.truncating
                         || e.fetch_offset() != offset

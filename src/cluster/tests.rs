@@ -34,6 +34,7 @@ mod quorum_forgery;
 mod racks;
 mod reassignment;
 mod replication;
+mod replication_throttle;
 mod share_groups;
 mod transactions;
 mod voter_changes;

@@ -171,6 +171,37 @@ pub(crate) trait ClusterView: Send + Sync {
     fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
         None
     }
+    /// The leader throttle of follower `replica`'s fetch of `topic`-`partition` (KIP-73),
+    /// None if it is not throttled.
+    fn leader_throttle(
+        &self,
+        topic: &str,
+        partition: i32,
+        replica: i32,
+    ) -> Option<crate::cluster::LeaderThrottle> {
+        let _ = (topic, partition, replica);
+        None
+    }
+    /// The dynamic broker configs (KIP-73's replication throttle rates), None if this
+    /// cluster keeps none.
+    fn broker_configs(&self) -> Option<crate::cluster::image::BrokerConfigs> {
+        None
+    }
+    /// Sets and removes dynamic broker configs of `broker` (None: the cluster-wide
+    /// default) through the controller, all or none; `validate_only` only checks.
+    fn alter_broker_config(
+        &self,
+        broker: Option<i32>,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let _ = (broker, changes, validate_only, timeout);
+        Err(crate::error::Error::InvalidConfig {
+            key: "broker config".into(),
+            reason: "this cluster keeps no dynamic broker configs".into(),
+        })
+    }
 }
 
 /// The adapter: a cluster node answers from its metadata image.
@@ -302,6 +333,26 @@ impl ClusterView for ClusterNode {
     }
     fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
         Some(self)
+    }
+    fn broker_configs(&self) -> Option<crate::cluster::image::BrokerConfigs> {
+        Some(self.image().broker_configs.clone())
+    }
+    fn leader_throttle(
+        &self,
+        topic: &str,
+        partition: i32,
+        replica: i32,
+    ) -> Option<crate::cluster::LeaderThrottle> {
+        ClusterNode::leader_throttle(self, topic, partition, replica)
+    }
+    fn alter_broker_config(
+        &self,
+        broker: Option<i32>,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        ClusterNode::alter_broker_config(self, broker, changes, validate_only, timeout)
     }
 }
 

@@ -142,6 +142,84 @@ pub struct LogConfig {
     /// checked on every retention pass and when the state is loaded. Kafka
     /// `producer.id.expiration.ms`. Default = 1 day.
     pub producer_id_expiration_ms: u64,
+    /// The replicas whose replication from this topic's leaders is throttled to the
+    /// leader's `leader.replication.throttled.rate` (KIP-73). Kafka
+    /// `leader.replication.throttled.replicas`. Default = none.
+    pub leader_throttled_replicas: ThrottledReplicas,
+    /// The replicas whose fetching as followers is throttled to their broker's
+    /// `follower.replication.throttled.rate` (KIP-73). Kafka
+    /// `follower.replication.throttled.replicas`. Default = none.
+    pub follower_throttled_replicas: ThrottledReplicas,
+}
+
+/// A topic's throttled replicas (Kafka's `*.replication.throttled.replicas`): none (the
+/// empty list), every replica (`*`), or `partition:broker` pairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    /// No replica is throttled.
+    #[default]
+    None,
+    /// Every replica of the topic (`*`).
+    All,
+    /// These `(partition, broker)` replicas.
+    List(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Parses Kafka's format: `*`, or a comma-separated list of
+    /// `partitionId:brokerId` (empty: none).
+    pub fn parse(key: &str, value: &str) -> Result<ThrottledReplicas> {
+        let value = value.trim();
+        if value == "*" {
+            return Ok(ThrottledReplicas::All);
+        }
+        let mut pairs = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let pair = item.split_once(':').and_then(|(p, b)| {
+                let p = p.trim().parse::<i32>().ok().filter(|p| *p >= 0)?;
+                let b = b.trim().parse::<i32>().ok().filter(|b| *b >= 0)?;
+                Some((p, b))
+            });
+            let Some(pair) = pair else {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{item:?} is not a replica: the value must be the literal '*' or a list of replicas in the format [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                    ),
+                ));
+            };
+            if !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+        Ok(if pairs.is_empty() {
+            ThrottledReplicas::None
+        } else {
+            ThrottledReplicas::List(pairs)
+        })
+    }
+
+    /// True if the replica of `partition` on `broker` is throttled.
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::List(l) => l.contains(&(partition, broker)),
+        }
+    }
+}
+
+impl std::fmt::Display for ThrottledReplicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThrottledReplicas::None => Ok(()),
+            ThrottledReplicas::All => f.write_str("*"),
+            ThrottledReplicas::List(l) => {
+                let items: Vec<String> = l.iter().map(|(p, b)| format!("{p}:{b}")).collect();
+                f.write_str(&items.join(","))
+            }
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -163,6 +241,8 @@ impl Default for LogConfig {
             min_insync_replicas: 1,
             durable_acks: false,
             producer_id_expiration_ms: 24 * 3600 * 1000,
+            leader_throttled_replicas: ThrottledReplicas::None,
+            follower_throttled_replicas: ThrottledReplicas::None,
         }
     }
 }
@@ -185,6 +265,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "min.insync.replicas",
     "durable.acks",
     "producer.id.expiration.ms",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
 ];
 
 fn invalid(key: &str, reason: impl Into<String>) -> Error {
@@ -287,6 +369,12 @@ impl LogConfig {
             "producer.id.expiration.ms" => {
                 self.producer_id_expiration_ms = parse_u64(key, value, 1)?
             }
+            "leader.replication.throttled.replicas" => {
+                self.leader_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
+            "follower.replication.throttled.replicas" => {
+                self.follower_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
             "min.insync.replicas" => {
                 self.min_insync_replicas = parse_u64(key, value, 1)?
                     .try_into()
@@ -372,6 +460,14 @@ impl LogConfig {
                 "producer.id.expiration.ms",
                 self.producer_id_expiration_ms.to_string(),
             ),
+            (
+                "leader.replication.throttled.replicas",
+                self.leader_throttled_replicas.to_string(),
+            ),
+            (
+                "follower.replication.throttled.replicas",
+                self.follower_throttled_replicas.to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -404,6 +500,33 @@ mod tests {
             d.set(&k, &v).unwrap();
         }
         assert_eq!(c, d);
+    }
+
+    #[test]
+    fn throttled_replicas_take_kafkas_format() {
+        let mut c = LogConfig::default();
+        c.set("leader.replication.throttled.replicas", "0:1, 1:2,0:1")
+            .unwrap();
+        assert_eq!(
+            c.leader_throttled_replicas,
+            ThrottledReplicas::List(vec![(0, 1), (1, 2)])
+        );
+        assert!(c.leader_throttled_replicas.contains(1, 2));
+        assert!(!c.leader_throttled_replicas.contains(1, 1));
+        c.set("follower.replication.throttled.replicas", "*")
+            .unwrap();
+        assert!(c.follower_throttled_replicas.contains(7, 9));
+        c.set("follower.replication.throttled.replicas", "")
+            .unwrap();
+        assert_eq!(c.follower_throttled_replicas, ThrottledReplicas::None);
+        for bad in ["0", "a:1", "0:-1", "0:1:2", "**"] {
+            let e = c
+                .set("leader.replication.throttled.replicas", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("leader.replication.throttled.replicas"), "{e}");
+        }
+        assert_eq!(c.leader_throttled_replicas.to_string(), "0:1,1:2");
     }
 
     #[test]

@@ -65,7 +65,7 @@ mod time_index;
 mod txn_index;
 mod types;
 
-pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig};
+pub use config::{CONFIG_KEYS, CleanupPolicy, CompressionType, LogConfig, ThrottledReplicas};
 pub use dirs::FUTURE_SUFFIX;
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;

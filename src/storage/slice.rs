@@ -38,7 +38,7 @@ impl std::fmt::Debug for LogSlice {
 
 impl LogSlice {
     /// An empty slice at `offset` (positioned at the end of `seg`, if any).
-    pub(super) fn empty(seg: Option<&Arc<Segment>>, offset: i64) -> LogSlice {
+    pub(crate) fn empty(seg: Option<&Arc<Segment>>, offset: i64) -> LogSlice {
         let at = seg.map_or(0, |s| s.size());
         LogSlice {
             seg: seg.cloned(),

@@ -41,6 +41,8 @@ mod progress;
 #[cfg(feature = "server")]
 mod quorum;
 #[cfg(feature = "server")]
+mod reassign_throttle;
+#[cfg(feature = "server")]
 mod security;
 #[cfg(feature = "server")]
 mod serve;

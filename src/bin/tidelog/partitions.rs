@@ -101,6 +101,12 @@ pub(crate) struct ReassignArgs {
     /// "partition": 0, "replicas": [1, 2, 3]}, ...]}.
     #[arg(long, value_name = "FILE")]
     pub reassignment_json_file: Option<PathBuf>,
+    /// With --execute: throttle the moves' replication to BYTES per second on every
+    /// broker involved (Kafka's `leader.replication.throttled.rate` and
+    /// `follower.replication.throttled.rate`); --verify removes the throttle once every
+    /// move of the plan completed.
+    #[arg(long, value_name = "BYTES", requires = "execute")]
+    pub throttle: Option<i64>,
 }
 
 fn connect(target: &Bootstrap, data: Option<&Path>, what: &str) -> CliResult<AdminClient> {
@@ -488,6 +494,9 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             out.line(plan_json(&now))?;
             out.line("")?;
             out.line("Save this to use as the --reassignment-json-file option during rollback")?;
+            if let Some(rate) = args.throttle {
+                crate::reassign_throttle::set(&mut out, &admin, rate, &now, &plan)?;
+            }
             let moves: Vec<(TopicPartition, Option<Vec<i32>>)> =
                 plan.into_iter().map(|(tp, r)| (tp, Some(r))).collect();
             let results = admin.alter_partition_reassignments(&moves)?;
@@ -506,8 +515,10 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             let now: BTreeMap<TopicPartition, Vec<i32>> =
                 current(&admin, &topics)?.into_iter().collect();
             out.line("Status of partition reassignment:")?;
+            let mut all_done = true;
             for (tp, target) in &plan {
                 let line = if ongoing.contains_key(tp) {
+                    all_done = false;
                     format!("Reassignment of partition {tp} is still in progress.")
                 } else {
                     match now.get(tp) {
@@ -521,6 +532,9 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
                     }
                 };
                 out.line(line)?;
+            }
+            if all_done {
+                crate::reassign_throttle::clear(&mut out, &admin, &topics)?;
             }
             out.flush()
         }

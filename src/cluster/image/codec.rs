@@ -8,13 +8,19 @@
 //! with their keys and values, as the `client-quotas` file of a single node); each
 //! partition's adding and removing replicas since version 6; each broker's rack since
 //! version 8; groups' config overrides (version 9, as the `group-configs` file of a
-//! single node).
+//! single node); the dynamic broker configs since version 10 (a count (`u32`), each as an
+//! `AlterBrokerConfig` record's fields: broker id, -1 for the cluster-wide default, and
+//! its keys with their values).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage};
-use crate::cluster::records::codec::{get_endpoints, get_opt_str, put_endpoints, put_opt_str};
+use super::{
+    BrokerConfigs, BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage,
+};
+use crate::cluster::records::codec::{
+    get_broker_config, get_endpoints, get_opt_str, put_broker_config, put_endpoints, put_opt_str,
+};
 use crate::coordinator::group_configs;
 use crate::error::Result;
 use crate::security::acl::{self, AclBinding};
@@ -26,9 +32,9 @@ use crate::storage::codec::{Reader, Writer};
 /// version 2, without the brokers' named listeners, and version 3, without the
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
 /// version 5, without the partitions' reassignments, version 6, without client
-/// quotas, version 7, without the brokers' racks, and version 8, without group
-/// configs, are still read).
-const IMAGE_VERSION: u16 = 9;
+/// quotas, version 7, without the brokers' racks, version 8, without group configs,
+/// and version 9, without the dynamic broker configs, are still read).
+const IMAGE_VERSION: u16 = 10;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -70,6 +76,14 @@ impl MetadataImage {
         }
         quota::put_quotas(&mut w, &self.client_quotas.0);
         group_configs::put_configs(&mut w, &self.group_configs);
+        w.u32(self.broker_configs.0.len() as u32);
+        for (broker, configs) in self.broker_configs.0.iter() {
+            let pairs: Vec<_> = configs
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect();
+            put_broker_config(&mut w, *broker, &pairs);
+        }
         w.into_bytes()
     }
 
@@ -124,6 +138,18 @@ impl MetadataImage {
         } else {
             Default::default()
         };
+        let mut broker_configs = BTreeMap::new();
+        if version >= 10 {
+            // A broker id and a count each.
+            for _ in 0..r.count(8)? {
+                let (broker, pairs) = get_broker_config(&mut r)?;
+                let configs = pairs
+                    .into_iter()
+                    .map(|(k, v)| (k, v.unwrap_or_default()))
+                    .collect();
+                broker_configs.insert(broker, configs);
+            }
+        }
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -137,6 +163,7 @@ impl MetadataImage {
             directories,
             client_quotas: QuotaTable(Arc::new(client_quotas)),
             group_configs: Arc::new(group_configs),
+            broker_configs: BrokerConfigs(Arc::new(broker_configs)),
         })
     }
 }

@@ -33,6 +33,7 @@ use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::credentials::{self, CredentialChange, Users};
 use crate::security::quota::{self, QuotaChange, QuotaTable};
 
+mod broker_configs;
 mod codec;
 mod once;
 mod reassign;
@@ -40,6 +41,11 @@ mod unregister;
 
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
+
+pub(crate) use broker_configs::{
+    BrokerConfigSource, BrokerConfigs, DYNAMIC_BROKER_KEYS, FOLLOWER_THROTTLED_RATE,
+    LEADER_THROTTLED_RATE, UNTHROTTLED,
+};
 
 /// The internal topic of committed offsets.
 pub(crate) const OFFSETS_TOPIC: &str = crate::broker::OFFSETS_TOPIC;
@@ -364,6 +370,9 @@ pub(crate) struct MetadataImage {
     pub client_quotas: QuotaTable,
     /// Groups' config overrides by group id (shared between images until they change).
     pub group_configs: Arc<crate::coordinator::group_configs::GroupConfigs>,
+    /// Dynamic broker configs (the replication throttle rates), per broker and
+    /// cluster-wide.
+    pub broker_configs: BrokerConfigs,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -660,6 +669,9 @@ impl MetadataImage {
             MetadataRecord::UnregisterBroker { broker_id } => self.unregister_broker(*broker_id),
             MetadataRecord::AlterGroupConfig { group, changes } => {
                 self.alter_group_config(group, changes)
+            }
+            MetadataRecord::AlterBrokerConfig { broker, changes } => {
+                self.alter_broker_config(*broker, changes)
             }
         }
     }

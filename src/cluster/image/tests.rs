@@ -1177,17 +1177,17 @@ fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
     let mut bytes = img.encode();
-    // Version 2 is version 9 (for an image without topics) without the endpoint count
-    // and the rack after each broker and the proposers', directories', quotas' and
-    // group configs' counts at the end: version (2), index (8), no cluster id (1),
-    // next producer id (8), broker count (4), then broker 1: id, epoch, incarnation
-    // (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut down, no replication
-    // listener (3): the count is at 60.
-    assert_eq!(&bytes[..2], &[0, 9]);
+    // Version 2 is version 10 (for an image without topics) without the endpoint count
+    // and the rack after each broker and the proposers', directories', quotas', group
+    // configs' and broker configs' counts at the end: version (2), index (8), no
+    // cluster id (1), next producer id (8), broker count (4), then broker 1: id, epoch,
+    // incarnation (20), listener "10.0.0.1:9001" (4 + 13), fenced, shut down, no
+    // replication listener (3): the count is at 60.
+    assert_eq!(&bytes[..2], &[0, 10]);
     let at = 2 + 8 + 1 + 8 + 4 + 20 + 17 + 3;
     assert_eq!(&bytes[at..at + 5], &[0, 0, 0, 0, 0]);
     bytes.drain(at..at + 5);
-    assert_eq!(bytes.split_off(bytes.len() - 16), [0; 16]);
+    assert_eq!(bytes.split_off(bytes.len() - 20), [0; 20]);
     bytes[1] = 2;
     assert_eq!(MetadataImage::decode(&bytes, "v2").unwrap(), img);
     bytes[1] = 200;
@@ -1216,6 +1216,10 @@ fn a_broker_keeps_its_rack_in_the_snapshot_and_a_version_7_image_has_none() {
     .unwrap();
     assert_eq!(img.brokers[&1].rack.as_deref(), Some("rack-a"));
     let mut bytes = img.encode();
+    assert_eq!(MetadataImage::decode(&bytes, "v10").unwrap(), img);
+    // Version 9 is version 10 without the broker configs' count (none) at the end.
+    assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
+    bytes[1] = 9;
     assert_eq!(MetadataImage::decode(&bytes, "v9").unwrap(), img);
     // Version 8 is version 9 without the group configs' count (none) at the end.
     assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
@@ -1286,9 +1290,9 @@ fn group_configs_are_applied_all_or_none_kept_in_the_snapshot_and_absent_before_
     )
     .unwrap();
     assert!(img.group_configs.is_empty());
-    // A version 8 image (without them) knows none.
+    // A version 8 image (without them, nor version 10's broker configs) knows none.
     let mut bytes = img.encode();
-    assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
+    assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
     bytes[1] = 8;
     assert!(
         MetadataImage::decode(&bytes, "v8")
@@ -1319,8 +1323,9 @@ fn a_voter_is_known_by_its_first_directory_id() {
     let mut bytes = img.encode();
     let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
     assert_eq!(back, img);
-    // Version 7's client quotas and version 9's group configs (none) come last.
-    assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
+    // Version 7's client quotas, version 9's group configs and version 10's broker
+    // configs (none) come last.
+    assert_eq!(bytes.split_off(bytes.len() - 12), [0; 12]);
     let tail = 4 + 4 + 4 + "dir-a".len();
     assert_eq!(
         &bytes[bytes.len() - tail..bytes.len() - tail + 4],

@@ -46,6 +46,7 @@ pub(super) mod kind {
     pub const ALTER_CLIENT_QUOTAS: u8 = 40;
     pub const UNREGISTER_BROKER: u8 = 43;
     pub const ALTER_GROUP_CONFIG: u8 = 44;
+    pub const ALTER_BROKER_CONFIG: u8 = 45;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -78,6 +79,7 @@ impl MetadataRecord {
             MetadataRecord::AlterClientQuotas { .. } => kind::ALTER_CLIENT_QUOTAS,
             MetadataRecord::UnregisterBroker { .. } => kind::UNREGISTER_BROKER,
             MetadataRecord::AlterGroupConfig { .. } => kind::ALTER_GROUP_CONFIG,
+            MetadataRecord::AlterBrokerConfig { .. } => kind::ALTER_BROKER_CONFIG,
         }
     }
 
@@ -164,6 +166,9 @@ impl MetadataRecord {
                     put_opt_str(w, value.as_deref());
                 })
             }
+            MetadataRecord::AlterBrokerConfig { broker, changes } => {
+                put_broker_config(w, *broker, changes)
+            }
         }
     }
 
@@ -235,6 +240,10 @@ impl MetadataRecord {
                 group: r.str()?,
                 changes: get_list(r, 3, |r| Ok((r.str()?, get_opt_str(r)?)))?,
             }),
+            kind::ALTER_BROKER_CONFIG => {
+                let (broker, changes) = get_broker_config(r)?;
+                Ok(MetadataRecord::AlterBrokerConfig { broker, changes })
+            }
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
     }
@@ -600,4 +609,35 @@ fn get_assignment(r: &mut Reader<'_>) -> Result<Option<Vec<Vec<i32>>>> {
 
 fn put_pairs(w: &mut Writer, pairs: &[(String, String)]) {
     w.pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+}
+
+/// `AlterBrokerConfig` (and each broker's entry of the image's broker configs): the
+/// broker id (`i32`, -1 for the cluster-wide default), then a count (`u32`) of keys,
+/// each: key (string), value (optional string; none removes the key).
+pub(crate) fn put_broker_config(
+    w: &mut Writer,
+    broker: Option<i32>,
+    changes: &[(String, Option<String>)],
+) {
+    w.i32(broker.unwrap_or(-1));
+    put_list(w, changes, |w, (k, v)| {
+        w.str(k);
+        put_opt_str(w, v.as_deref());
+    });
+}
+
+/// Keys with their new values (None: removed), as `AlterBrokerConfig` carries them.
+pub(crate) type ConfigChanges = Vec<(String, Option<String>)>;
+
+/// Reads what [`put_broker_config`] wrote.
+pub(crate) fn get_broker_config(r: &mut Reader<'_>) -> Result<(Option<i32>, ConfigChanges)> {
+    let broker = r.i32()?;
+    let broker = match broker {
+        -1 => None,
+        b if b >= 0 => Some(b),
+        other => return Err(r.error(format!("broker config of broker id {other}"))),
+    };
+    // A key length and a value tag each.
+    let changes = get_list(r, 5, |r| Ok((r.str()?, get_opt_str(r)?)))?;
+    Ok((broker, changes))
 }

@@ -260,6 +260,15 @@ pub(crate) enum MetadataRecord {
         /// The changes, in order: a key and its new value, or `None` to remove it.
         changes: Vec<(String, Option<String>)>,
     },
+    /// Sets and removes dynamic broker configs, all or none (Kafka's `ConfigRecord` of a
+    /// BROKER resource, from AlterConfigs and IncrementalAlterConfigs): the
+    /// replication throttle rates of KIP-73.
+    AlterBrokerConfig {
+        /// The broker, or None for the cluster-wide default (resource name "").
+        broker: Option<i32>,
+        /// Each key with its new value, or None to remove it.
+        changes: Vec<(String, Option<String>)>,
+    },
 }
 
 impl MetadataRecord {
@@ -287,6 +296,7 @@ impl MetadataRecord {
             MetadataRecord::AlterClientQuotas { .. } => "AlterClientQuotas",
             MetadataRecord::UnregisterBroker { .. } => "UnregisterBroker",
             MetadataRecord::AlterGroupConfig { .. } => "AlterGroupConfig",
+            MetadataRecord::AlterBrokerConfig { .. } => "AlterBrokerConfig",
         }
     }
 }
@@ -494,6 +504,20 @@ pub(crate) mod tests {
                     ("consumer.session.timeout.ms".into(), Some("50000".into())),
                     ("share.auto.offset.reset".into(), None),
                 ],
+            },
+            MetadataRecord::AlterBrokerConfig {
+                broker: Some(2),
+                changes: vec![
+                    (
+                        "leader.replication.throttled.rate".into(),
+                        Some("1000".into()),
+                    ),
+                    ("follower.replication.throttled.rate".into(), None),
+                ],
+            },
+            MetadataRecord::AlterBrokerConfig {
+                broker: None,
+                changes: vec![],
             },
             MetadataRecord::AlterClientQuotas {
                 changes: vec![

@@ -18,7 +18,12 @@ use crate::producer::{Acks, Producer, ProducerRecord};
 use crate::remote::{ClientConfig, Cluster};
 
 /// Creates `name` with one partition on node ids `replicas`, settled on every node.
-fn create_on(c: &TestCluster, name: &str, replicas: Vec<i32>, configs: Vec<(String, String)>) {
+pub(super) fn create_on(
+    c: &TestCluster,
+    name: &str,
+    replicas: Vec<i32>,
+    configs: Vec<(String, String)>,
+) {
     c.node(c.running()[0])
         .create_topic(
             &NewTopic {
@@ -35,7 +40,7 @@ fn create_on(c: &TestCluster, name: &str, replicas: Vec<i32>, configs: Vec<(Stri
     c.wait_same_image();
 }
 
-fn bootstrap(c: &TestCluster) -> String {
+pub(super) fn bootstrap(c: &TestCluster) -> String {
     c.running()
         .iter()
         .map(|&i| addr(c, i).to_string())

@@ -5,7 +5,9 @@
 //! setting or a bad value INVALID_CONFIG (Kafka's names: `cleanup.policy`,
 //! `retention.ms`, `min.insync.replicas`, `compression.type`, ...); a null value, a
 //! setting named twice, a resource named twice, a broker resource (broker settings are
-//! not dynamic here) or an unknown resource type INVALID_REQUEST. `validate_only` checks
+//! not dynamic on a single node) or an unknown resource type INVALID_REQUEST. On a
+//! cluster node a BROKER resource sets the dynamic broker configs (see
+//! `broker_configs.rs`): the settings given, the others removed. `validate_only` checks
 //! without changing anything. `message.format.version` is accepted and ignored, with a
 //! warning, as Kafka 3.x does. Shared with IncrementalAlterConfigs: [`alter`].
 
@@ -15,7 +17,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
-use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use super::{Ctx, Fatal, Reply, Request, broker_configs, error_code, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 
 /// Resource type of a topic.
@@ -41,9 +43,8 @@ pub(super) fn resource_counts<'a>(
     seen
 }
 
-/// The checks every resource of both APIs passes before its settings are looked at:
-/// appears once, is a topic.
-pub(super) fn check_resource(
+/// INVALID_REQUEST for a resource named more than once in a request.
+pub(super) fn appears_once(
     counts: &HashMap<(i8, String), usize>,
     resource_type: i8,
     name: &str,
@@ -53,6 +54,17 @@ pub(super) fn check_resource(
             "resource {name:?} appears more than once in the request"
         )));
     }
+    Ok(())
+}
+
+/// The checks every resource of both APIs passes before its settings are looked at:
+/// appears once, is a topic.
+pub(super) fn check_resource(
+    counts: &HashMap<(i8, String), usize>,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), Refusal> {
+    appears_once(counts, resource_type, name)?;
     match resource_type {
         TOPIC => Ok(()),
         BROKER => Err(invalid_request(format!(
@@ -136,10 +148,29 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .iter()
         .map(|r| {
             let name = r.resource_name.as_str();
-            let outcome = check_resource(&counts, r.resource_type, name)
+            let keys = || duplicate_key(r.configs.iter().map(|c| c.name.as_str()));
+            let outcome = if r.resource_type == BROKER && broker_configs::kept(ctx).is_some() {
+                // Every setting given, the others removed.
+                appears_once(&counts, BROKER, name).and_then(|()| {
+                    keys().map_or(Ok(()), Err)?;
+                    broker_configs::alter(ctx, name, request.validate_only, |current| {
+                        let given: Vec<_> = r
+                            .configs
+                            .iter()
+                            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                            .collect();
+                        let removed = current
+                            .keys()
+                            .filter(|k| !given.iter().any(|(g, _)| g == *k))
+                            .map(|k| (k.clone(), None));
+                        Ok(given.iter().cloned().chain(removed).collect())
+                    })
+                })
+            } else {
+                check_resource(&counts, r.resource_type, name)
                 .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))
                 .and_then(|()| {
-                    if let Some(refusal) = duplicate_key(r.configs.iter().map(|c| c.name.as_str()))
+                    if let Some(refusal) = keys()
                     {
                         return Err(refusal);
                     }
@@ -155,7 +186,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     }
                     let overrides = without_ignored(ctx.peer, name, overrides);
                     alter(ctx, name, request.validate_only, |_| Ok(overrides))
-                });
+                })
+            };
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

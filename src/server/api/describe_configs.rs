@@ -1,7 +1,9 @@
 //! DescribeConfigs (key 32), versions 0-4 (v0 says `is_default` where later
 //! versions give the source, and has no synonyms): a topic's effective configuration (Kafka
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
-//! the others DEFAULT_CONFIG); a broker resource answers an empty list.
+//! the others DEFAULT_CONFIG); a broker resource answers an empty list on a single node,
+//! and a cluster's dynamic broker configs on a cluster node (DYNAMIC_BROKER_CONFIG,
+//! DYNAMIC_DEFAULT_BROKER_CONFIG or DEFAULT_CONFIG; see `broker_configs.rs`).
 //!
 //! As in Kafka: a topic with an invalid name is INVALID_TOPIC_EXCEPTION, an unknown one
 //! UNKNOWN_TOPIC_OR_PARTITION; a broker resource must name this node's id (or be empty),
@@ -14,7 +16,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::alter_configs::IGNORED_TOPIC_CONFIGS;
-use super::{Ctx, Fatal, NODE_ID, Reply, Request, error_code, kstr};
+use super::{Ctx, Fatal, NODE_ID, Reply, Request, broker_configs, error_code, kstr};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
 /// Resource type of a topic.
@@ -89,6 +91,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             let mut overridden = Vec::new();
+            // Per-setting sources of a cluster's dynamic broker configs.
+            let mut broker_sources: Vec<(String, i8)> = Vec::new();
             let (kind, name) = match r.resource_type {
                 BROKER => (ResourceType::Cluster, CLUSTER_RESOURCE_NAME),
                 GROUP => (ResourceType::Group, r.resource_name.as_str()),
@@ -108,7 +112,17 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     let id = ctx.backend().cluster().map_or(NODE_ID, |c| c.node_id());
                     let name = r.resource_name.as_str();
                     if name.is_empty() || name.parse::<i32>() == Ok(id) {
-                        Ok(Vec::new())
+                        match broker_configs::kept(ctx) {
+                            Some(configs) => broker_configs::describe(&configs, name).map(|l| {
+                                l.into_iter()
+                                    .map(|(k, v, source)| {
+                                        broker_sources.push((k.clone(), source));
+                                        (k, v)
+                                    })
+                                    .collect()
+                            }),
+                            None => Ok(Vec::new()),
+                        }
                     } else {
                         Err((
                             ResponseError::InvalidRequest.code(),
@@ -140,9 +154,12 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                                 .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                         })
                         .map(|(k, v)| {
-                            let source = match config_source(&k, &overridden) {
-                                TOPIC_CONFIG => override_source,
-                                default => default,
+                            let source = match broker_sources.iter().find(|(b, _)| *b == k) {
+                                Some((_, source)) => *source,
+                                None => match config_source(&k, &overridden) {
+                                    TOPIC_CONFIG => override_source,
+                                    default => default,
+                                },
                             };
                             DescribeConfigsResourceResult::default()
                                 .with_name(kstr(k))

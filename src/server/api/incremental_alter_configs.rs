@@ -17,11 +17,11 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{
-    Refusal, alter, check_resource, duplicate_key, invalid_request, is_ignored, resource_counts,
-    without_ignored,
+    BROKER, Refusal, alter, appears_once, check_resource, duplicate_key, invalid_request,
+    is_ignored, resource_counts, without_ignored,
 };
 use super::describe_configs::GROUP;
-use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use super::{Ctx, Fatal, Reply, Request, broker_configs, error_code, kstr};
 use crate::security::acl::{AclOperation, ResourceType};
 
 const SET: i8 = 0;
@@ -87,6 +87,45 @@ fn alter_group(
     done.map_err(|e| (error_code(&e), e.to_string()))
 }
 
+/// IncrementalAlterConfigs of a cluster's dynamic broker configs: SET and DELETE (the
+/// rates are not lists: APPEND and SUBTRACT are INVALID_CONFIG).
+fn alter_broker(
+    ctx: &Ctx<'_>,
+    counts: &HashMap<(i8, String), usize>,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    appears_once(counts, BROKER, name)?;
+    duplicate_key(r.configs.iter().map(|c| c.name.as_str())).map_or(Ok(()), Err)?;
+    broker_configs::alter(ctx, name, validate_only, |_| {
+        r.configs
+            .iter()
+            .map(|c| set_or_delete(&format!("broker {name:?}"), c))
+            .collect()
+    })
+}
+
+/// A SET (with a value) or DELETE of a setting that is not a list, of `resource` (for
+/// messages): the key with its new value, or None to remove it.
+fn set_or_delete(resource: &str, c: &AlterableConfig) -> Result<(String, Option<String>), Refusal> {
+    let key = c.name.to_string();
+    match (c.config_operation, &c.value) {
+        (SET, Some(v)) => Ok((key, Some(v.to_string()))),
+        (DELETE, _) => Ok((key, None)),
+        (APPEND | SUBTRACT, _) => Err((
+            ResponseError::InvalidConfig.code(),
+            format!("{resource}: {key} is not a list setting"),
+        )),
+        (SET, None) => Err(invalid_request(format!(
+            "{resource}: SET of {key} without a value"
+        ))),
+        (other, _) => Err(invalid_request(format!(
+            "{resource}: unknown operation {other} on {key}"
+        ))),
+    }
+}
+
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
     let counts = resource_counts(
@@ -102,6 +141,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             let name = r.resource_name.as_str();
             let outcome = if r.resource_type == GROUP {
                 alter_group(ctx, &counts, r, request.validate_only)
+            } else if r.resource_type == BROKER && broker_configs::kept(ctx).is_some() {
+                alter_broker(ctx, &counts, r, request.validate_only)
             } else {
                 check_resource(&counts, r.resource_type, name)
                     .and_then(|()| ctx.check(AclOperation::AlterConfigs, ResourceType::Topic, name))

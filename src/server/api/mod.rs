@@ -16,6 +16,7 @@ mod alter_partition_reassignments;
 mod alter_replica_log_dirs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod broker_configs;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
 mod create_acls;

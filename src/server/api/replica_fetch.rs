@@ -18,12 +18,17 @@
 //! than the high watermark, and the long poll also ends as soon as the high watermark
 //! moved past what that follower was last told, so a caught-up follower learns of a
 //! commit within one round trip.
+//!
+//! KIP-73: a follower outside the ISR of a partition this node lists in its topic's
+//! `leader.replication.throttled.replicas` reads through this node's leader quota
+//! (`leader.replication.throttled.rate`): no records while it is spent.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::FetchRequest;
 
+use crate::cluster::{LeaderThrottle, ReplicationQuota};
 use crate::error::Result;
 use crate::record::ValidBatches;
 use crate::server::backend::{Backend, PartitionOps};
@@ -128,7 +133,14 @@ pub(super) fn resolve(
         });
     }
     log.record_replica_fetch(replica, fetch_offset)?;
-    Ok(Arc::new(ReplicaView { log, replica }))
+    let throttle = backend
+        .cluster()
+        .and_then(|c| c.leader_throttle(topic, partition, replica));
+    Ok(Arc::new(ReplicaView {
+        log,
+        replica,
+        throttle,
+    }))
 }
 
 /// True if a follower's long poll should answer now: the high watermark of one of its
@@ -141,6 +153,8 @@ pub(super) fn news<'a>(logs: impl IntoIterator<Item = &'a Arc<dyn PartitionOps>>
 struct ReplicaView {
     log: Arc<dyn PartitionOps>,
     replica: i32,
+    /// KIP-73: the leader's quota when this replica is leader-throttled here.
+    throttle: Option<LeaderThrottle>,
 }
 
 impl PartitionOps for ReplicaView {
@@ -153,9 +167,23 @@ impl PartitionOps for ReplicaView {
     ) -> Result<(AppendOutcome, AppendEpoch)> {
         self.log.append_idempotent(batches)
     }
-    /// Up to the log end: a follower copies what is not committed yet.
+    /// Up to the log end: a follower copies what is not committed yet. A
+    /// leader-throttled replica gets nothing while the leader's quota is spent, and at
+    /// most one second of it otherwise.
     fn read(&self, offset: i64, max_bytes: usize) -> Result<LogSlice> {
-        self.log.read_bounded(offset, max_bytes, ReadLimit::LogEnd)
+        let Some(t) = &self.throttle else {
+            return self.log.read_bounded(offset, max_bytes, ReadLimit::LogEnd);
+        };
+        let now = Instant::now();
+        if t.quota.is_exceeded(t.rate, now) {
+            return Ok(LogSlice::empty(None, offset));
+        }
+        let most = ReplicationQuota::partition_max_bytes(t.rate, i32::MAX) as usize;
+        let slice = self
+            .log
+            .read_bounded(offset, max_bytes.min(most), ReadLimit::LogEnd)?;
+        t.quota.record(t.rate, slice.len(), now);
+        Ok(slice)
     }
     fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<(LogSlice, i64)> {
         self.log.read_committed(offset, max_bytes)
