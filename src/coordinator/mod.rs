@@ -96,6 +96,7 @@ mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
+pub use crate::config::ConsumerGroupMigrationPolicy;
 pub use crate::config::CoordinatorConfig;
 pub use crate::config::ShareConfig;
 pub use crate::error::GroupError;
