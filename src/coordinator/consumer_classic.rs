@@ -32,8 +32,8 @@ use crate::config::CoordinatorConfig;
 /// protocols it joined with (name, `ConsumerProtocol` subscription).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ClassicMember {
-    session_timeout: Duration,
-    protocols: Vec<(String, Vec<u8>)>,
+    pub(super) session_timeout: Duration,
+    pub(super) protocols: Vec<(String, Vec<u8>)>,
 }
 
 impl ClassicMember {
@@ -398,4 +398,140 @@ fn check_generation(m: &Member, generation: i32) -> Result<(), GroupError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::super::consumer_records;
+    use super::*;
+
+    fn cfg() -> CoordinatorConfig {
+        CoordinatorConfig::default()
+    }
+
+    fn topics() -> TopicsImage {
+        BTreeMap::from([("t".to_string(), 4)])
+    }
+
+    fn subscribed(owned: &[i32]) -> Vec<(String, Vec<u8>)> {
+        let sub = Subscription {
+            topics: vec!["t".into()],
+            user_data: None,
+            owned_partitions: if owned.is_empty() {
+                vec![]
+            } else {
+                vec![("t".into(), owned.to_vec())]
+            },
+        };
+        vec![("range".into(), sub.encode())]
+    }
+
+    fn migrating(id: &str, partitions: Vec<i32>) -> MigratingMember {
+        MigratingMember {
+            member_id: id.into(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            protocols: subscribed(&[]),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(20),
+            assignment: WireAssignment {
+                partitions: vec![("t".into(), partitions)],
+                user_data: None,
+            }
+            .encode(),
+        }
+    }
+
+    fn join(id: &str, owned: &[i32]) -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: "g".into(),
+            member_id: id.into(),
+            protocol_type: "consumer".into(),
+            protocols: subscribed(owned),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(20),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn upgraded_members_keep_their_assignment_and_reconcile_through_joins() {
+        let now = Instant::now();
+        let members = vec![migrating("a", vec![0, 1]), migrating("b", vec![2, 3])];
+        let mut g = ConsumerGroup::from_classic("g", 1, 5, members, &topics(), now).unwrap();
+        assert_eq!((g.group_epoch(), g.member_epoch("a")), (5, Some(5)));
+        assert_eq!(
+            g.current_assignment("b"),
+            Some(vec![("t".into(), vec![2, 3])])
+        );
+        assert_eq!(g.state().as_str(), "Stable");
+        g.classic_heartbeat("a", None, 5, now).unwrap();
+        assert!(matches!(
+            g.classic_heartbeat("a", None, 4, now),
+            Err(GroupError::IllegalGeneration { .. })
+        ));
+        // Unchanged subscriptions: a rejoin keeps everything, no new epoch.
+        let j = g.classic_join(&join("a", &[0, 1]), &cfg(), now).unwrap();
+        assert_eq!(j.generation_id, 5);
+        // The downgrade hands the members back with their assignments.
+        let (generation, back) = g.downgrade_members().unwrap();
+        assert_eq!(generation, 5);
+        let a = back.iter().find(|m| m.member_id == "a").unwrap();
+        assert_eq!(
+            WireAssignment::decode(&a.assignment).unwrap().partitions,
+            vec![("t".to_string(), vec![0, 1])]
+        );
+        assert_eq!(a.protocols, subscribed(&[0, 1]));
+    }
+
+    #[test]
+    fn a_malformed_embedded_protocol_keeps_the_group_classic() {
+        let mut m = migrating("a", vec![0]);
+        m.protocols = vec![("range".into(), vec![9])];
+        assert!(matches!(
+            ConsumerGroup::from_classic("g", 1, 3, vec![m], &topics(), Instant::now()),
+            Err(GroupError::GroupIdNotFound)
+        ));
+    }
+
+    #[test]
+    fn classic_members_survive_a_restore_from_the_journal() {
+        let now = Instant::now();
+        let g = ConsumerGroup::from_classic(
+            "g",
+            1,
+            2,
+            vec![migrating("a", vec![0, 1, 2, 3])],
+            &topics(),
+            now,
+        )
+        .unwrap();
+        let (records, _) = g.pending_records();
+        let decoded: Vec<_> = records
+            .iter()
+            .filter_map(|(k, v)| consumer_records::decode(k, v.as_deref()).unwrap())
+            .collect();
+        let mut back = ConsumerGroup::restore("g", &decoded, &cfg(), now, 2).unwrap();
+        assert!(back.all_classic());
+        back.classic_heartbeat("a", None, 2, now).unwrap();
+        let s = back
+            .classic_sync(
+                &SyncGroupRequest {
+                    group_id: "g".into(),
+                    generation_id: 2,
+                    member_id: "a".into(),
+                    protocol_name: Some("range".into()),
+                    ..Default::default()
+                },
+                now,
+            )
+            .unwrap();
+        assert_eq!(
+            WireAssignment::decode(&s.assignment).unwrap().partitions,
+            vec![("t".to_string(), vec![0, 1, 2, 3])]
+        );
+    }
 }
