@@ -181,7 +181,7 @@ pub(crate) fn encode(v: &Value) -> Vec<u8> {
             out.extend_from_slice(&m.rebalance_timeout_ms.to_be_bytes());
             compact_nullable_str(&mut out, m.server_assignor.as_deref());
             if let Some((session, protocols)) = &m.classic {
-                // One tagged field, tag 0: a nullable struct (1 = present).
+                // One tagged field, tag 0: a nullable struct (varint 1 = present).
                 let mut field = vec![1];
                 field.extend_from_slice(&session.to_be_bytes());
                 compact_len(&mut field, protocols.len());
@@ -284,7 +284,8 @@ impl Flex<'_> {
                 self.0.take(n)?;
                 continue;
             }
-            if self.0.take(1)?[0] as i8 == -1 {
+            // A tagged nullable struct starts with an unsigned varint: 0 null, 1 present.
+            if self.uvarint()? == 0 {
                 continue;
             }
             let session = self.0.i32()?;
