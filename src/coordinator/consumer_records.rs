@@ -51,6 +51,10 @@ pub fn topic_id(name: &str) -> [u8; 16] {
 /// Topic partitions by topic id.
 pub(crate) type IdPartitions = Vec<(TopicId, Vec<i32>)>;
 
+/// Kafka's `ClassicMemberMetadata`: a classic member's session timeout (ms) and its
+/// protocols (name, metadata).
+pub(crate) type ClassicMeta = (i32, Vec<(String, Vec<u8>)>);
+
 /// A member's metadata (type 5).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct MemberMeta {
@@ -64,7 +68,7 @@ pub(crate) struct MemberMeta {
     pub(crate) server_assignor: Option<String>,
     /// Kafka's tagged `ClassicMemberMetadata` (tag 0), for a member that uses the
     /// classic protocol: its session timeout (ms) and protocols (name, metadata).
-    pub(crate) classic: Option<(i32, Vec<(String, Vec<u8>)>)>,
+    pub(crate) classic: Option<ClassicMeta>,
 }
 
 /// A member's current assignment (type 8).
@@ -275,7 +279,7 @@ impl Flex<'_> {
     }
     /// The tagged fields of a member's metadata: `ClassicMemberMetadata` (tag 0) if
     /// present; other tags are skipped.
-    fn member_tags(&mut self) -> Result<Option<(i32, Vec<(String, Vec<u8>)>)>> {
+    fn member_tags(&mut self) -> Result<Option<ClassicMeta>> {
         let mut classic = None;
         for _ in 0..self.uvarint()? {
             let tag = self.uvarint()?;
