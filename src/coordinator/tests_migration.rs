@@ -344,3 +344,24 @@ fn a_classic_member_joins_a_consumer_group_if_its_protocol_fits() {
     assert!(left[0].is_ok());
     assert_eq!(c.consumer_group_describe("g").unwrap().members.len(), 1);
 }
+
+#[test]
+fn the_last_consumer_protocol_member_expiring_downgrades_the_group() {
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    let (a, generation) = classic_group(&c);
+    let r = c.consumer_group_heartbeat(beat("", 0), &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    c.expire_consumer_member("g", &r.member_id);
+    assert_eq!(c.group_type("g"), Some(GroupType::Classic));
+    // The classic member kept its generation and is told to rejoin; it leads the new
+    // generation alone.
+    assert!(matches!(
+        c.heartbeat("g", generation, &a, None),
+        Err(GroupError::RebalanceInProgress)
+    ));
+    let j = c
+        .join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!((j.leader.as_str(), j.members.len()), (a.as_str(), 1));
+    assert_eq!(j.generation_id, generation + 1);
+}
