@@ -266,6 +266,70 @@ pub struct CoordinatorConfig {
     /// default (`group.consumer.assignors`): any of "uniform" and "range". Default
     /// `["uniform", "range"]`.
     pub consumer_assignors: Vec<String>,
+    /// Whether a group converts online between the classic and the consumer protocol
+    /// (`group.consumer.migration.policy`, KIP-848). Default `bidirectional`.
+    pub consumer_migration_policy: ConsumerGroupMigrationPolicy,
+}
+
+/// When a group converts between the classic and the consumer protocol
+/// (`group.consumer.migration.policy`): a classic group whose members use the consumer
+/// embedded protocol becomes a consumer group when a consumer-protocol member joins
+/// (upgrade), and a consumer group whose remaining members all use the classic protocol
+/// becomes a classic group when its last consumer-protocol member leaves (downgrade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsumerGroupMigrationPolicy {
+    /// Neither conversion.
+    Disabled,
+    /// Classic to consumer only.
+    Upgrade,
+    /// Consumer to classic only.
+    Downgrade,
+    /// Both (Kafka's default).
+    #[default]
+    Bidirectional,
+}
+
+impl ConsumerGroupMigrationPolicy {
+    /// True if a classic group may become a consumer group.
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(self, Self::Upgrade | Self::Bidirectional)
+    }
+
+    /// True if a consumer group may become a classic group.
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(self, Self::Downgrade | Self::Bidirectional)
+    }
+
+    /// Kafka's name of the policy.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Upgrade => "upgrade",
+            Self::Downgrade => "downgrade",
+            Self::Bidirectional => "bidirectional",
+        }
+    }
+}
+
+impl std::str::FromStr for ConsumerGroupMigrationPolicy {
+    type Err = String;
+
+    /// Parses Kafka's names, case-insensitively.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [
+            Self::Disabled,
+            Self::Upgrade,
+            Self::Downgrade,
+            Self::Bidirectional,
+        ]
+        .into_iter()
+        .find(|p| p.as_str().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            format!(
+                "invalid group.consumer.migration.policy {s:?}: expected disabled, upgrade, downgrade or bidirectional"
+            )
+        })
+    }
 }
 
 impl Default for CoordinatorConfig {
@@ -282,6 +346,7 @@ impl Default for CoordinatorConfig {
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
             consumer_assignors: vec!["uniform".into(), "range".into()],
+            consumer_migration_policy: ConsumerGroupMigrationPolicy::Bidirectional,
         }
     }
 }

@@ -308,6 +308,18 @@ impl BrokerBuilder {
         self
     }
 
+    /// Whether groups convert online between the classic and the consumer protocol
+    /// (Kafka `group.consumer.migration.policy`, KIP-848): a classic group becomes a
+    /// consumer group when a consumer-protocol member joins it (upgrade), and back when
+    /// its last consumer-protocol member leaves (downgrade). Default `Bidirectional`.
+    pub fn group_consumer_migration_policy(
+        mut self,
+        policy: crate::config::ConsumerGroupMigrationPolicy,
+    ) -> Self {
+        self.config.coordinator.consumer_migration_policy = policy;
+        self
+    }
+
     /// How often members of a consumer-protocol group are told to heartbeat (Kafka
     /// `group.consumer.heartbeat.interval.ms`). Default 5 s.
     pub fn group_consumer_heartbeat_interval(mut self, interval: Duration) -> Self {

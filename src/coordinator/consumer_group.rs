@@ -94,6 +94,9 @@ struct Member {
     session_deadline: Instant,
     /// When it is removed if it has not revoked `revoking` by then.
     revocation_deadline: Option<Instant>,
+    /// Set for a member that uses the classic protocol (JoinGroup/SyncGroup) in this
+    /// group (KIP-848's online migration).
+    classic: Option<classic::ClassicMember>,
 }
 
 impl Member {
@@ -114,6 +117,7 @@ impl Member {
             revoking: Assignment::new(),
             session_deadline: now + session,
             revocation_deadline: None,
+            classic: None,
         }
     }
 
@@ -671,7 +675,8 @@ impl ConsumerGroup {
 
     /// OffsetCommit's check for this group (KIP-848): a commit without a member id and
     /// a negative epoch is accepted only while the group is empty; a member's commit
-    /// must carry its current epoch (`STALE_MEMBER_EPOCH` if older, fenced if newer).
+    /// must carry its current epoch (`STALE_MEMBER_EPOCH` if older, fenced if newer;
+    /// `ILLEGAL_GENERATION` for a member that uses the classic protocol).
     pub fn check_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), GroupError> {
         if member_epoch < 0 && member_id.is_empty() {
             return if self.members.is_empty() {
@@ -684,6 +689,13 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or_else(|| GroupError::UnknownMemberId(member_id.to_string()))?;
+        if m.classic.is_some() && member_epoch != m.epoch {
+            // A classic member's generation is its epoch (Kafka's ILLEGAL_GENERATION).
+            return Err(GroupError::IllegalGeneration {
+                given: member_epoch,
+                current: m.epoch,
+            });
+        }
         match member_epoch.cmp(&m.epoch) {
             std::cmp::Ordering::Greater => Err(GroupError::FencedMemberEpoch {
                 given: member_epoch,
@@ -795,6 +807,9 @@ fn update_member(member: &mut Member, req: &ConsumerHeartbeatRequest) -> Result<
 
 #[path = "consumer_group_store.rs"]
 mod store;
+
+#[path = "consumer_classic.rs"]
+mod classic;
 
 #[cfg(test)]
 #[path = "consumer_group_tests.rs"]

@@ -86,6 +86,10 @@ impl ConsumerGroup {
                 rebalance_timeout_ms: i32::try_from(m.rebalance_timeout.as_millis())
                     .unwrap_or(i32::MAX),
                 server_assignor: m.server_assignor.clone(),
+                classic: m.classic.as_ref().map(|c| {
+                    let ms = i32::try_from(c.session_timeout.as_millis()).unwrap_or(i32::MAX);
+                    (ms, c.protocols.clone())
+                }),
             };
             put(MEMBER_METADATA, Some(member_id), Value::Member(meta));
             let current = CurrentAssignment {
@@ -204,6 +208,14 @@ fn restore_member(
         .regex
         .and_then(|r| compile_regex(&r).ok().map(|re| (r, re)));
     m.server_assignor = meta.server_assignor;
+    if let Some((session_ms, protocols)) = meta.classic {
+        let session = Duration::from_millis(u64::try_from(session_ms).unwrap_or(0));
+        m.session_deadline = now + session;
+        m.classic = Some(super::classic::ClassicMember {
+            session_timeout: session,
+            protocols,
+        });
+    }
     m.rebalance_timeout =
         Duration::from_millis(u64::try_from(meta.rebalance_timeout_ms).unwrap_or(0));
     m.epoch = c.epoch;

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | 3 | ConsumerGroupMetadataKey (group) | `Epoch: i32` |
 //! | 4 | ConsumerGroupPartitionMetadataKey (group) | `Topics: [TopicId, TopicName, NumPartitions, PartitionMetadata: []]` |
-//! | 5 | ConsumerGroupMemberMetadataKey (group, member) | `InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames: [string], SubscribedTopicRegex?, RebalanceTimeoutMs: i32, ServerAssignor?` |
+//! | 5 | ConsumerGroupMemberMetadataKey (group, member) | `InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames: [string], SubscribedTopicRegex?, RebalanceTimeoutMs: i32, ServerAssignor?`; tagged 0: `ClassicMemberMetadata?` |
 //! | 6 | ConsumerGroupTargetAssignmentMetadataKey (group) | `AssignmentEpoch: i32` |
 //! | 7 | ConsumerGroupTargetAssignmentMemberKey (group, member) | `TopicPartitions: [TopicId, Partitions: [i32]]` |
 //! | 8 | ConsumerGroupCurrentMemberAssignmentKey (group, member) | `MemberEpoch, PreviousMemberEpoch: i32, State: i8, AssignedPartitions, PartitionsPendingRevocation` |
@@ -51,6 +51,10 @@ pub fn topic_id(name: &str) -> [u8; 16] {
 /// Topic partitions by topic id.
 pub(crate) type IdPartitions = Vec<(TopicId, Vec<i32>)>;
 
+/// Kafka's `ClassicMemberMetadata`: a classic member's session timeout (ms) and its
+/// protocols (name, metadata).
+pub(crate) type ClassicMeta = (i32, Vec<(String, Vec<u8>)>);
+
 /// A member's metadata (type 5).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct MemberMeta {
@@ -62,6 +66,9 @@ pub(crate) struct MemberMeta {
     pub(crate) regex: Option<String>,
     pub(crate) rebalance_timeout_ms: i32,
     pub(crate) server_assignor: Option<String>,
+    /// Kafka's tagged `ClassicMemberMetadata` (tag 0), for a member that uses the
+    /// classic protocol: its session timeout (ms) and protocols (name, metadata).
+    pub(crate) classic: Option<ClassicMeta>,
 }
 
 /// A member's current assignment (type 8).
@@ -177,6 +184,24 @@ pub(crate) fn encode(v: &Value) -> Vec<u8> {
             compact_nullable_str(&mut out, m.regex.as_deref());
             out.extend_from_slice(&m.rebalance_timeout_ms.to_be_bytes());
             compact_nullable_str(&mut out, m.server_assignor.as_deref());
+            if let Some((session, protocols)) = &m.classic {
+                // One tagged field, tag 0: a nullable struct (varint 1 = present).
+                let mut field = vec![1];
+                field.extend_from_slice(&session.to_be_bytes());
+                compact_len(&mut field, protocols.len());
+                for (name, meta) in protocols {
+                    compact_str(&mut field, name);
+                    compact_len(&mut field, meta.len());
+                    field.extend_from_slice(meta);
+                    no_tags(&mut field);
+                }
+                no_tags(&mut field);
+                uvarint(&mut out, 1);
+                uvarint(&mut out, 0);
+                uvarint(&mut out, field.len() as u64);
+                out.extend_from_slice(&field);
+                return out;
+            }
         }
         Value::TargetMember(parts) => id_partitions(&mut out, parts),
         Value::Current(c) => {
@@ -252,6 +277,35 @@ impl Flex<'_> {
         }
         Ok(())
     }
+    /// The tagged fields of a member's metadata: `ClassicMemberMetadata` (tag 0) if
+    /// present; other tags are skipped.
+    fn member_tags(&mut self) -> Result<Option<ClassicMeta>> {
+        let mut classic = None;
+        for _ in 0..self.uvarint()? {
+            let tag = self.uvarint()?;
+            let n = usize::try_from(self.uvarint()?).map_err(|_| self.0.err("tag overflows"))?;
+            if tag != 0 {
+                self.0.take(n)?;
+                continue;
+            }
+            // A tagged nullable struct starts with an unsigned varint: 0 null, 1 present.
+            if self.uvarint()? == 0 {
+                continue;
+            }
+            let session = self.0.i32()?;
+            let mut protocols = Vec::new();
+            for _ in 0..self.array()? {
+                let name = self.string()?;
+                let len = self.len()?.unwrap_or(0);
+                let meta = self.0.take(len)?.to_vec();
+                self.tags()?;
+                protocols.push((name, meta));
+            }
+            self.tags()?;
+            classic = Some((session, protocols));
+        }
+        Ok(classic)
+    }
     fn id_partitions(&mut self) -> Result<IdPartitions> {
         let n = self.array()?;
         let mut out = Vec::with_capacity(n);
@@ -320,6 +374,7 @@ fn decode_value(kind: i16, value: &[u8]) -> Result<Value> {
                 regex: f.nullable_str()?,
                 rebalance_timeout_ms: f.0.i32()?,
                 server_assignor: f.nullable_str()?,
+                classic: None,
             })
         }
         TARGET_MEMBER => Value::TargetMember(f.id_partitions()?),
@@ -331,8 +386,16 @@ fn decode_value(kind: i16, value: &[u8]) -> Result<Value> {
             revoking: f.id_partitions()?,
         }),
     };
-    f.tags()?;
-    Ok(v)
+    match v {
+        Value::Member(mut m) => {
+            m.classic = f.member_tags()?;
+            Ok(Value::Member(m))
+        }
+        v => {
+            f.tags()?;
+            Ok(v)
+        }
+    }
 }
 
 /// Decodes a record of a consumer-protocol group; `Ok(None)` if `key` is of another
@@ -383,6 +446,18 @@ mod tests {
                     regex: Some("t.*".into()),
                     rebalance_timeout_ms: 300_000,
                     server_assignor: Some("uniform".into()),
+                    classic: None,
+                }),
+            ),
+            (
+                MEMBER_METADATA,
+                Some("classic"),
+                Value::Member(MemberMeta {
+                    client_id: "c".into(),
+                    topic_names: vec!["t".into()],
+                    rebalance_timeout_ms: 30_000,
+                    classic: Some((10_000, vec![("range".into(), vec![0, 1, 2])])),
+                    ..Default::default()
                 }),
             ),
             (TARGET_EPOCH, None, Value::TargetEpoch(7)),

@@ -69,13 +69,7 @@ impl GroupCoordinator {
         let mut st = self.inner.state.lock();
         let loaded = st.coordinating(&req.group_id)?;
         let journal = loaded.journal.clone();
-        if loaded
-            .groups
-            .get(&req.group_id)
-            .is_some_and(|g| !g.member_ids().is_empty())
-        {
-            return Err(GroupError::GroupIdNotFound);
-        }
+        upgrade(loaded, &req.group_id, topics, cfg, now)?;
         let incarnation = loaded.incarnation;
         let group = match loaded.consumer.entry(req.group_id.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -88,7 +82,10 @@ impl GroupCoordinator {
         };
         let out = group.heartbeat(&req, topics, cfg, now);
         // Answered once the new state is in the journal.
-        let stored = persist(group, journal.as_ref());
+        let mut stored = persist(group, journal.as_ref());
+        if stored.is_ok() {
+            stored = downgrade(loaded, &req.group_id, cfg, now).map(drop);
+        }
         // The reaper learns the new session deadlines.
         self.inner.changed.notify_all();
         let out = out?;
@@ -204,23 +201,58 @@ impl GroupCoordinator {
         Ok(out)
     }
 
-    /// A classic JoinGroup on a consumer-protocol group: refused while it has members
-    /// (Kafka answers GROUP_ID_NOT_FOUND, "not a classic group", when it does not
-    /// convert groups); an empty one is dropped and becomes a classic group.
-    pub(super) fn refuse_classic_join(&self, group_id: &str) -> Result<(), GroupError> {
+    /// A classic JoinGroup on a consumer-protocol group: one with members takes the
+    /// member as a member that uses the classic protocol, answered at once (Some); an
+    /// empty one is dropped and becomes a classic group (None: the classic path goes
+    /// on).
+    pub(super) fn classic_join_to_consumer(
+        &self,
+        req: &super::JoinGroupRequest,
+    ) -> Result<Option<super::JoinGroupResponse>, GroupError> {
+        {
+            let mut st = self.inner.state.lock();
+            let Some(loaded) = st.shard_mut(&req.group_id) else {
+                return Ok(None);
+            };
+            if let Some(g) = loaded.consumer.get(&req.group_id)
+                && g.is_empty()
+            {
+                forget(g.tombstones(), loaded.journal.as_ref())?;
+                loaded.consumer.remove(&req.group_id);
+                return Ok(None);
+            }
+        }
+        let cfg = &self.inner.config;
+        self.with_consumer_group(&req.group_id, |g, now| g.classic_join(req, cfg, now))
+    }
+
+    /// Runs a classic request (SyncGroup, Heartbeat, LeaveGroup, a JoinGroup) against
+    /// the consumer-protocol group of that id when it has members: Some(answer), its
+    /// changes journaled (and the group converted back to a classic one if only
+    /// classic members remain); None when there is no such group.
+    pub(super) fn with_consumer_group<T>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut ConsumerGroup, Instant) -> Result<T, GroupError>,
+    ) -> Result<Option<T>, GroupError> {
+        let now = Instant::now();
+        let cfg = &self.inner.config;
         let mut st = self.inner.state.lock();
         let Some(loaded) = st.shard_mut(group_id) else {
-            return Ok(());
+            return Ok(None);
         };
-        match loaded.consumer.get(group_id) {
-            Some(g) if !g.is_empty() => Err(GroupError::GroupIdNotFound),
-            Some(g) => {
-                forget(g.tombstones(), loaded.journal.as_ref())?;
-                loaded.consumer.remove(group_id);
-                Ok(())
-            }
-            None => Ok(()),
+        let Some(group) = loaded.consumer.get_mut(group_id).filter(|g| !g.is_empty()) else {
+            return Ok(None);
+        };
+        let out = f(group, now);
+        let mut stored = persist(group, loaded.journal.as_ref());
+        if stored.is_ok() {
+            stored = downgrade(loaded, group_id, cfg, now).map(drop);
         }
+        self.inner.changed.notify_all();
+        let out = out?;
+        stored?;
+        Ok(Some(out))
     }
 
     /// DescribeGroups (the classic API) on a consumer-protocol group: Kafka answers
@@ -310,9 +342,88 @@ impl GroupCoordinator {
         {
             g.expire_member(member_id, cfg);
             let _ = persist(g, l.journal.as_ref());
+            let _ = downgrade(l, group_id, cfg, Instant::now());
         }
         self.inner.changed.notify_all();
     }
+}
+
+/// Converts the classic group `group_id` into a consumer-protocol group if it has
+/// members (an online upgrade, KIP-848): allowed by `group.consumer.migration.policy`
+/// when its members use the consumer embedded protocol, else
+/// [`GroupError::GroupIdNotFound`] ("not a consumer group"), as Kafka answers.
+fn upgrade(
+    loaded: &mut Loaded,
+    group_id: &str,
+    topics: &TopicsImage,
+    cfg: &crate::config::CoordinatorConfig,
+    now: Instant,
+) -> Result<(), GroupError> {
+    let Some(classic) = loaded
+        .groups
+        .get_mut(group_id)
+        .filter(|g| !g.member_ids().is_empty())
+    else {
+        return Ok(());
+    };
+    let (generation, members) = classic
+        .migrating_members()
+        .filter(|(_, m)| {
+            cfg.consumer_migration_policy.upgrade_enabled() && m.len() <= cfg.max_group_size
+        })
+        .ok_or(GroupError::GroupIdNotFound)?;
+    let converted = ConsumerGroup::from_classic(
+        group_id,
+        loaded.incarnation,
+        generation,
+        members,
+        topics,
+        now,
+    )?;
+    let mut back = classic.clone();
+    classic.hand_over_members();
+    if let Err(e) = super::persist(classic, loaded.journal.as_ref(), now) {
+        // The classic group stays as it was.
+        std::mem::swap(classic, &mut back);
+        return Err(e);
+    }
+    loaded.consumer.insert(group_id.to_string(), converted);
+    Ok(())
+}
+
+/// Converts the consumer-protocol group `group_id` back into a classic group when all
+/// its members use the classic protocol and `group.consumer.migration.policy` allows
+/// it (an online downgrade): its state is tombstoned, its members join the classic
+/// group of the same id (which holds its offsets) and a rebalance starts. True if it
+/// did.
+pub(super) fn downgrade(
+    loaded: &mut Loaded,
+    group_id: &str,
+    cfg: &crate::config::CoordinatorConfig,
+    now: Instant,
+) -> Result<bool, GroupError> {
+    if !cfg.consumer_migration_policy.downgrade_enabled() {
+        return Ok(false);
+    }
+    let Some(g) = loaded.consumer.get(group_id) else {
+        return Ok(false);
+    };
+    let Some((generation, members)) = g
+        .downgrade_members()
+        .filter(|(_, m)| m.len() <= cfg.max_group_size)
+    else {
+        return Ok(false);
+    };
+    forget(g.tombstones(), loaded.journal.as_ref())?;
+    loaded.consumer.remove(group_id);
+    let incarnation = loaded.incarnation;
+    let classic = loaded
+        .groups
+        .entry(group_id.to_string())
+        .or_insert_with(|| super::Group::new(group_id, incarnation));
+    classic.take_over_members(generation, members, now);
+    super::persist(classic, loaded.journal.as_ref(), now)?;
+    Ok(true)
 }
 
 /// The reaper's pass over consumer-protocol groups: expires sessions and revocations,
@@ -331,6 +442,11 @@ pub(super) fn tick_consumer_groups(
         }
         // A failed write is tried again on the next pass.
         let _ = persist(g, journal);
+    }
+    // A group whose last consumer-protocol member expired may go back to classic.
+    let ids: Vec<String> = loaded.consumer.keys().cloned().collect();
+    for id in ids {
+        let _ = downgrade(loaded, &id, cfg, now);
     }
     let groups = &loaded.groups;
     // An empty group with no offsets goes, with tombstones for its records.
@@ -436,15 +552,18 @@ mod tests {
         c.consumer_group_heartbeat(join("g", "a"), &topics())
             .unwrap();
         assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+        // A classic member joins it only with the consumer embedded protocol.
+        let mut connect = classic_join("g");
+        connect.protocol_type = "connect".into();
         assert!(matches!(
-            c.join_group(classic_join("g"), Duration::from_secs(1)),
-            Err(GroupError::GroupIdNotFound)
+            c.join_group(connect, Duration::from_secs(1)),
+            Err(GroupError::InconsistentGroupProtocol(_))
         ));
         assert!(matches!(
             c.describe_group("g"),
             Err(GroupError::GroupIdNotFound)
         ));
-        // A classic group with members refuses the consumer protocol.
+        // A classic group whose members' embedded protocol cannot be read stays classic.
         c.join_group(classic_join("old"), Duration::from_secs(5))
             .unwrap();
         assert!(matches!(

@@ -1581,3 +1581,7 @@ pub(crate) fn groups_from_entries(
     groups.retain(|_, g| !g.is_forgettable() || g.has_stored_metadata());
     groups
 }
+
+#[path = "group_convert.rs"]
+mod convert;
+pub(crate) use convert::MigratingMember;

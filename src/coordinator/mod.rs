@@ -89,11 +89,14 @@ mod share_partition;
 mod share_records;
 mod share_shell;
 #[cfg(test)]
+mod tests_migration;
+#[cfg(test)]
 mod tests_share;
 mod txn_offsets;
 mod types;
 pub(crate) mod wire;
 
+pub use crate::config::ConsumerGroupMigrationPolicy;
 pub use crate::config::CoordinatorConfig;
 pub use crate::config::ShareConfig;
 pub use crate::error::GroupError;
@@ -607,7 +610,9 @@ impl GroupCoordinator {
     /// starts (or joins) a rebalance, without waiting.
     pub fn begin_join(&self, req: JoinGroupRequest) -> Result<JoinStart, GroupError> {
         group::validate_join(&req, &self.inner.config)?;
-        self.refuse_classic_join(&req.group_id)?;
+        if let Some(resp) = self.classic_join_to_consumer(&req)? {
+            return Ok(JoinStart::Done(resp));
+        }
         let missing =
             (!req.member_id.is_empty()).then(|| GroupError::UnknownMemberId(req.member_id.clone()));
         let cfg = &self.inner.config;
@@ -665,6 +670,11 @@ impl GroupCoordinator {
         req: SyncGroupRequest,
         timeout: Duration,
     ) -> Result<SyncGroupResponse, GroupError> {
+        if let Some(resp) =
+            self.with_consumer_group(&req.group_id, |g, now| g.classic_sync(&req, now))?
+        {
+            return Ok(resp);
+        }
         let deadline = Instant::now() + timeout;
         let missing = Some(GroupError::UnknownMemberId(req.member_id.clone()));
         if let Some(resp) = self.with_group(&req.group_id, missing, |g, now| g.sync(&req, now))? {
@@ -713,6 +723,11 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
+        if let Some(out) = self.with_consumer_group(group_id, |g, now| {
+            g.classic_heartbeat(member_id, group_instance_id, generation_id, now)
+        })? {
+            return Ok(out);
+        }
         let missing = Some(GroupError::UnknownMemberId(member_id.to_string()));
         self.with_group(group_id, missing, |g, now| {
             g.heartbeat(generation_id, member_id, group_instance_id, now)
@@ -732,6 +747,12 @@ impl GroupCoordinator {
                 .map(|m| Err(GroupError::UnknownMemberId(m.member_id.clone())))
                 .collect()
         };
+        let cfg = &self.inner.config;
+        if let Some(out) =
+            self.with_consumer_group(group_id, |g, _| Ok(g.classic_leave(members, cfg)))?
+        {
+            return Ok(out);
+        }
         match self.with_group(group_id, Some(GroupError::GroupIdNotFound), |g, now| {
             Ok(g.leave(members, now))
         }) {
