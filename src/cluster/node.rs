@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
+use raft::prelude::{ConfChangeType, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 
 use super::amnesia;
@@ -237,6 +237,20 @@ impl RaftLoop {
                         self.shared.fail(e.to_string());
                         return false;
                     }
+                }
+                // Only the leader takes a peer's proposal: raft-rs would pass it on from
+                // a follower, and the transport takes a forwarded proposal only from its
+                // proposer (`transport::refusal`). The proposer proposes it again to the
+                // leader it learns of (REPROPOSE_AFTER).
+                if m.get_msg_type() == MessageType::MsgPropose
+                    && self.raw.raft.state != StateRole::Leader
+                {
+                    tracing::debug!(
+                        node = self.me(),
+                        from = node_of(m.from),
+                        "a peer's proposal dropped: this node does not lead"
+                    );
+                    return true;
                 }
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
