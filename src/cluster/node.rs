@@ -230,6 +230,7 @@ impl RaftLoop {
                         let e = meta_properties::lost_log(
                             &self.data_dir,
                             self.me(),
+                            self.is_voter(),
                             leader,
                             acknowledged,
                             last,
@@ -277,6 +278,7 @@ impl RaftLoop {
                 let e = meta_properties::lost_directory(
                     &self.data_dir,
                     self.me(),
+                    self.is_voter(),
                     &known,
                     &self.directory_id,
                 );
@@ -446,6 +448,12 @@ impl RaftLoop {
             "proposed a change of the voters"
         );
         Ok(())
+    }
+
+    /// Whether this node is a voter of raft-rs's current configuration (as this node
+    /// knows it: on an empty directory, the voters of `--quorum`).
+    fn is_voter(&self) -> bool {
+        self.membership().voters.contains(&self.me())
     }
 
     /// The voters and learners of raft-rs's current configuration.
@@ -713,6 +721,7 @@ impl RaftLoop {
             Some(known) if *known != self.directory_id => Err(meta_properties::lost_directory(
                 &self.data_dir,
                 self.me(),
+                self.is_voter(),
                 known,
                 &self.directory_id,
             )),
