@@ -92,12 +92,9 @@ pub(crate) struct RaftLoop {
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
-    /// This node, on a fresh directory, took part in the quorum (handled a Raft message)
-    /// before it knew of any cluster id: it is one of the new cluster's founders, not a
-    /// voter whose disk was lost (a peer's hello, which names the cluster once it has an
-    /// id, comes before its Raft messages), so it votes before its directory id is
-    /// recorded. Without this, a controller lost before the founders' directory ids were
-    /// recorded would leave no voter willing to elect another.
+    /// This node handled a Raft message while it knew of no cluster id: a founder of the
+    /// cluster, which [`amnesia::may_vote`] lets vote before its directory id is
+    /// recorded.
     founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
@@ -213,7 +210,7 @@ impl RaftLoop {
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
             Inbound::Raft(m) => {
-                if self.fresh && !self.founder && !self.cluster_known() {
+                if !self.founder && !self.cluster_known() {
                     self.founder = true;
                 }
                 match amnesia::judge(&m, self.standing()) {
@@ -671,11 +668,12 @@ impl RaftLoop {
         amnesia::Standing {
             term: self.raw.raft.term,
             last_index: self.raw.raft.raft_log.last_index(),
-            votes_refused: !amnesia::may_vote(
-                self.fresh && !self.founder,
-                self.cluster_known(),
+            votes_refused: !amnesia::may_vote(amnesia::Origin {
+                fresh: self.fresh,
+                founder: self.founder,
+                cluster_known: self.cluster_known(),
                 recorded,
-            ),
+            }),
         }
     }
 
