@@ -1182,15 +1182,17 @@ mod refusal_tests {
     /// A forwarded proposal of one normal entry: an envelope proposed by `proposer`.
     fn proposal(proposer: i32) -> Message {
         let mut m = of(MessageType::MsgPropose);
-        let mut e = Entry::default();
-        e.data = Envelope {
+        let data = Envelope {
             proposer,
             request_id: 1,
             stamp: None,
             record: MetadataRecord::UnregisterBroker { broker_id: 9 },
         }
-        .encode()
-        .into();
+        .encode();
+        let e = Entry {
+            data: data.into(),
+            ..Default::default()
+        };
         m.entries = vec![e].into();
         m
     }
