@@ -124,8 +124,9 @@ pub fn assign_replicas(
 /// [`assign_replicas`] (times the number of racks), that is in a rack with no replica
 /// of the partition yet (once every rack has one, any broker without one). So a
 /// partition has replicas in as many racks as it can, and leaders and followers spread
-/// evenly over the brokers. The controller places new topics with it when every
-/// unfenced broker has a rack, and `tidelog reassign --generate` plans moves with it
+/// evenly over the brokers. The controller places new topics with it when any unfenced
+/// broker has a rack (those without one under rack "", as one rack more), and
+/// `tidelog reassign --generate` plans moves with it
 /// when every broker given has one. A replication factor above the number of brokers is
 /// capped at it.
 pub fn assign_replicas_rack_aware(

@@ -5,9 +5,11 @@
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::ReplicaState;
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, BrokerId, DescribeQuorumRequest, RemoveRaftVoterRequest, TopicName,
-    UnregisterBrokerRequest,
+    AddRaftVoterRequest, AddRaftVoterResponse, BrokerId, DescribeQuorumRequest,
+    RemoveRaftVoterRequest, RemoveRaftVoterResponse, TopicName, UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 };
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::router::{check, kstr};
 use super::{AdminClient, Resource};
@@ -75,7 +77,40 @@ fn directory(id: Option<&str>) -> Result<uuid::Uuid> {
     }
 }
 
+/// The answer to a change of one node (a voter added or removed, a broker
+/// unregistered): one error code and message.
+trait NodeChange {
+    fn error(&self) -> (i16, Option<&StrBytes>);
+}
+
+macro_rules! node_change {
+    ($($response:ty),+) => {$(
+        impl NodeChange for $response {
+            fn error(&self) -> (i16, Option<&StrBytes>) {
+                (self.error_code, self.error_message.as_ref())
+            }
+        }
+    )+};
+}
+
+node_change!(
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    UnregisterBrokerResponse
+);
+
 impl AdminClient {
+    /// Sends the change of `node` to the controller; its error is about that node.
+    fn change_node<R: Request>(&self, node: i32, request: &R, version: i16) -> Result<()>
+    where
+        R::Response: NodeChange,
+    {
+        let r = self.router.lock().call_controller(request, version)?;
+        let (code, message) = r.error();
+        check(|| Resource::Broker(node), code, message)?;
+        Ok(())
+    }
+
     /// The metadata quorum: controller, voters and observers with their progress
     /// (DescribeQuorum, asked of the controller).
     pub fn describe_metadata_quorum(&self) -> Result<QuorumInfo> {
@@ -123,16 +158,7 @@ impl AdminClient {
             .with_timeout_ms(VOTER_CHANGE_TIMEOUT_MS)
             .with_voter_id(node)
             .with_voter_directory_id(directory(directory_id)?);
-        let r = self
-            .router
-            .lock()
-            .call_controller(&request, ADD_RAFT_VOTER_VERSION)?;
-        check(
-            || Resource::Broker(node),
-            r.error_code,
-            r.error_message.as_ref(),
-        )?;
-        Ok(())
+        self.change_node(node, &request, ADD_RAFT_VOTER_VERSION)
     }
 
     /// Removes voter `node` (RemoveRaftVoter); `directory_id`, when given, must be the
@@ -141,16 +167,7 @@ impl AdminClient {
         let request = RemoveRaftVoterRequest::default()
             .with_voter_id(node)
             .with_voter_directory_id(directory(directory_id)?);
-        let r = self
-            .router
-            .lock()
-            .call_controller(&request, REMOVE_RAFT_VOTER_VERSION)?;
-        check(
-            || Resource::Broker(node),
-            r.error_code,
-            r.error_message.as_ref(),
-        )?;
-        Ok(())
+        self.change_node(node, &request, REMOVE_RAFT_VOTER_VERSION)
     }
 
     /// Removes the registration of retired node `node` (UnregisterBroker), once it is
@@ -158,15 +175,6 @@ impl AdminClient {
     /// longer list it.
     pub fn unregister_broker(&self, node: i32) -> Result<()> {
         let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(node));
-        let r = self
-            .router
-            .lock()
-            .call_controller(&request, UNREGISTER_BROKER_VERSION)?;
-        check(
-            || Resource::Broker(node),
-            r.error_code,
-            r.error_message.as_ref(),
-        )?;
-        Ok(())
+        self.change_node(node, &request, UNREGISTER_BROKER_VERSION)
     }
 }

@@ -12,7 +12,13 @@
 //! - a voter on a directory drawn at this start (no `meta.properties`) that joins a
 //!   cluster which already has an id does not vote (pre-vote or vote) until the quorum
 //!   has recorded its directory id: it may be a voter whose disk was lost, and by then
-//!   it holds every entry committed before its record.
+//!   it holds every entry committed before its record;
+//! - unless it is a founder: one that took part in the quorum (handled a Raft message)
+//!   while it knew of no cluster id took part in the new cluster before it had one, so
+//!   it is no wiped voter (a peer's hello names the cluster once it has an id, and comes
+//!   before that peer's Raft messages). Without this, a controller lost before the
+//!   founders' directory ids were recorded would leave no voter willing to elect
+//!   another.
 
 use raft::prelude::{Message, MessageType};
 
@@ -62,13 +68,26 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
     }
 }
 
-/// Whether a voter may vote: always, unless its data directory was drawn at this start
-/// (`fresh`), it knows the cluster already has an id (`cluster_known`: from its applied
-/// metadata or its peers' hellos), and the quorum has not yet recorded its directory id
-/// (`recorded`). A new cluster's voters all start fresh and know no id, so they elect
-/// the first leader.
-pub(crate) fn may_vote(fresh: bool, cluster_known: bool, recorded: bool) -> bool {
-    !fresh || !cluster_known || recorded
+/// What a voter knows of its own data directory, as [`may_vote`] judges it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Origin {
+    /// The directory had no `meta.properties` at this start (its id was drawn now).
+    pub fresh: bool,
+    /// It handled a Raft message while it knew of no cluster id: a founder.
+    pub founder: bool,
+    /// It knows the cluster has an id (from its applied metadata or a peer's hello).
+    pub cluster_known: bool,
+    /// The quorum's applied metadata records its directory id as this directory's.
+    pub recorded: bool,
+}
+
+/// Whether a voter may vote: always, unless its data directory was drawn at this start,
+/// it knows the cluster already has an id, the quorum has not yet recorded its
+/// directory id, and it is no founder of the cluster. A new cluster's voters all start
+/// fresh and know no id, so they elect the first leader, and take part in the quorum
+/// before it has an id, so they keep voting after.
+pub(crate) fn may_vote(o: Origin) -> bool {
+    !o.fresh || o.founder || !o.cluster_known || o.recorded
 }
 
 #[cfg(test)]
@@ -145,14 +164,57 @@ mod tests {
         );
     }
 
+    /// A fresh directory of a known cluster, not recorded, not a founder's.
+    const HELD_BACK: Origin = Origin {
+        fresh: true,
+        founder: false,
+        cluster_known: true,
+        recorded: false,
+    };
+
     #[test]
     fn only_a_fresh_directory_of_a_known_cluster_without_a_record_may_not_vote() {
-        assert!(!may_vote(true, true, false));
+        assert!(!may_vote(HELD_BACK));
         // A new cluster's first election; a recorded directory; a directory that was
         // there before this start (its Raft state is its own).
-        assert!(may_vote(true, false, false));
-        assert!(may_vote(true, true, true));
-        assert!(may_vote(false, true, false));
+        for o in [
+            Origin {
+                cluster_known: false,
+                ..HELD_BACK
+            },
+            Origin {
+                recorded: true,
+                ..HELD_BACK
+            },
+            Origin {
+                fresh: false,
+                ..HELD_BACK
+            },
+        ] {
+            assert!(may_vote(o), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn a_founder_votes_before_its_directory_id_is_recorded() {
+        // It took part before the cluster had an id: the same node as one held back
+        // otherwise votes.
+        assert!(may_vote(Origin {
+            founder: true,
+            ..HELD_BACK
+        }));
+        // A directory that was there before this start votes either way; a founder's
+        // record, once applied, changes nothing.
+        assert!(may_vote(Origin {
+            founder: true,
+            fresh: false,
+            ..HELD_BACK
+        }));
+        assert!(may_vote(Origin {
+            founder: true,
+            recorded: true,
+            ..HELD_BACK
+        }));
     }
 
     /// Three raft-rs nodes in memory, stepped by hand: the assumption the lost-log rule

@@ -132,25 +132,34 @@ pub(crate) fn check_node(dir: &Path, props: &MetaProperties, node_id: i32) -> Re
     Ok(())
 }
 
-/// The error of a voter whose data directory is not the one the quorum knows it by:
-/// `known` is the directory id the quorum recorded for `node_id`, `mine` this process's.
-pub(crate) fn lost_directory(dir: &Path, node_id: i32, known: &str, mine: &str) -> Error {
+/// The error of a node whose data directory is not the one the quorum knows it by:
+/// `known` is the directory id the quorum recorded for `node_id`, `mine` this process's;
+/// `voter` whether the node is a voter (else a broker-only node, a learner).
+pub(crate) fn lost_directory(
+    dir: &Path,
+    node_id: i32,
+    voter: bool,
+    known: &str,
+    mine: &str,
+) -> Error {
     Error::InvalidConfig {
         key: "directory.id".into(),
         reason: format!(
-            "the data directory of node {node_id} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). {}",
+            "the data directory of {} was lost or replaced: the quorum knows node {node_id} by directory id {known}, but {} has directory id {mine} (an empty directory gets a new one). {}",
+            role(node_id, voter),
             dir.display(),
-            must_not_vote(node_id)
+            recovery(node_id, voter)
         ),
     }
 }
 
-/// The error of a voter told by the leader `leader` that it acknowledged metadata log
+/// The error of a node told by the leader `leader` that it acknowledged metadata log
 /// entries up to `acknowledged` while its log ends at `last`: the log (and with it the
 /// data directory) was lost since, before the quorum recorded its directory id.
 pub(crate) fn lost_log(
     dir: &Path,
     node_id: i32,
+    voter: bool,
     leader: i32,
     acknowledged: u64,
     last: u64,
@@ -158,18 +167,34 @@ pub(crate) fn lost_log(
     Error::InvalidConfig {
         key: "directory.id".into(),
         reason: format!(
-            "the data directory of node {node_id} was lost or replaced: the controller (node {leader}) says node {node_id} acknowledged metadata log entries up to index {acknowledged}, but the metadata log in {} ends at index {last}. {}",
+            "the data directory of {} was lost or replaced: the controller (node {leader}) says node {node_id} acknowledged metadata log entries up to index {acknowledged}, but the metadata log in {} ends at index {last}. {}",
+            role(node_id, voter),
             dir.display(),
-            must_not_vote(node_id)
+            recovery(node_id, voter)
         ),
     }
 }
 
-/// Why a voter that lost its disk stops, and how to bring it back.
-fn must_not_vote(node_id: i32) -> String {
-    format!(
-        "A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or remove node {node_id} from the voters (tidelog quorum remove-voter --node-id {node_id} --bootstrap ...), start it again on this directory (it joins as a broker only) and add it back (tidelog quorum add-voter --node-id {node_id})"
-    )
+/// The node as its role names it.
+fn role(node_id: i32, voter: bool) -> String {
+    if voter {
+        format!("voter {node_id}")
+    } else {
+        format!("broker-only node {node_id}")
+    }
+}
+
+/// Why a node that lost its disk stops, and how to bring it back.
+fn recovery(node_id: i32, voter: bool) -> String {
+    if voter {
+        format!(
+            "A voter that lost its disk must not vote as if new: it could elect a controller that lacks committed metadata, so this node does not take part in the quorum. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or remove node {node_id} from the voters (tidelog quorum remove-voter --node-id {node_id} --bootstrap ...), start it again on this directory (it joins as a broker only) and add it back (tidelog quorum add-voter --node-id {node_id})"
+        )
+    } else {
+        format!(
+            "A broker-only node does not vote, but the controller counts it as holding the metadata it acknowledged and would not send it again, so this node does not follow the metadata log. To recover, restore the node's data directory (with its meta.properties and __cluster_metadata-0) from a backup, or retire node {node_id} and start it anew: move its replicas away (tidelog cluster drain --node {node_id} --bootstrap ...), unregister it while it is stopped (tidelog cluster unregister --node {node_id} --bootstrap ...), then start it again on this directory (it joins as a new broker-only node)"
+        )
+    }
 }
 
 /// Checks that the cluster's id is the one `dir` was written for.
@@ -263,13 +288,41 @@ mod tests {
         );
         assert_eq!(directory_id(dir.path(), &mut again).unwrap(), id);
         // The error of a lost directory says what happened and what to do.
-        let e = lost_directory(dir.path(), 2, &id, &fresh).to_string();
+        let e = lost_directory(dir.path(), 2, true, &id, &fresh).to_string();
         assert!(
-            e.contains("node 2") && e.contains(&id) && e.contains(&fresh),
+            e.contains("voter 2") && e.contains(&id) && e.contains(&fresh),
             "{e}"
         );
         assert!(
             e.contains("lost") && e.contains("restore") && e.contains("remove-voter --node-id 2"),
+            "{e}"
+        );
+    }
+
+    /// A broker-only node (a learner) is not told it votes, nor to change the voters.
+    #[test]
+    fn a_lost_directory_is_worded_by_role() {
+        let dir = Path::new("/data/n4");
+        for e in [
+            lost_directory(dir, 4, false, "old", "new"),
+            lost_log(dir, 4, false, 1, 40, 0),
+        ] {
+            let e = e.to_string();
+            assert!(
+                e.contains("broker-only node 4") && e.contains("lost"),
+                "{e}"
+            );
+            assert!(!e.contains("voter"), "{e}");
+            assert!(
+                e.contains("restore")
+                    && e.contains("cluster drain --node 4")
+                    && e.contains("cluster unregister --node 4"),
+                "{e}"
+            );
+        }
+        let e = lost_log(dir, 3, true, 1, 40, 0).to_string();
+        assert!(
+            e.contains("voter 3") && e.contains("remove-voter --node-id 3"),
             "{e}"
         );
     }

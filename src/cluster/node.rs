@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use raft::prelude::{ConfChangeType, Entry, EntryType, Message};
+use raft::prelude::{ConfChangeType, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 
 use super::amnesia;
@@ -92,12 +92,9 @@ pub(crate) struct RaftLoop {
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
-    /// This node, on a fresh directory, took part in the quorum (handled a Raft message)
-    /// before it knew of any cluster id: it is one of the new cluster's founders, not a
-    /// voter whose disk was lost (a peer's hello, which names the cluster once it has an
-    /// id, comes before its Raft messages), so it votes before its directory id is
-    /// recorded. Without this, a controller lost before the founders' directory ids were
-    /// recorded would leave no voter willing to elect another.
+    /// This node handled a Raft message while it knew of no cluster id: a founder of the
+    /// cluster, which [`amnesia::may_vote`] lets vote before its directory id is
+    /// recorded.
     founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
@@ -213,7 +210,7 @@ impl RaftLoop {
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
             Inbound::Raft(m) => {
-                if self.fresh && !self.founder && !self.cluster_known() {
+                if !self.founder && !self.cluster_known() {
                     self.founder = true;
                 }
                 match amnesia::judge(&m, self.standing()) {
@@ -230,6 +227,7 @@ impl RaftLoop {
                         let e = meta_properties::lost_log(
                             &self.data_dir,
                             self.me(),
+                            self.is_voter(),
                             leader,
                             acknowledged,
                             last,
@@ -237,6 +235,20 @@ impl RaftLoop {
                         self.shared.fail(e.to_string());
                         return false;
                     }
+                }
+                // Only the leader takes a peer's proposal: raft-rs would pass it on from
+                // a follower, and the transport takes a forwarded proposal only from its
+                // proposer (`transport::refusal`). The proposer proposes it again to the
+                // leader it learns of (REPROPOSE_AFTER).
+                if m.get_msg_type() == MessageType::MsgPropose
+                    && self.raw.raft.state != StateRole::Leader
+                {
+                    tracing::debug!(
+                        node = self.me(),
+                        from = node_of(m.from),
+                        "a peer's proposal dropped: this node does not lead"
+                    );
+                    return true;
                 }
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
@@ -263,6 +275,7 @@ impl RaftLoop {
                 let e = meta_properties::lost_directory(
                     &self.data_dir,
                     self.me(),
+                    self.is_voter(),
                     &known,
                     &self.directory_id,
                 );
@@ -432,6 +445,12 @@ impl RaftLoop {
             "proposed a change of the voters"
         );
         Ok(())
+    }
+
+    /// Whether this node is a voter of raft-rs's current configuration (as this node
+    /// knows it: on an empty directory, the voters of `--quorum`).
+    fn is_voter(&self) -> bool {
+        self.membership().voters.contains(&self.me())
     }
 
     /// The voters and learners of raft-rs's current configuration.
@@ -649,11 +668,12 @@ impl RaftLoop {
         amnesia::Standing {
             term: self.raw.raft.term,
             last_index: self.raw.raft.raft_log.last_index(),
-            votes_refused: !amnesia::may_vote(
-                self.fresh && !self.founder,
-                self.cluster_known(),
+            votes_refused: !amnesia::may_vote(amnesia::Origin {
+                fresh: self.fresh,
+                founder: self.founder,
+                cluster_known: self.cluster_known(),
                 recorded,
-            ),
+            }),
         }
     }
 
@@ -699,6 +719,7 @@ impl RaftLoop {
             Some(known) if *known != self.directory_id => Err(meta_properties::lost_directory(
                 &self.data_dir,
                 self.me(),
+                self.is_voter(),
                 known,
                 &self.directory_id,
             )),

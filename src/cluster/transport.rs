@@ -22,6 +22,13 @@
 //! and one whose certificate does not name the voter its hello claims to be is refused
 //! before any of its Raft messages is read (see the `quorum_tls` module).
 //!
+//! Only what raft-rs sends between nodes, as tidelog drives it, is taken from a peer
+//! ([`refusal`]): a message raft-rs makes for its own node (`MsgHup`, `MsgBeat`, ...),
+//! one tidelog never sends (a leadership transfer or read index asked of another node),
+//! or a forwarded proposal that is not the peer's own record (another node's, a
+//! configuration change, none, or one with a term) is logged as an error naming the
+//! peer and closes the connection, unstepped.
+//!
 //! Directory ids (KIP-853's voter directory ids, `meta.properties`' `directory.id`): a
 //! hello from a node whose directory id is not the one the quorum recorded for it (it
 //! came back on an empty data directory) is refused, and a node told by a peer that the
@@ -40,11 +47,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use protobuf::Message as _;
 use raft::SnapshotStatus;
-use raft::prelude::{Message, MessageType};
+use raft::prelude::{EntryType, Message, MessageType};
 
 use super::inbox::{Inbound, node_of, raft_id};
 use super::liveness::Liveness;
 use super::quorum_tls::{self, QuorumTls};
+use super::records::Envelope;
 use super::voters::Voter;
 use crate::error::IoContext;
 use crate::error::{Error, Result};
@@ -272,6 +280,71 @@ fn read_full(
         }
     }
     Ok(true)
+}
+
+/// Why a Raft message from node `from` is not stepped, if it is not: a peer sends only
+/// what raft-rs sends between nodes as tidelog drives it.
+pub(crate) fn refusal(msg: &Message, from: i32) -> Option<String> {
+    use MessageType::*;
+    let t = msg.get_msg_type();
+    match t {
+        MsgAppend
+        | MsgAppendResponse
+        | MsgRequestVote
+        | MsgRequestVoteResponse
+        | MsgRequestPreVote
+        | MsgRequestPreVoteResponse
+        | MsgSnapshot
+        | MsgHeartbeat
+        | MsgHeartbeatResponse
+        | MsgTimeoutNow => None,
+        MsgPropose => proposal_refusal(msg, from),
+        MsgHup | MsgBeat | MsgUnreachable | MsgSnapStatus | MsgCheckQuorum => Some(format!(
+            "a {t:?}, which raft-rs makes for its own node and never sends to another"
+        )),
+        MsgTransferLeader => Some(format!(
+            "a {t:?}: the controller hands over its leadership itself, no peer asks it to"
+        )),
+        MsgReadIndex | MsgReadIndexResp => Some(format!(
+            "a {t:?}: tidelog reads no index through the quorum"
+        )),
+    }
+}
+
+/// Why a forwarded proposal from node `from` is refused, if it is: raft-rs forwards a
+/// follower's proposal to the leader without a term, and tidelog proposes only records
+/// in envelopes naming their proposer (configuration changes only on the controller
+/// itself, which forwards none), so a peer forwards its own records only.
+fn proposal_refusal(msg: &Message, from: i32) -> Option<String> {
+    if msg.term != 0 {
+        return Some(format!(
+            "a proposal with term {}; raft-rs forwards proposals without one",
+            msg.term
+        ));
+    }
+    if msg.entries.is_empty() {
+        return Some("a proposal without entries".into());
+    }
+    for (i, e) in msg.entries.iter().enumerate() {
+        if e.get_entry_type() != EntryType::EntryNormal {
+            return Some(format!(
+                "a proposal of a configuration change ({:?}), which only the controller proposes, on itself",
+                e.get_entry_type()
+            ));
+        }
+        match Envelope::decode(&e.data, &format!("entry {i} of a forwarded proposal")) {
+            Ok(env) if env.proposer == from => {}
+            Ok(env) => {
+                return Some(format!(
+                    "a proposal of a {} record in node {}'s name; a node forwards only its own",
+                    env.record.name(),
+                    env.proposer
+                ));
+            }
+            Err(e) => return Some(format!("a proposal that does not decode: {e}")),
+        }
+    }
+    None
 }
 
 /// The cluster ids a node's hellos are checked against and carry.
@@ -804,6 +877,18 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
                 ),
             ));
         }
+        if let Some(why) = refusal(&msg, hello.from) {
+            if a.log.admit(peer_addr.ip(), Instant::now()).is_some() {
+                tracing::error!(
+                    node = me,
+                    from = hello.from,
+                    peer = %peer_addr,
+                    "node {} at {peer} sent {why}; refused, and its connection closed",
+                    hello.from
+                );
+            }
+            return Ok(());
+        }
         a.liveness.heard(hello.from);
         if a.inbox.send(Inbound::Raft(msg)).is_err() {
             return Ok(());
@@ -1079,6 +1164,94 @@ mod tests {
         let mut v2 = hello(1, 2, None);
         v2[5] = 9;
         assert!(decode_hello(&v2, "p").is_err());
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+    use crate::cluster::records::MetadataRecord;
+    use raft::prelude::Entry;
+
+    fn of(t: MessageType) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(t);
+        m
+    }
+
+    /// A forwarded proposal of one normal entry: an envelope proposed by `proposer`.
+    fn proposal(proposer: i32) -> Message {
+        let mut m = of(MessageType::MsgPropose);
+        let data = Envelope {
+            proposer,
+            request_id: 1,
+            stamp: None,
+            record: MetadataRecord::UnregisterBroker { broker_id: 9 },
+        }
+        .encode();
+        let e = Entry {
+            data: data.into(),
+            ..Default::default()
+        };
+        m.entries = vec![e].into();
+        m
+    }
+
+    #[test]
+    fn only_messages_raft_rs_sends_between_nodes_are_taken() {
+        use MessageType::*;
+        for t in [
+            MsgAppend,
+            MsgAppendResponse,
+            MsgRequestVote,
+            MsgRequestVoteResponse,
+            MsgRequestPreVote,
+            MsgRequestPreVoteResponse,
+            MsgSnapshot,
+            MsgHeartbeat,
+            MsgHeartbeatResponse,
+            MsgTimeoutNow,
+        ] {
+            assert_eq!(refusal(&of(t), 2), None, "{t:?}");
+        }
+        for t in [
+            MsgHup,
+            MsgBeat,
+            MsgUnreachable,
+            MsgSnapStatus,
+            MsgCheckQuorum,
+            MsgTransferLeader,
+            MsgReadIndex,
+            MsgReadIndexResp,
+        ] {
+            let why = refusal(&of(t), 2).unwrap_or_else(|| panic!("{t:?} taken"));
+            assert!(why.contains(&format!("{t:?}")), "{why}");
+        }
+    }
+
+    #[test]
+    fn a_forwarded_proposal_is_the_peers_own_record() {
+        assert_eq!(refusal(&proposal(2), 2), None);
+        let why = refusal(&proposal(3), 2).unwrap();
+        assert!(why.contains("node 3's name"), "{why}");
+        assert!(
+            refusal(&of(MessageType::MsgPropose), 2)
+                .unwrap()
+                .contains("without entries")
+        );
+        let mut termed = proposal(2);
+        termed.term = 4;
+        assert!(refusal(&termed, 2).unwrap().contains("term 4"));
+        let mut change = proposal(2);
+        change.entries[0].set_entry_type(EntryType::EntryConfChangeV2);
+        assert!(
+            refusal(&change, 2)
+                .unwrap()
+                .contains("configuration change")
+        );
+        let mut garbage = proposal(2);
+        garbage.entries[0].data = vec![9u8; 3].into();
+        assert!(refusal(&garbage, 2).unwrap().contains("does not decode"));
     }
 }
 

@@ -94,7 +94,7 @@ pub(crate) struct ReassignArgs {
     pub brokers: Vec<i32>,
     /// With --generate: place replicas without regard to racks (by default, when every
     /// broker given has a rack, each partition's replicas go to as many racks as they
-    /// can).
+    /// can; when only some have one, the plan is refused without this flag).
     #[arg(long)]
     pub disable_rack_aware: bool,
     /// Kafka's reassignment JSON: {"version": 1, "partitions": [{"topic": "t",
@@ -377,6 +377,34 @@ fn plan_file<'a>(args: &'a ReassignArgs, action: &str) -> CliResult<&'a Path> {
         .ok_or_else(|| fail!("--{action} needs --reassignment-json-file FILE"))
 }
 
+/// The racks of the brokers given to `reassign --generate` for a rack-aware plan, as
+/// Kafka's tool takes them: None for a rack-unaware one (no broker has a rack, or
+/// `disable_rack_aware`), and refused when only some brokers have a rack.
+fn plan_racks(
+    racks: &[(i32, Option<String>)],
+    disable_rack_aware: bool,
+) -> Result<Option<Vec<(i32, String)>>, Fail> {
+    if disable_rack_aware || racks.iter().all(|(_, r)| r.is_none()) {
+        return Ok(None);
+    }
+    let unracked: Vec<i32> = racks
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(id, _)| *id)
+        .collect();
+    if !unracked.is_empty() {
+        return Err(fail!(
+            "Not all brokers have rack information: node(s) {unracked:?} have none. Add --disable-rack-aware in command line to make replica assignment without rack information."
+        ));
+    }
+    Ok(Some(
+        racks
+            .iter()
+            .filter_map(|(id, r)| Some((*id, r.clone()?)))
+            .collect(),
+    ))
+}
+
 /// Runs `tidelog reassign`.
 pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
     let mut out = Out::new();
@@ -395,15 +423,17 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
                 "--brokers: node {b} is not a live broker of the cluster ({known:?})"
             ));
         }
-        // Rack-aware when every broker given has a rack, as Kafka's tool.
-        let racked: Option<Vec<(i32, String)>> = brokers
+        let racks: Vec<(i32, Option<String>)> = brokers
             .iter()
             .map(|id| {
-                let rack = live.iter().find(|b| b.id == *id)?.rack.clone()?;
-                Some((*id, rack))
+                let rack = live
+                    .iter()
+                    .find(|b| b.id == *id)
+                    .and_then(|b| b.rack.clone());
+                (*id, rack)
             })
             .collect();
-        let racked = racked.filter(|_| !args.disable_rack_aware);
+        let racked = plan_racks(&racks, args.disable_rack_aware)?;
         let topics: Vec<&str> = args.topics.iter().map(String::as_str).collect();
         let now = current(&admin, &topics)?;
         let mut proposed = Vec::new();
@@ -575,5 +605,39 @@ fn report(
             "{} partition {what}(s) failed",
             failed.len()
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn racks(pairs: &[(i32, Option<&str>)]) -> Vec<(i32, Option<String>)> {
+        pairs
+            .iter()
+            .map(|(id, r)| (*id, r.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn a_partly_racked_plan_is_refused_unless_rack_unaware() {
+        let partly = racks(&[(1, Some("a")), (2, None), (3, Some("b"))]);
+        match plan_racks(&partly, false) {
+            Err(Fail::Msg(m)) => assert!(
+                m.contains("Not all brokers have rack information")
+                    && m.contains("[2]")
+                    && m.contains("--disable-rack-aware"),
+                "{m}"
+            ),
+            other => panic!("not refused: {:?}", other.ok()),
+        }
+        assert_eq!(plan_racks(&partly, true).ok(), Some(None));
+        let none = racks(&[(1, None), (2, None)]);
+        assert_eq!(plan_racks(&none, false).ok(), Some(None));
+        let all = racks(&[(1, Some("a")), (2, Some("b"))]);
+        assert_eq!(
+            plan_racks(&all, false).ok(),
+            Some(Some(vec![(1, "a".to_string()), (2, "b".to_string())]))
+        );
     }
 }

@@ -1019,13 +1019,17 @@ impl MetadataImage {
             });
         }
         let (start, shift) = placement_seed(id, brokers.len());
-        // Rack-aware when every unfenced broker has a rack (as Kafka, which places a
-        // cluster of racked and unracked brokers without racks when told to).
-        let racked: Option<Vec<(i32, String)>> = brokers
+        // Rack-aware when any unfenced broker has a rack; as Kafka's controller
+        // (`StripedReplicaPlacer`), the brokers without one are one rack more (named
+        // "", which no registered rack is).
+        let racked: Vec<(i32, String)> = brokers
             .iter()
-            .map(|b| Some((*b, self.brokers.get(b)?.rack.clone()?)))
+            .map(|b| {
+                let rack = self.brokers.get(b).and_then(|r| r.rack.clone());
+                (*b, rack.unwrap_or_default())
+            })
             .collect();
-        if let Some(racked) = racked {
+        if racked.iter().any(|(_, rack)| !rack.is_empty()) {
             return Ok(crate::admin::assign_replicas_rack_aware(
                 &racked,
                 partitions,

@@ -231,15 +231,21 @@ impl MetadataImage {
     /// Every partition with a reassignment in progress: `(topic, partition, image)`,
     /// by topic name and partition.
     pub(crate) fn reassignments(&self) -> Vec<(&str, i32, &PartitionImage)> {
-        self.topics
-            .values()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.reassigning())
-                    .map(|(i, p)| (t.name.as_str(), i as i32, p))
-            })
-            .collect()
+        self.partitions_where(PartitionImage::reassigning).collect()
+    }
+
+    /// The partitions that `keep` picks: `(topic, partition, image)`, by topic name and
+    /// partition.
+    pub(crate) fn partitions_where(
+        &self,
+        keep: impl Fn(&PartitionImage) -> bool + Copy,
+    ) -> impl Iterator<Item = (&str, i32, &PartitionImage)> {
+        self.topics.values().flat_map(move |t| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .filter(move |(_, p)| keep(p))
+                .map(|(i, p)| (t.name.as_str(), i as i32, p))
+        })
     }
 }

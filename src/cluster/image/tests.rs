@@ -247,10 +247,9 @@ fn rack_aware_placement_spreads_replicas_over_racks_and_balances_brokers() {
     );
 }
 
-#[test]
-fn the_controller_places_new_topics_rack_aware_when_every_broker_has_a_rack() {
+/// An image with brokers `racks` (id, rack) registered and unfenced.
+fn racked_cluster(racks: &[(i32, Option<&str>)]) -> MetadataImage {
     let mut img = MetadataImage::default();
-    let racks = [(1, "a"), (2, "a"), (3, "b"), (4, "b")];
     for (i, (id, rack)) in racks.iter().enumerate() {
         img.apply(
             i as u64 + 1,
@@ -261,23 +260,50 @@ fn the_controller_places_new_topics_rack_aware_when_every_broker_has_a_rack() {
                 clean_shutdown_epoch: None,
                 replication_listener: None,
                 endpoints: vec![],
-                rack: Some(rack.to_string()),
+                rack: rack.map(str::to_string),
             },
         )
         .unwrap();
     }
     for (id, _) in racks {
-        let epoch = img.brokers[&id].epoch;
+        let epoch = img.brokers[id].epoch;
         let at = next(&img);
         img.apply(
             at,
             &MetadataRecord::BrokerReady {
-                broker_id: id,
+                broker_id: *id,
                 broker_epoch: epoch,
             },
         )
         .unwrap();
     }
+    img
+}
+
+/// As Kafka's controller (`StripedReplicaPlacer`), the brokers without a rack are one
+/// rack more: a partly racked cluster still spreads each partition over its racks.
+#[test]
+fn brokers_without_a_rack_are_placed_as_one_rack_of_their_own() {
+    let mut img = racked_cluster(&[(1, Some("a")), (2, Some("a")), (3, None), (4, None)]);
+    create(&mut img, "t", 8, 2).unwrap();
+    for p in &img.topic("t").unwrap().partitions {
+        let in_a = p.replicas.iter().filter(|r| **r <= 2).count();
+        assert_eq!(
+            in_a, 1,
+            "{:?}: one replica in rack a, one unracked",
+            p.replicas
+        );
+    }
+}
+
+#[test]
+fn the_controller_places_new_topics_rack_aware_when_every_broker_has_a_rack() {
+    let mut img = racked_cluster(&[
+        (1, Some("a")),
+        (2, Some("a")),
+        (3, Some("b")),
+        (4, Some("b")),
+    ]);
     create(&mut img, "t", 8, 2).unwrap();
     let extra = img.index + 1;
     img.apply(

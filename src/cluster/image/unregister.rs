@@ -11,15 +11,8 @@ impl MetadataImage {
     /// The partitions (`topic-partition`, sorted) of which `broker` holds a replica,
     /// counting reassignments in progress.
     pub(crate) fn replicas_of(&self, broker: i32) -> Vec<String> {
-        self.topics
-            .values()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .enumerate()
-                    .filter(move |(_, p)| p.hosts(broker))
-                    .map(|(i, _)| pname(&t.name, i))
-            })
+        self.partitions_where(|p| p.hosts(broker))
+            .map(|(topic, i, _)| pname(topic, i as usize))
             .collect()
     }
 

@@ -172,3 +172,38 @@ fn a_founder_votes_before_its_directory_id_is_recorded() {
     assert!(!c.node(2).refused_a_vote(), "node 3 refused to vote");
     c.shutdown();
 }
+
+/// A broker-only node (a learner) restarted on an empty directory stops with the error
+/// of a lost directory worded for its role: it never voted, and it recovers by being
+/// retired and started anew, not by a change of the voters.
+#[test]
+fn a_broker_only_node_restarted_on_an_empty_directory_is_told_its_own_recovery() {
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let b = c.add_broker();
+    c.wait_settled();
+    c.node(0).propose(acl("before"), CALL).unwrap();
+    wait_until("node 4 has the ACL", || {
+        has_acl(&c.node(b).image(), "before")
+    });
+    c.halt(b);
+    wipe(c.dir(b));
+    c.restart(b);
+    wait_until("the wiped node 4 failed", || {
+        c.node(b).check_running().is_err()
+    });
+    let e = c.node(b).check_running().unwrap_err().to_string();
+    assert!(
+        e.contains("broker-only node 4") && e.contains("data directory") && e.contains("lost"),
+        "{e}"
+    );
+    assert!(!e.contains("voter"), "a broker-only node is no voter: {e}");
+    assert!(
+        e.contains("cluster drain --node 4") && e.contains("cluster unregister --node 4"),
+        "says how to recover: {e}"
+    );
+    for i in 0..3 {
+        c.node(i).propose(acl(&format!("after-{i}")), CALL).unwrap();
+    }
+    c.shutdown();
+}

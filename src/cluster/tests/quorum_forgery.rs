@@ -1,17 +1,20 @@
 //! The quorum port against forged messages: a hello without the cluster id is refused
-//! once the node knows it, and a message that makes raft-rs panic (a proposal without
-//! entries) stops the node with a clear error instead of leaving it looking alive and
-//! no longer following the metadata.
+//! once the node knows it; a message raft-rs never sends between nodes, or a forwarded
+//! proposal that is not the peer's own record, is refused; and a message that makes
+//! raft-rs panic (a snapshot whose configuration has no voter) stops the node with a
+//! clear error instead of leaving it looking alive and no longer following the metadata.
 
 use std::io::Write;
 use std::net::TcpStream;
 
 use protobuf::Message as _;
-use raft::prelude::{Message, MessageType};
+use raft::prelude::{ConfChangeType, Entry, EntryType, Message, MessageType};
 
 use super::replication::{create, part};
 use super::*;
 use crate::cluster::inbox::raft_id;
+use crate::cluster::membership;
+use crate::cluster::records::{Envelope, Stamp};
 use crate::cluster::transport::{frame, hello};
 use crate::security::acl::{AclBinding, AclOperation, AclPermission, PatternType, ResourceType};
 
@@ -74,20 +77,129 @@ fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
         (0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some())
     });
     let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
-    // A proposal without entries: raft-rs's leader ends its thread on it.
+    // A snapshot of a higher term whose configuration has the receiver as its only
+    // learner and no voter: raft-rs ends its thread on restoring it.
     let mut m = Message::default();
-    m.set_msg_type(MessageType::MsgPropose);
+    m.set_msg_type(MessageType::MsgSnapshot);
+    m.term = 1 << 30;
+    let meta = m.mut_snapshot().mut_metadata();
+    meta.index = 1 << 40;
+    meta.term = 1 << 30;
+    meta.mut_conf_state().learners = vec![raft_id(l as i32 + 1)];
     let _forged = forge_to(&c, l, Some(&id), m);
     wait_until("the controller failed", || {
         c.node(l).check_running().is_err()
     });
     let e = c.node(l).check_running().unwrap_err().to_string();
     assert!(e.contains("Raft thread panicked"), "{e}");
-    assert!(e.contains("empty MsgProp"), "the panic's message: {e}");
+    assert!(e.contains("removed all voters"), "the panic's message: {e}");
     // It leads nothing any more: writes go elsewhere.
     wait_until("the failed node leads nothing", || {
         (0..3).all(|p| part(&c, l, "t", p).leader_epoch().is_none())
     });
+    c.shutdown();
+}
+
+/// Whether node `s`'s peer closed the connection within [`CALL`] (it refused what was
+/// sent on it).
+fn closed_by_peer(s: &TcpStream) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(CALL)).unwrap();
+    match (&*s).read(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// A proposal as raft-rs forwards it, of one entry of `entry_type` holding `data`.
+fn proposal(entry_type: EntryType, data: Vec<u8>) -> Message {
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgPropose);
+    let mut e = Entry::default();
+    e.set_entry_type(entry_type);
+    e.data = data.into();
+    m.entries = vec![e].into();
+    m
+}
+
+/// A peer forwards proposals (raft-rs sends a follower's to the leader), but only its
+/// own records: one in another node's name, a configuration change (only the controller
+/// proposes them, on itself) and a message raft-rs steps only on the node that makes it
+/// are refused, the connection closed, and nothing is appended.
+#[test]
+fn a_peer_forwards_only_its_own_records_and_no_local_message() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    // forge_to speaks as node (l + 1) % 3 + 1; the record claims the third node.
+    let from = (l as i32 + 1) % 3 + 1;
+    let other = (1..=3).find(|n| *n != from && *n != l as i32 + 1).unwrap();
+    let forged = |proposer: i32, name: &str| Envelope {
+        proposer,
+        request_id: 1 << 50,
+        stamp: Some(Stamp {
+            incarnation: 7,
+            issued_ms: 0,
+            expires_ms: u64::MAX / 2,
+        }),
+        record: acl(name),
+    };
+    let voters_before = c.node(l).membership().voters;
+    let mut forgeries = vec![
+        (
+            "a record in another node's name",
+            proposal(EntryType::EntryNormal, forged(other, "forged").encode()),
+        ),
+        (
+            "a configuration change",
+            proposal(
+                EntryType::EntryConfChangeV2,
+                membership::change(ConfChangeType::RemoveNode, other, "")
+                    .write_to_bytes()
+                    .unwrap(),
+            ),
+        ),
+    ];
+    // Its own record, with a term: raft-rs forwards proposals without one (a follower
+    // would end its thread forwarding one with a term).
+    let mut with_term = proposal(EntryType::EntryNormal, forged(from, "termed").encode());
+    with_term.term = 1;
+    forgeries.push(("a proposal with a term", with_term));
+    for t in [
+        MessageType::MsgHup,
+        MessageType::MsgBeat,
+        MessageType::MsgCheckQuorum,
+        MessageType::MsgUnreachable,
+        MessageType::MsgSnapStatus,
+        MessageType::MsgTransferLeader,
+        MessageType::MsgReadIndex,
+    ] {
+        let mut m = Message::default();
+        m.set_msg_type(t);
+        forgeries.push(("a local message", m));
+    }
+    for (what, m) in forgeries {
+        let kind = m.get_msg_type();
+        let s = forge_to(&c, l, Some(&id), m);
+        assert!(closed_by_peer(&s), "{what} ({kind:?}) was not refused");
+    }
+    // Whatever was stepped is applied before a proposal made after it.
+    c.node(l).propose(acl("after"), CALL).unwrap();
+    let image = c.node(l).image();
+    assert!(
+        !image
+            .acls
+            .iter()
+            .any(|b| b.resource_name == "forged" || b.resource_name == "termed"),
+        "a forged record was applied"
+    );
+    assert_eq!(c.node(l).membership().voters, voters_before);
+    assert!(c.node(l).check_running().is_ok());
     c.shutdown();
 }
 
