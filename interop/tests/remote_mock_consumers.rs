@@ -3,15 +3,14 @@
 //! (three brokers in this process). It negotiates each API's version with the mock
 //! (which answers session id 0 to fetch sessions: every Fetch is a full one), consumes
 //! every record, commits, and a new consumer of the group resumes at the committed
-//! offsets. (The network `GroupConsumer` does not pass against the mock yet: see
-//! docs/design.md, "The network client".)
+//! offsets; two network `GroupConsumer`s share a topic the same way.
 
 use std::time::{Duration, Instant};
 
 use rdkafka::mocking::MockCluster;
 use tidelog::{
-    ClientConfig, Cluster, Consumer, ConsumerConfig, ConsumerRecords, OffsetReset, Producer,
-    ProducerRecord,
+    ClientConfig, Cluster, Consumer, ConsumerConfig, ConsumerRecords, GroupConfig, GroupConsumer,
+    OffsetReset, Producer, ProducerRecord,
 };
 
 const PARTITIONS: i32 = 4;
@@ -101,4 +100,72 @@ fn the_network_consumer_on_librdkafkas_mock_cluster() {
     want.extend(values("b", 4));
     want.sort();
     assert_eq!(got, want);
+}
+
+/// Two network `GroupConsumer`s share the topic's partitions through the mock's group
+/// coordinator: every record is read once, each commits what it read, and a member
+/// that joins the group afterwards resumes at the commits.
+#[test]
+fn two_network_group_members_on_librdkafkas_mock_cluster() {
+    use std::sync::{Arc, Mutex};
+    let (_mock, cluster) = mock();
+    produce(&cluster, "a", 40);
+    let config = GroupConfig::new("pair", &["t"])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .heartbeat_interval(Duration::from_millis(100));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let members: Vec<_> = (0..2)
+        .map(|_| {
+            let (cluster, config, seen) = (cluster.clone(), config.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let mut m = GroupConsumer::join(&cluster, config).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                // Until both members hold partitions and every record came.
+                while (seen.lock().unwrap().len() < 40
+                    || m.assignment().is_empty()
+                    || m.assignment().len() == PARTITIONS as usize)
+                    && Instant::now() < deadline
+                {
+                    for r in &m.poll(Duration::from_millis(100)).unwrap() {
+                        let r = r.unwrap();
+                        let value = String::from_utf8_lossy(r.value.unwrap_or_default());
+                        seen.lock().unwrap().push(value.into_owned());
+                    }
+                }
+                m.commit_sync().unwrap();
+                let held = m.assignment();
+                (m, held)
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    let mut done = Vec::new();
+    for m in members {
+        let (m, partitions) = m.join().unwrap();
+        assert!(!partitions.is_empty(), "each member holds partitions");
+        held.extend(partitions);
+        done.push(m);
+    }
+    held.sort();
+    let all: Vec<(String, i32)> = (0..PARTITIONS).map(|p| ("t".to_string(), p)).collect();
+    assert_eq!(held, all, "the members share the partitions");
+    let mut got = seen.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, values("a", 40), "every record once");
+    for mut m in done {
+        m.close();
+    }
+
+    // A member joining later resumes at the commits: only the new records.
+    produce(&cluster, "b", 8);
+    let mut next = GroupConsumer::join(&cluster, config).unwrap();
+    let got = read(&mut || next.poll(Duration::from_millis(100)).unwrap(), 8);
+    assert_eq!(got, values("b", 8));
+    for p in 0..PARTITIONS {
+        assert_eq!(next.committed("t", p).unwrap(), Some(10));
+    }
+    next.commit_sync().unwrap();
+    assert_eq!(next.committed("t", 0).unwrap(), Some(12));
+    next.close();
 }

@@ -565,7 +565,7 @@ impl Reader {
     }
 
     /// The group coordinator's address (FindCoordinator), looked up when not known.
-    fn coordinator(&self) -> Result<String> {
+    pub(super) fn coordinator(&self) -> Result<String> {
         if let Some(addr) = self.coordinator.lock().clone() {
             return Ok(addr);
         }
