@@ -658,6 +658,7 @@ impl Worker {
                 fetch_max_bytes: 1 << 20,
                 check_crcs: true,
                 isolation_level: IsolationLevel::ReadCommitted,
+                client_rack: None,
             },
         );
         let assignment: Vec<(&str, i32)> = sources
