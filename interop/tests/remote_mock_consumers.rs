@@ -169,3 +169,89 @@ fn two_network_group_members_on_librdkafkas_mock_cluster() {
     assert_eq!(next.committed("t", 0).unwrap(), Some(12));
     next.close();
 }
+
+/// A network `GroupConsumer`'s asynchronous commit that the coordinator refuses (the
+/// mock answers OffsetCommit with OFFSET_METADATA_TOO_LARGE, an error not worth
+/// retrying): without a callback, the failure is returned by the next `commit_sync`
+/// (which still commits its own offsets); with one, the callback gets it, and the next
+/// commit succeeds.
+#[test]
+fn a_failed_async_commit_is_reported_by_the_next_commit_on_the_mock() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    use std::sync::{Arc, Mutex};
+    /// Kafka's OFFSET_METADATA_TOO_LARGE.
+    const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    let (mock, cluster) = mock();
+    produce(&cluster, "a", 8);
+    let config = GroupConfig::new("async-failure", &["t"])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false);
+    let mut m = GroupConsumer::join(&cluster, config).unwrap();
+    let got = read(&mut || m.poll(Duration::from_millis(100)).unwrap(), 8);
+    assert_eq!(got, values("a", 8));
+    let refuse = |mock: &MockCluster<'static, _>| {
+        mock.request_errors(
+            RDKafkaApiKey::OffsetCommit,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+        )
+    };
+
+    // Without a callback: the next commit_sync returns the failure, after committing.
+    refuse(&mock);
+    m.seek("t", 0, 1).unwrap();
+    m.commit_async().unwrap();
+    m.seek("t", 0, 2).unwrap();
+    let e = m.commit_sync().unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("OffsetCommit"), "{text}");
+    assert!(
+        matches!(&e, tidelog::Error::Api(a) if a.code.code() == OFFSET_METADATA_TOO_LARGE),
+        "{e:?}"
+    );
+    assert_eq!(
+        m.committed("t", 0).unwrap(),
+        Some(2),
+        "commit_sync's own commit"
+    );
+    m.commit_sync().unwrap();
+
+    // The same through commit_async: the next one returns it.
+    refuse(&mock);
+    m.seek("t", 0, 3).unwrap();
+    m.commit_async().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut reported = None;
+    while reported.is_none() && Instant::now() < deadline {
+        m.poll(Duration::from_millis(50)).unwrap();
+        m.seek("t", 0, 4).unwrap();
+        reported = m.commit_async().err();
+    }
+    assert!(
+        matches!(&reported, Some(tidelog::Error::Api(a)) if a.code.code() == OFFSET_METADATA_TOO_LARGE),
+        "{reported:?}"
+    );
+    m.commit_sync().unwrap();
+    assert_eq!(m.committed("t", 0).unwrap(), Some(4));
+
+    // With a callback: the callback gets the failure, the next commit is clean.
+    refuse(&mock);
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    m.seek("t", 0, 5).unwrap();
+    m.commit_async_with({
+        let heard = heard.clone();
+        move |offsets: &[(String, i32, i64)], result: tidelog::Result<()>| {
+            heard.lock().unwrap().push((offsets.to_vec(), result.err()));
+        }
+    });
+    m.seek("t", 0, 6).unwrap();
+    m.commit_sync().unwrap();
+    let heard = heard.lock().unwrap();
+    assert_eq!(heard.len(), 1);
+    assert!(heard[0].0.contains(&("t".to_string(), 0, 5)), "{heard:?}");
+    assert!(
+        matches!(&heard[0].1, Some(tidelog::Error::Api(a)) if a.code.code() == OFFSET_METADATA_TOO_LARGE),
+        "{heard:?}"
+    );
+    assert_eq!(m.committed("t", 0).unwrap(), Some(6));
+    m.close();
+}
