@@ -255,3 +255,67 @@ fn a_failed_async_commit_is_reported_by_the_next_commit_on_the_mock() {
     assert_eq!(m.committed("t", 0).unwrap(), Some(6));
     m.close();
 }
+
+/// `client.rack` against the mock, whose leader names the partition's follower as the
+/// preferred read replica (KIP-392) and sends no records with it: every record comes
+/// from the follower. While the follower lags (its high watermark held at 5), its
+/// OFFSET_OUT_OF_RANGE sends the consumer back to the leader without resetting the
+/// position (nothing is read twice); once the follower is no replica of the partition
+/// any more (NOT_LEADER_OR_FOLLOWER), the leader serves.
+#[test]
+fn the_network_consumer_reads_from_the_preferred_replica_of_the_mock() {
+    let (mock, cluster) = mock();
+    mock.partition_leader("t", 0, Some(1)).unwrap();
+    let producer = Producer::new(&cluster).unwrap();
+    let send = |from: i32, to: i32| {
+        for i in from..to {
+            // One batch per record: the follower's watermark may cut between them.
+            let value = format!("r-{i}");
+            producer
+                .send("t", ProducerRecord::new(value.as_bytes()).partition(0))
+                .unwrap();
+            producer.flush().unwrap();
+        }
+    };
+    send(0, 10);
+    mock.partition_follower("t", 0, 2).unwrap();
+    // The mock's follower serves offsets up to its high watermark inclusive: 0 to 4.
+    mock.follower_watermarks("t", 0, None, Some(4)).unwrap();
+    let config = ConsumerConfig::default()
+        .auto_offset_reset(OffsetReset::Earliest)
+        .client_rack("rack-2");
+    let mut c = Consumer::new(&cluster, config);
+    c.assign(&[("t", 0)]).unwrap();
+    let mut got = Vec::new();
+    let poll_until = |c: &mut Consumer, n: usize, got: &mut Vec<(i64, String)>, limit: u64| {
+        let deadline = Instant::now() + Duration::from_secs(limit);
+        while got.len() < n && Instant::now() < deadline {
+            for r in &c.poll(Duration::from_millis(50)).unwrap() {
+                let r = r.unwrap();
+                let value = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                got.push((r.offset, value));
+            }
+        }
+    };
+    poll_until(&mut c, 5, &mut got, 20);
+    // The follower has no more: a while of polls brings nothing, and no reset.
+    poll_until(&mut c, 6, &mut got, 3);
+    let want = |n: i32| -> Vec<(i64, String)> {
+        (0..n).map(|i| (i64::from(i), format!("r-{i}"))).collect()
+    };
+    // (The loop above waited its 3 s for a sixth record that must not come.)
+    assert_eq!(got, want(5), "the follower's records, once");
+    assert_eq!(c.position("t", 0).unwrap(), 5);
+
+    // The follower catches up: the rest comes from it.
+    mock.follower_watermarks("t", 0, None, None).unwrap();
+    poll_until(&mut c, 10, &mut got, 20);
+    assert_eq!(got, want(10));
+
+    // The partition has no follower any more: broker 2 answers NOT_LEADER_OR_FOLLOWER
+    // and the consumer goes back to the leader, which serves.
+    mock.partition_follower("t", 0, -1).unwrap();
+    send(10, 13);
+    poll_until(&mut c, 13, &mut got, 20);
+    assert_eq!(got, want(13), "every record once, in order");
+}
