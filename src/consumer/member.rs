@@ -100,6 +100,8 @@ pub struct GroupConfig {
     /// above), or the consumer protocol (KIP-848: the broker assigns, `assignors` are
     /// not used). Default classic.
     pub group_protocol: GroupProtocol,
+    /// `client.rack`: see [`ConsumerConfig::client_rack`]. Default None.
+    pub client_rack: Option<String>,
 }
 
 /// The group protocol a member speaks (`group.protocol`).
@@ -153,7 +155,15 @@ impl GroupConfig {
             group_instance_id: None,
             client_id: "tidelog".into(),
             group_protocol: GroupProtocol::Classic,
+            client_rack: None,
         }
+    }
+
+    /// Sets `client.rack`.
+    #[must_use]
+    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
+        self.client_rack = Some(rack.into());
+        self
     }
 
     /// The settings of the member's reads and commits.
@@ -164,6 +174,7 @@ impl GroupConfig {
             max_partition_fetch_bytes: self.max_partition_fetch_bytes,
             check_crcs: self.check_crcs,
             isolation_level: self.isolation_level,
+            client_rack: self.client_rack.clone(),
             ..ConsumerConfig::default()
         }
     }

@@ -202,6 +202,7 @@ impl ForwarderBuilder {
             self.broker.topic(t)?;
         }
         let name = self.config.name.clone();
+        let broker = self.broker.clone();
         let worker = Worker {
             broker: self.broker,
             client: self.client,
@@ -225,6 +226,7 @@ impl ForwarderBuilder {
         Ok(Forwarder {
             shared,
             thread: Some(thread),
+            broker,
         })
     }
 }
@@ -235,6 +237,8 @@ impl ForwarderBuilder {
 pub struct Forwarder {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<()>>>,
+    /// The local log, whose ends `wait_caught_up` compares the positions with.
+    broker: Broker,
 }
 
 #[derive(Debug)]
@@ -450,12 +454,21 @@ impl Forwarder {
         self.shared.status.lock().clone()
     }
 
-    /// Waits up to `timeout` until every partition is forwarded to its end; true if it
-    /// is.
+    /// Waits up to `timeout` until every partition is forwarded to its end as the local
+    /// log has it now (the status's ends are those of its last refresh, which may
+    /// predate records written since); true if it is.
     pub fn wait_caught_up(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.status().caught_up() {
+            let status = self.status();
+            let at_end = |p: &PartitionStatus| {
+                self.broker
+                    .topic(&p.topic)
+                    .and_then(|t| t.partition(p.partition))
+                    .and_then(|l| l.last_stable_offset())
+                    .is_ok_and(|end| p.position >= end)
+            };
+            if status.caught_up() && status.partitions.iter().all(at_end) {
                 return true;
             }
             if Instant::now() >= deadline || self.thread.as_ref().is_none_or(|t| t.is_finished()) {
@@ -658,6 +671,7 @@ impl Worker {
                 fetch_max_bytes: 1 << 20,
                 check_crcs: true,
                 isolation_level: IsolationLevel::ReadCommitted,
+                client_rack: None,
             },
         );
         let assignment: Vec<(&str, i32)> = sources

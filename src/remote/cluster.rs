@@ -227,6 +227,16 @@ impl Cluster {
         self.inner.request_timeout
     }
 
+    /// The `metadata.max.age.ms` setting.
+    pub(crate) fn metadata_max_age(&self) -> Duration {
+        self.inner.metadata_max_age
+    }
+
+    /// The `host:port` of broker `id`, as the last metadata listed it.
+    pub(crate) fn broker_addr(&self, id: i32) -> Option<String> {
+        self.inner.meta.read().brokers.get(&id).cloned()
+    }
+
     /// The `delivery.timeout.ms` setting.
     pub(crate) fn delivery_timeout(&self) -> Duration {
         self.inner.delivery_timeout

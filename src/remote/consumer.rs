@@ -111,6 +111,10 @@ pub(super) struct Reader {
     /// request lists only the partitions that changed.
     pub(super) fetches_sent: u64,
     pub(super) partitions_listed: u64,
+    /// The replica each partition's leader prefers this consumer to read from
+    /// (`preferred_read_replica`, KIP-392): its node id, until when (Kafka's
+    /// `metadata.max.age.ms` after the leader said so).
+    preferred: BTreeMap<SessionKey, (i32, Instant)>,
 }
 
 impl Reader {
@@ -123,6 +127,7 @@ impl Reader {
             sessions: BTreeMap::new(),
             fetches_sent: 0,
             partitions_listed: 0,
+            preferred: BTreeMap::new(),
         }
     }
 
@@ -326,9 +331,20 @@ impl Reader {
             return Ok(out);
         }
         let mut by_leader: BTreeMap<String, Vec<(usize, i32)>> = BTreeMap::new();
+        let now = Instant::now();
+        self.preferred.retain(|_, (_, until)| *until > now);
         for (i, o) in self.owned.iter().enumerate() {
             match self.cluster.leader(&o.topic, o.partition) {
-                Ok(Some(l)) => by_leader.entry(l.addr).or_default().push((i, l.epoch)),
+                Ok(Some(l)) => {
+                    // The replica the leader prefers, while that holds and the
+                    // metadata knows its address; else the leader.
+                    let addr = self
+                        .preferred
+                        .get(&(Arc::clone(&o.topic), o.partition))
+                        .and_then(|(id, _)| self.cluster.broker_addr(*id))
+                        .unwrap_or(l.addr);
+                    by_leader.entry(addr).or_default().push((i, l.epoch))
+                }
                 Ok(None) => self.cluster.invalidate(&o.topic),
                 Err(e) if unreachable(&e) => self.cluster.invalidate(&o.topic),
                 Err(e) => return Err(e),
@@ -346,7 +362,7 @@ impl Reader {
     }
 
     /// One Fetch of `partitions` (index among those read, leader epoch) from their
-    /// leader at `addr`.
+    /// leader at `addr`, or the replica their leader prefers.
     fn fetch_from(
         &mut self,
         addr: &str,
@@ -383,6 +399,12 @@ impl Reader {
             false => Vec::new(),
         };
         let isolation = isolation_level(self.config.isolation_level);
+        let rack = self
+            .config
+            .client_rack
+            .as_deref()
+            .map(kstr)
+            .unwrap_or_default();
         let build = |version: i16| {
             let sessions = version >= FETCH_SESSIONS_FROM;
             let listed: Vec<(&SessionKey, &SessionState)> = match sessions {
@@ -408,6 +430,10 @@ impl Reader {
             }
             let request = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
+                .with_rack_id(match version >= 11 {
+                    true => rack.clone(),
+                    false => StrBytes::default(),
+                })
                 .with_max_wait_ms(millis(wait))
                 .with_min_bytes(1)
                 .with_max_bytes(fetch_max)
@@ -445,11 +471,13 @@ impl Reader {
         let (version, response) = match called {
             Ok(r) => r,
             Err(e) if unreachable(&e) => {
-                // The leader is gone or moved: ask where it is now next time, in a
-                // full fetch.
+                // The leader (or preferred replica) is gone or moved: ask the leader,
+                // where it is now, next time, in a full fetch.
                 self.sessions.remove(addr);
                 for &(i, _) in partitions {
-                    self.cluster.invalidate(&self.owned[i].topic);
+                    let o = &self.owned[i];
+                    self.preferred.remove(&(Arc::clone(&o.topic), o.partition));
+                    self.cluster.invalidate(&o.topic);
                 }
                 return Ok(());
             }
@@ -511,6 +539,21 @@ impl Reader {
         let topic = Arc::clone(&self.owned[i].topic);
         let partition = self.owned[i].partition;
         let from = self.owned[i].position.unwrap_or(0);
+        let key = (Arc::clone(&topic), partition);
+        if p.error_code != 0 && self.preferred.remove(&key).is_some() {
+            // Any error of the preferred replica (it is no longer a follower, it does
+            // not have the offset yet, ...) sends the partition back to its leader,
+            // which judges the offset, as Kafka's consumer does.
+            return Ok(());
+        }
+        if p.preferred_read_replica.0 >= 0 {
+            // The leader sends this consumer to a replica of its rack (with no
+            // records): read there until it fails or `metadata.max.age.ms` passes.
+            let until = Instant::now() + self.cluster.metadata_max_age();
+            self.preferred
+                .insert(key, (p.preferred_read_replica.0, until));
+            return Ok(());
+        }
         if p.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.code() {
             self.owned[i].position = Some(self.reset(&topic, partition, Some(from))?);
             return Ok(());
@@ -565,7 +608,7 @@ impl Reader {
     }
 
     /// The group coordinator's address (FindCoordinator), looked up when not known.
-    fn coordinator(&self) -> Result<String> {
+    pub(super) fn coordinator(&self) -> Result<String> {
         if let Some(addr) = self.coordinator.lock().clone() {
             return Ok(addr);
         }

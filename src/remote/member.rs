@@ -15,6 +15,20 @@
 //! them. ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and FENCED_INSTANCE_ID mean its
 //! partitions went to others: it drops them without committing and rejoins.
 //! NOT_COORDINATOR and its kin make it look the coordinator up again.
+//!
+//! Each group API goes at the highest version both the member and the coordinator
+//! speak. A coordinator that advertises flexible versions of JoinGroup but closes the
+//! connection on them (twice, the second time on a fresh connection) and then answers
+//! JoinGroup v5 is asked, from then on, in the group APIs' versions before the flexible
+//! ones: JoinGroup 5, SyncGroup 3, Heartbeat 3, and LeaveGroup 2 (before members are
+//! listed in a batch). librdkafka's mock cluster (2.12) is such a coordinator: it
+//! advertises JoinGroup v6, SyncGroup v4, Heartbeat v4 and LeaveGroup v4, but reads the
+//! bodies of JoinGroup, SyncGroup and LeaveGroup as the versions its own client sends
+//! (JoinGroup 5, SyncGroup 3, LeaveGroup 1): it closes the connection on JoinGroup v6
+//! and misreads (and may crash on) a flexible SyncGroup. A SyncGroup answer whose
+//! assignment is null (the mock sends one with its errors, and to a member the leader
+//! gave nothing) is read as an
+//! empty assignment, as Kafka's client reads it: no partitions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -28,7 +42,14 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
 
+use std::ops::RangeInclusive;
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
+
+use bytes::BytesMut;
+use kafka_protocol::messages::SyncGroupResponse;
+use kafka_protocol::protocol::buf::ByteBuf;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request};
 use std::thread::JoinHandle;
 
 use super::cluster::{Cluster, api_version, unreachable};
@@ -40,14 +61,16 @@ use crate::consumer::{
 use crate::error::{Error, ErrorCode, Result};
 use crate::producer::ConsumerGroupMetadata;
 
-/// JoinGroup versions: 1 (the rebalance timeout) to 9 (`skip_assignment`).
-const JOIN_GROUP: std::ops::RangeInclusive<i16> = 1..=9;
-/// SyncGroup versions: 0 to 5.
-const SYNC_GROUP: std::ops::RangeInclusive<i16> = 0..=5;
-/// Heartbeat versions: 0 to 4.
-const HEARTBEAT: std::ops::RangeInclusive<i16> = 0..=4;
-/// LeaveGroup versions: 0 to 5.
-const LEAVE_GROUP: std::ops::RangeInclusive<i16> = 0..=5;
+/// JoinGroup versions: 1 (the rebalance timeout) to 9 (`skip_assignment`); and the
+/// highest for a coordinator that does not read the flexible versions (see the module
+/// documentation).
+const JOIN_GROUP: (RangeInclusive<i16>, i16) = (1..=9, 5);
+/// SyncGroup versions: 0 to 5 (3 for a coordinator that does not read flexible ones).
+const SYNC_GROUP: (RangeInclusive<i16>, i16) = (0..=5, 3);
+/// Heartbeat versions: 0 to 4 (3 for a coordinator that does not read flexible ones).
+const HEARTBEAT: (RangeInclusive<i16>, i16) = (0..=4, 3);
+/// LeaveGroup versions: 0 to 5 (2 for a coordinator that does not read flexible ones).
+const LEAVE_GROUP: (RangeInclusive<i16>, i16) = (0..=5, 2);
 /// Kafka's FENCED_INSTANCE_ID: another member took this static member's instance id.
 const FENCED_INSTANCE_ID: i16 = 82;
 
@@ -128,6 +151,10 @@ pub(super) struct RemoteMember {
     committer: Option<Committer>,
     /// The failure of an asynchronous commit without a callback, not returned yet.
     async_failure: Option<Error>,
+    /// The coordinators (addresses) that close the connection on the flexible versions
+    /// of JoinGroup and answer v5: asked in the group APIs' versions before the
+    /// flexible ones.
+    flexible_refused: Mutex<BTreeSet<String>>,
 }
 
 /// What a listener may do while a member over the network gives partitions up.
@@ -179,6 +206,7 @@ impl RemoteMember {
             closed: false,
             committer: None,
             async_failure: None,
+            flexible_refused: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -422,7 +450,7 @@ impl RemoteMember {
         // The coordinator holds a JoinGroup until the round ends (at most the
         // rebalance timeout).
         let timeout = self.config.rebalance_timeout + self.reader.cluster.request_timeout();
-        let (broker, version, joined) = self.reader.call_coordinator(JOIN_GROUP, build, timeout)?;
+        let (broker, version, joined) = self.call_group(JOIN_GROUP, build, timeout)?;
         if joined.error_code == ErrorCode::MEMBER_ID_REQUIRED.code() {
             // Join again at once with the id given.
             self.member_id = joined.member_id.to_string();
@@ -464,7 +492,9 @@ impl RemoteMember {
                 false => request,
             }
         };
-        let (broker, version, synced) = self.reader.call_coordinator(SYNC_GROUP, build, timeout)?;
+        let (broker, version, synced) =
+            self.call_group(SYNC_GROUP, |v| SyncGroup(build(v)), timeout)?;
+        let synced = synced.0;
         if synced.error_code != 0 {
             let api = api_version::<SyncGroupRequest>(version);
             return self
@@ -559,6 +589,60 @@ impl RemoteMember {
             .collect())
     }
 
+    /// Sends a group request to the coordinator at the highest version both speak of
+    /// `versions` (the member's range, and the highest for a coordinator that does not
+    /// read flexible versions); returns the coordinator's address, the version and the
+    /// answer. A coordinator that closes the connection on a JoinGroup in a flexible
+    /// version twice (the second time on a fresh connection) is asked in v5, and when
+    /// it answers that, in the versions before the flexible ones from then on (see the
+    /// module documentation).
+    fn call_group<R: Request>(
+        &self,
+        versions: (RangeInclusive<i16>, i16),
+        build: impl Fn(i16) -> R,
+        timeout: Duration,
+    ) -> Result<(String, i16, R::Response)> {
+        let (ours, cap) = versions;
+        let addr = self.reader.coordinator()?;
+        let refused = self
+            .flexible_refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&addr);
+        let before = *ours.start()..=cap;
+        if refused {
+            return self.reader.call_coordinator(before, &build, timeout);
+        }
+        let first = self.reader.call_coordinator(ours.clone(), &build, timeout);
+        let closed = |e: &Error| {
+            matches!(e, Error::Io { source, .. } if matches!(
+                source.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            ))
+        };
+        match first {
+            Err(e) if R::KEY == JoinGroupRequest::KEY && closed(&e) => {}
+            other => return other,
+        }
+        // Connects afresh (the failure dropped the connection) and negotiates.
+        let version = self.reader.cluster.negotiated::<R>(&addr, ours.clone())?;
+        let second = self.reader.call_coordinator(ours, &build, timeout);
+        match second {
+            Err(e) if closed(&e) && version > cap => {
+                let answered = self.reader.call_coordinator(before, &build, timeout)?;
+                self.flexible_refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(addr);
+                Ok(answered)
+            }
+            other => other,
+        }
+    }
+
     /// Sends a heartbeat if one is due, and acts on its answer.
     fn heartbeat_if_due(&mut self) -> Result<()> {
         if self.needs_rejoin || self.last_heartbeat.elapsed() < self.config.heartbeat_interval {
@@ -571,18 +655,17 @@ impl RemoteMember {
                 .with_generation_id(self.generation)
                 .with_member_id(kstr(&self.member_id));
             match version >= 3 {
-                true => request.with_group_instance_id(instance),
+                true => request.with_group_instance_id(instance.clone()),
                 false => request,
             }
         };
         let timeout = self.reader.cluster.request_timeout();
-        let (broker, version, response) =
-            match self.reader.call_coordinator(HEARTBEAT, build, timeout) {
-                Ok(r) => r,
-                // The coordinator is gone: the next heartbeat asks the new one.
-                Err(e) if unreachable(&e) => return Ok(()),
-                Err(e) => return Err(e),
-            };
+        let (broker, version, response) = match self.call_group(HEARTBEAT, build, timeout) {
+            Ok(r) => r,
+            // The coordinator is gone: the next heartbeat asks the new one.
+            Err(e) if unreachable(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
         self.last_heartbeat = Instant::now();
         let code = response.error_code;
         if code == 0 || self.reader.coordinator_moved(code) {
@@ -749,7 +832,7 @@ impl crate::consumer::RemoteMember for RemoteMember {
                 }
             };
             let timeout = self.reader.cluster.request_timeout();
-            let _ = self.reader.call_coordinator(LEAVE_GROUP, build, timeout);
+            let _ = self.call_group(LEAVE_GROUP, build, timeout);
         }
         self.reader.owned.clear();
     }
@@ -758,5 +841,192 @@ impl crate::consumer::RemoteMember for RemoteMember {
 impl Drop for RemoteMember {
     fn drop(&mut self) {
         crate::consumer::RemoteMember::close(self);
+    }
+}
+
+/// SyncGroup, whose answer reads a null assignment as an empty one (no partitions), as
+/// Kafka's client does: librdkafka's mock cluster answers null with its errors and to a
+/// member the leader assigned nothing.
+#[derive(Debug, Clone, Default)]
+struct SyncGroup(SyncGroupRequest);
+
+/// The answer to [`SyncGroup`].
+#[derive(Debug, Clone, Default)]
+struct Synced(SyncGroupResponse);
+
+impl Message for SyncGroup {
+    const VERSIONS: kafka_protocol::protocol::VersionRange = SyncGroupRequest::VERSIONS;
+    const DEPRECATED_VERSIONS: Option<kafka_protocol::protocol::VersionRange> =
+        SyncGroupRequest::DEPRECATED_VERSIONS;
+}
+
+impl Encodable for SyncGroup {
+    fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(
+        &self,
+        buf: &mut B,
+        version: i16,
+    ) -> anyhow::Result<()> {
+        self.0.encode(buf, version)
+    }
+    fn compute_size(&self, version: i16) -> anyhow::Result<usize> {
+        self.0.compute_size(version)
+    }
+}
+
+impl Decodable for SyncGroup {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> anyhow::Result<Self> {
+        SyncGroupRequest::decode(buf, version).map(SyncGroup)
+    }
+}
+
+impl HeaderVersion for SyncGroup {
+    fn header_version(version: i16) -> i16 {
+        <SyncGroupRequest as HeaderVersion>::header_version(version)
+    }
+}
+
+impl Request for SyncGroup {
+    const KEY: i16 = SyncGroupRequest::KEY;
+    type Response = Synced;
+}
+
+impl Message for Synced {
+    const VERSIONS: kafka_protocol::protocol::VersionRange = SyncGroupResponse::VERSIONS;
+    const DEPRECATED_VERSIONS: Option<kafka_protocol::protocol::VersionRange> =
+        SyncGroupResponse::DEPRECATED_VERSIONS;
+}
+
+impl Encodable for Synced {
+    fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(
+        &self,
+        buf: &mut B,
+        version: i16,
+    ) -> anyhow::Result<()> {
+        self.0.encode(buf, version)
+    }
+    fn compute_size(&self, version: i16) -> anyhow::Result<usize> {
+        self.0.compute_size(version)
+    }
+}
+
+impl Decodable for Synced {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> anyhow::Result<Self> {
+        let raw = buf.get_bytes(buf.remaining());
+        let mut mended = null_assignment_as_empty(raw, version);
+        SyncGroupResponse::decode(&mut mended, version).map(Synced)
+    }
+}
+
+impl HeaderVersion for Synced {
+    fn header_version(version: i16) -> i16 {
+        <SyncGroupResponse as HeaderVersion>::header_version(version)
+    }
+}
+
+/// A SyncGroup answer of `version` whose assignment is null (length -1, or 0 in the
+/// compact form of the flexible versions) with an empty one instead; any other answer
+/// as it is (the decoder judges it).
+fn null_assignment_as_empty(raw: Bytes, version: i16) -> Bytes {
+    // throttle_time_ms (v1+), error_code.
+    let mut at = if version >= 1 { 6 } else { 2 };
+    if version < 4 {
+        if raw.get(at..at + 4) != Some(&[0xff; 4][..]) {
+            return raw;
+        }
+        let mut mended = BytesMut::from(&raw[..]);
+        mended[at..at + 4].copy_from_slice(&0i32.to_be_bytes());
+        return mended.freeze();
+    }
+    if version >= 5 {
+        // protocol_type and protocol_name: compact nullable strings (length + 1).
+        for _ in 0..2 {
+            let Some((n, width)) = uvarint(raw.get(at..).unwrap_or_default()) else {
+                return raw;
+            };
+            at += width + (n as usize).saturating_sub(1);
+        }
+    }
+    if raw.get(at) != Some(&0) {
+        return raw;
+    }
+    let mut mended = BytesMut::from(&raw[..]);
+    mended[at] = 1;
+    mended.freeze()
+}
+
+/// An unsigned varint at the start of `bytes`: its value and width.
+fn uvarint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, b) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::StrBytes;
+
+    /// A SyncGroup answer of `version` with error `code` and an empty assignment,
+    /// encoded, then its assignment made null.
+    fn null_answer(version: i16, code: i16) -> Bytes {
+        let mut answer = SyncGroupResponse::default().with_error_code(code);
+        if version >= 5 {
+            answer = answer
+                .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                .with_protocol_name(Some(StrBytes::from_static_str("range")));
+        }
+        let mut buf = BytesMut::new();
+        answer.encode(&mut buf, version).unwrap();
+        // The empty assignment is the last field before the tagged fields (flexible
+        // versions: a 1 for "0 bytes", then 0 tagged fields).
+        let len = buf.len();
+        match version >= 4 {
+            true => {
+                assert_eq!(&buf[len - 2..], &[1, 0]);
+                buf[len - 2] = 0;
+            }
+            false => {
+                assert_eq!(&buf[len - 4..], &[0, 0, 0, 0]);
+                buf[len - 4..].copy_from_slice(&(-1i32).to_be_bytes());
+            }
+        }
+        buf.freeze()
+    }
+
+    #[test]
+    fn a_null_assignment_is_read_as_no_partitions_in_every_syncgroup_version() {
+        for version in 0..=5 {
+            let raw = null_answer(version, 27);
+            // As it is, the decoder refuses it (the field is not nullable).
+            assert!(
+                SyncGroupResponse::decode(&mut raw.clone(), version).is_err(),
+                "v{version}"
+            );
+            let Synced(answer) = Synced::decode(&mut raw.clone(), version).unwrap();
+            assert_eq!(answer.error_code, 27, "v{version}");
+            assert!(answer.assignment.is_empty(), "v{version}");
+            if version >= 5 {
+                assert_eq!(answer.protocol_name.as_deref(), Some("range"));
+            }
+        }
+    }
+
+    #[test]
+    fn an_assignment_is_read_as_it_is() {
+        for version in 0..=5 {
+            let assignment = Bytes::from_static(b"\x00\x01rest");
+            let mut buf = BytesMut::new();
+            SyncGroupResponse::default()
+                .with_assignment(assignment.clone())
+                .encode(&mut buf, version)
+                .unwrap();
+            let Synced(answer) = Synced::decode(&mut buf.freeze(), version).unwrap();
+            assert_eq!(answer.assignment, assignment, "v{version}");
+        }
     }
 }
