@@ -228,6 +228,11 @@ impl Serve {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        self.exit_code_by(deadline)
+    }
+
+    /// Waits until `deadline` for it to exit; its exit code.
+    fn exit_code_by(&mut self, deadline: std::time::Instant) -> Option<i32> {
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status.code();
@@ -249,17 +254,7 @@ pub fn stop_all(nodes: Vec<Serve>) -> Vec<Option<i32>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     nodes
         .into_iter()
-        .map(|mut n| {
-            loop {
-                if let Ok(Some(status)) = n.child.try_wait() {
-                    return status.code();
-                }
-                if std::time::Instant::now() >= deadline {
-                    return None;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        })
+        .map(|mut n| n.exit_code_by(deadline))
         .collect()
 }
 
