@@ -7,51 +7,15 @@
 
 mod cli_support;
 
-use std::net::TcpListener;
-use std::time::{Duration, Instant};
-
-use cli_support::{Run, err, ok, serve, tidelog_raw};
-
-/// Runs `args` until `done` holds for its run (at most 60 s); that run.
-fn until(args: &[&str], done: impl Fn(&Run) -> bool) -> Run {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = tidelog_raw(args, "");
-        if done(&run) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "{args:?} never done: {run:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use cli_support::{err, loopback_quorum, ok, run_until, serve_nodes, stop_all, tidelog_raw};
 
 #[test]
 fn a_node_is_drained_then_unregistered() {
     let root = tempfile::tempdir().unwrap();
-    let listeners: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let quorum = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    drop(listeners);
-    let node = |id: &str| {
-        serve(
-            &root.path().join(format!("node-{id}")),
-            &["--node-id", id, "--quorum", &quorum],
-        )
-    };
-    let mut nodes = vec![node("1"), node("2"), node("3"), node("4")];
-    let bootstrap = nodes
-        .iter()
-        .map(|n| n.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let quorum = loopback_quorum(3);
+    let (mut nodes, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3", "4"]);
     let describe = ["cluster", "describe", "--bootstrap", &bootstrap];
-    until(&describe, |r| {
+    run_until(&describe, |r| {
         r.code == 0
             && r.stdout
                 .lines()
@@ -60,7 +24,7 @@ fn a_node_is_drained_then_unregistered() {
                 == 4
     });
     // Four partitions of three replicas over four nodes: node 4 holds some.
-    until(
+    run_until(
         &[
             "topics",
             "create",
@@ -74,7 +38,7 @@ fn a_node_is_drained_then_unregistered() {
         ],
         |r| r.code == 0,
     );
-    until(&describe, |r| r.stdout.contains("retire-"));
+    run_until(&describe, |r| r.stdout.contains("retire-"));
 
     let unregister = [
         "cluster",
@@ -107,17 +71,15 @@ fn a_node_is_drained_then_unregistered() {
     // Running: refused. Stopped: unregistered, and gone from the cluster.
     err(tidelog_raw(&unregister, ""), 1, "running");
     nodes.pop().unwrap().stop();
-    let run = until(&unregister, |r| {
+    let run = run_until(&unregister, |r| {
         r.code == 0 || !r.stderr.contains("running")
     });
     assert!(ok(run).contains("Node 4 is unregistered"));
-    let out = until(&describe, |r| {
+    let out = run_until(&describe, |r| {
         r.code == 0 && !r.stdout.lines().any(|l| l.starts_with("Node: 4 "))
     })
     .stdout;
     assert!(out.contains("Node: 3 "), "{out}");
     err(tidelog_raw(&unregister, ""), 1, "BROKER_ID_NOT_REGISTERED");
-    for n in nodes {
-        n.stop();
-    }
+    stop_all(nodes);
 }

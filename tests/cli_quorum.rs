@@ -7,52 +7,18 @@
 
 mod cli_support;
 
-use std::net::TcpListener;
-use std::time::{Duration, Instant};
-
-use cli_support::{err, ok, serve, tidelog_raw};
+use cli_support::{Run, err, loopback_quorum, ok, run_until, serve_nodes, stop_all, tidelog_raw};
 
 /// Runs `args` until its stdout contains `needle` (at most 60 s); that stdout.
 fn until(args: &[&str], needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = tidelog_raw(args, "");
-        if run.code == 0 && run.stdout.contains(needle) {
-            return run.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{args:?} never showed {needle:?}: {run:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    run_until(args, |r: &Run| r.code == 0 && r.stdout.contains(needle)).stdout
 }
 
 #[test]
 fn quorum_and_cluster_describe_a_broker_only_node_and_add_it_as_a_voter() {
     let root = tempfile::tempdir().unwrap();
-    let listeners: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let quorum = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    drop(listeners);
-    let node = |id: &str| {
-        serve(
-            &root.path().join(format!("node-{id}")),
-            &["--node-id", id, "--quorum", &quorum],
-        )
-    };
-    let nodes = [node("1"), node("2"), node("3"), node("4")];
-    let bootstrap = nodes
-        .iter()
-        .map(|n| n.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let quorum = loopback_quorum(3);
+    let (nodes, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3", "4"]);
     let describe = ["quorum", "describe", "--bootstrap", &bootstrap];
     let out = until(&describe, "CurrentObservers:  [4]");
     assert!(out.contains("CurrentVoters:     [1,2,3]"), "{out}");
@@ -112,7 +78,5 @@ fn quorum_and_cluster_describe_a_broker_only_node_and_add_it_as_a_voter() {
     ));
     assert!(out.contains("node 4 is a voter"), "{out}");
     until(&describe, "CurrentVoters:     [1,2,3,4]");
-    for n in nodes {
-        n.stop();
-    }
+    stop_all(nodes);
 }

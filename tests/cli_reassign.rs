@@ -8,11 +8,10 @@
 
 mod cli_support;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cli_support::{Run, err, ok, serve, tidelog_raw};
+use cli_support::{Run, err, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -50,29 +49,8 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 #[test]
 fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     let root = tempfile::tempdir().unwrap();
-    let listeners: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let quorum = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    drop(listeners);
-    let nodes: Vec<_> = (1..=3)
-        .map(|id| {
-            serve(
-                &root.path().join(format!("node-{id}")),
-                &["--node-id", &id.to_string(), "--quorum", &quorum],
-            )
-        })
-        .collect();
-    let bootstrap = nodes
-        .iter()
-        .map(|n| n.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let quorum = loopback_quorum(3);
+    let (nodes, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3"]);
     until(
         &[
             "topics",
@@ -321,7 +299,5 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
                 .contains(&format!("Leader: {added}\tReplicas: {added},{kept}"))
         },
     );
-    for n in nodes {
-        n.stop();
-    }
+    stop_all(nodes);
 }

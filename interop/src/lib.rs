@@ -331,6 +331,20 @@ pub mod cluster {
             .unzip()
     }
 
+    /// Shuts `servers` down all at once: their controlled shutdowns run while the voters
+    /// still form a majority (one after another, the last voters' would wait out their
+    /// timeout alone).
+    ///
+    /// # Panics
+    /// When a shutdown fails.
+    pub fn shutdown_all(servers: Vec<ServerHandle>) {
+        std::thread::scope(|s| {
+            for server in servers {
+                s.spawn(move || server.shutdown().expect("shut the node down"));
+            }
+        });
+    }
+
     /// Nodes run as `tidelog serve` child processes; killed when dropped.
     #[derive(Debug)]
     pub struct Processes {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tidelog::security::{
     AclBinding, AclOperation, AclPermission, CLUSTER_RESOURCE_NAME, PatternType, ResourceType,
 };
-use tidelog_interop::cluster::{Layout, replicate_twenty_records, start_nodes};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records, shutdown_all, start_nodes};
 
 #[test]
 fn followers_replicate_through_the_authorizer_with_cluster_action() {
@@ -34,7 +34,5 @@ fn followers_replicate_through_the_authorizer_with_cluster_action() {
         .unwrap();
     // The program's own API is trusted: it creates the topic and produces.
     replicate_twenty_records(&brokers, "events", Duration::from_secs(30));
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 }

@@ -15,7 +15,7 @@ use tidelog::security::{
     CredentialChange, SaslMechanism, ScramCredential, ScramMechanism, SecurityProtocol,
 };
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, replicate_twenty_records, start_nodes};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records, shutdown_all, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -43,9 +43,7 @@ fn followers_replicate_on_the_inter_broker_listener_as_its_principal() {
         }])
         .unwrap();
     replicate_twenty_records(&brokers, "events", WAIT);
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 
     // An inter-broker listener that is not there.
     let dir = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use tidelog::security::{
     CredentialChange, SaslMechanism, ScramCredential, ScramMechanism, SecurityProtocol,
 };
 use tidelog::testing::CapturedLogs;
-use tidelog_interop::cluster::{Layout, eventually, start_nodes};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WARNING: &str = "replica fetcher cannot log in to the leader";
@@ -122,7 +122,5 @@ fn a_refused_inter_broker_login_is_a_rate_limited_warning() {
         let p = b.topic("events").and_then(|t| t.partition(0)).unwrap();
         assert_eq!(p.log_end_offset(), 0, "node {}", i + 1);
     }
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 }

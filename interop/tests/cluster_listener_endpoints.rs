@@ -21,7 +21,7 @@ use rdkafka::producer::BaseProducer;
 use tidelog::TopicConfig;
 use tidelog::security::SecurityProtocol;
 use tidelog_interop::cluster::{
-    KafkaConn, Layout, eventually, free_ports, produce_values, start_nodes,
+    KafkaConn, Layout, eventually, free_ports, produce_values, shutdown_all, start_nodes,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -195,7 +195,5 @@ fn each_listener_lists_the_brokers_at_their_endpoints_of_that_listener() {
         vec![BrokerId(3)]
     );
     drop(consumer);
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use security_support::{NODE_PRINCIPAL, Pki};
 use tidelog::security::{SecurityProtocol, TlsSettings};
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, replicate_twenty_records, start_nodes};
+use tidelog_interop::cluster::{Layout, replicate_twenty_records, shutdown_all, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -39,9 +39,7 @@ fn followers_replicate_over_mutual_tls_as_the_certificate_subject() {
         assert_eq!(server.named_listeners()[1].0, "INTERNAL");
     }
     replicate_twenty_records(&brokers, "events", WAIT);
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 
     // An inter-broker listener name that no listener has.
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use quorum_ssl_support::{Pki, agreed_controller, start_nodes};
 use tidelog::security::{SecurityProtocol, TlsSettings};
 use tidelog::{Broker, Error, Server};
-use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records, shutdown_all};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -28,9 +28,7 @@ fn a_cluster_with_its_quorum_over_ssl_elects_a_controller_and_replicates() {
         agreed_controller(&layout, "events")
     });
     assert!((1..=3).contains(&controller));
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 
     // SSL without the CA to check peers against: refused, naming the setting.
     let dir = tempfile::tempdir().unwrap();

@@ -21,7 +21,7 @@ use quorum_ssl_support::{
     Pki, agreed_controller, forged_hello_and_heartbeat, plain, quorum_addr,
     send_and_wait_for_close, start_nodes, tls_client,
 };
-use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records};
+use tidelog_interop::cluster::{Layout, eventually, replicate_twenty_records, shutdown_all};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CLOSE: Duration = Duration::from_secs(15);
@@ -76,7 +76,5 @@ fn strangers_cannot_get_a_raft_message_into_an_ssl_quorum() {
         std::thread::sleep(Duration::from_millis(200));
     }
     replicate_twenty_records(&brokers, "after", WAIT);
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 }

@@ -4,17 +4,17 @@
 //! order, from that follower (whose partition log then shows the bytes it handed out:
 //! a follower's log is read by nobody else).
 
+mod rdkafka_support;
+
 use std::time::{Duration, Instant};
 
-use futures_executor::block_on;
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use tidelog_interop::cluster::{Layout, eventually, start_nodes};
+use rdkafka_support::{admin_with_topic, idempotent_producer, send};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_nodes};
 
 const TOPIC: &str = "near";
 const RECORDS: usize = 500;
@@ -30,45 +30,11 @@ fn a_consumer_with_a_followers_client_rack_reads_the_committed_records_from_it()
             .unwrap()
     });
     let bootstrap = layout.bootstrap();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .unwrap();
-    eventually("three brokers", WAIT, || {
-        admin
-            .inner()
-            .fetch_metadata(None, Duration::from_secs(2))
-            .ok()
-            .filter(|m| m.brokers().len() == 3)
-    });
-    let created = block_on(admin.create_topics(
-        &[NewTopic::new(TOPIC, 1, TopicReplication::Fixed(3))],
-        &AdminOptions::new().operation_timeout(Some(WAIT)),
-    ))
-    .unwrap();
-    for r in created {
-        r.unwrap();
-    }
-
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let admin = admin_with_topic(&bootstrap, 3, (TOPIC, 1, 3), WAIT);
+    let producer = idempotent_producer(&bootstrap);
     let values: Vec<String> = (0..RECORDS).map(|i| format!("record-{i}")).collect();
     for value in &values {
-        let mut record = BaseRecord::<(), _>::to(TOPIC).payload(value);
-        for _ in 0..1000 {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    record = r;
-                    producer.poll(Duration::from_millis(10));
-                }
-            }
-        }
+        send(&producer, BaseRecord::<(), _>::to(TOPIC).payload(value));
     }
     producer.flush(WAIT).unwrap();
     assert_eq!(producer.in_flight_count(), 0, "every record acknowledged");
@@ -121,7 +87,5 @@ fn a_consumer_with_a_followers_client_rack_reads_the_committed_records_from_it()
     drop(consumer);
     drop(producer);
     drop(admin);
-    for n in nodes {
-        n.shutdown().unwrap();
-    }
+    shutdown_all(nodes);
 }

@@ -5,19 +5,19 @@
 //! every partition. DescribeCluster-backed metadata lists the three brokers, and a
 //! follower asked to produce answers NOT_LEADER_OR_FOLLOWER, which the client handles.
 
+mod rdkafka_support;
+
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use futures_executor::block_on;
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka_support::{admin_with_topic, idempotent_producer, send};
 use tidelog::LogConfig;
 use tidelog::storage::{PartitionLog, ReadLimit};
-use tidelog_interop::cluster::{Layout, eventually, start_in_process};
+use tidelog_interop::cluster::{Layout, shutdown_all, start_in_process};
 
 const TOPIC: &str = "events";
 const RECORDS: usize = 3000;
@@ -56,46 +56,12 @@ fn three_nodes_replicate_acks_all_writes_byte_for_byte() {
         .collect();
     let bootstrap = layout.bootstrap();
 
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .unwrap();
-    eventually("three brokers", WAIT, || {
-        admin
-            .inner()
-            .fetch_metadata(None, Duration::from_secs(2))
-            .ok()
-            .filter(|m| m.brokers().len() == 3)
-    });
-    let created = block_on(admin.create_topics(
-        &[NewTopic::new(TOPIC, 6, TopicReplication::Fixed(3))],
-        &AdminOptions::new().operation_timeout(Some(WAIT)),
-    ))
-    .unwrap();
-    for r in created {
-        r.unwrap();
-    }
-
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let admin = admin_with_topic(&bootstrap, 3, (TOPIC, 6, 3), WAIT);
+    let producer = idempotent_producer(&bootstrap);
     for i in 0..RECORDS {
         let key = format!("k{}", i % 97);
         let value = format!("record-{i}");
-        let mut record = BaseRecord::to(TOPIC).key(&key).payload(&value);
-        for _ in 0..1000 {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    record = r;
-                    producer.poll(Duration::from_millis(10));
-                }
-            }
-        }
+        send(&producer, BaseRecord::to(TOPIC).key(&key).payload(&value));
     }
     producer.flush(WAIT).unwrap();
     assert_eq!(producer.in_flight_count(), 0, "every record acknowledged");
@@ -130,9 +96,7 @@ fn three_nodes_replicate_acks_all_writes_byte_for_byte() {
     drop(producer);
     drop(admin);
 
-    for n in nodes {
-        n.shutdown().unwrap();
-    }
+    shutdown_all(nodes);
     // Every replica of every partition holds the same bytes at the same offsets.
     for p in 0..6 {
         let logs: Vec<(i64, Vec<u8>)> = dirs.iter().map(|d| log_bytes(d.path(), p)).collect();

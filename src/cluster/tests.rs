@@ -17,6 +17,7 @@ const LAG: Duration = Duration::from_millis(1000);
 /// `offsets.topic.num.partitions` of the test clusters.
 const OFFSETS_PARTITIONS: i32 = 6;
 
+mod acked_writes;
 mod broker_epoch;
 mod brokers;
 mod client_quotas;
@@ -234,10 +235,32 @@ impl TestCluster {
     }
 
     fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    /// Stops every running node as `ServerHandle::shutdown` does, but with every
+    /// controlled shutdown first, while all the voters still run: one node after another,
+    /// the last voters' would wait out their timeout for a majority already gone.
+    fn stop_all(&mut self) {
+        for i in self.running() {
+            if self.node(i).controller_id().is_some() {
+                // As a server stopping: a failed controlled shutdown is no reason not to
+                // stop.
+                let _ = self.node(i).controlled_shutdown(Duration::from_secs(5));
+            }
+        }
         for n in self.nodes.iter_mut() {
             if let Some(s) = n.take() {
-                s.shutdown().unwrap();
+                s.halt();
             }
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.stop_all();
         }
     }
 }

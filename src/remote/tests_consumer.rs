@@ -29,6 +29,19 @@ fn node(partitions: i32) -> (tempfile::TempDir, Broker, crate::ServerHandle, Clu
     (dir, broker, server, cluster)
 }
 
+/// A broker without initial rebalance delay, with topic `t` of `partitions` partitions.
+fn group_broker(partitions: i32) -> (tempfile::TempDir, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder(dir.path())
+        .group_initial_rebalance_delay(Duration::ZERO)
+        .open()
+        .unwrap();
+    broker
+        .create_topic("t", partitions, TopicConfig::new())
+        .unwrap();
+    (dir, broker)
+}
+
 /// Sends `n` records `v0..` to partition `p` of `t` in process, stamped 1000, 1001, ...
 fn send(broker: &Broker, p: i32, n: i64) {
     let producer = Producer::new(broker).unwrap();
@@ -394,12 +407,7 @@ fn offsets(records: &crate::ConsumerRecords) -> Vec<(i32, i64)> {
 /// newcomer starts where it stopped, and no record is read twice.
 #[test]
 fn a_member_over_the_network_hands_partitions_over_at_its_positions() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder(dir.path())
-        .group_initial_rebalance_delay(Duration::ZERO)
-        .open()
-        .unwrap();
-    broker.create_topic("t", 4, TopicConfig::new()).unwrap();
+    let (_dir, broker) = group_broker(4);
     for p in 0..4 {
         send(&broker, p, 10);
     }
@@ -534,12 +542,7 @@ fn a_member_over_the_network_reads_committed_records() {
 #[test]
 fn a_member_over_the_network_reading_committed_waits_for_offsets_of_an_open_transaction() {
     use crate::producer::ConsumerGroupMetadata;
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder(dir.path())
-        .group_initial_rebalance_delay(Duration::ZERO)
-        .open()
-        .unwrap();
-    broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+    let (_dir, broker) = group_broker(1);
     send(&broker, 0, 4);
     let txn = Producer::builder(&broker)
         .transactional_id("copier")
@@ -604,12 +607,7 @@ fn proxy(listener: std::net::TcpListener, target: String, hold: Arc<AtomicBool>)
 /// waits for what is pending.
 #[test]
 fn commit_async_over_the_network_returns_before_the_answer_and_keeps_the_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder(dir.path())
-        .group_initial_rebalance_delay(Duration::ZERO)
-        .open()
-        .unwrap();
-    broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+    let (_dir, broker) = group_broker(1);
     send(&broker, 0, 10);
     // Clients reach the node through a proxy that can hold new connections: the
     // member's committer thread opens its own.

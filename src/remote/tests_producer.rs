@@ -24,6 +24,46 @@ fn node_with_topic(partitions: i32) -> (tempfile::TempDir, Broker, crate::Server
     (dir, broker, server)
 }
 
+/// A scripted node 1, leader of every partition, that gives out producer id `id` at
+/// epoch `epoch` and answers each Produce request with `produce(version, body)` (`None`
+/// loses the answer); its address.
+fn idempotent_leader(
+    id: i64,
+    epoch: i16,
+    produce: impl Fn(i16, &mut Bytes) -> Option<bytes::BytesMut> + Send + Sync + 'static,
+) -> String {
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+        (ApiKey::InitProducerId, 0, 4),
+    ];
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let addr_cell = addr_cell.clone();
+        Arc::new(move |key, version, body| match key {
+            ApiKey::Metadata => {
+                let addr = addr_cell.lock().unwrap().clone();
+                Some(metadata(version, &[(1, &addr)], 1, 0))
+            }
+            ApiKey::InitProducerId => {
+                let mut out = bytes::BytesMut::new();
+                InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch)
+                    .encode(&mut out, version)
+                    .unwrap();
+                Some(out)
+            }
+            ApiKey::Produce => produce(version, body),
+            _ => None,
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    addr
+}
+
 #[test]
 fn keyed_records_land_where_kafka_and_the_in_process_producer_put_them() {
     let (_dir, broker, server) = node_with_topic(4);
@@ -155,52 +195,25 @@ fn acks_zero_and_one_are_kafkas() {
 /// answers the retry with the first append's offset, as Kafka's leader does.
 #[test]
 fn a_lost_answer_is_retried_with_the_same_sequence() {
-    let versions = vec![
-        (ApiKey::ApiVersions, 0, 3),
-        (ApiKey::Metadata, 0, 12),
-        (ApiKey::Produce, 3, 12),
-        (ApiKey::InitProducerId, 0, 4),
-    ];
-    let addr_cell: Arc<Mutex<String>> = Arc::default();
     let produced: Arc<Mutex<Vec<(i64, i32)>>> = Arc::default();
     let answered = Arc::new(AtomicUsize::new(0));
-    let handler: Arc<Handler> = {
-        let (addr_cell, produced, answered) =
-            (addr_cell.clone(), produced.clone(), answered.clone());
-        Arc::new(move |key, version, body| {
-            let addr = addr_cell.lock().unwrap().clone();
-            match key {
-                ApiKey::Metadata => Some(metadata(version, &[(1, &addr)], 1, 0)),
-                ApiKey::InitProducerId => {
-                    let mut out = bytes::BytesMut::new();
-                    InitProducerIdResponse::default()
-                        .with_producer_id(ProducerId(77))
-                        .with_producer_epoch(3)
-                        .encode(&mut out, version)
-                        .unwrap();
-                    Some(out)
-                }
-                ApiKey::Produce => {
-                    let request = ProduceRequest::decode(body, version).unwrap();
-                    let records: Bytes = request.topic_data[0].partition_data[0]
-                        .records
-                        .clone()
-                        .unwrap();
-                    let b = crate::record::Batch::parse(&records).unwrap();
-                    produced
-                        .lock()
-                        .unwrap()
-                        .push((b.producer_id(), b.base_sequence()));
-                    // The first answer is lost.
-                    (answered.fetch_add(1, Ordering::SeqCst) > 0)
-                        .then(|| produce_answer(version, 0, 5))
-                }
-                _ => None,
-            }
+    let addr = {
+        let (produced, answered) = (produced.clone(), answered.clone());
+        idempotent_leader(77, 3, move |version, body| {
+            let request = ProduceRequest::decode(body, version).unwrap();
+            let records: Bytes = request.topic_data[0].partition_data[0]
+                .records
+                .clone()
+                .unwrap();
+            let b = crate::record::Batch::parse(&records).unwrap();
+            produced
+                .lock()
+                .unwrap()
+                .push((b.producer_id(), b.base_sequence()));
+            // The first answer is lost.
+            (answered.fetch_add(1, Ordering::SeqCst) > 0).then(|| produce_answer(version, 0, 5))
         })
     };
-    let addr = scripted_node(versions, handler);
-    *addr_cell.lock().unwrap() = addr.clone();
     let cluster = Cluster::connect(
         ClientConfig::new(&addr)
             .set("request.timeout.ms", 300)
@@ -234,63 +247,38 @@ struct Pipelined {
 /// is appended once, in the order it was sent.
 #[test]
 fn pipelined_batches_keep_their_order_through_a_retriable_error() {
-    let versions = vec![
-        (ApiKey::ApiVersions, 0, 3),
-        (ApiKey::Metadata, 0, 12),
-        (ApiKey::Produce, 3, 12),
-        (ApiKey::InitProducerId, 0, 4),
-    ];
-    let addr_cell: Arc<Mutex<String>> = Arc::default();
     let seen: Arc<Mutex<Pipelined>> = Arc::default();
-    let handler: Arc<Handler> = {
-        let (addr_cell, seen) = (addr_cell.clone(), seen.clone());
-        Arc::new(move |key, version, body| {
-            let addr = addr_cell.lock().unwrap().clone();
-            match key {
-                ApiKey::Metadata => Some(metadata(version, &[(1, &addr)], 1, 0)),
-                ApiKey::InitProducerId => {
-                    let mut out = bytes::BytesMut::new();
-                    InitProducerIdResponse::default()
-                        .with_producer_id(ProducerId(9))
-                        .with_producer_epoch(0)
-                        .encode(&mut out, version)
-                        .unwrap();
-                    Some(out)
+    let addr = {
+        let seen = seen.clone();
+        idempotent_leader(9, 0, move |version, body| {
+            // Slow enough that the producer queues more requests meanwhile.
+            std::thread::sleep(Duration::from_millis(2));
+            let request = ProduceRequest::decode(body, version).unwrap();
+            let records = request.topic_data[0].partition_data[0]
+                .records
+                .clone()
+                .unwrap();
+            let b = crate::record::Batch::parse(&records).unwrap();
+            let mut seen = seen.lock().unwrap();
+            seen.received.push(b.base_sequence());
+            let offset = seen.log.len() as i64;
+            let code = if seen.received.len() == 3 {
+                19 // NOT_ENOUGH_REPLICAS: not appended
+            } else if b.base_sequence() > seen.next_sequence {
+                45 // OUT_OF_ORDER_SEQUENCE_NUMBER
+            } else if b.base_sequence() < seen.next_sequence {
+                46 // DUPLICATE_SEQUENCE_NUMBER
+            } else {
+                for r in b.records() {
+                    let value = r.unwrap().value.unwrap_or_default().to_vec();
+                    seen.log.push(String::from_utf8(value).unwrap());
                 }
-                ApiKey::Produce => {
-                    // Slow enough that the producer queues more requests meanwhile.
-                    std::thread::sleep(Duration::from_millis(2));
-                    let request = ProduceRequest::decode(body, version).unwrap();
-                    let records = request.topic_data[0].partition_data[0]
-                        .records
-                        .clone()
-                        .unwrap();
-                    let b = crate::record::Batch::parse(&records).unwrap();
-                    let mut seen = seen.lock().unwrap();
-                    seen.received.push(b.base_sequence());
-                    let offset = seen.log.len() as i64;
-                    let code = if seen.received.len() == 3 {
-                        19 // NOT_ENOUGH_REPLICAS: not appended
-                    } else if b.base_sequence() > seen.next_sequence {
-                        45 // OUT_OF_ORDER_SEQUENCE_NUMBER
-                    } else if b.base_sequence() < seen.next_sequence {
-                        46 // DUPLICATE_SEQUENCE_NUMBER
-                    } else {
-                        for r in b.records() {
-                            let value = r.unwrap().value.unwrap_or_default().to_vec();
-                            seen.log.push(String::from_utf8(value).unwrap());
-                        }
-                        seen.next_sequence += b.records().count() as i32;
-                        0
-                    };
-                    Some(produce_answer(version, code, offset))
-                }
-                _ => None,
-            }
+                seen.next_sequence += b.records().count() as i32;
+                0
+            };
+            Some(produce_answer(version, code, offset))
         })
     };
-    let addr = scripted_node(versions, handler);
-    *addr_cell.lock().unwrap() = addr.clone();
     let cluster = Cluster::connect(ClientConfig::new(&addr).set("retry.backoff.ms", 10)).unwrap();
     // batch.size 64: every record is a batch of its own.
     let producer = Producer::builder(&cluster).batch_size(64).build().unwrap();

@@ -129,6 +129,50 @@ pub fn loopback_quorum(n: usize) -> String {
         .join(",")
 }
 
+/// Starts one `tidelog serve` node per id in `ids`, all at once, each with its data in
+/// `root/node-ID` and `--node-id ID --quorum QUORUM`; the nodes (in `ids` order) and
+/// their comma-separated addresses for `--bootstrap`.
+pub fn serve_nodes(root: &Path, quorum: &str, ids: &[&str]) -> (Vec<Serve>, String) {
+    let nodes: Vec<Serve> = std::thread::scope(|s| {
+        let started: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                s.spawn(move || {
+                    serve(
+                        &root.join(format!("node-{id}")),
+                        &["--node-id", id, "--quorum", quorum],
+                    )
+                })
+            })
+            .collect();
+        started.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    (nodes, bootstrap)
+}
+
+/// Runs `tidelog ARGS...` (no `--data`) every 200 ms until `done` holds for its run (at
+/// most 60 s); that run.
+#[track_caller]
+pub fn run_until(args: &[&str], done: impl Fn(&Run) -> bool) -> Run {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = tidelog_raw(args, "");
+        if done(&run) {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{args:?} never done: {run:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// [`serve`] listening on `listen` (e.g. the address of a node started before, to
 /// restart it where its clients look for it).
 pub fn serve_on(data: &Path, listen: &str, args: &[&str]) -> Serve {
@@ -184,6 +228,11 @@ impl Serve {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        self.exit_code_by(deadline)
+    }
+
+    /// Waits until `deadline` for it to exit; its exit code.
+    fn exit_code_by(&mut self, deadline: std::time::Instant) -> Option<i32> {
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status.code();
@@ -194,6 +243,19 @@ impl Serve {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
+}
+
+/// Stops `nodes` as [`Serve::stop`] does, all at once: SIGTERM to every one first, so
+/// that their controlled shutdowns run while the voters still form a majority (one after
+/// another, the last voters' would wait out their timeout alone). Their exit codes.
+pub fn stop_all(nodes: Vec<Serve>) -> Vec<Option<i32>> {
+    let pids: Vec<String> = nodes.iter().map(|n| n.child.id().to_string()).collect();
+    let _ = Command::new("kill").arg("-TERM").args(&pids).status();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    nodes
+        .into_iter()
+        .map(|mut n| n.exit_code_by(deadline))
+        .collect()
 }
 
 impl Drop for Serve {

@@ -3,26 +3,10 @@
 //! acknowledged record, then unregistered (UnregisterBroker), after which no node lists
 //! it; unregistering is refused while it is a voter, holds replicas or runs.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-use super::failover::addr;
-use super::replication::{broker, part};
+use super::acked_writes::{AckedWriter, assert_acked_stored, bootstrap};
 use super::*;
 use crate::admin::{AdminClient, ErrorCode, drain_plan};
-use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
-use crate::producer::{Acks, Producer, ProducerRecord};
-use crate::remote::{ClientConfig, Cluster};
-
-fn bootstrap(c: &TestCluster) -> String {
-    c.running()
-        .iter()
-        .map(|&i| addr(c, i).to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 /// The error code and message of a refused admin call.
 fn refusal(r: crate::error::Result<()>) -> (ErrorCode, String) {
@@ -58,37 +42,8 @@ fn a_drained_node_is_unregistered_without_losing_an_acknowledged_record() {
         )
         .unwrap();
     c.wait_same_image();
-    let remote = Cluster::connect(ClientConfig::new(bootstrap(&c))).unwrap();
-    let producer = Producer::builder(&remote)
-        .acks(Acks::All)
-        .linger(Duration::ZERO)
-        .build()
-        .unwrap();
-    // (partition, offset, value) of every acknowledged record.
-    let acked: Arc<Mutex<Vec<(i32, i64, String)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (acked, stop) = (acked.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + WAIT * 2;
-            let mut failed = 0;
-            for i in 0..100_000 {
-                if stop.load(Ordering::Acquire) || Instant::now() > deadline {
-                    break;
-                }
-                let v = format!("v-{i}");
-                let p = i % 2;
-                match producer.send("retire", ProducerRecord::new(v.as_bytes()).partition(p)) {
-                    Ok(m) => acked.lock().unwrap().push((p, m.offset, v)),
-                    Err(_) => failed += 1,
-                }
-            }
-            producer.close().unwrap();
-            failed
-        })
-    };
-    let count = || acked.lock().unwrap().len();
-    wait_until("writes acknowledged", || count() >= 50);
+    let writer = AckedWriter::start(&c, "retire", 2);
+    wait_until("writes acknowledged", || writer.count() >= 50);
 
     let admin = AdminClient::connect(&bootstrap(&c)).unwrap();
     // Refused: an unknown node, a voter, a node holding replicas.
@@ -127,52 +82,14 @@ fn a_drained_node_is_unregistered_without_losing_an_acknowledged_record() {
     wait_until("node 4's copies deleted", || {
         (0..2).all(|p| !partition_dir(c.dir(b), "retire", p).exists())
     });
-    let after = count();
-    wait_until("writes acknowledged after the drain", || {
-        count() >= after + 50
-    });
-    stop.store(true, Ordering::Release);
-    let failed = writer.join().unwrap();
+    writer.wait_for_more("writes acknowledged after the drain", 50);
+    let (acked, failed) = writer.finish();
 
     // Every acknowledged record is on its partition's leader, at its offset.
-    let acked = acked.lock().unwrap().clone();
     let img = c.wait_same_image();
     for p in 0..2 {
         let leader = img.topic("retire").unwrap().partitions[p as usize].leader;
-        let i = leader as usize - 1;
-        let last = acked
-            .iter()
-            .filter(|(q, _, _)| *q == p)
-            .map(|(_, o, _)| *o)
-            .max()
-            .unwrap();
-        let log = part(&c, i, "retire", p);
-        wait_until("the leader's high watermark", || {
-            log.high_watermark() > last
-        });
-        let mut consumer = Consumer::new(&broker(&c, i), ConsumerConfig::default());
-        consumer.assign(&[("retire", p)]).unwrap();
-        consumer.seek_to_beginning().unwrap();
-        let mut stored = BTreeMap::new();
-        let deadline = Instant::now() + WAIT;
-        while stored.len() as i64 <= last && Instant::now() < deadline {
-            for r in consumer.poll(Duration::from_millis(100)).unwrap().iter() {
-                let r = r.unwrap();
-                stored.insert(
-                    r.offset,
-                    String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-                );
-            }
-        }
-        let lost: Vec<_> = acked
-            .iter()
-            .filter(|(q, o, v)| *q == p && stored.get(o) != Some(v))
-            .collect();
-        assert!(
-            lost.is_empty(),
-            "retire-{p}: {} acknowledged records lost: {lost:?}",
-            lost.len()
-        );
+        assert_acked_stored(&c, leader as usize - 1, "retire", p, &acked);
     }
     eprintln!(
         "{} records acknowledged across the drain, {failed} sends failed",

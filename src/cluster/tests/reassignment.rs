@@ -4,18 +4,12 @@
 //! producer without losing an acknowledged record (the old replica's data deleted), and
 //! a reassignment in progress is cancelled.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-use super::failover::addr;
+use super::acked_writes::{AckedWriter, assert_acked_stored, bootstrap};
 use super::replication::{broker, part};
 use super::*;
 use crate::admin::{AdminClient, ElectionType, ErrorCode, TopicPartition};
-use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
 use crate::producer::{Acks, Producer, ProducerRecord};
-use crate::remote::{ClientConfig, Cluster};
 
 /// Creates `name` with one partition on node ids `replicas`, settled on every node.
 pub(super) fn create_on(
@@ -38,14 +32,6 @@ pub(super) fn create_on(
         )
         .unwrap();
     c.wait_same_image();
-}
-
-pub(super) fn bootstrap(c: &TestCluster) -> String {
-    c.running()
-        .iter()
-        .map(|&i| addr(c, i).to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn partition_image(c: &TestCluster, topic: &str) -> image::PartitionImage {
@@ -87,10 +73,18 @@ fn a_preferred_election_brings_the_leadership_back_and_log_dirs_list_every_node(
             WAIT,
         )
         .unwrap();
-    wait_until("node 1 back in the ISR, not leading", || {
+    // Back in the ISR of every partition it holds (the offsets partitions too: the
+    // preferred election of every partition below elects it where it comes first).
+    wait_until("node 1 back in every ISR, not leading lead-0", || {
         let img = c.node(0).image();
         let p = &img.topic("lead").unwrap().partitions[0];
-        p.leader == 2 && p.isr.contains(&1) && img.is_unfenced(1)
+        p.leader == 2
+            && img.is_unfenced(1)
+            && img
+                .topics
+                .values()
+                .flat_map(|t| &t.partitions)
+                .all(|p| !p.replicas.contains(&1) || p.isr.contains(&1))
     });
     let out = admin
         .elect_leaders(ElectionType::Unclean, Some(std::slice::from_ref(&lead0)))
@@ -163,35 +157,8 @@ fn a_partition_moves_to_another_node_under_acks_all_writes_and_loses_nothing() {
         vec![1, 2, 3],
         vec![("min.insync.replicas".into(), "2".into())],
     );
-    let remote = Cluster::connect(ClientConfig::new(bootstrap(&c))).unwrap();
-    let producer = Producer::builder(&remote)
-        .acks(Acks::All)
-        .linger(Duration::ZERO)
-        .build()
-        .unwrap();
-    let acked: Arc<Mutex<Vec<(i64, String)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (acked, stop) = (acked.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + WAIT * 2;
-            let mut failed = 0;
-            for i in 0..100_000 {
-                if stop.load(Ordering::Acquire) || Instant::now() > deadline {
-                    break;
-                }
-                let v = format!("v-{i}");
-                match producer.send("moves", ProducerRecord::new(v.as_bytes()).partition(0)) {
-                    Ok(m) => acked.lock().unwrap().push((m.offset, v)),
-                    Err(_) => failed += 1,
-                }
-            }
-            producer.close().unwrap();
-            failed
-        })
-    };
-    let count = || acked.lock().unwrap().len();
-    wait_until("writes acknowledged", || count() >= 50);
+    let writer = AckedWriter::start(&c, "moves", 1);
+    wait_until("writes acknowledged", || writer.count() >= 50);
     let admin = AdminClient::connect(&bootstrap(&c)).unwrap();
     let moves0 = TopicPartition::new("moves", 0);
     // Node 1 (the leader) is replaced by node 4.
@@ -211,42 +178,10 @@ fn a_partition_moves_to_another_node_under_acks_all_writes_and_loses_nothing() {
         !partition_dir(c.dir(0), "moves", 0).exists()
     });
     assert!(broker(&c, 0).hosted_partition("moves", 0).is_none());
-    let after = count();
-    wait_until("writes acknowledged by the new leader", || {
-        count() >= after + 50
-    });
-    stop.store(true, Ordering::Release);
-    let failed = writer.join().unwrap();
+    writer.wait_for_more("writes acknowledged by the new leader", 50);
+    let (acked, failed) = writer.finish();
     // Every acknowledged record is on the new leader, at its offset.
-    let acked = acked.lock().unwrap().clone();
-    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
-    let leader = part(&c, 3, "moves", 0);
-    wait_until("the new leader's high watermark", || {
-        leader.high_watermark() > last
-    });
-    let mut consumer = Consumer::new(&broker(&c, 3), ConsumerConfig::default());
-    consumer.assign(&[("moves", 0)]).unwrap();
-    consumer.seek_to_beginning().unwrap();
-    let mut stored = BTreeMap::new();
-    let deadline = Instant::now() + WAIT;
-    while stored.len() as i64 <= last && Instant::now() < deadline {
-        for r in consumer.poll(Duration::from_millis(100)).unwrap().iter() {
-            let r = r.unwrap();
-            stored.insert(
-                r.offset,
-                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-            );
-        }
-    }
-    let lost: Vec<_> = acked
-        .iter()
-        .filter(|(o, v)| stored.get(o) != Some(v))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} acknowledged records lost: {lost:?}",
-        lost.len()
-    );
+    assert_acked_stored(&c, 3, "moves", 0, &acked);
     eprintln!(
         "{} records acknowledged across the move, {failed} sends failed",
         acked.len()

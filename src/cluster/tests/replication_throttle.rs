@@ -7,7 +7,8 @@ use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, Alte
 use kafka_protocol::protocol::StrBytes;
 
 use super::failover::addr;
-use super::reassignment::{bootstrap, create_on};
+use super::acked_writes::bootstrap;
+use super::reassignment::create_on;
 use super::replication::{broker, part};
 use super::*;
 use crate::admin::{AdminClient, AlterConfigOp, ConfigSource, ErrorCode, TopicPartition};
