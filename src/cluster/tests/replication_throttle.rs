@@ -6,8 +6,8 @@ use kafka_protocol::messages::AlterConfigsRequest;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::protocol::StrBytes;
 
-use super::failover::addr;
 use super::acked_writes::bootstrap;
+use super::failover::addr;
 use super::reassignment::create_on;
 use super::replication::{broker, part};
 use super::*;
