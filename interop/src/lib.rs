@@ -331,6 +331,23 @@ pub mod cluster {
             .unzip()
     }
 
+    /// [`start_nodes`] with node index `i` in rack `rack-{i + 1}` and Kafka's rack-aware
+    /// replica selector (KIP-392: the leader sends a consumer to a replica of its
+    /// `client.rack`).
+    ///
+    /// # Panics
+    /// When a broker or a server does not start.
+    pub fn start_racked_nodes<D: AsRef<Path>>(
+        layout: &Layout,
+        dirs: &[D],
+    ) -> (Vec<Broker>, Vec<ServerHandle>) {
+        start_nodes(layout, dirs, |i, b| {
+            b.broker_rack(format!("rack-{}", i + 1))
+                .replica_selector_class("org.apache.kafka.common.replica.RackAwareReplicaSelector")
+                .expect("Kafka's rack-aware selector is known")
+        })
+    }
+
     /// Shuts `servers` down all at once: their controlled shutdowns run while the voters
     /// still form a majority (one after another, the last voters' would wait out their
     /// timeout alone).

@@ -14,7 +14,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use rdkafka_support::{admin_with_topic, idempotent_producer, send};
-use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_nodes};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_racked_nodes};
 
 const TOPIC: &str = "near";
 const RECORDS: usize = 500;
@@ -24,11 +24,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn a_consumer_with_a_followers_client_rack_reads_the_committed_records_from_it() {
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let (brokers, nodes) = start_nodes(&layout, &dirs, |i, b| {
-        b.broker_rack(format!("rack-{}", i + 1))
-            .replica_selector_class("org.apache.kafka.common.replica.RackAwareReplicaSelector")
-            .unwrap()
-    });
+    let (brokers, nodes) = start_racked_nodes(&layout, &dirs);
     let bootstrap = layout.bootstrap();
     let admin = admin_with_topic(&bootstrap, 3, (TOPIC, 1, 3), WAIT);
     let producer = idempotent_producer(&bootstrap);

@@ -10,58 +10,20 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tidelog::{
-    ClientConfig, Cluster, GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord,
-    TopicConfig,
-};
-use tidelog_interop::cluster::{Processes, eventually};
+use tidelog::{GroupConfig, GroupConsumer, OffsetReset, Producer, ProducerRecord};
+use tidelog_interop::cluster::eventually;
+
+mod remote_cluster_support;
+use remote_cluster_support::{WAIT, three_nodes_with_topic};
 
 const TOPIC: &str = "remote-kill";
 const PARTITIONS: i32 = 2;
 const RECORDS: u32 = 4000;
-const WAIT: Duration = Duration::from_secs(60);
-
-fn config(bootstrap: &str) -> ClientConfig {
-    ClientConfig::new(bootstrap)
-        .set("retry.backoff.ms", 50)
-        .set("request.timeout.ms", 5000)
-        .set("delivery.timeout.ms", 90_000)
-}
 
 #[test]
 fn the_remote_producer_and_group_consumer_ride_out_a_killed_leader() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Processes::start(
-        tidelog_interop::tidelog_bin(),
-        root.path(),
-        3,
-        &[
-            "--broker-session-timeout-ms",
-            "2000",
-            "--replica-lag-time-max-ms",
-            "3000",
-            "--default-replication-factor",
-            "3",
-            "--min-insync-replicas",
-            "2",
-        ],
-    );
-    let bootstrap = nodes.layout.bootstrap();
-    let cluster = eventually("three brokers", WAIT, || {
-        Cluster::connect(config(&bootstrap))
-            .ok()
-            .filter(|c| c.brokers().len() == 3)
-    });
-    eventually("the topic", WAIT, || {
-        cluster
-            .create_topic_if_missing(TOPIC, PARTITIONS, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("in-sync leaders", WAIT, || {
-        let t = cluster.describe_topic(TOPIC).ok()?;
-        let all_in_sync = t.partitions.iter().all(|p| p.isr.len() == 3);
-        all_in_sync.then_some(t.partitions[0].leader?)
-    });
+    let (mut nodes, _, cluster, leader) = three_nodes_with_topic(root.path(), TOPIC, PARTITIONS);
 
     // The group consumer reads from the start, committing after each poll.
     let stop = AtomicBool::new(false);

@@ -9,22 +9,16 @@ use std::time::{Duration, Instant};
 
 use tidelog::forward::Forwarder;
 use tidelog::{
-    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
-    TopicConfig,
+    Broker, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
-use tidelog_interop::cluster::{Processes, eventually};
+use tidelog_interop::cluster::eventually;
+
+mod remote_cluster_support;
+use remote_cluster_support::{WAIT, config, three_nodes_with_topic};
 
 const TOPIC: &str = "forwarded";
 const PARTITIONS: i32 = 2;
 const RECORDS: u32 = 4000;
-const WAIT: Duration = Duration::from_secs(60);
-
-fn config(bootstrap: &str) -> ClientConfig {
-    ClientConfig::new(bootstrap)
-        .set("retry.backoff.ms", 50)
-        .set("request.timeout.ms", 5000)
-        .set("delivery.timeout.ms", 90_000)
-}
 
 /// Writes records `from..to` (value: the number) into the local topic, round-robin.
 fn write(local: &Broker, from: u32, to: u32) {
@@ -44,37 +38,8 @@ fn write(local: &Broker, from: u32, to: u32) {
 #[test]
 fn the_forwarder_delivers_every_record_once_through_a_killed_remote_leader() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Processes::start(
-        tidelog_interop::tidelog_bin(),
-        root.path(),
-        3,
-        &[
-            "--broker-session-timeout-ms",
-            "2000",
-            "--replica-lag-time-max-ms",
-            "3000",
-            "--default-replication-factor",
-            "3",
-            "--min-insync-replicas",
-            "2",
-        ],
-    );
-    let bootstrap = nodes.layout.bootstrap();
-    let cluster = eventually("three brokers", WAIT, || {
-        Cluster::connect(config(&bootstrap))
-            .ok()
-            .filter(|c| c.brokers().len() == 3)
-    });
-    eventually("the remote topic", WAIT, || {
-        cluster
-            .create_topic_if_missing(TOPIC, PARTITIONS, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("in-sync leaders", WAIT, || {
-        let t = cluster.describe_topic(TOPIC).ok()?;
-        let all_in_sync = t.partitions.iter().all(|p| p.isr.len() == 3);
-        all_in_sync.then_some(t.partitions[0].leader?)
-    });
+    let (mut nodes, bootstrap, cluster, leader) =
+        three_nodes_with_topic(root.path(), TOPIC, PARTITIONS);
 
     let dir = tempfile::tempdir().unwrap();
     let local = Broker::open(dir.path()).unwrap();

@@ -12,7 +12,7 @@ use tidelog::admin::NewTopic;
 use tidelog::{
     ClientConfig, Cluster, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
 };
-use tidelog_interop::cluster::{Layout, eventually, start_nodes};
+use tidelog_interop::cluster::{Layout, eventually, start_racked_nodes};
 
 const TOPIC: &str = "near";
 const RECORDS: usize = 500;
@@ -22,11 +22,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn the_network_consumer_with_a_followers_client_rack_reads_the_committed_records_from_it() {
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let (brokers, nodes) = start_nodes(&layout, &dirs, |i, b| {
-        b.broker_rack(format!("rack-{}", i + 1))
-            .replica_selector_class("org.apache.kafka.common.replica.RackAwareReplicaSelector")
-            .unwrap()
-    });
+    let (brokers, nodes) = start_racked_nodes(&layout, &dirs);
     let bootstrap = layout.bootstrap();
     let cluster = eventually("three brokers", WAIT, || {
         Cluster::connect(ClientConfig::new(&bootstrap).set("retry.backoff.ms", 50))

@@ -61,23 +61,7 @@ fn alter_group(
     let changes = r
         .configs
         .iter()
-        .map(|c| {
-            let key = c.name.to_string();
-            match (c.config_operation, &c.value) {
-                (SET, Some(v)) => Ok((key, Some(v.to_string()))),
-                (DELETE, _) => Ok((key, None)),
-                (APPEND | SUBTRACT, _) => Err((
-                    ResponseError::InvalidConfig.code(),
-                    format!("group {name:?}: {key} is not a list setting"),
-                )),
-                (SET, None) => Err(invalid_request(format!(
-                    "group {name:?}: SET of {key} without a value"
-                ))),
-                (other, _) => Err(invalid_request(format!(
-                    "group {name:?}: unknown operation {other} on {key}"
-                ))),
-            }
-        })
+        .map(|c| set_or_delete(&format!("group {name:?}"), c))
         .collect::<Result<Vec<_>, Refusal>>()?;
     let done = if validate_only {
         store.validate(name, &changes)
