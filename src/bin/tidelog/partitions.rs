@@ -345,7 +345,7 @@ fn read_plan(path: &Path) -> CliResult<Plan> {
                 .is_some_and(|d| d.len() == replicas.len() && d.iter().all(|x| x == "any"));
             if !any {
                 return Err(bad(
-                    "\"log_dirs\" other than \"any\" (one per replica): nodes have one data directory each",
+                    "\"log_dirs\" other than \"any\" (one per replica): a reassignment does not choose a replica's log directory",
                 ));
             }
         }
