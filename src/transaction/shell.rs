@@ -618,7 +618,7 @@ impl TransactionCoordinator {
     /// sent and retried, timed-out transactions aborted
     /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`), idle
     /// transactional ids expired (`transaction.remove.expired.transaction.cleanup.interval.ms`).
-    /// Until then markers wait for [`tick`](Self::tick).
+    /// Until then markers wait for the timer's tick.
     pub fn start_timer(&self) -> Result<()> {
         let mut slot = self.inner.timer.lock();
         if slot.is_some() {
