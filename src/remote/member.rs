@@ -854,34 +854,43 @@ struct SyncGroup(SyncGroupRequest);
 #[derive(Debug, Clone, Default)]
 struct Synced(SyncGroupResponse);
 
-impl Message for SyncGroup {
-    const VERSIONS: kafka_protocol::protocol::VersionRange = SyncGroupRequest::VERSIONS;
-    const DEPRECATED_VERSIONS: Option<kafka_protocol::protocol::VersionRange> =
-        SyncGroupRequest::DEPRECATED_VERSIONS;
+/// The delegating impls of a wrapper `$outer($inner)`: the same messages, versions,
+/// encoding and headers as the wrapped type.
+macro_rules! same_message_as {
+    ($outer:ident, $inner:ty) => {
+        impl Message for $outer {
+            const VERSIONS: kafka_protocol::protocol::VersionRange = <$inner>::VERSIONS;
+            const DEPRECATED_VERSIONS: Option<kafka_protocol::protocol::VersionRange> =
+                <$inner>::DEPRECATED_VERSIONS;
+        }
+
+        impl Encodable for $outer {
+            fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(
+                &self,
+                buf: &mut B,
+                version: i16,
+            ) -> anyhow::Result<()> {
+                self.0.encode(buf, version)
+            }
+            fn compute_size(&self, version: i16) -> anyhow::Result<usize> {
+                self.0.compute_size(version)
+            }
+        }
+
+        impl HeaderVersion for $outer {
+            fn header_version(version: i16) -> i16 {
+                <$inner as HeaderVersion>::header_version(version)
+            }
+        }
+    };
 }
 
-impl Encodable for SyncGroup {
-    fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(
-        &self,
-        buf: &mut B,
-        version: i16,
-    ) -> anyhow::Result<()> {
-        self.0.encode(buf, version)
-    }
-    fn compute_size(&self, version: i16) -> anyhow::Result<usize> {
-        self.0.compute_size(version)
-    }
-}
+same_message_as!(SyncGroup, SyncGroupRequest);
+same_message_as!(Synced, SyncGroupResponse);
 
 impl Decodable for SyncGroup {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> anyhow::Result<Self> {
         SyncGroupRequest::decode(buf, version).map(SyncGroup)
-    }
-}
-
-impl HeaderVersion for SyncGroup {
-    fn header_version(version: i16) -> i16 {
-        <SyncGroupRequest as HeaderVersion>::header_version(version)
     }
 }
 
@@ -890,36 +899,11 @@ impl Request for SyncGroup {
     type Response = Synced;
 }
 
-impl Message for Synced {
-    const VERSIONS: kafka_protocol::protocol::VersionRange = SyncGroupResponse::VERSIONS;
-    const DEPRECATED_VERSIONS: Option<kafka_protocol::protocol::VersionRange> =
-        SyncGroupResponse::DEPRECATED_VERSIONS;
-}
-
-impl Encodable for Synced {
-    fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(
-        &self,
-        buf: &mut B,
-        version: i16,
-    ) -> anyhow::Result<()> {
-        self.0.encode(buf, version)
-    }
-    fn compute_size(&self, version: i16) -> anyhow::Result<usize> {
-        self.0.compute_size(version)
-    }
-}
-
 impl Decodable for Synced {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> anyhow::Result<Self> {
         let raw = buf.get_bytes(buf.remaining());
         let mut mended = null_assignment_as_empty(raw, version);
         SyncGroupResponse::decode(&mut mended, version).map(Synced)
-    }
-}
-
-impl HeaderVersion for Synced {
-    fn header_version(version: i16) -> i16 {
-        <SyncGroupResponse as HeaderVersion>::header_version(version)
     }
 }
 
