@@ -227,18 +227,8 @@ impl ConsumerGroup {
             session_timeout: req.session_timeout,
             protocols: req.protocols.clone(),
         });
-        if let Some(i) = &member.instance_id {
-            self.instances.insert(i.clone(), member_id.clone());
-        }
-        self.members.insert(member_id.clone(), member);
-        if bump || self.metadata_changed() {
-            self.group_epoch += 1;
-        }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(cfg);
-        }
         let owned = from_list(&sub.owned_partitions);
-        self.reconcile(&member_id, Some(&owned), now);
+        self.admit(&member_id, member, bump, Some(&owned), cfg, now);
         let m = &self.members[&member_id];
         let protocol = m.classic.as_ref().map(|c| c.protocol_name().to_string());
         Ok(JoinGroupResponse {

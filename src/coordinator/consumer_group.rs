@@ -361,18 +361,8 @@ impl ConsumerGroup {
         bump |= update_member(&mut member, req)?;
         member.session_deadline = now + cfg.consumer_session_timeout;
         let before = (member.epoch, member.assigned.clone());
-        if let Some(i) = &member.instance_id {
-            self.instances.insert(i.clone(), member_id.clone());
-        }
-        self.members.insert(member_id.clone(), member);
-        if bump || self.metadata_changed() {
-            self.group_epoch += 1;
-        }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(cfg);
-        }
         let owned = req.owned_partitions.as_ref().map(from_list);
-        self.reconcile(&member_id, owned.as_ref(), now);
+        self.admit(&member_id, member, bump, owned.as_ref(), cfg, now);
         let m = &self.members[&member_id];
         let changed = before != (m.epoch, m.assigned.clone());
         let send = req.member_epoch == JOIN_EPOCH
@@ -557,6 +547,31 @@ impl ConsumerGroup {
 
     /// Moves a member toward its target: revocations first; then the new epoch with the
     /// target's partitions no other member owns.
+    /// Stores `member` (joined or updated) under `member_id`, bumps the group epoch when
+    /// `bump` or the subscribed metadata changed, recomputes the target assignment when
+    /// it is behind, and moves the member toward its target given what it says it owns.
+    fn admit(
+        &mut self,
+        member_id: &str,
+        member: Member,
+        bump: bool,
+        owned: Option<&Assignment>,
+        cfg: &CoordinatorConfig,
+        now: Instant,
+    ) {
+        if let Some(i) = &member.instance_id {
+            self.instances.insert(i.clone(), member_id.to_string());
+        }
+        self.members.insert(member_id.to_string(), member);
+        if bump || self.metadata_changed() {
+            self.group_epoch += 1;
+        }
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(cfg);
+        }
+        self.reconcile(member_id, owned, now);
+    }
+
     fn reconcile(&mut self, member_id: &str, owned: Option<&Assignment>, now: Instant) {
         let member = &self.members[member_id];
         if member.state == MemberState::UnrevokedPartitions {
