@@ -5,6 +5,8 @@
 //! leaves and the group is classic again, the classic member owning everything. Every
 //! record is read once, each member committing what it read.
 
+mod rdkafka_support;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +17,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka_support::send;
 use tidelog::coordinator::GroupType;
 use tidelog::{Broker, ServerHandle};
 use tidelog_interop::groups::{assert_disjoint, serve_topic, stable_assignment};
@@ -39,16 +42,7 @@ fn produce(bootstrap: &str, from: usize, count: usize) {
     for i in from..from + count {
         let value = format!("r-{i}");
         let key = format!("k-{i}");
-        let mut record = BaseRecord::to(TOPIC).key(&key).payload(&value);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(5));
-                    record = back;
-                }
-            }
-        }
+        send(&producer, BaseRecord::to(TOPIC).key(&key).payload(&value));
     }
     producer.flush(Duration::from_secs(30)).unwrap();
 }
