@@ -380,8 +380,12 @@ fn a_durable_retention_hold_of_a_read_only_opener_outlives_the_writers_restart()
     let reader = LogManager::open_read_only(dir.path()).unwrap();
     let r = reader.open_log("t-0", config.clone()).unwrap();
     let held_at = bases[2] + 1;
-    r.hold_retention_durably("forward-a", Some(held_at)).unwrap();
-    assert_eq!(r.durable_retention_hold("forward-a").unwrap(), Some(held_at));
+    r.hold_retention_durably("forward-a", Some(held_at))
+        .unwrap();
+    assert_eq!(
+        r.durable_retention_hold("forward-a").unwrap(),
+        Some(held_at)
+    );
     assert_eq!(r.durable_retention_hold("forward-b").unwrap(), None);
     // The writer restarts: nothing in its memory holds, the file does.
     drop(w);
@@ -395,7 +399,11 @@ fn a_durable_retention_hold_of_a_read_only_opener_outlives_the_writers_restart()
         vec![("forward-a".to_string(), held_at)]
     );
     w.apply_retention(now_ms()).unwrap();
-    assert_eq!(w.log_start_offset(), bases[2], "kept from the hold's segment on");
+    assert_eq!(
+        w.log_start_offset(),
+        bases[2],
+        "kept from the hold's segment on"
+    );
     assert!(w.read(held_at, 10).is_ok());
     // Released: retention deletes what it held.
     r.hold_retention_durably("forward-a", None).unwrap();
