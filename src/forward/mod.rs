@@ -28,9 +28,14 @@
 //! record not acknowledged yet) is committed, when the data directory is opened for
 //! writing, as the offsets of the consumer group `tidelog-forward-NAME` (so `tidelog
 //! groups describe` shows it and its lag), and held as a retention hold on the local
-//! partition: retention deletes nothing not forwarded yet, unless
-//! [`ForwarderBuilder::allow_retention_loss`] says it may, in which case the records it
-//! deletes are counted in [`ForwardStatus::records_lost`], logged, and skipped.
+//! partition, in memory and in a hold file of the partition directory
+//! ([`PartitionLog::hold_retention_durably`](crate::storage::PartitionLog::hold_retention_durably)):
+//! the retention of whichever process owns the directory (the application, when the
+//! forwarder reads it read-only from another process) deletes nothing not forwarded
+//! yet, across restarts of either, unless [`ForwarderBuilder::allow_retention_loss`]
+//! says it may, in which case the records it deletes are counted in
+//! [`ForwardStatus::records_lost`], logged, and skipped. [`Forwarder::release`] removes
+//! the hold of a forwarder retired for good.
 //!
 //! ```no_run
 //! use tidelog::{Broker, ClientConfig, forward::Forwarder};
@@ -168,7 +173,9 @@ impl ForwarderBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a bad name, rename or in-flight limit;
-    /// [`Error::UnknownTopic`] for a local topic given that does not exist.
+    /// [`Error::UnknownTopic`] for a local topic given that does not exist; an I/O
+    /// error naming a partition's hold file that cannot be written (a directory this
+    /// process may not write: forward with `allow_retention_loss`, which writes none).
     pub fn start(self) -> Result<Forwarder> {
         let c = &self.config;
         let bad = |key: &str, reason: String| Error::InvalidConfig {
