@@ -358,3 +358,73 @@ fn forward_of_a_free_directory_commits_its_position_as_a_group_and_serves_metric
         assert_eq!(&row[1..6], &[TOPIC, row[2], "100", "100", "0"], "{out}");
     }
 }
+
+#[test]
+fn forward_of_a_directory_an_application_holds_keeps_its_retention_across_its_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local_dir = tmp.path().join("edge");
+    let remote_dir = tmp.path().join("central");
+    let produce = |app: &Broker, from: i64, to: i64| {
+        let producer = Producer::new(app).unwrap();
+        for i in from..to {
+            let v = i.to_string();
+            producer
+                .send(
+                    "held",
+                    ProducerRecord::new(v.as_bytes()).timestamp(1_000 + i),
+                )
+                .unwrap();
+        }
+    };
+    let app = Broker::open(&local_dir).unwrap();
+    let config = TopicConfig::new()
+        .set("segment.bytes", "1024")
+        .set("retention.ms", "1000");
+    app.create_topic("held", 1, config).unwrap();
+    produce(&app, 0, 200);
+    // The forwarder opens the directory the application holds read-only.
+    let node = serve(&remote_dir, &[]);
+    let f = forward_with(
+        &local_dir,
+        &node.addr,
+        &["--topic", "held", "--name", "edge"],
+    );
+    let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
+    let remote_end = || {
+        cluster
+            .list_offset("held", 0, Cluster::LATEST, IsolationLevel::ReadUncommitted)
+            .map_or(0, |o| o.offset)
+    };
+    for _ in 0..600 {
+        if remote_end() >= 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(remote_end(), 200);
+    let (code, lines) = f.stop();
+    assert_eq!(code, Some(0), "{lines:#?}");
+    node.stop();
+    // The application writes on, restarts, and runs retention: the forwarder's hold
+    // file keeps what it has not forwarded.
+    produce(&app, 200, 400);
+    app.close().unwrap();
+    drop(app);
+    let app = Broker::open(&local_dir).unwrap();
+    let p = app.topic("held").unwrap().partition(0).unwrap();
+    assert!(p.segment_count() > 4);
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    let start = p.log_start_offset();
+    assert!(start > 0 && start <= 200, "log start {start}");
+    // Released for good by name: retention takes the rest.
+    let run = cli_support::tidelog(&local_dir, &["forward", "--release", "--name", "edge"], "");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("released the retention holds of forwarder edge on 1 partitions"),
+        "{run:?}"
+    );
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    assert!(p.log_start_offset() > 200, "{}", p.log_start_offset());
+    app.close().unwrap();
+}

@@ -28,9 +28,14 @@
 //! record not acknowledged yet) is committed, when the data directory is opened for
 //! writing, as the offsets of the consumer group `tidelog-forward-NAME` (so `tidelog
 //! groups describe` shows it and its lag), and held as a retention hold on the local
-//! partition: retention deletes nothing not forwarded yet, unless
-//! [`ForwarderBuilder::allow_retention_loss`] says it may, in which case the records it
-//! deletes are counted in [`ForwardStatus::records_lost`], logged, and skipped.
+//! partition, in memory and in a hold file of the partition directory
+//! ([`PartitionLog::hold_retention_durably`](crate::storage::PartitionLog::hold_retention_durably)):
+//! the retention of whichever process owns the directory (the application, when the
+//! forwarder reads it read-only from another process) deletes nothing not forwarded
+//! yet, across restarts of either, unless [`ForwarderBuilder::allow_retention_loss`]
+//! says it may, in which case the records it deletes are counted in
+//! [`ForwardStatus::records_lost`], logged, and skipped. [`Forwarder::release`] removes
+//! the hold of a forwarder retired for good.
 //!
 //! ```no_run
 //! use tidelog::{Broker, ClientConfig, forward::Forwarder};
@@ -168,7 +173,9 @@ impl ForwarderBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a bad name, rename or in-flight limit;
-    /// [`Error::UnknownTopic`] for a local topic given that does not exist.
+    /// [`Error::UnknownTopic`] for a local topic given that does not exist; an I/O
+    /// error naming a partition's hold file that cannot be written (a directory this
+    /// process may not write: forward with `allow_retention_loss`, which writes none).
     pub fn start(self) -> Result<Forwarder> {
         let c = &self.config;
         let bad = |key: &str, reason: String| Error::InvalidConfig {
@@ -449,6 +456,29 @@ impl Forwarder {
         }
     }
 
+    /// Releases the retention holds the forwarder `name` left on `broker`'s partitions
+    /// (in memory and in their hold files): for a forwarder retired for good, whose
+    /// holds would otherwise keep its records forever. Returns how many hold files it
+    /// removed. A forwarder started again holds again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad name; an I/O error naming a hold file.
+    pub fn release(broker: &Broker, name: &str) -> Result<usize> {
+        let holder = format!("{GROUP_PREFIX}{name}");
+        let mut released = 0;
+        for topic in broker.topics() {
+            for p in broker.topic(&topic)?.partitions().iter() {
+                let log = p.log();
+                log.hold_retention(&holder, None);
+                if log.durable_retention_hold(&holder)?.is_some() {
+                    log.hold_retention_durably(&holder, None)?;
+                    released += 1;
+                }
+            }
+        }
+        Ok(released)
+    }
+
     /// Where the forwarder stands now.
     pub fn status(&self) -> ForwardStatus {
         self.shared.status.lock().clone()
@@ -520,6 +550,8 @@ struct Source {
     in_flight: VecDeque<(i64, u64, DeliveryReceipt)>,
     /// The offset after the last record read.
     next: i64,
+    /// The offset the partition's hold file holds, as this session last wrote it.
+    held: Option<i64>,
 }
 
 impl Source {
@@ -658,6 +690,7 @@ impl Worker {
                     last: vec![-1; remote_count as usize],
                     in_flight: VecDeque::new(),
                     next: 0,
+                    held: None,
                 });
             }
         }
@@ -679,12 +712,12 @@ impl Worker {
             .map(|s| (s.topic.as_str(), s.partition.index()))
             .collect();
         consumer.assign(&assignment)?;
-        // Hold retention at the committed positions before anything else.
+        // Hold retention at the known positions before anything else.
         let mut committed = Vec::with_capacity(sources.len());
-        for s in &sources {
-            let c = consumer.committed(&s.topic, s.partition.index())?;
+        for s in &mut sources {
+            let c = self.known_position(&consumer, &s.topic, &s.partition)?;
             if let Some(c) = c {
-                self.hold(s, c);
+                self.hold(s, c)?;
             }
             committed.push(c);
         }
@@ -701,7 +734,7 @@ impl Worker {
             }
             s.next = start;
             consumer.seek(&s.topic, s.partition.index(), start)?;
-            self.hold(s, start);
+            self.hold(s, start)?;
         }
         // One open batch per remote partition, sealed only by `settle`: a batch that
         // fails for good is then never followed by a later one of its partition, so
@@ -710,7 +743,7 @@ impl Worker {
             .linger(Duration::from_secs(24 * 3600))
             .batch_size(2 * CHUNK_BYTES)
             .build()?;
-        self.publish(&sources, writable.then_some(&mut consumer))?;
+        self.publish(&mut sources, writable.then_some(&mut consumer))?;
         let mut last_commit = Instant::now();
         let mut sending_ok = false;
         let result = loop {
@@ -796,7 +829,7 @@ impl Worker {
             }
             if last_commit.elapsed() >= self.config.commit_interval {
                 last_commit = Instant::now();
-                self.publish(&sources, writable.then_some(&mut consumer))?;
+                self.publish(&mut sources, writable.then_some(&mut consumer))?;
                 if self.layout()? != layout {
                     break Ok(End::TopicsChanged);
                 }
@@ -806,7 +839,7 @@ impl Worker {
         // the session, whose successor finds what reached the remote side).
         let _ = producer.close();
         let end = result?;
-        self.publish(&sources, writable.then_some(&mut consumer))?;
+        self.publish(&mut sources, writable.then_some(&mut consumer))?;
         Ok(end)
     }
 
@@ -875,8 +908,9 @@ impl Worker {
         Ok(())
     }
 
-    /// Holds retention of every local partition forwarded at its committed position
-    /// (its log start when none is committed: nothing of it is forwarded yet).
+    /// Holds retention of every local partition forwarded, in memory and durably, at
+    /// its known position (its log start when none is known: nothing of it is
+    /// forwarded yet); with `allow_retention_loss`, releases both holds.
     fn hold_committed(&self) -> Result<()> {
         let consumer = Consumer::new(
             &self.broker,
@@ -887,27 +921,49 @@ impl Worker {
         );
         for (topic, _) in self.topics()? {
             for p in self.broker.topic(&topic)?.partitions().iter() {
-                let at = match self.config.allow_retention_loss {
-                    true => None,
-                    false => Some(
-                        consumer
-                            .committed(&topic, p.index())?
-                            .unwrap_or_else(|| p.log_start_offset()),
-                    ),
-                };
-                p.log().hold_retention(&self.group(), at);
+                let log = p.log();
+                if self.config.allow_retention_loss {
+                    log.hold_retention(&self.group(), None);
+                    log.hold_retention_durably(&self.group(), None)?;
+                    continue;
+                }
+                let at = self
+                    .known_position(&consumer, &topic, p)?
+                    .unwrap_or_else(|| p.log_start_offset());
+                log.hold_retention(&self.group(), Some(at));
+                log.hold_retention_durably(&self.group(), Some(at))?;
             }
         }
         Ok(())
     }
 
-    /// Holds local retention at `offset` for this forwarder (unless loss is allowed).
-    fn hold(&self, s: &Source, offset: i64) {
-        if !self.config.allow_retention_loss {
-            s.partition
-                .log()
-                .hold_retention(&self.group(), Some(offset));
+    /// The position of `p` as this forwarder left it: the higher of its committed
+    /// offset and its durable retention hold (a read-only forwarder commits nothing;
+    /// both are offsets below which every record was acknowledged).
+    fn known_position(
+        &self,
+        consumer: &Consumer,
+        topic: &str,
+        p: &Partition,
+    ) -> Result<Option<i64>> {
+        let committed = consumer.committed(topic, p.index())?;
+        let held = p.log().durable_retention_hold(&self.group())?;
+        Ok(committed.max(held))
+    }
+
+    /// Holds local retention at `offset` for this forwarder (unless loss is allowed):
+    /// in memory, and in the partition's hold file when it moved.
+    fn hold(&self, s: &mut Source, offset: i64) -> Result<()> {
+        if self.config.allow_retention_loss {
+            return Ok(());
         }
+        let log = s.partition.log();
+        log.hold_retention(&self.group(), Some(offset));
+        if s.held != Some(offset) {
+            log.hold_retention_durably(&self.group(), Some(offset))?;
+            s.held = Some(offset);
+        }
+        Ok(())
     }
 
     /// Records `from..to` of `s` were deleted by retention before they were forwarded.
@@ -931,7 +987,7 @@ impl Worker {
 
     /// Commits the positions (when the directory is writable), moves the retention
     /// holds and refreshes the status.
-    fn publish(&self, sources: &[Source], consumer: Option<&mut Consumer>) -> Result<()> {
+    fn publish(&self, sources: &mut [Source], consumer: Option<&mut Consumer>) -> Result<()> {
         let positions: Vec<(&str, i32, i64)> = sources
             .iter()
             .map(|s| (s.topic.as_str(), s.partition.index(), s.position()))
@@ -939,8 +995,9 @@ impl Worker {
         if let Some(c) = consumer {
             c.commit_offsets(&positions)?;
         }
-        for s in sources {
-            self.hold(s, s.position());
+        for s in sources.iter_mut() {
+            let at = s.position();
+            self.hold(s, at)?;
         }
         let partitions = partition_status(sources)?;
         self.shared.status.lock().partitions = partitions;

@@ -94,9 +94,14 @@ fn remote_node() -> (tempfile::TempDir, Broker, crate::ServerHandle) {
     (dir, broker, server)
 }
 
-/// Moves the forwarder's committed positions back to 0: as if it was killed after
-/// sending but before committing.
+/// Moves the forwarder's committed positions and retention holds back to 0: as if it
+/// was killed after sending but before committing.
 fn forget_commits(local: &Broker, name: &str, topic: &str) {
+    for p in local.topic(topic).unwrap().partitions().iter() {
+        p.log()
+            .hold_retention_durably(&format!("{GROUP_PREFIX}{name}"), Some(0))
+            .unwrap();
+    }
     let count = local.topic(topic).unwrap().partition_count();
     let mut c = Consumer::new(
         local,
@@ -325,6 +330,81 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
     f.stop().unwrap();
     let forwarded = read_all(&remote, "t");
     assert_eq!(forwarded[0][0].offset, p.log_start_offset());
+}
+
+#[test]
+fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_allowed() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let app = Broker::open(local_dir.path()).unwrap();
+    let config = TopicConfig::new()
+        .set("segment.bytes", "1024")
+        .set("retention.ms", "1000");
+    app.create_topic("t", 1, config).unwrap();
+    produce(&app, "t", 0, 200);
+    // The forwarder reads the directory the application holds: it commits nothing.
+    let (_rdir, remote, server) = remote_node();
+    let addr = server.local_addr().to_string();
+    let reader = Broker::open_read_only(local_dir.path()).unwrap();
+    let f = Forwarder::builder(&reader, ClientConfig::new(addr.clone()))
+        .start()
+        .unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    f.stop().unwrap();
+    drop(reader);
+    // The application writes on with the forwarder gone, and restarts: nothing in its
+    // memory holds retention, the forwarder's hold file does.
+    produce(&app, "t", 200, 400);
+    app.close().unwrap();
+    drop(app);
+    let app = Broker::open(local_dir.path()).unwrap();
+    let p = app.topic("t").unwrap().partition(0).unwrap();
+    assert!(p.segment_count() > 4);
+    assert_eq!(p.log().retention_floor(), None, "no hold in memory");
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    let start = p.log_start_offset();
+    assert!(start > 0, "what was forwarded may go");
+    assert!(start <= 200, "what was not is kept: log start {start}");
+    // A read-only forwarder started again resumes there, and sends the rest once.
+    let reader = Broker::open_read_only(local_dir.path()).unwrap();
+    let f = Forwarder::builder(&reader, ClientConfig::new(addr))
+        .start()
+        .unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    let status = f.status();
+    assert_eq!(
+        (status.records_forwarded, status.records_lost),
+        (200, 0),
+        "{status:?}"
+    );
+    f.stop().unwrap();
+    let offsets: Vec<i64> = read_all(&remote, "t")[0].iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, (0..400).collect::<Vec<i64>>(), "every record once");
+    // Allowed loss: the forwarder releases its hold, and retention takes the rest.
+    produce(&app, "t", 400, 600);
+    let f = Forwarder::builder(&reader, ClientConfig::new("127.0.0.1:1"))
+        .allow_retention_loss(true)
+        .start()
+        .unwrap();
+    f.stop().unwrap();
+    assert_eq!(p.log().durable_retention_holds().unwrap(), vec![]);
+    p.log().apply_retention(i64::MAX / 2).unwrap();
+    assert!(p.log_start_offset() > 400, "{}", p.log_start_offset());
+    // Released by name, for a forwarder retired for good.
+    let reader_log = reader.topic("t").unwrap().partition(0).unwrap();
+    reader_log
+        .log()
+        .hold_retention_durably("tidelog-forward-old", Some(0))
+        .unwrap();
+    assert_eq!(Forwarder::release(&app, "old").unwrap(), 1);
+    assert_eq!(Forwarder::release(&app, "old").unwrap(), 0);
 }
 
 #[test]

@@ -328,6 +328,10 @@ pub(crate) struct ForwardArgs {
     /// counted) [default: retention waits for the forwarder].
     #[arg(long)]
     pub allow_retention_loss: bool,
+    /// Release the retention holds forwarder NAME left on the local partitions, and
+    /// exit: for a forwarder retired for good (one started again holds again).
+    #[arg(long, conflicts_with_all = ["allow_retention_loss", "metrics_listen"])]
+    pub release: bool,
     /// Serve the forwarder's and the broker's metrics in the Prometheus text format at
     /// http://HOST:PORT/metrics (port 0 picks a free port; the address is printed).
     #[arg(long, value_name = "HOST:PORT")]

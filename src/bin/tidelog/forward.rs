@@ -2,10 +2,12 @@
 //! [`tidelog::forward::Forwarder`] until SIGINT or SIGTERM, each record exactly once.
 //!
 //! The data directory opens for writing when no other process holds it: the position is
-//! then committed as the group `tidelog-forward-NAME` and retention waits for it. While
-//! an application holds the directory, it opens read-only (and follows what the
-//! application appends); the position is then found from the remote side alone, and
-//! the application's retention does not wait (it runs a `Forwarder` itself for that).
+//! then committed as the group `tidelog-forward-NAME`. While an application holds the
+//! directory, it opens read-only (and follows what the application appends) and commits
+//! nothing. Either way the position is written as a retention hold file in each
+//! partition directory, which the retention of whichever process owns the directory
+//! honours, across restarts of either (`--allow-retention-loss` releases it instead,
+//! `--release` releases it and exits).
 //!
 //! Progress (records forwarded, records behind) shows on a terminal as the other long
 //! commands show theirs; a failure (the remote side away) is one `warning:` line when
@@ -25,6 +27,23 @@ use crate::{CliResult, fail};
 /// Runs `tidelog forward`.
 pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
     crate::serve::init_logging();
+    let open = || {
+        if crate::common::read_only_reason(data).is_some() {
+            crate::common::open_broker_read_only(data)
+        } else {
+            crate::common::open_broker(data, false)
+        }
+    };
+    if args.release {
+        let broker = open()?;
+        let released = Forwarder::release(&broker, &args.name)?;
+        broker.close()?;
+        eprintln!(
+            "tidelog forward: released the retention holds of forwarder {} on {released} partitions",
+            args.name
+        );
+        return Ok(());
+    }
     let Some(bootstrap) = &args.target.bootstrap else {
         return Err(fail!(
             "give --bootstrap HOST:PORT: the cluster the records are forwarded to"
@@ -40,11 +59,7 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail!("cannot install the signal handler: {e}"))?;
     }
-    let broker = if crate::common::read_only_reason(data).is_some() {
-        crate::common::open_broker_read_only(data)?
-    } else {
-        crate::common::open_broker(data, false)?
-    };
+    let broker = open()?;
     let mut builder = Forwarder::builder(&broker, client)
         .name(&args.name)
         .allow_retention_loss(args.allow_retention_loss);

@@ -4,7 +4,7 @@
 //! cut.
 
 use super::PartitionLog;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::storage::checkpoint;
 use crate::storage::retention::{
     Compaction, SegmentSummary, compaction_rewrites, segments_to_delete,
@@ -17,6 +17,32 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+/// The ending of a durable retention hold's file name: `<holder>.retention-hold`.
+const HOLD_SUFFIX: &str = ".retention-hold";
+
+/// A durable retention hold's offset (a TLCP file of 8 bytes), None if there is no file.
+fn read_hold(path: &std::path::Path) -> Result<Option<i64>> {
+    let Some(payload) = checkpoint::read(path)? else {
+        return Ok(None);
+    };
+    let bytes: [u8; 8] = payload.as_slice().try_into().map_err(|_| {
+        Error::corrupt(
+            path.display(),
+            10,
+            "a retention hold holds one offset (8 bytes)",
+        )
+    })?;
+    let offset = i64::from_be_bytes(bytes);
+    if offset < 0 {
+        return Err(Error::corrupt(
+            path.display(),
+            10,
+            format!("negative retention hold {offset}"),
+        ));
+    }
+    Ok(Some(offset))
+}
 
 impl PartitionLog {
     /// Advances the log start offset to `offset` (Kafka's DeleteRecords), deleting the
@@ -96,6 +122,74 @@ impl PartitionLog {
         self.inner.retention_holds.lock().values().copied().min()
     }
 
+    /// Holds retention at `offset` for `holder` durably (None releases the hold): a
+    /// file `<holder>.retention-hold` in the partition directory (a TLCP file, see
+    /// docs/format.md) that the retention of every process owning the log honours, as
+    /// it honours [`hold_retention`](Self::hold_retention)'s, across restarts. A
+    /// read-only opener may write it too (it is the one file one writes): so a process
+    /// reading a directory another one holds keeps that one's retention from deleting
+    /// what it has not read. `holder` is letters, digits, `.`, `_` and `-`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad holder name; an I/O error naming the file.
+    pub fn hold_retention_durably(&self, holder: &str, offset: Option<i64>) -> Result<()> {
+        let path = self.hold_path(holder)?;
+        match offset {
+            Some(o) => checkpoint::write(&path, &o.to_be_bytes()),
+            None => checkpoint::remove(&path),
+        }
+    }
+
+    /// The durable retention hold of `holder`
+    /// ([`hold_retention_durably`](Self::hold_retention_durably)), None without one.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming a damaged file; an I/O error naming it.
+    pub fn durable_retention_hold(&self, holder: &str) -> Result<Option<i64>> {
+        read_hold(&self.hold_path(holder)?)
+    }
+
+    /// Every durable retention hold of this log, by holder, read from the partition
+    /// directory now.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming a damaged hold file; an I/O error naming the directory
+    /// or file.
+    pub fn durable_retention_holds(&self) -> Result<Vec<(String, i64)>> {
+        let dir = &self.inner.dir;
+        let mut holds = Vec::new();
+        for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
+            let entry = entry.ctx("list log directory", dir)?;
+            let name = entry.file_name();
+            let Some(holder) = name.to_str().and_then(|n| n.strip_suffix(HOLD_SUFFIX)) else {
+                continue;
+            };
+            if let Some(o) = read_hold(&entry.path())? {
+                holds.push((holder.to_string(), o));
+            }
+        }
+        holds.sort();
+        Ok(holds)
+    }
+
+    fn hold_path(&self, holder: &str) -> Result<PathBuf> {
+        let plain = !holder.is_empty()
+            && !holder.starts_with('.')
+            && holder
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !plain {
+            return Err(Error::InvalidConfig {
+                key: "retention hold".into(),
+                reason: format!(
+                    "{holder:?} (of {}): use letters, digits, '.', '_' and '-'",
+                    self.inner.name
+                ),
+            });
+        }
+        Ok(self.inner.dir.join(format!("{holder}{HOLD_SUFFIX}")))
+    }
+
     /// One retention pass at time `now_ms`: deletes old segments (policy `delete`) and
     /// compacts (policy `compact`). The maintenance thread calls this; tests and tools
     /// may call it directly.
@@ -121,15 +215,21 @@ impl PartitionLog {
             // Only segments whose successor starts at or below the high watermark
             // (always true of the sealed segments of a standalone log): no uncommitted
             // record is deleted and the log start never passes the high watermark. A
-            // retention hold (a forwarder's position) keeps what it has not passed.
-            let hw = self
-                .high_watermark()
-                .min(self.retention_floor().unwrap_or(i64::MAX));
+            // retention hold (a forwarder's position) keeps what it has not passed; the
+            // durable ones are read only when something would go.
+            let wanted = segments_to_delete(&sums, &config, now_ms);
+            let mut floor = self.retention_floor().unwrap_or(i64::MAX);
+            if wanted > 0 {
+                for (_, o) in self.durable_retention_holds()? {
+                    floor = floor.min(o);
+                }
+            }
+            let hw = self.high_watermark().min(floor);
             let committed = segs
                 .windows(2)
                 .take_while(|pair| pair[1].base_offset <= hw)
                 .count();
-            let n = segments_to_delete(&sums, &config, now_ms).min(committed);
+            let n = wanted.min(committed);
             out.segments_deleted = self.remove_oldest_locked(n)?;
             if out.segments_deleted > 0 {
                 self.epochs_follow_log_start(&w)?;

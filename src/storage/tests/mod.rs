@@ -362,6 +362,67 @@ fn a_retention_hold_keeps_the_records_at_and_after_it() {
 }
 
 #[test]
+fn a_durable_retention_hold_of_a_read_only_opener_outlives_the_writers_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: Some(1000),
+        retention_bytes: None,
+        ..small()
+    };
+    let writer = LogManager::open(dir.path()).unwrap();
+    let w = writer.open_log("t-0", config.clone()).unwrap();
+    for i in 0..100 {
+        w.append(&batch(i * 5, 5, 0)).unwrap();
+    }
+    let bases = w.segment_base_offsets();
+    assert!(bases.len() > 4, "{bases:?}");
+    // A reader of the directory the writer holds sets its hold in a file.
+    let reader = LogManager::open_read_only(dir.path()).unwrap();
+    let r = reader.open_log("t-0", config.clone()).unwrap();
+    let held_at = bases[2] + 1;
+    r.hold_retention_durably("forward-a", Some(held_at))
+        .unwrap();
+    assert_eq!(
+        r.durable_retention_hold("forward-a").unwrap(),
+        Some(held_at)
+    );
+    assert_eq!(r.durable_retention_hold("forward-b").unwrap(), None);
+    // The writer restarts: nothing in its memory holds, the file does.
+    drop(w);
+    writer.close().unwrap();
+    drop(writer);
+    let writer = LogManager::open(dir.path()).unwrap();
+    let w = writer.open_log("t-0", config.clone()).unwrap();
+    assert_eq!(w.retention_floor(), None);
+    assert_eq!(
+        w.durable_retention_holds().unwrap(),
+        vec![("forward-a".to_string(), held_at)]
+    );
+    w.apply_retention(now_ms()).unwrap();
+    assert_eq!(
+        w.log_start_offset(),
+        bases[2],
+        "kept from the hold's segment on"
+    );
+    assert!(w.read(held_at, 10).is_ok());
+    // Released: retention deletes what it held.
+    r.hold_retention_durably("forward-a", None).unwrap();
+    w.apply_retention(now_ms()).unwrap();
+    assert_eq!(w.segment_count(), 1, "every sealed segment expired");
+    // Bad names and damaged files are errors naming them, never a silent release.
+    let e = w.hold_retention_durably("../x", Some(0)).unwrap_err();
+    assert!(e.to_string().contains("../x"), "{e}");
+    let path = dir.path().join("t-0").join("forward-c.retention-hold");
+    fs::write(&path, b"TLCP garbage").unwrap();
+    for _ in 0..30 {
+        w.append(&batch(500, 5, 0)).unwrap();
+    }
+    let e = w.apply_retention(now_ms()).unwrap_err();
+    assert!(e.to_string().contains("forward-c.retention-hold"), "{e}");
+    assert!(w.segment_count() > 1, "nothing deleted past a damaged hold");
+}
+
+#[test]
 fn size_and_time_retention_delete_old_segments() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(
