@@ -174,13 +174,14 @@ pub(crate) struct ConfigsArgs {
     /// List the quotas of the entities the options name (every one without them).
     #[arg(long)]
     pub describe: bool,
-    /// clients or users.
+    /// clients or users (quotas), or brokers (a cluster's dynamic broker configs).
     #[arg(long, value_name = "TYPE")]
     pub entity_type: Option<String>,
-    /// The client id or user of --entity-type.
+    /// The client id or user of --entity-type (a node id for brokers).
     #[arg(long, value_name = "NAME")]
     pub entity_name: Option<String>,
-    /// The default of --entity-type: every client id or user without a quota of its own.
+    /// The default of --entity-type: every client id, user or broker without a value of
+    /// its own.
     #[arg(long)]
     pub entity_default: bool,
     /// A user (the principal's name): with --client or --client-defaults, the quota of
@@ -198,10 +199,11 @@ pub(crate) struct ConfigsArgs {
     pub client_defaults: bool,
     /// Quotas to set, KEY=VALUE[,KEY=VALUE...]: producer_byte_rate and
     /// consumer_byte_rate (bytes per second), request_percentage (percent of one
-    /// thread's time).
+    /// thread's time); for brokers leader.replication.throttled.rate and
+    /// follower.replication.throttled.rate (bytes per second).
     #[arg(long, value_name = "KEY=VALUE")]
     pub add_config: Vec<String>,
-    /// Quotas to remove, KEY[,KEY...].
+    /// Quotas (or broker configs) to remove, KEY[,KEY...].
     #[arg(long, value_name = "KEY")]
     pub delete_config: Vec<String>,
 }
