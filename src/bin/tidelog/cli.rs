@@ -1012,9 +1012,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub max_connections_per_ip: Option<usize>,
     /// Limits of given addresses instead of --max-connections-per-ip (Kafka's
-    /// max.connections.per.ip.overrides): ADDRESS:LIMIT pairs, comma-separated, an IPv6
-    /// address in brackets ("127.0.0.1:100,[::1]:0").
-    #[arg(long, value_name = "ADDRESS:N,...", default_value = "")]
+    /// max.connections.per.ip.overrides): HOST:LIMIT pairs, comma-separated, a host an IP
+    /// address (IPv6 in brackets) or a host name, resolved at start to every address it
+    /// has ("127.0.0.1:100,[::1]:0,localhost:5").
+    #[arg(long, value_name = "HOST:N,...", default_value = "")]
     pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
