@@ -36,6 +36,7 @@ pub use counters::recovery_bytes_validated;
 pub(crate) use counters::{LogStats, PrefaultStats, recovery_validated};
 #[cfg(feature = "server")]
 pub use prometheus::{CONTENT_TYPE, prometheus_text};
+#[cfg(feature = "server")]
 pub(crate) use replication::ThrottleStats;
 
 /// A snapshot of a broker's metrics; see the [module documentation](self) for where each

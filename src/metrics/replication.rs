@@ -53,6 +53,7 @@ impl Default for ThrottleStats {
 
 impl ThrottleStats {
     /// Counts `bytes` moved for throttled replicas at `now`.
+    #[cfg(feature = "server")]
     pub(crate) fn record_bytes(&self, bytes: u64, now: Instant) {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         let mut w = self.window.lock();
@@ -65,6 +66,7 @@ impl ThrottleStats {
     }
 
     /// Counts `d` of throttle time.
+    #[cfg(feature = "server")]
     pub(crate) fn record_throttle(&self, d: Duration) {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         self.throttle_us.fetch_add(us, Ordering::Relaxed);
@@ -121,6 +123,7 @@ impl ReplicationStats {
     }
 }
 
+#[cfg(feature = "server")]
 #[cfg(test)]
 mod tests {
     use super::*;
