@@ -142,6 +142,21 @@ fn throttled_move(key: &str) {
             .alter_broker_configs(Some(id), &[AlterConfigOp::Set(key.into(), rate.clone())])
             .unwrap();
     }
+    // A bad entry is refused at alter time, naming the topic and the entry.
+    let out = admin
+        .alter_configs(&[(
+            "slow",
+            vec![AlterConfigOp::Set(
+                "leader.replication.throttled.replicas".into(),
+                "0:1,0:x".into(),
+            )],
+        )])
+        .unwrap();
+    let refused = format!("{:?}", out["slow"]);
+    assert!(
+        refused.contains("topic slow") && refused.contains("0:x"),
+        "{refused}"
+    );
     let out = admin
         .alter_configs(&[(
             "slow",
