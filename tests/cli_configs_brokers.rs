@@ -70,9 +70,7 @@ fn configs_sets_describes_and_removes_broker_throttle_rates() {
         "--alter",
         "--add-config",
         "follower.replication.throttled.rate=2000",
-        "--entity-type",
-        "brokers",
-        "--entity-default",
+        "--broker-defaults",
     ]));
     assert!(
         out.contains("Completed updating default config for brokers in the cluster."),
@@ -91,6 +89,7 @@ fn configs_sets_describes_and_removes_broker_throttle_rates() {
         "{one}"
     );
     assert!(!one.contains("follower"), "{one}");
+    assert_eq!(ok(t(&["--describe", "--broker", "1"])), one);
     let default = ok(t(&[
         "--describe",
         "--entity-type",
@@ -162,6 +161,11 @@ fn configs_sets_describes_and_removes_broker_throttle_rates() {
         ]),
         1,
         "node id",
+    );
+    err(
+        t(&["--describe", "--broker", "1", "--entity-name", "1"]),
+        1,
+        "give the broker once",
     );
     err(
         tidelog_raw(

@@ -197,6 +197,13 @@ pub(crate) struct ConfigsArgs {
     /// The default client id.
     #[arg(long)]
     pub client_defaults: bool,
+    /// A broker (node id): as --entity-type brokers --entity-name N.
+    #[arg(long, value_name = "N")]
+    pub broker: Option<String>,
+    /// Every broker without a value of its own: as --entity-type brokers
+    /// --entity-default.
+    #[arg(long)]
+    pub broker_defaults: bool,
     /// Quotas to set, KEY=VALUE[,KEY=VALUE...]: producer_byte_rate and
     /// consumer_byte_rate (bytes per second), request_percentage (percent of one
     /// thread's time); for brokers leader.replication.throttled.rate and

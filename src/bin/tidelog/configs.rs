@@ -5,7 +5,7 @@
 //! (as kafka-configs --entity-type brokers), with --bootstrap: `--alter --add-config
 //! leader.replication.throttled.rate=1048576 --entity-type brokers --entity-name 1` (or
 //! `--entity-default`, every broker without its own value), `--delete-config`,
-//! `--describe`.
+//! `--describe` (`--broker N` and `--broker-defaults` for short).
 
 use std::path::Path;
 
@@ -142,7 +142,9 @@ pub(crate) fn run(given: Option<&Path>, args: &ConfigsArgs) -> CliResult {
     if args.alter == args.describe {
         return Err(fail!("give --alter or --describe"));
     }
-    let brokers = matches!(args.entity_type.as_deref(), Some("brokers" | "broker"));
+    let brokers = matches!(args.entity_type.as_deref(), Some("brokers" | "broker"))
+        || args.broker.is_some()
+        || args.broker_defaults;
     if let Some(bootstrap) = &args.target.bootstrap {
         let admin = admin_client(bootstrap, &args.target, given)?;
         if brokers {
@@ -210,13 +212,27 @@ fn broker_entities(admin: &AdminClient, a: &ConfigsArgs) -> CliResult<Vec<Option
             "--entity-type brokers names a broker: --user and --client are for quotas"
         ));
     }
-    match (&a.entity_name, a.entity_default) {
+    let by_type = matches!(a.entity_type.as_deref(), Some("brokers" | "broker"));
+    let (name, default) = match (&a.broker, a.broker_defaults) {
+        (None, false) => (&a.entity_name, a.entity_default),
+        _ if a.entity_type.is_some() && !by_type => {
+            return Err(fail!(
+                "--broker and --broker-defaults name a broker: not with --entity-type {}",
+                a.entity_type.as_deref().unwrap_or_default()
+            ));
+        }
+        _ if a.entity_name.is_some() || a.entity_default => {
+            return Err(fail!(
+                "give the broker once: --broker/--broker-defaults or --entity-name/--entity-default"
+            ));
+        }
+        (b, d) => (b, d),
+    };
+    match (name, default) {
         (Some(_), true) => Err(fail!("give a name or the default, not both")),
         (Some(n), false) => match n.trim().parse::<i32>() {
             Ok(id) if id >= 0 => Ok(vec![Some(id)]),
-            _ => Err(fail!(
-                "--entity-name {n:?}: a broker is named by its node id"
-            )),
+            _ => Err(fail!("broker {n:?}: a broker is named by its node id")),
         },
         (None, true) => Ok(vec![None]),
         (None, false) if a.describe => {
@@ -225,7 +241,7 @@ fn broker_entities(admin: &AdminClient, a: &ConfigsArgs) -> CliResult<Vec<Option
             Ok(ids.into_iter().map(Some).chain([None]).collect())
         }
         (None, false) => Err(fail!(
-            "give --entity-name N (a node id) or --entity-default"
+            "give --entity-name N (a node id) or --entity-default (or --broker N, --broker-defaults)"
         )),
     }
 }
