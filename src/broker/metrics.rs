@@ -44,6 +44,9 @@ pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogMana
     }
     m.groups = groups(broker);
     m.server = stats.servers();
+    m.replication = broker
+        .is_cluster_node()
+        .then(|| stats.replication.snapshot());
     m
 }
 

@@ -238,7 +238,9 @@ impl ClusterNode {
             replicas: Mutex::new(None),
             txn_loader: Mutex::new(None),
             txn_clients: transactions::ClientPool::new(format!("tidelog-txn-verify-{me}")),
-            leader_quota: Arc::new(replication_quota::ReplicationQuota::new()),
+            leader_quota: Arc::new(replication_quota::ReplicationQuota::new(
+                broker.stats().replication.leader.clone(),
+            )),
         });
         // Refuses a single node's data directory before anything is written to it.
         broker.attach_cluster(node.clone())?;
@@ -375,6 +377,7 @@ impl ClusterNode {
         let replicas = replication::ReplicaManager::new(
             self.config.node_id,
             broker.downgrade(),
+            broker.stats().replication.follower.clone(),
             Arc::downgrade(&self.handle),
             self.config.replica_lag_time_max,
             self.config.min_insync_replicas,

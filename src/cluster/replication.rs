@@ -372,10 +372,11 @@ impl LoaderThread {
 
 impl ReplicaManager {
     /// A replica manager for `node` (not yet listening: register it as a listener, then
-    /// call [`ReplicaManager::start`]).
+    /// call [`ReplicaManager::start`]); its follower quota counts into `follower_stats`.
     pub(crate) fn new(
         node_id: i32,
         broker: WeakBroker,
+        follower_stats: Arc<crate::metrics::ThrottleStats>,
         node: Weak<NodeHandle>,
         lag_max: Duration,
         default_min_insync: i32,
@@ -390,7 +391,7 @@ impl ReplicaManager {
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             isr_thread: Mutex::new(None),
             hooks: Arc::new(FetcherHooks::default()),
-            follower_quota: Arc::new(ReplicationQuota::new()),
+            follower_quota: Arc::new(ReplicationQuota::new(follower_stats)),
             loader: CoordinatorLoader::new(),
         })
     }

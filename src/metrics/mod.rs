@@ -28,6 +28,7 @@
 mod counters;
 #[cfg(feature = "server")]
 mod prometheus;
+mod replication;
 #[cfg(feature = "server")]
 pub(crate) mod server;
 
@@ -35,6 +36,8 @@ pub use counters::recovery_bytes_validated;
 pub(crate) use counters::{LogStats, PrefaultStats, recovery_validated};
 #[cfg(feature = "server")]
 pub use prometheus::{CONTENT_TYPE, prometheus_text};
+#[cfg(feature = "server")]
+pub(crate) use replication::ThrottleStats;
 
 /// A snapshot of a broker's metrics; see the [module documentation](self) for where each
 /// number is recorded.
@@ -52,6 +55,33 @@ pub struct Metrics {
     pub storage: StorageMetrics,
     /// The network servers serving this broker, added up; None when none is running.
     pub server: Option<ServerMetrics>,
+    /// The replication throttle of a cluster node (KIP-73); None on a single node.
+    pub replication: Option<ReplicationMetrics>,
+}
+
+/// A cluster node's replication throttle, as Kafka's replication quota metrics.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct ReplicationMetrics {
+    /// What it sends as leader to followers of its leader-throttled replicas
+    /// (`leader.replication.throttled.rate`; Kafka's `LeaderReplication`).
+    pub leader: ReplicationThrottleMetrics,
+    /// What it fetches as follower of its follower-throttled replicas
+    /// (`follower.replication.throttled.rate`; Kafka's `FollowerReplication`).
+    pub follower: ReplicationThrottleMetrics,
+}
+
+/// One side of the replication throttle.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct ReplicationThrottleMetrics {
+    /// Bytes moved for throttled replicas that are not in sync since the node started.
+    pub throttled_bytes: u64,
+    /// Those bytes per second over the last 11 seconds (Kafka's `byte-rate`).
+    pub byte_rate: f64,
+    /// Time the quota was spent while throttled replicas asked for data, so that they
+    /// were held back (Kafka's `throttle-time`), in seconds since the node started.
+    pub throttle_time_seconds: f64,
 }
 
 /// One partition's traffic and log.
@@ -238,6 +268,8 @@ pub struct ErrorMetrics {
 pub(crate) struct BrokerStats {
     #[cfg(feature = "server")]
     servers: parking_lot::Mutex<Vec<std::sync::Weak<server::ServerStats>>>,
+    /// The replication throttle's counters, recorded by a cluster node's quotas.
+    pub(crate) replication: replication::ReplicationStats,
 }
 
 impl BrokerStats {

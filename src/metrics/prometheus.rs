@@ -8,7 +8,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::{
-    GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics, ServerMetrics,
+    GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
+    ReplicationThrottleMetrics, ServerMetrics,
 };
 
 /// The `Content-Type` of [`prometheus_text`]'s output.
@@ -211,6 +212,26 @@ const FAMILIES: &[Family] = &[
         MetricType::Counter,
         |m| of_server(m, |s| Value::Counter(s.sendfile_bytes)),
     ),
+    // A cluster node's replication throttle (label `quota`: Kafka's `LeaderReplication`
+    // or `FollowerReplication`).
+    (
+        "replication_throttled_bytes",
+        "Bytes moved for throttled replicas that are not in sync, per replication quota",
+        MetricType::Counter,
+        |m| per_replication_quota(m, |t| Value::Counter(t.throttled_bytes)),
+    ),
+    (
+        "replication_throttled_byte_rate",
+        "Bytes per second moved for throttled replicas over the last 11 seconds (Kafka's byte-rate)",
+        MetricType::Gauge,
+        |m| per_replication_quota(m, |t| gauge(t.byte_rate.round() as i64)),
+    ),
+    (
+        "replication_throttle_time_seconds",
+        "Time the replication quota held throttled replicas back (Kafka's throttle-time)",
+        MetricType::Counter,
+        |m| per_replication_quota(m, |t| Value::CounterF(t.throttle_time_seconds)),
+    ),
     // Storage.
     (
         "storage_fsync_duration_seconds",
@@ -345,6 +366,19 @@ fn per_group_offset(m: &Metrics, value: fn(&GroupOffsetMetrics) -> Option<Value>
         .collect()
 }
 
+/// One series per side of a cluster node's replication throttle, none on a single node.
+fn per_replication_quota(m: &Metrics, value: fn(&ReplicationThrottleMetrics) -> Value) -> Series {
+    let sides = m.replication.iter().flat_map(|r| {
+        [
+            ("LeaderReplication", &r.leader),
+            ("FollowerReplication", &r.follower),
+        ]
+    });
+    sides
+        .map(|(quota, t)| (vec![("quota", quota.to_string())], value(t)))
+        .collect()
+}
+
 /// One unlabelled series if a server runs, else none.
 fn of_server(m: &Metrics, value: fn(&ServerMetrics) -> Value) -> Series {
     m.server.iter().map(|s| (vec![], value(s))).collect()
@@ -463,8 +497,18 @@ mod tests {
                 }],
                 ..ServerMetrics::default()
             }),
+            replication: Some(ReplicationMetrics {
+                leader: ReplicationThrottleMetrics::default(),
+                follower: ReplicationThrottleMetrics {
+                    throttled_bytes: 4000,
+                    byte_rate: 363.6,
+                    throttle_time_seconds: 2.5,
+                },
+            }),
         };
         let text = prometheus_text(&m);
+        let single = prometheus_text(&Metrics::default());
+        assert!(!single.contains("replication_throttle"), "{single}");
         for line in [
             "# TYPE tidelog_partition_records_in_total counter",
             "tidelog_partition_records_in_total{topic=\"a\\\"b\",partition=\"2\"} 7",
@@ -480,6 +524,10 @@ mod tests {
             "tidelog_server_errors_total{code=\"3\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"} 5",
             "tidelog_storage_fsync_duration_seconds_count 0",
             "tidelog_recovery_logs 0",
+            "tidelog_replication_throttled_bytes_total{quota=\"LeaderReplication\"} 0",
+            "tidelog_replication_throttled_bytes_total{quota=\"FollowerReplication\"} 4000",
+            "tidelog_replication_throttled_byte_rate{quota=\"FollowerReplication\"} 364",
+            "tidelog_replication_throttle_time_seconds_total{quota=\"FollowerReplication\"} 2.5",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

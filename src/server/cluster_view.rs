@@ -172,14 +172,16 @@ pub(crate) trait ClusterView: Send + Sync {
         None
     }
     /// The leader throttle of follower `replica`'s fetch of `topic`-`partition` (KIP-73),
-    /// None if it is not throttled.
+    /// None if it is not throttled. `throttled`: the partition's parsed
+    /// `leader.replication.throttled.replicas`.
     fn leader_throttle(
         &self,
         topic: &str,
         partition: i32,
         replica: i32,
+        throttled: &dyn Fn() -> crate::storage::ThrottledReplicas,
     ) -> Option<crate::cluster::LeaderThrottle> {
-        let _ = (topic, partition, replica);
+        let _ = (topic, partition, replica, throttled);
         None
     }
     /// The dynamic broker configs (KIP-73's replication throttle rates), None if this
@@ -342,8 +344,9 @@ impl ClusterView for ClusterNode {
         topic: &str,
         partition: i32,
         replica: i32,
+        throttled: &dyn Fn() -> crate::storage::ThrottledReplicas,
     ) -> Option<crate::cluster::LeaderThrottle> {
-        ClusterNode::leader_throttle(self, topic, partition, replica)
+        ClusterNode::leader_throttle(self, topic, partition, replica, throttled)
     }
     fn alter_broker_config(
         &self,

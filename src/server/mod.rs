@@ -98,7 +98,7 @@ pub(crate) struct Config {
     /// Most connections served at once from one client address (Kafka's
     /// `max.connections.per.ip`).
     pub max_connections_per_ip: usize,
-    /// Kafka's `max.connections.per.ip.overrides`: `ADDRESS:LIMIT,...`.
+    /// Kafka's `max.connections.per.ip.overrides`: `HOST:LIMIT,...`.
     pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes.
     pub max_request_size: usize,
@@ -573,10 +573,13 @@ impl ServerBuilder {
 
     /// Limits of given client addresses instead of
     /// [`max_connections_per_ip`](Self::max_connections_per_ip) (Kafka's
-    /// `max.connections.per.ip.overrides`): `ADDRESS:LIMIT` pairs separated by commas,
-    /// an IPv6 address in brackets (`127.0.0.1:100,[::1]:0`). [`ServerBuilder::start`]
-    /// fails with [`Error::InvalidConfig`](crate::error::Error::InvalidConfig) naming a
-    /// pair that is not an IP address and a count.
+    /// `max.connections.per.ip.overrides`): `HOST:LIMIT` pairs separated by commas, a
+    /// host an IP address (IPv6 in brackets) or a host name, resolved by
+    /// [`ServerBuilder::start`] to every address it has (`127.0.0.1:100,[::1]:0,
+    /// localhost:5`). `start` fails with
+    /// [`Error::InvalidConfig`](crate::error::Error::InvalidConfig) naming a pair that is
+    /// not a host and a count, a name that does not resolve, or an address two pairs
+    /// name.
     pub fn max_connections_per_ip_overrides(mut self, spec: impl Into<String>) -> Self {
         self.config.max_connections_per_ip_overrides = spec.into();
         self

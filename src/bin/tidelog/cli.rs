@@ -174,13 +174,14 @@ pub(crate) struct ConfigsArgs {
     /// List the quotas of the entities the options name (every one without them).
     #[arg(long)]
     pub describe: bool,
-    /// clients or users.
+    /// clients or users (quotas), or brokers (a cluster's dynamic broker configs).
     #[arg(long, value_name = "TYPE")]
     pub entity_type: Option<String>,
-    /// The client id or user of --entity-type.
+    /// The client id or user of --entity-type (a node id for brokers).
     #[arg(long, value_name = "NAME")]
     pub entity_name: Option<String>,
-    /// The default of --entity-type: every client id or user without a quota of its own.
+    /// The default of --entity-type: every client id, user or broker without a value of
+    /// its own.
     #[arg(long)]
     pub entity_default: bool,
     /// A user (the principal's name): with --client or --client-defaults, the quota of
@@ -196,12 +197,20 @@ pub(crate) struct ConfigsArgs {
     /// The default client id.
     #[arg(long)]
     pub client_defaults: bool,
+    /// A broker (node id): as --entity-type brokers --entity-name N.
+    #[arg(long, value_name = "N")]
+    pub broker: Option<String>,
+    /// Every broker without a value of its own: as --entity-type brokers
+    /// --entity-default.
+    #[arg(long)]
+    pub broker_defaults: bool,
     /// Quotas to set, KEY=VALUE[,KEY=VALUE...]: producer_byte_rate and
     /// consumer_byte_rate (bytes per second), request_percentage (percent of one
-    /// thread's time).
+    /// thread's time); for brokers leader.replication.throttled.rate and
+    /// follower.replication.throttled.rate (bytes per second).
     #[arg(long, value_name = "KEY=VALUE")]
     pub add_config: Vec<String>,
-    /// Quotas to remove, KEY[,KEY...].
+    /// Quotas (or broker configs) to remove, KEY[,KEY...].
     #[arg(long, value_name = "KEY")]
     pub delete_config: Vec<String>,
 }
@@ -1014,9 +1023,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub max_connections_per_ip: Option<usize>,
     /// Limits of given addresses instead of --max-connections-per-ip (Kafka's
-    /// max.connections.per.ip.overrides): ADDRESS:LIMIT pairs, comma-separated, an IPv6
-    /// address in brackets ("127.0.0.1:100,[::1]:0").
-    #[arg(long, value_name = "ADDRESS:N,...", default_value = "")]
+    /// max.connections.per.ip.overrides): HOST:LIMIT pairs, comma-separated, a host an IP
+    /// address (IPv6 in brackets) or a host name, resolved at start to every address it
+    /// has ("127.0.0.1:100,[::1]:0,localhost:5").
+    #[arg(long, value_name = "HOST:N,...", default_value = "")]
     pub max_connections_per_ip_overrides: String,
     /// Largest request accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]

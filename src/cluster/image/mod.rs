@@ -773,7 +773,7 @@ impl MetadataImage {
             .topics
             .get(name)
             .ok_or_else(|| Rejected::UnknownTopic(name.to_string()))?;
-        validate_configs(configs)?;
+        validate_configs(name, configs)?;
         let mut t = (**topic).clone();
         t.configs = configs.iter().cloned().collect();
         self.topics.insert(name.to_string(), Arc::new(t));
@@ -1062,7 +1062,7 @@ impl MetadataImage {
                 ),
             });
         }
-        validate_configs(&c.configs)?;
+        validate_configs(&c.name, &c.configs)?;
         let assignment = match &c.assignment {
             Some(a) => {
                 if a.is_empty() {
@@ -1242,16 +1242,24 @@ fn invalid(e: Error) -> Rejected {
     }
 }
 
-fn validate_configs(configs: &[(String, String)]) -> std::result::Result<(), Rejected> {
+/// Refuses `topic`'s config overrides unless they validate, naming the topic, the
+/// setting and (for lists such as the throttled replicas) the bad entry.
+fn validate_configs(
+    topic: &str,
+    configs: &[(String, String)],
+) -> std::result::Result<(), Rejected> {
     let config = configs
         .iter()
         .fold(TopicConfig::new(), |c, (k, v)| c.set(k, v));
     match config.validate() {
         Ok(()) => Ok(()),
-        Err(Error::InvalidConfig { key, reason }) => Err(Rejected::InvalidConfig { key, reason }),
+        Err(Error::InvalidConfig { key, reason }) => Err(Rejected::InvalidConfig {
+            key,
+            reason: format!("topic {topic}: {reason}"),
+        }),
         Err(e) => Err(Rejected::InvalidConfig {
             key: "config".into(),
-            reason: e.to_string(),
+            reason: format!("topic {topic}: {e}"),
         }),
     }
 }

@@ -115,7 +115,7 @@ fn a_reassignment_throttled_by_its_follower_moves_its_data_at_a_bounded_rate_and
 
 /// Moves a 1 MB partition from node 1 to nodes 1 and 2 with the rate `key` (of the
 /// leader, node 1, or of the follower, node 2) at 200 KB/s on both nodes: the copy is
-/// bounded by the rate, and completes.
+/// bounded by the rate, completes, and shows in the throttled node's metrics.
 fn throttled_move(key: &str) {
     const RATE: i64 = 200_000;
     let c = TestCluster::new(3, 1024);
@@ -142,6 +142,21 @@ fn throttled_move(key: &str) {
             .alter_broker_configs(Some(id), &[AlterConfigOp::Set(key.into(), rate.clone())])
             .unwrap();
     }
+    // A bad entry is refused at alter time, naming the topic and the entry.
+    let out = admin
+        .alter_configs(&[(
+            "slow",
+            vec![AlterConfigOp::Set(
+                "leader.replication.throttled.replicas".into(),
+                "0:1,0:x".into(),
+            )],
+        )])
+        .unwrap();
+    let refused = format!("{:?}", out["slow"]);
+    assert!(
+        refused.contains("topic slow") && refused.contains("0:x"),
+        "{refused}"
+    );
     let out = admin
         .alter_configs(&[(
             "slow",
@@ -188,5 +203,32 @@ fn throttled_move(key: &str) {
         }
     });
     assert_eq!(copied(), end);
+    // The throttled side shows the bytes it moved and the time its quota held the
+    // replica back (Kafka's byte-rate and throttle-time); the other side shows none.
+    let (throttled, other) = if key == LEADER_THROTTLED_RATE {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    let side = |node: usize| {
+        let r = broker(&c, node)
+            .metrics()
+            .replication
+            .expect("a cluster node's");
+        if key == LEADER_THROTTLED_RATE {
+            r.leader
+        } else {
+            r.follower
+        }
+    };
+    let t = side(throttled);
+    assert!(
+        t.throttled_bytes >= (end as u64 - 1) * value.len() as u64,
+        "{t:?}"
+    );
+    assert!(t.byte_rate > 0.0, "{t:?}");
+    assert!(t.throttle_time_seconds > 0.5, "{t:?}");
+    assert_eq!(side(other).throttled_bytes, 0);
+    assert_eq!(side(other).throttle_time_seconds, 0.0);
     c.shutdown();
 }

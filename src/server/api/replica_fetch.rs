@@ -133,9 +133,12 @@ pub(super) fn resolve(
         });
     }
     log.record_replica_fetch(replica, fetch_offset)?;
-    let throttle = backend
-        .cluster()
-        .and_then(|c| c.leader_throttle(topic, partition, replica));
+    // The parsed list the partition's log holds, read only when a leader rate is set.
+    let throttle = backend.cluster().and_then(|c| {
+        c.leader_throttle(topic, partition, replica, &|| {
+            log.log_config().leader_throttled_replicas
+        })
+    });
     Ok(Arc::new(ReplicaView {
         log,
         replica,
