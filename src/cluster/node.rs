@@ -955,14 +955,19 @@ impl RaftLoop {
 /// ending the thread silently.
 pub(crate) fn run_raft_thread(raft_loop: RaftLoop) {
     let shared = raft_loop.shared.clone();
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || raft_loop.run()));
-    if let Err(panic) = ran {
+    fail_on_panic(&shared, "the Raft thread", move || raft_loop.run());
+}
+
+/// Runs `f`; a panic in it fails the node with what panicked (`what`) and the panic's
+/// message.
+fn fail_on_panic(shared: &Shared, what: &str, f: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         let message = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic without a message".into());
-        shared.fail(format!("the Raft thread panicked: {message}"));
+        shared.fail(format!("{what} panicked: {message}"));
     }
 }
 
@@ -978,5 +983,31 @@ pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>) {
         }
         shared.publish(&previous, &image, outcomes);
         previous = image;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// raft-rs's `fatal!` (a panic) in the Raft thread fails the node with its message:
+    /// never a node that looks alive and no longer follows the metadata.
+    #[test]
+    fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
+        let shared = Shared::new(1, None);
+        fail_on_panic(&shared, "the Raft thread", || {});
+        assert!(shared.check_running().is_ok());
+        fail_on_panic(&shared, "the Raft thread", || {
+            panic!("unable to restore config: {}", "removed all voters")
+        });
+        let e = shared.check_running().unwrap_err().to_string();
+        assert!(
+            e.contains("the Raft thread panicked: unable to restore config: removed all voters"),
+            "{e}"
+        );
+        let other = Shared::new(2, None);
+        fail_on_panic(&other, "the Raft thread", || std::panic::panic_any(7));
+        let e = other.check_running().unwrap_err().to_string();
+        assert!(e.contains("a panic without a message"), "{e}");
     }
 }
