@@ -19,6 +19,13 @@
 //!   before that peer's Raft messages). Without this, a controller lost before the
 //!   founders' directory ids were recorded would leave no voter willing to elect
 //!   another.
+//!
+//! One more judgement needs this node's log: a peer's acknowledgement, in this node's
+//! term, of an index past this node's last is refused (a follower acknowledges only
+//! what its leader sent it). raft-rs's leader would take it as the follower's progress,
+//! send its appends past its own log, and the follower, whose log "matches" there (raft-rs
+//! reads the term of an index past the log as 0), would end its thread on the commit
+//! index they carry.
 
 use raft::prelude::{Message, MessageType};
 
@@ -38,6 +45,8 @@ pub(crate) enum Verdict {
         acknowledged: u64,
         last: u64,
     },
+    /// Drop it, with an error naming the peer: it cannot come from raft-rs.
+    Refuse(String),
 }
 
 /// Where this node stands, as the judgement of a message needs it.
@@ -63,6 +72,14 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
         }
         MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
             Verdict::RefuseVote
+        }
+        MessageType::MsgAppendResponse
+            if !m.reject && m.term == standing.term && m.index > standing.last_index =>
+        {
+            Verdict::Refuse(format!(
+                "an acknowledgement of index {} in term {}, past this node's last index {}: a follower acknowledges only what its leader sent",
+                m.index, m.term, standing.last_index
+            ))
         }
         _ => Verdict::Step,
     }
@@ -144,6 +161,30 @@ mod tests {
             ),
             Verdict::Step
         );
+    }
+
+    #[test]
+    fn an_acknowledgement_past_the_log_is_refused() {
+        let mut ack = message(MessageType::MsgAppendResponse, 5, 0);
+        ack.index = 41;
+        let Verdict::Refuse(why) = judge(&ack, standing(5, 40, false)) else {
+            panic!("an acknowledgement past the log was taken");
+        };
+        assert!(
+            why.contains("index 41 in term 5") && why.contains("last index 40"),
+            "{why}"
+        );
+        // What the log holds, a rejection (its hint is raft-rs's to weigh), and another
+        // term's (raft-rs ignores an older one, and steps down for a newer one) are
+        // stepped.
+        ack.index = 40;
+        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
+        ack.index = 41;
+        ack.reject = true;
+        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
+        ack.reject = false;
+        assert_eq!(judge(&ack, standing(6, 40, false)), Verdict::Step);
+        assert_eq!(judge(&ack, standing(4, 40, false)), Verdict::Step);
     }
 
     #[test]

@@ -74,6 +74,8 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
 /// A learner is added as a voter only if it lags the committed metadata log by at most
 /// this many entries.
 const CAUGHT_UP_WITHIN: u64 = 64;
+/// At most one error per this long for the peer messages the Raft loop refuses.
+const FORGERY_LOG_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -98,6 +100,8 @@ pub(crate) struct RaftLoop {
     founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
+    /// When a peer's message was last refused with an error (at most one per 10 s).
+    forgery_logged: Option<Instant>,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -143,6 +147,7 @@ impl RaftLoop {
             fresh,
             founder: false,
             refusal_logged: false,
+            forgery_logged: None,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -234,6 +239,22 @@ impl RaftLoop {
                         );
                         self.shared.fail(e.to_string());
                         return false;
+                    }
+                    amnesia::Verdict::Refuse(why) => {
+                        let now = Instant::now();
+                        if self
+                            .forgery_logged
+                            .is_none_or(|at| now.duration_since(at) >= FORGERY_LOG_EVERY)
+                        {
+                            self.forgery_logged = Some(now);
+                            tracing::error!(
+                                node = self.me(),
+                                from = node_of(m.from),
+                                "node {} sent {why}; refused",
+                                node_of(m.from)
+                            );
+                        }
+                        return true;
                     }
                 }
                 // Only the leader takes a peer's proposal: raft-rs would pass it on from

@@ -390,6 +390,14 @@ fn snapshot_refusal(msg: &Message) -> Option<String> {
 /// index), and a log's terms never go down nor pass its leader's.
 fn append_refusal(msg: &Message) -> Option<String> {
     let mut term = msg.log_term;
+    if term == 0 && msg.index != 0 {
+        // raft-rs reads the term of an index past its log as 0: such an append "matches"
+        // there, and the commit index it carries ends raft-rs's thread.
+        return Some(format!(
+            "an append after index {} of term 0; only index 0 has no term",
+            msg.index
+        ));
+    }
     if term > msg.term {
         return Some(format!(
             "an append after an entry of term {term} in a message of term {}",
@@ -1480,6 +1488,13 @@ mod refusal_tests {
             let why = refusal(&append(terms), 2).unwrap();
             assert!(why.contains(what), "{terms:?}: {why}");
         }
+        let mut past = append(&[]);
+        past.log_term = 0;
+        assert!(refusal(&past, 2).unwrap().contains("index 4 of term 0"));
+        let mut first = append(&[1]);
+        (first.index, first.log_term) = (0, 0);
+        first.entries[0].index = 1;
+        assert_eq!(refusal(&first, 2), None);
         let mut before = append(&[]);
         before.log_term = 5;
         assert!(refusal(&before, 2).unwrap().contains("entry of term 5"));

@@ -110,7 +110,16 @@ fn messages_raft_rs_would_end_its_thread_on_are_refused_and_the_node_goes_on() {
         })
         .to_vec()
         .into();
+    // An append of a higher term after an index past the log, of term 0: raft-rs reads
+    // the term of an index past its log as 0, takes it as matching, and ends its thread
+    // on the commit index.
+    let mut past = Message::default();
+    past.set_msg_type(MessageType::MsgAppend);
+    past.term = 1 << 30;
+    past.index = 1 << 40;
+    past.commit = 1 << 40;
     for (i, what, m) in [
+        (f, "an append after an index past the log", past),
         (l, "a snapshot without a voter", snapshot),
         (f, "a heartbeat without a term", heartbeat.clone()),
         (l, "a heartbeat without a term", heartbeat),
@@ -130,6 +139,44 @@ fn messages_raft_rs_would_end_its_thread_on_are_refused_and_the_node_goes_on() {
     c.node(f).propose(acl("after"), CALL).unwrap();
     assert_eq!(c.node(f).controller_id(), Some(l as i32 + 1));
     assert!((0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some()));
+    c.shutdown();
+}
+
+/// A forged acknowledgement, in the controller's term, of an index past its log is
+/// refused: raft-rs would take it as the follower's progress and send that follower
+/// appends after an index past its log, which it cannot take (before, it ended its
+/// thread on their commit index), so the follower would no longer follow the metadata.
+#[test]
+fn an_acknowledgement_past_the_leaders_log_is_refused() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    // forge_to speaks as the node of index (l + 1) % 3.
+    let f = (l + 1) % 3;
+    let mut ack = Message::default();
+    ack.set_msg_type(MessageType::MsgAppendResponse);
+    ack.term = c.node(l).quorum_status().term;
+    ack.index = 1 << 40;
+    let _forged = forge_to(&c, l, Some(&id), ack);
+    std::thread::sleep(Duration::from_millis(500));
+    let status = c.node(l).quorum_status();
+    assert!(
+        status.voters.iter().all(|v| v.log_end < 1 << 40),
+        "the controller took the forged progress: {status:?}"
+    );
+    // The follower still follows the metadata.
+    c.node(l).propose(acl("after"), CALL).unwrap();
+    wait_until("the follower applied the proposal", || {
+        c.node(f)
+            .image()
+            .acls
+            .iter()
+            .any(|b| b.resource_name == "after")
+    });
+    for i in 0..3 {
+        assert!(c.node(i).check_running().is_ok(), "node {} failed", i + 1);
+    }
     c.shutdown();
 }
 
