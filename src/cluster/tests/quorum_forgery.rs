@@ -340,3 +340,29 @@ fn connections_past_the_bound_are_closed_at_once() {
     drop(silent);
     c.shutdown();
 }
+
+/// A broker-only node that joins once the metadata log was compacted learns it through
+/// the controller's snapshot: the snapshots raft-rs sends between nodes pass the quorum
+/// port's checks.
+#[test]
+fn a_broker_only_node_joining_after_compaction_takes_the_snapshot() {
+    let mut c = TestCluster::new(3, 8);
+    c.wait_settled();
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    for i in 0..20 {
+        c.node(l)
+            .propose(acl(&format!("before-{i}")), CALL)
+            .unwrap();
+    }
+    let b = c.add_broker();
+    c.wait_settled();
+    wait_until("the broker-only node applied the log", || {
+        c.node(b)
+            .image()
+            .acls
+            .iter()
+            .any(|a| a.resource_name == "before-19")
+    });
+    assert!(c.node(b).check_running().is_ok());
+    c.shutdown();
+}
