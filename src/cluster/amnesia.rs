@@ -20,8 +20,8 @@
 //!   founders' directory ids were recorded would leave no voter willing to elect
 //!   another.
 //!
-//! One more judgement needs this node's log: a peer's acknowledgement, in this node's
-//! term, of an index past this node's last is refused (a follower acknowledges only
+//! One more judgement needs this node's log: a peer's acknowledgement, in the term this
+//! node leads, of an index past this node's last is refused (a follower acknowledges only
 //! what its leader sent it). raft-rs's leader would take it as the follower's progress,
 //! send its appends past its own log, and the follower, whose log "matches" there (raft-rs
 //! reads the term of an index past the log as 0), would end its thread on the commit
@@ -58,6 +58,8 @@ pub(crate) struct Standing {
     pub last_index: u64,
     /// This node may not vote (see [`may_vote`]).
     pub votes_refused: bool,
+    /// This node is the Raft leader (the controller).
+    pub leads: bool,
 }
 
 /// The verdict on message `m` for a node in `standing`.
@@ -74,7 +76,10 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
             Verdict::RefuseVote
         }
         MessageType::MsgAppendResponse
-            if !m.reject && m.term == standing.term && m.index > standing.last_index =>
+            if standing.leads
+                && !m.reject
+                && m.term == standing.term
+                && m.index > standing.last_index =>
         {
             Verdict::Refuse(format!(
                 "an acknowledgement of index {} in term {}, past this node's last index {}: a follower acknowledges only what its leader sent",
@@ -127,6 +132,7 @@ mod tests {
             term,
             last_index,
             votes_refused,
+            leads: false,
         }
     }
 
@@ -165,9 +171,13 @@ mod tests {
 
     #[test]
     fn an_acknowledgement_past_the_log_is_refused() {
+        let leader = |term| Standing {
+            leads: true,
+            ..standing(term, 40, false)
+        };
         let mut ack = message(MessageType::MsgAppendResponse, 5, 0);
         ack.index = 41;
-        let Verdict::Refuse(why) = judge(&ack, standing(5, 40, false)) else {
+        let Verdict::Refuse(why) = judge(&ack, leader(5)) else {
             panic!("an acknowledgement past the log was taken");
         };
         assert!(
@@ -178,13 +188,16 @@ mod tests {
         // term's (raft-rs ignores an older one, and steps down for a newer one) are
         // stepped.
         ack.index = 40;
-        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
+        assert_eq!(judge(&ack, leader(5)), Verdict::Step);
         ack.index = 41;
         ack.reject = true;
-        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
+        assert_eq!(judge(&ack, leader(5)), Verdict::Step);
         ack.reject = false;
-        assert_eq!(judge(&ack, standing(6, 40, false)), Verdict::Step);
-        assert_eq!(judge(&ack, standing(4, 40, false)), Verdict::Step);
+        assert_eq!(judge(&ack, leader(6)), Verdict::Step);
+        assert_eq!(judge(&ack, leader(4)), Verdict::Step);
+        // A follower ignores acknowledgements; one that led in this term before a
+        // restart may have sent entries it had not yet written, and lost them.
+        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
     }
 
     #[test]
@@ -343,6 +356,7 @@ mod tests {
                 term: r.term,
                 last_index: r.raft_log.last_index(),
                 votes_refused: self.refusing.contains(&raft_id),
+                leads: r.state == raft::StateRole::Leader,
             }
         }
     }

@@ -689,6 +689,7 @@ impl RaftLoop {
         amnesia::Standing {
             term: self.raw.raft.term,
             last_index: self.raw.raft.raft_log.last_index(),
+            leads: self.raw.raft.state == StateRole::Leader,
             votes_refused: !amnesia::may_vote(amnesia::Origin {
                 fresh: self.fresh,
                 founder: self.founder,
