@@ -19,6 +19,13 @@
 //!   before that peer's Raft messages). Without this, a controller lost before the
 //!   founders' directory ids were recorded would leave no voter willing to elect
 //!   another.
+//!
+//! One more judgement needs this node's log: a peer's acknowledgement, in the term this
+//! node leads, of an index past this node's last is refused (a follower acknowledges only
+//! what its leader sent it). raft-rs's leader would take it as the follower's progress,
+//! send its appends past its own log, and the follower, whose log "matches" there (raft-rs
+//! reads the term of an index past the log as 0), would end its thread on the commit
+//! index they carry.
 
 use raft::prelude::{Message, MessageType};
 
@@ -38,6 +45,8 @@ pub(crate) enum Verdict {
         acknowledged: u64,
         last: u64,
     },
+    /// Drop it, with an error naming the peer: it cannot come from raft-rs.
+    Refuse(String),
 }
 
 /// Where this node stands, as the judgement of a message needs it.
@@ -49,6 +58,8 @@ pub(crate) struct Standing {
     pub last_index: u64,
     /// This node may not vote (see [`may_vote`]).
     pub votes_refused: bool,
+    /// This node is the Raft leader (the controller).
+    pub leads: bool,
 }
 
 /// The verdict on message `m` for a node in `standing`.
@@ -63,6 +74,17 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
         }
         MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
             Verdict::RefuseVote
+        }
+        MessageType::MsgAppendResponse
+            if standing.leads
+                && !m.reject
+                && m.term == standing.term
+                && m.index > standing.last_index =>
+        {
+            Verdict::Refuse(format!(
+                "an acknowledgement of index {} in term {}, past this node's last index {}: a follower acknowledges only what its leader sent",
+                m.index, m.term, standing.last_index
+            ))
         }
         _ => Verdict::Step,
     }
@@ -110,6 +132,7 @@ mod tests {
             term,
             last_index,
             votes_refused,
+            leads: false,
         }
     }
 
@@ -144,6 +167,37 @@ mod tests {
             ),
             Verdict::Step
         );
+    }
+
+    #[test]
+    fn an_acknowledgement_past_the_log_is_refused() {
+        let leader = |term| Standing {
+            leads: true,
+            ..standing(term, 40, false)
+        };
+        let mut ack = message(MessageType::MsgAppendResponse, 5, 0);
+        ack.index = 41;
+        let Verdict::Refuse(why) = judge(&ack, leader(5)) else {
+            panic!("an acknowledgement past the log was taken");
+        };
+        assert!(
+            why.contains("index 41 in term 5") && why.contains("last index 40"),
+            "{why}"
+        );
+        // What the log holds, a rejection (its hint is raft-rs's to weigh), and another
+        // term's (raft-rs ignores an older one, and steps down for a newer one) are
+        // stepped.
+        ack.index = 40;
+        assert_eq!(judge(&ack, leader(5)), Verdict::Step);
+        ack.index = 41;
+        ack.reject = true;
+        assert_eq!(judge(&ack, leader(5)), Verdict::Step);
+        ack.reject = false;
+        assert_eq!(judge(&ack, leader(6)), Verdict::Step);
+        assert_eq!(judge(&ack, leader(4)), Verdict::Step);
+        // A follower ignores acknowledgements; one that led in this term before a
+        // restart may have sent entries it had not yet written, and lost them.
+        assert_eq!(judge(&ack, standing(5, 40, false)), Verdict::Step);
     }
 
     #[test]
@@ -302,6 +356,7 @@ mod tests {
                 term: r.term,
                 last_index: r.raft_log.last_index(),
                 votes_refused: self.refusing.contains(&raft_id),
+                leads: r.state == raft::StateRole::Leader,
             }
         }
     }

@@ -74,6 +74,8 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
 /// A learner is added as a voter only if it lags the committed metadata log by at most
 /// this many entries.
 const CAUGHT_UP_WITHIN: u64 = 64;
+/// At most one error per this long for the peer messages the Raft loop refuses.
+const FORGERY_LOG_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -98,6 +100,8 @@ pub(crate) struct RaftLoop {
     founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
+    /// When a peer's message was last refused with an error (at most one per 10 s).
+    forgery_logged: Option<Instant>,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -143,6 +147,7 @@ impl RaftLoop {
             fresh,
             founder: false,
             refusal_logged: false,
+            forgery_logged: None,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -234,6 +239,22 @@ impl RaftLoop {
                         );
                         self.shared.fail(e.to_string());
                         return false;
+                    }
+                    amnesia::Verdict::Refuse(why) => {
+                        let now = Instant::now();
+                        if self
+                            .forgery_logged
+                            .is_none_or(|at| now.duration_since(at) >= FORGERY_LOG_EVERY)
+                        {
+                            self.forgery_logged = Some(now);
+                            tracing::error!(
+                                node = self.me(),
+                                from = node_of(m.from),
+                                "node {} sent {why}; refused",
+                                node_of(m.from)
+                            );
+                        }
+                        return true;
                     }
                 }
                 // Only the leader takes a peer's proposal: raft-rs would pass it on from
@@ -668,6 +689,7 @@ impl RaftLoop {
         amnesia::Standing {
             term: self.raw.raft.term,
             last_index: self.raw.raft.raft_log.last_index(),
+            leads: self.raw.raft.state == StateRole::Leader,
             votes_refused: !amnesia::may_vote(amnesia::Origin {
                 fresh: self.fresh,
                 founder: self.founder,
@@ -955,14 +977,19 @@ impl RaftLoop {
 /// ending the thread silently.
 pub(crate) fn run_raft_thread(raft_loop: RaftLoop) {
     let shared = raft_loop.shared.clone();
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || raft_loop.run()));
-    if let Err(panic) = ran {
+    fail_on_panic(&shared, "the Raft thread", move || raft_loop.run());
+}
+
+/// Runs `f`; a panic in it fails the node with what panicked (`what`) and the panic's
+/// message.
+fn fail_on_panic(shared: &Shared, what: &str, f: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         let message = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic without a message".into());
-        shared.fail(format!("the Raft thread panicked: {message}"));
+        shared.fail(format!("{what} panicked: {message}"));
     }
 }
 
@@ -978,5 +1005,31 @@ pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>) {
         }
         shared.publish(&previous, &image, outcomes);
         previous = image;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// raft-rs's `fatal!` (a panic) in the Raft thread fails the node with its message:
+    /// never a node that looks alive and no longer follows the metadata.
+    #[test]
+    fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
+        let shared = Shared::new(1, None);
+        fail_on_panic(&shared, "the Raft thread", || {});
+        assert!(shared.check_running().is_ok());
+        fail_on_panic(&shared, "the Raft thread", || {
+            panic!("unable to restore config: {}", "removed all voters")
+        });
+        let e = shared.check_running().unwrap_err().to_string();
+        assert!(
+            e.contains("the Raft thread panicked: unable to restore config: removed all voters"),
+            "{e}"
+        );
+        let other = Shared::new(2, None);
+        fail_on_panic(&other, "the Raft thread", || std::panic::panic_any(7));
+        let e = other.check_running().unwrap_err().to_string();
+        assert!(e.contains("a panic without a message"), "{e}");
     }
 }

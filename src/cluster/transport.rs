@@ -26,8 +26,10 @@
 //! ([`refusal`]): a message raft-rs makes for its own node (`MsgHup`, `MsgBeat`, ...),
 //! one tidelog never sends (a leadership transfer or read index asked of another node),
 //! or a forwarded proposal that is not the peer's own record (another node's, a
-//! configuration change, none, or one with a term) is logged as an error naming the
-//! peer and closes the connection, unstepped.
+//! configuration change, none, or one with a term), or one raft-rs would end its thread
+//! on or step as its own node's (no term, a snapshot of a configuration it cannot
+//! restore or without the receiver, an append whose entries do not follow its index) is
+//! logged as an error naming the peer and closes the connection, unstepped.
 //!
 //! Directory ids (KIP-853's voter directory ids, `meta.properties`' `directory.id`): a
 //! hello from a node whose directory id is not the one the quorum recorded for it (it
@@ -35,7 +37,7 @@
 //! quorum knows it by another directory id stops ([`Inbound::DirectoryLost`]) before
 //! any Raft message is read: a voter that lost its disk never votes as if new.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -297,7 +299,7 @@ pub(crate) fn refusal(msg: &Message, from: i32) -> Option<String> {
         | MsgSnapshot
         | MsgHeartbeat
         | MsgHeartbeatResponse
-        | MsgTimeoutNow => None,
+        | MsgTimeoutNow => exchange_refusal(msg),
         MsgPropose => proposal_refusal(msg, from),
         MsgHup | MsgBeat | MsgUnreachable | MsgSnapStatus | MsgCheckQuorum => Some(format!(
             "a {t:?}, which raft-rs makes for its own node and never sends to another"
@@ -309,6 +311,121 @@ pub(crate) fn refusal(msg: &Message, from: i32) -> Option<String> {
             "a {t:?}: tidelog reads no index through the quorum"
         )),
     }
+}
+
+/// Why a message raft-rs exchanges between nodes is refused, if it is: one raft-rs
+/// would step as its own node's (no term), or end its thread on.
+fn exchange_refusal(msg: &Message) -> Option<String> {
+    let t = msg.get_msg_type();
+    if msg.term == 0 {
+        // raft-rs steps a message without a term as one of its own node's, without the
+        // checks of a peer's: a heartbeat of any commit index would reach its `fatal!`.
+        return Some(format!(
+            "a {t:?} without a term; raft-rs sets its term on every message it sends to another node but a forwarded proposal"
+        ));
+    }
+    match t {
+        MessageType::MsgSnapshot => snapshot_refusal(msg),
+        MessageType::MsgAppend => append_refusal(msg),
+        _ => None,
+    }
+}
+
+/// Why a snapshot is refused, if it is: raft-rs sends one of an index and a term (of at
+/// most the message's), whose configuration is one it can restore (a voter at least,
+/// each member once, no joint configuration: tidelog changes one member at a time) and
+/// holds the receiver. raft-rs ends its thread on restoring a configuration it cannot
+/// build, and ignores one without the receiver.
+fn snapshot_refusal(msg: &Message) -> Option<String> {
+    let meta = msg.get_snapshot().get_metadata();
+    if meta.index == 0 {
+        return Some("a snapshot of index 0; raft-rs sends none empty".into());
+    }
+    if meta.term == 0 || meta.term > msg.term {
+        return Some(format!(
+            "a snapshot of term {} in a message of term {}; a snapshot is of a term from 1 to the sender's",
+            meta.term, msg.term
+        ));
+    }
+    let cs = meta.get_conf_state();
+    if !cs.voters_outgoing.is_empty() || !cs.learners_next.is_empty() || cs.auto_leave {
+        return Some(format!(
+            "a snapshot of a joint configuration (outgoing voters {:?}, next learners {:?}), which tidelog never makes: it changes one member at a time",
+            nodes(&cs.voters_outgoing),
+            nodes(&cs.learners_next)
+        ));
+    }
+    if cs.voters.is_empty() {
+        return Some(format!(
+            "a snapshot whose configuration has no voter (learners {:?})",
+            nodes(&cs.learners)
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for id in cs.voters.iter().chain(&cs.learners) {
+        if *id == 0 {
+            return Some("a snapshot whose configuration names raft-rs's \"none\" id".into());
+        }
+        if !seen.insert(*id) {
+            return Some(format!(
+                "a snapshot whose configuration names node {} twice (voters {:?}, learners {:?})",
+                node_of(*id),
+                nodes(&cs.voters),
+                nodes(&cs.learners)
+            ));
+        }
+    }
+    if !seen.contains(&msg.to) {
+        return Some(format!(
+            "a snapshot whose configuration (voters {:?}, learners {:?}) does not hold this node",
+            nodes(&cs.voters),
+            nodes(&cs.learners)
+        ));
+    }
+    None
+}
+
+/// Why an append is refused, if it is: raft-rs sends the entries that follow the
+/// message's index one by one (it takes their place in the log from the first one's
+/// index), and a log's terms never go down nor pass its leader's.
+fn append_refusal(msg: &Message) -> Option<String> {
+    let mut term = msg.log_term;
+    if term == 0 && msg.index != 0 {
+        // raft-rs reads the term of an index past its log as 0: such an append "matches"
+        // there, and the commit index it carries ends raft-rs's thread.
+        return Some(format!(
+            "an append after index {} of term 0; only index 0 has no term",
+            msg.index
+        ));
+    }
+    if term > msg.term {
+        return Some(format!(
+            "an append after an entry of term {term} in a message of term {}",
+            msg.term
+        ));
+    }
+    for (i, e) in msg.entries.iter().enumerate() {
+        let expected = msg.index.checked_add(i as u64 + 1);
+        if Some(e.index) != expected {
+            return Some(format!(
+                "an append after index {} whose entry {i} has index {}: its entries follow that index one by one",
+                msg.index, e.index
+            ));
+        }
+        if e.term == 0 || e.term < term || e.term > msg.term {
+            return Some(format!(
+                "an append whose entry at index {} has term {} after term {term}, in a message of term {}: a log's terms go from 1 up to its leader's",
+                e.index, e.term, msg.term
+            ));
+        }
+        term = e.term;
+    }
+    None
+}
+
+/// The node ids of raft-rs ids.
+fn nodes(ids: &[u64]) -> Vec<i32> {
+    ids.iter().map(|id| node_of(*id)).collect()
 }
 
 /// Why a forwarded proposal from node `from` is refused, if it is: raft-rs forwards a
@@ -1179,6 +1296,43 @@ mod refusal_tests {
         m
     }
 
+    /// A message of `t` from node 2 to node 1 in term 3.
+    fn termed(t: MessageType) -> Message {
+        let mut m = of(t);
+        m.term = 3;
+        m.from = raft_id(2);
+        m.to = raft_id(1);
+        m
+    }
+
+    /// A snapshot to node 1 at index 10 of term 2, of voters 1 to 3.
+    fn snapshot() -> Message {
+        let mut m = termed(MessageType::MsgSnapshot);
+        let meta = m.mut_snapshot().mut_metadata();
+        meta.index = 10;
+        meta.term = 2;
+        meta.mut_conf_state().voters = vec![raft_id(1), raft_id(2), raft_id(3)];
+        m
+    }
+
+    /// An append after index 4 of term 1, of entries of `terms` from index 5 on.
+    fn append(terms: &[u64]) -> Message {
+        let mut m = termed(MessageType::MsgAppend);
+        m.index = 4;
+        m.log_term = 1;
+        m.entries = terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Entry {
+                index: 5 + i as u64,
+                term: *t,
+                ..Default::default()
+            })
+            .collect::<Vec<_>>()
+            .into();
+        m
+    }
+
     /// A forwarded proposal of one normal entry: an envelope proposed by `proposer`.
     fn proposal(proposer: i32) -> Message {
         let mut m = of(MessageType::MsgPropose);
@@ -1207,13 +1361,16 @@ mod refusal_tests {
             MsgRequestVoteResponse,
             MsgRequestPreVote,
             MsgRequestPreVoteResponse,
-            MsgSnapshot,
             MsgHeartbeat,
             MsgHeartbeatResponse,
             MsgTimeoutNow,
         ] {
-            assert_eq!(refusal(&of(t), 2), None, "{t:?}");
+            assert_eq!(refusal(&termed(t), 2), None, "{t:?}");
+            // Without a term raft-rs would step it as its own node's.
+            let why = refusal(&of(t), 2).unwrap_or_else(|| panic!("{t:?} without a term taken"));
+            assert!(why.contains("without a term"), "{why}");
         }
+        assert_eq!(refusal(&snapshot(), 2), None);
         for t in [
             MsgHup,
             MsgBeat,
@@ -1227,6 +1384,120 @@ mod refusal_tests {
             let why = refusal(&of(t), 2).unwrap_or_else(|| panic!("{t:?} taken"));
             assert!(why.contains(&format!("{t:?}")), "{why}");
         }
+    }
+
+    #[test]
+    fn a_snapshot_raft_rs_cannot_restore_is_refused() {
+        let refused = |change: &dyn Fn(&mut Message), what: &str| {
+            let mut m = snapshot();
+            change(&mut m);
+            let why = refusal(&m, 2).unwrap_or_else(|| panic!("{what}: taken"));
+            assert!(why.contains(what), "{why}");
+        };
+        let conf = |m: &mut Message| m.mut_snapshot().mut_metadata().mut_conf_state().clone();
+        let set_conf = |m: &mut Message, cs: raft::prelude::ConfState| {
+            m.mut_snapshot().mut_metadata().set_conf_state(cs)
+        };
+        // The receiver as the only learner, no voter: raft-rs ends its thread on it.
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.voters = vec![];
+                cs.learners = vec![raft_id(1)];
+                set_conf(m, cs);
+            },
+            "has no voter (learners [1])",
+        );
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.voters = vec![raft_id(2), raft_id(3)];
+                set_conf(m, cs);
+            },
+            "does not hold this node",
+        );
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.learners = vec![raft_id(3)];
+                set_conf(m, cs);
+            },
+            "names node 3 twice",
+        );
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.voters.push(0);
+                set_conf(m, cs);
+            },
+            "\"none\" id",
+        );
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.voters_outgoing = vec![raft_id(4)];
+                set_conf(m, cs);
+            },
+            "joint configuration (outgoing voters [4]",
+        );
+        refused(
+            &|m| {
+                let mut cs = conf(m);
+                cs.auto_leave = true;
+                set_conf(m, cs);
+            },
+            "joint configuration",
+        );
+        refused(&|m| m.mut_snapshot().mut_metadata().index = 0, "index 0");
+        refused(
+            &|m| m.mut_snapshot().mut_metadata().term = 4,
+            "term 4 in a message of term 3",
+        );
+        refused(
+            &|m| m.mut_snapshot().mut_metadata().term = 0,
+            "term 0 in a message of term 3",
+        );
+        // The receiver as a learner of a configuration with voters is taken.
+        let mut learner = snapshot();
+        let mut cs = conf(&mut learner);
+        cs.voters = vec![raft_id(2), raft_id(3)];
+        cs.learners = vec![raft_id(1)];
+        set_conf(&mut learner, cs);
+        assert_eq!(refusal(&learner, 2), None);
+    }
+
+    #[test]
+    fn an_append_whose_entries_do_not_follow_its_index_is_refused() {
+        assert_eq!(refusal(&append(&[]), 2), None);
+        assert_eq!(refusal(&append(&[1, 2, 2, 3]), 2), None);
+        let mut gap = append(&[1, 2, 3]);
+        gap.entries[1].index = 9;
+        let why = refusal(&gap, 2).unwrap();
+        assert!(why.contains("entry 1 has index 9"), "{why}");
+        let mut late = append(&[1]);
+        late.entries[0].index = 4;
+        assert!(refusal(&late, 2).unwrap().contains("entry 0 has index 4"));
+        let mut wrapping = append(&[1]);
+        wrapping.index = u64::MAX;
+        assert!(refusal(&wrapping, 2).is_some());
+        for (terms, what) in [
+            (&[2, 1][..], "index 6 has term 1 after term 2"),
+            (&[0][..], "index 5 has term 0"),
+            (&[4][..], "term 4 after term 1, in a message of term 3"),
+        ] {
+            let why = refusal(&append(terms), 2).unwrap();
+            assert!(why.contains(what), "{terms:?}: {why}");
+        }
+        let mut past = append(&[]);
+        past.log_term = 0;
+        assert!(refusal(&past, 2).unwrap().contains("index 4 of term 0"));
+        let mut first = append(&[1]);
+        (first.index, first.log_term) = (0, 0);
+        first.entries[0].index = 1;
+        assert_eq!(refusal(&first, 2), None);
+        let mut before = append(&[]);
+        before.log_term = 5;
+        assert!(refusal(&before, 2).unwrap().contains("entry of term 5"));
     }
 
     #[test]

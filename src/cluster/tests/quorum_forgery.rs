@@ -1,8 +1,9 @@
 //! The quorum port against forged messages: a hello without the cluster id is refused
 //! once the node knows it; a message raft-rs never sends between nodes, or a forwarded
-//! proposal that is not the peer's own record, is refused; and a message that makes
-//! raft-rs panic (a snapshot whose configuration has no voter) stops the node with a
-//! clear error instead of leaving it looking alive and no longer following the metadata.
+//! proposal that is not the peer's own record, is refused; a message raft-rs would end
+//! its thread on (a snapshot whose configuration has no voter) is refused too; and one
+//! that says this node lost its log stops it with a clear error instead of leaving it
+//! looking alive and no longer following the metadata.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -20,14 +21,14 @@ use crate::security::acl::{AclBinding, AclOperation, AclPermission, PatternType,
 
 const CALL: Duration = Duration::from_secs(10);
 
-/// Connects to node index 0's quorum port as node 2 with `cluster_id` and sends a
-/// heartbeat of a far higher term whose commit index no log has.
-fn forge(c: &TestCluster, cluster_id: Option<&str>) -> TcpStream {
+/// Connects to node index `i`'s quorum port as another voter with `cluster_id` and
+/// sends a heartbeat of a far higher term whose commit index no log has.
+fn forge(c: &TestCluster, i: usize, cluster_id: Option<&str>) -> TcpStream {
     let mut m = Message::default();
     m.set_msg_type(MessageType::MsgHeartbeat);
     m.term = 1 << 30;
     m.commit = 1 << 40;
-    forge_to(c, 0, cluster_id, m)
+    forge_to(c, i, cluster_id, m)
 }
 
 /// Connects to node index `i`'s quorum port as another voter with `cluster_id` and
@@ -60,43 +61,122 @@ pub(super) fn acl(name: &str) -> MetadataRecord {
 fn a_hello_without_the_cluster_id_is_refused() {
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
-    let _forged = forge(&c, None);
+    let _forged = forge(&c, 0, None);
     std::thread::sleep(Duration::from_millis(500));
     c.node(0).propose(acl("after"), CALL).unwrap();
     assert!(c.node(0).check_running().is_ok());
     c.shutdown();
 }
 
+/// Messages raft-rs would end its thread on (a snapshot whose configuration has no
+/// voter, a heartbeat without a term of a commit index no log has) or that break its log
+/// (an append whose entries skip indexes) are refused at the quorum port: the connection
+/// is closed, and the node goes on leading and following the metadata.
 #[test]
-fn a_panic_of_the_raft_thread_stops_the_node_with_a_clear_error() {
+fn messages_raft_rs_would_end_its_thread_on_are_refused_and_the_node_goes_on() {
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
     create(&c, "t", 3, vec![]);
     let l = c.node(0).controller_id().unwrap() as usize - 1;
+    let f = (l + 1) % 3;
     wait_until("the controller leads a partition", || {
         (0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some())
     });
     let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
     // A snapshot of a higher term whose configuration has the receiver as its only
     // learner and no voter: raft-rs ends its thread on restoring it.
-    let mut m = Message::default();
-    m.set_msg_type(MessageType::MsgSnapshot);
-    m.term = 1 << 30;
-    let meta = m.mut_snapshot().mut_metadata();
+    let mut snapshot = Message::default();
+    snapshot.set_msg_type(MessageType::MsgSnapshot);
+    snapshot.term = 1 << 30;
+    let meta = snapshot.mut_snapshot().mut_metadata();
     meta.index = 1 << 40;
     meta.term = 1 << 30;
     meta.mut_conf_state().learners = vec![raft_id(l as i32 + 1)];
-    let _forged = forge_to(&c, l, Some(&id), m);
-    wait_until("the controller failed", || {
-        c.node(l).check_running().is_err()
+    // A heartbeat without a term, which raft-rs steps as its own node's: the commit
+    // index its log lacks ends its thread.
+    let mut heartbeat = Message::default();
+    heartbeat.set_msg_type(MessageType::MsgHeartbeat);
+    heartbeat.commit = 1 << 40;
+    // An append of a higher term whose entries skip indexes: raft-rs slices its entries
+    // by the first one's index.
+    let mut gap = Message::default();
+    gap.set_msg_type(MessageType::MsgAppend);
+    gap.term = 1 << 30;
+    gap.entries = [1u64, 9]
+        .map(|index| Entry {
+            index,
+            term: 1 << 30,
+            ..Default::default()
+        })
+        .to_vec()
+        .into();
+    // An append of a higher term after an index past the log, of term 0: raft-rs reads
+    // the term of an index past its log as 0, takes it as matching, and ends its thread
+    // on the commit index.
+    let mut past = Message::default();
+    past.set_msg_type(MessageType::MsgAppend);
+    past.term = 1 << 30;
+    past.index = 1 << 40;
+    past.commit = 1 << 40;
+    for (i, what, m) in [
+        (f, "an append after an index past the log", past),
+        (l, "a snapshot without a voter", snapshot),
+        (f, "a heartbeat without a term", heartbeat.clone()),
+        (l, "a heartbeat without a term", heartbeat),
+        (f, "an append whose entries skip indexes", gap),
+    ] {
+        let s = forge_to(&c, i, Some(&id), m);
+        assert!(
+            closed_by_peer(&s),
+            "{what} to node {} was not refused",
+            i + 1
+        );
+    }
+    for i in [l, f] {
+        assert!(c.node(i).check_running().is_ok(), "node {} failed", i + 1);
+    }
+    // It still leads, and proposals are applied.
+    c.node(f).propose(acl("after"), CALL).unwrap();
+    assert_eq!(c.node(f).controller_id(), Some(l as i32 + 1));
+    assert!((0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some()));
+    c.shutdown();
+}
+
+/// A forged acknowledgement, in the controller's term, of an index past its log is
+/// refused: raft-rs would take it as the follower's progress and send that follower
+/// appends after an index past its log, which it cannot take (before, it ended its
+/// thread on their commit index), so the follower would no longer follow the metadata.
+#[test]
+fn an_acknowledgement_past_the_leaders_log_is_refused() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    // forge_to speaks as the node of index (l + 1) % 3.
+    let f = (l + 1) % 3;
+    let mut ack = Message::default();
+    ack.set_msg_type(MessageType::MsgAppendResponse);
+    ack.term = c.node(l).quorum_status().term;
+    ack.index = 1 << 40;
+    let _forged = forge_to(&c, l, Some(&id), ack);
+    std::thread::sleep(Duration::from_millis(500));
+    let status = c.node(l).quorum_status();
+    assert!(
+        status.voters.iter().all(|v| v.log_end < 1 << 40),
+        "the controller took the forged progress: {status:?}"
+    );
+    // The follower still follows the metadata.
+    c.node(l).propose(acl("after"), CALL).unwrap();
+    wait_until("the follower applied the proposal", || {
+        c.node(f)
+            .image()
+            .acls
+            .iter()
+            .any(|b| b.resource_name == "after")
     });
-    let e = c.node(l).check_running().unwrap_err().to_string();
-    assert!(e.contains("Raft thread panicked"), "{e}");
-    assert!(e.contains("removed all voters"), "the panic's message: {e}");
-    // It leads nothing any more: writes go elsewhere.
-    wait_until("the failed node leads nothing", || {
-        (0..3).all(|p| part(&c, l, "t", p).leader_epoch().is_none())
-    });
+    for i in 0..3 {
+        assert!(c.node(i).check_running().is_ok(), "node {} failed", i + 1);
+    }
     c.shutdown();
 }
 
@@ -204,20 +284,32 @@ fn a_peer_forwards_only_its_own_records_and_no_local_message() {
 }
 
 /// A forged heartbeat whose commit index no log has no longer reaches raft-rs (which
-/// ends its thread on it): the node stops with the error of a lost metadata log.
+/// ends its thread on it): the node stops with the error of a lost metadata log, and a
+/// stopped node leads nothing any more (never a zombie).
 #[test]
 fn a_heartbeat_past_the_log_stops_the_node_before_raft_rs_sees_it() {
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
+    create(&c, "t", 3, vec![]);
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    wait_until("the controller leads a partition", || {
+        (0..3).any(|p| part(&c, l, "t", p).leader_epoch().is_some())
+    });
     let id = c.node(0).image().cluster_id.clone().expect("a cluster id");
-    let _forged = forge(&c, Some(&id));
-    wait_until("node 1 failed", || c.node(0).check_running().is_err());
-    let e = c.node(0).check_running().unwrap_err().to_string();
+    let _forged = forge(&c, l, Some(&id));
+    wait_until("the controller failed", || {
+        c.node(l).check_running().is_err()
+    });
+    let e = c.node(l).check_running().unwrap_err().to_string();
     assert!(!e.contains("panicked"), "{e}");
     assert!(
-        e.contains("node 1") && e.contains(&format!("index {}", 1u64 << 40)),
+        e.contains(&format!("node {}", l + 1)) && e.contains(&format!("index {}", 1u64 << 40)),
         "{e}"
     );
+    // It leads nothing any more: writes go elsewhere.
+    wait_until("the failed node leads nothing", || {
+        (0..3).all(|p| part(&c, l, "t", p).leader_epoch().is_none())
+    });
     c.shutdown();
 }
 
@@ -246,5 +338,31 @@ fn connections_past_the_bound_are_closed_at_once() {
     // The voters' own connections were there before: the node goes on.
     c.node(0).propose(acl("after"), CALL).unwrap();
     drop(silent);
+    c.shutdown();
+}
+
+/// A broker-only node that joins once the metadata log was compacted learns it through
+/// the controller's snapshot: the snapshots raft-rs sends between nodes pass the quorum
+/// port's checks.
+#[test]
+fn a_broker_only_node_joining_after_compaction_takes_the_snapshot() {
+    let mut c = TestCluster::new(3, 8);
+    c.wait_settled();
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    for i in 0..20 {
+        c.node(l)
+            .propose(acl(&format!("before-{i}")), CALL)
+            .unwrap();
+    }
+    let b = c.add_broker();
+    c.wait_settled();
+    wait_until("the broker-only node applied the log", || {
+        c.node(b)
+            .image()
+            .acls
+            .iter()
+            .any(|a| a.resource_name == "before-19")
+    });
+    assert!(c.node(b).check_running().is_ok());
     c.shutdown();
 }
