@@ -10,7 +10,7 @@ use crate::config::TopicConfig;
 use crate::coordinator::TxnOffsetCommitRequest;
 use crate::error::{Error, Result, TxnError, TxnState};
 use crate::record::EndTxnMarker;
-use crate::storage::CleanupPolicy;
+use crate::storage::{CleanupPolicy, MarkerOutcome};
 use crate::transaction::events;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 use crate::transaction::{
@@ -358,7 +358,9 @@ impl Broker {
     /// Appends the COMMIT or ABORT `marker` of `producer_id` at `producer_epoch` to
     /// `topic`-`partition`, led here, and waits for its in-sync replicas: a
     /// transaction coordinator's marker (the local one's, or one a WriteTxnMarkers
-    /// request carries).
+    /// request carries). Idempotent: a coordinator's retry of a marker already in the
+    /// log (its earlier write timed out, or its answer was lost) is not appended again,
+    /// and is answered once that marker is replicated.
     pub(crate) fn write_txn_marker(
         &self,
         topic: &str,
@@ -368,16 +370,28 @@ impl Broker {
         marker: EndTxnMarker,
     ) -> Result<()> {
         let p = self.registered_topic(topic)?.partition(partition)?;
-        if topic == OFFSETS_TOPIC && !p.log().has_open_transaction(producer_id)? {
+        let marked = if topic == OFFSETS_TOPIC && !p.log().has_open_transaction(producer_id)? {
             // The group coordinator reads every record of its journal: a marker there
             // ends the producer's transactional offsets (TxnOffsetCommit), and with
-            // none open it would end nothing.
-            return Ok(());
-        }
-        let ts = crate::storage::now_ms();
-        let (info, appended) =
-            p.append_end_txn_marker_at(producer_id, producer_epoch, marker, ts)?;
-        p.wait_committed_at(info.last_offset, appended, MARKER_TIMEOUT)?;
+            // none open it would end nothing. An earlier try may have appended it and
+            // failed on the wait: the offsets are completed once the log is replicated
+            // (nothing pending is no error).
+            let end = p.log_end_offset();
+            if end > 0 {
+                p.wait_committed(end - 1, MARKER_TIMEOUT)?;
+            }
+            false
+        } else {
+            let ts = crate::storage::now_ms();
+            let (outcome, appended) =
+                p.append_end_txn_marker_at(producer_id, producer_epoch, marker, ts)?;
+            let last = match outcome {
+                MarkerOutcome::Appended(info) => info.last_offset,
+                MarkerOutcome::Repeated { log_end_offset } => log_end_offset - 1,
+            };
+            p.wait_committed_at(last, appended, MARKER_TIMEOUT)?;
+            true
+        };
         if topic == OFFSETS_TOPIC {
             let commit = marker.commit;
             self.group_coordinator().complete_txn_offsets(
@@ -386,7 +400,9 @@ impl Broker {
                 producer_epoch,
                 commit,
             )?;
-            events::offsets_marker(producer_id, producer_epoch, commit);
+            if marked {
+                events::offsets_marker(producer_id, producer_epoch, commit);
+            }
         }
         Ok(())
     }
@@ -472,5 +488,91 @@ mod tests {
         assert_eq!(part.log_end_offset(), 2, "the record and its COMMIT marker");
         assert_eq!(part.log().last_stable_offset().unwrap(), 2);
         assert!(!part.log().has_open_transaction(p.producer_id).unwrap());
+    }
+
+    /// The marker batches of `part`, in log order (COMMIT: true).
+    fn markers_of(part: &crate::topic::Partition) -> Vec<bool> {
+        let slice = part.read(0, 1 << 20).unwrap();
+        crate::record::batches(&slice)
+            .map(|b| b.unwrap())
+            .filter(|b| b.is_control())
+            .map(|b| EndTxnMarker::of_batch(&b, "t").unwrap().unwrap().commit)
+            .collect()
+    }
+
+    /// The coordinator retries a marker whose write it did not hear back about: the
+    /// leader answers it without appending it again.
+    #[test]
+    fn a_retried_marker_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        let mut b = BatchBuilder::new()
+            .producer(42, 0, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        part.append_idempotent(&b.finish()).unwrap();
+        for _ in 0..2 {
+            broker
+                .write_txn_marker("t", 0, 42, 0, EndTxnMarker::commit(0))
+                .unwrap();
+        }
+        assert_eq!(markers_of(&part), vec![true]);
+        assert_eq!(part.log_end_offset(), 2);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+    }
+
+    /// A marker on `__consumer_offsets` appended by a try whose wait failed: the retry
+    /// finds no transaction open there, and still makes the offsets committed.
+    #[test]
+    fn a_retried_offsets_marker_commits_the_offsets_once() {
+        use crate::coordinator::{CommitOffset, TxnOffsetCommitRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("in", 1, TopicConfig::new()).unwrap();
+        let groups = broker.group_coordinator();
+        let request = TxnOffsetCommitRequest {
+            group_id: "g".into(),
+            producer_id: 42,
+            producer_epoch: 0,
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "in".into(),
+                partition: 0,
+                offset: 10,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: None,
+            }],
+        };
+        for r in groups.txn_offset_commit(request).unwrap() {
+            assert!(r.result.is_ok(), "{r:?}");
+        }
+        let fetched = || {
+            groups
+                .offset_fetch("g", Some(&[("in".to_string(), 0)]))
+                .unwrap()[0]
+                .offset
+        };
+        assert_eq!(fetched(), -1, "pending");
+        let p = groups.partition_of("g");
+        let offsets = broker.topic(OFFSETS_TOPIC).unwrap().partition(p).unwrap();
+        assert!(offsets.log().has_open_transaction(42).unwrap());
+        // The first try's append; its acks=all wait failed before the group
+        // coordinator heard of it.
+        offsets
+            .log()
+            .append_end_txn_marker(42, 0, EndTxnMarker::commit(0), 1)
+            .unwrap();
+        assert_eq!(fetched(), -1);
+        let end = offsets.log_end_offset();
+        broker
+            .write_txn_marker(OFFSETS_TOPIC, p, 42, 0, EndTxnMarker::commit(0))
+            .unwrap();
+        assert_eq!(fetched(), 10);
+        assert_eq!(offsets.log_end_offset(), end, "not appended again");
     }
 }

@@ -371,3 +371,64 @@ fn only_the_first_batch_of_a_transaction_in_a_partition_is_verified() {
     assert_eq!(produce(&mut c, "tx", p, 1, 0), 19);
     server.shutdown().unwrap();
 }
+
+/// A coordinator that lost the answer to its WriteTxnMarkers (a timeout) sends it
+/// again: both are answered, and each partition holds the marker once.
+#[test]
+fn a_retried_write_txn_markers_lands_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 2, crate::TopicConfig::new())
+        .unwrap();
+    let topic = broker.topic("t").unwrap();
+    for p in 0..2 {
+        let mut b = BatchBuilder::new()
+            .producer(99, 0, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        topic
+            .partition(p)
+            .unwrap()
+            .append_idempotent(&b.finish())
+            .unwrap();
+    }
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let request = |partitions: Vec<i32>| {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(ProducerId(99))
+                .with_producer_epoch(0)
+                .with_coordinator_epoch(2)
+                .with_transaction_result(true)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partition_indexes(partitions),
+                ]),
+        ])
+    };
+    let codes = |r: WriteTxnMarkersResponse| -> Vec<i16> {
+        r.markers[0].topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect()
+    };
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0]));
+    assert_eq!(codes(r), vec![0]);
+    // The retry carries partition 1 too, whose marker was not written yet.
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0, 1]));
+    assert_eq!(codes(r), vec![0, 0]);
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0, 1]));
+    assert_eq!(codes(r), vec![0, 0]);
+    assert_eq!(markers(&broker, 0), vec![true]);
+    assert_eq!(markers(&broker, 1), vec![true]);
+    for p in 0..2 {
+        let part = topic.partition(p).unwrap();
+        assert_eq!(part.log_end_offset(), 2);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+    }
+    server.shutdown().unwrap();
+}
