@@ -430,5 +430,25 @@ fn a_retried_write_txn_markers_lands_once() {
         assert_eq!(part.log_end_offset(), 2);
         assert_eq!(part.log().last_stable_offset().unwrap(), 2);
     }
+
+    // Markers of several transactions in one request, each answered on its own: a
+    // deposed coordinator's (epoch 1 < 2) is fenced, producer 77's is written.
+    let mut both = request(vec![0]);
+    both.markers[0].coordinator_epoch = 1;
+    let mut other = request(vec![0]).markers.remove(0);
+    other.producer_id = ProducerId(77);
+    both.markers.push(other);
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &both);
+    let answers: Vec<(i64, i16)> = r
+        .markers
+        .iter()
+        .map(|m| (m.producer_id.0, m.topics[0].partitions[0].error_code))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![(99, 52), (77, 0)],
+        "TRANSACTION_COORDINATOR_FENCED"
+    );
+    assert_eq!(markers(&broker, 0), vec![true, true]);
     server.shutdown().unwrap();
 }
