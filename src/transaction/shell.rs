@@ -17,7 +17,8 @@
 //!   queues them once the Prepare record is written, and the marker sender threads
 //!   write them through a [`MarkerWriter`] (the broker's appends to its local
 //!   leaders; on a cluster, WriteTxnMarkers to the others), so a slow or unreachable
-//!   leader never holds an answer. Partitions whose marker failed are retried by the
+//!   leader never holds an answer. A sender writes every transaction queued meanwhile
+//!   in one batch ([`MarkerWriter::write_batch`]: one WriteTxnMarkers per leader). Partitions whose marker failed are retried by the
 //!   timer until every one is written, then [`TxnCoordinator::markers_written`]
 //!   completes the transaction (CompleteCommit or CompleteAbort). Until then the id
 //!   answers CONCURRENT_TRANSACTIONS to InitProducerId, AddPartitionsToTxn and a
