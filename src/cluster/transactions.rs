@@ -131,12 +131,7 @@ impl TxnLoader {
         node: Weak<NodeHandle>,
     ) -> Result<Arc<TxnLoader>> {
         let txns = broker.transaction_coordinator();
-        txns.set_marker_writer(Arc::new(ClusterMarkers {
-            node_id,
-            node,
-            local: broker.local_marker_writer(),
-            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
-        }));
+        txns.set_marker_writer(ClusterMarkers::writer(node_id, node, broker));
         txns.start_timer()?;
         let (tx, rx) = crossbeam_channel::unbounded::<LoadJob>();
         let weak = broker.downgrade();
@@ -253,7 +248,7 @@ impl MetadataListener for TxnLoader {
 
 /// The markers of the coordinators of this node: to partitions led here through the
 /// broker, to the others with WriteTxnMarkers to their leader (from the image).
-struct ClusterMarkers {
+pub(super) struct ClusterMarkers {
     node_id: i32,
     node: Weak<NodeHandle>,
     local: Arc<dyn MarkerWriter>,
@@ -491,6 +486,21 @@ fn marker_answers(
 }
 
 impl ClusterMarkers {
+    /// The marker writer of the coordinators of node `node_id`, whose broker is
+    /// `broker`.
+    pub(super) fn writer(
+        node_id: i32,
+        node: Weak<NodeHandle>,
+        broker: &Broker,
+    ) -> Arc<dyn MarkerWriter> {
+        Arc::new(ClusterMarkers {
+            node_id,
+            node,
+            local: broker.local_marker_writer(),
+            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
+        })
+    }
+
     /// One WriteTxnMarkers to the leader at `addr` with the markers of `parts` (per
     /// transaction of `batch`, its partitions there): per transaction, the partitions
     /// the leader could not write, each with its error.
