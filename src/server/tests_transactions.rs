@@ -117,7 +117,10 @@ fn describe(c: &mut Client, id: &str) -> describe_transactions_response::Transac
 
 /// The state of `id` once its markers are written (EndTxn answers before they are;
 /// bounded wait).
-fn settled(c: &mut Client, id: &str) -> describe_transactions_response::TransactionState {
+pub(super) fn settled(
+    c: &mut Client,
+    id: &str,
+) -> describe_transactions_response::TransactionState {
     for _ in 0..1000 {
         let state = describe(c, id);
         if !state.transaction_state.as_str().starts_with("Prepare") {
