@@ -292,24 +292,29 @@ impl Partition {
     }
 
     /// Appends the COMMIT or ABORT control batch of a transaction of `producer_id`
-    /// ([`PartitionLog::append_end_txn_marker`], what the transaction coordinator
-    /// writes), with the leadership it was appended under. Refused on a cluster node
-    /// that does not lead the partition, as [`Partition::append_batch`].
+    /// ([`PartitionLog::append_end_txn_marker_once`], what the transaction coordinator
+    /// writes: a retried marker is not appended again), with the leadership it was
+    /// appended or found under. Refused on a cluster node that does not lead the
+    /// partition, as [`Partition::append_batch`].
     pub(crate) fn append_end_txn_marker_at(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         marker: crate::record::EndTxnMarker,
         timestamp: i64,
-    ) -> Result<(AppendInfo, AppendEpoch)> {
+    ) -> Result<(crate::storage::MarkerOutcome, AppendEpoch)> {
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
-        let info =
-            self.inner
-                .log
-                .append_end_txn_marker(producer_id, producer_epoch, marker, timestamp)?;
-        self.after_append(&role);
-        Ok((info, Self::epoch_of(&role)))
+        let outcome = self.inner.log.append_end_txn_marker_once(
+            producer_id,
+            producer_epoch,
+            marker,
+            timestamp,
+        )?;
+        if matches!(outcome, crate::storage::MarkerOutcome::Appended(_)) {
+            self.after_append(&role);
+        }
+        Ok((outcome, Self::epoch_of(&role)))
     }
 
     /// The batches the topic's codec rewrote, if it did (tidelog encoded them: their

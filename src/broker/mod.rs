@@ -26,7 +26,7 @@ mod share;
 mod transactions;
 
 #[cfg(feature = "server")]
-pub(crate) use transactions::RemoteTransactions;
+pub(crate) use transactions::{RemoteTransactions, TxnMarkerWrite};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

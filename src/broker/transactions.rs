@@ -10,12 +10,12 @@ use crate::config::TopicConfig;
 use crate::coordinator::TxnOffsetCommitRequest;
 use crate::error::{Error, Result, TxnError, TxnState};
 use crate::record::EndTxnMarker;
-use crate::storage::CleanupPolicy;
+use crate::storage::{CleanupPolicy, MarkerOutcome};
 use crate::transaction::events;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 use crate::transaction::{
     AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest, MarkerWriter,
-    ProducerIdAndEpoch, TopicPartition, TransactionCoordinator, TxnMarkers,
+    MarkersDone, ProducerIdAndEpoch, TopicPartition, TransactionCoordinator, TxnMarkers,
 };
 
 /// A transaction coordinator's answer to an in-process producer.
@@ -203,32 +203,57 @@ struct LocalMarkers {
 
 impl MarkerWriter for LocalMarkers {
     fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        let failed = parking_lot::Mutex::new(Vec::new());
+        self.write_batch(std::slice::from_ref(m), &|_, f| failed.lock().extend(f));
+        failed.into_inner()
+    }
+
+    /// Every marker of the batch appended, then each waits for its in-sync replicas
+    /// ([`Broker::write_txn_markers`]).
+    fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
         let Some(inner) = self.broker.upgrade() else {
-            let closed = || Error::Closed("broker".into());
-            return m
-                .partitions
-                .iter()
-                .map(|tp| (tp.clone(), closed()))
-                .collect();
+            for (i, m) in batch.iter().enumerate() {
+                let closed = || Error::Closed("broker".into());
+                done(
+                    i,
+                    m.partitions
+                        .iter()
+                        .map(|tp| (tp.clone(), closed()))
+                        .collect(),
+                );
+            }
+            return;
         };
         let broker = Broker { inner };
-        let marker = match m.result {
-            crate::transaction::TxnResult::Commit => EndTxnMarker::commit(m.coordinator_epoch),
-            crate::transaction::TxnResult::Abort => EndTxnMarker::abort(m.coordinator_epoch),
-        };
-        let mut failed = Vec::new();
-        for (topic, partition) in &m.partitions {
-            match broker.write_txn_marker(
-                topic,
-                *partition,
-                m.producer_id,
-                m.producer_epoch,
-                marker,
-            ) {
+        let mut writes = Vec::new();
+        for (i, m) in batch.iter().enumerate() {
+            let marker = match m.result {
+                crate::transaction::TxnResult::Commit => EndTxnMarker::commit(m.coordinator_epoch),
+                crate::transaction::TxnResult::Abort => EndTxnMarker::abort(m.coordinator_epoch),
+            };
+            for (topic, partition) in &m.partitions {
+                let write = TxnMarkerWrite {
+                    topic,
+                    partition: *partition,
+                    producer_id: m.producer_id,
+                    producer_epoch: m.producer_epoch,
+                    marker,
+                };
+                writes.push((i, write));
+            }
+        }
+        let plain: Vec<TxnMarkerWrite<'_>> = writes.iter().map(|(_, w)| *w).collect();
+        let results = broker.write_txn_markers(&plain);
+        let mut failed: Vec<Vec<(TopicPartition, Error)>> =
+            batch.iter().map(|_| Vec::new()).collect();
+        for ((i, w), result) in writes.iter().zip(results) {
+            let (topic, partition) = (w.topic, w.partition);
+            let id = &batch[*i].transactional_id;
+            match result {
                 Ok(()) => {}
                 // A partition deleted since it was added: nothing to mark (Kafka drops it).
                 Err(Error::UnknownTopic(_) | Error::UnknownPartition { .. }) => {
-                    events::marker_dropped(&m.transactional_id, topic, *partition, None);
+                    events::marker_dropped(id, topic, partition, None);
                 }
                 // A newer producer epoch or coordinator wrote there already: this
                 // marker is fenced and never will be written (Kafka drops it too).
@@ -236,12 +261,14 @@ impl MarkerWriter for LocalMarkers {
                     e @ (Error::InvalidProducerEpoch { .. }
                     | Error::TransactionCoordinatorFenced { .. }),
                 ) => {
-                    events::marker_dropped(&m.transactional_id, topic, *partition, Some(&e));
+                    events::marker_dropped(id, topic, partition, Some(&e));
                 }
-                Err(e) => failed.push(((topic.clone(), *partition), e)),
+                Err(e) => failed[*i].push(((topic.to_string(), partition), e)),
             }
         }
-        failed
+        for (i, f) in failed.into_iter().enumerate() {
+            done(i, f);
+        }
     }
 }
 
@@ -355,41 +382,102 @@ impl Broker {
         Ok(next)
     }
 
-    /// Appends the COMMIT or ABORT `marker` of `producer_id` at `producer_epoch` to
-    /// `topic`-`partition`, led here, and waits for its in-sync replicas: a
-    /// transaction coordinator's marker (the local one's, or one a WriteTxnMarkers
-    /// request carries).
-    pub(crate) fn write_txn_marker(
-        &self,
-        topic: &str,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: EndTxnMarker,
-    ) -> Result<()> {
-        let p = self.registered_topic(topic)?.partition(partition)?;
-        if topic == OFFSETS_TOPIC && !p.log().has_open_transaction(producer_id)? {
+    /// Appends each COMMIT or ABORT marker of `writes` (a WriteTxnMarkers request, or
+    /// a batch of the local coordinator's markers) to its partition, led here, and
+    /// waits for its in-sync replicas; each one's result, in order. Every marker is
+    /// appended first, then each waits, so the waits overlap as in Kafka's leader (one
+    /// wait for the whole request). Idempotent: a coordinator's retry of a marker
+    /// already in the log (its earlier write timed out, or its answer was lost) is not
+    /// appended again, and is answered once that marker is replicated.
+    pub(crate) fn write_txn_markers(&self, writes: &[TxnMarkerWrite<'_>]) -> Vec<Result<()>> {
+        let appended: Vec<Result<AppendedMarker>> =
+            writes.iter().map(|w| self.append_txn_marker(w)).collect();
+        appended
+            .into_iter()
+            .zip(writes)
+            .map(|(a, w)| a.and_then(|a| self.finish_txn_marker(w, a)))
+            .collect()
+    }
+
+    /// The first half of [`Broker::write_txn_markers`]: the marker appended (or found
+    /// written, or not needed), and where to wait for it.
+    fn append_txn_marker(&self, w: &TxnMarkerWrite<'_>) -> Result<AppendedMarker> {
+        let p = self.registered_topic(w.topic)?.partition(w.partition)?;
+        if w.topic == OFFSETS_TOPIC && !p.log().has_open_transaction(w.producer_id)? {
             // The group coordinator reads every record of its journal: a marker there
             // ends the producer's transactional offsets (TxnOffsetCommit), and with
-            // none open it would end nothing.
-            return Ok(());
+            // none open it would end nothing. An earlier try may have appended it and
+            // failed on the wait: the offsets are completed once the log is replicated
+            // (nothing pending is no error).
+            let last = p.log_end_offset() - 1;
+            return Ok(AppendedMarker {
+                partition: p,
+                last,
+                appended: None,
+            });
         }
         let ts = crate::storage::now_ms();
-        let (info, appended) =
-            p.append_end_txn_marker_at(producer_id, producer_epoch, marker, ts)?;
-        p.wait_committed_at(info.last_offset, appended, MARKER_TIMEOUT)?;
-        if topic == OFFSETS_TOPIC {
-            let commit = marker.commit;
+        let (outcome, appended) =
+            p.append_end_txn_marker_at(w.producer_id, w.producer_epoch, w.marker, ts)?;
+        let last = match outcome {
+            MarkerOutcome::Appended(info) => info.last_offset,
+            MarkerOutcome::Repeated { log_end_offset } => log_end_offset - 1,
+        };
+        Ok(AppendedMarker {
+            partition: p,
+            last,
+            appended: Some(appended),
+        })
+    }
+
+    /// The second half of [`Broker::write_txn_markers`]: waits for the in-sync
+    /// replicas, then a marker on `__consumer_offsets` completes the producer's
+    /// offsets in the group coordinator.
+    fn finish_txn_marker(&self, w: &TxnMarkerWrite<'_>, a: AppendedMarker) -> Result<()> {
+        let p = &a.partition;
+        match a.appended {
+            Some(appended) => p.wait_committed_at(a.last, appended, MARKER_TIMEOUT)?,
+            None if a.last >= 0 => p.wait_committed(a.last, MARKER_TIMEOUT)?,
+            None => {}
+        }
+        if w.topic == OFFSETS_TOPIC {
+            let commit = w.marker.commit;
             self.group_coordinator().complete_txn_offsets(
-                partition,
-                producer_id,
-                producer_epoch,
+                w.partition,
+                w.producer_id,
+                w.producer_epoch,
                 commit,
             )?;
-            events::offsets_marker(producer_id, producer_epoch, commit);
+            if a.appended.is_some() {
+                events::offsets_marker(w.producer_id, w.producer_epoch, commit);
+            }
         }
         Ok(())
     }
+}
+
+/// One marker to write to a partition led here ([`Broker::write_txn_markers`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TxnMarkerWrite<'a> {
+    /// The partition's topic.
+    pub(crate) topic: &'a str,
+    /// The partition.
+    pub(crate) partition: i32,
+    /// The producer whose transaction the marker ends.
+    pub(crate) producer_id: i64,
+    /// The producer epoch the marker carries.
+    pub(crate) producer_epoch: i16,
+    /// COMMIT or ABORT, with the coordinator epoch.
+    pub(crate) marker: EndTxnMarker,
+}
+
+/// A marker appended (or found in the log), to wait for.
+struct AppendedMarker {
+    partition: crate::topic::Partition,
+    /// The offset the high watermark must pass (-1: none).
+    last: i64,
+    /// The leadership it was appended or found under; None: the current one.
+    appended: Option<crate::topic::AppendEpoch>,
 }
 
 #[cfg(test)]
@@ -472,5 +560,101 @@ mod tests {
         assert_eq!(part.log_end_offset(), 2, "the record and its COMMIT marker");
         assert_eq!(part.log().last_stable_offset().unwrap(), 2);
         assert!(!part.log().has_open_transaction(p.producer_id).unwrap());
+    }
+
+    /// Writes `marker` of producer 42 at epoch 0 to `topic`-`partition`.
+    fn write_one(broker: &Broker, topic: &str, partition: i32, marker: EndTxnMarker) -> Result<()> {
+        let write = TxnMarkerWrite {
+            topic,
+            partition,
+            producer_id: 42,
+            producer_epoch: 0,
+            marker,
+        };
+        let mut results = broker.write_txn_markers(&[write]);
+        assert_eq!(results.len(), 1);
+        results.remove(0)
+    }
+
+    /// The marker batches of `part`, in log order (COMMIT: true).
+    fn markers_of(part: &crate::topic::Partition) -> Vec<bool> {
+        let slice = part.read(0, 1 << 20).unwrap();
+        crate::record::batches(&slice)
+            .map(|b| b.unwrap())
+            .filter(|b| b.is_control())
+            .map(|b| EndTxnMarker::of_batch(&b, "t").unwrap().unwrap().commit)
+            .collect()
+    }
+
+    /// The coordinator retries a marker whose write it did not hear back about: the
+    /// leader answers it without appending it again.
+    #[test]
+    fn a_retried_marker_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let part = broker.topic("t").unwrap().partition(0).unwrap();
+        let mut b = BatchBuilder::new()
+            .producer(42, 0, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        part.append_idempotent(&b.finish()).unwrap();
+        for _ in 0..2 {
+            write_one(&broker, "t", 0, EndTxnMarker::commit(0)).unwrap();
+        }
+        assert_eq!(markers_of(&part), vec![true]);
+        assert_eq!(part.log_end_offset(), 2);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+    }
+
+    /// A marker on `__consumer_offsets` appended by a try whose wait failed: the retry
+    /// finds no transaction open there, and still makes the offsets committed.
+    #[test]
+    fn a_retried_offsets_marker_commits_the_offsets_once() {
+        use crate::coordinator::{CommitOffset, TxnOffsetCommitRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path()).unwrap();
+        broker.create_topic("in", 1, TopicConfig::new()).unwrap();
+        let groups = broker.group_coordinator();
+        let request = TxnOffsetCommitRequest {
+            group_id: "g".into(),
+            producer_id: 42,
+            producer_epoch: 0,
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: vec![CommitOffset {
+                topic: "in".into(),
+                partition: 0,
+                offset: 10,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: None,
+            }],
+        };
+        for r in groups.txn_offset_commit(request).unwrap() {
+            assert!(r.result.is_ok(), "{r:?}");
+        }
+        let fetched = || {
+            groups
+                .offset_fetch("g", Some(&[("in".to_string(), 0)]))
+                .unwrap()[0]
+                .offset
+        };
+        assert_eq!(fetched(), -1, "pending");
+        let p = groups.partition_of("g");
+        let offsets = broker.topic(OFFSETS_TOPIC).unwrap().partition(p).unwrap();
+        assert!(offsets.log().has_open_transaction(42).unwrap());
+        // The first try's append; its acks=all wait failed before the group
+        // coordinator heard of it.
+        offsets
+            .log()
+            .append_end_txn_marker(42, 0, EndTxnMarker::commit(0), 1)
+            .unwrap();
+        assert_eq!(fetched(), -1);
+        let end = offsets.log_end_offset();
+        write_one(&broker, OFFSETS_TOPIC, p, EndTxnMarker::commit(0)).unwrap();
+        assert_eq!(fetched(), 10);
+        assert_eq!(offsets.log_end_offset(), end, "not appended again");
     }
 }

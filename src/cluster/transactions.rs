@@ -15,6 +15,7 @@
 //! thread: from then on the partition's ids answer NOT_COORDINATOR.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,6 +29,7 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
@@ -45,7 +47,8 @@ use crate::error::{
 use crate::storage::codec;
 use crate::topic::Partition;
 use crate::transaction::{
-    MarkerWriter, ProducerIdAndEpoch, TopicPartition, TxnMarkers, TxnResult, TxnStateLog,
+    MarkerWriter, MarkersDone, ProducerIdAndEpoch, TopicPartition, TxnMarkers, TxnResult,
+    TxnStateLog,
 };
 
 /// WriteTxnMarkers version the coordinators send (every tidelog node answers 1).
@@ -128,12 +131,7 @@ impl TxnLoader {
         node: Weak<NodeHandle>,
     ) -> Result<Arc<TxnLoader>> {
         let txns = broker.transaction_coordinator();
-        txns.set_marker_writer(Arc::new(ClusterMarkers {
-            node_id,
-            node,
-            local: broker.local_marker_writer(),
-            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
-        }));
+        txns.set_marker_writer(ClusterMarkers::writer(node_id, node, broker));
         txns.start_timer()?;
         let (tx, rx) = crossbeam_channel::unbounded::<LoadJob>();
         let weak = broker.downgrade();
@@ -250,7 +248,7 @@ impl MetadataListener for TxnLoader {
 
 /// The markers of the coordinators of this node: to partitions led here through the
 /// broker, to the others with WriteTxnMarkers to their leader (from the image).
-struct ClusterMarkers {
+pub(super) struct ClusterMarkers {
     node_id: i32,
     node: Weak<NodeHandle>,
     local: Arc<dyn MarkerWriter>,
@@ -260,67 +258,178 @@ struct ClusterMarkers {
 
 impl MarkerWriter for ClusterMarkers {
     fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        let failed = Mutex::new(Vec::new());
+        self.write_batch(std::slice::from_ref(m), &|_, f| failed.lock().extend(f));
+        failed.into_inner()
+    }
+
+    /// Splits the partitions of every transaction of `batch` by their leader in the
+    /// current image: those led here go through the broker's local path (on this
+    /// thread), the others in one WriteTxnMarkers per leader carrying the markers of
+    /// every transaction with partitions there, each leader on its own thread, so a
+    /// stalled leader holds only the transactions with a partition it leads.
+    fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
         let Some(node) = self.node.upgrade() else {
-            let closed = || Error::Closed("cluster node".into());
-            return m
-                .partitions
-                .iter()
-                .map(|tp| (tp.clone(), closed()))
-                .collect();
+            for (i, m) in batch.iter().enumerate() {
+                let closed = || Error::Closed("cluster node".into());
+                done(
+                    i,
+                    m.partitions
+                        .iter()
+                        .map(|tp| (tp.clone(), closed()))
+                        .collect(),
+                );
+            }
+            return;
         };
         let image = node.image();
         let security = node.config().replication_security.clone();
         drop(node);
-        let mut failed = Vec::new();
-        let mut local = Vec::new();
-        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for tp in &m.partitions {
-            match leader_of(&image, &tp.0, tp.1) {
-                // Deleted since it was added: nothing to mark (the local writer drops it).
-                None => local.push(tp.clone()),
-                Some(NO_LEADER) => failed.push((tp.clone(), not_leader(tp))),
-                Some(l) if l == self.node_id => local.push(tp.clone()),
-                Some(l) => remote.entry(l).or_default().push(tp.clone()),
+        let routes = route_markers(batch, |t, p| leader_of(&image, t, p), self.node_id);
+        // Per transaction: its failures so far, and the destinations not answered yet.
+        let failed: Vec<Mutex<Vec<(TopicPartition, Error)>>> =
+            routes.failed.into_iter().map(Mutex::new).collect();
+        let waiting: Vec<AtomicUsize> = routes
+            .destinations
+            .into_iter()
+            .map(AtomicUsize::new)
+            .collect();
+        let answered = |i: usize, f: Vec<(TopicPartition, Error)>| {
+            failed[i].lock().extend(f);
+            if waiting[i].fetch_sub(1, Ordering::AcqRel) == 1 {
+                let f = std::mem::take(&mut *failed[i].lock());
+                done(i, f);
+            }
+        };
+        for (i, w) in waiting.iter().enumerate() {
+            if w.load(Ordering::Acquire) == 0 {
+                let f = std::mem::take(&mut *failed[i].lock());
+                done(i, f);
             }
         }
-        if !local.is_empty() {
-            let mine = TxnMarkers {
-                partitions: local.into_iter().collect(),
-                ..m.clone()
-            };
-            failed.extend(self.local.write_markers(&mine));
-        }
-        for (leader, partitions) in remote {
-            let addr = image
-                .brokers
-                .get(&leader)
-                .filter(|b| !b.fenced)
-                .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
-            let Some(addr) = addr else {
-                failed.extend(partitions.iter().map(|tp| (tp.clone(), not_leader(tp))));
-                continue;
-            };
-            failed.extend(self.send(&addr, &security, m, &partitions));
-        }
-        failed
+        std::thread::scope(|scope| {
+            let mut inline = Vec::new();
+            for (leader, parts) in routes.remote {
+                let addr = image
+                    .brokers
+                    .get(&leader)
+                    .filter(|b| !b.fenced)
+                    .map(|b| b.replication_listener.clone().unwrap_or(b.listener.clone()));
+                let send = {
+                    let (answered, security) = (&answered, &security);
+                    move || {
+                        let Some(addr) = addr else {
+                            for (i, tps) in &parts {
+                                answered(
+                                    *i,
+                                    tps.iter().map(|tp| (tp.clone(), not_leader(tp))).collect(),
+                                );
+                            }
+                            return;
+                        };
+                        for (i, f) in self.send(&addr, security, batch, &parts) {
+                            answered(i, f);
+                        }
+                    }
+                };
+                let spawned = std::thread::Builder::new()
+                    .name(format!("tidelog-txn-markers-to-{leader}"))
+                    .spawn_scoped(scope, send.clone());
+                if spawned.is_err() {
+                    inline.push(send);
+                }
+            }
+            // The markers of every transaction with partitions led here, together.
+            let (index, mine): (Vec<usize>, Vec<TxnMarkers>) = routes
+                .local
+                .into_iter()
+                .map(|(i, partitions)| {
+                    let m = TxnMarkers {
+                        partitions,
+                        ..batch[i].clone()
+                    };
+                    (i, m)
+                })
+                .unzip();
+            if !mine.is_empty() {
+                self.local.write_batch(&mine, &|j, f| {
+                    if let Some(&i) = index.get(j) {
+                        answered(i, f);
+                    }
+                });
+            }
+            for send in inline {
+                send();
+            }
+        });
     }
 }
 
-impl ClusterMarkers {
-    /// WriteTxnMarkers of `partitions` to the leader at `addr`: the partitions it could
-    /// not write, each with its error.
-    fn send(
-        &self,
-        addr: &str,
-        security: &Arc<crate::client::ClientSecurity>,
-        m: &TxnMarkers,
-        partitions: &[TopicPartition],
-    ) -> Vec<(TopicPartition, Error)> {
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            by_topic.entry(t.as_str()).or_default().push(*p);
+/// Where the markers of a batch of transactions go.
+#[derive(Debug, Default)]
+struct MarkerRoutes {
+    /// Per transaction: the partitions led here.
+    local: Vec<(usize, std::collections::BTreeSet<TopicPartition>)>,
+    /// Per remote leader: per transaction, its partitions there.
+    remote: BTreeMap<i32, Vec<(usize, Vec<TopicPartition>)>>,
+    /// Per transaction: its partitions without a leader.
+    failed: Vec<Vec<(TopicPartition, Error)>>,
+    /// Per transaction: how many destinations (here, or a leader) it has.
+    destinations: Vec<usize>,
+}
+
+/// Splits the partitions of `batch` by their leader (`leader_of`; None: the
+/// partition no longer exists, which the local writer drops).
+fn route_markers(
+    batch: &[TxnMarkers],
+    leader_of: impl Fn(&str, i32) -> Option<i32>,
+    node_id: i32,
+) -> MarkerRoutes {
+    let mut routes = MarkerRoutes::default();
+    for (i, m) in batch.iter().enumerate() {
+        let mut local = std::collections::BTreeSet::new();
+        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        let mut failed = Vec::new();
+        for tp in &m.partitions {
+            match leader_of(&tp.0, tp.1) {
+                None => {
+                    local.insert(tp.clone());
+                }
+                Some(NO_LEADER) => failed.push((tp.clone(), not_leader(tp))),
+                Some(l) if l == node_id => {
+                    local.insert(tp.clone());
+                }
+                Some(l) => remote.entry(l).or_default().push(tp.clone()),
+            }
         }
-        let request = WriteTxnMarkersRequest::default().with_markers(vec![
+        routes
+            .destinations
+            .push(usize::from(!local.is_empty()) + remote.len());
+        if !local.is_empty() {
+            routes.local.push((i, local));
+        }
+        for (leader, tps) in remote {
+            routes.remote.entry(leader).or_default().push((i, tps));
+        }
+        routes.failed.push(failed);
+    }
+    routes
+}
+
+/// One WriteTxnMarkers carrying, for each transaction of `parts` (an index into
+/// `batch`, its partitions at the leader), its marker.
+fn markers_request(
+    batch: &[TxnMarkers],
+    parts: &[(usize, Vec<TopicPartition>)],
+) -> WriteTxnMarkersRequest {
+    let markers = parts
+        .iter()
+        .map(|(i, partitions)| {
+            let m = &batch[*i];
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (t, p) in partitions {
+                by_topic.entry(t.as_str()).or_default().push(*p);
+            }
             WritableTxnMarker::default()
                 .with_producer_id(ProducerId(m.producer_id))
                 .with_producer_epoch(m.producer_epoch)
@@ -335,39 +444,109 @@ impl ClusterMarkers {
                                 .with_partition_indexes(ps)
                         })
                         .collect(),
-                ),
-        ]);
+                )
+        })
+        .collect();
+    WriteTxnMarkersRequest::default().with_markers(markers)
+}
+
+/// Per transaction of `parts`, the partitions of it the leader's `response` did not
+/// write (a partition it did not answer counts as not written). The answers are
+/// matched by producer id, topic and partition, so each marker gets its own.
+fn marker_answers(
+    batch: &[TxnMarkers],
+    parts: &[(usize, Vec<TopicPartition>)],
+    response: WriteTxnMarkersResponse,
+) -> Vec<(usize, Vec<(TopicPartition, i16)>)> {
+    let mut answered: HashMap<(i64, TopicPartition), i16> = HashMap::new();
+    for r in response.markers {
+        for t in r.topics {
+            for p in t.partitions {
+                answered.insert(
+                    (r.producer_id.0, (t.name.0.to_string(), p.partition_index)),
+                    p.error_code,
+                );
+            }
+        }
+    }
+    parts
+        .iter()
+        .map(|(i, partitions)| {
+            let pid = batch[*i].producer_id;
+            let codes = partitions
+                .iter()
+                .map(|tp| {
+                    let code = answered.get(&(pid, tp.clone())).copied().unwrap_or(-1);
+                    (tp.clone(), code)
+                })
+                .collect();
+            (*i, codes)
+        })
+        .collect()
+}
+
+impl ClusterMarkers {
+    /// The marker writer of the coordinators of node `node_id`, whose broker is
+    /// `broker`.
+    pub(super) fn writer(
+        node_id: i32,
+        node: Weak<NodeHandle>,
+        broker: &Broker,
+    ) -> Arc<dyn MarkerWriter> {
+        Arc::new(ClusterMarkers {
+            node_id,
+            node,
+            local: broker.local_marker_writer(),
+            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
+        })
+    }
+
+    /// One WriteTxnMarkers to the leader at `addr` with the markers of `parts` (per
+    /// transaction of `batch`, its partitions there): per transaction, the partitions
+    /// the leader could not write, each with its error.
+    fn send(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        batch: &[TxnMarkers],
+        parts: &[(usize, Vec<TopicPartition>)],
+    ) -> Vec<(usize, Vec<(TopicPartition, Error)>)> {
+        let request = markers_request(batch, parts);
         let response = match self.clients.call(addr, security, &request, MARKERS_VERSION) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(node = self.node_id, leader = addr, error = %e, "WriteTxnMarkers failed; retrying");
                 let message = e.to_string();
-                return partitions
+                return parts
                     .iter()
-                    .map(|tp| (tp.clone(), Error::Timeout(message.clone())))
+                    .map(|(i, tps)| {
+                        let failed = tps
+                            .iter()
+                            .map(|tp| (tp.clone(), Error::Timeout(message.clone())))
+                            .collect();
+                        (*i, failed)
+                    })
                     .collect();
             }
         };
-        let mut answered: HashMap<TopicPartition, i16> = HashMap::new();
-        for r in response.markers {
-            for t in r.topics {
-                for p in t.partitions {
-                    answered.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+        marker_answers(batch, parts, response)
+            .into_iter()
+            .map(|(i, codes)| {
+                let m = &batch[i];
+                let mut failed = Vec::new();
+                for (tp, code) in codes {
+                    if marker_done(code) {
+                        if code != 0 {
+                            tracing::info!(node = self.node_id, transactional_id = %m.transactional_id, topic = %tp.0, partition = tp.1, code = %ErrorCode::from_code(code), "transaction marker dropped");
+                        }
+                        continue;
+                    }
+                    let e = refusal(&tp, code);
+                    failed.push((tp, e));
                 }
-            }
-        }
-        let mut failed = Vec::new();
-        for tp in partitions {
-            let code = answered.get(tp).copied().unwrap_or(-1);
-            if marker_done(code) {
-                if code != 0 {
-                    tracing::info!(node = self.node_id, transactional_id = %m.transactional_id, topic = %tp.0, partition = tp.1, code = %ErrorCode::from_code(code), "transaction marker dropped");
-                }
-                continue;
-            }
-            failed.push((tp.clone(), refusal(tp, code)));
-        }
-        failed
+                (i, failed)
+            })
+            .collect()
     }
 }
 
@@ -599,6 +778,9 @@ impl ClusterNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::messages::write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
 
     #[test]
     fn fenced_and_gone_partitions_end_a_markers_delivery() {
@@ -637,5 +819,106 @@ mod tests {
             TxnError::ProducerFenced { producer_id: 7, .. }
         ));
         assert!(code(ResponseError::UnknownServerError).is_retriable());
+    }
+
+    fn txn(id: &str, producer_id: i64, partitions: &[(&str, i32)]) -> TxnMarkers {
+        TxnMarkers {
+            transactional_id: id.into(),
+            producer_id,
+            producer_epoch: 0,
+            coordinator_epoch: 3,
+            result: TxnResult::Commit,
+            partitions: partitions
+                .iter()
+                .map(|(t, p)| (t.to_string(), *p))
+                .collect(),
+        }
+    }
+
+    /// Kafka's TransactionMarkerChannelManager: the markers of several transactions to
+    /// one leader go in one WriteTxnMarkers, and its answer is read per marker.
+    #[test]
+    fn the_markers_of_many_transactions_go_to_each_leader_in_one_request() {
+        let batch = vec![
+            txn("a", 1, &[("t", 0), ("t", 1)]),
+            txn("b", 2, &[("t", 0), ("t", 2)]),
+            txn("c", 3, &[("t", 0), ("t", 3), ("gone", 0)]),
+        ];
+        // t-0 led by node 2, t-1 by node 3, t-2 here (node 1), t-3 by nobody.
+        let leaders = |t: &str, p: i32| match (t, p) {
+            ("t", 0) => Some(2),
+            ("t", 1) => Some(3),
+            ("t", 2) => Some(1),
+            ("t", _) => Some(NO_LEADER),
+            _ => None,
+        };
+        let routes = route_markers(&batch, leaders, 1);
+        assert_eq!(routes.remote.len(), 2, "one request per leader");
+        let to_2 = &routes.remote[&2];
+        assert_eq!(
+            to_2.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        let request = markers_request(&batch, to_2);
+        assert_eq!(request.markers.len(), 3, "three transactions, one request");
+        assert_eq!(
+            request
+                .markers
+                .iter()
+                .map(|m| (
+                    m.producer_id.0,
+                    m.coordinator_epoch,
+                    m.topics[0].partition_indexes.clone()
+                ))
+                .collect::<Vec<_>>(),
+            vec![(1, 3, vec![0]), (2, 3, vec![0]), (3, 3, vec![0])]
+        );
+        assert_eq!(routes.remote[&3], vec![(0, vec![("t".to_string(), 1)])]);
+        // A deleted topic goes to the local writer, which drops it.
+        assert_eq!(
+            routes
+                .local
+                .iter()
+                .map(|(i, tps)| (*i, tps.iter().cloned().collect::<Vec<_>>()))
+                .collect::<Vec<_>>(),
+            vec![
+                (1, vec![("t".to_string(), 2)]),
+                (2, vec![("gone".to_string(), 0)]),
+            ]
+        );
+        assert_eq!(routes.destinations, vec![2, 2, 2]);
+        let unled: Vec<Vec<TopicPartition>> = routes
+            .failed
+            .iter()
+            .map(|f| f.iter().map(|(tp, _)| tp.clone()).collect())
+            .collect();
+        assert_eq!(unled, vec![vec![], vec![], vec![("t".to_string(), 3)]]);
+
+        // The leader's answer, per marker: a's written, b's refused, c's missing.
+        let mut response = WriteTxnMarkersResponse::default();
+        for (pid, code) in [(1, 0), (2, ResponseError::NotEnoughReplicas.code())] {
+            response.markers.push(
+                WritableTxnMarkerResult::default()
+                    .with_producer_id(ProducerId(pid))
+                    .with_topics(vec![
+                        WritableTxnMarkerTopicResult::default()
+                            .with_name(TopicName(StrBytes::from_static_str("t")))
+                            .with_partitions(vec![
+                                WritableTxnMarkerPartitionResult::default()
+                                    .with_partition_index(0)
+                                    .with_error_code(code),
+                            ]),
+                    ]),
+            );
+        }
+        let t0 = || ("t".to_string(), 0);
+        assert_eq!(
+            marker_answers(&batch, to_2, response),
+            vec![
+                (0, vec![(t0(), 0)]),
+                (1, vec![(t0(), ResponseError::NotEnoughReplicas.code())]),
+                (2, vec![(t0(), -1)]),
+            ]
+        );
     }
 }

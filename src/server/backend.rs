@@ -73,17 +73,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// id: a single node also loads it into its transaction coordinator; a cluster
     /// node asks the controller for it (each partition's leader loads it).
     fn start_transactions(&self) -> Result<()>;
-    /// Appends a transaction marker of `producer_id` at `producer_epoch` to
-    /// `topic`-`partition`, led here, and waits for its in-sync replicas
-    /// (WriteTxnMarkers).
-    fn write_txn_marker(
-        &self,
-        topic: &str,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: crate::record::EndTxnMarker,
-    ) -> Result<()>;
+    /// Appends each transaction marker of `writes` to its partition, led here, then
+    /// waits for their in-sync replicas (WriteTxnMarkers): each one's result, in order.
+    /// A marker already written (the coordinator's retry) is not appended again.
+    fn write_txn_markers(&self, writes: &[crate::broker::TxnMarkerWrite<'_>]) -> Vec<Result<()>>;
     /// The share coordinator (share groups, KIP-932), `__share_group_state` made and
     /// loaded on first use. A backend without one refuses.
     fn share(&self) -> Result<&crate::coordinator::ShareCoordinator> {

@@ -268,19 +268,20 @@ impl Backend for BrokerBackend {
         }
     }
 
-    fn write_txn_marker(
-        &self,
-        topic: &str,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: crate::record::EndTxnMarker,
-    ) -> Result<()> {
-        if let Some(c) = &self.cluster {
-            check_leader(c.as_ref(), topic, partition)?;
+    fn write_txn_markers(&self, writes: &[crate::broker::TxnMarkerWrite<'_>]) -> Vec<Result<()>> {
+        let mut results: Vec<Result<()>> = writes
+            .iter()
+            .map(|w| match &self.cluster {
+                Some(c) => check_leader(c.as_ref(), w.topic, w.partition),
+                None => Ok(()),
+            })
+            .collect();
+        let led: Vec<usize> = (0..writes.len()).filter(|&i| results[i].is_ok()).collect();
+        let mine: Vec<crate::broker::TxnMarkerWrite<'_>> = led.iter().map(|&i| writes[i]).collect();
+        for (i, r) in led.into_iter().zip(self.broker.write_txn_markers(&mine)) {
+            results[i] = r;
         }
-        self.broker
-            .write_txn_marker(topic, partition, producer_id, producer_epoch, marker)
+        results
     }
 
     fn data_dir(&self) -> PathBuf {

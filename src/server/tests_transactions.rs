@@ -117,7 +117,10 @@ fn describe(c: &mut Client, id: &str) -> describe_transactions_response::Transac
 
 /// The state of `id` once its markers are written (EndTxn answers before they are;
 /// bounded wait).
-fn settled(c: &mut Client, id: &str) -> describe_transactions_response::TransactionState {
+pub(super) fn settled(
+    c: &mut Client,
+    id: &str,
+) -> describe_transactions_response::TransactionState {
     for _ in 0..1000 {
         let state = describe(c, id);
         if !state.transaction_state.as_str().starts_with("Prepare") {
@@ -369,5 +372,86 @@ fn only_the_first_batch_of_a_transaction_in_a_partition_is_verified() {
     // Partition 1's first batch must be verified: the coordinator is elsewhere now,
     // which a Produce v8 client is told as the retriable NOT_ENOUGH_REPLICAS.
     assert_eq!(produce(&mut c, "tx", p, 1, 0), 19);
+    server.shutdown().unwrap();
+}
+
+/// A coordinator that lost the answer to its WriteTxnMarkers (a timeout) sends it
+/// again: both are answered, and each partition holds the marker once.
+#[test]
+fn a_retried_write_txn_markers_lands_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 2, crate::TopicConfig::new())
+        .unwrap();
+    let topic = broker.topic("t").unwrap();
+    for p in 0..2 {
+        let mut b = BatchBuilder::new()
+            .producer(99, 0, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        topic
+            .partition(p)
+            .unwrap()
+            .append_idempotent(&b.finish())
+            .unwrap();
+    }
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let request = |partitions: Vec<i32>| {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(ProducerId(99))
+                .with_producer_epoch(0)
+                .with_coordinator_epoch(2)
+                .with_transaction_result(true)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partition_indexes(partitions),
+                ]),
+        ])
+    };
+    let codes = |r: WriteTxnMarkersResponse| -> Vec<i16> {
+        r.markers[0].topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect()
+    };
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0]));
+    assert_eq!(codes(r), vec![0]);
+    // The retry carries partition 1 too, whose marker was not written yet.
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0, 1]));
+    assert_eq!(codes(r), vec![0, 0]);
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &request(vec![0, 1]));
+    assert_eq!(codes(r), vec![0, 0]);
+    assert_eq!(markers(&broker, 0), vec![true]);
+    assert_eq!(markers(&broker, 1), vec![true]);
+    for p in 0..2 {
+        let part = topic.partition(p).unwrap();
+        assert_eq!(part.log_end_offset(), 2);
+        assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+    }
+
+    // Markers of several transactions in one request, each answered on its own: a
+    // deposed coordinator's (epoch 1 < 2) is fenced, producer 77's is written.
+    let mut both = request(vec![0]);
+    both.markers[0].coordinator_epoch = 1;
+    let mut other = request(vec![0]).markers.remove(0);
+    other.producer_id = ProducerId(77);
+    both.markers.push(other);
+    let r: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 1, &both);
+    let answers: Vec<(i64, i16)> = r
+        .markers
+        .iter()
+        .map(|m| (m.producer_id.0, m.topics[0].partitions[0].error_code))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![(99, 52), (77, 0)],
+        "TRANSACTION_COORDINATOR_FENCED"
+    );
+    assert_eq!(markers(&broker, 0), vec![true, true]);
     server.shutdown().unwrap();
 }

@@ -333,7 +333,7 @@ fn txn_offset_commit_is_pending_until_the_marker_and_require_stable_says_so() {
 /// `__consumer_offsets`), are dropped when it aborts, and stay so after a restart.
 #[test]
 fn end_txn_decides_the_offsets_of_a_transaction() {
-    use super::tests_transactions::{end, init, s, start};
+    use super::tests_transactions::{end, init, s, settled, start};
     let dir = tempfile::tempdir().unwrap();
     let broker = crate::broker::Broker::open(dir.path()).unwrap();
     broker
@@ -384,6 +384,12 @@ fn end_txn_decides_the_offsets_of_a_transaction() {
     assert_eq!(offset_fetch(&mut c, 7, true), (88, -1));
     assert_eq!(end(&mut c, 3, "tx", p, true).error_code, 0);
     assert_eq!(stable(&mut c), (0, 7));
+    // The offsets are the group's once the marker is written; the transaction is
+    // CompleteCommit (the next one may start) just after.
+    assert_eq!(
+        settled(&mut c, "tx").transaction_state.as_str(),
+        "CompleteCommit"
+    );
     send_offset(&mut c, 9);
     assert_eq!(end(&mut c, 3, "tx", p, false).error_code, 0);
     assert_eq!(stable(&mut c), (0, 7));

@@ -79,7 +79,7 @@ pub(crate) use manager::HIGH_WATERMARK_FILE;
 pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
-pub use producer_state::AppendOutcome;
+pub use producer_state::{AppendOutcome, MarkerOutcome};
 #[cfg(test)]
 pub(crate) use recovery::CHECKPOINT_FILE;
 pub(crate) use signal::Signal;

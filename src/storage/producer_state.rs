@@ -264,6 +264,21 @@ impl ProducerState {
         Ok(())
     }
 
+    /// Whether a marker of producer `pid` at `epoch` from a coordinator of
+    /// `coordinator_epoch` repeats the producer's last marker here: no transaction of
+    /// the producer is open and its last marker had the same producer and coordinator
+    /// epochs, so the marker would end nothing and change nothing (a coordinator's
+    /// retry of a marker whose answer it lost). A producer the partition has not seen,
+    /// or has not seen a marker of, takes it as a new marker.
+    pub(crate) fn marker_repeats(&self, pid: i64, epoch: i16, coordinator_epoch: i32) -> bool {
+        self.producers.get(&pid).is_some_and(|e| {
+            e.txn_first_offset.is_none()
+                && e.epoch == epoch
+                && e.coordinator_epoch >= 0
+                && e.coordinator_epoch == coordinator_epoch
+        })
+    }
+
     /// True if producer `pid` has an open transaction (a leader then refuses its
     /// non-transactional batches: Kafka's `InvalidTxnStateException`).
     pub(crate) fn in_transaction(&self, pid: i64) -> bool {
@@ -627,6 +642,22 @@ pub enum AppendOutcome {
     /// The batch (a producer's retry) is already in the log at this base offset: it was
     /// not appended again.
     Duplicate(i64),
+}
+
+/// What [`PartitionLog::append_end_txn_marker_once`](super::PartitionLog::append_end_txn_marker_once)
+/// did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerOutcome {
+    /// The marker was appended.
+    Appended(AppendInfo),
+    /// The producer's last marker in the log had the same producer and coordinator
+    /// epochs and no transaction of it opened since: the marker (a coordinator's retry)
+    /// was not appended again. That earlier marker is below `log_end_offset`, the log's
+    /// end at the check, so it is replicated once the high watermark reaches it.
+    Repeated {
+        /// The log end offset when the marker was found to repeat.
+        log_end_offset: i64,
+    },
 }
 
 /// An idempotent producer as the partition knows it (DescribeProducers).

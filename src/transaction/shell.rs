@@ -17,7 +17,8 @@
 //!   queues them once the Prepare record is written, and the marker sender threads
 //!   write them through a [`MarkerWriter`] (the broker's appends to its local
 //!   leaders; on a cluster, WriteTxnMarkers to the others), so a slow or unreachable
-//!   leader never holds an answer. Partitions whose marker failed are retried by the
+//!   leader never holds an answer. A sender writes every transaction queued meanwhile
+//!   in one batch ([`MarkerWriter::write_batch`]: one WriteTxnMarkers per leader). Partitions whose marker failed are retried by the
 //!   timer until every one is written, then [`TxnCoordinator::markers_written`]
 //!   completes the transaction (CompleteCommit or CompleteAbort). Until then the id
 //!   answers CONCURRENT_TRANSACTIONS to InitProducerId, AddPartitionsToTxn and a
@@ -50,6 +51,14 @@ const RETRY_INTERVAL: Duration = Duration::from_millis(100);
 /// the markers of every other transaction.
 const MARKER_SENDERS: usize = 4;
 
+/// The most transactions a marker sender takes from its queue at once, written with
+/// one [`MarkerWriter::write_batch`] (one WriteTxnMarkers per leader on a cluster).
+const MARKER_BATCH: usize = 256;
+
+/// Called by [`MarkerWriter::write_batch`] once per transaction of the batch: its index
+/// and the partitions whose marker could not be written, each with its error.
+pub type MarkersDone<'a> = dyn Fn(usize, Vec<(TopicPartition, Error)>) + Sync + 'a;
+
 /// Called with each record of a `__transaction_state` partition: its key and value
 /// (`None`: a tombstone).
 pub type RecordVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> Result<()> + 'a;
@@ -70,6 +79,21 @@ pub trait MarkerWriter: Send + Sync {
     /// marker could not be written (retried later), each with its error. A partition
     /// that no longer exists counts as written, as in Kafka.
     fn write_markers(&self, markers: &TxnMarkers) -> Vec<(TopicPartition, Error)>;
+
+    /// Writes the markers of several transactions, as Kafka's
+    /// TransactionMarkerChannelManager sends them: on a cluster one WriteTxnMarkers
+    /// per leader, carrying the markers of every transaction of `batch` with a
+    /// partition there. Calls `done` once per transaction, as soon as each of its
+    /// partitions is answered (possibly from another thread, and before the other
+    /// transactions are), with the partitions that could not be written. The default
+    /// writes one transaction after another with [`MarkerWriter::write_markers`], so
+    /// a slow write holds the rest of the batch: a writer whose leaders may stall
+    /// answers each leader on its own.
+    fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
+        for (i, m) in batch.iter().enumerate() {
+            done(i, self.write_markers(m));
+        }
+    }
 }
 
 impl TxnStateLog for crate::topic::Partition {
@@ -554,41 +578,65 @@ impl TransactionCoordinator {
             .is_some_and(|s| Arc::ptr_eq(s, slot))
     }
 
-    /// Writes `markers` on this thread (outside any partition lock); completes each
-    /// transaction whose markers are all written and leaves the rest in `pending`
-    /// for the timer.
-    fn send_markers(&self, slot: &Arc<Slot>, markers: Vec<TxnMarkers>) {
-        let writer = self.inner.markers.read().clone();
-        for mut m in markers {
-            let Some(writer) = &writer else {
-                slot.pending.lock().push(m);
-                continue;
-            };
-            let failed = writer.write_markers(&m);
-            if failed.is_empty() {
-                self.complete(slot, &m);
-            } else {
-                for ((topic, partition), e) in &failed {
-                    events::marker_retried(&m.transactional_id, topic, *partition, e);
-                }
-                m.partitions = failed.into_iter().map(|(tp, _)| tp).collect();
-                slot.pending.lock().push(m);
-                self.wake_timer();
-            }
+    /// Writes the markers of `jobs` with one [`MarkerWriter::write_batch`] on this
+    /// thread (outside any partition lock); completes each transaction once its
+    /// markers are all written and leaves the rest in their partition's `pending` for
+    /// the timer.
+    fn send_markers(&self, jobs: Vec<MarkerJob>) {
+        if jobs.is_empty() {
+            return;
         }
+        let Some(writer) = self.inner.markers.read().clone() else {
+            for job in jobs {
+                job.slot.pending.lock().push(job.markers);
+            }
+            return;
+        };
+        let batch: Vec<TxnMarkers> = jobs.iter().map(|j| j.markers.clone()).collect();
+        writer.write_batch(&batch, &|i, failed| {
+            let Some(job) = jobs.get(i) else {
+                return; // The writer answers the batch's indexes only.
+            };
+            self.delivered(&job.slot, &job.markers, failed);
+        });
+    }
+
+    /// The partitions of `m` are answered, `failed` those not written: completes the
+    /// transaction, or leaves the failed partitions for the timer.
+    fn delivered(&self, slot: &Arc<Slot>, m: &TxnMarkers, failed: Vec<(TopicPartition, Error)>) {
+        if failed.is_empty() {
+            self.complete(slot, m);
+            return;
+        }
+        for ((topic, partition), e) in &failed {
+            events::marker_retried(&m.transactional_id, topic, *partition, e);
+        }
+        let left = TxnMarkers {
+            partitions: failed.into_iter().map(|(tp, _)| tp).collect(),
+            ..m.clone()
+        };
+        slot.pending.lock().push(left);
+        self.wake_timer();
     }
 
     /// A marker sender thread: writes the markers queued until the coordinator shuts
-    /// down; those of a partition no longer led here are dropped (its new
-    /// coordinator sends them again).
+    /// down, each time those of every transaction queued meanwhile (up to
+    /// `MARKER_BATCH`) together; those of a partition no longer led here are dropped
+    /// (its new coordinator sends them again).
     fn sender_loop(&self, jobs: crossbeam_channel::Receiver<MarkerJob>) {
         while let Ok(job) = jobs.recv() {
             if self.inner.closed.load(Ordering::Acquire) {
                 break;
             }
-            if self.still_leads(&job.slot) {
-                self.send_markers(&job.slot, vec![job.markers]);
+            let mut batch = vec![job];
+            while batch.len() < MARKER_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
             }
+            batch.retain(|job| self.still_leads(&job.slot));
+            self.send_markers(batch);
         }
     }
 
@@ -719,8 +767,8 @@ impl TransactionCoordinator {
         let slots: Vec<Arc<Slot>> = self.inner.slots.read().values().cloned().collect();
         let expiration = i64::try_from(self.inner.config.transactional_id_expiration.as_millis())
             .unwrap_or(i64::MAX);
-        let mut busy = false;
-        for slot in slots {
+        let mut jobs = Vec::new();
+        for slot in &slots {
             let mut markers = Vec::new();
             {
                 let mut st = slot.state.lock();
@@ -750,10 +798,16 @@ impl TransactionCoordinator {
                 }
             }
             markers.append(&mut slot.pending.lock());
-            self.send_markers(&slot, markers);
-            busy |= slot.needs_reload.load(Ordering::Acquire) || !slot.pending.lock().is_empty();
+            jobs.extend(markers.into_iter().map(|markers| MarkerJob {
+                slot: Arc::clone(slot),
+                markers,
+            }));
         }
-        busy
+        // Every partition's markers together: one request per leader.
+        self.send_markers(jobs);
+        slots.iter().any(|slot| {
+            slot.needs_reload.load(Ordering::Acquire) || !slot.pending.lock().is_empty()
+        })
     }
 }
 

@@ -120,6 +120,21 @@ impl MarkerWriter for StalledMarkers {
         self.written.lock().extend(m.partitions.iter().cloned());
         Vec::new()
     }
+
+    /// As a cluster's writer sends one request per leader: the transactions with a
+    /// partition on the stalled leader wait for it on their own thread, the others
+    /// are answered at once.
+    fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
+        std::thread::scope(|scope| {
+            for (i, m) in batch.iter().enumerate() {
+                if m.partitions.iter().any(|(t, _)| t == STALLED) {
+                    scope.spawn(move || done(i, self.write_markers(m)));
+                } else {
+                    done(i, self.write_markers(m));
+                }
+            }
+        });
+    }
 }
 
 /// Waits (bounded) until `id` is no longer being completed; its state then.
@@ -536,4 +551,66 @@ fn markers_queued_before_the_senders_start_are_sent() {
     assert_eq!(settled(&c, "tx"), TxnState::CompleteAbort);
     assert_eq!(markers.written.lock().len(), 1);
     c.shutdown();
+}
+
+/// Writes each batch as one call (a cluster's one WriteTxnMarkers per leader) and
+/// records the transactional ids of each; refuses the markers of topic `busy` while
+/// `busy` is set.
+#[derive(Default)]
+struct BatchMarkers {
+    calls: Mutex<Vec<Vec<String>>>,
+    busy: AtomicBool,
+}
+
+impl MarkerWriter for BatchMarkers {
+    fn write_markers(&self, _: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
+        panic!("the shell writes markers in batches");
+    }
+
+    fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
+        self.calls
+            .lock()
+            .push(batch.iter().map(|m| m.transactional_id.clone()).collect());
+        // Answered in reverse: each transaction gets its own result, whatever the order.
+        for (i, m) in batch.iter().enumerate().rev() {
+            let failed = m
+                .partitions
+                .iter()
+                .filter(|(t, _)| t == "busy" && self.busy.load(Ordering::SeqCst))
+                .map(|tp| (tp.clone(), Error::Timeout("leader busy".into())))
+                .collect();
+            done(i, failed);
+        }
+    }
+}
+
+#[test]
+fn the_markers_of_several_transactions_are_written_in_one_batch() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(BatchMarkers::default());
+    let c = TransactionCoordinator::new(config());
+    c.set_marker_writer(Arc::clone(&markers) as Arc<dyn MarkerWriter>);
+    c.set_partition_count(1);
+    c.load_partition(0, 0, Arc::clone(&log) as Arc<dyn TxnStateLog>)
+        .unwrap();
+    markers.busy.store(true, Ordering::SeqCst);
+    for (id, topic) in [("a", "t"), ("b", "busy"), ("c", "t")] {
+        let p = ready(init(&c, id, 60_000));
+        add(&c, id, p, &[(topic, 0), ("t", 1)]).unwrap();
+        end(&c, id, p, TxnResult::Commit).unwrap();
+    }
+    assert!(c.tick(false, false), "b's marker on busy is left to retry");
+    assert_eq!(
+        markers.calls.lock().clone(),
+        vec![vec!["a".to_string(), "b".into(), "c".into()]],
+        "one batch"
+    );
+    assert_eq!(c.describe("a").unwrap().state, TxnState::CompleteCommit);
+    assert_eq!(c.describe("b").unwrap().state, TxnState::PrepareCommit);
+    assert_eq!(c.describe("c").unwrap().state, TxnState::CompleteCommit);
+    markers.busy.store(false, Ordering::SeqCst);
+    assert!(!c.tick(false, false), "nothing left to retry");
+    assert_eq!(markers.calls.lock().len(), 2);
+    assert_eq!(markers.calls.lock()[1], vec!["b".to_string()]);
+    assert_eq!(c.describe("b").unwrap().state, TxnState::CompleteCommit);
 }

@@ -402,3 +402,100 @@ fn a_commit_completes_once_a_stalled_partition_takes_its_marker() {
     drop((part, coordinator));
     c.shutdown();
 }
+
+/// Kafka's TransactionMarkerChannelManager: the markers of several transactions to one
+/// leader go in one WriteTxnMarkers (counted at the leaders), and each transaction is
+/// answered on its own.
+#[test]
+fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
+    use super::replication::{broker, create};
+    use crate::transaction::{TxnMarkers, TxnResult};
+
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "t", 6, Vec::new());
+    let image = c.wait_same_image();
+    let leaders: Vec<i32> = image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    // The coordinator is node index 0 (id 1); two other leaders get markers.
+    let others: Vec<i32> = {
+        let mut l: Vec<i32> = leaders.iter().copied().filter(|&l| l != 1).collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    };
+    assert!(others.len() == 2, "leaders {leaders:?}");
+    let led_by = |node: i32| -> Vec<(String, i32)> {
+        (0..6)
+            .filter(|&p| leaders[p as usize] == node)
+            .map(|p| ("t".to_string(), p))
+            .collect()
+    };
+    let txn = |id: &str, pid: i64, partitions: Vec<(String, i32)>| TxnMarkers {
+        transactional_id: id.into(),
+        producer_id: pid,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        result: TxnResult::Commit,
+        partitions: partitions.into_iter().collect(),
+    };
+    let mut last = led_by(others[0]);
+    last.extend(led_by(others[1]));
+    let batch = vec![
+        txn("a", 1, led_by(others[0])),
+        txn("b", 2, led_by(others[0])),
+        txn("c", 3, last),
+    ];
+    let requests = |node: i32| -> u64 {
+        broker(&c, (node - 1) as usize)
+            .metrics()
+            .server
+            .and_then(|s| {
+                s.requests
+                    .iter()
+                    .find(|r| r.api_key == 27)
+                    .map(|r| r.latency.count)
+            })
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = others.iter().map(|&n| requests(n)).collect();
+    let writer = crate::cluster::transactions::ClusterMarkers::writer(
+        1,
+        Arc::downgrade(&c.node(0).handle),
+        &broker(&c, 0),
+    );
+    let answers = parking_lot::Mutex::new(Vec::new());
+    writer.write_batch(&batch, &|i, failed| answers.lock().push((i, failed.len())));
+    let mut answers = answers.into_inner();
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        vec![(0, 0), (1, 0), (2, 0)],
+        "each transaction answered"
+    );
+    let after: Vec<u64> = others.iter().map(|&n| requests(n)).collect();
+    assert_eq!(
+        after,
+        vec![before[0] + 1, before[1] + 1],
+        "one WriteTxnMarkers per leader"
+    );
+    // Every marker is in its partition: a, b and c's on the first leader's.
+    for (tp, expected) in led_by(others[0])
+        .into_iter()
+        .map(|tp| (tp, 3))
+        .chain(led_by(others[1]).into_iter().map(|tp| (tp, 1)))
+    {
+        let leader = leaders[tp.1 as usize];
+        let part = broker(&c, (leader - 1) as usize)
+            .topic("t")
+            .unwrap()
+            .partition(tp.1)
+            .unwrap();
+        assert_eq!(part.log_end_offset(), expected, "{tp:?}");
+    }
+}

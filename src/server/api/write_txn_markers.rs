@@ -1,6 +1,8 @@
 //! WriteTxnMarkers (key 27), version 1: a transaction coordinator's COMMIT or ABORT
-//! markers for partitions this node leads; each is appended as a control batch and
-//! waits for the partition's in-sync replicas. ClusterAction on the cluster.
+//! markers for partitions this node leads, of one or many transactions; each is
+//! appended as a control batch (not again if the coordinator retries one already
+//! written), then each waits for its partition's in-sync replicas. ClusterAction on
+//! the cluster.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::write_txn_markers_response::{
@@ -9,45 +11,63 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code};
+use crate::broker::TxnMarkerWrite;
 use crate::record::EndTxnMarker;
 use crate::security::acl::AclOperation;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: WriteTxnMarkersRequest = req.decode()?;
     let authorized = ctx.allowed_on_cluster(AclOperation::ClusterAction);
-    let markers = request
-        .markers
-        .into_iter()
-        .map(|m| {
+    // Every marker of the request appended, then each waits for its in-sync replicas
+    // (the waits overlap), as Kafka's leader answers it.
+    let mut writes = Vec::new();
+    if authorized {
+        for m in &request.markers {
             let marker = if m.transaction_result {
                 EndTxnMarker::commit(m.coordinator_epoch)
             } else {
                 EndTxnMarker::abort(m.coordinator_epoch)
             };
+            for t in &m.topics {
+                for &p in &t.partition_indexes {
+                    writes.push(TxnMarkerWrite {
+                        topic: &t.name.0,
+                        partition: p,
+                        producer_id: m.producer_id.0,
+                        producer_epoch: m.producer_epoch,
+                        marker,
+                    });
+                }
+            }
+        }
+    }
+    let results = ctx.backend().write_txn_markers(&writes);
+    let mut codes = writes.iter().zip(results).map(|(w, r)| match r {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::debug!(peer = %ctx.peer, topic = %w.topic, partition = w.partition, "transaction marker refused: {e}");
+            error_code(&e)
+        }
+    });
+    let markers = request
+        .markers
+        .iter()
+        .map(|m| {
             let topics = m
                 .topics
-                .into_iter()
+                .iter()
                 .map(|t| {
                     let partitions = t
                         .partition_indexes
                         .iter()
                         .map(|&p| {
-                            let code = if !authorized {
-                                ResponseError::ClusterAuthorizationFailed.code()
+                            let code = if authorized {
+                                // One result per marker written, in the same order.
+                                codes
+                                    .next()
+                                    .unwrap_or(ResponseError::UnknownServerError.code())
                             } else {
-                                match ctx.backend().write_txn_marker(
-                                    &t.name.0,
-                                    p,
-                                    m.producer_id.0,
-                                    m.producer_epoch,
-                                    marker,
-                                ) {
-                                    Ok(()) => 0,
-                                    Err(e) => {
-                                        tracing::debug!(peer = %ctx.peer, topic = %t.name.0, partition = p, "transaction marker refused: {e}");
-                                        error_code(&e)
-                                    }
-                                }
+                                ResponseError::ClusterAuthorizationFailed.code()
                             };
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(p)
@@ -55,7 +75,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         })
                         .collect();
                     WritableTxnMarkerTopicResult::default()
-                        .with_name(t.name)
+                        .with_name(t.name.clone())
                         .with_partitions(partitions)
                 })
                 .collect();

@@ -7,7 +7,7 @@
 use super::{PartitionLog, WriterState};
 use crate::error::{Error, Result};
 use crate::record::EndTxnMarker;
-use crate::storage::producer_state::{MarkerRefusal, TxnChange};
+use crate::storage::producer_state::{MarkerOutcome, MarkerRefusal, TxnChange};
 use crate::storage::txn_index::{self, AbortedTxn};
 use crate::storage::types::AppendInfo;
 
@@ -45,40 +45,113 @@ impl PartitionLog {
         marker: EndTxnMarker,
         timestamp: i64,
     ) -> Result<AppendInfo> {
+        let bytes = self.marker_batch(producer_id, producer_epoch, marker, timestamp)?;
+        let parsed = super::parse_batches(&bytes)?;
+        let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker)?;
+        let config = std::sync::Arc::clone(&w.config);
+        self.append_locked(w, &parsed, &config)
+    }
+
+    /// [`PartitionLog::append_end_txn_marker`] as a partition leader answers
+    /// WriteTxnMarkers, idempotent: a marker that repeats the producer's last one here
+    /// (same producer and coordinator epochs, no transaction of the producer opened
+    /// since: a coordinator's retry after it lost the answer) is not appended again
+    /// ([`MarkerOutcome::Repeated`]), so a retried marker lands once. The refusals are
+    /// those of [`PartitionLog::append_end_txn_marker`].
+    ///
+    /// ```
+    /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
+    /// use tidelog::storage::{MarkerOutcome, PartitionLog};
+    /// use tidelog::{BatchBuilder, LogConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default())?;
+    /// let mut b = BatchBuilder::new().producer(7, 0, 0).attributes(TRANSACTIONAL_BIT);
+    /// b.push(1_000, None, Some(b"pending"), &[]);
+    /// log.append_idempotent(&b.finish())?;
+    /// let commit = EndTxnMarker::commit(0);
+    /// assert!(matches!(
+    ///     log.append_end_txn_marker_once(7, 0, commit, 2_000)?,
+    ///     MarkerOutcome::Appended(_)
+    /// ));
+    /// // The coordinator's retry: not appended again.
+    /// assert_eq!(
+    ///     log.append_end_txn_marker_once(7, 0, commit, 2_000)?,
+    ///     MarkerOutcome::Repeated { log_end_offset: 2 }
+    /// );
+    /// assert_eq!(log.log_end_offset(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append_end_txn_marker_once(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        timestamp: i64,
+    ) -> Result<MarkerOutcome> {
+        let bytes = self.marker_batch(producer_id, producer_epoch, marker, timestamp)?;
+        let parsed = super::parse_batches(&bytes)?;
+        let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker)?;
+        let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
+        if state.marker_repeats(producer_id, producer_epoch, marker.coordinator_epoch) {
+            return Ok(MarkerOutcome::Repeated {
+                log_end_offset: self.log_end_offset(),
+            });
+        }
+        let config = std::sync::Arc::clone(&w.config);
+        self.append_locked(w, &parsed, &config)
+            .map(MarkerOutcome::Appended)
+    }
+
+    /// The control batch of `marker`, refused without a producer id.
+    fn marker_batch(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        timestamp: i64,
+    ) -> Result<Vec<u8>> {
         if producer_id < 0 {
             return Err(Error::InvalidBatch(format!(
                 "a transaction marker for {} without a producer id",
                 self.inner.name
             )));
         }
-        let bytes = marker.batch(producer_id, producer_epoch, timestamp);
-        let parsed = super::parse_batches(&bytes)?;
+        Ok(marker.batch(producer_id, producer_epoch, timestamp))
+    }
+
+    /// The writer lock, the producers' state loaded, once the log and the producer's
+    /// state take the marker `parsed`: the refusals of
+    /// [`PartitionLog::append_end_txn_marker`].
+    fn lock_for_marker(
+        &self,
+        parsed: &crate::record::ValidBatches<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<parking_lot::MutexGuard<'_, WriterState>> {
         let mut w = self.inner.writer.lock();
-        let config = std::sync::Arc::clone(&w.config);
-        self.check_batches(&parsed, None)?;
+        self.check_batches(parsed, None)?;
         self.check_writable()?;
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
         match state.check_marker(producer_id, producer_epoch, marker.coordinator_epoch) {
-            Ok(()) => {}
-            Err(MarkerRefusal::ProducerEpoch { current }) => {
-                return Err(Error::InvalidProducerEpoch {
-                    partition: self.inner.name.clone(),
-                    producer_id,
-                    epoch: producer_epoch,
-                    current,
-                });
-            }
+            Ok(()) => Ok(w),
+            Err(MarkerRefusal::ProducerEpoch { current }) => Err(Error::InvalidProducerEpoch {
+                partition: self.inner.name.clone(),
+                producer_id,
+                epoch: producer_epoch,
+                current,
+            }),
             Err(MarkerRefusal::CoordinatorEpoch { current }) => {
-                return Err(Error::TransactionCoordinatorFenced {
+                Err(Error::TransactionCoordinatorFenced {
                     partition: self.inner.name.clone(),
                     producer_id,
                     coordinator_epoch: marker.coordinator_epoch,
                     current,
-                });
+                })
             }
         }
-        self.append_locked(w, &parsed, &config)
     }
 
     /// The last stable offset (LSO): the first offset of the earliest transaction

@@ -550,3 +550,79 @@ fn the_maintenance_thread_expires_producers() {
     assert_eq!(log.active_producers().unwrap(), []);
     appended(log.append_idempotent(&idem(1, 0, 9, 1)).unwrap());
 }
+
+/// WriteTxnMarkers is idempotent at the leader: a coordinator's retry of a marker
+/// already in the log (same producer and coordinator epochs, no transaction of the
+/// producer opened since) is not appended again, across a reopen too; a newer epoch,
+/// or a marker ending a transaction opened since, is appended; an older coordinator is
+/// still fenced.
+#[test]
+fn a_retried_marker_lands_once() {
+    use crate::record::EndTxnMarker;
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let commit = EndTxnMarker::commit(3);
+    log.append_idempotent(&txn_batch(7, 0)).unwrap();
+    let first = match log.append_end_txn_marker_once(7, 0, commit, 2_000).unwrap() {
+        MarkerOutcome::Appended(info) => info,
+        other => panic!("the first marker was not appended: {other:?}"),
+    };
+    assert_eq!((first.base_offset, first.last_offset), (1, 1));
+    assert_eq!(
+        log.append_end_txn_marker_once(7, 0, commit, 2_001).unwrap(),
+        MarkerOutcome::Repeated { log_end_offset: 2 }
+    );
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(log.last_stable_offset().unwrap(), 2);
+    // The refusals come first: an older coordinator is fenced, not taken as a repeat.
+    assert!(matches!(
+        log.append_end_txn_marker_once(7, 0, EndTxnMarker::commit(2), 2_002),
+        Err(Error::TransactionCoordinatorFenced { current: 3, .. })
+    ));
+    log.close().unwrap();
+
+    // The state is the log's (snapshot or replay): the retry is still a repeat.
+    let log = open(dir.path());
+    assert_eq!(
+        log.append_end_txn_marker_once(7, 0, commit, 2_003).unwrap(),
+        MarkerOutcome::Repeated { log_end_offset: 2 }
+    );
+    // A transaction opened since is ended by a marker of the same epochs.
+    log.append_idempotent(&txn_batch(7, 1)).unwrap();
+    assert_eq!(log.last_stable_offset().unwrap(), 2);
+    assert!(matches!(
+        log.append_end_txn_marker_once(7, 0, EndTxnMarker::abort(3), 2_004)
+            .unwrap(),
+        MarkerOutcome::Appended(AppendInfo { base_offset: 3, .. })
+    ));
+    assert_eq!(log.last_stable_offset().unwrap(), 4);
+    assert_eq!(log.aborted_transactions(0, 4).unwrap().len(), 1);
+    // KIP-890: the marker of a bumped epoch is new, and then repeats.
+    for expected in [
+        MarkerOutcome::Appended(AppendInfo {
+            base_offset: 4,
+            last_offset: 4,
+            log_append_time: None,
+            max_timestamp: 2_005,
+            record_count: 1,
+        }),
+        MarkerOutcome::Repeated { log_end_offset: 5 },
+    ] {
+        assert_eq!(
+            log.append_end_txn_marker_once(7, 1, commit, 2_005).unwrap(),
+            expected
+        );
+    }
+    // A producer the log has not seen takes its marker (it ends nothing), once.
+    assert!(matches!(
+        log.append_end_txn_marker_once(8, 0, commit, 2_006).unwrap(),
+        MarkerOutcome::Appended(_)
+    ));
+    assert_eq!(
+        log.append_end_txn_marker_once(8, 0, commit, 2_006).unwrap(),
+        MarkerOutcome::Repeated { log_end_offset: 6 }
+    );
+    // The plain append is Kafka's log append: it always appends.
+    log.append_end_txn_marker(8, 0, commit, 2_007).unwrap();
+    assert_eq!(log.log_end_offset(), 7);
+}
