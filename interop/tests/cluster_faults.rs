@@ -378,14 +378,12 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     let (read, complete) = workload::read_all(&bootstrap, TOPIC, PARTITIONS, "final-read", WAIT);
     assert!(complete, "the final read reached every partition's end");
 
-    for i in 0..NODES {
-        assert!(
-            nodes.terminate(i),
-            "node {} stops cleanly\n{}",
-            i + 1,
-            nodes.logs(40)
-        );
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs(40)
+    );
     let mut events = history.events();
     events.extend(acked);
     events.extend(read);
