@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cli_support::{ok, serve, tidelog, tidelog_raw};
+use cli_support::{ok, serve, stop_all, tidelog, tidelog_raw};
 use kafka_protocol::messages::{
     ApiKey, ProduceRequest, ProduceResponse, TopicName, produce_request,
 };
@@ -216,9 +216,7 @@ fn every_node_of_three_reads_its_replicas_once_stopped_or_killed() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(nodes.pop()); // node 3: SIGKILL
-    for n in nodes.drain(..).rev() {
-        assert_eq!(n.stop(), Some(0));
-    }
+    assert_eq!(stop_all(nodes), [Some(0), Some(0)]);
     for id in 1..=3 {
         check_read_only_commands(&tmp.path().join(format!("node-{id}")), id);
     }

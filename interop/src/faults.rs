@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::cluster::{free_ports, log_tails, terminate_child};
+use crate::cluster::{free_ports, log_tails, terminate_child, terminate_children};
 
 /// One side of a link: a node (by index) or the clients (the test's own process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -699,6 +699,15 @@ impl Nodes {
     pub fn terminate(&mut self, i: usize) -> bool {
         self.net.set_pid(i, None);
         self.children[i].take().is_none_or(terminate_child)
+    }
+
+    /// SIGTERM every running node at once, as [`terminate_children`] does; per node
+    /// index, true if it exited successfully or was not running.
+    pub fn terminate_all(&mut self) -> Vec<bool> {
+        for i in 0..self.children.len() {
+            self.net.set_pid(i, None);
+        }
+        terminate_children(self.children.iter_mut().map(Option::take).collect())
     }
 
     /// The last `lines` lines of each node's log, for a failing test's message.

@@ -466,6 +466,12 @@ pub mod cluster {
             self.children[i].take().is_none_or(terminate_child)
         }
 
+        /// SIGTERM every running node at once, as [`terminate_children`] does; per node
+        /// index, true if it exited successfully or was not running.
+        pub fn terminate_all(&mut self) -> Vec<bool> {
+            terminate_children(self.children.iter_mut().map(Option::take).collect())
+        }
+
         /// Sends `SIG<name>` (`STOP`, `CONT`, ...) to node index `i` if it runs.
         pub fn signal(&self, i: usize, name: &str) {
             if let Some(c) = &self.children[i] {
@@ -500,11 +506,33 @@ pub mod cluster {
 
     /// SIGTERM `c` (a node's controlled shutdown) and wait up to 30 s for it to exit;
     /// true if it exited successfully (killed and false after 30 s).
-    pub fn terminate_child(mut c: Child) -> bool {
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
+    pub fn terminate_child(c: Child) -> bool {
+        terminate_children(vec![Some(c)])[0]
+    }
+
+    /// SIGTERM every child of `children` at once (their controlled shutdowns run while
+    /// the voters still form a majority; one after another, the last voters' would wait
+    /// out their timeout alone) and wait up to 30 s for them to exit. Per child: true if
+    /// it exited successfully (killed and false after 30 s), or was `None`.
+    pub fn terminate_children(children: Vec<Option<Child>>) -> Vec<bool> {
+        let pids: Vec<String> = children
+            .iter()
+            .flatten()
+            .map(|c| c.id().to_string())
+            .collect();
+        if !pids.is_empty() {
+            let _ = Command::new("kill").arg("-TERM").args(&pids).status();
+        }
         let deadline = Instant::now() + Duration::from_secs(30);
+        children
+            .into_iter()
+            .map(|c| c.is_none_or(|c| exited_by(c, deadline)))
+            .collect()
+    }
+
+    /// Waits until `deadline` for `c` to exit; true if it exited successfully (killed
+    /// and false at the deadline).
+    fn exited_by(mut c: Child, deadline: Instant) -> bool {
         loop {
             if let Ok(Some(status)) = c.try_wait() {
                 return status.success();

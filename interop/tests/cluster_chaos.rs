@@ -194,14 +194,12 @@ fn kill_nine_of_any_node_loses_no_acknowledged_record() {
         "{} retried batches answered as duplicates (idempotence across failover)",
         nodes.count_in_logs("duplicate batch not appended again")
     );
-    for i in all {
-        assert!(
-            nodes.terminate(i),
-            "node {} stops cleanly\n{}",
-            i + 1,
-            nodes.logs()
-        );
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs()
+    );
 
     let counts = numbered::check_logs(&nodes, &all, TOPIC, PARTITIONS, &acked);
     for (p, n) in counts.iter().enumerate() {

@@ -201,9 +201,7 @@ fn killing_the_leader_loses_no_acknowledged_record() {
     });
     drop(producer);
     drop(admin);
-    for i in 0..3 {
-        nodes.terminate(i);
-    }
+    nodes.terminate_all();
     let logs: Vec<(i64, Vec<u8>)> = (0..3).map(|i| log_bytes(&nodes.dir(i))).collect();
     for (i, l) in logs.iter().enumerate() {
         assert_eq!(

@@ -184,6 +184,20 @@ fn apply(nodes: &mut Nodes, fault: Fault, rng: &mut Rng, session_ms: u64) -> Str
     what
 }
 
+/// True once `group` has a committed offset of every partition of [`TOPIC`], as
+/// `tidelog groups describe` lists them (GROUP, TOPIC, PARTITION, CURRENT-OFFSET, ...).
+fn committed_everywhere(bootstrap: &str, group: &str) -> bool {
+    let Some(described) = cli_ok(bootstrap, &["groups", "describe", group]) else {
+        return false;
+    };
+    let committed = described
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|f| f.len() == 7 && f[0] == group && f[1] == TOPIC && f[3].parse::<i64>().is_ok())
+        .count();
+    committed == PARTITIONS as usize
+}
+
 /// What one run found.
 struct Outcome {
     seed: u64,
@@ -300,10 +314,19 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
         })
     };
 
-    // Both groups commit offsets (every second) before the first fault: a partition
+    // Every group commits offsets (every second) before the first fault: a partition
     // moved by a rebalance before any commit would start over at the latest offset
-    // for the `latest` group, which is the client's rule, not a lost record.
-    std::thread::sleep(Duration::from_secs(4));
+    // for a `latest` group, which is the client's rule, not a lost record.
+    eventually(
+        "every group committed an offset of every partition",
+        WAIT,
+        || {
+            GROUPS
+                .iter()
+                .all(|(g, _, _)| committed_everywhere(&bootstrap, g))
+                .then_some(())
+        },
+    );
     let end = Instant::now() + Duration::from_secs(minutes * 60);
     let mut done = 0;
     // Every kind of fault once, in a seeded order, then seeded choices.
@@ -378,14 +401,12 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     let (read, complete) = workload::read_all(&bootstrap, TOPIC, PARTITIONS, "final-read", WAIT);
     assert!(complete, "the final read reached every partition's end");
 
-    for i in 0..NODES {
-        assert!(
-            nodes.terminate(i),
-            "node {} stops cleanly\n{}",
-            i + 1,
-            nodes.logs(40)
-        );
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs(40)
+    );
     let mut events = history.events();
     events.extend(acked);
     events.extend(read);

@@ -149,9 +149,12 @@ fn a_partition_without_a_live_in_sync_replica_stays_offline_until_one_returns() 
     eventually("both replicas back in the ISR", WAIT, || {
         describe(&layout.addr(leader), TOPIC, Duration::from_secs(2)).filter(|v| v.fully_in_sync(2))
     });
-    for i in all {
-        assert!(nodes.terminate(i), "node {} stops cleanly", i + 1);
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs()
+    );
     let mut acked = first.snapshot();
     for (p, m) in second.snapshot() {
         acked.entry(p).or_default().extend(m);

@@ -86,7 +86,10 @@ fn leaderships_return_to_the_preferred_replicas_after_a_rolling_restart() {
             );
         }
     }
-    for i in all {
-        assert!(nodes.terminate(i), "node {} stops cleanly", i + 1);
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs()
+    );
 }

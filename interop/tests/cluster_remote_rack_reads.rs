@@ -12,7 +12,7 @@ use tidelog::admin::NewTopic;
 use tidelog::{
     ClientConfig, Cluster, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
 };
-use tidelog_interop::cluster::{Layout, eventually, start_racked_nodes};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_racked_nodes};
 
 const TOPIC: &str = "near";
 const RECORDS: usize = 500;
@@ -90,7 +90,5 @@ fn the_network_consumer_with_a_followers_client_rack_reads_the_committed_records
     consumer.close();
     drop(producer);
     drop(cluster);
-    for n in nodes {
-        n.shutdown().unwrap();
-    }
+    shutdown_all(nodes);
 }

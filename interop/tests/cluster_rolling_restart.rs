@@ -167,9 +167,12 @@ fn a_rolling_restart_loses_nothing_and_stalls_producers_briefly() {
     eventually("every partition in sync at the end", WAIT, || {
         describe_any(&layout, &all, TOPIC).filter(|v| v.fully_in_sync(3))
     });
-    for i in all {
-        assert!(nodes.terminate(i), "node {} stops cleanly", i + 1);
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs()
+    );
     let counts = numbered::check_logs(&nodes, &all, TOPIC, PARTITIONS, &acked);
     assert_eq!(counts.iter().sum::<usize>() as u64, sent);
 }

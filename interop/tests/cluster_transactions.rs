@@ -243,9 +243,12 @@ fn transactions_commit_and_abort_across_leaders() {
         "a read_committed consumer sees the committed records only"
     );
     drop(admin);
-    for i in 0..3 {
-        assert!(nodes.terminate(i), "node {} stops cleanly", i + 1);
-    }
+    let stopped = nodes.terminate_all();
+    assert!(
+        stopped.iter().all(|ok| *ok),
+        "every node stops cleanly: {stopped:?}\n{}",
+        nodes.logs()
+    );
     let (view, open) = committed_view(&nodes, &[0, 1, 2]);
     assert!(!open, "no transaction left open");
     assert_eq!(view, expected, "exactly the committed records");
@@ -318,9 +321,7 @@ fn commit_while_the_coordinator_dies(freeze_first: bool) {
         "the new producer's commit is visible"
     );
     drop(admin);
-    for i in &survivors {
-        nodes.terminate(*i);
-    }
+    nodes.terminate_all();
     let (view, open) = committed_view(&nodes, &survivors);
     assert!(!open, "no transaction left open");
     assert!(after.is_subset(&view));

@@ -15,7 +15,7 @@ use tidelog::security::{
 };
 use tidelog::transaction::TxnError;
 use tidelog::{Error, Producer, ProducerRecord, TopicConfig};
-use tidelog_interop::cluster::{Layout, eventually, start_nodes};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_nodes};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -122,7 +122,5 @@ fn a_transaction_through_a_remote_coordinator_needs_write_on_the_transactional_i
         (part.log_end_offset() == 3 && part.log().last_stable_offset().ok()? == 3).then_some(())
     });
     drop((probe, producer));
-    for s in servers {
-        s.shutdown().unwrap();
-    }
+    shutdown_all(servers);
 }

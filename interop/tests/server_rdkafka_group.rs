@@ -3,18 +3,21 @@
 //! partitions with commits, then the server and broker restart and the group resumes
 //! from its committed offsets: nothing lost, nothing twice.
 
+mod rdkafka_support;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka_support::{idempotent_producer, send};
 use tidelog::{Broker, Server, ServerHandle, TopicConfig};
 
 const TOPIC: &str = "orders";
@@ -53,7 +56,8 @@ struct Seen {
 }
 
 /// Run a group of three consumers until `stop_at` distinct records were seen in total,
-/// or nothing arrives for 30 s. Every member commits what it consumed before leaving.
+/// nothing arrives for 30 s, or for at most 3 minutes. Every member commits what it
+/// consumed before leaving.
 fn consume(bootstrap: &str, seen: &Arc<Mutex<Seen>>, stop_at: usize) {
     let stop = Arc::new(AtomicBool::new(false));
     let idle_members = Arc::new(AtomicUsize::new(0));
@@ -78,7 +82,8 @@ fn consume(bootstrap: &str, seen: &Arc<Mutex<Seen>>, stop_at: usize) {
                 consumer.subscribe(&[TOPIC]).unwrap();
                 let mut idle = 0;
                 let mut counted_idle = false;
-                while !stop.load(Ordering::Acquire) {
+                let deadline = Instant::now() + Duration::from_secs(180);
+                while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
                     match consumer.poll(Duration::from_millis(100)) {
                         Some(Ok(m)) => {
                             idle = 0;
@@ -121,25 +126,10 @@ fn a_group_of_three_resumes_after_a_restart_with_nothing_lost_or_duplicated() {
     broker.create_topic(TOPIC, 6, TopicConfig::new()).unwrap();
     let bootstrap = server.local_addr().to_string();
 
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let producer = idempotent_producer(&bootstrap);
     for i in 0..RECORDS {
         let (key, value) = (format!("key-{i}"), format!("order-{i}"));
-        let mut record = BaseRecord::to(TOPIC).key(&key).payload(&value);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(5));
-                    record = back;
-                }
-            }
-        }
+        send(&producer, BaseRecord::to(TOPIC).key(&key).payload(&value));
     }
     producer.flush(Duration::from_secs(60)).unwrap();
     drop(producer);

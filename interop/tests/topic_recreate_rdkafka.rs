@@ -22,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext};
 use tidelog::{Broker, Server};
-use tidelog_interop::cluster::{Layout, eventually, start_nodes};
+use tidelog_interop::cluster::{Layout, eventually, shutdown_all, start_nodes};
 
 const TOPIC: &str = "recreated";
 
@@ -197,7 +197,7 @@ fn single_node_new_producer_delivers_to_the_recreated_topic() {
 fn three_nodes_same_and_new_producer_deliver_to_the_recreated_topic() {
     let layout = Layout::new(3);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let (_brokers, _servers) = start_nodes(&layout, &dirs, |_, b| b);
+    let (_brokers, servers) = start_nodes(&layout, &dirs, |_, b| b);
     let bootstrap = layout.bootstrap();
     eventually("3 brokers", Duration::from_secs(30), || {
         let consumer: BaseConsumer = ClientConfig::new()
@@ -219,4 +219,5 @@ fn three_nodes_same_and_new_producer_deliver_to_the_recreated_topic() {
         partitions(&bootstrap).is_none().then_some(())
     });
     create_delete_create(&bootstrap, 3, false);
+    shutdown_all(servers);
 }

@@ -16,14 +16,10 @@ use crate::{
     OffsetReset, Producer, ProducerRecord, TopicConfig,
 };
 
-/// A node serving a broker with topic `t` of `partitions` partitions, and a cluster
-/// handle on it.
+/// A node serving a broker without initial rebalance delay (no test here is about it)
+/// with topic `t` of `partitions` partitions, and a cluster handle on it.
 fn node(partitions: i32) -> (tempfile::TempDir, Broker, crate::ServerHandle, Cluster) {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
-    broker
-        .create_topic("t", partitions, TopicConfig::new())
-        .unwrap();
+    let (dir, broker) = group_broker(partitions);
     let server = serve(&broker, "127.0.0.1:0");
     let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
     (dir, broker, server, cluster)

@@ -113,11 +113,14 @@ if [ "$got" -ne 1000 ]; then
 fi
 echo "cluster: new leader $new, every record still there"
 
-# The survivors stop cleanly on SIGTERM (controlled shutdown where a controller is left).
+# The survivors stop cleanly on SIGTERM (controlled shutdown where a controller is left),
+# all at once: one after another, the last would wait out its controlled shutdown alone.
+for i in 0 1 2; do
+    if [ "${pids[$i]}" != 0 ]; then kill -TERM "${pids[$i]}"; fi
+done
 for i in 0 1 2; do
     pid="${pids[$i]}"
     [ "$pid" != 0 ] || continue
-    kill -TERM "$pid"
     for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null || ! wait "$pid"; then
         echo "cluster: node $((i + 1)) did not exit cleanly after SIGTERM" >&2
