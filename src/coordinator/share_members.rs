@@ -12,6 +12,11 @@
 //! A share session ties a member's fetches together: epoch 0 opens one (replacing any
 //! other of the member), each request carries the epoch the session expects next
 //! (then incremented, wrapping to 1), and -1 closes it.
+//!
+//! Both are bounded as in Kafka: a share group has at most `group.share.max.size`
+//! members (a new one beyond is refused with GROUP_MAX_SIZE_REACHED), a node holds at
+//! most `group.share.max.share.sessions` share sessions (a new one beyond is refused
+//! with SHARE_SESSION_LIMIT_REACHED until one closes or its member leaves).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -152,6 +157,10 @@ impl ShareCoordinator {
                     let what = "SubscribedTopicNames must be set when joining";
                     return Err(refused(&group, ShareError::InvalidRequest(what.into())));
                 };
+                let max = self.config().max_size;
+                if !members.contains_key(&hb.member_id) && members.len() >= max {
+                    return Err(refused(&group, ShareError::GroupMaxSizeReached(max)));
+                }
                 *group_epoch += 1;
                 let member = Member {
                     topics: names.into_iter().collect(),
@@ -267,6 +276,10 @@ impl ShareCoordinator {
         if epoch == 0 {
             if !known && !on_cluster {
                 return Err(refused(group, ShareError::UnknownMember(member.into())));
+            }
+            let max = self.config().max_share_sessions;
+            if !inner.sessions.contains_key(&key) && inner.sessions.len() >= max {
+                return Err(refused(group, ShareError::ShareSessionLimitReached(max)));
             }
             inner.sessions.insert(key.clone(), ShareSession::default());
         }
@@ -449,5 +462,86 @@ mod tests {
             share.share_session("g", "a", -1, &[], &[]).unwrap(),
             Vec::new()
         );
+    }
+
+    #[test]
+    fn a_full_share_group_refuses_a_new_member_until_one_leaves() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_size: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let now = Instant::now();
+        for m in ["a", "b"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, now)
+                .unwrap();
+        }
+        assert_eq!(
+            code(
+                share
+                    .heartbeat(hb("c", 0, Some(&["t"])), &topics, now)
+                    .unwrap_err()
+            ),
+            ShareError::GroupMaxSizeReached(2)
+        );
+        assert_eq!(
+            code(
+                share
+                    .join("g", &["t".to_string()], "in-process")
+                    .unwrap_err()
+            ),
+            ShareError::GroupMaxSizeReached(2)
+        );
+        // A member joining again (epoch 0, its own id) is no new member.
+        share
+            .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        // Another group has room.
+        let mut other = hb("c", 0, Some(&["t"]));
+        other.group_id = "h".into();
+        share.heartbeat(other, &topics, now).unwrap();
+        share
+            .heartbeat(hb("b", LEAVE_EPOCH, None), &topics, now)
+            .unwrap();
+        share
+            .heartbeat(hb("c", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        assert_eq!(share.describe_members("g").1.len(), 2);
+    }
+
+    #[test]
+    fn a_node_holds_at_most_max_share_sessions() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_share_sessions: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let now = Instant::now();
+        for m in ["a", "b", "c"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, now)
+                .unwrap();
+        }
+        share.share_session("g", "a", 0, &[], &[]).unwrap();
+        share.share_session("g", "b", 0, &[], &[]).unwrap();
+        assert_eq!(
+            code(share.share_session("g", "c", 0, &[], &[]).unwrap_err()),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        // Opening again replaces a member's own session: no new one.
+        share.share_session("g", "a", 0, &[], &[]).unwrap();
+        // A session closed, or its member gone, makes room.
+        share.share_session("g", "a", -1, &[], &[]).unwrap();
+        share.share_session("g", "c", 0, &[], &[]).unwrap();
+        assert_eq!(
+            code(share.share_session("g", "a", 0, &[], &[]).unwrap_err()),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        share.expire_members(now + Duration::from_secs(46)).unwrap();
+        share
+            .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        share.share_session("g", "a", 0, &[], &[]).unwrap();
     }
 }

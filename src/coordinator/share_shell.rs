@@ -332,7 +332,9 @@ impl ShareCoordinator {
         Ok(())
     }
 
-    /// Joins `group` as a new member reading `topics`; returns its member id.
+    /// Joins `group` as a new member reading `topics`; returns its member id, or
+    /// [`ShareError::GroupMaxSizeReached`] when the group has `group.share.max.size`
+    /// members already.
     pub fn join(&self, group: &str, topics: &[String], client_id: &str) -> Result<String> {
         if group.is_empty() {
             return Err(share_error(
@@ -353,12 +355,13 @@ impl ShareCoordinator {
             client_host: String::new(),
             rack: None,
         };
-        self.inner
-            .lock()
-            .groups
-            .entry(group.to_string())
-            .or_default()
-            .insert(member_id.clone(), member);
+        let mut inner = self.inner.lock();
+        let members = inner.groups.entry(group.to_string()).or_default();
+        if members.len() >= self.config.max_size {
+            let source = ShareError::GroupMaxSizeReached(self.config.max_size);
+            return Err(share_error(group, "", -1, source));
+        }
+        members.insert(member_id.clone(), member);
         Ok(member_id)
     }
 
