@@ -677,7 +677,6 @@ impl ShareCoordinator {
             Some(store) => store.journal(entry.state_partition as i32),
             None => Arc::clone(&inner.journals[entry.state_partition]),
         };
-        let prunes = inner.store.is_none();
         let snapshot = entry.updates + 1 >= per_snapshot;
         let (kind, state) = if snapshot {
             let whole = ShareState {
@@ -704,22 +703,24 @@ impl ShareCoordinator {
                 entry.snapshot_epoch += 1;
                 entry.updates = 0;
                 entry.snapshot_offset = offset;
-                // A cluster node holds only some of a state partition's
-                // share-partitions: the others' snapshots are not its to delete.
-                if !prunes {
-                    return Ok(out);
-                }
                 let index = entry.state_partition;
-                let oldest = inner
-                    .partitions
-                    .values()
-                    .filter(|e| e.state_partition == index)
-                    .map(|e| e.snapshot_offset)
-                    .min()
-                    .unwrap_or(offset);
-                // Only space is at stake: a failed prune leaves records the next load
-                // reads and supersedes, and the next snapshot prunes again.
-                let _ = journal.prune(oldest);
+                let oldest = match &inner.store {
+                    // A cluster node holds only some of a state partition's
+                    // share-partitions (other nodes write the others): the last
+                    // snapshot of each is read from the partition itself.
+                    Some(store) => oldest_snapshot(store.as_ref(), index as i32),
+                    None => Ok(inner
+                        .partitions
+                        .values()
+                        .filter(|e| e.state_partition == index)
+                        .map(|e| e.snapshot_offset)
+                        .min()),
+                };
+                // Only space is at stake: a failed read or prune leaves records the
+                // next load reads and supersedes, and the next snapshot prunes again.
+                if let Ok(oldest) = oldest {
+                    let _ = journal.prune(oldest.unwrap_or(offset));
+                }
                 Ok(out)
             }
             Ok(_) => {
@@ -733,6 +734,20 @@ impl ShareCoordinator {
             }
         }
     }
+}
+
+/// The offset of the oldest of the last snapshots of the share-partitions in state
+/// partition `index` of `store` (None when it has none): nothing before it is needed.
+/// Records written meanwhile come after the partition's end as read, so after it too.
+fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64>> {
+    let mut last: HashMap<ShareKey, i64> = HashMap::new();
+    store.read(index, &mut |offset, key, value| {
+        if let Some((SNAPSHOT, k, _)) = records::decode(key, value)? {
+            last.insert(k, offset);
+        }
+        Ok(())
+    })?;
+    Ok(last.into_values().min())
 }
 
 fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
@@ -798,4 +813,117 @@ pub(crate) fn keyed_records(
         }
     }
     Ok(next)
+}
+
+#[cfg(feature = "server")]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One partition of `__share_group_state` in memory, which the coordinators of
+    /// several cluster nodes write to and read from.
+    #[derive(Default)]
+    struct MemLog {
+        start: i64,
+        next: i64,
+        records: Vec<(i64, Vec<u8>, Vec<u8>)>,
+    }
+
+    #[derive(Default, Clone)]
+    struct MemStore(Arc<Mutex<MemLog>>);
+
+    impl ShareJournal for MemStore {
+        fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
+            let mut log = self.0.lock();
+            let offset = log.next;
+            log.next += 1;
+            log.records.push((offset, key.to_vec(), value.to_vec()));
+            Ok(offset)
+        }
+
+        fn prune(&self, offset: i64) -> Result<()> {
+            let mut log = self.0.lock();
+            log.start = log.start.max(offset);
+            log.records.retain(|r| r.0 >= offset);
+            Ok(())
+        }
+    }
+
+    impl ShareStateStore for MemStore {
+        fn partitions(&self) -> Result<i32> {
+            Ok(1)
+        }
+
+        fn journal(&self, _index: i32) -> Arc<dyn ShareJournal> {
+            Arc::new(self.clone())
+        }
+
+        fn read(&self, _index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
+            let records = self.0.lock().records.clone();
+            for (offset, key, value) in records {
+                f(offset, &key, Some(&value))?;
+            }
+            Ok(())
+        }
+    }
+
+    fn node(store: &MemStore) -> ShareCoordinator {
+        let share = ShareCoordinator::new(ShareConfig {
+            snapshot_update_records_per_snapshot: 2,
+            ..ShareConfig::default()
+        });
+        share.set_store(Arc::new(store.clone()));
+        share
+    }
+
+    /// Acquires offsets `from..from + 10` of `group`'s t-0 and accepts the first 4: an
+    /// update, then a snapshot.
+    fn work(share: &ShareCoordinator, group: &str, from: i64) {
+        let now = Instant::now();
+        share.fetch_offset(group, "t", 0, 0, 0, now).unwrap();
+        let offsets: Vec<i64> = (from..from + 10).collect();
+        let got = share
+            .acquire(group, "m", "t", 0, &offsets, from + 10, 100, now)
+            .unwrap();
+        assert_eq!(got.len(), 10);
+        let acks: Vec<(i64, AcknowledgeType)> = (from..from + 4)
+            .map(|o| (o, AcknowledgeType::Accept))
+            .collect();
+        for (_, r) in share.acknowledge(group, "m", "t", 0, &acks, now).unwrap() {
+            r.unwrap();
+        }
+        share.release_held(group, "m", now).unwrap();
+    }
+
+    #[test]
+    fn a_cluster_nodes_snapshots_prune_what_no_share_partition_of_any_node_needs() {
+        let store = MemStore::default();
+        // Two nodes lead partitions of share-partitions kept in one state partition.
+        let (a, b) = (node(&store), node(&store));
+        for round in 0..20 {
+            work(&a, "ga", round * 4);
+            work(&b, "gb", round * 4);
+        }
+        let (start, held) = {
+            let log = store.0.lock();
+            (log.start, log.records.len())
+        };
+        assert!(start > 0, "nothing pruned");
+        // Each share-partition needs its last snapshot and the updates after it.
+        assert!(held <= 6, "{held} records held");
+        // A third node loads both share-partitions whole.
+        let c = node(&store);
+        for group in ["ga", "gb"] {
+            assert_eq!(
+                c.fetch_offset(group, "t", 0, 0, 0, Instant::now()).unwrap(),
+                80
+            );
+            // Accepted up to 80; 80 was delivered in the last two rounds and released.
+            assert_eq!(c.record_state(group, "t", 0, 79), None, "accepted");
+            assert_eq!(
+                c.record_state(group, "t", 0, 80),
+                Some((RecordState::Available, 2)),
+            );
+        }
+    }
 }
