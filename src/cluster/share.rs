@@ -317,6 +317,10 @@ impl ShareStateStore for ClusterShareStore {
         })
     }
 
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32> {
+        self.0.leader_epoch(topic, partition)
+    }
+
     fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
         // A failed read called `f` for nothing: the coordinator reads into a fresh
         // state each time.
@@ -335,6 +339,23 @@ impl ShareStateStore for ClusterShareStore {
 }
 
 impl StoreInner {
+    /// The leader epoch of `topic`-`partition` in this node's metadata.
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32> {
+        let image = self.node()?.image();
+        let t = image
+            .topic(topic)
+            .ok_or_else(|| Error::UnknownTopic(topic.to_string()))?;
+        usize::try_from(partition)
+            .ok()
+            .and_then(|i| t.partitions.get(i))
+            .map(|p| p.leader_epoch)
+            .ok_or_else(|| Error::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+                count: t.partitions.len() as i32,
+            })
+    }
+
     fn partitions(&self) -> Result<i32> {
         let node = self.node()?;
         if let Some(t) = node.image().topic(SHARE_GROUP_STATE_TOPIC) {

@@ -48,6 +48,9 @@ pub trait ShareStateStore: Send + Sync {
     /// Calls `f` with the offset, key and value of every record of partition `index`,
     /// read from its current leader.
     fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()>;
+    /// The leader epoch of `topic`-`partition` as this node knows it (stamped on the
+    /// state records it writes of the partition's share-partitions).
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32>;
 }
 
 /// How long a journal write waits for the partition's in-sync replicas.
@@ -85,6 +88,9 @@ struct Entry {
     updates: u32,
     /// Offset of its last snapshot in its state partition.
     snapshot_offset: i64,
+    /// The leader epoch of its partition its records are written with (0 on a single
+    /// node); a load ignores records of an older one (a deposed leader's).
+    leader_epoch: i32,
 }
 
 /// A member of a share group.
@@ -292,6 +298,7 @@ impl ShareCoordinator {
                     return Ok(());
                 };
                 match (kind, loaded.get_mut(&k)) {
+                    (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
                     (SNAPSHOT, _) => {
                         let entry = Entry {
                             topic: String::new(),
@@ -300,6 +307,7 @@ impl ShareCoordinator {
                             snapshot_epoch: v.snapshot_epoch,
                             updates: 0,
                             snapshot_offset: offset,
+                            leader_epoch: v.leader_epoch,
                         };
                         loaded.insert(k, entry);
                     }
@@ -551,10 +559,13 @@ impl ShareCoordinator {
             }
             return Ok(k);
         }
+        let mut leader_epoch = 0;
         if let Some(store) = inner.store.clone() {
             let n = store.partitions()?;
             let index = records::state_partition_for(&k, n);
-            if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+            leader_epoch = store.leader_epoch(topic, partition)?;
+            if let Some(mut entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+                self.take_over(store.as_ref(), &k, &mut entry, leader_epoch)?;
                 inner.partitions.insert(k.clone(), entry);
                 return Ok(k);
             }
@@ -569,7 +580,7 @@ impl ShareCoordinator {
         let state = ShareState {
             snapshot_epoch: 0,
             state_epoch: 0,
-            leader_epoch: 0,
+            leader_epoch,
             start_offset: initial,
             batches: Vec::new(),
         };
@@ -586,9 +597,52 @@ impl ShareCoordinator {
                 snapshot_epoch: 0,
                 updates: 0,
                 snapshot_offset: offset,
+                leader_epoch,
             },
         );
         Ok(k)
+    }
+
+    /// This node's leadership (`leader_epoch`) of the partition of `entry`, loaded from
+    /// `store`, begins: a snapshot with its epoch, so that what an earlier leader writes
+    /// from now on is ignored by every later load. A node whose epoch is older than
+    /// the state's is no leader any more: NOT_LEADER_OR_FOLLOWER.
+    fn take_over(
+        &self,
+        store: &dyn ShareStateStore,
+        k: &ShareKey,
+        entry: &mut Entry,
+        leader_epoch: i32,
+    ) -> Result<()> {
+        if leader_epoch < entry.leader_epoch {
+            return Err(Error::NotLeaderOrFollower {
+                partition: format!("{}-{}", entry.topic, k.partition),
+                reason: format!(
+                    "its share state was written by leader epoch {}, this node knows {leader_epoch}",
+                    entry.leader_epoch
+                ),
+            });
+        }
+        if leader_epoch == entry.leader_epoch {
+            return Ok(());
+        }
+        let state = ShareState {
+            snapshot_epoch: entry.snapshot_epoch + 1,
+            state_epoch: 0,
+            leader_epoch,
+            start_offset: entry.partition.start_offset(),
+            batches: entry.partition.snapshot(),
+        };
+        let journal = store.journal(entry.state_partition as i32);
+        let offset = journal.append(
+            &records::key(SNAPSHOT, k),
+            &records::value(SNAPSHOT, &state),
+        )?;
+        entry.snapshot_epoch += 1;
+        entry.updates = 0;
+        entry.snapshot_offset = offset;
+        entry.leader_epoch = leader_epoch;
+        Ok(())
     }
 
     /// The state partition of `k` and its journal.
@@ -625,6 +679,8 @@ impl ShareCoordinator {
                 return Ok(());
             }
             match (kind, found.as_mut()) {
+                // Written by a deposed leader after a later one took over.
+                (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
                 (SNAPSHOT, _) => {
                     found = Some(Entry {
                         topic: topic.to_string(),
@@ -633,6 +689,7 @@ impl ShareCoordinator {
                         snapshot_epoch: v.snapshot_epoch,
                         updates: 0,
                         snapshot_offset: offset,
+                        leader_epoch: v.leader_epoch,
                     });
                 }
                 (UPDATE, Some(e)) => {
@@ -682,7 +739,7 @@ impl ShareCoordinator {
             let whole = ShareState {
                 snapshot_epoch: entry.snapshot_epoch + 1,
                 state_epoch: 0,
-                leader_epoch: 0,
+                leader_epoch: entry.leader_epoch,
                 start_offset,
                 batches: entry.partition.snapshot(),
             };
@@ -691,7 +748,7 @@ impl ShareCoordinator {
             let update = ShareState {
                 snapshot_epoch: entry.snapshot_epoch,
                 state_epoch: 0,
-                leader_epoch: 0,
+                leader_epoch: entry.leader_epoch,
                 start_offset,
                 batches,
             };
@@ -829,8 +886,9 @@ mod tests {
         records: Vec<(i64, Vec<u8>, Vec<u8>)>,
     }
 
+    /// The log, and the leader epoch of the data partitions as one node knows it.
     #[derive(Default, Clone)]
-    struct MemStore(Arc<Mutex<MemLog>>);
+    struct MemStore(Arc<Mutex<MemLog>>, i32);
 
     impl ShareJournal for MemStore {
         fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
@@ -858,6 +916,10 @@ mod tests {
             Arc::new(self.clone())
         }
 
+        fn leader_epoch(&self, _topic: &str, _partition: i32) -> Result<i32> {
+            Ok(self.1)
+        }
+
         fn read(&self, _index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
             let records = self.0.lock().records.clone();
             for (offset, key, value) in records {
@@ -867,13 +929,19 @@ mod tests {
         }
     }
 
-    fn node(store: &MemStore) -> ShareCoordinator {
+    /// A node's coordinator on `store`, knowing the data partitions' leader epoch
+    /// `epoch`.
+    fn node_at(store: &MemStore, epoch: i32) -> ShareCoordinator {
         let share = ShareCoordinator::new(ShareConfig {
             snapshot_update_records_per_snapshot: 2,
             ..ShareConfig::default()
         });
-        share.set_store(Arc::new(store.clone()));
+        share.set_store(Arc::new(MemStore(Arc::clone(&store.0), epoch)));
         share
+    }
+
+    fn node(store: &MemStore) -> ShareCoordinator {
+        node_at(store, 0)
     }
 
     /// Acquires offsets `from..from + 10` of `group`'s t-0 and accepts the first 4: an
@@ -925,5 +993,37 @@ mod tests {
                 Some((RecordState::Available, 2)),
             );
         }
+    }
+
+    #[test]
+    fn what_a_deposed_leader_writes_after_the_next_one_loaded_is_fenced() {
+        let store = MemStore::default();
+        let old = node_at(&store, 1);
+        work(&old, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        let got = old.acquire("g", "m", "t", 0, &held, 14, 100, now).unwrap();
+        assert_eq!(got.len(), 10);
+        // The leadership moves: the new leader (epoch 2) loads the share-partition,
+        // what the old one held available again.
+        let new = node_at(&store, 2);
+        assert_eq!(new.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
+        // The old leader, not knowing yet, accepts records it held.
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+        let _ = old.acknowledge("g", "m", "t", 0, &acks, now);
+        // The new leader reads them out again: its state, not the deposed leader's.
+        let next = node_at(&store, 3);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
+        assert_eq!(
+            next.record_state("g", "t", 0, 4),
+            Some((RecordState::Available, 2))
+        );
+        // A node loading with an older leader epoch than the state has is refused.
+        let stale = node_at(&store, 2);
+        assert!(matches!(
+            stale.fetch_offset("g", "t", 0, 0, 0, now),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
     }
 }

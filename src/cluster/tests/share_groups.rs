@@ -278,7 +278,7 @@ fn share_partitions_keep_every_record_state_when_leaders_move() {
 /// every replica's log then starts where it was pruned.
 #[test]
 fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
-    use crate::coordinator::{ShareJournal, ShareStateStore};
+    use crate::coordinator::ShareStateStore;
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
     let store = |i: usize| {
