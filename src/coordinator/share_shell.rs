@@ -795,16 +795,22 @@ impl ShareCoordinator {
 
 /// The offset of the oldest of the last snapshots of the share-partitions in state
 /// partition `index` of `store` (None when it has none): nothing before it is needed.
-/// Records written meanwhile come after the partition's end as read, so after it too.
+/// A snapshot of an older leader epoch than one before it (a deposed leader's, which
+/// loads skip) does not count. Records written meanwhile come after the partition's
+/// end as read, so after it too.
 fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64>> {
-    let mut last: HashMap<ShareKey, i64> = HashMap::new();
+    // (leader epoch, offset) of each share-partition's last snapshot.
+    let mut last: HashMap<ShareKey, (i32, i64)> = HashMap::new();
     store.read(index, &mut |offset, key, value| {
-        if let Some((SNAPSHOT, k, _)) = records::decode(key, value)? {
-            last.insert(k, offset);
+        if let Some((SNAPSHOT, k, v)) = records::decode(key, value)? {
+            let seen = last.entry(k).or_insert((v.leader_epoch, offset));
+            if v.leader_epoch >= seen.0 {
+                *seen = (v.leader_epoch, offset);
+            }
         }
         Ok(())
     })?;
-    Ok(last.into_values().min())
+    Ok(last.into_values().map(|(_, offset)| offset).min())
 }
 
 fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
@@ -1012,6 +1018,8 @@ mod tests {
         let acks: Vec<(i64, AcknowledgeType)> =
             (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
         let _ = old.acknowledge("g", "m", "t", 0, &acks, now);
+        // and writes a snapshot, pruning below what it takes for the last one.
+        let _ = old.release_held("g", "m", now);
         // The new leader reads them out again: its state, not the deposed leader's.
         let next = node_at(&store, 3);
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
