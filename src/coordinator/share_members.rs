@@ -16,7 +16,8 @@
 //! Both are bounded as in Kafka: a share group has at most `group.share.max.size`
 //! members (a new one beyond is refused with GROUP_MAX_SIZE_REACHED), a node holds at
 //! most `group.share.max.share.sessions` share sessions (a new one beyond is refused
-//! with SHARE_SESSION_LIMIT_REACHED until one closes or its member leaves).
+//! with SHARE_SESSION_LIMIT_REACHED until one closes, its member leaves, or it goes
+//! unused for its group's session timeout).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -85,6 +86,8 @@ pub(super) struct ShareSession {
     next_epoch: i32,
     /// The partitions it fetches.
     partitions: BTreeSet<(String, i32)>,
+    /// When a request last used it.
+    last_used: Option<Instant>,
 }
 
 fn refused(group: &str, source: ShareError) -> Error {
@@ -257,7 +260,10 @@ impl ShareCoordinator {
     /// Checks and advances `member`'s share session for a request carrying `epoch`:
     /// 0 opens a new session (the member must be in the group), -1 is its last
     /// request, any other must be the epoch the session expects. Adds `add` and drops
-    /// `forget`; returns the partitions the session fetches.
+    /// `forget`; returns the partitions the session fetches. A new session on a node
+    /// holding `group.share.max.share.sessions` first drops those no request used for
+    /// their group's `share.session.timeout.ms` by `now` (their members are gone
+    /// without closing them: on a cluster, a member's heartbeats go to another node).
     pub fn share_session(
         &self,
         group: &str,
@@ -265,6 +271,7 @@ impl ShareCoordinator {
         epoch: i32,
         add: &[(String, i32)],
         forget: &[(String, i32)],
+        now: Instant,
     ) -> Result<Vec<(String, i32)>> {
         let mut inner = self.lock();
         let known = inner
@@ -278,6 +285,13 @@ impl ShareCoordinator {
                 return Err(refused(group, ShareError::UnknownMember(member.into())));
             }
             let max = self.config().max_share_sessions;
+            if !inner.sessions.contains_key(&key) && inner.sessions.len() >= max {
+                inner.sessions.retain(|(g, _), s| {
+                    let timeout = self.group_settings(g).session_timeout;
+                    s.last_used
+                        .is_none_or(|t| now.saturating_duration_since(t) < timeout)
+                });
+            }
             if !inner.sessions.contains_key(&key) && inner.sessions.len() >= max {
                 return Err(refused(group, ShareError::ShareSessionLimitReached(max)));
             }
@@ -302,6 +316,7 @@ impl ShareCoordinator {
             return Err(refused(group, source));
         }
         session.next_epoch = session.next_epoch.checked_add(1).unwrap_or(1);
+        session.last_used = Some(now);
         session.partitions.extend(add.iter().cloned());
         for f in forget {
             session.partitions.remove(f);
@@ -423,35 +438,35 @@ mod tests {
         let topics: BTreeMap<String, i32> = [("t".to_string(), 2)].into();
         let now = Instant::now();
         assert!(matches!(
-            code(share.share_session("g", "a", 0, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 0, &[], &[], now).unwrap_err()),
             ShareError::UnknownMember(_)
         ));
         share
             .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
             .unwrap();
         assert!(matches!(
-            code(share.share_session("g", "a", 1, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 1, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionNotFound(_)
         ));
         let t0 = ("t".to_string(), 0);
         let t1 = ("t".to_string(), 1);
-        let open = share.share_session("g", "a", 0, &[t0.clone(), t1.clone()], &[]);
+        let open = share.share_session("g", "a", 0, &[t0.clone(), t1.clone()], &[], now);
         assert_eq!(open.unwrap(), vec![t0.clone(), t1.clone()]);
         assert_eq!(
-            code(share.share_session("g", "a", 2, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 2, &[], &[], now).unwrap_err()),
             ShareError::InvalidShareSessionEpoch {
                 given: 2,
                 expected: 1
             }
         );
-        let next = share.share_session("g", "a", 1, &[], std::slice::from_ref(&t1));
+        let next = share.share_session("g", "a", 1, &[], std::slice::from_ref(&t1), now);
         assert_eq!(next.unwrap(), vec![t0.clone()]);
         assert_eq!(
-            share.share_session("g", "a", -1, &[], &[]).unwrap(),
+            share.share_session("g", "a", -1, &[], &[], now).unwrap(),
             vec![t0]
         );
         assert!(matches!(
-            code(share.share_session("g", "a", 3, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 3, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionNotFound(_)
         ));
         // A member's last request after it left: nothing to close, no error.
@@ -459,7 +474,7 @@ mod tests {
             .heartbeat(hb("a", LEAVE_EPOCH, None), &topics, now)
             .unwrap();
         assert_eq!(
-            share.share_session("g", "a", -1, &[], &[]).unwrap(),
+            share.share_session("g", "a", -1, &[], &[], now).unwrap(),
             Vec::new()
         );
     }
@@ -523,25 +538,64 @@ mod tests {
                 .heartbeat(hb(m, 0, Some(&["t"])), &topics, now)
                 .unwrap();
         }
-        share.share_session("g", "a", 0, &[], &[]).unwrap();
-        share.share_session("g", "b", 0, &[], &[]).unwrap();
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
+        share.share_session("g", "b", 0, &[], &[], now).unwrap();
         assert_eq!(
-            code(share.share_session("g", "c", 0, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "c", 0, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionLimitReached(2)
         );
         // Opening again replaces a member's own session: no new one.
-        share.share_session("g", "a", 0, &[], &[]).unwrap();
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
         // A session closed, or its member gone, makes room.
-        share.share_session("g", "a", -1, &[], &[]).unwrap();
-        share.share_session("g", "c", 0, &[], &[]).unwrap();
+        share.share_session("g", "a", -1, &[], &[], now).unwrap();
+        share.share_session("g", "c", 0, &[], &[], now).unwrap();
         assert_eq!(
-            code(share.share_session("g", "a", 0, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 0, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionLimitReached(2)
         );
         share.expire_members(now + Duration::from_secs(46)).unwrap();
         share
             .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
             .unwrap();
-        share.share_session("g", "a", 0, &[], &[]).unwrap();
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
+    }
+
+    #[test]
+    fn a_full_node_drops_share_sessions_idle_for_a_session_timeout() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_share_sessions: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let t0 = Instant::now();
+        for m in ["a", "b", "c", "d"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, t0)
+                .unwrap();
+        }
+        share.share_session("g", "a", 0, &[], &[], t0).unwrap();
+        share.share_session("g", "b", 0, &[], &[], t0).unwrap();
+        share
+            .share_session("g", "b", 1, &[], &[], t0 + Duration::from_secs(30))
+            .unwrap();
+        let later = t0 + Duration::from_secs(46);
+        // a's session was not used for the 45 s session timeout: c takes its place.
+        share.share_session("g", "c", 0, &[], &[], later).unwrap();
+        assert_eq!(
+            code(
+                share
+                    .share_session("g", "d", 0, &[], &[], later)
+                    .unwrap_err()
+            ),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        assert!(matches!(
+            code(
+                share
+                    .share_session("g", "a", 1, &[], &[], later)
+                    .unwrap_err()
+            ),
+            ShareError::ShareSessionNotFound(_)
+        ));
     }
 }
