@@ -419,6 +419,14 @@ pub struct ShareConfig {
     /// again as a snapshot (`share.coordinator.snapshot.update.records.per.snapshot`).
     /// Default 500.
     pub snapshot_update_records_per_snapshot: u32,
+    /// Most members of one share group: a member joining a group that has as many is
+    /// refused with GROUP_MAX_SIZE_REACHED (`group.share.max.size`). Default 200.
+    pub max_size: usize,
+    /// Most share sessions this node holds (ShareFetch and ShareAcknowledge of members
+    /// over the network): a new session beyond them is refused with
+    /// SHARE_SESSION_LIMIT_REACHED until one closes (`group.share.max.share.sessions`).
+    /// Default 2000.
+    pub max_share_sessions: usize,
 }
 
 impl Default for ShareConfig {
@@ -431,6 +439,8 @@ impl Default for ShareConfig {
             heartbeat_interval: Duration::from_millis(5_000),
             state_topic_partitions: 50,
             snapshot_update_records_per_snapshot: 500,
+            max_size: 200,
+            max_share_sessions: 2000,
         }
     }
 }

@@ -14,9 +14,14 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DeleteRecordsRequest, FetchRequest, ProduceRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::handle::NodeHandle;
@@ -43,6 +48,7 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Produce and Fetch versions of the calls to a state partition's leader.
 const PRODUCE_VERSION: i16 = 8;
 const FETCH_VERSION: i16 = 12;
+const DELETE_RECORDS_VERSION: i16 = 2;
 /// How long a write or read of a state partition retries while its leader moves.
 const RETRY_FOR: Duration = Duration::from_secs(10);
 const RETRY_STEP: Duration = Duration::from_millis(50);
@@ -155,6 +161,38 @@ impl StoreInner {
             ));
         }
         Ok(answer.base_offset)
+    }
+
+    /// The records of partition `index` before `offset` deleted by its leader at
+    /// `addr` (DeleteRecords).
+    fn delete_records(&self, addr: &str, index: i32, offset: i64) -> Result<()> {
+        let node = self.node()?;
+        let security = node.config().replication_security.clone();
+        drop(node);
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![
+                DeleteRecordsTopic::default()
+                    .with_name(topic_name())
+                    .with_partitions(vec![
+                        DeleteRecordsPartition::default()
+                            .with_partition_index(index)
+                            .with_offset(offset),
+                    ]),
+            ]);
+        let response = self
+            .clients
+            .call(addr, &security, &request, DELETE_RECORDS_VERSION)?;
+        let answer = response
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == index)
+            .ok_or_else(|| refused(index, "an answer without the partition".into()))?;
+        match answer.error_code {
+            0 => Ok(()),
+            code => Err(answered(index, code)),
+        }
     }
 
     /// Every keyed record of partition `index`, fetched from its leader at `addr` up
@@ -279,6 +317,10 @@ impl ShareStateStore for ClusterShareStore {
         })
     }
 
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32> {
+        self.0.leader_epoch(topic, partition)
+    }
+
     fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
         // A failed read called `f` for nothing: the coordinator reads into a fresh
         // state each time.
@@ -297,6 +339,23 @@ impl ShareStateStore for ClusterShareStore {
 }
 
 impl StoreInner {
+    /// The leader epoch of `topic`-`partition` in this node's metadata.
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32> {
+        let image = self.node()?.image();
+        let t = image
+            .topic(topic)
+            .ok_or_else(|| Error::UnknownTopic(topic.to_string()))?;
+        usize::try_from(partition)
+            .ok()
+            .and_then(|i| t.partitions.get(i))
+            .map(|p| p.leader_epoch)
+            .ok_or_else(|| Error::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+                count: t.partitions.len() as i32,
+            })
+    }
+
     fn partitions(&self) -> Result<i32> {
         let node = self.node()?;
         if let Some(t) = node.image().topic(SHARE_GROUP_STATE_TOPIC) {
@@ -310,8 +369,8 @@ impl StoreInner {
     }
 }
 
-/// Partition `index` of `__share_group_state` as a journal: appended through its
-/// current leader. Nothing is pruned on a cluster (see [`ShareStateStore`]).
+/// Partition `index` of `__share_group_state` as a journal: appended and pruned
+/// through its current leader (the followers follow its log start).
 struct StateJournal {
     store: Arc<StoreInner>,
     index: i32,
@@ -328,8 +387,13 @@ impl ShareJournal for StateJournal {
         })
     }
 
-    fn prune(&self, _offset: i64) -> Result<()> {
-        Ok(())
+    fn prune(&self, offset: i64) -> Result<()> {
+        // Only space is at stake: tried once, the next snapshot prunes again.
+        let image = self.store.node()?.image();
+        match self.store.leader(&image, self.index)? {
+            None => PartitionJournal(self.store.local(self.index)?).prune(offset),
+            Some(addr) => self.store.delete_records(&addr, self.index, offset),
+        }
     }
 }
 

@@ -12,6 +12,12 @@
 //! A share session ties a member's fetches together: epoch 0 opens one (replacing any
 //! other of the member), each request carries the epoch the session expects next
 //! (then incremented, wrapping to 1), and -1 closes it.
+//!
+//! Both are bounded as in Kafka: a share group has at most `group.share.max.size`
+//! members (a new one beyond is refused with GROUP_MAX_SIZE_REACHED), a node holds at
+//! most `group.share.max.share.sessions` share sessions (a new one beyond is refused
+//! with SHARE_SESSION_LIMIT_REACHED until one closes, its member leaves, or it goes
+//! unused for its group's session timeout).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -80,6 +86,8 @@ pub(super) struct ShareSession {
     next_epoch: i32,
     /// The partitions it fetches.
     partitions: BTreeSet<(String, i32)>,
+    /// When a request last used it.
+    last_used: Option<Instant>,
 }
 
 fn refused(group: &str, source: ShareError) -> Error {
@@ -152,6 +160,10 @@ impl ShareCoordinator {
                     let what = "SubscribedTopicNames must be set when joining";
                     return Err(refused(&group, ShareError::InvalidRequest(what.into())));
                 };
+                let max = self.config().max_size;
+                if !members.contains_key(&hb.member_id) && members.len() >= max {
+                    return Err(refused(&group, ShareError::GroupMaxSizeReached(max)));
+                }
                 *group_epoch += 1;
                 let member = Member {
                     topics: names.into_iter().collect(),
@@ -248,7 +260,10 @@ impl ShareCoordinator {
     /// Checks and advances `member`'s share session for a request carrying `epoch`:
     /// 0 opens a new session (the member must be in the group), -1 is its last
     /// request, any other must be the epoch the session expects. Adds `add` and drops
-    /// `forget`; returns the partitions the session fetches.
+    /// `forget`; returns the partitions the session fetches. A new session on a node
+    /// holding `group.share.max.share.sessions` first drops those no request used for
+    /// their group's `share.session.timeout.ms` by `now` (their members are gone
+    /// without closing them: on a cluster, a member's heartbeats go to another node).
     pub fn share_session(
         &self,
         group: &str,
@@ -256,6 +271,7 @@ impl ShareCoordinator {
         epoch: i32,
         add: &[(String, i32)],
         forget: &[(String, i32)],
+        now: Instant,
     ) -> Result<Vec<(String, i32)>> {
         let mut inner = self.lock();
         let known = inner
@@ -267,6 +283,17 @@ impl ShareCoordinator {
         if epoch == 0 {
             if !known && !on_cluster {
                 return Err(refused(group, ShareError::UnknownMember(member.into())));
+            }
+            let max = self.config().max_share_sessions;
+            if !inner.sessions.contains_key(&key) && inner.sessions.len() >= max {
+                inner.sessions.retain(|(g, _), s| {
+                    let timeout = self.group_settings(g).session_timeout;
+                    s.last_used
+                        .is_none_or(|t| now.saturating_duration_since(t) < timeout)
+                });
+            }
+            if !inner.sessions.contains_key(&key) && inner.sessions.len() >= max {
+                return Err(refused(group, ShareError::ShareSessionLimitReached(max)));
             }
             inner.sessions.insert(key.clone(), ShareSession::default());
         }
@@ -289,6 +316,7 @@ impl ShareCoordinator {
             return Err(refused(group, source));
         }
         session.next_epoch = session.next_epoch.checked_add(1).unwrap_or(1);
+        session.last_used = Some(now);
         session.partitions.extend(add.iter().cloned());
         for f in forget {
             session.partitions.remove(f);
@@ -410,35 +438,35 @@ mod tests {
         let topics: BTreeMap<String, i32> = [("t".to_string(), 2)].into();
         let now = Instant::now();
         assert!(matches!(
-            code(share.share_session("g", "a", 0, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 0, &[], &[], now).unwrap_err()),
             ShareError::UnknownMember(_)
         ));
         share
             .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
             .unwrap();
         assert!(matches!(
-            code(share.share_session("g", "a", 1, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 1, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionNotFound(_)
         ));
         let t0 = ("t".to_string(), 0);
         let t1 = ("t".to_string(), 1);
-        let open = share.share_session("g", "a", 0, &[t0.clone(), t1.clone()], &[]);
+        let open = share.share_session("g", "a", 0, &[t0.clone(), t1.clone()], &[], now);
         assert_eq!(open.unwrap(), vec![t0.clone(), t1.clone()]);
         assert_eq!(
-            code(share.share_session("g", "a", 2, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 2, &[], &[], now).unwrap_err()),
             ShareError::InvalidShareSessionEpoch {
                 given: 2,
                 expected: 1
             }
         );
-        let next = share.share_session("g", "a", 1, &[], std::slice::from_ref(&t1));
+        let next = share.share_session("g", "a", 1, &[], std::slice::from_ref(&t1), now);
         assert_eq!(next.unwrap(), vec![t0.clone()]);
         assert_eq!(
-            share.share_session("g", "a", -1, &[], &[]).unwrap(),
+            share.share_session("g", "a", -1, &[], &[], now).unwrap(),
             vec![t0]
         );
         assert!(matches!(
-            code(share.share_session("g", "a", 3, &[], &[]).unwrap_err()),
+            code(share.share_session("g", "a", 3, &[], &[], now).unwrap_err()),
             ShareError::ShareSessionNotFound(_)
         ));
         // A member's last request after it left: nothing to close, no error.
@@ -446,8 +474,128 @@ mod tests {
             .heartbeat(hb("a", LEAVE_EPOCH, None), &topics, now)
             .unwrap();
         assert_eq!(
-            share.share_session("g", "a", -1, &[], &[]).unwrap(),
+            share.share_session("g", "a", -1, &[], &[], now).unwrap(),
             Vec::new()
         );
+    }
+
+    #[test]
+    fn a_full_share_group_refuses_a_new_member_until_one_leaves() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_size: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let now = Instant::now();
+        for m in ["a", "b"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, now)
+                .unwrap();
+        }
+        assert_eq!(
+            code(
+                share
+                    .heartbeat(hb("c", 0, Some(&["t"])), &topics, now)
+                    .unwrap_err()
+            ),
+            ShareError::GroupMaxSizeReached(2)
+        );
+        assert_eq!(
+            code(
+                share
+                    .join("g", &["t".to_string()], "in-process")
+                    .unwrap_err()
+            ),
+            ShareError::GroupMaxSizeReached(2)
+        );
+        // A member joining again (epoch 0, its own id) is no new member.
+        share
+            .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        // Another group has room.
+        let mut other = hb("c", 0, Some(&["t"]));
+        other.group_id = "h".into();
+        share.heartbeat(other, &topics, now).unwrap();
+        share
+            .heartbeat(hb("b", LEAVE_EPOCH, None), &topics, now)
+            .unwrap();
+        share
+            .heartbeat(hb("c", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        assert_eq!(share.describe_members("g").1.len(), 2);
+    }
+
+    #[test]
+    fn a_node_holds_at_most_max_share_sessions() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_share_sessions: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let now = Instant::now();
+        for m in ["a", "b", "c"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, now)
+                .unwrap();
+        }
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
+        share.share_session("g", "b", 0, &[], &[], now).unwrap();
+        assert_eq!(
+            code(share.share_session("g", "c", 0, &[], &[], now).unwrap_err()),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        // Opening again replaces a member's own session: no new one.
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
+        // A session closed, or its member gone, makes room.
+        share.share_session("g", "a", -1, &[], &[], now).unwrap();
+        share.share_session("g", "c", 0, &[], &[], now).unwrap();
+        assert_eq!(
+            code(share.share_session("g", "a", 0, &[], &[], now).unwrap_err()),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        share.expire_members(now + Duration::from_secs(46)).unwrap();
+        share
+            .heartbeat(hb("a", 0, Some(&["t"])), &topics, now)
+            .unwrap();
+        share.share_session("g", "a", 0, &[], &[], now).unwrap();
+    }
+
+    #[test]
+    fn a_full_node_drops_share_sessions_idle_for_a_session_timeout() {
+        let share = ShareCoordinator::new(ShareConfig {
+            max_share_sessions: 2,
+            ..ShareConfig::default()
+        });
+        let topics: BTreeMap<String, i32> = [("t".to_string(), 1)].into();
+        let t0 = Instant::now();
+        for m in ["a", "b", "c", "d"] {
+            share
+                .heartbeat(hb(m, 0, Some(&["t"])), &topics, t0)
+                .unwrap();
+        }
+        share.share_session("g", "a", 0, &[], &[], t0).unwrap();
+        share.share_session("g", "b", 0, &[], &[], t0).unwrap();
+        share
+            .share_session("g", "b", 1, &[], &[], t0 + Duration::from_secs(30))
+            .unwrap();
+        let later = t0 + Duration::from_secs(46);
+        // a's session was not used for the 45 s session timeout: c takes its place.
+        share.share_session("g", "c", 0, &[], &[], later).unwrap();
+        assert_eq!(
+            code(
+                share
+                    .share_session("g", "d", 0, &[], &[], later)
+                    .unwrap_err()
+            ),
+            ShareError::ShareSessionLimitReached(2)
+        );
+        assert!(matches!(
+            code(
+                share
+                    .share_session("g", "a", 1, &[], &[], later)
+                    .unwrap_err()
+            ),
+            ShareError::ShareSessionNotFound(_)
+        ));
     }
 }

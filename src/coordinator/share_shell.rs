@@ -48,6 +48,9 @@ pub trait ShareStateStore: Send + Sync {
     /// Calls `f` with the offset, key and value of every record of partition `index`,
     /// read from its current leader.
     fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()>;
+    /// The leader epoch of `topic`-`partition` as this node knows it (stamped on the
+    /// state records it writes of the partition's share-partitions).
+    fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32>;
 }
 
 /// How long a journal write waits for the partition's in-sync replicas.
@@ -85,6 +88,9 @@ struct Entry {
     updates: u32,
     /// Offset of its last snapshot in its state partition.
     snapshot_offset: i64,
+    /// The leader epoch of its partition its records are written with (0 on a single
+    /// node); a load ignores records of an older one (a deposed leader's).
+    leader_epoch: i32,
 }
 
 /// A member of a share group.
@@ -292,6 +298,7 @@ impl ShareCoordinator {
                     return Ok(());
                 };
                 match (kind, loaded.get_mut(&k)) {
+                    (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
                     (SNAPSHOT, _) => {
                         let entry = Entry {
                             topic: String::new(),
@@ -300,6 +307,7 @@ impl ShareCoordinator {
                             snapshot_epoch: v.snapshot_epoch,
                             updates: 0,
                             snapshot_offset: offset,
+                            leader_epoch: v.leader_epoch,
                         };
                         loaded.insert(k, entry);
                     }
@@ -332,7 +340,9 @@ impl ShareCoordinator {
         Ok(())
     }
 
-    /// Joins `group` as a new member reading `topics`; returns its member id.
+    /// Joins `group` as a new member reading `topics`; returns its member id, or
+    /// [`ShareError::GroupMaxSizeReached`] when the group has `group.share.max.size`
+    /// members already.
     pub fn join(&self, group: &str, topics: &[String], client_id: &str) -> Result<String> {
         if group.is_empty() {
             return Err(share_error(
@@ -353,12 +363,13 @@ impl ShareCoordinator {
             client_host: String::new(),
             rack: None,
         };
-        self.inner
-            .lock()
-            .groups
-            .entry(group.to_string())
-            .or_default()
-            .insert(member_id.clone(), member);
+        let mut inner = self.inner.lock();
+        let members = inner.groups.entry(group.to_string()).or_default();
+        if members.len() >= self.config.max_size {
+            let source = ShareError::GroupMaxSizeReached(self.config.max_size);
+            return Err(share_error(group, "", -1, source));
+        }
+        members.insert(member_id.clone(), member);
         Ok(member_id)
     }
 
@@ -548,10 +559,13 @@ impl ShareCoordinator {
             }
             return Ok(k);
         }
+        let mut leader_epoch = 0;
         if let Some(store) = inner.store.clone() {
             let n = store.partitions()?;
             let index = records::state_partition_for(&k, n);
-            if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+            leader_epoch = store.leader_epoch(topic, partition)?;
+            if let Some(mut entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+                self.take_over(store.as_ref(), &k, &mut entry, leader_epoch)?;
                 inner.partitions.insert(k.clone(), entry);
                 return Ok(k);
             }
@@ -566,7 +580,7 @@ impl ShareCoordinator {
         let state = ShareState {
             snapshot_epoch: 0,
             state_epoch: 0,
-            leader_epoch: 0,
+            leader_epoch,
             start_offset: initial,
             batches: Vec::new(),
         };
@@ -583,9 +597,52 @@ impl ShareCoordinator {
                 snapshot_epoch: 0,
                 updates: 0,
                 snapshot_offset: offset,
+                leader_epoch,
             },
         );
         Ok(k)
+    }
+
+    /// This node's leadership (`leader_epoch`) of the partition of `entry`, loaded from
+    /// `store`, begins: a snapshot with its epoch, so that what an earlier leader writes
+    /// from now on is ignored by every later load. A node whose epoch is older than
+    /// the state's is no leader any more: NOT_LEADER_OR_FOLLOWER.
+    fn take_over(
+        &self,
+        store: &dyn ShareStateStore,
+        k: &ShareKey,
+        entry: &mut Entry,
+        leader_epoch: i32,
+    ) -> Result<()> {
+        if leader_epoch < entry.leader_epoch {
+            return Err(Error::NotLeaderOrFollower {
+                partition: format!("{}-{}", entry.topic, k.partition),
+                reason: format!(
+                    "its share state was written by leader epoch {}, this node knows {leader_epoch}",
+                    entry.leader_epoch
+                ),
+            });
+        }
+        if leader_epoch == entry.leader_epoch {
+            return Ok(());
+        }
+        let state = ShareState {
+            snapshot_epoch: entry.snapshot_epoch + 1,
+            state_epoch: 0,
+            leader_epoch,
+            start_offset: entry.partition.start_offset(),
+            batches: entry.partition.snapshot(),
+        };
+        let journal = store.journal(entry.state_partition as i32);
+        let offset = journal.append(
+            &records::key(SNAPSHOT, k),
+            &records::value(SNAPSHOT, &state),
+        )?;
+        entry.snapshot_epoch += 1;
+        entry.updates = 0;
+        entry.snapshot_offset = offset;
+        entry.leader_epoch = leader_epoch;
+        Ok(())
     }
 
     /// The state partition of `k` and its journal.
@@ -622,6 +679,8 @@ impl ShareCoordinator {
                 return Ok(());
             }
             match (kind, found.as_mut()) {
+                // Written by a deposed leader after a later one took over.
+                (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
                 (SNAPSHOT, _) => {
                     found = Some(Entry {
                         topic: topic.to_string(),
@@ -630,6 +689,7 @@ impl ShareCoordinator {
                         snapshot_epoch: v.snapshot_epoch,
                         updates: 0,
                         snapshot_offset: offset,
+                        leader_epoch: v.leader_epoch,
                     });
                 }
                 (UPDATE, Some(e)) => {
@@ -674,13 +734,12 @@ impl ShareCoordinator {
             Some(store) => store.journal(entry.state_partition as i32),
             None => Arc::clone(&inner.journals[entry.state_partition]),
         };
-        let prunes = inner.store.is_none();
         let snapshot = entry.updates + 1 >= per_snapshot;
         let (kind, state) = if snapshot {
             let whole = ShareState {
                 snapshot_epoch: entry.snapshot_epoch + 1,
                 state_epoch: 0,
-                leader_epoch: 0,
+                leader_epoch: entry.leader_epoch,
                 start_offset,
                 batches: entry.partition.snapshot(),
             };
@@ -689,7 +748,7 @@ impl ShareCoordinator {
             let update = ShareState {
                 snapshot_epoch: entry.snapshot_epoch,
                 state_epoch: 0,
-                leader_epoch: 0,
+                leader_epoch: entry.leader_epoch,
                 start_offset,
                 batches,
             };
@@ -701,22 +760,24 @@ impl ShareCoordinator {
                 entry.snapshot_epoch += 1;
                 entry.updates = 0;
                 entry.snapshot_offset = offset;
-                // A cluster node holds only some of a state partition's
-                // share-partitions: the others' snapshots are not its to delete.
-                if !prunes {
-                    return Ok(out);
-                }
                 let index = entry.state_partition;
-                let oldest = inner
-                    .partitions
-                    .values()
-                    .filter(|e| e.state_partition == index)
-                    .map(|e| e.snapshot_offset)
-                    .min()
-                    .unwrap_or(offset);
-                // Only space is at stake: a failed prune leaves records the next load
-                // reads and supersedes, and the next snapshot prunes again.
-                let _ = journal.prune(oldest);
+                let oldest = match &inner.store {
+                    // A cluster node holds only some of a state partition's
+                    // share-partitions (other nodes write the others): the last
+                    // snapshot of each is read from the partition itself.
+                    Some(store) => oldest_snapshot(store.as_ref(), index as i32),
+                    None => Ok(inner
+                        .partitions
+                        .values()
+                        .filter(|e| e.state_partition == index)
+                        .map(|e| e.snapshot_offset)
+                        .min()),
+                };
+                // Only space is at stake: a failed read or prune leaves records the
+                // next load reads and supersedes, and the next snapshot prunes again.
+                if let Ok(oldest) = oldest {
+                    let _ = journal.prune(oldest.unwrap_or(offset));
+                }
                 Ok(out)
             }
             Ok(_) => {
@@ -730,6 +791,26 @@ impl ShareCoordinator {
             }
         }
     }
+}
+
+/// The offset of the oldest of the last snapshots of the share-partitions in state
+/// partition `index` of `store` (None when it has none): nothing before it is needed.
+/// A snapshot of an older leader epoch than one before it (a deposed leader's, which
+/// loads skip) does not count. Records written meanwhile come after the partition's
+/// end as read, so after it too.
+fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64>> {
+    // (leader epoch, offset) of each share-partition's last snapshot.
+    let mut last: HashMap<ShareKey, (i32, i64)> = HashMap::new();
+    store.read(index, &mut |offset, key, value| {
+        if let Some((SNAPSHOT, k, v)) = records::decode(key, value)? {
+            let seen = last.entry(k).or_insert((v.leader_epoch, offset));
+            if v.leader_epoch >= seen.0 {
+                *seen = (v.leader_epoch, offset);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(last.into_values().map(|(_, offset)| offset).min())
 }
 
 fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
@@ -795,4 +876,162 @@ pub(crate) fn keyed_records(
         }
     }
     Ok(next)
+}
+
+#[cfg(feature = "server")]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One partition of `__share_group_state` in memory, which the coordinators of
+    /// several cluster nodes write to and read from.
+    #[derive(Default)]
+    struct MemLog {
+        start: i64,
+        next: i64,
+        records: Vec<(i64, Vec<u8>, Vec<u8>)>,
+    }
+
+    /// The log, and the leader epoch of the data partitions as one node knows it.
+    #[derive(Default, Clone)]
+    struct MemStore(Arc<Mutex<MemLog>>, i32);
+
+    impl ShareJournal for MemStore {
+        fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
+            let mut log = self.0.lock();
+            let offset = log.next;
+            log.next += 1;
+            log.records.push((offset, key.to_vec(), value.to_vec()));
+            Ok(offset)
+        }
+
+        fn prune(&self, offset: i64) -> Result<()> {
+            let mut log = self.0.lock();
+            log.start = log.start.max(offset);
+            log.records.retain(|r| r.0 >= offset);
+            Ok(())
+        }
+    }
+
+    impl ShareStateStore for MemStore {
+        fn partitions(&self) -> Result<i32> {
+            Ok(1)
+        }
+
+        fn journal(&self, _index: i32) -> Arc<dyn ShareJournal> {
+            Arc::new(self.clone())
+        }
+
+        fn leader_epoch(&self, _topic: &str, _partition: i32) -> Result<i32> {
+            Ok(self.1)
+        }
+
+        fn read(&self, _index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
+            let records = self.0.lock().records.clone();
+            for (offset, key, value) in records {
+                f(offset, &key, Some(&value))?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A node's coordinator on `store`, knowing the data partitions' leader epoch
+    /// `epoch`.
+    fn node_at(store: &MemStore, epoch: i32) -> ShareCoordinator {
+        let share = ShareCoordinator::new(ShareConfig {
+            snapshot_update_records_per_snapshot: 2,
+            ..ShareConfig::default()
+        });
+        share.set_store(Arc::new(MemStore(Arc::clone(&store.0), epoch)));
+        share
+    }
+
+    fn node(store: &MemStore) -> ShareCoordinator {
+        node_at(store, 0)
+    }
+
+    /// Acquires offsets `from..from + 10` of `group`'s t-0 and accepts the first 4: an
+    /// update, then a snapshot.
+    fn work(share: &ShareCoordinator, group: &str, from: i64) {
+        let now = Instant::now();
+        share.fetch_offset(group, "t", 0, 0, 0, now).unwrap();
+        let offsets: Vec<i64> = (from..from + 10).collect();
+        let got = share
+            .acquire(group, "m", "t", 0, &offsets, from + 10, 100, now)
+            .unwrap();
+        assert_eq!(got.len(), 10);
+        let acks: Vec<(i64, AcknowledgeType)> = (from..from + 4)
+            .map(|o| (o, AcknowledgeType::Accept))
+            .collect();
+        for (_, r) in share.acknowledge(group, "m", "t", 0, &acks, now).unwrap() {
+            r.unwrap();
+        }
+        share.release_held(group, "m", now).unwrap();
+    }
+
+    #[test]
+    fn a_cluster_nodes_snapshots_prune_what_no_share_partition_of_any_node_needs() {
+        let store = MemStore::default();
+        // Two nodes lead partitions of share-partitions kept in one state partition.
+        let (a, b) = (node(&store), node(&store));
+        for round in 0..20 {
+            work(&a, "ga", round * 4);
+            work(&b, "gb", round * 4);
+        }
+        let (start, held) = {
+            let log = store.0.lock();
+            (log.start, log.records.len())
+        };
+        assert!(start > 0, "nothing pruned");
+        // Each share-partition needs its last snapshot and the updates after it.
+        assert!(held <= 6, "{held} records held");
+        // A third node loads both share-partitions whole.
+        let c = node(&store);
+        for group in ["ga", "gb"] {
+            assert_eq!(
+                c.fetch_offset(group, "t", 0, 0, 0, Instant::now()).unwrap(),
+                80
+            );
+            // Accepted up to 80; 80 was delivered in the last two rounds and released.
+            assert_eq!(c.record_state(group, "t", 0, 79), None, "accepted");
+            assert_eq!(
+                c.record_state(group, "t", 0, 80),
+                Some((RecordState::Available, 2)),
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_deposed_leader_writes_after_the_next_one_loaded_is_fenced() {
+        let store = MemStore::default();
+        let old = node_at(&store, 1);
+        work(&old, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        let got = old.acquire("g", "m", "t", 0, &held, 14, 100, now).unwrap();
+        assert_eq!(got.len(), 10);
+        // The leadership moves: the new leader (epoch 2) loads the share-partition,
+        // what the old one held available again.
+        let new = node_at(&store, 2);
+        assert_eq!(new.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
+        // The old leader, not knowing yet, accepts records it held.
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+        let _ = old.acknowledge("g", "m", "t", 0, &acks, now);
+        // and writes a snapshot, pruning below what it takes for the last one.
+        let _ = old.release_held("g", "m", now);
+        // The new leader reads them out again: its state, not the deposed leader's.
+        let next = node_at(&store, 3);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
+        assert_eq!(
+            next.record_state("g", "t", 0, 4),
+            Some((RecordState::Available, 2))
+        );
+        // A node loading with an older leader epoch than the state has is refused.
+        let stale = node_at(&store, 2);
+        assert!(matches!(
+            stale.fetch_offset("g", "t", 0, 0, 0, now),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+    }
 }

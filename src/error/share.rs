@@ -91,4 +91,12 @@ pub enum ShareError {
         /// The epoch the session expects.
         expected: i32,
     },
+    /// The share group has `group.share.max.size` members already (Kafka's
+    /// GROUP_MAX_SIZE_REACHED).
+    #[error("the share group has its maximum of {0} members")]
+    GroupMaxSizeReached(usize),
+    /// The node holds `group.share.max.share.sessions` share sessions already (Kafka's
+    /// SHARE_SESSION_LIMIT_REACHED, retriable: a session may close meanwhile).
+    #[error("the node holds its maximum of {0} share sessions")]
+    ShareSessionLimitReached(usize),
 }

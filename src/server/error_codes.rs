@@ -61,6 +61,8 @@ impl KafkaCode for ShareError {
             ShareError::InvalidRequest(_) => 42,
             ShareError::ShareSessionNotFound(_) => 122,
             ShareError::InvalidShareSessionEpoch { .. } => 123,
+            ShareError::GroupMaxSizeReached(_) => 81,
+            ShareError::ShareSessionLimitReached(_) => 133,
         }
     }
 }
@@ -169,6 +171,11 @@ mod tests {
                     expected: 2,
                 },
                 R::InvalidShareSessionEpoch,
+            ),
+            (ShareError::GroupMaxSizeReached(2), R::GroupMaxSizeReached),
+            (
+                ShareError::ShareSessionLimitReached(2),
+                R::ShareSessionLimitReached,
             ),
         ];
         for (error, kafka) in cases {

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::failover::{addr, send, values};
-use super::replication::{broker, create};
+use super::replication::{broker, create, part};
 use super::*;
 use crate::cluster::client::Client;
 use crate::coordinator::SHARE_GROUP_STATE_TOPIC;
@@ -271,4 +271,38 @@ fn share_partitions_keep_every_record_state_when_leaders_move() {
     );
     assert!(redelivered.values().all(|&n| n == 2), "{redelivered:?}");
     c.shutdown();
+}
+
+/// Partition 0 of `__share_group_state` written and pruned by the share store of its
+/// leader (locally) and of another node (Produce and DeleteRecords to the leader):
+/// every replica's log then starts where it was pruned.
+#[test]
+fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
+    use crate::coordinator::ShareStateStore;
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let store = |i: usize| {
+        let node = c.node(i);
+        let broker = broker(&c, i);
+        super::super::share::ClusterShareStore::new(
+            node.config.node_id,
+            &broker,
+            std::sync::Arc::downgrade(&node.handle),
+        )
+    };
+    assert!(store(0).partitions().unwrap() > 0);
+    let leader = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, 0);
+    let other = (0..3).find(|&i| i != leader).unwrap();
+    for i in [leader, other] {
+        let journal = store(i).journal(0);
+        let offsets: Vec<i64> = (0..3)
+            .map(|_| journal.append(b"k", b"v").unwrap())
+            .collect();
+        journal.prune(offsets[2]).unwrap();
+        for n in 0..3 {
+            wait_until(&format!("node {n} pruned to {}", offsets[2]), || {
+                part(&c, n, SHARE_GROUP_STATE_TOPIC, 0).log_start_offset() == offsets[2]
+            });
+        }
+    }
 }

@@ -120,7 +120,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         Ok(s) => s,
         Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
     };
-    if let Err(e) = share.share_session(&group, &member, request.share_session_epoch, &[], &[]) {
+    if let Err(e) = share.share_session(
+        &group,
+        &member,
+        request.share_session_epoch,
+        &[],
+        &[],
+        Instant::now(),
+    ) {
         return req.respond(&refusal(error_code(&e), e.to_string()));
     }
     let names = crate::server::topic_ids::topics_with_counts(backend)

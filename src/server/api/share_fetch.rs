@@ -195,7 +195,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .filter_map(|t| Some((ids.get(&t.topic_id)?, &t.partitions)))
         .flat_map(|(n, ps)| ps.iter().map(move |p| (n.clone(), *p)))
         .collect();
-    let session = match share.share_session(&group, &member, epoch, &add, &forget) {
+    let session = match share.share_session(&group, &member, epoch, &add, &forget, Instant::now()) {
         Ok(s) => s,
         Err(e) => return req.respond(&refusal(error_code(&e), e.to_string())),
     };
