@@ -126,6 +126,8 @@ struct BrokerInner {
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
+    /// The threads moving partitions between log directories (joined at close).
+    movers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Opened read-only: another process may write the directory; this one never does.
     read_only: bool,
     /// What `metrics()` adds beyond the topics, groups and logs (the servers).
@@ -807,6 +809,7 @@ impl Broker {
                 remote_transactions: RwLock::new(None),
                 topic_ids: RwLock::new(topic_ids),
                 orphans: Mutex::new(orphans),
+                movers: Mutex::new(Vec::new()),
                 read_only,
                 stats: Default::default(),
             }),
@@ -925,11 +928,111 @@ impl Broker {
     /// # Ok::<(), tidelog::Error>(())
     /// ```
     pub fn move_partition_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        let (t, logs) = self.movable(topic, partition, dir)?;
+        let ln = log_name(topic, partition);
+        let old = t.partition(partition)?;
+        let config = old.log().config();
+        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
+            Ok(log) => (log, Ok(())),
+            // The log may be closed part way: serve it again from where it is.
+            Err(e) => match logs.open_log(&ln, config) {
+                Ok(log) if old.log().is_closed() => (log, Err(e)),
+                _ => return Err(e),
+            },
+        };
+        Self::swap_log(&t, topic, partition, &old, log);
+        result
+    }
+
+    /// Starts moving partition `partition` of `topic` into the log directory `dir` and
+    /// returns at once (Kafka's AlterReplicaLogDirs): a thread copies its files into a
+    /// future replica while it serves (paced by
+    /// [`Broker::set_log_dir_move_rate`]; [`Broker::future_logs`] shows its progress),
+    /// then swaps it in as [`Broker::move_partition_to_log_dir`] does. A partition
+    /// already in `dir` is left alone (a move of it elsewhere is cancelled); a move
+    /// into `dir` in progress goes on; one into another directory is replaced. The same
+    /// refusals as [`Broker::move_partition_to_log_dir`]; a move that fails later is
+    /// logged and abandoned (the partition stays where it was).
+    pub fn start_partition_move(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        let (_, logs) = self.movable(topic, partition, dir)?;
+        let ln = log_name(topic, partition);
+        let Some(m) = logs.begin_move(&ln, dir)? else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let (topic, thread_logs) = (topic.to_string(), logs.clone());
+        let moving = Arc::clone(&m);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tidelog-move-{ln}"))
+            .spawn(move || {
+                let m = moving;
+                let result = m
+                    .copy_online(thread_logs.move_rate())
+                    .and_then(|()| match weak.upgrade() {
+                        Some(inner) => Broker { inner }.finish_partition_move(&topic, partition, &m),
+                        None => Err(Error::Closed("broker".into())),
+                    });
+                if let Err(e) = result {
+                    thread_logs.abandon_move(&m);
+                    tracing::warn!(partition = %m.name, "move between log directories abandoned: {e}");
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut movers = self.inner.movers.lock();
+                movers.retain(|h| !h.is_finished());
+                movers.push(handle);
+                Ok(())
+            }
+            Err(e) => {
+                logs.abandon_move(&m);
+                Err(Error::io("start the log directory move of", logs.log_path(&ln), e))
+            }
+        }
+    }
+
+    /// The swap at the end of a background move (see [`Broker::start_partition_move`]).
+    fn finish_partition_move(
+        &self,
+        topic: &str,
+        partition: i32,
+        m: &Arc<crate::storage::moves::LogMove>,
+    ) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        self.check_open()?;
+        let t = self.registered_topic(topic)?;
+        let old = t.partition(partition)?;
+        let logs = self
+            .inner
+            .logs
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::Closed("broker".into()))?;
+        let ln = log_name(topic, partition);
+        let config = old.log().config();
+        let log = match logs.finish_move(m, config.clone()) {
+            Ok(log) => log,
+            Err(e) if old.log().is_closed() => {
+                // Closed part way: serve it again from where it is.
+                let log = logs.open_log(&ln, config)?;
+                Self::swap_log(&t, topic, partition, &old, log);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        Self::swap_log(&t, topic, partition, &old, log);
+        Ok(())
+    }
+
+    /// Checks that partition `partition` of `topic` may move into `dir`: the topic and
+    /// the log manager.
+    fn movable(&self, topic: &str, partition: i32, dir: &Path) -> Result<(Topic, LogManager)> {
         self.check_open()?;
         if self.inner.read_only {
             return Err(Error::ReadOnly(self.inner.dir.clone()));
         }
-        let _admin = self.inner.admin.lock();
         let refuse = |why: String| Error::InvalidConfig {
             key: "log.dirs".into(),
             reason: format!("partition {topic}-{partition} is not moved: {why}"),
@@ -945,7 +1048,7 @@ impl Broker {
                 "{topic} is an internal topic, whose partitions the coordinators hold"
             )));
         }
-        let old = t.partition(partition)?;
+        t.partition(partition)?;
         let logs = self
             .inner
             .logs
@@ -958,16 +1061,11 @@ impl Broker {
                 dir.display()
             )));
         }
-        let ln = log_name(topic, partition);
-        let config = old.log().config();
-        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
-            Ok(log) => (log, Ok(())),
-            // The log may be closed part way: serve it again from where it is.
-            Err(e) => match logs.open_log(&ln, config) {
-                Ok(log) if old.log().is_closed() => (log, Err(e)),
-                _ => return Err(e),
-            },
-        };
+        Ok((t, logs))
+    }
+
+    /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.
+    fn swap_log(t: &Topic, topic: &str, partition: i32, old: &Partition, log: crate::storage::PartitionLog) {
         if log.dir() != old.log().dir() || old.log().is_closed() {
             let mut parts: Vec<Partition> = t.partitions().to_vec();
             if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
@@ -975,7 +1073,24 @@ impl Broker {
             }
             t.set_partitions(parts);
         }
-        result
+    }
+
+    /// Kafka's `replica.alter.log.dirs.io.max.bytes.per.second`: the bytes per second
+    /// moves between log directories copy at most (None: unlimited, the default);
+    /// applies at once to the moves in progress.
+    pub fn set_log_dir_move_rate(&self, bytes_per_second: Option<u64>) {
+        if let Some(logs) = self.inner.logs.lock().as_ref() {
+            logs.set_log_dir_move_rate(bytes_per_second);
+        }
+    }
+
+    /// The partitions moving between log directories now (Kafka's future replicas; see
+    /// [`LogManager::future_logs`]).
+    pub fn future_logs(&self) -> Vec<crate::storage::FutureLog> {
+        match self.inner.logs.lock().as_ref() {
+            Some(logs) => logs.future_logs(),
+            None => Vec::new(),
+        }
     }
 
     /// Takes the log directory `dir` offline, as an I/O error in it does (see
@@ -1735,6 +1850,19 @@ impl BrokerInner {
         for topic in self.topics.read().values() {
             for p in topic.partitions().iter() {
                 p.wake_all();
+            }
+        }
+        if let Some(logs) = self.logs.lock().as_ref() {
+            for m in logs.future_logs() {
+                logs.cancel_move(&m.name);
+            }
+        }
+        // The movers stop at their next chunk (a mover dropping the last handle does
+        // not wait for itself).
+        let me = std::thread::current().id();
+        for h in std::mem::take(&mut *self.movers.lock()) {
+            if h.thread().id() != me {
+                let _ = h.join();
             }
         }
         match self.logs.lock().take() {

@@ -201,8 +201,7 @@ fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
         let to = 1 - from;
         let target = dirs[to].0.clone();
         assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
-        let dirs = describe(&mut c);
-        assert!(dirs[to].2.contains(&("t".into(), 0)), "{dirs:?}");
+        let dirs = wait_moved(&mut c, to, "t", 0);
         assert!(!dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
         assert_eq!(fetch(&mut c, "t", 0), (0, expected.clone()));
         // It still takes records where it is now.
@@ -225,4 +224,138 @@ fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
     assert_eq!(fetch(&mut c, "t", 0), (0, all));
     server.shutdown().unwrap();
     drop(broker);
+}
+
+/// DescribeLogDirs v4 once no partition is moving and `topic`-`partition` is in the
+/// directory at index `to` (bounded: 400 tries 25 ms apart).
+fn wait_moved(c: &mut Client, to: usize, topic: &str, partition: i32) -> Vec<DirListing> {
+    for _ in 0..400 {
+        let futures = future_logs(c);
+        let dirs = describe(c);
+        if futures.is_empty() && dirs[to].2.contains(&(topic.to_string(), partition)) {
+            return dirs;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("{topic}-{partition} did not move: {:?}", describe(c));
+}
+
+/// The future logs DescribeLogDirs v4 lists: (directory, topic, partition, size, offset lag).
+fn future_logs(c: &mut Client) -> Vec<(PathBuf, String, i32, i64, i64)> {
+    let resp: DescribeLogDirsResponse = c.call(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default().with_topics(None),
+    );
+    let mut out = Vec::new();
+    for d in &resp.results {
+        for t in &d.topics {
+            for p in t.partitions.iter().filter(|p| p.is_future_key) {
+                out.push((
+                    PathBuf::from(d.log_dir.to_string()),
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_size,
+                    p.offset_lag,
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn alter_replica_log_dirs_answers_at_once_and_moves_in_the_background() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "t", 1);
+    let mut expected: Vec<String> = (0..20).map(|i| format!("record-{i}")).collect();
+    for chunk in expected.chunks(4) {
+        let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        assert_eq!(produce(&mut c, "t", 0, &values), 0);
+    }
+    let dirs = describe(&mut c);
+    let from = dirs
+        .iter()
+        .position(|d| d.2.contains(&("t".into(), 0)))
+        .unwrap();
+    let to = 1 - from;
+    let target = dirs[to].0.clone();
+    // One byte a second: the copy cannot end while the test looks at it.
+    broker.set_log_dir_move_rate(Some(1));
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    // The answer came before the copy ended: the partition still serves from its old
+    // directory and a future log is listed in the target one, behind by the whole log.
+    let futures = future_logs(&mut c);
+    assert_eq!(futures.len(), 1, "{futures:?}");
+    let (dir, topic, partition, _size, lag) = &futures[0];
+    assert_eq!((dir, topic.as_str(), *partition), (&target, "t", 0));
+    assert_eq!(*lag, 20, "{futures:?}");
+    let dirs = describe(&mut c);
+    assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    // Asked again for the same directory: the move goes on.
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    assert_eq!(future_logs(&mut c).len(), 1);
+    // A record produced during the move is in the moved log.
+    assert_eq!(produce(&mut c, "t", 0, &["during"]), 0);
+    expected.push("during".into());
+    assert_eq!(future_logs(&mut c)[0].4, 21);
+    broker.set_log_dir_move_rate(None);
+    let dirs = wait_moved(&mut c, to, "t", 0);
+    assert!(!dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    assert_eq!(fetch(&mut c, "t", 0), (0, expected.clone()));
+    assert_eq!(produce(&mut c, "t", 0, &["after"]), 0);
+    expected.push("after".into());
+    assert_eq!(fetch(&mut c, "t", 0), (0, expected));
+    assert!(target.join("t-0").is_dir());
+    let leftovers: Vec<String> = std::fs::read_dir(&dirs[from].0)
+        .unwrap()
+        .chain(std::fs::read_dir(&target).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-future") || n.ends_with("-delete") || n == "t-0")
+        .collect();
+    assert_eq!(leftovers, vec!["t-0".to_string()]);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_move_in_progress_is_cancelled_by_moving_back_and_by_close() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    create(&mut c, "t", 1);
+    assert_eq!(produce(&mut c, "t", 0, &["one"]), 0);
+    let dirs = describe(&mut c);
+    let from = dirs
+        .iter()
+        .position(|d| d.2.contains(&("t".into(), 0)))
+        .unwrap();
+    let (source, target) = (dirs[from].0.clone(), dirs[1 - from].0.clone());
+    broker.set_log_dir_move_rate(Some(1));
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    assert_eq!(future_logs(&mut c).len(), 1);
+    // Back to where it is: the move is cancelled.
+    assert_eq!(alter_log_dir(&mut c, &source, "t", 0), 0);
+    assert!(future_logs(&mut c).is_empty());
+    // Started again, then the broker closes mid-copy: it stops, the partition stays.
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(fetch(&mut c, "t", 0), (0, vec!["one".to_string()]));
+    let dirs = describe(&mut c);
+    assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    let futures: Vec<String> = std::fs::read_dir(&target)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-future"))
+        .collect();
+    assert!(futures.is_empty(), "{futures:?}");
+    server.shutdown().unwrap();
+    broker.close().unwrap();
 }
