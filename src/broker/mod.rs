@@ -541,13 +541,18 @@ fn single_node_topic_ids(
 ) -> Result<HashMap<String, String>> {
     let mut ids = HashMap::with_capacity(topics.len());
     for (name, topic) in topics {
-        let id = match read_partition_metadata(&logs.log_path(&log_name(name, 0))) {
+        // The partitions open here (one in a failed log directory is not).
+        let hosted = topic.partitions();
+        let found = hosted
+            .iter()
+            .find_map(|p| read_partition_metadata(&logs.log_path(&log_name(name, p.index()))));
+        let id = match found {
             Some(id) => id,
             None if read_only => continue,
             None => {
                 let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
-                for p in 0..topic.partition_count() {
-                    write_partition_metadata(&logs.log_path(&log_name(name, p)), &id)?;
+                for p in hosted.iter() {
+                    write_partition_metadata(&logs.log_path(&log_name(name, p.index())), &id)?;
                 }
                 id
             }
@@ -589,29 +594,26 @@ fn open_node_topics(
     Ok((topics, ids))
 }
 
-/// Opens the partition logs of the registry's topics, each with its topic's
-/// configuration over the broker's defaults.
-/// Refuses to create afresh the log `ln` of a registered partition that no usable log
-/// directory holds while a log directory failed: it may be in that one, and an empty
-/// log in its place would hide its records.
-fn check_not_in_failed_dir(logs: &LogManager, ln: &str) -> Result<()> {
+/// Why the log `ln` of a registered partition that no usable log directory holds is
+/// offline, if a log directory failed (None: none did, the log is made afresh): it may
+/// be in the failed one, and an empty log in its place would hide its records.
+fn offline_reason(logs: &LogManager, ln: &str) -> Option<String> {
     let failed: Vec<String> = logs
         .log_dir_states()
         .into_iter()
         .filter_map(|(d, why)| why.map(|why| format!("{} ({why})", d.display())))
         .collect();
-    if failed.is_empty() {
-        return Ok(());
-    }
-    Err(Error::InvalidConfig {
-        key: "log.dirs".into(),
-        reason: format!(
-            "partition {ln} is in no usable log directory and may be in a failed one: {}; bring the directory back, or remove it from the log directories to start without its partitions' records",
+    (!failed.is_empty()).then(|| {
+        format!(
+            "partition {ln} is in no usable log directory and may be in a failed one: {}",
             failed.join(", ")
-        ),
+        )
     })
 }
 
+/// Opens the partition logs of the registry's topics, each with its topic's
+/// configuration over the broker's defaults. A partition in a log directory that
+/// failed (or found in none while one failed) is offline: the others serve.
 fn open_registered_topics(
     logs: &LogManager,
     entries: Vec<RegistryEntry>,
@@ -621,19 +623,38 @@ fn open_registered_topics(
     for e in entries {
         let log_config = e.config.apply(defaults)?;
         let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
+        let mut offline = BTreeMap::new();
         let name: Arc<str> = Arc::from(e.name.as_str());
         for p in 0..e.partitions {
             let ln = log_name(&e.name, p);
-            if logs.log_dir_of(&ln).is_none() {
-                check_not_in_failed_dir(logs, &ln)?;
+            if logs.log_dir_of(&ln).is_none()
+                && let Some(why) = offline_reason(logs, &ln)
+            {
+                tracing::warn!(partition = %ln, "partition offline: {why}");
+                offline.insert(p, why);
+                continue;
             }
-            let log = logs.open_log(&ln, log_config.clone())?;
-            parts.push(Partition::new(Arc::clone(&name), p, log));
+            match logs.open_log(&ln, log_config.clone()) {
+                Ok(log) => parts.push(Partition::new(Arc::clone(&name), p, log)),
+                // Its log directory failed under it: offline, as Kafka.
+                Err(err @ Error::Io { .. })
+                    if logs.log_dir_of(&ln).is_some_and(|d| {
+                        logs.log_dir_states()
+                            .iter()
+                            .any(|(f, why)| *f == d && why.is_some())
+                    }) =>
+                {
+                    let why = err.to_string();
+                    tracing::warn!(partition = %ln, "partition offline: {why}");
+                    offline.insert(p, why);
+                }
+                Err(err) => return Err(err),
+            }
         }
-        topics.insert(
-            e.name.clone(),
-            Topic::new(&e.name, parts, e.config, e.internal),
-        );
+        let topic = Topic::new(&e.name, parts, e.config, e.internal);
+        topic.set_hosted_partitions(topic.partitions().to_vec(), e.partitions);
+        topic.set_offline_partitions(offline);
+        topics.insert(e.name.clone(), topic);
     }
     Ok(topics)
 }
@@ -1071,7 +1092,7 @@ impl Broker {
             if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
                 *slot = Partition::new(Arc::from(topic), partition, log);
             }
-            t.set_partitions(parts);
+            t.set_hosted_partitions(parts, t.partition_count());
         }
     }
 
@@ -1820,10 +1841,10 @@ impl Broker {
             )?);
         }
         let old = topic.partitions().as_ref().clone();
-        topic.set_partitions(parts);
+        topic.set_hosted_partitions(parts, total);
         let snapshot = self.inner.topics.read().clone();
         if let Err(e) = self.write_registry(&snapshot) {
-            topic.set_partitions(old);
+            topic.set_hosted_partitions(old, current);
             self.remove_partition_logs(name, current..total);
             return Err(e);
         }

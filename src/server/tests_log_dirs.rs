@@ -142,28 +142,70 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
 }
 
 #[test]
-fn a_log_directory_replaced_by_a_file_is_refused_at_open_when_it_held_partitions() {
+fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
     let root = tempfile::tempdir().unwrap();
     let (a, b) = (root.path().join("a"), root.path().join("b"));
-    {
+    let (in_a, in_b) = {
         let (server, broker) = start_jbod(&a, &b);
         let mut c = Client::connect(server.local_addr());
         create(&mut c, "t", 2);
+        for p in 0..2 {
+            assert_eq!(produce(&mut c, "t", p, &["one"]), 0);
+        }
+        let dirs = describe(&mut c);
+        let held = |d: &DirListing| d.2.iter().find(|(t, _)| t == "t").unwrap().1;
+        server.shutdown().unwrap();
+        broker.close().unwrap();
+        (held(&dirs[0]), held(&dirs[1]))
+    };
+    // The disk of b is gone: a file where its mount point was.
+    let away = root.path().join("b-away");
+    std::fs::rename(&b, &away).unwrap();
+    std::fs::write(&b, b"not a directory").unwrap();
+    {
+        let (server, broker) = start_jbod(&a, &b);
+        let mut c = Client::connect(server.local_addr());
+        assert_eq!(produce(&mut c, "t", in_b, &["two"]), STORAGE_ERROR);
+        assert_eq!(fetch(&mut c, "t", in_b).0, STORAGE_ERROR);
+        assert_eq!(produce(&mut c, "t", in_a, &["two"]), 0);
+        assert_eq!(
+            fetch(&mut c, "t", in_a),
+            (0, vec!["one".into(), "two".into()])
+        );
+        let dirs = describe(&mut c);
+        assert_eq!(dirs.len(), 2, "{dirs:?}");
+        assert_eq!((dirs[0].1, dirs[1].1), (0, STORAGE_ERROR), "{dirs:?}");
+        assert!(dirs[1].2.is_empty(), "{dirs:?}");
+        // No empty log was made in its place.
+        assert!(!a.join(format!("t-{in_b}")).exists());
         server.shutdown().unwrap();
         broker.close().unwrap();
     }
-    std::fs::remove_dir_all(&b).unwrap();
-    std::fs::write(&b, b"not a directory").unwrap();
+    // The disk is back: its partition serves with its records.
+    std::fs::remove_file(&b).unwrap();
+    std::fs::rename(&away, &b).unwrap();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(fetch(&mut c, "t", in_b), (0, vec!["one".into()]));
+    assert_eq!(
+        fetch(&mut c, "t", in_a),
+        (0, vec!["one".into(), "two".into()])
+    );
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_data_directory_unusable_at_start_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    std::fs::write(&a, b"not a directory").unwrap();
     let err = crate::broker::Broker::builder(&a)
         .log_dirs([&b])
-        .offsets_topic_num_partitions(1)
         .open()
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains(&b.display().to_string()) && err.contains("t-"),
-        "{err}"
-    );
+    assert!(err.contains(&a.display().to_string()), "{err}");
 }
 
 fn alter_log_dir(c: &mut Client, dir: &Path, topic: &str, partition: i32) -> i16 {
