@@ -137,6 +137,18 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
     assert_eq!(dirs[0].1, 0);
     assert!(!t_in(&dirs[0].2).is_empty());
     assert_eq!((dirs[1].1, dirs[1].2.len()), (STORAGE_ERROR, 0), "{dirs:?}");
+    let m = broker.metrics();
+    assert_eq!(
+        (m.storage.offline_log_dirs, m.storage.offline_partitions),
+        (1, 1)
+    );
+    let text = crate::metrics::prometheus_text(&m);
+    assert!(text.contains("tidelog_storage_offline_log_directories 1"), "{text}");
+    let b_dir = root.path().join("b").display().to_string();
+    assert!(
+        text.contains(&format!("tidelog_storage_log_directory_offline{{dir=\"{b_dir}\"}} 1")),
+        "{text}"
+    );
     server.shutdown().unwrap();
     drop(broker);
 }
@@ -178,6 +190,11 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
         assert!(dirs[1].2.is_empty(), "{dirs:?}");
         // No empty log was made in its place.
         assert!(!a.join(format!("t-{in_b}")).exists());
+        let m = broker.metrics();
+        assert_eq!(
+            (m.storage.offline_log_dirs, m.storage.offline_partitions),
+            (1, 1)
+        );
         server.shutdown().unwrap();
         broker.close().unwrap();
     }
@@ -337,6 +354,7 @@ fn alter_replica_log_dirs_answers_at_once_and_moves_in_the_background() {
     assert_eq!(*lag, 20, "{futures:?}");
     let dirs = describe(&mut c);
     assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    assert_eq!(broker.metrics().storage.future_logs, 1);
     // Asked again for the same directory: the move goes on.
     assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
     assert_eq!(future_logs(&mut c).len(), 1);
