@@ -15,8 +15,8 @@ use kafka_protocol::messages::alter_replica_log_dirs_request::{
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, BrokerId, DescribeLogDirsRequest, ElectLeadersRequest,
-    ListPartitionReassignmentsRequest, TopicName,
+    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, BrokerId,
+    DescribeLogDirsRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest, TopicName,
 };
 
 use super::router::{Outcome, check, kstr};

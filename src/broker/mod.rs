@@ -1009,7 +1009,11 @@ impl Broker {
             }
             Err(e) => {
                 logs.abandon_move(&m);
-                Err(Error::io("start the log directory move of", logs.log_path(&ln), e))
+                Err(Error::io(
+                    "start the log directory move of",
+                    logs.log_path(&ln),
+                    e,
+                ))
             }
         }
     }
@@ -1086,7 +1090,13 @@ impl Broker {
     }
 
     /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.
-    fn swap_log(t: &Topic, topic: &str, partition: i32, old: &Partition, log: crate::storage::PartitionLog) {
+    fn swap_log(
+        t: &Topic,
+        topic: &str,
+        partition: i32,
+        old: &Partition,
+        log: crate::storage::PartitionLog,
+    ) {
         if log.dir() != old.log().dir() || old.log().is_closed() {
             let mut parts: Vec<Partition> = t.partitions().to_vec();
             if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {

@@ -143,10 +143,15 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
         (1, 1)
     );
     let text = crate::metrics::prometheus_text(&m);
-    assert!(text.contains("tidelog_storage_offline_log_directories 1"), "{text}");
+    assert!(
+        text.contains("tidelog_storage_offline_log_directories 1"),
+        "{text}"
+    );
     let b_dir = root.path().join("b").display().to_string();
     assert!(
-        text.contains(&format!("tidelog_storage_log_directory_offline{{dir=\"{b_dir}\"}} 1")),
+        text.contains(&format!(
+            "tidelog_storage_log_directory_offline{{dir=\"{b_dir}\"}} 1"
+        )),
         "{text}"
     );
     server.shutdown().unwrap();

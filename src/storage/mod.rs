@@ -52,8 +52,8 @@ mod group_commit;
 mod index;
 mod log;
 mod manager;
-pub(crate) mod moves;
 mod mmap;
+pub(crate) mod moves;
 mod prefault;
 mod producer_state;
 mod recovery;
@@ -77,8 +77,8 @@ pub use log::PartitionLog;
 pub(crate) use log::TRUNCATION_FILE;
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
-pub use manager::{FutureLog, LogManager, ORPHANED_DIR, OrphanedLog};
 pub(crate) use manager::split_log_name;
+pub use manager::{FutureLog, LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::AppendOutcome;

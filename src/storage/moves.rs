@@ -103,10 +103,9 @@ impl LogMove {
         let mut pacer = Pacer::new(rate);
         for _ in 0..MAX_PASSES {
             let end = self.log.log_end_offset();
-            let copied =
-                super::dirs::sync_copy_paced(&self.src, &self.future, &mut |n| {
-                    pacer.wait(n, self)
-                })?;
+            let copied = super::dirs::sync_copy_paced(&self.src, &self.future, &mut |n| {
+                pacer.wait(n, self)
+            })?;
             self.copied_end.store(end, Ordering::Release);
             if copied < SMALL_TAIL {
                 break;

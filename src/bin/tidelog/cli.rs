@@ -64,8 +64,9 @@ pub(crate) enum Command {
     /// from outside the ISR (as kafka-leader-election), on a running cluster.
     #[cfg(feature = "server")]
     LeaderElection(crate::partitions::LeaderElectionArgs),
-    /// Describe each broker's data directory and the partition logs in it (as
-    /// kafka-log-dirs), on a running cluster.
+    /// Describe each broker's log directories and the partition logs in them (as
+    /// kafka-log-dirs), or move partitions between a broker's log directories, on a
+    /// running node or cluster.
     #[cfg(feature = "server")]
     LogDirs(crate::partitions::LogDirsArgs),
     /// Move partitions to other brokers: generate a balanced plan, execute, verify,

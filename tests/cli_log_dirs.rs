@@ -1,0 +1,104 @@
+//! `tidelog log-dirs describe|move` against a `tidelog serve --log-dirs` child process:
+//! a partition moves into the other log directory (`move --wait`), `describe` then lists
+//! it there, its records are still read, and bad arguments are refused with the reason.
+#![cfg(all(feature = "cli", feature = "server"))]
+
+mod cli_support;
+
+use cli_support::{err, ok, serve, tidelog, tidelog_raw};
+use serde_json::Value;
+
+/// The log directory `describe` lists `partition` in (not as a future log), of the only
+/// broker.
+fn dir_of(bootstrap: &str, partition: &str) -> (String, Vec<String>) {
+    let out = ok(tidelog_raw(
+        &["log-dirs", "describe", "--bootstrap", bootstrap],
+        "",
+    ));
+    let json: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let dirs = json["brokers"][0]["logDirs"].as_array().unwrap();
+    let paths: Vec<String> = dirs
+        .iter()
+        .map(|d| d["logDir"].as_str().unwrap().to_string())
+        .collect();
+    let holder = dirs
+        .iter()
+        .find(|d| {
+            d["partitions"].as_array().unwrap().iter().any(|p| {
+                p["partition"].as_str() == Some(partition) && p["isFuture"] == Value::Bool(false)
+            })
+        })
+        .unwrap_or_else(|| panic!("{partition} in {out}"));
+    (holder["logDir"].as_str().unwrap().to_string(), paths)
+}
+
+#[test]
+fn a_partition_moves_between_log_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let (data, extra) = (root.path().join("a"), root.path().join("b"));
+    ok(tidelog(
+        &data,
+        &["topics", "create", "t", "--partitions", "1"],
+        "",
+    ));
+    ok(tidelog(&data, &["produce", "t"], "one\ntwo\n"));
+    let node = serve(&data, &["--log-dirs", extra.to_str().unwrap()]);
+    let b = node.addr.as_str();
+    let (from, paths) = dir_of(b, "t-0");
+    assert_eq!(paths.len(), 2, "{paths:?}");
+    let to = paths.iter().find(|p| **p != from).unwrap().clone();
+
+    let out = ok(tidelog_raw(
+        &[
+            "log-dirs",
+            "move",
+            "--log-dir",
+            &to,
+            "--partitions",
+            "t-0",
+            "--wait",
+            "--bootstrap",
+            b,
+        ],
+        "",
+    ));
+    assert!(out.contains("t-0: moving to"), "{out}");
+    assert!(out.contains("moved 1 partition(s)"), "{out}");
+    assert_eq!(dir_of(b, "t-0").0, to);
+    let read = ok(tidelog_raw(
+        &["consume", "t", "--from-beginning", "-e", "--bootstrap", b],
+        "",
+    ));
+    assert_eq!(read.lines().collect::<Vec<_>>(), ["one", "two"], "{read}");
+
+    // Not a log directory; not a partition; a broker that is not there.
+    let elsewhere = root.path().join("elsewhere").display().to_string();
+    let refused = [
+        (
+            vec!["--log-dir", elsewhere.as_str(), "--partitions", "t-0"],
+            "LOG_DIR_NOT_FOUND",
+        ),
+        (
+            vec!["--log-dir", to.as_str(), "--partitions", "t"],
+            "is not a partition",
+        ),
+        (
+            vec![
+                "--log-dir",
+                to.as_str(),
+                "--partitions",
+                "t-0",
+                "--broker",
+                "77",
+            ],
+            "broker 77",
+        ),
+    ];
+    for (args, needle) in refused {
+        let mut all = vec!["log-dirs", "move"];
+        all.extend(args);
+        all.extend(["--bootstrap", b]);
+        err(tidelog_raw(&all, ""), 1, needle);
+    }
+    node.stop();
+}
