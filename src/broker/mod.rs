@@ -1029,12 +1029,7 @@ impl Broker {
         self.check_open()?;
         let t = self.registered_topic(topic)?;
         let old = t.partition(partition)?;
-        let logs = self
-            .inner
-            .logs
-            .lock()
-            .clone()
-            .ok_or_else(|| Error::Closed("broker".into()))?;
+        let logs = self.log_manager()?;
         let ln = log_name(topic, partition);
         let config = old.log().config();
         let log = match logs.finish_move(m, config.clone()) {
@@ -1074,12 +1069,7 @@ impl Broker {
             )));
         }
         t.partition(partition)?;
-        let logs = self
-            .inner
-            .logs
-            .lock()
-            .clone()
-            .ok_or_else(|| Error::Closed("broker".into()))?;
+        let logs = self.log_manager()?;
         if !logs.is_log_dir(dir) {
             return Err(refuse(format!(
                 "{} is not one of the log directories",
@@ -1087,6 +1077,15 @@ impl Broker {
             )));
         }
         Ok((t, logs))
+    }
+
+    /// The log manager, while the broker is open.
+    fn log_manager(&self) -> Result<LogManager> {
+        self.inner
+            .logs
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::Closed("broker".into()))
     }
 
     /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.

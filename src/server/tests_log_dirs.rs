@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::tests_api::{Client, batch, create, produce_req};
 use super::*;
 use crate::record::batches;
+use crate::storage::tests::log_dirs::{partition_dirs, two_dirs};
 
 const STORAGE_ERROR: i16 = 56;
 
@@ -97,8 +98,7 @@ fn describe(c: &mut Client) -> Vec<DirListing> {
 
 #[test]
 fn a_failed_log_directory_takes_only_its_partitions_offline() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (root, a, b) = two_dirs();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "t", 2);
@@ -160,8 +160,7 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
 
 #[test]
 fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (root, a, b) = two_dirs();
     let (in_a, in_b) = {
         let (server, broker) = start_jbod(&a, &b);
         let mut c = Client::connect(server.local_addr());
@@ -219,8 +218,7 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
 
 #[test]
 fn a_data_directory_unusable_at_start_is_refused() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (_root, a, b) = two_dirs();
     std::fs::write(&a, b"not a directory").unwrap();
     let err = crate::broker::Broker::builder(&a)
         .log_dirs([&b])
@@ -244,24 +242,35 @@ fn alter_log_dir(c: &mut Client, dir: &Path, topic: &str, partition: i32) -> i16
     resp.results[0].partitions[0].error_code
 }
 
+/// Creates topic `t` (one partition), produces `count` records `record-N` in batches of
+/// `per_batch`; the records, DescribeLogDirs then, and the index of the directory
+/// holding `t-0`.
+fn one_partition_with_records(
+    c: &mut Client,
+    count: usize,
+    per_batch: usize,
+) -> (Vec<String>, Vec<DirListing>, usize) {
+    create(c, "t", 1);
+    let records: Vec<String> = (0..count).map(|i| format!("record-{i}")).collect();
+    for chunk in records.chunks(per_batch) {
+        let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        assert_eq!(produce(c, "t", 0, &values), 0);
+    }
+    let dirs = describe(c);
+    let from = dirs
+        .iter()
+        .position(|d| d.2.contains(&("t".into(), 0)))
+        .unwrap();
+    (records, dirs, from)
+}
+
 #[test]
 fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
-    let expected: Vec<String> = (0..30).map(|i| format!("record-{i}")).collect();
-    let moved_to = {
+    let (root, a, b) = two_dirs();
+    let (moved_to, expected) = {
         let (server, broker) = start_jbod(&a, &b);
         let mut c = Client::connect(server.local_addr());
-        create(&mut c, "t", 1);
-        for chunk in expected.chunks(3) {
-            let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            assert_eq!(produce(&mut c, "t", 0, &values), 0);
-        }
-        let dirs = describe(&mut c);
-        let from = dirs
-            .iter()
-            .position(|d| d.2.contains(&("t".into(), 0)))
-            .unwrap();
+        let (expected, dirs, from) = one_partition_with_records(&mut c, 30, 3);
         let to = 1 - from;
         let target = dirs[to].0.clone();
         assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
@@ -278,7 +287,7 @@ fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
         assert_eq!(alter_log_dir(&mut c, &target, "t", 7), 3);
         server.shutdown().unwrap();
         broker.close().unwrap();
-        target
+        (target, expected)
     };
     assert!(moved_to.join("t-0").is_dir());
     let (server, broker) = start_jbod(&a, &b);
@@ -330,21 +339,10 @@ fn future_logs(c: &mut Client) -> Vec<(PathBuf, String, i32, i64, i64)> {
 
 #[test]
 fn alter_replica_log_dirs_answers_at_once_and_moves_in_the_background() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (_root, a, b) = two_dirs();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
-    create(&mut c, "t", 1);
-    let mut expected: Vec<String> = (0..20).map(|i| format!("record-{i}")).collect();
-    for chunk in expected.chunks(4) {
-        let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
-        assert_eq!(produce(&mut c, "t", 0, &values), 0);
-    }
-    let dirs = describe(&mut c);
-    let from = dirs
-        .iter()
-        .position(|d| d.2.contains(&("t".into(), 0)))
-        .unwrap();
+    let (mut expected, dirs, from) = one_partition_with_records(&mut c, 20, 4);
     let to = 1 - from;
     let target = dirs[to].0.clone();
     // One byte a second: the copy cannot end while the test looks at it.
@@ -375,30 +373,17 @@ fn alter_replica_log_dirs_answers_at_once_and_moves_in_the_background() {
     expected.push("after".into());
     assert_eq!(fetch(&mut c, "t", 0), (0, expected));
     assert!(target.join("t-0").is_dir());
-    let leftovers: Vec<String> = std::fs::read_dir(&dirs[from].0)
-        .unwrap()
-        .chain(std::fs::read_dir(&target).unwrap())
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with("-future") || n.ends_with("-delete") || n == "t-0")
-        .collect();
-    assert_eq!(leftovers, vec!["t-0".to_string()]);
+    assert_eq!(partition_dirs(&[&dirs[from].0, &target], "t-0"), ["t-0"]);
     server.shutdown().unwrap();
     broker.close().unwrap();
 }
 
 #[test]
 fn a_move_in_progress_is_cancelled_by_moving_back_and_by_close() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (_root, a, b) = two_dirs();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
-    create(&mut c, "t", 1);
-    assert_eq!(produce(&mut c, "t", 0, &["one"]), 0);
-    let dirs = describe(&mut c);
-    let from = dirs
-        .iter()
-        .position(|d| d.2.contains(&("t".into(), 0)))
-        .unwrap();
+    let (records, dirs, from) = one_partition_with_records(&mut c, 1, 1);
     let (source, target) = (dirs[from].0.clone(), dirs[1 - from].0.clone());
     broker.set_log_dir_move_rate(Some(1));
     assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
@@ -412,15 +397,10 @@ fn a_move_in_progress_is_cancelled_by_moving_back_and_by_close() {
     broker.close().unwrap();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
-    assert_eq!(fetch(&mut c, "t", 0), (0, vec!["one".to_string()]));
+    assert_eq!(fetch(&mut c, "t", 0), (0, records));
     let dirs = describe(&mut c);
     assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
-    let futures: Vec<String> = std::fs::read_dir(&target)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with("-future"))
-        .collect();
-    assert!(futures.is_empty(), "{futures:?}");
+    assert_eq!(partition_dirs(&[&source, &target], "t-0"), ["t-0"]);
     server.shutdown().unwrap();
     broker.close().unwrap();
 }

@@ -112,4 +112,4 @@ pub(crate) use checkpoint::sync_dir;
 pub(crate) use clock::now_ms;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,17 +6,41 @@ use super::{batch, small, values};
 use crate::error::Error;
 use crate::storage::{LogManager, StorageLimits};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-fn two_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// A temporary root and two log directories in it, `a` and `b` (not yet made).
+pub(crate) fn two_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let a = root.path().join("a");
     let b = root.path().join("b");
     (root, a, b)
 }
 
+/// What a move between log directories leaves in `dirs`: the partition directories
+/// called `name`, and every `-future` and `-delete` directory, sorted.
+pub(crate) fn partition_dirs(dirs: &[&Path], name: &str) -> Vec<String> {
+    let mut found: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| fs::read_dir(d).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n == name || n.ends_with("-future") || n.ends_with("-delete"))
+        .collect();
+    found.sort();
+    found
+}
+
 fn open2(a: &PathBuf, b: &PathBuf) -> crate::error::Result<LogManager> {
     LogManager::open_with_dirs(a, std::slice::from_ref(b), StorageLimits::default())
+}
+
+/// Makes the log `t-0` with three records in `a` or `b`, closed again.
+fn closed_log_of_three(a: &PathBuf, b: &PathBuf) {
+    let m = open2(a, b).unwrap();
+    m.open_log("t-0", small())
+        .unwrap()
+        .append(&batch(0, 3, 1_000))
+        .unwrap();
+    m.close().unwrap();
 }
 
 #[test]
@@ -71,14 +95,7 @@ fn a_partition_in_two_directories_is_refused_naming_both() {
 #[test]
 fn a_leftover_future_directory_is_dropped_or_finished() {
     let (_root, a, b) = two_dirs();
-    {
-        let m = open2(&a, &b).unwrap();
-        m.open_log("t-0", small())
-            .unwrap()
-            .append(&batch(0, 3, 1_000))
-            .unwrap();
-        m.close().unwrap();
-    }
+    closed_log_of_three(&a, &b);
     let home = if a.join("t-0").is_dir() { &a } else { &b };
     let other = if home == &a { &b } else { &a };
     // The old copy is still there: the unfinished copy is deleted.
@@ -151,13 +168,7 @@ fn a_log_moves_to_another_directory_with_every_record() {
     assert_eq!(values(&moved, 0), before);
     assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
     assert!(!a.join("t-0").exists() && b.join("t-0").is_dir());
-    let leftovers: Vec<_> = fs::read_dir(&a)
-        .unwrap()
-        .chain(fs::read_dir(&b).unwrap())
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with("-future") || n.ends_with("-delete"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
     moved.append(&batch(200, 5, 1_000)).unwrap();
     assert!(
         m.move_log("t-0", &PathBuf::from("/nonexistent"), small())
@@ -176,14 +187,7 @@ fn a_log_moves_to_another_directory_with_every_record() {
 #[test]
 fn a_move_cut_short_after_retiring_the_old_copy_is_finished_or_undone() {
     let (_root, a, b) = two_dirs();
-    {
-        let m = open2(&a, &b).unwrap();
-        m.open_log("t-0", small())
-            .unwrap()
-            .append(&batch(0, 3, 1_000))
-            .unwrap();
-        m.close().unwrap();
-    }
+    closed_log_of_three(&a, &b);
     assert!(a.join("t-0").is_dir());
     // The old copy retired, the new one not complete-and-renamed yet: only the retired
     // one is left (the copy had not started): it is put back.
