@@ -630,7 +630,7 @@ fn open_registered_topics(
             if logs.log_dir_of(&ln).is_none()
                 && let Some(why) = offline_reason(logs, &ln)
             {
-                tracing::warn!(partition = %ln, "partition offline: {why}");
+                crate::storage::partition_offline(&ln, &why);
                 offline.insert(p, why);
                 continue;
             }
@@ -645,7 +645,7 @@ fn open_registered_topics(
                     }) =>
                 {
                     let why = err.to_string();
-                    tracing::warn!(partition = %ln, "partition offline: {why}");
+                    crate::storage::partition_offline(&ln, &why);
                     offline.insert(p, why);
                 }
                 Err(err) => return Err(err),
@@ -989,15 +989,17 @@ impl Broker {
             .name(format!("tidelog-move-{ln}"))
             .spawn(move || {
                 let m = moving;
-                let result = m
-                    .copy_online(thread_logs.move_rate())
-                    .and_then(|()| match weak.upgrade() {
-                        Some(inner) => Broker { inner }.finish_partition_move(&topic, partition, &m),
-                        None => Err(Error::Closed("broker".into())),
-                    });
+                let result =
+                    m.copy_online(thread_logs.move_rate())
+                        .and_then(|()| match weak.upgrade() {
+                            Some(inner) => {
+                                Broker { inner }.finish_partition_move(&topic, partition, &m)
+                            }
+                            None => Err(Error::Closed("broker".into())),
+                        });
                 if let Err(e) = result {
                     thread_logs.abandon_move(&m);
-                    tracing::warn!(partition = %m.name, "move between log directories abandoned: {e}");
+                    crate::storage::move_abandoned(&m.name, &e.to_string());
                 }
             });
         match spawned {

@@ -71,12 +71,14 @@ pub use dirs::FUTURE_SUFFIX;
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub(crate) use events::{move_abandoned, partition_offline};
 pub use files::StorageLimits;
 pub use log::PartitionLog;
 #[cfg(test)]
 pub(crate) use log::TRUNCATION_FILE;
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
+#[cfg(feature = "server")]
 pub(crate) use manager::split_log_name;
 pub use manager::{FutureLog, LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
