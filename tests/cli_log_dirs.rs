@@ -102,3 +102,58 @@ fn a_partition_moves_between_log_directories() {
     }
     node.stop();
 }
+
+#[test]
+fn a_paced_move_is_listed_as_a_future_log_while_it_copies() {
+    let root = tempfile::tempdir().unwrap();
+    let (data, extra) = (root.path().join("a"), root.path().join("b"));
+    ok(tidelog(
+        &data,
+        &["topics", "create", "t", "--partitions", "1"],
+        "",
+    ));
+    ok(tidelog(&data, &["produce", "t"], "one\n"));
+    // One byte a second: the copy does not end while the test looks.
+    let node = serve(
+        &data,
+        &[
+            "--log-dirs",
+            extra.to_str().unwrap(),
+            "--replica-alter-log-dirs-io-max-bytes-per-second",
+            "1",
+        ],
+    );
+    let b = node.addr.as_str();
+    let (from, paths) = dir_of(b, "t-0");
+    let to = paths.iter().find(|p| **p != from).unwrap().clone();
+    let out = ok(tidelog_raw(
+        &[
+            "log-dirs",
+            "move",
+            "--log-dir",
+            &to,
+            "--partitions",
+            "t-0",
+            "--bootstrap",
+            b,
+        ],
+        "",
+    ));
+    assert!(out.contains("t-0: moving to"), "{out}");
+    let out = ok(tidelog_raw(&["log-dirs", "describe", "--bootstrap", b], ""));
+    let json: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let target = json["brokers"][0]["logDirs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["logDir"].as_str() == Some(to.as_str()))
+        .unwrap()
+        .clone();
+    let future = &target["partitions"][0];
+    assert_eq!(future["partition"], "t-0", "{out}");
+    assert_eq!(future["isFuture"], true, "{out}");
+    assert_eq!(future["offsetLag"], 1, "{out}");
+    // Still served from where it was.
+    assert_eq!(dir_of(b, "t-0").0, from);
+    node.stop();
+}

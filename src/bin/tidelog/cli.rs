@@ -1037,6 +1037,11 @@ pub(crate) struct ServeArgs {
     /// (KAFKA_STORAGE_ERROR). Give the same list at every start.
     #[arg(long, value_name = "DIR,...", value_delimiter = ',')]
     pub log_dirs: Vec<PathBuf>,
+    /// The bytes per second a move between log directories (`tidelog log-dirs move`,
+    /// AlterReplicaLogDirs) copies at most (Kafka's
+    /// replica.alter.log.dirs.io.max.bytes.per.second); unlimited when left out.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replica_alter_log_dirs_io_max_bytes_per_second: Option<u64>,
     /// How often the segments past a topic's retention.ms or retention.bytes are
     /// deleted (and compacted topics cleaned), in ms (Kafka's
     /// log.retention.check.interval.ms).
