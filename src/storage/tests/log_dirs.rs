@@ -234,3 +234,44 @@ fn an_io_error_on_append_fails_the_directory() {
     l0.append(&batch(0, 5, 1_000)).unwrap();
     assert!(m.log_dir_states()[0].1.is_none());
 }
+
+#[test]
+fn a_background_move_shows_its_future_log_cancels_and_takes_the_tail() {
+    let (_root, a, b) = two_dirs();
+    let m = open2(&a, &b).unwrap();
+    let log = m.open_log("t-0", small()).unwrap();
+    for i in 0..20 {
+        log.append(&batch(i * 5, 5, 1_000)).unwrap();
+    }
+    // Paced to a byte a second: the copy waits until cancelled.
+    m.set_log_dir_move_rate(Some(1));
+    let mv = m.begin_move("t-0", &b).unwrap().unwrap();
+    let copier = {
+        let (m, mv) = (m.clone(), std::sync::Arc::clone(&mv));
+        std::thread::spawn(move || mv.copy_online(m.move_rate()))
+    };
+    let futures = m.future_logs();
+    assert_eq!(futures.len(), 1, "{futures:?}");
+    assert_eq!((futures[0].name.as_str(), &futures[0].dir), ("t-0", &b));
+    assert_eq!(futures[0].offset_lag, 100);
+    assert!(m.begin_move("t-0", &b).unwrap().is_none(), "already moving");
+    assert!(m.cancel_move("t-0"));
+    assert!(matches!(copier.join().unwrap(), Err(Error::Closed(_))));
+    m.abandon_move(&mv);
+    assert!(m.future_logs().is_empty());
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(a.as_path()));
+
+    // Unpaced: the copy ends; what is appended after it is taken at the swap.
+    m.set_log_dir_move_rate(None);
+    let mv = m.begin_move("t-0", &b).unwrap().unwrap();
+    mv.copy_online(m.move_rate()).unwrap();
+    assert_eq!(m.future_logs()[0].offset_lag, 0);
+    log.append(&batch(100, 5, 1_000)).unwrap();
+    assert_eq!(m.future_logs()[0].offset_lag, 5);
+    let moved = m.finish_move(&mv, small()).unwrap();
+    assert_eq!(values(&moved, 0).len(), 105);
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
+    assert!(m.future_logs().is_empty());
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
+}
