@@ -5,7 +5,7 @@
 
 mod cli_support;
 
-use cli_support::{err, ok, serve, tidelog, tidelog_raw};
+use cli_support::{Serve, err, ok, serve, tidelog, tidelog_raw};
 use serde_json::Value;
 
 /// The log directory `describe` lists `partition` in (not as a future log), of the only
@@ -32,8 +32,10 @@ fn dir_of(bootstrap: &str, partition: &str) -> (String, Vec<String>) {
     (holder["logDir"].as_str().unwrap().to_string(), paths)
 }
 
-#[test]
-fn a_partition_moves_between_log_directories() {
+/// A data directory with topic `t` (one partition) holding `records` (one a line),
+/// served with `--log-dirs <root>/b` and `args`; the root, the node, and the directory
+/// holding `t-0` and the other one.
+fn serve_t(records: &str, args: &[&str]) -> (tempfile::TempDir, Serve, String, String) {
     let root = tempfile::tempdir().unwrap();
     let (data, extra) = (root.path().join("a"), root.path().join("b"));
     ok(tidelog(
@@ -41,27 +43,30 @@ fn a_partition_moves_between_log_directories() {
         &["topics", "create", "t", "--partitions", "1"],
         "",
     ));
-    ok(tidelog(&data, &["produce", "t"], "one\ntwo\n"));
-    let node = serve(&data, &["--log-dirs", extra.to_str().unwrap()]);
-    let b = node.addr.as_str();
-    let (from, paths) = dir_of(b, "t-0");
+    ok(tidelog(&data, &["produce", "t"], records));
+    let mut all = vec!["--log-dirs", extra.to_str().unwrap()];
+    all.extend(args);
+    let node = serve(&data, &all);
+    let (from, paths) = dir_of(&node.addr, "t-0");
     assert_eq!(paths.len(), 2, "{paths:?}");
     let to = paths.iter().find(|p| **p != from).unwrap().clone();
+    (root, node, from, to)
+}
 
-    let out = ok(tidelog_raw(
-        &[
-            "log-dirs",
-            "move",
-            "--log-dir",
-            &to,
-            "--partitions",
-            "t-0",
-            "--wait",
-            "--bootstrap",
-            b,
-        ],
-        "",
-    ));
+/// `tidelog log-dirs move --log-dir TO --partitions t-0 ARGS --bootstrap B`: its stdout.
+fn move_t0(bootstrap: &str, to: &str, args: &[&str]) -> String {
+    let mut all = vec!["log-dirs", "move", "--log-dir", to, "--partitions", "t-0"];
+    all.extend(args);
+    all.extend(["--bootstrap", bootstrap]);
+    ok(tidelog_raw(&all, ""))
+}
+
+#[test]
+fn a_partition_moves_between_log_directories() {
+    let (root, node, _from, to) = serve_t("one\ntwo\n", &[]);
+    let b = node.addr.as_str();
+
+    let out = move_t0(b, &to, &["--wait"]);
     assert!(out.contains("t-0: moving to"), "{out}");
     assert!(out.contains("moved 1 partition(s)"), "{out}");
     assert_eq!(dir_of(b, "t-0").0, to);
@@ -105,40 +110,13 @@ fn a_partition_moves_between_log_directories() {
 
 #[test]
 fn a_paced_move_is_listed_as_a_future_log_while_it_copies() {
-    let root = tempfile::tempdir().unwrap();
-    let (data, extra) = (root.path().join("a"), root.path().join("b"));
-    ok(tidelog(
-        &data,
-        &["topics", "create", "t", "--partitions", "1"],
-        "",
-    ));
-    ok(tidelog(&data, &["produce", "t"], "one\n"));
     // One byte a second: the copy does not end while the test looks.
-    let node = serve(
-        &data,
-        &[
-            "--log-dirs",
-            extra.to_str().unwrap(),
-            "--replica-alter-log-dirs-io-max-bytes-per-second",
-            "1",
-        ],
+    let (_root, node, from, to) = serve_t(
+        "one\n",
+        &["--replica-alter-log-dirs-io-max-bytes-per-second", "1"],
     );
     let b = node.addr.as_str();
-    let (from, paths) = dir_of(b, "t-0");
-    let to = paths.iter().find(|p| **p != from).unwrap().clone();
-    let out = ok(tidelog_raw(
-        &[
-            "log-dirs",
-            "move",
-            "--log-dir",
-            &to,
-            "--partitions",
-            "t-0",
-            "--bootstrap",
-            b,
-        ],
-        "",
-    ));
+    let out = move_t0(b, &to, &[]);
     assert!(out.contains("t-0: moving to"), "{out}");
     let out = ok(tidelog_raw(&["log-dirs", "describe", "--bootstrap", b], ""));
     let json: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();

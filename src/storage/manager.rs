@@ -627,9 +627,12 @@ impl LogManager {
     /// `<name>.<uuid>-delete`, the future one renamed into place, and the old one
     /// deleted. Each step is fsynced; a crash at any point leaves either the old copy or
     /// the new one in place when the manager opens again (see `scan_dirs`). A log
-    /// already in `target` is left alone. The same steps run in the background through
+    /// already in `target` is left alone; a background move of it in progress is
+    /// cancelled. The same steps run in the background through
     /// `begin_move`, `LogMove::copy_online` and `finish_move`.
     pub fn move_log(&self, name: &str, target: &Path, reopen: LogConfig) -> Result<PartitionLog> {
+        // A background move of the log in progress gives way to this one.
+        self.cancel_move(name);
         let Some(m) = self.begin_move(name, target)? else {
             return self.get(name).ok_or_else(|| not_open(name));
         };
