@@ -882,6 +882,9 @@ pub(crate) struct TopicInner {
     pub(crate) config: RwLock<TopicConfig>,
     pub(crate) internal: bool,
     pub(crate) deleted: AtomicBool,
+    /// Partitions this node holds in a log directory that is offline, with why: they
+    /// answer a storage error (Kafka's KAFKA_STORAGE_ERROR).
+    pub(crate) offline: RwLock<std::collections::BTreeMap<i32, String>>,
 }
 
 /// A topic: a named set of partitions. Cheap to clone, `Send + Sync`; sees partitions
@@ -916,6 +919,7 @@ impl Topic {
                 config: RwLock::new(config),
                 internal,
                 deleted: AtomicBool::new(false),
+                offline: RwLock::default(),
             }),
         }
     }
@@ -961,6 +965,13 @@ impl Topic {
             return Ok(found.clone());
         }
         let count = self.partition_count();
+        if let Some(why) = self.inner.offline.read().get(&p) {
+            return Err(Error::io(
+                "use partition",
+                format!("{}-{p}", self.name()),
+                std::io::Error::other(why.clone()),
+            ));
+        }
         if (0..count).contains(&p) {
             return Err(Error::NotLeaderOrFollower {
                 partition: format!("{}-{p}", self.name()),
@@ -1001,9 +1012,15 @@ impl Topic {
         }
     }
 
-    pub(crate) fn set_partitions(&self, partitions: Vec<Partition>) {
-        let count = partitions.len() as i32;
-        self.set_hosted_partitions(partitions, count);
+    /// Marks partitions offline (held in a log directory that failed), each with why:
+    /// they answer a storage error until the node opens again.
+    pub(crate) fn set_offline_partitions(&self, offline: std::collections::BTreeMap<i32, String>) {
+        *self.inner.offline.write() = offline;
+    }
+
+    /// The partitions held in a log directory that failed, with why.
+    pub(crate) fn offline_partitions(&self) -> std::collections::BTreeMap<i32, String> {
+        self.inner.offline.read().clone()
     }
 
     /// A cluster node: the topic has `count` partitions, of which this node holds

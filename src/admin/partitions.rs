@@ -1,5 +1,6 @@
 //! The admin client's partition operations: leader elections (ElectLeaders, as
-//! `kafka-leader-election`), log directories (DescribeLogDirs, as `kafka-log-dirs`) and
+//! `kafka-leader-election`), log directories (DescribeLogDirs, as `kafka-log-dirs`;
+//! AlterReplicaLogDirs, as `kafka-reassign-partitions` with `log_dirs`) and
 //! replica reassignments (AlterPartitionReassignments and ListPartitionReassignments,
 //! KIP-455, as `kafka-reassign-partitions`).
 
@@ -8,20 +9,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, BrokerId, DescribeLogDirsRequest, ElectLeadersRequest,
-    ListPartitionReassignmentsRequest, TopicName,
+    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, BrokerId,
+    DescribeLogDirsRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest, TopicName,
 };
 
 use super::router::{Outcome, check, kstr};
 use super::{AdminClient, Cluster, TopicPartition, node_ids};
-use crate::error::{AdminError, Resource, Result};
+use crate::error::{AdminError, ErrorCode, Resource, Result};
 
 const ELECT_LEADERS_VERSION: i16 = 1;
 const DESCRIBE_LOG_DIRS_VERSION: i16 = 1;
 const ALTER_REASSIGNMENTS_VERSION: i16 = 0;
+const ALTER_REPLICA_LOG_DIRS_VERSION: i16 = 1;
 const LIST_REASSIGNMENTS_VERSION: i16 = 0;
 
 /// Which leader an election picks (Kafka's `ElectionType`).
@@ -293,6 +298,66 @@ impl AdminClient {
                         .collect())
                 });
             out.insert(id, answer);
+        }
+        Ok(out)
+    }
+
+    /// Moves partitions of the broker `broker` into other log directories of that
+    /// broker (AlterReplicaLogDirs, Kafka's `Admin.alterReplicaLogDirs`): each partition
+    /// with the path of the directory it goes to (as
+    /// [`describe_log_dirs`](AdminClient::describe_log_dirs) shows it). Per partition:
+    /// `Ok` once the broker started the move (it copies in the background:
+    /// `describe_log_dirs` shows the future log until it is swapped in), or the refusal
+    /// (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
+    /// INVALID_CONFIG, CLUSTER_AUTHORIZATION_FAILED). A broker the cluster does not list
+    /// is BROKER_ID_NOT_REGISTERED.
+    pub fn alter_replica_log_dirs(
+        &self,
+        broker: i32,
+        moves: &[(TopicPartition, String)],
+    ) -> Result<BTreeMap<TopicPartition, Result<()>>> {
+        let keys: Vec<TopicPartition> = moves.iter().map(|(tp, _)| tp.clone()).collect();
+        super::unique(&keys, partition)?;
+        let mut r = self.router.lock();
+        r.refresh(Some(&[]))?;
+        let addr = r.node_addr(broker).ok_or_else(|| {
+            AdminError::new(
+                Resource::Broker(broker),
+                ErrorCode::BROKER_ID_NOT_REGISTERED,
+                Some(format!("the cluster lists brokers {:?}", r.node_ids())),
+            )
+        })?;
+        let mut by_dir: BTreeMap<&str, Vec<TopicPartition>> = BTreeMap::new();
+        for (tp, dir) in moves {
+            by_dir.entry(dir).or_default().push(tp.clone());
+        }
+        let request = AlterReplicaLogDirsRequest::default().with_dirs(
+            by_dir
+                .into_iter()
+                .map(|(dir, tps)| {
+                    AlterReplicaLogDir::default()
+                        .with_path(kstr(dir))
+                        .with_topics(
+                            by_topic(&tps)
+                                .into_iter()
+                                .map(|(t, ps)| {
+                                    AlterReplicaLogDirTopic::default()
+                                        .with_name(TopicName(kstr(t)))
+                                        .with_partitions(ps)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        let response = r.call_addr(&addr, &request, ALTER_REPLICA_LOG_DIRS_VERSION)?;
+        let mut out = BTreeMap::new();
+        for t in &response.results {
+            for p in &t.partitions {
+                let tp = TopicPartition::new(t.topic_name.0.to_string(), p.partition_index);
+                let outcome = check(|| partition(&tp), p.error_code, None);
+                out.insert(tp, outcome.map_err(Into::into));
+            }
         }
         Ok(out)
     }

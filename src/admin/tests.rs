@@ -485,3 +485,64 @@ mod moving_cluster {
         assert_eq!(code(&created["u"]), ErrorCode::NOT_CONTROLLER);
     }
 }
+
+#[test]
+fn replicas_move_between_log_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let broker = Broker::builder(&a).log_dirs([&b]).open().unwrap();
+    let server = Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .start()
+        .unwrap();
+    let admin = admin(&server);
+    admin
+        .create_topics(&[NewTopic::new("events").partitions(1)])
+        .unwrap();
+    let tp = TopicPartition::new("events", 0);
+    let holder = |admin: &AdminClient| -> (i32, Vec<(String, bool)>) {
+        let all = admin.describe_log_dirs().unwrap();
+        let (id, dirs) = all.into_iter().next().unwrap();
+        let dirs = dirs.unwrap();
+        let held = dirs
+            .iter()
+            .map(|d| (d.path.clone(), d.replicas.iter().any(|r| r.partition == tp)))
+            .collect();
+        (id, held)
+    };
+    let (id, held) = holder(&admin);
+    assert_eq!(held.len(), 2, "{held:?}");
+    let target = held.iter().find(|(_, h)| !h).unwrap().0.clone();
+    let moved = admin
+        .alter_replica_log_dirs(id, &[(tp.clone(), target.clone())])
+        .unwrap();
+    assert!(moved[&tp].is_ok(), "{moved:?}");
+    let mut done = false;
+    for _ in 0..400 {
+        let (_, held) = holder(&admin);
+        if held.iter().any(|(d, h)| *h && *d == target) && broker.future_logs().is_empty() {
+            done = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(done, "{:?}", holder(&admin));
+    let elsewhere = root.path().join("elsewhere").display().to_string();
+    let refused = admin
+        .alter_replica_log_dirs(id, &[(tp.clone(), elsewhere)])
+        .unwrap();
+    assert_eq!(code(&refused[&tp]), ErrorCode::LOG_DIR_NOT_FOUND);
+    let unknown = admin
+        .alter_replica_log_dirs(id, &[(TopicPartition::new("nope", 0), target.clone())])
+        .unwrap();
+    assert_eq!(
+        code(&unknown[&TopicPartition::new("nope", 0)]),
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    assert_eq!(
+        code(&admin.alter_replica_log_dirs(id + 100, &[(tp, target)])),
+        ErrorCode::BROKER_ID_NOT_REGISTERED
+    );
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}

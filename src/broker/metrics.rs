@@ -4,8 +4,8 @@
 use super::Broker;
 use crate::coordinator::GroupType;
 use crate::metrics::{
-    BrokerStats, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
-    RecoveryMetrics,
+    BrokerStats, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, LogDirMetrics, Metrics,
+    PartitionMetrics, RecoveryMetrics,
 };
 use crate::storage::LogManager;
 
@@ -41,6 +41,7 @@ pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogMana
     m.storage.fsync = fsync;
     if let Some(logs) = logs {
         m.storage.prefault = logs.prefault_stats();
+        add_log_dirs(&mut m, broker, &logs);
     }
     m.groups = groups(broker);
     m.server = stats.servers();
@@ -48,6 +49,38 @@ pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogMana
         .is_cluster_node()
         .then(|| stats.replication.snapshot());
     m
+}
+
+/// The log directories, the offline ones and the partitions they took offline.
+fn add_log_dirs(m: &mut Metrics, broker: &Broker, logs: &LogManager) {
+    let mut failed = Vec::new();
+    for (dir, why) in logs.log_dir_states() {
+        if why.is_some() {
+            failed.push(dir.clone());
+        }
+        m.storage.log_dirs.push(LogDirMetrics {
+            dir: dir.display().to_string(),
+            offline: why.is_some(),
+        });
+    }
+    m.storage.offline_log_dirs = failed.len() as u64;
+    for name in broker.topics() {
+        let Ok(topic) = broker.registered_topic(&name) else {
+            continue;
+        };
+        m.storage.offline_partitions += topic.offline_partitions().len() as u64;
+        m.storage.offline_partitions += topic
+            .partitions()
+            .iter()
+            .filter(|p| {
+                p.log()
+                    .dir()
+                    .parent()
+                    .is_some_and(|d| failed.iter().any(|f| f == d))
+            })
+            .count() as u64;
+    }
+    m.storage.future_logs = logs.future_logs().len() as u64;
 }
 
 fn add_recovery(into: &mut RecoveryMetrics, r: &crate::storage::RecoveryReport) {

@@ -126,6 +126,8 @@ struct BrokerInner {
     topic_ids: RwLock<HashMap<String, String>>,
     /// Partition directories of no topic moved aside since the broker opened.
     orphans: Mutex<Vec<OrphanedLog>>,
+    /// The threads moving partitions between log directories (joined at close).
+    movers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Opened read-only: another process may write the directory; this one never does.
     read_only: bool,
     /// What `metrics()` adds beyond the topics, groups and logs (the servers).
@@ -539,13 +541,18 @@ fn single_node_topic_ids(
 ) -> Result<HashMap<String, String>> {
     let mut ids = HashMap::with_capacity(topics.len());
     for (name, topic) in topics {
-        let id = match read_partition_metadata(&logs.log_path(&log_name(name, 0))) {
+        // The partitions open here (one in a failed log directory is not).
+        let hosted = topic.partitions();
+        let found = hosted
+            .iter()
+            .find_map(|p| read_partition_metadata(&logs.log_path(&log_name(name, p.index()))));
+        let id = match found {
             Some(id) => id,
             None if read_only => continue,
             None => {
                 let id = crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
-                for p in 0..topic.partition_count() {
-                    write_partition_metadata(&logs.log_path(&log_name(name, p)), &id)?;
+                for p in hosted.iter() {
+                    write_partition_metadata(&logs.log_path(&log_name(name, p.index())), &id)?;
                 }
                 id
             }
@@ -587,29 +594,26 @@ fn open_node_topics(
     Ok((topics, ids))
 }
 
-/// Opens the partition logs of the registry's topics, each with its topic's
-/// configuration over the broker's defaults.
-/// Refuses to create afresh the log `ln` of a registered partition that no usable log
-/// directory holds while a log directory failed: it may be in that one, and an empty
-/// log in its place would hide its records.
-fn check_not_in_failed_dir(logs: &LogManager, ln: &str) -> Result<()> {
+/// Why the log `ln` of a registered partition that no usable log directory holds is
+/// offline, if a log directory failed (None: none did, the log is made afresh): it may
+/// be in the failed one, and an empty log in its place would hide its records.
+fn offline_reason(logs: &LogManager, ln: &str) -> Option<String> {
     let failed: Vec<String> = logs
         .log_dir_states()
         .into_iter()
         .filter_map(|(d, why)| why.map(|why| format!("{} ({why})", d.display())))
         .collect();
-    if failed.is_empty() {
-        return Ok(());
-    }
-    Err(Error::InvalidConfig {
-        key: "log.dirs".into(),
-        reason: format!(
-            "partition {ln} is in no usable log directory and may be in a failed one: {}; bring the directory back, or remove it from the log directories to start without its partitions' records",
+    (!failed.is_empty()).then(|| {
+        format!(
+            "partition {ln} is in no usable log directory and may be in a failed one: {}",
             failed.join(", ")
-        ),
+        )
     })
 }
 
+/// Opens the partition logs of the registry's topics, each with its topic's
+/// configuration over the broker's defaults. A partition in a log directory that
+/// failed (or found in none while one failed) is offline: the others serve.
 fn open_registered_topics(
     logs: &LogManager,
     entries: Vec<RegistryEntry>,
@@ -619,19 +623,38 @@ fn open_registered_topics(
     for e in entries {
         let log_config = e.config.apply(defaults)?;
         let mut parts = Vec::with_capacity(e.partitions.max(0) as usize);
+        let mut offline = BTreeMap::new();
         let name: Arc<str> = Arc::from(e.name.as_str());
         for p in 0..e.partitions {
             let ln = log_name(&e.name, p);
-            if logs.log_dir_of(&ln).is_none() {
-                check_not_in_failed_dir(logs, &ln)?;
+            if logs.log_dir_of(&ln).is_none()
+                && let Some(why) = offline_reason(logs, &ln)
+            {
+                crate::storage::partition_offline(&ln, &why);
+                offline.insert(p, why);
+                continue;
             }
-            let log = logs.open_log(&ln, log_config.clone())?;
-            parts.push(Partition::new(Arc::clone(&name), p, log));
+            match logs.open_log(&ln, log_config.clone()) {
+                Ok(log) => parts.push(Partition::new(Arc::clone(&name), p, log)),
+                // Its log directory failed under it: offline, as Kafka.
+                Err(err @ Error::Io { .. })
+                    if logs.log_dir_of(&ln).is_some_and(|d| {
+                        logs.log_dir_states()
+                            .iter()
+                            .any(|(f, why)| *f == d && why.is_some())
+                    }) =>
+                {
+                    let why = err.to_string();
+                    crate::storage::partition_offline(&ln, &why);
+                    offline.insert(p, why);
+                }
+                Err(err) => return Err(err),
+            }
         }
-        topics.insert(
-            e.name.clone(),
-            Topic::new(&e.name, parts, e.config, e.internal),
-        );
+        let topic = Topic::new(&e.name, parts, e.config, e.internal);
+        topic.set_hosted_partitions(topic.partitions().to_vec(), e.partitions);
+        topic.set_offline_partitions(offline);
+        topics.insert(e.name.clone(), topic);
     }
     Ok(topics)
 }
@@ -807,6 +830,7 @@ impl Broker {
                 remote_transactions: RwLock::new(None),
                 topic_ids: RwLock::new(topic_ids),
                 orphans: Mutex::new(orphans),
+                movers: Mutex::new(Vec::new()),
                 read_only,
                 stats: Default::default(),
             }),
@@ -925,11 +949,112 @@ impl Broker {
     /// # Ok::<(), tidelog::Error>(())
     /// ```
     pub fn move_partition_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        let (t, logs) = self.movable(topic, partition, dir)?;
+        let ln = log_name(topic, partition);
+        let old = t.partition(partition)?;
+        let config = old.log().config();
+        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
+            Ok(log) => (log, Ok(())),
+            // The log may be closed part way: serve it again from where it is.
+            Err(e) => match logs.open_log(&ln, config) {
+                Ok(log) if old.log().is_closed() => (log, Err(e)),
+                _ => return Err(e),
+            },
+        };
+        Self::swap_log(&t, topic, partition, &old, log);
+        result
+    }
+
+    /// Starts moving partition `partition` of `topic` into the log directory `dir` and
+    /// returns at once (Kafka's AlterReplicaLogDirs): a thread copies its files into a
+    /// future replica while it serves (paced by
+    /// [`Broker::set_log_dir_move_rate`]; [`Broker::future_logs`] shows its progress),
+    /// then swaps it in as [`Broker::move_partition_to_log_dir`] does. A partition
+    /// already in `dir` is left alone (a move of it elsewhere is cancelled); a move
+    /// into `dir` in progress goes on; one into another directory is replaced. The same
+    /// refusals as [`Broker::move_partition_to_log_dir`]; a move that fails later is
+    /// logged and abandoned (the partition stays where it was).
+    pub fn start_partition_move(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        let (_, logs) = self.movable(topic, partition, dir)?;
+        let ln = log_name(topic, partition);
+        let Some(m) = logs.begin_move(&ln, dir)? else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let (topic, thread_logs) = (topic.to_string(), logs.clone());
+        let moving = Arc::clone(&m);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tidelog-move-{ln}"))
+            .spawn(move || {
+                let m = moving;
+                let result =
+                    m.copy_online(thread_logs.move_rate())
+                        .and_then(|()| match weak.upgrade() {
+                            Some(inner) => {
+                                Broker { inner }.finish_partition_move(&topic, partition, &m)
+                            }
+                            None => Err(Error::Closed("broker".into())),
+                        });
+                if let Err(e) = result {
+                    thread_logs.abandon_move(&m);
+                    crate::storage::move_abandoned(&m.name, &e.to_string());
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut movers = self.inner.movers.lock();
+                movers.retain(|h| !h.is_finished());
+                movers.push(handle);
+                Ok(())
+            }
+            Err(e) => {
+                logs.abandon_move(&m);
+                Err(Error::io(
+                    "start the log directory move of",
+                    logs.log_path(&ln),
+                    e,
+                ))
+            }
+        }
+    }
+
+    /// The swap at the end of a background move (see [`Broker::start_partition_move`]).
+    fn finish_partition_move(
+        &self,
+        topic: &str,
+        partition: i32,
+        m: &Arc<crate::storage::moves::LogMove>,
+    ) -> Result<()> {
+        let _admin = self.inner.admin.lock();
+        self.check_open()?;
+        let t = self.registered_topic(topic)?;
+        let old = t.partition(partition)?;
+        let logs = self.log_manager()?;
+        let ln = log_name(topic, partition);
+        let config = old.log().config();
+        let log = match logs.finish_move(m, config.clone()) {
+            Ok(log) => log,
+            Err(e) if old.log().is_closed() => {
+                // Closed part way: serve it again from where it is.
+                let log = logs.open_log(&ln, config)?;
+                Self::swap_log(&t, topic, partition, &old, log);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        Self::swap_log(&t, topic, partition, &old, log);
+        Ok(())
+    }
+
+    /// Checks that partition `partition` of `topic` may move into `dir`: the topic and
+    /// the log manager.
+    fn movable(&self, topic: &str, partition: i32, dir: &Path) -> Result<(Topic, LogManager)> {
         self.check_open()?;
         if self.inner.read_only {
             return Err(Error::ReadOnly(self.inner.dir.clone()));
         }
-        let _admin = self.inner.admin.lock();
         let refuse = |why: String| Error::InvalidConfig {
             key: "log.dirs".into(),
             reason: format!("partition {topic}-{partition} is not moved: {why}"),
@@ -945,37 +1070,59 @@ impl Broker {
                 "{topic} is an internal topic, whose partitions the coordinators hold"
             )));
         }
-        let old = t.partition(partition)?;
-        let logs = self
-            .inner
-            .logs
-            .lock()
-            .clone()
-            .ok_or_else(|| Error::Closed("broker".into()))?;
+        t.partition(partition)?;
+        let logs = self.log_manager()?;
         if !logs.is_log_dir(dir) {
             return Err(refuse(format!(
                 "{} is not one of the log directories",
                 dir.display()
             )));
         }
-        let ln = log_name(topic, partition);
-        let config = old.log().config();
-        let (log, result) = match logs.move_log(&ln, dir, config.clone()) {
-            Ok(log) => (log, Ok(())),
-            // The log may be closed part way: serve it again from where it is.
-            Err(e) => match logs.open_log(&ln, config) {
-                Ok(log) if old.log().is_closed() => (log, Err(e)),
-                _ => return Err(e),
-            },
-        };
+        Ok((t, logs))
+    }
+
+    /// The log manager, while the broker is open.
+    fn log_manager(&self) -> Result<LogManager> {
+        self.inner
+            .logs
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::Closed("broker".into()))
+    }
+
+    /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.
+    fn swap_log(
+        t: &Topic,
+        topic: &str,
+        partition: i32,
+        old: &Partition,
+        log: crate::storage::PartitionLog,
+    ) {
         if log.dir() != old.log().dir() || old.log().is_closed() {
             let mut parts: Vec<Partition> = t.partitions().to_vec();
             if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
                 *slot = Partition::new(Arc::from(topic), partition, log);
             }
-            t.set_partitions(parts);
+            t.set_hosted_partitions(parts, t.partition_count());
         }
-        result
+    }
+
+    /// Kafka's `replica.alter.log.dirs.io.max.bytes.per.second`: the bytes per second
+    /// moves between log directories copy at most (None: unlimited, the default);
+    /// applies at once to the moves in progress.
+    pub fn set_log_dir_move_rate(&self, bytes_per_second: Option<u64>) {
+        if let Some(logs) = self.inner.logs.lock().as_ref() {
+            logs.set_log_dir_move_rate(bytes_per_second);
+        }
+    }
+
+    /// The partitions moving between log directories now (Kafka's future replicas; see
+    /// [`LogManager::future_logs`]).
+    pub fn future_logs(&self) -> Vec<crate::storage::FutureLog> {
+        match self.inner.logs.lock().as_ref() {
+            Some(logs) => logs.future_logs(),
+            None => Vec::new(),
+        }
     }
 
     /// Takes the log directory `dir` offline, as an I/O error in it does (see
@@ -1705,10 +1852,10 @@ impl Broker {
             )?);
         }
         let old = topic.partitions().as_ref().clone();
-        topic.set_partitions(parts);
+        topic.set_hosted_partitions(parts, total);
         let snapshot = self.inner.topics.read().clone();
         if let Err(e) = self.write_registry(&snapshot) {
-            topic.set_partitions(old);
+            topic.set_hosted_partitions(old, current);
             self.remove_partition_logs(name, current..total);
             return Err(e);
         }
@@ -1735,6 +1882,19 @@ impl BrokerInner {
         for topic in self.topics.read().values() {
             for p in topic.partitions().iter() {
                 p.wake_all();
+            }
+        }
+        if let Some(logs) = self.logs.lock().as_ref() {
+            for m in logs.future_logs() {
+                logs.cancel_move(&m.name);
+            }
+        }
+        // The movers stop at their next chunk (a mover dropping the last handle does
+        // not wait for itself).
+        let me = std::thread::current().id();
+        for h in std::mem::take(&mut *self.movers.lock()) {
+            if h.thread().id() != me {
+                let _ = h.join();
             }
         }
         match self.logs.lock().take() {

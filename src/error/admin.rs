@@ -96,6 +96,10 @@ codes! {
     NO_REASSIGNMENT_IN_PROGRESS = NoReassignmentInProgress;
     /// No broker of that id is registered (102).
     BROKER_ID_NOT_REGISTERED = BrokerIdNotRegistered;
+    /// The log directory is offline, or the partition is in one that is (56).
+    KAFKA_STORAGE_ERROR = KafkaStorageError;
+    /// The path is not one of the broker's log directories (57).
+    LOG_DIR_NOT_FOUND = LogDirNotFound;
 }
 
 impl ErrorCode {

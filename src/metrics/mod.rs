@@ -171,6 +171,25 @@ pub struct StorageMetrics {
     pub prefault: PrefaultMetrics,
     /// What recovery did when the logs were opened, added up over every log.
     pub recovery: RecoveryMetrics,
+    /// Each log directory (the data directory first) and whether it is offline.
+    pub log_dirs: Vec<LogDirMetrics>,
+    /// Log directories offline (Kafka's `OfflineLogDirectoryCount`).
+    pub offline_log_dirs: u64,
+    /// Partitions this node holds that are offline because their log directory failed
+    /// (Kafka's `OfflineReplicaCount`).
+    pub offline_partitions: u64,
+    /// Partitions moving between log directories now (future logs).
+    pub future_logs: u64,
+}
+
+/// One log directory (Kafka's `log.dirs` entry).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LogDirMetrics {
+    /// Its path.
+    pub dir: String,
+    /// True once it failed (Kafka's `LogDirectoryOffline`): its partitions are offline.
+    pub offline: bool,
 }
 
 /// What the prefault thread did: it faults in the pages a segment will be written to

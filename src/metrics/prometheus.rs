@@ -20,8 +20,8 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 /// and bytes in and out, offsets, size and segments; per group (label `group`) state,
 /// generation, members, and per partition committed offset and lag; the server's
 /// connections, request latency per API (label `api`), errors per code (labels `code`,
-/// `error`) and sendfile bytes; storage fsync latency, prefault work and recovery
-/// totals.
+/// `error`) and sendfile bytes; storage fsync latency, prefault work, log directories
+/// (offline ones, label `dir`; offline partitions, future logs) and recovery totals.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -268,6 +268,37 @@ const FAMILIES: &[Family] = &[
         "Ranges the prefault thread was too busy to take (the writer or reader faulted them)",
         MetricType::Counter,
         |m| one(Value::Counter(m.storage.prefault.refused_ranges)),
+    ),
+    // Log directories.
+    (
+        "storage_offline_log_directories",
+        "Log directories offline (Kafka's OfflineLogDirectoryCount)",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.offline_log_dirs)),
+    ),
+    (
+        "storage_log_directory_offline",
+        "1 for a log directory that failed, 0 for a usable one (Kafka's LogDirectoryOffline)",
+        MetricType::Gauge,
+        |m| {
+            m.storage
+                .log_dirs
+                .iter()
+                .map(|d| (vec![("dir", d.dir.clone())], gauge(u8::from(d.offline))))
+                .collect()
+        },
+    ),
+    (
+        "storage_offline_partitions",
+        "Partitions offline because their log directory failed (Kafka's OfflineReplicaCount)",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.offline_partitions)),
+    ),
+    (
+        "storage_future_logs",
+        "Partitions moving between log directories (future logs)",
+        MetricType::Gauge,
+        |m| one(gauge(m.storage.future_logs)),
     ),
     // Recovery totals of the logs opened.
     (

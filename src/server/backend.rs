@@ -105,8 +105,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
         vec![(self.data_dir(), None)]
     }
-    /// Moves partition `partition` of `topic` into the log directory `dir`
-    /// (AlterReplicaLogDirs).
+    /// Starts moving partition `partition` of `topic` into the log directory `dir`
+    /// (AlterReplicaLogDirs; the move goes on in the background).
     fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &std::path::Path) -> Result<()> {
         let _ = (topic, partition);
         Err(crate::error::Error::InvalidConfig {
@@ -136,8 +136,11 @@ pub(crate) struct LocalLog {
     /// Bytes of its files.
     pub size: u64,
     /// How far its log end is below its high watermark (Kafka's offset lag of a
-    /// current log: never negative).
+    /// current log: never negative); for a future log, how far its copy's end is
+    /// below the current log's end.
     pub offset_lag: i64,
+    /// A future log: the partition moving into `dir` (Kafka's `is_future_key`).
+    pub is_future: bool,
 }
 
 /// One broker as DescribeCluster lists it.

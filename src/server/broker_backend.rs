@@ -305,6 +305,19 @@ impl Backend for BrokerBackend {
                         .map_or_else(|| self.broker.dir().to_path_buf(), Path::to_path_buf),
                     size: p.size_bytes(),
                     offset_lag: (p.high_watermark() - p.log_end_offset()).max(0),
+                    is_future: false,
+                });
+            }
+        }
+        for f in self.broker.future_logs() {
+            if let Some((topic, partition)) = crate::storage::split_log_name(&f.name) {
+                out.push(super::backend::LocalLog {
+                    topic: topic.to_string(),
+                    partition,
+                    dir: f.dir,
+                    size: f.size,
+                    offset_lag: f.offset_lag,
+                    is_future: true,
                 });
             }
         }
@@ -316,7 +329,7 @@ impl Backend for BrokerBackend {
     }
 
     fn move_to_log_dir(&self, topic: &str, partition: i32, dir: &Path) -> Result<()> {
-        self.broker.move_partition_to_log_dir(topic, partition, dir)
+        self.broker.start_partition_move(topic, partition, dir)
     }
 
     fn close(&self) -> Result<()> {

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::tests_api::{Client, batch, create, produce_req};
 use super::*;
 use crate::record::batches;
+use crate::storage::tests::log_dirs::{partition_dirs, two_dirs};
 
 const STORAGE_ERROR: i16 = 56;
 
@@ -97,8 +98,7 @@ fn describe(c: &mut Client) -> Vec<DirListing> {
 
 #[test]
 fn a_failed_log_directory_takes_only_its_partitions_offline() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let (root, a, b) = two_dirs();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
     create(&mut c, "t", 2);
@@ -137,33 +137,95 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
     assert_eq!(dirs[0].1, 0);
     assert!(!t_in(&dirs[0].2).is_empty());
     assert_eq!((dirs[1].1, dirs[1].2.len()), (STORAGE_ERROR, 0), "{dirs:?}");
+    let m = broker.metrics();
+    assert_eq!(
+        (m.storage.offline_log_dirs, m.storage.offline_partitions),
+        (1, 1)
+    );
+    let text = crate::metrics::prometheus_text(&m);
+    assert!(
+        text.contains("tidelog_storage_offline_log_directories 1"),
+        "{text}"
+    );
+    let b_dir = root.path().join("b").display().to_string();
+    assert!(
+        text.contains(&format!(
+            "tidelog_storage_log_directory_offline{{dir=\"{b_dir}\"}} 1"
+        )),
+        "{text}"
+    );
     server.shutdown().unwrap();
     drop(broker);
 }
 
 #[test]
-fn a_log_directory_replaced_by_a_file_is_refused_at_open_when_it_held_partitions() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
-    {
+fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
+    let (root, a, b) = two_dirs();
+    let (in_a, in_b) = {
         let (server, broker) = start_jbod(&a, &b);
         let mut c = Client::connect(server.local_addr());
         create(&mut c, "t", 2);
+        for p in 0..2 {
+            assert_eq!(produce(&mut c, "t", p, &["one"]), 0);
+        }
+        let dirs = describe(&mut c);
+        let held = |d: &DirListing| d.2.iter().find(|(t, _)| t == "t").unwrap().1;
+        server.shutdown().unwrap();
+        broker.close().unwrap();
+        (held(&dirs[0]), held(&dirs[1]))
+    };
+    // The disk of b is gone: a file where its mount point was.
+    let away = root.path().join("b-away");
+    std::fs::rename(&b, &away).unwrap();
+    std::fs::write(&b, b"not a directory").unwrap();
+    {
+        let (server, broker) = start_jbod(&a, &b);
+        let mut c = Client::connect(server.local_addr());
+        assert_eq!(produce(&mut c, "t", in_b, &["two"]), STORAGE_ERROR);
+        assert_eq!(fetch(&mut c, "t", in_b).0, STORAGE_ERROR);
+        assert_eq!(produce(&mut c, "t", in_a, &["two"]), 0);
+        assert_eq!(
+            fetch(&mut c, "t", in_a),
+            (0, vec!["one".into(), "two".into()])
+        );
+        let dirs = describe(&mut c);
+        assert_eq!(dirs.len(), 2, "{dirs:?}");
+        assert_eq!((dirs[0].1, dirs[1].1), (0, STORAGE_ERROR), "{dirs:?}");
+        assert!(dirs[1].2.is_empty(), "{dirs:?}");
+        // No empty log was made in its place.
+        assert!(!a.join(format!("t-{in_b}")).exists());
+        let m = broker.metrics();
+        assert_eq!(
+            (m.storage.offline_log_dirs, m.storage.offline_partitions),
+            (1, 1)
+        );
         server.shutdown().unwrap();
         broker.close().unwrap();
     }
-    std::fs::remove_dir_all(&b).unwrap();
-    std::fs::write(&b, b"not a directory").unwrap();
+    // The disk is back: its partition serves with its records.
+    std::fs::remove_file(&b).unwrap();
+    std::fs::rename(&away, &b).unwrap();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(fetch(&mut c, "t", in_b), (0, vec!["one".into()]));
+    assert_eq!(
+        fetch(&mut c, "t", in_a),
+        (0, vec!["one".into(), "two".into()])
+    );
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_data_directory_unusable_at_start_is_refused() {
+    let (_root, a, b) = two_dirs();
+    std::fs::write(&a, b"not a directory").unwrap();
     let err = crate::broker::Broker::builder(&a)
         .log_dirs([&b])
-        .offsets_topic_num_partitions(1)
         .open()
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains(&b.display().to_string()) && err.contains("t-"),
-        "{err}"
-    );
+    assert!(err.contains(&a.display().to_string()), "{err}");
 }
 
 fn alter_log_dir(c: &mut Client, dir: &Path, topic: &str, partition: i32) -> i16 {
@@ -180,29 +242,39 @@ fn alter_log_dir(c: &mut Client, dir: &Path, topic: &str, partition: i32) -> i16
     resp.results[0].partitions[0].error_code
 }
 
+/// Creates topic `t` (one partition), produces `count` records `record-N` in batches of
+/// `per_batch`; the records, DescribeLogDirs then, and the index of the directory
+/// holding `t-0`.
+fn one_partition_with_records(
+    c: &mut Client,
+    count: usize,
+    per_batch: usize,
+) -> (Vec<String>, Vec<DirListing>, usize) {
+    create(c, "t", 1);
+    let records: Vec<String> = (0..count).map(|i| format!("record-{i}")).collect();
+    for chunk in records.chunks(per_batch) {
+        let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        assert_eq!(produce(c, "t", 0, &values), 0);
+    }
+    let dirs = describe(c);
+    let from = dirs
+        .iter()
+        .position(|d| d.2.contains(&("t".into(), 0)))
+        .unwrap();
+    (records, dirs, from)
+}
+
 #[test]
 fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
-    let root = tempfile::tempdir().unwrap();
-    let (a, b) = (root.path().join("a"), root.path().join("b"));
-    let expected: Vec<String> = (0..30).map(|i| format!("record-{i}")).collect();
-    let moved_to = {
+    let (root, a, b) = two_dirs();
+    let (moved_to, expected) = {
         let (server, broker) = start_jbod(&a, &b);
         let mut c = Client::connect(server.local_addr());
-        create(&mut c, "t", 1);
-        for chunk in expected.chunks(3) {
-            let values: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            assert_eq!(produce(&mut c, "t", 0, &values), 0);
-        }
-        let dirs = describe(&mut c);
-        let from = dirs
-            .iter()
-            .position(|d| d.2.contains(&("t".into(), 0)))
-            .unwrap();
+        let (expected, dirs, from) = one_partition_with_records(&mut c, 30, 3);
         let to = 1 - from;
         let target = dirs[to].0.clone();
         assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
-        let dirs = describe(&mut c);
-        assert!(dirs[to].2.contains(&("t".into(), 0)), "{dirs:?}");
+        let dirs = wait_moved(&mut c, to, "t", 0);
         assert!(!dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
         assert_eq!(fetch(&mut c, "t", 0), (0, expected.clone()));
         // It still takes records where it is now.
@@ -215,7 +287,7 @@ fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
         assert_eq!(alter_log_dir(&mut c, &target, "t", 7), 3);
         server.shutdown().unwrap();
         broker.close().unwrap();
-        target
+        (target, expected)
     };
     assert!(moved_to.join("t-0").is_dir());
     let (server, broker) = start_jbod(&a, &b);
@@ -225,4 +297,110 @@ fn alter_replica_log_dirs_moves_a_partition_with_its_records() {
     assert_eq!(fetch(&mut c, "t", 0), (0, all));
     server.shutdown().unwrap();
     drop(broker);
+}
+
+/// DescribeLogDirs v4 once no partition is moving and `topic`-`partition` is in the
+/// directory at index `to` (bounded: 400 tries 25 ms apart).
+fn wait_moved(c: &mut Client, to: usize, topic: &str, partition: i32) -> Vec<DirListing> {
+    for _ in 0..400 {
+        let futures = future_logs(c);
+        let dirs = describe(c);
+        if futures.is_empty() && dirs[to].2.contains(&(topic.to_string(), partition)) {
+            return dirs;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("{topic}-{partition} did not move: {:?}", describe(c));
+}
+
+/// The future logs DescribeLogDirs v4 lists: (directory, topic, partition, size, offset lag).
+fn future_logs(c: &mut Client) -> Vec<(PathBuf, String, i32, i64, i64)> {
+    let resp: DescribeLogDirsResponse = c.call(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default().with_topics(None),
+    );
+    let mut out = Vec::new();
+    for d in &resp.results {
+        for t in &d.topics {
+            for p in t.partitions.iter().filter(|p| p.is_future_key) {
+                out.push((
+                    PathBuf::from(d.log_dir.to_string()),
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_size,
+                    p.offset_lag,
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn alter_replica_log_dirs_answers_at_once_and_moves_in_the_background() {
+    let (_root, a, b) = two_dirs();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    let (mut expected, dirs, from) = one_partition_with_records(&mut c, 20, 4);
+    let to = 1 - from;
+    let target = dirs[to].0.clone();
+    // One byte a second: the copy cannot end while the test looks at it.
+    broker.set_log_dir_move_rate(Some(1));
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    // The answer came before the copy ended: the partition still serves from its old
+    // directory and a future log is listed in the target one, behind by the whole log.
+    let futures = future_logs(&mut c);
+    assert_eq!(futures.len(), 1, "{futures:?}");
+    let (dir, topic, partition, _size, lag) = &futures[0];
+    assert_eq!((dir, topic.as_str(), *partition), (&target, "t", 0));
+    assert_eq!(*lag, 20, "{futures:?}");
+    let dirs = describe(&mut c);
+    assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    assert_eq!(broker.metrics().storage.future_logs, 1);
+    // Asked again for the same directory: the move goes on.
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    assert_eq!(future_logs(&mut c).len(), 1);
+    // A record produced during the move is in the moved log.
+    assert_eq!(produce(&mut c, "t", 0, &["during"]), 0);
+    expected.push("during".into());
+    assert_eq!(future_logs(&mut c)[0].4, 21);
+    broker.set_log_dir_move_rate(None);
+    let dirs = wait_moved(&mut c, to, "t", 0);
+    assert!(!dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    assert_eq!(fetch(&mut c, "t", 0), (0, expected.clone()));
+    assert_eq!(produce(&mut c, "t", 0, &["after"]), 0);
+    expected.push("after".into());
+    assert_eq!(fetch(&mut c, "t", 0), (0, expected));
+    assert!(target.join("t-0").is_dir());
+    assert_eq!(partition_dirs(&[&dirs[from].0, &target], "t-0"), ["t-0"]);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_move_in_progress_is_cancelled_by_moving_back_and_by_close() {
+    let (_root, a, b) = two_dirs();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    let (records, dirs, from) = one_partition_with_records(&mut c, 1, 1);
+    let (source, target) = (dirs[from].0.clone(), dirs[1 - from].0.clone());
+    broker.set_log_dir_move_rate(Some(1));
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    assert_eq!(future_logs(&mut c).len(), 1);
+    // Back to where it is: the move is cancelled.
+    assert_eq!(alter_log_dir(&mut c, &source, "t", 0), 0);
+    assert!(future_logs(&mut c).is_empty());
+    // Started again, then the broker closes mid-copy: it stops, the partition stays.
+    assert_eq!(alter_log_dir(&mut c, &target, "t", 0), 0);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+    let (server, broker) = start_jbod(&a, &b);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(fetch(&mut c, "t", 0), (0, records));
+    let dirs = describe(&mut c);
+    assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
+    assert_eq!(partition_dirs(&[&source, &target], "t-0"), ["t-0"]);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
 }

@@ -107,17 +107,35 @@ pub(crate) fn retired_of(name: &str) -> Option<&str> {
 /// modification time is kept (a sealed segment copied by an earlier pass), one
 /// missing from `from` is deleted. Returns the bytes copied.
 pub(crate) fn sync_copy(from: &Path, to: &Path) -> Result<u64> {
+    sync_copy_paced(from, to, &mut |_| Ok(()))
+}
+
+/// Bytes copied at a time by [`sync_copy_paced`].
+const COPY_CHUNK: usize = 64 * 1024;
+
+/// [`sync_copy`] calling `before` with the size of each chunk before copying it (to
+/// pace the copy or stop it: its error ends the copy).
+pub(crate) fn sync_copy_paced(
+    from: &Path,
+    to: &Path,
+    before: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<u64> {
     use crate::error::IoContext;
     std::fs::create_dir_all(to).ctx("create", to)?;
     let mut copied = 0;
     let mut names = std::collections::BTreeSet::new();
+    let mut entries = Vec::new();
     for entry in std::fs::read_dir(from).ctx("list", from)? {
         let entry = entry.ctx("list", from)?;
         let src_meta = entry.metadata().ctx("stat", entry.path())?;
-        if !src_meta.is_file() {
-            continue;
+        if src_meta.is_file() {
+            entries.push((entry.file_name(), src_meta));
         }
-        let name = entry.file_name();
+    }
+    // Segments in offset order (their names are zero-padded offsets).
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, src_meta) in entries {
+        let src = from.join(&name);
         let dst = to.join(&name);
         names.insert(name);
         let same = std::fs::metadata(&dst).is_ok_and(|m| {
@@ -126,7 +144,7 @@ pub(crate) fn sync_copy(from: &Path, to: &Path) -> Result<u64> {
         if same {
             continue;
         }
-        copied += std::fs::copy(entry.path(), &dst).ctx("copy", entry.path())?;
+        copied += copy_file(&src, &dst, before)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&dst)
@@ -145,6 +163,27 @@ pub(crate) fn sync_copy(from: &Path, to: &Path) -> Result<u64> {
     }
     super::checkpoint::sync_dir(to)?;
     Ok(copied)
+}
+
+/// Copies `src` over `dst` chunk by chunk, `before` called ahead of each; the bytes
+/// copied.
+fn copy_file(src: &Path, dst: &Path, before: &mut dyn FnMut(usize) -> Result<()>) -> Result<u64> {
+    use crate::error::IoContext;
+    use std::io::{Read, Write};
+    let mut input = std::fs::File::open(src).ctx("open", src)?;
+    let mut output = std::fs::File::create(dst).ctx("create", dst)?;
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut total = 0u64;
+    loop {
+        before(COPY_CHUNK)?;
+        let n = input.read(&mut buf).ctx("read", src)?;
+        if n == 0 {
+            break;
+        }
+        output.write_all(&buf[..n]).ctx("write", dst)?;
+        total += n as u64;
+    }
+    Ok(total)
 }
 
 /// A partition directory `name` found in two log directories.

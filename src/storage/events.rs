@@ -156,6 +156,29 @@ pub(crate) fn recovery_cut(log: &str, line: &str) {
 #[cfg(not(feature = "server"))]
 pub(crate) fn recovery_cut(_log: &str, _line: &str) {}
 
+/// A partition that may be in a failed log directory is kept offline at open.
+#[cfg(feature = "server")]
+pub(crate) fn partition_offline(log: &str, why: &str) {
+    tracing::warn!(partition = log, "partition offline: {why}");
+}
+
+/// A partition kept offline at open (logged with the `server` feature).
+#[cfg(not(feature = "server"))]
+pub(crate) fn partition_offline(_log: &str, _why: &str) {}
+
+/// A move of `log` between log directories failed or was cancelled: it stays put.
+#[cfg(feature = "server")]
+pub(crate) fn move_abandoned(log: &str, why: &str) {
+    tracing::warn!(
+        partition = log,
+        "move between log directories abandoned: {why}"
+    );
+}
+
+/// A move abandoned (logged with the `server` feature).
+#[cfg(not(feature = "server"))]
+pub(crate) fn move_abandoned(_log: &str, _why: &str) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

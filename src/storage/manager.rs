@@ -9,6 +9,7 @@ use super::dirs::{DirHealth, duplicate, future_of, least_loaded, retired_of, syn
 use super::events::DiskSpace;
 use super::files::{Files, StorageLimits};
 use super::log::{LogEnv, PartitionLog};
+use super::moves::LogMove;
 use super::prefault::{PrefaultThread, Prefaulter};
 use super::types::CleanupOutcome;
 use crate::error::IoContext;
@@ -19,6 +20,7 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,6 +59,20 @@ impl std::fmt::Display for OrphanedLog {
             self.moved_to.display()
         )
     }
+}
+
+/// A partition being moved into another log directory (Kafka's future replica), as
+/// [`LogManager::future_logs`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FutureLog {
+    /// The log's name, `<topic>-<partition>`.
+    pub name: String,
+    /// The log directory it moves into.
+    pub dir: PathBuf,
+    /// Bytes copied there so far.
+    pub size: u64,
+    /// How far the copy's end is below the serving log's end.
+    pub offset_lag: i64,
 }
 
 /// Bytes of the files under `dir` (apparent sizes).
@@ -223,6 +239,10 @@ struct Inner {
     /// The high watermarks in `replication-offset-checkpoint`, by log name, as read on
     /// open or last written. Held while the file is written.
     high_watermarks: Mutex<BTreeMap<String, i64>>,
+    /// The partitions moving into another log directory, by log name.
+    moves: Mutex<BTreeMap<String, Arc<LogMove>>>,
+    /// Kafka's `replica.alter.log.dirs.io.max.bytes.per.second` (0: unlimited).
+    move_rate: AtomicU64,
 }
 
 /// Owns a data directory: takes its lock, opens the partition logs in it, and runs the
@@ -252,6 +272,14 @@ impl std::fmt::Debug for LogManager {
         f.debug_struct("LogManager")
             .field("dir", &self.inner.dir)
             .finish()
+    }
+}
+
+/// The error for a move of the log `name` that is not open.
+fn not_open(name: &str) -> Error {
+    Error::InvalidConfig {
+        key: "log name".into(),
+        reason: format!("{name} is not open: only an open log is moved"),
     }
 }
 
@@ -425,6 +453,8 @@ impl LogManager {
                 background: Mutex::new(None),
                 errors: Mutex::new(errors),
                 high_watermarks: Mutex::new(high_watermarks),
+                moves: Mutex::new(BTreeMap::new()),
+                move_rate: AtomicU64::new(0),
             }),
         })
     }
@@ -597,66 +627,162 @@ impl LogManager {
     /// `<name>.<uuid>-delete`, the future one renamed into place, and the old one
     /// deleted. Each step is fsynced; a crash at any point leaves either the old copy or
     /// the new one in place when the manager opens again (see `scan_dirs`). A log
-    /// already in `target` is left alone.
+    /// already in `target` is left alone; a background move of it in progress is
+    /// cancelled. The same steps run in the background through
+    /// `begin_move`, `LogMove::copy_online` and `finish_move`.
     pub fn move_log(&self, name: &str, target: &Path, reopen: LogConfig) -> Result<PartitionLog> {
+        // A background move of the log in progress gives way to this one.
+        self.cancel_move(name);
+        let Some(m) = self.begin_move(name, target)? else {
+            return self.get(name).ok_or_else(|| not_open(name));
+        };
+        if let Err(e) = m.copy_online(&self.inner.move_rate) {
+            self.abandon_move(&m);
+            return Err(e);
+        }
+        self.finish_move(&m, reopen)
+    }
+
+    /// Starts moving the open log `name` into the log directory `target`: registers the
+    /// move (its future replica, see [`LogManager::future_logs`]) and returns it for
+    /// `LogMove::copy_online` and then [`LogManager::finish_move`] (or `abandon_move`).
+    /// None when there is nothing to start: the log is in `target` already (a move
+    /// elsewhere in progress is cancelled), or a move into `target` is in progress. A
+    /// move into another directory in progress is cancelled and replaced.
+    pub(crate) fn begin_move(&self, name: &str, target: &Path) -> Result<Option<Arc<LogMove>>> {
         self.check_writable()?;
         check_name(name)?;
         let to = self.dir_index(target).ok_or_else(|| Error::InvalidConfig {
             key: "log.dirs".into(),
             reason: format!("{} is not one of the log directories", target.display()),
         })?;
-        let log = self.get(name).ok_or_else(|| Error::InvalidConfig {
-            key: "log name".into(),
-            reason: format!("{name} is not open: only an open log is moved"),
-        })?;
+        let log = self.get(name).ok_or_else(|| not_open(name))?;
         let from = self.place(name)?;
+        let mut moves = self.inner.moves.lock();
+        if let Some(m) = moves.get(name) {
+            if m.to == to && !m.is_cancelled() {
+                return Ok(None);
+            }
+            m.cancel();
+            moves.remove(name);
+        }
         if from == to {
-            return Ok(log);
+            return Ok(None);
         }
         self.inner.dirs[from].check(name)?;
         self.inner.dirs[to].check(name)?;
-        let hex: String = super::codec::random_uuid()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let src = self.inner.dirs[from].path().join(name);
-        let future = self.inner.dirs[to]
-            .path()
-            .join(format!("{name}.{hex}{}", super::dirs::FUTURE_SUFFIX));
-        let retired = self.inner.dirs[from]
-            .path()
-            .join(format!("{name}.{hex}{}", super::dirs::DELETE_SUFFIX));
-        let dst = self.inner.dirs[to].path().join(name);
-        // Online: the sealed segments (and whatever else is there now).
-        if let Err(e) = sync_copy(&src, &future) {
-            let _ = fs::remove_dir_all(&future);
-            return Err(e);
+        let m = Arc::new(LogMove::new(
+            name,
+            (from, to),
+            (self.inner.dirs[from].path(), self.inner.dirs[to].path()),
+            log,
+        ));
+        moves.insert(name.to_string(), Arc::clone(&m));
+        Ok(Some(m))
+    }
+
+    /// Drops the move `m` (failed or cancelled): deletes its future directory.
+    pub(crate) fn abandon_move(&self, m: &Arc<LogMove>) {
+        m.cancel();
+        let mut moves = self.inner.moves.lock();
+        if moves.get(&m.name).is_some_and(|x| Arc::ptr_eq(x, m)) {
+            moves.remove(&m.name);
         }
-        // Offline: the tail, then the swap.
+        drop(moves);
+        let _ = fs::remove_dir_all(&m.future);
+    }
+
+    /// Cancels the move of the log `name`, if one is in progress (its copy stops, its
+    /// future directory is deleted); true if there was one.
+    pub(crate) fn cancel_move(&self, name: &str) -> bool {
+        match self.inner.moves.lock().remove(name) {
+            Some(m) => {
+                m.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets Kafka's `replica.alter.log.dirs.io.max.bytes.per.second`: the bytes per
+    /// second moves between log directories copy at most (None: unlimited, the
+    /// default). Applies to the moves in progress at once.
+    pub fn set_log_dir_move_rate(&self, bytes_per_second: Option<u64>) {
+        self.inner
+            .move_rate
+            .store(bytes_per_second.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The pace of moves between log directories, for `LogMove::copy_online`.
+    pub(crate) fn move_rate(&self) -> &AtomicU64 {
+        &self.inner.move_rate
+    }
+
+    /// The logs moving into another log directory now (Kafka's future replicas): where
+    /// each goes, the bytes copied so far and how far the copy is behind.
+    pub fn future_logs(&self) -> Vec<FutureLog> {
+        let moves: Vec<Arc<LogMove>> = self.inner.moves.lock().values().cloned().collect();
+        moves
+            .into_iter()
+            .map(|m| FutureLog {
+                name: m.name.clone(),
+                dir: self.inner.dirs[m.to].path().to_path_buf(),
+                size: dir_bytes(&m.future).unwrap_or(0),
+                offset_lag: m.offset_lag(),
+            })
+            .collect()
+    }
+
+    /// Ends the move `m` once its online copy is done: closes the log (appends and
+    /// reads of the old handle get [`Error::Closed`]), copies what changed since,
+    /// renames the old directory `<name>.<uuid>-delete` and the future one into place,
+    /// reopens the log there with `reopen`, deletes the old directory. Refused (and the
+    /// move abandoned) if it was cancelled or the log is no longer the one copied.
+    pub(crate) fn finish_move(&self, m: &Arc<LogMove>, reopen: LogConfig) -> Result<PartitionLog> {
+        let name = m.name.as_str();
+        let (from, to) = (m.from, m.to);
         let mut logs = self.inner.logs.lock();
+        let current = self
+            .inner
+            .moves
+            .lock()
+            .get(name)
+            .is_some_and(|x| Arc::ptr_eq(x, m));
+        let same_log = logs
+            .get(name)
+            .is_some_and(|l| l.dir() == m.log.dir() && !l.is_closed());
+        if m.is_cancelled() || !current || !same_log {
+            drop(logs);
+            self.abandon_move(m);
+            return Err(Error::Closed(format!(
+                "the move of {name} was cancelled or its log replaced"
+            )));
+        }
         logs.remove(name);
+        let (src, future, retired, dst) = (&m.src, &m.future, &m.retired, &m.dst);
         let swapped = (|| {
-            log.close()?;
-            sync_copy(&src, &future)?;
+            m.log.close()?;
+            sync_copy(src, future)?;
             super::checkpoint::sync_dir(self.inner.dirs[to].path())?;
-            fs::rename(&src, &retired).ctx("retire", &src)?;
+            fs::rename(src, retired).ctx("retire", src)?;
             super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
-            fs::rename(&future, &dst).ctx("finish move", &future)?;
+            fs::rename(future, dst).ctx("finish move", future)?;
             super::checkpoint::sync_dir(self.inner.dirs[to].path())
         })();
         if let Err(e) = swapped {
             // Put the old copy back if it was retired; the next open resolves the rest.
             if !src.exists() && retired.exists() && !dst.exists() {
-                let _ = fs::rename(&retired, &src);
+                let _ = fs::rename(retired, src);
             }
-            let _ = fs::remove_dir_all(&future);
             drop(logs);
+            self.abandon_move(m);
             return Err(e);
         }
         self.inner.placement.lock().insert(name.to_string(), to);
+        self.inner.moves.lock().remove(name);
         drop(logs);
         let moved = self.open_log(name, reopen)?;
-        fs::remove_dir_all(&retired).ctx("delete moved partition", &retired)?;
+        fs::remove_dir_all(retired).ctx("delete moved partition", retired)?;
         super::checkpoint::sync_dir(self.inner.dirs[from].path())?;
         Ok(moved)
     }
@@ -758,6 +884,7 @@ impl LogManager {
     pub fn delete_log(&self, name: &str) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
+        self.cancel_move(name);
         let log = self.inner.logs.lock().remove(name);
         match log {
             Some(log) => log.destroy()?,
@@ -833,6 +960,9 @@ impl LogManager {
     /// checkpointing each). Returns the first error met; the lock is released when the
     /// last clone is dropped.
     pub fn close(&self) -> Result<()> {
+        for m in std::mem::take(&mut *self.inner.moves.lock()).into_values() {
+            m.cancel();
+        }
         self.stop_background();
         self.inner.prefault_thread.lock().stop();
         let logs: Vec<PartitionLog> = self.inner.logs.lock().values().cloned().collect();
@@ -885,7 +1015,7 @@ impl Inner {
 
 /// `(topic, partition)` of a log named `<topic>-<partition>` whose topic has no
 /// whitespace (the text format separates fields by spaces).
-fn split_log_name(name: &str) -> Option<(&str, i32)> {
+pub(crate) fn split_log_name(name: &str) -> Option<(&str, i32)> {
     let (topic, partition) = name.rsplit_once('-')?;
     let valid = !topic.is_empty()
         && !topic.contains(char::is_whitespace)

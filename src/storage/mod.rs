@@ -53,6 +53,7 @@ mod index;
 mod log;
 mod manager;
 mod mmap;
+pub(crate) mod moves;
 mod prefault;
 mod producer_state;
 mod recovery;
@@ -70,13 +71,16 @@ pub use dirs::FUTURE_SUFFIX;
 #[cfg(test)]
 pub(crate) use epoch::LEADER_EPOCH_FILE;
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub(crate) use events::{move_abandoned, partition_offline};
 pub use files::StorageLimits;
 pub use log::PartitionLog;
 #[cfg(test)]
 pub(crate) use log::TRUNCATION_FILE;
 #[cfg(test)]
 pub(crate) use manager::HIGH_WATERMARK_FILE;
-pub use manager::{LogManager, ORPHANED_DIR, OrphanedLog};
+#[cfg(feature = "server")]
+pub(crate) use manager::split_log_name;
+pub use manager::{FutureLog, LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
 pub use producer_state::{AppendOutcome, MarkerOutcome};
@@ -110,4 +114,4 @@ pub(crate) use checkpoint::sync_dir;
 pub(crate) use clock::now_ms;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -64,8 +64,9 @@ pub(crate) enum Command {
     /// from outside the ISR (as kafka-leader-election), on a running cluster.
     #[cfg(feature = "server")]
     LeaderElection(crate::partitions::LeaderElectionArgs),
-    /// Describe each broker's data directory and the partition logs in it (as
-    /// kafka-log-dirs), on a running cluster.
+    /// Describe each broker's log directories and the partition logs in them (as
+    /// kafka-log-dirs), or move partitions between a broker's log directories, on a
+    /// running node or cluster.
     #[cfg(feature = "server")]
     LogDirs(crate::partitions::LogDirsArgs),
     /// Move partitions to other brokers: generate a balanced plan, execute, verify,
@@ -1050,6 +1051,11 @@ pub(crate) struct ServeArgs {
     /// (KAFKA_STORAGE_ERROR). Give the same list at every start.
     #[arg(long, value_name = "DIR,...", value_delimiter = ',')]
     pub log_dirs: Vec<PathBuf>,
+    /// The bytes per second a move between log directories (`tidelog log-dirs move`,
+    /// AlterReplicaLogDirs) copies at most (Kafka's
+    /// replica.alter.log.dirs.io.max.bytes.per.second); unlimited when left out.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replica_alter_log_dirs_io_max_bytes_per_second: Option<u64>,
     /// How often the segments past a topic's retention.ms or retention.bytes are
     /// deleted (and compacted topics cleaned), in ms (Kafka's
     /// log.retention.check.interval.ms).

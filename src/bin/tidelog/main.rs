@@ -29,6 +29,8 @@ mod format;
 mod forward;
 mod groups;
 #[cfg(feature = "server")]
+mod log_dirs;
+#[cfg(feature = "server")]
 mod metrics_http;
 mod out;
 #[cfg(feature = "server")]

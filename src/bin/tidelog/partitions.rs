@@ -48,7 +48,7 @@ pub(crate) struct LogDirsArgs {
     pub cmd: LogDirsCmd,
 }
 
-/// `tidelog log-dirs describe`.
+/// `tidelog log-dirs describe|move`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum LogDirsCmd {
     /// Each broker's data directories with the partition logs in them and their sizes,
@@ -61,6 +61,10 @@ pub(crate) enum LogDirsCmd {
         #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
         broker_list: Vec<i32>,
     },
+    /// Move partitions of a broker into another of its log directories (as
+    /// kafka-reassign-partitions with log_dirs): the broker copies them in the
+    /// background; --wait waits until they are moved.
+    Move(crate::log_dirs::MoveArgs),
 }
 
 /// `tidelog reassign --bootstrap ADDRS --generate|--execute|--verify|--cancel|--list`.
@@ -235,12 +239,15 @@ pub(crate) fn leader_election(data: Option<&Path>, args: &LeaderElectionArgs) ->
     }
 }
 
-/// Runs `tidelog log-dirs describe`.
+/// Runs `tidelog log-dirs describe` (and `move`, in `log_dirs.rs`).
 pub(crate) fn log_dirs(data: Option<&Path>, args: &LogDirsArgs) -> CliResult {
-    let LogDirsCmd::Describe {
-        topic_list,
-        broker_list,
-    } = &args.cmd;
+    let (topic_list, broker_list) = match &args.cmd {
+        LogDirsCmd::Describe {
+            topic_list,
+            broker_list,
+        } => (topic_list, broker_list),
+        LogDirsCmd::Move(m) => return crate::log_dirs::run_move(data, &args.target, m),
+    };
     let admin = connect(&args.target, data, "log-dirs")?;
     let all = admin.describe_log_dirs()?;
     if let Some(b) = broker_list.iter().find(|b| !all.contains_key(b)) {

@@ -164,7 +164,8 @@ fn bind_listeners(listens: &[Listen]) -> CliResult<Vec<(SecurityProtocol, TcpLis
     Ok(bound)
 }
 
-/// Opens the broker on the data directory (`--log-dirs`, `--num-partitions`, `--max-partitions`,
+/// Opens the broker on the data directory (`--log-dirs`,
+/// `--replica-alter-log-dirs-io-max-bytes-per-second`, `--num-partitions`, `--max-partitions`,
 /// `--offsets-topic-num-partitions`, `--log-retention-check-interval-ms`,
 /// `--log-durable-acks`) and logs what opening it found.
 fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
@@ -181,6 +182,7 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
         broker = broker.log_dirs(&args.log_dirs);
     }
     let broker = broker.open()?;
+    broker.set_log_dir_move_rate(args.replica_alter_log_dirs_io_max_bytes_per_second);
     log_opened(&broker, opened.elapsed());
     Ok(broker)
 }

@@ -4,9 +4,10 @@
 //! LOG_DIR_NOT_FOUND for a path that is not one of the node's log directories,
 //! UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR when either directory failed, or
 //! the broker's refusal (a coordinator's internal topic, a cluster node's partition).
-//! The answer comes once the move is done (Kafka answers at once and moves in the
-//! background): the files are copied while the partition serves, then it is offline
-//! for the copy of the tail and the swap (NOT_LEADER_OR_FOLLOWER, which clients retry).
+//! As Kafka, the answer comes at once and the move goes on in the background: the
+//! files are copied into a future log while the partition serves (DescribeLogDirs
+//! shows it with `is_future_key`), then the partition is offline for the copy of the
+//! tail and the swap (NOT_LEADER_OR_FOLLOWER, which clients retry).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_replica_log_dirs_response::{

@@ -2,7 +2,9 @@
 //! node answers for each of its log directories (the data directory first, then those
 //! of `--log-dirs`; a failed one with KAFKA_STORAGE_ERROR and no partition),
 //! listing the partition logs each holds with their size on disk and offset lag
-//! (how far the log end is below the high watermark; 0 for a current log, as Kafka's).
+//! (how far the log end is below the high watermark; 0 for a current log, as Kafka's),
+//! and a partition moving into it (AlterReplicaLogDirs) as a future log
+//! (`is_future_key`) with the bytes copied so far and how far its copy is behind.
 //! `topics` null lists every log; otherwise only the named partitions this node holds
 //! (a partition not here is left out, as Kafka does). The volume's total and usable
 //! bytes (version 4) are -1, unknown. Needs Describe on the cluster: without it the
@@ -64,7 +66,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                     .with_partition_index(log.partition)
                     .with_partition_size(i64::try_from(log.size).unwrap_or(i64::MAX))
                     .with_offset_lag(log.offset_lag)
-                    .with_is_future_key(false),
+                    .with_is_future_key(log.is_future),
             );
     }
     let mut results = Vec::new();

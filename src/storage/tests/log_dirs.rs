@@ -6,17 +6,41 @@ use super::{batch, small, values};
 use crate::error::Error;
 use crate::storage::{LogManager, StorageLimits};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-fn two_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// A temporary root and two log directories in it, `a` and `b` (not yet made).
+pub(crate) fn two_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let a = root.path().join("a");
     let b = root.path().join("b");
     (root, a, b)
 }
 
+/// What a move between log directories leaves in `dirs`: the partition directories
+/// called `name`, and every `-future` and `-delete` directory, sorted.
+pub(crate) fn partition_dirs(dirs: &[&Path], name: &str) -> Vec<String> {
+    let mut found: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| fs::read_dir(d).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n == name || n.ends_with("-future") || n.ends_with("-delete"))
+        .collect();
+    found.sort();
+    found
+}
+
 fn open2(a: &PathBuf, b: &PathBuf) -> crate::error::Result<LogManager> {
     LogManager::open_with_dirs(a, std::slice::from_ref(b), StorageLimits::default())
+}
+
+/// Makes the log `t-0` with three records in `a` or `b`, closed again.
+fn closed_log_of_three(a: &PathBuf, b: &PathBuf) {
+    let m = open2(a, b).unwrap();
+    m.open_log("t-0", small())
+        .unwrap()
+        .append(&batch(0, 3, 1_000))
+        .unwrap();
+    m.close().unwrap();
 }
 
 #[test]
@@ -71,14 +95,7 @@ fn a_partition_in_two_directories_is_refused_naming_both() {
 #[test]
 fn a_leftover_future_directory_is_dropped_or_finished() {
     let (_root, a, b) = two_dirs();
-    {
-        let m = open2(&a, &b).unwrap();
-        m.open_log("t-0", small())
-            .unwrap()
-            .append(&batch(0, 3, 1_000))
-            .unwrap();
-        m.close().unwrap();
-    }
+    closed_log_of_three(&a, &b);
     let home = if a.join("t-0").is_dir() { &a } else { &b };
     let other = if home == &a { &b } else { &a };
     // The old copy is still there: the unfinished copy is deleted.
@@ -151,13 +168,7 @@ fn a_log_moves_to_another_directory_with_every_record() {
     assert_eq!(values(&moved, 0), before);
     assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
     assert!(!a.join("t-0").exists() && b.join("t-0").is_dir());
-    let leftovers: Vec<_> = fs::read_dir(&a)
-        .unwrap()
-        .chain(fs::read_dir(&b).unwrap())
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with("-future") || n.ends_with("-delete"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
     moved.append(&batch(200, 5, 1_000)).unwrap();
     assert!(
         m.move_log("t-0", &PathBuf::from("/nonexistent"), small())
@@ -176,14 +187,7 @@ fn a_log_moves_to_another_directory_with_every_record() {
 #[test]
 fn a_move_cut_short_after_retiring_the_old_copy_is_finished_or_undone() {
     let (_root, a, b) = two_dirs();
-    {
-        let m = open2(&a, &b).unwrap();
-        m.open_log("t-0", small())
-            .unwrap()
-            .append(&batch(0, 3, 1_000))
-            .unwrap();
-        m.close().unwrap();
-    }
+    closed_log_of_three(&a, &b);
     assert!(a.join("t-0").is_dir());
     // The old copy retired, the new one not complete-and-renamed yet: only the retired
     // one is left (the copy had not started): it is put back.
@@ -229,4 +233,45 @@ fn an_io_error_on_append_fails_the_directory() {
     assert!(matches!(l1.read(0, 1 << 20), Err(Error::Io { .. })));
     l0.append(&batch(0, 5, 1_000)).unwrap();
     assert!(m.log_dir_states()[0].1.is_none());
+}
+
+#[test]
+fn a_background_move_shows_its_future_log_cancels_and_takes_the_tail() {
+    let (_root, a, b) = two_dirs();
+    let m = open2(&a, &b).unwrap();
+    let log = m.open_log("t-0", small()).unwrap();
+    for i in 0..20 {
+        log.append(&batch(i * 5, 5, 1_000)).unwrap();
+    }
+    // Paced to a byte a second: the copy waits until cancelled.
+    m.set_log_dir_move_rate(Some(1));
+    let mv = m.begin_move("t-0", &b).unwrap().unwrap();
+    let copier = {
+        let (m, mv) = (m.clone(), std::sync::Arc::clone(&mv));
+        std::thread::spawn(move || mv.copy_online(m.move_rate()))
+    };
+    let futures = m.future_logs();
+    assert_eq!(futures.len(), 1, "{futures:?}");
+    assert_eq!((futures[0].name.as_str(), &futures[0].dir), ("t-0", &b));
+    assert_eq!(futures[0].offset_lag, 100);
+    assert!(m.begin_move("t-0", &b).unwrap().is_none(), "already moving");
+    assert!(m.cancel_move("t-0"));
+    assert!(matches!(copier.join().unwrap(), Err(Error::Closed(_))));
+    m.abandon_move(&mv);
+    assert!(m.future_logs().is_empty());
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(a.as_path()));
+
+    // Unpaced: the copy ends; what is appended after it is taken at the swap.
+    m.set_log_dir_move_rate(None);
+    let mv = m.begin_move("t-0", &b).unwrap().unwrap();
+    mv.copy_online(m.move_rate()).unwrap();
+    assert_eq!(m.future_logs()[0].offset_lag, 0);
+    log.append(&batch(100, 5, 1_000)).unwrap();
+    assert_eq!(m.future_logs()[0].offset_lag, 5);
+    let moved = m.finish_move(&mv, small()).unwrap();
+    assert_eq!(values(&moved, 0).len(), 105);
+    assert_eq!(m.log_dir_of("t-0").as_deref(), Some(b.as_path()));
+    assert!(m.future_logs().is_empty());
+    assert_eq!(partition_dirs(&[&a, &b], "t-0"), ["t-0"]);
 }

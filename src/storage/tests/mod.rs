@@ -6,7 +6,7 @@ mod durability;
 mod faults;
 mod follow;
 mod limits;
-mod log_dirs;
+pub(crate) mod log_dirs;
 mod producers;
 mod replication;
 mod segment_files;
