@@ -746,6 +746,7 @@ impl ConsumerGroup {
                     subscribed_topic_regex: m.regex.as_ref().map(|(r, _)| r.clone()),
                     assignment: to_list(&m.assigned),
                     target_assignment: self.target.get(id).map(to_list).unwrap_or_default(),
+                    classic: m.classic.is_some(),
                 })
                 .collect(),
         }

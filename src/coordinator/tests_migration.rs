@@ -133,6 +133,18 @@ fn a_consumer_member_upgrades_a_classic_group_and_the_last_one_leaving_downgrade
         "A has not released anything yet"
     );
     assert_eq!(owners(&c)[&a], vec![0, 1, 2, 3]);
+    // ConsumerGroupDescribe tells the members' protocols apart (KIP-1099's member type).
+    let kinds: BTreeMap<String, bool> = c
+        .consumer_group_describe("g")
+        .unwrap()
+        .members
+        .into_iter()
+        .map(|m| (m.member_id, m.classic))
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeMap::from([(a.clone(), true), (b.clone(), false)])
+    );
 
     // The classic member is told to rejoin; its JoinGroup (owning everything) gives it
     // its share to keep, at its old epoch, with no leader (the server assigns).

@@ -170,12 +170,42 @@ fn two_members_split_a_topic_through_heartbeats() {
         &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),
     );
     assert!(classic.groups.is_empty());
-    let d: DescribeGroupsResponse = c.call(
-        ApiKey::DescribeGroups,
-        5,
-        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+    // DescribeGroups, as Kafka 4: `Dead` without an error before v6, GROUP_ID_NOT_FOUND
+    // with a message from v6 (an admin client then asks ConsumerGroupDescribe).
+    let describe = |c: &mut Client, version: i16| -> DescribeGroupsResponse {
+        c.call(
+            ApiKey::DescribeGroups,
+            version,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+        )
+    };
+    for version in 0..=5 {
+        let d = describe(&mut c, version);
+        let g = &d.groups[0];
+        assert_eq!(
+            (g.error_code, g.group_state.as_str()),
+            (0, "Dead"),
+            "v{version}"
+        );
+        assert!(g.members.is_empty(), "v{version}");
+    }
+    let d = describe(&mut c, 6);
+    let g = &d.groups[0];
+    assert_eq!((g.error_code, g.group_state.as_str()), (69, "Dead"));
+    assert_eq!(
+        g.error_message.as_deref(),
+        Some("Group g is not a classic group.")
     );
-    assert_eq!(d.groups[0].error_code, 69);
+    let unknown: DescribeGroupsResponse = c.call(
+        ApiKey::DescribeGroups,
+        6,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("nope"))]),
+    );
+    assert_eq!(unknown.groups[0].error_code, 69);
+    assert_eq!(
+        unknown.groups[0].error_message.as_deref(),
+        Some("Group nope not found.")
+    );
 
     // b leaves; a gets everything back.
     let left = heartbeat(&mut c, "b", -1, None);

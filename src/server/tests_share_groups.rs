@@ -151,7 +151,7 @@ fn list_groups_and_describe_groups_report_share_groups() {
 
     let described: DescribeGroupsResponse = c.call(
         ApiKey::DescribeGroups,
-        5,
+        6,
         &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
     );
     assert_eq!(described.groups[0].error_code, 69);
