@@ -377,3 +377,69 @@ fn the_last_consumer_protocol_member_expiring_downgrades_the_group() {
     assert_eq!((j.leader.as_str(), j.members.len()), (a.as_str(), 1));
     assert_eq!(j.generation_id, generation + 1);
 }
+
+#[test]
+fn a_static_consumer_member_leaving_for_a_while_does_not_downgrade_the_group() {
+    // Kafka's `validateOnlineDowngrade*`: a static member that leaves with epoch -2
+    // stays a consumer-protocol member, so the group stays a consumer group; only its
+    // removal (here its session timing out) or its replacement by a classic member with
+    // the same instance id downgrades the group.
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    let (a, _) = classic_group(&c);
+    let mut join = beat("", 0);
+    join.instance_id = Some("s".into());
+    let s = c.consumer_group_heartbeat(join.clone(), &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+
+    let mut leave = beat(&s.member_id, -2);
+    leave.instance_id = Some("s".into());
+    let left = c.consumer_group_heartbeat(leave, &topics()).unwrap();
+    assert_eq!(left.member_epoch, -2);
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    // The classic member goes on in the consumer group.
+    let j = c
+        .join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(j.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    assert_eq!(c.consumer_group_describe("g").unwrap().members.len(), 2);
+
+    // It comes back with the consumer protocol (taking over its entry under a new
+    // member id): no downgrade.
+    let back = c.consumer_group_heartbeat(join.clone(), &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    let ids: Vec<String> = c
+        .consumer_group_describe("g")
+        .unwrap()
+        .members
+        .into_iter()
+        .map(|m| m.member_id)
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&back.member_id) && ids.contains(&a));
+
+    // It leaves for a while again and comes back as a classic member with its instance
+    // id: every member is classic now, the group is classic again.
+    let mut leave = beat(&back.member_id, -2);
+    leave.instance_id = Some("s".into());
+    c.consumer_group_heartbeat(leave, &topics()).unwrap();
+    let mut classic = classic_join("", &[]);
+    classic.group_instance_id = Some("s".into());
+    c.join_group(classic, Duration::from_secs(5)).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Classic));
+}
+
+#[test]
+fn a_static_consumer_member_whose_session_ends_after_its_leave_downgrades_the_group() {
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    classic_group(&c);
+    let mut join = beat("", 0);
+    join.instance_id = Some("s".into());
+    let s = c.consumer_group_heartbeat(join, &topics()).unwrap();
+    let mut leave = beat(&s.member_id, -2);
+    leave.instance_id = Some("s".into());
+    c.consumer_group_heartbeat(leave, &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    c.expire_consumer_member("g", &s.member_id);
+    assert_eq!(c.group_type("g"), Some(GroupType::Classic));
+}
