@@ -262,6 +262,18 @@ pub struct CoordinatorConfig {
     /// How often members of a consumer-protocol group are told to heartbeat
     /// (`group.consumer.heartbeat.interval.ms`). Default 5 s.
     pub consumer_heartbeat_interval: Duration,
+    /// Smallest and largest `consumer.session.timeout.ms` a group config may set
+    /// (`group.consumer.min.session.timeout.ms`, `group.consumer.max.session.timeout.ms`).
+    /// Default 45 s and 60 s.
+    pub consumer_min_session_timeout: Duration,
+    /// See [`consumer_min_session_timeout`](Self::consumer_min_session_timeout).
+    pub consumer_max_session_timeout: Duration,
+    /// Smallest and largest `consumer.heartbeat.interval.ms` a group config may set
+    /// (`group.consumer.min.heartbeat.interval.ms`,
+    /// `group.consumer.max.heartbeat.interval.ms`). Default 5 s and 15 s.
+    pub consumer_min_heartbeat_interval: Duration,
+    /// See [`consumer_min_heartbeat_interval`](Self::consumer_min_heartbeat_interval).
+    pub consumer_max_heartbeat_interval: Duration,
     /// The server-side assignors of consumer-protocol groups, the first being the
     /// default (`group.consumer.assignors`): any of "uniform" and "range". Default
     /// `["uniform", "range"]`.
@@ -345,6 +357,10 @@ impl Default for CoordinatorConfig {
             offsets_topic_num_partitions: 50,
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            consumer_min_session_timeout: Duration::from_secs(45),
+            consumer_max_session_timeout: Duration::from_secs(60),
+            consumer_min_heartbeat_interval: Duration::from_secs(5),
+            consumer_max_heartbeat_interval: Duration::from_secs(15),
             consumer_assignors: vec!["uniform".into(), "range".into()],
             consumer_migration_policy: ConsumerGroupMigrationPolicy::Bidirectional,
         }

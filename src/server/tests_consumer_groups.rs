@@ -313,3 +313,55 @@ fn offset_fetch_v8_answers_groups_and_v9_checks_the_member_epoch() {
         ]
     );
 }
+
+/// IncrementalAlterConfigs of a group config is checked against the broker's bounds
+/// (`group.consumer.min/max.*`), not Kafka's defaults; INVALID_CONFIG names the bound.
+#[test]
+fn group_configs_are_bounded_by_the_brokers_settings() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::builder(dir.path())
+        .group_consumer_session_timeout_bounds(Duration::from_secs(10), Duration::from_secs(90))
+        .group_consumer_heartbeat_interval_bounds(Duration::from_secs(1), Duration::from_secs(3))
+        .open()
+        .unwrap();
+    let server = crate::server::Server::builder(broker)
+        .listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let mut set = |key: &str, value: &str| {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(32)
+                .with_resource_name(s("g"))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(s(key))
+                        .with_config_operation(0)
+                        .with_value(Some(s(value))),
+                ]),
+        ]);
+        let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+        let r = &r.responses[0];
+        (
+            r.error_code,
+            r.error_message.as_deref().unwrap_or("").to_string(),
+        )
+    };
+    // Allowed here, outside Kafka's default bounds.
+    assert_eq!(set("consumer.session.timeout.ms", "10000").0, 0);
+    assert_eq!(set("consumer.heartbeat.interval.ms", "1000").0, 0);
+    let (code, message) = set("consumer.session.timeout.ms", "90001");
+    assert_eq!(code, 40, "{message}");
+    assert!(
+        message.contains("group.consumer.max.session.timeout.ms (90000)"),
+        "{message}"
+    );
+    let (code, message) = set("consumer.heartbeat.interval.ms", "999");
+    assert_eq!(code, 40, "{message}");
+    assert!(
+        message.contains("group.consumer.min.heartbeat.interval.ms (1000)"),
+        "{message}"
+    );
+}
