@@ -1,7 +1,7 @@
 //! Dynamic group configs (KIP-848, KIP-932): per group id, overrides of the broker's
 //! session timeouts, heartbeat intervals, record lock duration and
 //! `share.auto.offset.reset`, with Kafka's names and defaults and the broker's bounds
-//! (`group.consumer.min/max.*`; Kafka's defaults of `group.share.min/max.*`) (the GROUP
+//! (`group.consumer.min/max.*`, `group.share.min/max.*`) (the GROUP
 //! resource, type 32, of DescribeConfigs and IncrementalAlterConfigs). A single node
 //! keeps them in its data directory's `group-configs` file, a cluster in its metadata
 //! image; both are a [`GroupConfigStore`]. The group coordinator and the share
@@ -54,9 +54,12 @@ const KEYS: &[(&str, bool)] = &[
 type Bound = (&'static str, i64);
 
 /// The smallest and largest value of a millisecond setting: the broker's
-/// `group.consumer.min/max.*` settings for the consumer ones, Kafka's defaults of
-/// `group.share.min/max.*` for the share ones.
-fn limits(key: &str, coordinator: &CoordinatorConfig) -> Option<(Bound, Bound)> {
+/// `group.consumer.min/max.*` and `group.share.min/max.*` settings.
+fn limits(
+    key: &str,
+    coordinator: &CoordinatorConfig,
+    share: &ShareConfig,
+) -> Option<(Bound, Bound)> {
     let ms = |d: Duration| d.as_millis().min(i64::MAX as u128) as i64;
     Some(match key {
         CONSUMER_SESSION_TIMEOUT_MS => (
@@ -80,16 +83,34 @@ fn limits(key: &str, coordinator: &CoordinatorConfig) -> Option<(Bound, Bound)> 
             ),
         ),
         SHARE_SESSION_TIMEOUT_MS => (
-            ("group.share.min.session.timeout.ms", 45_000),
-            ("group.share.max.session.timeout.ms", 60_000),
+            (
+                "group.share.min.session.timeout.ms",
+                ms(share.min_session_timeout),
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                ms(share.max_session_timeout),
+            ),
         ),
         SHARE_HEARTBEAT_INTERVAL_MS => (
-            ("group.share.min.heartbeat.interval.ms", 5_000),
-            ("group.share.max.heartbeat.interval.ms", 15_000),
+            (
+                "group.share.min.heartbeat.interval.ms",
+                ms(share.min_heartbeat_interval),
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                ms(share.max_heartbeat_interval),
+            ),
         ),
         SHARE_RECORD_LOCK_DURATION_MS => (
-            ("group.share.min.record.lock.duration.ms", 15_000),
-            ("group.share.max.record.lock.duration.ms", 60_000),
+            (
+                "group.share.min.record.lock.duration.ms",
+                ms(share.min_record_lock_duration),
+            ),
+            (
+                "group.share.max.record.lock.duration.ms",
+                ms(share.max_record_lock_duration),
+            ),
         ),
         _ => return None,
     })
@@ -148,13 +169,13 @@ fn is_millis(group: &str, key: &str) -> Result<bool> {
 }
 
 /// Checks one value as Kafka's `GroupConfig` does: a known name, a whole number of
-/// milliseconds within the setting's bounds (those of `coordinator`, the broker's
-/// settings; not checked without them), or `earliest`/`latest`.
+/// milliseconds within the setting's bounds (the broker's settings; not checked
+/// without them), or `earliest`/`latest`.
 fn validate_value(
     group: &str,
     key: &str,
     value: &str,
-    coordinator: Option<&CoordinatorConfig>,
+    broker: Option<(&CoordinatorConfig, &ShareConfig)>,
 ) -> Result<()> {
     let invalid = |reason: String| Error::InvalidConfig {
         key: key.to_string(),
@@ -169,7 +190,8 @@ fn validate_value(
     let v = value
         .parse::<i64>()
         .map_err(|_| invalid(format!("{value:?} is not a number of milliseconds")))?;
-    let Some(((min_name, min), (max_name, max))) = coordinator.and_then(|c| limits(key, c)) else {
+    let Some(((min_name, min), (max_name, max))) = broker.and_then(|(c, s)| limits(key, c, s))
+    else {
         return Ok(());
     };
     if v < min {
@@ -195,7 +217,7 @@ pub fn apply_changes(
     coordinator: &CoordinatorConfig,
     share: &ShareConfig,
 ) -> Result<()> {
-    let next = changed(configs, group, changes, Some(coordinator))?;
+    let next = changed(configs, group, changes, Some((coordinator, share)))?;
     let values: BTreeMap<String, String> = describe(&next, coordinator, share)
         .into_iter()
         .map(|(k, v, _)| (k, v))
@@ -234,19 +256,19 @@ pub fn apply_checked_values(
     Ok(())
 }
 
-/// `group`'s overrides after `changes`, each checked (against the bounds of
-/// `coordinator` when given).
+/// `group`'s overrides after `changes`, each checked (against the bounds of the
+/// broker's settings when given).
 fn changed(
     configs: &GroupConfigs,
     group: &str,
     changes: &[GroupConfigChange],
-    coordinator: Option<&CoordinatorConfig>,
+    broker: Option<(&CoordinatorConfig, &ShareConfig)>,
 ) -> Result<GroupOverrides> {
     let mut next = configs.get(group).cloned().unwrap_or_default();
     for (key, value) in changes {
         match value {
             Some(v) => {
-                validate_value(group, key, v, coordinator)?;
+                validate_value(group, key, v, broker)?;
                 next.insert(key.clone(), v.clone());
             }
             None => {
@@ -535,8 +557,9 @@ mod tests {
     }
 
     #[test]
-    fn consumer_values_are_checked_against_the_brokers_bounds() {
-        let (mut c, s) = (CoordinatorConfig::default(), ShareConfig::default());
+    fn values_are_checked_against_the_brokers_bounds() {
+        let (mut c, mut s) = (CoordinatorConfig::default(), ShareConfig::default());
+        s.max_record_lock_duration = std::time::Duration::from_secs(120);
         c.consumer_min_session_timeout = std::time::Duration::from_secs(10);
         c.consumer_max_session_timeout = std::time::Duration::from_secs(90);
         c.consumer_min_heartbeat_interval = std::time::Duration::from_secs(1);
@@ -557,7 +580,10 @@ mod tests {
         apply_changes(
             &mut configs,
             "g",
-            &[set(CONSUMER_SESSION_TIMEOUT_MS, "90000")],
+            &[
+                set(CONSUMER_SESSION_TIMEOUT_MS, "90000"),
+                set(SHARE_RECORD_LOCK_DURATION_MS, "120000"),
+            ],
             &c,
             &s,
         )
@@ -591,8 +617,8 @@ mod tests {
             ),
             (
                 SHARE_RECORD_LOCK_DURATION_MS,
-                "60001",
-                "group.share.max.record.lock.duration.ms (60000)",
+                "120001",
+                "group.share.max.record.lock.duration.ms (120000)",
             ),
         ] {
             let e = apply_changes(&mut configs, "g", &[set(key, value)], &c, &s).unwrap_err();
