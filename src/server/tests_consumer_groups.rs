@@ -314,6 +314,31 @@ fn offset_fetch_v8_answers_groups_and_v9_checks_the_member_epoch() {
     );
 }
 
+/// IncrementalAlterConfigs of group `group`: SET `key` to `value`; the error code and
+/// message.
+pub(super) fn alter_group_config(
+    c: &mut Client,
+    group: &str,
+    key: &str,
+    value: &str,
+) -> (i16, String) {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(group))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    let r = &r.responses[0];
+    let message = r.error_message.as_deref().unwrap_or("").to_string();
+    (r.error_code, message)
+}
+
 /// IncrementalAlterConfigs of a group config is checked against the broker's bounds
 /// (`group.consumer.min/max.*`), not Kafka's defaults; INVALID_CONFIG names the bound.
 #[test]
@@ -330,25 +355,7 @@ fn group_configs_are_bounded_by_the_brokers_settings() {
         .start()
         .unwrap();
     let mut c = Client::connect(server.local_addr());
-    let mut set = |key: &str, value: &str| {
-        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-            incremental_alter_configs_request::AlterConfigsResource::default()
-                .with_resource_type(32)
-                .with_resource_name(s("g"))
-                .with_configs(vec![
-                    incremental_alter_configs_request::AlterableConfig::default()
-                        .with_name(s(key))
-                        .with_config_operation(0)
-                        .with_value(Some(s(value))),
-                ]),
-        ]);
-        let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
-        let r = &r.responses[0];
-        (
-            r.error_code,
-            r.error_message.as_deref().unwrap_or("").to_string(),
-        )
-    };
+    let mut set = |key: &str, value: &str| alter_group_config(&mut c, "g", key, value);
     // Allowed here, outside Kafka's default bounds.
     assert_eq!(set("consumer.session.timeout.ms", "10000").0, 0);
     assert_eq!(set("consumer.heartbeat.interval.ms", "1000").0, 0);
