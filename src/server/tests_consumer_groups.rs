@@ -372,3 +372,49 @@ fn group_configs_are_bounded_by_the_brokers_settings() {
         "{message}"
     );
 }
+
+/// ConsumerGroupDescribe v1 tells a classic member of a consumer group (member type 0)
+/// from a consumer-protocol one (1), KIP-1099.
+#[test]
+fn consumer_group_describe_gives_each_members_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "t", 4);
+    let a = heartbeat(&mut c, "a", 0, None);
+    assert_eq!(a.error_code, 0, "{a:?}");
+    let sub = crate::consumer::Subscription {
+        topics: vec!["t".into()],
+        ..Default::default()
+    };
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(bytes::Bytes::from(sub.encode())),
+        ]);
+    let mut joined: JoinGroupResponse = c.call(ApiKey::JoinGroup, 5, &join);
+    if joined.error_code == 79 {
+        let again = join.with_member_id(joined.member_id.clone());
+        joined = c.call(ApiKey::JoinGroup, 5, &again);
+    }
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let described: ConsumerGroupDescribeResponse = c.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+    );
+    let mut types: Vec<(String, i8)> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.member_type))
+        .collect();
+    types.sort();
+    let mut expected = vec![("a".to_string(), 1), (joined.member_id.to_string(), 0)];
+    expected.sort();
+    assert_eq!(types, expected);
+}
