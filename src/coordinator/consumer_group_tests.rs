@@ -417,3 +417,29 @@ fn a_classic_member_that_syncs_in_time_stays() {
     g.tick(&cfg(), t0 + Duration::from_secs(20));
     assert_eq!(g.member_ids(), vec!["a".to_string(), "c".to_string()]);
 }
+
+#[test]
+fn a_classic_member_told_to_rejoin_by_sync_group_must_rejoin_in_time() {
+    let mut g = ConsumerGroup::new("g", 1);
+    let t0 = Instant::now();
+    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
+    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
+    let sync = crate::coordinator::SyncGroupRequest {
+        group_id: "g".into(),
+        generation_id: j.generation_id,
+        member_id: "c".into(),
+        ..Default::default()
+    };
+    g.classic_sync(&sync, t0).unwrap();
+    // Another member joins: the group epoch moves, the classic member must rejoin.
+    let later = t0 + Duration::from_secs(1);
+    g.heartbeat(&join("b"), &topics(), &cfg(), later).unwrap();
+    assert!(matches!(
+        g.classic_sync(&sync, later),
+        Err(GroupError::RebalanceInProgress)
+    ));
+    g.tick(&cfg(), later + Duration::from_secs(9));
+    assert!(g.member_ids().contains(&"c".to_string()));
+    g.tick(&cfg(), later + Duration::from_secs(10));
+    assert!(!g.member_ids().contains(&"c".to_string()));
+}
