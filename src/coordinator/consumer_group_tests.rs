@@ -386,14 +386,31 @@ fn classic_join_request() -> crate::coordinator::JoinGroupRequest {
     }
 }
 
+/// A group of consumer-protocol member `a` and classic member `c`, joined at `t0`;
+/// `c`'s JoinGroup answer.
+fn with_classic_member(t0: Instant) -> (ConsumerGroup, crate::coordinator::JoinGroupResponse) {
+    let mut g = ConsumerGroup::new("g", 1);
+    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
+    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
+    (g, j)
+}
+
+/// `c`'s SyncGroup of `generation`.
+fn classic_sync_request(generation: i32) -> crate::coordinator::SyncGroupRequest {
+    crate::coordinator::SyncGroupRequest {
+        group_id: "g".into(),
+        generation_id: generation,
+        member_id: "c".into(),
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_classic_member_that_does_not_sync_within_its_rebalance_timeout_is_removed() {
     // Kafka's consumer-group sync timeout: a classic member answered a JoinGroup must
     // send SyncGroup within its rebalance timeout, heartbeats or not.
-    let mut g = ConsumerGroup::new("g", 1);
     let t0 = Instant::now();
-    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
-    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
+    let (mut g, j) = with_classic_member(t0);
     let _ = g.classic_heartbeat("c", None, j.generation_id, t0 + Duration::from_secs(5));
     g.tick(&cfg(), t0 + Duration::from_secs(9));
     assert!(g.member_ids().contains(&"c".to_string()));
@@ -403,16 +420,9 @@ fn a_classic_member_that_does_not_sync_within_its_rebalance_timeout_is_removed()
 
 #[test]
 fn a_classic_member_that_syncs_in_time_stays() {
-    let mut g = ConsumerGroup::new("g", 1);
     let t0 = Instant::now();
-    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
-    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
-    let sync = crate::coordinator::SyncGroupRequest {
-        group_id: "g".into(),
-        generation_id: j.generation_id,
-        member_id: "c".into(),
-        ..Default::default()
-    };
+    let (mut g, j) = with_classic_member(t0);
+    let sync = classic_sync_request(j.generation_id);
     g.classic_sync(&sync, t0 + Duration::from_secs(1)).unwrap();
     g.tick(&cfg(), t0 + Duration::from_secs(20));
     assert_eq!(g.member_ids(), vec!["a".to_string(), "c".to_string()]);
@@ -420,16 +430,9 @@ fn a_classic_member_that_syncs_in_time_stays() {
 
 #[test]
 fn a_classic_member_told_to_rejoin_by_sync_group_must_rejoin_in_time() {
-    let mut g = ConsumerGroup::new("g", 1);
     let t0 = Instant::now();
-    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
-    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
-    let sync = crate::coordinator::SyncGroupRequest {
-        group_id: "g".into(),
-        generation_id: j.generation_id,
-        member_id: "c".into(),
-        ..Default::default()
-    };
+    let (mut g, j) = with_classic_member(t0);
+    let sync = classic_sync_request(j.generation_id);
     g.classic_sync(&sync, t0).unwrap();
     // Another member joins: the group epoch moves, the classic member must rejoin.
     let later = t0 + Duration::from_secs(1);
