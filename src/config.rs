@@ -262,6 +262,18 @@ pub struct CoordinatorConfig {
     /// How often members of a consumer-protocol group are told to heartbeat
     /// (`group.consumer.heartbeat.interval.ms`). Default 5 s.
     pub consumer_heartbeat_interval: Duration,
+    /// Smallest and largest `consumer.session.timeout.ms` a group config may set
+    /// (`group.consumer.min.session.timeout.ms`, `group.consumer.max.session.timeout.ms`).
+    /// Default 45 s and 60 s.
+    pub consumer_min_session_timeout: Duration,
+    /// See [`consumer_min_session_timeout`](Self::consumer_min_session_timeout).
+    pub consumer_max_session_timeout: Duration,
+    /// Smallest and largest `consumer.heartbeat.interval.ms` a group config may set
+    /// (`group.consumer.min.heartbeat.interval.ms`,
+    /// `group.consumer.max.heartbeat.interval.ms`). Default 5 s and 15 s.
+    pub consumer_min_heartbeat_interval: Duration,
+    /// See [`consumer_min_heartbeat_interval`](Self::consumer_min_heartbeat_interval).
+    pub consumer_max_heartbeat_interval: Duration,
     /// The server-side assignors of consumer-protocol groups, the first being the
     /// default (`group.consumer.assignors`): any of "uniform" and "range". Default
     /// `["uniform", "range"]`.
@@ -345,6 +357,10 @@ impl Default for CoordinatorConfig {
             offsets_topic_num_partitions: 50,
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            consumer_min_session_timeout: Duration::from_secs(45),
+            consumer_max_session_timeout: Duration::from_secs(60),
+            consumer_min_heartbeat_interval: Duration::from_secs(5),
+            consumer_max_heartbeat_interval: Duration::from_secs(15),
             consumer_assignors: vec!["uniform".into(), "range".into()],
             consumer_migration_policy: ConsumerGroupMigrationPolicy::Bidirectional,
         }
@@ -412,6 +428,24 @@ pub struct ShareConfig {
     /// How often members of a share group are told to heartbeat
     /// (`group.share.heartbeat.interval.ms`). Default 5 s.
     pub heartbeat_interval: Duration,
+    /// Smallest and largest `share.session.timeout.ms` a group config may set
+    /// (`group.share.min.session.timeout.ms`, `group.share.max.session.timeout.ms`).
+    /// Default 45 s and 60 s.
+    pub min_session_timeout: Duration,
+    /// See [`min_session_timeout`](Self::min_session_timeout).
+    pub max_session_timeout: Duration,
+    /// Smallest and largest `share.heartbeat.interval.ms` a group config may set
+    /// (`group.share.min.heartbeat.interval.ms`, `group.share.max.heartbeat.interval.ms`).
+    /// Default 5 s and 15 s.
+    pub min_heartbeat_interval: Duration,
+    /// See [`min_heartbeat_interval`](Self::min_heartbeat_interval).
+    pub max_heartbeat_interval: Duration,
+    /// Smallest and largest `share.record.lock.duration.ms` a group config may set
+    /// (`group.share.min.record.lock.duration.ms`,
+    /// `group.share.max.record.lock.duration.ms`). Default 15 s and 60 s.
+    pub min_record_lock_duration: Duration,
+    /// See [`min_record_lock_duration`](Self::min_record_lock_duration).
+    pub max_record_lock_duration: Duration,
     /// Partitions of the internal topic `__share_group_state`, made on first use
     /// (`share.coordinator.state.topic.num.partitions`). Default 50.
     pub state_topic_partitions: i32,
@@ -437,6 +471,12 @@ impl Default for ShareConfig {
             partition_max_record_locks: 200,
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(5_000),
+            min_session_timeout: Duration::from_millis(45_000),
+            max_session_timeout: Duration::from_millis(60_000),
+            min_heartbeat_interval: Duration::from_millis(5_000),
+            max_heartbeat_interval: Duration::from_millis(15_000),
+            min_record_lock_duration: Duration::from_millis(15_000),
+            max_record_lock_duration: Duration::from_millis(60_000),
             state_topic_partitions: 50,
             snapshot_update_records_per_snapshot: 500,
             max_size: 200,

@@ -907,3 +907,56 @@ fn deleted_group_is_gone_after_a_restart() {
     h.restart_coordinator();
     assert!(load_groups(h.log.clone(), h.now, 9).unwrap().is_empty());
 }
+
+#[test]
+fn a_member_that_joins_but_never_syncs_is_removed_after_the_rebalance_timeout() {
+    // Kafka's pending sync: once a round completes, every member that joined must send
+    // SyncGroup within the rebalance timeout; one that only heartbeats is removed then
+    // and the others rebalance.
+    let mut h = Harness::new();
+    for _ in 0..2 {
+        h.join(2);
+        h.join(3);
+    }
+    h.collect(2);
+    h.collect(3);
+    let leader = h.clients[2].joined.clone().expect("slot 2 joined");
+    assert_eq!(leader.leader, leader.member_id, "the first to join leads");
+    let generation = leader.generation_id;
+    h.sync(2);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert!(h.clients[2].assignment.is_some());
+    // Slot 3 never syncs but keeps its session alive.
+    let silent = h.clients[3].member_id.clone();
+    for _ in 0..3 {
+        h.advance(5_000);
+        h.heartbeat(2);
+        h.heartbeat(3);
+        assert_eq!(h.group.state(), GroupState::Stable);
+        assert!(h.group.member_ids().contains(&silent));
+    }
+    h.advance(5_000);
+    assert!(!h.group.member_ids().contains(&silent), "slot 3 was kept");
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+    assert_eq!(h.group.generation(), generation);
+    h.heartbeat(2);
+    assert!(h.clients[2].assignment.is_none(), "slot 2 must rejoin");
+    h.heartbeat(3);
+    assert!(h.clients[3].member_id.is_empty(), "slot 3 is unknown");
+    // Slot 2 alone forms the next generation.
+    assert_eq!(settle(&mut h, &[2]), generation + 1);
+}
+
+#[test]
+fn members_that_sync_in_time_are_not_removed() {
+    let mut h = Harness::new();
+    let generation = settle(&mut h, &[2, 3]);
+    for _ in 0..6 {
+        h.advance(5_000);
+        h.heartbeat(2);
+        h.heartbeat(3);
+    }
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(h.group.generation(), generation);
+    assert_eq!(h.group.member_ids().len(), 2);
+}

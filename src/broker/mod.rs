@@ -329,6 +329,29 @@ impl BrokerBuilder {
         self
     }
 
+    /// The bounds of a group's `consumer.session.timeout.ms` config (Kafka
+    /// `group.consumer.min.session.timeout.ms` and `group.consumer.max.session.timeout.ms`):
+    /// IncrementalAlterConfigs of a value outside them answers INVALID_CONFIG. Default
+    /// 45 s and 60 s.
+    pub fn group_consumer_session_timeout_bounds(mut self, min: Duration, max: Duration) -> Self {
+        self.config.coordinator.consumer_min_session_timeout = min;
+        self.config.coordinator.consumer_max_session_timeout = max;
+        self
+    }
+
+    /// The bounds of a group's `consumer.heartbeat.interval.ms` config (Kafka
+    /// `group.consumer.min.heartbeat.interval.ms` and
+    /// `group.consumer.max.heartbeat.interval.ms`). Default 5 s and 15 s.
+    pub fn group_consumer_heartbeat_interval_bounds(
+        mut self,
+        min: Duration,
+        max: Duration,
+    ) -> Self {
+        self.config.coordinator.consumer_min_heartbeat_interval = min;
+        self.config.coordinator.consumer_max_heartbeat_interval = max;
+        self
+    }
+
     /// Partitions of `__consumer_offsets` when this broker creates it (Kafka
     /// `offsets.topic.num.partitions`). Default 50. Groups are spread over them by
     /// their id's hash, as Kafka does; a data directory whose `__consumer_offsets`

@@ -229,6 +229,9 @@ impl ConsumerGroup {
         });
         let owned = from_list(&sub.owned_partitions);
         self.admit(&member_id, member, bump, Some(&owned), cfg, now);
+        let m = self.members.get_mut(&member_id).expect("admitted");
+        // It must send SyncGroup within its rebalance timeout (Kafka's sync timeout).
+        m.sync_deadline = Some(now + req.rebalance_timeout);
         let m = &self.members[&member_id];
         let protocol = m.classic.as_ref().map(|c| c.protocol_name().to_string());
         Ok(JoinGroupResponse {
@@ -285,6 +288,11 @@ impl ConsumerGroup {
             )));
         }
         if self.group_epoch > m.epoch && m.state != MemberState::UnrevokedPartitions {
+            // It must rejoin within its rebalance timeout, as after a Heartbeat that
+            // tells it so.
+            let m = self.members.get_mut(&req.member_id).expect("checked above");
+            m.revocation_deadline
+                .get_or_insert(now + m.rebalance_timeout);
             return Err(GroupError::RebalanceInProgress);
         }
         let assignment = WireAssignment {
@@ -295,6 +303,7 @@ impl ConsumerGroup {
         let session = classic.session_timeout;
         let m = self.members.get_mut(&req.member_id).expect("checked above");
         m.session_deadline = now + session;
+        m.sync_deadline = None;
         Ok(SyncGroupResponse {
             protocol_type: Some("consumer".to_string()),
             protocol_name: Some(name),

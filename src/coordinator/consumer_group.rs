@@ -94,6 +94,10 @@ struct Member {
     session_deadline: Instant,
     /// When it is removed if it has not revoked `revoking` by then.
     revocation_deadline: Option<Instant>,
+    /// For a member that uses the classic protocol: when it is removed if it has not
+    /// sent SyncGroup since its JoinGroup was answered (Kafka's sync timeout, its
+    /// rebalance timeout).
+    sync_deadline: Option<Instant>,
     /// Set for a member that uses the classic protocol (JoinGroup/SyncGroup) in this
     /// group (KIP-848's online migration).
     classic: Option<classic::ClassicMember>,
@@ -117,6 +121,7 @@ impl Member {
             revoking: Assignment::new(),
             session_deadline: now + session,
             revocation_deadline: None,
+            sync_deadline: None,
             classic: None,
         }
     }
@@ -645,7 +650,11 @@ impl ConsumerGroup {
             .members
             .iter()
             .filter(|(_, m)| {
-                m.session_deadline <= now || m.revocation_deadline.is_some_and(|d| d <= now)
+                m.session_deadline <= now
+                    || [m.revocation_deadline, m.sync_deadline]
+                        .into_iter()
+                        .flatten()
+                        .any(|d| d <= now)
             })
             .map(|(id, _)| id.clone())
             .collect();
@@ -654,7 +663,11 @@ impl ConsumerGroup {
         }
         self.members
             .values()
-            .flat_map(|m| std::iter::once(m.session_deadline).chain(m.revocation_deadline))
+            .flat_map(|m| {
+                std::iter::once(m.session_deadline)
+                    .chain(m.revocation_deadline)
+                    .chain(m.sync_deadline)
+            })
             .min()
     }
 
@@ -746,6 +759,7 @@ impl ConsumerGroup {
                     subscribed_topic_regex: m.regex.as_ref().map(|(r, _)| r.clone()),
                     assignment: to_list(&m.assigned),
                     target_assignment: self.target.get(id).map(to_list).unwrap_or_default(),
+                    classic: m.classic.is_some(),
                 })
                 .collect(),
         }

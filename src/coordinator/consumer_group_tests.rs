@@ -367,3 +367,82 @@ fn invalid_requests_are_refused() {
     g.heartbeat(&j, &topics(), &cfg(), now).unwrap();
     assert_eq!(g.describe().assignor_name, "range");
 }
+
+/// A classic JoinGroup of member `c` subscribing to "t", with a 10 s rebalance timeout.
+fn classic_join_request() -> crate::coordinator::JoinGroupRequest {
+    let sub = crate::coordinator::protocol::Subscription {
+        topics: vec!["t".into()],
+        user_data: None,
+        owned_partitions: Vec::new(),
+    };
+    crate::coordinator::JoinGroupRequest {
+        group_id: "g".into(),
+        member_id: "c".into(),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), sub.encode())],
+        session_timeout: Duration::from_secs(45),
+        rebalance_timeout: Duration::from_secs(10),
+        ..Default::default()
+    }
+}
+
+/// A group of consumer-protocol member `a` and classic member `c`, joined at `t0`;
+/// `c`'s JoinGroup answer.
+fn with_classic_member(t0: Instant) -> (ConsumerGroup, crate::coordinator::JoinGroupResponse) {
+    let mut g = ConsumerGroup::new("g", 1);
+    g.heartbeat(&join("a"), &topics(), &cfg(), t0).unwrap();
+    let j = g.classic_join(&classic_join_request(), &cfg(), t0).unwrap();
+    (g, j)
+}
+
+/// `c`'s SyncGroup of `generation`.
+fn classic_sync_request(generation: i32) -> crate::coordinator::SyncGroupRequest {
+    crate::coordinator::SyncGroupRequest {
+        group_id: "g".into(),
+        generation_id: generation,
+        member_id: "c".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_classic_member_that_does_not_sync_within_its_rebalance_timeout_is_removed() {
+    // Kafka's consumer-group sync timeout: a classic member answered a JoinGroup must
+    // send SyncGroup within its rebalance timeout, heartbeats or not.
+    let t0 = Instant::now();
+    let (mut g, j) = with_classic_member(t0);
+    let _ = g.classic_heartbeat("c", None, j.generation_id, t0 + Duration::from_secs(5));
+    g.tick(&cfg(), t0 + Duration::from_secs(9));
+    assert!(g.member_ids().contains(&"c".to_string()));
+    g.tick(&cfg(), t0 + Duration::from_secs(10));
+    assert_eq!(g.member_ids(), vec!["a".to_string()]);
+}
+
+#[test]
+fn a_classic_member_that_syncs_in_time_stays() {
+    let t0 = Instant::now();
+    let (mut g, j) = with_classic_member(t0);
+    let sync = classic_sync_request(j.generation_id);
+    g.classic_sync(&sync, t0 + Duration::from_secs(1)).unwrap();
+    g.tick(&cfg(), t0 + Duration::from_secs(20));
+    assert_eq!(g.member_ids(), vec!["a".to_string(), "c".to_string()]);
+}
+
+#[test]
+fn a_classic_member_told_to_rejoin_by_sync_group_must_rejoin_in_time() {
+    let t0 = Instant::now();
+    let (mut g, j) = with_classic_member(t0);
+    let sync = classic_sync_request(j.generation_id);
+    g.classic_sync(&sync, t0).unwrap();
+    // Another member joins: the group epoch moves, the classic member must rejoin.
+    let later = t0 + Duration::from_secs(1);
+    g.heartbeat(&join("b"), &topics(), &cfg(), later).unwrap();
+    assert!(matches!(
+        g.classic_sync(&sync, later),
+        Err(GroupError::RebalanceInProgress)
+    ));
+    g.tick(&cfg(), later + Duration::from_secs(9));
+    assert!(g.member_ids().contains(&"c".to_string()));
+    g.tick(&cfg(), later + Duration::from_secs(10));
+    assert!(!g.member_ids().contains(&"c".to_string()));
+}

@@ -105,6 +105,10 @@ pub struct ConsumerMemberDescription {
     pub assignment: TopicPartitionList,
     /// The partitions the target assignment gives it.
     pub target_assignment: TopicPartitionList,
+    /// True for a member that uses the classic protocol (JoinGroup, SyncGroup) in the
+    /// group (ConsumerGroupDescribe v1 `MemberType` 0, KIP-1099), false for one that
+    /// uses the consumer protocol (`MemberType` 1).
+    pub classic: bool,
 }
 
 /// A consumer-protocol group as described by ConsumerGroupDescribe (API key 69).

@@ -41,6 +41,10 @@ struct Member {
     /// SyncGroup calls waiting for the leader's assignment (the member counts as alive
     /// while one waits, as in Kafka).
     awaiting_sync: u32,
+    /// It was answered the current generation's JoinGroup and has not sent SyncGroup
+    /// since (Kafka's pending sync): removed if it has not by the group's
+    /// `sync_deadline`.
+    pending_sync: bool,
     assignment: Vec<u8>,
 }
 
@@ -85,6 +89,10 @@ pub struct Group {
     instances: BTreeMap<String, String>,
     /// When a PreparingRebalance gives up on members that have not rejoined.
     rebalance_deadline: Option<Instant>,
+    /// When the members answered by the last completed JoinGroup round that have not
+    /// sent SyncGroup yet are removed (the round's rebalance timeout, as Kafka's
+    /// pending-sync expiry).
+    sync_deadline: Option<Instant>,
     initial_delay: Option<InitialDelay>,
     offsets: BTreeMap<(String, i32), Committed>,
     /// When the group entered its current state (ms since the epoch), as stored.
@@ -129,6 +137,7 @@ impl Group {
             pending: BTreeMap::new(),
             instances: BTreeMap::new(),
             rebalance_deadline: None,
+            sync_deadline: None,
             initial_delay: None,
             offsets: BTreeMap::new(),
             state_timestamp_ms: -1,
@@ -383,6 +392,7 @@ impl Group {
             awaiting_join: Some(seq),
             join_result: None,
             awaiting_sync: 0,
+            pending_sync: false,
             assignment: Vec::new(),
         };
         update_member(&mut member, req);
@@ -610,6 +620,15 @@ impl Group {
         self.rebalance_deadline = Some(now + self.longest_rebalance_timeout());
         self.state = GroupState::PreparingRebalance;
         self.rebalances += 1;
+        self.clear_pending_sync();
+    }
+
+    /// No member is waited for in SyncGroup any more.
+    fn clear_pending_sync(&mut self) {
+        self.sync_deadline = None;
+        for m in self.members.values_mut() {
+            m.pending_sync = false;
+        }
     }
 
     /// The longest rebalance timeout of the members: how long a round waits for them.
@@ -723,7 +742,9 @@ impl Group {
             };
             m.join_result = Some((seq, Ok(resp)));
             m.last_heartbeat = now;
+            m.pending_sync = true;
         }
+        self.sync_deadline = Some(now + self.longest_rebalance_timeout());
     }
 
     fn become_empty(&mut self) {
@@ -733,6 +754,7 @@ impl Group {
         self.protocol = None;
         self.leader = None;
         self.rebalance_deadline = None;
+        self.sync_deadline = None;
         self.initial_delay = None;
         self.store_pending = true;
     }
@@ -860,6 +882,7 @@ impl Group {
             .get_mut(&req.member_id)
             .expect("checked member");
         m.last_heartbeat = now;
+        m.pending_sync = false;
         if self.state == GroupState::Stable {
             return Ok(Some(SyncGroupResponse {
                 protocol_type: self.protocol_type.clone(),
@@ -1263,6 +1286,7 @@ impl Group {
     /// something may time out.
     pub fn tick(&mut self, now: Instant) -> Option<Instant> {
         self.pending.retain(|_, until| *until > now);
+        self.expire_pending_sync(now);
         let expired: Vec<String> = self
             .members
             .iter()
@@ -1287,13 +1311,41 @@ impl Group {
                 soonest(m.last_heartbeat + m.session_timeout);
             }
         }
-        if let Some(d) = self.rebalance_deadline {
+        for d in [self.rebalance_deadline, self.sync_deadline]
+            .into_iter()
+            .flatten()
+        {
             soonest(d);
         }
         if let Some(d) = self.initial_delay {
             soonest(d.until);
         }
         next
+    }
+
+    /// Past the sync deadline, removes the members that joined the round but did not
+    /// send SyncGroup (even if they heartbeat) and starts a rebalance for the others,
+    /// as Kafka's pending-sync expiry.
+    fn expire_pending_sync(&mut self, now: Instant) {
+        if self.sync_deadline.is_none_or(|d| now < d) {
+            return;
+        }
+        self.sync_deadline = None;
+        if !matches!(
+            self.state,
+            GroupState::CompletingRebalance | GroupState::Stable
+        ) {
+            return;
+        }
+        let silent: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.pending_sync)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in silent {
+            self.remove_member(&id, now);
+        }
     }
 
     /// Removes a member as if its session had expired.
@@ -1381,6 +1433,7 @@ impl Group {
         self.instances.clear();
         self.pending.clear();
         self.rebalance_deadline = None;
+        self.sync_deadline = None;
         self.initial_delay = None;
         let protocol = self.protocol.clone().unwrap_or_default();
         for (i, m) in stored.members.into_iter().enumerate() {
@@ -1402,6 +1455,7 @@ impl Group {
                     awaiting_join: None,
                     join_result: None,
                     awaiting_sync: 0,
+                    pending_sync: false,
                     assignment: m.assignment,
                 },
             );

@@ -1,6 +1,7 @@
 //! Dynamic group configs (KIP-848, KIP-932): per group id, overrides of the broker's
 //! session timeouts, heartbeat intervals, record lock duration and
-//! `share.auto.offset.reset`, with Kafka's names, bounds and defaults (the GROUP
+//! `share.auto.offset.reset`, with Kafka's names and defaults and the broker's bounds
+//! (`group.consumer.min/max.*`, `group.share.min/max.*`) (the GROUP
 //! resource, type 32, of DescribeConfigs and IncrementalAlterConfigs). A single node
 //! keeps them in its data directory's `group-configs` file, a cluster in its metadata
 //! image; both are a [`GroupConfigStore`]. The group coordinator and the share
@@ -38,17 +39,82 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 /// `latest` (the default) or `earliest`.
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 
-/// Each setting with its bounds in milliseconds (Kafka's broker defaults of
-/// `group.consumer.min/max.session.timeout.ms` and the like), `None` for
-/// `share.auto.offset.reset`.
-const KEYS: &[(&str, Option<(i64, i64)>)] = &[
-    (CONSUMER_SESSION_TIMEOUT_MS, Some((45_000, 60_000))),
-    (CONSUMER_HEARTBEAT_INTERVAL_MS, Some((5_000, 15_000))),
-    (SHARE_SESSION_TIMEOUT_MS, Some((45_000, 60_000))),
-    (SHARE_HEARTBEAT_INTERVAL_MS, Some((5_000, 15_000))),
-    (SHARE_RECORD_LOCK_DURATION_MS, Some((15_000, 60_000))),
-    (SHARE_AUTO_OFFSET_RESET, None),
+/// Each setting, true for those in milliseconds (all but `share.auto.offset.reset`).
+const KEYS: &[(&str, bool)] = &[
+    (CONSUMER_SESSION_TIMEOUT_MS, true),
+    (CONSUMER_HEARTBEAT_INTERVAL_MS, true),
+    (SHARE_SESSION_TIMEOUT_MS, true),
+    (SHARE_HEARTBEAT_INTERVAL_MS, true),
+    (SHARE_RECORD_LOCK_DURATION_MS, true),
+    (SHARE_AUTO_OFFSET_RESET, false),
 ];
+
+/// One bound of a setting: the broker setting that holds it (Kafka's name) and its
+/// value in milliseconds.
+type Bound = (&'static str, i64);
+
+/// The smallest and largest value of a millisecond setting: the broker's
+/// `group.consumer.min/max.*` and `group.share.min/max.*` settings.
+fn limits(
+    key: &str,
+    coordinator: &CoordinatorConfig,
+    share: &ShareConfig,
+) -> Option<(Bound, Bound)> {
+    let ms = |d: Duration| d.as_millis().min(i64::MAX as u128) as i64;
+    Some(match key {
+        CONSUMER_SESSION_TIMEOUT_MS => (
+            (
+                "group.consumer.min.session.timeout.ms",
+                ms(coordinator.consumer_min_session_timeout),
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                ms(coordinator.consumer_max_session_timeout),
+            ),
+        ),
+        CONSUMER_HEARTBEAT_INTERVAL_MS => (
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                ms(coordinator.consumer_min_heartbeat_interval),
+            ),
+            (
+                "group.consumer.max.heartbeat.interval.ms",
+                ms(coordinator.consumer_max_heartbeat_interval),
+            ),
+        ),
+        SHARE_SESSION_TIMEOUT_MS => (
+            (
+                "group.share.min.session.timeout.ms",
+                ms(share.min_session_timeout),
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                ms(share.max_session_timeout),
+            ),
+        ),
+        SHARE_HEARTBEAT_INTERVAL_MS => (
+            (
+                "group.share.min.heartbeat.interval.ms",
+                ms(share.min_heartbeat_interval),
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                ms(share.max_heartbeat_interval),
+            ),
+        ),
+        SHARE_RECORD_LOCK_DURATION_MS => (
+            (
+                "group.share.min.record.lock.duration.ms",
+                ms(share.min_record_lock_duration),
+            ),
+            (
+                "group.share.max.record.lock.duration.ms",
+                ms(share.max_record_lock_duration),
+            ),
+        ),
+        _ => return None,
+    })
+}
 
 /// The settings of one group that override the broker's.
 pub type GroupOverrides = BTreeMap<String, String>;
@@ -85,11 +151,10 @@ pub fn describe(
         .collect()
 }
 
-/// The bounds of a known setting (`None` for `share.auto.offset.reset`); an unknown
-/// name is refused.
-fn bounds(group: &str, key: &str) -> Result<Option<(i64, i64)>> {
+/// Whether a known setting is in milliseconds; an unknown name is refused.
+fn is_millis(group: &str, key: &str) -> Result<bool> {
     match KEYS.iter().find(|(k, _)| *k == key) {
-        Some((_, b)) => Ok(*b),
+        Some((_, millis)) => Ok(*millis),
         None => {
             let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
             Err(Error::InvalidConfig {
@@ -104,23 +169,42 @@ fn bounds(group: &str, key: &str) -> Result<Option<(i64, i64)>> {
 }
 
 /// Checks one value as Kafka's `GroupConfig` does: a known name, a whole number of
-/// milliseconds within the setting's bounds, or `earliest`/`latest`.
-fn validate_value(group: &str, key: &str, value: &str) -> Result<()> {
+/// milliseconds within the setting's bounds (the broker's settings; not checked
+/// without them), or `earliest`/`latest`.
+fn validate_value(
+    group: &str,
+    key: &str,
+    value: &str,
+    broker: Option<(&CoordinatorConfig, &ShareConfig)>,
+) -> Result<()> {
     let invalid = |reason: String| Error::InvalidConfig {
         key: key.to_string(),
         reason: format!("group {group:?}: {reason}"),
     };
-    match bounds(group, key)? {
-        Some((lo, hi)) => match value.parse::<i64>() {
-            Ok(v) if (lo..=hi).contains(&v) => Ok(()),
-            Ok(v) => Err(invalid(format!("{v} is not within [{lo}, {hi}]"))),
-            Err(_) => Err(invalid(format!(
-                "{value:?} is not a number of milliseconds"
-            ))),
-        },
-        None if matches!(value, "earliest" | "latest") => Ok(()),
-        None => Err(invalid(format!("{value:?} is not one of earliest, latest"))),
+    if !is_millis(group, key)? {
+        return match value {
+            "earliest" | "latest" => Ok(()),
+            _ => Err(invalid(format!("{value:?} is not one of earliest, latest"))),
+        };
     }
+    let v = value
+        .parse::<i64>()
+        .map_err(|_| invalid(format!("{value:?} is not a number of milliseconds")))?;
+    let Some(((min_name, min), (max_name, max))) = broker.and_then(|(c, s)| limits(key, c, s))
+    else {
+        return Ok(());
+    };
+    if v < min {
+        return Err(invalid(format!(
+            "{key} ({v}) must be at least {min_name} ({min})"
+        )));
+    }
+    if v > max {
+        return Err(invalid(format!(
+            "{key} ({v}) must be at most {max_name} ({max})"
+        )));
+    }
+    Ok(())
 }
 
 /// Applies `changes` to `group`'s overrides in `configs`, in order, after checking
@@ -133,7 +217,7 @@ pub fn apply_changes(
     coordinator: &CoordinatorConfig,
     share: &ShareConfig,
 ) -> Result<()> {
-    let next = changed(configs, group, changes)?;
+    let next = changed(configs, group, changes, Some((coordinator, share)))?;
     let values: BTreeMap<String, String> = describe(&next, coordinator, share)
         .into_iter()
         .map(|(k, v, _)| (k, v))
@@ -158,35 +242,37 @@ pub fn apply_changes(
     Ok(())
 }
 
-/// Applies `changes` to `group`'s overrides in `configs` checking each value but not
-/// the heartbeat intervals against the session timeouts, which depend on the broker's
-/// defaults (a cluster's metadata image applies a change every node checked before it
-/// proposed it). Nothing changes on an error.
+/// Applies `changes` to `group`'s overrides in `configs` checking each name and value
+/// but not the bounds nor the heartbeat intervals against the session timeouts, which
+/// depend on the broker's settings (a cluster's metadata image applies a change the
+/// node that proposed it checked). Nothing changes on an error.
 pub fn apply_checked_values(
     configs: &mut GroupConfigs,
     group: &str,
     changes: &[GroupConfigChange],
 ) -> Result<()> {
-    let next = changed(configs, group, changes)?;
+    let next = changed(configs, group, changes, None)?;
     put_overrides(configs, group, next);
     Ok(())
 }
 
-/// `group`'s overrides after `changes`, each checked.
+/// `group`'s overrides after `changes`, each checked (against the bounds of the
+/// broker's settings when given).
 fn changed(
     configs: &GroupConfigs,
     group: &str,
     changes: &[GroupConfigChange],
+    broker: Option<(&CoordinatorConfig, &ShareConfig)>,
 ) -> Result<GroupOverrides> {
     let mut next = configs.get(group).cloned().unwrap_or_default();
     for (key, value) in changes {
         match value {
             Some(v) => {
-                validate_value(group, key, v)?;
+                validate_value(group, key, v, broker)?;
                 next.insert(key.clone(), v.clone());
             }
             None => {
-                bounds(group, key)?;
+                is_millis(group, key)?;
                 next.remove(key);
             }
         }
@@ -390,7 +476,7 @@ pub(crate) fn get_configs(r: &mut Reader<'_>) -> Result<GroupConfigs> {
         let mut overrides = GroupOverrides::new();
         for _ in 0..r.count(8)? {
             let (k, v) = (r.str()?, r.str()?);
-            validate_value(&group, &k, &v).map_err(|e| r.error(e.to_string()))?;
+            validate_value(&group, &k, &v, None).map_err(|e| r.error(e.to_string()))?;
             overrides.insert(k, v);
         }
         configs.insert(group, overrides);
@@ -468,6 +554,80 @@ mod tests {
             ]
         );
         assert!(reopened.overrides("other").is_empty());
+    }
+
+    #[test]
+    fn values_are_checked_against_the_brokers_bounds() {
+        let (mut c, mut s) = (CoordinatorConfig::default(), ShareConfig::default());
+        s.max_record_lock_duration = std::time::Duration::from_secs(120);
+        c.consumer_min_session_timeout = std::time::Duration::from_secs(10);
+        c.consumer_max_session_timeout = std::time::Duration::from_secs(90);
+        c.consumer_min_heartbeat_interval = std::time::Duration::from_secs(1);
+        c.consumer_max_heartbeat_interval = std::time::Duration::from_secs(3);
+        let mut configs = GroupConfigs::new();
+        // Within the broker's bounds, outside Kafka's defaults.
+        apply_changes(
+            &mut configs,
+            "g",
+            &[
+                set(CONSUMER_SESSION_TIMEOUT_MS, "10000"),
+                set(CONSUMER_HEARTBEAT_INTERVAL_MS, "1000"),
+            ],
+            &c,
+            &s,
+        )
+        .unwrap();
+        apply_changes(
+            &mut configs,
+            "g",
+            &[
+                set(CONSUMER_SESSION_TIMEOUT_MS, "90000"),
+                set(SHARE_RECORD_LOCK_DURATION_MS, "120000"),
+            ],
+            &c,
+            &s,
+        )
+        .unwrap();
+        // Out of them: refused, naming the bound.
+        for (key, value, bound) in [
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "9999",
+                "group.consumer.min.session.timeout.ms (10000)",
+            ),
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "90001",
+                "group.consumer.max.session.timeout.ms (90000)",
+            ),
+            (
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                "999",
+                "group.consumer.min.heartbeat.interval.ms (1000)",
+            ),
+            (
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                "5000",
+                "group.consumer.max.heartbeat.interval.ms (3000)",
+            ),
+            (
+                SHARE_SESSION_TIMEOUT_MS,
+                "44999",
+                "group.share.min.session.timeout.ms (45000)",
+            ),
+            (
+                SHARE_RECORD_LOCK_DURATION_MS,
+                "120001",
+                "group.share.max.record.lock.duration.ms (120000)",
+            ),
+        ] {
+            let e = apply_changes(&mut configs, "g", &[set(key, value)], &c, &s).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidConfig { key: k, reason } if k == key && reason.contains(bound)),
+                "{key}={value}: {e}"
+            );
+        }
+        assert_eq!(configs["g"][CONSUMER_SESSION_TIMEOUT_MS], "90000");
     }
 
     #[test]

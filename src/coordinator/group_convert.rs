@@ -104,6 +104,7 @@ impl Group {
                     awaiting_join: None,
                     join_result: None,
                     awaiting_sync: 0,
+                    pending_sync: false,
                     assignment: m.assignment,
                 },
             );

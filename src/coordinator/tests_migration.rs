@@ -116,6 +116,33 @@ fn classic_group(c: &GroupCoordinator) -> (String, i32) {
     (r.member_id, r.generation_id)
 }
 
+/// The classic member `a` of generation `generation` is told to rejoin
+/// (REBALANCE_IN_PROGRESS on its heartbeat) and rejoins owning `owned`.
+fn rejoin(c: &GroupCoordinator, a: &str, generation: i32, owned: &[i32]) -> JoinGroupResponse {
+    assert!(matches!(
+        c.heartbeat("g", generation, a, None),
+        Err(GroupError::RebalanceInProgress)
+    ));
+    c.join_group(classic_join(a, owned), Duration::from_secs(5))
+        .unwrap()
+}
+
+/// The partitions a follower's SyncGroup of `generation` gives `member`.
+fn synced(c: &GroupCoordinator, member: &str, generation: i32) -> Vec<i32> {
+    let s = c
+        .sync_group(sync(member, generation, vec![]), Duration::from_secs(5))
+        .unwrap();
+    partitions(&s.assignment)
+}
+
+/// A heartbeat of the static member with instance id "s".
+fn static_beat(member: &str, epoch: i32) -> ConsumerHeartbeatRequest {
+    ConsumerHeartbeatRequest {
+        instance_id: Some("s".into()),
+        ..beat(member, epoch)
+    }
+}
+
 #[test]
 fn a_consumer_member_upgrades_a_classic_group_and_the_last_one_leaving_downgrades_it() {
     let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
@@ -133,22 +160,25 @@ fn a_consumer_member_upgrades_a_classic_group_and_the_last_one_leaving_downgrade
         "A has not released anything yet"
     );
     assert_eq!(owners(&c)[&a], vec![0, 1, 2, 3]);
+    // ConsumerGroupDescribe tells the members' protocols apart (KIP-1099's member type).
+    let kinds: BTreeMap<String, bool> = c
+        .consumer_group_describe("g")
+        .unwrap()
+        .members
+        .into_iter()
+        .map(|m| (m.member_id, m.classic))
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeMap::from([(a.clone(), true), (b.clone(), false)])
+    );
 
     // The classic member is told to rejoin; its JoinGroup (owning everything) gives it
     // its share to keep, at its old epoch, with no leader (the server assigns).
-    assert!(matches!(
-        c.heartbeat("g", generation, &a, None),
-        Err(GroupError::RebalanceInProgress)
-    ));
-    let j = c
-        .join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5))
-        .unwrap();
+    let j = rejoin(&c, &a, generation, &[0, 1, 2, 3]);
     assert_eq!((j.generation_id, j.leader.as_str()), (generation, ""));
     assert!(j.members.is_empty());
-    let s = c
-        .sync_group(sync(&a, generation, vec![]), Duration::from_secs(5))
-        .unwrap();
-    let kept = partitions(&s.assignment);
+    let kept = synced(&c, &a, generation);
     assert_eq!(kept.len(), 2);
     assert!(matches!(
         c.heartbeat("g", generation, &a, None),
@@ -159,10 +189,7 @@ fn a_consumer_member_upgrades_a_classic_group_and_the_last_one_leaving_downgrade
         .join_group(classic_join(&a, &kept), Duration::from_secs(5))
         .unwrap();
     assert_eq!(j.generation_id, generation + 1);
-    let s = c
-        .sync_group(sync(&a, j.generation_id, vec![]), Duration::from_secs(5))
-        .unwrap();
-    assert_eq!(partitions(&s.assignment), kept);
+    assert_eq!(synced(&c, &a, j.generation_id), kept);
     c.heartbeat("g", j.generation_id, &a, None).unwrap();
     // The consumer-protocol member gets the released partitions.
     let r = c
@@ -209,13 +236,7 @@ fn a_consumer_member_upgrades_a_classic_group_and_the_last_one_leaving_downgrade
     // classic again and rebalances; its offsets stay.
     c.consumer_group_heartbeat(beat(&b, -1), &topics()).unwrap();
     assert_eq!(c.group_type("g"), Some(GroupType::Classic));
-    assert!(matches!(
-        c.heartbeat("g", j.generation_id, &a, None),
-        Err(GroupError::RebalanceInProgress)
-    ));
-    let j2 = c
-        .join_group(classic_join(&a, &kept), Duration::from_secs(5))
-        .unwrap();
+    let j2 = rejoin(&c, &a, j.generation_id, &kept);
     assert_eq!(j2.leader, a);
     assert!(j2.generation_id > j.generation_id);
     let fetched = c.offset_fetch("g", None).unwrap();
@@ -253,17 +274,8 @@ fn the_migration_policy_decides_which_conversions_happen() {
     c.consumer_group_heartbeat(beat(&r.member_id, -1), &topics())
         .unwrap();
     assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
-    assert!(matches!(
-        c.heartbeat("g", generation, &a, None),
-        Err(GroupError::RebalanceInProgress)
-    ));
-    let j = c
-        .join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5))
-        .unwrap();
-    let s = c
-        .sync_group(sync(&a, j.generation_id, vec![]), Duration::from_secs(5))
-        .unwrap();
-    assert_eq!(partitions(&s.assignment), vec![0, 1, 2, 3]);
+    let j = rejoin(&c, &a, generation, &[0, 1, 2, 3]);
+    assert_eq!(synced(&c, &a, j.generation_id), vec![0, 1, 2, 3]);
     c.heartbeat("g", j.generation_id, &a, None).unwrap();
 }
 
@@ -355,13 +367,69 @@ fn the_last_consumer_protocol_member_expiring_downgrades_the_group() {
     assert_eq!(c.group_type("g"), Some(GroupType::Classic));
     // The classic member kept its generation and is told to rejoin; it leads the new
     // generation alone.
-    assert!(matches!(
-        c.heartbeat("g", generation, &a, None),
-        Err(GroupError::RebalanceInProgress)
-    ));
+    let j = rejoin(&c, &a, generation, &[0, 1, 2, 3]);
+    assert_eq!((j.leader.as_str(), j.members.len()), (a.as_str(), 1));
+    assert_eq!(j.generation_id, generation + 1);
+}
+
+#[test]
+fn a_static_consumer_member_leaving_for_a_while_does_not_downgrade_the_group() {
+    // Kafka's `validateOnlineDowngrade*`: a static member that leaves with epoch -2
+    // stays a consumer-protocol member, so the group stays a consumer group; only its
+    // removal (here its session timing out) or its replacement by a classic member with
+    // the same instance id downgrades the group.
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    let (a, _) = classic_group(&c);
+    let join = static_beat("", 0);
+    let s = c.consumer_group_heartbeat(join.clone(), &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+
+    let left = c
+        .consumer_group_heartbeat(static_beat(&s.member_id, -2), &topics())
+        .unwrap();
+    assert_eq!(left.member_epoch, -2);
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    // The classic member goes on in the consumer group.
     let j = c
         .join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5))
         .unwrap();
-    assert_eq!((j.leader.as_str(), j.members.len()), (a.as_str(), 1));
-    assert_eq!(j.generation_id, generation + 1);
+    assert_eq!(j.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    assert_eq!(c.consumer_group_describe("g").unwrap().members.len(), 2);
+
+    // It comes back with the consumer protocol (taking over its entry under a new
+    // member id): no downgrade.
+    let back = c.consumer_group_heartbeat(join.clone(), &topics()).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    let ids: Vec<String> = c
+        .consumer_group_describe("g")
+        .unwrap()
+        .members
+        .into_iter()
+        .map(|m| m.member_id)
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&back.member_id) && ids.contains(&a));
+
+    // It leaves for a while again and comes back as a classic member with its instance
+    // id: every member is classic now, the group is classic again.
+    c.consumer_group_heartbeat(static_beat(&back.member_id, -2), &topics())
+        .unwrap();
+    let mut classic = classic_join("", &[]);
+    classic.group_instance_id = Some("s".into());
+    c.join_group(classic, Duration::from_secs(5)).unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Classic));
+}
+
+#[test]
+fn a_static_consumer_member_whose_session_ends_after_its_leave_downgrades_the_group() {
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    classic_group(&c);
+    let join = static_beat("", 0);
+    let s = c.consumer_group_heartbeat(join, &topics()).unwrap();
+    c.consumer_group_heartbeat(static_beat(&s.member_id, -2), &topics())
+        .unwrap();
+    assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+    c.expire_consumer_member("g", &s.member_id);
+    assert_eq!(c.group_type("g"), Some(GroupType::Classic));
 }

@@ -170,12 +170,42 @@ fn two_members_split_a_topic_through_heartbeats() {
         &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),
     );
     assert!(classic.groups.is_empty());
-    let d: DescribeGroupsResponse = c.call(
-        ApiKey::DescribeGroups,
-        5,
-        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+    // DescribeGroups, as Kafka 4: `Dead` without an error before v6, GROUP_ID_NOT_FOUND
+    // with a message from v6 (an admin client then asks ConsumerGroupDescribe).
+    let describe = |c: &mut Client, version: i16| -> DescribeGroupsResponse {
+        c.call(
+            ApiKey::DescribeGroups,
+            version,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+        )
+    };
+    for version in 0..=5 {
+        let d = describe(&mut c, version);
+        let g = &d.groups[0];
+        assert_eq!(
+            (g.error_code, g.group_state.as_str()),
+            (0, "Dead"),
+            "v{version}"
+        );
+        assert!(g.members.is_empty(), "v{version}");
+    }
+    let d = describe(&mut c, 6);
+    let g = &d.groups[0];
+    assert_eq!((g.error_code, g.group_state.as_str()), (69, "Dead"));
+    assert_eq!(
+        g.error_message.as_deref(),
+        Some("Group g is not a classic group.")
     );
-    assert_eq!(d.groups[0].error_code, 69);
+    let unknown: DescribeGroupsResponse = c.call(
+        ApiKey::DescribeGroups,
+        6,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("nope"))]),
+    );
+    assert_eq!(unknown.groups[0].error_code, 69);
+    assert_eq!(
+        unknown.groups[0].error_message.as_deref(),
+        Some("Group nope not found.")
+    );
 
     // b leaves; a gets everything back.
     let left = heartbeat(&mut c, "b", -1, None);
@@ -282,4 +312,109 @@ fn offset_fetch_v8_answers_groups_and_v9_checks_the_member_epoch() {
             ("classic".to_string(), 0, 7)
         ]
     );
+}
+
+/// IncrementalAlterConfigs of group `group`: SET `key` to `value`; the error code and
+/// message.
+pub(super) fn alter_group_config(
+    c: &mut Client,
+    group: &str,
+    key: &str,
+    value: &str,
+) -> (i16, String) {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(group))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    let r = &r.responses[0];
+    let message = r.error_message.as_deref().unwrap_or("").to_string();
+    (r.error_code, message)
+}
+
+/// IncrementalAlterConfigs of a group config is checked against the broker's bounds
+/// (`group.consumer.min/max.*`), not Kafka's defaults; INVALID_CONFIG names the bound.
+#[test]
+fn group_configs_are_bounded_by_the_brokers_settings() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::builder(dir.path())
+        .group_consumer_session_timeout_bounds(Duration::from_secs(10), Duration::from_secs(90))
+        .group_consumer_heartbeat_interval_bounds(Duration::from_secs(1), Duration::from_secs(3))
+        .open()
+        .unwrap();
+    let server = crate::server::Server::builder(broker)
+        .listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let mut set = |key: &str, value: &str| alter_group_config(&mut c, "g", key, value);
+    // Allowed here, outside Kafka's default bounds.
+    assert_eq!(set("consumer.session.timeout.ms", "10000").0, 0);
+    assert_eq!(set("consumer.heartbeat.interval.ms", "1000").0, 0);
+    let (code, message) = set("consumer.session.timeout.ms", "90001");
+    assert_eq!(code, 40, "{message}");
+    assert!(
+        message.contains("group.consumer.max.session.timeout.ms (90000)"),
+        "{message}"
+    );
+    let (code, message) = set("consumer.heartbeat.interval.ms", "999");
+    assert_eq!(code, 40, "{message}");
+    assert!(
+        message.contains("group.consumer.min.heartbeat.interval.ms (1000)"),
+        "{message}"
+    );
+}
+
+/// ConsumerGroupDescribe v1 tells a classic member of a consumer group (member type 0)
+/// from a consumer-protocol one (1), KIP-1099.
+#[test]
+fn consumer_group_describe_gives_each_members_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "t", 4);
+    let a = heartbeat(&mut c, "a", 0, None);
+    assert_eq!(a.error_code, 0, "{a:?}");
+    let sub = crate::consumer::Subscription {
+        topics: vec!["t".into()],
+        ..Default::default()
+    };
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(bytes::Bytes::from(sub.encode())),
+        ]);
+    let mut joined: JoinGroupResponse = c.call(ApiKey::JoinGroup, 5, &join);
+    if joined.error_code == 79 {
+        let again = join.with_member_id(joined.member_id.clone());
+        joined = c.call(ApiKey::JoinGroup, 5, &again);
+    }
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let described: ConsumerGroupDescribeResponse = c.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+    );
+    let mut types: Vec<(String, i8)> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.member_type))
+        .collect();
+    types.sort();
+    let mut expected = vec![("a".to_string(), 1), (joined.member_id.to_string(), 0)];
+    expected.sort();
+    assert_eq!(types, expected);
 }

@@ -151,7 +151,7 @@ fn list_groups_and_describe_groups_report_share_groups() {
 
     let described: DescribeGroupsResponse = c.call(
         ApiKey::DescribeGroups,
-        5,
+        6,
         &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
     );
     assert_eq!(described.groups[0].error_code, 69);
@@ -279,19 +279,7 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
 
 /// IncrementalAlterConfigs of group `group`: SET `key` to `value`; the error code.
 fn set_group_config(c: &mut Client, group: &str, key: &str, value: &str) -> i16 {
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(32)
-            .with_resource_name(s(group))
-            .with_configs(vec![
-                incremental_alter_configs_request::AlterableConfig::default()
-                    .with_name(s(key))
-                    .with_config_operation(0)
-                    .with_value(Some(s(value))),
-            ]),
-    ]);
-    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
-    r.responses[0].error_code
+    super::tests_consumer_groups::alter_group_config(c, group, key, value).0
 }
 
 #[test]

@@ -414,8 +414,8 @@ mod remote {
     use std::collections::BTreeMap;
     use std::path::Path;
     use tidelog::admin::{
-        AdminClient, AdminError, ConsumerGroupDescription, ErrorCode, OffsetSpec, Resource,
-        TopicPartition,
+        AdminClient, AdminError, ConsumerGroupDescription, ErrorCode, GroupDescription, OffsetSpec,
+        Resource, TopicPartition,
     };
 
     /// Runs `tidelog groups --bootstrap ADDRS ...`.
@@ -461,6 +461,40 @@ mod remote {
             .collect())
     }
 
+    /// A group as the admin client describes it.
+    enum Described {
+        /// By DescribeGroups (a classic group, or `Dead`: unknown).
+        Classic(GroupDescription),
+        /// By ConsumerGroupDescribe (a consumer-protocol group).
+        Consumer(ConsumerGroupDescription),
+    }
+
+    /// Describes `group` as Kafka's admin client tells the two kinds apart: a group that
+    /// DescribeGroups does not describe (`Dead` without members, as Kafka 4 answers a
+    /// consumer-protocol group before DescribeGroups v6, or GROUP_ID_NOT_FOUND from v6)
+    /// is asked again with ConsumerGroupDescribe; if that does not know it either (or
+    /// the broker does not have it), the group is `Dead`.
+    fn described(admin: &AdminClient, group: &str) -> tidelog::Result<Described> {
+        let not_found = |e: &tidelog::Error| {
+            matches!(e, tidelog::Error::Admin(a)
+                if a.code == ErrorCode::GROUP_ID_NOT_FOUND || a.code == ErrorCode::UNSUPPORTED_VERSION)
+        };
+        let classic = match only(admin.describe_groups(&[group])?, group) {
+            Ok(d) if d.state == "Dead" && d.members.is_empty() => Some(d),
+            Ok(d) => return Ok(Described::Classic(d)),
+            Err(e) if not_found(&e) => None,
+            Err(e) => return Err(e),
+        };
+        match (
+            only(admin.describe_consumer_groups(&[group])?, group),
+            classic,
+        ) {
+            (Ok(d), _) => Ok(Described::Consumer(d)),
+            (Err(e), Some(dead)) if not_found(&e) => Ok(Described::Classic(dead)),
+            (Err(e), _) => Err(e),
+        }
+    }
+
     /// A consumer-protocol group as `groups describe` prints it.
     fn consumer_view(
         d: ConsumerGroupDescription,
@@ -500,17 +534,9 @@ mod remote {
             .into_iter()
             .map(|c| ((c.partition.topic, c.partition.partition), c.offset))
             .collect();
-        // As Kafka's admin: DescribeGroups answers GROUP_ID_NOT_FOUND for a group of the
-        // consumer protocol, which ConsumerGroupDescribe describes.
-        let view = match only(admin.describe_groups(&[group])?, group) {
-            Err(tidelog::Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND => {
-                consumer_view(
-                    only(admin.describe_consumer_groups(&[group])?, group)?,
-                    committed,
-                )
-            }
-            Err(e) => return Err(e.into()),
-            Ok(d) => {
+        let view = match described(admin, group)? {
+            Described::Consumer(d) => consumer_view(d, committed),
+            Described::Classic(d) => {
                 if d.state == "Dead" && d.members.is_empty() && committed.is_empty() {
                     let e = AdminError::new(
                         Resource::Group(group.to_string()),
@@ -562,13 +588,9 @@ mod remote {
     ) -> CliResult {
         // As kafka-consumer-groups: only an inactive group's offsets move (a group of
         // the consumer protocol is described by ConsumerGroupDescribe).
-        let (state, members) = match only(admin.describe_groups(&[group])?, group) {
-            Err(tidelog::Error::Admin(e)) if e.code == ErrorCode::GROUP_ID_NOT_FOUND => {
-                let d = only(admin.describe_consumer_groups(&[group])?, group)?;
-                (d.state, d.members.len())
-            }
-            Err(e) => return Err(e.into()),
-            Ok(d) => (d.state, d.members.len()),
+        let (state, members) = match described(admin, group)? {
+            Described::Consumer(d) => (d.state, d.members.len()),
+            Described::Classic(d) => (d.state, d.members.len()),
         };
         if members > 0 || !matches!(state.as_str(), "Empty" | "Dead") {
             let e = AdminError::new(

@@ -21,7 +21,10 @@ use crate::server::topic_ids::topic_id;
 /// `authorized_operations` when the client did not ask for them (Kafka's INT32_MIN).
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-/// `member_type` of a member speaking the consumer protocol (v1).
+/// `member_type` (v1, KIP-1099) of a member that uses the classic protocol in a
+/// consumer-protocol group.
+const CLASSIC_MEMBER_TYPE: i8 = 0;
+/// `member_type` of a member that uses the consumer protocol.
 const CONSUMER_MEMBER_TYPE: i8 = 1;
 
 fn assignment(backend: &dyn Backend, list: TopicPartitionList) -> Assignment {
@@ -38,6 +41,11 @@ fn assignment(backend: &dyn Backend, list: TopicPartitionList) -> Assignment {
 }
 
 fn member(backend: &dyn Backend, m: ConsumerMemberDescription) -> Member {
+    let member_type = if m.classic {
+        CLASSIC_MEMBER_TYPE
+    } else {
+        CONSUMER_MEMBER_TYPE
+    };
     Member::default()
         .with_member_id(kstr(m.member_id))
         .with_instance_id(m.instance_id.map(kstr))
@@ -54,7 +62,7 @@ fn member(backend: &dyn Backend, m: ConsumerMemberDescription) -> Member {
         .with_subscribed_topic_regex(m.subscribed_topic_regex.map(kstr))
         .with_assignment(assignment(backend, m.assignment))
         .with_target_assignment(assignment(backend, m.target_assignment))
-        .with_member_type(CONSUMER_MEMBER_TYPE)
+        .with_member_type(member_type)
 }
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {

@@ -312,7 +312,7 @@ apis! {
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     DescribeConfigs 0..=4, DescribeConfigsRequest => DescribeConfigsResponse, handler(describe_configs),
         errors [|r, f| r.results.iter().for_each(|x| f(x.error_code))];
-    DescribeGroups 0..=5, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
+    DescribeGroups 0..=6, DescribeGroupsRequest => DescribeGroupsResponse, handler(describe_groups),
         errors [|r, f| r.groups.iter().for_each(|g| f(g.error_code))];
     ListGroups 0..=5, ListGroupsRequest => ListGroupsResponse, handler(list_groups),
         errors [|r, f| f(r.error_code)];
