@@ -60,6 +60,7 @@ mod shared;
 mod storage;
 mod transactions;
 mod transactions_remote;
+pub(crate) mod txn_markers_wire;
 mod transport;
 pub(crate) mod unregister;
 mod voter_change;

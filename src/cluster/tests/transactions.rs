@@ -443,6 +443,7 @@ fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
         coordinator_epoch: 0,
         result: TxnResult::Commit,
         partitions: partitions.into_iter().collect(),
+        transaction_version: 0,
     };
     let mut last = led_by(others[0]);
     last.extend(led_by(others[1]));
