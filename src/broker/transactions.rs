@@ -418,14 +418,13 @@ impl Broker {
             });
         }
         let ts = crate::storage::now_ms();
-        let (outcome, appended) =
-            p.append_end_txn_marker_at(
-                w.producer_id,
-                w.producer_epoch,
-                w.marker,
-                w.transaction_version,
-                ts,
-            )?;
+        let (outcome, appended) = p.append_end_txn_marker_at(
+            w.producer_id,
+            w.producer_epoch,
+            w.marker,
+            w.transaction_version,
+            ts,
+        )?;
         let last = match outcome {
             MarkerOutcome::Appended(info) => info.last_offset,
             MarkerOutcome::Repeated { log_end_offset } => log_end_offset - 1,

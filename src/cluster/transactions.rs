@@ -421,10 +421,7 @@ fn route_markers(
 
 /// One WriteTxnMarkers carrying, for each transaction of `parts` (an index into
 /// `batch`, its partitions at the leader), its marker, with its transaction version.
-fn markers_request(
-    batch: &[TxnMarkers],
-    parts: &[(usize, Vec<TopicPartition>)],
-) -> MarkersRequest {
+fn markers_request(batch: &[TxnMarkers], parts: &[(usize, Vec<TopicPartition>)]) -> MarkersRequest {
     let markers = parts
         .iter()
         .map(|(i, partitions)| {
@@ -452,7 +449,10 @@ fn markers_request(
         .collect();
     MarkersRequest {
         request: WriteTxnMarkersRequest::default().with_markers(markers),
-        transaction_versions: parts.iter().map(|(i, _)| batch[*i].transaction_version).collect(),
+        transaction_versions: parts
+            .iter()
+            .map(|(i, _)| batch[*i].transaction_version)
+            .collect(),
     }
 }
 
@@ -881,7 +881,11 @@ mod tests {
             vec![0, 1, 2]
         );
         let request = markers_request(&batch, to_2);
-        assert_eq!(request.request.markers.len(), 3, "three transactions, one request");
+        assert_eq!(
+            request.request.markers.len(),
+            3,
+            "three transactions, one request"
+        );
         assert_eq!(request.transaction_versions, vec![0, 0, 2]);
         assert_eq!(markers_version(&request), TRANSACTION_VERSION_SINCE);
         assert_eq!(

@@ -231,7 +231,8 @@ impl Reader<'_> {
         for _ in 0..self.varint("tagged fields")? {
             self.varint("a tag")?;
             let size = self.varint("a tagged field's size")?;
-            let size = usize::try_from(size).map_err(|_| "WriteTxnMarkers: a tagged field too long")?;
+            let size =
+                usize::try_from(size).map_err(|_| "WriteTxnMarkers: a tagged field too long")?;
             self.skip(size, "a tagged field")?;
         }
         Ok(())

@@ -302,7 +302,9 @@ pub enum Error {
     /// current one: a newer instance of the producer fenced it; or a transaction
     /// version 2 marker is not newer than it: a delayed marker of an earlier
     /// transaction (INVALID_PRODUCER_EPOCH).
-    #[error("{partition}: producer {producer_id} epoch {epoch} is stale, its current epoch is {current}")]
+    #[error(
+        "{partition}: producer {producer_id} epoch {epoch} is stale, its current epoch is {current}"
+    )]
     InvalidProducerEpoch {
         /// The partition, as `topic-partition`.
         partition: String,

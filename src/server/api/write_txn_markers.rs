@@ -9,10 +9,10 @@
 //! [`MarkersRequest`], and its response has version 1's layout.
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::WriteTxnMarkersResponse;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
-use kafka_protocol::messages::WriteTxnMarkersResponse;
 
 use super::{Ctx, Fatal, Reply, Request, count_errors, encode_response, error_code};
 use crate::broker::TxnMarkerWrite;
@@ -25,8 +25,11 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let MarkersRequest {
         request,
         transaction_versions,
-    } = super::super::codec::decode(&mut req.body, version)
-        .map_err(|e| Fatal(format!("cannot decode WriteTxnMarkers v{version} request: {e}")))?;
+    } = super::super::codec::decode(&mut req.body, version).map_err(|e| {
+        Fatal(format!(
+            "cannot decode WriteTxnMarkers v{version} request: {e}"
+        ))
+    })?;
     let authorized = ctx.allowed_on_cluster(AclOperation::ClusterAction);
     // Every marker of the request appended, then each waits for its in-sync replicas
     // (the waits overlap), as Kafka's leader answers it.

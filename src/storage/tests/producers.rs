@@ -563,13 +563,17 @@ fn a_retried_marker_lands_once() {
     let log = open(dir.path());
     let commit = EndTxnMarker::commit(3);
     log.append_idempotent(&txn_batch(7, 0)).unwrap();
-    let first = match log.append_end_txn_marker_once(7, 0, commit, 0, 2_000).unwrap() {
+    let first = match log
+        .append_end_txn_marker_once(7, 0, commit, 0, 2_000)
+        .unwrap()
+    {
         MarkerOutcome::Appended(info) => info,
         other => panic!("the first marker was not appended: {other:?}"),
     };
     assert_eq!((first.base_offset, first.last_offset), (1, 1));
     assert_eq!(
-        log.append_end_txn_marker_once(7, 0, commit, 0, 2_001).unwrap(),
+        log.append_end_txn_marker_once(7, 0, commit, 0, 2_001)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 2 }
     );
     assert_eq!(log.log_end_offset(), 2);
@@ -584,7 +588,8 @@ fn a_retried_marker_lands_once() {
     // The state is the log's (snapshot or replay): the retry is still a repeat.
     let log = open(dir.path());
     assert_eq!(
-        log.append_end_txn_marker_once(7, 0, commit, 0, 2_003).unwrap(),
+        log.append_end_txn_marker_once(7, 0, commit, 0, 2_003)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 2 }
     );
     // A transaction opened since is ended by a marker of the same epochs.
@@ -609,17 +614,20 @@ fn a_retried_marker_lands_once() {
         MarkerOutcome::Repeated { log_end_offset: 5 },
     ] {
         assert_eq!(
-            log.append_end_txn_marker_once(7, 1, commit, 0, 2_005).unwrap(),
+            log.append_end_txn_marker_once(7, 1, commit, 0, 2_005)
+                .unwrap(),
             expected
         );
     }
     // A producer the log has not seen takes its marker (it ends nothing), once.
     assert!(matches!(
-        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006).unwrap(),
+        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006)
+            .unwrap(),
         MarkerOutcome::Appended(_)
     ));
     assert_eq!(
-        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006).unwrap(),
+        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 6 }
     );
     // The plain append is Kafka's log append: it always appends.
@@ -660,8 +668,7 @@ fn a_delayed_tv2_marker_does_not_end_a_later_transaction() {
     );
     // Transaction 2 at epoch 1 begins here; the delayed marker of transaction 1 comes.
     log.append_idempotent(&txn(1, 0)).unwrap();
-    let refused =
-        log.append_end_txn_marker_once(7, 1, commit, EPOCH_BUMP_MARKER_VERSION, 2_002);
+    let refused = log.append_end_txn_marker_once(7, 1, commit, EPOCH_BUMP_MARKER_VERSION, 2_002);
     match refused {
         Err(Error::InvalidProducerEpoch {
             ref partition,
@@ -672,7 +679,10 @@ fn a_delayed_tv2_marker_does_not_end_a_later_transaction() {
         other => panic!("the delayed marker was not refused: {other:?}"),
     }
     assert_eq!(log.log_end_offset(), 3, "nothing appended");
-    assert!(log.has_open_transaction(7).unwrap(), "transaction 2 is open");
+    assert!(
+        log.has_open_transaction(7).unwrap(),
+        "transaction 2 is open"
+    );
     assert_eq!(log.last_stable_offset().unwrap(), 2);
     // Its own marker, at the next bumped epoch, ends it.
     assert!(matches!(
@@ -684,7 +694,8 @@ fn a_delayed_tv2_marker_does_not_end_a_later_transaction() {
     // Version 1 (no bump at the end): a marker of the current epoch ends a transaction.
     log.append_idempotent(&txn(2, 0)).unwrap();
     assert!(matches!(
-        log.append_end_txn_marker_once(7, 2, commit, 1, 2_004).unwrap(),
+        log.append_end_txn_marker_once(7, 2, commit, 1, 2_004)
+            .unwrap(),
         MarkerOutcome::Appended(AppendInfo { base_offset: 5, .. })
     ));
     assert!(!log.has_open_transaction(7).unwrap());
