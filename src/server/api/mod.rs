@@ -158,6 +158,12 @@ macro_rules! apis {
                     .map(drop)
                     .map_err(Fatal);
             }
+            if req.header.request_api_key == ApiKey::WriteTxnMarkers as i16 {
+                // Version 2 is newer than the protocol crate's: its own reader.
+                return req
+                    .decode::<crate::cluster::txn_markers_wire::MarkersRequest>()
+                    .map(drop);
+            }
             match ApiKey::try_from(req.header.request_api_key) {
                 $(Ok(ApiKey::$key) => req.decode::<kafka_protocol::messages::$request>().map(drop),)*
                 _ => Err(not_supported(&req)),

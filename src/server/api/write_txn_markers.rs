@@ -25,11 +25,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let MarkersRequest {
         request,
         transaction_versions,
-    } = super::super::codec::decode(&mut req.body, version).map_err(|e| {
-        Fatal(format!(
-            "cannot decode WriteTxnMarkers v{version} request: {e}"
-        ))
-    })?;
+    } = req.decode()?;
     let authorized = ctx.allowed_on_cluster(AclOperation::ClusterAction);
     // Every marker of the request appended, then each waits for its in-sync replicas
     // (the waits overlap), as Kafka's leader answers it.
