@@ -301,6 +301,7 @@ impl Partition {
         producer_id: i64,
         producer_epoch: i16,
         marker: crate::record::EndTxnMarker,
+        transaction_version: i8,
         timestamp: i64,
     ) -> Result<(crate::storage::MarkerOutcome, AppendEpoch)> {
         let role = self.inner.role.read();
@@ -309,6 +310,7 @@ impl Partition {
             producer_id,
             producer_epoch,
             marker,
+            transaction_version,
             timestamp,
         )?;
         if matches!(outcome, crate::storage::MarkerOutcome::Appended(_)) {

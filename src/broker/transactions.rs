@@ -238,6 +238,7 @@ impl MarkerWriter for LocalMarkers {
                     producer_id: m.producer_id,
                     producer_epoch: m.producer_epoch,
                     marker,
+                    transaction_version: m.transaction_version,
                 };
                 writes.push((i, write));
             }
@@ -417,8 +418,13 @@ impl Broker {
             });
         }
         let ts = crate::storage::now_ms();
-        let (outcome, appended) =
-            p.append_end_txn_marker_at(w.producer_id, w.producer_epoch, w.marker, ts)?;
+        let (outcome, appended) = p.append_end_txn_marker_at(
+            w.producer_id,
+            w.producer_epoch,
+            w.marker,
+            w.transaction_version,
+            ts,
+        )?;
         let last = match outcome {
             MarkerOutcome::Appended(info) => info.last_offset,
             MarkerOutcome::Repeated { log_end_offset } => log_end_offset - 1,
@@ -469,6 +475,9 @@ pub(crate) struct TxnMarkerWrite<'a> {
     pub(crate) producer_epoch: i16,
     /// COMMIT or ABORT, with the coordinator epoch.
     pub(crate) marker: EndTxnMarker,
+    /// The transaction version of the marker (from 2 the leader takes only a producer
+    /// epoch newer than the producer's: KIP-890).
+    pub(crate) transaction_version: i8,
 }
 
 /// A marker appended (or found in the log), to wait for.
@@ -570,6 +579,7 @@ mod tests {
             producer_id: 42,
             producer_epoch: 0,
             marker,
+            transaction_version: 0,
         };
         let mut results = broker.write_txn_markers(&[write]);
         assert_eq!(results.len(), 1);

@@ -61,6 +61,7 @@ mod storage;
 mod transactions;
 mod transactions_remote;
 mod transport;
+pub(crate) mod txn_markers_wire;
 pub(crate) mod unregister;
 mod voter_change;
 mod voters;

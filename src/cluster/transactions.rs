@@ -39,6 +39,7 @@ use super::handle::NodeHandle;
 use super::image::{LocalRole, MetadataImage, NO_LEADER, TRANSACTION_STATE_TOPIC};
 use super::listener::{MetadataListener, MetadataUpdate};
 use super::records::{CreateTopic, MetadataRecord};
+use super::txn_markers_wire::{MarkersRequest, TRANSACTION_VERSION_SINCE};
 use crate::broker::{Broker, WeakBroker};
 use crate::client::Client;
 use crate::error::{
@@ -51,7 +52,9 @@ use crate::transaction::{
     TxnStateLog,
 };
 
-/// WriteTxnMarkers version the coordinators send (every tidelog node answers 1).
+/// WriteTxnMarkers version the coordinators send when no marker of the request has a
+/// transaction version (every tidelog node answers 1; those of a transaction version
+/// 2 go in version 2, [`TRANSACTION_VERSION_SINCE`]).
 const MARKERS_VERSION: i16 = 1;
 /// AddPartitionsToTxn version of a partition leader's verification (KIP-890).
 const VERIFY_VERSION: i16 = 5;
@@ -417,11 +420,8 @@ fn route_markers(
 }
 
 /// One WriteTxnMarkers carrying, for each transaction of `parts` (an index into
-/// `batch`, its partitions at the leader), its marker.
-fn markers_request(
-    batch: &[TxnMarkers],
-    parts: &[(usize, Vec<TopicPartition>)],
-) -> WriteTxnMarkersRequest {
+/// `batch`, its partitions at the leader), its marker, with its transaction version.
+fn markers_request(batch: &[TxnMarkers], parts: &[(usize, Vec<TopicPartition>)]) -> MarkersRequest {
     let markers = parts
         .iter()
         .map(|(i, partitions)| {
@@ -447,7 +447,23 @@ fn markers_request(
                 )
         })
         .collect();
-    WriteTxnMarkersRequest::default().with_markers(markers)
+    MarkersRequest {
+        request: WriteTxnMarkersRequest::default().with_markers(markers),
+        transaction_versions: parts
+            .iter()
+            .map(|(i, _)| batch[*i].transaction_version)
+            .collect(),
+    }
+}
+
+/// The WriteTxnMarkers version of `request`: 2 when a marker has a transaction
+/// version, so the leader checks it (KIP-890), 1 otherwise.
+fn markers_version(request: &MarkersRequest) -> i16 {
+    if request.transaction_versions.iter().any(|&v| v > 0) {
+        TRANSACTION_VERSION_SINCE
+    } else {
+        MARKERS_VERSION
+    }
 }
 
 /// Per transaction of `parts`, the partitions of it the leader's `response` did not
@@ -512,8 +528,9 @@ impl ClusterMarkers {
         parts: &[(usize, Vec<TopicPartition>)],
     ) -> Vec<(usize, Vec<(TopicPartition, Error)>)> {
         let request = markers_request(batch, parts);
-        let response = match self.clients.call(addr, security, &request, MARKERS_VERSION) {
-            Ok(r) => r,
+        let version = markers_version(&request);
+        let response = match self.clients.call(addr, security, &request, version) {
+            Ok(r) => r.0,
             Err(e) => {
                 tracing::debug!(node = self.node_id, leader = addr, error = %e, "WriteTxnMarkers failed; retrying");
                 let message = e.to_string();
@@ -832,6 +849,7 @@ mod tests {
                 .iter()
                 .map(|(t, p)| (t.to_string(), *p))
                 .collect(),
+            transaction_version: 0,
         }
     }
 
@@ -842,7 +860,10 @@ mod tests {
         let batch = vec![
             txn("a", 1, &[("t", 0), ("t", 1)]),
             txn("b", 2, &[("t", 0), ("t", 2)]),
-            txn("c", 3, &[("t", 0), ("t", 3), ("gone", 0)]),
+            TxnMarkers {
+                transaction_version: 2,
+                ..txn("c", 3, &[("t", 0), ("t", 3), ("gone", 0)])
+            },
         ];
         // t-0 led by node 2, t-1 by node 3, t-2 here (node 1), t-3 by nobody.
         let leaders = |t: &str, p: i32| match (t, p) {
@@ -860,9 +881,16 @@ mod tests {
             vec![0, 1, 2]
         );
         let request = markers_request(&batch, to_2);
-        assert_eq!(request.markers.len(), 3, "three transactions, one request");
+        assert_eq!(
+            request.request.markers.len(),
+            3,
+            "three transactions, one request"
+        );
+        assert_eq!(request.transaction_versions, vec![0, 0, 2]);
+        assert_eq!(markers_version(&request), TRANSACTION_VERSION_SINCE);
         assert_eq!(
             request
+                .request
                 .markers
                 .iter()
                 .map(|m| (

@@ -299,9 +299,11 @@ pub enum Error {
     },
 
     /// An idempotent producer's batch carries an epoch older than the producer's
-    /// current one: a newer instance of the producer fenced it (INVALID_PRODUCER_EPOCH).
+    /// current one: a newer instance of the producer fenced it; or a transaction
+    /// version 2 marker is not newer than it: a delayed marker of an earlier
+    /// transaction (INVALID_PRODUCER_EPOCH).
     #[error(
-        "{partition}: producer {producer_id} epoch {epoch} is older than its current epoch {current}"
+        "{partition}: producer {producer_id} epoch {epoch} is stale, its current epoch is {current}"
     )]
     InvalidProducerEpoch {
         /// The partition, as `topic-partition`.

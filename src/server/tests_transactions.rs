@@ -455,3 +455,65 @@ fn a_retried_write_txn_markers_lands_once() {
     assert_eq!(markers(&broker, 0), vec![true, true]);
     server.shutdown().unwrap();
 }
+
+/// KIP-890 over the wire: WriteTxnMarkers v2 carries each marker's transaction version,
+/// and a leader refuses a version 2 marker whose producer epoch is not newer than the
+/// producer's (INVALID_PRODUCER_EPOCH): the COMMIT of transaction 1, delivered late
+/// after transaction 2 of the producer began on the partition, does not end it.
+#[test]
+fn a_delayed_tv2_write_txn_markers_does_not_end_a_later_transaction() {
+    use crate::cluster::txn_markers_wire::{MarkersRequest, MarkersResponse};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 1, crate::TopicConfig::new())
+        .unwrap();
+    let part = broker.topic("t").unwrap().partition(0).unwrap();
+    let data = |epoch: i16| {
+        let mut b = BatchBuilder::new()
+            .producer(99, epoch, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1, None, Some(b"v"), &[]);
+        part.append_idempotent(&b.finish()).unwrap();
+    };
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    // A COMMIT at the bumped `epoch`, transaction version 2, sent as v2.
+    let mut commit = |epoch: i16| -> i16 {
+        let request = MarkersRequest {
+            request: WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(99))
+                    .with_producer_epoch(epoch)
+                    .with_coordinator_epoch(0)
+                    .with_transaction_result(true)
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(TopicName(s("t")))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]),
+            transaction_versions: vec![2],
+        };
+        let r: MarkersResponse = c.call(ApiKey::WriteTxnMarkers, 2, &request);
+        r.0.markers[0].topics[0].partitions[0].error_code
+    };
+    // Transaction 1 at epoch 0, committed at epoch 1 (its retry is a repeat).
+    data(0);
+    assert_eq!(commit(1), 0);
+    assert_eq!(commit(1), 0);
+    assert_eq!(part.log_end_offset(), 2);
+    // Transaction 2 at epoch 1 begins; the delayed COMMIT of transaction 1 comes.
+    data(1);
+    assert_eq!(
+        commit(1),
+        kafka_protocol::ResponseError::InvalidProducerEpoch.code()
+    );
+    assert!(part.log().has_open_transaction(99).unwrap());
+    assert_eq!(part.log().last_stable_offset().unwrap(), 2);
+    assert_eq!(markers(&broker, 0), vec![true]);
+    // Its own COMMIT, at epoch 2, ends it.
+    assert_eq!(commit(2), 0);
+    assert!(!part.log().has_open_transaction(99).unwrap());
+    assert_eq!(markers(&broker, 0), vec![true, true]);
+}

@@ -83,7 +83,7 @@ pub(crate) use manager::split_log_name;
 pub use manager::{FutureLog, LogManager, ORPHANED_DIR, OrphanedLog};
 #[cfg(feature = "server")]
 pub(crate) use producer_state::ActiveProducer;
-pub use producer_state::{AppendOutcome, MarkerOutcome};
+pub use producer_state::{AppendOutcome, EPOCH_BUMP_MARKER_VERSION, MarkerOutcome};
 #[cfg(test)]
 pub(crate) use recovery::CHECKPOINT_FILE;
 pub(crate) use signal::Signal;

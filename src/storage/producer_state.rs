@@ -241,17 +241,27 @@ impl ProducerState {
     /// written by a coordinator of `coordinator_epoch` (Kafka's `checkProducerEpoch` and
     /// `checkCoordinatorEpoch`): not with an older producer epoch, nor from an older
     /// coordinator than the producer's last marker. A producer the partition has not
-    /// seen takes any marker (it ends no transaction).
+    /// seen takes any marker (it ends no transaction). A marker of
+    /// `transaction_version` 2 or more (KIP-890: its coordinator bumped the epoch to end
+    /// the transaction) must carry a newer epoch than the producer's, unless it repeats
+    /// the producer's last marker ([`ProducerState::marker_repeats`]): one of the
+    /// current epoch is a delayed marker of an earlier transaction.
     pub(crate) fn check_marker(
         &self,
         pid: i64,
         epoch: i16,
         coordinator_epoch: i32,
+        transaction_version: i8,
     ) -> std::result::Result<(), MarkerRefusal> {
         let Some(entry) = self.producers.get(&pid) else {
             return Ok(());
         };
-        if epoch < entry.epoch {
+        let stale = if transaction_version >= EPOCH_BUMP_MARKER_VERSION {
+            epoch <= entry.epoch && !self.marker_repeats(pid, epoch, coordinator_epoch)
+        } else {
+            epoch < entry.epoch
+        };
+        if stale {
             return Err(MarkerRefusal::ProducerEpoch {
                 current: entry.epoch,
             });
@@ -644,6 +654,11 @@ pub enum AppendOutcome {
     Duplicate(i64),
 }
 
+/// The transaction version (WriteTxnMarkers v2's `TransactionVersion`) from which a
+/// marker carries the epoch its coordinator bumped to end the transaction (KIP-890),
+/// so a leader takes only a marker newer than the producer's epoch.
+pub const EPOCH_BUMP_MARKER_VERSION: i8 = 2;
+
 /// What [`PartitionLog::append_end_txn_marker_once`](super::PartitionLog::append_end_txn_marker_once)
 /// did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -782,15 +797,23 @@ mod tests {
             None
         );
         assert_eq!(
-            s.check_marker(1, 0, 5),
+            s.check_marker(1, 0, 5, 0),
             Err(MarkerRefusal::ProducerEpoch { current: 1 })
         );
         assert_eq!(
-            s.check_marker(1, 1, 4),
+            s.check_marker(1, 1, 4, 0),
             Err(MarkerRefusal::CoordinatorEpoch { current: 5 })
         );
-        assert_eq!(s.check_marker(1, 2, 5), Ok(()));
-        assert_eq!(s.check_marker(99, 0, 0), Ok(()));
+        assert_eq!(s.check_marker(1, 2, 5, 0), Ok(()));
+        assert_eq!(s.check_marker(99, 0, 0, 0), Ok(()));
+        // Transaction version 2: only a newer epoch, or a repeat of the last marker.
+        let tv2 = EPOCH_BUMP_MARKER_VERSION;
+        assert_eq!(s.check_marker(1, 1, 5, tv2), Ok(()), "a repeat");
+        assert_eq!(
+            s.check_marker(1, 1, 6, tv2),
+            Err(MarkerRefusal::ProducerEpoch { current: 1 })
+        );
+        assert_eq!(s.check_marker(1, 2, 6, tv2), Ok(()));
         // The marker's epoch is the producer's: its sequences start again.
         assert_eq!(s.check(1, 1, 0, 0), Check::Append);
         // A control batch that does not parse changes nothing.

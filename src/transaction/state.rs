@@ -258,6 +258,11 @@ pub struct TxnMarkers {
     pub result: TxnResult,
     /// The partitions to write a marker to.
     pub partitions: BTreeSet<(String, i32)>,
+    /// The transaction version of the markers (WriteTxnMarkers v2's
+    /// `TransactionVersion`): the client's, 2 when the transaction's end bumped the
+    /// epoch (KIP-890), so a leader refuses a marker not newer than the producer's
+    /// epoch there.
+    pub transaction_version: i8,
 }
 
 /// What an operation asks of the shell: write `write` to `__transaction_state` (before
@@ -900,5 +905,6 @@ fn markers(m: &TransactionMetadata, result: TxnResult, coordinator_epoch: i32) -
         coordinator_epoch,
         result,
         partitions: m.partitions.clone(),
+        transaction_version: i8::try_from(m.client_transaction_version).unwrap_or(i8::MAX),
     }
 }

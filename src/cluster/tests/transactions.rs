@@ -293,6 +293,18 @@ fn a_version_2_network_producer_joins_partitions_led_by_other_nodes() {
             epochs[0] + 1,
             "t-{partition}: the commit bumped the epoch"
         );
+        // The markers (WriteTxnMarkers v2 to the leaders of other nodes) carry the
+        // bumped epochs, newer than their transaction's: the leaders took them.
+        let marker_epochs: Vec<i16> = slice
+            .batches()
+            .filter(|b| b.is_control())
+            .map(|b| b.producer_epoch())
+            .collect();
+        assert_eq!(
+            marker_epochs,
+            vec![epochs[0] + 1, epochs[1] + 1],
+            "t-{partition}"
+        );
     }
     p.close().unwrap();
 }
@@ -443,6 +455,7 @@ fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
         coordinator_epoch: 0,
         result: TxnResult::Commit,
         partitions: partitions.into_iter().collect(),
+        transaction_version: 0,
     };
     let mut last = led_by(others[0]);
     last.extend(led_by(others[1]));

@@ -158,6 +158,12 @@ macro_rules! apis {
                     .map(drop)
                     .map_err(Fatal);
             }
+            if req.header.request_api_key == ApiKey::WriteTxnMarkers as i16 {
+                // Version 2 is newer than the protocol crate's: its own reader.
+                return req
+                    .decode::<crate::cluster::txn_markers_wire::MarkersRequest>()
+                    .map(drop);
+            }
             match ApiKey::try_from(req.header.request_api_key) {
                 $(Ok(ApiKey::$key) => req.decode::<kafka_protocol::messages::$request>().map(drop),)*
                 _ => Err(not_supported(&req)),
@@ -183,6 +189,13 @@ macro_rules! apis {
             pub(crate) fn default_request(key: ApiKey, version: i16) -> Vec<u8> {
                 let modern = legacy::modern_version(key, version).unwrap_or(version);
                 let mut out = bytes::BytesMut::new();
+                if key == ApiKey::WriteTxnMarkers {
+                    // Version 2 is newer than the protocol crate's.
+                    crate::cluster::txn_markers_wire::MarkersRequest::default()
+                        .encode(&mut out, version)
+                        .unwrap();
+                    return out.to_vec();
+                }
                 match key {
                     $(ApiKey::$key => kafka_protocol::messages::$request::default()
                         .encode(&mut out, modern)
@@ -199,6 +212,10 @@ macro_rules! apis {
                     None => (version, body),
                 };
                 let decoded = match key {
+                    _ if key == ApiKey::WriteTxnMarkers => {
+                        crate::cluster::txn_markers_wire::MarkersResponse::decode(&mut body, version)
+                            .map(drop)
+                    }
                     $(ApiKey::$key => kafka_protocol::messages::$response::decode(&mut body, version).map(drop),)*
                     other => panic!("{other:?} is not in the table"),
                 };
@@ -306,7 +323,7 @@ apis! {
     AddOffsetsToTxn 0..=4, AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, handler(add_offsets_to_txn),
         errors [|r, f| f(r.error_code)];
     EndTxn 0..=5, EndTxnRequest => EndTxnResponse, handler(end_txn), errors [|r, f| f(r.error_code)];
-    WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
+    WriteTxnMarkers 1..=2, WriteTxnMarkersRequest => WriteTxnMarkersResponse, handler(write_txn_markers),
         errors [|r, f| r.markers.iter().flat_map(|m| &m.topics).flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];
     TxnOffsetCommit 0..=5, TxnOffsetCommitRequest => TxnOffsetCommitResponse, handler(txn_offset_commit),
         errors [|r, f| r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))];

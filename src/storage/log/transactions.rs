@@ -47,7 +47,7 @@ impl PartitionLog {
     ) -> Result<AppendInfo> {
         let bytes = self.marker_batch(producer_id, producer_epoch, marker, timestamp)?;
         let parsed = super::parse_batches(&bytes)?;
-        let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker)?;
+        let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker, 0)?;
         let config = std::sync::Arc::clone(&w.config);
         self.append_locked(w, &parsed, &config)
     }
@@ -57,7 +57,13 @@ impl PartitionLog {
     /// (same producer and coordinator epochs, no transaction of the producer opened
     /// since: a coordinator's retry after it lost the answer) is not appended again
     /// ([`MarkerOutcome::Repeated`]), so a retried marker lands once. The refusals are
-    /// those of [`PartitionLog::append_end_txn_marker`].
+    /// those of [`PartitionLog::append_end_txn_marker`], and with a
+    /// `transaction_version` of 2 or more (KIP-890's transaction version 2, whose
+    /// coordinator bumps the producer epoch at every transaction end and writes the
+    /// markers with the bumped epoch) a marker whose producer epoch is not newer than
+    /// the producer's here is refused too ([`Error::InvalidProducerEpoch`]), unless it
+    /// repeats the last one: a delayed marker of an earlier transaction never ends a
+    /// later one. Versions 0 and 1 take a marker of the producer's current epoch.
     ///
     /// ```
     /// use tidelog::record::{EndTxnMarker, TRANSACTIONAL_BIT};
@@ -71,12 +77,12 @@ impl PartitionLog {
     /// log.append_idempotent(&b.finish())?;
     /// let commit = EndTxnMarker::commit(0);
     /// assert!(matches!(
-    ///     log.append_end_txn_marker_once(7, 0, commit, 2_000)?,
+    ///     log.append_end_txn_marker_once(7, 0, commit, 0, 2_000)?,
     ///     MarkerOutcome::Appended(_)
     /// ));
     /// // The coordinator's retry: not appended again.
     /// assert_eq!(
-    ///     log.append_end_txn_marker_once(7, 0, commit, 2_000)?,
+    ///     log.append_end_txn_marker_once(7, 0, commit, 0, 2_000)?,
     ///     MarkerOutcome::Repeated { log_end_offset: 2 }
     /// );
     /// assert_eq!(log.log_end_offset(), 2);
@@ -87,11 +93,18 @@ impl PartitionLog {
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
+        transaction_version: i8,
         timestamp: i64,
     ) -> Result<MarkerOutcome> {
         let bytes = self.marker_batch(producer_id, producer_epoch, marker, timestamp)?;
         let parsed = super::parse_batches(&bytes)?;
-        let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker)?;
+        let w = self.lock_for_marker(
+            &parsed,
+            producer_id,
+            producer_epoch,
+            marker,
+            transaction_version,
+        )?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
         if state.marker_repeats(producer_id, producer_epoch, marker.coordinator_epoch) {
             return Ok(MarkerOutcome::Repeated {
@@ -121,21 +134,27 @@ impl PartitionLog {
     }
 
     /// The writer lock, the producers' state loaded, once the log and the producer's
-    /// state take the marker `parsed`: the refusals of
-    /// [`PartitionLog::append_end_txn_marker`].
+    /// state take the marker `parsed` of `transaction_version`: the refusals of
+    /// [`PartitionLog::append_end_txn_marker_once`].
     fn lock_for_marker(
         &self,
         parsed: &crate::record::ValidBatches<'_>,
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
+        transaction_version: i8,
     ) -> Result<parking_lot::MutexGuard<'_, WriterState>> {
         let mut w = self.inner.writer.lock();
         self.check_batches(parsed, None)?;
         self.check_writable()?;
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
-        match state.check_marker(producer_id, producer_epoch, marker.coordinator_epoch) {
+        match state.check_marker(
+            producer_id,
+            producer_epoch,
+            marker.coordinator_epoch,
+            transaction_version,
+        ) {
             Ok(()) => Ok(w),
             Err(MarkerRefusal::ProducerEpoch { current }) => Err(Error::InvalidProducerEpoch {
                 partition: self.inner.name.clone(),

@@ -563,20 +563,24 @@ fn a_retried_marker_lands_once() {
     let log = open(dir.path());
     let commit = EndTxnMarker::commit(3);
     log.append_idempotent(&txn_batch(7, 0)).unwrap();
-    let first = match log.append_end_txn_marker_once(7, 0, commit, 2_000).unwrap() {
+    let first = match log
+        .append_end_txn_marker_once(7, 0, commit, 0, 2_000)
+        .unwrap()
+    {
         MarkerOutcome::Appended(info) => info,
         other => panic!("the first marker was not appended: {other:?}"),
     };
     assert_eq!((first.base_offset, first.last_offset), (1, 1));
     assert_eq!(
-        log.append_end_txn_marker_once(7, 0, commit, 2_001).unwrap(),
+        log.append_end_txn_marker_once(7, 0, commit, 0, 2_001)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 2 }
     );
     assert_eq!(log.log_end_offset(), 2);
     assert_eq!(log.last_stable_offset().unwrap(), 2);
     // The refusals come first: an older coordinator is fenced, not taken as a repeat.
     assert!(matches!(
-        log.append_end_txn_marker_once(7, 0, EndTxnMarker::commit(2), 2_002),
+        log.append_end_txn_marker_once(7, 0, EndTxnMarker::commit(2), 0, 2_002),
         Err(Error::TransactionCoordinatorFenced { current: 3, .. })
     ));
     log.close().unwrap();
@@ -584,14 +588,15 @@ fn a_retried_marker_lands_once() {
     // The state is the log's (snapshot or replay): the retry is still a repeat.
     let log = open(dir.path());
     assert_eq!(
-        log.append_end_txn_marker_once(7, 0, commit, 2_003).unwrap(),
+        log.append_end_txn_marker_once(7, 0, commit, 0, 2_003)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 2 }
     );
     // A transaction opened since is ended by a marker of the same epochs.
     log.append_idempotent(&txn_batch(7, 1)).unwrap();
     assert_eq!(log.last_stable_offset().unwrap(), 2);
     assert!(matches!(
-        log.append_end_txn_marker_once(7, 0, EndTxnMarker::abort(3), 2_004)
+        log.append_end_txn_marker_once(7, 0, EndTxnMarker::abort(3), 0, 2_004)
             .unwrap(),
         MarkerOutcome::Appended(AppendInfo { base_offset: 3, .. })
     ));
@@ -609,20 +614,89 @@ fn a_retried_marker_lands_once() {
         MarkerOutcome::Repeated { log_end_offset: 5 },
     ] {
         assert_eq!(
-            log.append_end_txn_marker_once(7, 1, commit, 2_005).unwrap(),
+            log.append_end_txn_marker_once(7, 1, commit, 0, 2_005)
+                .unwrap(),
             expected
         );
     }
     // A producer the log has not seen takes its marker (it ends nothing), once.
     assert!(matches!(
-        log.append_end_txn_marker_once(8, 0, commit, 2_006).unwrap(),
+        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006)
+            .unwrap(),
         MarkerOutcome::Appended(_)
     ));
     assert_eq!(
-        log.append_end_txn_marker_once(8, 0, commit, 2_006).unwrap(),
+        log.append_end_txn_marker_once(8, 0, commit, 0, 2_006)
+            .unwrap(),
         MarkerOutcome::Repeated { log_end_offset: 6 }
     );
     // The plain append is Kafka's log append: it always appends.
     log.append_end_txn_marker(8, 0, commit, 2_007).unwrap();
     assert_eq!(log.log_end_offset(), 7);
+}
+
+/// KIP-890 (transaction version 2): every transaction end bumps the producer epoch and
+/// its markers carry the bumped epoch, so a leader refuses a version 2 marker that is
+/// not newer than the producer's epoch. A COMMIT of transaction 1 delivered late, after
+/// transaction 2 of the producer began here, does not end transaction 2; its retry
+/// before that is still a repeat; version 1 markers keep Kafka's older rule.
+#[test]
+fn a_delayed_tv2_marker_does_not_end_a_later_transaction() {
+    use crate::record::EndTxnMarker;
+    let txn = |epoch: i16, seq: i32| {
+        let mut b = BatchBuilder::new()
+            .producer(7, epoch, seq)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        b.push(1_000, None, Some(b"in a transaction"), &[]);
+        b.finish()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let commit = EndTxnMarker::commit(0);
+    // Transaction 1 at epoch 0, ended by its marker at the bumped epoch 1.
+    log.append_idempotent(&txn(0, 0)).unwrap();
+    assert!(matches!(
+        log.append_end_txn_marker_once(7, 1, commit, EPOCH_BUMP_MARKER_VERSION, 2_000)
+            .unwrap(),
+        MarkerOutcome::Appended(AppendInfo { base_offset: 1, .. })
+    ));
+    // The coordinator's retry before transaction 2: a repeat, not a refusal.
+    assert_eq!(
+        log.append_end_txn_marker_once(7, 1, commit, EPOCH_BUMP_MARKER_VERSION, 2_001)
+            .unwrap(),
+        MarkerOutcome::Repeated { log_end_offset: 2 }
+    );
+    // Transaction 2 at epoch 1 begins here; the delayed marker of transaction 1 comes.
+    log.append_idempotent(&txn(1, 0)).unwrap();
+    let refused = log.append_end_txn_marker_once(7, 1, commit, EPOCH_BUMP_MARKER_VERSION, 2_002);
+    match refused {
+        Err(Error::InvalidProducerEpoch {
+            ref partition,
+            producer_id: 7,
+            epoch: 1,
+            current: 1,
+        }) => assert_eq!(partition, log.name()),
+        other => panic!("the delayed marker was not refused: {other:?}"),
+    }
+    assert_eq!(log.log_end_offset(), 3, "nothing appended");
+    assert!(
+        log.has_open_transaction(7).unwrap(),
+        "transaction 2 is open"
+    );
+    assert_eq!(log.last_stable_offset().unwrap(), 2);
+    // Its own marker, at the next bumped epoch, ends it.
+    assert!(matches!(
+        log.append_end_txn_marker_once(7, 2, commit, EPOCH_BUMP_MARKER_VERSION, 2_003)
+            .unwrap(),
+        MarkerOutcome::Appended(AppendInfo { base_offset: 3, .. })
+    ));
+    assert!(!log.has_open_transaction(7).unwrap());
+    // Version 1 (no bump at the end): a marker of the current epoch ends a transaction.
+    log.append_idempotent(&txn(2, 0)).unwrap();
+    assert!(matches!(
+        log.append_end_txn_marker_once(7, 2, commit, 1, 2_004)
+            .unwrap(),
+        MarkerOutcome::Appended(AppendInfo { base_offset: 5, .. })
+    ));
+    assert!(!log.has_open_transaction(7).unwrap());
 }
