@@ -344,7 +344,8 @@ fn topic_or_create(
         Ok(t) => t,
         Err(tidelog::Error::UnknownTopic(_)) => {
             let count = partitions.unwrap_or(default);
-            return Ok(broker.create_topic(name, count, TopicConfig::new())?);
+            broker.create_topic(name, count, TopicConfig::new())?;
+            return Ok(broker.topic(name)?);
         }
         Err(e) => return Err(e.into()),
     };
@@ -1668,7 +1669,7 @@ const SETUP_PREFIX: &str = "setup";
 /// the writing broker is open (when each active segment holds its reserved space).
 fn open_setup(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
     let broker = open_broker(data, true)?;
-    let existed = broker.topics().contains(&a.topic);
+    let existed = broker.topics()?.contains(&a.topic);
     let topic = topic_or_create(&broker, &a.topic, a.partitions, OPEN_PARTITIONS)?;
     let setup = if existed {
         (false, None)
