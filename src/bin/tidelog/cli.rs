@@ -753,6 +753,12 @@ pub(crate) struct PerfConsumeArgs {
     /// of reading the partitions directly: what an application using the group API gets.
     #[arg(long)]
     pub group: bool,
+    /// Read through the network `tidelog::Consumer` from a running node or cluster
+    /// (HOST:PORT[,...]) instead of a data directory in this process: every partition
+    /// from its first offset to the end it had when the run began.
+    #[cfg(feature = "server")]
+    #[arg(long, value_name = "HOSTS", conflicts_with = "group")]
+    pub bootstrap: Option<String>,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

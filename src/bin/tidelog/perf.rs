@@ -1092,6 +1092,10 @@ fn read_member(
 
 /// Runs `tidelog perf consume`.
 pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
+    #[cfg(feature = "server")]
+    if let Some(bootstrap) = &a.bootstrap {
+        return consume_remote(bootstrap, a);
+    }
     let broker = open_broker(written_data(data, "perf consume")?, false)?;
     let topic = broker.topic(&a.topic)?;
     let partitions = topic.partitions();
@@ -1153,6 +1157,71 @@ pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
         &extra,
         a.json,
     )
+}
+
+/// Runs `perf consume --bootstrap HOSTS`: the network `Consumer` assigned every
+/// partition of the topic reads from the first offset to the end each had when the run
+/// began (both from `describe_topic`); fails naming what is missing if a poll brings
+/// nothing for `request.timeout.ms`.
+#[cfg(feature = "server")]
+fn consume_remote(bootstrap: &str, a: &PerfConsumeArgs) -> CliResult {
+    let config = tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf");
+    let cluster = tidelog::Cluster::connect(config)?;
+    let described = cluster.describe_topic(&a.topic)?;
+    let records: i64 = described
+        .partitions
+        .iter()
+        .map(|p| p.log_end_offset - p.log_start_offset)
+        .sum();
+    let assigned: Vec<(&str, i32)> = described
+        .partitions
+        .iter()
+        .map(|p| (a.topic.as_str(), p.partition))
+        .collect();
+    let mut consumer = tidelog::Consumer::new(
+        &cluster,
+        tidelog::ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
+    );
+    consumer.assign(&assigned)?;
+    consumer.seek_to_beginning()?;
+    let mut progress = Progress::new("perf consume --bootstrap");
+    let (mut read, mut bytes, mut sum) = (0u64, 0u64, 0u64);
+    let stall = Duration::from_secs(30);
+    let t0 = Instant::now();
+    let mut last_progress = t0;
+    while (read as i64) < records {
+        let batch = consumer.poll(Duration::from_millis(100))?;
+        let before = read;
+        for r in batch.iter() {
+            let r = r?;
+            let value = r.value.unwrap_or_default();
+            sum = sum.wrapping_add(value.first().copied().unwrap_or(0) as u64);
+            bytes += (value.len() + r.key.map_or(0, |k| k.len())) as u64;
+            read += 1;
+        }
+        if read > before {
+            last_progress = Instant::now();
+            progress.tick(read);
+        } else if last_progress.elapsed() > stall {
+            return Err(fail!(
+                "perf consume --bootstrap: {read} of {records} records of topic {} read, nothing more for {stall:?}",
+                a.topic
+            ));
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    std::hint::black_box(sum);
+    drop(progress);
+    consumer.close();
+    let record_bytes = bytes.checked_div(read).unwrap_or(0) as usize;
+    let extra = [
+        ("api", "\"consumer\"".to_string()),
+        ("remote", "true".into()),
+        ("partitions", described.partitions.len().to_string()),
+        ("bytes", bytes.to_string()),
+        ("join_seconds", "null".into()),
+    ];
+    report("consume", read, record_bytes, seconds, &extra, a.json)
 }
 
 /// Runs `tidelog perf pubsub`: a throughput run with a producer and a consumer thread,
