@@ -70,7 +70,7 @@ pub mod testing;
 mod topic;
 pub mod transaction;
 
-pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC};
+pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC, TopicAdmin};
 #[cfg(feature = "server")]
 pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};

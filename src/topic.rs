@@ -374,6 +374,21 @@ impl Partition {
         !matches!(&*self.inner.role.read(), Role::Follower { .. })
     }
 
+    /// (leader, replicas, ISR) as this node knows them: all three on the leader, the
+    /// leader alone on a follower, nothing on a standalone data directory.
+    fn replica_view(&self) -> (Option<i32>, Vec<i32>, Vec<i32>) {
+        match &*self.inner.role.read() {
+            Role::Standalone => (None, Vec::new(), Vec::new()),
+            Role::Leader { state, .. } => {
+                let s = state.lock();
+                (Some(s.node_id), s.replicas.clone(), s.isr.clone())
+            }
+            Role::Follower { leader } => {
+                ((*leader >= 0).then_some(*leader), Vec::new(), Vec::new())
+            }
+        }
+    }
+
     /// The leader epoch while this node leads the partition.
     pub(crate) fn leader_epoch(&self) -> Option<i32> {
         match &*self.inner.role.read() {
@@ -1003,12 +1018,18 @@ impl Topic {
             log_config: parts.first().map(|p| p.log().config()).unwrap_or_default(),
             partitions: parts
                 .iter()
-                .map(|p| PartitionDescription {
-                    partition: p.index(),
-                    log_start_offset: p.log_start_offset(),
-                    log_end_offset: p.log_end_offset(),
-                    size_bytes: p.size_bytes(),
-                    segments: p.segment_count(),
+                .map(|p| {
+                    let (leader, replicas, isr) = p.replica_view();
+                    PartitionDescription {
+                        partition: p.index(),
+                        log_start_offset: p.log_start_offset(),
+                        log_end_offset: p.log_end_offset(),
+                        leader,
+                        replicas,
+                        isr,
+                        size_bytes: Some(p.size_bytes()),
+                        segments: Some(p.segment_count()),
+                    }
                 })
                 .collect(),
         }
@@ -1033,22 +1054,33 @@ impl Topic {
     }
 }
 
-/// What `describe` reports about one partition.
+/// What `describe_topic` reports about one partition, in process
+/// ([`Broker`](crate::Broker)) and over the network ([`Cluster`](crate::Cluster)) alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionDescription {
     /// Partition index.
     pub partition: i32,
     /// First offset still in the log.
     pub log_start_offset: i64,
-    /// Next offset to be written.
+    /// Next offset to be written (over the network: the high watermark, the end
+    /// consumers may read).
     pub log_end_offset: i64,
-    /// Bytes on disk.
-    pub size_bytes: u64,
-    /// Number of segments.
-    pub segments: usize,
+    /// The node leading the partition; `None` while it has no leader, and in process
+    /// on a data directory that is not a cluster node (the process itself writes it).
+    pub leader: Option<i32>,
+    /// Node ids of the replicas, in assignment order (known over the network, and in
+    /// process on the node leading the partition; empty otherwise).
+    pub replicas: Vec<i32>,
+    /// Node ids of the in-sync replicas (known where `replicas` is).
+    pub isr: Vec<i32>,
+    /// Bytes on disk (`None` over the network: Kafka reports sizes per log directory,
+    /// not per topic).
+    pub size_bytes: Option<u64>,
+    /// Number of segments (`None` over the network).
+    pub segments: Option<usize>,
 }
 
-/// What `describe` reports about a topic.
+/// What `describe_topic` reports about a topic, in process and over the network alike.
 #[derive(Debug, Clone)]
 pub struct TopicDescription {
     /// Topic name.

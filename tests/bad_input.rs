@@ -29,7 +29,9 @@ fn unknown_topics_partitions_and_bad_names() -> tidelog::Result<()> {
         broker.create_topic("cfg", 1, TopicConfig::new().set("retention.ms", "forever")),
         Err(Error::InvalidConfig { .. })
     ));
-    let topic = broker.create_topic("t", 2, TopicConfig::new())?;
+    let topic = broker
+        .create_topic("t", 2, TopicConfig::new())
+        .and_then(|()| broker.topic("t"))?;
     assert!(matches!(
         broker.create_topic("t", 2, TopicConfig::new()),
         Err(Error::TopicExists(_))
@@ -101,7 +103,7 @@ fn topics_are_created_listed_grown_and_deleted() -> tidelog::Result<()> {
     }
     // The registry survived the restart.
     let broker = Broker::open(dir.path())?;
-    assert_eq!(broker.topics(), vec!["__consumer_offsets", "a", "c"]);
+    assert_eq!(broker.topics()?, vec!["__consumer_offsets", "a", "c"]);
     let a = broker.describe_topic("a")?;
     assert_eq!(a.partitions.len(), 1);
     assert_eq!(a.partitions[0].log_end_offset, 1);

@@ -32,6 +32,7 @@ fn checkpoint_files_show_their_fields_and_crc() {
     let broker = Broker::open(&data).unwrap();
     let events = broker
         .create_topic("events", 3, TopicConfig::new().set("retention.ms", "1000"))
+        .and_then(|()| broker.topic("events"))
         .unwrap();
     let p0 = events.partition(0).unwrap();
     let mut b = BatchBuilder::new();

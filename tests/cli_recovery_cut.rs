@@ -19,6 +19,7 @@ fn a_recovery_cut_is_reported_on_stderr_and_its_bytes_can_be_dumped() {
         let broker = Broker::open(&data).unwrap();
         let t = broker
             .create_topic("t", 1, TopicConfig::new().segment_bytes(4096))
+            .and_then(|()| broker.topic("t"))
             .unwrap();
         let p = t.partition(0).unwrap();
         for i in 0..200 {

@@ -55,6 +55,7 @@ fn a_full_disk_fails_appends_whole_and_they_resume_once_space_is_freed() {
     let broker = Broker::open(&data).expect("open");
     let topic = broker
         .create_topic("t", 1, TopicConfig::new())
+        .and_then(|()| broker.topic("t"))
         .expect("create");
     let p = topic.partition(0).expect("p0");
     let mut appended = 0usize;

@@ -39,6 +39,7 @@ fn retention_rebalances_and_connections_are_logged() {
     // deletes sealed segments (each took one offset with it).
     let p = broker
         .create_topic("aged", 1, TopicConfig::new())
+        .and_then(|()| broker.topic("aged"))
         .unwrap()
         .partition(0)
         .unwrap();

@@ -46,6 +46,7 @@ fn child(data: &Path) {
             PARTITIONS,
             TopicConfig::new().segment_bytes(16 << 10),
         )
+        .and_then(|()| broker.topic("many"))
         .expect("10,000 partitions are created under 1,024 open files");
     let created = t.elapsed();
     let parts = topic.partitions();

@@ -15,6 +15,7 @@ fn orphan_partition_directories_are_reported_and_moved_aside() {
         let b = Broker::open(&data).unwrap();
         let p = b
             .create_topic("kept", 1, TopicConfig::new())
+            .and_then(|()| b.topic("kept"))
             .unwrap()
             .partition(0)
             .unwrap();

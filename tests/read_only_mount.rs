@@ -24,6 +24,7 @@ fn read_only_commands_work_on_a_read_only_mount() {
         let broker = Broker::open(&data).unwrap();
         let p = broker
             .create_topic("events", 1, TopicConfig::new())
+            .and_then(|()| broker.topic("events"))
             .unwrap()
             .partition(0)
             .unwrap();

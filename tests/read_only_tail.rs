@@ -36,6 +36,7 @@ fn a_second_process_tails_a_partition_this_one_writes() {
                 .set("retention.bytes", "40960")
                 .set("retention.ms", "-1"),
         )
+        .and_then(|()| broker.topic("t"))
         .unwrap();
     let p = topic.partition(0).unwrap();
     let append = |i: usize| {

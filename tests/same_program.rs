@@ -14,7 +14,7 @@ use tidelog::consumer::Source;
 use tidelog::producer::Destination;
 use tidelog::{
     Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, GroupConfig, GroupConsumer,
-    OffsetReset, Producer, ProducerRecord, Server, ServerHandle, TopicConfig,
+    OffsetReset, Producer, ProducerRecord, Server, ServerHandle, TopicAdmin, TopicConfig,
 };
 
 const TOPIC: &str = "events";
@@ -26,33 +26,18 @@ const PHASE_LIMIT: Duration = Duration::from_secs(90);
 /// A record as the program saw it: (partition, offset, key, value).
 type Seen = (i32, i64, String, String);
 
-/// The one call that differs between the two places: making the topic.
-trait Log: Sync {
-    fn make_topic(&self);
-}
-
-impl Log for Broker {
-    fn make_topic(&self) {
-        self.create_topic_if_missing(TOPIC, PARTITIONS, TopicConfig::new())
-            .expect("topic in process");
-    }
-}
-
-impl Log for Cluster {
-    fn make_topic(&self) {
-        self.create_topic_if_missing(TOPIC, PARTITIONS, TopicConfig::new())
-            .expect("topic over the network");
-    }
-}
-
 /// One run of the program on `log`: sends records `from..to` (key `user-{i % 10}`),
 /// and two members of the group read them, committing after each poll. Returns what
 /// they read, in (partition, offset) order.
-fn phase<L: Log>(log: &L, from: u32, to: u32) -> Vec<Seen>
+fn phase<L: TopicAdmin + Sync>(log: &L, from: u32, to: u32) -> Vec<Seen>
 where
     for<'a> &'a L: Into<Source> + Into<Destination>,
 {
-    log.make_topic();
+    log.create_topic_if_missing(TOPIC, PARTITIONS, TopicConfig::new())
+        .expect("topic");
+    let described = log.describe_topic(TOPIC).expect("describe");
+    assert_eq!(described.partitions.len(), PARTITIONS as usize);
+    assert!(log.topics().expect("topics").iter().any(|t| t == TOPIC));
     let expected = (to - from) as usize;
     let consumed = AtomicUsize::new(0);
     let seen = Mutex::new(Vec::new());
@@ -124,7 +109,7 @@ where
 
 /// What the group committed, and what a standalone consumer reads from the start:
 /// every record, the first at or after timestamp 0 at offset 0 of each partition.
-fn check_all<L: Log>(log: &L) -> (BTreeMap<i32, Option<i64>>, usize)
+fn check_all<L: TopicAdmin>(log: &L) -> (BTreeMap<i32, Option<i64>>, usize)
 where
     for<'a> &'a L: Into<Source>,
 {
@@ -149,6 +134,14 @@ where
     let total: i64 = (0..PARTITIONS)
         .map(|p| consumer.end_offset(TOPIC, p).expect("end"))
         .sum();
+    let described: i64 = log
+        .describe_topic(TOPIC)
+        .expect("describe")
+        .partitions
+        .iter()
+        .map(|p| p.log_end_offset)
+        .sum();
+    assert_eq!(described, total, "the description's end offsets");
     while (read as i64) < total {
         assert!(
             Instant::now() < deadline,
@@ -165,7 +158,9 @@ where
 
 /// The whole program on one place: `open` (re)opens the log, as a restarted program
 /// would.
-fn program<L: Log>(open: &mut dyn FnMut() -> Arc<L>) -> (Vec<Seen>, BTreeMap<i32, Option<i64>>)
+fn program<L: TopicAdmin + Sync>(
+    open: &mut dyn FnMut() -> Arc<L>,
+) -> (Vec<Seen>, BTreeMap<i32, Option<i64>>)
 where
     for<'a> &'a L: Into<Source> + Into<Destination>,
 {

@@ -49,7 +49,7 @@ fn creations_over_the_partition_limit_change_nothing_on_disk() {
         before,
         "nothing made or changed"
     );
-    assert_eq!(b.topics(), ["__consumer_offsets", "a"]);
+    assert_eq!(b.topics().unwrap(), ["__consumer_offsets", "a"]);
     assert_eq!(b.topic("a").unwrap().partition_count(), 5);
     b.create_topic("c", 4, TopicConfig::new())
         .expect("exactly at the limit");

@@ -76,7 +76,10 @@ fn a_fetch_carries_at_most_fetch_max_bytes_but_a_whole_first_batch() {
     let mut batches = Vec::new();
     {
         let broker = Broker::open(&data).unwrap();
-        let topic = broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let topic = broker
+            .create_topic("t", 1, TopicConfig::new())
+            .and_then(|()| broker.topic("t"))
+            .unwrap();
         let p = topic.partition(0).unwrap();
         for i in 0..4u8 {
             let mut b = BatchBuilder::new();

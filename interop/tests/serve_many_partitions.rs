@@ -38,6 +38,7 @@ fn a_client_reads_ten_thousand_partitions_from_a_server_under_1024_open_files() 
                 PARTITIONS,
                 TopicConfig::new().segment_bytes(16 << 10),
             )
+            .and_then(|()| broker.topic("many"))
             .unwrap();
         for p in topic.partitions().iter() {
             let mut b = BatchBuilder::new();

@@ -27,6 +27,7 @@ fn a_fetch_of_damaged_bytes_is_a_corrupt_message_error_for_librdkafka() {
             .set("index.interval.bytes", "1024");
         let p = broker
             .create_topic("t", 1, config)
+            .and_then(|()| broker.topic("t"))
             .unwrap()
             .partition(0)
             .unwrap();

@@ -164,7 +164,7 @@ fn topics_are_created_described_altered_grown_and_deleted() {
         code(&deleted["missing"]),
         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
     );
-    assert!(!broker.topics().contains(&"events".to_string()));
+    assert!(!broker.topic_names().contains(&"events".to_string()));
     server.shutdown().unwrap();
 }
 

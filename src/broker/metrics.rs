@@ -13,7 +13,7 @@ use crate::storage::LogManager;
 pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogManager>) -> Metrics {
     let mut m = Metrics::default();
     let mut fsync = HistogramSnapshot::empty();
-    for name in broker.topics() {
+    for name in broker.topic_names() {
         let Ok(topic) = broker.registered_topic(&name) else {
             continue; // deleted meanwhile
         };

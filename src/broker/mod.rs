@@ -23,6 +23,7 @@
 
 mod metrics;
 mod share;
+mod topic_admin;
 mod transactions;
 
 #[cfg(feature = "server")]
@@ -46,6 +47,10 @@ use crate::storage::{
 };
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
+
+pub use topic_admin::TopicAdmin;
+#[cfg(feature = "client")]
+pub(crate) use topic_admin::topic_admin_by_inherent_methods;
 
 /// Name of the internal topic that stores committed group offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -749,7 +754,8 @@ impl Broker {
     /// # let dir = tempfile::tempdir()?;
     /// use tidelog::{Broker, TopicConfig};
     /// let writer = Broker::open(dir.path())?;
-    /// let p = writer.create_topic("events", 1, TopicConfig::new())?.partition(0)?;
+    /// writer.create_topic("events", 1, TopicConfig::new())?;
+    /// let p = writer.topic("events")?.partition(0)?;
     /// let reader = Broker::open_read_only(dir.path())?;
     /// let mut b = tidelog::BatchBuilder::new();
     /// b.push(0, None, Some(b"hello"), &[]);
@@ -1282,7 +1288,8 @@ impl Broker {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let broker = tidelog::Broker::open(dir.path())?;
-    /// let p = broker.create_topic("events", 1, tidelog::TopicConfig::new())?.partition(0)?;
+    /// broker.create_topic("events", 1, tidelog::TopicConfig::new())?;
+    /// let p = broker.topic("events")?.partition(0)?;
     /// let mut b = tidelog::BatchBuilder::new();
     /// b.push(0, None, Some(b"hello"), &[]);
     /// p.append_batch(&b.finish())?;
@@ -1578,11 +1585,23 @@ impl Broker {
     }
 
     /// Creates a topic with `partitions` partitions and per-topic overrides. Errors:
-    /// `InvalidTopicName`, `TopicExists`, `InvalidConfig`.
+    /// `InvalidTopicName`, `TopicExists`, `InvalidConfig`. [`Broker::topic`] returns a
+    /// handle to it afterwards.
     ///
     /// On a cluster node the controller creates the topic (with the cluster's default
     /// replication factor) and this returns once this node has applied it.
-    pub fn create_topic(&self, name: &str, partitions: i32, config: TopicConfig) -> Result<Topic> {
+    pub fn create_topic(&self, name: &str, partitions: i32, config: TopicConfig) -> Result<()> {
+        self.create_topic_handle(name, partitions, config)
+            .map(|_| ())
+    }
+
+    /// [`Broker::create_topic`], returning the new topic's handle.
+    pub(crate) fn create_topic_handle(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+    ) -> Result<Topic> {
         if name.starts_with("__") && name == OFFSETS_TOPIC {
             return Err(Error::TopicExists(name.to_string()));
         }
@@ -1602,10 +1621,10 @@ impl Broker {
     }
 
     /// Creates a topic unless it exists, so that a program can run again on the same
-    /// data directory: returns the existing topic when it has `partitions` partitions
+    /// data directory: succeeds when the existing topic has `partitions` partitions
     /// (its settings are left as they are: change them with
-    /// [`Broker::alter_topic_config`]), and an `InvalidConfig` error for `partitions`
-    /// naming both counts when it has another number. Otherwise as
+    /// [`Broker::alter_topic_config`]), and returns an `InvalidConfig` error for
+    /// `partitions` naming both counts when it has another number. Otherwise as
     /// [`Broker::create_topic`].
     ///
     /// ```
@@ -1614,8 +1633,8 @@ impl Broker {
     /// use tidelog::{Broker, TopicConfig};
     /// for _run in 0..2 {
     ///     let broker = Broker::open(path)?;
-    ///     let topic = broker.create_topic_if_missing("events", 3, TopicConfig::new())?;
-    ///     assert_eq!(topic.partition_count(), 3);
+    ///     broker.create_topic_if_missing("events", 3, TopicConfig::new())?;
+    ///     assert_eq!(broker.describe_topic("events")?.partitions.len(), 3);
     ///     assert!(broker.create_topic_if_missing("events", 4, TopicConfig::new()).is_err());
     /// }
     /// # Ok::<(), tidelog::Error>(())
@@ -1625,10 +1644,11 @@ impl Broker {
         name: &str,
         partitions: i32,
         config: TopicConfig,
-    ) -> Result<Topic> {
-        let exists = match self.create_topic(name, partitions, config) {
+    ) -> Result<()> {
+        let exists = match self.create_topic_handle(name, partitions, config) {
+            Ok(_) => return Ok(()),
             Err(Error::TopicExists(e)) => Error::TopicExists(e),
-            created_or_failed => return created_or_failed,
+            Err(e) => return Err(e),
         };
         let topic = match self.registered_topic(name) {
             Ok(t) if !t.is_internal() => t,
@@ -1645,7 +1665,7 @@ impl Broker {
                 ),
             });
         }
-        Ok(topic)
+        Ok(())
     }
 
     fn create_topic_inner(
@@ -1742,7 +1762,7 @@ impl Broker {
             && name != OFFSETS_TOPIC
             && name != TRANSACTION_STATE_TOPIC
         {
-            return match self.create_topic(
+            return match self.create_topic_handle(
                 name,
                 self.inner.config.default_partitions,
                 TopicConfig::new(),
@@ -1756,7 +1776,16 @@ impl Broker {
     }
 
     /// Names of every topic, sorted (including the internal `__consumer_offsets`).
-    pub fn topics(&self) -> Vec<String> {
+    ///
+    /// # Errors
+    /// `Closed` once the broker is closed.
+    pub fn topics(&self) -> Result<Vec<String>> {
+        self.check_open()?;
+        Ok(self.topic_names())
+    }
+
+    /// [`Broker::topics`] without the check that the broker is open.
+    pub(crate) fn topic_names(&self) -> Vec<String> {
         self.inner.topics.read().keys().cloned().collect()
     }
 
@@ -2009,10 +2038,12 @@ mod tests {
     fn create_topic_if_missing_returns_the_topic_or_names_the_mismatch() {
         let dir = tempfile::tempdir().expect("temp dir");
         let broker = Broker::open(dir.path()).expect("open");
-        let first = broker
+        broker
             .create_topic_if_missing("events", 3, TopicConfig::new())
             .expect("created");
-        first
+        broker
+            .topic("events")
+            .expect("topic")
             .partition(0)
             .expect("p0")
             .append_batch(&{
@@ -2021,9 +2052,10 @@ mod tests {
                 b.finish()
             })
             .expect("append");
-        let again = broker
+        broker
             .create_topic_if_missing("events", 3, TopicConfig::new().set("retention.ms", "1"))
             .expect("existing");
+        let again = broker.topic("events").expect("topic");
         assert_eq!(
             again.partition(0).expect("p0").log_end_offset(),
             1,
@@ -2069,7 +2101,7 @@ mod tests {
             Err(Error::UnknownTopic(_))
         ));
         assert_eq!(broker.topic("used").expect("created").partition_count(), 1);
-        assert_eq!(broker.topics(), [OFFSETS_TOPIC, "used"]);
+        assert_eq!(broker.topics().expect("topics"), [OFFSETS_TOPIC, "used"]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ impl LocalMember {
     fn topics_image(&self) -> TopicsImage {
         let broker = &self.fetcher.broker;
         broker
-            .topics()
+            .topic_names()
             .into_iter()
             .filter_map(|t| {
                 let n = broker.topic(&t).ok()?.partition_count();

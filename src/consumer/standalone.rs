@@ -1425,7 +1425,7 @@ mod tests {
     fn topic_t(dir: &tempfile::TempDir) -> (Broker, Partition) {
         let broker = Broker::open(dir.path()).expect("broker");
         let p = broker
-            .create_topic("t", 1, TopicConfig::new())
+            .create_topic_handle("t", 1, TopicConfig::new())
             .expect("topic")
             .partition(0)
             .expect("partition");

@@ -466,7 +466,7 @@ impl Forwarder {
     pub fn release(broker: &Broker, name: &str) -> Result<usize> {
         let holder = format!("{GROUP_PREFIX}{name}");
         let mut released = 0;
-        for topic in broker.topics() {
+        for topic in broker.topic_names() {
             for p in broker.topic(&topic)?.partitions().iter() {
                 let log = p.log();
                 log.hold_retention(&holder, None);
@@ -631,7 +631,7 @@ impl Worker {
     fn topics(&self) -> Result<Vec<(String, String)>> {
         let names = if self.config.topics.is_empty() {
             let mut all = Vec::new();
-            for t in self.broker.topics() {
+            for t in self.broker.topic_names() {
                 if !self.broker.topic(&t)?.is_internal() {
                     all.push(t);
                 }

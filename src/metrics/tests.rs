@@ -18,7 +18,7 @@ fn batch(records: usize) -> Vec<u8> {
 fn one_partition(dir: &std::path::Path) -> (Broker, crate::topic::Partition) {
     let broker = Broker::open(dir).unwrap();
     let p = broker
-        .create_topic("t", 1, TopicConfig::new())
+        .create_topic_handle("t", 1, TopicConfig::new())
         .unwrap()
         .partition(0)
         .unwrap();
@@ -37,7 +37,7 @@ fn partitions_count_what_is_appended_and_read() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::open(dir.path()).unwrap();
     let topic = broker
-        .create_topic("events", 2, TopicConfig::new())
+        .create_topic_handle("events", 2, TopicConfig::new())
         .unwrap();
     let p0 = topic.partition(0).unwrap();
     let first = batch(3);

@@ -12,10 +12,12 @@ use kafka_protocol::protocol::{Message, Request, StrBytes};
 use parking_lot::{Mutex, RwLock};
 
 use super::config::ClientConfig;
-use crate::admin::{AdminClient, NewTopic, TopicMetadata};
+use crate::admin::{AdminClient, ConfigSource, NewTopic, OffsetSpec, TopicMetadata};
 use crate::client::{Client, ClientSecurity, api_name};
 use crate::config::TopicConfig;
 use crate::error::{AdminError, ApiError, Error, ErrorCode, Resource, Result, TopicPartition};
+use crate::storage::{CONFIG_KEYS, LogConfig};
+use crate::topic::{PartitionDescription, TopicDescription};
 
 /// How much longer than `request.timeout.ms` the client waits for an answer, so that a
 /// broker's REQUEST_TIMED_OUT arrives before the socket gives up: a quarter of it, at
@@ -612,11 +614,84 @@ impl Cluster {
         Ok(metadata.topics.into_iter().map(|t| t.name).collect())
     }
 
-    /// The partitions of `topic` with their leaders, replicas and in-sync replicas.
+    /// The partitions of `topic` with their offsets, leaders, replicas and in-sync
+    /// replicas, and its settings: the same [`TopicDescription`] as
+    /// [`Broker::describe_topic`](crate::Broker::describe_topic) (Metadata,
+    /// DescribeConfigs and ListOffsets; sizes and segment counts are not reported over
+    /// the network).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTopic`] when the cluster has no such topic; `InvalidConfig`
+    /// naming the setting when the broker reports a value tidelog cannot read.
+    pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        let metadata = self.topic_metadata(name)?;
+        let mut configs = self.inner.admin.describe_configs(&[name])?;
+        let entries = known_topic(
+            name,
+            configs
+                .remove(name)
+                .unwrap_or_else(|| Err(Error::UnknownTopic(name.into()))),
+        )?;
+        let mut config = TopicConfig::new();
+        let mut log_config = LogConfig::default();
+        for entry in entries {
+            let Some(value) = entry.value else { continue };
+            if entry.source == ConfigSource::Topic {
+                config = config.set(&entry.name, &value);
+            }
+            if CONFIG_KEYS.contains(&entry.name.as_str()) {
+                log_config
+                    .set(&entry.name, &value)
+                    .map_err(|e| Error::InvalidConfig {
+                        key: entry.name.clone(),
+                        reason: format!("topic {name:?} as the cluster describes it: {e}"),
+                    })?;
+            }
+        }
+        let offsets = |spec: fn() -> OffsetSpec| -> Result<BTreeMap<i32, i64>> {
+            let specs: Vec<(TopicPartition, OffsetSpec)> = metadata
+                .partitions
+                .iter()
+                .map(|p| (TopicPartition::new(name, p.partition), spec()))
+                .collect();
+            let mut out = BTreeMap::new();
+            for (tp, listed) in self.inner.admin.list_offsets(&specs)? {
+                let offset = known_topic(name, listed)?.offset.unwrap_or(0);
+                out.insert(tp.partition, offset);
+            }
+            Ok(out)
+        };
+        let starts = offsets(|| OffsetSpec::Earliest)?;
+        let ends = offsets(|| OffsetSpec::Latest)?;
+        let partitions = metadata
+            .partitions
+            .into_iter()
+            .map(|p| PartitionDescription {
+                partition: p.partition,
+                log_start_offset: starts.get(&p.partition).copied().unwrap_or(0),
+                log_end_offset: ends.get(&p.partition).copied().unwrap_or(0),
+                leader: p.leader,
+                replicas: p.replicas,
+                isr: p.isr,
+                size_bytes: None,
+                segments: None,
+            })
+            .collect();
+        Ok(TopicDescription {
+            name: metadata.name,
+            internal: metadata.internal,
+            config,
+            log_config,
+            partitions,
+        })
+    }
+
+    /// The partitions of `topic` as Metadata describes them (leaders, epochs, replicas,
+    /// in-sync and offline replicas).
     ///
     /// # Errors
     /// [`Error::UnknownTopic`] when the cluster has no such topic.
-    pub fn describe_topic(&self, name: &str) -> Result<TopicMetadata> {
+    fn topic_metadata(&self, name: &str) -> Result<TopicMetadata> {
         let mut results = self.inner.admin.describe_topics(&[name])?;
         known_topic(
             name,
@@ -648,6 +723,8 @@ impl Cluster {
         known_topic(name, results.remove(name).unwrap_or(Ok(())))
     }
 }
+
+crate::broker::topic_admin_by_inherent_methods!(Cluster);
 
 /// `result`, with a broker's UNKNOWN_TOPIC_OR_PARTITION for `name` as the in-process
 /// error ([`Error::UnknownTopic`]).

@@ -577,3 +577,59 @@ fn a_broker_that_never_answers_times_out() {
     assert!(err.to_string().contains(&addr), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+/// `describe_topic` answers with the same [`TopicDescription`](crate::TopicDescription)
+/// over the network as in process: name, partitions, offsets, the topic's overrides and
+/// the effective settings; sizes and segment counts only in process.
+#[test]
+fn describe_topic_is_the_same_description_over_the_network() {
+    use crate::TopicAdmin;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let server = serve(&broker, "127.0.0.1:0");
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let config = TopicConfig::new().set("retention.ms", "60000");
+    TopicAdmin::create_topic(&cluster, "described", 2, config).unwrap();
+    cluster
+        .produce("described", 1, &batch(&["a", "b", "c"]), -1, None)
+        .unwrap();
+
+    let remote = TopicAdmin::describe_topic(&cluster, "described").unwrap();
+    let local = TopicAdmin::describe_topic(&broker, "described").unwrap();
+    assert_eq!(remote.name, "described");
+    assert!(!remote.internal);
+    assert_eq!(remote.config.get("retention.ms"), Some("60000"));
+    assert_eq!(
+        remote.config.get("retention.ms"),
+        local.config.get("retention.ms")
+    );
+    assert_eq!(
+        remote.log_config.retention_ms,
+        local.log_config.retention_ms
+    );
+    assert_eq!(remote.partitions.len(), 2);
+    for (r, l) in remote.partitions.iter().zip(&local.partitions) {
+        assert_eq!(r.partition, l.partition);
+        assert_eq!(
+            (r.log_start_offset, r.log_end_offset),
+            (l.log_start_offset, l.log_end_offset),
+            "partition {}",
+            r.partition
+        );
+        assert!(r.leader.is_some(), "a served partition has a leader");
+        assert_eq!(r.isr, r.replicas);
+        assert_eq!((r.size_bytes, r.segments), (None, None));
+        assert!(l.size_bytes.is_some() && l.segments == Some(1));
+    }
+    assert_eq!(remote.partitions[1].log_end_offset, 3);
+
+    assert_eq!(
+        TopicAdmin::topics(&cluster).unwrap(),
+        TopicAdmin::topics(&broker).unwrap()
+    );
+    assert!(matches!(
+        TopicAdmin::describe_topic(&cluster, "missing"),
+        Err(Error::UnknownTopic(t)) if t == "missing"
+    ));
+    server.shutdown().unwrap();
+}

@@ -72,7 +72,7 @@ impl Backend for BrokerBackend {
     fn topic_names(&self) -> Vec<String> {
         match &self.cluster {
             Some(c) => c.topic_names(),
-            None => self.broker.topics(),
+            None => self.broker.topic_names(),
         }
     }
 
@@ -125,7 +125,7 @@ impl Backend for BrokerBackend {
         configs: &[(String, String)],
     ) -> Result<()> {
         crate::config::validate_topic_name(name)?;
-        if self.broker.topics().iter().any(|t| t == name) {
+        if self.broker.topic_names().iter().any(|t| t == name) {
             return Err(Error::TopicExists(name.to_string()));
         }
         if self.partitions_or_default(partitions) < 1 {
@@ -290,7 +290,7 @@ impl Backend for BrokerBackend {
 
     fn local_logs(&self) -> Vec<super::backend::LocalLog> {
         let mut out = Vec::new();
-        for name in self.broker.topics() {
+        for name in self.broker.topic_names() {
             let Ok(topic) = self.broker.registered_topic(&name) else {
                 continue;
             };

@@ -28,7 +28,7 @@ fn serve() -> (tempfile::TempDir, crate::broker::Broker, ServerHandle) {
     let dir = tempfile::tempdir().unwrap();
     let broker = crate::broker::Broker::open(dir.path()).unwrap();
     let p = broker
-        .create_topic("t", 1, crate::TopicConfig::new())
+        .create_topic_handle("t", 1, crate::TopicConfig::new())
         .unwrap()
         .partition(0)
         .unwrap();

@@ -763,6 +763,12 @@ pub(crate) struct PerfConsumeArgs {
     /// of reading the partitions directly: what an application using the group API gets.
     #[arg(long)]
     pub group: bool,
+    /// Read through the network `tidelog::Consumer` from a running node or cluster
+    /// (HOST:PORT[,...]) instead of a data directory in this process: every partition
+    /// from its first offset to the end it had when the run began.
+    #[cfg(feature = "server")]
+    #[arg(long, value_name = "HOSTS", conflicts_with = "group")]
+    pub bootstrap: Option<String>,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
@@ -830,6 +836,13 @@ pub(crate) struct PerfPubsubArgs {
     /// records and reading the partitions directly: what an application gets.
     #[arg(long, conflicts_with = "batch")]
     pub producer: bool,
+    /// Run --producer through the network producer and group consumer against a
+    /// running node or cluster (HOST:PORT[,...]) instead of a data directory in this
+    /// process; the topics are created there if missing (the cluster's default
+    /// replication factor).
+    #[cfg(feature = "server")]
+    #[arg(long, value_name = "HOSTS", requires = "producer")]
+    pub bootstrap: Option<String>,
     /// Producer threads of the throughput run (with --producer), sharing one Producer.
     #[arg(long, value_name = "T", default_value_t = 1, requires = "producer")]
     pub threads: usize,

@@ -166,7 +166,7 @@ pub(crate) fn report_recovery(broker: &Broker) {
     for orphan in broker.orphaned_logs() {
         eprintln!("warning: {orphan}");
     }
-    for name in broker.topics() {
+    for name in broker.topics().unwrap_or_default() {
         let Ok(topic) = broker.topic(&name) else {
             continue;
         };

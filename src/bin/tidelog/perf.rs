@@ -43,6 +43,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tidelog::consumer::Source;
 use tidelog::producer::Destination;
 use tidelog::producer::partition_for_key;
 use tidelog::{
@@ -344,7 +345,8 @@ fn topic_or_create(
         Ok(t) => t,
         Err(tidelog::Error::UnknownTopic(_)) => {
             let count = partitions.unwrap_or(default);
-            return Ok(broker.create_topic(name, count, TopicConfig::new())?);
+            broker.create_topic(name, count, TopicConfig::new())?;
+            return Ok(broker.topic(name)?);
         }
         Err(e) => return Err(e.into()),
     };
@@ -1006,12 +1008,16 @@ fn fresh_group(prefix: &str) -> String {
 /// A member of a new consumer group subscribed to `topic`, starting from `reset`, with
 /// auto-commit off (a perf run leaves no offsets behind) and reads of up to `READ_BYTES`
 /// per partition, as the direct reads of the other mode.
-fn fresh_member(broker: &Broker, topic: &str, reset: OffsetReset) -> CliResult<GroupConsumer> {
+fn fresh_member(
+    log: impl Into<Source>,
+    topic: &str,
+    reset: OffsetReset,
+) -> CliResult<GroupConsumer> {
     let mut config = GroupConfig::new(fresh_group("perf"), &[topic])
         .auto_offset_reset(reset)
         .enable_auto_commit(false);
     config.max_partition_fetch_bytes = READ_BYTES;
-    Ok(GroupConsumer::join(broker, config)?)
+    Ok(GroupConsumer::join(log, config)?)
 }
 
 /// Polls `member` until it has joined its group (it reads nothing: its topic has no
@@ -1091,6 +1097,10 @@ fn read_member(
 
 /// Runs `tidelog perf consume`.
 pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
+    #[cfg(feature = "server")]
+    if let Some(bootstrap) = &a.bootstrap {
+        return consume_remote(bootstrap, a);
+    }
     let broker = open_broker(written_data(data, "perf consume")?, false)?;
     let topic = broker.topic(&a.topic)?;
     let partitions = topic.partitions();
@@ -1154,6 +1164,71 @@ pub(crate) fn consume(data: Option<&Path>, a: &PerfConsumeArgs) -> CliResult {
     )
 }
 
+/// Runs `perf consume --bootstrap HOSTS`: the network `Consumer` assigned every
+/// partition of the topic reads from the first offset to the end each had when the run
+/// began (both from `describe_topic`); fails naming what is missing if a poll brings
+/// nothing for `request.timeout.ms`.
+#[cfg(feature = "server")]
+fn consume_remote(bootstrap: &str, a: &PerfConsumeArgs) -> CliResult {
+    let config = tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf");
+    let cluster = tidelog::Cluster::connect(config)?;
+    let described = cluster.describe_topic(&a.topic)?;
+    let records: i64 = described
+        .partitions
+        .iter()
+        .map(|p| p.log_end_offset - p.log_start_offset)
+        .sum();
+    let assigned: Vec<(&str, i32)> = described
+        .partitions
+        .iter()
+        .map(|p| (a.topic.as_str(), p.partition))
+        .collect();
+    let mut consumer = tidelog::Consumer::new(
+        &cluster,
+        tidelog::ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
+    );
+    consumer.assign(&assigned)?;
+    consumer.seek_to_beginning()?;
+    let mut progress = Progress::new("perf consume --bootstrap");
+    let (mut read, mut bytes, mut sum) = (0u64, 0u64, 0u64);
+    let stall = Duration::from_secs(30);
+    let t0 = Instant::now();
+    let mut last_progress = t0;
+    while (read as i64) < records {
+        let batch = consumer.poll(Duration::from_millis(100))?;
+        let before = read;
+        for r in batch.iter() {
+            let r = r?;
+            let value = r.value.unwrap_or_default();
+            sum = sum.wrapping_add(value.first().copied().unwrap_or(0) as u64);
+            bytes += (value.len() + r.key.map_or(0, |k| k.len())) as u64;
+            read += 1;
+        }
+        if read > before {
+            last_progress = Instant::now();
+            progress.tick(read);
+        } else if last_progress.elapsed() > stall {
+            return Err(fail!(
+                "perf consume --bootstrap: {read} of {records} records of topic {} read, nothing more for {stall:?}",
+                a.topic
+            ));
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    std::hint::black_box(sum);
+    drop(progress);
+    consumer.close();
+    let record_bytes = bytes.checked_div(read).unwrap_or(0) as usize;
+    let extra = [
+        ("api", "\"consumer\"".to_string()),
+        ("remote", "true".into()),
+        ("partitions", described.partitions.len().to_string()),
+        ("bytes", bytes.to_string()),
+        ("join_seconds", "null".into()),
+    ];
+    report("consume", read, record_bytes, seconds, &extra, a.json)
+}
+
 /// Runs `tidelog perf pubsub`: a throughput run with a producer and a consumer thread,
 /// then a latency run paced at `latency_rate`.
 pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
@@ -1161,6 +1236,10 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
         return Err(fail!(
             "--batch, --latency-rate and --partitions must be at least 1"
         ));
+    }
+    #[cfg(feature = "server")]
+    if let Some(bootstrap) = &a.bootstrap {
+        return pubsub_remote(bootstrap, a);
     }
     let keys = Keys::new(a.keys, a.records)?;
     let dir = RunDir::new(data, "perf pubsub")?;
@@ -1192,7 +1271,20 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     }
     let latencies = latency_run(&broker, a)?;
     close_broker(broker)?;
-    let pct = |q: f64| percentile_us(&latencies, q);
+    pubsub_report(a, count, seconds, &latencies, switches, false)
+}
+
+/// Prints what a `perf pubsub` run measured: the throughput run's `count` in `seconds`,
+/// the latency run's sorted `latencies` (ns), and the direct mode's context switches.
+fn pubsub_report(
+    a: &PerfPubsubArgs,
+    count: ReadCount,
+    seconds: f64,
+    latencies: &[u64],
+    switches: Option<[Switches; 2]>,
+    remote: bool,
+) -> CliResult {
+    let pct = |q: f64| percentile_us(latencies, q);
     let [api, batch] = api_fields(a.producer, a.batch);
     let mut extra = vec![
         api,
@@ -1202,6 +1294,7 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
             if a.producer { a.threads } else { 1 }.to_string(),
         ),
         ("partitions", a.partitions.to_string()),
+        ("remote", remote.to_string()),
         ("keys", a.keys.to_string()),
         ("latency_records", latencies.len().to_string()),
         ("latency_rate", a.latency_rate.to_string()),
@@ -1234,6 +1327,29 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
         &extra,
         a.json,
     )
+}
+
+/// Runs `perf pubsub --producer --bootstrap HOSTS`: the throughput and latency runs of
+/// `--producer` through the network producer and group consumer against a running node
+/// or cluster (the topics created there if missing).
+#[cfg(feature = "server")]
+fn pubsub_remote(bootstrap: &str, a: &PerfPubsubArgs) -> CliResult {
+    if a.threads == 0 {
+        return Err(fail!("--threads must be at least 1"));
+    }
+    let config = tidelog::ClientConfig::new(bootstrap).set("client.id", "tidelog-perf");
+    let cluster = tidelog::Cluster::connect(config)?;
+    let keys = Keys::new(a.keys, a.records)?;
+    let name = match a.partitions {
+        1 => PUBSUB_TOPIC.to_string(),
+        n => format!("{PUBSUB_TOPIC}-{n}"),
+    };
+    cluster.create_topic_if_missing(&name, a.partitions, TopicConfig::new())?;
+    cluster.create_topic_if_missing(LATENCY_TOPIC, 1, TopicConfig::new())?;
+    let payloads = Payloads::new(a.record_size);
+    let (count, seconds) = pubsub_api(&cluster, a, &name, keys.as_ref(), &payloads)?;
+    let latencies = latency_api(&cluster, a)?;
+    pubsub_report(a, count, seconds, &latencies, None, true)
 }
 
 /// The throughput run of `perf pubsub`: a producer thread appending batches of
@@ -1313,17 +1429,20 @@ fn thread_switches() -> Switches {
 /// one `Producer` (`send_nowait`, Kafka's batching defaults), then a flush, while a
 /// member of a new consumer group (joined before the clock starts) reads the topic on
 /// its own thread; the clock stops when it has read the last record.
-fn pubsub_api(
-    broker: &Broker,
+fn pubsub_api<L>(
+    log: &L,
     a: &PerfPubsubArgs,
     topic: &str,
     keys: Option<&Keys>,
     payloads: &Payloads,
-) -> CliResult<(ReadCount, f64)> {
+) -> CliResult<(ReadCount, f64)>
+where
+    for<'a> &'a L: Into<Source> + Into<Destination>,
+{
     let n = a.records;
-    let mut member = fresh_member(broker, topic, OffsetReset::Latest)?;
+    let mut member = fresh_member(log, topic, OffsetReset::Latest)?;
     join_member(&mut member)?;
-    let producer = Producer::new(broker)?;
+    let producer = Producer::new(log)?;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
     let (consumed, produced) = std::thread::scope(|scope| {
@@ -1390,19 +1509,15 @@ fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> 
 /// 0 (`send_nowait` appends it at once) and is read by a group member.
 fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     let topic = topic_or_create(broker, LATENCY_TOPIC, Some(1), 1)?;
+    if a.producer {
+        return latency_api(broker, a);
+    }
     let part = topic.partition(0)?;
     let size = a.record_size.max(8);
     let payloads = Payloads::new(size);
     let n = a.latency_records;
     let from = part.high_watermark();
     let to = from + n as i64;
-    let mut member = if a.producer {
-        let mut m = fresh_member(broker, LATENCY_TOPIC, OffsetReset::Latest)?;
-        join_member(&mut m)?;
-        Some(m)
-    } else {
-        None
-    };
     let origin = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -1411,43 +1526,73 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
             let mut lat = Vec::with_capacity(n as usize);
             let mut progress = Progress::new("perf pubsub latency (consumed)");
             let mut count = ReadCount::default();
-            let on_record = |v: &[u8]| {
-                let now = origin.elapsed().as_nanos() as u64;
-                if let Some(stamp) = v.first_chunk::<8>() {
-                    lat.push(now.saturating_sub(u64::from_be_bytes(*stamp)));
-                }
-            };
-            match member.as_mut() {
-                Some(m) => {
-                    read_member(m, n, &mut count, &mut progress, &stop, on_record)?;
-                }
-                None => read_range(&part, from, to, &mut count, &mut progress, &stop, on_record)?,
-            }
-            if let Some(mut m) = member {
-                m.close();
-            }
+            let on_record = |v: &[u8]| record_latency(origin, &mut lat, v);
+            read_range(&part, from, to, &mut count, &mut progress, &stop, on_record)?;
             Ok(lat)
         })
     };
-    let sent = if a.producer {
-        let producer = Producer::builder(broker).linger(Duration::ZERO).build()?;
-        let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
-            let record = ProducerRecord::new(value).partition(0);
-            Ok(producer.send_nowait(LATENCY_TOPIC, record)?)
-        });
-        sent.and(producer.close().map_err(Into::into))
-    } else {
-        let mut builder = BatchBuilder::with_capacity(1024);
-        send_paced(&payloads, n, a.latency_rate, origin, |value| {
-            builder.push(now_ms(), None, Some(value), &[]);
-            part.append_builder(&mut builder)?;
-            Ok(())
-        })
-    };
+    let mut builder = BatchBuilder::with_capacity(1024);
+    let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
+        builder.push(now_ms(), None, Some(value), &[]);
+        part.append_builder(&mut builder)?;
+        Ok(())
+    });
     stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
     let mut lat = received?;
+    lat.sort_unstable();
+    Ok(lat)
+}
+
+/// Adds to `lat` the delay of a record whose first 8 bytes are its send time (ns since
+/// `origin`, big-endian).
+fn record_latency(origin: Instant, lat: &mut Vec<u64>, value: &[u8]) {
+    let now = origin.elapsed().as_nanos() as u64;
+    if let Some(stamp) = value.first_chunk::<8>() {
+        lat.push(now.saturating_sub(u64::from_be_bytes(*stamp)));
+    }
+}
+
+/// The latency run of `--producer` (in process or over the network): each record goes
+/// through a `Producer` with linger 0 (`send_nowait` sends it at once) to partition 0
+/// of the latency topic, which must exist, and is read by a member of a new group.
+fn latency_api<L>(log: &L, a: &PerfPubsubArgs) -> CliResult<Vec<u64>>
+where
+    for<'a> &'a L: Into<Source> + Into<Destination>,
+    L: Sync,
+{
+    let payloads = Payloads::new(a.record_size.max(8));
+    let n = a.latency_records;
+    let mut member = fresh_member(log, LATENCY_TOPIC, OffsetReset::Latest)?;
+    join_member(&mut member)?;
+    let origin = Instant::now();
+    let stop = AtomicBool::new(false);
+    let producer = Producer::builder(log).linger(Duration::ZERO).build()?;
+    let (received, sent) = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| -> CliResult<Vec<u64>> {
+            let mut lat = Vec::with_capacity(n as usize);
+            let mut progress = Progress::new("perf pubsub latency (consumed)");
+            let mut count = ReadCount::default();
+            let on_record = |v: &[u8]| record_latency(origin, &mut lat, v);
+            read_member(&mut member, n, &mut count, &mut progress, &stop, on_record)?;
+            member.close();
+            Ok(lat)
+        });
+        let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
+            let record = ProducerRecord::new(value).partition(0);
+            Ok(producer.send_nowait(LATENCY_TOPIC, record)?)
+        });
+        let sent = sent.and(producer.flush().map_err(Into::into));
+        stop.store(true, Ordering::Release);
+        let received = consumer
+            .join()
+            .map_err(|_| fail!("a perf thread stopped unexpectedly"));
+        (received, sent)
+    });
+    producer.close()?;
+    sent?;
+    let mut lat = received??;
     lat.sort_unstable();
     Ok(lat)
 }
@@ -1668,7 +1813,7 @@ const SETUP_PREFIX: &str = "setup";
 /// the writing broker is open (when each active segment holds its reserved space).
 fn open_setup(data: &Path, a: &PerfOpenArgs) -> CliResult<(bool, Option<u64>)> {
     let broker = open_broker(data, true)?;
-    let existed = broker.topics().contains(&a.topic);
+    let existed = broker.topics()?.contains(&a.topic);
     let topic = topic_or_create(&broker, &a.topic, a.partitions, OPEN_PARTITIONS)?;
     let setup = if existed {
         (false, None)

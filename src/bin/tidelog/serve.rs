@@ -379,7 +379,7 @@ pub(crate) fn bind_metrics(addr: &str) -> CliResult<TcpListener> {
 fn log_opened(broker: &tidelog::Broker, took: Duration) {
     let m = broker.metrics();
     let r = &m.storage.recovery;
-    let topics = broker.topics().len();
+    let topics = broker.topics().map_or(0, |t| t.len());
     tracing::info!(
         data = %broker.dir().display(),
         topics,

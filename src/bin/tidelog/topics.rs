@@ -65,7 +65,7 @@ pub(crate) fn run(data: Option<&Path>, args: &TopicsArgs) -> CliResult {
             ..
         } => {
             let tc = std::mem::take(&mut new_config);
-            if *if_not_exists && broker.topics().iter().any(|t| t == name) {
+            if *if_not_exists && broker.topics()?.iter().any(|t| t == name) {
                 out.line(format_args!("Topic {name} already exists."))?;
             } else {
                 broker.create_topic(name, partitions.unwrap_or(1), tc)?;
@@ -157,7 +157,7 @@ fn bytes_in(dirs: &[PathBuf]) -> u64 {
 
 fn topic_names(broker: &Broker, exclude_internal: bool) -> CliResult<Vec<String>> {
     let mut names = Vec::new();
-    for n in broker.topics() {
+    for n in broker.topics()? {
         if exclude_internal && broker.topic(&n)?.is_internal() {
             continue;
         }
@@ -181,10 +181,16 @@ fn describe(out: &mut Out, d: &TopicDescription) -> CliResult {
         d.internal,
         configs.join(",")
     ))?;
+    let known = |n: Option<String>| n.unwrap_or_else(|| "-".into());
     for p in &d.partitions {
         out.line(format_args!(
             "\tTopic: {}\tPartition: {}\tLogStartOffset: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}",
-            d.name, p.partition, p.log_start_offset, p.log_end_offset, p.size_bytes, p.segments
+            d.name,
+            p.partition,
+            p.log_start_offset,
+            p.log_end_offset,
+            known(p.size_bytes.map(|n| n.to_string())),
+            known(p.segments.map(|n| n.to_string()))
         ))?;
     }
     Ok(())

@@ -653,7 +653,9 @@ mod tests {
     /// The records of a one-batch log holding one record of `value_len` bytes.
     fn slice_of(dir: &std::path::Path, value_len: usize) -> LogSlice {
         let broker = crate::broker::Broker::open(dir).unwrap();
-        let topic = broker.create_topic("t", 1, TopicConfig::new()).unwrap();
+        let topic = broker
+            .create_topic_handle("t", 1, TopicConfig::new())
+            .unwrap();
         let partition = topic.partition(0).unwrap();
         let mut b = BatchBuilder::new();
         b.push(1_700_000_000_000, None, Some(&vec![7u8; value_len]), &[]);
