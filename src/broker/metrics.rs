@@ -64,7 +64,7 @@ fn add_log_dirs(m: &mut Metrics, broker: &Broker, logs: &LogManager) {
         });
     }
     m.storage.offline_log_dirs = failed.len() as u64;
-    for name in broker.topics() {
+    for name in broker.topic_names() {
         let Ok(topic) = broker.registered_topic(&name) else {
             continue;
         };
