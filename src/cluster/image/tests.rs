@@ -1279,14 +1279,15 @@ fn group_configs_are_applied_all_or_none_kept_in_the_snapshot_and_absent_before_
         ]),
     )
     .unwrap();
-    // One bad value refuses the whole record.
+    // One bad value refuses the whole record (the bounds are the proposing node's
+    // settings, checked before the record is proposed; the image checks the form).
     let before = img.group_configs.clone();
     let e = img
         .apply(
             next(&img),
             &change(&[
                 ("share.auto.offset.reset", None),
-                ("share.record.lock.duration.ms", Some("1")),
+                ("share.record.lock.duration.ms", Some("soon")),
             ]),
         )
         .unwrap_err();
