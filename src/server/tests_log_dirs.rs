@@ -15,6 +15,7 @@ use crate::record::batches;
 use crate::storage::tests::log_dirs::{partition_dirs, two_dirs};
 
 const STORAGE_ERROR: i16 = 56;
+const LEADER_NOT_AVAILABLE: i16 = 5;
 
 fn start_jbod(main: &Path, extra: &Path) -> (ServerHandle, crate::broker::Broker) {
     let broker = crate::broker::Broker::builder(main)
@@ -96,6 +97,48 @@ fn describe(c: &mut Client) -> Vec<DirListing> {
         .collect()
 }
 
+/// One partition as Metadata v12 gives it: index, error code, leader, replicas, ISR,
+/// offline replicas.
+type PartitionMeta = (i32, i16, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// Metadata v12 for `topic`, per partition in index order.
+fn metadata(c: &mut Client, topic: &str) -> Vec<PartitionMeta> {
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into())))),
+    ]));
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    assert_eq!(resp.topics[0].error_code, 0);
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+    let mut parts: Vec<PartitionMeta> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.error_code,
+                p.leader_id.0,
+                ids(&p.replica_nodes),
+                ids(&p.isr_nodes),
+                ids(&p.offline_replicas),
+            )
+        })
+        .collect();
+    parts.sort();
+    parts
+}
+
+/// Kafka's answer for a partition whose only replica is in a failed log directory: no
+/// leader (LEADER_NOT_AVAILABLE, leader -1), this node among its offline replicas.
+fn offline_meta(p: i32) -> PartitionMeta {
+    (p, LEADER_NOT_AVAILABLE, -1, vec![0], vec![0], vec![0])
+}
+
+/// A partition this node leads and serves.
+fn online_meta(p: i32) -> PartitionMeta {
+    (p, 0, 0, vec![0], vec![0], vec![])
+}
+
 #[test]
 fn a_failed_log_directory_takes_only_its_partitions_offline() {
     let (root, a, b) = two_dirs();
@@ -126,6 +169,9 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
     broker
         .fail_log_dir(&root.path().join("b"), "test: disk pulled")
         .unwrap();
+    let mut expected = vec![online_meta(good), offline_meta(bad)];
+    expected.sort();
+    assert_eq!(metadata(&mut c, "t"), expected);
     assert_eq!(produce(&mut c, "t", bad, &["three"]), STORAGE_ERROR);
     assert_eq!(fetch(&mut c, "t", bad).0, STORAGE_ERROR);
     assert_eq!(produce(&mut c, "t", good, &["three"]), 0);
@@ -183,6 +229,9 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
         let mut c = Client::connect(server.local_addr());
         assert_eq!(produce(&mut c, "t", in_b, &["two"]), STORAGE_ERROR);
         assert_eq!(fetch(&mut c, "t", in_b).0, STORAGE_ERROR);
+        let mut expected = vec![online_meta(in_a), offline_meta(in_b)];
+        expected.sort();
+        assert_eq!(metadata(&mut c, "t"), expected);
         assert_eq!(produce(&mut c, "t", in_a, &["two"]), 0);
         assert_eq!(
             fetch(&mut c, "t", in_a),
@@ -207,6 +256,7 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
     std::fs::rename(&away, &b).unwrap();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
+    assert_eq!(metadata(&mut c, "t"), vec![online_meta(0), online_meta(1)]);
     assert_eq!(fetch(&mut c, "t", in_b), (0, vec!["one".into()]));
     assert_eq!(
         fetch(&mut c, "t", in_a),
