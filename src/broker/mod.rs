@@ -1180,6 +1180,7 @@ impl Broker {
 
     /// The partitions of `topic` that are offline here, each index with why (see
     /// [`offline_partitions_of`]). Empty for a topic that does not exist.
+    #[cfg(feature = "server")]
     pub(crate) fn offline_partitions(&self, topic: &str) -> BTreeMap<i32, String> {
         match self.registered_topic(topic) {
             Ok(topic) => offline_partitions_of(&topic, &self.log_dir_states()),
