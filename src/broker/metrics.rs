@@ -53,32 +53,19 @@ pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogMana
 
 /// The log directories, the offline ones and the partitions they took offline.
 fn add_log_dirs(m: &mut Metrics, broker: &Broker, logs: &LogManager) {
-    let mut failed = Vec::new();
-    for (dir, why) in logs.log_dir_states() {
-        if why.is_some() {
-            failed.push(dir.clone());
-        }
+    let states = logs.log_dir_states();
+    for (dir, why) in &states {
         m.storage.log_dirs.push(LogDirMetrics {
             dir: dir.display().to_string(),
             offline: why.is_some(),
         });
     }
-    m.storage.offline_log_dirs = failed.len() as u64;
+    m.storage.offline_log_dirs = states.iter().filter(|(_, why)| why.is_some()).count() as u64;
     for name in broker.topic_names() {
         let Ok(topic) = broker.registered_topic(&name) else {
             continue;
         };
-        m.storage.offline_partitions += topic.offline_partitions().len() as u64;
-        m.storage.offline_partitions += topic
-            .partitions()
-            .iter()
-            .filter(|p| {
-                p.log()
-                    .dir()
-                    .parent()
-                    .is_some_and(|d| failed.iter().any(|f| f == d))
-            })
-            .count() as u64;
+        m.storage.offline_partitions += super::offline_partitions_of(&topic, &states).len() as u64;
     }
     m.storage.future_logs = logs.future_logs().len() as u64;
 }

@@ -622,6 +622,30 @@ fn open_node_topics(
     Ok((topics, ids))
 }
 
+/// The partitions of `topic` offline on a node whose log directories are in `states`
+/// (each with why it failed, None: usable), each index with why: kept offline at open
+/// (their log directory was unusable) or held in a log directory that failed since.
+pub(crate) fn offline_partitions_of(
+    topic: &Topic,
+    states: &[(PathBuf, Option<String>)],
+) -> BTreeMap<i32, String> {
+    let mut offline = topic.offline_partitions();
+    let failed: Vec<(&PathBuf, &String)> = states
+        .iter()
+        .filter_map(|(dir, why)| why.as_ref().map(|why| (dir, why)))
+        .collect();
+    if failed.is_empty() {
+        return offline;
+    }
+    for p in topic.partitions().iter() {
+        let dir = p.log().dir().parent();
+        if let Some((_, why)) = failed.iter().find(|(f, _)| dir == Some(f.as_path())) {
+            offline.insert(p.index(), (*why).clone());
+        }
+    }
+    offline
+}
+
 /// Why the log `ln` of a registered partition that no usable log directory holds is
 /// offline, if a log directory failed (None: none did, the log is made afresh): it may
 /// be in the failed one, and an empty log in its place would hide its records.
@@ -1151,6 +1175,16 @@ impl Broker {
         match self.inner.logs.lock().as_ref() {
             Some(logs) => logs.future_logs(),
             None => Vec::new(),
+        }
+    }
+
+    /// The partitions of `topic` that are offline here, each index with why (see
+    /// [`offline_partitions_of`]). Empty for a topic that does not exist.
+    #[cfg(feature = "server")]
+    pub(crate) fn offline_partitions(&self, topic: &str) -> BTreeMap<i32, String> {
+        match self.registered_topic(topic) {
+            Ok(topic) => offline_partitions_of(&topic, &self.log_dir_states()),
+            Err(_) => BTreeMap::new(),
         }
     }
 

@@ -24,6 +24,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn topic_id(&self, _topic: &str) -> Option<[u8; 16]> {
         None
     }
+    /// The partitions of `topic` offline on this node (held in a log directory that
+    /// failed, or was unusable at start), each index with why. A cluster node reports
+    /// none here (its Metadata answers from the cluster's view).
+    fn offline_partitions(&self, _topic: &str) -> std::collections::BTreeMap<i32, String> {
+        std::collections::BTreeMap::new()
+    }
     /// Create `name` with `partitions` partitions (`-1` = the broker default) and the
     /// given Kafka-named config overrides.
     fn create_topic(&self, name: &str, partitions: i32, configs: &[(String, String)])

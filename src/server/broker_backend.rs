@@ -88,6 +88,13 @@ impl Backend for BrokerBackend {
         }
     }
 
+    fn offline_partitions(&self, topic: &str) -> std::collections::BTreeMap<i32, String> {
+        match &self.cluster {
+            Some(_) => std::collections::BTreeMap::new(),
+            None => self.broker.offline_partitions(topic),
+        }
+    }
+
     fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
         match &self.cluster {
             Some(c) => c.topic(topic).map(|t| t.id),

@@ -15,11 +15,21 @@ use crate::record::batches;
 use crate::storage::tests::log_dirs::{partition_dirs, two_dirs};
 
 const STORAGE_ERROR: i16 = 56;
+const LEADER_NOT_AVAILABLE: i16 = 5;
 
 fn start_jbod(main: &Path, extra: &Path) -> (ServerHandle, crate::broker::Broker) {
+    start_jbod_offsets(main, extra, 1)
+}
+
+/// [`start_jbod`] with `offsets_partitions` partitions of `__consumer_offsets`.
+fn start_jbod_offsets(
+    main: &Path,
+    extra: &Path,
+    offsets_partitions: i32,
+) -> (ServerHandle, crate::broker::Broker) {
     let broker = crate::broker::Broker::builder(main)
         .log_dirs([extra])
-        .offsets_topic_num_partitions(1)
+        .offsets_topic_num_partitions(offsets_partitions)
         .open()
         .unwrap();
     let server = Server::builder(broker.clone())
@@ -96,6 +106,48 @@ fn describe(c: &mut Client) -> Vec<DirListing> {
         .collect()
 }
 
+/// One partition as Metadata v12 gives it: index, error code, leader, replicas, ISR,
+/// offline replicas.
+type PartitionMeta = (i32, i16, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// Metadata v12 for `topic`, per partition in index order.
+fn metadata(c: &mut Client, topic: &str) -> Vec<PartitionMeta> {
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into())))),
+    ]));
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    assert_eq!(resp.topics[0].error_code, 0);
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+    let mut parts: Vec<PartitionMeta> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.error_code,
+                p.leader_id.0,
+                ids(&p.replica_nodes),
+                ids(&p.isr_nodes),
+                ids(&p.offline_replicas),
+            )
+        })
+        .collect();
+    parts.sort();
+    parts
+}
+
+/// Kafka's answer for a partition whose only replica is in a failed log directory: no
+/// leader (LEADER_NOT_AVAILABLE, leader -1), this node among its offline replicas.
+fn offline_meta(p: i32) -> PartitionMeta {
+    (p, LEADER_NOT_AVAILABLE, -1, vec![0], vec![0], vec![0])
+}
+
+/// A partition this node leads and serves.
+fn online_meta(p: i32) -> PartitionMeta {
+    (p, 0, 0, vec![0], vec![0], vec![])
+}
+
 #[test]
 fn a_failed_log_directory_takes_only_its_partitions_offline() {
     let (root, a, b) = two_dirs();
@@ -126,6 +178,9 @@ fn a_failed_log_directory_takes_only_its_partitions_offline() {
     broker
         .fail_log_dir(&root.path().join("b"), "test: disk pulled")
         .unwrap();
+    let mut expected = vec![online_meta(good), offline_meta(bad)];
+    expected.sort();
+    assert_eq!(metadata(&mut c, "t"), expected);
     assert_eq!(produce(&mut c, "t", bad, &["three"]), STORAGE_ERROR);
     assert_eq!(fetch(&mut c, "t", bad).0, STORAGE_ERROR);
     assert_eq!(produce(&mut c, "t", good, &["three"]), 0);
@@ -183,6 +238,9 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
         let mut c = Client::connect(server.local_addr());
         assert_eq!(produce(&mut c, "t", in_b, &["two"]), STORAGE_ERROR);
         assert_eq!(fetch(&mut c, "t", in_b).0, STORAGE_ERROR);
+        let mut expected = vec![online_meta(in_a), offline_meta(in_b)];
+        expected.sort();
+        assert_eq!(metadata(&mut c, "t"), expected);
         assert_eq!(produce(&mut c, "t", in_a, &["two"]), 0);
         assert_eq!(
             fetch(&mut c, "t", in_a),
@@ -207,6 +265,7 @@ fn a_log_directory_unusable_at_start_takes_only_its_partitions_offline() {
     std::fs::rename(&away, &b).unwrap();
     let (server, broker) = start_jbod(&a, &b);
     let mut c = Client::connect(server.local_addr());
+    assert_eq!(metadata(&mut c, "t"), vec![online_meta(0), online_meta(1)]);
     assert_eq!(fetch(&mut c, "t", in_b), (0, vec!["one".into()]));
     assert_eq!(
         fetch(&mut c, "t", in_a),
@@ -401,6 +460,94 @@ fn a_move_in_progress_is_cancelled_by_moving_back_and_by_close() {
     let dirs = describe(&mut c);
     assert!(dirs[from].2.contains(&("t".into(), 0)), "{dirs:?}");
     assert_eq!(partition_dirs(&[&source, &target], "t-0"), ["t-0"]);
+    server.shutdown().unwrap();
+    broker.close().unwrap();
+}
+
+/// OffsetCommit v7 of `offset` for partition 0 of `topic` by `group` (a commit outside
+/// of any generation, as an admin client makes it).
+fn commit(c: &mut Client, group: &str, topic: &str, offset: i64) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ]);
+    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 7, &req);
+    resp.topics[0].partitions[0].error_code
+}
+
+/// OffsetFetch v5 of partition 0 of `topic` for `group`: the error code and offset.
+fn committed(c: &mut Client, group: &str, topic: &str) -> (i16, i64) {
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(Some(vec![
+            offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 5, &req);
+    if resp.error_code != 0 {
+        return (resp.error_code, -1);
+    }
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}
+
+/// FindCoordinator v2 of `group`: the error code and the coordinator's node id.
+fn find_coordinator(c: &mut Client, group: &str) -> (i16, i32) {
+    let req = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into()));
+    let resp: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 2, &req);
+    (resp.error_code, resp.node_id.0)
+}
+
+#[test]
+fn an_offsets_partition_in_a_directory_unusable_at_start_leaves_other_groups_working() {
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    const NOT_COORDINATOR: i16 = 16;
+    let (root, a, b) = two_dirs();
+    let offsets = "__consumer_offsets";
+    // A group of each offsets partition.
+    let group_of = |p: i32| {
+        (0..1000)
+            .map(|i| format!("group-{i}"))
+            .find(|g| crate::coordinator::partition_for(g, 2) == p)
+            .unwrap()
+    };
+    let in_b = {
+        let (server, broker) = start_jbod_offsets(&a, &b, 2);
+        let mut c = Client::connect(server.local_addr());
+        create(&mut c, "t", 1);
+        let dirs = describe(&mut c);
+        let in_b = dirs[1].2.iter().find(|(t, _)| t == offsets).unwrap().1;
+        for p in 0..2 {
+            assert_eq!(commit(&mut c, &group_of(p), "t", 10 + i64::from(p)), 0);
+        }
+        server.shutdown().unwrap();
+        broker.close().unwrap();
+        in_b
+    };
+    let (good, bad) = (group_of(1 - in_b), group_of(in_b));
+    let away = root.path().join("b-away");
+    std::fs::rename(&b, &away).unwrap();
+    std::fs::write(&b, b"not a directory").unwrap();
+    let (server, broker) = start_jbod_offsets(&a, &b, 2);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(find_coordinator(&mut c, &good), (0, 0));
+    assert_eq!(committed(&mut c, &good, "t"), (0, 10 + i64::from(1 - in_b)));
+    assert_eq!(commit(&mut c, &good, "t", 20), 0);
+    assert_eq!(committed(&mut c, &good, "t"), (0, 20));
+    // The other group's coordinator is not available (its partition has no leader).
+    assert_eq!(find_coordinator(&mut c, &bad).0, COORDINATOR_NOT_AVAILABLE);
+    // Sent anyway, its requests answer NOT_COORDINATOR, as Kafka's do.
+    assert_eq!(commit(&mut c, &bad, "t", 30), NOT_COORDINATOR);
+    assert_eq!(committed(&mut c, &bad, "t").0, NOT_COORDINATOR);
     server.shutdown().unwrap();
     broker.close().unwrap();
 }

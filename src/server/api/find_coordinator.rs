@@ -1,6 +1,8 @@
 //! FindCoordinator (key 10), versions 0-6 (v4 and up: several keys at once), of
 //! groups (key type 0) and transactional ids (key type 1, whose first lookup makes
-//! `__transaction_state`, as Kafka does): a single node coordinates every one. On a
+//! `__transaction_state`, as Kafka does): a single node coordinates every one whose
+//! partition of that topic serves (COORDINATOR_NOT_AVAILABLE when its log directory
+//! failed, as Kafka answers for a partition without a leader). On a
 //! cluster node the coordinator of a group is the leader of its `__consumer_offsets`
 //! partition (Kafka's `abs(groupId.hashCode) % partitions`), from its
 //! [`ClusterView`], and the coordinator of a transactional id the leader of its
@@ -87,16 +89,30 @@ fn find(ctx: &Ctx<'_>, kind: Option<ResourceType>, key_type: i8, key: &StrBytes)
             unavailable(e.to_string())
         })?;
     }
+    let topic = if kind == ResourceType::TransactionalId {
+        TRANSACTION_STATE_TOPIC
+    } else {
+        crate::broker::OFFSETS_TOPIC
+    };
     if let Some(cluster) = ctx.backend().cluster() {
-        let topic = if kind == ResourceType::TransactionalId {
-            TRANSACTION_STATE_TOPIC
-        } else {
-            crate::broker::OFFSETS_TOPIC
-        };
         return cluster_coordinator(cluster, topic, key, ctx.listener).map_err(unavailable);
+    }
+    if let Some(why) = offline_partition_of(ctx, topic, key) {
+        return Err(unavailable(why));
     }
     let (host, port) = ctx.advertised();
     Ok((NODE_ID, host, port))
+}
+
+/// Why the partition of `topic` that holds `key` is offline on a single node (its log
+/// directory failed, so it has no leader and the key no coordinator, as Kafka answers),
+/// None when it serves or `topic` does not exist yet.
+fn offline_partition_of(ctx: &Ctx<'_>, topic: &str, key: &str) -> Option<String> {
+    let backend = ctx.backend();
+    let count = backend.partition_count(topic).filter(|c| *c > 0)?;
+    let partition = crate::coordinator::partition_for(key, count);
+    let why = backend.offline_partitions(topic).remove(&partition)?;
+    Some(format!("partition {topic}-{partition} is offline: {why}"))
 }
 
 /// The coordinator of `key` (a group, or a transactional id) on a cluster:

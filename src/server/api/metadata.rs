@@ -8,7 +8,10 @@
 //! same name has a new id: clients (librdkafka among them) forget the old topic's
 //! partitions only when the id changes.
 //!
-//! A single node is the only broker and leads every partition. A cluster node answers
+//! A single node is the only broker and leads every partition, but one in a log
+//! directory that failed (or was unusable at start): that one has no leader
+//! (LEADER_NOT_AVAILABLE, leader -1) and the node among its offline replicas, as Kafka
+//! answers when a partition's only replica is offline. A cluster node answers
 //! from its [`ClusterView`]: the unfenced brokers at their advertised endpoints of the
 //! listener the request came in on (a broker without that listener is left out), the
 //! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
@@ -85,15 +88,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 error = unknown_topic_code(&name);
             }
         }
+        let offline = backend.offline_partitions(&name);
         let partitions = (0..count.unwrap_or(0))
-            .map(|p| {
-                MetadataResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_leader_id(BrokerId(NODE_ID))
-                    .with_leader_epoch(-1)
-                    .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                    .with_isr_nodes(vec![BrokerId(NODE_ID)])
-            })
+            .map(|p| single_node_partition(p, offline.contains_key(&p)))
             .collect();
         let id = backend.topic_id(&name).unwrap_or_default();
         topics.push(
@@ -124,6 +121,27 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     req.respond(&response)
+}
+
+/// One partition of a single node, which is its only replica: led here, or, when its
+/// log directory failed (offline), without a leader as Kafka answers once the
+/// controller finds no replica to elect: LEADER_NOT_AVAILABLE, leader -1, and this
+/// node among the offline replicas (the ISR keeps its last member).
+fn single_node_partition(index: i32, offline: bool) -> MetadataResponsePartition {
+    let here = vec![BrokerId(NODE_ID)];
+    let partition = MetadataResponsePartition::default()
+        .with_partition_index(index)
+        .with_leader_epoch(-1)
+        .with_replica_nodes(here.clone())
+        .with_isr_nodes(here.clone());
+    if offline {
+        partition
+            .with_error_code(ResponseError::LeaderNotAvailable.code())
+            .with_leader_id(BrokerId(NO_LEADER))
+            .with_offline_replicas(here)
+    } else {
+        partition.with_leader_id(BrokerId(NODE_ID))
+    }
 }
 
 /// A topic id on the wire.
