@@ -1123,6 +1123,60 @@ pub(crate) struct ServeArgs {
     /// offsets.topic.num.partitions). An existing topic keeps its count.
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(i32).range(1..))]
     pub offsets_topic_num_partitions: i32,
+    /// How long the first rebalance of a new group of network clients waits for more
+    /// members, in ms; each member joining meanwhile extends the wait (Kafka's
+    /// group.initial.rebalance.delay.ms).
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Smallest consumer.session.timeout.ms a consumer-protocol group's config may set, in
+    /// ms (Kafka's group.consumer.min.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 45_000)]
+    pub group_consumer_min_session_timeout_ms: u64,
+    /// Largest consumer.session.timeout.ms a consumer-protocol group's config may set, in
+    /// ms (Kafka's group.consumer.max.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub group_consumer_max_session_timeout_ms: u64,
+    /// Smallest consumer.heartbeat.interval.ms a consumer-protocol group's config may set,
+    /// in ms (Kafka's group.consumer.min.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub group_consumer_min_heartbeat_interval_ms: u64,
+    /// Largest consumer.heartbeat.interval.ms a consumer-protocol group's config may set,
+    /// in ms (Kafka's group.consumer.max.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub group_consumer_max_heartbeat_interval_ms: u64,
+    /// Smallest share.session.timeout.ms a share group's config may set, in ms (Kafka's
+    /// group.share.min.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 45_000)]
+    pub group_share_min_session_timeout_ms: u64,
+    /// Largest share.session.timeout.ms a share group's config may set, in ms (Kafka's
+    /// group.share.max.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub group_share_max_session_timeout_ms: u64,
+    /// Smallest share.heartbeat.interval.ms a share group's config may set, in ms (Kafka's
+    /// group.share.min.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub group_share_min_heartbeat_interval_ms: u64,
+    /// Largest share.heartbeat.interval.ms a share group's config may set, in ms (Kafka's
+    /// group.share.max.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub group_share_max_heartbeat_interval_ms: u64,
+    /// Smallest share.record.lock.duration.ms a share group's config may set, in ms
+    /// (Kafka's group.share.min.record.lock.duration.ms).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub group_share_min_record_lock_duration_ms: u64,
+    /// Largest share.record.lock.duration.ms a share group's config may set, in ms (Kafka's
+    /// group.share.max.record.lock.duration.ms).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub group_share_max_record_lock_duration_ms: u64,
+    /// Most members of one share group: a member joining a full group is refused with
+    /// GROUP_MAX_SIZE_REACHED (Kafka's group.share.max.size).
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub group_share_max_size: u64,
+    /// Most share sessions (ShareFetch/ShareAcknowledge of network members) this node
+    /// holds: a new one beyond them is refused with SHARE_SESSION_LIMIT_REACHED (Kafka's
+    /// group.share.max.share.sessions).
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub group_share_max_share_sessions: u64,
     /// Cluster: move leaderships back to the preferred replicas when they are
     /// imbalanced (Kafka's auto.leader.rebalance.enable).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]

@@ -167,7 +167,7 @@ fn bind_listeners(listens: &[Listen]) -> CliResult<Vec<(SecurityProtocol, TcpLis
 /// Opens the broker on the data directory (`--log-dirs`,
 /// `--replica-alter-log-dirs-io-max-bytes-per-second`, `--num-partitions`, `--max-partitions`,
 /// `--offsets-topic-num-partitions`, `--log-retention-check-interval-ms`,
-/// `--log-durable-acks`) and logs what opening it found.
+/// `--log-durable-acks`, the `--group-*` settings) and logs what opening it found.
 fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
     let opened = std::time::Instant::now();
     let mut broker = Broker::builder(data)
@@ -175,6 +175,7 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
         .offsets_topic_num_partitions(args.offsets_topic_num_partitions)
         .retention_check_interval(Duration::from_millis(args.log_retention_check_interval_ms))
         .durable_acks(args.log_durable_acks);
+    broker = group_settings(broker, args)?;
     if let Some(max) = args.max_partitions {
         broker = broker.max_partitions(usize::try_from(max).unwrap_or(usize::MAX));
     }
@@ -185,6 +186,71 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
     broker.set_log_dir_move_rate(args.replica_alter_log_dirs_io_max_bytes_per_second);
     log_opened(&broker, opened.elapsed());
     Ok(broker)
+}
+
+/// The group settings (`--group-initial-rebalance-delay-ms`, the bounds of group configs
+/// as `--group-{consumer,share}-{min,max}-*-ms`, `--group-share-max-size`,
+/// `--group-share-max-share-sessions`) applied to `broker`; a bound of zero or a min
+/// above its max is refused, naming both flags.
+fn group_settings(
+    broker: tidelog::BrokerBuilder,
+    args: &ServeArgs,
+) -> CliResult<tidelog::BrokerBuilder> {
+    let bounds = |name: &str, min: u64, max: u64| -> CliResult<(Duration, Duration)> {
+        let (lo, hi) = (
+            format!("--group-{name}").replace("{}", "min"),
+            format!("--group-{name}").replace("{}", "max"),
+        );
+        if min == 0 || max == 0 {
+            return Err(fail!("{lo} {min} and {hi} {max}: neither may be 0"));
+        }
+        if min > max {
+            return Err(fail!("{lo} {min} is above {hi} {max}"));
+        }
+        Ok((Duration::from_millis(min), Duration::from_millis(max)))
+    };
+    let consumer_session = bounds(
+        "consumer-{}-session-timeout-ms",
+        args.group_consumer_min_session_timeout_ms,
+        args.group_consumer_max_session_timeout_ms,
+    )?;
+    let consumer_heartbeat = bounds(
+        "consumer-{}-heartbeat-interval-ms",
+        args.group_consumer_min_heartbeat_interval_ms,
+        args.group_consumer_max_heartbeat_interval_ms,
+    )?;
+    let share_session = bounds(
+        "share-{}-session-timeout-ms",
+        args.group_share_min_session_timeout_ms,
+        args.group_share_max_session_timeout_ms,
+    )?;
+    let share_heartbeat = bounds(
+        "share-{}-heartbeat-interval-ms",
+        args.group_share_min_heartbeat_interval_ms,
+        args.group_share_max_heartbeat_interval_ms,
+    )?;
+    let share_lock = bounds(
+        "share-{}-record-lock-duration-ms",
+        args.group_share_min_record_lock_duration_ms,
+        args.group_share_max_record_lock_duration_ms,
+    )?;
+    let share = tidelog::coordinator::ShareConfig {
+        min_session_timeout: share_session.0,
+        max_session_timeout: share_session.1,
+        min_heartbeat_interval: share_heartbeat.0,
+        max_heartbeat_interval: share_heartbeat.1,
+        min_record_lock_duration: share_lock.0,
+        max_record_lock_duration: share_lock.1,
+        max_size: usize::try_from(args.group_share_max_size).unwrap_or(usize::MAX),
+        max_share_sessions: usize::try_from(args.group_share_max_share_sessions)
+            .unwrap_or(usize::MAX),
+        ..tidelog::coordinator::ShareConfig::default()
+    };
+    Ok(broker
+        .group_initial_rebalance_delay(Duration::from_millis(args.group_initial_rebalance_delay_ms))
+        .group_consumer_session_timeout_bounds(consumer_session.0, consumer_session.1)
+        .group_consumer_heartbeat_interval_bounds(consumer_heartbeat.0, consumer_heartbeat.1)
+        .share(share))
 }
 
 /// The server of `broker` on the bound listeners (`first`'s name and protocol are the

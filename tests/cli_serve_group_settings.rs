@@ -1,0 +1,161 @@
+//! `tidelog serve`'s group settings with Kafka's broker names: the share groups' size
+//! (`--group-share-max-size`), the bounds of group configs
+//! (`--group-{consumer,share}-{min,max}-*-ms`), refused at start when a min is above
+//! its max or a bound is zero.
+#![cfg(all(feature = "cli", feature = "server"))]
+
+mod cli_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use cli_support::{err, serve, tidelog};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+/// Sends `req` as `key` v`version` on a new connection to `addr`; the response's body.
+fn exchange<Q: Encodable>(addr: &str, key: ApiKey, version: i16, req: &Q) -> Bytes {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("group-settings-test")))
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&buf);
+    s.write_all(&framed).unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 7, "{key:?}");
+    body
+}
+
+/// The error code of member `member`'s first ShareGroupHeartbeat to group `group`.
+fn join_share_group(addr: &str, group: &'static str, member: &'static str) -> i16 {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(group)))
+        .with_member_id(StrBytes::from_static_str(member))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("events"))]));
+    let mut body = exchange(addr, ApiKey::ShareGroupHeartbeat, 1, &req);
+    ShareGroupHeartbeatResponse::decode(&mut body, 1)
+        .unwrap()
+        .error_code
+}
+
+/// The error code of setting group `group`'s config `key` to `value`.
+fn alter_group_config(addr: &str, group: &'static str, key: &'static str, value: &str) -> i16 {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(32) // GROUP
+            .with_resource_name(StrBytes::from_static_str(group))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(key))
+                    .with_config_operation(0) // SET
+                    .with_value(Some(StrBytes::from_string(value.to_string()))),
+            ]),
+    ]);
+    let mut body = exchange(addr, ApiKey::IncrementalAlterConfigs, 1, &req);
+    IncrementalAlterConfigsResponse::decode(&mut body, 1)
+        .unwrap()
+        .responses[0]
+        .error_code
+}
+
+#[test]
+fn a_share_group_is_capped_at_group_share_max_size() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let node = serve(&tmp.path().join("data"), &["--group-share-max-size", "1"]);
+    assert_eq!(join_share_group(&node.addr, "queue", "member-a"), 0);
+    assert_eq!(
+        join_share_group(&node.addr, "queue", "member-b"),
+        ResponseError::GroupMaxSizeReached.code()
+    );
+    // Another group has its own room.
+    assert_eq!(join_share_group(&node.addr, "other-queue", "member-b"), 0);
+    assert_eq!(node.stop(), Some(0));
+}
+
+#[test]
+fn group_config_bounds_come_from_the_flags() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let node = serve(
+        &tmp.path().join("data"),
+        &[
+            "--group-share-max-record-lock-duration-ms",
+            "20000",
+            "--group-consumer-min-session-timeout-ms",
+            "10000",
+        ],
+    );
+    let invalid = ResponseError::InvalidConfig.code();
+    // Kafka's default bounds are 15 s to 60 s; the flag lowered the max to 20 s.
+    assert_eq!(
+        alter_group_config(&node.addr, "g", "share.record.lock.duration.ms", "20000"),
+        0
+    );
+    assert_eq!(
+        alter_group_config(&node.addr, "g", "share.record.lock.duration.ms", "30000"),
+        invalid
+    );
+    // The consumer session timeout's min went from 45 s down to 10 s.
+    assert_eq!(
+        alter_group_config(&node.addr, "g", "consumer.session.timeout.ms", "10000"),
+        0
+    );
+    assert_eq!(
+        alter_group_config(&node.addr, "g", "consumer.session.timeout.ms", "9999"),
+        invalid
+    );
+    assert_eq!(node.stop(), Some(0));
+}
+
+#[test]
+fn a_min_above_its_max_or_a_zero_bound_is_refused_at_start() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("data");
+    let serve_with = |flags: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(flags);
+        tidelog(&data, &args, "")
+    };
+    let line = err(
+        serve_with(&["--group-share-min-session-timeout-ms", "70000"]),
+        1,
+        "--group-share-min-session-timeout-ms 70000 is above --group-share-max-session-timeout-ms 60000",
+    );
+    assert!(!line.contains("consumer"), "{line}");
+    err(
+        serve_with(&["--group-consumer-min-heartbeat-interval-ms", "0"]),
+        1,
+        "--group-consumer-min-heartbeat-interval-ms 0 and --group-consumer-max-heartbeat-interval-ms 15000",
+    );
+    err(
+        serve_with(&[
+            "--group-share-min-record-lock-duration-ms",
+            "1000",
+            "--group-share-max-record-lock-duration-ms",
+            "999",
+        ]),
+        1,
+        "--group-share-max-record-lock-duration-ms 999",
+    );
+    // Refused before the data directory is made.
+    assert!(!data.exists());
+}
