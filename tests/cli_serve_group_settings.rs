@@ -1,7 +1,8 @@
 //! `tidelog serve`'s group settings with Kafka's broker names: the share groups' size
 //! (`--group-share-max-size`), the bounds of group configs
-//! (`--group-{consumer,share}-{min,max}-*-ms`), refused at start when a min is above
-//! its max or a bound is zero.
+//! (`--group-{consumer,share}-{min,max}-*-ms`) and the settings they bound, refused at
+//! start as Kafka refuses them: a min above its max, a zero bound, a setting outside its
+//! bounds, a heartbeat interval not below its session timeout.
 #![cfg(all(feature = "cli", feature = "server"))]
 
 mod cli_support;
@@ -100,6 +101,8 @@ fn group_config_bounds_come_from_the_flags() {
         &[
             "--group-share-max-record-lock-duration-ms",
             "20000",
+            "--group-share-record-lock-duration-ms",
+            "18000",
             "--group-consumer-min-session-timeout-ms",
             "10000",
         ],
@@ -127,7 +130,7 @@ fn group_config_bounds_come_from_the_flags() {
 }
 
 #[test]
-fn a_min_above_its_max_or_a_zero_bound_is_refused_at_start() {
+fn bad_bounds_and_settings_outside_them_are_refused_at_start() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let data = tmp.path().join("data");
     let serve_with = |flags: &[&str]| {
@@ -155,6 +158,24 @@ fn a_min_above_its_max_or_a_zero_bound_is_refused_at_start() {
         ]),
         1,
         "--group-share-max-record-lock-duration-ms 999",
+    );
+    // The broker's own setting must lie within its bounds (the default 30 s is not).
+    err(
+        serve_with(&["--group-share-max-record-lock-duration-ms", "20000"]),
+        1,
+        "--group-share-record-lock-duration-ms 30000 is outside --group-share-min-record-lock-duration-ms 15000 and --group-share-max-record-lock-duration-ms 20000",
+    );
+    err(
+        serve_with(&[
+            "--group-consumer-session-timeout-ms",
+            "50000",
+            "--group-consumer-heartbeat-interval-ms",
+            "50000",
+            "--group-consumer-max-heartbeat-interval-ms",
+            "60000",
+        ]),
+        1,
+        "--group-consumer-heartbeat-interval-ms 50000 is not below --group-consumer-session-timeout-ms 50000",
     );
     // Refused before the data directory is made.
     assert!(!data.exists());

@@ -1128,6 +1128,16 @@ pub(crate) struct ServeArgs {
     /// group.initial.rebalance.delay.ms).
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     pub group_initial_rebalance_delay_ms: u64,
+    /// How long a member of a consumer-protocol group (KIP-848) stays without a
+    /// heartbeat before it is removed, in ms, within the two bounds below (Kafka's
+    /// group.consumer.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 45_000)]
+    pub group_consumer_session_timeout_ms: u64,
+    /// How often members of a consumer-protocol group are told to heartbeat, in ms,
+    /// within the bounds below and below the session timeout (Kafka's
+    /// group.consumer.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub group_consumer_heartbeat_interval_ms: u64,
     /// Smallest consumer.session.timeout.ms a consumer-protocol group's config may set, in
     /// ms (Kafka's group.consumer.min.session.timeout.ms).
     #[arg(long, value_name = "MS", default_value_t = 45_000)]
@@ -1144,6 +1154,19 @@ pub(crate) struct ServeArgs {
     /// in ms (Kafka's group.consumer.max.heartbeat.interval.ms).
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
     pub group_consumer_max_heartbeat_interval_ms: u64,
+    /// How long a share group member stays without a heartbeat before it is removed and
+    /// its records released, in ms, within the bounds below (Kafka's
+    /// group.share.session.timeout.ms).
+    #[arg(long, value_name = "MS", default_value_t = 45_000)]
+    pub group_share_session_timeout_ms: u64,
+    /// How often share group members are told to heartbeat, in ms, within the bounds
+    /// below and below the session timeout (Kafka's group.share.heartbeat.interval.ms).
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub group_share_heartbeat_interval_ms: u64,
+    /// How long a share group member holds a record it acquired, in ms, within the
+    /// bounds below (Kafka's group.share.record.lock.duration.ms).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub group_share_record_lock_duration_ms: u64,
     /// Smallest share.session.timeout.ms a share group's config may set, in ms (Kafka's
     /// group.share.min.session.timeout.ms).
     #[arg(long, value_name = "MS", default_value_t = 45_000)]

@@ -188,59 +188,68 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
     Ok(broker)
 }
 
-/// The group settings (`--group-initial-rebalance-delay-ms`, the bounds of group configs
-/// as `--group-{consumer,share}-{min,max}-*-ms`, `--group-share-max-size`,
-/// `--group-share-max-share-sessions`) applied to `broker`; a bound of zero or a min
-/// above its max is refused, naming both flags.
+/// The group settings (`--group-initial-rebalance-delay-ms`, the consumer-protocol and
+/// share groups' session timeouts, heartbeat intervals and record lock duration with the
+/// bounds of their group configs, `--group-share-max-size`,
+/// `--group-share-max-share-sessions`) applied to `broker`. Refused as Kafka refuses
+/// them, naming the flags: a bound of zero, a min above its max, a setting outside its
+/// bounds, a heartbeat interval not below its session timeout.
 fn group_settings(
     broker: tidelog::BrokerBuilder,
     args: &ServeArgs,
 ) -> CliResult<tidelog::BrokerBuilder> {
-    let bounds = |name: &str, min: u64, max: u64| -> CliResult<(Duration, Duration)> {
-        let (lo, hi) = (
-            format!("--group-{name}").replace("{}", "min"),
-            format!("--group-{name}").replace("{}", "max"),
-        );
-        if min == 0 || max == 0 {
-            return Err(fail!("{lo} {min} and {hi} {max}: neither may be 0"));
-        }
-        if min > max {
-            return Err(fail!("{lo} {min} is above {hi} {max}"));
-        }
-        Ok((Duration::from_millis(min), Duration::from_millis(max)))
-    };
-    let consumer_session = bounds(
-        "consumer-{}-session-timeout-ms",
+    let consumer_session = bounded(
+        "consumer-{}session-timeout-ms",
+        args.group_consumer_session_timeout_ms,
         args.group_consumer_min_session_timeout_ms,
         args.group_consumer_max_session_timeout_ms,
     )?;
-    let consumer_heartbeat = bounds(
-        "consumer-{}-heartbeat-interval-ms",
+    let consumer_heartbeat = bounded(
+        "consumer-{}heartbeat-interval-ms",
+        args.group_consumer_heartbeat_interval_ms,
         args.group_consumer_min_heartbeat_interval_ms,
         args.group_consumer_max_heartbeat_interval_ms,
     )?;
-    let share_session = bounds(
-        "share-{}-session-timeout-ms",
+    below(
+        "--group-consumer-heartbeat-interval-ms",
+        consumer_heartbeat[0],
+        "--group-consumer-session-timeout-ms",
+        consumer_session[0],
+    )?;
+    let share_session = bounded(
+        "share-{}session-timeout-ms",
+        args.group_share_session_timeout_ms,
         args.group_share_min_session_timeout_ms,
         args.group_share_max_session_timeout_ms,
     )?;
-    let share_heartbeat = bounds(
-        "share-{}-heartbeat-interval-ms",
+    let share_heartbeat = bounded(
+        "share-{}heartbeat-interval-ms",
+        args.group_share_heartbeat_interval_ms,
         args.group_share_min_heartbeat_interval_ms,
         args.group_share_max_heartbeat_interval_ms,
     )?;
-    let share_lock = bounds(
-        "share-{}-record-lock-duration-ms",
+    below(
+        "--group-share-heartbeat-interval-ms",
+        share_heartbeat[0],
+        "--group-share-session-timeout-ms",
+        share_session[0],
+    )?;
+    let share_lock = bounded(
+        "share-{}record-lock-duration-ms",
+        args.group_share_record_lock_duration_ms,
         args.group_share_min_record_lock_duration_ms,
         args.group_share_max_record_lock_duration_ms,
     )?;
     let share = tidelog::coordinator::ShareConfig {
-        min_session_timeout: share_session.0,
-        max_session_timeout: share_session.1,
-        min_heartbeat_interval: share_heartbeat.0,
-        max_heartbeat_interval: share_heartbeat.1,
-        min_record_lock_duration: share_lock.0,
-        max_record_lock_duration: share_lock.1,
+        session_timeout: share_session[0],
+        min_session_timeout: share_session[1],
+        max_session_timeout: share_session[2],
+        heartbeat_interval: share_heartbeat[0],
+        min_heartbeat_interval: share_heartbeat[1],
+        max_heartbeat_interval: share_heartbeat[2],
+        record_lock_duration: share_lock[0],
+        min_record_lock_duration: share_lock[1],
+        max_record_lock_duration: share_lock[2],
         max_size: usize::try_from(args.group_share_max_size).unwrap_or(usize::MAX),
         max_share_sessions: usize::try_from(args.group_share_max_share_sessions)
             .unwrap_or(usize::MAX),
@@ -248,9 +257,42 @@ fn group_settings(
     };
     Ok(broker
         .group_initial_rebalance_delay(Duration::from_millis(args.group_initial_rebalance_delay_ms))
-        .group_consumer_session_timeout_bounds(consumer_session.0, consumer_session.1)
-        .group_consumer_heartbeat_interval_bounds(consumer_heartbeat.0, consumer_heartbeat.1)
+        .group_consumer_session_timeout(consumer_session[0])
+        .group_consumer_session_timeout_bounds(consumer_session[1], consumer_session[2])
+        .group_consumer_heartbeat_interval(consumer_heartbeat[0])
+        .group_consumer_heartbeat_interval_bounds(consumer_heartbeat[1], consumer_heartbeat[2])
         .share(share))
+}
+
+/// The setting `--group-NAME` (`{}` in `name` left out) and its bounds `--group-NAME`
+/// with `{}` as `min-` and `max-`, as durations: value, min, max. Each must be above
+/// zero, the min at most the max, and the value within them.
+fn bounded(name: &str, value: u64, min: u64, max: u64) -> CliResult<[Duration; 3]> {
+    let flag = |part: &str| format!("--group-{}", name.replace("{}", part));
+    let (it, lo, hi) = (flag(""), flag("min-"), flag("max-"));
+    if min == 0 || max == 0 {
+        return Err(fail!("{lo} {min} and {hi} {max}: neither may be 0"));
+    }
+    if min > max {
+        return Err(fail!("{lo} {min} is above {hi} {max}"));
+    }
+    if value < min || value > max {
+        return Err(fail!("{it} {value} is outside {lo} {min} and {hi} {max}"));
+    }
+    Ok([value, min, max].map(Duration::from_millis))
+}
+
+/// Refuses a heartbeat interval `interval` (flag `a`) not below its session timeout
+/// `session` (flag `b`), as Kafka does.
+fn below(a: &str, interval: Duration, b: &str, session: Duration) -> CliResult {
+    if interval >= session {
+        return Err(fail!(
+            "{a} {} is not below {b} {}",
+            interval.as_millis(),
+            session.as_millis()
+        ));
+    }
+    Ok(())
 }
 
 /// The server of `broker` on the bound listeners (`first`'s name and protocol are the
