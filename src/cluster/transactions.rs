@@ -527,8 +527,9 @@ fn markers_version(request: &MarkersRequest) -> i16 {
 /// [`markers_version`] the leader advertises (its ApiVersions answer, kept with the
 /// pooled connection); the version sent and the leader's answer. A leader that does
 /// not answer version 2 yet (an older node during a rolling upgrade) gets version 1,
-/// without the transaction versions, and applies the older epoch rule to the markers,
-/// as a Kafka leader does before `transaction.version` 2 is finalized.
+/// without the transaction versions, and applies the older epoch rule to the markers.
+/// Kafka's coordinator does the same: its network client negotiates the version per
+/// node, and the ignorable `TransactionVersion` is left out below version 2.
 fn send_markers(
     clients: &ClientPool,
     addr: &str,
