@@ -53,8 +53,9 @@ use crate::transaction::{
 };
 
 /// WriteTxnMarkers version the coordinators send when no marker of the request has a
-/// transaction version (every tidelog node answers 1; those of a transaction version
-/// 2 go in version 2, [`TRANSACTION_VERSION_SINCE`]).
+/// transaction version, or the leader does not answer a newer one (every tidelog node
+/// answers 1; those of a transaction version 2 go in version 2,
+/// [`TRANSACTION_VERSION_SINCE`], to a leader that advertises it).
 const MARKERS_VERSION: i16 = 1;
 /// AddPartitionsToTxn version of a partition leader's verification (KIP-890).
 const VERIFY_VERSION: i16 = 5;
@@ -69,6 +70,9 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// not paid per call.
 pub(crate) struct ClientPool {
     client_id: String,
+    /// New connections ask the broker for its ApiVersions (for
+    /// [`ClientPool::call_negotiated`]).
+    negotiate: bool,
     idle: Mutex<HashMap<String, Vec<Client>>>,
 }
 
@@ -79,7 +83,17 @@ impl ClientPool {
     pub(crate) fn new(client_id: String) -> ClientPool {
         ClientPool {
             client_id,
+            negotiate: false,
             idle: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A pool whose connections first ask the broker which versions it answers, so
+    /// that [`ClientPool::call_negotiated`] can pick them.
+    pub(crate) fn negotiating(client_id: String) -> ClientPool {
+        ClientPool {
+            negotiate: true,
+            ..ClientPool::new(client_id)
         }
     }
 
@@ -91,17 +105,59 @@ impl ClientPool {
         request: &R,
         version: i16,
     ) -> Result<R::Response> {
+        self.with_client(addr, security, |client| {
+            client.call(request, version, CALL_TIMEOUT)
+        })
+    }
+
+    /// `request` to the broker at `addr` at the highest version of `ours` it
+    /// advertises (the ApiVersions answer of the connection; the pool must be
+    /// [`ClientPool::negotiating`]), connecting with `security`; the version sent and
+    /// the answer.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedApi`] when the broker answers none of `ours` (or the pool
+    /// does not negotiate); connection errors.
+    pub(super) fn call_negotiated<R>(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        request: &R,
+        ours: std::ops::RangeInclusive<i16>,
+    ) -> Result<(i16, R::Response)>
+    where
+        R: kafka_protocol::protocol::Request + kafka_protocol::protocol::Message,
+    {
+        self.with_client(addr, security, |client| {
+            let version = client.version::<R>(ours)?;
+            Ok((version, client.call(request, version, CALL_TIMEOUT)?))
+        })
+    }
+
+    /// Runs `call` on an idle connection to `addr` (or a new one), and keeps the
+    /// connection when it succeeded.
+    fn with_client<T>(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        call: impl FnOnce(&mut Client) -> Result<T>,
+    ) -> Result<T> {
         let taken = self.idle.lock().get_mut(addr).and_then(Vec::pop);
         let mut client = taken.unwrap_or_else(|| {
-            Client::new(addr, self.client_id.clone()).with_security(security.clone())
+            let client = Client::new(addr, self.client_id.clone()).with_security(security.clone());
+            if self.negotiate {
+                client.negotiating()
+            } else {
+                client
+            }
         });
-        let response = client.call(request, version, CALL_TIMEOUT)?;
+        let answer = call(&mut client)?;
         let mut idle = self.idle.lock();
         let kept = idle.entry(addr.to_string()).or_default();
         if kept.len() < IDLE_PER_BROKER {
             kept.push(client);
         }
-        Ok(response)
+        Ok(answer)
     }
 }
 
@@ -456,14 +512,41 @@ fn markers_request(batch: &[TxnMarkers], parts: &[(usize, Vec<TopicPartition>)])
     }
 }
 
-/// The WriteTxnMarkers version of `request`: 2 when a marker has a transaction
-/// version, so the leader checks it (KIP-890), 1 otherwise.
+/// The WriteTxnMarkers version `request` wants: 2 when a marker has a transaction
+/// version, so the leader checks it (KIP-890), 1 otherwise ([`send_markers`] sends
+/// less to a leader that does not advertise it).
 fn markers_version(request: &MarkersRequest) -> i16 {
     if request.transaction_versions.iter().any(|&v| v > 0) {
         TRANSACTION_VERSION_SINCE
     } else {
         MARKERS_VERSION
     }
+}
+
+/// `request` to the leader at `addr`, at the highest version up to
+/// [`markers_version`] the leader advertises (its ApiVersions answer, kept with the
+/// pooled connection); the version sent and the leader's answer. A leader that does
+/// not answer version 2 yet (an older node during a rolling upgrade) gets version 1,
+/// without the transaction versions, and applies the older epoch rule to the markers.
+/// Kafka's coordinator does the same: its network client negotiates the version per
+/// node, and the ignorable `TransactionVersion` is left out below version 2.
+fn send_markers(
+    clients: &ClientPool,
+    addr: &str,
+    security: &Arc<crate::client::ClientSecurity>,
+    request: &MarkersRequest,
+) -> Result<(i16, WriteTxnMarkersResponse)> {
+    let wanted = markers_version(request);
+    let (version, response) =
+        clients.call_negotiated(addr, security, request, MARKERS_VERSION..=wanted)?;
+    if version < wanted {
+        tracing::debug!(
+            leader = addr,
+            version,
+            "the leader does not answer WriteTxnMarkers v{wanted}: markers sent in v{version}, without their transaction versions"
+        );
+    }
+    Ok((version, response.0))
 }
 
 /// Per transaction of `parts`, the partitions of it the leader's `response` did not
@@ -513,7 +596,7 @@ impl ClusterMarkers {
             node_id,
             node,
             local: broker.local_marker_writer(),
-            clients: ClientPool::new(format!("tidelog-txn-markers-{node_id}")),
+            clients: ClientPool::negotiating(format!("tidelog-txn-markers-{node_id}")),
         })
     }
 
@@ -528,9 +611,8 @@ impl ClusterMarkers {
         parts: &[(usize, Vec<TopicPartition>)],
     ) -> Vec<(usize, Vec<(TopicPartition, Error)>)> {
         let request = markers_request(batch, parts);
-        let version = markers_version(&request);
-        let response = match self.clients.call(addr, security, &request, version) {
-            Ok(r) => r.0,
+        let response = match send_markers(&self.clients, addr, security, &request) {
+            Ok((_, r)) => r,
             Err(e) => {
                 tracing::debug!(node = self.node_id, leader = addr, error = %e, "WriteTxnMarkers failed; retrying");
                 let message = e.to_string();
@@ -836,6 +918,158 @@ mod tests {
             TxnError::ProducerFenced { producer_id: 7, .. }
         ));
         assert!(code(ResponseError::UnknownServerError).is_retriable());
+    }
+
+    /// A partition leader that advertises WriteTxnMarkers versions 1 to `max` (an older
+    /// tidelog during a rolling upgrade when `max` is 1): answers ApiVersions, then
+    /// one WriteTxnMarkers, writing every marker; yields the version and markers it
+    /// was sent (none when the request was of a version it does not advertise).
+    fn fake_leader(
+        max: i16,
+    ) -> (
+        String,
+        std::thread::JoinHandle<Option<(i16, MarkersRequest)>>,
+    ) {
+        use bytes::{Buf, BufMut, BytesMut};
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::messages::{
+            ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader,
+        };
+        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+        use std::io::{Read, Write};
+
+        use super::super::txn_markers_wire::MarkersResponse;
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let thread = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let reply = |s: &mut std::net::TcpStream, header: BytesMut, body: BytesMut| {
+                let mut frame = BytesMut::new();
+                frame.put_i32((header.len() + body.len()) as i32);
+                frame.extend_from_slice(&header);
+                frame.extend_from_slice(&body);
+                s.write_all(&frame).unwrap();
+            };
+            // ApiVersions, then WriteTxnMarkers: at most two requests.
+            for _ in 0..2 {
+                let mut size = [0u8; 4];
+                s.read_exact(&mut size).unwrap();
+                let mut buf = vec![0u8; i32::from_be_bytes(size) as usize];
+                s.read_exact(&mut buf).unwrap();
+                let mut buf = bytes::Bytes::from(buf);
+                let (key, version) = ((&buf[..]).get_i16(), (&buf[2..]).get_i16());
+                let header = RequestHeader::decode(&mut buf, 2).unwrap();
+                let mut out = BytesMut::new();
+                let mut body = BytesMut::new();
+                if key == ApiKey::ApiVersions as i16 {
+                    ResponseHeader::default()
+                        .with_correlation_id(header.correlation_id)
+                        .encode(&mut out, 0)
+                        .unwrap();
+                    ApiVersionsResponse::default()
+                        .with_api_keys(vec![
+                            ApiVersion::default()
+                                .with_api_key(ApiKey::WriteTxnMarkers as i16)
+                                .with_min_version(1)
+                                .with_max_version(max),
+                        ])
+                        .encode(&mut body, version)
+                        .unwrap();
+                    reply(&mut s, out, body);
+                    continue;
+                }
+                assert_eq!(key, ApiKey::WriteTxnMarkers as i16);
+                if version > max {
+                    return None;
+                }
+                let request = MarkersRequest::decode(&mut buf, version).unwrap();
+                let mut response = WriteTxnMarkersResponse::default();
+                for m in &request.request.markers {
+                    response.markers.push(
+                        WritableTxnMarkerResult::default()
+                            .with_producer_id(m.producer_id)
+                            .with_topics(
+                                m.topics
+                                    .iter()
+                                    .map(|t| {
+                                        WritableTxnMarkerTopicResult::default()
+                                            .with_name(t.name.clone())
+                                            .with_partitions(
+                                                t.partition_indexes
+                                                    .iter()
+                                                    .map(|&p| {
+                                                        WritableTxnMarkerPartitionResult::default()
+                                                            .with_partition_index(p)
+                                                    })
+                                                    .collect(),
+                                            )
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+                ResponseHeader::default()
+                    .with_correlation_id(header.correlation_id)
+                    .encode(&mut out, MarkersResponse::header_version(version))
+                    .unwrap();
+                MarkersResponse(response)
+                    .encode(&mut body, version)
+                    .unwrap();
+                reply(&mut s, out, body);
+                return Some((version, request));
+            }
+            None
+        });
+        (addr, thread)
+    }
+
+    /// A coordinator sends WriteTxnMarkers at the highest version the leader
+    /// advertises: the markers of a transaction version 2 client go to a leader that
+    /// answers only version 1 (one not upgraded yet) in version 1, which it writes
+    /// (with the older epoch rule), instead of a version 2 it refuses until upgraded;
+    /// to a leader that answers version 2 they go in version 2.
+    #[test]
+    fn markers_go_in_the_version_the_leader_advertises() {
+        let batch = vec![
+            txn("a", 1, &[("t", 0)]),
+            TxnMarkers {
+                transaction_version: 2,
+                ..txn("b", 2, &[("t", 0), ("t", 1)])
+            },
+        ];
+        let parts = vec![
+            (0, vec![("t".to_string(), 0)]),
+            (1, vec![("t".to_string(), 0), ("t".to_string(), 1)]),
+        ];
+        let request = markers_request(&batch, &parts);
+        let security = Arc::new(crate::client::ClientSecurity::default());
+        for (max, expected) in [
+            (1, 1),
+            (TRANSACTION_VERSION_SINCE, TRANSACTION_VERSION_SINCE),
+        ] {
+            let (addr, leader) = fake_leader(max);
+            let clients = ClientPool::negotiating("test".into());
+            let (sent, response) = send_markers(&clients, &addr, &security, &request)
+                .unwrap_or_else(|e| panic!("a leader of versions 1..={max}: {e}"));
+            assert_eq!(sent, expected);
+            let (got, received) = leader
+                .join()
+                .unwrap()
+                .unwrap_or_else(|| panic!("a leader of versions 1..={max} got a newer one"));
+            assert_eq!(got, expected);
+            assert_eq!(received.request, request.request);
+            let carried = if expected == 1 { vec![] } else { vec![0, 2] };
+            assert_eq!(received.transaction_versions, carried);
+            let written = marker_answers(&batch, &parts, response);
+            assert!(
+                written
+                    .iter()
+                    .all(|(_, codes)| codes.iter().all(|(_, c)| *c == 0)),
+                "{written:?}"
+            );
+        }
     }
 
     fn txn(id: &str, producer_id: i64, partitions: &[(&str, i32)]) -> TxnMarkers {

@@ -491,6 +491,11 @@ fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
         vec![(0, 0), (1, 0), (2, 0)],
         "each transaction answered"
     );
+    // A leader counts a request once its response is written, which the coordinator
+    // may read first.
+    wait_until("the leaders counting their WriteTxnMarkers", || {
+        others.iter().zip(&before).all(|(&n, &b)| requests(n) > b)
+    });
     let after: Vec<u64> = others.iter().map(|&n| requests(n)).collect();
     assert_eq!(
         after,
