@@ -203,25 +203,14 @@ struct LocalMarkers {
 
 impl MarkerWriter for LocalMarkers {
     fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
-        let failed = parking_lot::Mutex::new(Vec::new());
-        self.write_batch(std::slice::from_ref(m), &|_, f| failed.lock().extend(f));
-        failed.into_inner()
+        crate::transaction::write_markers_as_batch(self, m)
     }
 
     /// Every marker of the batch appended, then each waits for its in-sync replicas
     /// ([`Broker::write_txn_markers`]).
     fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
         let Some(inner) = self.broker.upgrade() else {
-            for (i, m) in batch.iter().enumerate() {
-                let closed = || Error::Closed("broker".into());
-                done(
-                    i,
-                    m.partitions
-                        .iter()
-                        .map(|tp| (tp.clone(), closed()))
-                        .collect(),
-                );
-            }
+            crate::transaction::fail_batch(batch, done, || Error::Closed("broker".into()));
             return;
         };
         let broker = Broker { inner };

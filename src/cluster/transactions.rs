@@ -317,9 +317,7 @@ pub(super) struct ClusterMarkers {
 
 impl MarkerWriter for ClusterMarkers {
     fn write_markers(&self, m: &TxnMarkers) -> Vec<(TopicPartition, Error)> {
-        let failed = Mutex::new(Vec::new());
-        self.write_batch(std::slice::from_ref(m), &|_, f| failed.lock().extend(f));
-        failed.into_inner()
+        crate::transaction::write_markers_as_batch(self, m)
     }
 
     /// Splits the partitions of every transaction of `batch` by their leader in the
@@ -329,16 +327,7 @@ impl MarkerWriter for ClusterMarkers {
     /// stalled leader holds only the transactions with a partition it leads.
     fn write_batch(&self, batch: &[TxnMarkers], done: &MarkersDone<'_>) {
         let Some(node) = self.node.upgrade() else {
-            for (i, m) in batch.iter().enumerate() {
-                let closed = || Error::Closed("cluster node".into());
-                done(
-                    i,
-                    m.partitions
-                        .iter()
-                        .map(|tp| (tp.clone(), closed()))
-                        .collect(),
-                );
-            }
+            crate::transaction::fail_batch(batch, done, || Error::Closed("cluster node".into()));
             return;
         };
         let image = node.image();

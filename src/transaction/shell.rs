@@ -96,6 +96,31 @@ pub trait MarkerWriter: Send + Sync {
     }
 }
 
+/// [`MarkerWriter::write_markers`] for a writer whose [`MarkerWriter::write_batch`]
+/// does the work: `m` as a batch of one, its failed partitions collected.
+pub fn write_markers_as_batch<W: MarkerWriter + ?Sized>(
+    writer: &W,
+    m: &TxnMarkers,
+) -> Vec<(TopicPartition, Error)> {
+    let failed = parking_lot::Mutex::new(Vec::new());
+    writer.write_batch(std::slice::from_ref(m), &|_, f| failed.lock().extend(f));
+    failed.into_inner()
+}
+
+/// Answers every transaction of `batch` with all its partitions failed by `error`
+/// (a writer whose broker or node is gone).
+pub fn fail_batch(batch: &[TxnMarkers], done: &MarkersDone<'_>, error: impl Fn() -> Error) {
+    for (i, m) in batch.iter().enumerate() {
+        done(
+            i,
+            m.partitions
+                .iter()
+                .map(|tp| (tp.clone(), error()))
+                .collect(),
+        );
+    }
+}
+
 impl TxnStateLog for crate::topic::Partition {
     fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         // acks=all: refused while the ISR is below min.insync.replicas, as Kafka's
