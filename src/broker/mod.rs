@@ -24,7 +24,7 @@
 mod metrics;
 mod share;
 mod topic_admin;
-mod transactions;
+pub(crate) mod transactions;
 
 #[cfg(feature = "server")]
 pub(crate) use transactions::{RemoteTransactions, TxnMarkerWrite};

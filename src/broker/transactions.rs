@@ -479,7 +479,7 @@ struct AppendedMarker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::record::{BatchBuilder, TRANSACTIONAL_BIT};
     use crate::transaction::{
@@ -576,7 +576,7 @@ mod tests {
     }
 
     /// The marker batches of `part`, in log order (COMMIT: true).
-    fn markers_of(part: &crate::topic::Partition) -> Vec<bool> {
+    pub(crate) fn markers_of(part: &crate::topic::Partition) -> Vec<bool> {
         let slice = part.read(0, 1 << 20).unwrap();
         crate::record::batches(&slice)
             .map(|b| b.unwrap())

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::tests_api::Client;
 use super::*;
 use crate::broker::Broker;
-use crate::record::{BatchBuilder, EndTxnMarker, TRANSACTIONAL_BIT};
+use crate::record::{BatchBuilder, TRANSACTIONAL_BIT};
 
 pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -133,13 +133,9 @@ pub(super) fn settled(
 
 /// The control markers of partition `p` of `t`, in log order.
 fn markers(broker: &Broker, p: i32) -> Vec<bool> {
-    let part = broker.topic("t").unwrap().partition(p).unwrap();
-    let slice = part.read(0, 1 << 20).unwrap();
-    crate::record::batches(&slice)
-        .map(|b| b.unwrap())
-        .filter(|b| b.is_control())
-        .map(|b| EndTxnMarker::of_batch(&b, "t").unwrap().unwrap().commit)
-        .collect()
+    crate::broker::transactions::tests::markers_of(
+        &broker.topic("t").unwrap().partition(p).unwrap(),
+    )
 }
 
 #[test]
