@@ -231,13 +231,7 @@ fn a_version_2_network_producer_joins_partitions_led_by_other_nodes() {
     });
     create(&c, "t", 3, Vec::new());
     let image = c.wait_same_image();
-    let leaders: Vec<i32> = image
-        .topic("t")
-        .unwrap()
-        .partitions
-        .iter()
-        .map(|p| p.leader)
-        .collect();
+    let leaders = leaders_of(&image, "t");
     let tp = crate::transaction::log::partition_for("v2", PARTITIONS);
     let coordinator = image.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions[tp as usize].leader;
     assert!(
@@ -427,13 +421,7 @@ fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
     c.wait_settled();
     create(&c, "t", 6, Vec::new());
     let image = c.wait_same_image();
-    let leaders: Vec<i32> = image
-        .topic("t")
-        .unwrap()
-        .partitions
-        .iter()
-        .map(|p| p.leader)
-        .collect();
+    let leaders = leaders_of(&image, "t");
     // The coordinator is node index 0 (id 1); two other leaders get markers.
     let others: Vec<i32> = {
         let mut l: Vec<i32> = leaders.iter().copied().filter(|&l| l != 1).collect();
@@ -516,4 +504,15 @@ fn the_markers_of_several_transactions_go_to_a_leader_in_one_request() {
             .unwrap();
         assert_eq!(part.log_end_offset(), expected, "{tp:?}");
     }
+}
+
+/// The leader of each partition of `topic` in `image`, by partition.
+fn leaders_of(image: &crate::cluster::image::MetadataImage, topic: &str) -> Vec<i32> {
+    image
+        .topic(topic)
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect()
 }
