@@ -24,10 +24,8 @@ mod state;
 
 pub use crate::config::TransactionConfig;
 pub use crate::error::{TxnError, TxnState};
-pub use shell::{
-    MarkerWriter, MarkersDone, RecordVisitor, TransactionCoordinator, TxnStateLog, fail_batch,
-    write_markers_as_batch,
-};
+pub use shell::{MarkerWriter, MarkersDone, RecordVisitor, TransactionCoordinator, TxnStateLog};
+pub(crate) use shell::{fail_batch, write_markers_as_batch};
 pub use state::{
     AddPartitionsRequest, DEFAULT_MAX_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     EPOCH_BUMP_TRANSACTION_VERSION, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,

@@ -98,7 +98,7 @@ pub trait MarkerWriter: Send + Sync {
 
 /// [`MarkerWriter::write_markers`] for a writer whose [`MarkerWriter::write_batch`]
 /// does the work: `m` as a batch of one, its failed partitions collected.
-pub fn write_markers_as_batch<W: MarkerWriter + ?Sized>(
+pub(crate) fn write_markers_as_batch<W: MarkerWriter + ?Sized>(
     writer: &W,
     m: &TxnMarkers,
 ) -> Vec<(TopicPartition, Error)> {
@@ -109,7 +109,7 @@ pub fn write_markers_as_batch<W: MarkerWriter + ?Sized>(
 
 /// Answers every transaction of `batch` with all its partitions failed by `error`
 /// (a writer whose broker or node is gone).
-pub fn fail_batch(batch: &[TxnMarkers], done: &MarkersDone<'_>, error: impl Fn() -> Error) {
+pub(crate) fn fail_batch(batch: &[TxnMarkers], done: &MarkersDone<'_>, error: impl Fn() -> Error) {
     for (i, m) in batch.iter().enumerate() {
         done(
             i,
