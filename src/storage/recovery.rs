@@ -27,7 +27,10 @@ pub const CHECKPOINT_FILE: &str = "partition.checkpoint";
 pub(crate) struct PartitionCheckpoint {
     pub(crate) recovery_point: i64,
     pub(crate) log_start: i64,
-    /// The payload as read, when the file was there and sound.
+    /// The payload the file stands for, when it is sound: as read, or zeros when it is
+    /// missing (a missing checkpoint reads as zeros, so writing zeros would change
+    /// nothing: a new partition writes none until its recovery point or log start
+    /// moves).
     pub(crate) on_disk: Option<[u8; 16]>,
 }
 
@@ -51,7 +54,10 @@ pub(crate) fn read_checkpoint(dir: &Path, report: &mut RecoveryReport) -> Partit
                 on_disk: p.as_slice().try_into().ok(),
             }
         }
-        Ok(None) => PartitionCheckpoint::default(),
+        Ok(None) => PartitionCheckpoint {
+            on_disk: Some(encode_checkpoint(0, 0)),
+            ..PartitionCheckpoint::default()
+        },
         Ok(Some(_)) | Err(_) => {
             report.checkpoint_damaged = true;
             PartitionCheckpoint::default()

@@ -310,8 +310,12 @@ fn truncate_then_append_and_recover() {
     assert_eq!(log.append(&batch(100, 5, 0)).unwrap().base_offset, 100);
     assert_eq!(values(&log, 0).len(), 105);
     drop(log);
-    // Without the checkpoint the truncated batches must not come back.
-    fs::remove_file(dir.path().join("t-0").join(CHECKPOINT_FILE)).unwrap();
+    // Without the checkpoint the truncated batches must not come back (with nothing
+    // synced, the recovery point and log start are 0: there may be none to remove).
+    match fs::remove_file(dir.path().join("t-0").join(CHECKPOINT_FILE)) {
+        Ok(()) => {}
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
+    }
     let log = open(dir.path(), small());
     assert_eq!(log.log_end_offset(), 105);
     assert_eq!(values(&log, 0).len(), 105);
@@ -646,6 +650,34 @@ fn closing_an_unchanged_log_does_not_rewrite_its_checkpoint() {
         inode,
         "a change is checkpointed"
     );
+}
+
+#[test]
+fn a_new_partition_writes_no_checkpoint_until_an_offset_moves() {
+    // A missing checkpoint reads as recovery point 0 and log start 0: writing those
+    // zeros is an fsync and a directory sync that say nothing (a broker creating the 50
+    // `__consumer_offsets` partitions paid 107 fsyncs for them).
+    let dir = tempfile::tempdir().unwrap();
+    let cp = dir.path().join("t-0").join(CHECKPOINT_FILE);
+    let log = open(dir.path(), small());
+    log.sync().unwrap();
+    log.flush_sealed().unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert!(!cp.exists(), "an empty log has nothing to checkpoint");
+    let log = open(dir.path(), small());
+    log.flush_sealed().unwrap();
+    assert!(!cp.exists(), "reopening an empty log writes none either");
+    log.append(&batch(0, 2, 0)).unwrap();
+    log.flush_sealed().unwrap();
+    assert!(!cp.exists(), "the recovery point has not moved yet");
+    log.sync().unwrap();
+    assert_eq!(
+        super::checkpoint::read(&cp).unwrap(),
+        Some(super::recovery::encode_checkpoint(2, 0).to_vec()),
+        "the first move is checkpointed"
+    );
+    log.close().unwrap();
 }
 
 #[test]
