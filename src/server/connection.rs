@@ -274,7 +274,7 @@ fn read_request<'s>(
     }) else {
         return Ok(None);
     };
-    let frame = codec::read_body(transport, len)?;
+    let frame = transport.read_body(len)?;
     Ok(Some((frame, reservation)))
 }
 

@@ -16,6 +16,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
+use super::codec::{self, FrameError};
 use super::sendfile;
 use crate::security::tls::TlsStream;
 
@@ -42,6 +43,18 @@ impl Transport {
         match self {
             Transport::Plain(s) => sendfile::send_file(s, file, position, len),
             Transport::Tls(t) => sendfile::copy_range(&mut **t, file, position, len),
+        }
+    }
+
+    /// Reads the `len` bytes of a request whose size prefix was read
+    /// ([`codec::read_body`]: the buffer grows with the bytes that arrive). Plaintext
+    /// reads from the socket itself: std reads a `TcpStream` into a vector's spare
+    /// capacity as it is, where a reader with only [`Read::read`] (as this type) needs
+    /// every byte of that capacity zeroed first, a memset of each request's size.
+    pub(crate) fn read_body(&mut self, len: usize) -> Result<Vec<u8>, FrameError> {
+        match self {
+            Transport::Plain(s) => codec::read_body(&mut &**s, len),
+            Transport::Tls(_) => codec::read_body(self, len),
         }
     }
 
@@ -171,5 +184,34 @@ mod tests {
         let mut buf = Vec::new();
         (&server).read_to_end(&mut buf).unwrap();
         assert_eq!(buf, b"abc");
+    }
+
+    #[test]
+    fn a_plaintext_body_arrives_in_pieces_and_a_short_one_is_truncated() {
+        let (mut client, server) = pair();
+        let mut t = Transport::Plain(Arc::new(server));
+        // A body of 200 KiB in three writes: more than the first 64 KiB buffer, read
+        // across the writes; the bytes after it stay for the next request.
+        let body: Vec<u8> = (0..200 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let writer = std::thread::spawn(move || {
+            for piece in body.chunks(70_000) {
+                client.write_all(piece).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            client.write_all(b"next").unwrap();
+            // Then a request that promises 12 bytes and sends 5.
+            client.write_all(b"12345").unwrap();
+            client.shutdown(Shutdown::Write).unwrap();
+            body
+        });
+        let got = t.read_body(200 * 1024).unwrap();
+        let body = writer.join().unwrap();
+        assert_eq!(got, body);
+        assert!(got.capacity() <= body.len(), "{}", got.capacity());
+        assert_eq!(t.read_body(4).unwrap(), b"next");
+        match t.read_body(12) {
+            Err(FrameError::Truncated { expected, got }) => assert_eq!((expected, got), (12, 5)),
+            other => panic!("{other:?}"),
+        }
     }
 }
