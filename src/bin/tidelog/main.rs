@@ -38,6 +38,7 @@ mod partitions;
 mod perf;
 #[cfg(feature = "server")]
 mod perf_cluster;
+mod perf_machine;
 mod produce;
 mod progress;
 #[cfg(feature = "server")]

@@ -35,6 +35,7 @@ use crate::cli::{
 };
 use crate::common::{checked_batches, close_broker, counted, now_ms, open_broker};
 use crate::out::Out;
+use crate::perf_machine::{MachineCounters, measured};
 use crate::progress::Progress;
 use crate::{CliResult, fail};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1255,13 +1256,16 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     if a.producer && a.threads == 0 {
         return Err(fail!("--threads must be at least 1"));
     }
-    let (count, seconds, switches) = if a.producer {
-        let (count, seconds) = pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?;
-        (count, seconds, None)
-    } else {
-        let (count, seconds, switches) = pubsub_direct(&parts, a, keys.as_ref(), &payloads)?;
-        (count, seconds, Some(switches))
-    };
+    let (run, machine) = measured(|| -> CliResult<_> {
+        if a.producer {
+            let (count, seconds) = pubsub_api(&broker, a, &name, keys.as_ref(), &payloads)?;
+            Ok((count, seconds, None))
+        } else {
+            let (count, seconds, switches) = pubsub_direct(&parts, a, keys.as_ref(), &payloads)?;
+            Ok((count, seconds, Some(switches)))
+        }
+    });
+    let (count, seconds, switches) = run?;
 
     // The latency run is a separate run: start it from a quiet system, not while the
     // kernel writes back the gigabyte the throughput run left dirty (the maintenance
@@ -1271,17 +1275,18 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     }
     let latencies = latency_run(&broker, a)?;
     close_broker(broker)?;
-    pubsub_report(a, count, seconds, &latencies, switches, false)
+    pubsub_report(a, count, seconds, &latencies, (switches, machine), false)
 }
 
 /// Prints what a `perf pubsub` run measured: the throughput run's `count` in `seconds`,
-/// the latency run's sorted `latencies` (ns), and the direct mode's context switches.
+/// the latency run's sorted `latencies` (ns), the direct mode's context switches and
+/// what the kernel's memory management did during the throughput run (`machine`).
 fn pubsub_report(
     a: &PerfPubsubArgs,
     count: ReadCount,
     seconds: f64,
     latencies: &[u64],
-    switches: Option<[Switches; 2]>,
+    (switches, machine): (Option<[Switches; 2]>, Option<MachineCounters>),
     remote: bool,
 ) -> CliResult {
     let pct = |q: f64| percentile_us(latencies, q);
@@ -1319,6 +1324,8 @@ fn pubsub_report(
         extra.push(("consumer_voluntary_cs_per_1k", per_k(consumer.0)));
         extra.push(("consumer_involuntary_cs_per_1k", per_k(consumer.1)));
     }
+    // Stalls of the whole machine: a slow run with many is the machine, not the build.
+    extra.extend(machine.iter().flat_map(|m| m.fields()));
     report(
         "pubsub",
         count.records,
@@ -1347,9 +1354,10 @@ fn pubsub_remote(bootstrap: &str, a: &PerfPubsubArgs) -> CliResult {
     cluster.create_topic_if_missing(&name, a.partitions, TopicConfig::new())?;
     cluster.create_topic_if_missing(LATENCY_TOPIC, 1, TopicConfig::new())?;
     let payloads = Payloads::new(a.record_size);
-    let (count, seconds) = pubsub_api(&cluster, a, &name, keys.as_ref(), &payloads)?;
+    let (run, machine) = measured(|| pubsub_api(&cluster, a, &name, keys.as_ref(), &payloads));
+    let (count, seconds) = run?;
     let latencies = latency_api(&cluster, a)?;
-    pubsub_report(a, count, seconds, &latencies, None, true)
+    pubsub_report(a, count, seconds, &latencies, (None, machine), true)
 }
 
 /// The throughput run of `perf pubsub`: a producer thread appending batches of
