@@ -109,6 +109,15 @@ fn perf_produce_consume_pubsub_print_json() {
     assert_eq!(number(line, "records"), 20000.0);
     assert_eq!(number(line, "latency_records"), 2000.0);
     assert_percentiles(line);
+    // What the machine's memory management did meanwhile (Linux's /proc/vmstat).
+    #[cfg(target_os = "linux")]
+    for key in [
+        "machine_compact_stalls",
+        "machine_direct_reclaims",
+        "machine_reclaimed_pages",
+    ] {
+        assert!(number(line, key) >= 0.0, "{key}: {line}");
+    }
 
     // A batch over max.message.bytes is refused before anything is timed.
     err(
