@@ -420,7 +420,7 @@ pub(super) fn downgrade(
     let classic = loaded
         .groups
         .entry(group_id.to_string())
-        .or_insert_with(|| super::Group::new(group_id, incarnation));
+        .or_insert_with(|| Box::new(super::Group::new(group_id, incarnation)));
     classic.take_over_members(generation, members, now);
     super::persist(classic, loaded.journal.as_ref(), now)?;
     Ok(true)

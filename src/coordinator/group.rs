@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::GroupError;
 use super::offsets::{self, Committed, JournalRecord, StoredGroup, StoredMember};
+use super::sorted_map::SortedMap;
 use super::types::{
     CommitOffset, FetchedOffset, GroupDescription, GroupState, JoinGroupMember, JoinGroupRequest,
     JoinGroupResponse, JoinStart, JoinTicket, LeavingMember, ListedGroup, MemberDescription,
@@ -37,7 +38,8 @@ struct Member {
     /// Sequence of the JoinGroup this member is waiting on.
     awaiting_join: Option<u64>,
     /// The answer to that JoinGroup, once the round completed (or it was fenced).
-    join_result: Option<(u64, Result<JoinGroupResponse, GroupError>)>,
+    /// Boxed: set only while an answer waits to be collected.
+    join_result: Option<Box<(u64, Result<JoinGroupResponse, GroupError>)>>,
     /// SyncGroup calls waiting for the leader's assignment (the member counts as alive
     /// while one waits, as in Kafka).
     awaiting_sync: u32,
@@ -81,7 +83,7 @@ pub struct Group {
     protocol: Option<String>,
     generation: i32,
     leader: Option<String>,
-    members: BTreeMap<String, Member>,
+    members: SortedMap<String, Member>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, not joined yet, with when they
     /// are forgotten if the member does not rejoin (its session timeout, as in Kafka).
     pending: BTreeMap<String, Instant>,
@@ -94,7 +96,7 @@ pub struct Group {
     /// pending-sync expiry).
     sync_deadline: Option<Instant>,
     initial_delay: Option<InitialDelay>,
-    offsets: BTreeMap<(String, i32), Committed>,
+    offsets: SortedMap<(String, i32), Committed>,
     /// When the group entered its current state (ms since the epoch), as stored.
     state_timestamp_ms: i64,
     /// Counter for join sequence numbers and member ids.
@@ -110,12 +112,12 @@ pub struct Group {
     fenced_joins: Vec<(String, u64, String)>,
     /// A static member took over its entry in a Stable group without a rebalance:
     /// (instance id, old member id, new member id), until its metadata is stored.
-    pending_replacement: Option<StaticReplacement>,
+    pending_replacement: Option<Box<StaticReplacement>>,
     /// What the last stored metadata recorded, if it was such a replacement.
-    stored_replacement: Option<StaticReplacement>,
+    stored_replacement: Option<Box<StaticReplacement>>,
     /// The replaced member as it was, until the replacement is stored: put back if
     /// storing fails (Kafka reverts the replacement rather than rebalance).
-    replaced_member: Option<Member>,
+    replaced_member: Option<Box<Member>>,
 }
 
 /// A static member's new member id, without a rebalance: (instance id, old member id,
@@ -133,13 +135,13 @@ impl Group {
             protocol: None,
             generation: 0,
             leader: None,
-            members: BTreeMap::new(),
+            members: SortedMap::new(),
             pending: BTreeMap::new(),
             instances: BTreeMap::new(),
             rebalance_deadline: None,
             sync_deadline: None,
             initial_delay: None,
-            offsets: BTreeMap::new(),
+            offsets: SortedMap::new(),
             state_timestamp_ms: -1,
             seq: 0,
             incarnation,
@@ -471,8 +473,9 @@ impl Group {
         match self.state {
             GroupState::Stable if protocol_stays => {
                 self.store_pending = true;
-                self.pending_replacement = Some((instance, old_id.to_string(), new_id.clone()));
-                self.replaced_member = Some(before);
+                self.pending_replacement =
+                    Some(Box::new((instance, old_id.to_string(), new_id.clone())));
+                self.replaced_member = Some(Box::new(before));
                 let leads = self.leader.as_deref() == Some(new_id.as_str());
                 if req.supports_skip_assignment {
                     // JoinGroup v9+: the returning leader learns that it leads (to go on
@@ -556,10 +559,10 @@ impl Group {
         let Some(member) = self.members.get_mut(&ticket.member_id) else {
             return Some(Err(GroupError::UnknownMemberId(ticket.member_id.clone())));
         };
-        if let Some((seq, _)) = &member.join_result
+        if let Some((seq, _)) = member.join_result.as_deref()
             && *seq == ticket.join_seq
         {
-            let (_, resp) = member.join_result.take()?;
+            let (_, resp) = *member.join_result.take()?;
             member.last_heartbeat = now;
             return Some(resp);
         }
@@ -740,7 +743,7 @@ impl Group {
                 },
                 skip_assignment: false,
             };
-            m.join_result = Some((seq, Ok(resp)));
+            m.join_result = Some(Box::new((seq, Ok(resp))));
             m.last_heartbeat = now;
             m.pending_sync = true;
         }
@@ -1405,11 +1408,12 @@ impl Group {
     /// stored is undone instead (the old id is the member again, no rebalance), as
     /// Kafka does, and the joining instance is refused.
     pub fn store_failed(&mut self, now: Instant) {
-        if let (Some((instance, old, new)), Some(member)) =
-            (self.stored_replacement.take(), self.replaced_member.take())
-            && self.members.remove(&new).is_some()
+        if let (Some((instance, old, new)), Some(member)) = (
+            self.stored_replacement.take().map(|r| *r),
+            self.replaced_member.take(),
+        ) && self.members.remove(&new).is_some()
         {
-            self.members.insert(old.clone(), member);
+            self.members.insert(old.clone(), *member);
             if self.leader.as_deref() == Some(new.as_str()) {
                 self.leader = Some(old.clone());
             }
@@ -1475,7 +1479,7 @@ impl Group {
     /// recorded (no rebalance). Read only by the log line of `tidelog serve`.
     #[cfg(feature = "server")]
     pub(crate) fn stored_replacement(&self) -> Option<&StaticReplacement> {
-        self.stored_replacement.as_ref()
+        self.stored_replacement.as_deref()
     }
 
     /// When the group entered its current state (ms since the epoch, -1 if unknown).

@@ -88,6 +88,7 @@ mod share_members;
 mod share_partition;
 mod share_records;
 mod share_shell;
+mod sorted_map;
 #[cfg(test)]
 mod tests_migration;
 #[cfg(test)]
@@ -168,7 +169,8 @@ pub(crate) type PartitionCheck = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 
 /// The groups of one loaded partition of `__consumer_offsets`.
 struct Loaded {
-    groups: HashMap<String, Group>,
+    /// Boxed: the table's empty buckets then cost a pointer, not a whole group.
+    groups: HashMap<String, Box<Group>>,
     /// Consumer-protocol groups (KIP-848); their offsets are in `groups`.
     consumer: HashMap<String, ConsumerGroup>,
     incarnation: u64,
@@ -402,7 +404,10 @@ impl GroupCoordinator {
         let (entries, pending) = txn_offsets::resolve(logged);
         let groups = group::groups_from_entries(entries, Instant::now(), incarnation);
         let mut shard = Loaded::new(incarnation, Some(journal));
-        shard.groups = groups.into_iter().collect();
+        shard.groups = groups
+            .into_iter()
+            .map(|(id, g)| (id, Box::new(g)))
+            .collect();
         shard.txn = pending;
         let mut st = self.inner.state.lock();
         st.loaded.insert(index, shard);
@@ -575,7 +580,7 @@ impl GroupCoordinator {
             (true, _) | (false, None) => loaded
                 .groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| Group::new(group_id, incarnation)),
+                .or_insert_with(|| Box::new(Group::new(group_id, incarnation))),
             (false, Some(e)) => return Err(e),
         };
         let before = group.rebalances();
@@ -948,7 +953,7 @@ impl GroupCoordinator {
             loaded
                 .groups
                 .entry(group_id.clone())
-                .or_insert_with(|| Group::new(&group_id, incarnation))
+                .or_insert_with(|| Box::new(Group::new(&group_id, incarnation)))
                 .apply_commit(PreparedCommit::of(accepted));
         }
         self.inner.changed.notify_all();
@@ -1083,7 +1088,7 @@ impl GroupCoordinator {
             .loaded
             .values()
             .flat_map(|l| l.groups.values())
-            .map(Group::listed)
+            .map(|g| g.listed())
             .filter(|g| states.is_empty() || states.contains(&g.state))
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -1190,7 +1195,7 @@ impl GroupCoordinator {
         let live: Vec<String> = st
             .shard(group_id)
             .and_then(|l| l.groups.get(group_id))
-            .map(Group::member_ids)
+            .map(|g| g.member_ids())
             .unwrap_or_default();
         let wakers = st.wakers.entry(group_id.to_string()).or_default();
         wakers.retain(|id, _| live.contains(id));

@@ -657,6 +657,11 @@ pub(crate) enum PerfCmd {
     /// each driven with Produce at acks=1 and acks=all: throughput and ack latency.
     #[cfg(feature = "server")]
     Cluster(PerfClusterArgs),
+    /// Many consumer groups on a cluster: `tidelog serve` child processes on 127.0.0.1
+    /// (three nodes), N groups each committing an offset once a second: commit latency
+    /// and the nodes' memory per group.
+    #[cfg(feature = "server")]
+    Groups(PerfGroupsArgs),
     /// The writer process of `perf recover` (internal).
     #[command(hide = true)]
     RecoverWriter(PerfRecoverWriterArgs),
@@ -798,6 +803,30 @@ pub(crate) struct PerfClusterArgs {
     /// Pace of the latency runs, records per second.
     #[arg(long, value_name = "R", default_value_t = 20_000)]
     pub latency_rate: u64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf groups`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct PerfGroupsArgs {
+    /// Consumer groups, each committing one offset once a second.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub groups: u64,
+    /// Seconds of commits measured (each group commits this many times).
+    #[arg(long, value_name = "S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
+    /// Give every group one member (classic protocol: JoinGroup, SyncGroup, a heartbeat
+    /// every 3 s) that commits with its generation, instead of standalone groups
+    /// (generation -1, no member, as consumers that assign their partitions themselves).
+    #[arg(long)]
+    pub members: bool,
+    /// Connections to each node; a connection carries the requests of its groups one at
+    /// a time, as the server answers a connection's requests in order.
+    #[arg(long, value_name = "C", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub connections: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -38,6 +38,8 @@ mod partitions;
 mod perf;
 #[cfg(feature = "server")]
 mod perf_cluster;
+#[cfg(feature = "server")]
+mod perf_groups;
 mod perf_machine;
 mod produce;
 mod progress;
@@ -107,6 +109,8 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Lookup(args)) => perf::lookup(given, &args),
         #[cfg(feature = "server")]
         Command::Perf(PerfCmd::Cluster(args)) => perf_cluster::cluster(given, &args),
+        #[cfg(feature = "server")]
+        Command::Perf(PerfCmd::Groups(args)) => perf_groups::groups(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
         #[cfg(feature = "server")]

@@ -48,7 +48,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The `tidelog serve` processes of a run, killed on drop.
-struct Nodes {
+pub(crate) struct Nodes {
     children: Vec<Child>,
     /// Client addresses, in node order.
     bootstrap: Vec<String>,
@@ -67,6 +67,16 @@ impl Nodes {
     /// One node (`count` 1) or a cluster of `count` nodes (`--node-id`, `--quorum`),
     /// each in a directory under `dir` with its log in `node-N.log`.
     fn start(dir: &Path, label: &str, count: usize) -> CliResult<Nodes> {
+        Nodes::start_with(dir, label, count, &[])
+    }
+
+    /// [`start`](Self::start), each node given `extra` `tidelog serve` options too.
+    pub(crate) fn start_with(
+        dir: &Path,
+        label: &str,
+        count: usize,
+        extra: &[&str],
+    ) -> CliResult<Nodes> {
         let client: Vec<u16> = (0..count).map(|_| free_port()).collect::<CliResult<_>>()?;
         let peer: Vec<u16> = (0..count).map(|_| free_port()).collect::<CliResult<_>>()?;
         let quorum = peer
@@ -88,7 +98,8 @@ impl Nodes {
             cmd.arg("serve")
                 .arg("--data")
                 .arg(&data)
-                .args(["--listen", &nodes.bootstrap[i]]);
+                .args(["--listen", &nodes.bootstrap[i]])
+                .args(extra);
             if count > 1 {
                 cmd.args(["--node-id", &(i + 1).to_string(), "--quorum", &quorum]);
             }
@@ -103,12 +114,17 @@ impl Nodes {
         Ok(nodes)
     }
 
-    fn bootstrap(&self) -> String {
+    /// The nodes' process ids, in node order.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    pub(crate) fn bootstrap(&self) -> String {
         self.bootstrap.join(",")
     }
 
     /// Fails if a node has exited.
-    fn check_alive(&mut self, dir: &Path, label: &str) -> CliResult {
+    pub(crate) fn check_alive(&mut self, dir: &Path, label: &str) -> CliResult {
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Ok(Some(status)) = c.try_wait() {
                 let log = dir.join(format!("{label}-{}.log", i + 1));
@@ -136,7 +152,7 @@ fn free_port() -> CliResult<u16> {
 /// Creates `topic` (one partition, `rf` replicas, `durable.acks` if `durable`) on `nodes`
 /// once they serve, and waits until its leader is known and every replica is in sync;
 /// the leader's address.
-fn create_topic(
+pub(crate) fn create_topic(
     nodes: &mut Nodes,
     dir: &Path,
     label: &str,
