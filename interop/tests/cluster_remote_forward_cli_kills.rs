@@ -126,13 +126,14 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
         // Each forwarder is killed once it has said it runs (a position read from the
         // directory may have passed two marks before the previous one was killed).
         let started = starts(&log);
-        if let Some(&&at) = kills.peek() {
-            if done >= at && started == 1 + KILLS.len() - kills.len() {
-                forwarder.kill().unwrap();
-                forwarder.wait().unwrap();
-                forwarder = forward(dir.path(), &bootstrap, &log);
-                kills.next();
-            }
+        if let Some(&&at) = kills.peek()
+            && done >= at
+            && started == 1 + KILLS.len() - kills.len()
+        {
+            forwarder.kill().unwrap();
+            forwarder.wait().unwrap();
+            forwarder = forward(dir.path(), &bootstrap, &log);
+            kills.next();
         }
         let all_started = kills.peek().is_none() && started == 1 + KILLS.len();
         if done == u64::from(RECORDS) && all_started && nodes.is_running(down) {

@@ -156,7 +156,8 @@ impl Progress {
         }
     }
 
-    /// Replaces the label.
+    /// Replaces the label (`forward`'s records behind).
+    #[cfg(feature = "server")]
     pub(crate) fn label(&self, label: impl Into<Cow<'static, str>>) {
         if let Some(bar) = &self.bar {
             bar.set_message(label);
