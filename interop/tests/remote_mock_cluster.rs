@@ -3,7 +3,8 @@
 //! (three brokers in this process). It advertises fewer Produce versions than the
 //! client speaks, moves a partition's leader and answers NOT_LEADER_OR_FOLLOWER: the
 //! client negotiates, follows the leader, and the idempotent producer's records are
-//! each in the log once, in order. A transactional producer finds its coordinator on
+//! each in the log once, in order. Describing a topic, which needs DescribeConfigs (the
+//! mock has none), is `Error::UnsupportedApi` naming it. A transactional producer finds its coordinator on
 //! another broker and rides out the mock's injected coordinator errors.
 
 use std::time::Duration;
@@ -70,6 +71,11 @@ fn the_network_producer_on_librdkafkas_mock_cluster() {
     .unwrap();
     assert_eq!(cluster.brokers().len(), 3);
     assert_eq!(cluster.partition_count("t").unwrap(), 4);
+    // The mock answers no DescribeConfigs: describing a topic says so, by name.
+    match cluster.describe_topic("t") {
+        Err(Error::UnsupportedApi { api, .. }) => assert_eq!(api, "DescribeConfigs"),
+        other => panic!("describe_topic on the mock: {other:?}"),
+    }
 
     let producer = Producer::new(&cluster).unwrap();
     for i in 0..100 {

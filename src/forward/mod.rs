@@ -56,11 +56,13 @@ mod position;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -80,6 +82,9 @@ const CHUNK_BYTES: usize = 256 << 10;
 
 /// The prefix of the consumer group a forwarder commits its positions as.
 pub const GROUP_PREFIX: &str = "tidelog-forward-";
+
+/// The suffix of the file of the data directory recording a forwarder's last error.
+const ERROR_SUFFIX: &str = ".last-error";
 
 /// Settings of a [`Forwarder`].
 #[derive(Debug, Clone)]
@@ -182,17 +187,7 @@ impl ForwarderBuilder {
             key: key.into(),
             reason,
         };
-        if c.name.is_empty()
-            || !c
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        {
-            return Err(bad(
-                "name",
-                format!("{:?}: use letters, digits, '.', '_' and '-'", c.name),
-            ));
-        }
+        check_name(&c.name)?;
         if c.max_in_flight_records == 0 {
             return Err(bad("max.in.flight.records", "0 is less than 1".into()));
         }
@@ -214,6 +209,7 @@ impl ForwarderBuilder {
             broker: self.broker,
             client: self.client,
             config: self.config,
+            written_error: RefCell::new(Some(String::new())),
             shared: Arc::new(Shared {
                 stop: AtomicBool::new(false),
                 wake: (Mutex::new(()), Condvar::new()),
@@ -237,6 +233,63 @@ impl ForwarderBuilder {
         })
     }
 }
+/// Refuses a forwarder name that is not letters, digits, `.`, `_` and `-`.
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(Error::InvalidConfig {
+            key: "name".into(),
+            reason: format!("{name:?}: use letters, digits, '.', '_' and '-'"),
+        });
+    }
+    Ok(())
+}
+
+/// The file of the data directory `dir` recording the last error of forwarder `name`:
+/// `tidelog-forward-NAME.last-error`, a checkpoint file whose payload is the time of
+/// the error (i64, Unix ms) and its message (UTF-8); there only while the forwarder's
+/// last session failed.
+fn error_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{GROUP_PREFIX}{name}{ERROR_SUFFIX}"))
+}
+
+/// Reads the last error [`error_path`] records: its time and message.
+fn read_last_error(path: &Path) -> Result<Option<(SystemTime, String)>> {
+    let Some(payload) = crate::storage::read_checkpoint(path)? else {
+        return Ok(None);
+    };
+    let bad = || Error::corrupt(path.display(), 10, "not a forwarder's last error");
+    let (ms, message) = payload.split_first_chunk::<8>().ok_or_else(bad)?;
+    let ms = u64::try_from(i64::from_be_bytes(*ms)).map_err(|_| bad())?;
+    let message = std::str::from_utf8(message).map_err(|_| bad())?;
+    Ok(Some((
+        UNIX_EPOCH + Duration::from_millis(ms),
+        message.to_string(),
+    )))
+}
+
+/// Records (`Some`) or removes (`None`) the last error at [`error_path`].
+fn write_last_error(path: &Path, error: Option<(SystemTime, &str)>) -> Result<()> {
+    match error {
+        Some((at, message)) => {
+            let ms = at
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let mut payload = ms.to_be_bytes().to_vec();
+            payload.extend_from_slice(message.as_bytes());
+            crate::storage::write_checkpoint(path, &payload)
+        }
+        None => match std::fs::remove_file(path) {
+            Ok(()) => path.parent().map_or(Ok(()), crate::storage::sync_dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", path, e)),
+        },
+    }
+}
+
 /// Copies local topics to a remote cluster, exactly once; see the [module
 /// documentation](self). Stops (after sending what it read and committing its
 /// position) on [`stop`](Self::stop) or when dropped.
@@ -292,8 +345,11 @@ pub struct ForwardStatus {
     pub records_lost: u64,
     /// Sessions started (the first, and one after each failure).
     pub sessions: u64,
-    /// The last error, None since the last session that succeeded in sending.
+    /// The last error, None since the last session that reached the remote cluster
+    /// (kept in the data directory while it stands, for [`Forwarder::positions`]).
     pub last_error: Option<String>,
+    /// When the last error happened.
+    pub last_error_at: Option<SystemTime>,
 }
 
 impl ForwardStatus {
@@ -429,7 +485,8 @@ pub struct PartitionStatus {
     pub topic: String,
     /// The partition.
     pub partition: i32,
-    /// The remote topic.
+    /// The remote topic (empty in [`Forwarder::positions`], which reads only the local
+    /// directory).
     pub remote_topic: String,
     /// The first local offset not acknowledged by the remote side yet.
     pub position: i64,
@@ -440,6 +497,23 @@ pub struct PartitionStatus {
 }
 
 impl PartitionStatus {
+    /// Partition `p` of local `topic` forwarded up to `position`, against its end now.
+    fn at(topic: &str, p: &Partition, remote_topic: &str, position: i64) -> Result<Self> {
+        let end = p.last_stable_offset()?;
+        Ok(PartitionStatus {
+            topic: topic.to_string(),
+            partition: p.index(),
+            remote_topic: remote_topic.to_string(),
+            position,
+            end,
+            bytes_behind: if position < end {
+                p.log().bytes_from(position)
+            } else {
+                0
+            },
+        })
+    }
+
     /// Records (offsets) not forwarded yet.
     pub fn records_behind(&self) -> u64 {
         (self.end - self.position).max(0) as u64
@@ -477,6 +551,52 @@ impl Forwarder {
             }
         }
         Ok(released)
+    }
+
+    /// Where the forwarder `name` of `broker`'s topics stands, as it left it in the
+    /// data directory (while it runs in another process, which may hold the directory,
+    /// or after it stopped): per local partition it has a position in (the higher of
+    /// the offset committed as its group and its retention hold), that position, the
+    /// partition's end and the bytes between; and its last error, while its last
+    /// session failed. The counters and each `remote_topic` are the running
+    /// forwarder's own ([`status`](Self::status)): 0 and empty here.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad name; [`Error::Corrupt`] naming a damaged
+    /// hold or last-error file; an I/O error naming a file.
+    pub fn positions(broker: &Broker, name: &str) -> Result<ForwardStatus> {
+        check_name(name)?;
+        let group = format!("{GROUP_PREFIX}{name}");
+        let consumer = Consumer::new(
+            broker,
+            ConsumerConfig {
+                group_id: Some(group.clone()),
+                ..ConsumerConfig::default()
+            },
+        );
+        let mut names = broker.topic_names();
+        names.sort();
+        let mut partitions = Vec::new();
+        for topic in names {
+            let t = broker.topic(&topic)?;
+            if t.is_internal() {
+                continue;
+            }
+            for p in t.partitions().iter() {
+                let Some(position) = known_position(&consumer, &group, &topic, p)? else {
+                    continue;
+                };
+                partitions.push(PartitionStatus::at(&topic, p, "", position)?);
+            }
+        }
+        let error = read_last_error(&error_path(broker.dir(), name))?;
+        Ok(ForwardStatus {
+            name: name.to_string(),
+            partitions,
+            last_error_at: error.as_ref().map(|(at, _)| *at),
+            last_error: error.map(|(_, e)| e),
+            ..ForwardStatus::default()
+        })
     }
 
     /// Where the forwarder stands now.
@@ -565,6 +685,9 @@ struct Worker {
     broker: Broker,
     client: ClientConfig,
     config: ForwarderConfig,
+    /// The last error as the data directory records it, None when it records none
+    /// (at start, an empty message: unknown, a previous run may have left one).
+    written_error: RefCell<Option<String>>,
     shared: Arc<Shared>,
 }
 
@@ -623,8 +746,42 @@ impl Worker {
 
     fn failed(&self, e: &Error) {
         emit_error(&self.config.name, e);
-        self.shared.status.lock().last_error = Some(e.to_string());
+        self.note_error(e.to_string());
         self.shared.pause(self.config.retry_backoff);
+    }
+
+    /// Makes `message` the last error: in the status, and in the data directory when it
+    /// changed (a failure to write it there is logged; forwarding goes on).
+    fn note_error(&self, message: String) {
+        let at = SystemTime::now();
+        {
+            let mut st = self.shared.status.lock();
+            st.last_error = Some(message.clone());
+            st.last_error_at = Some(at);
+        }
+        if self.written_error.borrow().as_ref() != Some(&message) {
+            let path = error_path(self.broker.dir(), &self.config.name);
+            match write_last_error(&path, Some((at, &message))) {
+                Ok(()) => *self.written_error.borrow_mut() = Some(message),
+                Err(e) => emit_error(&self.config.name, &e),
+            }
+        }
+    }
+
+    /// The remote cluster answered: there is no last error any more.
+    fn clear_error(&self) {
+        {
+            let mut st = self.shared.status.lock();
+            st.last_error = None;
+            st.last_error_at = None;
+        }
+        if self.written_error.borrow().is_some() {
+            let path = error_path(self.broker.dir(), &self.config.name);
+            match write_last_error(&path, None) {
+                Ok(()) => *self.written_error.borrow_mut() = None,
+                Err(e) => emit_error(&self.config.name, &e),
+            }
+        }
     }
 
     /// The local topics to forward now, with their remote names.
@@ -722,6 +879,8 @@ impl Worker {
             committed.push(c);
         }
         self.recover(cluster, &mut sources)?;
+        // The remote cluster answered: whatever kept it away is over.
+        self.clear_error();
         let mut skipped = 0;
         for (s, c) in sources.iter_mut().zip(&committed) {
             let log_start = s.partition.log_start_offset();
@@ -853,12 +1012,14 @@ impl Worker {
         let (records, bytes) = acknowledged(sources);
         if records > 0 {
             let partitions = partition_status(sources)?;
-            let mut st = self.shared.status.lock();
-            st.partitions = partitions;
-            st.records_forwarded += records;
-            st.bytes_forwarded += bytes;
+            {
+                let mut st = self.shared.status.lock();
+                st.partitions = partitions;
+                st.records_forwarded += records;
+                st.bytes_forwarded += bytes;
+            }
             if !*ok {
-                st.last_error = None;
+                self.clear_error();
                 *ok = true;
             }
         }
@@ -946,9 +1107,7 @@ impl Worker {
         topic: &str,
         p: &Partition,
     ) -> Result<Option<i64>> {
-        let committed = consumer.committed(topic, p.index())?;
-        let held = p.log().durable_retention_hold(&self.group())?;
-        Ok(committed.max(held))
+        known_position(consumer, &self.group(), topic, p)
     }
 
     /// Holds local retention at `offset` for this forwarder (unless loss is allowed):
@@ -980,9 +1139,8 @@ impl Worker {
             to - 1
         );
         emit_loss(&line);
-        let mut st = self.shared.status.lock();
-        st.records_lost += n;
-        st.last_error = Some(line);
+        self.shared.status.lock().records_lost += n;
+        self.note_error(line);
     }
 
     /// Commits the positions (when the directory is writable), moves the retention
@@ -1005,24 +1163,30 @@ impl Worker {
     }
 }
 
+/// The position of `p` as the forwarder of group `group` left it: the higher of its
+/// committed offset and its durable retention hold (a read-only forwarder commits
+/// nothing; both are offsets below which every record was acknowledged).
+fn known_position(
+    consumer: &Consumer,
+    group: &str,
+    topic: &str,
+    p: &Partition,
+) -> Result<Option<i64>> {
+    let committed = consumer.committed(topic, p.index())?;
+    let held = p.log().durable_retention_hold(group)?;
+    Ok(committed.max(held))
+}
+
 /// Where each source stands now.
 fn partition_status(sources: &[Source]) -> Result<Vec<PartitionStatus>> {
     let mut partitions = Vec::with_capacity(sources.len());
     for s in sources {
-        let position = s.position();
-        let end = s.partition.last_stable_offset()?;
-        partitions.push(PartitionStatus {
-            topic: s.topic.clone(),
-            partition: s.partition.index(),
-            remote_topic: s.remote_topic.clone(),
-            position,
-            end,
-            bytes_behind: if position < end {
-                s.partition.log().bytes_from(position)
-            } else {
-                0
-            },
-        });
+        partitions.push(PartitionStatus::at(
+            &s.topic,
+            &s.partition,
+            &s.remote_topic,
+            s.position(),
+        )?);
     }
     Ok(partitions)
 }

@@ -435,3 +435,72 @@ fn bad_settings_are_refused_by_name() {
         .unwrap_err();
     assert!(e.to_string().contains("bad name!"), "{e}");
 }
+
+#[test]
+fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    local.create_topic("t", 2, TopicConfig::new()).unwrap();
+    produce(&local, "t", 0, 100);
+    let ends: Vec<i64> = (0..2)
+        .map(|p| {
+            local
+                .topic("t")
+                .unwrap()
+                .partition(p)
+                .unwrap()
+                .log_end_offset()
+        })
+        .collect();
+    assert_eq!(ends.iter().sum::<i64>(), 100);
+    // A forwarder no one started has no position.
+    let none = Forwarder::positions(&local, "default").unwrap();
+    assert!(none.partitions.is_empty(), "{none:?}");
+    assert_eq!(none.last_error, None);
+    assert!(Forwarder::positions(&local, "a/b").is_err(), "a bad name");
+    // The remote side is away: the forwarder holds at 0 and records why it waits.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let away = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let f = Forwarder::builder(&local, ClientConfig::new(away))
+        .start()
+        .unwrap();
+    for _ in 0..500 {
+        if f.status().last_error.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let error = f.status().last_error.expect("says why it waits");
+    f.stop().unwrap();
+    // Read back from the directory, by another (read-only) opener too.
+    let reader = Broker::open_read_only(local_dir.path()).unwrap();
+    for broker in [&local, &reader] {
+        let stopped = Forwarder::positions(broker, "default").unwrap();
+        let rows: Vec<(&str, i32, i64, i64)> = stopped
+            .partitions
+            .iter()
+            .map(|p| (p.topic.as_str(), p.partition, p.position, p.end))
+            .collect();
+        assert_eq!(rows, vec![("t", 0, 0, ends[0]), ("t", 1, 0, ends[1])]);
+        assert_eq!(stopped.records_behind(), 100);
+        assert!(stopped.bytes_behind() > 0);
+        assert_eq!(stopped.last_error.as_deref(), Some(error.as_str()));
+        assert!(stopped.last_error_at.is_some());
+    }
+    // Once the remote side is back and everything is forwarded: no lag, no error.
+    let (_rdir, _remote, server) = remote_node();
+    let f = Forwarder::builder(&local, ClientConfig::new(server.local_addr().to_string()))
+        .start()
+        .unwrap();
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+    f.stop().unwrap();
+    let done = Forwarder::positions(&reader, "default").unwrap();
+    assert_eq!(done.partitions.len(), 2, "{done:?}");
+    assert_eq!(done.records_behind(), 0, "{done:?}");
+    assert_eq!((done.last_error, done.last_error_at), (None, None));
+}

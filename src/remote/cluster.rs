@@ -6,18 +6,26 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeConfigsRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use parking_lot::{Mutex, RwLock};
 
 use super::config::ClientConfig;
-use crate::admin::{AdminClient, ConfigSource, NewTopic, OffsetSpec, TopicMetadata};
+use crate::admin::{AdminClient, ConfigSource, NewTopic};
 use crate::client::{Client, ClientSecurity, api_name};
 use crate::config::TopicConfig;
 use crate::error::{AdminError, ApiError, Error, ErrorCode, Resource, Result, TopicPartition};
 use crate::storage::{CONFIG_KEYS, LogConfig};
 use crate::topic::{PartitionDescription, TopicDescription};
+
+/// DescribeConfigs versions: 1 (the first with each setting's source) to 4.
+const DESCRIBE_CONFIGS: RangeInclusive<i16> = 1..=4;
+/// Kafka's resource type of a topic (DescribeConfigs).
+const TOPIC_RESOURCE: i8 = 2;
 
 /// How much longer than `request.timeout.ms` the client waits for an answer, so that a
 /// broker's REQUEST_TIMED_OUT arrives before the socket gives up: a quarter of it, at
@@ -344,7 +352,13 @@ impl Cluster {
     /// Asks a broker (the known ones, then the bootstrap addresses) for the metadata of
     /// `topics` (an empty list: the brokers only) and remembers brokers and leaders.
     fn refresh(&self, topics: &[&str]) -> Result<MetadataResponse> {
-        let (_, _, response) = self.call_any(1..=12, |version| {
+        self.refresh_from(topics).map(|(_, _, response)| response)
+    }
+
+    /// As [`refresh`](Self::refresh), with the address of the broker that answered and
+    /// the version.
+    fn refresh_from(&self, topics: &[&str]) -> Result<(String, i16, MetadataResponse)> {
+        let (addr, version, response) = self.call_any(1..=12, |version| {
             MetadataRequest::default()
                 .with_topics(Some(
                     topics
@@ -359,7 +373,7 @@ impl Cluster {
                 .with_allow_auto_topic_creation(version < 4)
         })?;
         self.remember(&response);
-        Ok(response)
+        Ok((addr, version, response))
     }
 
     /// Sends a request any broker answers to the known brokers, then the bootstrap
@@ -616,89 +630,99 @@ impl Cluster {
 
     /// The partitions of `topic` with their offsets, leaders, replicas and in-sync
     /// replicas, and its settings: the same [`TopicDescription`] as
-    /// [`Broker::describe_topic`](crate::Broker::describe_topic) (Metadata,
-    /// DescribeConfigs and ListOffsets; sizes and segment counts are not reported over
-    /// the network).
+    /// [`Broker::describe_topic`](crate::Broker::describe_topic). Each request goes in
+    /// the version negotiated with the broker asked: one Metadata, one DescribeConfigs,
+    /// and two ListOffsets (earliest, latest) per partition leader; sizes and segment
+    /// counts are not reported over the network.
     ///
     /// # Errors
-    /// [`Error::UnknownTopic`] when the cluster has no such topic; `InvalidConfig`
-    /// naming the setting when the broker reports a value tidelog cannot read.
+    /// [`Error::UnknownTopic`] when the cluster has no such topic;
+    /// [`Error::UnsupportedApi`] naming DescribeConfigs on a broker without it;
+    /// `InvalidConfig` naming the setting when the broker reports a value tidelog
+    /// cannot read.
     pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
-        let metadata = self.topic_metadata(name)?;
-        let mut configs = self.inner.admin.describe_configs(&[name])?;
-        let entries = known_topic(
-            name,
-            configs
-                .remove(name)
-                .unwrap_or_else(|| Err(Error::UnknownTopic(name.into()))),
-        )?;
-        let mut config = TopicConfig::new();
-        let mut log_config = LogConfig::default();
-        for entry in entries {
-            let Some(value) = entry.value else { continue };
-            if entry.source == ConfigSource::Topic {
-                config = config.set(&entry.name, &value);
-            }
-            if CONFIG_KEYS.contains(&entry.name.as_str()) {
-                log_config
-                    .set(&entry.name, &value)
-                    .map_err(|e| Error::InvalidConfig {
-                        key: entry.name.clone(),
-                        reason: format!("topic {name:?} as the cluster describes it: {e}"),
-                    })?;
-            }
-        }
-        let offsets = |spec: fn() -> OffsetSpec| -> Result<BTreeMap<i32, i64>> {
-            let specs: Vec<(TopicPartition, OffsetSpec)> = metadata
-                .partitions
-                .iter()
-                .map(|p| (TopicPartition::new(name, p.partition), spec()))
-                .collect();
-            let mut out = BTreeMap::new();
-            for (tp, listed) in self.inner.admin.list_offsets(&specs)? {
-                let offset = known_topic(name, listed)?.offset.unwrap_or(0);
-                out.insert(tp.partition, offset);
-            }
-            Ok(out)
-        };
-        let starts = offsets(|| OffsetSpec::Earliest)?;
-        let ends = offsets(|| OffsetSpec::Latest)?;
-        let partitions = metadata
-            .partitions
+        let (addr, version, metadata) = self.refresh_from(&[name])?;
+        let topic = metadata
+            .topics
             .into_iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
+            .ok_or_else(|| Error::UnknownTopic(name.into()))?;
+        topic_answer(
+            name,
+            topic.error_code,
+            None,
+            (&addr, || api_version::<MetadataRequest>(version)),
+        )?;
+        let (config, log_config) = self.topic_configs(name)?;
+        let mut ids: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
+        ids.sort_unstable();
+        let starts = self.list_offsets(name, &ids, Cluster::EARLIEST)?;
+        let ends = self.list_offsets(name, &ids, Cluster::LATEST)?;
+        let nodes = |ids: &[BrokerId]| ids.iter().map(|b| b.0).collect::<Vec<i32>>();
+        let mut partitions: Vec<PartitionDescription> = topic
+            .partitions
+            .iter()
             .map(|p| PartitionDescription {
-                partition: p.partition,
-                log_start_offset: starts.get(&p.partition).copied().unwrap_or(0),
-                log_end_offset: ends.get(&p.partition).copied().unwrap_or(0),
-                leader: p.leader,
-                replicas: p.replicas,
-                isr: p.isr,
+                partition: p.partition_index,
+                log_start_offset: starts.get(&p.partition_index).copied().unwrap_or(0),
+                log_end_offset: ends.get(&p.partition_index).copied().unwrap_or(0),
+                leader: Some(p.leader_id.0).filter(|l| *l >= 0),
+                replicas: nodes(&p.replica_nodes),
+                isr: nodes(&p.isr_nodes),
                 size_bytes: None,
                 segments: None,
             })
             .collect();
+        partitions.sort_by_key(|p| p.partition);
         Ok(TopicDescription {
-            name: metadata.name,
-            internal: metadata.internal,
+            name: name.to_string(),
+            internal: topic.is_internal,
             config,
             log_config,
             partitions,
         })
     }
 
-    /// The partitions of `topic` as Metadata describes them (leaders, epochs, replicas,
-    /// in-sync and offline replicas).
-    ///
-    /// # Errors
-    /// [`Error::UnknownTopic`] when the cluster has no such topic.
-    fn topic_metadata(&self, name: &str) -> Result<TopicMetadata> {
-        let mut results = self.inner.admin.describe_topics(&[name])?;
-        known_topic(
+    /// The settings of `topic` (DescribeConfigs, at the version negotiated with the
+    /// broker asked): its own overrides, and every setting tidelog's `LogConfig` has.
+    fn topic_configs(&self, name: &str) -> Result<(TopicConfig, LogConfig)> {
+        let (addr, version, response) = self.call_any(DESCRIBE_CONFIGS, |_| {
+            DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(TOPIC_RESOURCE)
+                    .with_resource_name(StrBytes::from_string(name.to_string()))
+                    .with_configuration_keys(None),
+            ])
+        })?;
+        let result = response
+            .results
+            .into_iter()
+            .find(|r| r.resource_name.as_str() == name)
+            .ok_or_else(|| Error::UnknownTopic(name.into()))?;
+        topic_answer(
             name,
-            results
-                .remove(name)
-                .unwrap_or_else(|| Err(Error::UnknownTopic(name.into()))),
-        )
+            result.error_code,
+            result.error_message.as_ref(),
+            (&addr, || api_version::<DescribeConfigsRequest>(version)),
+        )?;
+        let mut config = TopicConfig::new();
+        let mut log_config = LogConfig::default();
+        for entry in result.configs {
+            let Some(value) = entry.value else { continue };
+            let key = entry.name.as_str();
+            if ConfigSource::from_wire(entry.config_source) == ConfigSource::Topic {
+                config = config.set(key, value.as_str());
+            }
+            if CONFIG_KEYS.contains(&key) {
+                log_config
+                    .set(key, value.as_str())
+                    .map_err(|e| Error::InvalidConfig {
+                        key: key.to_string(),
+                        reason: format!("topic {name:?} as the cluster describes it: {e}"),
+                    })?;
+            }
+        }
+        Ok((config, log_config))
     }
 
     /// Deletes `topic` and its data.
@@ -737,6 +761,32 @@ fn known_topic<T>(name: &str, result: Result<T>) -> Result<T> {
 
 fn is_unknown_topic(e: &AdminError) -> bool {
     e.code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+}
+
+/// A broker's answer `code` about topic `name`: fine (0), [`Error::UnknownTopic`], or
+/// the refusal of the API `api()` names by the broker at `broker`.
+fn topic_answer(
+    name: &str,
+    code: i16,
+    message: Option<&StrBytes>,
+    (broker, api): (&str, impl FnOnce() -> String),
+) -> Result<()> {
+    match code {
+        0 => Ok(()),
+        c if c == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code() => {
+            Err(Error::UnknownTopic(name.into()))
+        }
+        c => Err(ApiError {
+            api: api(),
+            broker: broker.to_string(),
+            resource: Resource::Topic(name.to_string()),
+            code: ErrorCode::from_code(c),
+            message: message
+                .map(|m| m.to_string())
+                .filter(|m| !m.trim().is_empty()),
+        }
+        .into()),
+    }
 }
 
 /// The API and version of a request, as errors name it: `Produce v9`.

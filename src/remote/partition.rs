@@ -9,7 +9,9 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{Attempt, Cluster, api_version, partition_error};
+use std::collections::BTreeMap;
+
+use super::cluster::{Attempt, Cluster, api_version, partition_error, retriable, unreachable};
 use crate::admin::isolation_level;
 use crate::consumer::IsolationLevel;
 use crate::error::{ErrorCode, Result};
@@ -234,24 +236,8 @@ impl Cluster {
         let isolation = isolation_level(isolation);
         self.on_leader(topic, partition, |leader| {
             let build = |version: i16| {
-                let mut p = ListOffsetsPartition::default()
-                    .with_partition_index(partition)
-                    .with_timestamp(timestamp);
-                if version >= 4 {
-                    p = p.with_current_leader_epoch(leader.epoch);
-                }
-                let request = ListOffsetsRequest::default()
-                    .with_replica_id(BrokerId(-1))
-                    .with_topics(vec![
-                        ListOffsetsTopic::default()
-                            .with_name(topic_name(topic))
-                            .with_partitions(vec![p]),
-                    ]);
-                if version >= 2 {
-                    request.with_isolation_level(isolation)
-                } else {
-                    request
-                }
+                list_offsets_request(version, topic, &[(partition, leader.epoch)], timestamp)
+                    .with_isolation_level(if version >= 2 { isolation } else { 0 })
             };
             let (version, response) = match self.call(&leader.addr, LIST_OFFSETS, build) {
                 Ok(r) => r,
@@ -277,4 +263,103 @@ impl Cluster {
             }
         })
     }
+}
+
+impl Cluster {
+    /// The offsets of `partitions` of `topic` for `timestamp` as a reader of
+    /// uncommitted records sees them (as [`list_offset`](Self::list_offset) answers
+    /// each): one ListOffsets per leader the known metadata names. A partition without
+    /// a leader, whose leader cannot be reached or answers an error worth asking again,
+    /// is then asked alone, with `list_offset`'s retries.
+    ///
+    /// # Errors
+    /// As [`list_offset`](Self::list_offset).
+    pub(crate) fn list_offsets(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> Result<BTreeMap<i32, i64>> {
+        let mut by_leader: BTreeMap<String, Vec<(i32, i32)>> = BTreeMap::new();
+        let mut alone = Vec::new();
+        for &p in partitions {
+            match self.leader(topic, p)? {
+                Some(l) => by_leader.entry(l.addr).or_default().push((p, l.epoch)),
+                None => alone.push(p),
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (addr, asked) in by_leader {
+            let build = |version: i16| list_offsets_request(version, topic, &asked, timestamp);
+            let (version, response) = match self.call(&addr, LIST_OFFSETS, build) {
+                Ok(answer) => answer,
+                Err(e) if unreachable(&e) => {
+                    alone.extend(asked.iter().map(|(p, _)| *p));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let answers = response
+                .topics
+                .iter()
+                .filter(|t| t.name.0.as_str() == topic)
+                .flat_map(|t| t.partitions.iter());
+            let mut unanswered: Vec<i32> = asked.iter().map(|(p, _)| *p).collect();
+            for a in answers {
+                let Some(i) = unanswered.iter().position(|p| *p == a.partition_index) else {
+                    continue;
+                };
+                let p = unanswered.swap_remove(i);
+                match a.error_code {
+                    0 => {
+                        out.insert(p, a.offset);
+                    }
+                    code if retriable(ErrorCode::from_code(code)) => alone.push(p),
+                    code => {
+                        let api = api_version::<ListOffsetsRequest>(version);
+                        return Err(partition_error(api, &addr, topic, p, code, None));
+                    }
+                }
+            }
+            alone.extend(unanswered);
+        }
+        for p in alone {
+            let uncommitted = IsolationLevel::ReadUncommitted;
+            out.insert(
+                p,
+                self.list_offset(topic, p, timestamp, uncommitted)?.offset,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// A ListOffsets request of `version` for `partitions` of `topic` (each with the leader
+/// epoch known, sent from v4) at `timestamp`, reading uncommitted.
+fn list_offsets_request(
+    version: i16,
+    topic: &str,
+    partitions: &[(i32, i32)],
+    timestamp: i64,
+) -> ListOffsetsRequest {
+    let partitions = partitions
+        .iter()
+        .map(|&(partition, epoch)| {
+            let p = ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(timestamp);
+            if version >= 4 {
+                p.with_current_leader_epoch(epoch)
+            } else {
+                p
+            }
+        })
+        .collect();
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(partitions),
+        ])
 }

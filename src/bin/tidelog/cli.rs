@@ -342,6 +342,11 @@ pub(crate) struct ForwardArgs {
     /// exit: for a forwarder retired for good (one started again holds again).
     #[arg(long, conflicts_with_all = ["allow_retention_loss", "metrics_listen"])]
     pub release: bool,
+    /// Print where forwarder NAME stands (per local partition its position, the end and
+    /// the records behind, and its last error while it fails), read from the data
+    /// directory, and exit: it may run in another process or be stopped.
+    #[arg(long, conflicts_with_all = ["allow_retention_loss", "metrics_listen", "release"])]
+    pub describe: bool,
     /// Serve the forwarder's and the broker's metrics in the Prometheus text format at
     /// http://HOST:PORT/metrics (port 0 picks a free port; the address is printed).
     #[arg(long, value_name = "HOST:PORT")]

@@ -11,14 +11,15 @@
 //!
 //! Progress (records forwarded, records behind) shows on a terminal as the other long
 //! commands show theirs; a failure (the remote side away) is one `warning:` line when
-//! it starts and one `forwarding again` line when it ends.
+//! it starts and one `forwarding again` line when it ends. `--describe` prints where a
+//! forwarder stands, read from the data directory, as `groups describe` prints a group.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use tidelog::forward::Forwarder;
+use tidelog::forward::{ForwardStatus, Forwarder, GROUP_PREFIX};
 
 use crate::cli::ForwardArgs;
 use crate::progress::{Progress, Unit};
@@ -34,6 +35,12 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
             crate::common::open_broker(data, false)
         }
     };
+    if args.describe {
+        let broker = open()?;
+        let status = Forwarder::positions(&broker, &args.name)?;
+        broker.close()?;
+        return describe(data, &status);
+    }
     if args.release {
         let broker = open()?;
         let released = Forwarder::release(&broker, &args.name)?;
@@ -98,12 +105,17 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
         .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
         eprintln!("tidelog forward: metrics on http://{addr}/metrics");
     }
-    let progress = Progress::with(format!("forwarded to {bootstrap}"), Unit::Records, None);
+    let progress = Progress::with(label(bootstrap, 0), Unit::Records, None);
     let mut failing: Option<String> = None;
+    let mut behind = 0;
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(100));
         let status = forwarder.status();
         progress.set(status.records_forwarded);
+        if status.records_behind() != behind {
+            behind = status.records_behind();
+            progress.label(label(bootstrap, behind));
+        }
         match (&failing, &status.last_error) {
             (None, Some(e)) => {
                 crate::progress::suspend(|| eprintln!("warning: forwarding paused, retrying: {e}"));
@@ -126,4 +138,52 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
         status.records_behind()
     );
     Ok(())
+}
+
+/// The progress label: where to, and the records behind.
+fn label(bootstrap: &str, behind: u64) -> String {
+    format!("forwarded to {bootstrap}, {behind} behind")
+}
+
+/// `--describe`: the forwarder's line, then per partition its position, the end, the
+/// records behind (kafka-consumer-groups --describe's columns), then its last error.
+fn describe(data: &Path, status: &ForwardStatus) -> CliResult {
+    let mut out = crate::out::Out::new();
+    if status.partitions.is_empty() {
+        out.line(format_args!(
+            "Forwarder '{}' has no position in {} (never started there, or released)",
+            status.name,
+            data.display()
+        ))?;
+    } else {
+        out.line(format_args!(
+            "Forwarder '{}' (group {GROUP_PREFIX}{}): {} records ({} bytes) behind",
+            status.name,
+            status.name,
+            status.records_behind(),
+            status.bytes_behind()
+        ))?;
+        out.line("")?;
+        out.line("TOPIC\tPARTITION\tPOSITION\tLOG-END-OFFSET\tLAG\tBYTES-BEHIND")?;
+        for p in &status.partitions {
+            out.line(format_args!(
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                p.topic,
+                p.partition,
+                p.position,
+                p.end,
+                p.records_behind(),
+                p.bytes_behind
+            ))?;
+        }
+    }
+    if let Some(e) = &status.last_error {
+        let ago = status
+            .last_error_at
+            .and_then(|at| SystemTime::now().duration_since(at).ok())
+            .map_or_else(String::new, |d| format!(" ({} s ago)", d.as_secs()));
+        out.line("")?;
+        out.line(format_args!("Last error{ago}: {e}"))?;
+    }
+    out.flush()
 }

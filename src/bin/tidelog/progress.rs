@@ -156,6 +156,14 @@ impl Progress {
         }
     }
 
+    /// Replaces the label (`forward`'s records behind).
+    #[cfg(feature = "server")]
+    pub(crate) fn label(&self, label: impl Into<Cow<'static, str>>) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(label);
+        }
+    }
+
     /// Shows `done` now.
     pub(crate) fn set(&self, done: u64) {
         if let Some(bar) = &self.bar {
