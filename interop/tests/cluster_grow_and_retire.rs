@@ -30,14 +30,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::Producer;
 use tidelog_interop::cluster::{
     ClusterView, cli, cli_ok, describe, eventually, free_ports, log_tails, read_log,
     terminate_child, terminate_children,
 };
 use tidelog_interop::faults::{Net, NetKind};
 use tidelog_interop::history::{self, Event};
-use tidelog_interop::numbered;
 use tidelog_interop::workload::{self, History};
 
 const TOPIC: &str = "orders";
@@ -225,10 +223,13 @@ fn in_sync(nodes: &Nodes) -> Option<Vec<Vec<i32>>> {
         .then(|| v.partitions.iter().map(|p| p.replicas.clone()).collect())
 }
 
-fn run(bootstrap: &str, args: &[&str]) -> String {
-    let (code, out, err) = cli(bootstrap, args);
-    assert_eq!(code, 0, "tidelog {args:?}: {out}{err}");
-    print!("$ tidelog {}\n{out}", args.join(" "));
+/// Runs `tidelog COMMAND --bootstrap BOOTSTRAP` (COMMAND split at spaces), which must
+/// succeed, and prints it with its output.
+fn run(bootstrap: &str, command: &str) -> String {
+    let args: Vec<&str> = command.split_whitespace().collect();
+    let (code, out, err) = cli(bootstrap, &args);
+    assert_eq!(code, 0, "tidelog {command}: {out}{err}");
+    print!("$ tidelog {command}\n{out}");
     out
 }
 
@@ -255,20 +256,11 @@ fn a_cluster_grows_moves_partitions_changes_voters_and_retires_a_node() {
         (view(&nodes)?.brokers == [1, 2, 3, 4, 5] && q.1 == [1, 2, 3] && q.2 == [4, 5])
             .then_some(())
     });
-    let partitions = PARTITIONS.to_string();
     run(
         b,
-        &[
-            "topics",
-            "create",
-            TOPIC,
-            "--partitions",
-            &partitions,
-            "--replication-factor",
-            "3",
-            "--config",
-            "min.insync.replicas=2",
-        ],
+        &format!(
+            "topics create {TOPIC} --partitions {PARTITIONS} --replication-factor 3 --config min.insync.replicas=2"
+        ),
     );
     eventually("every partition in sync", WAIT, || in_sync(&nodes));
 
@@ -288,25 +280,8 @@ fn a_cluster_grows_moves_partitions_changes_voters_and_retires_a_node() {
             )
         })
         .collect();
-    let producer = numbered::producer(b, Duration::from_secs(120));
-    let deliveries = producer.context().clone();
-    let stop_producer = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let stop = stop_producer.clone();
-        std::thread::spawn(move || {
-            let done = workload::produce(
-                &producer,
-                TOPIC,
-                PARTITIONS,
-                300,
-                &stop,
-                Duration::from_secs(120),
-            );
-            // The flush is bounded; librdkafka's close (the drop) is not waited for.
-            std::thread::spawn(move || drop(producer));
-            done
-        })
-    };
+    let sender = workload::produce_in_background(b, TOPIC, PARTITIONS, 300, WAIT);
+    let deliveries = sender.deliveries.clone();
     eventually("records acknowledged", WAIT, || {
         (deliveries.acked_count() >= 100).then_some(())
     });
@@ -347,34 +322,15 @@ fn a_cluster_grows_moves_partitions_changes_voters_and_retires_a_node() {
     let plan_file = plan_file.to_str().unwrap();
     run(
         b,
-        &[
-            "reassign",
-            "--execute",
-            "--reassignment-json-file",
-            plan_file,
-        ],
+        &format!("reassign --execute --reassignment-json-file {plan_file}"),
     );
+    let verify = format!("reassign --verify --reassignment-json-file {plan_file}");
     eventually("the moves completed", WAIT, || {
-        let out = cli_ok(
-            b,
-            &[
-                "reassign",
-                "--verify",
-                "--reassignment-json-file",
-                plan_file,
-            ],
-        )?;
+        let args: Vec<&str> = verify.split_whitespace().collect();
+        let out = cli_ok(b, &args)?;
         (out.matches("is completed.").count() == moved.len()).then_some(())
     });
-    run(
-        b,
-        &[
-            "reassign",
-            "--verify",
-            "--reassignment-json-file",
-            plan_file,
-        ],
-    );
+    run(b, &verify);
     for (p, old) in &moved {
         let copy = nodes.dir(*old as usize - 1).join(format!("{TOPIC}-{p}"));
         eventually(
@@ -392,19 +348,19 @@ fn a_cluster_grows_moves_partitions_changes_voters_and_retires_a_node() {
     );
     let (controller, _, _) = quorum(b).expect("the quorum described");
     let c = controller.to_string();
-    run(b, &["quorum", "remove-voter", "--node-id", &c]);
-    run(b, &["quorum", "add-voter", "--node-id", "4"]);
+    run(b, &format!("quorum remove-voter --node-id {c}"));
+    run(b, "quorum add-voter --node-id 4");
     let mut voters: Vec<i32> = (1..=3).filter(|v| *v != controller).collect();
     voters.push(4);
     eventually("the new voters", WAIT, || {
         let q = quorum(b)?;
         (q.1 == voters && q.2.contains(&controller) && q.0 != controller).then_some(())
     });
-    run(b, &["quorum", "describe"]);
+    run(b, "quorum describe");
 
     // 4. The old controller is drained, stopped and unregistered.
     println!("[{:.1?}] the old controller retires", started.elapsed());
-    let out = run(b, &["cluster", "drain", "--node", &c]);
+    let out = run(b, &format!("cluster drain --node {c}"));
     assert!(out.contains(&format!("Node {c} is drained.")), "{out}");
     let gone = controller as usize - 1;
     eventually(&format!("node {c} holds no partition data"), WAIT, || {
@@ -414,19 +370,18 @@ fn a_cluster_grows_moves_partitions_changes_voters_and_retires_a_node() {
     });
     let child = nodes.children[gone].take().expect("running");
     assert!(terminate_child(child), "node {c} stops cleanly");
-    run(b, &["cluster", "unregister", "--node", &c]);
+    run(b, &format!("cluster unregister --node {c}"));
     eventually(&format!("node {c} no longer listed"), WAIT, || {
         let listed = cluster_nodes(b)?;
         let ids: BTreeSet<i32> = listed.iter().map(|(id, _)| *id).collect();
         (!ids.contains(&controller) && !view(&nodes)?.brokers.contains(&controller))
             .then_some(listed)
     });
-    run(b, &["cluster", "describe"]);
+    run(b, "cluster describe");
 
     // The end: the producer flushes, the group delivers every acknowledged record.
     println!("[{:.1?}] the checks", started.elapsed());
-    stop_producer.store(true, Ordering::Release);
-    let (sent, flushed) = sender.join().unwrap();
+    let (sent, flushed) = sender.stop();
     let failed = deliveries.failed.load(Ordering::Relaxed);
     let acked = workload::acked_events(&deliveries);
     println!(
