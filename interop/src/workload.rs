@@ -176,6 +176,54 @@ pub fn produce(
     (sent, producer.flush(flush).is_ok())
 }
 
+/// A numbered-records producer of [`produce`] on its own thread.
+pub struct Background {
+    /// What librdkafka reported so far.
+    pub deliveries: Deliveries,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<(u64, bool)>,
+}
+
+impl Background {
+    /// Stops sending and waits for the flush: the number sent and whether the flush
+    /// completed.
+    pub fn stop(self) -> (u64, bool) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.join().expect("the producer's thread")
+    }
+}
+
+/// Starts an idempotent acks=all producer of `bootstrap`
+/// ([`numbered::producer`](crate::numbered::producer), giving up on a record after
+/// `timeout`) sending to `partitions` of `topic` as [`produce`] does, about `per_second`
+/// in all, on its own thread until [`Background::stop`]; the flush then waits up to
+/// `timeout`.
+pub fn produce_in_background(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    per_second: u64,
+    timeout: Duration,
+) -> Background {
+    let producer = crate::numbered::producer(bootstrap, timeout);
+    let deliveries = Deliveries::clone(producer.context());
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (stop, topic) = (stop.clone(), topic.to_string());
+        std::thread::spawn(move || {
+            let done = produce(&producer, &topic, partitions, per_second, &stop, timeout);
+            // The flush is bounded; librdkafka's close (the drop) is not waited for.
+            std::thread::spawn(move || drop(producer));
+            done
+        })
+    };
+    Background {
+        deliveries,
+        stop,
+        thread,
+    }
+}
+
 /// The acknowledgements `d` received, as history events.
 pub fn acked_events(d: &Deliveries) -> Vec<Event> {
     let mut out = Vec::new();

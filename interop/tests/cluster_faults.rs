@@ -29,11 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::producer::Producer;
 use tidelog_interop::cluster::{ClusterView, Rng, cli_ok, describe, eventually, read_log};
 use tidelog_interop::faults::{End, Net, Nodes};
 use tidelog_interop::history::{self, Event};
-use tidelog_interop::numbered;
 use tidelog_interop::workload::{self, History};
 
 const TOPIC: &str = "faults";
@@ -294,25 +292,14 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
     // The members look their positions up (ListOffsets latest) on their first fetch.
     std::thread::sleep(Duration::from_secs(3));
 
-    let producer = numbered::producer(&bootstrap, Duration::from_secs(300));
-    let deliveries = producer.context().clone();
-    let stop_producer = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let stop = stop_producer.clone();
-        std::thread::spawn(move || {
-            let done = workload::produce(
-                &producer,
-                TOPIC,
-                PARTITIONS,
-                300,
-                &stop,
-                Duration::from_secs(300),
-            );
-            // The flush is bounded; librdkafka's close (the drop) is not waited for.
-            std::thread::spawn(move || drop(producer));
-            done
-        })
-    };
+    let sender = workload::produce_in_background(
+        &bootstrap,
+        TOPIC,
+        PARTITIONS,
+        300,
+        Duration::from_secs(300),
+    );
+    let deliveries = sender.deliveries.clone();
 
     // Every group commits offsets (every second) before the first fault: a partition
     // moved by a rebalance before any commit would start over at the latest offset
@@ -368,8 +355,7 @@ fn run(seed: u64, faults: usize, minutes: u64) -> Outcome {
         show(&before)
     );
 
-    stop_producer.store(true, Ordering::Release);
-    let (sent, flushed) = sender.join().unwrap();
+    let (sent, flushed) = sender.stop();
     let failed = deliveries.failed.load(Ordering::Relaxed);
     println!(
         "{sent} sent, {} acknowledged, {failed} given up by the producer, flushed: {flushed}",

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
-use super::router::{check, kstr};
-use super::{AdminClient, Resource};
+use super::router::{Outcome, Router, check, kstr};
+use super::{AdminClient, Cluster, Resource};
 use crate::error::{Error, Result};
 use crate::storage::codec::{uuid_base64, uuid_from_base64};
 
@@ -100,15 +100,38 @@ node_change!(
 );
 
 impl AdminClient {
+    /// Runs a request about the cluster as a whole through `round` until its outcome is
+    /// final: a retriable refusal (for the controller's requests NOT_CONTROLLER: the
+    /// controller moved, or handed its leadership away because it is the voter being
+    /// removed) is asked again after fresh metadata, as the router repeats rounds. A
+    /// request that is not `idempotent` is repeated after a lost connection only if it
+    /// was not sent.
+    pub(super) fn until_final<T>(
+        &self,
+        idempotent: bool,
+        mut round: impl FnMut(&mut Router) -> Result<Outcome<T>>,
+    ) -> Result<T> {
+        let mut found = self
+            .router
+            .lock()
+            .rounds(vec![Cluster], idempotent, |r, _| {
+                Ok(vec![(Cluster, round(r)?)])
+            })?;
+        found
+            .remove(&Cluster)
+            .unwrap_or_else(|| Err(Error::corrupt("an admin response", 0, "no answer")))
+    }
+
     /// Sends the change of `node` to the controller; its error is about that node.
     fn change_node<R: Request>(&self, node: i32, request: &R, version: i16) -> Result<()>
     where
         R::Response: NodeChange,
     {
-        let r = self.router.lock().call_controller(request, version)?;
-        let (code, message) = r.error();
-        check(|| Resource::Broker(node), code, message)?;
-        Ok(())
+        self.until_final(false, |router| {
+            let r = router.call_controller(request, version)?;
+            let (code, message) = r.error();
+            Ok(check(|| Resource::Broker(node), code, message).into())
+        })
     }
 
     /// The metadata quorum: controller, voters and observers with their progress
@@ -119,11 +142,21 @@ impl AdminClient {
                 .with_topic_name(TopicName(kstr("__cluster_metadata")))
                 .with_partitions(vec![PartitionData::default().with_partition_index(0)]),
         ]);
-        let r = self
-            .router
-            .lock()
-            .call_controller(&request, DESCRIBE_QUORUM_VERSION)?;
-        check(|| Resource::Cluster, r.error_code, r.error_message.as_ref())?;
+        // A node that is not the controller answers NOT_LEADER_OR_FOLLOWER for the
+        // partition: asked again of the controller fresh metadata names.
+        let r = self.until_final(true, |router| {
+            let r = router.call_controller(&request, DESCRIBE_QUORUM_VERSION)?;
+            let refused = check(|| Resource::Cluster, r.error_code, r.error_message.as_ref())
+                .and_then(
+                    |()| match r.topics.first().and_then(|t| t.partitions.first()) {
+                        Some(p) => {
+                            check(|| Resource::Cluster, p.error_code, p.error_message.as_ref())
+                        }
+                        None => Ok(()),
+                    },
+                );
+            Ok(refused.map(|()| r).into())
+        })?;
         let p = r
             .topics
             .first()
@@ -131,7 +164,6 @@ impl AdminClient {
             .ok_or_else(|| {
                 Error::corrupt("a DescribeQuorum response", 0, "no metadata partition")
             })?;
-        check(|| Resource::Cluster, p.error_code, p.error_message.as_ref())?;
         let addresses = r
             .nodes
             .iter()

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasReq
 use kafka_protocol::protocol::StrBytes;
 
 use super::router::{Outcome, check, kstr};
-use super::{AdminClient, Cluster, Resource};
+use super::{AdminClient, Resource};
 use crate::error::{Error, Result};
 use crate::security::quota::{
     ENTITY_CLIENT_ID, ENTITY_USER, EntityName, QuotaChange, QuotaEntity, Quotas, validate_change,
@@ -79,15 +79,9 @@ impl AdminClient {
     /// router repeats rounds), and its outcome.
     pub(super) fn on_any_broker<T>(
         &self,
-        mut round: impl FnMut(&mut super::router::Router) -> Result<Outcome<T>>,
+        round: impl FnMut(&mut super::router::Router) -> Result<Outcome<T>>,
     ) -> Result<T> {
-        let mut found = self
-            .router
-            .lock()
-            .rounds(vec![Cluster], true, |r, _| Ok(vec![(Cluster, round(r)?)]))?;
-        found
-            .remove(&Cluster)
-            .unwrap_or_else(|| Err(Error::corrupt("an admin response", 0, "no answer")))
+        self.until_final(true, round)
     }
 
     /// Sets and removes client quotas (AlterClientQuotas): the outcome per entity, in

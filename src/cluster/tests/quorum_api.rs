@@ -79,3 +79,27 @@ fn describe_add_and_remove_voters_through_the_kafka_apis() {
     assert!(e.contains("VOTER_NOT_FOUND"), "{e}");
     c.shutdown();
 }
+
+/// Removing the voter that is the controller is one admin call, as with Kafka's admin
+/// client: the controller hands its leadership to another voter and answers
+/// NOT_CONTROLLER, and the client asks again where fresh metadata names the new one.
+#[test]
+fn removing_the_controller_is_one_admin_call() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let bootstrap = (0..3)
+        .map(|i| addr(&c, i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let admin = AdminClient::connect(&bootstrap).unwrap();
+    let controller = admin.describe_metadata_quorum().unwrap().leader;
+    admin.remove_raft_voter(controller, None).unwrap();
+    let rest: Vec<i32> = (1..=3).filter(|n| *n != controller).collect();
+    wait_until("the old controller listed as an observer", || {
+        let q = admin.describe_metadata_quorum().unwrap();
+        ids(&q.voters) == rest && ids(&q.observers) == vec![controller]
+    });
+    let q = admin.describe_metadata_quorum().unwrap();
+    assert!(rest.contains(&q.leader), "{q:?}");
+    c.shutdown();
+}
