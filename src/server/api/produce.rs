@@ -28,6 +28,11 @@
 //! `timeout_ms` (REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell
 //! below the minimum meanwhile). On a single node the high watermark is the log end, so
 //! `-1` answers as `1` does.
+//!
+//! On a cluster, a batch of `__share_group_state` (another node's share coordinator
+//! writing a share-partition's state) goes through the share coordinator's write fence
+//! of the partition: a record of an older leader epoch than its share-partition already
+//! has is refused, FENCED_LEADER_EPOCH, and nothing of the batch is appended.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
