@@ -20,8 +20,9 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-/// Sends `req` as `key` v`version` on a new connection to `addr`; the response's body.
-fn exchange<Q: Encodable>(addr: &str, key: ApiKey, version: i16, req: &Q) -> Bytes {
+/// Sends `req` as `key` v`version` on a new connection to `addr`; the connection, to
+/// read the answer from.
+fn send<Q: Encodable>(addr: &str, key: ApiKey, version: i16, req: &Q) -> TcpStream {
     let mut buf = BytesMut::new();
     RequestHeader::default()
         .with_request_api_key(key as i16)
@@ -36,6 +37,12 @@ fn exchange<Q: Encodable>(addr: &str, key: ApiKey, version: i16, req: &Q) -> Byt
     let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
     framed.extend_from_slice(&buf);
     s.write_all(&framed).unwrap();
+    s
+}
+
+/// Sends `req` as `key` v`version` on a new connection to `addr`; the response's body.
+fn exchange<Q: Encodable>(addr: &str, key: ApiKey, version: i16, req: &Q) -> Bytes {
+    let mut s = send(addr, key, version, req);
     let mut size = [0u8; 4];
     s.read_exact(&mut size).unwrap();
     let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
@@ -90,6 +97,87 @@ fn a_share_group_is_capped_at_group_share_max_size() {
     );
     // Another group has its own room.
     assert_eq!(join_share_group(&node.addr, "other-queue", "member-b"), 0);
+    assert_eq!(node.stop(), Some(0));
+}
+
+/// A JoinGroup v3 of a new member of the new group "g" (the first member of a group
+/// waits for the initial rebalance delay), with a rebalance timeout of 10 minutes.
+fn first_join() -> JoinGroupRequest {
+    // An empty `ConsumerProtocol` subscription (version 0, no topics, no user data).
+    let subscription = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(600_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(
+            [join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(subscription)]
+            .into_iter()
+            .collect(),
+        )
+}
+
+#[test]
+fn the_initial_rebalance_delay_comes_from_the_flag() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    // No delay: the first member's JoinGroup is answered at once.
+    let node = serve(
+        &tmp.path().join("none"),
+        &["--group-initial-rebalance-delay-ms", "0"],
+    );
+    let mut body = exchange(&node.addr, ApiKey::JoinGroup, 3, &first_join());
+    let r = JoinGroupResponse::decode(&mut body, 3).unwrap();
+    assert_eq!((r.error_code, r.generation_id), (0, 1));
+    assert_eq!(node.stop(), Some(0));
+    // Ten minutes: it still waits after five seconds (Kafka's default, 3 s, would have
+    // answered it).
+    let node = serve(
+        &tmp.path().join("long"),
+        &["--group-initial-rebalance-delay-ms", "600000"],
+    );
+    let mut s = send(&node.addr, ApiKey::JoinGroup, 3, &first_join());
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let e = s.read_exact(&mut [0u8; 4]).unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{e}"
+    );
+    drop(s);
+    assert_eq!(node.stop(), Some(0));
+}
+
+#[test]
+fn a_node_opens_at_most_group_share_max_share_sessions() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let node = serve(
+        &tmp.path().join("data"),
+        &["--group-share-max-share-sessions", "1"],
+    );
+    // A share session of `member` (ShareFetch at epoch 0): its error code.
+    let open = |member: &'static str| {
+        let req = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str("queue"))))
+            .with_member_id(Some(StrBytes::from_static_str(member)))
+            .with_share_session_epoch(0)
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_max_records(10);
+        let mut body = exchange(&node.addr, ApiKey::ShareFetch, 1, &req);
+        ShareFetchResponse::decode(&mut body, 1).unwrap().error_code
+    };
+    assert_eq!(join_share_group(&node.addr, "queue", "member-a"), 0);
+    assert_eq!(join_share_group(&node.addr, "queue", "member-b"), 0);
+    assert_eq!(open("member-a"), 0);
+    // Kafka's default is 2000 sessions; the flag made it one.
+    assert_eq!(
+        open("member-b"),
+        ResponseError::ShareSessionLimitReached.code()
+    );
     assert_eq!(node.stop(), Some(0));
 }
 

@@ -36,6 +36,7 @@ use crate::coordinator::{
 };
 use crate::error::{AdminError, Error, ErrorCode, Resource, Result, TopicPartition};
 use crate::storage::codec;
+use kafka_protocol::ResponseError;
 
 /// Replicas of `__share_group_state` (Kafka's
 /// `share.coordinator.state.topic.replication.factor`), capped at the unfenced brokers.
@@ -151,6 +152,18 @@ impl StoreInner {
             .flat_map(|t| &t.partition_responses)
             .find(|p| p.index == index)
             .ok_or_else(|| refused(index, "an answer without the partition".into()))?;
+        if answer.error_code == ResponseError::FencedLeaderEpoch.code() {
+            // The state partition's leader has a newer leader epoch of the
+            // share-partition: this node was deposed (not retried).
+            return Err(Error::FencedLeaderEpoch {
+                partition: format!("{SHARE_GROUP_STATE_TOPIC}-{index}"),
+                reason: answer
+                    .error_message
+                    .as_deref()
+                    .unwrap_or("a newer leader wrote the share-partition's state")
+                    .to_string(),
+            });
+        }
         if answer.error_code != 0 {
             return Err(refused(
                 index,
@@ -339,6 +352,16 @@ impl ShareStateStore for ClusterShareStore {
 }
 
 impl StoreInner {
+    /// One record appended to partition `index`, led here, through this node's write
+    /// fence, once its in-sync replicas have it.
+    fn append_local(&self, index: i32, key: &[u8], value: &[u8]) -> Result<i64> {
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| Error::Closed("broker".into()))?;
+        PartitionJournal(self.local(index)?).append_fenced(broker.share_state().fence(), key, value)
+    }
+
     /// The leader epoch of `topic`-`partition` in this node's metadata.
     fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32> {
         let image = self.node()?.image();
@@ -381,7 +404,7 @@ impl ShareJournal for StateJournal {
         retrying(|| {
             let image = self.store.node()?.image();
             match self.store.leader(&image, self.index)? {
-                None => PartitionJournal(self.store.local(self.index)?).append(key, value),
+                None => self.store.append_local(self.index, key, value),
                 Some(addr) => self.store.produce(&addr, self.index, key, value),
             }
         })

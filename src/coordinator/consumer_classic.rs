@@ -295,11 +295,16 @@ impl ConsumerGroup {
                 .get_or_insert(now + m.rebalance_timeout);
             return Err(GroupError::RebalanceInProgress);
         }
+        // At its subscription's version, as Kafka answers.
+        let version = classic
+            .protocols
+            .first()
+            .map_or(0, |(_, meta)| Subscription::version_of(meta));
         let assignment = WireAssignment {
             partitions: to_list(&m.assigned),
             user_data: None,
         }
-        .encode();
+        .encode_at(version);
         let session = classic.session_timeout;
         let m = self.members.get_mut(&req.member_id).expect("checked above");
         m.session_deadline = now + session;

@@ -719,14 +719,15 @@ impl Group {
         }
     }
 
-    /// Clears every member's assignment and gives each member that joined the round its
-    /// JoinGroup answer: the new generation, and to the leader the member list.
+    /// Gives each member that joined the round its JoinGroup answer: the new
+    /// generation, and to the leader the member list. Every member keeps the
+    /// assignment of the last Stable generation (what it may still hold) until the
+    /// leader's SyncGroup replaces it.
     fn answer_joined_members(&mut self, protocol: &str, leader: &str, now: Instant) {
         let all_members = self.member_list(protocol);
         let generation = self.generation;
         let protocol_type = self.protocol_type.clone();
         for (id, m) in self.members.iter_mut() {
-            m.assignment.clear();
             let Some(seq) = m.awaiting_join.take() else {
                 continue;
             };

@@ -42,14 +42,9 @@ impl Group {
                 protocols: m.protocols.clone(),
                 session_timeout: m.session_timeout,
                 rebalance_timeout: m.rebalance_timeout,
-                // A member of a round not synced yet has no assignment of this
-                // generation: it owns what its last one gave it, which the coordinator
-                // no longer knows; it rejoins and reports what it owns.
-                assignment: if self.state == GroupState::Stable {
-                    m.assignment.clone()
-                } else {
-                    Vec::new()
-                },
+                // Mid-rebalance, what the last Stable generation gave it (it may still
+                // read it): no other member gets it before it is released.
+                assignment: m.assignment.clone(),
             })
             .collect();
         Some((self.generation, members))

@@ -84,9 +84,11 @@ pub mod group_configs;
 pub(crate) mod offsets;
 pub(crate) mod protocol;
 mod server_assignor;
+#[cfg(feature = "server")]
+mod share_fence;
 mod share_members;
 mod share_partition;
-mod share_records;
+pub(crate) mod share_records;
 mod share_shell;
 mod sorted_map;
 #[cfg(test)]
@@ -119,7 +121,7 @@ pub use share_partition::{
 };
 pub use share_records::SHARE_GROUP_STATE_TOPIC;
 #[cfg(feature = "server")]
-pub(crate) use share_shell::{PartitionJournal, keyed_records, read_log};
+pub(crate) use share_shell::{PartitionJournal, keyed_records, read_log, scan_log};
 pub use share_shell::{
     RecordVisitor, ShareCoordinator, ShareJournal, ShareMemberDescription, ShareStateStore,
 };

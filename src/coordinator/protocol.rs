@@ -45,6 +45,14 @@ fn put_topic_partitions(out: &mut Vec<u8>, tps: &[(String, Vec<i32>)]) {
 }
 
 impl Subscription {
+    /// The version of a subscription's bytes (0 when too short to tell).
+    pub(crate) fn version_of(bytes: &[u8]) -> i16 {
+        match bytes {
+            [a, b, ..] => i16::from_be_bytes([*a, *b]),
+            _ => 0,
+        }
+    }
+
     /// Encodes as `ConsumerProtocol` subscription version 0 (or 1 when
     /// `owned_partitions` is not empty).
     pub fn encode(&self) -> Vec<u8> {
@@ -93,11 +101,23 @@ impl Subscription {
     }
 }
 
+/// The highest `ConsumerProtocol` assignment version (its fields are those of version
+/// 0; later versions only follow the subscription's).
+const HIGHEST_ASSIGNMENT_VERSION: i16 = 3;
+
 impl Assignment {
     /// Encodes as `ConsumerProtocol` assignment version 0.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_at(0)
+    }
+
+    /// Encodes as `ConsumerProtocol` assignment at `version`, capped at the highest
+    /// (3) and at least 0 (what Kafka's coordinator answers a member whose
+    /// subscription is of `version`). Every version has the same fields.
+    pub(crate) fn encode_at(&self, version: i16) -> Vec<u8> {
+        let version = version.clamp(0, HIGHEST_ASSIGNMENT_VERSION);
         let mut out = Vec::with_capacity(64);
-        out.extend_from_slice(&0i16.to_be_bytes());
+        out.extend_from_slice(&version.to_be_bytes());
         put_topic_partitions(&mut out, &self.partitions);
         put_bytes(&mut out, self.user_data.as_deref());
         out

@@ -18,6 +18,8 @@ use parking_lot::Mutex;
 
 use super::consumer_records::topic_id;
 use super::group_configs::{GroupConfigStore, share_settings};
+#[cfg(feature = "server")]
+use super::share_fence::ShareFence;
 use super::share_partition::{AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition};
 use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState, UPDATE};
 use crate::config::ShareConfig;
@@ -59,11 +61,47 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The journal on one partition of `__share_group_state`.
 pub(crate) struct PartitionJournal(pub(crate) crate::topic::Partition);
 
+#[cfg(feature = "server")]
+impl PartitionJournal {
+    /// [`ShareJournal::append`] through `fence` (a cluster node's, at its leadership of
+    /// the partition; not led here, the append is refused as any other). The fence is
+    /// held for the append only, not for the wait for the in-sync replicas.
+    pub(crate) fn append_fenced(
+        &self,
+        fence: &ShareFence,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<i64> {
+        let batch = one_record(key, value);
+        let (info, appended) = match self.0.leader_epoch() {
+            Some(leadership) => {
+                let location = format!("{}-{}", records::SHARE_GROUP_STATE_TOPIC, self.0.index());
+                fence.append(
+                    self.0.index(),
+                    leadership,
+                    &batch,
+                    |f| read_log(&self.0, &location, f),
+                    || self.0.append_batch_at(&batch),
+                )?
+            }
+            None => self.0.append_batch_at(&batch)?,
+        };
+        self.0
+            .wait_committed_at(info.last_offset, appended, WRITE_TIMEOUT)?;
+        Ok(info.base_offset)
+    }
+}
+
+/// One record batch of one record.
+fn one_record(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut b = crate::record::BatchBuilder::new();
+    b.push(crate::storage::now_ms(), Some(key), Some(value), &[]);
+    b.finish()
+}
+
 impl ShareJournal for PartitionJournal {
     fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
-        let mut b = crate::record::BatchBuilder::new();
-        b.push(crate::storage::now_ms(), Some(key), Some(value), &[]);
-        let (info, appended) = self.0.append_batch_at(&b.finish())?;
+        let (info, appended) = self.0.append_batch_at(&one_record(key, value))?;
         self.0
             .wait_committed_at(info.last_offset, appended, WRITE_TIMEOUT)?;
         Ok(info.base_offset)
@@ -91,6 +129,24 @@ struct Entry {
     /// The leader epoch of its partition its records are written with (0 on a single
     /// node); a load ignores records of an older one (a deposed leader's).
     leader_epoch: i32,
+}
+
+impl Entry {
+    /// Replays an update read back: it applies to the state (unless it is a fence,
+    /// which changes nothing) and raises the leader epoch to its own.
+    fn apply_update(&mut self, v: &ShareState) {
+        if !is_fence(v) {
+            self.partition.apply(v.start_offset, &v.batches);
+        }
+        self.updates += 1;
+        self.leader_epoch = self.leader_epoch.max(v.leader_epoch);
+    }
+}
+
+/// True for a new leader's fence: an update with no batches and start offset -1
+/// (see `share_fence.rs`).
+fn is_fence(v: &ShareState) -> bool {
+    v.start_offset < 0 && v.batches.is_empty()
 }
 
 /// A member of a share group.
@@ -148,6 +204,9 @@ pub struct ShareCoordinator {
     next_member: AtomicU64,
     /// The groups' own settings (none: the broker's for every group).
     group_configs: parking_lot::RwLock<Option<Arc<dyn GroupConfigStore>>>,
+    /// The write fence of the partitions of `__share_group_state` led here.
+    #[cfg(feature = "server")]
+    fence: ShareFence,
 }
 
 impl std::fmt::Debug for ShareCoordinator {
@@ -180,7 +239,16 @@ impl ShareCoordinator {
             watchers: Mutex::new(Vec::new()),
             next_member: AtomicU64::new(0),
             group_configs: parking_lot::RwLock::new(None),
+            #[cfg(feature = "server")]
+            fence: ShareFence::default(),
         }
+    }
+
+    /// The write fence of the partitions of `__share_group_state` this node leads
+    /// (every write of one goes through it on a cluster).
+    #[cfg(feature = "server")]
+    pub(crate) fn fence(&self) -> &ShareFence {
+        &self.fence
     }
 
     /// Its settings.
@@ -311,10 +379,8 @@ impl ShareCoordinator {
                         };
                         loaded.insert(k, entry);
                     }
-                    (UPDATE, Some(e)) => {
-                        e.partition.apply(v.start_offset, &v.batches);
-                        e.updates += 1;
-                    }
+                    (UPDATE, Some(e)) => e.apply_update(&v),
+                    (UPDATE, None) if is_fence(&v) => {}
                     // An update whose snapshot was pruned away cannot be: the journal
                     // prunes only below every share-partition's last snapshot.
                     _ => {
@@ -564,8 +630,20 @@ impl ShareCoordinator {
             let n = store.partitions()?;
             let index = records::state_partition_for(&k, n);
             leader_epoch = store.leader_epoch(topic, partition)?;
-            if let Some(mut entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
-                self.take_over(store.as_ref(), &k, &mut entry, leader_epoch)?;
+            // The fence first: what an earlier leader writes from now on is refused,
+            // so the state read next has every write it was told succeeded.
+            let fence = ShareState {
+                snapshot_epoch: 0,
+                state_epoch: 0,
+                leader_epoch,
+                start_offset: -1,
+                batches: Vec::new(),
+            };
+            store
+                .journal(index)
+                .append(&records::key(UPDATE, &k), &records::value(UPDATE, &fence))?;
+            if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
+                check_leadership(&k, &entry, leader_epoch)?;
                 inner.partitions.insert(k.clone(), entry);
                 return Ok(k);
             }
@@ -601,48 +679,6 @@ impl ShareCoordinator {
             },
         );
         Ok(k)
-    }
-
-    /// This node's leadership (`leader_epoch`) of the partition of `entry`, loaded from
-    /// `store`, begins: a snapshot with its epoch, so that what an earlier leader writes
-    /// from now on is ignored by every later load. A node whose epoch is older than
-    /// the state's is no leader any more: NOT_LEADER_OR_FOLLOWER.
-    fn take_over(
-        &self,
-        store: &dyn ShareStateStore,
-        k: &ShareKey,
-        entry: &mut Entry,
-        leader_epoch: i32,
-    ) -> Result<()> {
-        if leader_epoch < entry.leader_epoch {
-            return Err(Error::NotLeaderOrFollower {
-                partition: format!("{}-{}", entry.topic, k.partition),
-                reason: format!(
-                    "its share state was written by leader epoch {}, this node knows {leader_epoch}",
-                    entry.leader_epoch
-                ),
-            });
-        }
-        if leader_epoch == entry.leader_epoch {
-            return Ok(());
-        }
-        let state = ShareState {
-            snapshot_epoch: entry.snapshot_epoch + 1,
-            state_epoch: 0,
-            leader_epoch,
-            start_offset: entry.partition.start_offset(),
-            batches: entry.partition.snapshot(),
-        };
-        let journal = store.journal(entry.state_partition as i32);
-        let offset = journal.append(
-            &records::key(SNAPSHOT, k),
-            &records::value(SNAPSHOT, &state),
-        )?;
-        entry.snapshot_epoch += 1;
-        entry.updates = 0;
-        entry.snapshot_offset = offset;
-        entry.leader_epoch = leader_epoch;
-        Ok(())
     }
 
     /// The state partition of `k` and its journal.
@@ -692,10 +728,9 @@ impl ShareCoordinator {
                         leader_epoch: v.leader_epoch,
                     });
                 }
-                (UPDATE, Some(e)) => {
-                    e.partition.apply(v.start_offset, &v.batches);
-                    e.updates += 1;
-                }
+                (UPDATE, Some(e)) => e.apply_update(&v),
+                // A new leader's fence before the share-partition's first snapshot.
+                (UPDATE, None) if is_fence(&v) => {}
                 _ => {
                     return Err(Error::corrupt(
                         &location,
@@ -785,6 +820,12 @@ impl ShareCoordinator {
                 self.notify_watchers();
                 Ok(out)
             }
+            Err(e @ Error::FencedLeaderEpoch { .. }) => {
+                // A later leader took the share-partition over: this node's state of
+                // it, and what it handed out, no longer count.
+                inner.partitions.remove(k);
+                Err(e)
+            }
             Err(e) => {
                 entry.partition = before;
                 Err(e)
@@ -813,6 +854,21 @@ fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64
     Ok(last.into_values().map(|(_, offset)| offset).min())
 }
 
+/// A node with an older leader epoch than the state it read (`entry`) is no leader of
+/// the partition any more: NOT_LEADER_OR_FOLLOWER.
+fn check_leadership(k: &ShareKey, entry: &Entry, leader_epoch: i32) -> Result<()> {
+    if leader_epoch < entry.leader_epoch {
+        return Err(Error::NotLeaderOrFollower {
+            partition: format!("{}-{}", entry.topic, k.partition),
+            reason: format!(
+                "its share state was written by leader epoch {}, this node knows {leader_epoch}",
+                entry.leader_epoch
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn key(group: &str, topic: &str, partition: i32) -> ShareKey {
     ShareKey {
         group: group.to_string(),
@@ -828,24 +884,41 @@ pub(crate) fn read_log(
     location: &str,
     mut f: impl FnMut(i64, &[u8], Option<&[u8]>) -> Result<()>,
 ) -> Result<()> {
-    let end = partition.log_end_offset();
-    let mut offset = partition.log_start_offset();
-    let mut scratch = Vec::new();
-    while offset < end {
-        let slice =
+    scan_log(
+        partition.log_start_offset(),
+        location,
+        |offset| {
             partition
                 .log()
-                .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)?;
-        if slice.is_empty() {
-            break;
+                .read_bounded(offset, 1 << 20, crate::storage::ReadLimit::LogEnd)
+        },
+        &mut f,
+    )
+}
+
+/// Calls `f` with the offset, key and value of every keyed record of a log from
+/// `start` to its end, reading it with `read` (whole batches from the one holding an
+/// offset, nothing at the end; control batches skipped).
+pub(crate) fn scan_log<S: AsRef<[u8]>>(
+    start: i64,
+    location: &str,
+    mut read: impl FnMut(i64) -> Result<S>,
+    f: &mut RecordVisitor<'_>,
+) -> Result<()> {
+    let mut offset = start;
+    let mut scratch = Vec::new();
+    // Bounded: every round moves `offset` forward or ends.
+    loop {
+        let slice = read(offset)?;
+        if slice.as_ref().is_empty() {
+            return Ok(());
         }
-        let next = keyed_records(&slice, offset, location, &mut scratch, &mut f)?;
+        let next = keyed_records(slice.as_ref(), offset, location, &mut scratch, f)?;
         if next <= offset {
-            break;
+            return Ok(());
         }
         offset = next;
     }
-    Ok(())
 }
 
 /// Calls `f` with the offset, key and value of every keyed record at or after
@@ -890,19 +963,42 @@ mod tests {
         start: i64,
         next: i64,
         records: Vec<(i64, Vec<u8>, Vec<u8>)>,
+        /// Run at the start of the next read (another node's write landing then).
+        on_read: Option<Box<dyn FnOnce() + Send>>,
     }
 
-    /// The log, and the leader epoch of the data partitions as one node knows it.
+    /// The log, the leader epoch of the data partitions as one node knows it, and the
+    /// write fence of the log's leader.
     #[derive(Default, Clone)]
-    struct MemStore(Arc<Mutex<MemLog>>, i32);
+    struct MemStore(Arc<Mutex<MemLog>>, i32, Arc<ShareFence>);
+
+    impl MemStore {
+        fn visit(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
+            let records = self.0.lock().records.clone();
+            for (offset, key, value) in records {
+                f(offset, &key, Some(&value))?;
+            }
+            Ok(())
+        }
+    }
 
     impl ShareJournal for MemStore {
         fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
-            let mut log = self.0.lock();
-            let offset = log.next;
-            log.next += 1;
-            log.records.push((offset, key.to_vec(), value.to_vec()));
-            Ok(offset)
+            let mut b = crate::record::BatchBuilder::new();
+            b.push(0, Some(key), Some(value), &[]);
+            self.2.append(
+                0,
+                0,
+                &b.finish(),
+                |f| self.visit(f),
+                || {
+                    let mut log = self.0.lock();
+                    let offset = log.next;
+                    log.next += 1;
+                    log.records.push((offset, key.to_vec(), value.to_vec()));
+                    Ok(offset)
+                },
+            )
         }
 
         fn prune(&self, offset: i64) -> Result<()> {
@@ -927,11 +1023,11 @@ mod tests {
         }
 
         fn read(&self, _index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
-            let records = self.0.lock().records.clone();
-            for (offset, key, value) in records {
-                f(offset, &key, Some(&value))?;
+            let hook = self.0.lock().on_read.take();
+            if let Some(hook) = hook {
+                hook();
             }
-            Ok(())
+            self.visit(f)
         }
     }
 
@@ -942,7 +1038,11 @@ mod tests {
             snapshot_update_records_per_snapshot: 2,
             ..ShareConfig::default()
         });
-        share.set_store(Arc::new(MemStore(Arc::clone(&store.0), epoch)));
+        share.set_store(Arc::new(MemStore(
+            Arc::clone(&store.0),
+            epoch,
+            Arc::clone(&store.2),
+        )));
         share
     }
 
@@ -1014,13 +1114,18 @@ mod tests {
         // what the old one held available again.
         let new = node_at(&store, 2);
         assert_eq!(new.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
-        // The old leader, not knowing yet, accepts records it held.
+        // The old leader, not knowing yet, accepts records it held: refused when
+        // written, and it drops the share-partition with what it handed out.
         let acks: Vec<(i64, AcknowledgeType)> =
             (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
-        let _ = old.acknowledge("g", "m", "t", 0, &acks, now);
-        // and writes a snapshot, pruning below what it takes for the last one.
-        let _ = old.release_held("g", "m", now);
-        // The new leader reads them out again: its state, not the deposed leader's.
+        let refused = old.acknowledge("g", "m", "t", 0, &acks, now).unwrap_err();
+        assert!(
+            matches!(refused, Error::FencedLeaderEpoch { .. }),
+            "{refused}"
+        );
+        assert!(old.loaded_share_partitions().is_empty());
+        assert_eq!(old.record_state("g", "t", 0, 4), None);
+        // The next leader reads the new leader's state.
         let next = node_at(&store, 3);
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
         assert_eq!(
@@ -1029,9 +1134,41 @@ mod tests {
         );
         // A node loading with an older leader epoch than the state has is refused.
         let stale = node_at(&store, 2);
-        assert!(matches!(
-            stale.fetch_offset("g", "t", 0, 0, 0, now),
-            Err(Error::NotLeaderOrFollower { .. })
-        ));
+        let e = stale.fetch_offset("g", "t", 0, 0, 0, now).unwrap_err();
+        assert!(matches!(e, Error::FencedLeaderEpoch { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_deposed_leaders_write_while_the_next_one_reads_the_state_is_refused() {
+        let store = MemStore::default();
+        let old = Arc::new(node_at(&store, 1));
+        work(&old, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        old.acquire("g", "m", "t", 0, &held, 14, 100, now).unwrap();
+        // The old leader's acceptance lands while the new leader reads the state (after
+        // the new leader's read began, before it wrote anything else).
+        let answer = Arc::new(Mutex::new(None));
+        let (deposed, told) = (Arc::clone(&old), Arc::clone(&answer));
+        store.0.lock().on_read = Some(Box::new(move || {
+            let acks: Vec<(i64, AcknowledgeType)> =
+                (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+            *told.lock() = Some(deposed.acknowledge("g", "m", "t", 0, &acks, now));
+        }));
+        let new = node_at(&store, 2);
+        assert_eq!(new.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 4);
+        // The acceptance was not answered as done: the new leader delivers 4..8 again.
+        let answer = answer
+            .lock()
+            .take()
+            .expect("the old leader wrote during the read");
+        assert!(
+            matches!(answer, Err(Error::FencedLeaderEpoch { .. })),
+            "{answer:?}"
+        );
+        assert_eq!(
+            new.record_state("g", "t", 0, 4),
+            Some((RecordState::Available, 2))
+        );
     }
 }

@@ -433,3 +433,65 @@ fn a_static_consumer_member_whose_session_ends_after_its_leave_downgrades_the_gr
     c.expire_consumer_member("g", &s.member_id);
     assert_eq!(c.group_type("g"), Some(GroupType::Classic));
 }
+
+#[test]
+fn a_classic_group_upgraded_mid_rebalance_keeps_its_last_stable_assignment() {
+    // Mid-rebalance, a classic member still holds (and may still read) what the last
+    // Stable generation gave it: the converted group must not hand any of it to
+    // another member before it is released.
+    for rejoined in [false, true] {
+        let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+        let (a, _) = classic_group(&c);
+        // Another classic member joins: the group prepares a rebalance.
+        let joining = c.begin_join(classic_join("", &[])).unwrap();
+        assert!(matches!(joining, JoinStart::Pending(_)));
+        if rejoined {
+            // A rejoins too: the round completes and the group waits for the leader's
+            // assignment (CompletingRebalance).
+            let j = c.join_group(classic_join(&a, &[0, 1, 2, 3]), Duration::from_secs(5));
+            assert!(j.is_ok(), "{j:?}");
+        }
+        let r = c.consumer_group_heartbeat(beat("", 0), &topics()).unwrap();
+        assert_eq!(c.group_type("g"), Some(GroupType::Consumer));
+        assert_eq!(
+            r.assignment,
+            Some(vec![]),
+            "nothing is free before A releases it (rejoined: {rejoined})"
+        );
+        assert_eq!(owners(&c)[&a], vec![0, 1, 2, 3], "rejoined: {rejoined}");
+    }
+}
+
+#[test]
+fn a_classic_members_assignment_has_its_subscriptions_version() {
+    // Kafka answers a classic member of a consumer group with its assignment encoded
+    // at the version of its subscription (the highest it knows capped at 3).
+    let c = coordinator(ConsumerGroupMigrationPolicy::Bidirectional);
+    c.consumer_group_heartbeat(beat("", 0), &topics()).unwrap();
+    for (version, expected) in [(0i16, 0i16), (1, 1), (3, 3), (7, 3)] {
+        let mut join = classic_join("", &[]);
+        let mut meta = join.protocols[0].1.clone();
+        meta[..2].copy_from_slice(&version.to_be_bytes());
+        if version >= 1 {
+            meta.extend_from_slice(&0i32.to_be_bytes()); // no owned partitions
+        }
+        if version >= 3 {
+            meta.extend_from_slice(&(-1i32).to_be_bytes()); // generation id
+            meta.extend_from_slice(&(-1i16).to_be_bytes()); // no rack id
+        }
+        join.protocols[0].1 = meta;
+        let j = c.join_group(join, Duration::from_secs(1)).unwrap();
+        let s = c
+            .sync_group(
+                sync(&j.member_id, j.generation_id, vec![]),
+                Duration::from_secs(1),
+            )
+            .unwrap();
+        assert_eq!(
+            i16::from_be_bytes([s.assignment[0], s.assignment[1]]),
+            expected,
+            "subscription version {version}"
+        );
+        Assignment::decode(&s.assignment).unwrap();
+    }
+}

@@ -201,6 +201,11 @@ pub(crate) trait PartitionOps: Send + Sync {
 
     // Replication (cluster nodes; a standalone partition accepts everything).
 
+    /// The leader epoch while this node leads the partition (None on a single node,
+    /// and on a follower).
+    fn leader_epoch(&self) -> Option<i32> {
+        None
+    }
     /// Checks a request's `current_leader_epoch` (-1: none): `FencedLeaderEpoch` if
     /// older than this leader's, `UnknownLeaderEpoch` if newer, `NotLeaderOrFollower`
     /// on a follower.

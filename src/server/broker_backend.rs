@@ -345,6 +345,9 @@ impl Backend for BrokerBackend {
 }
 
 impl PartitionOps for Partition {
+    fn leader_epoch(&self) -> Option<i32> {
+        Partition::leader_epoch(self)
+    }
     fn transaction_open_at(&self, producer_id: i64, epoch: i16) -> Result<bool> {
         self.log().transaction_open_at(producer_id, epoch)
     }

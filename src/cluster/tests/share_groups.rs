@@ -279,6 +279,7 @@ fn share_partitions_keep_every_record_state_when_leaders_move() {
 #[test]
 fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
     use crate::coordinator::ShareStateStore;
+    use crate::coordinator::share_records::{self, SNAPSHOT, ShareKey, ShareState};
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
     let store = |i: usize| {
@@ -293,10 +294,27 @@ fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
     assert!(store(0).partitions().unwrap() > 0);
     let leader = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, 0);
     let other = (0..3).find(|&i| i != leader).unwrap();
+    // A share-partition's state (the state partition's leader checks each record).
+    let k = ShareKey {
+        group: GROUP.into(),
+        topic_id: [9; 16],
+        partition: 0,
+    };
+    let state = ShareState {
+        snapshot_epoch: 0,
+        state_epoch: 0,
+        leader_epoch: 0,
+        start_offset: 0,
+        batches: Vec::new(),
+    };
+    let (key, value) = (
+        share_records::key(SNAPSHOT, &k),
+        share_records::value(SNAPSHOT, &state),
+    );
     for i in [leader, other] {
         let journal = store(i).journal(0);
         let offsets: Vec<i64> = (0..3)
-            .map(|_| journal.append(b"k", b"v").unwrap())
+            .map(|_| journal.append(&key, &value).unwrap())
             .collect();
         journal.prune(offsets[2]).unwrap();
         for n in 0..3 {
@@ -305,4 +323,76 @@ fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
             });
         }
     }
+}
+
+/// Writes of share-partition states at a leader epoch older than one written before are
+/// refused when written, FENCED_LEADER_EPOCH (not retried), through the state
+/// partition's leader (locally) and from another node (Produce), and after that leader
+/// moves: nothing of them lands.
+#[test]
+fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
+    use crate::coordinator::ShareStateStore;
+    use crate::coordinator::share_records::{self, ShareKey, ShareState, UPDATE};
+    let mut c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let store = |c: &TestCluster, i: usize| {
+        let node = c.node(i);
+        super::super::share::ClusterShareStore::new(
+            node.config.node_id,
+            &broker(c, i),
+            std::sync::Arc::downgrade(&node.handle),
+        )
+    };
+    assert!(store(&c, 0).partitions().unwrap() > 0);
+    let k = ShareKey {
+        group: GROUP.into(),
+        topic_id: [9; 16],
+        partition: 0,
+    };
+    let key = share_records::key(UPDATE, &k);
+    // An acknowledgement of the data partition's leader at `leader_epoch`.
+    let write = |c: &TestCluster, node: usize, leader_epoch: i32| {
+        let value = share_records::value(
+            UPDATE,
+            &ShareState {
+                snapshot_epoch: 0,
+                state_epoch: 0,
+                leader_epoch,
+                start_offset: 0,
+                batches: Vec::new(),
+            },
+        );
+        store(c, node).journal(0).append(&key, &value)
+    };
+    let fenced = |r: Result<i64>| {
+        assert!(matches!(r, Err(Error::FencedLeaderEpoch { .. })), "{r:?}");
+    };
+    let s = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, 0);
+    let other = (0..3).find(|&i| i != s).unwrap();
+    write(&c, other, 5).unwrap();
+    write(&c, s, 6).unwrap();
+    // The leader of epoch 5 was deposed: its writes are refused, from anywhere.
+    fenced(write(&c, other, 5));
+    fenced(write(&c, s, 5));
+    // The state partition's next leader knows the epochs from its log.
+    c.halt(s);
+    c.wait_settled();
+    let s2 = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, 0);
+    let other = c.running().into_iter().find(|&i| i != s2).unwrap();
+    fenced(write(&c, other, 5));
+    fenced(write(&c, s2, 4));
+    write(&c, other, 6).unwrap();
+    let mut epochs = Vec::new();
+    store(&c, s2)
+        .read(0, &mut |_, key, value| {
+            if let Some((_, rk, v)) = share_records::decode(key, value)?
+                && rk == k
+            {
+                epochs.push(v.leader_epoch);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(epochs, vec![5, 6, 6]);
+    c.shutdown();
 }

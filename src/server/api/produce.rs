@@ -28,6 +28,11 @@
 //! `timeout_ms` (REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell
 //! below the minimum meanwhile). On a single node the high watermark is the log end, so
 //! `-1` answers as `1` does.
+//!
+//! On a cluster, a batch of `__share_group_state` (another node's share coordinator
+//! writing a share-partition's state) goes through the share coordinator's write fence
+//! of the partition: a record of an older leader epoch than its share-partition already
+//! has is refused, FENCED_LEADER_EPOCH, and nothing of the batch is appended.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,12 +45,14 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use crate::coordinator::{SHARE_GROUP_STATE_TOPIC, scan_log};
 use crate::record::{Compression, ValidBatches, decompression_limit};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::backend::PartitionOps;
 use crate::server::error_codes::produce_verification_code;
 use crate::storage::AppendOutcome;
 use crate::storage::LogConfig;
+use crate::storage::ReadLimit;
 use crate::topic::AppendEpoch;
 use crate::transaction::ProducerIdAndEpoch;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
@@ -395,36 +402,43 @@ fn produce_partition(
         tracing::debug!(peer = %ctx.peer, topic, partition = index, "produce refused: {e}");
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
-    let result = if idempotent {
-        log.append_idempotent(&valid)
-            .map(|(outcome, appended)| match outcome {
-                AppendOutcome::Appended(info) => (
+    let append = || {
+        if idempotent {
+            append_idempotent(log.as_ref(), &valid, topic, index)
+        } else {
+            log.append(&valid).map(|(info, appended)| {
+                (
                     info.base_offset,
                     info.last_offset,
                     info.log_append_time,
                     appended,
-                ),
-                AppendOutcome::Duplicate(base) => {
-                    tracing::debug!(
-                        topic,
-                        partition = index,
-                        base_offset = base,
-                        "duplicate batch not appended again"
-                    );
-                    // A batch is replicated whole: the high watermark past its base offset
-                    // is past all of it.
-                    (base, base, None, appended)
-                }
+                )
             })
-    } else {
-        log.append(&valid).map(|(info, appended)| {
-            (
-                info.base_offset,
-                info.last_offset,
-                info.log_append_time,
-                appended,
-            )
-        })
+        }
+    };
+    let result = match log.leader_epoch() {
+        Some(leadership) if topic == SHARE_GROUP_STATE_TOPIC => {
+            // Another node's share coordinator writing a share-partition's state:
+            // through the fence (a deposed leader's write is refused).
+            let location = format!("{topic}-{index}");
+            ctx.backend().share().and_then(|share| {
+                share.fence().append(
+                    index,
+                    leadership,
+                    valid.as_bytes(),
+                    |f| {
+                        scan_log(
+                            log.log_start_offset(),
+                            &location,
+                            |offset| log.read_bounded(offset, 1 << 20, ReadLimit::LogEnd),
+                            f,
+                        )
+                    },
+                    append,
+                )
+            })
+        }
+        _ => append(),
     }
     .map_err(|e| (error_code(&e), e.to_string()));
     match result {
@@ -441,6 +455,37 @@ fn produce_partition(
             (refuse(index, code, message), None)
         }
     }
+}
+
+/// An idempotent producer's append: (base offset, last offset, append time, the
+/// leadership it was appended under); a duplicate batch is answered with its offsets
+/// and not appended again.
+fn append_idempotent(
+    log: &dyn PartitionOps,
+    valid: &ValidBatches<'_>,
+    topic: &str,
+    index: i32,
+) -> crate::error::Result<(i64, i64, Option<i64>, AppendEpoch)> {
+    log.append_idempotent(valid)
+        .map(|(outcome, appended)| match outcome {
+            AppendOutcome::Appended(info) => (
+                info.base_offset,
+                info.last_offset,
+                info.log_append_time,
+                appended,
+            ),
+            AppendOutcome::Duplicate(base) => {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    base_offset = base,
+                    "duplicate batch not appended again"
+                );
+                // A batch is replicated whole: the high watermark past its base offset
+                // is past all of it.
+                (base, base, None, appended)
+            }
+        })
 }
 
 #[cfg(test)]
