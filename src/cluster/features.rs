@@ -71,15 +71,6 @@ impl UpgradeType {
             _ => None,
         }
     }
-
-    /// Kafka's value on the wire.
-    pub(crate) fn to_kafka(self) -> i8 {
-        match self {
-            UpgradeType::Upgrade => 1,
-            UpgradeType::SafeDowngrade => 2,
-            UpgradeType::UnsafeDowngrade => 3,
-        }
-    }
 }
 
 /// The range of levels of `name` that a node registered with `features` supports: level
@@ -146,7 +137,11 @@ pub(crate) fn check_update(
     local: &[SupportedFeature],
     (name, level, upgrade): (&str, i16, UpgradeType),
 ) -> Result<(), String> {
-    let invalid = |why: String| Err(format!("Invalid update version {level} for feature {name}. {why}"));
+    let invalid = |why: String| {
+        Err(format!(
+            "Invalid update version {level} for feature {name}. {why}"
+        ))
+    };
     if !local.iter().any(|f| f.name == name) {
         return invalid("This cluster does not know the feature.".into());
     }
@@ -347,7 +342,10 @@ mod tests {
         assert!(e.ends_with("Broker 2 only supports versions 0-1"), "{e}");
         assert_eq!(check(&partly, 1, UpgradeType::Upgrade), Ok(()));
         let e = check(&partly, 3, UpgradeType::Upgrade).unwrap_err();
-        assert!(e.ends_with("Local controller only supports versions 0-2"), "{e}");
+        assert!(
+            e.ends_with("Local controller only supports versions 0-2"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -396,13 +394,12 @@ mod tests {
         assert!(e.contains("feature group.version"), "{e}");
         assert_eq!(UpgradeType::from_kafka(0), None);
         assert_eq!(UpgradeType::from_kafka(4), None);
-        for t in [
-            UpgradeType::Upgrade,
-            UpgradeType::SafeDowngrade,
-            UpgradeType::UnsafeDowngrade,
-        ] {
-            assert_eq!(UpgradeType::from_kafka(t.to_kafka()), Some(t));
-        }
+        assert_eq!(UpgradeType::from_kafka(1), Some(UpgradeType::Upgrade));
+        assert_eq!(UpgradeType::from_kafka(2), Some(UpgradeType::SafeDowngrade));
+        assert_eq!(
+            UpgradeType::from_kafka(3),
+            Some(UpgradeType::UnsafeDowngrade)
+        );
     }
 
     #[test]

@@ -388,11 +388,13 @@ impl ServerBuilder {
         self.cluster.supported_features = Some(
             features
                 .iter()
-                .map(|(name, min, max)| crate::cluster::records::SupportedFeature {
-                    name: name.to_string(),
-                    min: *min,
-                    max: *max,
-                })
+                .map(
+                    |(name, min, max)| crate::cluster::records::SupportedFeature {
+                        name: name.to_string(),
+                        min: *min,
+                        max: *max,
+                    },
+                )
                 .collect(),
         );
         self

@@ -732,8 +732,8 @@ pub(crate) mod tests {
         // ... replication listener absent, then 1 endpoint: "EXT", "b", port, SSL (1),
         // then no rack, no features.
         let tail: &[u8] = &[
-            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1, 0, 0,
-            0, 0, 0,
+            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1, 0, 0, 0, 0,
+            0,
         ];
         assert!(bytes.ends_with(tail), "{bytes:?}");
         let mut bad = bytes.clone();

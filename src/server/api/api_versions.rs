@@ -86,6 +86,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
 pub(crate) fn unsupported_version_reply(correlation_id: i32) -> Result<Reply, Fatal> {
     let code = ResponseError::UnsupportedVersion.code();
     // The v0 layout has no features.
-    encode_response(correlation_id, 0, &response(code, &FeatureLevels::single_node()))
-        .map(Reply::bytes)
+    encode_response(
+        correlation_id,
+        0,
+        &response(code, &FeatureLevels::single_node()),
+    )
+    .map(Reply::bytes)
 }

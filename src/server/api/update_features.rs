@@ -31,7 +31,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .collect();
     let answer = |code: i16, message: Option<String>| {
         let message = message.map(|m| {
-            format!("The update failed for all features since the following feature had an error: {m}")
+            format!(
+                "The update failed for all features since the following feature had an error: {m}"
+            )
         });
         let mut r = UpdateFeaturesResponse::default()
             .with_error_code(code)
