@@ -108,14 +108,16 @@ impl AdminClient {
     }
 }
 
-#[cfg(all(test, feature = "server"))]
+#[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::admin::ErrorCode;
-    use crate::error::Error;
-
+    /// Against a tidelog server (feature `server`).
+    #[cfg(feature = "server")]
     #[test]
     fn a_single_node_describes_transaction_version_2_and_keeps_it() {
+        use super::*;
+        use crate::admin::ErrorCode;
+        use crate::error::Error;
+
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::broker::Broker::open(dir.path()).unwrap();
         let server = crate::server::Server::builder(broker)
