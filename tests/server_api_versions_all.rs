@@ -614,6 +614,17 @@ fn answer_every_version(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(7)),
             |r| vec![i16::from(r.error_code != 102)]
         ),
+        // A single node's levels are fixed: the level it has is taken.
+        ApiKey::UpdateFeatures => every!(
+            UpdateFeaturesResponse,
+            UpdateFeaturesRequest::default().with_feature_updates(vec![
+                update_features_request::FeatureUpdateKey::default()
+                    .with_feature(StrBytes::from_static_str("transaction.version"))
+                    .with_max_version_level(2)
+                    .with_upgrade_type(1),
+            ]),
+            |r| vec![r.error_code]
+        ),
         ApiKey::DescribeClientQuotas => every!(
             DescribeClientQuotasResponse,
             DescribeClientQuotasRequest::default(),

@@ -44,6 +44,7 @@
 mod broker_configs;
 mod consumer_groups;
 mod drain;
+mod features;
 mod partitions;
 mod quorum;
 mod quotas;
@@ -81,6 +82,7 @@ use parking_lot::Mutex;
 pub use crate::error::{AdminError, ErrorCode, Resource};
 pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use drain::drain_plan;
+pub use features::{FeatureMetadata, FeatureUpgradeType};
 pub use partitions::{
     ElectionType, LogDirDescription, PartitionReassignment, ReplicaLogInfo, assign_replicas,
     assign_replicas_rack_aware,

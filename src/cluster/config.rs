@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::voters::Voter;
-use super::{quorum_tls, records};
+use super::{features, quorum_tls, records};
 use crate::client;
 
 /// Settings of a cluster node. Defaults are Kafka's.
@@ -73,6 +73,9 @@ pub(crate) struct ClusterConfig {
     /// once the cluster has an id. False only in tests, for a node whose record no peer
     /// has applied yet.
     pub record_directory: bool,
+    /// The levels of each feature this node supports, registered with it (this
+    /// build's: [`features::supported`]; other ones only in tests).
+    pub supported_features: Vec<records::SupportedFeature>,
 }
 
 impl ClusterConfig {
@@ -113,6 +116,7 @@ impl ClusterConfig {
             quorum_listener: None,
             quorum_tls: None,
             record_directory: true,
+            supported_features: features::supported(),
         }
     }
 }

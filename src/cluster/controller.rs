@@ -77,9 +77,13 @@ pub(crate) fn duties(image: &MetadataImage, tick: &Tick<'_>, config: &ClusterCon
             .known_cluster_id
             .map(str::to_string)
             .unwrap_or_else(|| codec::uuid_base64(&tick.fresh_id));
+        let features = super::features::bootstrap_levels(&config.supported_features);
         duties.proposals.push((
             Duty::InitCluster,
-            MetadataRecord::InitCluster { cluster_id },
+            MetadataRecord::InitCluster {
+                cluster_id,
+                features,
+            },
         ));
         return duties;
     }
@@ -215,6 +219,7 @@ mod tests {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             },
         );
     }
@@ -253,6 +258,7 @@ mod tests {
             &mut img,
             MetadataRecord::InitCluster {
                 cluster_id: "c".into(),
+                features: vec![],
             },
         );
         for &id in ids {
@@ -299,6 +305,8 @@ mod tests {
         assert_eq!(d.last_balance_check, Some(t0 + SESSION + GRACE));
     }
 
+    /// A new cluster gets its id and its feature levels (the highest this node
+    /// supports: `transaction.version` 2), and nothing else.
     #[test]
     fn a_new_cluster_gets_its_id_and_nothing_else() {
         let mut img = MetadataImage::default();
@@ -312,7 +320,8 @@ mod tests {
             vec![(
                 Duty::InitCluster,
                 MetadataRecord::InitCluster {
-                    cluster_id: codec::uuid_base64(&[7; 16])
+                    cluster_id: codec::uuid_base64(&[7; 16]),
+                    features: vec![("transaction.version".into(), 2)],
                 }
             )]
         );
@@ -321,7 +330,8 @@ mod tests {
         assert_eq!(
             records(&duties(&img, &t, &config())),
             vec![&MetadataRecord::InitCluster {
-                cluster_id: "from-meta-properties".into()
+                cluster_id: "from-meta-properties".into(),
+                features: vec![("transaction.version".into(), 2)],
             }]
         );
     }

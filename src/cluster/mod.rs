@@ -38,6 +38,7 @@ pub(crate) use crate::client;
 mod amnesia;
 mod config;
 mod controller;
+pub(crate) mod features;
 pub(crate) mod group_configs;
 mod handle;
 pub(crate) mod image;

@@ -27,6 +27,7 @@ use raft::{RawNode, StateRole};
 use super::amnesia;
 use super::config::ClusterConfig;
 use super::controller::{self, Duty};
+use super::features;
 use super::image::{MetadataImage, Outcome};
 use super::inbox::{Inbound, node_of, raft_id};
 use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
@@ -671,6 +672,7 @@ impl RaftLoop {
                     replication_listener: self.config.replication_listener.clone(),
                     endpoints: self.config.endpoints.clone(),
                     rack: self.config.rack.clone(),
+                    features: self.config.supported_features.clone(),
                 };
                 self.propose_internal(Internal::Lifecycle, record);
             }
@@ -746,6 +748,25 @@ impl RaftLoop {
                 &self.directory_id,
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// Fails if the cluster finalized a feature level this node does not support: the
+    /// controller refuses its registration (as Kafka's refuses a broker's), and it must
+    /// not serve with a protocol it does not speak.
+    fn check_features(&self) -> Result<()> {
+        match features::unsupported_finalized(
+            self.me(),
+            &self.image.features,
+            &self.config.supported_features,
+        ) {
+            Some((feature, reason)) => Err(crate::error::Error::InvalidConfig {
+                key: feature,
+                reason: format!(
+                    "{reason}: run a version of tidelog that supports it, or downgrade the cluster's level first (tidelog features downgrade)"
+                ),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -959,6 +980,7 @@ impl RaftLoop {
             self.shared.broker_epoch.store(r.epoch, Ordering::Release);
         }
         self.check_directory()?;
+        self.check_features()?;
         *self.shared.applied.write() = self.image.clone();
         self.publish(outcomes);
         Ok(())

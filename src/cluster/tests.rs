@@ -26,6 +26,7 @@ mod drain;
 mod duplicate_proposal;
 mod durable_acks;
 mod failover;
+mod features;
 mod group_configs;
 mod group_coordinators;
 mod lost_directory;
@@ -65,6 +66,8 @@ struct TestCluster {
     /// Node `i` is in rack `rack-{i + 1}`, and consumers are sent to the replica of their
     /// rack (`RackAwareReplicaSelector`).
     racks: bool,
+    /// The highest `transaction.version` node `i` supports, where not this build's.
+    tv_max: std::collections::BTreeMap<usize, i16>,
 }
 
 impl TestCluster {
@@ -132,6 +135,7 @@ impl TestCluster {
             fetch_without_epoch: false,
             unrecorded,
             racks,
+            tv_max: Default::default(),
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -157,6 +161,9 @@ impl TestCluster {
         }
         if self.unrecorded == Some(i) {
             builder = builder.test_unrecorded_directory();
+        }
+        if let Some(max) = self.tv_max.get(&i) {
+            builder = builder.test_supported_features(&[("transaction.version", 0, *max)]);
         }
         if self.racks {
             builder = builder

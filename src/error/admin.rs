@@ -96,6 +96,9 @@ codes! {
     NO_REASSIGNMENT_IN_PROGRESS = NoReassignmentInProgress;
     /// No broker of that id is registered (102).
     BROKER_ID_NOT_REGISTERED = BrokerIdNotRegistered;
+    /// A feature level the controller refuses: a node does not support it, or a
+    /// downgrade without a downgrade type (95).
+    INVALID_UPDATE_VERSION = InvalidUpdateVersion;
     /// The log directory is offline, or the partition is in one that is (56).
     KAFKA_STORAGE_ERROR = KafkaStorageError;
     /// The path is not one of the broker's log directories (57).

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::cluster::ClusterNode;
+use crate::cluster::features::{FeatureChange, FeatureLevels};
 use crate::config::TransactionConfig;
 use crate::error::{Result, TxnError};
 use crate::transaction::ProducerIdAndEpoch;
@@ -204,6 +205,25 @@ pub(crate) trait ClusterView: Send + Sync {
             reason: "this cluster keeps no dynamic broker configs".into(),
         })
     }
+    /// The cluster's finalized feature levels (KIP-584) and this node's supported
+    /// ones; None if it keeps none (then a single node's fixed levels hold).
+    fn feature_levels(&self) -> Option<FeatureLevels> {
+        None
+    }
+    /// UpdateFeatures through the controller: `Ok(Err(message))` is
+    /// INVALID_UPDATE_VERSION's refusal.
+    fn update_features(
+        &self,
+        changes: &[FeatureChange],
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<std::result::Result<(), String>> {
+        let _ = (validate_only, timeout);
+        Ok(Err(format!(
+            "this cluster keeps no feature levels: {} changes refused",
+            changes.len()
+        )))
+    }
 }
 
 /// The adapter: a cluster node answers from its metadata image.
@@ -356,6 +376,17 @@ impl ClusterView for ClusterNode {
         timeout: Duration,
     ) -> Result<()> {
         ClusterNode::alter_broker_config(self, broker, changes, validate_only, timeout)
+    }
+    fn feature_levels(&self) -> Option<FeatureLevels> {
+        Some(ClusterNode::feature_levels(self))
+    }
+    fn update_features(
+        &self,
+        changes: &[FeatureChange],
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<std::result::Result<(), String>> {
+        ClusterNode::update_features(self, changes, validate_only, timeout)
     }
 }
 

@@ -53,6 +53,9 @@ pub(super) struct ClusterSettings {
     /// Tests: the node never records its directory id with the quorum.
     #[cfg(test)]
     unrecorded_directory: bool,
+    /// Tests: the features the node supports, in place of this build's.
+    #[cfg(test)]
+    supported_features: Option<Vec<crate::cluster::records::SupportedFeature>>,
 }
 
 impl ClusterSettings {
@@ -91,6 +94,9 @@ impl ClusterSettings {
                 config.snapshot_after_entries = n;
             }
             config.record_directory = !c.unrecorded_directory;
+            if let Some(f) = c.supported_features.take() {
+                config.supported_features = f;
+            }
         }
     }
 }
@@ -372,6 +378,25 @@ impl ServerBuilder {
     #[cfg(test)]
     pub(crate) fn test_unrecorded_directory(mut self) -> Self {
         self.cluster.unrecorded_directory = true;
+        self
+    }
+
+    /// Tests: the node supports `features` (each a name and its lowest and highest
+    /// level) in place of this build's.
+    #[cfg(test)]
+    pub(crate) fn test_supported_features(mut self, features: &[(&str, i16, i16)]) -> Self {
+        self.cluster.supported_features = Some(
+            features
+                .iter()
+                .map(
+                    |(name, min, max)| crate::cluster::records::SupportedFeature {
+                        name: name.to_string(),
+                        min: *min,
+                        max: *max,
+                    },
+                )
+                .collect(),
+        );
         self
     }
 

@@ -86,6 +86,10 @@ pub(crate) enum Command {
     /// a running node or cluster.
     #[cfg(feature = "server")]
     Configs(ConfigsArgs),
+    /// Describe, upgrade and downgrade a running cluster's feature levels
+    /// (transaction.version), as kafka-features; needs --bootstrap.
+    #[cfg(feature = "server")]
+    Features(crate::features::FeaturesArgs),
 }
 
 /// `tidelog cluster --bootstrap ADDRS ...`.

@@ -24,6 +24,8 @@ mod consume;
 mod drain;
 mod dump;
 mod dump_checkpoint;
+#[cfg(feature = "server")]
+mod features;
 mod format;
 #[cfg(feature = "server")]
 mod forward;
@@ -131,6 +133,8 @@ fn main() -> ExitCode {
         Command::Cluster(args) => quorum::cluster(given, &args),
         #[cfg(feature = "server")]
         Command::Configs(args) => configs::run(given, &args),
+        #[cfg(feature = "server")]
+        Command::Features(args) => features::run(given, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

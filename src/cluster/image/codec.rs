@@ -10,7 +10,8 @@
 //! version 8; groups' config overrides (version 9, as the `group-configs` file of a
 //! single node); the dynamic broker configs since version 10 (a count (`u32`), each as an
 //! `AlterBrokerConfig` record's fields: broker id, -1 for the cluster-wide default, and
-//! its keys with their values).
+//! its keys with their values); each broker's supported features and the finalized
+//! feature levels since version 11 (a count (`u32`), each: name, level (`i16`)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use super::{
     BrokerConfigs, BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage,
 };
 use crate::cluster::records::codec::{
-    get_broker_config, get_endpoints, get_opt_str, put_broker_config, put_endpoints, put_opt_str,
+    get_broker_config, get_endpoints, get_levels, get_opt_str, get_supported_features,
+    put_broker_config, put_endpoints, put_levels, put_opt_str, put_supported_features,
 };
 use crate::coordinator::group_configs;
 use crate::error::Result;
@@ -33,20 +35,33 @@ use crate::storage::codec::{Reader, Writer};
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
 /// version 5, without the partitions' reassignments, version 6, without client
 /// quotas, version 7, without the brokers' racks, version 8, without group configs,
-/// and version 9, without the dynamic broker configs, are still read).
-const IMAGE_VERSION: u16 = 10;
+/// version 9, without the dynamic broker configs, and version 10, without features,
+/// are still read).
+const IMAGE_VERSION: u16 = 11;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_as(IMAGE_VERSION)
+    }
+
+    /// Encodes the image in version 10's layout (without features), from which the
+    /// tests of older versions cut what those lacked.
+    #[cfg(test)]
+    pub(crate) fn encode_v10(&self) -> Vec<u8> {
+        self.encode_as(10)
+    }
+
+    /// Encodes the image at `version`: [`IMAGE_VERSION`], or 10 in tests.
+    fn encode_as(&self, version: u16) -> Vec<u8> {
         let mut w = Writer::new();
-        w.u16(IMAGE_VERSION);
+        w.u16(version);
         w.u64(self.index);
         put_opt_str(&mut w, self.cluster_id.as_deref());
         w.i64(self.next_producer_id);
         w.u32(self.brokers.len() as u32);
         for b in self.brokers.values() {
-            put_broker(&mut w, b);
+            put_broker(&mut w, b, version);
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
@@ -83,6 +98,14 @@ impl MetadataImage {
                 .map(|(k, v)| (k.clone(), Some(v.clone())))
                 .collect();
             put_broker_config(&mut w, *broker, &pairs);
+        }
+        if version >= 11 {
+            let levels: Vec<(String, i16)> = self
+                .features
+                .iter()
+                .map(|(name, level)| (name.clone(), *level))
+                .collect();
+            put_levels(&mut w, &levels);
         }
         w.into_bytes()
     }
@@ -150,6 +173,11 @@ impl MetadataImage {
                 broker_configs.insert(broker, configs);
             }
         }
+        let features = if version >= 11 {
+            get_levels(&mut r)?.into_iter().collect()
+        } else {
+            BTreeMap::new()
+        };
         r.finish()?;
         Ok(MetadataImage {
             index,
@@ -164,6 +192,7 @@ impl MetadataImage {
             client_quotas: QuotaTable(Arc::new(client_quotas)),
             group_configs: Arc::new(group_configs),
             broker_configs: BrokerConfigs(Arc::new(broker_configs)),
+            features,
         })
     }
 }
@@ -205,8 +234,9 @@ fn get_proposer(r: &mut Reader<'_>) -> Result<((i32, u64), ProposerWindow)> {
 }
 
 /// A registration: id, epoch, incarnation, listener, fenced, shut down, replication
-/// listener (version 2), endpoints (version 3), rack (version 8).
-fn put_broker(w: &mut Writer, b: &BrokerRegistration) {
+/// listener (version 2), endpoints (version 3), rack (version 8), supported features
+/// (version 11).
+fn put_broker(w: &mut Writer, b: &BrokerRegistration, version: u16) {
     w.i32(b.id);
     w.i64(b.epoch);
     w.u64(b.incarnation);
@@ -216,6 +246,9 @@ fn put_broker(w: &mut Writer, b: &BrokerRegistration) {
     put_opt_str(w, b.replication_listener.as_deref());
     put_endpoints(w, &b.endpoints);
     put_opt_str(w, b.rack.as_deref());
+    if version >= 11 {
+        put_supported_features(w, &b.features);
+    }
 }
 
 /// Reads what [`put_broker`] wrote in image `version`.
@@ -228,6 +261,7 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
         replication_listener: None,
         endpoints: Vec::new(),
         rack: None,
+        features: Vec::new(),
         fenced: r.bool()?,
         shut_down: r.bool()?,
     };
@@ -239,6 +273,9 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
     }
     if version >= 8 {
         b.rack = get_opt_str(r)?;
+    }
+    if version >= 11 {
+        b.features = get_supported_features(r)?;
     }
     Ok(b)
 }

@@ -24,8 +24,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::features;
 use super::records::{
-    AlterPartition, CreateTopic, Endpoint, MetadataRecord, PartitionRef, TopicId,
+    AlterPartition, CreateTopic, Endpoint, MetadataRecord, PartitionRef, SupportedFeature, TopicId,
 };
 use crate::config::TopicConfig;
 use crate::error::Error;
@@ -79,6 +80,10 @@ pub(crate) struct BrokerRegistration {
     pub endpoints: Vec<Endpoint>,
     /// The broker's rack (`broker.rack`), if it has one.
     pub rack: Option<String>,
+    /// The levels of each feature the broker supports; empty for a broker registered
+    /// by a node that wrote `RegisterBroker` version 0 to 3 (it supports level 0 of
+    /// every feature only).
+    pub features: Vec<SupportedFeature>,
     /// Fenced brokers lead nothing, are in no ISR (but as an ISR's last member) and are
     /// not listed to clients.
     pub fenced: bool,
@@ -269,6 +274,14 @@ pub(crate) enum Rejected {
         /// Its request id.
         request_id: u64,
     },
+    /// A registration of a node that does not support a finalized feature level, or a
+    /// feature level that a registered broker does not support.
+    UnsupportedFeature {
+        /// The feature.
+        feature: String,
+        /// Why.
+        reason: String,
+    },
     /// A proposal committed after its proposer had given up on it.
     Expired {
         /// The proposing node.
@@ -323,6 +336,10 @@ impl From<Rejected> for Error {
             Rejected::IneligibleReplica { partition, reason } => {
                 Error::IneligibleReplica { partition, reason }
             }
+            Rejected::UnsupportedFeature { feature, reason } => Error::InvalidConfig {
+                key: feature,
+                reason,
+            },
             Rejected::Duplicate {
                 proposer,
                 request_id,
@@ -373,6 +390,9 @@ pub(crate) struct MetadataImage {
     /// Dynamic broker configs (the replication throttle rates), per broker and
     /// cluster-wide.
     pub broker_configs: BrokerConfigs,
+    /// The finalized level of each feature above level 0 (KIP-584; see
+    /// [`features`]).
+    pub features: BTreeMap<String, i16>,
 }
 
 fn pname(topic: &str, partition: usize) -> String {
@@ -421,6 +441,11 @@ impl MetadataImage {
             .filter(|b| !b.fenced)
             .map(|b| b.id)
             .collect()
+    }
+
+    /// The finalized level of feature `name` (0 when it is not finalized).
+    pub(crate) fn finalized_level(&self, name: &str) -> i16 {
+        self.features.get(name).copied().unwrap_or(0)
     }
 
     /// The topic `name`.
@@ -601,7 +626,10 @@ impl MetadataImage {
     pub(crate) fn apply(&mut self, index: u64, record: &MetadataRecord) -> Outcome {
         self.index = index;
         match record {
-            MetadataRecord::InitCluster { cluster_id } => self.init_cluster(cluster_id),
+            MetadataRecord::InitCluster {
+                cluster_id,
+                features,
+            } => self.init_cluster(cluster_id, features),
             MetadataRecord::RegisterBroker {
                 broker_id,
                 incarnation,
@@ -610,12 +638,13 @@ impl MetadataImage {
                 replication_listener,
                 endpoints,
                 rack,
+                features,
             } => self.register(
                 index,
                 *broker_id,
                 *incarnation,
                 (listener, replication_listener.as_deref(), endpoints),
-                (*clean_shutdown_epoch, rack.as_deref()),
+                (*clean_shutdown_epoch, rack.as_deref(), features),
             ),
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -673,6 +702,7 @@ impl MetadataImage {
             MetadataRecord::AlterBrokerConfig { broker, changes } => {
                 self.alter_broker_config(*broker, changes)
             }
+            MetadataRecord::FeatureLevel { name, level } => self.feature_level(name, *level),
         }
     }
 
@@ -695,11 +725,23 @@ impl MetadataImage {
         }
     }
 
-    /// `InitCluster`: sets the cluster id once; the same id again changes nothing.
-    fn init_cluster(&mut self, cluster_id: &str) -> Outcome {
+    /// `InitCluster`: sets the cluster id and the starting feature levels once (each
+    /// level capped at the highest every broker registered by then supports); the same
+    /// id again changes nothing.
+    fn init_cluster(&mut self, cluster_id: &str, levels: &[(String, i16)]) -> Outcome {
         match &self.cluster_id {
             None => {
                 self.cluster_id = Some(cluster_id.to_string());
+                for (name, level) in levels {
+                    let level = self
+                        .brokers
+                        .values()
+                        .map(|b| features::range_of(&b.features, name).1)
+                        .fold(*level, i16::min);
+                    if level > 0 {
+                        self.features.insert(name.clone(), level);
+                    }
+                }
                 Ok(Applied::Done)
             }
             Some(id) if id == cluster_id => Ok(Applied::Done),
@@ -856,19 +898,48 @@ impl MetadataImage {
         Ok(Applied::AclsRemoved(removed))
     }
 
+    /// `FeatureLevel`: finalizes `level` of feature `name` once every registered broker
+    /// supports it (the proposer checked the other rules of UpdateFeatures); level 0
+    /// removes it.
+    fn feature_level(&mut self, name: &str, level: i16) -> Outcome {
+        if level < 0 {
+            return Err(Rejected::UnsupportedFeature {
+                feature: name.into(),
+                reason: format!("level {level} of {name} is below 0"),
+            });
+        }
+        if let Some(reason) = features::blocking_broker(self, name, level) {
+            return Err(Rejected::UnsupportedFeature {
+                feature: name.into(),
+                reason: format!("level {level} of {name}: {reason}"),
+            });
+        }
+        if level == 0 {
+            self.features.remove(name);
+        } else {
+            self.features.insert(name.to_string(), level);
+        }
+        Ok(Applied::Done)
+    }
+
     fn register(
         &mut self,
         index: u64,
         broker_id: i32,
         incarnation: u64,
         (listener, replication_listener, endpoints): (&str, Option<&str>, &[Endpoint]),
-        (clean_shutdown_epoch, rack): (Option<i64>, Option<&str>),
+        (clean_shutdown_epoch, rack, supported): (Option<i64>, Option<&str>, &[SupportedFeature]),
     ) -> Outcome {
         if broker_id < 0 {
             return Err(Rejected::StaleBroker {
                 broker: broker_id,
                 reason: "broker ids are not negative".into(),
             });
+        }
+        if let Some((feature, reason)) =
+            features::unsupported_finalized(broker_id, &self.features, supported)
+        {
+            return Err(Rejected::UnsupportedFeature { feature, reason });
         }
         let previous = self.brokers.get(&broker_id).cloned();
         if let Some(prev) = &previous
@@ -888,6 +959,7 @@ impl MetadataImage {
                 replication_listener: replication_listener.map(str::to_string),
                 endpoints: endpoints.to_vec(),
                 rack: rack.map(str::to_string),
+                features: supported.to_vec(),
                 fenced: true,
                 shut_down: false,
             },
@@ -1374,5 +1446,7 @@ pub(crate) fn local_changes(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_features;
 #[cfg(test)]
 mod tests_reassign;

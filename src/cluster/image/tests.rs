@@ -23,6 +23,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             },
         )
         .unwrap();
@@ -91,6 +92,13 @@ fn part<'a>(img: &'a MetadataImage, topic: &str, p: usize) -> &'a PartitionImage
 
 /// Every invariant of the module documentation.
 fn check_invariants(img: &MetadataImage) {
+    // Every registered broker supports every finalized feature level.
+    for b in img.brokers.values() {
+        assert_eq!(
+            features::unsupported_finalized(b.id, &img.features, &b.features),
+            None
+        );
+    }
     for t in img.topics.values() {
         for (i, p) in t.partitions.iter().enumerate() {
             let at = format!("{}-{i}: {p:?}", t.name);
@@ -261,6 +269,7 @@ fn racked_cluster(racks: &[(i32, Option<&str>)]) -> MetadataImage {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: rack.map(str::to_string),
+                features: vec![],
             },
         )
         .unwrap();
@@ -673,6 +682,7 @@ fn controlled_shutdown_moves_leadership_and_fences() {
             replication_listener: None,
             endpoints: vec![],
             rack: None,
+            features: vec![],
         },
     )
     .unwrap();
@@ -698,6 +708,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             },
         )
         .unwrap();
@@ -720,6 +731,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
             replication_listener: None,
             endpoints: vec![],
             rack: None,
+            features: vec![],
         },
     )
     .unwrap();
@@ -874,6 +886,7 @@ fn the_image_round_trips_and_bad_bytes_are_typed_errors() {
         next(&img),
         &MetadataRecord::InitCluster {
             cluster_id: "abc".into(),
+            features: vec![],
         },
     )
     .unwrap();
@@ -891,16 +904,32 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
     let broker = 0..4i32;
     let topic = prop::sample::select(vec!["a", "b", "c"]);
     prop_oneof![
-        (broker.clone(), 0..3u64, proptest::option::of(0..40i64)).prop_map(|(b, inc, clean)| {
-            MetadataRecord::RegisterBroker {
-                broker_id: b,
-                incarnation: inc,
-                listener: format!("h:{b}"),
-                clean_shutdown_epoch: clean,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-            }
+        (
+            broker.clone(),
+            0..3u64,
+            proptest::option::of(0..40i64),
+            0..3i16
+        )
+            .prop_map(|(b, inc, clean, max)| {
+                MetadataRecord::RegisterBroker {
+                    broker_id: b,
+                    incarnation: inc,
+                    listener: format!("h:{b}"),
+                    clean_shutdown_epoch: clean,
+                    replication_listener: None,
+                    endpoints: vec![],
+                    rack: None,
+                    // Up to this build's highest transaction.version.
+                    features: crate::cluster::features::supported()
+                        .into_iter()
+                        .map(|f| crate::cluster::records::SupportedFeature { max, ..f })
+                        .filter(|f| f.max > 0)
+                        .collect(),
+                }
+            }),
+        (0..3i16).prop_map(|level| MetadataRecord::FeatureLevel {
+            name: crate::cluster::features::TRANSACTION_VERSION.into(),
+            level,
         }),
         (broker.clone(), 0..40i64).prop_map(|(b, e)| MetadataRecord::BrokerReady {
             broker_id: b,
@@ -1172,6 +1201,7 @@ fn register_with_endpoints(img: &mut MetadataImage, id: i32, endpoints: bool) {
             replication_listener: None,
             endpoints,
             rack: None,
+            features: vec![],
         },
     )
     .unwrap();
@@ -1202,7 +1232,7 @@ fn a_broker_is_found_at_the_endpoint_of_each_listener_name() {
 fn a_version_2_image_decodes_without_endpoints() {
     let mut img = MetadataImage::default();
     register_with_endpoints(&mut img, 1, false);
-    let mut bytes = img.encode();
+    let mut bytes = img.encode_v10();
     // Version 2 is version 10 (for an image without topics) without the endpoint count
     // and the rack after each broker and the proposers', directories', quotas', group
     // configs' and broker configs' counts at the end: version (2), index (8), no
@@ -1237,11 +1267,13 @@ fn a_broker_keeps_its_rack_in_the_snapshot_and_a_version_7_image_has_none() {
             replication_listener: None,
             endpoints: vec![],
             rack: Some("rack-a".into()),
+            features: vec![],
         },
     )
     .unwrap();
     assert_eq!(img.brokers[&1].rack.as_deref(), Some("rack-a"));
-    let mut bytes = img.encode();
+    assert_eq!(MetadataImage::decode(&img.encode(), "v11").unwrap(), img);
+    let mut bytes = img.encode_v10();
     assert_eq!(MetadataImage::decode(&bytes, "v10").unwrap(), img);
     // Version 9 is version 10 without the broker configs' count (none) at the end.
     assert_eq!(bytes.split_off(bytes.len() - 4), [0; 4]);
@@ -1318,7 +1350,7 @@ fn group_configs_are_applied_all_or_none_kept_in_the_snapshot_and_absent_before_
     .unwrap();
     assert!(img.group_configs.is_empty());
     // A version 8 image (without them, nor version 10's broker configs) knows none.
-    let mut bytes = img.encode();
+    let mut bytes = img.encode_v10();
     assert_eq!(bytes.split_off(bytes.len() - 8), [0; 8]);
     bytes[1] = 8;
     assert!(
@@ -1347,9 +1379,9 @@ fn a_voter_is_known_by_its_first_directory_id() {
     );
     assert_eq!(img.directories.get(&2).map(String::as_str), Some("dir-a"));
     // The snapshot keeps them; a version 4 image (without them) knows none.
-    let mut bytes = img.encode();
-    let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
+    let back = MetadataImage::decode(&img.encode(), "snapshot").unwrap();
     assert_eq!(back, img);
+    let mut bytes = img.encode_v10();
     // Version 7's client quotas, version 9's group configs and version 10's broker
     // configs (none) come last.
     assert_eq!(bytes.split_off(bytes.len() - 12), [0; 12]);

@@ -17,6 +17,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             },
         )
         .unwrap();

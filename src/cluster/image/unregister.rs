@@ -78,6 +78,7 @@ mod tests {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             };
             apply(&mut img, r).unwrap();
             let broker_epoch = img.brokers[&id].epoch;

@@ -4,10 +4,13 @@
 //!
 //! A Raft entry's data is an envelope: version (`u8`, 1), the proposing node's id
 //! (`i32`), the proposer's request id (`u64`) and the record: its type (`u8`), its
-//! version (`u8`, 0 for every type but `RegisterBroker`) and its fields in the order
-//! they are declared in [`super`].
+//! version (`u8`, 0 for every type but `InitCluster` and `RegisterBroker`) and its
+//! fields in the order they are declared in [`super`].
 
-use super::{AlterPartition, CreateTopic, Endpoint, Envelope, MetadataRecord, PartitionRef, Stamp};
+use super::{
+    AlterPartition, CreateTopic, Endpoint, Envelope, MetadataRecord, PartitionRef, Stamp,
+    SupportedFeature,
+};
 use crate::error::Result;
 use crate::security::SecurityProtocol;
 use crate::security::acl;
@@ -17,11 +20,14 @@ use crate::storage::codec::{Reader, Writer};
 
 /// Envelope version written by this code (2 adds the [`Stamp`]; 1 is still read).
 const ENVELOPE_VERSION: u8 = 2;
-/// Record version written by this code for every record type but `RegisterBroker`.
+/// Record version written by this code for every record type but `InitCluster` and
+/// `RegisterBroker`.
 const RECORD_VERSION: u8 = 0;
+/// `InitCluster`'s version (1 adds the feature levels; 0 is still read).
+const INIT_CLUSTER_VERSION: u8 = 1;
 /// `RegisterBroker`'s version (1 adds the replication listener, 2 every named listener,
-/// 3 the rack; 0 to 2 are still read).
-const REGISTER_BROKER_VERSION: u8 = 3;
+/// 3 the rack, 4 the supported features; 0 to 3 are still read).
+const REGISTER_BROKER_VERSION: u8 = 4;
 
 /// Record type ids.
 pub(super) mod kind {
@@ -47,6 +53,7 @@ pub(super) mod kind {
     pub const UNREGISTER_BROKER: u8 = 43;
     pub const ALTER_GROUP_CONFIG: u8 = 44;
     pub const ALTER_BROKER_CONFIG: u8 = 45;
+    pub const FEATURE_LEVEL: u8 = 46;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -80,6 +87,7 @@ impl MetadataRecord {
             MetadataRecord::UnregisterBroker { .. } => kind::UNREGISTER_BROKER,
             MetadataRecord::AlterGroupConfig { .. } => kind::ALTER_GROUP_CONFIG,
             MetadataRecord::AlterBrokerConfig { .. } => kind::ALTER_BROKER_CONFIG,
+            MetadataRecord::FeatureLevel { .. } => kind::FEATURE_LEVEL,
         }
     }
 
@@ -89,7 +97,13 @@ impl MetadataRecord {
         w.u8(kind);
         w.u8(newest_version(kind));
         match self {
-            MetadataRecord::InitCluster { cluster_id } => w.str(cluster_id),
+            MetadataRecord::InitCluster {
+                cluster_id,
+                features,
+            } => {
+                w.str(cluster_id);
+                put_levels(w, features);
+            }
             MetadataRecord::RegisterBroker { .. } => put_registration(w, self),
             MetadataRecord::BrokerReady {
                 broker_id,
@@ -169,6 +183,10 @@ impl MetadataRecord {
             MetadataRecord::AlterBrokerConfig { broker, changes } => {
                 put_broker_config(w, *broker, changes)
             }
+            MetadataRecord::FeatureLevel { name, level } => {
+                w.str(name);
+                w.i16(*level);
+            }
         }
     }
 
@@ -185,6 +203,11 @@ impl MetadataRecord {
         match kind {
             kind::INIT_CLUSTER => Ok(MetadataRecord::InitCluster {
                 cluster_id: r.str()?,
+                features: if version >= 1 {
+                    get_levels(r)?
+                } else {
+                    Vec::new()
+                },
             }),
             kind::REGISTER_BROKER => get_registration(r, version),
             kind::BROKER_READY | kind::FENCE_BROKER | kind::SHUTDOWN_BROKER => {
@@ -244,6 +267,10 @@ impl MetadataRecord {
                 let (broker, changes) = get_broker_config(r)?;
                 Ok(MetadataRecord::AlterBrokerConfig { broker, changes })
             }
+            kind::FEATURE_LEVEL => Ok(MetadataRecord::FeatureLevel {
+                name: r.str()?,
+                level: r.i16()?,
+            }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }
     }
@@ -303,6 +330,7 @@ impl Envelope {
 /// The version this code writes of record type `kind` (and the newest it reads).
 fn newest_version(kind: u8) -> u8 {
     match kind {
+        kind::INIT_CLUSTER => INIT_CLUSTER_VERSION,
         kind::REGISTER_BROKER => REGISTER_BROKER_VERSION,
         _ => RECORD_VERSION,
     }
@@ -352,8 +380,8 @@ fn get_broker_epoch_record(r: &mut Reader<'_>, kind: u8) -> Result<MetadataRecor
     })
 }
 
-/// `RegisterBroker`'s fields (version 3): id, incarnation, listener, clean shutdown
-/// epoch (-1 for none), replication listener, endpoints, rack.
+/// `RegisterBroker`'s fields (version 4): id, incarnation, listener, clean shutdown
+/// epoch (-1 for none), replication listener, endpoints, rack, supported features.
 fn put_registration(w: &mut Writer, record: &MetadataRecord) {
     let MetadataRecord::RegisterBroker {
         broker_id,
@@ -363,6 +391,7 @@ fn put_registration(w: &mut Writer, record: &MetadataRecord) {
         replication_listener,
         endpoints,
         rack,
+        features,
     } = record
     else {
         unreachable!("put_registration is given a RegisterBroker");
@@ -374,10 +403,11 @@ fn put_registration(w: &mut Writer, record: &MetadataRecord) {
     put_opt_str(w, replication_listener.as_deref());
     put_endpoints(w, endpoints);
     put_opt_str(w, rack.as_deref());
+    put_supported_features(w, features);
 }
 
 /// Reads `RegisterBroker`'s fields at `version` (0 lacks the replication listener,
-/// 0 and 1 the endpoints, 0 to 2 the rack).
+/// 0 and 1 the endpoints, 0 to 2 the rack, 0 to 3 the supported features).
 fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
     let broker_id = r.i32()?;
     let incarnation = r.u64()?;
@@ -390,6 +420,11 @@ fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
         Vec::new()
     };
     let rack = if version >= 3 { get_opt_str(r)? } else { None };
+    let features = if version >= 4 {
+        get_supported_features(r)?
+    } else {
+        Vec::new()
+    };
     Ok(MetadataRecord::RegisterBroker {
         broker_id,
         incarnation,
@@ -398,6 +433,43 @@ fn get_registration(r: &mut Reader<'_>, version: u8) -> Result<MetadataRecord> {
         replication_listener,
         endpoints,
         rack,
+        features,
+    })
+}
+
+/// A count (`u32`) of feature levels, each: name (string), level (`i16`).
+pub(crate) fn put_levels(w: &mut Writer, levels: &[(String, i16)]) {
+    put_list(w, levels, |w, (name, level)| {
+        w.str(name);
+        w.i16(*level);
+    });
+}
+
+/// Reads what [`put_levels`] wrote.
+pub(crate) fn get_levels(r: &mut Reader<'_>) -> Result<Vec<(String, i16)>> {
+    // A string length and a level each.
+    get_list(r, 6, |r| Ok((r.str()?, r.i16()?)))
+}
+
+/// A count (`u32`) of supported features, each: name (string), lowest and highest
+/// level (`i16`, `i16`).
+pub(crate) fn put_supported_features(w: &mut Writer, features: &[SupportedFeature]) {
+    put_list(w, features, |w, f| {
+        w.str(&f.name);
+        w.i16(f.min);
+        w.i16(f.max);
+    });
+}
+
+/// Reads what [`put_supported_features`] wrote.
+pub(crate) fn get_supported_features(r: &mut Reader<'_>) -> Result<Vec<SupportedFeature>> {
+    // A string length and two levels each.
+    get_list(r, 8, |r| {
+        Ok(SupportedFeature {
+            name: r.str()?,
+            min: r.i16()?,
+            max: r.i16()?,
+        })
     })
 }
 

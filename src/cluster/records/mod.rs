@@ -43,6 +43,18 @@ impl Endpoint {
     }
 }
 
+/// A feature's range of levels a node supports (Kafka's `BrokerRegistrationRecord`
+/// feature: KIP-584), as it registers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SupportedFeature {
+    /// The feature's name, as `transaction.version`.
+    pub name: String,
+    /// The lowest level the node supports.
+    pub min: i16,
+    /// The highest level the node supports.
+    pub max: i16,
+}
+
 /// `CreateTopic`'s fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CreateTopic {
@@ -102,6 +114,11 @@ pub(crate) enum MetadataRecord {
     InitCluster {
         /// Kafka-style base64 UUID.
         cluster_id: String,
+        /// The feature levels a new cluster starts at (each capped at the highest level
+        /// every broker registered by then supports). Record version 1; version 0 has
+        /// none: a cluster formed before finalized features stays at level 0 of each
+        /// until an operator upgrades it.
+        features: Vec<(String, i16)>,
     },
     /// A node starting: a new incarnation of broker `broker_id`. Its log index becomes the
     /// broker epoch; the broker starts fenced.
@@ -128,6 +145,9 @@ pub(crate) enum MetadataRecord {
         /// and fetching from the closest replica. Record version 3; older versions have
         /// none.
         rack: Option<String>,
+        /// The levels of each feature the node supports. Record version 4; older
+        /// versions have none (the node supports level 0 of every feature only).
+        features: Vec<SupportedFeature>,
     },
     /// The broker caught up with the metadata log and opened its logs: unfence it.
     BrokerReady {
@@ -269,6 +289,15 @@ pub(crate) enum MetadataRecord {
         /// Each key with its new value, or None to remove it.
         changes: Vec<(String, Option<String>)>,
     },
+    /// Finalizes a feature's level cluster-wide (Kafka's `FeatureLevelRecord`, from
+    /// UpdateFeatures): refused unless every registered broker supports it; level 0
+    /// removes the feature from the finalized ones.
+    FeatureLevel {
+        /// The feature, as `transaction.version`.
+        name: String,
+        /// Its new level.
+        level: i16,
+    },
 }
 
 impl MetadataRecord {
@@ -297,6 +326,7 @@ impl MetadataRecord {
             MetadataRecord::UnregisterBroker { .. } => "UnregisterBroker",
             MetadataRecord::AlterGroupConfig { .. } => "AlterGroupConfig",
             MetadataRecord::AlterBrokerConfig { .. } => "AlterBrokerConfig",
+            MetadataRecord::FeatureLevel { .. } => "FeatureLevel",
         }
     }
 }
@@ -342,6 +372,15 @@ pub(crate) mod tests {
         vec![
             MetadataRecord::InitCluster {
                 cluster_id: "abc".into(),
+                features: vec![],
+            },
+            MetadataRecord::InitCluster {
+                cluster_id: "def".into(),
+                features: vec![("transaction.version".into(), 2)],
+            },
+            MetadataRecord::FeatureLevel {
+                name: "transaction.version".into(),
+                level: 1,
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 1,
@@ -364,6 +403,11 @@ pub(crate) mod tests {
                     },
                 ],
                 rack: Some("eu-west-1a".into()),
+                features: vec![SupportedFeature {
+                    name: "transaction.version".into(),
+                    min: 0,
+                    max: 2,
+                }],
             },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
@@ -373,6 +417,7 @@ pub(crate) mod tests {
                 replication_listener: None,
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             },
             MetadataRecord::BrokerReady {
                 broker_id: 1,
@@ -568,6 +613,7 @@ pub(crate) mod tests {
     fn a_version_1_envelope_has_no_stamp() {
         let record = MetadataRecord::InitCluster {
             cluster_id: "abc".into(),
+            features: vec![],
         };
         let mut w = Writer::new();
         w.u8(1);
@@ -596,19 +642,20 @@ pub(crate) mod tests {
             replication_listener: None,
             endpoints: vec![],
             rack: None,
+            features: vec![],
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
-        // Version 0: the same fields without the optional listener, the endpoints and
-        // the rack.
+        // Version 0: the same fields without the optional listener, the endpoints, the
+        // rack and the features.
         bytes[1] = 0;
-        bytes.truncate(bytes.len() - 6);
+        bytes.truncate(bytes.len() - 10);
         let mut r = Reader::new(&bytes, "v0");
         assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
         r.finish().unwrap();
-        bytes[1] = 4;
-        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v4")).is_err());
+        bytes[1] = 5;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bytes, "v5")).is_err());
     }
 
     #[test]
@@ -633,6 +680,7 @@ pub(crate) mod tests {
                 replication_listener: Some("h:2".into()),
                 endpoints: vec![],
                 rack: None,
+                features: vec![],
             }
         );
         r.finish().unwrap();
@@ -648,12 +696,13 @@ pub(crate) mod tests {
             replication_listener: None,
             endpoints: vec![],
             rack: None,
+            features: vec![],
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
         bytes[1] = 2;
-        bytes.truncate(bytes.len() - 1);
+        bytes.truncate(bytes.len() - 5);
         let mut r = Reader::new(&bytes, "v2");
         assert_eq!(MetadataRecord::decode(&mut r).unwrap(), record);
         r.finish().unwrap();
@@ -674,22 +723,85 @@ pub(crate) mod tests {
                 protocol: SecurityProtocol::Ssl,
             }],
             rack: None,
+            features: vec![],
         };
         let mut w = Writer::new();
         record.encode(&mut w);
         let bytes = w.into_bytes();
-        assert_eq!(bytes[1], 3, "version");
+        assert_eq!(bytes[1], 4, "version");
         // ... replication listener absent, then 1 endpoint: "EXT", "b", port, SSL (1),
-        // then no rack.
+        // then no rack, no features.
         let tail: &[u8] = &[
-            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1, 0,
+            0, 0, 0, 0, 1, 0, 0, 0, 3, b'E', b'X', b'T', 0, 0, 0, 1, b'b', 1, 2, 0, 1, 0, 0, 0, 0,
+            0,
         ];
         assert!(bytes.ends_with(tail), "{bytes:?}");
         let mut bad = bytes.clone();
-        let at = bad.len() - 2;
+        let at = bad.len() - 6;
         bad[at] = 9;
         let e = MetadataRecord::decode(&mut Reader::new(&bad, "bad")).unwrap_err();
         assert!(e.to_string().contains("security protocol id 9"), "{e}");
+    }
+
+    #[test]
+    fn a_version_3_registration_has_no_features_and_lays_them_out_in_version_4() {
+        let record = MetadataRecord::RegisterBroker {
+            broker_id: 4,
+            incarnation: 9,
+            listener: "h:1".into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints: vec![],
+            rack: None,
+            features: vec![SupportedFeature {
+                name: "tv".into(),
+                min: 1,
+                max: 2,
+            }],
+        };
+        let mut w = Writer::new();
+        record.encode(&mut w);
+        let mut bytes = w.into_bytes();
+        assert_eq!(bytes[1], 4, "version");
+        // One feature: "tv", levels 1 to 2.
+        let tail: &[u8] = &[0, 0, 0, 1, 0, 0, 0, 2, b't', b'v', 0, 1, 0, 2];
+        assert!(bytes.ends_with(tail), "{bytes:?}");
+        bytes[1] = 3;
+        bytes.truncate(bytes.len() - tail.len());
+        let mut r = Reader::new(&bytes, "v3");
+        let MetadataRecord::RegisterBroker { features, .. } =
+            MetadataRecord::decode(&mut r).unwrap()
+        else {
+            panic!("a registration");
+        };
+        assert_eq!(features, vec![]);
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn a_version_0_init_cluster_has_no_features_and_a_feature_level_is_laid_out() {
+        let mut w = Writer::new();
+        w.u8(kind::INIT_CLUSTER);
+        w.u8(0);
+        w.str("abc");
+        let bytes = w.into_bytes();
+        let mut r = Reader::new(&bytes, "v0");
+        assert_eq!(
+            MetadataRecord::decode(&mut r).unwrap(),
+            MetadataRecord::InitCluster {
+                cluster_id: "abc".into(),
+                features: vec![],
+            }
+        );
+        r.finish().unwrap();
+        let mut w = Writer::new();
+        MetadataRecord::FeatureLevel {
+            name: "tv".into(),
+            level: 2,
+        }
+        .encode(&mut w);
+        // Kind 46, version 0, the name, the level.
+        assert_eq!(w.into_bytes(), vec![46, 0, 0, 0, 0, 2, b't', b'v', 0, 2]);
     }
 
     proptest! {

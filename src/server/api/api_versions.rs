@@ -6,26 +6,33 @@
 //! version the list offers. That reply is built from the raw header alone, before any
 //! decoding, in [`unsupported_version_reply`].
 //!
-//! v3 also lists the features the server supports and has finalized: only
-//! `transaction.version`, finalized at 2 (KIP-890 part 2: EndTxn v5 bumps the
-//! producer's epoch on every transaction end, Produce v12 and TxnOffsetCommit v5 add
-//! their partition to the transaction), which tells Kafka 4.0 clients to use it.
+//! v3 also lists the features the server supports and has finalized (KIP-584): only
+//! `transaction.version`. Its level 2 (KIP-890 part 2: EndTxn v5 bumps the producer's
+//! epoch on every transaction end, Produce v12 and TxnOffsetCommit v5 add their
+//! partition to the transaction) tells Kafka 4.0 clients to use it. A single node is at
+//! level 2 for good (epoch 0); a cluster node answers with the levels of its metadata
+//! image and the image's index as `finalized_features_epoch`.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
-use kafka_protocol::protocol::StrBytes;
 
-use super::{APIS, Ctx, Fatal, Reply, Request, encode_response};
-use crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION;
+use super::{APIS, Ctx, Fatal, Reply, Request, encode_response, kstr};
+use crate::cluster::features::FeatureLevels;
 
-/// Kafka's feature of the transaction protocol's version (KIP-1022).
-const TRANSACTION_VERSION: &str = "transaction.version";
+/// The feature levels this node answers with: its cluster's, or a single node's.
+pub(super) fn levels(ctx: &Ctx<'_>) -> FeatureLevels {
+    ctx.backend()
+        .cluster()
+        .and_then(|c| c.feature_levels())
+        .unwrap_or_else(FeatureLevels::single_node)
+}
 
-/// The response listing every API of the table ([`APIS`]), with `error_code`.
-fn response(error_code: i16) -> ApiVersionsResponse {
+/// The response listing every API of the table ([`APIS`]), with `error_code`, and the
+/// features of `levels`.
+fn response(error_code: i16, levels: &FeatureLevels) -> ApiVersionsResponse {
     let api_keys = APIS
         .iter()
         .map(|api| {
@@ -38,33 +45,51 @@ fn response(error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(api_keys)
-        .with_supported_features(vec![
-            SupportedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-                .with_min_version(0)
-                .with_max_version(EPOCH_BUMP_TRANSACTION_VERSION),
-        ])
-        // The levels never change: one epoch for the life of every server.
-        .with_finalized_features_epoch(0)
-        .with_finalized_features(vec![
-            FinalizedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-                .with_min_version_level(EPOCH_BUMP_TRANSACTION_VERSION)
-                .with_max_version_level(EPOCH_BUMP_TRANSACTION_VERSION),
-        ])
+        .with_supported_features(
+            levels
+                .supported
+                .iter()
+                .map(|f| {
+                    SupportedFeatureKey::default()
+                        .with_name(kstr(f.name.clone()))
+                        .with_min_version(f.min)
+                        .with_max_version(f.max)
+                })
+                .collect(),
+        )
+        .with_finalized_features_epoch(levels.epoch)
+        // As Kafka, the level on both ends (KIP-778 dropped minimum levels).
+        .with_finalized_features(
+            levels
+                .finalized
+                .iter()
+                .map(|(name, level)| {
+                    FinalizedFeatureKey::default()
+                        .with_name(kstr(name.clone()))
+                        .with_min_version_level(*level)
+                        .with_max_version_level(*level)
+                })
+                .collect(),
+        )
 }
 
 /// Answer an ApiVersions request of a supported version.
-pub(super) fn handle(_ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     // The body carries the client's software name and version (v3); nothing to act on,
     // but a body that does not decode is still a bad request.
     let _: ApiVersionsRequest = req.decode()?;
-    req.respond(&response(0))
+    req.respond(&response(0, &levels(ctx)))
 }
 
 /// The v0-shaped `UNSUPPORTED_VERSION` reply to an ApiVersions request of a version the
 /// server cannot parse.
 pub(crate) fn unsupported_version_reply(correlation_id: i32) -> Result<Reply, Fatal> {
     let code = ResponseError::UnsupportedVersion.code();
-    encode_response(correlation_id, 0, &response(code)).map(Reply::bytes)
+    // The v0 layout has no features.
+    encode_response(
+        correlation_id,
+        0,
+        &response(code, &FeatureLevels::single_node()),
+    )
+    .map(Reply::bytes)
 }

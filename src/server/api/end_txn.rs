@@ -1,7 +1,8 @@
 //! EndTxn (key 26), versions 0-5: commits or aborts the producer's transaction. The
 //! answer comes once the Prepare record is in `__transaction_state`; the markers are
 //! written in the background. A client of v5 (transaction version 2, KIP-890 part 2)
-//! gets its bumped producer id and epoch back. Write on the transactional id.
+//! gets its bumped producer id and epoch back, once the cluster has finalized
+//! `transaction.version` 2 (a single node has; below it the epoch stays, as for v4). Write on the transactional id.
 //! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2, TRANSACTION_ABORTABLE is
 //! INVALID_TXN_STATE before v4.
 
@@ -9,6 +10,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use super::{Ctx, Fatal, Reply, Request};
+use crate::cluster::features::TRANSACTION_VERSION;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::error_codes::txn_code_for;
 use crate::transaction::{EPOCH_BUMP_TRANSACTION_VERSION, TxnResult};
@@ -37,7 +39,10 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         } else {
             TxnResult::Abort
         },
-        client_transaction_version: if version >= EPOCH_BUMP_SINCE {
+        client_transaction_version: if version >= EPOCH_BUMP_SINCE
+            && super::api_versions::levels(ctx).level(TRANSACTION_VERSION)
+                >= EPOCH_BUMP_TRANSACTION_VERSION
+        {
             EPOCH_BUMP_TRANSACTION_VERSION
         } else {
             0

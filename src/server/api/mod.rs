@@ -68,6 +68,7 @@ mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
+mod update_features;
 mod write_txn_markers;
 
 use crate::server::error_codes::KafkaCode;
@@ -427,6 +428,8 @@ apis! {
     RemoveRaftVoter 0..=0, RemoveRaftVoterRequest => RemoveRaftVoterResponse, handler(remove_raft_voter),
         errors [|r, f| f(r.error_code)];
     UnregisterBroker 0..=0, UnregisterBrokerRequest => UnregisterBrokerResponse, handler(unregister_broker),
+        errors [|r, f| f(r.error_code)];
+    UpdateFeatures 0..=2, UpdateFeaturesRequest => UpdateFeaturesResponse, handler(update_features),
         errors [|r, f| f(r.error_code)];
 }
 
