@@ -74,8 +74,9 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
 /// A learner is added as a voter only if it lags the committed metadata log by at most
 /// this many entries.
 const CAUGHT_UP_WITHIN: u64 = 64;
-/// At most one error per this long for the peer messages the Raft loop refuses.
-const FORGERY_LOG_EVERY: Duration = Duration::from_secs(10);
+/// At most one log line per this long for the peer messages the Raft loop refuses or
+/// drops.
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -100,8 +101,9 @@ pub(crate) struct RaftLoop {
     founder: bool,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
-    /// When a peer's message was last refused with an error (at most one per 10 s).
-    forgery_logged: Option<Instant>,
+    /// When a peer's message was last refused or dropped with a log line (at most one
+    /// per [`REFUSED_LOG_EVERY`]).
+    refused_logged_at: Option<Instant>,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -147,7 +149,7 @@ impl RaftLoop {
             fresh,
             founder: false,
             refusal_logged: false,
-            forgery_logged: None,
+            refused_logged_at: None,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -218,7 +220,7 @@ impl RaftLoop {
                 if !self.founder && !self.cluster_known() {
                     self.founder = true;
                 }
-                match amnesia::judge(&m, self.standing()) {
+                match amnesia::judge(&m, self.standing(m.from)) {
                     amnesia::Verdict::Step => {}
                     amnesia::Verdict::RefuseVote => {
                         self.log_refused_vote(&m);
@@ -241,17 +243,28 @@ impl RaftLoop {
                         return false;
                     }
                     amnesia::Verdict::Refuse(why) => {
-                        let now = Instant::now();
-                        if self
-                            .forgery_logged
-                            .is_none_or(|at| now.duration_since(at) >= FORGERY_LOG_EVERY)
-                        {
-                            self.forgery_logged = Some(now);
+                        if self.may_log_refusal() {
                             tracing::error!(
                                 node = self.me(),
                                 from = node_of(m.from),
                                 "node {} sent {why}; refused",
                                 node_of(m.from)
+                            );
+                        }
+                        return true;
+                    }
+                    amnesia::Verdict::PeerLost {
+                        peer,
+                        acknowledged,
+                        hint,
+                    } => {
+                        if self.may_log_refusal() {
+                            tracing::warn!(
+                                node = self.me(),
+                                peer,
+                                acknowledged,
+                                hint,
+                                "node {peer} acknowledged the metadata log up to index {acknowledged} but now says its log ends at {hint}: its metadata log was lost. It is not sent the log again; it stops on this node's next heartbeat"
                             );
                         }
                         return true;
@@ -683,20 +696,31 @@ impl RaftLoop {
         self.image.cluster_id.is_some() || self.transport.cluster_presented()
     }
 
-    /// What [`amnesia::judge`] needs to know of this node.
-    fn standing(&self) -> amnesia::Standing {
-        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
-        amnesia::Standing {
-            term: self.raw.raft.term,
-            last_index: self.raw.raft.raft_log.last_index(),
-            leads: self.raw.raft.state == StateRole::Leader,
-            votes_refused: !amnesia::may_vote(amnesia::Origin {
-                fresh: self.fresh,
-                founder: self.founder,
-                cluster_known: self.cluster_known(),
-                recorded,
-            }),
+    /// Whether a refused peer message may be logged now: at most one per
+    /// [`REFUSED_LOG_EVERY`].
+    fn may_log_refusal(&mut self) -> bool {
+        let now = Instant::now();
+        if self
+            .refused_logged_at
+            .is_some_and(|at| now.duration_since(at) < REFUSED_LOG_EVERY)
+        {
+            return false;
         }
+        self.refused_logged_at = Some(now);
+        true
+    }
+
+    /// What [`amnesia::judge`] needs to know of this node, for a message from `from` (a
+    /// raft id).
+    fn standing(&self, from: u64) -> amnesia::Standing {
+        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
+        let votes_refused = !amnesia::may_vote(amnesia::Origin {
+            fresh: self.fresh,
+            founder: self.founder,
+            cluster_known: self.cluster_known(),
+            recorded,
+        });
+        amnesia::Standing::of(&self.raw.raft, from, votes_refused)
     }
 
     /// Says once why this node does not vote yet.
