@@ -20,12 +20,23 @@
 //!   founders' directory ids were recorded would leave no voter willing to elect
 //!   another.
 //!
-//! One more judgement needs this node's log: a peer's acknowledgement, in the term this
-//! node leads, of an index past this node's last is refused (a follower acknowledges only
-//! what its leader sent it). raft-rs's leader would take it as the follower's progress,
-//! send its appends past its own log, and the follower, whose log "matches" there (raft-rs
-//! reads the term of an index past the log as 0), would end its thread on the commit
-//! index they carry.
+//! The leader judges its followers' answers too:
+//!
+//! - a rejection, in the term it leads, whose hint (where the follower's log ends, or
+//!   where it stops matching) is below the committed part of what that follower
+//!   acknowledged in this term (`min(matched, committed)`) says the follower lost
+//!   entries it acknowledged: a follower that kept its log matches the leader up to
+//!   what it acknowledged, so its hint is never below it. The leader drops the
+//!   rejection rather than send that follower its log again from where it ends: its
+//!   next heartbeat names that same index, and the follower stops on it (above). Taken,
+//!   the rejection made raft-rs's leader probe from the hint (its probe ignores the
+//!   matched index), and a wiped follower whose first message was an append rather than
+//!   a heartbeat caught up silently, as if new;
+//! - a peer's acknowledgement, in the term this node leads, of an index past this
+//!   node's last is refused (a follower acknowledges only what its leader sent it).
+//!   raft-rs's leader would take it as the follower's progress, send its appends past
+//!   its own log, and the follower, whose log "matches" there (raft-rs reads the term of
+//!   an index past the log as 0), would end its thread on the commit index they carry.
 
 use raft::prelude::{Message, MessageType};
 
@@ -47,6 +58,14 @@ pub(crate) enum Verdict {
     },
     /// Drop it, with an error naming the peer: it cannot come from raft-rs.
     Refuse(String),
+    /// Drop a follower's rejection: the follower `peer` (a node id) acknowledged
+    /// `acknowledged` (committed) in this term, but says its log ends at `hint`. Its
+    /// metadata log was lost; this node's next heartbeat tells it so.
+    PeerLost {
+        peer: i32,
+        acknowledged: u64,
+        hint: u64,
+    },
 }
 
 /// Where this node stands, as the judgement of a message needs it.
@@ -60,6 +79,33 @@ pub(crate) struct Standing {
     pub votes_refused: bool,
     /// This node is the Raft leader (the controller).
     pub leads: bool,
+    /// On the leader, the committed part of what the message's sender acknowledged in
+    /// this term: `min(matched, committed)`, what a heartbeat to it names (0 elsewhere).
+    pub sender_acknowledged: u64,
+}
+
+impl Standing {
+    /// Where the node `raft` stands for a message from `from` (a raft id).
+    pub(crate) fn of<S: raft::Storage>(
+        raft: &raft::Raft<S>,
+        from: u64,
+        votes_refused: bool,
+    ) -> Standing {
+        let leads = raft.state == raft::StateRole::Leader;
+        Standing {
+            term: raft.term,
+            last_index: raft.raft_log.last_index(),
+            votes_refused,
+            leads,
+            sender_acknowledged: if leads {
+                raft.prs()
+                    .get(from)
+                    .map_or(0, |p| p.matched.min(raft.raft_log.committed))
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// The verdict on message `m` for a node in `standing`.
@@ -74,6 +120,18 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
         }
         MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
             Verdict::RefuseVote
+        }
+        MessageType::MsgAppendResponse
+            if standing.leads
+                && m.reject
+                && m.term == standing.term
+                && m.reject_hint < standing.sender_acknowledged =>
+        {
+            Verdict::PeerLost {
+                peer: node_of(m.from),
+                acknowledged: standing.sender_acknowledged,
+                hint: m.reject_hint,
+            }
         }
         MessageType::MsgAppendResponse
             if standing.leads
@@ -133,6 +191,7 @@ mod tests {
             last_index,
             votes_refused,
             leads: false,
+            sender_acknowledged: 0,
         }
     }
 
@@ -167,6 +226,45 @@ mod tests {
             ),
             Verdict::Step
         );
+    }
+
+    #[test]
+    fn a_rejection_below_what_the_follower_acknowledged_means_it_lost_its_log() {
+        // The leader in term 5; the follower acknowledged index 30, all committed.
+        let leader = |term| Standing {
+            leads: true,
+            sender_acknowledged: 30,
+            ..standing(term, 40, false)
+        };
+        let mut rejection = message(MessageType::MsgAppendResponse, 5, 0);
+        rejection.reject = true;
+        rejection.index = 35;
+        rejection.reject_hint = 0;
+        assert_eq!(
+            judge(&rejection, leader(5)),
+            Verdict::PeerLost {
+                peer: 1,
+                acknowledged: 30,
+                hint: 0
+            }
+        );
+        // A hint at or above what it acknowledged is a follower that kept its log.
+        for hint in [30, 34] {
+            rejection.reject_hint = hint;
+            assert_eq!(judge(&rejection, leader(5)), Verdict::Step);
+        }
+        // Another term's rejection, an acknowledgement, and a follower's view are
+        // raft-rs's to weigh.
+        rejection.reject_hint = 0;
+        assert_eq!(judge(&rejection, leader(6)), Verdict::Step);
+        let follower = Standing {
+            leads: false,
+            ..leader(5)
+        };
+        assert_eq!(judge(&rejection, follower), Verdict::Step);
+        rejection.reject = false;
+        rejection.index = 30;
+        assert_eq!(judge(&rejection, leader(5)), Verdict::Step);
     }
 
     #[test]
@@ -326,7 +424,7 @@ mod tests {
                         kept.push(m.clone());
                     }
                     // As the Raft loop does: only what the judgement lets through.
-                    if judge(&m, self.standing(m.to)) == Verdict::Step {
+                    if judge(&m, self.standing(m.to, m.from)) == Verdict::Step {
                         let _ = self.nodes[m.to as usize - 1].step(m);
                     }
                 }
@@ -350,14 +448,32 @@ mod tests {
             self.settle(|m| m.get_msg_type() == MessageType::MsgHeartbeat)
         }
 
-        fn standing(&self, raft_id: u64) -> Standing {
-            let r = &self.nodes[raft_id as usize - 1].raft;
-            Standing {
-                term: r.term,
-                last_index: r.raft_log.last_index(),
-                votes_refused: self.refusing.contains(&raft_id),
-                leads: r.state == raft::StateRole::Leader,
+        /// Node 1's next heartbeats to node 3, whose log is empty, say it lost the
+        /// entries up to `acknowledged`.
+        fn assert_next_heartbeats_tell_node_3_lost(&mut self, acknowledged: u64) {
+            let to_3: Vec<_> = self
+                .heartbeats()
+                .into_iter()
+                .filter(|h| h.to == 3)
+                .collect();
+            assert!(!to_3.is_empty(), "no heartbeat to node 3");
+            for hb in &to_3 {
+                assert_eq!(
+                    judge(hb, self.standing(3, 1)),
+                    Verdict::Lost {
+                        leader: node_of(1),
+                        acknowledged,
+                        last: 0
+                    }
+                );
             }
+        }
+
+        /// Where node `raft_id` stands for a message from `from`, as the Raft loop
+        /// judges it.
+        fn standing(&self, raft_id: u64, from: u64) -> Standing {
+            let r = &self.nodes[raft_id as usize - 1].raft;
+            Standing::of(r, from, self.refusing.contains(&raft_id))
         }
     }
 
@@ -382,24 +498,50 @@ mod tests {
         assert!(committed >= 4, "committed {committed}");
         // Node 3 acknowledged them; its disk is lost and it comes back empty.
         m.nodes[2] = fresh(3);
-        let to_3: Vec<_> = m.heartbeats().into_iter().filter(|h| h.to == 3).collect();
-        assert!(!to_3.is_empty(), "no heartbeat to node 3");
-        for hb in &to_3 {
-            assert_eq!(
-                judge(hb, m.standing(3)),
-                Verdict::Lost {
-                    leader: node_of(1),
-                    acknowledged: committed,
-                    last: 0
-                }
-            );
-        }
+        m.assert_next_heartbeats_tell_node_3_lost(committed);
         // Node 2 holds what it acknowledged: stepped.
         let to_2: Vec<_> = m.heartbeats().into_iter().filter(|h| h.to == 2).collect();
         assert!(!to_2.is_empty(), "no heartbeat to node 2");
         for hb in &to_2 {
-            assert_eq!(judge(hb, m.standing(2)), Verdict::Step);
+            assert_eq!(judge(hb, m.standing(2, 1)), Verdict::Step);
         }
+    }
+
+    /// The leader's first message to a wiped follower is an append, not a heartbeat (an
+    /// entry was proposed as the follower came back): raft-rs's leader would probe from
+    /// the follower's rejection and send it the whole log, and the follower would catch
+    /// up silently, as if new, its loss never told.
+    #[test]
+    fn a_wiped_voter_answering_an_append_first_is_not_sent_the_log_again() {
+        let mut m = Model::new();
+        m.lead_and_commit(3);
+        let acknowledged = m.nodes[0].raft.prs().get(3).unwrap().matched;
+        assert!(acknowledged >= 4, "node 3 acknowledged {acknowledged}");
+        // Node 3's disk is lost; the leader found it unreachable meanwhile (it probes).
+        m.nodes[2] = fresh(3);
+        m.nodes[0].report_unreachable(3);
+        m.nodes[0].propose(vec![], b"y".to_vec()).unwrap();
+        let rejections = m.settle(|r| {
+            r.from == 3 && r.get_msg_type() == MessageType::MsgAppendResponse && r.reject
+        });
+        assert!(!rejections.is_empty(), "node 3 rejected no append");
+        assert_eq!(
+            m.nodes[2].raft.raft_log.last_index(),
+            0,
+            "sent the log again"
+        );
+        let lost = Verdict::PeerLost {
+            peer: node_of(3),
+            acknowledged,
+            hint: 0,
+        };
+        let verdicts: Vec<_> = rejections
+            .iter()
+            .map(|r| judge(r, m.standing(1, 3)))
+            .collect();
+        assert!(verdicts.iter().all(|v| *v == lost), "{verdicts:?}");
+        // The next heartbeat names what it acknowledged: it stops on it.
+        m.assert_next_heartbeats_tell_node_3_lost(acknowledged);
     }
 
     #[test]
@@ -414,7 +556,7 @@ mod tests {
         // The first heartbeat names commit 0; node 3 then catches up and stays stepped.
         for hb in &to_3 {
             assert_eq!(hb.commit, 0);
-            assert_eq!(judge(hb, m.standing(3)), Verdict::Step);
+            assert_eq!(judge(hb, m.standing(3, 1)), Verdict::Step);
         }
         assert_eq!(
             m.nodes[2].raft.raft_log.last_index(),

@@ -6,6 +6,8 @@ use std::time::Instant;
 use raft::SnapshotStatus;
 use raft::prelude::Message;
 
+use super::image::MetadataImage;
+
 /// raft-rs ids start at 1 (0 means "none"); Kafka node ids at 0.
 pub(crate) fn raft_id(node: i32) -> u64 {
     node as u64 + 1
@@ -20,6 +22,9 @@ pub(crate) fn node_of(raft: u64) -> i32 {
 pub(crate) enum Inbound {
     /// A message from a peer.
     Raft(Message),
+    /// A snapshot from a peer, with the metadata image its data holds (decoded and
+    /// checked by the connection's reader, `transport::snapshot_image`).
+    Snapshot(Message, Box<MetadataImage>),
     /// A record to propose, by a caller waiting for its outcome.
     Propose {
         /// Matches the outcome to the waiting caller.

@@ -15,12 +15,12 @@
 //!
 //! Its files import each other bottom-up only (each imports only files above it in
 //! this list; no cycle but a file and its own tests):
-//! 1. `voters`, `inbox`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
-//!    (with `records/codec`), `voter_change`: no other file of the cluster; `inbox`
-//!    (voter_change); `membership` (inbox);
+//! 1. `voters`, `liveness`, `logger`, `meta_properties`, `storage`, `records`
+//!    (with `records/codec`), `voter_change`: no other file of the cluster;
 //! 2. `quorum_tls` (voters), then `config` (voters, quorum_tls, records);
-//! 3. `image` (with `image/codec`: records), then `listener` (image);
-//! 4. `transport` (inbox, liveness, quorum_tls, voters);
+//! 3. `image` (with `image/codec`: records), then `listener` (image), `inbox` (image,
+//!    voter_change), `membership` (inbox);
+//! 4. `transport` (image, inbox, liveness, quorum_tls, voters);
 //! 5. `shared` (image, listener, liveness, membership, records, transport), then `handle` (config, image,
 //!    inbox, records, shared);
 //! 6. `controller` (config, image, liveness, records: a pure function);

@@ -75,8 +75,9 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
 /// A learner is added as a voter only if it lags the committed metadata log by at most
 /// this many entries.
 const CAUGHT_UP_WITHIN: u64 = 64;
-/// At most one error per this long for the peer messages the Raft loop refuses.
-const FORGERY_LOG_EVERY: Duration = Duration::from_secs(10);
+/// At most one log line per this long for the peer messages the Raft loop refuses or
+/// drops.
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct RaftLoop {
     pub raw: RawNode<RaftStorage>,
@@ -99,10 +100,14 @@ pub(crate) struct RaftLoop {
     /// cluster, which [`amnesia::may_vote`] lets vote before its directory id is
     /// recorded.
     founder: bool,
+    /// The metadata image of the latest snapshot a peer sent since the last `Ready`
+    /// (decoded by the transport): what is installed if raft-rs restores it.
+    received_snapshot: Option<Box<MetadataImage>>,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
-    /// When a peer's message was last refused with an error (at most one per 10 s).
-    forgery_logged: Option<Instant>,
+    /// When a peer's message was last refused or dropped with a log line (at most one
+    /// per [`REFUSED_LOG_EVERY`]).
+    refused_logged_at: Option<Instant>,
     outstanding: BTreeMap<u64, Outstanding>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
@@ -147,8 +152,9 @@ impl RaftLoop {
             directory_id,
             fresh,
             founder: false,
+            received_snapshot: None,
             refusal_logged: false,
-            forgery_logged: None,
+            refused_logged_at: None,
             outstanding: BTreeMap::new(),
             internal: HashMap::new(),
             leader_since: None,
@@ -215,66 +221,17 @@ impl RaftLoop {
     /// False to stop.
     fn handle(&mut self, ev: Inbound) -> bool {
         match ev {
-            Inbound::Raft(m) => {
-                if !self.founder && !self.cluster_known() {
-                    self.founder = true;
-                }
-                match amnesia::judge(&m, self.standing()) {
-                    amnesia::Verdict::Step => {}
-                    amnesia::Verdict::RefuseVote => {
-                        self.log_refused_vote(&m);
-                        return true;
-                    }
-                    amnesia::Verdict::Lost {
-                        leader,
-                        acknowledged,
-                        last,
-                    } => {
-                        let e = meta_properties::lost_log(
-                            &self.data_dir,
-                            self.me(),
-                            self.is_voter(),
-                            leader,
-                            acknowledged,
-                            last,
-                        );
-                        self.shared.fail(e.to_string());
-                        return false;
-                    }
-                    amnesia::Verdict::Refuse(why) => {
-                        let now = Instant::now();
-                        if self
-                            .forgery_logged
-                            .is_none_or(|at| now.duration_since(at) >= FORGERY_LOG_EVERY)
-                        {
-                            self.forgery_logged = Some(now);
-                            tracing::error!(
-                                node = self.me(),
-                                from = node_of(m.from),
-                                "node {} sent {why}; refused",
-                                node_of(m.from)
-                            );
-                        }
-                        return true;
-                    }
-                }
-                // Only the leader takes a peer's proposal: raft-rs would pass it on from
-                // a follower, and the transport takes a forwarded proposal only from its
-                // proposer (`transport::refusal`). The proposer proposes it again to the
-                // leader it learns of (REPROPOSE_AFTER).
-                if m.get_msg_type() == MessageType::MsgPropose
-                    && self.raw.raft.state != StateRole::Leader
+            Inbound::Raft(m) => return self.step_peer(m),
+            Inbound::Snapshot(m, image) => {
+                // raft-rs restores a later snapshot only past an earlier one's index.
+                if self
+                    .received_snapshot
+                    .as_ref()
+                    .is_none_or(|r| image.index > r.index)
                 {
-                    tracing::debug!(
-                        node = self.me(),
-                        from = node_of(m.from),
-                        "a peer's proposal dropped: this node does not lead"
-                    );
-                    return true;
+                    self.received_snapshot = Some(image);
                 }
-                if let Err(e) = self.raw.step(m) {
-                    tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
-                }
+                return self.step_peer(m);
             }
             Inbound::Propose {
                 request_id,
@@ -310,6 +267,79 @@ impl RaftLoop {
                 let _ = change.reply.send(outcome);
             }
             Inbound::Stop => return false,
+        }
+        true
+    }
+
+    /// Judges and steps peer message `m`; false to stop.
+    fn step_peer(&mut self, m: Message) -> bool {
+        if !self.founder && !self.cluster_known() {
+            self.founder = true;
+        }
+        match amnesia::judge(&m, self.standing(m.from)) {
+            amnesia::Verdict::Step => {}
+            amnesia::Verdict::RefuseVote => {
+                self.log_refused_vote(&m);
+                return true;
+            }
+            amnesia::Verdict::Lost {
+                leader,
+                acknowledged,
+                last,
+            } => {
+                let e = meta_properties::lost_log(
+                    &self.data_dir,
+                    self.me(),
+                    self.is_voter(),
+                    leader,
+                    acknowledged,
+                    last,
+                );
+                self.shared.fail(e.to_string());
+                return false;
+            }
+            amnesia::Verdict::Refuse(why) => {
+                if self.may_log_refusal() {
+                    tracing::error!(
+                        node = self.me(),
+                        from = node_of(m.from),
+                        "node {} sent {why}; refused",
+                        node_of(m.from)
+                    );
+                }
+                return true;
+            }
+            amnesia::Verdict::PeerLost {
+                peer,
+                acknowledged,
+                hint,
+            } => {
+                if self.may_log_refusal() {
+                    tracing::warn!(
+                        node = self.me(),
+                        peer,
+                        acknowledged,
+                        hint,
+                        "node {peer} acknowledged the metadata log up to index {acknowledged} but now says its log ends at {hint}: its metadata log was lost. It is not sent the log again; it stops on this node's next heartbeat"
+                    );
+                }
+                return true;
+            }
+        }
+        // Only the leader takes a peer's proposal: raft-rs would pass it on from
+        // a follower, and the transport takes a forwarded proposal only from its
+        // proposer (`transport::refusal`). The proposer proposes it again to the
+        // leader it learns of (REPROPOSE_AFTER).
+        if m.get_msg_type() == MessageType::MsgPropose && self.raw.raft.state != StateRole::Leader {
+            tracing::debug!(
+                node = self.me(),
+                from = node_of(m.from),
+                "a peer's proposal dropped: this node does not lead"
+            );
+            return true;
+        }
+        if let Err(e) = self.raw.step(m) {
+            tracing::debug!(node = self.me(), error = %e, "raft message not stepped");
         }
         true
     }
@@ -685,20 +715,31 @@ impl RaftLoop {
         self.image.cluster_id.is_some() || self.transport.cluster_presented()
     }
 
-    /// What [`amnesia::judge`] needs to know of this node.
-    fn standing(&self) -> amnesia::Standing {
-        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
-        amnesia::Standing {
-            term: self.raw.raft.term,
-            last_index: self.raw.raft.raft_log.last_index(),
-            leads: self.raw.raft.state == StateRole::Leader,
-            votes_refused: !amnesia::may_vote(amnesia::Origin {
-                fresh: self.fresh,
-                founder: self.founder,
-                cluster_known: self.cluster_known(),
-                recorded,
-            }),
+    /// Whether a refused peer message may be logged now: at most one per
+    /// [`REFUSED_LOG_EVERY`].
+    fn may_log_refusal(&mut self) -> bool {
+        let now = Instant::now();
+        if self
+            .refused_logged_at
+            .is_some_and(|at| now.duration_since(at) < REFUSED_LOG_EVERY)
+        {
+            return false;
         }
+        self.refused_logged_at = Some(now);
+        true
+    }
+
+    /// What [`amnesia::judge`] needs to know of this node, for a message from `from` (a
+    /// raft id).
+    fn standing(&self, from: u64) -> amnesia::Standing {
+        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
+        let votes_refused = !amnesia::may_vote(amnesia::Origin {
+            fresh: self.fresh,
+            founder: self.founder,
+            cluster_known: self.cluster_known(),
+            recorded,
+        });
+        amnesia::Standing::of(&self.raw.raft, from, votes_refused)
     }
 
     /// Says once why this node does not vote yet.
@@ -811,6 +852,8 @@ impl RaftLoop {
     }
 
     fn handle_ready(&mut self) -> Result<()> {
+        // A snapshot raft-rs restores is in the next `Ready`; one it did not is dropped.
+        let received = self.received_snapshot.take();
         if !self.raw.has_ready() {
             return Ok(());
         }
@@ -821,8 +864,15 @@ impl RaftLoop {
         if !ready.snapshot().is_empty() {
             let snapshot = ready.snapshot().clone();
             let index = snapshot.get_metadata().index;
-            let location = format!("snapshot at index {index} from the leader");
-            let image = MetadataImage::decode(&snapshot.data, &location)?;
+            let image = match received {
+                Some(image) if image.index == index => *image,
+                // Every peer's snapshot was decoded by the transport; decoded again
+                // only if raft-rs restored another than the latest.
+                _ => {
+                    let location = format!("snapshot at index {index} from the leader");
+                    MetadataImage::decode(&snapshot.data, &location)?
+                }
+            };
             self.raw.mut_store().apply_snapshot(&snapshot)?;
             tracing::info!(
                 node = self.me(),

@@ -51,6 +51,7 @@ use protobuf::Message as _;
 use raft::SnapshotStatus;
 use raft::prelude::{EntryType, Message, MessageType};
 
+use super::image::MetadataImage;
 use super::inbox::{Inbound, node_of, raft_id};
 use super::liveness::Liveness;
 use super::quorum_tls::{self, QuorumTls};
@@ -328,6 +329,37 @@ fn exchange_refusal(msg: &Message) -> Option<String> {
         MessageType::MsgSnapshot => snapshot_refusal(msg),
         MessageType::MsgAppend => append_refusal(msg),
         _ => None,
+    }
+}
+
+/// The metadata image that a snapshot from node `from` carries, or why the snapshot is
+/// refused: its data must be a metadata image, of the snapshot's index, and of
+/// `cluster` (this node's cluster id, else the one the peer presented) when both name
+/// one. Decoded here, on the connection's reader thread, once: the Raft loop installs
+/// it if raft-rs restores the snapshot. Taken unchecked, data that is no image stopped
+/// the node when raft-rs restored it, and an image of another index or cluster would
+/// have been installed as this node's metadata.
+pub(crate) fn snapshot_image(
+    msg: &Message,
+    cluster: Option<&str>,
+    from: i32,
+) -> std::result::Result<MetadataImage, String> {
+    let snapshot = msg.get_snapshot();
+    let index = snapshot.get_metadata().index;
+    let location = format!("snapshot at index {index} from node {from}");
+    let image = MetadataImage::decode(&snapshot.data, &location)
+        .map_err(|e| format!("a snapshot whose data is no metadata image ({e})"))?;
+    if image.index != index {
+        return Err(format!(
+            "a snapshot of index {index} whose metadata image is of index {}",
+            image.index
+        ));
+    }
+    match (cluster, &image.cluster_id) {
+        (Some(ours), Some(theirs)) if ours != theirs => Err(format!(
+            "a snapshot whose metadata image is of cluster {theirs}, not of this node's cluster {ours}"
+        )),
+        _ => Ok(image),
     }
 }
 
@@ -994,20 +1026,35 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
                 ),
             ));
         }
-        if let Some(why) = refusal(&msg, hello.from) {
-            if a.log.admit(peer_addr.ip(), Instant::now()).is_some() {
-                tracing::error!(
+        let checked = match refusal(&msg, hello.from) {
+            Some(why) => Err(why),
+            None if msg.get_msg_type() == MessageType::MsgSnapshot => {
+                let cluster = a.ids.ours.read().clone().or(hello.cluster_id.clone());
+                snapshot_image(&msg, cluster.as_deref(), hello.from).map(|i| Some(Box::new(i)))
+            }
+            None => Ok(None),
+        };
+        let image = match checked {
+            Ok(image) => image,
+            Err(why) => {
+                if a.log.admit(peer_addr.ip(), Instant::now()).is_some() {
+                    tracing::error!(
                     node = me,
                     from = hello.from,
                     peer = %peer_addr,
                     "node {} at {peer} sent {why}; refused, and its connection closed",
                     hello.from
-                );
+                    );
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
+        };
         a.liveness.heard(hello.from);
-        if a.inbox.send(Inbound::Raft(msg)).is_err() {
+        let inbound = match image {
+            Some(image) => Inbound::Snapshot(msg, image),
+            None => Inbound::Raft(msg),
+        };
+        if a.inbox.send(inbound).is_err() {
             return Ok(());
         }
     }

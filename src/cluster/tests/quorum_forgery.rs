@@ -68,6 +68,23 @@ fn a_hello_without_the_cluster_id_is_refused() {
     c.shutdown();
 }
 
+/// A hello naming another cluster's id is refused before any Raft message on its
+/// connection is read: the forged heartbeat after it (of a commit index no log has,
+/// which would stop the node as one whose log was lost) never reaches the Raft loop.
+#[test]
+fn a_hello_of_another_cluster_is_refused() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let ours = c.node(0).image().cluster_id.clone().expect("a cluster id");
+    let theirs = format!("{ours}-other");
+    let forged = forge(&c, 0, Some(&theirs));
+    assert!(closed_by_peer(&forged), "the connection was not closed");
+    c.node(0).propose(acl("after"), CALL).unwrap();
+    c.node(0).check_running().unwrap();
+    assert_eq!(c.node(0).image().cluster_id, Some(ours));
+    c.shutdown();
+}
+
 /// Messages raft-rs would end its thread on (a snapshot whose configuration has no
 /// voter, a heartbeat without a term of a commit index no log has) or that break its log
 /// (an append whose entries skip indexes) are refused at the quorum port: the connection
@@ -364,5 +381,49 @@ fn a_broker_only_node_joining_after_compaction_takes_the_snapshot() {
             .any(|a| a.resource_name == "before-19")
     });
     assert!(c.node(b).check_running().is_ok());
+    c.shutdown();
+}
+
+/// A snapshot of a higher term at index `index`, of the three voters, holding `data`.
+fn snapshot_holding(index: u64, data: Vec<u8>) -> Message {
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgSnapshot);
+    m.term = 1 << 30;
+    let snapshot = m.mut_snapshot();
+    snapshot.data = data.into();
+    let meta = snapshot.mut_metadata();
+    meta.index = index;
+    meta.term = 1 << 30;
+    meta.mut_conf_state().voters = vec![raft_id(1), raft_id(2), raft_id(3)];
+    m
+}
+
+/// A snapshot whose data is no metadata image, or an image of another index or of
+/// another cluster, is refused at the quorum port, its connection closed: raft-rs would
+/// restore it (its index is past the log), and the node then stopped on data it could
+/// not decode, or took another index's or cluster's metadata for its own.
+#[test]
+fn a_snapshot_whose_data_is_no_image_is_refused_and_the_node_goes_on() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    let l = c.node(0).controller_id().unwrap() as usize - 1;
+    let f = (l + 1) % 3;
+    let id = c.node(f).image().cluster_id.clone().expect("a cluster id");
+    let far = 1 << 40;
+    let image = (*c.node(f).image()).clone();
+    let mut foreign = image.clone();
+    foreign.index = far;
+    foreign.cluster_id = Some(format!("{id}-other"));
+    for (what, data) in [
+        ("no image", b"no metadata image".to_vec()),
+        ("another index", image.encode()),
+        ("another cluster", foreign.encode()),
+    ] {
+        let forged = forge_to(&c, f, Some(&id), snapshot_holding(far, data));
+        assert!(closed_by_peer(&forged), "a snapshot of {what} was taken");
+    }
+    c.node(f).propose(acl("after"), CALL).unwrap();
+    c.node(f).check_running().unwrap();
+    assert_eq!(c.node(f).image().cluster_id, Some(id));
     c.shutdown();
 }
