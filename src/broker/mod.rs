@@ -663,6 +663,43 @@ fn offline_reason(logs: &LogManager, ln: &str) -> Option<String> {
     })
 }
 
+/// Opens the log `ln` with `open`, unless it is offline: found in no usable log
+/// directory while one failed (its records may be in the failed one, and an empty log
+/// made in its place would hide them — or, on a cluster node, be elected or caught up
+/// as if new), unless it is `fresh` (a replica just assigned to this node, which has no
+/// records anywhere yet); or in a log directory that fails as it opens. An offline log
+/// gives `Ok(Err(why))`; another error is returned.
+fn open_unless_offline(
+    logs: &LogManager,
+    ln: &str,
+    fresh: bool,
+    open: impl FnOnce() -> Result<crate::storage::PartitionLog>,
+) -> Result<std::result::Result<crate::storage::PartitionLog, String>> {
+    if !fresh
+        && logs.log_dir_of(ln).is_none()
+        && let Some(why) = offline_reason(logs, ln)
+    {
+        crate::storage::partition_offline(ln, &why);
+        return Ok(Err(why));
+    }
+    match open() {
+        Ok(log) => Ok(Ok(log)),
+        // Its log directory failed under it: offline, as Kafka.
+        Err(err @ Error::Io { .. })
+            if logs.log_dir_of(ln).is_some_and(|d| {
+                logs.log_dir_states()
+                    .iter()
+                    .any(|(f, why)| *f == d && why.is_some())
+            }) =>
+        {
+            let why = err.to_string();
+            crate::storage::partition_offline(ln, &why);
+            Ok(Err(why))
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// Opens the partition logs of the registry's topics, each with its topic's
 /// configuration over the broker's defaults. A partition in a log directory that
 /// failed (or found in none while one failed) is offline: the others serve.
@@ -679,28 +716,12 @@ fn open_registered_topics(
         let name: Arc<str> = Arc::from(e.name.as_str());
         for p in 0..e.partitions {
             let ln = log_name(&e.name, p);
-            if logs.log_dir_of(&ln).is_none()
-                && let Some(why) = offline_reason(logs, &ln)
+            match open_unless_offline(logs, &ln, false, || logs.open_log(&ln, log_config.clone()))?
             {
-                crate::storage::partition_offline(&ln, &why);
-                offline.insert(p, why);
-                continue;
-            }
-            match logs.open_log(&ln, log_config.clone()) {
                 Ok(log) => parts.push(Partition::new(Arc::clone(&name), p, log)),
-                // Its log directory failed under it: offline, as Kafka.
-                Err(err @ Error::Io { .. })
-                    if logs.log_dir_of(&ln).is_some_and(|d| {
-                        logs.log_dir_states()
-                            .iter()
-                            .any(|(f, why)| *f == d && why.is_some())
-                    }) =>
-                {
-                    let why = err.to_string();
-                    crate::storage::partition_offline(&ln, &why);
+                Err(why) => {
                     offline.insert(p, why);
                 }
-                Err(err) => return Err(err),
             }
         }
         let topic = Topic::new(&e.name, parts, e.config, e.internal);
@@ -1477,8 +1498,11 @@ impl Broker {
     #[cfg(feature = "server")]
     /// Cluster node: makes the registry hold `topic` as the cluster's metadata says, with
     /// logs for the partitions this node hosts (created, or reopened if they are of the
-    /// same topic id). Idempotent.
-    pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic) -> Result<()> {
+    /// same topic id). A hosted partition found in no usable log directory while one
+    /// failed is offline, not made afresh (its records may be in the failed directory),
+    /// unless it is in `fresh`: assigned to this node while it runs, after it caught up
+    /// with the metadata. Idempotent.
+    pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic, fresh: &[i32]) -> Result<()> {
         self.check_open()?;
         let _admin = self.inner.admin.lock();
         let known_id = self.inner.topic_ids.read().get(&topic.name).cloned();
@@ -1488,6 +1512,7 @@ impl Broker {
         let log_config = topic.config.apply(&self.inner.config.log)?;
         let existing = self.inner.topics.read().get(&topic.name).cloned();
         let mut parts = Vec::with_capacity(topic.hosted.len());
+        let mut offline = BTreeMap::new();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
@@ -1495,16 +1520,25 @@ impl Broker {
                 .ok_or_else(|| Error::Closed("broker".into()))?;
             let arc_name: Arc<str> = Arc::from(topic.name.as_str());
             for &p in &topic.hosted {
-                match existing.as_ref().and_then(|t| t.partition(p).ok()) {
-                    Some(part) => parts.push(part),
-                    None => {
-                        let log = self.open_cluster_log(logs, topic, p, &log_config)?;
+                if let Some(part) = existing.as_ref().and_then(|t| t.partition(p).ok()) {
+                    parts.push(part);
+                    continue;
+                }
+                let ln = log_name(&topic.name, p);
+                let opened = open_unless_offline(logs, &ln, fresh.contains(&p), || {
+                    self.open_cluster_log(logs, topic, p, &log_config)
+                })?;
+                match opened {
+                    Ok(log) => {
                         // No role until the replica manager gives one: it refuses
                         // appends, and readers see up to its recorded high watermark.
                         let hw = logs
-                            .recorded_high_watermark(&log_name(&topic.name, p))
+                            .recorded_high_watermark(&ln)
                             .unwrap_or_else(|| log.log_start_offset());
                         parts.push(Partition::new_unassigned(Arc::clone(&arc_name), p, log, hw));
+                    }
+                    Err(why) => {
+                        offline.insert(p, why);
                     }
                 }
             }
@@ -1527,10 +1561,12 @@ impl Broker {
                     }
                 }
                 t.set_hosted_partitions(parts, topic.partition_count);
+                t.set_offline_partitions(offline);
             }
             None => {
                 let t = Topic::new(&topic.name, parts, topic.config.clone(), topic.internal);
                 t.set_hosted_partitions(t.partitions().as_ref().clone(), topic.partition_count);
+                t.set_offline_partitions(offline);
                 self.inner.topics.write().insert(topic.name.clone(), t);
             }
         }
@@ -2172,14 +2208,17 @@ mod tests {
         .expect("raft state");
         let broker = Broker::open(dir.path()).expect("open");
         broker
-            .apply_cluster_topic(&ClusterTopic {
-                name: "orders".into(),
-                id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
-                partition_count: 1,
-                hosted: vec![0],
-                config: TopicConfig::new(),
-                internal: false,
-            })
+            .apply_cluster_topic(
+                &ClusterTopic {
+                    name: "orders".into(),
+                    id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+                    partition_count: 1,
+                    hosted: vec![0],
+                    config: TopicConfig::new(),
+                    internal: false,
+                },
+                &[],
+            )
             .expect("applied");
         let p = broker.hosted_partition("orders", 0).expect("hosted");
         assert!(!p.is_leader(), "no role yet: not a leader");

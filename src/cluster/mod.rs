@@ -150,16 +150,35 @@ impl MetadataListener for BrokerSync {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot delete a deleted topic's local logs");
             }
         }
+        // Before this node caught up, an update may replay what it applied before a
+        // restart: no replica is new to it then.
+        let live = self.swept.load(Ordering::Acquire);
         for (name, t) in &u.current.topics {
-            if u.previous
-                .topics
-                .get(name)
-                .is_some_and(|p| Arc::ptr_eq(p, t))
-            {
+            let before = u.previous.topics.get(name);
+            if before.is_some_and(|p| Arc::ptr_eq(p, t)) {
                 continue;
             }
             let topic = t.for_node(u.node_id);
-            if let Err(e) = broker.apply_cluster_topic(&topic) {
+            // Replicas assigned to this node by this update: they have no records
+            // anywhere, so a log is made for them even while a log directory failed.
+            let hosted_before = |p: i32| {
+                before.is_some_and(|b| {
+                    b.id == t.id
+                        && b.partitions
+                            .get(p as usize)
+                            .is_some_and(|x| x.hosts(u.node_id))
+                })
+            };
+            let fresh: Vec<i32> = match live {
+                true => topic
+                    .hosted
+                    .iter()
+                    .copied()
+                    .filter(|&p| !hosted_before(p))
+                    .collect(),
+                false => Vec::new(),
+            };
+            if let Err(e) = broker.apply_cluster_topic(&topic, &fresh) {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot open a topic's local logs");
             }
         }
