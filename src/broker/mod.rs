@@ -81,6 +81,13 @@ pub(crate) trait TopicAuthority: Send + Sync {
     fn add_partitions(&self, name: &str, total: i32) -> Result<()>;
     /// Replaces a topic's config overrides.
     fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
+    /// Partition `partition` of `topic` is served from `new` now, its log moved into
+    /// another log directory (AlterReplicaLogDirs): `new` takes `old`'s replica role and
+    /// the replication follows it. By default nothing follows it (an authority that
+    /// replicates nothing).
+    fn replica_moved(&self, topic: &str, partition: i32, old: &Partition, new: &Partition) {
+        let _ = (topic, partition, old, new);
+    }
 }
 
 /// A topic as a cluster's metadata says it, for this node.
@@ -1011,7 +1018,8 @@ impl Broker {
     /// taken after serve from the new directory. Every step is crash-safe: after a
     /// crash the partition is whole in one directory or the other. A partition already
     /// in `dir` is left alone. The topics of the coordinators (`__consumer_offsets`,
-    /// ...) and a cluster node's partitions are not moved ([`Error::InvalidConfig`]).
+    /// ...) are not moved ([`Error::InvalidConfig`]). A cluster node's replica keeps its
+    /// role (leader or follower) and high watermark across the move.
     ///
     /// ```
     /// # let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1036,7 +1044,7 @@ impl Broker {
                 _ => return Err(e),
             },
         };
-        Self::swap_log(&t, topic, partition, &old, log);
+        self.swap_log(&t, &old, log);
         result
     }
 
@@ -1113,12 +1121,12 @@ impl Broker {
             Err(e) if old.log().is_closed() => {
                 // Closed part way: serve it again from where it is.
                 let log = logs.open_log(&ln, config)?;
-                Self::swap_log(&t, topic, partition, &old, log);
+                self.swap_log(&t, &old, log);
                 return Err(e);
             }
             Err(e) => return Err(e),
         };
-        Self::swap_log(&t, topic, partition, &old, log);
+        self.swap_log(&t, &old, log);
         Ok(())
     }
 
@@ -1133,11 +1141,6 @@ impl Broker {
             key: "log.dirs".into(),
             reason: format!("partition {topic}-{partition} is not moved: {why}"),
         };
-        if self.inner.managed.load(Ordering::Acquire) {
-            return Err(refuse(
-                "moves between log directories are for a single node's partitions, not yet a cluster node's".into(),
-            ));
-        }
         let t = self.registered_topic(topic)?;
         if t.is_internal() {
             return Err(refuse(format!(
@@ -1164,20 +1167,26 @@ impl Broker {
             .ok_or_else(|| Error::Closed("broker".into()))
     }
 
-    /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.
-    fn swap_log(
-        t: &Topic,
-        topic: &str,
-        partition: i32,
-        old: &Partition,
-        log: crate::storage::PartitionLog,
-    ) {
-        if log.dir() != old.log().dir() || old.log().is_closed() {
-            let mut parts: Vec<Partition> = t.partitions().to_vec();
-            if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
-                *slot = Partition::new(Arc::from(topic), partition, log);
-            }
-            t.set_hosted_partitions(parts, t.partition_count());
+    /// Serves `old`'s partition of `t` from `log` if it replaced `old`'s. On a cluster
+    /// node the new handle starts at `old`'s high watermark and takes its replica role
+    /// (see [`TopicAuthority::replica_moved`]).
+    fn swap_log(&self, t: &Topic, old: &Partition, log: crate::storage::PartitionLog) {
+        if log.dir() == old.log().dir() && !old.log().is_closed() {
+            return;
+        }
+        let (name, index) = (Arc::from(t.name()), old.index());
+        let cluster = self.inner.authority.read().clone();
+        let new = match &cluster {
+            Some(_) => Partition::new_unassigned(name, index, log, old.high_watermark()),
+            None => Partition::new(name, index, log),
+        };
+        let mut parts: Vec<Partition> = t.partitions().to_vec();
+        if let Some(slot) = parts.iter_mut().find(|p| p.index() == index) {
+            *slot = new.clone();
+        }
+        t.set_hosted_partitions(parts, t.partition_count());
+        if let Some(cluster) = cluster {
+            cluster.replica_moved(t.name(), index, old, &new);
         }
     }
 

@@ -960,6 +960,20 @@ impl TopicAuthority for ClusterNode {
             ADMIN_TIMEOUT,
         )
     }
+
+    fn replica_moved(
+        &self,
+        topic: &str,
+        partition: i32,
+        old: &crate::topic::Partition,
+        new: &crate::topic::Partition,
+    ) {
+        match self.replicas.lock().clone() {
+            Some(replicas) => replicas.replica_moved(topic, partition, old, new),
+            // No replica manager yet: it gives the new handle its role when it starts.
+            None => {}
+        }
+    }
 }
 
 #[cfg(test)]

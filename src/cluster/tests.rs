@@ -29,6 +29,7 @@ mod failed_log_dir;
 mod failover;
 mod group_configs;
 mod group_coordinators;
+mod log_dir_moves;
 mod lost_directory;
 mod metadata_visibility;
 mod quorum_api;
