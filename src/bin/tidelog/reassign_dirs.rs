@@ -87,8 +87,13 @@ pub(crate) fn start(out: &mut Out, admin: &AdminClient, wanted: &[ReplicaDir]) -
                 .unwrap_or(Ok(()));
             match answer {
                 Ok(()) => started.push(r.to_string()),
+                // Not made on its broker yet (the topic or the replica unknown there).
                 Err(tidelog::Error::Admin(e))
-                    if e.code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    if [
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                    ]
+                    .contains(&e.code)
                         && Instant::now() < deadline =>
                 {
                     std::thread::sleep(Duration::from_millis(200));
