@@ -1199,6 +1199,13 @@ impl Broker {
         }
     }
 
+    /// The pace [`Broker::set_log_dir_move_rate`] set (None: unlimited).
+    pub(crate) fn log_dir_move_rate(&self) -> Option<u64> {
+        let logs = self.inner.logs.lock();
+        let rate = logs.as_ref()?.move_rate().load(Ordering::Relaxed);
+        (rate > 0).then_some(rate)
+    }
+
     /// The partitions moving between log directories now (Kafka's future replicas; see
     /// [`LogManager::future_logs`]).
     pub fn future_logs(&self) -> Vec<crate::storage::FutureLog> {

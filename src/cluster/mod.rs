@@ -136,6 +136,9 @@ impl std::fmt::Debug for ClusterNode {
 struct BrokerSync {
     broker: WeakBroker,
     swept: AtomicBool,
+    /// The pace of moves between log directories the node started with, which the
+    /// dynamic `replica.alter.log.dirs.io.max.bytes.per.second` overrides while set.
+    static_move_rate: Option<u64>,
 }
 
 impl MetadataListener for BrokerSync {
@@ -149,6 +152,20 @@ impl MetadataListener for BrokerSync {
             {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot delete a deleted topic's local logs");
             }
+        }
+        if u.previous.broker_configs != u.current.broker_configs {
+            let (value, source) = u
+                .current
+                .broker_configs
+                .value(Some(u.node_id), image::LOG_DIR_MOVE_RATE);
+            let rate = match source {
+                image::BrokerConfigSource::Default => self.static_move_rate,
+                _ => value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|r| *r != image::UNTHROTTLED as u64),
+            };
+            broker.set_log_dir_move_rate(rate);
         }
         // Before this node caught up, an update may replay what it applied before a
         // restart: no replica is new to it then.
@@ -393,6 +410,7 @@ impl ClusterNode {
         self.shared.listeners.lock().push(Arc::new(BrokerSync {
             broker: broker.downgrade(),
             swept: AtomicBool::new(false),
+            static_move_rate: broker.log_dir_move_rate(),
         }));
         let replicas = replication::ReplicaManager::new(
             self.config.node_id,

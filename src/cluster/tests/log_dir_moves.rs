@@ -82,3 +82,29 @@ fn a_leader_and_a_follower_replica_move_between_log_directories_under_writes() {
     }
     c.shutdown();
 }
+
+/// Kafka's dynamic `replica.alter.log.dirs.io.max.bytes.per.second`: set for one
+/// broker or cluster-wide, each node paces its moves by its value, and back to the
+/// one it started with once deleted.
+#[test]
+fn the_move_rate_is_a_dynamic_broker_config() {
+    use crate::admin::AlterConfigOp;
+    use crate::cluster::image::LOG_DIR_MOVE_RATE;
+    let c = TestCluster::with_log_dirs(3);
+    c.wait_settled();
+    let admin = AdminClient::connect(&bootstrap(&c)).unwrap();
+    let set = |v: &str| AlterConfigOp::Set(LOG_DIR_MOVE_RATE.into(), v.into());
+    let rates =
+        || -> Vec<Option<u64>> { (0..3).map(|i| broker(&c, i).log_dir_move_rate()).collect() };
+    assert_eq!(rates(), vec![None; 3]);
+    admin.alter_broker_configs(None, &[set("5000")]).unwrap();
+    admin.alter_broker_configs(Some(2), &[set("1000")]).unwrap();
+    wait_until("the rates applied", || {
+        rates() == vec![Some(5000), Some(1000), Some(5000)]
+    });
+    let delete = AlterConfigOp::Delete(LOG_DIR_MOVE_RATE.into());
+    admin.alter_broker_configs(None, &[delete.clone()]).unwrap();
+    admin.alter_broker_configs(Some(2), &[delete]).unwrap();
+    wait_until("the rates back to unlimited", || rates() == vec![None; 3]);
+    c.shutdown();
+}
