@@ -986,10 +986,9 @@ impl TopicAuthority for ClusterNode {
         old: &crate::topic::Partition,
         new: &crate::topic::Partition,
     ) {
-        match self.replicas.lock().clone() {
-            Some(replicas) => replicas.replica_moved(topic, partition, old, new),
-            // No replica manager yet: it gives the new handle its role when it starts.
-            None => {}
+        // Without a replica manager yet, it gives the new handle its role when it starts.
+        if let Some(replicas) = self.replicas.lock().clone() {
+            replicas.replica_moved(topic, partition, old, new);
         }
     }
 }

@@ -103,7 +103,9 @@ fn the_move_rate_is_a_dynamic_broker_config() {
         rates() == vec![Some(5000), Some(1000), Some(5000)]
     });
     let delete = AlterConfigOp::Delete(LOG_DIR_MOVE_RATE.into());
-    admin.alter_broker_configs(None, &[delete.clone()]).unwrap();
+    admin
+        .alter_broker_configs(None, std::slice::from_ref(&delete))
+        .unwrap();
     admin.alter_broker_configs(Some(2), &[delete]).unwrap();
     wait_until("the rates back to unlimited", || rates() == vec![None; 3]);
     c.shutdown();
