@@ -1200,6 +1200,7 @@ impl Broker {
     }
 
     /// The pace [`Broker::set_log_dir_move_rate`] set (None: unlimited).
+    #[cfg(feature = "server")]
     pub(crate) fn log_dir_move_rate(&self) -> Option<u64> {
         let logs = self.inner.logs.lock();
         let rate = logs.as_ref()?.move_rate().load(Ordering::Relaxed);
