@@ -127,6 +127,31 @@ impl Partition {
         }
     }
 
+    /// Takes over `old`'s replica role: `old`'s log was moved into another log
+    /// directory and reopened as this one's (a cluster replica moved by
+    /// AlterReplicaLogDirs). A leader keeps its epoch, ISR and followers' state, a
+    /// follower its leader; `old` is left a follower of no leader, so its waiters wake
+    /// and what is appended through it is refused.
+    pub(crate) fn take_role_from(&self, old: &Partition) -> Result<()> {
+        let taken = std::mem::replace(&mut *old.inner.role.write(), Role::Follower { leader: -1 });
+        old.inner.log.wake_all();
+        let mut role = self.inner.role.write();
+        if let Role::Leader { state, .. } = &taken {
+            let epoch = state.lock().leader_epoch;
+            self.inner.log.set_leader_epoch(epoch)?;
+        }
+        *role = taken;
+        drop(role);
+        self.inner.log.wake_all();
+        Ok(())
+    }
+
+    /// True if `other` is this very partition handle (not another one of the same
+    /// partition, such as one reopened after a move between log directories).
+    pub(crate) fn is_same(&self, other: &Partition) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The topic's name.
     pub fn topic(&self) -> &str {
         &self.inner.topic

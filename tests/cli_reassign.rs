@@ -1,7 +1,8 @@
 //! `tidelog reassign`, `leader-election` and `log-dirs describe` against three `tidelog
 //! serve --node-id N --quorum ...` child processes: a generated plan is Kafka's JSON, a
 //! partition moves to the node that lacked it (`--execute`, then `--verify` until it
-//! completed, the removed node's copy gone from `log-dirs describe`; under `--throttle`,
+//! completed, the removed node's copy gone from `log-dirs describe`; its replicas put in
+//! the log directories the plan's `log_dirs` names; under `--throttle`,
 //! which `--verify` removes once it completed), a preferred
 //! election makes the new first replica lead, and bad plans are refused with the reason.
 #![cfg(all(feature = "cli", feature = "server"))]
@@ -11,7 +12,7 @@ mod cli_support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cli_support::{Run, err, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw};
+use cli_support::{Run, err, loopback_quorum, ok, serve_nodes_with, stop_all, tidelog_raw};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -50,7 +51,16 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     let root = tempfile::tempdir().unwrap();
     let quorum = loopback_quorum(3);
-    let (nodes, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3"]);
+    // Each node has a second log directory, `disk2-ID`.
+    let disk2 = root.path().join("disk2-{id}").display().to_string();
+    let (nodes, bootstrap) = serve_nodes_with(
+        root.path(),
+        &quorum,
+        &["1", "2", "3"],
+        &["--log-dirs", &disk2],
+    );
+    let data_dir = |id: i64| root.path().join(format!("node-{id}"));
+    let disk2_dir = |id: i64| root.path().join(format!("disk2-{id}"));
     until(
         &[
             "topics",
@@ -141,7 +151,7 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
             "",
         ),
         1,
-        "log_dirs",
+        "LOG_DIR_NOT_FOUND: /data is not a log directory of broker 1",
     );
     err(
         tidelog_raw(
@@ -159,12 +169,19 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         "name its partitions",
     );
 
-    // Move: the dropped replica is replaced by the node that had none, first.
+    // Move: the dropped replica is replaced by the node that had none, first, in its
+    // data directory; the kept replica moves into its other log directory.
+    let (kept_from, kept_to) = match data_dir(kept).join("moves-0").is_dir() {
+        true => (data_dir(kept), disk2_dir(kept)),
+        false => (disk2_dir(kept), data_dir(kept)),
+    };
+    let added_to = data_dir(added);
+    let (added_to, kept_to) = (added_to.display(), kept_to.display());
     let plan = write(
         root.path(),
         "plan.json",
         &format!(
-            r#"{{"version":1,"partitions":[{{"topic":"moves","partition":0,"replicas":[{added},{kept}]}}]}}"#
+            r#"{{"version":1,"partitions":[{{"topic":"moves","partition":0,"replicas":[{added},{kept}],"log_dirs":["{added_to}","{kept_to}"]}}]}}"#
         ),
     );
     let file = ["--reassignment-json-file", plan.as_str()];
@@ -190,6 +207,12 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         executed.contains("The inter-broker throttle limit was set to 10000000 B/s"),
         "{executed}"
     );
+    assert!(
+        executed.contains(&format!(
+            "Successfully started log directory moves for: moves-0 on broker {added}, moves-0 on broker {kept}"
+        )),
+        "{executed}"
+    );
     // The first --verify that finds the move completed removes the throttle (the
     // rates of the three brokers, the topic's throttled replicas); the next finds none.
     let verified = until(
@@ -200,8 +223,15 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
             r.code == 0
                 && r.stdout
                     .contains("Reassignment of partition moves-0 is completed.")
+                && [added, kept].iter().all(|b| {
+                    r.stdout.contains(&format!(
+                        "Reassignment of replica moves-0 on broker {b} completed successfully."
+                    ))
+                })
         },
     );
+    assert!(!kept_from.join("moves-0").exists(), "{verified:?}");
+    assert!(data_dir(added).join("moves-0").is_dir(), "{verified:?}");
     assert!(
         verified
             .stdout
@@ -248,11 +278,13 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
                 v.as_ref().is_some_and(|v| {
                     v["brokers"].as_array().unwrap().iter().any(|x| {
                         x["broker"] == b
-                            && x["logDirs"][0]["partitions"]
-                                .as_array()
-                                .unwrap()
-                                .iter()
-                                .any(|p| p["partition"] == "moves-0")
+                            && x["logDirs"].as_array().unwrap().iter().any(|d| {
+                                d["partitions"]
+                                    .as_array()
+                                    .unwrap()
+                                    .iter()
+                                    .any(|p| p["partition"] == "moves-0")
+                            })
                     })
                 })
             };

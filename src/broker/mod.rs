@@ -81,6 +81,13 @@ pub(crate) trait TopicAuthority: Send + Sync {
     fn add_partitions(&self, name: &str, total: i32) -> Result<()>;
     /// Replaces a topic's config overrides.
     fn alter_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()>;
+    /// Partition `partition` of `topic` is served from `new` now, its log moved into
+    /// another log directory (AlterReplicaLogDirs): `new` takes `old`'s replica role and
+    /// the replication follows it. By default nothing follows it (an authority that
+    /// replicates nothing).
+    fn replica_moved(&self, topic: &str, partition: i32, old: &Partition, new: &Partition) {
+        let _ = (topic, partition, old, new);
+    }
 }
 
 /// A topic as a cluster's metadata says it, for this node.
@@ -663,6 +670,43 @@ fn offline_reason(logs: &LogManager, ln: &str) -> Option<String> {
     })
 }
 
+/// Opens the log `ln` with `open`, unless it is offline: found in no usable log
+/// directory while one failed (its records may be in the failed one, and an empty log
+/// made in its place would hide them — or, on a cluster node, be elected or caught up
+/// as if new), unless it is `fresh` (a replica just assigned to this node, which has no
+/// records anywhere yet); or in a log directory that fails as it opens. An offline log
+/// gives `Ok(Err(why))`; another error is returned.
+fn open_unless_offline(
+    logs: &LogManager,
+    ln: &str,
+    fresh: bool,
+    open: impl FnOnce() -> Result<crate::storage::PartitionLog>,
+) -> Result<std::result::Result<crate::storage::PartitionLog, String>> {
+    if !fresh
+        && logs.log_dir_of(ln).is_none()
+        && let Some(why) = offline_reason(logs, ln)
+    {
+        crate::storage::partition_offline(ln, &why);
+        return Ok(Err(why));
+    }
+    match open() {
+        Ok(log) => Ok(Ok(log)),
+        // Its log directory failed under it: offline, as Kafka.
+        Err(err @ Error::Io { .. })
+            if logs.log_dir_of(ln).is_some_and(|d| {
+                logs.log_dir_states()
+                    .iter()
+                    .any(|(f, why)| *f == d && why.is_some())
+            }) =>
+        {
+            let why = err.to_string();
+            crate::storage::partition_offline(ln, &why);
+            Ok(Err(why))
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// Opens the partition logs of the registry's topics, each with its topic's
 /// configuration over the broker's defaults. A partition in a log directory that
 /// failed (or found in none while one failed) is offline: the others serve.
@@ -679,28 +723,12 @@ fn open_registered_topics(
         let name: Arc<str> = Arc::from(e.name.as_str());
         for p in 0..e.partitions {
             let ln = log_name(&e.name, p);
-            if logs.log_dir_of(&ln).is_none()
-                && let Some(why) = offline_reason(logs, &ln)
+            match open_unless_offline(logs, &ln, false, || logs.open_log(&ln, log_config.clone()))?
             {
-                crate::storage::partition_offline(&ln, &why);
-                offline.insert(p, why);
-                continue;
-            }
-            match logs.open_log(&ln, log_config.clone()) {
                 Ok(log) => parts.push(Partition::new(Arc::clone(&name), p, log)),
-                // Its log directory failed under it: offline, as Kafka.
-                Err(err @ Error::Io { .. })
-                    if logs.log_dir_of(&ln).is_some_and(|d| {
-                        logs.log_dir_states()
-                            .iter()
-                            .any(|(f, why)| *f == d && why.is_some())
-                    }) =>
-                {
-                    let why = err.to_string();
-                    crate::storage::partition_offline(&ln, &why);
+                Err(why) => {
                     offline.insert(p, why);
                 }
-                Err(err) => return Err(err),
             }
         }
         let topic = Topic::new(&e.name, parts, e.config, e.internal);
@@ -990,7 +1018,8 @@ impl Broker {
     /// taken after serve from the new directory. Every step is crash-safe: after a
     /// crash the partition is whole in one directory or the other. A partition already
     /// in `dir` is left alone. The topics of the coordinators (`__consumer_offsets`,
-    /// ...) and a cluster node's partitions are not moved ([`Error::InvalidConfig`]).
+    /// ...) are not moved ([`Error::InvalidConfig`]). A cluster node's replica keeps its
+    /// role (leader or follower) and high watermark across the move.
     ///
     /// ```
     /// # let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1015,7 +1044,7 @@ impl Broker {
                 _ => return Err(e),
             },
         };
-        Self::swap_log(&t, topic, partition, &old, log);
+        self.swap_log(&t, &old, log);
         result
     }
 
@@ -1092,12 +1121,12 @@ impl Broker {
             Err(e) if old.log().is_closed() => {
                 // Closed part way: serve it again from where it is.
                 let log = logs.open_log(&ln, config)?;
-                Self::swap_log(&t, topic, partition, &old, log);
+                self.swap_log(&t, &old, log);
                 return Err(e);
             }
             Err(e) => return Err(e),
         };
-        Self::swap_log(&t, topic, partition, &old, log);
+        self.swap_log(&t, &old, log);
         Ok(())
     }
 
@@ -1112,11 +1141,6 @@ impl Broker {
             key: "log.dirs".into(),
             reason: format!("partition {topic}-{partition} is not moved: {why}"),
         };
-        if self.inner.managed.load(Ordering::Acquire) {
-            return Err(refuse(
-                "moves between log directories are for a single node's partitions, not yet a cluster node's".into(),
-            ));
-        }
         let t = self.registered_topic(topic)?;
         if t.is_internal() {
             return Err(refuse(format!(
@@ -1143,20 +1167,26 @@ impl Broker {
             .ok_or_else(|| Error::Closed("broker".into()))
     }
 
-    /// Serves partition `partition` of `topic` from `log` if it replaced `old`'s.
-    fn swap_log(
-        t: &Topic,
-        topic: &str,
-        partition: i32,
-        old: &Partition,
-        log: crate::storage::PartitionLog,
-    ) {
-        if log.dir() != old.log().dir() || old.log().is_closed() {
-            let mut parts: Vec<Partition> = t.partitions().to_vec();
-            if let Some(slot) = parts.iter_mut().find(|p| p.index() == partition) {
-                *slot = Partition::new(Arc::from(topic), partition, log);
-            }
-            t.set_hosted_partitions(parts, t.partition_count());
+    /// Serves `old`'s partition of `t` from `log` if it replaced `old`'s. On a cluster
+    /// node the new handle starts at `old`'s high watermark and takes its replica role
+    /// (see [`TopicAuthority::replica_moved`]).
+    fn swap_log(&self, t: &Topic, old: &Partition, log: crate::storage::PartitionLog) {
+        if log.dir() == old.log().dir() && !old.log().is_closed() {
+            return;
+        }
+        let (name, index) = (Arc::from(t.name()), old.index());
+        let cluster = self.inner.authority.read().clone();
+        let new = match &cluster {
+            Some(_) => Partition::new_unassigned(name, index, log, old.high_watermark()),
+            None => Partition::new(name, index, log),
+        };
+        let mut parts: Vec<Partition> = t.partitions().to_vec();
+        if let Some(slot) = parts.iter_mut().find(|p| p.index() == index) {
+            *slot = new.clone();
+        }
+        t.set_hosted_partitions(parts, t.partition_count());
+        if let Some(cluster) = cluster {
+            cluster.replica_moved(t.name(), index, old, &new);
         }
     }
 
@@ -1167,6 +1197,14 @@ impl Broker {
         if let Some(logs) = self.inner.logs.lock().as_ref() {
             logs.set_log_dir_move_rate(bytes_per_second);
         }
+    }
+
+    /// The pace [`Broker::set_log_dir_move_rate`] set (None: unlimited).
+    #[cfg(feature = "server")]
+    pub(crate) fn log_dir_move_rate(&self) -> Option<u64> {
+        let logs = self.inner.logs.lock();
+        let rate = logs.as_ref()?.move_rate().load(Ordering::Relaxed);
+        (rate > 0).then_some(rate)
     }
 
     /// The partitions moving between log directories now (Kafka's future replicas; see
@@ -1477,8 +1515,11 @@ impl Broker {
     #[cfg(feature = "server")]
     /// Cluster node: makes the registry hold `topic` as the cluster's metadata says, with
     /// logs for the partitions this node hosts (created, or reopened if they are of the
-    /// same topic id). Idempotent.
-    pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic) -> Result<()> {
+    /// same topic id). A hosted partition found in no usable log directory while one
+    /// failed is offline, not made afresh (its records may be in the failed directory),
+    /// unless it is in `fresh`: assigned to this node while it runs, after it caught up
+    /// with the metadata. Idempotent.
+    pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic, fresh: &[i32]) -> Result<()> {
         self.check_open()?;
         let _admin = self.inner.admin.lock();
         let known_id = self.inner.topic_ids.read().get(&topic.name).cloned();
@@ -1488,6 +1529,7 @@ impl Broker {
         let log_config = topic.config.apply(&self.inner.config.log)?;
         let existing = self.inner.topics.read().get(&topic.name).cloned();
         let mut parts = Vec::with_capacity(topic.hosted.len());
+        let mut offline = BTreeMap::new();
         {
             let logs = self.inner.logs.lock();
             let logs = logs
@@ -1495,16 +1537,25 @@ impl Broker {
                 .ok_or_else(|| Error::Closed("broker".into()))?;
             let arc_name: Arc<str> = Arc::from(topic.name.as_str());
             for &p in &topic.hosted {
-                match existing.as_ref().and_then(|t| t.partition(p).ok()) {
-                    Some(part) => parts.push(part),
-                    None => {
-                        let log = self.open_cluster_log(logs, topic, p, &log_config)?;
+                if let Some(part) = existing.as_ref().and_then(|t| t.partition(p).ok()) {
+                    parts.push(part);
+                    continue;
+                }
+                let ln = log_name(&topic.name, p);
+                let opened = open_unless_offline(logs, &ln, fresh.contains(&p), || {
+                    self.open_cluster_log(logs, topic, p, &log_config)
+                })?;
+                match opened {
+                    Ok(log) => {
                         // No role until the replica manager gives one: it refuses
                         // appends, and readers see up to its recorded high watermark.
                         let hw = logs
-                            .recorded_high_watermark(&log_name(&topic.name, p))
+                            .recorded_high_watermark(&ln)
                             .unwrap_or_else(|| log.log_start_offset());
                         parts.push(Partition::new_unassigned(Arc::clone(&arc_name), p, log, hw));
+                    }
+                    Err(why) => {
+                        offline.insert(p, why);
                     }
                 }
             }
@@ -1527,10 +1578,12 @@ impl Broker {
                     }
                 }
                 t.set_hosted_partitions(parts, topic.partition_count);
+                t.set_offline_partitions(offline);
             }
             None => {
                 let t = Topic::new(&topic.name, parts, topic.config.clone(), topic.internal);
                 t.set_hosted_partitions(t.partitions().as_ref().clone(), topic.partition_count);
+                t.set_offline_partitions(offline);
                 self.inner.topics.write().insert(topic.name.clone(), t);
             }
         }
@@ -2172,14 +2225,17 @@ mod tests {
         .expect("raft state");
         let broker = Broker::open(dir.path()).expect("open");
         broker
-            .apply_cluster_topic(&ClusterTopic {
-                name: "orders".into(),
-                id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
-                partition_count: 1,
-                hosted: vec![0],
-                config: TopicConfig::new(),
-                internal: false,
-            })
+            .apply_cluster_topic(
+                &ClusterTopic {
+                    name: "orders".into(),
+                    id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+                    partition_count: 1,
+                    hosted: vec![0],
+                    config: TopicConfig::new(),
+                    internal: false,
+                },
+                &[],
+            )
             .expect("applied");
         let p = broker.hosted_partition("orders", 0).expect("hosted");
         assert!(!p.is_leader(), "no role yet: not a leader");

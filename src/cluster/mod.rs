@@ -137,6 +137,9 @@ impl std::fmt::Debug for ClusterNode {
 struct BrokerSync {
     broker: WeakBroker,
     swept: AtomicBool,
+    /// The pace of moves between log directories the node started with, which the
+    /// dynamic `replica.alter.log.dirs.io.max.bytes.per.second` overrides while set.
+    static_move_rate: Option<u64>,
 }
 
 impl MetadataListener for BrokerSync {
@@ -151,16 +154,49 @@ impl MetadataListener for BrokerSync {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot delete a deleted topic's local logs");
             }
         }
+        if u.previous.broker_configs != u.current.broker_configs {
+            let (value, source) = u
+                .current
+                .broker_configs
+                .value(Some(u.node_id), image::LOG_DIR_MOVE_RATE);
+            let rate = match source {
+                image::BrokerConfigSource::Default => self.static_move_rate,
+                _ => value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|r| *r != image::UNTHROTTLED as u64),
+            };
+            broker.set_log_dir_move_rate(rate);
+        }
+        // Before this node caught up, an update may replay what it applied before a
+        // restart: no replica is new to it then.
+        let live = self.swept.load(Ordering::Acquire);
         for (name, t) in &u.current.topics {
-            if u.previous
-                .topics
-                .get(name)
-                .is_some_and(|p| Arc::ptr_eq(p, t))
-            {
+            let before = u.previous.topics.get(name);
+            if before.is_some_and(|p| Arc::ptr_eq(p, t)) {
                 continue;
             }
             let topic = t.for_node(u.node_id);
-            if let Err(e) = broker.apply_cluster_topic(&topic) {
+            // Replicas assigned to this node by this update: they have no records
+            // anywhere, so a log is made for them even while a log directory failed.
+            let hosted_before = |p: i32| {
+                before.is_some_and(|b| {
+                    b.id == t.id
+                        && b.partitions
+                            .get(p as usize)
+                            .is_some_and(|x| x.hosts(u.node_id))
+                })
+            };
+            let fresh: Vec<i32> = match live {
+                true => topic
+                    .hosted
+                    .iter()
+                    .copied()
+                    .filter(|&p| !hosted_before(p))
+                    .collect(),
+                false => Vec::new(),
+            };
+            if let Err(e) = broker.apply_cluster_topic(&topic, &fresh) {
                 tracing::error!(node = u.node_id, topic = %name, error = %e, "cannot open a topic's local logs");
             }
         }
@@ -375,6 +411,7 @@ impl ClusterNode {
         self.shared.listeners.lock().push(Arc::new(BrokerSync {
             broker: broker.downgrade(),
             swept: AtomicBool::new(false),
+            static_move_rate: broker.log_dir_move_rate(),
         }));
         let replicas = replication::ReplicaManager::new(
             self.config.node_id,
@@ -941,6 +978,19 @@ impl TopicAuthority for ClusterNode {
                 .collect(),
             ADMIN_TIMEOUT,
         )
+    }
+
+    fn replica_moved(
+        &self,
+        topic: &str,
+        partition: i32,
+        old: &crate::topic::Partition,
+        new: &crate::topic::Partition,
+    ) {
+        // Without a replica manager yet, it gives the new handle its role when it starts.
+        if let Some(replicas) = self.replicas.lock().clone() {
+            replicas.replica_moved(topic, partition, old, new);
+        }
     }
 }
 

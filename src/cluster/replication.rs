@@ -650,6 +650,40 @@ impl MetadataListener for ReplicaManager {
 }
 
 impl ReplicaManager {
+    /// Partition `partition` of `topic` is served from `new` now, its log moved into
+    /// another log directory: `new` takes `old`'s role, and what led or followed `old`
+    /// leads or follows `new` (a role the metadata gave `new` since is kept).
+    pub(crate) fn replica_moved(
+        &self,
+        topic: &str,
+        partition: i32,
+        old: &Partition,
+        new: &Partition,
+    ) {
+        let key = (topic.to_string(), partition);
+        let mut st = self.state.lock();
+        let fetcher = st
+            .followed
+            .get(&key)
+            .and_then(|source| st.fetchers.get(source))
+            .filter(|f| f.follows(&key, old))
+            .cloned();
+        let led = st.led.get_mut(&key).filter(|l| l.partition.is_same(old));
+        if led.is_none() && fetcher.is_none() {
+            return;
+        }
+        if let Err(e) = new.take_role_from(old) {
+            tracing::error!(node = self.node_id, partition = %new.name(), error = %e, "cannot take the role of a replica moved between log directories");
+            return;
+        }
+        if let Some(l) = led {
+            l.partition = new.clone();
+        }
+        if let Some(f) = fetcher {
+            f.replace(&key, old, new);
+        }
+    }
+
     /// This node no longer hosts `topic`'s `partition` (deleted, or reassigned to other
     /// replicas): stops following and leading it
     /// (and coordinating its groups, for a partition of `__consumer_offsets`).
@@ -925,6 +959,27 @@ impl Fetcher {
                 cutting: Arc::new(Mutex::new(())),
             },
         );
+        self.changed.notify_all();
+    }
+
+    /// True if `key` is fetched into `partition` (this very handle).
+    fn follows(&self, key: &Key, partition: &Partition) -> bool {
+        self.parts
+            .lock()
+            .get(key)
+            .is_some_and(|f| f.partition.is_same(partition))
+    }
+
+    /// Fetches `key` into `new` instead of `old` (its log moved into another log
+    /// directory), checking its truncation again as after a new leader epoch.
+    fn replace(&self, key: &Key, old: &Partition, new: &Partition) {
+        let mut parts = self.parts.lock();
+        if let Some(f) = parts.get_mut(key).filter(|f| f.partition.is_same(old)) {
+            f.partition = new.clone();
+            f.truncating = true;
+            f.fetch_from = None;
+        }
+        drop(parts);
         self.changed.notify_all();
     }
 

@@ -25,10 +25,12 @@ mod describe_producers;
 mod drain;
 mod duplicate_proposal;
 mod durable_acks;
+mod failed_log_dir;
 mod failover;
 mod features;
 mod group_configs;
 mod group_coordinators;
+mod log_dir_moves;
 mod lost_directory;
 mod metadata_visibility;
 mod quorum_api;
@@ -68,6 +70,8 @@ struct TestCluster {
     racks: bool,
     /// The highest `transaction.version` node `i` supports, where not this build's.
     tv_max: std::collections::BTreeMap<usize, i16>,
+    /// Node `i`'s second log directory (`log.dirs`), when the nodes have one.
+    extra_dirs: Vec<tempfile::TempDir>,
 }
 
 impl TestCluster {
@@ -99,20 +103,30 @@ impl TestCluster {
         inter_broker: bool,
         unrecorded: Option<usize>,
     ) -> TestCluster {
-        TestCluster::build_with(n, snapshot_after, lag, (inter_broker, unrecorded, false))
+        TestCluster::build_with(
+            n,
+            snapshot_after,
+            lag,
+            (inter_broker, unrecorded, false, false),
+        )
     }
 
     /// A cluster whose node `i` is in rack `rack-{i + 1}`, with the rack-aware replica
     /// selector and `replica.lag.time.max.ms` `lag`.
     fn with_racks(n: usize, lag: Duration) -> TestCluster {
-        TestCluster::build_with(n, 1024, lag, (false, None, true))
+        TestCluster::build_with(n, 1024, lag, (false, None, true, false))
+    }
+
+    /// A cluster whose nodes each have a second log directory ([`TestCluster::extra_dir`]).
+    fn with_log_dirs(n: usize) -> TestCluster {
+        TestCluster::build_with(n, 1024, LAG, (false, None, false, true))
     }
 
     fn build_with(
         n: usize,
         snapshot_after: usize,
         lag: Duration,
-        (inter_broker, unrecorded, racks): (bool, Option<usize>, bool),
+        (inter_broker, unrecorded, racks, log_dirs): (bool, Option<usize>, bool, bool),
     ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -136,6 +150,10 @@ impl TestCluster {
             unrecorded,
             racks,
             tv_max: Default::default(),
+            extra_dirs: match log_dirs {
+                true => (0..n).map(|_| tempfile::tempdir().unwrap()).collect(),
+                false => Vec::new(),
+            },
         };
         for (i, l) in listeners.into_iter().enumerate() {
             c.nodes[i] = Some(c.start_with(i, l));
@@ -145,10 +163,12 @@ impl TestCluster {
 
     fn start_with(&self, i: usize, listener: TcpListener) -> ServerHandle {
         // A few `__consumer_offsets` partitions, enough to place groups on every node.
-        let broker = crate::broker::Broker::builder(self.dirs[i].path())
-            .offsets_topic_num_partitions(OFFSETS_PARTITIONS)
-            .open()
-            .unwrap();
+        let mut broker = crate::broker::Broker::builder(self.dirs[i].path())
+            .offsets_topic_num_partitions(OFFSETS_PARTITIONS);
+        if let Some(extra) = self.extra_dirs.get(i) {
+            broker = broker.log_dirs([extra.path()]);
+        }
+        let broker = broker.open().unwrap();
         let mut builder = Server::builder(broker).listen(SocketAddr::from(([127, 0, 0, 1], 0)));
         if self.inter_broker {
             builder = builder
@@ -204,6 +224,11 @@ impl TestCluster {
 
     fn dir(&self, i: usize) -> &Path {
         self.dirs[i].path()
+    }
+
+    /// Node `i`'s second log directory (a cluster made by [`TestCluster::with_log_dirs`]).
+    fn extra_dir(&self, i: usize) -> &Path {
+        self.extra_dirs[i].path()
     }
 
     /// Waits until every running node knows the cluster, a controller and every running

@@ -105,7 +105,10 @@ pub(crate) fn retired_of(name: &str) -> Option<&str> {
 /// Makes `to` hold what `from` holds (files only, one level, as a partition directory
 /// is), each file fsynced: a file already in `to` with the same length and
 /// modification time is kept (a sealed segment copied by an earlier pass), one
-/// missing from `from` is deleted. Returns the bytes copied.
+/// missing from `from` is deleted. A file of `from` gone while it is copied (a
+/// checkpoint replaced by the open log, a segment deleted by retention) is left out:
+/// the pass made with the log closed copies what is there then. Returns the bytes
+/// copied.
 pub(crate) fn sync_copy(from: &Path, to: &Path) -> Result<u64> {
     sync_copy_paced(from, to, &mut |_| Ok(()))
 }
@@ -127,7 +130,10 @@ pub(crate) fn sync_copy_paced(
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(from).ctx("list", from)? {
         let entry = entry.ctx("list", from)?;
-        let src_meta = entry.metadata().ctx("stat", entry.path())?;
+        let src_meta = match entry.metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            meta => meta.ctx("stat", entry.path())?,
+        };
         if src_meta.is_file() {
             entries.push((entry.file_name(), src_meta));
         }
@@ -137,14 +143,19 @@ pub(crate) fn sync_copy_paced(
     for (name, src_meta) in entries {
         let src = from.join(&name);
         let dst = to.join(&name);
-        names.insert(name);
         let same = std::fs::metadata(&dst).is_ok_and(|m| {
             m.len() == src_meta.len() && m.modified().ok() == src_meta.modified().ok()
         });
         if same {
+            names.insert(name);
             continue;
         }
-        copied += copy_file(&src, &dst, before)?;
+        match copy_file(&src, &dst, before)? {
+            Some(n) => copied += n,
+            // Gone since it was listed.
+            None => continue,
+        }
+        names.insert(name);
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&dst)
@@ -166,11 +177,18 @@ pub(crate) fn sync_copy_paced(
 }
 
 /// Copies `src` over `dst` chunk by chunk, `before` called ahead of each; the bytes
-/// copied.
-fn copy_file(src: &Path, dst: &Path, before: &mut dyn FnMut(usize) -> Result<()>) -> Result<u64> {
+/// copied, None if `src` no longer exists.
+fn copy_file(
+    src: &Path,
+    dst: &Path,
+    before: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<Option<u64>> {
     use crate::error::IoContext;
     use std::io::{Read, Write};
-    let mut input = std::fs::File::open(src).ctx("open", src)?;
+    let mut input = match std::fs::File::open(src) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        input => input.ctx("open", src)?,
+    };
     let mut output = std::fs::File::create(dst).ctx("create", dst)?;
     let mut buf = vec![0u8; COPY_CHUNK];
     let mut total = 0u64;
@@ -183,7 +201,7 @@ fn copy_file(src: &Path, dst: &Path, before: &mut dyn FnMut(usize) -> Result<()>
         output.write_all(&buf[..n]).ctx("write", dst)?;
         total += n as u64;
     }
-    Ok(total)
+    Ok(Some(total))
 }
 
 /// A partition directory `name` found in two log directories.
@@ -220,6 +238,24 @@ mod tests {
         assert_eq!(future_of("events-0-future"), None);
         assert_eq!(future_of("events-0.xyz-future"), None);
         assert_eq!(future_of("events-0"), None);
+    }
+
+    #[test]
+    fn a_file_gone_while_copied_is_left_out() {
+        let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(from.path().join("a.log"), b"first").unwrap();
+        std::fs::write(from.path().join("b.checkpoint"), b"second").unwrap();
+        std::fs::write(to.path().join("b.checkpoint"), b"stale copy").unwrap();
+        // The open log replaces its checkpoint while the first file is copied.
+        let gone = from.path().join("b.checkpoint");
+        let mut before = |_| {
+            let _ = std::fs::remove_file(&gone);
+            Ok(())
+        };
+        let copied = sync_copy_paced(from.path(), to.path(), &mut before).unwrap();
+        assert_eq!(copied, 5);
+        assert_eq!(std::fs::read(to.path().join("a.log")).unwrap(), b"first");
+        assert!(!to.path().join("b.checkpoint").exists());
     }
 
     #[test]

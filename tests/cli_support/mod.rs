@@ -133,15 +133,26 @@ pub fn loopback_quorum(n: usize) -> String {
 /// `root/node-ID` and `--node-id ID --quorum QUORUM`; the nodes (in `ids` order) and
 /// their comma-separated addresses for `--bootstrap`.
 pub fn serve_nodes(root: &Path, quorum: &str, ids: &[&str]) -> (Vec<Serve>, String) {
+    serve_nodes_with(root, quorum, ids, &[])
+}
+
+/// [`serve_nodes`] with `more` arguments to every node, where `{id}` stands for the
+/// node's id.
+pub fn serve_nodes_with(
+    root: &Path,
+    quorum: &str,
+    ids: &[&str],
+    more: &[&str],
+) -> (Vec<Serve>, String) {
     let nodes: Vec<Serve> = std::thread::scope(|s| {
         let started: Vec<_> = ids
             .iter()
             .map(|id| {
                 s.spawn(move || {
-                    serve(
-                        &root.join(format!("node-{id}")),
-                        &["--node-id", id, "--quorum", quorum],
-                    )
+                    let more: Vec<String> = more.iter().map(|a| a.replace("{id}", id)).collect();
+                    let mut args = vec!["--node-id", id, "--quorum", quorum];
+                    args.extend(more.iter().map(String::as_str));
+                    serve(&root.join(format!("node-{id}")), &args)
                 })
             })
             .collect();

@@ -152,7 +152,7 @@ fn wait_moved(
 
 /// True if the paths name the same directory (as given, or canonicalized here, which
 /// holds when the broker runs on this machine).
-fn same_dir(a: &str, b: &str) -> bool {
+pub(crate) fn same_dir(a: &str, b: &str) -> bool {
     a == b
         || std::fs::canonicalize(a)
             .ok()

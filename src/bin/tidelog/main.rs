@@ -48,6 +48,8 @@ mod progress;
 #[cfg(feature = "server")]
 mod quorum;
 #[cfg(feature = "server")]
+mod reassign_dirs;
+#[cfg(feature = "server")]
 mod reassign_throttle;
 #[cfg(feature = "server")]
 mod security;

@@ -12,6 +12,7 @@ use tidelog::admin::{AdminClient, ElectionType, ErrorCode, TopicPartition};
 use crate::cli::Bootstrap;
 use crate::common::admin_client;
 use crate::out::Out;
+use crate::reassign_dirs::ReplicaDir;
 use crate::{CliResult, Fail, fail};
 
 /// `tidelog leader-election --bootstrap ADDRS --election-type preferred|unclean ...`.
@@ -102,7 +103,8 @@ pub(crate) struct ReassignArgs {
     #[arg(long)]
     pub disable_rack_aware: bool,
     /// Kafka's reassignment JSON: {"version": 1, "partitions": [{"topic": "t",
-    /// "partition": 0, "replicas": [1, 2, 3]}, ...]}.
+    /// "partition": 0, "replicas": [1, 2, 3]}, ...]}, with "log_dirs" (one per replica,
+    /// "any" or the log directory to put that replica in) if wanted.
     #[arg(long, value_name = "FILE")]
     pub reassignment_json_file: Option<PathBuf>,
     /// With --execute: throttle the moves' replication to BYTES per second on every
@@ -319,10 +321,12 @@ fn plan_json(plan: &Plan) -> Value {
 }
 
 /// Reads a reassignment file: each partition once, with its replicas (distinct node
-/// ids) and, if given, `log_dirs` of "any" only.
-fn read_plan(path: &Path) -> CliResult<Plan> {
+/// ids) and, if given, `log_dirs` (one per replica, "any" or a directory); the plan and
+/// the replicas given a directory.
+fn read_plan(path: &Path) -> CliResult<(Plan, Vec<ReplicaDir>)> {
     let plan = read_json(path)?;
     let mut out = Vec::new();
+    let mut dirs = Vec::new();
     for (at, e) in entries(&plan, path)?.iter().enumerate() {
         let tp = topic_partition(e, path, at)?;
         let bad = |why: &str| fail!("{}: partition {tp}: {why}", path.display());
@@ -346,14 +350,24 @@ fn read_plan(path: &Path) -> CliResult<Plan> {
                 "\"replicas\" {replicas:?} names a node twice"
             )));
         }
-        if let Some(dirs) = e.get("log_dirs") {
-            let any = dirs
+        if let Some(given) = e.get("log_dirs") {
+            let given: Vec<&str> = given
                 .as_array()
-                .is_some_and(|d| d.len() == replicas.len() && d.iter().all(|x| x == "any"));
-            if !any {
-                return Err(bad(
-                    "\"log_dirs\" other than \"any\" (one per replica): a reassignment does not choose a replica's log directory",
-                ));
+                .and_then(|d| d.iter().map(Value::as_str).collect::<Option<_>>())
+                .filter(|d: &Vec<&str>| {
+                    d.len() == replicas.len() && d.iter().all(|x| !x.is_empty())
+                })
+                .ok_or_else(|| {
+                    bad("\"log_dirs\" must give one directory (or \"any\") per replica")
+                })?;
+            for (broker, dir) in replicas.iter().zip(given) {
+                if dir != "any" {
+                    dirs.push(ReplicaDir {
+                        partition: tp.clone(),
+                        broker: *broker,
+                        dir: dir.to_string(),
+                    });
+                }
             }
         }
         out.push((tp, replicas));
@@ -363,7 +377,7 @@ fn read_plan(path: &Path) -> CliResult<Plan> {
     }
     let tps = unique(out.iter().map(|(tp, _)| tp.clone()).collect(), path)?;
     debug_assert_eq!(tps.len(), out.len());
-    Ok(out)
+    Ok((out, dirs))
 }
 
 /// The current replicas of `topics`' partitions.
@@ -509,7 +523,7 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
         "cancel"
     };
     let path = plan_file(args, action)?;
-    let plan = read_plan(path)?;
+    let (plan, dirs) = read_plan(path)?;
     let admin = connect(&args.target, data, "reassign")?;
     let partitions: Vec<TopicPartition> = plan.iter().map(|(tp, _)| tp.clone()).collect();
     match action {
@@ -526,6 +540,7 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             {
                 return Err(fail!("{}: partition {tp} does not exist", path.display()));
             }
+            crate::reassign_dirs::check(&admin, &dirs)?;
             out.line("Current partition replica assignment")?;
             out.line("")?;
             out.line(plan_json(&now))?;
@@ -537,7 +552,8 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             let moves: Vec<(TopicPartition, Option<Vec<i32>>)> =
                 plan.into_iter().map(|(tp, r)| (tp, Some(r))).collect();
             let results = admin.alter_partition_reassignments(&moves)?;
-            report(&mut out, results, "started", "reassignment")
+            report(&mut out, results, "started", "reassignment")?;
+            crate::reassign_dirs::start(&mut out, &admin, &dirs)
         }
         "cancel" => {
             let moves: Vec<(TopicPartition, Option<Vec<i32>>)> =
@@ -573,6 +589,7 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             if all_done {
                 crate::reassign_throttle::clear(&mut out, &admin, &topics)?;
             }
+            crate::reassign_dirs::verify(&mut out, &admin, &dirs)?;
             out.flush()
         }
     }

@@ -1,5 +1,5 @@
 //! Dynamic broker configs of a cluster (Kafka's BROKER config resources, KIP-73's
-//! replication throttle rates): per broker id and a cluster-wide default (resource name
+//! replication throttle rates, the pace of moves between log directories): per broker id and a cluster-wide default (resource name
 //! ""), changed by `AlterBrokerConfig` records, kept in the image (version 10).
 //!
 //! A broker's value of a key is its own if set, else the cluster-wide default if set,
@@ -17,8 +17,15 @@ pub(crate) const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rat
 /// Kafka's `follower.replication.throttled.rate`: bytes/s a follower fetches for its
 /// follower-throttled replicas.
 pub(crate) const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+/// Kafka's `replica.alter.log.dirs.io.max.bytes.per.second`: bytes/s a move between a
+/// node's log directories copies at most (over `tidelog serve`'s flag of that name).
+pub(crate) const LOG_DIR_MOVE_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 /// The broker configs that can be changed while the cluster runs.
-pub(crate) const DYNAMIC_BROKER_KEYS: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE];
+pub(crate) const DYNAMIC_BROKER_KEYS: &[&str] = &[
+    LEADER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_RATE,
+    LOG_DIR_MOVE_RATE,
+];
 /// Both rates' default (Kafka's `Long.MAX_VALUE`): unthrottled.
 pub(crate) const UNTHROTTLED: i64 = i64::MAX;
 

@@ -45,7 +45,7 @@ pub(crate) mod stored;
 
 pub(crate) use broker_configs::{
     BrokerConfigSource, BrokerConfigs, DYNAMIC_BROKER_KEYS, FOLLOWER_THROTTLED_RATE,
-    LEADER_THROTTLED_RATE, UNTHROTTLED,
+    LEADER_THROTTLED_RATE, LOG_DIR_MOVE_RATE, UNTHROTTLED,
 };
 
 /// The internal topic of committed offsets.

@@ -3,7 +3,8 @@
 //! on the cluster (CLUSTER_AUTHORIZATION_FAILED per partition, as Kafka). Per partition:
 //! LOG_DIR_NOT_FOUND for a path that is not one of the node's log directories,
 //! UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR when either directory failed, or
-//! the broker's refusal (a coordinator's internal topic, a cluster node's partition).
+//! the broker's refusal (a coordinator's internal topic). A cluster node's replica keeps
+//! its role across the move.
 //! As Kafka, the answer comes at once and the move goes on in the background: the
 //! files are copied into a future log while the partition serves (DescribeLogDirs
 //! shows it with `is_future_key`), then the partition is offline for the copy of the
