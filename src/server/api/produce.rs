@@ -416,8 +416,14 @@ fn produce_partition(
             })
         }
     };
-    let result = match log.leader_epoch() {
-        Some(leadership) if topic == SHARE_GROUP_STATE_TOPIC => {
+    // Only a `__share_group_state` batch needs the leadership (a lock of the partition's
+    // role): every other produce skips it.
+    let fenced = match topic == SHARE_GROUP_STATE_TOPIC {
+        true => log.leader_epoch(),
+        false => None,
+    };
+    let result = match fenced {
+        Some(leadership) => {
             // Another node's share coordinator writing a share-partition's state:
             // through the fence (a deposed leader's write is refused).
             let location = format!("{topic}-{index}");
@@ -438,7 +444,7 @@ fn produce_partition(
                 )
             })
         }
-        _ => append(),
+        None => append(),
     }
     .map_err(|e| (error_code(&e), e.to_string()));
     match result {
