@@ -34,17 +34,26 @@ pub(crate) trait RemoteTransactions: Send + Sync {
     fn new_producer_id(&self) -> Result<i64>;
     /// InitProducerId of the transactional id at its coordinator.
     fn init_producer_id(&self, request: &InitProducerIdRequest) -> TxnAnswer<InitProducerIdAnswer>;
-    /// AddPartitionsToTxn at the coordinator.
+    /// The `transaction.version` the cluster finalized (its metadata image's).
+    fn transaction_version(&self) -> i16;
+    /// AddPartitionsToTxn at the coordinator: a producer's request, or, for a client
+    /// of transaction version 2, the one a partition leader sends for it (KIP-890
+    /// part 2).
     fn add_partitions(&self, request: &AddPartitionsRequest) -> TxnAnswer<()>;
-    /// AddOffsetsToTxn of `group_id` at the coordinator.
+    /// AddOffsetsToTxn of `group_id` at the coordinator (for a client of transaction
+    /// version 2, the addition of the group's `__consumer_offsets` partition its group
+    /// coordinator makes).
     fn add_offsets(
         &self,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         group_id: &str,
+        client_transaction_version: i16,
     ) -> TxnAnswer<()>;
-    /// EndTxn at the coordinator (answered once the Prepare record is written).
-    fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<()>;
+    /// EndTxn at the coordinator (answered once the Prepare record is written): the
+    /// producer id and epoch to go on with (bumped for a client of transaction
+    /// version 2).
+    fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<ProducerIdAndEpoch>;
     /// The id's producer id, epoch and state (DescribeTransactions).
     fn describe(&self, transactional_id: &str) -> TxnAnswer<(ProducerIdAndEpoch, TxnState)>;
     /// True when this node coordinates `group_id`.
@@ -98,6 +107,16 @@ impl TxnRoute {
         }
     }
 
+    /// The finalized `transaction.version` a producer follows: the cluster's on a
+    /// cluster node, else the one a single node finalizes for good, the highest this
+    /// build supports (transaction version 2, KIP-890 part 2).
+    pub(crate) fn transaction_version(&self) -> i16 {
+        match &self.remote {
+            Some(r) => r.transaction_version(),
+            None => crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION,
+        }
+    }
+
     pub(crate) fn init_producer_id(
         &self,
         request: &InitProducerIdRequest,
@@ -120,6 +139,7 @@ impl TxnRoute {
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         group_id: &str,
+        client_transaction_version: i16,
     ) -> TxnAnswer<()> {
         match self.local(transactional_id) {
             Some(txns) => {
@@ -130,19 +150,26 @@ impl TxnRoute {
                     .unwrap_or(1)
                     .max(1);
                 let partition = crate::transaction::log::partition_for(group_id, count);
-                txns.add_offsets(transactional_id, producer, partition, 0)
+                txns.add_offsets(
+                    transactional_id,
+                    producer,
+                    partition,
+                    client_transaction_version,
+                )
             }
-            None => self
-                .remote()?
-                .add_offsets(transactional_id, producer, group_id),
+            None => self.remote()?.add_offsets(
+                transactional_id,
+                producer,
+                group_id,
+                client_transaction_version,
+            ),
         }
     }
 
-    pub(crate) fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<()> {
+    /// EndTxn: the producer id and epoch to go on with.
+    pub(crate) fn end_txn(&self, request: &EndTxnRequest) -> TxnAnswer<ProducerIdAndEpoch> {
         match self.local(&request.transactional_id) {
-            Some(txns) => txns
-                .end_txn(request, &|| self.new_producer_id())
-                .map(|_| ()),
+            Some(txns) => txns.end_txn(request, &|| self.new_producer_id()),
             None => self.remote()?.end_txn(request),
         }
     }

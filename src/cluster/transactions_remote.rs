@@ -5,9 +5,14 @@
 //! and sends it the request a Kafka client would (InitProducerId v4,
 //! AddPartitionsToTxn v3, AddOffsetsToTxn v3, EndTxn v3, DescribeTransactions v0,
 //! TxnOffsetCommit v3) over the inter-broker listener with its security, through the
-//! pool of connections the markers and verifications use. Kafka's answers come back as
-//! the same [`TxnError`]s the local coordinator returns, so the producer retries and
-//! fails the same way whichever node coordinates.
+//! pool of connections the markers and verifications use. For a producer of
+//! transaction version 2 (KIP-890 part 2, once the cluster finalized
+//! `transaction.version` 2) EndTxn is v5, whose answer carries the bumped epoch, and
+//! partitions (its group's `__consumer_offsets` partition too) join the transaction
+//! as a partition leader adds them for such a client: AddPartitionsToTxn v4+, not
+//! verify-only. Kafka's answers come back as the same [`TxnError`]s the local
+//! coordinator returns, so the producer retries and fails the same way whichever node
+//! coordinates.
 
 use std::time::Duration;
 
@@ -24,13 +29,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::ClusterNode;
+use super::features::TRANSACTION_VERSION;
 use super::image::{NO_LEADER, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use crate::broker::RemoteTransactions;
 use crate::coordinator::TxnOffsetCommitRequest;
 use crate::error::{AdminError, Error, ErrorCode, Resource, Result, TxnError, TxnState};
 use crate::transaction::{
-    AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
-    ProducerIdAndEpoch, TxnResult,
+    AddPartitionsRequest, EPOCH_BUMP_TRANSACTION_VERSION, EndTxnRequest, InitProducerIdAnswer,
+    InitProducerIdRequest, ProducerIdAndEpoch, TxnResult,
 };
 
 /// The versions sent: those of a Kafka 3.x producer without KIP-890 part 2 (the
@@ -39,6 +45,8 @@ const INIT_PRODUCER_ID_VERSION: i16 = 4;
 const ADD_PARTITIONS_VERSION: i16 = 3;
 const ADD_OFFSETS_VERSION: i16 = 3;
 const END_TXN_VERSION: i16 = 3;
+/// EndTxn of transaction version 2: the epoch bumped and answered.
+const END_TXN_V2_VERSION: i16 = 5;
 const DESCRIBE_VERSION: i16 = 0;
 const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
 /// How long allocating a producer id through the controller may take.
@@ -182,11 +190,29 @@ impl RemoteTransactions for ClusterNode {
         }
     }
 
+    fn transaction_version(&self) -> i16 {
+        self.image().finalized_level(TRANSACTION_VERSION)
+    }
+
     fn add_partitions(&self, request: &AddPartitionsRequest) -> std::result::Result<(), TxnError> {
         let producer = ProducerIdAndEpoch {
             producer_id: request.producer_id,
             epoch: request.producer_epoch,
         };
+        if request.client_transaction_version >= EPOCH_BUMP_TRANSACTION_VERSION {
+            return request
+                .partitions
+                .iter()
+                .try_for_each(|(topic, partition)| {
+                    self.verify_transaction(
+                        &request.transactional_id,
+                        producer,
+                        topic,
+                        *partition,
+                        true,
+                    )
+                });
+        }
         let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
         for (topic, partition) in &request.partitions {
             match topics.last_mut().filter(|t| t.name.0.as_str() == topic) {
@@ -238,7 +264,20 @@ impl RemoteTransactions for ClusterNode {
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         group_id: &str,
+        client_transaction_version: i16,
     ) -> std::result::Result<(), TxnError> {
+        if client_transaction_version >= EPOCH_BUMP_TRANSACTION_VERSION {
+            let (_, image) = self.leader_for(OFFSETS_TOPIC, group_id)?;
+            let count = image.topic(OFFSETS_TOPIC).map_or(1, |t| t.partitions.len());
+            let partition = crate::transaction::log::partition_for(group_id, count as i32);
+            return self.verify_transaction(
+                transactional_id,
+                producer,
+                OFFSETS_TOPIC,
+                partition,
+                true,
+            );
+        }
         let wire = AddOffsetsToTxnRequest::default()
             .with_transactional_id(TransactionalId(kstr(transactional_id)))
             .with_producer_id(ProducerId(producer.producer_id))
@@ -251,7 +290,10 @@ impl RemoteTransactions for ClusterNode {
         }
     }
 
-    fn end_txn(&self, request: &EndTxnRequest) -> std::result::Result<(), TxnError> {
+    fn end_txn(
+        &self,
+        request: &EndTxnRequest,
+    ) -> std::result::Result<ProducerIdAndEpoch, TxnError> {
         let producer = ProducerIdAndEpoch {
             producer_id: request.producer_id,
             epoch: request.producer_epoch,
@@ -261,9 +303,20 @@ impl RemoteTransactions for ClusterNode {
             .with_producer_id(ProducerId(request.producer_id))
             .with_producer_epoch(request.producer_epoch)
             .with_committed(request.result == TxnResult::Commit);
-        let r = self.call_txn(&request.transactional_id, &wire, END_TXN_VERSION)?;
+        let version_2 = request.client_transaction_version >= EPOCH_BUMP_TRANSACTION_VERSION;
+        let version = if version_2 {
+            END_TXN_V2_VERSION
+        } else {
+            END_TXN_VERSION
+        };
+        let r = self.call_txn(&request.transactional_id, &wire, version)?;
         match r.error_code {
-            0 => Ok(()),
+            // v5 answers the producer id and epoch to go on with; before, they stay.
+            0 if version_2 => Ok(ProducerIdAndEpoch {
+                producer_id: r.producer_id.0,
+                epoch: r.producer_epoch,
+            }),
+            0 => Ok(producer),
             code => Err(txn_refusal(code, producer, "EndTxn")),
         }
     }

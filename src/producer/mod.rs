@@ -19,6 +19,8 @@ mod backend;
 mod clock;
 mod partitioner;
 mod transaction;
+#[cfg(all(test, feature = "server"))]
+pub(crate) use transaction::test_batches;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -8,6 +8,16 @@
 //! transaction's lock and appended as a transactional batch (producer id, epoch,
 //! sequence) through the partition's idempotent path, which refuses a fenced epoch.
 //! A partition joins the transaction (AddPartitionsToTxn) on its first record.
+//!
+//! The producer follows the finalized `transaction.version`, read at each
+//! `begin_transaction` as Kafka's producer reads it (a single node finalizes 2; a
+//! cluster node takes its metadata image's level). At 2 it is Kafka's producer of
+//! transaction version 2 (KIP-890 part 2): every commit or abort bumps the epoch at
+//! the coordinator, and the next transaction uses the producer id and epoch EndTxn
+//! answers (sequences from 0), so a batch or marker delayed from an earlier
+//! transaction is fenced; partitions and the group's offsets join the transaction as
+//! a partition leader and a group coordinator add them for such a client. Below 2 the
+//! epoch stays from one transaction to the next (transaction versions 0 and 1).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -23,8 +33,8 @@ use crate::record::{BatchBuilder, Compression, TRANSACTIONAL_BIT};
 use crate::storage::AppendOutcome;
 use crate::topic::{Partition, Topic};
 use crate::transaction::{
-    AddPartitionsRequest, EndTxnRequest, InitProducerIdAnswer, InitProducerIdRequest,
-    ProducerIdAndEpoch, TxnResult,
+    AddPartitionsRequest, EPOCH_BUMP_TRANSACTION_VERSION, EndTxnRequest, InitProducerIdAnswer,
+    InitProducerIdRequest, ProducerIdAndEpoch, TxnResult,
 };
 
 /// How long a call waits out a busy coordinator (CONCURRENT_TRANSACTIONS, loading) or
@@ -116,6 +126,9 @@ struct State {
     /// An append of this epoch failed: sequences may be out of step, so the abort
     /// bumps the epoch (KIP-360).
     needs_bump: bool,
+    /// The client transaction version of the open transaction (read from the
+    /// finalized `transaction.version` at its begin): 2 bumps the epoch at its end.
+    version: i16,
 }
 
 impl State {
@@ -236,6 +249,7 @@ impl TxnProducer {
                 added: Vec::new(),
                 groups: BTreeSet::new(),
                 needs_bump: false,
+                version: 0,
             }),
         })
     }
@@ -366,6 +380,12 @@ impl TxnProducer {
         let mut st = self.state.lock();
         match &st.phase {
             Phase::Ready => {
+                let finalized = self.broker.txn_route().transaction_version();
+                st.version = if finalized >= EPOCH_BUMP_TRANSACTION_VERSION {
+                    EPOCH_BUMP_TRANSACTION_VERSION
+                } else {
+                    0
+                };
                 st.phase = Phase::InTransaction;
                 Ok(())
             }
@@ -456,7 +476,7 @@ impl TxnProducer {
                 producer_id: st.ids.producer_id,
                 producer_epoch: st.ids.epoch,
                 partitions: [(topic.name().to_string(), index)].into(),
-                client_transaction_version: 0,
+                client_transaction_version: st.version,
             };
             let txns = self.broker.txn_route();
             if let Err(e) = self.retry(|| txns.add_partitions(&request)) {
@@ -578,9 +598,9 @@ impl TxnProducer {
         self.check_in_transaction(&st, "send offsets")?;
         let txns = self.broker.txn_route();
         if !st.groups.contains(&group.group_id) {
-            let ids = st.ids;
-            let added =
-                self.retry(|| txns.add_offsets(&self.transactional_id, ids, &group.group_id));
+            let (ids, version) = (st.ids, st.version);
+            let added = self
+                .retry(|| txns.add_offsets(&self.transactional_id, ids, &group.group_id, version));
             if let Err(e) = added {
                 let err = self.coordinator_error(&mut st, e);
                 return Err(self.fail(&mut st, err));
@@ -628,7 +648,8 @@ impl TxnProducer {
 
     /// Drops the records not appended yet, then EndTxn(abort), and waits until the
     /// markers are written; after a failed append the epoch is bumped (KIP-360), so
-    /// that the next transaction starts its sequences afresh.
+    /// that the next transaction starts its sequences afresh (at transaction version 2
+    /// EndTxn bumped it already).
     pub(crate) fn abort(&self) -> Result<()> {
         let mut st = self.state.lock();
         match &st.phase {
@@ -647,8 +668,8 @@ impl TxnProducer {
             slot.builder = BatchBuilder::new().compression(compression);
             slot.stamped = false;
         }
-        self.end(&mut st, TxnResult::Abort)?;
-        if std::mem::take(&mut st.needs_bump) {
+        let bumped = self.end(&mut st, TxnResult::Abort)?;
+        if std::mem::take(&mut st.needs_bump) && !bumped {
             let current = st.ids;
             st.ids = self.init_producer_id(&mut st, Some(current))?;
             st.reset_sequences();
@@ -658,44 +679,65 @@ impl TxnProducer {
     }
 
     /// EndTxn with `result` (nothing to do if no partition or group was added) and the
-    /// wait for its markers.
-    fn end(&self, st: &mut State, result: TxnResult) -> Result<()> {
+    /// wait for its markers. At transaction version 2 the producer goes on with the
+    /// producer id and epoch EndTxn answers, its sequences from 0; returns whether they
+    /// changed.
+    fn end(&self, st: &mut State, result: TxnResult) -> Result<bool> {
         if st.added.is_empty() && st.groups.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
+        let ended = st.ids;
         let request = EndTxnRequest {
             transactional_id: self.transactional_id.clone(),
-            producer_id: st.ids.producer_id,
-            producer_epoch: st.ids.epoch,
+            producer_id: ended.producer_id,
+            producer_epoch: ended.epoch,
             result,
-            client_transaction_version: 0,
+            client_transaction_version: st.version,
         };
         let txns = self.broker.txn_route();
-        self.retry(|| txns.end_txn(&request))
+        let next = self
+            .retry(|| txns.end_txn(&request))
             .map_err(|e| self.coordinator_error(st, e))?;
-        self.wait_markers(st)?;
+        let bumped = next != ended;
+        if bumped {
+            st.ids = next;
+            st.reset_sequences();
+        }
+        // While the markers are written, the coordinator holds the ended producer id
+        // at the bumped epoch (the next producer id takes over once they are).
+        let preparing = ProducerIdAndEpoch {
+            producer_id: ended.producer_id,
+            epoch: if bumped {
+                ended.epoch.wrapping_add(1)
+            } else {
+                ended.epoch
+            },
+        };
+        self.wait_markers(st, preparing)?;
         for (t, p) in std::mem::take(&mut st.added) {
             if let Some(Some(slot)) = st.topics[t].slots.get_mut(p) {
                 slot.added = false;
             }
         }
         st.groups.clear();
-        Ok(())
+        Ok(bumped)
     }
 
     /// Waits until the coordinator wrote every marker of the transaction (the id is
-    /// no longer in PrepareCommit or PrepareAbort), for at most [`MAX_BLOCK`].
-    fn wait_markers(&self, st: &mut State) -> Result<()> {
+    /// no longer in PrepareCommit or PrepareAbort), for at most [`MAX_BLOCK`]: the
+    /// coordinator holds the producer's ids, or `preparing` while it writes them.
+    fn wait_markers(&self, st: &mut State, preparing: ProducerIdAndEpoch) -> Result<()> {
         let txns = self.broker.txn_route();
         let deadline = Instant::now() + MAX_BLOCK;
         loop {
             let (ids, state) = self
                 .retry(|| txns.describe(&self.transactional_id))
                 .map_err(|e| self.coordinator_error(st, e))?;
-            if ids != st.ids {
+            let prepare = matches!(state, TxnState::PrepareCommit | TxnState::PrepareAbort);
+            if ids != st.ids && !(prepare && ids == preparing) {
                 return Err(self.fenced(st.ids));
             }
-            if !matches!(state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            if !prepare {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -709,8 +751,48 @@ impl TxnProducer {
     }
 }
 
+/// What tests of transaction versions read and write: the batches of a partition with
+/// their producer epochs, and a late batch of an earlier transaction.
+#[cfg(test)]
+pub(crate) mod test_batches {
+    use crate::topic::Partition;
+
+    /// The producer id, epoch and base sequence of every data batch of `part` from
+    /// offset `from`, and the epoch of every marker.
+    pub(crate) fn epochs(part: &Partition, from: i64) -> (Vec<(i64, i16, i32)>, Vec<i16>) {
+        let slice = part.read(from, 1 << 20).expect("read");
+        let data = slice
+            .batches()
+            .filter(|b| !b.is_control())
+            .map(|b| (b.producer_id(), b.producer_epoch(), b.base_sequence()))
+            .collect();
+        let markers = slice
+            .batches()
+            .filter(|b| b.is_control())
+            .map(|b| b.producer_epoch())
+            .collect();
+        (data, markers)
+    }
+
+    /// A transactional batch of producer `id` at `epoch` and `sequence`, as a delayed
+    /// one of an earlier transaction arrives, appended to `part`.
+    pub(crate) fn late_batch(
+        part: &Partition,
+        id: i64,
+        epoch: i16,
+        sequence: i32,
+    ) -> crate::Result<()> {
+        let mut late = crate::record::BatchBuilder::new()
+            .producer(id, epoch, sequence)
+            .attributes(crate::record::TRANSACTIONAL_BIT);
+        late.push(0, None, Some(b"late"), &[]);
+        part.append_idempotent_builder_at(&mut late).map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_batches::{epochs, late_batch};
     use crate::Broker;
     use crate::config::TopicConfig;
     use crate::producer::{Producer, ProducerRecord};
@@ -779,22 +861,30 @@ mod tests {
         assert_eq!(ms.expect("valid"), 60_000);
     }
 
-    /// Batches of several transactions, with records dropped by an abort in between,
-    /// reach each partition with sequences that follow on (the log refuses a gap) and
-    /// without the dropped records.
-    #[test]
-    fn sequences_follow_on_across_batches_transactions_and_an_abort() {
+    /// A broker with topic `t` of `partitions` and an initialized transactional
+    /// producer `id` on it (`batch.size` 256).
+    fn initialized(partitions: i32, id: &str) -> (tempfile::TempDir, Broker, Producer) {
         let dir = tempfile::tempdir().expect("dir");
         let broker = Broker::open(dir.path()).expect("broker");
         broker
-            .create_topic("t", 2, TopicConfig::new())
+            .create_topic("t", partitions, TopicConfig::new())
             .expect("topic");
         let p = Producer::builder(&broker)
-            .transactional_id("sequences")
+            .transactional_id(id)
             .batch_size(256)
             .build()
             .expect("producer");
         p.init_transactions().expect("init");
+        (dir, broker, p)
+    }
+
+    /// Batches of several transactions, with records dropped by an abort in between,
+    /// reach each partition with sequences that follow on within each epoch (the log
+    /// refuses a gap; every end bumps the epoch, from which they start at 0) and
+    /// without the dropped records.
+    #[test]
+    fn sequences_follow_on_across_batches_transactions_and_an_abort() {
+        let (_dir, broker, p) = initialized(2, "sequences");
         let value = [7u8; 40];
         let send = |n: i32| {
             for i in 0..n {
@@ -818,10 +908,13 @@ mod tests {
                 .and_then(|t| t.partition(i))
                 .expect("part");
             let slice = part.read(0, 1 << 20).expect("read");
-            let mut next = 0;
+            let (mut epoch, mut next) = (None, 0);
             let mut records = 0;
             for b in slice.batches().filter(|b| !b.is_control()) {
                 assert!(b.is_transactional());
+                if epoch != Some(b.producer_epoch()) {
+                    (epoch, next) = (Some(b.producer_epoch()), 0);
+                }
                 assert_eq!(b.base_sequence(), next, "partition {i}");
                 let count = b.records().count() as i32;
                 assert!(count > 1, "several records per batch");
@@ -837,6 +930,49 @@ mod tests {
                 part.log_end_offset()
             );
         }
+    }
+
+    /// A single node finalizes `transaction.version` 2: the producer acts as Kafka's
+    /// producer of transaction version 2 (KIP-890 part 2). Every commit or abort bumps
+    /// the epoch, the next transaction's batches carry it (sequences from 0), the
+    /// markers carry the bumped epochs, and a late batch of an earlier transaction is
+    /// fenced instead of joining the open one.
+    #[test]
+    fn every_end_bumps_the_epoch_and_a_late_batch_of_an_earlier_transaction_is_fenced() {
+        let (_dir, broker, p) = initialized(1, "bumps");
+        for commit in [true, false, true] {
+            p.begin_transaction().expect("begin");
+            p.send("t", ProducerRecord::new(b"v").partition(0))
+                .expect("send");
+            if commit {
+                p.commit_transaction().expect("commit");
+            } else {
+                p.abort_transaction().expect("abort");
+            }
+        }
+        let part = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("part");
+        let (data, markers) = epochs(&part, 0);
+        let (id, first, _) = data[0];
+        assert_eq!(
+            data,
+            vec![(id, first, 0), (id, first + 1, 0), (id, first + 2, 0)],
+            "each transaction at the epoch the previous end bumped to"
+        );
+        assert_eq!(markers, vec![first + 1, first + 2, first + 3]);
+        p.begin_transaction().expect("begin");
+        p.send("t", ProducerRecord::new(b"w").partition(0))
+            .expect("send");
+        match late_batch(&part, id, first, 1) {
+            Err(crate::Error::InvalidProducerEpoch { epoch, current, .. }) => {
+                assert_eq!((epoch, current), (first, first + 3));
+            }
+            other => panic!("expected the late batch fenced, got {other:?}"),
+        }
+        p.commit_transaction().expect("commit");
+        assert_eq!(epochs(&part, 0).1.last(), Some(&(first + 4)));
     }
 
     #[test]
@@ -887,17 +1023,7 @@ mod tests {
 
     #[test]
     fn threads_send_into_one_transaction() {
-        let dir = tempfile::tempdir().expect("dir");
-        let broker = Broker::open(dir.path()).expect("broker");
-        broker
-            .create_topic("t", 2, TopicConfig::new())
-            .expect("topic");
-        let p = Producer::builder(&broker)
-            .transactional_id("threads")
-            .batch_size(256)
-            .build()
-            .expect("producer");
-        p.init_transactions().expect("init");
+        let (_dir, broker, p) = initialized(2, "threads");
         p.begin_transaction().expect("begin");
         let threads: Vec<_> = (0..4u8)
             .map(|t| {

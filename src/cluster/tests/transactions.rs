@@ -36,6 +36,17 @@ fn coordinates_what_it_leads(c: &TestCluster, i: usize) -> bool {
             .all(|(p, layout)| txns.leads(p as i32) == (layout.leader == node.node_id()))
 }
 
+/// Three nodes with `__transaction_state`, each coordinating what it leads.
+fn coordinating_cluster() -> TestCluster {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    c.node(0).ensure_transaction_state(&config()).unwrap();
+    wait_until("every node coordinating what it leads", || {
+        (0..3).all(|i| coordinates_what_it_leads(&c, i))
+    });
+    c
+}
+
 #[test]
 fn each_transaction_state_partition_is_coordinated_by_its_leader_only() {
     let mut c = TestCluster::new(3, 1024);
@@ -107,12 +118,7 @@ fn an_in_process_producer_uses_the_coordinator_of_another_node() {
     use crate::error::Error;
     use crate::producer::{ConsumerGroupMetadata, Producer, ProducerRecord};
 
-    let c = TestCluster::new(3, 1024);
-    c.wait_settled();
-    c.node(0).ensure_transaction_state(&config()).unwrap();
-    wait_until("every node coordinating what it leads", || {
-        (0..3).all(|i| coordinates_what_it_leads(&c, i))
-    });
+    let c = coordinating_cluster();
     create(&c, "t", 3, Vec::new());
     create(&c, "in", 1, Vec::new());
     wait_until("__consumer_offsets made", || {
@@ -223,12 +229,7 @@ fn a_version_2_network_producer_joins_partitions_led_by_other_nodes() {
     use crate::producer::{Producer, ProducerRecord};
     use crate::remote::{ClientConfig, Cluster};
 
-    let c = TestCluster::new(3, 1024);
-    c.wait_settled();
-    c.node(0).ensure_transaction_state(&config()).unwrap();
-    wait_until("every node coordinating what it leads", || {
-        (0..3).all(|i| coordinates_what_it_leads(&c, i))
-    });
+    let c = coordinating_cluster();
     create(&c, "t", 3, Vec::new());
     let image = c.wait_same_image();
     let leaders = leaders_of(&image, "t");
@@ -515,4 +516,89 @@ fn leaders_of(image: &crate::cluster::image::MetadataImage, topic: &str) -> Vec<
         .iter()
         .map(|p| p.leader)
         .collect()
+}
+
+/// The in-process producer follows the cluster's finalized `transaction.version`,
+/// whether its node coordinates its transactional id or another node does: at level 2
+/// (KIP-890 part 2) each commit bumps the epoch, the next transaction's batches and
+/// the markers carry the bumped epochs, and a late batch of an earlier transaction is
+/// fenced; downgraded to level 0 the epoch stays from one transaction to the next.
+#[test]
+fn an_in_process_producer_follows_the_finalized_transaction_version() {
+    use super::replication::{broker, create};
+    use crate::cluster::features::{FeatureChange, TRANSACTION_VERSION, UpgradeType};
+    use crate::error::Error;
+    use crate::producer::test_batches::{epochs, late_batch};
+    use crate::producer::{Producer, ProducerRecord};
+
+    let c = coordinating_cluster();
+    create(&c, "t", 1, Vec::new());
+    let image = c.wait_same_image();
+    let leader = image.topic("t").unwrap().partitions[0].leader;
+    let coordinator = |id: &str| {
+        let tp = crate::transaction::log::partition_for(id, PARTITIONS);
+        image.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions[tp as usize].leader
+    };
+    let here = broker(&c, (leader - 1) as usize);
+    let part = here.topic("t").unwrap().partition(0).unwrap();
+    wait_until("leadership applied", || part.leader_epoch().is_some());
+    for (level, bump) in [(2i16, 1i16), (0, 0)] {
+        if level == 0 {
+            let change = FeatureChange {
+                name: TRANSACTION_VERSION.into(),
+                level,
+                upgrade: UpgradeType::SafeDowngrade,
+            };
+            c.node(0)
+                .update_features(&[change], false, WAIT)
+                .unwrap()
+                .unwrap();
+            wait_until("level 0 on every node", || {
+                (0..3).all(|i| c.node(i).image().finalized_level(TRANSACTION_VERSION) == 0)
+            });
+        }
+        // An id coordinated on the producer's node, and one coordinated elsewhere.
+        let local = (0..)
+            .map(|i| format!("local-{level}-{i}"))
+            .find(|id| coordinator(id) == leader)
+            .unwrap();
+        let remote = (0..)
+            .map(|i| format!("remote-{level}-{i}"))
+            .find(|id| coordinator(id) != leader)
+            .unwrap();
+        for id in [local, remote] {
+            let from = part.log_end_offset();
+            let p = Producer::builder(&here)
+                .transactional_id(id.clone())
+                .build()
+                .unwrap();
+            p.init_transactions().unwrap();
+            for _ in 0..2 {
+                p.begin_transaction().unwrap();
+                p.send("t", ProducerRecord::new(b"v").partition(0)).unwrap();
+                p.commit_transaction().unwrap();
+            }
+            let (data, markers) = epochs(&part, from);
+            let (pid, first, _) = data[0];
+            let second = (pid, first + bump, if bump == 1 { 0 } else { 1 });
+            assert_eq!(data, vec![(pid, first, 0), second], "{id} at level {level}");
+            assert_eq!(
+                markers,
+                vec![first + bump, first + 2 * bump],
+                "{id} at level {level}"
+            );
+            if level == 2 {
+                // A batch of the first transaction arriving late, while a third is open.
+                p.begin_transaction().unwrap();
+                p.send("t", ProducerRecord::new(b"w").partition(0)).unwrap();
+                match late_batch(&part, pid, first, 1) {
+                    Err(Error::InvalidProducerEpoch { epoch, .. }) => assert_eq!(epoch, first),
+                    other => panic!("{id}: expected the late batch fenced, got {other:?}"),
+                }
+                p.abort_transaction().unwrap();
+            }
+            p.close().unwrap();
+        }
+    }
+    c.shutdown();
 }
