@@ -1058,4 +1058,5 @@ pub mod numbered {
 
 pub mod faults;
 pub mod history;
+pub mod transactions;
 pub mod workload;

@@ -14,22 +14,18 @@
 //! count once a COMMIT marker of its producer follows them, never after an ABORT, and
 //! not while none followed), and through librdkafka's read_committed consumer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_executor::block_on;
-use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
-use kafka_protocol::protocol::StrBytes;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::ClientConfig;
+use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use tidelog::record::EndTxnMarker;
-use tidelog::storage::{PartitionLog, ReadLimit};
-use tidelog_interop::cluster::{KafkaConn, Processes, eventually};
+use tidelog_interop::cluster::Processes;
+use tidelog_interop::transactions::{
+    committed_in_log, coordinator, read_committed, three_nodes_with,
+};
 
 const TOPIC: &str = "txn-work";
 const PARTITIONS: i32 = 3;
@@ -38,46 +34,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Three nodes, the topic with one partition led by each (preferred leaders of a
 /// fresh three-way topic are spread), and an admin client.
 fn cluster(root: &Path) -> (Processes, AdminClient<DefaultClientContext>) {
-    let nodes = Processes::start(
-        tidelog_interop::tidelog_bin(),
-        root,
-        3,
-        &["--broker-session-timeout-ms", "2000"],
-    );
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", nodes.layout.bootstrap())
-        .create()
-        .unwrap();
-    eventually("three brokers", WAIT, || {
-        let m = admin
-            .inner()
-            .fetch_metadata(None, Duration::from_secs(2))
-            .ok()?;
-        (m.brokers().len() == 3).then_some(())
-    });
-    let created = block_on(
-        admin.create_topics(
-            &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(3))
-                .set("min.insync.replicas", "2")],
-            &AdminOptions::new().operation_timeout(Some(WAIT)),
-        ),
-    )
-    .unwrap();
-    for r in created {
-        r.unwrap();
-    }
-    let leaders = eventually("a leader per partition, fully in sync", WAIT, || {
-        let m = admin
-            .inner()
-            .fetch_metadata(Some(TOPIC), Duration::from_secs(2))
-            .ok()?;
-        let t = m.topics().first()?;
-        let ps = t.partitions();
-        (ps.len() == PARTITIONS as usize
-            && ps.iter().all(|p| p.leader() >= 1 && p.isr().len() == 3))
-        .then(|| ps.iter().map(|p| p.leader()).collect::<BTreeSet<i32>>())
-    });
-    assert_eq!(leaders.len(), 3, "each partition led by another node");
+    let (nodes, admin, leaders) = three_nodes_with(root, &[TOPIC], PARTITIONS);
+    assert_eq!(leaders[0].len(), 3, "each partition led by another node");
     (nodes, admin)
 }
 
@@ -109,91 +67,6 @@ fn send(p: &BaseProducer, tag: &str, n: usize) -> BTreeSet<String> {
     sent
 }
 
-/// The node that coordinates `transactional_id`, as FindCoordinator answers on `addr`.
-fn coordinator(addr: &str, transactional_id: &str) -> Option<i32> {
-    let request = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_key(StrBytes::from_string(transactional_id.to_string()));
-    let response: FindCoordinatorResponse =
-        KafkaConn::connect(addr, Duration::from_secs(5))?.call(&request, 3)?;
-    (response.error_code == 0).then_some(response.node_id.0)
-}
-
-/// Every record a read_committed consumer of `TOPIC` sees on `bootstrap` within a few
-/// seconds of reaching `at_least` records.
-fn read_committed(bootstrap: &str, at_least: usize) -> BTreeSet<String> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "txn-reader")
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
-    let mut seen = BTreeSet::new();
-    let deadline = Instant::now() + WAIT;
-    let mut quiet_until: Option<Instant> = None;
-    while Instant::now() < deadline && quiet_until.is_none_or(|q| Instant::now() < q) {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
-            seen.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
-        }
-        if quiet_until.is_none() && seen.len() >= at_least {
-            quiet_until = Some(Instant::now() + Duration::from_secs(2));
-        }
-    }
-    seen
-}
-
-/// What a read_committed consumer may return of one partition's log in `dir`, by
-/// Kafka's rule, and whether a transaction was still open at its end.
-fn committed_in_log(dir: &Path, partition: i32) -> (i64, Vec<String>, bool) {
-    let name = format!("{TOPIC}-{partition}");
-    let log = PartitionLog::open(dir.join(&name), &name, tidelog::LogConfig::default())
-        .unwrap_or_else(|e| panic!("open {name} in {}: {e}", dir.display()));
-    let end = log.log_end_offset();
-    let mut committed = Vec::new();
-    let mut open: BTreeMap<i64, Vec<String>> = BTreeMap::new();
-    let mut offset = log.log_start_offset();
-    for _ in 0..100_000 {
-        if offset >= end {
-            break;
-        }
-        let slice = log
-            .read_bounded(offset, 1 << 20, ReadLimit::LogEnd)
-            .unwrap();
-        if slice.is_empty() {
-            break;
-        }
-        for b in slice.batches() {
-            for r in b.records() {
-                let r = r.unwrap();
-                if b.is_control() {
-                    let marker = EndTxnMarker::parse_record(&r).unwrap();
-                    let values = open.remove(&b.producer_id()).unwrap_or_default();
-                    if marker.commit {
-                        committed.extend(values);
-                    }
-                } else {
-                    let v = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
-                    if b.is_transactional() {
-                        open.entry(b.producer_id()).or_default().push(v);
-                    } else {
-                        committed.push(v);
-                    }
-                }
-            }
-        }
-        offset = slice.next_offset();
-    }
-    log.close().unwrap();
-    (end, committed, !open.is_empty())
-}
-
 /// The read_committed view of every partition from the longest replica among the
 /// data directories of `nodes` (stopped), and whether any transaction is left open.
 fn committed_view(nodes: &Processes, survivors: &[usize]) -> (BTreeSet<String>, bool) {
@@ -202,7 +75,7 @@ fn committed_view(nodes: &Processes, survivors: &[usize]) -> (BTreeSet<String>, 
     for p in 0..PARTITIONS {
         let (_, values, open) = survivors
             .iter()
-            .map(|i| committed_in_log(&nodes.dir(*i), p))
+            .map(|i| committed_in_log(&nodes.dir(*i), TOPIC, p))
             .max_by_key(|(end, _, _)| *end)
             .expect("a survivor");
         any_open |= open;
@@ -237,7 +110,10 @@ fn transactions_commit_and_abort_across_leaders() {
     p.commit_transaction(WAIT).unwrap();
     drop(p);
 
-    let seen = read_committed(&bootstrap, expected.len());
+    let seen: BTreeSet<String> =
+        read_committed(&bootstrap, TOPIC, PARTITIONS, expected.len(), WAIT)
+            .into_iter()
+            .collect();
     assert_eq!(
         seen, expected,
         "a read_committed consumer sees the committed records only"
@@ -315,7 +191,9 @@ fn commit_while_the_coordinator_dies(freeze_first: bool) {
     next.commit_transaction(WAIT).unwrap();
     drop(next);
 
-    let seen = read_committed(&live, after.len());
+    let seen: BTreeSet<String> = read_committed(&live, TOPIC, PARTITIONS, after.len(), WAIT)
+        .into_iter()
+        .collect();
     assert!(
         after.is_subset(&seen),
         "the new producer's commit is visible"

@@ -1,0 +1,292 @@
+//! Exactly once through a consume-transform-produce loop of librdkafka (the library
+//! confluent-kafka wraps) on three `tidelog serve` child processes, a cluster at
+//! `transaction.version` 2 (a new cluster's level):
+//!
+//! - a transactional producer copies every record of a three-partition input topic to
+//!   an output topic, each batch committed with the consumer's next offsets
+//!   (`send_offsets_to_transaction`); every third transaction is aborted, and the loop
+//!   goes back to the group's committed offsets, as an application does;
+//! - mid-transaction, with the batch's records written, the transaction coordinator's
+//!   node is killed with SIGKILL; the loop goes on with whatever the commit answered
+//!   (committed by the successor, or aborted and copied again from the committed
+//!   offsets);
+//! - a read_committed consumer reads each input record's copy exactly once, the group's
+//!   offsets are at the input's end, and the surviving logs on disk hold the same
+//!   committed records with no transaction left open.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tidelog_interop::cluster::eventually;
+use tidelog_interop::transactions::{
+    committed_in_log, coordinator, read_committed, three_nodes_with, transaction_version,
+};
+
+const INPUT: &str = "copy-in";
+const OUTPUT: &str = "copy-out";
+const PARTITIONS: i32 = 3;
+/// Input records per partition.
+const PER_PARTITION: i64 = 30;
+/// Records a transaction copies at most.
+const BATCH: usize = 10;
+const ID: &str = "copier";
+const GROUP: &str = "copier-group";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Writes the input, `in-P-I` to partition P, with an idempotent producer.
+fn seed(bootstrap: &str) -> Vec<String> {
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .create()
+        .unwrap();
+    let mut values = Vec::new();
+    for partition in 0..PARTITIONS {
+        for i in 0..PER_PARTITION {
+            let v = format!("in-{partition}-{i}");
+            p.send(
+                BaseRecord::<(), String>::to(INPUT)
+                    .payload(&v)
+                    .partition(partition),
+            )
+            .unwrap();
+            values.push(v);
+        }
+    }
+    p.flush(WAIT).unwrap();
+    values
+}
+
+fn copier(bootstrap: &str) -> BaseProducer {
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", ID)
+        .set("transaction.timeout.ms", "10000")
+        .create()
+        .unwrap();
+    p.init_transactions(WAIT).unwrap();
+    p
+}
+
+fn all_partitions(topic: &str, offset: impl Fn(i32) -> Offset) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, offset(p)).unwrap();
+    }
+    tpl
+}
+
+/// The group's committed offset of each input partition (0 for none).
+fn committed(consumer: &BaseConsumer) -> BTreeMap<i32, i64> {
+    eventually("the group's committed offsets", WAIT, || {
+        let tpl = consumer
+            .committed_offsets(
+                all_partitions(INPUT, |_| Offset::Invalid),
+                Duration::from_secs(5),
+            )
+            .ok()?;
+        let offsets = tpl
+            .elements()
+            .iter()
+            .map(|e| match e.offset() {
+                Offset::Offset(o) => (e.partition(), o),
+                _ => (e.partition(), 0),
+            })
+            .collect::<BTreeMap<i32, i64>>();
+        (offsets.len() == PARTITIONS as usize).then_some(offsets)
+    })
+}
+
+/// Reads the input again from the group's committed offsets, as a consume-transform-
+/// produce loop does after a transaction failed.
+fn rewind(consumer: &BaseConsumer) -> BTreeMap<i32, i64> {
+    let offsets = committed(consumer);
+    consumer
+        .assign(&all_partitions(INPUT, |p| Offset::Offset(offsets[&p])))
+        .unwrap();
+    offsets
+}
+
+/// Up to [`BATCH`] input records, (partition, offset, value), each at the next offset
+/// of its partition in `next` (advanced); a record fetched before a rewind is skipped.
+fn poll_batch(consumer: &BaseConsumer, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
+    let mut batch = Vec::new();
+    let mut empty = 0;
+    while batch.len() < BATCH && empty < 3 {
+        match consumer.poll(Duration::from_millis(300)) {
+            Some(Ok(m)) => {
+                let at = next.entry(m.partition()).or_insert(0);
+                if m.offset() == *at {
+                    *at += 1;
+                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
+                    batch.push((m.partition(), m.offset(), value.into_owned()));
+                }
+            }
+            // librdkafka reports a killed node's connection too; it fetches on.
+            Some(Err(_)) | None => empty += 1,
+        }
+    }
+    batch
+}
+
+/// One transaction copying `batch` with the consumer's next offsets: committed, or
+/// aborted when `abort`. With `kill`, called once its records are written.
+fn transaction(
+    p: &BaseProducer,
+    consumer: &BaseConsumer,
+    batch: &[(i32, i64, String)],
+    abort: bool,
+    kill: Option<&mut dyn FnMut()>,
+) -> KafkaResult<()> {
+    p.begin_transaction()?;
+    let mut next = TopicPartitionList::new();
+    for (partition, offset, value) in batch {
+        let copy = format!("out-{value}");
+        p.send(
+            BaseRecord::<(), String>::to(OUTPUT)
+                .payload(&copy)
+                .partition(*partition),
+        )
+        .map_err(|(e, _)| e)?;
+        next.add_partition_offset(INPUT, *partition, Offset::Offset(offset + 1))?;
+    }
+    p.flush(WAIT)?;
+    if let Some(kill) = kill {
+        kill();
+    }
+    let group = consumer.group_metadata().expect("the consumer's group");
+    p.send_offsets_to_transaction(&next, &group, WAIT)?;
+    if abort {
+        p.abort_transaction(WAIT)
+    } else {
+        p.commit_transaction(WAIT)
+    }
+}
+
+#[test]
+fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut nodes, admin, _) = three_nodes_with(root.path(), &[INPUT, OUTPUT], PARTITIONS);
+    let bootstrap = nodes.layout.bootstrap();
+    assert_eq!(
+        transaction_version(&nodes.layout.addr(0)),
+        Some(2),
+        "a new cluster finalizes transaction.version 2"
+    );
+    let input = seed(&bootstrap);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", GROUP)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer
+        .assign(&all_partitions(INPUT, |_| Offset::Beginning))
+        .unwrap();
+    let mut producer = copier(&bootstrap);
+    let node = coordinator(&nodes.layout.addr(0), ID).expect("a coordinator");
+    let victim = (node - 1) as usize;
+    let live = (0..3)
+        .filter(|i| *i != victim)
+        .map(|i| nodes.layout.addr(i))
+        .collect::<Vec<_>>()
+        .join(",");
+
+    let (mut commits, mut aborts, mut killed, mut failed) = (0, 0, false, Vec::new());
+    // The next offset to copy of each input partition, and the group's committed ones.
+    let mut next = BTreeMap::new();
+    let mut done: BTreeMap<i32, i64> = BTreeMap::new();
+    let end: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, PER_PARTITION)).collect();
+    let deadline = Instant::now() + 2 * WAIT;
+    for round in 0..100 {
+        if done == end {
+            break;
+        }
+        assert!(Instant::now() < deadline, "copied by now: {done:?}");
+        let batch = poll_batch(&consumer, &mut next);
+        if batch.is_empty() {
+            continue;
+        }
+        let abort = round % 3 == 2;
+        let mut kill = || nodes.kill(victim);
+        let kill_now = !killed && commits >= 3 && !abort;
+        let outcome = transaction(
+            &producer,
+            &consumer,
+            &batch,
+            abort,
+            kill_now.then_some(&mut kill as &mut dyn FnMut()),
+        );
+        killed |= kill_now;
+        let copied = match outcome {
+            Ok(()) if abort => {
+                aborts += 1;
+                false
+            }
+            Ok(()) => {
+                commits += 1;
+                true
+            }
+            Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
+                failed.push(e.to_string());
+                if producer.abort_transaction(WAIT).is_err() {
+                    producer = copier(&live);
+                }
+                false
+            }
+            Err(e) => {
+                failed.push(e.to_string());
+                producer = copier(&live);
+                false
+            }
+        };
+        if copied {
+            for (partition, offset, _) in &batch {
+                done.insert(*partition, offset + 1);
+            }
+        } else {
+            done = rewind(&consumer);
+            next = done.clone();
+        }
+    }
+    eprintln!("{commits} commits, {aborts} aborts, failed after the kill: {failed:?}");
+    assert!(killed, "the coordinator was killed mid-transaction");
+    assert!(
+        aborts >= 2 && commits >= 4,
+        "{commits} commits, {aborts} aborts"
+    );
+    assert_eq!(done, end, "every input record copied");
+    assert_eq!(
+        committed(&consumer),
+        end,
+        "the group's offsets at the input's end"
+    );
+    drop((producer, consumer, admin));
+
+    let mut expected: Vec<String> = input.iter().map(|v| format!("out-{v}")).collect();
+    expected.sort();
+    let mut seen = read_committed(&live, OUTPUT, PARTITIONS, expected.len(), WAIT);
+    seen.sort();
+    assert_eq!(seen, expected, "each input record copied exactly once");
+
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != victim).collect();
+    nodes.terminate_all();
+    let mut on_disk = Vec::new();
+    for p in 0..PARTITIONS {
+        let (_, values, open) = survivors
+            .iter()
+            .map(|i| committed_in_log(&nodes.dir(*i), OUTPUT, p))
+            .max_by_key(|(end, _, _)| *end)
+            .expect("a survivor");
+        assert!(!open, "{OUTPUT}-{p}: no transaction left open");
+        on_disk.extend(values);
+    }
+    on_disk.sort();
+    assert_eq!(on_disk, expected, "the surviving logs hold each copy once");
+}
