@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Forwarder, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
+use super::{Forwarder, ForwarderConfig, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
 use crate::producer::partition_for_key;
 use crate::{
     Broker, ClientConfig, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, Server,
@@ -94,6 +94,23 @@ fn remote_node() -> (tempfile::TempDir, Broker, crate::ServerHandle) {
     (dir, broker, server)
 }
 
+/// An address nothing listens on: a remote side that is away.
+fn away() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// Waits (10 s at most) until `f` says why it waits; that error.
+fn wait_failing(f: &Forwarder) -> String {
+    for _ in 0..500 {
+        if let Some(e) = f.status().last_error {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no error while the remote side is away: {:?}", f.status());
+}
+
 /// Moves the forwarder's committed positions and retention holds back to 0: as if it
 /// was killed after sending but before committing.
 fn forget_commits(local: &Broker, name: &str, topic: &str) {
@@ -164,22 +181,25 @@ fn every_record_arrives_once_in_order_when_commits_were_lost() {
     assert_eq!(status.records_forwarded, 1_500);
     assert_eq!(status.records_behind(), 0);
     assert!(status.partitions.iter().all(|p| p.bytes_behind == 0));
-    let text = status.prometheus_text();
-    assert!(
-        text.contains("tidelog_forward_records_total{forwarder=\"default\"} 1500\n"),
-        "{text}"
+    // The broker's metrics show it while it runs, and no more once it stopped.
+    let shown = local.metrics().forwarders;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        (shown[0].name.as_str(), shown[0].records_forwarded),
+        ("default", 1_500)
     );
-    assert!(
-        text.contains(
-            "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"2\",remote_topic=\"events\"} 0\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("tidelog_forward_error{forwarder=\"default\"} 0\n"),
-        "{text}"
-    );
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    for line in [
+        "tidelog_forward_records_total{forwarder=\"default\"} 1500",
+        "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"2\",remote_topic=\"events\"} 0",
+        "tidelog_forward_error{forwarder=\"default\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
     f.stop().unwrap();
+    assert!(local.metrics().forwarders.is_empty());
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    assert!(!text.contains("tidelog_forward_"), "{text}");
     // Killed after sending, before committing: the remote tail says where it stands.
     forget_commits(&local, "default", "events");
     produce(&local, "events", 1_500, 2_000);
@@ -289,22 +309,13 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
     produce(&local, "t", 0, 200);
     let p = local.topic("t").unwrap().partition(0).unwrap();
     assert!(p.segment_count() > 2);
-    // A port nothing listens on: the remote side is away.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let away = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    let away = away();
     let f = Forwarder::builder(&local, ClientConfig::new(away.clone()))
         .start()
         .unwrap();
     p.log().apply_retention(i64::MAX / 2).unwrap();
     assert_eq!(p.log_start_offset(), 0, "nothing was forwarded: all kept");
-    for _ in 0..200 {
-        if f.status().last_error.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(f.status().last_error.is_some(), "says why it waits");
+    wait_failing(&f);
     f.stop().unwrap();
     let f = Forwarder::builder(&local, ClientConfig::new(away))
         .allow_retention_loss(true)
@@ -459,19 +470,10 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
     assert_eq!(none.last_error, None);
     assert!(Forwarder::positions(&local, "a/b").is_err(), "a bad name");
     // The remote side is away: the forwarder holds at 0 and records why it waits.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let away = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    let f = Forwarder::builder(&local, ClientConfig::new(away))
+    let f = Forwarder::builder(&local, ClientConfig::new(away()))
         .start()
         .unwrap();
-    for _ in 0..500 {
-        if f.status().last_error.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let error = f.status().last_error.expect("says why it waits");
+    let error = wait_failing(&f);
     f.stop().unwrap();
     // Read back from the directory, by another (read-only) opener too.
     let reader = Broker::open_read_only(local_dir.path()).unwrap();
@@ -503,4 +505,59 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
     assert_eq!(done.partitions.len(), 2, "{done:?}");
     assert_eq!(done.records_behind(), 0, "{done:?}");
     assert_eq!((done.last_error, done.last_error_at), (None, None));
+}
+
+#[test]
+fn the_brokers_metrics_show_each_running_forwarder_until_it_is_stopped_or_dropped() {
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(local_dir.path()).unwrap();
+    local.create_topic("t", 2, TopicConfig::new()).unwrap();
+    let away = away();
+    let start = |name: &str| {
+        Forwarder::builder(&local, ClientConfig::new(away.clone()))
+            .config(ForwarderConfig {
+                name: name.into(),
+                retry_backoff: Duration::from_millis(20),
+                ..ForwarderConfig::default()
+            })
+            .start()
+            .unwrap()
+    };
+    let (second, first) = (start("second"), start("first"));
+    wait_failing(&first);
+    wait_failing(&second);
+    let shown = local.metrics().forwarders;
+    let names: Vec<&str> = shown.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["first", "second"], "sorted by name");
+    for f in &shown {
+        assert!(f.errors >= 1 && f.sessions >= f.errors, "{f:?}");
+        assert!(f.last_error.is_some(), "{f:?}");
+    }
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    let series = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(series("tidelog_forward_error{"), 2, "{text}");
+    assert_eq!(series("tidelog_forward_last_error_info{"), 2, "{text}");
+    assert_eq!(
+        series("# TYPE tidelog_forward_errors_total counter"),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l == "tidelog_forward_error{forwarder=\"first\"} 1"),
+        "{text}"
+    );
+    // Dropped: it leaves; stopped: it leaves too.
+    drop(second);
+    let names: Vec<String> = local
+        .metrics()
+        .forwarders
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(names, ["first"]);
+    first.stop().unwrap();
+    assert!(local.metrics().forwarders.is_empty());
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    assert!(!text.contains("tidelog_forward_"), "{text}");
 }
