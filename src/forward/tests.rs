@@ -94,6 +94,30 @@ fn remote_node() -> (tempfile::TempDir, Broker, crate::ServerHandle) {
     (dir, broker, server)
 }
 
+/// A broker in a new temporary directory with `topic` of `partitions` partitions.
+fn local_topic(topic: &str, partitions: i32, config: TopicConfig) -> (tempfile::TempDir, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker.create_topic(topic, partitions, config).unwrap();
+    (dir, broker)
+}
+
+/// Small segments whose records retention may delete after a second.
+fn short_retention() -> TopicConfig {
+    TopicConfig::new()
+        .set("segment.bytes", "1024")
+        .set("retention.ms", "1000")
+}
+
+/// Asserts that `f` forwards everything there is within 60 s.
+fn wait_caught_up(f: &Forwarder) {
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+}
+
 /// An address nothing listens on: a remote side that is away.
 fn away() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -165,18 +189,12 @@ fn check_exactly_once(local: &Broker, topic: &str, remote: &[Vec<Forwarded>], na
 
 #[test]
 fn every_record_arrives_once_in_order_when_commits_were_lost() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("events", 3, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("events", 3, TopicConfig::new());
     let (_rdir, remote, server) = remote_node();
     let client = || ClientConfig::new(server.local_addr().to_string());
     produce(&local, "events", 0, 1_500);
     let f = Forwarder::builder(&local, client()).start().unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_forwarded, 1_500);
     assert_eq!(status.records_behind(), 0);
@@ -204,11 +222,7 @@ fn every_record_arrives_once_in_order_when_commits_were_lost() {
     forget_commits(&local, "default", "events");
     produce(&local, "events", 1_500, 2_000);
     let f = Forwarder::builder(&local, client()).start().unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(
         status.records_skipped, 0,
@@ -247,9 +261,7 @@ fn every_record_arrives_once_in_order_when_commits_were_lost() {
 
 #[test]
 fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_there() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("a", 2, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("a", 2, TopicConfig::new());
     local
         .create_topic("ignored", 1, TopicConfig::new())
         .unwrap();
@@ -270,20 +282,12 @@ fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_the
             .unwrap()
     };
     let f = start();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     forget_commits(&local, "edge-1", "a");
     produce(&local, "a", 800, 1_000);
     let f = start();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_forwarded, 200);
     assert!(status.records_skipped > 0, "{status:?}");
@@ -300,12 +304,7 @@ fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_the
 
 #[test]
 fn retention_keeps_what_was_not_forwarded_unless_allowed() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    let config = TopicConfig::new()
-        .set("segment.bytes", "1024")
-        .set("retention.ms", "1000");
-    local.create_topic("t", 1, config).unwrap();
+    let (_dir, local) = local_topic("t", 1, short_retention());
     produce(&local, "t", 0, 200);
     let p = local.topic("t").unwrap().partition(0).unwrap();
     assert!(p.segment_count() > 2);
@@ -330,11 +329,7 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
         .allow_retention_loss(true)
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_lost as i64, p.log_start_offset());
     assert_eq!(status.records_forwarded as i64, 200 - p.log_start_offset());
@@ -345,12 +340,7 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
 
 #[test]
 fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_allowed() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let app = Broker::open(local_dir.path()).unwrap();
-    let config = TopicConfig::new()
-        .set("segment.bytes", "1024")
-        .set("retention.ms", "1000");
-    app.create_topic("t", 1, config).unwrap();
+    let (local_dir, app) = local_topic("t", 1, short_retention());
     produce(&app, "t", 0, 200);
     // The forwarder reads the directory the application holds: it commits nothing.
     let (_rdir, remote, server) = remote_node();
@@ -359,11 +349,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
     let f = Forwarder::builder(&reader, ClientConfig::new(addr.clone()))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     drop(reader);
     // The application writes on with the forwarder gone, and restarts: nothing in its
@@ -384,11 +370,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
     let f = Forwarder::builder(&reader, ClientConfig::new(addr))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(
         (status.records_forwarded, status.records_lost),
@@ -420,9 +402,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
 
 #[test]
 fn bad_settings_are_refused_by_name() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("t", 1, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("t", 1, TopicConfig::new());
     let client = || ClientConfig::new("127.0.0.1:1");
     let e = Forwarder::builder(&local, client())
         .name("a/b")
@@ -449,9 +429,7 @@ fn bad_settings_are_refused_by_name() {
 
 #[test]
 fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("t", 2, TopicConfig::new()).unwrap();
+    let (local_dir, local) = local_topic("t", 2, TopicConfig::new());
     produce(&local, "t", 0, 100);
     let ends: Vec<i64> = (0..2)
         .map(|p| {
@@ -495,11 +473,7 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
     let f = Forwarder::builder(&local, ClientConfig::new(server.local_addr().to_string()))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     let done = Forwarder::positions(&reader, "default").unwrap();
     assert_eq!(done.partitions.len(), 2, "{done:?}");
@@ -509,9 +483,7 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
 
 #[test]
 fn the_brokers_metrics_show_each_running_forwarder_until_it_is_stopped_or_dropped() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("t", 2, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("t", 2, TopicConfig::new());
     let away = away();
     let start = |name: &str| {
         Forwarder::builder(&local, ClientConfig::new(away.clone()))

@@ -488,13 +488,14 @@ fn picks_the_highest_version_both_sides_speak() {
     assert!(matches!(err, Error::UnsupportedApi { .. }), "{err}");
 }
 
+/// The `(key, version)` of each request a scripted node answered.
+type Seen = Arc<Mutex<Vec<(ApiKey, i16)>>>;
+
 /// A scripted node that answers CreateTopics, DeleteTopics and CreatePartitions (each
 /// naming the topics its request named, as decoded in the version it came in) within
 /// the versions `topic_apis` gives: `(key, min, max)` for each. Returns its address and
 /// the `(key, version)` of every topic request it answered.
-fn topic_admin_node(
-    topic_apis: [(ApiKey, i16, i16); 3],
-) -> (String, Arc<Mutex<Vec<(ApiKey, i16)>>>) {
+fn topic_admin_node(topic_apis: [(ApiKey, i16, i16); 3]) -> (String, Seen) {
     use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
     use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -505,7 +506,7 @@ fn topic_admin_node(
     let mut versions = vec![(ApiKey::ApiVersions, 0, 3), (ApiKey::Metadata, 0, 12)];
     versions.extend(topic_apis);
     let addr_cell: Arc<Mutex<String>> = Arc::default();
-    let seen: Arc<Mutex<Vec<(ApiKey, i16)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let handler: Arc<Handler> = {
         let (addr_cell, seen) = (addr_cell.clone(), seen.clone());
         Arc::new(move |key, version, body| {
