@@ -333,6 +333,15 @@ fn forward_of_a_free_directory_commits_its_position_as_a_group_and_serves_metric
         text.contains("tidelog_forward_records_total{forwarder=\"default\"} 300"),
         "{text}"
     );
+    // Once: the forwarder is in the broker's metrics, rendered once per scrape.
+    for once in [
+        "# TYPE tidelog_forward_records_total counter",
+        "tidelog_forward_records_total{forwarder=\"default\"} 300",
+        "# TYPE tidelog_partition_log_end_offset gauge",
+    ] {
+        let n = text.lines().filter(|l| *l == once).count();
+        assert_eq!(n, 1, "{once:?} {n} times in:\n{text}");
+    }
     let (code, lines) = f.stop();
     assert_eq!(code, Some(0), "{lines:#?}");
     assert!(

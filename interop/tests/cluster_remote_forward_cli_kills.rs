@@ -12,14 +12,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tidelog::Broker;
 use tidelog::forward::Forwarder;
-use tidelog::{
-    Broker, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, TopicConfig,
-};
 use tidelog_interop::cluster::terminate_child;
 
 mod remote_cluster_support;
-use remote_cluster_support::{WAIT, three_nodes_with_topic};
+use remote_cluster_support::{
+    WAIT, check_every_number_once_in_order, local_log, three_nodes_with_topic, write_numbers,
+};
 
 const TOPIC: &str = "readings";
 const PARTITIONS: i32 = 2;
@@ -72,11 +72,7 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
     let root = tempfile::tempdir().unwrap();
     let (mut nodes, bootstrap, cluster, leader) =
         three_nodes_with_topic(root.path(), TOPIC, PARTITIONS);
-    let dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(dir.path()).unwrap();
-    local
-        .create_topic(TOPIC, PARTITIONS, TopicConfig::new())
-        .unwrap();
+    let (dir, local) = local_log(TOPIC, PARTITIONS);
     let log = root.path().join("forward.log");
     let mut forwarder = forward(dir.path(), &bootstrap, &log);
 
@@ -84,18 +80,9 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
     let writer = {
         let local = local.clone();
         std::thread::spawn(move || {
-            let producer = Producer::new(&local).unwrap();
             for step in 0..RECORDS / STEP {
-                for i in step * STEP..(step + 1) * STEP {
-                    let value = i.to_string();
-                    producer
-                        .send(
-                            TOPIC,
-                            ProducerRecord::new(value.as_bytes()).partition(i as i32 % PARTITIONS),
-                        )
-                        .unwrap();
-                }
-                producer.flush().unwrap();
+                let steps = (step * STEP, (step + 1) * STEP);
+                write_numbers(&local, TOPIC, PARTITIONS, steps);
                 std::thread::sleep(PAUSE);
             }
         })
@@ -170,35 +157,5 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
     );
 
     // The remote topic: every record once, in local order per partition.
-    let mut consumer = Consumer::new(
-        &cluster,
-        ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
-    );
-    let all: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (TOPIC, p)).collect();
-    consumer.assign(&all).unwrap();
-    let mut remote: Vec<Vec<u32>> = vec![Vec::new(); PARTITIONS as usize];
-    let deadline = Instant::now() + WAIT;
-    while remote.iter().map(Vec::len).sum::<usize>() < RECORDS as usize && Instant::now() < deadline
-    {
-        let records = consumer.poll(Duration::from_millis(200)).unwrap();
-        for r in &records {
-            let r = r.unwrap();
-            let v: u32 = std::str::from_utf8(r.value.unwrap())
-                .unwrap()
-                .parse()
-                .unwrap();
-            remote[r.partition as usize].push(v);
-        }
-    }
-    // Nothing more than every record: a last look finds no duplicate after them.
-    let extra = consumer.poll(Duration::from_millis(500)).unwrap();
-    assert_eq!(extra.iter().count(), 0, "no record beyond the local ones");
-    for p in 0..PARTITIONS {
-        let want: Vec<u32> = (0..RECORDS)
-            .filter(|i| *i as i32 % PARTITIONS == p)
-            .collect();
-        let got = &remote[p as usize];
-        assert_eq!(got.len(), want.len(), "partition {p}: every record, once");
-        assert!(*got == want, "partition {p}: in local order, once");
-    }
+    check_every_number_once_in_order(&cluster, TOPIC, PARTITIONS, RECORDS);
 }

@@ -62,6 +62,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -105,10 +106,19 @@ use crate::security::sasl::SaslMechanism;
 use crate::security::{ClientIdentity, SaslLogin};
 
 /// API versions asked for. Each is one every tidelog node answers and Kafka brokers
-/// from 2.4 to 4.x answer too; no ApiVersions negotiation.
+/// from 2.4 to 4.x answer too; no ApiVersions negotiation, except for the topic calls
+/// of a negotiating client ([`AdminClientBuilder::negotiating`]), which pick the
+/// highest version of the ranges below that the controller answers.
 const CREATE_TOPICS_VERSION: i16 = 4;
 const DELETE_TOPICS_VERSION: i16 = 3;
 const CREATE_PARTITIONS_VERSION: i16 = 1;
+/// CreateTopics versions a negotiating client sends (v2, the oldest Kafka 4 answers, to
+/// v7; the fields filled are in every one).
+const CREATE_TOPICS_VERSIONS: std::ops::RangeInclusive<i16> = 2..=7;
+/// DeleteTopics versions a negotiating client sends (v6 names topics in `topics`).
+const DELETE_TOPICS_VERSIONS: std::ops::RangeInclusive<i16> = 1..=6;
+/// CreatePartitions versions a negotiating client sends.
+const CREATE_PARTITIONS_VERSIONS: std::ops::RangeInclusive<i16> = 0..=3;
 const DESCRIBE_CONFIGS_VERSION: i16 = 3;
 const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 0;
 const LIST_GROUPS_VERSION: i16 = 3;
@@ -245,6 +255,15 @@ impl AdminClientBuilder {
 
     /// Connects with `security` (from [`client_security`](Self::client_security)),
     /// shared with other connections of the same settings.
+    /// Makes each connection negotiate the broker's API versions (ApiVersions), and
+    /// CreateTopics, DeleteTopics and CreatePartitions go in the highest version both
+    /// sides speak (the remote API's [`Cluster`](crate::remote::Cluster): any Kafka
+    /// cluster, not only tidelog nodes).
+    pub(crate) fn negotiating(mut self) -> Self {
+        self.settings.negotiate = true;
+        self
+    }
+
     pub(crate) fn connect_with(mut self, security: Arc<ClientSecurity>) -> Result<AdminClient> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
         self.settings.security = security;
@@ -538,6 +557,7 @@ impl AdminClient {
                 retries: 10,
                 retry_backoff: Duration::from_millis(100),
                 security: Default::default(),
+                negotiate: false,
             },
             protocol: SecurityProtocol::Plaintext,
             ca_location: None,
@@ -606,31 +626,38 @@ impl AdminClient {
         let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
         unique(&names, |n| topic(n))?;
         self.router.lock().rounds(names, false, |r, pending| {
-            let request = CreateTopicsRequest::default()
-                .with_timeout_ms(r.timeout_ms())
-                .with_topics(
-                    topics
-                        .iter()
-                        .filter(|t| pending.contains(&t.name))
-                        .map(|t| {
-                            CreatableTopic::default()
-                                .with_name(TopicName(kstr(&t.name)))
-                                .with_num_partitions(t.partitions.unwrap_or(-1))
-                                .with_replication_factor(t.replication_factor.unwrap_or(-1))
-                                .with_configs(
-                                    t.configs
-                                        .iter()
-                                        .map(|(k, v)| {
-                                            CreatableTopicConfig::default()
-                                                .with_name(kstr(k))
-                                                .with_value(Some(kstr(v)))
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
-            let response = r.call_controller(&request, CREATE_TOPICS_VERSION)?;
+            let timeout_ms = r.timeout_ms();
+            let request = |_| {
+                CreateTopicsRequest::default()
+                    .with_timeout_ms(timeout_ms)
+                    .with_topics(
+                        topics
+                            .iter()
+                            .filter(|t| pending.contains(&t.name))
+                            .map(|t| {
+                                CreatableTopic::default()
+                                    .with_name(TopicName(kstr(&t.name)))
+                                    .with_num_partitions(t.partitions.unwrap_or(-1))
+                                    .with_replication_factor(t.replication_factor.unwrap_or(-1))
+                                    .with_configs(
+                                        t.configs
+                                            .iter()
+                                            .map(|(k, v)| {
+                                                CreatableTopicConfig::default()
+                                                    .with_name(kstr(k))
+                                                    .with_value(Some(kstr(v)))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+            };
+            let response = r.call_controller_negotiated(
+                CREATE_TOPICS_VERSION,
+                CREATE_TOPICS_VERSIONS,
+                request,
+            )?;
             Ok(topic_outcomes(response.topics.iter().map(|t| {
                 (t.name.0.to_string(), t.error_code, t.error_message.as_ref())
             })))
@@ -642,10 +669,22 @@ impl AdminClient {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         unique(&names, |n| topic(n))?;
         self.router.lock().rounds(names, false, |r, pending| {
-            let request = DeleteTopicsRequest::default()
-                .with_timeout_ms(r.timeout_ms())
-                .with_topic_names(pending.iter().map(|n| TopicName(kstr(n))).collect());
-            let response = r.call_controller(&request, DELETE_TOPICS_VERSION)?;
+            let timeout_ms = r.timeout_ms();
+            let request = |version| {
+                let request = DeleteTopicsRequest::default().with_timeout_ms(timeout_ms);
+                let names = pending.iter().map(|n| TopicName(kstr(n)));
+                if version >= 6 {
+                    let topics = names.map(|n| DeleteTopicState::default().with_name(Some(n)));
+                    request.with_topics(topics.collect())
+                } else {
+                    request.with_topic_names(names.collect())
+                }
+            };
+            let response = r.call_controller_negotiated(
+                DELETE_TOPICS_VERSION,
+                DELETE_TOPICS_VERSIONS,
+                request,
+            )?;
             Ok(topic_outcomes(response.responses.iter().filter_map(|t| {
                 let name = t.name.as_ref()?.0.to_string();
                 Some((name, t.error_code, t.error_message.as_ref()))
@@ -660,21 +699,28 @@ impl AdminClient {
         let names: Vec<String> = counts.iter().map(|(n, _)| n.to_string()).collect();
         unique(&names, |n| topic(n))?;
         self.router.lock().rounds(names, false, |r, pending| {
-            let request = CreatePartitionsRequest::default()
-                .with_timeout_ms(r.timeout_ms())
-                .with_topics(
-                    counts
-                        .iter()
-                        .filter(|(n, _)| pending.iter().any(|p| p == n))
-                        .map(|(n, count)| {
-                            CreatePartitionsTopic::default()
-                                .with_name(TopicName(kstr(*n)))
-                                .with_count(*count)
-                                .with_assignments(None)
-                        })
-                        .collect(),
-                );
-            let response = r.call_controller(&request, CREATE_PARTITIONS_VERSION)?;
+            let timeout_ms = r.timeout_ms();
+            let request = |_| {
+                CreatePartitionsRequest::default()
+                    .with_timeout_ms(timeout_ms)
+                    .with_topics(
+                        counts
+                            .iter()
+                            .filter(|(n, _)| pending.iter().any(|p| p == n))
+                            .map(|(n, count)| {
+                                CreatePartitionsTopic::default()
+                                    .with_name(TopicName(kstr(*n)))
+                                    .with_count(*count)
+                                    .with_assignments(None)
+                            })
+                            .collect(),
+                    )
+            };
+            let response = r.call_controller_negotiated(
+                CREATE_PARTITIONS_VERSION,
+                CREATE_PARTITIONS_VERSIONS,
+                request,
+            )?;
             Ok(topic_outcomes(response.results.iter().map(|t| {
                 (t.name.0.to_string(), t.error_code, t.error_message.as_ref())
             })))

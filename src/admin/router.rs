@@ -7,13 +7,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
 };
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::{Message, Request, StrBytes};
 
 use super::{AdminError, ErrorCode, Resource};
 use crate::client::Client;
@@ -38,6 +39,10 @@ pub(super) struct Settings {
     pub retry_backoff: Duration,
     /// TLS and SASL of every connection.
     pub security: std::sync::Arc<crate::client::ClientSecurity>,
+    /// Each connection asks the broker's API versions (ApiVersions), and the requests
+    /// that can ([`Router::call_controller_negotiated`]) go in the highest version both
+    /// sides speak; otherwise every request goes in its fixed version.
+    pub negotiate: bool,
 }
 
 /// What one attempt made of one item (a topic, partition or group).
@@ -156,17 +161,32 @@ impl Router {
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response> {
-        let client_id = &self.settings.client_id;
-        let client = self.conns.entry(addr.to_string()).or_insert_with(|| {
-            Client::new(addr, client_id.clone()).with_security(self.settings.security.clone())
-        });
-        let result = client.call(request, version, timeout);
-        match &result {
+        let result = self.client(addr).call(request, version, timeout);
+        self.answered(addr, &result);
+        result
+    }
+
+    /// The connection to `addr` (made on first use).
+    fn client(&mut self, addr: &str) -> &mut Client {
+        let settings = &self.settings;
+        self.conns.entry(addr.to_string()).or_insert_with(|| {
+            let client = Client::new(addr, settings.client_id.clone())
+                .with_security(settings.security.clone());
+            if settings.negotiate {
+                client.negotiating()
+            } else {
+                client
+            }
+        })
+    }
+
+    /// Remembers whether `addr` answered.
+    fn answered<T>(&mut self, addr: &str, result: &Result<T>) {
+        match result {
             Ok(_) => self.last_good = Some(addr.to_string()),
             Err(_) if self.last_good.as_deref() == Some(addr) => self.last_good = None,
             Err(_) => {}
         }
-        result
     }
 
     /// Sends `request` (one any broker answers, safe to repeat) to the broker that
@@ -267,6 +287,31 @@ impl Router {
         self.refresh(Some(&[]))?;
         let addr = self.controller_addr()?;
         self.call_addr(&addr, request, version)
+    }
+
+    /// Sends the request `build` makes to the controller, as fresh metadata names it:
+    /// on a router that negotiates, in the highest version of `ours` the controller
+    /// answers, else in `fixed`.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedApi`] naming the controller when it speaks no version of
+    /// `ours`; those of [`call_addr`](Router::call_addr).
+    pub(super) fn call_controller_negotiated<R: Request + Message>(
+        &mut self,
+        fixed: i16,
+        ours: RangeInclusive<i16>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.refresh(Some(&[]))?;
+        let addr = self.controller_addr()?;
+        let version = if self.settings.negotiate {
+            let version = self.client(&addr).version::<R>(ours);
+            self.answered(&addr, &version);
+            version?
+        } else {
+            fixed
+        };
+        self.call_addr(&addr, &build(version), version)
     }
 
     /// Where requests any broker answers go: the broker that answered last.
@@ -370,6 +415,7 @@ mod tests {
                 retries,
                 retry_backoff: Duration::from_millis(1),
                 security: Default::default(),
+                negotiate: false,
             },
         )
     }

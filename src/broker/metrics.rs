@@ -1,16 +1,71 @@
 //! The snapshot [`Broker::metrics`] returns, collected from the broker's topics, logs,
-//! group coordinator and servers (the counters themselves are the `metrics` layer's).
+//! group coordinator, servers and running forwarders (the counters themselves are the
+//! `metrics` layer's), and the registry of those forwarders.
+
+use std::sync::Weak;
+
+use parking_lot::Mutex;
 
 use super::Broker;
 use crate::coordinator::GroupType;
 use crate::metrics::{
-    BrokerStats, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, LogDirMetrics, Metrics,
-    PartitionMetrics, RecoveryMetrics,
+    BrokerStats, ForwardStatus, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, LogDirMetrics,
+    Metrics, PartitionMetrics, RecoveryMetrics,
 };
 use crate::storage::LogManager;
 
+/// A store-and-forward forwarder as the broker's metrics see it. The `forward` layer,
+/// above this one, implements it and registers its forwarders
+/// ([`Broker::register_forwarder`](super::Broker::register_forwarder)).
+pub(crate) trait ForwarderProbe: Send + Sync {
+    /// Its status now; None once it is stopping.
+    fn forwarder_status(&self) -> Option<ForwardStatus>;
+}
+
+/// The forwarders running on a broker's topics, held weakly: one dropped (or stopped,
+/// which drops it) leaves by itself.
+#[derive(Default)]
+pub(crate) struct Forwarders(Mutex<Vec<Weak<dyn ForwarderProbe>>>);
+
+impl std::fmt::Debug for Forwarders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarders")
+            .field("registered", &self.0.lock().len())
+            .finish()
+    }
+}
+
+impl Forwarders {
+    /// Adds `probe` while it lives (the ones gone are swept out here).
+    #[cfg(feature = "client")]
+    pub(crate) fn register(&self, probe: Weak<dyn ForwarderProbe>) {
+        let mut all = self.0.lock();
+        all.retain(|p| p.strong_count() > 0);
+        all.push(probe);
+    }
+
+    /// The metrics of every forwarder running, sorted by name.
+    fn snapshot(&self) -> Vec<ForwardStatus> {
+        // Upgrade under the lock, ask outside it: a probe takes its own lock.
+        let live: Vec<_> = {
+            let mut all = self.0.lock();
+            all.retain(|p| p.strong_count() > 0);
+            all.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut out: Vec<ForwardStatus> =
+            live.iter().filter_map(|p| p.forwarder_status()).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
 /// Takes the snapshot [`Broker::metrics`](crate::Broker::metrics) returns.
-pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogManager>) -> Metrics {
+pub(crate) fn collect(
+    broker: &Broker,
+    stats: &BrokerStats,
+    forwarders: &Forwarders,
+    logs: Option<LogManager>,
+) -> Metrics {
     let mut m = Metrics::default();
     let mut fsync = HistogramSnapshot::empty();
     for name in broker.topic_names() {
@@ -48,6 +103,7 @@ pub(crate) fn collect(broker: &Broker, stats: &BrokerStats, logs: Option<LogMana
     m.replication = broker
         .is_cluster_node()
         .then(|| stats.replication.snapshot());
+    m.forwarders = forwarders.snapshot();
     m
 }
 

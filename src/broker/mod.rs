@@ -48,6 +48,8 @@ use crate::storage::{
 use crate::topic::{Partition, Topic, TopicDescription};
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
+#[cfg(feature = "client")]
+pub(crate) use metrics::ForwarderProbe;
 pub use topic_admin::TopicAdmin;
 #[cfg(feature = "client")]
 pub(crate) use topic_admin::topic_admin_by_inherent_methods;
@@ -144,6 +146,8 @@ struct BrokerInner {
     read_only: bool,
     /// What `metrics()` adds beyond the topics, groups and logs (the servers).
     stats: crate::metrics::BrokerStats,
+    /// The store-and-forward forwarders running on these topics, for `metrics()`.
+    forwarders: metrics::Forwarders,
 }
 
 /// The offsets journal of a read-only broker: every commit is refused.
@@ -914,6 +918,7 @@ impl Broker {
                 movers: Mutex::new(Vec::new()),
                 read_only,
                 stats: Default::default(),
+                forwarders: Default::default(),
             }),
         };
         if read_only {
@@ -1372,7 +1377,14 @@ impl Broker {
     /// ```
     pub fn metrics(&self) -> crate::metrics::Metrics {
         let logs = self.inner.logs.lock().clone();
-        metrics::collect(self, &self.inner.stats, logs)
+        metrics::collect(self, &self.inner.stats, &self.inner.forwarders, logs)
+    }
+
+    /// Shows a running forwarder in [`metrics`](Self::metrics) while `probe` lives and
+    /// answers (the broker holds it weakly).
+    #[cfg(feature = "client")]
+    pub(crate) fn register_forwarder(&self, probe: std::sync::Weak<dyn ForwarderProbe>) {
+        self.inner.forwarders.register(probe);
     }
 
     /// Where the servers of this broker register their counters.

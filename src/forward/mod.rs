@@ -37,6 +37,11 @@
 //! [`ForwardStatus::records_lost`], logged, and skipped. [`Forwarder::release`] removes
 //! the hold of a forwarder retired for good.
 //!
+//! **Metrics.** While it runs, a forwarder's status is part of its broker's
+//! [`Broker::metrics`] ([`Metrics::forwarders`](crate::metrics::Metrics::forwarders)),
+//! and so of the Prometheus text `tidelog serve --metrics-listen` serves
+//! (`tidelog_forward_*`); it leaves them when it is stopped or dropped.
+//!
 //! ```no_run
 //! use tidelog::{Broker, ClientConfig, forward::Forwarder};
 //!
@@ -66,9 +71,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
 
+pub use crate::metrics::{ForwardStatus, PartitionStatus};
 pub use position::{OFFSET_HEADER, SOURCE_HEADER};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, ForwarderProbe};
 use crate::config::TopicConfig;
 use crate::consumer::{Consumer, ConsumerConfig, IsolationLevel, OffsetReset};
 use crate::error::{Error, Result};
@@ -222,6 +228,10 @@ impl ForwarderBuilder {
         // Retention waits for the forwarder from now on, reachable remote or not.
         worker.hold_committed()?;
         let shared = Arc::clone(&worker.shared);
+        // The broker's metrics show it while it runs (held weakly: it leaves when the
+        // `Forwarder` is stopped or dropped, the thread having ended).
+        let probe: Arc<dyn ForwarderProbe> = shared.clone();
+        broker.register_forwarder(Arc::downgrade(&probe));
         let thread = std::thread::Builder::new()
             .name("tidelog-forward".into())
             .spawn(move || worker.run())
@@ -322,202 +332,32 @@ impl Shared {
     }
 }
 
-/// A per-partition gauge of the Prometheus text: name, help, value.
-type Gauge = (&'static str, &'static str, fn(&PartitionStatus) -> i64);
-
-/// Where a forwarder stands.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct ForwardStatus {
-    /// The forwarder's name.
-    pub name: String,
-    /// Every local partition forwarded, by topic and partition (filled once a session
-    /// has started).
-    pub partitions: Vec<PartitionStatus>,
-    /// Records forwarded (acknowledged by the remote side) since start.
-    pub records_forwarded: u64,
-    /// Their bytes (keys, values and headers as read locally).
-    pub bytes_forwarded: u64,
-    /// Records found already forwarded when a session resumed, and not sent again.
-    pub records_skipped: u64,
-    /// Records deleted by local retention before they were forwarded (only with
-    /// `allow_retention_loss`).
-    pub records_lost: u64,
-    /// Sessions started (the first, and one after each failure).
-    pub sessions: u64,
-    /// The last error, None since the last session that reached the remote cluster
-    /// (kept in the data directory while it stands, for [`Forwarder::positions`]).
-    pub last_error: Option<String>,
-    /// When the last error happened.
-    pub last_error_at: Option<SystemTime>,
-}
-
-impl ForwardStatus {
-    /// Records of every partition not forwarded yet.
-    pub fn records_behind(&self) -> u64 {
-        self.partitions.iter().map(|p| p.records_behind()).sum()
-    }
-
-    /// Bytes of every partition not forwarded yet.
-    pub fn bytes_behind(&self) -> u64 {
-        self.partitions.iter().map(|p| p.bytes_behind).sum()
-    }
-
-    /// The status in the Prometheus text format (what `tidelog forward
-    /// --metrics-listen` serves beside the broker's metrics): per partition
-    /// `tidelog_forward_records_behind`, `tidelog_forward_bytes_behind` and
-    /// `tidelog_forward_position`; the counters `tidelog_forward_records_total`,
-    /// `tidelog_forward_bytes_total`, `tidelog_forward_records_skipped_total`,
-    /// `tidelog_forward_records_lost_total`, `tidelog_forward_sessions_total`; and
-    /// `tidelog_forward_error` (1 while the last session failed, its message in
-    /// `tidelog_forward_last_error_info`).
-    pub fn prometheus_text(&self) -> String {
-        use std::fmt::Write as _;
-        let esc = |s: &str| {
-            s.replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n")
-        };
-        let name = esc(&self.name);
-        let mut out = String::new();
-        let gauges: [Gauge; 3] = [
-            (
-                "records_behind",
-                "Records of the local partition not forwarded yet.",
-                |p| p.records_behind() as i64,
-            ),
-            (
-                "bytes_behind",
-                "Bytes of the local partition not forwarded yet.",
-                |p| p.bytes_behind as i64,
-            ),
-            (
-                "position",
-                "The first local offset not acknowledged by the remote cluster.",
-                |p| p.position,
-            ),
-        ];
-        for (metric, help, value) in gauges {
-            let _ = writeln!(out, "# HELP tidelog_forward_{metric} {help}");
-            let _ = writeln!(out, "# TYPE tidelog_forward_{metric} gauge");
-            for p in &self.partitions {
-                let _ = writeln!(
-                    out,
-                    "tidelog_forward_{metric}{{forwarder=\"{name}\",topic=\"{}\",partition=\"{}\",remote_topic=\"{}\"}} {}",
-                    esc(&p.topic),
-                    p.partition,
-                    esc(&p.remote_topic),
-                    value(p)
-                );
-            }
-        }
-        let counters = [
-            (
-                "records",
-                "Records forwarded and acknowledged.",
-                self.records_forwarded,
-            ),
-            (
-                "bytes",
-                "Bytes of the records forwarded.",
-                self.bytes_forwarded,
-            ),
-            (
-                "records_skipped",
-                "Records found forwarded already when a session resumed.",
-                self.records_skipped,
-            ),
-            (
-                "records_lost",
-                "Records deleted by local retention before they were forwarded.",
-                self.records_lost,
-            ),
-            (
-                "sessions",
-                "Sessions started (one after each failure).",
-                self.sessions,
-            ),
-        ];
-        for (metric, help, value) in counters {
-            let _ = writeln!(out, "# HELP tidelog_forward_{metric}_total {help}");
-            let _ = writeln!(out, "# TYPE tidelog_forward_{metric}_total counter");
-            let _ = writeln!(
-                out,
-                "tidelog_forward_{metric}_total{{forwarder=\"{name}\"}} {value}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP tidelog_forward_error 1 while the forwarder's last attempt failed."
-        );
-        let _ = writeln!(out, "# TYPE tidelog_forward_error gauge");
-        let _ = writeln!(
-            out,
-            "tidelog_forward_error{{forwarder=\"{name}\"}} {}",
-            u8::from(self.last_error.is_some())
-        );
-        if let Some(e) = &self.last_error {
-            let _ = writeln!(
-                out,
-                "# HELP tidelog_forward_last_error_info The forwarder's last error."
-            );
-            let _ = writeln!(out, "# TYPE tidelog_forward_last_error_info gauge");
-            let _ = writeln!(
-                out,
-                "tidelog_forward_last_error_info{{forwarder=\"{name}\",error=\"{}\"}} 1",
-                esc(e)
-            );
-        }
-        out
-    }
-
-    /// True once every partition is forwarded up to its end.
-    pub fn caught_up(&self) -> bool {
-        !self.partitions.is_empty() && self.records_behind() == 0
+impl ForwarderProbe for Shared {
+    fn forwarder_status(&self) -> Option<ForwardStatus> {
+        (!self.stopping()).then(|| self.status.lock().clone())
     }
 }
 
-/// One local partition's forwarding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionStatus {
-    /// The local topic.
-    pub topic: String,
-    /// The partition.
-    pub partition: i32,
-    /// The remote topic (empty in [`Forwarder::positions`], which reads only the local
-    /// directory).
-    pub remote_topic: String,
-    /// The first local offset not acknowledged by the remote side yet.
-    pub position: i64,
-    /// The local end (last stable offset) when last looked at.
-    pub end: i64,
-    /// Bytes of the local log from the position's batch to the end.
-    pub bytes_behind: u64,
-}
-
-impl PartitionStatus {
-    /// Partition `p` of local `topic` forwarded up to `position`, against its end now.
-    fn at(topic: &str, p: &Partition, remote_topic: &str, position: i64) -> Result<Self> {
-        let end = p.last_stable_offset()?;
-        Ok(PartitionStatus {
-            topic: topic.to_string(),
-            partition: p.index(),
-            remote_topic: remote_topic.to_string(),
-            position,
-            end,
-            bytes_behind: if position < end {
-                p.log().bytes_from(position)
-            } else {
-                0
-            },
-        })
-    }
-
-    /// Records (offsets) not forwarded yet.
-    pub fn records_behind(&self) -> u64 {
-        (self.end - self.position).max(0) as u64
-    }
+/// Partition `p` of local `topic` forwarded up to `position`, against its end now.
+fn partition_at(
+    topic: &str,
+    p: &Partition,
+    remote_topic: &str,
+    position: i64,
+) -> Result<PartitionStatus> {
+    let end = p.last_stable_offset()?;
+    Ok(PartitionStatus {
+        topic: topic.to_string(),
+        partition: p.index(),
+        remote_topic: remote_topic.to_string(),
+        position,
+        end,
+        bytes_behind: if position < end {
+            p.log().bytes_from(position)
+        } else {
+            0
+        },
+    })
 }
 
 impl Forwarder {
@@ -586,7 +426,7 @@ impl Forwarder {
                 let Some(position) = known_position(&consumer, &group, &topic, p)? else {
                     continue;
                 };
-                partitions.push(PartitionStatus::at(&topic, p, "", position)?);
+                partitions.push(partition_at(&topic, p, "", position)?);
             }
         }
         let error = read_last_error(&error_path(broker.dir(), name))?;
@@ -746,6 +586,7 @@ impl Worker {
 
     fn failed(&self, e: &Error) {
         emit_error(&self.config.name, e);
+        self.shared.status.lock().errors += 1;
         self.note_error(e.to_string());
         self.shared.pause(self.config.retry_backoff);
     }
@@ -1181,7 +1022,7 @@ fn known_position(
 fn partition_status(sources: &[Source]) -> Result<Vec<PartitionStatus>> {
     let mut partitions = Vec::with_capacity(sources.len());
     for s in sources {
-        partitions.push(PartitionStatus::at(
+        partitions.push(partition_at(
             &s.topic,
             &s.partition,
             &s.remote_topic,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Forwarder, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
+use super::{Forwarder, ForwarderConfig, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
 use crate::producer::partition_for_key;
 use crate::{
     Broker, ClientConfig, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, Server,
@@ -94,6 +94,47 @@ fn remote_node() -> (tempfile::TempDir, Broker, crate::ServerHandle) {
     (dir, broker, server)
 }
 
+/// A broker in a new temporary directory with `topic` of `partitions` partitions.
+fn local_topic(topic: &str, partitions: i32, config: TopicConfig) -> (tempfile::TempDir, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker.create_topic(topic, partitions, config).unwrap();
+    (dir, broker)
+}
+
+/// Small segments whose records retention may delete after a second.
+fn short_retention() -> TopicConfig {
+    TopicConfig::new()
+        .set("segment.bytes", "1024")
+        .set("retention.ms", "1000")
+}
+
+/// Asserts that `f` forwards everything there is within 60 s.
+fn wait_caught_up(f: &Forwarder) {
+    assert!(
+        f.wait_caught_up(Duration::from_secs(60)),
+        "{:?}",
+        f.status()
+    );
+}
+
+/// An address nothing listens on: a remote side that is away.
+fn away() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// Waits (10 s at most) until `f` says why it waits; that error.
+fn wait_failing(f: &Forwarder) -> String {
+    for _ in 0..500 {
+        if let Some(e) = f.status().last_error {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no error while the remote side is away: {:?}", f.status());
+}
+
 /// Moves the forwarder's committed positions and retention holds back to 0: as if it
 /// was killed after sending but before committing.
 fn forget_commits(local: &Broker, name: &str, topic: &str) {
@@ -148,47 +189,40 @@ fn check_exactly_once(local: &Broker, topic: &str, remote: &[Vec<Forwarded>], na
 
 #[test]
 fn every_record_arrives_once_in_order_when_commits_were_lost() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("events", 3, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("events", 3, TopicConfig::new());
     let (_rdir, remote, server) = remote_node();
     let client = || ClientConfig::new(server.local_addr().to_string());
     produce(&local, "events", 0, 1_500);
     let f = Forwarder::builder(&local, client()).start().unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_forwarded, 1_500);
     assert_eq!(status.records_behind(), 0);
     assert!(status.partitions.iter().all(|p| p.bytes_behind == 0));
-    let text = status.prometheus_text();
-    assert!(
-        text.contains("tidelog_forward_records_total{forwarder=\"default\"} 1500\n"),
-        "{text}"
+    // The broker's metrics show it while it runs, and no more once it stopped.
+    let shown = local.metrics().forwarders;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        (shown[0].name.as_str(), shown[0].records_forwarded),
+        ("default", 1_500)
     );
-    assert!(
-        text.contains(
-            "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"2\",remote_topic=\"events\"} 0\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("tidelog_forward_error{forwarder=\"default\"} 0\n"),
-        "{text}"
-    );
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    for line in [
+        "tidelog_forward_records_total{forwarder=\"default\"} 1500",
+        "tidelog_forward_records_behind{forwarder=\"default\",topic=\"events\",partition=\"2\",remote_topic=\"events\"} 0",
+        "tidelog_forward_error{forwarder=\"default\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
     f.stop().unwrap();
+    assert!(local.metrics().forwarders.is_empty());
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    assert!(!text.contains("tidelog_forward_"), "{text}");
     // Killed after sending, before committing: the remote tail says where it stands.
     forget_commits(&local, "default", "events");
     produce(&local, "events", 1_500, 2_000);
     let f = Forwarder::builder(&local, client()).start().unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(
         status.records_skipped, 0,
@@ -227,9 +261,7 @@ fn every_record_arrives_once_in_order_when_commits_were_lost() {
 
 #[test]
 fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_there() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("a", 2, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("a", 2, TopicConfig::new());
     local
         .create_topic("ignored", 1, TopicConfig::new())
         .unwrap();
@@ -250,20 +282,12 @@ fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_the
             .unwrap()
     };
     let f = start();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     forget_commits(&local, "edge-1", "a");
     produce(&local, "a", 800, 1_000);
     let f = start();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_forwarded, 200);
     assert!(status.records_skipped > 0, "{status:?}");
@@ -280,31 +304,17 @@ fn renamed_to_a_topic_of_another_partition_count_by_key_and_skipping_what_is_the
 
 #[test]
 fn retention_keeps_what_was_not_forwarded_unless_allowed() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    let config = TopicConfig::new()
-        .set("segment.bytes", "1024")
-        .set("retention.ms", "1000");
-    local.create_topic("t", 1, config).unwrap();
+    let (_dir, local) = local_topic("t", 1, short_retention());
     produce(&local, "t", 0, 200);
     let p = local.topic("t").unwrap().partition(0).unwrap();
     assert!(p.segment_count() > 2);
-    // A port nothing listens on: the remote side is away.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let away = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    let away = away();
     let f = Forwarder::builder(&local, ClientConfig::new(away.clone()))
         .start()
         .unwrap();
     p.log().apply_retention(i64::MAX / 2).unwrap();
     assert_eq!(p.log_start_offset(), 0, "nothing was forwarded: all kept");
-    for _ in 0..200 {
-        if f.status().last_error.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(f.status().last_error.is_some(), "says why it waits");
+    wait_failing(&f);
     f.stop().unwrap();
     let f = Forwarder::builder(&local, ClientConfig::new(away))
         .allow_retention_loss(true)
@@ -319,11 +329,7 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
         .allow_retention_loss(true)
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(status.records_lost as i64, p.log_start_offset());
     assert_eq!(status.records_forwarded as i64, 200 - p.log_start_offset());
@@ -334,12 +340,7 @@ fn retention_keeps_what_was_not_forwarded_unless_allowed() {
 
 #[test]
 fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_allowed() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let app = Broker::open(local_dir.path()).unwrap();
-    let config = TopicConfig::new()
-        .set("segment.bytes", "1024")
-        .set("retention.ms", "1000");
-    app.create_topic("t", 1, config).unwrap();
+    let (local_dir, app) = local_topic("t", 1, short_retention());
     produce(&app, "t", 0, 200);
     // The forwarder reads the directory the application holds: it commits nothing.
     let (_rdir, remote, server) = remote_node();
@@ -348,11 +349,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
     let f = Forwarder::builder(&reader, ClientConfig::new(addr.clone()))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     drop(reader);
     // The application writes on with the forwarder gone, and restarts: nothing in its
@@ -373,11 +370,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
     let f = Forwarder::builder(&reader, ClientConfig::new(addr))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     let status = f.status();
     assert_eq!(
         (status.records_forwarded, status.records_lost),
@@ -409,9 +402,7 @@ fn a_read_only_forwarders_hold_outlives_the_applications_restart_unless_loss_is_
 
 #[test]
 fn bad_settings_are_refused_by_name() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("t", 1, TopicConfig::new()).unwrap();
+    let (_dir, local) = local_topic("t", 1, TopicConfig::new());
     let client = || ClientConfig::new("127.0.0.1:1");
     let e = Forwarder::builder(&local, client())
         .name("a/b")
@@ -438,9 +429,7 @@ fn bad_settings_are_refused_by_name() {
 
 #[test]
 fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
-    let local_dir = tempfile::tempdir().unwrap();
-    let local = Broker::open(local_dir.path()).unwrap();
-    local.create_topic("t", 2, TopicConfig::new()).unwrap();
+    let (local_dir, local) = local_topic("t", 2, TopicConfig::new());
     produce(&local, "t", 0, 100);
     let ends: Vec<i64> = (0..2)
         .map(|p| {
@@ -459,19 +448,10 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
     assert_eq!(none.last_error, None);
     assert!(Forwarder::positions(&local, "a/b").is_err(), "a bad name");
     // The remote side is away: the forwarder holds at 0 and records why it waits.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let away = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    let f = Forwarder::builder(&local, ClientConfig::new(away))
+    let f = Forwarder::builder(&local, ClientConfig::new(away()))
         .start()
         .unwrap();
-    for _ in 0..500 {
-        if f.status().last_error.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let error = f.status().last_error.expect("says why it waits");
+    let error = wait_failing(&f);
     f.stop().unwrap();
     // Read back from the directory, by another (read-only) opener too.
     let reader = Broker::open_read_only(local_dir.path()).unwrap();
@@ -493,14 +473,63 @@ fn positions_read_from_the_directory_show_the_position_lag_and_last_error() {
     let f = Forwarder::builder(&local, ClientConfig::new(server.local_addr().to_string()))
         .start()
         .unwrap();
-    assert!(
-        f.wait_caught_up(Duration::from_secs(60)),
-        "{:?}",
-        f.status()
-    );
+    wait_caught_up(&f);
     f.stop().unwrap();
     let done = Forwarder::positions(&reader, "default").unwrap();
     assert_eq!(done.partitions.len(), 2, "{done:?}");
     assert_eq!(done.records_behind(), 0, "{done:?}");
     assert_eq!((done.last_error, done.last_error_at), (None, None));
+}
+
+#[test]
+fn the_brokers_metrics_show_each_running_forwarder_until_it_is_stopped_or_dropped() {
+    let (_dir, local) = local_topic("t", 2, TopicConfig::new());
+    let away = away();
+    let start = |name: &str| {
+        Forwarder::builder(&local, ClientConfig::new(away.clone()))
+            .config(ForwarderConfig {
+                name: name.into(),
+                retry_backoff: Duration::from_millis(20),
+                ..ForwarderConfig::default()
+            })
+            .start()
+            .unwrap()
+    };
+    let (second, first) = (start("second"), start("first"));
+    wait_failing(&first);
+    wait_failing(&second);
+    let shown = local.metrics().forwarders;
+    let names: Vec<&str> = shown.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["first", "second"], "sorted by name");
+    for f in &shown {
+        assert!(f.errors >= 1 && f.sessions >= f.errors, "{f:?}");
+        assert!(f.last_error.is_some(), "{f:?}");
+    }
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    let series = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(series("tidelog_forward_error{"), 2, "{text}");
+    assert_eq!(series("tidelog_forward_last_error_info{"), 2, "{text}");
+    assert_eq!(
+        series("# TYPE tidelog_forward_errors_total counter"),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l == "tidelog_forward_error{forwarder=\"first\"} 1"),
+        "{text}"
+    );
+    // Dropped: it leaves; stopped: it leaves too.
+    drop(second);
+    let names: Vec<String> = local
+        .metrics()
+        .forwarders
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(names, ["first"]);
+    first.stop().unwrap();
+    assert!(local.metrics().forwarders.is_empty());
+    let text = crate::metrics::prometheus_text(&local.metrics());
+    assert!(!text.contains("tidelog_forward_"), "{text}");
 }

@@ -21,11 +21,16 @@
 //! - **Storage**: segment fsyncs and their latency (timed around each fsync, off the
 //!   append path), the prefault thread's work, and the sum of every log's recovery
 //!   report.
+//! - **Forwarders**: each running store-and-forward `Forwarder`
+//!   of the broker's data directory (feature `client`) registers with the broker while
+//!   it runs, and reports the status it keeps anyway (its counters under its own small
+//!   lock, its per-partition positions as of its last refresh, about once a second).
 //!
 //! A snapshot is consistent per counter, not across counters: a record appended while
 //! it is taken may show in one partition's `records_in` before its log end moves.
 
 mod counters;
+mod forward;
 #[cfg(feature = "server")]
 mod prometheus;
 mod replication;
@@ -34,6 +39,7 @@ pub(crate) mod server;
 
 pub use counters::recovery_bytes_validated;
 pub(crate) use counters::{LogStats, PrefaultStats, recovery_validated};
+pub use forward::{ForwardStatus, PartitionStatus};
 #[cfg(feature = "server")]
 pub use prometheus::{CONTENT_TYPE, prometheus_text};
 #[cfg(feature = "server")]
@@ -57,6 +63,9 @@ pub struct Metrics {
     pub server: Option<ServerMetrics>,
     /// The replication throttle of a cluster node (KIP-73); None on a single node.
     pub replication: Option<ReplicationMetrics>,
+    /// The store-and-forward forwarders running on this broker's topics, sorted by name
+    /// (one leaves when it is stopped or dropped).
+    pub forwarders: Vec<ForwardStatus>,
 }
 
 /// A cluster node's replication throttle, as Kafka's replication quota metrics.

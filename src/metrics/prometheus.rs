@@ -8,8 +8,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::{
-    GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
-    ReplicationThrottleMetrics, ServerMetrics,
+    ForwardStatus, GroupMetrics, GroupOffsetMetrics, HistogramSnapshot, Metrics, PartitionMetrics,
+    PartitionStatus, ReplicationThrottleMetrics, ServerMetrics,
 };
 
 /// The `Content-Type` of [`prometheus_text`]'s output.
@@ -21,7 +21,11 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 /// generation, members, and per partition committed offset and lag; the server's
 /// connections, request latency per API (label `api`), errors per code (labels `code`,
 /// `error`) and sendfile bytes; storage fsync latency, prefault work, log directories
-/// (offline ones, label `dir`; offline partitions, future logs) and recovery totals.
+/// (offline ones, label `dir`; offline partitions, future logs) and recovery totals;
+/// per running forwarder (label `forwarder`) records, bytes, skipped and lost records,
+/// sessions and errors, whether it is failing and its last error, and per partition it
+/// forwards (labels `forwarder`, `topic`, `partition`, `remote_topic`) its position and
+/// the records and bytes behind.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -232,6 +236,85 @@ const FAMILIES: &[Family] = &[
         MetricType::Counter,
         |m| per_replication_quota(m, |t| Value::CounterF(t.throttle_time_seconds)),
     ),
+    // Store-and-forward, per running forwarder (label `forwarder`; per partition also
+    // `topic`, `partition`, `remote_topic`).
+    (
+        "forward_records_behind",
+        "Records of the local partition not forwarded yet",
+        MetricType::Gauge,
+        |m| per_forward_partition(m, |p| gauge(p.records_behind())),
+    ),
+    (
+        "forward_bytes_behind",
+        "Bytes of the local partition not forwarded yet",
+        MetricType::Gauge,
+        |m| per_forward_partition(m, |p| gauge(p.bytes_behind)),
+    ),
+    (
+        "forward_position",
+        "The first local offset not acknowledged by the remote cluster",
+        MetricType::Gauge,
+        |m| per_forward_partition(m, |p| gauge(p.position)),
+    ),
+    (
+        "forward_records",
+        "Records forwarded and acknowledged by the remote cluster",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.records_forwarded)),
+    ),
+    (
+        "forward_bytes",
+        "Bytes of the records forwarded (keys, values and headers)",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.bytes_forwarded)),
+    ),
+    (
+        "forward_records_skipped",
+        "Records found forwarded already when a session resumed",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.records_skipped)),
+    ),
+    (
+        "forward_records_lost",
+        "Records deleted by local retention before they were forwarded",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.records_lost)),
+    ),
+    (
+        "forward_sessions",
+        "Forwarding sessions started (the first, and one after each failure)",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.sessions)),
+    ),
+    (
+        "forward_errors",
+        "Forwarding sessions that failed (each retried after a backoff)",
+        MetricType::Counter,
+        |m| per_forwarder(m, |f| Value::Counter(f.errors)),
+    ),
+    (
+        "forward_error",
+        "1 while the forwarder's last session failed, else 0",
+        MetricType::Gauge,
+        |m| per_forwarder(m, |f| gauge(u8::from(f.last_error.is_some()))),
+    ),
+    (
+        "forward_last_error_info",
+        "The forwarder's last error (label error), while its last session failed",
+        MetricType::Gauge,
+        |m| {
+            let failing = m
+                .forwarders
+                .iter()
+                .filter_map(|f| Some((f, f.last_error.as_ref()?)));
+            failing
+                .map(|(f, e)| {
+                    let labels = vec![("forwarder", f.name.clone()), ("error", e.clone())];
+                    (labels, Value::Gauge(1))
+                })
+                .collect()
+        },
+    ),
     // Storage.
     (
         "storage_fsync_duration_seconds",
@@ -397,6 +480,29 @@ fn per_group_offset(m: &Metrics, value: fn(&GroupOffsetMetrics) -> Option<Value>
         .collect()
 }
 
+/// One series per running forwarder, labelled `forwarder`.
+fn per_forwarder(m: &Metrics, value: fn(&ForwardStatus) -> Value) -> Series {
+    let labels = |f: &ForwardStatus| -> Labels { vec![("forwarder", f.name.clone())] };
+    m.forwarders.iter().map(|f| (labels(f), value(f))).collect()
+}
+
+/// One series per partition of each running forwarder, labelled `forwarder`, `topic`,
+/// `partition` and `remote_topic`.
+fn per_forward_partition(m: &Metrics, value: fn(&PartitionStatus) -> Value) -> Series {
+    let labels = |f: &ForwardStatus, p: &PartitionStatus| -> Labels {
+        vec![
+            ("forwarder", f.name.clone()),
+            ("topic", p.topic.clone()),
+            ("partition", p.partition.to_string()),
+            ("remote_topic", p.remote_topic.clone()),
+        ]
+    };
+    m.forwarders
+        .iter()
+        .flat_map(|f| f.partitions.iter().map(move |p| (labels(f, p), value(p))))
+        .collect()
+}
+
 /// One series per side of a cluster node's replication throttle, none on a single node.
 fn per_replication_quota(m: &Metrics, value: fn(&ReplicationThrottleMetrics) -> Value) -> Series {
     let sides = m.replication.iter().flat_map(|r| {
@@ -536,10 +642,27 @@ mod tests {
                     throttle_time_seconds: 2.5,
                 },
             }),
+            forwarders: vec![ForwardStatus {
+                name: "edge".into(),
+                partitions: vec![PartitionStatus {
+                    topic: "t".into(),
+                    partition: 1,
+                    remote_topic: "site.t".into(),
+                    position: 40,
+                    end: 45,
+                    bytes_behind: 500,
+                }],
+                records_forwarded: 40,
+                sessions: 2,
+                errors: 1,
+                last_error: Some("no \"broker\"".into()),
+                ..ForwardStatus::default()
+            }],
         };
         let text = prometheus_text(&m);
         let single = prometheus_text(&Metrics::default());
         assert!(!single.contains("replication_throttle"), "{single}");
+        assert!(!single.contains("forward"), "{single}");
         for line in [
             "# TYPE tidelog_partition_records_in_total counter",
             "tidelog_partition_records_in_total{topic=\"a\\\"b\",partition=\"2\"} 7",
@@ -559,6 +682,16 @@ mod tests {
             "tidelog_replication_throttled_bytes_total{quota=\"FollowerReplication\"} 4000",
             "tidelog_replication_throttled_byte_rate{quota=\"FollowerReplication\"} 364",
             "tidelog_replication_throttle_time_seconds_total{quota=\"FollowerReplication\"} 2.5",
+            "tidelog_forward_records_behind{forwarder=\"edge\",topic=\"t\",partition=\"1\",remote_topic=\"site.t\"} 5",
+            "tidelog_forward_bytes_behind{forwarder=\"edge\",topic=\"t\",partition=\"1\",remote_topic=\"site.t\"} 500",
+            "tidelog_forward_position{forwarder=\"edge\",topic=\"t\",partition=\"1\",remote_topic=\"site.t\"} 40",
+            "# TYPE tidelog_forward_records_total counter",
+            "tidelog_forward_records_total{forwarder=\"edge\"} 40",
+            "tidelog_forward_records_lost_total{forwarder=\"edge\"} 0",
+            "tidelog_forward_sessions_total{forwarder=\"edge\"} 2",
+            "tidelog_forward_errors_total{forwarder=\"edge\"} 1",
+            "tidelog_forward_error{forwarder=\"edge\"} 1",
+            "tidelog_forward_last_error_info{forwarder=\"edge\",error=\"no \\\"broker\\\"\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -183,7 +183,7 @@ impl Cluster {
         let (client_id, request_timeout, retry_backoff) = parsed.admin.timing();
         let (client_id, request_timeout, retry_backoff) =
             (client_id.to_string(), request_timeout, retry_backoff);
-        let admin = parsed.admin.connect_with(security.clone())?;
+        let admin = parsed.admin.negotiating().connect_with(security.clone())?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 bootstrap,

@@ -488,6 +488,127 @@ fn picks_the_highest_version_both_sides_speak() {
     assert!(matches!(err, Error::UnsupportedApi { .. }), "{err}");
 }
 
+/// The `(key, version)` of each request a scripted node answered.
+type Seen = Arc<Mutex<Vec<(ApiKey, i16)>>>;
+
+/// A scripted node that answers CreateTopics, DeleteTopics and CreatePartitions (each
+/// naming the topics its request named, as decoded in the version it came in) within
+/// the versions `topic_apis` gives: `(key, min, max)` for each. Returns its address and
+/// the `(key, version)` of every topic request it answered.
+fn topic_admin_node(topic_apis: [(ApiKey, i16, i16); 3]) -> (String, Seen) {
+    use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+        CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    };
+    let mut versions = vec![(ApiKey::ApiVersions, 0, 3), (ApiKey::Metadata, 0, 12)];
+    versions.extend(topic_apis);
+    let addr_cell: Arc<Mutex<String>> = Arc::default();
+    let seen: Seen = Arc::default();
+    let handler: Arc<Handler> = {
+        let (addr_cell, seen) = (addr_cell.clone(), seen.clone());
+        Arc::new(move |key, version, body| {
+            let mut out = BytesMut::new();
+            match key {
+                ApiKey::Metadata => {
+                    let addr = addr_cell.lock().unwrap().clone();
+                    return Some(metadata(version, &[(1, &addr)], 1, 0));
+                }
+                ApiKey::CreateTopics => {
+                    let request = CreateTopicsRequest::decode(body, version).unwrap();
+                    let topics = request
+                        .topics
+                        .into_iter()
+                        .map(|t| CreatableTopicResult::default().with_name(t.name));
+                    CreateTopicsResponse::default()
+                        .with_topics(topics.collect())
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                ApiKey::DeleteTopics => {
+                    let request = DeleteTopicsRequest::decode(body, version).unwrap();
+                    let names = request.topic_names.into_iter().map(Some);
+                    let names = names.chain(request.topics.into_iter().map(|t| t.name));
+                    let results = names.map(|n| DeletableTopicResult::default().with_name(n));
+                    DeleteTopicsResponse::default()
+                        .with_responses(results.collect())
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                ApiKey::CreatePartitions => {
+                    let request = CreatePartitionsRequest::decode(body, version).unwrap();
+                    let results = request
+                        .topics
+                        .into_iter()
+                        .map(|t| CreatePartitionsTopicResult::default().with_name(t.name));
+                    CreatePartitionsResponse::default()
+                        .with_results(results.collect())
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                _ => return None,
+            }
+            seen.lock().unwrap().push((key, version));
+            Some(out)
+        })
+    };
+    let addr = scripted_node(versions, handler);
+    *addr_cell.lock().unwrap() = addr.clone();
+    (addr, seen)
+}
+
+#[test]
+fn topic_admin_calls_go_in_the_highest_version_both_sides_speak() {
+    use crate::TopicAdmin;
+    // An older broker: each API answered only below what this client speaks.
+    let older = [
+        (ApiKey::CreateTopics, 0, 3),
+        (ApiKey::DeleteTopics, 0, 2),
+        (ApiKey::CreatePartitions, 0, 1),
+    ];
+    // A newer one: each answered above it.
+    let newer = [
+        (ApiKey::CreateTopics, 0, 9),
+        (ApiKey::DeleteTopics, 0, 9),
+        (ApiKey::CreatePartitions, 0, 9),
+    ];
+    for (apis, expected) in [(older, [3, 2, 1]), (newer, [7, 6, 3])] {
+        let (addr, seen) = topic_admin_node(apis);
+        let cluster = Cluster::connect(ClientConfig::new(&addr)).unwrap();
+        TopicAdmin::create_topic(&cluster, "t", 1, TopicConfig::new()).unwrap();
+        TopicAdmin::add_partitions(&cluster, "t", 2).unwrap();
+        TopicAdmin::delete_topic(&cluster, "t").unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                (ApiKey::CreateTopics, expected[0]),
+                (ApiKey::CreatePartitions, expected[2]),
+                (ApiKey::DeleteTopics, expected[1]),
+            ],
+            "{apis:?}"
+        );
+    }
+    // A broker without CreatePartitions: the refusal names the API and the broker.
+    let (addr, _) = topic_admin_node([
+        (ApiKey::CreateTopics, 0, 3),
+        (ApiKey::DeleteTopics, 0, 2),
+        (ApiKey::Produce, 3, 7),
+    ]);
+    let cluster = Cluster::connect(ClientConfig::new(&addr)).unwrap();
+    match TopicAdmin::add_partitions(&cluster, "t", 2) {
+        Err(Error::UnsupportedApi { broker, api, .. }) => {
+            assert_eq!(
+                (broker.as_str(), api.as_str()),
+                (addr.as_str(), "CreatePartitions")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Two scripted nodes: node 1 leads partition t-0 at epoch 1 until it is asked to
 /// produce, then answers `refusal` and metadata names node 2 at epoch 2.
 fn leader_move(refusal: ErrorCode) {

@@ -1,11 +1,16 @@
 //! Shared setup of the tests that drive tidelog's own network client against three
 //! `tidelog serve` child processes: replication factor 3, `min.insync.replicas=2`,
-//! short session and lag timeouts so a killed leader is replaced quickly.
+//! short session and lag timeouts so a killed leader is replaced quickly; and the
+//! numbered records the store-and-forward tests write locally and check remotely.
+#![allow(dead_code)] // each test uses its part
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tidelog::{ClientConfig, Cluster, TopicConfig};
+use tidelog::{
+    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
+    TopicConfig,
+};
 use tidelog_interop::cluster::{Processes, eventually};
 
 /// How long each setup step may take.
@@ -60,4 +65,73 @@ pub fn three_nodes_with_topic(
         all_in_sync.then_some(t.partitions[0].leader?)
     });
     (nodes, bootstrap, cluster, leader)
+}
+
+/// An embedded log in a new temporary directory with `topic` of `partitions`
+/// partitions: the local side of store-and-forward.
+pub fn local_log(topic: &str, partitions: i32) -> (tempfile::TempDir, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Broker::open(dir.path()).unwrap();
+    local
+        .create_topic(topic, partitions, TopicConfig::new())
+        .unwrap();
+    (dir, local)
+}
+
+/// Writes records `from..to` into local `topic`: each one's value is its number, its
+/// partition the number modulo `partitions`.
+pub fn write_numbers(local: &Broker, topic: &str, partitions: i32, (from, to): (u32, u32)) {
+    let producer = Producer::new(local).unwrap();
+    for i in from..to {
+        let value = i.to_string();
+        producer
+            .send(
+                topic,
+                ProducerRecord::new(value.as_bytes()).partition(i as i32 % partitions),
+            )
+            .unwrap();
+    }
+    producer.flush().unwrap();
+}
+
+/// Reads remote `topic` from the start (`WAIT` at most) and asserts that it holds the
+/// numbers `0..records` that [`write_numbers`] wrote: each partition every number of it
+/// once, in local order, and nothing beyond them.
+pub fn check_every_number_once_in_order(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: i32,
+    records: u32,
+) {
+    let mut consumer = Consumer::new(
+        cluster,
+        ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
+    );
+    let all: Vec<(&str, i32)> = (0..partitions).map(|p| (topic, p)).collect();
+    consumer.assign(&all).unwrap();
+    let mut remote: Vec<Vec<u32>> = vec![Vec::new(); partitions as usize];
+    let deadline = Instant::now() + WAIT;
+    while remote.iter().map(Vec::len).sum::<usize>() < records as usize && Instant::now() < deadline
+    {
+        let records = consumer.poll(Duration::from_millis(200)).unwrap();
+        for r in &records {
+            let r = r.unwrap();
+            let v: u32 = std::str::from_utf8(r.value.unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            remote[r.partition as usize].push(v);
+        }
+    }
+    // Nothing more than every record: a last look finds no duplicate after them.
+    let extra = consumer.poll(Duration::from_millis(500)).unwrap();
+    assert_eq!(extra.iter().count(), 0, "no record beyond the local ones");
+    for p in 0..partitions {
+        let want: Vec<u32> = (0..records)
+            .filter(|i| *i as i32 % partitions == p)
+            .collect();
+        let got = &remote[p as usize];
+        assert_eq!(got.len(), want.len(), "partition {p}: every record, once");
+        assert!(*got == want, "partition {p}: in local order, once");
+    }
 }

@@ -15,8 +15,8 @@
 //! forwarder stands, read from the data directory, as `groups describe` prints a group.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tidelog::forward::{ForwardStatus, Forwarder, GROUP_PREFIX};
@@ -85,24 +85,13 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
         data.display(),
         args.name
     );
-    // What the metrics thread renders: the status as the loop below last read it.
-    let shown = Arc::new(Mutex::new(forwarder.status()));
     if let Some(listener) = metrics {
         let addr = listener
             .local_addr()
             .map_err(|e| fail!("cannot read the metrics listener's address: {e}"))?;
-        let (shown, b) = (Arc::clone(&shown), broker.clone());
-        crate::metrics_http::spawn_with(listener, move || {
-            let mut text = tidelog::metrics::prometheus_text(&b.metrics());
-            text.push_str(
-                &shown
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .prometheus_text(),
-            );
-            text
-        })
-        .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
+        // The forwarder is in the broker's metrics while it runs.
+        crate::metrics_http::spawn(listener, broker.clone())
+            .map_err(|e| fail!("cannot start the metrics thread: {e}"))?;
         eprintln!("tidelog forward: metrics on http://{addr}/metrics");
     }
     let progress = Progress::with(label(bootstrap, 0), Unit::Records, None);
@@ -127,7 +116,6 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
             }
             _ => {}
         }
-        *shown.lock().unwrap_or_else(|e| e.into_inner()) = status;
     }
     drop(progress);
     let status = forwarder.status();

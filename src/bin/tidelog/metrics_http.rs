@@ -20,16 +20,7 @@ const MAX_HEAD: usize = 8 * 1024;
 
 /// Serves `listener` on a thread of its own for as long as the process runs.
 pub(crate) fn spawn(listener: TcpListener, broker: Broker) -> std::io::Result<()> {
-    spawn_with(listener, move || {
-        tidelog::metrics::prometheus_text(&broker.metrics())
-    })
-}
-
-/// Serves `listener` with the text `render` makes at each scrape.
-pub(crate) fn spawn_with(
-    listener: TcpListener,
-    render: impl Fn() -> String + Send + 'static,
-) -> std::io::Result<()> {
+    let render = move || tidelog::metrics::prometheus_text(&broker.metrics());
     std::thread::Builder::new()
         .name("tidelog-metrics".into())
         .spawn(move || {
