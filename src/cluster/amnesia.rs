@@ -13,6 +13,12 @@
 //!   cluster which already has an id does not vote (pre-vote or vote) until the quorum
 //!   has recorded its directory id: it may be a voter whose disk was lost, and by then
 //!   it holds every entry committed before its record;
+//! - a voter on a directory formatted to join (`tidelog format
+//!   --no-initial-controllers`, [`super::storage::JOINING_FILE`]) does not vote,
+//!   and does not campaign, until the quorum has recorded its directory id, whatever it
+//!   knows of the cluster: it was formatted to be added to a quorum that runs, which may
+//!   count it as a voter that acknowledged entries this directory never held (a voter
+//!   whose disk was lost and that was formatted anew), and it is no founder;
 //! - unless it is a founder: one that took part in the quorum (handled a Raft message)
 //!   while it knew of no cluster id took part in the new cluster before it had one, so
 //!   it is no wiped voter (a peer's hello names the cluster once it has an id, and comes
@@ -159,14 +165,21 @@ pub(crate) struct Origin {
     pub cluster_known: bool,
     /// The quorum's applied metadata records its directory id as this directory's.
     pub recorded: bool,
+    /// The directory was formatted to join and its id was not recorded since
+    /// ([`super::storage::JOINING_FILE`]).
+    pub joining: bool,
 }
 
-/// Whether a voter may vote: always, unless its data directory was drawn at this start,
-/// it knows the cluster already has an id, the quorum has not yet recorded its
-/// directory id, and it is no founder of the cluster. A new cluster's voters all start
-/// fresh and know no id, so they elect the first leader, and take part in the quorum
-/// before it has an id, so they keep voting after.
+/// Whether a voter may vote: a directory formatted to join only once the quorum
+/// recorded its directory id; any other always, unless its data directory was drawn at
+/// this start, it knows the cluster already has an id, the quorum has not yet recorded
+/// its directory id, and it is no founder of the cluster. A new cluster's voters all
+/// start fresh and know no id, so they elect the first leader, and take part in the
+/// quorum before it has an id, so they keep voting after.
 pub(crate) fn may_vote(o: Origin) -> bool {
+    if o.joining {
+        return o.recorded;
+    }
     !o.fresh || o.founder || !o.cluster_known || o.recorded
 }
 
@@ -322,6 +335,7 @@ mod tests {
         founder: false,
         cluster_known: true,
         recorded: false,
+        joining: false,
     };
 
     #[test]
@@ -367,6 +381,27 @@ mod tests {
             recorded: true,
             ..HELD_BACK
         }));
+    }
+
+    #[test]
+    fn a_directory_formatted_to_join_votes_only_once_recorded() {
+        // Formatted (not fresh), whatever it knows of the cluster, founder or not.
+        for cluster_known in [false, true] {
+            for founder in [false, true] {
+                let joining = Origin {
+                    fresh: false,
+                    founder,
+                    cluster_known,
+                    recorded: false,
+                    joining: true,
+                };
+                assert!(!may_vote(joining), "{joining:?}");
+                assert!(may_vote(Origin {
+                    recorded: true,
+                    ..joining
+                }));
+            }
+        }
     }
 
     /// Three raft-rs nodes in memory, stepped by hand: the assumption the lost-log rule
