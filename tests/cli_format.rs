@@ -3,7 +3,8 @@
 //! line (`--ignore-formatted` leaves it as it is), and formatted nodes serve: a
 //! standalone node with the cluster id it was given, a node formatted to join as an
 //! observer until `tidelog quorum add-voter` makes it a voter by the directory id it was
-//! formatted with.
+//! formatted with, and three initial controllers under the directory ids they were
+//! given.
 #![cfg(all(feature = "cli", feature = "server"))]
 
 mod cli_support;
@@ -11,7 +12,7 @@ mod cli_support;
 use std::path::Path;
 
 use cli_support::{
-    Run, err, loopback_quorum, ok, run_until, serve, stop_all, tidelog, tidelog_raw,
+    Run, err, loopback_quorum, ok, run_until, serve, serve_nodes, stop_all, tidelog, tidelog_raw,
 };
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
@@ -242,4 +243,39 @@ fn a_standalone_node_serves_and_a_node_formatted_to_join_is_added_as_a_voter() {
         "the joiner's directory id is recorded"
     );
     stop_all(nodes);
+}
+
+#[test]
+fn nodes_formatted_with_the_initial_controllers_elect_a_controller_of_the_given_cluster() {
+    let root = tempfile::tempdir().unwrap();
+    let quorum = loopback_quorum(3);
+    let dirs = [DIR_1, DIR_2, "OEj3iGqXSdCCbdwWhU7lfQ"];
+    let controllers: Vec<String> = quorum
+        .split(',')
+        .zip(dirs)
+        .map(|(voter, dir)| format!("{voter}:{dir}"))
+        .collect();
+    let controllers = controllers.join(",");
+    for (id, dir) in ["1", "2", "3"].iter().zip(dirs) {
+        let data = root.path().join(format!("node-{id}"));
+        ok(format(
+            &data,
+            &["--cluster-id", CLUSTER, "--node-id", id, "-I", &controllers],
+        ));
+        assert_eq!(directory_id(&data), dir);
+    }
+    let (served, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3"]);
+    let describe = ["quorum", "describe", "--bootstrap", &bootstrap];
+    let out = run_until(&describe, |r: &Run| {
+        r.code == 0 && dirs.iter().all(|d| r.stdout.contains(d))
+    })
+    .stdout;
+    assert!(out.contains("CurrentVoters:     [1,2,3]"), "{out}");
+    let out = run_until(
+        &["cluster", "describe", "--bootstrap", &bootstrap],
+        |r: &Run| r.code == 0 && r.stdout.contains("ClusterId: "),
+    )
+    .stdout;
+    assert!(out.contains(&format!("ClusterId: {CLUSTER}")), "{out}");
+    stop_all(served);
 }
