@@ -53,7 +53,8 @@ use super::inbox::node_of;
 pub(crate) enum Verdict {
     /// Step it.
     Step,
-    /// Drop a vote request unanswered: this node may not vote yet.
+    /// Drop a vote request (or a leader's hand-over, on which raft-rs campaigns)
+    /// unanswered: this node may not vote yet.
     RefuseVote,
     /// This node acknowledged entries up to `acknowledged` to the leader `leader` (a
     /// node id), but its log ends at `last`: its metadata log was lost.
@@ -124,7 +125,13 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
                 last: standing.last_index,
             }
         }
-        MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
+        // A leader's hand-over (`MsgTimeoutNow`) makes raft-rs campaign at once, voting
+        // for itself.
+        MessageType::MsgRequestVote
+        | MessageType::MsgRequestPreVote
+        | MessageType::MsgTimeoutNow
+            if standing.votes_refused =>
+        {
             Verdict::RefuseVote
         }
         MessageType::MsgAppendResponse
@@ -381,6 +388,18 @@ mod tests {
             recorded: true,
             ..HELD_BACK
         }));
+    }
+
+    /// A leader hands its leadership over with `MsgTimeoutNow`, on which raft-rs
+    /// campaigns at once, voting for itself: a node that may not vote drops it.
+    #[test]
+    fn a_node_that_may_not_vote_is_not_handed_the_leadership() {
+        let timeout_now = message(MessageType::MsgTimeoutNow, 3, 0);
+        assert_eq!(
+            judge(&timeout_now, standing(3, 10, true)),
+            Verdict::RefuseVote
+        );
+        assert_eq!(judge(&timeout_now, standing(3, 10, false)), Verdict::Step);
     }
 
     #[test]
