@@ -72,6 +72,8 @@ pub mod transaction;
 
 pub use broker::{Broker, BrokerBuilder, OFFSETS_TOPIC, TopicAdmin};
 #[cfg(feature = "server")]
+pub use cluster::format::{FormattedNode, NodeFormat, format_node};
+#[cfg(feature = "server")]
 pub use cluster::image::stored::ClusterNodeMetadata;
 pub use config::{BrokerConfig, TopicConfig, validate_topic_name};
 pub use consumer::{

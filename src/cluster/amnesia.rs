@@ -13,6 +13,12 @@
 //!   cluster which already has an id does not vote (pre-vote or vote) until the quorum
 //!   has recorded its directory id: it may be a voter whose disk was lost, and by then
 //!   it holds every entry committed before its record;
+//! - a voter on a directory formatted to join (`tidelog format
+//!   --no-initial-controllers`, [`super::storage::JOINING_FILE`]) does not vote,
+//!   and does not campaign, until the quorum has recorded its directory id, whatever it
+//!   knows of the cluster: it was formatted to be added to a quorum that runs, which may
+//!   count it as a voter that acknowledged entries this directory never held (a voter
+//!   whose disk was lost and that was formatted anew), and it is no founder;
 //! - unless it is a founder: one that took part in the quorum (handled a Raft message)
 //!   while it knew of no cluster id took part in the new cluster before it had one, so
 //!   it is no wiped voter (a peer's hello names the cluster once it has an id, and comes
@@ -47,7 +53,8 @@ use super::inbox::node_of;
 pub(crate) enum Verdict {
     /// Step it.
     Step,
-    /// Drop a vote request unanswered: this node may not vote yet.
+    /// Drop a vote request (or a leader's hand-over, on which raft-rs campaigns)
+    /// unanswered: this node may not vote yet.
     RefuseVote,
     /// This node acknowledged entries up to `acknowledged` to the leader `leader` (a
     /// node id), but its log ends at `last`: its metadata log was lost.
@@ -118,7 +125,13 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
                 last: standing.last_index,
             }
         }
-        MessageType::MsgRequestVote | MessageType::MsgRequestPreVote if standing.votes_refused => {
+        // A leader's hand-over (`MsgTimeoutNow`) makes raft-rs campaign at once, voting
+        // for itself.
+        MessageType::MsgRequestVote
+        | MessageType::MsgRequestPreVote
+        | MessageType::MsgTimeoutNow
+            if standing.votes_refused =>
+        {
             Verdict::RefuseVote
         }
         MessageType::MsgAppendResponse
@@ -159,14 +172,21 @@ pub(crate) struct Origin {
     pub cluster_known: bool,
     /// The quorum's applied metadata records its directory id as this directory's.
     pub recorded: bool,
+    /// The directory was formatted to join and its id was not recorded since
+    /// ([`super::storage::JOINING_FILE`]).
+    pub joining: bool,
 }
 
-/// Whether a voter may vote: always, unless its data directory was drawn at this start,
-/// it knows the cluster already has an id, the quorum has not yet recorded its
-/// directory id, and it is no founder of the cluster. A new cluster's voters all start
-/// fresh and know no id, so they elect the first leader, and take part in the quorum
-/// before it has an id, so they keep voting after.
+/// Whether a voter may vote: a directory formatted to join only once the quorum
+/// recorded its directory id; any other always, unless its data directory was drawn at
+/// this start, it knows the cluster already has an id, the quorum has not yet recorded
+/// its directory id, and it is no founder of the cluster. A new cluster's voters all
+/// start fresh and know no id, so they elect the first leader, and take part in the
+/// quorum before it has an id, so they keep voting after.
 pub(crate) fn may_vote(o: Origin) -> bool {
+    if o.joining {
+        return o.recorded;
+    }
     !o.fresh || o.founder || !o.cluster_known || o.recorded
 }
 
@@ -322,6 +342,7 @@ mod tests {
         founder: false,
         cluster_known: true,
         recorded: false,
+        joining: false,
     };
 
     #[test]
@@ -367,6 +388,39 @@ mod tests {
             recorded: true,
             ..HELD_BACK
         }));
+    }
+
+    /// A leader hands its leadership over with `MsgTimeoutNow`, on which raft-rs
+    /// campaigns at once, voting for itself: a node that may not vote drops it.
+    #[test]
+    fn a_node_that_may_not_vote_is_not_handed_the_leadership() {
+        let timeout_now = message(MessageType::MsgTimeoutNow, 3, 0);
+        assert_eq!(
+            judge(&timeout_now, standing(3, 10, true)),
+            Verdict::RefuseVote
+        );
+        assert_eq!(judge(&timeout_now, standing(3, 10, false)), Verdict::Step);
+    }
+
+    #[test]
+    fn a_directory_formatted_to_join_votes_only_once_recorded() {
+        // Formatted (not fresh), whatever it knows of the cluster, founder or not.
+        for cluster_known in [false, true] {
+            for founder in [false, true] {
+                let joining = Origin {
+                    fresh: false,
+                    founder,
+                    cluster_known,
+                    recorded: false,
+                    joining: true,
+                };
+                assert!(!may_vote(joining), "{joining:?}");
+                assert!(may_vote(Origin {
+                    recorded: true,
+                    ..joining
+                }));
+            }
+        }
     }
 
     /// Three raft-rs nodes in memory, stepped by hand: the assumption the lost-log rule

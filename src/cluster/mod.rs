@@ -27,7 +27,8 @@
 //! 7. `node`, the Raft loop (config, controller, image, inbox, meta_properties,
 //!    records, shared, storage, transport);
 //! 8. `replication`, the data plane (handle, image, listener, records, shared);
-//! 9. this file, [`ClusterNode`] (all of the above);
+//! 9. this file, [`ClusterNode`] (all of the above), and `format` (inbox,
+//!    meta_properties, storage, voters: a node's data directory before its first start);
 //! 10. `security` (this file's [`ClusterNode`], for the server's credentials and ACLs),
 //!     `partition_admin` (leader elections and reassignments on [`ClusterNode`]).
 
@@ -39,6 +40,7 @@ mod amnesia;
 mod config;
 mod controller;
 pub(crate) mod features;
+pub(crate) mod format;
 pub(crate) mod group_configs;
 mod handle;
 pub(crate) mod image;

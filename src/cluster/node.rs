@@ -34,9 +34,10 @@ use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord};
 use super::shared::Shared;
-use super::storage::RaftStorage;
+use super::storage::{self, RaftStorage};
 use super::transport::Transport;
 use super::voter_change::{QuorumRefusal, VoterChange};
+use crate::broker::CLUSTER_METADATA_DIR;
 use crate::error::Result;
 use crate::storage::codec;
 
@@ -100,6 +101,9 @@ pub(crate) struct RaftLoop {
     /// cluster, which [`amnesia::may_vote`] lets vote before its directory id is
     /// recorded.
     founder: bool,
+    /// The directory was formatted to join and the quorum has not recorded its id yet
+    /// ([`storage::JOINING_FILE`]): it neither votes nor campaigns.
+    joining: bool,
     /// The metadata image of the latest snapshot a peer sent since the last `Ready`
     /// (decoded by the transport): what is installed if raft-rs restores it.
     received_snapshot: Option<Box<MetadataImage>>,
@@ -137,6 +141,7 @@ impl RaftLoop {
     ) -> RaftLoop {
         let incarnation = shared.incarnation;
         let fresh = meta_props.is_none();
+        let joining = storage::is_joining(&data_dir.join(CLUSTER_METADATA_DIR));
         RaftLoop {
             raw,
             config,
@@ -152,6 +157,7 @@ impl RaftLoop {
             directory_id,
             fresh,
             founder: false,
+            joining,
             received_snapshot: None,
             refusal_logged: false,
             refused_logged_at: None,
@@ -206,7 +212,12 @@ impl RaftLoop {
             }
             if Instant::now() >= next_tick {
                 next_tick = Instant::now() + self.config.tick;
-                self.raw.tick();
+                // A directory formatted to join does not campaign (a candidate votes
+                // for itself) before it may vote; raft-rs's follower ticks do nothing
+                // else.
+                if !self.joining || self.raw.raft.state == StateRole::Leader {
+                    self.raw.tick();
+                }
                 self.on_tick();
             }
             if let Err(e) = self.handle_ready() {
@@ -738,6 +749,7 @@ impl RaftLoop {
             founder: self.founder,
             cluster_known: self.cluster_known(),
             recorded,
+            joining: self.joining,
         });
         amnesia::Standing::of(&self.raw.raft, from, votes_refused)
     }
@@ -745,15 +757,21 @@ impl RaftLoop {
     /// Says once why this node does not vote yet.
     fn log_refused_vote(&mut self, m: &Message) {
         self.shared.refused_vote.store(true, Ordering::Release);
-        if !self.refusal_logged {
-            self.refusal_logged = true;
-            tracing::warn!(
-                node = self.me(),
-                candidate = node_of(m.from),
-                directory_id = %self.directory_id,
-                "this voter started on a new data directory of a cluster that already exists: it does not vote until the quorum has recorded its directory id. If its data directory was lost, remove it from the voters and add it back (tidelog quorum remove-voter / add-voter)"
-            );
+        if self.refusal_logged {
+            return;
         }
+        self.refusal_logged = true;
+        let why = if self.joining {
+            "this node's data directory was formatted to join (--no-initial-controllers): it does not vote until the quorum has recorded its directory id. Add it as a voter (tidelog quorum add-voter); if the quorum counts it as a voter already (its data directory was lost), remove it first (tidelog quorum remove-voter)"
+        } else {
+            "this voter started on a new data directory of a cluster that already exists: it does not vote until the quorum has recorded its directory id. If its data directory was lost, remove it from the voters and add it back (tidelog quorum remove-voter / add-voter)"
+        };
+        tracing::warn!(
+            node = self.me(),
+            candidate = node_of(m.from),
+            directory_id = %self.directory_id,
+            "{why}"
+        );
     }
 
     /// Records this node's directory id with the quorum once the cluster has an id and
@@ -776,9 +794,18 @@ impl RaftLoop {
     /// Shares the voters' directory ids of the image with the transport, and fails if
     /// the image knows this node by another directory id than its own: its data
     /// directory was lost, and it must not take part in the quorum as if new.
-    fn check_directory(&self) -> Result<()> {
+    fn check_directory(&mut self) -> Result<()> {
         if *self.shared.directories.read() != self.image.directories {
             *self.shared.directories.write() = self.image.directories.clone();
+        }
+        if self.joining && self.image.directories.get(&self.me()) == Some(&self.directory_id) {
+            storage::clear_joining(&self.data_dir.join(CLUSTER_METADATA_DIR))?;
+            self.joining = false;
+            tracing::info!(
+                node = self.me(),
+                directory_id = %self.directory_id,
+                "the quorum recorded this node's directory id: it votes from now on if it is a voter"
+            );
         }
         match self.image.directories.get(&self.me()) {
             Some(known) if *known != self.directory_id => Err(meta_properties::lost_directory(

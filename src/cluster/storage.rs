@@ -13,6 +13,9 @@
 //!   checkpoint. Taking one rewrites `entries.log` without the entries it covers (temp
 //!   file, fsync, rename), so a restart replays a bounded tail.
 //!
+//! - `joining`: present while a directory formatted to join waits for the quorum to
+//!   record its directory id ([`JOINING_FILE`]).
+//!
 //! Every entry after the snapshot is also held in memory: the metadata log is small, and
 //! raft-rs then never waits for a disk read.
 
@@ -37,6 +40,11 @@ pub(crate) const ENTRIES_FILE: &str = "entries.log";
 pub(crate) const SNAPSHOT_FILE: &str = "snapshot";
 /// The clean-shutdown marker.
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+/// The file whose presence says this data directory was formatted to join a cluster
+/// (`tidelog format --no-initial-controllers`) and the quorum has not yet recorded its
+/// directory id: until then the node neither votes nor campaigns
+/// ([`super::amnesia::may_vote`]). Empty; removed once the record is applied.
+pub(crate) const JOINING_FILE: &str = "joining";
 
 /// Size of an entry record's header: length (u32) and CRC32 (u32).
 const RECORD_HEADER: usize = 8;
@@ -297,6 +305,16 @@ fn read_entries(path: &Path) -> Result<(Vec<Entry>, Vec<Located>, u64)> {
     Ok((entries, positions, pos as u64))
 }
 
+/// Whether a stored Raft state is one formatted without voters and never used: no
+/// voter, no learner, no configuration change, no term, vote or commit.
+fn is_unbootstrapped(hs: &HardState, cs: &ConfState, rc: &Reconfigured) -> bool {
+    cs.voters.is_empty()
+        && cs.learners.is_empty()
+        && !rc.changed
+        && rc.addresses.is_empty()
+        && *hs == HardState::default()
+}
+
 impl RaftStorage {
     /// Opens (or creates, with `voters`) the Raft storage in `dir` for raft node
     /// `node_id`. Errors name both ids if the directory belongs to another node, and the
@@ -308,7 +326,7 @@ impl RaftStorage {
         wanted.sort_unstable();
         let (hard_state, conf_state, reconfigured) = match read_checkpoint(&state_path)? {
             Some(bytes) => {
-                let (stored_node, hs, cs, rc) =
+                let (stored_node, hs, mut cs, rc) =
                     decode_state(&bytes, &state_path.display().to_string())?;
                 if stored_node != node_id {
                     return Err(Error::InvalidConfig {
@@ -320,6 +338,13 @@ impl RaftStorage {
                             node_id.saturating_sub(1)
                         ),
                     });
+                }
+                if stored_node == node_id && is_unbootstrapped(&hs, &cs, &rc) {
+                    // Formatted without voters (`tidelog format
+                    // --no-initial-controllers`): the voters are the quorum's, which
+                    // this node is told at its first start.
+                    cs.voters = wanted.clone();
+                    write_checkpoint(&state_path, &encode_state(node_id, &hs, &cs, &rc))?;
                 }
                 let mut stored = cs.voters.clone();
                 stored.sort_unstable();
@@ -721,12 +746,36 @@ pub(crate) fn write_clean_shutdown(dir: &Path, epoch: i64) -> Result<()> {
 
 /// Removes the clean-shutdown marker (at start: a crash from now on is unclean).
 pub(crate) fn remove_clean_shutdown(dir: &Path) -> Result<()> {
-    let path = dir.join(CLEAN_SHUTDOWN_FILE);
+    remove_synced(dir, CLEAN_SHUTDOWN_FILE)
+}
+
+/// Removes `dir/name` if it is there, and fsyncs `dir`.
+fn remove_synced(dir: &Path, name: &str) -> Result<()> {
+    let path = dir.join(name);
     match std::fs::remove_file(&path) {
         Ok(()) => crate::storage::sync_dir(dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove", path, e)),
     }
+}
+
+/// Whether `dir` (the metadata log's directory) holds [`JOINING_FILE`].
+pub(crate) fn is_joining(dir: &Path) -> bool {
+    dir.join(JOINING_FILE).exists()
+}
+
+/// Writes [`JOINING_FILE`] into `dir` (and fsyncs the directory).
+pub(crate) fn mark_joining(dir: &Path) -> Result<()> {
+    let path = dir.join(JOINING_FILE);
+    std::fs::File::create(&path)
+        .and_then(|f| f.sync_all())
+        .ctx("create", &path)?;
+    crate::storage::sync_dir(dir)
+}
+
+/// Removes [`JOINING_FILE`] from `dir`: the quorum recorded this directory's id.
+pub(crate) fn clear_joining(dir: &Path) -> Result<()> {
+    remove_synced(dir, JOINING_FILE)
 }
 
 /// The index of the snapshot stored in `dir` (0 if none), for tests.

@@ -90,6 +90,11 @@ pub(crate) enum Command {
     /// (transaction.version), as kafka-features; needs --bootstrap.
     #[cfg(feature = "server")]
     Features(crate::features::FeaturesArgs),
+    /// Format a cluster node's data directory before its first start (as kafka-storage
+    /// format): its cluster id, node id, directory id and the voters the quorum starts
+    /// with.
+    #[cfg(feature = "server")]
+    Format(crate::storage_format::FormatArgs),
 }
 
 /// `tidelog cluster --bootstrap ADDRS ...`.

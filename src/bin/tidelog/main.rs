@@ -55,6 +55,8 @@ mod reassign_throttle;
 mod security;
 #[cfg(feature = "server")]
 mod serve;
+#[cfg(feature = "server")]
+mod storage_format;
 mod topics;
 
 use clap::Parser;
@@ -137,6 +139,8 @@ fn main() -> ExitCode {
         Command::Configs(args) => configs::run(given, &args),
         #[cfg(feature = "server")]
         Command::Features(args) => features::run(given, &args),
+        #[cfg(feature = "server")]
+        Command::Format(args) => storage_format::run(data, &args),
     };
     match result {
         Ok(()) | Err(Fail::BrokenPipe) => ExitCode::SUCCESS,

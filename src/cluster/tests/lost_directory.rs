@@ -64,6 +64,32 @@ fn has_acl(image: &MetadataImage, name: &str) -> bool {
 /// an entry it acknowledged (node 3 never records its directory id here).
 #[test]
 fn a_voter_wiped_before_its_directory_id_was_recorded_does_not_vote() {
+    wiped_voter_elects_no_one_lacking_what_it_acknowledged(|_, _| {});
+}
+
+/// The same voter's new directory formatted to join (`tidelog format
+/// --no-initial-controllers`) before it is restarted: a formatted directory is no fresh
+/// one, yet it must not vote either until the quorum recorded its directory id (node 3
+/// never records it here).
+#[test]
+fn a_voter_formatted_to_join_does_not_help_elect_a_controller_lacking_what_it_acknowledged() {
+    wiped_voter_elects_no_one_lacking_what_it_acknowledged(|dir, cluster_id| {
+        let f = format::format_node(
+            dir,
+            cluster_id,
+            3,
+            &format::NodeFormat::NoInitialControllers,
+            false,
+        )
+        .unwrap();
+        assert!(!f.already_formatted);
+    });
+}
+
+/// Node 3 commits an entry with a "keeper" while the node "behind" is down, is wiped,
+/// `reformat` is run on its empty directory, and it comes back with "behind" only:
+/// no controller is elected (node 3 refuses its vote) until the keeper is back.
+fn wiped_voter_elects_no_one_lacking_what_it_acknowledged(reformat: impl Fn(&Path, &str)) {
     let mut c = TestCluster::with_unrecorded_directory(3, 2);
     c.wait_settled();
     assert_eq!(c.node(0).image().directories.get(&3), None);
@@ -77,8 +103,10 @@ fn a_voter_wiped_before_its_directory_id_was_recorded_does_not_vote() {
         .propose(acl("acked-by-node-3"), CALL)
         .unwrap();
     c.halt(keeper);
+    let cluster_id = c.node(2).image().cluster_id.clone().unwrap();
     c.halt(2);
     wipe(c.dir(2));
+    reformat(c.dir(2), &cluster_id);
     c.restart(behind);
     c.restart(2);
     // "behind" lacks the entry; node 3's log is empty and would grant it its vote.
