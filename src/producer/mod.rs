@@ -428,7 +428,7 @@ fn same_name(a: &[u8], b: &[u8]) -> bool {
         let word = |s: &[u8], at: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&s[at..at + 8]);
-            u64::from_ne_bytes(w)
+            u64::from_le_bytes(w)
         };
         return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
     }
