@@ -1332,6 +1332,7 @@ impl Broker {
     }
 
     /// True once the broker is closed.
+    #[inline]
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }

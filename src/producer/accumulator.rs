@@ -433,10 +433,20 @@ impl Lane {
     /// Unlocks the lane, then makes the batches it appended with `Durability::Fsync`
     /// durable and acknowledges them (see [`Unsynced`]). Returns the outcome of the
     /// last one's fsync, None if none was appended.
-    fn unlock(mut st: SpinMutexGuard<'_, LaneState>, sink: &ErrorSink) -> Option<Result<()>> {
+    #[inline]
+    fn unlock(st: SpinMutexGuard<'_, LaneState>, sink: &ErrorSink) -> Option<Result<()>> {
         if st.unsynced.is_empty() {
             return None;
         }
+        Self::unlock_unsynced(st, sink)
+    }
+
+    /// [`Lane::unlock`] of a lane that appended batches waiting for their fsync.
+    #[cold]
+    fn unlock_unsynced(
+        mut st: SpinMutexGuard<'_, LaneState>,
+        sink: &ErrorSink,
+    ) -> Option<Result<()>> {
         let unsynced = std::mem::take(&mut st.unsynced);
         drop(st);
         unsynced.into_iter().map(|u| u.finish(sink)).last()

@@ -416,6 +416,27 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
+/// `a == b` for names as short as topic names usually are, compared in place: two
+/// overlapping 8-byte words for 8 to 16 bytes (a send compares the topic it is given
+/// with the one it sent to last, and a call to `memcmp` cost as much as the rest of
+/// that lookup).
+#[inline(always)]
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    a == b
+}
+
 /// Ids of producers, so that a thread finds its lanes of one producer.
 static PRODUCER_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -459,7 +480,7 @@ impl ThreadLanes {
     #[inline]
     fn topic(&mut self, inner: &ProducerInner, topic: &str) -> Result<usize> {
         if let Some(t) = self.topics.get(self.last)
-            && &*t.name == topic
+            && same_name(t.name.as_bytes(), topic.as_bytes())
             && !t.topic.inner.deleted.load(Ordering::Acquire)
         {
             return Ok(self.last);
@@ -696,16 +717,19 @@ impl Producer {
 impl ProducerInner {
     #[inline]
     fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed("producer".into()));
-        }
-        if self.broker.is_closed() {
-            return Err(Error::Closed(format!(
-                "broker at {}",
-                self.broker.dir().display()
-            )));
+        if self.closed.load(Ordering::Acquire) || self.broker.is_closed() {
+            return Err(self.closed_error());
         }
         Ok(())
+    }
+
+    /// What [`ProducerInner::check_open`] returns once the producer or its broker closed.
+    #[cold]
+    fn closed_error(&self) -> Error {
+        if self.closed.load(Ordering::Acquire) {
+            return Error::Closed("producer".into());
+        }
+        Error::Closed(format!("broker at {}", self.broker.dir().display()))
     }
 
     /// Runs `f` on the calling thread's lanes of this producer; from a thread-local
@@ -758,6 +782,32 @@ impl ProducerInner {
         let (partition, out) =
             self.with_lanes(|l| l.push(self, topic, record, timestamp, delivery))?;
         Ok((partition, timestamp, out))
+    }
+
+    /// [`ProducerInner::enqueue`] without a receipt, as `send_nowait` sends: on the
+    /// calling thread's own lanes, the whole push is inlined here (no closure called
+    /// through a pointer, no result moved through the layers of `with_lanes`); from a
+    /// thread-local destructor or inside a custom partitioner, `with_lanes`.
+    #[inline(always)]
+    fn enqueue_forget(self: &Arc<Self>, topic: &str, record: &ProducerRecord<'_>) -> Result<()> {
+        self.check_open()?;
+        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let id = self.id;
+        let own = THREAD_LANES.try_with(|cell| {
+            let mut all = cell.try_borrow_mut().ok()?;
+            let lanes = all.iter_mut().find(|l| l.producer == id)?;
+            Some(
+                lanes
+                    .push(self, topic, record, timestamp, Forget)
+                    .map(|_| ()),
+            )
+        });
+        match own {
+            Ok(Some(pushed)) => pushed,
+            _ => self
+                .with_lanes(|l| l.push(self, topic, record, timestamp, Forget))
+                .map(|_| ()),
+        }
     }
 
     /// Appends this thread's open batch of one partition now.
@@ -863,7 +913,7 @@ impl Producer {
                 .send_in_transaction(txn, topic, &record, false)
                 .map(|_| ());
         }
-        inner.enqueue(topic, &record, Forget).map(|_| ())
+        inner.enqueue_forget(topic, &record)
     }
 
     /// Sends several records (possibly to several partitions) and returns their
@@ -1290,6 +1340,108 @@ mod tests {
         assert!(inner.lanes.lock().is_empty(), "orphans dropped");
         let end = broker.topic("t").and_then(|t| t.partition(0));
         assert_eq!(end.expect("partition").log_end_offset(), 3);
+    }
+
+    #[test]
+    fn same_name_tells_every_byte_of_names_of_every_length() {
+        for n in 0..=40usize {
+            let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_name(&a, &a.clone()), "{n} bytes, equal");
+            for i in 0..n {
+                let mut b = a.clone();
+                b[i] ^= 0x20;
+                assert!(!same_name(&a, &b), "{n} bytes, byte {i} differs");
+            }
+            let mut longer = a.clone();
+            longer.push(b'z');
+            assert!(!same_name(&a, &longer), "{n} and {} bytes", n + 1);
+        }
+    }
+
+    #[test]
+    fn sends_to_names_that_differ_inside_reach_their_own_topics() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        // Same length, same first and last 8 bytes: only a byte inside tells them apart.
+        let names = [
+            "orders-eu-v1-2024-x",
+            "orders-us-v1-2024-x",
+            "ab-12345678-cd",
+            "ab-12345679-cd",
+        ];
+        for name in names {
+            broker
+                .create_topic(name, 1, TopicConfig::new())
+                .expect("topic");
+        }
+        let producers = [
+            Producer::new(&broker).expect("producer"),
+            Producer::new(&broker).expect("producer"),
+        ];
+        for i in 0..200u32 {
+            let name = names[(i % 4) as usize];
+            let producer = &producers[(i / 3 % 2) as usize];
+            let value = format!("{name}:{i}");
+            producer
+                .send_nowait(name, ProducerRecord::new(value.as_bytes()))
+                .expect("send");
+        }
+        for p in &producers {
+            p.flush().expect("flush");
+        }
+        for (k, name) in names.iter().enumerate() {
+            let partition = broker
+                .topic(name)
+                .and_then(|t| t.partition(0))
+                .expect("partition");
+            let mut got = Vec::new();
+            let slice = partition.read(0, 1 << 20).expect("read");
+            for batch in crate::record::batches(&slice) {
+                for r in batch.expect("batch").records() {
+                    let v = r.expect("record").value.expect("value").to_vec();
+                    got.push(String::from_utf8(v).expect("utf-8"));
+                }
+            }
+            let mut expected: Vec<(usize, String)> = (0..200u32)
+                .filter(|i| (i % 4) as usize == k)
+                .map(|i| ((i / 3 % 2) as usize, format!("{name}:{i}")))
+                .collect();
+            // Each producer's records keep their order; the two producers' batches
+            // interleave batch by batch.
+            for p in 0..2 {
+                let mine: Vec<&String> =
+                    expected.iter().filter(|e| e.0 == p).map(|e| &e.1).collect();
+                let seen: Vec<&String> = got.iter().filter(|g| mine.contains(g)).collect();
+                assert_eq!(seen, mine, "producer {p}'s records in {name}");
+            }
+            expected.sort();
+            assert_eq!(
+                got.len(),
+                expected.len(),
+                "every record of {name} once, none of another topic"
+            );
+        }
+    }
+
+    #[test]
+    fn a_send_after_close_names_what_closed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker_with_topic(dir.path());
+        let producer = Producer::new(&broker).expect("producer");
+        producer
+            .send_nowait("t", ProducerRecord::new(b"a"))
+            .expect("send");
+        let other = Producer::new(&broker).expect("producer");
+        producer.close().expect("close");
+        match producer.send_nowait("t", ProducerRecord::new(b"b")) {
+            Err(Error::Closed(what)) => assert_eq!(what, "producer"),
+            other => panic!("expected the producer closed, got {other:?}"),
+        }
+        broker.close().expect("close broker");
+        match other.send_nowait("t", ProducerRecord::new(b"c")) {
+            Err(Error::Closed(what)) => assert!(what.starts_with("broker at "), "{what}"),
+            other => panic!("expected the broker closed, got {other:?}"),
+        }
     }
 
     #[test]

@@ -72,6 +72,7 @@ impl PartitionLog {
     }
 
     /// True in replicated mode (see [`PartitionLog::set_replicated`]).
+    #[inline]
     pub fn is_replicated(&self) -> bool {
         self.inner.replicated.load(Ordering::Acquire)
     }
