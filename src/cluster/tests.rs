@@ -33,6 +33,7 @@ mod group_coordinators;
 mod log_dir_moves;
 mod lost_directory;
 mod metadata_visibility;
+mod pipelined_commits;
 mod quorum_api;
 mod quorum_forgery;
 mod racks;

@@ -262,6 +262,47 @@ pub fn partition_for(key: &str, partitions: i32) -> i32 {
     (hash & 0x7fff_ffff) % partitions.max(1)
 }
 
+/// An OffsetCommit's batch in the log, waiting for the in-sync replicas.
+type WaitingCommit = (
+    offsets::JournalWait,
+    commit_order::CommitTicket,
+    group::PreparedCommit,
+);
+
+/// An OffsetCommit whose batch is appended
+/// ([`GroupCoordinator::offset_commit_started`]): [`finish`](Self::finish) waits for
+/// the in-sync replicas and stores the offsets. Dropped unfinished, it finishes (the
+/// wait included), so that no commit is left waiting in the coordinator's order.
+pub(crate) struct StartedCommit {
+    coordinator: GroupCoordinator,
+    group_id: String,
+    results: Vec<OffsetCommitResult>,
+    waiting: Option<WaitingCommit>,
+}
+
+impl StartedCommit {
+    /// Waits for the in-sync replicas (if the batch was appended), stores what no
+    /// later change superseded, and gives each partition's result, in the request's
+    /// order.
+    pub(crate) fn finish(mut self) -> Vec<OffsetCommitResult> {
+        self.end();
+        std::mem::take(&mut self.results)
+    }
+
+    fn end(&mut self) {
+        if let Some(waiting) = self.waiting.take() {
+            self.coordinator
+                .finish_commit(&self.group_id, waiting, &mut self.results);
+        }
+    }
+}
+
+impl Drop for StartedCommit {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 struct Inner {
     config: CoordinatorConfig,
     state: Mutex<State>,
@@ -775,6 +816,18 @@ impl GroupCoordinator {
         &self,
         req: OffsetCommitRequest,
     ) -> Result<Vec<OffsetCommitResult>, GroupError> {
+        Ok(self.offset_commit_started(req)?.finish())
+    }
+
+    /// [`offset_commit`](Self::offset_commit) up to its batch's append to
+    /// `__consumer_offsets` (under the coordinator's lock, in the order of these calls):
+    /// the wait for the in-sync replicas, and storing the offsets after it, run when
+    /// the returned commit is [finished](StartedCommit::finish). A server answers a
+    /// connection's later commits meanwhile (their appends follow this one in the log).
+    pub(crate) fn offset_commit_started(
+        &self,
+        req: OffsetCommitRequest,
+    ) -> Result<StartedCommit, GroupError> {
         if req.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId(req.group_id));
         }
@@ -788,7 +841,7 @@ impl GroupCoordinator {
         let offsets_partition = self.partition_of(&req.group_id);
         let group_id = req.group_id.clone();
         let mut waiting = None;
-        let mut results = self.commit_with(
+        let results = self.commit_with(
             &group_id,
             &req.offsets,
             missing,
@@ -818,10 +871,12 @@ impl GroupCoordinator {
                 Ok(())
             },
         )?;
-        if let Some(waiting) = waiting {
-            self.finish_commit(&group_id, waiting, &mut results);
-        }
-        Ok(results)
+        Ok(StartedCommit {
+            coordinator: self.clone(),
+            group_id,
+            results,
+            waiting,
+        })
     }
 
     /// The end of an OffsetCommit whose batch is in the log: waits for the in-sync
@@ -830,11 +885,7 @@ impl GroupCoordinator {
     fn finish_commit(
         &self,
         group_id: &str,
-        (wait, ticket, prepared): (
-            offsets::JournalWait,
-            commit_order::CommitTicket,
-            group::PreparedCommit,
-        ),
+        (wait, ticket, prepared): WaitingCommit,
         results: &mut [OffsetCommitResult],
     ) {
         let waited = wait();

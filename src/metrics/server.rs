@@ -150,7 +150,7 @@ impl ConnectionStats {
     /// A request (`frame`: header and body, no size prefix) is about to be handled; its
     /// latency is recorded when the returned timer is dropped, after the response is
     /// written.
-    pub(crate) fn request(&mut self, frame: &[u8]) -> RequestTimer<'_> {
+    pub(crate) fn request(&mut self, frame: &[u8]) -> RequestTimer {
         self.requests += 1;
         if self.client_id.is_none() {
             let id = client_id(frame).unwrap_or_default();
@@ -163,10 +163,41 @@ impl ConnectionStats {
             .and_then(|k| usize::try_from(k).ok())
             .filter(|&k| k < API_SLOTS);
         RequestTimer {
-            stats: &self.stats,
+            stats: Arc::clone(&self.stats),
             api,
             start: Instant::now(),
         }
+    }
+}
+
+impl ConnectionStats {
+    /// What lets another thread of the connection (its writer) count the error codes
+    /// of the responses it builds ([`ErrorCounter::count_here`]).
+    pub(crate) fn error_counter(&self) -> ErrorCounter {
+        ErrorCounter(Arc::clone(&self.stats))
+    }
+}
+
+/// See [`ConnectionStats::error_counter`].
+#[derive(Debug)]
+pub(crate) struct ErrorCounter(Arc<ServerStats>);
+
+impl ErrorCounter {
+    /// Counts the error codes of the responses built on this thread until the returned
+    /// value is dropped.
+    pub(crate) fn count_here(self) -> CountingHere {
+        CURRENT.with(|c| *c.borrow_mut() = Some(self.0));
+        CountingHere(())
+    }
+}
+
+/// See [`ErrorCounter::count_here`].
+#[derive(Debug)]
+pub(crate) struct CountingHere(());
+
+impl Drop for CountingHere {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.borrow_mut().take());
     }
 }
 
@@ -185,13 +216,13 @@ impl Drop for ConnectionStats {
 
 /// Times one request; records it when dropped.
 #[derive(Debug)]
-pub(crate) struct RequestTimer<'a> {
-    stats: &'a ServerStats,
+pub(crate) struct RequestTimer {
+    stats: Arc<ServerStats>,
     api: Option<usize>,
     start: Instant,
 }
 
-impl Drop for RequestTimer<'_> {
+impl Drop for RequestTimer {
     fn drop(&mut self) {
         if let Some(api) = self.api {
             self.stats.requests[api].observe(self.start.elapsed());

@@ -5,6 +5,17 @@
 //! and an `acks = 0` produce simply writes nothing. Bytes go through a
 //! [`Transport`](super::transport::Transport), not a bare socket.
 //!
+//! One exception, for a client that commits offsets of many groups over one plaintext
+//! connection: an OffsetCommit is handled up to the append of its batch to
+//! `__consumer_offsets`, and its wait for the in-sync replicas (and its reply) is left
+//! to the connection's writer thread, started by the first one, while this thread reads
+//! and starts the next request if it is an OffsetCommit too (up to [`MAX_PIPELINED`]
+//! under way). The writer finishes them in the order they came and writes each reply
+//! once its replicas have the batch, so replies stay in request order and none is sent
+//! early; the batches are in the log in request order. A request of any other kind
+//! first waits until every reply before it is written (it sees what they stored), then
+//! runs on this thread as usual.
+//!
 //! Before reading a request's body the connection reserves its size from the server's
 //! request memory (`max_queued_request_bytes`), waiting while it is used up, and gives it
 //! back once the request is handled (see the `limits` module).
@@ -66,6 +77,10 @@ fn open_transport(
     }
 }
 
+/// Most OffsetCommits of one connection under way at once (their waits for the
+/// in-sync replicas overlap); the connection reads no more requests meanwhile.
+const MAX_PIPELINED: usize = 64;
+
 /// Serve `stream` until the client leaves, a fatal error, or server shutdown.
 pub(crate) fn serve(
     shared: Arc<Shared>,
@@ -81,82 +96,243 @@ pub(crate) fn serve(
     let mut session = Session::new(protocol, subject);
     let max_request_size = shared.max_request_size();
     let mut stats = shared.metrics.connection(peer);
-    loop {
-        let Some((frame, reservation)) =
-            next_request(&shared, &mut transport, peer, max_request_size)
-        else {
-            break;
-        };
-        let _timer = stats.request(&frame);
-        shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        let outcome = admit(
-            &shared.security,
-            &shared.peer_log,
-            &mut session,
-            peer,
-            frame,
-        )
-        .and_then(|admitted| match admitted {
-            Admitted::Sasl(answer) => Ok(answer),
-            Admitted::Request(req) => {
-                let ctx = api::Ctx {
-                    shared: &shared,
-                    peer,
-                    local,
-                    listener,
-                    socket: transport.socket(),
-                    principal: &session.principal,
-                };
-                api::handle(&ctx, req).map(|reply| SaslAnswer {
-                    reply,
-                    outcome: SaslOutcome::Continue,
-                })
+    std::thread::scope(|scope| {
+        // The writer of pipelined replies, started by the connection's first one.
+        let mut writer: Option<Writer<'_>> = None;
+        loop {
+            let Some((frame, reservation)) =
+                next_request(&shared, &mut transport, peer, max_request_size)
+            else {
+                break;
+            };
+            // A plaintext OffsetCommit may start while earlier ones wait for their
+            // replicas; any other request waits until every earlier reply is written,
+            // so that it sees what they did (and the connection writes from one thread).
+            let pipelining = matches!(transport, Transport::Plain(_))
+                && codec::request_start(&frame)
+                    .is_some_and(|s| s.api_key == ApiKey::OffsetCommit as i16);
+            if !pipelining && writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
+                break;
             }
-        });
-        // The request's bytes are gone with it: its memory is free for others.
-        drop(reservation);
-        let mut close = false;
-        let outcome = outcome.map(|answer| {
-            match answer.outcome {
-                SaslOutcome::Continue | SaslOutcome::Authenticated => {}
-                SaslOutcome::Close => close = true,
-                SaslOutcome::Failed => {
-                    close = true;
-                    // Only this client waits: its own thread sleeps.
-                    let delay = shared
-                        .security
-                        .failed_logins
-                        .failed(peer.ip(), std::time::Instant::now());
-                    std::thread::sleep(delay);
+            let timer = stats.request(&frame);
+            shared.in_flight.fetch_add(1, Ordering::AcqRel);
+            let outcome = admit(
+                &shared.security,
+                &shared.peer_log,
+                &mut session,
+                peer,
+                frame,
+            )
+            .and_then(|admitted| match admitted {
+                Admitted::Sasl(answer) => Ok(Handled::Now(answer)),
+                Admitted::Request(req) => {
+                    let ctx = api::Ctx {
+                        shared: &shared,
+                        peer,
+                        local,
+                        listener,
+                        socket: transport.socket(),
+                        principal: &session.principal,
+                    };
+                    if pipelining && api::pipelined(&req) {
+                        return api::handle_pipelined(&ctx, req).map(Handled::Queue);
+                    }
+                    api::handle(&ctx, req).map(|reply| {
+                        Handled::Now(SaslAnswer {
+                            reply,
+                            outcome: SaslOutcome::Continue,
+                        })
+                    })
                 }
+            });
+            // The request's bytes are gone with it: its memory is free for others.
+            drop(reservation);
+            if let Ok(Handled::Queue(answer)) = outcome {
+                let w = writer
+                    .get_or_insert_with(|| Writer::start(scope, &shared, &transport, &stats, peer));
+                if !w.send(Queued { answer, timer }) {
+                    break;
+                }
+                continue;
             }
-            answer.reply
-        });
-        let written = match outcome {
-            Ok(Reply::Nothing) => Ok(()),
-            Ok(Reply::Parts(parts)) => write_reply(&mut transport, parts).map_err(|e| {
-                tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
-            }),
-            Ok(Reply::ClientGone) => {
-                tracing::debug!(%peer, "the client hung up while its request waited");
-                Err(())
+            // A SASL answer to a frame taken for an OffsetCommit (a raw token).
+            if writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
+                shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                break;
             }
-            Err(Fatal(msg)) => {
-                peer_warn!(shared.peer_log, peer, "{msg}; closing the connection");
-                Err(())
+            let mut close = false;
+            let outcome = outcome.map(|handled| {
+                let Handled::Now(answer) = handled else {
+                    unreachable!("queued above")
+                };
+                match answer.outcome {
+                    SaslOutcome::Continue | SaslOutcome::Authenticated => {}
+                    SaslOutcome::Close => close = true,
+                    SaslOutcome::Failed => {
+                        close = true;
+                        // Only this client waits: its own thread sleeps.
+                        let delay = shared
+                            .security
+                            .failed_logins
+                            .failed(peer.ip(), std::time::Instant::now());
+                        std::thread::sleep(delay);
+                    }
+                }
+                answer.reply
+            });
+            let written = send_reply(&shared, &mut transport, peer, outcome);
+            drop(timer);
+            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            if written.is_err() || close {
+                break;
             }
-        };
-        shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if written.is_err() || close {
-            break;
+            if shared.stopping.load(Ordering::Acquire) {
+                break;
+            }
         }
-        if shared.stopping.load(Ordering::Acquire) {
-            break;
+        // The writer ends each commit under way (written while the client reads).
+        if let Some(w) = writer {
+            w.finish();
         }
-    }
+    });
     transport.close_notify();
     let _ = transport.socket().shutdown(std::net::Shutdown::Both);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// A request past [`admit`] on the connection's thread.
+enum Handled {
+    /// The reply (and its SASL outcome), written by the connection's thread.
+    Now(SaslAnswer),
+    /// A pipelined request: its answer goes through the connection's writer.
+    Queue(api::Answer),
+}
+
+/// Writes `outcome`'s reply, if any: `Err` if the connection is to close (a write
+/// failed, the client left, or the request was fatal; each logged).
+fn send_reply(
+    shared: &Shared,
+    transport: &mut Transport,
+    peer: SocketAddr,
+    outcome: Result<Reply, Fatal>,
+) -> Result<(), ()> {
+    match outcome {
+        Ok(Reply::Nothing) => Ok(()),
+        Ok(Reply::Parts(parts)) => write_reply(transport, parts).map_err(|e| {
+            tracing::info!(%peer, error = %e, "cannot write a response; closing the connection");
+        }),
+        Ok(Reply::ClientGone) => {
+            tracing::debug!(%peer, "the client hung up while its request waited");
+            Err(())
+        }
+        Err(Fatal(msg)) => {
+            peer_warn!(shared.peer_log, peer, "{msg}; closing the connection");
+            Err(())
+        }
+    }
+}
+
+/// A pipelined request's answer, with its timer (recorded once the reply is written).
+struct Queued {
+    answer: api::Answer,
+    timer: crate::metrics::server::RequestTimer,
+}
+
+/// How many queued replies the writer has not written yet, and whether it failed.
+#[derive(Default)]
+struct Outbox {
+    state: parking_lot::Mutex<(usize, bool)>,
+    written: parking_lot::Condvar,
+}
+
+impl Outbox {
+    /// Waits until every queued reply is written: false if the writer failed (the
+    /// connection is to close).
+    fn drain(&self) -> bool {
+        let mut st = self.state.lock();
+        while st.0 > 0 && !st.1 {
+            self.written.wait(&mut st);
+        }
+        !st.1
+    }
+}
+
+/// The thread that finishes a connection's pipelined requests in the order they came
+/// and writes their replies (the connection's thread reads meanwhile, and writes only
+/// once the queue is empty: see [`Outbox::drain`]).
+struct Writer<'scope> {
+    queue: std::sync::mpsc::SyncSender<Queued>,
+    outbox: Arc<Outbox>,
+    thread: std::thread::ScopedJoinHandle<'scope, ()>,
+}
+
+impl<'scope> Writer<'scope> {
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        shared: &'env Shared,
+        transport: &Transport,
+        stats: &crate::metrics::server::ConnectionStats,
+        peer: SocketAddr,
+    ) -> Writer<'scope> {
+        let (queue, queued) = std::sync::mpsc::sync_channel::<Queued>(MAX_PIPELINED);
+        let outbox = Arc::new(Outbox::default());
+        let socket = match transport {
+            Transport::Plain(s) => Arc::clone(s),
+            Transport::Tls(_) => unreachable!("only plaintext connections pipeline"),
+        };
+        let counting = stats.error_counter();
+        let out = Arc::clone(&outbox);
+        let thread = scope.spawn(move || {
+            let _counting = counting.count_here();
+            let mut transport = Transport::Plain(socket);
+            let mut failed = false;
+            // Every queued request is finished, also once the connection failed: its
+            // commit must leave the coordinator's order.
+            for q in queued {
+                let reply = match q.answer {
+                    api::Answer::Now(reply) => Ok(reply),
+                    api::Answer::Later(finish) => finish(),
+                };
+                if !failed && send_reply(shared, &mut transport, peer, reply).is_err() {
+                    failed = true;
+                    // The connection's thread, reading, sees the connection end.
+                    let _ = transport.socket().shutdown(std::net::Shutdown::Both);
+                }
+                drop(q.timer);
+                shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                let mut st = out.state.lock();
+                st.0 -= 1;
+                st.1 |= failed;
+                out.written.notify_all();
+            }
+        });
+        Writer {
+            queue,
+            outbox,
+            thread,
+        }
+    }
+
+    /// Queues `q` (waiting while [`MAX_PIPELINED`] are): false if the writer failed
+    /// (the connection is to close; `q` is finished all the same).
+    fn send(&self, q: Queued) -> bool {
+        self.outbox.state.lock().0 += 1;
+        if let Err(std::sync::mpsc::SendError(q)) = self.queue.send(q) {
+            // The writer is gone (it panicked, which the scope reports): the request
+            // still ends.
+            if let api::Answer::Later(finish) = q.answer {
+                let _ = finish();
+            }
+            return false;
+        }
+        !self.outbox.state.lock().1
+    }
+
+    /// No more requests: waits until the writer has finished and written every one.
+    fn finish(self) {
+        drop(self.queue);
+        let _ = self.thread.join();
+    }
 }
 
 /// The connection's next request with its memory reservation, or None when the

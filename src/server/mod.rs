@@ -1028,7 +1028,7 @@ mod tests;
 #[cfg(test)]
 mod tests_admin;
 #[cfg(test)]
-mod tests_api;
+pub(crate) mod tests_api;
 #[cfg(test)]
 mod tests_api_table;
 #[cfg(test)]

@@ -57,6 +57,15 @@ impl Client {
         (header.correlation_id, R::decode(&mut b, version).unwrap())
     }
 
+    /// True if a response (or any byte) is waiting to be read, checked without waiting.
+    pub(crate) fn has_pending_bytes(&mut self) -> bool {
+        self.s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let got = self.s.peek(&mut b);
+        self.s.set_nonblocking(false).unwrap();
+        matches!(got, Ok(n) if n > 0)
+    }
+
     /// Send `bytes` as one bare size-prefixed frame (a SASL token after a v0
     /// handshake).
     pub(crate) fn raw_send(&mut self, bytes: &[u8]) {

@@ -837,10 +837,14 @@ pub(crate) struct PerfGroupsArgs {
     /// (generation -1, no member, as consumers that assign their partitions themselves).
     #[arg(long)]
     pub members: bool,
-    /// Connections to each node; a connection carries the requests of its groups one at
-    /// a time, as the server answers a connection's requests in order.
+    /// Connections to each node; each carries the requests of its groups.
     #[arg(long, value_name = "C", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub connections: u64,
+    /// Requests a connection may have sent and not yet had answered (Kafka's
+    /// `max.in.flight.requests.per.connection`, default 5); a node works on a
+    /// connection's OffsetCommits at once and answers them in order.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub in_flight: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -17,10 +17,11 @@
 //!   `--members` a heartbeat every 3 s as well. A commit's latency runs from when it was
 //!   due to when it was answered, so a connection that falls behind shows in the tail.
 //!
-//! Each node gets `--connections` connections, each carrying its groups' requests one at
-//! a time (the server answers a connection's requests in order, so more requests in
-//! flight on one connection would only queue). The nodes are stopped (SIGKILL) at the
-//! end, also on error; their logs are in the run directory (`--data` keeps it).
+//! Each node gets `--connections` connections, each carrying its groups' requests with
+//! up to `--in-flight` of them sent and not yet answered (a node works on a
+//! connection's OffsetCommits at once and answers them in order; the setup sends one at
+//! a time). The nodes are stopped (SIGKILL) at the end, also on error; their logs are in
+//! the run directory (`--data` keeps it).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -32,8 +33,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest, TopicName, join_group_request,
-    offset_commit_request, sync_group_request,
+    OffsetCommitResponse, RequestHeader, ResponseHeader, SyncGroupRequest, TopicName,
+    join_group_request, offset_commit_request, sync_group_request,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -62,7 +63,7 @@ const HEARTBEAT_EVERY: u64 = 3;
 const SESSION_TIMEOUT_MS: i32 = 45_000;
 const REBALANCE_TIMEOUT_MS: i32 = 60_000;
 
-/// One connection to a node, requests answered one at a time.
+/// One connection to a node.
 struct Conn {
     stream: TcpStream,
     addr: String,
@@ -92,6 +93,13 @@ impl Conn {
 
     /// Sends `request` as `version` and reads its answer.
     fn call<R: Request>(&mut self, request: &R, version: i16) -> CliResult<R::Response> {
+        let correlation = self.send(request, version)?;
+        let addr = self.addr.clone();
+        read_response::<R>(&mut self.stream, &addr, correlation, version)
+    }
+
+    /// Sends `request` as `version`: its correlation id.
+    fn send<R: Request>(&mut self, request: &R, version: i16) -> CliResult<i32> {
         self.correlation = self.correlation.wrapping_add(1);
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
@@ -106,26 +114,47 @@ impl Conn {
             .map_err(|e| fail!("cannot encode a request (key {}): {e}", R::KEY))?;
         let len = (buf.len() - 4) as i32;
         buf[..4].copy_from_slice(&len.to_be_bytes());
-        let io = |e: std::io::Error| fail!("request (key {}) to {}: {e}", R::KEY, self.addr);
-        self.stream.write_all(&buf).map_err(io)?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(io)?;
-        let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
-        self.stream.read_exact(&mut body).map_err(io)?;
-        let mut body = Bytes::from(body);
-        let answered = ResponseHeader::decode(&mut body, R::Response::header_version(version))
-            .map_err(|e| fail!("cannot decode a response header from {}: {e}", self.addr))?;
-        if answered.correlation_id != self.correlation {
-            return Err(fail!(
-                "{} answered correlation id {} to request {}",
-                self.addr,
-                answered.correlation_id,
-                self.correlation
-            ));
-        }
-        R::Response::decode(&mut body, version)
-            .map_err(|e| fail!("cannot decode a response (key {}): {e}", R::KEY))
+        self.stream
+            .write_all(&buf)
+            .map_err(|e| fail!("request (key {}) to {}: {e}", R::KEY, self.addr))?;
+        Ok(self.correlation)
     }
+}
+
+/// Reads the answer to request `correlation` (of type `R`, sent as `version`) from
+/// `stream`, connected to `addr`.
+fn read_response<R: Request>(
+    stream: &mut TcpStream,
+    addr: &str,
+    correlation: i32,
+    version: i16,
+) -> CliResult<R::Response> {
+    let io = |e: std::io::Error| fail!("response (key {}) from {addr}: {e}", R::KEY);
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).map_err(io)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+    stream.read_exact(&mut body).map_err(io)?;
+    let mut body = Bytes::from(body);
+    let answered = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+        .map_err(|e| fail!("cannot decode a response header from {addr}: {e}"))?;
+    if answered.correlation_id != correlation {
+        return Err(fail!(
+            "{addr} answered correlation id {} to request {correlation}",
+            answered.correlation_id,
+        ));
+    }
+    R::Response::decode(&mut body, version)
+        .map_err(|e| fail!("cannot decode a response (key {}): {e}", R::KEY))
+}
+
+/// The first error code of an OffsetCommit response (0: none).
+fn commit_error(resp: &OffsetCommitResponse) -> i16 {
+    resp.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.error_code)
+        .find(|c| *c != 0)
+        .unwrap_or(0)
 }
 
 /// Kafka's name of an error code.
@@ -190,23 +219,17 @@ impl PerfGroup {
 
     /// Commits `offset`: the error code (0 on success).
     fn send_commit(&self, conn: &mut Conn, offset: i64) -> CliResult<i16> {
-        let resp = conn.call(&self.commit(offset), COMMIT_VERSION)?;
-        Ok(resp
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| p.error_code)
-            .find(|c| *c != 0)
-            .unwrap_or(0))
+        Ok(commit_error(
+            &conn.call(&self.commit(offset), COMMIT_VERSION)?,
+        ))
     }
 
-    /// Heartbeat of the member: the error code.
-    fn send_heartbeat(&self, conn: &mut Conn) -> CliResult<i16> {
-        let req = HeartbeatRequest::default()
+    /// The member's heartbeat.
+    fn heartbeat(&self) -> HeartbeatRequest {
+        HeartbeatRequest::default()
             .with_group_id(GroupId(kstr(&self.id)))
             .with_generation_id(self.generation)
-            .with_member_id(kstr(&self.member_id));
-        Ok(conn.call(&req, HEARTBEAT_VERSION)?.error_code)
+            .with_member_id(kstr(&self.member_id))
     }
 
     /// Joins the group as its only member and hands in the assignment (the leader's
@@ -349,11 +372,12 @@ struct Counted {
 }
 
 /// The commits (and heartbeats with `members`) of `groups` on `conn` for `seconds`
-/// seconds from `t0`.
+/// seconds from `t0`, up to `in_flight` requests sent and not answered yet: this thread
+/// sends them when they are due, another reads the answers (in order).
 fn run_commits(
     conn: &mut Conn,
     groups: &[PerfGroup],
-    (t0, seconds, members): (Instant, u64, bool),
+    (t0, seconds, members, in_flight): (Instant, u64, bool, usize),
 ) -> CliResult<Counted> {
     // (due, is a heartbeat, group, second): commits on the group's phase, heartbeats
     // half a second after it.
@@ -368,37 +392,82 @@ fn run_commits(
         }
     }
     due.sort_unstable_by_key(|d| d.0);
-    let mut counted = Counted {
-        latencies: Vec::with_capacity(due.len()),
-        ..Counted::default()
-    };
-    for (at, heartbeat, g, k) in due {
-        let when = t0 + at;
-        let now = Instant::now();
-        if when > now {
-            std::thread::sleep(when - now);
-        }
-        let group = &groups[g];
-        let code = if heartbeat {
-            counted.heartbeats += 1;
-            group.send_heartbeat(conn)?
-        } else {
-            group.send_commit(conn, k as i64 + 1)?
-        };
-        let answered = Instant::now();
-        if code != 0 {
-            counted.first_error.get_or_insert(code);
-        }
-        match (heartbeat, code) {
-            (true, 0) => {}
-            (true, _) => counted.heartbeat_errors += 1,
-            (false, 0) => counted
-                .latencies
-                .push(answered.saturating_duration_since(when).as_nanos() as u64),
-            (false, _) => counted.commit_errors += 1,
-        }
-    }
-    Ok(counted)
+    let total = due.len();
+    let mut reader = conn
+        .stream
+        .try_clone()
+        .map_err(|e| fail!("cannot read from {}: {e}", conn.addr))?;
+    let addr = conn.addr.clone();
+    // The requests sent, in order, for the reader: (correlation id, due, heartbeat).
+    // Its bound (with the one the reader waits on) keeps `in_flight` unanswered.
+    let (sent, to_read) =
+        std::sync::mpsc::sync_channel::<(i32, Instant, bool)>(in_flight.saturating_sub(1));
+    std::thread::scope(|s| {
+        let read = s.spawn(move || -> CliResult<Counted> {
+            let mut counted = Counted {
+                latencies: Vec::with_capacity(total),
+                ..Counted::default()
+            };
+            for (correlation, when, heartbeat) in to_read {
+                let code = if heartbeat {
+                    counted.heartbeats += 1;
+                    read_response::<HeartbeatRequest>(
+                        &mut reader,
+                        &addr,
+                        correlation,
+                        HEARTBEAT_VERSION,
+                    )?
+                    .error_code
+                } else {
+                    commit_error(&read_response::<OffsetCommitRequest>(
+                        &mut reader,
+                        &addr,
+                        correlation,
+                        COMMIT_VERSION,
+                    )?)
+                };
+                let answered = Instant::now();
+                if code != 0 {
+                    counted.first_error.get_or_insert(code);
+                }
+                match (heartbeat, code) {
+                    (true, 0) => {}
+                    (true, _) => counted.heartbeat_errors += 1,
+                    (false, 0) => counted
+                        .latencies
+                        .push(answered.saturating_duration_since(when).as_nanos() as u64),
+                    (false, _) => counted.commit_errors += 1,
+                }
+            }
+            Ok(counted)
+        });
+        let sending = (|| -> CliResult {
+            for (at, heartbeat, g, k) in due {
+                let when = t0 + at;
+                let now = Instant::now();
+                if when > now {
+                    std::thread::sleep(when - now);
+                }
+                // Handed to the reader first: this waits while `in_flight` are unanswered.
+                let correlation = conn.correlation.wrapping_add(1);
+                if sent.send((correlation, when, heartbeat)).is_err() {
+                    // The reader failed: its error is the run's.
+                    break;
+                }
+                let group = &groups[g];
+                match heartbeat {
+                    true => conn.send(&group.heartbeat(), HEARTBEAT_VERSION)?,
+                    false => conn.send(&group.commit(k as i64 + 1), COMMIT_VERSION)?,
+                };
+            }
+            Ok(())
+        })();
+        drop(sent);
+        let counted = read
+            .join()
+            .map_err(|_| fail!("a perf thread stopped unexpectedly"))?;
+        sending.and(counted)
+    })
 }
 
 /// Runs `tidelog perf groups`. See the module documentation.
@@ -470,7 +539,13 @@ pub(crate) fn groups(data: Option<&Path>, a: &PerfGroupsArgs) -> CliResult {
         let handles: Vec<_> = work
             .iter_mut()
             .map(|(conn, groups)| {
-                s.spawn(move || run_commits(conn, groups, (t0, a.seconds, a.members)))
+                s.spawn(move || {
+                    run_commits(
+                        conn,
+                        groups,
+                        (t0, a.seconds, a.members, a.in_flight as usize),
+                    )
+                })
             })
             .collect();
         handles
@@ -519,6 +594,7 @@ fn report(
         ("nodes", NODES.to_string()),
         ("members", a.members.to_string()),
         ("connections", a.connections.to_string()),
+        ("in_flight", a.in_flight.to_string()),
         ("seconds", a.seconds.to_string()),
         ("setup_seconds", format!("{setup_seconds:.3}")),
         ("commits", commits.to_string()),

@@ -483,6 +483,19 @@ impl Reply {
     }
 }
 
+/// What a request a connection may have several of under way gets
+/// ([`handle_pipelined`]).
+pub(crate) enum Answer {
+    /// The reply, ready.
+    Now(Reply),
+    /// What finishes the request (waits for the in-sync replicas) and gives the reply;
+    /// it must run, in the order the requests came, even if the reply is not written.
+    Later(Later),
+}
+
+/// The rest of a request under way: see [`Answer::Later`].
+pub(crate) type Later = Box<dyn FnOnce() -> Result<Reply, Fatal> + Send>;
+
 /// A request that failed before a response could be built; the connection is closed.
 #[derive(Debug)]
 pub(crate) struct Fatal(pub String);
@@ -847,8 +860,22 @@ const CATCH_UP_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
 /// [`CATCH_UP_HOLD`] the connection is closed, which clients treat as retriable.
 pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
     let req = &mut req;
-    if req.header.request_api_key != ApiKey::ApiVersions as i16
-        && let Some(cluster) = ctx.backend().cluster()
+    if req.header.request_api_key != ApiKey::ApiVersions as i16 {
+        caught_up(ctx, req)?;
+    }
+    let started = std::time::Instant::now();
+    super::throttle::before(ctx, req);
+    let reply = dispatch(ctx, req);
+    if let Ok(r) = &reply {
+        super::throttle::after(ctx, req, r, started);
+    }
+    reply
+}
+
+/// On a cluster node, waits (up to [`CATCH_UP_HOLD`]) until the node has caught up
+/// with the cluster's metadata; a node that does not is not to process `req`.
+fn caught_up(ctx: &Ctx<'_>, req: &Request) -> Result<(), Fatal> {
+    if let Some(cluster) = ctx.backend().cluster()
         && !cluster.wait_caught_up(CATCH_UP_HOLD, &|| ctx.client_gone())
     {
         return Err(Fatal(format!(
@@ -858,13 +885,33 @@ pub(crate) fn handle(ctx: &Ctx<'_>, mut req: Request) -> Result<Reply, Fatal> {
             api_name(req.header.request_api_key)
         )));
     }
+    Ok(())
+}
+
+/// True for the requests [`handle_pipelined`] takes: OffsetCommit, whose wait for the
+/// in-sync replicas may overlap the connection's next OffsetCommits.
+pub(crate) fn pipelined(req: &Request) -> bool {
+    req.header.request_api_key == ApiKey::OffsetCommit as i16
+}
+
+/// [`handle`] for a request of [`pipelined`]: the same checks, then the request
+/// handled up to what it waits for (see [`Answer`]).
+pub(crate) fn handle_pipelined(ctx: &Ctx<'_>, mut req: Request) -> Result<Answer, Fatal> {
+    let req = &mut req;
+    caught_up(ctx, req)?;
     let started = std::time::Instant::now();
     super::throttle::before(ctx, req);
-    let reply = dispatch(ctx, req);
-    if let Ok(r) = &reply {
-        super::throttle::after(ctx, req, r, started);
+    let answer = match ApiKey::try_from(req.header.request_api_key) {
+        Ok(ApiKey::OffsetCommit) => offset_commit::start(ctx, req),
+        _ => dispatch(ctx, req).map(Answer::Now),
+    };
+    match &answer {
+        Ok(Answer::Now(r)) => super::throttle::after(ctx, req, r, started),
+        // Neither a fetch nor a held reply: only the request's time is recorded.
+        Ok(Answer::Later(_)) => super::throttle::after(ctx, req, &Reply::Nothing, started),
+        Err(_) => {}
     }
-    reply
+    answer
 }
 
 pub(crate) use api_versions::unsupported_version_reply;

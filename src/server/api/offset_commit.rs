@@ -12,12 +12,22 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
-use super::{Ctx, Fatal, Reply, Request, kstr, legacy};
+use super::{Answer, Ctx, Fatal, Reply, Request, kstr, legacy};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use kafka_protocol::ResponseError;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    match start(ctx, req)? {
+        Answer::Now(reply) => Ok(reply),
+        Answer::Later(finish) => finish(),
+    }
+}
+
+/// The request handled up to the append of its batch to `__consumer_offsets` (the
+/// connection may read and start the client's next commit meanwhile): the answer, or
+/// what waits for the in-sync replicas and then answers.
+pub(super) fn start(ctx: &Ctx<'_>, req: &mut Request) -> Result<Answer, Fatal> {
     let version = req.version();
     // v0-1: their own layout (v1's per-partition commit timestamps); v2+: the crate's.
     let (request, timestamps) = if version < 2 {
@@ -38,7 +48,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .iter()
                 .map(move |p| (t.name.0.to_string(), p.partition_index, code))
         });
-        return req.respond(&response(all.collect()));
+        return req.respond(&response(all.collect())).map(Answer::Now);
     }
     let mut timestamps = timestamps.into_iter();
     let offsets = request
@@ -87,14 +97,27 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .map(|o| (o.topic.clone(), o.partition))
         .collect();
     // A group-level refusal applies to every partition of the request.
-    let results: Vec<(String, i32, i16)> = match ctx.backend().groups().offset_commit(commit) {
-        Ok(results) => results
-            .into_iter()
-            .map(|r| (r.topic, r.partition, r.result.err().map_or(0, |e| e.code())))
-            .collect(),
-        Err(e) => all.into_iter().map(|(t, p)| (t, p, e.code())).collect(),
+    let started = match ctx.backend().groups().offset_commit_started(commit) {
+        Ok(started) => started,
+        Err(e) => {
+            let refused = all.into_iter().map(|(t, p)| (t, p, e.code()));
+            return req
+                .respond(&response(refused.chain(denied).collect()))
+                .map(Answer::Now);
+        }
     };
-    req.respond(&response(results.into_iter().chain(denied).collect()))
+    // The answer needs only the header once the body is decoded.
+    let answered = Request {
+        header: req.header.clone(),
+        body: bytes::Bytes::new(),
+    };
+    Ok(Answer::Later(Box::new(move || {
+        let results = started
+            .finish()
+            .into_iter()
+            .map(|r| (r.topic, r.partition, r.result.err().map_or(0, |e| e.code())));
+        answered.respond(&response(results.chain(denied).collect()))
+    })))
 }
 
 /// The response: each (topic, partition, error code), grouped by topic.
