@@ -185,6 +185,7 @@ mod tests {
 
     use super::*;
     use crate::cluster::records::AlterPartition;
+    use crate::cluster::records::tests::{assigned_topic, registration};
     use crate::cluster::voters::Voter;
 
     const SESSION: Duration = Duration::from_millis(9000);
@@ -211,16 +212,7 @@ mod tests {
     fn register(img: &mut MetadataImage, id: i32) {
         apply(
             img,
-            MetadataRecord::RegisterBroker {
-                broker_id: id,
-                incarnation: id as u64 + 100,
-                listener: format!("127.0.0.1:{}", 9000 + id),
-                clean_shutdown_epoch: None,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-                features: vec![],
-            },
+            registration(id, id as u64 + 100, &format!("127.0.0.1:{}", 9000 + id)),
         );
     }
 
@@ -236,18 +228,7 @@ mod tests {
     }
 
     fn create(img: &mut MetadataImage, name: &str, assignment: Vec<Vec<i32>>) {
-        apply(
-            img,
-            MetadataRecord::CreateTopic(CreateTopic {
-                name: name.into(),
-                topic_id: [name.len() as u8; 16],
-                partitions: -1,
-                replication_factor: -1,
-                assignment: Some(assignment),
-                configs: vec![],
-                internal: name == OFFSETS_TOPIC,
-            }),
-        );
+        apply(img, assigned_topic(name, assignment));
     }
 
     /// A cluster with an id, brokers `ids` registered and unfenced, and (with

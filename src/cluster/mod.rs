@@ -355,6 +355,7 @@ impl ClusterNode {
             clean_shutdown_epoch,
             meta_props,
             directory_id,
+            broker.downgrade(),
         );
         let looper = std::thread::Builder::new()
             .name(format!("raft-{me}"))

@@ -32,12 +32,12 @@ use super::image::{MetadataImage, Outcome};
 use super::inbox::{Inbound, node_of, raft_id};
 use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
 use super::meta_properties::{self, MetaProperties};
-use super::records::{Envelope, MetadataRecord};
+use super::records::{Envelope, MetadataRecord, TopicId};
 use super::shared::Shared;
 use super::storage::{self, RaftStorage};
 use super::transport::Transport;
 use super::voter_change::{QuorumRefusal, VoterChange};
-use crate::broker::CLUSTER_METADATA_DIR;
+use crate::broker::{CLUSTER_METADATA_DIR, WeakBroker};
 use crate::error::Result;
 use crate::storage::codec;
 
@@ -61,6 +61,8 @@ enum Internal {
     Lifecycle,
     /// This node's directory id, recorded once ([`MetadataRecord::RegisterVoterDirectory`]).
     Directory,
+    /// This node's replicas that are offline here ([`MetadataRecord::ReplicasOffline`]).
+    Offline,
     /// A controller's duty.
     Controller(Duty),
 }
@@ -94,6 +96,8 @@ pub(crate) struct RaftLoop {
     pub meta_props: Option<MetaProperties>,
     /// This data directory's id (`meta.properties`' `directory.id`).
     pub directory_id: String,
+    /// The node's broker: which of its replicas are offline (their log directory failed).
+    broker: WeakBroker,
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
@@ -138,6 +142,7 @@ impl RaftLoop {
         clean_shutdown_epoch: Option<i64>,
         meta_props: Option<MetaProperties>,
         directory_id: String,
+        broker: WeakBroker,
     ) -> RaftLoop {
         let incarnation = shared.incarnation;
         let fresh = meta_props.is_none();
@@ -155,6 +160,7 @@ impl RaftLoop {
             clean_shutdown_epoch,
             meta_props,
             directory_id,
+            broker,
             fresh,
             founder: false,
             joining,
@@ -693,8 +699,33 @@ impl RaftLoop {
             Some(r) if r.incarnation == self.incarnation => {
                 self.shared.broker_epoch.store(r.epoch, Ordering::Release);
                 let caught_up = self.shared.published.load(Ordering::Acquire) >= r.epoch as u64;
-                if r.fenced && !r.shut_down && caught_up {
-                    let epoch = r.epoch;
+                if r.shut_down || !caught_up {
+                    return;
+                }
+                let epoch = r.epoch;
+                // Its offline replicas are marked before it is unfenced: none of them
+                // may be elected in the meantime.
+                let offline = self.unreported_offline();
+                let fenced = r.fenced;
+                if !offline.is_empty() {
+                    let pending = self
+                        .internal
+                        .get(&Internal::Offline)
+                        .is_some_and(|id| self.outstanding.contains_key(id));
+                    if !pending {
+                        let names: Vec<String> =
+                            offline.iter().map(|(_, t, p)| format!("{t}-{p}")).collect();
+                        tracing::warn!(node = me, partitions = ?names, "replicas offline here (their log directory failed): asking the controller to take them out of their ISRs and leaderships");
+                    }
+                    self.propose_internal(
+                        Internal::Offline,
+                        MetadataRecord::ReplicasOffline {
+                            broker_id: me,
+                            broker_epoch: epoch,
+                            partitions: offline.into_iter().map(|(id, _, p)| (id, p)).collect(),
+                        },
+                    );
+                } else if fenced {
                     self.propose_internal(
                         Internal::Lifecycle,
                         MetadataRecord::BrokerReady {
@@ -718,6 +749,40 @@ impl RaftLoop {
                 self.propose_internal(Internal::Lifecycle, record);
             }
         }
+    }
+
+    /// This node's replicas that are offline here (kept offline at start, or in a log
+    /// directory that failed since) and that the image does not mark offline yet, as
+    /// `(topic id, topic, partition)`. Empty, and cheap, while every log directory is
+    /// usable.
+    fn unreported_offline(&self) -> Vec<(TopicId, String, i32)> {
+        let Some(broker) = self.broker.upgrade() else {
+            return Vec::new();
+        };
+        if broker.log_dir_states().iter().all(|(_, why)| why.is_none()) {
+            return Vec::new();
+        }
+        let me = self.me();
+        let mut out = Vec::new();
+        for (name, t) in &self.image.topics {
+            if !t
+                .partitions
+                .iter()
+                .any(|p| p.hosts(me) && !p.is_offline(me))
+            {
+                continue;
+            }
+            for p in broker.offline_partitions(name).into_keys() {
+                let marked = usize::try_from(p)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .is_none_or(|x| !x.hosts(me) || x.is_offline(me));
+                if !marked {
+                    out.push((t.id, name.clone(), p));
+                }
+            }
+        }
+        out
     }
 
     /// Whether this node knows the cluster has an id: from its applied metadata or a

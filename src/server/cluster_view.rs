@@ -55,6 +55,8 @@ pub(crate) struct PartitionLayout {
     pub replicas: Vec<i32>,
     /// In-sync replicas.
     pub isr: Vec<i32>,
+    /// Replicas offline on their broker (their log directory failed).
+    pub offline: Vec<i32>,
 }
 
 /// A topic to create through the controller.
@@ -308,6 +310,7 @@ impl ClusterView for ClusterNode {
                             leader_epoch: p.leader_epoch,
                             replicas: p.replicas.clone(),
                             isr: p.isr.clone(),
+                            offline: p.offline.clone(),
                         })
                         .collect(),
                 })

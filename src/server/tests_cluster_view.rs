@@ -24,6 +24,7 @@ fn two_brokers() -> FakeCluster {
         leader_epoch: 4,
         isr: replicas.clone(),
         replicas,
+        offline: vec![],
     };
     let mut topics = std::collections::BTreeMap::new();
     topics.insert(
@@ -226,6 +227,30 @@ fn metadata_of_a_fenced_replica_lists_it_offline() {
 }
 
 #[test]
+fn metadata_lists_a_replica_whose_log_directory_failed_offline() {
+    let mut cluster = two_brokers();
+    let orders = cluster.topics.get_mut("orders").unwrap();
+    orders.partitions[0] = PartitionLayout {
+        leader: 2,
+        leader_epoch: 5,
+        replicas: vec![1, 2],
+        isr: vec![2],
+        offline: vec![1],
+    };
+    let request = MetadataRequest::default().with_topics(Some(vec![topic("orders")]));
+    let r: MetadataResponse = ask(cluster, "INTERNAL", ApiKey::Metadata, 8, &request);
+    assert_eq!(
+        r.brokers.len(),
+        2,
+        "its broker is listed: it serves the others"
+    );
+    let p = &r.topics[0].partitions[0];
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<i32>>();
+    assert_eq!(ids(&p.offline_replicas), [1]);
+    assert_eq!((p.leader_id.0, ids(&p.isr_nodes)), (2, vec![2]));
+}
+
+#[test]
 fn find_coordinator_answers_the_leader_of_the_groups_offsets_partition() {
     let request = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_static_str("payments"))
@@ -303,6 +328,7 @@ fn find_coordinator_answers_the_leader_of_the_transactional_ids_state_partition(
                 leader_epoch: 3,
                 replicas: vec![leader, 3 - leader],
                 isr: vec![leader, 3 - leader],
+                offline: vec![],
             }
         })
         .collect();

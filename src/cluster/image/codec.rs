@@ -11,7 +11,8 @@
 //! single node); the dynamic broker configs since version 10 (a count (`u32`), each as an
 //! `AlterBrokerConfig` record's fields: broker id, -1 for the cluster-wide default, and
 //! its keys with their values); each broker's supported features and the finalized
-//! feature levels since version 11 (a count (`u32`), each: name, level (`i16`)).
+//! feature levels since version 11 (a count (`u32`), each: name, level (`i16`)); each
+//! partition's offline replicas since version 12.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -35,9 +36,9 @@ use crate::storage::codec::{Reader, Writer};
 /// proposers' applied proposals, version 4, without the voters' directory ids, and
 /// version 5, without the partitions' reassignments, version 6, without client
 /// quotas, version 7, without the brokers' racks, version 8, without group configs,
-/// version 9, without the dynamic broker configs, and version 10, without features,
-/// are still read).
-const IMAGE_VERSION: u16 = 11;
+/// version 9, without the dynamic broker configs, version 10, without features, and
+/// version 11, without the partitions' offline replicas, are still read).
+const IMAGE_VERSION: u16 = 12;
 
 impl MetadataImage {
     /// Encodes the image (a snapshot's data).
@@ -52,7 +53,14 @@ impl MetadataImage {
         self.encode_as(10)
     }
 
-    /// Encodes the image at `version`: [`IMAGE_VERSION`], or 10 in tests.
+    /// Encodes the image in version 11's layout (without the partitions' offline
+    /// replicas).
+    #[cfg(test)]
+    pub(crate) fn encode_v11(&self) -> Vec<u8> {
+        self.encode_as(11)
+    }
+
+    /// Encodes the image at `version`: [`IMAGE_VERSION`], or 10 or 11 in tests.
     fn encode_as(&self, version: u16) -> Vec<u8> {
         let mut w = Writer::new();
         w.u16(version);
@@ -65,7 +73,7 @@ impl MetadataImage {
         }
         w.u32(self.topics.len() as u32);
         for t in self.topics.values() {
-            put_topic(&mut w, t);
+            put_topic(&mut w, t, version);
         }
         let credentials: Vec<_> = self
             .users
@@ -282,8 +290,8 @@ fn get_broker(r: &mut Reader<'_>, version: u16) -> Result<BrokerRegistration> {
 
 /// A topic: name, id, internal, config overrides, then a count (`u32`) of partitions,
 /// each: replicas, ISR, leader, leader epoch, partition epoch, adding and removing
-/// replicas (image version 6).
-fn put_topic(w: &mut Writer, t: &TopicImage) {
+/// replicas (image version 6), offline replicas (image version 12).
+fn put_topic(w: &mut Writer, t: &TopicImage, version: u16) {
     w.str(&t.name);
     w.raw(&t.id);
     w.bool(t.internal);
@@ -297,6 +305,9 @@ fn put_topic(w: &mut Writer, t: &TopicImage) {
         w.i32(p.partition_epoch);
         w.i32s(&p.adding_replicas);
         w.i32s(&p.removing_replicas);
+        if version >= 12 {
+            w.i32s(&p.offline);
+        }
     }
 }
 
@@ -317,10 +328,14 @@ fn get_topic(r: &mut Reader<'_>, version: u16) -> Result<TopicImage> {
             partition_epoch: r.i32()?,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            offline: Vec::new(),
         };
         if version >= 6 {
             p.adding_replicas = r.i32s()?;
             p.removing_replicas = r.i32s()?;
+        }
+        if version >= 12 {
+            p.offline = r.i32s()?;
         }
         partitions.push(p);
     }

@@ -11,10 +11,12 @@
 //!
 //! Invariants (checked by the property test in `tests.rs` after every record):
 //! - a partition's ISR is never empty, has no duplicates and is a subset of its replicas;
-//! - its leader is -1 or an unfenced member of the ISR;
-//! - its leader is -1 only when no ISR member is unfenced (no partition stays leaderless
-//!   once an ISR member is back), and a fenced broker stays in an ISR only as its last
-//!   member;
+//! - its leader is -1 or an unfenced member of the ISR whose replica is not offline;
+//! - its leader is -1 only when no ISR member is unfenced and online (no partition stays
+//!   leaderless once an ISR member is back), and a fenced broker or an offline replica
+//!   stays in an ISR only as its last member;
+//! - its offline replicas are among its replicas, each once, each of a registered
+//!   broker;
 //! - leader epochs and partition epochs never go down; every leader change bumps the
 //!   leader epoch, every leader, ISR or replica change bumps the partition epoch;
 //! - a partition's replicas are distinct; the adding and removing replicas of a
@@ -36,6 +38,7 @@ use crate::security::quota::{self, QuotaChange, QuotaTable};
 
 mod broker_configs;
 mod codec;
+mod offline;
 mod once;
 mod reassign;
 mod unregister;
@@ -137,12 +140,21 @@ pub(crate) struct PartitionImage {
     pub adding_replicas: Vec<i32>,
     /// Replicas a reassignment in progress removes once the new ones are in sync.
     pub removing_replicas: Vec<i32>,
+    /// Replicas offline on their broker (their log directory failed, KIP-858), in
+    /// replica order: in no ISR but as its last member, and elected by no election
+    /// (not even an unclean one) until their broker registers again.
+    pub offline: Vec<i32>,
 }
 
 impl PartitionImage {
     /// True if `broker` holds a replica.
     pub(crate) fn hosts(&self, broker: i32) -> bool {
         self.replicas.contains(&broker)
+    }
+
+    /// True if `broker`'s replica is offline (see [`PartitionImage::offline`]).
+    pub(crate) fn is_offline(&self, broker: i32) -> bool {
+        self.offline.contains(&broker)
     }
 }
 
@@ -453,12 +465,13 @@ impl MetadataImage {
         self.topics.get(name)
     }
 
-    /// The first replica, in assignment order, that is in the ISR and unfenced.
+    /// The first replica, in assignment order, that is in the ISR, unfenced and not
+    /// offline.
     fn elect(&self, p: &PartitionImage) -> i32 {
         p.replicas
             .iter()
             .copied()
-            .find(|r| p.isr.contains(r) && self.is_unfenced(*r))
+            .find(|r| p.isr.contains(r) && !p.is_offline(*r) && self.is_unfenced(*r))
             .unwrap_or(NO_LEADER)
     }
 
@@ -538,9 +551,9 @@ impl MetadataImage {
     /// (the first) while that replica is an unfenced ISR member: a preferred-leader
     /// election would move it.
     pub(crate) fn prefers_another_leader(&self, p: &PartitionImage) -> bool {
-        p.replicas
-            .first()
-            .is_some_and(|r| *r != p.leader && p.isr.contains(r) && self.is_unfenced(*r))
+        p.replicas.first().is_some_and(|r| {
+            *r != p.leader && p.isr.contains(r) && !p.is_offline(*r) && self.is_unfenced(*r)
+        })
     }
 
     /// Moves the leadership of a partition to its preferred replica if
@@ -703,6 +716,11 @@ impl MetadataImage {
                 self.alter_broker_config(*broker, changes)
             }
             MetadataRecord::FeatureLevel { name, level } => self.feature_level(name, *level),
+            MetadataRecord::ReplicasOffline {
+                broker_id,
+                broker_epoch,
+                partitions,
+            } => self.replicas_offline(*broker_id, *broker_epoch, partitions),
         }
     }
 
@@ -965,6 +983,8 @@ impl MetadataImage {
             },
         );
         if let Some(prev) = previous {
+            // The new incarnation says again which of its replicas are offline.
+            self.clear_offline(broker_id);
             let clean = clean_shutdown_epoch == Some(prev.epoch) && prev.shut_down;
             // The previous incarnation is gone. A restart that did not follow a controlled
             // shutdown may have lost records it acknowledged: it leaves every ISR (but as
@@ -1066,6 +1086,7 @@ impl MetadataImage {
                     partition_epoch: 0,
                     adding_replicas: Vec::new(),
                     removing_replicas: Vec::new(),
+                    offline: Vec::new(),
                 }
             })
             .collect()
@@ -1283,6 +1304,15 @@ impl MetadataImage {
         {
             return Err(bad(format!("broker {r} is fenced and cannot join the ISR")));
         }
+        if let Some(r) = a
+            .new_isr
+            .iter()
+            .find(|r| !p.isr.contains(r) && p.is_offline(**r))
+        {
+            return Err(bad(format!(
+                "the replica on broker {r} is offline (its log directory failed) and cannot join the ISR"
+            )));
+        }
         // Kept in replica order, like every ISR the controller writes.
         let isr: Vec<i32> = p
             .replicas
@@ -1448,5 +1478,7 @@ pub(crate) fn local_changes(
 mod tests;
 #[cfg(test)]
 mod tests_features;
+#[cfg(test)]
+mod tests_offline;
 #[cfg(test)]
 mod tests_reassign;

@@ -46,24 +46,26 @@ fn without(list: &[i32], drop: &[i32]) -> Vec<i32> {
     list.iter().copied().filter(|r| !drop.contains(r)).collect()
 }
 
-/// The first of `order` in `isr` and `unfenced`, or [`NO_LEADER`].
-fn first_eligible(order: &[i32], isr: &[i32], unfenced: &[i32]) -> i32 {
+/// The first of `order` in `isr` and `unfenced`, and not in `offline`, or
+/// [`NO_LEADER`].
+fn first_eligible(order: &[i32], isr: &[i32], unfenced: &[i32], offline: &[i32]) -> i32 {
     order
         .iter()
         .copied()
-        .find(|r| isr.contains(r) && unfenced.contains(r))
+        .find(|r| isr.contains(r) && unfenced.contains(r) && !offline.contains(r))
         .unwrap_or(NO_LEADER)
 }
 
-/// Replaces a partition's replicas, reassignment, ISR and leader, bumping the epochs
-/// where anything changed.
-fn set(p: &mut PartitionImage, next: PartitionImage) {
+/// Replaces a partition's replicas, reassignment, ISR, leader and offline replicas,
+/// bumping the epochs where anything changed.
+pub(super) fn set(p: &mut PartitionImage, next: PartitionImage) {
     let leader_changed = next.leader != p.leader;
     let changed = leader_changed
         || next.replicas != p.replicas
         || next.isr != p.isr
         || next.adding_replicas != p.adding_replicas
-        || next.removing_replicas != p.removing_replicas;
+        || next.removing_replicas != p.removing_replicas
+        || next.offline != p.offline;
     let (leader_epoch, partition_epoch) = (p.leader_epoch, p.partition_epoch);
     *p = next;
     p.leader_epoch = leader_epoch + i32::from(leader_changed);
@@ -89,9 +91,10 @@ pub(super) fn complete(p: &mut PartitionImage, unfenced: &[i32]) -> bool {
     let leader = if target.contains(&p.leader) {
         p.leader
     } else {
-        first_eligible(&target, &isr, unfenced)
+        first_eligible(&target, &isr, unfenced, &p.offline)
     };
     let next = PartitionImage {
+        offline: without(&p.offline, &p.removing_replicas),
         replicas: target,
         isr,
         leader,
@@ -181,11 +184,17 @@ impl MetadataImage {
         let leader = if replicas.contains(&p.leader) {
             p.leader
         } else {
-            first_eligible(&replicas, &isr, &unfenced)
+            first_eligible(&replicas, &isr, &unfenced, &p.offline)
         };
         let mut t = (*topic).clone();
         let target_p = &mut t.partitions[index];
         let next = PartitionImage {
+            offline: p
+                .offline
+                .iter()
+                .copied()
+                .filter(|r| replicas.contains(r))
+                .collect(),
             replicas,
             isr,
             leader,
@@ -200,8 +209,8 @@ impl MetadataImage {
     }
 
     /// `ElectUncleanLeaders`: each leaderless partition is led by its first unfenced
-    /// replica, which alone makes the ISR (records it lacks are lost: the operator
-    /// asked for it).
+    /// replica that is not offline, which alone makes the ISR (records it lacks are
+    /// lost: the operator asked for it).
     pub(super) fn elect_unclean_leaders(&mut self, partitions: &[PartitionRef]) -> Outcome {
         let unfenced = self.unfenced_brokers();
         for r in partitions {
@@ -212,7 +221,12 @@ impl MetadataImage {
             if p.leader != NO_LEADER {
                 continue;
             }
-            let Some(leader) = p.replicas.iter().copied().find(|b| unfenced.contains(b)) else {
+            let Some(leader) = p
+                .replicas
+                .iter()
+                .copied()
+                .find(|b| unfenced.contains(b) && !p.is_offline(*b))
+            else {
                 continue;
             };
             let mut t = (*topic).clone();

@@ -3,28 +3,19 @@
 //! image.
 
 use super::*;
-use crate::cluster::records::tests::samples;
+use crate::cluster::records::tests::{registration, samples};
 use crate::cluster::records::{Envelope, Stamp};
 use proptest::prelude::*;
 
 /// An image with brokers `ids` registered and unfenced (registration indexes 1..).
-fn cluster(ids: &[i32]) -> MetadataImage {
+pub(super) fn cluster(ids: &[i32]) -> MetadataImage {
     let mut img = MetadataImage::default();
     let mut index = 0;
     for &id in ids {
         index += 1;
         img.apply(
             index,
-            &MetadataRecord::RegisterBroker {
-                broker_id: id,
-                incarnation: id as u64 * 100,
-                listener: format!("127.0.0.1:{}", 9000 + id),
-                clean_shutdown_epoch: None,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-                features: vec![],
-            },
+            &registration(id, id as u64 * 100, &format!("127.0.0.1:{}", 9000 + id)),
         )
         .unwrap();
     }
@@ -43,7 +34,7 @@ fn cluster(ids: &[i32]) -> MetadataImage {
     img
 }
 
-fn next(img: &MetadataImage) -> u64 {
+pub(super) fn next(img: &MetadataImage) -> u64 {
     img.index + 1
 }
 
@@ -62,7 +53,7 @@ fn create(img: &mut MetadataImage, name: &str, partitions: i32, rf: i16) -> Outc
     )
 }
 
-fn fence(img: &mut MetadataImage, id: i32) {
+pub(super) fn fence(img: &mut MetadataImage, id: i32) {
     let epoch = img.brokers[&id].epoch;
     img.apply(
         next(img),
@@ -74,7 +65,7 @@ fn fence(img: &mut MetadataImage, id: i32) {
     .unwrap();
 }
 
-fn ready(img: &mut MetadataImage, id: i32) {
+pub(super) fn ready(img: &mut MetadataImage, id: i32) {
     let epoch = img.brokers[&id].epoch;
     img.apply(
         next(img),
@@ -91,7 +82,7 @@ fn part<'a>(img: &'a MetadataImage, topic: &str, p: usize) -> &'a PartitionImage
 }
 
 /// Every invariant of the module documentation.
-fn check_invariants(img: &MetadataImage) {
+pub(super) fn check_invariants(img: &MetadataImage) {
     // Every registered broker supports every finalized feature level.
     for b in img.brokers.values() {
         assert_eq!(
@@ -114,11 +105,32 @@ fn check_invariants(img: &MetadataImage) {
             if p.leader != NO_LEADER {
                 assert!(p.isr.contains(&p.leader), "leader outside ISR {at}");
                 assert!(img.is_unfenced(p.leader), "fenced leader {at}");
+                assert!(!p.is_offline(p.leader), "offline leader {at}");
             } else {
                 assert!(
-                    !p.isr.iter().any(|r| img.is_unfenced(*r)),
-                    "leaderless with an unfenced ISR member {at}"
+                    !p.isr
+                        .iter()
+                        .any(|r| img.is_unfenced(*r) && !p.is_offline(*r)),
+                    "leaderless with an unfenced, online ISR member {at}"
                 );
+            }
+            // Offline replicas: replicas, each once, in replica order, registered.
+            let positions: Vec<Option<usize>> = p
+                .offline
+                .iter()
+                .map(|r| p.replicas.iter().position(|x| x == r))
+                .collect();
+            assert!(
+                positions.iter().all(Option::is_some) && positions.windows(2).all(|w| w[0] < w[1]),
+                "offline replicas not replicas, repeated or out of order {at}"
+            );
+            assert!(
+                p.offline.iter().all(|r| img.brokers.contains_key(r)),
+                "offline replica of an unregistered broker {at}"
+            );
+            if p.isr.iter().any(|r| p.is_offline(*r)) {
+                assert_eq!(p.isr.len(), 1, "offline replica in a larger ISR {at}");
+                assert_eq!(p.leader, NO_LEADER, "{at}");
             }
             let mut replicas = p.replicas.clone();
             replicas.sort_unstable();
@@ -697,21 +709,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
     create(&mut img, "t", 6, 3).unwrap();
     // Broker 2 restarts (kill -9) before the controller noticed: it is still in every
     // ISR and leads two partitions.
-    let outcome = img
-        .apply(
-            next(&img),
-            &MetadataRecord::RegisterBroker {
-                broker_id: 2,
-                incarnation: 999,
-                listener: "h:2".into(),
-                clean_shutdown_epoch: None,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-                features: vec![],
-            },
-        )
-        .unwrap();
+    let outcome = img.apply(next(&img), &registration(2, 999, "h:2")).unwrap();
     assert_eq!(outcome, Applied::BrokerEpoch(img.index as i64));
     check_invariants(&img);
     for i in 0..6 {
@@ -721,20 +719,7 @@ fn an_unclean_restart_leaves_every_isr_and_moves_leadership() {
     }
     // The same registration proposed twice changes nothing the second time.
     let again = img.clone();
-    img.apply(
-        next(&img),
-        &MetadataRecord::RegisterBroker {
-            broker_id: 2,
-            incarnation: 999,
-            listener: "h:2".into(),
-            clean_shutdown_epoch: None,
-            replication_listener: None,
-            endpoints: vec![],
-            rack: None,
-            features: vec![],
-        },
-    )
-    .unwrap();
+    img.apply(next(&img), &registration(2, 999, "h:2")).unwrap();
     assert_eq!(img.brokers, again.brokers);
     assert_eq!(img.topics, again.topics);
     // BrokerReady of the old epoch is stale; of the new one unfences it.
@@ -927,6 +912,20 @@ fn any_record() -> impl Strategy<Value = MetadataRecord> {
                         .collect(),
                 }
             }),
+        (
+            broker.clone(),
+            0..40i64,
+            prop::collection::vec((topic.clone(), 0..4i32), 0..4)
+        )
+            .prop_map(|(b, e, ps)| MetadataRecord::ReplicasOffline {
+                broker_id: b,
+                broker_epoch: e,
+                // The topic's name in the id's first byte, for `plausible`.
+                partitions: ps
+                    .into_iter()
+                    .map(|(t, p)| ([t.as_bytes()[0]; 16], p))
+                    .collect(),
+            }),
         (0..3i16).prop_map(|level| MetadataRecord::FeatureLevel {
             name: crate::cluster::features::TRANSACTION_VERSION.into(),
             level,
@@ -1080,6 +1079,26 @@ fn plausible(img: &MetadataImage, r: MetadataRecord) -> MetadataRecord {
             }
             MetadataRecord::AlterPartitionReassignment { partition, target }
         }
+        MetadataRecord::ReplicasOffline {
+            broker_id,
+            broker_epoch,
+            mut partitions,
+        } => {
+            for (id, _) in &mut partitions {
+                let name = char::from(id[0]).to_string();
+                if let Some(t) = img.topics.get(&name) {
+                    *id = t.id;
+                }
+            }
+            MetadataRecord::ReplicasOffline {
+                broker_id,
+                broker_epoch: match img.brokers.get(&broker_id) {
+                    Some(b) if broker_epoch % 4 != 0 => b.epoch,
+                    _ => broker_epoch,
+                },
+                partitions,
+            }
+        }
         MetadataRecord::BrokerReady {
             broker_id,
             broker_epoch,
@@ -1140,7 +1159,11 @@ proptest! {
                         if q.leader != p.leader {
                             prop_assert!(q.leader_epoch > p.leader_epoch);
                         }
-                        if q.leader != p.leader || q.isr != p.isr || q.replicas != p.replicas {
+                        if q.leader != p.leader
+                            || q.isr != p.isr
+                            || q.replicas != p.replicas
+                            || q.offline != p.offline
+                        {
                             prop_assert!(q.partition_epoch > p.partition_epoch);
                         }
                     }

@@ -135,7 +135,7 @@ fn the_snapshot_keeps_the_levels_and_what_each_broker_supports() {
     init(&mut img, bootstrap()).unwrap();
     register(&mut img, 1, tv(2)).unwrap();
     let bytes = img.encode();
-    assert_eq!(&bytes[..2], &[0, 11]);
+    assert_eq!(&bytes[..2], &[0, 12]);
     let back = MetadataImage::decode(&bytes, "snapshot").unwrap();
     assert_eq!(back, img);
     assert_eq!(back.brokers[&1].features, tv(2));

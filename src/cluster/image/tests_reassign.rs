@@ -1,26 +1,15 @@
 //! Reassignments (KIP-455) and unclean elections as applied to the image.
 
 use super::*;
+use crate::cluster::records::tests::registration;
 
 /// Brokers `ids` registered and unfenced.
 fn cluster(ids: &[i32]) -> MetadataImage {
     let mut img = MetadataImage::default();
     for &id in ids {
         let at = img.index + 1;
-        img.apply(
-            at,
-            &MetadataRecord::RegisterBroker {
-                broker_id: id,
-                incarnation: id as u64,
-                listener: format!("h:{id}"),
-                clean_shutdown_epoch: None,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-                features: vec![],
-            },
-        )
-        .unwrap();
+        img.apply(at, &registration(id, id as u64, &format!("h:{id}")))
+            .unwrap();
         let epoch = img.brokers[&id].epoch;
         img.apply(
             at + 1,

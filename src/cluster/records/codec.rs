@@ -54,6 +54,7 @@ pub(super) mod kind {
     pub const ALTER_GROUP_CONFIG: u8 = 44;
     pub const ALTER_BROKER_CONFIG: u8 = 45;
     pub const FEATURE_LEVEL: u8 = 46;
+    pub const REPLICAS_OFFLINE: u8 = 48;
 }
 
 /// Tag of a credential upsert in `AlterScramCredentials`.
@@ -88,6 +89,7 @@ impl MetadataRecord {
             MetadataRecord::AlterGroupConfig { .. } => kind::ALTER_GROUP_CONFIG,
             MetadataRecord::AlterBrokerConfig { .. } => kind::ALTER_BROKER_CONFIG,
             MetadataRecord::FeatureLevel { .. } => kind::FEATURE_LEVEL,
+            MetadataRecord::ReplicasOffline { .. } => kind::REPLICAS_OFFLINE,
         }
     }
 
@@ -187,6 +189,17 @@ impl MetadataRecord {
                 w.str(name);
                 w.i16(*level);
             }
+            MetadataRecord::ReplicasOffline {
+                broker_id,
+                broker_epoch,
+                partitions,
+            } => {
+                put_broker_epoch(w, *broker_id, *broker_epoch);
+                put_list(w, partitions, |w, (id, p)| {
+                    w.raw(id);
+                    w.i32(*p);
+                });
+            }
         }
     }
 
@@ -270,6 +283,12 @@ impl MetadataRecord {
             kind::FEATURE_LEVEL => Ok(MetadataRecord::FeatureLevel {
                 name: r.str()?,
                 level: r.i16()?,
+            }),
+            // A topic id and a partition each.
+            kind::REPLICAS_OFFLINE => Ok(MetadataRecord::ReplicasOffline {
+                broker_id: r.i32()?,
+                broker_epoch: r.i64()?,
+                partitions: get_list(r, 20, |r| Ok((r.fixed()?, r.i32()?)))?,
             }),
             other => Err(r.error(format!("unknown metadata record type {other}"))),
         }

@@ -298,6 +298,18 @@ pub(crate) enum MetadataRecord {
         /// Its new level.
         level: i16,
     },
+    /// Replicas of a broker that are offline on it: their log directory failed (KIP-858).
+    /// They leave the ISR (but as its last member), a leadership they hold moves, and
+    /// they are elected by no election (not even an unclean one) until the broker
+    /// registers again with a new broker epoch.
+    ReplicasOffline {
+        /// Node id.
+        broker_id: i32,
+        /// Its current broker epoch (an older one is refused).
+        broker_epoch: i64,
+        /// The partitions, as `(topic id, partition)`.
+        partitions: Vec<(TopicId, i32)>,
+    },
 }
 
 impl MetadataRecord {
@@ -327,6 +339,7 @@ impl MetadataRecord {
             MetadataRecord::AlterGroupConfig { .. } => "AlterGroupConfig",
             MetadataRecord::AlterBrokerConfig { .. } => "AlterBrokerConfig",
             MetadataRecord::FeatureLevel { .. } => "FeatureLevel",
+            MetadataRecord::ReplicasOffline { .. } => "ReplicasOffline",
         }
     }
 }
@@ -409,16 +422,7 @@ pub(crate) mod tests {
                     max: 2,
                 }],
             },
-            MetadataRecord::RegisterBroker {
-                broker_id: 2,
-                incarnation: 43,
-                listener: "h:1".into(),
-                clean_shutdown_epoch: None,
-                replication_listener: None,
-                endpoints: vec![],
-                rack: None,
-                features: vec![],
-            },
+            registration(2, 43, "h:1"),
             MetadataRecord::BrokerReady {
                 broker_id: 1,
                 broker_epoch: 3,
@@ -564,6 +568,11 @@ pub(crate) mod tests {
                 broker: None,
                 changes: vec![],
             },
+            MetadataRecord::ReplicasOffline {
+                broker_id: 2,
+                broker_epoch: 5,
+                partitions: vec![([8; 16], 0), ([8; 16], 3)],
+            },
             MetadataRecord::AlterClientQuotas {
                 changes: vec![
                     QuotaChange {
@@ -585,6 +594,35 @@ pub(crate) mod tests {
                 ],
             },
         ]
+    }
+
+    /// A `RegisterBroker` of node `broker_id` (process `incarnation`) at `listener`, and
+    /// nothing else: no clean shutdown, no other listener, no rack, no feature.
+    pub(crate) fn registration(broker_id: i32, incarnation: u64, listener: &str) -> MetadataRecord {
+        MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation,
+            listener: listener.into(),
+            clean_shutdown_epoch: None,
+            replication_listener: None,
+            endpoints: vec![],
+            rack: None,
+            features: vec![],
+        }
+    }
+
+    /// A `CreateTopic` of `name` (id `[name.len(); 16]`, internal if its name starts
+    /// with `__`) with the replicas given per partition.
+    pub(crate) fn assigned_topic(name: &str, assignment: Vec<Vec<i32>>) -> MetadataRecord {
+        MetadataRecord::CreateTopic(CreateTopic {
+            name: name.into(),
+            topic_id: [name.len() as u8; 16],
+            partitions: -1,
+            replication_factor: -1,
+            assignment: Some(assignment),
+            configs: vec![],
+            internal: name.starts_with("__"),
+        })
     }
 
     #[test]
@@ -634,16 +672,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_version_0_registration_has_no_replication_listener() {
-        let record = MetadataRecord::RegisterBroker {
-            broker_id: 4,
-            incarnation: 9,
-            listener: "h:1".into(),
-            clean_shutdown_epoch: None,
-            replication_listener: None,
-            endpoints: vec![],
-            rack: None,
-            features: vec![],
-        };
+        let record = registration(4, 9, "h:1");
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
@@ -688,16 +717,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_version_2_registration_has_no_rack() {
-        let record = MetadataRecord::RegisterBroker {
-            broker_id: 4,
-            incarnation: 9,
-            listener: "h:1".into(),
-            clean_shutdown_epoch: None,
-            replication_listener: None,
-            endpoints: vec![],
-            rack: None,
-            features: vec![],
-        };
+        let record = registration(4, 9, "h:1");
         let mut w = Writer::new();
         record.encode(&mut w);
         let mut bytes = w.into_bytes();
@@ -802,6 +822,28 @@ pub(crate) mod tests {
         .encode(&mut w);
         // Kind 46, version 0, the name, the level.
         assert_eq!(w.into_bytes(), vec![46, 0, 0, 0, 0, 2, b't', b'v', 0, 2]);
+    }
+
+    #[test]
+    fn replicas_offline_is_laid_out() {
+        let mut w = Writer::new();
+        MetadataRecord::ReplicasOffline {
+            broker_id: 1,
+            broker_epoch: 2,
+            partitions: vec![([7; 16], 3)],
+        }
+        .encode(&mut w);
+        // Kind 48, version 0, the broker id and epoch, one partition: its topic id and
+        // index.
+        let mut expected = vec![48, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1];
+        expected.extend_from_slice(&[7; 16]);
+        expected.extend_from_slice(&[0, 0, 0, 3]);
+        let bytes = w.into_bytes();
+        assert_eq!(bytes, expected);
+        // A count larger than the bytes left is an error, not an allocation.
+        let mut bad = bytes.clone();
+        bad[17] = 9;
+        assert!(MetadataRecord::decode(&mut Reader::new(&bad, "bad")).is_err());
     }
 
     proptest! {

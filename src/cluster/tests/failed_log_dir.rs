@@ -1,11 +1,15 @@
 //! Cluster nodes with several log directories (`log.dirs`, JBOD): a node restarted
 //! with one of them unusable keeps the replicas it held there offline instead of
 //! making empty logs in their place (an empty replica could be caught up or elected as
-//! if it were new, and would hide the records once the directory is back).
+//! if it were new, and would hide the records once the directory is back). The
+//! controller learns which replicas are offline (`ReplicasOffline`, KIP-858), at start
+//! and when a directory fails under a running node: they leave their ISRs and
+//! leaderships.
 
 use super::acked_writes::{AckedWriter, assert_acked_stored};
-use super::replication::{broker, create};
+use super::replication::{broker, create, part};
 use super::*;
+use crate::cluster::image::PartitionImage;
 
 /// The partitions of `topic` (of `count`) whose directory is in `dir`.
 fn held_in(dir: &Path, topic: &str, count: i32) -> Vec<i32> {
@@ -63,6 +67,16 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
     for p in &kept {
         assert!(b.hosted_partition("t", *p).is_some(), "t-{p} is not served");
     }
+    // The controller knows: they are offline, out of their ISRs, led elsewhere.
+    wait_until("node 3's replicas to be marked offline", || {
+        lost.iter().all(|p| {
+            let x = partition_image(&c, 0, "t", *p);
+            x.offline == [3] && !x.isr.contains(&3) && x.leader != 3
+        })
+    });
+    for p in &kept {
+        assert!(partition_image(&c, 0, "t", *p).offline.is_empty(), "t-{p}");
+    }
     drop(b);
 
     // With the directory back, its replicas come back with their records.
@@ -75,8 +89,77 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
         (0..4).all(|p| b.hosted_partition("t", p).is_some())
     });
     assert!(b.offline_partitions("t").is_empty());
+    // Its new registration cleared the marks, and it caught up into the ISRs.
+    wait_until("node 3 back in every ISR", || {
+        (0..4).all(|p| {
+            let x = partition_image(&c, 0, "t", p);
+            x.offline.is_empty() && x.isr.contains(&3)
+        })
+    });
     for p in 0..4 {
         assert_acked_stored(&c, 2, "t", p, &acked);
+    }
+    c.shutdown();
+}
+
+/// Partition `p` of `topic` as node index `i`'s image has it.
+fn partition_image(c: &TestCluster, i: usize, topic: &str, p: i32) -> PartitionImage {
+    c.node(i).image().topics[topic].partitions[p as usize].clone()
+}
+
+#[test]
+fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_acknowledged_record() {
+    let c = TestCluster::with_log_dirs(3);
+    c.wait_settled();
+    create(&c, "t", 4, Vec::new());
+    let writer = AckedWriter::start(&c, "t", 4);
+    writer.wait_for_more("records in every partition", 40);
+    // A node leading a partition held in its second log directory (each node leads
+    // one or two of the four, and holds about half of its replicas there).
+    let (i, p) = (0..3)
+        .flat_map(|i| (0..4).map(move |p| (i, p)))
+        .find(|&(i, p)| {
+            partition_image(&c, 0, "t", p).leader == i as i32 + 1
+                && held_in(c.extra_dir(i), "t", 4).contains(&p)
+        })
+        .expect("a leader holding a partition in its second log directory");
+    let id = i as i32 + 1;
+    let lost = held_in(c.extra_dir(i), "t", 4);
+    let end_at_failure = part(&c, i, "t", p).log_end_offset();
+    broker(&c, i)
+        .fail_log_dir(c.extra_dir(i), "test: the disk is gone")
+        .unwrap();
+
+    // The controller learns it: the node's replicas there leave their ISRs and
+    // leaderships (on every node's image), the others stay.
+    wait_until(
+        "the failed replicas to be marked offline everywhere",
+        || {
+            (0..3).all(|n| {
+                lost.iter().all(|q| {
+                    let x = partition_image(&c, n, "t", *q);
+                    x.offline == [id] && !x.isr.contains(&id) && x.leader != id
+                })
+            })
+        },
+    );
+    for q in (0..4).filter(|q| !lost.contains(q)) {
+        assert!(partition_image(&c, 0, "t", q).offline.is_empty(), "t-{q}");
+    }
+    // The producer goes on, the moved partition too, on its new leader.
+    writer.wait_for_more("records after the failure", 80);
+    let (acked, _) = writer.finish();
+    let after = partition_image(&c, 0, "t", p);
+    assert_ne!(after.leader, id);
+    assert!(
+        acked
+            .iter()
+            .any(|(q, o, _)| *q == p && *o >= end_at_failure),
+        "nothing acknowledged on t-{p} after the failure"
+    );
+    for q in 0..4 {
+        let leader = partition_image(&c, 0, "t", q).leader;
+        assert_acked_stored(&c, leader as usize - 1, "t", q, &acked);
     }
     c.shutdown();
 }

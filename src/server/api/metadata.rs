@@ -15,8 +15,9 @@
 //! from its [`ClusterView`]: the unfenced brokers at their advertised endpoints of the
 //! listener the request came in on (a broker without that listener is left out), the
 //! Raft leader as controller, and per partition the leader (LEADER_NOT_AVAILABLE when
-//! there is none or it lacks the listener), leader epoch, replicas, ISR and offline replicas (those on fenced
-//! brokers).
+//! there is none or it lacks the listener), leader epoch, replicas, ISR and offline
+//! replicas (those on fenced brokers, and those whose log directory failed on their
+//! broker).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -331,7 +332,8 @@ fn auto_create(ctx: &Ctx<'_>, req: &Request, cluster: &dyn ClusterView, names: &
 
 /// One partition of a cluster's topic in Metadata: its leader (LEADER_NOT_AVAILABLE
 /// when there is none or it lacks the request's listener, as Kafka answers), leader
-/// epoch, replicas, ISR and the replicas on brokers that are fenced or gone (offline).
+/// epoch, replicas, ISR and the replicas offline: on brokers that are fenced or gone, or
+/// in a log directory that failed on their broker.
 fn partition(
     index: usize,
     p: &PartitionLayout,
@@ -342,7 +344,7 @@ fn partition(
         .replicas
         .iter()
         .copied()
-        .filter(|r| !unfenced(*r))
+        .filter(|r| !unfenced(*r) || p.offline.contains(r))
         .collect();
     let reachable = p.leader != NO_LEADER
         && brokers
