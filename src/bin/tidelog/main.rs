@@ -55,6 +55,8 @@ mod reassign_throttle;
 mod security;
 #[cfg(feature = "server")]
 mod serve;
+#[cfg(feature = "server")]
+mod share_groups;
 mod topics;
 
 use clap::Parser;
@@ -129,6 +131,8 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => partitions::log_dirs(given, &args),
         #[cfg(feature = "server")]
         Command::Reassign(args) => partitions::reassign(given, &args),
+        #[cfg(feature = "server")]
+        Command::ShareGroups(args) => share_groups::run(given, &args),
         #[cfg(feature = "server")]
         Command::Quorum(args) => quorum::run(given, &args),
         #[cfg(feature = "server")]
