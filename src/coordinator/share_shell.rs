@@ -931,9 +931,10 @@ impl ShareCoordinator {
                 self.notify_watchers();
                 Ok(out)
             }
-            Err(e @ Error::FencedLeaderEpoch { .. }) => {
-                // A later leader took the share-partition over: this node's state of
-                // it, and what it handed out, no longer count.
+            Err(e @ (Error::FencedLeaderEpoch { .. } | Error::FencedStateEpoch { .. })) => {
+                // A later leader took the share-partition over, or an admin replaced
+                // its state (a newer state epoch): this node's state of it, and what it
+                // handed out, no longer count; it is read again when next used.
                 inner.partitions.remove(k);
                 Err(e)
             }
@@ -1287,5 +1288,48 @@ mod tests {
             new.record_state("g", "t", 0, 4),
             Some((RecordState::Available, 2))
         );
+    }
+
+    #[test]
+    fn a_leaders_write_of_a_state_an_admin_replaced_is_fenced_and_the_state_reloads() {
+        let store = MemStore::default();
+        let leader = node_at(&store, 1);
+        work(&leader, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        leader
+            .acquire("g", "m", "t", 0, &held, 14, 100, now)
+            .unwrap();
+        // The group's coordinator (another node; the group has no member there) sets
+        // the start offset back to 2: the next state epoch.
+        let coordinator = node_at(&store, 1);
+        let altered = coordinator
+            .alter_share_offsets("g", &[("t".into(), 0, 2)])
+            .unwrap();
+        altered[0].as_ref().unwrap();
+        // The leader of t-0, holding the old state, accepts records it held: refused
+        // when written, and it drops the share-partition.
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+        let refused = leader
+            .acknowledge("g", "m", "t", 0, &acks, now)
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::FencedStateEpoch { .. }),
+            "{refused}"
+        );
+        assert!(leader.loaded_share_partitions().is_empty());
+        // Read again, it has the new state: from 2, nothing in flight.
+        assert_eq!(leader.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
+        assert_eq!(leader.record_state("g", "t", 0, 4), None);
+        let again: Vec<i64> = (2..14).collect();
+        let got = leader
+            .acquire("g", "m", "t", 0, &again, 14, 100, now)
+            .unwrap();
+        let counts: Vec<i16> = got.iter().map(|r| r.delivery_count).collect();
+        assert_eq!(counts, vec![1; 12], "delivered anew from 2");
+        // A third node reads the same (what the leader held available again).
+        let next = node_at(&store, 1);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
     }
 }

@@ -834,6 +834,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidPartitions { .. } => R::InvalidPartitions,
         Error::NotLeaderOrFollower { .. } => R::NotLeaderOrFollower,
         Error::FencedLeaderEpoch { .. } => R::FencedLeaderEpoch,
+        Error::FencedStateEpoch { .. } => R::FencedStateEpoch,
         Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
         Error::IneligibleReplica { .. } => R::IneligibleReplica,
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
