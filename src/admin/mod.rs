@@ -50,6 +50,7 @@ mod quorum;
 mod quotas;
 mod router;
 mod security;
+mod share_groups;
 #[cfg(feature = "server")] // the tests start a tidelog server
 #[cfg(test)]
 mod tests;
@@ -92,6 +93,7 @@ pub use quorum::{QuorumInfo, QuorumReplica};
 pub use quotas::QuotaMatch;
 use router::{Outcome, Router, Settings, check, kstr};
 pub use security::ScramAlteration;
+pub use share_groups::ShareGroupOffset;
 pub use types::{
     AlterConfigOp, BrokerMetadata, ClusterMetadata, CommittedOffset, ConfigEntry, ConfigSource,
     GroupDescription, GroupListing, ListedOffset, MemberDescription, NewTopic, OffsetSpec,

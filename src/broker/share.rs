@@ -259,4 +259,98 @@ mod tests {
             Some((RecordState::Acquired, 1))
         );
     }
+
+    #[test]
+    fn offsets_are_described_altered_and_deleted_and_survive_a_restart() {
+        use crate::error::{Error, ShareError};
+        let dir = tempfile::tempdir().unwrap();
+        let topics = vec!["t".to_string()];
+        let start_and_epoch = |share: &ShareCoordinator| {
+            let got = share.share_offsets("g", &topics).unwrap();
+            assert_eq!(got.len(), 1, "{got:?}");
+            (got[0].start_offset, got[0].state_epoch)
+        };
+        {
+            let broker = open(dir.path(), 500);
+            let share = broker.share_coordinator().unwrap();
+            let e = share.share_offsets("g", &topics).unwrap_err();
+            let unknown = matches!(
+                &e,
+                Error::Share {
+                    source: ShareError::GroupIdNotFound,
+                    ..
+                }
+            );
+            assert!(unknown, "{e}");
+            work(share, "m1");
+            share.release_held("g", "m1", Instant::now()).unwrap();
+            assert_eq!(start_and_epoch(share), (5, 0));
+            // A member makes the group non-empty: no alter, no delete.
+            let m = share.join("g", &topics, "c").unwrap();
+            let e = share
+                .alter_share_offsets("g", &[("t".into(), 0, 2)])
+                .unwrap_err();
+            let busy = matches!(
+                &e,
+                Error::Share {
+                    source: ShareError::NonEmptyGroup(1),
+                    ..
+                }
+            );
+            assert!(busy, "{e}");
+            assert!(share.delete_share_offsets("g", &[("t".into(), 0)]).is_err());
+            share.leave("g", &m, Instant::now()).unwrap();
+            // Back to 2: records 2..5, accepted or rejected before, come again.
+            let r = share
+                .alter_share_offsets("g", &[("t".into(), 0, 2), ("t".into(), 1, -1)])
+                .unwrap();
+            r[0].as_ref().unwrap();
+            assert!(r[1].is_err(), "a negative start offset");
+            assert_eq!(start_and_epoch(share), (2, 1));
+            assert_eq!(
+                share
+                    .fetch_offset("g", "t", 0, 0, 0, Instant::now())
+                    .unwrap(),
+                2
+            );
+            assert_eq!(
+                share.record_state("g", "t", 0, 5),
+                None,
+                "nothing in flight"
+            );
+        }
+        {
+            // Reopened: the altered state is what loads.
+            let broker = open(dir.path(), 500);
+            let share = broker.share_coordinator().unwrap();
+            assert_eq!(start_and_epoch(share), (2, 1));
+            let r = share.delete_share_offsets("g", &[("t".into(), 0)]).unwrap();
+            r[0].as_ref().unwrap();
+            assert!(share.share_offsets("g", &topics).is_err(), "no state left");
+            // Read again, it starts where a share-partition never read starts.
+            assert_eq!(
+                share
+                    .fetch_offset("g", "t", 0, 0, 7, Instant::now())
+                    .unwrap(),
+                7
+            );
+        }
+        let broker = open(dir.path(), 500);
+        let share = broker.share_coordinator().unwrap();
+        assert_eq!(start_and_epoch(share), (7, 2));
+        assert_eq!(share.record_state("g", "t", 0, 7), None);
+        // And deleted again, the deletion loads too.
+        share.delete_share_offsets("g", &[("t".into(), 0)]).unwrap();
+        drop(broker);
+        let broker = open(dir.path(), 500);
+        let share = broker.share_coordinator().unwrap();
+        assert!(share.share_offsets("g", &topics).is_err());
+        assert_eq!(
+            share
+                .fetch_offset("g", "t", 0, 0, 3, Instant::now())
+                .unwrap(),
+            3
+        );
+        assert_eq!(start_and_epoch(share), (3, 3));
+    }
 }

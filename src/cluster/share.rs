@@ -164,6 +164,17 @@ impl StoreInner {
                     .to_string(),
             });
         }
+        if answer.error_code == ResponseError::FencedStateEpoch.code() {
+            // An admin replaced the share-partition's state since this node read it.
+            return Err(Error::FencedStateEpoch {
+                partition: format!("{SHARE_GROUP_STATE_TOPIC}-{index}"),
+                reason: answer
+                    .error_message
+                    .as_deref()
+                    .unwrap_or("the share-partition's state has a newer state epoch")
+                    .to_string(),
+            });
+        }
         if answer.error_code != 0 {
             return Err(refused(
                 index,

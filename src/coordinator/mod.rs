@@ -87,6 +87,7 @@ mod server_assignor;
 #[cfg(feature = "server")]
 mod share_fence;
 mod share_members;
+mod share_offsets;
 mod share_partition;
 pub(crate) mod share_records;
 mod share_shell;
@@ -116,6 +117,7 @@ pub use consumer_types::{
 pub use group::{Group, PreparedCommit, PreparedOffsetDelete, load_groups};
 pub use offsets::JournalRecord;
 pub use share_members::{ShareHeartbeat, ShareHeartbeatResponse, ShareMemberState};
+pub use share_offsets::ShareStartOffset;
 pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };

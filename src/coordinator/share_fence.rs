@@ -13,6 +13,12 @@
 //! log when this node's leadership of it begins (a new leader of the state partition
 //! has every record that was acknowledged), then kept up to date by the appends.
 //!
+//! A share-partition's state epoch moves when an admin sets or deletes its start offset
+//! (a snapshot of the next state epoch): a snapshot of an older state epoch, or an update
+//! of an older snapshot epoch than the first snapshot of the state epoch, was made
+//! against the state the admin replaced and is refused (FENCED_STATE_EPOCH); the leader
+//! of the data partition that wrote it reads the state again.
+//!
 //! A new leader of a data partition raises the fence before it reads a
 //! share-partition's state: it writes an update with its leader epoch, no batches and
 //! start offset -1 (Kafka's share coordinator writes the same record when a newer
@@ -23,7 +29,7 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use super::share_records::{self as records, SHARE_GROUP_STATE_TOPIC, ShareKey};
+use super::share_records::{self as records, SHARE_GROUP_STATE_TOPIC, ShareKey, ShareState};
 use super::share_shell::{RecordVisitor, keyed_records};
 use crate::error::{Error, Result};
 
@@ -34,11 +40,50 @@ pub(crate) struct ShareFence {
     tables: Mutex<HashMap<i32, Table>>,
 }
 
-/// The newest leader epoch written of each share-partition of one state partition.
+/// The newest leader epoch written of each share-partition of one state partition,
+/// and its state epoch.
 struct Table {
     /// The leader epoch of the state partition (this node's leadership) it was read at.
     leadership: i32,
     epochs: HashMap<ShareKey, i32>,
+    states: HashMap<ShareKey, StateEpoch>,
+}
+
+/// A share-partition's newest state epoch, and the snapshot epoch its first snapshot
+/// had: an update of an older snapshot epoch was made against an older state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StateEpoch {
+    state: i32,
+    since_snapshot: i32,
+}
+
+/// The state epoch `kind` record `v` starts, if it starts one (a snapshot of a newer
+/// state epoch than `now`, or the first snapshot seen).
+fn starts(kind: i16, v: &ShareState, now: Option<StateEpoch>) -> Option<StateEpoch> {
+    let newer = now.is_none_or(|n| v.state_epoch > n.state);
+    (kind == records::SNAPSHOT && newer).then_some(StateEpoch {
+        state: v.state_epoch,
+        since_snapshot: v.snapshot_epoch,
+    })
+}
+
+/// Why record `v` of `kind` was made against an older state than `now`, if it was: a
+/// snapshot of an older state epoch, or an update (not a new leader's fence) of an
+/// older snapshot epoch than the state's first snapshot.
+fn stale(kind: i16, v: &ShareState, now: StateEpoch) -> Option<String> {
+    if kind == records::SNAPSHOT && v.state_epoch < now.state {
+        return Some(format!(
+            "a snapshot of state epoch {}, the state's is {}",
+            v.state_epoch, now.state
+        ));
+    }
+    let fence = v.start_offset < 0 && v.batches.is_empty();
+    (kind == records::UPDATE && !fence && v.snapshot_epoch < now.since_snapshot).then(|| {
+        format!(
+            "an update of snapshot epoch {}, state epoch {} began at snapshot epoch {}",
+            v.snapshot_epoch, now.state, now.since_snapshot
+        )
+    })
 }
 
 impl std::fmt::Debug for ShareFence {
@@ -53,7 +98,9 @@ impl ShareFence {
     /// Runs `append` (which appends the record batches `batches` to partition `index`
     /// of `__share_group_state`, led here at leader epoch `leadership`) unless a record
     /// of `batches` has an older leader epoch than its share-partition already has:
-    /// then [`Error::FencedLeaderEpoch`] and nothing is appended. `scan` visits the
+    /// then [`Error::FencedLeaderEpoch`] and nothing is appended; nor when one was made
+    /// against a state an admin replaced since ([`Error::FencedStateEpoch`]). `scan`
+    /// visits the
     /// partition's records, from its start; it is called when the leadership is new to
     /// the fence.
     pub(crate) fn append<T>(
@@ -70,22 +117,52 @@ impl ShareFence {
             .is_none_or(|t| t.leadership != leadership)
         {
             let mut epochs = HashMap::new();
+            let mut states = HashMap::new();
             scan(&mut |_, key, value| {
-                if let Some((_, k, v)) = records::decode(key, value)? {
+                if let Some((kind, k, v)) = records::decode(key, value)? {
+                    if let Some(s) = starts(kind, &v, states.get(&k).copied()) {
+                        states.insert(k.clone(), s);
+                    }
                     raise(&mut epochs, k, v.leader_epoch);
                 }
                 Ok(())
             })?;
-            tables.insert(index, Table { leadership, epochs });
+            tables.insert(
+                index,
+                Table {
+                    leadership,
+                    epochs,
+                    states,
+                },
+            );
         }
         let table = tables.get_mut(&index).expect("made above");
         let location = format!("{SHARE_GROUP_STATE_TOPIC}-{index}");
         let mut raised: Vec<(ShareKey, i32)> = Vec::new();
+        let mut started: Vec<(ShareKey, StateEpoch)> = Vec::new();
         let mut scratch = Vec::new();
         keyed_records(batches, 0, &location, &mut scratch, &mut |_, key, value| {
-            let Some((_, k, v)) = records::decode(key, value)? else {
+            let Some((kind, k, v)) = records::decode(key, value)? else {
                 return Ok(());
             };
+            let state = started
+                .iter()
+                .rev()
+                .find(|(r, _)| *r == k)
+                .map(|(_, s)| *s)
+                .or_else(|| table.states.get(&k).copied());
+            if let Some(reason) = state.and_then(|now| stale(kind, &v, now)) {
+                return Err(Error::FencedStateEpoch {
+                    partition: location.clone(),
+                    reason: format!(
+                        "share group {:?} partition {}'s state was replaced: {reason}",
+                        k.group, k.partition
+                    ),
+                });
+            }
+            if let Some(s) = starts(kind, &v, state) {
+                started.push((k.clone(), s));
+            }
             let newest = raised
                 .iter()
                 .filter(|(r, _)| *r == k)
@@ -110,6 +187,7 @@ impl ShareFence {
         for (k, epoch) in raised {
             raise(&mut table.epochs, k, epoch);
         }
+        table.states.extend(started);
         Ok(out)
     }
 }
@@ -121,7 +199,7 @@ fn raise(epochs: &mut HashMap<ShareKey, i32>, k: ShareKey, epoch: i32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::share_records::{ShareState, UPDATE};
+    use super::super::share_records::UPDATE;
     use super::*;
 
     fn key(group: &str) -> ShareKey {

@@ -116,9 +116,9 @@ impl ShareJournal for PartitionJournal {
 }
 
 /// One share-partition as the coordinator keeps it.
-struct Entry {
+pub(super) struct Entry {
     topic: String,
-    partition: SharePartition,
+    pub(super) partition: SharePartition,
     /// Its partition of `__share_group_state`.
     state_partition: usize,
     snapshot_epoch: i32,
@@ -128,10 +128,47 @@ struct Entry {
     snapshot_offset: i64,
     /// The leader epoch of its partition its records are written with (0 on a single
     /// node); a load ignores records of an older one (a deposed leader's).
-    leader_epoch: i32,
+    pub(super) leader_epoch: i32,
+    /// Its state epoch: raised when an admin sets or deletes its start offset
+    /// (AlterShareGroupOffsets, DeleteShareGroupOffsets); a load ignores snapshots of
+    /// an older one.
+    pub(super) state_epoch: i32,
+    /// Read back as deleted (a snapshot with start offset -1): no state.
+    pub(super) deleted: bool,
 }
 
 impl Entry {
+    /// The entry of a snapshot read back at `offset` of state partition `index`.
+    pub(super) fn of_snapshot(
+        v: &ShareState,
+        offset: i64,
+        index: usize,
+        topic: &str,
+        limits: ShareLimits,
+    ) -> Entry {
+        let deleted = v.start_offset < 0;
+        Entry {
+            topic: topic.to_string(),
+            partition: SharePartition::restore(v.start_offset.max(0), &v.batches, limits),
+            state_partition: index,
+            snapshot_epoch: v.snapshot_epoch,
+            updates: 0,
+            snapshot_offset: offset,
+            leader_epoch: v.leader_epoch,
+            state_epoch: v.state_epoch,
+            deleted,
+        }
+    }
+
+    /// A copy of what the admin APIs read of it (its state, epochs and place).
+    pub(super) fn summary(&self) -> Entry {
+        Entry {
+            topic: self.topic.clone(),
+            partition: self.partition.clone(),
+            ..*self
+        }
+    }
+
     /// Replays an update read back: it applies to the state (unless it is a fence,
     /// which changes nothing) and raises the leader epoch to its own.
     fn apply_update(&mut self, v: &ShareState) {
@@ -143,10 +180,78 @@ impl Entry {
     }
 }
 
+/// The epochs of a share-partition's state, where its next snapshot goes on from.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Epochs {
+    pub(super) snapshot_epoch: Option<i32>,
+    pub(super) state_epoch: i32,
+}
+
+impl Epochs {
+    pub(super) fn of(e: &Entry) -> Epochs {
+        Epochs {
+            snapshot_epoch: Some(e.snapshot_epoch),
+            state_epoch: e.state_epoch,
+        }
+    }
+
+    /// The snapshot epoch of the next snapshot: 0 for a share-partition never written.
+    pub(super) fn next_snapshot(self) -> i32 {
+        self.snapshot_epoch.map_or(0, |e| e.saturating_add(1))
+    }
+}
+
 /// True for a new leader's fence: an update with no batches and start offset -1
 /// (see `share_fence.rs`).
 fn is_fence(v: &ShareState) -> bool {
     v.start_offset < 0 && v.batches.is_empty()
+}
+
+/// Replays one record read back at `offset` of state partition `index` (`location`)
+/// into `found`, the share-partitions read so far: a snapshot replaces a
+/// share-partition's state, an update changes it. Skipped: what a deposed leader wrote
+/// (an older leader epoch than one read before), a snapshot of an older state epoch,
+/// an update of an older snapshot epoch than the last snapshot's, and updates of a
+/// deleted share-partition (written before an admin reset it).
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    found: &mut HashMap<ShareKey, Entry>,
+    kind: i16,
+    k: ShareKey,
+    v: &ShareState,
+    offset: i64,
+    index: usize,
+    topic: &str,
+    location: &str,
+    limits: ShareLimits,
+) -> Result<()> {
+    match (kind, found.get_mut(&k)) {
+        (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
+        (SNAPSHOT, Some(e)) if v.state_epoch < e.state_epoch => {}
+        (SNAPSHOT, _) => {
+            found.insert(k, Entry::of_snapshot(v, offset, index, topic, limits));
+        }
+        (UPDATE, Some(e)) if is_fence(v) => {
+            e.leader_epoch = e.leader_epoch.max(v.leader_epoch);
+        }
+        (UPDATE, Some(e)) if e.deleted || v.snapshot_epoch < e.snapshot_epoch => {}
+        (UPDATE, Some(e)) => e.apply_update(v),
+        // A new leader's fence before the share-partition's first snapshot.
+        (UPDATE, None) if is_fence(v) => {}
+        // An update whose snapshot was pruned away cannot be: the journal prunes only
+        // below every share-partition's last snapshot.
+        _ => {
+            return Err(Error::corrupt(
+                location,
+                offset as u64,
+                format!(
+                    "update of share group {:?} partition {} before any snapshot",
+                    k.group, k.partition
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A member of a share group.
@@ -171,13 +276,23 @@ pub(super) struct Inner {
     journals: Vec<Arc<dyn ShareJournal>>,
     /// A cluster node's state partitions (then `journals` stays empty).
     pub(super) store: Option<Arc<dyn ShareStateStore>>,
-    partitions: HashMap<ShareKey, Entry>,
+    pub(super) partitions: HashMap<ShareKey, Entry>,
+    /// The epochs of share-partitions deleted (DeleteShareGroupOffsets) and not read
+    /// since: the next first snapshot of one goes on from them.
+    pub(super) deleted: HashMap<ShareKey, Epochs>,
     pub(super) groups: BTreeMap<String, BTreeMap<String, Member>>,
     /// Each share group's epoch: bumped whenever a member joins or its assignment
     /// changes.
     pub(super) group_epochs: HashMap<String, i32>,
     /// Share sessions of members fetching over the network, by (group, member).
     pub(super) sessions: HashMap<(String, String), super::share_members::ShareSession>,
+}
+
+impl Inner {
+    /// True until a single node's journals are loaded.
+    pub(super) fn journals_empty(&self) -> bool {
+        self.journals.is_empty()
+    }
 }
 
 /// The members of a share group, as [`ShareCoordinator::describe`] tells them.
@@ -365,36 +480,17 @@ impl ShareCoordinator {
                 let Some((kind, k, v)) = records::decode(key, value)? else {
                     return Ok(());
                 };
-                match (kind, loaded.get_mut(&k)) {
-                    (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
-                    (SNAPSHOT, _) => {
-                        let entry = Entry {
-                            topic: String::new(),
-                            partition: SharePartition::restore(v.start_offset, &v.batches, limits),
-                            state_partition: index,
-                            snapshot_epoch: v.snapshot_epoch,
-                            updates: 0,
-                            snapshot_offset: offset,
-                            leader_epoch: v.leader_epoch,
-                        };
-                        loaded.insert(k, entry);
-                    }
-                    (UPDATE, Some(e)) => e.apply_update(&v),
-                    (UPDATE, None) if is_fence(&v) => {}
-                    // An update whose snapshot was pruned away cannot be: the journal
-                    // prunes only below every share-partition's last snapshot.
-                    _ => {
-                        return Err(Error::corrupt(
-                            &location,
-                            offset as u64,
-                            format!(
-                                "update of share group {:?} partition {} before any snapshot",
-                                k.group, k.partition
-                            ),
-                        ));
-                    }
-                }
-                Ok(())
+                replay(
+                    &mut loaded,
+                    kind,
+                    k,
+                    &v,
+                    offset,
+                    index,
+                    "",
+                    &location,
+                    limits,
+                )
             })?;
         }
         let mut inner = self.lock();
@@ -402,6 +498,12 @@ impl ShareCoordinator {
             .iter()
             .map(|p| Arc::new(PartitionJournal(p.clone())) as Arc<dyn ShareJournal>)
             .collect();
+        inner.deleted = loaded
+            .iter()
+            .filter(|(_, e)| e.deleted)
+            .map(|(k, e)| (k.clone(), Epochs::of(e)))
+            .collect();
+        loaded.retain(|_, e| !e.deleted);
         inner.partitions = loaded;
         Ok(())
     }
@@ -644,8 +746,11 @@ impl ShareCoordinator {
                 .append(&records::key(UPDATE, &k), &records::value(UPDATE, &fence))?;
             if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
                 check_leadership(&k, &entry, leader_epoch)?;
-                inner.partitions.insert(k.clone(), entry);
-                return Ok(k);
+                if !entry.deleted {
+                    inner.partitions.insert(k.clone(), entry);
+                    return Ok(k);
+                }
+                inner.deleted.insert(k.clone(), Epochs::of(&entry));
             }
         } else if inner.journals.is_empty() {
             return Err(Error::Closed(format!(
@@ -655,9 +760,11 @@ impl ShareCoordinator {
         }
         let (state_partition, journal) = self.journal_for(inner, &k)?;
         let partition_state = SharePartition::new(initial, ShareLimits::from(&self.config));
+        // After a delete, on from its epochs (a load skips older snapshots).
+        let was = inner.deleted.remove(&k).unwrap_or_default();
         let state = ShareState {
-            snapshot_epoch: 0,
-            state_epoch: 0,
+            snapshot_epoch: was.next_snapshot(),
+            state_epoch: was.state_epoch,
             leader_epoch,
             start_offset: initial,
             batches: Vec::new(),
@@ -672,17 +779,23 @@ impl ShareCoordinator {
                 topic: topic.to_string(),
                 partition: partition_state,
                 state_partition,
-                snapshot_epoch: 0,
+                snapshot_epoch: state.snapshot_epoch,
                 updates: 0,
                 snapshot_offset: offset,
                 leader_epoch,
+                state_epoch: state.state_epoch,
+                deleted: false,
             },
         );
         Ok(k)
     }
 
     /// The state partition of `k` and its journal.
-    fn journal_for(&self, inner: &Inner, k: &ShareKey) -> Result<(usize, Arc<dyn ShareJournal>)> {
+    pub(super) fn journal_for(
+        &self,
+        inner: &Inner,
+        k: &ShareKey,
+    ) -> Result<(usize, Arc<dyn ShareJournal>)> {
         match &inner.store {
             Some(store) => {
                 let index = records::state_partition_for(k, store.partitions()?);
@@ -696,7 +809,8 @@ impl ShareCoordinator {
     }
 
     /// The state of share-partition `k` as state partition `index` of `store` has it
-    /// (its last snapshot and the updates after it), None if it has none.
+    /// (its last snapshot and the updates after it, perhaps deleted), None if it has
+    /// none.
     fn read_entry(
         &self,
         store: &dyn ShareStateStore,
@@ -704,45 +818,42 @@ impl ShareCoordinator {
         topic: &str,
         index: i32,
     ) -> Result<Option<Entry>> {
+        let mut found = self.read_entries(store, index, |rk| rk == k)?;
+        Ok(found.remove(k).map(|mut e| {
+            e.topic = topic.to_string();
+            e
+        }))
+    }
+
+    /// The share-partitions of state partition `index` of `store` that `wanted` picks,
+    /// as the partition has them (deleted ones too; topics not named).
+    pub(super) fn read_entries(
+        &self,
+        store: &dyn ShareStateStore,
+        index: i32,
+        wanted: impl Fn(&ShareKey) -> bool,
+    ) -> Result<HashMap<ShareKey, Entry>> {
         let limits = ShareLimits::from(&self.config);
         let location = format!("{}-{index}", records::SHARE_GROUP_STATE_TOPIC);
-        let mut found: Option<Entry> = None;
+        let mut found = HashMap::new();
         store.read(index, &mut |offset, key, value| {
             let Some((kind, rk, v)) = records::decode(key, value)? else {
                 return Ok(());
             };
-            if rk != *k {
+            if !wanted(&rk) {
                 return Ok(());
             }
-            match (kind, found.as_mut()) {
-                // Written by a deposed leader after a later one took over.
-                (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
-                (SNAPSHOT, _) => {
-                    found = Some(Entry {
-                        topic: topic.to_string(),
-                        partition: SharePartition::restore(v.start_offset, &v.batches, limits),
-                        state_partition: index as usize,
-                        snapshot_epoch: v.snapshot_epoch,
-                        updates: 0,
-                        snapshot_offset: offset,
-                        leader_epoch: v.leader_epoch,
-                    });
-                }
-                (UPDATE, Some(e)) => e.apply_update(&v),
-                // A new leader's fence before the share-partition's first snapshot.
-                (UPDATE, None) if is_fence(&v) => {}
-                _ => {
-                    return Err(Error::corrupt(
-                        &location,
-                        offset as u64,
-                        format!(
-                            "update of share group {:?} partition {} before any snapshot",
-                            k.group, k.partition
-                        ),
-                    ));
-                }
-            }
-            Ok(())
+            replay(
+                &mut found,
+                kind,
+                rk,
+                &v,
+                offset,
+                index as usize,
+                "",
+                &location,
+                limits,
+            )
         })?;
         Ok(found)
     }
@@ -773,7 +884,7 @@ impl ShareCoordinator {
         let (kind, state) = if snapshot {
             let whole = ShareState {
                 snapshot_epoch: entry.snapshot_epoch + 1,
-                state_epoch: 0,
+                state_epoch: entry.state_epoch,
                 leader_epoch: entry.leader_epoch,
                 start_offset,
                 batches: entry.partition.snapshot(),
@@ -820,9 +931,10 @@ impl ShareCoordinator {
                 self.notify_watchers();
                 Ok(out)
             }
-            Err(e @ Error::FencedLeaderEpoch { .. }) => {
-                // A later leader took the share-partition over: this node's state of
-                // it, and what it handed out, no longer count.
+            Err(e @ (Error::FencedLeaderEpoch { .. } | Error::FencedStateEpoch { .. })) => {
+                // A later leader took the share-partition over, or an admin replaced
+                // its state (a newer state epoch): this node's state of it, and what it
+                // handed out, no longer count; it is read again when next used.
                 inner.partitions.remove(k);
                 Err(e)
             }
@@ -841,17 +953,23 @@ impl ShareCoordinator {
 /// end as read, so after it too.
 fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64>> {
     // (leader epoch, offset) of each share-partition's last snapshot.
-    let mut last: HashMap<ShareKey, (i32, i64)> = HashMap::new();
+    // A deleted share-partition's (start offset -1) needs nothing.
+    let mut last: HashMap<ShareKey, (i32, i64, bool)> = HashMap::new();
     store.read(index, &mut |offset, key, value| {
         if let Some((SNAPSHOT, k, v)) = records::decode(key, value)? {
-            let seen = last.entry(k).or_insert((v.leader_epoch, offset));
+            let deleted = v.start_offset < 0;
+            let seen = last.entry(k).or_insert((v.leader_epoch, offset, deleted));
             if v.leader_epoch >= seen.0 {
-                *seen = (v.leader_epoch, offset);
+                *seen = (v.leader_epoch, offset, deleted);
             }
         }
         Ok(())
     })?;
-    Ok(last.into_values().map(|(_, offset)| offset).min())
+    Ok(last
+        .into_values()
+        .filter(|(_, _, deleted)| !deleted)
+        .map(|(_, offset, _)| offset)
+        .min())
 }
 
 /// A node with an older leader epoch than the state it read (`entry`) is no leader of
@@ -1170,5 +1288,48 @@ mod tests {
             new.record_state("g", "t", 0, 4),
             Some((RecordState::Available, 2))
         );
+    }
+
+    #[test]
+    fn a_leaders_write_of_a_state_an_admin_replaced_is_fenced_and_the_state_reloads() {
+        let store = MemStore::default();
+        let leader = node_at(&store, 1);
+        work(&leader, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        leader
+            .acquire("g", "m", "t", 0, &held, 14, 100, now)
+            .unwrap();
+        // The group's coordinator (another node; the group has no member there) sets
+        // the start offset back to 2: the next state epoch.
+        let coordinator = node_at(&store, 1);
+        let altered = coordinator
+            .alter_share_offsets("g", &[("t".into(), 0, 2)])
+            .unwrap();
+        altered[0].as_ref().unwrap();
+        // The leader of t-0, holding the old state, accepts records it held: refused
+        // when written, and it drops the share-partition.
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+        let refused = leader
+            .acknowledge("g", "m", "t", 0, &acks, now)
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::FencedStateEpoch { .. }),
+            "{refused}"
+        );
+        assert!(leader.loaded_share_partitions().is_empty());
+        // Read again, it has the new state: from 2, nothing in flight.
+        assert_eq!(leader.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
+        assert_eq!(leader.record_state("g", "t", 0, 4), None);
+        let again: Vec<i64> = (2..14).collect();
+        let got = leader
+            .acquire("g", "m", "t", 0, &again, 14, 100, now)
+            .unwrap();
+        let counts: Vec<i16> = got.iter().map(|r| r.delivery_count).collect();
+        assert_eq!(counts, vec![1; 12], "delivered anew from 2");
+        // A third node reads the same (what the leader held available again).
+        let next = node_at(&store, 1);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
     }
 }

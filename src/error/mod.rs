@@ -390,6 +390,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A share-partition state write made against a state an admin has replaced since
+    /// (an older state epoch; Kafka's FENCED_STATE_EPOCH).
+    #[error("{partition}: fenced state epoch: {reason}")]
+    FencedStateEpoch {
+        /// The partition of `__share_group_state`, as `topic-partition`.
+        partition: String,
+        /// Why.
+        reason: String,
+    },
+
     /// A change computed from an older partition epoch.
     #[error("{partition}: stale partition epoch: {reason}")]
     InvalidUpdateVersion {

@@ -99,4 +99,12 @@ pub enum ShareError {
     /// SHARE_SESSION_LIMIT_REACHED, retriable: a session may close meanwhile).
     #[error("the node holds its maximum of {0} share sessions")]
     ShareSessionLimitReached(usize),
+    /// No share group of this id is known: it has no members and no share-partition
+    /// state (Kafka's GROUP_ID_NOT_FOUND).
+    #[error("no share group of this id")]
+    GroupIdNotFound,
+    /// The share group has active members: its start offsets cannot be set or
+    /// deleted (Kafka's NON_EMPTY_GROUP).
+    #[error("the share group has {0} active member(s)")]
+    NonEmptyGroup(usize),
 }

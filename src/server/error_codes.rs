@@ -63,6 +63,8 @@ impl KafkaCode for ShareError {
             ShareError::InvalidShareSessionEpoch { .. } => 123,
             ShareError::GroupMaxSizeReached(_) => 81,
             ShareError::ShareSessionLimitReached(_) => 133,
+            ShareError::GroupIdNotFound => 69,
+            ShareError::NonEmptyGroup(_) => 68,
         }
     }
 }
@@ -177,6 +179,8 @@ mod tests {
                 ShareError::ShareSessionLimitReached(2),
                 R::ShareSessionLimitReached,
             ),
+            (ShareError::GroupIdNotFound, R::GroupIdNotFound),
+            (ShareError::NonEmptyGroup(1), R::NonEmptyGroup),
         ];
         for (error, kafka) in cases {
             assert_eq!(error.code(), kafka.code(), "{error:?}");

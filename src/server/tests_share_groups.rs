@@ -397,3 +397,134 @@ fn heartbeats_answer_the_groups_own_intervals() {
         assert_eq!(r.heartbeat_interval_ms, expected, "{group}");
     }
 }
+
+/// DescribeShareGroupOffsets of q-0 and q-9 of `group`: (error code, start offset,
+/// leader epoch) of each, or the group's error code.
+fn describe_offsets(c: &mut Client, group: &str) -> Result<Vec<(i16, i64, i32)>, i16> {
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(Some(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("q")))
+                    .with_partitions(vec![0, 9]),
+            ])),
+    ]);
+    let r: DescribeShareGroupOffsetsResponse = c.call(ApiKey::DescribeShareGroupOffsets, 0, &req);
+    let g = &r.groups[0];
+    if g.error_code != 0 {
+        return Err(g.error_code);
+    }
+    Ok(g.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.start_offset, p.leader_epoch))
+        .collect())
+}
+
+/// AlterShareGroupOffsets of `group`'s q-`partition` to `offset`: the top-level and the
+/// partition's error code.
+fn alter_offset(c: &mut Client, group: &str, partition: i32, offset: i64) -> (i16, i16) {
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![
+            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s("q")))
+                .with_partitions(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(partition)
+                        .with_start_offset(offset),
+                ]),
+        ]);
+    let r: AlterShareGroupOffsetsResponse = c.call(ApiKey::AlterShareGroupOffsets, 0, &req);
+    (r.error_code, r.responses[0].partitions[0].error_code)
+}
+
+/// DeleteShareGroupOffsets of `group`'s `topic`: the top-level and the topic's code.
+fn delete_offsets(c: &mut Client, group: &str, topic: &str) -> (i16, i16) {
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s(topic))),
+        ]);
+    let r: DeleteShareGroupOffsetsResponse = c.call(ApiKey::DeleteShareGroupOffsets, 0, &req);
+    (r.error_code, r.responses[0].error_code)
+}
+
+#[test]
+fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    let versions: ApiVersionsResponse =
+        c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    for key in [90, 91, 92] {
+        let api = versions.api_keys.iter().find(|k| k.api_key == key);
+        assert_eq!(
+            api.map(|a| (a.min_version, a.max_version)),
+            Some((0, 0)),
+            "{key}"
+        );
+    }
+    assert_eq!(describe_offsets(&mut c, "sg"), Err(69), "no such group");
+
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+    let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    let produced: ProduceResponse = c.call(
+        ApiKey::Produce,
+        8,
+        &super::tests_api::produce_req(-1, vec![("q", 0, super::tests_api::batch(&["a", "b"]))]),
+    );
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    // The share-partition starts at the log's end (latest): 2; partition 9 does not
+    // exist.
+    assert!(share_fetch_q(&mut c, "sg", id, "m1", 0, 0).is_empty());
+    assert_eq!(
+        describe_offsets(&mut c, "sg"),
+        Ok(vec![(0, 2, 0), (3, -1, -1)])
+    );
+    // With a member: NON_EMPTY_GROUP, top level and partition.
+    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (68, 68));
+    assert_eq!(delete_offsets(&mut c, "sg", "q"), (68, 68));
+
+    let left: ShareGroupHeartbeatResponse = c.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &join.clone().with_member_epoch(-1),
+    );
+    assert_eq!(left.error_code, 0);
+    assert_eq!(alter_offset(&mut c, "sg", 9, 0), (0, 3));
+    assert_eq!(alter_offset(&mut c, "sg", 0, -4), (0, 42));
+    assert_eq!(alter_offset(&mut c, "nope", 0, 0), (69, 69));
+    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (0, 0));
+    assert_eq!(
+        describe_offsets(&mut c, "sg"),
+        Ok(vec![(0, 0, 0), (3, -1, -1)])
+    );
+    // The member back reads from 0: the two records produced before.
+    let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    assert_eq!(
+        share_fetch_q(&mut c, "sg", id, "m1", 0, 0),
+        vec![(0, 1), (1, 1)]
+    );
+    let left: ShareGroupHeartbeatResponse = c.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &join.clone().with_member_epoch(-1),
+    );
+    assert_eq!(left.error_code, 0);
+
+    assert_eq!(delete_offsets(&mut c, "sg", "nope"), (0, 3));
+    assert_eq!(delete_offsets(&mut c, "sg", "q"), (0, 0));
+    // Nothing left of the group: GROUP_ID_NOT_FOUND.
+    assert_eq!(describe_offsets(&mut c, "sg"), Err(69));
+}

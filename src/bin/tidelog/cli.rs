@@ -73,6 +73,10 @@ pub(crate) enum Command {
     /// cancel or list moves (as kafka-reassign-partitions), on a running cluster.
     #[cfg(feature = "server")]
     Reassign(crate::partitions::ReassignArgs),
+    /// Describe, reset and delete the start offsets of share groups (as
+    /// kafka-share-groups), on a running node or cluster; needs --bootstrap.
+    #[cfg(feature = "server")]
+    ShareGroups(ShareGroupsArgs),
     /// Describe the metadata quorum of a running cluster and add or remove its voters
     /// (as kafka-metadata-quorum); needs --bootstrap.
     #[cfg(feature = "server")]
@@ -131,6 +135,40 @@ pub(crate) enum ClusterCmd {
         /// The node to remove.
         #[arg(long, value_name = "N")]
         node: i32,
+    },
+}
+
+/// `tidelog share-groups --bootstrap ADDRS ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct ShareGroupsArgs {
+    #[command(flatten)]
+    pub target: Bootstrap,
+    #[command(subcommand)]
+    pub cmd: ShareGroupsCmd,
+}
+
+/// `tidelog share-groups ...`.
+#[cfg(feature = "server")]
+#[derive(Debug, Subcommand)]
+pub(crate) enum ShareGroupsCmd {
+    /// The start offset of each share-partition of the group (every record before it
+    /// is acknowledged or archived), its leader epoch and its lag.
+    Describe {
+        /// The share group.
+        group: String,
+    },
+    /// Move the start offsets of a share group with no active member: each
+    /// share-partition starts there again with no record in flight.
+    ResetOffsets(ResetOffsetsArgs),
+    /// Delete the state of a share group (with no active member) on whole topics: it
+    /// reads them next as topics it never read (share.auto.offset.reset).
+    DeleteOffsets {
+        /// The share group.
+        group: String,
+        /// A topic (repeat for several).
+        #[arg(long, value_name = "T", required = true)]
+        topic: Vec<String>,
     },
 }
 
@@ -606,35 +644,39 @@ pub(crate) enum GroupsCmd {
         group: String,
     },
     /// Move a group's committed offsets (the group must have no active members).
-    #[command(group(ArgGroup::new("to").required(true).args(
-        ["to_earliest", "to_latest", "to_offset", "to_datetime"]
-    )))]
-    ResetOffsets {
-        /// The group.
-        group: String,
-        /// The topic whose offsets move.
-        #[arg(long, value_name = "T")]
-        topic: String,
-        /// Only this partition (repeat for several; default: all).
-        #[arg(short = 'p', long, value_name = "P")]
-        partition: Vec<i32>,
-        /// To the first offset still in the log.
-        #[arg(long)]
-        to_earliest: bool,
-        /// To the end of the log.
-        #[arg(long)]
-        to_latest: bool,
-        /// To this offset (clamped to the log's range).
-        #[arg(long, value_name = "N")]
-        to_offset: Option<i64>,
-        /// To the first record at or after this time (ms since the epoch or an RFC
-        /// 3339 date).
-        #[arg(long, value_name = "D")]
-        to_datetime: Option<String>,
-        /// Print the new offsets without committing them.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    ResetOffsets(ResetOffsetsArgs),
+}
+
+/// `tidelog groups reset-offsets` and `tidelog share-groups reset-offsets`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("to").required(true).args(
+    ["to_earliest", "to_latest", "to_offset", "to_datetime"]
+)))]
+pub(crate) struct ResetOffsetsArgs {
+    /// The group.
+    pub group: String,
+    /// The topic whose offsets move.
+    #[arg(long, value_name = "T")]
+    pub topic: String,
+    /// Only this partition (repeat for several; default: all).
+    #[arg(short = 'p', long, value_name = "P")]
+    pub partition: Vec<i32>,
+    /// To the first offset still in the log.
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// To the end of the log.
+    #[arg(long)]
+    pub to_latest: bool,
+    /// To this offset (clamped to the log's range).
+    #[arg(long, value_name = "N")]
+    pub to_offset: Option<i64>,
+    /// To the first record at or after this time (ms since the epoch or an RFC
+    /// 3339 date).
+    #[arg(long, value_name = "D")]
+    pub to_datetime: Option<String>,
+    /// Print the new offsets without setting them.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `tidelog dump PATH [--records]`.

@@ -2,7 +2,7 @@
 //! directory, or with `--bootstrap` on a running node or cluster over the Kafka protocol
 //! (`tidelog::admin::AdminClient`).
 
-use crate::cli::{GroupsArgs, GroupsCmd};
+use crate::cli::{GroupsArgs, GroupsCmd, ResetOffsetsArgs};
 use crate::common::{
     close_broker, commit_offsets, counted, data_dir, open_broker, open_broker_read_only,
     parse_time, select_partitions,
@@ -19,25 +19,7 @@ use tidelog::coordinator::{GroupState, GroupType};
 pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
     let cmd = &args.cmd;
     let target = match cmd {
-        GroupsCmd::ResetOffsets {
-            to_earliest,
-            to_latest,
-            to_offset,
-            to_datetime,
-            ..
-        } => Some(if *to_earliest {
-            Target::Earliest
-        } else if *to_latest {
-            Target::Latest
-        } else if let Some(n) = to_offset {
-            Target::Offset(*n)
-        } else if let Some(d) = to_datetime {
-            Target::Time(parse_time(d, "--to-datetime")?)
-        } else {
-            return Err(fail!(
-                "give one of --to-earliest, --to-latest, --to-offset or --to-datetime"
-            ));
-        }),
+        GroupsCmd::ResetOffsets(reset) => Some(target_of(reset)?),
         _ => None,
     };
     if let Some(bootstrap) = &args.target.bootstrap {
@@ -61,13 +43,13 @@ pub(crate) fn run(data: Option<&Path>, args: &GroupsArgs) -> CliResult {
             }
         }
         GroupsCmd::Describe { group } => describe(&broker, &mut out, group)?,
-        GroupsCmd::ResetOffsets {
+        GroupsCmd::ResetOffsets(ResetOffsetsArgs {
             group,
             topic,
             partition,
             dry_run,
             ..
-        } => {
+        }) => {
             let target = target.expect("parsed above for reset-offsets");
             reset(
                 &broker, &mut out, group, topic, partition, &target, *dry_run,
@@ -337,9 +319,26 @@ fn describe(broker: &Broker, out: &mut Out, group: &str) -> CliResult {
     print_group(out, group, &view, &ends)
 }
 
+/// Where `reset` moves the offsets (exactly one of the options is given: clap checks).
+pub(crate) fn target_of(a: &ResetOffsetsArgs) -> CliResult<Target> {
+    Ok(if a.to_earliest {
+        Target::Earliest
+    } else if a.to_latest {
+        Target::Latest
+    } else if let Some(n) = a.to_offset {
+        Target::Offset(n)
+    } else if let Some(d) = &a.to_datetime {
+        Target::Time(parse_time(d, "--to-datetime")?)
+    } else {
+        return Err(fail!(
+            "give one of --to-earliest, --to-latest, --to-offset or --to-datetime"
+        ));
+    })
+}
+
 /// Where reset-offsets moves a group.
 #[derive(Debug, Clone, Copy)]
-enum Target {
+pub(crate) enum Target {
     Earliest,
     Latest,
     Offset(i64),
@@ -361,7 +360,7 @@ impl Target {
 }
 
 /// Prints the new offsets of a reset.
-fn print_reset(
+pub(crate) fn print_reset(
     out: &mut Out,
     group: &str,
     topic: &str,
@@ -406,7 +405,7 @@ fn reset(
 
 /// The group commands on a running node or cluster (`--bootstrap`).
 #[cfg(feature = "server")]
-mod remote {
+pub(crate) mod remote {
     use super::{
         CliResult, GroupView, GroupsCmd, MemberView, Out, Target, fail, print_group, print_reset,
     };
@@ -435,13 +434,13 @@ mod remote {
                 }
             }
             GroupsCmd::Describe { group } => describe(&admin, &mut out, group)?,
-            GroupsCmd::ResetOffsets {
+            GroupsCmd::ResetOffsets(crate::cli::ResetOffsetsArgs {
                 group,
                 topic,
                 partition,
                 dry_run,
                 ..
-            } => {
+            }) => {
                 let target = *target.expect("parsed for reset-offsets");
                 reset(&admin, &mut out, group, topic, partition, target, *dry_run)?;
             }
@@ -577,31 +576,14 @@ mod remote {
         print_group(out, group, &view, &ends)
     }
 
-    fn reset(
+    /// The new offset of each partition of `topic` (of `only_partitions`, or all) that
+    /// `target` names, from where its log starts and ends now.
+    pub(crate) fn new_offsets(
         admin: &AdminClient,
-        out: &mut Out,
-        group: &str,
         topic: &str,
         only_partitions: &[i32],
         target: Target,
-        dry_run: bool,
-    ) -> CliResult {
-        // As kafka-consumer-groups: only an inactive group's offsets move (a group of
-        // the consumer protocol is described by ConsumerGroupDescribe).
-        let (state, members) = match described(admin, group)? {
-            Described::Consumer(d) => (d.state, d.members.len()),
-            Described::Classic(d) => (d.state, d.members.len()),
-        };
-        if members > 0 || !matches!(state.as_str(), "Empty" | "Dead") {
-            let e = AdminError::new(
-                Resource::Group(group.to_string()),
-                ErrorCode::NON_EMPTY_GROUP,
-                Some(format!(
-                    "assignments can only be reset if the group is inactive, but its state is {state} with {members} members"
-                )),
-            );
-            return Err(tidelog::Error::from(e).into());
-        }
+    ) -> CliResult<Vec<(i32, i64)>> {
         let count = only(admin.describe_topics(&[topic])?, topic)?
             .partitions
             .len() as i32;
@@ -644,6 +626,35 @@ mod remote {
             };
             new.push((p, target.resolve(l, h, at_time)));
         }
+        Ok(new)
+    }
+
+    fn reset(
+        admin: &AdminClient,
+        out: &mut Out,
+        group: &str,
+        topic: &str,
+        only_partitions: &[i32],
+        target: Target,
+        dry_run: bool,
+    ) -> CliResult {
+        // As kafka-consumer-groups: only an inactive group's offsets move (a group of
+        // the consumer protocol is described by ConsumerGroupDescribe).
+        let (state, members) = match described(admin, group)? {
+            Described::Consumer(d) => (d.state, d.members.len()),
+            Described::Classic(d) => (d.state, d.members.len()),
+        };
+        if members > 0 || !matches!(state.as_str(), "Empty" | "Dead") {
+            let e = AdminError::new(
+                Resource::Group(group.to_string()),
+                ErrorCode::NON_EMPTY_GROUP,
+                Some(format!(
+                    "assignments can only be reset if the group is inactive, but its state is {state} with {members} members"
+                )),
+            );
+            return Err(tidelog::Error::from(e).into());
+        }
+        let new = new_offsets(admin, topic, only_partitions, target)?;
         if !dry_run {
             let commits: Vec<(TopicPartition, i64)> = new
                 .iter()

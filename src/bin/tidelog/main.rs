@@ -55,6 +55,7 @@ mod reassign_throttle;
 mod security;
 #[cfg(feature = "server")]
 mod serve;
+mod share_groups;
 #[cfg(feature = "server")]
 mod storage_format;
 mod topics;
@@ -131,6 +132,8 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => partitions::log_dirs(given, &args),
         #[cfg(feature = "server")]
         Command::Reassign(args) => partitions::reassign(given, &args),
+        #[cfg(feature = "server")]
+        Command::ShareGroups(args) => share_groups::run(given, &args),
         #[cfg(feature = "server")]
         Command::Quorum(args) => quorum::run(given, &args),
         #[cfg(feature = "server")]

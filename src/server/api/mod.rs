@@ -14,6 +14,7 @@ mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_replica_log_dirs;
+mod alter_share_group_offsets;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod broker_configs;
@@ -25,6 +26,7 @@ mod create_topics;
 mod delete_acls;
 mod delete_groups;
 mod delete_records;
+mod delete_share_group_offsets;
 mod delete_topics;
 mod describe_acls;
 mod describe_client_quotas;
@@ -34,6 +36,7 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
+mod describe_share_group_offsets;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -65,6 +68,7 @@ mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
+mod share_group_offsets;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
@@ -417,6 +421,24 @@ apis! {
         errors [|r, f| {
             f(r.error_code);
             r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    DescribeShareGroupOffsets 0..=0, DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse,
+        handler(describe_share_group_offsets),
+        errors [|r, f| for g in &r.groups {
+            f(g.error_code);
+            g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    AlterShareGroupOffsets 0..=0, AlterShareGroupOffsetsRequest => AlterShareGroupOffsetsResponse,
+        handler(alter_share_group_offsets),
+        errors [|r, f| {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+        }];
+    DeleteShareGroupOffsets 0..=0, DeleteShareGroupOffsetsRequest => DeleteShareGroupOffsetsResponse,
+        handler(delete_share_group_offsets),
+        errors [|r, f| {
+            f(r.error_code);
+            r.responses.iter().for_each(|t| f(t.error_code));
         }];
     DescribeQuorum 0..=2, DescribeQuorumRequest => DescribeQuorumResponse, handler(describe_quorum),
         errors [|r, f| {
@@ -825,6 +847,7 @@ pub(crate) fn error_code(e: &Error) -> i16 {
         Error::InvalidPartitions { .. } => R::InvalidPartitions,
         Error::NotLeaderOrFollower { .. } => R::NotLeaderOrFollower,
         Error::FencedLeaderEpoch { .. } => R::FencedLeaderEpoch,
+        Error::FencedStateEpoch { .. } => R::FencedStateEpoch,
         Error::InvalidUpdateVersion { .. } => R::InvalidUpdateVersion,
         Error::IneligibleReplica { .. } => R::IneligibleReplica,
         Error::StaleBrokerEpoch { .. } => R::StaleBrokerEpoch,
