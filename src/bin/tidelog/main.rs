@@ -55,6 +55,7 @@ mod reassign_throttle;
 mod security;
 #[cfg(feature = "server")]
 mod serve;
+#[cfg(feature = "server")]
 mod share_groups;
 #[cfg(feature = "server")]
 mod storage_format;
