@@ -515,6 +515,68 @@ fn answer_every_version(
                 .with_share_session_epoch(-1),
             |r| vec![r.error_code]
         ),
+        // The share group joined above: its start offset on the test topic (none yet).
+        ApiKey::DescribeShareGroupOffsets => every!(
+            DescribeShareGroupOffsetsResponse,
+            DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("versions-share")))
+                    .with_topics(Some(vec![
+                        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(topic())
+                            .with_partitions(vec![0]),
+                    ])),
+            ]),
+            |r| r
+                .groups
+                .iter()
+                .flat_map(|g| {
+                    g.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                        .chain([g.error_code])
+                })
+                .collect()
+        ),
+        // A group that never existed: the answer, at every version, is Kafka's
+        // GROUP_ID_NOT_FOUND (69), which is what this test expects.
+        ApiKey::AlterShareGroupOffsets => every!(
+            AlterShareGroupOffsetsResponse,
+            AlterShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("versions-share-none")))
+                .with_topics(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(topic())
+                        .with_partitions(vec![
+                            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_start_offset(0),
+                        ]),
+                ]),
+            |r| r
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .chain([r.error_code])
+                .filter(|&c| c != 69)
+                .collect()
+        ),
+        ApiKey::DeleteShareGroupOffsets => every!(
+            DeleteShareGroupOffsetsResponse,
+            DeleteShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("versions-share-none")))
+                .with_topics(vec![
+                    delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(topic()),
+                ]),
+            |r| r
+                .responses
+                .iter()
+                .map(|t| t.error_code)
+                .chain([r.error_code])
+                .filter(|&c| c != 69)
+                .collect()
+        ),
         // A single node leads every partition: no election is needed, and for every
         // partition (null) none is listed.
         ApiKey::ElectLeaders => every!(
