@@ -1356,7 +1356,7 @@ fn pubsub_remote(bootstrap: &str, a: &PerfPubsubArgs) -> CliResult {
     let payloads = Payloads::new(a.record_size);
     let (run, machine) = measured(|| pubsub_api(&cluster, a, &name, keys.as_ref(), &payloads));
     let (count, seconds) = run?;
-    let latencies = latency_api(&cluster, a)?;
+    let latencies = latency_api(&cluster, a, Pacing::Bursts)?;
     pubsub_report(a, count, seconds, &latencies, (None, machine), true)
 }
 
@@ -1518,7 +1518,7 @@ fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> 
 fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     let topic = topic_or_create(broker, LATENCY_TOPIC, Some(1), 1)?;
     if a.producer {
-        return latency_api(broker, a);
+        return latency_api(broker, a, Pacing::Spin);
     }
     let part = topic.partition(0)?;
     let size = a.record_size.max(8);
@@ -1540,11 +1540,18 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
         })
     };
     let mut builder = BatchBuilder::with_capacity(1024);
-    let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
-        builder.push(now_ms(), None, Some(value), &[]);
-        part.append_builder(&mut builder)?;
-        Ok(())
-    });
+    let sent = send_paced(
+        &payloads,
+        n,
+        a.latency_rate,
+        origin,
+        Pacing::Spin,
+        |value| {
+            builder.push(now_ms(), None, Some(value), &[]);
+            part.append_builder(&mut builder)?;
+            Ok(())
+        },
+    );
     stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
@@ -1564,8 +1571,9 @@ fn record_latency(origin: Instant, lat: &mut Vec<u64>, value: &[u8]) {
 
 /// The latency run of `--producer` (in process or over the network): each record goes
 /// through a `Producer` with linger 0 (`send_nowait` sends it at once) to partition 0
-/// of the latency topic, which must exist, and is read by a member of a new group.
-fn latency_api<L>(log: &L, a: &PerfPubsubArgs) -> CliResult<Vec<u64>>
+/// of the latency topic, which must exist, and is read by a member of a new group. A
+/// warm-up record goes first, unmeasured; `pacing` says how the sends are paced.
+fn latency_api<L>(log: &L, a: &PerfPubsubArgs, pacing: Pacing) -> CliResult<Vec<u64>>
 where
     for<'a> &'a L: Into<Source> + Into<Destination>,
     L: Sync,
@@ -1574,9 +1582,26 @@ where
     let n = a.latency_records;
     let mut member = fresh_member(log, LATENCY_TOPIC, OffsetReset::Latest)?;
     join_member(&mut member)?;
+    let producer = Producer::builder(log).linger(Duration::ZERO).build()?;
+    // One warm-up record, read before the clock starts: the member has resolved its
+    // position and the producer its connection, as the peer harness does.
+    producer.send_nowait(
+        LATENCY_TOPIC,
+        ProducerRecord::new(payloads.get(0)).partition(0),
+    )?;
+    producer.flush()?;
+    let mut warm = ReadCount::default();
+    let mut quiet = Progress::new("perf pubsub latency (warm-up)");
+    read_member(
+        &mut member,
+        1,
+        &mut warm,
+        &mut quiet,
+        &AtomicBool::new(false),
+        |_| {},
+    )?;
     let origin = Instant::now();
     let stop = AtomicBool::new(false);
-    let producer = Producer::builder(log).linger(Duration::ZERO).build()?;
     let (received, sent) = std::thread::scope(|scope| {
         let consumer = scope.spawn(|| -> CliResult<Vec<u64>> {
             let mut lat = Vec::with_capacity(n as usize);
@@ -1587,7 +1612,7 @@ where
             member.close();
             Ok(lat)
         });
-        let sent = send_paced(&payloads, n, a.latency_rate, origin, |value| {
+        let sent = send_paced(&payloads, n, a.latency_rate, origin, pacing, |value| {
             let record = ProducerRecord::new(value).partition(0);
             Ok(producer.send_nowait(LATENCY_TOPIC, record)?)
         });
@@ -1605,14 +1630,26 @@ where
     Ok(lat)
 }
 
-/// Sends `n` records with `send`, record `i` at `origin + i / rate`, stamping each with
-/// its send time. Sleeps while far ahead of schedule and yields when close, so that the
-/// consumer thread keeps a core.
+/// How a latency run waits for each record's send time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pacing {
+    /// Sleep while far ahead of schedule and yield when close: each record leaves at
+    /// its time. In process, as the peer harness paces crossbeam.
+    Spin,
+    /// Send every record that is due, then sleep about 50 µs: over the network, as the
+    /// peer harness paces rdkafka, so that the pacing thread leaves the machine's cores
+    /// to the client's network threads and the broker.
+    Bursts,
+}
+
+/// Sends `n` records with `send`, record `i` at `origin + i / rate` (or in the burst
+/// after that time, see [`Pacing`]), stamping each with its send time.
 fn send_paced(
     payloads: &Payloads,
     n: u64,
     rate: u64,
     origin: Instant,
+    pacing: Pacing,
     mut send: impl FnMut(&[u8]) -> CliResult,
 ) -> CliResult {
     let mut value = Vec::new();
@@ -1625,7 +1662,9 @@ fn send_paced(
                 break;
             }
             let ahead = due - now;
-            if ahead > Duration::from_micros(200) {
+            if pacing == Pacing::Bursts {
+                std::thread::sleep(Duration::from_micros(50));
+            } else if ahead > Duration::from_micros(200) {
                 std::thread::sleep(ahead - Duration::from_micros(100));
             } else {
                 std::thread::yield_now();
