@@ -1,7 +1,8 @@
-//! What the transaction tests with real clients share: the node that coordinates a
-//! transactional id (FindCoordinator), the finalized `transaction.version` a node
-//! reports (ApiVersions v3), what librdkafka's read_committed consumer reads, and what
-//! it may read of a partition's log left on disk by a stopped node, by Kafka's rule.
+//! What the transaction tests with real clients share: librdkafka's transactional
+//! producer, the node that coordinates a transactional id (FindCoordinator), the
+//! finalized `transaction.version` a node reports (ApiVersions v3), what librdkafka's
+//! read_committed consumer reads, and what it may read of a partition's log left on
+//! disk by a stopped node, by Kafka's rule.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -16,6 +17,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
+use rdkafka::producer::BaseProducer;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tidelog::record::EndTxnMarker;
 use tidelog::storage::{PartitionLog, ReadLimit};
@@ -24,6 +26,25 @@ use crate::cluster::{KafkaConn, Processes, eventually};
 
 /// How long the cluster's start and its topics may take.
 const START: Duration = Duration::from_secs(60);
+
+/// librdkafka's transactional producer of `transactional_id` at `bootstrap`, whose
+/// transactions time out after `timeout_ms` (`init_transactions` not called yet).
+///
+/// # Panics
+/// If librdkafka refuses the configuration.
+#[must_use]
+pub fn transactional_producer(
+    bootstrap: &str,
+    transactional_id: &str,
+    timeout_ms: u32,
+) -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", timeout_ms.to_string())
+        .create()
+        .unwrap()
+}
 
 /// Three `tidelog serve` child processes under `root` (a 2 s broker session timeout,
 /// so a killed node's leaderships move in seconds), `topics` made with `partitions`

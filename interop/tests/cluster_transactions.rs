@@ -18,13 +18,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use tidelog_interop::cluster::Processes;
 use tidelog_interop::transactions::{
-    committed_in_log, coordinator, read_committed, three_nodes_with,
+    committed_in_log, coordinator, read_committed, three_nodes_with, transactional_producer,
 };
 
 const TOPIC: &str = "txn-work";
@@ -40,12 +39,7 @@ fn cluster(root: &Path) -> (Processes, AdminClient<DefaultClientContext>) {
 }
 
 fn producer(bootstrap: &str, transactional_id: &str) -> BaseProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("transactional.id", transactional_id)
-        .set("transaction.timeout.ms", "20000")
-        .create()
-        .unwrap()
+    transactional_producer(bootstrap, transactional_id, 20_000)
 }
 
 /// Sends `n` records `tag-partition-i` to every partition and waits for them.

@@ -25,6 +25,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tidelog_interop::cluster::eventually;
 use tidelog_interop::transactions::{
     committed_in_log, coordinator, read_committed, three_nodes_with, transaction_version,
+    transactional_producer,
 };
 
 const INPUT: &str = "copy-in";
@@ -63,12 +64,7 @@ fn seed(bootstrap: &str) -> Vec<String> {
 }
 
 fn copier(bootstrap: &str) -> BaseProducer {
-    let p: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("transactional.id", ID)
-        .set("transaction.timeout.ms", "10000")
-        .create()
-        .unwrap();
+    let p = transactional_producer(bootstrap, ID, 10_000);
     p.init_transactions(WAIT).unwrap();
     p
 }

@@ -1050,6 +1050,6 @@ mod tests_security;
 #[cfg(test)]
 mod tests_share_groups;
 #[cfg(test)]
-mod tests_transactions;
+pub(crate) mod tests_transactions;
 #[cfg(test)]
 mod tests_txn_read;

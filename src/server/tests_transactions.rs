@@ -72,11 +72,18 @@ fn verify(c: &mut Client, version: i16, id: &str, p: (i64, i16), partition: i32)
 }
 
 fn produce(c: &mut Client, id: &str, p: (i64, i16), partition: i32, seq: i32) -> i16 {
+    let r: ProduceResponse = c.call(ApiKey::Produce, 8, &produce_request(id, p, partition, seq));
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// A Produce (acks=all) of transaction `id`'s batch of one record at sequence `seq`
+/// from producer `p` to `t`-`partition`.
+pub(crate) fn produce_request(id: &str, p: (i64, i16), partition: i32, seq: i32) -> ProduceRequest {
     let mut b = BatchBuilder::new()
         .producer(p.0, p.1, seq)
         .attributes(TRANSACTIONAL_BIT);
     b.push(1_700_000_000_000, None, Some(b"v"), &[]);
-    let req = ProduceRequest::default()
+    ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5_000)
         .with_transactional_id(Some(TransactionalId(s(id))))
@@ -88,9 +95,7 @@ fn produce(c: &mut Client, id: &str, p: (i64, i16), partition: i32, seq: i32) ->
                         .with_index(partition)
                         .with_records(Some(b.finish().into())),
                 ]),
-        ]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 8, &req);
-    r.responses[0].partition_responses[0].error_code
+        ])
 }
 
 pub(super) fn end(

@@ -5,7 +5,9 @@
 #      acks=all and consumes it in a group (cluster_confluent.py);
 #   3. confluent-kafka's and kafka-python's transactional producers: commits, an abort
 #      and fencing (confluent_kafka_transactions.py), the coordinator on whichever node
-#      leads the id's __transaction_state partition;
+#      leads the id's __transaction_state partition; confluent-kafka's
+#      consume-transform-produce loop with send_offsets_to_transaction, every third
+#      transaction aborted, each copy read once (confluent_kafka_copy.py);
 #   4. kafka-python moves a partition, describes the log directories and elects its
 #      preferred leader; confluent-kafka's elect_leaders too (cluster_partitions.py);
 #   5. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
@@ -65,6 +67,9 @@ grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 bro
 
 # 3. Transactions, coordinated by the leader of each id's __transaction_state partition.
 "$PYTHON" "$here/confluent_kafka_transactions.py"
+#    And a consume-transform-produce copy with send_offsets_to_transaction, some
+#    transactions aborted: each record's copy read exactly once (read_committed).
+"$PYTHON" "$here/confluent_kafka_copy.py"
 
 # 4. Partition moves, log directories and leader elections with Kafka's admin clients.
 "$PYTHON" "$here/cluster_partitions.py"

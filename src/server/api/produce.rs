@@ -1,6 +1,8 @@
 //! Produce (key 0), versions 3-12 (v9 is flexible; v10 and v11 add only tagged fields
 //! and an error code tidelog does not give; v12 is a client of transaction version 2,
-//! whose partitions the leader adds to the transaction: KIP-890 part 2).
+//! whose partitions the leader adds to the transaction: KIP-890 part 2, once the
+//! cluster has finalized `transaction.version` 2; below it ApiVersions offers v11 at
+//! most and a transactional batch of v12 is answered UNSUPPORTED_VERSION).
 //!
 //! Transactional batches (KIP-98) need the request's transactional id, Write on it, and
 //! their partition in the producer's ongoing transaction, which the transaction
@@ -379,6 +381,25 @@ fn produce_partition(
             return (refuse(index, code, message), None);
         }
     };
+    if transactional.is_some()
+        && version > super::api_versions::LAST_PRODUCE_BEFORE_TRANSACTION_V2
+        && !super::api_versions::transaction_version_2(ctx)
+    {
+        // ApiVersions offers v12 only at transaction version 2; a client that sends it
+        // anyway would have this leader add the partition to a transaction of
+        // version 0 or 1, whose client adds its partitions itself.
+        tracing::debug!(peer = %ctx.peer, topic, partition = index, "transactional Produce v{version} refused below transaction.version 2");
+        return (
+            refuse(
+                index,
+                ResponseError::UnsupportedVersion.code(),
+                format!(
+                    "Produce v{version} needs the finalized transaction.version 2; this cluster's is lower"
+                ),
+            ),
+            None,
+        );
+    }
     if let Some(producer) = transactional
         && let Err((code, message)) = verify(
             ctx,

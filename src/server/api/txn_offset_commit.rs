@@ -6,7 +6,8 @@
 //! part 2) sends no AddOffsetsToTxn: the group's `__consumer_offsets` partition is
 //! added to its transaction here, at its transaction coordinator, before the offsets
 //! are written (a coordinator that is busy or moving answers the retriable
-//! CONCURRENT_TRANSACTIONS).
+//! CONCURRENT_TRANSACTIONS). Below a finalized `transaction.version` 2, where
+//! ApiVersions offers v4 at most, v5 is answered UNSUPPORTED_VERSION.
 //!
 //! Authorization as Kafka's: Write on the transactional id, then Read on the group
 //! (each refusal answers every partition), then Read on each topic
@@ -78,7 +79,21 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         results.push((o.topic.clone(), o.partition, code));
         false
     });
-    if version >= 5
+    if version > super::api_versions::LAST_TXN_OFFSET_COMMIT_BEFORE_TRANSACTION_V2
+        && !commit.offsets.is_empty()
+        && !super::api_versions::transaction_version_2(ctx)
+    {
+        // ApiVersions offers v5 only at transaction version 2 (see Produce v12).
+        tracing::debug!(peer = %ctx.peer, group = %commit.group_id, "TxnOffsetCommit v{version} refused below transaction.version 2");
+        let code = kafka_protocol::ResponseError::UnsupportedVersion.code();
+        results.extend(
+            commit
+                .offsets
+                .drain(..)
+                .map(|o| (o.topic, o.partition, code)),
+        );
+    }
+    if version > super::api_versions::LAST_TXN_OFFSET_COMMIT_BEFORE_TRANSACTION_V2
         && !commit.offsets.is_empty()
         && let Err(e) = add_offsets_partition(ctx, &request.transactional_id.0, &commit)
     {
