@@ -16,6 +16,11 @@ const SESSION: Duration = Duration::from_millis(2000);
 const LAG: Duration = Duration::from_millis(1000);
 /// `offsets.topic.num.partitions` of the test clusters.
 const OFFSETS_PARTITIONS: i32 = 6;
+/// `share.coordinator.state.topic.num.partitions` of the test clusters. Kafka's 50 have
+/// every node open 50 logs at once when the first share group starts; on a loaded
+/// machine that kept the nodes from answering the Raft heartbeats for longer than
+/// [`SESSION`], and the controller fenced them (their leaderships moved mid-test).
+const SHARE_STATE_PARTITIONS: i32 = 6;
 
 mod acked_writes;
 mod broker_epoch;
@@ -163,9 +168,14 @@ impl TestCluster {
     }
 
     fn start_with(&self, i: usize, listener: TcpListener) -> ServerHandle {
-        // A few `__consumer_offsets` partitions, enough to place groups on every node.
+        // A few `__consumer_offsets` and `__share_group_state` partitions, enough to place
+        // groups and share-partition states on every node.
         let mut broker = crate::broker::Broker::builder(self.dirs[i].path())
-            .offsets_topic_num_partitions(OFFSETS_PARTITIONS);
+            .offsets_topic_num_partitions(OFFSETS_PARTITIONS)
+            .share(crate::config::ShareConfig {
+                state_topic_partitions: SHARE_STATE_PARTITIONS,
+                ..Default::default()
+            });
         if let Some(extra) = self.extra_dirs.get(i) {
             broker = broker.log_dirs([extra.path()]);
         }

@@ -144,6 +144,19 @@ fn a_downgrade_takes_a_downgrade_type_and_an_upgrade_names_the_node_that_blocks_
     c.tv_max.insert(2, 1);
     c.restart(2);
     c.wait_settled();
+    // Restarted within its session timeout, node 3 stays unfenced on its former
+    // registration (levels 0-2) until its new one is applied: wait for that one, the
+    // controller checks an update against the registered levels.
+    wait_until(
+        "node 3's new registration (levels 0-1) on every node",
+        || {
+            c.running().iter().all(|&i| {
+                c.node(i).image().brokers.get(&3).is_some_and(|b| {
+                    crate::cluster::features::range_of(&b.features, TRANSACTION_VERSION) == (0, 1)
+                })
+            })
+        },
+    );
     let (code, message) = update(&c, 0, 2, 1);
     assert_eq!(code, INVALID_UPDATE_VERSION);
     let message = message.unwrap();
