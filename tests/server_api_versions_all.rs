@@ -709,6 +709,23 @@ fn answer_every_version(
             ]),
             |r| r.entries.iter().map(|e| e.error_code).collect()
         ),
+        // The test topic's one partition, on one page (-1 when it is not described).
+        ApiKey::DescribeTopicPartitions => every!(
+            DescribeTopicPartitionsResponse,
+            DescribeTopicPartitionsRequest::default().with_topics(vec![
+                describe_topic_partitions_request::TopicRequest::default().with_name(topic()),
+            ]),
+            |r| r
+                .topics
+                .iter()
+                .map(|t| t.error_code)
+                .chain([if r.topics.len() == 1 && r.topics[0].partitions.len() == 1 {
+                    0
+                } else {
+                    -1
+                }])
+                .collect()
+        ),
         other => panic!("the server advertises {other:?}, which this test has no request for"),
     }
 }

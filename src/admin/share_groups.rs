@@ -46,10 +46,12 @@ impl AdminClient {
         group_id: &str,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<Each<TopicPartition, ShareGroupOffset>> {
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for tp in partitions.unwrap_or_default() {
-            by_topic.entry(&tp.topic).or_default().push(tp.partition);
-        }
+        let by_topic = by_topic(
+            partitions
+                .unwrap_or_default()
+                .iter()
+                .map(|tp| (tp, tp.partition)),
+        );
         let topics = partitions.map(|_| {
             by_topic
                 .iter()
@@ -124,15 +126,14 @@ impl AdminClient {
     ) -> Result<Each<TopicPartition>> {
         let keys: Vec<TopicPartition> = offsets.iter().map(|(tp, _)| tp.clone()).collect();
         super::unique(&keys, |tp| Resource::Partition(tp.clone()))?;
-        let mut by_topic: BTreeMap<&str, Vec<AlterShareGroupOffsetsRequestPartition>> =
-            BTreeMap::new();
-        for (tp, offset) in offsets {
-            by_topic.entry(&tp.topic).or_default().push(
+        let by_topic = by_topic(offsets.iter().map(|(tp, offset)| {
+            (
+                tp,
                 AlterShareGroupOffsetsRequestPartition::default()
                     .with_partition_index(tp.partition)
                     .with_start_offset(*offset),
-            );
-        }
+            )
+        }));
         let request = AlterShareGroupOffsetsRequest::default()
             .with_group_id(GroupId(kstr(group_id)))
             .with_topics(
@@ -150,6 +151,7 @@ impl AdminClient {
             Ok(response) => response,
             Err(outcomes) => return Ok(outcomes),
         };
+        let group_error = (response.error_code, response.error_message);
         let mut out: Each<TopicPartition> = Each::new();
         for t in response.responses {
             for p in t.partitions {
@@ -163,16 +165,7 @@ impl AdminClient {
                 out.insert(tp, o.map_err(Error::from));
             }
         }
-        if response.error_code != 0 {
-            let e = check(
-                || group(group_id),
-                response.error_code,
-                response.error_message.as_ref(),
-            );
-            for tp in &keys {
-                out.insert(tp.clone(), e.clone().map_err(Error::from));
-            }
-        }
+        group_error_to_all(&mut out, &keys, group_id, group_error);
         Ok(out)
     }
 
@@ -201,22 +194,14 @@ impl AdminClient {
             Ok(response) => response,
             Err(outcomes) => return Ok(outcomes),
         };
+        let group_error = (response.error_code, response.error_message);
         let mut out: Each<String> = Each::new();
         for t in response.responses {
             let name = t.topic_name.0.to_string();
             let o = check(|| topic(&name), t.error_code, t.error_message.as_ref());
             out.insert(name, o.map_err(Error::from));
         }
-        if response.error_code != 0 {
-            let e = check(
-                || group(group_id),
-                response.error_code,
-                response.error_message.as_ref(),
-            );
-            for t in &keys {
-                out.insert(t.clone(), e.clone().map_err(Error::from));
-            }
-        }
+        group_error_to_all(&mut out, &keys, group_id, group_error);
         Ok(out)
     }
 
@@ -248,5 +233,34 @@ impl AdminClient {
             Ok(response) => Ok(response),
             Err(e) => Err(keys.iter().map(|k| (k.clone(), Err(e.clone()))).collect()),
         })
+    }
+}
+
+/// `items` (each a partition's entry) grouped by their partition's topic, in topic name
+/// order: the topics of a request.
+fn by_topic<'a, T>(
+    items: impl Iterator<Item = (&'a TopicPartition, T)>,
+) -> BTreeMap<&'a str, Vec<T>> {
+    let mut grouped: BTreeMap<&str, Vec<T>> = BTreeMap::new();
+    for (tp, item) in items {
+        grouped.entry(&tp.topic).or_default().push(item);
+    }
+    grouped
+}
+
+/// A group-level error of an answer (its code, not 0, and message) is the outcome of
+/// every key asked about, over what the answer said of each.
+fn group_error_to_all<K: Ord + Clone>(
+    out: &mut Each<K>,
+    keys: &[K],
+    group_id: &str,
+    (code, message): (i16, Option<kafka_protocol::protocol::StrBytes>),
+) {
+    if code == 0 {
+        return;
+    }
+    let e = check(|| group(group_id), code, message.as_ref());
+    for k in keys {
+        out.insert(k.clone(), e.clone().map_err(Error::from));
     }
 }

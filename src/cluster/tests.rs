@@ -27,6 +27,7 @@ mod broker_epoch;
 mod brokers;
 mod client_quotas;
 mod describe_producers;
+mod describe_topic_partitions;
 mod drain;
 mod duplicate_proposal;
 mod durable_acks;

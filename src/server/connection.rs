@@ -42,7 +42,7 @@ use kafka_protocol::messages::ApiKey;
 use super::Shared;
 use super::api::{self, Fatal, Part, Reply, Request, SaslAnswer, SaslOutcome};
 use super::codec::{self, FrameError};
-use super::transport::{self, Transport};
+use super::transport::{self, PlainWriter, ReplyOut, Transport};
 use crate::security::peer_log::PeerLog;
 use crate::security::peer_log::peer_warn;
 use crate::security::{Gate, Security, SecurityProtocol, Session};
@@ -96,6 +96,9 @@ pub(crate) fn serve(
     let mut session = Session::new(protocol, subject);
     let max_request_size = shared.max_request_size();
     let mut stats = shared.metrics.connection(peer);
+    // The writer of pipelined replies writes through this (a TLS connection has none,
+    // and pipelines nothing).
+    let plain = transport.plain_writer();
     std::thread::scope(|scope| {
         // The writer of pipelined replies, started by the connection's first one.
         let mut writer: Option<Writer<'_>> = None;
@@ -108,10 +111,11 @@ pub(crate) fn serve(
             // A plaintext OffsetCommit may start while earlier ones wait for their
             // replicas; any other request waits until every earlier reply is written,
             // so that it sees what they did (and the connection writes from one thread).
-            let pipelining = matches!(transport, Transport::Plain(_))
-                && codec::request_start(&frame)
-                    .is_some_and(|s| s.api_key == ApiKey::OffsetCommit as i16);
-            if !pipelining && writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
+            let pipeline = plain.as_ref().filter(|_| {
+                codec::request_start(&frame)
+                    .is_some_and(|s| s.api_key == ApiKey::OffsetCommit as i16)
+            });
+            if pipeline.is_none() && writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
                 break;
             }
             let timer = stats.request(&frame);
@@ -134,8 +138,11 @@ pub(crate) fn serve(
                         socket: transport.socket(),
                         principal: &session.principal,
                     };
-                    if pipelining && api::pipelined(&req) {
-                        return api::handle_pipelined(&ctx, req).map(Handled::Queue);
+                    if let Some(out) = pipeline
+                        && api::pipelined(&req)
+                    {
+                        return api::handle_pipelined(&ctx, req)
+                            .map(|answer| Handled::Queue(answer, out));
                     }
                     api::handle(&ctx, req).map(|reply| {
                         Handled::Now(SaslAnswer {
@@ -147,24 +154,26 @@ pub(crate) fn serve(
             });
             // The request's bytes are gone with it: its memory is free for others.
             drop(reservation);
-            if let Ok(Handled::Queue(answer)) = outcome {
-                let w = writer
-                    .get_or_insert_with(|| Writer::start(scope, &shared, &transport, &stats, peer));
-                if !w.send(Queued { answer, timer }) {
-                    break;
+            let outcome = match outcome {
+                Ok(Handled::Queue(answer, out)) => {
+                    let w = writer.get_or_insert_with(|| {
+                        Writer::start(scope, &shared, out.clone(), &stats, peer)
+                    });
+                    if !w.send(Queued { answer, timer }) {
+                        break;
+                    }
+                    continue;
                 }
-                continue;
-            }
+                Ok(Handled::Now(answer)) => Ok(answer),
+                Err(fatal) => Err(fatal),
+            };
             // A SASL answer to a frame taken for an OffsetCommit (a raw token).
             if writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
                 shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 break;
             }
             let mut close = false;
-            let outcome = outcome.map(|handled| {
-                let Handled::Now(answer) = handled else {
-                    unreachable!("queued above")
-                };
+            let outcome = outcome.map(|answer| {
                 match answer.outcome {
                     SaslOutcome::Continue | SaslOutcome::Authenticated => {}
                     SaslOutcome::Close => close = true,
@@ -201,18 +210,19 @@ pub(crate) fn serve(
 }
 
 /// A request past [`admit`] on the connection's thread.
-enum Handled {
+enum Handled<'a> {
     /// The reply (and its SASL outcome), written by the connection's thread.
     Now(SaslAnswer),
-    /// A pipelined request: its answer goes through the connection's writer.
-    Queue(api::Answer),
+    /// A pipelined request: its answer goes through the connection's writer, which
+    /// writes with the plaintext writer.
+    Queue(api::Answer, &'a PlainWriter),
 }
 
 /// Writes `outcome`'s reply, if any: `Err` if the connection is to close (a write
 /// failed, the client left, or the request was fatal; each logged).
 fn send_reply(
     shared: &Shared,
-    transport: &mut Transport,
+    transport: &mut impl ReplyOut,
     peer: SocketAddr,
     outcome: Result<Reply, Fatal>,
 ) -> Result<(), ()> {
@@ -270,21 +280,16 @@ impl<'scope> Writer<'scope> {
     fn start<'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         shared: &'env Shared,
-        transport: &Transport,
+        mut transport: PlainWriter,
         stats: &crate::metrics::server::ConnectionStats,
         peer: SocketAddr,
     ) -> Writer<'scope> {
         let (queue, queued) = std::sync::mpsc::sync_channel::<Queued>(MAX_PIPELINED);
         let outbox = Arc::new(Outbox::default());
-        let socket = match transport {
-            Transport::Plain(s) => Arc::clone(s),
-            Transport::Tls(_) => unreachable!("only plaintext connections pipeline"),
-        };
         let counting = stats.error_counter();
         let out = Arc::clone(&outbox);
         let thread = scope.spawn(move || {
             let _counting = counting.count_here();
-            let mut transport = Transport::Plain(socket);
             let mut failed = false;
             // Every queued request is finished, also once the connection failed: its
             // commit must leave the coordinator's order.
@@ -501,7 +506,7 @@ pub(crate) fn parse(frame: Vec<u8>) -> Result<Parsed, Fatal> {
 
 /// Write one size prefix and then every part: bytes through a buffer, file regions
 /// through the transport (`sendfile` on plaintext) after flushing the buffer.
-fn write_reply(transport: &mut Transport, parts: Vec<Part>) -> std::io::Result<()> {
+fn write_reply(transport: &mut impl ReplyOut, parts: Vec<Part>) -> std::io::Result<()> {
     let total: usize = parts.iter().map(Part::len).sum();
     let size = i32::try_from(total).map_err(|_| {
         std::io::Error::new(

@@ -114,6 +114,9 @@ pub(crate) struct Config {
     pub fetch_max_bytes: usize,
     /// The most incremental fetch sessions held at once.
     pub fetch_session_cache_slots: usize,
+    /// The most partitions one DescribeTopicPartitions response carries (Kafka's
+    /// `max.request.partition.size.limit`).
+    pub max_request_partition_size_limit: i32,
     /// Bytes of requests in flight over all connections, at most.
     pub max_queued_request_bytes: usize,
     /// The security protocol of the `listen` listener.
@@ -152,6 +155,7 @@ impl Default for Config {
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             fetch_session_cache_slots: fetch_session::DEFAULT_SLOTS,
+            max_request_partition_size_limit: api::DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT,
             max_queued_request_bytes: limits::DEFAULT_MAX_QUEUED_REQUEST_BYTES,
             protocol: SecurityProtocol::Plaintext,
             tls: None,
@@ -684,6 +688,16 @@ impl ServerBuilder {
         self
     }
 
+    /// The most partitions one DescribeTopicPartitions response carries, whatever its
+    /// `response_partition_limit` (Kafka's `max.request.partition.size.limit`): an admin
+    /// client describing more topics' partitions pages through them. Values under 1 are
+    /// raised to 1. Default = 2,000, as Kafka's.
+    pub fn max_request_partition_size_limit(mut self, partitions: usize) -> Self {
+        self.config.max_request_partition_size_limit =
+            i32::try_from(partitions).unwrap_or(i32::MAX).max(1);
+        self
+    }
+
     /// Serve on `listener`, a socket the caller bound, instead of binding
     /// [`listen`](ServerBuilder::listen)'s address. Binding first lets a program fail on
     /// a port in use before it opens anything else (as `tidelog serve` does before it
@@ -1035,6 +1049,8 @@ mod tests_api_table;
 mod tests_cluster_view;
 #[cfg(test)]
 mod tests_consumer_groups;
+#[cfg(test)]
+mod tests_describe_topic_partitions;
 #[cfg(test)]
 mod tests_error_codes;
 #[cfg(test)]

@@ -171,6 +171,22 @@ pub(super) fn binding(
         .with_permission_type(perm.code())
 }
 
+/// A literal binding that lets `principal` do `op` on topic `name` from any host.
+pub(super) fn allow_on_topic(
+    name: &str,
+    principal: &str,
+    op: Op,
+) -> create_acls_request::AclCreation {
+    binding(
+        ResourceType::Topic,
+        name,
+        PatternType::Literal,
+        principal,
+        op,
+        Perm::Allow,
+    )
+}
+
 pub(super) fn create_acls(c: &mut Client, creations: Vec<create_acls_request::AclCreation>) {
     let r: CreateAclsResponse = c.call(
         ApiKey::CreateAcls,
@@ -651,13 +667,10 @@ fn acls_survive_a_restart_and_need_an_authorizer() {
     let r: CreateAclsResponse = anon.call(
         ApiKey::CreateAcls,
         3,
-        &CreateAclsRequest::default().with_creations(vec![binding(
-            ResourceType::Topic,
+        &CreateAclsRequest::default().with_creations(vec![allow_on_topic(
             "events",
-            PatternType::Literal,
             "User:reader",
             Op::Read,
-            Perm::Allow,
         )]),
     );
     assert_eq!(

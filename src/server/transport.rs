@@ -3,7 +3,9 @@
 //!
 //! A connection reads requests and writes responses through a [`Transport`], never
 //! through a bare socket, so that another way of carrying bytes is one more variant here
-//! rather than a change to the connection loop. The plaintext transport sends file
+//! rather than a change to the connection loop. The thread that writes a plaintext
+//! connection's pipelined replies writes through its [`PlainWriter`], a type that
+//! cannot be TLS. The plaintext transport sends file
 //! regions with `sendfile(2)`; the TLS transport (rustls) must encrypt them, so it reads
 //! them with `pread` and copies them through its writer.
 //!
@@ -28,6 +30,56 @@ pub(crate) enum Transport {
     Tls(Box<TlsStream>),
 }
 
+/// Where a response is written: a connection's [`Transport`], or the [`PlainWriter`] of
+/// a plaintext connection's thread that writes pipelined replies.
+pub(crate) trait ReplyOut: Write {
+    /// The TCP socket under it.
+    fn socket(&self) -> &TcpStream;
+
+    /// Write `len` bytes of `file` from `position`. Buffered bytes must have been
+    /// flushed by the caller first.
+    fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()>;
+}
+
+/// The writing side of a plaintext connection, for a thread other than the one that
+/// reads it (which keeps its [`Transport`]). A TLS session cannot be split that way: its
+/// connection has none ([`Transport::plain_writer`]).
+#[derive(Clone)]
+pub(crate) struct PlainWriter(Arc<TcpStream>);
+
+impl ReplyOut for PlainWriter {
+    fn socket(&self) -> &TcpStream {
+        &self.0
+    }
+
+    fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()> {
+        sendfile::send_file(&self.0, file, position, len)
+    }
+}
+
+impl Write for PlainWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+impl ReplyOut for Transport {
+    fn socket(&self) -> &TcpStream {
+        Transport::socket(self)
+    }
+
+    fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()> {
+        match self {
+            Transport::Plain(s) => sendfile::send_file(s, file, position, len),
+            Transport::Tls(t) => sendfile::copy_range(&mut **t, file, position, len),
+        }
+    }
+}
+
 impl Transport {
     /// The TCP socket under the transport.
     pub(crate) fn socket(&self) -> &TcpStream {
@@ -37,12 +89,11 @@ impl Transport {
         }
     }
 
-    /// Write `len` bytes of `file` from `position`. Buffered bytes must have been
-    /// flushed by the caller first.
-    pub(crate) fn send_file(&mut self, file: &File, position: u64, len: usize) -> io::Result<()> {
+    /// A writer of the same connection for another thread: plaintext only.
+    pub(crate) fn plain_writer(&self) -> Option<PlainWriter> {
         match self {
-            Transport::Plain(s) => sendfile::send_file(s, file, position, len),
-            Transport::Tls(t) => sendfile::copy_range(&mut **t, file, position, len),
+            Transport::Plain(s) => Some(PlainWriter(Arc::clone(s))),
+            Transport::Tls(_) => None,
         }
     }
 
@@ -184,6 +235,30 @@ mod tests {
         let mut buf = Vec::new();
         (&server).read_to_end(&mut buf).unwrap();
         assert_eq!(buf, b"abc");
+    }
+
+    #[test]
+    fn a_plaintext_connection_has_a_writer_for_another_thread() {
+        let (client, server) = pair();
+        let t = Transport::Plain(Arc::new(server));
+        let mut out = t.plain_writer().unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789").unwrap();
+        std::thread::spawn(move || {
+            out.write_all(b"bytes,").unwrap();
+            out.send_file(&file, 2, 5).unwrap();
+            out.socket().shutdown(Shutdown::Write).unwrap();
+        })
+        .join()
+        .unwrap();
+        let mut got = Vec::new();
+        (&client).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"bytes,23456");
+        // The reading side is the transport's, untouched.
+        assert_eq!(
+            t.socket().local_addr().unwrap(),
+            client.peer_addr().unwrap()
+        );
     }
 
     #[test]

@@ -140,13 +140,7 @@ pub(crate) enum ClusterCmd {
 
 /// `tidelog share-groups --bootstrap ADDRS ...`.
 #[cfg(feature = "server")]
-#[derive(Debug, Args)]
-pub(crate) struct ShareGroupsArgs {
-    #[command(flatten)]
-    pub target: Bootstrap,
-    #[command(subcommand)]
-    pub cmd: ShareGroupsCmd,
-}
+pub(crate) type ShareGroupsArgs = GroupCommand<ShareGroupsCmd>;
 
 /// `tidelog share-groups ...`.
 #[cfg(feature = "server")]
@@ -462,12 +456,16 @@ pub(crate) struct TopicsArgs {
 }
 
 /// `tidelog groups [--bootstrap ADDRS] ...`.
+pub(crate) type GroupsArgs = GroupCommand<GroupsCmd>;
+
+/// A command on groups (`tidelog groups`, `tidelog share-groups`): where they are, and
+/// its subcommand `C`.
 #[derive(Debug, Args)]
-pub(crate) struct GroupsArgs {
+pub(crate) struct GroupCommand<C: Subcommand> {
     #[command(flatten)]
     pub target: Bootstrap,
     #[command(subcommand)]
-    pub cmd: GroupsCmd,
+    pub cmd: C,
 }
 
 /// `tidelog topics ...`.

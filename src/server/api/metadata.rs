@@ -97,11 +97,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         topics.push(
             MetadataResponseTopic::default()
                 .with_error_code(error)
-                .with_is_internal(
-                    name == OFFSETS_TOPIC
-                        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC
-                        || name == crate::coordinator::SHARE_GROUP_STATE_TOPIC,
-                )
+                .with_is_internal(internal_topic(&name))
                 .with_name(Some(TopicName(kstr(name))))
                 .with_topic_id(uuid(id))
                 .with_partitions(partitions)
@@ -145,8 +141,16 @@ fn single_node_partition(index: i32, offline: bool) -> MetadataResponsePartition
     }
 }
 
+/// Whether `name` is one of the internal topics a single node keeps (flagged
+/// `is_internal`).
+pub(super) fn internal_topic(name: &str) -> bool {
+    name == OFFSETS_TOPIC
+        || name == crate::transaction::log::TRANSACTION_STATE_TOPIC
+        || name == crate::coordinator::SHARE_GROUP_STATE_TOPIC
+}
+
 /// A topic id on the wire.
-fn uuid<T: TryFrom<Vec<u8>> + Default>(id: [u8; 16]) -> T {
+pub(super) fn uuid<T: TryFrom<Vec<u8>> + Default>(id: [u8; 16]) -> T {
     id.to_vec().try_into().unwrap_or_default()
 }
 
@@ -168,7 +172,7 @@ fn unauthorized(name: String) -> MetadataResponseTopic {
 
 /// The code for a topic that does not exist: INVALID_TOPIC_EXCEPTION if its name is not
 /// a valid one, else UNKNOWN_TOPIC_OR_PARTITION (Kafka's rule).
-fn unknown_topic_code(name: &str) -> i16 {
+pub(super) fn unknown_topic_code(name: &str) -> i16 {
     if crate::config::validate_topic_name(name).is_err() {
         ResponseError::InvalidTopicException.code()
     } else {

@@ -37,6 +37,7 @@ mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
 mod describe_share_group_offsets;
+mod describe_topic_partitions;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -453,6 +454,9 @@ apis! {
         errors [|r, f| f(r.error_code)];
     UpdateFeatures 0..=2, UpdateFeaturesRequest => UpdateFeaturesResponse, handler(update_features),
         errors [|r, f| f(r.error_code)];
+    DescribeTopicPartitions 0..=0, DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse,
+        handler(describe_topic_partitions),
+        errors [|r, f| r.topics.iter().for_each(|t| f(t.error_code))];
 }
 
 /// The version range the server answers for `api_key`, if it answers it at all.
@@ -938,3 +942,4 @@ pub(crate) fn handle_pipelined(ctx: &Ctx<'_>, mut req: Request) -> Result<Answer
 }
 
 pub(crate) use api_versions::unsupported_version_reply;
+pub(crate) use describe_topic_partitions::DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT;
