@@ -147,6 +147,7 @@ impl RaftLoop {
         let incarnation = shared.incarnation;
         let fresh = meta_props.is_none();
         let joining = storage::is_joining(&data_dir.join(CLUSTER_METADATA_DIR));
+        transport.set_joining(joining);
         RaftLoop {
             raw,
             config,
@@ -297,7 +298,7 @@ impl RaftLoop {
     }
 
     /// Judges and steps peer message `m`; false to stop.
-    fn step_peer(&mut self, m: Message) -> bool {
+    fn step_peer(&mut self, mut m: Message) -> bool {
         if let Err(e) = self.note_origin() {
             self.shared.fail(e.to_string());
             return false;
@@ -347,6 +348,26 @@ impl RaftLoop {
                         acknowledged,
                         hint,
                         "node {peer} acknowledged the metadata log up to index {acknowledged} but now says its log ends at {hint}: its metadata log was lost. It is not sent the log again; it stops on this node's next heartbeat"
+                    );
+                }
+                return true;
+            }
+            amnesia::Verdict::CapAcknowledgement { peer, index } => {
+                if self.may_log_refusal() {
+                    tracing::warn!(
+                        node = self.me(),
+                        peer,
+                        "node {peer} joins on a new data directory that the quorum has not recorded as its own: its acknowledgements count toward no commit until it is (if it is a voter whose data directory was lost, remove it from the voters and add it back)"
+                    );
+                }
+                m.index = index;
+            }
+            amnesia::Verdict::DropJoinerVote { peer } => {
+                if self.may_log_refusal() {
+                    tracing::warn!(
+                        node = self.me(),
+                        peer,
+                        "node {peer} granted a vote while it joins on a new data directory that the quorum has not recorded as its own: not counted"
                     );
                 }
                 return true;
@@ -832,6 +853,7 @@ impl RaftLoop {
             false => storage::clear_joining(&meta_dir)?,
         }
         self.joining = on;
+        self.transport.set_joining(on);
         tracing::info!(node = self.me(), directory_id = %self.directory_id, "{why}");
         Ok(())
     }
@@ -866,7 +888,12 @@ impl RaftLoop {
             recorded: self.recorded(),
             joining: self.joining,
         });
-        amnesia::Standing::of(&self.raw.raft, from, votes_refused)
+        let peer = node_of(from);
+        let sender_joining = self
+            .transport
+            .joining_directory(peer)
+            .is_some_and(|dir| self.image.directories.get(&peer) != Some(&dir));
+        amnesia::Standing::of(&self.raw.raft, from, votes_refused, sender_joining)
     }
 
     /// Says once why this node does not vote yet.

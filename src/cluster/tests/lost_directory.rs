@@ -316,3 +316,55 @@ fn the_only_voter_founds_the_cluster_and_elects_itself_after_a_restart() {
     });
     c.shutdown();
 }
+
+/// A voter whose disk was lost before its directory id was recorded, formatted to join
+/// and started while the quorum still counts it as that voter: its hellos say it joins,
+/// so the controller sends it the log but counts its acknowledgements toward no commit.
+/// With the other voter down, nothing commits until that voter is back (node 3 never
+/// records its directory id here).
+#[test]
+fn a_joiner_the_quorum_counts_as_a_voter_commits_nothing() {
+    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    c.wait_settled();
+    let cluster_id = c.node(0).image().cluster_id.clone().unwrap();
+    for i in [2, 1, 0] {
+        c.halt(i);
+    }
+    wipe(c.dir(2));
+    format::format_node(
+        c.dir(2),
+        &cluster_id,
+        3,
+        &format::NodeFormat::NoInitialControllers,
+        false,
+    )
+    .unwrap();
+    // A controller that never heard of node 3's earlier acknowledgements.
+    c.restart(0);
+    c.restart(1);
+    wait_until("a controller", || {
+        let l = c.node(0).controller_id();
+        l.is_some() && c.node(1).controller_id() == l
+    });
+    c.restart(2);
+    let controller = c.node(0).controller_id().unwrap() as usize - 1;
+    let other = 1 - controller;
+    let applied = c.node(controller).image().index;
+    wait_until("node 3 caught up", || {
+        c.node(2).image().index >= applied
+            && c.node(2).controller_id() == Some(controller as i32 + 1)
+    });
+    c.halt(other);
+    let e = c
+        .node(controller)
+        .propose(acl("with-the-joiner"), Duration::from_secs(3));
+    assert!(
+        e.is_err(),
+        "committed with the acknowledgement of a joiner counted as voter 3"
+    );
+    c.restart(other);
+    wait_until("the entry committed once the other voter is back", || {
+        (0..3).all(|i| has_acl(&c.node(i).image(), "with-the-joiner"))
+    });
+    c.shutdown();
+}
