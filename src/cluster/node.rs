@@ -147,6 +147,7 @@ impl RaftLoop {
         let incarnation = shared.incarnation;
         let fresh = meta_props.is_none();
         let joining = storage::is_joining(&data_dir.join(CLUSTER_METADATA_DIR));
+        transport.set_joining(joining);
         RaftLoop {
             raw,
             config,
@@ -223,6 +224,14 @@ impl RaftLoop {
                 // else.
                 if !self.joining || self.raw.raft.state == StateRole::Leader {
                     self.raw.tick();
+                    // A voter elected while it knows of no cluster id founds it (the
+                    // only voter of a new cluster elects itself without a peer).
+                    if !self.founder
+                        && self.raw.raft.state == StateRole::Leader
+                        && !self.cluster_known()
+                    {
+                        self.founder = true;
+                    }
                 }
                 self.on_tick();
             }
@@ -289,9 +298,10 @@ impl RaftLoop {
     }
 
     /// Judges and steps peer message `m`; false to stop.
-    fn step_peer(&mut self, m: Message) -> bool {
-        if !self.founder && !self.cluster_known() {
-            self.founder = true;
+    fn step_peer(&mut self, mut m: Message) -> bool {
+        if let Err(e) = self.note_origin() {
+            self.shared.fail(e.to_string());
+            return false;
         }
         match amnesia::judge(&m, self.standing(m.from)) {
             amnesia::Verdict::Step => {}
@@ -338,6 +348,26 @@ impl RaftLoop {
                         acknowledged,
                         hint,
                         "node {peer} acknowledged the metadata log up to index {acknowledged} but now says its log ends at {hint}: its metadata log was lost. It is not sent the log again; it stops on this node's next heartbeat"
+                    );
+                }
+                return true;
+            }
+            amnesia::Verdict::CapAcknowledgement { peer, index } => {
+                if self.may_log_refusal() {
+                    tracing::warn!(
+                        node = self.me(),
+                        peer,
+                        "node {peer} joins on a new data directory that the quorum has not recorded as its own: its acknowledgements count toward no commit until it is (if it is a voter whose data directory was lost, remove it from the voters and add it back)"
+                    );
+                }
+                m.index = index;
+            }
+            amnesia::Verdict::DropJoinerVote { peer } => {
+                if self.may_log_refusal() {
+                    tracing::warn!(
+                        node = self.me(),
+                        peer,
+                        "node {peer} granted a vote while it joins on a new data directory that the quorum has not recorded as its own: not counted"
                     );
                 }
                 return true;
@@ -785,6 +815,49 @@ impl RaftLoop {
         out
     }
 
+    /// Decides, at the first peer message, whether this node founds the cluster: one
+    /// that takes part while it knows of no cluster id does. A directory drawn at this
+    /// start whose first peer message comes once the cluster has an id is new to a
+    /// cluster that runs (a late voter, or one whose disk was lost): it is marked to
+    /// join ([`storage::JOINING_FILE`]) before anything of the cluster's is written to
+    /// it, so it neither votes nor campaigns until the quorum records its directory id,
+    /// restarts included (its `meta.properties` is written on joining, and a directory
+    /// with one is no longer drawn at its start).
+    fn note_origin(&mut self) -> Result<()> {
+        if self.founder || self.joining {
+            return Ok(());
+        }
+        if !self.cluster_known() {
+            self.founder = true;
+        } else if self.fresh && !self.recorded() {
+            self.set_joining(
+                true,
+                "started on a new data directory of a cluster that already has an id: marked to join; it does not vote until the quorum has recorded its directory id",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether the quorum's applied metadata records this node's directory id as this
+    /// directory's.
+    fn recorded(&self) -> bool {
+        self.image.directories.get(&self.me()) == Some(&self.directory_id)
+    }
+
+    /// Marks (or unmarks) the directory as joining ([`storage::JOINING_FILE`]), saying
+    /// `why`.
+    fn set_joining(&mut self, on: bool, why: &str) -> Result<()> {
+        let meta_dir = self.data_dir.join(CLUSTER_METADATA_DIR);
+        match on {
+            true => storage::mark_joining(&meta_dir)?,
+            false => storage::clear_joining(&meta_dir)?,
+        }
+        self.joining = on;
+        self.transport.set_joining(on);
+        tracing::info!(node = self.me(), directory_id = %self.directory_id, "{why}");
+        Ok(())
+    }
+
     /// Whether this node knows the cluster has an id: from its applied metadata or a
     /// peer's hello.
     fn cluster_known(&self) -> bool {
@@ -808,15 +881,19 @@ impl RaftLoop {
     /// What [`amnesia::judge`] needs to know of this node, for a message from `from` (a
     /// raft id).
     fn standing(&self, from: u64) -> amnesia::Standing {
-        let recorded = self.image.directories.get(&self.me()) == Some(&self.directory_id);
         let votes_refused = !amnesia::may_vote(amnesia::Origin {
             fresh: self.fresh,
             founder: self.founder,
             cluster_known: self.cluster_known(),
-            recorded,
+            recorded: self.recorded(),
             joining: self.joining,
         });
-        amnesia::Standing::of(&self.raw.raft, from, votes_refused)
+        let peer = node_of(from);
+        let sender_joining = self
+            .transport
+            .joining_directory(peer)
+            .is_some_and(|dir| self.image.directories.get(&peer) != Some(&dir));
+        amnesia::Standing::of(&self.raw.raft, from, votes_refused, sender_joining)
     }
 
     /// Says once why this node does not vote yet.
@@ -827,7 +904,7 @@ impl RaftLoop {
         }
         self.refusal_logged = true;
         let why = if self.joining {
-            "this node's data directory was formatted to join (--no-initial-controllers): it does not vote until the quorum has recorded its directory id. Add it as a voter (tidelog quorum add-voter); if the quorum counts it as a voter already (its data directory was lost), remove it first (tidelog quorum remove-voter)"
+            "this node's data directory is new to a cluster that already runs (formatted to join with --no-initial-controllers, or first started once the cluster had an id): it does not vote until the quorum has recorded its directory id. Add it as a voter (tidelog quorum add-voter) if it is none; if the quorum counts it as a voter already and its data directory was lost, remove it first (tidelog quorum remove-voter)"
         } else {
             "this voter started on a new data directory of a cluster that already exists: it does not vote until the quorum has recorded its directory id. If its data directory was lost, remove it from the voters and add it back (tidelog quorum remove-voter / add-voter)"
         };
@@ -863,14 +940,11 @@ impl RaftLoop {
         if *self.shared.directories.read() != self.image.directories {
             *self.shared.directories.write() = self.image.directories.clone();
         }
-        if self.joining && self.image.directories.get(&self.me()) == Some(&self.directory_id) {
-            storage::clear_joining(&self.data_dir.join(CLUSTER_METADATA_DIR))?;
-            self.joining = false;
-            tracing::info!(
-                node = self.me(),
-                directory_id = %self.directory_id,
-                "the quorum recorded this node's directory id: it votes from now on if it is a voter"
-            );
+        if self.joining && self.recorded() {
+            self.set_joining(
+                false,
+                "the quorum recorded this node's directory id: it votes from now on if it is a voter",
+            )?;
         }
         match self.image.directories.get(&self.me()) {
             Some(known) if *known != self.directory_id => Err(meta_properties::lost_directory(

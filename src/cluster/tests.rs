@@ -103,6 +103,13 @@ impl TestCluster {
         TestCluster::build(n, 1024, LAG, false, Some(i))
     }
 
+    /// A cluster whose node `i` never records its directory id and is not started with
+    /// the others: [`TestCluster::restart`] starts it, on an empty directory, once the
+    /// others made the cluster.
+    fn with_late_unrecorded_node(n: usize, i: usize) -> TestCluster {
+        TestCluster::build_with(n, 1024, LAG, (false, Some(i), false, false), Some(i))
+    }
+
     fn build(
         n: usize,
         snapshot_after: usize,
@@ -115,18 +122,19 @@ impl TestCluster {
             snapshot_after,
             lag,
             (inter_broker, unrecorded, false, false),
+            None,
         )
     }
 
     /// A cluster whose node `i` is in rack `rack-{i + 1}`, with the rack-aware replica
     /// selector and `replica.lag.time.max.ms` `lag`.
     fn with_racks(n: usize, lag: Duration) -> TestCluster {
-        TestCluster::build_with(n, 1024, lag, (false, None, true, false))
+        TestCluster::build_with(n, 1024, lag, (false, None, true, false), None)
     }
 
     /// A cluster whose nodes each have a second log directory ([`TestCluster::extra_dir`]).
     fn with_log_dirs(n: usize) -> TestCluster {
-        TestCluster::build_with(n, 1024, LAG, (false, None, false, true))
+        TestCluster::build_with(n, 1024, LAG, (false, None, false, true), None)
     }
 
     fn build_with(
@@ -134,6 +142,7 @@ impl TestCluster {
         snapshot_after: usize,
         lag: Duration,
         (inter_broker, unrecorded, racks, log_dirs): (bool, Option<usize>, bool, bool),
+        late: Option<usize>,
     ) -> TestCluster {
         let listeners: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -163,7 +172,9 @@ impl TestCluster {
             },
         };
         for (i, l) in listeners.into_iter().enumerate() {
-            c.nodes[i] = Some(c.start_with(i, l));
+            if late != Some(i) {
+                c.nodes[i] = Some(c.start_with(i, l));
+            }
         }
         c
     }

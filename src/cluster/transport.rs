@@ -65,9 +65,9 @@ use crate::storage::codec::{Reader, Writer};
 /// Largest frame body accepted (a metadata snapshot is the largest message).
 pub(crate) const MAX_FRAME: usize = 128 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"TLRQ";
-/// Hello version written (2 adds the directory ids, 3 a broker's quorum address; 1 and
-/// 2 are still read).
-const HELLO_VERSION: u16 = 3;
+/// Hello version written (2 adds the directory ids, 3 a broker's quorum address, 4
+/// whether the sender's directory joins; 1 to 3 are still read).
+const HELLO_VERSION: u16 = 4;
 /// Messages queued for one peer before new ones are dropped.
 const QUEUE: usize = 4096;
 /// How often blocked reads and waits look at the stop flag.
@@ -134,11 +134,20 @@ pub(crate) fn hello_with_directories(
     from_directory: Option<&str>,
     to_directory: Option<&str>,
 ) -> Vec<u8> {
-    hello_body(from, to, cluster_id, from_directory, to_directory, None)
+    hello_body(
+        from,
+        to,
+        cluster_id,
+        from_directory,
+        to_directory,
+        None,
+        false,
+    )
 }
 
 /// The hello frame's body; `from_addr` is the quorum address of a sender that is not
-/// a voter (a broker-only node asking to follow the metadata log).
+/// a voter (a broker-only node asking to follow the metadata log); `joining` whether
+/// the sender's directory is new to the cluster and not recorded yet.
 pub(crate) fn hello_body(
     from: i32,
     to: i32,
@@ -146,6 +155,7 @@ pub(crate) fn hello_body(
     from_directory: Option<&str>,
     to_directory: Option<&str>,
     from_addr: Option<&str>,
+    joining: bool,
 ) -> Vec<u8> {
     let mut w = Writer::new();
     w.raw(HELLO_MAGIC);
@@ -156,6 +166,7 @@ pub(crate) fn hello_body(
     w.str(from_directory.unwrap_or(""));
     w.str(to_directory.unwrap_or(""));
     w.str(from_addr.unwrap_or(""));
+    w.u8(u8::from(joining));
     w.into_bytes()
 }
 
@@ -171,6 +182,9 @@ pub(crate) struct Hello {
     pub to_directory: Option<String>,
     /// A broker-only node's quorum address (from version 3; None from a voter).
     pub from_addr: Option<String>,
+    /// The sender's directory is new to the cluster and its id not recorded yet (from
+    /// version 4; false before): formatted to join, or marked so at its first start.
+    pub joining: bool,
 }
 
 pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
@@ -199,6 +213,7 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
         (None, None)
     };
     let from_addr = if version >= 3 { some(r.str()?) } else { None };
+    let joining = version >= 4 && r.u8()? != 0;
     r.finish()?;
     Ok(Hello {
         from,
@@ -207,6 +222,7 @@ pub(crate) fn decode_hello(body: &[u8], peer: &str) -> Result<Hello> {
         from_directory,
         to_directory,
         from_addr,
+        joining,
     })
 }
 
@@ -509,7 +525,15 @@ struct HelloIds {
     directories: DirectoryIds,
     /// A broker-only node's own quorum address, announced in its hellos.
     announce: Option<String>,
+    /// This node's directory joins ([`Hello::joining`]), as its hellos say.
+    joining: Arc<AtomicBool>,
+    /// The peers whose latest hello said their directory joins, with the directory id
+    /// it named ("" for none).
+    joiners: JoinerCell,
 }
+
+/// Peers that joins, by node id, with their directory ids.
+type JoinerCell = Arc<RwLock<BTreeMap<i32, String>>>;
 
 /// A node's directory id and the voters' directory ids its metadata recorded.
 #[derive(Clone)]
@@ -605,7 +629,22 @@ impl HelloIds {
             Some(&self.directories.mine),
             known.as_deref(),
             self.announce.as_deref(),
+            self.joining.load(Ordering::Acquire),
         )
+    }
+
+    /// Notes whether the sender of `hello`, accepted, joins.
+    fn note_joining(&self, hello: &Hello) {
+        let mut joiners = self.joiners.write();
+        match hello.joining {
+            true => {
+                let dir = hello.from_directory.clone().unwrap_or_default();
+                joiners.insert(hello.from, dir);
+            }
+            false => {
+                joiners.remove(&hello.from);
+            }
+        }
     }
 
     /// The cluster id this node's hellos carry.
@@ -690,6 +729,8 @@ impl Transport {
                 known: ids.directories,
             },
             announce,
+            joining: Arc::new(AtomicBool::new(false)),
+            joiners: JoinerCell::default(),
         };
         let brokers = BrokerAddrs::default();
         {
@@ -779,6 +820,17 @@ impl Transport {
     /// though this node's metadata may not name it yet).
     pub(crate) fn cluster_presented(&self) -> bool {
         self.ctx.ids.claimed.read().is_some()
+    }
+
+    /// Says in this node's hellos whether its directory joins ([`Hello::joining`]); a
+    /// connection made with the other answer is made again.
+    pub(crate) fn set_joining(&self, joining: bool) {
+        self.ctx.ids.joining.store(joining, Ordering::Release);
+    }
+
+    /// The directory id `node`'s latest hello named if it said its directory joins.
+    pub(crate) fn joining_directory(&self, node: i32) -> Option<String> {
+        self.ctx.ids.joiners.read().get(&node).cloned()
     }
 
     /// The quorum address of `node` as this node knows it: its `--quorum` entry, or the
@@ -997,6 +1049,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
         });
     }
     a.ids.check_directory(&hello, peer)?;
+    a.ids.note_joining(&hello);
     if let Some(addr) = &hello.from_addr {
         let known = a.brokers.read().get(&hello.from).cloned();
         let listed = voters.iter().any(|v| v.id == hello.from);
@@ -1111,6 +1164,7 @@ fn sender_loop(me: i32, mut peer: Voter, rx: Receiver<Message>, ctx: SenderCtx) 
     let mut backoff = BACKOFF_MIN;
     let mut retry_at = Instant::now();
     let mut reported_down = false;
+    let mut presented_joining = ids.joining.load(Ordering::Acquire);
     let fail = |batch: &[Message]| {
         let _ = inbox.try_send(Inbound::Unreachable(peer_raft));
         if batch
@@ -1147,6 +1201,13 @@ fn sender_loop(me: i32, mut peer: Voter, rx: Receiver<Message>, ctx: SenderCtx) 
         if batch.len() < before {
             conn = None;
             retry_at = Instant::now().min(retry_at);
+        }
+        // A connection's hello said whether this node joins: made again once that
+        // changed.
+        let joining = ids.joining.load(Ordering::Acquire);
+        if presented_joining != joining {
+            conn = None;
+            presented_joining = joining;
         }
         // A broker-only node that restarted may have announced another address.
         if let Some(addr) = brokers.read().get(&peer.id)
@@ -1293,6 +1354,7 @@ mod tests {
                 from_directory: None,
                 to_directory: None,
                 from_addr: None,
+                joining: false,
             }
         );
         let h = decode_hello(
@@ -1583,6 +1645,8 @@ mod directory_tests {
             ours: Arc::new(RwLock::new(Some("c".into()))),
             claimed: Arc::new(RwLock::new(None)),
             announce: None,
+            joining: Arc::new(AtomicBool::new(false)),
+            joiners: JoinerCell::default(),
             directories: DirectoryIds {
                 mine: "d1".into(),
                 known: Arc::new(RwLock::new(BTreeMap::from([
@@ -1637,5 +1701,38 @@ mod directory_tests {
             (sent.from_directory.as_deref(), sent.to_directory.as_deref()),
             (Some("d1"), Some("d2"))
         );
+    }
+
+    /// A hello says whether its sender's directory joins; the receiver notes it per
+    /// peer, with the directory id named, until a later hello says otherwise.
+    #[test]
+    fn a_joiners_hello_says_so_and_is_noted() {
+        let ids = node_1();
+        let sent = decode_hello(&ids.hello_to(1, 2), "p").unwrap();
+        assert!(!sent.joining);
+        ids.joining.store(true, Ordering::Release);
+        let sent = decode_hello(&ids.hello_to(1, 2), "p").unwrap();
+        assert!(sent.joining);
+        let receiver = node_1();
+        let mut from_2 = from_2(Some("new"), None);
+        from_2.joining = true;
+        receiver.note_joining(&from_2);
+        assert_eq!(
+            receiver.joiners.read().get(&2).map(String::as_str),
+            Some("new")
+        );
+        from_2.joining = false;
+        receiver.note_joining(&from_2);
+        assert_eq!(receiver.joiners.read().get(&2), None);
+        // A version 3 hello (before the flag) is read as not joining.
+        let mut v3 = Writer::new();
+        v3.raw(HELLO_MAGIC);
+        v3.u16(3);
+        v3.i32(2);
+        v3.i32(1);
+        for s in ["c", "d2", "", ""] {
+            v3.str(s);
+        }
+        assert!(!decode_hello(&v3.into_bytes(), "p").unwrap().joining);
     }
 }

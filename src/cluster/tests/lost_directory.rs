@@ -235,3 +235,136 @@ fn a_broker_only_node_restarted_on_an_empty_directory_is_told_its_own_recovery()
     }
     c.shutdown();
 }
+
+/// A voter started on an empty directory once the others gave the cluster its id (a
+/// late voter of a new cluster, or a voter whose disk was lost: it cannot tell) is no
+/// founder, and it does not vote until the quorum recorded its directory id. Restarted
+/// before that, its directory is no longer empty (it wrote `meta.properties` on joining),
+/// yet it must still not vote (node 3 never records its directory id here).
+#[test]
+fn a_late_voter_restarted_before_its_directory_id_is_recorded_does_not_vote() {
+    let mut c = TestCluster::with_late_unrecorded_node(3, 2);
+    c.wait_settled();
+    c.node(0).propose(acl("before-node-3"), CALL).unwrap();
+    c.restart(2);
+    wait_until("node 3 joined the cluster", || {
+        c.dir(2).join(meta_properties::FILE).exists()
+            && has_acl(&c.node(2).image(), "before-node-3")
+    });
+    let joining = c
+        .dir(2)
+        .join(CLUSTER_METADATA_DIR)
+        .join(storage::JOINING_FILE);
+    assert!(joining.exists(), "node 3 is not marked to join");
+    c.halt(2);
+    c.restart(2);
+    let controller = c.node(0).controller_id().unwrap();
+    let applied = c.node(0).image().index;
+    wait_until("node 3 follows the controller", || {
+        c.node(2).controller_id() == Some(controller) && c.node(2).image().index >= applied
+    });
+    assert_ne!(
+        controller, 3,
+        "node 3 was elected before its directory id was recorded"
+    );
+    // The voter left besides node 3 is elected only with node 3's vote.
+    let gone = controller as usize - 1;
+    let other = 1 - gone;
+    c.halt(gone);
+    wait_until(
+        "node 3 refusing a vote, or a controller elected with it",
+        || {
+            c.node(2).refused_a_vote()
+                || c.node(other)
+                    .controller_id()
+                    .is_some_and(|l| l != controller)
+        },
+    );
+    assert!(
+        c.node(other)
+            .controller_id()
+            .is_none_or(|l| l == controller),
+        "node {} was elected with the vote of node 3, whose directory id is not recorded",
+        other + 1
+    );
+    c.restart(gone);
+    wait_until("a controller again", || {
+        (0..3).all(|i| c.node(i).controller_id().is_some_and(|l| l != 3))
+    });
+    c.shutdown();
+}
+
+/// The only voter of a new cluster founds it without a peer's message (it elects itself
+/// alone). A broker-only node that joins before the voter's directory id is recorded
+/// must not make it a joiner, which would never campaign again: restarted, it elects
+/// itself (node 1 never records its directory id here).
+#[test]
+fn the_only_voter_founds_the_cluster_and_elects_itself_after_a_restart() {
+    let mut c = TestCluster::with_unrecorded_directory(1, 0);
+    c.wait_settled();
+    c.add_broker();
+    c.wait_settled();
+    let joining = c
+        .dir(0)
+        .join(CLUSTER_METADATA_DIR)
+        .join(storage::JOINING_FILE);
+    assert!(!joining.exists(), "the founder is marked to join");
+    c.halt(0);
+    c.restart(0);
+    wait_until("node 1 the controller again", || {
+        c.node(0).controller_id() == Some(1)
+    });
+    c.shutdown();
+}
+
+/// A voter whose disk was lost before its directory id was recorded, formatted to join
+/// and started while the quorum still counts it as that voter: its hellos say it joins,
+/// so the controller sends it the log but counts its acknowledgements toward no commit.
+/// With the other voter down, nothing commits until that voter is back (node 3 never
+/// records its directory id here).
+#[test]
+fn a_joiner_the_quorum_counts_as_a_voter_commits_nothing() {
+    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    c.wait_settled();
+    let cluster_id = c.node(0).image().cluster_id.clone().unwrap();
+    for i in [2, 1, 0] {
+        c.halt(i);
+    }
+    wipe(c.dir(2));
+    format::format_node(
+        c.dir(2),
+        &cluster_id,
+        3,
+        &format::NodeFormat::NoInitialControllers,
+        false,
+    )
+    .unwrap();
+    // A controller that never heard of node 3's earlier acknowledgements.
+    c.restart(0);
+    c.restart(1);
+    wait_until("a controller", || {
+        let l = c.node(0).controller_id();
+        l.is_some() && c.node(1).controller_id() == l
+    });
+    c.restart(2);
+    let controller = c.node(0).controller_id().unwrap() as usize - 1;
+    let other = 1 - controller;
+    let applied = c.node(controller).image().index;
+    wait_until("node 3 caught up", || {
+        c.node(2).image().index >= applied
+            && c.node(2).controller_id() == Some(controller as i32 + 1)
+    });
+    c.halt(other);
+    let e = c
+        .node(controller)
+        .propose(acl("with-the-joiner"), Duration::from_secs(3));
+    assert!(
+        e.is_err(),
+        "committed with the acknowledgement of a joiner counted as voter 3"
+    );
+    c.restart(other);
+    wait_until("the entry committed once the other voter is back", || {
+        (0..3).all(|i| has_acl(&c.node(i).image(), "with-the-joiner"))
+    });
+    c.shutdown();
+}
