@@ -98,6 +98,9 @@ pub(crate) struct RaftLoop {
     pub directory_id: String,
     /// The node's broker: which of its replicas are offline (their log directory failed).
     broker: WeakBroker,
+    /// The last index of the metadata log at this start: committed entries up to it and
+    /// after it are applied (and published) apart.
+    log_end_at_start: u64,
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
@@ -147,6 +150,7 @@ impl RaftLoop {
         let incarnation = shared.incarnation;
         let fresh = meta_props.is_none();
         let joining = storage::is_joining(&data_dir.join(CLUSTER_METADATA_DIR));
+        let log_end_at_start = raw.raft.raft_log.last_index();
         RaftLoop {
             raw,
             config,
@@ -161,6 +165,7 @@ impl RaftLoop {
             meta_props,
             directory_id,
             broker,
+            log_end_at_start,
             fresh,
             founder: false,
             joining,
@@ -977,7 +982,7 @@ impl RaftLoop {
             self.share_membership();
             self.publish(Vec::new());
         }
-        self.apply(ready.take_committed_entries())?;
+        self.apply_apart(ready.take_committed_entries())?;
         self.raw.mut_store().append(ready.entries())?;
         if let Some(hs) = ready.hs() {
             self.raw.mut_store().set_hard_state(hs)?;
@@ -990,7 +995,7 @@ impl RaftLoop {
             self.raw.mut_store().set_commit(commit);
         }
         self.send(light.take_messages());
-        self.apply(light.take_committed_entries())?;
+        self.apply_apart(light.take_committed_entries())?;
         self.raw.advance_apply();
         self.maybe_compact()
     }
@@ -1128,6 +1133,20 @@ impl RaftLoop {
         Ok(())
     }
 
+    /// Applies committed `entries`, those up to the log's end at this start apart from
+    /// those after it: a listener tells a replica assigned after it (new to this node)
+    /// from one an earlier process may have held.
+    fn apply_apart(&mut self, mut entries: Vec<Entry>) -> Result<()> {
+        match entries.iter().position(|e| e.index > self.log_end_at_start) {
+            Some(i) if i > 0 => {
+                let after = entries.split_off(i);
+                self.apply(entries)?;
+                self.apply(after)
+            }
+            _ => self.apply(entries),
+        }
+    }
+
     fn publish(&self, outcomes: Vec<(u64, Outcome)>) {
         let _ = self.publish.send(PublishJob {
             image: self.image.clone(),
@@ -1157,13 +1176,20 @@ fn fail_on_panic(shared: &Shared, what: &str, f: impl FnOnce()) {
     }
 }
 
-/// The publisher thread: listeners, then visibility, then waiting callers.
-pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>) {
+/// The publisher thread: listeners, then visibility, then waiting callers. Images
+/// queued together are published as one, but never one up to the metadata log's end
+/// at this start (`log_end_at_start`) with one after it.
+pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>, log_end_at_start: u64) {
     let mut previous = Arc::new(MetadataImage::default());
-    while let Ok(first) = rx.recv() {
-        let mut image = first.image;
+    let mut held = None;
+    while let Some(first) = held.take().or_else(|| rx.recv().ok()) {
+        let mut image: Arc<MetadataImage> = first.image;
         let mut outcomes = first.outcomes;
         while let Ok(next) = rx.try_recv() {
+            if image.index <= log_end_at_start && next.image.index > log_end_at_start {
+                held = Some(next);
+                break;
+            }
             image = next.image;
             outcomes.extend(next.outcomes);
         }

@@ -9,7 +9,10 @@
 use super::acked_writes::{AckedWriter, assert_acked_stored};
 use super::replication::{broker, create, part};
 use super::*;
-use crate::cluster::image::PartitionImage;
+use crate::cluster::image::{MetadataImage, PartitionImage};
+use crate::cluster::listener::{MetadataListener, MetadataUpdate};
+use crate::cluster::records::MetadataRecord;
+use std::sync::atomic::AtomicBool;
 
 /// The partitions of `topic` (of `count`) whose directory is in `dir`.
 fn held_in(dir: &Path, topic: &str, count: i32) -> Vec<i32> {
@@ -77,6 +80,13 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
     for p in &kept {
         assert!(partition_image(&c, 0, "t", *p).offline.is_empty(), "t-{p}");
     }
+    // A replica assigned to it now has no records anywhere: it gets a log.
+    wait_until("node 3 unfenced", || c.node(0).image().is_unfenced(3));
+    create(&c, "u", 2, Vec::new());
+    wait_until("node 3 serves every partition of u", || {
+        (0..2).all(|p| b.hosted_partition("u", p).is_some())
+    });
+    assert!(b.offline_partitions("u").is_empty());
     drop(b);
 
     // With the directory back, its replicas come back with their records.
@@ -162,4 +172,65 @@ fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_ack
         assert_acked_stored(&c, leader as usize - 1, "t", q, &acked);
     }
     c.shutdown();
+}
+
+/// The image after `record` is applied at its next index.
+fn then(img: &MetadataImage, record: MetadataRecord) -> MetadataImage {
+    let mut next = img.clone();
+    next.apply(img.index + 1, &record).unwrap();
+    next
+}
+
+#[test]
+fn a_replica_assigned_after_the_restart_gets_a_log_even_in_the_update_that_catches_the_node_up() {
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (data, extra) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = Broker::builder(data.path())
+        .log_dirs([extra.path()])
+        .open()
+        .unwrap();
+    b.fail_log_dir(extra.path(), "test: the disk is gone")
+        .unwrap();
+    // The node's metadata log ended at index 3 when it started: topic `old` (assigned
+    // to it at index 3) may have had a log in the failed directory; `new`, assigned at
+    // index 6, after its new registration at 4, cannot have.
+    let ready = |img: &MetadataImage| {
+        let broker_epoch = img.brokers[&1].epoch;
+        then(
+            img,
+            MetadataRecord::BrokerReady {
+                broker_id: 1,
+                broker_epoch,
+            },
+        )
+    };
+    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
+    let at_start = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
+    let again = then(&at_start, registration(1, 2, "h:1"));
+    let caught_up = then(&ready(&again), assigned_topic("new", vec![vec![1]]));
+    let sync = BrokerSync {
+        broker: b.downgrade(),
+        swept: AtomicBool::new(false),
+        static_move_rate: None,
+        log_end_at_start: at_start.index,
+    };
+    let update = |previous: &MetadataImage, current: &MetadataImage, caught_up: bool| {
+        sync.on_metadata(&MetadataUpdate {
+            node_id: 1,
+            previous,
+            current,
+            caught_up,
+        })
+    };
+    update(&MetadataImage::default(), &at_start, false);
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+    // One update applies the registration and the new assignment.
+    update(&at_start, &caught_up, true);
+    assert!(
+        b.hosted_partition("new", 0).is_some(),
+        "{:?}",
+        b.offline_partitions("new")
+    );
+    assert!(b.hosted_partition("old", 0).is_none());
 }
