@@ -177,8 +177,12 @@ impl MetadataListener for BrokerSync {
         // may replay what an earlier process applied: no replica is new to it then. One
         // that starts after them holds only records no earlier process saw (the Raft
         // loop and the publisher never join the two in one update, but for a snapshot
-        // sent by the controller).
-        let live = u.previous.index >= self.log_end_at_start;
+        // sent by the controller). A node that started with no metadata (new, or its
+        // metadata directory lost) cannot tell: none is new before it caught up.
+        let live = match self.log_end_at_start {
+            0 => self.swept.load(Ordering::Acquire),
+            end => u.previous.index >= end,
+        };
         for (name, t) in &u.current.topics {
             let before = u.previous.topics.get(name);
             if before.is_some_and(|p| Arc::ptr_eq(p, t)) {

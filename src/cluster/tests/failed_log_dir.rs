@@ -14,6 +14,11 @@ use crate::cluster::listener::{MetadataListener, MetadataUpdate};
 use crate::cluster::records::MetadataRecord;
 use std::sync::atomic::AtomicBool;
 
+/// `replica.lag.time.max.ms` of these clusters: a follower slow on a busy machine stays
+/// in sync. A partition whose ISR shrank to the node whose replica goes offline stays
+/// leaderless with it in its ISR (as it must), which is not what these tests are about.
+const IN_SYNC: Duration = WAIT;
+
 /// The partitions of `topic` (of `count`) whose directory is in `dir`.
 fn held_in(dir: &Path, topic: &str, count: i32) -> Vec<i32> {
     (0..count)
@@ -39,7 +44,7 @@ fn put_back(c: &TestCluster, i: usize, away: &Path) {
 
 #[test]
 fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
-    let mut c = TestCluster::with_log_dirs(3);
+    let mut c = TestCluster::with_log_dirs(3, IN_SYNC);
     c.wait_settled();
     create(&c, "t", 4, Vec::new());
     let writer = AckedWriter::start(&c, "t", 4);
@@ -52,6 +57,10 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
         assert_acked_stored(&c, 2, "t", p, &acked);
     }
 
+    // Every replica in sync first (see `IN_SYNC`).
+    wait_until("every replica of t in sync", || {
+        (0..4).all(|p| partition_image(&c, 0, "t", p).isr.len() == 3)
+    });
     c.halt(2);
     let away = take_away(&c, 2);
     c.restart(2);
@@ -119,7 +128,7 @@ fn partition_image(c: &TestCluster, i: usize, topic: &str, p: i32) -> PartitionI
 
 #[test]
 fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_acknowledged_record() {
-    let c = TestCluster::with_log_dirs(3);
+    let c = TestCluster::with_log_dirs(3, IN_SYNC);
     c.wait_settled();
     create(&c, "t", 4, Vec::new());
     let writer = AckedWriter::start(&c, "t", 4);
@@ -181,9 +190,8 @@ fn then(img: &MetadataImage, record: MetadataRecord) -> MetadataImage {
     next
 }
 
-#[test]
-fn a_replica_assigned_after_the_restart_gets_a_log_even_in_the_update_that_catches_the_node_up() {
-    use crate::cluster::records::tests::{assigned_topic, registration};
+/// A broker (node 1) whose second log directory failed, and the directories.
+fn broker_with_a_failed_dir() -> (Broker, tempfile::TempDir, tempfile::TempDir) {
     let (data, extra) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let b = Broker::builder(data.path())
         .log_dirs([extra.path()])
@@ -191,46 +199,89 @@ fn a_replica_assigned_after_the_restart_gets_a_log_even_in_the_update_that_catch
         .unwrap();
     b.fail_log_dir(extra.path(), "test: the disk is gone")
         .unwrap();
-    // The node's metadata log ended at index 3 when it started: topic `old` (assigned
-    // to it at index 3) may have had a log in the failed directory; `new`, assigned at
-    // index 6, after its new registration at 4, cannot have.
-    let ready = |img: &MetadataImage| {
-        let broker_epoch = img.brokers[&1].epoch;
-        then(
-            img,
-            MetadataRecord::BrokerReady {
-                broker_id: 1,
-                broker_epoch,
-            },
-        )
-    };
-    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
-    let at_start = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
-    let again = then(&at_start, registration(1, 2, "h:1"));
-    let caught_up = then(&ready(&again), assigned_topic("new", vec![vec![1]]));
-    let sync = BrokerSync {
+    (b, data, extra)
+}
+
+/// `img` after node 1's registration in it is made ready (unfenced).
+fn ready(img: &MetadataImage) -> MetadataImage {
+    let broker_epoch = img.brokers[&1].epoch;
+    then(
+        img,
+        MetadataRecord::BrokerReady {
+            broker_id: 1,
+            broker_epoch,
+        },
+    )
+}
+
+/// Node 1's broker-registry listener, its metadata log ending at `log_end_at_start`
+/// when it started.
+fn registry(b: &Broker, log_end_at_start: u64) -> BrokerSync {
+    BrokerSync {
         broker: b.downgrade(),
         swept: AtomicBool::new(false),
         static_move_rate: None,
-        log_end_at_start: at_start.index,
-    };
-    let update = |previous: &MetadataImage, current: &MetadataImage, caught_up: bool| {
-        sync.on_metadata(&MetadataUpdate {
-            node_id: 1,
-            previous,
-            current,
-            caught_up,
-        })
-    };
-    update(&MetadataImage::default(), &at_start, false);
-    assert!(b.hosted_partition("old", 0).is_none());
-    assert!(b.offline_partitions("old").contains_key(&0));
-    // One update applies the registration and the new assignment.
-    update(&at_start, &caught_up, true);
+        log_end_at_start,
+    }
+}
+
+/// Tells `sync` of the update from `previous` to `current`.
+fn update(sync: &BrokerSync, previous: &MetadataImage, current: &MetadataImage, caught_up: bool) {
+    sync.on_metadata(&MetadataUpdate {
+        node_id: 1,
+        previous,
+        current,
+        caught_up,
+    })
+}
+
+/// `new-0` got a log; `old-0`, which may be in the failed directory, did not.
+fn assert_new_served_old_offline(b: &Broker) {
     assert!(
         b.hosted_partition("new", 0).is_some(),
         "{:?}",
         b.offline_partitions("new")
     );
     assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+}
+
+#[test]
+fn a_replica_assigned_after_the_restart_gets_a_log_even_in_the_update_that_catches_the_node_up() {
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // The node's metadata log ended at index 3 when it started: topic `old` (assigned
+    // to it at index 3) may have had a log in the failed directory; `new`, assigned at
+    // index 6, after its new registration at 4, cannot have.
+    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
+    let at_start = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
+    let again = then(&at_start, registration(1, 2, "h:1"));
+    let caught_up = then(&ready(&again), assigned_topic("new", vec![vec![1]]));
+    let sync = registry(&b, at_start.index);
+    update(&sync, &MetadataImage::default(), &at_start, false);
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+    // One update applies the registration and the new assignment.
+    update(&sync, &at_start, &caught_up, true);
+    assert_new_served_old_offline(&b);
+}
+
+#[test]
+fn a_node_that_started_without_metadata_counts_no_replica_new_until_it_caught_up() {
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // A metadata log lost with its directory (or never had): every record is after
+    // its end, but `old` may have a log in the failed directory all the same.
+    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
+    let assigned = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
+    let again = ready(&then(&assigned, registration(1, 2, "h:1")));
+    let sync = registry(&b, 0);
+    update(&sync, &MetadataImage::default(), &assigned, false);
+    update(&sync, &assigned, &again, true);
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+    // Once it caught up, a replica assigned to it is new.
+    let later = then(&again, assigned_topic("new", vec![vec![1]]));
+    update(&sync, &again, &later, true);
+    assert_new_served_old_offline(&b);
 }
