@@ -4,7 +4,8 @@
 //! if it were new, and would hide the records once the directory is back). The
 //! controller learns which replicas are offline (`ReplicasOffline`, KIP-858), at start
 //! and when a directory fails under a running node: they leave their ISRs and
-//! leaderships.
+//! leaderships (a transaction coordinator's too: its open transactions go on with the
+//! next leader).
 
 use super::acked_writes::{AckedWriter, assert_acked_stored};
 use super::replication::{broker, create, part};
@@ -284,4 +285,99 @@ fn a_node_that_started_without_metadata_counts_no_replica_new_until_it_caught_up
     let later = then(&again, assigned_topic("new", vec![vec![1]]));
     update(&sync, &again, &later, true);
     assert_new_served_old_offline(&b);
+}
+
+#[test]
+fn a_transaction_coordinator_on_a_failed_log_directory_moves_and_keeps_the_open_transaction() {
+    use crate::config::TransactionConfig;
+    use crate::error::{TxnError, TxnState};
+    use crate::producer::{Producer, ProducerRecord};
+    use crate::transaction::log::{TRANSACTION_STATE_TOPIC, partition_for};
+    const PARTITIONS: i32 = 6;
+    let c = TestCluster::with_log_dirs(3, IN_SYNC);
+    c.wait_settled();
+    c.node(0)
+        .ensure_transaction_state(&TransactionConfig {
+            state_log_partitions: PARTITIONS,
+            ..TransactionConfig::default()
+        })
+        .unwrap();
+    create(&c, "t", 3, Vec::new());
+    let img = c.wait_same_image();
+    let leader_of =
+        |p: i32| img.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions[p as usize].leader;
+    // A coordinator partition held in its leader's second log directory, and an id
+    // of it; the producer is on a node that does not lead it.
+    let (i, tp) = (0..PARTITIONS)
+        .map(|tp| ((leader_of(tp) - 1) as usize, tp))
+        .find(|&(i, tp)| held_in(c.extra_dir(i), TRANSACTION_STATE_TOPIC, PARTITIONS).contains(&tp))
+        .expect("a coordinator partition in its leader's second log directory");
+    let id = (0..10_000)
+        .map(|k| format!("txn-{k}"))
+        .find(|id| partition_for(id, PARTITIONS) == tp)
+        .unwrap();
+    let coordinates = |n: usize| broker(&c, n).transaction_coordinator().leads(tp);
+    wait_until("the coordinator loaded", || coordinates(i));
+    // The producer writes to a partition its node leads, another node than `i`.
+    let (j, p) = (0..3)
+        .map(|p| {
+            (
+                (img.topic("t").unwrap().partitions[p as usize].leader - 1) as usize,
+                p,
+            )
+        })
+        .find(|&(j, _)| j != i)
+        .expect("a partition of t led by another node");
+    let producer = Producer::builder(&broker(&c, j))
+        .transactional_id(id.clone())
+        .build()
+        .unwrap();
+    producer.init_transactions().unwrap();
+    let leader = part(&c, j, "t", p);
+    wait_until("the partition led", || leader.leader_epoch().is_some());
+    producer.begin_transaction().unwrap();
+    producer
+        .send("t", ProducerRecord::new(b"before").partition(p))
+        .unwrap();
+    producer.flush().unwrap();
+
+    broker(&c, i)
+        .fail_log_dir(c.extra_dir(i), "test: the disk is gone")
+        .unwrap();
+    // The failed node stops coordinating the partition (its callers are told
+    // NOT_COORDINATOR and look again); another replica leads and coordinates it.
+    wait_until("the coordinator moved to a healthy replica", || {
+        let x = partition_image(&c, 0, TRANSACTION_STATE_TOPIC, tp);
+        x.leader > 0
+            && x.leader != i as i32 + 1
+            && !coordinates(i)
+            && coordinates((x.leader - 1) as usize)
+    });
+    let refused = broker(&c, i).transaction_coordinator().describe(&id);
+    assert!(
+        matches!(
+            refused,
+            Err(TxnError::NotCoordinator | TxnError::CoordinatorNotAvailable { .. })
+        ),
+        "{refused:?}"
+    );
+    // The open transaction was not lost: the new coordinator has it, it goes on and
+    // commits.
+    producer
+        .send("t", ProducerRecord::new(b"after").partition(p))
+        .unwrap();
+    let now = partition_image(&c, 0, TRANSACTION_STATE_TOPIC, tp).leader;
+    let open = broker(&c, (now - 1) as usize)
+        .transaction_coordinator()
+        .describe(&id)
+        .unwrap();
+    assert_eq!(open.state, TxnState::Ongoing, "{open:?}");
+    assert!(open.partitions.contains(&("t".to_string(), p)), "{open:?}");
+    producer.commit_transaction().unwrap();
+    wait_until("both records and the marker stable", || {
+        leader.log_end_offset() == 3 && leader.log().last_stable_offset().unwrap() == 3
+    });
+    assert!(leader.log().aborted_transactions(0, 3).unwrap().is_empty());
+    drop(producer);
+    c.shutdown();
 }
