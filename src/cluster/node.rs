@@ -114,6 +114,8 @@ pub(crate) struct RaftLoop {
     /// The metadata image of the latest snapshot a peer sent since the last `Ready`
     /// (decoded by the transport): what is installed if raft-rs restores it.
     received_snapshot: Option<Box<MetadataImage>>,
+    /// The last scan for replicas offline here and not yet marked in the image.
+    offline_scan: OfflineScan,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
     /// When a peer's message was last refused or dropped with a log line (at most one
@@ -170,6 +172,7 @@ impl RaftLoop {
             founder: false,
             joining,
             received_snapshot: None,
+            offline_scan: OfflineScan::default(),
             refusal_logged: false,
             refused_logged_at: None,
             outstanding: BTreeMap::new(),
@@ -707,11 +710,10 @@ impl RaftLoop {
                 if r.shut_down || !caught_up {
                     return;
                 }
-                let epoch = r.epoch;
+                let (epoch, fenced) = (r.epoch, r.fenced);
                 // Its offline replicas are marked before it is unfenced: none of them
                 // may be elected in the meantime.
                 let offline = self.unreported_offline();
-                let fenced = r.fenced;
                 if !offline.is_empty() {
                     let pending = self
                         .internal
@@ -759,35 +761,17 @@ impl RaftLoop {
     /// This node's replicas that are offline here (kept offline at start, or in a log
     /// directory that failed since) and that the image does not mark offline yet, as
     /// `(topic id, topic, partition)`. Empty, and cheap, while every log directory is
-    /// usable.
-    fn unreported_offline(&self) -> Vec<(TopicId, String, i32)> {
+    /// usable; scanned again only when the image, what the listeners applied or the
+    /// failed directories changed.
+    fn unreported_offline(&mut self) -> Vec<(TopicId, String, i32)> {
         let Some(broker) = self.broker.upgrade() else {
             return Vec::new();
         };
-        if broker.log_dir_states().iter().all(|(_, why)| why.is_none()) {
-            return Vec::new();
-        }
+        let published = self.shared.published.load(Ordering::Acquire);
         let me = self.me();
-        let mut out = Vec::new();
-        for (name, t) in &self.image.topics {
-            if !t
-                .partitions
-                .iter()
-                .any(|p| p.hosts(me) && !p.is_offline(me))
-            {
-                continue;
-            }
-            for p in broker.offline_partitions(name).into_keys() {
-                let marked = usize::try_from(p)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-                    .is_none_or(|x| !x.hosts(me) || x.is_offline(me));
-                if !marked {
-                    out.push((t.id, name.clone(), p));
-                }
-            }
-        }
-        out
+        self.offline_scan
+            .unreported(&self.image, published, &broker, me)
+            .to_vec()
     }
 
     /// Whether this node knows the cluster has an id: from its applied metadata or a
@@ -1152,6 +1136,72 @@ impl RaftLoop {
             image: self.image.clone(),
             outcomes,
         });
+    }
+}
+
+/// What [`RaftLoop::unreported_offline`] found, and what it was found from.
+#[derive(Default)]
+pub(crate) struct OfflineScan {
+    /// What the last scan was made from.
+    key: Option<ScanKey>,
+    found: Vec<(TopicId, String, i32)>,
+    /// Scans made (tests).
+    pub scans: u64,
+}
+
+/// The image index, the index the listeners applied (the broker's topics), and the
+/// failed log directories (with why) of an [`OfflineScan`].
+#[derive(PartialEq)]
+struct ScanKey(u64, u64, Vec<(PathBuf, String)>);
+
+impl OfflineScan {
+    /// The replicas of node `me` that `broker` has offline (their log directory
+    /// failed) and `image` does not mark offline. Walks the image's topics only when
+    /// the image, the index its listeners applied (`published`: the broker's topics)
+    /// or the failed directories changed since the last call.
+    pub(crate) fn unreported(
+        &mut self,
+        image: &MetadataImage,
+        published: u64,
+        broker: &crate::broker::Broker,
+        me: i32,
+    ) -> &[(TopicId, String, i32)] {
+        let failed: Vec<(PathBuf, String)> = broker
+            .log_dir_states()
+            .into_iter()
+            .filter_map(|(dir, why)| why.map(|why| (dir, why)))
+            .collect();
+        if failed.is_empty() {
+            self.key = None;
+            self.found.clear();
+            return &self.found;
+        }
+        let key = ScanKey(image.index, published, failed);
+        if self.key.as_ref() == Some(&key) {
+            return &self.found;
+        }
+        self.scans += 1;
+        self.found.clear();
+        for (name, t) in &image.topics {
+            if !t
+                .partitions
+                .iter()
+                .any(|p| p.hosts(me) && !p.is_offline(me))
+            {
+                continue;
+            }
+            for p in broker.offline_partitions(name).into_keys() {
+                let marked = usize::try_from(p)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .is_none_or(|x| !x.hosts(me) || x.is_offline(me));
+                if !marked {
+                    self.found.push((t.id, name.clone(), p));
+                }
+            }
+        }
+        self.key = Some(key);
+        &self.found
     }
 }
 

@@ -381,3 +381,38 @@ fn a_transaction_coordinator_on_a_failed_log_directory_moves_and_keeps_the_open_
     drop(producer);
     c.shutdown();
 }
+
+#[test]
+fn the_offline_scan_walks_the_image_again_only_when_something_changed() {
+    use crate::cluster::node::OfflineScan;
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // No replica is new here: each one assigned is offline (it may be in the failed
+    // directory).
+    let sync = registry(&b, u64::MAX);
+    let registered = ready(&then(&MetadataImage::default(), registration(1, 1, "h:1")));
+    let old = then(&registered, assigned_topic("old", vec![vec![1]]));
+    update(&sync, &MetadataImage::default(), &old, true);
+    let mut scan = OfflineScan::default();
+    let names = |found: &[(_, String, i32)]| {
+        found
+            .iter()
+            .map(|(_, t, p)| format!("{t}-{p}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(scan.unreported(&old, old.index, &b, 1)), ["old-0"]);
+    assert_eq!(names(scan.unreported(&old, old.index, &b, 1)), ["old-0"]);
+    assert_eq!(scan.scans, 1, "nothing changed: no second walk");
+    // A replica assigned later: in the Raft loop's image before the listeners applied
+    // it, then applied.
+    let later = then(&old, assigned_topic("new", vec![vec![1]]));
+    assert_eq!(names(scan.unreported(&later, old.index, &b, 1)), ["old-0"]);
+    update(&sync, &old, &later, true);
+    assert_eq!(
+        names(scan.unreported(&later, later.index, &b, 1)),
+        ["new-0", "old-0"]
+    );
+    assert_eq!(scan.scans, 3);
+    assert_eq!(names(scan.unreported(&later, later.index, &b, 1)).len(), 2);
+    assert_eq!(scan.scans, 3);
+}
