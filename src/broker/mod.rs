@@ -1530,8 +1530,8 @@ impl Broker {
     /// logs for the partitions this node hosts (created, or reopened if they are of the
     /// same topic id). A hosted partition found in no usable log directory while one
     /// failed is offline, not made afresh (its records may be in the failed directory),
-    /// unless it is in `fresh`: assigned to this node while it runs, after it caught up
-    /// with the metadata. Idempotent.
+    /// unless it is in `fresh`: assigned to this node by a record after the end of its
+    /// metadata log at its start (no earlier process of the node saw it). Idempotent.
     pub(crate) fn apply_cluster_topic(&self, topic: &ClusterTopic, fresh: &[i32]) -> Result<()> {
         self.check_open()?;
         let _admin = self.inner.admin.lock();

@@ -142,6 +142,9 @@ struct BrokerSync {
     /// The pace of moves between log directories the node started with, which the
     /// dynamic `replica.alter.log.dirs.io.max.bytes.per.second` overrides while set.
     static_move_rate: Option<u64>,
+    /// The last index of the node's metadata log when it started: a record after it was
+    /// never applied by an earlier process of the node.
+    log_end_at_start: u64,
 }
 
 impl MetadataListener for BrokerSync {
@@ -170,9 +173,16 @@ impl MetadataListener for BrokerSync {
             };
             broker.set_log_dir_move_rate(rate);
         }
-        // Before this node caught up, an update may replay what it applied before a
-        // restart: no replica is new to it then.
-        let live = self.swept.load(Ordering::Acquire);
+        // An update that holds records of the node's metadata log from before this start
+        // may replay what an earlier process applied: no replica is new to it then. One
+        // that starts after them holds only records no earlier process saw (the Raft
+        // loop and the publisher never join the two in one update, but for a snapshot
+        // sent by the controller). A node that started with no metadata (new, or its
+        // metadata directory lost) cannot tell: none is new before it caught up.
+        let live = match self.log_end_at_start {
+            0 => self.swept.load(Ordering::Acquire),
+            end => u.previous.index >= end,
+        };
         for (name, t) in &u.current.topics {
             let before = u.previous.topics.get(name);
             if before.is_some_and(|p| Arc::ptr_eq(p, t)) {
@@ -334,13 +344,14 @@ impl ClusterNode {
         for (id, addr) in &raw.store().reconfigured().addresses {
             transport.note_address(inbox::node_of(*id), addr);
         }
-        self.add_listeners(broker)?;
+        let log_end_at_start = raw.raft.raft_log.last_index();
+        self.add_listeners(broker, log_end_at_start)?;
         let (pub_tx, pub_rx) = crossbeam_channel::unbounded::<PublishJob>();
         let publisher = {
             let shared = self.shared.clone();
             std::thread::Builder::new()
                 .name(format!("metadata-publisher-{me}"))
-                .spawn(move || node::publisher_loop(shared, pub_rx))
+                .spawn(move || node::publisher_loop(shared, pub_rx, log_end_at_start))
                 .ctx("spawn the metadata publisher for", self.data_dir.clone())?
         };
         let raft_loop = RaftLoop::new(
@@ -410,11 +421,12 @@ impl ClusterNode {
 
     /// Registers the metadata listeners: the broker's registry, then (a partition's
     /// log exists before its role is set) the started replica manager.
-    fn add_listeners(self: &Arc<Self>, broker: &Broker) -> Result<()> {
+    fn add_listeners(self: &Arc<Self>, broker: &Broker, log_end_at_start: u64) -> Result<()> {
         self.shared.listeners.lock().push(Arc::new(BrokerSync {
             broker: broker.downgrade(),
             swept: AtomicBool::new(false),
             static_move_rate: broker.log_dir_move_rate(),
+            log_end_at_start,
         }));
         let replicas = replication::ReplicaManager::new(
             self.config.node_id,

@@ -98,6 +98,9 @@ pub(crate) struct RaftLoop {
     pub directory_id: String,
     /// The node's broker: which of its replicas are offline (their log directory failed).
     broker: WeakBroker,
+    /// The last index of the metadata log at this start: committed entries up to it and
+    /// after it are applied (and published) apart.
+    log_end_at_start: u64,
     /// The directory had no `meta.properties` at this start: its Raft state may be that
     /// of a voter whose disk was lost ([`amnesia`]).
     fresh: bool,
@@ -111,6 +114,8 @@ pub(crate) struct RaftLoop {
     /// The metadata image of the latest snapshot a peer sent since the last `Ready`
     /// (decoded by the transport): what is installed if raft-rs restores it.
     received_snapshot: Option<Box<MetadataImage>>,
+    /// The last scan for replicas offline here and not yet marked in the image.
+    offline_scan: OfflineScan,
     /// A refused vote was logged (once per process).
     refusal_logged: bool,
     /// When a peer's message was last refused or dropped with a log line (at most one
@@ -148,6 +153,7 @@ impl RaftLoop {
         let fresh = meta_props.is_none();
         let joining = storage::is_joining(&data_dir.join(CLUSTER_METADATA_DIR));
         transport.set_joining(joining);
+        let log_end_at_start = raw.raft.raft_log.last_index();
         RaftLoop {
             raw,
             config,
@@ -162,10 +168,12 @@ impl RaftLoop {
             meta_props,
             directory_id,
             broker,
+            log_end_at_start,
             fresh,
             founder: false,
             joining,
             received_snapshot: None,
+            offline_scan: OfflineScan::default(),
             refusal_logged: false,
             refused_logged_at: None,
             outstanding: BTreeMap::new(),
@@ -732,11 +740,10 @@ impl RaftLoop {
                 if r.shut_down || !caught_up {
                     return;
                 }
-                let epoch = r.epoch;
+                let (epoch, fenced) = (r.epoch, r.fenced);
                 // Its offline replicas are marked before it is unfenced: none of them
                 // may be elected in the meantime.
                 let offline = self.unreported_offline();
-                let fenced = r.fenced;
                 if !offline.is_empty() {
                     let pending = self
                         .internal
@@ -784,35 +791,17 @@ impl RaftLoop {
     /// This node's replicas that are offline here (kept offline at start, or in a log
     /// directory that failed since) and that the image does not mark offline yet, as
     /// `(topic id, topic, partition)`. Empty, and cheap, while every log directory is
-    /// usable.
-    fn unreported_offline(&self) -> Vec<(TopicId, String, i32)> {
+    /// usable; scanned again only when the image, what the listeners applied or the
+    /// failed directories changed.
+    fn unreported_offline(&mut self) -> Vec<(TopicId, String, i32)> {
         let Some(broker) = self.broker.upgrade() else {
             return Vec::new();
         };
-        if broker.log_dir_states().iter().all(|(_, why)| why.is_none()) {
-            return Vec::new();
-        }
+        let published = self.shared.published.load(Ordering::Acquire);
         let me = self.me();
-        let mut out = Vec::new();
-        for (name, t) in &self.image.topics {
-            if !t
-                .partitions
-                .iter()
-                .any(|p| p.hosts(me) && !p.is_offline(me))
-            {
-                continue;
-            }
-            for p in broker.offline_partitions(name).into_keys() {
-                let marked = usize::try_from(p)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-                    .is_none_or(|x| !x.hosts(me) || x.is_offline(me));
-                if !marked {
-                    out.push((t.id, name.clone(), p));
-                }
-            }
-        }
-        out
+        self.offline_scan
+            .unreported(&self.image, published, &broker, me)
+            .to_vec()
     }
 
     /// Decides, at the first peer message, whether this node founds the cluster: one
@@ -1051,7 +1040,7 @@ impl RaftLoop {
             self.share_membership();
             self.publish(Vec::new());
         }
-        self.apply(ready.take_committed_entries())?;
+        self.apply_apart(ready.take_committed_entries())?;
         self.raw.mut_store().append(ready.entries())?;
         if let Some(hs) = ready.hs() {
             self.raw.mut_store().set_hard_state(hs)?;
@@ -1064,7 +1053,7 @@ impl RaftLoop {
             self.raw.mut_store().set_commit(commit);
         }
         self.send(light.take_messages());
-        self.apply(light.take_committed_entries())?;
+        self.apply_apart(light.take_committed_entries())?;
         self.raw.advance_apply();
         self.maybe_compact()
     }
@@ -1202,11 +1191,91 @@ impl RaftLoop {
         Ok(())
     }
 
+    /// Applies committed `entries`, those up to the log's end at this start apart from
+    /// those after it: a listener tells a replica assigned after it (new to this node)
+    /// from one an earlier process may have held.
+    fn apply_apart(&mut self, mut entries: Vec<Entry>) -> Result<()> {
+        match entries.iter().position(|e| e.index > self.log_end_at_start) {
+            Some(i) if i > 0 => {
+                let after = entries.split_off(i);
+                self.apply(entries)?;
+                self.apply(after)
+            }
+            _ => self.apply(entries),
+        }
+    }
+
     fn publish(&self, outcomes: Vec<(u64, Outcome)>) {
         let _ = self.publish.send(PublishJob {
             image: self.image.clone(),
             outcomes,
         });
+    }
+}
+
+/// What [`RaftLoop::unreported_offline`] found, and what it was found from.
+#[derive(Default)]
+pub(crate) struct OfflineScan {
+    /// What the last scan was made from.
+    key: Option<ScanKey>,
+    found: Vec<(TopicId, String, i32)>,
+    /// Scans made (tests).
+    pub scans: u64,
+}
+
+/// The image index, the index the listeners applied (the broker's topics), and the
+/// failed log directories (with why) of an [`OfflineScan`].
+#[derive(PartialEq)]
+struct ScanKey(u64, u64, Vec<(PathBuf, String)>);
+
+impl OfflineScan {
+    /// The replicas of node `me` that `broker` has offline (their log directory
+    /// failed) and `image` does not mark offline. Walks the image's topics only when
+    /// the image, the index its listeners applied (`published`: the broker's topics)
+    /// or the failed directories changed since the last call.
+    pub(crate) fn unreported(
+        &mut self,
+        image: &MetadataImage,
+        published: u64,
+        broker: &crate::broker::Broker,
+        me: i32,
+    ) -> &[(TopicId, String, i32)] {
+        let failed: Vec<(PathBuf, String)> = broker
+            .log_dir_states()
+            .into_iter()
+            .filter_map(|(dir, why)| why.map(|why| (dir, why)))
+            .collect();
+        if failed.is_empty() {
+            self.key = None;
+            self.found.clear();
+            return &self.found;
+        }
+        let key = ScanKey(image.index, published, failed);
+        if self.key.as_ref() == Some(&key) {
+            return &self.found;
+        }
+        self.scans += 1;
+        self.found.clear();
+        for (name, t) in &image.topics {
+            if !t
+                .partitions
+                .iter()
+                .any(|p| p.hosts(me) && !p.is_offline(me))
+            {
+                continue;
+            }
+            for p in broker.offline_partitions(name).into_keys() {
+                let marked = usize::try_from(p)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .is_none_or(|x| !x.hosts(me) || x.is_offline(me));
+                if !marked {
+                    self.found.push((t.id, name.clone(), p));
+                }
+            }
+        }
+        self.key = Some(key);
+        &self.found
     }
 }
 
@@ -1231,13 +1300,20 @@ fn fail_on_panic(shared: &Shared, what: &str, f: impl FnOnce()) {
     }
 }
 
-/// The publisher thread: listeners, then visibility, then waiting callers.
-pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>) {
+/// The publisher thread: listeners, then visibility, then waiting callers. Images
+/// queued together are published as one, but never one up to the metadata log's end
+/// at this start (`log_end_at_start`) with one after it.
+pub(crate) fn publisher_loop(shared: Arc<Shared>, rx: Receiver<PublishJob>, log_end_at_start: u64) {
     let mut previous = Arc::new(MetadataImage::default());
-    while let Ok(first) = rx.recv() {
-        let mut image = first.image;
+    let mut held = None;
+    while let Some(first) = held.take().or_else(|| rx.recv().ok()) {
+        let mut image: Arc<MetadataImage> = first.image;
         let mut outcomes = first.outcomes;
         while let Ok(next) = rx.try_recv() {
+            if image.index <= log_end_at_start && next.image.index > log_end_at_start {
+                held = Some(next);
+                break;
+            }
             image = next.image;
             outcomes.extend(next.outcomes);
         }

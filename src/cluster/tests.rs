@@ -132,9 +132,10 @@ impl TestCluster {
         TestCluster::build_with(n, 1024, lag, (false, None, true, false), None)
     }
 
-    /// A cluster whose nodes each have a second log directory ([`TestCluster::extra_dir`]).
-    fn with_log_dirs(n: usize) -> TestCluster {
-        TestCluster::build_with(n, 1024, LAG, (false, None, false, true), None)
+    /// A cluster whose nodes each have a second log directory ([`TestCluster::extra_dir`])
+    /// and `replica.lag.time.max.ms` `lag`.
+    fn with_log_dirs(n: usize, lag: Duration) -> TestCluster {
+        TestCluster::build_with(n, 1024, lag, (false, None, false, true), None)
     }
 
     fn build_with(

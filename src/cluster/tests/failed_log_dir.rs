@@ -4,12 +4,21 @@
 //! if it were new, and would hide the records once the directory is back). The
 //! controller learns which replicas are offline (`ReplicasOffline`, KIP-858), at start
 //! and when a directory fails under a running node: they leave their ISRs and
-//! leaderships.
+//! leaderships (a transaction coordinator's too: its open transactions go on with the
+//! next leader).
 
 use super::acked_writes::{AckedWriter, assert_acked_stored};
 use super::replication::{broker, create, part};
 use super::*;
-use crate::cluster::image::PartitionImage;
+use crate::cluster::image::{MetadataImage, PartitionImage};
+use crate::cluster::listener::{MetadataListener, MetadataUpdate};
+use crate::cluster::records::MetadataRecord;
+use std::sync::atomic::AtomicBool;
+
+/// `replica.lag.time.max.ms` of these clusters: a follower slow on a busy machine stays
+/// in sync. A partition whose ISR shrank to the node whose replica goes offline stays
+/// leaderless with it in its ISR (as it must), which is not what these tests are about.
+const IN_SYNC: Duration = WAIT;
 
 /// The partitions of `topic` (of `count`) whose directory is in `dir`.
 fn held_in(dir: &Path, topic: &str, count: i32) -> Vec<i32> {
@@ -36,7 +45,7 @@ fn put_back(c: &TestCluster, i: usize, away: &Path) {
 
 #[test]
 fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
-    let mut c = TestCluster::with_log_dirs(3);
+    let mut c = TestCluster::with_log_dirs(3, IN_SYNC);
     c.wait_settled();
     create(&c, "t", 4, Vec::new());
     let writer = AckedWriter::start(&c, "t", 4);
@@ -49,6 +58,10 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
         assert_acked_stored(&c, 2, "t", p, &acked);
     }
 
+    // Every replica in sync first (see `IN_SYNC`).
+    wait_until("every replica of t in sync", || {
+        (0..4).all(|p| partition_image(&c, 0, "t", p).isr.len() == 3)
+    });
     c.halt(2);
     let away = take_away(&c, 2);
     c.restart(2);
@@ -77,6 +90,13 @@ fn a_node_restarted_without_a_log_directory_makes_no_empty_logs_in_its_place() {
     for p in &kept {
         assert!(partition_image(&c, 0, "t", *p).offline.is_empty(), "t-{p}");
     }
+    // A replica assigned to it now has no records anywhere: it gets a log.
+    wait_until("node 3 unfenced", || c.node(0).image().is_unfenced(3));
+    create(&c, "u", 2, Vec::new());
+    wait_until("node 3 serves every partition of u", || {
+        (0..2).all(|p| b.hosted_partition("u", p).is_some())
+    });
+    assert!(b.offline_partitions("u").is_empty());
     drop(b);
 
     // With the directory back, its replicas come back with their records.
@@ -109,7 +129,7 @@ fn partition_image(c: &TestCluster, i: usize, topic: &str, p: i32) -> PartitionI
 
 #[test]
 fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_acknowledged_record() {
-    let c = TestCluster::with_log_dirs(3);
+    let c = TestCluster::with_log_dirs(3, IN_SYNC);
     c.wait_settled();
     create(&c, "t", 4, Vec::new());
     let writer = AckedWriter::start(&c, "t", 4);
@@ -162,4 +182,237 @@ fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_ack
         assert_acked_stored(&c, leader as usize - 1, "t", q, &acked);
     }
     c.shutdown();
+}
+
+/// The image after `record` is applied at its next index.
+fn then(img: &MetadataImage, record: MetadataRecord) -> MetadataImage {
+    let mut next = img.clone();
+    next.apply(img.index + 1, &record).unwrap();
+    next
+}
+
+/// A broker (node 1) whose second log directory failed, and the directories.
+fn broker_with_a_failed_dir() -> (Broker, tempfile::TempDir, tempfile::TempDir) {
+    let (data, extra) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = Broker::builder(data.path())
+        .log_dirs([extra.path()])
+        .open()
+        .unwrap();
+    b.fail_log_dir(extra.path(), "test: the disk is gone")
+        .unwrap();
+    (b, data, extra)
+}
+
+/// `img` after node 1's registration in it is made ready (unfenced).
+fn ready(img: &MetadataImage) -> MetadataImage {
+    let broker_epoch = img.brokers[&1].epoch;
+    then(
+        img,
+        MetadataRecord::BrokerReady {
+            broker_id: 1,
+            broker_epoch,
+        },
+    )
+}
+
+/// Node 1's broker-registry listener, its metadata log ending at `log_end_at_start`
+/// when it started.
+fn registry(b: &Broker, log_end_at_start: u64) -> BrokerSync {
+    BrokerSync {
+        broker: b.downgrade(),
+        swept: AtomicBool::new(false),
+        static_move_rate: None,
+        log_end_at_start,
+    }
+}
+
+/// Tells `sync` of the update from `previous` to `current`.
+fn update(sync: &BrokerSync, previous: &MetadataImage, current: &MetadataImage, caught_up: bool) {
+    sync.on_metadata(&MetadataUpdate {
+        node_id: 1,
+        previous,
+        current,
+        caught_up,
+    })
+}
+
+/// `new-0` got a log; `old-0`, which may be in the failed directory, did not.
+fn assert_new_served_old_offline(b: &Broker) {
+    assert!(
+        b.hosted_partition("new", 0).is_some(),
+        "{:?}",
+        b.offline_partitions("new")
+    );
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+}
+
+#[test]
+fn a_replica_assigned_after_the_restart_gets_a_log_even_in_the_update_that_catches_the_node_up() {
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // The node's metadata log ended at index 3 when it started: topic `old` (assigned
+    // to it at index 3) may have had a log in the failed directory; `new`, assigned at
+    // index 6, after its new registration at 4, cannot have.
+    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
+    let at_start = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
+    let again = then(&at_start, registration(1, 2, "h:1"));
+    let caught_up = then(&ready(&again), assigned_topic("new", vec![vec![1]]));
+    let sync = registry(&b, at_start.index);
+    update(&sync, &MetadataImage::default(), &at_start, false);
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+    // One update applies the registration and the new assignment.
+    update(&sync, &at_start, &caught_up, true);
+    assert_new_served_old_offline(&b);
+}
+
+#[test]
+fn a_node_that_started_without_metadata_counts_no_replica_new_until_it_caught_up() {
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // A metadata log lost with its directory (or never had): every record is after
+    // its end, but `old` may have a log in the failed directory all the same.
+    let registered = then(&MetadataImage::default(), registration(1, 1, "h:1"));
+    let assigned = then(&ready(&registered), assigned_topic("old", vec![vec![1]]));
+    let again = ready(&then(&assigned, registration(1, 2, "h:1")));
+    let sync = registry(&b, 0);
+    update(&sync, &MetadataImage::default(), &assigned, false);
+    update(&sync, &assigned, &again, true);
+    assert!(b.hosted_partition("old", 0).is_none());
+    assert!(b.offline_partitions("old").contains_key(&0));
+    // Once it caught up, a replica assigned to it is new.
+    let later = then(&again, assigned_topic("new", vec![vec![1]]));
+    update(&sync, &again, &later, true);
+    assert_new_served_old_offline(&b);
+}
+
+#[test]
+fn a_transaction_coordinator_on_a_failed_log_directory_moves_and_keeps_the_open_transaction() {
+    use crate::config::TransactionConfig;
+    use crate::error::{TxnError, TxnState};
+    use crate::producer::{Producer, ProducerRecord};
+    use crate::transaction::log::{TRANSACTION_STATE_TOPIC, partition_for};
+    const PARTITIONS: i32 = 6;
+    let c = TestCluster::with_log_dirs(3, IN_SYNC);
+    c.wait_settled();
+    c.node(0)
+        .ensure_transaction_state(&TransactionConfig {
+            state_log_partitions: PARTITIONS,
+            ..TransactionConfig::default()
+        })
+        .unwrap();
+    create(&c, "t", 3, Vec::new());
+    let img = c.wait_same_image();
+    let leader_of =
+        |p: i32| img.topic(TRANSACTION_STATE_TOPIC).unwrap().partitions[p as usize].leader;
+    // A coordinator partition held in its leader's second log directory, and an id
+    // of it; the producer is on a node that does not lead it.
+    let (i, tp) = (0..PARTITIONS)
+        .map(|tp| ((leader_of(tp) - 1) as usize, tp))
+        .find(|&(i, tp)| held_in(c.extra_dir(i), TRANSACTION_STATE_TOPIC, PARTITIONS).contains(&tp))
+        .expect("a coordinator partition in its leader's second log directory");
+    let id = (0..10_000)
+        .map(|k| format!("txn-{k}"))
+        .find(|id| partition_for(id, PARTITIONS) == tp)
+        .unwrap();
+    let coordinates = |n: usize| broker(&c, n).transaction_coordinator().leads(tp);
+    wait_until("the coordinator loaded", || coordinates(i));
+    // The producer writes to a partition its node leads, another node than `i`.
+    let (j, p) = (0..3)
+        .map(|p| {
+            (
+                (img.topic("t").unwrap().partitions[p as usize].leader - 1) as usize,
+                p,
+            )
+        })
+        .find(|&(j, _)| j != i)
+        .expect("a partition of t led by another node");
+    let producer = Producer::builder(&broker(&c, j))
+        .transactional_id(id.clone())
+        .build()
+        .unwrap();
+    producer.init_transactions().unwrap();
+    let leader = part(&c, j, "t", p);
+    wait_until("the partition led", || leader.leader_epoch().is_some());
+    producer.begin_transaction().unwrap();
+    producer
+        .send("t", ProducerRecord::new(b"before").partition(p))
+        .unwrap();
+    producer.flush().unwrap();
+
+    broker(&c, i)
+        .fail_log_dir(c.extra_dir(i), "test: the disk is gone")
+        .unwrap();
+    // The failed node stops coordinating the partition (its callers are told
+    // NOT_COORDINATOR and look again); another replica leads and coordinates it.
+    wait_until("the coordinator moved to a healthy replica", || {
+        let x = partition_image(&c, 0, TRANSACTION_STATE_TOPIC, tp);
+        x.leader > 0
+            && x.leader != i as i32 + 1
+            && !coordinates(i)
+            && coordinates((x.leader - 1) as usize)
+    });
+    let refused = broker(&c, i).transaction_coordinator().describe(&id);
+    assert!(
+        matches!(
+            refused,
+            Err(TxnError::NotCoordinator | TxnError::CoordinatorNotAvailable { .. })
+        ),
+        "{refused:?}"
+    );
+    // The open transaction was not lost: the new coordinator has it, it goes on and
+    // commits.
+    producer
+        .send("t", ProducerRecord::new(b"after").partition(p))
+        .unwrap();
+    let now = partition_image(&c, 0, TRANSACTION_STATE_TOPIC, tp).leader;
+    let open = broker(&c, (now - 1) as usize)
+        .transaction_coordinator()
+        .describe(&id)
+        .unwrap();
+    assert_eq!(open.state, TxnState::Ongoing, "{open:?}");
+    assert!(open.partitions.contains(&("t".to_string(), p)), "{open:?}");
+    producer.commit_transaction().unwrap();
+    wait_until("both records and the marker stable", || {
+        leader.log_end_offset() == 3 && leader.log().last_stable_offset().unwrap() == 3
+    });
+    assert!(leader.log().aborted_transactions(0, 3).unwrap().is_empty());
+    drop(producer);
+    c.shutdown();
+}
+
+#[test]
+fn the_offline_scan_walks_the_image_again_only_when_something_changed() {
+    use crate::cluster::node::OfflineScan;
+    use crate::cluster::records::tests::{assigned_topic, registration};
+    let (b, _data, _extra) = broker_with_a_failed_dir();
+    // No replica is new here: each one assigned is offline (it may be in the failed
+    // directory).
+    let sync = registry(&b, u64::MAX);
+    let registered = ready(&then(&MetadataImage::default(), registration(1, 1, "h:1")));
+    let old = then(&registered, assigned_topic("old", vec![vec![1]]));
+    update(&sync, &MetadataImage::default(), &old, true);
+    let mut scan = OfflineScan::default();
+    let names = |found: &[(_, String, i32)]| {
+        found
+            .iter()
+            .map(|(_, t, p)| format!("{t}-{p}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(scan.unreported(&old, old.index, &b, 1)), ["old-0"]);
+    assert_eq!(names(scan.unreported(&old, old.index, &b, 1)), ["old-0"]);
+    assert_eq!(scan.scans, 1, "nothing changed: no second walk");
+    // A replica assigned later: in the Raft loop's image before the listeners applied
+    // it, then applied.
+    let later = then(&old, assigned_topic("new", vec![vec![1]]));
+    assert_eq!(names(scan.unreported(&later, old.index, &b, 1)), ["old-0"]);
+    update(&sync, &old, &later, true);
+    assert_eq!(
+        names(scan.unreported(&later, later.index, &b, 1)),
+        ["new-0", "old-0"]
+    );
+    assert_eq!(scan.scans, 3);
+    assert_eq!(names(scan.unreported(&later, later.index, &b, 1)).len(), 2);
+    assert_eq!(scan.scans, 3);
 }

@@ -20,7 +20,7 @@ fn other_dir(c: &TestCluster, i: usize, name: &str) -> PathBuf {
 
 #[test]
 fn a_leader_and_a_follower_replica_move_between_log_directories_under_writes() {
-    let c = TestCluster::with_log_dirs(3);
+    let c = TestCluster::with_log_dirs(3, LAG);
     c.wait_settled();
     create(&c, "m", 1, Vec::new());
     let leader = leader_index(&c, "m", 0);
@@ -89,7 +89,7 @@ fn a_leader_and_a_follower_replica_move_between_log_directories_under_writes() {
 fn the_move_rate_is_a_dynamic_broker_config() {
     use crate::admin::AlterConfigOp;
     use crate::cluster::image::LOG_DIR_MOVE_RATE;
-    let c = TestCluster::with_log_dirs(3);
+    let c = TestCluster::with_log_dirs(3, LAG);
     c.wait_settled();
     let admin = AdminClient::connect(&bootstrap(&c)).unwrap();
     let set = |v: &str| AlterConfigOp::Set(LOG_DIR_MOVE_RATE.into(), v.into());
