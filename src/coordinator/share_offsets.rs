@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::consumer_records::topic_id;
 use super::share_partition::ShareLimits;
 use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState};
-use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator};
+use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator, raise_fence};
 use crate::error::{Error, Result, ShareError};
 
 /// A share-partition's start offset, as DescribeShareGroupOffsets tells it.
@@ -208,6 +208,11 @@ impl ShareCoordinator {
             batches: Vec::new(),
         };
         let (state_partition, journal) = self.journal_for(inner, &k)?;
+        if inner.store.is_some() {
+            // The fence of the state partition holds only share-partitions with a
+            // state, and refuses any other write but a fence to one without.
+            raise_fence(journal.as_ref(), &k, leader_epoch)?;
+        }
         let offset = journal.append(
             &records::key(SNAPSHOT, &k),
             &records::value(SNAPSHOT, &state),

@@ -201,6 +201,24 @@ impl Epochs {
     }
 }
 
+/// Writes a new leader's fence of `k` at `leader_epoch` to `journal` (see
+/// `share_fence.rs`): an update with no batches and start offset -1.
+pub(super) fn raise_fence(
+    journal: &dyn ShareJournal,
+    k: &ShareKey,
+    leader_epoch: i32,
+) -> Result<()> {
+    let fence = ShareState {
+        snapshot_epoch: 0,
+        state_epoch: 0,
+        leader_epoch,
+        start_offset: -1,
+        batches: Vec::new(),
+    };
+    journal.append(&records::key(UPDATE, k), &records::value(UPDATE, &fence))?;
+    Ok(())
+}
+
 /// True for a new leader's fence: an update with no batches and start offset -1
 /// (see `share_fence.rs`).
 fn is_fence(v: &ShareState) -> bool {
@@ -734,16 +752,7 @@ impl ShareCoordinator {
             leader_epoch = store.leader_epoch(topic, partition)?;
             // The fence first: what an earlier leader writes from now on is refused,
             // so the state read next has every write it was told succeeded.
-            let fence = ShareState {
-                snapshot_epoch: 0,
-                state_epoch: 0,
-                leader_epoch,
-                start_offset: -1,
-                batches: Vec::new(),
-            };
-            store
-                .journal(index)
-                .append(&records::key(UPDATE, &k), &records::value(UPDATE, &fence))?;
+            raise_fence(store.journal(index).as_ref(), &k, leader_epoch)?;
             if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
                 check_leadership(&k, &entry, leader_epoch)?;
                 if !entry.deleted {
@@ -1290,6 +1299,19 @@ mod tests {
         );
     }
 
+    /// `leader` accepts records 4..8 of g's t-0 it held: FENCED_STATE_EPOCH.
+    fn accepting_held_records_is_state_fenced(leader: &ShareCoordinator, now: Instant) {
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
+        let refused = leader
+            .acknowledge("g", "m", "t", 0, &acks, now)
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::FencedStateEpoch { .. }),
+            "{refused}"
+        );
+    }
+
     #[test]
     fn a_leaders_write_of_a_state_an_admin_replaced_is_fenced_and_the_state_reloads() {
         let store = MemStore::default();
@@ -1309,15 +1331,7 @@ mod tests {
         altered[0].as_ref().unwrap();
         // The leader of t-0, holding the old state, accepts records it held: refused
         // when written, and it drops the share-partition.
-        let acks: Vec<(i64, AcknowledgeType)> =
-            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
-        let refused = leader
-            .acknowledge("g", "m", "t", 0, &acks, now)
-            .unwrap_err();
-        assert!(
-            matches!(refused, Error::FencedStateEpoch { .. }),
-            "{refused}"
-        );
+        accepting_held_records_is_state_fenced(&leader, now);
         assert!(leader.loaded_share_partitions().is_empty());
         // Read again, it has the new state: from 2, nothing in flight.
         assert_eq!(leader.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
@@ -1331,5 +1345,38 @@ mod tests {
         // A third node reads the same (what the leader held available again).
         let next = node_at(&store, 1);
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_deleted_state_leaves_the_fence_and_its_leaders_next_write_reloads_it() {
+        let store = MemStore::default();
+        let leader = node_at(&store, 1);
+        work(&leader, "g", 0);
+        work(&leader, "other", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        leader
+            .acquire("g", "m", "t", 0, &held, 14, 100, now)
+            .unwrap();
+        assert_eq!(store.2.known(0), 2);
+        // The group's coordinator deletes g's state: the fence forgets it.
+        let coordinator = node_at(&store, 1);
+        let deleted = coordinator
+            .delete_share_offsets("g", &[("t".into(), 0)])
+            .unwrap();
+        deleted[0].as_ref().unwrap();
+        assert_eq!(store.2.known(0), 1, "the fence shrinks");
+        // The leader of t-0, holding the deleted state, accepts records it held:
+        // refused, and it drops the share-partition.
+        accepting_held_records_is_state_fenced(&leader, now);
+        assert!(!leader.loaded_share_partitions().is_empty(), "other stays");
+        // Read again, it starts as a share-partition never read (at the initial
+        // offset asked), with nothing in flight.
+        assert_eq!(leader.fetch_offset("g", "t", 0, 0, 9, now).unwrap(), 9);
+        assert_eq!(leader.record_state("g", "t", 0, 4), None);
+        assert_eq!(store.2.known(0), 2);
+        // A third node reads the same.
+        let next = node_at(&store, 1);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 9);
     }
 }
