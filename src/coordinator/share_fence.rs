@@ -19,6 +19,13 @@
 //! against the state the admin replaced and is refused (FENCED_STATE_EPOCH); the leader
 //! of the data partition that wrote it reads the state again.
 //!
+//! An admin's snapshot of the next state epoch is conditional: it is refused
+//! (FENCED_STATE_EPOCH, and the admin reads the state again) unless its snapshot epoch
+//! is newer than every snapshot written of the share-partition, so a snapshot the data
+//! partition's leader wrote between the admin's read and its write is not overwritten
+//! by a state computed from an older one, with the leader's next updates taken as
+//! updates of the admin's.
+//!
 //! A new leader of a data partition raises the fence before it reads a
 //! share-partition's state: it writes an update with its leader epoch, no batches and
 //! start offset -1 (Kafka's share coordinator writes the same record when a newer
@@ -97,7 +104,9 @@ enum Refused {
 /// of an older state epoch; an update of an older snapshot epoch than the state
 /// epoch's first snapshot. `live`: a write, not a record read back at a new leadership
 /// (read back, a first snapshot is taken as it is: the fence before it may have been
-/// pruned away). A snapshot with start offset -1 deletes the state: forgotten.
+/// pruned away); a write also refuses a snapshot that starts a newer state epoch (an
+/// admin's) unless it is newer than every snapshot written: the state changed since
+/// the admin read it. A snapshot with start offset -1 deletes the state: forgotten.
 fn admit(
     now: Option<Known>,
     kind: i16,
@@ -124,6 +133,17 @@ fn admit(
             return Err(Refused::StateEpoch(format!(
                 "a snapshot of state epoch {}, the state's is {}",
                 v.state_epoch, s.state
+            )));
+        }
+        Some(s)
+            if live
+                && kind == records::SNAPSHOT
+                && v.state_epoch > s.state
+                && v.snapshot_epoch <= s.newest_snapshot =>
+        {
+            return Err(Refused::StateEpoch(format!(
+                "a snapshot of state epoch {} at snapshot epoch {}, snapshot epoch {} was written since the state was read",
+                v.state_epoch, v.snapshot_epoch, s.newest_snapshot
             )));
         }
         Some(s) if !fence && kind == records::UPDATE && v.snapshot_epoch < s.since_snapshot => {

@@ -152,15 +152,33 @@ impl ShareCoordinator {
         Ok(out)
     }
 
-    /// Writes a snapshot of `group`'s `topic`-`partition` at the next state epoch:
-    /// starting at `start` with nothing in flight, or deleted (`None`; nothing is
-    /// written for a share-partition without state).
+    /// [`ShareCoordinator::reset_once`], read and written again (a few times at most)
+    /// when the state partition's leader refuses the write because a snapshot landed
+    /// between the read and the write (FENCED_STATE_EPOCH).
     fn reset(
         &self,
         inner: &mut Inner,
         group: &str,
         topic: &str,
         partition: i32,
+        start: Option<i64>,
+    ) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.reset_once(inner, (group, topic, partition), start) {
+                Err(Error::FencedStateEpoch { .. }) if tries < 3 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Writes a snapshot of `group`'s `topic`-`partition` at the next state epoch:
+    /// starting at `start` with nothing in flight, or deleted (`None`; nothing is
+    /// written for a share-partition without state).
+    fn reset_once(
+        &self,
+        inner: &mut Inner,
+        (group, topic, partition): (&str, &str, i32),
         start: Option<i64>,
     ) -> Result<()> {
         let k = ShareKey {
