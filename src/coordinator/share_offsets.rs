@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::consumer_records::topic_id;
 use super::share_partition::ShareLimits;
 use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState};
-use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator};
+use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator, raise_fence};
 use crate::error::{Error, Result, ShareError};
 
 /// A share-partition's start offset, as DescribeShareGroupOffsets tells it.
@@ -152,15 +152,33 @@ impl ShareCoordinator {
         Ok(out)
     }
 
-    /// Writes a snapshot of `group`'s `topic`-`partition` at the next state epoch:
-    /// starting at `start` with nothing in flight, or deleted (`None`; nothing is
-    /// written for a share-partition without state).
+    /// [`ShareCoordinator::reset_once`], read and written again (a few times at most)
+    /// when the state partition's leader refuses the write because a snapshot landed
+    /// between the read and the write (FENCED_STATE_EPOCH).
     fn reset(
         &self,
         inner: &mut Inner,
         group: &str,
         topic: &str,
         partition: i32,
+        start: Option<i64>,
+    ) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.reset_once(inner, (group, topic, partition), start) {
+                Err(Error::FencedStateEpoch { .. }) if tries < 3 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Writes a snapshot of `group`'s `topic`-`partition` at the next state epoch:
+    /// starting at `start` with nothing in flight, or deleted (`None`; nothing is
+    /// written for a share-partition without state).
+    fn reset_once(
+        &self,
+        inner: &mut Inner,
+        (group, topic, partition): (&str, &str, i32),
         start: Option<i64>,
     ) -> Result<()> {
         let k = ShareKey {
@@ -208,6 +226,11 @@ impl ShareCoordinator {
             batches: Vec::new(),
         };
         let (state_partition, journal) = self.journal_for(inner, &k)?;
+        if inner.store.is_some() {
+            // The fence of the state partition holds only share-partitions with a
+            // state, and refuses any other write but a fence to one without.
+            raise_fence(journal.as_ref(), &k, leader_epoch)?;
+        }
         let offset = journal.append(
             &records::key(SNAPSHOT, &k),
             &records::value(SNAPSHOT, &state),

@@ -201,6 +201,24 @@ impl Epochs {
     }
 }
 
+/// Writes a new leader's fence of `k` at `leader_epoch` to `journal` (see
+/// `share_fence.rs`): an update with no batches and start offset -1.
+pub(super) fn raise_fence(
+    journal: &dyn ShareJournal,
+    k: &ShareKey,
+    leader_epoch: i32,
+) -> Result<()> {
+    let fence = ShareState {
+        snapshot_epoch: 0,
+        state_epoch: 0,
+        leader_epoch,
+        start_offset: -1,
+        batches: Vec::new(),
+    };
+    journal.append(&records::key(UPDATE, k), &records::value(UPDATE, &fence))?;
+    Ok(())
+}
+
 /// True for a new leader's fence: an update with no batches and start offset -1
 /// (see `share_fence.rs`).
 fn is_fence(v: &ShareState) -> bool {
@@ -734,16 +752,7 @@ impl ShareCoordinator {
             leader_epoch = store.leader_epoch(topic, partition)?;
             // The fence first: what an earlier leader writes from now on is refused,
             // so the state read next has every write it was told succeeded.
-            let fence = ShareState {
-                snapshot_epoch: 0,
-                state_epoch: 0,
-                leader_epoch,
-                start_offset: -1,
-                batches: Vec::new(),
-            };
-            store
-                .journal(index)
-                .append(&records::key(UPDATE, &k), &records::value(UPDATE, &fence))?;
+            raise_fence(store.journal(index).as_ref(), &k, leader_epoch)?;
             if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
                 check_leadership(&k, &entry, leader_epoch)?;
                 if !entry.deleted {
@@ -1083,6 +1092,9 @@ mod tests {
         records: Vec<(i64, Vec<u8>, Vec<u8>)>,
         /// Run at the start of the next read (another node's write landing then).
         on_read: Option<Box<dyn FnOnce() + Send>>,
+        /// Run at the end of a read, after as many more reads (another node's write
+        /// landing after a read, before its reader writes).
+        after_read: Option<(u32, Box<dyn FnOnce() + Send>)>,
     }
 
     /// The log, the leader epoch of the data partitions as one node knows it, and the
@@ -1145,7 +1157,20 @@ mod tests {
             if let Some(hook) = hook {
                 hook();
             }
-            self.visit(f)
+            self.visit(f)?;
+            let taken = self.0.lock().after_read.take();
+            let after = match taken {
+                Some((0, hook)) => Some(hook),
+                Some((n, hook)) => {
+                    self.0.lock().after_read = Some((n - 1, hook));
+                    None
+                }
+                None => None,
+            };
+            if let Some(hook) = after {
+                hook();
+            }
+            Ok(())
         }
     }
 
@@ -1290,6 +1315,38 @@ mod tests {
         );
     }
 
+    /// A store and the leader of t-0 (at leader epoch 1) holding offsets 4..14 of g's
+    /// share-partition after [`work`].
+    fn holding() -> (MemStore, ShareCoordinator, Instant) {
+        let store = MemStore::default();
+        let leader = node_at(&store, 1);
+        work(&leader, "g", 0);
+        let now = Instant::now();
+        let held: Vec<i64> = (4..14).collect();
+        let got = leader
+            .acquire("g", "m", "t", 0, &held, 14, 100, now)
+            .unwrap();
+        assert_eq!(got.len(), 10);
+        (store, leader, now)
+    }
+
+    /// `leader` accepts records `offsets` of g's t-0 it held: FENCED_STATE_EPOCH.
+    fn accepting_held_records_is_state_fenced(
+        leader: &ShareCoordinator,
+        offsets: std::ops::Range<i64>,
+        now: Instant,
+    ) {
+        let acks: Vec<(i64, AcknowledgeType)> =
+            offsets.map(|o| (o, AcknowledgeType::Accept)).collect();
+        let refused = leader
+            .acknowledge("g", "m", "t", 0, &acks, now)
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::FencedStateEpoch { .. }),
+            "{refused}"
+        );
+    }
+
     #[test]
     fn a_leaders_write_of_a_state_an_admin_replaced_is_fenced_and_the_state_reloads() {
         let store = MemStore::default();
@@ -1309,15 +1366,7 @@ mod tests {
         altered[0].as_ref().unwrap();
         // The leader of t-0, holding the old state, accepts records it held: refused
         // when written, and it drops the share-partition.
-        let acks: Vec<(i64, AcknowledgeType)> =
-            (4..8).map(|o| (o, AcknowledgeType::Accept)).collect();
-        let refused = leader
-            .acknowledge("g", "m", "t", 0, &acks, now)
-            .unwrap_err();
-        assert!(
-            matches!(refused, Error::FencedStateEpoch { .. }),
-            "{refused}"
-        );
+        accepting_held_records_is_state_fenced(&leader, 4..8, now);
         assert!(leader.loaded_share_partitions().is_empty());
         // Read again, it has the new state: from 2, nothing in flight.
         assert_eq!(leader.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
@@ -1331,5 +1380,75 @@ mod tests {
         // A third node reads the same (what the leader held available again).
         let next = node_at(&store, 1);
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_deleted_state_leaves_the_fence_and_its_leaders_next_write_reloads_it() {
+        let (store, leader, now) = holding();
+        work(&leader, "other", 0);
+        assert_eq!(store.2.known(0), 2);
+        // The group's coordinator deletes g's state: the fence forgets it.
+        let coordinator = node_at(&store, 1);
+        let deleted = coordinator
+            .delete_share_offsets("g", &[("t".into(), 0)])
+            .unwrap();
+        deleted[0].as_ref().unwrap();
+        assert_eq!(store.2.known(0), 1, "the fence shrinks");
+        // The leader of t-0, holding the deleted state, accepts records it held:
+        // refused, and it drops the share-partition.
+        accepting_held_records_is_state_fenced(&leader, 4..8, now);
+        assert!(!leader.loaded_share_partitions().is_empty(), "other stays");
+        // Read again, it starts as a share-partition never read (at the initial
+        // offset asked), with nothing in flight.
+        assert_eq!(leader.fetch_offset("g", "t", 0, 0, 9, now).unwrap(), 9);
+        assert_eq!(leader.record_state("g", "t", 0, 4), None);
+        assert_eq!(store.2.known(0), 2);
+        // A third node reads the same.
+        let next = node_at(&store, 1);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 9);
+    }
+
+    #[test]
+    fn an_admins_alter_is_refused_if_a_snapshot_landed_since_its_read_and_read_again() {
+        let (store, leader, now) = holding();
+        let leader = Arc::new(leader);
+        let snapshots = |log: &MemLog| {
+            let k = records::key(SNAPSHOT, &key("g", "t", 0));
+            log.records.iter().filter(|r| r.1 == k).map(|r| r.0).max()
+        };
+        // Between the admin's read of the state (its second read: the first checks the
+        // group) and its write, the leader of t-0 accepts records one by one until it
+        // writes a snapshot: of the same snapshot epoch as the admin's.
+        let (writer, log) = (Arc::clone(&leader), Arc::clone(&store.0));
+        store.0.lock().after_read = Some((
+            1,
+            Box::new(move || {
+                let before = snapshots(&log.lock());
+                for o in 4..12 {
+                    let acks = [(o, AcknowledgeType::Accept)];
+                    for (_, r) in writer.acknowledge("g", "m", "t", 0, &acks, now).unwrap() {
+                        r.unwrap();
+                    }
+                    if snapshots(&log.lock()) > before {
+                        return;
+                    }
+                }
+                panic!("the leader wrote no snapshot");
+            }),
+        ));
+        let coordinator = node_at(&store, 1);
+        let altered = coordinator
+            .alter_share_offsets("g", &[("t".into(), 0, 2)])
+            .unwrap();
+        altered[0].as_ref().unwrap();
+        assert!(store.0.lock().after_read.is_none(), "the leader wrote");
+        // The leader's next update, made against its snapshot of the old state: refused,
+        // not taken as an update of the admin's state.
+        accepting_held_records_is_state_fenced(&leader, 12..14, now);
+        // Read again, the state is the admin's: from 2, nothing in flight.
+        for node in [&*leader, &node_at(&store, 1)] {
+            assert_eq!(node.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
+            assert_eq!(node.record_state("g", "t", 0, 12), None);
+        }
     }
 }

@@ -528,3 +528,262 @@ fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
     // Nothing left of the group: GROUP_ID_NOT_FOUND.
     assert_eq!(describe_offsets(&mut c, "sg"), Err(69));
 }
+
+/// ShareFetch of partition 0 of each of `topics` (name, id) at session epoch 0 for
+/// `member` of `group`: no error, so each share-partition has a state afterwards.
+fn share_fetch_all(c: &mut Client, group: &str, member: &str, topics: &[[u8; 16]]) {
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s(group))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(0)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(10)
+        .with_topics(
+            topics
+                .iter()
+                .map(|id| {
+                    share_fetch_request::FetchTopic::default()
+                        .with_topic_id(uuid::Uuid::from_bytes(*id))
+                        .with_partitions(vec![
+                            share_fetch_request::FetchPartition::default()
+                                .with_partition_index(0)
+                                .with_partition_max_bytes(1 << 20),
+                        ])
+                })
+                .collect(),
+        );
+    let r: ShareFetchResponse = c.call(ApiKey::ShareFetch, 1, &req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    for p in r.responses.iter().flat_map(|t| &t.partitions) {
+        assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+    }
+}
+
+/// DescribeShareGroupOffsets of `group` (partition 0 of each of `topics`, or every
+/// share-partition with `None`): the group's error code, and each topic's name, id and
+/// its partitions' (error code, start offset).
+#[allow(clippy::type_complexity)]
+fn describe_topics(
+    c: &mut Client,
+    group: &str,
+    topics: Option<&[&str]>,
+) -> (i16, Vec<(String, uuid::Uuid, Vec<(i16, i64)>)>) {
+    use describe_share_group_offsets_request::{
+        DescribeShareGroupOffsetsRequestGroup as G, DescribeShareGroupOffsetsRequestTopic as T,
+    };
+    let topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                T::default()
+                    .with_topic_name(TopicName(s(t)))
+                    .with_partitions(vec![0])
+            })
+            .collect()
+    });
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        G::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(topics),
+    ]);
+    let r: DescribeShareGroupOffsetsResponse = c.call(ApiKey::DescribeShareGroupOffsets, 0, &req);
+    let g = &r.groups[0];
+    let mut out: Vec<_> = g
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| (p.error_code, p.start_offset))
+                .collect();
+            (t.topic_name.0.to_string(), t.topic_id, partitions)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    (g.error_code, out)
+}
+
+/// AlterShareGroupOffsets of partition 0 of each of `topics` of `group` to offset 0:
+/// the top-level code and each topic's (name, partition code).
+fn alter_topics(c: &mut Client, group: &str, topics: &[&str]) -> (i16, Vec<(String, i16)>) {
+    use alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition as P, AlterShareGroupOffsetsRequestTopic as T,
+    };
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    T::default()
+                        .with_topic_name(TopicName(s(t)))
+                        .with_partitions(vec![P::default().with_partition_index(0)])
+                })
+                .collect(),
+        );
+    let r: AlterShareGroupOffsetsResponse = c.call(ApiKey::AlterShareGroupOffsets, 0, &req);
+    let mut out: Vec<_> = r
+        .responses
+        .iter()
+        .map(|t| (t.topic_name.0.to_string(), t.partitions[0].error_code))
+        .collect();
+    out.sort();
+    (r.error_code, out)
+}
+
+/// DeleteShareGroupOffsets of `topics` of `group`: the top-level code and each topic's
+/// (name, id, code).
+fn delete_topics(
+    c: &mut Client,
+    group: &str,
+    topics: &[&str],
+) -> (i16, Vec<(String, uuid::Uuid, i16)>) {
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(TopicName(s(t)))
+                })
+                .collect(),
+        );
+    let r: DeleteShareGroupOffsetsResponse = c.call(ApiKey::DeleteShareGroupOffsets, 0, &req);
+    let mut out: Vec<_> = r
+        .responses
+        .iter()
+        .map(|t| (t.topic_name.0.to_string(), t.topic_id, t.error_code))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    (r.error_code, out)
+}
+
+/// With the authorizer on, the share-group offsets APIs check the ACLs Kafka's broker
+/// checks: Describe on the group and on each topic for DescribeShareGroupOffsets, Read
+/// on the group and on each topic for AlterShareGroupOffsets, Delete on the group and
+/// Read on each topic for DeleteShareGroupOffsets. A group refused answers
+/// GROUP_AUTHORIZATION_FAILED whether it exists or not; a topic refused answers
+/// TOPIC_AUTHORIZATION_FAILED for its partitions, with no topic id (Kafka's zero id)
+/// where Kafka gives none, and is left out of a describe of every share-partition.
+#[test]
+fn share_group_offsets_apis_check_kafkas_acls() {
+    use super::tests_security::{binding, broker, create_acls, login, sasl_server};
+    use crate::security::acl::{
+        AclOperation as Op, AclPermission as Perm, PatternType::Literal, ResourceType,
+    };
+    use ResourceType::{Group, Topic};
+    let (_dir, broker) = broker(
+        &["q", "r"],
+        &[
+            ("admin", "a"),
+            ("viewer", "v"),
+            ("operator", "o"),
+            ("nobody", "n"),
+        ],
+    );
+    let server = sasl_server(broker, true);
+    let addr = server.local_addr();
+    let mut admin = login(addr, "PLAIN", "admin", "a").unwrap();
+    let ids: Vec<[u8; 16]> = super::tests_api::topic_ids(&mut admin, &["q", "r"])
+        .into_iter()
+        .map(|(code, id)| {
+            assert_eq!(code, 0);
+            id
+        })
+        .collect();
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("q")), TopicName(s("r"))]));
+    let joined: ShareGroupHeartbeatResponse = admin.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    share_fetch_all(&mut admin, "sg", "m1", &ids);
+    let left: ShareGroupHeartbeatResponse = admin.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &join.clone().with_member_epoch(-1),
+    );
+    assert_eq!(left.error_code, 0);
+    let allow =
+        |kind, name: &str, who: &str, op| binding(kind, name, Literal, who, op, Perm::Allow);
+    create_acls(
+        &mut admin,
+        vec![
+            // viewer: Describe on the group, Read (which implies Describe) on q only.
+            allow(Group, "sg", "User:viewer", Op::Describe),
+            allow(Topic, "q", "User:viewer", Op::Read),
+            // operator: Read and Delete on the group, Read on q, Describe only on r.
+            allow(Group, "sg", "User:operator", Op::Read),
+            allow(Group, "sg", "User:operator", Op::Delete),
+            allow(Topic, "q", "User:operator", Op::Read),
+            allow(Topic, "r", "User:operator", Op::Describe),
+            // nobody: Read on both topics, nothing on the group.
+            allow(Topic, "q", "User:nobody", Op::Read),
+            allow(Topic, "r", "User:nobody", Op::Read),
+        ],
+    );
+    let (gaf, taf) = (30, 29);
+    let zero = uuid::Uuid::nil();
+    let (q, r) = (
+        uuid::Uuid::from_bytes(ids[0]),
+        uuid::Uuid::from_bytes(ids[1]),
+    );
+
+    let mut nobody = login(addr, "PLAIN", "nobody", "n").unwrap();
+    assert_eq!(describe_topics(&mut nobody, "sg", Some(&["q"])).0, gaf);
+    assert_eq!(describe_topics(&mut nobody, "sg", None).0, gaf);
+    assert_eq!(
+        describe_topics(&mut nobody, "no-such-group", None).0,
+        gaf,
+        "refused before it is looked up"
+    );
+    assert_eq!(alter_topics(&mut nobody, "sg", &["q"]).0, gaf);
+    assert_eq!(delete_topics(&mut nobody, "sg", &["q"]).0, gaf);
+
+    let mut viewer = login(addr, "PLAIN", "viewer", "v").unwrap();
+    // Describe: q as it is, r refused with no topic id; every share-partition: q only.
+    assert_eq!(
+        describe_topics(&mut viewer, "sg", Some(&["q", "r"])),
+        (
+            0,
+            vec![
+                ("q".into(), q, vec![(0, 0)]),
+                ("r".into(), zero, vec![(taf, -1)])
+            ]
+        )
+    );
+    assert_eq!(
+        describe_topics(&mut viewer, "sg", None),
+        (0, vec![("q".into(), q, vec![(0, 0)])])
+    );
+    // Describe on the group is not Read, nor Delete.
+    assert_eq!(alter_topics(&mut viewer, "sg", &["q"]).0, gaf);
+    assert_eq!(delete_topics(&mut viewer, "sg", &["q"]).0, gaf);
+
+    let mut operator = login(addr, "PLAIN", "operator", "o").unwrap();
+    // Read on the group implies Describe; Describe on r suffices to describe it.
+    assert_eq!(
+        describe_topics(&mut operator, "sg", None),
+        (
+            0,
+            vec![("q".into(), q, vec![(0, 0)]), ("r".into(), r, vec![(0, 0)])]
+        )
+    );
+    // Alter and delete need Read on each topic: r is refused, q is done.
+    assert_eq!(
+        alter_topics(&mut operator, "sg", &["q", "r"]),
+        (0, vec![("q".into(), 0), ("r".into(), taf)])
+    );
+    assert_eq!(
+        delete_topics(&mut operator, "sg", &["q", "r"]),
+        (0, vec![("q".into(), q, 0), ("r".into(), zero, taf)])
+    );
+    // q's state is gone, r's stays.
+    assert_eq!(
+        describe_topics(&mut admin, "sg", None),
+        (0, vec![("r".into(), r, vec![(0, 0)])])
+    );
+}

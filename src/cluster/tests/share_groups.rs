@@ -311,6 +311,19 @@ fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
         share_records::key(SNAPSHOT, &k),
         share_records::value(SNAPSHOT, &state),
     );
+    // The fence a loading node writes first (the state partition's leader takes no
+    // other record of a share-partition it knows no state of).
+    let fence = ShareState {
+        start_offset: -1,
+        ..state.clone()
+    };
+    store(other)
+        .journal(0)
+        .append(
+            &share_records::key(share_records::UPDATE, &k),
+            &share_records::value(share_records::UPDATE, &fence),
+        )
+        .unwrap();
     for i in [leader, other] {
         let journal = store(i).journal(0);
         let offsets: Vec<i64> = (0..3)
@@ -332,7 +345,7 @@ fn a_state_partition_is_pruned_through_its_leader_from_any_node() {
 #[test]
 fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
     use crate::coordinator::ShareStateStore;
-    use crate::coordinator::share_records::{self, ShareKey, ShareState, UPDATE};
+    use crate::coordinator::share_records::{self, SNAPSHOT, ShareKey, ShareState, UPDATE};
     let mut c = TestCluster::new(3, 1024);
     c.wait_settled();
     let store = |c: &TestCluster, i: usize| {
@@ -349,27 +362,35 @@ fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
         topic_id: [9; 16],
         partition: 0,
     };
-    let key = share_records::key(UPDATE, &k);
-    // An acknowledgement of the data partition's leader at `leader_epoch`, told apart
-    // from the others by `tag` (its start offset).
-    let write = |c: &TestCluster, node: usize, leader_epoch: i32, tag: i64| {
+    // A record of `kind` of the data partition's leader at `leader_epoch`.
+    let put = |c: &TestCluster, node: usize, kind: i16, leader_epoch: i32, start_offset: i64| {
         let value = share_records::value(
-            UPDATE,
+            kind,
             &ShareState {
                 snapshot_epoch: 0,
                 state_epoch: 0,
                 leader_epoch,
-                start_offset: tag,
+                start_offset,
                 batches: Vec::new(),
             },
         );
-        store(c, node).journal(0).append(&key, &value)
+        store(c, node)
+            .journal(0)
+            .append(&share_records::key(kind, &k), &value)
+    };
+    // An acknowledgement of the data partition's leader at `leader_epoch`, told apart
+    // from the others by `tag` (its start offset).
+    let write = |c: &TestCluster, node: usize, leader_epoch: i32, tag: i64| {
+        put(c, node, UPDATE, leader_epoch, tag)
     };
     let fenced = |r: Result<i64>| {
         assert!(matches!(r, Err(Error::FencedLeaderEpoch { .. })), "{r:?}");
     };
     let s = applied_leader(&c, SHARE_GROUP_STATE_TOPIC, 0);
     let other = (0..3).find(|&i| i != s).unwrap();
+    // The leader of epoch 5 loads the share-partition: its fence, its first snapshot.
+    put(&c, other, UPDATE, 5, -1).unwrap();
+    put(&c, other, SNAPSHOT, 5, 0).unwrap();
     write(&c, other, 5, 1).unwrap();
     write(&c, s, 6, 2).unwrap();
     // The leader of epoch 5 was deposed: its writes are refused, from anywhere.
@@ -399,6 +420,6 @@ fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
     // however often it is in the log), so a loaded machine may leave a copy next to
     // it. Copies aside, exactly the accepted writes landed, in order, and no fenced one.
     written.dedup();
-    assert_eq!(written, vec![(5, 1), (6, 2), (6, 7)]);
+    assert_eq!(written, vec![(5, -1), (5, 0), (5, 1), (6, 2), (6, 7)]);
     c.shutdown();
 }

@@ -2,7 +2,7 @@
 //! share-partitions of whole topics (KIP-932; the group must have no member): the next
 //! fetch of one starts as on a share-partition never read (`share.auto.offset.reset`).
 //! Needs Delete on the group (GROUP_AUTHORIZATION_FAILED) and Read on each topic
-//! (TOPIC_AUTHORIZATION_FAILED). A group with members answers NON_EMPTY_GROUP, one with
+//! (TOPIC_AUTHORIZATION_FAILED, with the zero topic id). A group with members answers NON_EMPTY_GROUP, one with
 //! neither members nor state GROUP_ID_NOT_FOUND (top level and for each topic); a topic
 //! that does not exist UNKNOWN_TOPIC_OR_PARTITION.
 
@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 
 use super::share_group_offsets::{Refusal, check_partition, coordinator, topics};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::security::acl::AclOperation;
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::server::topic_ids::topic_id;
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -60,8 +60,14 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .clone()
                 .or(refusal)
                 .map_or((0, None), |(c, m)| (c, Some(kstr(m))));
+            // A topic the client may not read is named with Kafka's zero id.
+            let id = if ctx.permits(AclOperation::Read, ResourceType::Topic, &t) {
+                topic_id(backend, &t)
+            } else {
+                Default::default()
+            };
             Topic::default()
-                .with_topic_id(topic_id(backend, &t))
+                .with_topic_id(id)
                 .with_topic_name(TopicName(kstr(t)))
                 .with_error_code(code)
                 .with_error_message(message)

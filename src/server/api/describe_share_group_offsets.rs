@@ -1,7 +1,7 @@
 //! DescribeShareGroupOffsets (key 90), version 0: the start offset and leader epoch of
 //! each share-partition of share groups (KIP-932), read from their state. Needs Describe
 //! on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
-//! (TOPIC_AUTHORIZATION_FAILED for its partitions); a group with neither members nor
+//! (TOPIC_AUTHORIZATION_FAILED for its partitions, and the zero topic id); a group with neither members nor
 //! state answers GROUP_ID_NOT_FOUND, a partition that does not exist
 //! UNKNOWN_TOPIC_OR_PARTITION, and a partition never read start offset -1, as Kafka.
 //! Null topics: every share-partition of the group with a state, of the topics the
@@ -48,10 +48,16 @@ fn describe(ctx: &Ctx<'_>, g: &DescribeShareGroupOffsetsRequestGroup) -> Group {
         Err(e) => return refused((error_code(&e), e.to_string())),
     };
     let backend = ctx.backend();
+    // A topic the client may not describe is named with Kafka's zero id, not its own.
     let topic = |name: &str, partitions: Vec<Partition>| {
+        let id = if ctx.permits(AclOperation::Describe, ResourceType::Topic, name) {
+            topic_id(backend, name)
+        } else {
+            Default::default()
+        };
         Topic::default()
             .with_topic_name(TopicName(kstr(name)))
-            .with_topic_id(topic_id(backend, name))
+            .with_topic_id(id)
             .with_partitions(partitions)
     };
     let found = |o: &ShareStartOffset| {
