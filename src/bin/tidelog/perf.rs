@@ -1661,13 +1661,12 @@ fn send_paced(
             if now >= due {
                 break;
             }
-            let ahead = due - now;
-            if pacing == Pacing::Bursts {
-                std::thread::sleep(Duration::from_micros(50));
-            } else if ahead > Duration::from_micros(200) {
-                std::thread::sleep(ahead - Duration::from_micros(100));
-            } else {
-                std::thread::yield_now();
+            match pacing {
+                Pacing::Bursts => std::thread::sleep(Duration::from_micros(50)),
+                Pacing::Spin if due - now > Duration::from_micros(200) => {
+                    std::thread::sleep(due - now - Duration::from_micros(100))
+                }
+                Pacing::Spin => std::thread::yield_now(),
             }
         }
         value.clear();
