@@ -501,6 +501,12 @@ mod tests {
                     }
                     let mut rd = n.ready();
                     msgs.extend(rd.take_messages());
+                    if !rd.snapshot().is_empty() {
+                        n.mut_store()
+                            .wl()
+                            .apply_snapshot(rd.snapshot().clone())
+                            .unwrap();
+                    }
                     n.mut_store().wl().append(rd.entries()).unwrap();
                     if let Some(hs) = rd.hs() {
                         n.mut_store().wl().set_hardstate(hs.clone());
@@ -555,6 +561,21 @@ mod tests {
         fn heartbeats(&mut self) -> Vec<Message> {
             self.nodes[0].tick();
             self.settle(|m| m.get_msg_type() == MessageType::MsgHeartbeat)
+        }
+
+        /// Node 1 heartbeats five times; node 3 then holds node 1's whole log, whose last
+        /// index is returned.
+        fn heartbeats_until_node_3_holds_the_log(&mut self) -> u64 {
+            for _ in 0..5 {
+                self.heartbeats();
+            }
+            let last = self.nodes[0].raft.raft_log.last_index();
+            assert_eq!(
+                self.nodes[2].raft.raft_log.last_index(),
+                last,
+                "node 3 was not sent the log"
+            );
+            last
         }
 
         /// Node 1's next heartbeats to node 3, whose log is empty, say it lost the
@@ -727,15 +748,7 @@ mod tests {
         }
         m.nodes[0].propose(vec![], b"x".to_vec()).unwrap();
         m.settle(|_| false);
-        for _ in 0..5 {
-            m.heartbeats();
-        }
-        let last = m.nodes[0].raft.raft_log.last_index();
-        assert_eq!(
-            m.nodes[2].raft.raft_log.last_index(),
-            last,
-            "node 3 was not sent the log"
-        );
+        let last = m.heartbeats_until_node_3_holds_the_log();
         let committed = m.nodes[0].raft.raft_log.committed == last;
         // Node 2 back: the entry commits without node 3, which learns so.
         m.down.clear();
@@ -752,6 +765,60 @@ mod tests {
         closed_by_the_rule(
             commits_with_a_joiner,
             "a joiner's acknowledgement commits an entry",
+        );
+    }
+
+    /// Node 3 acknowledged entries in node 1's term, lost its disk and came back at once:
+    /// node 1 found it unreachable (it probes from what node 3 acknowledged), but its log
+    /// is compacted past that, so its first message to node 3 is a snapshot, not a
+    /// heartbeat or an append. No rejection and no heartbeat naming what node 3 lacks
+    /// reaches it: the lost-log rules never fire, and node 3 catches up from the
+    /// snapshot. Whether an entry proposed while node 2 is down commits with node 3's
+    /// acknowledgement (the Raft loop marks such a node to join before its first answer
+    /// leaves, and says so in its hello: `said_joining`).
+    fn commits_with_a_voter_restored_by_a_snapshot(said_joining: bool) -> bool {
+        let mut m = Model::new();
+        m.lead_and_commit(3);
+        let acknowledged = m.nodes[0].raft.prs().get(3).unwrap().matched;
+        assert!(acknowledged >= 4, "node 3 acknowledged {acknowledged}");
+        // Node 3 down; node 1 commits with node 2 and compacts its log past what node
+        // 3 acknowledged.
+        m.down.push(3);
+        for _ in 0..4 {
+            m.nodes[0].propose(vec![], b"z".to_vec()).unwrap();
+            m.settle(|_| false);
+        }
+        let compacted = m.nodes[0].raft.raft_log.committed;
+        assert!(compacted > acknowledged + 1);
+        m.nodes[0].mut_store().wl().compact(compacted).unwrap();
+        // Node 3 is back wiped, node 2 goes down; node 1 probes node 3.
+        m.nodes[2] = fresh(3);
+        m.down = vec![2];
+        if said_joining {
+            m.joiners.push(3);
+        }
+        m.nodes[0].report_unreachable(3);
+        m.nodes[0].propose(vec![], b"x".to_vec()).unwrap();
+        let to_3 = m.settle(|r| r.to == 3);
+        assert_eq!(
+            to_3.first().map(|r| r.get_msg_type()),
+            Some(MessageType::MsgSnapshot),
+            "node 1's first message to node 3 is no snapshot: {to_3:?}"
+        );
+        let last = m.heartbeats_until_node_3_holds_the_log();
+        assert!(m.nodes[2].raft.raft_log.first_index() > acknowledged);
+        // Node 3 now holds every entry it acknowledged: no heartbeat tells it lost.
+        for hb in m.heartbeats().iter().filter(|h| h.to == 3) {
+            assert_eq!(judge(hb, m.standing(3, 1)), Verdict::Step);
+        }
+        m.nodes[0].raft.raft_log.committed == last
+    }
+
+    #[test]
+    fn a_wiped_voter_restored_by_a_snapshot_commits_nothing_as_a_joiner() {
+        closed_by_the_rule(
+            commits_with_a_voter_restored_by_a_snapshot,
+            "a wiped voter restored by a snapshot commits an entry with its acknowledgement",
         );
     }
 

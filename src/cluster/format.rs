@@ -191,6 +191,7 @@ fn parse_initial_controllers(list: &str) -> Result<Vec<(i32, String)>> {
     };
     let mut quorum = Vec::new();
     let mut directories = Vec::new();
+    let mut entries = Vec::new();
     for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (voter, directory_id) = entry
             .rsplit_once(':')
@@ -200,10 +201,14 @@ fn parse_initial_controllers(list: &str) -> Result<Vec<(i32, String)>> {
                 "{directory_id:?} in {entry:?} is not a directory id (a UUID in 22 characters of URL-safe base64)"
             )));
         }
-        if directories.contains(&directory_id) {
-            return Err(bad(format!("directory id {directory_id} is listed twice")));
+        if let Some(i) = directories.iter().position(|d| *d == directory_id) {
+            return Err(bad(format!(
+                "directory id {directory_id} is listed twice ({:?} and {entry:?}): each controller has a directory of its own",
+                entries[i]
+            )));
         }
         directories.push(directory_id);
+        entries.push(entry);
         quorum.push(voter);
     }
     let parsed = voters::parse_quorum(&quorum.join(",")).map_err(|e| match e {
@@ -336,7 +341,14 @@ mod tests {
             "{e}"
         );
         let e = refused(CLUSTER, 1, list(format!("1@h:1:{d1},2@h:2:{d1}")));
-        assert!(e.contains("listed twice"), "{e}");
+        assert!(
+            e.contains(&format!(
+                "directory id {d1} is listed twice (\"1@h:1:{d1}\" and \"2@h:2:{d1}\")"
+            )),
+            "{e}"
+        );
+        let e = refused(CLUSTER, 1, list(format!("1@h:1:{d1},2@h:1:{d2}")));
+        assert!(e.contains("\"2@h:1\" has the address of \"1@h:1\""), "{e}");
         let e = refused(CLUSTER, 1, list(format!("1@h:1:{d1},1@h:2:{d2}")));
         assert!(e.contains("node id 1 is listed twice"), "{e}");
         let e = refused(CLUSTER, 1, list(format!("1@h:x:{d1}")));

@@ -324,28 +324,86 @@ fn the_only_voter_founds_the_cluster_and_elects_itself_after_a_restart() {
 /// records its directory id here).
 #[test]
 fn a_joiner_the_quorum_counts_as_a_voter_commits_nothing() {
-    let mut c = TestCluster::with_unrecorded_directory(3, 2);
+    let c = TestCluster::with_unrecorded_directory(3, 2);
+    wiped_voter_commits_nothing(
+        c,
+        |dir, cluster_id| {
+            format::format_node(
+                dir,
+                cluster_id,
+                3,
+                &format::NodeFormat::NoInitialControllers,
+                false,
+            )
+            .unwrap();
+        },
+        |_| {},
+    )
+    .shutdown();
+}
+
+/// The same voter restarted on its empty directory, unformatted, once the controller
+/// compacted its metadata log: it catches up from a snapshot (the controller has no
+/// entry from the first on), so no rejection or heartbeat tells it that it lost what it
+/// acknowledged. Its first peer message marks it to join, its hellos say so before its
+/// first answer leaves, and its acknowledgements commit nothing (node 3 never records
+/// its directory id here).
+#[test]
+fn a_wiped_voter_caught_up_by_a_snapshot_commits_nothing() {
+    let c = TestCluster::build(3, 8, LAG, false, Some(2));
+    let c = wiped_voter_commits_nothing(
+        c,
+        |_, _| {},
+        |c| {
+            for n in 0..12 {
+                c.node(n % 2)
+                    .propose(acl(&format!("compacted-{n}")), CALL)
+                    .unwrap();
+            }
+            wait_until("both running voters compacted their metadata logs", || {
+                [0, 1].iter().all(|&i| {
+                    storage::stored_snapshot_index(&c.dir(i).join(CLUSTER_METADATA_DIR)) > 0
+                })
+            });
+        },
+    );
+    let meta = c.dir(2).join(CLUSTER_METADATA_DIR);
+    assert!(
+        meta.join(storage::JOINING_FILE).exists(),
+        "node 3 is not marked to join"
+    );
+    assert!(
+        storage::stored_snapshot_index(&meta) > 0,
+        "node 3 installed no snapshot"
+    );
+    c.shutdown();
+}
+
+/// Node 3 (its directory id unrecorded) commits an entry, all stop, node 3's directory
+/// is wiped and `reformat` run on it; the two others restart (a controller that never
+/// heard of node 3's acknowledgements), `meanwhile` runs, node 3 restarts and catches
+/// up. With the voter other than the controller down, an entry does not commit with
+/// node 3's acknowledgement; it does once that voter is back. Returns the cluster.
+fn wiped_voter_commits_nothing(
+    mut c: TestCluster,
+    reformat: impl Fn(&Path, &str),
+    meanwhile: impl Fn(&TestCluster),
+) -> TestCluster {
     c.wait_settled();
+    c.node(0).propose(acl("acked-by-node-3"), CALL).unwrap();
     let cluster_id = c.node(0).image().cluster_id.clone().unwrap();
     for i in [2, 1, 0] {
         c.halt(i);
     }
     wipe(c.dir(2));
-    format::format_node(
-        c.dir(2),
-        &cluster_id,
-        3,
-        &format::NodeFormat::NoInitialControllers,
-        false,
-    )
-    .unwrap();
-    // A controller that never heard of node 3's earlier acknowledgements.
+    reformat(c.dir(2), &cluster_id);
     c.restart(0);
     c.restart(1);
     wait_until("a controller", || {
         let l = c.node(0).controller_id();
         l.is_some() && c.node(1).controller_id() == l
     });
+    meanwhile(&c);
     c.restart(2);
     let controller = c.node(0).controller_id().unwrap() as usize - 1;
     let other = 1 - controller;
@@ -366,5 +424,5 @@ fn a_joiner_the_quorum_counts_as_a_voter_commits_nothing() {
     wait_until("the entry committed once the other voter is back", || {
         (0..3).all(|i| has_acl(&c.node(i).image(), "with-the-joiner"))
     });
-    c.shutdown();
+    c
 }
