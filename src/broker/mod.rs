@@ -42,6 +42,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::{BrokerConfig, TopicConfig, validate_topic_name};
 use crate::coordinator::GroupCoordinator;
 use crate::error::{Error, Result};
+use crate::storage::dirs::DirHealth;
 use crate::storage::{
     CleanupPolicy, LogConfig, LogManager, OrphanedLog, read_checkpoint, write_checkpoint,
 };
@@ -113,6 +114,10 @@ struct BrokerInner {
     dir: PathBuf,
     config: BrokerConfig,
     logs: Mutex<Option<LogManager>>,
+    /// The health of `logs`' directories, read without `logs`' lock: that lock is held
+    /// while a cluster node opens a topic's logs, and a cluster node's Raft thread,
+    /// which answers the controller, reads the failed directories every tick.
+    dir_health: Vec<Arc<DirHealth>>,
     topics: RwLock<BTreeMap<String, Topic>>,
     /// Serializes create / delete / add-partitions and registry writes.
     admin: Mutex<()>,
@@ -900,6 +905,7 @@ impl Broker {
             inner: Arc::new(BrokerInner {
                 dir,
                 config,
+                dir_health: logs.dir_health(),
                 logs: Mutex::new(Some(logs)),
                 topics: RwLock::new(topics),
                 admin: Mutex::new(()),
@@ -1008,10 +1014,11 @@ impl Broker {
     }
 
     /// Each log directory with why it failed (None: usable), the data directory first.
+    /// Never waits for logs to open or close.
     pub fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
-        match self.inner.logs.lock().as_ref() {
-            Some(logs) => logs.log_dir_states(),
-            None => vec![(self.inner.dir.clone(), None)],
+        match self.is_closed() {
+            false => crate::storage::dirs::states(&self.inner.dir_health),
+            true => vec![(self.inner.dir.clone(), None)],
         }
     }
 
@@ -1161,6 +1168,15 @@ impl Broker {
             )));
         }
         Ok((t, logs))
+    }
+
+    /// Tests: every partition log opened from now on takes `each` longer, as on a slow
+    /// disk (see [`LogManager::slow_opens`]).
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn slow_log_opens(&self, each: std::time::Duration) {
+        if let Ok(logs) = self.log_manager() {
+            logs.slow_opens(each);
+        }
     }
 
     /// The log manager, while the broker is open.

@@ -13,6 +13,9 @@
 //! broker's topic registry, later the replica manager), then makes the image visible to
 //! readers and wakes the callers whose proposals it holds the outcome of. A caller's
 //! change is therefore visible locally (logs created, registry updated) when it returns.
+//! The loop never waits for the publisher (a topic's logs can take seconds to open, and
+//! a loop silent for the session timeout gets its node fenced): it queues images, and
+//! reads the broker's failed log directories from flags no log opening holds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Suffix of a partition directory being moved into another log directory of the
@@ -14,6 +15,14 @@ pub const FUTURE_SUFFIX: &str = "-future";
 /// Suffix of a partition directory retired by a move to another log directory, until
 /// it is deleted: `<topic>-<partition>.<uuid>-delete`.
 pub const DELETE_SUFFIX: &str = "-delete";
+
+/// Each of `dirs` with why it failed (None: usable), in order. Reads flags only: never
+/// waits for a log to open or close.
+pub(crate) fn states(dirs: &[Arc<DirHealth>]) -> Vec<(PathBuf, Option<String>)> {
+    dirs.iter()
+        .map(|d| (d.path().to_path_buf(), d.failure()))
+        .collect()
+}
 
 /// Whether one log directory is usable, shared by the manager and every log in it.
 #[derive(Debug)]

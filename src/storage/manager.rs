@@ -243,6 +243,10 @@ struct Inner {
     moves: Mutex<BTreeMap<String, Arc<LogMove>>>,
     /// Kafka's `replica.alter.log.dirs.io.max.bytes.per.second` (0: unlimited).
     move_rate: AtomicU64,
+    /// Tests: how much longer, in microseconds, each log [`LogManager::open_log`] opens
+    /// (not already open) takes, as on a slow disk.
+    #[cfg(test)]
+    open_delay_us: AtomicU64,
 }
 
 /// Owns a data directory: takes its lock, opens the partition logs in it, and runs the
@@ -455,6 +459,8 @@ impl LogManager {
                 high_watermarks: Mutex::new(high_watermarks),
                 moves: Mutex::new(BTreeMap::new()),
                 move_rate: AtomicU64::new(0),
+                #[cfg(test)]
+                open_delay_us: AtomicU64::new(0),
             }),
         })
     }
@@ -506,6 +512,14 @@ impl LogManager {
         &self.inner.prefaulter
     }
 
+    /// Tests: every log [`LogManager::open_log`] opens from now on (not already open)
+    /// takes `each` longer, as on a slow disk.
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn slow_opens(&self, each: Duration) {
+        let us = u64::try_from(each.as_micros()).unwrap_or(u64::MAX);
+        self.inner.open_delay_us.store(us, Ordering::Relaxed);
+    }
+
     /// Opens the log `dir/<name>` (creating it if needed, recovering it otherwise), or
     /// returns it if it is already open (with `config` applied).
     pub fn open_log(&self, name: &str, config: LogConfig) -> Result<PartitionLog> {
@@ -526,6 +540,10 @@ impl LogManager {
             dir_health: Some(Arc::clone(health)),
         };
         let path = health.path().join(name);
+        #[cfg(test)]
+        std::thread::sleep(Duration::from_micros(
+            self.inner.open_delay_us.load(Ordering::Relaxed),
+        ));
         let log = if self.inner.read_only {
             PartitionLog::open_read_only(&path, name, config, env)
         } else {
@@ -583,11 +601,14 @@ impl LogManager {
 
     /// Each log directory with why it failed (None: usable), the data directory first.
     pub fn log_dir_states(&self) -> Vec<(PathBuf, Option<String>)> {
-        self.inner
-            .dirs
-            .iter()
-            .map(|d| (d.path().to_path_buf(), d.failure()))
-            .collect()
+        super::dirs::states(&self.inner.dirs)
+    }
+
+    /// The health of every log directory, the data directory first: what
+    /// [`LogManager::log_dir_states`] reads, for a holder that must not wait on whoever
+    /// holds the manager while logs open.
+    pub(crate) fn dir_health(&self) -> Vec<Arc<DirHealth>> {
+        self.inner.dirs.clone()
     }
 
     /// The path of the log `name`: where it is on disk, or where [`LogManager::open_log`]
