@@ -1639,6 +1639,7 @@ enum Pacing {
     /// Send every record that is due, then sleep about 50 µs: over the network, as the
     /// peer harness paces rdkafka, so that the pacing thread leaves the machine's cores
     /// to the client's network threads and the broker.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     Bursts,
 }
 
