@@ -3,24 +3,29 @@
 #   1. kcat -L shows 3 brokers, and a replicated topic's replicas and ISR;
 #   2. confluent-kafka creates a topic with replication factor 3, produces with
 #      acks=all and consumes it in a group (cluster_confluent.py);
-#   3. confluent-kafka's and kafka-python's transactional producers: commits, an abort
-#      and fencing (confluent_kafka_transactions.py), the coordinator on whichever node
-#      leads the id's __transaction_state partition; confluent-kafka's
-#      consume-transform-produce loop with send_offsets_to_transaction, every third
-#      transaction aborted, each copy read once (confluent_kafka_copy.py);
+#   3. confluent-kafka's, kafka-python's and KafkaJS's transactional producers: commits,
+#      an abort and fencing (confluent_kafka_transactions.py, kafkajs_transactions.js),
+#      the coordinator on whichever node leads the id's __transaction_state partition;
+#      confluent-kafka's consume-transform-produce loop with send_offsets_to_transaction,
+#      every third transaction aborted, the transaction coordinator's node and an output
+#      partition's leader killed (SIGKILL) mid-transaction and restarted, each copy read
+#      once (confluent_kafka_copy.py);
 #   4. kafka-python moves a partition, describes the log directories and elects its
 #      preferred leader; confluent-kafka's elect_leaders too (cluster_partitions.py);
 #   5. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
 #      new leader and an ISR without the dead node, and `kcat -C -o beginning -e` still
 #      returns every record.
 #
-# Environment: TIDELOG_BIN, PYTHON (with confluent-kafka), KCAT (see run.sh).
+# Environment: TIDELOG_BIN, PYTHON (with confluent-kafka), KCAT, NODE, KAFKAJS_MODULES
+# (see run.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 TIDELOG_BIN="${TIDELOG_BIN:-$root/target/debug/tidelog}"
 PYTHON="${PYTHON:-python3}"
 KCAT="${KCAT:-kcat}"
+NODE="${NODE:-node}"
+KAFKAJS_MODULES="${KAFKAJS_MODULES:-$root/target/npm/node_modules}"
 
 work="$(mktemp -d)"
 ports=($("$PYTHON" - <<'PY'
@@ -68,8 +73,34 @@ grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 bro
 # 3. Transactions, coordinated by the leader of each id's __transaction_state partition.
 "$PYTHON" "$here/confluent_kafka_transactions.py"
 #    And a consume-transform-produce copy with send_offsets_to_transaction, some
-#    transactions aborted: each record's copy read exactly once (read_committed).
-"$PYTHON" "$here/confluent_kafka_copy.py"
+#    transactions aborted, the transaction coordinator's node and then an output
+#    partition's leader killed with SIGKILL mid-transaction and started again: each
+#    record's copy read exactly once (read_committed). The script asks for each kill
+#    and start on its stdout ("@fault kill N", "@fault start N"), answered "ok".
+coproc COPY { FAULTS=1 PYTHONUNBUFFERED=1 "$PYTHON" "$here/confluent_kafka_copy.py"; }
+copy_pid=$COPY_PID
+exec {copy_out}<&"${COPY[0]}" {copy_in}>&"${COPY[1]}"
+while IFS= read -r line <&"$copy_out"; do
+    case "$line" in
+        "@fault kill "*)
+            node="${line##* }"
+            kill -KILL "${pids[$((node - 1))]}"
+            wait "${pids[$((node - 1))]}" 2>/dev/null || true
+            pids[$((node - 1))]=0
+            echo ok >&"$copy_in"
+            ;;
+        "@fault start "*)
+            start "${line##* }"
+            echo ok >&"$copy_in"
+            ;;
+        *) echo "$line" ;;
+    esac
+done
+exec {copy_out}<&- {copy_in}>&-
+wait "$copy_pid"
+
+#    KafkaJS's transactional producer too: commit, abort, sendOffsets, fencing.
+NODE_PATH="$KAFKAJS_MODULES" "$NODE" "$here/kafkajs_transactions.js"
 
 # 4. Partition moves, log directories and leader elections with Kafka's admin clients.
 "$PYTHON" "$here/cluster_partitions.py"
