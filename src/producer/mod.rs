@@ -302,6 +302,9 @@ impl Default for ProducerConfig {
 pub struct ProducerBuilder {
     target: Destination,
     config: ProducerConfig,
+    /// `config.partitioner` while it is the default one, known by its type: sends call
+    /// it directly (inlined) instead of through the trait object.
+    default_partitioner: Option<Arc<DefaultPartitioner>>,
 }
 
 impl ProducerBuilder {
@@ -373,6 +376,7 @@ impl ProducerBuilder {
     /// A custom partitioner. Default [`DefaultPartitioner`].
     pub fn partitioner(mut self, partitioner: impl Partitioner) -> Self {
         self.config.partitioner = Arc::new(partitioner);
+        self.default_partitioner = None;
         self
     }
 
@@ -384,7 +388,9 @@ impl ProducerBuilder {
     /// and [`Error::InvalidConfig`] for a `transactional.id` without `acks=all`.
     pub fn build(self) -> Result<Producer> {
         match self.target.0 {
-            Target::Local(broker) => Producer::with_config(broker, self.config),
+            Target::Local(broker) => {
+                Producer::with_config(broker, self.config, self.default_partitioner)
+            }
             Target::Remote(log) => Ok(Producer {
                 backend: Backend::Remote(log.producer(self.config)?),
             }),
@@ -519,7 +525,9 @@ impl ThreadLanes {
     }
 
     /// Chooses the partition of `record` and pushes it into this thread's lane of it.
-    #[inline]
+    /// Inlined into the send: a call would save and restore six registers and pass
+    /// the record and its result through memory, for every record.
+    #[inline(always)]
     fn push<D: Delivery>(
         &mut self,
         inner: &ProducerInner,
@@ -535,7 +543,10 @@ impl ThreadLanes {
             .inner
             .partition_count
             .load(Ordering::Acquire);
-        let partition = choose_partition(&*inner.config.partitioner, topic, record, count)?;
+        let partition = match &inner.default_partitioner {
+            Some(default) => choose_partition(&**default, topic, record, count)?,
+            None => choose_partition(&*inner.config.partitioner, topic, record, count)?,
+        };
         let lane = match self.topics[t].lanes.get(partition as usize) {
             Some(Some(lane)) => lane,
             _ => self.add_lane(inner, t, partition)?,
@@ -592,6 +603,8 @@ struct ProducerInner {
     id: u64,
     broker: Broker,
     config: ProducerConfig,
+    /// `config.partitioner` when it is the default one (see [`ProducerBuilder`]).
+    default_partitioner: Option<Arc<DefaultPartitioner>>,
     lane_config: LaneConfig,
     /// Every thread's lanes: what `flush`, `close` and the linger thread append.
     lanes: Mutex<Vec<Arc<Lane>>>,
@@ -644,9 +657,14 @@ impl Producer {
     /// A builder for a producer on `log`: a [`Broker`] (`&broker`) or a cluster over the
     /// network (`&cluster`).
     pub fn builder(log: impl Into<Destination>) -> ProducerBuilder {
+        let default_partitioner = Arc::new(DefaultPartitioner::default());
         ProducerBuilder {
             target: log.into(),
-            config: ProducerConfig::default(),
+            config: ProducerConfig {
+                partitioner: Arc::clone(&default_partitioner) as Arc<dyn Partitioner>,
+                ..ProducerConfig::default()
+            },
+            default_partitioner: Some(default_partitioner),
         }
     }
 
@@ -662,7 +680,11 @@ impl Producer {
         }
     }
 
-    fn with_config(broker: Broker, config: ProducerConfig) -> Result<Producer> {
+    fn with_config(
+        broker: Broker,
+        config: ProducerConfig,
+        default_partitioner: Option<Arc<DefaultPartitioner>>,
+    ) -> Result<Producer> {
         let linger = config.linger;
         let lane_config = LaneConfig {
             batch_size: config.batch_size,
@@ -684,6 +706,7 @@ impl Producer {
             id: PRODUCER_IDS.fetch_add(1, Ordering::Relaxed),
             broker,
             config,
+            default_partitioner,
             lane_config,
             lanes: Mutex::new(Vec::new()),
             shared: Mutex::new(None),
@@ -793,17 +816,25 @@ impl ProducerInner {
         self.check_open()?;
         let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
         let id = self.id;
+        // The push's error, if any, is boxed and left here rather than returned through
+        // the thread-local's closure: a send that succeeds moves a flag and a pointer,
+        // not a whole `Result`.
+        let mut failed: Option<Box<Error>> = None;
         let own = THREAD_LANES.try_with(|cell| {
-            let mut all = cell.try_borrow_mut().ok()?;
-            let lanes = all.iter_mut().find(|l| l.producer == id)?;
-            Some(
-                lanes
-                    .push(self, topic, record, timestamp, Forget)
-                    .map(|_| ()),
-            )
+            let Ok(mut all) = cell.try_borrow_mut() else {
+                return false;
+            };
+            let Some(lanes) = all.iter_mut().find(|l| l.producer == id) else {
+                return false;
+            };
+            if let Err(e) = lanes.push(self, topic, record, timestamp, Forget) {
+                failed = Some(Box::new(e));
+            }
+            true
         });
-        match own {
-            Ok(Some(pushed)) => pushed,
+        match (own, failed) {
+            (_, Some(e)) => Err(*e),
+            (Ok(true), None) => Ok(()),
             _ => self
                 .with_lanes(|l| l.push(self, topic, record, timestamp, Forget))
                 .map(|_| ()),
@@ -1280,8 +1311,8 @@ fn linger_loop(weak: &Weak<ProducerInner>, linger: Duration) {
 /// partitioner's; out of range is [`Error::UnknownPartition`]. Plain and transactional
 /// sends choose alike.
 #[inline]
-fn choose_partition(
-    partitioner: &dyn Partitioner,
+fn choose_partition<P: Partitioner + ?Sized>(
+    partitioner: &P,
     topic: &str,
     record: &ProducerRecord<'_>,
     count: i32,
@@ -1340,6 +1371,94 @@ mod tests {
         assert!(inner.lanes.lock().is_empty(), "orphans dropped");
         let end = broker.topic("t").and_then(|t| t.partition(0));
         assert_eq!(end.expect("partition").log_end_offset(), 3);
+    }
+
+    /// Sends every record to the last partition.
+    struct Last;
+
+    impl Partitioner for Last {
+        fn partition(&self, _: &str, _: Option<&[u8]>, _: Option<&[u8]>, count: i32) -> i32 {
+            count - 1
+        }
+    }
+
+    #[test]
+    fn the_default_partitioner_is_the_configs_and_a_custom_one_replaces_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = Broker::open(dir.path()).expect("broker");
+        for name in ["four", "custom"] {
+            broker
+                .create_topic(name, 4, TopicConfig::new())
+                .expect("topic");
+        }
+        let default = Producer::builder(&broker)
+            .acks(Acks::Leader)
+            .build()
+            .expect("producer");
+        let Backend::Local(inner) = &default.backend else {
+            panic!("an in-process producer")
+        };
+        let direct = inner
+            .default_partitioner
+            .as_ref()
+            .expect("default partitioner");
+        assert!(
+            std::ptr::addr_eq(Arc::as_ptr(direct), Arc::as_ptr(&inner.config.partitioner)),
+            "sends call the partitioner the config shows"
+        );
+        for key in [&b"user-1"[..], b"user-2", b"user-3", b"user-42"] {
+            let sent = default
+                .send("four", ProducerRecord::keyed(key, b"v"))
+                .expect("send");
+            assert_eq!(sent.partition, partition_for_key(key, 4), "{key:?}");
+        }
+        let custom = Producer::builder(&broker)
+            .acks(Acks::Leader)
+            .partitioner(Last)
+            .build()
+            .expect("producer");
+        let Backend::Local(inner) = &custom.backend else {
+            panic!("an in-process producer")
+        };
+        assert!(inner.default_partitioner.is_none());
+        let sent = custom
+            .send("custom", ProducerRecord::keyed(b"user-1", b"v"))
+            .expect("send");
+        assert_eq!(sent.partition, 3, "the custom partitioner chose");
+        assert_eq!(send_flushed(&custom, &broker, "custom", 3), 2);
+    }
+
+    /// Sends one keyless record without a receipt, flushes, and returns the log end of
+    /// partition `p` of `topic`.
+    fn send_flushed(producer: &Producer, broker: &Broker, topic: &str, p: i32) -> i64 {
+        producer
+            .send_nowait(topic, ProducerRecord::new(b"v"))
+            .expect("send");
+        producer.flush().expect("flush");
+        let partition = broker.topic(topic).and_then(|t| t.partition(p));
+        partition.expect("partition").log_end_offset()
+    }
+
+    #[test]
+    fn send_nowait_on_the_threads_own_lanes_returns_the_pushs_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker_with_topic(dir.path());
+        let producer = Producer::new(&broker).expect("producer");
+        // The thread's lanes exist after this send: the next ones take the inlined path.
+        assert_eq!(send_flushed(&producer, &broker, "t", 0), 1);
+        match producer.send_nowait("t", ProducerRecord::new(b"v").partition(5)) {
+            Err(Error::UnknownPartition {
+                topic,
+                partition,
+                count,
+            }) => assert_eq!((topic.as_str(), partition, count), ("t", 5, 1)),
+            other => panic!("expected an unknown partition, got {other:?}"),
+        }
+        match producer.send_nowait("missing", ProducerRecord::new(b"v")) {
+            Err(Error::UnknownTopic(topic)) => assert_eq!(topic, "missing"),
+            other => panic!("expected an unknown topic, got {other:?}"),
+        }
+        assert_eq!(send_flushed(&producer, &broker, "t", 0), 2);
     }
 
     #[test]

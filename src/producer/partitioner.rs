@@ -175,6 +175,7 @@ impl Default for DefaultPartitioner {
 }
 
 impl Partitioner for DefaultPartitioner {
+    #[inline]
     fn partition(
         &self,
         _topic: &str,
