@@ -10,56 +10,11 @@
 mod cli_support;
 mod server_support;
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cli_support::{ok, serve, stop_all, tidelog, tidelog_raw};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, TopicName, produce_request,
-};
-use kafka_protocol::protocol::StrBytes;
-
-/// Produces `values` to `partition` of `topic` with acks=all on whichever node of
-/// `addrs` leads it, retrying (at most 30 s) while the partition has no leader yet.
-fn produce(addrs: &[String], topic: &str, partition: i32, values: &[&str]) {
-    let mut b = tidelog::BatchBuilder::new();
-    for v in values {
-        b.push(0, None, Some(v.as_bytes()), &[]);
-    }
-    let batch = Bytes::from(b.finish());
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![
-                    produce_request::PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch)),
-                ]),
-        ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut codes = Vec::new();
-        for addr in addrs {
-            let mut s = TcpStream::connect(addr).unwrap();
-            let resp: ProduceResponse = server_support::call(&mut s, ApiKey::Produce, 8, &req);
-            let code = resp.responses[0].partition_responses[0].error_code;
-            if code == 0 {
-                return;
-            }
-            codes.push(code);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "produce to {topic}-{partition}: errors {codes:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// The nodes of an `n`-voter cluster on `root/node-N`, with `orders` (2 partitions of
 /// `n` replicas, 3 records) and group `audit` having consumed it all.
@@ -113,8 +68,8 @@ fn cluster_with_data(root: &Path, n: usize) -> Vec<cli_support::Serve> {
         assert!(Instant::now() < deadline, "{run:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    produce(&addrs, "orders", 0, &["first", "second"]);
-    produce(&addrs, "orders", 1, &["third"]);
+    server_support::produce_acks_all(&addrs, "orders", 0, &["first", "second"]);
+    server_support::produce_acks_all(&addrs, "orders", 1, &["third"]);
     let consumed = ok(tidelog_raw(
         &[
             "consume",

@@ -197,3 +197,57 @@ fn configs_sets_describes_and_removes_broker_throttle_rates() {
     }
     stop_all(vec![node]);
 }
+
+/// A single `tidelog serve` (no cluster) keeps its dynamic broker configs too, across a
+/// restart.
+#[test]
+fn a_single_node_sets_and_keeps_its_broker_configs() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("single");
+    let node = serve(&data, &[]);
+    let b = node.addr.clone();
+    let t = |b: &str, args: &[&str]| {
+        let mut all = vec!["configs"];
+        all.extend_from_slice(args);
+        all.extend(["--bootstrap", b]);
+        tidelog_raw(&all, "")
+    };
+    let rate = "replica.alter.log.dirs.io.max.bytes.per.second";
+    let set = ok(t(
+        &b,
+        &[
+            "--alter",
+            "--add-config",
+            &format!("{rate}=1000"),
+            "--broker",
+            "0",
+        ],
+    ));
+    assert!(
+        set.contains("Completed updating config for broker 0."),
+        "{set}"
+    );
+    err(
+        t(
+            &b,
+            &[
+                "--alter",
+                "--add-config",
+                "log.retention.ms=1",
+                "--broker",
+                "0",
+            ],
+        ),
+        1,
+        "log.retention.ms",
+    );
+    assert_eq!(node.stop(), Some(0));
+    let node = serve(&data, &[]);
+    assert_eq!(
+        ok(t(&node.addr, &["--describe", "--broker", "0"])),
+        format!(
+            "Dynamic configs for broker 0 are:\n  {rate}=1000 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{rate}=1000}}\n"
+        )
+    );
+    assert_eq!(node.stop(), Some(0));
+}

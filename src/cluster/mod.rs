@@ -160,18 +160,11 @@ impl MetadataListener for BrokerSync {
             }
         }
         if u.previous.broker_configs != u.current.broker_configs {
-            let (value, source) = u
-                .current
-                .broker_configs
-                .value(Some(u.node_id), image::LOG_DIR_MOVE_RATE);
-            let rate = match source {
-                image::BrokerConfigSource::Default => self.static_move_rate,
-                _ => value
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|r| *r != image::UNTHROTTLED as u64),
-            };
-            broker.set_log_dir_move_rate(rate);
+            broker.set_log_dir_move_rate(
+                u.current
+                    .broker_configs
+                    .log_dir_move_rate(u.node_id, self.static_move_rate),
+            );
         }
         // An update that holds records of the node's metadata log from before this start
         // may replay what an earlier process applied: no replica is new to it then. One

@@ -96,6 +96,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn group_configs(&self) -> Option<&dyn crate::coordinator::group_configs::GroupConfigStore> {
         None
     }
+    /// A single node's dynamic broker configs (the BROKER resource of DescribeConfigs,
+    /// AlterConfigs and IncrementalAlterConfigs), kept in its data directory; None on a
+    /// cluster node, which keeps them in the metadata image.
+    fn node_broker_configs(&self) -> Option<&super::node_broker_configs::NodeBrokerConfigs> {
+        None
+    }
     /// The share groups this node knows, each with its number of members, made or
     /// loaded nothing (ListGroups, DescribeGroups).
     fn share_groups(&self) -> Vec<(String, usize)> {

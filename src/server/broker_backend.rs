@@ -21,6 +21,8 @@ pub(crate) struct BrokerBackend {
     pub(crate) cluster: Option<Arc<dyn ClusterView>>,
     /// The group configs: a single node's file, or a cluster's metadata image.
     pub(crate) group_configs: Option<Arc<dyn crate::coordinator::group_configs::GroupConfigStore>>,
+    /// A single node's dynamic broker configs (a cluster keeps them in its image).
+    pub(crate) broker_configs: Option<Arc<super::node_broker_configs::NodeBrokerConfigs>>,
 }
 
 /// Kafka-named overrides as a [`TopicConfig`].
@@ -111,6 +113,10 @@ impl Backend for BrokerBackend {
 
     fn group_configs(&self) -> Option<&dyn crate::coordinator::group_configs::GroupConfigStore> {
         self.group_configs.as_deref()
+    }
+
+    fn node_broker_configs(&self) -> Option<&super::node_broker_configs::NodeBrokerConfigs> {
+        self.broker_configs.as_deref()
     }
 
     fn create_topic(

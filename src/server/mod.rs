@@ -42,6 +42,7 @@ mod ip_connections;
 mod limits;
 mod listener;
 mod node;
+mod node_broker_configs;
 mod partition_admin;
 mod sendfile;
 mod throttle;
@@ -833,12 +834,22 @@ impl ServerBuilder {
         let metrics = Arc::<crate::metrics::server::ServerStats>::default();
         self.broker.stats().attach_server(&metrics);
         let producers = node::producer_ids(self.broker.dir(), cluster.as_ref());
+        // A single node keeps its dynamic broker configs in its data directory, a
+        // cluster in its metadata image.
+        let broker_configs = match &cluster {
+            None => Some(Arc::new(node_broker_configs::NodeBrokerConfigs::open(
+                &self.broker,
+                api::NODE_ID,
+            )?)),
+            Some(_) => None,
+        };
         let backend: Arc<dyn Backend> = Arc::new(broker_backend::BrokerBackend {
             broker: self.broker,
             cluster: cluster
                 .clone()
                 .map(|c| c as Arc<dyn cluster_view::ClusterView>),
             group_configs,
+            broker_configs,
         });
         // Counted once the cluster node (if any) has opened its sockets and files.
         let fds = limits::Descriptors::now(&listeners[0].1);
@@ -1045,6 +1056,8 @@ mod tests_admin;
 pub(crate) mod tests_api;
 #[cfg(test)]
 mod tests_api_table;
+#[cfg(test)]
+mod tests_broker_configs;
 #[cfg(test)]
 mod tests_cluster_view;
 #[cfg(test)]

@@ -80,6 +80,7 @@ fn ask<Q: Encodable + Default, R: Decodable>(
         broker,
         cluster: Some(cluster),
         group_configs: None,
+        broker_configs: None,
     });
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     let socket = TcpStream::connect(probe.local_addr().unwrap()).unwrap();

@@ -76,6 +76,7 @@ run "kafka-python, old request versions (OffsetCommit v0-1, DescribeConfigs v0, 
 run "kafka-python, old message formats (Produce v1-2, Fetch v2-3)" "$PYTHON" "$here/kafka_python_old_messages.py"
 run "confluent-kafka" "$PYTHON" "$here/confluent_kafka_client.py"
 run "confluent-kafka admin groups" "$PYTHON" "$here/confluent_kafka_groups.py"
+run "dynamic broker configs (confluent-kafka and kafka-python admin)" "$PYTHON" "$here/broker_configs.py"
 run "confluent-kafka transactions" "$PYTHON" "$here/confluent_kafka_transactions.py"
 run "kafkajs transactions" env NODE_PATH="$KAFKAJS_MODULES" "$NODE" "$here/kafkajs_transactions.js"
 run "confluent-kafka consumer group protocol (KIP-848)" "$PYTHON" "$here/confluent_kafka_consumer_protocol.py"

@@ -141,3 +141,44 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Produces `values` to `partition` of `topic` with acks=all on whichever node of
+/// `addrs` leads it, retrying (at most 30 s) while the partition has no leader yet.
+pub fn produce_acks_all(addrs: &[String], topic: &str, partition: i32, values: &[&str]) {
+    let mut b = tidelog::BatchBuilder::new();
+    for v in values {
+        b.push(0, None, Some(v.as_bytes()), &[]);
+    }
+    let batch = bytes::Bytes::from(b.finish());
+    let req = kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![
+            kafka_protocol::messages::produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![
+                    kafka_protocol::messages::produce_request::PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch)),
+                ]),
+        ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut codes = Vec::new();
+        for addr in addrs {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let resp: kafka_protocol::messages::ProduceResponse =
+                call(&mut s, ApiKey::Produce, 8, &req);
+            let code = resp.responses[0].partition_responses[0].error_code;
+            if code == 0 {
+                return;
+            }
+            codes.push(code);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "produce to {topic}-{partition}: errors {codes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1312,6 +1312,11 @@ pub(crate) struct ServeArgs {
     /// queued.max.request.bytes): past it, connections wait before reading more.
     #[arg(long, value_name = "BYTES", default_value_t = 500 * 1024 * 1024)]
     pub max_queued_request_bytes: usize,
+    /// The most partitions one DescribeTopicPartitions answer carries, whatever the
+    /// admin client asks; it pages through the rest (Kafka's
+    /// max.request.partition.size.limit).
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+    pub max_request_partition_size_limit: u32,
     /// Serve the broker's metrics in the Prometheus text format at
     /// http://HOST:PORT/metrics, e.g. 127.0.0.1:9644 (port 0 picks a free port; the
     /// address is printed at start).

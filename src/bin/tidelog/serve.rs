@@ -318,6 +318,7 @@ fn server_builder(
         .max_connections_per_ip(args.max_connections_per_ip.unwrap_or(usize::MAX))
         .max_connections_per_ip_overrides(args.max_connections_per_ip_overrides.as_str())
         .max_request_size(args.max_request_size)
+        .max_request_partition_size_limit(args.max_request_partition_size_limit as usize)
         .auto_create_topics(!args.no_auto_create_topics)
         .security_protocol(protocol)
         .listener_name(names[0].clone())

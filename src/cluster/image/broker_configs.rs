@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Applied, MetadataImage, Outcome, invalid};
+use crate::cluster::records::codec::{get_broker_config, put_broker_config};
 use crate::error::{Error, Result};
+use crate::storage::codec::{Reader, Writer};
 
 /// Kafka's `leader.replication.throttled.rate`: bytes/s a leader sends to followers of
 /// its leader-throttled replicas.
@@ -59,6 +61,20 @@ impl BrokerConfigs {
         }
     }
 
+    /// The pace of `broker`'s moves between log directories: its dynamic
+    /// `replica.alter.log.dirs.io.max.bytes.per.second` (own or cluster-wide) while one
+    /// is set, else `static_rate`, the one it started with (None: unlimited).
+    pub(crate) fn log_dir_move_rate(&self, broker: i32, static_rate: Option<u64>) -> Option<u64> {
+        let (value, source) = self.value(Some(broker), LOG_DIR_MOVE_RATE);
+        match source {
+            BrokerConfigSource::Default => static_rate,
+            _ => value
+                .parse::<u64>()
+                .ok()
+                .filter(|r| *r != UNTHROTTLED as u64),
+        }
+    }
+
     /// A throttle rate of `broker` in bytes/s, [`UNTHROTTLED`] if none is set.
     pub(crate) fn rate(&self, broker: i32, key: &str) -> i64 {
         self.value(Some(broker), key)
@@ -92,6 +108,36 @@ pub(crate) fn validate_change(key: &str, value: Option<&str>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes every broker's settings: a count (`u32`), each as an `AlterBrokerConfig`
+/// record's fields (broker id, -1 for the cluster-wide default, and its keys with their
+/// values), as the image (since version 10) and a single node's `broker-configs` file
+/// hold them.
+pub(crate) fn put_configs(w: &mut Writer, configs: &BrokerConfigs) {
+    w.u32(configs.0.len() as u32);
+    for (broker, settings) in configs.0.iter() {
+        let pairs: Vec<_> = settings
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        put_broker_config(w, *broker, &pairs);
+    }
+}
+
+/// Reads what [`put_configs`] wrote (the keys and values as written, unchecked).
+pub(crate) fn get_configs(r: &mut Reader<'_>) -> Result<BrokerConfigs> {
+    let mut configs = BTreeMap::new();
+    // A broker id and a count each.
+    for _ in 0..r.count(8)? {
+        let (broker, pairs) = get_broker_config(r)?;
+        let settings = pairs
+            .into_iter()
+            .map(|(k, v)| (k, v.unwrap_or_default()))
+            .collect();
+        configs.insert(broker, settings);
+    }
+    Ok(BrokerConfigs(Arc::new(configs)))
 }
 
 /// Applies `changes` to the settings of `broker`, all or none.

@@ -21,8 +21,8 @@ use super::{
     BrokerConfigs, BrokerRegistration, MetadataImage, PartitionImage, ProposerWindow, TopicImage,
 };
 use crate::cluster::records::codec::{
-    get_broker_config, get_endpoints, get_levels, get_opt_str, get_supported_features,
-    put_broker_config, put_endpoints, put_levels, put_opt_str, put_supported_features,
+    get_endpoints, get_levels, get_opt_str, get_supported_features, put_endpoints, put_levels,
+    put_opt_str, put_supported_features,
 };
 use crate::coordinator::group_configs;
 use crate::error::Result;
@@ -99,14 +99,7 @@ impl MetadataImage {
         }
         quota::put_quotas(&mut w, &self.client_quotas.0);
         group_configs::put_configs(&mut w, &self.group_configs);
-        w.u32(self.broker_configs.0.len() as u32);
-        for (broker, configs) in self.broker_configs.0.iter() {
-            let pairs: Vec<_> = configs
-                .iter()
-                .map(|(k, v)| (k.clone(), Some(v.clone())))
-                .collect();
-            put_broker_config(&mut w, *broker, &pairs);
-        }
+        super::broker_configs::put_configs(&mut w, &self.broker_configs);
         if version >= 11 {
             let levels: Vec<(String, i16)> = self
                 .features
@@ -169,18 +162,11 @@ impl MetadataImage {
         } else {
             Default::default()
         };
-        let mut broker_configs = BTreeMap::new();
-        if version >= 10 {
-            // A broker id and a count each.
-            for _ in 0..r.count(8)? {
-                let (broker, pairs) = get_broker_config(&mut r)?;
-                let configs = pairs
-                    .into_iter()
-                    .map(|(k, v)| (k, v.unwrap_or_default()))
-                    .collect();
-                broker_configs.insert(broker, configs);
-            }
-        }
+        let broker_configs = if version >= 10 {
+            super::broker_configs::get_configs(&mut r)?
+        } else {
+            BrokerConfigs::default()
+        };
         let features = if version >= 11 {
             get_levels(&mut r)?.into_iter().collect()
         } else {
@@ -199,7 +185,7 @@ impl MetadataImage {
             directories,
             client_quotas: QuotaTable(Arc::new(client_quotas)),
             group_configs: Arc::new(group_configs),
-            broker_configs: BrokerConfigs(Arc::new(broker_configs)),
+            broker_configs,
             features,
         })
     }

@@ -46,9 +46,13 @@ mod unregister;
 pub(crate) use once::ProposerWindow;
 pub(crate) mod stored;
 
+#[cfg(test)]
+pub(crate) use broker_configs::LOG_DIR_MOVE_RATE;
 pub(crate) use broker_configs::{
     BrokerConfigSource, BrokerConfigs, DYNAMIC_BROKER_KEYS, FOLLOWER_THROTTLED_RATE,
-    LEADER_THROTTLED_RATE, LOG_DIR_MOVE_RATE, UNTHROTTLED,
+    LEADER_THROTTLED_RATE, UNTHROTTLED, apply_changes as apply_broker_changes,
+    get_configs as get_broker_configs, put_configs as put_broker_configs,
+    validate_change as validate_broker_change,
 };
 
 /// The internal topic of committed offsets.

@@ -308,7 +308,10 @@ fn a_divergent_tail_is_truncated_by_leader_epoch_and_the_logs_converge() {
 
 #[test]
 fn a_retried_idempotent_batch_is_not_duplicated_after_a_failover() {
-    let mut c = TestCluster::new(3, 1024);
+    // A 30 s lag time: a follower slow on a busy machine stays in the ISR. With the
+    // test clusters' 1 s, the leader could shrink its ISR to itself before it dies,
+    // leaving no replica to elect (or acknowledge records only it has).
+    let mut c = TestCluster::with_lag(3, 1024, WAIT);
     c.wait_settled();
     create(&c, "idem", 1, Vec::new());
     let l = leader_index(&c, "idem", 0);
@@ -345,6 +348,13 @@ fn a_retried_idempotent_batch_is_not_duplicated_after_a_failover() {
     let mut client = Client::new(addr(&c, l).to_string(), "idem-test");
     assert_eq!(produce(&mut client, batch(0, "zero")), (0, 0));
     assert_eq!(produce(&mut client, batch(1, "one")), (0, 1));
+    // Every replica in sync first: whichever follower is elected has both records.
+    wait_until("every replica of idem in sync", || {
+        c.node(l).image().topic("idem").unwrap().partitions[0]
+            .isr
+            .len()
+            == 3
+    });
     // The leader dies after acknowledging; the producer did not get the answer of its
     // last batch and retries it on the new leader.
     drop(leader);

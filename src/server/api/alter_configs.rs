@@ -4,9 +4,8 @@
 //! Per resource: a topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION; an unknown
 //! setting or a bad value INVALID_CONFIG (Kafka's names: `cleanup.policy`,
 //! `retention.ms`, `min.insync.replicas`, `compression.type`, ...); a null value, a
-//! setting named twice, a resource named twice, a broker resource (broker settings are
-//! not dynamic on a single node) or an unknown resource type INVALID_REQUEST. On a
-//! cluster node a BROKER resource sets the dynamic broker configs (see
+//! setting named twice, a resource named twice or an unknown resource type
+//! INVALID_REQUEST. A BROKER resource sets the dynamic broker configs (see
 //! `broker_configs.rs`): the settings given, the others removed. `validate_only` checks
 //! without changing anything. `message.format.version` is accepted and ignored, with a
 //! warning, as Kafka 3.x does. Shared with IncrementalAlterConfigs: [`alter`].

@@ -1,18 +1,20 @@
-//! Dynamic broker configs of a cluster through AlterConfigs, IncrementalAlterConfigs and
+//! Dynamic broker configs through AlterConfigs, IncrementalAlterConfigs and
 //! DescribeConfigs (BROKER resources, type 4): KIP-73's replication throttle rates
-//! (`leader.replication.throttled.rate`, `follower.replication.throttled.rate`), per
-//! broker id or cluster-wide (resource name ""), kept in the cluster's metadata.
+//! (`leader.replication.throttled.rate`, `follower.replication.throttled.rate`) and the
+//! pace of moves between log directories
+//! (`replica.alter.log.dirs.io.max.bytes.per.second`), per broker id or cluster-wide
+//! (resource name ""), kept in the cluster's metadata, or on a single node in its data
+//! directory (`node_broker_configs.rs`).
 //!
-//! As in Kafka: a resource name that is not empty or a broker id is INVALID_REQUEST; a
-//! broker config that cannot be changed while the cluster runs, or a bad value,
-//! INVALID_CONFIG; changing them needs ALTER_CONFIGS on the cluster, describing them
-//! DESCRIBE_CONFIGS on the cluster. A single node keeps no dynamic broker configs (its
-//! BROKER resources are refused as before).
+//! As in Kafka: a resource name that is not empty or a broker id is INVALID_REQUEST (on
+//! a single node, also another broker's id); a broker config that cannot be changed
+//! while the broker runs, or a bad value, INVALID_CONFIG; changing them needs
+//! ALTER_CONFIGS on the cluster, describing them DESCRIBE_CONFIGS on the cluster.
 
 use std::collections::BTreeMap;
 
 use super::alter_configs::{Refusal, invalid_request};
-use super::{Ctx, error_code};
+use super::{Ctx, NODE_ID, error_code};
 use crate::cluster::image::{BrokerConfigSource, BrokerConfigs, DYNAMIC_BROKER_KEYS};
 use crate::security::acl::{AclOperation, CLUSTER_RESOURCE_NAME, ResourceType};
 
@@ -36,9 +38,12 @@ fn broker_of(name: &str) -> Result<Option<i32>, Refusal> {
     }
 }
 
-/// The cluster's broker configs when this node is a cluster node that keeps them.
+/// The broker configs this node keeps: a single node's, or its cluster's.
 pub(super) fn kept(ctx: &Ctx<'_>) -> Option<BrokerConfigs> {
-    ctx.backend().cluster()?.broker_configs()
+    match ctx.backend().node_broker_configs() {
+        Some(node) => Some(node.configs()),
+        None => ctx.backend().cluster()?.broker_configs(),
+    }
 }
 
 /// Alters the broker configs of resource `name`: `changes` computes the changes (each
@@ -55,21 +60,29 @@ pub(super) fn alter(
         ResourceType::Cluster,
         CLUSTER_RESOURCE_NAME,
     )?;
-    let (Some(cluster), Some(configs)) = (ctx.backend().cluster(), kept(ctx)) else {
-        return Err(invalid_request(format!(
-            "broker {name:?}: broker settings cannot be changed while the broker runs"
-        )));
-    };
-    let current = configs.0.get(&broker).cloned().unwrap_or_default();
-    let changes = changes(&current)?;
-    cluster
-        .alter_broker_config(
+    let current = |configs: BrokerConfigs| configs.0.get(&broker).cloned().unwrap_or_default();
+    let altered = if let Some(node) = ctx.backend().node_broker_configs() {
+        if broker.is_some_and(|b| b != NODE_ID) {
+            return Err(invalid_request(format!(
+                "unexpected broker id {name:?}: this is broker {NODE_ID}"
+            )));
+        }
+        let changes = changes(&current(node.configs()))?;
+        node.alter(NODE_ID, broker, &changes, validate_only)
+    } else if let (Some(cluster), Some(configs)) = (ctx.backend().cluster(), kept(ctx)) {
+        let changes = changes(&current(configs))?;
+        cluster.alter_broker_config(
             broker,
             changes,
             validate_only,
             crate::cluster::ADMIN_TIMEOUT,
         )
-        .map_err(|e| (error_code(&e), e.to_string()))?;
+    } else {
+        return Err(invalid_request(format!(
+            "broker {name:?}: broker settings cannot be changed while the broker runs"
+        )));
+    };
+    altered.map_err(|e| (error_code(&e), e.to_string()))?;
     if !validate_only {
         tracing::info!(peer = %ctx.peer, broker = name, "broker config altered");
     }

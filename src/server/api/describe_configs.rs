@@ -1,9 +1,9 @@
 //! DescribeConfigs (key 32), versions 0-4 (v0 says `is_default` where later
 //! versions give the source, and has no synonyms): a topic's effective configuration (Kafka
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
-//! the others DEFAULT_CONFIG); a broker resource answers an empty list on a single node,
-//! and a cluster's dynamic broker configs on a cluster node (DYNAMIC_BROKER_CONFIG,
-//! DYNAMIC_DEFAULT_BROKER_CONFIG or DEFAULT_CONFIG; see `broker_configs.rs`).
+//! the others DEFAULT_CONFIG); a broker resource answers the dynamic broker configs, a
+//! single node's or its cluster's (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
+//! or DEFAULT_CONFIG; see `broker_configs.rs`).
 //!
 //! As in Kafka: a topic with an invalid name is INVALID_TOPIC_EXCEPTION, an unknown one
 //! UNKNOWN_TOPIC_OR_PARTITION; a broker resource must name this node's id (or be empty),
