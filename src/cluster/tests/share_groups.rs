@@ -423,3 +423,35 @@ fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
     assert_eq!(written, vec![(5, -1), (5, 0), (5, 1), (6, 2), (6, 7)]);
     c.shutdown();
 }
+
+/// Deleting a topic deletes its share-partitions' state through the leaders of
+/// `__share_group_state`: the topic made again starts afresh (at its log's end, the
+/// default `share.auto.offset.reset`), not where the old state was.
+#[test]
+fn a_topic_made_again_after_its_deletion_starts_its_share_partitions_afresh() {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "t", 1, Vec::new());
+    let topic_id = c.node(0).image().topic("t").unwrap().id;
+    let l0 = applied_leader(&c, "t", 0);
+    let mut m = Member::new(&c, "m1", l0);
+    assert!(m.fetch(topic_id, 5).is_empty());
+    c.wait_same_image();
+    send(&c, l0, "t", Acks::All, &values("job", 3));
+    let offsets: BTreeSet<i64> = m.fetch(topic_id, 5).keys().copied().collect();
+    assert_eq!(offsets, (0..3).collect());
+    assert_eq!(m.accept(topic_id, &offsets), 0);
+
+    broker(&c, (l0 + 1) % 3).delete_topic("t").unwrap();
+    c.wait_same_image();
+    create(&c, "t", 1, Vec::new());
+    c.wait_same_image();
+    let topic_id = c.node(0).image().topic("t").unwrap().id;
+    let l1 = applied_leader(&c, "t", 0);
+    send(&c, l1, "t", Acks::All, &values("again", 5));
+    let mut m = Member::new(&c, "m2", l1);
+    // Afresh, at the log's end (5): the old state would deliver 3 and 4.
+    assert!(m.fetch(topic_id, 5).is_empty());
+    send(&c, l1, "t", Acks::All, &values("more", 2));
+    assert_eq!(m.fetch(topic_id, 5), BTreeMap::from([(5, 1), (6, 1)]));
+}
