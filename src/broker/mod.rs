@@ -1921,7 +1921,9 @@ impl Broker {
             });
         }
         if let Some(authority) = self.authority()? {
-            return authority.delete_topic(name);
+            authority.delete_topic(name)?;
+            self.delete_share_states_of(name);
+            return Ok(());
         }
         let _admin = self.inner.admin.lock();
         let mut snapshot = self.inner.topics.read().clone();
@@ -1939,6 +1941,9 @@ impl Broker {
                 logs.delete_log(&log_name(name, p.index()))?;
             }
         }
+        drop(logs);
+        drop(_admin);
+        self.delete_share_states_of(name);
         Ok(())
     }
 

@@ -39,6 +39,29 @@ impl Broker {
         &self.inner.share
     }
 
+    /// Deletes the share state of every share-partition of `topic` (a topic deleted), so
+    /// a topic made again with its name starts afresh in every share group. A failure
+    /// is logged (the topic is deleted all the same, as in Kafka): nothing to do before
+    /// share groups are used.
+    pub(crate) fn delete_share_states_of(&self, topic: &str) {
+        let share = &self.inner.share;
+        if !share.is_loaded() {
+            return;
+        }
+        let deleted = share.delete_topic_states(topic);
+        #[cfg(feature = "server")]
+        match deleted {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(topic, share_partitions = n, "share state deleted"),
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "the share state of a deleted topic was not deleted")
+            }
+        }
+        // Without a server there is no log to tell.
+        #[cfg(not(feature = "server"))]
+        drop(deleted);
+    }
+
     /// Makes `__share_group_state` (`share.coordinator.state.topic.num.partitions`
     /// partitions; cleanup policy `delete` with no retention: the coordinator deletes
     /// what no share-partition needs any more) unless it exists, and loads it into the

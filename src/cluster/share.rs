@@ -345,6 +345,12 @@ impl ShareStateStore for ClusterShareStore {
         self.0.leader_epoch(topic, partition)
     }
 
+    fn made(&self) -> bool {
+        self.0
+            .node()
+            .is_ok_and(|n| n.image().topic(SHARE_GROUP_STATE_TOPIC).is_some())
+    }
+
     fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
         // A failed read called `f` for nothing: the coordinator reads into a fresh
         // state each time.

@@ -33,6 +33,14 @@ pub struct ShareStartOffset {
     pub state_epoch: i32,
 }
 
+fn share_key(group: &str, topic: &str, partition: i32) -> ShareKey {
+    ShareKey {
+        group: group.to_string(),
+        topic_id: topic_id(topic),
+        partition,
+    }
+}
+
 fn group_error(group: &str, source: ShareError) -> Error {
     Error::Share {
         group: group.to_string(),
@@ -54,7 +62,7 @@ impl ShareCoordinator {
     pub fn share_offsets(&self, group: &str, topics: &[String]) -> Result<Vec<ShareStartOffset>> {
         let mut inner = self.lock();
         let names: HashMap<[u8; 16], &String> = topics.iter().map(|t| (topic_id(t), t)).collect();
-        let states = self.group_states(&mut inner, group)?;
+        let states = self.states_where(&mut inner, |k| k.group == group)?;
         if states.is_empty() && inner.groups.get(group).is_none_or(|m| m.is_empty()) {
             return Err(group_error(group, ShareError::GroupIdNotFound));
         }
@@ -98,7 +106,8 @@ impl ShareCoordinator {
                         source: e,
                     });
                 }
-                self.reset(&mut inner, group, topic, *partition, Some(*start))
+                let k = share_key(group, topic, *partition);
+                self.reset(&mut inner, &k, topic, Some(*start))
             })
             .collect())
     }
@@ -115,8 +124,56 @@ impl ShareCoordinator {
         self.check_empty(&mut inner, group)?;
         Ok(partitions
             .iter()
-            .map(|(topic, partition)| self.reset(&mut inner, group, topic, *partition, None))
+            .map(|(topic, partition)| {
+                self.reset(
+                    &mut inner,
+                    &share_key(group, topic, *partition),
+                    topic,
+                    None,
+                )
+            })
             .collect())
+    }
+
+    /// DeleteGroups of share group `group`, which must have no member
+    /// ([`ShareError::NonEmptyGroup`]): the state of each of its share-partitions is
+    /// deleted (as Kafka's group coordinator has its share coordinator delete it), then
+    /// the group is forgotten; a group of the same id starts afresh, each
+    /// share-partition where `share.auto.offset.reset` says.
+    /// [`ShareError::GroupIdNotFound`] for a group with neither members nor state.
+    pub fn delete_group(&self, group: &str) -> Result<()> {
+        let mut inner = self.lock();
+        let members = inner.groups.get(group).map_or(0, |m| m.len());
+        if members > 0 {
+            return Err(group_error(group, ShareError::NonEmptyGroup(members)));
+        }
+        let states = self.states_where(&mut inner, |k| k.group == group)?;
+        if states.is_empty() && !inner.groups.contains_key(group) {
+            return Err(group_error(group, ShareError::GroupIdNotFound));
+        }
+        for (k, _) in states {
+            // The state names the topic by id only.
+            self.reset(&mut inner, &k, "", None)?;
+        }
+        inner.groups.remove(group);
+        inner.group_epochs.remove(group);
+        inner.sessions.retain(|(g, _), _| g != group);
+        Ok(())
+    }
+
+    /// Deletes the state of every share-partition of `topic` (a topic deleted), in
+    /// every share group, members or not: a topic made again with the same name starts
+    /// afresh in each group, where `share.auto.offset.reset` says. Returns how many
+    /// share-partitions had a state. Nothing is made: without `__share_group_state`
+    /// there is nothing to delete.
+    pub fn delete_topic_states(&self, topic: &str) -> Result<usize> {
+        let id = topic_id(topic);
+        let mut inner = self.lock();
+        let states = self.states_where(&mut inner, |k| k.topic_id == id)?;
+        for (k, _) in &states {
+            self.reset(&mut inner, k, topic, None)?;
+        }
+        Ok(states.len())
     }
 
     /// [`ShareError::NonEmptyGroup`] for a group with members,
@@ -126,27 +183,35 @@ impl ShareCoordinator {
         if members > 0 {
             return Err(group_error(group, ShareError::NonEmptyGroup(members)));
         }
-        if self.group_states(inner, group)?.is_empty() {
+        if self.states_where(inner, |k| k.group == group)?.is_empty() {
             return Err(group_error(group, ShareError::GroupIdNotFound));
         }
         Ok(())
     }
 
-    /// The live states of `group`'s share-partitions: in memory on a single node (which
-    /// holds them all), read from every partition of `__share_group_state` on a
-    /// cluster node (which holds only those of the partitions it leads).
-    fn group_states(&self, inner: &mut Inner, group: &str) -> Result<Vec<(ShareKey, Entry)>> {
+    /// The live states of the share-partitions `wanted` picks: in memory on a single
+    /// node (which holds them all), read from every partition of `__share_group_state`
+    /// on a cluster node (which holds only those of the partitions it leads; none
+    /// before the topic is made).
+    fn states_where(
+        &self,
+        inner: &mut Inner,
+        wanted: impl Fn(&ShareKey) -> bool,
+    ) -> Result<Vec<(ShareKey, Entry)>> {
         let Some(store) = inner.store.clone() else {
             return Ok(inner
                 .partitions
                 .iter()
-                .filter(|(k, _)| k.group == group)
+                .filter(|(k, _)| wanted(k))
                 .map(|(k, e)| (k.clone(), e.summary()))
                 .collect());
         };
+        if !store.made() {
+            return Ok(Vec::new());
+        }
         let mut out = Vec::new();
         for index in 0..store.partitions()? {
-            let found = self.read_entries(store.as_ref(), index, |k| k.group == group)?;
+            let found = self.read_entries(store.as_ref(), index, &wanted)?;
             out.extend(found.into_iter().filter(|(_, e)| !e.deleted));
         }
         Ok(out)
@@ -158,46 +223,42 @@ impl ShareCoordinator {
     fn reset(
         &self,
         inner: &mut Inner,
-        group: &str,
+        k: &ShareKey,
         topic: &str,
-        partition: i32,
         start: Option<i64>,
     ) -> Result<()> {
         let mut tries = 0;
         loop {
-            match self.reset_once(inner, (group, topic, partition), start) {
+            match self.reset_once(inner, k, topic, start) {
                 Err(Error::FencedStateEpoch { .. }) if tries < 3 => tries += 1,
                 other => return other,
             }
         }
     }
 
-    /// Writes a snapshot of `group`'s `topic`-`partition` at the next state epoch:
-    /// starting at `start` with nothing in flight, or deleted (`None`; nothing is
-    /// written for a share-partition without state).
+    /// Writes a snapshot of share-partition `k` (of `topic`; "" when only its id is
+    /// known) at the next state epoch: starting at `start` with nothing in flight, or
+    /// deleted (`None`; nothing is written for a share-partition without state).
     fn reset_once(
         &self,
         inner: &mut Inner,
-        (group, topic, partition): (&str, &str, i32),
+        k: &ShareKey,
+        topic: &str,
         start: Option<i64>,
     ) -> Result<()> {
-        let k = ShareKey {
-            group: group.to_string(),
-            topic_id: topic_id(topic),
-            partition,
-        };
+        let partition = k.partition;
         // The state as it is (epochs and leader epoch), None if it has none.
         let (was, mut leader_epoch) = match inner.store.clone() {
-            None => match (inner.partitions.get(&k), inner.deleted.get(&k)) {
+            None => match (inner.partitions.get(k), inner.deleted.get(k)) {
                 (Some(e), _) => (Some(Epochs::of(e)), e.leader_epoch),
                 (None, Some(d)) => (Some(*d).filter(|_| start.is_some()), 0),
                 (None, None) => (None, 0),
             },
             Some(store) => {
-                let index = records::state_partition_for(&k, store.partitions()?);
-                let found = self.read_entries(store.as_ref(), index, |r| *r == k)?;
+                let index = records::state_partition_for(k, store.partitions()?);
+                let found = self.read_entries(store.as_ref(), index, |r| r == k)?;
                 let leader_epoch = store.leader_epoch(topic, partition).unwrap_or(0);
-                match found.get(&k) {
+                match found.get(k) {
                     Some(e) if e.deleted && start.is_none() => (None, leader_epoch),
                     Some(e) => (Some(Epochs::of(e)), e.leader_epoch.max(leader_epoch)),
                     None => (None, leader_epoch),
@@ -225,32 +286,32 @@ impl ShareCoordinator {
             start_offset: start.unwrap_or(-1),
             batches: Vec::new(),
         };
-        let (state_partition, journal) = self.journal_for(inner, &k)?;
+        let (state_partition, journal) = self.journal_for(inner, k)?;
         if inner.store.is_some() {
             // The fence of the state partition holds only share-partitions with a
             // state, and refuses any other write but a fence to one without.
-            raise_fence(journal.as_ref(), &k, leader_epoch)?;
+            raise_fence(journal.as_ref(), k, leader_epoch)?;
         }
         let offset = journal.append(
-            &records::key(SNAPSHOT, &k),
+            &records::key(SNAPSHOT, k),
             &records::value(SNAPSHOT, &state),
         )?;
         match (start, inner.store.is_some()) {
             // A cluster node reads the share-partition again when it next uses it.
             (_, true) => {
-                inner.partitions.remove(&k);
+                inner.partitions.remove(k);
             }
             (Some(start), false) => {
-                inner.deleted.remove(&k);
+                inner.deleted.remove(k);
                 let limits = ShareLimits::from(self.config());
                 let entry = Entry::of_snapshot(&state, offset, state_partition, topic, limits);
                 debug_assert_eq!(entry.partition.start_offset(), start);
-                inner.partitions.insert(k, entry);
+                inner.partitions.insert(k.clone(), entry);
             }
             (None, false) => {
-                inner.partitions.remove(&k);
+                inner.partitions.remove(k);
                 inner.deleted.insert(
-                    k,
+                    k.clone(),
                     Epochs {
                         snapshot_epoch: Some(state.snapshot_epoch),
                         state_epoch,

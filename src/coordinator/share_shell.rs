@@ -53,6 +53,9 @@ pub trait ShareStateStore: Send + Sync {
     /// The leader epoch of `topic`-`partition` as this node knows it (stamped on the
     /// state records it writes of the partition's share-partitions).
     fn leader_epoch(&self, topic: &str, partition: i32) -> Result<i32>;
+    /// Whether `__share_group_state` exists (what only reads, or deletes, makes
+    /// nothing).
+    fn made(&self) -> bool;
 }
 
 /// How long a journal write waits for the partition's in-sync replicas.
@@ -244,7 +247,10 @@ fn replay(
     limits: ShareLimits,
 ) -> Result<()> {
     match (kind, found.get_mut(&k)) {
-        (_, Some(e)) if v.leader_epoch < e.leader_epoch => {}
+        // A deleted state holds back no leader epoch: the next state may be of a topic
+        // made again, whose leader epochs begin anew (a deposed leader's writes after
+        // the delete are refused when written, and updates skipped below).
+        (_, Some(e)) if v.leader_epoch < e.leader_epoch && !e.deleted => {}
         (SNAPSHOT, Some(e)) if v.state_epoch < e.state_epoch => {}
         (SNAPSHOT, _) => {
             found.insert(k, Entry::of_snapshot(v, offset, index, topic, limits));
@@ -754,8 +760,8 @@ impl ShareCoordinator {
             // so the state read next has every write it was told succeeded.
             raise_fence(store.journal(index).as_ref(), &k, leader_epoch)?;
             if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
-                check_leadership(&k, &entry, leader_epoch)?;
                 if !entry.deleted {
+                    check_leadership(&k, &entry, leader_epoch)?;
                     inner.partitions.insert(k.clone(), entry);
                     return Ok(k);
                 }
@@ -968,7 +974,8 @@ fn oldest_snapshot(store: &dyn ShareStateStore, index: i32) -> Result<Option<i64
         if let Some((SNAPSHOT, k, v)) = records::decode(key, value)? {
             let deleted = v.start_offset < 0;
             let seen = last.entry(k).or_insert((v.leader_epoch, offset, deleted));
-            if v.leader_epoch >= seen.0 {
+            // After a deleted state, any leader epoch (a topic made again).
+            if v.leader_epoch >= seen.0 || seen.2 {
                 *seen = (v.leader_epoch, offset, deleted);
             }
         }
@@ -1150,6 +1157,10 @@ mod tests {
 
         fn leader_epoch(&self, _topic: &str, _partition: i32) -> Result<i32> {
             Ok(self.1)
+        }
+
+        fn made(&self) -> bool {
+            true
         }
 
         fn read(&self, _index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
@@ -1382,13 +1393,20 @@ mod tests {
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
     }
 
-    #[test]
-    fn a_deleted_state_leaves_the_fence_and_its_leaders_next_write_reloads_it() {
+    /// [`holding`], with group "other" worked on t-0 too (the fence knows both
+    /// share-partitions), and the node coordinating the groups (another node).
+    fn holding_with_other() -> (MemStore, ShareCoordinator, Instant, ShareCoordinator) {
         let (store, leader, now) = holding();
         work(&leader, "other", 0);
         assert_eq!(store.2.known(0), 2);
-        // The group's coordinator deletes g's state: the fence forgets it.
         let coordinator = node_at(&store, 1);
+        (store, leader, now, coordinator)
+    }
+
+    #[test]
+    fn a_deleted_state_leaves_the_fence_and_its_leaders_next_write_reloads_it() {
+        let (store, leader, now, coordinator) = holding_with_other();
+        // The group's coordinator deletes g's state: the fence forgets it.
         let deleted = coordinator
             .delete_share_offsets("g", &[("t".into(), 0)])
             .unwrap();
@@ -1406,6 +1424,93 @@ mod tests {
         // A third node reads the same.
         let next = node_at(&store, 1);
         assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 9);
+    }
+
+    #[test]
+    fn a_deleted_group_leaves_the_fence_and_a_group_of_its_name_starts_afresh() {
+        let (store, leader, now, coordinator) = holding_with_other();
+        // The group's coordinator deletes g: refused while it has a member.
+        let member = coordinator.join("g", &["t".into()], "c").unwrap();
+        let e = coordinator.delete_group("g").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Share {
+                    source: ShareError::NonEmptyGroup(1),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        coordinator.leave("g", &member, now).unwrap();
+        coordinator.delete_group("g").unwrap();
+        assert_eq!(store.2.known(0), 1, "the fence forgets g's share-partition");
+        assert!(!coordinator.list_groups().contains(&"g".to_string()));
+        let e = coordinator.delete_group("g").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Share {
+                    source: ShareError::GroupIdNotFound,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // The leader of t-0, holding the deleted state, accepts records it held:
+        // refused, and it drops the share-partition.
+        accepting_held_records_is_state_fenced(&leader, 4..8, now);
+        // A group of the same name starts afresh (at the initial offset asked), here
+        // and on a node loading it.
+        assert_eq!(leader.fetch_offset("g", "t", 0, 0, 9, now).unwrap(), 9);
+        assert_eq!(leader.record_state("g", "t", 0, 4), None);
+        let next = node_at(&store, 1);
+        assert_eq!(next.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 9);
+        // The other group keeps its state.
+        assert_eq!(next.fetch_offset("other", "t", 0, 0, 0, now).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_deleted_topics_share_states_go_and_the_topic_made_again_starts_afresh() {
+        let store = MemStore::default();
+        // The topic's partition was led at leader epoch 5.
+        let old = node_at(&store, 5);
+        work(&old, "ga", 0);
+        work(&old, "gb", 0);
+        assert_eq!(store.2.known(0), 2);
+        let now = Instant::now();
+        // Deleted: every group's share-partition of it.
+        let admin = node_at(&store, 5);
+        assert_eq!(admin.delete_topic_states("t").unwrap(), 2);
+        assert_eq!(admin.delete_topic_states("t").unwrap(), 0, "nothing left");
+        assert_eq!(store.2.known(0), 0);
+        // Made again, its partition's leader epochs begin anew: the new leader starts
+        // afresh (not at 4, where the old state was) ...
+        let new = node_at(&store, 0);
+        assert_eq!(new.fetch_offset("gb", "t", 0, 0, 2, now).unwrap(), 2);
+        assert_eq!(new.fetch_offset("ga", "t", 0, 0, 0, now).unwrap(), 0);
+        let offsets: Vec<i64> = (0..10).collect();
+        let got = new
+            .acquire("ga", "m", "t", 0, &offsets, 10, 100, now)
+            .unwrap();
+        assert_eq!(got.len(), 10);
+        // ... and what it writes (an update) is what the next node reads.
+        let next = node_at(&store, 0);
+        assert_eq!(next.fetch_offset("ga", "t", 0, 0, 0, now).unwrap(), 0);
+        assert_eq!(
+            next.record_state("ga", "t", 0, 0),
+            Some((RecordState::Available, 1))
+        );
+        // Its next snapshot prunes the old states, not gb's new one.
+        let acks: Vec<(i64, AcknowledgeType)> =
+            (0..4).map(|o| (o, AcknowledgeType::Accept)).collect();
+        for (_, r) in new.acknowledge("ga", "m", "t", 0, &acks, now).unwrap() {
+            r.unwrap();
+        }
+        assert!(store.0.lock().start > 0, "pruned");
+        let last = node_at(&store, 0);
+        assert_eq!(last.fetch_offset("ga", "t", 0, 0, 0, now).unwrap(), 4);
+        assert_eq!(last.fetch_offset("gb", "t", 0, 0, 7, now).unwrap(), 2);
     }
 
     #[test]

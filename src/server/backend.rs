@@ -107,6 +107,21 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn share_groups(&self) -> Vec<(String, usize)> {
         Vec::new()
     }
+    /// DeleteGroups of share group `group` (see
+    /// [`ShareCoordinator::delete_group`](crate::coordinator::ShareCoordinator::delete_group)),
+    /// making nothing. A backend without share groups knows no such group.
+    fn delete_share_group(&self, group: &str) -> Result<()> {
+        Err(crate::error::Error::Share {
+            group: group.to_string(),
+            topic: String::new(),
+            partition: -1,
+            source: crate::error::ShareError::GroupIdNotFound,
+        })
+    }
+    /// Deletes the share state of every share-partition of `topic`, deleted through
+    /// the cluster's controller (a single node's broker does it as it deletes the
+    /// topic). A failure is logged: the topic is deleted all the same, as in Kafka.
+    fn delete_topic_share_states(&self, _topic: &str) {}
     /// The data directory (the server keeps its producer-id block there).
     fn data_dir(&self) -> PathBuf;
     /// Every partition log in the log directories (on a cluster node, the hosted

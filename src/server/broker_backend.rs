@@ -270,6 +270,14 @@ impl Backend for BrokerBackend {
             .collect()
     }
 
+    fn delete_share_group(&self, group: &str) -> Result<()> {
+        self.broker.share_state().delete_group(group)
+    }
+
+    fn delete_topic_share_states(&self, topic: &str) {
+        self.broker.delete_share_states_of(topic);
+    }
+
     fn transactions(&self) -> crate::transaction::TransactionCoordinator {
         self.broker.transaction_coordinator().clone()
     }

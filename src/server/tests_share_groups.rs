@@ -277,6 +277,22 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
     assert_eq!(waiting.join().unwrap(), vec![(0, 2), (1, 2), (2, 2)]);
 }
 
+/// A server with topic q (one partition): its data directory, the server, a client,
+/// and q's topic id.
+fn serving_q() -> (
+    tempfile::TempDir,
+    crate::server::ServerHandle,
+    Client,
+    [u8; 16],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_without_initial_delay(dir.path());
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    (dir, server, c, id)
+}
+
 /// IncrementalAlterConfigs of group `group`: SET `key` to `value`; the error code.
 fn set_group_config(c: &mut Client, group: &str, key: &str, value: &str) -> i16 {
     super::tests_consumer_groups::alter_group_config(c, group, key, value).0
@@ -284,17 +300,8 @@ fn set_group_config(c: &mut Client, group: &str, key: &str, value: &str) -> i16 
 
 #[test]
 fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start_without_initial_delay(dir.path());
-    let mut c = Client::connect(server.local_addr());
-    create_topic(&mut c, "q", 1);
-    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
-    let produced: ProduceResponse = c.call(
-        ApiKey::Produce,
-        8,
-        &super::tests_api::produce_req(-1, vec![("q", 0, super::tests_api::batch(&["a", "b"]))]),
-    );
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let (dir, server, mut c, id) = serving_q();
+    produce_two(&mut c);
 
     // Kafka's bounds and values: INVALID_CONFIG; then `early` reads from the start.
     assert_eq!(
@@ -454,11 +461,7 @@ fn delete_offsets(c: &mut Client, group: &str, topic: &str) -> (i16, i16) {
 
 #[test]
 fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start_without_initial_delay(dir.path());
-    let mut c = Client::connect(server.local_addr());
-    create_topic(&mut c, "q", 1);
-    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    let (_dir, _server, mut c, id) = serving_q();
     let versions: ApiVersionsResponse =
         c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     for key in [90, 91, 92] {
@@ -478,12 +481,7 @@ fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
         .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
     let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
     assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
-    let produced: ProduceResponse = c.call(
-        ApiKey::Produce,
-        8,
-        &super::tests_api::produce_req(-1, vec![("q", 0, super::tests_api::batch(&["a", "b"]))]),
-    );
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    produce_two(&mut c);
     // The share-partition starts at the log's end (latest): 2; partition 9 does not
     // exist.
     assert!(share_fetch_q(&mut c, "sg", id, "m1", 0, 0).is_empty());
@@ -785,5 +783,85 @@ fn share_group_offsets_apis_check_kafkas_acls() {
     assert_eq!(
         describe_topics(&mut admin, "sg", None),
         (0, vec![("r".into(), r, vec![(0, 0)])])
+    );
+}
+
+/// DeleteGroups of `group`: its error code.
+fn delete_group(c: &mut Client, group: &str) -> i16 {
+    let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
+    let r: DeleteGroupsResponse = c.call(ApiKey::DeleteGroups, 2, &req);
+    r.results[0].error_code
+}
+
+/// ShareGroupHeartbeat of `member` of `group` reading q, joining (epoch 0) or leaving
+/// (-1): no error.
+fn heartbeat_q(c: &mut Client, group: &str, member: &str, epoch: i32) {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+    let r: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+}
+
+/// Produces two records to q-0.
+fn produce_two(c: &mut Client) {
+    let produced: ProduceResponse = c.call(
+        ApiKey::Produce,
+        8,
+        &super::tests_api::produce_req(-1, vec![("q", 0, super::tests_api::batch(&["a", "b"]))]),
+    );
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+}
+
+/// Deleting a share group (DeleteGroups) deletes the state of its share-partitions in
+/// `__share_group_state`, as Kafka's group coordinator has its share coordinator
+/// delete it: a group of the same id starts afresh (here at the log's start, its
+/// `share.auto.offset.reset`), every record delivered for the first time, and so does
+/// a group after its topic is deleted and made again.
+#[test]
+fn deleting_a_share_group_or_its_topic_deletes_the_share_state() {
+    let (_dir, _server, mut c, id) = serving_q();
+    assert_eq!(
+        set_group_config(&mut c, "sg", "share.auto.offset.reset", "earliest"),
+        0
+    );
+    produce_two(&mut c);
+    heartbeat_q(&mut c, "sg", "m1", 0);
+    assert_eq!(
+        share_fetch_q(&mut c, "sg", id, "m1", 0, 0),
+        vec![(0, 1), (1, 1)]
+    );
+    // With a member: NON_EMPTY_GROUP.
+    assert_eq!(delete_group(&mut c, "sg"), 68);
+    // It leaves, releasing both records (the state has them at delivery count 1).
+    heartbeat_q(&mut c, "sg", "m1", -1);
+    assert_eq!(delete_group(&mut c, "sg"), 0);
+    assert_eq!(delete_group(&mut c, "sg"), 69, "gone");
+    assert_eq!(describe_offsets(&mut c, "sg"), Err(69));
+    let listed: ListGroupsResponse = c.call(ApiKey::ListGroups, 5, &ListGroupsRequest::default());
+    assert!(listed.groups.iter().all(|g| g.group_id.as_str() != "sg"));
+    // The group again: both records delivered for the first time.
+    heartbeat_q(&mut c, "sg", "m2", 0);
+    assert_eq!(
+        share_fetch_q(&mut c, "sg", id, "m2", 0, 0),
+        vec![(0, 1), (1, 1)]
+    );
+    heartbeat_q(&mut c, "sg", "m2", -1);
+
+    // The topic deleted and made again: its share-partition starts afresh too.
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topic_names(vec![TopicName(s("q"))]);
+    let deleted: DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 4, &req);
+    assert_eq!(deleted.responses[0].error_code, 0);
+    create_topic(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    produce_two(&mut c);
+    heartbeat_q(&mut c, "sg", "m3", 0);
+    assert_eq!(
+        share_fetch_q(&mut c, "sg", id, "m3", 0, 0),
+        vec![(0, 1), (1, 1)]
     );
 }

@@ -31,6 +31,7 @@ const RECORDS: i64 = 30;
 /// A member of the share group, with its share session on one node.
 struct Member {
     id: String,
+    group: String,
     node: usize,
     client: Client,
     epoch: i32,
@@ -38,8 +39,14 @@ struct Member {
 
 impl Member {
     fn new(c: &TestCluster, id: &str, node: usize) -> Member {
+        Member::of(c, GROUP, id, node)
+    }
+
+    /// A member of share group `group`.
+    fn of(c: &TestCluster, group: &str, id: &str, node: usize) -> Member {
         Member {
             id: id.into(),
+            group: group.into(),
             node,
             client: Client::new(addr(c, node).to_string(), id),
             epoch: 0,
@@ -49,7 +56,7 @@ impl Member {
     /// Moves its session to `node` (a new session there, epoch 0).
     fn to(&mut self, c: &TestCluster, node: usize) {
         if self.node != node {
-            *self = Member::new(c, &self.id, node);
+            *self = Member::of(c, &self.group, &self.id, node);
         }
     }
 
@@ -71,7 +78,7 @@ impl Member {
     /// One ShareFetch of t-0, its answer.
     fn fetch_answer(&mut self, topic_id: [u8; 16], max_records: i32) -> ShareFetchResponse {
         let request = ShareFetchRequest::default()
-            .with_group_id(Some(GroupId(StrBytes::from_static_str(GROUP))))
+            .with_group_id(Some(GroupId(StrBytes::from_string(self.group.clone()))))
             .with_member_id(Some(StrBytes::from_string(self.id.clone())))
             .with_share_session_epoch(self.epoch)
             .with_max_wait_ms(500)
@@ -104,7 +111,7 @@ impl Member {
             })
             .collect();
         let request = ShareAcknowledgeRequest::default()
-            .with_group_id(Some(GroupId(StrBytes::from_static_str(GROUP))))
+            .with_group_id(Some(GroupId(StrBytes::from_string(self.group.clone()))))
             .with_member_id(Some(StrBytes::from_string(self.id.clone())))
             .with_share_session_epoch(self.epoch)
             .with_topics(vec![
@@ -149,6 +156,16 @@ fn applied_leader(c: &TestCluster, topic: &str, p: i32) -> usize {
     found.unwrap()
 }
 
+/// A settled 3-node cluster with topic t (one partition): t's id and its leader.
+fn cluster_with_t() -> (TestCluster, [u8; 16], usize) {
+    let c = TestCluster::new(3, 1024);
+    c.wait_settled();
+    create(&c, "t", 1, Vec::new());
+    let topic_id = c.node(0).image().topic("t").unwrap().id;
+    let l0 = applied_leader(&c, "t", 0);
+    (c, topic_id, l0)
+}
+
 /// Accepted records, checked: none was accepted before.
 fn record_accepts(accepted: &mut BTreeSet<i64>, offsets: &BTreeSet<i64>) {
     for o in offsets {
@@ -158,11 +175,7 @@ fn record_accepts(accepted: &mut BTreeSet<i64>, offsets: &BTreeSet<i64>) {
 
 #[test]
 fn share_partitions_keep_every_record_state_when_leaders_move() {
-    let mut c = TestCluster::new(3, 1024);
-    c.wait_settled();
-    create(&c, "t", 1, Vec::new());
-    let topic_id = c.node(0).image().topic("t").unwrap().id;
-    let l0 = applied_leader(&c, "t", 0);
+    let (mut c, topic_id, l0) = cluster_with_t();
     let mut members: Vec<Member> = ["m1", "m2", "m3"]
         .iter()
         .map(|id| Member::new(&c, id, l0))
@@ -422,4 +435,89 @@ fn a_deposed_leaders_share_state_write_is_fenced_when_written() {
     written.dedup();
     assert_eq!(written, vec![(5, -1), (5, 0), (5, 1), (6, 2), (6, 7)]);
     c.shutdown();
+}
+
+/// Deleting a topic deletes its share-partitions' state through the leaders of
+/// `__share_group_state`: the topic made again starts afresh (at its log's end, the
+/// default `share.auto.offset.reset`), not where the old state was.
+#[test]
+fn a_topic_made_again_after_its_deletion_starts_its_share_partitions_afresh() {
+    let (c, topic_id, l0) = cluster_with_t();
+    let mut m = Member::new(&c, "m1", l0);
+    assert!(m.fetch(topic_id, 5).is_empty());
+    c.wait_same_image();
+    send(&c, l0, "t", Acks::All, &values("job", 3));
+    let offsets: BTreeSet<i64> = m.fetch(topic_id, 5).keys().copied().collect();
+    assert_eq!(offsets, (0..3).collect());
+    assert_eq!(m.accept(topic_id, &offsets), 0);
+
+    broker(&c, (l0 + 1) % 3).delete_topic("t").unwrap();
+    c.wait_same_image();
+    create(&c, "t", 1, Vec::new());
+    c.wait_same_image();
+    let topic_id = c.node(0).image().topic("t").unwrap().id;
+    let l1 = applied_leader(&c, "t", 0);
+    send(&c, l1, "t", Acks::All, &values("again", 5));
+    let mut m = Member::new(&c, "m2", l1);
+    // Afresh, at the log's end (5): the old state would deliver 3 and 4.
+    assert!(m.fetch(topic_id, 5).is_empty());
+    send(&c, l1, "t", Acks::All, &values("more", 2));
+    assert_eq!(m.fetch(topic_id, 5), BTreeMap::from([(5, 1), (6, 1)]));
+}
+
+/// The leader of a data partition whose state write is refused by another node, the
+/// leader of its `__share_group_state` partition, with FENCED_STATE_EPOCH (an admin
+/// replaced the state since it was read) answers that to the acknowledging member,
+/// drops the state it held and reads the admin's at the next fetch, as Kafka's share
+/// partition manager does: the records acknowledged before stay acknowledged, those
+/// held are delivered anew.
+#[test]
+fn a_remote_fenced_state_epoch_makes_the_data_leader_read_the_state_again() {
+    use crate::coordinator::share_records::{ShareKey, state_partition_for};
+    use kafka_protocol::ResponseError;
+    let (c, topic_id, l0) = cluster_with_t();
+    // The first fetch makes `__share_group_state`; then a group whose state partition
+    // another node leads.
+    assert!(Member::new(&c, "m0", l0).fetch(topic_id, 5).is_empty());
+    c.wait_same_image();
+    let image = c.node(0).image();
+    let n = image
+        .topic(SHARE_GROUP_STATE_TOPIC)
+        .unwrap()
+        .partitions
+        .len() as i32;
+    let group = (0..100)
+        .map(|i| format!("g{i}"))
+        .find(|g| {
+            let k = ShareKey {
+                group: g.clone(),
+                topic_id: crate::coordinator::topic_id("t"),
+                partition: 0,
+            };
+            applied_leader(&c, SHARE_GROUP_STATE_TOPIC, state_partition_for(&k, n)) != l0
+        })
+        .unwrap();
+    let mut m = Member::of(&c, &group, "m1", l0);
+    assert!(m.fetch(topic_id, 5).is_empty());
+    send(&c, l0, "t", Acks::All, &values("job", 10));
+    let got: BTreeSet<i64> = m.fetch(topic_id, 5).keys().copied().collect();
+    assert_eq!(got, (0..5).collect());
+    assert_eq!(m.accept(topic_id, &(0..2).collect()), 0);
+    // An admin on another node sets the start offset where it is (2): the next state
+    // epoch, nothing in flight.
+    let admin = (l0 + 1) % 3;
+    let altered = broker(&c, admin)
+        .share_state()
+        .alter_share_offsets(&group, &[("t".into(), 0, 2)])
+        .unwrap();
+    altered[0].as_ref().unwrap();
+    // The data leader writes the acceptance of what it held: refused by the state
+    // partition's leader.
+    assert_eq!(
+        m.accept(topic_id, &(2..5).collect()),
+        ResponseError::FencedStateEpoch.code()
+    );
+    // The next fetch reads the admin's state: 2 on delivered anew, 0 and 1 never again.
+    let got = m.fetch(topic_id, 10);
+    assert_eq!(got, (2..10).map(|o| (o, 1)).collect());
 }

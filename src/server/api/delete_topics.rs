@@ -50,7 +50,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 ));
             }
             let deleted = deleted.and_then(|()| match ctx.backend().cluster() {
-                Some(cluster) => cluster.delete_topic(&name, timeout),
+                Some(cluster) => cluster.delete_topic(&name, timeout).map(|()| {
+                    ctx.backend().delete_topic_share_states(&name);
+                }),
                 None => ctx.backend().delete_topic(&name),
             });
             match deleted {
