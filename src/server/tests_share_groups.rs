@@ -179,12 +179,24 @@ fn share_fetch_q(
     epoch: i32,
     wait_ms: i32,
 ) -> Vec<(i64, i16)> {
+    share_fetch_q_bytes(c, (group, member), id, epoch, wait_ms, 1 << 20)
+}
+
+/// [`share_fetch_q`] reading at most `max_bytes` (at least one batch).
+fn share_fetch_q_bytes(
+    c: &mut Client,
+    (group, member): (&str, &str),
+    id: [u8; 16],
+    epoch: i32,
+    wait_ms: i32,
+    max_bytes: i32,
+) -> Vec<(i64, i16)> {
     let req = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s(group))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
         .with_max_wait_ms(wait_ms)
-        .with_max_bytes(1 << 20)
+        .with_max_bytes(max_bytes)
         .with_max_records(10)
         .with_topics(vec![
             share_fetch_request::FetchTopic::default()
@@ -951,12 +963,15 @@ fn a_read_committed_share_group_gets_only_committed_records() {
         vec![0, 1, 2, 3, 4, 7]
     );
 
-    // The open transaction aborts: the committed group goes on past it, skipping it.
+    // The open transaction aborts: the committed group goes on past it, skipping it
+    // and the markers after it, even reading one batch at a time.
     end(9, EndTxnMarker::abort(0));
     append(None, &["e"]);
+    let one_batch = share_fetch_q_bytes(&mut c, ("committed", "m1"), id, 2, 0, 1);
+    assert_eq!(offsets(one_batch), vec![7]);
     assert_eq!(
-        offsets(share_fetch_q(&mut c, "committed", id, "m1", 2, 0)),
-        vec![7, 9]
+        offsets(share_fetch_q(&mut c, "committed", id, "m1", 3, 0)),
+        vec![9]
     );
     assert_eq!(
         describe_group_config(&mut c, "other", "share.isolation.level"),
