@@ -1,6 +1,6 @@
 //! Dynamic group configs (KIP-848, KIP-932): per group id, overrides of the broker's
-//! session timeouts, heartbeat intervals, record lock duration and
-//! `share.auto.offset.reset`, with Kafka's names and defaults and the broker's bounds
+//! session timeouts, heartbeat intervals, record lock duration,
+//! `share.auto.offset.reset` and `share.isolation.level`, with Kafka's names and defaults and the broker's bounds
 //! (`group.consumer.min/max.*`, `group.share.min/max.*`) (the GROUP
 //! resource, type 32, of DescribeConfigs and IncrementalAlterConfigs). A single node
 //! keeps them in its data directory's `group-configs` file, a cluster in its metadata
@@ -38,8 +38,13 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 /// `share.auto.offset.reset`: where a share-partition seen for the first time starts,
 /// `latest` (the default) or `earliest`.
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+/// `share.isolation.level`: which records a share group reads, `read_uncommitted` (the
+/// default: every data record up to the high watermark) or `read_committed` (up to
+/// the last stable offset, without the records of aborted transactions).
+pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 
-/// Each setting, true for those in milliseconds (all but `share.auto.offset.reset`).
+/// Each setting, true for those in milliseconds (all but `share.auto.offset.reset`
+/// and `share.isolation.level`).
 const KEYS: &[(&str, bool)] = &[
     (CONSUMER_SESSION_TIMEOUT_MS, true),
     (CONSUMER_HEARTBEAT_INTERVAL_MS, true),
@@ -47,7 +52,16 @@ const KEYS: &[(&str, bool)] = &[
     (SHARE_HEARTBEAT_INTERVAL_MS, true),
     (SHARE_RECORD_LOCK_DURATION_MS, true),
     (SHARE_AUTO_OFFSET_RESET, false),
+    (SHARE_ISOLATION_LEVEL, false),
 ];
+
+/// The values a setting that is not in milliseconds takes (Kafka's names).
+fn choices(key: &str) -> &'static [&'static str] {
+    match key {
+        SHARE_ISOLATION_LEVEL => &["read_uncommitted", "read_committed"],
+        _ => &["earliest", "latest"],
+    }
+}
 
 /// One bound of a setting: the broker setting that holds it (Kafka's name) and its
 /// value in milliseconds.
@@ -141,6 +155,7 @@ pub fn describe(
         ms(share.heartbeat_interval),
         ms(share.record_lock_duration),
         "latest".to_string(),
+        "read_uncommitted".to_string(),
     ];
     KEYS.iter()
         .zip(defaults)
@@ -170,7 +185,8 @@ fn is_millis(group: &str, key: &str) -> Result<bool> {
 
 /// Checks one value as Kafka's `GroupConfig` does: a known name, a whole number of
 /// milliseconds within the setting's bounds (the broker's settings; not checked
-/// without them), or `earliest`/`latest`.
+/// without them), or one of the setting's names (`earliest`/`latest`,
+/// `read_uncommitted`/`read_committed`).
 fn validate_value(
     group: &str,
     key: &str,
@@ -182,10 +198,14 @@ fn validate_value(
         reason: format!("group {group:?}: {reason}"),
     };
     if !is_millis(group, key)? {
-        return match value {
-            "earliest" | "latest" => Ok(()),
-            _ => Err(invalid(format!("{value:?} is not one of earliest, latest"))),
-        };
+        let choices = choices(key);
+        if choices.contains(&value) {
+            return Ok(());
+        }
+        return Err(invalid(format!(
+            "{value:?} is not one of {}",
+            choices.join(", ")
+        )));
     }
     let v = value
         .parse::<i64>()
@@ -359,6 +379,14 @@ pub trait GroupConfigStore: Send + Sync + std::fmt::Debug {
             .is_some_and(|v| v == "earliest")
     }
 
+    /// Whether `group`'s `share.isolation.level` is `read_committed`: its share-partitions
+    /// end at the last stable offset and skip the records of aborted transactions.
+    fn share_reads_committed(&self, group: &str) -> bool {
+        self.overrides(group)
+            .get(SHARE_ISOLATION_LEVEL)
+            .is_some_and(|v| v == "read_committed")
+    }
+
     /// Checks `changes` as [`apply`](Self::apply) would, changing nothing.
     fn validate(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {
         let (coordinator, share) = self.defaults();
@@ -517,6 +545,7 @@ mod tests {
             set(SHARE_RECORD_LOCK_DURATION_MS, "60001"),
             set(SHARE_HEARTBEAT_INTERVAL_MS, "soon"),
             set(SHARE_AUTO_OFFSET_RESET, "middle"),
+            set(SHARE_ISOLATION_LEVEL, "committed"),
         ];
         for change in refused {
             let e = store.apply("g", std::slice::from_ref(&change)).unwrap_err();
@@ -533,6 +562,7 @@ mod tests {
                 &[
                     set(SHARE_AUTO_OFFSET_RESET, "earliest"),
                     set(SHARE_RECORD_LOCK_DURATION_MS, "15000"),
+                    set(SHARE_ISOLATION_LEVEL, "read_committed"),
                 ],
             )
             .unwrap();
@@ -551,8 +581,11 @@ mod tests {
                 (SHARE_HEARTBEAT_INTERVAL_MS.into(), "5000".into(), false),
                 (SHARE_RECORD_LOCK_DURATION_MS.into(), "30000".into(), false),
                 (SHARE_AUTO_OFFSET_RESET.into(), "earliest".into(), true),
+                (SHARE_ISOLATION_LEVEL.into(), "read_committed".into(), true),
             ]
         );
+        assert!(reopened.share_reads_committed("g"));
+        assert!(!reopened.share_reads_committed("other"));
         assert!(reopened.overrides("other").is_empty());
     }
 

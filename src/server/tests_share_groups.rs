@@ -179,12 +179,24 @@ fn share_fetch_q(
     epoch: i32,
     wait_ms: i32,
 ) -> Vec<(i64, i16)> {
+    share_fetch_q_bytes(c, (group, member), id, epoch, wait_ms, 1 << 20)
+}
+
+/// [`share_fetch_q`] reading at most `max_bytes` (at least one batch).
+fn share_fetch_q_bytes(
+    c: &mut Client,
+    (group, member): (&str, &str),
+    id: [u8; 16],
+    epoch: i32,
+    wait_ms: i32,
+    max_bytes: i32,
+) -> Vec<(i64, i16)> {
     let req = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s(group))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
         .with_max_wait_ms(wait_ms)
-        .with_max_bytes(1 << 20)
+        .with_max_bytes(max_bytes)
         .with_max_records(10)
         .with_topics(vec![
             share_fetch_request::FetchTopic::default()
@@ -298,6 +310,40 @@ fn set_group_config(c: &mut Client, group: &str, key: &str, value: &str) -> i16 
     super::tests_consumer_groups::alter_group_config(c, group, key, value).0
 }
 
+/// DescribeConfigs of group `group`'s `key`: its value and source.
+fn describe_group_config(c: &mut Client, group: &str, key: &str) -> (Option<String>, i8) {
+    let described: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(32)
+                .with_resource_name(s(group))
+                .with_configuration_keys(None),
+        ]),
+    );
+    let result = &described.results[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    let e = result
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == key)
+        .expect(key);
+    (e.value.as_ref().map(|v| v.to_string()), e.config_source)
+}
+
+/// ShareGroupHeartbeat: member m1 joins `group`, subscribed to q; the answer.
+fn join_q(c: &mut Client, group: &str) -> ShareGroupHeartbeatResponse {
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+    let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    joined
+}
+
 #[test]
 fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
     let (dir, server, mut c, id) = serving_q();
@@ -317,26 +363,7 @@ fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
         set_group_config(&mut c, "early", "share.auto.offset.reset", "earliest"),
         0
     );
-    let described: DescribeConfigsResponse = c.call(
-        ApiKey::DescribeConfigs,
-        4,
-        &DescribeConfigsRequest::default().with_resources(vec![
-            describe_configs_request::DescribeConfigsResource::default()
-                .with_resource_type(32)
-                .with_resource_name(s("early"))
-                .with_configuration_keys(None),
-        ]),
-    );
-    let result = &described.results[0];
-    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
-    let entry = |k: &str| {
-        let e = result
-            .configs
-            .iter()
-            .find(|e| e.name.as_str() == k)
-            .expect(k);
-        (e.value.as_ref().map(|v| v.to_string()), e.config_source)
-    };
+    let mut entry = |k: &str| describe_group_config(&mut c, "early", k);
     assert_eq!(
         entry("share.auto.offset.reset"),
         (Some("earliest".into()), 8)
@@ -356,13 +383,7 @@ fn a_group_set_to_earliest_reads_what_was_produced_before_it_joined() {
     let server = start_without_initial_delay(dir.path());
     let mut c = Client::connect(server.local_addr());
     for (group, expected) in [("early", vec![(0, 1), (1, 1)]), ("late", vec![])] {
-        let join = ShareGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s(group)))
-            .with_member_id(s("m1"))
-            .with_member_epoch(0)
-            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
-        let joined: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
-        assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+        join_q(&mut c, group);
         assert_eq!(
             share_fetch_q(&mut c, group, id, "m1", 0, 0),
             expected,
@@ -394,13 +415,7 @@ fn heartbeats_answer_the_groups_own_intervals() {
         assert_eq!(r.heartbeat_interval_ms, expected, "{group}");
     }
     for (group, expected) in [("tuned-share", 12000), ("plain-share", 5000)] {
-        let join = ShareGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s(group)))
-            .with_member_id(s("m1"))
-            .with_member_epoch(0)
-            .with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
-        let r: ShareGroupHeartbeatResponse = c.call(ApiKey::ShareGroupHeartbeat, 1, &join);
-        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        let r = join_q(&mut c, group);
         assert_eq!(r.heartbeat_interval_ms, expected, "{group}");
     }
 }
@@ -430,8 +445,8 @@ fn describe_offsets(c: &mut Client, group: &str) -> Result<Vec<(i16, i64, i32)>,
 }
 
 /// AlterShareGroupOffsets of `group`'s q-`partition` to `offset`: the top-level and the
-/// partition's error code.
-fn alter_offset(c: &mut Client, group: &str, partition: i32, offset: i64) -> (i16, i16) {
+/// partition's error code (none when the answer has no partition).
+fn alter_offset(c: &mut Client, group: &str, partition: i32, offset: i64) -> (i16, Option<i16>) {
     let req = AlterShareGroupOffsetsRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_topics(vec![
@@ -444,11 +459,20 @@ fn alter_offset(c: &mut Client, group: &str, partition: i32, offset: i64) -> (i1
                 ]),
         ]);
     let r: AlterShareGroupOffsetsResponse = c.call(ApiKey::AlterShareGroupOffsets, 0, &req);
-    (r.error_code, r.responses[0].partitions[0].error_code)
+    let codes = |t: &alter_share_group_offsets_response::AlterShareGroupOffsetsResponseTopic| {
+        t.partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect::<Vec<i16>>()
+    };
+    let partitions = r.responses.iter().flat_map(codes).collect::<Vec<i16>>();
+    assert!(partitions.len() <= 1, "{partitions:?}");
+    (r.error_code, partitions.first().copied())
 }
 
-/// DeleteShareGroupOffsets of `group`'s `topic`: the top-level and the topic's code.
-fn delete_offsets(c: &mut Client, group: &str, topic: &str) -> (i16, i16) {
+/// DeleteShareGroupOffsets of `group`'s `topic`: the top-level and the topic's code
+/// (none when the answer has no topic).
+fn delete_offsets(c: &mut Client, group: &str, topic: &str) -> (i16, Option<i16>) {
     let req = DeleteShareGroupOffsetsRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_topics(vec![
@@ -456,7 +480,8 @@ fn delete_offsets(c: &mut Client, group: &str, topic: &str) -> (i16, i16) {
                 .with_topic_name(TopicName(s(topic))),
         ]);
     let r: DeleteShareGroupOffsetsResponse = c.call(ApiKey::DeleteShareGroupOffsets, 0, &req);
-    (r.error_code, r.responses[0].error_code)
+    assert!(r.responses.len() <= 1, "{:?}", r.responses);
+    (r.error_code, r.responses.first().map(|t| t.error_code))
 }
 
 #[test]
@@ -489,9 +514,9 @@ fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
         describe_offsets(&mut c, "sg"),
         Ok(vec![(0, 2, 0), (3, -1, -1)])
     );
-    // With a member: NON_EMPTY_GROUP, top level and partition.
-    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (68, 68));
-    assert_eq!(delete_offsets(&mut c, "sg", "q"), (68, 68));
+    // With a member: NON_EMPTY_GROUP, at the top level alone (Kafka's error response).
+    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (68, None));
+    assert_eq!(delete_offsets(&mut c, "sg", "q"), (68, None));
 
     let left: ShareGroupHeartbeatResponse = c.call(
         ApiKey::ShareGroupHeartbeat,
@@ -499,10 +524,10 @@ fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
         &join.clone().with_member_epoch(-1),
     );
     assert_eq!(left.error_code, 0);
-    assert_eq!(alter_offset(&mut c, "sg", 9, 0), (0, 3));
-    assert_eq!(alter_offset(&mut c, "sg", 0, -4), (0, 42));
-    assert_eq!(alter_offset(&mut c, "nope", 0, 0), (69, 69));
-    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (0, 0));
+    assert_eq!(alter_offset(&mut c, "sg", 9, 0), (0, Some(3)));
+    assert_eq!(alter_offset(&mut c, "sg", 0, -4), (0, Some(42)));
+    assert_eq!(alter_offset(&mut c, "nope", 0, 0), (69, None));
+    assert_eq!(alter_offset(&mut c, "sg", 0, 0), (0, Some(0)));
     assert_eq!(
         describe_offsets(&mut c, "sg"),
         Ok(vec![(0, 0, 0), (3, -1, -1)])
@@ -521,8 +546,8 @@ fn share_group_offsets_are_described_altered_and_deleted_over_the_wire() {
     );
     assert_eq!(left.error_code, 0);
 
-    assert_eq!(delete_offsets(&mut c, "sg", "nope"), (0, 3));
-    assert_eq!(delete_offsets(&mut c, "sg", "q"), (0, 0));
+    assert_eq!(delete_offsets(&mut c, "sg", "nope"), (0, Some(3)));
+    assert_eq!(delete_offsets(&mut c, "sg", "q"), (0, Some(0)));
     // Nothing left of the group: GROUP_ID_NOT_FOUND.
     assert_eq!(describe_offsets(&mut c, "sg"), Err(69));
 }
@@ -731,15 +756,19 @@ fn share_group_offsets_apis_check_kafkas_acls() {
     );
 
     let mut nobody = login(addr, "PLAIN", "nobody", "n").unwrap();
-    assert_eq!(describe_topics(&mut nobody, "sg", Some(&["q"])).0, gaf);
-    assert_eq!(describe_topics(&mut nobody, "sg", None).0, gaf);
+    assert_eq!(
+        describe_topics(&mut nobody, "sg", Some(&["q"])),
+        (gaf, vec![])
+    );
+    assert_eq!(describe_topics(&mut nobody, "sg", None), (gaf, vec![]));
     assert_eq!(
         describe_topics(&mut nobody, "no-such-group", None).0,
         gaf,
         "refused before it is looked up"
     );
-    assert_eq!(alter_topics(&mut nobody, "sg", &["q"]).0, gaf);
-    assert_eq!(delete_topics(&mut nobody, "sg", &["q"]).0, gaf);
+    // Refused on the group: the top-level code alone, no topic (Kafka's shape).
+    assert_eq!(alter_topics(&mut nobody, "sg", &["q"]), (gaf, vec![]));
+    assert_eq!(delete_topics(&mut nobody, "sg", &["q"]), (gaf, vec![]));
 
     let mut viewer = login(addr, "PLAIN", "viewer", "v").unwrap();
     // Describe: q as it is, r refused with no topic id; every share-partition: q only.
@@ -758,8 +787,8 @@ fn share_group_offsets_apis_check_kafkas_acls() {
         (0, vec![("q".into(), q, vec![(0, 0)])])
     );
     // Describe on the group is not Read, nor Delete.
-    assert_eq!(alter_topics(&mut viewer, "sg", &["q"]).0, gaf);
-    assert_eq!(delete_topics(&mut viewer, "sg", &["q"]).0, gaf);
+    assert_eq!(alter_topics(&mut viewer, "sg", &["q"]), (gaf, vec![]));
+    assert_eq!(delete_topics(&mut viewer, "sg", &["q"]), (gaf, vec![]));
 
     let mut operator = login(addr, "PLAIN", "operator", "o").unwrap();
     // Read on the group implies Describe; Describe on r suffices to describe it.
@@ -863,5 +892,93 @@ fn deleting_a_share_group_or_its_topic_deletes_the_share_state() {
     assert_eq!(
         share_fetch_q(&mut c, "sg", id, "m3", 0, 0),
         vec![(0, 1), (1, 1)]
+    );
+}
+
+/// `share.isolation.level` (KIP-932): q-0 holds, by offset, 0 plain "a", 1-2 producer
+/// 7's records then its ABORT at 5, 3 producer 8's record then its COMMIT at 6, 4
+/// producer 9's record of a transaction still open, 7 plain "d". A read_committed group
+/// ends at the last stable offset (4) and never gets aborted records; a
+/// read_uncommitted one (the default) gets every data record, never a marker.
+#[test]
+fn a_read_committed_share_group_gets_only_committed_records() {
+    use crate::record::{Compression, EndTxnMarker, test_batch};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::builder(dir.path())
+        .group_initial_rebalance_delay(std::time::Duration::ZERO)
+        .open()
+        .unwrap();
+    let server = crate::server::Server::builder(broker.clone())
+        .listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    create_topic(&mut c, "q", 1);
+    let id = super::tests_api::topic_ids(&mut c, &["q"])[0].1;
+    let p = broker.topic("q").unwrap().partition(0).unwrap();
+    let log = p.log();
+    // The records, and the transaction markers the coordinator writes.
+    let append = |txn: Option<i64>, values: &[&str]| {
+        let batch = test_batch(txn, Compression::None, values);
+        p.append_batch(&batch).unwrap();
+    };
+    let end = |producer: i64, marker: EndTxnMarker| {
+        log.append_end_txn_marker(producer, 0, marker, 1).unwrap();
+    };
+    append(None, &["a"]);
+    append(Some(7), &["b1", "b2"]);
+    append(Some(8), &["c1"]);
+    append(Some(9), &["open"]);
+    end(7, EndTxnMarker::abort(0));
+    end(8, EndTxnMarker::commit(0));
+    append(None, &["d"]);
+
+    assert_eq!(
+        set_group_config(&mut c, "committed", "share.isolation.level", "committed"),
+        40
+    );
+    for (group, level) in [
+        ("committed", "read_committed"),
+        ("uncommitted", "read_uncommitted"),
+    ] {
+        for (key, value) in [
+            ("share.auto.offset.reset", "earliest"),
+            ("share.isolation.level", level),
+        ] {
+            assert_eq!(set_group_config(&mut c, group, key, value), 0, "{key}");
+        }
+    }
+    let offsets = |got: Vec<(i64, i16)>| got.into_iter().map(|(o, _)| o).collect::<Vec<_>>();
+    join_q(&mut c, "committed");
+    // "a", then "c1" (committed) past the aborted 1-2; the open transaction at 4 ends
+    // the read.
+    assert_eq!(
+        offsets(share_fetch_q(&mut c, "committed", id, "m1", 0, 0)),
+        vec![0, 3]
+    );
+    assert!(share_fetch_q(&mut c, "committed", id, "m1", 1, 0).is_empty());
+    join_q(&mut c, "uncommitted");
+    assert_eq!(
+        offsets(share_fetch_q(&mut c, "uncommitted", id, "m1", 0, 0)),
+        vec![0, 1, 2, 3, 4, 7]
+    );
+
+    // The open transaction aborts: the committed group goes on past it, skipping it
+    // and the markers after it, even reading one batch at a time.
+    end(9, EndTxnMarker::abort(0));
+    append(None, &["e"]);
+    let one_batch = share_fetch_q_bytes(&mut c, ("committed", "m1"), id, 2, 0, 1);
+    assert_eq!(offsets(one_batch), vec![7]);
+    assert_eq!(
+        offsets(share_fetch_q(&mut c, "committed", id, "m1", 3, 0)),
+        vec![9]
+    );
+    assert_eq!(
+        describe_group_config(&mut c, "other", "share.isolation.level"),
+        (Some("read_uncommitted".into()), 5)
+    );
+    assert_eq!(
+        describe_group_config(&mut c, "committed", "share.isolation.level"),
+        (Some("read_committed".into()), 8)
     );
 }

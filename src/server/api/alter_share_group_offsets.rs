@@ -3,8 +3,9 @@
 //! sends): each starts there again with no record in flight, at the next state epoch.
 //! Needs Read on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 //! (TOPIC_AUTHORIZATION_FAILED for its partitions). A group with members answers
-//! NON_EMPTY_GROUP, one with neither members nor state GROUP_ID_NOT_FOUND (top level and
-//! for each partition, as Kafka); a partition that does not exist
+//! NON_EMPTY_GROUP, one with neither members nor state GROUP_ID_NOT_FOUND; a refusal of
+//! the group (these, or its authorization) is answered at the top level alone, with no
+//! topic, as Kafka's error response. A partition that does not exist is
 //! UNKNOWN_TOPIC_OR_PARTITION, a negative start offset INVALID_REQUEST.
 
 use kafka_protocol::messages::alter_share_group_offsets_response::{
@@ -66,13 +67,19 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             }
         }
     }
+    // A group-level refusal is the top-level code alone, with no partition (Kafka's
+    // error response).
+    if let Some((code, message)) = top {
+        return req.respond(
+            &AlterShareGroupOffsetsResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(kstr(message))),
+        );
+    }
     let backend = ctx.backend();
     let mut by_topic: std::collections::BTreeMap<String, Vec<Partition>> = Default::default();
     for (t, p, _, refusal) in asked {
-        let (code, message) = top
-            .clone()
-            .or(refusal)
-            .map_or((0, None), |(c, m)| (c, Some(kstr(m))));
+        let (code, message) = refusal.map_or((0, None), |(c, m)| (c, Some(kstr(m))));
         by_topic.entry(t).or_default().push(
             Partition::default()
                 .with_partition_index(p)
@@ -89,11 +96,5 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partitions(partitions)
         })
         .collect();
-    let (code, message) = top.map_or((0, None), |(c, m)| (c, Some(kstr(m))));
-    req.respond(
-        &AlterShareGroupOffsetsResponse::default()
-            .with_error_code(code)
-            .with_error_message(message)
-            .with_responses(responses),
-    )
+    req.respond(&AlterShareGroupOffsetsResponse::default().with_responses(responses))
 }

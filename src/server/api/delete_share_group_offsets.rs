@@ -2,9 +2,11 @@
 //! share-partitions of whole topics (KIP-932; the group must have no member): the next
 //! fetch of one starts as on a share-partition never read (`share.auto.offset.reset`).
 //! Needs Delete on the group (GROUP_AUTHORIZATION_FAILED) and Read on each topic
-//! (TOPIC_AUTHORIZATION_FAILED, with the zero topic id). A group with members answers NON_EMPTY_GROUP, one with
-//! neither members nor state GROUP_ID_NOT_FOUND (top level and for each topic); a topic
-//! that does not exist UNKNOWN_TOPIC_OR_PARTITION.
+//! (TOPIC_AUTHORIZATION_FAILED, with the zero topic id). A group with members answers
+//! NON_EMPTY_GROUP, one with neither members nor state GROUP_ID_NOT_FOUND; a refusal of
+//! the group (these, or its authorization) is answered at the top level alone, with no
+//! topic, as Kafka's error response. A topic that does not exist is
+//! UNKNOWN_TOPIC_OR_PARTITION.
 
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
 use kafka_protocol::messages::{
@@ -52,14 +54,20 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             }
         }
     }
+    // A group-level refusal is the top-level code alone, with no topic (Kafka's error
+    // response).
+    if let Some((code, message)) = top {
+        return req.respond(
+            &DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(kstr(message))),
+        );
+    }
     let backend = ctx.backend();
     let responses = asked
         .into_iter()
         .map(|(t, refusal)| {
-            let (code, message) = top
-                .clone()
-                .or(refusal)
-                .map_or((0, None), |(c, m)| (c, Some(kstr(m))));
+            let (code, message) = refusal.map_or((0, None), |(c, m)| (c, Some(kstr(m))));
             // A topic the client may not read is named with Kafka's zero id.
             let id = if ctx.permits(AclOperation::Read, ResourceType::Topic, &t) {
                 topic_id(backend, &t)
@@ -73,11 +81,5 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_error_message(message)
         })
         .collect();
-    let (code, message) = top.map_or((0, None), |(c, m)| (c, Some(kstr(m))));
-    req.respond(
-        &DeleteShareGroupOffsetsResponse::default()
-            .with_error_code(code)
-            .with_error_message(message)
-            .with_responses(responses),
-    )
+    req.respond(&DeleteShareGroupOffsetsResponse::default().with_responses(responses))
 }

@@ -4,7 +4,9 @@
 //! Acknowledgements of earlier records may come along (not with epoch 0: INVALID_REQUEST),
 //! each partition's outcome in `acknowledge_error_code`; epoch -1 closes the session,
 //! releasing what the member still holds. Records are read from the
-//! share-partition's first available one up to the high watermark; the ones acquired
+//! share-partition's first available one up to the high watermark, or, for a group whose
+//! `share.isolation.level` is `read_committed`, up to the last stable offset without
+//! the records of aborted transactions (control batches are never acquired); the ones acquired
 //! travel as `acquired_records` ranges with their delivery counts next to the record
 //! batches holding them (the client delivers only acquired offsets). With nothing to
 //! acquire the request waits up to `max_wait_ms`, woken by an append to its partitions,
@@ -29,17 +31,22 @@ use super::share_acknowledge::{AckBatches, acknowledge, ids};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::coordinator::{AcquiredRecord, ShareCoordinator};
 use crate::error::{Error, Result, ShareError};
+use crate::record::Batch;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::backend::Backend;
 use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::{by_id, topic_id, topics_with_counts};
-use crate::storage::ReadLimit;
+use crate::storage::{AbortedTxn, ReadLimit};
 use crate::topic::Signal;
 
 /// Records acquired per request when the client sets no limit (Kafka's
 /// `max.poll.records` default).
 const DEFAULT_MAX_RECORDS: usize = 500;
+
+/// Reads of one partition per pass that may find nothing to deliver (only aborted
+/// records or markers) before the pass moves on.
+const MAX_EMPTY_READS: usize = 8;
 
 fn refusal(code: i16, message: String) -> ShareFetchResponse {
     ShareFetchResponse::default()
@@ -77,7 +84,9 @@ struct Fetcher<'a> {
 
 impl Fetcher<'_> {
     /// Acquires up to `room` records of `topic`-`partition`: the batches read and
-    /// what was acquired of them (nothing when there is nothing to acquire).
+    /// what was acquired of them (nothing when there is nothing to acquire). A read
+    /// that found nothing to deliver (aborted records, markers) but moved the
+    /// share-partition on is followed by the next, a bounded number of times.
     fn partition(
         &self,
         topic: &str,
@@ -85,31 +94,74 @@ impl Fetcher<'_> {
         max_bytes: usize,
         room: usize,
     ) -> Result<(Bytes, Vec<AcquiredRecord>)> {
+        let mut last_from = None;
+        for _ in 0..MAX_EMPTY_READS {
+            let read = self.read_once(topic, partition, max_bytes, room)?;
+            if !read.nothing_to_deliver || last_from == Some(read.from) {
+                return Ok((read.records, read.acquired));
+            }
+            last_from = Some(read.from);
+        }
+        Ok((Bytes::new(), Vec::new()))
+    }
+
+    /// One read of [`partition`](Self::partition).
+    fn read_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        max_bytes: usize,
+        room: usize,
+    ) -> Result<OneRead> {
+        let nothing = |from| OneRead {
+            from,
+            records: Bytes::new(),
+            acquired: Vec::new(),
+            nothing_to_deliver: false,
+        };
         let p = self.backend.partition(topic, partition)?;
-        let end = p.high_watermark();
+        let configs = self.backend.group_configs();
+        // A read_committed group (`share.isolation.level`) reads up to the last stable
+        // offset, a read_uncommitted one up to the high watermark.
+        let committed = configs.is_some_and(|c| c.share_reads_committed(self.group));
+        let end = if committed {
+            p.last_stable_offset()?
+        } else {
+            p.high_watermark()
+        };
         let now = Instant::now();
         let share = self.share;
         // A share-partition read for the first time starts as the group's
         // `share.auto.offset.reset` says: the log's end (latest, the default) or start.
-        let earliest = self
-            .backend
-            .group_configs()
-            .is_some_and(|c| c.share_reads_from_earliest(self.group));
+        let earliest = configs.is_some_and(|c| c.share_reads_from_earliest(self.group));
         let start = p.log_start_offset();
         let initial = if earliest { start } else { end };
         let from = share.fetch_offset(self.group, topic, partition, start, initial, now)?;
         if from >= end {
-            return Ok((Bytes::new(), Vec::new()));
+            return Ok(nothing(from));
         }
-        let slice = match p.read_bounded(from, max_bytes, ReadLimit::HighWatermark) {
+        let read = if committed {
+            p.read_committed(from, max_bytes).map(|(slice, _)| slice)
+        } else {
+            p.read_bounded(from, max_bytes, ReadLimit::HighWatermark)
+        };
+        let slice = match read {
             Ok(s) => s,
             // Retention removed it meanwhile: the next fetch skips to the log start.
-            Err(Error::OffsetOutOfRange { .. }) => return Ok((Bytes::new(), Vec::new())),
+            Err(Error::OffsetOutOfRange { .. }) => return Ok(nothing(from)),
             Err(e) => return Err(e),
+        };
+        // Control batches are never delivered; read_committed, neither are the records
+        // of aborted transactions (left out, they count as archived: offsets of the read
+        // with no record to deliver).
+        let aborted = if committed && !slice.is_empty() {
+            p.aborted_transactions(from, slice.next_offset())?
+        } else {
+            Vec::new()
         };
         let offsets: Vec<i64> = slice
             .batches()
-            .filter(|b| !b.is_control())
+            .filter(|b| !b.is_control() && !in_aborted(&aborted, b))
             .flat_map(|b| b.base_offset().max(from)..=b.last_offset())
             .collect();
         let acquired = share.acquire(
@@ -122,11 +174,40 @@ impl Fetcher<'_> {
             room,
             now,
         )?;
-        if acquired.is_empty() {
-            return Ok((Bytes::new(), acquired));
-        }
-        Ok((Bytes::copy_from_slice(&slice), acquired))
+        let records = if acquired.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&slice)
+        };
+        Ok(OneRead {
+            from,
+            records,
+            acquired,
+            nothing_to_deliver: offsets.is_empty() && !slice.is_empty(),
+        })
     }
+}
+
+/// What one read of a share-partition gave.
+struct OneRead {
+    /// Where it started.
+    from: i64,
+    /// The batches read, when something of them was acquired.
+    records: Bytes,
+    /// What was acquired.
+    acquired: Vec<AcquiredRecord>,
+    /// It read batches with no record to deliver (only markers or aborted records).
+    nothing_to_deliver: bool,
+}
+
+/// Whether `batch` belongs to one of the `aborted` transactions: a transactional batch
+/// of its producer between its first offset and its ABORT marker.
+fn in_aborted(aborted: &[AbortedTxn], batch: &Batch<'_>) -> bool {
+    batch.is_transactional()
+        && aborted.iter().any(|a| {
+            a.producer_id == batch.producer_id()
+                && (a.first_offset..a.last_offset).contains(&batch.base_offset())
+        })
 }
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
