@@ -440,3 +440,30 @@ fn a_single_node_lists_its_read_only_broker_configs_as_kafka_does() {
     );
     server.shutdown().unwrap();
 }
+
+#[test]
+fn a_nodes_tls_key_is_listed_as_kafka_lists_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/tls");
+    let server = Server::builder(broker)
+        .listen("127.0.0.1:0")
+        .tls(crate::security::TlsSettings::from_pem_files(
+            fixture.join("server.pem"),
+            fixture.join("server.key"),
+        ))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let all = describe_all(&mut c, "0", None);
+    let key = entry(&all, "ssl.keystore.key");
+    assert!(key.is_sensitive && key.read_only, "{key:?}");
+    assert_eq!(key.value, None);
+    assert_eq!(key.config_source, STATIC_BROKER_CONFIG);
+    assert_eq!(key.config_type, 9, "PASSWORD");
+    assert_eq!(
+        synonyms(key),
+        [("ssl.keystore.key".to_string(), None, STATIC_BROKER_CONFIG)]
+    );
+    server.shutdown().unwrap();
+}

@@ -65,7 +65,19 @@ fn broker_throttle_rates_are_set_per_broker_and_cluster_wide_and_described_by_ev
             ("broker,controller".to_string(), ConfigSource::StaticBroker),
             "broker {id}: a voter"
         );
+        // The cluster's settings, the one the test node set too.
+        assert_eq!(
+            get("default.replication.factor"),
+            ("1".to_string(), ConfigSource::Default),
+            "broker {id}"
+        );
+        assert_eq!(
+            get("broker.session.timeout.ms"),
+            (SESSION.as_millis().to_string(), ConfigSource::StaticBroker),
+            "broker {id}"
+        );
         let read_only = |k: &str| configs.iter().find(|e| e.name == k).unwrap().read_only;
+        assert!(read_only("default.replication.factor") && read_only("broker.rack"));
         assert!(read_only("node.id") && read_only("log.dirs") && read_only("listeners"));
         assert!(!read_only(LEADER_THROTTLED_RATE));
     }

@@ -9,6 +9,7 @@
 //! `ssl.keystore.key`) is listed as Kafka lists a PASSWORD: sensitive, with no value.
 
 use super::Ctx;
+use crate::cluster::ClusterConfig;
 use crate::config::BrokerConfig;
 use crate::server::Config;
 
@@ -16,6 +17,7 @@ use crate::server::Config;
 pub(super) const BOOLEAN: i8 = 1;
 pub(super) const STRING: i8 = 2;
 pub(super) const INT: i8 = 3;
+pub(super) const SHORT: i8 = 4;
 pub(super) const LONG: i8 = 5;
 pub(super) const LIST: i8 = 7;
 pub(super) const PASSWORD: i8 = 9;
@@ -228,6 +230,24 @@ fn server_settings(s: &Config) -> Vec<Setting> {
     ]
 }
 
+/// A cluster node's settings: (name, value, type, doc); they stand for the broker's
+/// settings of the same name (the controller places and sizes topics).
+#[rustfmt::skip]
+fn cluster_settings(c: &ClusterConfig) -> Vec<Setting> {
+    vec![
+        ("default.replication.factor", c.default_replication_factor.to_string(), INT, "Replicas of a topic created with -1."),
+        ("min.insync.replicas", c.min_insync_replicas.to_string(), INT, "In-sync replicas an acks=all produce needs."),
+        ("replica.lag.time.max.ms", ms(c.replica_lag_time_max), LONG, "A follower this long behind leaves the ISR, in ms."),
+        ("offsets.topic.replication.factor", c.offsets_topic_replication_factor.to_string(), SHORT, "Replicas of each __consumer_offsets partition."),
+        ("offsets.topic.num.partitions", c.offsets_topic_num_partitions.to_string(), INT, "Partitions of __consumer_offsets, made on first use."),
+        ("num.partitions", c.default_partitions.to_string(), INT, "Partitions of a topic created without a count."),
+        ("auto.leader.rebalance.enable", c.auto_leader_rebalance.to_string(), BOOLEAN, "Whether leaderships move back to preferred replicas."),
+        ("leader.imbalance.check.interval.seconds", c.leader_imbalance_check_interval.as_secs().to_string(), LONG, "How often leader balance is checked, in s."),
+        ("leader.imbalance.per.broker.percentage", c.leader_imbalance_per_broker_percentage.to_string(), INT, "Share of a broker's leaderships not preferred before a rebalance, in %."),
+        ("broker.session.timeout.ms", ms(c.session_timeout), INT, "A broker not heard from this long is fenced, in ms."),
+    ]
+}
+
 /// The read-only broker configs of this node, by name.
 pub(super) fn static_configs(ctx: &Ctx<'_>) -> Vec<StaticConfig> {
     let config = &ctx.shared.config;
@@ -262,15 +282,12 @@ pub(super) fn static_configs(ctx: &Ctx<'_>) -> Vec<StaticConfig> {
             LIST,
             "The listeners, NAME://HOST:PORT.",
         ),
-        StaticConfig {
-            default: Some(("advertised.listeners", None)),
-            ..fixed(
-                "advertised.listeners",
-                config.advertised.clone(),
-                LIST,
-                "The addresses given to clients (none: each listener's).",
-            )
-        },
+        unset_by_default(fixed(
+            "advertised.listeners",
+            config.advertised.clone(),
+            LIST,
+            "The addresses given to clients (none: each listener's).",
+        )),
     ];
     let dirs: Vec<String> = ctx
         .backend()
@@ -305,6 +322,34 @@ pub(super) fn static_configs(ctx: &Ctx<'_>) -> Vec<StaticConfig> {
             broker_settings(&BrokerConfig::default()),
         ));
     }
+    if let Some(cluster) = ctx.backend().cluster().and_then(|c| c.cluster_config()) {
+        let mine = with_defaults(
+            cluster_settings(cluster),
+            cluster_settings(&ClusterConfig::new(
+                cluster.node_id,
+                Vec::new(),
+                String::new(),
+            )),
+        );
+        for c in mine {
+            out.retain(|o| o.name != c.name);
+            out.push(c);
+        }
+        out.push(unset_by_default(fixed(
+            "broker.rack",
+            cluster.rack.clone(),
+            STRING,
+            "This broker's rack.",
+        )));
+        if let Some(name) = &cluster.inter_broker_listener {
+            out.push(fixed(
+                "inter.broker.listener.name",
+                Some(name.clone()),
+                STRING,
+                "The listener replica fetchers use.",
+            ));
+        }
+    }
     out.sort_by_key(|c| c.name);
     out
 }
@@ -326,6 +371,14 @@ fn with_defaults(now: Vec<Setting>, defaults: Vec<Setting>) -> impl Iterator<Ite
                 doc,
             },
         )
+}
+
+/// `config` with a default of none (Kafka's null).
+fn unset_by_default(config: StaticConfig) -> StaticConfig {
+    StaticConfig {
+        default: Some((config.name, None)),
+        ..config
+    }
 }
 
 /// A config with no default.
