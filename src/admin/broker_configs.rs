@@ -53,10 +53,11 @@ impl AdminClient {
         check(resource, res.error_code, res.error_message.as_ref()).map_err(Error::from)
     }
 
-    /// The dynamic broker configs of `broker` as it sees them (DescribeConfigs of its
-    /// BROKER resource, asked of that broker): each value with its source
+    /// The broker configs of `broker` as it sees them (DescribeConfigs of its BROKER
+    /// resource, asked of that broker): the dynamic ones, each value with its source
     /// ([`ConfigSource::DynamicBroker`], [`ConfigSource::DynamicDefaultBroker`] or
-    /// [`ConfigSource::Default`]).
+    /// [`ConfigSource::Default`]), and the read-only ones it was started with
+    /// ([`ConfigSource::StaticBroker`] or [`ConfigSource::Default`], `read_only`).
     pub fn describe_broker_configs(&self, broker: i32) -> Result<Vec<ConfigEntry>> {
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()

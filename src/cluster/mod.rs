@@ -466,8 +466,7 @@ impl ClusterNode {
         self.config.inter_broker_listener.as_deref()
     }
 
-    #[cfg(test)]
-    /// The node's settings.
+    /// The node's settings (the read-only broker configs DescribeConfigs lists).
     pub(crate) fn config(&self) -> &ClusterConfig {
         &self.config
     }

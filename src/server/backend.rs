@@ -96,6 +96,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn group_configs(&self) -> Option<&dyn crate::coordinator::group_configs::GroupConfigStore> {
         None
     }
+    /// The settings the broker was opened with (the read-only configs of DescribeConfigs'
+    /// BROKER resource), single node or cluster node alike.
+    fn broker_config(&self) -> Option<&crate::config::BrokerConfig> {
+        None
+    }
     /// A single node's dynamic broker configs (the BROKER resource of DescribeConfigs,
     /// AlterConfigs and IncrementalAlterConfigs), kept in its data directory; None on a
     /// cluster node, which keeps them in the metadata image.

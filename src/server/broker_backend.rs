@@ -115,6 +115,10 @@ impl Backend for BrokerBackend {
         self.group_configs.as_deref()
     }
 
+    fn broker_config(&self) -> Option<&crate::config::BrokerConfig> {
+        Some(self.broker.config())
+    }
+
     fn node_broker_configs(&self) -> Option<&super::node_broker_configs::NodeBrokerConfigs> {
         self.broker_configs.as_deref()
     }

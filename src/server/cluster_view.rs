@@ -187,6 +187,10 @@ pub(crate) trait ClusterView: Send + Sync {
         let _ = (topic, partition, replica, throttled);
         None
     }
+    /// The settings this node was started with (None: a test double).
+    fn cluster_config(&self) -> Option<&crate::cluster::ClusterConfig> {
+        None
+    }
     /// The dynamic broker configs (KIP-73's replication throttle rates), None if this
     /// cluster keeps none.
     fn broker_configs(&self) -> Option<crate::cluster::image::BrokerConfigs> {
@@ -358,6 +362,9 @@ impl ClusterView for ClusterNode {
     }
     fn partition_admin(&self) -> Option<&dyn super::partition_admin::PartitionAdmin> {
         Some(self)
+    }
+    fn cluster_config(&self) -> Option<&crate::cluster::ClusterConfig> {
+        Some(self.config())
     }
     fn broker_configs(&self) -> Option<crate::cluster::image::BrokerConfigs> {
         Some(self.image().broker_configs.clone())

@@ -94,6 +94,9 @@ pub(crate) struct Config {
     /// [`ServerBuilder::start`]; a listener without one answers with the address the
     /// client connected to.
     pub advertised_listeners: Vec<(String, Option<advertised::Advertised>)>,
+    /// Kafka's `listeners` as bound (`NAME://HOST:PORT,...`), set by
+    /// [`ServerBuilder::start`].
+    pub listeners: String,
     /// Most connections served at once.
     pub max_connections: usize,
     /// Most connections served at once from one client address (Kafka's
@@ -146,6 +149,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised: None,
             advertised_listeners: Vec::new(),
+            listeners: String::new(),
             max_connections: 10_000,
             max_connections_per_ip: usize::MAX,
             max_connections_per_ip_overrides: String::new(),
@@ -792,6 +796,11 @@ impl ServerBuilder {
             None => vec![None; names.len()],
         };
         self.config.advertised_listeners = names.iter().cloned().zip(advertised).collect();
+        self.config.listeners = bound
+            .iter()
+            .map(|(name, _, addr)| format!("{name}://{addr}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let cluster = self.start_cluster(&bound)?;
         let security = match self.security(tls, cluster.as_ref()) {
             Ok(s) => s,

@@ -42,11 +42,11 @@ fn node(dir: &std::path::Path) -> (ServerHandle, crate::broker::Broker) {
     (server, broker)
 }
 
-/// Each key with its value and source.
+/// Each dynamic key with its value and source.
 type Described = Vec<(String, String, i8)>;
 
-/// DescribeConfigs v3 of broker resource `name`: its configs, or the error code and
-/// message.
+/// DescribeConfigs v3 of broker resource `name`: its dynamic configs, or the error code
+/// and message.
 fn describe(c: &mut Client, name: &str) -> Result<Described, (i16, String)> {
     let req = DescribeConfigsRequest::default().with_resources(vec![
         describe_configs_request::DescribeConfigsResource::default()
@@ -64,8 +64,8 @@ fn describe(c: &mut Client, name: &str) -> Result<Described, (i16, String)> {
     }
     Ok(r.configs
         .iter()
+        .filter(|c| !c.read_only)
         .map(|c| {
-            assert!(!c.read_only, "{c:?}");
             (
                 c.name.to_string(),
                 c.value.as_deref().unwrap_or("").to_string(),
@@ -121,11 +121,12 @@ fn a_single_node_describes_and_alters_its_dynamic_broker_configs_and_keeps_them(
     let dir = tempfile::tempdir().unwrap();
     let (server, broker) = node(dir.path());
     let mut c = Client::connect(server.local_addr());
-    // Nothing set: the three dynamic keys at Kafka's default, for the node and for "".
+    // Nothing set: the three dynamic keys at Kafka's default (by name), for the node
+    // and for "".
     for name in ["0", ""] {
         assert_eq!(
             describe(&mut c, name).unwrap(),
-            [LEADER_RATE, FOLLOWER_RATE, MOVE_RATE]
+            [FOLLOWER_RATE, LEADER_RATE, MOVE_RATE]
                 .map(|k| (k.to_string(), UNLIMITED.to_string(), DEFAULT_CONFIG))
                 .to_vec(),
         );
@@ -229,6 +230,240 @@ fn a_single_node_refuses_what_a_cluster_refuses_with_a_message() {
     assert_eq!(
         value(&mut c, "0", MOVE_RATE),
         (UNLIMITED.into(), DEFAULT_CONFIG)
+    );
+    server.shutdown().unwrap();
+}
+
+/// DescribeConfigs v4 of broker resource `name` with synonyms and documentation, only
+/// `keys` if given: the result.
+fn describe_all(
+    c: &mut Client,
+    name: &str,
+    keys: Option<&[&str]>,
+) -> describe_configs_response::DescribeConfigsResult {
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_include_documentation(true)
+        .with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(BROKER)
+                .with_resource_name(s(name))
+                .with_configuration_keys(keys.map(|k| k.iter().map(|k| s(k)).collect())),
+        ]);
+    let r: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &req);
+    r.results.into_iter().next().unwrap()
+}
+
+/// The entry of `key` in `result`.
+fn entry<'a>(
+    result: &'a describe_configs_response::DescribeConfigsResult,
+    key: &str,
+) -> &'a describe_configs_response::DescribeConfigsResourceResult {
+    result
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == key)
+        .unwrap_or_else(|| panic!("{key} missing from {result:?}"))
+}
+
+/// Each synonym's name, value and source.
+fn synonyms(
+    e: &describe_configs_response::DescribeConfigsResourceResult,
+) -> Vec<(String, Option<String>, i8)> {
+    e.synonyms
+        .iter()
+        .map(|s| {
+            (
+                s.name.to_string(),
+                s.value.as_deref().map(String::from),
+                s.source,
+            )
+        })
+        .collect()
+}
+
+const STATIC_BROKER_CONFIG: i8 = 4;
+
+#[test]
+fn a_single_node_lists_its_read_only_broker_configs_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::builder(dir.path())
+        .default_partitions(3)
+        .open()
+        .unwrap();
+    let server = Server::builder(broker.clone())
+        .listen("127.0.0.1:0")
+        .fetch_max_bytes(2 * 1024 * 1024)
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let all = describe_all(&mut c, "0", None);
+    assert_eq!(all.error_code, 0, "{all:?}");
+    let names: Vec<&str> = all.configs.iter().map(|c| c.name.as_str()).collect();
+    for key in [
+        "node.id",
+        "broker.id",
+        "process.roles",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.retention.ms",
+        "log.segment.bytes",
+        "message.max.bytes",
+        "socket.request.max.bytes",
+        "group.initial.rebalance.delay.ms",
+        "offsets.topic.num.partitions",
+        "transaction.state.log.num.partitions",
+        "max.request.partition.size.limit",
+        LEADER_RATE,
+        MOVE_RATE,
+    ] {
+        assert!(names.contains(&key), "{key} missing from {names:?}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted, names, "each once, by name");
+    // Settings with no default: read-only, STATIC_BROKER_CONFIG, documented.
+    let node_id = entry(&all, "node.id");
+    assert_eq!(node_id.value.as_deref(), Some("0"));
+    assert!(node_id.read_only && !node_id.is_sensitive);
+    assert_eq!(node_id.config_source, STATIC_BROKER_CONFIG);
+    assert_eq!(node_id.config_type, 3, "INT");
+    assert!(
+        node_id
+            .documentation
+            .as_deref()
+            .is_some_and(|d| !d.is_empty())
+    );
+    assert_eq!(
+        synonyms(node_id),
+        [(
+            "node.id".to_string(),
+            Some("0".to_string()),
+            STATIC_BROKER_CONFIG
+        )]
+    );
+    assert_eq!(
+        entry(&all, "process.roles").value.as_deref(),
+        Some("broker,controller")
+    );
+    assert_eq!(
+        entry(&all, "listeners").value.as_deref(),
+        Some(format!("PLAINTEXT://{}", server.local_addr()).as_str())
+    );
+    assert_eq!(
+        entry(&all, "log.dirs").value.as_deref(),
+        Some(dir.path().display().to_string().as_str())
+    );
+    // Set at start: STATIC, then the default as its synonyms.
+    let partitions = entry(&all, "num.partitions");
+    assert_eq!(
+        (partitions.value.as_deref(), partitions.config_source),
+        (Some("3"), STATIC_BROKER_CONFIG)
+    );
+    assert_eq!(
+        synonyms(partitions),
+        [
+            (
+                "num.partitions".into(),
+                Some("3".into()),
+                STATIC_BROKER_CONFIG
+            ),
+            ("num.partitions".into(), Some("1".into()), DEFAULT_CONFIG),
+        ]
+    );
+    let fetch = entry(&all, "fetch.max.bytes");
+    assert_eq!(
+        (fetch.value.as_deref(), fetch.config_source),
+        (Some("2097152"), STATIC_BROKER_CONFIG)
+    );
+    // At the default: DEFAULT_CONFIG, in Kafka's units.
+    let segment = entry(&all, "log.segment.bytes");
+    assert_eq!(
+        (segment.value.as_deref(), segment.config_source),
+        (Some("1073741824"), DEFAULT_CONFIG)
+    );
+    assert!(segment.read_only);
+    assert_eq!(
+        entry(&all, "log.retention.ms").value.as_deref(),
+        Some("604800000")
+    );
+    assert_eq!(
+        entry(&all, "group.initial.rebalance.delay.ms")
+            .value
+            .as_deref(),
+        Some("3000")
+    );
+    // The dynamic ones are not read-only, with their default as synonym.
+    let leader = entry(&all, LEADER_RATE);
+    assert!(!leader.read_only);
+    assert_eq!(
+        synonyms(leader),
+        [(LEADER_RATE.into(), Some(UNLIMITED.into()), DEFAULT_CONFIG)]
+    );
+    // config_names filters; synonyms and documentation only when asked.
+    let some = describe_all(&mut c, "0", Some(&["node.id", LEADER_RATE, "nope"]));
+    let names: Vec<&str> = some.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["leader.replication.throttled.rate", "node.id"]);
+    let plain = describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(BROKER)
+        .with_resource_name(s("0"))
+        .with_configuration_keys(Some(vec![s("node.id")]));
+    let r: DescribeConfigsResponse = c.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![plain]),
+    );
+    let e = &r.results[0].configs[0];
+    assert!(e.synonyms.is_empty() && e.documentation.is_none(), "{e:?}");
+    // The cluster-wide default level ("") has no read-only configs.
+    let default_level = describe_all(&mut c, "", None);
+    assert!(
+        default_level.configs.iter().all(|c| !c.read_only),
+        "{default_level:?}"
+    );
+    // A read-only one cannot be changed, as Kafka says it.
+    for key in ["node.id", "num.partitions"] {
+        let (code, message) = alter(&mut c, "0", &[(key, Some("3"))], false);
+        assert_eq!(code, ResponseError::InvalidConfig.code(), "{message}");
+        assert!(
+            message.contains(&format!("Cannot update these configs dynamically: {key}")),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        entry(&describe_all(&mut c, "0", None), "num.partitions")
+            .value
+            .as_deref(),
+        Some("3")
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_nodes_tls_key_is_listed_as_kafka_lists_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/tls");
+    let server = Server::builder(broker)
+        .listen("127.0.0.1:0")
+        .tls(crate::security::TlsSettings::from_pem_files(
+            fixture.join("server.pem"),
+            fixture.join("server.key"),
+        ))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let all = describe_all(&mut c, "0", None);
+    let key = entry(&all, "ssl.keystore.key");
+    assert!(key.is_sensitive && key.read_only, "{key:?}");
+    assert_eq!(key.value, None);
+    assert_eq!(key.config_source, STATIC_BROKER_CONFIG);
+    assert_eq!(key.config_type, 9, "PASSWORD");
+    assert_eq!(
+        synonyms(key),
+        [("ssl.keystore.key".to_string(), None, STATIC_BROKER_CONFIG)]
     );
     server.shutdown().unwrap();
 }

@@ -1,6 +1,6 @@
 """Dynamic broker configs of a single `tidelog serve` through Kafka's admin clients:
 confluent-kafka's describe_configs and incremental_alter_configs on the node's BROKER
-resource ("0"), kafka-python's describe_configs (modified and dynamic keys) and
+resource ("0", with the read-only `node.id` it was started with), kafka-python's describe_configs (modified and dynamic keys) and
 alter_configs (the older AlterConfigs, which replaces the resource's settings); a key
 that cannot change while the broker runs and a bad value are refused with Kafka's
 errors (the clients send another broker's resource to that broker). Everything set is
@@ -64,6 +64,11 @@ def expect(got, want, what):
 
 
 before = describe("0")
+# The settings the node started with are listed too, read-only, as Kafka lists them.
+node_res = ConfigResource(ResourceType.BROKER, "0")
+node_id = admin.describe_configs([node_res])[node_res].result(30)["node.id"]
+expect((node_id.value, node_id.is_read_only, ConfigSource(node_id.source)),
+       ("0", True, ConfigSource.STATIC_BROKER_CONFIG), "node.id")
 for key in (LEADER, FOLLOWER, MOVE):
     expect(before.get(key), (UNLIMITED, ConfigSource.DEFAULT_CONFIG), "default " + key)
 

@@ -91,7 +91,7 @@ pub(crate) fn validate_change(key: &str, value: Option<&str>) -> Result<()> {
         return Err(Error::InvalidConfig {
             key: key.to_string(),
             reason: format!(
-                "not a dynamic broker config; the broker configs that can be changed while the cluster runs are {}",
+                "Cannot update these configs dynamically: {key} (the broker configs that can be changed while the broker runs are {})",
                 DYNAMIC_BROKER_KEYS.join(", ")
             ),
         });

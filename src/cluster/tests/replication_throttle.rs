@@ -1,5 +1,6 @@
 //! KIP-73 on an in-process cluster: dynamic broker configs set and described through
-//! the admin client over the wire, seen alike by every node, and a reassignment under a
+//! the admin client over the wire, seen alike by every node (each also listing its own
+//! read-only configs), and a reassignment under a
 //! small replication throttle that moves its data at a bounded rate and completes.
 
 use kafka_protocol::messages::AlterConfigsRequest;
@@ -53,6 +54,32 @@ fn broker_throttle_rates_are_set_per_broker_and_cluster_wide_and_described_by_ev
             ("2000".to_string(), ConfigSource::DynamicDefaultBroker),
             "broker {id}"
         );
+        // Each node lists its own read-only configs beside the dynamic ones.
+        assert_eq!(
+            get("node.id"),
+            (id.to_string(), ConfigSource::StaticBroker),
+            "broker {id}"
+        );
+        assert_eq!(
+            get("process.roles"),
+            ("broker,controller".to_string(), ConfigSource::StaticBroker),
+            "broker {id}: a voter"
+        );
+        // The cluster's settings, the one the test node set too.
+        assert_eq!(
+            get("default.replication.factor"),
+            ("1".to_string(), ConfigSource::Default),
+            "broker {id}"
+        );
+        assert_eq!(
+            get("broker.session.timeout.ms"),
+            (SESSION.as_millis().to_string(), ConfigSource::StaticBroker),
+            "broker {id}"
+        );
+        let read_only = |k: &str| configs.iter().find(|e| e.name == k).unwrap().read_only;
+        assert!(read_only("default.replication.factor") && read_only("broker.rack"));
+        assert!(read_only("node.id") && read_only("log.dirs") && read_only("listeners"));
+        assert!(!read_only(LEADER_THROTTLED_RATE));
     }
     // Not a dynamic broker config, a bad rate, a list operation: INVALID_CONFIG, and
     // nothing changes.

@@ -3,7 +3,9 @@
 //! names and values; the settings the topic overrides have source DYNAMIC_TOPIC_CONFIG,
 //! the others DEFAULT_CONFIG); a broker resource answers the dynamic broker configs, a
 //! single node's or its cluster's (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
-//! or DEFAULT_CONFIG; see `broker_configs.rs`).
+//! or DEFAULT_CONFIG; see `broker_configs.rs`), and for this node's id also the
+//! read-only ones it was started with (`static_broker_configs.rs`), with synonyms and
+//! documentation when asked.
 //!
 //! As in Kafka: a topic with an invalid name is INVALID_TOPIC_EXCEPTION, an unknown one
 //! UNKNOWN_TOPIC_OR_PARTITION; a broker resource must name this node's id (or be empty),
@@ -83,6 +85,7 @@ fn group_configs(ctx: &Ctx<'_>, group: &str) -> Result<(Settings, Settings), (i1
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: DescribeConfigsRequest = req.decode()?;
+    let (synonyms, documentation) = (request.include_synonyms, request.include_documentation);
     let results = request
         .resources
         .into_iter()
@@ -91,8 +94,6 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             let mut overridden = Vec::new();
-            // Per-setting sources of a cluster's dynamic broker configs.
-            let mut broker_sources: Vec<(String, i8)> = Vec::new();
             let (kind, name) = match r.resource_type {
                 BROKER => (ResourceType::Cluster, CLUSTER_RESOURCE_NAME),
                 GROUP => (ResourceType::Group, r.resource_name.as_str()),
@@ -108,28 +109,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         pairs
                     })
                     .map_err(|e| (error_code(&e), e.to_string())),
-                BROKER => {
-                    let id = ctx.backend().cluster().map_or(NODE_ID, |c| c.node_id());
-                    let name = r.resource_name.as_str();
-                    if name.is_empty() || name.parse::<i32>() == Ok(id) {
-                        match broker_configs::kept(ctx) {
-                            Some(configs) => broker_configs::describe(&configs, name).map(|l| {
-                                l.into_iter()
-                                    .map(|(k, v, source)| {
-                                        broker_sources.push((k.clone(), source));
-                                        (k, v)
-                                    })
-                                    .collect()
-                            }),
-                            None => Ok(Vec::new()),
-                        }
-                    } else {
-                        Err((
-                            ResponseError::InvalidRequest.code(),
-                            format!("unexpected broker id {name:?}: this is broker {id}"),
-                        ))
-                    }
-                }
+                BROKER => Ok(Vec::new()),
                 GROUP => group_configs(ctx, &r.resource_name).map(|(pairs, o)| {
                     overridden = o;
                     pairs
@@ -144,27 +124,32 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             } else {
                 TOPIC_CONFIG
             };
-            match pairs {
-                Ok(pairs) => result.with_configs(
-                    pairs
+            let configs = pairs.and_then(|pairs| {
+                if r.resource_type == BROKER {
+                    return broker(ctx, r.resource_name.as_str(), synonyms, documentation);
+                }
+                Ok(pairs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let source = match config_source(&k, &overridden) {
+                            TOPIC_CONFIG => override_source,
+                            default => default,
+                        };
+                        DescribeConfigsResourceResult::default()
+                            .with_name(kstr(k))
+                            .with_value(Some(kstr(v)))
+                            .with_config_source(source)
+                    })
+                    .collect())
+            });
+            match configs {
+                Ok(configs) => result.with_configs(
+                    configs
                         .into_iter()
-                        .filter(|(k, _)| {
+                        .filter(|c| {
                             r.configuration_keys
                                 .as_ref()
-                                .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
-                        })
-                        .map(|(k, v)| {
-                            let source = match broker_sources.iter().find(|(b, _)| *b == k) {
-                                Some((_, source)) => *source,
-                                None => match config_source(&k, &overridden) {
-                                    TOPIC_CONFIG => override_source,
-                                    default => default,
-                                },
-                            };
-                            DescribeConfigsResourceResult::default()
-                                .with_name(kstr(k))
-                                .with_value(Some(kstr(v)))
-                                .with_config_source(source)
+                                .is_none_or(|keys| keys.contains(&c.name))
                         })
                         .collect(),
                 ),
@@ -175,4 +160,24 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
         .collect();
     req.respond(&DescribeConfigsResponse::default().with_results(results))
+}
+
+/// The configs of broker resource `name`: this node's id, or "" (the cluster-wide
+/// default level); another broker's id is INVALID_REQUEST, as Kafka answers a broker
+/// resource only on that broker.
+fn broker(
+    ctx: &Ctx<'_>,
+    name: &str,
+    synonyms: bool,
+    documentation: bool,
+) -> Result<Vec<DescribeConfigsResourceResult>, (i16, String)> {
+    let id = ctx.backend().cluster().map_or(NODE_ID, |c| c.node_id());
+    if !(name.is_empty() || name.parse::<i32>() == Ok(id)) {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            format!("unexpected broker id {name:?}: this is broker {id}"),
+        ));
+    }
+    let kept = broker_configs::kept(ctx);
+    broker_configs::describe(ctx, kept.as_ref(), name, synonyms, documentation)
 }

@@ -70,6 +70,7 @@ mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
 mod share_group_offsets;
+mod static_broker_configs;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
