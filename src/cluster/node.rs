@@ -920,15 +920,19 @@ impl RaftLoop {
                 return;
             }
         } else {
-            match awaited.is_empty() {
-                true => tracing::info!(
+            match (awaited.is_empty(), self.founding_unanimous) {
+                (true, true) => tracing::info!(
                     node = self.me(),
                     "every voter said it knows no cluster id either: founding the cluster"
                 ),
-                false => tracing::info!(
+                (true, false) => tracing::info!(
+                    node = self.me(),
+                    "a peer named the cluster id: this node no longer waits to found the cluster"
+                ),
+                (false, _) => tracing::info!(
                     node = self.me(),
                     waiting_for = ?awaited,
-                    "this node knows no cluster id (its data directory was formatted at this start): it founds the cluster with every voter, and waits to hear from voters {awaited:?} that they know none either. A voter that holds the cluster's metadata names its id; a voter whose data directory was lost must not found a new cluster without it. Start every voter (a directory formatted first, tidelog format --initial-controllers, knows its cluster id and does not wait)"
+                    "this node knows no cluster id (its data directory had no meta.properties at this start, and no peer named one): it founds the cluster with every voter, and waits to hear from voters {awaited:?} that they know none either. A voter that holds the cluster's metadata names its id; a voter whose data directory was lost must not found a new cluster without it. Start every voter (a directory formatted first, tidelog format --initial-controllers, knows its cluster id and does not wait)"
                 ),
             }
             self.awaited_logged = awaited.clone();
