@@ -24,7 +24,13 @@
 //!   it is no wiped voter (a peer's hello names the cluster once it has an id, and comes
 //!   before that peer's Raft messages). Without this, a controller lost before the
 //!   founders' directory ids were recorded would leave no voter willing to elect
-//!   another.
+//!   another;
+//! - a voter that knows no cluster id (its directory was drawn at this start and no
+//!   peer named one) founds a cluster only with every voter: until each voter of its
+//!   voter list said in a hello of this run that it knows no cluster id either, it
+//!   neither campaigns nor answers or counts a vote ([`Standing::awaits_founders`]).
+//!   Nothing tells a wiped directory from a new one; a voter that holds the cluster's
+//!   metadata names its id in its hellos, so while one may be down, the others wait.
 //!
 //! The leader judges its followers' answers too:
 //!
@@ -77,6 +83,10 @@ pub(crate) enum Verdict {
     CapAcknowledgement { peer: i32, index: u64 },
     /// Drop a joiner's granted vote (`peer`, a node id): it is not counted.
     DropJoinerVote { peer: i32 },
+    /// Drop a vote request, a hand-over or a granted vote: this node knows no cluster
+    /// id and has not heard from every voter that it knows none either, so it may not
+    /// found the cluster yet.
+    AwaitFounders,
     /// Drop a follower's rejection: the follower `peer` (a node id) acknowledged
     /// `acknowledged` (committed) in this term, but says its log ends at `hint`. Its
     /// metadata log was lost; this node's next heartbeat tells it so.
@@ -108,6 +118,9 @@ pub(crate) struct Standing {
     /// recorded that directory's id as the sender's: it may be counted as a voter whose
     /// disk was lost, so its acknowledgements and votes count for nothing.
     pub sender_joining: bool,
+    /// This node knows no cluster id and some voter has not said in this run that it
+    /// knows none either: it takes no part in an election.
+    pub awaits_founders: bool,
 }
 
 impl Standing {
@@ -117,6 +130,7 @@ impl Standing {
         from: u64,
         votes_refused: bool,
         sender_joining: bool,
+        awaits_founders: bool,
     ) -> Standing {
         let leads = raft.state == raft::StateRole::Leader;
         Standing {
@@ -126,6 +140,7 @@ impl Standing {
             leads,
             committed: raft.raft_log.committed,
             sender_joining,
+            awaits_founders,
             sender_acknowledged: if leads {
                 raft.prs()
                     .get(from)
@@ -149,6 +164,18 @@ pub(crate) fn judge(m: &Message, standing: Standing) -> Verdict {
         }
         // A leader's hand-over (`MsgTimeoutNow`) makes raft-rs campaign at once, voting
         // for itself.
+        MessageType::MsgRequestVote
+        | MessageType::MsgRequestPreVote
+        | MessageType::MsgTimeoutNow
+            if standing.awaits_founders =>
+        {
+            Verdict::AwaitFounders
+        }
+        MessageType::MsgRequestVoteResponse | MessageType::MsgRequestPreVoteResponse
+            if standing.awaits_founders && !m.reject =>
+        {
+            Verdict::AwaitFounders
+        }
         MessageType::MsgRequestVote
         | MessageType::MsgRequestPreVote
         | MessageType::MsgTimeoutNow
@@ -255,6 +282,7 @@ mod tests {
             sender_acknowledged: 0,
             committed: 0,
             sender_joining: false,
+            awaits_founders: false,
         }
     }
 
@@ -608,6 +636,7 @@ mod tests {
                 from,
                 self.refusing.contains(&raft_id),
                 self.joiners.contains(&from),
+                false,
             )
         }
     }
@@ -838,6 +867,34 @@ mod tests {
             // A refusal is counted: it only lowers the candidate's chances.
             grant.reject = true;
             assert_eq!(judge(&grant, joiner), Verdict::Step);
+        }
+    }
+
+    #[test]
+    fn a_voter_awaiting_founders_takes_no_part_in_an_election() {
+        let waits = Standing {
+            awaits_founders: true,
+            ..standing(0, 0, false)
+        };
+        for t in [
+            MessageType::MsgRequestVote,
+            MessageType::MsgRequestPreVote,
+            MessageType::MsgTimeoutNow,
+            MessageType::MsgRequestVoteResponse,
+            MessageType::MsgRequestPreVoteResponse,
+        ] {
+            assert_eq!(judge(&message(t, 1, 0), waits), Verdict::AwaitFounders);
+            assert_eq!(
+                judge(&message(t, 1, 0), standing(0, 0, false)),
+                Verdict::Step
+            );
+        }
+        // A refused vote is counted, and a leader's messages are stepped.
+        let mut refusal = message(MessageType::MsgRequestVoteResponse, 1, 0);
+        refusal.reject = true;
+        assert_eq!(judge(&refusal, waits), Verdict::Step);
+        for t in [MessageType::MsgAppend, MessageType::MsgHeartbeat] {
+            assert_eq!(judge(&message(t, 1, 0), waits), Verdict::Step);
         }
     }
 }

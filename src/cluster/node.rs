@@ -78,6 +78,9 @@ const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
 /// A broker-only node that has heard from no voter for this long says hello to them
 /// again (a voter that restarted, or a new controller, learns its address then).
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
+/// A voter that knows no cluster id says hello to every voter this often until it has
+/// heard from them all that they know none either.
+const GREET_EVERY: Duration = Duration::from_millis(500);
 /// A learner is added as a voter only if it lags the committed metadata log by at most
 /// this many entries.
 const CAUGHT_UP_WITHIN: u64 = 64;
@@ -114,6 +117,13 @@ pub(crate) struct RaftLoop {
     /// The directory was formatted to join and the quorum has not recorded its id yet
     /// ([`storage::JOINING_FILE`]): it neither votes nor campaigns.
     joining: bool,
+    /// Every voter said in a hello of this run that it knows no cluster id, as this
+    /// node did: it may found the cluster ([`RaftLoop::awaited_founders`]).
+    founding_unanimous: bool,
+    /// The voters this node last said it waits for before founding the cluster, and
+    /// when it last greeted the voters.
+    awaited_logged: Vec<i32>,
+    last_greeting: Option<Instant>,
     /// The metadata image of the latest snapshot a peer sent since the last `Ready`
     /// (decoded by the transport): what is installed if raft-rs restores it.
     received_snapshot: Option<Box<MetadataImage>>,
@@ -175,6 +185,9 @@ impl RaftLoop {
             fresh,
             founder: false,
             joining,
+            founding_unanimous: false,
+            awaited_logged: Vec::new(),
+            last_greeting: None,
             received_snapshot: None,
             offline_scan: OfflineScan::default(),
             refusal_logged: false,
@@ -231,9 +244,12 @@ impl RaftLoop {
             if Instant::now() >= next_tick {
                 next_tick = Instant::now() + self.config.tick;
                 // A directory formatted to join does not campaign (a candidate votes
-                // for itself) before it may vote; raft-rs's follower ticks do nothing
-                // else.
-                if !self.joining || self.raw.raft.state == StateRole::Leader {
+                // for itself) before it may vote, nor does a voter that may not found
+                // the cluster yet; raft-rs's follower ticks do nothing else.
+                let awaited = self.awaited_founders();
+                self.await_founders(awaited.clone());
+                if (!self.joining && awaited.is_empty()) || self.raw.raft.state == StateRole::Leader
+                {
                     self.raw.tick();
                     // A voter elected while it knows of no cluster id founds it (the
                     // only voter of a new cluster elects itself without a peer).
@@ -314,8 +330,17 @@ impl RaftLoop {
             self.shared.fail(e.to_string());
             return false;
         }
-        match amnesia::judge(&m, self.standing(m.from)) {
+        let awaits_founders = !self.awaited_founders().is_empty();
+        match amnesia::judge(&m, self.standing(m.from, awaits_founders)) {
             amnesia::Verdict::Step => {}
+            amnesia::Verdict::AwaitFounders => {
+                tracing::debug!(
+                    node = self.me(),
+                    from = node_of(m.from),
+                    "a vote dropped: this node knows no cluster id and has not heard from every voter that it knows none either"
+                );
+                return true;
+            }
             amnesia::Verdict::RefuseVote => {
                 self.log_refused_vote(&m);
                 return true;
@@ -856,6 +881,75 @@ impl RaftLoop {
         self.image.cluster_id.is_some() || self.transport.cluster_presented()
     }
 
+    /// Whether this node knows its cluster's id: from its applied metadata, a peer's
+    /// hello, or `meta.properties` (a directory formatted with a cluster id).
+    fn knows_cluster_id(&self) -> bool {
+        self.cluster_known() || self.shared.cluster_id.read().is_some()
+    }
+
+    /// The voters this node waits to hear from before it takes part in an election:
+    /// a voter that knows no cluster id founds the cluster only once every voter of its
+    /// voter list said in a hello of this run that it knows none either ([`amnesia`]).
+    /// Nothing tells a data directory that was lost from a new one; a voter that holds
+    /// the cluster's metadata names its id, so while one may be down, the others wait.
+    /// Empty once it knows a cluster id (the rules of a directory new to a cluster
+    /// that has one apply), once all were heard from, and on a node that is no voter.
+    fn awaited_founders(&mut self) -> Vec<i32> {
+        if self.founding_unanimous || self.knows_cluster_id() {
+            return Vec::new();
+        }
+        let me = self.me();
+        let voters = self.membership().voters;
+        if !voters.contains(&me) {
+            return Vec::new();
+        }
+        let awaited: Vec<i32> = voters
+            .into_iter()
+            .filter(|v| *v != me && !self.transport.heard_without_cluster_id(*v))
+            .collect();
+        self.founding_unanimous = awaited.is_empty();
+        awaited
+    }
+
+    /// While `awaited` (voters not heard from) is not empty, says hello to every voter
+    /// (each [`GREET_EVERY`]: a voter started later hears it then), and says which
+    /// voters it waits for whenever they change.
+    fn await_founders(&mut self, awaited: Vec<i32>) {
+        if awaited == self.awaited_logged {
+            if awaited.is_empty() {
+                return;
+            }
+        } else {
+            match (awaited.is_empty(), self.founding_unanimous) {
+                (true, true) => tracing::info!(
+                    node = self.me(),
+                    "every voter said it knows no cluster id either: founding the cluster"
+                ),
+                (true, false) => tracing::info!(
+                    node = self.me(),
+                    "a peer named the cluster id: this node no longer waits to found the cluster"
+                ),
+                (false, _) => tracing::info!(
+                    node = self.me(),
+                    waiting_for = ?awaited,
+                    "this node knows no cluster id (its data directory had no meta.properties at this start, and no peer named one): it founds the cluster with every voter, and waits to hear from voters {awaited:?} that they know none either. A voter that holds the cluster's metadata names its id; a voter whose data directory was lost must not found a new cluster without it. Start every voter (a directory formatted first, tidelog format --initial-controllers, knows its cluster id and does not wait)"
+                ),
+            }
+            self.awaited_logged = awaited.clone();
+        }
+        if awaited.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .last_greeting
+            .is_none_or(|at| now.duration_since(at) >= GREET_EVERY)
+        {
+            self.last_greeting = Some(now);
+            self.transport.greet_voters();
+        }
+    }
+
     /// Whether a refused peer message may be logged now: at most one per
     /// [`REFUSED_LOG_EVERY`].
     fn may_log_refusal(&mut self) -> bool {
@@ -872,7 +966,7 @@ impl RaftLoop {
 
     /// What [`amnesia::judge`] needs to know of this node, for a message from `from` (a
     /// raft id).
-    fn standing(&self, from: u64) -> amnesia::Standing {
+    fn standing(&self, from: u64, awaits_founders: bool) -> amnesia::Standing {
         let votes_refused = !amnesia::may_vote(amnesia::Origin {
             fresh: self.fresh,
             founder: self.founder,
@@ -885,7 +979,13 @@ impl RaftLoop {
             .transport
             .joining_directory(peer)
             .is_some_and(|dir| self.image.directories.get(&peer) != Some(&dir));
-        amnesia::Standing::of(&self.raw.raft, from, votes_refused, sender_joining)
+        amnesia::Standing::of(
+            &self.raw.raft,
+            from,
+            votes_refused,
+            sender_joining,
+            awaits_founders,
+        )
     }
 
     /// Says once why this node does not vote yet.

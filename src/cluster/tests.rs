@@ -105,7 +105,9 @@ impl TestCluster {
 
     /// A cluster whose node `i` never records its directory id and is not started with
     /// the others: [`TestCluster::restart`] starts it, on an empty directory, once the
-    /// others made the cluster.
+    /// others made the cluster. The others' directories are formatted first with a
+    /// cluster id (`tidelog format --initial-controllers`): voters on directories they
+    /// format themselves found a cluster only with every voter.
     fn with_late_unrecorded_node(n: usize, i: usize) -> TestCluster {
         TestCluster::build_with(n, 1024, LAG, (false, Some(i), false, false), Some(i))
     }
@@ -172,6 +174,31 @@ impl TestCluster {
                 false => Vec::new(),
             },
         };
+        if let Some(late) = late {
+            let cluster_id =
+                crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
+            let controllers = c
+                .addrs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let directory_id =
+                        crate::storage::codec::uuid_base64(&crate::storage::codec::random_uuid());
+                    format!("{}@{a}:{directory_id}", i + 1)
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            for i in (0..n).filter(|i| *i != late) {
+                format::format_node(
+                    c.dir(i),
+                    &cluster_id,
+                    i as i32 + 1,
+                    &format::NodeFormat::InitialControllers(controllers.clone()),
+                    false,
+                )
+                .unwrap();
+            }
+        }
         for (i, l) in listeners.into_iter().enumerate() {
             if late != Some(i) {
                 c.nodes[i] = Some(c.start_with(i, l));

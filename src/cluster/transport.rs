@@ -530,6 +530,9 @@ struct HelloIds {
     /// The peers whose latest hello said their directory joins, with the directory id
     /// it named ("" for none).
     joiners: JoinerCell,
+    /// The peers whose latest hello in this run named no cluster id: they know none
+    /// either (a voter that knows none founds a cluster only with all of them).
+    without_cluster_id: Arc<RwLock<BTreeSet<i32>>>,
 }
 
 /// Peers that joins, by node id, with their directory ids.
@@ -647,6 +650,15 @@ impl HelloIds {
         }
     }
 
+    /// Notes whether the sender of `hello`, accepted, knows no cluster id.
+    fn note_cluster_id(&self, hello: &Hello) {
+        let mut without = self.without_cluster_id.write();
+        match hello.cluster_id {
+            None => without.insert(hello.from),
+            Some(_) => without.remove(&hello.from),
+        };
+    }
+
     /// The cluster id this node's hellos carry.
     fn to_send(&self) -> Option<String> {
         self.ours
@@ -731,6 +743,7 @@ impl Transport {
             announce,
             joining: Arc::new(AtomicBool::new(false)),
             joiners: JoinerCell::default(),
+            without_cluster_id: Default::default(),
         };
         let brokers = BrokerAddrs::default();
         {
@@ -802,6 +815,23 @@ impl Transport {
             // A message to raft id 0 only makes the sender reconnect (and say hello).
             let _ = peer.queue.try_send(Message::default());
         }
+    }
+
+    /// A hello to every voter of `--quorum` (a new connection to each): a voter that
+    /// knows no cluster id tells the others so until it has heard from them all.
+    pub(crate) fn greet_voters(&self) {
+        let peers = self.peers.lock();
+        for v in &self.voters {
+            if let Some(peer) = peers.get(&raft_id(*v)) {
+                // A message to raft id 0 only makes the sender reconnect (and say hello).
+                let _ = peer.queue.try_send(Message::default());
+            }
+        }
+    }
+
+    /// Whether `node`'s latest hello in this run named no cluster id.
+    pub(crate) fn heard_without_cluster_id(&self, node: i32) -> bool {
+        self.ctx.ids.without_cluster_id.read().contains(&node)
     }
 
     /// Notes the quorum address of a node that is not among `--quorum`'s voters (from
@@ -1050,6 +1080,7 @@ fn read_loop(a: &Accepting, stream: TcpStream, peer_addr: SocketAddr) -> Result<
     }
     a.ids.check_directory(&hello, peer)?;
     a.ids.note_joining(&hello);
+    a.ids.note_cluster_id(&hello);
     if let Some(addr) = &hello.from_addr {
         let known = a.brokers.read().get(&hello.from).cloned();
         let listed = voters.iter().any(|v| v.id == hello.from);
@@ -1647,6 +1678,7 @@ mod directory_tests {
             announce: None,
             joining: Arc::new(AtomicBool::new(false)),
             joiners: JoinerCell::default(),
+            without_cluster_id: Default::default(),
             directories: DirectoryIds {
                 mine: "d1".into(),
                 known: Arc::new(RwLock::new(BTreeMap::from([
@@ -1701,6 +1733,18 @@ mod directory_tests {
             (sent.from_directory.as_deref(), sent.to_directory.as_deref()),
             (Some("d1"), Some("d2"))
         );
+    }
+
+    /// A peer whose latest hello named no cluster id is noted as knowing none, until a
+    /// later hello names one.
+    #[test]
+    fn a_peer_that_names_no_cluster_id_is_noted() {
+        let receiver = node_1();
+        let anonymous = decode_hello(&hello(2, 1, None), "p").unwrap();
+        receiver.note_cluster_id(&anonymous);
+        assert!(receiver.without_cluster_id.read().contains(&2));
+        receiver.note_cluster_id(&from_2(None, None));
+        assert!(!receiver.without_cluster_id.read().contains(&2));
     }
 
     /// A hello says whether its sender's directory joins; the receiver notes it per

@@ -379,6 +379,18 @@ fn a_wiped_voter_caught_up_by_a_snapshot_commits_nothing() {
     c.shutdown();
 }
 
+/// Once `c` settled, commits the ACL [`acl`]`(name)` and stops every node; the
+/// cluster's id.
+fn write_and_stop_all(c: &mut TestCluster, name: &str) -> String {
+    c.wait_settled();
+    c.node(0).propose(acl(name), CALL).unwrap();
+    let cluster_id = c.node(0).image().cluster_id.clone().unwrap();
+    for i in [2, 1, 0] {
+        c.halt(i);
+    }
+    cluster_id
+}
+
 /// Node 3 (its directory id unrecorded) commits an entry, all stop, node 3's directory
 /// is wiped and `reformat` run on it; the two others restart (a controller that never
 /// heard of node 3's acknowledgements), `meanwhile` runs, node 3 restarts and catches
@@ -389,12 +401,7 @@ fn wiped_voter_commits_nothing(
     reformat: impl Fn(&Path, &str),
     meanwhile: impl Fn(&TestCluster),
 ) -> TestCluster {
-    c.wait_settled();
-    c.node(0).propose(acl("acked-by-node-3"), CALL).unwrap();
-    let cluster_id = c.node(0).image().cluster_id.clone().unwrap();
-    for i in [2, 1, 0] {
-        c.halt(i);
-    }
+    let cluster_id = write_and_stop_all(&mut c, "acked-by-node-3");
     wipe(c.dir(2));
     reformat(c.dir(2), &cluster_id);
     c.restart(0);
@@ -425,4 +432,67 @@ fn wiped_voter_commits_nothing(
         (0..3).all(|i| has_acl(&c.node(i).image(), "with-the-joiner"))
     });
     c
+}
+
+/// A voter whose directory was wiped, started while the only voter it reaches knows no
+/// cluster id either (wiped too) and the voter that holds the cluster's metadata is
+/// down: both see a new cluster's view, and must not found one (which would leave the
+/// cluster's metadata behind, and refuse its keeper as another cluster's node). Founding
+/// on auto-formatted directories waits for every voter; the keeper's hellos, once it is
+/// back, tell the wiped voters that their directories were lost.
+#[test]
+fn wiped_voters_found_no_new_cluster_while_the_voter_holding_the_metadata_is_down() {
+    let mut c = TestCluster::new(3, 1024);
+    let cluster_id = write_and_stop_all(&mut c, "before");
+    wipe(c.dir(1));
+    wipe(c.dir(2));
+    c.restart(1);
+    c.restart(2);
+    // Several election timeouts (1 to 2 s each): two voters that found a cluster have
+    // elected a controller by then. Bounded in count and time.
+    for _ in 0..200 {
+        for i in [1, 2] {
+            assert_eq!(
+                c.node(i).controller_id(),
+                None,
+                "node {} elected a controller without the voter holding the metadata",
+                i + 1
+            );
+            assert_eq!(
+                c.node(i).image().cluster_id,
+                None,
+                "node {} founded a new cluster",
+                i + 1
+            );
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    // The keeper is back: its hellos name the directory ids it recorded, and each wiped
+    // voter stops with the lost directory's error. Nothing of the cluster was lost or
+    // replaced.
+    c.restart(0);
+    wait_until("both wiped voters stopped", || {
+        [1, 2].iter().all(|&i| c.node(i).check_running().is_err())
+    });
+    for i in [1, 2] {
+        let e = c.node(i).check_running().unwrap_err().to_string();
+        assert!(
+            e.contains("data directory") && e.contains("lost"),
+            "node {}: {e}",
+            i + 1
+        );
+        if let Some(p) = meta_properties::read(c.dir(i)).unwrap() {
+            assert_eq!(
+                p.cluster_id,
+                cluster_id,
+                "node {} joined another cluster",
+                i + 1
+            );
+        }
+    }
+    let image = c.node(0).image();
+    assert_eq!(image.cluster_id.as_deref(), Some(cluster_id.as_str()));
+    assert!(has_acl(&image, "before"), "the keeper lost the metadata");
+    c.node(0).check_running().unwrap();
+    c.shutdown();
 }
