@@ -109,7 +109,14 @@ fn an_in_process_leader_assigns_to_a_protocol_level_member() {
         .expect("sync");
     let remote = parse_assignment(&synced.assignment);
     assert_eq!(remote.len(), 2, "{remote:?}");
-    while owned.lock().0 != joined.generation_id {
+    // The local member takes the new generation when its join is answered, and its
+    // partitions once its SyncGroup is (a poll may return between the two, with the
+    // eager assignor's partitions all revoked): wait for both.
+    loop {
+        let (generation, parts) = owned.lock().clone();
+        if generation == joined.generation_id && !parts.is_empty() {
+            break;
+        }
         assert!(Instant::now() < deadline, "the local member never synced");
         std::thread::sleep(Duration::from_millis(5));
     }
