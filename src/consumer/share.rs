@@ -11,9 +11,10 @@ use crate::broker::Broker;
 use crate::coordinator::AcknowledgeType;
 use crate::error::{Error, Result, ShareError};
 use crate::record::{Batch, decompression_limit};
+use crate::storage::AbortedTxn;
 use crate::topic::{Partition, Signal};
 
-use super::OffsetReset;
+use super::{IsolationLevel, OffsetReset};
 
 /// How long a `poll` with nothing to hand out sleeps at most before it looks again:
 /// records another member released, or whose lock expired, wake no one.
@@ -33,10 +34,15 @@ pub struct ShareConsumerConfig {
     /// Most bytes read from one partition per `poll` (`max.partition.fetch.bytes`).
     /// Default 1 MiB.
     pub max_partition_fetch_bytes: usize,
-    /// Where a share-partition the group never read starts (the group setting
-    /// `share.auto.offset.reset`): `Latest` (Kafka's default) or `Earliest`. `None` is
-    /// taken as `Latest`.
+    /// Where a share-partition the group never read starts, unless the group config
+    /// `share.auto.offset.reset` says (it is in force where set, as for network
+    /// members): `Latest` (Kafka's default) or `Earliest`. `None` is taken as `Latest`.
     pub auto_offset_reset: OffsetReset,
+    /// Which records the group reads, unless the group config `share.isolation.level`
+    /// says (in force where set): `ReadUncommitted` (Kafka's default) hands out every
+    /// data record up to the high watermark; `ReadCommitted` reads up to the last
+    /// stable offset and never hands out the records of aborted transactions.
+    pub isolation_level: IsolationLevel,
 }
 
 impl ShareConsumerConfig {
@@ -49,12 +55,19 @@ impl ShareConsumerConfig {
             max_poll_records: 500,
             max_partition_fetch_bytes: 1 << 20,
             auto_offset_reset: OffsetReset::Latest,
+            isolation_level: IsolationLevel::ReadUncommitted,
         }
     }
 
     /// Where a share-partition the group never read starts.
     pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
         self.auto_offset_reset = reset;
+        self
+    }
+
+    /// Which records the group reads (see [`ShareConsumerConfig::isolation_level`]).
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
         self
     }
 
@@ -412,11 +425,22 @@ impl ShareConsumer {
         let share = self.broker.share_coordinator()?;
         let group = &self.config.group_id;
         let (topic, index) = (p.topic(), p.index());
-        let end = p.high_watermark();
-        let initial = match self.config.auto_offset_reset {
-            OffsetReset::Earliest => p.log_start_offset(),
-            _ => end,
+        // The group's configs, where set, are in force over this consumer's settings
+        // (as for every member over the network).
+        let overrides = share.read_overrides(group);
+        let committed = overrides
+            .read_committed
+            .unwrap_or(self.config.isolation_level == IsolationLevel::ReadCommitted);
+        let earliest = overrides
+            .earliest
+            .unwrap_or(self.config.auto_offset_reset == OffsetReset::Earliest);
+        // read_committed reads up to the last stable offset, else the high watermark.
+        let end = if committed {
+            p.last_stable_offset()?
+        } else {
+            p.high_watermark()
         };
+        let initial = if earliest { p.log_start_offset() } else { end };
         let from = share.fetch_offset(
             group,
             topic,
@@ -428,14 +452,35 @@ impl ShareConsumer {
         if from >= end {
             return Ok(Vec::new());
         }
-        let slice = match p.read(from, self.config.max_partition_fetch_bytes) {
+        let max_bytes = self.config.max_partition_fetch_bytes;
+        let read = if committed {
+            p.read_committed(from, max_bytes).map(|(slice, _)| slice)
+        } else {
+            p.read(from, max_bytes)
+        };
+        let slice = match read {
             Ok(s) => s,
             // Retention removed it meanwhile: the next poll skips to the log start.
             Err(Error::OffsetOutOfRange { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
+        // read_committed, the records of aborted transactions are never handed out:
+        // left out of the candidates, they count as archived (offsets of the read with
+        // no record to acquire), as control batches do.
+        let aborted = if committed && !slice.is_empty() {
+            p.aborted_transactions(from, slice.next_offset())?
+        } else {
+            Vec::new()
+        };
         let topic: Arc<str> = Arc::from(topic);
-        let candidates = read_records(&slice, &topic, index, from, p.config().max_message_bytes)?;
+        let candidates = read_records(
+            &slice,
+            &topic,
+            index,
+            from,
+            &aborted,
+            p.config().max_message_bytes,
+        )?;
         let offsets: Vec<i64> = candidates.iter().map(|r| r.offset).collect();
         let acquired = share.acquire(
             group,
@@ -461,12 +506,14 @@ impl ShareConsumer {
     }
 }
 
-/// The records at or after `from` of the batches in `bytes` (control batches skipped).
+/// The records at or after `from` of the batches in `bytes`, control batches and the
+/// batches of the `aborted` transactions skipped.
 fn read_records(
     bytes: &[u8],
     topic: &Arc<str>,
     partition: i32,
     from: i64,
+    aborted: &[AbortedTxn],
     max_message_bytes: u32,
 ) -> Result<Vec<ShareRecord>> {
     let location = format!("{topic}-{partition}");
@@ -477,7 +524,7 @@ fn read_records(
     while !rest.is_empty() {
         let batch = Batch::parse_at(rest, &location, 0)?;
         rest = &rest[batch.len()..];
-        if batch.is_control() || batch.last_offset() < from {
+        if batch.is_control() || batch.last_offset() < from || in_aborted(aborted, &batch) {
             continue;
         }
         for r in batch.decode_records(&location, limit, &mut scratch)? {
@@ -502,6 +549,11 @@ fn read_records(
         }
     }
     Ok(out)
+}
+
+/// Whether `batch` holds records of one of the `aborted` transactions.
+fn in_aborted(aborted: &[AbortedTxn], batch: &Batch<'_>) -> bool {
+    aborted.iter().any(|a| a.holds(batch))
 }
 
 impl Drop for ShareConsumer {

@@ -345,6 +345,28 @@ pub fn share_settings(overrides: &GroupOverrides, base: &ShareConfig) -> ShareCo
     s
 }
 
+/// What a share group's configs say of the records its members read, each where it is
+/// set (`None`: the member's own setting stands).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShareReadOverrides {
+    /// `share.isolation.level`: `Some(true)` for `read_committed`.
+    pub read_committed: Option<bool>,
+    /// `share.auto.offset.reset`: `Some(true)` for `earliest`.
+    pub earliest: Option<bool>,
+}
+
+/// A group's overrides of `share.isolation.level` and `share.auto.offset.reset`.
+pub fn share_read_overrides(overrides: &GroupOverrides) -> ShareReadOverrides {
+    ShareReadOverrides {
+        read_committed: overrides
+            .get(SHARE_ISOLATION_LEVEL)
+            .map(|v| v == "read_committed"),
+        earliest: overrides
+            .get(SHARE_AUTO_OFFSET_RESET)
+            .map(|v| v == "earliest"),
+    }
+}
+
 /// Where a node keeps its group configs: a single node's `group-configs` file
 /// ([`FileGroupConfigStore`]), a cluster node its metadata image. Every change is
 /// checked against Kafka's bounds and the broker's settings before it is stored.
@@ -586,6 +608,17 @@ mod tests {
         );
         assert!(reopened.share_reads_committed("g"));
         assert!(!reopened.share_reads_committed("other"));
+        assert_eq!(
+            share_read_overrides(&reopened.overrides("g")),
+            ShareReadOverrides {
+                read_committed: Some(true),
+                earliest: Some(true),
+            }
+        );
+        assert_eq!(
+            share_read_overrides(&reopened.overrides("other")),
+            ShareReadOverrides::default()
+        );
         assert!(reopened.overrides("other").is_empty());
     }
 

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::consumer_records::topic_id;
-use super::group_configs::{GroupConfigStore, share_settings};
+use super::group_configs::{
+    GroupConfigStore, ShareReadOverrides, share_read_overrides, share_settings,
+};
 #[cfg(feature = "server")]
 use super::share_fence::ShareFence;
 use super::share_partition::{AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition};
@@ -407,6 +409,15 @@ impl ShareCoordinator {
         match &*self.group_configs.read() {
             Some(store) => share_settings(&store.overrides(group), &self.config),
             None => self.config.clone(),
+        }
+    }
+
+    /// `group`'s `share.isolation.level` and `share.auto.offset.reset`, where its group
+    /// configs set them (none while no store is set: an in-process broker alone).
+    pub fn read_overrides(&self, group: &str) -> ShareReadOverrides {
+        match &*self.group_configs.read() {
+            Some(store) => share_read_overrides(&store.overrides(group)),
+            None => ShareReadOverrides::default(),
         }
     }
 

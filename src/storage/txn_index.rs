@@ -9,6 +9,7 @@
 //! created by the first one, written with one `write` per entry, and not held open.
 
 use crate::error::{Error, IoContext, Result};
+use crate::record::Batch;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,14 @@ pub struct AbortedTxn {
 }
 
 impl AbortedTxn {
+    /// Whether `batch` holds records of this transaction: a transactional batch of its
+    /// producer from its first offset up to its ABORT marker.
+    pub fn holds(&self, batch: &Batch<'_>) -> bool {
+        batch.is_transactional()
+            && batch.producer_id() == self.producer_id
+            && (self.first_offset..self.last_offset).contains(&batch.base_offset())
+    }
+
     /// The 34 bytes of its entry.
     pub fn encode(&self) -> [u8; ABORTED_TXN_LEN] {
         let mut out = [0u8; ABORTED_TXN_LEN];

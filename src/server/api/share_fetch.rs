@@ -203,11 +203,7 @@ struct OneRead {
 /// Whether `batch` belongs to one of the `aborted` transactions: a transactional batch
 /// of its producer between its first offset and its ABORT marker.
 fn in_aborted(aborted: &[AbortedTxn], batch: &Batch<'_>) -> bool {
-    batch.is_transactional()
-        && aborted.iter().any(|a| {
-            a.producer_id == batch.producer_id()
-                && (a.first_offset..a.last_offset).contains(&batch.base_offset())
-        })
+    aborted.iter().any(|a| a.holds(batch))
 }
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
