@@ -52,6 +52,7 @@ mod membership;
 mod meta_properties;
 mod node;
 pub(crate) mod partition_admin;
+pub(crate) mod quorum_forward;
 pub(crate) mod quorum_tls;
 pub(crate) mod records;
 mod replication;
@@ -120,6 +121,9 @@ pub(crate) struct ClusterNode {
     txn_loader: Mutex<Option<Arc<transactions::TxnLoader>>>,
     /// Connections to the coordinators that verify transactional batches led here.
     txn_clients: transactions::ClientPool,
+    /// Connections to the controller for the requests a node forwards to it
+    /// ([`quorum_forward`]).
+    forward_clients: transactions::ClientPool,
     /// What this node sends as leader to followers of its leader-throttled replicas
     /// (KIP-73).
     leader_quota: Arc<replication_quota::ReplicationQuota>,
@@ -281,6 +285,10 @@ impl ClusterNode {
             replicas: Mutex::new(None),
             txn_loader: Mutex::new(None),
             txn_clients: transactions::ClientPool::new(format!("tidelog-txn-verify-{me}")),
+            forward_clients: transactions::ClientPool::new(format!(
+                "{}{me}",
+                quorum_forward::FORWARDED_CLIENT_PREFIX
+            )),
             leader_quota: Arc::new(replication_quota::ReplicationQuota::new(
                 broker.stats().replication.leader.clone(),
             )),

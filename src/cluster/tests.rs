@@ -42,6 +42,7 @@ mod metadata_visibility;
 mod pipelined_commits;
 mod quorum_api;
 mod quorum_forgery;
+mod quorum_forwarding;
 mod racks;
 mod reassignment;
 mod replication;

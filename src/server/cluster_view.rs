@@ -108,6 +108,19 @@ pub(crate) trait ClusterView: Send + Sync {
         let _ = node;
         None
     }
+    /// DescribeQuorum answered by the controller `leader` for a client of this node
+    /// (Kafka's brokers forward it): its answer, or why it could not be asked.
+    fn describe_quorum_at_controller(
+        &self,
+        leader: i32,
+        request: &kafka_protocol::messages::DescribeQuorumRequest,
+        version: i16,
+    ) -> std::result::Result<kafka_protocol::messages::DescribeQuorumResponse, String> {
+        let _ = (request, version);
+        Err(format!(
+            "this node cannot forward to the controller, node {leader}"
+        ))
+    }
     /// Adds (`add`) or removes voter `node` of the metadata quorum (AddRaftVoter,
     /// RemoveRaftVoter), on the controller: why not, with Kafka's error code.
     fn change_voter(
@@ -252,6 +265,15 @@ impl ClusterView for ClusterNode {
 
     fn directory_of(&self, node: i32) -> Option<String> {
         ClusterNode::directory_of(self, node)
+    }
+
+    fn describe_quorum_at_controller(
+        &self,
+        leader: i32,
+        request: &kafka_protocol::messages::DescribeQuorumRequest,
+        version: i16,
+    ) -> std::result::Result<kafka_protocol::messages::DescribeQuorumResponse, String> {
+        ClusterNode::describe_quorum_at_controller(self, leader, request, version)
     }
 
     fn change_voter(

@@ -17,13 +17,20 @@ use crate::record::{Batch, BatchBuilder, batches};
 pub(crate) struct Client {
     s: TcpStream,
     next: i32,
+    client_id: &'static str,
 }
 
 impl Client {
     pub(crate) fn connect(addr: SocketAddr) -> Client {
+        Client::connect_as(addr, "unit")
+    }
+
+    /// A connection whose requests carry `client_id`.
+    pub(crate) fn connect_as(addr: SocketAddr, client_id: &'static str) -> Client {
         Client {
             s: TcpStream::connect(addr).unwrap(),
             next: 0,
+            client_id,
         }
     }
 
@@ -34,7 +41,7 @@ impl Client {
             .with_request_api_key(key as i16)
             .with_request_api_version(version)
             .with_correlation_id(self.next)
-            .with_client_id(Some(StrBytes::from_static_str("unit")));
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
         let mut buf = BytesMut::new();
         header
             .encode(&mut buf, key.request_header_version(version))

@@ -1,8 +1,10 @@
-"""Kafka's own admin clients against a three-node cluster: kafka-python moves a partition
-(alter_partition_reassignments, list_partition_reassignments until the move completed),
-describes every node's log directory (describe_log_dirs: the moved partition on its new
-replicas, not on the removed one) and elects the preferred leader (elect_leaders);
-confluent-kafka's elect_leaders answers ELECTION_NOT_NEEDED once the first replica leads."""
+"""Kafka's own admin clients against a three-node cluster: kafka-python describes the
+metadata quorum through each node (describe_metadata_quorum: a node that is not the
+controller forwards it there), moves a partition (alter_partition_reassignments,
+list_partition_reassignments until the move completed), describes every node's log
+directory (describe_log_dirs: the moved partition on its new replicas, not on the removed
+one) and elects the preferred leader (elect_leaders); confluent-kafka's elect_leaders
+answers ELECTION_NOT_NEEDED once the first replica leads."""
 import os
 import sys
 import time
@@ -35,6 +37,27 @@ def until(what, check, seconds=60):
 
 admin = KafkaAdminClient(bootstrap_servers=BOOTSTRAP.split(","), request_timeout_ms=30000)
 until("three brokers", lambda: len(admin.describe_cluster()["brokers"]) == 3)
+
+
+def quorum_through(address):
+    """The metadata quorum as kafka-python gets it with only `address` to ask."""
+    one = KafkaAdminClient(bootstrap_servers=[address], request_timeout_ms=30000)
+    try:
+        partition = one.describe_metadata_quorum()["topics"][0]["partitions"][0]
+    finally:
+        one.close()
+    voters = sorted(v["replica_id"] for v in partition["current_voters"])
+    if partition["error"] or voters != [1, 2, 3] or partition["leader_id"] not in voters:
+        fail("describe_metadata_quorum through %s: %r" % (address, partition))
+    return partition["leader_id"]
+
+
+# Each node answers, whether it is the controller or not (kafka-python sends the request
+# to the node it knows best, here the only one it was given).
+leaders = {quorum_through(address) for address in BOOTSTRAP.split(",")}
+if len(leaders) != 1:
+    fail("the nodes name different controllers: %r" % (leaders,))
+print("metadata quorum: controller %d, voters [1, 2, 3], through every node" % leaders.pop())
 admin.create_topics([NewTopic(TOPIC, num_partitions=-1, replication_factor=-1,
                               replica_assignments={0: [1, 2]})])
 

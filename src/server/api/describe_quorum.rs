@@ -2,7 +2,9 @@
 //! version 0 (KIP-853): the metadata quorum of a cluster node, as
 //! `kafka-metadata-quorum` asks for it. DescribeQuorum is answered by the controller
 //! (the Raft leader) with each voter's and observer's (learner's) progress; another
-//! node answers NOT_LEADER_OR_FOLLOWER naming the leader. The voter changes are the
+//! node forwards it to the controller, as Kafka's brokers do, and relays its answer
+//! (NOT_LEADER_OR_FOLLOWER naming the controller when it cannot be reached, or when the
+//! request was itself forwarded to a node that is no longer the controller). The voter changes are the
 //! controller's too (NOT_CONTROLLER elsewhere). A single node has no quorum:
 //! INVALID_REQUEST. DescribeQuorum needs DESCRIBE on the cluster, the changes ALTER.
 
@@ -18,6 +20,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{Ctx, Fatal, Reply, Request, kstr};
+use crate::cluster::quorum_forward::FORWARDED_CLIENT_PREFIX;
 use crate::cluster::{QuorumRefusal, QuorumStatus, ReplicaStatus};
 use crate::security::acl::AclOperation;
 use crate::storage::codec::{uuid_base64, uuid_from_base64};
@@ -82,12 +85,22 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
             state
         }
     };
+    // Kafka's brokers forward DescribeQuorum to the controller: so does a node that is
+    // not the controller, once (a request another node forwarded is answered here).
+    let forwarded = req.client_id().starts_with(FORWARDED_CLIENT_PREFIX);
+    let mut why_not = String::new();
+    if q.leader != me && q.leader > 0 && !forwarded {
+        match cluster.describe_quorum_at_controller(q.leader, &request, version) {
+            Ok(answer) => return req.respond(&answer),
+            Err(e) => why_not = format!(" ({e})"),
+        }
+    }
     let partition = if q.leader != me {
         PartitionData::default()
             .with_partition_index(0)
             .with_error_code(ResponseError::NotLeaderOrFollower.code())
             .with_error_message(Some(kstr(format!(
-                "node {me} is not the controller; ask node {}",
+                "node {me} is not the controller; ask node {}{why_not}",
                 q.leader
             ))))
             .with_leader_id(BrokerId(q.leader))
