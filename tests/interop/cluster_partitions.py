@@ -39,22 +39,34 @@ admin = KafkaAdminClient(bootstrap_servers=BOOTSTRAP.split(","), request_timeout
 until("three brokers", lambda: len(admin.describe_cluster()["brokers"]) == 3)
 
 
+answers = {}
+
+
 def quorum_through(address):
-    """The metadata quorum as kafka-python gets it with only `address` to ask."""
+    """The controller, as kafka-python's describe_metadata_quorum names it with only
+    `address` to ask; None (the answer kept in `answers`) while it is not a full one."""
     one = KafkaAdminClient(bootstrap_servers=[address], request_timeout_ms=30000)
     try:
         partition = one.describe_metadata_quorum()["topics"][0]["partitions"][0]
     finally:
         one.close()
+    answers[address] = partition
     voters = sorted(v["replica_id"] for v in partition["current_voters"])
     if partition["error"] or voters != [1, 2, 3] or partition["leader_id"] not in voters:
-        fail("describe_metadata_quorum through %s: %r" % (address, partition))
+        return None
     return partition["leader_id"]
 
 
 # Each node answers, whether it is the controller or not (kafka-python sends the request
-# to the node it knows best, here the only one it was given).
-leaders = {quorum_through(address) for address in BOOTSTRAP.split(",")}
+# to the node it knows best, here the only one it was given). A controller election
+# still under way is waited out; a node that keeps refusing fails with its answer.
+try:
+    leaders = {until("describe_metadata_quorum through " + address,
+                     lambda: quorum_through(address), 30)
+               for address in BOOTSTRAP.split(",")}
+except SystemExit:
+    print("last answers: %r" % (answers,), file=sys.stderr)
+    raise
 if len(leaders) != 1:
     fail("the nodes name different controllers: %r" % (leaders,))
 print("metadata quorum: controller %d, voters [1, 2, 3], through every node" % leaders.pop())
