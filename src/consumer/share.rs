@@ -524,7 +524,10 @@ fn read_records(
     while !rest.is_empty() {
         let batch = Batch::parse_at(rest, &location, 0)?;
         rest = &rest[batch.len()..];
-        if batch.is_control() || batch.last_offset() < from || in_aborted(aborted, &batch) {
+        if batch.is_control()
+            || batch.last_offset() < from
+            || aborted.iter().any(|a| a.holds(&batch))
+        {
             continue;
         }
         for r in batch.decode_records(&location, limit, &mut scratch)? {
@@ -549,11 +552,6 @@ fn read_records(
         }
     }
     Ok(out)
-}
-
-/// Whether `batch` holds records of one of the `aborted` transactions.
-fn in_aborted(aborted: &[AbortedTxn], batch: &Batch<'_>) -> bool {
-    aborted.iter().any(|a| a.holds(batch))
 }
 
 impl Drop for ShareConsumer {

@@ -396,17 +396,13 @@ pub trait GroupConfigStore: Send + Sync + std::fmt::Debug {
     /// Whether `group`'s `share.auto.offset.reset` is `earliest`: a share-partition it
     /// reads for the first time starts at the log's start, else at its end (`latest`).
     fn share_reads_from_earliest(&self, group: &str) -> bool {
-        self.overrides(group)
-            .get(SHARE_AUTO_OFFSET_RESET)
-            .is_some_and(|v| v == "earliest")
+        share_read_overrides(&self.overrides(group)).earliest == Some(true)
     }
 
     /// Whether `group`'s `share.isolation.level` is `read_committed`: its share-partitions
     /// end at the last stable offset and skip the records of aborted transactions.
     fn share_reads_committed(&self, group: &str) -> bool {
-        self.overrides(group)
-            .get(SHARE_ISOLATION_LEVEL)
-            .is_some_and(|v| v == "read_committed")
+        share_read_overrides(&self.overrides(group)).read_committed == Some(true)
     }
 
     /// Checks `changes` as [`apply`](Self::apply) would, changing nothing.

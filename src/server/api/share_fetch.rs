@@ -31,13 +31,12 @@ use super::share_acknowledge::{AckBatches, acknowledge, ids};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::coordinator::{AcquiredRecord, ShareCoordinator};
 use crate::error::{Error, Result, ShareError};
-use crate::record::Batch;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
 use crate::server::backend::Backend;
 use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::{by_id, topic_id, topics_with_counts};
-use crate::storage::{AbortedTxn, ReadLimit};
+use crate::storage::ReadLimit;
 use crate::topic::Signal;
 
 /// Records acquired per request when the client sets no limit (Kafka's
@@ -161,7 +160,7 @@ impl Fetcher<'_> {
         };
         let offsets: Vec<i64> = slice
             .batches()
-            .filter(|b| !b.is_control() && !in_aborted(&aborted, b))
+            .filter(|b| !b.is_control() && !aborted.iter().any(|a| a.holds(b)))
             .flat_map(|b| b.base_offset().max(from)..=b.last_offset())
             .collect();
         let acquired = share.acquire(
@@ -198,12 +197,6 @@ struct OneRead {
     acquired: Vec<AcquiredRecord>,
     /// It read batches with no record to deliver (only markers or aborted records).
     nothing_to_deliver: bool,
-}
-
-/// Whether `batch` belongs to one of the `aborted` transactions: a transactional batch
-/// of its producer between its first offset and its ABORT marker.
-fn in_aborted(aborted: &[AbortedTxn], batch: &Batch<'_>) -> bool {
-    aborted.iter().any(|a| a.holds(batch))
 }
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
