@@ -66,6 +66,10 @@ struct Inner {
 struct Meta {
     brokers: BTreeMap<i32, String>,
     topics: HashMap<String, TopicLeaders>,
+    /// The broker that last answered a request any broker answers: asked first next
+    /// time, so one that hangs (stopped, overloaded) costs one request timeout, not
+    /// one per request.
+    answered: Option<String>,
 }
 
 /// The leaders of one topic's partitions, and when they were learnt.
@@ -376,24 +380,31 @@ impl Cluster {
         Ok((addr, version, response))
     }
 
-    /// Sends a request any broker answers to the known brokers, then the bootstrap
-    /// addresses, until one answers; returns its address, the version and the answer.
+    /// Sends a request any broker answers to the broker that answered the last one,
+    /// then the other known brokers, then the bootstrap addresses, until one answers;
+    /// returns its address, the version and the answer.
     pub(crate) fn call_any<R: Request + Message>(
         &self,
         ours: RangeInclusive<i16>,
         build: impl Fn(i16) -> R,
     ) -> Result<(String, i16, R::Response)> {
-        let mut candidates: Vec<String> =
-            self.inner.meta.read().brokers.values().cloned().collect();
-        for b in &self.inner.bootstrap {
-            if !candidates.contains(b) {
-                candidates.push(b.clone());
+        let mut candidates: Vec<String> = Vec::new();
+        {
+            let meta = self.inner.meta.read();
+            let known = meta.answered.iter().chain(meta.brokers.values());
+            for b in known.chain(&self.inner.bootstrap) {
+                if !candidates.contains(b) {
+                    candidates.push(b.clone());
+                }
             }
         }
         let mut last = None;
         for addr in candidates {
             match self.call(&addr, ours.clone(), &build) {
-                Ok((version, response)) => return Ok((addr, version, response)),
+                Ok((version, response)) => {
+                    self.inner.meta.write().answered = Some(addr.clone());
+                    return Ok((addr, version, response));
+                }
                 Err(e) if unreachable(&e) => last = Some(e),
                 Err(e) => return Err(e),
             }

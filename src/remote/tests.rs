@@ -657,6 +657,48 @@ fn leader_move(refusal: ErrorCode) {
 }
 
 #[test]
+fn asks_the_broker_that_answered_last_before_one_that_hangs() {
+    let versions = vec![(ApiKey::ApiVersions, 0, 3), (ApiKey::Metadata, 0, 12)];
+    let addrs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let asked_hung = Arc::new(AtomicUsize::new(0));
+    // Node 1 never answers a Metadata (a stopped process); node 2 names both.
+    let hung = {
+        let asked_hung = asked_hung.clone();
+        scripted_node(
+            versions.clone(),
+            Arc::new(move |_key, _version, _body| {
+                asked_hung.fetch_add(1, Ordering::SeqCst);
+                None
+            }),
+        )
+    };
+    let good = {
+        let addrs = addrs.clone();
+        scripted_node(
+            versions,
+            Arc::new(move |key, version, _body| {
+                let addrs = addrs.lock().unwrap().clone();
+                let brokers = [(1, addrs[0].as_str()), (2, addrs[1].as_str())];
+                (key == ApiKey::Metadata).then(|| metadata(version, &brokers, 2, 1))
+            }),
+        )
+    };
+    *addrs.lock().unwrap() = vec![hung, good.clone()];
+    let cluster =
+        Cluster::connect(ClientConfig::new(&good).set("request.timeout.ms", 300)).unwrap();
+    assert_eq!(cluster.brokers().len(), 2);
+    for _ in 0..3 {
+        cluster.invalidate("t");
+        assert_eq!(cluster.partition_count("t").unwrap(), 1);
+    }
+    assert_eq!(
+        asked_hung.load(Ordering::SeqCst),
+        0,
+        "the node that answered was asked again, not the first one known"
+    );
+}
+
+#[test]
 fn follows_a_leader_that_moved_after_not_leader_or_follower() {
     leader_move(ErrorCode::NOT_LEADER_OR_FOLLOWER);
 }
