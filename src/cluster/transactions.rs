@@ -105,8 +105,21 @@ impl ClientPool {
         request: &R,
         version: i16,
     ) -> Result<R::Response> {
+        self.call_within(addr, security, request, version, CALL_TIMEOUT)
+    }
+
+    /// As [`call`](Self::call), waiting up to `timeout` for the answer: for a request
+    /// the broker holds on purpose (a voter change waits until it is applied).
+    pub(super) fn call_within<R: kafka_protocol::protocol::Request>(
+        &self,
+        addr: &str,
+        security: &Arc<crate::client::ClientSecurity>,
+        request: &R,
+        version: i16,
+        timeout: std::time::Duration,
+    ) -> Result<R::Response> {
         self.with_client(addr, security, |client| {
-            client.call(request, version, CALL_TIMEOUT)
+            client.call(request, version, timeout)
         })
     }
 

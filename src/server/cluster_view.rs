@@ -16,6 +16,22 @@ use crate::config::TransactionConfig;
 use crate::error::{Result, TxnError};
 use crate::transaction::ProducerIdAndEpoch;
 
+/// A voter change a node forwards to the controller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum VoterChangeRequest<'a> {
+    /// AddRaftVoter.
+    Add(&'a kafka_protocol::messages::AddRaftVoterRequest),
+    /// RemoveRaftVoter.
+    Remove(&'a kafka_protocol::messages::RemoveRaftVoterRequest),
+}
+
+/// How long a request forwarded to the controller that it answers at once
+/// (DescribeQuorum) may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How much longer than the controller may take a forwarded voter change is waited for.
+const FORWARD_SLACK: Duration = Duration::from_secs(5);
+
 /// "No leader" in [`PartitionLayout::leader`] (as Kafka's -1).
 pub(crate) const NO_LEADER: i32 = -1;
 
@@ -117,6 +133,21 @@ pub(crate) trait ClusterView: Send + Sync {
         version: i16,
     ) -> std::result::Result<kafka_protocol::messages::DescribeQuorumResponse, String> {
         let _ = (request, version);
+        Err(format!(
+            "this node cannot forward to the controller, node {leader}"
+        ))
+    }
+    /// AddRaftVoter or RemoveRaftVoter answered by the controller `leader` within
+    /// `timeout` for a client of this node (Kafka's brokers forward them): its error
+    /// code and message, or why it could not be asked.
+    fn voter_change_at_controller(
+        &self,
+        leader: i32,
+        change: VoterChangeRequest<'_>,
+        version: i16,
+        timeout: Duration,
+    ) -> std::result::Result<(i16, Option<String>), String> {
+        let _ = (change, version, timeout);
         Err(format!(
             "this node cannot forward to the controller, node {leader}"
         ))
@@ -273,7 +304,26 @@ impl ClusterView for ClusterNode {
         request: &kafka_protocol::messages::DescribeQuorumRequest,
         version: i16,
     ) -> std::result::Result<kafka_protocol::messages::DescribeQuorumResponse, String> {
-        ClusterNode::describe_quorum_at_controller(self, leader, request, version)
+        self.at_controller(leader, request, version, FORWARD_TIMEOUT)
+    }
+
+    fn voter_change_at_controller(
+        &self,
+        leader: i32,
+        change: VoterChangeRequest<'_>,
+        version: i16,
+        timeout: Duration,
+    ) -> std::result::Result<(i16, Option<String>), String> {
+        let timeout = timeout + FORWARD_SLACK;
+        let answer = match change {
+            VoterChangeRequest::Add(r) => self
+                .at_controller(leader, r, version, timeout)
+                .map(|a| (a.error_code, a.error_message)),
+            VoterChangeRequest::Remove(r) => self
+                .at_controller(leader, r, version, timeout)
+                .map(|a| (a.error_code, a.error_message)),
+        }?;
+        Ok((answer.0, answer.1.map(|m| m.to_string())))
     }
 
     fn change_voter(

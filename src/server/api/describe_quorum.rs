@@ -4,9 +4,12 @@
 //! (the Raft leader) with each voter's and observer's (learner's) progress; another
 //! node forwards it to the controller, as Kafka's brokers do, and relays its answer
 //! (NOT_LEADER_OR_FOLLOWER naming the controller when it cannot be reached, or when the
-//! request was itself forwarded to a node that is no longer the controller). The voter changes are the
-//! controller's too (NOT_CONTROLLER elsewhere). A single node has no quorum:
-//! INVALID_REQUEST. DescribeQuorum needs DESCRIBE on the cluster, the changes ALTER.
+//! request was itself forwarded to a node that is no longer the controller). The voter
+//! changes are the controller's too: another node forwards them the same way and relays
+//! the controller's answer (NOT_CONTROLLER naming the controller when it cannot be
+//! reached or the request was forwarded already). A single node has no quorum:
+//! INVALID_REQUEST. DescribeQuorum needs DESCRIBE on the cluster, the changes ALTER (of
+//! the node first asked, and of the controller).
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use super::{Ctx, Fatal, Reply, Request, kstr};
 use crate::cluster::quorum_forward::FORWARDED_CLIENT_PREFIX;
 use crate::cluster::{QuorumRefusal, QuorumStatus, ReplicaStatus};
 use crate::security::acl::AclOperation;
+use crate::server::cluster_view::VoterChangeRequest;
 use crate::storage::codec::{uuid_base64, uuid_from_base64};
 
 /// The metadata log's topic, as Kafka names it.
@@ -161,12 +165,12 @@ fn outcome(r: Result<(), QuorumRefusal>) -> (i16, Option<String>) {
     }
 }
 
-/// Runs a voter change on the cluster, or says why not.
+/// Runs a voter change on the cluster, or says why not: a node that is not the
+/// controller forwards it there (unless it was forwarded to it) and relays the answer.
 fn change(
     ctx: &Ctx<'_>,
-    add: bool,
-    node: i32,
-    directory: &uuid::Uuid,
+    req: &Request,
+    request: VoterChangeRequest<'_>,
     timeout: Duration,
 ) -> (i16, Option<String>) {
     if !ctx.allowed_on_cluster(AclOperation::Alter) {
@@ -181,7 +185,24 @@ fn change(
             Some("this node is a single node; it has no metadata quorum".into()),
         );
     };
-    outcome(cluster.change_voter(add, node, directory_id(directory), timeout))
+    let (add, node, directory) = match request {
+        VoterChangeRequest::Add(r) => (true, r.voter_id, &r.voter_directory_id),
+        VoterChangeRequest::Remove(r) => (false, r.voter_id, &r.voter_directory_id),
+    };
+    match cluster.change_voter(add, node, directory_id(directory), timeout) {
+        Err(QuorumRefusal::NotController { leader })
+            if leader > 0 && !req.client_id().starts_with(FORWARDED_CLIENT_PREFIX) =>
+        {
+            match cluster.voter_change_at_controller(leader, request, req.version(), timeout) {
+                Ok(answer) => answer,
+                Err(why) => {
+                    let (code, message) = outcome(Err(QuorumRefusal::NotController { leader }));
+                    (code, message.map(|m| format!("{m} ({why})")))
+                }
+            }
+        }
+        other => outcome(other),
+    }
 }
 
 pub(super) fn add(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -190,13 +211,7 @@ pub(super) fn add(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .ok()
         .filter(|ms| *ms > 0)
         .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-    let (code, message) = change(
-        ctx,
-        true,
-        request.voter_id,
-        &request.voter_directory_id,
-        timeout,
-    );
+    let (code, message) = change(ctx, req, VoterChangeRequest::Add(&request), timeout);
     req.respond(
         &AddRaftVoterResponse::default()
             .with_error_code(code)
@@ -208,9 +223,8 @@ pub(super) fn remove(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let request: RemoveRaftVoterRequest = req.decode()?;
     let (code, message) = change(
         ctx,
-        false,
-        request.voter_id,
-        &request.voter_directory_id,
+        req,
+        VoterChangeRequest::Remove(&request),
         DEFAULT_TIMEOUT,
     );
     req.respond(
