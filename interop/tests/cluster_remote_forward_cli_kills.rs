@@ -9,7 +9,7 @@
 //! the forwarder caught up.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tidelog::Broker;
@@ -18,7 +18,8 @@ use tidelog_interop::cluster::terminate_child;
 
 mod remote_cluster_support;
 use remote_cluster_support::{
-    WAIT, check_every_number_once_in_order, local_log, three_nodes_with_topic, write_numbers,
+    WAIT, check_every_number_once_in_order, forward_child, local_log, three_nodes_with_topic,
+    write_numbers,
 };
 
 const TOPIC: &str = "readings";
@@ -32,24 +33,6 @@ const PAUSE: Duration = Duration::from_millis(100);
 const OUTAGE: Duration = Duration::from_secs(20);
 /// Forwarded records (summed positions) at which the forwarder is killed.
 const KILLS: [u64; 3] = [10_000, 35_000, 65_000];
-
-/// Starts `tidelog forward` on `data` to `bootstrap`, its stderr appended to `log`.
-fn forward(data: &Path, bootstrap: &str, log: &Path) -> Child {
-    let log = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(tidelog_interop::tidelog_bin())
-        .args(["forward", "--data"])
-        .arg(data)
-        .args(["--bootstrap", bootstrap, "--topic", TOPIC, "--name", "edge"])
-        .env("TIDELOG_PROGRESS", "never")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
-}
 
 /// How many times the forwarders logging to `log` said they run.
 fn starts(log: &Path) -> usize {
@@ -74,7 +57,7 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
         three_nodes_with_topic(root.path(), TOPIC, PARTITIONS);
     let (dir, local) = local_log(TOPIC, PARTITIONS);
     let log = root.path().join("forward.log");
-    let mut forwarder = forward(dir.path(), &bootstrap, &log);
+    let mut forwarder = forward_child(dir.path(), &bootstrap, TOPIC, &log);
 
     // The application writes while the forwarder runs.
     let writer = {
@@ -117,9 +100,8 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
             && done >= at
             && started == 1 + KILLS.len() - kills.len()
         {
-            forwarder.kill().unwrap();
-            forwarder.wait().unwrap();
-            forwarder = forward(dir.path(), &bootstrap, &log);
+            forwarder.kill();
+            forwarder = forward_child(dir.path(), &bootstrap, TOPIC, &log);
             kills.next();
         }
         let all_started = kills.peek().is_none() && started == 1 + KILLS.len();
@@ -129,7 +111,10 @@ fn tidelog_forward_delivers_every_record_once_through_its_kills_and_a_node_outag
         std::thread::sleep(Duration::from_millis(50));
     }
     writer.join().unwrap();
-    assert!(terminate_child(forwarder), "a clean stop on SIGTERM");
+    assert!(
+        terminate_child(forwarder.into_inner()),
+        "a clean stop on SIGTERM"
+    );
     assert_eq!(
         starts(&log),
         1 + KILLS.len(),

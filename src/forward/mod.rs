@@ -19,6 +19,17 @@
 //! the forwarder reads the tail of every remote partition it writes, backwards until
 //! it has found its last record of each local partition (or the partition's start),
 //! and resumes after it: what reached the remote is not sent again, what did not is.
+//! Only what is below a remote partition's high watermark can be read, so a batch the
+//! last session's producer had appended on the leader and not yet replicated to every
+//! in-sync replica (a follower down and not yet out of the ISR) would be missed, sent
+//! again and then kept twice once the high watermark passes both. Each session
+//! therefore records its producer ids in the data directory before it sends
+//! (`tidelog-forward-NAME.producers`), and the next one asks each remote leader
+//! (DescribeProducers) for the last sequence those producers appended: while it is
+//! past the last one readable, the forwarder waits (its status says so) for the
+//! remote side to commit or drop those records before it reads the tail; after
+//! two minutes it resumes anyway and says so. A cluster that does not answer
+//! DescribeProducers (Kafka before 2.8) is read without that wait.
 //! The positions committed locally (below) are a floor to that, so records the remote
 //! side deleted by its retention are not sent twice.
 //!
@@ -91,6 +102,15 @@ pub const GROUP_PREFIX: &str = "tidelog-forward-";
 
 /// The suffix of the file of the data directory recording a forwarder's last error.
 const ERROR_SUFFIX: &str = ".last-error";
+
+/// The suffix of the file of the data directory recording the producer ids of a
+/// forwarder's last session.
+const PRODUCERS_SUFFIX: &str = ".producers";
+
+/// How long a session waits for records of the last session that a remote leader
+/// appended and did not replicate yet (a follower down is dropped from the ISR after
+/// `replica.lag.time.max.ms`, 30 s by default, and the high watermark moves on).
+const UNREPLICATED_WAIT: Duration = Duration::from_secs(120);
 
 /// Settings of a [`Forwarder`].
 #[derive(Debug, Clone)]
@@ -264,6 +284,37 @@ fn check_name(name: &str) -> Result<()> {
 /// last session failed.
 fn error_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{GROUP_PREFIX}{name}{ERROR_SUFFIX}"))
+}
+
+/// The file of the data directory `dir` recording the producer ids forwarder `name`'s
+/// last session sent with: `tidelog-forward-NAME.producers`, a checkpoint file whose
+/// payload is each id as an i64 (big-endian), written before the session sends.
+fn producers_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{GROUP_PREFIX}{name}{PRODUCERS_SUFFIX}"))
+}
+
+/// The producer ids [`producers_path`] records (none when there is no file).
+fn read_producers(path: &Path) -> Result<Vec<i64>> {
+    let Some(payload) = crate::storage::read_checkpoint(path)? else {
+        return Ok(Vec::new());
+    };
+    if payload.len() % 8 != 0 {
+        return Err(Error::corrupt(
+            path.display(),
+            0,
+            format!("{} bytes are not a list of producer ids", payload.len()),
+        ));
+    }
+    Ok(payload
+        .chunks_exact(8)
+        .map(|c| i64::from_be_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// Records `ids` at [`producers_path`], durably.
+fn write_producers(path: &Path, ids: &[i64]) -> Result<()> {
+    let payload: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+    crate::storage::write_checkpoint(path, &payload)
 }
 
 /// Reads the last error [`error_path`] records: its time and message.
@@ -719,7 +770,9 @@ impl Worker {
             }
             committed.push(c);
         }
-        self.recover(cluster, &mut sources)?;
+        if !self.recover(cluster, &mut sources)? {
+            return Ok(End::Stopped);
+        }
         // The remote cluster answered: whatever kept it away is over.
         self.clear_error();
         let mut skipped = 0;
@@ -743,6 +796,14 @@ impl Worker {
             .linger(Duration::from_secs(24 * 3600))
             .batch_size(2 * CHUNK_BYTES)
             .build()?;
+        // Its id is on disk before anything is sent with it: the next session asks the
+        // remote leaders about it (`recover`). The last session's are settled by now.
+        let mut ids: Vec<i64> = producer
+            .remote_producer_id()
+            .map(|(id, _)| id)
+            .into_iter()
+            .collect();
+        write_producers(&self.producers_path(), &ids)?;
         self.publish(&mut sources, writable.then_some(&mut consumer))?;
         let mut last_commit = Instant::now();
         let mut sending_ok = false;
@@ -798,7 +859,8 @@ impl Worker {
                     && (chunk_bytes + size > CHUNK_BYTES
                         || chunk_records >= self.config.max_in_flight_records)
                 {
-                    if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok) {
+                    if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok, &mut ids)
+                    {
                         failed = Some(e);
                         break;
                     }
@@ -824,7 +886,7 @@ impl Worker {
             if let Some(e) = failed {
                 break Err(e);
             }
-            if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok) {
+            if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok, &mut ids) {
                 break Err(e);
             }
             if last_commit.elapsed() >= self.config.commit_interval {
@@ -844,12 +906,25 @@ impl Worker {
     }
 
     /// Sends the open batches and waits for their answers (the remote client's
-    /// `delivery.timeout.ms` at most); counts what was acknowledged.
-    fn settle(&self, producer: &Producer, sources: &mut [Source], ok: &mut bool) -> Result<()> {
+    /// `delivery.timeout.ms` at most); counts what was acknowledged. A producer id the
+    /// producer took since (after a batch failed for good) joins `ids` on disk.
+    fn settle(
+        &self,
+        producer: &Producer,
+        sources: &mut [Source],
+        ok: &mut bool,
+        ids: &mut Vec<i64>,
+    ) -> Result<()> {
         if sources.iter().all(|s| s.in_flight.is_empty()) {
             return Ok(());
         }
         let flushed = producer.flush();
+        if let Some((id, _)) = producer.remote_producer_id()
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+            write_producers(&self.producers_path(), ids)?;
+        }
         let (records, bytes) = acknowledged(sources);
         if records > 0 {
             let partitions = partition_status(sources)?;
@@ -880,8 +955,16 @@ impl Worker {
         }
     }
 
-    /// Finds, for every source, the last record of it in each of its remote targets.
-    fn recover(&self, cluster: &Cluster, sources: &mut [Source]) -> Result<()> {
+    fn producers_path(&self) -> PathBuf {
+        producers_path(self.broker.dir(), &self.config.name)
+    }
+
+    /// Finds, for every source, the last record of it in each of its remote targets,
+    /// once no record the last session sent is appended there and unreadable
+    /// ([`settled_tail`](Self::settled_tail)). False when the forwarder was stopped
+    /// meanwhile.
+    fn recover(&self, cluster: &Cluster, sources: &mut [Source]) -> Result<bool> {
+        let ours = read_producers(&self.producers_path())?;
         let mut by_remote: HashMap<(String, i32), Vec<usize>> = HashMap::new();
         for (i, s) in sources.iter().enumerate() {
             for q in position::targets(s.partition.index(), s.local_count, s.remote_count) {
@@ -903,11 +986,72 @@ impl Worker {
                     )
                 })
                 .collect();
-            for (i, last) in last_forwarded(cluster, &topic, q, &wanted)? {
+            let Some(found) = self.settled_tail(cluster, &topic, q, &wanted, &ours)? else {
+                return Ok(false);
+            };
+            for (i, last) in found {
                 sources[i].last[q as usize] = last;
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// [`last_forwarded`] of `wanted` in `partition` of remote `topic`, read once its
+    /// leader holds no record of the producers `ours` (the last session's) that a
+    /// reader cannot see yet ([`position::unreplicated`]): until then, or
+    /// [`UNREPLICATED_WAIT`], it asks again every half second, the wait its last error.
+    /// None when the forwarder is stopped meanwhile.
+    fn settled_tail(
+        &self,
+        cluster: &Cluster,
+        topic: &str,
+        partition: i32,
+        wanted: &HashMap<Vec<u8>, usize>,
+        ours: &[i64],
+    ) -> Result<Option<HashMap<usize, i64>>> {
+        let deadline = Instant::now() + UNREPLICATED_WAIT;
+        loop {
+            // The leader first: what it appended then and is committed by the time
+            // the tail is read is read; what is committed later is waited for.
+            let leader: Vec<(i64, i16, i32)> = if ours.is_empty() {
+                Vec::new()
+            } else {
+                match cluster.producer_sequences(topic, partition) {
+                    Ok(list) => list
+                        .iter()
+                        .map(|p| (p.producer_id, p.epoch, p.last_sequence))
+                        .collect(),
+                    Err(Error::UnsupportedApi { .. }) => Vec::new(),
+                    Err(e) => return Err(e),
+                }
+            };
+            let to_read: Vec<i64> = position::appended_by(ours, &leader)
+                .map(|(id, _, _)| *id)
+                .collect();
+            let (found, read) = last_forwarded(cluster, topic, partition, wanted, &to_read)?;
+            let waiting = position::unreplicated(ours, &leader, &read);
+            let Some(&(id, readable, appended)) = waiting.first() else {
+                return Ok(Some(found));
+            };
+            let line = format!(
+                "forwarder {}: remote partition {topic}-{partition} holds records its last session sent and the leader did not replicate yet (producer {id}: sequence {appended} appended, {readable} readable)",
+                self.config.name
+            );
+            if Instant::now() >= deadline {
+                let line = format!(
+                    "{line}; resuming after {} s: those records are sent again, and are there twice if the remote side keeps them",
+                    UNREPLICATED_WAIT.as_secs()
+                );
+                emit_loss(&line);
+                self.note_error(line);
+                return Ok(Some(found));
+            }
+            self.note_error(format!("{line}; waiting for them"));
+            self.shared.pause(Duration::from_millis(500));
+            if self.shared.stopping() {
+                return Ok(None);
+            }
+        }
     }
 
     /// Holds retention of every local partition forwarded, in memory and durably, at
@@ -1050,14 +1194,16 @@ fn acknowledged(sources: &mut [Source]) -> (u64, u64) {
 }
 
 /// The local offset of the last record of each wanted source in `partition` of remote
-/// `topic`, read backwards from its end in growing windows until every source is found
-/// or the partition's start is reached.
+/// `topic`, and the last sequence read of each producer, read backwards from its end
+/// (the high watermark) in growing windows until every source and every producer of
+/// `producers` is found or the partition's start is reached.
 fn last_forwarded(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
     wanted: &HashMap<Vec<u8>, usize>,
-) -> Result<HashMap<usize, i64>> {
+    producers: &[i64],
+) -> Result<(HashMap<usize, i64>, position::Sequences)> {
     let uncommitted = IsolationLevel::ReadUncommitted;
     let start = cluster
         .list_offset(topic, partition, Cluster::EARLIEST, uncommitted)?
@@ -1067,11 +1213,15 @@ fn last_forwarded(
         .offset;
     let location = format!("{topic}-{partition}");
     let mut found: HashMap<usize, i64> = HashMap::new();
+    let mut read = position::Sequences::new();
     let mut hi = end;
     let mut window = 1_000i64;
-    while hi > start && found.len() < wanted.len() {
+    while hi > start
+        && (found.len() < wanted.len() || producers.iter().any(|p| !read.contains_key(p)))
+    {
         let lo = (hi - window).max(start);
         let mut in_window = HashMap::new();
+        let mut in_window_read = position::Sequences::new();
         let mut at = lo;
         while at < hi {
             let fetched =
@@ -1080,7 +1230,7 @@ fn last_forwarded(
                 &fetched.records,
                 at,
                 wanted,
-                &mut in_window,
+                (&mut in_window, &mut in_window_read),
                 (&location, 64 << 20),
             )?;
             if next <= at {
@@ -1092,10 +1242,13 @@ fn last_forwarded(
             // A later window's find is the larger: records of a source arrive in order.
             found.entry(i).or_insert(last);
         }
+        for (p, last) in in_window_read {
+            read.entry(p).or_insert(last);
+        }
         hi = lo;
         window = (window * 4).min(1 << 20);
     }
-    Ok(found)
+    Ok((found, read))
 }
 
 #[cfg(feature = "server")]

@@ -59,9 +59,13 @@ pub(crate) fn forwarded<'a>(
     }
 }
 
+/// The last `(epoch, sequence)` read of each idempotent producer, by producer id.
+pub(crate) type Sequences = HashMap<i64, (i16, i32)>;
+
 /// Reads the record batches `bytes` (a Fetch answer's, the last possibly cut short) and
 /// raises `found[i]` to the largest local offset of a record whose source is
-/// `wanted[i]`. Returns the offset after the last whole batch (`from` when there is
+/// `wanted[i]`, and `read[p]` to the `(epoch, last sequence)` of the last batch of
+/// producer `p`. Returns the offset after the last whole batch (`from` when there is
 /// none). Compressed batches are decompressed, at most `limit` bytes each.
 ///
 /// # Errors
@@ -70,7 +74,7 @@ pub(crate) fn scan(
     bytes: &[u8],
     from: i64,
     wanted: &HashMap<Vec<u8>, usize>,
-    found: &mut HashMap<usize, i64>,
+    (found, read): (&mut HashMap<usize, i64>, &mut Sequences),
     (location, limit): (&str, usize),
 ) -> Result<i64> {
     let mut next = from;
@@ -86,6 +90,16 @@ pub(crate) fn scan(
         if batch.is_control() {
             continue;
         }
+        if batch.producer_id() >= 0 && batch.base_sequence() >= 0 {
+            let last = (
+                batch.producer_epoch(),
+                batch
+                    .base_sequence()
+                    .wrapping_add(batch.last_offset_delta()),
+            );
+            let e = read.entry(batch.producer_id()).or_insert(last);
+            *e = (*e).max(last);
+        }
         for r in batch.decode_records(location, limit, &mut scratch)? {
             let r = r?;
             if let Some((source, offset)) = forwarded(&r.headers, location)?
@@ -97,6 +111,38 @@ pub(crate) fn scan(
         }
     }
     Ok(next)
+}
+
+/// The producers of `ours` (the ids the last session sent with) that the partition's
+/// leader holds records of that no reader sees yet: the last batch the leader appended
+/// (`leader`: producer id, epoch and last sequence, as DescribeProducers answers) is
+/// past the last one read below the high watermark (`read`). Such records were
+/// appended and not replicated to every in-sync replica when the session ended; they
+/// may still be committed, so what to send again is known only once they are. Each as
+/// `(producer id, last sequence read or -1, last sequence appended)`.
+pub(crate) fn unreplicated(
+    ours: &[i64],
+    leader: &[(i64, i16, i32)],
+    read: &Sequences,
+) -> Vec<(i64, i32, i32)> {
+    appended_by(ours, leader)
+        .filter_map(|&(id, epoch, last)| {
+            let seen = read.get(&id).copied();
+            let behind = seen.is_none_or(|seen| seen < (epoch, last));
+            behind.then(|| (id, seen.map_or(-1, |(_, s)| s), last))
+        })
+        .collect()
+}
+
+/// The entries of `leader` (as [`unreplicated`] takes them) of producers of `ours` that
+/// appended a record there.
+pub(crate) fn appended_by<'a>(
+    ours: &'a [i64],
+    leader: &'a [(i64, i16, i32)],
+) -> impl Iterator<Item = &'a (i64, i16, i32)> + 'a {
+    leader
+        .iter()
+        .filter(|(id, _, last)| ours.contains(id) && *last >= 0)
 }
 
 /// The remote partition a local record goes to: the same number when both topics have
@@ -194,7 +240,8 @@ mod tests {
         bytes.truncate(whole + 20);
         let w = wanted(&["edge/a/0", "edge/a/1", "edge/a/2"]);
         let mut found = HashMap::new();
-        let next = scan(&bytes, 10, &w, &mut found, ("t-0", 1 << 20)).unwrap();
+        let mut read = Sequences::new();
+        let next = scan(&bytes, 10, &w, (&mut found, &mut read), ("t-0", 1 << 20)).unwrap();
         assert_eq!(next, 15, "after the last whole batch");
         assert_eq!(found.get(&0), Some(&6));
         assert_eq!(found.get(&1), Some(&7));
@@ -202,10 +249,74 @@ mod tests {
         // Nothing whole: the position stays.
         let mut none = HashMap::new();
         assert_eq!(
-            scan(&bytes[whole..], 15, &w, &mut none, ("t-0", 1 << 20)).unwrap(),
+            scan(
+                &bytes[whole..],
+                15,
+                &w,
+                (&mut none, &mut read),
+                ("t-0", 1 << 20)
+            )
+            .unwrap(),
             15
         );
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn the_scan_reads_each_producers_last_epoch_and_sequence() {
+        let mut bytes = Vec::new();
+        // Producer 7 at epoch 0, then 1 (its sequences start again), producer 9 once,
+        // and a batch of no producer.
+        for (base, producer, epoch, sequence, n) in [
+            (0, 7, 0, 0, 3),
+            (3, 9, 0, 40, 2),
+            (5, 7, 0, 3, 2),
+            (7, 7, 1, 0, 1),
+            (8, -1, -1, -1, 2),
+        ] {
+            let records: Vec<(Option<&str>, i64)> = (0..n).map(|i| (Some("edge/a/0"), i)).collect();
+            let mut b = batch(base, &records, crate::Compression::None);
+            crate::record::set_producer(&mut b, producer, epoch, sequence);
+            bytes.extend(b);
+        }
+        let (mut found, mut read) = (HashMap::new(), Sequences::new());
+        let w = wanted(&["edge/a/0"]);
+        assert_eq!(
+            scan(&bytes, 0, &w, (&mut found, &mut read), ("t-0", 1 << 20)).unwrap(),
+            10
+        );
+        assert_eq!(
+            read.get(&7),
+            Some(&(1, 0)),
+            "the latest epoch's last sequence"
+        );
+        assert_eq!(read.get(&9), Some(&(0, 41)));
+        assert_eq!(
+            read.len(),
+            2,
+            "no entry for a batch without a producer: {read:?}"
+        );
+    }
+
+    #[test]
+    fn records_a_leader_appended_past_what_was_read_are_unreplicated() {
+        let read: Sequences = [(7, (0, 99)), (8, (2, 5))].into_iter().collect();
+        let ours = [7, 8, 11];
+        // Read up to what the leader appended: nothing waits.
+        assert!(unreplicated(&ours, &[(7, 0, 99), (8, 2, 5)], &read).is_empty());
+        // Appended past what was read, at the same or a later epoch.
+        assert_eq!(
+            unreplicated(&ours, &[(7, 0, 120), (8, 3, 0)], &read),
+            vec![(7, 99, 120), (8, 5, 0)]
+        );
+        // A producer of ours none of whose records was read yet, and one with none.
+        assert_eq!(
+            unreplicated(&ours, &[(11, 0, 4), (7, 0, 99)], &read),
+            vec![(11, -1, 4)]
+        );
+        assert!(unreplicated(&ours, &[(11, 0, -1)], &read).is_empty());
+        // Someone else's producer is not ours to wait for.
+        assert!(unreplicated(&ours, &[(12, 0, 500)], &read).is_empty());
     }
 
     #[test]
@@ -223,7 +334,7 @@ mod tests {
             &bytes,
             0,
             &wanted(&["edge/a/0"]),
-            &mut found,
+            (&mut found, &mut Sequences::new()),
             ("remote-3", 1 << 20),
         )
         .unwrap_err();

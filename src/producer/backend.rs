@@ -68,6 +68,9 @@ pub(crate) trait RemoteLog: Send + Sync {
 /// once per call.
 pub(crate) trait RemoteProducer: Send + Sync {
     fn config(&self) -> &ProducerConfig;
+    /// The producer id and epoch its batches are numbered with now (None: not
+    /// idempotent, or none obtained yet).
+    fn producer_id(&self) -> Option<(i64, i16)>;
     /// Puts the record in its partition's batch; the receipt completes when the
     /// batch is acknowledged (at once, offset -1, with acks 0).
     fn send_async(&self, topic: &str, record: &ProducerRecord<'_>) -> Result<DeliveryReceipt>;

@@ -1077,6 +1077,17 @@ impl ProducerInner {
 }
 
 impl Producer {
+    /// The producer id and epoch a network producer numbers its batches with now (None
+    /// in process, or before it has one): the identity under which a partition's
+    /// leader keeps its sequences.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn remote_producer_id(&self) -> Option<(i64, i16)> {
+        match &self.backend {
+            Backend::Local(_) => None,
+            Backend::Remote(remote) => remote.producer_id(),
+        }
+    }
+
     /// The producer's `transactional.id`, if it is transactional.
     pub fn transactional_id(&self) -> Option<&str> {
         match &self.backend {

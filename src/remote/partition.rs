@@ -1,12 +1,15 @@
-//! A partition's requests on its leader: Fetch and ListOffsets (Produce is the
-//! producer's, which pipelines them), with the leader
+//! A partition's requests on its leader: Fetch, ListOffsets and DescribeProducers
+//! (Produce is the producer's, which pipelines them), with the leader
 //! epoch the client knows (so that a deposed leader answers FENCED_LEADER_EPOCH), each
 //! repeated through [`Cluster::on_leader`] while leadership moves.
 
 use bytes::Bytes;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeProducersRequest, FetchRequest, ListOffsetsRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use std::collections::BTreeMap;
@@ -27,6 +30,20 @@ pub(super) const PRODUCE_BEFORE_TRANSACTION_V2: std::ops::RangeInclusive<i16> = 
 pub(super) const FETCH: std::ops::RangeInclusive<i16> = 4..=12;
 /// ListOffsets versions: 1 to 9.
 const LIST_OFFSETS: std::ops::RangeInclusive<i16> = 1..=9;
+/// DescribeProducers versions: 0 (the only one).
+const DESCRIBE_PRODUCERS: std::ops::RangeInclusive<i16> = 0..=0;
+
+/// What a partition's leader knows of one producer that wrote to it (DescribeProducers,
+/// KIP-664): the state of its last batch appended, committed or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProducerSequence {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The sequence number of its last record appended (-1: none).
+    pub last_sequence: i32,
+}
 
 /// One partition's part of a Fetch answer.
 #[derive(Debug, Clone)]
@@ -266,6 +283,58 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// The producers the leader of `partition` of `topic` holds state for
+    /// (DescribeProducers): each one's last batch appended, including one appended and
+    /// not yet replicated, which no reader sees before the high watermark passes it.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedApi`](crate::Error::UnsupportedApi) when the leader does not
+    /// answer DescribeProducers (Kafka before 2.8); as [`fetch`](Self::fetch) otherwise.
+    pub(crate) fn producer_sequences(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<ProducerSequence>> {
+        self.on_leader(topic, partition, |leader| {
+            let build = |_version: i16| {
+                DescribeProducersRequest::default().with_topics(vec![
+                    TopicRequest::default()
+                        .with_name(topic_name(topic))
+                        .with_partition_indexes(vec![partition]),
+                ])
+            };
+            let (version, response) = match self.call(&leader.addr, DESCRIBE_PRODUCERS, build) {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let api = api_version::<DescribeProducersRequest>(version);
+            let found = response
+                .topics
+                .into_iter()
+                .filter(|t| t.name.0.as_str() == topic)
+                .flat_map(|t| t.partitions)
+                .find(|p| p.partition_index == partition);
+            let code = found
+                .as_ref()
+                .map_or(ErrorCode::UNKNOWN_SERVER_ERROR.code(), |p| p.error_code);
+            match found {
+                Some(p) if p.error_code == 0 => Attempt::Done(Ok(p
+                    .active_producers
+                    .iter()
+                    .map(|s| ProducerSequence {
+                        producer_id: s.producer_id.0,
+                        epoch: i16::try_from(s.producer_epoch).unwrap_or(i16::MAX),
+                        last_sequence: s.last_sequence,
+                    })
+                    .collect())),
+                _ => {
+                    let e = partition_error(api, &leader.addr, topic, partition, code, None);
+                    Attempt::refused(code, e)
+                }
+            }
+        })
+    }
+
     /// The offsets of `partitions` of `topic` for `timestamp` as a reader of
     /// uncommitted records sees them (as [`list_offset`](Self::list_offset) answers
     /// each): one ListOffsets per leader the known metadata names. A partition without

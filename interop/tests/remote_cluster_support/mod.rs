@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test uses its part
 
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tidelog::{
@@ -33,15 +34,33 @@ pub fn three_nodes_with_topic(
     topic: &str,
     partitions: i32,
 ) -> (Processes, String, Cluster, i32) {
+    let (nodes, bootstrap, cluster) = three_nodes(root, "2000", "3000");
+    eventually("the topic", WAIT, || {
+        cluster
+            .create_topic_if_missing(topic, partitions, TopicConfig::new())
+            .ok()
+    });
+    let leader = eventually("in-sync leaders", WAIT, || {
+        let t = cluster.describe_topic(topic).ok()?;
+        let all_in_sync = t.partitions.iter().all(|p| p.isr.len() == 3);
+        all_in_sync.then_some(t.partitions[0].leader?)
+    });
+    (nodes, bootstrap, cluster, leader)
+}
+
+/// Three nodes under `root` (replication factor 3, `min.insync.replicas=2`) with
+/// broker session and replica lag timeouts of `session_ms` and `lag_ms`: the nodes,
+/// their bootstrap list and a `Cluster` connected to all three.
+pub fn three_nodes(root: &Path, session_ms: &str, lag_ms: &str) -> (Processes, String, Cluster) {
     let nodes = Processes::start(
         tidelog_interop::tidelog_bin(),
         root,
         3,
         &[
             "--broker-session-timeout-ms",
-            "2000",
+            session_ms,
             "--replica-lag-time-max-ms",
-            "3000",
+            lag_ms,
             "--default-replication-factor",
             "3",
             "--min-insync-replicas",
@@ -54,17 +73,52 @@ pub fn three_nodes_with_topic(
             .ok()
             .filter(|c| c.brokers().len() == 3)
     });
-    eventually("the topic", WAIT, || {
-        cluster
-            .create_topic_if_missing(topic, partitions, TopicConfig::new())
-            .ok()
-    });
-    let leader = eventually("in-sync leaders", WAIT, || {
-        let t = cluster.describe_topic(topic).ok()?;
-        let all_in_sync = t.partitions.iter().all(|p| p.isr.len() == 3);
-        all_in_sync.then_some(t.partitions[0].leader?)
-    });
-    (nodes, bootstrap, cluster, leader)
+    (nodes, bootstrap, cluster)
+}
+
+/// A `tidelog forward` child process that is killed when dropped: a test that fails
+/// while its forwarder runs leaves no forwarder retrying a cluster that is gone.
+pub struct ForwardChild(Option<Child>);
+
+impl ForwardChild {
+    /// SIGKILLs the child and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The child, no longer killed on drop (to stop it another way).
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("a running forwarder")
+    }
+}
+
+impl Drop for ForwardChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `tidelog forward --name edge` on `data` to `bootstrap` for `topic` as a child
+/// process, its stderr appended to `log`.
+pub fn forward_child(data: &Path, bootstrap: &str, topic: &str, log: &Path) -> ForwardChild {
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    Command::new(tidelog_interop::tidelog_bin())
+        .args(["forward", "--data"])
+        .arg(data)
+        .args(["--bootstrap", bootstrap, "--topic", topic, "--name", "edge"])
+        .env("TIDELOG_PROGRESS", "never")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map(|c| ForwardChild(Some(c)))
+        .unwrap()
 }
 
 /// An embedded log in a new temporary directory with `topic` of `partitions`
