@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
-use crate::coordinator::AcknowledgeType;
+use crate::coordinator::{AcknowledgeType, ShareReadMode};
 use crate::error::{Error, Result, ShareError};
 use crate::record::{Batch, decompression_limit};
 use crate::storage::AbortedTxn;
@@ -428,57 +428,31 @@ impl ShareConsumer {
         // The group's configs, where set, are in force over this consumer's settings
         // (as for every member over the network).
         let overrides = share.read_overrides(group);
-        let committed = overrides
-            .read_committed
-            .unwrap_or(self.config.isolation_level == IsolationLevel::ReadCommitted);
-        let earliest = overrides
-            .earliest
-            .unwrap_or(self.config.auto_offset_reset == OffsetReset::Earliest);
-        // read_committed reads up to the last stable offset, else the high watermark.
-        let end = if committed {
-            p.last_stable_offset()?
-        } else {
-            p.high_watermark()
+        let mode = ShareReadMode {
+            committed: overrides
+                .read_committed
+                .unwrap_or(self.config.isolation_level == IsolationLevel::ReadCommitted),
+            earliest: overrides
+                .earliest
+                .unwrap_or(self.config.auto_offset_reset == OffsetReset::Earliest),
         };
-        let initial = if earliest { p.log_start_offset() } else { end };
-        let from = share.fetch_offset(
-            group,
-            topic,
-            index,
-            p.log_start_offset(),
-            initial,
-            Instant::now(),
-        )?;
-        if from >= end {
-            return Ok(Vec::new());
-        }
         let max_bytes = self.config.max_partition_fetch_bytes;
-        let read = if committed {
-            p.read_committed(from, max_bytes).map(|(slice, _)| slice)
-        } else {
-            p.read(from, max_bytes)
+        let now = Instant::now();
+        let Some(read) =
+            share.read_share_partition(p, group, topic, index, mode, max_bytes, now)?
+        else {
+            return Ok(Vec::new());
         };
-        let slice = match read {
-            Ok(s) => s,
-            // Retention removed it meanwhile: the next poll skips to the log start.
-            Err(Error::OffsetOutOfRange { .. }) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        // read_committed, the records of aborted transactions are never handed out:
+        // Control batches and the records of aborted transactions are never handed out:
         // left out of the candidates, they count as archived (offsets of the read with
-        // no record to acquire), as control batches do.
-        let aborted = if committed && !slice.is_empty() {
-            p.aborted_transactions(from, slice.next_offset())?
-        } else {
-            Vec::new()
-        };
+        // no record to acquire).
         let topic: Arc<str> = Arc::from(topic);
         let candidates = read_records(
-            &slice,
+            &read.slice,
             &topic,
             index,
-            from,
-            &aborted,
+            read.from,
+            &read.aborted,
             p.config().max_message_bytes,
         )?;
         let offsets: Vec<i64> = candidates.iter().map(|r| r.offset).collect();
@@ -488,9 +462,9 @@ impl ShareConsumer {
             &topic,
             index,
             &offsets,
-            slice.next_offset(),
+            read.slice.next_offset(),
             room,
-            Instant::now(),
+            now,
         )?;
         let mut by_offset: BTreeMap<i64, ShareRecord> =
             candidates.into_iter().map(|r| (r.offset, r)).collect();

@@ -89,6 +89,7 @@ mod share_fence;
 mod share_members;
 mod share_offsets;
 mod share_partition;
+mod share_read;
 pub(crate) mod share_records;
 mod share_shell;
 mod sorted_map;
@@ -121,6 +122,9 @@ pub use share_offsets::ShareStartOffset;
 pub use share_partition::{
     AcknowledgeType, AcquiredRecord, ShareLimits, SharePartition, StateBatch,
 };
+pub(crate) use share_read::ShareReadMode;
+#[cfg(feature = "server")]
+pub(crate) use share_read::ShareSource;
 pub use share_records::SHARE_GROUP_STATE_TOPIC;
 #[cfg(feature = "server")]
 pub(crate) use share_shell::{PartitionJournal, keyed_records, read_log, scan_log};

@@ -26,7 +26,7 @@ const LOCK: &str = "share.record.lock.duration.ms";
 
 /// IncrementalAlterConfigs of group `group` through node `i`: SET (or DELETE, `None`)
 /// each key; the error code and message.
-fn alter(
+pub(super) fn alter(
     c: &TestCluster,
     i: usize,
     group: &str,

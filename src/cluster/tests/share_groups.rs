@@ -3,7 +3,8 @@
 //! partition's leader, wherever it is. When the state partition's leader and then the
 //! data partition's leader stop, three members still get disjoint records, no accepted
 //! record is delivered again, and what a member held when its leader stopped is
-//! delivered again, counted.
+//! delivered again, counted. A group's `share.isolation.level=read_committed`, set
+//! through any node, keeps the leader's share fetch below the last stable offset.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -520,4 +521,77 @@ fn a_remote_fenced_state_epoch_makes_the_data_leader_read_the_state_again() {
     // The next fetch reads the admin's state: 2 on delivered anew, 0 and 1 never again.
     let got = m.fetch(topic_id, 10);
     assert_eq!(got, (2..10).map(|o| (o, 1)).collect());
+}
+
+/// A share group with `share.isolation.level=read_committed`, set through a node that
+/// does not lead the partition (a group config is cluster metadata): the leader hands
+/// out records below the last stable offset only, those of a transaction once it is
+/// committed, never those of an aborted one, and no control record.
+#[test]
+fn a_read_committed_share_group_reads_what_transactions_committed_on_the_leader() {
+    use crate::config::TransactionConfig;
+    use crate::producer::{Producer, ProducerRecord};
+
+    let (c, topic_id, l0) = cluster_with_t();
+    c.node(0)
+        .ensure_transaction_state(&TransactionConfig::default())
+        .unwrap();
+    let other = (l0 + 1) % 3;
+    let settings = [
+        ("share.isolation.level", Some("read_committed")),
+        ("share.auto.offset.reset", Some("earliest")),
+    ];
+    assert_eq!(
+        super::group_configs::alter(&c, other, "committed-readers", &settings),
+        (0, None)
+    );
+    c.wait_same_image();
+    let mut m = Member::of(&c, "committed-readers", "m1", l0);
+    // Every offset acquired over a few fetches (each waits up to half a second).
+    let take = |m: &mut Member| -> BTreeSet<i64> {
+        let mut got = BTreeSet::new();
+        for _ in 0..4 {
+            got.extend(m.fetch(topic_id, 100).keys().copied());
+        }
+        got
+    };
+
+    send(&c, l0, "t", Acks::All, &values("before", 3)); // 0..=2
+    let here = broker(&c, l0);
+    let txn = Producer::builder(&here)
+        .transactional_id("share-rc")
+        .build()
+        .unwrap();
+    wait_until("the transaction coordinator answers", || {
+        txn.init_transactions().is_ok()
+    });
+    txn.begin_transaction().unwrap();
+    for v in ["open-0", "open-1"] {
+        txn.send("t", ProducerRecord::new(v.as_bytes()).partition(0))
+            .unwrap(); // 3, 4
+    }
+    txn.flush().unwrap();
+    send(&c, l0, "t", Acks::All, &values("after", 2)); // 5, 6
+    assert_eq!(take(&mut m), (0..3).collect(), "up to the open transaction");
+
+    txn.commit_transaction().unwrap(); // its marker: 7
+    assert_eq!(
+        take(&mut m),
+        (3..7).collect(),
+        "the committed transaction, then the rest"
+    );
+
+    txn.begin_transaction().unwrap();
+    for v in ["aborted-0", "aborted-1"] {
+        txn.send("t", ProducerRecord::new(v.as_bytes()).partition(0))
+            .unwrap(); // 8, 9
+    }
+    txn.abort_transaction().unwrap(); // its marker: 10
+    send(&c, l0, "t", Acks::All, &values("last", 1)); // 11
+    assert_eq!(
+        take(&mut m),
+        BTreeSet::from([11]),
+        "nothing of the aborted transaction"
+    );
+    c.shutdown();
 }

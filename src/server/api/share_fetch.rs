@@ -29,14 +29,14 @@ use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 use super::fetch::{HANGUP_CHECK, Watch};
 use super::share_acknowledge::{AckBatches, acknowledge, ids};
 use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
-use crate::coordinator::{AcquiredRecord, ShareCoordinator};
-use crate::error::{Error, Result, ShareError};
+use crate::coordinator::{AcquiredRecord, ShareCoordinator, ShareReadMode, ShareSource};
+use crate::error::{Result, ShareError};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::security::denied_code;
-use crate::server::backend::Backend;
+use crate::server::backend::{Backend, PartitionOps};
 use crate::server::error_codes::KafkaCode;
 use crate::server::topic_ids::{by_id, topic_id, topics_with_counts};
-use crate::storage::ReadLimit;
+use crate::storage::{AbortedTxn, LogSlice, ReadLimit};
 use crate::topic::Signal;
 
 /// Records acquired per request when the client sets no limit (Kafka's
@@ -95,7 +95,9 @@ impl Fetcher<'_> {
     ) -> Result<(Bytes, Vec<AcquiredRecord>)> {
         let mut last_from = None;
         for _ in 0..MAX_EMPTY_READS {
-            let read = self.read_once(topic, partition, max_bytes, room)?;
+            let Some(read) = self.read_once(topic, partition, max_bytes, room)? else {
+                break;
+            };
             if !read.nothing_to_deliver || last_from == Some(read.from) {
                 return Ok((read.records, read.acquired));
             }
@@ -104,64 +106,37 @@ impl Fetcher<'_> {
         Ok((Bytes::new(), Vec::new()))
     }
 
-    /// One read of [`partition`](Self::partition).
+    /// One read of [`partition`](Self::partition) (the share coordinator's read rule,
+    /// [`ShareCoordinator::read_share_partition`]); `None` when there was nothing to
+    /// read.
     fn read_once(
         &self,
         topic: &str,
         partition: i32,
         max_bytes: usize,
         room: usize,
-    ) -> Result<OneRead> {
-        let nothing = |from| OneRead {
-            from,
-            records: Bytes::new(),
-            acquired: Vec::new(),
-            nothing_to_deliver: false,
-        };
+    ) -> Result<Option<OneRead>> {
         let p = self.backend.partition(topic, partition)?;
         let configs = self.backend.group_configs();
-        // A read_committed group (`share.isolation.level`) reads up to the last stable
-        // offset, a read_uncommitted one up to the high watermark.
-        let committed = configs.is_some_and(|c| c.share_reads_committed(self.group));
-        let end = if committed {
-            p.last_stable_offset()?
-        } else {
-            p.high_watermark()
+        let mode = ShareReadMode {
+            committed: configs.is_some_and(|c| c.share_reads_committed(self.group)),
+            earliest: configs.is_some_and(|c| c.share_reads_from_earliest(self.group)),
         };
         let now = Instant::now();
         let share = self.share;
-        // A share-partition read for the first time starts as the group's
-        // `share.auto.offset.reset` says: the log's end (latest, the default) or start.
-        let earliest = configs.is_some_and(|c| c.share_reads_from_earliest(self.group));
-        let start = p.log_start_offset();
-        let initial = if earliest { start } else { end };
-        let from = share.fetch_offset(self.group, topic, partition, start, initial, now)?;
-        if from >= end {
-            return Ok(nothing(from));
-        }
-        let read = if committed {
-            p.read_committed(from, max_bytes).map(|(slice, _)| slice)
-        } else {
-            p.read_bounded(from, max_bytes, ReadLimit::HighWatermark)
+        let Some(read) =
+            share.read_share_partition(&*p, self.group, topic, partition, mode, max_bytes, now)?
+        else {
+            return Ok(None);
         };
-        let slice = match read {
-            Ok(s) => s,
-            // Retention removed it meanwhile: the next fetch skips to the log start.
-            Err(Error::OffsetOutOfRange { .. }) => return Ok(nothing(from)),
-            Err(e) => return Err(e),
-        };
-        // Control batches are never delivered; read_committed, neither are the records
-        // of aborted transactions (left out, they count as archived: offsets of the read
-        // with no record to deliver).
-        let aborted = if committed && !slice.is_empty() {
-            p.aborted_transactions(from, slice.next_offset())?
-        } else {
-            Vec::new()
-        };
-        let offsets: Vec<i64> = slice
+        // Control batches are never delivered, nor the records of aborted transactions
+        // (left out, they count as archived: offsets of the read with no record to
+        // deliver).
+        let offsets: Vec<i64> = read
+            .slice
             .batches()
-            .filter(|b| !b.is_control() && !aborted.iter().any(|a| a.holds(b)))
-            .flat_map(|b| b.base_offset().max(from)..=b.last_offset())
+            .filter(|b| !b.is_control() && !read.aborted.iter().any(|a| a.holds(b)))
+            .flat_map(|b| b.base_offset().max(read.from)..=b.last_offset())
             .collect();
         let acquired = share.acquire(
             self.group,
@@ -169,21 +144,45 @@ impl Fetcher<'_> {
             topic,
             partition,
             &offsets,
-            slice.next_offset(),
+            read.slice.next_offset(),
             room,
             now,
         )?;
         let records = if acquired.is_empty() {
             Bytes::new()
         } else {
-            Bytes::copy_from_slice(&slice)
+            Bytes::copy_from_slice(&read.slice)
         };
-        Ok(OneRead {
-            from,
+        Ok(Some(OneRead {
+            from: read.from,
             records,
             acquired,
-            nothing_to_deliver: offsets.is_empty() && !slice.is_empty(),
-        })
+            nothing_to_deliver: offsets.is_empty(),
+        }))
+    }
+}
+
+/// A share fetch reads the partition's log on this node, its leader.
+impl ShareSource for dyn PartitionOps {
+    fn high_watermark(&self) -> i64 {
+        PartitionOps::high_watermark(self)
+    }
+    fn last_stable_offset(&self) -> Result<i64> {
+        PartitionOps::last_stable_offset(self)
+    }
+    fn log_start_offset(&self) -> i64 {
+        PartitionOps::log_start_offset(self)
+    }
+    fn read_below(&self, offset: i64, max_bytes: usize, committed: bool) -> Result<LogSlice> {
+        match committed {
+            true => self
+                .read_committed(offset, max_bytes)
+                .map(|(slice, _)| slice),
+            false => self.read_bounded(offset, max_bytes, ReadLimit::HighWatermark),
+        }
+    }
+    fn aborted_transactions(&self, from: i64, to: i64) -> Result<Vec<AbortedTxn>> {
+        PartitionOps::aborted_transactions(self, from, to)
     }
 }
 
