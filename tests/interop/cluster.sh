@@ -10,9 +10,11 @@
 #      every third transaction aborted, the transaction coordinator's node and an output
 #      partition's leader killed (SIGKILL) mid-transaction and restarted, each copy read
 #      once (confluent_kafka_copy.py);
-#   4. kafka-python moves a partition, describes the log directories and elects its
+#   4. confluent-kafka's ShareConsumer through a SIGKILL of the partition's leader
+#      (confluent_kafka_share_failover.py);
+#   5. kafka-python moves a partition, describes the log directories and elects its
 #      preferred leader; confluent-kafka's elect_leaders too (cluster_partitions.py);
-#   5. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
+#   6. Kafka's quickstart failover: kill -9 the leader of a partition, `kcat -L` shows a
 #      new leader and an ISR without the dead node, and `kcat -C -o beginning -e` still
 #      returns every record.
 #
@@ -56,6 +58,34 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# Runs a Python script ([VAR=VALUE]... SCRIPT) that asks for node kills and starts on
+# its stdout ("@fault kill N", "@fault start N"), each answered "ok" once done; its other
+# lines are printed.
+faulted() {
+    local vars=()
+    while [[ "$1" == *=* ]]; do vars+=("$1"); shift; done
+    coproc SCRIPT { env "${vars[@]}" PYTHONUNBUFFERED=1 "$PYTHON" "$@"; }
+    local script_pid=$SCRIPT_PID out in line node
+    exec {out}<&"${SCRIPT[0]}" {in}>&"${SCRIPT[1]}"
+    while IFS= read -r line <&"$out"; do
+        case "$line" in
+            "@fault kill "*)
+                node="${line##* }"
+                kill -KILL "${pids[$((node - 1))]}"
+                wait "${pids[$((node - 1))]}" 2>/dev/null || true
+                pids[$((node - 1))]=0
+                echo ok >&"$in"
+                ;;
+            "@fault start "*)
+                start "${line##* }"
+                echo ok >&"$in"
+                ;;
+            *) echo "$line" ;;
+        esac
+    done
+    exec {out}<&- {in}>&-
+    wait "$script_pid"
+}
 for i in 1 2 3; do start "$i"; done
 export BOOTSTRAP="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
 
@@ -77,35 +107,20 @@ grep -q " 3 brokers:" <<<"$meta" || { echo "$meta" >&2; echo "cluster: not 3 bro
 #    partition's leader killed with SIGKILL mid-transaction and started again: each
 #    record's copy read exactly once (read_committed). The script asks for each kill
 #    and start on its stdout ("@fault kill N", "@fault start N"), answered "ok".
-coproc COPY { FAULTS=1 PYTHONUNBUFFERED=1 "$PYTHON" "$here/confluent_kafka_copy.py"; }
-copy_pid=$COPY_PID
-exec {copy_out}<&"${COPY[0]}" {copy_in}>&"${COPY[1]}"
-while IFS= read -r line <&"$copy_out"; do
-    case "$line" in
-        "@fault kill "*)
-            node="${line##* }"
-            kill -KILL "${pids[$((node - 1))]}"
-            wait "${pids[$((node - 1))]}" 2>/dev/null || true
-            pids[$((node - 1))]=0
-            echo ok >&"$copy_in"
-            ;;
-        "@fault start "*)
-            start "${line##* }"
-            echo ok >&"$copy_in"
-            ;;
-        *) echo "$line" ;;
-    esac
-done
-exec {copy_out}<&- {copy_in}>&-
-wait "$copy_pid"
+faulted FAULTS=1 "$here/confluent_kafka_copy.py"
 
 #    KafkaJS's transactional producer too: commit, abort, sendOffsets, fencing.
 NODE_PATH="$KAFKAJS_MODULES" "$NODE" "$here/kafkajs_transactions.js"
 
-# 4. Partition moves, log directories and leader elections with Kafka's admin clients.
+# 4. confluent-kafka's ShareConsumer (share groups): two consumers of one partition
+#    accept every record through a SIGKILL of its leader; none comes again once its
+#    acceptance was committed.
+faulted "$here/confluent_kafka_share_failover.py"
+
+# 5. Partition moves, log directories and leader elections with Kafka's admin clients.
 "$PYTHON" "$here/cluster_partitions.py"
 
-# 1. and 5. kcat: the replicated topic's metadata, then the failover walk-through.
+# 1. and 6. kcat: the replicated topic's metadata, then the failover walk-through.
 topic="failover-$$"
 "$PYTHON" - <<PY
 from confluent_kafka.admin import AdminClient, NewTopic
