@@ -1,14 +1,18 @@
 //! The [`Producer`](crate::Producer) over the network: records go into one open batch
-//! per partition (RecordBatch v2, the producer's codec), which is sealed when the next
-//! record would take it past `batch.size`, when it is `linger.ms` old, or on `flush`,
-//! and joins its partition's queue.
+//! per partition (RecordBatch v2, the producer's codec), which is sealed and joins its
+//! partition's queue when the next record would take it past `batch.size`, or once it
+//! is due (`linger.ms` old, or a flush waits) and its partition may send: a due batch
+//! of a partition whose requests in flight are at the limit keeps taking records, as
+//! Kafka's producer's does, so a slow broker gets fewer, fuller batches instead of a
+//! queue of one batch per record.
 //!
 //! One thread per broker sends the queues of the partitions that broker leads: each
 //! Produce carries the first waiting batch of every such partition, and up to
 //! `max.in.flight.requests.per.connection` (default 5) of them wait for their answers
 //! on the broker connection at once (a broker answers a connection in order). A
-//! dispatcher thread seals the batches `linger.ms` old, looks leaders up, and expires
-//! batches past `delivery.timeout.ms`.
+//! dispatcher thread wakes the broker threads when a batch falls due, looks leaders up
+//! (sealing the due batches of partitions without one), and expires batches past
+//! `delivery.timeout.ms`.
 //!
 //! With `acks=all` (Kafka's default) the producer is idempotent, as Kafka's is from
 //! 3.0: it gets a producer id and epoch (InitProducerId) and numbers each partition's
@@ -81,9 +85,12 @@ struct Shared {
     state: Mutex<State>,
     /// The transactional side, with a `transactional.id`.
     txn: Option<Transactions>,
-    /// Wakes the dispatcher and the broker threads: a batch sealed or answered, a
-    /// flush, a close.
+    /// Wakes the broker threads: a batch to send (sealed, due, or records for a
+    /// linger of 0), a leader learnt, a flush, a close.
     wake: Condvar,
+    /// Wakes the dispatcher: a batch of a partition with no leader known, the first
+    /// record of a batch that lingers, a failed batch, a flush, a close.
+    kick: Condvar,
     /// Wakes flushers: batches finished.
     done: Condvar,
 }
@@ -199,6 +206,7 @@ impl ClusterProducer {
             state: Mutex::new(State::default()),
             txn,
             wake: Condvar::new(),
+            kick: Condvar::new(),
             done: Condvar::new(),
         });
         if shared.idempotent() && shared.txn.is_none() {
@@ -256,27 +264,34 @@ impl Shared {
         Ok((r.producer_id.0, r.producer_epoch))
     }
 
-    /// Seals the batches that are due: all of them while a flush or close waits, else
-    /// those `linger.ms` old. Returns when the oldest open batch is due next.
+    /// Seals the due batches (all of them while a flush or close waits, else those
+    /// `linger.ms` old) of the partitions with no leader known, whose lookups and
+    /// expiry go by their queues; a partition with a leader has its due batch sealed by
+    /// its broker thread once it may send (see [`take_batches`](Self::take_batches)),
+    /// and those threads are woken here when a batch falls due. Returns when the oldest
+    /// open batch not yet due falls due.
     fn seal_due(&self, st: &mut State) -> Option<Instant> {
         let linger = self.config.linger;
         let all = st.flushing > 0 || st.closing;
         let deadline = self.cluster.delivery_timeout();
         let mut next: Option<Instant> = None;
         let mut sealed = 0;
+        let mut due = false;
         for part in st.parts.values_mut().flat_map(|t| t.values_mut()) {
             let Some(open) = &part.open else { continue };
-            if all || open.created.elapsed() >= linger {
+            if !(all || open.created.elapsed() >= linger) {
+                let at = open.created + linger;
+                next = Some(next.map_or(at, |n| n.min(at)));
+            } else if part.leader.is_some() {
+                due = true;
+            } else {
                 let open = part.open.take().expect("checked above");
                 part.queue.push_back(seal(open, deadline));
                 sealed += 1;
-            } else {
-                let due = open.created + linger;
-                next = Some(next.map_or(due, |n| n.min(due)));
             }
         }
         st.pending += sealed;
-        if sealed > 0 {
+        if sealed > 0 || due {
             self.wake.notify_all();
         }
         next
@@ -356,7 +371,7 @@ impl Shared {
             }
             self.done.notify_all();
             let until = next.unwrap_or(now + IDLE).min(now + IDLE);
-            self.wake.wait_until(&mut st, until);
+            self.kick.wait_until(&mut st, until);
         }
         st.stopped = true;
         self.wake.notify_all();
@@ -542,7 +557,11 @@ impl Shared {
         };
         let now = Instant::now();
         let max = self.config.max_in_flight;
+        let linger = self.config.linger;
+        let all = st.flushing > 0 || st.closing;
+        let delivery_timeout = self.cluster.delivery_timeout();
         let mut taken = 0;
+        let mut sealed = 0;
         for (topic, ps) in &mut st.parts {
             for (partition, part) in ps.iter_mut() {
                 if part.leader.as_deref() != Some(addr)
@@ -551,6 +570,19 @@ impl Shared {
                     || part.retry_at.is_some_and(|at| at > now)
                 {
                     continue;
+                }
+                // The open batch is sealed once it is due and would go now: while the
+                // partition may not send, it keeps taking records (up to batch.size),
+                // as Kafka's producer does, instead of queueing a batch per record.
+                if part.queue.is_empty()
+                    && part
+                        .open
+                        .as_ref()
+                        .is_some_and(|o| all || o.created.elapsed() >= linger)
+                {
+                    let open = part.open.take().expect("checked above");
+                    part.queue.push_back(seal(open, delivery_timeout));
+                    sealed += 1;
                 }
                 let Some(mut batch) = part.queue.pop_front() else {
                     continue;
@@ -569,6 +601,7 @@ impl Shared {
             }
         }
         st.in_flight += taken;
+        st.pending += sealed;
         out
     }
 
@@ -689,6 +722,7 @@ impl Shared {
     fn answered(&self, addr: &str, request: InFlight, response: ProduceResponse) {
         let api = api_version::<ProduceRequest>(request.version);
         let mut st = self.state.lock();
+        let mut failed = false;
         for (topic, partition, batch) in request.batches {
             let found = response
                 .responses
@@ -707,8 +741,13 @@ impl Shared {
             };
             let e = partition_error(api.clone(), addr, &topic, partition, code, message);
             self.settle(&mut st, &topic, partition, batch, Err((code, e)));
+            failed = true;
         }
-        self.wake.notify_all();
+        // Waits on batches in flight (an abort's) look again.
+        self.done.notify_all();
+        if failed {
+            self.wake_all();
+        }
     }
 
     /// The connection failed with `e`: every batch on it is sent again.
@@ -724,7 +763,13 @@ impl Shared {
             );
         }
         drop(st);
+        self.wake_all();
+    }
+
+    /// Wakes the broker threads and the dispatcher.
+    fn wake_all(&self) {
         self.wake.notify_all();
+        self.kick.notify_all();
     }
 
     /// The outcome of one batch in flight: acknowledged, queued again in sequence order
@@ -795,7 +840,7 @@ impl Shared {
     fn flush(&self) -> Result<()> {
         let mut st = self.state.lock();
         st.flushing += 1;
-        self.wake.notify_all();
+        self.wake_all();
         let deadline = Instant::now() + self.flush_timeout();
         while !Self::idle(&st) {
             if self.done.wait_until(&mut st, deadline).timed_out() {
@@ -871,6 +916,10 @@ impl RemoteProducer for ClusterProducer {
         &self.config
     }
 
+    fn producer_id(&self) -> Option<(i64, i16)> {
+        self.shared.state.lock().id
+    }
+
     fn send_async(&self, topic: &str, record: &ProducerRecord<'_>) -> Result<DeliveryReceipt> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("producer".into()));
@@ -912,7 +961,7 @@ impl RemoteProducer for ClusterProducer {
         }
         let flushed = self.shared.flush();
         self.shared.state.lock().closing = true;
-        self.shared.wake.notify_all();
+        self.shared.wake_all();
         if let Some(h) = self.dispatcher.lock().take() {
             let _ = h.join();
         }
@@ -1004,6 +1053,7 @@ impl ClusterProducer {
         let delivery_timeout = shared.cluster.delivery_timeout();
         let mut st = shared.state.lock();
         let part = part_mut(&mut st, topic, partition);
+        let led = part.leader.is_some();
         let full = part.open.as_ref().is_some_and(|o| {
             o.records > 0 && o.builder.size_bytes() + size > self.config.batch_size
         });
@@ -1038,8 +1088,15 @@ impl ClusterProducer {
         if sealed {
             st.pending += 1;
         }
-        if sealed || first || self.config.linger.is_zero() {
+        // Who acts on it: the broker thread when the partition has a leader and a
+        // batch may go now, else the dispatcher (a leader to look up, or a linger to
+        // time). With a linger of 0 the dispatcher is not woken per record.
+        let linger = self.config.linger;
+        if led && (sealed || linger.is_zero()) {
             shared.wake.notify_all();
+        }
+        if (!led && (sealed || first)) || (led && first && !linger.is_zero()) {
+            shared.kick.notify_one();
         }
         receipt
     }

@@ -310,6 +310,84 @@ fn pipelined_batches_keep_their_order_through_a_retriable_error() {
     );
 }
 
+/// A partition whose requests in flight are at the limit keeps filling its due batch
+/// (linger 0), as Kafka's producer does, instead of queueing a batch per record: with
+/// one request in flight held by the node, the 20 records sent meanwhile go in one
+/// batch once it answers.
+#[test]
+fn a_due_batch_takes_records_while_its_partition_waits_for_an_answer() {
+    let counts: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = {
+        let (counts, gate) = (counts.clone(), gate.clone());
+        idempotent_leader(5, 0, move |version, body| {
+            let request = ProduceRequest::decode(body, version).unwrap();
+            let records = request.topic_data[0].partition_data[0]
+                .records
+                .clone()
+                .unwrap();
+            let n = crate::record::Batch::parse(&records)
+                .unwrap()
+                .records()
+                .count();
+            let offset = {
+                let mut counts = counts.lock().unwrap();
+                counts.push(n);
+                counts.iter().sum::<usize>() - n
+            };
+            // The first answer waits until the test opens the gate (at most 10 s).
+            for _ in 0..1000 {
+                if gate.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Some(produce_answer(version, 0, offset as i64))
+        })
+    };
+    let cluster = Cluster::connect(ClientConfig::new(&addr)).unwrap();
+    let producer = Producer::builder(&cluster)
+        .linger(Duration::ZERO)
+        .max_in_flight(1)
+        .build()
+        .unwrap();
+    let first = producer
+        .send_async("t", ProducerRecord::new(b"first"))
+        .unwrap();
+    for _ in 0..1000 {
+        if !counts.lock().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        *counts.lock().unwrap(),
+        [1],
+        "the first record is in flight"
+    );
+    // Sent one by one, with time for a batch to be sealed and queued after each.
+    let receipts: Vec<_> = (0..20)
+        .map(|i| {
+            std::thread::sleep(Duration::from_millis(2));
+            let value = format!("v{i}");
+            producer
+                .send_async("t", ProducerRecord::new(value.as_bytes()))
+                .unwrap()
+        })
+        .collect();
+    gate.store(true, Ordering::SeqCst);
+    producer.flush().unwrap();
+    assert_eq!(first.wait().unwrap().offset, 0);
+    for (i, r) in receipts.into_iter().enumerate() {
+        assert_eq!(r.wait().unwrap().offset, i as i64 + 1, "record {i}");
+    }
+    assert_eq!(
+        *counts.lock().unwrap(),
+        [1, 20],
+        "records per Produce request"
+    );
+}
+
 /// `max.in.flight.requests.per.connection` is 1 to 5 with idempotence (a Kafka leader
 /// keeps the last five batches of a producer), at least 1 without.
 #[test]
