@@ -124,7 +124,9 @@ struct Session {
     privileged: bool,
     /// The epoch the next incremental fetch must carry.
     epoch: i32,
-    partitions: BTreeMap<(String, i32), Cached>,
+    /// Its partitions by topic (its [`topic_key`]) and index: a fetch's answer looks
+    /// its topic up once, then each partition by index.
+    partitions: BTreeMap<String, BTreeMap<i32, Cached>>,
     created: Instant,
     last_used: Instant,
 }
@@ -133,7 +135,12 @@ impl Session {
     /// Kafka's `EvictableKey` order: consumers before followers, then fewer partitions
     /// first, then the session id.
     fn key(&self, id: i32) -> (bool, usize, i32) {
-        (self.privileged, self.partitions.len(), id)
+        (self.privileged, self.size(), id)
+    }
+
+    /// The number of partitions in the session.
+    fn size(&self) -> usize {
+        self.partitions.values().map(BTreeMap::len).sum()
     }
 }
 
@@ -201,10 +208,13 @@ impl FetchSessions {
             });
         }
         for topic in requested(request) {
+            let cached = session
+                .partitions
+                .entry(topic_key(&topic.name, topic.topic_id))
+                .or_default();
             for fetch in topic.partitions {
-                session
-                    .partitions
-                    .entry((topic_key(&topic.name, topic.topic_id), fetch.index))
+                cached
+                    .entry(fetch.index)
                     .and_modify(|c| c.fetch = fetch)
                     .or_insert(Cached {
                         fetch,
@@ -213,30 +223,30 @@ impl FetchSessions {
             }
         }
         for forgotten in &request.forgotten_topics_data {
-            for index in &forgotten.partitions {
-                session
-                    .partitions
-                    .remove(&(topic_key(&forgotten.topic.0, forgotten.topic_id), *index));
+            let key = topic_key(&forgotten.topic.0, forgotten.topic_id);
+            if let Some(cached) = session.partitions.get_mut(&key) {
+                for index in &forgotten.partitions {
+                    cached.remove(index);
+                }
+                if cached.is_empty() {
+                    session.partitions.remove(&key);
+                }
             }
         }
         session.epoch = next_epoch(epoch);
         session.last_used = now;
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        let mut last_key: Option<&str> = None;
-        for ((key, _), cached) in &session.partitions {
-            match topics.last_mut() {
-                Some(t) if last_key == Some(key.as_str()) => t.partitions.push(cached.fetch),
-                _ => {
-                    let (name, topic_id) = from_key(key);
-                    topics.push(FetchTopic {
-                        name,
-                        topic_id,
-                        partitions: vec![cached.fetch],
-                    });
+        let topics: Vec<FetchTopic> = session
+            .partitions
+            .iter()
+            .map(|(key, cached)| {
+                let (name, topic_id) = from_key(key);
+                FetchTopic {
+                    name,
+                    topic_id,
+                    partitions: cached.values().map(|c| c.fetch).collect(),
                 }
-            }
-            last_key = Some(key);
-        }
+            })
+            .collect();
         Ok(SessionFetch {
             session_id: id,
             incremental: true,
@@ -263,11 +273,12 @@ impl FetchSessions {
             // Evicted meanwhile: this answer is whole, as a full fetch's.
             return;
         };
-        let mut key = (topic.to_string(), 0);
+        let Some(cached_topic) = session.partitions.get_mut(topic) else {
+            return;
+        };
         partitions.retain(|p| {
             let (index, answered, news) = view(p);
-            key.1 = index;
-            let Some(cached) = session.partitions.get_mut(&key) else {
+            let Some(cached) = cached_topic.get_mut(&index) else {
                 return true;
             };
             let moved = cached.answered != Some(answered);
@@ -297,20 +308,21 @@ impl FetchSessions {
             let draw = self.draws.fetch_add(1, Ordering::Relaxed);
             id = (self.ids.hash_one(draw) >> 33) as i32;
         }
-        let partitions = topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions.iter().map(|p| {
-                    (
-                        (topic_key(&t.name, t.topic_id), p.index),
-                        Cached {
-                            fetch: *p,
-                            answered: None,
-                        },
-                    )
-                })
-            })
-            .collect();
+        let mut partitions: BTreeMap<String, BTreeMap<i32, Cached>> = BTreeMap::new();
+        for t in topics {
+            let cached = partitions
+                .entry(topic_key(&t.name, t.topic_id))
+                .or_default();
+            for p in &t.partitions {
+                cached.insert(
+                    p.index,
+                    Cached {
+                        fetch: *p,
+                        answered: None,
+                    },
+                );
+            }
+        }
         sessions.insert(
             id,
             Session {

@@ -716,6 +716,11 @@ pub(crate) enum PerfCmd {
     /// and the nodes' memory per group.
     #[cfg(feature = "server")]
     Groups(PerfGroupsArgs),
+    /// What a consumer's fetch of many idle partitions costs the broker, without and
+    /// with a fetch session (KIP-227): a `tidelog serve` child process on 127.0.0.1,
+    /// full fetches then incremental ones; CPU time per fetch and the bytes each way.
+    #[cfg(feature = "server")]
+    Fetch(PerfFetchArgs),
     /// The writer process of `perf recover` (internal).
     #[command(hide = true)]
     RecoverWriter(PerfRecoverWriterArgs),
@@ -857,6 +862,21 @@ pub(crate) struct PerfClusterArgs {
     /// Pace of the latency runs, records per second.
     #[arg(long, value_name = "R", default_value_t = 20_000)]
     pub latency_rate: u64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf fetch`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct PerfFetchArgs {
+    /// Partitions of the topic fetched (every one listed in a full fetch, all idle).
+    #[arg(long, value_name = "P", default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..=100_000))]
+    pub partitions: i32,
+    /// Seconds of fetches measured in each mode (sessionless, then in a session).
+    #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

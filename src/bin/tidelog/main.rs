@@ -41,6 +41,8 @@ mod perf;
 #[cfg(feature = "server")]
 mod perf_cluster;
 #[cfg(feature = "server")]
+mod perf_fetch;
+#[cfg(feature = "server")]
 mod perf_groups;
 mod perf_machine;
 mod produce;
@@ -119,6 +121,8 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Cluster(args)) => perf_cluster::cluster(given, &args),
         #[cfg(feature = "server")]
         Command::Perf(PerfCmd::Groups(args)) => perf_groups::groups(given, &args),
+        #[cfg(feature = "server")]
+        Command::Perf(PerfCmd::Fetch(args)) => perf_fetch::fetch_sessions(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
         #[cfg(feature = "server")]

@@ -83,9 +83,16 @@ pub(crate) struct RunDir {
 }
 
 impl RunDir {
-    /// `given`, or a new temporary directory, announced on stderr as `mode`'s.
+    /// `given` (made if it is missing), or a new temporary directory, announced on
+    /// stderr as `mode`'s.
     pub(crate) fn new(given: Option<&Path>, mode: &str) -> CliResult<RunDir> {
         if let Some(path) = given {
+            std::fs::create_dir_all(path).map_err(|e| {
+                fail!(
+                    "cannot make the data directory {} of {mode}: {e}",
+                    path.display()
+                )
+            })?;
             return Ok(RunDir {
                 path: path.to_path_buf(),
                 temporary: false,

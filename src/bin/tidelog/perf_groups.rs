@@ -63,15 +63,15 @@ const HEARTBEAT_EVERY: u64 = 3;
 const SESSION_TIMEOUT_MS: i32 = 45_000;
 const REBALANCE_TIMEOUT_MS: i32 = 60_000;
 
-/// One connection to a node.
-struct Conn {
-    stream: TcpStream,
-    addr: String,
+/// One connection to a node (also `perf fetch`'s).
+pub(crate) struct Conn {
+    pub(crate) stream: TcpStream,
+    pub(crate) addr: String,
     correlation: i32,
 }
 
 impl Conn {
-    fn open(addr: &str) -> CliResult<Conn> {
+    pub(crate) fn open(addr: &str) -> CliResult<Conn> {
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|e| fail!("the address {addr:?}: {e}"))?
@@ -99,13 +99,23 @@ impl Conn {
     }
 
     /// Sends `request` as `version`: its correlation id.
-    fn send<R: Request>(&mut self, request: &R, version: i16) -> CliResult<i32> {
+    pub(crate) fn send<R: Request>(&mut self, request: &R, version: i16) -> CliResult<i32> {
         self.correlation = self.correlation.wrapping_add(1);
+        let buf = self.frame(request, version)?;
+        self.stream
+            .write_all(&buf)
+            .map_err(|e| fail!("request (key {}) to {}: {e}", R::KEY, self.addr))?;
+        Ok(self.correlation)
+    }
+
+    /// `request` as `version` with its header (the current correlation id) and length
+    /// prefix, as [`send`](Self::send) writes it.
+    pub(crate) fn frame<R: Request>(&self, request: &R, version: i16) -> CliResult<BytesMut> {
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
             .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("tidelog-perf-groups")));
+            .with_client_id(Some(StrBytes::from_static_str("tidelog-perf")));
         let mut buf = BytesMut::new();
         buf.extend_from_slice(&[0; 4]);
         header
@@ -114,10 +124,7 @@ impl Conn {
             .map_err(|e| fail!("cannot encode a request (key {}): {e}", R::KEY))?;
         let len = (buf.len() - 4) as i32;
         buf[..4].copy_from_slice(&len.to_be_bytes());
-        self.stream
-            .write_all(&buf)
-            .map_err(|e| fail!("request (key {}) to {}: {e}", R::KEY, self.addr))?;
-        Ok(self.correlation)
+        Ok(buf)
     }
 }
 

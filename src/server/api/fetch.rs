@@ -311,7 +311,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let topics = loop {
         let seen = watch.as_ref().map(|w| w.signal.current());
         let committed = request.isolation_level == READ_COMMITTED && replica.is_none();
-        let (topics, bytes, errors) = gather(&wanted, max_bytes, committed);
+        let (topics, bytes, errors) = gather(&wanted, max_bytes, (committed, replica.is_some()));
         if bytes >= min_bytes || errors || Instant::now() >= deadline || ctx.shared.is_stopping() {
             break topics;
         }
@@ -377,10 +377,16 @@ fn logs(wanted: &[Wanted]) -> impl Iterator<Item = &Arc<dyn PartitionOps>> {
         .filter_map(|p| p.log.as_ref().ok())
 }
 
-/// Read every partition once (below the last stable offset if `committed`): the
-/// answers, the record bytes found, and whether any partition has an error or a
-/// preferred read replica (either ends the long poll).
-fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicData>, usize, bool) {
+/// Read every partition once (below the last stable offset if `committed`; a
+/// `follower`'s reads go to the log end): the answers, the record bytes found, and
+/// whether any partition has an error or a preferred read replica (either ends the long
+/// poll). A consumer's partition whose fetch offset is its high watermark is not read:
+/// the read would be empty (an idle partition of a long poll or of a fetch session).
+fn gather(
+    wanted: &[Wanted],
+    max_bytes: usize,
+    (committed, follower): (bool, bool),
+) -> (Vec<TopicData>, usize, bool) {
     let mut total = 0usize;
     let mut errors = false;
     let topics = wanted
@@ -425,6 +431,13 @@ fn gather(wanted: &[Wanted], max_bytes: usize, committed: bool) -> (Vec<TopicDat
                         if committed {
                             data.last_stable_offset = log.last_stable_offset().unwrap_or(-1);
                         }
+                        return data;
+                    }
+                    if !committed
+                        && !follower
+                        && p.offset == data.high_watermark
+                        && p.offset >= data.log_start_offset
+                    {
                         return data;
                     }
                     let budget = p.max_bytes.min(max_bytes.saturating_sub(total));
