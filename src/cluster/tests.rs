@@ -49,6 +49,7 @@ mod replication;
 mod replication_throttle;
 mod share_groups;
 mod transactions;
+mod unclean_election;
 mod voter_changes;
 
 /// Polls `cond` every 20 ms for at most [`WAIT`].

@@ -3,7 +3,8 @@
 //! making empty logs in their place (an empty replica could be caught up or elected as
 //! if it were new, and would hide the records once the directory is back). The
 //! controller learns which replicas are offline (`ReplicasOffline`, KIP-858), at start
-//! and when a directory fails under a running node: they leave their ISRs and
+//! and when a directory fails under a running node (told so, or pulled from under it:
+//! replaced by a file, found at the next roll): they leave their ISRs and
 //! leaderships (a transaction coordinator's too: its open transactions go on with the
 //! next leader).
 
@@ -181,6 +182,74 @@ fn a_log_directory_failing_under_a_leader_moves_its_leaderships_and_loses_no_ack
         let leader = partition_image(&c, 0, "t", q).leader;
         assert_acked_stored(&c, leader as usize - 1, "t", q, &acked);
     }
+    c.shutdown();
+}
+
+#[test]
+fn a_log_directory_pulled_from_under_a_leader_fails_on_its_next_roll_and_loses_no_acknowledged_record()
+ {
+    // No `fail_log_dir` here: the directory is replaced by a file under the running
+    // node, and the first file a log there makes (a roll of its 4 KiB segments) fails
+    // with the I/O error that takes the directory offline.
+    let c = TestCluster::with_log_dirs(3, IN_SYNC);
+    c.wait_settled();
+    create(&c, "t", 4, vec![("segment.bytes".into(), "4096".into())]);
+    let writer = AckedWriter::start(&c, "t", 4);
+    writer.wait_for_more("records in every partition", 40);
+    let (i, p) = (0..3)
+        .flat_map(|i| (0..4).map(move |p| (i, p)))
+        .find(|&(i, p)| {
+            partition_image(&c, 0, "t", p).leader == i as i32 + 1
+                && held_in(c.extra_dir(i), "t", 4).contains(&p)
+        })
+        .expect("a leader holding a partition in its second log directory");
+    let id = i as i32 + 1;
+    let lost = held_in(c.extra_dir(i), "t", 4);
+    let b = broker(&c, i);
+    assert_eq!(b.metrics().storage.offline_log_dirs, 0);
+    let end_at_failure = part(&c, i, "t", p).log_end_offset();
+    let away = take_away(&c, i);
+
+    wait_until(
+        "the pulled directory's replicas to be marked offline everywhere",
+        || {
+            (0..3).all(|n| {
+                lost.iter().all(|q| {
+                    let x = partition_image(&c, n, "t", *q);
+                    x.offline == [id] && !x.isr.contains(&id) && x.leader != id
+                })
+            })
+        },
+    );
+    // (The internal topics' partitions there are offline too.)
+    let m = b.metrics();
+    assert_eq!(m.storage.offline_log_dirs, 1);
+    assert!(m.storage.offline_partitions >= lost.len() as u64);
+    assert_eq!(
+        b.offline_partitions("t")
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        lost
+    );
+    for q in (0..4).filter(|q| !lost.contains(q)) {
+        assert!(partition_image(&c, 0, "t", q).offline.is_empty(), "t-{q}");
+    }
+    writer.wait_for_more("records after the failure", 80);
+    let (acked, _) = writer.finish();
+    assert!(
+        acked
+            .iter()
+            .any(|(q, o, _)| *q == p && *o >= end_at_failure),
+        "nothing acknowledged on t-{p} after the failure"
+    );
+    // acks=all: what the leader on the pulled disk acknowledged, its followers had.
+    for q in 0..4 {
+        let leader = partition_image(&c, 0, "t", q).leader;
+        assert_acked_stored(&c, leader as usize - 1, "t", q, &acked);
+    }
+    drop(b);
+    put_back(&c, i, &away);
     c.shutdown();
 }
 

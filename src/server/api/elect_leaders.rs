@@ -1,10 +1,11 @@
 //! ElectLeaders (key 43), versions 0-2: Kafka's `kafka-leader-election`. Needs Alter on
 //! the cluster (CLUSTER_AUTHORIZATION_FAILED for the request and each partition).
 //! Version 0 is a preferred election; from version 1 `election_type` 0 is preferred, 1
-//! unclean (only for the partitions named: a leaderless partition is led by any live
-//! replica, losing what only the old ISR had), anything else INVALID_REQUEST. No
-//! `topic_partitions` (null) means every partition, and then partitions that need no
-//! election are left out of the answer, as Kafka does.
+//! unclean (a leaderless partition is led by any live replica, losing what only the old
+//! ISR had), anything else INVALID_REQUEST. No `topic_partitions` (null) means every
+//! partition, for either type as Kafka's broker takes it (`tidelog leader-election`
+//! refuses an unclean one without partitions), and then partitions that need no election
+//! are left out of the answer, as Kafka does.
 //!
 //! Per partition: UNKNOWN_TOPIC_OR_PARTITION, ELECTION_NOT_NEEDED (the preferred
 //! replica leads already; for unclean, the partition has a leader),
