@@ -40,6 +40,7 @@ mod lost_directory;
 mod many_logs;
 mod metadata_visibility;
 mod pipelined_commits;
+mod pipelined_produce;
 mod quorum_api;
 mod quorum_forgery;
 mod quorum_forwarding;

@@ -5,12 +5,14 @@
 //! and an `acks = 0` produce simply writes nothing. Bytes go through a
 //! [`Transport`](super::transport::Transport), not a bare socket.
 //!
-//! One exception, for a client that commits offsets of many groups over one plaintext
-//! connection: an OffsetCommit is handled up to the append of its batch to
-//! `__consumer_offsets`, and its wait for the in-sync replicas (and its reply) is left
-//! to the connection's writer thread, started by the first one, while this thread reads
-//! and starts the next request if it is an OffsetCommit too (up to [`MAX_PIPELINED`]
-//! under way). The writer finishes them in the order they came and writes each reply
+//! One exception, for requests that wait for the in-sync replicas on a plaintext
+//! connection (an OffsetCommit, for a client that commits offsets of many groups; a
+//! Produce with `acks=all`, for a producer with several requests in flight): such a
+//! request is handled up to the append of its batches, and its wait for the in-sync
+//! replicas (and its reply) is left to the connection's writer thread, started by the
+//! first one, while this thread reads and starts the next request if it is an
+//! OffsetCommit or Produce too (up to [`MAX_PIPELINED`] under way; a Produce that waits
+//! for nothing is answered in its turn through the writer). The writer finishes them in the order they came and writes each reply
 //! once its replicas have the batch, so replies stay in request order and none is sent
 //! early; the batches are in the log in request order. A request of any other kind
 //! first waits until every reply before it is written (it sees what they stored), then
@@ -108,12 +110,12 @@ pub(crate) fn serve(
             else {
                 break;
             };
-            // A plaintext OffsetCommit may start while earlier ones wait for their
-            // replicas; any other request waits until every earlier reply is written,
-            // so that it sees what they did (and the connection writes from one thread).
+            // A plaintext OffsetCommit or Produce may start while earlier ones wait for
+            // their replicas; any other request waits until every earlier reply is
+            // written, so that it sees what they did (and the connection writes from one
+            // thread).
             let pipeline = plain.as_ref().filter(|_| {
-                codec::request_start(&frame)
-                    .is_some_and(|s| s.api_key == ApiKey::OffsetCommit as i16)
+                codec::request_start(&frame).is_some_and(|s| api::pipelined_key(s.api_key))
             });
             if pipeline.is_none() && writer.as_ref().is_some_and(|w| !w.outbox.drain()) {
                 break;

@@ -916,10 +916,15 @@ fn caught_up(ctx: &Ctx<'_>, req: &Request) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// True for the requests [`handle_pipelined`] takes: OffsetCommit, whose wait for the
-/// in-sync replicas may overlap the connection's next OffsetCommits.
+/// True for the requests [`handle_pipelined`] takes: OffsetCommit and Produce, whose
+/// waits for the in-sync replicas may overlap the connection's next such requests.
 pub(crate) fn pipelined(req: &Request) -> bool {
-    req.header.request_api_key == ApiKey::OffsetCommit as i16
+    pipelined_key(req.header.request_api_key)
+}
+
+/// [`pipelined`] by api key (read from a frame before it is decoded).
+pub(crate) fn pipelined_key(api_key: i16) -> bool {
+    api_key == ApiKey::OffsetCommit as i16 || api_key == ApiKey::Produce as i16
 }
 
 /// [`handle`] for a request of [`pipelined`]: the same checks, then the request
@@ -931,6 +936,7 @@ pub(crate) fn handle_pipelined(ctx: &Ctx<'_>, mut req: Request) -> Result<Answer
     super::throttle::before(ctx, req);
     let answer = match ApiKey::try_from(req.header.request_api_key) {
         Ok(ApiKey::OffsetCommit) => offset_commit::start(ctx, req),
+        Ok(ApiKey::Produce) => produce::start(ctx, req),
         _ => dispatch(ctx, req).map(Answer::Now),
     };
     match &answer {

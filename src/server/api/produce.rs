@@ -46,7 +46,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
-use super::{Ctx, Fatal, Reply, Request, error_code, kstr};
+use super::{Answer, Ctx, Fatal, Reply, Request, error_code, kstr};
 use crate::coordinator::{SHARE_GROUP_STATE_TOPIC, scan_log};
 use crate::record::{Compression, ValidBatches, decompression_limit};
 use crate::security::acl::{AclOperation, ResourceType};
@@ -67,6 +67,17 @@ type Appended = (
 );
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
+    match start(ctx, req)? {
+        Answer::Now(reply) => Ok(reply),
+        Answer::Later(finish) => finish(),
+    }
+}
+
+/// [`handle`] up to the wait for the in-sync replicas: every partition is appended
+/// here; an `acks=all` request whose appends must be replicated is answered by the
+/// [`Answer::Later`] (on a plaintext connection, its writer thread, while this one reads
+/// and appends the next request: see `connection.rs`).
+pub(super) fn start(ctx: &Ctx<'_>, req: &mut Request) -> Result<Answer, Fatal> {
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
     let version = req.version();
@@ -123,9 +134,37 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         })
         .collect();
     if acks == 0 {
-        return Ok(Reply::Nothing);
+        return Ok(Answer::Now(Reply::Nothing));
     }
-    // acks=all: every partition was appended; now wait for the in-sync replicas.
+    // The throttle time is the request's (set on this thread before it was handled).
+    let throttle_ms = crate::server::throttle::current_ms();
+    let peer = ctx.peer;
+    // The answer needs only the header once the body is decoded.
+    let answered = Request {
+        header: req.header.clone(),
+        body: Bytes::new(),
+    };
+    let waits = acks == -1
+        && appended
+            .iter()
+            .any(|(_, ps)| ps.iter().any(|p| p.1.is_some()));
+    let finish = move || {
+        answer(appended, (acks, version, deadline, peer))
+            .and_then(|r| answered.respond(&r.with_throttle_time_ms(throttle_ms)))
+    };
+    if waits {
+        Ok(Answer::Later(Box::new(finish)))
+    } else {
+        finish().map(Answer::Now)
+    }
+}
+
+/// The response to a request whose partitions are `appended`: with `acks` -1, each
+/// appended partition once the in-sync replicas have its batches (by `deadline`).
+fn answer(
+    appended: Vec<(kafka_protocol::messages::TopicName, Vec<Appended>)>,
+    (acks, version, deadline, peer): (i16, i16, Instant, std::net::SocketAddr),
+) -> Result<ProduceResponse, Fatal> {
     let responses = appended
         .into_iter()
         .map(|(name, partitions)| {
@@ -137,7 +176,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                         match log.wait_committed(offset, appended, left) {
                             Ok(()) => response,
                             Err(e) => {
-                                tracing::debug!(peer = %ctx.peer, topic = %name.0, partition = response.index, "acks=all not met: {e}");
+                                tracing::debug!(%peer, topic = %name.0, partition = response.index, "acks=all not met: {e}");
                                 refuse(response.index, error_code(&e), e.to_string())
                             }
                         }
@@ -158,11 +197,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    req.respond(
-        &ProduceResponse::default()
-            .with_responses(responses)
-            .with_throttle_time_ms(crate::server::throttle::current_ms()),
-    )
+    Ok(ProduceResponse::default().with_responses(responses))
 }
 
 /// A failed partition.
