@@ -150,8 +150,9 @@ fn free_port() -> CliResult<u16> {
 }
 
 /// Creates `topic` (one partition, `rf` replicas, `durable.acks` if `durable`) on `nodes`
-/// once they serve, and waits until its leader is known and every replica is in sync;
-/// the leader's address.
+/// once they serve, and waits until its leader is known, every replica is in sync and
+/// the leader takes a Produce of one record (the metadata of another node can show the
+/// partition before its leader has opened it); the leader's address.
 pub(crate) fn create_topic(
     nodes: &mut Nodes,
     dir: &Path,
@@ -201,7 +202,13 @@ pub(crate) fn create_topic(
             }
         })();
         match attempt {
-            Ok(Some(leader)) => return Ok(leader),
+            Ok(Some(leader)) => match probe(&leader, topic) {
+                Ok(()) => return Ok(leader),
+                Err(crate::Fail::Msg(e)) => {
+                    last = format!("the leader at {leader} does not take a Produce yet: {e}")
+                }
+                Err(crate::Fail::BrokenPipe) => return Err(crate::Fail::BrokenPipe),
+            },
             Ok(None) => {
                 last = "the partition has no leader or not every replica in sync yet".into()
             }
@@ -212,6 +219,22 @@ pub(crate) fn create_topic(
     Err(fail!(
         "topic {topic} on the {label} nodes was not ready within {START_TIMEOUT:?}: {last}"
     ))
+}
+
+/// Sends one record to `topic` partition 0 at `leader` (acks=1) and reads the answer:
+/// an error if it is refused.
+fn probe(leader: &str, topic: &str) -> CliResult {
+    let addr: SocketAddr = leader
+        .parse()
+        .map_err(|e| fail!("the leader's address {leader:?}: {e}"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| fail!("cannot connect to {leader}: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let frame = produce_frame(topic, 1, &batch_of(1, 8), 1)?;
+    stream
+        .write_all(&frame)
+        .map_err(|e| fail!("sending a Produce to {leader}: {e}"))?;
+    read_response(&mut stream)
 }
 
 /// One configuration's figures.
