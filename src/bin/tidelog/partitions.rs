@@ -85,9 +85,15 @@ pub(crate) struct ReassignArgs {
     /// Tell, per partition of --reassignment-json-file, whether its move completed.
     #[arg(long)]
     pub verify: bool,
-    /// Cancel the moves of --reassignment-json-file in progress.
+    /// Cancel the moves of --reassignment-json-file in progress, and remove the
+    /// replication throttles of their topics and of every broker (unless
+    /// --preserve-throttles).
     #[arg(long)]
     pub cancel: bool,
+    /// With --cancel: keep the replication throttles (Kafka's `--preserve-throttles`;
+    /// a later --verify removes them).
+    #[arg(long, requires = "cancel")]
+    pub preserve_throttles: bool,
     /// List the moves in progress.
     #[arg(long)]
     pub list: bool,
@@ -559,7 +565,14 @@ pub(crate) fn reassign(data: Option<&Path>, args: &ReassignArgs) -> CliResult {
             let moves: Vec<(TopicPartition, Option<Vec<i32>>)> =
                 partitions.into_iter().map(|tp| (tp, None)).collect();
             let results = admin.alter_partition_reassignments(&moves)?;
-            report(&mut out, results, "cancelled", "cancellation")
+            report(&mut out, results, "cancelled", "cancellation")?;
+            if !args.preserve_throttles {
+                // As Kafka's --cancel: the moves are over, so are their throttles.
+                let topics: BTreeSet<&str> = plan.iter().map(|(tp, _)| tp.topic.as_str()).collect();
+                let topics: Vec<&str> = topics.into_iter().collect();
+                crate::reassign_throttle::clear(&mut out, &admin, &topics)?;
+            }
+            out.flush()
         }
         _ => {
             let ongoing = admin.list_partition_reassignments(Some(&partitions))?;
