@@ -1,0 +1,217 @@
+//! `tidelog configs --bootstrap` (as kafka-configs --entity-type clients) on a cluster of
+//! three `tidelog serve --node-id N --quorum ...` child processes: a client quota set
+//! through one node is listed through another and throttles that client's produce on a
+//! node it was not set through (`throttle_time_ms` in the answers), while another client
+//! id on the same node is not throttled; deleted through a third node, it is gone from
+//! every node's listing.
+#![cfg(all(feature = "cli", feature = "server"))]
+
+mod cli_support;
+mod server_support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cli_support::{Run, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw};
+use kafka_protocol::messages::{
+    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, TopicName, produce_request,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use server_support::response;
+use tidelog::BatchBuilder;
+use tidelog::admin::AdminClient;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `tidelog ARGS... --bootstrap B` until `done` accepts the run (at most [`WAIT`]).
+fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut all = args.to_vec();
+        all.extend(["--bootstrap", bootstrap]);
+        let run = tidelog_raw(&all, "");
+        if done(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "{what}: {run:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A Produce v8 request (acks=1) of `batch` to `topic` partition `partition` from
+/// `client`, framed.
+fn produce(topic: &str, partition: i32, client: &str, batch: &Bytes, corr: i32) -> Vec<u8> {
+    let req = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch.clone())),
+                ]),
+        ]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Produce as i16)
+        .with_request_api_version(8)
+        .with_correlation_id(corr)
+        .with_client_id(Some(StrBytes::from_string(client.into())));
+    let mut buf = bytes::BytesMut::new();
+    header
+        .encode(&mut buf, ApiKey::Produce.request_header_version(8))
+        .unwrap();
+    req.encode(&mut buf, 8).unwrap();
+    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&buf);
+    framed
+}
+
+/// Sends up to `requests` batches of 16 KiB, one at a time, as `client` to `leader`,
+/// until one is answered with a `throttle_time_ms` (every answer without error): that
+/// throttle time, or 0.
+fn first_throttle(leader: &str, partition: i32, client: &str, requests: i32) -> i32 {
+    let mut b = BatchBuilder::with_capacity(20_000);
+    let value = vec![7u8; 1024];
+    for _ in 0..16 {
+        b.push(0, None, Some(&value), &[]);
+    }
+    let batch = Bytes::from(b.finish());
+    let mut s = TcpStream::connect(leader).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for corr in 0..requests {
+        s.write_all(&produce("metered", partition, client, &batch, corr))
+            .expect("the connection stays open");
+        let (got, body) = response(&mut s).expect("an answer, not a disconnection");
+        assert_eq!(got, corr);
+        let r = ProduceResponse::decode(&mut Bytes::from(body), 8).unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(
+            p.error_code, 0,
+            "{client}: a throttled client is not refused"
+        );
+        if r.throttle_time_ms > 0 {
+            return r.throttle_time_ms;
+        }
+    }
+    0
+}
+
+#[test]
+fn a_client_quota_set_through_one_node_throttles_that_client_on_another() {
+    let root = tempfile::tempdir().unwrap();
+    let quorum = loopback_quorum(3);
+    let (nodes, bootstrap) = serve_nodes(root.path(), &quorum, &["1", "2", "3"]);
+    let node: Vec<&str> = bootstrap.split(',').collect();
+    until(
+        &[
+            "topics",
+            "create",
+            "metered",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "1",
+        ],
+        &bootstrap,
+        "the topic created",
+        |r| r.code == 0,
+    );
+    // Through node 1 only.
+    ok(tidelog_raw(
+        &[
+            "configs",
+            "--alter",
+            "--add-config",
+            "producer_byte_rate=4096",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "ingest",
+            "--bootstrap",
+            node[0],
+        ],
+        "",
+    ));
+    // Listed through node 3.
+    until(
+        &["configs", "--describe", "--entity-type", "clients"],
+        node[2],
+        "the quota listed through node 3",
+        |r| {
+            r.code == 0
+                && r.stdout
+                    .contains("Quota configs for client-id 'ingest' are producer_byte_rate=4096")
+        },
+    );
+    // A partition led by a node the quota was not set through.
+    let admin = AdminClient::connect(&bootstrap).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let (partition, leader) = loop {
+        let meta = admin.metadata().unwrap();
+        let found = meta
+            .topics
+            .iter()
+            .find(|t| t.name == "metered")
+            .and_then(|t| {
+                t.partitions
+                    .iter()
+                    .find(|p| p.leader.is_some_and(|l| l != 1))
+                    .map(|p| (p.partition, p.leader.unwrap()))
+            })
+            .and_then(|(p, l)| {
+                let b = meta.brokers.iter().find(|b| b.id == l)?;
+                Some((p, format!("{}:{}", b.host, b.port)))
+            });
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "no partition led by node 2 or 3");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // 16 KiB requests at 4 KB/s: throttled on that node (the quota reached it as
+    // metadata) within a few requests.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if first_throttle(&leader, partition, "ingest", 20) > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "client ingest never throttled on {leader}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        first_throttle(&leader, partition, "other", 20),
+        0,
+        "a client without a quota is not throttled"
+    );
+    // Deleted through node 2; gone from node 1's listing.
+    ok(tidelog_raw(
+        &[
+            "configs",
+            "--alter",
+            "--delete-config",
+            "producer_byte_rate",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "ingest",
+            "--bootstrap",
+            node[1],
+        ],
+        "",
+    ));
+    until(
+        &["configs", "--describe", "--entity-type", "clients"],
+        node[0],
+        "the quota gone from node 1's listing",
+        |r| r.code == 0 && !r.stdout.contains("'ingest'"),
+    );
+    drop(admin);
+    stop_all(nodes);
+}
