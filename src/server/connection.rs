@@ -12,11 +12,11 @@
 //! replicas (and its reply) is left to the connection's writer thread, started by the
 //! first one, while this thread reads and starts the next request if it is an
 //! OffsetCommit or Produce too (up to [`MAX_PIPELINED`] under way; a Produce that waits
-//! for nothing is answered in its turn through the writer). The writer finishes them in the order they came and writes each reply
-//! once its replicas have the batch, so replies stay in request order and none is sent
-//! early; the batches are in the log in request order. A request of any other kind
-//! first waits until every reply before it is written (it sees what they stored), then
-//! runs on this thread as usual.
+//! for nothing is answered in its turn through the writer). The writer finishes them in
+//! the order they came and writes each reply once its replicas have the batches, so
+//! replies stay in request order and none is sent early; the batches are in the log in
+//! request order. A request of any other kind first waits until every reply before it
+//! is written (it sees what they stored), then runs on this thread as usual.
 //!
 //! Before reading a request's body the connection reserves its size from the server's
 //! request memory (`max_queued_request_bytes`), waiting while it is used up, and gives it
