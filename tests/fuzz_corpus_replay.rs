@@ -67,6 +67,13 @@ fn tls_handshake_seed_corpus() {
 }
 
 #[test]
+fn request_decoder_seed_corpus() {
+    replay("request_decoder", 40, |frame| {
+        let _ = tidelog::testing::fuzz_decode_request(frame);
+    });
+}
+
+#[test]
 fn log_recovery_seed_corpus() {
     replay("log_recovery", 6, fuzz_logic::log_recovery);
 }

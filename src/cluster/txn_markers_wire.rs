@@ -82,9 +82,14 @@ impl Encodable for MarkersRequest {
 impl Decodable for MarkersRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> anyhow::Result<Self> {
         let body = buf.copy_to_bytes(buf.remaining());
+        // Every length is checked against the body before the protocol crate reads it
+        // (`v2_as_v1` walks it too): copied out of the reader it was given, the body is
+        // read by the crate without that reader's guard, and the crate reserves room for
+        // as many elements as an array's length says.
         let (mut v1, transaction_versions) = if version >= TRANSACTION_VERSION_SINCE {
             v2_as_v1(&body).map_err(anyhow::Error::msg)?
         } else {
+            marker_ends(&body, CRATE_VERSION).map_err(anyhow::Error::msg)?;
             (body, Vec::new())
         };
         let request = WriteTxnMarkersRequest::decode(&mut v1, CRATE_VERSION)?;
@@ -317,5 +322,26 @@ mod tests {
             transaction_versions: vec![2],
         };
         assert!(short.encode(&mut BytesMut::new(), 2).is_err());
+    }
+
+    /// A version 1 body whose array lengths promise more than it holds is refused
+    /// before the protocol crate reads it (which reserves room for what a length says:
+    /// a 2^32-element marker array aborted the process). Found by the request_decoder
+    /// fuzz target.
+    #[test]
+    fn a_version_1_body_with_a_length_beyond_it_is_refused_before_it_is_read() {
+        // markers: compact length 2^32 - 1 (varint ff ff ff ff 0f), then two bytes.
+        let body = [0xff, 0xff, 0xff, 0xff, 0x0f, 0xc8, 0x08];
+        let e = MarkersRequest::decode(&mut Bytes::copy_from_slice(&body), 1).unwrap_err();
+        assert!(e.to_string().contains("ends inside"), "{e}");
+        // A good version 1 body still reads.
+        let sent = MarkersRequest {
+            request: request(),
+            transaction_versions: vec![0, 0],
+        };
+        let mut v1 = BytesMut::new();
+        sent.encode(&mut v1, 1).unwrap();
+        let read = MarkersRequest::decode(&mut v1.freeze(), 1).unwrap();
+        assert_eq!(read.request, request());
     }
 }
