@@ -12,7 +12,8 @@
 //! replicas (and its reply) is left to the connection's writer thread, started by the
 //! first one, while this thread reads and starts the next request if it is an
 //! OffsetCommit or Produce too (up to [`MAX_PIPELINED`] under way; a Produce that waits
-//! for nothing is answered in its turn through the writer). The writer finishes them in
+//! for nothing is answered in its turn: by the writer behind replies still queued, else
+//! at once by this thread, without a hand-off). The writer finishes them in
 //! the order they came and writes each reply once its replicas have the batches, so
 //! replies stay in request order and none is sent early; the batches are in the log in
 //! request order. A request of any other kind first waits until every reply before it
@@ -157,6 +158,16 @@ pub(crate) fn serve(
             // The request's bytes are gone with it: its memory is free for others.
             drop(reservation);
             let outcome = match outcome {
+                // A reply ready now with no reply queued before it (a Produce that waits
+                // for no replica): written by this thread, as any other request's.
+                Ok(Handled::Queue(api::Answer::Now(reply), _))
+                    if writer.as_ref().is_none_or(|w| w.outbox.idle()) =>
+                {
+                    Ok(SaslAnswer {
+                        reply,
+                        outcome: SaslOutcome::Continue,
+                    })
+                }
                 Ok(Handled::Queue(answer, out)) => {
                     let w = writer.get_or_insert_with(|| {
                         Writer::start(scope, &shared, out.clone(), &stats, peer)
@@ -258,6 +269,13 @@ struct Outbox {
 }
 
 impl Outbox {
+    /// True if every queued reply is written and the writer has not failed: nothing
+    /// the writer does can then overlap a reply written by the connection's thread.
+    fn idle(&self) -> bool {
+        let st = self.state.lock();
+        st.0 == 0 && !st.1
+    }
+
     /// Waits until every queued reply is written: false if the writer failed (the
     /// connection is to close).
     fn drain(&self) -> bool {
