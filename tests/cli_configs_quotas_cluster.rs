@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cli_support::{Run, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw};
+use cli_support::{loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw, until};
 use kafka_protocol::messages::{
     ApiKey, ProduceRequest, ProduceResponse, RequestHeader, TopicName, produce_request,
 };
@@ -24,21 +24,6 @@ use tidelog::BatchBuilder;
 use tidelog::admin::AdminClient;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Runs `tidelog ARGS... --bootstrap B` until `done` accepts the run (at most [`WAIT`]).
-fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut all = args.to_vec();
-        all.extend(["--bootstrap", bootstrap]);
-        let run = tidelog_raw(&all, "");
-        if done(&run) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "{what}: {run:?}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
 
 /// A Produce v8 request (acks=1) of `batch` to `topic` partition `partition` from
 /// `client`, framed.

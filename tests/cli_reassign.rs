@@ -9,43 +9,11 @@
 
 mod cli_support;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
-
-use cli_support::{Run, err, loopback_quorum, ok, serve_nodes_with, stop_all, tidelog_raw};
+use cli_support::{
+    err, json_after, loopback_quorum, ok, serve_nodes_with, stop_all, tidelog_raw, until,
+    write_file,
+};
 use serde_json::Value;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-/// Runs `tidelog ARGS... --bootstrap B` until `done` accepts the run (at most [`WAIT`]).
-fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut all = args.to_vec();
-        all.extend(["--bootstrap", bootstrap]);
-        let run = tidelog_raw(&all, "");
-        if done(&run) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "{what}: {run:?}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn json_after(stdout: &str, heading: &str) -> Value {
-    let rest = stdout
-        .split(heading)
-        .nth(1)
-        .unwrap_or_else(|| panic!("{heading} in {stdout}"));
-    let line = rest.lines().find(|l| l.starts_with('{')).unwrap();
-    serde_json::from_str(line).unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
 
 #[test]
 fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
@@ -113,7 +81,7 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     let added = (1..=3).find(|b| !current.contains(b)).unwrap();
 
     // Bad plans are refused before anything is sent.
-    let twice = write(
+    let twice = write_file(
         root.path(),
         "twice.json",
         r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1]},{"topic":"moves","partition":0,"replicas":[2]}]}"#,
@@ -133,7 +101,7 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
         1,
         "partition moves-0 is listed twice",
     );
-    let dirs = write(
+    let dirs = write_file(
         root.path(),
         "dirs.json",
         r#"{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[1],"log_dirs":["/data"]}]}"#,
@@ -177,7 +145,7 @@ fn a_partition_moves_to_another_node_and_its_first_replica_leads() {
     };
     let added_to = data_dir(added);
     let (added_to, kept_to) = (added_to.display(), kept_to.display());
-    let plan = write(
+    let plan = write_file(
         root.path(),
         "plan.json",
         &format!(

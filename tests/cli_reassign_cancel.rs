@@ -11,11 +11,12 @@
 
 mod cli_support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cli_support::{Run, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw};
-use serde_json::Value;
+use cli_support::{
+    json_after, loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw, until, with_bootstrap,
+    write_file,
+};
 use tidelog::admin::{AdminClient, ConfigSource};
 use tidelog::producer::Acks;
 use tidelog::{ClientConfig, Cluster, Producer, ProducerRecord};
@@ -23,36 +24,6 @@ use tidelog::{ClientConfig, Cluster, Producer, ProducerRecord};
 const WAIT: Duration = Duration::from_secs(60);
 /// Records of about 1 KiB each in the partition: 1 MiB, a thousand seconds at 1 KB/s.
 const RECORDS: usize = 1024;
-
-/// Runs `tidelog ARGS... --bootstrap B` until `done` accepts the run (at most [`WAIT`]).
-fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut all = args.to_vec();
-        all.extend(["--bootstrap", bootstrap]);
-        let run = tidelog_raw(&all, "");
-        if done(&run) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "{what}: {run:?}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn with_bootstrap<'a>(args: &[&'a str], bootstrap: &'a str) -> Vec<&'a str> {
-    let mut all = args.to_vec();
-    all.extend(["--bootstrap", bootstrap]);
-    all
-}
-
-fn json_after(stdout: &str, heading: &str) -> Value {
-    let rest = stdout
-        .split(heading)
-        .nth(1)
-        .unwrap_or_else(|| panic!("{heading} in {stdout}"));
-    let line = rest.lines().find(|l| l.starts_with('{')).unwrap();
-    serde_json::from_str(line).unwrap()
-}
 
 /// The replication throttles set: the topic's throttled replicas and the brokers'
 /// throttled rates, by name.
@@ -82,12 +53,6 @@ fn throttles(admin: &AdminClient) -> Vec<String> {
         );
     }
     set
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 #[test]
@@ -147,7 +112,7 @@ fn a_throttled_move_is_cancelled_from_the_cli_and_the_original_replicas_stay() {
         .collect();
     let (kept, dropped) = (current[0], current[1]);
     let added = (1..=3).find(|b| !current.contains(b)).unwrap();
-    let plan = write(
+    let plan = write_file(
         root.path(),
         "plan.json",
         &format!(
@@ -167,7 +132,7 @@ fn a_throttled_move_is_cancelled_from_the_cli_and_the_original_replicas_stay() {
         "{executed}"
     );
     let rollback = json_after(&executed, "Current partition replica assignment");
-    let rollback = write(root.path(), "rollback.json", &rollback.to_string());
+    let rollback = write_file(root.path(), "rollback.json", &rollback.to_string());
     let admin = AdminClient::connect(b).unwrap();
     assert!(!throttles(&admin).is_empty(), "--throttle set nothing");
 

@@ -184,6 +184,51 @@ pub fn run_until(args: &[&str], done: impl Fn(&Run) -> bool) -> Run {
     }
 }
 
+/// `args` followed by `--bootstrap BOOTSTRAP`.
+pub fn with_bootstrap<'a>(args: &[&'a str], bootstrap: &'a str) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--bootstrap", bootstrap]);
+    all
+}
+
+/// Runs `tidelog ARGS... --bootstrap BOOTSTRAP` every 300 ms until `done` accepts the run
+/// (at most 60 s); that run. `what` says what was awaited when it never comes.
+#[track_caller]
+pub fn until(args: &[&str], bootstrap: &str, what: &str, done: impl Fn(&Run) -> bool) -> Run {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let all = with_bootstrap(args, bootstrap);
+    loop {
+        let run = tidelog_raw(&all, "");
+        if done(&run) {
+            return run;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {run:?}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// The JSON object on the first line that starts with `{` after `heading` in `stdout`.
+#[cfg(feature = "cli")]
+#[track_caller]
+pub fn json_after(stdout: &str, heading: &str) -> serde_json::Value {
+    let rest = stdout
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{heading} in {stdout}"));
+    let line = rest
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line after {heading} in {stdout}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Writes `text` to the file `name` in `dir`; its path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 /// [`serve`] listening on `listen` (e.g. the address of a node started before, to
 /// restart it where its clients look for it).
 pub fn serve_on(data: &Path, listen: &str, args: &[&str]) -> Serve {

@@ -149,17 +149,48 @@ fn free_port() -> CliResult<u16> {
         .map_err(|e| fail!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
-/// Creates `topic` (one partition, `rf` replicas, `durable.acks` if `durable`) on `nodes`
-/// once they serve, and waits until its leader is known, every replica is in sync and
-/// the leader takes a Produce of one record (the metadata of another node can show the
-/// partition before its leader has opened it); the leader's address.
+/// A topic a benchmark makes: its partitions, replication factor, whether it sets
+/// `durable.acks`, and whether it must stay empty.
+#[derive(Clone, Copy)]
+pub(crate) struct TopicSpec {
+    pub(crate) partitions: i32,
+    pub(crate) rf: i16,
+    pub(crate) durable: bool,
+    /// No record is written to it: partition 0's leader is not probed with a Produce
+    /// (the caller checks that the leaders serve its partitions).
+    pub(crate) empty: bool,
+}
+
+impl TopicSpec {
+    /// One partition of `rf` replicas, without `durable.acks`.
+    pub(crate) fn single(rf: i16) -> TopicSpec {
+        TopicSpec {
+            partitions: 1,
+            rf,
+            durable: false,
+            empty: false,
+        }
+    }
+}
+
+/// Creates `topic` as `spec` says (with `min.insync.replicas` one below a replication
+/// factor above 1) on `nodes` once they serve, and waits until every partition has a
+/// known leader and all its replicas in sync, and, unless `spec.empty`, partition 0's
+/// leader takes a Produce of one record (the metadata of another node can show the
+/// partition before its leader has opened it); partition 0's leader's address.
 pub(crate) fn create_topic(
     nodes: &mut Nodes,
     dir: &Path,
     label: &str,
     topic: &str,
-    (rf, durable): (i16, bool),
+    spec: TopicSpec,
 ) -> CliResult<String> {
+    let TopicSpec {
+        partitions,
+        rf,
+        durable,
+        empty,
+    } = spec;
     let deadline = Instant::now() + START_TIMEOUT;
     let mut last = String::from("no answer yet");
     let mut created = false;
@@ -167,11 +198,13 @@ pub(crate) fn create_topic(
         nodes.check_alive(dir, label)?;
         let attempt = (|| -> Result<Option<String>, String> {
             let admin = AdminClient::builder(nodes.bootstrap())
-                .request_timeout(Duration::from_secs(5))
+                .request_timeout(Duration::from_secs(10))
                 .connect()
                 .map_err(|e| e.to_string())?;
             if !created {
-                let mut new = NewTopic::new(topic).partitions(1).replication_factor(rf);
+                let mut new = NewTopic::new(topic)
+                    .partitions(partitions)
+                    .replication_factor(rf);
                 if rf > 1 {
                     new = new.config("min.insync.replicas", (rf - 1).to_string());
                 }
@@ -185,23 +218,24 @@ pub(crate) fn create_topic(
                 }
             }
             let meta = admin.metadata().map_err(|e| e.to_string())?;
-            let Some(p) = meta
-                .topics
-                .iter()
-                .find(|t| t.name == topic)
-                .and_then(|t| t.partitions.first())
-            else {
+            let Some(t) = meta.topics.iter().find(|t| t.name == topic) else {
                 return Ok(None);
             };
-            let leader = p
-                .leader
+            let ready = t.partitions.len() == partitions as usize
+                && t.partitions
+                    .iter()
+                    .all(|p| p.leader.is_some() && p.isr.len() == rf as usize);
+            let first = t.partitions.iter().find(|p| p.partition == 0);
+            let leader = first
+                .and_then(|p| p.leader)
                 .and_then(|l| meta.brokers.iter().find(|b| b.id == l));
             match leader {
-                Some(b) if p.isr.len() == rf as usize => Ok(Some(format!("{}:{}", b.host, b.port))),
+                Some(b) if ready => Ok(Some(format!("{}:{}", b.host, b.port))),
                 _ => Ok(None),
             }
         })();
         match attempt {
+            Ok(Some(leader)) if empty => return Ok(leader),
             Ok(Some(leader)) => match probe(&leader, topic) {
                 Ok(()) => return Ok(leader),
                 Err(crate::Fail::Msg(e)) => {
@@ -209,9 +243,7 @@ pub(crate) fn create_topic(
                 }
                 Err(crate::Fail::BrokenPipe) => return Err(crate::Fail::BrokenPipe),
             },
-            Ok(None) => {
-                last = "the partition has no leader or not every replica in sync yet".into()
-            }
+            Ok(None) => last = "a partition has no leader or not every replica in sync yet".into(),
             Err(e) => last = e,
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -513,7 +545,7 @@ pub(crate) fn cluster(data: Option<&Path>, a: &PerfClusterArgs) -> CliResult {
         let rf = count as i16;
         let mut nodes = Nodes::start(&base, label, count)?;
         let topic = format!("perf-cluster-rf{rf}");
-        let leader = create_topic(&mut nodes, &base, label, &topic, (rf, false))?;
+        let leader = create_topic(&mut nodes, &base, label, &topic, TopicSpec::single(rf))?;
         eprintln!("perf cluster: {label} ({count} node(s)) ready, leader of {topic} at {leader}");
         for (name, acks) in [("acks1", 1i16), ("acksall", -1)] {
             let m = measure(&leader, &topic, acks, a)
@@ -522,7 +554,16 @@ pub(crate) fn cluster(data: Option<&Path>, a: &PerfClusterArgs) -> CliResult {
         }
         if count > 1 {
             let topic = format!("perf-cluster-rf{rf}-durable");
-            let leader = create_topic(&mut nodes, &base, label, &topic, (rf, true))?;
+            let leader = create_topic(
+                &mut nodes,
+                &base,
+                label,
+                &topic,
+                TopicSpec {
+                    durable: true,
+                    ..TopicSpec::single(rf)
+                },
+            )?;
             let m = measure(&leader, &topic, -1, a)
                 .and_then(|m| nodes.check_alive(&base, label).map(|()| m))?;
             results.push((format!("rf{rf}_acksall_durable"), m));

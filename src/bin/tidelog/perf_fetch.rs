@@ -17,30 +17,22 @@
 //! stopped (SIGKILL) at the end, also on error; its log is in the run directory
 //! (`--data` keeps it).
 
-use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use kafka_protocol::ResponseError;
-use kafka_protocol::messages::{
-    FetchRequest, FetchResponse, ResponseHeader, TopicName, fetch_request,
-};
-use kafka_protocol::protocol::{Decodable, HeaderVersion, StrBytes};
-use tidelog::admin::{AdminClient, NewTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName, fetch_request};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::cli::PerfFetchArgs;
 use crate::perf::{RunDir, percentile_us, report_fields};
-use crate::perf_cluster::Nodes;
-use crate::perf_groups::Conn;
+use crate::perf_cluster::{Nodes, TopicSpec, create_topic};
+use crate::perf_groups::{Conn, error_name};
 use crate::{CliResult, fail};
 
 const TOPIC: &str = "perf-fetch";
 const LABEL: &str = "fetch";
 /// Kafka 2.7's Fetch: topics by name, fetch sessions, flexible encoding.
 const FETCH_VERSION: i16 = 12;
-/// How long the node gets to start and lead every partition.
-const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// Each partition's `partition_max_bytes` (Kafka's consumer default).
 const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// Clock ticks per second of `/proc/PID/stat` (`USER_HZ`, 100 on Linux).
@@ -113,33 +105,14 @@ fn fetch_request(partitions: i32, (session_id, epoch): (i32, i32), list: bool) -
 /// (with its length prefix); the response's top-level error fails the run.
 fn fetch(conn: &mut Conn, request: &FetchRequest) -> CliResult<(FetchResponse, usize)> {
     let correlation = conn.send(request, FETCH_VERSION)?;
-    let addr = conn.addr.clone();
-    let io = |e: std::io::Error| fail!("a Fetch answer from {addr}: {e}");
-    let mut size = [0u8; 4];
-    conn.stream.read_exact(&mut size).map_err(io)?;
-    let len = i32::from_be_bytes(size).max(0) as usize;
-    let mut body = vec![0u8; len];
-    conn.stream.read_exact(&mut body).map_err(io)?;
-    let mut body = Bytes::from(body);
-    let header = ResponseHeader::decode(&mut body, FetchResponse::header_version(FETCH_VERSION))
-        .map_err(|e| fail!("cannot decode a Fetch answer's header from {addr}: {e}"))?;
-    if header.correlation_id != correlation {
-        return Err(fail!(
-            "{addr} answered correlation id {} to Fetch {correlation}",
-            header.correlation_id
-        ));
-    }
-    let response = FetchResponse::decode(&mut body, FETCH_VERSION)
-        .map_err(|e| fail!("cannot decode a Fetch answer from {addr}: {e}"))?;
+    let (response, size) = conn.receive::<FetchRequest>(correlation, FETCH_VERSION)?;
+    let addr = &conn.addr;
     if response.error_code != 0 {
-        let name = ResponseError::try_from_code(response.error_code).map_or_else(
-            || format!("error {}", response.error_code),
-            |e| format!("{e:?}"),
-        );
         return Err(fail!(
-            "{addr} refused a Fetch (session {}, epoch {}): {name}",
+            "{addr} refused a Fetch (session {}, epoch {}): {}",
             request.session_id,
-            request.session_epoch
+            request.session_epoch,
+            error_name(response.error_code)
         ));
     }
     if let Some(p) = response
@@ -149,57 +122,17 @@ fn fetch(conn: &mut Conn, request: &FetchRequest) -> CliResult<(FetchResponse, u
         .find(|p| p.error_code != 0)
     {
         return Err(fail!(
-            "{addr} answered partition {} of {TOPIC} with error {}",
+            "{addr} answered partition {} of {TOPIC} with {}",
             p.partition_index,
-            p.error_code
+            error_name(p.error_code)
         ));
     }
-    Ok((response, 4 + len))
+    Ok((response, size))
 }
 
 /// The encoded size of `request` as [`FETCH_VERSION`], with its header and length prefix.
 fn request_size(conn: &Conn, request: &FetchRequest) -> CliResult<usize> {
     conn.frame(request, FETCH_VERSION).map(|f| f.len())
-}
-
-/// Creates [`TOPIC`] with `partitions` partitions on the node at `bootstrap` and waits
-/// until each has a leader.
-fn create(nodes: &mut Nodes, dir: &Path, partitions: i32) -> CliResult {
-    let deadline = Instant::now() + START_TIMEOUT;
-    let mut created = false;
-    let mut last = String::from("no answer yet");
-    while Instant::now() < deadline {
-        nodes.check_alive(dir, LABEL)?;
-        let attempt = (|| -> Result<bool, String> {
-            let admin = AdminClient::builder(nodes.bootstrap())
-                .request_timeout(Duration::from_secs(10))
-                .connect()
-                .map_err(|e| e.to_string())?;
-            if !created {
-                let new = NewTopic::new(TOPIC).partitions(partitions);
-                let result = admin.create_topics(&[new]).map_err(|e| e.to_string())?;
-                match result.into_values().next() {
-                    Some(Err(e)) if !e.to_string().contains("exists") => return Err(e.to_string()),
-                    _ => created = true,
-                }
-            }
-            let meta = admin.metadata().map_err(|e| e.to_string())?;
-            Ok(meta.topics.iter().any(|t| {
-                t.name == TOPIC
-                    && t.partitions.len() == partitions as usize
-                    && t.partitions.iter().all(|p| p.leader.is_some())
-            }))
-        })();
-        match attempt {
-            Ok(true) => return Ok(()),
-            Ok(false) => last = "not every partition has a leader yet".into(),
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    Err(fail!(
-        "topic {TOPIC} was not ready within {START_TIMEOUT:?}: {last}"
-    ))
 }
 
 /// Fetches for `seconds` on `conn`, the node being process `pid`: sessionless (`session`
@@ -272,7 +205,13 @@ pub(crate) fn fetch_sessions(data: Option<&Path>, a: &PerfFetchArgs) -> CliResul
     let dir = RunDir::new(data, "perf fetch")?;
     let base = dir.path().to_path_buf();
     let mut nodes = Nodes::start_with(&base, LABEL, 1, &[])?;
-    create(&mut nodes, &base, a.partitions)?;
+    let spec = TopicSpec {
+        partitions: a.partitions,
+        rf: 1,
+        durable: false,
+        empty: true,
+    };
+    create_topic(&mut nodes, &base, LABEL, TOPIC, spec)?;
     let pid = nodes.pids()[0];
     let mut conn = Conn::open(&nodes.bootstrap())?;
     // A first sessionless fetch opens every partition's log before anything is timed.

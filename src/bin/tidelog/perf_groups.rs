@@ -40,7 +40,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 
 use crate::cli::PerfGroupsArgs;
 use crate::perf::{RunDir, percentile_us, report_fields};
-use crate::perf_cluster::{Nodes, create_topic};
+use crate::perf_cluster::{Nodes, TopicSpec, create_topic};
 use crate::{CliResult, fail};
 
 /// The topic whose partition 0 every group commits an offset of.
@@ -94,8 +94,17 @@ impl Conn {
     /// Sends `request` as `version` and reads its answer.
     fn call<R: Request>(&mut self, request: &R, version: i16) -> CliResult<R::Response> {
         let correlation = self.send(request, version)?;
-        let addr = self.addr.clone();
-        read_response::<R>(&mut self.stream, &addr, correlation, version)
+        self.receive::<R>(correlation, version).map(|(r, _)| r)
+    }
+
+    /// Reads the answer to request `correlation` (of type `R`, sent as `version`): the
+    /// response and its size in bytes with its length prefix.
+    pub(crate) fn receive<R: Request>(
+        &mut self,
+        correlation: i32,
+        version: i16,
+    ) -> CliResult<(R::Response, usize)> {
+        read_response::<R>(&mut self.stream, &self.addr, correlation, version)
     }
 
     /// Sends `request` as `version`: its correlation id.
@@ -129,17 +138,18 @@ impl Conn {
 }
 
 /// Reads the answer to request `correlation` (of type `R`, sent as `version`) from
-/// `stream`, connected to `addr`.
+/// `stream`, connected to `addr`: the response and its size with its length prefix.
 fn read_response<R: Request>(
     stream: &mut TcpStream,
     addr: &str,
     correlation: i32,
     version: i16,
-) -> CliResult<R::Response> {
+) -> CliResult<(R::Response, usize)> {
     let io = |e: std::io::Error| fail!("response (key {}) from {addr}: {e}", R::KEY);
     let mut size = [0u8; 4];
     stream.read_exact(&mut size).map_err(io)?;
-    let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+    let len = i32::from_be_bytes(size).max(0) as usize;
+    let mut body = vec![0u8; len];
     stream.read_exact(&mut body).map_err(io)?;
     let mut body = Bytes::from(body);
     let answered = ResponseHeader::decode(&mut body, R::Response::header_version(version))
@@ -151,7 +161,8 @@ fn read_response<R: Request>(
         ));
     }
     R::Response::decode(&mut body, version)
-        .map_err(|e| fail!("cannot decode a response (key {}): {e}", R::KEY))
+        .map(|r| (r, 4 + len))
+        .map_err(|e| fail!("cannot decode a response (key {}) from {addr}: {e}", R::KEY))
 }
 
 /// The first error code of an OffsetCommit response (0: none).
@@ -165,7 +176,7 @@ fn commit_error(resp: &OffsetCommitResponse) -> i16 {
 }
 
 /// Kafka's name of an error code.
-fn error_name(code: i16) -> String {
+pub(crate) fn error_name(code: i16) -> String {
     ResponseError::try_from_code(code).map_or_else(|| format!("error {code}"), |e| format!("{e:?}"))
 }
 
@@ -424,14 +435,18 @@ fn run_commits(
                         correlation,
                         HEARTBEAT_VERSION,
                     )?
+                    .0
                     .error_code
                 } else {
-                    commit_error(&read_response::<OffsetCommitRequest>(
-                        &mut reader,
-                        &addr,
-                        correlation,
-                        COMMIT_VERSION,
-                    )?)
+                    commit_error(
+                        &read_response::<OffsetCommitRequest>(
+                            &mut reader,
+                            &addr,
+                            correlation,
+                            COMMIT_VERSION,
+                        )?
+                        .0,
+                    )
                 };
                 let answered = Instant::now();
                 if code != 0 {
@@ -487,7 +502,7 @@ pub(crate) fn groups(data: Option<&Path>, a: &PerfGroupsArgs) -> CliResult {
         NODES,
         &["--group-initial-rebalance-delay-ms", "0"],
     )?;
-    create_topic(&mut nodes, &base, LABEL, TOPIC, (1, false))?;
+    create_topic(&mut nodes, &base, LABEL, TOPIC, TopicSpec::single(1))?;
     let n = a.groups as usize;
     let ids: Vec<String> = (0..n).map(|i| format!("perf-group-{i:06}")).collect();
     let setup_started = Instant::now();
