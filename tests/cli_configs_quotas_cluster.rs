@@ -15,45 +15,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cli_support::{loopback_quorum, ok, serve_nodes, stop_all, tidelog_raw, until};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, TopicName, produce_request,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use server_support::response;
+use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::protocol::Decodable;
+use server_support::{produce_as, response};
 use tidelog::BatchBuilder;
 use tidelog::admin::AdminClient;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A Produce v8 request (acks=1) of `batch` to `topic` partition `partition` from
-/// `client`, framed.
-fn produce(topic: &str, partition: i32, client: &str, batch: &Bytes, corr: i32) -> Vec<u8> {
-    let req = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![
-            produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![
-                    produce_request::PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch.clone())),
-                ]),
-        ]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(8)
-        .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_string(client.into())));
-    let mut buf = bytes::BytesMut::new();
-    header
-        .encode(&mut buf, ApiKey::Produce.request_header_version(8))
-        .unwrap();
-    req.encode(&mut buf, 8).unwrap();
-    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&buf);
-    framed
-}
 
 /// Sends up to `requests` batches of 16 KiB, one at a time, as `client` to `leader`,
 /// until one is answered with a `throttle_time_ms` (every answer without error): that
@@ -68,7 +36,7 @@ fn first_throttle(leader: &str, partition: i32, client: &str, requests: i32) -> 
     let mut s = TcpStream::connect(leader).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     for corr in 0..requests {
-        s.write_all(&produce("metered", partition, client, &batch, corr))
+        s.write_all(&produce_as(client, "metered", partition, &batch, corr))
             .expect("the connection stays open");
         let (got, body) = response(&mut s).expect("an answer, not a disconnection");
         assert_eq!(got, corr);

@@ -12,45 +12,14 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, TopicName, produce_request,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use server_support::response;
+use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::protocol::Decodable;
+use server_support::{produce_as, response};
 use tidelog::admin::{AdminClient, QuotaMatch};
 use tidelog::security::{EntityName, PRODUCER_BYTE_RATE, QuotaChange, QuotaEntity};
 use tidelog::{BatchBuilder, Broker, Server, TopicConfig};
 
 const QUOTA: f64 = 1_048_576.0;
-
-/// A Produce v8 request (acks=1) of `batch` to partition 0 of `topic` from `client`.
-fn produce(topic: &str, client: &str, batch: &Bytes, corr: i32) -> Vec<u8> {
-    let req = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![
-            produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![
-                    produce_request::PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(batch.clone())),
-                ]),
-        ]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(8)
-        .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_string(client.into())));
-    let mut buf = bytes::BytesMut::new();
-    header
-        .encode(&mut buf, ApiKey::Produce.request_header_version(8))
-        .unwrap();
-    req.encode(&mut buf, 8).unwrap();
-    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&buf);
-    framed
-}
 
 /// What one client saw: bytes acknowledged in the measured span, the span, the largest
 /// `throttle_time_ms`.
@@ -83,7 +52,7 @@ fn drive(addr: SocketAddr, client: &str, warmup: Duration, run: Duration) -> See
     // Bounded: at most `run` of sending (one request at a time, each answered within
     // the read timeout or the test fails).
     while start.elapsed() < run {
-        let frame = produce("quota", client, &batch, corr);
+        let frame = produce_as(client, "quota", 0, &batch, corr);
         s.write_all(&frame).expect("the connection stays open");
         let (got, body) = response(&mut s).expect("an answer, not a disconnection");
         assert_eq!(got, corr);

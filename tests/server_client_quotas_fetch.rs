@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, TopicName, fetch_request,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName, fetch_request,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use server_support::response;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use server_support::{frame_as, response};
 use tidelog::admin::{AdminClient, QuotaMatch};
 use tidelog::security::{CONSUMER_BYTE_RATE, EntityName, QuotaChange, QuotaEntity};
 use tidelog::{Broker, Producer, ProducerRecord, Server, TopicConfig};
@@ -43,19 +43,7 @@ fn fetch(topic: &str, client: &str, offset: i64, corr: i32) -> Vec<u8> {
                         .with_partition_max_bytes(FETCH_BYTES),
                 ]),
         ]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Fetch as i16)
-        .with_request_api_version(11)
-        .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_string(client.into())));
-    let mut buf = bytes::BytesMut::new();
-    header
-        .encode(&mut buf, ApiKey::Fetch.request_header_version(11))
-        .unwrap();
-    req.encode(&mut buf, 11).unwrap();
-    let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&buf);
-    framed
+    frame_as(client, ApiKey::Fetch, 11, corr, &req)
 }
 
 /// What one client saw: response bytes received in the measured span, the span, the

@@ -8,17 +8,29 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName, fetch_request,
+    ApiKey, BrokerId, FetchRequest, ProduceRequest, RequestHeader, TopicName, fetch_request,
+    produce_request,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 /// `req` as a size-prefixed `key` v`version` request with correlation id `corr`.
 pub fn frame<R: Encodable>(key: ApiKey, version: i16, corr: i32, req: &R) -> Vec<u8> {
+    frame_as("test", key, version, corr, req)
+}
+
+/// [`frame`] sent as client id `client`.
+pub fn frame_as<R: Encodable>(
+    client: &str,
+    key: ApiKey,
+    version: i16,
+    corr: i32,
+    req: &R,
+) -> Vec<u8> {
     let header = RequestHeader::default()
         .with_request_api_key(key as i16)
         .with_request_api_version(version)
         .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_static_str("test")));
+        .with_client_id(Some(StrBytes::from_string(client.into())));
     let mut buf = BytesMut::new();
     header
         .encode(&mut buf, key.request_header_version(version))
@@ -27,6 +39,30 @@ pub fn frame<R: Encodable>(key: ApiKey, version: i16, corr: i32, req: &R) -> Vec
     let mut framed = (buf.len() as i32).to_be_bytes().to_vec();
     framed.extend_from_slice(&buf);
     framed
+}
+
+/// A Produce v8 request (acks=1) of `batch` to `topic` partition `partition` from
+/// `client`, framed with correlation id `corr`.
+pub fn produce_as(
+    client: &str,
+    topic: &str,
+    partition: i32,
+    batch: &bytes::Bytes,
+    corr: i32,
+) -> Vec<u8> {
+    let req = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch.clone())),
+                ]),
+        ]);
+    frame_as(client, ApiKey::Produce, 8, corr, &req)
 }
 
 /// A Fetch of partition 0 of `topic` from offset 0 that waits up to `max_wait_ms` for
