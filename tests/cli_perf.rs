@@ -118,6 +118,21 @@ fn perf_produce_consume_pubsub_print_json() {
     ] {
         assert!(number(line, key) >= 0.0, "{key}: {line}");
     }
+    // The latency run's threads' involuntary switches, and its records late by more
+    // than a millisecond: at most all of them.
+    for key in [
+        "latency_producer_involuntary_cs",
+        "latency_consumer_involuntary_cs",
+    ] {
+        assert!(number(line, key) >= 0.0, "{key}: {line}");
+    }
+    let late = number(line, "latency_over_1ms");
+    assert!((0.0..=2000.0).contains(&late), "{line}");
+    assert_eq!(
+        late == 0.0,
+        number(line, "max_us") <= 1000.0,
+        "records over 1 ms exactly when the slowest is: {line}"
+    );
 
     // A batch over max.message.bytes is refused before anything is timed.
     err(

@@ -1280,9 +1280,9 @@ pub(crate) fn pubsub(data: Option<&Path>, a: &PerfPubsubArgs) -> CliResult {
     for p in parts.iter() {
         p.sync()?;
     }
-    let latencies = latency_run(&broker, a)?;
+    let latency = latency_run(&broker, a)?;
     close_broker(broker)?;
-    pubsub_report(a, count, seconds, &latencies, (switches, machine), false)
+    pubsub_report(a, count, seconds, &latency, (switches, machine), false)
 }
 
 /// Prints what a `perf pubsub` run measured: the throughput run's `count` in `seconds`,
@@ -1292,10 +1292,11 @@ fn pubsub_report(
     a: &PerfPubsubArgs,
     count: ReadCount,
     seconds: f64,
-    latencies: &[u64],
+    latency: &LatencyRun,
     (switches, machine): (Option<[Switches; 2]>, Option<MachineCounters>),
     remote: bool,
 ) -> CliResult {
+    let latencies = &latency.latencies;
     let pct = |q: f64| percentile_us(latencies, q);
     let [api, batch] = api_fields(a.producer, a.batch);
     let mut extra = vec![
@@ -1331,6 +1332,15 @@ fn pubsub_report(
         extra.push(("consumer_voluntary_cs_per_1k", per_k(consumer.0)));
         extra.push(("consumer_involuntary_cs_per_1k", per_k(consumer.1)));
     }
+    if let Some([producer, consumer]) = latency.switches {
+        // The latency run's: its two threads wait by spinning, so each involuntary
+        // switch is a time another task took the core of one of them, and a record then
+        // waits for it (the records late by more than a millisecond count those waits).
+        let late = latencies.len() - latencies.partition_point(|&ns| ns <= 1_000_000);
+        extra.push(("latency_producer_involuntary_cs", producer.1.to_string()));
+        extra.push(("latency_consumer_involuntary_cs", consumer.1.to_string()));
+        extra.push(("latency_over_1ms", late.to_string()));
+    }
     // Stalls of the whole machine: a slow run with many is the machine, not the build.
     extra.extend(machine.iter().flat_map(|m| m.fields()));
     report(
@@ -1364,7 +1374,11 @@ fn pubsub_remote(bootstrap: &str, a: &PerfPubsubArgs) -> CliResult {
     let (run, machine) = measured(|| pubsub_api(&cluster, a, &name, keys.as_ref(), &payloads));
     let (count, seconds) = run?;
     let latencies = latency_api(&cluster, a, Pacing::Bursts)?;
-    pubsub_report(a, count, seconds, &latencies, (None, machine), true)
+    let latency = LatencyRun {
+        latencies,
+        switches: None,
+    };
+    pubsub_report(a, count, seconds, &latency, (None, machine), true)
 }
 
 /// The throughput run of `perf pubsub`: a producer thread appending batches of
@@ -1520,12 +1534,16 @@ fn join<T>(h: std::thread::JoinHandle<CliResult<T>>) -> CliResult<CliResult<T>> 
 /// The latency run: `latency_records` records sent at `latency_rate` per second, one
 /// per append, each carrying its send time (ns since a shared clock origin) in its
 /// first 8 bytes; the consumer thread measures the delay on receipt. Returns the sorted
-/// latencies in ns. With `--producer`, each record goes through a `Producer` with linger
+/// latencies in ns and, without `--producer`, the two threads' context switches. With
+/// `--producer`, each record goes through a `Producer` with linger
 /// 0 (`send_nowait` appends it at once) and is read by a group member.
-fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
+fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<LatencyRun> {
     let topic = topic_or_create(broker, LATENCY_TOPIC, Some(1), 1)?;
     if a.producer {
-        return latency_api(broker, a, Pacing::Spin);
+        return Ok(LatencyRun {
+            latencies: latency_api(broker, a, Pacing::Spin)?,
+            switches: None,
+        });
     }
     let part = topic.partition(0)?;
     let size = a.record_size.max(8);
@@ -1537,16 +1555,19 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
         let (part, stop) = (part.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || -> CliResult<Vec<u64>> {
+        std::thread::spawn(move || -> CliResult<(Vec<u64>, Switches)> {
+            let before = thread_switches();
             let mut lat = Vec::with_capacity(n as usize);
             let mut progress = Progress::new("perf pubsub latency (consumed)");
             let mut count = ReadCount::default();
             let on_record = |v: &[u8]| record_latency(origin, &mut lat, v);
             read_range(&part, from, to, &mut count, &mut progress, &stop, on_record)?;
-            Ok(lat)
+            let after = thread_switches();
+            Ok((lat, (after.0 - before.0, after.1 - before.1)))
         })
     };
     let mut builder = BatchBuilder::with_capacity(1024);
+    let before = thread_switches();
     let sent = send_paced(
         &payloads,
         n,
@@ -1559,12 +1580,24 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<Vec<u64>> {
             Ok(())
         },
     );
+    let after = thread_switches();
     stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
-    let mut lat = received?;
-    lat.sort_unstable();
-    Ok(lat)
+    let (mut latencies, consumer_switches) = received?;
+    latencies.sort_unstable();
+    let producer_switches = (after.0 - before.0, after.1 - before.1);
+    Ok(LatencyRun {
+        latencies,
+        switches: Some([producer_switches, consumer_switches]),
+    })
+}
+
+/// What a latency run measured: the latencies (ns, sorted) and, in process without
+/// `--producer`, the context switches of its producer and consumer threads.
+struct LatencyRun {
+    latencies: Vec<u64>,
+    switches: Option<[Switches; 2]>,
 }
 
 /// Adds to `lat` the delay of a record whose first 8 bytes are its send time (ns since
