@@ -374,6 +374,9 @@ fn requested(request: &FetchRequest) -> Vec<FetchTopic> {
     request
         .topics
         .iter()
+        // A topic listed without partitions asks for nothing (Kafka reads the request
+        // partition by partition): it is neither answered nor added to a session.
+        .filter(|t| !t.partitions.is_empty())
         .map(|t| FetchTopic {
             name: t.topic.0.to_string(),
             topic_id: t.topic_id,
@@ -506,6 +509,35 @@ mod tests {
             "{e:?}"
         );
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn a_topic_listed_without_partitions_is_not_added_to_the_session() {
+        let cache = FetchSessions::new(DEFAULT_SLOTS);
+        let now = Instant::now();
+        let mut full = fetch(0, 0, &[0]);
+        full.topics
+            .push(WireTopic::default().with_topic(name("empty")));
+        let opened = cache.begin(&full, false, now).unwrap();
+        let names = |f: &SessionFetch| f.topics.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&opened),
+            vec!["t"],
+            "a full fetch answers no empty topic"
+        );
+        let mut incremental = fetch(opened.session_id, 1, &[]);
+        incremental
+            .topics
+            .push(WireTopic::default().with_topic(name("other")));
+        let inc = cache.begin(&incremental, false, now).unwrap();
+        assert_eq!(names(&inc), vec!["t"], "nor does an incremental one");
+        let sessions = cache.sessions.lock();
+        let session = &sessions[&opened.session_id];
+        assert_eq!(
+            session.partitions.keys().collect::<Vec<_>>(),
+            vec!["t"],
+            "the session holds no entry for them"
+        );
     }
 
     #[test]
