@@ -190,6 +190,27 @@ impl TxnRoute {
         }
     }
 
+    /// A count that moves whenever the local coordinator of `transactional_id` has
+    /// written a transaction's markers (0 when another node coordinates it): read it
+    /// before [`describe`](Self::describe), then pass it to
+    /// [`wait_completed`](Self::wait_completed).
+    pub(crate) fn completed(&self, transactional_id: &str) -> u64 {
+        self.local(transactional_id)
+            .map_or(0, TransactionCoordinator::completed)
+    }
+
+    /// Waits at most `timeout` for a transaction to complete after `seen`: woken by the
+    /// local coordinator when it coordinates `transactional_id`, else (another node's
+    /// coordinator, asked over the network) for the whole `timeout`.
+    pub(crate) fn wait_completed(&self, transactional_id: &str, seen: u64, timeout: Duration) {
+        match self.local(transactional_id) {
+            Some(txns) => {
+                txns.wait_completed(seen, timeout);
+            }
+            None => std::thread::sleep(timeout),
+        }
+    }
+
     /// TxnOffsetCommit at the group's coordinator: this broker's on a single node or
     /// where it coordinates the group, else the other node's.
     pub(crate) fn txn_offset_commit(

@@ -730,6 +730,8 @@ impl TxnProducer {
         let txns = self.broker.txn_route();
         let deadline = Instant::now() + MAX_BLOCK;
         loop {
+            // Read before the state: a completion after it wakes the wait below.
+            let seen = txns.completed(&self.transactional_id);
             let (ids, state) = self
                 .retry(|| txns.describe(&self.transactional_id))
                 .map_err(|e| self.coordinator_error(st, e))?;
@@ -746,7 +748,9 @@ impl TxnProducer {
                     self.transactional_id
                 )));
             }
-            std::thread::sleep(Duration::from_millis(1));
+            // Woken when the local coordinator writes the markers; at most 1 ms
+            // between looks otherwise (another node's coordinator).
+            txns.wait_completed(&self.transactional_id, seen, Duration::from_millis(1));
         }
     }
 }

@@ -202,6 +202,12 @@ struct Inner {
     /// timer).
     queue: Mutex<Option<crossbeam_channel::Sender<MarkerJob>>>,
     senders: Mutex<Vec<JoinHandle<()>>>,
+    /// How many times a transaction's markers were all written (its completion was
+    /// tried), and the condition variable [`TransactionCoordinator::wait_completed`]
+    /// sleeps on: an in-process producer waiting for its markers is woken when they
+    /// are written, not at its next poll.
+    completed: Mutex<u64>,
+    completed_cv: Condvar,
 }
 
 /// The transaction coordinator of a broker: the shell around one [`TxnCoordinator`]
@@ -302,6 +308,8 @@ impl TransactionCoordinator {
                 timer: Mutex::new(None),
                 queue: Mutex::new(None),
                 senders: Mutex::new(Vec::new()),
+                completed: Mutex::new(0),
+                completed_cv: Condvar::new(),
             }),
         }
     }
@@ -665,6 +673,31 @@ impl TransactionCoordinator {
         }
     }
 
+    /// A count that moves each time this coordinator has written every marker of a
+    /// transaction and recorded (or tried to record) its completion: read it before
+    /// the transaction's state, then pass it to [`wait_completed`](Self::wait_completed).
+    pub(crate) fn completed(&self) -> u64 {
+        *self.inner.completed.lock()
+    }
+
+    /// Waits until [`completed`](Self::completed) moves past `seen` or `timeout`
+    /// passes; whether it moved.
+    pub(crate) fn wait_completed(&self, seen: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut count = self.inner.completed.lock();
+        while *count == seen {
+            if self
+                .inner
+                .completed_cv
+                .wait_until(&mut count, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        *count != seen
+    }
+
     /// Every marker of the transaction is written: PrepareX → CompleteX, recorded.
     fn complete(&self, slot: &Arc<Slot>, m: &TxnMarkers) {
         let markers = {
@@ -684,6 +717,11 @@ impl TransactionCoordinator {
                 }
             }
         };
+        {
+            let mut count = self.inner.completed.lock();
+            *count = count.wrapping_add(1);
+            self.inner.completed_cv.notify_all();
+        }
         self.queue_markers(slot, markers);
     }
 

@@ -166,6 +166,18 @@ fn coordinator(log: &Arc<MemLog>, markers: &Arc<MemMarkers>) -> TransactionCoord
     c
 }
 
+/// A coordinator of one loaded partition whose markers go to `markers`, its marker
+/// threads and timer started.
+fn started(log: &Arc<MemLog>, markers: &Arc<StalledMarkers>) -> TransactionCoordinator {
+    let c = TransactionCoordinator::new(config());
+    c.set_marker_writer(Arc::clone(markers) as Arc<dyn MarkerWriter>);
+    c.set_partition_count(1);
+    c.load_partition(0, 0, Arc::clone(log) as Arc<dyn TxnStateLog>)
+        .unwrap();
+    c.start_timer().unwrap();
+    c
+}
+
 fn ids_from(counter: &AtomicUsize) -> impl Fn() -> Result<i64> + '_ {
     move || Ok(1000 + counter.fetch_add(1, Ordering::SeqCst) as i64)
 }
@@ -475,12 +487,7 @@ fn a_state_write_needs_min_insync_replicas() {
 fn end_txn_answers_while_a_leader_holds_the_markers() {
     let log = Arc::new(MemLog::default());
     let markers = Arc::new(StalledMarkers::default());
-    let c = TransactionCoordinator::new(config());
-    c.set_marker_writer(Arc::clone(&markers) as Arc<dyn MarkerWriter>);
-    c.set_partition_count(1);
-    c.load_partition(0, 0, Arc::clone(&log) as Arc<dyn TxnStateLog>)
-        .unwrap();
-    c.start_timer().unwrap();
+    let c = started(&log, &markers);
     let p = ready(init(&c, "tx", 60_000));
     add(&c, "tx", p, &[(STALLED, 0), ("a", 0)]).unwrap();
 
@@ -613,4 +620,33 @@ fn the_markers_of_several_transactions_are_written_in_one_batch() {
     assert_eq!(markers.calls.lock().len(), 2);
     assert_eq!(markers.calls.lock()[1], vec!["b".to_string()]);
     assert_eq!(c.describe("b").unwrap().state, TxnState::CompleteCommit);
+}
+
+/// A producer waiting for its transaction's markers is woken when the sender thread
+/// has written them (`wait_completed`), not at its next poll; with nothing completing,
+/// the wait ends at its timeout.
+#[test]
+fn writing_a_transactions_markers_wakes_who_waits_for_them() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(StalledMarkers::default());
+    let c = started(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", p, &[(STALLED, 0)]).unwrap();
+    let seen = c.completed();
+    end(&c, "tx", p, TxnResult::Commit).unwrap();
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::PrepareCommit);
+    assert!(
+        !c.wait_completed(seen, Duration::from_millis(5)),
+        "nothing completed while the leader holds the marker"
+    );
+    let waiter = {
+        let c = c.clone();
+        // Bounded: woken when the marker is written, long before this.
+        std::thread::spawn(move || c.wait_completed(seen, Duration::from_secs(60)))
+    };
+    markers.release();
+    assert!(waiter.join().unwrap(), "woken by the completion");
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::CompleteCommit);
+    assert_ne!(c.completed(), seen);
+    c.shutdown();
 }
