@@ -228,7 +228,13 @@ impl ProducerState {
             return Check::Duplicate(dup.base_offset);
         }
         match entry.batches.back() {
-            None => Check::Append,
+            // A known producer with no batch at this epoch: a marker took it there
+            // (KIP-890 bumps the epoch with the marker), so its sequences start over at
+            // 0, as in Kafka. Taking any other sequence would leave a gap that a retry
+            // of the batches before it then fills as duplicates: acknowledged, never
+            // written.
+            None if first == 0 => Check::Append,
+            None => Check::OutOfOrder { expected: 0 },
             Some(prev) if first == next_seq(prev.last_seq) => Check::Append,
             Some(prev) if first <= prev.last_seq => Check::DuplicateSequence,
             Some(prev) => Check::OutOfOrder {
@@ -715,6 +721,23 @@ mod tests {
         assert_eq!(s.check(7, 0, 5, 12), Check::DuplicateSequence);
         // Another producer is independent.
         assert_eq!(s.check(8, 0, 40, 41), Check::Append);
+    }
+
+    /// KIP-890: a marker bumps the producer's epoch and forgets its batches; the next
+    /// transaction's first batch at that epoch must start at sequence 0. A later batch
+    /// that arrives first (its predecessor refused, to be retried) is out of order, not
+    /// appended: else the retried predecessor would be taken for a duplicate and its
+    /// records acknowledged without being written.
+    #[test]
+    fn after_a_marker_bumps_the_epoch_sequences_start_at_zero() {
+        let mut s = ProducerState::default();
+        record(&mut s, &txn_batch(7, 1, 0, 100), 0);
+        record(&mut s, &EndTxnMarker::commit(0).batch(7, 2, 0), 100);
+        assert_eq!(s.epoch_of(7), Some(2));
+        assert_eq!(s.check(7, 2, 100, 199), Check::OutOfOrder { expected: 0 });
+        assert_eq!(s.check(7, 2, 0, 99), Check::Append);
+        s.record(7, 2, meta(0, 99, 101));
+        assert_eq!(s.check(7, 2, 100, 199), Check::Append);
     }
 
     #[test]
