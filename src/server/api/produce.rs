@@ -342,8 +342,44 @@ fn verify(
         Ok(false) => {}
         Err(e) => return Err((error_code(&e), e.to_string())),
     }
-    in_transaction(ctx, id, producer, topic, index, add)
-        .map_err(|e| (produce_verification_code(&e), e.to_string()))
+    let ask = || in_transaction(ctx, id, producer, topic, index, add);
+    let answer = if add {
+        retry_while_completing(ask)
+    } else {
+        ask()
+    };
+    answer.map_err(|e| (produce_verification_code(&e), e.to_string()))
+}
+
+/// How long a leader asks the coordinator again to add a partition to a transaction
+/// (Produce v12) while the producer's previous transaction is still completing (its
+/// markers being written: CONCURRENT_TRANSACTIONS), before it answers the client with
+/// the retriable error, which the client backs off from by its own `retry.backoff.ms`
+/// (100 ms and more): Kafka's `add.partitions.to.txn.retry.backoff.max.ms` default.
+const ADD_RETRY_MAX: Duration = Duration::from_millis(100);
+/// The longest pause between two of those asks (Kafka's
+/// `add.partitions.to.txn.retry.backoff.ms` default); the first comes after 1 ms and
+/// the pause doubles, as markers are written in about a millisecond.
+const ADD_RETRY_BACKOFF_MAX: Duration = Duration::from_millis(20);
+
+/// Runs `attempt` until it answers something other than CONCURRENT_TRANSACTIONS or
+/// [`ADD_RETRY_MAX`] would pass; its last answer.
+fn retry_while_completing<T>(
+    mut attempt: impl FnMut() -> Result<T, crate::transaction::TxnError>,
+) -> Result<T, crate::transaction::TxnError> {
+    let deadline = Instant::now() + ADD_RETRY_MAX;
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        match attempt() {
+            Err(crate::transaction::TxnError::ConcurrentTransactions)
+                if Instant::now() + backoff <= deadline =>
+            {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(ADD_RETRY_BACKOFF_MAX);
+            }
+            answer => return answer,
+        }
+    }
 }
 
 /// Asks the coordinator of `id` (this node's, or on a cluster the one of the node
@@ -554,7 +590,42 @@ fn append_idempotent(
 mod tests {
     use super::*;
     use crate::record::{BatchBuilder, CRC_CHECKS};
+    use crate::transaction::TxnError;
     use crate::{Broker, TopicConfig};
+
+    /// A leader adding a partition asks again while the previous transaction
+    /// completes, and answers the first other answer; it gives up after a bounded
+    /// number of asks, and another refusal ends the asking at once.
+    #[test]
+    fn adding_a_partition_is_asked_again_while_the_previous_transaction_completes() {
+        let mut asked = 0;
+        let answer = retry_while_completing(|| {
+            asked += 1;
+            if asked < 3 {
+                Err(TxnError::ConcurrentTransactions)
+            } else {
+                Ok(asked)
+            }
+        });
+        assert_eq!(answer, Ok(3));
+
+        let mut asked = 0;
+        let answer: Result<(), TxnError> = retry_while_completing(|| {
+            asked += 1;
+            Err(TxnError::ConcurrentTransactions)
+        });
+        assert_eq!(answer, Err(TxnError::ConcurrentTransactions));
+        // 1, 2, 4, 8, 16, then 20 ms pauses within 100 ms: at most 9 asks.
+        assert!((2..=9).contains(&asked), "{asked} asks");
+
+        let mut asked = 0;
+        let answer: Result<(), TxnError> = retry_while_completing(|| {
+            asked += 1;
+            Err(TxnError::CoordinatorLoadInProgress)
+        });
+        assert_eq!(answer, Err(TxnError::CoordinatorLoadInProgress));
+        assert_eq!(asked, 1, "only CONCURRENT_TRANSACTIONS is asked again here");
+    }
 
     fn batch(codec: Compression, key: &[u8]) -> Vec<u8> {
         let mut b = BatchBuilder::new().compression(codec);
