@@ -210,10 +210,16 @@ impl PartitionLog {
         if !self.has_open_transaction(producer_id)? {
             return Ok(false);
         }
+        // Both again under the writer lock: a marker appended since the look above
+        // ended the transaction and took the producer to the marker's epoch, which
+        // (transaction version 2) is the next transaction's. Read apart, the old
+        // transaction's "open" and the new epoch made the next transaction's first
+        // batch look like a continuation, and the coordinator was never asked to add
+        // the partition (its EndTxn then found no transaction: "fenced").
         let mut w = self.inner.writer.lock();
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
-        Ok(state.epoch_of(producer_id) == Some(epoch))
+        Ok(state.in_transaction(producer_id) && state.epoch_of(producer_id) == Some(epoch))
     }
 
     /// True once the producers' state is loaded (tests).

@@ -435,11 +435,7 @@ fn open_with(dir: &Path, config: LogConfig) -> PartitionLog {
 
 /// A one-record transactional batch of producer `pid` from sequence `seq`.
 fn txn_batch(pid: i64, seq: i32) -> Vec<u8> {
-    let mut b = BatchBuilder::new()
-        .producer(pid, 0, seq)
-        .attributes(crate::record::TRANSACTIONAL_BIT);
-    b.push(1_000, None, Some(b"in a transaction"), &[]);
-    b.finish()
+    txn_batch_at(pid, 0, seq)
 }
 
 /// `producer.id.expiration.ms`: a producer whose last write is that old is forgotten
@@ -699,4 +695,64 @@ fn a_delayed_tv2_marker_does_not_end_a_later_transaction() {
         MarkerOutcome::Appended(AppendInfo { base_offset: 5, .. })
     ));
     assert!(!log.has_open_transaction(7).unwrap());
+}
+
+/// A transactional batch of producer `pid` at `epoch` from sequence `seq` (one record).
+fn txn_batch_at(pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+    let mut b = BatchBuilder::new()
+        .producer(pid, epoch, seq)
+        .attributes(crate::record::TRANSACTIONAL_BIT);
+    b.push(1_000, None, Some(b"in a transaction"), &[]);
+    b.finish()
+}
+
+/// Transaction version 2: each transaction's data is at epoch `e` and its marker at
+/// `e + 1`, the next transaction's epoch. While markers end transaction after
+/// transaction, a leader asking whether the producer has a transaction open at the
+/// next transaction's epoch must never hear yes: none of that epoch has a batch here
+/// yet (a yes let the next transaction's first batch skip the coordinator). Bounded:
+/// 2,000 transactions, the asking thread stopping with them.
+#[test]
+fn a_transaction_is_never_open_at_the_epoch_its_marker_brings() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(open_with(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 1 << 20,
+            ..small()
+        },
+    ));
+    let done = Arc::new(AtomicBool::new(false));
+    // The epoch of the transaction being written; its marker brings epoch + 1.
+    let current = Arc::new(AtomicI32::new(0));
+    let asker = {
+        let (log, done, current) = (Arc::clone(&log), Arc::clone(&done), Arc::clone(&current));
+        std::thread::spawn(move || {
+            let mut wrong = 0u32;
+            while !done.load(Ordering::Acquire) {
+                let next = current.load(Ordering::Acquire) + 1;
+                if log.transaction_open_at(9, next as i16).unwrap() {
+                    // Only wrong if no batch of `next` was appended meanwhile.
+                    if current.load(Ordering::Acquire) + 1 == next {
+                        wrong += 1;
+                    }
+                }
+            }
+            wrong
+        })
+    };
+    for epoch in 0..2_000i16 {
+        current.store(i32::from(epoch), Ordering::Release);
+        appended(log.append_idempotent(&txn_batch_at(9, epoch, 0)).unwrap());
+        log.append_end_txn_marker(9, epoch + 1, crate::record::EndTxnMarker::commit(0), 1_000)
+            .unwrap();
+    }
+    done.store(true, Ordering::Release);
+    assert_eq!(
+        asker.join().unwrap(),
+        0,
+        "a transaction seen open at an epoch no batch has"
+    );
 }
