@@ -157,7 +157,11 @@ fn config() -> TransactionConfig {
     }
 }
 
-fn coordinator(log: &Arc<MemLog>, markers: &Arc<MemMarkers>) -> TransactionCoordinator {
+/// A coordinator of one loaded partition whose markers go to `markers`.
+fn coordinator<M: MarkerWriter + 'static>(
+    log: &Arc<MemLog>,
+    markers: &Arc<M>,
+) -> TransactionCoordinator {
     let c = TransactionCoordinator::new(config());
     c.set_marker_writer(Arc::clone(markers) as Arc<dyn MarkerWriter>);
     c.set_partition_count(1);
@@ -166,14 +170,9 @@ fn coordinator(log: &Arc<MemLog>, markers: &Arc<MemMarkers>) -> TransactionCoord
     c
 }
 
-/// A coordinator of one loaded partition whose markers go to `markers`, its marker
-/// threads and timer started.
+/// [`coordinator`] with its marker threads and timer started.
 fn started(log: &Arc<MemLog>, markers: &Arc<StalledMarkers>) -> TransactionCoordinator {
-    let c = TransactionCoordinator::new(config());
-    c.set_marker_writer(Arc::clone(markers) as Arc<dyn MarkerWriter>);
-    c.set_partition_count(1);
-    c.load_partition(0, 0, Arc::clone(log) as Arc<dyn TxnStateLog>)
-        .unwrap();
+    let c = coordinator(log, markers);
     c.start_timer().unwrap();
     c
 }
@@ -595,11 +594,7 @@ impl MarkerWriter for BatchMarkers {
 fn the_markers_of_several_transactions_are_written_in_one_batch() {
     let log = Arc::new(MemLog::default());
     let markers = Arc::new(BatchMarkers::default());
-    let c = TransactionCoordinator::new(config());
-    c.set_marker_writer(Arc::clone(&markers) as Arc<dyn MarkerWriter>);
-    c.set_partition_count(1);
-    c.load_partition(0, 0, Arc::clone(&log) as Arc<dyn TxnStateLog>)
-        .unwrap();
+    let c = coordinator(&log, &markers);
     markers.busy.store(true, Ordering::SeqCst);
     for (id, topic) in [("a", "t"), ("b", "busy"), ("c", "t")] {
         let p = ready(init(&c, id, 60_000));

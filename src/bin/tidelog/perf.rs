@@ -1402,12 +1402,7 @@ fn pubsub_direct(
             let mut progress = Progress::new("perf pubsub (consumed)");
             let mut count = ReadCount::default();
             read_partitions(&parts, &from, n, &mut count, &mut progress, &stop, |_| {})?;
-            let after = thread_switches();
-            Ok((
-                count,
-                Instant::now(),
-                (after.0 - before.0, after.1 - before.1),
-            ))
+            Ok((count, Instant::now(), switches_since(before)))
         })
     };
     let mut progress = Progress::new("perf pubsub (produced)");
@@ -1421,12 +1416,11 @@ fn pubsub_direct(
         &mut progress,
         &AtomicBool::new(false),
     );
-    let after = thread_switches();
+    let producer_switches = switches_since(before);
     stop.store(true, Ordering::Release);
     let consumed = join(consumer)?;
     produced?;
     let (count, done, consumer_switches) = consumed?;
-    let producer_switches = (after.0 - before.0, after.1 - before.1);
     Ok((
         count,
         done.duration_since(t0).as_secs_f64(),
@@ -1436,6 +1430,12 @@ fn pubsub_direct(
 
 /// Context switches, voluntary and involuntary.
 type Switches = (u64, u64);
+
+/// This thread's context switches since `before` (a [`thread_switches`] of it).
+fn switches_since(before: Switches) -> Switches {
+    let now = thread_switches();
+    (now.0 - before.0, now.1 - before.1)
+}
 
 /// This thread's context switches so far, voluntary and involuntary (Linux's
 /// `/proc/thread-self/status`; zeros where there is no such file).
@@ -1562,8 +1562,7 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<LatencyRun> {
             let mut count = ReadCount::default();
             let on_record = |v: &[u8]| record_latency(origin, &mut lat, v);
             read_range(&part, from, to, &mut count, &mut progress, &stop, on_record)?;
-            let after = thread_switches();
-            Ok((lat, (after.0 - before.0, after.1 - before.1)))
+            Ok((lat, switches_since(before)))
         })
     };
     let mut builder = BatchBuilder::with_capacity(1024);
@@ -1580,13 +1579,12 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<LatencyRun> {
             Ok(())
         },
     );
-    let after = thread_switches();
+    let producer_switches = switches_since(before);
     stop.store(true, Ordering::Release);
     let received = join(consumer)?;
     sent?;
     let (mut latencies, consumer_switches) = received?;
     latencies.sort_unstable();
-    let producer_switches = (after.0 - before.0, after.1 - before.1);
     Ok(LatencyRun {
         latencies,
         switches: Some([producer_switches, consumer_switches]),
