@@ -10,25 +10,15 @@
 mod cli_support;
 mod server_support;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cli_support::{ok, serve, stop_all, tidelog, tidelog_raw};
+use cli_support::{loopback_quorum, ok, serve, stop_all, tidelog, tidelog_raw};
 
 /// The nodes of an `n`-voter cluster on `root/node-N`, with `orders` (2 partitions of
 /// `n` replicas, 3 records) and group `audit` having consumed it all.
 fn cluster_with_data(root: &Path, n: usize) -> Vec<cli_support::Serve> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let quorum = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    drop(listeners);
+    let quorum = loopback_quorum(n);
     let rf = n.to_string();
     let nodes: Vec<cli_support::Serve> = (0..n)
         .map(|i| {

@@ -8,17 +8,13 @@ mod cli_support;
 
 use std::io::{Read, Write};
 
-use cli_support::{err, loopback_quorum, ok, run_until, serve, stop_all, tidelog_raw};
+use cli_support::{err, free_port, loopback_quorum, ok, run_until, serve, stop_all, tidelog_raw};
 
 #[test]
 fn configs_sets_describes_and_removes_broker_throttle_rates() {
     let root = tempfile::tempdir().unwrap();
     let quorum = loopback_quorum(1);
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let metrics = format!("127.0.0.1:{}", free_port());
     let node = serve(
         &root.path().join("node-1"),
         &[

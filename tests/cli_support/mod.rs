@@ -118,15 +118,45 @@ pub fn serve(data: &Path, args: &[&str]) -> Serve {
 
 /// A `--quorum` of `n` voters (ids 1 to n) on loopback ports free when asked.
 pub fn loopback_quorum(n: usize) -> String {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
+    free_ports(n)
         .iter()
         .enumerate()
-        .map(|(i, l)| format!("{}@127.0.0.1:{}", i + 1, l.local_addr().unwrap().port()))
+        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// `n` different loopback ports free when asked, below Linux's ephemeral range
+/// (32768-60999). A port the kernel hands out for `bind(0)` or an outgoing connection
+/// would not stay free: a node started earlier in the same test could listen or
+/// connect from it before the node meant to bind it does ("Address already in use").
+pub fn free_ports(n: usize) -> Vec<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Tests of one binary run in parallel and test binaries one after another: each
+    // process starts at its own place (its pid) and its threads take turns.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
+    let mut held = Vec::new();
+    for _ in 0..SPAN {
+        if held.len() == n {
+            break;
+        }
+        let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+            held.push(l);
+        }
+    }
+    assert_eq!(held.len(), n, "{n} free loopback ports below 32768");
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// One loopback port free when asked, as [`free_ports`] picks them.
+pub fn free_port() -> u16 {
+    free_ports(1)[0]
 }
 
 /// Starts one `tidelog serve` node per id in `ids`, all at once, each with its data in

@@ -30,11 +30,22 @@ NODE="${NODE:-node}"
 KAFKAJS_MODULES="${KAFKAJS_MODULES:-$root/target/npm/node_modules}"
 
 work="$(mktemp -d)"
+# Six free ports below Linux's ephemeral range (32768-60999): a port the kernel hands out
+# could become a node's outgoing connection before the node meant to listen on it binds.
 ports=($("$PYTHON" - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
+import os, socket
+socks = []
+start = os.getpid() % 12000
+for i in range(12000):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", 20000 + (start + i) % 12000))
+    except OSError:
+        s.close()
+        continue
+    socks.append(s)
+    if len(socks) == 6:
+        break
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 ))

@@ -77,8 +77,9 @@ impl Nodes {
         count: usize,
         extra: &[&str],
     ) -> CliResult<Nodes> {
-        let client: Vec<u16> = (0..count).map(|_| free_port()).collect::<CliResult<_>>()?;
-        let peer: Vec<u16> = (0..count).map(|_| free_port()).collect::<CliResult<_>>()?;
+        let mut ports = free_ports(2 * count)?;
+        let peer = ports.split_off(count);
+        let client = ports;
         let quorum = peer
             .iter()
             .enumerate()
@@ -141,11 +142,23 @@ impl Nodes {
     }
 }
 
-/// A port free on 127.0.0.1 right now.
-fn free_port() -> CliResult<u16> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
+/// `n` different ports free on 127.0.0.1 right now, below Linux's ephemeral range
+/// (32768-60999): a port the kernel hands out for an outgoing connection could be taken
+/// by a node started first before the node meant to listen on it binds it.
+fn free_ports(n: usize) -> CliResult<Vec<u16>> {
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
+    let held: Vec<TcpListener> = (0..SPAN)
+        .filter_map(|i| TcpListener::bind(("127.0.0.1", (FIRST + (start + i) % SPAN) as u16)).ok())
+        .take(n)
+        .collect();
+    if held.len() < n {
+        return Err(fail!("cannot find {n} free ports on 127.0.0.1 below 32768"));
+    }
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<std::io::Result<_>>()
         .map_err(|e| fail!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
