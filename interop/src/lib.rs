@@ -31,7 +31,7 @@ pub fn tidelog_bin() -> PathBuf {
 /// in place, and the group's assignments as the coordinator holds them.
 pub mod groups {
     use std::collections::BTreeMap;
-    use std::net::{SocketAddr, TcpListener};
+    use std::net::SocketAddr;
     use std::path::Path;
     use std::time::Duration;
 
@@ -39,12 +39,10 @@ pub mod groups {
     use tidelog::coordinator::GroupState;
     use tidelog::{Broker, Server, ServerHandle};
 
-    /// A free port on 127.0.0.1 (bound and released; the server binds it again).
+    /// A free port on 127.0.0.1 (bound and released; the server binds it again), as
+    /// [`crate::cluster::free_ports`] picks them.
     pub fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port on 127.0.0.1")
+        crate::cluster::free_ports(1)[0]
     }
 
     /// Opens the broker of `dir` and serves it on `port` (network groups form at once,
@@ -146,11 +144,30 @@ pub mod cluster {
         (code == 0).then_some(out)
     }
 
-    /// `n` free loopback ports (bound together, then released for the nodes to bind).
+    /// `n` free loopback ports (bound together, then released for the nodes to bind),
+    /// below Linux's ephemeral range (32768-60999): a port the kernel hands out for
+    /// `bind(0)` or an outgoing connection could become a started node's connection
+    /// before the node meant to listen on it binds it, or while that node is killed
+    /// and before it restarts.
     pub fn free_ports(n: usize) -> Vec<u16> {
-        let listeners: Vec<TcpListener> = (0..n)
-            .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-            .collect();
+        use std::sync::atomic::{AtomicU32, Ordering};
+        // The tests of one binary run in parallel, the binaries one after another:
+        // each process starts at its own place (its pid) and its threads take turns.
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        const FIRST: u32 = 20_000;
+        const SPAN: u32 = 12_000;
+        let start = std::process::id().wrapping_mul(7919) % SPAN;
+        let mut listeners = Vec::new();
+        for _ in 0..SPAN {
+            if listeners.len() == n {
+                break;
+            }
+            let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port as u16)) {
+                listeners.push(l);
+            }
+        }
+        assert_eq!(listeners.len(), n, "{n} free loopback ports below 32768");
         listeners
             .iter()
             .map(|l| l.local_addr().expect("bound").port())

@@ -6,9 +6,9 @@
 //! (controlled shutdown) before it exits.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tidelog_interop::cluster::free_ports;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -26,17 +26,6 @@ impl Drop for Nodes {
             let _ = c.wait();
         }
     }
-}
-
-/// Free loopback ports (bound, then released for the child to bind).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
 }
 
 fn metadata(bootstrap: &str, topic: Option<&str>) -> Option<Metadata> {
