@@ -166,6 +166,16 @@ impl World {
     }
 
     fn markers(&mut self, m: &TxnMarkers) {
+        if m.partitions.is_empty() {
+            // A version-2 abort of a transaction none of whose partitions was added:
+            // no partition to mark.
+            assert_eq!(
+                m.result,
+                TxnResult::Abort,
+                "an end with no partition aborts"
+            );
+            return;
+        }
         let n = self.current.expect("markers outside a transaction");
         let txn = &mut self.txns[n];
         assert_eq!(
@@ -266,11 +276,19 @@ impl World {
                     client_transaction_version: self.tv,
                 };
                 let live = self.is_live(h);
+                // Transaction version 2 aborts a transaction none of whose partitions
+                // was added, at the current epoch (and bumps it, as every end does).
+                let empty_abort = self.tv >= 2
+                    && !commit
+                    && matches!(
+                        state,
+                        Some(TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+                    );
                 let r = self.coordinator.end_txn(&req, self.now, &mut alloc);
                 if let Ok(o) = &r {
                     assert!(!self.is_fenced(h), "fenced epoch {h:?} ended a transaction");
                     if o.write.is_some() {
-                        assert!(live && state == Some(TxnState::Ongoing));
+                        assert!(live && (state == Some(TxnState::Ongoing) || empty_abort));
                         self.model = Some(if commit {
                             TxnState::PrepareCommit
                         } else {
@@ -290,7 +308,7 @@ impl World {
                     }
                     let o = o.clone();
                     self.record(&o);
-                } else if live && state == Some(TxnState::Ongoing) {
+                } else if live && (state == Some(TxnState::Ongoing) || empty_abort) {
                     panic!("a live EndTxn of an ongoing transaction failed: {r:?}");
                 }
             }

@@ -697,7 +697,13 @@ impl TxnCoordinator {
     /// INVALID_TXN_STATE. With a client of transaction version 2 (KIP-890 part 2) the
     /// epoch is bumped here and answered; when it runs out, the next producer id is
     /// taken from `new_producer_id()` and answered (at epoch 0), used from the
-    /// completion on.
+    /// completion on. Such a client may also abort at the current epoch a transaction
+    /// none of whose partitions reached the coordinator (Empty, CompleteCommit or
+    /// CompleteAbort): a PrepareAbort with no partition, which bumps the epoch like
+    /// any other end (Kafka's table for transaction version 2); a retry of the previous
+    /// end (one epoch below) is answered as before. Such an end at the current epoch
+    /// while the previous transaction's markers are written is answered
+    /// CONCURRENT_TRANSACTIONS, to be asked again (where Kafka fences the producer).
     pub fn end_txn(
         &mut self,
         request: &EndTxnRequest,
@@ -708,16 +714,23 @@ impl TxnCoordinator {
         let m = self.known(&request.transactional_id, request.producer_id)?;
         let epoch = request.producer_epoch;
         let v2 = m.supports_epoch_bump();
+        let bump = request.client_transaction_version >= EPOCH_BUMP_TRANSACTION_VERSION;
         let retry_on_overflow = v2
             && m.previous_producer_id == request.producer_id
             && epoch == i16::MAX - 1
             && m.producer_epoch == 0;
         let retry_on_bump = v2 && i32::from(m.producer_epoch) == i32::from(epoch) + 1;
+        let retry = retry_on_bump || retry_on_overflow;
         let valid_epoch = if v2 {
             match m.state {
-                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+                // At the current epoch: the next transaction's end, come while this
+                // one's markers are written (answered CONCURRENT_TRANSACTIONS below).
+                TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                    retry_on_bump || epoch == m.producer_epoch
+                }
+                // At the current epoch: the next transaction's end.
                 TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                    retry_on_bump || retry_on_overflow
+                    retry || epoch == m.producer_epoch
                 }
                 _ => epoch == m.producer_epoch,
             }
@@ -739,43 +752,62 @@ impl TxnCoordinator {
             markers: None,
             answer: m.ids(),
         };
-        match (m.state, request.result) {
-            (TxnState::Ongoing, result) => {
-                let mut m = m.clone();
-                let bump = request.client_transaction_version >= EPOCH_BUMP_TRANSACTION_VERSION;
-                m.next_producer_id = if bump && is_epoch_exhausted(m.producer_epoch) {
-                    new_producer_id()
-                } else {
-                    NO_PRODUCER_ID
-                };
-                let next = match result {
-                    TxnResult::Commit => TxnState::PrepareCommit,
-                    TxnResult::Abort => TxnState::PrepareAbort,
-                };
-                m.transition(next, op)?;
-                if bump {
-                    m.last_producer_epoch = m.producer_epoch;
-                    m.producer_epoch += 1;
-                }
-                m.client_transaction_version = request.client_transaction_version;
-                m.last_update_ms = now_ms;
-                let answer = if m.next_producer_id != NO_PRODUCER_ID {
-                    ProducerIdAndEpoch {
-                        producer_id: m.next_producer_id,
-                        epoch: 0,
-                    }
-                } else {
-                    m.ids()
-                };
-                let markers = markers(&m, result, coordinator_epoch);
-                Ok(self.commit(m, Some(markers), answer))
+        let prepare = match (m.state, request.result) {
+            (TxnState::Ongoing, _) => true,
+            // A version-2 abort of a transaction no partition of which was added.
+            (TxnState::Empty, TxnResult::Abort) => bump,
+            (TxnState::CompleteCommit | TxnState::CompleteAbort, TxnResult::Abort)
+                if bump && !retry =>
+            {
+                true
             }
             (TxnState::CompleteCommit, TxnResult::Commit)
-            | (TxnState::CompleteAbort, TxnResult::Abort) => Ok(done(m)),
+            | (TxnState::CompleteAbort, TxnResult::Abort)
+                if !bump || retry =>
+            {
+                return Ok(done(m));
+            }
             (TxnState::PrepareCommit, TxnResult::Commit)
-            | (TxnState::PrepareAbort, TxnResult::Abort) => Err(TxnError::ConcurrentTransactions),
-            _ => Err(m.invalid(op)),
+            | (TxnState::PrepareAbort, TxnResult::Abort) => {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            // The next transaction's end while this one completes: asked again once
+            // it has (Kafka answers PRODUCER_FENCED, fencing the live producer).
+            (TxnState::PrepareCommit | TxnState::PrepareAbort, _) if v2 && !retry => {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            _ => false,
+        };
+        if !prepare {
+            return Err(m.invalid(op));
         }
+        let mut m = m.clone();
+        m.next_producer_id = if bump && is_epoch_exhausted(m.producer_epoch) {
+            new_producer_id()
+        } else {
+            NO_PRODUCER_ID
+        };
+        let (next, result) = match request.result {
+            TxnResult::Commit => (TxnState::PrepareCommit, TxnResult::Commit),
+            TxnResult::Abort => (TxnState::PrepareAbort, TxnResult::Abort),
+        };
+        m.transition(next, op)?;
+        if bump {
+            m.last_producer_epoch = m.producer_epoch;
+            m.producer_epoch += 1;
+        }
+        m.client_transaction_version = request.client_transaction_version;
+        m.last_update_ms = now_ms;
+        let answer = if m.next_producer_id != NO_PRODUCER_ID {
+            ProducerIdAndEpoch {
+                producer_id: m.next_producer_id,
+                epoch: 0,
+            }
+        } else {
+            m.ids()
+        };
+        let markers = markers(&m, result, coordinator_epoch);
+        Ok(self.commit(m, Some(markers), answer))
     }
 
     /// Every marker of the transaction was written: PrepareCommit → CompleteCommit,

@@ -359,6 +359,74 @@ fn kip_890_bumps_the_epoch_at_every_end() {
 }
 
 #[test]
+fn kip_890_aborts_a_transaction_no_partition_of_which_was_added() {
+    let mut c = TxnCoordinator::new(0, DEFAULT_MAX_TIMEOUT_MS);
+    let at = |epoch| ProducerIdAndEpoch {
+        producer_id: 1,
+        epoch,
+    };
+    let p = ready(init(&mut c, 0, 1).unwrap());
+    // Empty: a commit is refused, an abort bumps the epoch with no partition to mark.
+    assert!(matches!(
+        end(&mut c, p, TxnResult::Commit, 2),
+        Err(TxnError::InvalidTxnState { .. })
+    ));
+    let o = end(&mut c, p, TxnResult::Abort, 2).unwrap();
+    assert_eq!(o.answer, at(1));
+    assert!(o.write.is_some(), "PrepareAbort is recorded");
+    assert!(o.markers.unwrap().partitions.is_empty());
+    assert_eq!(c.get(ID).unwrap().state, TxnState::PrepareAbort);
+    c.markers_written(ID, 0, 30).unwrap();
+    assert_eq!(c.get(ID).unwrap().state, TxnState::CompleteAbort);
+    // CompleteAbort: the retry (the old epoch) is answered as before; an abort at the
+    // current epoch ends the next, empty transaction; a commit is refused either way.
+    assert_eq!(end(&mut c, p, TxnResult::Abort, 2).unwrap().answer, at(1));
+    assert!(matches!(
+        end(&mut c, at(1), TxnResult::Commit, 2),
+        Err(TxnError::InvalidTxnState { .. })
+    ));
+    assert_eq!(
+        end(&mut c, at(1), TxnResult::Abort, 2).unwrap().answer,
+        at(2)
+    );
+    c.markers_written(ID, 0, 40).unwrap();
+    // CompleteCommit: a commit at the current epoch is refused; an abort ends the next
+    // transaction, and so does it while the commit's markers are still written, once
+    // they are (asked again meanwhile, not fenced).
+    add(&mut c, at(2), &[("a", 0)], 2).unwrap();
+    assert_eq!(
+        end(&mut c, at(2), TxnResult::Commit, 2).unwrap().answer,
+        at(3)
+    );
+    assert_eq!(
+        end(&mut c, at(3), TxnResult::Abort, 2).unwrap_err(),
+        TxnError::ConcurrentTransactions
+    );
+    c.markers_written(ID, 0, 50).unwrap();
+    assert!(matches!(
+        end(&mut c, at(3), TxnResult::Commit, 2),
+        Err(TxnError::InvalidTxnState { .. })
+    ));
+    assert!(matches!(
+        end(&mut c, at(2), TxnResult::Abort, 2),
+        Err(TxnError::InvalidTxnState { .. })
+    ));
+    let o = end(&mut c, at(3), TxnResult::Abort, 2).unwrap();
+    assert_eq!(o.answer, at(4));
+    assert_eq!(o.markers.unwrap().result, TxnResult::Abort);
+    // Its retry is answered; an epoch lower still is fenced.
+    c.markers_written(ID, 0, 60).unwrap();
+    assert_eq!(
+        end(&mut c, at(3), TxnResult::Abort, 2).unwrap().answer,
+        at(4)
+    );
+    assert!(matches!(
+        end(&mut c, at(1), TxnResult::Abort, 2),
+        Err(TxnError::ProducerFenced { .. })
+    ));
+}
+
+#[test]
 fn exhausted_epochs_move_to_a_new_producer_id() {
     let mut c = TxnCoordinator::new(0, DEFAULT_MAX_TIMEOUT_MS);
     ready(init(&mut c, 0, 1).unwrap());
