@@ -2,13 +2,18 @@
 # librdkafka's own integration tests against a three-node `tidelog serve` cluster.
 #
 # The rdkafka crate ships librdkafka without its tests/ directory, so this script takes
-# librdkafka's upstream source from Debian's archive (checked against the SHA-256 of
-# Debian's librdkafka_2.0.2-1.dsc), builds the library and librdkafka's test runner once
-# into target/librdkafka-suite/ (about 3 minutes on 2 cores; later runs reuse it), starts
+# librdkafka's upstream source from a package registry: 2.0.2 from Debian's archive
+# (checked against the SHA-256 of Debian's librdkafka_2.0.2-1.dsc; the default), or 2.15.1
+# (RDK_SOURCE=npm) from the npm package @confluentinc/kafka-javascript 1.10.1, which
+# carries librdkafka's whole source tree, tests included, in deps/librdkafka (checked
+# against the tarball's SHA-256; its SHA-512 is the registry's `dist.integrity`). It
+# builds the library and librdkafka's test runner once into target/librdkafka-suite/
+# (2 to 3 minutes on 2 cores; later runs reuse it), starts
 # three nodes on free ports of 127.0.0.1 with the settings of librdkafka's "default" test
 # scenario (three brokers, topics created on first use with 4 partitions and 3 replicas:
 # its tests rely on both), runs each test of the
-# list with TEST_KAFKA_VERSION=3.9.0 and prints PASS/FAIL per test.
+# list with TEST_KAFKA_VERSION=3.9.0 (4.2.0 for 2.15.1, whose share consumer tests need
+# it) and prints PASS/FAIL per test.
 #
 # Usage: interop/librdkafka-suite.sh [TEST[:SUBTESTS]]...
 #   TEST is a test number (0103), SUBTESTS a substring of the sub-tests to run (as the
@@ -26,6 +31,10 @@
 #   RDK_SCENARIO       librdkafka's test scenario: default, or noautocreate (the nodes
 #                      create no topic on first use; e.g. for 0045's topic_remove and
 #                      non_exist_and_partchange, which only run there)
+#   RDK_SOURCE         debian (librdkafka 2.0.2, the default) or npm (librdkafka 2.15.1:
+#                      the share consumer tests, KIP-932)
+#   RDK_GROUP_PROTOCOL classic (the default) or consumer: the group protocol librdkafka's
+#                      group tests use (TEST_CONSUMER_GROUP_PROTOCOL; KIP-848, 2.15.1)
 #
 # Exit status: 0 when every test of the list passed, 1 when one failed, 2 when the
 # build or the cluster could not be set up.
@@ -43,9 +52,34 @@ case "$SCENARIO" in
     *) echo "librdkafka-suite: unknown RDK_SCENARIO $SCENARIO (default, noautocreate)" >&2; exit 2 ;;
 esac
 
-RDK_VERSION=2.0.2
-RDK_URL="http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_${RDK_VERSION}.orig.tar.gz"
-RDK_SHA256=f321bcb1e015a34114c83cf1aa7b99ee260236aab096b85c003170c90a47ca9d
+SOURCE="${RDK_SOURCE:-debian}"
+GROUP_PROTOCOL="${RDK_GROUP_PROTOCOL:-classic}"
+case "$SOURCE" in
+    debian)
+        RDK_VERSION=2.0.2
+        RDK_URL="http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_${RDK_VERSION}.orig.tar.gz"
+        RDK_SHA256=f321bcb1e015a34114c83cf1aa7b99ee260236aab096b85c003170c90a47ca9d
+        RDK_TREE="librdkafka-$RDK_VERSION"
+        KAFKA_VERSION=3.9.0
+        ;;
+    npm)
+        RDK_VERSION=2.15.1
+        RDK_URL="https://registry.npmjs.org/@confluentinc/kafka-javascript/-/kafka-javascript-1.10.1.tgz"
+        RDK_SHA256=ada7d703bb1d3237e2292bfabf438d663b6160c9f1ac2a2406b5dc4257c81b66
+        RDK_TREE="package/deps/librdkafka"
+        KAFKA_VERSION=4.2.0
+        ;;
+    *) echo "librdkafka-suite: unknown RDK_SOURCE $SOURCE (debian, npm)" >&2; exit 2 ;;
+esac
+# librdkafka's test clusters for share consumers (tests/cluster_testing.py) let a group
+# hold records for as little as a second; its tests set such lock durations.
+if [ "$SOURCE" = npm ]; then
+    scenario_args+=(--group-share-min-record-lock-duration-ms 1000)
+fi
+case "$GROUP_PROTOCOL" in
+    classic | consumer) ;;
+    *) echo "librdkafka-suite: unknown RDK_GROUP_PROTOCOL $GROUP_PROTOCOL (classic, consumer)" >&2; exit 2 ;;
+esac
 
 # The tests of the list: NUMBER or NUMBER:SUBTESTS (a substring of sub-test names).
 #   0103  transactions: misuse, commit/abort with and without compression,
@@ -58,7 +92,12 @@ RDK_SHA256=f321bcb1e015a34114c83cf1aa7b99ee260236aab096b85c003170c90a47ca9d
 #   not listed: 0098 (the transactional consumer; it drives a Java producer of Kafka's)
 #   group and consumer tests: 0018 0019 0029 0040 0050 0056 0102 0118 0130 0132 (also
 #   passing, on request: 0020 0022 0026 0030 0045 0051 0090 0099)
+#   With RDK_SOURCE=npm (librdkafka 2.15.1), the share consumer tests against a broker:
+#   0170-0181, 0184-0186 (0182 and 0183 use librdkafka's mock cluster).
 DEFAULT_TESTS=(0103 0129 0055:transactions 0061 0137 0018 0019 0029 0040 0050 0056 0102 0118 0130 0132)
+if [ "$SOURCE" = npm ]; then
+    DEFAULT_TESTS=(0170 0171 0172 0173 0174 0175 0176 0177 0178 0179 0180 0181 0184 0185 0186)
+fi
 if [ "$#" -gt 0 ]; then TESTS_LIST=("$@"); else TESTS_LIST=("${DEFAULT_TESTS[@]}"); fi
 
 die() { echo "librdkafka-suite: $*" >&2; exit 2; }
@@ -70,7 +109,7 @@ done
 start=$(date +%s)
 mkdir -p "$SUITE_DIR"
 src="$SUITE_DIR/librdkafka-$RDK_VERSION"
-tarball="$SUITE_DIR/librdkafka_${RDK_VERSION}.orig.tar.gz"
+tarball="$SUITE_DIR/librdkafka-${RDK_VERSION}-${SOURCE}.tar.gz"
 
 # --- build (cached) -----------------------------------------------------------------
 if [ ! -x "$src/tests/test-runner" ]; then
@@ -81,8 +120,12 @@ if [ ! -x "$src/tests/test-runner" ]; then
             || { rm -f "$tarball.part"; die "checksum mismatch for $RDK_URL"; }
         mv "$tarball.part" "$tarball"
     fi
-    rm -rf "$src"
-    tar -xzf "$tarball" -C "$SUITE_DIR"
+    rm -rf "$src" "$SUITE_DIR/unpack"
+    mkdir -p "$SUITE_DIR/unpack"
+    tar -xzf "$tarball" -C "$SUITE_DIR/unpack" "$RDK_TREE"
+    mv "$SUITE_DIR/unpack/$RDK_TREE" "$src"
+    rm -rf "$SUITE_DIR/unpack"
+    chmod +x "$src/configure"
     echo "== building librdkafka $RDK_VERSION and its test runner (log: $SUITE_DIR/build.log)"
     build_start=$(date +%s)
     (
@@ -99,10 +142,22 @@ fi
 
 # --- a three-node cluster -------------------------------------------------------------
 work="$(mktemp -d "${TMPDIR:-/tmp}/rdksuite.XXXXXX")"
+# Six free ports below Linux's ephemeral range (32768-60999), so that no node's
+# outgoing connection takes a port another node is about to listen on.
 read -r -a ports <<<"$(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
+import os, socket
+socks = []
+start = os.getpid() % 12000
+for i in range(12000):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", 20000 + (start + i) % 12000))
+    except OSError:
+        s.close()
+        continue
+    socks.append(s)
+    if len(socks) == 6:
+        break
 print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 quorum="1@127.0.0.1:${ports[3]},2@127.0.0.1:${ports[4]},3@127.0.0.1:${ports[5]}"
 bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
@@ -148,6 +203,12 @@ echo "== three tidelog nodes at $bootstrap ($(( $(date +%s) - start )) s)"
 cat >"$work/test.conf" <<CONF
 bootstrap.servers=$bootstrap
 CONF
+# The share consumer tests poll for fixed times and wait out lock durations; each test's
+# time limit is set for a quick broker, and librdkafka's own CI runs them with its
+# timeouts tripled (TEST_TIMEOUT_MULTIPLIER is 1 + 2 there): so here too.
+if [ "$SOURCE" = npm ]; then
+    echo "test.timeout.multiplier=3" >>"$work/test.conf"
+fi
 
 # --- the tests ------------------------------------------------------------------------
 results=()
@@ -163,7 +224,8 @@ for entry in "${TESTS_LIST[@]}"; do
         # -E: no sockem (socket fault injection) tests, -L: no broker-less tests; CI
         # unset so that librdkafka does not skip its timing-dependent checks.
         env -u CI LD_LIBRARY_PATH="../src:../src-cpp" RDKAFKA_TEST_CONF="$work/test.conf" \
-            TEST_KAFKA_VERSION=3.9.0 TESTS="$test" SUBTESTS="$subtests" TEST_SCENARIO="$SCENARIO" \
+            TEST_KAFKA_VERSION="$KAFKA_VERSION" TEST_CONSUMER_GROUP_PROTOCOL="$GROUP_PROTOCOL" \
+            TESTS="$test" SUBTESTS="$subtests" TEST_SCENARIO="$SCENARIO" \
             timeout "$TEST_TIMEOUT" ./test-runner -E -L -p1
     ) >"$log" 2>&1
     rc=$?
