@@ -27,12 +27,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-    produce_request,
+    ApiKey, ProduceRequest, ProduceResponse, ResponseHeader, TopicName, produce_request,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use tidelog::BatchBuilder;
 use tidelog::admin::{AdminClient, NewTopic};
 
@@ -306,23 +305,13 @@ fn produce_frame(topic: &str, acks: i16, batch: &Bytes, correlation_id: i32) -> 
                         .with_records(Some(batch.clone())),
                 ]),
         ]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(PRODUCE_VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("tidelog-perf-cluster")));
-    let mut buf = BytesMut::new();
-    buf.extend_from_slice(&[0; 4]);
-    header
-        .encode(
-            &mut buf,
-            ApiKey::Produce.request_header_version(PRODUCE_VERSION),
-        )
-        .and_then(|()| request.encode(&mut buf, PRODUCE_VERSION))
-        .map_err(|e| fail!("cannot encode a Produce request: {e}"))?;
-    let len = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(buf.to_vec())
+    crate::perf_groups::frame(
+        &request,
+        PRODUCE_VERSION,
+        correlation_id,
+        "tidelog-perf-cluster",
+    )
+    .map(|b| b.to_vec())
 }
 
 /// Reads one Produce response; fails on any error code in it.

@@ -120,21 +120,32 @@ impl Conn {
     /// `request` as `version` with its header (the current correlation id) and length
     /// prefix, as [`send`](Self::send) writes it.
     pub(crate) fn frame<R: Request>(&self, request: &R, version: i16) -> CliResult<BytesMut> {
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("tidelog-perf")));
-        let mut buf = BytesMut::new();
-        buf.extend_from_slice(&[0; 4]);
-        header
-            .encode(&mut buf, R::header_version(version))
-            .and_then(|()| request.encode(&mut buf, version))
-            .map_err(|e| fail!("cannot encode a request (key {}): {e}", R::KEY))?;
-        let len = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&len.to_be_bytes());
-        Ok(buf)
+        frame(request, version, self.correlation, "tidelog-perf")
     }
+}
+
+/// `request` as `version` with its header (`correlation`, `client_id`) and length
+/// prefix.
+pub(crate) fn frame<R: Request>(
+    request: &R,
+    version: i16,
+    correlation: i32,
+    client_id: &'static str,
+) -> CliResult<BytesMut> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str(client_id)));
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut buf, R::header_version(version))
+        .and_then(|()| request.encode(&mut buf, version))
+        .map_err(|e| fail!("cannot encode a request (key {}): {e}", R::KEY))?;
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf)
 }
 
 /// Reads the answer to request `correlation` (of type `R`, sent as `version`) from
