@@ -93,10 +93,10 @@ esac
 #   group and consumer tests: 0018 0019 0029 0040 0050 0056 0102 0118 0130 0132 (also
 #   passing, on request: 0020 0022 0026 0030 0045 0051 0090 0099)
 #   With RDK_SOURCE=npm (librdkafka 2.15.1), the share consumer tests against a broker:
-#   0170-0181, 0184-0186 (0182 and 0183 use librdkafka's mock cluster).
+#   0170-0181, 0184, 0185 (0182, 0183 and 0186 use librdkafka's mock cluster or none).
 DEFAULT_TESTS=(0103 0129 0055:transactions 0061 0137 0018 0019 0029 0040 0050 0056 0102 0118 0130 0132)
 if [ "$SOURCE" = npm ]; then
-    DEFAULT_TESTS=(0170 0171 0172 0173 0174 0175 0176 0177 0178 0179 0180 0181 0184 0185 0186)
+    DEFAULT_TESTS=(0170 0171 0172 0173 0174 0175 0176 0177 0178 0179 0180 0181 0184 0185)
 fi
 if [ "$#" -gt 0 ]; then TESTS_LIST=("$@"); else TESTS_LIST=("${DEFAULT_TESTS[@]}"); fi
 

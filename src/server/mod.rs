@@ -1086,6 +1086,8 @@ mod tests_log_dirs;
 #[cfg(test)]
 mod tests_security;
 #[cfg(test)]
+mod tests_share_fetch_edges;
+#[cfg(test)]
 mod tests_share_groups;
 #[cfg(test)]
 pub(crate) mod tests_transactions;

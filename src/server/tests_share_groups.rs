@@ -8,7 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::tests_api::{Client, create as create_topic};
 use super::tests_groups::start_without_initial_delay;
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
@@ -183,7 +183,7 @@ fn share_fetch_q(
 }
 
 /// [`share_fetch_q`] reading at most `max_bytes` (at least one batch).
-fn share_fetch_q_bytes(
+pub(super) fn share_fetch_q_bytes(
     c: &mut Client,
     (group, member): (&str, &str),
     id: [u8; 16],
@@ -291,7 +291,7 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
 
 /// A server with topic q (one partition): its data directory, the server, a client,
 /// and q's topic id.
-fn serving_q() -> (
+pub(super) fn serving_q() -> (
     tempfile::TempDir,
     crate::server::ServerHandle,
     Client,
@@ -824,7 +824,7 @@ fn delete_group(c: &mut Client, group: &str) -> i16 {
 
 /// ShareGroupHeartbeat of `member` of `group` reading q, joining (epoch 0) or leaving
 /// (-1): no error.
-fn heartbeat_q(c: &mut Client, group: &str, member: &str, epoch: i32) {
+pub(super) fn heartbeat_q(c: &mut Client, group: &str, member: &str, epoch: i32) {
     let req = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member))
@@ -835,7 +835,7 @@ fn heartbeat_q(c: &mut Client, group: &str, member: &str, epoch: i32) {
 }
 
 /// Produces two records to q-0.
-fn produce_two(c: &mut Client) {
+pub(super) fn produce_two(c: &mut Client) {
     let produced: ProduceResponse = c.call(
         ApiKey::Produce,
         8,

@@ -3,7 +3,8 @@
 //! its share session; epoch -1 closes the session, releasing what the member still
 //! holds. Needs Read on the group. Each partition gets its own error code:
 //! INVALID_RECORD_STATE when a record was not acquired by the member,
-//! NOT_LEADER_OR_FOLLOWER on a cluster node that does not lead the partition.
+//! NOT_LEADER_OR_FOLLOWER on a cluster node that does not lead the partition,
+//! UNKNOWN_TOPIC_ID for a topic id no topic has (one deleted since the fetch).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -136,8 +137,26 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .collect::<Vec<_>>();
     let ids = by_id(backend, names.iter());
     let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
+    let mut unknown = Vec::new();
     for t in &request.topics {
         let Some(name) = ids.get(&t.topic_id) else {
+            // A topic deleted since (or never known): each partition says so, as
+            // Kafka answers it.
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(ResponseError::UnknownTopicId.code())
+                        .with_error_message(Some(kstr(format!("no topic has id {}", t.topic_id))))
+                })
+                .collect();
+            unknown.push(
+                ShareAcknowledgeTopicResponse::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
             continue;
         };
         for p in &t.partitions {
@@ -179,6 +198,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
                 .with_topic_id(topic_id(backend, &t))
                 .with_partitions(partitions)
         })
+        .chain(unknown)
         .collect();
     req.respond(&ShareAcknowledgeResponse::default().with_responses(responses))
 }

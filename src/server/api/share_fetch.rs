@@ -13,7 +13,9 @@
 //! a change of the share coordinator (records released or acknowledged) or the next
 //! lock expiry, never polling. A new share-partition starts at the
 //! log's end (Kafka's default `share.auto.offset.reset`, latest) or, when the group's
-//! `share.auto.offset.reset` config is `earliest`, at its start.
+//! `share.auto.offset.reset` config is `earliest`, at its start. A request of
+//! `max_bytes` 0 acquires nothing (as in Kafka); a topic id no topic has is answered
+//! UNKNOWN_TOPIC_ID for each of its partitions, records and acknowledgements alike.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -236,11 +238,35 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     let mut answers: BTreeMap<(String, i32), PartitionData> = BTreeMap::new();
     let mut add = Vec::new();
     let mut acks: Vec<((String, i32), AckBatches)> = Vec::new();
+    let mut unknown = Vec::new();
     for t in &request.topics {
+        let Some(name) = ids.get(&t.topic_id) else {
+            // A topic deleted since (or never known): each partition says so, for its
+            // records and its acknowledgements, as Kafka answers it.
+            let code = ResponseError::UnknownTopicId.code();
+            let message = format!("no topic has id {}", t.topic_id);
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut data = partition_data(p.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(Some(kstr(message.clone())));
+                    if !p.acknowledgement_batches.is_empty() {
+                        data.acknowledge_error_code = code;
+                        data.acknowledge_error_message = Some(kstr(message.clone()));
+                    }
+                    data
+                })
+                .collect();
+            unknown.push(
+                ShareFetchableTopicResponse::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
+            continue;
+        };
         for p in &t.partitions {
-            let Some(name) = ids.get(&t.topic_id) else {
-                continue;
-            };
             let key = (name.clone(), p.partition_index);
             if !ctx.allowed(AclOperation::Read, ResourceType::Topic, name) {
                 let code = ResponseError::TopicAuthorizationFailed.code();
@@ -303,13 +329,18 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
     for ((topic, _), data) in answers {
         by_topic.entry(topic).or_default().push(data);
     }
+    // A session's partition whose topic was deleted since has no id to answer under
+    // (a request naming it got UNKNOWN_TOPIC_ID above).
     let responses = by_topic
         .into_iter()
-        .map(|(t, partitions)| {
+        .map(|(t, partitions)| (topic_id(backend, &t), partitions))
+        .filter(|(id, _)| !id.is_nil())
+        .map(|(id, partitions)| {
             ShareFetchableTopicResponse::default()
-                .with_topic_id(topic_id(backend, &t))
+                .with_topic_id(id)
                 .with_partitions(partitions)
         })
+        .chain(unknown)
         .collect();
     let response = ShareFetchResponse::default()
         .with_acquisition_lock_timeout_ms(i32::try_from(lock.as_millis()).unwrap_or(i32::MAX))
@@ -334,9 +365,21 @@ fn fetch(
         .ok()
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_MAX_RECORDS);
-    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
     let deadline =
         Instant::now() + Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let Some(max_bytes) = usize::try_from(request.max_bytes).ok().filter(|b| *b > 0) else {
+        // MaxBytes 0 (a client's fetch.max.bytes=0): Kafka acquires and returns no
+        // record. Answered after MaxWaitMs, as a long poll that finds nothing, so the
+        // client does not ask again at once.
+        while Instant::now() < deadline && !ctx.client_gone() && !ctx.shared.is_stopping() {
+            std::thread::sleep(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(HANGUP_CHECK),
+            );
+        }
+        return;
+    };
     let mut wait: Option<ShareWait> = None;
     loop {
         let seen = wait.as_ref().map_or(0, |w| w.watch.signal.current());
