@@ -420,7 +420,10 @@ pub struct ShareConfig {
     pub delivery_count_limit: i16,
     /// Most records in flight (acquired, available again, or acknowledged above the
     /// start offset) of one share-partition
-    /// (`group.share.partition.max.record.locks`). Default 200.
+    /// (`group.share.partition.max.record.locks`). Default 2000, Kafka's since 4.1
+    /// (KAFKA-19245; 200 before): four times a client's default `max.poll.records`, so
+    /// that one ShareFetch may acquire a whole poll's worth and a partition can be
+    /// fetched by several members at once.
     pub partition_max_record_locks: usize,
     /// How long a member of a share group stays without a heartbeat before it is
     /// removed and its records released (`group.share.session.timeout.ms`). Default 45 s.
@@ -468,7 +471,7 @@ impl Default for ShareConfig {
         ShareConfig {
             record_lock_duration: Duration::from_millis(30_000),
             delivery_count_limit: 5,
-            partition_max_record_locks: 200,
+            partition_max_record_locks: 2000,
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(5_000),
             min_session_timeout: Duration::from_millis(45_000),

@@ -28,7 +28,7 @@ fn kafkas_defaults() {
     let l = ShareLimits::default();
     assert_eq!(l.lock_duration, Duration::from_millis(30_000));
     assert_eq!(l.delivery_count_limit, 5);
-    assert_eq!(l.max_record_locks, 200);
+    assert_eq!(l.max_record_locks, 2000);
 }
 
 #[test]

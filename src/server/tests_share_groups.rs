@@ -191,13 +191,25 @@ pub(super) fn share_fetch_q_bytes(
     wait_ms: i32,
     max_bytes: i32,
 ) -> Vec<(i64, i16)> {
+    share_fetch_q_limited(c, (group, member), id, (epoch, wait_ms), (max_bytes, 10))
+}
+
+/// [`share_fetch_q`] at `epoch`, waiting up to `wait_ms`, reading at most `max_bytes`
+/// (at least one batch) and asking for at most `max_records` records.
+fn share_fetch_q_limited(
+    c: &mut Client,
+    (group, member): (&str, &str),
+    id: [u8; 16],
+    (epoch, wait_ms): (i32, i32),
+    (max_bytes, max_records): (i32, i32),
+) -> Vec<(i64, i16)> {
     let req = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s(group))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
         .with_max_wait_ms(wait_ms)
         .with_max_bytes(max_bytes)
-        .with_max_records(10)
+        .with_max_records(max_records)
         .with_topics(vec![
             share_fetch_request::FetchTopic::default()
                 .with_topic_id(uuid::Uuid::from_bytes(id))
@@ -981,4 +993,90 @@ fn a_read_committed_share_group_gets_only_committed_records() {
         describe_group_config(&mut c, "committed", "share.isolation.level"),
         (Some("read_committed".into()), 8)
     );
+}
+
+/// ShareAcknowledge of `member` of `group` at `epoch`: `first..=last` of q-0 with the
+/// acknowledge type `kind`, or nothing when `range` is `None` (the last request of a
+/// session, epoch -1). The request's and the partition's error codes.
+fn acknowledge_q(
+    c: &mut Client,
+    (group, member): (&str, &str),
+    id: [u8; 16],
+    epoch: i32,
+    range: Option<(i64, i64, i8)>,
+) -> (i16, Option<i16>) {
+    let topics = range.map_or_else(Vec::new, |(first, last, kind)| {
+        vec![
+            share_acknowledge_request::AcknowledgeTopic::default()
+                .with_topic_id(uuid::Uuid::from_bytes(id))
+                .with_partitions(vec![
+                    share_acknowledge_request::AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(vec![
+                            share_acknowledge_request::AcknowledgementBatch::default()
+                                .with_first_offset(first)
+                                .with_last_offset(last)
+                                .with_acknowledge_types(vec![kind]),
+                        ]),
+                ]),
+        ]
+    });
+    let r: ShareAcknowledgeResponse = c.call(
+        ApiKey::ShareAcknowledge,
+        1,
+        &ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(s(group))))
+            .with_member_id(Some(s(member)))
+            .with_share_session_epoch(epoch)
+            .with_topics(topics),
+    );
+    let partition = r
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.error_code)
+        .next();
+    (r.error_code, partition)
+}
+
+/// Kafka's `group.share.partition.max.record.locks` is 2000 since Kafka 4.1
+/// (KAFKA-19245; 200 before, less than a client's default `max.poll.records` of 500):
+/// one ShareFetch for 500 records of a partition holding 500 acquires all of them.
+/// librdkafka's share consumer test 0173 (implicit mode, second consumer) does this:
+/// its first member takes one poll's worth, accepts it and leaves; the next member
+/// must then get only the records produced after, each delivered for the first time.
+#[test]
+fn one_share_fetch_acquires_its_max_records_under_the_default_record_lock_limit() {
+    let (_dir, _server, mut c, id) = serving_q();
+    assert_eq!(
+        set_group_config(&mut c, "sg", "share.auto.offset.reset", "earliest"),
+        0
+    );
+    let produce = |c: &mut Client, from: usize, n: usize| {
+        let values: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let batch = super::tests_api::batch(&values);
+        let produced: ProduceResponse = c.call(
+            ApiKey::Produce,
+            8,
+            &super::tests_api::produce_req(-1, vec![("q", 0, batch)]),
+        );
+        assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    };
+    produce(&mut c, 0, 500);
+    heartbeat_q(&mut c, "sg", "m1", 0);
+    let first = share_fetch_q_limited(&mut c, ("sg", "m1"), id, (0, 0), (1 << 20, 500));
+    assert_eq!(first, (0..500).map(|o| (o, 1)).collect::<Vec<_>>());
+    // Accepted (type 1), then the session's last request.
+    assert_eq!(
+        acknowledge_q(&mut c, ("sg", "m1"), id, 1, Some((0, 499, 1))),
+        (0, Some(0))
+    );
+    assert_eq!(acknowledge_q(&mut c, ("sg", "m1"), id, -1, None), (0, None));
+    heartbeat_q(&mut c, "sg", "m1", -1);
+
+    produce(&mut c, 500, 5);
+    heartbeat_q(&mut c, "sg", "m2", 0);
+    let second = share_fetch_q_limited(&mut c, ("sg", "m2"), id, (0, 0), (1 << 20, 500));
+    assert_eq!(second, (500..505).map(|o| (o, 1)).collect::<Vec<_>>());
 }
