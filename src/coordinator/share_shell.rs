@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -336,6 +336,11 @@ pub struct ShareMemberDescription {
 pub struct ShareCoordinator {
     config: ShareConfig,
     inner: Mutex<Inner>,
+    /// Set once `__share_group_state` is loaded (a single node) or the state store is
+    /// set (a cluster node): read without the lock, which a journal write holds while
+    /// it waits for the state partition's leader, perhaps another node whose answer
+    /// asks this (the Produce of a state partition led here; see `is_loaded`).
+    loaded: AtomicBool,
     /// Partitions whose share-partitions to drop at the next lock (see
     /// [`ShareCoordinator::unload_partition`]), as (topic id, partition).
     unloads: Mutex<Vec<([u8; 16], i32)>>,
@@ -376,6 +381,7 @@ impl ShareCoordinator {
         ShareCoordinator {
             config,
             inner: Mutex::new(Inner::default()),
+            loaded: AtomicBool::new(false),
             unloads: Mutex::new(Vec::new()),
             watchers: Mutex::new(Vec::new()),
             next_member: AtomicU64::new(0),
@@ -422,10 +428,13 @@ impl ShareCoordinator {
     }
 
     /// True once the partitions of `__share_group_state` are loaded (on a cluster
-    /// node: once its state store is set).
+    /// node: once its state store is set). Never waits for the coordinator's lock: a
+    /// write of another node's coordinator to a state partition led here asks this
+    /// (`Backend::share`) while that coordinator holds its own lock, and this one may
+    /// be waiting for that node in turn (a state partition led there); as Kafka's share
+    /// coordinator takes state writes apart from its broker's share-partitions.
     pub fn is_loaded(&self) -> bool {
-        let inner = self.lock();
-        !inner.journals.is_empty() || inner.store.is_some()
+        self.loaded.load(Ordering::Acquire)
     }
 
     /// Makes this a cluster node's coordinator: every share-partition is loaded from
@@ -437,6 +446,7 @@ impl ShareCoordinator {
         let mut inner = self.lock();
         inner.store = Some(store);
         inner.partitions.clear();
+        self.loaded.store(true, Ordering::Release);
     }
 
     /// Forgets the share-partitions of `topic`-`partition` (a cluster node that no
@@ -540,6 +550,8 @@ impl ShareCoordinator {
             .collect();
         loaded.retain(|_, e| !e.deleted);
         inner.partitions = loaded;
+        self.loaded
+            .store(!inner.journals.is_empty(), Ordering::Release);
         Ok(())
     }
 
@@ -1232,6 +1244,106 @@ mod tests {
             r.unwrap();
         }
         share.release_held(group, "m", now).unwrap();
+    }
+
+    /// A state partition led by another node, as a node's coordinator writes to it: each
+    /// append is a Produce the leader's handler takes as produce.rs does (it asks the
+    /// leader's coordinator whether it is loaded, `Backend::share`, then appends
+    /// through the leader's fence); reads are Fetches, which never ask the leader's
+    /// coordinator. The first append waits at `meet` until the other node's first
+    /// append is under way too.
+    #[derive(Clone)]
+    struct LedElsewhere {
+        log: MemStore,
+        leader: std::sync::Weak<ShareCoordinator>,
+        meet: Arc<std::sync::Barrier>,
+        met: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl ShareJournal for LedElsewhere {
+        fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
+            if !self.met.swap(true, Ordering::SeqCst) {
+                self.meet.wait();
+            }
+            let leader = self
+                .leader
+                .upgrade()
+                .ok_or_else(|| Error::Closed("the leader".into()))?;
+            if !leader.is_loaded() {
+                return Err(Error::Closed("the leader's share coordinator".into()));
+            }
+            self.log.append(key, value)
+        }
+
+        fn prune(&self, offset: i64) -> Result<()> {
+            self.log.prune(offset)
+        }
+    }
+
+    impl ShareStateStore for LedElsewhere {
+        fn partitions(&self) -> Result<i32> {
+            Ok(1)
+        }
+
+        fn journal(&self, _index: i32) -> Arc<dyn ShareJournal> {
+            Arc::new(self.clone())
+        }
+
+        fn leader_epoch(&self, _topic: &str, _partition: i32) -> Result<i32> {
+            Ok(0)
+        }
+
+        fn made(&self) -> bool {
+            true
+        }
+
+        fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
+            self.log.read(index, f)
+        }
+    }
+
+    /// Two nodes, each writing its share-partitions' state to a state partition the
+    /// other leads, both at once (each holding its own coordinator while it waits for
+    /// the other's answer, as a journal write does): the leader's side of a write never
+    /// waits for the leader's coordinator, so neither waits for the other. Before, the
+    /// leader's Produce handler asked its coordinator whether it was loaded under the
+    /// coordinator's lock: the two writes waited for each other until the inter-broker
+    /// call timed out (10 s), and every request of the share group on either node with
+    /// them (librdkafka's 0171 stalled 10 s per new share-partition).
+    #[test]
+    fn nodes_writing_share_state_to_each_others_state_partitions_do_not_wait_for_each_other() {
+        let config = ShareConfig::default();
+        let a = Arc::new(ShareCoordinator::new(config.clone()));
+        let b = Arc::new(ShareCoordinator::new(config));
+        let meet = Arc::new(std::sync::Barrier::new(2));
+        // a's share-partitions are kept in a state partition b leads, and b's in one a
+        // leads.
+        for (node, leader) in [(&a, &b), (&b, &a)] {
+            node.set_store(Arc::new(LedElsewhere {
+                log: MemStore::default(),
+                leader: Arc::downgrade(leader),
+                meet: Arc::clone(&meet),
+                met: Arc::default(),
+            }));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        for (name, node) in [("a", &a), ("b", &b)] {
+            let node = Arc::clone(node);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let first = node.fetch_offset("g", "t", 0, 0, 0, Instant::now());
+                let _ = tx.send((name, first));
+            });
+        }
+        for _ in 0..2 {
+            // Bounded: a deadlock shows as no answer at all.
+            let (name, first) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the two nodes' state writes wait for each other");
+            assert_eq!(first.unwrap(), 0, "node {name} starts its share-partition");
+        }
+        assert_eq!(a.start_offset("g", "t", 0), Some(0));
+        assert_eq!(b.start_offset("g", "t", 0), Some(0));
     }
 
     #[test]

@@ -517,7 +517,10 @@ fn produce_partition(
     let result = match fenced {
         Some(leadership) => {
             // Another node's share coordinator writing a share-partition's state:
-            // through the fence (a deposed leader's write is refused).
+            // through the fence (a deposed leader's write is refused). Nothing here waits
+            // for this node's share coordinator (`share()` is loaded-or-not, the fence
+            // has its own lock): that node holds its coordinator while it waits for
+            // this answer, and this coordinator may be waiting for that node likewise.
             let location = format!("{topic}-{index}");
             ctx.backend().share().and_then(|share| {
                 share.fence().append(
