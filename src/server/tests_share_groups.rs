@@ -301,6 +301,53 @@ fn a_waiting_share_fetch_is_answered_by_an_append_and_by_a_release() {
     assert_eq!(waiting.join().unwrap(), vec![(0, 2), (1, 2), (2, 2)]);
 }
 
+/// A gap in an acknowledgement (type 0: an acquired offset at which the client found
+/// no record) is archived, as Kafka archives it: the share-partition moves on over it
+/// instead of holding it until its lock expires and delivering it again.
+#[test]
+fn an_acknowledged_gap_is_archived() {
+    let (_dir, _server, mut c, id) = serving_q();
+    produce_two(&mut c);
+    assert_eq!(
+        set_group_config(&mut c, "gaps", "share.auto.offset.reset", "earliest"),
+        0
+    );
+    join_q(&mut c, "gaps");
+    assert_eq!(
+        share_fetch_q(&mut c, "gaps", id, "m1", 0, 0),
+        vec![(0, 1), (1, 1)]
+    );
+    // Offset 0 accepted, offset 1 a gap.
+    let acked: ShareAcknowledgeResponse = c.call(
+        ApiKey::ShareAcknowledge,
+        1,
+        &ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(s("gaps"))))
+            .with_member_id(Some(s("m1")))
+            .with_share_session_epoch(1)
+            .with_topics(vec![
+                share_acknowledge_request::AcknowledgeTopic::default()
+                    .with_topic_id(uuid::Uuid::from_bytes(id))
+                    .with_partitions(vec![
+                        share_acknowledge_request::AcknowledgePartition::default()
+                            .with_partition_index(0)
+                            .with_acknowledgement_batches(vec![
+                                share_acknowledge_request::AcknowledgementBatch::default()
+                                    .with_first_offset(0)
+                                    .with_last_offset(1)
+                                    .with_acknowledge_types(vec![1, 0]),
+                            ]),
+                    ]),
+            ]),
+    );
+    assert_eq!(acked.error_code, 0, "{:?}", acked.error_message);
+    let p = &acked.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+    // Both complete: the start offset is past them.
+    let described = describe_offsets(&mut c, "gaps").unwrap();
+    assert_eq!((described[0].0, described[0].1), (0, 2));
+}
+
 /// A server with topic q (one partition): its data directory, the server, a client,
 /// and q's topic id.
 pub(super) fn serving_q() -> (

@@ -1,5 +1,5 @@
 //! ShareAcknowledge (key 79), version 1: a share group member acknowledges records it
-//! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap) within
+//! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap, archived as Kafka does) within
 //! its share session; epoch -1 closes the session, releasing what the member still
 //! holds. Needs Read on the group. Each partition gets its own error code:
 //! INVALID_RECORD_STATE when a record was not acquired by the member,
@@ -27,8 +27,13 @@ use crate::server::topic_ids::{by_id, topic_id};
 /// One partition's acknowledgement batches: `(first offset, last offset, types)`.
 pub(super) type AckBatches = Vec<(i64, i64, Vec<i8>)>;
 
-/// The acknowledgements of `batches`, one per offset (gaps left out): a batch with one
-/// type applies it to every offset, else it has one type per offset.
+/// The acknowledge type of a gap: an offset with no record.
+const GAP: i8 = 0;
+
+/// The acknowledgements of `batches`, one per offset: a batch with one type applies it
+/// to every offset, else it has one type per offset. A gap (0: an acquired offset at
+/// which the client found no record, e.g. one compacted away inside a batch) is
+/// archived, as Kafka archives it: a rejection, never delivered again.
 fn acknowledgements(batches: &AckBatches) -> Result<Vec<(i64, AcknowledgeType)>, ShareError> {
     let mut out = Vec::new();
     for (first, last, types) in batches {
@@ -41,10 +46,11 @@ fn acknowledgements(batches: &AckBatches) -> Result<Vec<(i64, AcknowledgeType)>,
         }
         for (i, offset) in (*first..=*last).enumerate() {
             let id = if types.len() == 1 { types[0] } else { types[i] };
-            if id == 0 {
-                continue;
-            }
-            let kind = AcknowledgeType::from_id(id).ok_or_else(|| {
+            let kind = match id {
+                GAP => Some(AcknowledgeType::Reject),
+                id => AcknowledgeType::from_id(id),
+            };
+            let kind = kind.ok_or_else(|| {
                 ShareError::InvalidRequest(format!("acknowledge type {id} at offset {offset}"))
             })?;
             out.push((offset, kind));
@@ -201,4 +207,33 @@ pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
         .chain(unknown)
         .collect();
     req.respond(&ShareAcknowledgeResponse::default().with_responses(responses))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_is_archived_as_kafka_archives_it() {
+        // Offsets 5..=7, one type each: accepted, a gap (no record there), rejected;
+        // then a batch of gaps with one type.
+        let batches: AckBatches = vec![(5, 7, vec![1, 0, 3]), (9, 10, vec![0])];
+        let got = acknowledgements(&batches).unwrap();
+        use AcknowledgeType::{Accept, Reject};
+        assert_eq!(
+            got,
+            vec![
+                (5, Accept),
+                (6, Reject),
+                (7, Reject),
+                (9, Reject),
+                (10, Reject)
+            ]
+        );
+        let bad: AckBatches = vec![(5, 5, vec![4])];
+        assert!(matches!(
+            acknowledgements(&bad),
+            Err(ShareError::InvalidRequest(_))
+        ));
+    }
 }
