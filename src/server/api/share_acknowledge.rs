@@ -1,7 +1,7 @@
 //! ShareAcknowledge (key 79), version 1: a share group member acknowledges records it
-//! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap, archived as Kafka does) within
-//! its share session; epoch -1 closes the session, releasing what the member still
-//! holds. Needs Read on the group. Each partition gets its own error code:
+//! acquired through ShareFetch (1 accept, 2 release, 3 reject; 0 marks a gap, archived
+//! as Kafka does) within its share session; epoch -1 closes the session, releasing
+//! what the member still holds. Needs Read on the group. Each partition gets its own error code:
 //! INVALID_RECORD_STATE when a record was not acquired by the member,
 //! NOT_LEADER_OR_FOLLOWER on a cluster node that does not lead the partition,
 //! UNKNOWN_TOPIC_ID for a topic id no topic has (one deleted since the fetch).
@@ -30,6 +30,11 @@ pub(super) type AckBatches = Vec<(i64, i64, Vec<i8>)>;
 /// The acknowledge type of a gap: an offset with no record.
 const GAP: i8 = 0;
 
+/// The most offsets one acknowledgement batch may span: far more than a member can
+/// hold acquired (`group.share.partition.max.record.locks`, 2000 by default), so a
+/// request's batch cannot make the broker walk billions of offsets.
+const MAX_ACK_SPAN: i64 = 1 << 20;
+
 /// The acknowledgements of `batches`, one per offset: a batch with one type applies it
 /// to every offset, else it has one type per offset. A gap (0: an acquired offset at
 /// which the client found no record, e.g. one compacted away inside a batch) is
@@ -37,8 +42,18 @@ const GAP: i8 = 0;
 fn acknowledgements(batches: &AckBatches) -> Result<Vec<(i64, AcknowledgeType)>, ShareError> {
     let mut out = Vec::new();
     for (first, last, types) in batches {
-        let n = last - first + 1;
-        if n <= 0 || (types.len() != 1 && types.len() as i64 != n) {
+        // Offsets far apart (or negative) overflow: no batch a client acquired.
+        let n = last
+            .checked_sub(*first)
+            .and_then(|d| d.checked_add(1))
+            .filter(|n| (1..=MAX_ACK_SPAN).contains(n));
+        let Some(n) = n else {
+            return Err(ShareError::InvalidRequest(format!(
+                "acknowledgement batch {first}..={last} spans no offset or more than \
+                 {MAX_ACK_SPAN}"
+            )));
+        };
+        if *first < 0 || (types.len() != 1 && types.len() as i64 != n) {
             return Err(ShareError::InvalidRequest(format!(
                 "acknowledgement batch {first}..={last} has {} types",
                 types.len()
@@ -235,5 +250,30 @@ mod tests {
             acknowledgements(&bad),
             Err(ShareError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_batch_over_no_offset_or_too_many_is_refused_not_walked() {
+        for (first, last) in [
+            (i64::MIN, i64::MAX), // overflows
+            (0, i64::MAX),        // billions of offsets
+            (0, MAX_ACK_SPAN),    // one too many
+            (7, 6),               // none
+            (-3, -1),             // no offset is negative
+        ] {
+            let batches: AckBatches = vec![(first, last, vec![1])];
+            assert!(
+                matches!(
+                    acknowledgements(&batches),
+                    Err(ShareError::InvalidRequest(_))
+                ),
+                "{first}..={last}"
+            );
+        }
+        let widest: AckBatches = vec![(0, MAX_ACK_SPAN - 1, vec![1])];
+        assert_eq!(
+            acknowledgements(&widest).unwrap().len() as i64,
+            MAX_ACK_SPAN
+        );
     }
 }
