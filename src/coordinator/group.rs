@@ -1007,6 +1007,12 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
+        // A negative generation commits to an empty group whatever member id comes
+        // with it (Kafka's rule: an admin client, or a consumer that assigns itself
+        // partitions, such as a KIP-848 client with a member id of its own).
+        if req.generation_id < 0 && self.members.is_empty() {
+            return Ok(());
+        }
         let simple =
             req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
         if simple {

@@ -838,7 +838,11 @@ impl GroupCoordinator {
             return Err(GroupError::InvalidGroupId(req.group_id));
         }
         let consumer = self.check_consumer_commit(&req)?;
-        let simple = req.generation_id < 0 && req.member_id.is_empty();
+        // A group that does not exist takes a commit of a negative generation as
+        // Kafka does (from an admin client, or a consumer that assigns itself
+        // partitions; a KIP-848 client sends its own member id with it): a simple
+        // group is made.
+        let simple = req.generation_id < 0;
         let missing = (!simple && !consumer).then_some(GroupError::IllegalGeneration {
             given: req.generation_id,
             current: -1,
@@ -1570,6 +1574,31 @@ mod tests {
             .offset_commit(commit_req(generation, &member, 43))
             .unwrap();
         assert!(results[0].result.is_ok());
+    }
+
+    #[test]
+    fn a_group_that_does_not_exist_takes_a_negative_generations_commit_with_a_member_id() {
+        // A KIP-848 client that assigns itself partitions commits with its own member
+        // id and epoch -1; Kafka makes a simple group, whatever the member id.
+        let journal = Arc::new(MemJournal::default());
+        let c = coordinator(&journal);
+        let results = c
+            .offset_commit(commit_req(-1, "a-member-id-of-its-own", 5))
+            .unwrap();
+        assert!(results[0].result.is_ok(), "{:?}", results[0].result);
+        let fetched = c.offset_fetch("g", Some(&[("t".into(), 0)])).unwrap();
+        assert_eq!(fetched[0].offset, 5);
+        // A generation of a group that is not there is still refused.
+        let mut req = commit_req(3, "m", 6);
+        req.group_id = "missing".into();
+        match c.offset_commit(req) {
+            Err(e) => assert!(matches!(e, GroupError::IllegalGeneration { .. }), "{e:?}"),
+            Ok(r) => assert!(
+                matches!(r[0].result, Err(GroupError::IllegalGeneration { .. })),
+                "{:?}",
+                r[0].result
+            ),
+        }
     }
 
     #[test]
