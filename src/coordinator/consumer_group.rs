@@ -701,17 +701,19 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// OffsetCommit's check for this group (KIP-848): a commit without a member id and
-    /// a negative epoch is accepted only while the group is empty; a member's commit
-    /// must carry its current epoch (`STALE_MEMBER_EPOCH` if older, fenced if newer;
-    /// `ILLEGAL_GENERATION` for a member that uses the classic protocol).
+    /// OffsetCommit's check for this group (KIP-848): a commit with a negative epoch is
+    /// accepted only while the group is empty (with any member id, or none); a
+    /// member's commit must carry its current epoch (`STALE_MEMBER_EPOCH` if older,
+    /// fenced if newer; `ILLEGAL_GENERATION` for a member that uses the classic
+    /// protocol).
     pub fn check_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), GroupError> {
+        // Kafka's rule: a negative epoch commits while the group is empty, whatever
+        // member id comes with it (a client that assigns itself partitions).
+        if member_epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
         if member_epoch < 0 && member_id.is_empty() {
-            return if self.members.is_empty() {
-                Ok(())
-            } else {
-                Err(GroupError::UnknownMemberId(String::new()))
-            };
+            return Err(GroupError::UnknownMemberId(String::new()));
         }
         let m = self
             .members

@@ -329,6 +329,10 @@ fn epochs_are_fenced_as_kafka_does() {
         g.check_commit("", -1),
         Err(GroupError::UnknownMemberId(_))
     ));
+    // With no member, a negative epoch commits whatever member id it carries.
+    let empty = ConsumerGroup::new("e", 1);
+    assert!(empty.check_commit("", -1).is_ok());
+    assert!(empty.check_commit("a-client-of-its-own", -1).is_ok());
 }
 
 #[test]
