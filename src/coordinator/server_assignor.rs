@@ -116,11 +116,14 @@ fn uniform(
         }
     }
     // Move partitions from loaded members to eligible members holding two fewer, until
-    // none can move (each move lowers the sum of squared counts, so this ends).
+    // none can move (each move lowers the sum of squared counts, so this ends). The
+    // last partitions move first: a member keeps the first ones it held, as with
+    // Kafka's uniform assignor (librdkafka's tests of `group.protocol=consumer` count
+    // on which ones stay).
     let mut moved = true;
     while moved {
         moved = false;
-        for &(t, p) in &all {
+        for &(t, p) in all.iter().rev() {
             let from = owner[&(t, p)];
             let to = eligible(t)
                 .into_iter()
@@ -179,8 +182,24 @@ mod tests {
         assert_eq!(count(&one["a"]), 4);
         let two = uniform(&subs(&[("a", &["t"]), ("b", &["t"])]), &parts, &one);
         assert_eq!((count(&two["a"]), count(&two["b"])), (2, 2));
-        // What a kept was its own before.
+        // What a kept was its own before: its first partitions.
         assert!(two["a"]["t"].is_subset(&one["a"]["t"]));
+        assert_eq!(two["a"]["t"], BTreeSet::from([0, 1]));
+        // Six partitions, members joining one by one (librdkafka's 0113
+        // x_incremental_rebalances): each keeps its first ones, the last move.
+        let parts = BTreeMap::from([("t".to_string(), 6)]);
+        let c0 = uniform(&subs(&[("c0", &["t"])]), &parts, &BTreeMap::new());
+        let c1 = uniform(&subs(&[("c0", &["t"]), ("c1", &["t"])]), &parts, &c0);
+        assert_eq!(c1["c0"]["t"], BTreeSet::from([0, 1, 2]));
+        assert_eq!(c1["c1"]["t"], BTreeSet::from([3, 4, 5]));
+        let c2 = uniform(
+            &subs(&[("c0", &["t"]), ("c1", &["t"]), ("c2", &["t"])]),
+            &parts,
+            &c1,
+        );
+        assert_eq!(c2["c0"]["t"], BTreeSet::from([0, 1]));
+        assert_eq!(c2["c1"]["t"], BTreeSet::from([3, 4]));
+        assert_eq!(c2["c2"]["t"], BTreeSet::from([2, 5]));
         // Heterogeneous: u subscribes only to x, which it gets whole.
         let parts = BTreeMap::from([("t".to_string(), 2), ("x".to_string(), 2)]);
         let het = uniform(
