@@ -42,6 +42,12 @@ fn first_throttle(leader: &str, partition: i32, client: &str, requests: i32) -> 
         assert_eq!(got, corr);
         let r = ProduceResponse::decode(&mut Bytes::from(body), 8).unwrap();
         let p = &r.responses[0].partition_responses[0];
+        // UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER: the leader has not
+        // applied the topic yet; asked again (the requests are bounded).
+        if matches!(p.error_code, 3 | 6) {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
         assert_eq!(
             p.error_code, 0,
             "{client}: a throttled client is not refused"
@@ -125,6 +131,24 @@ fn a_client_quota_set_through_one_node_throttles_that_client_on_another() {
         assert!(Instant::now() < deadline, "no partition led by node 2 or 3");
         std::thread::sleep(Duration::from_millis(200));
     };
+    // The leader itself knows it leads (the node asked above may have applied the
+    // topic before it did).
+    let leads = |meta: &tidelog::admin::ClusterMetadata| {
+        meta.topics.iter().any(|t| {
+            t.name == "metered"
+                && t.partitions
+                    .iter()
+                    .any(|p| p.partition == partition && p.leader.is_some())
+        })
+    };
+    let deadline = Instant::now() + WAIT;
+    while !AdminClient::connect(&leader)
+        .and_then(|a| a.metadata())
+        .is_ok_and(|m| leads(&m))
+    {
+        assert!(Instant::now() < deadline, "{leader} never led {partition}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // 16 KiB requests at 4 KB/s: throttled on that node (the quota reached it as
     // metadata) within a few requests.
     let deadline = Instant::now() + WAIT;
