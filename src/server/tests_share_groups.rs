@@ -318,31 +318,10 @@ fn an_acknowledged_gap_is_archived() {
         vec![(0, 1), (1, 1)]
     );
     // Offset 0 accepted, offset 1 a gap.
-    let acked: ShareAcknowledgeResponse = c.call(
-        ApiKey::ShareAcknowledge,
-        1,
-        &ShareAcknowledgeRequest::default()
-            .with_group_id(Some(GroupId(s("gaps"))))
-            .with_member_id(Some(s("m1")))
-            .with_share_session_epoch(1)
-            .with_topics(vec![
-                share_acknowledge_request::AcknowledgeTopic::default()
-                    .with_topic_id(uuid::Uuid::from_bytes(id))
-                    .with_partitions(vec![
-                        share_acknowledge_request::AcknowledgePartition::default()
-                            .with_partition_index(0)
-                            .with_acknowledgement_batches(vec![
-                                share_acknowledge_request::AcknowledgementBatch::default()
-                                    .with_first_offset(0)
-                                    .with_last_offset(1)
-                                    .with_acknowledge_types(vec![1, 0]),
-                            ]),
-                    ]),
-            ]),
+    assert_eq!(
+        acknowledge_q(&mut c, ("gaps", "m1"), id, 1, Some((0, 1, &[1, 0]))),
+        (0, Some(0))
     );
-    assert_eq!(acked.error_code, 0, "{:?}", acked.error_message);
-    let p = &acked.responses[0].partitions[0];
-    assert_eq!(p.error_code, 0, "{:?}", p.error_message);
     // Both complete: the start offset is past them.
     let described = describe_offsets(&mut c, "gaps").unwrap();
     assert_eq!((described[0].0, described[0].1), (0, 2));
@@ -1050,9 +1029,9 @@ fn acknowledge_q(
     (group, member): (&str, &str),
     id: [u8; 16],
     epoch: i32,
-    range: Option<(i64, i64, i8)>,
+    range: Option<(i64, i64, &[i8])>,
 ) -> (i16, Option<i16>) {
-    let topics = range.map_or_else(Vec::new, |(first, last, kind)| {
+    let topics = range.map_or_else(Vec::new, |(first, last, types)| {
         vec![
             share_acknowledge_request::AcknowledgeTopic::default()
                 .with_topic_id(uuid::Uuid::from_bytes(id))
@@ -1063,7 +1042,7 @@ fn acknowledge_q(
                             share_acknowledge_request::AcknowledgementBatch::default()
                                 .with_first_offset(first)
                                 .with_last_offset(last)
-                                .with_acknowledge_types(vec![kind]),
+                                .with_acknowledge_types(types.to_vec()),
                         ]),
                 ]),
         ]
@@ -1116,7 +1095,7 @@ fn one_share_fetch_acquires_its_max_records_under_the_default_record_lock_limit(
     assert_eq!(first, (0..500).map(|o| (o, 1)).collect::<Vec<_>>());
     // Accepted (type 1), then the session's last request.
     assert_eq!(
-        acknowledge_q(&mut c, ("sg", "m1"), id, 1, Some((0, 499, 1))),
+        acknowledge_q(&mut c, ("sg", "m1"), id, 1, Some((0, 499, &[1]))),
         (0, Some(0))
     );
     assert_eq!(acknowledge_q(&mut c, ("sg", "m1"), id, -1, None), (0, None));
