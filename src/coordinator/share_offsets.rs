@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::consumer_records::topic_id;
 use super::share_partition::ShareLimits;
 use super::share_records::{self as records, SNAPSHOT, ShareKey, ShareState};
-use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator, raise_fence};
+use super::share_shell::{Entry, Epochs, Inner, ShareCoordinator, raise_fence, slot};
 use crate::error::{Error, Result, ShareError};
 
 /// A share-partition's start offset, as DescribeShareGroupOffsets tells it.
@@ -203,7 +203,7 @@ impl ShareCoordinator {
                 .partitions
                 .iter()
                 .filter(|(k, _)| wanted(k))
-                .map(|(k, e)| (k.clone(), e.summary()))
+                .map(|(k, e)| (k.clone(), e.lock().summary()))
                 .collect());
         };
         if !store.made() {
@@ -250,7 +250,10 @@ impl ShareCoordinator {
         // The state as it is (epochs and leader epoch), None if it has none.
         let (was, mut leader_epoch) = match inner.store.clone() {
             None => match (inner.partitions.get(k), inner.deleted.get(k)) {
-                (Some(e), _) => (Some(Epochs::of(e)), e.leader_epoch),
+                (Some(e), _) => {
+                    let e = e.lock();
+                    (Some(Epochs::of(&e)), e.leader_epoch)
+                }
                 (None, Some(d)) => (Some(*d).filter(|_| start.is_some()), 0),
                 (None, None) => (None, 0),
             },
@@ -306,7 +309,7 @@ impl ShareCoordinator {
                 let limits = ShareLimits::from(self.config());
                 let entry = Entry::of_snapshot(&state, offset, state_partition, topic, limits);
                 debug_assert_eq!(entry.partition.start_offset(), start);
-                inner.partitions.insert(k.clone(), entry);
+                inner.partitions.insert(k.clone(), slot(entry));
             }
             (None, false) => {
                 inner.partitions.remove(k);

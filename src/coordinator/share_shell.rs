@@ -1,6 +1,15 @@
-//! The share coordinator: every share-partition's state ([`SharePartition`]) under one
-//! lock, the members of each share group, and the journal every change is written to
-//! (`__share_group_state`, records in `share_records.rs`) before it is answered.
+//! The share coordinator: every share-partition's state ([`SharePartition`]), each under
+//! its own lock, the members of each share group, and the journal every change is
+//! written to (`__share_group_state`, records in `share_records.rs`) before it is
+//! answered.
+//!
+//! Two locks: the coordinator's (which share-partitions there are, the groups, their
+//! members and sessions) and one per share-partition (its state, held while a change of
+//! it is written). The coordinator's lock is taken first, or alone, and is never held
+//! while a change waits for its journal: a share-partition whose state partition is led
+//! by a slow node holds up only its own readers, not every share group of the node. A
+//! first read of a share-partition (its state read back, its first snapshot written)
+//! and the admin calls hold the coordinator's lock throughout.
 //!
 //! A change that cannot be written is undone and its caller gets the error: the state
 //! in memory is never ahead of the journal. Loading replays the journal: each
@@ -118,6 +127,14 @@ impl ShareJournal for PartitionJournal {
         }
         Ok(())
     }
+}
+
+/// A share-partition under its own lock (see the module documentation for the order
+/// of locks).
+pub(super) type Slot = Arc<Mutex<Entry>>;
+
+pub(super) fn slot(e: Entry) -> Slot {
+    Arc::new(Mutex::new(e))
 }
 
 /// One share-partition as the coordinator keeps it.
@@ -299,10 +316,10 @@ pub(super) struct Member {
 #[derive(Default)]
 pub(super) struct Inner {
     /// The partitions of `__share_group_state`, by index (empty until loaded).
-    journals: Vec<Arc<dyn ShareJournal>>,
+    journals: Arc<Vec<Arc<dyn ShareJournal>>>,
     /// A cluster node's state partitions (then `journals` stays empty).
     pub(super) store: Option<Arc<dyn ShareStateStore>>,
-    pub(super) partitions: HashMap<ShareKey, Entry>,
+    pub(super) partitions: HashMap<ShareKey, Slot>,
     /// The epochs of share-partitions deleted (DeleteShareGroupOffsets) and not read
     /// since: the next first snapshot of one goes on from them.
     pub(super) deleted: HashMap<ShareKey, Epochs>,
@@ -373,6 +390,17 @@ fn share_error(group: &str, topic: &str, partition: i32, source: ShareError) -> 
         partition,
         source,
     }
+}
+
+/// A share-partition not held here: never fetched, or unloaded since.
+fn not_held(k: &ShareKey, topic: &str) -> Error {
+    let reason = "the share-partition was never fetched here (fetch_offset first)";
+    share_error(
+        &k.group,
+        topic,
+        k.partition,
+        ShareError::InvalidRequest(reason.into()),
+    )
 }
 
 impl ShareCoordinator {
@@ -494,21 +522,29 @@ impl ShareCoordinator {
     /// expires (its record becomes available then, with no append to wake a waiting
     /// ShareFetch).
     pub fn next_lock_expiry(&self, group: &str, partitions: &[(String, i32)]) -> Option<Instant> {
-        let inner = self.lock();
-        partitions
+        let slots: Vec<Slot> = {
+            let inner = self.lock();
+            partitions
+                .iter()
+                .filter_map(|(t, p)| inner.partitions.get(&key(group, t, *p)).cloned())
+                .collect()
+        };
+        slots
             .iter()
-            .filter_map(|(t, p)| inner.partitions.get(&key(group, t, *p)))
-            .filter_map(|e| e.partition.next_lock_expiry())
+            .filter_map(|e| e.lock().partition.next_lock_expiry())
             .min()
     }
 
     /// The share-partitions held in memory, as (group, topic, partition).
     pub fn loaded_share_partitions(&self) -> Vec<(String, String, i32)> {
-        let inner = self.lock();
-        let mut out: Vec<_> = inner
-            .partitions
-            .iter()
-            .map(|(k, e)| (k.group.clone(), e.topic.clone(), k.partition))
+        let slots: Vec<(ShareKey, Slot)> = {
+            let inner = self.lock();
+            let all = inner.partitions.iter();
+            all.map(|(k, e)| (k.clone(), Arc::clone(e))).collect()
+        };
+        let mut out: Vec<_> = slots
+            .into_iter()
+            .map(|(k, e)| (k.group, e.lock().topic.clone(), k.partition))
             .collect();
         out.sort();
         out
@@ -539,17 +575,22 @@ impl ShareCoordinator {
             })?;
         }
         let mut inner = self.lock();
-        inner.journals = partitions
-            .iter()
-            .map(|p| Arc::new(PartitionJournal(p.clone())) as Arc<dyn ShareJournal>)
-            .collect();
+        inner.journals = Arc::new(
+            partitions
+                .iter()
+                .map(|p| Arc::new(PartitionJournal(p.clone())) as Arc<dyn ShareJournal>)
+                .collect(),
+        );
         inner.deleted = loaded
             .iter()
             .filter(|(_, e)| e.deleted)
             .map(|(k, e)| (k.clone(), Epochs::of(e)))
             .collect();
-        loaded.retain(|_, e| !e.deleted);
-        inner.partitions = loaded;
+        inner.partitions = loaded
+            .into_iter()
+            .filter(|(_, e)| !e.deleted)
+            .map(|(k, e)| (k, slot(e)))
+            .collect();
         self.loaded
             .store(!inner.journals.is_empty(), Ordering::Release);
         Ok(())
@@ -606,18 +647,18 @@ impl ShareCoordinator {
     /// Releases every record `member` of `group` holds (what a leave, and the close of
     /// a member's share session, do).
     pub fn release_held(&self, group: &str, member: &str, now: Instant) -> Result<()> {
-        let mut inner = self.lock();
-        let keys: Vec<ShareKey> = inner
-            .partitions
-            .keys()
-            .filter(|k| k.group == group)
-            .cloned()
-            .collect();
+        let keys: Vec<ShareKey> = {
+            let inner = self.lock();
+            let all = inner.partitions.keys();
+            all.filter(|k| k.group == group).cloned().collect()
+        };
         for k in keys {
-            self.change(&mut inner, &k, |p| {
+            // None: unloaded meanwhile (no longer led here), nothing held here any more.
+            let released = self.change_held(&k, "", |p| {
                 p.expire_locks(now);
                 p.release_member(member);
-            })?;
+            });
+            released.transpose()?;
         }
         Ok(())
     }
@@ -659,13 +700,22 @@ impl ShareCoordinator {
         initial: i64,
         now: Instant,
     ) -> Result<i64> {
-        let mut inner = self.lock();
-        let k = self.initialize(&mut inner, group, topic, partition, initial)?;
-        self.change(&mut inner, &k, |p| {
-            p.expire_locks(now);
-            p.skip_to(log_start);
-        })?;
-        Ok(inner.partitions[&k].partition.fetch_offset())
+        // Bounded: a share-partition unloaded between its read and its change (this
+        // node just stopped leading its partition) is read again, at most twice more.
+        let mut tries = 0;
+        loop {
+            let k = self.initialize(&mut self.lock(), group, topic, partition, initial)?;
+            let changed = self.change_held(&k, topic, |p| {
+                p.expire_locks(now);
+                p.skip_to(log_start);
+                p.fetch_offset()
+            });
+            match changed {
+                Some(out) => return out,
+                None if tries < 2 => tries += 1,
+                None => return Err(not_held(&k, topic)),
+            }
+        }
     }
 
     /// Acquires for `member` of `group` up to `max_records` of the records at `offsets`
@@ -686,9 +736,8 @@ impl ShareCoordinator {
     ) -> Result<Vec<AcquiredRecord>> {
         // The group's lock duration now, for the records acquired from now on.
         let lock_duration = self.group_settings(group).record_lock_duration;
-        let mut inner = self.lock();
-        let k = Self::known(&inner, group, topic, partition)?;
-        self.change(&mut inner, &k, |p| {
+        let k = key(group, topic, partition);
+        self.change(&k, topic, |p| {
             p.set_lock_duration(lock_duration);
             p.acquire(member, offsets, read_end, max_records, now)
         })
@@ -706,9 +755,8 @@ impl ShareCoordinator {
         acks: &[(i64, AcknowledgeType)],
         now: Instant,
     ) -> Result<Vec<(i64, std::result::Result<RecordState, ShareError>)>> {
-        let mut inner = self.lock();
-        let k = Self::known(&inner, group, topic, partition)?;
-        self.change(&mut inner, &k, |p| {
+        let k = key(group, topic, partition);
+        self.change(&k, topic, |p| {
             acks.iter()
                 .map(|&(offset, kind)| (offset, p.acknowledge(member, offset, kind, now)))
                 .collect()
@@ -724,37 +772,22 @@ impl ShareCoordinator {
         partition: i32,
         offset: i64,
     ) -> Option<(RecordState, i16)> {
-        let inner = self.lock();
-        inner
-            .partitions
-            .get(&key(group, topic, partition))
-            .and_then(|e| e.partition.state_of(offset))
+        let e = self.slot(&key(group, topic, partition))?;
+        let entry = e.lock();
+        entry.partition.state_of(offset)
     }
 
     /// The start offset of a share-partition: every record before it is acknowledged
     /// or archived. `None` for a share-partition never read.
     pub fn start_offset(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
-        let inner = self.lock();
-        inner
-            .partitions
-            .get(&key(group, topic, partition))
-            .map(|e| e.partition.start_offset())
+        let e = self.slot(&key(group, topic, partition))?;
+        let start = e.lock().partition.start_offset();
+        Some(start)
     }
 
-    fn known(inner: &Inner, group: &str, topic: &str, partition: i32) -> Result<ShareKey> {
-        let k = key(group, topic, partition);
-        if inner.partitions.contains_key(&k) {
-            Ok(k)
-        } else {
-            Err(share_error(
-                group,
-                topic,
-                partition,
-                ShareError::InvalidRequest(
-                    "the share-partition was never fetched (fetch_offset first)".into(),
-                ),
-            ))
-        }
+    /// The share-partition `k` if it is held here.
+    fn slot(&self, k: &ShareKey) -> Option<Slot> {
+        self.lock().partitions.get(k).cloned()
     }
 
     /// The share-partition's key, made (and its first snapshot written) at `initial`
@@ -768,11 +801,8 @@ impl ShareCoordinator {
         initial: i64,
     ) -> Result<ShareKey> {
         let k = key(group, topic, partition);
-        if let Some(e) = inner.partitions.get_mut(&k) {
-            if e.topic.is_empty() {
-                e.topic = topic.to_string(); // loaded: the journal has the id only
-            }
-            return Ok(k);
+        if inner.partitions.contains_key(&k) {
+            return Ok(k); // its topic is named, if it was loaded, by the next change
         }
         let mut leader_epoch = 0;
         if let Some(store) = inner.store.clone() {
@@ -785,7 +815,7 @@ impl ShareCoordinator {
             if let Some(entry) = self.read_entry(store.as_ref(), &k, topic, index)? {
                 if !entry.deleted {
                     check_leadership(&k, &entry, leader_epoch)?;
-                    inner.partitions.insert(k.clone(), entry);
+                    inner.partitions.insert(k.clone(), slot(entry));
                     return Ok(k);
                 }
                 inner.deleted.insert(k.clone(), Epochs::of(&entry));
@@ -813,7 +843,7 @@ impl ShareCoordinator {
         )?;
         inner.partitions.insert(
             k.clone(),
-            Entry {
+            slot(Entry {
                 topic: topic.to_string(),
                 partition: partition_state,
                 state_partition,
@@ -823,7 +853,7 @@ impl ShareCoordinator {
                 leader_epoch,
                 state_epoch: state.state_epoch,
                 deleted: false,
-            },
+            }),
         );
         Ok(k)
     }
@@ -896,27 +926,47 @@ impl ShareCoordinator {
         Ok(found)
     }
 
-    /// Runs `op` on the share-partition and writes what it changed; on a write error
-    /// the change is undone and the error returned.
+    /// Runs `op` on share-partition `k` and writes what it changed; on a write error
+    /// the change is undone and the error returned. [`ShareError::InvalidRequest`]
+    /// when `k` is not held here (never fetched, or unloaded since).
     fn change<T>(
         &self,
-        inner: &mut Inner,
         k: &ShareKey,
+        topic: &str,
         op: impl FnOnce(&mut SharePartition) -> T,
     ) -> Result<T> {
+        self.change_held(k, topic, op)
+            .unwrap_or_else(|| Err(not_held(k, topic)))
+    }
+
+    /// [`change`](Self::change), None when `k` is not held here. Runs under the
+    /// share-partition's own lock, not the coordinator's (see the module
+    /// documentation); `topic` names a share-partition loaded by id only.
+    fn change_held<T>(
+        &self,
+        k: &ShareKey,
+        topic: &str,
+        op: impl FnOnce(&mut SharePartition) -> T,
+    ) -> Option<Result<T>> {
         let per_snapshot = self.config.snapshot_update_records_per_snapshot;
-        let entry = inner
-            .partitions
-            .get_mut(k)
-            .expect("a known share-partition");
+        let (held, store, journals) = {
+            let inner = self.lock();
+            let held = Arc::clone(inner.partitions.get(k)?);
+            (held, inner.store.clone(), Arc::clone(&inner.journals))
+        };
+        let mut entry = held.lock();
+        if entry.topic.is_empty() {
+            entry.topic = topic.to_string(); // loaded: the journal has the id only
+        }
         let before = entry.partition.clone();
         let out = op(&mut entry.partition);
         let Some((start_offset, batches)) = entry.partition.take_changes() else {
-            return Ok(out);
+            return Some(Ok(out));
         };
-        let journal = match &inner.store {
-            Some(store) => store.journal(entry.state_partition as i32),
-            None => Arc::clone(&inner.journals[entry.state_partition]),
+        let index = entry.state_partition;
+        let journal = match &store {
+            Some(store) => store.journal(index as i32),
+            None => Arc::clone(&journals[index]),
         };
         let snapshot = entry.updates + 1 >= per_snapshot;
         let (kind, state) = if snapshot {
@@ -938,49 +988,69 @@ impl ShareCoordinator {
             };
             (UPDATE, update)
         };
-        match journal.append(&records::key(kind, k), &records::value(kind, &state)) {
-            Ok(offset) if snapshot => {
-                self.notify_watchers();
-                entry.snapshot_epoch += 1;
-                entry.updates = 0;
-                entry.snapshot_offset = offset;
-                let index = entry.state_partition;
-                let oldest = match &inner.store {
-                    // A cluster node holds only some of a state partition's
-                    // share-partitions (other nodes write the others): the last
-                    // snapshot of each is read from the partition itself.
-                    Some(store) => oldest_snapshot(store.as_ref(), index as i32),
-                    None => Ok(inner
-                        .partitions
-                        .values()
-                        .filter(|e| e.state_partition == index)
-                        .map(|e| e.snapshot_offset)
-                        .min()),
-                };
-                // Only space is at stake: a failed read or prune leaves records the
-                // next load reads and supersedes, and the next snapshot prunes again.
-                if let Ok(oldest) = oldest {
-                    let _ = journal.prune(oldest.unwrap_or(offset));
+        Some(
+            match journal.append(&records::key(kind, k), &records::value(kind, &state)) {
+                Ok(offset) if snapshot => {
+                    entry.snapshot_epoch += 1;
+                    entry.updates = 0;
+                    entry.snapshot_offset = offset;
+                    drop(entry);
+                    self.notify_watchers();
+                    let oldest = match &store {
+                        // A cluster node holds only some of a state partition's
+                        // share-partitions (other nodes write the others): the last
+                        // snapshot of each is read from the partition itself.
+                        Some(store) => oldest_snapshot(store.as_ref(), index as i32),
+                        None => Ok(self.oldest_held_snapshot(index)),
+                    };
+                    // Only space is at stake: a failed read or prune leaves records the
+                    // next load reads and supersedes, and the next snapshot prunes
+                    // again. Snapshots written meanwhile come later: pruning before an
+                    // older one keeps them.
+                    if let Ok(oldest) = oldest {
+                        let _ = journal.prune(oldest.unwrap_or(offset));
+                    }
+                    Ok(out)
                 }
-                Ok(out)
-            }
-            Ok(_) => {
-                entry.updates += 1;
-                self.notify_watchers();
-                Ok(out)
-            }
-            Err(e @ (Error::FencedLeaderEpoch { .. } | Error::FencedStateEpoch { .. })) => {
-                // A later leader took the share-partition over, or an admin replaced
-                // its state (a newer state epoch): this node's state of it, and what it
-                // handed out, no longer count; it is read again when next used.
-                inner.partitions.remove(k);
-                Err(e)
-            }
-            Err(e) => {
-                entry.partition = before;
-                Err(e)
-            }
-        }
+                Ok(_) => {
+                    entry.updates += 1;
+                    drop(entry);
+                    self.notify_watchers();
+                    Ok(out)
+                }
+                Err(e @ (Error::FencedLeaderEpoch { .. } | Error::FencedStateEpoch { .. })) => {
+                    // A later leader took the share-partition over, or an admin replaced
+                    // its state (a newer state epoch): this node's state of it, and what
+                    // it handed out, no longer count; it is read again when next used.
+                    drop(entry);
+                    let mut inner = self.lock();
+                    if inner
+                        .partitions
+                        .get(k)
+                        .is_some_and(|now| Arc::ptr_eq(now, &held))
+                    {
+                        inner.partitions.remove(k);
+                    }
+                    Err(e)
+                }
+                Err(e) => {
+                    entry.partition = before;
+                    Err(e)
+                }
+            },
+        )
+    }
+
+    /// The offset of the oldest of the last snapshots of the share-partitions of state
+    /// partition `index` held here (a single node, which holds them all).
+    fn oldest_held_snapshot(&self, index: usize) -> Option<i64> {
+        let held: Vec<Slot> = self.lock().partitions.values().cloned().collect();
+        held.iter()
+            .filter_map(|e| {
+                let e = e.lock();
+                (e.state_partition == index).then_some(e.snapshot_offset)
+            })
+            .min()
     }
 }
 
@@ -1678,5 +1748,119 @@ mod tests {
             assert_eq!(node.fetch_offset("g", "t", 0, 0, 0, now).unwrap(), 2);
             assert_eq!(node.record_state("g", "t", 0, 12), None);
         }
+    }
+
+    /// A store whose appends of one share group's records wait at a gate once it is
+    /// shut (a state partition led by a slow node).
+    struct GatedStore {
+        store: MemStore,
+        group: &'static [u8],
+        /// While shut: each gated append says it arrived, then waits to be let through.
+        gate: Mutex<Option<Gate>>,
+    }
+
+    type Gate = (
+        std::sync::mpsc::Sender<()>,
+        Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+    );
+
+    impl ShareJournal for GatedStore {
+        fn append(&self, key: &[u8], value: &[u8]) -> Result<i64> {
+            let gated = key.windows(self.group.len()).any(|w| w == self.group);
+            let shut = if gated {
+                self.gate.lock().clone()
+            } else {
+                None
+            };
+            if let Some((arrived, through)) = shut {
+                arrived.send(()).unwrap();
+                through.lock().recv().unwrap();
+            }
+            self.store.append(key, value)
+        }
+
+        fn prune(&self, offset: i64) -> Result<()> {
+            self.store.prune(offset)
+        }
+    }
+
+    struct Gated(Arc<GatedStore>);
+
+    impl ShareStateStore for Gated {
+        fn partitions(&self) -> Result<i32> {
+            Ok(1)
+        }
+
+        fn journal(&self, _index: i32) -> Arc<dyn ShareJournal> {
+            Arc::clone(&self.0) as Arc<dyn ShareJournal>
+        }
+
+        fn leader_epoch(&self, _topic: &str, _partition: i32) -> Result<i32> {
+            Ok(0)
+        }
+
+        fn made(&self) -> bool {
+            true
+        }
+
+        fn read(&self, index: i32, f: &mut RecordVisitor<'_>) -> Result<()> {
+            ShareStateStore::read(&self.0.store, index, f)
+        }
+    }
+
+    #[test]
+    fn a_share_partition_waiting_for_its_journal_holds_up_no_other_share_partition() {
+        let gated = Arc::new(GatedStore {
+            store: MemStore::default(),
+            group: b"slow-readers",
+            gate: Mutex::new(None),
+        });
+        let share = Arc::new(ShareCoordinator::new(ShareConfig::default()));
+        share.set_store(Arc::new(Gated(Arc::clone(&gated))));
+        let now = Instant::now();
+        let offsets: Vec<i64> = (0..10).collect();
+        for group in ["slow-readers", "quick-readers"] {
+            share.fetch_offset(group, "t", 0, 0, 0, now).unwrap();
+        }
+        // The slow group's next write waits at the gate, its share-partition locked.
+        let (arrived_tx, arrived) = std::sync::mpsc::channel();
+        let (through, through_rx) = std::sync::mpsc::channel();
+        *gated.gate.lock() = Some((arrived_tx, Arc::new(Mutex::new(through_rx))));
+        let slow = {
+            let (share, offsets) = (Arc::clone(&share), offsets.clone());
+            std::thread::spawn(move || {
+                share.acquire("slow-readers", "m", "t", 0, &offsets, 10, 100, now)
+            })
+        };
+        arrived.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Meanwhile another share group reads and acknowledges, and the slow group's
+        // lock expiry is asked for (what every waiting ShareFetch asks).
+        let quick = {
+            let share = Arc::clone(&share);
+            std::thread::spawn(move || {
+                let got = share.acquire("quick-readers", "m", "t", 0, &offsets, 10, 100, now)?;
+                let acks = [(0, AcknowledgeType::Accept)];
+                let acked = share.acknowledge("quick-readers", "m", "t", 0, &acks, now)?;
+                let held = share.next_lock_expiry("quick-readers", &[("t".into(), 0)]);
+                Ok::<_, Error>((got.len(), acked.len(), held.is_some()))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !quick.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let quick_done = quick.is_finished();
+        through.send(()).unwrap();
+        *gated.gate.lock() = None;
+        assert!(
+            quick_done,
+            "another share group waited for the slow group's journal write"
+        );
+        assert_eq!(quick.join().unwrap().unwrap(), (10, 1, true));
+        assert_eq!(slow.join().unwrap().unwrap().len(), 10);
+        assert_eq!(
+            share.record_state("slow-readers", "t", 0, 9).map(|s| s.1),
+            Some(1)
+        );
     }
 }
