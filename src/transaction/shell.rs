@@ -474,6 +474,32 @@ impl TransactionCoordinator {
         )
     }
 
+    /// [`add_partitions`](Self::add_partitions) for a partition leader (KIP-890 part 2:
+    /// a producer's first batch of a transaction in one of its partitions). While the
+    /// producer's previous transaction is completing here (CONCURRENT_TRANSACTIONS: its
+    /// markers being written), waits until this coordinator has completed a
+    /// transaction and asks again, for at most `patience`; then answers as
+    /// `add_partitions` does. The leader is answered as soon as the markers are
+    /// written, not after a backoff of its own (Kafka's leader asks again every
+    /// `add.partitions.to.txn.retry.backoff.ms`, 20 ms).
+    pub fn add_partitions_when_completed(
+        &self,
+        request: &AddPartitionsRequest,
+        patience: Duration,
+    ) -> std::result::Result<(), TxnError> {
+        let deadline = Instant::now() + patience;
+        // Bounded by `deadline`: each round waits for a completion or the deadline.
+        loop {
+            let seen = self.completed();
+            match self.add_partitions(request) {
+                Err(TxnError::ConcurrentTransactions) if Instant::now() < deadline => {
+                    self.wait_completed(seen, deadline.saturating_duration_since(Instant::now()));
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     /// AddOffsetsToTxn of the group whose offsets live in `offsets_partition` of
     /// `__consumer_offsets` ([`TxnCoordinator::add_offsets`]).
     pub fn add_offsets(

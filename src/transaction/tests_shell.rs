@@ -645,3 +645,45 @@ fn writing_a_transactions_markers_wakes_who_waits_for_them() {
     assert_ne!(c.completed(), seen);
     c.shutdown();
 }
+
+/// A leader's add (KIP-890 part 2) that comes while the producer's previous
+/// transaction is completing waits for its markers and is answered then, instead of
+/// CONCURRENT_TRANSACTIONS for the leader to ask again after a backoff; with the
+/// markers still held when its patience ends, it answers CONCURRENT_TRANSACTIONS.
+#[test]
+fn a_leaders_add_is_answered_when_the_previous_transactions_markers_are_written() {
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(StalledMarkers::default());
+    let c = started(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    add(&c, "tx", p, &[(STALLED, 0)]).unwrap();
+    end(&c, "tx", p, TxnResult::Commit).unwrap();
+    let request = AddPartitionsRequest {
+        transactional_id: "tx".into(),
+        producer_id: p.producer_id,
+        producer_epoch: p.epoch,
+        partitions: [("b".to_string(), 0)].into(),
+        client_transaction_version: 0,
+    };
+    let impatient = c.add_partitions_when_completed(&request, Duration::from_millis(20));
+    let adder = {
+        let (c, request) = (c.clone(), request.clone());
+        // Bounded: answered when the markers are written, long before this.
+        std::thread::spawn(move || {
+            c.add_partitions_when_completed(&request, Duration::from_secs(60))
+        })
+    };
+    // The adder asks while the markers are still held (a quick answer would have come
+    // by now).
+    std::thread::sleep(Duration::from_millis(50));
+    let waited = !adder.is_finished();
+    markers.release();
+    assert_eq!(impatient, Err(TxnError::ConcurrentTransactions));
+    assert_eq!(adder.join().unwrap(), Ok(()));
+    assert!(
+        waited,
+        "the add was answered before the markers were written"
+    );
+    assert_eq!(c.describe("tx").unwrap().state, TxnState::Ongoing);
+    c.shutdown();
+}

@@ -187,7 +187,11 @@ fn leader_transaction(
         // part 2), which no longer send AddPartitionsToTxn themselves.
         client_transaction_version: crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION,
     };
-    let c = match coordinator.add_partitions(&request) {
+    // While the producer's previous transaction is completing, answered once its
+    // markers are written rather than with CONCURRENT_TRANSACTIONS for the leader to
+    // ask again after a backoff.
+    let added = coordinator.add_partitions_when_completed(&request, super::produce::ADD_RETRY_MAX);
+    let c = match added {
         Ok(()) => 0,
         Err(e) => code(&e),
     };

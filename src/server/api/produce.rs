@@ -356,7 +356,10 @@ fn verify(
 /// markers being written: CONCURRENT_TRANSACTIONS), before it answers the client with
 /// the retriable error, which the client backs off from by its own `retry.backoff.ms`
 /// (100 ms and more): Kafka's `add.partitions.to.txn.retry.backoff.max.ms` default.
-const ADD_RETRY_MAX: Duration = Duration::from_millis(100);
+/// The coordinator itself waits as long for the markers before it answers a leader
+/// (`TransactionCoordinator::add_partitions_when_completed`), so a leader asks again
+/// only when the coordinator is another node that gave up first.
+pub(super) const ADD_RETRY_MAX: Duration = Duration::from_millis(100);
 /// The longest pause between two of those asks (Kafka's
 /// `add.partitions.to.txn.retry.backoff.ms` default); the first comes after 1 ms and
 /// the pause doubles, as markers are written in about a millisecond.
@@ -398,13 +401,16 @@ pub(super) fn in_transaction(
     let wanted: std::collections::BTreeSet<_> = [(topic.to_string(), index)].into();
     match ctx.backend().cluster() {
         Some(cluster) if !local => cluster.verify_transaction(id, producer, topic, index, add),
-        _ if add => txns.add_partitions(&crate::transaction::AddPartitionsRequest {
-            transactional_id: id.to_string(),
-            producer_id: producer.producer_id,
-            producer_epoch: producer.epoch,
-            partitions: wanted,
-            client_transaction_version: crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION,
-        }),
+        _ if add => txns.add_partitions_when_completed(
+            &crate::transaction::AddPartitionsRequest {
+                transactional_id: id.to_string(),
+                producer_id: producer.producer_id,
+                producer_epoch: producer.epoch,
+                partitions: wanted,
+                client_transaction_version: crate::transaction::EPOCH_BUMP_TRANSACTION_VERSION,
+            },
+            ADD_RETRY_MAX,
+        ),
         _ => txns
             .verify_partitions(id, producer, &wanted)
             .and_then(|mut v| v.remove(&(topic.to_string(), index)).unwrap_or(Ok(()))),
