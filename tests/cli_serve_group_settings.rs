@@ -1,5 +1,7 @@
 //! `tidelog serve`'s group settings with Kafka's broker names: the share groups' size
-//! (`--group-share-max-size`), the bounds of group configs
+//! (`--group-share-max-size`), record locks per partition and delivery count limit
+//! (`--group-share-partition-max-record-locks`, `--group-share-delivery-count-limit`),
+//! the bounds of group configs
 //! (`--group-{consumer,share}-{min,max}-*-ms`) and the settings they bound, refused at
 //! start as Kafka refuses them: a min above its max, a zero bound, a setting outside its
 //! bounds, a heartbeat interval not below its session timeout.
@@ -266,5 +268,127 @@ fn bad_bounds_and_settings_outside_them_are_refused_at_start() {
         "--group-consumer-heartbeat-interval-ms 50000 is not below --group-consumer-session-timeout-ms 50000",
     );
     // Refused before the data directory is made.
+    assert!(!data.exists());
+}
+
+/// One ShareFetch of member `member` of `group` at `epoch` from partition 0 of the topic
+/// `topic_id`, asking for up to 500 records, releasing `release` (first and last
+/// offset) first; the acquired records as (first offset, last offset, delivery count).
+fn share_fetch(
+    addr: &str,
+    (group, member): (&'static str, &'static str),
+    topic_id: uuid::Uuid,
+    epoch: i32,
+    release: Option<(i64, i64)>,
+) -> Vec<(i64, i64, i16)> {
+    let acks = release.map_or_else(Vec::new, |(first, last)| {
+        vec![
+            share_fetch_request::AcknowledgementBatch::default()
+                .with_first_offset(first)
+                .with_last_offset(last)
+                .with_acknowledge_types(vec![2]), // RELEASE
+        ]
+    });
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(StrBytes::from_static_str(group))))
+        .with_member_id(Some(StrBytes::from_static_str(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_topics(vec![
+            share_fetch_request::FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![
+                    share_fetch_request::FetchPartition::default()
+                        .with_partition_index(0)
+                        .with_partition_max_bytes(1 << 20)
+                        .with_acknowledgement_batches(acks),
+                ]),
+        ]);
+    let mut body = exchange(addr, ApiKey::ShareFetch, 1, &req);
+    let r = ShareFetchResponse::decode(&mut body, 1).unwrap();
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let mut out = Vec::new();
+    for p in r.responses.iter().flat_map(|t| &t.partitions) {
+        assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+        assert_eq!(
+            p.acknowledge_error_code, 0,
+            "{:?}",
+            p.acknowledge_error_message
+        );
+        let acquired = p.acquired_records.iter();
+        out.extend(acquired.map(|a| (a.first_offset, a.last_offset, a.delivery_count)));
+    }
+    out
+}
+
+#[test]
+fn share_record_locks_and_delivery_count_limit_come_from_the_flags() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("data");
+    let lines: String = (0..300).map(|i| format!("record-{i}\n")).collect();
+    let made = tidelog(&data, &["topics", "create", "events"], "");
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let produced = tidelog(&data, &["produce", "events", "-p", "0"], &lines);
+    assert_eq!(produced.code, 0, "{}", produced.stderr);
+    let node = serve(
+        &data,
+        &[
+            "--group-share-partition-max-record-locks",
+            "100",
+            "--group-share-delivery-count-limit",
+            "2",
+        ],
+    );
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("events")))),
+    ]));
+    let mut body = exchange(&node.addr, ApiKey::Metadata, 12, &req);
+    let topic_id = MetadataResponse::decode(&mut body, 12).unwrap().topics[0].topic_id;
+    assert_eq!(
+        alter_group_config(&node.addr, "queue", "share.auto.offset.reset", "earliest"),
+        0
+    );
+    let member = ("queue", "member-a");
+    assert_eq!(join_share_group(&node.addr, member.0, member.1), 0);
+    // 300 records wait; a fetch of up to 500 acquires the 100 locks a partition has
+    // (2000 by default).
+    assert_eq!(
+        share_fetch(&node.addr, member, topic_id, 0, None),
+        vec![(0, 99, 1)]
+    );
+    // Released once, they come again; released a second time, they reached the limit
+    // of two deliveries (5 by default) and are archived: the next records come.
+    assert_eq!(
+        share_fetch(&node.addr, member, topic_id, 1, Some((0, 99))),
+        vec![(0, 99, 2)]
+    );
+    assert_eq!(
+        share_fetch(&node.addr, member, topic_id, 2, Some((0, 99))),
+        vec![(100, 199, 1)]
+    );
+    assert_eq!(node.stop(), Some(0));
+}
+
+#[test]
+fn share_settings_outside_kafkas_ranges_are_refused_at_start() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("data");
+    for (flag, value) in [
+        ("--group-share-delivery-count-limit", "1"),
+        ("--group-share-delivery-count-limit", "11"),
+        ("--group-share-partition-max-record-locks", "99"),
+        ("--group-share-partition-max-record-locks", "10001"),
+    ] {
+        let run = tidelog(
+            &data,
+            &["serve", "--listen", "127.0.0.1:0", flag, value],
+            "",
+        );
+        assert_eq!(run.code, 2, "{flag} {value}: {}", run.stderr);
+        assert!(run.stderr.contains(flag), "{flag} {value}: {}", run.stderr);
+    }
     assert!(!data.exists());
 }

@@ -1298,6 +1298,16 @@ pub(crate) struct ServeArgs {
     /// group.share.max.record.lock.duration.ms).
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub group_share_max_record_lock_duration_ms: u64,
+    /// How many times a share group delivers a record at most: released or timed out
+    /// at this count, it is archived instead of delivered again (Kafka's
+    /// group.share.delivery.count.limit, 2 to 10).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u16).range(2..=10))]
+    pub group_share_delivery_count_limit: u16,
+    /// Most records of one share-partition in flight at once (acquired, or released
+    /// and not yet acquired again): a ShareFetch acquires no more than leaves room for
+    /// (Kafka's group.share.partition.max.record.locks, 100 to 10000).
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u16).range(100..=10_000))]
+    pub group_share_partition_max_record_locks: u16,
     /// Most members of one share group: a member joining a full group is refused with
     /// GROUP_MAX_SIZE_REACHED (Kafka's group.share.max.size).
     #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]

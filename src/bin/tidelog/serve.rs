@@ -190,8 +190,9 @@ fn open_broker(data: &Path, args: &ServeArgs) -> CliResult<Broker> {
 
 /// The group settings (`--group-initial-rebalance-delay-ms`, the consumer-protocol and
 /// share groups' session timeouts, heartbeat intervals and record lock duration with the
-/// bounds of their group configs, `--group-share-max-size`,
-/// `--group-share-max-share-sessions`) applied to `broker`. Refused as Kafka refuses
+/// bounds of their group configs, the share groups' delivery count limit and record
+/// locks per partition, `--group-share-max-size`, `--group-share-max-share-sessions`)
+/// applied to `broker`. Refused as Kafka refuses
 /// them, naming the flags: a bound of zero, a min above its max, a setting outside its
 /// bounds, a heartbeat interval not below its session timeout.
 fn group_settings(
@@ -250,6 +251,10 @@ fn group_settings(
         record_lock_duration: share_lock[0],
         min_record_lock_duration: share_lock[1],
         max_record_lock_duration: share_lock[2],
+        // Both within their ranges: clap checked them.
+        delivery_count_limit: i16::try_from(args.group_share_delivery_count_limit)
+            .unwrap_or(i16::MAX),
+        partition_max_record_locks: usize::from(args.group_share_partition_max_record_locks),
         max_size: usize::try_from(args.group_share_max_size).unwrap_or(usize::MAX),
         max_share_sessions: usize::try_from(args.group_share_max_share_sessions)
             .unwrap_or(usize::MAX),
