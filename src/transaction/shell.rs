@@ -178,6 +178,22 @@ struct Slot {
     needs_reload: AtomicBool,
     /// Markers not yet written to every partition: retried by the timer.
     pending: Mutex<Vec<TxnMarkers>>,
+    /// Adds waiting for `state`, one open batch per producer (see
+    /// [`TransactionCoordinator::add_partitions`]).
+    adds: Mutex<HashMap<AddKey, Arc<AddBatch>>>,
+}
+
+/// Whose adds go into one batch: the transactional id, producer id and epoch, and
+/// the client's transaction version.
+type AddKey = (String, i64, i16, i16);
+
+/// Adds of one producer's transaction that waited for their partition's lock together:
+/// their partitions added with one write of the transaction's state.
+struct AddBatch {
+    /// The partitions of every add in the batch (while it is open, in `Slot::adds`).
+    request: Mutex<AddPartitionsRequest>,
+    /// The batch's answer, once it was written (or refused).
+    answer: Mutex<Option<std::result::Result<(), TxnError>>>,
 }
 
 /// The markers of one transaction, for a marker sender thread.
@@ -274,6 +290,32 @@ impl Slot {
         }
     }
 
+    /// What an operation's `outcome` comes to once its record is written (under the
+    /// lock of `st`): its answer, and the markers to send (its own, or those a reload
+    /// after a failed write found).
+    fn written<A>(
+        &self,
+        st: &mut TxnCoordinator,
+        outcome: std::result::Result<TxnOutcome<A>, TxnError>,
+    ) -> Done<A> {
+        match outcome {
+            Err(e) => Done {
+                answer: Err(e),
+                markers: Vec::new(),
+            },
+            Ok(outcome) => match outcome.write.as_ref().map(|w| self.write(st, w)) {
+                Some(Err((e, markers))) => Done {
+                    answer: Err(e),
+                    markers,
+                },
+                _ => Done {
+                    answer: Ok(outcome.answer),
+                    markers: outcome.markers.into_iter().collect(),
+                },
+            },
+        }
+    }
+
     fn reload(&self, st: &mut TxnCoordinator) -> Vec<TxnMarkers> {
         match self.load(st) {
             Ok(markers) => markers,
@@ -366,6 +408,7 @@ impl TransactionCoordinator {
             )),
             needs_reload: AtomicBool::new(false),
             pending: Mutex::new(Vec::new()),
+            adds: Mutex::new(HashMap::new()),
         });
         self.inner
             .slots
@@ -422,22 +465,8 @@ impl TransactionCoordinator {
         let slot = self.slot(transactional_id)?;
         let done = {
             let mut st = slot.state.lock();
-            match op(&mut st, now_ms()) {
-                Err(e) => Done {
-                    answer: Err(e),
-                    markers: Vec::new(),
-                },
-                Ok(outcome) => match outcome.write.as_ref().map(|w| slot.write(&mut st, w)) {
-                    Some(Err((e, markers))) => Done {
-                        answer: Err(e),
-                        markers,
-                    },
-                    _ => Done {
-                        answer: Ok(outcome.answer),
-                        markers: outcome.markers.into_iter().collect(),
-                    },
-                },
-            }
+            let outcome = op(&mut st, now_ms());
+            slot.written(&mut st, outcome)
         };
         self.queue_markers(&slot, done.markers);
         done.answer.map(answer)
@@ -462,16 +491,55 @@ impl TransactionCoordinator {
         )
     }
 
-    /// AddPartitionsToTxn ([`TxnCoordinator::add_partitions`]).
+    /// AddPartitionsToTxn ([`TxnCoordinator::add_partitions`]). Adds of the same
+    /// producer and epoch that wait for the partition's lock meanwhile (the leaders of
+    /// a transaction's partitions each adding theirs as its first batch comes, KIP-890
+    /// part 2) join one batch: its first to get the lock adds every partition of the
+    /// batch with one write, and all of them get its answer. Each add is answered only
+    /// after the write of its partitions, as alone.
     pub fn add_partitions(
         &self,
         request: &AddPartitionsRequest,
     ) -> std::result::Result<(), TxnError> {
-        self.run(
-            &request.transactional_id,
-            |st, now| st.add_partitions(request, now),
-            |a| a,
-        )
+        let slot = self.slot(&request.transactional_id)?;
+        let key: AddKey = (
+            request.transactional_id.clone(),
+            request.producer_id,
+            request.producer_epoch,
+            request.client_transaction_version,
+        );
+        let batch = {
+            let mut adds = slot.adds.lock();
+            let batch = adds.entry(key.clone()).or_insert_with(|| {
+                Arc::new(AddBatch {
+                    request: Mutex::new(AddPartitionsRequest {
+                        partitions: BTreeSet::new(),
+                        ..request.clone()
+                    }),
+                    answer: Mutex::new(None),
+                })
+            });
+            let mut merged = batch.request.lock();
+            merged.partitions.extend(request.partitions.iter().cloned());
+            drop(merged);
+            Arc::clone(batch)
+        };
+        let done = {
+            let mut st = slot.state.lock();
+            // Another add of the batch got the lock first and answered for all.
+            if let Some(answer) = batch.answer.lock().clone() {
+                return answer;
+            }
+            // Closed: later adds start a batch of their own.
+            slot.adds.lock().remove(&key);
+            let merged = batch.request.lock().clone();
+            let outcome = st.add_partitions(&merged, now_ms());
+            let done = slot.written(&mut st, outcome);
+            *batch.answer.lock() = Some(done.answer.clone());
+            done
+        };
+        self.queue_markers(&slot, done.markers);
+        done.answer
     }
 
     /// [`add_partitions`](Self::add_partitions) for a partition leader (KIP-890 part 2:
@@ -573,6 +641,19 @@ impl TransactionCoordinator {
         let slot = self.slot(transactional_id)?;
         let st = slot.state.lock();
         st.describe(transactional_id).cloned()
+    }
+
+    /// The partitions of the adds of `transactional_id` waiting for its partition's
+    /// lock, in open batches.
+    #[cfg(test)]
+    pub(crate) fn waiting_adds(&self, transactional_id: &str) -> usize {
+        self.slot(transactional_id).map_or(0, |slot| {
+            let adds = slot.adds.lock();
+            adds.iter()
+                .filter(|(k, _)| k.0 == transactional_id)
+                .map(|(_, b)| b.request.lock().partitions.len())
+                .sum()
+        })
     }
 
     /// ListTransactions: every id of every led partition;

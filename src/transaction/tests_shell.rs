@@ -687,3 +687,86 @@ fn a_leaders_add_is_answered_when_the_previous_transactions_markers_are_written(
     assert_eq!(c.describe("tx").unwrap().state, TxnState::Ongoing);
     c.shutdown();
 }
+
+/// A `__transaction_state` partition whose appends wait while it is held (a write
+/// waiting for its in-sync replicas); counts the appends.
+#[derive(Default)]
+struct HeldLog {
+    log: MemLog,
+    held: Mutex<bool>,
+    released: parking_lot::Condvar,
+    /// Appends that waited, and that are waiting.
+    waiting: AtomicUsize,
+}
+
+impl TxnStateLog for HeldLog {
+    fn append(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let mut held = self.held.lock();
+        if *held {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            // Bounded: the test releases it well before.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while *held && std::time::Instant::now() < deadline {
+                self.released.wait_until(&mut held, deadline);
+            }
+        }
+        drop(held);
+        self.log.append(key, value)
+    }
+
+    fn read_all(&self, f: &mut RecordVisitor<'_>) -> Result<()> {
+        self.log.read_all(f)
+    }
+}
+
+/// Adds of one producer's transaction that wait while a write of its partition is in
+/// flight (the leaders of its partitions each adding theirs) are written together, in
+/// one record, and each is answered after it.
+#[test]
+fn adds_waiting_for_a_write_are_written_together() {
+    let log = Arc::new(HeldLog::default());
+    let c = TransactionCoordinator::new(config());
+    c.set_marker_writer(Arc::new(MemMarkers::default()) as Arc<dyn MarkerWriter>);
+    c.set_partition_count(1);
+    c.load_partition(0, 0, Arc::clone(&log) as Arc<dyn TxnStateLog>)
+        .unwrap();
+    let p = ready(init(&c, "tx", 60_000));
+    let before = log.log.records.lock().len();
+    *log.held.lock() = true;
+    let adding = |partition: i32| {
+        let c = c.clone();
+        std::thread::spawn(move || add(&c, "tx", p, &[("t", partition)]))
+    };
+    let first = adding(0);
+    // Bounded: the first add's write waits in the log.
+    for _ in 0..1000 {
+        if log.waiting.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let others: Vec<_> = (1..4).map(adding).collect();
+    // Bounded: the three others join one batch behind the first's write.
+    for _ in 0..1000 {
+        if c.waiting_adds("tx") == 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let batched = c.waiting_adds("tx");
+    *log.held.lock() = false;
+    log.released.notify_all();
+    assert_eq!(first.join().unwrap(), Ok(()));
+    for other in others {
+        assert_eq!(other.join().unwrap(), Ok(()));
+    }
+    assert_eq!(batched, 3, "the three adds waited in one batch");
+    assert_eq!(
+        log.log.records.lock().len() - before,
+        2,
+        "the first add's record, then one for the three others"
+    );
+    let added = c.describe("tx").unwrap().partitions;
+    assert_eq!(added, (0..4).map(|p| ("t".to_string(), p)).collect());
+    c.shutdown();
+}
