@@ -518,3 +518,67 @@ fn a_delayed_tv2_write_txn_markers_does_not_end_a_later_transaction() {
     assert!(!part.log().has_open_transaction(99).unwrap());
     assert_eq!(markers(&broker, 0), vec![true, true]);
 }
+
+/// Transaction version 2 (Produce v12): one Produce carrying the first batch of a
+/// transaction in four partitions adds all four to it (together: see
+/// `add_together`), appends each batch, and the commit marks each partition.
+#[test]
+fn one_produce_adds_its_partitions_to_the_transaction_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("t", 4, crate::TopicConfig::new())
+        .unwrap();
+    let server = start(&broker);
+    let mut c = Client::connect(server.local_addr());
+    let p = init(&mut c, "tx");
+    let batch = || {
+        let mut b = BatchBuilder::new()
+            .producer(p.0, p.1, 0)
+            .attributes(TRANSACTIONAL_BIT);
+        b.push(1_700_000_000_000, None, Some(b"v"), &[]);
+        b.finish()
+    };
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_transactional_id(Some(TransactionalId(s("tx"))))
+        .with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(s("t")))
+                .with_partition_data(
+                    (0..4)
+                        .map(|i| {
+                            produce_request::PartitionProduceData::default()
+                                .with_index(i)
+                                .with_records(Some(batch().into()))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 12, &req);
+    let codes: Vec<i16> = r.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes, vec![0; 4], "{r:?}");
+    let state = describe(&mut c, "tx");
+    assert_eq!(state.transaction_state.as_str(), "Ongoing");
+    let mut added: Vec<i32> = state
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().copied())
+        .collect();
+    added.sort_unstable();
+    assert_eq!(added, vec![0, 1, 2, 3]);
+    // EndTxn v5 (transaction version 2) commits; every partition gets its marker.
+    assert_eq!(end(&mut c, 5, "tx", p, true).error_code, 0);
+    assert_eq!(
+        settled(&mut c, "tx").transaction_state.as_str(),
+        "CompleteCommit"
+    );
+    for i in 0..4 {
+        assert_eq!(markers(&broker, i), vec![true], "partition {i}");
+    }
+}

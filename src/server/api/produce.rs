@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -91,6 +92,12 @@ pub(super) fn start(ctx: &Ctx<'_>, req: &mut Request) -> Result<Answer, Fatal> {
         .filter(|t| !t.is_empty());
     let id_refused = transactional_id
         .is_some_and(|id| !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, id));
+    let added = match transactional_id {
+        Some(id) if version >= 12 && !id_refused && matches!(acks, -1..=1) => {
+            add_together(ctx, id, &request.topic_data)
+        }
+        _ => Added::new(),
+    };
     let appended: Vec<_> = request
         .topic_data
         .into_iter()
@@ -124,7 +131,7 @@ pub(super) fn start(ctx: &Ctx<'_>, req: &mut Request) -> Result<Answer, Fatal> {
                             p.index,
                             p.records.unwrap_or_default(),
                             acks,
-                            transactional_id,
+                            (transactional_id, &added),
                             version,
                         )
                     }
@@ -312,6 +319,85 @@ fn keyless_records(
     Some(refuse(partition, ResponseError::InvalidRecord.code(), message).with_record_errors(errors))
 }
 
+/// Partitions of a Produce added to a transaction together: by (topic, partition), the
+/// producer they were added for and the coordinator's answer.
+type Added =
+    std::collections::HashMap<(String, i32), (ProducerIdAndEpoch, Result<(), (i16, String)>)>;
+
+/// Transaction version 2 (Produce v12): the partitions of one request whose first
+/// batch of the producer's transaction this is are added to it together, each add on
+/// a thread of its own, so that they reach the coordinator at once and are written as
+/// one record there (`TransactionCoordinator::add_partitions`). Kafka's leader verifies
+/// a request's partitions with one call to the coordinator; added one after another,
+/// each waited for the writes of those before it, and the requests behind on the
+/// connection for all of them. A request with one such partition is left to
+/// [`verify`]. Partitions that cannot be read here (unknown, not led, bad batches) are
+/// left out: the append of each refuses it as before.
+fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
+    if !super::api_versions::transaction_version_2(ctx) {
+        return Added::new(); // each partition is refused below
+    }
+    let backend = ctx.backend();
+    let mut wanted = Vec::new();
+    for t in topics {
+        // Only where the append may go: written by this client, not internal.
+        let internal = t.name.as_str() == crate::broker::OFFSETS_TOPIC
+            || t.name.as_str() == TRANSACTION_STATE_TOPIC;
+        if internal || !ctx.allowed(AclOperation::Write, ResourceType::Topic, &t.name) {
+            continue;
+        }
+        for p in &t.partition_data {
+            let Some(records) = p.records.as_deref() else {
+                continue;
+            };
+            let Ok(first) = crate::record::Batch::parse_header_at(records, "", 0) else {
+                continue;
+            };
+            if !first.is_transactional() {
+                continue;
+            }
+            let producer = ProducerIdAndEpoch {
+                producer_id: first.producer_id(),
+                epoch: first.producer_epoch(),
+            };
+            let Ok(log) = backend.partition(&t.name, p.index) else {
+                continue;
+            };
+            if matches!(
+                log.transaction_open_at(producer.producer_id, producer.epoch),
+                Ok(false)
+            ) {
+                wanted.push((t.name.to_string(), p.index, producer));
+            }
+        }
+    }
+    if wanted.len() < 2 {
+        return Added::new();
+    }
+    std::thread::scope(|scope| {
+        let asks: Vec<_> = wanted
+            .iter()
+            .map(|(topic, index, producer)| {
+                scope.spawn(move || {
+                    retry_while_completing(|| {
+                        in_transaction_at(backend, id, *producer, (topic, *index), true)
+                    })
+                })
+            })
+            .collect();
+        wanted
+            .iter()
+            .zip(asks)
+            .filter_map(|((topic, index, producer), ask)| {
+                // A panicked ask leaves the partition to `verify`.
+                let answer = ask.join().ok()?;
+                let answer = answer.map_err(|e| (produce_verification_code(&e), e.to_string()));
+                Some(((topic.clone(), *index), (*producer, answer)))
+            })
+            .collect()
+    })
+}
+
 /// KIP-890 part 1: a transactional batch is appended only if its partition is in the
 /// producer's ongoing transaction, as the coordinator says: the local one, or on a
 /// cluster the one on the node that leads the id's `__transaction_state` partition
@@ -320,10 +406,12 @@ fn keyless_records(
 /// log holds open for the producer at that epoch. With `add` (Produce v12, a client of
 /// transaction version 2: KIP-890 part 2) the leader adds the partition to the
 /// transaction instead, as that client no longer sends AddPartitionsToTxn.
+/// `added`: the partitions of the request already added together
+/// ([`add_together`]), with the coordinator's answer.
 fn verify(
     ctx: &Ctx<'_>,
     log: &dyn PartitionOps,
-    transactional_id: Option<&str>,
+    (transactional_id, added): (Option<&str>, &Added),
     producer: ProducerIdAndEpoch,
     (topic, index): (&str, i32),
     add: bool,
@@ -341,6 +429,11 @@ fn verify(
         Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(e) => return Err((error_code(&e), e.to_string())),
+    }
+    if let Some((added_for, answer)) = added.get(&(topic.to_string(), index))
+        && *added_for == producer
+    {
+        return answer.clone();
     }
     let ask = || in_transaction(ctx, id, producer, topic, index, add);
     let answer = if add {
@@ -396,10 +489,21 @@ pub(super) fn in_transaction(
     index: i32,
     add: bool,
 ) -> Result<(), crate::transaction::TxnError> {
-    let txns = ctx.backend().transactions();
+    in_transaction_at(ctx.backend(), id, producer, (topic, index), add)
+}
+
+/// [`in_transaction`] through `backend`.
+fn in_transaction_at(
+    backend: &dyn crate::server::backend::Backend,
+    id: &str,
+    producer: ProducerIdAndEpoch,
+    (topic, index): (&str, i32),
+    add: bool,
+) -> Result<(), crate::transaction::TxnError> {
+    let txns = backend.transactions();
     let local = txns.partition_of(id).is_some_and(|p| txns.leads(p));
     let wanted: std::collections::BTreeSet<_> = [(topic.to_string(), index)].into();
-    match ctx.backend().cluster() {
+    match backend.cluster() {
         Some(cluster) if !local => cluster.verify_transaction(id, producer, topic, index, add),
         _ if add => txns.add_partitions_when_completed(
             &crate::transaction::AddPartitionsRequest {
@@ -423,7 +527,7 @@ fn produce_partition(
     index: i32,
     records: Bytes,
     acks: i16,
-    transactional_id: Option<&str>,
+    txn: (Option<&str>, &Added),
     version: i16,
 ) -> Appended {
     if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
@@ -481,7 +585,7 @@ fn produce_partition(
         && let Err((code, message)) = verify(
             ctx,
             log.as_ref(),
-            transactional_id,
+            txn,
             producer,
             (topic, index),
             version >= 12,
