@@ -378,19 +378,22 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
         let asks: Vec<_> = wanted
             .iter()
             .map(|(topic, index, producer)| {
-                scope.spawn(move || {
-                    retry_while_completing(|| {
-                        in_transaction_at(backend, id, *producer, (topic, *index), true)
+                std::thread::Builder::new()
+                    .name("tidelog-txn-add".into())
+                    .spawn_scoped(scope, move || {
+                        retry_while_completing(|| {
+                            in_transaction_at(backend, id, *producer, (topic, *index), true)
+                        })
                     })
-                })
             })
             .collect();
         wanted
             .iter()
             .zip(asks)
             .filter_map(|((topic, index, producer), ask)| {
-                // A panicked ask leaves the partition to `verify`.
-                let answer = ask.join().ok()?;
+                // A thread that could not start, or panicked, leaves the partition to
+                // `verify`.
+                let answer = ask.ok()?.join().ok()?;
                 let answer = answer.map_err(|e| (produce_verification_code(&e), e.to_string()));
                 Some(((topic.clone(), *index), (*producer, answer)))
             })
