@@ -319,8 +319,10 @@ fn keyless_records(
     Some(refuse(partition, ResponseError::InvalidRecord.code(), message).with_record_errors(errors))
 }
 
-/// Partitions of a Produce added to a transaction together: by (topic, partition), the
-/// producer they were added for and the coordinator's answer.
+/// Transactional partitions of a Produce whose place in the transaction
+/// [`add_together`] settled: by (topic, partition), the producer and whether the batch
+/// may go on (the transaction open there at its epoch, or the coordinator's answer to
+/// the add).
 type Added =
     std::collections::HashMap<(String, i32), (ProducerIdAndEpoch, Result<(), (i16, String)>)>;
 
@@ -330,12 +332,16 @@ type Added =
 /// one record there (`TransactionCoordinator::add_partitions`). Kafka's leader verifies
 /// a request's partitions with one call to the coordinator; added one after another,
 /// each waited for the writes of those before it, and the requests behind on the
-/// connection for all of them. A request with one such partition is left to
-/// [`verify`]. Partitions that cannot be read here (unknown, not led, bad batches) are
-/// left out: the append of each refuses it as before.
+/// connection for all of them. The partitions found open at the producer's epoch are
+/// noted too, so that [`verify`] does not look again; a request of one partition, or
+/// with one partition to add, is left to [`verify`]. Partitions that cannot be read
+/// here (unknown, not led, bad batches) are left out: the append of each refuses it as
+/// before.
 fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
-    if !super::api_versions::transaction_version_2(ctx) {
-        return Added::new(); // each partition is refused below
+    let mut settled = Added::new();
+    let partitions: usize = topics.iter().map(|t| t.partition_data.len()).sum();
+    if partitions < 2 || !super::api_versions::transaction_version_2(ctx) {
+        return settled; // left to `verify`, or refused below
     }
     let backend = ctx.backend();
     let mut wanted = Vec::new();
@@ -363,16 +369,17 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
             let Ok(log) = backend.partition(&t.name, p.index) else {
                 continue;
             };
-            if matches!(
-                log.transaction_open_at(producer.producer_id, producer.epoch),
-                Ok(false)
-            ) {
-                wanted.push((t.name.to_string(), p.index, producer));
+            match log.transaction_open_at(producer.producer_id, producer.epoch) {
+                Ok(true) => {
+                    settled.insert((t.name.to_string(), p.index), (producer, Ok(())));
+                }
+                Ok(false) => wanted.push((t.name.to_string(), p.index, producer)),
+                Err(_) => {} // `verify` answers it
             }
         }
     }
     if wanted.len() < 2 {
-        return Added::new();
+        return settled;
     }
     std::thread::scope(|scope| {
         let asks: Vec<_> = wanted
@@ -387,7 +394,7 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
                     })
             })
             .collect();
-        wanted
+        let added = wanted
             .iter()
             .zip(asks)
             .filter_map(|((topic, index, producer), ask)| {
@@ -396,9 +403,10 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
                 let answer = ask.ok()?.join().ok()?;
                 let answer = answer.map_err(|e| (produce_verification_code(&e), e.to_string()));
                 Some(((topic.clone(), *index), (*producer, answer)))
-            })
-            .collect()
-    })
+            });
+        settled.extend(added);
+    });
+    settled
 }
 
 /// KIP-890 part 1: a transactional batch is appended only if its partition is in the
@@ -409,8 +417,8 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
 /// log holds open for the producer at that epoch. With `add` (Produce v12, a client of
 /// transaction version 2: KIP-890 part 2) the leader adds the partition to the
 /// transaction instead, as that client no longer sends AddPartitionsToTxn.
-/// `added`: the partitions of the request already added together
-/// ([`add_together`]), with the coordinator's answer.
+/// `added`: the partitions of the request [`add_together`] settled, answered as it
+/// found them.
 fn verify(
     ctx: &Ctx<'_>,
     log: &dyn PartitionOps,
@@ -428,15 +436,15 @@ fn verify(
             ),
         ));
     };
-    match log.transaction_open_at(producer.producer_id, producer.epoch) {
-        Ok(true) => return Ok(()),
-        Ok(false) => {}
-        Err(e) => return Err((error_code(&e), e.to_string())),
-    }
     if let Some((added_for, answer)) = added.get(&(topic.to_string(), index))
         && *added_for == producer
     {
         return answer.clone();
+    }
+    match log.transaction_open_at(producer.producer_id, producer.epoch) {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => return Err((error_code(&e), e.to_string())),
     }
     let ask = || in_transaction(ctx, id, producer, topic, index, add);
     let answer = if add {
