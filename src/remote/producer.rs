@@ -945,9 +945,9 @@ impl RemoteProducer for ClusterProducer {
                 topic,
                 partition,
                 || shared.state.lock().txn_failed.clone(),
-                || Ok(self.queue(topic, partition, record)),
+                || self.queue(topic, partition, record, true),
             ),
-            None => Ok(self.queue(topic, partition, record)),
+            None => self.queue(topic, partition, record, false),
         }
     }
 
@@ -1045,13 +1045,24 @@ impl ClusterProducer {
         failed
     }
 
-    /// Puts the record in the open batch of `partition` of `topic`.
-    fn queue(&self, topic: &str, partition: i32, record: &ProducerRecord<'_>) -> DeliveryReceipt {
+    /// Puts the record in the open batch of `partition` of `topic`; `in_transaction`:
+    /// refused with the transaction's first failed batch if it has one (looked at
+    /// under the lock the record is queued with).
+    fn queue(
+        &self,
+        topic: &str,
+        partition: i32,
+        record: &ProducerRecord<'_>,
+        in_transaction: bool,
+    ) -> Result<DeliveryReceipt> {
         let shared = &self.shared;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let size = BatchBuilder::record_size(0, 0, record.key, record.value, record.headers) + 16;
         let delivery_timeout = shared.cluster.delivery_timeout();
         let mut st = shared.state.lock();
+        if in_transaction && let Some(e) = &st.txn_failed {
+            return Err(e.clone());
+        }
         let part = part_mut(&mut st, topic, partition);
         let led = part.leader.is_some();
         let full = part.open.as_ref().is_some_and(|o| {
@@ -1098,7 +1109,7 @@ impl ClusterProducer {
         if (!led && (sealed || first)) || (led && first && !linger.is_zero()) {
             shared.kick.notify_one();
         }
-        receipt
+        Ok(receipt)
     }
 }
 

@@ -190,6 +190,35 @@ fn a_fenced_producers_next_send_fails_too() {
 }
 
 #[test]
+fn after_a_failed_batch_the_transaction_takes_no_record_until_it_is_aborted() {
+    let (_dir, broker, server, cluster) = node();
+    broker
+        .create_topic("small", 1, TopicConfig::new().max_message_bytes(512))
+        .unwrap();
+    let p = transactional(&cluster, "failed-batch");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send("small", ProducerRecord::new(b"fits")).unwrap();
+    let big = vec![7u8; 4096];
+    let err = p.send("small", ProducerRecord::new(&big)).unwrap_err();
+    assert!(!matches!(err, Error::ProducerFenced { .. }), "{err:?}");
+    // The partition is in the transaction already: the refusal comes from the failed
+    // batch, not from adding the partition.
+    let refused = p
+        .send_nowait("small", ProducerRecord::new(b"after"))
+        .unwrap_err();
+    assert_eq!(refused.to_string(), err.to_string());
+    assert!(p.commit_transaction().is_err(), "an abortable transaction");
+    p.abort_transaction().unwrap();
+
+    p.begin_transaction().unwrap();
+    p.send("small", ProducerRecord::new(b"next")).unwrap();
+    p.commit_transaction().unwrap();
+    read_committed_until(&broker, "small", 1, &["next"]);
+    server.shutdown().unwrap();
+}
+
+#[test]
 fn offsets_sent_to_a_transaction_are_the_groups_only_once_it_commits() {
     let (_dir, _broker, server, cluster) = node();
     let p = transactional(&cluster, "copier");

@@ -26,7 +26,7 @@
 //! INVALID_PRODUCER_EPOCH) ends the producer with [`Error::ProducerFenced`]; another
 //! failure inside a transaction makes it abortable ([`Error::TransactionAbortable`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -100,8 +100,9 @@ enum Phase {
 /// partition, a commit while it flushes).
 struct Txn {
     phase: Phase,
-    /// The partitions added to the open transaction.
-    partitions: BTreeSet<(String, i32)>,
+    /// The partitions added to the open transaction, by topic (looked up by `&str`
+    /// for every record sent, so a send allocates nothing).
+    partitions: BTreeMap<String, BTreeSet<i32>>,
     /// The groups whose offsets were added to the open transaction.
     groups: BTreeSet<String>,
     /// A batch of this epoch failed: its sequences may be out of step, so the abort
@@ -140,7 +141,7 @@ impl Transactions {
             timeout_ms,
             txn: Mutex::new(Txn {
                 phase: Phase::Uninitialized,
-                partitions: BTreeSet::new(),
+                partitions: BTreeMap::new(),
                 groups: BTreeSet::new(),
                 needs_bump: false,
                 version_2: false,
@@ -444,10 +445,12 @@ impl Transactions {
     }
 
     /// Before a record of `topic`/`partition` is queued: refuses it outside a
-    /// transaction that can go on (`failed`: the first failed batch of the
-    /// transaction, which makes it abortable), and adds the partition to the
-    /// transaction (AddPartitionsToTxn) if it is new to it. Runs `queue` under the
-    /// transaction's lock, so a commit cannot come between.
+    /// transaction that can go on, and adds the partition to the transaction
+    /// (AddPartitionsToTxn) if it is new to it. Runs `queue` under the transaction's
+    /// lock, so a commit cannot come between; `queue` refuses the record with the
+    /// first failed batch of the transaction (which makes it abortable) when there is
+    /// one, looked at under the lock it queues with, and so does `failed` (the same
+    /// look on its own) before a partition is added with AddPartitionsToTxn.
     pub(super) fn before_send<T>(
         &self,
         topic: &str,
@@ -457,19 +460,26 @@ impl Transactions {
     ) -> Result<T> {
         let mut txn = self.txn.lock();
         self.check_in_transaction(&txn, "send")?;
-        if let Some(e) = failed() {
-            return Err(self.fail(&mut txn, e));
+        let added = txn
+            .partitions
+            .get(topic)
+            .is_some_and(|p| p.contains(&partition));
+        if !added {
+            // Transaction version 2: the partition's leader adds it (Produce v12).
+            if !txn.version_2 {
+                if let Some(e) = failed() {
+                    return Err(self.fail(&mut txn, e));
+                }
+                if let Err(e) = self.add_partition(topic, partition) {
+                    return Err(self.fail(&mut txn, e));
+                }
+            }
+            txn.partitions
+                .entry(topic.to_string())
+                .or_default()
+                .insert(partition);
         }
-        let key = (topic.to_string(), partition);
-        // Transaction version 2: the partition's leader adds it (Produce v12).
-        if !txn.partitions.contains(&key)
-            && !txn.version_2
-            && let Err(e) = self.add_partition(topic, partition)
-        {
-            return Err(self.fail(&mut txn, e));
-        }
-        txn.partitions.insert(key);
-        queue()
+        queue().map_err(|e| self.fail(&mut txn, e))
     }
 
     fn add_partition(&self, topic: &str, partition: i32) -> Result<()> {
