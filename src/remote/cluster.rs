@@ -467,7 +467,24 @@ impl Cluster {
         {
             return Ok(t.clone());
         }
-        let response = self.refresh(&[topic])?;
+        // A topic whose leaders are being elected (just created, or every replica of a
+        // partition away) is answered LEADER_NOT_AVAILABLE, a retriable code: asked
+        // again after `retry.backoff.ms` (doubling up to `retry.backoff.max.ms`) for at
+        // most `delivery.timeout.ms`, as Kafka's clients wait for a new topic's metadata.
+        let deadline = Instant::now() + self.inner.delivery_timeout;
+        let mut backoff = self.inner.retry_backoff;
+        let response = loop {
+            let response = self.refresh(&[topic])?;
+            let electing = response.topics.iter().any(|t| {
+                t.name.as_ref().is_some_and(|n| n.0.as_str() == topic)
+                    && t.error_code == ErrorCode::LEADER_NOT_AVAILABLE.code()
+            });
+            if !electing || Instant::now() + backoff > deadline {
+                break response;
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(self.inner.retry_backoff_max);
+        };
         let answer = response
             .topics
             .iter()

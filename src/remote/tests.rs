@@ -656,6 +656,92 @@ fn leader_move(refusal: ErrorCode) {
     assert_eq!(produced_on_2.load(Ordering::SeqCst), 1, "then node 2, once");
 }
 
+/// A node whose topic `t` has no leader for its first `electing` Metadata answers
+/// naming it (LEADER_NOT_AVAILABLE at the topic, as a just-created topic is answered),
+/// then one; counts the Metadata requests naming `t` it was sent.
+fn electing_node(electing: usize, asked: Arc<AtomicUsize>) -> String {
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+    ];
+    let addr: Arc<Mutex<String>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let addr = addr.clone();
+        Arc::new(move |key, version, body| {
+            let me = addr.lock().unwrap().clone();
+            match key {
+                ApiKey::Metadata => {
+                    let request = MetadataRequest::decode(body, version).unwrap();
+                    let names_t = request
+                        .topics
+                        .iter()
+                        .flatten()
+                        .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "t"));
+                    let n = match names_t {
+                        true => asked.fetch_add(1, Ordering::SeqCst),
+                        false => usize::MAX,
+                    };
+                    let m = metadata(version, &[(1, me.as_str())], 1, 1);
+                    let mut r = MetadataResponse::decode(&mut m.freeze(), version).unwrap();
+                    if !names_t {
+                        r.topics.clear();
+                    } else if n < electing {
+                        r.topics[0].error_code = ErrorCode::LEADER_NOT_AVAILABLE.code();
+                        r.topics[0].partitions.clear();
+                    }
+                    let mut out = BytesMut::new();
+                    r.encode(&mut out, version).unwrap();
+                    Some(out)
+                }
+                ApiKey::Produce => Some(produce_answer(version, 0, 7)),
+                _ => None,
+            }
+        })
+    };
+    let a = scripted_node(versions, handler);
+    *addr.lock().unwrap() = a.clone();
+    a
+}
+
+#[test]
+fn a_topic_whose_leaders_are_being_elected_is_asked_for_again() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let node = electing_node(3, asked.clone());
+    let cluster = Cluster::connect(ClientConfig::new(&node).set("retry.backoff.ms", 5)).unwrap();
+    assert_eq!(cluster.partition_count("t").unwrap(), 1);
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        4,
+        "three answers without a leader, then one with"
+    );
+    assert_eq!(
+        cluster.produce("t", 0, &batch(&["a"]), -1, None).unwrap().0,
+        7
+    );
+}
+
+#[test]
+fn a_topic_that_never_gets_a_leader_fails_after_the_delivery_timeout() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let node = electing_node(usize::MAX, asked);
+    let cluster = Cluster::connect(
+        ClientConfig::new(&node)
+            .set("retry.backoff.ms", 5)
+            .set("delivery.timeout.ms", 300)
+            .set("request.timeout.ms", 200),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = cluster.partition_count("t").unwrap_err();
+    assert!(
+        matches!(&err, Error::Api(e) if e.code == ErrorCode::LEADER_NOT_AVAILABLE),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("\"t\""), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
 #[test]
 fn asks_the_broker_that_answered_last_before_one_that_hangs() {
     let versions = vec![(ApiKey::ApiVersions, 0, 3), (ApiKey::Metadata, 0, 12)];
