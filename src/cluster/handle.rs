@@ -1,5 +1,6 @@
 //! What the data plane needs of its node ([`NodeHandle`]): the latest image, the broker
-//! epoch, the replication settings, and proposing records. The [`super::ClusterNode`]
+//! epoch, the replication settings, proposing records, and read barriers on the
+//! metadata log. The [`super::ClusterNode`]
 //! owns it (the replica manager and its fetchers hold it weakly, so they see the node
 //! gone once it is dropped) and answers the same calls through it.
 
@@ -7,14 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{RecvTimeoutError, Sender};
 
 use super::config::ClusterConfig;
 use super::image::MetadataImage;
-use super::inbox::Inbound;
+use super::inbox::{Inbound, ReadIndex, read_context};
 use super::records::{AlterPartition, MetadataRecord};
 use super::shared::{Proposal, Shared, Waiter};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A running node's state and inbox, as its data plane reaches them.
 pub(crate) struct NodeHandle {
@@ -77,6 +78,78 @@ impl NodeHandle {
             timeout,
             deadline,
         })
+    }
+
+    /// A read barrier on the metadata log, as a linearizable read in Raft: asks the
+    /// controller for its commit index (raft-rs's `read_index`, ReadOnlySafe: the
+    /// controller first confirms with a round of heartbeats that it still leads; a
+    /// follower's read goes to the controller), then waits until this node has
+    /// published the metadata log up to it. The image this node publishes after it
+    /// returns holds every record committed before it was called. Within `timeout`: no
+    /// controller known, a controller that does not answer (a leadership change loses
+    /// the reads in flight; the Raft loop asks again) or a node that does not catch up
+    /// in time fail with [`Error::Timeout`] naming which; a stopped node with
+    /// [`Error::Closed`].
+    pub(crate) fn read_barrier(&self, timeout: Duration) -> Result<()> {
+        self.shared.check_running()?;
+        let me = self.config.node_id;
+        let deadline = Instant::now() + timeout;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let ctx = read_context(me, self.shared.incarnation, self.shared.next_request_id());
+        let read = ReadIndex {
+            ctx,
+            reply,
+            deadline,
+        };
+        if self.inbox.send(Inbound::ReadIndex(read)).is_err() {
+            self.shared.check_running()?;
+            return Err(Error::Closed(format!("cluster node {me}")));
+        }
+        let index = match answer.recv_timeout(timeout) {
+            Ok(index) => index,
+            Err(RecvTimeoutError::Timeout) => {
+                let why = match self.shared.leader.load(Ordering::Acquire) {
+                    c if c >= 0 => {
+                        format!("the controller (node {c}) did not confirm its commit index")
+                    }
+                    _ => "no controller was known".to_string(),
+                };
+                return Err(Error::Timeout(format!(
+                    "the metadata read barrier of node {me}: {why} within {timeout:?}"
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // The Raft loop stopped and dropped the read.
+                self.shared.check_running()?;
+                return Err(Error::Closed(format!("cluster node {me}")));
+            }
+        };
+        self.wait_published(index, deadline, timeout)
+    }
+
+    /// Waits until this node has published the metadata log up to `index`, until
+    /// `deadline` (the barrier's `timeout` is named in the error).
+    fn wait_published(&self, index: u64, deadline: Instant, timeout: Duration) -> Result<()> {
+        let me = self.config.node_id;
+        let mut g = self.shared.published_lock.lock();
+        loop {
+            let published = self.shared.published.load(Ordering::Acquire);
+            if published >= index {
+                return Ok(());
+            }
+            self.shared.check_running()?;
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "the metadata read barrier of node {me}: it published the metadata log up to index {published} of the controller's commit index {index} within {timeout:?}"
+                )));
+            }
+            // Woken by each publication and at shutdown; a node that fails is seen
+            // within a step.
+            let step = Instant::now() + Duration::from_millis(200);
+            self.shared
+                .published_cv
+                .wait_until(&mut g, deadline.min(step));
+        }
     }
 
     /// An ISR change from this node as a partition's leader (the data plane's

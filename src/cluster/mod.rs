@@ -587,6 +587,16 @@ impl ClusterNode {
         self.handle.submit(record, timeout)
     }
 
+    /// A read barrier on the metadata log ([`NodeHandle::read_barrier`]): once it
+    /// returns, this node's published image holds every record the cluster committed
+    /// before the call (what another node's change, such as a group config, made
+    /// before). Asks the controller for its commit index and waits until this node has
+    /// published up to it, within `timeout` (`Error::Timeout` naming what did not come
+    /// in time; `Error::Closed` once the node stopped).
+    pub(crate) fn read_barrier(&self, timeout: Duration) -> Result<()> {
+        self.handle.read_barrier(timeout)
+    }
+
     /// The `CreateTopic` record for `t`, with the defaults filled in.
     fn create_record(&self, t: &NewTopic) -> MetadataRecord {
         MetadataRecord::CreateTopic(CreateTopic {

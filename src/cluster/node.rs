@@ -5,7 +5,9 @@
 //! order raft-rs requires: send the leader's messages, store a received snapshot, apply
 //! the committed entries, append new entries and the hard state to disk (fsynced), then
 //! send the messages that must follow persistence, advance, apply what became committed.
-//! It also runs the node's broker lifecycle (register, ready) and, on the Raft leader,
+//! It also answers reads of the controller's commit index (raft-rs's `read_index`, a read
+//! barrier on the metadata log), asking again while no read state comes back. It also
+//! runs the node's broker lifecycle (register, ready) and, on the Raft leader,
 //! proposes what [`super::controller::duties`] decides (cluster id, fencing by
 //! liveness, leader rebalance, `__consumer_offsets`).
 //!
@@ -32,7 +34,7 @@ use super::config::ClusterConfig;
 use super::controller::{self, Duty};
 use super::features;
 use super::image::{MetadataImage, Outcome};
-use super::inbox::{Inbound, node_of, raft_id};
+use super::inbox::{Inbound, ReadIndex, node_of, raft_id};
 use super::membership::{self, Membership, QuorumStatus, ReplicaStatus};
 use super::meta_properties::{self, MetaProperties};
 use super::records::{Envelope, MetadataRecord, TopicId};
@@ -48,6 +50,14 @@ use crate::storage::codec;
 pub(crate) struct PublishJob {
     pub image: Arc<MetadataImage>,
     pub outcomes: Vec<(u64, Outcome)>,
+}
+
+/// A read of the controller's commit index not answered yet.
+struct PendingRead {
+    reply: crossbeam_channel::Sender<u64>,
+    deadline: Instant,
+    /// When it was last asked of raft-rs; `None` while no controller is known.
+    asked_at: Option<Instant>,
 }
 
 /// A proposal not applied yet.
@@ -75,6 +85,10 @@ enum Internal {
 const REPROPOSE_AFTER: Duration = Duration::from_secs(3);
 /// How long the loop's own proposals are retried.
 const INTERNAL_DEADLINE: Duration = Duration::from_secs(10);
+/// A read of the controller's commit index without an answer after this long is asked
+/// again: raft-rs drops one while no leader is known or the leader has committed nothing
+/// in its term yet, and a leader change loses those in flight.
+const READ_ASK_AGAIN: Duration = Duration::from_millis(300);
 /// A broker-only node that has heard from no voter for this long says hello to them
 /// again (a voter that restarted, or a new controller, learns its address then).
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(2);
@@ -135,6 +149,8 @@ pub(crate) struct RaftLoop {
     /// per [`REFUSED_LOG_EVERY`]).
     refused_logged_at: Option<Instant>,
     outstanding: BTreeMap<u64, Outstanding>,
+    /// Reads of the controller's commit index not answered yet, by context.
+    reads: HashMap<Vec<u8>, PendingRead>,
     internal: HashMap<Internal, u64>,
     leader_since: Option<Instant>,
     /// When the controller last checked the leaders' balance.
@@ -193,6 +209,7 @@ impl RaftLoop {
             refusal_logged: false,
             refused_logged_at: None,
             outstanding: BTreeMap::new(),
+            reads: HashMap::new(),
             internal: HashMap::new(),
             leader_since: None,
             last_balance_check: None,
@@ -314,6 +331,7 @@ impl RaftLoop {
                 self.shared.fail(e.to_string());
                 return false;
             }
+            Inbound::ReadIndex(read) => self.read_index(read),
             Inbound::Join(node) => self.add_learner(node),
             Inbound::ChangeVoters(change) => {
                 let outcome = self.change_voters(&change);
@@ -418,6 +436,18 @@ impl RaftLoop {
                 node = self.me(),
                 from = node_of(m.from),
                 "a peer's proposal dropped: this node does not lead"
+            );
+            return true;
+        }
+        // Nor a peer's read of the commit index: raft-rs would pass it on in the peer's
+        // name, which the leader's transport refuses. The peer asks again
+        // (READ_ASK_AGAIN), of the leader it learns of.
+        if m.get_msg_type() == MessageType::MsgReadIndex && self.raw.raft.state != StateRole::Leader
+        {
+            tracing::debug!(
+                node = self.me(),
+                from = node_of(m.from),
+                "a peer's read of the commit index dropped: this node does not lead"
             );
             return true;
         }
@@ -693,6 +723,62 @@ impl RaftLoop {
         }
     }
 
+    /// Takes a caller's read of the controller's commit index and asks it of raft-rs.
+    fn read_index(&mut self, read: ReadIndex) {
+        self.reads.insert(
+            read.ctx.clone(),
+            PendingRead {
+                reply: read.reply,
+                deadline: read.deadline,
+                asked_at: None,
+            },
+        );
+        self.ask_read(&read.ctx, Instant::now());
+    }
+
+    /// Asks raft-rs for the commit index under read context `ctx` (ReadOnlySafe: the
+    /// leader confirms with a heartbeat round that it still leads; a follower forwards
+    /// the read to the leader), unless no leader is known: raft-rs would drop it.
+    fn ask_read(&mut self, ctx: &[u8], now: Instant) {
+        if self.raw.raft.leader_id == raft::INVALID_ID {
+            return;
+        }
+        let Some(read) = self.reads.get_mut(ctx) else {
+            return;
+        };
+        read.asked_at = Some(now);
+        self.raw.read_index(ctx.to_vec());
+    }
+
+    /// Forgets the reads whose callers stopped waiting and asks again those not
+    /// answered for [`READ_ASK_AGAIN`] (or never asked: no leader was known).
+    fn retry_reads(&mut self, now: Instant) {
+        self.reads.retain(|_, r| r.deadline > now);
+        let due: Vec<Vec<u8>> = self
+            .reads
+            .iter()
+            .filter(|(_, r)| {
+                r.asked_at
+                    .is_none_or(|t| now.duration_since(t) >= READ_ASK_AGAIN)
+            })
+            .map(|(ctx, _)| ctx.clone())
+            .collect();
+        for ctx in due {
+            self.ask_read(&ctx, now);
+        }
+    }
+
+    /// Tells the callers of the read states raft-rs returned the controller's commit
+    /// index (a read state of another context, one asked before a restart, is none of
+    /// this process's).
+    fn answer_reads(&mut self, states: Vec<raft::ReadState>) {
+        for rs in states {
+            if let Some(read) = self.reads.remove(&rs.request_ctx) {
+                let _ = read.reply.send(rs.index);
+            }
+        }
+    }
+
     fn propose_internal(&mut self, kind: Internal, record: MetadataRecord) {
         if let Some(id) = self.internal.get(&kind)
             && self.outstanding.contains_key(id)
@@ -727,6 +813,7 @@ impl RaftLoop {
         for id in due {
             self.propose_outstanding(id);
         }
+        self.retry_reads(now);
         let leader = node_of(self.raw.raft.leader_id);
         self.shared.set_leader(leader);
         let is_leader = self.raw.raft.state == StateRole::Leader;
@@ -1118,6 +1205,9 @@ impl RaftLoop {
         let mut ready = self.raw.ready();
         if !ready.messages().is_empty() {
             self.send(ready.take_messages());
+        }
+        if !ready.read_states().is_empty() {
+            self.answer_reads(ready.take_read_states());
         }
         if !ready.snapshot().is_empty() {
             let snapshot = ready.snapshot().clone();

@@ -45,6 +45,7 @@ mod quorum_api;
 mod quorum_forgery;
 mod quorum_forwarding;
 mod racks;
+mod read_barrier;
 mod reassignment;
 mod replication;
 mod replication_throttle;

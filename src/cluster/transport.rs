@@ -24,9 +24,10 @@
 //!
 //! Only what raft-rs sends between nodes, as tidelog drives it, is taken from a peer
 //! ([`refusal`]): a message raft-rs makes for its own node (`MsgHup`, `MsgBeat`, ...),
-//! one tidelog never sends (a leadership transfer or read index asked of another node),
-//! or a forwarded proposal that is not the peer's own record (another node's, a
-//! configuration change, none, or one with a term), or one raft-rs would end its thread
+//! one tidelog never sends (a leadership transfer asked of another node), a forwarded
+//! proposal that is not the peer's own record (another node's, a configuration change,
+//! none, or one with a term), a read of the commit index (the read barrier) or its
+//! answer that is not of the peer's own read (resp. the receiver's), or one raft-rs would end its thread
 //! on or step as its own node's (no term, a snapshot of a configuration it cannot
 //! restore or without the receiver, an append whose entries do not follow its index) is
 //! logged as an error naming the peer and closes the connection, unstepped.
@@ -52,7 +53,7 @@ use raft::SnapshotStatus;
 use raft::prelude::{EntryType, Message, MessageType};
 
 use super::image::MetadataImage;
-use super::inbox::{Inbound, node_of, raft_id};
+use super::inbox::{Inbound, MAX_READ_CONTEXT, node_of, raft_id, read_context_node};
 use super::liveness::Liveness;
 use super::quorum_tls::{self, QuorumTls};
 use super::records::Envelope;
@@ -324,9 +325,43 @@ pub(crate) fn refusal(msg: &Message, from: i32) -> Option<String> {
         MsgTransferLeader => Some(format!(
             "a {t:?}: the controller hands over its leadership itself, no peer asks it to"
         )),
-        MsgReadIndex | MsgReadIndexResp => Some(format!(
-            "a {t:?}: tidelog reads no index through the quorum"
+        MsgReadIndex => read_refusal(msg, from),
+        MsgReadIndexResp => exchange_refusal(msg).or_else(|| read_refusal(msg, node_of(msg.to))),
+    }
+}
+
+/// Why a read of the commit index (a follower's, forwarded without a term as a
+/// proposal is) or the leader's answer to it is refused, if it is: it carries one read
+/// context ([`super::inbox::read_context`]), of node `owner` (the reader: the sender of
+/// a read, the receiver of an answer). raft-rs keys the leader's pending reads by
+/// context: a peer's read in another node's name would answer (or hold up) that node's.
+fn read_refusal(msg: &Message, owner: i32) -> Option<String> {
+    let t = msg.get_msg_type();
+    if t == MessageType::MsgReadIndex && msg.term != 0 {
+        return Some(format!(
+            "a {t:?} with term {}; raft-rs forwards reads of the commit index without one",
+            msg.term
+        ));
+    }
+    let [e] = msg.get_entries() else {
+        return Some(format!(
+            "a {t:?} with {} entries; a read carries its context in one",
+            msg.entries.len()
+        ));
+    };
+    if e.get_entry_type() != EntryType::EntryNormal || e.data.len() > MAX_READ_CONTEXT {
+        return Some(format!(
+            "a {t:?} whose entry is no read context ({:?} of {} bytes)",
+            e.get_entry_type(),
+            e.data.len()
+        ));
+    }
+    match read_context_node(&e.data) {
+        Some(node) if node == owner => None,
+        Some(node) => Some(format!(
+            "a {t:?} of node {node}'s read; a node reads in its own name only"
         )),
+        None => Some(format!("a {t:?} whose context is not a tidelog read's")),
     }
 }
 
@@ -1524,6 +1559,55 @@ mod refusal_tests {
             let why = refusal(&of(t), 2).unwrap_or_else(|| panic!("{t:?} taken"));
             assert!(why.contains(&format!("{t:?}")), "{why}");
         }
+    }
+
+    /// A read of the commit index of `t` (a forwarded read, or its answer) carrying
+    /// `ctx`.
+    fn read(t: MessageType, ctx: Vec<u8>) -> Message {
+        let mut m = match t {
+            MessageType::MsgReadIndex => of(t),
+            _ => termed(t),
+        };
+        m.from = raft_id(2);
+        m.to = raft_id(1);
+        m.entries = vec![Entry {
+            data: ctx.into(),
+            ..Default::default()
+        }]
+        .into();
+        m
+    }
+
+    /// A node reads the controller's commit index in its own name (the read barrier):
+    /// its forwarded read, and the answer to it, each carry one context of the reader's.
+    #[test]
+    fn a_read_of_the_commit_index_is_taken_in_its_readers_name_only() {
+        use crate::cluster::inbox::read_context;
+        use MessageType::*;
+        let ours = |node| read_context(node, 7, 1);
+        // Node 2's read, forwarded to node 1; node 2's answer to node 1's read.
+        assert_eq!(refusal(&read(MsgReadIndex, ours(2)), 2), None);
+        assert_eq!(refusal(&read(MsgReadIndexResp, ours(1)), 2), None);
+        let refused = |m: &Message, what: &str| {
+            let why = refusal(m, 2).unwrap_or_else(|| panic!("{what}: taken"));
+            assert!(why.contains(what), "{why}");
+        };
+        refused(&read(MsgReadIndex, ours(3)), "node 3's read");
+        refused(&read(MsgReadIndexResp, ours(3)), "node 3's read");
+        refused(&read(MsgReadIndex, vec![1; 20 + 1]), "not a tidelog read's");
+        refused(&read(MsgReadIndex, vec![0; 65]), "no read context");
+        let mut termed_read = read(MsgReadIndex, ours(2));
+        termed_read.term = 3;
+        refused(&termed_read, "with term 3");
+        let mut answer_without_term = read(MsgReadIndexResp, ours(1));
+        answer_without_term.term = 0;
+        refused(&answer_without_term, "without a term");
+        let mut two = read(MsgReadIndex, ours(2));
+        two.entries.push(Entry::default());
+        refused(&two, "with 2 entries");
+        let mut conf = read(MsgReadIndex, ours(2));
+        conf.entries[0].set_entry_type(EntryType::EntryConfChange);
+        refused(&conf, "no read context");
     }
 
     #[test]

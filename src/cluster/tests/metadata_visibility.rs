@@ -12,18 +12,21 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::*;
 
-/// Holds its node's publisher on the first image that has topic `topic` until
-/// released (at most [`WAIT`]).
-struct Gate {
-    topic: &'static str,
+/// What a [`Gate`] holds its node's publisher on.
+type Holds = dyn Fn(&MetadataImage) -> bool + Send + Sync;
+
+/// Holds its node's publisher on the first image that `holds` (its previous one does
+/// not) until released (at most [`WAIT`]): the node has applied the image and not
+/// published it.
+pub(super) struct Gate {
+    holds: Box<Holds>,
     open: parking_lot::Mutex<bool>,
     cv: parking_lot::Condvar,
 }
 
 impl MetadataListener for Gate {
     fn on_metadata(&self, update: &MetadataUpdate<'_>) {
-        if update.current.topic(self.topic).is_none() || update.previous.topic(self.topic).is_some()
-        {
+        if !(self.holds)(update.current) || (self.holds)(update.previous) {
             return;
         }
         let deadline = Instant::now() + WAIT;
@@ -35,7 +38,16 @@ impl MetadataListener for Gate {
 }
 
 impl Gate {
-    fn release(&self) {
+    /// A gate on the first image that `holds`.
+    pub(super) fn on(holds: impl Fn(&MetadataImage) -> bool + Send + Sync + 'static) -> Arc<Gate> {
+        Arc::new(Gate {
+            holds: Box::new(holds),
+            open: parking_lot::Mutex::new(false),
+            cv: parking_lot::Condvar::new(),
+        })
+    }
+
+    pub(super) fn release(&self) {
         *self.open.lock() = true;
         self.cv.notify_all();
     }
@@ -89,11 +101,7 @@ fn metadata_error(addr: SocketAddr, topic: &str) -> i16 {
 fn a_topic_a_node_applied_but_has_not_published_is_leader_not_available_there() {
     let c = TestCluster::new(3, 1024);
     c.wait_settled();
-    let gate = Arc::new(Gate {
-        topic: "fresh",
-        open: parking_lot::Mutex::new(false),
-        cv: parking_lot::Condvar::new(),
-    });
+    let gate = Gate::on(|image| image.topic("fresh").is_some());
     c.node(0).add_listener(gate.clone());
     // Created through node 2, which answers once it published it; node 1 is held
     // between applying the creation and publishing it.
