@@ -2,9 +2,11 @@
 //! IncrementalAlterConfigs): kept in the metadata image, so every node serves and
 //! applies the same, and changed through the controller as `AlterGroupConfig` records.
 //! A change returns once this node applied it; the other nodes apply it as they catch
-//! up with the log.
+//! up with the log, and a reader that must see every change made before it (the share
+//! coordinator, before a new share-partition's start) takes a read barrier first.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{ADMIN_TIMEOUT, ClusterNode, MetadataRecord};
 use crate::config::{CoordinatorConfig, ShareConfig};
@@ -42,6 +44,12 @@ impl GroupConfigStore for ClusterGroupConfigs {
 
     fn defaults(&self) -> (&CoordinatorConfig, &ShareConfig) {
         (&self.coordinator, &self.share)
+    }
+
+    /// A read barrier on the metadata log ([`ClusterNode::read_barrier`]): this node's
+    /// image then holds every group config committed before the call.
+    fn read_barrier(&self, timeout: Duration) -> Result<()> {
+        self.node.read_barrier(timeout)
     }
 
     fn store(&self, group: &str, changes: &[GroupConfigChange]) -> Result<()> {

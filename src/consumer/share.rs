@@ -426,15 +426,14 @@ impl ShareConsumer {
         let group = &self.config.group_id;
         let (topic, index) = (p.topic(), p.index());
         // The group's configs, where set, are in force over this consumer's settings
-        // (as for every member over the network).
+        // (as for every member over the network); `share.auto.offset.reset` the
+        // coordinator reads itself, for a new share-partition only.
         let overrides = share.read_overrides(group);
         let mode = ShareReadMode {
             committed: overrides
                 .read_committed
                 .unwrap_or(self.config.isolation_level == IsolationLevel::ReadCommitted),
-            earliest: overrides
-                .earliest
-                .unwrap_or(self.config.auto_offset_reset == OffsetReset::Earliest),
+            earliest_by_default: self.config.auto_offset_reset == OffsetReset::Earliest,
         };
         let max_bytes = self.config.max_partition_fetch_bytes;
         let now = Instant::now();

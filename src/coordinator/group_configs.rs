@@ -393,6 +393,17 @@ pub trait GroupConfigStore: Send + Sync + std::fmt::Debug {
         describe(&self.overrides(group), coordinator, share)
     }
 
+    /// Waits until the configs this store reads hold every change stored before the
+    /// call, wherever it was made, within `timeout`. A single node's store reads what it
+    /// stored itself: nothing to wait for. A cluster node's reads its metadata image,
+    /// which may not have applied yet a change another node made: it takes a read
+    /// barrier on the metadata log. The share coordinator calls it before it reads
+    /// where a new share-partition starts (`share.auto.offset.reset`), once per
+    /// share-partition it loads, never per fetch.
+    fn read_barrier(&self, _timeout: Duration) -> Result<()> {
+        Ok(())
+    }
+
     /// Whether `group`'s `share.auto.offset.reset` is `earliest`: a share-partition it
     /// reads for the first time starts at the log's start, else at its end (`latest`).
     fn share_reads_from_earliest(&self, group: &str) -> bool {

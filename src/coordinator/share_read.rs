@@ -6,11 +6,22 @@
 //! transactions among the batches read; what of it may be acquired is the caller's to
 //! say (the network fetch hands out batch ranges, the in-process consumer decoded
 //! records).
+//!
+//! Where a new share-partition starts is read from the group's configs once they are
+//! up to date: on a cluster another node may have just set `share.auto.offset.reset`,
+//! and this node's metadata may not have it yet. Before a share-partition not held
+//! here is read, the group configs' read barrier is taken
+//! ([`GroupConfigStore::read_barrier`](super::group_configs::GroupConfigStore::read_barrier):
+//! one round trip to the controller, once per share-partition loaded), outside the
+//! coordinator's lock; it matters only if the share-partition has no state stored, and
+//! if it failed then, the read fails with the retriable [`ShareError::StartUnknown`]
+//! rather than start at a guess.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ShareCoordinator;
-use crate::error::{Error, Result};
+use super::share_shell::share_error;
+use crate::error::{Error, Result, ShareError};
 use crate::storage::{AbortedTxn, LogSlice};
 use crate::topic::Partition;
 
@@ -52,14 +63,20 @@ impl ShareSource for Partition {
     }
 }
 
+/// How long a new share-partition's read waits for the group configs to be up to date
+/// ([`GroupConfigStore::read_barrier`](super::group_configs::GroupConfigStore::read_barrier)):
+/// one round trip to the controller normally, longer through an election.
+const START_BARRIER_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How a share group reads, the group's configs applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ShareReadMode {
     /// `share.isolation.level` is `read_committed`.
     pub committed: bool,
-    /// `share.auto.offset.reset` is `earliest`: a new share-partition starts at the
-    /// log's start, else at its end.
-    pub earliest: bool,
+    /// Where a new share-partition starts when the group's configs do not set
+    /// `share.auto.offset.reset`: at the log's start (`earliest`), else at its end. The
+    /// coordinator reads the group's setting itself, once its configs are up to date.
+    pub earliest_by_default: bool,
 }
 
 /// What [`ShareCoordinator::read_share_partition`] read.
@@ -96,8 +113,31 @@ impl ShareCoordinator {
             false => source.high_watermark(),
         };
         let start = source.log_start_offset();
-        let initial = if mode.earliest { start } else { end };
-        let from = self.fetch_offset(group, topic, partition, start, initial, now)?;
+        // Taken before the coordinator's lock, where the share-partition may be new.
+        let mut barrier = match self.holds(group, topic, partition) {
+            true => None,
+            false => Some(self.group_configs_barrier()),
+        };
+        // Called only for a share-partition with no state stored.
+        let mut initial = || -> Result<i64> {
+            // None: held when looked at, dropped since (this node stopped leading the
+            // partition meanwhile): the barrier is taken now.
+            barrier
+                .take()
+                .unwrap_or_else(|| self.group_configs_barrier())
+                .map_err(|e| {
+                    let reason = format!(
+                        "the group configs on this node may lack a change made elsewhere ({e})"
+                    );
+                    share_error(group, topic, partition, ShareError::StartUnknown(reason))
+                })?;
+            let earliest = self
+                .read_overrides(group)
+                .earliest
+                .unwrap_or(mode.earliest_by_default);
+            Ok(if earliest { start } else { end })
+        };
+        let from = self.fetch_offset_from(group, topic, partition, start, &mut initial, now)?;
         if from >= end {
             return Ok(None);
         }
@@ -116,5 +156,13 @@ impl ShareCoordinator {
             slice,
             aborted,
         }))
+    }
+
+    /// The read barrier of the group configs, when a store is set.
+    fn group_configs_barrier(&self) -> Result<()> {
+        match self.group_config_store() {
+            Some(store) => store.read_barrier(START_BARRIER_TIMEOUT),
+            None => Ok(()),
+        }
     }
 }

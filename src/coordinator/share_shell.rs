@@ -383,7 +383,7 @@ impl std::fmt::Debug for ShareCoordinator {
     }
 }
 
-fn share_error(group: &str, topic: &str, partition: i32, source: ShareError) -> Error {
+pub(super) fn share_error(group: &str, topic: &str, partition: i32, source: ShareError) -> Error {
     Error::Share {
         group: group.to_string(),
         topic: topic.to_string(),
@@ -436,6 +436,11 @@ impl ShareCoordinator {
     /// store it serves DescribeConfigs from).
     pub fn set_group_configs(&self, store: Arc<dyn GroupConfigStore>) {
         *self.group_configs.write() = Some(store);
+    }
+
+    /// The group config store set, if any.
+    pub(super) fn group_config_store(&self) -> Option<Arc<dyn GroupConfigStore>> {
+        self.group_configs.read().clone()
     }
 
     /// Its settings with `group`'s overrides.
@@ -700,6 +705,22 @@ impl ShareCoordinator {
         initial: i64,
         now: Instant,
     ) -> Result<i64> {
+        let mut start = || Ok(initial);
+        self.fetch_offset_from(group, topic, partition, log_start, &mut start, now)
+    }
+
+    /// [`fetch_offset`](Self::fetch_offset) where a share-partition seen for the first
+    /// time, with no state stored, starts at what `initial` says: called only then,
+    /// under the coordinator's lock, and its error is the read's.
+    pub(crate) fn fetch_offset_from(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        log_start: i64,
+        initial: &mut dyn FnMut() -> Result<i64>,
+        now: Instant,
+    ) -> Result<i64> {
         // Bounded: a share-partition unloaded between its read and its change (this
         // node just stopped leading its partition) is read again, at most twice more.
         let mut tries = 0;
@@ -790,15 +811,21 @@ impl ShareCoordinator {
         self.lock().partitions.get(k).cloned()
     }
 
-    /// The share-partition's key, made (and its first snapshot written) at `initial`
-    /// unless known.
+    /// Whether the share-partition of `group` on `topic`-`partition` is held here
+    /// (read here since this node leads the partition).
+    pub(crate) fn holds(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.slot(&key(group, topic, partition)).is_some()
+    }
+
+    /// The share-partition's key, made (and its first snapshot written) at the offset
+    /// `initial` says unless known (held here, or stored).
     fn initialize(
         &self,
         inner: &mut Inner,
         group: &str,
         topic: &str,
         partition: i32,
-        initial: i64,
+        initial: &mut dyn FnMut() -> Result<i64>,
     ) -> Result<ShareKey> {
         let k = key(group, topic, partition);
         if inner.partitions.contains_key(&k) {
@@ -827,6 +854,7 @@ impl ShareCoordinator {
             )));
         }
         let (state_partition, journal) = self.journal_for(inner, &k)?;
+        let initial = initial()?;
         let partition_state = SharePartition::new(initial, ShareLimits::from(&self.config));
         // After a delete, on from its epochs (a load skips older snapshots).
         let was = inner.deleted.remove(&k).unwrap_or_default();
@@ -1181,6 +1209,7 @@ pub(crate) fn keyed_records(
 #[cfg(feature = "server")]
 #[cfg(test)]
 mod tests {
+    use super::super::group_configs::GroupConfigs;
     use super::*;
 
     /// One partition of `__share_group_state` in memory, which the coordinators of
@@ -1295,6 +1324,129 @@ mod tests {
 
     fn node(store: &MemStore) -> ShareCoordinator {
         node_at(store, 0)
+    }
+
+    /// Group configs that lag: a change stored elsewhere becomes visible only at the
+    /// next read barrier, which fails while `unreachable` (no controller answers).
+    #[derive(Debug, Default)]
+    struct Lagging {
+        visible: Mutex<Arc<GroupConfigs>>,
+        stored: Mutex<Arc<GroupConfigs>>,
+        unreachable: AtomicBool,
+        barriers: AtomicU64,
+        defaults: (crate::config::CoordinatorConfig, ShareConfig),
+    }
+
+    impl Lagging {
+        /// Another node sets `group`'s `share.auto.offset.reset`: not visible here yet.
+        fn set_elsewhere(&self, group: &str, reset: &str) {
+            let key = super::super::group_configs::SHARE_AUTO_OFFSET_RESET;
+            let overrides = [(key.to_string(), reset.to_string())].into();
+            *self.stored.lock() = Arc::new([(group.to_string(), overrides)].into());
+        }
+    }
+
+    impl GroupConfigStore for Lagging {
+        fn configs(&self) -> Arc<GroupConfigs> {
+            self.visible.lock().clone()
+        }
+
+        fn defaults(&self) -> (&crate::config::CoordinatorConfig, &ShareConfig) {
+            (&self.defaults.0, &self.defaults.1)
+        }
+
+        fn store(
+            &self,
+            _: &str,
+            _: &[super::super::group_configs::GroupConfigChange],
+        ) -> Result<()> {
+            Err(Error::Closed("this test's group configs".into()))
+        }
+
+        fn read_barrier(&self, timeout: Duration) -> Result<()> {
+            self.barriers.fetch_add(1, Ordering::Relaxed);
+            if self.unreachable.load(Ordering::Relaxed) {
+                return Err(Error::Timeout(format!(
+                    "the test's read barrier: no controller was known within {timeout:?}"
+                )));
+            }
+            *self.visible.lock() = self.stored.lock().clone();
+            Ok(())
+        }
+    }
+
+    /// A partition whose log holds offsets 0 to 9, none of which the test reads.
+    struct TenRecords;
+
+    impl super::super::ShareSource for TenRecords {
+        fn high_watermark(&self) -> i64 {
+            10
+        }
+        fn last_stable_offset(&self) -> Result<i64> {
+            Ok(10)
+        }
+        fn log_start_offset(&self) -> i64 {
+            0
+        }
+        fn read_below(&self, offset: i64, _: usize, _: bool) -> Result<crate::storage::LogSlice> {
+            Ok(crate::storage::LogSlice::empty(None, offset))
+        }
+        fn aborted_transactions(&self, _: i64, _: i64) -> Result<Vec<crate::storage::AbortedTxn>> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// A share-partition read for the first time starts where the group's
+    /// `share.auto.offset.reset` says once the group configs are up to date (a read
+    /// barrier), never at a guess: set on another node and not seen here yet, it is
+    /// seen after the barrier; with a barrier that fails, the read fails, retriable,
+    /// and nothing is started. The barrier is taken only for a share-partition not held
+    /// here, not on each read.
+    #[test]
+    fn a_new_share_partition_starts_where_the_group_configs_say_once_up_to_date() {
+        let store = MemStore::default();
+        let share = node(&store);
+        let configs = Arc::new(Lagging::default());
+        share.set_group_configs(configs.clone());
+        let mode = super::super::ShareReadMode {
+            committed: false,
+            earliest_by_default: false,
+        };
+        let read = |group: &str| {
+            share.read_share_partition(&TenRecords, group, "t", 0, mode, 1024, Instant::now())
+        };
+
+        configs.set_elsewhere("g", "earliest");
+        read("g").unwrap();
+        assert_eq!(
+            share.start_offset("g", "t", 0),
+            Some(0),
+            "earliest, seen after the barrier"
+        );
+        assert_eq!(configs.barriers.load(Ordering::Relaxed), 1);
+        read("g").unwrap();
+        assert_eq!(
+            configs.barriers.load(Ordering::Relaxed),
+            1,
+            "a held share-partition takes none"
+        );
+
+        // No barrier: no start, and the read fails with a retriable refusal.
+        configs.unreachable.store(true, Ordering::Relaxed);
+        configs.set_elsewhere("h", "earliest");
+        let e = read("h").unwrap_err();
+        assert!(
+            matches!(&e, Error::Share { source: ShareError::StartUnknown(why), .. } if why.contains("no controller was known")),
+            "{e}"
+        );
+        assert_eq!(share.start_offset("h", "t", 0), None);
+        configs.unreachable.store(false, Ordering::Relaxed);
+        read("h").unwrap();
+        assert_eq!(share.start_offset("h", "t", 0), Some(0));
+
+        // A group that sets nothing starts at the end (latest), the caller's default.
+        read("other").unwrap();
+        assert_eq!(share.start_offset("other", "t", 0), Some(10));
     }
 
     /// Acquires offsets `from..from + 10` of `group`'s t-0 and accepts the first 4: an

@@ -103,6 +103,13 @@ pub enum ShareError {
     /// state (Kafka's GROUP_ID_NOT_FOUND).
     #[error("no share group of this id")]
     GroupIdNotFound,
+    /// A share-partition read for the first time, with no state stored, whose start
+    /// (the group's `share.auto.offset.reset`) is not known yet: this node could not
+    /// bring its group configs up to date with a change another node may have made
+    /// (a cluster node's metadata lags, and the read barrier failed). Retriable: it is
+    /// not started at a guess.
+    #[error("where the share-partition starts is not known yet: {0}")]
+    StartUnknown(String),
     /// The share group has active members: its start offsets cannot be set or
     /// deleted (Kafka's NON_EMPTY_GROUP).
     #[error("the share group has {0} active member(s)")]

@@ -65,6 +65,12 @@ impl KafkaCode for ShareError {
             ShareError::ShareSessionLimitReached(_) => 133,
             ShareError::GroupIdNotFound => 69,
             ShareError::NonEmptyGroup(_) => 68,
+            // Kafka's ShareFetch has no code of its own for a share-partition that
+            // cannot start yet: NOT_LEADER_OR_FOLLOWER is the retriable one of those
+            // it lists, which Kafka's share consumer answers with a metadata refresh
+            // and the next fetch (its coordinator's codes are not among them, and the
+            // consumer fails on a code it does not expect).
+            ShareError::StartUnknown(_) => 6,
         }
     }
 }
@@ -181,6 +187,7 @@ mod tests {
             ),
             (ShareError::GroupIdNotFound, R::GroupIdNotFound),
             (ShareError::NonEmptyGroup(1), R::NonEmptyGroup),
+            (ShareError::StartUnknown("x".into()), R::NotLeaderOrFollower),
         ];
         for (error, kafka) in cases {
             assert_eq!(error.code(), kafka.code(), "{error:?}");

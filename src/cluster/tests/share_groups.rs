@@ -595,3 +595,63 @@ fn a_read_committed_share_group_reads_what_transactions_committed_on_the_leader(
     );
     c.shutdown();
 }
+
+/// A group's `share.auto.offset.reset=earliest`, set through a node that does not lead
+/// the partition, reaches the leader late (it has applied the record and not published
+/// it): the first ShareFetch on the leader starts the share-partition at the log's
+/// start all the same, once the leader's group configs are up to date (a read barrier
+/// on the metadata log), never at its end. While they cannot be brought up to date in
+/// time, the partition is answered NOT_LEADER_OR_FOLLOWER (retriable) and nothing is
+/// started; the next fetch starts at the log's start.
+#[test]
+fn a_share_group_set_to_earliest_elsewhere_starts_there_on_a_leader_that_lags() {
+    use super::metadata_visibility::Gate;
+
+    let (c, topic_id, l0) = cluster_with_t();
+    let other = (l0 + 1) % 3;
+    send(&c, l0, "t", Acks::All, &values("early", 5)); // 0..=4
+    // `__share_group_state` made and loaded on the leader before its publisher is held.
+    Member::of(&c, "warm-up", "w", l0).fetch(topic_id, 1);
+    let earliest = [("share.auto.offset.reset", Some("earliest"))];
+    let late = |group: &'static str| {
+        let gate = Gate::on(move |image| image.group_configs.contains_key(group));
+        c.node(l0).add_listener(gate.clone());
+        assert_eq!(
+            super::group_configs::alter(&c, other, group, &earliest),
+            (0, None)
+        );
+        assert!(!c.node(l0).image().group_configs.contains_key(group));
+        gate
+    };
+
+    // Published a moment after the fetch came.
+    let gate = late("late-readers");
+    let mut m = Member::of(&c, "late-readers", "m1", l0);
+    let got = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            gate.release();
+        });
+        m.fetch(topic_id, 100)
+    });
+    assert_eq!(
+        got.keys().copied().collect::<BTreeSet<_>>(),
+        (0..5).collect(),
+        "the share-partition started at the log's start"
+    );
+
+    // Not published within the barrier's timeout (3 s).
+    let gate = late("held-readers");
+    let mut m = Member::of(&c, "held-readers", "m1", l0);
+    let r = m.fetch_answer(topic_id, 100);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 6, "{:?}", p.error_message);
+    assert!(p.acquired_records.is_empty());
+    gate.release();
+    let got = m.fetch(topic_id, 100);
+    assert_eq!(
+        got.keys().copied().collect::<BTreeSet<_>>(),
+        (0..5).collect()
+    );
+    c.shutdown();
+}

@@ -13,7 +13,10 @@
 //! a change of the share coordinator (records released or acknowledged) or the next
 //! lock expiry, never polling. A new share-partition starts at the
 //! log's end (Kafka's default `share.auto.offset.reset`, latest) or, when the group's
-//! `share.auto.offset.reset` config is `earliest`, at its start. A request of
+//! `share.auto.offset.reset` config is `earliest`, at its start; on a cluster node, read
+//! once the node's group configs are up to date with the controller's (a read barrier
+//! on the metadata log), and a partition whose start cannot be known in time is
+//! answered NOT_LEADER_OR_FOLLOWER, retriable, rather than started at a guess. A request of
 //! `max_bytes` 0 acquires nothing (as in Kafka); a topic id no topic has is answered
 //! UNKNOWN_TOPIC_ID for each of its partitions, records and acknowledgements alike.
 
@@ -120,9 +123,12 @@ impl Fetcher<'_> {
     ) -> Result<Option<OneRead>> {
         let p = self.backend.partition(topic, partition)?;
         let configs = self.backend.group_configs();
+        // Where a new share-partition starts, the group's `share.auto.offset.reset`,
+        // the coordinator reads once the group configs are up to date; a member over
+        // the network sends no setting of its own: Kafka's default, latest.
         let mode = ShareReadMode {
             committed: configs.is_some_and(|c| c.share_reads_committed(self.group)),
-            earliest: configs.is_some_and(|c| c.share_reads_from_earliest(self.group)),
+            earliest_by_default: false,
         };
         let now = Instant::now();
         let share = self.share;
