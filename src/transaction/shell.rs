@@ -181,6 +181,12 @@ struct Slot {
     /// Adds waiting for `state`, one open batch per producer (see
     /// [`TransactionCoordinator::add_partitions`]).
     adds: Mutex<HashMap<AddKey, Arc<AddBatch>>>,
+    /// Leaders' adds waiting for the transaction of an id to complete (its markers
+    /// being written), batches of one producer and epoch per id: the completion adds
+    /// all their partitions and writes one record for the completion and the adds (see
+    /// [`TransactionCoordinator::add_partitions_when_completed`]). Changed only under
+    /// `state`'s lock.
+    parked: Mutex<HashMap<String, Vec<Arc<AddBatch>>>>,
 }
 
 /// Whose adds go into one batch: the transactional id, producer id and epoch, and
@@ -194,6 +200,16 @@ struct AddBatch {
     request: Mutex<AddPartitionsRequest>,
     /// The batch's answer, once it was written (or refused).
     answer: Mutex<Option<std::result::Result<(), TxnError>>>,
+    /// The batch waits in `Slot::parked` for its transaction's completion (its
+    /// answer comes from there).
+    parked: AtomicBool,
+}
+
+/// What [`TransactionCoordinator::add_or_park`] did with an add.
+enum AddOrParked {
+    Answered(std::result::Result<(), TxnError>),
+    /// Parked until the producer's previous transaction completes.
+    Parked(Arc<AddBatch>),
 }
 
 /// The markers of one transaction, for a marker sender thread.
@@ -316,6 +332,34 @@ impl Slot {
         }
     }
 
+    /// Parks `batch` (under `state`'s lock) until its transaction completes, unless
+    /// an add of another producer or epoch is parked for that id already (the
+    /// completion adds the parked batches of an id with one request): whether it was
+    /// parked.
+    fn park(&self, batch: &Arc<AddBatch>) -> bool {
+        let request = batch.request.lock();
+        let mut parked = self.parked.lock();
+        let batches = parked.entry(request.transactional_id.clone()).or_default();
+        let same_producer = |b: &Arc<AddBatch>| {
+            let other = b.request.lock();
+            (
+                other.producer_id,
+                other.producer_epoch,
+                other.client_transaction_version,
+            ) == (
+                request.producer_id,
+                request.producer_epoch,
+                request.client_transaction_version,
+            )
+        };
+        if !batches.iter().all(same_producer) {
+            return false;
+        }
+        batch.parked.store(true, Ordering::Release);
+        batches.push(Arc::clone(batch));
+        true
+    }
+
     fn reload(&self, st: &mut TxnCoordinator) -> Vec<TxnMarkers> {
         match self.load(st) {
             Ok(markers) => markers,
@@ -409,6 +453,7 @@ impl TransactionCoordinator {
             needs_reload: AtomicBool::new(false),
             pending: Mutex::new(Vec::new()),
             adds: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
         });
         self.inner
             .slots
@@ -501,6 +546,21 @@ impl TransactionCoordinator {
         &self,
         request: &AddPartitionsRequest,
     ) -> std::result::Result<(), TxnError> {
+        match self.add_or_park(request, false)? {
+            AddOrParked::Answered(answer) => answer,
+            // Not asked to park.
+            AddOrParked::Parked(_) => Err(TxnError::ConcurrentTransactions),
+        }
+    }
+
+    /// [`add_partitions`](Self::add_partitions); with `park`, an add refused because
+    /// the producer's previous transaction is completing (its markers being written)
+    /// is parked in its slot instead, for the completion to add and answer.
+    fn add_or_park(
+        &self,
+        request: &AddPartitionsRequest,
+        park: bool,
+    ) -> std::result::Result<AddOrParked, TxnError> {
         let slot = self.slot(&request.transactional_id)?;
         let key: AddKey = (
             request.transactional_id.clone(),
@@ -517,6 +577,7 @@ impl TransactionCoordinator {
                         ..request.clone()
                     }),
                     answer: Mutex::new(None),
+                    parked: AtomicBool::new(false),
                 })
             });
             let mut merged = batch.request.lock();
@@ -526,20 +587,32 @@ impl TransactionCoordinator {
         };
         let done = {
             let mut st = slot.state.lock();
-            // Another add of the batch got the lock first and answered for all.
+            // Another add of the batch got the lock first and answered for all, or
+            // parked the batch.
             if let Some(answer) = batch.answer.lock().clone() {
-                return answer;
+                return Ok(AddOrParked::Answered(answer));
+            }
+            if batch.parked.load(Ordering::Acquire) {
+                return Ok(AddOrParked::Parked(batch));
             }
             // Closed: later adds start a batch of their own.
-            slot.adds.lock().remove(&key);
+            let mut adds = slot.adds.lock();
+            if adds.get(&key).is_some_and(|b| Arc::ptr_eq(b, &batch)) {
+                adds.remove(&key);
+            }
+            drop(adds);
             let merged = batch.request.lock().clone();
             let outcome = st.add_partitions(&merged, now_ms());
+            if park && matches!(outcome, Err(TxnError::ConcurrentTransactions)) && slot.park(&batch)
+            {
+                return Ok(AddOrParked::Parked(batch));
+            }
             let done = slot.written(&mut st, outcome);
             *batch.answer.lock() = Some(done.answer.clone());
             done
         };
         self.queue_markers(&slot, done.markers);
-        done.answer
+        Ok(AddOrParked::Answered(done.answer))
     }
 
     /// [`add_partitions`](Self::add_partitions) for a partition leader (KIP-890 part 2:
@@ -559,13 +632,54 @@ impl TransactionCoordinator {
         // Bounded by `deadline`: each round waits for a completion or the deadline.
         loop {
             let seen = self.completed();
-            match self.add_partitions(request) {
-                Err(TxnError::ConcurrentTransactions) if Instant::now() < deadline => {
+            let batch = match self.add_or_park(request, true)? {
+                AddOrParked::Answered(Err(TxnError::ConcurrentTransactions))
+                    if Instant::now() < deadline =>
+                {
                     self.wait_completed(seen, deadline.saturating_duration_since(Instant::now()));
+                    continue;
                 }
-                answer => return answer,
+                AddOrParked::Answered(answer) => return answer,
+                AddOrParked::Parked(batch) => batch,
+            };
+            // Parked: the completion answers it, and counts a completion after.
+            loop {
+                let seen = self.completed();
+                if let Some(answer) = batch.answer.lock().clone() {
+                    return answer;
+                }
+                if Instant::now() >= deadline {
+                    return self.unpark(request, &batch);
+                }
+                self.wait_completed(seen, deadline.saturating_duration_since(Instant::now()));
             }
         }
+    }
+
+    /// Takes a parked add whose patience ended out of its slot, unless the completion
+    /// took it meanwhile: its answer then.
+    fn unpark(
+        &self,
+        request: &AddPartitionsRequest,
+        batch: &Arc<AddBatch>,
+    ) -> std::result::Result<(), TxnError> {
+        let Ok(slot) = self.slot(&request.transactional_id) else {
+            return Err(TxnError::ConcurrentTransactions);
+        };
+        let _st = slot.state.lock();
+        if let Some(answer) = batch.answer.lock().clone() {
+            return answer;
+        }
+        let mut parked = slot.parked.lock();
+        if let Some(batches) = parked.get_mut(&request.transactional_id) {
+            batches.retain(|b| !Arc::ptr_eq(b, batch));
+            if batches.is_empty() {
+                parked.remove(&request.transactional_id);
+            }
+        }
+        // Adds of the batch still waiting get the same answer.
+        *batch.answer.lock() = Some(Err(TxnError::ConcurrentTransactions));
+        Err(TxnError::ConcurrentTransactions)
     }
 
     /// AddOffsetsToTxn of the group whose offsets live in `offsets_partition` of
@@ -809,13 +923,46 @@ impl TransactionCoordinator {
     fn complete(&self, slot: &Arc<Slot>, m: &TxnMarkers) {
         let markers = {
             let mut st = slot.state.lock();
-            match st.markers_written(&m.transactional_id, m.coordinator_epoch, now_ms()) {
+            let now = now_ms();
+            match st.markers_written(&m.transactional_id, m.coordinator_epoch, now) {
                 Ok(TxnOutcome {
                     write: Some(write), ..
-                }) => match slot.write(&mut st, &write) {
-                    Ok(()) => Vec::new(),
-                    Err((_, markers)) => markers,
-                },
+                }) => {
+                    // A leader's add of the producer's next transaction waiting for
+                    // this completion is made now, and its record (the transaction
+                    // Ongoing with its partitions, after this completion) is written
+                    // instead of the completion's: the log keeps the last record of
+                    // an id, and the markers are all written.
+                    let parked = slot
+                        .parked
+                        .lock()
+                        .remove(&m.transactional_id)
+                        .unwrap_or_default();
+                    let mut added = Ok(());
+                    let mut write = write;
+                    if let Some(first) = parked.first() {
+                        let mut request = first.request.lock().clone();
+                        for b in &parked[1..] {
+                            request
+                                .partitions
+                                .extend(b.request.lock().partitions.iter().cloned());
+                        }
+                        match st.add_partitions(&request, now) {
+                            Ok(TxnOutcome { write: Some(w), .. }) => write = w,
+                            Ok(_) => {}
+                            Err(e) => added = Err(e),
+                        }
+                    }
+                    let (written, markers) = match slot.write(&mut st, &write) {
+                        Ok(()) => (Ok(()), Vec::new()),
+                        Err((e, markers)) => (Err(e), markers),
+                    };
+                    let answer = written.and(added);
+                    for batch in parked {
+                        *batch.answer.lock() = Some(answer.clone());
+                    }
+                    markers
+                }
                 Ok(_) => Vec::new(),
                 // Reloaded or moved meanwhile: whoever holds the state now sends them.
                 Err(e) => {

@@ -204,7 +204,17 @@ fn add(
     p: ProducerIdAndEpoch,
     partitions: &[(&str, i32)],
 ) -> std::result::Result<(), TxnError> {
-    c.add_partitions(&AddPartitionsRequest {
+    c.add_partitions(&add_request(id, p, partitions, 0))
+}
+
+/// An AddPartitionsToTxn of `partitions` by a client of transaction `version`.
+fn add_request(
+    id: &str,
+    p: ProducerIdAndEpoch,
+    partitions: &[(&str, i32)],
+    version: i16,
+) -> AddPartitionsRequest {
+    AddPartitionsRequest {
         transactional_id: id.into(),
         producer_id: p.producer_id,
         producer_epoch: p.epoch,
@@ -212,8 +222,8 @@ fn add(
             .iter()
             .map(|(t, n)| (t.to_string(), *n))
             .collect(),
-        client_transaction_version: 0,
-    })
+        client_transaction_version: version,
+    }
 }
 
 fn end(
@@ -769,4 +779,72 @@ fn adds_waiting_for_a_write_are_written_together() {
     let added = c.describe("tx").unwrap().partitions;
     assert_eq!(added, (0..4).map(|p| ("t".to_string(), p)).collect());
     c.shutdown();
+}
+
+/// Leaders' adds of the producer's next transaction (transaction version 2) that come
+/// while the markers of its previous one are being written wait, and the completion
+/// adds them all: one record for the completion and the adds (the transaction Ongoing
+/// with their partitions), not one for the completion and one per add; a reload of
+/// the log finds the same.
+#[test]
+fn adds_waiting_for_a_completion_are_written_with_it() {
+    let version = EPOCH_BUMP_TRANSACTION_VERSION;
+    let log = Arc::new(MemLog::default());
+    let markers = Arc::new(StalledMarkers::default());
+    let c = started(&log, &markers);
+    let p = ready(init(&c, "tx", 60_000));
+    let request = |p, partitions: &[(&str, i32)]| add_request("tx", p, partitions, version);
+    c.add_partitions(&request(p, &[(STALLED, 0)])).unwrap();
+    let none = || -> Result<i64> { Err(Error::Timeout("no id needed".into())) };
+    let next = c
+        .end_txn(
+            &EndTxnRequest {
+                transactional_id: "tx".into(),
+                producer_id: p.producer_id,
+                producer_epoch: p.epoch,
+                result: TxnResult::Commit,
+                client_transaction_version: version,
+            },
+            &none,
+        )
+        .unwrap();
+    assert_eq!(next.epoch, p.epoch + 1, "version 2 bumps the epoch");
+    let before = log.records.lock().len();
+    let adders: Vec<_> = ["b", "c"]
+        .into_iter()
+        .map(|topic| {
+            let (c, request) = (c.clone(), request(next, &[(topic, 0)]));
+            // Bounded: answered when the markers are written, long before this.
+            std::thread::spawn(move || {
+                c.add_partitions_when_completed(&request, Duration::from_secs(60))
+            })
+        })
+        .collect();
+    // Both adds come while the markers are held (and wait).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        adders.iter().all(|a| !a.is_finished()),
+        "an add was answered"
+    );
+    markers.release();
+    for a in adders {
+        assert_eq!(a.join().unwrap(), Ok(()));
+    }
+    assert_eq!(
+        log.records.lock().len(),
+        before + 1,
+        "one record for the completion and both adds"
+    );
+    let expected: BTreeSet<TopicPartition> = [("b".to_string(), 0), ("c".to_string(), 0)].into();
+    let described = c.describe("tx").unwrap();
+    assert_eq!(described.state, TxnState::Ongoing);
+    assert_eq!(described.partitions, expected);
+    assert_eq!(described.producer_epoch, next.epoch);
+    c.shutdown();
+
+    let again = coordinator(&log, &Arc::new(MemMarkers::default()));
+    let reloaded = again.describe("tx").unwrap();
+    assert_eq!(reloaded.state, TxnState::Ongoing);
+    assert_eq!(reloaded.partitions, expected);
+    again.shutdown();
 }
