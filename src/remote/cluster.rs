@@ -168,6 +168,27 @@ pub(crate) fn partition_error(
     .into()
 }
 
+/// The pauses between the attempts of one operation: `retry.backoff.ms`, doubling up
+/// to `retry.backoff.max.ms`, for at most `delivery.timeout.ms` in all.
+struct Retry {
+    deadline: Instant,
+    backoff: Duration,
+    max: Duration,
+}
+
+impl Retry {
+    /// Sleeps before the next attempt; false (without sleeping) when the pause would
+    /// end past the deadline.
+    fn pause(&mut self) -> bool {
+        if Instant::now() + self.backoff > self.deadline {
+            return false;
+        }
+        std::thread::sleep(self.backoff);
+        self.backoff = (self.backoff * 2).min(self.max);
+        true
+    }
+}
+
 impl Cluster {
     /// Connects to the cluster `config` names: checks every setting, asks the bootstrap
     /// addresses in turn for the cluster's brokers (negotiating the versions of each
@@ -471,19 +492,16 @@ impl Cluster {
         // partition away) is answered LEADER_NOT_AVAILABLE, a retriable code: asked
         // again after `retry.backoff.ms` (doubling up to `retry.backoff.max.ms`) for at
         // most `delivery.timeout.ms`, as Kafka's clients wait for a new topic's metadata.
-        let deadline = Instant::now() + self.inner.delivery_timeout;
-        let mut backoff = self.inner.retry_backoff;
+        let mut retry = self.retry();
         let response = loop {
             let response = self.refresh(&[topic])?;
             let electing = response.topics.iter().any(|t| {
                 t.name.as_ref().is_some_and(|n| n.0.as_str() == topic)
                     && t.error_code == ErrorCode::LEADER_NOT_AVAILABLE.code()
             });
-            if !electing || Instant::now() + backoff > deadline {
+            if !electing || !retry.pause() {
                 break response;
             }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(self.inner.retry_backoff_max);
         };
         let answer = response
             .topics
@@ -565,8 +583,7 @@ impl Cluster {
         partition: i32,
         mut attempt: impl FnMut(&Leader) -> Attempt<T>,
     ) -> Result<T> {
-        let deadline = Instant::now() + self.inner.delivery_timeout;
-        let mut backoff = self.inner.retry_backoff;
+        let mut retry = self.retry();
         loop {
             let error = match self.leader(topic, partition) {
                 Ok(Some(leader)) => match attempt(&leader) {
@@ -590,12 +607,18 @@ impl Cluster {
                 Err(e) => return Err(e),
             };
             self.invalidate(topic);
-            let now = Instant::now();
-            if now + backoff > deadline {
+            if !retry.pause() {
                 return Err(error);
             }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(self.inner.retry_backoff_max);
+        }
+    }
+
+    /// The pauses of one operation's attempts, from now.
+    fn retry(&self) -> Retry {
+        Retry {
+            deadline: Instant::now() + self.inner.delivery_timeout,
+            backoff: self.inner.retry_backoff,
+            max: self.inner.retry_backoff_max,
         }
     }
 
