@@ -319,6 +319,12 @@ fn keyless_records(
     Some(refuse(partition, ResponseError::InvalidRecord.code(), message).with_record_errors(errors))
 }
 
+/// `__consumer_offsets` and `__transaction_state`: their coordinators write them, a
+/// client's Produce never does.
+fn coordinators_topic(topic: &str) -> bool {
+    topic == crate::broker::OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
+}
+
 /// Transactional partitions of a Produce whose place in the transaction
 /// [`add_together`] settled: by (topic, partition), the producer and whether the batch
 /// may go on (the transaction open there at its epoch, or the coordinator's answer to
@@ -347,9 +353,9 @@ fn add_together(ctx: &Ctx<'_>, id: &str, topics: &[TopicProduceData]) -> Added {
     let mut wanted = Vec::new();
     for t in topics {
         // Only where the append may go: written by this client, not internal.
-        let internal = t.name.as_str() == crate::broker::OFFSETS_TOPIC
-            || t.name.as_str() == TRANSACTION_STATE_TOPIC;
-        if internal || !ctx.allowed(AclOperation::Write, ResourceType::Topic, &t.name) {
+        if coordinators_topic(&t.name)
+            || !ctx.allowed(AclOperation::Write, ResourceType::Topic, &t.name)
+        {
             continue;
         }
         for p in &t.partition_data {
@@ -436,7 +442,9 @@ fn verify(
             ),
         ));
     };
-    if let Some((added_for, answer)) = added.get(&(topic.to_string(), index))
+    // Looked up only when `add_together` settled some (the key is an owned name).
+    if !added.is_empty()
+        && let Some((added_for, answer)) = added.get(&(topic.to_string(), index))
         && *added_for == producer
     {
         return answer.clone();
@@ -544,7 +552,7 @@ fn produce_partition(
     if let Err(e) = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic) {
         return (refuse(index, error_code(&e), e.to_string()), None);
     }
-    if topic == crate::broker::OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC {
+    if coordinators_topic(topic) {
         // The coordinators own them; a client's bytes there would corrupt their state.
         return (
             refuse(
