@@ -1,11 +1,12 @@
-//! `tidelog forward` killed while the remote leader holds a batch it sent that is
-//! appended and not replicated yet: a follower of the remote partition is paused
-//! (SIGSTOP) and stays in the ISR (a long `replica.lag.time.max.ms`), so the high
-//! watermark stops below that batch, which no reader sees. The forwarder started again
-//! must not read the tail below the high watermark, miss the batch and send its records
-//! again (both copies would be kept once the follower resumes): it waits, its status
-//! saying why, until the leader has committed the batch, then resumes after it. The
-//! remote partition holds every record once, in local order.
+//! `tidelog forward --no-transactions` (an idempotent producer only) killed while the
+//! remote leader holds a batch it sent that is appended and not replicated yet: a
+//! follower of the remote partition is paused (SIGSTOP) and stays in the ISR (a long
+//! `replica.lag.time.max.ms`), so the high watermark stops below that batch, which no
+//! reader sees. The forwarder started again must not read the tail below the high
+//! watermark, miss the batch and send its records again (both copies would be kept once
+//! the follower resumes): it waits, its status saying why, until the leader has
+//! committed the batch, then resumes after it. The remote partition holds every record
+//! once, in local order.
 
 use std::time::{Duration, Instant};
 
@@ -18,12 +19,15 @@ use tidelog_interop::cluster::{KafkaConn, eventually};
 
 mod remote_cluster_support;
 use remote_cluster_support::{
-    WAIT, check_every_number_once_in_order, forward_child, local_log, three_nodes, write_numbers,
+    WAIT, check_every_number_once_in_order, forward_child_with, local_log, three_nodes,
+    write_numbers,
 };
 
 const TOPIC: &str = "readings";
 const FIRST: u32 = 1_000;
 const RECORDS: u32 = 2_000;
+/// The forwarder without transactions: the wait for unreplicated records is its own.
+const IDEMPOTENT: &[&str] = &["--no-transactions"];
 
 /// The records the forwarder's positions say are forwarded, and its last error.
 fn status(local: &Broker) -> (u64, Option<String>) {
@@ -73,7 +77,7 @@ fn a_restarted_forwarder_waits_for_the_batch_its_predecessor_left_unreplicated()
     let (dir, local) = local_log(TOPIC, 1);
     let log = root.path().join("forward.log");
     write_numbers(&local, TOPIC, 1, (0, FIRST));
-    let mut forwarder = forward_child(dir.path(), &bootstrap, TOPIC, &log);
+    let mut forwarder = forward_child_with(dir.path(), &bootstrap, TOPIC, &log, IDEMPOTENT);
     eventually("the first records forwarded", WAIT, || {
         (status(&local).0 == u64::from(FIRST)).then_some(())
     });
@@ -99,7 +103,7 @@ fn a_restarted_forwarder_waits_for_the_batch_its_predecessor_left_unreplicated()
         .filter(|n| *n != follower)
         .map(|n| nodes.layout.addr((n - 1) as usize))
         .collect();
-    let forwarder = forward_child(dir.path(), &running.join(","), TOPIC, &log);
+    let forwarder = forward_child_with(dir.path(), &running.join(","), TOPIC, &log, IDEMPOTENT);
     let deadline = Instant::now() + WAIT;
     let said = loop {
         let (_, error) = status(&local);

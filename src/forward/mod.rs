@@ -11,16 +11,26 @@
 //! local order. Records of aborted transactions are not forwarded (the forwarder reads
 //! committed).
 //!
-//! **Exactly once without remote transactions.** Each forwarded record carries two
-//! headers: [`SOURCE_HEADER`] (`NAME/TOPIC/PARTITION`) and [`OFFSET_HEADER`] (its local
-//! offset). Within a session the network [`Producer`] is idempotent with `acks=all`,
-//! so its retries neither duplicate nor reorder. When a session starts (the process
-//! started, or the last one failed and the outcome of what was in flight is unknown),
-//! the forwarder reads the tail of every remote partition it writes, backwards until
-//! it has found its last record of each local partition (or the partition's start),
-//! and resumes after it: what reached the remote is not sent again, what did not is.
-//! Only what is below a remote partition's high watermark can be read, so a batch the
-//! last session's producer had appended on the leader and not yet replicated to every
+//! **Exactly once.** Each forwarded record carries two headers: [`SOURCE_HEADER`]
+//! (`NAME/TOPIC/PARTITION`) and [`OFFSET_HEADER`] (its local offset). When a session
+//! starts (the process started, or the last one failed and the outcome of what was in
+//! flight is unknown), the forwarder reads the tail of every remote partition it
+//! writes, backwards until it has found its last record of each local partition (or
+//! the partition's start), and resumes after it: what reached the remote is not sent
+//! again, what did not is. The network [`Producer`] sends the records in chunks (up to
+//! 256 KiB each) and the chunks in transactions (of up to 100 ms) of the transactional
+//! id `tidelog-forward-NAME`, with `acks=all`: a session's `init_transactions` fences the producer of the session
+//! before it (a produce request that session left on the wire is refused when it
+//! lands) and aborts the transaction it left open, so the tail it then reads is final,
+//! and the scan counts a transactional record only once its transaction's marker says
+//! it committed. Readers of the remote topic see each record once with
+//! `isolation.level=read_committed`; a reader of uncommitted records also sees the
+//! copies of a transaction whose session was killed before its commit.
+//!
+//! With [`ForwarderBuilder::transactional`] false (a cluster without transactions) the
+//! producer is only idempotent, so its retries neither duplicate nor reorder. Only
+//! what is below a remote partition's high watermark can be read, so a batch the last
+//! session's producer had appended on the leader and not yet replicated to every
 //! in-sync replica (a follower down and not yet out of the ISR) would be missed, sent
 //! again and then kept twice once the high watermark passes both. Each session
 //! therefore records its producer ids in the data directory before it sends
@@ -29,7 +39,9 @@
 //! past the last one readable, the forwarder waits (its status says so) for the
 //! remote side to commit or drop those records before it reads the tail; after
 //! two minutes it resumes anyway and says so. A cluster that does not answer
-//! DescribeProducers (Kafka before 2.8) is read without that wait.
+//! DescribeProducers (Kafka before 2.8) is read without that wait. What this leaves
+//! open is a produce request of a killed session still in the network when the next
+//! session reads the tail: it can land after, as a second copy.
 //! The positions committed locally (below) are a floor to that, so records the remote
 //! side deleted by its retention are not sent twice.
 //!
@@ -97,6 +109,31 @@ use crate::topic::Partition;
 /// remote side accepts (`max.message.bytes`, 1 MiB by default).
 const CHUNK_BYTES: usize = 256 << 10;
 
+/// How long a forwarder's transaction takes chunks at most before it is committed
+/// (Kafka Streams' `commit.interval.ms` under exactly-once): what a commit costs (the
+/// coordinator's record and a marker in each partition, each replicated) is paid once
+/// per interval rather than once per chunk.
+const TRANSACTION_TIME: Duration = Duration::from_millis(100);
+
+/// What a session's sending keeps between chunks.
+struct Sending {
+    /// The producer ids on disk (an idempotent producer's).
+    ids: Vec<i64>,
+    /// When the open transaction began: it takes the chunks sent for up to
+    /// [`TRANSACTION_TIME`], or until the local log has nothing more.
+    open: Option<Instant>,
+    /// Whether a chunk was acknowledged since the session began (its last error is
+    /// cleared then).
+    ok: bool,
+}
+
+impl Sending {
+    /// True if a transaction has been open for `time` or longer.
+    fn open_for(&self, time: Duration) -> bool {
+        self.open.is_some_and(|t| t.elapsed() >= time)
+    }
+}
+
 /// The prefix of the consumer group a forwarder commits its positions as.
 pub const GROUP_PREFIX: &str = "tidelog-forward-";
 
@@ -133,6 +170,12 @@ pub struct ForwarderConfig {
     pub commit_interval: Duration,
     /// The pause after a failed session before the next. Default 1 s.
     pub retry_backoff: Duration,
+    /// Sends the records in remote transactions of the transactional id
+    /// `tidelog-forward-NAME`, so that a session fences every request its predecessor
+    /// left on the wire. Default true; false forwards with an idempotent producer only,
+    /// for a cluster without transactions (see the module documentation for what that
+    /// leaves open).
+    pub transactional: bool,
 }
 
 impl Default for ForwarderConfig {
@@ -145,6 +188,7 @@ impl Default for ForwarderConfig {
             max_in_flight_records: 10_000,
             commit_interval: Duration::from_secs(1),
             retry_backoff: Duration::from_secs(1),
+            transactional: true,
         }
     }
 }
@@ -189,6 +233,13 @@ impl ForwarderBuilder {
     /// Most records sent and not acknowledged at once.
     pub fn max_in_flight_records(mut self, n: usize) -> Self {
         self.config.max_in_flight_records = n;
+        self
+    }
+
+    /// Forwards in remote transactions (the default) or, with false, with an
+    /// idempotent producer only (see [`ForwarderConfig::transactional`]).
+    pub fn transactional(mut self, yes: bool) -> Self {
+        self.config.transactional = yes;
         self
     }
 
@@ -770,6 +821,15 @@ impl Worker {
             }
             committed.push(c);
         }
+        // In transactions the producer comes first: `init_transactions` fences the
+        // last session's producer (a request of it still on the wire is refused when
+        // it arrives) and aborts the transaction it left open, so the tail read next
+        // is final.
+        let producer = if self.config.transactional {
+            Some(self.producer(cluster)?)
+        } else {
+            None
+        };
         if !self.recover(cluster, &mut sources)? {
             return Ok(End::Stopped);
         }
@@ -789,29 +849,34 @@ impl Worker {
             consumer.seek(&s.topic, s.partition.index(), start)?;
             self.hold(s, start)?;
         }
-        // One open batch per remote partition, sealed only by `settle`: a batch that
-        // fails for good is then never followed by a later one of its partition, so
-        // what reached a remote partition is always a prefix of what was sent to it.
-        let producer = Producer::builder(cluster)
-            .linger(Duration::from_secs(24 * 3600))
-            .batch_size(2 * CHUNK_BYTES)
-            .build()?;
-        // Its id is on disk before anything is sent with it: the next session asks the
-        // remote leaders about it (`recover`). The last session's are settled by now.
-        let mut ids: Vec<i64> = producer
+        let producer = match producer {
+            Some(p) => p,
+            None => self.producer(cluster)?,
+        };
+        // An idempotent producer's id is on disk before anything is sent with it: the
+        // next session asks the remote leaders about it (`recover`). The last
+        // session's are settled by now. A transactional one's successor fences it
+        // instead, so none is listed.
+        let ids: Vec<i64> = producer
             .remote_producer_id()
+            .filter(|_| !self.config.transactional)
             .map(|(id, _)| id)
             .into_iter()
             .collect();
         write_producers(&self.producers_path(), &ids)?;
+        let mut sending = Sending {
+            ids,
+            open: None,
+            ok: false,
+        };
         self.publish(&mut sources, writable.then_some(&mut consumer))?;
         let mut last_commit = Instant::now();
-        let mut sending_ok = false;
         let result = loop {
             if self.shared.stopping() {
                 break Ok(End::Stopped);
             }
             let records = consumer.poll(Duration::from_millis(50))?;
+            let caught_up = records.is_empty();
             let (mut chunk_bytes, mut chunk_records) = (0, 0);
             let mut failed = None;
             for r in records.iter() {
@@ -859,12 +924,16 @@ impl Worker {
                     && (chunk_bytes + size > CHUNK_BYTES
                         || chunk_records >= self.config.max_in_flight_records)
                 {
-                    if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok, &mut ids)
-                    {
+                    let due = sending.open_for(TRANSACTION_TIME);
+                    if let Err(e) = self.settle(&producer, &mut sources, &mut sending, due) {
                         failed = Some(e);
                         break;
                     }
                     (chunk_bytes, chunk_records) = (0, 0);
+                }
+                if self.config.transactional && sending.open.is_none() {
+                    producer.begin_transaction()?;
+                    sending.open = Some(Instant::now());
                 }
                 let s = &mut sources[i];
                 let record = ProducerRecord {
@@ -886,7 +955,13 @@ impl Worker {
             if let Some(e) = failed {
                 break Err(e);
             }
-            if let Err(e) = self.settle(&producer, &mut sources, &mut sending_ok, &mut ids) {
+            // Committed when it is old enough, when nothing more came, and before the
+            // loop may end (a stop, or the topics changed).
+            let due = caught_up
+                || sending.open_for(TRANSACTION_TIME)
+                || self.shared.stopping()
+                || last_commit.elapsed() >= self.config.commit_interval;
+            if let Err(e) = self.settle(&producer, &mut sources, &mut sending, due) {
                 break Err(e);
             }
             if last_commit.elapsed() >= self.config.commit_interval {
@@ -906,20 +981,34 @@ impl Worker {
     }
 
     /// Sends the open batches and waits for their answers (the remote client's
-    /// `delivery.timeout.ms` at most); counts what was acknowledged. A producer id the
-    /// producer took since (after a batch failed for good) joins `ids` on disk.
+    /// `delivery.timeout.ms` at most), commits the open transaction when `commit` says
+    /// so, and counts what was acknowledged: with transactions, only once the commit
+    /// is. A producer id an idempotent producer took since (after a batch failed for
+    /// good) joins the ids on disk.
     fn settle(
         &self,
         producer: &Producer,
         sources: &mut [Source],
-        ok: &mut bool,
-        ids: &mut Vec<i64>,
+        sending: &mut Sending,
+        commit: bool,
     ) -> Result<()> {
+        let Sending { ids, open, ok } = sending;
         if sources.iter().all(|s| s.in_flight.is_empty()) {
             return Ok(());
         }
-        let flushed = producer.flush();
-        if let Some((id, _)) = producer.remote_producer_id()
+        let flushed = if commit && open.take().is_some() {
+            producer.commit_transaction()
+        } else {
+            producer.flush()
+        };
+        if self.config.transactional {
+            // Not committed: nothing of the transaction counts (the next session's
+            // `init_transactions` aborts it, and its scan skips what it holds).
+            flushed.as_ref().map_err(Clone::clone)?;
+            if open.is_some() {
+                return Ok(());
+            }
+        } else if let Some((id, _)) = producer.remote_producer_id()
             && !ids.contains(&id)
         {
             ids.push(id);
@@ -953,6 +1042,25 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The session's producer: one open batch per remote partition, sealed only by
+    /// `settle`, so a batch that fails for good is never followed by a later one of its
+    /// partition and what reached a remote partition is a prefix of what was sent to
+    /// it. Transactional (and registered: the last session's producer fenced) unless
+    /// the forwarder is told otherwise.
+    fn producer(&self, cluster: &Cluster) -> Result<Producer> {
+        let mut builder = Producer::builder(cluster)
+            .linger(Duration::from_secs(24 * 3600))
+            .batch_size(2 * CHUNK_BYTES);
+        if self.config.transactional {
+            builder = builder.transactional_id(self.group());
+        }
+        let producer = builder.build()?;
+        if self.config.transactional {
+            producer.init_transactions()?;
+        }
+        Ok(producer)
     }
 
     fn producers_path(&self) -> PathBuf {
@@ -1214,6 +1322,7 @@ fn last_forwarded(
     let location = format!("{topic}-{partition}");
     let mut found: HashMap<usize, i64> = HashMap::new();
     let mut read = position::Sequences::new();
+    let mut txns = position::Transactions::default();
     let mut hi = end;
     let mut window = 1_000i64;
     while hi > start
@@ -1228,9 +1337,9 @@ fn last_forwarded(
                 cluster.fetch(topic, partition, at, 1 << 20, Duration::ZERO, uncommitted)?;
             let next = position::scan(
                 &fetched.records,
-                at,
+                (at, hi),
                 wanted,
-                (&mut in_window, &mut in_window_read),
+                (&mut in_window, &mut in_window_read, &mut txns),
                 (&location, 64 << 20),
             )?;
             if next <= at {
@@ -1238,6 +1347,7 @@ fn last_forwarded(
             }
             at = next;
         }
+        txns.end_window(&mut in_window);
         for (i, last) in in_window {
             // A later window's find is the larger: records of a source arrive in order.
             found.entry(i).or_insert(last);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::producer::partition_for_key;
-use crate::record::{Batch, Headers};
+use crate::record::{Batch, ControlRecordType, EndTxnMarker, Headers};
 
 /// The header naming the local offset a forwarded record had (decimal ASCII).
 pub const OFFSET_HEADER: &str = "tidelog.forward.offset";
@@ -62,19 +62,76 @@ pub(crate) fn forwarded<'a>(
 /// The last `(epoch, sequence)` read of each idempotent producer, by producer id.
 pub(crate) type Sequences = HashMap<i64, (i16, i32)>;
 
-/// Reads the record batches `bytes` (a Fetch answer's, the last possibly cut short) and
+/// What the scan of a remote partition knows of transactions from one window to the
+/// next. It reads the partition backwards in windows, each window forwards, so the
+/// outcome of a transactional batch (the next marker of its producer) is later in its
+/// window or in a window read before.
+#[derive(Debug, Default)]
+pub(crate) struct Transactions {
+    /// By producer: the largest local offset of each wanted source in transactional
+    /// batches read since the producer's last marker in this window, whose outcome is
+    /// not known yet.
+    pending: HashMap<i64, HashMap<usize, i64>>,
+    /// By producer: whether its first marker in this window commits.
+    first: HashMap<i64, bool>,
+    /// By producer: whether its first marker above this window commits.
+    above: HashMap<i64, bool>,
+}
+
+impl Transactions {
+    /// A marker of `producer`: what it committed counts in `found`, what it aborted
+    /// does not.
+    fn marker(&mut self, producer: i64, commit: bool, found: &mut HashMap<usize, i64>) {
+        self.first.entry(producer).or_insert(commit);
+        if let Some(pending) = self.pending.remove(&producer)
+            && commit
+        {
+            raise(found, pending);
+        }
+    }
+
+    /// Ends a window: the transactional records after a producer's last marker in it
+    /// count when the producer's first marker above the window commits; the window's
+    /// first markers are the ones above the window read next (the one before it). A
+    /// transaction with no marker above is open (or its producer was fenced before it
+    /// ended it): its records do not count.
+    pub(crate) fn end_window(&mut self, found: &mut HashMap<usize, i64>) {
+        for (producer, pending) in self.pending.drain() {
+            if self.above.get(&producer) == Some(&true) {
+                raise(found, pending);
+            }
+        }
+        self.above.extend(self.first.drain());
+    }
+}
+
+/// Raises `found[i]` to each offset of `more`.
+fn raise(found: &mut HashMap<usize, i64>, more: HashMap<usize, i64>) {
+    for (i, offset) in more {
+        let e = found.entry(i).or_insert(offset);
+        *e = (*e).max(offset);
+    }
+}
+
+/// Reads the record batches `bytes` (a Fetch answer's from offset `from`, the last
+/// possibly cut short) that start before offset `to` (the window's end: what is past it
+/// was read with the window before, whose markers are known already), and
 /// raises `found[i]` to the largest local offset of a record whose source is
 /// `wanted[i]`, and `read[p]` to the `(epoch, last sequence)` of the last batch of
-/// producer `p`. Returns the offset after the last whole batch (`from` when there is
-/// none). Compressed batches are decompressed, at most `limit` bytes each.
+/// producer `p`. A transactional batch's records count once its transaction's marker
+/// says it committed (`txns`; an aborted transaction's records are not there for a
+/// reader of committed records). Returns the offset after the last whole batch (`from`
+/// when there is none). Compressed batches are decompressed, at most `limit` bytes
+/// each.
 ///
 /// # Errors
-/// A batch that does not decode, or a bad offset header, naming `location`.
+/// A batch that does not decode, a marker that does not parse, or a bad offset header,
+/// naming `location`.
 pub(crate) fn scan(
     bytes: &[u8],
-    from: i64,
+    (from, to): (i64, i64),
     wanted: &HashMap<Vec<u8>, usize>,
-    (found, read): (&mut HashMap<usize, i64>, &mut Sequences),
+    (found, read, txns): (&mut HashMap<usize, i64>, &mut Sequences, &mut Transactions),
     (location, limit): (&str, usize),
 ) -> Result<i64> {
     let mut next = from;
@@ -85,9 +142,18 @@ pub(crate) fn scan(
             break;
         }
         let batch = Batch::parse(&rest[..size])?;
+        if batch.base_offset() >= to {
+            break;
+        }
         rest = &rest[size..];
         next = next.max(batch.last_offset() + 1);
         if batch.is_control() {
+            if batch.is_transactional()
+                && let Some(marker) = EndTxnMarker::of_batch(&batch, location)?
+            {
+                let commit = marker.kind() == ControlRecordType::Commit;
+                txns.marker(batch.producer_id(), commit, found);
+            }
             continue;
         }
         if batch.producer_id() >= 0 && batch.base_sequence() >= 0 {
@@ -100,12 +166,17 @@ pub(crate) fn scan(
             let e = read.entry(batch.producer_id()).or_insert(last);
             *e = (*e).max(last);
         }
+        let into = if batch.is_transactional() {
+            txns.pending.entry(batch.producer_id()).or_default()
+        } else {
+            &mut *found
+        };
         for r in batch.decode_records(location, limit, &mut scratch)? {
             let r = r?;
             if let Some((source, offset)) = forwarded(&r.headers, location)?
                 && let Some(&i) = wanted.get(source)
             {
-                let e = found.entry(i).or_insert(offset);
+                let e = into.entry(i).or_insert(offset);
                 *e = (*e).max(offset);
             }
         }
@@ -241,7 +312,14 @@ mod tests {
         let w = wanted(&["edge/a/0", "edge/a/1", "edge/a/2"]);
         let mut found = HashMap::new();
         let mut read = Sequences::new();
-        let next = scan(&bytes, 10, &w, (&mut found, &mut read), ("t-0", 1 << 20)).unwrap();
+        let next = scan(
+            &bytes,
+            (10, i64::MAX),
+            &w,
+            (&mut found, &mut read, &mut Transactions::default()),
+            ("t-0", 1 << 20),
+        )
+        .unwrap();
         assert_eq!(next, 15, "after the last whole batch");
         assert_eq!(found.get(&0), Some(&6));
         assert_eq!(found.get(&1), Some(&7));
@@ -251,9 +329,9 @@ mod tests {
         assert_eq!(
             scan(
                 &bytes[whole..],
-                15,
+                (15, i64::MAX),
                 &w,
-                (&mut none, &mut read),
+                (&mut none, &mut read, &mut Transactions::default()),
                 ("t-0", 1 << 20)
             )
             .unwrap(),
@@ -282,7 +360,14 @@ mod tests {
         let (mut found, mut read) = (HashMap::new(), Sequences::new());
         let w = wanted(&["edge/a/0"]);
         assert_eq!(
-            scan(&bytes, 0, &w, (&mut found, &mut read), ("t-0", 1 << 20)).unwrap(),
+            scan(
+                &bytes,
+                (0, i64::MAX),
+                &w,
+                (&mut found, &mut read, &mut Transactions::default()),
+                ("t-0", 1 << 20)
+            )
+            .unwrap(),
             10
         );
         assert_eq!(
@@ -296,6 +381,91 @@ mod tests {
             2,
             "no entry for a batch without a producer: {read:?}"
         );
+    }
+
+    /// A transactional batch of `producer` at `base`: `records` as [`batch`] takes them.
+    fn txn_batch(base: i64, producer: i64, records: &[(Option<&str>, i64)]) -> Vec<u8> {
+        let mut b = BatchBuilder::new()
+            .producer(producer, 0, base as i32)
+            .attributes(0x10);
+        for (source, offset) in records {
+            let o = offset.to_string();
+            let s = source.unwrap_or("other");
+            b.push(
+                1,
+                None,
+                Some(b"v"),
+                &[(SOURCE_HEADER, s.as_bytes()), (OFFSET_HEADER, o.as_bytes())],
+            );
+        }
+        let mut bytes = b.finish();
+        crate::record::set_base_offset(&mut bytes, base);
+        assert!(Batch::parse(&bytes).unwrap().is_transactional());
+        bytes
+    }
+
+    /// The marker batch ending `producer`'s transaction at `offset`.
+    fn marker(offset: i64, producer: i64, commit: bool) -> Vec<u8> {
+        let m = if commit {
+            EndTxnMarker::commit(0)
+        } else {
+            EndTxnMarker::abort(0)
+        };
+        let mut bytes = m.batch(producer, 0, 1);
+        crate::record::set_base_offset(&mut bytes, offset);
+        bytes
+    }
+
+    #[test]
+    fn the_scan_counts_committed_transactions_only_whichever_window_their_marker_is_in() {
+        let w = wanted(&["edge/a/0", "edge/a/1"]);
+        // Window [0, 6): producer 5 commits 0..=1, producer 6 aborts 2..=3 (a killed
+        // session's copy), producer 5 writes 4 whose marker is in the window above.
+        let mut low = txn_batch(0, 5, &[(Some("edge/a/0"), 0), (Some("edge/a/1"), 0)]);
+        low.extend(marker(2, 5, true));
+        low.extend(txn_batch(
+            3,
+            6,
+            &[(Some("edge/a/0"), 1), (Some("edge/a/1"), 1)],
+        ));
+        low.extend(marker(5, 6, false));
+        let mut low_end = txn_batch(6, 5, &[(Some("edge/a/0"), 1)]);
+        // Window [7, 10): producer 5's commit of offset 1 of edge/a/0, then producer 7's
+        // transaction without a marker (open, or fenced before it ended).
+        let mut high = marker(7, 5, true);
+        high.extend(txn_batch(8, 7, &[(Some("edge/a/1"), 9)]));
+        low.append(&mut low_end);
+
+        let mut txns = Transactions::default();
+        let (mut found, mut read) = (HashMap::new(), Sequences::new());
+        let next = scan(
+            &high,
+            (7, i64::MAX),
+            &w,
+            (&mut found, &mut read, &mut txns),
+            ("t-0", 1 << 20),
+        )
+        .unwrap();
+        assert_eq!(next, 9);
+        txns.end_window(&mut found);
+        assert!(found.is_empty(), "nothing committed there: {found:?}");
+
+        let mut below = HashMap::new();
+        scan(
+            &low,
+            (0, 7),
+            &w,
+            (&mut below, &mut read, &mut txns),
+            ("t-0", 1 << 20),
+        )
+        .unwrap();
+        txns.end_window(&mut below);
+        assert_eq!(
+            below.get(&0),
+            Some(&1),
+            "committed by the marker above the window"
+        );
+        assert_eq!(below.get(&1), Some(&0), "the aborted copy does not count");
     }
 
     #[test]
@@ -332,9 +502,13 @@ mod tests {
         let mut found = HashMap::new();
         let e = scan(
             &bytes,
-            0,
+            (0, i64::MAX),
             &wanted(&["edge/a/0"]),
-            (&mut found, &mut Sequences::new()),
+            (
+                &mut found,
+                &mut Sequences::new(),
+                &mut Transactions::default(),
+            ),
             ("remote-3", 1 << 20),
         )
         .unwrap_err();

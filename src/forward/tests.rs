@@ -3,13 +3,16 @@
 //! retention held while the remote side is away.
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{Forwarder, ForwarderConfig, GROUP_PREFIX, OFFSET_HEADER, SOURCE_HEADER};
 use crate::producer::partition_for_key;
 use crate::{
-    Broker, ClientConfig, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord, Server,
-    TopicConfig,
+    Broker, ClientConfig, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer,
+    ProducerRecord, Server, TopicConfig,
 };
 
 /// A record as the remote side holds it: key, value, headers (without the forwarder's),
@@ -24,7 +27,8 @@ struct Forwarded {
     offset: i64,
 }
 
-/// Every record of `topic` on `broker`, per partition, in offset order.
+/// Every committed record of `topic` on `broker` (read as an exactly-once reader of the
+/// remote side reads: aborted copies are not there), per partition, in offset order.
 fn read_all(broker: &Broker, topic: &str) -> Vec<Vec<Forwarded>> {
     let count = broker.topic(topic).unwrap().partition_count();
     let mut out = vec![Vec::new(); count as usize];
@@ -32,6 +36,7 @@ fn read_all(broker: &Broker, topic: &str) -> Vec<Vec<Forwarded>> {
         broker,
         ConsumerConfig {
             auto_offset_reset: OffsetReset::Earliest,
+            isolation_level: IsolationLevel::ReadCommitted,
             ..ConsumerConfig::default()
         },
     );
@@ -532,4 +537,182 @@ fn the_brokers_metrics_show_each_running_forwarder_until_it_is_stopped_or_droppe
     assert!(local.metrics().forwarders.is_empty());
     let text = crate::metrics::prometheus_text(&local.metrics());
     assert!(!text.contains("tidelog_forward_"), "{text}");
+}
+
+/// A TCP proxy on `front` to `target` that, while `hold` is set, keeps each Produce
+/// request it reads (the whole frame) instead of passing it on: a request written by a
+/// session that then failed, still on the wire.
+fn holding_proxy(
+    front: std::net::TcpListener,
+    target: String,
+    hold: Arc<AtomicBool>,
+    held: Arc<Mutex<Vec<Vec<u8>>>>,
+) {
+    std::thread::spawn(move || {
+        for conn in front.incoming().take(200) {
+            let Ok(mut client) = conn else { return };
+            let Ok(mut server) = std::net::TcpStream::connect(&target) else {
+                return;
+            };
+            let (hold, held) = (hold.clone(), held.clone());
+            let (mut s_in, mut c_out) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut s_in, &mut c_out));
+            std::thread::spawn(move || {
+                loop {
+                    let mut size = [0u8; 4];
+                    if client.read_exact(&mut size).is_err() {
+                        break;
+                    }
+                    let mut frame = size.to_vec();
+                    frame.resize(4 + u32::from_be_bytes(size) as usize, 0);
+                    if client.read_exact(&mut frame[4..]).is_err() {
+                        break;
+                    }
+                    let produce = frame.get(4..6) == Some(&[0, 0][..]);
+                    if produce && hold.load(Ordering::SeqCst) {
+                        held.lock().unwrap().push(frame);
+                    } else if server.write_all(&frame).is_err() {
+                        break;
+                    }
+                }
+                let _ = server.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+}
+
+/// Writes the request `frame` to `target` on a connection of its own; the error codes
+/// of the partitions of the Produce answer.
+fn produce_now(target: &str, frame: &[u8]) -> Vec<i16> {
+    use kafka_protocol::messages::{ApiKey, ProduceResponse, ResponseHeader};
+    use kafka_protocol::protocol::Decodable;
+    let version = i16::from_be_bytes([frame[6], frame[7]]);
+    let mut conn = std::net::TcpStream::connect(target).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    conn.write_all(frame).unwrap();
+    let mut size = [0u8; 4];
+    conn.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(size) as usize];
+    conn.read_exact(&mut body).unwrap();
+    let mut b = bytes::Bytes::from(body);
+    ResponseHeader::decode(&mut b, ApiKey::Produce.response_header_version(version)).unwrap();
+    let response = ProduceResponse::decode(&mut b, version).unwrap();
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// A session fails while its Produce request is still on the wire (held by a proxy
+/// past the client's delivery timeout); the next session sends those records again.
+/// When the held request then reaches the leader, the next session's
+/// `init_transactions` has fenced it: it is refused, and the remote topic holds every
+/// record once (an idempotent producer's request would be appended: a second copy).
+#[test]
+fn a_produce_request_a_failed_session_left_on_the_wire_is_fenced() {
+    let (_dir, local) = local_topic("events", 1, TopicConfig::new());
+    let rdir = tempfile::tempdir().unwrap();
+    let remote = Broker::open(rdir.path()).unwrap();
+    let front = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let front_addr = front.local_addr().unwrap().to_string();
+    let server = Server::builder(remote.clone())
+        .listen("127.0.0.1:0")
+        .advertised(front_addr.clone())
+        .start()
+        .unwrap();
+    let target = server.local_addr().to_string();
+    let (hold, held) = (Arc::new(AtomicBool::new(true)), Arc::default());
+    holding_proxy(front, target.clone(), hold.clone(), Arc::clone(&held));
+    produce(&local, "events", 0, 200);
+    let client = ClientConfig::new(front_addr)
+        .set("request.timeout.ms", 1_000)
+        .set("delivery.timeout.ms", 2_000);
+    let f = Forwarder::builder(&local, client).start().unwrap();
+    let e = wait_failing(&f);
+    assert!(!held.lock().unwrap().is_empty(), "no Produce held: {e}");
+    hold.store(false, Ordering::SeqCst);
+    wait_caught_up(&f);
+    // What the failed session left on the wire arrives now.
+    let frames = std::mem::take(&mut *held.lock().unwrap());
+    for frame in &frames {
+        let codes = produce_now(&target, frame);
+        assert!(
+            !codes.is_empty() && codes.iter().all(|c| *c != 0),
+            "a held request was appended: {codes:?}"
+        );
+    }
+    f.stop().unwrap();
+    let forwarded = read_all(&remote, "events");
+    check_exactly_once(&local, "events", &forwarded, "default");
+}
+
+/// A session killed after its records reached the remote partition and before its
+/// transaction committed: the next session's `init_transactions` fences that producer
+/// and aborts the transaction, and its scan of the remote tail does not take the
+/// aborted copies for forwarded records. It sends them again: a reader of committed
+/// records sees each once (a reader of uncommitted ones sees the aborted copies too).
+#[test]
+fn records_of_a_transaction_a_killed_session_left_open_are_sent_again() {
+    let (_dir, local) = local_topic("events", 1, TopicConfig::new());
+    let (_rdir, remote, server) = remote_node();
+    let client = || ClientConfig::new(server.local_addr().to_string());
+    produce(&local, "events", 0, 100);
+    // The killed session's transaction: local offsets 0 to 59, never ended.
+    let cluster = crate::Cluster::connect(client()).unwrap();
+    cluster
+        .create_topic_if_missing("events", 1, TopicConfig::new())
+        .unwrap();
+    let killed = Producer::builder(&cluster)
+        .transactional_id(format!("{GROUP_PREFIX}default"))
+        .build()
+        .unwrap();
+    killed.init_transactions().unwrap();
+    killed.begin_transaction().unwrap();
+    for offset in 0..60 {
+        let o = offset.to_string();
+        let headers = [
+            (SOURCE_HEADER, &b"default/events/0"[..]),
+            (OFFSET_HEADER, o.as_bytes()),
+        ];
+        killed
+            .send(
+                "events",
+                ProducerRecord::new(b"copy").partition(0).headers(&headers),
+            )
+            .unwrap();
+    }
+    killed.flush().unwrap();
+
+    let f = Forwarder::builder(&local, client()).start().unwrap();
+    wait_caught_up(&f);
+    let status = f.status();
+    assert_eq!((status.records_forwarded, status.records_skipped), (100, 0));
+    f.stop().unwrap();
+    assert!(
+        matches!(
+            killed.commit_transaction(),
+            Err(crate::Error::ProducerFenced { .. })
+        ),
+        "the killed session's producer is fenced"
+    );
+    check_exactly_once(&local, "events", &read_all(&remote, "events"), "default");
+    let mut c = Consumer::new(
+        &remote,
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            ..ConsumerConfig::default()
+        },
+    );
+    c.assign(&[("events", 0)]).unwrap();
+    let mut uncommitted = 0;
+    for _ in 0..100 {
+        let records = c.poll(Duration::from_millis(20)).unwrap();
+        if records.is_empty() {
+            break;
+        }
+        uncommitted += records.iter().count();
+    }
+    assert_eq!(uncommitted, 160, "the aborted copies and the records");
 }

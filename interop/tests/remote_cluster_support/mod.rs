@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tidelog::{
-    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerRecord,
-    TopicConfig,
+    Broker, ClientConfig, Cluster, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer,
+    ProducerRecord, TopicConfig,
 };
 use tidelog_interop::cluster::{Processes, eventually};
 
@@ -104,6 +104,17 @@ impl Drop for ForwardChild {
 /// Starts `tidelog forward --name edge` on `data` to `bootstrap` for `topic` as a child
 /// process, its stderr appended to `log`.
 pub fn forward_child(data: &Path, bootstrap: &str, topic: &str, log: &Path) -> ForwardChild {
+    forward_child_with(data, bootstrap, topic, log, &[])
+}
+
+/// [`forward_child`] with more arguments.
+pub fn forward_child_with(
+    data: &Path,
+    bootstrap: &str,
+    topic: &str,
+    log: &Path,
+    more: &[&str],
+) -> ForwardChild {
     let log = std::fs::File::options()
         .create(true)
         .append(true)
@@ -113,6 +124,7 @@ pub fn forward_child(data: &Path, bootstrap: &str, topic: &str, log: &Path) -> F
         .args(["forward", "--data"])
         .arg(data)
         .args(["--bootstrap", bootstrap, "--topic", topic, "--name", "edge"])
+        .args(more)
         .env("TIDELOG_PROGRESS", "never")
         .stdout(Stdio::null())
         .stderr(log)
@@ -148,7 +160,8 @@ pub fn write_numbers(local: &Broker, topic: &str, partitions: i32, (from, to): (
     producer.flush().unwrap();
 }
 
-/// Reads remote `topic` from the start (`WAIT` at most) and asserts that it holds the
+/// Reads remote `topic` from the start (`WAIT` at most), as a reader of committed
+/// records (the forwarder's aborted chunks are not there for it), and asserts that it holds the
 /// numbers `0..records` that [`write_numbers`] wrote: each partition every number of it
 /// once, in local order, and nothing beyond them.
 pub fn check_every_number_once_in_order(
@@ -159,7 +172,9 @@ pub fn check_every_number_once_in_order(
 ) {
     let mut consumer = Consumer::new(
         cluster,
-        ConsumerConfig::default().auto_offset_reset(OffsetReset::Earliest),
+        ConsumerConfig::default()
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted),
     );
     let all: Vec<(&str, i32)> = (0..partitions).map(|p| (topic, p)).collect();
     consumer.assign(&all).unwrap();

@@ -379,6 +379,11 @@ pub(crate) struct ForwardArgs {
     /// counted) [default: retention waits for the forwarder].
     #[arg(long)]
     pub allow_retention_loss: bool,
+    /// Forward with an idempotent producer only, for a cluster without transactions
+    /// (or that refuses them to this client) [default: each chunk is a transaction of
+    /// the transactional id tidelog-forward-NAME].
+    #[arg(long, conflicts_with_all = ["release", "describe"])]
+    pub no_transactions: bool,
     /// Release the retention holds forwarder NAME left on the local partitions, and
     /// exit: for a forwarder retired for good (one started again holds again).
     #[arg(long, conflicts_with_all = ["allow_retention_loss", "metrics_listen"])]

@@ -69,7 +69,8 @@ pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
     let broker = open()?;
     let mut builder = Forwarder::builder(&broker, client)
         .name(&args.name)
-        .allow_retention_loss(args.allow_retention_loss);
+        .allow_retention_loss(args.allow_retention_loss)
+        .transactional(!args.no_transactions);
     for t in &args.topics {
         builder = builder.topic(t);
     }
