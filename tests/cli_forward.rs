@@ -445,3 +445,61 @@ fn forward_of_a_directory_an_application_holds_keeps_its_retention_across_its_re
     assert!(p.log_start_offset() > 200, "{}", p.log_start_offset());
     app.close().unwrap();
 }
+
+/// `forward --describe` reads the directory without taking it: a forwarder started
+/// while describes run back to back (a monitoring loop) opens the directory, where
+/// before a describe that held it at that moment made the forwarder exit with "in use
+/// by another tidelog instance".
+#[test]
+fn describes_in_a_loop_never_keep_a_forwarder_from_starting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local_dir = tmp.path().join("edge");
+    Broker::open(&local_dir)
+        .unwrap()
+        .create_topic(TOPIC, 1, TopicConfig::new())
+        .unwrap();
+    // Nothing listens there: the forwarder starts and waits for the remote side.
+    let away = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let describer = {
+        let (stop, dir) = (Arc::clone(&stop), local_dir.clone());
+        std::thread::spawn(move || {
+            for _ in 0..5_000 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let _ = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+                    .arg("--data")
+                    .arg(&dir)
+                    .args(["forward", "--name", "edge", "--describe"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        })
+    };
+    for run in 0..16 {
+        let f = forward(&local_dir, &away);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let started = loop {
+            let lines = f.lines.lock().unwrap().clone();
+            if let Some(l) = lines
+                .iter()
+                .find(|l| l.contains(" as edge") || l.contains("error"))
+            {
+                break l.clone();
+            }
+            assert!(Instant::now() < deadline, "run {run}: no start: {lines:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(started.contains(" as edge"), "run {run}: {started}");
+        let (code, lines) = f.stop();
+        assert_eq!(code, Some(0), "run {run}: {lines:#?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    describer.join().unwrap();
+}

@@ -29,14 +29,20 @@ use crate::{CliResult, fail};
 pub(crate) fn run(data: &Path, args: &ForwardArgs) -> CliResult {
     crate::serve::init_logging();
     let open = || {
-        if crate::common::read_only_reason(data).is_some() {
-            crate::common::open_broker_read_only(data)
-        } else {
-            crate::common::open_broker(data, false)
+        if crate::common::read_only_reason(data).is_none() {
+            match crate::common::open_broker(data, false) {
+                // Another process took the directory since the look (an application
+                // started meanwhile): read it as one it holds.
+                Err(_) if crate::common::read_only_reason(data).is_some() => {}
+                opened => return opened,
+            }
         }
+        crate::common::open_broker_read_only(data)
     };
     if args.describe {
-        let broker = open()?;
+        // Read-only whoever holds the directory: a describe (a monitoring loop's,
+        // say) never takes it from a forwarder or an application starting meanwhile.
+        let broker = crate::common::open_broker_read_only(data)?;
         let status = Forwarder::positions(&broker, &args.name)?;
         broker.close()?;
         return describe(data, &status);
