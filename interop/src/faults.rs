@@ -722,5 +722,10 @@ impl Drop for Nodes {
             // A paused node dies of SIGKILL too.
             self.kill(i);
         }
+        // A failing test (one that timed out waiting for the cluster, say) shows what
+        // the nodes said: their logs go with the temporary directory.
+        if std::thread::panicking() {
+            eprintln!("the nodes' last log lines:\n{}", self.logs(40));
+        }
     }
 }
