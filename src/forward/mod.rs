@@ -19,11 +19,11 @@
 //! the partition's start), and resumes after it: what reached the remote is not sent
 //! again, what did not is. The network [`Producer`] sends the records in chunks (up to
 //! 256 KiB each) and the chunks in transactions (of up to 100 ms) of the transactional
-//! id `tidelog-forward-NAME`, with `acks=all`: a session's `init_transactions` fences the producer of the session
-//! before it (a produce request that session left on the wire is refused when it
-//! lands) and aborts the transaction it left open, so the tail it then reads is final,
-//! and the scan counts a transactional record only once its transaction's marker says
-//! it committed. Readers of the remote topic see each record once with
+//! id `tidelog-forward-NAME`, with `acks=all`: a session's `init_transactions` fences
+//! the producer of the session before it (a produce request that session left on the
+//! wire is refused when it lands) and aborts the transaction it left open, so the tail
+//! it then reads is final, and the scan counts a transactional record only once its
+//! transaction's marker says it committed. Readers of the remote topic see each record once with
 //! `isolation.level=read_committed`; a reader of uncommitted records also sees the
 //! copies of a transaction whose session was killed before its commit.
 //!
@@ -873,7 +873,12 @@ impl Worker {
         let mut last_commit = Instant::now();
         let result = loop {
             if self.shared.stopping() {
-                break Ok(End::Stopped);
+                // Not a transaction left open: it would hold the last stable offset of
+                // its remote partitions (what readers of committed records get to)
+                // until the coordinator aborts it at its timeout.
+                break self
+                    .settle(&producer, &mut sources, &mut sending, true)
+                    .map(|()| End::Stopped);
             }
             let records = consumer.poll(Duration::from_millis(50))?;
             let caught_up = records.is_empty();
@@ -956,10 +961,10 @@ impl Worker {
                 break Err(e);
             }
             // Committed when it is old enough, when nothing more came, and before the
-            // loop may end (a stop, or the topics changed).
+            // topics are looked at (they may have changed: the loop ends). A stop
+            // commits it at the top of the loop.
             let due = caught_up
                 || sending.open_for(TRANSACTION_TIME)
-                || self.shared.stopping()
                 || last_commit.elapsed() >= self.config.commit_interval;
             if let Err(e) = self.settle(&producer, &mut sources, &mut sending, due) {
                 break Err(e);

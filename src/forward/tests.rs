@@ -716,3 +716,44 @@ fn records_of_a_transaction_a_killed_session_left_open_are_sent_again() {
     }
     assert_eq!(uncommitted, 160, "the aborted copies and the records");
 }
+
+/// A forwarder stopped while it sends commits the transaction it has open: none is left
+/// to hold the remote partition's last stable offset (what readers of committed records
+/// get to) until the coordinator aborts it at its timeout.
+#[test]
+fn a_forwarder_stopped_while_it_sends_leaves_no_transaction_open() {
+    let (_dir, local) = local_topic("events", 1, TopicConfig::new());
+    let (_rdir, remote, server) = remote_node();
+    let client = || ClientConfig::new(server.local_addr().to_string());
+    for round in 0..6 {
+        // Records enough to be sending when the stop comes.
+        produce(&local, "events", round * 50_000, (round + 1) * 50_000);
+        let f = Forwarder::builder(&local, client()).start().unwrap();
+        let before = remote
+            .topic("events")
+            .ok()
+            .map_or(0, |t| t.partition(0).unwrap().log_end_offset());
+        // Stopped once it sends again (or after 10 s: the stop is then at any point).
+        for _ in 0..1_000 {
+            let now = remote
+                .topic("events")
+                .ok()
+                .map_or(0, |t| t.partition(0).unwrap().log_end_offset());
+            if now > before {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        f.stop().unwrap();
+        let p = remote.topic("events").unwrap().partition(0).unwrap();
+        assert_eq!(
+            p.last_stable_offset().unwrap(),
+            p.high_watermark(),
+            "round {round}: a transaction is left open"
+        );
+    }
+    let f = Forwarder::builder(&local, client()).start().unwrap();
+    wait_caught_up(&f);
+    f.stop().unwrap();
+    check_exactly_once(&local, "events", &read_all(&remote, "events"), "default");
+}
