@@ -821,15 +821,11 @@ impl Worker {
             }
             committed.push(c);
         }
-        // In transactions the producer comes first: `init_transactions` fences the
+        // The producer comes first: in transactions its `init_transactions` fences the
         // last session's producer (a request of it still on the wire is refused when
         // it arrives) and aborts the transaction it left open, so the tail read next
-        // is final.
-        let producer = if self.config.transactional {
-            Some(self.producer(cluster)?)
-        } else {
-            None
-        };
+        // is final. (An idempotent one sends nothing before the tail is read.)
+        let producer = self.producer(cluster)?;
         if !self.recover(cluster, &mut sources)? {
             return Ok(End::Stopped);
         }
@@ -849,10 +845,6 @@ impl Worker {
             consumer.seek(&s.topic, s.partition.index(), start)?;
             self.hold(s, start)?;
         }
-        let producer = match producer {
-            Some(p) => p,
-            None => self.producer(cluster)?,
-        };
         // An idempotent producer's id is on disk before anything is sent with it: the
         // next session asks the remote leaders about it (`recover`). The last
         // session's are settled by now. A transactional one's successor fences it

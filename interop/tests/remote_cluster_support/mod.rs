@@ -161,9 +161,9 @@ pub fn write_numbers(local: &Broker, topic: &str, partitions: i32, (from, to): (
 }
 
 /// Reads remote `topic` from the start (`WAIT` at most), as a reader of committed
-/// records (the forwarder's aborted chunks are not there for it), and asserts that it holds the
-/// numbers `0..records` that [`write_numbers`] wrote: each partition every number of it
-/// once, in local order, and nothing beyond them.
+/// records (the forwarder's aborted transactions are not there for it), and asserts
+/// that it holds the numbers `0..records` that [`write_numbers`] wrote: each partition
+/// every number of it once, in local order, and nothing beyond them.
 pub fn check_every_number_once_in_order(
     cluster: &Cluster,
     topic: &str,
