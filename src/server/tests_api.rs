@@ -1200,3 +1200,50 @@ fn produce_up_to_v11_and_list_offsets_v7_to_v9_answer_as_kafka_3_9() {
     assert_eq!(list_offset_at(&mut c, 9, "lo", -1).1, 5);
     assert_eq!(list_offset_at(&mut c, 6, "lo", T + 250), (0, 1, T + 300));
 }
+
+#[test]
+fn acks_all_answers_ready_at_once_stay_in_order_behind_one_waiting_for_an_fsync() {
+    // On one node an `acks=all` Produce whose append moved the high watermark is
+    // answered at once by the connection's thread; one to a `durable.acks` topic waits
+    // for its fsync on the connection's writer. Pipelined, every answer still comes in
+    // the order of the requests, each with its own offsets.
+    let dir = tempfile::tempdir().unwrap();
+    let broker = crate::broker::Broker::open(dir.path()).unwrap();
+    broker
+        .create_topic("plain", 1, crate::config::TopicConfig::new())
+        .unwrap();
+    broker
+        .create_topic(
+            "durable",
+            1,
+            crate::config::TopicConfig::new().set("durable.acks", "true"),
+        )
+        .unwrap();
+    let server = Server::builder(broker.clone())
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .start()
+        .unwrap();
+    let mut c = Client::connect(server.local_addr());
+    let mut sent = Vec::new();
+    for round in 0..20 {
+        for topic in ["durable", "plain", "plain"] {
+            let value = format!("{topic}-{round}");
+            let req = produce_req(-1, vec![(topic, 0, batch(&[&value]))]);
+            sent.push((c.send(ApiKey::Produce, 9, &req), topic));
+        }
+    }
+    let mut next = std::collections::HashMap::new();
+    for (correlation_id, topic) in sent {
+        let (got, resp): (i32, ProduceResponse) = c.recv(9);
+        assert_eq!(got, correlation_id, "answers out of order");
+        let t = &resp.responses[0];
+        assert_eq!(t.name.0.as_str(), topic);
+        let p = &t.partition_responses[0];
+        assert_eq!(p.error_code, 0, "{topic}: {:?}", p.error_message);
+        let expected = next.entry(topic).or_insert(0i64);
+        assert_eq!(p.base_offset, *expected, "{topic}");
+        *expected += 1;
+    }
+    assert_eq!(next.get("plain"), Some(&40));
+    assert_eq!(next.get("durable"), Some(&20));
+}

@@ -61,10 +61,11 @@ use crate::transaction::ProducerIdAndEpoch;
 use crate::transaction::log::TRANSACTION_STATE_TOPIC;
 
 /// A partition's answer, and for an appended one the log, the offset the high
-/// watermark must pass for `acks=all` and the leadership it was appended under.
+/// watermark must pass for `acks=all`, the leadership it was appended under and
+/// whether `acks=all` waits for an fsync there (`durable.acks`).
 type Appended = (
     PartitionProduceResponse,
-    Option<(Arc<dyn PartitionOps>, i64, AppendEpoch)>,
+    Option<(Arc<dyn PartitionOps>, i64, AppendEpoch, bool)>,
 );
 
 pub(super) fn handle(ctx: &Ctx<'_>, req: &mut Request) -> Result<Reply, Fatal> {
@@ -151,10 +152,19 @@ pub(super) fn start(ctx: &Ctx<'_>, req: &mut Request) -> Result<Answer, Fatal> {
         header: req.header.clone(),
         body: Bytes::new(),
     };
+    // An `acks=all` answer waits (on the connection's writer, so that the requests
+    // behind it are read meanwhile) unless every appended partition's high watermark
+    // is past it already and none needs an fsync: a partition without followers, whose
+    // append moved its high watermark. That answer is written now, without a hop to
+    // the writer thread and back.
     let waits = acks == -1
-        && appended
-            .iter()
-            .any(|(_, ps)| ps.iter().any(|p| p.1.is_some()));
+        && appended.iter().any(|(_, ps)| {
+            ps.iter().any(|p| {
+                p.1.as_ref().is_some_and(|(log, offset, _, durable)| {
+                    *durable || log.high_watermark() <= *offset
+                })
+            })
+        });
     let finish = move || {
         answer(appended, (acks, version, deadline, peer))
             .and_then(|r| answered.respond(&r.with_throttle_time_ms(throttle_ms)))
@@ -178,7 +188,7 @@ fn answer(
             let partition_responses = partitions
                 .into_iter()
                 .map(|(response, committed)| match committed {
-                    Some((log, offset, appended)) if acks == -1 => {
+                    Some((log, offset, appended, _)) if acks == -1 => {
                         let left = deadline.saturating_duration_since(Instant::now());
                         match log.wait_committed(offset, appended, left) {
                             Ok(()) => response,
@@ -678,7 +688,7 @@ fn produce_partition(
                 .with_base_offset(base_offset)
                 .with_log_append_time_ms(append_time.unwrap_or(-1))
                 .with_log_start_offset(log.log_start_offset()),
-            Some((log, last_offset, appended)),
+            Some((log, last_offset, appended, config.durable_acks)),
         ),
         Err((code, message)) => {
             tracing::debug!(peer = %ctx.peer, topic, partition = index, code, "produce refused: {message}");
