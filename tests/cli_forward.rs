@@ -143,35 +143,69 @@ fn read_all(broker: &Broker) -> Vec<Vec<Fields>> {
     out
 }
 
-/// The records of partition `p` of remote `topic` a reader of committed records sees
-/// (not its end offset: the forwarder's transaction markers take offsets too); 0 while
-/// the topic does not exist.
-fn committed_records(cluster: &Cluster, topic: &str, p: i32) -> i64 {
-    let mut c = Consumer::new(
-        cluster,
-        ConsumerConfig {
-            auto_offset_reset: OffsetReset::Earliest,
-            isolation_level: IsolationLevel::ReadCommitted,
-            ..ConsumerConfig::default()
-        },
-    );
-    if c.assign(&[(topic, p)]).is_err() {
-        return 0;
-    }
-    let mut n = 0;
-    for _ in 0..10_000 {
-        match c.poll(Duration::from_millis(500)) {
-            Ok(records) if !records.is_empty() => n += records.iter().count() as i64,
-            _ => break,
-        }
-    }
-    n
+/// Counts the records of remote partitions a reader of committed records sees (not
+/// their end offsets: the forwarder's transaction markers take offsets too), reading
+/// on from where it stopped; 0 while the topic does not exist.
+struct Committed<'c> {
+    cluster: &'c Cluster,
+    topic: &'static str,
+    partitions: Vec<i32>,
+    /// Assigned once the topic exists on the remote side.
+    consumer: Option<Consumer>,
+    /// Committed records read so far, by partition.
+    counts: Vec<i64>,
 }
 
-fn remote_records(cluster: &Cluster) -> i64 {
-    (0..PARTITIONS)
-        .map(|p| committed_records(cluster, TOPIC, p))
-        .sum()
+impl<'c> Committed<'c> {
+    /// Counts for `partitions` of remote `topic`.
+    fn new(cluster: &'c Cluster, topic: &'static str, partitions: &[i32]) -> Committed<'c> {
+        Committed {
+            cluster,
+            topic,
+            partitions: partitions.to_vec(),
+            consumer: None,
+            counts: vec![0; partitions.len()],
+        }
+    }
+
+    /// Reads what was committed since the last call (until a poll finds nothing new)
+    /// and returns the count of each partition so far.
+    fn read(&mut self) -> &[i64] {
+        if self.consumer.is_none() {
+            let mut c = Consumer::new(
+                self.cluster,
+                ConsumerConfig {
+                    auto_offset_reset: OffsetReset::Earliest,
+                    isolation_level: IsolationLevel::ReadCommitted,
+                    ..ConsumerConfig::default()
+                },
+            );
+            let wanted: Vec<(&str, i32)> =
+                self.partitions.iter().map(|p| (self.topic, *p)).collect();
+            if c.assign(&wanted).is_err() {
+                return &self.counts;
+            }
+            self.consumer = Some(c);
+        }
+        let c = self.consumer.as_mut().expect("assigned above");
+        for _ in 0..10_000 {
+            match c.poll(Duration::from_millis(100)) {
+                Ok(records) if !records.is_empty() => {
+                    for r in records.iter() {
+                        let r = r.unwrap_or_else(|e| panic!("remote {}: {e}", self.topic));
+                        let at = self.partitions.iter().position(|p| *p == r.partition);
+                        self.counts[at.expect("a partition it was assigned")] += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        &self.counts
+    }
+
+    fn total(&mut self) -> i64 {
+        self.read().iter().sum()
+    }
 }
 
 #[test]
@@ -228,7 +262,8 @@ fn forward_survives_kills_of_itself_and_of_the_remote_node_exactly_once() {
 
     let cluster = Cluster::connect(ClientConfig::new(addr.clone())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(180);
-    while remote_records(&cluster) < i64::from(RECORDS) && Instant::now() < deadline {
+    let mut remote_records = Committed::new(&cluster, TOPIC, &(0..PARTITIONS).collect::<Vec<_>>());
+    while remote_records.total() < i64::from(RECORDS) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }
     let (code, lines) = f.stop();
@@ -311,17 +346,14 @@ fn forward_of_a_free_directory_commits_its_position_as_a_group_and_serves_metric
         .unwrap()
         .to_string();
     let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
-    let remote_end = |p| committed_records(&cluster, "central.events", p);
+    let mut remote_end = Committed::new(&cluster, "central.events", &[0, 1, 2]);
     for _ in 0..600 {
-        if (0..PARTITIONS).map(remote_end).sum::<i64>() >= 300 {
+        if remote_end.total() >= 300 {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        (0..PARTITIONS).map(remote_end).collect::<Vec<_>>(),
-        [100, 100, 100]
-    );
+    assert_eq!(remote_end.read(), [100, 100, 100]);
     // The metrics: the broker's and the forwarder's, nothing behind once it caught up.
     let mut text = String::new();
     for _ in 0..100 {
@@ -411,14 +443,14 @@ fn forward_of_a_directory_an_application_holds_keeps_its_retention_across_its_re
         &["--topic", "held", "--name", "edge"],
     );
     let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
-    let remote_end = || committed_records(&cluster, "held", 0);
+    let mut remote_end = Committed::new(&cluster, "held", &[0]);
     for _ in 0..600 {
-        if remote_end() >= 200 {
+        if remote_end.total() >= 200 {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(remote_end(), 200);
+    assert_eq!(remote_end.read(), [200]);
     let (code, lines) = f.stop();
     assert_eq!(code, Some(0), "{lines:#?}");
     node.stop();
