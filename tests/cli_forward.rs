@@ -519,9 +519,12 @@ fn describes_in_a_loop_never_keep_a_forwarder_from_starting() {
         let deadline = Instant::now() + Duration::from_secs(20);
         let started = loop {
             let lines = f.lines.lock().unwrap().clone();
+            // The start line, or the CLI's one fatal `error: ...` line (not a log
+            // line of the remote side being away, which may come first and says
+            // "os error 111").
             if let Some(l) = lines
                 .iter()
-                .find(|l| l.contains(" as edge") || l.contains("error"))
+                .find(|l| l.contains(" as edge") || l.starts_with("error: "))
             {
                 break l.clone();
             }
