@@ -107,17 +107,19 @@ impl Forward {
 /// A record as a consumer reads it: key, value, headers, timestamp.
 type Fields = (Option<Vec<u8>>, Vec<u8>, Vec<(String, Vec<u8>)>, i64);
 
+/// A reader of committed records from the start of its partitions.
+fn committed_from_start() -> ConsumerConfig {
+    ConsumerConfig {
+        auto_offset_reset: OffsetReset::Earliest,
+        isolation_level: IsolationLevel::ReadCommitted,
+        ..ConsumerConfig::default()
+    }
+}
+
 /// Every record of `topic` on `broker`, per partition, in offset order.
 fn read_all(broker: &Broker) -> Vec<Vec<Fields>> {
     let mut out = vec![Vec::new(); PARTITIONS as usize];
-    let mut c = Consumer::new(
-        broker,
-        ConsumerConfig {
-            auto_offset_reset: OffsetReset::Earliest,
-            isolation_level: IsolationLevel::ReadCommitted,
-            ..ConsumerConfig::default()
-        },
-    );
+    let mut c = Consumer::new(broker, committed_from_start());
     let assignment: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (TOPIC, p)).collect();
     c.assign(&assignment).unwrap();
     for _ in 0..100_000 {
@@ -149,7 +151,6 @@ fn read_all(broker: &Broker) -> Vec<Vec<Fields>> {
 struct Committed<'c> {
     cluster: &'c Cluster,
     topic: &'static str,
-    partitions: Vec<i32>,
     /// Assigned once the topic exists on the remote side.
     consumer: Option<Consumer>,
     /// Committed records read so far, by partition.
@@ -157,14 +158,13 @@ struct Committed<'c> {
 }
 
 impl<'c> Committed<'c> {
-    /// Counts for `partitions` of remote `topic`.
-    fn new(cluster: &'c Cluster, topic: &'static str, partitions: &[i32]) -> Committed<'c> {
+    /// Counts for the `partitions` partitions of remote `topic`.
+    fn new(cluster: &'c Cluster, topic: &'static str, partitions: i32) -> Committed<'c> {
         Committed {
             cluster,
             topic,
-            partitions: partitions.to_vec(),
             consumer: None,
-            counts: vec![0; partitions.len()],
+            counts: vec![0; partitions as usize],
         }
     }
 
@@ -172,16 +172,10 @@ impl<'c> Committed<'c> {
     /// and returns the count of each partition so far.
     fn read(&mut self) -> &[i64] {
         if self.consumer.is_none() {
-            let mut c = Consumer::new(
-                self.cluster,
-                ConsumerConfig {
-                    auto_offset_reset: OffsetReset::Earliest,
-                    isolation_level: IsolationLevel::ReadCommitted,
-                    ..ConsumerConfig::default()
-                },
-            );
-            let wanted: Vec<(&str, i32)> =
-                self.partitions.iter().map(|p| (self.topic, *p)).collect();
+            let mut c = Consumer::new(self.cluster, committed_from_start());
+            let wanted: Vec<(&str, i32)> = (0..self.counts.len() as i32)
+                .map(|p| (self.topic, p))
+                .collect();
             if c.assign(&wanted).is_err() {
                 return &self.counts;
             }
@@ -193,8 +187,7 @@ impl<'c> Committed<'c> {
                 Ok(records) if !records.is_empty() => {
                     for r in records.iter() {
                         let r = r.unwrap_or_else(|e| panic!("remote {}: {e}", self.topic));
-                        let at = self.partitions.iter().position(|p| *p == r.partition);
-                        self.counts[at.expect("a partition it was assigned")] += 1;
+                        self.counts[r.partition as usize] += 1;
                     }
                 }
                 _ => break,
@@ -262,7 +255,7 @@ fn forward_survives_kills_of_itself_and_of_the_remote_node_exactly_once() {
 
     let cluster = Cluster::connect(ClientConfig::new(addr.clone())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(180);
-    let mut remote_records = Committed::new(&cluster, TOPIC, &(0..PARTITIONS).collect::<Vec<_>>());
+    let mut remote_records = Committed::new(&cluster, TOPIC, PARTITIONS);
     while remote_records.total() < i64::from(RECORDS) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -346,7 +339,7 @@ fn forward_of_a_free_directory_commits_its_position_as_a_group_and_serves_metric
         .unwrap()
         .to_string();
     let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
-    let mut remote_end = Committed::new(&cluster, "central.events", &[0, 1, 2]);
+    let mut remote_end = Committed::new(&cluster, "central.events", PARTITIONS);
     for _ in 0..600 {
         if remote_end.total() >= 300 {
             break;
@@ -443,7 +436,7 @@ fn forward_of_a_directory_an_application_holds_keeps_its_retention_across_its_re
         &["--topic", "held", "--name", "edge"],
     );
     let cluster = Cluster::connect(ClientConfig::new(node.addr.clone())).unwrap();
-    let mut remote_end = Committed::new(&cluster, "held", &[0]);
+    let mut remote_end = Committed::new(&cluster, "held", 1);
     for _ in 0..600 {
         if remote_end.total() >= 200 {
             break;

@@ -1047,16 +1047,14 @@ impl Worker {
     /// it. Transactional (and registered: the last session's producer fenced) unless
     /// the forwarder is told otherwise.
     fn producer(&self, cluster: &Cluster) -> Result<Producer> {
-        let mut builder = Producer::builder(cluster)
+        let builder = Producer::builder(cluster)
             .linger(Duration::from_secs(24 * 3600))
             .batch_size(2 * CHUNK_BYTES);
-        if self.config.transactional {
-            builder = builder.transactional_id(self.group());
+        if !self.config.transactional {
+            return builder.build();
         }
-        let producer = builder.build()?;
-        if self.config.transactional {
-            producer.init_transactions()?;
-        }
+        let producer = builder.transactional_id(self.group()).build()?;
+        producer.init_transactions()?;
         Ok(producer)
     }
 

@@ -725,21 +725,20 @@ fn a_forwarder_stopped_while_it_sends_leaves_no_transaction_open() {
     let (_dir, local) = local_topic("events", 1, TopicConfig::new());
     let (_rdir, remote, server) = remote_node();
     let client = || ClientConfig::new(server.local_addr().to_string());
+    let remote_end = || {
+        remote
+            .topic("events")
+            .ok()
+            .map_or(0, |t| t.partition(0).unwrap().log_end_offset())
+    };
     for round in 0..6 {
         // Records enough to be sending when the stop comes.
         produce(&local, "events", round * 50_000, (round + 1) * 50_000);
         let f = Forwarder::builder(&local, client()).start().unwrap();
-        let before = remote
-            .topic("events")
-            .ok()
-            .map_or(0, |t| t.partition(0).unwrap().log_end_offset());
+        let before = remote_end();
         // Stopped once it sends again (or after 10 s: the stop is then at any point).
         for _ in 0..1_000 {
-            let now = remote
-                .topic("events")
-                .ok()
-                .map_or(0, |t| t.partition(0).unwrap().log_end_offset());
-            if now > before {
+            if remote_end() > before {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
