@@ -105,9 +105,9 @@ impl NodeHandle {
             self.shared.check_running()?;
             return Err(Error::Closed(format!("cluster node {me}")));
         }
-        let index = match answer.recv_timeout(timeout) {
-            Ok(index) => index,
-            Err(RecvTimeoutError::Timeout) => {
+        let index = match index_wait(answer.recv_deadline(deadline), Instant::now(), deadline) {
+            IndexWait::Index(index) => index,
+            IndexWait::TimedOut => {
                 let why = match self.shared.leader.load(Ordering::Acquire) {
                     c if c >= 0 => {
                         format!("the controller (node {c}) did not confirm its commit index")
@@ -118,8 +118,7 @@ impl NodeHandle {
                     "the metadata read barrier of node {me}: {why} within {timeout:?}"
                 )));
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                // The Raft loop stopped and dropped the read.
+            IndexWait::LoopGone => {
                 self.shared.check_running()?;
                 return Err(Error::Closed(format!("cluster node {me}")));
             }
@@ -161,5 +160,63 @@ impl NodeHandle {
         timeout: Duration,
     ) -> Result<Proposal> {
         self.submit(MetadataRecord::AlterPartition(change), timeout)
+    }
+}
+
+/// How a read barrier's wait for the controller's commit index ended.
+#[derive(Debug, PartialEq, Eq)]
+enum IndexWait {
+    /// The commit index came.
+    Index(u64),
+    /// None came by the barrier's deadline.
+    TimedOut,
+    /// The Raft loop dropped the read before its deadline: it stopped.
+    LoopGone,
+}
+
+/// What `outcome`, the wait for a read's answer until `deadline`, means at `now`. The
+/// Raft loop forgets a read once its deadline passed, dropping its reply: a reply gone
+/// by then is the caller's timeout seen first by the loop (a caller that was not
+/// scheduled at its deadline), not a stopped loop.
+fn index_wait(
+    outcome: Result<u64, RecvTimeoutError>,
+    now: Instant,
+    deadline: Instant,
+) -> IndexWait {
+    match outcome {
+        Ok(index) => IndexWait::Index(index),
+        Err(RecvTimeoutError::Timeout) => IndexWait::TimedOut,
+        Err(RecvTimeoutError::Disconnected) if now >= deadline => IndexWait::TimedOut,
+        Err(RecvTimeoutError::Disconnected) => IndexWait::LoopGone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_the_raft_loop_forgot_at_its_deadline_is_a_timeout_not_a_stopped_node() {
+        let deadline = Instant::now();
+        let late = deadline + Duration::from_millis(5);
+        let disconnected = || Err(RecvTimeoutError::Disconnected);
+        assert_eq!(
+            index_wait(disconnected(), late, deadline),
+            IndexWait::TimedOut
+        );
+        assert_eq!(
+            index_wait(disconnected(), deadline, deadline),
+            IndexWait::TimedOut
+        );
+        let early = deadline - Duration::from_millis(5);
+        assert_eq!(
+            index_wait(disconnected(), early, deadline),
+            IndexWait::LoopGone
+        );
+        assert_eq!(
+            index_wait(Err(RecvTimeoutError::Timeout), late, deadline),
+            IndexWait::TimedOut
+        );
+        assert_eq!(index_wait(Ok(7), late, deadline), IndexWait::Index(7));
     }
 }
