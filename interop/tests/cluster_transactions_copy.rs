@@ -131,14 +131,18 @@ fn poll_batch(consumer: &BaseConsumer, next: &mut BTreeMap<i32, i64>) -> Vec<(i3
 }
 
 /// One transaction copying `batch` with the consumer's next offsets: committed, or
-/// aborted when `abort`. With `kill`, called once its records are written.
+/// aborted when `abort`. With `kill`, called once its records are written. Each step
+/// that ends is noted in `steps` with its time, for a failure's message.
 fn transaction(
     p: &BaseProducer,
     consumer: &BaseConsumer,
     batch: &[(i32, i64, String)],
     abort: bool,
     kill: Option<&mut dyn FnMut()>,
+    steps: &mut Vec<String>,
 ) -> KafkaResult<()> {
+    let started = Instant::now();
+    let mut step = |name: &str| steps.push(format!("{name} {:?}", started.elapsed()));
     p.begin_transaction()?;
     let mut next = TopicPartitionList::new();
     for (partition, offset, value) in batch {
@@ -152,11 +156,14 @@ fn transaction(
         next.add_partition_offset(INPUT, *partition, Offset::Offset(offset + 1))?;
     }
     p.flush(WAIT)?;
+    step("flushed");
     if let Some(kill) = kill {
         kill();
+        step("killed");
     }
     let group = consumer.group_metadata().expect("the consumer's group");
     p.send_offsets_to_transaction(&next, &group, WAIT)?;
+    step("offsets sent");
     if abort {
         p.abort_transaction(WAIT)
     } else {
@@ -199,27 +206,49 @@ fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
     let mut next = BTreeMap::new();
     let mut done: BTreeMap<i32, i64> = BTreeMap::new();
     let end: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, PER_PARTITION)).collect();
-    let deadline = Instant::now() + 2 * WAIT;
+    let start = Instant::now();
+    let deadline = start + 2 * WAIT;
+    // What each round did, for a failure's message.
+    let mut trace = Vec::new();
     for round in 0..100 {
         if done == end {
             break;
         }
-        assert!(Instant::now() < deadline, "copied by now: {done:?}");
+        assert!(
+            Instant::now() < deadline,
+            "copied by now: {done:?}\nrounds:\n{}\n{}",
+            trace.join("\n"),
+            nodes.logs()
+        );
         let batch = poll_batch(&consumer, &mut next);
         if batch.is_empty() {
+            trace.push(format!("{round} at {:?}: nothing polled", start.elapsed()));
             continue;
         }
         let abort = round % 3 == 2;
         let mut kill = || nodes.kill(victim);
         let kill_now = !killed && commits >= 3 && !abort;
+        let mut steps = Vec::new();
         let outcome = transaction(
             &producer,
             &consumer,
             &batch,
             abort,
             kill_now.then_some(&mut kill as &mut dyn FnMut()),
+            &mut steps,
         );
         killed |= kill_now;
+        let (first, last) = (&batch[0], &batch[batch.len() - 1]);
+        trace.push(format!(
+            "{round} at {:?}: {} records, {}/{} to {}/{}, abort {abort}, kill {kill_now}, {}: {outcome:?}",
+            start.elapsed(),
+            batch.len(),
+            first.0,
+            first.1,
+            last.0,
+            last.1,
+            steps.join(", "),
+        ));
         let copied = match outcome {
             Ok(()) if abort => {
                 aborts += 1;
@@ -231,14 +260,17 @@ fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
             }
             Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
                 failed.push(e.to_string());
-                if producer.abort_transaction(WAIT).is_err() {
+                if let Err(e) = producer.abort_transaction(WAIT) {
+                    trace.push(format!("  abort failed at {:?}: {e}", start.elapsed()));
                     producer = copier(&live);
+                    trace.push(format!("  a new copier at {:?}", start.elapsed()));
                 }
                 false
             }
             Err(e) => {
                 failed.push(e.to_string());
                 producer = copier(&live);
+                trace.push(format!("  a new copier at {:?}", start.elapsed()));
                 false
             }
         };
@@ -249,9 +281,13 @@ fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
         } else {
             done = rewind(&consumer);
             next = done.clone();
+            trace.push(format!("  rewound to {done:?} at {:?}", start.elapsed()));
         }
     }
-    eprintln!("{commits} commits, {aborts} aborts, failed after the kill: {failed:?}");
+    eprintln!(
+        "{commits} commits, {aborts} aborts, failed after the kill: {failed:?}\n{}",
+        trace.join("\n")
+    );
     assert!(killed, "the coordinator was killed mid-transaction");
     assert!(
         aborts >= 2 && commits >= 4,
