@@ -119,6 +119,12 @@ struct State {
     error: Option<Error>,
     /// The first failed batch of the open transaction (it must be aborted).
     txn_failed: Option<Error>,
+    /// When the dispatcher, waiting, wakes up by itself (none: it is not waiting, and
+    /// looks at every open batch before it waits again).
+    dispatcher_wakes: Option<Instant>,
+    /// How often a record woke the dispatcher.
+    #[cfg(all(test, feature = "server"))]
+    kicks: usize,
 }
 
 /// A partition's batches.
@@ -371,7 +377,9 @@ impl Shared {
             }
             self.done.notify_all();
             let until = next.unwrap_or(now + IDLE).min(now + IDLE);
+            st.dispatcher_wakes = Some(until);
             self.kick.wait_until(&mut st, until);
+            st.dispatcher_wakes = None;
         }
         st.stopped = true;
         self.wake.notify_all();
@@ -911,6 +919,14 @@ fn seal(mut open: Open, delivery_timeout: Duration) -> Batch {
     }
 }
 
+#[cfg(all(test, feature = "server"))]
+impl ClusterProducer {
+    /// How often a record woke the dispatcher so far.
+    pub(super) fn dispatcher_kicks(&self) -> usize {
+        self.shared.state.lock().kicks
+    }
+}
+
 impl RemoteProducer for ClusterProducer {
     fn config(&self) -> &ProducerConfig {
         &self.config
@@ -1074,6 +1090,7 @@ impl ClusterProducer {
             sealed = true;
         }
         let first = part.open.is_none();
+        let linger = self.config.linger;
         let attributes = if shared.txn.is_some() {
             TRANSACTIONAL_BIT
         } else {
@@ -1087,6 +1104,7 @@ impl ClusterProducer {
             records: 0,
             created: Instant::now(),
         });
+        let created = open.created;
         open.builder
             .push(timestamp, record.key, record.value, record.headers);
         let index = open.records;
@@ -1101,12 +1119,19 @@ impl ClusterProducer {
         }
         // Who acts on it: the broker thread when the partition has a leader and a
         // batch may go now, else the dispatcher (a leader to look up, or a linger to
-        // time). With a linger of 0 the dispatcher is not woken per record.
-        let linger = self.config.linger;
+        // time). With a linger of 0 the dispatcher is not woken per record; nor for a
+        // new batch's linger when it wakes by itself before that runs out (batches
+        // that fill in less than a linger would wake it once each).
         if led && (sealed || linger.is_zero()) {
             shared.wake.notify_all();
         }
-        if (!led && (sealed || first)) || (led && first && !linger.is_zero()) {
+        let times_linger = led && first && !linger.is_zero();
+        let wakes_in_time = st.dispatcher_wakes.is_none_or(|at| at <= created + linger);
+        if (!led && (sealed || first)) || (times_linger && !wakes_in_time) {
+            #[cfg(all(test, feature = "server"))]
+            {
+                st.kicks += 1;
+            }
             shared.kick.notify_one();
         }
         Ok(receipt)

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::tests::{Handler, batches_of, fetch_t, metadata, produce_answer, scripted_node, serve};
 use super::{ClientConfig, Cluster};
-use crate::producer::partition_for_key;
+use crate::producer::{RemoteProducer, partition_for_key};
 use crate::{Acks, Broker, Error, Producer, ProducerRecord, TopicConfig};
 
 fn node_with_topic(partitions: i32) -> (tempfile::TempDir, Broker, crate::ServerHandle) {
@@ -152,6 +152,48 @@ fn batches_per_partition_and_numbers_them_for_idempotence() {
     assert!(pid >= 0 && epoch >= 0, "an idempotent producer id");
     assert_eq!(seq, 0);
     assert_eq!(batches[1].producer, (pid, epoch, 50));
+    server.shutdown().unwrap();
+}
+
+/// Batches that fill faster than `linger.ms` do not wake the dispatcher one by one to
+/// time their linger: it wakes by itself before theirs runs out, for the one it
+/// times already (a thread wake-up per batch, on the path of every record, before).
+#[test]
+fn batches_that_fill_within_a_linger_do_not_wake_the_dispatcher_each() {
+    let (_dir, _broker, server) = node_with_topic(1);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let config = crate::ProducerConfig {
+        linger: Duration::from_millis(50),
+        batch_size: 100,
+        ..crate::ProducerConfig::default()
+    };
+    let producer = super::producer::ClusterProducer::start(cluster.clone(), config).unwrap();
+    let value = [7u8; 60];
+    // The first record looks the leader up; the rest go to a partition with a leader.
+    let first = producer
+        .send_async("t", &ProducerRecord::new(&value).partition(0))
+        .unwrap();
+    first.wait().unwrap();
+    let before = producer.dispatcher_kicks();
+    let receipts: Vec<_> = (0..200)
+        .map(|_| {
+            producer
+                .send_async("t", &ProducerRecord::new(&value).partition(0))
+                .unwrap()
+        })
+        .collect();
+    let kicks = producer.dispatcher_kicks() - before;
+    for (i, r) in receipts.into_iter().enumerate() {
+        assert_eq!(r.wait().unwrap().offset, i as i64 + 1, "record {i}");
+    }
+    // One batch per record (each fills the 100-byte batch): 200 new batches.
+    let batches = batches_of(&fetch_t(&cluster, 0, Duration::ZERO).records).len();
+    assert!(batches >= 100, "{batches} batches");
+    assert!(
+        kicks <= 20,
+        "the dispatcher was woken {kicks} times for {batches} batches"
+    );
+    producer.close().unwrap();
     server.shutdown().unwrap();
 }
 
