@@ -54,6 +54,8 @@ codes! {
     GROUP_AUTHORIZATION_FAILED = GroupAuthorizationFailed;
     /// The principal may not act on the cluster (31).
     CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailed;
+    /// The principal may not act as the transactional id (53).
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailed;
     /// The broker has no authorizer, so no ACLs (54).
     SECURITY_DISABLED = SecurityDisabled;
     /// The user or ACL asked about does not exist (91).

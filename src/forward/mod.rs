@@ -687,9 +687,10 @@ impl Worker {
     }
 
     fn failed(&self, e: &Error) {
-        emit_error(&self.config.name, e);
+        let message = session_error(e);
+        emit_error(&self.config.name, &message);
         self.shared.status.lock().errors += 1;
-        self.note_error(e.to_string());
+        self.note_error(message);
         self.shared.pause(self.config.retry_backoff);
     }
 
@@ -1356,13 +1357,33 @@ fn last_forwarded(
     Ok((found, read))
 }
 
+/// What a failed session reports: its error, and when the remote cluster refuses the
+/// forwarder's transactions (its principal may not write as the forwarder's
+/// transactional id), the two ways on.
+fn session_error(e: &Error) -> String {
+    match e {
+        Error::Api(a)
+            if a.code == crate::error::ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                && matches!(a.resource, crate::error::Resource::TransactionalId(_)) =>
+        {
+            format!(
+                "{e}: the remote cluster refuses this forwarder's transactions; allow its \
+                 principal Write and Describe on that TransactionalId there, or forward \
+                 without transactions (`tidelog forward --no-transactions`, \
+                 `ForwarderBuilder::transactional(false)`)"
+            )
+        }
+        _ => e.to_string(),
+    }
+}
+
 #[cfg(feature = "server")]
-fn emit_error(name: &str, e: &Error) {
+fn emit_error(name: &str, e: &dyn std::fmt::Display) {
     tracing::warn!(forwarder = name, "forwarding paused, retrying: {e}");
 }
 
 #[cfg(not(feature = "server"))]
-fn emit_error(_name: &str, _e: &Error) {}
+fn emit_error(_name: &str, _e: &dyn std::fmt::Display) {}
 
 #[cfg(feature = "server")]
 fn emit_loss(line: &str) {

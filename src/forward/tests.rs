@@ -756,3 +756,83 @@ fn a_forwarder_stopped_while_it_sends_leaves_no_transaction_open() {
     f.stop().unwrap();
     check_exactly_once(&local, "events", &read_all(&remote, "events"), "default");
 }
+
+/// A remote node whose principal `fwd` may do anything to topics and the cluster but
+/// not write as a transactional id: the forwarder's session fails at its
+/// `init_transactions`, and its error says how to go on; without transactions the same
+/// principal forwards everything.
+#[test]
+fn a_remote_cluster_that_refuses_transactions_gets_an_error_with_the_ways_on() {
+    use crate::security::SecurityProtocol;
+    use crate::security::acl::{
+        AclBinding, AclOperation, AclPermission, AclStore, FileAclStore, PatternType, ResourceType,
+    };
+    use crate::security::credentials::{CredentialChange, CredentialStore, FileCredentialStore};
+    use crate::security::scram::{ScramCredential, ScramMechanism};
+
+    let (_dir, local) = local_topic("events", 1, TopicConfig::new());
+    produce(&local, "events", 0, 20);
+    let rdir = tempfile::tempdir().unwrap();
+    let remote = Broker::open(rdir.path()).unwrap();
+    remote
+        .create_topic("events", 1, TopicConfig::new())
+        .unwrap();
+    FileCredentialStore::open(rdir.path())
+        .unwrap()
+        .apply(&[CredentialChange::Upsert {
+            user: "fwd".into(),
+            credential: ScramCredential::new(ScramMechanism::Sha512, "pw", 4096),
+        }])
+        .unwrap();
+    let allow = |resource_type, resource_name: &str| AclBinding {
+        resource_type,
+        resource_name: resource_name.into(),
+        pattern_type: PatternType::Literal,
+        principal: "User:fwd".into(),
+        host: "*".into(),
+        operation: AclOperation::All,
+        permission: AclPermission::Allow,
+    };
+    FileAclStore::open(rdir.path())
+        .unwrap()
+        .add(&[
+            allow(ResourceType::Topic, "*"),
+            allow(ResourceType::Cluster, "kafka-cluster"),
+        ])
+        .unwrap();
+    let server = Server::builder(remote.clone())
+        .listen("127.0.0.1:0")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .authorizer(true)
+        .start()
+        .unwrap();
+    let client = || {
+        ClientConfig::new(server.local_addr().to_string())
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", "fwd")
+            .set("sasl.password", "pw")
+    };
+
+    let f = Forwarder::builder(&local, client()).start().unwrap();
+    let error = wait_failing(&f);
+    assert!(
+        error.contains("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+            && error.contains("tidelog-forward-default")
+            && error.contains("--no-transactions")
+            && error.contains("ForwarderBuilder::transactional(false)"),
+        "{error}"
+    );
+    assert_eq!(f.status().records_forwarded, 0);
+    f.stop().unwrap();
+
+    let f = Forwarder::builder(&local, client())
+        .transactional(false)
+        .start()
+        .unwrap();
+    wait_caught_up(&f);
+    assert_eq!(f.status().records_forwarded, 20);
+    f.stop().unwrap();
+    assert_eq!(read_all(&remote, "events")[0].len(), 20);
+    server.shutdown().unwrap();
+}
