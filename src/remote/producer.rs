@@ -286,8 +286,10 @@ impl Shared {
         for part in st.parts.values_mut().flat_map(|t| t.values_mut()) {
             let Some(open) = &part.open else { continue };
             if !(all || open.created.elapsed() >= linger) {
-                let at = open.created + linger;
-                next = Some(next.map_or(at, |n| n.min(at)));
+                // A linger past what an `Instant` holds never falls due by itself.
+                if let Some(at) = open.created.checked_add(linger) {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
             } else if part.leader.is_some() {
                 due = true;
             } else {
@@ -1126,7 +1128,9 @@ impl ClusterProducer {
             shared.wake.notify_all();
         }
         let times_linger = led && first && !linger.is_zero();
-        let wakes_in_time = st.dispatcher_wakes.is_none_or(|at| at <= created + linger);
+        let wakes_in_time = st
+            .dispatcher_wakes
+            .is_none_or(|at| created.checked_add(linger).is_none_or(|due| at <= due));
         if (!led && (sealed || first)) || (times_linger && !wakes_in_time) {
             #[cfg(all(test, feature = "server"))]
             {

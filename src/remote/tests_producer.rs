@@ -197,6 +197,26 @@ fn batches_that_fill_within_a_linger_do_not_wake_the_dispatcher_each() {
     server.shutdown().unwrap();
 }
 
+/// A linger longer than a clock can count (`Duration::MAX`) lingers until a flush.
+#[test]
+fn a_linger_past_any_clock_lingers_until_a_flush() {
+    let (_dir, _broker, server) = node_with_topic(1);
+    let cluster = Cluster::connect(ClientConfig::new(server.local_addr().to_string())).unwrap();
+    let producer = Producer::builder(&cluster)
+        .linger(Duration::MAX)
+        .build()
+        .unwrap();
+    let first = producer.send_async("t", ProducerRecord::new(b"a")).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let second = producer.send_async("t", ProducerRecord::new(b"b")).unwrap();
+    assert!(!first.is_done(), "lingering");
+    producer.flush().unwrap();
+    assert_eq!(first.wait().unwrap().offset, 0);
+    assert_eq!(second.wait().unwrap().offset, 1);
+    producer.close().unwrap();
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn acks_zero_and_one_are_kafkas() {
     let (_dir, _broker, server) = node_with_topic(1);
