@@ -1127,11 +1127,13 @@ impl ClusterProducer {
         if led && (sealed || linger.is_zero()) {
             shared.wake.notify_all();
         }
+        // Looked at only for a new batch: not on the path of every record.
+        let sleeps_past_linger = || {
+            st.dispatcher_wakes
+                .is_some_and(|at| created.checked_add(linger).is_some_and(|due| at > due))
+        };
         let times_linger = led && first && !linger.is_zero();
-        let wakes_in_time = st
-            .dispatcher_wakes
-            .is_none_or(|at| created.checked_add(linger).is_none_or(|due| at <= due));
-        if (!led && (sealed || first)) || (times_linger && !wakes_in_time) {
+        if (!led && (sealed || first)) || (times_linger && sleeps_past_linger()) {
             #[cfg(all(test, feature = "server"))]
             {
                 st.kicks += 1;
