@@ -423,24 +423,33 @@ impl std::hash::Hasher for Fnv {
 }
 
 /// `a == b` for names as short as topic names usually are, compared in place: two
-/// overlapping 8-byte words for 8 to 16 bytes (a send compares the topic it is given
-/// with the one it sent to last, and a call to `memcmp` cost as much as the rest of
-/// that lookup).
+/// overlapping words, of 8 bytes for 8 to 16 bytes and of 4 for 4 to 7, and the
+/// first, middle and last byte below 4 (a send compares the topic it is given with the
+/// one it sent to last, and a call to `memcmp` cost as much as the rest of that
+/// lookup).
 #[inline(always)]
 fn same_name(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
     }
-    if (8..=16).contains(&n) {
-        let word = |s: &[u8], at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&s[at..at + 8]);
-            u64::from_le_bytes(w)
+    // The first and the last `W` bytes of both, as words.
+    fn ends_match<const W: usize>(a: &[u8], b: &[u8]) -> bool {
+        let word = |s: &[u8], at: usize| -> [u8; W] {
+            let mut w = [0u8; W];
+            w.copy_from_slice(&s[at..at + W]);
+            w
         };
-        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+        let last = a.len() - W;
+        word(a, 0) == word(b, 0) && word(a, last) == word(b, last)
     }
-    a == b
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => ends_match::<4>(a, b),
+        8..=16 => ends_match::<8>(a, b),
+        _ => a == b,
+    }
 }
 
 /// Ids of producers, so that a thread finds its lanes of one producer.
