@@ -290,9 +290,7 @@ impl Partition {
         &self,
         builder: &mut BatchBuilder,
     ) -> Result<(AppendOutcome, AppendEpoch)> {
-        builder.finish_with(|bytes| {
-            self.append_idempotent_valid_at(&ValidBatches::encoded(bytes, self.inner.log.name())?)
-        })
+        builder.finish_with(|bytes| self.append_idempotent_valid_at(&ValidBatches::sealed(bytes)))
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]

@@ -272,6 +272,17 @@ impl<'a> Batch<'a> {
         Ok(b)
     }
 
+    /// The one batch a [`BatchBuilder`](super::BatchBuilder) has just sealed in `bytes`:
+    /// tidelog wrote its header and CRC itself, so nothing is parsed or checked (debug
+    /// builds check that the header parses).
+    #[inline]
+    pub(crate) fn sealed(bytes: &'a [u8]) -> Batch<'a> {
+        debug_assert!(
+            Self::parse_header_at(bytes, "sealed batch", 0).is_ok_and(|b| b.len() == bytes.len())
+        );
+        Batch { bytes }
+    }
+
     /// The header fields that place the batch in a log.
     #[inline]
     pub(crate) fn head(&self) -> BatchHead {

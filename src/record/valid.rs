@@ -47,6 +47,16 @@ impl<'a> ValidBatches<'a> {
         Self::walk(bytes, |rest, at| Batch::parse_header_at(rest, location, at))
     }
 
+    /// The one batch a [`BatchBuilder`](super::BatchBuilder) has just sealed (its
+    /// `finish_with` output): tidelog wrote its header and CRC, nothing is parsed again.
+    pub(crate) fn sealed(bytes: &'a [u8]) -> ValidBatches<'a> {
+        ValidBatches {
+            bytes,
+            first: Some(Batch::sealed(bytes)),
+            rest: Vec::new(),
+        }
+    }
+
     fn walk(
         bytes: &'a [u8],
         parse: impl Fn(&'a [u8], u64) -> Result<Batch<'a>>,

@@ -71,9 +71,7 @@ impl PartitionLog {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
-        builder.finish_with(|bytes| {
-            self.append_valid(&ValidBatches::encoded(bytes, &self.inner.name)?)
-        })
+        builder.finish_with(|bytes| self.append_valid(&ValidBatches::sealed(bytes)))
     }
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
