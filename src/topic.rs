@@ -290,7 +290,9 @@ impl Partition {
         &self,
         builder: &mut BatchBuilder,
     ) -> Result<(AppendOutcome, AppendEpoch)> {
-        builder.finish_with(|bytes| self.append_idempotent_valid_at(&ValidBatches::sealed(bytes)))
+        builder.finish_with(|bytes| {
+            self.append_idempotent_valid_at(&ValidBatches::sealed(bytes, self.inner.log.name())?)
+        })
     }
 
     /// Finishes `builder`'s batch and appends it, as [`PartitionLog::append_builder`]

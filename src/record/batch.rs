@@ -273,14 +273,37 @@ impl<'a> Batch<'a> {
     }
 
     /// The one batch a [`BatchBuilder`](super::BatchBuilder) has just sealed in `bytes`:
-    /// tidelog wrote its header and CRC itself, so nothing is parsed or checked (debug
-    /// builds check that the header parses).
+    /// tidelog wrote its header and CRC itself, so only the length it wrote is compared
+    /// with the bytes (a batch past 2 GiB does not fit its 32-bit length); anything else
+    /// is parsed as [`Batch::parse_header_at`] does, for its error.
     #[inline]
-    pub(crate) fn sealed(bytes: &'a [u8]) -> Batch<'a> {
-        debug_assert!(
-            Self::parse_header_at(bytes, "sealed batch", 0).is_ok_and(|b| b.len() == bytes.len())
-        );
-        Batch { bytes }
+    pub(crate) fn sealed(bytes: &'a [u8], location: &str) -> Result<Batch<'a>> {
+        if bytes.len() >= HEADER_LEN
+            && be_i32(bytes, 8) as i64 == (bytes.len() - LOG_OVERHEAD) as i64
+        {
+            debug_assert!(Self::parse_header_at(bytes, location, 0).is_ok());
+            return Ok(Batch { bytes });
+        }
+        Self::sealed_wrongly(bytes, location)
+    }
+
+    /// [`Batch::sealed`] of bytes whose header does not declare their length: the error.
+    #[cold]
+    #[inline(never)]
+    fn sealed_wrongly(bytes: &'a [u8], location: &str) -> Result<Batch<'a>> {
+        let b = Self::parse_header_at(bytes, location, 0)?;
+        if b.len() != bytes.len() {
+            return Err(Error::corrupt(
+                location,
+                0,
+                format!(
+                    "a batch of {} bytes declares {} (a batch holds at most 2 GiB)",
+                    bytes.len(),
+                    b.len()
+                ),
+            ));
+        }
+        Ok(b)
     }
 
     /// The header fields that place the batch in a log.

@@ -48,13 +48,14 @@ impl<'a> ValidBatches<'a> {
     }
 
     /// The one batch a [`BatchBuilder`](super::BatchBuilder) has just sealed (its
-    /// `finish_with` output): tidelog wrote its header and CRC, nothing is parsed again.
-    pub(crate) fn sealed(bytes: &'a [u8]) -> ValidBatches<'a> {
-        ValidBatches {
+    /// `finish_with` output): tidelog wrote its header and CRC, so only the length in
+    /// its header is checked ([`Batch::sealed`]); errors name `location`.
+    pub(crate) fn sealed(bytes: &'a [u8], location: &str) -> Result<ValidBatches<'a>> {
+        Ok(ValidBatches {
             bytes,
-            first: Some(Batch::sealed(bytes)),
+            first: Some(Batch::sealed(bytes, location)?),
             rest: Vec::new(),
-        }
+        })
     }
 
     fn walk(
@@ -97,5 +98,41 @@ impl<'a> ValidBatches<'a> {
     /// All the bytes, as given.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BatchBuilder;
+
+    fn sealed_batch() -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        b.push(1_000, None, Some(b"v"), &[]);
+        b.push(1_001, Some(b"k"), Some(b"w"), &[]);
+        b.finish()
+    }
+
+    #[test]
+    fn a_sealed_batch_is_taken_as_it_is() {
+        let bytes = sealed_batch();
+        let valid = ValidBatches::sealed(&bytes, "t-0").expect("sealed");
+        assert_eq!(valid.len(), 1);
+        assert_eq!(valid.as_bytes(), &bytes[..]);
+        assert_eq!(valid.iter().next().map(|b| b.record_count()), Some(2));
+    }
+
+    #[test]
+    fn a_sealed_batch_whose_length_does_not_fit_its_header_is_refused() {
+        // Past 2 GiB a builder's 32-bit length wraps to a negative one.
+        let mut wrapped = sealed_batch();
+        wrapped[8..12].copy_from_slice(&i32::MIN.to_be_bytes());
+        let e = ValidBatches::sealed(&wrapped, "t-0").expect_err("wrapped length");
+        assert!(e.to_string().contains("t-0"), "{e}");
+        // A length short of the bytes (a second batch glued on) is refused too.
+        let mut two = sealed_batch();
+        two.extend_from_slice(&sealed_batch());
+        let e = ValidBatches::sealed(&two, "t-0").expect_err("two batches");
+        assert!(e.to_string().contains("declares"), "{e}");
     }
 }

@@ -71,7 +71,8 @@ impl PartitionLog {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append_builder(&self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
-        builder.finish_with(|bytes| self.append_valid(&ValidBatches::sealed(bytes)))
+        builder
+            .finish_with(|bytes| self.append_valid(&ValidBatches::sealed(bytes, &self.inner.name)?))
     }
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
