@@ -40,9 +40,9 @@ impl<'a> ValidBatches<'a> {
         Self::walk(bytes, |rest, at| Batch::parse_at(rest, location, at))
     }
 
-    /// The batches of `bytes` that tidelog has just encoded itself (a builder's or a
-    /// codec rewrite's output, whose CRC it computed): headers are checked, the CRC is
-    /// not computed again.
+    /// The batches of `bytes` that tidelog has just encoded itself (a codec rewrite's
+    /// output, whose CRC it computed): headers are checked, the CRC is not computed
+    /// again. One batch a builder has just sealed takes [`ValidBatches::sealed`].
     pub(crate) fn encoded(bytes: &'a [u8], location: &str) -> Result<ValidBatches<'a>> {
         Self::walk(bytes, |rest, at| Batch::parse_header_at(rest, location, at))
     }
