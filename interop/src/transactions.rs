@@ -1,8 +1,8 @@
 //! What the transaction tests with real clients share: librdkafka's transactional
-//! producer, the node that coordinates a transactional id (FindCoordinator), the
-//! finalized `transaction.version` a node reports (ApiVersions v3), what librdkafka's
-//! read_committed consumer reads, and what it may read of a partition's log left on
-//! disk by a stopped node, by Kafka's rule.
+//! producer, the node that coordinates a transactional id or a group
+//! (FindCoordinator), the finalized `transaction.version` a node reports (ApiVersions
+//! v3), what librdkafka's read_committed consumer reads, and what it may read of a
+//! partition's log left on disk by a stopped node, by Kafka's rule.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -112,9 +112,20 @@ pub fn three_nodes_with(
 
 /// The node that coordinates `transactional_id`, as FindCoordinator answers on `addr`.
 pub fn coordinator(addr: &str, transactional_id: &str) -> Option<i32> {
+    find_coordinator(addr, 1, transactional_id)
+}
+
+/// The node that coordinates consumer group `group`, as FindCoordinator answers on
+/// `addr`.
+pub fn group_coordinator(addr: &str, group: &str) -> Option<i32> {
+    find_coordinator(addr, 0, group)
+}
+
+/// FindCoordinator v3 of `key` (`key_type` 0 a group, 1 a transactional id) on `addr`.
+fn find_coordinator(addr: &str, key_type: i8, key: &str) -> Option<i32> {
     let request = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_key(StrBytes::from_string(transactional_id.to_string()));
+        .with_key_type(key_type)
+        .with_key(StrBytes::from_string(key.to_string()));
     let response: FindCoordinatorResponse =
         KafkaConn::connect(addr, Duration::from_secs(5))?.call(&request, 3)?;
     (response.error_code == 0).then_some(response.node_id.0)
