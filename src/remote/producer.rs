@@ -394,8 +394,11 @@ impl Shared {
     }
 
     /// Records the leader lookup of `partition` of `topic`: its address (starting the
-    /// broker's thread if it has none), a pause while it has none, or the failure of
-    /// its queue for an error asking again does not mend (the topic is gone).
+    /// broker's thread if it has none), a pause while it has none (the topic's
+    /// metadata is marked stale, so that the lookup after the pause asks the cluster
+    /// again rather than reading the same leaderless answer until
+    /// `metadata.max.age.ms`), or the failure of its queue for an error asking again
+    /// does not mend (the topic is gone).
     fn learn_leader(
         self: &Arc<Self>,
         st: &mut State,
@@ -414,10 +417,12 @@ impl Shared {
                     ErrorCode::LEADER_NOT_AVAILABLE.code(),
                     None,
                 );
+                self.cluster.invalidate(topic);
                 self.pause(st, topic, partition, e);
                 return;
             }
             Err(e) if unreachable(&e) => {
+                self.cluster.invalidate(topic);
                 self.pause(st, topic, partition, e);
                 return;
             }

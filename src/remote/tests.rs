@@ -656,6 +656,27 @@ fn leader_move(refusal: ErrorCode) {
     assert_eq!(produced_on_2.load(Ordering::SeqCst), 1, "then node 2, once");
 }
 
+/// Whether the Metadata request in `body` names topic `t`, and the answer of node 1 at
+/// `me` leading `t`-0 ([`metadata`]), without `t` when the request does not name it.
+pub(super) fn metadata_naming_t(
+    body: &mut Bytes,
+    version: i16,
+    me: &str,
+) -> (bool, MetadataResponse) {
+    let request = MetadataRequest::decode(body, version).unwrap();
+    let names_t = request
+        .topics
+        .iter()
+        .flatten()
+        .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "t"));
+    let m = metadata(version, &[(1, me)], 1, 1);
+    let mut r = MetadataResponse::decode(&mut m.freeze(), version).unwrap();
+    if !names_t {
+        r.topics.clear();
+    }
+    (names_t, r)
+}
+
 /// A node whose topic `t` has no leader for its first `electing` Metadata answers
 /// naming it (LEADER_NOT_AVAILABLE at the topic, as a just-created topic is answered),
 /// then one; counts the Metadata requests naming `t` it was sent.
@@ -672,21 +693,8 @@ fn electing_node(electing: usize, asked: Arc<AtomicUsize>) -> String {
             let me = addr.lock().unwrap().clone();
             match key {
                 ApiKey::Metadata => {
-                    let request = MetadataRequest::decode(body, version).unwrap();
-                    let names_t = request
-                        .topics
-                        .iter()
-                        .flatten()
-                        .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "t"));
-                    let n = match names_t {
-                        true => asked.fetch_add(1, Ordering::SeqCst),
-                        false => usize::MAX,
-                    };
-                    let m = metadata(version, &[(1, me.as_str())], 1, 1);
-                    let mut r = MetadataResponse::decode(&mut m.freeze(), version).unwrap();
-                    if !names_t {
-                        r.topics.clear();
-                    } else if n < electing {
+                    let (names_t, mut r) = metadata_naming_t(body, version, &me);
+                    if names_t && asked.fetch_add(1, Ordering::SeqCst) < electing {
                         r.topics[0].error_code = ErrorCode::LEADER_NOT_AVAILABLE.code();
                         r.topics[0].partitions.clear();
                     }

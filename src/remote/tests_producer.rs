@@ -5,12 +5,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, InitProducerIdResponse, ProduceRequest, ProducerId};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, InitProducerIdResponse, ProduceRequest, ProducerId,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use super::tests::{Handler, batches_of, fetch_t, metadata, produce_answer, scripted_node, serve};
+use super::tests::{
+    Handler, batches_of, fetch_t, metadata, metadata_naming_t, produce_answer, scripted_node, serve,
+};
 use super::{ClientConfig, Cluster};
+use crate::error::ErrorCode;
 use crate::producer::{RemoteProducer, partition_for_key};
 use crate::{Acks, Broker, Error, Producer, ProducerRecord, TopicConfig};
 
@@ -476,4 +481,57 @@ fn max_in_flight_is_checked() {
     let m = producer.send("t", ProducerRecord::new(b"v")).unwrap();
     assert_eq!(m.offset, 0);
     server.shutdown().unwrap();
+}
+
+/// A node whose partition `t`-0 has no leader in its first Metadata answer naming `t`
+/// (leader -1, a leader being elected after a node died), then node 1: the producer
+/// asks again after its backoff instead of keeping the leaderless answer, and its
+/// record is appended long before `delivery.timeout.ms`.
+#[test]
+fn a_partition_without_a_leader_is_asked_for_again() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let addr: Arc<Mutex<String>> = Arc::default();
+    let handler: Arc<Handler> = {
+        let (asked, addr) = (asked.clone(), addr.clone());
+        Arc::new(move |key, version, body| match key {
+            ApiKey::Metadata => {
+                let me = addr.lock().unwrap().clone();
+                let (names_t, mut r) = metadata_naming_t(body, version, &me);
+                if names_t && asked.fetch_add(1, Ordering::SeqCst) == 0 {
+                    r.topics[0].partitions[0].leader_id = BrokerId(-1);
+                    r.topics[0].partitions[0].error_code = ErrorCode::LEADER_NOT_AVAILABLE.code();
+                }
+                let mut out = BytesMut::new();
+                r.encode(&mut out, version).unwrap();
+                Some(out)
+            }
+            ApiKey::Produce => Some(produce_answer(version, 0, 9)),
+            _ => None,
+        })
+    };
+    let versions = vec![
+        (ApiKey::ApiVersions, 0, 3),
+        (ApiKey::Metadata, 0, 12),
+        (ApiKey::Produce, 3, 12),
+    ];
+    let node = scripted_node(versions, handler);
+    *addr.lock().unwrap() = node.clone();
+    let cluster = Cluster::connect(
+        ClientConfig::new(&node)
+            .set("retry.backoff.ms", 10)
+            .set("delivery.timeout.ms", 5_000),
+    )
+    .unwrap();
+    let producer = Producer::builder(&cluster)
+        .acks(Acks::Leader)
+        .build()
+        .unwrap();
+    let m = producer
+        .send("t", ProducerRecord::new(b"a").partition(0))
+        .unwrap();
+    assert_eq!((m.partition, m.offset), (0, 9));
+    assert!(
+        asked.load(Ordering::SeqCst) >= 2,
+        "the leaderless answer was asked again"
+    );
 }
