@@ -1,0 +1,282 @@
+//! Exactly once through a consume-transform-produce loop of tidelog's own network
+//! clients (a transactional `Producer` and a `Consumer` on a `Cluster`) on three
+//! `tidelog serve` child processes, where the node killed mid-transaction coordinates
+//! both the transaction and the loop's consumer group: the case librdkafka cannot
+//! follow (see `cluster_transactions_copy.rs`).
+//!
+//! - a transactional producer copies every record of a three-partition input topic to
+//!   an output topic, each batch committed with the consumer's next offsets
+//!   (`send_offsets_to_transaction`); every third transaction is aborted, and the loop
+//!   goes back to the group's committed offsets, as an application does;
+//! - with a batch's records written, the node that leads both the transactional id's
+//!   `__transaction_state` partition and the group's `__consumer_offsets` partition is
+//!   killed with SIGKILL; the loop goes on with whatever the offsets and the commit
+//!   answered (committed by the successors, or aborted and copied again from the
+//!   committed offsets);
+//! - a read_committed consumer reads each input record's copy exactly once, and the
+//!   group's offsets are at the input's end.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tidelog::{
+    ClientConfig, Cluster, Consumer, ConsumerConfig, ConsumerGroupMetadata, IsolationLevel,
+    OffsetReset, Producer, ProducerRecord,
+};
+use tidelog_interop::cluster::eventually;
+use tidelog_interop::transactions::{coordinator, group_coordinator, three_nodes_with};
+
+const INPUT: &str = "rcopy-in";
+const OUTPUT: &str = "rcopy-out";
+const PARTITIONS: i32 = 3;
+/// Input records per partition.
+const PER_PARTITION: i64 = 30;
+/// Records a transaction copies at most.
+const BATCH: usize = 10;
+const ID: &str = "remote-copier";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn copier(cluster: &Cluster) -> Producer {
+    let p = Producer::builder(cluster)
+        .transactional_id(ID)
+        .build()
+        .expect("a transactional producer");
+    eventually("init_transactions", WAIT, || p.init_transactions().ok());
+    p
+}
+
+/// The group's committed offset of each input partition (0 for none), once its
+/// coordinator answers.
+fn committed(consumer: &Consumer) -> BTreeMap<i32, i64> {
+    eventually("the group's committed offsets", WAIT, || {
+        (0..PARTITIONS)
+            .map(|p| Some((p, consumer.committed(INPUT, p).ok()?.unwrap_or(0))))
+            .collect::<Option<BTreeMap<i32, i64>>>()
+    })
+}
+
+/// Up to [`BATCH`] input records, (partition, offset, value), each at the next offset
+/// of its partition in `next` (advanced); the consumer is put back at `next` where a
+/// poll brought more.
+fn poll_batch(consumer: &mut Consumer, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
+    let mut batch = Vec::new();
+    let mut empty = 0;
+    let mut left = Vec::new();
+    while batch.len() < BATCH && empty < 3 {
+        let records = match consumer.poll(Duration::from_millis(300)) {
+            Ok(records) if !records.is_empty() => records,
+            // A killed node's partitions answer errors until their leaders move.
+            _ => {
+                empty += 1;
+                continue;
+            }
+        };
+        for r in records.iter().flatten() {
+            let at = next.entry(r.partition).or_insert(0);
+            if r.offset == *at && batch.len() < BATCH {
+                *at += 1;
+                let value = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                batch.push((r.partition, r.offset, value));
+            } else if r.offset >= *at {
+                left.push(r.partition);
+            }
+        }
+    }
+    left.dedup();
+    for p in left {
+        consumer.seek(INPUT, p, next[&p]).unwrap();
+    }
+    batch
+}
+
+/// One transaction copying `batch` with the consumer's next offsets: committed, or
+/// aborted when `abort`; with `kill`, called once its records are written.
+fn transaction(
+    p: &Producer,
+    group: &ConsumerGroupMetadata,
+    batch: &[(i32, i64, String)],
+    abort: bool,
+    kill: Option<&mut dyn FnMut()>,
+) -> tidelog::Result<()> {
+    p.begin_transaction()?;
+    let mut next = Vec::new();
+    for (partition, offset, value) in batch {
+        let copy = format!("out-{value}");
+        p.send_nowait(
+            OUTPUT,
+            ProducerRecord::new(copy.as_bytes()).partition(*partition),
+        )?;
+        next.push((INPUT.to_string(), *partition, offset + 1));
+    }
+    p.flush()?;
+    if let Some(kill) = kill {
+        kill();
+    }
+    p.send_offsets_to_transaction(&next, group)?;
+    if abort {
+        p.abort_transaction()
+    } else {
+        p.commit_transaction()
+    }
+}
+
+#[test]
+fn a_copy_loop_is_exactly_once_when_both_its_coordinators_are_killed() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut nodes, admin, _) = three_nodes_with(root.path(), &[INPUT, OUTPUT], PARTITIONS);
+    drop(admin);
+    let bootstrap = nodes.layout.bootstrap();
+    let cluster = eventually("three brokers", WAIT, || {
+        Cluster::connect(ClientConfig::new(&bootstrap))
+            .ok()
+            .filter(|c| c.brokers().len() == 3)
+    });
+    let seeder = Producer::builder(&cluster).build().unwrap();
+    let mut input = Vec::new();
+    for partition in 0..PARTITIONS {
+        for i in 0..PER_PARTITION {
+            let v = format!("in-{partition}-{i}");
+            seeder
+                .send(
+                    INPUT,
+                    ProducerRecord::new(v.as_bytes()).partition(partition),
+                )
+                .unwrap_or_else(|e| panic!("seed {v}: {e}"));
+            input.push(v);
+        }
+    }
+    seeder.close().unwrap();
+
+    let mut producer = copier(&cluster);
+    let node = coordinator(&nodes.layout.addr(0), ID).expect("a transaction coordinator");
+    let victim = (node - 1) as usize;
+    // The group's coordinator is the same node, so the kill takes both coordinators.
+    let group_id = (0..100)
+        .map(|n| format!("remote-copier-group-{n}"))
+        .find(|g| group_coordinator(&nodes.layout.addr(0), g) == Some(node))
+        .expect("a group coordinated by the transaction coordinator's node");
+    let group = ConsumerGroupMetadata::new(group_id.clone());
+    let mut consumer = Consumer::new(
+        &cluster,
+        ConsumerConfig::default()
+            .group_id(group_id)
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .auto_offset_reset(OffsetReset::Earliest),
+    );
+    let assigned: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (INPUT, p)).collect();
+    consumer.assign(&assigned).unwrap();
+
+    let (mut commits, mut aborts, mut killed) = (0, 0, false);
+    let mut next = BTreeMap::new();
+    let mut done: BTreeMap<i32, i64> = BTreeMap::new();
+    let end: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, PER_PARTITION)).collect();
+    let start = Instant::now();
+    let deadline = start + 2 * WAIT;
+    // What each round did, for a failure's message.
+    let mut trace = Vec::new();
+    for round in 0..100 {
+        if done == end {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copied by now: {done:?}\nrounds:\n{}\n{}",
+            trace.join("\n"),
+            nodes.logs()
+        );
+        let batch = poll_batch(&mut consumer, &mut next);
+        if batch.is_empty() {
+            trace.push(format!("{round} at {:?}: nothing polled", start.elapsed()));
+            continue;
+        }
+        let abort = round % 3 == 2;
+        let mut kill = || nodes.kill(victim);
+        let kill_now = !killed && commits >= 3 && !abort;
+        let outcome = transaction(
+            &producer,
+            &group,
+            &batch,
+            abort,
+            kill_now.then_some(&mut kill as &mut dyn FnMut()),
+        );
+        killed |= kill_now;
+        trace.push(format!(
+            "{round} at {:?}: {} records from {}/{}, abort {abort}, kill {kill_now}: {outcome:?}",
+            start.elapsed(),
+            batch.len(),
+            batch[0].0,
+            batch[0].1,
+        ));
+        let copied = match outcome {
+            Ok(()) if abort => {
+                aborts += 1;
+                false
+            }
+            Ok(()) => {
+                commits += 1;
+                true
+            }
+            Err(_) => {
+                if let Err(e) = producer.abort_transaction() {
+                    trace.push(format!("  abort failed: {e}"));
+                    producer = copier(&cluster);
+                    trace.push(format!("  a new copier at {:?}", start.elapsed()));
+                }
+                false
+            }
+        };
+        if copied {
+            for (partition, offset, _) in &batch {
+                done.insert(*partition, offset + 1);
+            }
+        } else {
+            done = committed(&consumer);
+            for (p, offset) in &done {
+                consumer.seek(INPUT, *p, *offset).unwrap();
+            }
+            next = done.clone();
+            trace.push(format!("  rewound to {done:?} at {:?}", start.elapsed()));
+        }
+    }
+    eprintln!("{commits} commits, {aborts} aborts\n{}", trace.join("\n"));
+    assert!(killed, "the coordinators' node was killed mid-transaction");
+    assert!(
+        aborts >= 2 && commits >= 4,
+        "{commits} commits, {aborts} aborts"
+    );
+    assert_eq!(done, end, "every input record copied");
+    assert_eq!(
+        committed(&consumer),
+        end,
+        "the group's offsets at the input's end"
+    );
+    producer.close().unwrap();
+
+    let mut expected: Vec<String> = input.iter().map(|v| format!("out-{v}")).collect();
+    expected.sort();
+    let mut reader = Consumer::new(
+        &cluster,
+        ConsumerConfig::default()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .auto_offset_reset(OffsetReset::Earliest),
+    );
+    let outputs: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (OUTPUT, p)).collect();
+    reader.assign(&outputs).unwrap();
+    let mut seen = Vec::new();
+    let read_until = Instant::now() + WAIT;
+    while seen.len() < expected.len() && Instant::now() < read_until {
+        if let Ok(records) = reader.poll(Duration::from_millis(200)) {
+            for r in records.iter().flatten() {
+                seen.push(String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned());
+            }
+        }
+    }
+    // Nothing more than the committed copies comes after them.
+    if let Ok(records) = reader.poll(Duration::from_millis(500)) {
+        for r in records.iter().flatten() {
+            seen.push(String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, expected, "each input record copied exactly once");
+}
