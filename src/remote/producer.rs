@@ -422,7 +422,6 @@ impl Shared {
                 return;
             }
             Err(e) if unreachable(&e) => {
-                self.cluster.invalidate(topic);
                 self.pause(st, topic, partition, e);
                 return;
             }
