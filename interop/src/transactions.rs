@@ -1,8 +1,8 @@
 //! What the transaction tests with real clients share: librdkafka's transactional
-//! producer, the node that coordinates a transactional id or a group
-//! (FindCoordinator), the finalized `transaction.version` a node reports (ApiVersions
-//! v3), what librdkafka's read_committed consumer reads, and what it may read of a
-//! partition's log left on disk by a stopped node, by Kafka's rule.
+//! producer, the coordinator of a transactional id or a group (FindCoordinator), the
+//! `transaction.version` a node finalizes (ApiVersions v3), a copy loop through a node's
+//! SIGKILL with either client, what librdkafka's read_committed consumer reads, and
+//! what one may read of a stopped node's partition log, by Kafka's rule.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -146,6 +146,131 @@ pub fn transaction_version(addr: &str) -> Option<i16> {
             .find(|f| f.name.as_str() == "transaction.version")
             .map_or(0, |f| f.max_version_level)
     })
+}
+
+/// A transactional producer and a read_committed consumer of a group, with one client
+/// library's API, as [`copy_loop`] drives them.
+pub trait CopyClients {
+    /// What a failed transaction answers.
+    type Error: std::fmt::Debug + std::fmt::Display;
+
+    /// Up to a batch of input records (partition, offset, value), each at the next
+    /// offset of its partition in `next` (advanced); a record at another one is skipped.
+    fn poll_batch(&mut self, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)>;
+
+    /// The group's committed offset of each input partition (0 for none).
+    fn committed(&self) -> BTreeMap<i32, i64>;
+
+    /// Makes the consumer read each input partition from its offset in `offsets`.
+    fn seek(&mut self, offsets: &BTreeMap<i32, i64>);
+
+    /// One transaction copying `batch` with the consumer's next offsets: committed, or
+    /// aborted when `abort`. Calls `step` with the name of each step that ends, the
+    /// first once the batch's records are written (where [`copy_loop`] kills a node).
+    fn transaction(
+        &mut self,
+        batch: &[(i32, i64, String)],
+        abort: bool,
+        step: &mut dyn FnMut(&str),
+    ) -> Result<(), Self::Error>;
+
+    /// After a failed transaction: aborts it or, where it cannot, makes a new producer;
+    /// notes in `trace` what went wrong, with the time since `start`.
+    fn recover(&mut self, error: Self::Error, start: Instant, trace: &mut Vec<String>);
+}
+
+/// Runs a copy loop of `clients`, at most 100 rounds, until the committed offsets are
+/// `end`: each round copies a polled batch in a transaction, every third one aborted;
+/// the first one meant to commit after three commits kills node `victim` of `nodes`
+/// with SIGKILL once its records are written; after an abort or a failure it reads
+/// again from the group's committed offsets. Prints what each round did.
+///
+/// # Panics
+/// If a round starts after `limit` (with the rounds and the nodes' logs), or in the end
+/// if the victim (`what`) was not killed, fewer than 4 transactions committed or 2
+/// aborted, or the copied or the group's committed offsets are not `end`.
+pub fn copy_loop(
+    clients: &mut impl CopyClients,
+    nodes: &mut Processes,
+    (victim, what): (usize, &str),
+    end: &BTreeMap<i32, i64>,
+    limit: Duration,
+) {
+    let (mut commits, mut aborts, mut killed, mut failed) = (0, 0, false, Vec::new());
+    // The next offset to copy of each input partition, and the group's committed ones.
+    let mut next = BTreeMap::new();
+    let mut done: BTreeMap<i32, i64> = BTreeMap::new();
+    let start = Instant::now();
+    let deadline = start + limit;
+    // What each round did, for a failure's message.
+    let mut trace = Vec::new();
+    for round in 0..100 {
+        if done == *end {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copied by now: {done:?}\nrounds:\n{}\n{}",
+            trace.join("\n"),
+            nodes.logs()
+        );
+        let batch = clients.poll_batch(&mut next);
+        if batch.is_empty() {
+            trace.push(format!("{round} at {:?}: nothing polled", start.elapsed()));
+            continue;
+        }
+        let abort = round % 3 == 2;
+        let kill_now = !killed && commits >= 3 && !abort;
+        let (begun, mut steps) = (Instant::now(), Vec::new());
+        let outcome = clients.transaction(&batch, abort, &mut |name| {
+            steps.push(format!("{name} {:?}", begun.elapsed()));
+            if kill_now && steps.len() == 1 {
+                nodes.kill(victim);
+                steps.push(format!("killed {:?}", begun.elapsed()));
+            }
+        });
+        killed |= kill_now;
+        let ((p0, o0, _), (p1, o1, _)) = (&batch[0], &batch[batch.len() - 1]);
+        trace.push(format!(
+            "{round} at {:?}: {} records, {p0}/{o0} to {p1}/{o1}, abort {abort}, kill {kill_now}, {}: {outcome:?}",
+            start.elapsed(),
+            batch.len(),
+            steps.join(", "),
+        ));
+        match outcome {
+            Ok(()) if !abort => {
+                commits += 1;
+                for (partition, offset, _) in &batch {
+                    done.insert(*partition, offset + 1);
+                }
+                continue;
+            }
+            Ok(()) => aborts += 1,
+            Err(e) => {
+                failed.push(e.to_string());
+                clients.recover(e, start, &mut trace);
+            }
+        }
+        done = clients.committed();
+        clients.seek(&done);
+        next = done.clone();
+        trace.push(format!("  rewound to {done:?} at {:?}", start.elapsed()));
+    }
+    eprintln!(
+        "{commits} commits, {aborts} aborts, failed after the kill: {failed:?}\n{}",
+        trace.join("\n")
+    );
+    assert!(killed, "{what} was killed mid-transaction");
+    assert!(
+        aborts >= 2 && commits >= 4,
+        "{commits} commits, {aborts} aborts"
+    );
+    assert_eq!(done, *end, "every input record copied");
+    assert_eq!(
+        clients.committed(),
+        *end,
+        "the group's offsets at the input's end"
+    );
 }
 
 /// Every record value a read_committed consumer of partitions `0..partitions` of

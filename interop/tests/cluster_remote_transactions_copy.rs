@@ -24,7 +24,9 @@ use tidelog::{
     OffsetReset, Producer, ProducerRecord,
 };
 use tidelog_interop::cluster::eventually;
-use tidelog_interop::transactions::{coordinator, group_coordinator, three_nodes_with};
+use tidelog_interop::transactions::{
+    CopyClients, coordinator, copy_loop, group_coordinator, three_nodes_with,
+};
 
 const INPUT: &str = "rcopy-in";
 const OUTPUT: &str = "rcopy-out";
@@ -45,78 +47,99 @@ fn copier(cluster: &Cluster) -> Producer {
     p
 }
 
-/// The group's committed offset of each input partition (0 for none), once its
-/// coordinator answers.
-fn committed(consumer: &Consumer) -> BTreeMap<i32, i64> {
-    eventually("the group's committed offsets", WAIT, || {
-        (0..PARTITIONS)
-            .map(|p| Some((p, consumer.committed(INPUT, p).ok()?.unwrap_or(0))))
-            .collect::<Option<BTreeMap<i32, i64>>>()
-    })
+/// tidelog's copier and consumer of the group, and the cluster (for a new copier).
+struct Clients {
+    producer: Producer,
+    consumer: Consumer,
+    group: ConsumerGroupMetadata,
+    cluster: Cluster,
 }
 
-/// Up to [`BATCH`] input records, (partition, offset, value), each at the next offset
-/// of its partition in `next` (advanced); the consumer is put back at `next` where a
-/// poll brought more.
-fn poll_batch(consumer: &mut Consumer, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
-    let mut batch = Vec::new();
-    let mut empty = 0;
-    let mut left = Vec::new();
-    while batch.len() < BATCH && empty < 3 {
-        let records = match consumer.poll(Duration::from_millis(300)) {
-            Ok(records) if !records.is_empty() => records,
-            // A killed node's partitions answer errors until their leaders move.
-            _ => {
-                empty += 1;
-                continue;
-            }
-        };
-        for r in records.iter().flatten() {
-            let at = next.entry(r.partition).or_insert(0);
-            if r.offset == *at && batch.len() < BATCH {
-                *at += 1;
-                let value = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
-                batch.push((r.partition, r.offset, value));
-            } else if r.offset >= *at {
-                left.push(r.partition);
+impl CopyClients for Clients {
+    type Error = tidelog::Error;
+
+    /// Up to [`BATCH`]; the consumer is put back at `next` where a poll brought more.
+    fn poll_batch(&mut self, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
+        let mut batch = Vec::new();
+        let mut empty = 0;
+        let mut left = Vec::new();
+        while batch.len() < BATCH && empty < 3 {
+            let records = match self.consumer.poll(Duration::from_millis(300)) {
+                Ok(records) if !records.is_empty() => records,
+                // A killed node's partitions answer errors until their leaders move.
+                _ => {
+                    empty += 1;
+                    continue;
+                }
+            };
+            for r in records.iter().flatten() {
+                let at = next.entry(r.partition).or_insert(0);
+                if r.offset == *at && batch.len() < BATCH {
+                    *at += 1;
+                    let value = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                    batch.push((r.partition, r.offset, value));
+                } else if r.offset >= *at {
+                    left.push(r.partition);
+                }
             }
         }
+        left.dedup();
+        for p in left {
+            self.consumer.seek(INPUT, p, next[&p]).unwrap();
+        }
+        batch
     }
-    left.dedup();
-    for p in left {
-        consumer.seek(INPUT, p, next[&p]).unwrap();
-    }
-    batch
-}
 
-/// One transaction copying `batch` with the consumer's next offsets: committed, or
-/// aborted when `abort`; with `kill`, called once its records are written.
-fn transaction(
-    p: &Producer,
-    group: &ConsumerGroupMetadata,
-    batch: &[(i32, i64, String)],
-    abort: bool,
-    kill: Option<&mut dyn FnMut()>,
-) -> tidelog::Result<()> {
-    p.begin_transaction()?;
-    let mut next = Vec::new();
-    for (partition, offset, value) in batch {
-        let copy = format!("out-{value}");
-        p.send_nowait(
-            OUTPUT,
-            ProducerRecord::new(copy.as_bytes()).partition(*partition),
-        )?;
-        next.push((INPUT.to_string(), *partition, offset + 1));
+    /// Once the group's coordinator answers.
+    fn committed(&self) -> BTreeMap<i32, i64> {
+        eventually("the group's committed offsets", WAIT, || {
+            (0..PARTITIONS)
+                .map(|p| Some((p, self.consumer.committed(INPUT, p).ok()?.unwrap_or(0))))
+                .collect::<Option<BTreeMap<i32, i64>>>()
+        })
     }
-    p.flush()?;
-    if let Some(kill) = kill {
-        kill();
+
+    fn seek(&mut self, offsets: &BTreeMap<i32, i64>) {
+        for (p, offset) in offsets {
+            self.consumer.seek(INPUT, *p, *offset).unwrap();
+        }
     }
-    p.send_offsets_to_transaction(&next, group)?;
-    if abort {
-        p.abort_transaction()
-    } else {
-        p.commit_transaction()
+
+    fn transaction(
+        &mut self,
+        batch: &[(i32, i64, String)],
+        abort: bool,
+        step: &mut dyn FnMut(&str),
+    ) -> tidelog::Result<()> {
+        let p = &self.producer;
+        p.begin_transaction()?;
+        let mut next = Vec::new();
+        for (partition, offset, value) in batch {
+            let copy = format!("out-{value}");
+            p.send_nowait(
+                OUTPUT,
+                ProducerRecord::new(copy.as_bytes()).partition(*partition),
+            )?;
+            next.push((INPUT.to_string(), *partition, offset + 1));
+        }
+        p.flush()?;
+        step("flushed");
+        p.send_offsets_to_transaction(&next, &self.group)?;
+        step("offsets sent");
+        if abort {
+            p.abort_transaction()
+        } else {
+            p.commit_transaction()
+        }
+    }
+
+    /// Aborts; a new copier where that fails.
+    fn recover(&mut self, _: tidelog::Error, start: Instant, trace: &mut Vec<String>) {
+        if let Err(e) = self.producer.abort_transaction() {
+            trace.push(format!("  abort failed: {e}"));
+            self.producer = copier(&self.cluster);
+            trace.push(format!("  a new copier at {:?}", start.elapsed()));
+        }
     }
 }
 
@@ -147,7 +170,7 @@ fn a_copy_loop_is_exactly_once_when_both_its_coordinators_are_killed() {
     }
     seeder.close().unwrap();
 
-    let mut producer = copier(&cluster);
+    let producer = copier(&cluster);
     let node = coordinator(&nodes.layout.addr(0), ID).expect("a transaction coordinator");
     let victim = (node - 1) as usize;
     // The group's coordinator is the same node, so the kill takes both coordinators.
@@ -155,102 +178,26 @@ fn a_copy_loop_is_exactly_once_when_both_its_coordinators_are_killed() {
         .map(|n| format!("remote-copier-group-{n}"))
         .find(|g| group_coordinator(&nodes.layout.addr(0), g) == Some(node))
         .expect("a group coordinated by the transaction coordinator's node");
-    let group = ConsumerGroupMetadata::new(group_id.clone());
     let mut consumer = Consumer::new(
         &cluster,
         ConsumerConfig::default()
-            .group_id(group_id)
+            .group_id(group_id.clone())
             .isolation_level(IsolationLevel::ReadCommitted)
             .auto_offset_reset(OffsetReset::Earliest),
     );
     let assigned: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (INPUT, p)).collect();
     consumer.assign(&assigned).unwrap();
+    let mut clients = Clients {
+        producer,
+        consumer,
+        group: ConsumerGroupMetadata::new(group_id),
+        cluster: cluster.clone(),
+    };
 
-    let (mut commits, mut aborts, mut killed) = (0, 0, false);
-    let mut next = BTreeMap::new();
-    let mut done: BTreeMap<i32, i64> = BTreeMap::new();
     let end: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, PER_PARTITION)).collect();
-    let start = Instant::now();
-    let deadline = start + 2 * WAIT;
-    // What each round did, for a failure's message.
-    let mut trace = Vec::new();
-    for round in 0..100 {
-        if done == end {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "copied by now: {done:?}\nrounds:\n{}\n{}",
-            trace.join("\n"),
-            nodes.logs()
-        );
-        let batch = poll_batch(&mut consumer, &mut next);
-        if batch.is_empty() {
-            trace.push(format!("{round} at {:?}: nothing polled", start.elapsed()));
-            continue;
-        }
-        let abort = round % 3 == 2;
-        let mut kill = || nodes.kill(victim);
-        let kill_now = !killed && commits >= 3 && !abort;
-        let outcome = transaction(
-            &producer,
-            &group,
-            &batch,
-            abort,
-            kill_now.then_some(&mut kill as &mut dyn FnMut()),
-        );
-        killed |= kill_now;
-        trace.push(format!(
-            "{round} at {:?}: {} records from {}/{}, abort {abort}, kill {kill_now}: {outcome:?}",
-            start.elapsed(),
-            batch.len(),
-            batch[0].0,
-            batch[0].1,
-        ));
-        let copied = match outcome {
-            Ok(()) if abort => {
-                aborts += 1;
-                false
-            }
-            Ok(()) => {
-                commits += 1;
-                true
-            }
-            Err(_) => {
-                if let Err(e) = producer.abort_transaction() {
-                    trace.push(format!("  abort failed: {e}"));
-                    producer = copier(&cluster);
-                    trace.push(format!("  a new copier at {:?}", start.elapsed()));
-                }
-                false
-            }
-        };
-        if copied {
-            for (partition, offset, _) in &batch {
-                done.insert(*partition, offset + 1);
-            }
-        } else {
-            done = committed(&consumer);
-            for (p, offset) in &done {
-                consumer.seek(INPUT, *p, *offset).unwrap();
-            }
-            next = done.clone();
-            trace.push(format!("  rewound to {done:?} at {:?}", start.elapsed()));
-        }
-    }
-    eprintln!("{commits} commits, {aborts} aborts\n{}", trace.join("\n"));
-    assert!(killed, "the coordinators' node was killed mid-transaction");
-    assert!(
-        aborts >= 2 && commits >= 4,
-        "{commits} commits, {aborts} aborts"
-    );
-    assert_eq!(done, end, "every input record copied");
-    assert_eq!(
-        committed(&consumer),
-        end,
-        "the group's offsets at the input's end"
-    );
-    producer.close().unwrap();
+    let kill = (victim, "the coordinators' node");
+    copy_loop(&mut clients, &mut nodes, kill, &end, 2 * WAIT);
+    clients.producer.close().unwrap();
 
     let mut expected: Vec<String> = input.iter().map(|v| format!("out-{v}")).collect();
     expected.sort();

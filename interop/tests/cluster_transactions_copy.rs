@@ -25,8 +25,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tidelog_interop::cluster::eventually;
 use tidelog_interop::transactions::{
-    committed_in_log, coordinator, group_coordinator, read_committed, three_nodes_with,
-    transaction_version, transactional_producer,
+    CopyClients, committed_in_log, coordinator, copy_loop, group_coordinator, read_committed,
+    three_nodes_with, transaction_version, transactional_producer,
 };
 
 const INPUT: &str = "copy-in";
@@ -97,97 +97,108 @@ fn group_on_another_node(addr: &str, node: i32) -> String {
         .expect("a group coordinated by another node")
 }
 
-/// The group's committed offset of each input partition (0 for none).
-fn committed(consumer: &BaseConsumer) -> BTreeMap<i32, i64> {
-    eventually("the group's committed offsets", WAIT, || {
-        let tpl = consumer
-            .committed_offsets(
-                all_partitions(INPUT, |_| Offset::Invalid),
-                Duration::from_secs(5),
-            )
-            .ok()?;
-        let offsets = tpl
-            .elements()
-            .iter()
-            .map(|e| match e.offset() {
-                Offset::Offset(o) => (e.partition(), o),
-                _ => (e.partition(), 0),
-            })
-            .collect::<BTreeMap<i32, i64>>();
-        (offsets.len() == PARTITIONS as usize).then_some(offsets)
-    })
+/// librdkafka's copier and consumer, and the surviving nodes (for a new copier).
+struct Clients {
+    producer: BaseProducer,
+    consumer: BaseConsumer,
+    live: String,
 }
 
-/// Reads the input again from the group's committed offsets, as a consume-transform-
-/// produce loop does after a transaction failed.
-fn rewind(consumer: &BaseConsumer) -> BTreeMap<i32, i64> {
-    let offsets = committed(consumer);
-    consumer
-        .assign(&all_partitions(INPUT, |p| Offset::Offset(offsets[&p])))
-        .unwrap();
-    offsets
-}
+impl CopyClients for Clients {
+    type Error = KafkaError;
 
-/// Up to [`BATCH`] input records, (partition, offset, value), each at the next offset
-/// of its partition in `next` (advanced); a record fetched before a rewind is skipped.
-fn poll_batch(consumer: &BaseConsumer, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
-    let mut batch = Vec::new();
-    let mut empty = 0;
-    while batch.len() < BATCH && empty < 3 {
-        match consumer.poll(Duration::from_millis(300)) {
-            Some(Ok(m)) => {
-                let at = next.entry(m.partition()).or_insert(0);
-                if m.offset() == *at {
-                    *at += 1;
-                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
-                    batch.push((m.partition(), m.offset(), value.into_owned()));
+    /// Up to [`BATCH`]; a record fetched before a rewind is skipped.
+    fn poll_batch(&mut self, next: &mut BTreeMap<i32, i64>) -> Vec<(i32, i64, String)> {
+        let mut batch = Vec::new();
+        let mut empty = 0;
+        while batch.len() < BATCH && empty < 3 {
+            match self.consumer.poll(Duration::from_millis(300)) {
+                Some(Ok(m)) => {
+                    let at = next.entry(m.partition()).or_insert(0);
+                    if m.offset() == *at {
+                        *at += 1;
+                        let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
+                        batch.push((m.partition(), m.offset(), value.into_owned()));
+                    }
                 }
+                // librdkafka reports a killed node's connection too; it fetches on.
+                Some(Err(_)) | None => empty += 1,
             }
-            // librdkafka reports a killed node's connection too; it fetches on.
-            Some(Err(_)) | None => empty += 1,
+        }
+        batch
+    }
+
+    fn committed(&self) -> BTreeMap<i32, i64> {
+        eventually("the group's committed offsets", WAIT, || {
+            let tpl = self
+                .consumer
+                .committed_offsets(
+                    all_partitions(INPUT, |_| Offset::Invalid),
+                    Duration::from_secs(5),
+                )
+                .ok()?;
+            let offsets = tpl
+                .elements()
+                .iter()
+                .map(|e| match e.offset() {
+                    Offset::Offset(o) => (e.partition(), o),
+                    _ => (e.partition(), 0),
+                })
+                .collect::<BTreeMap<i32, i64>>();
+            (offsets.len() == PARTITIONS as usize).then_some(offsets)
+        })
+    }
+
+    fn seek(&mut self, offsets: &BTreeMap<i32, i64>) {
+        self.consumer
+            .assign(&all_partitions(INPUT, |p| Offset::Offset(offsets[&p])))
+            .unwrap();
+    }
+
+    fn transaction(
+        &mut self,
+        batch: &[(i32, i64, String)],
+        abort: bool,
+        step: &mut dyn FnMut(&str),
+    ) -> KafkaResult<()> {
+        let (p, consumer) = (&self.producer, &self.consumer);
+        p.begin_transaction()?;
+        let mut next = TopicPartitionList::new();
+        for (partition, offset, value) in batch {
+            let copy = format!("out-{value}");
+            p.send(
+                BaseRecord::<(), String>::to(OUTPUT)
+                    .payload(&copy)
+                    .partition(*partition),
+            )
+            .map_err(|(e, _)| e)?;
+            next.add_partition_offset(INPUT, *partition, Offset::Offset(offset + 1))?;
+        }
+        p.flush(WAIT)?;
+        step("flushed");
+        let group = consumer.group_metadata().expect("the consumer's group");
+        p.send_offsets_to_transaction(&next, &group, WAIT)?;
+        step("offsets sent");
+        if abort {
+            p.abort_transaction(WAIT)
+        } else {
+            p.commit_transaction(WAIT)
         }
     }
-    batch
-}
 
-/// One transaction copying `batch` with the consumer's next offsets: committed, or
-/// aborted when `abort`. With `kill`, called once its records are written. Each step
-/// that ends is noted in `steps` with its time, for a failure's message.
-fn transaction(
-    p: &BaseProducer,
-    consumer: &BaseConsumer,
-    batch: &[(i32, i64, String)],
-    abort: bool,
-    kill: Option<&mut dyn FnMut()>,
-    steps: &mut Vec<String>,
-) -> KafkaResult<()> {
-    let started = Instant::now();
-    let mut step = |name: &str| steps.push(format!("{name} {:?}", started.elapsed()));
-    p.begin_transaction()?;
-    let mut next = TopicPartitionList::new();
-    for (partition, offset, value) in batch {
-        let copy = format!("out-{value}");
-        p.send(
-            BaseRecord::<(), String>::to(OUTPUT)
-                .payload(&copy)
-                .partition(*partition),
-        )
-        .map_err(|(e, _)| e)?;
-        next.add_partition_offset(INPUT, *partition, Offset::Offset(offset + 1))?;
-    }
-    p.flush(WAIT)?;
-    step("flushed");
-    if let Some(kill) = kill {
-        kill();
-        step("killed");
-    }
-    let group = consumer.group_metadata().expect("the consumer's group");
-    p.send_offsets_to_transaction(&next, &group, WAIT)?;
-    step("offsets sent");
-    if abort {
-        p.abort_transaction(WAIT)
-    } else {
-        p.commit_transaction(WAIT)
+    /// Aborts where librdkafka says the transaction requires it; a new copier
+    /// otherwise, or where the abort fails.
+    fn recover(&mut self, error: KafkaError, start: Instant, trace: &mut Vec<String>) {
+        if let KafkaError::Transaction(e) = &error
+            && e.txn_requires_abort()
+        {
+            let Err(e) = self.producer.abort_transaction(WAIT) else {
+                return;
+            };
+            trace.push(format!("  abort failed at {:?}: {e}", start.elapsed()));
+        }
+        self.producer = copier(&self.live);
+        trace.push(format!("  a new copier at {:?}", start.elapsed()));
     }
 }
 
@@ -202,7 +213,7 @@ fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
         "a new cluster finalizes transaction.version 2"
     );
     let input = seed(&bootstrap);
-    let mut producer = copier(&bootstrap);
+    let producer = copier(&bootstrap);
     let node = coordinator(&nodes.layout.addr(0), ID).expect("a coordinator");
     let victim = (node - 1) as usize;
     let group = group_on_another_node(&nodes.layout.addr(0), node);
@@ -221,106 +232,16 @@ fn a_copy_loop_is_exactly_once_through_aborts_and_a_killed_coordinator() {
         .map(|i| nodes.layout.addr(i))
         .collect::<Vec<_>>()
         .join(",");
+    let mut clients = Clients {
+        producer,
+        consumer,
+        live: live.clone(),
+    };
 
-    let (mut commits, mut aborts, mut killed, mut failed) = (0, 0, false, Vec::new());
-    // The next offset to copy of each input partition, and the group's committed ones.
-    let mut next = BTreeMap::new();
-    let mut done: BTreeMap<i32, i64> = BTreeMap::new();
     let end: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, PER_PARTITION)).collect();
-    let start = Instant::now();
-    let deadline = start + 2 * WAIT;
-    // What each round did, for a failure's message.
-    let mut trace = Vec::new();
-    for round in 0..100 {
-        if done == end {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "copied by now: {done:?}\nrounds:\n{}\n{}",
-            trace.join("\n"),
-            nodes.logs()
-        );
-        let batch = poll_batch(&consumer, &mut next);
-        if batch.is_empty() {
-            trace.push(format!("{round} at {:?}: nothing polled", start.elapsed()));
-            continue;
-        }
-        let abort = round % 3 == 2;
-        let mut kill = || nodes.kill(victim);
-        let kill_now = !killed && commits >= 3 && !abort;
-        let mut steps = Vec::new();
-        let outcome = transaction(
-            &producer,
-            &consumer,
-            &batch,
-            abort,
-            kill_now.then_some(&mut kill as &mut dyn FnMut()),
-            &mut steps,
-        );
-        killed |= kill_now;
-        let (first, last) = (&batch[0], &batch[batch.len() - 1]);
-        trace.push(format!(
-            "{round} at {:?}: {} records, {}/{} to {}/{}, abort {abort}, kill {kill_now}, {}: {outcome:?}",
-            start.elapsed(),
-            batch.len(),
-            first.0,
-            first.1,
-            last.0,
-            last.1,
-            steps.join(", "),
-        ));
-        let copied = match outcome {
-            Ok(()) if abort => {
-                aborts += 1;
-                false
-            }
-            Ok(()) => {
-                commits += 1;
-                true
-            }
-            Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
-                failed.push(e.to_string());
-                if let Err(e) = producer.abort_transaction(WAIT) {
-                    trace.push(format!("  abort failed at {:?}: {e}", start.elapsed()));
-                    producer = copier(&live);
-                    trace.push(format!("  a new copier at {:?}", start.elapsed()));
-                }
-                false
-            }
-            Err(e) => {
-                failed.push(e.to_string());
-                producer = copier(&live);
-                trace.push(format!("  a new copier at {:?}", start.elapsed()));
-                false
-            }
-        };
-        if copied {
-            for (partition, offset, _) in &batch {
-                done.insert(*partition, offset + 1);
-            }
-        } else {
-            done = rewind(&consumer);
-            next = done.clone();
-            trace.push(format!("  rewound to {done:?} at {:?}", start.elapsed()));
-        }
-    }
-    eprintln!(
-        "{commits} commits, {aborts} aborts, failed after the kill: {failed:?}\n{}",
-        trace.join("\n")
-    );
-    assert!(killed, "the coordinator was killed mid-transaction");
-    assert!(
-        aborts >= 2 && commits >= 4,
-        "{commits} commits, {aborts} aborts"
-    );
-    assert_eq!(done, end, "every input record copied");
-    assert_eq!(
-        committed(&consumer),
-        end,
-        "the group's offsets at the input's end"
-    );
-    drop((producer, consumer, admin));
+    let kill = (victim, "the coordinator");
+    copy_loop(&mut clients, &mut nodes, kill, &end, 2 * WAIT);
+    drop((clients, admin));
 
     let mut expected: Vec<String> = input.iter().map(|v| format!("out-{v}")).collect();
     expected.sort();
