@@ -181,8 +181,8 @@ pub trait CopyClients {
 
 /// Runs a copy loop of `clients`, at most 100 rounds, until the committed offsets are
 /// `end`: each round copies a polled batch in a transaction, every third one aborted;
-/// the first one meant to commit after three commits kills node `victim` of `nodes`
-/// with SIGKILL once its records are written; after an abort or a failure it reads
+/// the first one meant to commit after three commits that gets its records written
+/// kills node `victim` of `nodes` with SIGKILL there; after an abort or a failure it reads
 /// again from the group's committed offsets. Prints what each round did.
 ///
 /// # Panics
@@ -221,15 +221,18 @@ pub fn copy_loop(
         }
         let abort = round % 3 == 2;
         let kill_now = !killed && commits >= 3 && !abort;
-        let (begun, mut steps) = (Instant::now(), Vec::new());
+        let (begun, mut steps, mut killed_now) = (Instant::now(), Vec::new(), false);
         let outcome = clients.transaction(&batch, abort, &mut |name| {
             steps.push(format!("{name} {:?}", begun.elapsed()));
             if kill_now && steps.len() == 1 {
                 nodes.kill(victim);
+                killed_now = true;
                 steps.push(format!("killed {:?}", begun.elapsed()));
             }
         });
-        killed |= kill_now;
+        // A transaction that failed before its records were written killed nothing:
+        // a later round kills.
+        killed |= killed_now;
         let ((p0, o0, _), (p1, o1, _)) = (&batch[0], &batch[batch.len() - 1]);
         trace.push(format!(
             "{round} at {:?}: {} records, {p0}/{o0} to {p1}/{o1}, abort {abort}, kill {kill_now}, {}: {outcome:?}",
