@@ -726,6 +726,11 @@ pub(crate) enum PerfCmd {
     /// full fetches then incremental ones; CPU time per fetch and the bytes each way.
     #[cfg(feature = "server")]
     Fetch(PerfFetchArgs),
+    /// Store-and-forward: records written to a local topic first, then copied by a
+    /// `Forwarder` to a `tidelog serve` child process on 127.0.0.1 (in transactions, or
+    /// idempotent with --no-transactions); records per second until it caught up.
+    #[cfg(feature = "server")]
+    Forward(PerfForwardArgs),
     /// The writer process of `perf recover` (internal).
     #[command(hide = true)]
     RecoverWriter(PerfRecoverWriterArgs),
@@ -882,6 +887,28 @@ pub(crate) struct PerfFetchArgs {
     /// Seconds of fetches measured in each mode (sessionless, then in a session).
     #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub seconds: u64,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tidelog perf forward`.
+#[cfg(feature = "server")]
+#[derive(Debug, Args)]
+pub(crate) struct PerfForwardArgs {
+    /// Records written to the local topic, then forwarded.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+    /// Value size of each record in bytes.
+    #[arg(long, value_name = "S", default_value_t = 100)]
+    pub record_size: usize,
+    /// Partitions of the local topic and of the remote one.
+    #[arg(long, value_name = "P", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=10_000))]
+    pub partitions: i32,
+    /// Forward with an idempotent producer, without transactions (as `tidelog forward
+    /// --no-transactions`).
+    #[arg(long)]
+    pub no_transactions: bool,
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -43,6 +43,8 @@ mod perf_cluster;
 #[cfg(feature = "server")]
 mod perf_fetch;
 #[cfg(feature = "server")]
+mod perf_forward;
+#[cfg(feature = "server")]
 mod perf_groups;
 mod perf_machine;
 mod produce;
@@ -123,6 +125,8 @@ fn main() -> ExitCode {
         Command::Perf(PerfCmd::Groups(args)) => perf_groups::groups(given, &args),
         #[cfg(feature = "server")]
         Command::Perf(PerfCmd::Fetch(args)) => perf_fetch::fetch_sessions(given, &args),
+        #[cfg(feature = "server")]
+        Command::Perf(PerfCmd::Forward(args)) => perf_forward::forward(given, &args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(data, &args),
         #[cfg(feature = "server")]

@@ -161,7 +161,7 @@ fn written_data<'a>(given: Option<&'a Path>, mode: &str) -> CliResult<&'a Path> 
 }
 
 /// Random payloads generated before timing, used round-robin.
-struct Payloads {
+pub(crate) struct Payloads {
     pool: Vec<Vec<u8>>,
 }
 
@@ -190,7 +190,7 @@ impl Rng {
 }
 
 impl Payloads {
-    fn new(size: usize) -> Payloads {
+    pub(crate) fn new(size: usize) -> Payloads {
         let count = (POOL_BYTES / size.max(1)).clamp(1, 1024);
         let mut rng = Rng::new();
         let pool = (0..count)
@@ -206,7 +206,7 @@ impl Payloads {
 }
 
 /// The keys of a keyed run, built before timing: record `i` gets `key-{i % K:08}`.
-struct Keys {
+pub(crate) struct Keys {
     /// The keys back to back, `KEY_LEN` bytes each: only as many as there are records.
     flat: Vec<u8>,
     /// K, the number of distinct keys.
@@ -250,7 +250,7 @@ fn key_len(keys: Option<&Keys>) -> usize {
 /// partitions. With keys, each record goes to `partition_for_key`'s partition, into that
 /// partition's builder, which is appended once it holds `batch` records; what is left
 /// is appended at the end. Stops early when `stop` is set.
-fn produce_records(
+pub(crate) fn produce_records(
     partitions: &[Partition],
     payloads: &Payloads,
     keys: Option<&Keys>,
@@ -340,7 +340,7 @@ fn send_records(
 
 /// The topic `name`, created with `partitions` (or else `default`) partitions if it does
 /// not exist; an existing topic with another count than `partitions` is an error.
-fn topic_or_create(
+pub(crate) fn topic_or_create(
     broker: &Broker,
     name: &str,
     partitions: Option<i32>,
@@ -1719,7 +1719,7 @@ fn send_paced(
 }
 
 /// Prints the result: one JSON object with `--json`, else a human summary.
-fn report(
+pub(crate) fn report(
     mode: &str,
     records: u64,
     record_bytes: usize,

@@ -185,6 +185,28 @@ impl TopicSpec {
     }
 }
 
+/// The start of a run against one node: the run directory (`data`, or a temporary one
+/// for `mode`), one `tidelog serve` child process in it named `label`, and `topic` made
+/// there with `partitions` partitions of one replica and no record, each with a leader.
+pub(crate) fn one_node_with_empty_topic(
+    data: Option<&Path>,
+    mode: &str,
+    label: &str,
+    topic: &str,
+    partitions: i32,
+) -> CliResult<(RunDir, Nodes)> {
+    let dir = RunDir::new(data, mode)?;
+    let mut nodes = Nodes::start_with(dir.path(), label, 1, &[])?;
+    let spec = TopicSpec {
+        partitions,
+        rf: 1,
+        durable: false,
+        empty: true,
+    };
+    create_topic(&mut nodes, dir.path(), label, topic, spec)?;
+    Ok((dir, nodes))
+}
+
 /// Creates `topic` as `spec` says (with `min.insync.replicas` one below a replication
 /// factor above 1) on `nodes` once they serve, and waits until every partition has a
 /// known leader and all its replicas in sync, and, unless `spec.empty`, partition 0's

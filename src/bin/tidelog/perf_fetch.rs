@@ -24,8 +24,8 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName, fetch_req
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cli::PerfFetchArgs;
-use crate::perf::{RunDir, percentile_us, report_fields};
-use crate::perf_cluster::{Nodes, TopicSpec, create_topic};
+use crate::perf::{percentile_us, report_fields};
+use crate::perf_cluster::one_node_with_empty_topic;
 use crate::perf_groups::{Conn, error_name};
 use crate::{CliResult, fail};
 
@@ -202,16 +202,9 @@ fn measure(conn: &mut Conn, pid: u32, a: &PerfFetchArgs, session: bool) -> CliRe
 
 /// Runs `tidelog perf fetch`.
 pub(crate) fn fetch_sessions(data: Option<&Path>, a: &PerfFetchArgs) -> CliResult {
-    let dir = RunDir::new(data, "perf fetch")?;
+    let (dir, mut nodes) =
+        one_node_with_empty_topic(data, "perf fetch", LABEL, TOPIC, a.partitions)?;
     let base = dir.path().to_path_buf();
-    let mut nodes = Nodes::start_with(&base, LABEL, 1, &[])?;
-    let spec = TopicSpec {
-        partitions: a.partitions,
-        rf: 1,
-        durable: false,
-        empty: true,
-    };
-    create_topic(&mut nodes, &base, LABEL, TOPIC, spec)?;
     let pid = nodes.pids()[0];
     let mut conn = Conn::open(&nodes.bootstrap())?;
     // A first sessionless fetch opens every partition's log before anything is timed.
