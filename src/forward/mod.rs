@@ -863,6 +863,11 @@ impl Worker {
             ok: false,
         };
         self.publish(&mut sources, writable.then_some(&mut consumer))?;
+        // What each source's records carry in `SOURCE_HEADER`, made once.
+        let source_headers: Vec<String> = sources
+            .iter()
+            .map(|s| position::source(&self.config.name, &s.topic, s.partition.index()))
+            .collect();
         let mut last_commit = Instant::now();
         let result = loop {
             if self.shared.stopping() {
@@ -899,16 +904,27 @@ impl Worker {
                     skipped += 1;
                     continue;
                 }
-                let source = position::source(&self.config.name, &s.topic, r.partition);
-                let offset = r.offset.to_string();
-                let mut headers: Vec<(&str, &[u8])> = r
-                    .headers
-                    .iter()
-                    .filter(|(k, _)| *k != SOURCE_HEADER && *k != OFFSET_HEADER)
-                    .map(|(k, v)| (k, v.unwrap_or_default()))
-                    .collect();
-                headers.push((SOURCE_HEADER, source.as_bytes()));
-                headers.push((OFFSET_HEADER, offset.as_bytes()));
+                let mut digits = [0u8; 20];
+                let offset = position::decimal(r.offset, &mut digits);
+                let ours = [
+                    (SOURCE_HEADER, source_headers[i].as_bytes()),
+                    (OFFSET_HEADER, offset),
+                ];
+                // A record without headers of its own (the usual case) sends these two
+                // as they are: no allocation a record.
+                let theirs: Vec<(&str, &[u8])>;
+                let headers: &[(&str, &[u8])] = if r.headers.is_empty() {
+                    &ours
+                } else {
+                    theirs = r
+                        .headers
+                        .iter()
+                        .filter(|(k, _)| *k != SOURCE_HEADER && *k != OFFSET_HEADER)
+                        .map(|(k, v)| (k, v.unwrap_or_default()))
+                        .chain(ours)
+                        .collect();
+                    &theirs
+                };
                 let bytes = r.key.map_or(0, <[u8]>::len)
                     + r.value.map_or(0, <[u8]>::len)
                     + headers
@@ -937,7 +953,7 @@ impl Worker {
                 let record = ProducerRecord {
                     key: r.key,
                     value: r.value,
-                    headers: &headers,
+                    headers,
                     partition: Some(q),
                     timestamp: Some(r.timestamp),
                 };

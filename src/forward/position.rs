@@ -20,6 +20,26 @@ pub(crate) fn source(name: &str, topic: &str, partition: i32) -> String {
     format!("{name}/{topic}/{partition}")
 }
 
+/// `n` in decimal, as `n.to_string()` writes it, in `buf` (no allocation: one a
+/// forwarded record, for its [`OFFSET_HEADER`]).
+pub(crate) fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    &buf[at..]
+}
+
 /// The source and local offset a forwarded record's headers carry; None for a record
 /// without both headers (written by someone else).
 ///
@@ -261,6 +281,17 @@ pub(crate) fn already_forwarded(offset: i64, last: i64) -> bool {
 mod tests {
     use super::*;
     use crate::record::BatchBuilder;
+
+    #[test]
+    fn decimal_writes_what_to_string_writes() {
+        let mut buf = [0u8; 20];
+        for n in [0, 1, 9, 10, 99, 100, 12_345, i64::MAX, -1, -10, i64::MIN] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
+        }
+        for n in (0..100_000).step_by(7) {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
+        }
+    }
 
     fn batch(base: i64, records: &[(Option<&str>, i64)], codec: crate::Compression) -> Vec<u8> {
         let mut b = BatchBuilder::new().compression(codec);
