@@ -210,20 +210,19 @@ fn a_copy_loop_is_exactly_once_when_both_its_coordinators_are_killed() {
     let outputs: Vec<(&str, i32)> = (0..PARTITIONS).map(|p| (OUTPUT, p)).collect();
     reader.assign(&outputs).unwrap();
     let mut seen = Vec::new();
-    let read_until = Instant::now() + WAIT;
-    while seen.len() < expected.len() && Instant::now() < read_until {
-        if let Ok(records) = reader.poll(Duration::from_millis(200)) {
+    let mut poll = |seen: &mut Vec<String>, wait| {
+        if let Ok(records) = reader.poll(wait) {
             for r in records.iter().flatten() {
                 seen.push(String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned());
             }
         }
+    };
+    let read_until = Instant::now() + WAIT;
+    while seen.len() < expected.len() && Instant::now() < read_until {
+        poll(&mut seen, Duration::from_millis(200));
     }
     // Nothing more than the committed copies comes after them.
-    if let Ok(records) = reader.poll(Duration::from_millis(500)) {
-        for r in records.iter().flatten() {
-            seen.push(String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned());
-        }
-    }
+    poll(&mut seen, Duration::from_millis(500));
     seen.sort();
     assert_eq!(seen, expected, "each input record copied exactly once");
 }
