@@ -5,7 +5,7 @@
 //! senders never wait for each other, and each thread's records keep their order within
 //! a partition; `flush`, `close` and the linger thread append every thread's batches.
 //! A send takes no lock other threads contend for, allocates nothing (but a receipt's
-//! slot, once per batch), and reads the coarse clock (`clock.rs`). Acknowledgement
+//! slot, once per batch), and reads the coarse clock ([`crate::record::now_ms`]). Acknowledgement
 //! levels keep Kafka's names with their in-process meaning documented on [`Acks`].
 //!
 //! With a `transactional_id` the producer writes in transactions (`transaction.rs`):
@@ -16,7 +16,6 @@
 
 mod accumulator;
 mod backend;
-mod clock;
 mod partitioner;
 mod transaction;
 #[cfg(all(test, feature = "server"))]
@@ -33,7 +32,7 @@ use parking_lot::Mutex;
 
 use crate::broker::Broker;
 use crate::error::{Error, Result};
-use crate::record::Compression;
+use crate::record::{Compression, now_ms};
 use crate::topic::Topic;
 use accumulator::{
     AppendResult, BatchSlot, Delivery, ErrorSink, Forget, Lane, LaneConfig, Now, Rec, Receipt,
@@ -812,7 +811,7 @@ impl ProducerInner {
         delivery: D,
     ) -> Result<(i32, i64, D::Out)> {
         self.check_open()?;
-        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let (partition, out) =
             self.with_lanes(|l| l.push(self, topic, record, timestamp, delivery))?;
         Ok((partition, timestamp, out))
@@ -825,7 +824,7 @@ impl ProducerInner {
     #[inline(always)]
     fn enqueue_forget(self: &Arc<Self>, topic: &str, record: &ProducerRecord<'_>) -> Result<()> {
         self.check_open()?;
-        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let id = self.id;
         // The push's error, if any, is boxed and left here rather than returned through
         // the thread-local's closure: a send that succeeds moves a flag and a pointer,
@@ -1069,7 +1068,7 @@ impl ProducerInner {
         append_now: bool,
     ) -> Result<(i32, i64, Option<transaction::Placed>)> {
         self.check_open()?;
-        let timestamp = record.timestamp.unwrap_or_else(clock::now_ms);
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
         self.with_lanes(|l| {
             let t = l.topic(self, topic)?;
             let handle = &l.topics[t].topic;

@@ -8,6 +8,7 @@
 
 mod batch;
 mod builder;
+mod clock;
 mod compression;
 mod control;
 mod valid;
@@ -23,6 +24,7 @@ pub use batch::{
 };
 pub use builder::BatchBuilder;
 pub(crate) use builder::recompress_batches;
+pub use clock::now_ms;
 pub use compression::{Compression, DECOMPRESSION_RATIO, decompression_limit};
 pub use control::{
     CONTROL_KEY_LEN, ControlRecord, ControlRecordType, END_TXN_MARKER_BATCH_LEN,

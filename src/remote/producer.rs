@@ -1078,7 +1078,7 @@ impl ClusterProducer {
         in_transaction: bool,
     ) -> Result<DeliveryReceipt> {
         let shared = &self.shared;
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let timestamp = record.timestamp.unwrap_or_else(crate::record::now_ms);
         let size = BatchBuilder::record_size(0, 0, record.key, record.value, record.headers) + 16;
         let delivery_timeout = shared.cluster.delivery_timeout();
         let mut st = shared.state.lock();
@@ -1152,11 +1152,4 @@ impl Drop for ClusterProducer {
     fn drop(&mut self) {
         let _ = RemoteProducer::close(self);
     }
-}
-
-/// Milliseconds since the Unix epoch.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -520,15 +520,9 @@ fn batch_of(records: usize, size: usize) -> Bytes {
     let mut b = BatchBuilder::with_capacity(records * (size + 16));
     let value: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
     for _ in 0..records {
-        b.push(tidelog_now_ms(), None, Some(&value), &[]);
+        b.push(tidelog::record::now_ms(), None, Some(&value), &[]);
     }
     Bytes::from(b.finish())
-}
-
-fn tidelog_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Throughput then paced latency of `topic` at `leader` with `acks`.

@@ -45,10 +45,9 @@ impl PartitionLog {
     /// ```
     pub fn append_valid(&self, batches: &ValidBatches<'_>) -> Result<AppendInfo> {
         let w = self.inner.writer.lock();
-        let config = Arc::clone(&w.config);
-        self.check_batches(batches, Some(config.max_message_bytes as usize))?;
+        self.check_batches(batches, Some(w.config.max_message_bytes as usize))?;
         self.check_writable()?;
-        self.append_locked(w, batches, &config)
+        self.append_locked(w, batches)
     }
 
     /// Finishes `builder`'s batch and appends it: [`PartitionLog::append`] of
@@ -76,24 +75,25 @@ impl PartitionLog {
     }
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
-    /// `check_batches` and `check_writable`).
+    /// `check_batches` and `check_writable`). The append goes by the log's settings as
+    /// the writer state holds them (read there, not cloned: an `Arc` clone and drop
+    /// would add two atomic read-modify-writes to every append).
     pub(super) fn append_locked(
         &self,
         mut w: parking_lot::MutexGuard<'_, WriterState>,
         parsed: &ValidBatches<'_>,
-        config: &LogConfig,
     ) -> Result<AppendInfo> {
-        let now = self.append_clock(config);
+        let now = self.append_clock(&w.config);
         let base_offset = self.inner.log_end.load(Ordering::Relaxed);
         let stamp = Stamp {
             leader_epoch: w.leader_epoch,
-            log_append_time: config.log_append_time.then_some(now),
+            log_append_time: w.config.log_append_time.then_some(now),
         };
         let mut next = base_offset;
         let mut max_ts = -1;
         let mut count = 0i64;
         for b in parsed.iter() {
-            if let Err(e) = self.write_batch(&mut w, b, next, stamp, config, now) {
+            if let Err(e) = self.write_batch(&mut w, b, next, stamp, now) {
                 // Nothing of this batch was published; earlier batches of this call were.
                 self.publish(&w, next);
                 return Err(e);
@@ -102,7 +102,7 @@ impl PartitionLog {
             count += b.record_count() as i64;
             max_ts = max_ts.max(stamp.log_append_time.unwrap_or(b.max_timestamp()));
         }
-        self.finish_append(w, next, count, config)?;
+        self.finish_append(w, next, count)?;
         Ok(AppendInfo {
             base_offset,
             last_offset: next - 1,
@@ -175,7 +175,6 @@ impl PartitionLog {
         b: &Batch<'_>,
         offset: i64,
         stamp: Stamp,
-        config: &LogConfig,
         now: i64,
     ) -> Result<()> {
         if b.is_transactional() {
@@ -186,7 +185,7 @@ impl PartitionLog {
                 crate::record::EndTxnMarker::of_batch(b, &self.inner.name)?;
             }
         }
-        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), config, now)
+        self.maybe_roll(w, b.len(), offset, b.last_offset_delta(), now)
             .inspect_err(|e| self.note_out_of_space(e))?;
         // The epoch entry is on disk before the batch can be published: a recovery
         // point that covers the batch never finds its epoch missing from the file.
@@ -252,14 +251,14 @@ impl PartitionLog {
         mut w: parking_lot::MutexGuard<'_, WriterState>,
         end: i64,
         count: i64,
-        config: &LogConfig,
     ) -> Result<()> {
         self.publish(&w, end);
         w.unflushed_records += count as u64;
         if w.unflushed_since.is_none() {
             w.unflushed_since = Some(Instant::now());
         }
-        let flush_now = config
+        let flush_now = w
+            .config
             .flush_messages
             .is_some_and(|n| w.unflushed_records >= n);
         drop(w);
@@ -292,26 +291,26 @@ impl PartitionLog {
         len: usize,
         next_offset: i64,
         last_delta: i32,
-        config: &LogConfig,
         now: i64,
     ) -> Result<()> {
+        let (segment_bytes, segment_ms) = (w.config.segment_bytes as usize, w.config.segment_ms);
         let Some(active) = w.active.as_ref() else {
             return Err(self.closed_err());
         };
         let seg_base = active.shared().base_offset;
         let empty = active.position() == 0;
-        let too_big = !active.fits(len, config.segment_bytes as usize);
+        let too_big = !active.fits(len, segment_bytes);
         let too_old = !empty
             && active
                 .first_append_ms
-                .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms as i64);
+                .is_some_and(|t| now.saturating_sub(t) >= segment_ms as i64);
         let offsets_overflow = next_offset + last_delta as i64 - seg_base > u32::MAX as i64;
         let index_full = active.index_full();
         // Offsets that do not fit the segment's relative u32 roll it even when empty: a
         // follower's batch may lie far past the log end (a gap in the leader's log).
         let roll = offsets_overflow || (!empty && (too_big || too_old || index_full));
         let too_big = if roll {
-            len > config.segment_bytes as usize
+            len > segment_bytes
         } else {
             empty && too_big
         };
@@ -319,22 +318,22 @@ impl PartitionLog {
             return Err(Error::MessageTooLarge {
                 partition: self.inner.name.clone(),
                 size: len,
-                max: config.segment_bytes as usize,
+                max: segment_bytes,
             });
         }
         if roll {
-            self.roll_locked(w, next_offset, config)?;
+            self.roll_locked(w, next_offset)?;
         }
         Ok(())
     }
 
-    fn roll_locked(&self, w: &mut WriterState, next_offset: i64, config: &LogConfig) -> Result<()> {
+    fn roll_locked(&self, w: &mut WriterState, next_offset: i64) -> Result<()> {
         if w.active.is_none() {
             return Err(self.closed_err());
         }
         // The new segment first: if it cannot be made (a full disk), the active one
         // stays as it is and takes appends again once there is room.
-        let mut new = Segment::create(&self.inner.dir, next_offset, config, &self.inner.files)?;
+        let mut new = Segment::create(&self.inner.dir, next_offset, &w.config, &self.inner.files)?;
         new.set_prefaulter(self.inner.prefault.clone());
         checkpoint::sync_dir(&self.inner.dir)?;
         let old = w.active.take().ok_or_else(|| self.closed_err())?;
@@ -367,14 +366,13 @@ impl PartitionLog {
     /// Seals the active segment and starts a new one (if the active one has data).
     pub fn roll(&self) -> Result<()> {
         self.check_writable()?;
-        let config = self.config();
         let mut w = self.inner.writer.lock();
         let empty = w.active.as_ref().is_none_or(|a| a.position() == 0);
         if empty {
             return Ok(());
         }
         let next = self.log_end_offset();
-        self.roll_locked(&mut w, next, &config)
+        self.roll_locked(&mut w, next)
     }
 }
 

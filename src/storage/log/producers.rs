@@ -83,8 +83,7 @@ impl PartitionLog {
     /// run once here, the CRC is not computed again.
     pub fn append_idempotent_valid(&self, parsed: &ValidBatches<'_>) -> Result<AppendOutcome> {
         let mut w = self.inner.writer.lock();
-        let config = std::sync::Arc::clone(&w.config);
-        self.check_batches(parsed, Some(config.max_message_bytes as usize))?;
+        self.check_batches(parsed, Some(w.config.max_message_bytes as usize))?;
         self.check_writable()?;
         self.ensure_producers(&mut w)?;
         let state = w.producers.as_ref().ok_or_else(|| self.closed_err())?;
@@ -154,8 +153,7 @@ impl PartitionLog {
             }
         }
         // The append records the batches in the state (`write_batch`).
-        self.append_locked(w, parsed, &config)
-            .map(AppendOutcome::Appended)
+        self.append_locked(w, parsed).map(AppendOutcome::Appended)
     }
 
     /// Every producer of the partition's state, by producer id (Kafka's

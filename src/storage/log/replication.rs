@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::storage::epoch::UNDEFINED_EPOCH;
 use crate::storage::signal::Moved;
 use crate::storage::types::{AppendInfo, Stamp};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 impl PartitionLog {
@@ -111,7 +110,6 @@ impl PartitionLog {
     pub fn append_replica(&self, bytes: &[u8]) -> Result<AppendInfo> {
         let parsed = parse_batches(bytes)?;
         let mut w = self.inner.writer.lock();
-        let config = Arc::clone(&w.config);
         self.check_batches(&parsed, None)?;
         self.check_writable()?;
         self.ensure_epochs(&mut w)?;
@@ -141,13 +139,13 @@ impl PartitionLog {
             }
             expected = b.last_offset() + 1;
         }
-        let now = self.append_clock(&config);
+        let now = self.append_clock(&w.config);
         let mut written = end;
         let mut base_offset = None;
         let (mut max_ts, mut count) = (-1i64, 0i64);
         for b in parsed.iter() {
             let offset = b.base_offset();
-            if let Err(e) = self.write_batch(&mut w, b, offset, Stamp::default(), &config, now) {
+            if let Err(e) = self.write_batch(&mut w, b, offset, Stamp::default(), now) {
                 self.publish(&w, written);
                 return Err(e);
             }
@@ -156,7 +154,7 @@ impl PartitionLog {
             count += b.record_count() as i64;
             max_ts = max_ts.max(b.max_timestamp());
         }
-        self.finish_append(w, written, count, &config)?;
+        self.finish_append(w, written, count)?;
         Ok(AppendInfo {
             base_offset: base_offset.unwrap_or(end),
             last_offset: written - 1,

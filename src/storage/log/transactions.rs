@@ -48,8 +48,7 @@ impl PartitionLog {
         let bytes = self.marker_batch(producer_id, producer_epoch, marker, timestamp)?;
         let parsed = super::parse_batches(&bytes)?;
         let w = self.lock_for_marker(&parsed, producer_id, producer_epoch, marker, 0)?;
-        let config = std::sync::Arc::clone(&w.config);
-        self.append_locked(w, &parsed, &config)
+        self.append_locked(w, &parsed)
     }
 
     /// [`PartitionLog::append_end_txn_marker`] as a partition leader answers
@@ -111,9 +110,7 @@ impl PartitionLog {
                 log_end_offset: self.log_end_offset(),
             });
         }
-        let config = std::sync::Arc::clone(&w.config);
-        self.append_locked(w, &parsed, &config)
-            .map(MarkerOutcome::Appended)
+        self.append_locked(w, &parsed).map(MarkerOutcome::Appended)
     }
 
     /// The control batch of `marker`, refused without a producer id.
