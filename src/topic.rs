@@ -32,7 +32,9 @@ struct PartitionInner {
     log: PartitionLog,
     /// The replica role: what appends may do and who moves the high watermark.
     /// Appends hold it shared, role changes exclusively, so no append of an old leader
-    /// lands after the partition became a follower.
+    /// lands after the partition became a follower. (A standalone partition's builder
+    /// appends skip it: the log's writer lock decides them, and every role change
+    /// first ends them there, `PartitionLog::end_standalone`.)
     role: RwLock<Role>,
 }
 
@@ -117,6 +119,7 @@ impl Partition {
         initial_high_watermark: i64,
     ) -> Self {
         log.set_replicated(initial_high_watermark);
+        log.end_standalone();
         Partition {
             inner: Arc::new(PartitionInner {
                 topic,
@@ -133,6 +136,9 @@ impl Partition {
     /// follower its leader; `old` is left a follower of no leader, so its waiters wake
     /// and what is appended through it is refused.
     pub(crate) fn take_role_from(&self, old: &Partition) -> Result<()> {
+        // Both logs stop taking standalone appends before either role changes.
+        old.inner.log.end_standalone();
+        self.inner.log.end_standalone();
         let taken = std::mem::replace(&mut *old.inner.role.write(), Role::Follower { leader: -1 });
         old.inner.log.wake_all();
         let mut role = self.inner.role.write();
@@ -309,6 +315,12 @@ impl Partition {
         &self,
         builder: &mut BatchBuilder,
     ) -> Result<(AppendInfo, AppendEpoch)> {
+        // A standalone partition appends without the role lock (two atomic
+        // read-modify-writes, a tenth of a single-record append): its log decides under
+        // the writer lock, which every role change takes first (`end_standalone`).
+        if let Some(appended) = self.inner.log.append_builder_standalone(builder) {
+            return appended.map(|info| (info, AppendEpoch(None)));
+        }
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
         let info = self.inner.log.append_builder(builder)?;
@@ -481,6 +493,7 @@ impl Partition {
         now: Instant,
     ) -> Result<()> {
         let mut role = self.inner.role.write();
+        self.inner.log.end_standalone();
         if let Role::Leader {
             state,
             min_insync_replicas: min,
@@ -535,6 +548,7 @@ impl Partition {
     /// stamping epochs. Waiters (acks=all) wake and see it.
     pub(crate) fn become_follower(&self, leader: i32, initial_high_watermark: i64) {
         let mut role = self.inner.role.write();
+        self.inner.log.end_standalone();
         let log = &self.inner.log;
         if !log.is_replicated() {
             log.set_replicated(initial_high_watermark);
@@ -1145,12 +1159,74 @@ mod tests {
         .expect("leader");
     }
 
+    /// Partition 0 of topic `t` on a log `name` of its own in `dir`, standalone.
+    fn standalone(dir: &std::path::Path, name: &str) -> Partition {
+        let log = PartitionLog::open(dir.join(name), name, LogConfig::default()).expect("log");
+        Partition::new(Arc::from("t"), 0, log)
+    }
+
+    fn builder_of(value: &[u8]) -> BatchBuilder {
+        let mut b = BatchBuilder::new();
+        b.push(1_000, None, Some(value), &[]);
+        b
+    }
+
+    #[test]
+    fn a_standalone_partition_given_a_role_appends_builders_under_that_role() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = standalone(dir.path(), "t-0");
+        // Standalone: appended without a role, committed at once.
+        let (info, epoch) = p.append_builder_at(&mut builder_of(b"a")).expect("append");
+        assert_eq!((info.base_offset, epoch), (0, AppendEpoch(None)));
+        assert_eq!(p.high_watermark(), 1);
+        // A follower refuses, and keeps the refused records in the builder's hands:
+        // none reaches the log.
+        p.become_follower(2, 1);
+        let mut b = builder_of(b"b");
+        assert!(matches!(
+            p.append_builder_at(&mut b),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        assert_eq!(p.log().log_end_offset(), 1);
+        // A leader stamps its epoch, and its high watermark waits for the ISR.
+        lead(&p, 7, vec![1, 2]);
+        let (info, epoch) = p.append_builder_at(&mut builder_of(b"c")).expect("append");
+        assert_eq!((info.base_offset, epoch), (1, AppendEpoch(Some(7))));
+        assert_eq!(
+            p.high_watermark(),
+            1,
+            "the follower has not fetched offset 1"
+        );
+        let slice = p
+            .log()
+            .read_bounded(1, 1 << 20, ReadLimit::LogEnd)
+            .expect("read");
+        let epochs: Vec<i32> = slice
+            .batches()
+            .map(|b| b.partition_leader_epoch())
+            .collect();
+        assert_eq!(epochs, [7]);
+    }
+
+    #[test]
+    fn a_partition_that_took_a_role_leaves_its_old_handle_refusing_builders() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let old = standalone(dir.path(), "t-0");
+        let new = standalone(dir.path(), "t-0.moved");
+        old.append_builder_at(&mut builder_of(b"a"))
+            .expect("append");
+        new.take_role_from(&old).expect("take the role");
+        assert!(matches!(
+            old.append_builder_at(&mut builder_of(b"b")),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        assert_eq!(old.log().log_end_offset(), 1);
+    }
+
     #[test]
     fn an_acks_all_wait_fails_when_its_record_was_truncated_under_a_new_leadership() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let log =
-            PartitionLog::open(dir.path().join("t-0"), "t-0", LogConfig::default()).expect("log");
-        let p = Partition::new(Arc::from("t"), 0, log);
+        let p = standalone(dir.path(), "t-0");
         // Epoch 5: our record at offset 0, not yet on the follower (HW 0).
         lead(&p, 5, vec![1, 2]);
         let (info, appended) = p.append_batch_at(&one_record(b"ours")).expect("append");

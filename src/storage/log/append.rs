@@ -74,6 +74,35 @@ impl PartitionLog {
             .finish_with(|bytes| self.append_valid(&ValidBatches::sealed(bytes, &self.inner.name)?))
     }
 
+    /// [`PartitionLog::append_builder`] for a standalone partition, whose handles have
+    /// no replica role to check: `None`, and the builder left as it was, once a handle
+    /// of the log has taken one ([`PartitionLog::end_standalone`]); the caller then
+    /// appends under that role. Decided under the writer lock, which a role change
+    /// takes first, so no append decided standalone lands after a handle took a role.
+    pub(crate) fn append_builder_standalone(
+        &self,
+        builder: &mut BatchBuilder,
+    ) -> Option<Result<AppendInfo>> {
+        let w = self.inner.writer.lock();
+        if !w.standalone {
+            return None;
+        }
+        Some(builder.finish_with(|bytes| {
+            let batches = ValidBatches::sealed(bytes, &self.inner.name)?;
+            self.check_batches(&batches, Some(w.config.max_message_bytes as usize))?;
+            self.check_writable()?;
+            self.append_locked(w, &batches)
+        }))
+    }
+
+    /// Ends the standalone appends of [`PartitionLog::append_builder_standalone`] for
+    /// good: a partition handle calls it before it takes a replica role (leader or
+    /// follower; roles never go back to standalone). An append that holds the writer
+    /// lock finishes first; any later one goes through the role.
+    pub(crate) fn end_standalone(&self) {
+        self.inner.writer.lock().standalone = false;
+    }
+
     /// Appends checked batches at the log end (the caller holds the writer lock and ran
     /// `check_batches` and `check_writable`). The append goes by the log's settings as
     /// the writer state holds them (read there, not cloned: an `Arc` clone and drop

@@ -88,6 +88,11 @@ pub(super) struct WriterState {
     /// Replicated mode: appends move the log end only (mirrored in `Inner::replicated`
     /// for readers; this copy is what an append reads, without an atomic).
     pub(super) replicated: bool,
+    /// No handle of the log has taken a replica role (a standalone partition's log):
+    /// [`PartitionLog::append_builder_standalone`] appends without the role check.
+    /// Cleared for good, under this lock, before a handle takes a role
+    /// ([`PartitionLog::end_standalone`]).
+    pub(super) standalone: bool,
     /// The epoch a leader stamps in every batch it appends (None: batches keep the
     /// `partitionLeaderEpoch` they came with).
     pub(super) leader_epoch: Option<i32>,
