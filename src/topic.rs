@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
-use crate::record::{BatchBuilder, ValidBatches};
+use crate::record::{BatchBuilder, Compression, ValidBatches};
 use crate::replica::{IsrProposalEnd, LeaderState};
 pub(crate) use crate::storage::Signal;
 use crate::storage::{
@@ -317,9 +317,29 @@ impl Partition {
     ) -> Result<(AppendInfo, AppendEpoch)> {
         // A standalone partition appends without the role lock (two atomic
         // read-modify-writes, a tenth of a single-record append): its log decides under
-        // the writer lock, which every role change takes first (`end_standalone`).
-        if let Some(appended) = self.inner.log.append_builder_standalone(builder) {
-            return appended.map(|info| (info, AppendEpoch(None)));
+        // the writer lock, which every role change takes first (`end_standalone`). A
+        // batch without a codec is sealed under that lock (faster for small ones), one
+        // with a codec before it, so that no compression holds the lock.
+        if self.inner.log.is_standalone() {
+            if builder.codec() != Compression::None {
+                return builder.finish_with(|bytes| {
+                    let batches = ValidBatches::sealed(bytes, self.inner.log.name())?;
+                    match self.inner.log.append_valid_standalone(&batches) {
+                        Some(appended) => appended.map(|info| (info, AppendEpoch(None))),
+                        // A role came between the look and the lock: append under it.
+                        None => {
+                            let role = self.inner.role.read();
+                            self.check_appendable(&role)?;
+                            let info = self.inner.log.append_valid(&batches)?;
+                            self.after_append(&role);
+                            Ok((info, Self::epoch_of(&role)))
+                        }
+                    }
+                });
+            }
+            if let Some(appended) = self.inner.log.append_builder_standalone(builder) {
+                return appended.map(|info| (info, AppendEpoch(None)));
+            }
         }
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
@@ -1175,37 +1195,92 @@ mod tests {
     fn a_standalone_partition_given_a_role_appends_builders_under_that_role() {
         let dir = tempfile::tempdir().expect("temp dir");
         let p = standalone(dir.path(), "t-0");
-        // Standalone: appended without a role, committed at once.
+        // Standalone: appended without a role, committed at once; a batch with a codec
+        // (sealed before the log's lock) too.
         let (info, epoch) = p.append_builder_at(&mut builder_of(b"a")).expect("append");
         assert_eq!((info.base_offset, epoch), (0, AppendEpoch(None)));
-        assert_eq!(p.high_watermark(), 1);
+        let mut packed = BatchBuilder::new().compression(Compression::Lz4);
+        packed.push(1_000, None, Some(b"a2"), &[]);
+        let (info, epoch) = p.append_builder_at(&mut packed).expect("append");
+        assert_eq!((info.base_offset, epoch), (1, AppendEpoch(None)));
+        assert!(packed.is_empty());
+        assert_eq!(p.high_watermark(), 2);
         // A follower refuses, and keeps the refused records in the builder's hands:
         // none reaches the log.
-        p.become_follower(2, 1);
+        p.become_follower(2, 2);
         let mut b = builder_of(b"b");
         assert!(matches!(
             p.append_builder_at(&mut b),
             Err(Error::NotLeaderOrFollower { .. })
         ));
-        assert_eq!(p.log().log_end_offset(), 1);
+        let mut packed = BatchBuilder::new().compression(Compression::Lz4);
+        packed.push(1_000, None, Some(b"b2"), &[]);
+        assert!(matches!(
+            p.append_builder_at(&mut packed),
+            Err(Error::NotLeaderOrFollower { .. })
+        ));
+        assert_eq!(p.log().log_end_offset(), 2);
         // A leader stamps its epoch, and its high watermark waits for the ISR.
         lead(&p, 7, vec![1, 2]);
         let (info, epoch) = p.append_builder_at(&mut builder_of(b"c")).expect("append");
-        assert_eq!((info.base_offset, epoch), (1, AppendEpoch(Some(7))));
+        assert_eq!((info.base_offset, epoch), (2, AppendEpoch(Some(7))));
         assert_eq!(
             p.high_watermark(),
-            1,
-            "the follower has not fetched offset 1"
+            2,
+            "the follower has not fetched offset 2"
         );
         let slice = p
             .log()
-            .read_bounded(1, 1 << 20, ReadLimit::LogEnd)
+            .read_bounded(2, 1 << 20, ReadLimit::LogEnd)
             .expect("read");
         let epochs: Vec<i32> = slice
             .batches()
             .map(|b| b.partition_leader_epoch())
             .collect();
         assert_eq!(epochs, [7]);
+    }
+
+    #[test]
+    fn no_builder_append_lands_after_a_concurrent_role_change() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = standalone(dir.path(), "t-0");
+        let appender = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let (mut appended, mut refused) = (0i64, 0u32);
+                for i in 0..5_000_000 {
+                    // With and without a codec: sealed under the log's lock, and before.
+                    let codec = [Compression::None, Compression::Lz4][i % 2];
+                    let mut b = BatchBuilder::new().compression(codec);
+                    b.push(1_000, None, Some(b"x"), &[]);
+                    match p.append_builder_at(&mut b) {
+                        Ok(_) => {
+                            assert_eq!(refused, 0, "an append landed after one was refused");
+                            appended += 1;
+                        }
+                        Err(Error::NotLeaderOrFollower { .. }) => refused += 1,
+                        Err(e) => panic!("append: {e}"),
+                    }
+                    if refused == 100 {
+                        return appended;
+                    }
+                }
+                panic!("the role change never refused an append");
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while p.log().log_end_offset() < 100 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        p.become_follower(2, 0);
+        let end = p.log().log_end_offset();
+        let appended = appender.join().expect("appender");
+        assert_eq!(
+            p.log().log_end_offset(),
+            end,
+            "an append landed after the change"
+        );
+        assert_eq!(appended, end);
     }
 
     #[test]

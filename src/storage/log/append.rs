@@ -74,11 +74,20 @@ impl PartitionLog {
             .finish_with(|bytes| self.append_valid(&ValidBatches::sealed(bytes, &self.inner.name)?))
     }
 
-    /// [`PartitionLog::append_builder`] for a standalone partition, whose handles have
-    /// no replica role to check: `None`, and the builder left as it was, once a handle
-    /// of the log has taken one ([`PartitionLog::end_standalone`]); the caller then
-    /// appends under that role. Decided under the writer lock, which a role change
-    /// takes first, so no append decided standalone lands after a handle took a role.
+    /// True until a handle of the log took a replica role
+    /// ([`PartitionLog::end_standalone`]): a look, which
+    /// [`PartitionLog::append_valid_standalone`] confirms under the writer lock.
+    #[inline]
+    pub(crate) fn is_standalone(&self) -> bool {
+        self.inner.standalone.load(Ordering::Acquire)
+    }
+
+    /// [`PartitionLog::append_builder`] for a standalone partition, as
+    /// [`PartitionLog::append_valid_standalone`], the builder's batch sealed under the
+    /// writer lock (its CRC-32C; measured faster for one-record batches than sealing
+    /// before the lock, 8.2-8.5 against 7.6-7.8 M appends/s); for a builder without a
+    /// codec, so that no compression runs under the lock. `None`, and the builder left
+    /// as it was, once a handle of the log has taken a role.
     pub(crate) fn append_builder_standalone(
         &self,
         builder: &mut BatchBuilder,
@@ -95,12 +104,33 @@ impl PartitionLog {
         }))
     }
 
-    /// Ends the standalone appends of [`PartitionLog::append_builder_standalone`] for
-    /// good: a partition handle calls it before it takes a replica role (leader or
+    /// [`PartitionLog::append_valid`] for a standalone partition, whose handles have no
+    /// replica role to check: `None`, nothing appended, once a handle of the log has
+    /// taken one ([`PartitionLog::end_standalone`]); the caller then appends under that
+    /// role. Decided under the writer lock, which a role change takes first, so no
+    /// append decided standalone lands after a handle took a role.
+    pub(crate) fn append_valid_standalone(
+        &self,
+        batches: &ValidBatches<'_>,
+    ) -> Option<Result<AppendInfo>> {
+        let w = self.inner.writer.lock();
+        if !w.standalone {
+            return None;
+        }
+        let checked = self
+            .check_batches(batches, Some(w.config.max_message_bytes as usize))
+            .and_then(|()| self.check_writable());
+        Some(checked.and_then(|()| self.append_locked(w, batches)))
+    }
+
+    /// Ends the standalone appends of [`PartitionLog::append_valid_standalone`] (and
+    /// [`PartitionLog::append_builder_standalone`]) for good: a partition handle calls it before it takes a replica role (leader or
     /// follower; roles never go back to standalone). An append that holds the writer
     /// lock finishes first; any later one goes through the role.
     pub(crate) fn end_standalone(&self) {
-        self.inner.writer.lock().standalone = false;
+        let mut w = self.inner.writer.lock();
+        w.standalone = false;
+        self.inner.standalone.store(false, Ordering::Release);
     }
 
     /// Appends checked batches at the log end (the caller holds the writer lock and ran

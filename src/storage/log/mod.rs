@@ -89,7 +89,7 @@ pub(super) struct WriterState {
     /// for readers; this copy is what an append reads, without an atomic).
     pub(super) replicated: bool,
     /// No handle of the log has taken a replica role (a standalone partition's log):
-    /// [`PartitionLog::append_builder_standalone`] appends without the role check.
+    /// [`PartitionLog::append_valid_standalone`] appends without the role check.
     /// Cleared for good, under this lock, before a handle takes a role
     /// ([`PartitionLog::end_standalone`]).
     pub(super) standalone: bool,
@@ -161,6 +161,8 @@ pub(super) struct Inner {
     pub(super) recovery_point: AtomicI64,
     /// `WriterState::replicated`, for readers.
     pub(super) replicated: AtomicBool,
+    /// `WriterState::standalone`, for a look before the writer lock (which decides).
+    pub(super) standalone: AtomicBool,
     pub(super) closed: AtomicBool,
     /// Set (with `poison_reason`) when an fsync failed; checked on every append.
     pub(super) poisoned: AtomicBool,

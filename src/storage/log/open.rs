@@ -164,6 +164,7 @@ impl PartitionLog {
                 high_watermark: AtomicI64::new(log_end),
                 recovery_point: AtomicI64::new(recovery_point),
                 replicated: AtomicBool::new(false),
+                standalone: AtomicBool::new(true),
                 closed: AtomicBool::new(false),
                 poisoned: AtomicBool::new(false),
                 poison_reason: Mutex::new(None),

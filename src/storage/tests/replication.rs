@@ -900,3 +900,30 @@ fn the_manager_checkpoints_the_high_watermarks_of_replicated_logs() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn standalone_appends_end_for_good_under_the_writer_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let one = batch("a", 1, 1_000);
+    let valid = crate::record::ValidBatches::parse(&one, "r-0").unwrap();
+    assert!(log.is_standalone());
+    let info = log
+        .append_valid_standalone(&valid)
+        .expect("standalone")
+        .unwrap();
+    assert_eq!((info.base_offset, log.high_watermark()), (0, 1));
+    // A bad batch is refused as `append_valid` refuses it, nothing written.
+    let empty = crate::record::ValidBatches::parse(&[], "r-0").unwrap();
+    assert!(matches!(
+        log.append_valid_standalone(&empty),
+        Some(Err(Error::InvalidBatch(_)))
+    ));
+    // Once a handle takes a role, the log takes no standalone append, now or later.
+    log.end_standalone();
+    assert!(!log.is_standalone());
+    assert!(log.append_valid_standalone(&valid).is_none());
+    assert_eq!(log.log_end_offset(), 1, "nothing appended after the end");
+    log.end_standalone();
+    assert!(log.append_valid_standalone(&valid).is_none());
+}
