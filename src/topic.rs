@@ -246,11 +246,19 @@ impl Partition {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
         let again = self.rewritten(rewritten.as_deref())?;
         let batches = again.as_ref().unwrap_or(batches);
+        self.under_role(|| self.inner.log.append_valid(batches))
+    }
+
+    /// Runs `append` under the partition's role (held shared, so no role change comes
+    /// in between): refused unless this node may append, and followed by the high
+    /// watermark a leader's append may move; with the leadership it ran under.
+    #[inline]
+    fn under_role<T>(&self, append: impl FnOnce() -> Result<T>) -> Result<(T, AppendEpoch)> {
         let role = self.inner.role.read();
         self.check_appendable(&role)?;
-        let info = self.inner.log.append_valid(batches)?;
+        let appended = append()?;
         self.after_append(&role);
-        Ok((info, Self::epoch_of(&role)))
+        Ok((appended, Self::epoch_of(&role)))
     }
 
     /// Appends batches of idempotent producers after their sequence checks, check and
@@ -280,11 +288,7 @@ impl Partition {
         let rewritten = self.inner.log.in_configured_codec(batches)?;
         let again = self.rewritten(rewritten.as_deref())?;
         let batches = again.as_ref().unwrap_or(batches);
-        let role = self.inner.role.read();
-        self.check_appendable(&role)?;
-        let outcome = self.inner.log.append_idempotent_valid(batches)?;
-        self.after_append(&role);
-        Ok((outcome, Self::epoch_of(&role)))
+        self.under_role(|| self.inner.log.append_idempotent_valid(batches))
     }
 
     /// Finishes the batch of an idempotent (or transactional) producer in `builder` and
@@ -327,13 +331,7 @@ impl Partition {
                     match self.inner.log.append_valid_standalone(&batches) {
                         Some(appended) => appended.map(|info| (info, AppendEpoch(None))),
                         // A role came between the look and the lock: append under it.
-                        None => {
-                            let role = self.inner.role.read();
-                            self.check_appendable(&role)?;
-                            let info = self.inner.log.append_valid(&batches)?;
-                            self.after_append(&role);
-                            Ok((info, Self::epoch_of(&role)))
-                        }
+                        None => self.under_role(|| self.inner.log.append_valid(&batches)),
                     }
                 });
             }
@@ -341,11 +339,7 @@ impl Partition {
                 return appended.map(|info| (info, AppendEpoch(None)));
             }
         }
-        let role = self.inner.role.read();
-        self.check_appendable(&role)?;
-        let info = self.inner.log.append_builder(builder)?;
-        self.after_append(&role);
-        Ok((info, Self::epoch_of(&role)))
+        self.under_role(|| self.inner.log.append_builder(builder))
     }
 
     /// Appends the COMMIT or ABORT control batch of a transaction of `producer_id`

@@ -433,14 +433,6 @@ pub(crate) fn parse_kv(s: &str, what: &str) -> CliResult<(String, String)> {
     }
 }
 
-/// Milliseconds since the Unix epoch, now, as the records the command line writes are
-/// stamped: the library's coarse clock ([`tidelog::record::now_ms`], as the `Producer`
-/// stamps), which reads in a few nanoseconds where the precise clock takes tens, once
-/// per record in `perf produce --batch 1`.
-pub(crate) fn now_ms() -> i64 {
-    tidelog::record::now_ms()
-}
-
 /// A point in time given on the command line: milliseconds since the epoch, or an RFC
 /// 3339 / ISO 8601 date `YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM]` (UTC when no zone
 /// is given). `what` names the option for the error message.

@@ -33,7 +33,7 @@ use crate::cli::{
     PerfConsumeArgs, PerfLookupArgs, PerfOpenArgs, PerfProduceArgs, PerfPubsubArgs,
     PerfRecoverArgs, PerfRecoverWriterArgs,
 };
-use crate::common::{checked_batches, close_broker, counted, now_ms, open_broker};
+use crate::common::{checked_batches, close_broker, counted, open_broker};
 use crate::out::Out;
 use crate::perf_machine::{MachineCounters, measured};
 use crate::progress::Progress;
@@ -274,7 +274,7 @@ pub(crate) fn produce_records(
     let mut next = 0usize;
     while sent < n && !stop.load(Ordering::Relaxed) {
         let k = (batch as u64).min(n - sent);
-        let ts = now_ms();
+        let ts = tidelog::record::now_ms();
         match keys {
             None => {
                 let builder = &mut builders[0];
@@ -374,7 +374,7 @@ fn check_batch_size(topic: &Topic, batch: usize, record_size: usize, key_len: us
     let key = vec![b'k'; key_len];
     let key = (key_len > 0).then_some(key.as_slice());
     for _ in 0..batch.max(1) {
-        b.push(now_ms(), key, Some(&payload), &[]);
+        b.push(tidelog::record::now_ms(), key, Some(&payload), &[]);
     }
     let size = b.size_bytes();
     let max = topic.partition(0)?.config().max_message_bytes as usize;
@@ -1574,7 +1574,7 @@ fn latency_run(broker: &Broker, a: &PerfPubsubArgs) -> CliResult<LatencyRun> {
         origin,
         Pacing::Spin,
         |value| {
-            builder.push(now_ms(), None, Some(value), &[]);
+            builder.push(tidelog::record::now_ms(), None, Some(value), &[]);
             part.append_builder(&mut builder)?;
             Ok(())
         },
@@ -1880,7 +1880,7 @@ fn one_batch_each(partitions: &[Partition], records: usize, size: usize) -> CliR
     let payload = vec![0x5au8; size];
     let mut b = BatchBuilder::new();
     for _ in 0..records {
-        b.push(now_ms(), None, Some(&payload), &[]);
+        b.push(tidelog::record::now_ms(), None, Some(&payload), &[]);
     }
     let batch = b.finish();
     for p in partitions {
@@ -2198,7 +2198,7 @@ pub(crate) fn recover_writer(data: Option<&Path>, a: &PerfRecoverWriterArgs) -> 
     let (mut written, mut records) = (0u64, 0u64);
     let t0 = Instant::now();
     while written < a.bytes {
-        let ts = now_ms();
+        let ts = tidelog::record::now_ms();
         for i in 0..a.batch as u64 {
             builder.push(ts, None, Some(payloads.get(records + i)), &[]);
         }

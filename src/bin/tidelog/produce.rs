@@ -10,7 +10,7 @@
 //! a codec of its own.
 
 use crate::cli::ProduceArgs;
-use crate::common::{close_broker, now_ms, open_broker, parse_kv};
+use crate::common::{close_broker, open_broker, parse_kv};
 use crate::{CliResult, fail};
 use std::io::BufRead;
 use std::path::Path;
@@ -118,7 +118,7 @@ pub(crate) fn run(data: &Path, args: &ProduceArgs) -> CliResult {
         }
         pending[p as usize]
             .builder
-            .push(now_ms(), key, Some(value), &header_refs);
+            .push(tidelog::record::now_ms(), key, Some(value), &header_refs);
         produced += 1;
     }
     for p in &mut pending {

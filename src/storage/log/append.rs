@@ -44,7 +44,16 @@ impl PartitionLog {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append_valid(&self, batches: &ValidBatches<'_>) -> Result<AppendInfo> {
-        let w = self.inner.writer.lock();
+        self.check_and_append(self.inner.writer.lock(), batches)
+    }
+
+    /// The log's checks of `batches` (size limit, records, timestamps; the log
+    /// writable), then the append, under the writer lock `w`.
+    fn check_and_append(
+        &self,
+        w: parking_lot::MutexGuard<'_, WriterState>,
+        batches: &ValidBatches<'_>,
+    ) -> Result<AppendInfo> {
         self.check_batches(batches, Some(w.config.max_message_bytes as usize))?;
         self.check_writable()?;
         self.append_locked(w, batches)
@@ -93,14 +102,11 @@ impl PartitionLog {
         builder: &mut BatchBuilder,
     ) -> Option<Result<AppendInfo>> {
         let w = self.inner.writer.lock();
-        if !w.standalone {
+        if !self.inner.standalone.load(Ordering::Relaxed) {
             return None;
         }
         Some(builder.finish_with(|bytes| {
-            let batches = ValidBatches::sealed(bytes, &self.inner.name)?;
-            self.check_batches(&batches, Some(w.config.max_message_bytes as usize))?;
-            self.check_writable()?;
-            self.append_locked(w, &batches)
+            self.check_and_append(w, &ValidBatches::sealed(bytes, &self.inner.name)?)
         }))
     }
 
@@ -114,22 +120,19 @@ impl PartitionLog {
         batches: &ValidBatches<'_>,
     ) -> Option<Result<AppendInfo>> {
         let w = self.inner.writer.lock();
-        if !w.standalone {
+        if !self.inner.standalone.load(Ordering::Relaxed) {
             return None;
         }
-        let checked = self
-            .check_batches(batches, Some(w.config.max_message_bytes as usize))
-            .and_then(|()| self.check_writable());
-        Some(checked.and_then(|()| self.append_locked(w, batches)))
+        Some(self.check_and_append(w, batches))
     }
 
-    /// Ends the standalone appends of [`PartitionLog::append_valid_standalone`] (and
-    /// [`PartitionLog::append_builder_standalone`]) for good: a partition handle calls it before it takes a replica role (leader or
-    /// follower; roles never go back to standalone). An append that holds the writer
-    /// lock finishes first; any later one goes through the role.
+    /// Ends the standalone appends of [`PartitionLog::append_valid_standalone`] and
+    /// [`PartitionLog::append_builder_standalone`] for good: a partition handle calls
+    /// it before it takes a replica role (leader or follower; roles never go back to
+    /// standalone). An append that holds the writer lock finishes first; any later one
+    /// goes through the role.
     pub(crate) fn end_standalone(&self) {
-        let mut w = self.inner.writer.lock();
-        w.standalone = false;
+        let _w = self.inner.writer.lock();
         self.inner.standalone.store(false, Ordering::Release);
     }
 

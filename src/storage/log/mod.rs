@@ -88,11 +88,6 @@ pub(super) struct WriterState {
     /// Replicated mode: appends move the log end only (mirrored in `Inner::replicated`
     /// for readers; this copy is what an append reads, without an atomic).
     pub(super) replicated: bool,
-    /// No handle of the log has taken a replica role (a standalone partition's log):
-    /// [`PartitionLog::append_valid_standalone`] appends without the role check.
-    /// Cleared for good, under this lock, before a handle takes a role
-    /// ([`PartitionLog::end_standalone`]).
-    pub(super) standalone: bool,
     /// The epoch a leader stamps in every batch it appends (None: batches keep the
     /// `partitionLeaderEpoch` they came with).
     pub(super) leader_epoch: Option<i32>,
@@ -161,7 +156,10 @@ pub(super) struct Inner {
     pub(super) recovery_point: AtomicI64,
     /// `WriterState::replicated`, for readers.
     pub(super) replicated: AtomicBool,
-    /// `WriterState::standalone`, for a look before the writer lock (which decides).
+    /// No handle of the log has taken a replica role (a standalone partition's log):
+    /// appends may skip the role check. Cleared for good under the writer lock
+    /// ([`PartitionLog::end_standalone`]), so an append that reads it under that lock
+    /// decides; a read without it is only a look.
     pub(super) standalone: AtomicBool,
     pub(super) closed: AtomicBool,
     /// Set (with `poison_reason`) when an fsync failed; checked on every append.

@@ -151,7 +151,6 @@ impl PartitionLog {
                     unflushed_since: None,
                     scratch: Vec::new(),
                     replicated: false,
-                    standalone: true,
                     leader_epoch: None,
                     latest_epoch: None,
                     producers: None,
