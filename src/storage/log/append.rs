@@ -101,10 +101,7 @@ impl PartitionLog {
         &self,
         builder: &mut BatchBuilder,
     ) -> Option<Result<AppendInfo>> {
-        let w = self.inner.writer.lock();
-        if !self.inner.standalone.load(Ordering::Relaxed) {
-            return None;
-        }
+        let w = self.lock_standalone()?;
         Some(builder.finish_with(|bytes| {
             self.check_and_append(w, &ValidBatches::sealed(bytes, &self.inner.name)?)
         }))
@@ -119,11 +116,15 @@ impl PartitionLog {
         &self,
         batches: &ValidBatches<'_>,
     ) -> Option<Result<AppendInfo>> {
-        let w = self.inner.writer.lock();
-        if !self.inner.standalone.load(Ordering::Relaxed) {
-            return None;
-        }
+        let w = self.lock_standalone()?;
         Some(self.check_and_append(w, batches))
+    }
+
+    /// The writer lock, if the log is still standalone (read under the lock, which
+    /// [`PartitionLog::end_standalone`] takes too, so the answer holds while it is held).
+    fn lock_standalone(&self) -> Option<parking_lot::MutexGuard<'_, WriterState>> {
+        let w = self.inner.writer.lock();
+        self.inner.standalone.load(Ordering::Relaxed).then_some(w)
     }
 
     /// Ends the standalone appends of [`PartitionLog::append_valid_standalone`] and
