@@ -63,6 +63,46 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A loopback listener for a node's quorum address, on a port below Linux's ephemeral
+/// range (32768-60999). A node restarted on its address rebinds that port after it was
+/// free for a while; a port from `bind(0)` could meanwhile have been handed to another
+/// test's listener or outgoing connection ("Address already in use"). Ports here come
+/// from this process's own turn through 20000-31999 (started at its pid): no other
+/// test of the process takes one again, and nothing the kernel hands out lands there.
+fn quorum_listener() -> TcpListener {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port as u16)) {
+            return l;
+        }
+    }
+    panic!("no free loopback port in {FIRST}-{}", FIRST + SPAN - 1);
+}
+
+#[test]
+fn quorum_listeners_are_distinct_and_below_the_ephemeral_range() {
+    let listeners: Vec<TcpListener> = (0..8).map(|_| quorum_listener()).collect();
+    let mut ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    assert!(
+        ports.iter().all(|p| (20_000..32_000).contains(p)),
+        "{ports:?}"
+    );
+    drop(listeners);
+    // Freed, they are still not handed out again: a restarted node finds its port.
+    ports.extend((0..8).map(|_| quorum_listener().local_addr().unwrap().port()));
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 16, "{ports:?}");
+}
+
 struct TestCluster {
     dirs: Vec<tempfile::TempDir>,
     addrs: Vec<SocketAddr>,
@@ -151,9 +191,7 @@ impl TestCluster {
         (inter_broker, unrecorded, racks, log_dirs): (bool, Option<usize>, bool, bool),
         late: Option<usize>,
     ) -> TestCluster {
-        let listeners: Vec<TcpListener> = (0..n)
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
+        let listeners: Vec<TcpListener> = (0..n).map(|_| quorum_listener()).collect();
         let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         let quorum = addrs
             .iter()

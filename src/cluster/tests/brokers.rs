@@ -6,11 +6,11 @@ use super::*;
 
 impl TestCluster {
     /// Starts one more node, with the next id, as a broker only: the same `--quorum`
-    /// (which does not list it) and its own quorum listener on a port from the OS.
+    /// (which does not list it) and its own quorum listener (see [`quorum_listener`]).
     pub(super) fn add_broker(&mut self) -> usize {
         let i = self.nodes.len();
         self.dirs.push(tempfile::tempdir().unwrap());
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = quorum_listener();
         self.addrs.push(listener.local_addr().unwrap());
         self.nodes.push(None);
         self.nodes[i] = Some(self.start_with(i, listener));
