@@ -25,9 +25,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cluster::{free_ports, log_tails, terminate_child, terminate_children};
 
@@ -162,6 +162,19 @@ impl Net {
                 c
             }
             None => Command::new(bin),
+        }
+    }
+
+    /// Gives node index `i` fresh real ports behind its proxy ports, after a node found
+    /// one of its ports taken at start; false on namespaces (where each node has its
+    /// own ports and nothing else listens).
+    fn move_node(&self, i: usize) -> bool {
+        match &self.proxy {
+            Some(p) => {
+                p.move_node(i);
+                true
+            }
+            None => false,
         }
     }
 
@@ -409,10 +422,11 @@ fn remove_leftovers() {
 /// The proxy: one front port per node listener; `blocked` holds the directions cut.
 struct Proxy {
     n: usize,
-    /// Real ports: clients, replication, quorum, per node.
-    client: Vec<u16>,
-    replication: Vec<u16>,
-    quorum: Vec<u16>,
+    /// Real ports: clients, replication, quorum, per node (shared with the links that
+    /// forward to them: [`Proxy::move_node`] changes them).
+    client: Vec<Arc<AtomicU16>>,
+    replication: Vec<Arc<AtomicU16>>,
+    quorum: Vec<Arc<AtomicU16>>,
     /// Front ports, per node.
     front_client: Vec<u16>,
     front_replication: Vec<u16>,
@@ -428,6 +442,10 @@ impl Proxy {
         let stop = Arc::new(AtomicBool::new(false));
         let blocked = Arc::new(Mutex::new(HashSet::new()));
         let pids = Arc::new(Mutex::new(vec![None; n]));
+        let ports: Vec<Arc<AtomicU16>> = ports
+            .into_iter()
+            .map(|p| Arc::new(AtomicU16::new(p)))
+            .collect();
         let mut fronts = [Vec::new(), Vec::new(), Vec::new()];
         for (kind, backs) in [&ports[..n], &ports[n..2 * n], &ports[2 * n..]]
             .into_iter()
@@ -438,7 +456,7 @@ impl Proxy {
                 fronts[kind].push(listener.local_addr().expect("bound").port());
                 let link = Link {
                     to: j,
-                    back: *back,
+                    back: back.clone(),
                     blocked: blocked.clone(),
                     pids: pids.clone(),
                     stop: stop.clone(),
@@ -461,13 +479,24 @@ impl Proxy {
         }
     }
 
+    /// Fresh real ports for node `i` (its front ports stay).
+    fn move_node(&self, i: usize) {
+        let fresh = free_ports(3);
+        for (port, new) in [&self.client[i], &self.replication[i], &self.quorum[i]]
+            .into_iter()
+            .zip(fresh)
+        {
+            port.store(new, Ordering::Release);
+        }
+    }
+
     /// Node `i` listens on its real ports and advertises the front ones; its quorum
     /// list names its own real quorum port and the others' front ports.
     fn node_args(&self, i: usize) -> Vec<String> {
         let quorum = (0..self.n)
             .map(|k| {
                 let port = if k == i {
-                    self.quorum[k]
+                    self.quorum[k].load(Ordering::Acquire)
                 } else {
                     self.front_quorum[k]
                 };
@@ -477,9 +506,15 @@ impl Proxy {
             .join(",");
         vec![
             "--listen".into(),
-            format!("CLIENT://127.0.0.1:{}", self.client[i]),
+            format!(
+                "CLIENT://127.0.0.1:{}",
+                self.client[i].load(Ordering::Acquire)
+            ),
             "--listen".into(),
-            format!("REPLICATION://127.0.0.1:{}", self.replication[i]),
+            format!(
+                "REPLICATION://127.0.0.1:{}",
+                self.replication[i].load(Ordering::Acquire)
+            ),
             "--listener-security-protocol-map".into(),
             "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT".into(),
             "--inter-broker-listener".into(),
@@ -504,7 +539,7 @@ impl Drop for Proxy {
 /// One front port of node `to`, forwarding to its real port `back`.
 struct Link {
     to: usize,
-    back: u16,
+    back: Arc<AtomicU16>,
     blocked: Arc<Mutex<HashSet<(End, End)>>>,
     pids: Arc<Mutex<Vec<Option<u32>>>>,
     stop: Arc<AtomicBool>,
@@ -526,7 +561,8 @@ impl Link {
                 Err(_) => continue,
             };
             let from = self.source(peer, front);
-            let Ok(back) = TcpStream::connect(("127.0.0.1", self.back)) else {
+            let Ok(back) = TcpStream::connect(("127.0.0.1", self.back.load(Ordering::Acquire)))
+            else {
                 continue;
             };
             let _ = stream.set_nonblocking(false);
@@ -611,6 +647,35 @@ fn pump(
     let _ = w.shutdown(Shutdown::Both);
 }
 
+/// The lines of `ss -tanp` for the port a "cannot listen on 127.0.0.1:PORT: ..." message
+/// names (who took it), or why there are none.
+fn port_holders(message: &str) -> String {
+    let Some(port) = message
+        .split("cannot listen on ")
+        .nth(1)
+        .and_then(|rest| rest.split(": ").next())
+        .and_then(|addr| addr.rsplit(':').next())
+    else {
+        return "(no port in the message)".into();
+    };
+    match Command::new("ss").arg("-tanp").output() {
+        Ok(out) => {
+            let needle = format!(":{port} ");
+            let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains(&needle))
+                .map(str::to_string)
+                .collect();
+            if lines.is_empty() {
+                format!("(none on {port} any more)")
+            } else {
+                lines.join("\n")
+            }
+        }
+        Err(e) => format!("(ss: {e})"),
+    }
+}
+
 /// The nodes of a fault test: `tidelog serve` child processes on a [`Net`], with data
 /// directories `root/node-N` and logs `root/node-N.log`. Killed (and the net removed)
 /// when dropped.
@@ -626,7 +691,9 @@ pub struct Nodes {
 
 impl Nodes {
     /// Starts the nodes of `net` (as many as it was made for), each with `extra`
-    /// arguments after the network ones, logging at `log_filter`.
+    /// arguments after the network ones, logging at `log_filter`, and waits until each
+    /// listens or has exited (at most 30 s each). On the proxy, a node whose port was
+    /// taken between [`free_ports`] and its start is started again on fresh ports.
     pub fn start(bin: PathBuf, root: &Path, net: Net, extra: &[&str], log_filter: &str) -> Nodes {
         let n = net.n;
         let mut nodes = Nodes {
@@ -637,8 +704,10 @@ impl Nodes {
             children: (0..n).map(|_| None).collect(),
             net,
         };
-        for i in 0..n {
-            nodes.restart(i);
+        // All at once, then each awaited: a node may wait for its peers at start.
+        let offsets: Vec<u64> = (0..n).map(|i| nodes.spawn(i)).collect();
+        for (i, offset) in offsets.into_iter().enumerate() {
+            nodes.await_listening(i, offset);
         }
         nodes
     }
@@ -648,14 +717,27 @@ impl Nodes {
         self.root.join(format!("node-{}", i + 1))
     }
 
-    /// Starts node index `i` (again) on its data directory and addresses.
+    /// Starts node index `i` (again) on its data directory and addresses, and waits
+    /// until it listens (see [`Nodes::start`]'s note on taken ports).
     pub fn restart(&mut self, i: usize) {
+        let offset = self.spawn(i);
+        self.await_listening(i, offset);
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.root.join(format!("node-{}.log", i + 1))
+    }
+
+    /// Spawns node index `i`; returns its log's length before, where this run's lines
+    /// start.
+    fn spawn(&mut self, i: usize) -> u64 {
         assert!(self.children[i].is_none(), "node {} is running", i + 1);
         let log = File::options()
             .create(true)
             .append(true)
-            .open(self.root.join(format!("node-{}.log", i + 1)))
+            .open(self.log_path(i))
             .expect("the node's log file");
+        let offset = log.metadata().map_or(0, |m| m.len());
         let child = self
             .net
             .command(i, &self.bin)
@@ -674,6 +756,49 @@ impl Nodes {
             .expect("spawn tidelog serve");
         self.net.set_pid(i, Some(child.id()));
         self.children[i] = Some(child);
+        offset
+    }
+
+    /// Waits, for at most 30 s, until node index `i`'s log since `offset` says it
+    /// listens or the node has exited. A port handed out by [`free_ports`] is free when
+    /// chosen, not when the node binds it: a node that exits because another socket took
+    /// one of its ports meanwhile is started again on fresh ports behind the same proxy
+    /// ports (up to three times), and what held the port is printed. On namespaces each
+    /// node has its own fixed ports, so such a node is left to the test's checks.
+    fn await_listening(&mut self, i: usize, mut offset: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut moves = 0;
+        while Instant::now() < deadline {
+            let said = std::fs::read(self.log_path(i))
+                .map(|b| String::from_utf8_lossy(&b[(offset as usize).min(b.len())..]).into_owned())
+                .unwrap_or_default();
+            if said.contains("tidelog serve: Kafka protocol on") {
+                return;
+            }
+            let exited = match self.children[i].as_mut().map(Child::try_wait) {
+                Some(Ok(None)) => false,
+                Some(_) => true,
+                None => return,
+            };
+            if exited {
+                if !said.contains("Address already in use") || moves == 3 || !self.net.move_node(i)
+                {
+                    return;
+                }
+                moves += 1;
+                eprintln!(
+                    "node {} could not listen: {}\nthe sockets on that port:\n{}\nstarting it on fresh ports ({moves} of 3)",
+                    i + 1,
+                    said.trim(),
+                    port_holders(&said)
+                );
+                self.children[i] = None;
+                self.net.set_pid(i, None);
+                offset = self.spawn(i);
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILL node index `i` and reap it (a paused one too).
@@ -727,5 +852,32 @@ impl Drop for Nodes {
         if std::thread::panicking() {
             eprintln!("the nodes' last log lines:\n{}", self.logs(40));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_whose_port_was_taken_starts_on_fresh_ports_behind_the_proxy() {
+        let net = Net::proxy(1);
+        let proxy = net.proxy.as_ref().expect("a proxy");
+        let taken_port = proxy.client[0].load(Ordering::Acquire);
+        // Another socket takes the node's port after it was chosen, before it starts.
+        let _taken = TcpListener::bind(("127.0.0.1", taken_port)).expect("the port is free");
+        let root = tempfile::tempdir().unwrap();
+        let nodes = Nodes::start(crate::tidelog_bin(), root.path(), net, &[], "warn");
+        let proxy = nodes.net.proxy.as_ref().expect("a proxy");
+        let now = proxy.client[0].load(Ordering::Acquire);
+        assert_ne!(now, taken_port, "the node was moved to a fresh port");
+        crate::cluster::eventually(
+            "the node lists itself behind its unchanged proxy port",
+            Duration::from_secs(30),
+            || {
+                crate::cluster::describe(&nodes.net.client_addr(0), "none", Duration::from_secs(2))
+                    .filter(|v| v.brokers == [1])
+            },
+        );
     }
 }
