@@ -899,17 +899,28 @@ fn large_batches_are_written_to_the_file_and_read_back_like_small_ones() {
         }
     };
     check(&log);
-    // A writer of small batches still has its next pages faulted in ahead.
+    // A writer of small batches still has its next pages faulted in ahead once it uses
+    // a reservation step up fast enough (`PREFAULT_MIN_BYTES_PER_SEC`). The batch is
+    // built and checked once, so that even a debug build sharing its cores with other
+    // tests writes at that rate; every step is another chance, up to 64 MiB. The reads
+    // of `check` queued read ranges first: they are drained before.
+    m.prefaulter().wait_idle();
     let small_log = m.open_log("s-0", c.clone()).unwrap();
-    let value = [5u8; 100];
-    while small_log.size_bytes() < 6 << 20 {
-        let mut b = BatchBuilder::new();
-        for _ in 0..100 {
-            b.push(0, None, Some(&value), &[]);
-        }
-        small_log.append_builder(&mut b).unwrap();
+    let mut b = BatchBuilder::new();
+    for _ in 0..100 {
+        b.push(0, None, Some(&[5u8; 100]), &[]);
     }
-    assert!(m.prefaulter().write_jobs() > 0);
+    let bytes = b.finish();
+    let small = crate::record::ValidBatches::parse(&bytes, "small batches").unwrap();
+    let mut written = 0u64;
+    while m.prefaulter().write_jobs() == 0 && written < 64 << 20 {
+        small_log.append_valid(&small).unwrap();
+        written += bytes.len() as u64;
+    }
+    assert!(
+        m.prefaulter().write_jobs() > 0,
+        "a writer of small batches had nothing faulted in ahead after {written} bytes"
+    );
     drop((log, small_log));
     m.close().unwrap();
     drop(m);
