@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -728,6 +728,16 @@ impl Nodes {
         self.root.join(format!("node-{}.log", i + 1))
     }
 
+    /// What node index `i` wrote to its log from byte `offset` on (empty if unreadable).
+    fn log_since(&self, i: usize, offset: u64) -> String {
+        let mut bytes = Vec::new();
+        let _ = File::open(self.log_path(i)).and_then(|mut f| {
+            f.seek(SeekFrom::Start(offset))?;
+            f.read_to_end(&mut bytes)
+        });
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// Spawns node index `i`; returns its log's length before, where this run's lines
     /// start.
     fn spawn(&mut self, i: usize) -> u64 {
@@ -766,12 +776,11 @@ impl Nodes {
     /// ports (up to three times), and what held the port is printed. On namespaces each
     /// node has its own fixed ports, so such a node is left to the test's checks.
     fn await_listening(&mut self, i: usize, mut offset: u64) {
+        const MAX_MOVES: u32 = 3;
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut moves = 0;
         while Instant::now() < deadline {
-            let said = std::fs::read(self.log_path(i))
-                .map(|b| String::from_utf8_lossy(&b[(offset as usize).min(b.len())..]).into_owned())
-                .unwrap_or_default();
+            let said = self.log_since(i, offset);
             if said.contains("tidelog serve: Kafka protocol on") {
                 return;
             }
@@ -781,13 +790,15 @@ impl Nodes {
                 None => return,
             };
             if exited {
-                if !said.contains("Address already in use") || moves == 3 || !self.net.move_node(i)
+                if !said.contains("Address already in use")
+                    || moves == MAX_MOVES
+                    || !self.net.move_node(i)
                 {
                     return;
                 }
                 moves += 1;
                 eprintln!(
-                    "node {} could not listen: {}\nthe sockets on that port:\n{}\nstarting it on fresh ports ({moves} of 3)",
+                    "node {} could not listen: {}\nthe sockets on that port:\n{}\nstarting it on fresh ports ({moves} of {MAX_MOVES})",
                     i + 1,
                     said.trim(),
                     port_holders(&said)
