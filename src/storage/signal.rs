@@ -41,11 +41,25 @@ impl Signal {
 
     /// Bumps the count and wakes the waiter.
     pub(crate) fn notify(&self) {
-        self.seq.fetch_add(1, Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
+        if self.bump() {
+            self.wake();
         }
+    }
+
+    /// Bumps the count; true if the waiter sleeps and needs [`Signal::wake`].
+    fn bump(&self) -> bool {
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        self.sleepers.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wakes a waiter asleep on the condition variable.
+    fn wake(&self) {
+        // Taking the lock orders this wake-up after a waiter's check of the count (it
+        // holds the lock from that check until it sleeps); the notify itself comes after
+        // the lock is let go, so the woken waiter does not find it held (and contend for
+        // it, spinning and yielding its core, on its way back).
+        drop(self.lock.lock());
+        self.cv.notify_all();
     }
 
     /// Waits until the count differs from `seen` or `deadline` passes. True if it moved.
@@ -90,6 +104,7 @@ impl Signal {
                 break;
             }
         }
+        drop(g);
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         moved()
     }
@@ -143,12 +158,22 @@ impl Watchers {
         }
     }
 
+    /// Bumps the signals under the list's lock and wakes the sleeping ones after
+    /// releasing it. A woken network Fetch removes its registration as soon as it has
+    /// read: had the wake-up been made under the lock, the waker (often preempted by the
+    /// thread it wakes, on a busy machine) would still hold it, and the Fetch would spin
+    /// and `sched_yield` for it on its way to answer, a yield that can give the core
+    /// away for a whole time slice.
     #[cold]
     fn notify_slow(&self, moved: Moved) {
+        let mut asleep = Vec::new();
         for (s, limit) in self.list.lock().iter() {
-            if moved == Moved::HighWatermark || *limit == ReadLimit::LogEnd {
-                s.notify();
+            if (moved == Moved::HighWatermark || *limit == ReadLimit::LogEnd) && s.bump() {
+                asleep.push(Arc::clone(s));
             }
+        }
+        for s in asleep {
+            s.wake();
         }
     }
 
@@ -210,6 +235,39 @@ mod tests {
             notifier.join().expect("notifier");
         }
         assert_eq!(s.sleepers.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_notify_wakes_sleepers_after_releasing_the_list() {
+        let w = Arc::new(Watchers::default());
+        let s = Arc::new(Signal::default());
+        w.add(&s, ReadLimit::LogEnd);
+        // A sleeper, and the signal's own lock held here: the notifier's wake-up waits
+        // for it, as a wake-up preempted by the thread it wakes does.
+        s.sleepers.fetch_add(1, Ordering::SeqCst);
+        let held = s.lock.lock();
+        let notifier = {
+            let w = Arc::clone(&w);
+            std::thread::spawn(move || w.notify(Moved::LogEnd))
+        };
+        let start = Instant::now();
+        while s.current() == 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        assert_eq!(s.current(), 1, "the notifier bumped the signal");
+        // The woken waiter's next step is to take the list's lock (a Fetch removing its
+        // registration): it is free while the wake-up is still under way.
+        let mut free = false;
+        while !free && start.elapsed() < Duration::from_secs(10) {
+            free = w.list.try_lock().is_some();
+            std::thread::yield_now();
+        }
+        assert!(free, "the list's lock is held through the wake-up");
+        drop(held);
+        notifier.join().expect("notifier");
+        s.sleepers.fetch_sub(1, Ordering::SeqCst);
+        w.remove(&s);
+        assert_eq!(w.len(), 0);
     }
 
     #[test]
