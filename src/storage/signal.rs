@@ -104,7 +104,6 @@ impl Signal {
                 break;
             }
         }
-        drop(g);
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         moved()
     }
